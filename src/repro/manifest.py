@@ -1,0 +1,175 @@
+"""The run manifest: parameters, versions, git commit, counts, timings and output hashes, in `manifest.json`.
+
+Every stage of every notebook reads, updates and rewrites the one file (atomically), so a run that
+stops half-way still explains itself: its `status` stays `running` or becomes `failed`, never `complete`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterator
+
+from .paths import RunDir, project_root
+
+TRACKED_PACKAGES = (
+    "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
+    "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm",
+)
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """The sha256 hex digest of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages that decide a run's numbers (None where not installed)."""
+    out: dict[str, str | None] = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit(root: Path | None = None) -> dict[str, Any]:
+    """The project's git commit and whether the work tree had uncommitted changes."""
+    root = root or project_root()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                    capture_output=True, text=True, check=True).stdout.strip())
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _to_jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return value.item()
+    return value
+
+
+class Manifest:
+    """Read-modify-write access to one run's `manifest.json`."""
+
+    def __init__(self, run_dir: str | Path | RunDir):
+        self.run = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
+        self.path = self.run.manifest
+
+    # -- raw access -------------------------------------------------------------------------
+    def read(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return {}
+        return json.loads(self.path.read_text())
+
+    def write(self, data: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(_to_jsonable(data), indent=2, ensure_ascii=False) + "\n")
+        os.replace(tmp, self.path)
+
+    def update(self, **fields: Any) -> dict[str, Any]:
+        data = self.read()
+        data.update(fields)
+        self.write(data)
+        return data
+
+    # -- run lifecycle ----------------------------------------------------------------------
+    def start_run(self, parameters: dict[str, Any], notebooks: list[str]) -> None:
+        """Begin (or re-begin) a run: status `running`, environment recorded, old stages kept for resume."""
+        data = self.read()
+        data.update({
+            "status": "running",
+            "started": _now(),
+            "finished": None,
+            "error": None,
+            "parameters": parameters,
+            "notebooks": {nb: {"status": "pending"} for nb in notebooks},
+            "environment": {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "packages": package_versions(),
+                "git": git_commit(),
+            },
+        })
+        data.setdefault("stages", {})
+        data.setdefault("counts", {})
+        data.setdefault("outputs", {})
+        self.write(data)
+
+    def notebook_status(self, notebook: str, status: str, **extra: Any) -> None:
+        data = self.read()
+        entry = data.setdefault("notebooks", {}).setdefault(notebook, {})
+        entry.update({"status": status, "at": _now(), **extra})
+        self.write(data)
+
+    def finish_run(self, status: str, error: str | None = None) -> None:
+        """Close the run as `complete` or `failed` (with the error paragraph)."""
+        self.update(status=status, finished=_now(), error=error)
+
+    # -- stages -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[dict[str, Any]]:
+        """Time one stage; the yielded dict's items are stored with it (counts, settings)."""
+        info: dict[str, Any] = {}
+        t0 = time.perf_counter()
+        self._set_stage(name, {"status": "running", "started": _now()})
+        try:
+            yield info
+        except BaseException as exc:
+            self._set_stage(name, {"status": "failed", "seconds": round(time.perf_counter() - t0, 3),
+                                   "error": f"{type(exc).__name__}: {exc}", **info})
+            raise
+        self._set_stage(name, {"status": "done", "seconds": round(time.perf_counter() - t0, 3), **info})
+
+    def _set_stage(self, name: str, value: dict[str, Any]) -> None:
+        data = self.read()
+        data.setdefault("stages", {})[name] = value
+        self.write(data)
+
+    def set_counts(self, **counts: int) -> None:
+        """Row counts at each stage (source, sliced, dropped, scored, kept, ...)."""
+        data = self.read()
+        data.setdefault("counts", {}).update(counts)
+        self.write(data)
+
+    def record(self, key: str, value: Any) -> None:
+        """Store a top-level fact (e.g. `scorer`, `generation`) for later notebooks and the card."""
+        self.update(**{key: value})
+
+    def add_outputs(self, *paths: str | Path) -> None:
+        """Record sha256 and size of output files, keyed by their path relative to the run directory."""
+        data = self.read()
+        outputs = data.setdefault("outputs", {})
+        for p in paths:
+            p = Path(p)
+            rel = str(p.resolve().relative_to(self.run.root.resolve())) if p.is_absolute() or p.exists() else str(p)
+            outputs[rel] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+        self.write(data)

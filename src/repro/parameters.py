@@ -1,0 +1,265 @@
+"""Every notebook's parameters: one schema each, YAML loading with `--set` overrides, errors that name the key.
+
+Parameters are flat (one namespace across notebooks) so that a params file works both with `repro run`
+and with plain `papermill NB OUT -f params/x.yaml`. Papermill only warns about unknown names and guesses
+types; `validate_namespace` turns that into a clear error and casts values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from .errors import ParameterError
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    section: ClassVar[str] = ""
+
+    run_name: str = "demo"
+    run_dir: str | None = None  # default: runs/<run_name>
+
+    @property
+    def run_root(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else Path("runs") / self.run_name
+
+
+# --------------------------------------------------------------------------------------------
+# 01_construct
+# --------------------------------------------------------------------------------------------
+class ConstructParams(_Params):
+    """Parameters of notebooks/01_construct.ipynb."""
+
+    section: ClassVar[str] = "construct"
+
+    # source rows
+    source: str = "demo"  # "demo" (embedded sample), a hub dataset id, or a local .jsonl/.parquet/saved dataset
+    source_split: str = "train_prefs"
+    # slicing: index part [part_start:part_stop] -> drop `drop_rows` -> mini `mini_index` of `mini_count`
+    part_start: int = 0
+    part_stop: int | None = None
+    drop_rows: int = 0
+    drop_from: Literal["end", "start"] = "end"
+    mini_index: int = 0
+    mini_count: int = 1
+    limit: int | None = None  # keep only the first N rows of the mini (quick tries)
+    # candidates
+    candidate_columns: list[str] = ["resp0", "resp1"]
+    include_reference: bool = False  # also rank `reference_response`
+    include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
+    too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
+    # scoring
+    scorer_model: str = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
+    scorer_backend: Literal["repro", "llm-blender"] = "repro"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
+    batch_tokens: int = 16384  # token budget per forward batch
+    chunk_size: int = 256  # prompts per resumable chunk
+    num_processes: int = 1  # >1: torchrun workers on this node
+    source_maxlength: int = 1224
+    candidate_maxlength: int = 412
+    # output rows
+    messages: Literal["chosen", "source"] = "chosen"
+    keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
+    # generation (issue 7): when true, candidates (and optionally the reference) are generated first
+    generate: bool = False
+
+    @field_validator("part_start", "drop_rows", "mini_index", "batch_tokens", "chunk_size")
+    @classmethod
+    def _non_negative(cls, v: int, info) -> int:
+        if v < 0:
+            raise ValueError(f"must be >= 0, got {v}")
+        return v
+
+    @field_validator("mini_count", "num_processes")
+    @classmethod
+    def _positive(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be >= 1, got {v}")
+        return v
+
+    @field_validator("candidate_columns")
+    @classmethod
+    def _columns(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"names a column twice: {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.mini_index >= self.mini_count:
+            raise ValueError(f"mini_index={self.mini_index} must be < mini_count={self.mini_count} (minis count from 0)")
+        if self.part_stop is not None and self.part_stop <= self.part_start:
+            raise ValueError(f"part_stop={self.part_stop} must be > part_start={self.part_start}")
+        if self.batch_tokens and self.batch_tokens < self.source_maxlength + 2 * self.candidate_maxlength:
+            raise ValueError(
+                f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length "
+                f"({self.source_maxlength + 2 * self.candidate_maxlength} tokens): raise it")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# generation (part of 01_construct when `generate: true`)
+# --------------------------------------------------------------------------------------------
+class GenerationParams(_Params):
+    """Parameters of the generation stage (used by 01_construct when `generate` is true)."""
+
+    section: ClassVar[str] = "generation"
+
+    policy_model: str | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy" is a noise stand-in
+    generation_backend: Literal["transformers", "vllm"] = "transformers"
+    generate_reference: bool = True  # greedy `reference_response` (temperature 0)
+    reference_max_new_tokens: int = 1024
+    n_candidates: int = 2  # columns resp0 .. resp{n-1}
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_new_tokens: int = 1024
+    generation_seed: int = 0
+    use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
+    max_prompt_tokens: int | None = None  # default: the model's context minus max_new_tokens
+    long_prompts: Literal["truncate_left", "skip"] = "truncate_left"
+    generation_batch_size: int = 16
+
+
+# --------------------------------------------------------------------------------------------
+# 02_analyze
+# --------------------------------------------------------------------------------------------
+class AnalyzeParams(_Params):
+    """Parameters of notebooks/02_analyze.ipynb."""
+
+    section: ClassVar[str] = "analyze"
+
+    dataset: str | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
+    dataset_split: str = "train_prefs"
+    bootstrap_resamples: int = 1000
+    bootstrap_seed: int = 0
+    exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
+
+
+# --------------------------------------------------------------------------------------------
+# 03_card
+# --------------------------------------------------------------------------------------------
+class CardParams(_Params):
+    """Parameters of notebooks/03_card.ipynb."""
+
+    section: ClassVar[str] = "card"
+
+    card_dataset: str | None = None  # default: this run's dataset folder
+    pretty_name: str | None = None
+    hub_repo_id: str | None = None  # where the dataset is (or will be) published
+    license: str = "mit"
+    language: list[str] = ["en", "zh"]
+    known_recipe: str | None = None  # for datasets not built here: what is known of their making
+    push_to_hub: bool = False
+
+
+SCHEMAS: dict[str, type[_Params]] = {
+    "construct": ConstructParams,
+    "generation": GenerationParams,
+    "analyze": AnalyzeParams,
+    "card": CardParams,
+}
+RUN_KEYS = {"notebooks"}  # keys only `repro run` reads
+DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
+
+
+def all_fields() -> set[str]:
+    """Every parameter name any notebook accepts."""
+    names = set(RUN_KEYS)
+    for schema in SCHEMAS.values():
+        names |= set(schema.model_fields)
+    return names
+
+
+def _unknown_error(key: str, where: str) -> ParameterError:
+    close = difflib.get_close_matches(key, sorted(all_fields()), n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return ParameterError(
+        f"Unknown parameter '{key}' in {where}.{hint} Known parameters are listed in src/repro/parameters.py "
+        f"and documented in params/demo.yaml; remove or rename it.")
+
+
+def _format_validation(exc: ValidationError, schema: type[_Params], where: str) -> ParameterError:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "(parameters)"
+        got = err.get("input")
+        got_s = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"  - {loc}: {err['msg']}{got_s}")
+    return ParameterError(
+        f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) +
+        "\nFix the value in the params file or with --set KEY=VALUE.")
+
+
+def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters") -> _Params:
+    """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error)."""
+    known = all_fields()
+    for key in values:
+        if key not in known:
+            raise _unknown_error(key, where)
+    mine = {k: v for k, v in values.items() if k in schema.model_fields}
+    try:
+        return schema(**mine)
+    except ValidationError as exc:
+        raise _format_validation(exc, schema, where) from None
+
+
+def validate_all(values: dict[str, Any], where: str = "the parameters") -> dict[str, _Params]:
+    """Validate a whole params file against every schema; returns one object per section."""
+    return {name: build(schema, values, where) for name, schema in SCHEMAS.items()}
+
+
+_IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+
+
+def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
+    """Validate a notebook's parameters from its globals (the parameters cell plus papermill's injection)."""
+    schema = SCHEMAS[section]
+    values = {}
+    for key, value in namespace.items():
+        if key.startswith("_") or key in _IPYTHON_NAMES:
+            continue
+        if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
+            continue
+        values[key] = value
+    return build(schema, values, where=f"notebook {section}")
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """Parse `--set key=value` items; values are read as YAML scalars (types are checked by the schemas)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ParameterError(f"--set expects KEY=VALUE, got {item!r}; for example --set mini_index=1")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        try:
+            out[key] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            out[key] = raw
+    return out
+
+
+def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Load a params YAML file, apply `--set` overrides, validate every key; returns the merged dict."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
+    try:
+        values = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
+    if not isinstance(values, dict):
+        raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
+    values.update(parse_set(overrides or []))
+    nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
+    if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
+        raise ParameterError(f"'notebooks' in {path} must be a non-empty list of notebook names, got {nbs!r}.")
+    validate_all(values, where=str(path))
+    return values
