@@ -1,0 +1,75 @@
+"""The output schema (the seed's columns, order and types) and writing a split in the layout `push_to_hub` writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import datasets
+from datasets import Features, List, Value
+from datasets.arrow_writer import get_writer_batch_size_from_data_size, get_writer_batch_size_from_features
+from datasets.utils.py_utils import convert_file_size_to_int
+
+from .paths import SPLIT, shard_name
+
+MESSAGE_LIST = List({"content": Value("string"), "role": Value("string")})
+
+# The seed dataset's columns, in its order (one source of truth for the output's shape).
+SEED_FEATURES = Features({
+    "prompt": Value("string"),
+    "prompt_id": Value("string"),
+    "messages": MESSAGE_LIST,
+    "score_chosen": Value("float64"),
+    "score_rejected": Value("float64"),
+    "reference_response": Value("string"),
+    "chosen": MESSAGE_LIST,
+    "rejected": MESSAGE_LIST,
+})
+SEED_COLUMNS = list(SEED_FEATURES)
+
+# Optional extra columns (every candidate and its PairRM score, as Snorkel's and SPPO's outputs keep them).
+EXTRA_FEATURES = Features({
+    "candidates": List(Value("string")),
+    "candidate_scores": List(Value("float64")),
+})
+
+
+def output_features(keep_all_candidates: bool = False) -> Features:
+    """The features of the rows this project writes."""
+    if not keep_all_candidates:
+        return SEED_FEATURES.copy()
+    return Features({**SEED_FEATURES, **EXTRA_FEATURES})
+
+
+def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLIT,
+                max_shard_size: int | str | None = None) -> dict[str, Any]:
+    """Write `ds` as `data/{split}-{i:05d}-of-{n:05d}.parquet`, sharded and row-grouped as `push_to_hub` does.
+
+    Returns the split's facts as `push_to_hub` records them: `num_bytes` (in-memory Arrow size),
+    `num_examples`, `download_size` (bytes of the parquet files) and the files written.
+    """
+    data_dir = Path(dataset_dir) / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for old in data_dir.glob(f"{split}-*.parquet"):
+        old.unlink()
+    ds = ds.flatten_indices() if ds._indices is not None else ds
+    nbytes = ds._estimate_nbytes()
+    max_shard = convert_file_size_to_int(max_shard_size or datasets.config.MAX_SHARD_SIZE)
+    num_shards = int(nbytes / max_shard) + 1
+    batch_size = get_writer_batch_size_from_features(ds.features) or get_writer_batch_size_from_data_size(len(ds), nbytes)
+    files = []
+    for index in range(num_shards):
+        shard = ds.shard(num_shards=num_shards, index=index, contiguous=True)
+        path = data_dir / shard_name(split, index, num_shards)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        shard.to_parquet(str(tmp), batch_size=batch_size)
+        os.replace(tmp, path)
+        files.append(path)
+    return {
+        "split": split,
+        "num_bytes": nbytes,
+        "num_examples": len(ds),
+        "download_size": sum(f.stat().st_size for f in files),
+        "files": [str(f) for f in files],
+    }

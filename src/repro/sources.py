@@ -1,0 +1,104 @@
+"""Loading rows: the embedded demo, a hub dataset id + split, a local .jsonl/.parquet file, a saved dataset
+directory, a folder in the hub's parquet layout, or a run directory of this project."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Iterable
+
+import datasets
+
+from .errors import DataError, ModelLoadError
+
+DEMO = "demo"
+
+
+def demo_path() -> Path:
+    """The embedded demo sample shipped with the package (prompts, reference, 3-4 candidates each)."""
+    return Path(str(resources.files("repro") / "data" / "demo_prompts.jsonl"))
+
+
+def _pick_split(obj, split: str, where: str) -> datasets.Dataset:
+    if isinstance(obj, (datasets.DatasetDict, dict)):
+        if split not in obj:
+            raise DataError(f"{where} has no split {split!r}; it has {sorted(obj)}. "
+                            f"Set the split parameter to one of those.")
+        return obj[split]
+    return obj
+
+
+def _is_hub_id(spec: str) -> bool:
+    parts = spec.split("/")
+    return len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~"))
+
+
+def load_source(spec: str, split: str = "train_prefs") -> datasets.Dataset:
+    """Load one split of rows from `spec`: "demo", a local file or folder, a run directory, or a hub id."""
+    if spec == DEMO:
+        return datasets.Dataset.from_json(str(demo_path()))
+    path = Path(os.path.expanduser(spec))
+    if path.exists():
+        return _load_local(path, split)
+    if _is_hub_id(spec):
+        return _load_hub(spec, split)
+    raise DataError(
+        f"Source {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
+        f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
+        f"'HuggingFaceH4/ultrafeedback_binarized'.")
+
+
+def _load_local(path: Path, split: str) -> datasets.Dataset:
+    where = f"source {str(path)!r}"
+    if path.is_file():
+        suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
+        if suffix in (".jsonl", ".json", ".jsonl.gz", ".json.gz"):
+            return datasets.Dataset.from_json(str(path))
+        if suffix == ".parquet":
+            return datasets.Dataset.from_parquet(str(path))
+        raise DataError(f"{where}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet.")
+    if (path / "dataset").is_dir() and (path / "manifest.json").exists():  # a run directory
+        return _load_local(path / "dataset", split)
+    if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
+        return _pick_split(datasets.load_from_disk(str(path)), split, where)
+    files = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet"))
+    if files:
+        return datasets.Dataset.from_parquet([str(f) for f in files])
+    try:
+        return _pick_split(datasets.load_dataset(str(path)), split, where)
+    except DataError:
+        raise
+    except Exception as exc:  # datasets raises many types here; the user needs one message
+        raise DataError(f"{where}: could not read a dataset from this folder ({type(exc).__name__}: {exc}). "
+                        f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
+
+
+def _load_hub(repo_id: str, split: str) -> datasets.Dataset:
+    try:
+        return _pick_split(datasets.load_dataset(repo_id, split=split), split, f"hub dataset {repo_id!r}")
+    except DataError:
+        raise
+    except ValueError as exc:
+        if "split" in str(exc).lower() or "Unknown split" in str(exc):
+            raise DataError(f"hub dataset {repo_id!r} has no split {split!r} ({exc}).") from None
+        raise _hub_error(repo_id, exc) from None
+    except Exception as exc:
+        raise _hub_error(repo_id, exc) from None
+
+
+def _hub_error(repo_id: str, exc: Exception) -> ModelLoadError:
+    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
+    why = "the hub is switched off (HF_HUB_OFFLINE is set)" if offline else "the hub could not be reached or the id is wrong"
+    return ModelLoadError(
+        f"Could not load hub dataset {repo_id!r}: {why} ({type(exc).__name__}: {str(exc)[:300]}). "
+        f"On a machine with network run `hf download {repo_id} --repo-type dataset --local-dir DIR`, "
+        f"copy DIR here, and pass that folder as the source instead of the id.")
+
+
+def require_columns(ds: datasets.Dataset | Iterable[str], columns: Iterable[str], where: str, hint: str = "") -> None:
+    """Raise DataError naming every missing column (and the columns that are there)."""
+    have = list(ds.column_names) if isinstance(ds, datasets.Dataset) else list(ds)
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise DataError(f"{where} lacks column(s) {missing}; it has {have}. {hint}".strip())
