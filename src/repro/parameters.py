@@ -54,6 +54,8 @@ class ConstructParams(_Params):
     include_reference: bool = False  # also rank `reference_response`
     include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
+    empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
+    duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
     # scoring
     scorer_model: str = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
     scorer_backend: Literal["repro", "llm-blender"] = "repro"

@@ -1,0 +1,172 @@
+"""Choosing chosen/rejected from scored candidates and building rows in the seed's shape (pure: no model code).
+
+Tie rule (deterministic, documented in the card): `chosen` is the FIRST candidate with the highest score and
+`rejected` the LAST candidate with the lowest score, in candidate order (the `candidate_columns` order, then
+the reference, then the source's chosen/rejected). When every score ties, that is the first and the last
+candidate. Rows with fewer than two distinct candidate texts are dropped (or are an error) before scoring.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .dataset_io import SEED_COLUMNS
+from .errors import DataError
+
+REFERENCE = "reference_response"
+ORIGINAL_CHOSEN = "original_chosen"
+ORIGINAL_REJECTED = "original_rejected"
+
+
+def prompt_id_of(prompt: str) -> str:
+    """sha256 hex digest of the UTF-8 prompt (the rule HuggingFaceH4/ultrafeedback_binarized uses)."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
+
+def conversation(prompt: str, response: str) -> list[dict[str, str]]:
+    """A single-turn conversation in the seed's message format."""
+    return [{"content": prompt, "role": "user"}, {"content": response, "role": "assistant"}]
+
+
+def last_assistant_text(messages: Any, where: str) -> str:
+    """The last assistant message of a `[{content, role}, ...]` list (the source's chosen/rejected)."""
+    if isinstance(messages, list):
+        for msg in reversed(messages):
+            if isinstance(msg, dict) and msg.get("role") == "assistant":
+                return msg.get("content")
+    raise DataError(f"{where} has no assistant message; expected a list of {{content, role}} dicts.")
+
+
+def select_pair(scores: Sequence[float]) -> tuple[int, int]:
+    """Indices (chosen, rejected): first of the highest score, last of the lowest (see the module's tie rule)."""
+    if len(scores) < 2:
+        raise DataError(f"select_pair needs at least two scores, got {len(scores)}.")
+    if any(math.isnan(s) for s in scores):
+        raise DataError(f"scores contain NaN: {list(scores)}; the scorer failed on this row.")
+    best = max(scores)
+    worst = min(scores)
+    chosen = next(i for i, s in enumerate(scores) if s == best)
+    rejected = max(i for i, s in enumerate(scores) if s == worst)
+    return chosen, rejected  # distinct: with >= 2 scores, a full tie gives (0, last)
+
+
+@dataclass
+class CandidateSet:
+    """The candidates of each kept row, with the source row index and the candidate names."""
+
+    rows: list[int] = field(default_factory=list)  # source row index (within the sliced table)
+    prompts: list[str] = field(default_factory=list)
+    candidates: list[list[str]] = field(default_factory=list)
+    names: list[list[str]] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    dropped_rows: dict[str, list[int]] = field(default_factory=dict)
+
+    def drop(self, reason: str, row: int) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        self.dropped_rows.setdefault(reason, []).append(row)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_reference: bool = False,
+                   include_original_pair: bool = False, empty: str = "error", where: str = "row") -> list[tuple[str, str]]:
+    """(name, text) of a row's candidates, in candidate order; None (an absent optional column) is skipped."""
+    names = list(columns)
+    if include_reference:
+        names.append(REFERENCE)
+    out: list[tuple[str, str]] = []
+    for name in names:
+        text = row.get(name)
+        if text is None:
+            continue
+        out.append((name, text))
+    if include_original_pair:
+        out.append((ORIGINAL_CHOSEN, last_assistant_text(row.get("chosen"), f"{where} column 'chosen'")))
+        out.append((ORIGINAL_REJECTED, last_assistant_text(row.get("rejected"), f"{where} column 'rejected'")))
+    kept = []
+    for name, text in out:
+        if not isinstance(text, str):
+            raise DataError(f"{where}, candidate {name!r}: expected a string, got {type(text).__name__} "
+                            f"({str(text)[:80]!r}). Fix the source column or leave it out of candidate_columns.")
+        if not text.strip():
+            if empty == "drop":
+                continue
+            raise DataError(f"{where}, candidate {name!r} is empty. Fix the source, or set "
+                            f"empty_candidates: drop to leave empty texts out of the ranking.")
+        kept.append((name, text))
+    return kept
+
+
+def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, include_reference: bool = False,
+                       include_original_pair: bool = False, too_few: str = "drop", empty: str = "error",
+                       row_offset: int = 0) -> CandidateSet:
+    """Gather every row's candidates; rows with fewer than two distinct texts are dropped or an error."""
+    cs = CandidateSet()
+    for i, row in enumerate(rows):
+        where = f"source row {row_offset + i} (prompt_id {row.get('prompt_id') or '?'})"
+        prompt = row.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
+        pairs = row_candidates(row, columns, include_reference=include_reference,
+                               include_original_pair=include_original_pair, empty=empty, where=where)
+        if len({text for _, text in pairs}) < 2:
+            if too_few == "error":
+                raise DataError(
+                    f"{where} has {len({t for _, t in pairs})} distinct candidate(s) among "
+                    f"{[n for n, _ in pairs]}; PairRM needs two. Set too_few_candidates: drop to skip such rows.")
+            cs.drop("fewer_than_two_distinct_candidates", row_offset + i)
+            continue
+        cs.rows.append(i)
+        cs.prompts.append(prompt)
+        cs.names.append([n for n, _ in pairs])
+        cs.candidates.append([t for _, t in pairs])
+    return cs
+
+
+def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str], scores: Sequence[float], *,
+              messages: str = "chosen", keep_all_candidates: bool = False) -> dict[str, Any]:
+    """One output row in the seed's column order: chosen = best, rejected = worst, with their scores."""
+    i_c, i_r = select_pair(scores)
+    chosen = conversation(prompt, candidates[i_c])
+    rejected = conversation(prompt, candidates[i_r])
+    if messages == "source":
+        msgs = source_row.get("messages")
+        if not isinstance(msgs, list):
+            raise DataError("messages: source needs a 'messages' column of {content, role} lists in the source.")
+    else:
+        msgs = chosen
+    row = {
+        "prompt": prompt,
+        "prompt_id": source_row.get("prompt_id") or prompt_id_of(prompt),
+        "messages": msgs,
+        "score_chosen": float(scores[i_c]),
+        "score_rejected": float(scores[i_r]),
+        "reference_response": source_row.get(REFERENCE),
+        "chosen": chosen,
+        "rejected": rejected,
+    }
+    assert list(row) == SEED_COLUMNS
+    if keep_all_candidates:
+        row["candidates"] = list(candidates)
+        row["candidate_scores"] = [float(s) for s in scores]
+    return row
+
+
+def check_prompt_ids(prompt_ids: Sequence[str], policy: str = "error", row_offset: int = 0) -> list[int]:
+    """Positions to keep; duplicates are an error naming the rows, or only the first is kept."""
+    first: dict[str, int] = {}
+    keep: list[int] = []
+    for i, pid in enumerate(prompt_ids):
+        if pid in first:
+            if policy == "error":
+                raise DataError(
+                    f"prompt_id {pid} appears at source rows {row_offset + first[pid]} and {row_offset + i}. "
+                    f"Deduplicate the source, or set duplicate_prompt_ids: keep_first.")
+            continue
+        first[pid] = i
+        keep.append(i)
+    return keep
