@@ -7,18 +7,35 @@ Used by scoring and generation alike. Contract (keep it when extending):
 - `fn(chunk_items) -> list[result]` (one JSON-serialisable result per item, same order);
 - finished chunks live in `work_dir/chunk-{index:06d}.json`; a re-run with the same fingerprint skips them;
 - a different fingerprint (parameters, inputs, model) never mixes with old chunks: they are moved aside
-  to `work_dir/stale-<old fingerprint>/` and the work starts over;
+  to `work_dir/stale-<old fingerprint>/` and the work starts over; a hash of the items and the chunk size
+  are added to the fingerprint here (they decide what a chunk holds), the caller adds the rest;
 - returns the results in input order.
+
+Optional extras (all keyword-only, off by default):
+
+- `progress=True`: items/s and ETA (a tqdm bar on a terminal, a line per few percent elsewhere);
+- `fn_reports_progress=True`: `fn(chunk_items, advance)` is called instead, `advance(k)` telling the bar
+  that k more items of the chunk are done (finer than one update per chunk);
+- `share=(rank, world_size)`: only the contiguous share of chunks that `chunk_share` gives this rank is
+  computed, and only those items' results are returned (in input order) — one process of a torchrun job;
+  `prepare=False` leaves the work dir as it is (one process prepared it for all, the others wait).
+
+`run_chunked_with_stats` is the same call returning a `ChunkedRun` (results plus how many chunks were
+resumed); `collect_chunks` reads a finished work dir back in input order.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TextIO
 
 FINGERPRINT_FILE = "fingerprint.json"
 
@@ -41,37 +58,273 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
     digest = fingerprint_of(fingerprint)
     fp_path = work_dir / FINGERPRINT_FILE
     if fp_path.exists():
-        old = json.loads(fp_path.read_text()).get("digest")
+        try:
+            old = json.loads(fp_path.read_text()).get("digest")
+        except (json.JSONDecodeError, FileNotFoundError):  # another process is moving it right now
+            old = None
         if old != digest:
             stale = work_dir / f"stale-{old}"
             stale.mkdir(exist_ok=True)
             for p in list(work_dir.glob("chunk-*.json")) + [fp_path]:
-                shutil.move(str(p), stale / p.name)
+                try:
+                    shutil.move(str(p), stale / p.name)
+                except FileNotFoundError:  # several ranks on one shared folder may race to move the same file
+                    pass
     if not fp_path.exists():
         _atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
 
 
 def chunk_path(work_dir: Path, index: int) -> Path:
+    """The file of finished chunk `index`."""
     return work_dir / f"chunk-{index:06d}.json"
 
 
-def run_chunked(items: Sequence[Any], fn: Callable[[list[Any]], list[Any]], *, work_dir: str | Path,
-                fingerprint: dict[str, Any], chunk_size: int = 256, desc: str = "work") -> list[Any]:
-    """Apply `fn` chunk by chunk, keeping finished chunks on disk so that a re-run continues."""
+def num_chunks(num_items: int, chunk_size: int) -> int:
+    """How many chunks `num_items` items make."""
+    return math.ceil(num_items / max(1, int(chunk_size)))
+
+
+def chunk_share(n_chunks: int, rank: int, world_size: int) -> range:
+    """The contiguous chunk indices that process `rank` of `world_size` computes (balanced to within one)."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
+    return range(rank * n_chunks // world_size, (rank + 1) * n_chunks // world_size)
+
+
+def _format_seconds(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+class Progress:
+    """Items done, items/s and ETA: a tqdm bar on a terminal, one line per `every_percent` % elsewhere.
+
+    Under papermill, in a notebook or in a log file, a bar would print a line per update; there the
+    progress is written as plain lines, one each time another `every_percent` of the total is done.
+    Items counted by `skip` (resumed from disk) are shown as done but left out of the rate and the ETA.
+    """
+
+    def __init__(self, total: int, *, desc: str, unit: str = "item", enabled: bool = True,
+                 stream: TextIO | None = None, bar: bool | None = None, every_percent: float = 5.0):
+        self.total, self.desc, self.unit, self.enabled = int(total), desc, unit, enabled
+        self.stream = stream if stream is not None else sys.stderr
+        if bar is None:
+            isatty = getattr(self.stream, "isatty", None)
+            bar = bool(isatty and isatty())
+        self.bar = bar
+        self.every = max(float(every_percent), 0.1)
+        self.done = 0
+        self.skipped = 0
+        self._start = time.monotonic()
+        self._next_percent = self.every
+        self._tqdm = None
+        self._closed = False
+        if self.enabled and self.bar:
+            from tqdm.auto import tqdm
+
+            self._tqdm = tqdm(total=self.total, desc=desc, unit=unit, file=self.stream, dynamic_ncols=True,
+                              smoothing=0.05)
+
+    @property
+    def rate(self) -> float:
+        """Items per second over the items computed here (not resumed ones)."""
+        elapsed = time.monotonic() - self._start
+        computed = self.done - self.skipped
+        return computed / elapsed if elapsed > 0 and computed > 0 else 0.0
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    def skip(self, n: int) -> None:
+        """Count `n` items as done without computing them (resumed chunks)."""
+        if n <= 0:
+            return
+        self.done += n
+        self.skipped += n
+        if self._tqdm is not None:
+            # moving `initial` along keeps resumed items out of tqdm's rate and ETA
+            self._tqdm.initial += n
+            self._tqdm.n += n
+            self._tqdm.last_print_n += n
+            self._tqdm.refresh()
+        elif self.enabled:
+            self._print(f"{self.desc}: {self.done}/{self.total} {self.unit}s resumed from earlier work")
+            self._next_percent = self._percent_after(self.done)
+
+    def advance(self, n: int) -> None:
+        """Count `n` more items as computed."""
+        if n <= 0:
+            return
+        n = min(n, self.total - self.done)
+        self.done += n
+        if self._tqdm is not None:
+            self._tqdm.update(n)
+        elif self.enabled:
+            percent = 100.0 * self.done / self.total if self.total else 100.0
+            if percent + 1e-9 >= self._next_percent and self.done < self.total:
+                self._print(self._line())
+                self._next_percent = self._percent_after(self.done)
+
+    def update_to(self, done: int) -> None:
+        """Raise the count of computed items to `done` (no-op if already there)."""
+        self.advance(done - self.done)
+
+    def close(self) -> None:
+        """Finish the bar, or print the final line."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._tqdm is not None:
+            self._tqdm.close()
+        elif self.enabled:
+            self._print(self._line(final=True))
+
+    def _percent_after(self, done: int) -> float:
+        percent = 100.0 * done / self.total if self.total else 100.0
+        return (math.floor(percent / self.every) + 1) * self.every
+
+    def _line(self, final: bool = False) -> str:
+        percent = 100.0 * self.done / self.total if self.total else 100.0
+        rate = self.rate
+        left = self.total - self.done
+        eta = left / rate if rate > 0 else (0.0 if left == 0 else math.inf)
+        tail = f"in {_format_seconds(self.elapsed)}" if final else \
+            f"elapsed {_format_seconds(self.elapsed)}, ETA {_format_seconds(eta)}"
+        return (f"{self.desc}: {percent:3.0f}% ({self.done}/{self.total} {self.unit}s), "
+                f"{rate:.2f} {self.unit}s/s, {tail}")
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class ChunkedRun:
+    """What `run_chunked_with_stats` did: the results (of the share, in input order) and the chunk counts."""
+
+    results: list[Any]
+    digest: str
+    chunks_total: int  # chunks of the whole input
+    chunks_in_share: int  # chunks this process was responsible for
+    chunks_resumed: int  # of those, found finished on disk
+    items_resumed: int
+    seconds: float
+
+
+def _load_chunk(path: Path, expected: int, desc: str) -> list[Any]:
+    out = json.loads(path.read_text())
+    if not isinstance(out, list) or len(out) != expected:
+        raise RuntimeError(f"{desc}: {path} holds {len(out) if isinstance(out, list) else 'no list of'} results, "
+                           f"expected {expected}; delete it to recompute that chunk")
+    return out
+
+
+def items_digest(items: Sequence[Any]) -> str:
+    """A sha256 of the items, in order (JSON of each; `str` of what JSON cannot write)."""
+    h = hashlib.sha256()
+    for item in items:
+        h.update(json.dumps(item, sort_keys=True, ensure_ascii=False, default=str).encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def _stored_fingerprint(fingerprint: dict[str, Any], items: Sequence[Any], chunk_size: int) -> dict[str, Any]:
+    # what a chunk file holds depends on the items and the chunk size, so they guard reuse too
+    return {"work": fingerprint, "chunk_size": chunk_size, "num_items": len(items), "items": items_digest(items)}
+
+
+def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,
+                           fingerprint: dict[str, Any], chunk_size: int = 256, desc: str = "work",
+                           progress: bool | Progress = False, fn_reports_progress: bool = False,
+                           share: tuple[int, int] | None = None, unit: str = "item",
+                           prepare: bool = True) -> ChunkedRun:
+    """`run_chunked`, returning a `ChunkedRun` with the results and how many chunks were resumed."""
+    start_time = time.monotonic()
     work_dir = Path(work_dir)
-    prepare_work_dir(work_dir, fingerprint)
     chunk_size = max(1, int(chunk_size))
-    results: list[Any] = []
-    for index, start in enumerate(range(0, len(items), chunk_size)):
+    stored = _stored_fingerprint(fingerprint, items, chunk_size)
+    digest = prepare_work_dir(work_dir, stored) if prepare else fingerprint_of(stored)
+    n_chunks = num_chunks(len(items), chunk_size)
+    indices = chunk_share(n_chunks, *share) if share is not None else range(n_chunks)
+
+    def bounds(index: int) -> tuple[int, int]:
+        return index * chunk_size, min(len(items), (index + 1) * chunk_size)
+
+    done: dict[int, list[Any]] = {}
+    for index in indices:
         path = chunk_path(work_dir, index)
         if path.exists():
-            results.extend(json.loads(path.read_text()))
-            continue
-        chunk = list(items[start:start + chunk_size])
-        out = fn(chunk)
-        if len(out) != len(chunk):
-            raise RuntimeError(f"{desc}: chunk {index} returned {len(out)} results for {len(chunk)} items")
-        _atomic_write_json(path, out)
-        results.extend(out)
+            lo, hi = bounds(index)
+            done[index] = _load_chunk(path, hi - lo, desc)
+    items_resumed = sum(len(v) for v in done.values())
+    share_items = sum(bounds(i)[1] - bounds(i)[0] for i in indices)
+
+    if isinstance(progress, Progress):
+        bar, own_bar = progress, False
+    else:
+        bar, own_bar = Progress(share_items, desc=desc, unit=unit, enabled=bool(progress)), True
+    bar.skip(items_resumed)
+    results: list[Any] = []
+    try:
+        for index in indices:
+            if index in done:
+                results.extend(done[index])
+                continue
+            lo, hi = bounds(index)
+            chunk = list(items[lo:hi])
+            before = bar.done
+            out = fn(chunk, bar.advance) if fn_reports_progress else fn(chunk)
+            if len(out) != len(chunk):
+                raise RuntimeError(f"{desc}: chunk {index} returned {len(out)} results for {len(chunk)} items")
+            _atomic_write_json(chunk_path(work_dir, index), out)
+            bar.update_to(before + len(chunk))
+            results.extend(out)
+    finally:
+        if own_bar:
+            bar.close()
+    return ChunkedRun(results=results, digest=digest, chunks_total=n_chunks, chunks_in_share=len(indices),
+                      chunks_resumed=len(done), items_resumed=items_resumed,
+                      seconds=time.monotonic() - start_time)
+
+
+def run_chunked(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,
+                fingerprint: dict[str, Any], chunk_size: int = 256, desc: str = "work",
+                progress: bool | Progress = False, fn_reports_progress: bool = False,
+                share: tuple[int, int] | None = None, unit: str = "item") -> list[Any]:
+    """Apply `fn` chunk by chunk, keeping finished chunks on disk so that a re-run continues."""
+    return run_chunked_with_stats(items, fn, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
+                                  desc=desc, progress=progress, fn_reports_progress=fn_reports_progress,
+                                  share=share, unit=unit).results
+
+
+def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
+                   desc: str = "work") -> list[Any]:
+    """Read back every chunk of a finished job (other processes wrote them) in input order; error if any is missing."""
+    work_dir = Path(work_dir)
+    chunk_size = max(1, int(chunk_size))
+    num_items = len(items)
+    digest = fingerprint_of(_stored_fingerprint(fingerprint, items, chunk_size))
+    fp_path = work_dir / FINGERPRINT_FILE
+    stored = json.loads(fp_path.read_text()).get("digest") if fp_path.exists() else None
+    if stored != digest:
+        raise RuntimeError(f"{desc}: {work_dir} holds work of another fingerprint ({stored}, expected {digest})")
+    results: list[Any] = []
+    for index in range(num_chunks(num_items, chunk_size)):
+        path = chunk_path(work_dir, index)
+        if not path.exists():
+            raise RuntimeError(f"{desc}: chunk {index} is missing in {work_dir} after all processes finished")
+        lo, hi = index * chunk_size, min(num_items, (index + 1) * chunk_size)
+        results.extend(_load_chunk(path, hi - lo, desc))
     return results
+

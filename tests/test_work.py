@@ -1,0 +1,170 @@
+"""Resumable chunked work: reuse, invalidation, shares of a multi-process job, progress output."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+
+import pytest
+
+from repro.work import (Progress, chunk_path, chunk_share, collect_chunks, num_chunks, run_chunked,
+                        run_chunked_with_stats)
+
+
+def _digest_all(texts: list[str]) -> list[str]:
+    return [hashlib.sha256(t.encode()).hexdigest()[:12] for t in texts]
+
+
+@pytest.fixture
+def prompts(train_rows) -> list[str]:
+    return [row["prompt"] for row in train_rows[:53]]
+
+
+class CountingFn:
+    """A chunk function that records which chunks it was asked to compute."""
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def __call__(self, chunk: list[str]) -> list[str]:
+        self.calls.append(chunk)
+        return _digest_all(chunk)
+
+
+def test_results_in_input_order_and_rerun_reuses_every_chunk(tmp_path, prompts):
+    fn = CountingFn()
+    first = run_chunked(prompts, fn, work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    assert first == _digest_all(prompts)
+    assert [len(c) for c in fn.calls] == [10, 10, 10, 10, 10, 3]
+    assert sorted(p.name for p in tmp_path.glob("chunk-*.json")) == [chunk_path(tmp_path, i).name for i in range(6)]
+
+    again = CountingFn()
+    stats = run_chunked_with_stats(prompts, again, work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    assert again.calls == []
+    assert stats.results == first
+    assert (stats.chunks_total, stats.chunks_resumed, stats.items_resumed) == (6, 6, len(prompts))
+
+
+def test_missing_chunks_are_recomputed_and_only_they(tmp_path, prompts):
+    run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    chunk_path(tmp_path, 2).unlink()
+    chunk_path(tmp_path, 5).unlink()
+    fn = CountingFn()
+    out = run_chunked(prompts, fn, work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    assert fn.calls == [prompts[20:30], prompts[50:53]]
+    assert out == _digest_all(prompts)
+
+
+@pytest.mark.parametrize("change", ["fingerprint", "chunk_size", "items"])
+def test_changed_work_never_mixes_with_old_chunks(tmp_path, prompts, change):
+    run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    fingerprint, chunk_size, items = {"job": "a"}, 10, prompts
+    if change == "fingerprint":
+        fingerprint = {"job": "b"}
+    elif change == "chunk_size":
+        chunk_size = 7
+    else:
+        items = prompts[:-1] + ["a different last prompt"]
+    fn = CountingFn()
+    out = run_chunked(items, fn, work_dir=tmp_path, fingerprint=fingerprint, chunk_size=chunk_size)
+    assert sum(len(c) for c in fn.calls) == len(items)  # everything recomputed
+    assert out == _digest_all(items)
+    stale = list(tmp_path.glob("stale-*"))
+    assert len(stale) == 1 and len(list(stale[0].glob("chunk-*.json"))) == 6
+
+
+def test_shares_cover_the_chunks_once_and_merge_to_the_single_process_result(tmp_path, prompts):
+    for n_chunks in (0, 1, 5, 6, 17):
+        for world in (1, 2, 3, 8):
+            shares = [chunk_share(n_chunks, r, world) for r in range(world)]
+            assert [i for s in shares for i in s] == list(range(n_chunks))
+            assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+    fp = {"job": "shared"}
+    n = num_chunks(len(prompts), 10)
+    per_rank = []
+    for rank in range(3):
+        fn = CountingFn()
+        part = run_chunked(prompts, fn, work_dir=tmp_path, fingerprint=fp, chunk_size=10, share=(rank, 3))
+        share = chunk_share(n, rank, 3)
+        lo, hi = share.start * 10, min(len(prompts), share.stop * 10)
+        assert part == _digest_all(prompts[lo:hi])
+        per_rank.append(part)
+    assert collect_chunks(prompts, work_dir=tmp_path, fingerprint=fp, chunk_size=10) == _digest_all(prompts)
+    assert sum(per_rank, []) == _digest_all(prompts)
+
+
+def test_collect_chunks_refuses_missing_or_foreign_work(tmp_path, prompts):
+    fp = {"job": "x"}
+    run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint=fp, chunk_size=10, share=(0, 2))
+    with pytest.raises(RuntimeError, match="chunk 3 is missing"):
+        collect_chunks(prompts, work_dir=tmp_path, fingerprint=fp, chunk_size=10)
+    with pytest.raises(RuntimeError, match="another fingerprint"):
+        collect_chunks(prompts, work_dir=tmp_path, fingerprint={"job": "y"}, chunk_size=10)
+
+
+def test_a_chunk_file_of_the_wrong_length_is_an_error_not_silently_used(tmp_path, prompts):
+    run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    chunk_path(tmp_path, 1).write_text(json.dumps(["only one"]))
+    with pytest.raises(RuntimeError, match="chunk-000001.json holds 1 results, expected 10"):
+        run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+
+
+def test_fn_returning_the_wrong_count_is_reported(tmp_path, prompts):
+    with pytest.raises(RuntimeError, match="chunk 0 returned 9 results for 10 items"):
+        run_chunked(prompts, lambda chunk: chunk[:-1], work_dir=tmp_path, fingerprint={}, chunk_size=10)
+
+
+def test_progress_lines_every_few_percent_not_every_update():
+    stream = io.StringIO()
+    bar = Progress(200, desc="scoring", unit="prompt", stream=stream, every_percent=5)
+    assert bar.bar is False  # a StringIO is not a terminal
+    for _ in range(200):
+        bar.advance(1)
+    bar.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 20  # 5 %, 10 %, ..., 95 %, then the final line
+    assert lines[0].startswith("scoring:   5% (10/200 prompts), ") and "ETA" in lines[0]
+    assert lines[-1].startswith("scoring: 100% (200/200 prompts), ") and " in " in lines[-1]
+
+
+def test_progress_counts_resumed_items_but_not_in_the_rate(tmp_path, prompts):
+    def crash_at_chunk_3(chunk):
+        if chunk == prompts[30:40]:
+            raise KeyboardInterrupt
+        return _digest_all(chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_chunked(prompts, crash_at_chunk_3, work_dir=tmp_path, fingerprint={"job": "p"}, chunk_size=10)
+    stream = io.StringIO()
+    bar = Progress(len(prompts), desc="work", stream=stream, every_percent=10)
+    seen: list[int] = []
+
+    def fn(chunk, advance):
+        for _ in chunk:
+            advance(1)
+            seen.append(bar.done)
+        return _digest_all(chunk)
+
+    out = run_chunked(prompts, fn, work_dir=tmp_path, fingerprint={"job": "p"}, chunk_size=10, progress=bar,
+                      fn_reports_progress=True)
+    bar.close()
+    assert out == _digest_all(prompts)
+    assert seen == list(range(31, len(prompts) + 1))
+    assert bar.skipped == 30 and bar.done == len(prompts)
+    text = stream.getvalue()
+    assert text.splitlines()[0] == f"work: 30/{len(prompts)} items resumed from earlier work"
+    assert len(text.splitlines()) <= 2 + 10
+
+
+def test_terminal_bar_shows_resumed_and_computed_items():
+    stream = io.StringIO()
+    bar = Progress(40, desc="scoring", unit="prompt", stream=stream, bar=True)
+    bar.skip(30)
+    for _ in range(10):
+        bar.advance(1)
+    bar.close()
+    final = stream.getvalue().split("\r")[-1]
+    assert "40/40" in final and "prompt/s" in final
+    assert bar._tqdm.initial == 30  # resumed items stay out of tqdm's rate
