@@ -102,16 +102,25 @@ class Manifest:
         return data
 
     # -- run lifecycle ----------------------------------------------------------------------
-    def start_run(self, parameters: dict[str, Any], notebooks: list[str]) -> None:
-        """Begin (or re-begin) a run: status `running`, environment recorded, old stages kept for resume."""
+    def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
+                  merge: bool = False) -> None:
+        """Begin (or re-begin) a run: status `running`, environment recorded; stages kept for resume.
+
+        With `merge`, parameters and notebooks are added to those already recorded (a notebook run on its
+        own over an existing run directory), instead of replacing them.
+        """
         data = self.read()
+        params = {**data.get("parameters", {}), **parameters} if merge else dict(parameters)
+        nbs = dict(data.get("notebooks", {})) if merge else {}
+        nbs.update({nb: {"status": "pending"} for nb in notebooks})
         data.update({
             "status": "running",
+            "driver": driver,
             "started": _now(),
             "finished": None,
             "error": None,
-            "parameters": parameters,
-            "notebooks": {nb: {"status": "pending"} for nb in notebooks},
+            "parameters": params,
+            "notebooks": nbs,
             "environment": {
                 "python": sys.version.split()[0],
                 "platform": platform.platform(),
@@ -124,6 +133,13 @@ class Manifest:
         data.setdefault("outputs", {})
         self.write(data)
 
+    def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
+        """Start a run record when a notebook runs on its own (plain papermill); `repro run` starts it before."""
+        data = self.read()
+        if data.get("status") == "running" and data.get("driver") == "repro run" and notebook in data.get("notebooks", {}):
+            return
+        self.start_run(parameters, [notebook], driver="papermill", merge=True)
+
     def notebook_status(self, notebook: str, status: str, **extra: Any) -> None:
         data = self.read()
         entry = data.setdefault("notebooks", {}).setdefault(notebook, {})
@@ -133,6 +149,14 @@ class Manifest:
     def finish_run(self, status: str, error: str | None = None) -> None:
         """Close the run as `complete` or `failed` (with the error paragraph)."""
         self.update(status=status, finished=_now(), error=error)
+
+    def notebook_done(self, notebook: str) -> None:
+        """Mark a notebook done; a run driven by plain papermill is complete when all its notebooks are."""
+        self.notebook_status(notebook, "done")
+        data = self.read()
+        if data.get("driver") == "papermill" and data.get("status") == "running" and all(
+                nb.get("status") == "done" for nb in data.get("notebooks", {}).values()):
+            self.finish_run("complete")
 
     # -- stages -----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -144,8 +168,10 @@ class Manifest:
         try:
             yield info
         except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
             self._set_stage(name, {"status": "failed", "seconds": round(time.perf_counter() - t0, 3),
-                                   "error": f"{type(exc).__name__}: {exc}", **info})
+                                   "error": error, **info})
+            self.finish_run("failed", error=f"stage {name!r} failed: {error}")
             raise
         self._set_stage(name, {"status": "done", "seconds": round(time.perf_counter() - t0, 3), **info})
 

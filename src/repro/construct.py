@@ -1,0 +1,156 @@
+"""The construction stages, one function per notebook cell: load -> slice -> (generate) -> candidates ->
+score -> pairs -> write. Each records its counts and timing in the run's manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+
+from .dataset_io import output_features, write_split
+from .manifest import Manifest
+from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
+from .parameters import ConstructParams, GenerationParams
+from .paths import SPLIT, RunDir
+from .slicing import plan_slice
+from .sources import load_source, require_columns
+
+
+@dataclass
+class Context:
+    """What the notebook carries from cell to cell: the parameters, the run directory and its manifest."""
+
+    params: ConstructParams
+    run: RunDir
+    manifest: Manifest
+
+
+def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
+    """Open the run directory and its manifest (started here when papermill runs the notebook on its own)."""
+    run = RunDir.of(params.run_root)
+    manifest = Manifest(run)
+    manifest.ensure_started(params.model_dump(), notebook)
+    manifest.notebook_status(notebook, "running")
+    return Context(params, run, manifest)
+
+
+def load(ctx: Context) -> datasets.Dataset:
+    """Load the source split and check it has what the later stages read."""
+    p = ctx.params
+    with ctx.manifest.stage("load") as info:
+        ds = load_source(p.source, p.source_split)
+        if len(ds) == 0:
+            from .errors import DataError
+            raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
+        require_columns(ds, ["prompt"], f"source {p.source!r}")
+        if not p.generate:
+            require_columns(ds, p.candidate_columns, f"source {p.source!r}",
+                            hint="Set candidate_columns to the columns holding the responses to rank "
+                                 "(or turn on generate to produce resp0..resp{n-1}).")
+        if p.include_reference and not p.generate:
+            require_columns(ds, ["reference_response"], f"source {p.source!r}",
+                            hint="Set include_reference: false, or use a source with reference responses.")
+        if p.include_original_pair:
+            require_columns(ds, ["chosen", "rejected"], f"source {p.source!r}",
+                            hint="Set include_original_pair: false for sources without chosen/rejected.")
+        info.update(source=p.source, split=p.source_split, rows=len(ds), columns=ds.column_names)
+    ctx.manifest.set_counts(source=len(ds))
+    return ds
+
+
+def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
+    """Keep the part, drop, mini (and limit) rows the parameters name."""
+    p = ctx.params
+    with ctx.manifest.stage("slice") as info:
+        plan = plan_slice(len(ds), part_start=p.part_start, part_stop=p.part_stop, drop_rows=p.drop_rows,
+                          drop_from=p.drop_from, mini_index=p.mini_index, mini_count=p.mini_count, limit=p.limit)
+        info.update(plan.counts, start=plan.start, stop=plan.stop, dropped_source_rows=list(plan.dropped))
+        sliced = ds.select(plan.indices)
+    ctx.manifest.set_counts(part=plan.counts["part"], dropped=plan.counts["dropped"],
+                            after_drop=plan.counts["after_drop"], sliced=len(sliced))
+    ctx.slice_start = plan.start  # source row numbers in error messages
+    return sliced
+
+
+def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | None) -> datasets.Dataset:
+    """Generate the reference and candidates with a policy model when `generate` is on; else pass through."""
+    if not ctx.params.generate:
+        return ds
+    from .generation import generate_candidates
+
+    with ctx.manifest.stage("generate") as info:
+        rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir("generation"), ctx.manifest)
+        out = datasets.Dataset.from_list(rows)
+        info.update(rows_in=len(ds), rows_out=len(out))
+    ctx.manifest.set_counts(generated=len(out))
+    return out
+
+
+def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
+    """Each kept row's candidate texts; rows with fewer than two distinct ones are dropped and counted."""
+    p = ctx.params
+    offset = getattr(ctx, "slice_start", 0)
+    with ctx.manifest.stage("candidates") as info:
+        rows = ds.to_list()
+        ids = [r.get("prompt_id") or prompt_id_of(r["prompt"]) if isinstance(r.get("prompt"), str) else None
+               for r in rows]
+        keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=offset)
+        cs = collect_candidates([rows[i] for i in keep], p.candidate_columns, include_reference=p.include_reference,
+                                include_original_pair=p.include_original_pair, too_few=p.too_few_candidates,
+                                empty=p.empty_candidates, row_offset=offset)
+        cs.rows = [keep[i] for i in cs.rows]
+        if len(keep) < len(rows):
+            cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
+        sizes = [len(c) for c in cs.candidates]
+        info.update(rows=len(cs), dropped=cs.dropped, candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
+    ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(
+        "fewer_than_two_distinct_candidates", 0), dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0))
+    ctx.candidate_dropped = dict(cs.dropped)
+    return cs
+
+
+def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
+    """Score every candidate with PairRM (resumable chunks under work/scoring); records the scorer in the manifest."""
+    from .scoring import score_candidates
+
+    p = ctx.params
+    with ctx.manifest.stage("score") as info:
+        result = score_candidates(
+            cs.prompts, cs.candidates, model=p.scorer_model, backend=p.scorer_backend, device=p.device,
+            dtype=p.dtype, batch_tokens=p.batch_tokens, chunk_size=p.chunk_size, num_processes=p.num_processes,
+            work_dir=ctx.run.work_dir("scoring"), source_maxlength=p.source_maxlength,
+            candidate_maxlength=p.candidate_maxlength)
+        info.update(result.info)
+    ctx.manifest.record("scorer", result.info)
+    ctx.manifest.set_counts(scored=len(result.scores))
+    return result.scores
+
+
+def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[list[float]]) -> datasets.Dataset:
+    """Rows in the seed's columns, order and types: chosen = highest score, rejected = lowest."""
+    p = ctx.params
+    with ctx.manifest.stage("pairs") as info:
+        rows = [build_row(ds[int(i)], prompt, cands, s, messages=p.messages, keep_all_candidates=p.keep_all_candidates)
+                for i, prompt, cands, s in zip(cs.rows, cs.prompts, cs.candidates, scores)]
+        out = datasets.Dataset.from_list(rows, features=output_features(p.keep_all_candidates))
+        info.update(rows=len(out), tie_rule="chosen = first highest score, rejected = last lowest score")
+    ctx.manifest.set_counts(kept=len(out))
+    return out
+
+
+def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct") -> dict[str, Any]:
+    """Write the dataset in push_to_hub's layout and record its files' hashes."""
+    with ctx.manifest.stage("write") as info:
+        split_info = write_split(out, ctx.run.dataset, SPLIT)
+        info.update({k: v for k, v in split_info.items() if k != "files"})
+    ctx.manifest.record("dataset", {k: v for k, v in split_info.items() if k != "files"})
+    ctx.manifest.add_outputs(*split_info["files"])
+    ctx.manifest.notebook_done(notebook)
+    return split_info
+
+
+def summary(ctx: Context) -> dict[str, Any]:
+    """The counts at each stage and the scorer, for display at the end of the notebook."""
+    data = ctx.manifest.read()
+    return {"counts": data.get("counts", {}), "scorer": data.get("scorer", {}), "dataset": data.get("dataset", {})}

@@ -1,0 +1,129 @@
+"""`repro run PARAMS.yaml [--set KEY=VALUE]... [--out DIR]`: execute the listed notebooks in order through
+papermill, with an explicit registered kernel, into the run directory; exit 0 only on success."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import ReproError
+from .manifest import Manifest
+from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file
+from .paths import NOTEBOOKS_DIR, RunDir
+
+KERNEL_NAME = "repro"
+# which parameter sections each notebook reads (the rest of a params file is not passed to it)
+NOTEBOOK_SECTIONS = {
+    "01_construct": ("construct", "generation"),
+    "02_analyze": ("analyze",),
+    "03_card": ("card",),
+}
+
+
+def notebook_path(name: str) -> Path:
+    """The committed notebook called `name` (with or without .ipynb)."""
+    stem = Path(name).stem
+    path = NOTEBOOKS_DIR / f"{stem}.ipynb"
+    if not path.exists():
+        known = sorted(p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb"))
+        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist; known notebooks: {known}.")
+    return path
+
+
+def notebook_parameters(name: str, values: dict[str, Any], run_root: Path) -> dict[str, Any]:
+    """The parameters papermill injects into one notebook: its sections' keys present in `values`, plus the run."""
+    sections = NOTEBOOK_SECTIONS.get(Path(name).stem, tuple(SCHEMAS))
+    fields = set().union(*(SCHEMAS[s].model_fields for s in sections))
+    params = {k: v for k, v in values.items() if k in fields}
+    params["run_dir"] = str(run_root)
+    params["run_name"] = values.get("run_name", run_root.name)
+    return params
+
+
+def ensure_kernel(name: str = KERNEL_NAME) -> str:
+    """Register this interpreter's Jupyter kernel as `name` (in sys.prefix) unless it already points here."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+        if spec.argv and Path(spec.argv[0]).resolve() == Path(sys.executable).resolve():
+            return name
+    except NoSuchKernel:
+        pass
+    from ipykernel.kernelspec import install
+
+    install(kernel_name=name, display_name="Python (repro)", prefix=sys.prefix)
+    spec = KernelSpecManager().get_kernel_spec(name)
+    if Path(spec.argv[0]).resolve() != Path(sys.executable).resolve():
+        raise ReproError(
+            f"A Jupyter kernel named {name!r} at {spec.resource_dir} runs {spec.argv[0]}, not this environment's "
+            f"{sys.executable}. Remove it (`jupyter kernelspec remove {name}`) or pass --kernel with another name.")
+    return name
+
+
+def _failure_message(name: str, output: Path, exc: Exception) -> str:
+    cell = getattr(exc, "cell_index", None)
+    count = getattr(exc, "exec_count", None)
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    where = f"cell {cell}" + (f" (execution count {count})" if count is not None else "") if cell is not None else "start-up"
+    return (f"Notebook {name} failed at {where}: {ename}: {evalue}\n"
+            f"The executed notebook, with the error and everything that ran before it, is saved at {output}.")
+
+
+def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
+                  log_output: bool = False) -> int:
+    """Execute the params' notebooks in order into `run_root/notebooks/`; record the run in its manifest."""
+    import papermill
+
+    notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
+    paths = {n: notebook_path(n) for n in notebooks}
+    run = RunDir.of(run_root)
+    run.notebooks.mkdir(parents=True, exist_ok=True)
+    manifest = Manifest(run)
+    manifest.start_run(values, notebooks, driver="repro run")
+    kernel = ensure_kernel(kernel)
+    for name in notebooks:
+        output = run.executed_notebook(f"{name}.ipynb")
+        manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
+        try:
+            papermill.execute_notebook(
+                str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
+                kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(Path.cwd()))
+        except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
+            message = _failure_message(name, output, exc)
+            manifest.notebook_status(name, "failed", error=message)
+            manifest.finish_run("failed", error=message)
+            if output.exists():
+                manifest.add_outputs(output)
+            print(f"repro run: FAILED\n{message}", file=sys.stderr)
+            return 1
+        manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
+        manifest.add_outputs(output)
+        print(f"repro run: {name} done -> {output}")
+    manifest.finish_run("complete")
+    print(f"repro run: complete -> {run.root}")
+    return 0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("params", help="a params YAML file, e.g. params/demo.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one parameter (repeatable); VALUE is read as YAML")
+    parser.add_argument("--out", help="the run directory (default: runs/<run_name>)")
+    parser.add_argument("--kernel", default=KERNEL_NAME, help="Jupyter kernel to execute with (default: repro)")
+    parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output to the terminal")
+
+
+def main(args: argparse.Namespace) -> int:
+    values = load_params_file(args.params, args.overrides)
+    values.setdefault("run_name", Path(args.params).stem)
+    if args.out:
+        values["run_dir"] = args.out
+    run_root = Path(values.get("run_dir") or Path("runs") / values["run_name"]).resolve()
+    values["run_dir"] = str(run_root)
+    print(f"repro run: {args.params} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
+    return run_notebooks(values, run_root, kernel=args.kernel, log_output=args.log_output)

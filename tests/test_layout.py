@@ -1,0 +1,79 @@
+"""The project's shape: layout, environment.yml vs pyproject.toml, committed notebooks without outputs."""
+
+import ast
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from repro.parameters import SCHEMAS
+from repro.runner import NOTEBOOK_SECTIONS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_layout():
+    for name in ["notebooks", "src/repro", "params", "tests", "environment.yml", "README.md", "pyproject.toml",
+                 "Makefile", ".ci/run"]:
+        assert (ROOT / name).exists(), name
+
+
+def test_environment_yml_installs_the_pyproject_dependencies():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = env["dependencies"]
+    assert "conda-forge" in env["channels"]
+    python = [d for d in deps if isinstance(d, str) and d.startswith("python")]
+    assert python, "environment.yml must pin python"
+    minimum = project["requires-python"].removeprefix(">=")
+    assert tuple(map(int, python[0].split("=")[1].split("."))) >= tuple(map(int, minimum.split(".")))
+    pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
+    # the environment installs the project itself (and so exactly pyproject's dependencies), nothing else
+    assert pip == ["-e .[dev]"]
+    assert "dev" in project["optional-dependencies"]
+    # no package is listed twice in different places
+    conda_pkgs = {d.split("=")[0] for d in deps if isinstance(d, str)}
+    assert conda_pkgs <= {"python", "pip"}
+
+
+def _committed_notebooks():
+    out = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    return [ROOT / p for p in out] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def test_notebooks_have_no_outputs_or_execution_counts():
+    notebooks = _committed_notebooks()
+    assert notebooks
+    for path in notebooks:
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                assert not cell.get("outputs"), f"{path.name} is committed with outputs: strip them"
+                assert cell.get("execution_count") is None, f"{path.name} is committed with execution counts"
+
+
+def test_notebook_parameters_cells_match_the_schemas():
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(tagged) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
+        sections = NOTEBOOK_SECTIONS[path.stem]
+        fields = {}
+        for s in sections:
+            fields.update(SCHEMAS[s].model_fields)
+        tree = ast.parse("".join(tagged[0]["source"]))
+        for node in tree.body:
+            assert isinstance(node, ast.Assign), f"{path.name}: the parameters cell holds only assignments"
+            name = node.targets[0].id
+            assert name in fields, f"{path.name}: parameter {name!r} is not in the {sections} schema"
+            value = ast.literal_eval(node.value)  # literals only
+            assert value == fields[name].default, f"{path.name}: {name} = {value!r} differs from the schema default"
+        assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme and "make demo" in readme
+    assert "make test" in (ROOT / ".ci/run").read_text()

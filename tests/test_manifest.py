@@ -1,0 +1,44 @@
+import json
+
+import pytest
+
+from repro.manifest import Manifest, sha256_file
+
+
+def test_stage_records_timing_counts_and_failure(tmp_path):
+    m = Manifest(tmp_path)
+    m.start_run({"a": 1}, ["01_construct"])
+    with m.stage("load") as info:
+        info["rows"] = 3
+    m.set_counts(source=3)
+    data = m.read()
+    assert data["status"] == "running" and data["stages"]["load"]["status"] == "done"
+    assert data["stages"]["load"]["rows"] == 3 and data["counts"]["source"] == 3
+    assert data["environment"]["packages"]["datasets"]
+    with pytest.raises(RuntimeError):
+        with m.stage("score"):
+            raise RuntimeError("boom")
+    data = m.read()
+    assert data["stages"]["score"]["status"] == "failed" and "boom" in data["stages"]["score"]["error"]
+    assert data["status"] == "failed"  # a failed stage never leaves the run looking complete
+
+
+def test_outputs_are_hashed(tmp_path):
+    (tmp_path / "f.txt").write_text("hello")
+    m = Manifest(tmp_path)
+    m.add_outputs(tmp_path / "f.txt")
+    out = m.read()["outputs"]["f.txt"]
+    assert out["sha256"] == sha256_file(tmp_path / "f.txt") and out["bytes"] == 5
+
+
+def test_standalone_notebook_completes_and_merges_parameters(tmp_path):
+    m = Manifest(tmp_path)
+    m.ensure_started({"source": "demo"}, "01_construct")
+    m.notebook_done("01_construct")
+    assert m.read()["status"] == "complete"
+    m.ensure_started({"bootstrap_resamples": 10}, "02_analyze")
+    data = m.read()
+    assert data["parameters"] == {"source": "demo", "bootstrap_resamples": 10}
+    assert data["status"] == "running"
+    m.notebook_done("02_analyze")
+    assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"

@@ -1,0 +1,83 @@
+from pathlib import Path
+
+import pytest
+
+from repro.errors import ParameterError
+from repro.parameters import (ConstructParams, build, load_params_file, parse_set, validate_all,
+                              validate_namespace)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["demo.yaml", "part2_mini_1.yaml"])
+def test_shipped_params_files_validate(name):
+    values = load_params_file(ROOT / "params" / name)
+    construct = validate_all(values)["construct"]
+    assert isinstance(construct, ConstructParams)
+
+
+def test_recipe_params_say_what_the_recipe_is():
+    values = load_params_file(ROOT / "params" / "part2_mini_1.yaml")
+    assert values["source"] == "ZHLiu627/ultrafeedback_binarized_with_response_full"
+    assert (values["part_start"], values["part_stop"], values["drop_rows"]) == (40000, 61135, 400)
+    assert (values["mini_index"], values["mini_count"]) == (1, 4)
+    assert values["candidate_columns"] == ["resp0", "resp1"]
+    assert values["scorer_model"] == "llm-blender/PairRM" and values["device"] == "cuda"
+    assert "undocumented" in (ROOT / "params" / "part2_mini_1.yaml").read_text()
+
+
+def test_unknown_parameter_names_the_key_and_suggests(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("mini_idx: 1\n")
+    with pytest.raises(ParameterError, match=r"Unknown parameter 'mini_idx'.*Did you mean 'mini_index'"):
+        load_params_file(f)
+
+
+def test_mistyped_values_name_the_key(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("mini_index: one\n")
+    with pytest.raises(ParameterError, match="mini_index"):
+        load_params_file(f)
+    with pytest.raises(ParameterError, match="dtype"):
+        load_params_file(f, ["mini_index=0", "dtype=float8"])
+
+
+def test_yaml_pitfalls_are_caught_or_cast(tmp_path):
+    f = tmp_path / "p.yaml"
+    # YAML reads `yes` as True: for a string parameter that is an error, not a silent "True"
+    f.write_text("source: yes\n")
+    with pytest.raises(ParameterError, match="source"):
+        load_params_file(f)
+    # `1e-5` is a string in YAML; the schema casts it for a float parameter
+    f.write_text("temperature: 1e-5\n")
+    assert validate_all(load_params_file(f))["generation"].temperature == pytest.approx(1e-5)
+
+
+def test_set_overrides_and_bad_set():
+    assert parse_set(["mini_index=2", "candidate_columns=[a, b]", "limit=null"]) == {
+        "mini_index": 2, "candidate_columns": ["a", "b"], "limit": None}
+    with pytest.raises(ParameterError, match="KEY=VALUE"):
+        parse_set(["mini_index"])
+
+
+def test_cross_field_checks():
+    with pytest.raises(ParameterError, match="mini_index"):
+        build(ConstructParams, {"mini_index": 4, "mini_count": 4})
+    with pytest.raises(ParameterError, match="part_stop"):
+        build(ConstructParams, {"part_start": 10, "part_stop": 5})
+    with pytest.raises(ParameterError, match="batch_tokens"):
+        build(ConstructParams, {"batch_tokens": 100})
+
+
+def test_validate_namespace_ignores_modules_and_other_notebooks_keys():
+    import json
+    ns = {"json": json, "mini_index": 0, "bootstrap_resamples": 10, "_private": 1, "In": [], "notebooks": ["x"]}
+    p = validate_namespace("construct", ns)
+    assert p.mini_index == 0
+    with pytest.raises(ParameterError, match="Unknown parameter 'bootstrap_resample'"):
+        validate_namespace("construct", {"bootstrap_resample": 1})
+
+
+def test_missing_params_file():
+    with pytest.raises(ParameterError, match="does not exist"):
+        load_params_file("nope.yaml")
