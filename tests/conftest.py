@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+# Tests never reach the hub (these machines cannot): fail fast instead of retrying the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest
 

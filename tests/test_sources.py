@@ -1,0 +1,53 @@
+import json
+
+import datasets
+import pytest
+
+from repro.dataset_io import SEED_FEATURES, write_split
+from repro.errors import DataError, ModelLoadError
+from repro.sources import load_source, require_columns
+
+
+def test_demo_source_loads():
+    ds = load_source("demo")
+    assert len(ds) >= 32 and {"prompt", "resp0", "resp1", "resp2", "reference_response"} <= set(ds.column_names)
+
+
+def test_local_files_and_folders(tmp_path, train_rows):
+    rows = train_rows[:5]
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = load_source(str(jsonl))
+    assert ds["prompt"] == [r["prompt"] for r in rows]
+    ds.to_parquet(str(tmp_path / "rows.parquet"))
+    assert load_source(str(tmp_path / "rows.parquet"))["prompt_id"] == ds["prompt_id"]
+    ds.save_to_disk(str(tmp_path / "saved"))
+    assert len(load_source(str(tmp_path / "saved"))) == 5
+    datasets.DatasetDict({"train_prefs": ds}).save_to_disk(str(tmp_path / "saved_dict"))
+    assert len(load_source(str(tmp_path / "saved_dict"), "train_prefs")) == 5
+    with pytest.raises(DataError, match="no split 'test_prefs'.*train_prefs"):
+        load_source(str(tmp_path / "saved_dict"), "test_prefs")
+
+
+def test_hub_layout_folder(tmp_path):
+    row = {"prompt": "p", "prompt_id": "i", "messages": [], "score_chosen": 1.0, "score_rejected": 0.0,
+           "reference_response": None, "chosen": [], "rejected": []}
+    write_split(datasets.Dataset.from_list([row], features=SEED_FEATURES), tmp_path / "ds")
+    ds = load_source(str(tmp_path / "ds"))
+    assert ds.features == SEED_FEATURES
+
+
+def test_bad_sources(tmp_path, monkeypatch):
+    with pytest.raises(DataError, match="neither an existing file"):
+        load_source("no/such/file.jsonl")
+    (tmp_path / "x.csvv").write_text("a")
+    with pytest.raises(DataError, match="unsupported file type"):
+        load_source(str(tmp_path / "x.csvv"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match="switched off.*local-dir"):
+        load_source("someone/not-here-offline")
+
+
+def test_require_columns_names_missing_ones():
+    with pytest.raises(DataError, match=r"\['resp1'\].*resp0"):
+        require_columns(["prompt", "resp0"], ["resp0", "resp1"], "source x")
