@@ -1,0 +1,168 @@
+"""Figures of score_chosen / score_rejected with seaborn, one theme, saved as PNG and SVG.
+
+Figures are built on `matplotlib.figure.Figure` objects (no pyplot state, no GUI backend), so they render
+the same under papermill, pytest and a live kernel; the notebook shows the saved PNGs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+# Above this many points, scatter plots become hexbins (readable, and small SVGs).
+HEXBIN_ABOVE = 2000
+FIGSIZE = (6.4, 4.4)
+DPI = 150  # 960 x 660 px: sharp at the ~600-800 px width a dataset card embeds
+COLORS = {"score_chosen": "#1b7837", "score_rejected": "#b2182b", "margin": "#2166ac"}
+FIGURE_NAMES = ("score_distributions", "score_ecdf", "chosen_vs_rejected", "margin_distribution",
+                "margin_vs_length", "score_violin")
+
+
+@contextlib.contextmanager
+def theme() -> Iterator[None]:
+    """The one look of every figure (seaborn whitegrid, 'notebook' context), without touching global state."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95):
+        yield
+
+
+def _figure() -> tuple[Figure, object]:
+    fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _n(n: int) -> str:
+    return f"n = {n:,}"
+
+
+def _long(score_chosen: np.ndarray, score_rejected: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({
+        "score": np.concatenate([score_chosen, score_rejected]),
+        "which": np.repeat(["score_chosen", "score_rejected"], [len(score_chosen), len(score_rejected)]),
+    })
+
+
+def _bins(values: np.ndarray) -> int | np.ndarray:
+    # Ratings sit on a coarse grid: one bin per grid value avoids empty bins between them.
+    distinct = np.unique(values)
+    if distinct.size <= 40:
+        step = np.min(np.diff(distinct)) if distinct.size > 1 else 1.0
+        return np.concatenate([distinct - step / 2, [distinct[-1] + step / 2]])
+    return min(60, max(10, int(np.sqrt(values.size))))
+
+
+def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
+    """Overlaid histograms with KDE of score_chosen and score_rejected."""
+    with theme():
+        fig, ax = _figure()
+        data = _long(score_chosen, score_rejected)
+        sns.histplot(data=data, x="score", hue="which", bins=_bins(data["score"].to_numpy()), kde=True,
+                     stat="count", common_bins=True, element="step", alpha=0.3, palette=COLORS, ax=ax)
+        ax.set(xlabel="score", ylabel="rows", title=f"Distribution of scores ({_n(len(score_chosen))} pairs)")
+    return fig
+
+
+def score_ecdf(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
+    """Empirical CDFs of score_chosen and score_rejected."""
+    with theme():
+        fig, ax = _figure()
+        sns.ecdfplot(data=_long(score_chosen, score_rejected), x="score", hue="which", palette=COLORS, ax=ax)
+        ax.set(xlabel="score", ylabel="fraction of rows ≤ score",
+               title=f"ECDF of scores ({_n(len(score_chosen))} pairs)")
+    return fig
+
+
+def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
+    if len(x) > HEXBIN_ABOVE:
+        hb = ax.hexbin(x, y, gridsize=40, mincnt=1, cmap="viridis", bins="log")
+        ax.figure.colorbar(hb, ax=ax, label="rows (log scale)")
+    else:
+        sns.scatterplot(x=x, y=y, s=14, alpha=0.5, color=color, edgecolor="none", ax=ax)
+
+
+def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
+    """score_rejected against score_chosen with the line y = x (hexbin when there are many rows)."""
+    with theme():
+        fig, ax = _figure()
+        _scatter_or_hexbin(ax, score_chosen, score_rejected, COLORS["margin"])
+        lo = float(min(np.min(score_chosen), np.min(score_rejected)))
+        hi = float(max(np.max(score_chosen), np.max(score_rejected)))
+        pad = 0.02 * (hi - lo or 1.0)
+        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1,
+                label="y = x (tie)")
+        ax.legend(loc="upper left")
+        ax.set(xlabel="score_chosen", ylabel="score_rejected",
+               title=f"Chosen vs rejected score ({_n(len(score_chosen))} pairs)")
+    return fig
+
+
+def margin_distribution(margin: np.ndarray) -> Figure:
+    """Histogram with KDE of margin = score_chosen − score_rejected, with 0 marked."""
+    with theme():
+        fig, ax = _figure()
+        sns.histplot(x=margin, bins=_bins(np.asarray(margin)), kde=True, color=COLORS["margin"], ax=ax)
+        ax.axvline(0.0, color="0.2", linestyle="--", linewidth=1.2, label="margin = 0 (tie)")
+        ax.legend(loc="upper left")
+        ax.set(xlabel="margin = score_chosen − score_rejected", ylabel="rows",
+               title=f"Distribution of the margin ({_n(len(margin))} pairs)")
+    return fig
+
+
+def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray, unit: str = "tokens") -> Figure:
+    """Margin against the chosen − rejected response length difference (the length-bias picture)."""
+    with theme():
+        fig, ax = _figure()
+        _scatter_or_hexbin(ax, length_difference, margin, COLORS["margin"])
+        ax.axhline(0.0, color="0.3", linestyle="--", linewidth=1)
+        ax.axvline(0.0, color="0.3", linestyle=":", linewidth=1)
+        ax.set(xlabel=f"length difference, chosen − rejected ({unit})",
+               ylabel="margin = score_chosen − score_rejected",
+               title=f"Margin vs response length difference ({_n(len(margin))} pairs)")
+    return fig
+
+
+def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
+    """Violins (with quartiles) of score_chosen and score_rejected side by side."""
+    with theme():
+        fig, ax = _figure()
+        sns.violinplot(data=_long(score_chosen, score_rejected), x="which", y="score", hue="which",
+                       palette=COLORS, inner="quart", cut=0, legend=False, ax=ax)
+        ax.set(xlabel="", ylabel="score", title=f"Scores of chosen and rejected ({_n(len(score_chosen))} pairs)")
+    return fig
+
+
+def save(fig: Figure, stem: Path) -> dict[str, Path]:
+    """Write `fig` to `stem`.png and `stem`.svg; returns both paths."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = {"png": stem.with_suffix(".png"), "svg": stem.with_suffix(".svg")}
+    # Fixed metadata keep the files byte-stable across runs (matplotlib otherwise stamps dates).
+    fig.savefig(paths["png"], format="png", metadata={"Software": None})
+    fig.savefig(paths["svg"], format="svg", metadata={"Date": None, "Creator": None})
+    return paths
+
+
+def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,
+             length_difference: np.ndarray | None = None, length_unit: str = "tokens") -> dict[str, dict[str, object]]:
+    """Draw and save every figure; returns {name: {"png", "svg", "title"}} (margin_vs_length only with lengths)."""
+    margin = np.asarray(score_chosen) - np.asarray(score_rejected)
+    builders = {
+        "score_distributions": lambda: score_distributions(score_chosen, score_rejected),
+        "score_ecdf": lambda: score_ecdf(score_chosen, score_rejected),
+        "chosen_vs_rejected": lambda: chosen_vs_rejected(score_chosen, score_rejected),
+        "margin_distribution": lambda: margin_distribution(margin),
+        "margin_vs_length": (lambda: margin_vs_length(margin, length_difference, length_unit))
+        if length_difference is not None else None,
+        "score_violin": lambda: score_violin(score_chosen, score_rejected),
+    }
+    out: dict[str, dict[str, object]] = {}
+    for name, build in builders.items():
+        if build is None:
+            continue
+        fig = build()
+        out[name] = {**save(fig, Path(figures_dir) / name), "title": fig.axes[0].get_title()}
+    return out

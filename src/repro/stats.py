@@ -1,0 +1,283 @@
+"""Statistics of a preference dataset's scores: pure functions over numpy arrays (no model code, no files).
+
+Every function takes the paired arrays `score_chosen` / `score_rejected` (or the `margin` = chosen − rejected)
+and returns plain, JSON-ready dicts: floats, ints, lists, None where a statistic is undefined (constant data,
+all ties), never NaN. `repro.analysis` assembles them into `metrics.json`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+SERIES = ("score_chosen", "score_rejected", "margin")
+CI_LEVEL = 0.95
+# Elements of one bootstrap block (resamples x rows); bounds memory to ~32 MB per float64 matrix. Fixed, so
+# the intervals depend only on the data, the number of resamples and the seed.
+BOOTSTRAP_BLOCK_ELEMENTS = 1 << 22
+# Scores on this grid (multiples of 1/2) within [0, 10] are read as ratings (GPT-4 `overall_score` style).
+RATING_GRID_STEP = 0.5
+RATING_RANGE = (0.0, 10.0)
+ANTISYMMETRY_ATOL = 1e-6
+
+
+def clean(value: Any) -> Any:
+    """A JSON-ready copy: numpy scalars become Python numbers, NaN and infinities become None."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [clean(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def _quiet(fn, *args, **kwargs):
+    # scipy warns (and returns NaN) on constant input; NaN becomes None and the caller says why.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# descriptive statistics and bootstrap intervals
+# --------------------------------------------------------------------------------------------
+def describe(x: np.ndarray) -> dict[str, float | None]:
+    """Mean, sample std (ddof 1), median, quartiles, range, skewness (g1) and excess kurtosis (g2) of `x`."""
+    x = np.asarray(x, dtype=np.float64)
+    q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])
+    return clean({
+        "mean": x.mean(),
+        "std": x.std(ddof=1) if x.size > 1 else None,
+        "median": median,
+        "q25": q25,
+        "q75": q75,
+        "min": x.min(),
+        "max": x.max(),
+        # biased moment estimators (scipy's defaults): g1 = m3 / m2^1.5, g2 = m4 / m2^2 - 3; None if constant
+        "skewness": _quiet(sps.skew, x, bias=True),
+        "kurtosis": _quiet(sps.kurtosis, x, fisher=True, bias=True),
+    })
+
+
+def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int, level: float = CI_LEVEL,
+                        block_elements: int = BOOTSTRAP_BLOCK_ELEMENTS) -> dict[str, dict[str, list[float]]]:
+    """Percentile bootstrap intervals of the mean and median of each paired series (same rows resampled for all).
+
+    Resampling is vectorised: each block draws a (resamples x n) matrix of row indices, takes every series'
+    means and medians along rows, and is dropped before the next, so memory stays bounded for any n.
+    """
+    arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}
+    n = len(next(iter(arrays.values())))
+    if any(len(x) != n for x in arrays.values()):
+        raise ValueError("bootstrap_intervals needs paired series of equal length")
+    if resamples < 1 or n < 1:
+        raise ValueError(f"bootstrap_intervals needs resamples >= 1 and n >= 1, got {resamples}, {n}")
+    rng = np.random.default_rng(seed)
+    block = max(1, min(resamples, block_elements // n))
+    means = {name: np.empty(resamples) for name in arrays}
+    medians = {name: np.empty(resamples) for name in arrays}
+    index_dtype = np.int32 if n < 2**31 else np.int64
+    for start in range(0, resamples, block):
+        stop = min(resamples, start + block)
+        rows = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
+        for name, x in arrays.items():
+            sample = x[rows]
+            means[name][start:stop] = sample.mean(axis=1)
+            medians[name][start:stop] = np.median(sample, axis=1)
+    tail = (1.0 - level) / 2.0
+    q = [tail, 1.0 - tail]
+    return {name: {"mean_ci95": clean(np.quantile(means[name], q)), "median_ci95": clean(np.quantile(medians[name], q))}
+            for name in arrays}
+
+
+def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
+                     ) -> dict[str, dict[str, Any]]:
+    """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected)."""
+    series = {"score_chosen": np.asarray(score_chosen, dtype=np.float64),
+              "score_rejected": np.asarray(score_rejected, dtype=np.float64)}
+    series["margin"] = series["score_chosen"] - series["score_rejected"]
+    intervals = bootstrap_intervals(series, resamples, seed)
+    return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# the margin: signs, paired tests, effect sizes
+# --------------------------------------------------------------------------------------------
+def margin_sign(margin: np.ndarray) -> dict[str, dict[str, float]]:
+    """Counts and fractions of rows with margin > 0 (chosen preferred), = 0 (tie) and < 0 (inversion)."""
+    margin = np.asarray(margin, dtype=np.float64)
+    n = margin.size
+    counts = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
+              "negative": int((margin < 0).sum())}
+    return {"counts": counts, "fractions": {k: v / n for k, v in counts.items()}}
+
+
+def signed_rank_sums(margin: np.ndarray) -> tuple[float, float, int]:
+    """(R+, R−, n) of Wilcoxon's signed ranks: zeros dropped, |margin| ranked with average ranks for ties."""
+    d = np.asarray(margin, dtype=np.float64)
+    d = d[d != 0]
+    ranks = sps.rankdata(np.abs(d), method="average")
+    return float(ranks[d > 0].sum()), float(ranks[d < 0].sum()), int(d.size)
+
+
+def wilcoxon_test(margin: np.ndarray) -> dict[str, Any]:
+    """Two-sided Wilcoxon signed-rank test of margin = 0, zeros (ties) discarded first (Wilcoxon's method)."""
+    d = np.asarray(margin, dtype=np.float64)
+    nonzero = d[d != 0]
+    out: dict[str, Any] = {"zero_method": "wilcox", "zeros_discarded": int(d.size - nonzero.size),
+                           "n_used": int(nonzero.size), "alternative": "two-sided",
+                           "zeros": "rows with margin == 0 (ties) are dropped before ranking (Wilcoxon's method)"}
+    if nonzero.size == 0:
+        return {**out, "statistic": None, "pvalue": None, "method": None,
+                "note": "every margin is zero: there is nothing to test"}
+    tied = np.unique(np.abs(nonzero)).size < nonzero.size
+    # scipy's 'auto' rule, made explicit so the method used is recorded: exact null distribution for small
+    # samples without ties, exhaustive permutation for tiny tied samples, normal approximation otherwise.
+    if nonzero.size <= 50 and not tied:
+        method = "exact"
+    elif nonzero.size <= 13:
+        method = "permutation"
+    else:
+        method = "asymptotic"
+    res = sps.wilcoxon(nonzero, zero_method="wilcox", method="auto", alternative="two-sided")
+    return {**out, "statistic": clean(res.statistic), "pvalue": clean(res.pvalue), "method": method,
+            "statistic_is": "min(R+, R-), the smaller signed-rank sum"}
+
+
+def paired_t_test(margin: np.ndarray) -> dict[str, Any]:
+    """Two-sided paired t-test of mean margin = 0 (the one-sample t-test on chosen − rejected)."""
+    d = np.asarray(margin, dtype=np.float64)
+    res = _quiet(sps.ttest_1samp, d, 0.0)
+    out = {"statistic": clean(res.statistic), "pvalue": clean(res.pvalue), "df": int(d.size - 1),
+           "alternative": "two-sided"}
+    if out["statistic"] is None:
+        out["note"] = "all margins are equal (zero variance): the t statistic is undefined"
+    return out
+
+
+def sign_test(margin: np.ndarray) -> dict[str, Any]:
+    """Two-sided exact binomial sign test of P(margin > 0) = 1/2 over the non-zero margins (ties discarded)."""
+    d = np.asarray(margin, dtype=np.float64)
+    positive, negative = int((d > 0).sum()), int((d < 0).sum())
+    out: dict[str, Any] = {"positive": positive, "negative": negative, "zeros_discarded": int(d.size - positive - negative),
+                           "alternative": "two-sided"}
+    if positive + negative == 0:
+        return {**out, "pvalue": None, "note": "every margin is zero: there is nothing to test"}
+    return {**out, "pvalue": clean(sps.binomtest(positive, positive + negative, 0.5).pvalue)}
+
+
+def paired_tests(margin: np.ndarray) -> dict[str, dict[str, Any]]:
+    """The `tests` block: Wilcoxon signed-rank, paired t and sign test on the margin."""
+    return {"wilcoxon": wilcoxon_test(margin), "paired_t": paired_t_test(margin), "sign_test": sign_test(margin)}
+
+
+def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
+    """Cohen's d_z (mean margin / its sample std) and the matched-pairs rank-biserial correlation."""
+    d = np.asarray(margin, dtype=np.float64)
+    sd = d.std(ddof=1) if d.size > 1 else 0.0
+    r_plus, r_minus, used = signed_rank_sums(d)
+    total = r_plus + r_minus
+    return clean({
+        "cohens_dz": d.mean() / sd if sd > 0 else None,
+        # Kerby's simple difference formula over the ranks the Wilcoxon test uses (zeros discarded)
+        "rank_biserial": (r_plus - r_minus) / total if used else None,
+    })
+
+
+def correlations(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, dict[str, float | None]]:
+    """Pearson and Spearman correlation (with two-sided p-values) between score_chosen and score_rejected."""
+    x = np.asarray(score_chosen, dtype=np.float64)
+    y = np.asarray(score_rejected, dtype=np.float64)
+    pearson = _quiet(sps.pearsonr, x, y)
+    spearman = _quiet(sps.spearmanr, x, y)
+    return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue},
+                  "spearman": {"statistic": spearman.statistic, "pvalue": spearman.pvalue}})
+
+
+# --------------------------------------------------------------------------------------------
+# response lengths
+# --------------------------------------------------------------------------------------------
+def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
+    """Mean/median of chosen and rejected response lengths, and Spearman of margin vs length difference.
+
+    `lengths` holds `chosen_chars`, `rejected_chars`, `chosen_tokens`, `rejected_tokens` (one entry per row).
+    """
+    margin = np.asarray(margin, dtype=np.float64)
+    out: dict[str, Any] = {}
+    for side in ("chosen", "rejected"):
+        out[side] = {unit: {"mean": np.mean(lengths[f"{side}_{unit}"]), "median": np.median(lengths[f"{side}_{unit}"])}
+                     for unit in ("chars", "tokens")}
+    out["margin_vs_length_difference"] = {}
+    for unit in ("chars", "tokens"):
+        diff = np.asarray(lengths[f"chosen_{unit}"], dtype=np.float64) - np.asarray(lengths[f"rejected_{unit}"], dtype=np.float64)
+        rho = _quiet(sps.spearmanr, margin, diff)
+        out["margin_vs_length_difference"][unit] = {"spearman": rho.statistic, "pvalue": rho.pvalue}
+        out[f"chosen_longer_fraction_{unit}"] = float((diff > 0).mean())
+    return clean(out)
+
+
+# --------------------------------------------------------------------------------------------
+# what kind of scores these are
+# --------------------------------------------------------------------------------------------
+def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol: float = ANTISYMMETRY_ATOL
+                      ) -> dict[str, Any]:
+    """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
+    c = np.asarray(score_chosen, dtype=np.float64)
+    r = np.asarray(score_rejected, dtype=np.float64)
+    n = c.size
+    sign_fails = int((~((c >= 0) & (r <= 0))).sum())
+    antisymmetric = int(np.isclose(c, -r, rtol=0.0, atol=atol).sum())
+    return {
+        "sign_order_fails": sign_fails,
+        "sign_order_fails_fraction": sign_fails / n,
+        "antisymmetry_holds": antisymmetric,
+        "antisymmetry_holds_fraction": antisymmetric / n,
+        "antisymmetry_atol": atol,
+        "inversions": int((c < r).sum()),
+        "about": ("PairRM scores (mean pairwise logit differences) sum to 0 per prompt, so the best score is >= 0 "
+                  "and the worst <= 0, and with exactly two candidates score_chosen == -score_rejected. These "
+                  "counts are reported, not enforced: ratings and other scorers break them by design."),
+    }
+
+
+def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, Any]:
+    """Say whether the scores look like a 1–10 rating grid or real-valued (PairRM-style) logits, and what follows."""
+    v = np.concatenate([np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)])
+    on_grid = np.isclose(v / RATING_GRID_STEP, np.round(v / RATING_GRID_STEP), rtol=0.0, atol=1e-9)
+    grid_fraction = float(on_grid.mean())
+    lo, hi = float(v.min()), float(v.max())
+    distinct = int(np.unique(v).size)
+    in_range = RATING_RANGE[0] <= lo and hi <= RATING_RANGE[1]
+    if grid_fraction == 1.0 and in_range:
+        kind = "rating"
+        sentence = (
+            f"These scores are ratings, not PairRM logits: all {v.size} values lie on a grid of "
+            f"{RATING_GRID_STEP:g} between {lo:g} and {hi:g} ({distinct} distinct values), as GPT-4 "
+            f"`overall_score` ratings on a 1–10 scale do. Margins are coarse and ties are common, the values "
+            f"are not on a log-odds scale (so they cannot be compared with PairRM scores), and PairRM's "
+            f"invariants (score_chosen >= 0 >= score_rejected, antisymmetry) do not apply.")
+    elif grid_fraction < 0.5:
+        kind = "logit"
+        sentence = (
+            f"These scores are real-valued logits, as PairRM's are: {distinct} distinct values from "
+            f"{lo:.4g} to {hi:.4g}, off any rating grid. A margin is a difference of pairwise preference "
+            f"logits, ties should be rare, and PairRM's invariants (score_chosen >= 0 >= score_rejected; "
+            f"score_chosen == -score_rejected with two candidates) are expected to hold.")
+    else:
+        kind = "unclear"
+        sentence = (
+            f"The scale of these scores is unclear: {grid_fraction:.1%} of the values lie on a "
+            f"{RATING_GRID_STEP:g} grid, and they range from {lo:.4g} to {hi:.4g}. Neither a 1–10 rating "
+            f"scale nor PairRM logits can be assumed; read the statistics as unitless.")
+    return {"kind": kind, "grid_step": RATING_GRID_STEP, "grid_fraction": grid_fraction, "distinct_values": distinct,
+            "min": lo, "max": hi, "sentence": sentence}
