@@ -139,9 +139,16 @@ class AnalyzeParams(_Params):
 
     dataset: str | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
     dataset_split: str = "train_prefs"
-    bootstrap_resamples: int = 1000
+    bootstrap_resamples: int = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95 (>= 100)
     bootstrap_seed: int = 0
     exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
+
+    @field_validator("bootstrap_resamples")
+    @classmethod
+    def _enough_resamples(cls, v: int) -> int:
+        if v < 100:
+            raise ValueError(f"must be >= 100 for a 95% interval to mean anything, got {v}")
+        return v
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,435 @@
+"""The analysis stage (notebooks/02_analyze.ipynb): load a preference dataset's scores, validate them, compute
+the statistics of `repro.stats`, draw the figures of `repro.plots`, and write `metrics.json`, `figures/` and
+`tables/` into the run directory (recorded, with hashes, in its manifest).
+
+`metrics.json` is written last, after everything it points to, and an old one is removed first: a failed
+analysis never leaves a stale file that looks current.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import plots, stats
+from .errors import DataError
+from .manifest import Manifest
+from .parameters import AnalyzeParams
+from .paths import RunDir
+from .sources import load_source, require_columns
+
+SCORE_COLUMNS = ("score_chosen", "score_rejected")
+EXTREME_ROWS = 10
+METRICS_VERSION = 1
+# Python's str.split() whitespace (str.isspace), as an RE2 class: a token is a maximal run of anything else.
+_TOKEN_REGEX = (r"[^\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
+                r"\x{205f}\x{3000}]+")
+SUMMARY_TABLE = "summary_statistics.csv"
+EXTREMES_TABLE = "extreme_margins.csv"
+
+
+@dataclass
+class ScoreData:
+    """Validated scores of one dataset split: the rows kept, what was excluded, and where they came from."""
+
+    source: str
+    split: str
+    n_rows: int
+    score_chosen: np.ndarray
+    score_rejected: np.ndarray
+    row_index: np.ndarray  # position of each kept row in the dataset
+    excluded_reasons: dict[str, int]
+    table: pa.Table = field(repr=False)
+    scorer: dict[str, Any] | None = None
+    # per-row response lengths of the kept rows that have both responses (`length_rows` marks them), or why not
+    lengths: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    length_rows: np.ndarray | None = field(default=None, repr=False)
+    length_reason: str = ""
+
+    @property
+    def n(self) -> int:
+        return int(self.score_chosen.size)
+
+    @property
+    def margin(self) -> np.ndarray:
+        return self.score_chosen - self.score_rejected
+
+    def _repr_markdown_(self) -> str:
+        excluded = self.n_rows - self.n
+        return (f"**{self.n:,} rows** of `{self.source}` (split `{self.split}`) to analyse; "
+                f"{excluded:,} excluded {self.excluded_reasons or ''}".rstrip())
+
+
+@dataclass
+class AnalysisResult:
+    """What the analysis wrote and computed; shows its headline in a notebook."""
+
+    metrics: dict[str, Any]
+    outputs: list[Path]
+    summary: pd.DataFrame
+    extremes: pd.DataFrame
+    figures: dict[str, dict[str, Any]]
+
+    def _repr_markdown_(self) -> str:
+        return headline(self.metrics)
+
+
+# --------------------------------------------------------------------------------------------
+# loading and validating
+# --------------------------------------------------------------------------------------------
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _manifest_of(spec: str | None, run: RunDir) -> Path | None:
+    """The manifest that describes the dataset's making (this run's, or the run directory named by `spec`)."""
+    if spec is None:
+        return run.manifest
+    path = Path(os.path.expanduser(spec))
+    for candidate in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
+        if candidate is not None and candidate.is_file():
+            return candidate
+    return None
+
+
+def _scorer(manifest_path: Path | None) -> dict[str, Any] | None:
+    if manifest_path is None or not manifest_path.is_file():
+        return None
+    scorer = _read_json(manifest_path).get("scorer")
+    return scorer if isinstance(scorer, dict) else None
+
+
+def _first_non_number(values: list[Any]) -> tuple[int, Any] | None:
+    for i, v in enumerate(values):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            return i, v
+    return None
+
+
+def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
+    """One score column as float64 (missing values become NaN); a DataError if it does not hold numbers."""
+    col = table.column(column)
+    kind = col.type
+    if pa.types.is_null(kind):
+        return np.full(len(col), np.nan)
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    values = col.to_pylist()
+    if pa.types.is_extension_type(kind):  # datasets' Json feature: mixed values stored as JSON text
+        values = [json.loads(v) if isinstance(v, str) else v for v in values]
+    bad = _first_non_number(values)
+    detail = f"; row {bad[0]} holds {bad[1]!r}" if bad else ""
+    raise DataError(
+        f"{where}: column {column!r} must hold numbers (float64 scores), but it holds {kind} values{detail}. "
+        f"Convert the column to numbers (missing scores as null) or point `dataset` at a preference dataset "
+        f"whose {column} is numeric.")
+
+
+def _describe_rows(rows: np.ndarray, table: pa.Table, limit: int = 5) -> str:
+    shown = [int(i) for i in rows[:limit]]
+    if "prompt_id" in table.column_names:
+        ids = table.column("prompt_id").take(pa.array(shown)).to_pylist()
+        shown_s = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" for i, pid in zip(shown, ids))
+    else:
+        shown_s = ", ".join(str(i) for i in shown)
+    more = f" and {rows.size - limit} more" if rows.size > limit else ""
+    return shown_s + more
+
+
+def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
+    require_columns(table.column_names, SCORE_COLUMNS, where,
+                    hint="The analysis needs the paired scores of a preference dataset: rename the columns, "
+                         "or point `dataset` at a dataset that has them.")
+    if table.num_rows == 0:
+        raise DataError(f"{where} has no rows: there is nothing to analyse. Check `dataset` and `dataset_split`, "
+                        f"or run the construction notebook first.")
+    chosen = score_array(table, "score_chosen", where)
+    rejected = score_array(table, "score_rejected", where)
+    bad_chosen, bad_rejected = ~np.isfinite(chosen), ~np.isfinite(rejected)
+    bad = bad_chosen | bad_rejected
+    reasons = {}
+    if bad_chosen.any():
+        reasons["score_chosen is NaN, infinite or missing"] = int(bad_chosen.sum())
+    if bad_rejected.any():
+        reasons["score_rejected is NaN, infinite or missing"] = int(bad_rejected.sum())
+    rows = np.flatnonzero(bad)
+    if rows.size and not exclude_nonfinite:
+        raise DataError(
+            f"{where}: {rows.size} of {table.num_rows} rows have a NaN, infinite or missing score "
+            f"(rows {_describe_rows(rows, table)}). Fix those scores, or set the parameter "
+            f"exclude_nonfinite: true to leave them out (they are then counted in n_excluded in metrics.json).")
+    keep = np.flatnonzero(~bad)
+    if keep.size < 2:
+        raise DataError(
+            f"{where} has {keep.size} row(s) with finite scores (of {table.num_rows}); the analysis needs at least "
+            f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows.")
+    return chosen[keep], rejected[keep], keep, reasons
+
+
+def load(p: AnalyzeParams) -> ScoreData:
+    """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
+    run = RunDir.of(p.run_root)
+    if p.dataset is None:
+        if not run.dataset.is_dir():
+            raise DataError(
+                f"Parameter dataset is not set, so the analysis reads this run's dataset at {run.dataset}, which "
+                f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
+                f"dataset to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
+        spec = str(run.dataset)
+    else:
+        spec = p.dataset
+    where = f"dataset {spec!r} (split {p.dataset_split!r})"
+    ds = load_source(spec, p.dataset_split)
+    table = ds.with_format("arrow")[:]
+    chosen, rejected, keep, reasons = validate_scores(table, where, p.exclude_nonfinite)
+    lengths, length_rows, why = response_lengths(table, keep)
+    return ScoreData(source=spec, split=p.dataset_split, n_rows=table.num_rows, score_chosen=chosen,
+                     score_rejected=rejected, row_index=keep, excluded_reasons=reasons, table=table,
+                     scorer=_scorer(_manifest_of(p.dataset, run)), lengths=lengths, length_rows=length_rows,
+                     length_reason=why)
+
+
+# --------------------------------------------------------------------------------------------
+# response lengths
+# --------------------------------------------------------------------------------------------
+def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
+    """The assistant response of each row: the text itself, or the last `assistant` message of a conversation.
+
+    Returns None when the column is neither text nor a list of {content, role} messages; rows without an
+    assistant message are null.
+    """
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return arr
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        return None
+    item = arr.type.value_type
+    if not pa.types.is_struct(item) or item.get_field_index("content") < 0 or item.get_field_index("role") < 0:
+        return None
+    messages = arr.flatten()
+    parents = pc.list_parent_indices(arr).to_numpy()
+    is_assistant = pc.fill_null(pc.equal(messages.field("role"), "assistant"), False).to_numpy(zero_copy_only=False)
+    positions = np.flatnonzero(is_assistant)
+    owner = parents[positions]
+    last = np.r_[owner[1:] != owner[:-1], True] if owner.size else np.zeros(0, dtype=bool)
+    take = np.full(len(arr), -1, dtype=np.int64)
+    take[owner[last]] = positions[last]
+    return messages.field("content").take(pa.array(take, mask=take < 0))
+
+
+def text_lengths(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(characters, whitespace tokens) of each text, as len(s) and len(s.split()) count them; NaN for null."""
+    chars = pc.utf8_length(texts).to_numpy(zero_copy_only=False).astype(np.float64)
+    tokens = pc.count_substring_regex(texts, _TOKEN_REGEX).to_numpy(zero_copy_only=False).astype(np.float64)
+    return chars, tokens
+
+
+def response_lengths(table: pa.Table, rows: np.ndarray) -> tuple[dict[str, np.ndarray] | None, np.ndarray | None, str]:
+    """Response lengths at `rows` where both chosen and rejected have a response (and a mask of those), or why not."""
+    missing = [c for c in ("chosen", "rejected") if c not in table.column_names]
+    if missing:
+        return None, None, f"the dataset has no {' or '.join(missing)} column"
+    out: dict[str, np.ndarray] = {}
+    for side in ("chosen", "rejected"):
+        texts = response_texts(table.column(side))
+        if texts is None:
+            return None, None, (f"column {side!r} is {table.column(side).type}, neither text nor a list of "
+                                f"{{content, role}} messages")
+        out[f"{side}_chars"], out[f"{side}_tokens"] = text_lengths(texts.take(pa.array(rows)))
+    present = np.isfinite(out["chosen_chars"]) & np.isfinite(out["rejected_chars"])
+    if present.sum() < 2:
+        return None, None, "fewer than 2 rows have both an assistant response in chosen and in rejected"
+    return {k: v[present] for k, v in out.items()}, present, ""
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
+    """Every statistic of metrics.json for `data` (JSON-ready, deterministic for a given seed)."""
+    margin = data.margin
+    metrics: dict[str, Any] = {
+        "metrics_version": METRICS_VERSION,
+        "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows},
+        "n": data.n,
+        "n_excluded": data.n_rows - data.n,
+        "excluded_reasons": dict(data.excluded_reasons),
+        "scorer": data.scorer,
+        "scores_from_stand_in": bool(data.scorer.get("stand_in")) if data.scorer and "stand_in" in data.scorer else None,
+        "bootstrap": {"resamples": resamples, "seed": seed, "level": stats.CI_LEVEL, "method": "percentile",
+                      "paired": True, "about": "rows are resampled with replacement; the same rows for all three series"},
+        "conventions": {"margin": "score_chosen - score_rejected", "std": "sample standard deviation (ddof = 1)",
+                        "quantiles": "linear interpolation (numpy default)",
+                        "skewness": "Fisher-Pearson g1 (biased moments)", "kurtosis": "excess kurtosis g2 (normal = 0)"},
+    }
+    metrics.update(stats.summarize_scores(data.score_chosen, data.score_rejected, resamples, seed))
+    metrics["margin_sign"] = stats.margin_sign(margin)
+    metrics["ties"] = metrics["margin_sign"]["counts"]["zero"]
+    metrics["tests"] = stats.paired_tests(margin)
+    metrics["effect_size"] = stats.effect_sizes(margin)
+    metrics["correlation"] = stats.correlations(data.score_chosen, data.score_rejected)
+    if data.lengths is None:
+        metrics["length"] = {"available": False, "reason": data.length_reason}
+    else:
+        metrics["length"] = {
+            "available": True, "n": int(data.length_rows.sum()),
+            "response": "the last assistant message of chosen / rejected (or the text itself)",
+            "tokens": "whitespace-separated tokens, as str.split() counts them",
+            **stats.length_statistics(data.lengths, margin[data.length_rows])}
+    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected)
+    metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit",
+                             **stats.pairrm_invariants(data.score_chosen, data.score_rejected)}
+    return stats.clean(metrics)
+
+
+def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
+    """The summary statistics of the three series as a table (rows: statistics; CI bounds as _low/_high)."""
+    rows: dict[str, dict[str, float | None]] = {}
+    for name in stats.SERIES:
+        block = metrics[name]
+        column: dict[str, float | None] = {}
+        for key, value in block.items():
+            if isinstance(value, list):
+                column[f"{key}_low"], column[f"{key}_high"] = value
+            else:
+                column[key] = value
+        rows[name] = column
+    table = pd.DataFrame(rows)
+    table.index.name = "statistic"
+    return table
+
+
+def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
+    """The k largest and k smallest margins (ties in row order) with prompt_id and the start of the prompt."""
+    margin = data.margin
+    picks = [("largest", np.argsort(-margin, kind="stable")[:k]), ("smallest", np.argsort(margin, kind="stable")[:k])]
+    frames = []
+    for which, order in picks:
+        rows = data.row_index[order]
+        frame = pd.DataFrame({"which": which, "rank": np.arange(1, order.size + 1), "row": rows})
+        for column in ("prompt_id", "prompt"):
+            if column in data.table.column_names:
+                values = data.table.column(column).take(pa.array(rows)).to_pylist()
+                frame[column] = [" ".join(str(v).split())[:120] if column == "prompt" else v for v in values]
+            else:
+                frame[column] = None
+        frame["score_chosen"] = data.score_chosen[order]
+        frame["score_rejected"] = data.score_rejected[order]
+        frame["margin"] = margin[order]
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    return "n/a" if x is None else f"{x:.{digits}g}"
+
+
+def headline(metrics: dict[str, Any]) -> str:
+    """A short Markdown account of the main findings, with the numbers from `metrics`."""
+    sign = metrics["margin_sign"]
+    c, r, m = metrics["score_chosen"], metrics["score_rejected"], metrics["margin"]
+    lines = []
+    if metrics.get("scores_from_stand_in"):
+        model = (metrics.get("scorer") or {}).get("model", "a stand-in model")
+        lines.append(f"> **Stand-in scores.** These scores come from a stand-in scorer ({model}), not PairRM: "
+                     f"they show that the pipeline works, not what PairRM thinks of these responses.")
+    lines.append(f"**{metrics['n']:,} pairs** analysed from `{metrics['dataset']['source']}`"
+                 f" ({metrics['n_excluded']:,} excluded).")
+    lines.append(metrics["scale"]["sentence"])
+    lines.append(
+        f"- score_chosen mean {_num(c['mean'], 6)} (95% CI {_num(c['mean_ci95'][0])}–{_num(c['mean_ci95'][1])}), "
+        f"score_rejected mean {_num(r['mean'], 6)} (95% CI {_num(r['mean_ci95'][0])}–{_num(r['mean_ci95'][1])}); "
+        f"margin mean {_num(m['mean'])}, median {_num(m['median'])}.")
+    lines.append(
+        f"- margin > 0 in {sign['counts']['positive']:,} rows ({_pct(sign['fractions']['positive'])}), "
+        f"ties (margin = 0) in {sign['counts']['zero']:,} ({_pct(sign['fractions']['zero'])}), "
+        f"inversions (margin < 0) in {sign['counts']['negative']:,} ({_pct(sign['fractions']['negative'])}).")
+    tests, effect = metrics["tests"], metrics["effect_size"]
+    lines.append(
+        f"- Wilcoxon signed-rank p = {_num(tests['wilcoxon']['pvalue'], 3)} (ties discarded: "
+        f"{tests['wilcoxon']['zeros_discarded']:,}), paired t p = {_num(tests['paired_t']['pvalue'], 3)}, "
+        f"sign test p = {_num(tests['sign_test']['pvalue'], 3)}; Cohen's d_z = {_num(effect['cohens_dz'], 3)}, "
+        f"rank-biserial = {_num(effect['rank_biserial'], 3)}.")
+    length = metrics["length"]
+    if length["available"]:
+        bias = length["margin_vs_length_difference"]["tokens"]["spearman"]
+        lines.append(
+            f"- Length: chosen responses average {_num(length['chosen']['tokens']['mean'], 4)} tokens, rejected "
+            f"{_num(length['rejected']['tokens']['mean'], 4)}; Spearman of margin vs length difference = "
+            f"{_num(bias, 3)} (length bias).")
+    else:
+        lines.append(f"- Length: not computed ({length['reason']}).")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# the stage
+# --------------------------------------------------------------------------------------------
+def _write_json_atomic(path: Path, value: dict[str, Any]) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+
+
+def _relative(path: Path, root: Path) -> str:
+    return str(Path(path).resolve().relative_to(root.resolve()))
+
+
+def analyze(p: AnalyzeParams) -> AnalysisResult:
+    """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
+    run = RunDir.of(p.run_root)
+    run.root.mkdir(parents=True, exist_ok=True)
+    run.metrics.unlink(missing_ok=True)
+    for name in plots.FIGURE_NAMES:  # figures of an earlier analysis must not outlive it
+        for ext in (".png", ".svg"):
+            (run.figures / name).with_suffix(ext).unlink(missing_ok=True)
+    manifest = Manifest(run)
+    with manifest.stage("analyze") as info:
+        data = load(p)
+        info.update(dataset=data.source, split=data.split, rows=data.n_rows)
+        metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)
+        length_difference = None
+        if data.lengths is not None:
+            length_difference = data.lengths["chosen_tokens"] - data.lengths["rejected_tokens"]
+        figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures, length_difference,
+                                 length_margin=data.margin[data.length_rows] if data.lengths is not None else None)
+        run.tables.mkdir(parents=True, exist_ok=True)
+        summary = summary_table(metrics)
+        summary.to_csv(run.tables / SUMMARY_TABLE)
+        extremes = extreme_margins(data)
+        extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
+        metrics["figures"] = {name: {"png": _relative(f["png"], run.root), "svg": _relative(f["svg"], run.root),
+                                     "title": f["title"]} for name, f in figures.items()}
+        metrics["tables"] = {"summary_statistics": _relative(run.tables / SUMMARY_TABLE, run.root),
+                             "extreme_margins": _relative(run.tables / EXTREMES_TABLE, run.root)}
+        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")]
+        outputs += [run.tables / SUMMARY_TABLE, run.tables / EXTREMES_TABLE, run.metrics]
+        _write_json_atomic(run.metrics, metrics)
+        manifest.add_outputs(*outputs)
+        info.update(n=metrics["n"], n_excluded=metrics["n_excluded"], scale=metrics["scale"]["kind"])
+    return AnalysisResult(metrics=metrics, outputs=outputs, summary=summary, extremes=extremes, figures=figures)
+
+
+def show_figures(result: AnalysisResult) -> None:
+    """Display the saved PNG figures in the notebook, in order."""
+    from IPython.display import Image, Markdown, display
+
+    for name, fig in result.figures.items():
+        display(Markdown(f"**{fig['title']}** — `{name}`"), Image(filename=str(fig["png"])))
