@@ -1,0 +1,257 @@
+"""repro.stats: every statistic against a tiny example worked by hand and an independent numpy/scipy/pandas computation."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from repro import stats
+
+# The hand-worked example: margins [2, 0, -2, 4, 1].
+CHOSEN = np.array([3.0, 5.0, 4.0, 6.0, 2.0])
+REJECTED = np.array([1.0, 5.0, 6.0, 2.0, 1.0])
+MARGIN = CHOSEN - REJECTED
+
+
+@pytest.fixture(scope="module")
+def paired():
+    """Fixed, seeded paired data with PairRM-like real values (no ties)."""
+    rng = np.random.default_rng(1234)
+    chosen = rng.normal(0.8, 1.0, 400)
+    rejected = 0.4 * chosen + rng.normal(-0.5, 1.2, 400)
+    return chosen, rejected
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    """Fixed, seeded 1-10 ratings on a half-point grid (many ties and zero margins)."""
+    rng = np.random.default_rng(99)
+    chosen = np.clip(np.round(rng.normal(7.5, 1.5, 600) * 2) / 2, 1, 10)
+    rejected = np.clip(np.minimum(chosen, np.round(rng.normal(6.0, 2.0, 600) * 2) / 2), 1, 10)
+    return chosen, rejected
+
+
+# --------------------------------------------------------------------------------------------
+# describe
+# --------------------------------------------------------------------------------------------
+def test_describe_by_hand():
+    d = stats.describe(MARGIN)
+    assert d["mean"] == pytest.approx(1.0)
+    assert d["std"] == pytest.approx(math.sqrt(5.0))  # squared deviations 1+1+9+9+0 = 20, / (5-1)
+    assert (d["median"], d["q25"], d["q75"], d["min"], d["max"]) == (1.0, 0.0, 2.0, -2.0, 4.0)
+    assert d["skewness"] == pytest.approx(0.0, abs=1e-12)  # m3 = (1 - 1 - 27 + 27 + 0) / 5 = 0
+    assert d["kurtosis"] == pytest.approx(32.8 / 16 - 3)  # m4 = 164/5, m2 = 4
+
+
+def test_describe_matches_numpy_moments(paired):
+    x = paired[0]
+    d = stats.describe(x)
+    dev = x - x.mean()
+    m2, m3, m4 = (dev**2).mean(), (dev**3).mean(), (dev**4).mean()
+    assert d["mean"] == pytest.approx(statistics.fmean(x))
+    assert d["std"] == pytest.approx(statistics.stdev(x))
+    assert d["median"] == pytest.approx(statistics.median(x))
+    q = pd.Series(x).quantile([0.25, 0.75])
+    assert (d["q25"], d["q75"]) == pytest.approx((q[0.25], q[0.75]))
+    assert (d["min"], d["max"]) == (min(x), max(x))
+    assert d["skewness"] == pytest.approx(m3 / m2**1.5)
+    assert d["kurtosis"] == pytest.approx(m4 / m2**2 - 3)
+
+
+def test_describe_constant_data_has_no_shape():
+    d = stats.describe(np.full(10, 7.0))
+    assert d["std"] == 0.0 and d["skewness"] is None and d["kurtosis"] is None
+
+
+# --------------------------------------------------------------------------------------------
+# bootstrap
+# --------------------------------------------------------------------------------------------
+def test_bootstrap_by_hand():
+    # two values: resampled means are 0, 0.5, 1 with chances 1/4, 1/2, 1/4, so the 95% interval is [0, 1]
+    out = stats.bootstrap_intervals({"x": np.array([0.0, 1.0])}, resamples=1000, seed=0)["x"]
+    assert out["mean_ci95"] == [0.0, 1.0] and out["median_ci95"] == [0.0, 1.0]
+    const = stats.bootstrap_intervals({"x": np.full(7, 3.5)}, resamples=200, seed=0)["x"]
+    assert const == {"mean_ci95": [3.5, 3.5], "median_ci95": [3.5, 3.5]}
+
+
+def test_bootstrap_equals_a_plain_loop_over_the_same_draws(paired):
+    chosen, rejected = paired
+    n, resamples, seed = len(chosen), 300, 5
+    out = stats.bootstrap_intervals({"c": chosen, "r": rejected, "m": chosen - rejected}, resamples, seed,
+                                    block_elements=n * resamples)  # one block: the draws below are the same
+    rows = np.random.default_rng(seed).integers(0, n, size=(resamples, n), dtype=np.int32)
+    for name, x in {"c": chosen, "r": rejected, "m": chosen - rejected}.items():
+        means = [statistics.fmean(x[r].tolist()) for r in rows]
+        medians = [statistics.median(x[r].tolist()) for r in rows]
+        assert out[name]["mean_ci95"] == pytest.approx(list(np.quantile(means, [0.025, 0.975])), rel=1e-12)
+        assert out[name]["median_ci95"] == pytest.approx(list(np.quantile(medians, [0.025, 0.975])), rel=1e-12)
+
+
+def test_bootstrap_agrees_with_scipy_and_normal_theory_across_blocks(paired):
+    x = paired[0]
+    # small blocks: 7 full blocks and a partial one, as a large dataset would be processed
+    out = stats.bootstrap_intervals({"x": x}, resamples=2000, seed=1, block_elements=len(x) * 256)["x"]
+    ref = sps.bootstrap((x,), np.mean, n_resamples=2000, method="percentile", rng=np.random.default_rng(7))
+    assert out["mean_ci95"] == pytest.approx([ref.confidence_interval.low, ref.confidence_interval.high], abs=0.02)
+    half = 1.96 * x.std(ddof=1) / math.sqrt(len(x))
+    assert out["mean_ci95"] == pytest.approx([x.mean() - half, x.mean() + half], abs=0.02)
+    ref_med = sps.bootstrap((x,), np.median, n_resamples=2000, method="percentile", rng=np.random.default_rng(7))
+    assert out["median_ci95"] == pytest.approx([ref_med.confidence_interval.low, ref_med.confidence_interval.high],
+                                               abs=0.04)
+
+
+def test_bootstrap_is_seeded(paired):
+    a = stats.bootstrap_intervals({"x": paired[0]}, 200, seed=3)
+    assert a == stats.bootstrap_intervals({"x": paired[0]}, 200, seed=3)
+    assert a != stats.bootstrap_intervals({"x": paired[0]}, 200, seed=4)
+
+
+def test_summarize_scores_keys_and_margin(paired):
+    out = stats.summarize_scores(*paired, resamples=200, seed=0)
+    keys = ["mean", "std", "median", "q25", "q75", "min", "max", "skewness", "kurtosis", "mean_ci95", "median_ci95"]
+    assert list(out) == ["score_chosen", "score_rejected", "margin"]
+    for block in out.values():
+        assert list(block) == keys
+        assert block["mean_ci95"][0] <= block["mean"] <= block["mean_ci95"][1]
+    assert out["margin"]["mean"] == pytest.approx(out["score_chosen"]["mean"] - out["score_rejected"]["mean"])
+
+
+# --------------------------------------------------------------------------------------------
+# margin sign, tests, effect sizes
+# --------------------------------------------------------------------------------------------
+def test_margin_sign_by_hand():
+    out = stats.margin_sign(MARGIN)
+    assert out["counts"] == {"positive": 3, "zero": 1, "negative": 1}
+    assert out["fractions"] == {"positive": 0.6, "zero": 0.2, "negative": 0.2}
+
+
+def test_tests_by_hand():
+    t = stats.paired_tests(MARGIN)
+    # nonzero margins [2, -2, 4, 1] -> |d| ranks [2.5, 2.5, 4, 1]: R+ = 7.5, R- = 2.5
+    assert stats.signed_rank_sums(MARGIN) == (7.5, 2.5, 4)
+    w = t["wilcoxon"]
+    assert w["statistic"] == 2.5 and w["zeros_discarded"] == 1 and w["n_used"] == 4 and w["zero_method"] == "wilcox"
+    # all 16 sign patterns of ranks {1, 2.5, 2.5, 4}: 4 give R+ >= 7.5 and 4 give R+ <= 2.5 -> p = 8/16
+    assert w["method"] == "permutation" and w["pvalue"] == pytest.approx(0.5)
+    # t = mean / (sd / sqrt(n)) = 1 / (sqrt(5) / sqrt(5)) = 1 on 4 degrees of freedom
+    assert t["paired_t"]["statistic"] == pytest.approx(1.0) and t["paired_t"]["df"] == 4
+    assert t["paired_t"]["pvalue"] == pytest.approx(2 * sps.t.sf(1.0, 4))
+    # 3 positive, 1 negative: p = 2 * P(X >= 3 | n=4, 1/2) = 2 * 5/16
+    assert t["sign_test"]["pvalue"] == pytest.approx(10 / 16)
+    e = stats.effect_sizes(MARGIN)
+    assert e["cohens_dz"] == pytest.approx(1 / math.sqrt(5))
+    assert e["rank_biserial"] == pytest.approx((7.5 - 2.5) / 10)
+
+
+def _normal_wilcoxon_p(d: np.ndarray) -> float:
+    """Wilcoxon's normal approximation with the tie correction, written out from the textbook."""
+    d = d[d != 0]
+    n = d.size
+    ranks = pd.Series(np.abs(d)).rank(method="average").to_numpy()
+    r_plus = ranks[d > 0].sum()
+    ties = pd.Series(np.abs(d)).value_counts().to_numpy()
+    var = n * (n + 1) * (2 * n + 1) / 24 - (ties**3 - ties).sum() / 48
+    z = (r_plus - n * (n + 1) / 4) / math.sqrt(var)
+    return 2 * sps.norm.sf(abs(z))
+
+
+def test_tests_match_independent_computations(ratings, paired):
+    for chosen, rejected in (ratings, paired):
+        d = chosen - rejected
+        t = stats.paired_tests(d)
+        assert t["wilcoxon"]["method"] == "asymptotic"
+        assert t["wilcoxon"]["pvalue"] == pytest.approx(_normal_wilcoxon_p(d), rel=1e-9)
+        ref_t = sps.ttest_rel(chosen, rejected)
+        assert (t["paired_t"]["statistic"], t["paired_t"]["pvalue"]) == pytest.approx((ref_t.statistic, ref_t.pvalue))
+        k, m = int((d > 0).sum()), int((d != 0).sum())
+        tail = sum(math.comb(m, i) for i in range(max(k, m - k), m + 1)) / 2**m
+        assert t["sign_test"]["pvalue"] == pytest.approx(min(1.0, 2 * tail), rel=1e-9)
+        e = stats.effect_sizes(d)
+        assert e["cohens_dz"] == pytest.approx(d.mean() / d.std(ddof=1))
+        nz = d[d != 0]
+        ranks = pd.Series(np.abs(nz)).rank().to_numpy()
+        assert e["rank_biserial"] == pytest.approx((ranks[nz > 0].sum() - ranks[nz < 0].sum()) / (m * (m + 1) / 2))
+    assert stats.paired_tests(ratings[0] - ratings[1])["wilcoxon"]["zeros_discarded"] == int(
+        (ratings[0] == ratings[1]).sum()) > 0
+
+
+def test_exact_wilcoxon_for_small_untied_samples():
+    d = np.array([1.5, -0.2, 3.1, 2.2, 0.7, -1.1, 4.0, 2.9])
+    w = stats.wilcoxon_test(d)
+    assert w["method"] == "exact"
+    # exact null: count sign patterns of ranks 1..8 whose R+ is at most the observed smaller sum
+    r_minus = stats.signed_rank_sums(d)[1]
+    sums = [sum(r for r, bit in zip(range(1, 9), format(mask, "08b")) if bit == "1") for mask in range(256)]
+    assert w["pvalue"] == pytest.approx(2 * sum(s <= r_minus for s in sums) / 256)
+
+
+def test_all_ties_leave_tests_undefined_with_a_note():
+    t = stats.paired_tests(np.zeros(6))
+    assert t["wilcoxon"]["pvalue"] is None and "zero" in t["wilcoxon"]["note"]
+    assert t["sign_test"]["pvalue"] is None and t["paired_t"]["statistic"] is None
+    assert stats.effect_sizes(np.zeros(6)) == {"cohens_dz": None, "rank_biserial": None}
+
+
+def test_correlations(paired):
+    out = stats.correlations(CHOSEN, REJECTED)
+    assert out["pearson"]["statistic"] == pytest.approx(6 / math.sqrt(10 * 22))  # deviations worked by hand
+    assert out["spearman"]["statistic"] == pytest.approx(5.5 / math.sqrt(10 * 9.5))  # ranks [2,4,3,5,1] vs [1.5,4,5,3,1.5]
+    chosen, rejected = paired
+    out = stats.correlations(chosen, rejected)
+    frame = pd.DataFrame({"c": chosen, "r": rejected})
+    assert out["pearson"]["statistic"] == pytest.approx(np.corrcoef(chosen, rejected)[0, 1])
+    assert out["spearman"]["statistic"] == pytest.approx(frame.corr(method="spearman").loc["c", "r"])
+    r, n = out["pearson"]["statistic"], len(chosen)
+    t = r * math.sqrt((n - 2) / (1 - r * r))
+    assert out["pearson"]["pvalue"] == pytest.approx(2 * sps.t.sf(abs(t), n - 2), rel=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# lengths, invariants, scale
+# --------------------------------------------------------------------------------------------
+def test_length_statistics():
+    texts_c = ["a b c", "one two", "x", "long answer with five tokens"]
+    texts_r = ["a", "one two three", "", "short one"]
+    lengths = {"chosen_chars": np.array([len(t) for t in texts_c], float),
+               "rejected_chars": np.array([len(t) for t in texts_r], float),
+               "chosen_tokens": np.array([len(t.split()) for t in texts_c], float),
+               "rejected_tokens": np.array([len(t.split()) for t in texts_r], float)}
+    margin = np.array([2.0, -1.0, 0.5, 3.0])
+    out = stats.length_statistics(lengths, margin)
+    assert out["chosen"]["tokens"] == {"mean": (3 + 2 + 1 + 5) / 4, "median": 2.5}
+    assert out["rejected"]["chars"] == {"mean": (1 + 13 + 0 + 9) / 4, "median": 5.0}
+    # token differences [2, -1, 1, 3] and margins [2, -1, 0.5, 3] have the same order: Spearman 1
+    assert out["margin_vs_length_difference"]["tokens"]["spearman"] == pytest.approx(1.0)
+    assert out["chosen_longer_fraction_tokens"] == 0.75
+    ref = pd.Series(margin).corr(pd.Series(lengths["chosen_chars"] - lengths["rejected_chars"]), method="spearman")
+    assert out["margin_vs_length_difference"]["chars"]["spearman"] == pytest.approx(ref)
+
+
+def test_pairrm_invariants_by_hand():
+    chosen = np.array([1.0, 0.5, -0.2, 0.3, 2.0])
+    rejected = np.array([-1.0, 0.1, -0.5, -0.3000001, 3.0])
+    out = stats.pairrm_invariants(chosen, rejected)
+    assert out["sign_order_fails"] == 3  # rows 1 (rejected > 0), 2 (chosen < 0), 4 (rejected > 0)
+    assert out["antisymmetry_holds"] == 2  # rows 0 and 3 (within 1e-6)
+    assert out["inversions"] == 1 and out["sign_order_fails_fraction"] == 0.6
+
+
+def test_detect_scale():
+    ratings = stats.detect_scale(np.array([7.5, 8.0, 10.0]), np.array([1.0, 6.5, 8.0]))
+    assert ratings["kind"] == "rating" and ratings["distinct_values"] == 5  # 1, 6.5, 7.5, 8, 10
+    assert "ratings, not PairRM logits" in ratings["sentence"]
+    rng = np.random.default_rng(0)
+    logits = stats.detect_scale(np.abs(rng.normal(size=50)), -np.abs(rng.normal(size=50)))
+    assert logits["kind"] == "logit" and "logits" in logits["sentence"]
+    assert stats.detect_scale(np.array([40.0, 90.0]), np.array([10.0, 50.0]))["kind"] == "unclear"  # 0-100 points
+
+
+def test_clean_is_strict_json():
+    out = stats.clean({"a": np.float64("nan"), "b": [np.int64(3), np.inf], "c": np.bool_(True), "d": "x"})
+    assert out == {"a": None, "b": [3, None], "c": True, "d": "x"}
+    assert type(out["b"][0]) is int
