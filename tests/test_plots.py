@@ -1,0 +1,104 @@
+"""repro.plots: each figure shows the data it is given, with labelled axes and n in the title; files are stable."""
+
+from __future__ import annotations
+
+import struct
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from matplotlib.collections import PathCollection, PolyCollection
+
+from repro import plots
+
+
+@pytest.fixture(scope="module")
+def small():
+    rng = np.random.default_rng(3)
+    chosen = np.round(rng.normal(7.5, 1.2, 37).clip(1, 10) * 2) / 2
+    rejected = np.round(rng.normal(5.5, 1.8, 37).clip(1, 10) * 2) / 2
+    return chosen, rejected
+
+
+def _labelled(fig, n: int):
+    ax = fig.axes[0]
+    assert f"n = {n:,}" in ax.get_title()
+    assert ax.get_ylabel()
+    return ax
+
+
+def test_score_distributions(small):
+    ax = _labelled(plots.score_distributions(*small), 37)
+    assert ax.get_xlabel() == "score"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["score_chosen", "score_rejected"]
+    assert len(ax.lines) == 2  # one KDE per score
+
+
+def test_score_ecdf_ends_at_one_over_the_data(small):
+    ax = _labelled(plots.score_ecdf(*small), 37)
+    xs = sorted(np.concatenate([line.get_xdata()[np.isfinite(line.get_xdata())] for line in ax.lines]))
+    assert set(xs) == set(np.concatenate(small))
+    assert all(line.get_ydata().max() == 1.0 for line in ax.lines)
+
+
+def test_chosen_vs_rejected_scatter_and_diagonal(small):
+    ax = _labelled(plots.chosen_vs_rejected(*small), 37)
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("score_chosen", "score_rejected")
+    points = [c for c in ax.collections if isinstance(c, PathCollection)][0]
+    assert np.array_equal(points.get_offsets(), np.column_stack(small))
+    diagonal = [line for line in ax.lines if line.get_label() == "y = x (tie)"][0]
+    assert np.array_equal(diagonal.get_xdata(), diagonal.get_ydata())
+
+
+def test_hexbin_when_large():
+    rng = np.random.default_rng(0)
+    n = plots.HEXBIN_ABOVE + 500
+    chosen, rejected = rng.normal(size=n), rng.normal(size=n)
+    ax = _labelled(plots.chosen_vs_rejected(chosen, rejected), n)
+    hexes = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(hexes) == 1 and hexes[0].get_array().sum() == n  # every row falls in one hexagon
+    assert not any(isinstance(c, PathCollection) for c in ax.collections)
+
+
+def test_margin_distribution_counts_every_row_and_marks_zero(small):
+    margin = small[0] - small[1]
+    ax = _labelled(plots.margin_distribution(margin), 37)
+    assert sum(p.get_height() for p in ax.patches) == 37
+    zero = [line for line in ax.lines if line.get_label() == "margin = 0 (tie)"][0]
+    assert list(zero.get_xdata()) == [0.0, 0.0]
+    assert "score_chosen − score_rejected" in ax.get_xlabel()
+
+
+def test_margin_vs_length(small):
+    margin = small[0] - small[1]
+    diff = np.arange(37.0) - 18
+    ax = _labelled(plots.margin_vs_length(margin, diff), 37)
+    assert "length difference" in ax.get_xlabel()
+    points = [c for c in ax.collections if isinstance(c, PathCollection)][0]
+    assert np.array_equal(points.get_offsets(), np.column_stack([diff, margin]))
+
+
+def test_score_violin(small):
+    ax = _labelled(plots.score_violin(*small), 37)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["score_chosen", "score_rejected"]
+
+
+def test_draw_all_saves_png_and_svg_stably(small, tmp_path):
+    out = plots.draw_all(*small, tmp_path / "a", length_difference=np.arange(37.0))
+    assert list(out) == list(plots.FIGURE_NAMES)
+    for name, fig in out.items():
+        png, svg = fig["png"].read_bytes(), fig["svg"].read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert struct.unpack(">II", png[16:24]) == (960, 660)  # 6.4 x 4.4 inches at 150 dpi
+        assert ET.fromstring(svg).tag.endswith("svg")
+        assert "n = 37" in fig["title"]
+    again = plots.draw_all(*small, tmp_path / "b", length_difference=np.arange(37.0))
+    for name in out:
+        assert out[name]["png"].read_bytes() == again[name]["png"].read_bytes(), name
+        assert out[name]["svg"].read_bytes() == again[name]["svg"].read_bytes(), name
+
+
+def test_draw_all_without_lengths_skips_that_figure(small, tmp_path):
+    out = plots.draw_all(*small, tmp_path)
+    assert "margin_vs_length" not in out and len(out) == len(plots.FIGURE_NAMES) - 1
+    assert not (tmp_path / "margin_vs_length.png").exists()
