@@ -154,18 +154,40 @@ class AnalyzeParams(_Params):
 # --------------------------------------------------------------------------------------------
 # 03_card
 # --------------------------------------------------------------------------------------------
+# the facts of a dataset's making that a card can state (known_recipe's keys), in the card's order
+RECIPE_FACTS = ("source", "slice", "dropped", "candidates", "scorer", "precision", "selection", "tie_rule")
+
+
 class CardParams(_Params):
     """Parameters of notebooks/03_card.ipynb."""
 
     section: ClassVar[str] = "card"
 
-    card_dataset: str | None = None  # default: this run's dataset folder
+    card_dataset: str | None = None  # default: this run's dataset folder; else a dataset NOT built here (copied in)
+    card_split: str = "train_prefs"  # the split read from card_dataset
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # where the dataset is (or will be) published
     license: str = "mit"
-    language: list[str] = ["en", "zh"]
-    known_recipe: str | None = None  # for datasets not built here: what is known of their making
+    language: list[str] = ["en"]  # language of the rows (the card's body is English + Chinese either way)
+    # for datasets not built here: what is known of their making, as free text or as
+    # {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}; the rest is "unknown"
+    known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
+
+    @field_validator("known_recipe")
+    @classmethod
+    def _recipe_keys(cls, v):
+        if isinstance(v, dict):
+            unknown = sorted(set(v) - set(RECIPE_FACTS))
+            if unknown:
+                raise ValueError(f"unknown fact(s) {unknown}; known_recipe takes {list(RECIPE_FACTS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _publish_needs_repo(self):
+        if self.push_to_hub and not self.hub_repo_id:
+            raise ValueError("push_to_hub is true but hub_repo_id is not set: name the repository (owner/name)")
+        return self
 
 
 SCHEMAS: dict[str, type[_Params]] = {

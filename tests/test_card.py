@@ -1,0 +1,577 @@
+"""The dataset card (repro.card, notebooks/03_card.ipynb): YAML equal to push_to_hub's, a body quoting the run.
+
+Every test builds its own small run directory (data written with write_split, a manifest, a metrics.json
+with issue 4's keys computed by numpy/scipy, a PNG), so none depends on the other notebooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+import yaml
+from huggingface_hub import DatasetCard
+from scipy import stats
+
+from repro import card as repro_card
+from repro.dataset_io import SEED_FEATURES, write_split
+from repro.errors import DataError, ParameterError
+from repro.manifest import Manifest
+from repro.parameters import CardParams, build
+from repro.paths import RunDir
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED_CARD = ROOT.parent / "shared" / "reference" / "seed_dataset_card.txt"
+GOLDEN = Path(__file__).parent / "golden" / "card_yaml_seed_schema.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch, tmp_path):
+    """No test here may reach the hub; the datasets cache goes to the test's own folder."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+
+
+# ---------------------------------------------------------------------------------------------
+# building a run directory by hand
+# ---------------------------------------------------------------------------------------------
+TOPICS = ["sorting a list in Python", "the boiling point of water", "why the sky is blue", "a haiku about rain",
+          "the capital of Australia", "integrating x squared", "a polite refusal email", "binary search"]
+
+
+def seed_rows(n: int) -> list[dict]:
+    """n deterministic rows in the seed's schema: two candidates, so score_rejected = -score_chosen."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(n):
+        prompt = f"Explain {TOPICS[i % len(TOPICS)]} (variant {i})."
+        good = f"A careful answer about {TOPICS[i % len(TOPICS)]}. " * int(rng.integers(1, 6))
+        bad = "Not sure. " * int(rng.integers(1, 4))
+        s = float(abs(rng.normal(0.4, 0.3)))
+        s = 0.0 if i % 11 == 5 else s  # a few ties, as real PairRM output has
+        chosen = [{"content": prompt, "role": "user"}, {"content": good, "role": "assistant"}]
+        rows.append({
+            "prompt": prompt, "prompt_id": hashlib.sha256(prompt.encode()).hexdigest(), "messages": chosen,
+            "score_chosen": s, "score_rejected": -s, "reference_response": f"Reference {i}.",
+            "chosen": chosen, "rejected": [{"content": prompt, "role": "user"}, {"content": bad, "role": "assistant"}],
+        })
+    return rows
+
+
+def analysis_metrics(ds: datasets.Dataset) -> dict:
+    """metrics.json with issue 4's keys, computed independently here with numpy/scipy."""
+    chosen = np.asarray(ds["score_chosen"], dtype=float)
+    rejected = np.asarray(ds["score_rejected"], dtype=float)
+    margin = chosen - rejected
+    rng = np.random.default_rng(0)
+
+    def block(x):
+        boot = rng.choice(x, size=(200, len(x)))
+        return {"mean": float(x.mean()), "std": float(x.std(ddof=1)), "median": float(np.median(x)),
+                "q25": float(np.quantile(x, 0.25)), "q75": float(np.quantile(x, 0.75)), "min": float(x.min()),
+                "max": float(x.max()), "skewness": float(stats.skew(x)), "kurtosis": float(stats.kurtosis(x)),
+                "mean_ci95": [float(v) for v in np.quantile(boot.mean(1), [0.025, 0.975])],
+                "median_ci95": [float(v) for v in np.quantile(np.median(boot, 1), [0.025, 0.975])]}
+
+    len_c = np.array([len(c[-1]["content"]) for c in ds["chosen"]])
+    len_r = np.array([len(r[-1]["content"]) for r in ds["rejected"]])
+    w = stats.wilcoxon(chosen, rejected, zero_method="wilcox")
+    t = stats.ttest_rel(chosen, rejected)
+    pos, zero, neg = int((margin > 0).sum()), int((margin == 0).sum()), int((margin < 0).sum())
+    rho = stats.spearmanr(margin, len_c - len_r)
+    return {
+        "n": len(ds), "n_excluded": 0,
+        "score_chosen": block(chosen), "score_rejected": block(rejected), "margin": block(margin),
+        "margin_sign": {"positive": {"count": pos, "fraction": pos / len(ds)},
+                        "zero": {"count": zero, "fraction": zero / len(ds)},
+                        "negative": {"count": neg, "fraction": neg / len(ds)}},
+        "tests": {"wilcoxon": {"statistic": float(w.statistic), "pvalue": float(w.pvalue), "zero_method": "wilcox"},
+                  "paired_t": {"statistic": float(t.statistic), "pvalue": float(t.pvalue)},
+                  "sign_test": {"pvalue": float(stats.binomtest(pos, pos + neg).pvalue)}},
+        "effect_size": {"cohens_dz": float(margin.mean() / margin.std(ddof=1)),
+                        "rank_biserial": float((pos - neg) / max(pos + neg, 1))},
+        "correlation": {"pearson": float(stats.pearsonr(chosen, rejected)[0]),
+                        "spearman": float(stats.spearmanr(chosen, rejected)[0])},
+        "length": {"chosen_chars_mean": float(len_c.mean()), "rejected_chars_mean": float(len_r.mean()),
+                   "margin_vs_length_diff": {"spearman": float(rho[0]), "pvalue": float(rho[1])}},
+        "invariants": {"sign_violations": int(((chosen < 0) | (rejected > 0)).sum()),
+                       "antisymmetric_rows": int((chosen == -rejected).sum())},
+        "scale": {"kind": "logits", "sentence": "Real-valued PairRM logits centred on zero, not a 1-10 rating grid."},
+    }
+
+
+def write_png(path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([0, 1], [0, 1])
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def make_run(root: Path, rows: list[dict] | None = None, features=SEED_FEATURES, *, metrics: bool = True,
+             stand_in: bool = True, manifest: bool = True) -> dict:
+    """A run directory by hand: dataset (write_split), manifest, metrics.json, one PNG figure."""
+    run = RunDir.of(root)
+    rows = rows if rows is not None else seed_rows(24)
+    ds = datasets.Dataset.from_list(rows, features=features)
+    split = write_split(ds, run.dataset)
+    if manifest:
+        m = Manifest(run)
+        params = {"run_dir": str(root), "source": "demo", "source_split": "train_prefs", "part_start": 0,
+                  "part_stop": None, "drop_rows": 2, "drop_from": "end", "mini_index": 0, "mini_count": 1,
+                  "limit": None, "candidate_columns": ["resp0", "resp1"], "include_reference": False,
+                  "include_original_pair": False, "too_few_candidates": "drop", "messages": "chosen",
+                  "scorer_model": "builtin:tiny-pairrm" if stand_in else "llm-blender/PairRM",
+                  "scorer_backend": "repro", "dtype": "auto", "device": "auto"}
+        m.start_run(params, ["01_construct", "02_analyze", "03_card"])
+        m.set_counts(source=len(rows) + 5, sliced=len(rows) + 3, dropped=3, scored=len(rows), kept=len(rows))
+        m.record("scorer", {"model": params["scorer_model"], "dtype": "fp32", "device": "cpu", "stand_in": stand_in})
+    if metrics:
+        run.metrics.write_text(json.dumps(analysis_metrics(ds)))
+        write_png(run.figures / "score_distributions.png")
+    return {"run": run, "ds": ds, "split": split}
+
+
+def card_for(root: Path, **params) -> tuple[repro_card.CardFacts, Path]:
+    p = build(CardParams, {"run_dir": str(root), **params})
+    facts = repro_card.gather_facts(p)
+    return facts, repro_card.write_card(facts)
+
+
+def halves(card_path: Path) -> tuple[str, str]:
+    """The English and Chinese halves of a card's body."""
+    body = DatasetCard.load(card_path).text
+    zh = body.index("# 「")
+    return body[:zh], body[zh:]
+
+
+def table_rows(text: str, first_cell: str) -> list[list[str]]:
+    """Cells of markdown table rows whose first cell is `first_cell`."""
+    out = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell:
+            out.append(cells)
+    return out
+
+
+def section(text: str, heading: str) -> str:
+    """The text under a markdown heading, up to the next heading of any level."""
+    start = text.index(heading + "\n") + len(heading)
+    end = re.search(r"^#+ ", text[start:], flags=re.M)
+    return text[start:start + end.start()] if end else text[start:]
+
+
+def as_numbers(cell: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", cell)]
+
+
+# ---------------------------------------------------------------------------------------------
+# the seed card's YAML, parsed in the test (its indentation was lost in the reference copy)
+# ---------------------------------------------------------------------------------------------
+def seed_card_yaml() -> dict:
+    """dataset_info and configs of the seed card, rebuilt as nested data.
+
+    The reference text has lost its YAML indentation; nesting is recovered from the seed itself: the
+    top-level feature names are the 8 numbered fields of its Chinese "特征字段" list, any other `- name:`
+    belongs to the last `list:` feature.
+    """
+    if not SEED_CARD.exists():
+        pytest.skip(f"seed card not found at {SEED_CARD}")
+    text = SEED_CARD.read_text(encoding="utf-8")
+    top_names = re.findall(r"^\d+\. .*?（(\w+)）", text, flags=re.M)
+    assert len(top_names) == 8
+    block = text.split("---", 2)[1].strip().splitlines()
+    pairs = [tuple(part.strip() for part in line.lstrip("- ").split(":", 1)) for line in block]
+    starts = {k: i for i, (k, _) in enumerate(pairs) if k in ("features", "splits", "configs")}
+    features: list[dict] = []
+    for line, (key, value) in zip(block[starts["features"] + 1:starts["splits"]],
+                                  pairs[starts["features"] + 1:starts["splits"]]):
+        if line.startswith("- name"):
+            item = {"name": value}
+            if value in top_names:
+                features.append(item)
+            else:
+                features[-1]["list"].append(item)
+        elif key == "list":
+            features[-1]["list"] = []
+        else:
+            (features[-1]["list"][-1] if "list" in features[-1] else features[-1])[key] = value
+    scalars = dict(pairs[starts["splits"] + 1:starts["configs"]])
+    configs = dict(pairs[starts["configs"] + 1:])
+    return {
+        "features": features,
+        "splits": [{"name": scalars["name"], "num_bytes": int(scalars["num_bytes"]),
+                    "num_examples": int(scalars["num_examples"])}],
+        "download_size": int(scalars["download_size"]), "dataset_size": int(scalars["dataset_size"]),
+        "configs": [{"config_name": configs["config_name"],
+                     "data_files": [{"split": configs["split"], "path": configs["path"]}]}],
+    }
+
+
+def ordered(value):
+    """Nested data with dict key order made visible (so `==` checks order too)."""
+    if isinstance(value, dict):
+        return [(k, ordered(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [ordered(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML
+# ---------------------------------------------------------------------------------------------
+SEED_SPLIT = repro_card.SplitFacts(name="train_prefs", num_bytes=41380967, num_examples=5183, download_size=23152573)
+GOLDEN_METADATA = dict(language=["en"], license="mit", size_categories=["1K<n<10K"],
+                       source_datasets=["extended|ZHLiu627/ultrafeedback_binarized_with_response_full"],
+                       task_categories=["text-generation"], pretty_name="ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1",
+                       tags=["preference", "dpo", "rlhf", "pairrm", "ultrafeedback"])
+
+
+def test_yaml_matches_golden_file():
+    """Guards the YAML that datasets/huggingface_hub produce (a library upgrade that changes it fails here)."""
+    data = repro_card.card_data(SEED_FEATURES, [SEED_SPLIT], **GOLDEN_METADATA)
+    assert data.to_yaml() + "\n" == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_golden_yaml_equals_the_seed_cards_block():
+    seed = seed_card_yaml()
+    golden = yaml.safe_load(GOLDEN.read_text(encoding="utf-8"))
+    info = golden["dataset_info"]
+    assert ordered(info["features"]) == ordered(seed["features"])
+    assert info["splits"] == seed["splits"]
+    assert (info["download_size"], info["dataset_size"]) == (seed["download_size"], seed["dataset_size"])
+    assert golden["configs"] == seed["configs"]
+    # the same block order as the seed: dataset_info, then configs
+    keys = list(golden)
+    assert keys.index("dataset_info") + 1 == keys.index("configs")
+
+
+def test_yaml_equals_what_push_to_hub_writes(tmp_path):
+    """Our card data equals datasets' own push_to_hub card update (first push: empty repo)."""
+    from datasets.arrow_dataset import _get_updated_dataset_card
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    built = make_run(tmp_path / "run")
+    facts, card_path = card_for(tmp_path / "run")
+    (tmp_path / "empty-repo").mkdir()
+    split = built["split"]
+    theirs, _ = _get_updated_dataset_card(
+        fs=DirFileSystem(path=str(tmp_path / "empty-repo"), fs=LocalFileSystem()), config_name="default",
+        splits_info=[datasets.SplitInfo(name="train_prefs", num_bytes=split["num_bytes"],
+                                        num_examples=split["num_examples"])],
+        features=built["ds"].features, data_dir="data", set_default=None, uploaded_sizes=[split["download_size"]],
+        deleted_sizes=[0], remove_other_splits=False)
+    ours = DatasetCard.load(card_path).data.to_dict()
+    expected = theirs.data.to_dict()
+    assert ordered({k: ours[k] for k in expected}) == ordered(expected)
+    assert list(ours)[-2:] == ["dataset_info", "configs"]
+
+
+def test_card_built_from_a_run(tmp_path):
+    built = make_run(tmp_path / "run")
+    facts, card_path = card_for(tmp_path / "run")
+    assert card_path == tmp_path / "run" / "dataset" / "README.md"
+    card = DatasetCard.load(card_path)
+    # the card parses and its data is what was built
+    assert card.data.to_dict() == repro_card.facts_card_data(facts).to_dict()
+    info = card.data.to_dict()["dataset_info"]
+    split = built["split"]
+    assert info["splits"] == [{"name": "train_prefs", "num_bytes": split["num_bytes"],
+                               "num_examples": split["num_examples"]}]
+    assert info["download_size"] == split["download_size"] == sum(Path(f).stat().st_size for f in split["files"])
+    assert info["dataset_size"] == split["num_bytes"]
+    assert ordered(info["features"]) == ordered(seed_card_yaml()["features"])
+    assert card.data.license == "mit" and card.data.size_categories == ["n<1K"]
+    assert "stand-in-scores" in card.data.tags and "pairrm" not in card.data.tags
+    # datasets loads the folder with the seed's features
+    ds = datasets.load_dataset(str(card_path.parent), split="train_prefs")
+    assert ds.features == SEED_FEATURES and list(ds.features) == list(SEED_FEATURES)
+    assert ds.to_list() == built["ds"].to_list()
+    report = repro_card.check_card(card_path)
+    assert report["splits"]["train_prefs"]["num_examples"] == 24 and report["placeholders"] == []
+    # the manifest records the card and its figure
+    manifest = Manifest(tmp_path / "run").read()
+    assert manifest["stages"]["card"]["status"] == "done"
+    assert {"dataset/README.md", "dataset/figures/score_distributions.png"} <= set(manifest["outputs"])
+
+
+def test_num_bytes_equals_push_to_hub_on_real_rows(tmp_path, train_rows):
+    """On real UltraFeedback rows (long texts), the card's num_bytes is push_to_hub's Arrow size of the same data."""
+    rows = [{**{k: r[k] for k in SEED_FEATURES if k in r}, "reference_response": r["chosen"][-1]["content"][:200]}
+            for r in train_rows[:300]]
+    built = make_run(tmp_path / "run", rows, metrics=False)
+    facts, _ = card_for(tmp_path / "run")
+    assert facts.splits[0].num_bytes == built["ds"]._estimate_nbytes() == built["split"]["num_bytes"]
+    assert facts.prompt_id_sha256_rows == 300  # the H4 rule holds on the real rows
+
+
+def test_load_dataset_goes_through_the_cards_configs(tmp_path):
+    make_run(tmp_path / "run", metrics=False)
+    _, card_path = card_for(tmp_path / "run")
+    card = DatasetCard.load(card_path)
+    card.data["configs"][0]["data_files"][0]["split"] = "renamed_split"
+    card.data["dataset_info"]["splits"][0]["name"] = "renamed_split"
+    card.save(card_path)
+    # datasets follows the card's configs: the files now load as the split the card names ...
+    ds = datasets.load_dataset(str(card_path.parent), split="renamed_split")
+    assert len(ds) == 24 and ds.features == SEED_FEATURES
+    # ... and checks the card's dataset_info against what it loaded
+    card.data["dataset_info"]["splits"][0]["num_examples"] = 25
+    card.save(card_path)
+    with pytest.raises(datasets.exceptions.NonMatchingSplitsSizesError):
+        datasets.load_dataset(str(card_path.parent), split="renamed_split", download_mode="force_redownload")
+
+
+# ---------------------------------------------------------------------------------------------
+# body
+# ---------------------------------------------------------------------------------------------
+def test_body_quotes_metrics_and_manifest(tmp_path):
+    make_run(tmp_path / "run")
+    facts, card_path = card_for(tmp_path / "run")
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    counts = Manifest(tmp_path / "run").read()["counts"]
+    for half, counts_heading in zip(halves(card_path), ("### Counts at each stage", "### 各阶段行数")):
+        for stat in repro_card.STATISTICS:
+            [row] = table_rows(half, f"`{stat}`")
+            got = [as_numbers(c) for c in row[1:]]
+            want = [np.atleast_1d(metrics[b][stat]).tolist() for b in repro_card.SCORE_BLOCKS]
+            for g, w in zip(got, want):
+                assert np.allclose(g, w, rtol=5e-6, atol=0), (stat, g, w)
+        for stage, value in counts.items():
+            [row] = table_rows(section(half, counts_heading), f"`{stage}`")
+            assert int(row[1]) == value
+        for group in repro_card.METRIC_GROUPS:  # every number of every other metrics group, by its key path
+            leaves = [(f"{a}.{b}", v) for a, sub in metrics[group].items()
+                      for b, v in (sub.items() if isinstance(sub, dict) else [(None, sub)])]
+            for path, value in leaves:
+                [row] = table_rows(half, f"`{path.removesuffix('.None')}`")
+                if isinstance(value, str):
+                    assert row[1] == value
+                else:
+                    assert np.isclose(float(row[1]), value, rtol=5e-6, atol=0), (path, row, value)
+        [row] = table_rows(half, "`train_prefs`")
+        assert (int(row[1]), int(row[2]), int(row[3])) == (24, facts.splits[0].num_bytes, facts.splits[0].download_size)
+        rho = metrics["length"]["margin_vs_length_diff"]["spearman"]
+        assert f"ρ = {rho:.6g}" in half
+        assert "![score distributions](figures/score_distributions.png)" in half
+    assert (card_path.parent / "figures" / "score_distributions.png").read_bytes() == \
+        (tmp_path / "run" / "figures" / "score_distributions.png").read_bytes()
+
+
+def test_english_and_chinese_state_the_same_numbers(tmp_path):
+    make_run(tmp_path / "run")
+    _, card_path = card_for(tmp_path / "run")
+    en, zh = halves(card_path)
+    number = r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+    assert Counter(re.findall(number, en)) == Counter(re.findall(number, zh))
+    assert len(re.findall(number, en)) > 100
+
+
+def test_no_template_placeholders_and_nothing_unfilled(tmp_path):
+    make_run(tmp_path / "run")
+    _, card_path = card_for(tmp_path / "run")
+    text = card_path.read_text(encoding="utf-8")
+    seed_placeholders = ["More Information needed", "需补充更多信息", "[More Information Needed]"]
+    assert not [p for p in seed_placeholders + ["{{", "}}", "TODO"] if p.lower() in text.lower()]
+    assert not re.search(r"\bNone\b|\bnan\b|\{[a-z_]+\}", DatasetCard.load(card_path).text)
+
+
+def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
+    make_run(tmp_path / "run", stand_in=True)
+    _, card_path = card_for(tmp_path / "run")
+    for half in halves(card_path):
+        second_block = half.strip().split("\n\n")[1]
+        assert "builtin:tiny-pairrm" in second_block
+        assert "Stand-in scores" in second_block or "替身分数" in second_block
+    make_run(tmp_path / "real", stand_in=False)
+    facts, card_path = card_for(tmp_path / "real")
+    body = DatasetCard.load(card_path).text
+    assert "Stand-in" not in body and "替身" not in body
+    assert "pairrm" in DatasetCard.load(card_path).data.tags
+
+
+def test_usage_snippet_runs(tmp_path):
+    make_run(tmp_path / "run", metrics=False)
+    _, card_path = card_for(tmp_path / "run", hub_repo_id="someone/pairs")
+    en, _ = halves(card_path)
+    code = re.search(r"```python\n(.*?)```", en, flags=re.S)[1]
+    assert 'load_dataset("someone/pairs", split="train_prefs")' in code
+    local = "\n".join(line for line in code.splitlines() if "someone/pairs" not in line)
+    scope: dict = {}
+    exec(local, scope)
+    assert len(scope["ds"]) == 24 and scope["ds"].features == SEED_FEATURES
+
+
+def test_missing_metrics_leaves_sections_out_and_says_why(tmp_path):
+    make_run(tmp_path / "run", metrics=False)
+    facts, card_path = card_for(tmp_path / "run")
+    assert facts.metrics is None and [s for s, _ in facts.left_out] == ["characteristics", "figures"]
+    en, zh = halves(card_path)
+    assert "Sections left out" in en and "metrics.json` was not found" in en and "02_analyze.ipynb" in en
+    assert "省略的章节" in zh and "未找到 `metrics.json`" in zh
+    assert "## Characteristics" not in en and "## 数据特点" not in zh
+    assert "Length bias: not measured" in en
+    assert not (card_path.parent / "figures").exists()
+    repro_card.check_card(card_path)  # still a loadable, complete card
+
+
+def test_metrics_of_other_data_are_refused(tmp_path):
+    make_run(tmp_path / "run")
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    metrics["n"] = 1000
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(DataError, match="metrics belong to other data"):
+        card_for(tmp_path / "run")
+
+
+def test_a_dataset_with_other_columns_gets_its_own_columns(tmp_path):
+    features = datasets.Features({"question": datasets.Value("string"),
+                                  "answers": datasets.List(datasets.Value("string")),
+                                  "label": datasets.ClassLabel(names=["bad", "good"])})
+    rows = [{"question": f"q{i}", "answers": [f"a{i}", f"b{i}"], "label": i % 2} for i in range(10)]
+    make_run(tmp_path / "run", rows, features, metrics=False)
+    facts, card_path = card_for(tmp_path / "run")
+    card = DatasetCard.load(card_path)
+    assert [f["name"] for f in card.data.dataset_info["features"]] == ["question", "answers", "label"]
+    en, zh = halves(card_path)
+    assert table_rows(en, "`question`")[0][1] == "string"
+    assert table_rows(en, "`answers`")[0][1] == "list of string"
+    assert table_rows(en, "`label`")[0][1] == "class label (bad, good)"
+    assert "missing [prompt, prompt_id" in en and "extra [question, answers, label]" in en
+    for absent in ("`score_chosen`", "`chosen`", "`prompt`"):
+        assert not table_rows(en, absent)
+    assert "cannot be used for DPO" in en and card.data.task_categories is None
+    assert datasets.load_dataset(str(card_path.parent), split="train_prefs").features == features
+
+
+def test_a_dataset_not_built_here(tmp_path):
+    """A local copy of a published dataset (hub layout), with part of its recipe known."""
+    copy = make_run(tmp_path / "published", seed_rows(12), manifest=False, metrics=False)["ds"]
+    recipe = {"source": "ZHLiu627/ultrafeedback_binarized_with_response_full", "scorer": "llm-blender/PairRM"}
+    facts, card_path = card_for(tmp_path / "card-run", card_dataset=str(tmp_path / "published" / "dataset"),
+                                known_recipe=recipe, pretty_name="mini_1 copy")
+    assert not facts.built_here and facts.parameters == {} and facts.counts == {}
+    assert datasets.load_dataset(str(card_path.parent), split="train_prefs").to_list() == copy.to_list()
+    en, zh = halves(card_path)
+    assert "Not built by this project" in en and "并非由本项目构建" in zh
+    assert table_rows(en, "source dataset")[0][1] == "`ZHLiu627/ultrafeedback_binarized_with_response_full`" \
+        or table_rows(en, "source dataset")[0][1] == recipe["source"]
+    for fact in ("slice", "rows dropped and why", "candidates", "scorer precision", "selection rule", "tie rule"):
+        assert table_rows(en, fact)[0][1] == "unknown"
+    assert table_rows(zh, "平局处理")[0][1] == "未知"
+    assert "### Parameters of this run" not in en and "Stand-in" not in en
+    card = DatasetCard.load(card_path)
+    assert card.data.source_datasets == [f"extended|{recipe['source']}"] and card.data.pretty_name == "mini_1 copy"
+
+
+def test_a_foreign_dataset_never_replaces_a_built_one(tmp_path):
+    make_run(tmp_path / "run", metrics=False)
+    make_run(tmp_path / "other", seed_rows(5), manifest=False, metrics=False)
+    with pytest.raises(ParameterError, match="fresh run_dir"):
+        card_for(tmp_path / "run", card_dataset=str(tmp_path / "other" / "dataset"))
+
+
+def test_no_dataset_is_a_clear_error(tmp_path):
+    with pytest.raises(DataError, match="01_construct"):
+        card_for(tmp_path / "empty")
+
+
+def test_card_parameters_are_checked():
+    with pytest.raises(ParameterError, match="hub_repo_id"):
+        build(CardParams, {"push_to_hub": True})
+    with pytest.raises(ParameterError, match="known_recipe"):
+        build(CardParams, {"known_recipe": {"source": "x", "recipie": "typo"}})
+    assert build(CardParams, {}).push_to_hub is False
+
+
+# ---------------------------------------------------------------------------------------------
+# publishing: never reaches the network here
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def hub_calls(monkeypatch):
+    """Records any call that would talk to the hub (and stops it)."""
+    import huggingface_hub
+
+    calls = []
+    for name in ("whoami", "create_repo", "upload_folder"):
+        def fake(self, *a, _name=name, **k):
+            calls.append(_name)
+            raise AssertionError(f"HfApi.{_name} must not be called in this test")
+        monkeypatch.setattr(huggingface_hub.HfApi, name, fake)
+    return calls
+
+
+def test_publish_is_off_by_default(tmp_path, hub_calls, capsys):
+    make_run(tmp_path / "run", metrics=False)
+    card_for(tmp_path / "run")
+    assert repro_card.publish(build(CardParams, {"run_dir": str(tmp_path / "run")})) is None
+    assert "nothing uploaded" in capsys.readouterr().out and hub_calls == []
+
+
+def test_publish_offline_fails_before_uploading(tmp_path, hub_calls):
+    make_run(tmp_path / "run", metrics=False)
+    card_for(tmp_path / "run")
+    p = build(CardParams, {"run_dir": str(tmp_path / "run"), "push_to_hub": True, "hub_repo_id": "me/pairs"})
+    with pytest.raises(repro_card.PublishError, match="HF_HUB_OFFLINE"):
+        repro_card.publish(p)
+    assert hub_calls == []
+
+
+def test_publish_without_token_fails_before_uploading(tmp_path, hub_calls, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-tokens"))
+    make_run(tmp_path / "run", metrics=False)
+    card_for(tmp_path / "run")
+    p = build(CardParams, {"run_dir": str(tmp_path / "run"), "push_to_hub": True, "hub_repo_id": "me/pairs"})
+    with pytest.raises(repro_card.PublishError, match="no Hugging Face token"):
+        repro_card.publish(p)
+    assert hub_calls == []
+
+
+# ---------------------------------------------------------------------------------------------
+# the notebook
+# ---------------------------------------------------------------------------------------------
+NOTEBOOK = ROOT / "notebooks" / "03_card.ipynb"
+
+
+def test_notebook_is_thin_and_committed_clean():
+    import nbformat
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    [params] = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert set(re.findall(r"^(\w+) =", params.source, flags=re.M)) == set(CardParams.model_fields)
+    assert 'validate_namespace("card", globals())' in code[code.index(params) + 1].source
+
+
+def test_notebook_runs_under_papermill(tmp_path):
+    import papermill
+
+    built = make_run(tmp_path / "run")
+    out = tmp_path / "03_card.out.ipynb"
+    papermill.execute_notebook(str(NOTEBOOK), str(out), parameters={"run_dir": str(tmp_path / "run")},
+                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+    card = DatasetCard.load(tmp_path / "run" / "dataset" / "README.md")
+    assert card.data.dataset_info["splits"][0]["num_bytes"] == built["split"]["num_bytes"]
+    assert "builtin:tiny-pairrm" in card.text
