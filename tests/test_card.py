@@ -65,45 +65,58 @@ def seed_rows(n: int) -> list[dict]:
     return rows
 
 
-def analysis_metrics(ds: datasets.Dataset) -> dict:
-    """metrics.json with issue 4's keys, computed independently here with numpy/scipy."""
+def analysis_metrics(ds: datasets.Dataset, figures: dict) -> dict:
+    """metrics.json in the layout repro.analysis writes (issue 4's keys), computed independently with numpy/scipy."""
     chosen = np.asarray(ds["score_chosen"], dtype=float)
     rejected = np.asarray(ds["score_rejected"], dtype=float)
     margin = chosen - rejected
     rng = np.random.default_rng(0)
+    rows = rng.integers(0, len(ds), size=(200, len(ds)))
 
     def block(x):
-        boot = rng.choice(x, size=(200, len(x)))
         return {"mean": float(x.mean()), "std": float(x.std(ddof=1)), "median": float(np.median(x)),
                 "q25": float(np.quantile(x, 0.25)), "q75": float(np.quantile(x, 0.75)), "min": float(x.min()),
                 "max": float(x.max()), "skewness": float(stats.skew(x)), "kurtosis": float(stats.kurtosis(x)),
-                "mean_ci95": [float(v) for v in np.quantile(boot.mean(1), [0.025, 0.975])],
-                "median_ci95": [float(v) for v in np.quantile(np.median(boot, 1), [0.025, 0.975])]}
+                "mean_ci95": [float(v) for v in np.quantile(x[rows].mean(1), [0.025, 0.975])],
+                "median_ci95": [float(v) for v in np.quantile(np.median(x[rows], 1), [0.025, 0.975])]}
 
-    len_c = np.array([len(c[-1]["content"]) for c in ds["chosen"]])
-    len_r = np.array([len(r[-1]["content"]) for r in ds["rejected"]])
-    w = stats.wilcoxon(chosen, rejected, zero_method="wilcox")
-    t = stats.ttest_rel(chosen, rejected)
+    def lengths(column, unit):
+        texts = [c[-1]["content"] for c in ds[column]]
+        return np.array([len(t) if unit == "chars" else len(t.split()) for t in texts], dtype=float)
+
+    w = stats.wilcoxon(margin[margin != 0])
+    t = stats.ttest_1samp(margin, 0.0)
     pos, zero, neg = int((margin > 0).sum()), int((margin == 0).sum()), int((margin < 0).sum())
-    rho = stats.spearmanr(margin, len_c - len_r)
+    length = {"available": True, "n": len(ds), "response": "the last assistant message of chosen / rejected"}
+    for side in ("chosen", "rejected"):
+        length[side] = {u: {"mean": float(lengths(side, u).mean()), "median": float(np.median(lengths(side, u)))}
+                        for u in ("chars", "tokens")}
+    length["margin_vs_length_difference"] = {
+        u: dict(zip(("spearman", "pvalue"), map(float, stats.spearmanr(margin, lengths("chosen", u) - lengths("rejected", u)))))
+        for u in ("chars", "tokens")}
     return {
-        "n": len(ds), "n_excluded": 0,
+        "metrics_version": 1, "dataset": {"source": "test", "split": "train_prefs", "rows": len(ds)},
+        "n": len(ds), "n_excluded": 0, "excluded_reasons": {},
+        "bootstrap": {"resamples": 200, "seed": 0, "level": 0.95, "method": "percentile",
+                      "about": "rows are resampled with replacement; the same rows for all three series"},
         "score_chosen": block(chosen), "score_rejected": block(rejected), "margin": block(margin),
-        "margin_sign": {"positive": {"count": pos, "fraction": pos / len(ds)},
-                        "zero": {"count": zero, "fraction": zero / len(ds)},
-                        "negative": {"count": neg, "fraction": neg / len(ds)}},
-        "tests": {"wilcoxon": {"statistic": float(w.statistic), "pvalue": float(w.pvalue), "zero_method": "wilcox"},
-                  "paired_t": {"statistic": float(t.statistic), "pvalue": float(t.pvalue)},
-                  "sign_test": {"pvalue": float(stats.binomtest(pos, pos + neg).pvalue)}},
-        "effect_size": {"cohens_dz": float(margin.mean() / margin.std(ddof=1)),
-                        "rank_biserial": float((pos - neg) / max(pos + neg, 1))},
-        "correlation": {"pearson": float(stats.pearsonr(chosen, rejected)[0]),
-                        "spearman": float(stats.spearmanr(chosen, rejected)[0])},
-        "length": {"chosen_chars_mean": float(len_c.mean()), "rejected_chars_mean": float(len_r.mean()),
-                   "margin_vs_length_diff": {"spearman": float(rho[0]), "pvalue": float(rho[1])}},
-        "invariants": {"sign_violations": int(((chosen < 0) | (rejected > 0)).sum()),
-                       "antisymmetric_rows": int((chosen == -rejected).sum())},
-        "scale": {"kind": "logits", "sentence": "Real-valued PairRM logits centred on zero, not a 1-10 rating grid."},
+        "margin_sign": {"counts": {"positive": pos, "zero": zero, "negative": neg},
+                        "fractions": {"positive": pos / len(ds), "zero": zero / len(ds), "negative": neg / len(ds)}},
+        "ties": zero,
+        "tests": {"wilcoxon": {"zero_method": "wilcox", "zeros_discarded": zero, "statistic": float(w.statistic),
+                               "pvalue": float(w.pvalue),
+                               "zeros": "rows with margin == 0 (ties) are dropped before ranking (Wilcoxon's method)"},
+                  "paired_t": {"statistic": float(t.statistic), "pvalue": float(t.pvalue), "df": len(ds) - 1},
+                  "sign_test": {"positive": pos, "negative": neg, "pvalue": float(stats.binomtest(pos, pos + neg).pvalue)}},
+        "effect_size": {"cohens_dz": float(margin.mean() / margin.std(ddof=1)), "rank_biserial": None},
+        "correlation": {"pearson": {"statistic": float(stats.pearsonr(chosen, rejected)[0]), "pvalue": None},
+                        "spearman": {"statistic": float(stats.spearmanr(chosen, rejected)[0]), "pvalue": None}},
+        "length": length,
+        "invariants": {"expected_to_hold": True, "sign_order_fails": int((~((chosen >= 0) & (rejected <= 0))).sum()),
+                       "antisymmetry_holds": int(np.isclose(chosen, -rejected).sum())},
+        "scale": {"kind": "logit", "distinct_values": int(np.unique(np.r_[chosen, rejected]).size),
+                  "sentence": "These scores are real-valued logits, as PairRM's are: off any rating grid."},
+        "figures": figures,
     }
 
 
@@ -139,8 +152,11 @@ def make_run(root: Path, rows: list[dict] | None = None, features=SEED_FEATURES,
         m.set_counts(source=len(rows) + 5, sliced=len(rows) + 3, dropped=3, scored=len(rows), kept=len(rows))
         m.record("scorer", {"model": params["scorer_model"], "dtype": "fp32", "device": "cpu", "stand_in": stand_in})
     if metrics:
-        run.metrics.write_text(json.dumps(analysis_metrics(ds)))
-        write_png(run.figures / "score_distributions.png")
+        figures = {}
+        for name, title in (("score_ecdf", "ECDF of scores (24 pairs)"), ("score_distributions", "Distribution of scores")):
+            write_png(run.figures / f"{name}.png")
+            figures[name] = {"png": f"figures/{name}.png", "svg": f"figures/{name}.svg", "title": title}
+        run.metrics.write_text(json.dumps(analysis_metrics(ds, figures)))
     return {"run": run, "ds": ds, "split": split}
 
 
@@ -306,7 +322,7 @@ def test_card_built_from_a_run(tmp_path):
     # the manifest records the card and its figure
     manifest = Manifest(tmp_path / "run").read()
     assert manifest["stages"]["card"]["status"] == "done"
-    assert {"dataset/README.md", "dataset/figures/score_distributions.png"} <= set(manifest["outputs"])
+    assert {"dataset/README.md", "dataset/figures/score_ecdf.png"} <= set(manifest["outputs"])
 
 
 def test_num_bytes_equals_push_to_hub_on_real_rows(tmp_path, train_rows):
@@ -354,22 +370,58 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
         for stage, value in counts.items():
             [row] = table_rows(section(half, counts_heading), f"`{stage}`")
             assert int(row[1]) == value
-        for group in repro_card.METRIC_GROUPS:  # every number of every other metrics group, by its key path
-            leaves = [(f"{a}.{b}", v) for a, sub in metrics[group].items()
-                      for b, v in (sub.items() if isinstance(sub, dict) else [(None, sub)])]
-            for path, value in leaves:
-                [row] = table_rows(half, f"`{path.removesuffix('.None')}`")
-                if isinstance(value, str):
-                    assert row[1] == value
+        undefined = "undefined" if counts_heading.startswith("### C") else "无定义"
+        for group in repro_card.METRIC_GROUPS:  # every leaf of every other group, by its key path
+            for path, value in leaves(metrics[group]):
+                if isinstance(value, str) and len(value.split()) > 6:
+                    assert f"`{path}`" not in half  # prose stays out of the tables
+                    continue
+                [row] = table_rows(half, f"`{path}`")
+                if value is None:
+                    assert row[1] == undefined
+                elif isinstance(value, (str, bool)):
+                    assert row[1] == str(value).lower() if isinstance(value, bool) else row[1] == value
                 else:
                     assert np.isclose(float(row[1]), value, rtol=5e-6, atol=0), (path, row, value)
-        [row] = table_rows(half, "`train_prefs`")
-        assert (int(row[1]), int(row[2]), int(row[3])) == (24, facts.splits[0].num_bytes, facts.splits[0].download_size)
-        rho = metrics["length"]["margin_vs_length_diff"]["spearman"]
-        assert f"ρ = {rho:.6g}" in half
-        assert "![score distributions](figures/score_distributions.png)" in half
-    assert (card_path.parent / "figures" / "score_distributions.png").read_bytes() == \
-        (tmp_path / "run" / "figures" / "score_distributions.png").read_bytes()
+        rhos = metrics["length"]["margin_vs_length_difference"]
+        assert f"ρ = {rhos['chars']['spearman']:.6g} (" in half and f"{rhos['tokens']['spearman']:.6g} (" in half
+        # figures in metrics.json's order, captioned with its titles, linked relatively
+        ecdf = half.index("![ECDF of scores (24 pairs)](figures/score_ecdf.png)")
+        assert ecdf < half.index("![Distribution of scores](figures/score_distributions.png)")
+    for name in ("score_ecdf", "score_distributions"):
+        assert (card_path.parent / "figures" / f"{name}.png").read_bytes() == \
+            (tmp_path / "run" / "figures" / f"{name}.png").read_bytes()
+
+
+def leaves(tree, prefix=""):
+    """(dotted path, value) of every leaf of nested metrics."""
+    if isinstance(tree, dict):
+        return [leaf for k, v in tree.items() for leaf in leaves(v, f"{prefix}.{k}" if prefix else k)]
+    return [(prefix, tree)]
+
+
+def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
+    """Integration with repro.analysis (issue 4): its metrics.json and figures go into the card as they are."""
+    analysis = pytest.importorskip("repro.analysis")
+    from repro.parameters import AnalyzeParams
+
+    make_run(tmp_path / "run", seed_rows(40), metrics=False)
+    analysis.analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 100}))
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    facts, card_path = card_for(tmp_path / "run")
+    assert facts.left_out == [] and len(facts.figures) == len(metrics["figures"])
+    en, zh = halves(card_path)
+    for half in (en, zh):
+        [row] = table_rows(half, "`mean`")
+        assert np.allclose([float(c) for c in row[1:]],
+                           [metrics[b]["mean"] for b in repro_card.SCORE_BLOCKS], rtol=5e-6)
+        [row] = table_rows(half, "`counts.zero`")
+        assert int(row[1]) == metrics["margin_sign"]["counts"]["zero"]
+        for f in metrics["figures"].values():
+            assert f"]({Path(f['png']).as_posix()})" in half and (card_path.parent / f["png"]).is_file()
+    assert metrics["scale"]["sentence"] in en
+    assert "Length bias: the Spearman correlation" in en
+    repro_card.check_card(card_path)
 
 
 def test_english_and_chinese_state_the_same_numbers(tmp_path):
@@ -554,15 +606,15 @@ NOTEBOOK = ROOT / "notebooks" / "03_card.ipynb"
 
 
 def test_notebook_is_thin_and_committed_clean():
-    import nbformat
-
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    assert nb.metadata["kernelspec"]["name"] == "python3"
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-    [params] = [c for c in code if "parameters" in c.metadata.get("tags", [])]
-    assert set(re.findall(r"^(\w+) =", params.source, flags=re.M)) == set(CardParams.model_fields)
-    assert 'validate_namespace("card", globals())' in code[code.index(params) + 1].source
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(not c["outputs"] and c["execution_count"] is None for c in code)
+    [params] = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
+    assert set(re.findall(r"^(\w+) =", "".join(params["source"]), flags=re.M)) == set(CardParams.model_fields)
+    assert 'validate_namespace("card", globals())' in "".join(code[code.index(params) + 1]["source"])
+    # thin: after validation, each cell makes one call into repro.card
+    assert all(len(re.findall(r"repro\.card\.\w+\(", "".join(c["source"]))) == 1 for c in code[code.index(params) + 2:])
 
 
 def test_notebook_runs_under_papermill(tmp_path):

@@ -50,7 +50,7 @@ SEED_REPO = "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini
 SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
 STATISTICS = ("mean", "std", "median", "q25", "q75", "min", "max", "skewness", "kurtosis", "mean_ci95", "median_ci95")
 # analysis results shown as "metric | value" tables, in this order, under these headings
-METRIC_GROUPS = ("margin_sign", "tests", "effect_size", "correlation", "length", "invariants", "scale")
+METRIC_GROUPS = ("margin_sign", "tests", "effect_size", "correlation", "length", "invariants", "scale", "bootstrap")
 # |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
 LENGTH_BIAS_RHO = 0.1
 
@@ -85,12 +85,13 @@ class CardFacts:
     parameters: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
     scorer: dict[str, Any] = field(default_factory=dict)
-    selection: dict[str, Any] = field(default_factory=dict)
+    generation: dict[str, Any] = field(default_factory=dict)  # present when candidates were generated here
+    stages: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     known_recipe: dict[str, str] = field(default_factory=dict)
     recipe_note: str | None = None  # known_recipe given as free text
     metrics: dict[str, Any] | None = None
-    figures: list[Path] = field(default_factory=list)  # PNGs in the run's figures/
+    figures: list[tuple[Path, str]] = field(default_factory=list)  # (PNG in the run's figures/, caption)
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (section key, reason key) pairs
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
 
@@ -138,7 +139,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.parameters = dict(manifest.get("parameters") or {})
         facts.counts = dict(manifest.get("counts") or {})
         facts.scorer = dict(manifest.get("scorer") or {})
-        facts.selection = dict(manifest.get("selection") or {})
+        facts.generation = dict(manifest.get("generation") or {})
+        facts.stages = dict(manifest.get("stages") or {})
         facts.environment = dict(manifest.get("environment") or {})
         _check_counts(facts)
     elif isinstance(params.known_recipe, dict):
@@ -148,7 +150,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     facts.metrics = _read_metrics(run, facts)
     if facts.metrics is None:
         facts.left_out.append(("characteristics", "no_metrics"))
-    facts.figures = sorted(run.figures.glob("*.png")) if run.figures.is_dir() else []
+    facts.figures = _figures(run, facts.metrics)
     if not facts.figures:
         facts.left_out.append(("figures", "no_figures"))
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
@@ -220,6 +222,18 @@ def _read_splits(dataset_dir: Path) -> tuple[Features, list[SplitFacts], dataset
             download_size=sum(p.stat().st_size for p in paths),
             files=[str(p.relative_to(dataset_dir)) for p in paths]))
     return features, splits, first
+
+
+def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, str]]:
+    """(PNG, caption) of the run's figures: in metrics.json's order with its titles, else every PNG by name."""
+    listed = (metrics or {}).get("figures")
+    if isinstance(listed, dict):
+        out = [(run.root / f["png"], str(f.get("title") or name)) for name, f in listed.items()
+               if isinstance(f, dict) and f.get("png") and (run.root / f["png"]).is_file()]
+        if out:
+            return out
+    pngs = sorted(run.figures.glob("*.png")) if run.figures.is_dir() else []
+    return [(png, png.stem.replace("_", " ")) for png in pngs]
 
 
 def _check_counts(facts: CardFacts) -> None:
@@ -354,6 +368,16 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, value)]
 
 
+def _length_rhos(length: Any) -> dict[str, float]:
+    """Spearman rho of margin vs length difference, by unit (metrics.json's `length.margin_vs_length_difference`)."""
+    by_unit = length.get("margin_vs_length_difference") if isinstance(length, dict) else None
+    if isinstance(by_unit, dict):
+        return {unit: v["spearman"] for unit, v in by_unit.items()
+                if isinstance(v, dict) and isinstance(v.get("spearman"), (int, float))}
+    rho = _find_number(length, "spearman")  # another analysis' layout: the first Spearman rho under `length`
+    return {} if rho is None else {"": rho}
+
+
 def _find_number(tree: Any, must: str, avoid: tuple[str, ...] = ("pvalue", "p_value", "ci")) -> float | None:
     """The first number in `tree` whose path contains `must` and none of `avoid` (metrics sub-keys vary)."""
     for path, value in _flatten(tree):
@@ -413,6 +437,8 @@ def _section_top(facts: CardFacts, lang: str) -> list[str]:
     if facts.stand_in:
         model = facts.scorer.get("model") or facts.parameters.get("scorer_model")
         out.append(t["stand_in_banner"].format(model=fmt(model, lang)))
+    if facts.generation.get("stand_in"):
+        out.append(t["generation_banner"].format(model=fmt(facts.generation.get("policy_model"), lang)))
     if not facts.built_here:
         out.append(t["foreign_banner"].format(dataset=facts.card_dataset))
     if facts.left_out:
@@ -475,16 +501,29 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
         slice_text += " " + t["limit"].format(limit=p["limit"])
     if p.get("drop_rows"):
         slice_text += " " + t["drop_cause"]
+    out = [t["h_built"], t["h_source"], slice_text]
+    if facts.generation:
+        g = facts.generation
+        text = t["generation"].format(
+            model=fmt(g.get("policy_model"), lang), n=fmt(g.get("n_candidates"), lang),
+            temperature=fmt(g.get("temperature"), lang), top_p=fmt(g.get("top_p"), lang),
+            max_new_tokens=fmt(g.get("max_new_tokens"), lang), seed=fmt(g.get("generation_seed"), lang),
+            reference=t["generation_reference"] if g.get("generate_reference") else "")
+        out += [t["h_generation"], text + (" " + t["generation_stand_in"] if g.get("stand_in") else "")]
     s = facts.scorer
     scoring = t["scoring"].format(
         candidates=_candidates_text(facts, lang), scorer=_scorer_model(facts, lang),
         backend=fmt(s.get("backend", p.get("scorer_backend")), lang), dtype=fmt(s.get("dtype", p.get("dtype")), lang),
-        device=fmt(s.get("device", p.get("device")), lang))
+        device=fmt(s.get("device", p.get("device")), lang),
+        source_max=fmt(s.get("source_maxlength", p.get("source_maxlength")), lang),
+        candidate_max=fmt(s.get("candidate_maxlength", p.get("candidate_maxlength")), lang))
+    per_row = (facts.stages.get("candidates") or {}).get("candidates_per_row")
+    if per_row:
+        scoring += " " + t["candidates_per_row"].format(
+            counts=t["list_sep"].join(t["k_candidates"].format(k=k, rows=v) for k, v in per_row.items()))
+    tie_rule = (facts.stages.get("pairs") or {}).get("tie_rule")
     selection = t["selection"].format(few=fmt(p.get("too_few_candidates"), lang))
-    selection += " " + (t["tie_rule"].format(rule=facts.selection["tie_rule"]) if facts.selection.get("tie_rule")
-                        else t["tie_rule_unrecorded"])
-    if facts.selection:
-        selection += "\n\n" + _table(t["kv_header"], [[f"`{k}`", fmt(v, lang)] for k, v in _flatten(facts.selection)])
+    selection += " " + (t["tie_rule"].format(rule=tie_rule) if tie_rule else t["tie_rule_unrecorded"])
     counts = _table(t["counts_header"], [[f"`{k}`", fmt(v, lang), t.get("count_" + k, "")]
                                          for k, v in facts.counts.items()])
     # parameter values as a params file spells them (None is `null` there: "not set", not "unknown")
@@ -496,8 +535,8 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
     environment = t["environment"].format(
         python=fmt(env.get("python"), lang), packages=packages or t["unknown"], commit=fmt(git.get("commit"), lang),
         dirty=fmt(git.get("dirty"), lang))
-    return [t["h_built"], t["h_source"], slice_text, t["h_scoring"], scoring, t["h_selection"], selection,
-            t["h_counts"], counts, t["h_parameters"], params, t["h_environment"], environment]
+    return out + [t["h_scoring"], scoring, t["h_selection"], selection, t["h_counts"], counts,
+                  t["h_parameters"], params, t["h_environment"], environment]
 
 
 def _section_recipe(facts: CardFacts, lang: str) -> list[str]:
@@ -514,23 +553,30 @@ def _section_characteristics(facts: CardFacts, lang: str) -> list[str]:
     m = facts.metrics
     if m is None:
         return []
-    out = [t["h_characteristics"], t["metrics_intro"].format(n=fmt(m.get("n"), lang),
-                                                             excluded=excluded_count(m))]
+    out = [t["h_characteristics"], t["metrics_intro"].format(n=fmt(m.get("n"), lang), excluded=excluded_count(m))]
     blocks = [b for b in SCORE_BLOCKS if isinstance(m.get(b), dict)]
     if blocks:
-        rows = [[f"`{stat}`"] + [fmt(m[b].get(stat), lang) for b in blocks] for stat in STATISTICS]
+        rows = [[f"`{stat}`"] + [_metric(m[b].get(stat), lang) for b in blocks] for stat in STATISTICS]
         out += [t["h_statistics"], _table([t["statistic"]] + [f"`{b}`" for b in blocks], rows)]
     reasons = m.get("n_excluded") if isinstance(m.get("n_excluded"), dict) else m.get("excluded_reasons")
     if reasons:
         out.append(t["excluded_reasons"].format(reasons=fmt(reasons, lang)))
     for group in METRIC_GROUPS:
-        if group in m and m[group] not in (None, {}, []):
-            out += [t["h_group"].format(group=t["group_" + group]),
-                    _table(t["metric_header"], [[f"`{k or group}`", fmt(v, lang)] for k, v in _flatten(m[group])])]
-    for figure in facts.figures:
-        caption = figure.stem.replace("_", " ")
-        out.append(f"![{caption}]({FIGURES_DIR}/{figure.name})")
+        rows = [[f"`{k or group}`", _metric(v, lang)] for k, v in _flatten(m.get(group)) if _short(v)]
+        if rows:
+            out += [t["h_group"].format(group=t["group_" + group]), _table(t["metric_header"], rows)]
+    out += [f"![{caption}]({FIGURES_DIR}/{png.name})" for png, caption in facts.figures]
     return out
+
+
+def _short(value: Any) -> bool:
+    """Whether a metrics leaf belongs in a table: numbers, flags and short labels, not explanatory prose."""
+    return value != {} and not (isinstance(value, str) and len(value.split()) > 6)
+
+
+def _metric(value: Any, lang: str) -> str:
+    # the analysis writes NaN/inf (a statistic of constant data, say) as null: "undefined", not "unknown"
+    return PHRASES[lang]["undefined"] if value is None else fmt(value, lang)
 
 
 def _section_use(facts: CardFacts, lang: str) -> list[str]:
@@ -568,15 +614,20 @@ def _section_limitations(facts: CardFacts, lang: str) -> list[str]:
         (v for _, v in _flatten(scale) if isinstance(v, str) and len(v.split()) > 3), None) if scale else None
     if sentence:
         items.append(t["lim_scale_metrics"].format(sentence=sentence))
-    rho = _find_number((facts.metrics or {}).get("length"), "spearman")
+    length = (facts.metrics or {}).get("length")
+    rhos = _length_rhos(length)
     if facts.metrics is None:
         items.append(t["lim_length_unmeasured"])
-    elif rho is None:
-        items.append(t["lim_length_absent"])
+    elif not rhos:
+        reason = length.get("reason") if isinstance(length, dict) else None
+        items.append(t["lim_length_absent"].format(reason=f" ({reason})" if reason else ""))
     else:
+        rho = max(rhos.values(), key=abs)  # the strongest of the units decides the verdict
         kind = "none" if abs(rho) < LENGTH_BIAS_RHO else ("longer" if rho > 0 else "shorter")
-        items.append(t["lim_length"].format(rho=fmt(rho, lang), verdict=t["length_" + kind],
-                                            threshold=fmt(LENGTH_BIAS_RHO, lang)))
+        values = t["list_sep"].join(f"{fmt(v, lang)}" + (f" ({t.get('unit_' + u, u)})" if u else "")
+                                    for u, v in rhos.items())
+        items.append(t["lim_length"].format(rho=values, verdict=t["length_" + kind].format(
+            threshold=fmt(LENGTH_BIAS_RHO, lang))))
     source_rows = facts.counts.get("source")
     if isinstance(source_rows, int) and source_rows:
         items.append(t["lim_size_of"].format(n=facts.num_examples, source=source_rows))
@@ -621,9 +672,9 @@ def write_card(facts: CardFacts) -> Path:
     if figures_dir.exists():
         shutil.rmtree(figures_dir)  # the folder is the card's own: stale figures must not be published
     copies = []
-    for figure in facts.figures:
+    for png, _ in facts.figures:
         figures_dir.mkdir(parents=True, exist_ok=True)
-        copies.append(Path(shutil.copy2(figure, figures_dir / figure.name)))
+        copies.append(Path(shutil.copy2(png, figures_dir / png.name)))
     manifest = Manifest(run)
     with manifest.stage("card") as info:
         build_card(facts).save(run.card)
@@ -746,6 +797,25 @@ CITATIONS = """```bibtex
 PHRASES: dict[str, dict[str, Any]] = {
     "en": {
         "unknown": "unknown",
+        "undefined": "undefined",
+        "unit_chars": "characters",
+        "unit_tokens": "whitespace tokens",
+        "generation_banner": ("> **Stand-in candidates.** The candidate responses were generated by `{model}`, a "
+                              "stand-in policy built offline, not a language model worth imitating."),
+        "h_generation": "### Generated candidates",
+        "generation": ("Candidates were generated here by `{model}`: {n} per prompt, temperature {temperature}, top_p "
+                       "{top_p}, at most {max_new_tokens} new tokens, seed {seed}.{reference}"),
+        "generation_reference": " `reference_response` was generated too, greedily (temperature 0).",
+        "generation_stand_in": "The policy is a stand-in: its texts are noise.",
+        "candidates_per_row": "Candidates per row: {counts}.",
+        "k_candidates": "{k} candidates in {rows} rows",
+        "count_part": "rows in the index part",
+        "count_after_drop": "rows left after `drop_rows`",
+        "count_generated": "rows after generation",
+        "count_with_candidates": "rows with at least two distinct candidates",
+        "count_dropped_too_few_candidates": "rows dropped: fewer than two distinct candidates",
+        "count_dropped_duplicate_prompt_id": "rows dropped: a `prompt_id` seen before",
+        "group_bootstrap": "Bootstrap intervals",
         "stand_in_mark": " (a stand-in, not PairRM)",
         "title": '# Dataset Card for "{title}"',
         "stand_in_banner": (
@@ -815,7 +885,8 @@ PHRASES: dict[str, dict[str, Any]] = {
         "drop_cause": "The published recipe drops rows in the same way; its authors do not document why.",
         "h_scoring": "### Candidates and scoring",
         "scoring": ("Candidates per prompt: {candidates}. Scorer: {scorer}, backend `{backend}`, precision "
-                    "`{dtype}`, device `{device}`. PairRM compares every ordered pair of candidates; a candidate's "
+                    "`{dtype}`, device `{device}`, at most {source_max} prompt tokens and {candidate_max} tokens "
+                    "per candidate. PairRM compares every ordered pair of candidates; a candidate's "
                     "score is the mean of its pairwise logit differences against all candidates of the prompt."),
         "h_selection": "### Selection",
         "selection": ("`chosen` is the candidate with the highest score and `rejected` the one with the lowest. "
@@ -826,8 +897,8 @@ PHRASES: dict[str, dict[str, Any]] = {
         "h_counts": "### Counts at each stage",
         "counts_header": ["stage", "rows", "meaning"],
         "count_source": "rows in the source split",
-        "count_sliced": "rows after slicing (part, drop, mini, limit)",
-        "count_dropped": "rows dropped before selection",
+        "count_sliced": "rows in the mini (after `limit`)",
+        "count_dropped": "rows dropped by `drop_rows`",
         "count_scored": "rows scored",
         "count_kept": "rows written to the dataset",
         "h_parameters": "### Parameters of this run",
@@ -887,10 +958,10 @@ PHRASES: dict[str, dict[str, Any]] = {
             "compare them with the GPT-4 ratings (1–10) of H4's `score_*` columns."),
         "lim_scale_metrics": "Scale, as the analysis reads it: {sentence}",
         "lim_length_unmeasured": "Length bias: not measured (no `metrics.json`).",
-        "lim_length_absent": "Length bias: `metrics.json` reports no correlation of the margin with length.",
+        "lim_length_absent": "Length bias: `metrics.json` reports no correlation of the margin with length{reason}.",
         "lim_length": ("Length bias: the Spearman correlation between the margin and the length difference "
                        "(chosen − rejected) is ρ = {rho}; {verdict}."),
-        "length_none": "below {threshold} in absolute value, so no marked length bias",
+        "length_none": "all below {threshold} in absolute value, so no marked length bias",
         "length_longer": "the margin grows as the chosen response gets longer: the scores favour longer responses",
         "length_shorter": "the margin grows as the chosen response gets shorter: the scores favour shorter responses",
         "lim_size_of": "Small size: {n} rows, out of {source} rows in the source split.",
@@ -917,6 +988,24 @@ PHRASES: dict[str, dict[str, Any]] = {
     },
     "zh": {
         "unknown": "未知",
+        "undefined": "无定义",
+        "unit_chars": "字符",
+        "unit_tokens": "空白分词",
+        "generation_banner": "> **替身候选回复。** 候选回复由 `{model}` 生成，这是离线构建的替身策略模型，不是值得模仿的语言模型。",
+        "h_generation": "### 生成的候选回复",
+        "generation": ("候选回复由 `{model}` 在本项目中生成：每个提示词 {n} 个，temperature {temperature}，top_p {top_p}，"
+                       "最多 {max_new_tokens} 个新 token，随机种子 {seed}。{reference}"),
+        "generation_reference": "`reference_response` 也由其以贪心方式（temperature 0）生成。",
+        "generation_stand_in": "该策略模型是替身：其文本是噪声。",
+        "candidates_per_row": "每行的候选数：{counts}。",
+        "k_candidates": "{rows} 行有 {k} 个候选",
+        "count_part": "索引区段内的行数",
+        "count_after_drop": "执行 `drop_rows` 后剩余的行数",
+        "count_generated": "生成之后的行数",
+        "count_with_candidates": "至少有两个不同候选的行数",
+        "count_dropped_too_few_candidates": "被丢弃：不足两个不同候选",
+        "count_dropped_duplicate_prompt_id": "被丢弃：`prompt_id` 重复",
+        "group_bootstrap": "自助法（bootstrap）区间",
         "stand_in_mark": "（替身评分器，并非 PairRM）",
         "title": "# 「{title}」数据集卡片",
         "stand_in_banner": (
@@ -980,7 +1069,7 @@ PHRASES: dict[str, dict[str, Any]] = {
         "drop_cause": "已发布的配方也以同样方式丢弃行；其作者没有说明原因。",
         "h_scoring": "### 候选回复与打分",
         "scoring": ("每个提示词的候选回复：{candidates}。评分器：{scorer}，后端 `{backend}`，精度 `{dtype}`，"
-                    "设备 `{device}`。PairRM 对每一对有序候选进行比较；某候选的得分是它与该提示词全部候选的"
+                    "设备 `{device}`，提示词最多 {source_max} 个 token，每个候选最多 {candidate_max} 个 token。PairRM 对每一对有序候选进行比较；某候选的得分是它与该提示词全部候选的"
                     "成对 logit 差的平均值。"),
         "h_selection": "### 选择规则",
         "selection": "`chosen` 为得分最高的候选，`rejected` 为得分最低的候选。不足两个不同候选的行：`{few}`（`too_few_candidates`）。",
@@ -990,8 +1079,8 @@ PHRASES: dict[str, dict[str, Any]] = {
         "h_counts": "### 各阶段行数",
         "counts_header": ["阶段", "行数", "含义"],
         "count_source": "源数据划分的行数",
-        "count_sliced": "切片后（区段、丢弃、mini、limit）的行数",
-        "count_dropped": "选择前被丢弃的行数",
+        "count_sliced": "mini 中的行数（执行 `limit` 之后）",
+        "count_dropped": "被 `drop_rows` 丢弃的行数",
         "count_scored": "完成打分的行数",
         "count_kept": "写入数据集的行数",
         "h_parameters": "### 本次运行的参数",
@@ -1043,9 +1132,9 @@ PHRASES: dict[str, dict[str, Any]] = {
             "不同提示词的分数也不在同一尺度上。请勿将其与 H4 的 `score_*` 列中的 GPT-4 评分（1–10）相比较。"),
         "lim_scale_metrics": "分析给出的尺度判断：{sentence}",
         "lim_length_unmeasured": "长度偏差：未测量（没有 `metrics.json`）。",
-        "lim_length_absent": "长度偏差：`metrics.json` 未报告差值与长度的相关性。",
+        "lim_length_absent": "长度偏差：`metrics.json` 未报告差值与长度的相关性{reason}。",
         "lim_length": "长度偏差：差值与长度差（chosen − rejected）的 Spearman 相关系数为 ρ = {rho}；{verdict}。",
-        "length_none": "绝对值低于 {threshold}，因此没有明显的长度偏差",
+        "length_none": "绝对值均低于 {threshold}，因此没有明显的长度偏差",
         "length_longer": "优选回复越长，差值越大：分数偏向较长的回复",
         "length_shorter": "优选回复越短，差值越大：分数偏向较短的回复",
         "lim_size_of": "规模较小：{n} 行，源数据划分共 {source} 行。",
