@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import plots, stats
-from .errors import DataError
+from .errors import DataError, ReproError
 from .manifest import Manifest
 from .parameters import AnalyzeParams
 from .paths import RunDir
@@ -126,7 +126,7 @@ def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     values = col.to_pylist()
-    if pa.types.is_extension_type(kind):  # datasets' Json feature: mixed values stored as JSON text
+    if isinstance(kind, pa.BaseExtensionType):  # datasets' Json feature: mixed values stored as JSON text
         values = [json.loads(v) if isinstance(v, str) else v for v in values]
     bad = _first_non_number(values)
     detail = f"; row {bad[0]} holds {bad[1]!r}" if bad else ""
@@ -179,6 +179,22 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     return chosen[keep], rejected[keep], keep, reasons
 
 
+def _read_table(spec: str, split: str, where: str) -> pa.Table:
+    path = Path(os.path.expanduser(spec))
+    if path.is_file() and path.stat().st_size == 0:
+        raise DataError(f"{where} is an empty file: there are no rows to analyse. Point `dataset` at the data.")
+    try:
+        return load_source(spec, split).with_format("arrow")[:]
+    except ReproError:
+        raise
+    except Exception as exc:  # datasets' readers raise many types (even StopIteration); the user needs one message
+        cause = exc.__cause__ or exc
+        raise DataError(
+            f"{where} could not be read ({type(cause).__name__}: {str(cause)[:300]}); it may be empty or not a "
+            f"dataset at all. Give a readable, non-empty .jsonl or "
+            f".parquet file, a saved dataset, a run directory, or a hub id with split {split!r}.") from exc
+
+
 def load(p: AnalyzeParams) -> ScoreData:
     """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
     run = RunDir.of(p.run_root)
@@ -192,8 +208,7 @@ def load(p: AnalyzeParams) -> ScoreData:
     else:
         spec = p.dataset
     where = f"dataset {spec!r} (split {p.dataset_split!r})"
-    ds = load_source(spec, p.dataset_split)
-    table = ds.with_format("arrow")[:]
+    table = _read_table(spec, p.dataset_split, where)
     chosen, rejected, keep, reasons = validate_scores(table, where, p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
     return ScoreData(source=spec, split=p.dataset_split, n_rows=table.num_rows, score_chosen=chosen,

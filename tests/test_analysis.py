@@ -1,0 +1,285 @@
+"""The analysis stage and notebooks/02_analyze.ipynb on real rows, checked against independent computations."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pandas as pd
+import papermill
+import pyarrow as pa
+import pytest
+
+from repro import analysis
+from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
+from repro.errors import DataError, ParameterError
+from repro.manifest import Manifest, sha256_file
+from repro.parameters import AnalyzeParams
+from repro.paths import RunDir
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "02_analyze.ipynb"
+
+
+def _assistant(conversation: list[dict]) -> str:
+    return [m["content"] for m in conversation if m["role"] == "assistant"][-1]
+
+
+@pytest.fixture(scope="module")
+def real(sample_dir, tmp_path_factory):
+    """analyze() on the 1000 real GPT-4-rated rows, standalone (no construction run)."""
+    run_dir = tmp_path_factory.mktemp("real") / "run"
+    p = AnalyzeParams(dataset=str(sample_dir / "train_prefs_1000.jsonl"), run_dir=str(run_dir))
+    return analysis.analyze(p), RunDir.of(run_dir)
+
+
+# --------------------------------------------------------------------------------------------
+# the real sample
+# --------------------------------------------------------------------------------------------
+def test_real_sample_headline_numbers(real):
+    result, run = real
+    m = json.loads(run.metrics.read_text())
+    assert m == result.metrics
+    assert m["n"] == 1000 and m["n_excluded"] == 0 and m["excluded_reasons"] == {}
+    assert round(m["score_chosen"]["mean"], 4) == 7.8075
+    assert round(m["score_rejected"]["mean"], 4) == 5.9105
+    assert m["ties"] == 111 and m["margin_sign"]["counts"]["zero"] == 111
+    assert m["scale"]["kind"] == "rating" and "ratings, not PairRM logits" in m["scale"]["sentence"]
+    assert m["invariants"]["expected_to_hold"] is False
+    assert m["scorer"] is None and m["scores_from_stand_in"] is None
+    assert "ratings, not PairRM logits" in analysis.headline(m)
+
+
+def test_real_sample_matches_an_independent_computation(real, train_rows):
+    m = real[0].metrics
+    chosen = np.array([r["score_chosen"] for r in train_rows])
+    rejected = np.array([r["score_rejected"] for r in train_rows])
+    margin = chosen - rejected
+    for name, x in (("score_chosen", chosen), ("score_rejected", rejected), ("margin", margin)):
+        s = pd.Series(x)
+        block = m[name]
+        assert block["mean"] == pytest.approx(s.mean()) and block["std"] == pytest.approx(s.std())
+        assert block["median"] == s.median() and block["q25"] == s.quantile(0.25) and block["q75"] == s.quantile(0.75)
+        assert (block["min"], block["max"]) == (s.min(), s.max())
+        # pandas' skew/kurt are the bias-corrected G1/G2; convert the metrics' g1/g2 to compare
+        n = len(x)
+        g1, g2 = block["skewness"], block["kurtosis"]
+        assert s.skew() == pytest.approx(g1 * math.sqrt(n * (n - 1)) / (n - 2))
+        assert s.kurt() == pytest.approx((n - 1) / ((n - 2) * (n - 3)) * ((n + 1) * g2 + 6))
+        half = 1.96 * s.std() / math.sqrt(n)
+        assert block["mean_ci95"] == pytest.approx([s.mean() - half, s.mean() + half], abs=0.02)
+        assert block["median_ci95"][0] <= block["median"] <= block["median_ci95"][1]
+    assert m["margin_sign"]["counts"] == {"positive": int((margin > 0).sum()), "zero": 111, "negative": 0}
+    assert m["tests"]["sign_test"]["positive"] == 889
+    assert m["correlation"]["pearson"]["statistic"] == pytest.approx(np.corrcoef(chosen, rejected)[0, 1])
+    # lengths: the assistant turn of chosen/rejected, characters and str.split() tokens, computed in Python
+    lengths = {f"{side}_{unit}": np.array([f(_assistant(r[side])) for r in train_rows], float)
+               for side in ("chosen", "rejected") for unit, f in (("chars", len), ("tokens", lambda t: len(t.split())))}
+    for side in ("chosen", "rejected"):
+        for unit in ("chars", "tokens"):
+            x = lengths[f"{side}_{unit}"]
+            assert m["length"][side][unit] == {"mean": pytest.approx(x.mean()), "median": np.median(x)}
+    diff = pd.Series(lengths["chosen_tokens"] - lengths["rejected_tokens"])
+    assert m["length"]["margin_vs_length_difference"]["tokens"]["spearman"] == pytest.approx(
+        pd.Series(margin).corr(diff, method="spearman"))
+
+
+def test_real_sample_tables(real, train_rows):
+    result, run = real
+    summary = pd.read_csv(run.tables / analysis.SUMMARY_TABLE, index_col="statistic")
+    assert summary.loc["mean", "score_chosen"] == 7.8075
+    assert summary.loc["mean_ci95_low", "margin"] == result.metrics["margin"]["mean_ci95"][0]
+    assert summary.loc["median_ci95_high", "score_rejected"] == result.metrics["score_rejected"]["median_ci95"][1]
+    extremes = pd.read_csv(run.tables / analysis.EXTREMES_TABLE)
+    margins = np.array([r["score_chosen"] - r["score_rejected"] for r in train_rows])
+    largest = extremes[extremes["which"] == "largest"]
+    smallest = extremes[extremes["which"] == "smallest"]
+    assert len(largest) == len(smallest) == 10
+    assert list(largest["margin"]) == sorted(margins, reverse=True)[:10]
+    assert list(smallest["margin"]) == sorted(margins)[:10]
+    for _, row in extremes.iterrows():
+        assert row["prompt_id"] == train_rows[row["row"]]["prompt_id"]
+        assert row["margin"] == margins[row["row"]]
+
+
+def test_real_sample_outputs_are_recorded_and_reproducible(real, sample_dir, tmp_path):
+    result, run = real
+    manifest = json.loads(run.manifest.read_text())
+    assert manifest["stages"]["analyze"]["status"] == "done"
+    recorded = manifest["outputs"]
+    assert set(recorded) == {str(p.relative_to(run.root)) for p in result.outputs}
+    for rel, out in recorded.items():
+        assert sha256_file(run.root / rel) == out["sha256"], rel
+    for name, fig in result.metrics["figures"].items():
+        assert (run.root / fig["png"]).is_file() and (run.root / fig["svg"]).is_file() and "n = 1,000" in fig["title"]
+    again = RunDir.of(tmp_path / "again")
+    analysis.analyze(AnalyzeParams(dataset=str(sample_dir / "train_prefs_1000.jsonl"), run_dir=str(again.root)))
+    again_outputs = json.loads(again.manifest.read_text())["outputs"]
+    assert {k: v["sha256"] for k, v in again_outputs.items()} == {k: v["sha256"] for k, v in recorded.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# response texts
+# --------------------------------------------------------------------------------------------
+def test_response_texts_take_the_last_assistant_turn():
+    conversations = pa.array([
+        [{"content": "q", "role": "user"}, {"content": "first", "role": "assistant"},
+         {"content": "q2", "role": "user"}, {"content": "second answer", "role": "assistant"}],
+        [{"content": "q", "role": "user"}],
+        [],
+        [{"content": "only", "role": "assistant"}],
+    ])
+    assert analysis.response_texts(conversations).to_pylist() == ["second answer", None, None, "only"]
+    assert analysis.response_texts(pa.array(["plain text"])).to_pylist() == ["plain text"]
+    assert analysis.response_texts(pa.array([[1, 2]])) is None
+
+
+def test_token_counts_equal_str_split():
+    texts = ["  a b\u00a0c\n\nd  ", "", " ", "x\u3000y", "a\x1cb\x85c", "tab\tsep\r\nline", "é日本 語", None]
+    chars, tokens = analysis.text_lengths(pa.array(texts))
+    expected = [len(t.split()) if t is not None else None for t in texts]
+    assert [None if np.isnan(v) else int(v) for v in tokens] == expected
+    assert [None if np.isnan(v) else int(v) for v in chars] == [len(t) if t is not None else None for t in texts]
+
+
+# --------------------------------------------------------------------------------------------
+# bad input
+# --------------------------------------------------------------------------------------------
+def _jsonl(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def _analyze(tmp_path, dataset, **kw):
+    return analysis.analyze(AnalyzeParams(dataset=dataset, run_dir=str(tmp_path / "run"), **kw))
+
+
+def test_missing_score_column(tmp_path):
+    data = _jsonl(tmp_path / "d.jsonl", [{"score_chosen": 1.0, "score_reject": 0.0}] * 3)
+    with pytest.raises(DataError, match=r"lacks column\(s\) \['score_rejected'\]"):
+        _analyze(tmp_path, data)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["stages"]["analyze"]["status"] == "failed"
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_non_numeric_scores(tmp_path):
+    words = _jsonl(tmp_path / "w.jsonl", [{"score_chosen": "good", "score_rejected": 1.0}] * 3)
+    with pytest.raises(DataError, match=r"'score_chosen' must hold numbers .*row 0 holds 'good'"):
+        _analyze(tmp_path, words)
+    mixed = _jsonl(tmp_path / "m.jsonl", [{"score_chosen": 1.0, "score_rejected": 0.5},
+                                          {"score_chosen": 2.0, "score_rejected": "n/a"}])
+    with pytest.raises(DataError, match=r"'score_rejected' must hold numbers .*row 1 holds 'n/a'"):
+        _analyze(tmp_path, mixed)
+
+
+def test_nonfinite_scores_are_an_error_unless_excluded(tmp_path):
+    rows = [{"prompt_id": f"id{i}", "score_chosen": float(i), "score_rejected": 0.0} for i in range(6)]
+    rows[1]["score_chosen"] = float("nan")
+    rows[3]["score_rejected"] = None
+    rows[4]["score_chosen"] = float("inf")
+    data = str(tmp_path / "d.parquet")
+    pd.DataFrame(rows).to_parquet(data)
+    with pytest.raises(DataError, match=r"3 of 6 rows .*rows 1 \(prompt_id id1.*exclude_nonfinite: true"):
+        _analyze(tmp_path, data)
+    result = _analyze(tmp_path, data, exclude_nonfinite=True, bootstrap_resamples=100)
+    m = result.metrics
+    assert m["n"] == 3 and m["n_excluded"] == 3
+    assert m["excluded_reasons"] == {"score_chosen is NaN, infinite or missing": 2,
+                                     "score_rejected is NaN, infinite or missing": 1}
+    assert m["score_chosen"]["mean"] == pytest.approx((0 + 2 + 5) / 3)
+    assert set(result.extremes["row"]) == {0, 2, 5}
+    assert m["length"] == {"available": False, "reason": "the dataset has no chosen or rejected column"}
+    assert "margin_vs_length" not in m["figures"]
+
+
+def test_empty_and_single_row_datasets(tmp_path):
+    empty = tmp_path / "empty"
+    datasets.Dataset.from_dict({"score_chosen": [], "score_rejected": []},
+                               features=datasets.Features({c: datasets.Value("float64") for c in
+                                                           ("score_chosen", "score_rejected")})).save_to_disk(empty)
+    with pytest.raises(DataError, match="could not be read .*it may be empty"):  # datasets cannot reload it
+        _analyze(tmp_path, str(empty))
+    no_rows = pa.table({"score_chosen": pa.array([], pa.float64()), "score_rejected": pa.array([], pa.float64())})
+    with pytest.raises(DataError, match="has no rows"):
+        analysis.validate_scores(no_rows, "dataset 'x'", exclude_nonfinite=False)
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(DataError, match="is an empty file"):
+        _analyze(tmp_path, str(tmp_path / "empty.jsonl"))
+    empty_parquet = tmp_path / "empty.parquet"
+    pd.DataFrame({"score_chosen": pd.Series([], dtype=float)}).to_parquet(empty_parquet)
+    with pytest.raises(DataError, match="could not be read"):
+        _analyze(tmp_path, str(empty_parquet))
+    one = _jsonl(tmp_path / "one.jsonl", [{"score_chosen": 2.0, "score_rejected": 1.0}])
+    with pytest.raises(DataError, match="needs at least 2"):
+        _analyze(tmp_path, one)
+
+
+def test_no_dataset_and_no_run_dataset(tmp_path):
+    with pytest.raises(DataError, match="Run notebooks/01_construct.ipynb"):
+        analysis.analyze(AnalyzeParams(run_dir=str(tmp_path / "nothing")))
+
+
+def test_too_few_resamples_is_a_parameter_error():
+    from repro.parameters import build
+
+    with pytest.raises(ParameterError, match="bootstrap_resamples"):
+        build(AnalyzeParams, {"bootstrap_resamples": 10})
+
+
+# --------------------------------------------------------------------------------------------
+# the notebook, run as users run it
+# --------------------------------------------------------------------------------------------
+def test_notebook_standalone_on_the_real_sample(sample_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    out = tmp_path / "out.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOK), str(out), kernel_name="python3", progress_bar=False, cwd=str(tmp_path),
+        parameters={"dataset": str(sample_dir / "train_prefs_1000.jsonl"), "run_dir": str(run_dir),
+                    "bootstrap_resamples": 200})
+    m = json.loads((run_dir / "metrics.json").read_text())
+    assert (m["n"], m["ties"], m["bootstrap"]["resamples"]) == (1000, 111, 200)
+    assert round(m["score_chosen"]["mean"], 4) == 7.8075 and round(m["score_rejected"]["mean"], 4) == 5.9105
+    for fig in m["figures"].values():
+        assert (run_dir / fig["png"]).stat().st_size > 10_000 and (run_dir / fig["svg"]).is_file()
+    executed = json.loads(out.read_text())
+    shown = json.dumps([c.get("outputs", []) for c in executed["cells"]])
+    assert "ratings, not PairRM logits" in shown and shown.count("image/png") == len(m["figures"])
+
+
+@pytest.fixture
+def stand_in_run(train_rows, tmp_path):
+    """A run directory as 01_construct leaves it: two-candidate PairRM-like scores from a stand-in scorer."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for r in train_rows[:150]:
+        s = float(abs(rng.normal(0.3, 0.2)))
+        rows.append({**{k: r.get(k) for k in SEED_COLUMNS}, "reference_response": "", "score_chosen": s,
+                     "score_rejected": -s})
+    run = RunDir.of(tmp_path / "run")
+    write_split(datasets.Dataset.from_list(rows, features=SEED_FEATURES), run.dataset)
+    Manifest(run).record("scorer", {"model": "builtin:tiny-pairrm", "stand_in": True})
+    return run
+
+
+def test_repro_run_analyses_the_runs_own_dataset(stand_in_run):
+    proc = subprocess.run(
+        [sys.executable, "-m", "repro.cli", "run", str(ROOT / "params" / "demo.yaml"), "--out", str(stand_in_run.root),
+         "--set", "notebooks=[02_analyze]", "--set", "bootstrap_resamples=200"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    m = json.loads(stand_in_run.metrics.read_text())
+    assert m["n"] == 150 and m["dataset"]["source"] == str(stand_in_run.dataset)
+    assert m["scores_from_stand_in"] is True and m["scorer"]["model"] == "builtin:tiny-pairrm"
+    assert m["scale"]["kind"] == "logit" and m["invariants"]["expected_to_hold"] is True
+    assert m["invariants"]["antisymmetry_holds"] == 150 and m["invariants"]["sign_order_fails"] == 0
+    manifest = json.loads(stand_in_run.manifest.read_text())
+    assert manifest["status"] == "complete" and manifest["stages"]["analyze"]["status"] == "done"
+    assert sha256_file(stand_in_run.metrics) == manifest["outputs"]["metrics.json"]["sha256"]
+    executed = (stand_in_run.notebooks / "02_analyze.ipynb").read_text()
+    assert "Stand-in scores" in executed
