@@ -1,0 +1,204 @@
+"""The reference backend: llm-blender 0.0.2's own `Blender.loadranker` / `Blender.rank`, on transformers 5.
+
+llm-blender 0.0.2 does not import on transformers 5 (upstream issue #33). Two names it takes from
+transformers < 5 are put back, only when this backend is used (nothing is patched on `import repro`):
+
+- `transformers.utils.hub.TRANSFORMERS_CACHE` (its default download folder: the hub cache);
+- `PreTrainedTokenizerBase.batch_encode_plus` (its collator's tokenizer call: the same as `tokenizer(texts, ...)`).
+
+Transformers 5 also changed what a DeBERTa-v3 tokenizer does to text: it normalises with NFC instead of
+sentencepiece's NFKC table, so full-width letters and ligatures become [UNK]. `restore_normalizer=True`
+(the default) gives llm-blender's tokenizer its spm.model table back, i.e. the tokens llm-blender produced
+on transformers <= 4.57; pass False to see llm-blender exactly as it runs on transformers 5.
+
+Loading follows llm-blender: a RankerConfig directory loads its `model_name` backbone with AutoModel before
+overwriting the weights, so for `llm-blender/PairRM` it needs `microsoft/deberta-v3-large` (downloaded, or in
+the hub cache). A checkpoint built by `repro.tiny` names its backbone as a folder beside it ("backbone"),
+which is passed to llm-blender as an absolute path. A PairRM-hf (Transformers layout) directory is read
+through the same llm-blender classes, its own folder serving as backbone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import ParameterError
+from .pairrm import (check_inputs, detect_layout, is_stand_in, resolve_device, resolve_dtype, resolve_model,
+                     restore_sentencepiece_normalizer)
+
+
+def _batch_encode_plus(self, batch_text_or_text_pairs, **kwargs):
+    """transformers < 5's batch call: one `__call__` on the list."""
+    return self(list(batch_text_or_text_pairs), **kwargs)
+
+
+def install_transformers5_shim() -> list[str]:
+    """Put back the names llm-blender 0.0.2 imports from transformers < 5; returns those restored now."""
+    import huggingface_hub.constants
+    import transformers.utils.hub as hub
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+    restored = []
+    if not hasattr(hub, "TRANSFORMERS_CACHE"):
+        hub.TRANSFORMERS_CACHE = huggingface_hub.constants.HF_HUB_CACHE
+        restored.append("transformers.utils.hub.TRANSFORMERS_CACHE")
+    if not hasattr(PreTrainedTokenizerBase, "batch_encode_plus"):
+        PreTrainedTokenizerBase.batch_encode_plus = _batch_encode_plus
+        restored.append("PreTrainedTokenizerBase.batch_encode_plus")
+    return restored
+
+
+def import_llm_blender():
+    """`import llm_blender`, after the transformers-5 shim."""
+    install_transformers5_shim()
+    import llm_blender
+
+    return llm_blender
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """Mute llm-blender's construction warnings, its print, dataclasses_json's and transformers' bars."""
+    from transformers.utils import logging as hf_logging
+
+    previous = logging.root.manager.disable
+    bar = hf_logging.is_progress_bar_enabled()
+    logging.disable(logging.WARNING)
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(None):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+class BlenderScorer:
+    """Scores from llm-blender's own code; the same interface as `repro.pairrm.PairRM`."""
+
+    backend = "llm-blender"
+
+    def __init__(self, blender, *, spec: str, path: Path, layout: str, device: str, dtype: str, normalization: str,
+                 source_maxlength: int, candidate_maxlength: int, batch_size: int):
+        self.blender = blender
+        self.spec, self.path, self.layout = spec, path, layout
+        self.device, self.dtype, self.normalization = device, dtype, normalization
+        self.source_maxlength, self.candidate_maxlength = source_maxlength, candidate_maxlength
+        self.batch_size = batch_size
+
+    @classmethod
+    def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto", source_maxlength: int = 1224,
+             candidate_maxlength: int = 412, batch_size: int = 1, restore_normalizer: bool = True) -> "BlenderScorer":
+        """`Blender.loadranker` on a PairRM checkpoint; `batch_size=1` is what SPPO uses (a budget per prompt)."""
+        torch_device = resolve_device(device)
+        dtype_name = resolve_dtype(dtype, torch_device)
+        if dtype_name == "bf16" or (dtype_name == "fp16" and torch_device.type not in ("cuda", "mps")):
+            raise ParameterError(f"dtype={dtype!r} on {torch_device}: llm-blender runs fp16 on CUDA/MPS and fp32 "
+                                 f"otherwise; choose one of those (or backend='repro').")
+        if batch_size < 1:
+            raise ParameterError(f"batch_size={batch_size} must be >= 1.")
+        path = resolve_model(model)
+        config = json.loads((path / "config.json").read_text())
+        layout = detect_layout(config)
+        overrides: dict[str, Any] = dict(source_maxlength=source_maxlength, candidate_maxlength=candidate_maxlength,
+                                         fp16=dtype_name == "fp16")
+        if layout == "llm-blender":
+            name = config.get("model_name") or ""
+            if name and (path / name).is_dir():  # repro.tiny's convention: the backbone beside the checkpoint
+                overrides["model_name"] = str((path / name).resolve())
+        else:
+            overrides.update(ranker_type="pairranker", model_type="deberta", model_name=str(path.resolve()))
+        llm_blender = import_llm_blender()
+        # llm-blender halves the model only for the exact strings "cuda" and "mps"
+        blender_device = torch_device.type if torch_device.index in (None, 0) else str(torch_device)
+        with _quiet_loading():
+            blender = llm_blender.Blender(llm_blender.BlenderConfig(device=blender_device, use_tqdm=False))
+            blender.loadranker(str(path), device=blender_device, **overrides)
+        if dtype_name == "fp16":
+            blender.ranker.half()
+        normalization = "transformers-5"
+        if restore_normalizer and restore_sentencepiece_normalizer(blender.ranker_tokenizer):
+            normalization = "sentencepiece"
+        return cls(blender, spec=str(model), path=path, layout=layout, device=str(torch_device), dtype=dtype_name,
+                   normalization=normalization, source_maxlength=source_maxlength,
+                   candidate_maxlength=candidate_maxlength, batch_size=batch_size)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What produced the scores, for the run manifest."""
+        return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
+                "device": self.device, "dtype": self.dtype, "source_maxlength": self.source_maxlength,
+                "candidate_maxlength": self.candidate_maxlength, "stand_in": is_stand_in(self.path),
+                "normalization": self.normalization, "batch_size": self.batch_size}
+
+    def _rank_scores(self, prompts: list[str], candidates: list[list[str]]) -> np.ndarray:
+        return self.blender.rank(prompts, candidates, return_scores=True, batch_size=self.batch_size,
+                                 disable_tqdm=True, source_max_length=self.source_maxlength,
+                                 candidate_max_length=self.candidate_maxlength)
+
+    def comparison_matrices(self, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
+        """M per prompt from llm-blender's `_full_predict`, batched as `Blender.rank` batches (equal counts)."""
+        import torch
+        from llm_blender.blender.blender_utils import RankerDataset
+
+        collate_fn = copy.copy(self.blender.ranker_collator)
+        collate_fn.source_maxlength = self.source_maxlength
+        collate_fn.candidate_maxlength = self.candidate_maxlength
+        loader = torch.utils.data.DataLoader(RankerDataset(prompts, candidates), batch_size=self.batch_size,
+                                             shuffle=False, collate_fn=collate_fn)
+        out = []
+        with torch.no_grad():
+            for batch in loader:
+                batch = {k: v.to(self.blender.ranker_config.device) for k, v in batch.items() if v is not None}
+                logits = self.blender.ranker._full_predict(**batch)["logits"]
+                out.extend(np.asarray(m, dtype=np.float64) for m in logits.float().cpu().numpy())
+        return out
+
+    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
+              return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
+        """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` does not apply here."""
+        check_inputs(prompts, candidates)
+        scores: list[np.ndarray | None] = [None] * len(prompts)
+        matrices: list[np.ndarray | None] = [None] * len(prompts)
+        # llm-blender needs equal candidate counts in one call; calls of whole batches keep its batching
+        by_count: dict[int, list[int]] = {}
+        for row, cands in enumerate(candidates):
+            by_count.setdefault(len(cands), []).append(row)
+        step = 32 * self.batch_size
+        for rows in by_count.values():
+            for start in range(0, len(rows), step):
+                part = rows[start:start + step]
+                p = [prompts[r] for r in part]
+                c = [list(candidates[r]) for r in part]
+                for r, s in zip(part, self._rank_scores(p, c)):
+                    scores[r] = np.asarray(s, dtype=np.float64)
+                if return_matrix:
+                    for r, m in zip(part, self.comparison_matrices(p, c)):
+                        matrices[r] = m
+                if progress is not None:
+                    progress(len(part))
+        return (scores, matrices) if return_matrix else scores
+
+    def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
+        """Ranks per prompt from llm-blender's `get_ranks_from_scores` (1 = best, ties share)."""
+        from llm_blender.gpt_eval.utils import get_ranks_from_scores
+
+        return [np.asarray(get_ranks_from_scores(np.asarray(s, dtype=np.float32)), dtype=np.int64)
+                for s in self.score(prompts, candidates, **kwargs)]
+
+    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
+                **kwargs) -> np.ndarray:
+        """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A]."""
+        out = self.blender.compare(list(prompts), list(candidates_a), list(candidates_b), batch_size=self.batch_size,
+                                   return_logits=True, mode="[A,B]+[B,A]", disable_tqdm=True)
+        return np.asarray(out, dtype=np.float64)

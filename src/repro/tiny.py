@@ -1,0 +1,310 @@
+"""A tiny random PairRM checkpoint in llm-blender's layout, built offline and deterministically: the scorer stand-in.
+
+Its scores are noise. It exists so that scoring, the equivalence tests against llm-blender and the CPU
+benchmark run without a download, through exactly the code path of the real `llm-blender/PairRM`:
+
+    out_dir/
+      config.json              RankerConfig (ranker_type pairranker, model_name "backbone", 1224/412, fp16)
+      model.safetensors        `pretrained_model.*` (DeBERTa-v2) + `head_layer.*` (the two-layer head)
+      spm.model                a unigram sentencepiece model trained here, in memory, on an embedded corpus
+      tokenizer.json           that model as `tokenizers` JSON, with sentencepiece's own normaliser
+      tokenizer_config.json, special_tokens_map.json, added_tokens.json   (+ the four prefix tokens)
+      backbone/                what llm-blender loads as `model_name`: DebertaV2Config, random weights it
+                               overwrites, the tokenizer without the prefix tokens (like microsoft/deberta-v3-large)
+      repro_stand_in.json      marks the directory as a stand-in
+
+`layout="transformers"` writes the `llm-blender/PairRM-hf` layout instead (a DebertaV2Config `config.json`
+with the prefix ids, the same weights and tokenizer, no backbone/). The same arguments always give
+byte-identical files (sentencepiece trains single-threaded; weights come from `torch.manual_seed(seed)`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from .errors import ParameterError
+from .pairrm import PREFIX_TOKENS, sentencepiece_normalizer
+from .tiny_policy import STAND_IN_MARKER
+
+# Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
+BUILDER_VERSION = 1
+SPECIAL_TOKENS = {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]", "unk_token": "[UNK]",
+                  "mask_token": "[MASK]", "bos_token": "[CLS]", "eos_token": "[SEP]"}
+BACKBONE_DIR = "backbone"
+
+# The embedded corpus: assistant-style English plus the scripts and symbols scoring must survive.
+SENTENCES = (
+    "Sure! Here is a short explanation of how photosynthesis works in green plants.",
+    "Plants capture sunlight with chlorophyll and turn carbon dioxide and water into glucose and oxygen.",
+    "To solve the equation 3x + 7 = 22, subtract seven from both sides and divide by three, so x = 5.",
+    "The derivative of sin(x) is cos(x), and the integral of 1/x is the natural logarithm of |x| plus a constant.",
+    "Here's a Python function that returns the factorial of a number using recursion.",
+    "def factorial(n):\n    return 1 if n <= 1 else n * factorial(n - 1)",
+    "for i in range(10):\n    print(i ** 2)",
+    "SELECT name, COUNT(*) FROM orders GROUP BY name ORDER BY 2 DESC;",
+    "I'm sorry, but I cannot help with that request because it could cause harm.",
+    "The French Revolution began in 1789 and ended with the rise of Napoleon Bonaparte.",
+    "Preheat the oven to 180 degrees, whisk the eggs with sugar, then fold in the flour gently.",
+    "A healthy breakfast might include oatmeal, fresh berries, yogurt and a cup of green tea.",
+    "Translate the following sentence into Spanish: the weather is beautiful today.",
+    "El tiempo está hermoso hoy, y los niños juegan en el parque.",
+    "Le chat dort sur le canapé pendant que la pluie tombe doucement.",
+    "Der schnelle braune Fuchs springt über den faulen Hund.",
+    "Write a haiku about autumn leaves falling on a quiet river.",
+    "Crimson leaves drifting, the river carries them home, silence after rain.",
+    "Machine learning models learn patterns from data and generalize to new examples.",
+    "Gradient descent updates the parameters in the direction that reduces the loss.",
+    "The capital of Australia is Canberra, not Sydney as many people assume.",
+    "Water boils at 100 degrees Celsius at sea level, which is 212 degrees Fahrenheit.",
+    "Please summarize the main arguments of the article in three bullet points.",
+    "1. Renewable energy is getting cheaper. 2. Storage remains a challenge. 3. Policy matters.",
+    "The user asked for a polite email declining the meeting invitation next Tuesday.",
+    "Dear Ms. Johnson, thank you for the invitation; unfortunately I am unable to attend.",
+    "Quantum computers use qubits, which can be in a superposition of zero and one.",
+    "The mitochondria is often called the powerhouse of the cell because it produces ATP.",
+    "JavaScript arrays have methods such as map, filter and reduce for functional programming.",
+    "const total = items.reduce((sum, item) => sum + item.price, 0);",
+    "In 2020 the population of the city grew by 2.5 percent to about 1.2 million residents.",
+    "Exercise regularly, sleep at least seven hours, and drink enough water every day.",
+    "The story follows a young girl who discovers a hidden door behind her grandmother's bookshelf.",
+    "Compound interest means you earn interest on both the principal and the accumulated interest.",
+    "The Pythagorean theorem states that a squared plus b squared equals c squared.",
+    "Shakespeare wrote Hamlet, Macbeth, Othello and many sonnets about love and time.",
+    "An API key should never be committed to a public repository or shared in chat.",
+    "Use git commit with a clear message, then push the branch and open a pull request.",
+    "The train leaves at 7:45 in the morning and arrives just after noon.",
+    "What are the advantages and disadvantages of working from home?",
+    "Working from home saves commuting time but can blur the boundary between work and rest.",
+    "Climate change increases the frequency of heat waves, droughts and heavy rainfall events.",
+    "A balanced argument considers evidence on both sides before reaching a conclusion.",
+    "The assistant should answer honestly, helpfully and without unnecessary verbosity.",
+    "Rank the following responses from best to worst according to accuracy and clarity.",
+    "Response A is more detailed, while response B is shorter but contains a factual error.",
+    "Sorting algorithms like quicksort and mergesort run in O(n log n) time on average.",
+    "HTTP status code 404 means the requested resource was not found on the server.",
+    "The recipe needs two cups of rice, a pinch of salt, olive oil and chopped onions.",
+    "Mount Everest is the highest mountain above sea level at 8,849 metres.",
+    "OK.", "Yes.", "No.", "Thanks!", "I don't know.", "N/A", "...", "?", "👍",
+    "日本語の文章を少し書きます。東京は日本の首都です。",
+    "中文文本：今天天气很好，我们去公园散步吧。人工智能正在改变世界。",
+    "한국어 문장입니다. 서울은 한국의 수도입니다.",
+    "Ｆｕｌｌ－ｗｉｄｔｈ ｌｅｔｔｅｒｓ ａｎｄ ｄｉｇｉｔｓ １２３ look different but mean the same.",
+    "Ligatures such as ﬁ, ﬂ, ﬀ and ﬃ appear in typeset text like ﬁnance and ﬂower.",
+    "Emoji are common in chat: 😀 😂 🎉 🚀 ❤️ 👩‍💻 and flags like 🇫🇷.",
+    "Accents: café, naïve, coöperate, São Paulo, Zürich, Ångström, façade.",
+    "Math symbols: ∑ ∫ √ ≤ ≥ ≠ ∞ π α β γ and fractions like ½ and ¾.",
+)
+# English affixes recombined with the corpus' stems: enough distinct words for a few thousand pieces
+# (a mid-size benchmark model), with pieces shaped like English sub-words.
+_PREFIXES = ("", "", "", "un", "re", "pre", "dis", "over", "under", "inter", "mis", "non", "sub", "super", "co",
+             "anti", "auto", "semi", "trans")
+_SUFFIXES = ("", "", "s", "ed", "ing", "ly", "ness", "ment", "tion", "able", "er", "est", "ful", "less", "ous",
+             "ive", "al", "ity", "ize", "ship", "hood", "ism", "ist", "ward")
+_CORPUS_SEED = 20240611
+
+
+def training_corpus(vocab_size: int, extra: Iterable[str] = ()) -> list[str]:
+    """The sentences the tokenizer is trained on: the embedded corpus, synthetic sentences, then `extra`."""
+    rng = random.Random(_CORPUS_SEED)
+    stems = sorted({re.sub(r"[^a-z]", "", w.lower()) for s in SENTENCES for w in s.split()} - {""})
+    out = list(SENTENCES)
+    for _ in range(max(300, vocab_size)):
+        words = [rng.choice(_PREFIXES) + rng.choice(stems) + rng.choice(_SUFFIXES) for _ in range(rng.randint(4, 16))]
+        words[0] = words[0].capitalize()
+        out.append(" ".join(words) + rng.choice(".,;!?:"))
+    return out + [str(t) for t in extra]
+
+
+def train_sentencepiece(vocab_size: int, extra_corpus: Iterable[str] = ()) -> bytes:
+    """A unigram sentencepiece model with DeBERTa-v3's special pieces ([PAD] 0, [CLS] 1, [SEP] 2, [UNK] 3)."""
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(training_corpus(vocab_size, extra_corpus)), model_writer=model,
+            vocab_size=vocab_size, model_type="unigram", character_coverage=1.0,
+            pad_id=0, pad_piece="[PAD]", bos_id=1, bos_piece="[CLS]", eos_id=2, eos_piece="[SEP]",
+            unk_id=3, unk_piece="[UNK]", num_threads=1, minloglevel=2)  # one thread: byte-identical output
+    except RuntimeError as exc:
+        raise ParameterError(
+            f"vocab_size={vocab_size} is more than the tiny tokenizer's corpus supports ({exc}); use a smaller "
+            "vocab_size or pass more text as extra_corpus.") from None
+    return model.getvalue()
+
+
+def _backend_tokenizer(spm_model: bytes, with_prefixes: bool):
+    """The `tokenizers` object transformers 4 built from spm.model (DebertaV2Converter), as PairRM shipped it."""
+    from sentencepiece import sentencepiece_model_pb2
+    from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers, processors
+    from tokenizers.models import Unigram
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(spm_model)
+    tok = Tokenizer(Unigram([(p.piece, p.score) for p in proto.pieces], unk_id=proto.trainer_spec.unk_id))
+    tok.normalizer = sentencepiece_normalizer(proto.normalizer_spec.precompiled_charsmap)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t in ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")])
+    if with_prefixes:
+        # what llm-blender's CrossCompareCollator adds with `tokenizer.add_tokens` (plain added tokens)
+        tok.add_tokens([AddedToken(t, special=False, normalized=True) for t in PREFIX_TOKENS])
+    return tok
+
+
+def _write_json(path: Path, value) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _write_tokenizer(folder: Path, spm_model: bytes, with_prefixes: bool) -> int:
+    """Write the tokenizer files of a DeBERTa-v3 checkpoint; returns the vocabulary size (len(tokenizer))."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spm.model").write_bytes(spm_model)
+    tok = _backend_tokenizer(spm_model, with_prefixes)
+    (folder / "tokenizer.json").write_text(tok.to_str(pretty=True) + "\n", encoding="utf-8")
+    _write_json(folder / "tokenizer_config.json", {
+        "tokenizer_class": "DebertaV2Tokenizer", "vocab_type": "spm", "do_lower_case": False,
+        "split_by_punct": False, "model_max_length": 1000000000000000019884624838656, **SPECIAL_TOKENS})
+    _write_json(folder / "special_tokens_map.json", SPECIAL_TOKENS)
+    n = tok.get_vocab_size(with_added_tokens=True)
+    base = tok.get_vocab_size(with_added_tokens=False)
+    added = {t: tok.token_to_id(t) for t in ("[MASK]",) + (PREFIX_TOKENS if with_prefixes else ())
+             if tok.token_to_id(t) >= base}
+    _write_json(folder / "added_tokens.json", added)
+    return n
+
+
+def _backbone_config(vocab_size: int, hidden_size: int, num_layers: int, num_heads: int, intermediate_size: int,
+                     initializer_range: float):
+    """DeBERTa-v3-large's architecture settings at a chosen size."""
+    from transformers import DebertaV2Config
+
+    return DebertaV2Config(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+        num_attention_heads=num_heads, intermediate_size=intermediate_size, hidden_act="gelu",
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+        type_vocab_size=0, initializer_range=initializer_range, layer_norm_eps=1e-7, relative_attention=True,
+        max_relative_positions=-1, pad_token_id=0, position_biased_input=False, pos_att_type=["p2c", "c2p"],
+        position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True)
+
+
+def _config_json(config, **extra) -> dict:
+    """A config's JSON without the fields that name the transformers version (kept byte-stable)."""
+    data = config.to_dict()
+    data.pop("transformers_version", None)
+    data.update(extra)
+    return data
+
+
+def _random_weights(config, seed: int) -> dict:
+    """`pretrained_model.*` + `head_layer.*` weights of a PairRM with this backbone, drawn from `seed`."""
+    import torch
+    from torch import nn
+    from transformers import DebertaV2Model
+
+    torch.manual_seed(seed)
+    ranker = nn.Module()
+    ranker.pretrained_model = DebertaV2Model(config)
+    # the head as llm-blender defines it (CrossCompareReranker.head_layer), default PyTorch init
+    ranker.head_layer = nn.Sequential(nn.Dropout(0.05), nn.Linear(2 * config.hidden_size, config.hidden_size),
+                                      nn.Tanh(), nn.Dropout(0.05), nn.Linear(config.hidden_size, 1))
+    return {k: v.detach().contiguous().clone() for k, v in ranker.state_dict().items()}
+
+
+def ranker_config_json(source_maxlength: int = 1224, candidate_maxlength: int = 412,
+                       model_name: str = BACKBONE_DIR) -> dict:
+    """llm-blender's RankerConfig as `llm-blender/PairRM` ships it (`config.json`)."""
+    return {
+        "ranker_type": "pairranker", "model_type": "deberta", "model_name": model_name, "cache_dir": None,
+        "load_checkpoint": None, "source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength,
+        "n_tasks": 1, "num_pos": 5, "num_neg": 5, "sub_sampling_mode": "all_pair", "sub_sampling_ratio": 0.4,
+        "loss_type": "instructgpt", "reduce_type": "linear", "inference_mode": "bubble", "drop_out": 0.05,
+        "fp16": True,
+    }
+
+
+def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 32, num_layers: int = 2,
+                      num_heads: int = 2, intermediate_size: int = 64, vocab_size: int = 600,
+                      initializer_range: float = 1.0, layout: str = "llm-blender",
+                      weights_format: str = "safetensors", extra_corpus: Iterable[str] = ()) -> Path:
+    """Build a random PairRM checkpoint (llm-blender's layout by default) in `out_dir`; returns the directory.
+
+    `vocab_size` counts sentencepiece pieces (the tokenizer adds [MASK] and the four prefix tokens);
+    `initializer_range=1.0` spreads random scores to about 0.1 (DeBERTa's 0.02 gives near-ties);
+    `weights_format`: "safetensors", "bin" (pytorch_model.bin) or "both"; `extra_corpus`: more training
+    text for the tokenizer (e.g. real prompts, for realistic token counts in a benchmark).
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    if layout not in ("llm-blender", "transformers"):
+        raise ParameterError(f"layout={layout!r}: expected 'llm-blender' or 'transformers'.")
+    if weights_format not in ("safetensors", "bin", "both"):
+        raise ParameterError(f"weights_format={weights_format!r}: expected 'safetensors', 'bin' or 'both'.")
+    if hidden_size % num_heads:
+        raise ParameterError(f"hidden_size={hidden_size} must be a multiple of num_heads={num_heads}.")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spm_model = train_sentencepiece(vocab_size, extra_corpus)
+    n_tokens = _write_tokenizer(out_dir, spm_model, with_prefixes=True)
+    config = _backbone_config(n_tokens, hidden_size, num_layers, num_heads, intermediate_size, initializer_range)
+    weights = _random_weights(config, seed)
+    if weights_format in ("safetensors", "both"):
+        save_file(weights, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    if weights_format in ("bin", "both"):
+        torch.save(weights, out_dir / "pytorch_model.bin")
+
+    if layout == "llm-blender":
+        _write_json(out_dir / "config.json", ranker_config_json())
+        # llm-blender loads `model_name` with AutoModel/AutoTokenizer before overwriting its weights
+        backbone = out_dir / BACKBONE_DIR
+        n_base = _write_tokenizer(backbone, spm_model, with_prefixes=False)
+        base_config = _backbone_config(n_base, hidden_size, num_layers, num_heads, intermediate_size,
+                                       initializer_range)
+        _write_json(backbone / "config.json", _config_json(base_config, architectures=["DebertaV2Model"]))
+        base = {k[len("pretrained_model."):]: v for k, v in weights.items() if k.startswith("pretrained_model.")}
+        base["embeddings.word_embeddings.weight"] = base["embeddings.word_embeddings.weight"][:n_base].clone()
+        save_file(base, str(backbone / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        ids = {t: n_tokens - len(PREFIX_TOKENS) + i for i, t in enumerate(PREFIX_TOKENS)}
+        _write_json(out_dir / "config.json", _config_json(
+            config, architectures=["DebertaV2PairRM"], n_tasks=1, drop_out=0.05, sep_token_id=2,
+            source_prefix_id=ids["<|source|>"], cand1_prefix_id=ids["<|candidate1|>"],
+            cand2_prefix_id=ids["<|candidate2|>"], cand_prefix_id=ids["<|candidate|>"]))
+    _write_json(out_dir / STAND_IN_MARKER, {
+        "builder": f"repro.tiny v{BUILDER_VERSION}", "what": "random PairRM-architecture weights: scores are noise",
+        "layout": layout, "seed": seed, "hidden_size": hidden_size, "num_layers": num_layers,
+        "num_heads": num_heads, "intermediate_size": intermediate_size, "vocab_size": vocab_size,
+        "initializer_range": initializer_range})
+    return out_dir
+
+
+def build_cached_tiny_pairrm(cache: Path, **kwargs) -> Path:
+    """Build the default stand-in once under `cache` (atomically, safe with concurrent processes); reuse it."""
+    target = cache / f"tiny-pairrm-v{BUILDER_VERSION}"
+    if (target / STAND_IN_MARKER).exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tiny-pairrm-", dir=cache))
+    try:
+        build_tiny_pairrm(tmp, **kwargs)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process finished first: its copy is byte-identical
+            if not (target / STAND_IN_MARKER).exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
