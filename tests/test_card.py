@@ -143,7 +143,7 @@ def make_run(root: Path, rows: list[dict] | None = None, features=SEED_FEATURES,
     if manifest:
         m = Manifest(run)
         params = {"run_dir": str(root), "source": "demo", "source_split": "train_prefs", "part_start": 0,
-                  "part_stop": None, "drop_rows": 2, "drop_from": "end", "mini_index": 0, "mini_count": 1,
+                  "part_stop": None, "drop_rows": 2, "mini_index": 0, "mini_count": 1,  # drop_from: default
                   "limit": None, "candidate_columns": ["resp0", "resp1"], "include_reference": False,
                   "include_original_pair": False, "too_few_candidates": "drop", "messages": "chosen",
                   "scorer_model": "builtin:tiny-pairrm" if stand_in else "llm-blender/PairRM",
@@ -373,7 +373,7 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
         undefined = "undefined" if counts_heading.startswith("### C") else "无定义"
         for group in repro_card.METRIC_GROUPS:  # every leaf of every other group, by its key path
             for path, value in leaves(metrics[group]):
-                if isinstance(value, str) and len(value.split()) > 6:
+                if isinstance(value, str) and len(value.split()) > 2:
                     assert f"`{path}`" not in half  # prose stays out of the tables
                     continue
                 [row] = table_rows(half, f"`{path}`")
@@ -422,6 +422,22 @@ def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
     assert metrics["scale"]["sentence"] in en
     assert "Length bias: the Spearman correlation" in en
     repro_card.check_card(card_path)
+
+
+@pytest.mark.parametrize("chars, tokens, verdict", [
+    ((0.30, 0.001), (0.05, 0.4), "the scores favour longer responses"),
+    ((-0.25, 0.01), (-0.05, 0.6), "the scores favour shorter responses"),
+    ((0.30, 0.20), (0.12, 0.30), "no clear length bias"),  # large but not significant (few rows)
+    ((0.04, 0.001), (0.02, 0.01), "no clear length bias"),  # significant but negligible (many rows)
+])
+def test_length_bias_verdict(tmp_path, chars, tokens, verdict):
+    make_run(tmp_path / "run", metrics=True)
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    facts.metrics["length"]["margin_vs_length_difference"] = {
+        "chars": {"spearman": chars[0], "pvalue": chars[1]}, "tokens": {"spearman": tokens[0], "pvalue": tokens[1]}}
+    body = repro_card.render_body(facts)
+    [line] = [x for x in body.splitlines() if x.startswith("- Length bias")]
+    assert verdict in line and f"{chars[0]:g} (characters, p = {chars[1]:g})" in line
 
 
 def test_english_and_chinese_state_the_same_numbers(tmp_path):
@@ -503,11 +519,28 @@ def test_a_dataset_with_other_columns_gets_its_own_columns(tmp_path):
     assert table_rows(en, "`question`")[0][1] == "string"
     assert table_rows(en, "`answers`")[0][1] == "list of string"
     assert table_rows(en, "`label`")[0][1] == "class label (bad, good)"
-    assert "missing [prompt, prompt_id" in en and "extra [question, answers, label]" in en
+    assert "missing `prompt`, `prompt_id`," in en and "not in the seed `question`, `answers`, `label`" in en
     for absent in ("`score_chosen`", "`chosen`", "`prompt`"):
         assert not table_rows(en, absent)
     assert "cannot be used for DPO" in en and card.data.task_categories is None
     assert datasets.load_dataset(str(card_path.parent), split="train_prefs").features == features
+
+
+def test_extra_candidate_columns_and_parameter_defaults(tmp_path):
+    from repro.dataset_io import output_features
+
+    rows = [{**r, "candidates": [r["chosen"][1]["content"], "x", r["rejected"][1]["content"]],
+             "candidate_scores": [r["score_chosen"], 0.0, r["score_rejected"]]} for r in seed_rows(12)]
+    make_run(tmp_path / "run", rows, output_features(keep_all_candidates=True), metrics=False)
+    facts, card_path = card_for(tmp_path / "run")
+    en, zh = halves(card_path)
+    assert "The seed dataset's columns, in its order and types, followed by `candidates`, `candidate_scores`." in en
+    assert table_rows(en, "`candidate_scores`")[0][1:] == [
+        "list of float64", "The score of each candidate, in the order of `candidates`."]
+    # drop_from is not in the recorded parameters: its default ("end") is what the run used
+    assert facts.parameters["drop_from"] == "end" and "2 rows were dropped from the end" in en
+    assert "从末端丢弃 2 行" in zh
+    assert datasets.load_dataset(str(card_path.parent), split="train_prefs").features == facts.features
 
 
 def test_a_dataset_not_built_here(tmp_path):

@@ -53,6 +53,7 @@ STATISTICS = ("mean", "std", "median", "q25", "q75", "min", "max", "skewness", "
 METRIC_GROUPS = ("margin_sign", "tests", "effect_size", "correlation", "length", "invariants", "scale", "bootstrap")
 # |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
 LENGTH_BIAS_RHO = 0.1
+LENGTH_BIAS_P = 0.05
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +137,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
         card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
     )
     if built_here:
-        facts.parameters = dict(manifest.get("parameters") or {})
+        facts.parameters = effective_parameters(manifest.get("parameters") or {})
         facts.counts = dict(manifest.get("counts") or {})
         facts.scorer = dict(manifest.get("scorer") or {})
         facts.generation = dict(manifest.get("generation") or {})
@@ -234,6 +235,16 @@ def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, st
             return out
     pngs = sorted(run.figures.glob("*.png")) if run.figures.is_dir() else []
     return [(png, png.stem.replace("_", " ")) for png in pngs]
+
+
+def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The run's parameters with construction defaults filled in (a params file names only what it changes)."""
+    from .parameters import ConstructParams, GenerationParams
+
+    schemas = [ConstructParams] + ([GenerationParams] if recorded.get("generate") else [])
+    defaults = {k: f.default for schema in schemas for k, f in schema.model_fields.items()
+                if k not in ("run_name", "run_dir")}
+    return {**defaults, **recorded}
 
 
 def _check_counts(facts: CardFacts) -> None:
@@ -368,14 +379,14 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return [(prefix, value)]
 
 
-def _length_rhos(length: Any) -> dict[str, float]:
-    """Spearman rho of margin vs length difference, by unit (metrics.json's `length.margin_vs_length_difference`)."""
+def _length_rhos(length: Any) -> dict[str, tuple[float, float | None]]:
+    """(Spearman rho, p-value) of margin vs length difference by unit (`length.margin_vs_length_difference`)."""
     by_unit = length.get("margin_vs_length_difference") if isinstance(length, dict) else None
     if isinstance(by_unit, dict):
-        return {unit: v["spearman"] for unit, v in by_unit.items()
+        return {unit: (v["spearman"], v.get("pvalue")) for unit, v in by_unit.items()
                 if isinstance(v, dict) and isinstance(v.get("spearman"), (int, float))}
     rho = _find_number(length, "spearman")  # another analysis' layout: the first Spearman rho under `length`
-    return {} if rho is None else {"": rho}
+    return {} if rho is None else {"": (rho, None)}
 
 
 def _find_number(tree: Any, must: str, avoid: tuple[str, ...] = ("pvalue", "p_value", "ci")) -> float | None:
@@ -425,10 +436,16 @@ def _schema_vs_seed(facts: CardFacts, lang: str) -> str:
     t = PHRASES[lang]
     if facts.features == SEED_FEATURES and list(facts.features) == list(SEED_FEATURES):
         return t["schema_same"]
+    columns = list(facts.features)
+    extra = [c for c in columns if c not in SEED_FEATURES]
+    if columns[:len(SEED_FEATURES)] == list(SEED_FEATURES) and all(
+            facts.features[c] == SEED_FEATURES[c] for c in SEED_FEATURES):
+        return t["schema_seed_plus"].format(extra=t["list_sep"].join(f"`{c}`" for c in extra))
     missing = [c for c in SEED_FEATURES if c not in facts.features]
-    extra = [c for c in facts.features if c not in SEED_FEATURES]
     changed = [c for c in SEED_FEATURES if c in facts.features and facts.features[c] != SEED_FEATURES[c]]
-    return t["schema_differs"].format(missing=fmt(missing, lang), extra=fmt(extra, lang), changed=fmt(changed, lang))
+    parts = [t["schema_" + name].format(columns=t["list_sep"].join(f"`{c}`" for c in cols))
+             for name, cols in (("missing", missing), ("extra", extra), ("changed", changed)) if cols]
+    return t["schema_differs"].format(parts=t["list_sep"].join(parts) or t["schema_order"])
 
 
 def _section_top(facts: CardFacts, lang: str) -> list[str]:
@@ -571,7 +588,7 @@ def _section_characteristics(facts: CardFacts, lang: str) -> list[str]:
 
 def _short(value: Any) -> bool:
     """Whether a metrics leaf belongs in a table: numbers, flags and short labels, not explanatory prose."""
-    return value != {} and not (isinstance(value, str) and len(value.split()) > 6)
+    return value != {} and not (isinstance(value, str) and len(value.split()) > 2)
 
 
 def _metric(value: Any, lang: str) -> str:
@@ -622,12 +639,15 @@ def _section_limitations(facts: CardFacts, lang: str) -> list[str]:
         reason = length.get("reason") if isinstance(length, dict) else None
         items.append(t["lim_length_absent"].format(reason=f" ({reason})" if reason else ""))
     else:
-        rho = max(rhos.values(), key=abs)  # the strongest of the units decides the verdict
-        kind = "none" if abs(rho) < LENGTH_BIAS_RHO else ("longer" if rho > 0 else "shorter")
-        values = t["list_sep"].join(f"{fmt(v, lang)}" + (f" ({t.get('unit_' + u, u)})" if u else "")
-                                    for u, v in rhos.items())
-        items.append(t["lim_length"].format(rho=values, verdict=t["length_" + kind].format(
-            threshold=fmt(LENGTH_BIAS_RHO, lang))))
+        # a bias is called only when a unit's rho is both large enough and significant (p unknown: rho alone)
+        marked = [rho for rho, p in rhos.values() if abs(rho) >= LENGTH_BIAS_RHO and (p is None or p < LENGTH_BIAS_P)]
+        rho = max(marked, key=abs) if marked else 0.0
+        kind = "none" if not marked else ("longer" if rho > 0 else "shorter")
+        values = t["list_sep"].join(
+            fmt(r, lang) + " (" + t["list_sep"].join(([t.get("unit_" + u, u)] if u else []) + (
+                [f"p = {fmt(p, lang)}"] if p is not None else [])) + ")" for u, (r, p) in rhos.items())
+        items.append(t["lim_length"].format(rho=values.replace(" ()", ""), verdict=t["length_" + kind].format(
+            threshold=fmt(LENGTH_BIAS_RHO, lang), p=fmt(LENGTH_BIAS_P, lang))))
     source_rows = facts.counts.get("source")
     if isinstance(source_rows, int) and source_rows:
         items.append(t["lim_size_of"].format(n=facts.num_examples, source=source_rows))
@@ -865,8 +885,12 @@ PHRASES: dict[str, dict[str, Any]] = {
         "col_candidate_scores": "The score of each candidate, in the order of `candidates`.",
         "col_other": "Not a column of the seed dataset's schema; no description is known.",
         "schema_same": f"The columns, their order and types are those of the seed dataset `{SEED_REPO}`.",
-        "schema_differs": ("The columns differ from the seed dataset's schema: missing {missing}, extra {extra}, "
-                           "different type {changed}."),
+        "schema_seed_plus": "The seed dataset's columns, in its order and types, followed by {extra}.",
+        "schema_differs": "The columns differ from the seed dataset's schema: {parts}.",
+        "schema_missing": "missing {columns}",
+        "schema_extra": "not in the seed {columns}",
+        "schema_changed": "with another type {columns}",
+        "schema_order": "same columns in another order",
         "h_splits": "### Splits and sizes",
         "splits_header": ["split", "num_examples", "num_bytes", "download_size", "files"],
         "sizes": ("- `download_size`: {download} bytes (the parquet files)\n- `dataset_size`: {size} bytes (the "
@@ -901,7 +925,7 @@ PHRASES: dict[str, dict[str, Any]] = {
         "count_dropped": "rows dropped by `drop_rows`",
         "count_scored": "rows scored",
         "count_kept": "rows written to the dataset",
-        "h_parameters": "### Parameters of this run",
+        "h_parameters": "### Parameters of this run\n\nAs recorded in the manifest; defaults filled in for construction parameters the params file did not set.",
         "h_environment": "### Environment",
         "environment": "Python {python}; packages: {packages}; git commit `{commit}` (uncommitted changes: {dirty}).",
         "recipe_intro": "This project did not build the dataset. What is known of its making (`known_recipe`):",
@@ -961,9 +985,11 @@ PHRASES: dict[str, dict[str, Any]] = {
         "lim_length_absent": "Length bias: `metrics.json` reports no correlation of the margin with length{reason}.",
         "lim_length": ("Length bias: the Spearman correlation between the margin and the length difference "
                        "(chosen − rejected) is ρ = {rho}; {verdict}."),
-        "length_none": "all below {threshold} in absolute value, so no marked length bias",
-        "length_longer": "the margin grows as the chosen response gets longer: the scores favour longer responses",
-        "length_shorter": "the margin grows as the chosen response gets shorter: the scores favour shorter responses",
+        "length_none": "no clear length bias (none reaches |ρ| ≥ {threshold} with p < {p})",
+        "length_longer": ("the margin grows as the chosen response gets longer (|ρ| ≥ {threshold}, p < {p}): "
+                          "the scores favour longer responses"),
+        "length_shorter": ("the margin grows as the chosen response gets shorter (|ρ| ≥ {threshold}, p < {p}): "
+                           "the scores favour shorter responses"),
         "lim_size_of": "Small size: {n} rows, out of {source} rows in the source split.",
         "lim_size": "Small size: {n} rows.",
         "lim_drop": ("{drop} rows were dropped by position (`drop_rows`), as in the published recipe whose authors "
@@ -1051,7 +1077,12 @@ PHRASES: dict[str, dict[str, Any]] = {
         "col_candidate_scores": "每个候选回复的得分，顺序与 `candidates` 一致。",
         "col_other": "不属于种子数据集的字段；无已知说明。",
         "schema_same": f"各列及其顺序和类型与种子数据集 `{SEED_REPO}` 完全一致。",
-        "schema_differs": "各列与种子数据集的结构不同：缺少 {missing}，多出 {extra}，类型不同 {changed}。",
+        "schema_seed_plus": "依次为种子数据集的各列（顺序与类型相同），其后为 {extra}。",
+        "schema_differs": "各列与种子数据集的结构不同：{parts}。",
+        "schema_missing": "缺少 {columns}",
+        "schema_extra": "种子数据集没有的列 {columns}",
+        "schema_changed": "类型不同的列 {columns}",
+        "schema_order": "列相同但顺序不同",
         "h_splits": "### 数据划分与存储信息",
         "splits_header": ["划分", "num_examples", "num_bytes", "download_size", "文件"],
         "sizes": ("- `download_size`：{download} 字节（parquet 文件）\n- `dataset_size`：{size} 字节"
@@ -1083,7 +1114,7 @@ PHRASES: dict[str, dict[str, Any]] = {
         "count_dropped": "被 `drop_rows` 丢弃的行数",
         "count_scored": "完成打分的行数",
         "count_kept": "写入数据集的行数",
-        "h_parameters": "### 本次运行的参数",
+        "h_parameters": "### 本次运行的参数\n\n取自运行清单（manifest）；参数文件未设置的构建参数以默认值补全。",
         "h_environment": "### 运行环境",
         "environment": "Python {python}；软件包：{packages}；git 提交 `{commit}`（存在未提交的修改：{dirty}）。",
         "recipe_intro": "本项目并未构建该数据集。关于其构建过程的已知信息（`known_recipe`）：",
@@ -1134,9 +1165,9 @@ PHRASES: dict[str, dict[str, Any]] = {
         "lim_length_unmeasured": "长度偏差：未测量（没有 `metrics.json`）。",
         "lim_length_absent": "长度偏差：`metrics.json` 未报告差值与长度的相关性{reason}。",
         "lim_length": "长度偏差：差值与长度差（chosen − rejected）的 Spearman 相关系数为 ρ = {rho}；{verdict}。",
-        "length_none": "绝对值均低于 {threshold}，因此没有明显的长度偏差",
-        "length_longer": "优选回复越长，差值越大：分数偏向较长的回复",
-        "length_shorter": "优选回复越短，差值越大：分数偏向较短的回复",
+        "length_none": "没有明显的长度偏差（没有一个同时达到 |ρ| ≥ {threshold} 且 p < {p}）",
+        "length_longer": "优选回复越长，差值越大（|ρ| ≥ {threshold}，p < {p}）：分数偏向较长的回复",
+        "length_shorter": "优选回复越短，差值越大（|ρ| ≥ {threshold}，p < {p}）：分数偏向较短的回复",
         "lim_size_of": "规模较小：{n} 行，源数据划分共 {source} 行。",
         "lim_size": "规模较小：{n} 行。",
         "lim_drop": "按位置丢弃了 {drop} 行（`drop_rows`），与已发布的配方相同，其作者未说明原因；被丢弃的行未必是随机样本。",
