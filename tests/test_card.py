@@ -607,29 +607,89 @@ def test_publish_is_off_by_default(tmp_path, hub_calls, capsys):
     assert "nothing uploaded" in capsys.readouterr().out and hub_calls == []
 
 
-def test_publish_offline_fails_before_uploading(tmp_path, hub_calls):
+@pytest.fixture
+def publishable(tmp_path) -> CardParams:
+    """A run with its card written, and parameters asking to publish it."""
     make_run(tmp_path / "run", metrics=False)
     card_for(tmp_path / "run")
-    p = build(CardParams, {"run_dir": str(tmp_path / "run"), "push_to_hub": True, "hub_repo_id": "me/pairs"})
-    with pytest.raises(repro_card.PublishError, match="HF_HUB_OFFLINE"):
-        repro_card.publish(p)
-    assert hub_calls == []
+    return build(CardParams, {"run_dir": str(tmp_path / "run"), "push_to_hub": True, "hub_repo_id": "me/pairs"})
 
 
-def test_publish_without_token_fails_before_uploading(tmp_path, hub_calls, monkeypatch):
+@pytest.fixture
+def hub_switched_on(monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
+def test_publish_offline_fails_before_uploading(publishable, hub_calls):
+    with pytest.raises(repro_card.PublishError, match="HF_HUB_OFFLINE"):
+        repro_card.publish(publishable)
+    assert hub_calls == []
+
+
+def test_publish_without_token_fails_before_uploading(publishable, hub_calls, hub_switched_on, monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(tmp_path / "no-tokens"))
-    make_run(tmp_path / "run", metrics=False)
-    card_for(tmp_path / "run")
-    p = build(CardParams, {"run_dir": str(tmp_path / "run"), "push_to_hub": True, "hub_repo_id": "me/pairs"})
     with pytest.raises(repro_card.PublishError, match="no Hugging Face token"):
-        repro_card.publish(p)
+        repro_card.publish(publishable)
     assert hub_calls == []
+
+
+def test_publish_with_a_refused_token_fails_before_uploading(publishable, hub_calls, hub_switched_on, monkeypatch):
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_bad")
+    with pytest.raises(repro_card.PublishError, match="did not accept the token or could not be reached"):
+        repro_card.publish(publishable)
+    assert hub_calls == ["whoami"]  # the check itself; nothing created, nothing uploaded
+
+
+def test_publish_checks_the_token_then_uploads_the_folder(publishable, hub_switched_on, monkeypatch, capsys):
+    """The upload path, with the hub replaced by a recorder: whoami first, then the repo, then the folder."""
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_fake")
+    calls = []
+    monkeypatch.setattr(huggingface_hub.HfApi, "whoami", lambda self: calls.append(("whoami",)) or {"name": "me"})
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo",
+                        lambda self, repo_id, **k: calls.append(("create_repo", repo_id, k["repo_type"])) or
+                        huggingface_hub.RepoUrl(f"https://huggingface.co/datasets/{repo_id}"))
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", lambda self, **k: calls.append(("upload_folder", k)))
+    assert repro_card.publish(publishable) == "https://huggingface.co/datasets/me/pairs"
+    assert [c[0] for c in calls] == ["whoami", "create_repo", "upload_folder"]
+    assert calls[1][1:] == ("me/pairs", "dataset")
+    upload = calls[2][1]
+    assert upload["folder_path"] == str(publishable.run_root / "dataset") and upload["repo_type"] == "dataset"
+    assert "https://huggingface.co/datasets/me/pairs" in capsys.readouterr().out
+
+
+def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir):
+    """H4-style rows (GPT-4 ratings, no reference_response, an extra source_index): the card says what they are."""
+    analysis = pytest.importorskip("repro.analysis")
+    from repro.parameters import AnalyzeParams
+
+    spec = str(sample_dir / "train_prefs_1000.jsonl")
+    run = tmp_path / "h4-sample"
+    p = build(CardParams, {"run_dir": str(run), "card_dataset": spec,
+                           "known_recipe": "A seed-42 sample of trl-lib/ultrafeedback_binarized rows."})
+    repro_card.gather_facts(p)  # copies the rows into the run's dataset/ (no metrics yet)
+    analysis.analyze(build(AnalyzeParams, {"run_dir": str(run), "bootstrap_resamples": 100}))
+    facts = repro_card.gather_facts(p)
+    card_path = repro_card.write_card(facts)
+    en, _ = halves(card_path)
+    assert facts.num_examples == 1000 and facts.prompt_id_sha256_rows == 1000
+    assert "missing `reference_response`" in en and "not in the seed `source_index`" in en
+    assert "These scores are ratings, not PairRM logits" in en  # the analysis' own reading, quoted
+    assert "PairRM scores are not ratings" not in en  # no PairRM claim about data not known to be PairRM's
+    assert "A seed-42 sample of trl-lib/ultrafeedback_binarized rows." in en
+    [row] = table_rows(en, "`counts.zero`")
+    assert int(row[1]) == 111  # the sample's documented ties
+    repro_card.check_card(card_path)
 
 
 # ---------------------------------------------------------------------------------------------
