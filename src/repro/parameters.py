@@ -124,9 +124,38 @@ class GenerationParams(_Params):
     max_new_tokens: int = 1024
     generation_seed: int = 0
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
-    max_prompt_tokens: int | None = None  # default: the model's context minus max_new_tokens
-    long_prompts: Literal["truncate_left", "skip"] = "truncate_left"
-    generation_batch_size: int = 16
+    max_prompt_tokens: int | None = None  # default: the model's context minus the longest max_new_tokens
+    long_prompts: Literal["truncate_left", "skip"] = "truncate_left"  # skip: such rows are left out and counted
+    generation_batch_size: int = 16  # sequences per transformers `generate` call
+    generation_chunk_size: int = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
+    generation_device: str = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
+    generation_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+
+    @field_validator("reference_max_new_tokens", "max_new_tokens", "generation_batch_size", "generation_chunk_size")
+    @classmethod
+    def _at_least_one(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be >= 1, got {v}")
+        return v
+
+    @field_validator("max_prompt_tokens")
+    @classmethod
+    def _prompt_tokens(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"must be >= 1 (or null for the model's context), got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_sampling(self):
+        if self.n_candidates < 0:
+            raise ValueError(f"n_candidates={self.n_candidates} must be >= 0")
+        if self.temperature < 0:
+            raise ValueError(f"temperature={self.temperature} must be >= 0 (0 = greedy)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p={self.top_p} must be in (0, 1]")
+        if self.n_candidates == 0 and not self.generate_reference:
+            raise ValueError("n_candidates is 0 and generate_reference is false: nothing to generate")
+        return self
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,609 @@
+"""Candidate generation: a greedy `reference_response` and n sampled candidates `resp0..resp{n-1}` per prompt.
+
+    rows = generate_candidates(rows, params, work_dir=run.work_dir("generation"), manifest=manifest)
+
+What decides the text (and is kept in the manifest):
+
+- prompts go through the policy's chat template as one user turn with the generation prompt added (or
+  as they are, `use_chat_template: false`), then are tokenised with the tokenizer's special tokens (a BOS
+  the template did not write is added, as vLLM does for a text prompt in SELM's `online_feedback.py`);
+- a prompt longer than `max_prompt_tokens` (default: the model's context minus the longest
+  `max_new_tokens`) keeps its last tokens (`long_prompts: truncate_left`) or is left out and counted
+  (`skip`: such rows are REMOVED from the returned list, which keeps the input order otherwise);
+- the reference is greedy (temperature 0) up to `reference_max_new_tokens`; candidates are sampled with
+  `temperature` and `top_p` up to `max_new_tokens` (temperature 0 = greedy); generation stops at the
+  tokenizer's EOS or any EOS of the model's generation config; the model's own sampling defaults are not
+  used; texts are decoded without special tokens and stripped (as SELM strips its references);
+- sampling noise is a function of (generation_seed, the prompt text, candidate k, step, token), not of a
+  global random state: with the Transformers backend a prompt's candidates do not depend on which prompts
+  share its batch or chunk, nor on the order of the rows (identical prompts get identical candidates);
+  up to float rounding of padded batches, so `generation_batch_size` is part of the work's fingerprint.
+
+Work is cut in chunks of prompts (longest first) kept on disk by `repro.work.run_chunked`: a re-run with
+the same parameters continues from the finished chunks; changed parameters, model or prompts start over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import DataError, ModelLoadError, ParameterError
+from .parameters import GenerationParams
+from .tiny_policy import BUILTIN_PREFIX, STAND_IN_MARKER, build_tiny_policy
+from .work import Progress, run_chunked_with_stats
+
+STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.tiny_policy): reference_response and resp* are noise, "
+                 "not model text")
+
+
+# ------------------------------------------------------------------------------------------------
+# the policy: where it is, its tokenizer and context
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Policy:
+    """A resolved policy model: what the user named, where it loads from, and whether it is a stand-in."""
+
+    name: str
+    path: str  # local directory or hub id
+    stand_in: bool
+    random_init_seed: int | None = None  # config-only stand-in: weights drawn from this seed at load time
+
+
+def resolve_policy(policy_model: str | None) -> Policy:
+    """Turn `policy_model` into a loadable location (building the stand-in when it is `builtin:tiny-policy`)."""
+    if not policy_model:
+        raise ParameterError(
+            "policy_model is not set, but the generation stage needs a policy: give a hub id (e.g. "
+            "HuggingFaceH4/mistral-7b-sft-beta), a local model directory, or 'builtin:tiny-policy' for the "
+            "offline noise stand-in; or turn `generate` off and take candidates from the source's columns.")
+    if policy_model.startswith("builtin:"):
+        sizes = {BUILTIN_PREFIX: "tiny", f"{BUILTIN_PREFIX}-1b": "1b"}
+        if policy_model not in sizes:
+            raise ParameterError(f"policy_model={policy_model!r} is not a built-in model; the built-ins are "
+                                 f"{sorted(sizes)} (random stand-ins whose text is noise).")
+        return _local_policy(policy_model, build_tiny_policy(size=sizes[policy_model]))
+    path = Path(policy_model).expanduser()
+    if path.is_dir():
+        return _local_policy(policy_model, path)
+    if policy_model.startswith((".", "/", "~")) or path.suffix or policy_model.count("/") > 1:
+        raise ModelLoadError(
+            f"policy_model={policy_model!r} looks like a local path, but no such directory exists. Point it at "
+            f"a folder holding config.json, the weights and the tokenizer, or give a hub id such as "
+            f"HuggingFaceH4/mistral-7b-sft-beta.")
+    return Policy(policy_model, policy_model, False)
+
+
+def _local_policy(name: str, path: Path) -> Policy:
+    import json
+
+    marker = path / STAND_IN_MARKER
+    if not marker.exists():
+        return Policy(name, str(path), False)
+    info = json.loads(marker.read_text())
+    return Policy(name, str(path), True, int(info["seed"]) if info.get("random_init") else None)
+
+
+def _hub_error(policy: Policy, exc: Exception) -> ModelLoadError:
+    return ModelLoadError(
+        f"Could not load the policy model {policy.name!r} ({type(exc).__name__}: {exc}). If it is a hub id and "
+        f"this machine is offline (HF_HUB_OFFLINE=1 or no network), download it where there is network "
+        f"(`hf download {policy.name}`) into the hub cache or a folder, and set policy_model to that folder.")
+
+
+def load_tokenizer(policy: Policy):
+    """The policy's tokenizer, padding on the left (generation continues every row at its end)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(policy.path)
+    except (OSError, ValueError) as exc:
+        raise _hub_error(policy, exc) from None
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def context_length(policy: Policy, tokenizer) -> int:
+    """The longest sequence (prompt + new tokens) the model takes, from its config or its tokenizer."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(policy.path)
+    except (OSError, ValueError) as exc:
+        raise _hub_error(policy, exc) from None
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for name in ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < 10 ** 8:
+        return value
+    raise ParameterError(f"Cannot tell the context length of {policy.name!r} from its config or tokenizer: "
+                         f"set max_prompt_tokens explicitly.")
+
+
+def eos_token_ids(policy: Policy, tokenizer) -> list[int]:
+    """Token ids that end a response: the tokenizer's EOS and those of the model's generation config."""
+    from transformers import GenerationConfig
+
+    ids = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    try:
+        eos = GenerationConfig.from_pretrained(policy.path).eos_token_id
+    except (OSError, ValueError):  # no generation_config.json: the tokenizer's EOS is all there is
+        eos = None
+    ids.update(int(e) for e in ([eos] if isinstance(eos, int) else eos or []))
+    if not ids:
+        raise ParameterError(f"The policy {policy.name!r} names no EOS token (tokenizer or generation config): "
+                             f"responses would never end. Use a model whose tokenizer has an eos_token.")
+    return sorted(ids)
+
+
+# ------------------------------------------------------------------------------------------------
+# prompts: checks, chat template, length limit
+# ------------------------------------------------------------------------------------------------
+def check_prompts(rows: Sequence[dict]) -> None:
+    """Every row needs a non-empty string `prompt`; the error names the first row that has none."""
+    for i, row in enumerate(rows):
+        prompt = row.get("prompt") if isinstance(row, dict) else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            pid = row.get("prompt_id") if isinstance(row, dict) else None
+            what = "has no 'prompt' column" if not isinstance(row, dict) or "prompt" not in row else \
+                f"has an empty prompt ({prompt!r})" if isinstance(prompt, str) else \
+                f"has a prompt of type {type(prompt).__name__}, not a string"
+            raise DataError(
+                f"Row {i} (counted from 0 in the rows given to generation"
+                f"{f', prompt_id {pid}' if pid else ''}) {what}. Generation needs a non-empty prompt text in "
+                f"every row: remove or fix that row in the source (or slice it away).")
+
+
+def prompt_token_ids(prompts: Sequence[str], tokenizer, use_chat_template: bool) -> list[list[int]]:
+    """Token ids of each prompt as the policy sees it: one user turn through the chat template, or raw text."""
+    if use_chat_template and not getattr(tokenizer, "chat_template", None):
+        raise ParameterError(
+            "use_chat_template is true, but the policy's tokenizer has no chat template. Set "
+            "use_chat_template: false to feed the prompt text as it is (base models), or use a chat model.")
+    out = []
+    bos = tokenizer.bos_token
+    for prompt in prompts:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True) if use_chat_template else prompt
+        # as vLLM encodes a text prompt: the tokenizer's special tokens, but never a second BOS
+        add_special = not (bos and text.startswith(bos))
+        out.append(list(tokenizer(text, add_special_tokens=add_special)["input_ids"]))
+    return out
+
+
+def prompt_limit(params: GenerationParams, context: int) -> int:
+    """The most prompt tokens kept: `max_prompt_tokens`, or the context minus the longest generation."""
+    longest = max(params.reference_max_new_tokens if params.generate_reference else 0,
+                  params.max_new_tokens if params.n_candidates else 0)
+    room = context - longest
+    if params.max_prompt_tokens is None:
+        if room < 1:
+            raise ParameterError(
+                f"The policy's context is {context} tokens, which leaves no room for a prompt before "
+                f"{longest} new tokens: lower reference_max_new_tokens / max_new_tokens.")
+        return room
+    if params.max_prompt_tokens > room:
+        raise ParameterError(
+            f"max_prompt_tokens={params.max_prompt_tokens} plus {longest} new tokens exceeds the policy's "
+            f"context of {context} tokens: set max_prompt_tokens <= {room} (or null), or generate fewer tokens.")
+    return params.max_prompt_tokens
+
+
+def sample_keys(prompt: str, seed: int, n: int) -> list[list[int]]:
+    """Per-candidate noise keys (two 31-bit ints each) from the seed, the prompt text and the candidate index."""
+    keys = []
+    for k in range(n):
+        digest = hashlib.sha256(f"{seed}\x00{k}\x00{prompt}".encode("utf-8")).digest()
+        keys.append([int.from_bytes(digest[:4], "big") >> 1, int.from_bytes(digest[4:8], "big") >> 1])
+    return keys
+
+
+# ------------------------------------------------------------------------------------------------
+# sampling noise that depends on (key, step, token) only
+# ------------------------------------------------------------------------------------------------
+_MASK32 = 0xFFFFFFFF
+
+
+def _mul32(x, c: int):
+    # (x * c) mod 2**32 for int64 tensors holding uint32 values, without int64 overflow
+    return ((x & 0xFFFF) * c + ((((x >> 16) * (c & 0xFFFF)) & 0xFFFF) << 16)) & _MASK32
+
+
+def _mix32(x):
+    # "lowbias32" integer hash (C. Wellons): every input bit affects every output bit
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def counter_uniform(keys, step: int, vocab_size: int):
+    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row key, step, token id), identical on any device."""
+    import torch
+
+    base = _mix32(keys[:, 1:2] ^ _mix32(keys[:, 0:1] ^ _mix32(torch.full_like(keys[:, :1], step & _MASK32))))
+    tokens = torch.arange(vocab_size, device=keys.device, dtype=torch.int64)[None, :]
+    h = _mix32(_mix32(tokens ^ base) ^ 0x5BD1E995)
+    # 24 bits fit a float32 mantissa exactly; +0.5 keeps u away from 0 and 1
+    return ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def _gumbel_processor(keys, prompt_length: int):
+    """A logits processor adding Gumbel noise from `counter_uniform`: greedy decoding then samples exactly."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class CounterGumbelNoise(LogitsProcessor):
+        # argmax(logits / T + Gumbel) draws from softmax(logits / T): the Gumbel-max trick
+        def __call__(self, input_ids, scores):
+            step = input_ids.shape[1] - prompt_length
+            u = counter_uniform(keys, step, scores.shape[-1])
+            return scores + (-torch.log(-torch.log(u)))
+
+    return CounterGumbelNoise()
+
+
+# ------------------------------------------------------------------------------------------------
+# backends
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Sequence_:
+    """One sequence to generate: the prompt ids and, for a sampled one, its noise key."""
+
+    ids: list[int]
+    key: list[int] | None  # None: greedy
+
+
+def resolve_device(device: str) -> str:
+    """`auto` -> cuda:LOCAL_RANK when a GPU is there, else cpu; other values as given."""
+    import torch
+
+    if device != "auto":
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ParameterError(f"generation_device={device!r}, but torch sees no CUDA GPU here: use cpu or auto.")
+        return device
+    if torch.cuda.is_available():
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0')) % torch.cuda.device_count()}"
+    return "cpu"
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """`auto` -> bf16 on CUDA, fp32 on CPU."""
+    if dtype == "auto":
+        return "bf16" if device.startswith("cuda") else "fp32"
+    return dtype
+
+
+class TransformersEngine:
+    """`model.generate` over left-padded batches, in the order given (callers sort by prompt length)."""
+
+    backend = "transformers"
+
+    def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, batch_size: int):
+        import torch
+        from transformers import AutoModelForCausalLM, GenerationConfig
+
+        from .tiny_policy import init_random_weights
+
+        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        try:
+            if policy.random_init_seed is not None:
+                from transformers import AutoConfig
+
+                model = init_random_weights(AutoConfig.from_pretrained(policy.path), policy.random_init_seed,
+                                            dtype=torch_dtype, device=device)
+            else:
+                model = AutoModelForCausalLM.from_pretrained(policy.path, dtype=torch_dtype).to(device)
+        except (OSError, ValueError) as exc:
+            raise _hub_error(policy, exc) from None
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.eos_ids = eos_ids
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+        self.device = device
+        self.batch_size = batch_size
+        # the model's own generation defaults (sampling, penalties) are replaced by ours, never mixed in
+        self.model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=self.pad_id,
+                                                        bos_token_id=tokenizer.bos_token_id)
+
+    def generate(self, seqs: list[Sequence_], max_new_tokens: int, temperature: float, top_p: float,
+                 on_batch: Callable[[int, int], None]) -> list[tuple[str, int]]:
+        """Texts and token counts of `seqs`; `on_batch(sequences, tokens)` after each batch."""
+        out: list[tuple[str, int]] = []
+        for start in range(0, len(seqs), self.batch_size):
+            batch = seqs[start:start + self.batch_size]
+            results = self._generate_batch(batch, max_new_tokens, temperature, top_p)
+            out.extend(results)
+            on_batch(len(batch), sum(n for _, n in results))
+        return out
+
+    def _generate_batch(self, batch: list[Sequence_], max_new_tokens: int, temperature: float,
+                        top_p: float) -> list[tuple[str, int]]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+
+        width = max(len(s.ids) for s in batch)
+        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, s in enumerate(batch):
+            input_ids[row, width - len(s.ids):] = torch.tensor(s.ids)
+            attention_mask[row, width - len(s.ids):] = 1
+        processors = LogitsProcessorList()
+        sampled = temperature > 0 and batch[0].key is not None
+        if sampled:
+            keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
+            processors.append(TemperatureLogitsWarper(temperature))
+            if top_p < 1.0:
+                processors.append(TopPLogitsWarper(top_p))
+            processors.append(_gumbel_processor(keys, width))
+        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                                  eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
+        with torch.inference_mode():
+            generated = self.model.generate(input_ids=input_ids.to(self.device),
+                                            attention_mask=attention_mask.to(self.device),
+                                            generation_config=config, logits_processor=processors)
+        new = generated[:, width:].tolist()
+        return [self._decode(ids) for ids in new]
+
+    def _decode(self, ids: list[int]) -> tuple[str, int]:
+        # the response ends at its first EOS (counted as generated); what follows is padding
+        end = next((i + 1 for i, t in enumerate(ids) if t in self.eos_ids), len(ids))
+        text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
+        return text.strip(), end
+
+
+class VllmEngine:
+    """vLLM's offline `LLM.generate` (one GPU), with a per-sequence seed; same outputs format as Transformers."""
+
+    backend = "vllm"
+
+    def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, context: int,
+                 seed: int):
+        try:
+            import vllm
+        except ImportError:
+            raise ParameterError(
+                "generation_backend is 'vllm', but vLLM is not installed. Install it on a CUDA machine "
+                "(pip install -e '.[vllm]'), or set generation_backend: transformers.") from None
+        if not device.startswith("cuda"):
+            raise ParameterError(
+                f"generation_backend is 'vllm', which needs a CUDA GPU, but generation_device resolves to "
+                f"{device!r}. Run on a GPU machine, or set generation_backend: transformers.")
+        self.vllm = vllm
+        self.eos_ids = eos_ids
+        self.llm = vllm.LLM(model=policy.path, tokenizer=policy.path, seed=seed, max_model_len=context,
+                            dtype={"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[dtype],
+                            # a config-only stand-in: vLLM draws its own random weights
+                            load_format="dummy" if policy.random_init_seed is not None else "auto")
+
+    def generate(self, seqs: list[Sequence_], max_new_tokens: int, temperature: float, top_p: float,
+                 on_batch: Callable[[int, int], None]) -> list[tuple[str, int]]:
+        """Texts and token counts of `seqs` (vLLM schedules the batches itself)."""
+        params = []
+        for s in seqs:
+            sampled = temperature > 0 and s.key is not None
+            params.append(self.vllm.SamplingParams(
+                temperature=temperature if sampled else 0.0, top_p=top_p if sampled else 1.0,
+                max_tokens=max_new_tokens, seed=(s.key[0] << 31 | s.key[1]) if sampled else None,
+                stop_token_ids=self.eos_ids, skip_special_tokens=True))
+        outputs = self.llm.generate([{"prompt_token_ids": s.ids} for s in seqs], params, use_tqdm=False)
+        results = [(o.outputs[0].text.strip(), len(o.outputs[0].token_ids)) for o in outputs]
+        on_batch(len(seqs), sum(n for _, n in results))
+        return results
+
+
+# ------------------------------------------------------------------------------------------------
+# progress: prompts (from repro.work) plus generated tokens/s
+# ------------------------------------------------------------------------------------------------
+class GenerationProgress(Progress):
+    """`repro.work.Progress` over prompts, with generated tokens/s (resumed chunks count no tokens)."""
+
+    def __init__(self, total: int, **kwargs: Any):
+        super().__init__(total, desc="generation", unit="prompt", **kwargs)
+        self.tokens = 0
+
+    @property
+    def token_rate(self) -> float:
+        return self.tokens / self.elapsed if self.elapsed > 0 else 0.0
+
+    def add_tokens(self, n: int) -> None:
+        self.tokens += n
+        if self._tqdm is not None:
+            self._tqdm.set_postfix_str(f"{self.token_rate:.1f} tokens/s", refresh=False)
+
+    def _line(self, final: bool = False) -> str:
+        return f"{super()._line(final)}, {self.token_rate:.1f} tokens/s"
+
+
+# ------------------------------------------------------------------------------------------------
+# the stage
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class _Counters:
+    tokens: int = 0
+    sequences: int = 0
+    generate_seconds: float = 0.0
+    load_seconds: float = 0.0
+
+
+def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance: Callable[[int], None],
+                    progress: GenerationProgress | None, counters: _Counters) -> list[dict]:
+    """Reference and candidates for one chunk of prompts; one JSON-ready result per prompt."""
+    per_prompt = int(params.generate_reference) + (1 if params.temperature == 0 else params.n_candidates)
+    done = {"sequences": 0, "prompts": 0}
+
+    def on_batch(n_seqs: int, n_tokens: int) -> None:
+        counters.tokens += n_tokens
+        counters.sequences += n_seqs
+        done["sequences"] += n_seqs
+        if progress is not None:
+            progress.add_tokens(n_tokens)
+        prompts_done = done["sequences"] // per_prompt
+        advance(prompts_done - done["prompts"])
+        done["prompts"] = prompts_done
+
+    def run(seqs: list[Sequence_], max_new_tokens: int, temperature: float) -> list[tuple[str, int]]:
+        start = time.perf_counter()
+        out = engine.generate(seqs, max_new_tokens, temperature, params.top_p, on_batch)
+        counters.generate_seconds += time.perf_counter() - start
+        return out
+
+    results: list[dict] = [{"tokens": 0} for _ in chunk]
+    if params.generate_reference:
+        refs = run([Sequence_(item["ids"], None) for item in chunk], params.reference_max_new_tokens, 0.0)
+        for r, (text, n) in zip(results, refs):
+            r["reference_response"] = text
+            r["tokens"] += n
+    if params.n_candidates:
+        if params.temperature == 0:  # greedy candidates are all the same sequence: generate it once
+            greedy = run([Sequence_(item["ids"], None) for item in chunk], params.max_new_tokens, 0.0)
+            per_prompt = [[g] for g in greedy]
+        else:
+            seqs = [Sequence_(item["ids"], key) for item in chunk for key in item["keys"]]
+            sampled = run(seqs, params.max_new_tokens, params.temperature)
+            per_prompt = [sampled[i * params.n_candidates:(i + 1) * params.n_candidates] for i in range(len(chunk))]
+        for r, outs in zip(results, per_prompt):
+            texts = [text for text, _ in outs]
+            r["candidates"] = texts * params.n_candidates if len(texts) == 1 else texts
+            r["tokens"] += sum(n for _, n in outs)
+    return results
+
+
+def _versions() -> dict[str, str | None]:
+    out = {}
+    for name in ("torch", "transformers", "vllm"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _model_identity(policy: Policy) -> dict[str, Any]:
+    """What identifies the weights without hashing gigabytes: config hash plus weight file names and sizes."""
+    path = Path(policy.path)
+    if not path.is_dir():
+        return {"hub_id": policy.path}
+    config = path / "config.json"
+    files = sorted((p.name, p.stat().st_size) for p in path.iterdir()
+                   if p.suffix in {".safetensors", ".bin", ".pt"} or p.name == STAND_IN_MARKER)
+    return {"config_sha256": hashlib.sha256(config.read_bytes()).hexdigest() if config.exists() else None,
+            "weights": files}
+
+
+def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
+                        manifest: Any | None = None) -> list[dict]:
+    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}` generated by the policy; resumable."""
+    start = time.monotonic()
+    check_prompts(rows)
+    policy = resolve_policy(params.policy_model)
+    tokenizer = load_tokenizer(policy)
+    context = context_length(policy, tokenizer)
+    limit = prompt_limit(params, context)
+    eos_ids = eos_token_ids(policy, tokenizer)
+    device = resolve_device(params.generation_device)
+    dtype = resolve_dtype(params.generation_dtype, device)
+
+    prompts = [row["prompt"] for row in rows]
+    all_ids = prompt_token_ids(prompts, tokenizer, params.use_chat_template)
+    kept, skipped, truncated = [], 0, 0
+    for i, ids in enumerate(all_ids):
+        if len(ids) > limit:
+            if params.long_prompts == "skip":
+                skipped += 1
+                continue
+            ids = ids[-limit:]  # keep the end: the question and the assistant turn the template opens
+            truncated += 1
+        kept.append({"row": i, "ids": ids, "keys": sample_keys(prompts[i], params.generation_seed,
+                                                               params.n_candidates)})
+    # longest first: similar lengths share a batch (little padding), and memory trouble shows at once
+    kept.sort(key=lambda item: (-len(item["ids"]), item["row"]))
+
+    fingerprint = {
+        "stage": "generation",
+        "policy": policy.name, "policy_path": policy.path, "model": _model_identity(policy),
+        "backend": params.generation_backend, "device_type": device.split(":")[0], "dtype": dtype,
+        "batch_size": params.generation_batch_size,
+        "sampling": {k: getattr(params, k) for k in (
+            "generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
+            "max_new_tokens", "generation_seed", "use_chat_template")},
+        "eos_ids": eos_ids, "versions": _versions(),
+    }
+    counters = _Counters()
+    engine_holder: list[Any] = []
+
+    def engine():
+        # loaded on the first chunk that needs computing: a fully resumed run never loads the model
+        if not engine_holder:
+            t0 = time.perf_counter()
+            if params.generation_backend == "vllm":
+                engine_holder.append(VllmEngine(policy, tokenizer, eos_ids, device, dtype, context,
+                                                params.generation_seed))
+            else:
+                engine_holder.append(TransformersEngine(policy, tokenizer, eos_ids, device, dtype,
+                                                        params.generation_batch_size))
+            counters.load_seconds = time.perf_counter() - t0
+        return engine_holder[0]
+
+    progress = GenerationProgress(len(kept))
+
+    def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
+        return _generate_chunk(engine(), chunk, params, advance, progress, counters)
+
+    try:
+        run = run_chunked_with_stats(kept, generate_chunk, work_dir=Path(work_dir), fingerprint=fingerprint,
+                                     chunk_size=params.generation_chunk_size, desc="generation",
+                                     progress=progress, fn_reports_progress=True, unit="prompt")
+    finally:
+        progress.close()
+
+    out: list[dict] = []
+    by_row = {item["row"]: result for item, result in zip(kept, run.results)}
+    for i, row in enumerate(rows):
+        if i not in by_row:
+            continue  # a long prompt left out (long_prompts: skip); counted in the manifest
+        new = dict(row)
+        result = by_row[i]
+        if params.generate_reference:
+            new["reference_response"] = result["reference_response"]
+        for k, text in enumerate(result.get("candidates", [])):
+            new[f"resp{k}"] = text
+        out.append(new)
+
+    if manifest is not None:
+        manifest.record("generation", {
+            "policy_model": policy.name, "policy_path": policy.path, "stand_in": policy.stand_in,
+            **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
+            "backend": params.generation_backend, "device": device, "dtype": dtype,
+            "generate_reference": params.generate_reference,
+            "reference_max_new_tokens": params.reference_max_new_tokens,
+            "n_candidates": params.n_candidates, "temperature": params.temperature, "top_p": params.top_p,
+            "max_new_tokens": params.max_new_tokens, "generation_seed": params.generation_seed,
+            "use_chat_template": params.use_chat_template, "max_prompt_tokens": limit, "context": context,
+            "long_prompts": params.long_prompts, "batch_size": params.generation_batch_size,
+            "chunk_size": params.generation_chunk_size,
+            "prompts": len(rows), "prompts_generated": len(kept), "skipped_long_prompts": skipped,
+            "truncated_long_prompts": truncated,
+            "chunks": run.chunks_total, "chunks_resumed": run.chunks_resumed,
+            "prompts_resumed": run.items_resumed,
+            "tokens_generated": sum(r["tokens"] for r in run.results),  # resumed chunks included
+            "sequences_generated_this_run": counters.sequences, "tokens_generated_this_run": counters.tokens,
+            "load_seconds": round(counters.load_seconds, 3),
+            "generate_seconds": round(counters.generate_seconds, 3),
+            "tokens_per_second": round(counters.tokens / counters.generate_seconds, 2)
+            if counters.generate_seconds > 0 else None,
+            "seconds": round(time.monotonic() - start, 3),
+            "fingerprint": run.digest,
+        })
+    return out

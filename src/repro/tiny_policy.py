@@ -1,0 +1,192 @@
+"""A tiny random causal LM with a chat template, built offline and deterministically: the policy stand-in.
+
+Its text is noise. It exists so that generation runs end to end without a download: the files it writes
+(`config.json`, `model.safetensors`, `tokenizer.json`, `chat_template.jinja`, ...) are the layout of a real
+model directory and load through the same `from_pretrained(dir)` path as one.
+
+- tokenizer: byte-level BPE with no merges (token id = byte value) plus `<|im_start|>`, `<|im_end|>` (the
+  end of a turn, its EOS) and `<|pad|>`, and a ChatML chat template; nothing is trained, so nothing varies;
+- model: a Llama-architecture decoder, random weights from `torch.manual_seed(seed)`, reshaped
+  (`shape_stand_in`) so that only printable ASCII bytes and newlines can be generated: every other token,
+  EOS included, sits ~150 logits below them. The stand-in never stops early nor emits control bytes, so
+  its responses are non-empty and run to exactly `max_new_tokens` (predictable lengths for benchmarks);
+- `size="1b"` writes a TinyLlama-1.1B-shaped config and the tokenizer only (no 4 GB of random weights):
+  a marker file tells `repro.generation` to initialise the weights from the seed at load time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+# Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
+BUILDER_VERSION = 1
+# every stand-in carries this file: {"builder", "size", "seed", "random_init"}; random_init = no weights
+# saved, they are drawn from the seed at load time (see init_random_weights)
+STAND_IN_MARKER = "repro_stand_in.json"
+BUILTIN_PREFIX = "builtin:tiny-policy"
+
+SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|pad|>")
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+SIZES: dict[str, dict] = {
+    # a few hundred thousand parameters: builds in well under a second, generates fast on one CPU core
+    # initializer_range 0.2 (not 0.02): the layers then matter, so the noise depends on the prompt
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=2048, vocab_size=None, initializer_range=0.2),
+    # TinyLlama-1.1B's shape (22 layers, hidden 2048, GQA 32/4 heads, 32000 tokens): a 1B-class GPU timing
+    "1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+               num_key_value_heads=4, max_position_embeddings=2048, vocab_size=32000, initializer_range=0.02),
+}
+# The stand-in's residual stream keeps a constant first component (RESIDUAL_CONSTANT: set in every token's
+# embedding, never written by a layer), so after the final norm that component is always positive; the
+# output head reads it with weight -SILENT_WEIGHT for every non-speaking token, pushing their logits far
+# below the speaking tokens' (measured on the tiny size over real prompts: the best silent token stays at
+# least 29 logits below the best speaking one, whose logits spread with a standard deviation of about 2.5).
+RESIDUAL_CONSTANT = 2.0
+SILENT_WEIGHT = 100.0
+SPEAKING_WEIGHT_STD = 0.3
+
+
+def cache_root() -> Path:
+    """Where built stand-in models are kept: $REPRO_CACHE, else ~/.cache/repro."""
+    env = os.environ.get("REPRO_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "repro"
+
+
+def speaking_token_ids() -> list[int]:
+    """Ids the stand-in may emit: printable ASCII bytes and the newline (token id = byte value)."""
+    return [10] + list(range(0x20, 0x7F))
+
+
+def _build_tokenizer(vocab_size: int | None):
+    """Byte-level tokenizer (id = byte), three special tokens, optional unused fillers up to `vocab_size`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    byte_chars = bytes_to_unicode()  # byte value -> the printable character byte-level BPE uses for it
+    vocab = {byte_chars[b]: b for b in range(256)}
+    if vocab_size is not None:
+        # fillers decode to their own (ASCII) names: never produced from text, only ever sampled
+        for i in range(vocab_size - len(SPECIAL_TOKENS) - 256):
+            vocab[f"<|reserved_{i}|>"] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|pad|>",
+                                        additional_special_tokens=["<|im_start|>"], model_max_length=None)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def _llama_config(size: str, tokenizer, max_position_embeddings: int | None):
+    from transformers import LlamaConfig
+
+    shape = dict(SIZES[size])
+    shape["vocab_size"] = shape["vocab_size"] or len(tokenizer)
+    if max_position_embeddings is not None:
+        shape["max_position_embeddings"] = int(max_position_embeddings)
+    return LlamaConfig(**shape, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
+                       pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
+                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+
+
+def shape_stand_in(model, seed: int) -> None:
+    """Make a random Llama speak printable ASCII only: every other token (EOS included) is pushed far down."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + 1)
+    head = model.get_output_embeddings().weight
+    vocab, hidden = head.shape
+    speaking = torch.tensor(speaking_token_ids())
+    silent = torch.ones(vocab, dtype=torch.bool)
+    silent[speaking] = False
+    weights = torch.zeros((vocab, hidden), dtype=torch.float32)
+    weights[speaking, 1:] = torch.randn(len(speaking), hidden - 1, generator=generator) * SPEAKING_WEIGHT_STD
+    weights[silent, 0] = -SILENT_WEIGHT
+    with torch.no_grad():
+        model.get_input_embeddings().weight[:, 0] = RESIDUAL_CONSTANT
+        for layer in model.model.layers:  # no layer writes into component 0 of the residual stream
+            layer.self_attn.o_proj.weight[0, :] = 0
+            layer.mlp.down_proj.weight[0, :] = 0
+        head.copy_(weights.to(head.dtype))
+
+
+def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: str = "tiny",
+                      max_position_embeddings: int | None = None, config_only: bool | None = None) -> Path:
+    """Write the stand-in policy (tokenizer with chat template + random Llama) to `out_dir` or the cache; returns the dir.
+
+    `config_only` (default: only for size "1b") writes no weights, just the marker that has them drawn
+    from `seed` at load time.
+    """
+    if size not in SIZES:
+        from .errors import ParameterError
+
+        raise ParameterError(f"Unknown stand-in policy size {size!r}; choose one of {sorted(SIZES)}.")
+    config_only = size == "1b" if config_only is None else config_only
+    if out_dir is None:
+        ctx = f"-ctx{max_position_embeddings}" if max_position_embeddings else ""
+        kind = "-config" if config_only and size != "1b" else ""
+        out_dir = cache_root() / f"tiny-policy-{size}{kind}-seed{seed}{ctx}-v{BUILDER_VERSION}"
+    out_dir = Path(out_dir)
+    if (out_dir / "config.json").exists():
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    # build beside the target and rename: a concurrent or interrupted build never leaves half a model
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        _write_policy(tmp, seed, size, max_position_embeddings, config_only)
+        try:
+            os.replace(tmp, out_dir)
+        except OSError:
+            if not (out_dir / "config.json").exists():  # an empty out_dir given by the caller
+                for p in tmp.iterdir():
+                    shutil.move(str(p), out_dir / p.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int | None, config_only: bool) -> None:
+    import torch
+    from transformers import GenerationConfig, LlamaForCausalLM
+
+    tokenizer = _build_tokenizer(SIZES[size]["vocab_size"])
+    config = _llama_config(size, tokenizer, max_position_embeddings)
+    tokenizer.save_pretrained(path)
+    GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id).save_pretrained(path)
+    marker = {"builder": f"repro.tiny_policy v{BUILDER_VERSION}", "size": size, "seed": seed,
+              "random_init": config_only}
+    (path / STAND_IN_MARKER).write_text(json.dumps(marker) + "\n")
+    if config_only:
+        config.save_pretrained(path)
+        return
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    shape_stand_in(model, seed)
+    model.save_pretrained(path)  # writes config.json last of all, which marks the directory complete
+
+
+def init_random_weights(config, seed: int, dtype=None, device: str = "cpu"):
+    """The model of a config-only stand-in (see STAND_IN_MARKER): random weights from `seed`, shaped head.
+
+    The weights are drawn on `device` (a 1B model initialised on the CPU would take most of a minute), so
+    they are reproducible for one kind of device, not across CPU and GPU: fine for a timing stand-in.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    shape_stand_in(model, seed)
+    return model

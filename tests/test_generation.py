@@ -1,0 +1,259 @@
+"""Candidate generation on a tiny random policy built here: determinism, greedy, columns, long prompts, resume."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+
+import pytest
+
+from repro import generation
+from repro.errors import DataError, ModelLoadError, ParameterError
+from repro.generation import generate_candidates, prompt_token_ids
+from repro.manifest import Manifest
+from repro.parameters import GenerationParams
+from repro.tiny_policy import STAND_IN_MARKER, build_tiny_policy
+
+NEW_TOKENS = 12
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """A model this small gains nothing from intra-op threads; on shared CI cores they only spin (5x slower)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    return build_tiny_policy(tmp_path_factory.mktemp("policy") / "tiny-policy")
+
+
+@pytest.fixture(scope="module")
+def short_context_dir(tmp_path_factory):
+    """The same stand-in with a 96-token context: real prompts do not fit beside the new tokens."""
+    return build_tiny_policy(tmp_path_factory.mktemp("policy") / "tiny-policy-ctx96", max_position_embeddings=96)
+
+
+@pytest.fixture(scope="module")
+def prompts(train_rows):
+    """Ten real UltraFeedback rows (prompt and prompt_id only), shortest prompts first for speed."""
+    rows = sorted(train_rows[:60], key=lambda r: len(r["prompt"]))[:10]
+    return [{"prompt": r["prompt"], "prompt_id": r["prompt_id"]} for r in rows]
+
+
+def params(policy, **kw) -> GenerationParams:
+    values = dict(policy_model=str(policy), max_new_tokens=NEW_TOKENS, reference_max_new_tokens=NEW_TOKENS,
+                  generation_batch_size=4, generation_chunk_size=4, generation_device="cpu")
+    values.update(kw)
+    return GenerationParams(**values)
+
+
+def files_digest(path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.iterdir())}
+
+
+def test_stand_in_builds_identically_and_loads_like_a_model_directory(tmp_path, policy_dir, prompts):
+    again = build_tiny_policy(tmp_path / "again")
+    assert files_digest(again) == files_digest(policy_dir)
+    assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", STAND_IN_MARKER} <= \
+        set(files_digest(again))
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(policy_dir)
+    for row in prompts:  # byte-level: every real prompt round-trips exactly
+        assert tok.decode(tok(row["prompt"], add_special_tokens=False)["input_ids"]) == row["prompt"]
+    text = tok.decode(prompt_token_ids(["Why is the sky blue?"], tok, use_chat_template=True)[0])
+    assert text == "<|im_start|>user\nWhy is the sky blue?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_generation_is_deterministic_and_adds_n_columns(tmp_path, policy_dir, prompts):
+    p = params(policy_dir, n_candidates=3, temperature=0.8)
+    before = json.dumps(prompts)
+    first = generate_candidates(prompts, p, tmp_path / "a")
+    second = generate_candidates(prompts, p, tmp_path / "b")
+    assert json.dumps(prompts) == before  # input rows untouched
+    assert first == second
+    assert [r["prompt_id"] for r in first] == [r["prompt_id"] for r in prompts]
+    for row in first:
+        assert set(row) == {"prompt", "prompt_id", "reference_response", "resp0", "resp1", "resp2"}
+        assert all(isinstance(row[c], str) and row[c] for c in ("reference_response", "resp0", "resp1", "resp2"))
+    # sampling is sampling: the candidates of a prompt differ from each other and from the greedy reference
+    distinct = [len({r["resp0"], r["resp1"], r["resp2"], r["reference_response"]}) for r in first]
+    assert sum(d == 4 for d in distinct) >= 8
+    # another seed gives other candidates, and the same greedy reference
+    other = generate_candidates(prompts, params(policy_dir, n_candidates=3, temperature=0.8, generation_seed=1),
+                                tmp_path / "c")
+    assert [r["reference_response"] for r in other] == [r["reference_response"] for r in first]
+    assert sum(o["resp0"] != f["resp0"] for o, f in zip(other, first)) >= 8
+
+
+def test_greedy_reference_equals_sampling_at_temperature_zero(tmp_path, policy_dir, prompts):
+    out = generate_candidates(prompts, params(policy_dir, temperature=0.0), tmp_path / "w")
+    assert all(r["resp0"] == r["reference_response"] == r["resp1"] for r in out)
+    sampled = generate_candidates(prompts, params(policy_dir, temperature=0.7), tmp_path / "w2")
+    assert sum(r["resp0"] != r["reference_response"] for r in sampled) >= 8
+
+
+def test_candidates_do_not_depend_on_batch_chunk_or_row_order(tmp_path, policy_dir, prompts):
+    base = {r["prompt_id"]: r for r in generate_candidates(prompts, params(policy_dir), tmp_path / "a")}
+    shuffled = list(prompts)
+    random.Random(3).shuffle(shuffled)
+    out = generate_candidates(shuffled, params(policy_dir, generation_batch_size=1, generation_chunk_size=3),
+                              tmp_path / "b")
+    assert [r["prompt_id"] for r in out] == [r["prompt_id"] for r in shuffled]
+    assert all(r == base[r["prompt_id"]] for r in out)
+
+
+def test_long_prompts_truncated_from_the_left(tmp_path, short_context_dir):
+    # raw prompts (no template) on a byte-level tokenizer: the kept tokens of a long prompt are its last
+    # 96 - 12 = 84 bytes, so its greedy reference equals that of those 84 characters given as the prompt
+    long_prompt = "Summarise the following notes. " + "".join(f"note {i}: ok; " for i in range(30)) + "Thanks!"
+    rows = [{"prompt": long_prompt}, {"prompt": long_prompt[-84:]}, {"prompt": "short"}]
+    p = params(short_context_dir, use_chat_template=False, generation_batch_size=1, long_prompts="truncate_left")
+    manifest = Manifest(tmp_path / "run")
+    out = generate_candidates(rows, p, tmp_path / "w", manifest)
+    assert len(out) == 3
+    assert out[0]["reference_response"] == out[1]["reference_response"]
+    assert out[0]["reference_response"] != out[2]["reference_response"]
+    info = manifest.read()["generation"]
+    assert (info["max_prompt_tokens"], info["truncated_long_prompts"], info["skipped_long_prompts"]) == (84, 1, 0)
+
+
+def test_long_prompts_skipped_and_counted(tmp_path, short_context_dir, prompts):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(short_context_dir)
+    lengths = [len(ids) for ids in prompt_token_ids([r["prompt"] for r in prompts], tok, use_chat_template=True)]
+    fits = [r for r, n in zip(prompts, lengths) if n <= 96 - NEW_TOKENS]
+    assert 0 < len(fits) < len(prompts)  # the real prompts give both cases
+    manifest = Manifest(tmp_path / "run")
+    out = generate_candidates(prompts, params(short_context_dir, long_prompts="skip"), tmp_path / "w", manifest)
+    assert [r["prompt_id"] for r in out] == [r["prompt_id"] for r in fits]  # removed, order kept
+    info = manifest.read()["generation"]
+    assert info["skipped_long_prompts"] == len(prompts) - len(fits)
+    assert info["prompts_generated"] == len(fits)
+
+
+def test_empty_prompt_is_an_error_naming_the_row(tmp_path, policy_dir, prompts):
+    rows = prompts[:3] + [{"prompt": "  \n", "prompt_id": "abc123"}] + prompts[3:5]
+    with pytest.raises(DataError, match=r"Row 3 .*prompt_id abc123.*empty prompt"):
+        generate_candidates(rows, params(policy_dir), tmp_path / "w")
+    with pytest.raises(DataError, match=r"Row 1 .*no 'prompt' column"):
+        generate_candidates([prompts[0], {"text": "x"}], params(policy_dir), tmp_path / "w")
+
+
+def test_interrupted_run_resumes_and_gives_identical_output(tmp_path, policy_dir, prompts, monkeypatch):
+    p = params(policy_dir, generation_chunk_size=3)
+    whole = generate_candidates(prompts, p, tmp_path / "whole")
+
+    real_chunk = generation._generate_chunk
+    calls = []
+
+    def dies_on_second_chunk(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed while generating chunk 2")
+        return real_chunk(*args, **kwargs)
+
+    monkeypatch.setattr(generation, "_generate_chunk", dies_on_second_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        generate_candidates(prompts, p, tmp_path / "resumed")
+    assert len(list((tmp_path / "resumed").glob("chunk-*.json"))) == 1
+    monkeypatch.setattr(generation, "_generate_chunk", real_chunk)
+
+    manifest = Manifest(tmp_path / "run")
+    resumed = generate_candidates(prompts, p, tmp_path / "resumed", manifest)
+    assert resumed == whole
+    info = manifest.read()["generation"]
+    assert (info["chunks"], info["chunks_resumed"], info["prompts_resumed"]) == (4, 1, 3)
+    # changed sampling parameters never reuse those chunks
+    changed = generate_candidates(prompts, params(policy_dir, generation_chunk_size=3, temperature=1.0),
+                                  tmp_path / "resumed", manifest)
+    assert manifest.read()["generation"]["chunks_resumed"] == 0
+    assert [r["resp0"] for r in changed] != [r["resp0"] for r in whole]
+
+
+def test_manifest_records_the_run(tmp_path, policy_dir, prompts):
+    manifest = Manifest(tmp_path / "run")
+    generate_candidates(prompts, params(policy_dir, n_candidates=2), tmp_path / "w", manifest)
+    info = manifest.read()["generation"]
+    assert info["stand_in"] is True and "noise" in info["note"]
+    assert (info["backend"], info["device"], info["dtype"]) == ("transformers", "cpu", "fp32")
+    assert (info["temperature"], info["top_p"], info["n_candidates"], info["generation_seed"]) == (0.7, 1.0, 2, 0)
+    # the stand-in never emits EOS, so every sequence runs to its max_new_tokens
+    assert info["tokens_generated"] == info["tokens_generated_this_run"] == len(prompts) * 3 * NEW_TOKENS
+    assert info["tokens_per_second"] > 0 and info["generate_seconds"] > 0
+
+
+def test_config_only_stand_in_draws_the_same_weights_at_load_time(tmp_path, policy_dir, prompts):
+    config_only = build_tiny_policy(tmp_path / "config-only", config_only=True)
+    assert not list(config_only.glob("*.safetensors"))
+    a = generate_candidates(prompts[:4], params(policy_dir), tmp_path / "a")
+    b = generate_candidates(prompts[:4], params(config_only), tmp_path / "b")
+    assert a == b
+
+
+def test_counter_gumbel_noise_samples_from_the_softmax():
+    import numpy as np
+    import torch
+    from scipy.stats import chisquare
+
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0, 0.5])
+    keys = torch.tensor(generation.sample_keys("a prompt", seed=0, n=20000), dtype=torch.int64)
+    u = generation.counter_uniform(keys, step=5, vocab_size=5)
+    picks = torch.argmax(logits[None, :] - torch.log(-torch.log(u)), dim=-1)
+    counts = np.bincount(picks.numpy(), minlength=5)
+    expected = torch.softmax(logits.double(), -1).numpy() * len(picks)
+    assert chisquare(counts, expected).pvalue > 0.001
+    # another step gives other draws for the same keys
+    again = torch.argmax(logits[None, :] - torch.log(-torch.log(generation.counter_uniform(keys, 6, 5))), dim=-1)
+    assert (again != picks).float().mean() > 0.3
+
+
+def test_bad_policy_settings_are_clear_errors(tmp_path, policy_dir, prompts, monkeypatch):
+    import huggingface_hub.constants
+
+    with pytest.raises(ParameterError, match="policy_model is not set"):
+        generate_candidates(prompts, GenerationParams(), tmp_path / "w")
+    with pytest.raises(ModelLoadError, match="no such directory"):
+        generate_candidates(prompts, params(tmp_path / "nowhere" / "model"), tmp_path / "w")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelLoadError, match="repro-tests/no-such-policy"):
+        generate_candidates(prompts, params("repro-tests/no-such-policy"), tmp_path / "w")
+    # a model without a chat template needs use_chat_template: false
+    import shutil
+
+    plain = tmp_path / "plain"
+    shutil.copytree(policy_dir, plain)
+    (plain / "chat_template.jinja").unlink()
+    with pytest.raises(ParameterError, match="use_chat_template: false"):
+        generate_candidates(prompts, params(plain), tmp_path / "w")
+    assert len(generate_candidates(prompts[:2], params(plain, use_chat_template=False), tmp_path / "w")) == 2
+
+
+def test_vllm_backend_says_what_it_needs(tmp_path, policy_dir, prompts):
+    try:
+        import vllm  # noqa: F401
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("vLLM and a GPU are both here: the backend would run, not refuse")
+        needs = "needs a CUDA GPU"
+    except ImportError:
+        needs = "vLLM is not installed"
+    with pytest.raises(ParameterError, match=needs):
+        generate_candidates(prompts, params(policy_dir, generation_backend="vllm"), tmp_path / "w")
+
+
+def test_progress_prints_lines_with_tokens_per_second_off_a_terminal(tmp_path, policy_dir, prompts, capsys):
+    generate_candidates(prompts, params(policy_dir), tmp_path / "w")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("generation:")]
+    assert lines and len(lines) <= 21
+    assert lines[-1].startswith("generation: 100% (10/10 prompts)") and "tokens/s" in lines[-1]
