@@ -83,7 +83,8 @@ def test_bootstrap_equals_a_plain_loop_over_the_same_draws(paired):
     chosen, rejected = paired
     n, resamples, seed = len(chosen), 300, 5
     out = stats.bootstrap_intervals({"c": chosen, "r": rejected, "m": chosen - rejected}, resamples, seed,
-                                    block_elements=n * resamples)  # one block: the draws below are the same
+                                    block_elements=n * resamples,  # one block: the draws below are the same
+                                    max_categories=0)  # resample rows (the path for real-valued scores)
     rows = np.random.default_rng(seed).integers(0, n, size=(resamples, n), dtype=np.int32)
     for name, x in {"c": chosen, "r": rejected, "m": chosen - rejected}.items():
         means = [statistics.fmean(x[r].tolist()) for r in rows]
@@ -92,10 +93,39 @@ def test_bootstrap_equals_a_plain_loop_over_the_same_draws(paired):
         assert out[name]["median_ci95"] == pytest.approx(list(np.quantile(medians, [0.025, 0.975])), rel=1e-12)
 
 
-def test_bootstrap_agrees_with_scipy_and_normal_theory_across_blocks(paired):
+def test_bootstrap_of_ratings_equals_a_plain_loop_over_the_drawn_counts(ratings):
+    chosen, rejected = ratings
+    n, resamples, seed = len(chosen), 300, 2
+    series = {"c": chosen, "r": rejected, "m": chosen - rejected}
+    out = stats.bootstrap_intervals(series, resamples, seed)
+    # few distinct pairs: each resample is a count per distinct (chosen, rejected, margin) row
+    values, counts = np.unique(np.column_stack(list(series.values())), axis=0, return_counts=True)
+    assert len(values) < len(chosen) / 4
+    drawn = np.random.default_rng(seed).multinomial(n, counts / n, size=resamples)
+    for j, name in enumerate(series):
+        samples = [np.repeat(values[:, j], k) for k in drawn]
+        assert all(len(sample) == n for sample in samples)
+        means = [statistics.fmean(sample.tolist()) for sample in samples]
+        medians = [statistics.median(sample.tolist()) for sample in samples]
+        assert out[name]["mean_ci95"] == pytest.approx(list(np.quantile(means, [0.025, 0.975])), rel=1e-12)
+        assert out[name]["median_ci95"] == list(np.quantile(medians, [0.025, 0.975]))
+
+
+def test_bootstrap_paths_agree_on_ratings(ratings):
+    series = {"c": ratings[0], "m": ratings[0] - ratings[1]}
+    counts = stats.bootstrap_intervals(series, 2000, seed=0)
+    rows = stats.bootstrap_intervals(series, 2000, seed=0, max_categories=0)
+    for name in series:
+        assert counts[name]["mean_ci95"] == pytest.approx(rows[name]["mean_ci95"], abs=0.03)
+        assert counts[name]["median_ci95"] == rows[name]["median_ci95"]  # on a 0.5 grid, both land on it
+
+
+@pytest.mark.parametrize("max_categories", [0, stats.BOOTSTRAP_MAX_CATEGORIES])
+def test_bootstrap_agrees_with_scipy_and_normal_theory(paired, max_categories):
     x = paired[0]
-    # small blocks: 7 full blocks and a partial one, as a large dataset would be processed
-    out = stats.bootstrap_intervals({"x": x}, resamples=2000, seed=1, block_elements=len(x) * 256)["x"]
+    # row path in small blocks: 7 full blocks and a partial one, as a large dataset would be processed
+    out = stats.bootstrap_intervals({"x": x}, resamples=2000, seed=1, block_elements=len(x) * 256,
+                                    max_categories=max_categories)["x"]
     ref = sps.bootstrap((x,), np.mean, n_resamples=2000, method="percentile", rng=np.random.default_rng(7))
     assert out["mean_ci95"] == pytest.approx([ref.confidence_interval.low, ref.confidence_interval.high], abs=0.02)
     half = 1.96 * x.std(ddof=1) / math.sqrt(len(x))

@@ -29,9 +29,6 @@ from .sources import load_source, require_columns
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
 EXTREME_ROWS = 10
 METRICS_VERSION = 1
-# Python's str.split() whitespace (str.isspace), as an RE2 class: a token is a maximal run of anything else.
-_TOKEN_REGEX = (r"[^\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
-                r"\x{205f}\x{3000}]+")
 SUMMARY_TABLE = "summary_statistics.csv"
 EXTREMES_TABLE = "extreme_margins.csv"
 
@@ -248,7 +245,8 @@ def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
 def text_lengths(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(characters, whitespace tokens) of each text, as len(s) and len(s.split()) count them; NaN for null."""
     chars = pc.utf8_length(texts).to_numpy(zero_copy_only=False).astype(np.float64)
-    tokens = pc.count_substring_regex(texts, _TOKEN_REGEX).to_numpy(zero_copy_only=False).astype(np.float64)
+    # str.split() itself: as fast here as Arrow's regex or numpy byte scans were, and exact by definition
+    tokens = np.array([np.nan if t is None else len(t.split()) for t in texts.to_pylist()], dtype=np.float64)
     return chars, tokens
 
 

@@ -19,6 +19,8 @@ CI_LEVEL = 0.95
 # Elements of one bootstrap block (resamples x rows); bounds memory to ~32 MB per float64 matrix. Fixed, so
 # the intervals depend only on the data, the number of resamples and the seed.
 BOOTSTRAP_BLOCK_ELEMENTS = 1 << 22
+# Up to this many distinct (paired) values, the bootstrap resamples category counts instead of rows.
+BOOTSTRAP_MAX_CATEGORIES = 4096
 # Scores on this grid (multiples of 1/2) within [0, 10] are read as ratings (GPT-4 `overall_score` style).
 RATING_GRID_STEP = 0.5
 RATING_RANGE = (0.0, 10.0)
@@ -70,11 +72,15 @@ def describe(x: np.ndarray) -> dict[str, float | None]:
 
 
 def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int, level: float = CI_LEVEL,
-                        block_elements: int = BOOTSTRAP_BLOCK_ELEMENTS) -> dict[str, dict[str, list[float]]]:
+                        block_elements: int = BOOTSTRAP_BLOCK_ELEMENTS,
+                        max_categories: int = BOOTSTRAP_MAX_CATEGORIES) -> dict[str, dict[str, list[float]]]:
     """Percentile bootstrap intervals of the mean and median of each paired series (same rows resampled for all).
 
-    Resampling is vectorised: each block draws a (resamples x n) matrix of row indices, takes every series'
-    means and medians along rows, and is dropped before the next, so memory stays bounded for any n.
+    When the rows take at most `max_categories` distinct (paired) values, as ratings do, resampling n rows is
+    drawing category counts from Multinomial(n, observed frequencies): the same distribution, computed from a
+    (resamples x categories) matrix. Otherwise resampling is vectorised over row indices: each block draws a
+    (resamples x n) index matrix, takes every series' means and medians along rows, and is dropped before the
+    next, so memory stays bounded for any n.
     """
     arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}
     n = len(next(iter(arrays.values())))
@@ -83,6 +89,41 @@ def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int
     if resamples < 1 or n < 1:
         raise ValueError(f"bootstrap_intervals needs resamples >= 1 and n >= 1, got {resamples}, {n}")
     rng = np.random.default_rng(seed)
+    categories = None
+    if all(np.unique(x).size <= max_categories for x in arrays.values()):
+        values, counts = np.unique(np.column_stack(list(arrays.values())), axis=0, return_counts=True)
+        if len(values) <= max_categories:
+            categories = (values, counts)
+    if categories is not None:
+        means, medians = _bootstrap_categories(*categories, list(arrays), resamples, rng)
+    else:
+        means, medians = _bootstrap_rows(arrays, resamples, rng, block_elements)
+    tail = (1.0 - level) / 2.0
+    q = [tail, 1.0 - tail]
+    return {name: {"mean_ci95": clean(np.quantile(means[name], q)), "median_ci95": clean(np.quantile(medians[name], q))}
+            for name in arrays}
+
+
+def _bootstrap_categories(values: np.ndarray, counts: np.ndarray, names: list[str], resamples: int,
+                          rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    n = int(counts.sum())
+    drawn = rng.multinomial(n, counts / n, size=resamples)  # (resamples, categories): how often each was drawn
+    means, medians = {}, {}
+    for j, name in enumerate(names):
+        order = np.argsort(values[:, j], kind="stable")
+        sorted_values = values[order, j]
+        cumulative = np.cumsum(drawn[:, order], axis=1)
+        # the median of n sorted values is the mean of those at 0-based positions (n-1)//2 and n//2
+        low = sorted_values[(cumulative > (n - 1) // 2).argmax(axis=1)]
+        high = sorted_values[(cumulative > n // 2).argmax(axis=1)]
+        means[name] = drawn @ values[:, j] / n
+        medians[name] = (low + high) / 2
+    return means, medians
+
+
+def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.random.Generator, block_elements: int
+                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    n = len(next(iter(arrays.values())))
     block = max(1, min(resamples, block_elements // n))
     means = {name: np.empty(resamples) for name in arrays}
     medians = {name: np.empty(resamples) for name in arrays}
@@ -94,10 +135,7 @@ def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int
             sample = x[rows]
             means[name][start:stop] = sample.mean(axis=1)
             medians[name][start:stop] = np.median(sample, axis=1)
-    tail = (1.0 - level) / 2.0
-    q = [tail, 1.0 - tail]
-    return {name: {"mean_ci95": clean(np.quantile(means[name], q)), "median_ci95": clean(np.quantile(medians[name], q))}
-            for name in arrays}
+    return means, medians
 
 
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
