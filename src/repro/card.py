@@ -37,6 +37,7 @@ from .errors import DataError, ParameterError, ReproError
 from .manifest import Manifest
 from .parameters import RECIPE_FACTS
 from .paths import RunDir
+from .sources import load_source
 
 if TYPE_CHECKING:
     from .parameters import CardParams
@@ -125,7 +126,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
                 f"card_dataset={card_dataset!r} but run_dir {str(run.root)!r} holds a dataset this project built "
                 f"(its manifest has counts and a scorer); writing the other dataset there would replace it. "
                 f"Give a fresh run_dir for card_dataset.")
-        write_split(datasets_source(card_dataset, params.card_split), run.dataset, params.card_split)
+        write_split(load_source(card_dataset, params.card_split), run.dataset, params.card_split)
     if built_here and params.known_recipe:
         raise ParameterError(
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "
@@ -158,13 +159,6 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.prompt_id_sha256_rows = sum(
             hashlib.sha256(p.encode("utf-8")).hexdigest() == i for p, i in zip(ds["prompt"], ds["prompt_id"]))
     return facts
-
-
-def datasets_source(spec: str, split: str) -> datasets.Dataset:
-    """Load a dataset this project did not build (a hub id, local folder or file) through `repro.sources`."""
-    from .sources import load_source
-
-    return load_source(spec, split)
 
 
 def _foreign_dataset(params: "CardParams", run: RunDir) -> str | None:
