@@ -125,16 +125,25 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
                     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     n = len(next(iter(arrays.values())))
     block = max(1, min(resamples, block_elements // n))
+    index_dtype = np.int32 if n < 2**31 else np.int64
+    # Medians come from the ranks of the drawn rows: partitioning integers is about twice as fast as floats.
+    sorted_values, ranks = {}, {}
+    for name, x in arrays.items():
+        order = np.argsort(x, kind="stable")
+        sorted_values[name] = x[order]
+        ranks[name] = np.empty(n, dtype=index_dtype)
+        ranks[name][order] = np.arange(n, dtype=index_dtype)
+    middle = [(n - 1) // 2, n // 2]  # the median of n sorted values is the mean of these two
     means = {name: np.empty(resamples) for name in arrays}
     medians = {name: np.empty(resamples) for name in arrays}
-    index_dtype = np.int32 if n < 2**31 else np.int64
     for start in range(0, resamples, block):
         stop = min(resamples, start + block)
         rows = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
         for name, x in arrays.items():
-            sample = x[rows]
-            means[name][start:stop] = sample.mean(axis=1)
-            medians[name][start:stop] = np.median(sample, axis=1)
+            means[name][start:stop] = x[rows].mean(axis=1)
+            drawn = np.partition(ranks[name][rows], middle, axis=1)
+            medians[name][start:stop] = (sorted_values[name][drawn[:, middle[0]]]
+                                         + sorted_values[name][drawn[:, middle[1]]]) / 2
     return means, medians
 
 
