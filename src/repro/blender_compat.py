@@ -164,6 +164,14 @@ class BlenderScorer:
                 out.extend(np.asarray(m, dtype=np.float64) for m in logits.float().cpu().numpy())
         return out
 
+    @staticmethod
+    def call_order(candidates: Sequence[Sequence[str]]) -> list[list[int]]:
+        """The rows of each llm-blender call group: equal candidate counts, counts in order of first appearance."""
+        by_count: dict[int, list[int]] = {}
+        for row, cands in enumerate(candidates):
+            by_count.setdefault(len(cands), []).append(row)
+        return list(by_count.values())
+
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
               return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
         """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` does not apply here."""
@@ -171,11 +179,8 @@ class BlenderScorer:
         scores: list[np.ndarray | None] = [None] * len(prompts)
         matrices: list[np.ndarray | None] = [None] * len(prompts)
         # llm-blender needs equal candidate counts in one call; calls of whole batches keep its batching
-        by_count: dict[int, list[int]] = {}
-        for row, cands in enumerate(candidates):
-            by_count.setdefault(len(cands), []).append(row)
         step = 32 * self.batch_size
-        for rows in by_count.values():
+        for rows in self.call_order(candidates):
             for start in range(0, len(rows), step):
                 part = rows[start:start + step]
                 p = [prompts[r] for r in part]

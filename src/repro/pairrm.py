@@ -108,7 +108,7 @@ def _from_hub(repo_id: str) -> Path:
         try:
             folder = Path(snapshot_download(repo_id, allow_patterns=["*.json", "spm.model", weights]))
         except Exception as exc:  # offline, not cached, no such repo, network: all end the same way here
-            reasons.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            reasons.append(f"{type(exc).__name__}: {str(exc).splitlines()[0].rstrip('.') if str(exc) else ''}")
             break
         if (folder / "config.json").is_file() and (folder / weights).is_file():
             return folder
@@ -583,6 +583,13 @@ class PairRM:
             matrices.append(m)
         scores = [scores_from_matrix(m) for m in matrices]
         return (scores, matrices) if return_matrix else scores
+
+    def pass_inputs(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[dict]:
+        """The input ids of every forward pass, per prompt: {(i, j): ids} for candidate i first, j second."""
+        check_inputs(prompts, candidates)
+        plan, _, per_prompt = self._plan(prompts, candidates)
+        return [{(i, j): np.concatenate([plan[k].source, plan[k].first, plan[k].second])
+                 for (i, j), k in np.ndenumerate(index) if k >= 0} for index in per_prompt]
 
     def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
         """Ranks per prompt (1 = best, ties share), from `score`."""

@@ -1,0 +1,237 @@
+"""The engine against llm-blender's own code (Blender.loadranker / Blender.rank at batch_size=1), same checkpoint.
+
+Identical token ids for every forward pass, comparison matrices and scores within 1e-5 in fp32, identical
+ranks, on 56 prompts with 2 to 6 candidates (full-width letters, ligatures, emoji, CJK, marks where NFKC and
+sentencepiece disagree, empty-looking and very short answers, duplicates, texts long enough to be truncated),
+and on real UltraFeedback rows at PairRM's real limits (1224/412).
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from repro.blender_compat import BlenderScorer, install_transformers5_shim
+from repro.pairrm import PairRM, ranks_from_scores
+from repro.tiny import SENTENCES
+
+SPECIAL = [
+    "Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ ｘｙｚ １２３ letters", "ﬁnance and ﬂow: ﬀ ﬃ ligatures", "emoji 😀🎉 👩‍💻 🇫🇷 ❤️ here",
+    "日本語のテキスト、東京は首都です。", "中文：人工智能正在改变世界", "한국어 문장입니다", "café naïve Ångström façade",
+    "zero\u200bwidth\ufeffmarks, ～ tilde and \ufffd replacement", "tabs\tand\nnew lines  and   spaces",
+    "a text with [SEP] inside it", "[CLS] starts this one", "Ⅻ ① ¼ ™ ㎏ symbols",
+]
+EMPTY_LOOKING = ["", " ", "\n", "  \t ", ".", "?", "OK", "a", "👍"]
+S_MAX, C_MAX = 48, 24  # small limits: most texts below are truncated, and the tests stay fast
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # tiny models are dominated by thread synchronisation on a shared 2-core machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def crafted_cases(n_prompts: int = 56, seed: int = 7) -> tuple[list[str], list[list[str]]]:
+    """Prompts with 2..6 candidates mixing plain, special, empty-looking, duplicated and long texts."""
+    rng = random.Random(seed)
+
+    def long_text() -> str:
+        return " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(3, 8)))
+
+    pools = [lambda: rng.choice(SENTENCES), lambda: rng.choice(SPECIAL), lambda: rng.choice(EMPTY_LOOKING), long_text]
+    prompts, candidates = [], []
+    for k in range(n_prompts):
+        prompts.append(rng.choice(pools)() if k % 4 else long_text())
+        cands = [rng.choice(pools)() for _ in range(2 + k % 5)]
+        if k % 7 == 0:
+            cands[-1] = cands[0]  # duplicates must tie
+        candidates.append(cands)
+    return prompts, candidates
+
+
+def run_llm_blender(ref: BlenderScorer, prompts, candidates, monkeypatch):
+    """llm-blender's scores, plus the input ids of each backbone call and each M, keyed by prompt row."""
+    calls, matrices = [], []
+    ranker = ref.blender.ranker
+    original = ranker._full_predict
+
+    def full_predict(*args, **kwargs):
+        out = original(*args, **kwargs)
+        matrices.append(out["logits"][0].double().cpu().numpy())
+        return out
+
+    monkeypatch.setattr(ranker, "_full_predict", full_predict)
+    hook = ranker.pretrained_model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(kwargs["input_ids"][0].tolist()), with_kwargs=True)
+    try:
+        scores = ref.score(prompts, candidates)
+    finally:
+        hook.remove()
+    ids, mats = {}, {}
+    calls_iter = iter(calls)
+    for row, m in zip([r for group in ref.call_order(candidates) for r in group], matrices):
+        c = len(candidates[row])
+        ids[row] = {(i, j): next(calls_iter) for i in range(c) for j in range(c) if i != j}
+        mats[row] = m
+    assert next(calls_iter, None) is None
+    return scores, ids, mats
+
+
+def assert_same_as_llm_blender(ours: PairRM, ref: BlenderScorer, prompts, candidates, monkeypatch):
+    ref_scores, ref_ids, ref_mats = run_llm_blender(ref, prompts, candidates, monkeypatch)
+    scores, mats = ours.score(prompts, candidates, return_matrix=True)
+    our_ids = ours.pass_inputs(prompts, candidates)
+    for row in range(len(prompts)):
+        assert {k: v.tolist() for k, v in our_ids[row].items()} == ref_ids[row], f"token ids differ in row {row}"
+        np.testing.assert_allclose(mats[row], ref_mats[row], rtol=0, atol=1e-5, err_msg=f"M of row {row}")
+        np.testing.assert_allclose(scores[row], ref_scores[row], rtol=0, atol=1e-5, err_msg=f"scores of row {row}")
+        assert ranks_from_scores(scores[row]).tolist() == ranks_from_scores(ref_scores[row]).tolist(), row
+        for s in (scores[row], np.asarray(ref_scores[row], dtype=np.float64)):
+            assert abs(s.sum()) < 1e-6
+    return our_ids
+
+
+@pytest.fixture(scope="module")
+def ours_small(tiny_pairrm_dir):
+    return PairRM.load(tiny_pairrm_dir, device="cpu", source_maxlength=S_MAX, candidate_maxlength=C_MAX)
+
+
+@pytest.fixture(scope="module")
+def ref_small(tiny_pairrm_dir):
+    return BlenderScorer.load(tiny_pairrm_dir, device="cpu", source_maxlength=S_MAX, candidate_maxlength=C_MAX)
+
+
+def test_engine_matches_llm_blender_token_for_token(ours_small, ref_small, monkeypatch):
+    prompts, candidates = crafted_cases()
+    assert len(prompts) >= 50 and {len(c) for c in candidates} == {2, 3, 4, 5, 6}
+    our_ids = assert_same_as_llm_blender(ours_small, ref_small, prompts, candidates, monkeypatch)
+    # the cases reach what they are meant to: truncated sources, and candidates cut at a budget that the
+    # source's unused tokens raised above C_MAX
+    segments = [split_pass(ids.tolist(), ours_small) for row in our_ids for ids in row.values()]
+    assert any(len(src) == S_MAX for src, _, _ in segments)
+    budgets = [(C_MAX + (S_MAX - len(src)) // 2, len(c1)) for src, c1, _ in segments]
+    assert any(budget > C_MAX and used == budget for budget, used in budgets)
+    assert any(used <= 3 for _, used in budgets)  # empty-looking answers: [CLS] <|candidate1|> [SEP]
+
+
+def split_pass(ids: list[int], scorer: PairRM) -> tuple[list[int], list[int], list[int]]:
+    """(source, candidate 1, candidate 2) segments of one pass, each from its [CLS]."""
+    first = ids.index(scorer.prefix_ids["<|candidate1|>"]) - 1
+    second = ids.index(scorer.prefix_ids["<|candidate2|>"]) - 1
+    return ids[:first], ids[first:second], ids[second:]
+
+
+def test_two_candidates_are_exact_negatives_and_duplicates_tie(ours_small, ref_small):
+    prompts, candidates = crafted_cases()
+    for row, s in enumerate(ours_small.score(prompts, candidates)):
+        if len(s) == 2:
+            assert s[0] == -s[1]
+        if candidates[row][-1] == candidates[row][0]:
+            ranks = ranks_from_scores(s)
+            assert s[0] == s[-1] and ranks[0] == ranks[-1]
+
+
+def test_real_rows_at_real_limits(tiny_pairrm_dir, train_rows, monkeypatch):
+    """PairRM's own limits (1224/412) on real UltraFeedback rows: long prompts and long answers truncated."""
+    by_prompt = sorted(train_rows, key=lambda r: -len(r["prompt"]))
+    by_answer = sorted(by_prompt[2:], key=lambda r: -len(r["chosen"][1]["content"]))
+    rows = by_prompt[:2] + by_answer[:2]
+    prompts = [r["prompt"] for r in rows]
+    candidates = [[r["chosen"][1]["content"], r["rejected"][1]["content"]] for r in rows]
+    candidates[-1].append("Short answer.")
+    ours = PairRM.load(tiny_pairrm_dir, device="cpu")
+    ref = BlenderScorer.load(tiny_pairrm_dir, device="cpu")
+    assert (ours.source_maxlength, ours.candidate_maxlength) == (1224, 412)
+    our_ids = assert_same_as_llm_blender(ours, ref, prompts, candidates, monkeypatch)
+    segments = [split_pass(ids.tolist(), ours) for row in our_ids for ids in row.values()]
+    assert any(len(src) == 1224 for src, _, _ in segments)  # a prompt cut at the source limit
+    budgets = [(412 + (1224 - len(src)) // 2, len(c1)) for src, c1, _ in segments]
+    assert any(budget > 412 and used == budget for budget, used in budgets)  # an answer cut at its raised budget
+    assert max(sum(map(len, seg)) for seg in segments) <= 1224 + 2 * 412
+
+
+def test_transformers_layout_through_llm_blender_classes(tmp_path, monkeypatch):
+    """A PairRM-hf-layout checkpoint: llm-blender's classes read it, and the engine agrees."""
+    from repro.tiny import build_tiny_pairrm
+
+    folder = build_tiny_pairrm(tmp_path / "hf", layout="transformers", seed=3)
+    prompts, candidates = crafted_cases(n_prompts=8, seed=11)
+    ours = PairRM.load(folder, device="cpu", source_maxlength=S_MAX, candidate_maxlength=C_MAX)
+    ref = BlenderScorer.load(folder, device="cpu", source_maxlength=S_MAX, candidate_maxlength=C_MAX)
+    assert ours.info["layout"] == ref.info["layout"] == "transformers"
+    assert_same_as_llm_blender(ours, ref, prompts, candidates, monkeypatch)
+
+
+def test_compare_and_rank_agree_with_llm_blender(ours_small, ref_small):
+    prompts, candidates = crafted_cases(n_prompts=10, seed=5)
+    a, b = [c[0] for c in candidates], [c[1] for c in candidates]
+    np.testing.assert_allclose(ours_small.compare(prompts, a, b), ref_small.compare(prompts, a, b), rtol=0, atol=1e-5)
+    assert [r.tolist() for r in ours_small.rank(prompts, candidates)] == \
+        [r.tolist() for r in ref_small.rank(prompts, candidates)]
+
+
+def test_transformers5_tokenizer_without_the_restored_table_loses_full_width_text(tiny_pairrm_dir):
+    """Why the backend restores sentencepiece's table: transformers 5 alone maps full-width letters to [UNK]."""
+    raw = BlenderScorer.load(tiny_pairrm_dir, device="cpu", restore_normalizer=False)
+    fixed = BlenderScorer.load(tiny_pairrm_dir, device="cpu")
+    assert (raw.info["normalization"], fixed.info["normalization"]) == ("transformers-5", "sentencepiece")
+    text = "Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ and ﬁne"
+    unk = raw.blender.ranker_tokenizer.unk_token_id
+    assert raw.blender.ranker_tokenizer.encode(text).count(unk) > fixed.blender.ranker_tokenizer.encode(text).count(unk)
+
+
+def test_shim_is_installed_only_when_the_backend_is_used():
+    code = (
+        "import sys\n"
+        "import repro.pairrm, repro.score_cmd, repro.blender_compat\n"
+        "import transformers.utils.hub as hub\n"
+        "from transformers.tokenization_utils_base import PreTrainedTokenizerBase as T\n"
+        "assert not hasattr(hub, 'TRANSFORMERS_CACHE') and not hasattr(T, 'batch_encode_plus')\n"
+        "try:\n"
+        "    import llm_blender\n"
+        "    print('IMPORTED-WITHOUT-SHIM')\n"
+        "except ImportError as exc:\n"
+        "    print('FAILS-WITHOUT-SHIM', 'TRANSFORMERS_CACHE' in str(exc))\n"
+        "for name in [m for m in sys.modules if m.startswith('llm_blender')]:\n"
+        "    del sys.modules[name]\n"
+        "print(repro.blender_compat.install_transformers5_shim())\n"
+        "import llm_blender\n"
+        "print('IMPORTED', llm_blender.Blender.__name__)\n"
+        "print(repro.blender_compat.install_transformers5_shim())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "FAILS-WITHOUT-SHIM True"
+    assert lines[1] == "['transformers.utils.hub.TRANSFORMERS_CACHE', 'PreTrainedTokenizerBase.batch_encode_plus']"
+    assert lines[2] == "IMPORTED Blender" and lines[3] == "[]"  # idempotent
+
+
+def test_restored_batch_encode_plus_is_the_batch_call(tiny_pairrm_dir):
+    from transformers import AutoTokenizer
+
+    install_transformers5_shim()
+    tok = AutoTokenizer.from_pretrained(str(tiny_pairrm_dir))
+    texts = ["<|source|>hello there", "short", ""]
+    got = tok.batch_encode_plus(texts, max_length=6, padding="max_length", truncation=True, return_tensors="pt")
+    for row, text in enumerate(texts):
+        ids = tok.encode(text, max_length=6, truncation=True)
+        assert got["input_ids"][row].tolist() == ids + [tok.pad_token_id] * (6 - len(ids))
+        assert got["attention_mask"][row].tolist() == [1] * len(ids) + [0] * (6 - len(ids))
+
+
+def test_backend_refuses_precisions_llm_blender_does_not_have(tiny_pairrm_dir):
+    from repro.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="bf16"):
+        BlenderScorer.load(tiny_pairrm_dir, device="cpu", dtype="bf16")
+    with pytest.raises(ParameterError, match="fp16"):
+        BlenderScorer.load(tiny_pairrm_dir, device="cpu", dtype="fp16")
