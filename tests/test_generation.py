@@ -205,15 +205,20 @@ def test_counter_gumbel_noise_samples_from_the_softmax():
     from scipy.stats import chisquare
 
     logits = torch.tensor([2.0, 1.0, 0.0, -1.0, 0.5])
-    keys = torch.tensor(generation.sample_keys("a prompt", seed=0, n=20000), dtype=torch.int64)
-    u = generation.counter_uniform(keys, step=5, vocab_size=5)
-    picks = torch.argmax(logits[None, :] - torch.log(-torch.log(u)), dim=-1)
-    counts = np.bincount(picks.numpy(), minlength=5)
-    expected = torch.softmax(logits.double(), -1).numpy() * len(picks)
-    assert chisquare(counts, expected).pvalue > 0.001
-    # another step gives other draws for the same keys
-    again = torch.argmax(logits[None, :] - torch.log(-torch.log(generation.counter_uniform(keys, 6, 5))), dim=-1)
-    assert (again != picks).float().mean() > 0.3
+    seeds = generation.row_seeds(torch.tensor(generation.sample_keys("a prompt", seed=0, n=20000)))
+    table = generation.token_table(5)
+
+    def draw(step):
+        u = generation.counter_uniform(seeds, step, table)
+        return torch.argmax(logits[None, :] - torch.log(-torch.log(u)), dim=-1)
+
+    expected = torch.softmax(logits.double(), -1).numpy() * len(seeds)
+    picks = draw(5)
+    for step in (0, 5, 1000):  # each step's draws across rows follow the softmax
+        assert chisquare(np.bincount(draw(step).numpy(), minlength=5), expected).pvalue > 0.001
+    # consecutive steps of one row are independent: the pair (step 5, step 6) follows the product law
+    pairs = np.bincount((picks * 5 + draw(6)).numpy(), minlength=25)
+    assert chisquare(pairs, np.outer(expected, expected).ravel() / len(seeds)).pvalue > 0.001
 
 
 def test_bad_policy_settings_are_clear_errors(tmp_path, policy_dir, prompts, monkeypatch):

@@ -215,12 +215,12 @@ _MASK32 = 0xFFFFFFFF
 
 
 def _mul32(x, c: int):
-    # (x * c) mod 2**32 for int64 tensors holding uint32 values, without int64 overflow
-    return ((x & 0xFFFF) * c + ((((x >> 16) * (c & 0xFFFF)) & 0xFFFF) << 16)) & _MASK32
+    # (x * c) mod 2**32 for int64 tensors (or ints) holding uint32 values, with no int64 overflow
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & _MASK32
 
 
 def _mix32(x):
-    # "lowbias32" integer hash (C. Wellons): every input bit affects every output bit
+    # "lowbias32" integer hash (C. Wellons): a bijection on 32 bits, every input bit reaching every output bit
     x = x ^ (x >> 16)
     x = _mul32(x, 0x7FEB352D)
     x = x ^ (x >> 15)
@@ -228,15 +228,29 @@ def _mix32(x):
     return x ^ (x >> 16)
 
 
-def counter_uniform(keys, step: int, vocab_size: int):
-    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row key, step, token id), identical on any device."""
+def row_seeds(keys):
+    """One 32-bit stream seed per sequence from its two-int key (int64 tensor [rows, 2] -> [rows, 1])."""
+    return _mix32(keys[:, 1:2] ^ _mix32(keys[:, 0:1]))
+
+
+def counter_uniform(seeds, step: int, token_table):
+    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row seed, step, token id), identical on any device.
+
+    `token_table` is `_mix32(arange(vocab))` (int64), computed once; per step the row seeds are combined
+    with the step's own hash and mixed with every token's once more.
+    """
     import torch
 
-    base = _mix32(keys[:, 1:2] ^ _mix32(keys[:, 0:1] ^ _mix32(torch.full_like(keys[:, :1], step & _MASK32))))
-    tokens = torch.arange(vocab_size, device=keys.device, dtype=torch.int64)[None, :]
-    h = _mix32(_mix32(tokens ^ base) ^ 0x5BD1E995)
+    h = _mix32(token_table[None, :] ^ (seeds ^ _mix32(step & _MASK32)))
     # 24 bits fit a float32 mantissa exactly; +0.5 keeps u away from 0 and 1
     return ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def token_table(vocab_size: int, device="cpu"):
+    """The per-token hashes `counter_uniform` combines with each row's seed."""
+    import torch
+
+    return _mix32(torch.arange(vocab_size, device=device, dtype=torch.int64))
 
 
 def _gumbel_processor(keys, prompt_length: int):
@@ -244,12 +258,17 @@ def _gumbel_processor(keys, prompt_length: int):
     import torch
     from transformers import LogitsProcessor
 
+    seeds = row_seeds(keys)
+    tables: dict[int, Any] = {}
+
     class CounterGumbelNoise(LogitsProcessor):
         # argmax(logits / T + Gumbel) draws from softmax(logits / T): the Gumbel-max trick
         def __call__(self, input_ids, scores):
-            step = input_ids.shape[1] - prompt_length
-            u = counter_uniform(keys, step, scores.shape[-1])
-            return scores + (-torch.log(-torch.log(u)))
+            vocab = scores.shape[-1]
+            if vocab not in tables:
+                tables[vocab] = token_table(vocab, scores.device)
+            u = counter_uniform(seeds, input_ids.shape[1] - prompt_length, tables[vocab])
+            return scores - torch.log(-torch.log(u))
 
     return CounterGumbelNoise()
 
@@ -258,7 +277,7 @@ def _gumbel_processor(keys, prompt_length: int):
 # backends
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class Sequence_:
+class SequenceRequest:
     """One sequence to generate: the prompt ids and, for a sampled one, its noise key."""
 
     ids: list[int]
@@ -317,7 +336,7 @@ class TransformersEngine:
         self.model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=self.pad_id,
                                                         bos_token_id=tokenizer.bos_token_id)
 
-    def generate(self, seqs: list[Sequence_], max_new_tokens: int, temperature: float, top_p: float,
+    def generate(self, seqs: list[SequenceRequest], max_new_tokens: int, temperature: float, top_p: float,
                  on_batch: Callable[[int, int], None]) -> list[tuple[str, int]]:
         """Texts and token counts of `seqs`; `on_batch(sequences, tokens)` after each batch."""
         out: list[tuple[str, int]] = []
@@ -328,10 +347,10 @@ class TransformersEngine:
             on_batch(len(batch), sum(n for _, n in results))
         return out
 
-    def _generate_batch(self, batch: list[Sequence_], max_new_tokens: int, temperature: float,
+    def _generate_batch(self, batch: list[SequenceRequest], max_new_tokens: int, temperature: float,
                         top_p: float) -> list[tuple[str, int]]:
         import torch
-        from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+        from transformers import GenerationConfig
 
         width = max(len(s.ids) for s in batch)
         input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
@@ -339,15 +358,8 @@ class TransformersEngine:
         for row, s in enumerate(batch):
             input_ids[row, width - len(s.ids):] = torch.tensor(s.ids)
             attention_mask[row, width - len(s.ids):] = 1
-        processors = LogitsProcessorList()
-        sampled = temperature > 0 and batch[0].key is not None
-        if sampled:
-            keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
-            processors.append(TemperatureLogitsWarper(temperature))
-            if top_p < 1.0:
-                processors.append(TopPLogitsWarper(top_p))
-            processors.append(_gumbel_processor(keys, width))
-        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+        processors, do_sample = self._sampling(batch, width, temperature, top_p)
+        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, num_beams=1,
                                   eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
         with torch.inference_mode():
             generated = self.model.generate(input_ids=input_ids.to(self.device),
@@ -355,6 +367,20 @@ class TransformersEngine:
                                             generation_config=config, logits_processor=processors)
         new = generated[:, width:].tolist()
         return [self._decode(ids) for ids in new]
+
+    def _sampling(self, batch: list[SequenceRequest], width: int, temperature: float, top_p: float):
+        """Logits processors and `do_sample` for one batch: greedy, or greedy over counter-noised logits."""
+        import torch
+        from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+
+        processors = LogitsProcessorList()
+        if temperature > 0 and batch[0].key is not None:
+            keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
+            processors.append(TemperatureLogitsWarper(temperature))
+            if top_p < 1.0:
+                processors.append(TopPLogitsWarper(top_p))
+            processors.append(_gumbel_processor(keys, width))
+        return processors, False
 
     def _decode(self, ids: list[int]) -> tuple[str, int]:
         # the response ends at its first EOS (counted as generated); what follows is padding
@@ -387,7 +413,7 @@ class VllmEngine:
                             # a config-only stand-in: vLLM draws its own random weights
                             load_format="dummy" if policy.random_init_seed is not None else "auto")
 
-    def generate(self, seqs: list[Sequence_], max_new_tokens: int, temperature: float, top_p: float,
+    def generate(self, seqs: list[SequenceRequest], max_new_tokens: int, temperature: float, top_p: float,
                  on_batch: Callable[[int, int], None]) -> list[tuple[str, int]]:
         """Texts and token counts of `seqs` (vLLM schedules the batches itself)."""
         params = []
@@ -453,7 +479,7 @@ def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance
         advance(prompts_done - done["prompts"])
         done["prompts"] = prompts_done
 
-    def run(seqs: list[Sequence_], max_new_tokens: int, temperature: float) -> list[tuple[str, int]]:
+    def run(seqs: list[SequenceRequest], max_new_tokens: int, temperature: float) -> list[tuple[str, int]]:
         start = time.perf_counter()
         out = engine.generate(seqs, max_new_tokens, temperature, params.top_p, on_batch)
         counters.generate_seconds += time.perf_counter() - start
@@ -461,16 +487,16 @@ def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance
 
     results: list[dict] = [{"tokens": 0} for _ in chunk]
     if params.generate_reference:
-        refs = run([Sequence_(item["ids"], None) for item in chunk], params.reference_max_new_tokens, 0.0)
+        refs = run([SequenceRequest(item["ids"], None) for item in chunk], params.reference_max_new_tokens, 0.0)
         for r, (text, n) in zip(results, refs):
             r["reference_response"] = text
             r["tokens"] += n
     if params.n_candidates:
         if params.temperature == 0:  # greedy candidates are all the same sequence: generate it once
-            greedy = run([Sequence_(item["ids"], None) for item in chunk], params.max_new_tokens, 0.0)
+            greedy = run([SequenceRequest(item["ids"], None) for item in chunk], params.max_new_tokens, 0.0)
             per_prompt = [[g] for g in greedy]
         else:
-            seqs = [Sequence_(item["ids"], key) for item in chunk for key in item["keys"]]
+            seqs = [SequenceRequest(item["ids"], key) for item in chunk for key in item["keys"]]
             sampled = run(seqs, params.max_new_tokens, params.temperature)
             per_prompt = [sampled[i * params.n_candidates:(i + 1) * params.n_candidates] for i in range(len(chunk))]
         for r, outs in zip(results, per_prompt):
