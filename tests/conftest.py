@@ -46,3 +46,14 @@ def tiny_pairrm_dir(tmp_path_factory) -> Path:
     from repro.tiny import build_tiny_pairrm
 
     return build_tiny_pairrm(tmp_path_factory.mktemp("tiny-pairrm"))
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's tiny models: on shared CI cores extra threads only spin (5x slower)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

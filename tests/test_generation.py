@@ -18,15 +18,7 @@ from repro.tiny_policy import STAND_IN_MARKER, build_tiny_policy
 NEW_TOKENS = 12
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """A model this small gains nothing from intra-op threads; on shared CI cores they only spin (5x slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # the tiny policy gains nothing from more threads
 
 
 @pytest.fixture(scope="module")

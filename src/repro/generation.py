@@ -29,11 +29,11 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import DataError, ModelLoadError, ParameterError
+from .manifest import package_versions
 from .parameters import GenerationParams
 from .tiny_policy import BUILTIN_PREFIX, STAND_IN_MARKER, build_tiny_policy
 from .work import Progress, run_chunked_with_stats
@@ -506,16 +506,6 @@ def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance
     return results
 
 
-def _versions() -> dict[str, str | None]:
-    out = {}
-    for name in ("torch", "transformers", "vllm"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def _model_identity(policy: Policy) -> dict[str, Any]:
     """What identifies the weights without hashing gigabytes: config hash plus weight file names and sizes."""
     path = Path(policy.path)
@@ -564,7 +554,8 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
         "sampling": {k: getattr(params, k) for k in (
             "generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
             "max_new_tokens", "generation_seed", "use_chat_template")},
-        "eos_ids": eos_ids, "versions": _versions(),
+        "eos_ids": eos_ids,
+        "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
     }
     counters = _Counters()
     engine_holder: list[Any] = []
