@@ -1,0 +1,353 @@
+"""PairRM scoring at scale: resumable chunks, progress, and torchrun processes over contiguous shares.
+
+    result = score_candidates(prompts, candidates, model="llm-blender/PairRM", work_dir=run.work_dir("scoring"))
+    result.scores  # list[list[float]], input order;  result.info  # the scorer's info + throughput
+
+The scores themselves come from `repro.pairrm` (one forward pass per ordered pair, batched by a token
+budget). This module decides which process scores which prompts and keeps finished chunks on disk:
+
+- one process: chunks of `chunk_size` prompts, each written to `work_dir` when it finishes; re-running
+  the same call after a crash continues from the chunks on disk (`repro.work.run_chunked`);
+- `num_processes > 1`: launches `torchrun --standalone --nproc_per_node N` workers on this node; each
+  rank scores a contiguous share of the chunks and rank 0 merges them in input order;
+- launched by `torchrun` yourself (several nodes, `WORLD_SIZE > 1` in the environment): this call is
+  one rank of that job; every rank gets the merged result, rank 0 (`is_main_process()`) writes outputs.
+
+A chunk holds the same prompts whatever the number of processes, and the engine's result for a prompt
+does not depend on its batch neighbours, so 1, 2 or 64 processes give byte-identical scores.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .errors import ParameterError, ReproError
+from .work import _atomic_write_json, collect_chunks, prepare_chunked_work, run_chunked_with_stats
+
+JOB_FILE = "torchrun-job.json"
+RESULT_FILE = "torchrun-result.json"
+# ranks wait for each other once, at the end; a slow share must not hit the usual 10-30 minute timeout
+DIST_TIMEOUT = timedelta(hours=24)
+
+
+class ScoringError(ReproError, RuntimeError):
+    """Scoring processes failed; finished chunks stay in the work dir for a re-run to continue."""
+
+
+@dataclass
+class ScoreResult:
+    """Scores per prompt (input order, one float per candidate) and how they were computed."""
+
+    scores: list[list[float]]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ScoringJob:
+    """Everything that decides the scores and how the work is cut; JSON-serialisable for torchrun workers."""
+
+    model: str
+    backend: str = "repro"
+    device: str = "auto"
+    dtype: str = "auto"
+    batch_tokens: int = 16384
+    chunk_size: int = 256
+    work_dir: str = "work/scoring"
+    source_maxlength: int = 1224
+    candidate_maxlength: int = 412
+    progress: bool = True
+
+
+# ------------------------------------------------------------------------------------------------
+# checks and fingerprint
+# ------------------------------------------------------------------------------------------------
+def _check_job(job: ScoringJob, num_processes: int) -> None:
+    if job.backend not in ("repro", "llm-blender"):
+        raise ParameterError(f"backend={job.backend!r} is not known: use 'repro' (the engine) or 'llm-blender' "
+                             f"(the original code, for cross-checks).")
+    if int(job.chunk_size) < 1:
+        raise ParameterError(f"chunk_size={job.chunk_size} must be >= 1 (prompts per resumable chunk).")
+    if int(num_processes) < 1:
+        raise ParameterError(f"num_processes={num_processes} must be >= 1.")
+    if int(job.batch_tokens) < 1:
+        raise ParameterError(f"batch_tokens={job.batch_tokens} must be >= 1 (tokens per forward batch).")
+
+
+def _device_and_dtype(job: ScoringJob) -> tuple[str, str]:
+    """('cuda' | 'cpu' | 'mps', 'fp32' | 'fp16' | 'bf16'): what the job's device and dtype mean on this machine."""
+    from .pairrm import resolve_device, resolve_dtype
+
+    device = resolve_device(job.device)
+    return device.type, resolve_dtype(job.dtype, device)
+
+
+def model_identity(model: str) -> dict[str, Any]:
+    """What identifies the checkpoint for reuse of old chunks: file sizes and hashes, or the hub commit."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        files = {}
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            stat = f.stat()
+            # hashing gigabytes on every call is slow; size + mtime catches a replaced checkpoint
+            files[str(f.relative_to(path))] = (
+                _sha256(f) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}")
+        return {"path": str(path.resolve()), "files": files}
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+        if isinstance(cached, str):
+            return {"hub_id": model, "commit": Path(cached).parent.name}
+    except Exception:  # not a hub id (e.g. "builtin:..."), or no cache: the name is all we know
+        pass
+    return {"name": model}
+
+
+def _sha256(path: Path) -> str:
+    from .manifest import sha256_file
+
+    return sha256_file(path)
+
+
+def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
+    """What the scores depend on (not where or how fast they are computed); the items are hashed by `work`."""
+    device_type, dtype = _device_and_dtype(job)
+    versions = {}
+    for name in ("torch", "transformers", "repro"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "what": "pairrm-scores",
+        "model": model_identity(job.model),
+        "backend": job.backend,
+        "device_type": device_type,
+        "dtype": dtype,
+        "source_maxlength": int(job.source_maxlength),
+        "candidate_maxlength": int(job.candidate_maxlength),
+        "versions": versions,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# the public call
+# ------------------------------------------------------------------------------------------------
+def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str = "repro",
+                     device: str = "auto", dtype: str = "auto", batch_tokens: int = 16384, chunk_size: int = 256,
+                     num_processes: int = 1, work_dir: str | Path, source_maxlength: int = 1224,
+                     candidate_maxlength: int = 412, progress: bool = True) -> ScoreResult:
+    """Score every candidate of every prompt with PairRM, resumably, in one or several processes."""
+    job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
+                     chunk_size=int(chunk_size), work_dir=str(work_dir), source_maxlength=int(source_maxlength),
+                     candidate_maxlength=int(candidate_maxlength), progress=bool(progress))
+    from .pairrm import check_inputs
+
+    _check_job(job, num_processes)
+    check_inputs(prompts, candidates)
+    _device_and_dtype(job)  # an unknown or unavailable device or dtype fails here, before any worker starts
+    items = [[p, list(c)] for p, c in zip(prompts, candidates)]
+    if world_size() > 1:
+        return _score_as_rank(items, job)
+    if int(num_processes) > 1:
+        return _launch_torchrun(items, job, int(num_processes))
+    return _score_here(items, job)
+
+
+def world_size() -> int:
+    """The number of processes of the torchrun job this process belongs to (1 outside torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    """True outside torchrun and on rank 0: the process that writes outputs."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# one process
+# ------------------------------------------------------------------------------------------------
+def _load_scorer(job: ScoringJob, device: str | None = None):
+    from .pairrm import load_scorer
+
+    return load_scorer(job.model, backend=job.backend, device=device or job.device, dtype=job.dtype,
+                       source_maxlength=job.source_maxlength, candidate_maxlength=job.candidate_maxlength)
+
+
+def _chunk_fn(scorer, job: ScoringJob):
+    def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
+        prompts = [p for p, _ in chunk]
+        cands = [c for _, c in chunk]
+        out = scorer.score(prompts, cands, batch_tokens=job.batch_tokens, progress=advance)
+        # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
+        return [[float(x) for x in row] for row in out]
+
+    return score_chunk
+
+
+def _score_share(items: list[list[Any]], job: ScoringJob, *, share: tuple[int, int] | None, device: str | None,
+                 show_progress: bool, prepare: bool, desc: str) -> tuple[Any, dict[str, Any], float]:
+    start = time.monotonic()
+    scorer = _load_scorer(job, device)
+    load_seconds = time.monotonic() - start
+    run = run_chunked_with_stats(items, _chunk_fn(scorer, job), work_dir=job.work_dir,
+                                 fingerprint=job_fingerprint(job), chunk_size=job.chunk_size, desc=desc,
+                                 progress=show_progress, fn_reports_progress=True, share=share, unit="prompt",
+                                 prepare=prepare)
+    return run, dict(scorer.info), load_seconds
+
+
+def _info(scorer_info: dict[str, Any], job: ScoringJob, *, processes: int, prompts: int, computed: int,
+          scoring_seconds: float, seconds: float, load_seconds: float, chunks_total: int, chunks_resumed: int,
+          digest: str) -> dict[str, Any]:
+    return {
+        **scorer_info,
+        "prompts": prompts,
+        "prompts_computed": computed,
+        "prompts_per_second": round(computed / scoring_seconds, 4) if computed and scoring_seconds > 0 else None,
+        "seconds": round(seconds, 3),
+        "scoring_seconds": round(scoring_seconds, 3),
+        "load_seconds": round(load_seconds, 3),
+        "chunks": chunks_total,
+        "chunks_resumed": chunks_resumed,
+        "chunk_size": job.chunk_size,
+        "processes": processes,
+        "batch_tokens": job.batch_tokens,
+        "work_dir": str(job.work_dir),
+        "fingerprint": digest,
+    }
+
+
+def _score_here(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
+    start = time.monotonic()
+    run, scorer_info, load_seconds = _score_share(items, job, share=None, device=None, show_progress=job.progress,
+                                                  prepare=True, desc="PairRM scoring")
+    computed = len(items) - run.items_resumed
+    info = _info(scorer_info, job, processes=1, prompts=len(items), computed=computed, scoring_seconds=run.seconds,
+                 seconds=time.monotonic() - start, load_seconds=load_seconds, chunks_total=run.chunks_total,
+                 chunks_resumed=run.chunks_resumed, digest=run.digest)
+    return ScoreResult(scores=run.results, info=info)
+
+
+# ------------------------------------------------------------------------------------------------
+# one rank of a torchrun job
+# ------------------------------------------------------------------------------------------------
+def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
+    import torch
+    import torch.distributed as dist
+
+    start = time.monotonic()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device_type, _ = _device_and_dtype(job)
+    if device_type == "cuda":  # one GPU per process of the node, whatever cuda:N the job names
+        device = f"cuda:{local_rank % torch.cuda.device_count()}"
+        torch.cuda.set_device(device)
+    else:
+        device = device_type
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo", timeout=DIST_TIMEOUT)
+    try:
+        if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
+            prepare_chunked_work(items, work_dir=job.work_dir, fingerprint=job_fingerprint(job),
+                                 chunk_size=job.chunk_size)
+        dist.barrier()
+        run, scorer_info, load_seconds = _score_share(
+            items, job, share=(rank, world), device=device, show_progress=job.progress and rank == 0,
+            prepare=False, desc=f"PairRM scoring (rank 0 of {world}: its share)")
+        mine = {"rank": rank, "results": run.results, "resumed": run.chunks_resumed,
+                "items_resumed": run.items_resumed, "seconds": run.seconds, "load_seconds": load_seconds,
+                "info": scorer_info}
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, mine)
+    finally:
+        if created:
+            dist.destroy_process_group()
+    gathered.sort(key=lambda g: g["rank"])  # shares are contiguous in rank order: concatenation = input order
+    scores = [row for g in gathered for row in g["results"]]
+    computed = len(items) - sum(g["items_resumed"] for g in gathered)
+    info = _info(gathered[0]["info"], job, processes=world, prompts=len(items), computed=computed,
+                 scoring_seconds=max(g["seconds"] for g in gathered), seconds=time.monotonic() - start,
+                 load_seconds=max(g["load_seconds"] for g in gathered), chunks_total=run.chunks_total,
+                 chunks_resumed=sum(g["resumed"] for g in gathered), digest=run.digest)
+    info["devices"] = sorted({str(g["info"].get("device", "?")) for g in gathered})
+    return ScoreResult(scores=scores, info=info)
+
+
+def _worker_main(job_path: str) -> int:
+    """Entry point of one torchrun worker launched by `score_candidates(num_processes=N)`."""
+    spec = json.loads(Path(job_path).read_text())
+    job = ScoringJob(**spec["job"])
+    result = _score_as_rank(spec["items"], job)
+    if is_main_process():  # the scores the launching process reads back from the chunks; this is the rest
+        _atomic_write_json(Path(job.work_dir) / RESULT_FILE, {"info": result.info, "prompts": len(result.scores)})
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# launching torchrun on this node
+# ------------------------------------------------------------------------------------------------
+def torchrun_command(job_path: Path, num_processes: int) -> list[str]:
+    """The torchrun command line that runs `num_processes` scoring workers on this node."""
+    worker = f"import sys; from repro.scoring import _worker_main; sys.exit(_worker_main({str(job_path)!r}))"
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
+            "--no-python", sys.executable, "-c", worker]
+
+
+def _launch_torchrun(items: list[list[Any]], job: ScoringJob, num_processes: int) -> ScoreResult:
+    start = time.monotonic()
+    work_dir = Path(job.work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    job_path = work_dir / JOB_FILE
+    result_path = work_dir / RESULT_FILE
+    result_path.unlink(missing_ok=True)
+    _atomic_write_json(job_path, {"job": asdict(job), "items": items})
+    env = dict(os.environ)
+    if _device_and_dtype(job)[0] == "cpu":
+        import torch
+
+        # CPU matrix products round differently with another thread count; each worker gets the threads
+        # this process has (torchrun would give it one), so that N processes match 1 bit for bit
+        threads = str(torch.get_num_threads())
+        env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    proc = subprocess.Popen(torchrun_command(job_path, num_processes), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # relayed, so that progress shows in a notebook too
+            tail.append(line.rstrip("\n"))
+            if job.progress:
+                print(line, end="", file=sys.stderr, flush=True)
+        code = proc.wait()
+    except BaseException:
+        proc.terminate()
+        proc.wait()
+        raise
+    if code != 0 or not result_path.exists():
+        raise ScoringError(
+            f"The {num_processes} torchrun scoring processes failed (exit code {code}); finished chunks are kept "
+            f"in {work_dir}, and running the same call again continues from them. Last output:\n" + "\n".join(tail))
+    info = dict(json.loads(result_path.read_text())["info"])
+    scores = collect_chunks(items, work_dir=work_dir, fingerprint=job_fingerprint(job), chunk_size=job.chunk_size,
+                            desc="PairRM scoring")
+    result_path.unlink()
+    job_path.unlink()
+    info["seconds"] = round(time.monotonic() - start, 3)
+    return ScoreResult(scores=scores, info=info)
+
+
+
+__all__ = ["ScoreResult", "ScoringJob", "ScoringError", "score_candidates", "is_main_process",
+           "world_size", "torchrun_command", "job_fingerprint"]

@@ -1,0 +1,236 @@
+"""The scoring job end to end on a tiny checkpoint: order and budget invariance, torchrun processes, resume
+after kill -9, invalidation of old chunks, progress output and early errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repro.errors import DataError, ParameterError
+from repro.pairrm import load_scorer, ranks_from_scores
+from repro.scoring import ScoringJob, job_fingerprint, score_candidates
+from repro.work import fingerprint_of
+
+# short limits keep the tiny model fast; most real answers are truncated, exercising the per-prompt budget
+LIMITS = dict(source_maxlength=64, candidate_maxlength=32)
+# the engine's fp32 tolerance against llm-blender; batches of other shapes round differently, never more
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def job(train_rows) -> tuple[list[str], list[list[str]]]:
+    """16 real prompts with 2 to 4 candidates (chosen, rejected, then answers borrowed from other rows)."""
+    rows = train_rows[100:116]
+    prompts = [r["prompt"] for r in rows]
+    candidates = []
+    for i, r in enumerate(rows):
+        cands = [r["chosen"][-1]["content"], r["rejected"][-1]["content"]]
+        if i % 3 == 0:
+            cands.append(rows[(i + 5) % len(rows)]["chosen"][-1]["content"])
+        if i % 5 == 0:
+            cands.append(rows[(i + 7) % len(rows)]["rejected"][-1]["content"])
+        candidates.append(cands)
+    return prompts, candidates
+
+
+@pytest.fixture(scope="module")
+def reference(job, tiny_pairrm_dir, tmp_path_factory):
+    """One uninterrupted single-process run (chunks of 5 prompts: 5, 5, 5, 1) that other runs are compared with."""
+    prompts, candidates = job
+    work = tmp_path_factory.mktemp("reference-work")
+    result = score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=work, chunk_size=5,
+                              progress=False, **LIMITS)
+    return result, work
+
+
+def _chunk_bytes(work_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(work_dir.glob("chunk-*.json"))}
+
+
+def _max_diff(a: list[list[float]], b: list[list[float]]) -> float:
+    return max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+def test_reference_run_scores_every_candidate_like_the_scorer_itself(job, reference, tiny_pairrm_dir):
+    prompts, candidates = job
+    result, work = reference
+    assert [len(s) for s in result.scores] == [len(c) for c in candidates]
+    direct = load_scorer(str(tiny_pairrm_dir), **LIMITS).score(prompts, candidates)
+    assert _max_diff(result.scores, [list(s) for s in direct]) <= TOLERANCE
+    for s in result.scores:
+        assert abs(sum(s)) < 1e-6  # PairRM scores of a prompt sum to 0
+    info = result.info
+    assert (info["prompts"], info["chunks"], info["chunks_resumed"], info["processes"]) == (16, 4, 0, 1)
+    assert info["dtype"] == "fp32" and info["device"] == "cpu" and info["prompts_per_second"] > 0
+    assert len(_chunk_bytes(work)) == 4
+
+
+def test_shuffled_input_and_other_budgets_give_the_same_scores(job, reference, tiny_pairrm_dir, tmp_path):
+    prompts, candidates = job
+    expected = reference[0].scores
+    order = list(range(len(prompts)))
+    random.Random(7).shuffle(order)
+    longest_pass = LIMITS["source_maxlength"] + 2 * (LIMITS["candidate_maxlength"] + LIMITS["source_maxlength"] // 2)
+    # one pass per batch in chunks of 3 prompts; everything in one batch and one chunk
+    for i, (chunk_size, batch_tokens) in enumerate([(3, longest_pass), (16, 1 << 20)]):
+        result = score_candidates([prompts[k] for k in order], [candidates[k] for k in order],
+                                  model=str(tiny_pairrm_dir), work_dir=tmp_path / f"w{i}", chunk_size=chunk_size,
+                                  batch_tokens=batch_tokens, progress=False, **LIMITS)
+        back = [None] * len(order)
+        for pos, k in enumerate(order):
+            back[k] = result.scores[pos]
+        assert _max_diff(back, expected) <= TOLERANCE, (chunk_size, batch_tokens)
+        for got, want in zip(back, expected):
+            gaps = np.diff(np.sort(want))
+            if gaps.size == 0 or gaps.min() > 1e-4:  # ranks are only comparable away from near-ties
+                assert list(ranks_from_scores(got)) == list(ranks_from_scores(want))
+
+
+def test_the_same_prompts_in_another_order_give_bit_identical_scores(job, tiny_pairrm_dir):
+    # within one batch plan the engine sorts passes by length and text: the input order cannot matter at all
+    prompts, candidates = job
+    scorer = load_scorer(str(tiny_pairrm_dir), **LIMITS)
+    first = scorer.score(prompts, candidates, batch_tokens=700)
+    order = list(range(len(prompts)))[::-1]
+    second = scorer.score([prompts[k] for k in order], [candidates[k] for k in order], batch_tokens=700)
+    for pos, k in enumerate(order):
+        assert second[pos].tobytes() == first[k].tobytes()
+
+
+def test_two_torchrun_processes_give_byte_identical_chunks_and_scores(job, reference, tiny_pairrm_dir, tmp_path,
+                                                                      capfd):
+    prompts, candidates = job
+    result = score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=tmp_path, chunk_size=5,
+                              num_processes=2, progress=True, **LIMITS)
+    assert result.scores == reference[0].scores
+    assert _chunk_bytes(tmp_path) == _chunk_bytes(reference[1])
+    assert result.info["processes"] == 2 and result.info["chunks"] == 4
+    assert not (tmp_path / "torchrun-job.json").exists() and not (tmp_path / "torchrun-result.json").exists()
+    err = capfd.readouterr().err
+    assert "PairRM scoring (rank 0 of 2: its share)" in err  # the workers' progress is relayed
+
+
+KILLED_RUN = r'''
+import json, sys, time
+from pathlib import Path
+import repro.pairrm as pairrm
+
+spec = json.loads(Path(sys.argv[1]).read_text())
+marker = Path(sys.argv[2])
+original = pairrm.PairRM.score
+calls = []
+
+def score(self, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:  # two chunks are on disk: announce it, then wait for the test's kill -9
+        marker.write_text("scoring chunk 3")
+        time.sleep(600)
+    return original(self, *args, **kwargs)
+
+pairrm.PairRM.score = score
+from repro.scoring import ScoringJob, job_fingerprint, score_candidates
+from repro.work import fingerprint_of
+score_candidates(spec["prompts"], spec["candidates"], **spec["kwargs"])
+'''
+
+
+def test_a_run_killed_with_sigkill_resumes_to_byte_identical_results(job, reference, tiny_pairrm_dir, tmp_path):
+    prompts, candidates = job
+    work = tmp_path / "work"
+    kwargs = dict(model=str(tiny_pairrm_dir), work_dir=str(work), chunk_size=5, progress=False, **LIMITS)
+    (tmp_path / "spec.json").write_text(json.dumps({"prompts": prompts, "candidates": candidates,
+                                                    "kwargs": kwargs}))
+    (tmp_path / "killed_run.py").write_text(KILLED_RUN)
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "killed_run.py"), str(tmp_path / "spec.json"),
+                             str(marker)], env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "the run never reached its third chunk"
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert sorted(_chunk_bytes(work)) == ["chunk-000000.json", "chunk-000001.json"]
+
+    resumed = score_candidates(prompts, candidates, **kwargs)
+    assert resumed.info["chunks_resumed"] == 2 and resumed.info["prompts_computed"] == len(prompts) - 10
+    assert resumed.scores == reference[0].scores
+    assert _chunk_bytes(work) == _chunk_bytes(reference[1])
+    assert json.dumps(resumed.scores) == json.dumps(reference[0].scores)
+
+
+@pytest.mark.parametrize("change", ["candidate_maxlength", "model", "inputs"])
+def test_changed_parameters_or_inputs_invalidate_old_chunks(job, reference, tiny_pairrm_dir, tmp_path, change):
+    prompts, candidates = job
+    work = tmp_path / "work"
+    base = dict(model=str(tiny_pairrm_dir), work_dir=work, chunk_size=5, progress=False, **LIMITS)
+    first = score_candidates(prompts, candidates, **base)
+    assert score_candidates(prompts, candidates, **base).info["chunks_resumed"] == 4  # unchanged: all reused
+
+    changed = dict(base)
+    if change == "candidate_maxlength":
+        changed["candidate_maxlength"] = 40
+    elif change == "model":
+        from repro.tiny import build_tiny_pairrm
+
+        changed["model"] = str(build_tiny_pairrm(tmp_path / "other-model", seed=1))
+    else:
+        candidates = [list(c) for c in candidates]
+        candidates[-1][0] = "An edited answer. " + candidates[-1][0]
+    second = score_candidates(prompts, candidates, **changed)
+    assert second.info["chunks_resumed"] == 0 and second.info["prompts_computed"] == len(prompts)
+    assert second.scores[-1] != first.scores[-1]
+    stale = list(work.glob("stale-*"))
+    assert len(stale) == 1 and len(list(stale[0].glob("chunk-*.json"))) == 4
+
+
+def test_the_fingerprint_covers_what_decides_the_scores_and_nothing_else(tiny_pairrm_dir):
+    base = ScoringJob(model=str(tiny_pairrm_dir))
+    digest = fingerprint_of(job_fingerprint(base))
+    for field, value in [("dtype", "bf16"), ("source_maxlength", 1000), ("candidate_maxlength", 400),
+                         ("backend", "llm-blender")]:
+        assert fingerprint_of(job_fingerprint(replace(base, **{field: value}))) != digest, field
+    # how and where the work runs does not change a prompt's scores beyond rounding: old chunks stay valid
+    for field, value in [("batch_tokens", 4096), ("work_dir", "elsewhere"), ("progress", False)]:
+        assert fingerprint_of(job_fingerprint(replace(base, **{field: value}))) == digest, field
+
+
+def test_progress_prints_a_line_per_few_percent_with_rate_and_eta(job, tiny_pairrm_dir, tmp_path, capsys):
+    prompts, candidates = job
+    score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=tmp_path, chunk_size=8,
+                     progress=True, **LIMITS)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("PairRM scoring")]
+    assert 2 <= len(lines) <= 21  # at most one per 5 %, plus the final line; never one per update
+    assert "prompts/s" in lines[0] and "ETA" in lines[0]
+    assert lines[-1].startswith("PairRM scoring: 100% (16/16 prompts)")
+
+
+def test_bad_requests_fail_before_any_work(job, tiny_pairrm_dir, tmp_path):
+    prompts, candidates = job
+    common = dict(model=str(tiny_pairrm_dir), work_dir=tmp_path / "w", progress=False)
+    with pytest.raises(ParameterError, match="num_processes=0"):
+        score_candidates(prompts, candidates, num_processes=0, **common)
+    with pytest.raises(ParameterError, match="no CUDA GPU"):
+        score_candidates(prompts, candidates, device="cuda", num_processes=2, **common)
+    with pytest.raises(ParameterError, match="dtype='fp8'"):
+        score_candidates(prompts, candidates, dtype="fp8", **common)
+    bad = [list(c) for c in candidates]
+    bad[3] = bad[3][:1]
+    with pytest.raises(DataError, match="Row 3"):
+        score_candidates(prompts, bad, num_processes=2, **common)
+    assert not (tmp_path / "w").exists()
