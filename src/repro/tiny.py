@@ -116,7 +116,7 @@ def training_corpus(vocab_size: int, extra: Iterable[str] = ()) -> list[str]:
     rng = random.Random(_CORPUS_SEED)
     stems = sorted({re.sub(r"[^a-z]", "", w.lower()) for s in SENTENCES for w in s.split()} - {""})
     out = list(SENTENCES)
-    for _ in range(max(300, vocab_size)):
+    for _ in range(min(max(300, vocab_size), 8000)):  # about one sentence per piece supports the vocab
         words = [rng.choice(_PREFIXES) + rng.choice(stems) + rng.choice(_SUFFIXES) for _ in range(rng.randint(4, 16))]
         words[0] = words[0].capitalize()
         out.append(" ".join(words) + rng.choice(".,;!?:"))

@@ -1,0 +1,307 @@
+"""repro.pairrm: loading (both layouts, hub cache, stand-in, errors), tokenisation, the engine's invariances, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import unicodedata
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from repro import pairrm
+from repro.errors import DataError, ModelLoadError, ParameterError, ReproError
+from repro.pairrm import PairRM, load_scorer, ranks_from_scores, resolve_model, scores_from_matrix
+from repro.tiny import SENTENCES, build_tiny_pairrm
+
+S_MAX, C_MAX = 48, 24
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # tiny models are dominated by thread synchronisation on a shared 2-core machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def scorer(tiny_pairrm_dir) -> PairRM:
+    return PairRM.load(tiny_pairrm_dir, device="cpu", source_maxlength=S_MAX, candidate_maxlength=C_MAX)
+
+
+def cases(n: int = 40, seed: int = 0) -> tuple[list[str], list[list[str]]]:
+    rng = random.Random(seed)
+    text = lambda: " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 5)))  # noqa: E731
+    return [text() for _ in range(n)], [[text() for _ in range(rng.randint(2, 6))] for _ in range(n)]
+
+
+# -- aggregation ----------------------------------------------------------------------------------
+def test_scores_average_over_all_candidates_including_the_diagonal():
+    m = np.array([[0.0, 1.0, 2.0], [-0.5, 0.0, 4.0], [1.0, 3.0, 0.0]])
+    # score_0 = ((0-0) + (1-(-0.5)) + (2-1)) / 3
+    np.testing.assert_allclose(scores_from_matrix(m), [2.5 / 3, (-1.5 + 1.0) / 3, (-1.0 - 1.0) / 3])
+    assert ranks_from_scores([0.2, 0.5, 0.2, -1.0]).tolist() == [2, 1, 2, 4]
+
+
+# -- loading --------------------------------------------------------------------------------------
+def test_the_three_checkpoint_forms_of_one_model_give_the_same_scores(tmp_path, tiny_pairrm_dir, scorer):
+    """llm-blender layout (safetensors / pytorch_model.bin) and the Transformers layout, same seed."""
+    prompts, candidates = cases(6)
+    expected = scorer.score(prompts, candidates)
+    for kwargs in (dict(weights_format="bin"), dict(layout="transformers")):
+        folder = build_tiny_pairrm(tmp_path / "_".join(kwargs.values()), **kwargs)
+        other = PairRM.load(folder, device="cpu", source_maxlength=S_MAX, candidate_maxlength=C_MAX)
+        assert other.info["layout"] == kwargs.get("layout", "llm-blender")
+        for a, b in zip(other.score(prompts, candidates), expected):
+            assert np.array_equal(a, b)
+
+
+def test_info_says_what_produced_the_scores(scorer, tiny_pairrm_dir):
+    info = scorer.info
+    assert info == {"model": str(tiny_pairrm_dir), "path": str(tiny_pairrm_dir), "layout": "llm-blender",
+                    "backend": "repro", "device": "cpu", "dtype": "fp32", "source_maxlength": S_MAX,
+                    "candidate_maxlength": C_MAX, "stand_in": True, "normalization": "sentencepiece"}
+
+
+def test_builtin_stand_in_is_built_once_into_the_cache_and_loads_like_a_directory(tmp_path, monkeypatch,
+                                                                                   tiny_pairrm_dir):
+    monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))
+    path = resolve_model("builtin:tiny-pairrm")
+    assert path.parent == tmp_path / "cache" and pairrm.is_stand_in("builtin:tiny-pairrm")
+    assert resolve_model("builtin:tiny-pairrm") == path  # reused, not rebuilt
+    # the same bytes as the default build used by the other tests
+    for f in sorted(p for p in tiny_pairrm_dir.rglob("*") if p.is_file()):
+        assert (path / f.relative_to(tiny_pairrm_dir)).read_bytes() == f.read_bytes(), f.name
+    loaded = load_scorer("builtin:tiny-pairrm", device="cpu")
+    assert loaded.info["stand_in"] is True and loaded.info["model"] == "builtin:tiny-pairrm"
+    with pytest.raises(ModelLoadError, match="builtin:tiny-pairrm"):
+        resolve_model("builtin:large-pairrm")
+
+
+def fake_hub_cache(cache: Path, repo_id: str, folder: Path) -> Path:
+    """Lay `folder` out as huggingface_hub's cache holds a downloaded snapshot of `repo_id`."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(folder, repo / "snapshots" / commit)
+    return repo / "snapshots" / commit
+
+
+def test_hub_ids_load_from_the_hub_cache_offline(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    hf = build_tiny_pairrm(tmp_path / "hf", layout="transformers", seed=1)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    snapshot = fake_hub_cache(tmp_path / "hub", "llm-blender/PairRM-hf", hf)
+    assert resolve_model("llm-blender/PairRM-hf") == snapshot
+    loaded = PairRM.load("llm-blender/PairRM-hf", device="cpu")
+    assert loaded.info["layout"] == "transformers" and loaded.info["path"] == str(snapshot)
+    # llm-blender's own download folder (TRANSFORMERS_CACHE/<repo id>) is found too
+    legacy = tmp_path / "hub" / "llm-blender" / "PairRM"
+    shutil.copytree(build_tiny_pairrm(tmp_path / "lb", seed=1), legacy)
+    assert resolve_model("llm-blender/PairRM") == legacy
+
+
+def test_missing_models_say_where_they_were_looked_for_and_how_to_provide_them(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelLoadError) as err:
+        resolve_model("llm-blender/PairRM")
+    text = str(err.value)
+    assert str(tmp_path / "hub") in text and "HF_HUB_OFFLINE" in text and "hf download llm-blender/PairRM" in text
+    with pytest.raises(ModelLoadError, match="not a directory"):
+        resolve_model(str(tmp_path / "nowhere"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        resolve_model(str(tmp_path / "empty"))
+
+
+def test_weights_that_do_not_fit_are_refused(tmp_path, tiny_pairrm_dir):
+    from safetensors.torch import load_file, save_file
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_pairrm_dir, broken)
+    state = load_file(str(broken / "model.safetensors"))
+    del state["head_layer.4.weight"]
+    save_file(state, str(broken / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match="head_layer.4.weight"):
+        PairRM.load(broken, device="cpu")
+    (broken / "model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match="No weights"):
+        PairRM.load(broken, device="cpu")
+
+
+# -- tokenisation ---------------------------------------------------------------------------------
+TRICKY = ["Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３", "ﬁnance ﬂow ﬀ", "emoji 😀 👩‍💻", "日本語 中文 한국어", "café Ångström",
+          "zero\u200bwidth\ufeff ～ \ufffd end", "Ⅻ ① ¼ ™", "  spaced   out\t\ttabs\nlines  "]
+# (Not at the very end of a text: there transformers 4's DebertaV2Converter, whose normaliser the engine
+# restores, strips before mapping such marks to a space and keeps a final "▁" that sentencepiece drops.)
+
+
+def test_tokens_are_sentencepiece_own(tiny_pairrm_dir, scorer):
+    """The engine's text tokens equal SentencePieceProcessor.encode on the checkpoint's spm.model."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_pairrm_dir / "spm.model"))
+    source_prefix = scorer.prefix_ids["<|source|>"]
+    for text, ids in zip(TRICKY, scorer.encode_texts(["<|source|>" + t for t in TRICKY])):
+        assert ids.tolist() == [1, source_prefix] + sp.encode(text) + [2], text
+
+
+def test_without_spm_model_the_text_is_nfkc_normalised_first(tmp_path, tiny_pairrm_dir):
+    import sentencepiece as spm
+
+    folder = tmp_path / "no-spm"
+    shutil.copytree(tiny_pairrm_dir, folder)
+    for spm_file in folder.rglob("spm.model"):
+        spm_file.unlink()
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_pairrm_dir / "spm.model"))
+    other = PairRM.load(folder, device="cpu")
+    assert other.info["normalization"] == "nfkc"
+    for text in ["Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ", "ﬁnance ﬂow", "日本語 😀"]:
+        ids = other.encode_texts([other._text("<|source|>", text)])[0].tolist()
+        assert ids[2:-1] == sp.encode(unicodedata.normalize("NFKC", text)) == sp.encode(text)
+
+
+def test_per_prompt_budget_gives_the_source_tokens_left_unused_to_the_candidates(scorer):
+    long_text = " ".join(SENTENCES[:12])
+    full = len(scorer.encode_texts(["<|candidate|>" + long_text])[0])
+    for prompt in ["Hi", long_text]:
+        ids = scorer.pass_inputs([prompt], [[long_text, "OK"]])[0][(0, 1)].tolist()
+        cand1 = ids.index(scorer.prefix_ids["<|candidate1|>"]) - 1
+        source_len = min(len(scorer.encode_texts(["<|source|>" + prompt])[0]), S_MAX)
+        assert cand1 == source_len
+        cand2 = ids.index(scorer.prefix_ids["<|candidate2|>"]) - 1
+        assert cand2 - cand1 == min(full, C_MAX + (S_MAX - source_len) // 2)
+        assert ids[cand2 - 1] == 2 and ids[-1] == 2  # each part still ends with [SEP]
+
+
+def test_prefix_tokens_inside_texts_do_not_break_the_pass(scorer):
+    """llm-blender crashes on these; the engine reads the prefix positions from the framing."""
+    s = scorer.score(["<|source|> a question"], [["<|candidate|> one <|candidate1|>", "two <|candidate2|>", "x"]])[0]
+    assert np.isfinite(s).all() and abs(s.sum()) < 1e-9
+
+
+# -- the engine -----------------------------------------------------------------------------------
+def test_results_do_not_depend_on_budget_or_input_order(scorer):
+    prompts, candidates = cases(40)
+    reference, matrices = scorer.score(prompts, candidates, batch_tokens=4096, return_matrix=True)
+    order = list(range(len(prompts)))
+    random.Random(3).shuffle(order)
+    shuffled = scorer.score([prompts[i] for i in order], [candidates[i] for i in order], batch_tokens=4096)
+    for k, i in enumerate(order):
+        assert np.array_equal(shuffled[k], reference[i])  # same batches, whatever the order: bit for bit
+    for budget in (150, 1000, 100_000):
+        for got, want in zip(scorer.score(prompts, candidates, batch_tokens=budget), reference):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    for s, m, c in zip(reference, matrices, candidates):
+        assert s.dtype == np.float64 and m.shape == (len(c), len(c)) and np.all(np.diag(m) == 0)
+        assert abs(s.sum()) < 1e-9
+        np.testing.assert_array_equal(s, scores_from_matrix(m))
+
+
+def test_each_distinct_pass_runs_once_and_progress_counts_prompts(scorer, monkeypatch):
+    prompts = ["Same prompt.", "Same prompt.", "Other prompt."]
+    candidates = [["a", "b", "a"], ["a", "b", "a"], ["a", "b"]]
+    seen = []
+    original = scorer._forward
+    monkeypatch.setattr(scorer, "_forward", lambda batch: seen.extend(batch) or original(batch))
+    done = []
+    scores = scorer.score(prompts, candidates, progress=done.append)
+    # (a,b), (b,a), (a,a) for the first prompt (shared by the second), (a,b), (b,a) for the third
+    assert len(seen) == 5 and sum(done) == 3
+    assert np.array_equal(scores[0], scores[1]) and scores[0][0] == scores[0][2]
+    assert scores[2][0] == -scores[2][1]
+
+
+def test_compare_is_both_orders_of_one_pair(scorer):
+    prompts, candidates = cases(5, seed=2)
+    a, b = [c[0] for c in candidates], [c[1] for c in candidates]
+    _, m = scorer.score(prompts, [[x, y] for x, y in zip(a, b)], return_matrix=True)
+    np.testing.assert_array_equal(scorer.compare(prompts, a, b), [mm[0, 1] - mm[1, 0] for mm in m])
+    two = scorer.score(prompts, [[x, y] for x, y in zip(a, b)])
+    np.testing.assert_allclose(scorer.compare(prompts, a, b), [2 * s[0] for s in two], rtol=1e-12)
+
+
+def test_out_of_memory_halves_the_budget_and_goes_on(scorer, monkeypatch):
+    prompts, candidates = cases(10, seed=4)
+    expected = scorer.score(prompts, candidates, batch_tokens=2000)
+    original = scorer._forward
+
+    def small_gpu(batch):
+        if sum(p.length for p in batch) > 400:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return original(batch)
+
+    monkeypatch.setattr(scorer, "_forward", small_gpu)
+    monkeypatch.setattr(scorer, "max_batch_tokens", None)
+    with pytest.warns(RuntimeWarning, match="out of memory .* continuing with batch_tokens="):
+        got = scorer.score(prompts, candidates, batch_tokens=2000)
+    assert scorer.max_batch_tokens is not None and scorer.max_batch_tokens <= 400
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    monkeypatch.setattr(scorer, "_forward", lambda batch: (_ for _ in ()).throw(torch.OutOfMemoryError("oom")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ReproError, match="single PairRM pass"):
+            scorer.score(prompts, candidates)
+
+
+# -- bad input ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("prompts, candidates, match", [
+    (["p0", "p1"], [["a", "b"], ["only one"]], "Row 1: 1 candidate"),
+    (["p0"], [[]], "Row 0: 0 candidate"),
+    (["p0", None], [["a", "b"], ["a", "b"]], "Row 1: the prompt is NoneType"),
+    (["p0"], [["a", 3]], "Row 0: candidate 1 is int"),
+    (["p0"], [["a", None]], "Row 0: candidate 1 is NoneType"),
+    (["p0"], ["ab"], "Row 0: candidates is str"),
+    (["p0", "p1"], [["a", "b"]], "one list of candidate texts per prompt"),
+])
+def test_bad_rows_are_named(scorer, prompts, candidates, match):
+    with pytest.raises(DataError, match=match):
+        scorer.score(prompts, candidates)
+
+
+def test_bad_options_are_named(tiny_pairrm_dir, scorer):
+    with pytest.raises(ParameterError, match="dtype='fp8'"):
+        PairRM.load(tiny_pairrm_dir, device="cpu", dtype="fp8")
+    with pytest.raises(ParameterError, match="device='tpu'"):
+        PairRM.load(tiny_pairrm_dir, device="tpu")
+    with pytest.raises(ParameterError, match="backend='vllm'"):
+        load_scorer(tiny_pairrm_dir, backend="vllm")
+    with pytest.raises(ParameterError, match="batch_tokens=0"):
+        scorer.score(["p"], [["a", "b"]], batch_tokens=0)
+    assert pairrm.resolve_device("CPU").type == "cpu"  # llm-blender's "CPU" spelling works here
+    assert pairrm.resolve_dtype("float16", torch.device("cpu")) == "fp16"
+    assert pairrm.resolve_dtype("auto", torch.device("cpu")) == "fp32"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is visible")
+def test_cuda_where_there_is_none_is_a_clear_error(tiny_pairrm_dir):
+    for device in ("cuda", "cuda:1"):
+        with pytest.raises(ParameterError, match="no CUDA GPU is visible"):
+            PairRM.load(tiny_pairrm_dir, device=device)
+
+
+def test_reduced_precision_runs_and_stays_close(tiny_pairrm_dir, scorer):
+    """bf16 on CPU (what a GPU run uses, at lower precision): same ranks mostly, scores close."""
+    prompts, candidates = cases(6, seed=9)
+    low = PairRM.load(tiny_pairrm_dir, device="cpu", dtype="bf16", source_maxlength=S_MAX, candidate_maxlength=C_MAX)
+    assert low.info["dtype"] == "bf16" and next(low.model.parameters()).dtype == torch.bfloat16
+    for a, b in zip(low.score(prompts, candidates), scorer.score(prompts, candidates)):
+        assert a.dtype == np.float64 and abs(a.sum()) < 1e-9
+        np.testing.assert_allclose(a, b, rtol=0, atol=0.1)
+
+
+def test_manifest_json_round_trip_of_info(scorer):
+    assert json.loads(json.dumps(scorer.info)) == scorer.info

@@ -1,0 +1,100 @@
+"""`repro score` on a tiny checkpoint, offline: rows kept in order with their fields, scores and ranks added."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from repro.cli import main
+from repro.pairrm import PairRM, ranks_from_scores
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # tiny models are dominated by thread synchronisation on a shared 2-core machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def sppo_rows(train_rows):
+    """SPPO-style rows from real UltraFeedback: a prompt, its candidates (2 or 3), and extra fields."""
+    rows = []
+    for k, r in enumerate(train_rows[:12]):
+        cands = [r["chosen"][1]["content"], r["rejected"][1]["content"]] + (["I am not sure."] if k % 3 == 0 else [])
+        rows.append({"prompt": r["prompt"], "candidates": cands, "prompt_id": r["prompt_id"], "n": k})
+    return rows
+
+
+def test_score_writes_input_rows_plus_scores_and_ranks_in_order(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
+    src = write_jsonl(tmp_path / "in.jsonl", sppo_rows)
+    out = tmp_path / "out" / "scored.jsonl"
+    assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out),
+                 "--device", "cpu", "--dtype", "fp32", "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+    assert "STAND-IN" in capsys.readouterr().err
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [{k: v for k, v in r.items() if k not in ("scores", "ranks")} for r in rows] == sppo_rows
+    direct = PairRM.load(tiny_pairrm_dir, device="cpu", source_maxlength=64, candidate_maxlength=32).score(
+        [r["prompt"] for r in sppo_rows], [r["candidates"] for r in sppo_rows])
+    for row, want in zip(rows, direct):
+        np.testing.assert_allclose(row["scores"], want, rtol=0, atol=1e-6)
+        assert row["ranks"] == ranks_from_scores(row["scores"]).tolist()
+        assert len(row["scores"]) == len(row["candidates"])
+
+
+def test_reference_backend_gives_the_same_scores(tmp_path, tiny_pairrm_dir, sppo_rows):
+    src = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:5])
+    outputs = {}
+    for backend in ("repro", "llm-blender"):
+        out = tmp_path / f"{backend}.jsonl"
+        assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out),
+                     "--device", "cpu", "--backend", backend, "--source-maxlength", "64",
+                     "--candidate-maxlength", "32"]) == 0
+        outputs[backend] = [json.loads(line) for line in out.read_text().splitlines()]
+    for a, b in zip(outputs["repro"], outputs["llm-blender"]):
+        np.testing.assert_allclose(a["scores"], b["scores"], rtol=0, atol=1e-5)
+        assert a["ranks"] == b["ranks"]
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"prompt": "p", "candidates": ["only one"]}', "line 2 of .*at least two strings"),
+    ('{"candidates": ["a", "b"]}', "line 2 of .*'prompt' is missing"),
+    ('{"prompt": "p", "candidates": ["a", null]}', "line 2 of .*at least two strings"),
+    ('["p", ["a", "b"]]', "line 2 of .*JSON list"),
+    ('{"prompt": "p", "candidates": ', "line 2 of .*not valid JSON"),
+])
+def test_bad_lines_are_named_and_exit_2(tmp_path, line, message, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"prompt": "ok", "candidates": ["a", "b"]}\n' + line + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["score", "--model", "builtin:tiny-pairrm", "--input", str(src), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("repro score: error: ")
+    assert re.search(message, err), err
+    assert not out.exists()
+
+
+def test_bad_options_exit_2_with_the_option_named(tmp_path, tiny_pairrm_dir, capsys):
+    src = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "p", "candidates": ["a", "b"]}])
+    args = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(tmp_path / "o.jsonl")]
+    assert main(args + ["--dtype", "fp8"]) == 2
+    assert "dtype='fp8'" in capsys.readouterr().err
+    assert main(args + ["--device", "gpu0"]) == 2
+    assert "device='gpu0'" in capsys.readouterr().err
+    assert main(["score", "--model", str(tmp_path / "missing"), "--input", str(src),
+                 "--output", str(tmp_path / "o.jsonl")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(tmp_path / "nope.jsonl"),
+                 "--output", str(tmp_path / "o.jsonl")]) == 2
+    assert "does not exist" in capsys.readouterr().err
