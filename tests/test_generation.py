@@ -6,6 +6,7 @@ import hashlib
 import json
 import random
 
+import datasets
 import pytest
 
 from repro import generation
@@ -254,3 +255,36 @@ def test_progress_prints_lines_with_tokens_per_second_off_a_terminal(tmp_path, p
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("generation:")]
     assert lines and len(lines) <= 21
     assert lines[-1].startswith("generation: 100% (10/10 prompts)") and "tokens/s" in lines[-1]
+
+
+def test_construction_with_generation_builds_the_dataset_offline(tmp_path, train_rows, monkeypatch):
+    """Source prompts -> generated reference and candidates -> stand-in PairRM -> the seed's columns."""
+    from repro import construct
+    from repro.dataset_io import SEED_COLUMNS
+    from repro.parameters import ConstructParams, build
+
+    monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "prompts.jsonl"  # prompts only: everything else comes from the generation stage
+    src.write_text("".join(json.dumps({"prompt": r["prompt"]}) + "\n" for r in train_rows[:6]))
+    values = dict(run_dir=str(tmp_path / "run"), source=str(src), generate=True, candidate_columns=["resp0", "resp1"],
+                  include_reference=True, scorer_model="builtin:tiny-pairrm", device="cpu", dtype="fp32",
+                  policy_model="builtin:tiny-policy", generation_device="cpu", max_new_tokens=NEW_TOKENS,
+                  reference_max_new_tokens=NEW_TOKENS)
+    p, gen = build(ConstructParams, values), build(GenerationParams, values)
+    ctx = construct.begin(p)
+    rows = construct.generate(ctx, construct.slice_rows(ctx, construct.load(ctx)), gen)
+    cands = construct.candidates(ctx, rows)
+    out = construct.build(ctx, rows, cands, construct.score(ctx, cands))
+    construct.write(ctx, out)
+
+    assert out.column_names == SEED_COLUMNS and len(out) == 6
+    generated = {r["prompt"]: r for r in rows.to_list()}
+    for row in out.to_list():
+        g = generated[row["prompt"]]
+        assert row["reference_response"] == g["reference_response"]
+        texts = {g["reference_response"], g["resp0"], g["resp1"]}
+        assert row["chosen"][1]["content"] in texts and row["rejected"][1]["content"] in texts
+        assert row["score_chosen"] >= row["score_rejected"]
+    manifest = ctx.manifest.read()
+    assert manifest["generation"]["stand_in"] is True and manifest["generation"]["prompts_generated"] == 6
+    assert datasets.load_dataset(str(ctx.run.dataset))["train_prefs"].num_rows == 6
