@@ -25,6 +25,7 @@ from repro.work import fingerprint_of
 LIMITS = dict(source_maxlength=64, candidate_maxlength=32)
 # the engine's fp32 tolerance against llm-blender; batches of other shapes round differently, never more
 TOLERANCE = 1e-5
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: extra threads only spin
 
 
 @pytest.fixture(scope="module")
