@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from repro import analysis
-from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
+from repro.dataset_io import SEED_COLUMNS, output_features, write_split
 from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest, sha256_file
 from repro.parameters import AnalyzeParams
@@ -52,6 +52,7 @@ def test_real_sample_headline_numbers(real):
     assert m["scale"]["kind"] == "rating" and "ratings, not PairRM logits" in m["scale"]["sentence"]
     assert m["invariants"]["expected_to_hold"] is False
     assert m["scorer"] is None and m["scores_from_stand_in"] is None
+    assert m["invariants"]["candidate_scores"] is None  # no candidate_scores column
     assert "ratings, not PairRM logits" in analysis.headline(m)
 
 
@@ -260,9 +261,10 @@ def stand_in_run(train_rows, tmp_path):
     for r in train_rows[:150]:
         s = float(abs(rng.normal(0.3, 0.2)))
         rows.append({**{k: r.get(k) for k in SEED_COLUMNS}, "reference_response": "", "score_chosen": s,
-                     "score_rejected": -s})
+                     "score_rejected": -s, "candidates": [_assistant(r["rejected"]), _assistant(r["chosen"])],
+                     "candidate_scores": [-s, s]})
     run = RunDir.of(tmp_path / "run")
-    write_split(datasets.Dataset.from_list(rows, features=SEED_FEATURES), run.dataset)
+    write_split(datasets.Dataset.from_list(rows, features=output_features(keep_all_candidates=True)), run.dataset)
     Manifest(run).record("scorer", {"model": "builtin:tiny-pairrm", "stand_in": True})
     return run
 
@@ -278,6 +280,10 @@ def test_repro_run_analyses_the_runs_own_dataset(stand_in_run):
     assert m["scores_from_stand_in"] is True and m["scorer"]["model"] == "builtin:tiny-pairrm"
     assert m["scale"]["kind"] == "logit" and m["invariants"]["expected_to_hold"] is True
     assert m["invariants"]["antisymmetry_holds"] == 150 and m["invariants"]["sign_order_fails"] == 0
+    assert m["invariants"]["candidate_scores"] == {
+        "rows": 150, "candidates_per_row": {"min": 2, "max": 2, "mean": 2.0}, "sum_to_zero_holds": 150,
+        "sum_to_zero_atol": 1e-4, "two_candidate_rows": 150, "antisymmetry_holds_among_two_candidate_rows": 150,
+        "chosen_is_best_and_rejected_is_worst": 150}
     manifest = json.loads(stand_in_run.manifest.read_text())
     assert manifest["status"] == "complete" and manifest["stages"]["analyze"]["status"] == "done"
     assert sha256_file(stand_in_run.metrics) == manifest["outputs"]["metrics.json"]["sha256"]

@@ -271,6 +271,17 @@ def test_pairrm_invariants_by_hand():
     assert out["inversions"] == 1 and out["sign_order_fails_fraction"] == 0.6
 
 
+def test_candidate_score_invariants_by_hand():
+    # rows: [0.5, -0.5], [1.0, 0.2, -1.2], [0.3, -0.2], [] (no candidates)
+    flat = np.array([0.5, -0.5, 1.0, 0.2, -1.2, 0.3, -0.2])
+    out = stats.candidate_score_invariants(flat, np.array([2, 3, 2, 0]), np.array([0.5, 1.0, 0.3, 0.1]),
+                                           np.array([-0.5, -1.2, -0.3, -0.1]))
+    assert out["candidates_per_row"] == {"min": 0, "max": 3, "mean": 1.75}
+    assert out["sum_to_zero_holds"] == 2  # rows 0 and 1; row 2 sums to 0.1; row 3 has nothing to sum
+    assert out["two_candidate_rows"] == 2 and out["antisymmetry_holds_among_two_candidate_rows"] == 2
+    assert out["chosen_is_best_and_rejected_is_worst"] == 2  # row 2's rejected (-0.3) is not its worst (-0.2)
+
+
 def test_detect_scale():
     ratings = stats.detect_scale(np.array([7.5, 8.0, 10.0]), np.array([1.0, 6.5, 8.0]))
     assert ratings["kind"] == "rating" and ratings["distinct_values"] == 5  # 1, 6.5, 7.5, 8, 10

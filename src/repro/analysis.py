@@ -304,8 +304,22 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
     metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected)
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit",
-                             **stats.pairrm_invariants(data.score_chosen, data.score_rejected)}
+                             **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
+                             "candidate_scores": candidate_invariants(data)}
     return stats.clean(metrics)
+
+
+def candidate_invariants(data: ScoreData) -> dict[str, Any] | None:
+    """`stats.candidate_score_invariants` over a `candidate_scores` column of lists of numbers, if there is one."""
+    if "candidate_scores" not in data.table.column_names:
+        return None
+    column = data.table.column("candidate_scores").combine_chunks().take(pa.array(data.row_index))
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)) or not (
+            pa.types.is_integer(column.type.value_type) or pa.types.is_floating(column.type.value_type)):
+        return None
+    flat = pc.cast(column.flatten(), pa.float64()).to_numpy(zero_copy_only=False)
+    counts = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+    return stats.candidate_score_invariants(flat, counts, data.score_chosen, data.score_rejected)
 
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:

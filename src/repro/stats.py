@@ -25,6 +25,8 @@ BOOTSTRAP_MAX_CATEGORIES = 4096
 RATING_GRID_STEP = 0.5
 RATING_RANGE = (0.0, 10.0)
 ANTISYMMETRY_ATOL = 1e-6
+# Sums of several float scores are not exactly 0 even when the scorer's are: a looser tolerance.
+SUM_TO_ZERO_ATOL = 1e-4
 
 
 def clean(value: Any) -> Any:
@@ -294,6 +296,36 @@ def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol
         "about": ("PairRM scores (mean pairwise logit differences) sum to 0 per prompt, so the best score is >= 0 "
                   "and the worst <= 0, and with exactly two candidates score_chosen == -score_rejected. These "
                   "counts are reported, not enforced: ratings and other scorers break them by design."),
+    }
+
+
+def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
+                               score_rejected: np.ndarray, atol: float = SUM_TO_ZERO_ATOL) -> dict[str, Any]:
+    """PairRM checks that need every candidate's score (a `candidate_scores` column): sums, two-candidate rows, extremes.
+
+    `flat_scores` are all rows' candidate scores one after the other, `candidates_per_row` how many each row has.
+    """
+    flat = np.asarray(flat_scores, dtype=np.float64)
+    counts = np.asarray(candidates_per_row, dtype=np.int64)
+    c = np.asarray(score_chosen, dtype=np.float64)
+    r = np.asarray(score_rejected, dtype=np.float64)
+    row_of = np.repeat(np.arange(counts.size), counts)
+    sums = np.bincount(row_of, weights=flat, minlength=counts.size)
+    filled = counts > 0
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[filled]
+    best, worst = np.full(counts.size, np.nan), np.full(counts.size, np.nan)
+    if flat.size:
+        best[filled] = np.maximum.reduceat(flat, starts)
+        worst[filled] = np.minimum.reduceat(flat, starts)
+    two = counts == 2
+    return {
+        "rows": int(counts.size),
+        "candidates_per_row": {"min": int(counts.min()), "max": int(counts.max()), "mean": float(counts.mean())},
+        "sum_to_zero_holds": int(np.isclose(sums, 0.0, rtol=0.0, atol=atol)[filled].sum()),
+        "sum_to_zero_atol": atol,
+        "two_candidate_rows": int(two.sum()),
+        "antisymmetry_holds_among_two_candidate_rows": int(np.isclose(c[two], -r[two], rtol=0.0, atol=ANTISYMMETRY_ATOL).sum()),
+        "chosen_is_best_and_rejected_is_worst": int(((c == best) & (r == worst)).sum()),
     }
 
 
