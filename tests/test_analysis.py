@@ -289,3 +289,5 @@ def test_repro_run_analyses_the_runs_own_dataset(stand_in_run):
     assert sha256_file(stand_in_run.metrics) == manifest["outputs"]["metrics.json"]["sha256"]
     executed = (stand_in_run.notebooks / "02_analyze.ipynb").read_text()
     assert "Stand-in scores" in executed
+    # the stand-in note is its own blockquote paragraph, and the numbers follow it as a list
+    assert "responses.\n\n**150 pairs**" in analysis.headline(m) and "\n- margin > 0 in 150 rows" in analysis.headline(m)

@@ -381,8 +381,8 @@ def headline(metrics: dict[str, Any]) -> str:
                  f" ({metrics['n_excluded']:,} excluded).")
     lines.append(metrics["scale"]["sentence"])
     lines.append(
-        f"- score_chosen mean {_num(c['mean'], 6)} (95% CI {_num(c['mean_ci95'][0])}–{_num(c['mean_ci95'][1])}), "
-        f"score_rejected mean {_num(r['mean'], 6)} (95% CI {_num(r['mean_ci95'][0])}–{_num(r['mean_ci95'][1])}); "
+        f"- score_chosen mean {_num(c['mean'], 6)} (95% CI [{_num(c['mean_ci95'][0])}, {_num(c['mean_ci95'][1])}]), "
+        f"score_rejected mean {_num(r['mean'], 6)} (95% CI [{_num(r['mean_ci95'][0])}, {_num(r['mean_ci95'][1])}]); "
         f"margin mean {_num(m['mean'])}, median {_num(m['median'])}.")
     lines.append(
         f"- margin > 0 in {sign['counts']['positive']:,} rows ({_pct(sign['fractions']['positive'])}), "
@@ -396,14 +396,16 @@ def headline(metrics: dict[str, Any]) -> str:
         f"rank-biserial = {_num(effect['rank_biserial'], 3)}.")
     length = metrics["length"]
     if length["available"]:
-        bias = length["margin_vs_length_difference"]["tokens"]["spearman"]
+        bias = length["margin_vs_length_difference"]["tokens"]
         lines.append(
             f"- Length: chosen responses average {_num(length['chosen']['tokens']['mean'], 4)} tokens, rejected "
-            f"{_num(length['rejected']['tokens']['mean'], 4)}; Spearman of margin vs length difference = "
-            f"{_num(bias, 3)} (length bias).")
+            f"{_num(length['rejected']['tokens']['mean'], 4)}; length bias: Spearman of margin vs token length "
+            f"difference = {_num(bias['spearman'], 3)} (p = {_num(bias['pvalue'], 3)}).")
     else:
         lines.append(f"- Length: not computed ({length['reason']}).")
-    return "\n".join(lines)
+    # paragraphs (stand-in note, count, scale) apart, so the note's blockquote does not swallow the rest
+    bullets = next(i for i, line in enumerate(lines) if line.startswith("- "))
+    return "\n\n".join(lines[:bullets]) + "\n\n" + "\n".join(lines[bullets:])
 
 
 # --------------------------------------------------------------------------------------------
