@@ -81,3 +81,12 @@ def test_validate_namespace_ignores_modules_and_other_notebooks_keys():
 def test_missing_params_file():
     with pytest.raises(ParameterError, match="does not exist"):
         load_params_file("nope.yaml")
+
+
+def test_validate_namespace_twice_in_one_notebook_and_on_rerun():
+    ns = {"limit": 3, "temperature": 0.5}
+    p = validate_namespace("construct", ns)
+    ns["p"] = p
+    ns["scores"] = [[0.1, -0.1]]  # a notebook variable made after the first validation
+    gen = validate_namespace("generation", ns)
+    assert gen.temperature == 0.5 and validate_namespace("construct", ns).limit == 3

@@ -276,19 +276,29 @@ def validate_all(values: dict[str, Any], where: str = "the parameters") -> dict[
 
 
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+_LITERAL_TYPES = (str, int, float, bool, type(None), list, dict, tuple)
+_SEEN = "_repro_parameter_names"  # names present at a notebook's first validation
 
 
 def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
-    """Validate a notebook's parameters from its globals (the parameters cell plus papermill's injection)."""
+    """Validate a notebook's parameters from its globals (the parameters cell plus papermill's injection).
+
+    Only literal values are parameters (modules, functions, datasets are not). Names that appear after the
+    first validation are the notebook's own variables, so re-running the cell in Jupyter keeps working.
+    """
     schema = SCHEMAS[section]
+    seen = namespace.get(_SEEN)
     values = {}
     for key, value in namespace.items():
-        if key.startswith("_") or key in _IPYTHON_NAMES:
+        if key.startswith("_") or key in _IPYTHON_NAMES or not isinstance(value, _LITERAL_TYPES):
             continue
-        if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
+        if seen is not None and key not in seen:
             continue
         values[key] = value
-    return build(schema, values, where=f"notebook {section}")
+    params = build(schema, values, where=f"notebook {section}")
+    if seen is None:
+        namespace[_SEEN] = set(namespace)
+    return params
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:

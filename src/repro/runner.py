@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import ReproError
 from .manifest import Manifest
-from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file
+from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
 from .paths import NOTEBOOKS_DIR, RunDir
 
 KERNEL_NAME = "repro"
@@ -126,4 +126,13 @@ def main(args: argparse.Namespace) -> int:
     run_root = Path(values.get("run_dir") or Path("runs") / values["run_name"]).resolve()
     values["run_dir"] = str(run_root)
     print(f"repro run: {args.params} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
-    return run_notebooks(values, run_root, kernel=args.kernel, log_output=args.log_output)
+    return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output)
+
+
+def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter of every section with defaults filled in (what the manifest records and papermill injects)."""
+    resolved: dict[str, Any] = {}
+    for params in validate_all(values).values():
+        resolved.update(params.model_dump())
+    resolved["notebooks"] = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
+    return resolved

@@ -1,0 +1,119 @@
+"""The construction stages end to end, on real UltraFeedback rows scored by the tiny stand-in ranker."""
+
+import json
+
+import datasets
+import numpy as np
+import pytest
+
+from repro import construct
+from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES
+from repro.errors import DataError
+from repro.pairs import prompt_id_of
+from repro.parameters import ConstructParams, build
+
+
+def _params(tmp_path, **kw):
+    base = dict(run_dir=str(tmp_path / "run"), scorer_model="builtin:tiny-pairrm", device="cpu", dtype="fp32",
+                chunk_size=64)
+    base.update(kw)
+    return build(ConstructParams, base)
+
+
+def _construct(p, generation=None):
+    ctx = construct.begin(p)
+    ds = construct.slice_rows(ctx, construct.load(ctx))
+    ds = construct.generate(ctx, ds, generation)
+    cs = construct.candidates(ctx, ds)
+    scores = construct.score(ctx, cs)
+    out = construct.build(ctx, ds, cs, scores)
+    construct.write(ctx, out)
+    return ctx, out
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory, sample_dir):
+    tmp = tmp_path_factory.mktemp("real")
+    src = tmp / "rows.jsonl"
+    with open(src, "w") as f:
+        for name in ("train_prefs_1000.jsonl", "test_prefs_200.jsonl"):
+            f.write((sample_dir / name).read_text())
+    # real data has empty responses: they are left out of the ranking (and the row dropped as too few)
+    # short length limits keep 1200 prompts fast on 2 cores; truncation is still exercised (texts are longer)
+    p = _params(tmp, source=str(src), candidate_columns=[], include_original_pair=True, keep_all_candidates=True,
+                chunk_size=400, empty_candidates="drop", source_maxlength=96, candidate_maxlength=64,
+                batch_tokens=8192)
+    return src, _construct(p)
+
+
+def test_real_rows_integration(real_run):
+    src, (ctx, out) = real_run
+    rows = [json.loads(line) for line in src.read_text().splitlines()]
+    texts = [{t for t in (r["chosen"][-1]["content"], r["rejected"][-1]["content"]) if t.strip()} for r in rows]
+    too_few = sum(len(t) < 2 for t in texts)
+    assert len(rows) == 1200 and too_few >= 4  # 4 identical pairs in train alone, plus empty responses
+    counts = ctx.manifest.read()["counts"]
+    assert counts["source"] == 1200 and counts["sliced"] == 1200
+    assert counts["dropped_too_few_candidates"] == too_few
+    assert counts["kept"] == len(out) == 1200 - too_few
+    assert out.column_names == SEED_COLUMNS + ["candidates", "candidate_scores"]
+    kept = {r["prompt_id"]: r for r in rows}
+    for row in out.select(range(0, len(out), 37)):
+        src_row = kept[row["prompt_id"]]
+        assert row["prompt_id"] == prompt_id_of(row["prompt"]) == src_row["prompt_id"]
+        assert row["score_chosen"] >= row["score_rejected"]
+        # two candidates: PairRM's scores are antisymmetric and sum to zero
+        assert sum(row["candidate_scores"]) == pytest.approx(0.0, abs=1e-9)
+        assert row["score_chosen"] == pytest.approx(-row["score_rejected"], abs=1e-9)
+        texts = {src_row["chosen"][-1]["content"], src_row["rejected"][-1]["content"]}
+        assert {row["chosen"][1]["content"], row["rejected"][1]["content"]} == texts
+        assert row["chosen"][0] == {"content": row["prompt"], "role": "user"}
+    scores = np.array(out["score_chosen"])
+    assert np.isfinite(scores).all() and np.ptp(scores) > 0  # the stand-in gives real, varied scores
+
+
+def test_written_dataset_loads_with_the_seed_features(real_run):
+    _, (ctx, out) = real_run
+    files = ctx.run.shards()
+    assert [f.name for f in files] == ["train_prefs-00000-of-00001.parquet"]
+    loaded = datasets.load_dataset(str(ctx.run.dataset), split="train_prefs")
+    assert len(loaded) == len(out)
+    assert list(loaded.features)[:8] == SEED_COLUMNS
+    assert {k: loaded.features[k] for k in SEED_COLUMNS} == dict(SEED_FEATURES)
+    manifest = ctx.manifest.read()
+    assert manifest["scorer"]["stand_in"] is True
+    assert manifest["outputs"]["dataset/data/train_prefs-00000-of-00001.parquet"]["sha256"]
+
+
+def test_empty_candidate_is_an_error_by_default(tmp_path, real_run):
+    src, _ = real_run
+    p = _params(tmp_path, source=str(src), candidate_columns=[], include_original_pair=True)
+    ctx = construct.begin(p)
+    with pytest.raises(DataError, match=r"source row \d+ \(prompt_id \w+\), candidate 'original_\w+' is empty"):
+        construct.candidates(ctx, construct.slice_rows(ctx, construct.load(ctx)))
+
+
+def test_missing_candidate_column_is_a_clear_error(tmp_path):
+    p = _params(tmp_path, source="demo", candidate_columns=["resp0", "answer"])
+    ctx = construct.begin(p)
+    with pytest.raises(DataError, match=r"lacks column\(s\) \['answer'\].*candidate_columns"):
+        construct.load(ctx)
+    assert ctx.manifest.read()["status"] == "failed"
+
+
+def test_slice_outside_the_data(tmp_path):
+    p = _params(tmp_path, source="demo", part_start=0, part_stop=500)
+    ctx = construct.begin(p)
+    with pytest.raises(DataError, match="outside the source"):
+        construct.slice_rows(ctx, construct.load(ctx))
+
+
+def test_demo_with_all_candidates_sums_to_zero(tmp_path):
+    p = _params(tmp_path, source="demo", candidate_columns=["resp0", "resp1", "resp2", "resp3"],
+                keep_all_candidates=True, limit=12)
+    ctx, out = _construct(p)
+    for row in out:
+        assert len(row["candidates"]) in (3, 4) or len(set(row["candidates"])) < len(row["candidates"])
+        assert sum(row["candidate_scores"]) == pytest.approx(0.0, abs=1e-9)
+        assert row["score_chosen"] == max(row["candidate_scores"])
+        assert row["score_rejected"] == min(row["candidate_scores"])
