@@ -51,3 +51,12 @@ def test_bad_sources(tmp_path, monkeypatch):
 def test_require_columns_names_missing_ones():
     with pytest.raises(DataError, match=r"\['resp1'\].*resp0"):
         require_columns(["prompt", "resp0"], ["resp0", "resp1"], "source x")
+
+
+def test_empty_and_broken_files_are_clear_errors(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(DataError, match="empty file"):
+        load_source(str(tmp_path / "empty.jsonl"))
+    (tmp_path / "broken.jsonl").write_text('{"prompt": "a"\nnot json\n')
+    with pytest.raises(DataError, match="could not be read"):
+        load_source(str(tmp_path / "broken.jsonl"))

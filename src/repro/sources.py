@@ -53,15 +53,26 @@ def _load_local(path: Path, split: str) -> datasets.Dataset:
     where = f"source {str(path)!r}"
     if path.is_file():
         suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
-        if suffix in (".jsonl", ".json", ".jsonl.gz", ".json.gz"):
+        if suffix not in (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet"):
+            raise DataError(f"{where}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet.")
+        if path.stat().st_size == 0:
+            raise DataError(f"{where} is an empty file: it holds no rows.")
+        try:
+            if suffix == ".parquet":
+                return datasets.Dataset.from_parquet(str(path))
             return datasets.Dataset.from_json(str(path))
-        if suffix == ".parquet":
-            return datasets.Dataset.from_parquet(str(path))
-        raise DataError(f"{where}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet.")
+        except Exception as exc:  # datasets wraps parse errors in several types
+            raise DataError(f"{where} could not be read as {suffix} ({type(exc).__name__}: {str(exc)[:300]}). "
+                            f"Check the file: one JSON object per line for .jsonl.") from None
     if (path / "dataset").is_dir() and (path / "manifest.json").exists():  # a run directory
         return _load_local(path / "dataset", split)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
-        return _pick_split(datasets.load_from_disk(str(path)), split, where)
+        try:
+            saved = datasets.load_from_disk(str(path))
+        except Exception as exc:
+            raise DataError(f"{where} looks like a save_to_disk folder but could not be loaded "
+                            f"({type(exc).__name__}: {str(exc)[:300]}).") from None
+        return _pick_split(saved, split, where)
     files = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet"))
     if files:
         return datasets.Dataset.from_parquet([str(f) for f in files])
