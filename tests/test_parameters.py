@@ -9,7 +9,7 @@ from repro.parameters import (ConstructParams, build, load_params_file, parse_se
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["demo.yaml", "part2_mini_1.yaml"])
+@pytest.mark.parametrize("name", ["demo.yaml", "demo_generate.yaml", "part2_mini_1.yaml"])
 def test_shipped_params_files_validate(name):
     values = load_params_file(ROOT / "params" / name)
     construct = validate_all(values)["construct"]

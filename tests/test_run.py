@@ -78,3 +78,17 @@ def test_plain_papermill_runs_the_notebook_with_the_params_file(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["driver"] == "papermill" and manifest["status"] == "complete"
     assert manifest["counts"]["sliced"] == 6
+
+
+def test_generation_demo_goes_from_prompts_to_a_dataset(tmp_path):
+    out = tmp_path / "gen"
+    proc = repro_run(ROOT / "params" / "demo_generate.yaml", "--out", out, "--set", "limit=4",
+                     "--set", "notebooks=[01_construct]")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["generation"]["stand_in"] is True and manifest["scorer"]["stand_in"] is True
+    ds = datasets.load_dataset(str(out / "dataset"), split="train_prefs")
+    assert len(ds) == manifest["counts"]["kept"] >= 1
+    for row in ds:
+        assert row["reference_response"] and set(row["candidates"]) >= {row["chosen"][1]["content"]}
