@@ -204,7 +204,7 @@ def test_empty_and_single_row_datasets(tmp_path):
     datasets.Dataset.from_dict({"score_chosen": [], "score_rejected": []},
                                features=datasets.Features({c: datasets.Value("float64") for c in
                                                            ("score_chosen", "score_rejected")})).save_to_disk(empty)
-    with pytest.raises(DataError, match="could not be read .*it may be empty"):  # datasets cannot reload it
+    with pytest.raises(DataError, match="could not be loaded .*it may be empty"):  # datasets cannot reload it
         _analyze(tmp_path, str(empty))
     no_rows = pa.table({"score_chosen": pa.array([], pa.float64()), "score_rejected": pa.array([], pa.float64())})
     with pytest.raises(DataError, match="has no rows"):

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import plots, stats
-from .errors import DataError, ReproError
+from .errors import DataError
 from .manifest import Manifest
 from .parameters import AnalyzeParams
 from .paths import RunDir
@@ -177,19 +177,8 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
 
 
 def _read_table(spec: str, split: str, where: str) -> pa.Table:
-    path = Path(os.path.expanduser(spec))
-    if path.is_file() and path.stat().st_size == 0:
-        raise DataError(f"{where} is an empty file: there are no rows to analyse. Point `dataset` at the data.")
-    try:
-        return load_source(spec, split).with_format("arrow")[:]
-    except ReproError:
-        raise
-    except Exception as exc:  # datasets' readers raise many types (even StopIteration); the user needs one message
-        cause = exc.__cause__ or exc
-        raise DataError(
-            f"{where} could not be read ({type(cause).__name__}: {str(cause)[:300]}); it may be empty or not a "
-            f"dataset at all. Give a readable, non-empty .jsonl or "
-            f".parquet file, a saved dataset, a run directory, or a hub id with split {split!r}.") from exc
+    # load_source turns empty, unreadable and missing inputs into a DataError naming the source
+    return load_source(spec, split).with_format("arrow")[:]
 
 
 def load(p: AnalyzeParams) -> ScoreData:

@@ -62,8 +62,8 @@ def _load_local(path: Path, split: str) -> datasets.Dataset:
                 return datasets.Dataset.from_parquet(str(path))
             return datasets.Dataset.from_json(str(path))
         except Exception as exc:  # datasets wraps parse errors in several types
-            raise DataError(f"{where} could not be read as {suffix} ({type(exc).__name__}: {str(exc)[:300]}). "
-                            f"Check the file: one JSON object per line for .jsonl.") from None
+            raise DataError(f"{where} could not be read as {suffix} ({type(exc).__name__}: {str(exc)[:300]}); "
+                            f"it may be empty or damaged. Check the file: one JSON object per line for .jsonl.") from None
     if (path / "dataset").is_dir() and (path / "manifest.json").exists():  # a run directory
         return _load_local(path / "dataset", split)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
@@ -71,7 +71,7 @@ def _load_local(path: Path, split: str) -> datasets.Dataset:
             saved = datasets.load_from_disk(str(path))
         except Exception as exc:
             raise DataError(f"{where} looks like a save_to_disk folder but could not be loaded "
-                            f"({type(exc).__name__}: {str(exc)[:300]}).") from None
+                            f"({type(exc).__name__}: {str(exc)[:300]}); it may be empty or damaged.") from None
         return _pick_split(saved, split, where)
     files = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet"))
     if files:
