@@ -1,0 +1,495 @@
+"""`repro bench`: the PairRM engine against llm-blender's own `Blender.rank`, timed side by side in one process.
+
+    repro bench                                   # CPU: a mid-size random PairRM, generated UltraFeedback-like rows
+    repro bench --data train_prefs.jsonl          # H4 rows (chosen/rejected become the candidates) or
+                                                  # {prompt, candidates} rows
+    repro bench --device cuda                     # GPU: a deberta-v3-large-sized random PairRM, fp16, + TFLOP/s
+                                                  # against a measured matmul peak and a part2_mini_1-sized job
+
+The same checkpoint and inputs, PairRM's real limits (1224/412 tokens). The prompts are cut into slices and,
+slice after slice, each contender scores the slice (in an order that rotates), so that a machine whose load
+drifts treats every contender alike:
+
+- `repro`: `repro.pairrm.PairRM.score` (passes packed by a token budget);
+- `llm-blender bs=1` / `bs=8`: `Blender.rank(..., return_scores=True, batch_size=1 | 8)` (8 is its default).
+
+Reported: prompts/s, the speed-ups, the largest score difference from the engine, peak memory above the level
+before each call (sampled RSS on CPU, `torch.cuda.max_memory_allocated` on GPU), tokens per pass. The JSON goes
+to `--output-dir` (default `benchmarks/results/`); the last two lines printed are the two speed-ups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import DataError, ParameterError
+
+# Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses
+# (chosen and rejected), measured on a seed-42 sample of 1000 rows; generated rows follow them.
+PROMPT_CHAR_QUANTILES = (17, 40, 54, 69, 88, 109, 134, 173, 221, 279, 363, 411, 493, 584, 672, 801, 1000, 1267,
+                         1770, 2534, 6308)
+RESPONSE_CHAR_QUANTILES = (1, 24, 69, 111, 178, 243, 331, 454, 551, 701, 863, 1058, 1232, 1458, 1695, 1947, 2177,
+                           2468, 2769, 3277, 5487)
+PART2_MINI_1_PROMPTS = 5183
+
+# Random PairRM-architecture models. "mid": for CPUs, with a tokenizer of a few thousand pieces trained on
+# the benchmark's own kind of text, giving about 800 tokens per UltraFeedback pass as the real one does.
+# "large": microsoft/deberta-v3-large's shape, the real PairRM's cost per token. Its embedding has one row
+# per tokenizer entry instead of 128005 (llm-blender resizes it to the tokenizer): no FLOP or activation changes.
+MODEL_SIZES = {
+    "mid": dict(hidden_size=384, num_layers=6, num_heads=6, intermediate_size=1536, vocab_size=8000),
+    "large": dict(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096, vocab_size=8000),
+}
+TOKENIZER_CORPUS_ROWS = 500
+POSITION_BUCKETS = 256  # DeBERTa-v3 (PairRM): relative positions in 2 x 256 buckets
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add `repro bench`'s options to its subparser."""
+    parser.add_argument("--data", type=Path, default=None,
+                        help="jsonl of H4 rows (prompt, chosen, rejected: the two answers become the candidates) or "
+                             "{prompt, candidates} rows; default: generated rows with UltraFeedback's lengths")
+    parser.add_argument("--prompts", type=int, default=None, help="prompts to time (default: 12 on CPU, 512 on GPU)")
+    parser.add_argument("--slice", type=int, default=None, dest="slice_size",
+                        help="prompts per alternation slice (default: 4 on CPU, 128 on GPU)")
+    parser.add_argument("--model", default=None,
+                        help="a PairRM checkpoint (hub id or directory) instead of the random one built for the device")
+    parser.add_argument("--size", choices=sorted(MODEL_SIZES), default=None,
+                        help="random model to build (default: mid on CPU, large on GPU)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16")
+    parser.add_argument("--batch-tokens", type=int, default=None,
+                        help="the engine's token budget (default: the engine's default for the device)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--job-prompts", type=int, default=None,
+                        help=f"also time the engine alone on a job of this many generated prompts x 2 candidates "
+                             f"through score_candidates (default: {PART2_MINI_1_PROMPTS}, part2_mini_1's size, on "
+                             f"GPU; 0 on CPU)")
+    parser.add_argument("--skip", default="", help="comma-separated contenders to leave out: bs1, bs8")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated rows and the random model")
+    parser.add_argument("--output-dir", type=Path, default=Path("benchmarks") / "results",
+                        help="where the JSON result goes (default: benchmarks/results)")
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs
+# ------------------------------------------------------------------------------------------------
+def _assistant_text(turns: Any, where: str, column: str) -> str:
+    if isinstance(turns, str):
+        return turns
+    if isinstance(turns, list) and turns and isinstance(turns[-1], dict) and isinstance(turns[-1].get("content"), str):
+        return turns[-1]["content"]
+    raise DataError(f"{where}: '{column}' is neither a string nor a list of messages ending in one with 'content'.")
+
+
+def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
+    """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
+    if not path.is_file():
+        raise DataError(f"--data {path} does not exist.")
+    prompts: list[str] = []
+    candidates: list[list[str]] = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if limit is not None and len(prompts) >= limit:
+                break
+            if not line.strip():
+                continue
+            where = f"line {line_no} of {path}"
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise DataError(f"{where} is not valid JSON ({exc}).") from None
+            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+                raise DataError(f"{where}: expected an object with a string 'prompt'.")
+            if "candidates" in row:
+                cands = row["candidates"]
+                if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
+                    raise DataError(f"{where}: 'candidates' must be a list of at least two strings.")
+            elif "chosen" in row and "rejected" in row:
+                cands = [_assistant_text(row["chosen"], where, "chosen"),
+                         _assistant_text(row["rejected"], where, "rejected")]
+            else:
+                raise DataError(f"{where}: expected 'candidates', or 'chosen' and 'rejected' (H4 rows).")
+            prompts.append(row["prompt"])
+            candidates.append(list(cands))
+    if not prompts:
+        raise DataError(f"--data {path} holds no rows.")
+    return prompts, candidates
+
+
+def _corpus_sentences() -> list[str]:
+    """Sentences of the embedded demo sample (UltraFeedback-style prompts and answers): the generated text."""
+    path = Path(__file__).with_name("data") / "demo_prompts.jsonl"
+    sentences: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            for value in json.loads(line).values():
+                if isinstance(value, str):
+                    sentences.extend(s.strip() for s in re.split(r"(?<=[.!?:])\s+|\n+", value) if s.strip())
+    return sentences
+
+
+def _text_of_length(rng: random.Random, sentences: list[str], chars: int) -> str:
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        sentence = rng.choice(sentences)
+        out.append(sentence)
+        size += len(sentence) + 1
+    return " ".join(out)[:max(1, chars)].rstrip() or "."
+
+
+def _draw_length(rng: random.Random, quantiles: tuple[int, ...]) -> int:
+    u = rng.random() * (len(quantiles) - 1)
+    lo = int(u)
+    hi = min(lo + 1, len(quantiles) - 1)
+    return int(round(quantiles[lo] + (quantiles[hi] - quantiles[lo]) * (u - lo)))
+
+
+def generated_rows(n: int, seed: int = 0, n_candidates: int = 2) -> tuple[list[str], list[list[str]]]:
+    """`n` prompts with `n_candidates` answers each, of UltraFeedback's character lengths, from English sentences."""
+    rng = random.Random(seed)
+    sentences = _corpus_sentences()
+    prompts = [_text_of_length(rng, sentences, _draw_length(rng, PROMPT_CHAR_QUANTILES)) for _ in range(n)]
+    candidates = [[_text_of_length(rng, sentences, _draw_length(rng, RESPONSE_CHAR_QUANTILES))
+                   for _ in range(n_candidates)] for _ in range(n)]
+    return prompts, candidates
+
+
+# ------------------------------------------------------------------------------------------------
+# the random model
+# ------------------------------------------------------------------------------------------------
+def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None) -> Path:
+    """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached."""
+    from .pairrm import cache_root
+    from .tiny import BUILDER_VERSION, build_tiny_pairrm
+
+    shape = MODEL_SIZES[size]
+    key = hashlib.sha256(json.dumps([BUILDER_VERSION, size, shape, seed, corpus]).encode()).hexdigest()[:12]
+    target = (cache or cache_root() / "bench") / f"pairrm-{size}-{key}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".pairrm-{size}-", dir=target.parent))
+    try:
+        build_tiny_pairrm(tmp, seed=seed, extra_corpus=corpus, **shape)
+        os.replace(tmp, target)
+    except OSError:
+        if not (target / "config.json").is_file():  # another process may have built the same one meanwhile
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+# ------------------------------------------------------------------------------------------------
+# measuring
+# ------------------------------------------------------------------------------------------------
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class PeakMemory:
+    """Peak memory above the level at entry: CUDA allocator statistics, or RSS sampled every few milliseconds."""
+
+    def __init__(self, device_type: str, interval: float = 0.003):
+        self.device_type, self.interval = device_type, interval
+        self.extra_bytes: int | None = None
+
+    def __enter__(self) -> "PeakMemory":
+        if self.device_type == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._base = torch.cuda.memory_allocated()
+            return self
+        self._base = _rss_bytes()
+        self._peak = self._base
+        self._stop = threading.Event()
+        if self._base is not None:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            rss = _rss_bytes()
+            if rss is not None and rss > self._peak:
+                self._peak = rss
+            self._stop.wait(self.interval)
+
+    def __exit__(self, *exc) -> None:
+        if self.device_type == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            self.extra_bytes = torch.cuda.max_memory_allocated() - self._base
+            return
+        if self._base is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        rss = _rss_bytes()
+        self.extra_bytes = max(self._peak, rss or 0) - self._base
+
+
+@dataclass
+class Contender:
+    """One way of scoring: a name, the call, and what it measured."""
+
+    name: str
+    run: Callable[[list[str], list[list[str]]], list[Any]]
+    seconds: float = 0.0
+    peak_extra_bytes: int = 0
+    scores: list[list[float]] = field(default_factory=list)
+
+
+def _sync(device_type: str) -> None:
+    if device_type == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def alternate(contenders: list[Contender], prompts: list[str], candidates: list[list[str]], slice_size: int,
+              device_type: str, log: Callable[[str], None]) -> None:
+    """Slice after slice, every contender scores the slice (rotating who goes first); times and peaks add up."""
+    n_slices = (len(prompts) + slice_size - 1) // slice_size
+    for k in range(n_slices):
+        lo, hi = k * slice_size, min(len(prompts), (k + 1) * slice_size)
+        p, c = prompts[lo:hi], candidates[lo:hi]
+        order = contenders[k % len(contenders):] + contenders[:k % len(contenders)]
+        for contender in order:
+            _sync(device_type)
+            with PeakMemory(device_type) as peak:
+                start = time.perf_counter()
+                out = contender.run(p, c)
+                _sync(device_type)
+                contender.seconds += time.perf_counter() - start
+            contender.peak_extra_bytes = max(contender.peak_extra_bytes, peak.extra_bytes or 0)
+            contender.scores.extend([float(x) for x in s] for s in out)
+        log(f"  slice {k + 1}/{n_slices}: " + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
+
+
+def pass_flops(length: int, *, hidden: int, layers: int, intermediate: int, span: int = POSITION_BUCKETS) -> float:
+    """Useful FLOPs of one DeBERTa-v2 pass over `length` real tokens (no padding) with disentangled attention."""
+    per_layer = (2 * length * (4 * hidden * hidden + 2 * hidden * intermediate)  # projections + feed-forward
+                 + 4 * length * length * hidden  # QK^T and attention x V
+                 + 4 * length * 2 * span * hidden  # content->position and position->content scores
+                 + 4 * 2 * span * hidden * hidden)  # the shared query/key projections of the relative embeddings
+    return float(layers * per_layer)
+
+
+def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20) -> float:
+    """TFLOP/s of an n x n x n matrix product in `dtype` on `device`: the roof the engine is measured against."""
+    import torch
+
+    from .pairrm import DTYPES
+
+    a = torch.randn(n, n, device=device, dtype=DTYPES[dtype])
+    b = torch.randn(n, n, device=device, dtype=DTYPES[dtype])
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def machine_info(device_type: str) -> dict[str, Any]:
+    """CPU model, cores, load, versions and GPU: what a figure in RESULTS.md must be read with."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                            "python": platform.python_version(), "torch": torch.__version__,
+                            "platform": platform.platform()}
+    try:
+        from importlib import metadata
+
+        info["transformers"] = metadata.version("transformers")
+        info["llm_blender"] = metadata.version("llm-blender")
+    except Exception:
+        pass
+    if hasattr(os, "getloadavg"):
+        info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    if device_type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1)
+    return info
+
+
+def _max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
+    return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# the command
+# ------------------------------------------------------------------------------------------------
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark, print the table, write the JSON; the last two lines are the speed-ups."""
+    import torch
+
+    from .blender_compat import BlenderScorer
+    from .pairrm import DEFAULT_BATCH_TOKENS, load_scorer, resolve_device, resolve_dtype
+
+    started = time.perf_counter()
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
+    if args.threads:
+        torch.set_num_threads(int(args.threads))
+    device = resolve_device(args.device)
+    dtype = resolve_dtype(args.dtype, device)
+    on_gpu = device.type == "cuda"
+    n_prompts = args.prompts or (512 if on_gpu else 12)
+    slice_size = args.slice_size or (128 if on_gpu else 4)
+    job_prompts = PART2_MINI_1_PROMPTS if args.job_prompts is None and on_gpu else int(args.job_prompts or 0)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    if skip - {"bs1", "bs8"}:
+        raise ParameterError(f"--skip {args.skip!r}: only 'bs1' and 'bs8' can be left out.")
+    if n_prompts < 1 or slice_size < 1:
+        raise ParameterError(f"--prompts ({n_prompts}) and --slice ({slice_size}) must be >= 1.")
+    machine = machine_info(device.type)
+
+    if args.data:
+        prompts, candidates = read_bench_rows(args.data, limit=max(n_prompts, TOKENIZER_CORPUS_ROWS))
+        source = str(args.data)
+    else:
+        prompts, candidates = generated_rows(max(n_prompts, TOKENIZER_CORPUS_ROWS), seed=args.seed)
+        source = f"generated (UltraFeedback character lengths, seed {args.seed})"
+    corpus = [t for p, c in zip(prompts[:TOKENIZER_CORPUS_ROWS], candidates) for t in [p, *c]]
+    prompts, candidates = prompts[:n_prompts], candidates[:n_prompts]
+
+    size = args.size or ("large" if on_gpu else "mid")
+    if args.model:
+        model, model_desc = args.model, {"model": args.model}
+    else:
+        log(f"repro bench: building (or reusing) the random '{size}' PairRM ...")
+        model = str(bench_model(size, corpus, args.seed))
+        model_desc = {"model": f"random PairRM-architecture '{size}'", "path": model, **MODEL_SIZES[size]}
+    engine = load_scorer(model, device=str(device), dtype=dtype)
+    backbone = engine.model.pretrained_model.config
+    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
+                 intermediate=backbone.intermediate_size)
+    batch_tokens = int(args.batch_tokens or DEFAULT_BATCH_TOKENS)
+    plan, _, _ = engine._plan(prompts, candidates)
+    lengths = [p.length for p in plan]
+    useful_flops = sum(pass_flops(n, **shape) for n in lengths)
+
+    contenders = [Contender(f"repro (batch_tokens={batch_tokens})",
+                            lambda p, c: engine.score(p, c, batch_tokens=batch_tokens))]
+    blender = None
+    if skip != {"bs1", "bs8"}:
+        blender = BlenderScorer.load(model, device=str(device), dtype=dtype)
+
+    def blender_run(batch_size: int):
+        def run(p, c):
+            blender.batch_size = batch_size
+            return blender.score(p, c)
+        return run
+
+    for tag, bs in (("bs1", 1), ("bs8", 8)):
+        if tag not in skip:
+            contenders.append(Contender(f"llm-blender (batch_size={bs})", blender_run(bs)))
+    # warm-up: first calls allocate thread pools and caches that later calls reuse
+    for contender in contenders:
+        contender.run(prompts[:2], candidates[:2])
+    log(f"repro bench: {len(prompts)} prompts x {len(candidates[0])} candidates, {len(lengths)} passes of "
+        f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {device} {dtype}, "
+        f"{torch.get_num_threads()} thread(s); slices of {slice_size} prompts")
+    alternate(contenders, prompts, candidates, slice_size, device.type, log)
+
+    engine_c = contenders[0]
+    results: dict[str, Any] = {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "repro bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]),
+        "machine": machine, "device": str(device), "dtype": dtype, "model": model_desc, "data": source,
+        "prompts": len(prompts), "candidates_per_prompt": sorted({len(c) for c in candidates}),
+        "passes": len(lengths), "mean_tokens_per_pass": round(statistics.mean(lengths), 1),
+        "max_tokens_per_pass": max(lengths), "slice_size": slice_size, "batch_tokens": batch_tokens,
+        "useful_gflops": round(useful_flops / 1e9, 1), "contenders": {}, "speedup": {},
+    }
+    for x in contenders:
+        results["contenders"][x.name] = {
+            "seconds": round(x.seconds, 3), "prompts_per_second": round(len(prompts) / x.seconds, 4),
+            "peak_memory_mb": round(x.peak_extra_bytes / 2 ** 20, 1),
+            "useful_tflops": round(useful_flops / x.seconds / 1e12, 4),
+            "max_abs_score_diff_vs_repro": _max_abs_diff(x.scores, engine_c.scores)}
+    for x in contenders[1:]:
+        results["speedup"][x.name] = round(x.seconds / engine_c.seconds, 3)
+    results["score_scale"] = max(abs(v) for s in engine_c.scores for v in s)
+
+    if on_gpu:
+        log("repro bench: measuring the matmul peak ...")
+        peak = matmul_peak_tflops(str(device), dtype)
+        achieved = useful_flops / engine_c.seconds / 1e12
+        results["gpu"] = {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
+                          "engine_fraction_of_peak": round(achieved / peak, 4)}
+    if job_prompts:
+        from .scoring import score_candidates
+
+        log(f"repro bench: a job of {job_prompts} generated prompts x 2 candidates through score_candidates ...")
+        job_p, job_c = generated_rows(job_prompts, seed=args.seed + 1)
+        with tempfile.TemporaryDirectory() as work:
+            start = time.perf_counter()
+            job = score_candidates(job_p, job_c, model=model, device=str(device), dtype=dtype,
+                                   batch_tokens=batch_tokens, work_dir=Path(work), progress=True)
+            results["job"] = {"prompts": job_prompts, "candidates_per_prompt": 2,
+                              "seconds": round(time.perf_counter() - start, 2),
+                              "prompts_per_second": job.info.get("prompts_per_second")}
+    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()] if hasattr(
+        os, "getloadavg") else None
+    results["total_seconds"] = round(time.perf_counter() - started, 1)
+
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_path = args.output_dir / f"bench-{device.type}-{stamp}.json"
+    out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    print(f"{'contender':34} {'seconds':>8} {'prompts/s':>10} {'peak MB':>9} {'max |diff|':>11}")
+    for name, r in results["contenders"].items():
+        print(f"{name:34} {r['seconds']:8.1f} {r['prompts_per_second']:10.3f} {r['peak_memory_mb']:9.0f} "
+              f"{r['max_abs_score_diff_vs_repro']:11.2e}")
+    if "gpu" in results:
+        g = results["gpu"]
+        print(f"engine: {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % "
+              f"of the measured {dtype} matmul peak ({g['matmul_peak_tflops']:.0f} TFLOP/s)")
+    if "job" in results:
+        print(f"a part2_mini_1-sized job ({job_prompts} prompts x 2): {results['job']['seconds']:.0f} s")
+    print(f"results: {out_path}")
+    for bs in (1, 8):
+        name = f"llm-blender (batch_size={bs})"
+        ratio = results["speedup"].get(name)
+        print(f"speedup vs llm-blender (batch_size={bs}): " + (f"{ratio:.2f}x" if ratio else "skipped"))
+    return 0
