@@ -18,7 +18,7 @@ Optional extras (all keyword-only, off by default):
   that k more items of the chunk are done (finer than one update per chunk);
 - `share=(rank, world_size)`: only the contiguous share of chunks that `chunk_share` gives this rank is
   computed, and only those items' results are returned (in input order) — one process of a torchrun job;
-  `prepare=False` leaves the work dir as it is (one process prepared it for all, the others wait).
+  `prepare=False` leaves the work dir as it is (one process ran `prepare_chunked_work` for all).
 
 `run_chunked_with_stats` is the same call returning a `ChunkedRun` (results plus how many chunks were
 resumed); `collect_chunks` reads a finished work dir back in input order.
@@ -242,6 +242,12 @@ def items_digest(items: Sequence[Any]) -> str:
 def _stored_fingerprint(fingerprint: dict[str, Any], items: Sequence[Any], chunk_size: int) -> dict[str, Any]:
     # what a chunk file holds depends on the items and the chunk size, so they guard reuse too
     return {"work": fingerprint, "chunk_size": chunk_size, "num_items": len(items), "items": items_digest(items)}
+
+
+def prepare_chunked_work(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any],
+                         chunk_size: int) -> str:
+    """What `run_chunked` does first: make `work_dir` ready for this work (old chunks moved aside if foreign)."""
+    return prepare_work_dir(Path(work_dir), _stored_fingerprint(fingerprint, items, max(1, int(chunk_size))))
 
 
 def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,
