@@ -1,0 +1,110 @@
+"""`repro bench`: its inputs, its FLOP count, and one end-to-end run on a tiny model (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+import pytest
+
+from repro import cli
+from repro.bench import (PROMPT_CHAR_QUANTILES, RESPONSE_CHAR_QUANTILES, bench_model, generated_rows, pass_flops,
+                         read_bench_rows)
+from repro.errors import DataError
+
+
+@pytest.fixture
+def h4_file(tmp_path, train_rows):
+    path = tmp_path / "h4.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in train_rows[:30]))
+    return path
+
+
+def test_h4_rows_give_chosen_and_rejected_as_the_candidates(h4_file, train_rows):
+    prompts, candidates = read_bench_rows(h4_file, limit=12)
+    assert prompts == [r["prompt"] for r in train_rows[:12]]
+    assert candidates == [[r["chosen"][-1]["content"], r["rejected"][-1]["content"]] for r in train_rows[:12]]
+
+
+def test_prompt_candidates_rows_and_bad_rows(tmp_path, train_rows):
+    path = tmp_path / "rows.jsonl"
+    rows = [{"prompt": r["prompt"], "candidates": [r["chosen"][-1]["content"], "b", "c"]} for r in train_rows[:3]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
+    prompts, candidates = read_bench_rows(path)
+    assert prompts == [r["prompt"] for r in rows] and candidates == [r["candidates"] for r in rows]
+
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"prompt": "p", "chosen": "only one side"}) + "\n")
+    with pytest.raises(DataError, match="line 2 of .*'candidates', or 'chosen' and 'rejected'"):
+        read_bench_rows(path)
+    path.write_text(json.dumps({"prompt": "p", "candidates": ["just one"]}) + "\n")
+    with pytest.raises(DataError, match="line 1 .* at least two strings"):
+        read_bench_rows(path)
+
+
+def test_generated_rows_follow_ultrafeedback_lengths_and_the_seed():
+    prompts, candidates = generated_rows(600, seed=3)
+    assert generated_rows(600, seed=3) == (prompts, candidates)
+    assert generated_rows(600, seed=4)[0] != prompts
+    assert all(len(c) == 2 and all(c) for c in candidates) and all(prompts)
+    prompt_median = statistics.median(len(p) for p in prompts)
+    answer_median = statistics.median(len(a) for c in candidates for a in c)
+    # the quantile tables' medians are 363 and 863 characters; 600 draws land within about 15 % of them
+    assert 0.8 * PROMPT_CHAR_QUANTILES[10] <= prompt_median <= 1.2 * PROMPT_CHAR_QUANTILES[10]
+    assert 0.8 * RESPONSE_CHAR_QUANTILES[10] <= answer_median <= 1.2 * RESPONSE_CHAR_QUANTILES[10]
+    assert max(len(p) for p in prompts) <= PROMPT_CHAR_QUANTILES[-1]
+
+
+def test_pass_flops_match_the_matmuls_torch_counts_in_a_real_pass(tiny_pairrm_dir, train_rows):
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from repro.pairrm import load_scorer
+
+    scorer = load_scorer(str(tiny_pairrm_dir))
+    row = train_rows[5]
+    prompts, candidates = [row["prompt"]], [[row["chosen"][-1]["content"], row["rejected"][-1]["content"]]]
+    plan, _, _ = scorer._plan(prompts, candidates)
+    length = plan[0].length
+    config = scorer.model.pretrained_model.config
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        scorer.model(*scorer._batch_tensors([plan[0]]))
+    head = 2 * 2 * (2 * config.hidden_size * config.hidden_size + config.hidden_size)  # two head calls, tiny
+    expected = pass_flops(length, hidden=config.hidden_size, layers=config.num_hidden_layers,
+                          intermediate=config.intermediate_size) + head
+    assert counter.get_total_flops() == pytest.approx(expected, rel=0.02)
+
+
+def test_repro_bench_runs_end_to_end_and_ends_with_the_two_ratios(tmp_path, h4_file, monkeypatch, capsys):
+    monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out_dir = tmp_path / "results"
+    code = cli.main(["bench", "--size", "tiny", "--data", str(h4_file), "--prompts", "4", "--slice", "2",
+                     "--threads", "1", "--batch-tokens", "2048,16384", "--output-dir", str(out_dir)])
+    assert code == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"speedup vs llm-blender \(batch_size=1\): \d+\.\d\dx", lines[-2])
+    assert re.fullmatch(r"speedup vs llm-blender \(batch_size=8\): \d+\.\d\dx", lines[-1])
+
+    [result_file] = out_dir.glob("bench-cpu-*.json")
+    result = json.loads(result_file.read_text())
+    names = list(result["contenders"])
+    assert names == ["repro (batch_tokens=2048)", "repro (batch_tokens=16384)", "llm-blender (batch_size=1)",
+                     "llm-blender (batch_size=8)"]
+    assert result["prompts"] == 4 and result["passes"] == 8 and result["data"] == str(h4_file)
+    for r in result["contenders"].values():
+        assert r["seconds"] > 0 and r["peak_memory_mb"] > 0
+    # same checkpoint, same tokens: llm-blender at batch_size=1 is the engine's reference (fp32, 1e-5)
+    assert result["contenders"]["llm-blender (batch_size=1)"]["max_abs_score_diff_vs_repro"] <= 1e-5
+    ratio = float(lines[-2].split(": ")[1].rstrip("x"))
+    assert ratio == pytest.approx(result["speedup"]["llm-blender (batch_size=1)"], abs=0.006)
+
+    # the random model was built under REPRO_CACHE; the same corpus reuses it rather than building again
+    [model_dir] = (tmp_path / "cache" / "bench").glob("pairrm-tiny-*")
+    assert result["model"]["path"] == str(model_dir)
+    stamp = (model_dir / "model.safetensors").stat().st_mtime_ns
+    prompts, candidates = read_bench_rows(h4_file)
+    corpus = [t for p, c in zip(prompts, candidates) for t in [p, *c]]
+    assert bench_model("tiny", corpus, seed=0) == model_dir
+    assert (model_dir / "model.safetensors").stat().st_mtime_ns == stamp
