@@ -210,6 +210,19 @@ def test_results_do_not_depend_on_budget_or_input_order(scorer):
         np.testing.assert_array_equal(s, scores_from_matrix(m))
 
 
+def test_fast_attention_computes_what_transformers_attention_computes(tiny_pairrm_dir, scorer):
+    """On padded batches of several lengths, in fp32 and bf16."""
+    prompts, candidates = cases(8, seed=6)
+    for dtype, tolerance in (("fp32", 1e-6), ("bf16", 2e-2)):
+        fast, plain = (PairRM.load(tiny_pairrm_dir, device="cpu", dtype=dtype, source_maxlength=S_MAX,
+                                   candidate_maxlength=C_MAX, fast_attention=flag) for flag in (True, False))
+        assert fast.model.fast_attention and not plain.model.fast_attention
+        _, want = plain.score(prompts, candidates, batch_tokens=600, return_matrix=True)
+        _, got = fast.score(prompts, candidates, batch_tokens=600, return_matrix=True)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=0, atol=tolerance)
+
+
 def test_each_distinct_pass_runs_once_and_progress_counts_prompts(scorer, monkeypatch):
     prompts = ["Same prompt.", "Same prompt.", "Other prompt."]
     candidates = [["a", "b", "a"], ["a", "b", "a"], ["a", "b"]]
