@@ -235,3 +235,23 @@ def test_bad_requests_fail_before_any_work(job, tiny_pairrm_dir, tmp_path):
     with pytest.raises(DataError, match="Row 3"):
         score_candidates(prompts, bad, num_processes=2, **common)
     assert not (tmp_path / "w").exists()
+
+
+def test_repro_score_under_your_own_torchrun_writes_the_single_process_scores_once(job, reference, tiny_pairrm_dir,
+                                                                                     tmp_path):
+    # what each node runs in a multi-node job: every rank executes `repro score`, rank 0 writes the output
+    prompts, candidates = job
+    rows = [{"prompt": p, "candidates": c, "row": i} for i, (p, c) in enumerate(zip(prompts, candidates))]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "repro.cli",
+           "score", "--model", str(tiny_pairrm_dir), "--input", str(tmp_path / "in.jsonl"), "--output",
+           str(tmp_path / "out.jsonl"), "--chunk-size", "5", "--source-maxlength", "64", "--candidate-maxlength", "32",
+           "--device", "cpu"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["row"] for r in out] == list(range(len(rows)))
+    assert [r["scores"] for r in out] == reference[0].scores
+    assert _chunk_bytes(tmp_path / "out.jsonl.work") == _chunk_bytes(reference[1])
+    assert done.stderr.count("prompts scored with") == 1  # one writer

@@ -38,6 +38,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"token budget per forward batch, padding counted (default {DEFAULT_BATCH_TOKENS})")
     parser.add_argument("--source-maxlength", type=int, default=1224, help="PairRM's prompt limit in tokens")
     parser.add_argument("--candidate-maxlength", type=int, default=412, help="PairRM's candidate limit in tokens")
+    # resumable and multi-process scoring (repro.scoring): chunks on disk, torchrun workers
+    parser.add_argument("--num-processes", type=int, default=1,
+                        help="torchrun workers on this node, e.g. one per GPU (default 1); under your own torchrun "
+                             "(several nodes) leave it at 1: every rank runs this command")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="keep finished chunks here so that re-running the command continues after a crash "
+                             "(default with --num-processes > 1 or under torchrun: OUTPUT.work/)")
+    parser.add_argument("--chunk-size", type=int, default=256, help="prompts per resumable chunk (default 256)")
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -96,12 +104,24 @@ def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, progres
 def main(args: argparse.Namespace) -> int:
     """Score the input file and write the output file; returns the exit code."""
     rows = read_rows(args.input)
-    scorer = load_scorer(args.model, backend=args.backend, device=args.device, dtype=args.dtype,
-                         source_maxlength=args.source_maxlength, candidate_maxlength=args.candidate_maxlength)
-    scores = score_rows(scorer, rows, batch_tokens=args.batch_tokens)
+    from .scoring import is_main_process, score_candidates, world_size
+
+    if args.work_dir or args.num_processes > 1 or world_size() > 1:
+        work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")
+        result = score_candidates(
+            [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
+            device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
+            num_processes=args.num_processes, work_dir=work_dir, source_maxlength=args.source_maxlength,
+            candidate_maxlength=args.candidate_maxlength)
+        if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
+            return 0
+        scores, info = result.scores, result.info
+    else:
+        scorer = load_scorer(args.model, backend=args.backend, device=args.device, dtype=args.dtype,
+                             source_maxlength=args.source_maxlength, candidate_maxlength=args.candidate_maxlength)
+        scores, info = score_rows(scorer, rows, batch_tokens=args.batch_tokens), scorer.info
     write_rows(args.output, [{**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}
                              for row, s in zip(rows, scores)])
-    info = scorer.info
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
     print(f"repro score: {len(rows)} prompts scored with {info['model']} ({info['backend']}, {info['device']}, "
           f"{info['dtype']}) -> {args.output}{note}", file=sys.stderr)

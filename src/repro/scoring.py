@@ -271,6 +271,8 @@ def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
                 "info": scorer_info}
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, mine)
+        # nobody tears the group down while a peer still reads from it (gloo aborts on a closed socket)
+        dist.barrier()
     finally:
         if created:
             dist.destroy_process_group()
