@@ -14,7 +14,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 from repro.blender_compat import BlenderScorer, install_transformers5_shim
 from repro.pairrm import PairRM, ranks_from_scores
@@ -30,13 +29,7 @@ EMPTY_LOOKING = ["", " ", "\n", "  \t ", ".", "?", "OK", "a", "👍"]
 S_MAX, C_MAX = 48, 24  # small limits: most texts below are truncated, and the tests stay fast
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # tiny models are dominated by thread synchronisation on a shared 2-core machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def crafted_cases(n_prompts: int = 56, seed: int = 7) -> tuple[list[str], list[list[str]]]:

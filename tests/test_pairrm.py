@@ -21,13 +21,7 @@ from repro.tiny import SENTENCES, build_tiny_pairrm
 S_MAX, C_MAX = 48, 24
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # tiny models are dominated by thread synchronisation on a shared 2-core machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -7,19 +7,12 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from repro.cli import main
 from repro.pairrm import PairRM, ranks_from_scores
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # tiny models are dominated by thread synchronisation on a shared 2-core machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def write_jsonl(path, rows):

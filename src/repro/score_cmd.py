@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import DataError
 from .pairrm import DEFAULT_BATCH_TOKENS, load_scorer, ranks_from_scores
@@ -48,31 +48,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-size", type=int, default=256, help="prompts per resumable chunk (default 256)")
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The jsonl rows, each checked: a JSON object with a string `prompt` and >= 2 string `candidates`."""
+def iter_jsonl(path: Path, option: str = "--input") -> Iterator[tuple[str, Any]]:
+    """(where, value) for each non-empty line of a jsonl file; `where` names the line for error messages."""
     if not path.is_file():
-        raise DataError(f"--input {path} does not exist.")
-    rows = []
+        raise DataError(f"{option} {path} does not exist.")
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             where = f"line {line_no} of {path}"
             try:
-                row = json.loads(line)
+                yield where, json.loads(line)
             except ValueError as exc:
                 raise DataError(f"{where} is not valid JSON ({exc}).") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
-                                f"'candidates'.")
-            prompt, cands = row.get("prompt"), row.get("candidates")
-            if not isinstance(prompt, str):
-                raise DataError(f"{where}: 'prompt' is {'missing' if prompt is None else type(prompt).__name__}; "
-                                f"expected a string.")
-            if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
-                raise DataError(f"{where}: 'candidates' must be a list of at least two strings (PairRM compares "
-                                f"pairs), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
-            rows.append(row)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The jsonl rows, each checked: a JSON object with a string `prompt` and >= 2 string `candidates`."""
+    rows = []
+    for where, row in iter_jsonl(path):
+        if not isinstance(row, dict):
+            raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
+                            f"'candidates'.")
+        prompt, cands = row.get("prompt"), row.get("candidates")
+        if not isinstance(prompt, str):
+            raise DataError(f"{where}: 'prompt' is {'missing' if prompt is None else type(prompt).__name__}; "
+                            f"expected a string.")
+        if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
+            raise DataError(f"{where}: 'candidates' must be a list of at least two strings (PairRM compares "
+                            f"pairs), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
+        rows.append(row)
     return rows
 
 
