@@ -68,9 +68,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, default=None,
                         help="jsonl of H4 rows (prompt, chosen, rejected: the two answers become the candidates) or "
                              "{prompt, candidates} rows; default: generated rows with UltraFeedback's lengths")
-    parser.add_argument("--prompts", type=int, default=None, help="prompts to time (default: 12 on CPU, 512 on GPU)")
+    parser.add_argument("--prompts", type=int, default=None, help="prompts to time (default: 16 on CPU, 512 on GPU)")
     parser.add_argument("--slice", type=int, default=None, dest="slice_size",
-                        help="prompts per alternation slice (default: 4 on CPU, 128 on GPU)")
+                        help="prompts per alternation slice (default: 8 on CPU, 128 on GPU)")
     parser.add_argument("--model", default=None,
                         help="a PairRM checkpoint (hub id or directory) instead of the random one built for the device")
     parser.add_argument("--size", choices=sorted(MODEL_SIZES), default=None,
@@ -371,95 +371,145 @@ def _max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
 # ------------------------------------------------------------------------------------------------
 # the command
 # ------------------------------------------------------------------------------------------------
-def main(args: argparse.Namespace) -> int:
-    """Run the benchmark, print the table, write the JSON; the last two lines are the speed-ups."""
-    import torch
+@dataclass
+class Settings:
+    """The command line, resolved for the device: what one benchmark run does."""
 
-    from .blender_compat import BlenderScorer
-    from .pairrm import DEFAULT_BATCH_TOKENS, load_scorer, resolve_device, resolve_dtype
+    device: Any
+    dtype: str
+    prompts: int
+    slice_size: int
+    budgets: list[int]
+    job_prompts: int
+    skip: set[str]
+    size: str
 
-    started = time.perf_counter()
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
-    if args.threads:
-        torch.set_num_threads(int(args.threads))
+
+def _settings(args: argparse.Namespace) -> Settings:
+    from .pairrm import DEFAULT_BATCH_TOKENS, resolve_device, resolve_dtype
+
     device = resolve_device(args.device)
-    dtype = resolve_dtype(args.dtype, device)
     on_gpu = device.type == "cuda"
-    n_prompts = args.prompts or (512 if on_gpu else 12)
-    slice_size = args.slice_size or (128 if on_gpu else 4)
-    job_prompts = PART2_MINI_1_PROMPTS if args.job_prompts is None and on_gpu else int(args.job_prompts or 0)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if skip - {"bs1", "bs8"}:
         raise ParameterError(f"--skip {args.skip!r}: only 'bs1' and 'bs8' can be left out.")
-    if n_prompts < 1 or slice_size < 1:
-        raise ParameterError(f"--prompts ({n_prompts}) and --slice ({slice_size}) must be >= 1.")
-    machine = machine_info(device.type)
-
-    if args.data:
-        prompts, candidates = read_bench_rows(args.data, limit=max(n_prompts, TOKENIZER_CORPUS_ROWS))
-        source = str(args.data)
-    else:
-        prompts, candidates = generated_rows(max(n_prompts, TOKENIZER_CORPUS_ROWS), seed=args.seed)
-        source = f"generated (UltraFeedback character lengths, seed {args.seed})"
-    corpus = [t for p, c in zip(prompts[:TOKENIZER_CORPUS_ROWS], candidates) for t in [p, *c]]
-    prompts, candidates = prompts[:n_prompts], candidates[:n_prompts]
-
-    size = args.size or ("large" if on_gpu else "mid")
-    if args.model:
-        model, model_desc = args.model, {"model": args.model}
-    else:
-        log(f"repro bench: building (or reusing) the random '{size}' PairRM ...")
-        model = str(bench_model(size, corpus, args.seed))
-        model_desc = {"model": f"random PairRM-architecture '{size}'", "path": model, **MODEL_SIZES[size]}
-    engine = load_scorer(model, device=str(device), dtype=dtype)
-    backbone = engine.model.pretrained_model.config
-    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
-                 intermediate=backbone.intermediate_size)
     try:
         budgets = [int(b) for b in str(args.batch_tokens or DEFAULT_BATCH_TOKENS).split(",") if b.strip()]
     except ValueError:
         raise ParameterError(f"--batch-tokens {args.batch_tokens!r}: expected integers separated by commas.") from None
     if not budgets or min(budgets) < 1:
         raise ParameterError(f"--batch-tokens {args.batch_tokens!r}: every budget must be >= 1.")
-    batch_tokens = budgets[0]
-    plan, _, _ = engine._plan(prompts, candidates)
-    lengths = [p.length for p in plan]
-    useful_flops = sum(pass_flops(n, **shape) for n in lengths)
+    # on CPU one slice is one llm-blender batch of 8: 16 prompts keep a 2-core run under 5 minutes
+    settings = Settings(device=device, dtype=resolve_dtype(args.dtype, device),
+                        prompts=args.prompts or (512 if on_gpu else 16),
+                        slice_size=args.slice_size or (128 if on_gpu else 8), budgets=budgets,
+                        job_prompts=PART2_MINI_1_PROMPTS if args.job_prompts is None and on_gpu
+                        else int(args.job_prompts or 0),
+                        skip=skip, size=args.size or ("large" if on_gpu else "mid"))
+    if settings.prompts < 1 or settings.slice_size < 1:
+        raise ParameterError(f"--prompts ({settings.prompts}) and --slice ({settings.slice_size}) must be >= 1.")
+    return settings
+
+
+def _inputs(args: argparse.Namespace, n: int) -> tuple[list[str], list[list[str]], str, list[str]]:
+    """(prompts, candidates, where they come from, the texts the random model's tokenizer learns from)."""
+    if args.data:
+        prompts, candidates = read_bench_rows(args.data, limit=max(n, TOKENIZER_CORPUS_ROWS))
+        source = str(args.data)
+    else:
+        prompts, candidates = generated_rows(max(n, TOKENIZER_CORPUS_ROWS), seed=args.seed)
+        source = f"generated (UltraFeedback character lengths, seed {args.seed})"
+    corpus = [t for p, c in zip(prompts[:TOKENIZER_CORPUS_ROWS], candidates) for t in [p, *c]]
+    return prompts[:n], candidates[:n], source, corpus
+
+
+def _contenders(engine, model: str, s: Settings) -> list[Contender]:
+    """The engine at each budget, then llm-blender's `Blender.rank` at batch sizes 1 and 8 (one loaded model)."""
+    from .blender_compat import BlenderScorer
 
     def engine_run(budget: int):
         return lambda p, c: engine.score(p, c, batch_tokens=budget)
 
-    contenders = [Contender(f"repro (batch_tokens={b})", engine_run(b)) for b in budgets]
-    blender = None
-    if skip != {"bs1", "bs8"}:
-        blender = BlenderScorer.load(model, device=str(device), dtype=dtype)
+    contenders = [Contender(f"repro (batch_tokens={b})", engine_run(b)) for b in s.budgets]
+    if s.skip == {"bs1", "bs8"}:
+        return contenders
+    blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype)
 
     def blender_run(batch_size: int):
         def run(p, c):
-            blender.batch_size = batch_size
+            blender.batch_size = batch_size  # BlenderScorer.score calls Blender.rank(..., batch_size=...)
             return blender.score(p, c)
         return run
 
     for tag, bs in (("bs1", 1), ("bs8", 8)):
-        if tag not in skip:
+        if tag not in s.skip:
             contenders.append(Contender(f"llm-blender (batch_size={bs})", blender_run(bs)))
-    # warm-up: first calls allocate thread pools and caches that later calls reuse
-    for contender in contenders:
+    return contenders
+
+
+def _print_report(results: dict[str, Any], out_path: Path) -> None:
+    print(f"{'contender':34} {'seconds':>8} {'prompts/s':>10} {'peak MB':>9} {'max |diff|':>11}")
+    for name, r in results["contenders"].items():
+        print(f"{name:34} {r['seconds']:8.1f} {r['prompts_per_second']:10.3f} {r['peak_memory_mb']:9.0f} "
+              f"{r['max_abs_score_diff_vs_repro']:11.2e}")
+    if "gpu" in results:
+        g = results["gpu"]
+        print(f"engine: {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % "
+              f"of the measured {results['dtype']} matmul peak ({g['matmul_peak_tflops']:.0f} TFLOP/s)")
+    if "job" in results:
+        j = results["job"]
+        print(f"a part2_mini_1-sized job ({j['prompts']} prompts x 2): {j['seconds']:.0f} s")
+    print(f"results: {out_path}")
+    for bs in (1, 8):
+        ratio = results["speedup"].get(f"llm-blender (batch_size={bs})")
+        print(f"speedup vs llm-blender (batch_size={bs}): " + (f"{ratio:.2f}x" if ratio else "skipped"))
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark, print the table, write the JSON; the last two lines are the speed-ups."""
+    import torch
+
+    from .pairrm import load_scorer
+
+    started = time.perf_counter()
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
+    if args.threads:
+        torch.set_num_threads(int(args.threads))
+    s = _settings(args)
+    machine = machine_info(s.device.type)
+    prompts, candidates, source, corpus = _inputs(args, s.prompts)
+    if args.model:
+        model, model_desc = args.model, {"model": args.model}
+    else:
+        log(f"repro bench: building (or reusing) the random '{s.size}' PairRM ...")
+        model = str(bench_model(s.size, corpus, args.seed))
+        model_desc = {"model": f"random PairRM-architecture '{s.size}'", "path": model, **MODEL_SIZES[s.size]}
+    engine = load_scorer(model, device=str(s.device), dtype=s.dtype)
+    backbone = engine.model.pretrained_model.config
+    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
+                 intermediate=backbone.intermediate_size)
+    plan, _, _ = engine._plan(prompts, candidates)
+    lengths = [p.length for p in plan]
+    useful_flops = sum(pass_flops(n, **shape) for n in lengths)
+
+    contenders = _contenders(engine, model, s)
+    for contender in contenders:  # warm-up: first calls set up thread pools and caches that later calls reuse
         contender.run(prompts[:2], candidates[:2])
     log(f"repro bench: {len(prompts)} prompts x {len(candidates[0])} candidates, {len(lengths)} passes of "
-        f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {device} {dtype}, "
-        f"{torch.get_num_threads()} thread(s); slices of {slice_size} prompts")
-    alternate(contenders, prompts, candidates, slice_size, device.type, log)
+        f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {s.device} {s.dtype}, "
+        f"{torch.get_num_threads()} thread(s); slices of {s.slice_size} prompts")
+    alternate(contenders, prompts, candidates, s.slice_size, s.device.type, log)
 
     engine_c = contenders[0]
     results: dict[str, Any] = {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": "repro bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]),
-        "machine": machine, "device": str(device), "dtype": dtype, "model": model_desc, "data": source,
+        "machine": machine, "device": str(s.device), "dtype": s.dtype, "model": model_desc, "data": source,
         "prompts": len(prompts), "candidates_per_prompt": sorted({len(c) for c in candidates}),
         "passes": len(lengths), "mean_tokens_per_pass": round(statistics.mean(lengths), 1),
-        "max_tokens_per_pass": max(lengths), "slice_size": slice_size, "batch_tokens": budgets,
+        "max_tokens_per_pass": max(lengths), "slice_size": s.slice_size, "batch_tokens": s.budgets,
         "useful_gflops": round(useful_flops / 1e9, 1), "contenders": {}, "speedup": {},
+        "score_scale": max(abs(v) for row in engine_c.scores for v in row),
     }
     for x in contenders:
         results["contenders"][x.name] = {
@@ -469,48 +519,31 @@ def main(args: argparse.Namespace) -> int:
             "max_abs_score_diff_vs_repro": _max_abs_diff(x.scores, engine_c.scores)}
     for x in contenders[1:]:
         results["speedup"][x.name] = round(x.seconds / engine_c.seconds, 3)  # > 1: the first engine is faster
-    results["score_scale"] = max(abs(v) for s in engine_c.scores for v in s)
 
-    if on_gpu:
+    if s.device.type == "cuda":
         log("repro bench: measuring the matmul peak ...")
-        peak = matmul_peak_tflops(str(device), dtype)
+        peak = matmul_peak_tflops(str(s.device), s.dtype)
         achieved = useful_flops / engine_c.seconds / 1e12
         results["gpu"] = {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
                           "engine_fraction_of_peak": round(achieved / peak, 4)}
-    if job_prompts:
+    if s.job_prompts:
         from .scoring import score_candidates
 
-        log(f"repro bench: a job of {job_prompts} generated prompts x 2 candidates through score_candidates ...")
-        job_p, job_c = generated_rows(job_prompts, seed=args.seed + 1)
+        log(f"repro bench: a job of {s.job_prompts} generated prompts x 2 candidates through score_candidates ...")
+        job_p, job_c = generated_rows(s.job_prompts, seed=args.seed + 1)
         with tempfile.TemporaryDirectory() as work:
             start = time.perf_counter()
-            job = score_candidates(job_p, job_c, model=model, device=str(device), dtype=dtype,
-                                   batch_tokens=batch_tokens, work_dir=Path(work), progress=True)
-            results["job"] = {"prompts": job_prompts, "candidates_per_prompt": 2,
+            job = score_candidates(job_p, job_c, model=model, device=str(s.device), dtype=s.dtype,
+                                   batch_tokens=s.budgets[0], work_dir=Path(work), progress=True)
+            results["job"] = {"prompts": s.job_prompts, "candidates_per_prompt": 2,
                               "seconds": round(time.perf_counter() - start, 2),
                               "prompts_per_second": job.info.get("prompts_per_second")}
-    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()] if hasattr(
-        os, "getloadavg") else None
+    if hasattr(os, "getloadavg"):
+        results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["total_seconds"] = round(time.perf_counter() - started, 1)
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_path = args.output_dir / f"bench-{device.type}-{stamp}.json"
+    out_path = args.output_dir / f"bench-{s.device.type}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-    print(f"{'contender':34} {'seconds':>8} {'prompts/s':>10} {'peak MB':>9} {'max |diff|':>11}")
-    for name, r in results["contenders"].items():
-        print(f"{name:34} {r['seconds']:8.1f} {r['prompts_per_second']:10.3f} {r['peak_memory_mb']:9.0f} "
-              f"{r['max_abs_score_diff_vs_repro']:11.2e}")
-    if "gpu" in results:
-        g = results["gpu"]
-        print(f"engine: {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % "
-              f"of the measured {dtype} matmul peak ({g['matmul_peak_tflops']:.0f} TFLOP/s)")
-    if "job" in results:
-        print(f"a part2_mini_1-sized job ({job_prompts} prompts x 2): {results['job']['seconds']:.0f} s")
-    print(f"results: {out_path}")
-    for bs in (1, 8):
-        name = f"llm-blender (batch_size={bs})"
-        ratio = results["speedup"].get(name)
-        print(f"speedup vs llm-blender (batch_size={bs}): " + (f"{ratio:.2f}x" if ratio else "skipped"))
+    _print_report(results, out_path)
     return 0
