@@ -271,16 +271,17 @@ def _fast_attention_forward(self, hidden_states, attention_mask, output_attentio
     query, key, value = (split(proj(hidden_states)) for proj in (self.query_proj, self.key_proj, self.value_proj))
     # transformers: sqrt(d * 3) computed in fp32, then cast to the model's dtype
     scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
-    scores = torch.matmul(query, key.transpose(-1, -2) / scale)
     span = self.pos_ebd_size
     rel = rel_embeddings[: 2 * span, :].unsqueeze(0)
     pos_key, pos_query = split(self.key_proj(rel)), split(self.query_proj(rel))  # [1, h, 2k, d]
     c2p = torch.matmul(query, pos_key.transpose(-1, -2)) / scale  # [b, h, L, 2k]
     c2p = torch.gather(c2p, -1, batch["c2p_index"].expand(b, heads, length, length))
     p2c = torch.matmul(key, pos_query.transpose(-1, -2)) / scale
-    p2c = torch.gather(p2c, -1, batch["p2c_index"].expand(b, heads, length, length)).transpose(-1, -2)
-    scores = scores + (c2p + p2c)
-    del c2p, p2c
+    c2p += torch.gather(p2c, -1, batch["p2c_index"].expand(b, heads, length, length)).transpose(-1, -2)
+    # in place, at most three L×L tensors at a time; the same sums as transformers' qk + (c2p + p2c)
+    scores = torch.matmul(query, key.transpose(-1, -2) / scale)
+    scores += c2p
+    del c2p
     if batch["key_padding"] is not None:
         scores.masked_fill_(batch["key_padding"][:, None, None, :], torch.finfo(dtype).min)
     probs = torch.softmax(scores, dim=-1)
