@@ -172,6 +172,27 @@ def test_interrupted_run_resumes_and_gives_identical_output(tmp_path, policy_dir
     assert [r["resp0"] for r in changed] != [r["resp0"] for r in whole]
 
 
+def test_two_torchrun_processes_give_exactly_the_single_process_rows(tmp_path, prompts, monkeypatch, capfd):
+    monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))  # the workers build nothing: the parent did
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="generation_num_processes"):
+        params("builtin:tiny-policy", generation_num_processes=0)
+    p = params("builtin:tiny-policy", n_candidates=2, temperature=0.8, generation_chunk_size=3)
+    one = generate_candidates(prompts, p, tmp_path / "one")
+    manifest = Manifest(tmp_path / "run")
+    two = generate_candidates(prompts, p.model_copy(update={"generation_num_processes": 2}), tmp_path / "two",
+                              manifest)
+    assert two == one
+    assert files_digest(tmp_path / "two") == files_digest(tmp_path / "one")  # same chunks, same fingerprint
+    info = manifest.read()["generation"]
+    assert (info["processes"], info["chunks"], info["chunks_resumed"]) == (2, 4, 0)
+    assert info["tokens_generated_this_run"] == len(prompts) * 3 * NEW_TOKENS  # both shares counted
+    assert "generation:" in capfd.readouterr().err  # rank 0's progress is relayed
+    # one process continues the two processes' work: every chunk is reused
+    again = generate_candidates(prompts, p, tmp_path / "two", manifest)
+    assert again == one and manifest.read()["generation"]["chunks_resumed"] == 4
+
+
 def test_manifest_records_the_run(tmp_path, policy_dir, prompts):
     manifest = Manifest(tmp_path / "run")
     generate_candidates(prompts, params(policy_dir, n_candidates=2), tmp_path / "w", manifest)

@@ -130,8 +130,10 @@ class GenerationParams(_Params):
     generation_chunk_size: int = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
     generation_device: str = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
     generation_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    generation_num_processes: int = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
 
-    @field_validator("reference_max_new_tokens", "max_new_tokens", "generation_batch_size", "generation_chunk_size")
+    @field_validator("reference_max_new_tokens", "max_new_tokens", "generation_batch_size", "generation_chunk_size",
+                     "generation_num_processes")
     @classmethod
     def _at_least_one(cls, v: int) -> int:
         if v < 1:

@@ -19,11 +19,7 @@ does not depend on its batch neighbours, so 1, 2 or 64 processes give byte-ident
 
 from __future__ import annotations
 
-import collections
-import json
 import os
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -32,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ParameterError, ReproError
-from .work import _atomic_write_json, collect_chunks, prepare_chunked_work, run_chunked_with_stats
+from .work import collect_chunks, launch_torchrun, prepare_chunked_work, run_chunked_with_stats
+from .work import torchrun_command as work_torchrun_command
 
-JOB_FILE = "torchrun-job.json"
-RESULT_FILE = "torchrun-result.json"
 # ranks wait for each other once, at the end; a slow share must not hit the usual 10-30 minute timeout
 DIST_TIMEOUT = timedelta(hours=24)
 
@@ -287,68 +282,39 @@ def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
     return ScoreResult(scores=scores, info=info)
 
 
-def _worker_main(job_path: str) -> int:
-    """Entry point of one torchrun worker launched by `score_candidates(num_processes=N)`."""
-    spec = json.loads(Path(job_path).read_text())
-    job = ScoringJob(**spec["job"])
-    result = _score_as_rank(spec["items"], job)
-    if is_main_process():  # the scores the launching process reads back from the chunks; this is the rest
-        _atomic_write_json(Path(job.work_dir) / RESULT_FILE, {"info": result.info, "prompts": len(result.scores)})
-    return 0
+def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
+    """Entry point of one torchrun worker launched by `score_candidates(num_processes=N)` (via repro.work)."""
+    result = _score_as_rank(spec["items"], ScoringJob(**spec["job"]))
+    # the scores the launching process reads back from the chunks; this is the rest
+    return {"info": result.info, "prompts": len(result.scores)}
 
 
 # ------------------------------------------------------------------------------------------------
 # launching torchrun on this node
 # ------------------------------------------------------------------------------------------------
+WORKER_ENTRY = "repro.scoring:_worker_main"
+
+
 def torchrun_command(job_path: Path, num_processes: int) -> list[str]:
     """The torchrun command line that runs `num_processes` scoring workers on this node."""
-    worker = f"import sys; from repro.scoring import _worker_main; sys.exit(_worker_main({str(job_path)!r}))"
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
-            "--no-python", sys.executable, "-c", worker]
+    return work_torchrun_command(job_path, num_processes, WORKER_ENTRY)
 
 
 def _launch_torchrun(items: list[list[Any]], job: ScoringJob, num_processes: int) -> ScoreResult:
     start = time.monotonic()
-    work_dir = Path(job.work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    job_path = work_dir / JOB_FILE
-    result_path = work_dir / RESULT_FILE
-    result_path.unlink(missing_ok=True)
-    _atomic_write_json(job_path, {"job": asdict(job), "items": items})
-    env = dict(os.environ)
+    threads = None
     if _device_and_dtype(job)[0] == "cpu":
         import torch
 
-        # CPU matrix products round differently with another thread count; each worker gets the threads
-        # this process has (torchrun would give it one), so that N processes match 1 bit for bit
-        threads = str(torch.get_num_threads())
-        env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-    tail: collections.deque[str] = collections.deque(maxlen=40)
-    proc = subprocess.Popen(torchrun_command(job_path, num_processes), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:  # relayed, so that progress shows in a notebook too
-            tail.append(line.rstrip("\n"))
-            if job.progress:
-                print(line, end="", file=sys.stderr, flush=True)
-        code = proc.wait()
-    except BaseException:
-        proc.terminate()
-        proc.wait()
-        raise
-    if code != 0 or not result_path.exists():
-        raise ScoringError(
-            f"The {num_processes} torchrun scoring processes failed (exit code {code}); finished chunks are kept "
-            f"in {work_dir}, and running the same call again continues from them. Last output:\n" + "\n".join(tail))
-    info = dict(json.loads(result_path.read_text())["info"])
-    scores = collect_chunks(items, work_dir=work_dir, fingerprint=job_fingerprint(job), chunk_size=job.chunk_size,
-                            desc="PairRM scoring")
-    result_path.unlink()
-    job_path.unlink()
+        threads = torch.get_num_threads()  # what this process has: N processes then match 1 bit for bit
+    done = launch_torchrun({"job": asdict(job), "items": items}, num_processes, WORKER_ENTRY,
+                           work_dir=job.work_dir, env_threads=threads, progress=job.progress, what="scoring",
+                           error=ScoringError)
+    info = dict(done["info"])
+    scores = collect_chunks(items, work_dir=job.work_dir, fingerprint=job_fingerprint(job),
+                            chunk_size=job.chunk_size, desc="PairRM scoring")
     info["seconds"] = round(time.monotonic() - start, 3)
     return ScoreResult(scores=scores, info=info)
-
 
 
 __all__ = ["ScoreResult", "ScoringJob", "ScoringError", "score_candidates", "is_main_process",

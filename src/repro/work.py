@@ -22,22 +22,37 @@ Optional extras (all keyword-only, off by default):
 
 `run_chunked_with_stats` is the same call returning a `ChunkedRun` (results plus how many chunks were
 resumed); `collect_chunks` reads a finished work dir back in input order.
+
+`launch_torchrun(spec, N, "module:function", work_dir=...)` runs `function(spec)` in N torchrun workers on
+this node (each computes its share with `share=(RANK, WORLD_SIZE)`) and returns what rank 0's call returned;
+the launching process then reads the results with `collect_chunks`. Scoring and generation both use it.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import importlib
 import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
+from .errors import ReproError
+
 FINGERPRINT_FILE = "fingerprint.json"
+JOB_FILE = "torchrun-job.json"
+RESULT_FILE = "torchrun-result.json"
+
+
+class WorkersFailed(ReproError, RuntimeError):
+    """torchrun worker processes failed; finished chunks stay in the work dir for a re-run to continue."""
 
 
 def fingerprint_of(obj: Any) -> str:
@@ -334,3 +349,64 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
         results.extend(_load_chunk(path, hi - lo, desc))
     return results
 
+
+
+# ------------------------------------------------------------------------------------------------
+# several processes on this node: torchrun workers, each computing its share of the chunks
+# ------------------------------------------------------------------------------------------------
+def torchrun_command(job_path: Path, num_processes: int, entry: str) -> list[str]:
+    """The torchrun command line running `num_processes` workers of `entry` ("module:function") on this node."""
+    worker = (f"import sys; from repro.work import torchrun_worker; "
+              f"sys.exit(torchrun_worker({entry!r}, {str(job_path)!r}))")
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
+            "--no-python", sys.executable, "-c", worker]
+
+
+def torchrun_worker(entry: str, job_path: str) -> int:
+    """One torchrun worker: call `entry(spec)` with the job file's spec; rank 0 writes what it returned."""
+    module, _, name = entry.partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    job_path = Path(job_path)
+    result = fn(json.loads(job_path.read_text()))
+    if int(os.environ.get("RANK", "0")) == 0:  # what the launching process reads back besides the chunks
+        _atomic_write_json(job_path.parent / RESULT_FILE, {"result": result})
+    return 0
+
+
+def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, work_dir: str | Path,
+                    env_threads: int | None = None, progress: bool = True, what: str = "work",
+                    error: type[Exception] = WorkersFailed) -> Any:
+    """Run `entry(spec)` in `num_processes` torchrun workers on this node; returns what rank 0's call returned."""
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    job_path = work_dir / JOB_FILE
+    result_path = work_dir / RESULT_FILE
+    result_path.unlink(missing_ok=True)
+    _atomic_write_json(job_path, spec)
+    env = dict(os.environ)
+    if env_threads is not None:
+        # CPU matrix products round differently with another thread count; each worker gets the threads
+        # the caller asks for (torchrun would give it one), so that N processes match 1 bit for bit
+        env.update(OMP_NUM_THREADS=str(env_threads), MKL_NUM_THREADS=str(env_threads))
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    proc = subprocess.Popen(torchrun_command(job_path, num_processes, entry), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # relayed, so that progress shows in a notebook too
+            tail.append(line.rstrip("\n"))
+            if progress:
+                print(line, end="", file=sys.stderr, flush=True)
+        code = proc.wait()
+    except BaseException:
+        proc.terminate()
+        proc.wait()
+        raise
+    if code != 0 or not result_path.exists():
+        raise error(
+            f"The {num_processes} torchrun {what} processes failed (exit code {code}); finished chunks are kept "
+            f"in {work_dir}, and running the same call again continues from them. Last output:\n" + "\n".join(tail))
+    result = json.loads(result_path.read_text())["result"]
+    result_path.unlink()
+    job_path.unlink()
+    return result
