@@ -49,6 +49,9 @@ PROMPT_CHAR_QUANTILES = (17, 40, 54, 69, 88, 109, 134, 173, 221, 279, 363, 411, 
 RESPONSE_CHAR_QUANTILES = (1, 24, 69, 111, 178, 243, 331, 454, 551, 701, 863, 1058, 1232, 1458, 1695, 1947, 2177,
                            2468, 2769, 3277, 5487)
 PART2_MINI_1_PROMPTS = 5183
+# On a CPU a bigger batch buys no parallelism, only padding and cache misses: measured best of 2048, 4096 and
+# 16384 tokens (benchmarks/RESULTS.md). 2048 holds one pass of maximal length (1224 + 2 x 412).
+CPU_BATCH_TOKENS = 2048
 
 # Random PairRM-architecture models. "mid": for CPUs, with a tokenizer of a few thousand pieces trained on
 # the benchmark's own kind of text, giving about 800 tokens per UltraFeedback pass as the real one does.
@@ -79,7 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16")
     parser.add_argument("--batch-tokens", default=None,
                         help="the engine's token budget; a comma-separated list times each (the first one gives the "
-                             "speed-ups); default: the engine's default")
+                             f"speed-ups); default: the engine's default on GPU, {CPU_BATCH_TOKENS} on CPU")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--job-prompts", type=int, default=None,
                         help=f"also time the engine alone on a job of this many generated prompts x 2 candidates "
@@ -104,34 +107,26 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
     """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
-    if not path.is_file():
-        raise DataError(f"--data {path} does not exist.")
+    from .score_cmd import iter_jsonl
+
     prompts: list[str] = []
     candidates: list[list[str]] = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if limit is not None and len(prompts) >= limit:
-                break
-            if not line.strip():
-                continue
-            where = f"line {line_no} of {path}"
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise DataError(f"{where} is not valid JSON ({exc}).") from None
-            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-                raise DataError(f"{where}: expected an object with a string 'prompt'.")
-            if "candidates" in row:
-                cands = row["candidates"]
-                if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
-                    raise DataError(f"{where}: 'candidates' must be a list of at least two strings.")
-            elif "chosen" in row and "rejected" in row:
-                cands = [_assistant_text(row["chosen"], where, "chosen"),
-                         _assistant_text(row["rejected"], where, "rejected")]
-            else:
-                raise DataError(f"{where}: expected 'candidates', or 'chosen' and 'rejected' (H4 rows).")
-            prompts.append(row["prompt"])
-            candidates.append(list(cands))
+    for where, row in iter_jsonl(path, option="--data"):
+        if limit is not None and len(prompts) >= limit:
+            break
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+            raise DataError(f"{where}: expected an object with a string 'prompt'.")
+        if "candidates" in row:
+            cands = row["candidates"]
+            if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
+                raise DataError(f"{where}: 'candidates' must be a list of at least two strings.")
+        elif "chosen" in row and "rejected" in row:
+            cands = [_assistant_text(row["chosen"], where, "chosen"),
+                     _assistant_text(row["rejected"], where, "rejected")]
+        else:
+            raise DataError(f"{where}: expected 'candidates', or 'chosen' and 'rejected' (H4 rows).")
+        prompts.append(row["prompt"])
+        candidates.append(list(cands))
     if not prompts:
         raise DataError(f"--data {path} holds no rows.")
     return prompts, candidates
@@ -393,8 +388,9 @@ def _settings(args: argparse.Namespace) -> Settings:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if skip - {"bs1", "bs8"}:
         raise ParameterError(f"--skip {args.skip!r}: only 'bs1' and 'bs8' can be left out.")
+    default_budget = DEFAULT_BATCH_TOKENS if on_gpu else CPU_BATCH_TOKENS
     try:
-        budgets = [int(b) for b in str(args.batch_tokens or DEFAULT_BATCH_TOKENS).split(",") if b.strip()]
+        budgets = [int(b) for b in str(args.batch_tokens or default_budget).split(",") if b.strip()]
     except ValueError:
         raise ParameterError(f"--batch-tokens {args.batch_tokens!r}: expected integers separated by commas.") from None
     if not budgets or min(budgets) < 1:
