@@ -454,7 +454,8 @@ def _print_report(results: dict[str, Any], out_path: Path) -> None:
               f"of the measured {results['dtype']} matmul peak ({g['matmul_peak_tflops']:.0f} TFLOP/s)")
     if "job" in results:
         j = results["job"]
-        print(f"a part2_mini_1-sized job ({j['prompts']} prompts x 2): {j['seconds']:.0f} s")
+        size = " (part2_mini_1's size)" if j["prompts"] == PART2_MINI_1_PROMPTS else ""
+        print(f"a job of {j['prompts']} prompts x 2 candidates{size} through score_candidates: {j['seconds']:.0f} s")
     print(f"results: {out_path}")
     for bs in (1, 8):
         ratio = results["speedup"].get(f"llm-blender (batch_size={bs})")
