@@ -9,6 +9,7 @@ from typing import Any
 import datasets
 
 from .dataset_io import output_features, write_split
+from .errors import DataError
 from .manifest import Manifest
 from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
 from .parameters import ConstructParams, GenerationParams
@@ -24,6 +25,7 @@ class Context:
     params: ConstructParams
     run: RunDir
     manifest: Manifest
+    slice_start: int = 0  # source row number of the first sliced row, for error messages
 
 
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
@@ -41,7 +43,6 @@ def load(ctx: Context) -> datasets.Dataset:
     with ctx.manifest.stage("load") as info:
         ds = load_source(p.source, p.source_split)
         if len(ds) == 0:
-            from .errors import DataError
             raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
         require_columns(ds, ["prompt"], f"source {p.source!r}")
         if not p.generate:
@@ -69,7 +70,7 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
         sliced = ds.select(plan.indices)
     ctx.manifest.set_counts(part=plan.counts["part"], dropped=plan.counts["dropped"],
                             after_drop=plan.counts["after_drop"], sliced=len(sliced))
-    ctx.slice_start = plan.start  # source row numbers in error messages
+    ctx.slice_start = plan.start
     return sliced
 
 
@@ -90,7 +91,7 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
 def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
     """Each kept row's candidate texts; rows with fewer than two distinct ones are dropped and counted."""
     p = ctx.params
-    offset = getattr(ctx, "slice_start", 0)
+    offset = ctx.slice_start
     with ctx.manifest.stage("candidates") as info:
         rows = ds.to_list()
         ids = [r.get("prompt_id") or prompt_id_of(r["prompt"]) if isinstance(r.get("prompt"), str) else None
@@ -106,7 +107,6 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         info.update(rows=len(cs), dropped=cs.dropped, candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
     ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(
         "fewer_than_two_distinct_candidates", 0), dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0))
-    ctx.candidate_dropped = dict(cs.dropped)
     return cs
 
 
