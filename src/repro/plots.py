@@ -147,6 +147,51 @@ def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure
     return fig
 
 
+def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
+    """A reproduction's scores against the published ones for the same texts, with the identity line."""
+    with theme():
+        fig, ax = _figure()
+        _scatter_or_hexbin(ax, reference, candidate, COLORS["margin"])
+        lo = float(min(np.min(reference), np.min(candidate)))
+        hi = float(max(np.max(reference), np.max(candidate)))
+        pad = 0.02 * (hi - lo or 1.0)
+        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1,
+                label="y = x (same score)")
+        ax.legend(loc="upper left")
+        ax.set(xlabel="reference score", ylabel="candidate score",
+               title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
+    return fig
+
+
+def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: dict) -> Figure:
+    """Bland–Altman: candidate − reference against their mean, with the mean difference and limits of agreement."""
+    reference, candidate = np.asarray(reference), np.asarray(candidate)
+    with theme():
+        fig, ax = _figure()
+        _scatter_or_hexbin(ax, (reference + candidate) / 2, candidate - reference, COLORS["margin"])
+        for key, style, label in (("mean_difference", "-", "mean difference"), ("loa_low", "--", "limits of agreement"),
+                                  ("loa_high", "--", None)):
+            if summary.get(key) is not None:
+                ax.axhline(summary[key], color="0.25", linestyle=style, linewidth=1, label=label)
+        ax.legend(loc="upper left")
+        ax.set(xlabel="mean of reference and candidate score", ylabel="candidate − reference",
+               title=f"Bland–Altman ({_n(len(reference))} scores)")
+    return fig
+
+
+def compare_agreement(counts: dict[str, int]) -> Figure:
+    """Aligned rows by how their chosen/rejected texts agree (same, swapped, ..., different)."""
+    with theme():
+        fig, ax = _figure()
+        total = sum(counts.values())
+        sns.barplot(x=list(counts.values()), y=list(counts), color=COLORS["margin"], orient="h", ax=ax)
+        for i, value in enumerate(counts.values()):
+            ax.text(value, i, f" {value:,} ({value / max(total, 1):.1%})", va="center", fontsize=9)
+        ax.set_xlim(0, max(max(counts.values()), 1) * 1.3)
+        ax.set(xlabel="aligned rows", ylabel="", title=f"Pair agreement ({_n(total)} aligned rows)")
+    return fig
+
+
 def save(fig: Figure, stem: Path) -> dict[str, Path]:
     """Write `fig` to `stem`.png and `stem`.svg; returns both paths."""
     stem.parent.mkdir(parents=True, exist_ok=True)
