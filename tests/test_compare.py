@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 
 import datasets
 import numpy as np
@@ -370,3 +371,98 @@ def test_missing_reference_and_bad_parameters(tmp_path):
         build(CompareParams, {"score_tolerances": [-1.0]})
     with pytest.raises(DataError, match="Parameter candidate is not set.*01_construct"):
         compare.compare(params(tmp_path, reference="x.jsonl"))
+
+
+# --------------------------------------------------------------------------------------------
+# the params file, the card section, and `repro run` with 04_compare
+# --------------------------------------------------------------------------------------------
+def test_verify_params_file_names_the_published_dataset_and_its_source():
+    from repro.parameters import load_params_file, validate_all
+    from repro.paths import project_root
+
+    values = load_params_file(project_root() / "params" / "verify_part2_mini_1.yaml")
+    p = validate_all(values)["compare"]
+    assert p.reference == "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
+    assert p.compare_source == "ZHLiu627/ultrafeedback_binarized_with_response_full"
+    assert values["notebooks"] == ["04_compare"] and p.candidate == "runs/part2_mini_1"
+
+
+def test_card_section_in_both_languages(compared):
+    result = compared[0].result
+    en, zh = compare.card_lines(result, "en"), compare.card_lines(result, "zh")
+    assert en[0] == "## Reproduction" and zh[0] == "## 复现对比"
+    assert "| rows aligned (of the reference's 39) | 37 |" in en[2]
+    assert "| 对齐的行数（参考数据集共 39 行） | 37 |" in zh[2]
+    assert "| same chosen and rejected | 30 (81.1 %) |" in en[2] and "| chosen 与 rejected 均相同 | 30 (81.1 %) |" in zh[2]
+    def values(table):  # the value column (names may hold escaped pipes)
+        return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
+
+    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 13  # 3 coverage, 4 pair, 6 score lines
+
+
+@pytest.mark.slow
+def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(tmp_path):
+    import subprocess
+    import sys
+
+    from repro.paths import project_root
+
+    def repro_run(*args):
+        proc = subprocess.run([sys.executable, "-m", "repro.cli", "run", "params/demo.yaml", "--out", str(run_dir),
+                               "--set", "limit=16", *args], cwd=project_root(), capture_output=True, text=True,
+                              timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    run_dir = tmp_path / "demo"
+    repro_run()
+    rows = datasets.load_dataset(str(run_dir / "dataset"), split="train_prefs").to_list()
+    n = len(rows)
+    ref = copy.deepcopy(rows[2:])  # 2 rows dropped
+    ref[0]["chosen"], ref[0]["rejected"] = ref[0]["rejected"], ref[0]["chosen"]  # 1 swapped, with its scores
+    ref[0]["score_chosen"], ref[0]["score_rejected"] = ref[0]["score_rejected"], ref[0]["score_chosen"]
+    ref[1]["score_chosen"] += 0.25  # 1 score jittered
+    ref.reverse()
+    reference = write_rows_with(ref, tmp_path / "published", rows)
+    repro_run("--set", "notebooks=[04_compare]", "--set", f"reference={reference}")
+    result = json.loads((run_dir / "compare.json").read_text())
+    assert result["alignment"]["aligned"] == n - 2 and result["coverage"]["only_candidate"] == 2
+    assert result["pairs"]["categories"]["swapped"] == 1 and result["pairs"]["categories"]["same"] == n - 3
+    assert result["scores"]["scores"]["max_abs_difference"] == pytest.approx(0.25)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["stages"]["compare"]["aligned"] == n - 2
+    for name in ("compare.json", "tables/compare_disagreements.csv", "figures/compare_scores.png",
+                 "figures/compare_bland_altman.png", "figures/compare_agreement.png"):
+        assert name in manifest["outputs"], name
+    card = (run_dir / "dataset" / "README.md").read_text()
+    assert "## Reproduction" in card and "## 复现对比" in card
+    section = card.split("## Reproduction")[1].split("\n## ")[0]
+    assert f"| rows aligned (of the reference's {n - 2}) | {n - 2} |" in section
+    assert "`local:published`" in section and str(tmp_path) not in section
+
+
+def write_rows_with(rows: list[dict], folder, like: list[dict]) -> str:
+    """Write rows with the same features as the demo run's (which keeps candidates and their scores)."""
+    write_split(datasets.Dataset.from_list(rows, features=output_features(keep_all_candidates="candidates" in like[0])),
+                folder)
+    return str(folder)
+
+
+@pytest.mark.slow
+def test_the_notebook_alone_under_papermill(published, tmp_path):
+    import papermill
+
+    from repro.paths import project_root
+    from repro.runner import ensure_kernel
+
+    out = tmp_path / "out.ipynb"
+    papermill.execute_notebook(
+        str(project_root() / "notebooks" / "04_compare.ipynb"), str(out), kernel_name=ensure_kernel(),
+        parameters={"run_dir": str(tmp_path / "run"), "reference": published["reference"],
+                    "candidate": published["candidate"], "bootstrap_resamples": 200}, progress_bar=False)
+    result = json.loads((tmp_path / "run" / "compare.json").read_text())
+    assert result["alignment"]["aligned"] == 37 and result["pairs"]["categories"]["swapped"] == 4
+    executed = json.loads(out.read_text())
+    shown = "".join("".join(o.get("data", {}).get("text/markdown", "")) for c in executed["cells"]
+                    for o in c.get("outputs", []))
+    assert shown.startswith("37 of 39 reference rows aligned")  # the verdict is the first result shown
+    assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section

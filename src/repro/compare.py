@@ -3,7 +3,7 @@
 - `align` matches rows by `prompt_id`, then sha256 of the prompt, then the whitespace-normalised prompt text,
   and says which matched how; a key that appears more than once on a side is reported, never merged;
 - `coverage` counts rows in both, only in the reference, only in the candidate;
-- `infer_slice` places every reference row in the `source` both were sliced from and finds the
+- `infer_slice` places every reference row in the source both were sliced from (`compare_source`) and finds the
   `part_start`/`part_stop`/`drop_rows`/`drop_from`/`mini_*` parameters of `repro.slicing.plan_slice` that
   give exactly those rows (or says why none do); several minis at once show the part's dropped rows;
 - `pair_agreement` and `score_agreement` compare the aligned rows' texts and scores;
@@ -809,13 +809,13 @@ def compare(p: CompareParams) -> ComparisonResult:
         reference = load_side("reference", p.reference, p.reference_split, "reference")
         candidate = load_side("candidate", candidate_spec, p.candidate_split, "candidate")
         source = None
-        if p.source is not None:
-            source = _load_one(p.source, p.source_split, "source", columns=("prompt_id", "prompt"))
+        if p.compare_source is not None:
+            source = _load_one(p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
         result, tables, figure_data = compare_datasets(reference, candidate, p, source, _hints(candidate_spec, run))
         result["reference"]["specs"] = [_public(s) for s in reference.specs]
         result["candidate"]["specs"] = [_public(s) for s in candidate.specs]
-        if p.source is not None:
-            result["slice"]["source"] = _public(p.source)
+        if p.compare_source is not None:
+            result["slice"]["source"] = _public(p.compare_source)
         figures = _draw(result, figure_data, run.figures)
         run.tables.mkdir(parents=True, exist_ok=True)
         paths = {name: run.tables / f"compare_{name}.csv" for name in tables}
@@ -863,7 +863,7 @@ CARD_TEXT = {
         "only_candidate": "rows only in this dataset", "same": "same chosen and rejected", "swapped": "swapped pairs",
         "different": "different candidates", "pearson": "Pearson r of the same texts' scores",
         "spearman": "Spearman ρ", "lin_ccc": "Lin's concordance", "mean_difference": "mean difference (this − reference)",
-        "loa": "limits of agreement (95 %)", "max_abs": "max |difference|", "margin_sign": "margin signs agree",
+        "loa": "limits of agreement (95 %)", "max_abs": "max \\|difference\\|", "margin_sign": "margin signs agree",
         "scores_missing": "Scores were not compared: {reason}", "slice": "Slice: {sentence}",
     },
     "zh": {
@@ -874,7 +874,7 @@ CARD_TEXT = {
         "only_candidate": "仅在本数据集中的行", "same": "chosen 与 rejected 均相同", "swapped": "chosen/rejected 互换",
         "different": "候选回复完全不同", "pearson": "相同文本得分的 Pearson r", "spearman": "Spearman ρ",
         "lin_ccc": "Lin 一致性相关系数", "mean_difference": "平均差（本数据集 − 参考）", "loa": "一致性界限（95%）",
-        "max_abs": "最大 |差值|", "margin_sign": "margin 符号一致", "scores_missing": "未比较得分：{reason}",
+        "max_abs": "最大 \\|差值\\|", "margin_sign": "margin 符号一致", "scores_missing": "未比较得分：{reason}",
         "slice": "切片（英文原文）：{sentence}",
     },
 }

@@ -234,8 +234,9 @@ class CompareParams(_Params):
     reference_split: str = "train_prefs"
     candidate: str | None = None  # default: this run's dataset
     candidate_split: str = "train_prefs"
-    source: str | None = None  # the dataset both were sliced from: enables slice inference
-    source_split: str = "train_prefs"
+    # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
+    compare_source: str | None = None
+    compare_source_split: str = "train_prefs"
     score_tolerances: list[float] = [1e-6, 1e-3, 1e-2, 0.1]  # fraction of same-text scores within each |difference|
     disagreement_tolerance: float = 1e-3  # a same-text score further apart than this is a disagreement
     near_tie: float = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
