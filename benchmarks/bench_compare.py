@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_analysis import _peak_rss_mb, build_datasets  # noqa: E402  (the same synthetic rows)
 
-DROPPED = (30000, 30400)  # source rows left out of the reference's minis: a drop in the middle of the part
+DROP_ROWS = 400  # source rows left out of the reference's minis, from the middle of the part
 
 
 def build(root: Path, rows: int) -> dict[str, object]:
@@ -59,7 +59,8 @@ def build(root: Path, rows: int) -> dict[str, object]:
                                                    "role": "assistant"}]
     for i in np.flatnonzero(jitter):
         ref["score_chosen"][i] += float(rng.normal(0, 0.01))
-    kept = np.r_[np.arange(0, DROPPED[0]), np.arange(DROPPED[1], n)]
+    dropped = (n // 2, n // 2 + DROP_ROWS)
+    kept = np.r_[np.arange(0, dropped[0]), np.arange(dropped[1], n)]
     size = kept.size // 4
     minis = []
     reference = pa.table(ref).cast(SEED_FEATURES.arrow_schema)
@@ -69,7 +70,7 @@ def build(root: Path, rows: int) -> dict[str, object]:
         write_split(datasets.Dataset(reference.take(pa.array(part))), folder)
         minis.append(str(folder))
     return {"candidate": str(candidate), "minis": minis, "source": str(root / "source.parquet"),
-            "known": {"swapped": int(swap[kept].sum()), "edited": int(edit[kept].sum()), "rows": n,
+            "known": {"swapped": int(swap[kept].sum()), "edited": int(edit[kept].sum()), "rows": n, "dropped": list(dropped),
                       "reference_rows": int(kept.size)}}
 
 

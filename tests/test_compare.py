@@ -273,6 +273,15 @@ def test_several_minis_with_a_drop_in_the_middle_of_the_part():
     assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "start", "mini_index": 3,
             "mini_count": 4} in g3["solutions"]
     assert "400 source rows inside the span are in no reference row (the part's dropped rows" in out["sentence"]
+    assert g0["solutions"][0]["mini_index"] == 0 and g0["solutions"][0]["mini_count"] == 4
+    assert out["family_solutions"] == [] and "were not dropped from the start or the end" in out["sentence"]
+    # the same four minis with the 400 rows dropped from the end: one setting explains the family
+    plans = [plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=i, mini_count=4)
+             for i in range(4)]
+    end = compare.infer_slice([np.arange(q.start, q.stop) for q in plans], N_SOURCE)
+    assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end",
+            "mini_count": 4} in end["family_solutions"]
+    assert end["inside_span_not_in_reference"]["count"] == 0 and end["after_span"] == 400
 
 
 def test_slice_inference_through_the_comparison(source_keys, tmp_path):
@@ -311,27 +320,29 @@ def test_weighted_spearman_equals_ranking_the_drawn_copies():
 # --------------------------------------------------------------------------------------------
 # real rows, re-scored by the stand-in
 # --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_path, one_torch_thread):
-    from repro.scoring import score_candidates
+    from repro.scoring import score_candidates  # the integrator may point this at repro.scorers
 
-    rows = [r for r in train_rows[:150] if assistant(r, "chosen") != assistant(r, "rejected")]
+    real = train_rows[:80]
+    rows = [r for r in real if assistant(r, "chosen") != assistant(r, "rejected")]
     prompts = [r["prompt"] for r in rows]
     candidates = [[assistant(r, "chosen"), assistant(r, "rejected")] for r in rows]
     scored = score_candidates(prompts, candidates, model="builtin:tiny-pairrm", device="cpu", dtype="fp32",
                               batch_tokens=4096, chunk_size=64, work_dir=tmp_path / "work", progress=False)
     rebuilt = [build_row(r, r["prompt"], c, s) for r, c, s in zip(rows, candidates, scored.scores)]
     reference = tmp_path / "real.jsonl"
-    reference.write_text("".join(json.dumps(r) + "\n" for r in train_rows[:150]))
+    reference.write_text("".join(json.dumps(r) + "\n" for r in real))
     result = compare.compare(params(tmp_path, reference=str(reference),
                                     candidate=write_rows(rebuilt, tmp_path / "rebuilt"))).result
     assert result["alignment"]["aligned"] == len(rows) and result["alignment"]["matched_by"]["prompt_id"] == len(rows)
-    assert result["coverage"]["only_reference"] == 150 - len(rows)
+    assert result["coverage"]["only_reference"] == len(real) - len(rows)
     kept_order = sum(s[0] >= s[1] for s in scored.scores)  # the stand-in also prefers H4's chosen (first wins ties)
     cats = result["pairs"]["categories"]
     assert cats["same"] == kept_order and cats["swapped"] == len(rows) - kept_order and cats["different"] == 0
-    # GPT-4 ratings against random logits: the scores of the same texts do not agree
+    # GPT-4 ratings (1-10) against a random model's logits near 0: the scores of the same texts do not agree
     s = result["scores"]["scores"]
-    assert s["n"] == 2 * len(rows) and s["within"]["0.1"] < 0.05
+    assert s["n"] == 2 * len(rows) and s["within"]["0.1"] == 0.0
     assert s["lin_ccc"] is not None and abs(s["lin_ccc"]) < 0.05
 
 

@@ -279,15 +279,19 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.nd
     bounds = list(dict.fromkeys(b for b in bounds if 0 <= b[0] < b[1] <= n_source))
     counts = sorted({*range(1, max_mini_count + 1), *([int(hints["mini_count"])] if "mini_count" in hints else []),
                      len(groups)})
+    family = len(groups) > 1
     out_groups = []
-    for name, indices in zip(names, groups):
+    for position, (name, indices) in enumerate(zip(names, groups)):
         ranges = runs(indices)
         item: dict[str, Any] = {"name": name, "rows": int(np.asarray(indices).size), "source_ranges": ranges,
                                 "contiguous": len(ranges) == 1}
         if len(ranges) == 1:
             solutions = find_slice_parameters(ranges[0][0], ranges[0][1], n_source, bounds, counts)
-            solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()), s["mini_count"],
-                                          s["drop_rows"], s["drop_from"] != "end"))
+            # first: what the hints say; for several minis, mini `position` of as many minis as were given
+            solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
+                                          -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
+                                          s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
+            item["all_solutions"] = solutions
             item["solutions_total"] = len(solutions)
             item["solutions"] = solutions[:max_listed]
             item["why_none"] = None if solutions else (
@@ -319,11 +323,24 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.nd
         out["hints_reproduce"] = _check_hints(hints, n_source, out_groups)
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
-    if len(groups) > 1:
+    if family:
         out["dropped_rows_of_part"] = {"count": int(missing.size), "ranges": runs(missing),
                                        "contiguous": len(runs(missing)) <= 1}
+        out["family_solutions"] = _family_solutions(out_groups)
+    for item in out_groups:
+        item.pop("all_solutions", None)
     out["sentence"] = slice_sentence(out)
     return out
+
+
+def _family_solutions(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Settings under which every given mini is mini `i` of as many minis as were given, i being its position."""
+    common = None
+    for position, g in enumerate(groups):
+        settings = {tuple((k, v) for k, v in s.items() if k != "mini_index")
+                    for s in g.get("all_solutions", []) if s["mini_index"] == position and s["mini_count"] == len(groups)}
+        common = settings if common is None else common & settings
+    return [dict(s) for s in sorted(common or set())]
 
 
 def _check_hints(hints: dict[str, Any], n_source: int, groups: list[dict[str, Any]]) -> dict[str, Any]:
@@ -369,6 +386,15 @@ def slice_sentence(s: dict[str, Any]) -> str:
             f"are invalid here ({h.get('why')})")
         parts.append(f"The candidate's own parameters ({', '.join(f'{k}={v}' for k, v in h['parameters'].items())}) "
                      f"{verdict}.")
+    if "family_solutions" in s:
+        if s["family_solutions"]:
+            first = s["family_solutions"][0]
+            parts.append(f"The {len(s['groups'])} minis are minis 0..{len(s['groups']) - 1} of one part with "
+                         + ", ".join(f"{k}={v}" for k, v in first.items()) + ".")
+        else:
+            parts.append(f"No single part_start/part_stop/drop_rows/drop_from gives all {len(s['groups'])} minis as "
+                         f"minis 0..{len(s['groups']) - 1} of {len(s['groups'])}: the rows were not dropped from the "
+                         f"start or the end of the part.")
     for g in s["groups"]:
         if g["solutions"]:
             more = f" ({g['solutions_total']} settings in all)" if g["solutions_total"] > 1 else ""

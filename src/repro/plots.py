@@ -96,17 +96,20 @@ def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
         sns.scatterplot(x=x, y=y, s=14, alpha=0.5, color=color, edgecolor="none", ax=ax)
 
 
+def _identity_line(ax, x: np.ndarray, y: np.ndarray, label: str) -> None:
+    lo = float(min(np.min(x), np.min(y)))
+    hi = float(max(np.max(x), np.max(y)))
+    pad = 0.02 * (hi - lo or 1.0)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1, label=label)
+    ax.legend(loc="upper left")
+
+
 def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """score_rejected against score_chosen with the line y = x (hexbin when there are many rows)."""
     with theme():
         fig, ax = _figure()
         _scatter_or_hexbin(ax, score_chosen, score_rejected, COLORS["margin"])
-        lo = float(min(np.min(score_chosen), np.min(score_rejected)))
-        hi = float(max(np.max(score_chosen), np.max(score_rejected)))
-        pad = 0.02 * (hi - lo or 1.0)
-        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1,
-                label="y = x (tie)")
-        ax.legend(loc="upper left")
+        _identity_line(ax, score_chosen, score_rejected, "y = x (tie)")
         ax.set(xlabel="score_chosen", ylabel="score_rejected",
                title=f"Chosen vs rejected score ({_n(len(score_chosen))} pairs)")
     return fig
@@ -152,12 +155,7 @@ def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
     with theme():
         fig, ax = _figure()
         _scatter_or_hexbin(ax, reference, candidate, COLORS["margin"])
-        lo = float(min(np.min(reference), np.min(candidate)))
-        hi = float(max(np.max(reference), np.max(candidate)))
-        pad = 0.02 * (hi - lo or 1.0)
-        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1,
-                label="y = x (same score)")
-        ax.legend(loc="upper left")
+        _identity_line(ax, reference, candidate, "y = x (same score)")
         ax.set(xlabel="reference score", ylabel="candidate score",
                title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
     return fig
