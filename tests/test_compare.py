@@ -477,3 +477,18 @@ def test_the_notebook_alone_under_papermill(published, tmp_path):
                     for o in c.get("outputs", []))
     assert shown.startswith("37 of 39 reference rows aligned")  # the verdict is the first result shown
     assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section
+
+
+def test_the_candidate_runs_slicing_parameters_are_the_hints(tmp_path):
+    run = RunDir.of(tmp_path / "rebuilt")
+    m = Manifest(run)
+    recipe = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end", "mini_index": 1,
+              "mini_count": 4, "limit": None, "source": "x"}
+    m.start_run(recipe, ["01_construct"])
+    assert compare._hints(str(run.root)) == {}  # nothing built yet: no counts
+    m.set_counts(source=61135, kept=5183)
+    expected = {k: v for k, v in recipe.items() if k not in ("limit", "source")}
+    assert compare._hints(str(run.root)) == expected == compare._hints(str(run.dataset))
+    m.update(parameters={**recipe, "limit": 10})
+    assert compare._hints(str(run.root)) == {}  # a limited run keeps a prefix of the mini
+    assert compare._hints(str(tmp_path / "elsewhere.jsonl")) == {}

@@ -679,16 +679,20 @@ def _candidate_spec(p: CompareParams, run: RunDir) -> str:
     return str(run.dataset)
 
 
-def _hints(candidate_spec: str, run: RunDir) -> dict[str, Any]:
-    """The slicing parameters the candidate was built with, from its run's manifest (empty when unknown)."""
+def _hints(candidate_spec: str) -> dict[str, Any]:
+    """The slicing parameters the candidate was built with, from its run's manifest (empty when unknown).
+
+    Only a run that built its dataset (its manifest counts rows) says how; a `limit` makes the slice a prefix.
+    """
     path = Path(os.path.expanduser(candidate_spec))
-    for manifest in (path / "manifest.json", path.parent / "manifest.json", run.manifest):
-        if manifest.is_file():
-            params = json.loads(manifest.read_text()).get("parameters") or {}
+    for manifest in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
+        if manifest is not None and manifest.is_file():
+            recorded = json.loads(manifest.read_text())
+            params = recorded.get("parameters") or {}
+            if not recorded.get("counts") or params.get("limit") is not None:
+                return {}
             keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-            if params.get("limit") is None:
-                return {k: params[k] for k in keys if k in params}
-            return {}
+            return {k: params[k] for k in keys if k in params}
     return {}
 
 
@@ -837,7 +841,7 @@ def compare(p: CompareParams) -> ComparisonResult:
         source = None
         if p.compare_source is not None:
             source = _load_one(p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
-        result, tables, figure_data = compare_datasets(reference, candidate, p, source, _hints(candidate_spec, run))
+        result, tables, figure_data = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
         result["reference"]["specs"] = [_public(s) for s in reference.specs]
         result["candidate"]["specs"] = [_public(s) for s in candidate.specs]
         if p.compare_source is not None:
