@@ -307,14 +307,13 @@ def test_slice_inference_through_the_comparison(source_keys, tmp_path):
     assert result["pairs"]["available"] is False and result["scores"]["available"] is False
 
 
-def test_weighted_spearman_equals_ranking_the_drawn_copies():
+@pytest.mark.parametrize("decimals", [1, 12])  # with ties, and without
+def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
     rng = np.random.default_rng(0)
-    x = np.round(rng.normal(size=50), 1)  # ties
+    x = np.round(rng.normal(size=50), decimals)
     w = np.bincount(rng.integers(0, 50, 50), minlength=50)
     ranks = stats._WeightedRanks(x).ranks(w.astype(float))
-    drawn = np.repeat(x, w)
-    expected = sps.rankdata(drawn)
-    assert np.allclose(np.repeat(ranks, w), expected)
+    assert np.allclose(np.repeat(ranks, w), sps.rankdata(np.repeat(x, w)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -492,3 +491,23 @@ def test_the_candidate_runs_slicing_parameters_are_the_hints(tmp_path):
     m.update(parameters={**recipe, "limit": 10})
     assert compare._hints(str(run.root)) == {}  # a limited run keeps a prefix of the mini
     assert compare._hints(str(tmp_path / "elsewhere.jsonl")) == {}
+
+
+def test_bootstrap_intervals_equal_recomputing_on_the_drawn_rows():
+    rng = np.random.default_rng(4)
+    x = np.round(rng.normal(size=40), 1)
+    y = x + np.round(rng.normal(0, 0.3, 40), 1)
+    rows = np.repeat(np.arange(20), 2)  # two values per row, resampled together
+    got = stats.agreement_statistics(x, y, [0.1], resamples=5, seed=9, clusters=rows)
+    draw = np.random.default_rng(9)
+    values = {"pearson": [], "spearman": [], "lin_ccc": [], "mean_difference": []}
+    for _ in range(5):
+        picked = draw.integers(0, 20, 20)
+        take = np.concatenate([np.flatnonzero(rows == r) for r in picked])
+        xs, ys = x[take], y[take]
+        values["pearson"].append(sps.pearsonr(xs, ys).statistic)
+        values["spearman"].append(sps.spearmanr(xs, ys).statistic)
+        values["lin_ccc"].append(2 * np.cov(xs, ys, ddof=0)[0, 1] / (xs.var() + ys.var() + (xs.mean() - ys.mean()) ** 2))
+        values["mean_difference"].append((ys - xs).mean())
+    for name, v in values.items():
+        assert got["ci95"][name] == pytest.approx(list(np.quantile(v, [0.025, 0.975]))), name

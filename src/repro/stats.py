@@ -414,14 +414,21 @@ class _WeightedRanks:
         sorted_x = x[order]
         new_group = np.r_[True, sorted_x[1:] != sorted_x[:-1]]
         self.order = order
+        self.ties = not new_group.all()
         self.starts = np.flatnonzero(new_group)
         self.group = np.empty(x.size, dtype=np.int64)
         self.group[order] = np.cumsum(new_group) - 1
 
     def ranks(self, w: np.ndarray) -> np.ndarray:
-        totals = np.add.reduceat(w[self.order], self.starts)
-        before = np.cumsum(totals) - totals
-        return (before + (totals + 1) / 2)[self.group]
+        totals = w[self.order]
+        if self.ties:
+            totals = np.add.reduceat(totals, self.starts)
+        average = np.cumsum(totals) - (totals - 1) / 2  # weight before the group + (its weight + 1) / 2
+        if self.ties:
+            return average[self.group]
+        out = np.empty_like(average)
+        out[self.order] = average
+        return out
 
 
 def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], resamples: int, seed: int,
