@@ -377,8 +377,10 @@ def test_an_unreachable_hub_id_offline(published, tmp_path):
 def test_missing_reference_and_bad_parameters(tmp_path):
     with pytest.raises(ParameterError, match="reference is not set"):
         compare.compare(params(tmp_path))
-    with pytest.raises(ParameterError, match="score_tolerances"):
-        build(CompareParams, {"score_tolerances": [-1.0]})
+    for bad, value in (("score_tolerances", [-1.0]), ("near_tie", -0.1), ("max_mini_count", 0),
+                       ("bootstrap_resamples", 10), ("reference", [])):
+        with pytest.raises(ParameterError, match=bad):
+            build(CompareParams, {bad: value})
     with pytest.raises(DataError, match="Parameter candidate is not set.*01_construct"):
         compare.compare(params(tmp_path, reference="x.jsonl"))
 

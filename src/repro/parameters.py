@@ -258,20 +258,9 @@ class CompareParams(_Params):
             raise ValueError(f"must be a non-empty list of tolerances >= 0, got {v}")
         return v
 
-    @field_validator("disagreement_tolerance", "near_tie")
-    @classmethod
-    def _non_negative_float(cls, v: float) -> float:
-        if v < 0:
-            raise ValueError(f"must be >= 0, got {v}")
-        return v
-
-    @field_validator("max_mini_count")
-    @classmethod
-    def _at_least_one(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be >= 1, got {v}")
-        return v
-
+    # the same rules as the other notebooks' parameters of the same kind
+    _non_negative = field_validator("disagreement_tolerance", "near_tie")(ConstructParams._non_negative.__func__)
+    _positive = field_validator("max_mini_count")(ConstructParams._positive.__func__)
     _enough_resamples = field_validator("bootstrap_resamples")(AnalyzeParams._enough_resamples.__func__)
 
 
