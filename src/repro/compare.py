@@ -28,7 +28,8 @@ import pandas as pd
 import pyarrow as pa
 
 from . import plots, stats
-from .analysis import response_texts, score_array
+# the analysis stage's readers and writers: one way to read scores and texts and to write a stage's outputs
+from .analysis import _relative, _write_json_atomic, response_texts, score_array
 from .errors import DataError, ParameterError, ReproError
 from .manifest import Manifest
 from .parameters import CardParams, CompareParams, build
@@ -820,8 +821,6 @@ def _draw(result: dict[str, Any], figure_data: dict[str, Any], figures_dir: Path
 
 def compare(p: CompareParams) -> ComparisonResult:
     """The stage: load reference, candidate (and source), compare, write compare.json, tables, figures; record them."""
-    from .analysis import _relative, _write_json_atomic  # the analysis stage's writers: one way to write outputs
-
     if p.reference is None:
         raise ParameterError("Parameter reference is not set: name the published dataset to compare with (a hub id "
                              "such as YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1, a local "
