@@ -215,6 +215,13 @@ def test_a_bad_row_is_named(seed_ds, column, turn, change, says):
         assert "fix the row or leave it out" in message
 
 
+def test_a_row_without_scores_is_named(seed_ds):
+    rows = seed_ds.to_list()
+    rows[2]["score_rejected"] = None
+    with pytest.raises(DataError, match=r"^Row 2 \(prompt_id [0-9a-f]{64}\): `score_chosen` and `score_rejected` must be numbers"):
+        to_trl(datasets.Dataset.from_list(rows, features=seed_ds.features))
+
+
 # ---------------------------------------------------------------------------------------------
 # the card's "How to use"
 # ---------------------------------------------------------------------------------------------

@@ -101,15 +101,22 @@ def _check_columns(ds: datasets.Dataset, function: str) -> None:
                     "your columns to these names first.")
 
 
+def _margin(row: dict[str, Any], index: int) -> float:
+    scores = [row.get("score_chosen"), row.get("score_rejected")]
+    if not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
+        raise DataError(f"Row {index} (prompt_id {row.get('prompt_id') or '?'}): `score_chosen` and `score_rejected` "
+                        f"must be numbers, got {scores}; fix the row or leave it out before converting.")
+    return float(scores[0]) - float(scores[1])
+
+
 def _explicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
     prompt, chosen, rejected = split_turns(row, index)
-    return {"prompt": prompt, "chosen": [chosen], "rejected": [rejected],
-            "margin": row["score_chosen"] - row["score_rejected"]}
+    return {"prompt": prompt, "chosen": [chosen], "rejected": [rejected], "margin": _margin(row, index)}
 
 
 def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
     split_turns(row, index)
-    return {"margin": row["score_chosen"] - row["score_rejected"]}
+    return {"margin": _margin(row, index)}
 
 
 def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
