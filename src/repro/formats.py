@@ -29,8 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 import datasets
-from datasets import Features, List, Value
+from datasets import Features, Value
 
+from .dataset_io import MESSAGE_LIST
 from .errors import DataError
 from .sources import require_columns
 
@@ -40,12 +41,11 @@ TESTED_TRL_VERSION = "1.16.0"
 REQUIRED_COLUMNS = ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")
 KEPT_COLUMNS = ("prompt_id", "score_chosen", "score_rejected")
 
-_MESSAGES = List({"content": Value("string"), "role": Value("string")})
 TRL_FEATURES = Features({
     "prompt_id": Value("string"),
-    "prompt": _MESSAGES,
-    "chosen": _MESSAGES,
-    "rejected": _MESSAGES,
+    "prompt": MESSAGE_LIST,
+    "chosen": MESSAGE_LIST,
+    "rejected": MESSAGE_LIST,
     "score_chosen": Value("float64"),
     "score_rejected": Value("float64"),
     "margin": Value("float64"),
@@ -124,7 +124,7 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
     if len(ds) == 0:  # map would not run the function, so it would not change the columns either
         return datasets.Dataset.from_dict({name: [] for name in features}, features=features)
     dropped = [c for c in ds.column_names if c not in features]
-    # features given: the output's types and column order are TRL_FEATURES', even for an empty dataset
+    # features given: the output's types and column order are exactly `features`, whatever the rows hold
     return ds.map(row_fn, with_indices=True, remove_columns=dropped, features=features,
                   desc=f"repro.formats.{function}")
 
