@@ -203,6 +203,12 @@ def test_analysis_reports_the_agreement_of_two_scorers(two_scorers):
     assert f"same chosen in {pair['same_chosen']['fraction']:.1%}" in analysis.headline(m)
 
 
+def test_notebook_cell_shows_the_table(two_scorers, capsys):
+    analysis.show_agreement(two_scorers[2])  # outside IPython, display() prints the objects
+    shown = capsys.readouterr().out
+    assert "tiny-seqcls" in shown and "margin_spearman" in shown
+
+
 def test_agreement_figure_and_table_are_recorded(two_scorers):
     _, run, result = two_scorers
     m = result.metrics
