@@ -577,8 +577,41 @@ def _section_characteristics(facts: CardFacts, lang: str) -> list[str]:
         rows = [[f"`{k or group}`", _metric(v, lang)] for k, v in _flatten(m.get(group)) if _short(v)]
         if rows:
             out += [t["h_group"].format(group=t["group_" + group]), _table(t["metric_header"], rows)]
+    out += _agreement_lines(m, lang)
     out += [f"![{caption}]({FIGURES_DIR}/{png.name})" for png, caption in facts.figures]
     return out
+
+
+def _agreement_lines(metrics: dict[str, Any], lang: str) -> list[str]:
+    """The agreement between scorers (metrics.json's `agreement` block, present with several scorers), or nothing."""
+    block = metrics.get("agreement")
+    if not isinstance(block, dict) or not block.get("pairs"):
+        return []
+    primary = block.get("primary")
+    if lang == "zh":
+        heading, header = "### 评分模型之间的一致性", ["评分模型对", "比较的行数", "chosen 相同", "rejected 相同",
+                                               "每个提示的 Kendall τ 均值（中位数）", "τ 无定义的行", "差值的 Pearson / Spearman"]
+        intro = (f"`chosen` / `rejected` 由主评分模型 `{primary}` 选出；其余评分模型对每个候选回答的打分保存在 "
+                 f"`candidate_scores_<名称>` 列中（候选顺序相同）。差值 = 每个评分模型的最高分 − 最低分。"
+                 if primary else "选出 `chosen` / `rejected` 的评分模型不在比较之列。")
+    else:
+        heading, header = "### Agreement between scorers", ["scorers", "rows compared", "same chosen", "same rejected",
+                                                            "Kendall τ per prompt, mean (median)", "τ undefined",
+                                                            "margin Pearson / Spearman"]
+        intro = (f"`chosen` / `rejected` were picked by the primary scorer `{primary}`; the other scorers' scores of "
+                 f"every candidate are in `candidate_scores_<name>` (same candidate order). Margin = each scorer's "
+                 f"best − worst candidate score." if primary else
+                 "The scorer that picked `chosen` / `rejected` is not among those compared.")
+    rows = []
+    for pair in block["pairs"]:
+        tau, margins = pair["kendall_tau"], pair["margin_correlation"]
+        rows.append([
+            " vs ".join(f"`{s}`" for s in pair["scorers"]), fmt(pair["rows"], lang),
+            f"{fmt(pair['same_chosen']['count'], lang)} ({_metric(pair['same_chosen']['fraction'], lang)})",
+            f"{fmt(pair['same_rejected']['count'], lang)} ({_metric(pair['same_rejected']['fraction'], lang)})",
+            f"{_metric(tau['mean'], lang)} ({_metric(tau['median'], lang)})", fmt(tau["undefined"], lang),
+            " / ".join(_metric((margins.get(k) or {}).get("statistic"), lang) for k in ("pearson", "spearman"))])
+    return [heading, intro, _table(header, rows)]
 
 
 def _short(value: Any) -> bool:
