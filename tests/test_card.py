@@ -472,15 +472,16 @@ def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
     assert "pairrm" in DatasetCard.load(card_path).data.tags
 
 
-def test_usage_snippet_runs(tmp_path):
+def test_usage_snippet_runs(tmp_path, monkeypatch):
     make_run(tmp_path / "run", metrics=False)
     _, card_path = card_for(tmp_path / "run", hub_repo_id="someone/pairs")
     en, _ = halves(card_path)
-    code = re.search(r"```python\n(.*?)```", en, flags=re.S)[1]
-    assert 'load_dataset("someone/pairs", split="train_prefs")' in code
-    local = "\n".join(line for line in code.splitlines() if "someone/pairs" not in line)
+    assert 'load_dataset("someone/pairs", split="train_prefs")' in re.search(r"```python\n(.*?)```", en, flags=re.S)[1]
+    _, card_path = card_for(tmp_path / "run")  # no hub id: the folder by its own name, from the folder above
+    code = re.search(r"```python\n(.*?)```", halves(card_path)[0], flags=re.S)[1]
+    monkeypatch.chdir(card_path.parent.parent)
     scope: dict = {}
-    exec(local, scope)
+    exec(code, scope)
     assert len(scope["ds"]) == 24 and scope["ds"].features == SEED_FEATURES
 
 
