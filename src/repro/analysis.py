@@ -25,6 +25,7 @@ from .manifest import Manifest
 from .parameters import AnalyzeParams
 from .paths import RunDir
 from .sources import load_source, require_columns
+from .work import atomic_write_json
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
 EXTREME_ROWS = 10
@@ -400,12 +401,6 @@ def headline(metrics: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 # the stage
 # --------------------------------------------------------------------------------------------
-def _write_json_atomic(path: Path, value: dict[str, Any]) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
-    os.replace(tmp, path)
-
-
 def _relative(path: Path, root: Path) -> str:
     return str(Path(path).resolve().relative_to(root.resolve()))
 
@@ -439,7 +434,7 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
                              "extreme_margins": _relative(run.tables / EXTREMES_TABLE, run.root)}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")]
         outputs += [run.tables / SUMMARY_TABLE, run.tables / EXTREMES_TABLE, run.metrics]
-        _write_json_atomic(run.metrics, metrics)
+        atomic_write_json(run.metrics, metrics, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(n=metrics["n"], n_excluded=metrics["n_excluded"], scale=metrics["scale"]["kind"])
     return AnalysisResult(metrics=metrics, outputs=outputs, summary=summary, extremes=extremes, figures=figures)
