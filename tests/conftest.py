@@ -43,7 +43,7 @@ def test_rows(sample_dir: Path) -> list[dict]:
 @pytest.fixture(scope="session")
 def tiny_pairrm_dir(tmp_path_factory) -> Path:
     """A tiny random PairRM checkpoint in llm-blender's layout, built offline, deterministically."""
-    from repro.tiny import build_tiny_pairrm
+    from repro.scorers.tiny import build_tiny_pairrm
 
     return build_tiny_pairrm(tmp_path_factory.mktemp("tiny-pairrm"))
 

@@ -14,7 +14,8 @@ from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.generation import generate_candidates, prompt_token_ids
 from repro.manifest import Manifest
 from repro.parameters import GenerationParams
-from repro.tiny_policy import STAND_IN_MARKER, build_tiny_policy
+from repro.paths import STAND_IN_MARKER
+from repro.tiny_policy import build_tiny_policy
 
 NEW_TOKENS = 12
 

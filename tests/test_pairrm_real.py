@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from repro.errors import ModelLoadError
-from repro.pairrm import PairRM, resolve_model
+from repro.scorers.pairrm import PairRM
+from repro.scorers.pairrm_checkpoint import resolve_model
 
 CARD_INPUTS = ["hello!", "I love you!"]
 CARD_A = ["hi!", "I hate you!"]

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from repro.cli import main
-from repro.pairrm import PairRM, ranks_from_scores
+from repro.scorers.common import ranks_from_scores
+from repro.scorers.pairrm import PairRM
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

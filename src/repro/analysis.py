@@ -25,6 +25,7 @@ from .manifest import Manifest
 from .parameters import AnalyzeParams
 from .paths import RunDir
 from .sources import load_source, require_columns
+from .work import atomic_write_json
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
 EXTREME_ROWS = 10
@@ -497,12 +498,6 @@ def headline(metrics: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 # the stage
 # --------------------------------------------------------------------------------------------
-def _write_json_atomic(path: Path, value: dict[str, Any]) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
-    os.replace(tmp, path)
-
-
 def _relative(path: Path, root: Path) -> str:
     return str(Path(path).resolve().relative_to(root.resolve()))
 
@@ -541,7 +536,7 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
         if agreement is not None:
             metrics["tables"][AGREEMENT] = _relative(run.tables / f"{AGREEMENT}.csv", run.root)
             outputs.insert(-1, run.tables / f"{AGREEMENT}.csv")
-        _write_json_atomic(run.metrics, metrics)
+        atomic_write_json(run.metrics, metrics, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(n=metrics["n"], n_excluded=metrics["n_excluded"], scale=metrics["scale"]["kind"])
     return AnalysisResult(metrics=metrics, outputs=outputs, summary=summary, extremes=extremes, figures=figures,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .paths import RunDir, project_root
+from .work import atomic_write_json
 
 TRACKED_PACKAGES = (
     "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
@@ -90,10 +90,7 @@ class Manifest:
         return json.loads(self.path.read_text())
 
     def write(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(_to_jsonable(data), indent=2, ensure_ascii=False) + "\n")
-        os.replace(tmp, self.path)
+        atomic_write_json(self.path, _to_jsonable(data), indent=2)
 
     def update(self, **fields: Any) -> dict[str, Any]:
         data = self.read()

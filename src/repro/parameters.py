@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
+from .scorers.common import PAIRRM_LIMITS
 
 
 class _Params(BaseModel):
@@ -64,8 +65,8 @@ class ConstructParams(_Params):
     batch_tokens: int = 16384  # token budget per forward batch
     chunk_size: int = 256  # prompts per resumable chunk
     num_processes: int = 1  # >1: torchrun workers on this node
-    source_maxlength: int = 1224
-    candidate_maxlength: int = 412
+    source_maxlength: int = PAIRRM_LIMITS.source_maxlength
+    candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength
     # output rows
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 SPLIT = "train_prefs"
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+# every stand-in model (policy or scorer) carries this file, saying how it was built; for a policy
+# {"builder", "size", "seed", "random_init"}: random_init = no weights saved, drawn from the seed at load time
+STAND_IN_MARKER = "repro_stand_in.json"
+
+
+def cache_root() -> Path:
+    """Where built stand-in models are kept: $REPRO_CACHE, else ~/.cache/repro."""
+    env = os.environ.get("REPRO_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "repro"
 
 
 def project_root() -> Path:

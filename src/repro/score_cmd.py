@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import DataError
-from .pairrm import DEFAULT_BATCH_TOKENS, load_scorer, ranks_from_scores
-from .work import Progress
+from .scorers import load_scorer
+from .scorers.common import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS, ranks_from_scores
+from .work import Progress, atomic_write_text, is_main_process, world_size
 
 # prompts per engine call: the bar moves at least this often, and memory stays bounded on large files
 CALL_SIZE = 256
@@ -36,8 +36,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
     parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS,
                         help=f"token budget per forward batch, padding counted (default {DEFAULT_BATCH_TOKENS})")
-    parser.add_argument("--source-maxlength", type=int, default=1224, help="PairRM's prompt limit in tokens")
-    parser.add_argument("--candidate-maxlength", type=int, default=412, help="PairRM's candidate limit in tokens")
+    parser.add_argument("--source-maxlength", type=int, default=PAIRRM_LIMITS.source_maxlength,
+                        help="PairRM's prompt limit in tokens")
+    parser.add_argument("--candidate-maxlength", type=int, default=PAIRRM_LIMITS.candidate_maxlength,
+                        help="PairRM's candidate limit in tokens")
     # resumable and multi-process scoring (repro.scoring): chunks on disk, torchrun workers
     parser.add_argument("--num-processes", type=int, default=1,
                         help="torchrun workers on this node, e.g. one per GPU (default 1); under your own torchrun "
@@ -83,12 +85,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write jsonl atomically: a crash never leaves half an output file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, progress: bool = True) -> list[list[float]]:
@@ -109,7 +106,7 @@ def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, progres
 def main(args: argparse.Namespace) -> int:
     """Score the input file and write the output file; returns the exit code."""
     rows = read_rows(args.input)
-    from .scoring import is_main_process, score_candidates, world_size
+    from .scoring import score_candidates
 
     if args.work_dir or args.num_processes > 1 or world_size() > 1:
         work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")
