@@ -68,6 +68,7 @@ def test_hub_ids_and_builtin_specs_stay_as_they_are(monkeypatch):
     assert build(AnalyzeParams, {"dataset": "owner/rows.jsonl"}).dataset == str(ROOT / "owner" / "rows.jsonl")
     assert paths.resolve_user_path("runs/demo") == str(ROOT / "runs" / "demo")
     assert paths.resolve_user_path("/abs/../abs/x") == "/abs/x" and paths.resolve_user_path(None) is None
+    assert build(ConstructParams, {"run_dir": ""}).run_root == ROOT / "runs" / "demo"  # "" = not set
 
 
 def test_a_marked_project_is_the_root_from_its_notebooks_folder(monkeypatch, tmp_path):
@@ -131,5 +132,5 @@ def test_papermill_in_notebooks_resolves_from_the_root_and_leaves_no_stray_files
         [sys.executable, "-m", "papermill", "02_analyze.ipynb", "-", "-k", "python3", "-p", "run_dir", f"runs/{name}"],
         cwd=NOTEBOOKS, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
-    assert f"{ROOT / 'runs' / name / 'dataset'}, which does not exist" in proc.stdout + proc.stderr
+    assert str(ROOT / 'runs' / name / 'dataset') in proc.stdout + proc.stderr  # the absolute path it looked at
     assert not (NOTEBOOKS / "runs").exists() and not (ROOT / "runs" / name).exists()

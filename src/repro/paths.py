@@ -52,10 +52,10 @@ def project_root() -> Path:
 
 
 def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> str | None:
-    """`value` by the path rule: a relative path becomes absolute from the project root; None, an absolute path,
+    """`value` by the path rule: a relative path becomes absolute from the project root; None, "", an absolute path,
     and (with `may_be_id`) "demo", "builtin:*" and hub ids (owner/name with no such local path) stay as they are."""
-    if value is None:
-        return None
+    if value is None or str(value) == "":
+        return value  # "" means "not set", as None does (run_dir="" is the default run directory)
     text = str(value)
     if may_be_id and (text == "demo" or text.startswith("builtin:")):
         return text
