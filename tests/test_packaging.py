@@ -117,3 +117,14 @@ def test_repro_notebooks_copies_the_packaged_files(installed, tmp_path):
         for src in (ROOT / folder).glob(pattern):
             assert (project / folder / src.name).read_bytes() == src.read_bytes()
     assert (project / ".repro-project").is_file()
+
+
+def test_version_from_the_checkout_names_its_commit(capsys):
+    from repro.cli import main
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"repro {__version__} (checkout {ROOT}, git commit {commit}") and NOT_FROM_CHECKOUT not in out
