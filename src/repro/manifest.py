@@ -18,7 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
-from .paths import RunDir, project_root
+from . import __version__
+from .paths import RunDir, checkout_root
 from .work import atomic_write_json
 
 TRACKED_PACKAGES = (
@@ -47,9 +48,15 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+NOT_FROM_CHECKOUT = "not from a checkout"
+
+
 def git_commit(root: Path | None = None) -> dict[str, Any]:
-    """The project's git commit and whether the work tree had uncommitted changes."""
-    root = root or project_root()
+    """The git commit of the checkout the code runs from and whether it had uncommitted changes; an installed
+    package (a wheel) says it is not from a checkout."""
+    root = root or checkout_root()
+    if root is None:
+        return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 check=True).stdout.strip()
@@ -58,6 +65,16 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
         return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
+
+
+def version_line() -> str:
+    """What `repro --version` prints: the version, and the checkout's commit or that it is an installed package."""
+    checkout = checkout_root()
+    if checkout is None:
+        return f"repro {__version__} ({NOT_FROM_CHECKOUT}: installed at {Path(__file__).resolve().parent})"
+    git = git_commit(checkout)
+    dirty = ", with uncommitted changes" if git["dirty"] else ""
+    return f"repro {__version__} (checkout {checkout}, git commit {git['commit']}{dirty})"
 
 
 def _now() -> str:
@@ -120,6 +137,7 @@ class Manifest:
             "notebooks": nbs,
             "environment": {
                 "python": sys.version.split()[0],
+                "repro": __version__,
                 "platform": platform.platform(),
                 "packages": package_versions(),
                 "git": git_commit(),

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from .errors import ParameterError
 from .scorers.common import PAIRRM_LIMITS
+from .paths import default_run_dir, resolve_user_path
 
 
 class _Params(BaseModel):
@@ -26,9 +27,15 @@ class _Params(BaseModel):
     run_name: str = "demo"
     run_dir: str | None = None  # default: runs/<run_name>
 
+    # the path rule (repro.paths): relative paths mean the project root, wherever the notebook's kernel runs
+    @field_validator("run_dir")
+    @classmethod
+    def _run_dir_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v, may_be_id=False)
+
     @property
     def run_root(self) -> Path:
-        return Path(self.run_dir) if self.run_dir else Path("runs") / self.run_name
+        return Path(self.run_dir) if self.run_dir else default_run_dir(self.run_name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,6 +86,11 @@ class ConstructParams(_Params):
         if v < 0:
             raise ValueError(f"must be >= 0, got {v}")
         return v
+
+    @field_validator("source", "scorer_model")
+    @classmethod
+    def _paths_from_project_root(cls, v: str) -> str:
+        return resolve_user_path(v)
 
     @field_validator("mini_count", "num_processes")
     @classmethod
@@ -141,6 +153,11 @@ class GenerationParams(_Params):
             raise ValueError(f"must be >= 1, got {v}")
         return v
 
+    @field_validator("policy_model")
+    @classmethod
+    def _policy_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v)
+
     @field_validator("max_prompt_tokens")
     @classmethod
     def _prompt_tokens(cls, v: int | None) -> int | None:
@@ -175,6 +192,11 @@ class AnalyzeParams(_Params):
     bootstrap_seed: int = 0
     exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
 
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v)
+
     @field_validator("bootstrap_resamples")
     @classmethod
     def _enough_resamples(cls, v: int) -> int:
@@ -205,6 +227,11 @@ class CardParams(_Params):
     # {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}; the rest is "unknown"
     known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
+
+    @field_validator("card_dataset")
+    @classmethod
+    def _card_dataset_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v)
 
     @field_validator("known_recipe")
     @classmethod
