@@ -1,4 +1,4 @@
-"""`repro run | score | bench`: a thin command line over the package (no logic of its own)."""
+"""`repro run | score | bench | selfcheck`: a thin command line over the package (no logic of its own)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ COMMANDS = {
     "run": ("repro.runner", "execute the notebooks a params file lists, through papermill"),
     "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM"),
     "bench": ("repro.bench", "time the PairRM engine against llm-blender on the same inputs"),
+    "selfcheck": ("repro.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }
 
 
