@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import ParameterError
+from .errors import DataError, ParameterError
 from .manifest import SELFCHECK_JSON, SELFCHECK_MD, package_versions
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
@@ -269,6 +269,9 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
     if input is not None:
         from .bench import read_bench_rows
 
+        if not Path(input).is_file():
+            raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
+                            f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
         prompts, candidates = read_bench_rows(Path(input), limit=n)
         return prompts, candidates, str(input)
     from .pairs import collect_candidates
