@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from repro import card as repro_card
@@ -221,3 +220,17 @@ def test_the_card_example_check_refuses_weights_that_are_not_pairrms(tiny_pairrm
     check = card_example_check({"stand-in": load_scorer(tiny_pairrm_dir, device="cpu")})
     assert check.status == "fail" and "stand-in: logits" in check.detail and "card [1.9003" in check.detail
     assert abs(check.data["stand-in"]["max_abs_diff"]) > 1e-3
+
+
+def test_the_markdown_reports_gpu_figures_when_a_gpu_measured_them(offline_report):
+    from repro.selfcheck import render_markdown
+
+    record = json.loads(json.dumps(offline_report.record))
+    record["environment"]["gpus"] = [{"name": "Some GPU", "memory_gb": 80.0}]
+    record["timing"].update(device="cuda", dtype="fp16", cuda_resident_mb=2600.0,
+                            gpu={"matmul_peak_tflops": 700.0, "engine_useful_tflops": 210.0,
+                                 "engine_fraction_of_peak": 0.3})
+    md = render_markdown(record)
+    assert "| GPU | Some GPU (80.0 GiB) |" in md
+    assert "Engine: 210.0 useful TFLOP/s, 30.0 % of a fp16 matmul measured in the same run (700 TFLOP/s)" in md
+    assert "held 2600 MB of GPU memory" in md

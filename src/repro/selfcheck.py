@@ -346,7 +346,8 @@ def _equivalence_check(name: str, title: str, scores, reference, dtype: str, pro
                        extra: dict[str, Any]) -> Check:
     found = {**extra, **compare_scores(scores, reference, dtype)}
     bad = found["rows_beyond_tolerance"]
-    detail = (f"max |diff| {found['max_abs_diff']:.2e} (tolerance {found['atol']:g} + {found['rtol']:g}·|score|) "
+    where = f"llm-blender on `{extra['llm_blender_model']}`: " if "llm_blender_model" in extra else ""
+    detail = where + (f"max |diff| {found['max_abs_diff']:.2e} (tolerance {found['atol']:g} + {found['rtol']:g}·|score|) "
               f"on {found['rows']} rows; ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
         return Check(name, title, "fail", f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; "
@@ -386,7 +387,7 @@ def _short_error(exc: BaseException) -> str:
 def _model_label(spec: str) -> str:
     """The model as a report may publish it: hub id or built-in name as is, a local folder by its name only."""
     path = Path(spec).expanduser()
-    if spec.startswith("builtin:") or (not path.is_dir() and spec.count("/") == 1 and not spec.startswith((".", "~"))):
+    if spec.startswith("builtin:") or (not path.is_dir() and spec.count("/") == 1 and not spec.startswith((".", "~", "/"))):
         return spec
     return f"local folder {path.name}"
 
@@ -451,8 +452,6 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
 
     `reference_model`: "default" takes the other layout of a known hub id (PairRM-hf <-> PairRM), None none.
     """
-    import torch
-
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.perf_counter()
     api = _scorers()
@@ -474,8 +473,6 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     log(f"repro selfcheck: {model}{f' and {reference}' if reference else ''} on {torch_device} "
         f"(run dtype {run_dtype}), {len(prompts)} rows from {source}")
     specs = [model] + ([reference] if reference else [])
-    if torch_device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(torch_device)
     report.environment = environment_report(torch_device, specs)
     run = _Run(report, prompts, candidates, torch_device, log)
     env = report.environment
@@ -640,8 +637,8 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
             "projected_part2_mini_1_seconds": round(c.seconds / len(lengths) * passes_per_job, 1)}
     for c in contenders[1:]:
         timing["speedup"][c.name] = round(c.seconds / contenders[0].seconds, 2)
-    if device.type == "cuda":
-        timing["cuda_max_memory_allocated_mb"] = round(torch.cuda.max_memory_allocated(device) / 2 ** 20, 1)
+    if device.type == "cuda":  # the models resident while timing; each call's peak above it is per contender
+        timing["cuda_resident_mb"] = round(torch.cuda.memory_allocated(device) / 2 ** 20, 1)
         run.log("repro selfcheck: measuring the matmul peak ...")
         peak = matmul_peak_tflops(str(device), dtype)
         achieved = useful_flops / contenders[0].seconds / 1e12
@@ -666,7 +663,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
 
 
 def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
-    if report.settings["device"].startswith("cuda") is False:
+    if not report.settings["device"].startswith("cuda"):
         report.checks.append(_not_run(
             "gpu_throughput", "useful TFLOP/s against a measured matmul", "no CUDA device here (a GPU measure)",
             gap=False))
@@ -739,8 +736,8 @@ def render_markdown(record: dict[str, Any]) -> str:
         if "gpu" in t:
             g = t["gpu"]
             lines += ["", f"Engine: {g['engine_useful_tflops']:.1f} useful TFLOP/s, {100 * g['engine_fraction_of_peak']:.1f} % "
-                      f"of a {t['dtype']} matmul measured in the same run ({g['matmul_peak_tflops']:.0f} TFLOP/s); CUDA "
-                      f"peak allocated {t['cuda_max_memory_allocated_mb']:.0f} MB."]
+                      f"of a {t['dtype']} matmul measured in the same run ({g['matmul_peak_tflops']:.0f} TFLOP/s); the models "
+                      f"held {t['cuda_resident_mb']:.0f} MB of GPU memory while timed (peaks above that in the table)."]
         lines += ["", f"Projection: {_tidy(t['projection_note'])}."]
     not_run = [c for c in record["checks"] if c["status"] == "not run"]
     if not_run:
