@@ -164,22 +164,12 @@ class SelfCheck:
         folder = Path(report_dir)
         folder.mkdir(parents=True, exist_ok=True)
         self.json_path, self.md_path = folder / SELFCHECK_JSON, folder / SELFCHECK_MD
-        self.json_path.write_text(json.dumps(_jsonable(self.to_json()), indent=2, ensure_ascii=False) + "\n",
-                                  encoding="utf-8")
+        # numpy scalars and paths: their value or text
+        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False,
+                          default=lambda v: v.item() if hasattr(v, "item") else str(v))
+        self.json_path.write_text(text + "\n", encoding="utf-8")
         self.md_path.write_text(self.to_markdown(), encoding="utf-8")
         return self.json_path, self.md_path
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 # ------------------------------------------------------------------------------------------------
