@@ -659,7 +659,10 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
             gap=False))
     report.seconds = time.perf_counter() - started
     if report_dir is not None:
-        report.write(report_dir)
+        from .paths import project_root
+
+        # a relative folder means the same from a shell or a notebook kernel: under the project root
+        report.write(report_dir if Path(report_dir).is_absolute() else project_root() / report_dir)
         log(f"repro selfcheck: report -> {report.md_path} and {report.json_path.name}")
     return report
 
@@ -754,8 +757,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="jsonl of {prompt, candidates} rows or H4 rows (prompt, chosen, rejected); default: "
                              "the embedded demo's prompts")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT_DIR,
-                        help=f"where selfcheck.json and selfcheck.md go (default {DEFAULT_REPORT_DIR}); give a run "
-                             f"directory and `repro run` into it cites the check")
+                        help=f"where selfcheck.json and selfcheck.md go, relative to the project root (default "
+                             f"{DEFAULT_REPORT_DIR}); give a run directory and `repro run` into it cites the check")
     parser.add_argument("--no-timing", dest="timing", action="store_false", help="skip the speed measurements")
 
 
