@@ -479,13 +479,17 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                       f"{ref_engine.info['layout']} layout, stand-in: {ref_engine.info['stand_in']}")
                 if ref_engine else _not_run("load_reference", "load --reference-model (engine, fp32)",
                                             report.models["reference repro fp32"]["error"]))
+    fp32_only = f"the run dtype on {torch_device.type} is fp32, checked above (fp16 is the CUDA path)"
     if engine is None:
         for name, title in (("card_example", "model card example (PairRM-hf)"),
                             ("engine_vs_llm_blender_fp32", "engine vs llm-blender Blender.rank(batch_size=1), fp32"),
-                            ("engine_vs_llm_blender_run_dtype", f"engine vs llm-blender, {run_dtype}"),
-                            ("run_dtype_vs_fp32_choices", f"chosen/rejected, {run_dtype} vs fp32"),
+                            ("engine_vs_llm_blender_run_dtype", f"engine vs llm-blender, run dtype ({run_dtype})"),
+                            ("run_dtype_vs_fp32_choices", f"chosen/rejected, run dtype ({run_dtype}) vs fp32"),
                             ("speed", "speed against llm-blender")):
-            run.add(_not_run(name, title, "--model could not be loaded (see load_model)"))
+            if run_dtype == "fp32" and "run_dtype" in name:
+                run.add(_not_run(name, title, fp32_only, gap=False))
+            else:
+                run.add(_not_run(name, title, "--model could not be loaded (see load_model)"))
         return _finish(report, started, report_dir, log)
     stand_in = bool(engine.info["stand_in"])
     comparable_reference = ref_engine is not None and bool(ref_engine.info["stand_in"]) == stand_in
@@ -535,9 +539,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
 
     # 4. the run dtype (fp16 on CUDA, as llm-blender): against llm-blender in it, and its choices against fp32
     if run_dtype == "fp32":
-        why = f"the run dtype on {torch_device.type} is fp32, checked above (fp16 is the CUDA path)"
-        run.add(_not_run("engine_vs_llm_blender_run_dtype", "engine vs llm-blender, run dtype", why, gap=False))
-        run.add(_not_run("run_dtype_vs_fp32_choices", "chosen/rejected, run dtype vs fp32", why, gap=False))
+        run.add(_not_run("engine_vs_llm_blender_run_dtype", "engine vs llm-blender, run dtype", fp32_only, gap=False))
+        run.add(_not_run("run_dtype_vs_fp32_choices", "chosen/rejected, run dtype vs fp32", fp32_only, gap=False))
         engine_rd, blender_rd = engine, blender32
     else:
         blender32 = None
@@ -715,7 +718,10 @@ def render_markdown(record: dict[str, Any]) -> str:
     lines += ["", "| check | result | detail |", "| --- | --- | --- |"]
     for c in record["checks"]:
         result = {"pass": "pass", "fail": "**FAIL**", "not run": "not run", "measured": "measured"}[c["status"]]
-        lines.append(f"| {_tidy(c['title'])} | {result} | {_tidy(c['detail'])} |")
+        detail = c["detail"]
+        if c["status"] == "not run" and len(detail) > 120:  # the whole reason is listed below the tables
+            detail = detail[:110].rstrip() + "… (below)"
+        lines.append(f"| {_tidy(c['title'])} | {result} | {_tidy(detail)} |")
     if t.get("contenders"):
         lines += ["", f"Speed on these {t['prompts']} rows ({t['passes']} passes of {t['mean_tokens_per_pass']:.0f} "
                   f"tokens on average), `{t['device']}` `{t['dtype']}`, {t['torch_threads']} torch thread(s); memory: "
