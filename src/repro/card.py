@@ -548,7 +548,31 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
         python=fmt(env.get("python"), lang), packages=packages or t["unknown"], commit=fmt(git.get("commit"), lang),
         dirty=fmt(git.get("dirty"), lang))
     return out + [t["h_scoring"], scoring, t["h_selection"], selection, t["h_counts"], counts,
-                  t["h_parameters"], params, t["h_environment"], environment]
+                  t["h_parameters"], params, t["h_environment"], environment, *selfcheck_lines(facts, lang)]
+
+
+def selfcheck_lines(facts: CardFacts, lang: str) -> list[str]:
+    """The `repro selfcheck` the run cites (manifest `selfcheck`): heading and one paragraph; [] without one."""
+    check = Manifest(facts.run).read().get("selfcheck") if facts.built_here else None
+    if not check:
+        return []
+    versions = ", ".join(f"{k} {v}" for k, v in (check.get("versions") or {}).items() if v)
+    not_run = ", ".join(f"`{n}`" for n in check.get("not_run") or [])
+    gpu = f" ({check['gpu']})" if check.get("gpu") else ""
+    facts_ = dict(when=fmt(check.get("when"), lang), device=f"`{check.get('device')}`{gpu}", dtype=check.get("dtype"),
+                  model=check.get("model"), versions=versions, not_run=not_run)
+    if lang == "zh":
+        verdict = {"PASS": "通过", "INCOMPLETE": "不完整", "FAIL": "失败"}.get(check.get("verdict"), check.get("verdict"))
+        text = ("本次运行引用的自检（`repro selfcheck`，{when}）结论为 **{verdict}**：设备 {device}，运行精度 `{dtype}`，"
+                "模型 `{model}`；{versions}。").format(verdict=verdict, **facts_)
+        text += "未运行的检查：{not_run}。".format(**facts_) if not_run else ""
+        text += "" if check.get("same_versions_as_run", True) else "自检时的软件包版本与本次运行不同。"
+        return ["### 自检", text]
+    text = ("The run cites a self-check (`repro selfcheck`, {when}): **{verdict}** on {device}, run precision `{dtype}`, "
+            "model `{model}`; {versions}.").format(verdict=check.get("verdict"), **facts_)
+    text += " Checks not run: {not_run}.".format(**facts_) if not_run else ""
+    text += "" if check.get("same_versions_as_run", True) else " It ran with other package versions than this run."
+    return ["### Self-check", text]
 
 
 def _section_recipe(facts: CardFacts, lang: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""`repro run | notebooks | score | bench`: a thin command line over the package (no logic of its own)."""
+"""`repro run | notebooks | score | bench | selfcheck`: a thin command line over the package (no logic of its own)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ COMMANDS = {
     "notebooks": ("repro.project", "copy the notebooks and example params into a folder to open in JupyterLab"),
     "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM"),
     "bench": ("repro.bench", "time the PairRM engine against llm-blender on the same inputs"),
+    "selfcheck": ("repro.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }
 
 

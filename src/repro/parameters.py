@@ -255,7 +255,7 @@ SCHEMAS: dict[str, type[_Params]] = {
     "analyze": AnalyzeParams,
     "card": CardParams,
 }
-RUN_KEYS = {"notebooks"}  # keys only `repro run` reads
+RUN_KEYS = {"notebooks", "selfcheck"}  # keys only `repro run` reads (selfcheck: a `repro selfcheck` report)
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ReproError
-from .manifest import Manifest
+from .manifest import Manifest, find_selfcheck
 from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
 from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 
@@ -76,7 +76,7 @@ def _failure_message(name: str, output: Path, exc: Exception) -> str:
 
 
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
-                  log_output: bool = False) -> int:
+                  log_output: bool = False, selfcheck: str | None = None) -> int:
     """Execute the params' notebooks in order into `run_root/notebooks/`; record the run in its manifest."""
     import papermill
 
@@ -86,6 +86,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     run.notebooks.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)
     manifest.start_run(values, notebooks, driver="repro run")
+    manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     kernel = ensure_kernel(kernel)
     for name in notebooks:
         output = run.executed_notebook(f"{name}.ipynb")
@@ -127,8 +128,10 @@ def main(args: argparse.Namespace) -> int:
         values["run_dir"] = args.out
     run_root = Path(resolve_user_path(values.get("run_dir"), may_be_id=False) or default_run_dir(values["run_name"]))
     values["run_dir"] = str(run_root)
+    find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
-    return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output)
+    return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output,
+                         selfcheck=values.get("selfcheck"))
 
 
 def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
