@@ -257,6 +257,7 @@ def test_bad_policy_settings_are_clear_errors(tmp_path, policy_dir, prompts, mon
     assert len(generate_candidates(prompts[:2], params(plain, use_chat_template=False), tmp_path / "w")) == 2
 
 
+@pytest.mark.vllm  # skips only where vLLM and a GPU are both here (the refusal is what it checks)
 def test_vllm_backend_says_what_it_needs(tmp_path, policy_dir, prompts):
     try:
         import vllm  # noqa: F401
