@@ -35,8 +35,8 @@ def short_context_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def prompts(train_rows):
-    """Ten real UltraFeedback rows (prompt and prompt_id only), shortest prompts first for speed."""
-    rows = sorted(train_rows[:60], key=lambda r: len(r["prompt"]))[:10]
+    """Ten real UltraFeedback rows (prompt and prompt_id only): every third of the 30 shortest, 27-90 characters."""
+    rows = sorted(train_rows[:60], key=lambda r: len(r["prompt"]))[:30:3]
     return [{"prompt": r["prompt"], "prompt_id": r["prompt_id"]} for r in rows]
 
 

@@ -124,9 +124,23 @@ def main(args: argparse.Namespace) -> int:
     if args.out:
         values["run_dir"] = args.out
     run_root = Path(values.get("run_dir") or Path("runs") / values["run_name"]).resolve()
+    check_run_root(run_root, "--out" if args.out else "run_dir")
     values["run_dir"] = str(run_root)
     print(f"repro run: {args.params} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
     return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output)
+
+
+def check_run_root(run_root: Path, given_as: str) -> None:
+    """Refuse, before any work, a run directory that is (or lies inside) an existing file."""
+    existing = run_root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = ("is an existing file, not a folder" if existing == run_root
+                else f"lies inside {existing}, which is a file, so that folder cannot be made")
+        raise ReproError(
+            f"{given_as} {run_root} {what}. A run directory holds a run's notebooks, data and manifest: give a new "
+            f"or existing folder instead (for example runs/<name>).")
 
 
 def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
