@@ -69,18 +69,21 @@ def one_torch_thread():
 _forbidden_skips: list[tuple[str, str]] = []
 
 
+def _skip_reason(report) -> str:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
 def pytest_runtest_logreport(report):
-    """Collects skipped tests that carry none of ALLOWED_SKIP_MARKERS."""
-    if report.skipped and not any(m in report.keywords for m in ALLOWED_SKIP_MARKERS):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _forbidden_skips.append((report.nodeid, reason))
+    """Collects skipped tests that carry none of ALLOWED_SKIP_MARKERS (an expected failure is not a skip)."""
+    if report.skipped and not hasattr(report, "wasxfail") and not any(m in report.keywords for m in ALLOWED_SKIP_MARKERS):
+        _forbidden_skips.append((report.nodeid, _skip_reason(report)))
 
 
 def pytest_collectreport(report):
     """A whole module skipped at collection (e.g. a module-level importorskip) counts too."""
     if report.skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _forbidden_skips.append((report.nodeid, reason))
+        _forbidden_skips.append((report.nodeid, _skip_reason(report)))
 
 
 def _skips_forbidden() -> bool:
