@@ -91,14 +91,17 @@ def _skips_forbidden() -> bool:
 
 
 def pytest_terminal_summary(terminalreporter):
+    """Lists the skips that are not allowed, and what to do about them."""
     if _skips_forbidden() and _forbidden_skips:
         terminalreporter.section("skips not allowed (REPRO_FORBID_SKIPS=1)", red=True)
-        terminalreporter.line(f"Only tests marked {', '.join(ALLOWED_SKIP_MARKERS)} may skip. These skipped; make "
-                              "what they need part of the repository or built by the test, or mark them:")
+        terminalreporter.line(f"Only tests marked {', '.join(ALLOWED_SKIP_MARKERS)} may skip. These skipped: put what "
+                              "they need in the repository or build it in the test (mark a test only if it needs "
+                              "real weights, a GPU or vLLM):")
         for nodeid, reason in _forbidden_skips:
             terminalreporter.line(f"  {nodeid}: {reason}")
 
 
 def pytest_sessionfinish(session, exitstatus):
+    """A run that would pass fails instead when a skip was not allowed."""
     if _skips_forbidden() and _forbidden_skips and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
