@@ -107,7 +107,7 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
     """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
-    from .score_cmd import iter_jsonl
+    from .sources import iter_jsonl
 
     prompts: list[str] = []
     candidates: list[list[str]] = []

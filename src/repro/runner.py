@@ -127,11 +127,25 @@ def main(args: argparse.Namespace) -> int:
     if args.out:
         values["run_dir"] = args.out
     run_root = Path(resolve_user_path(values.get("run_dir"), may_be_id=False) or default_run_dir(values["run_name"]))
+    check_run_root(run_root, "--out" if args.out else "run_dir")
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
     return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output,
                          selfcheck=values.get("selfcheck"))
+
+
+def check_run_root(run_root: Path, given_as: str) -> None:
+    """Refuse, before any work, a run directory that is (or lies inside) an existing file."""
+    existing = run_root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = ("is an existing file, not a folder" if existing == run_root
+                else f"lies inside {existing}, which is a file, so that folder cannot be made")
+        raise ReproError(
+            f"{given_as} {run_root} {what}. A run directory holds a run's notebooks, data and manifest: give a new "
+            f"or existing folder instead (for example runs/<name>).")
 
 
 def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:

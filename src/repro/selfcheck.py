@@ -268,7 +268,7 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
         prompts, candidates = read_bench_rows(Path(input), limit=n)
         return prompts, candidates, str(input)
     from .pairs import collect_candidates
-    from .score_cmd import iter_jsonl
+    from .sources import iter_jsonl
     from .sources import demo_path
 
     rows = [row for _, row in iter_jsonl(demo_path())][:n]

@@ -76,8 +76,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:  # a failed write leaves neither half a file nor the temp file
+        tmp.unlink(missing_ok=True)
 
 
 def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None, allow_nan: bool = True) -> None:
