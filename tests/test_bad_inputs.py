@@ -88,7 +88,7 @@ CASES = [
     Case("params file is a folder", lambda t: run(t, params=str(write(t / "p" / "mine.yaml", "limit: 3\n").parent)),
          r"Params file '\S*p' is a folder, not a file; give a YAML file in it \['mine.yaml'\]", after=nothing_written),
     Case("params file missing", lambda t: run(t, params=str(t / "nope.yaml")),
-         r"Params file '\S*nope.yaml' does not exist; see params/demo.yaml", after=nothing_written),
+         r"Params file '\S*nope.yaml' does not exist: looked at \S*nope.yaml. Give the path of a params YAML file", after=nothing_written),
     # repro run: parameters, all checked before any notebook runs
     Case("unknown key in --set", lambda t: run(t, "--set", "limit=3", "--set", "mini_idx=1"),
          r"Unknown parameter 'mini_idx' in --set mini_idx=1\. Did you mean 'mini_index'\?", after=nothing_written),
