@@ -50,6 +50,7 @@ def test_the_wheel_carries_every_notebook_and_params_file(wheel):
     assert {"demo.yaml", "demo_generate.yaml", "part2_mini_1.yaml"} <= set(params)
     assert {f"repro/_bundled/notebooks/{n}" for n in notebooks} <= names
     assert {f"repro/_bundled/params/{n}" for n in params} <= names
+    assert "repro/data/demo_prompts.jsonl" in names  # the embedded demo travels too
     assert "repro/data/demo_prompts.jsonl" in names and "repro/paths.py" in names
     assert f"repro-{__version__}.dist-info/METADATA" in names
     bundled = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("repro/_bundled/"))
