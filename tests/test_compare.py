@@ -396,7 +396,7 @@ def test_verify_params_file_names_the_published_dataset_and_its_source():
     p = validate_all(values)["compare"]
     assert p.reference == "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
     assert p.compare_source == "ZHLiu627/ultrafeedback_binarized_with_response_full"
-    assert values["notebooks"] == ["04_compare"] and p.candidate == "runs/part2_mini_1"
+    assert values["notebooks"] == ["04_compare"] and p.candidate == str(project_root() / "runs" / "part2_mini_1")
 
 
 def test_card_section_in_both_languages(compared):

@@ -28,14 +28,15 @@ import pandas as pd
 import pyarrow as pa
 
 from . import plots, stats
-# the analysis stage's readers and writers: one way to read scores and texts and to write a stage's outputs
-from .analysis import _relative, _write_json_atomic, response_texts, score_array
+# the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
+from .analysis import _relative, response_texts, score_array
 from .errors import DataError, ParameterError, ReproError
 from .manifest import Manifest
 from .parameters import CardParams, CompareParams, build
 from .paths import RunDir
 from .slicing import plan_slice
 from .sources import load_source
+from .work import atomic_write_json
 
 COMPARE_VERSION = 1
 COMPARE_JSON = "compare.json"
@@ -854,7 +855,7 @@ def compare(p: CompareParams) -> ComparisonResult:
         result["figures"] = {name: {"png": _relative(f["png"], run.root), "svg": _relative(f["svg"], run.root),
                                     "title": f["title"]} for name, f in figures.items()}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
-        _write_json_atomic(target, result)
+        atomic_write_json(target, result, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(aligned=result["alignment"]["aligned"], reference_rows=reference.rows,
                     candidate_rows=candidate.rows, same_pairs=(result["pairs"].get("categories") or {}).get("same"))
