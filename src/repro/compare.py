@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from . import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
-from .analysis import _relative, response_texts, score_array
+from .analysis import _relative, dataset_or_own, response_texts, score_array
 from .errors import DataError, ParameterError, ReproError
 from .manifest import Manifest
 from .parameters import CardParams, CompareParams, build
@@ -670,17 +670,6 @@ class ComparisonResult:
         return self.result["verdict"]
 
 
-def _candidate_spec(p: CompareParams, run: RunDir) -> str:
-    if p.candidate is not None:
-        return p.candidate
-    if not run.dataset.is_dir():
-        raise DataError(
-            f"Parameter candidate is not set, so the comparison reads this run's dataset at {run.dataset}, which "
-            f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set candidate "
-            f"to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
-    return str(run.dataset)
-
-
 def _hints(candidate_spec: str) -> dict[str, Any]:
     """The slicing parameters the candidate was built with, from its run's manifest (empty when unknown).
 
@@ -827,6 +816,7 @@ def compare(p: CompareParams) -> ComparisonResult:
                              "such as YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1, a local "
                              "file or folder, or a run directory; a list of several minis of one family works too).")
     run = RunDir.of(p.run_root)
+    candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
     run.root.mkdir(parents=True, exist_ok=True)
     target = run.root / COMPARE_JSON
     target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
@@ -835,7 +825,6 @@ def compare(p: CompareParams) -> ComparisonResult:
             (run.figures / name).with_suffix(ext).unlink(missing_ok=True)
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
-        candidate_spec = _candidate_spec(p, run)
         reference = load_side("reference", p.reference, p.reference_split, "reference")
         candidate = load_side("candidate", candidate_spec, p.candidate_split, "candidate")
         source = None
