@@ -700,7 +700,7 @@ NOTEBOOK = ROOT / "notebooks" / "03_card.ipynb"
 
 def test_notebook_is_thin_and_committed_clean():
     nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert nb["metadata"]["kernelspec"]["name"] == "repro"
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert all(not c["outputs"] and c["execution_count"] is None for c in code)
     [params] = [c for c in code if "parameters" in c["metadata"].get("tags", [])]

@@ -12,6 +12,7 @@ from repro.parameters import SCHEMAS
 from repro.runner import NOTEBOOK_SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
+KERNELSPEC = {"name": "repro", "display_name": "Python (repro)", "language": "python"}
 
 
 def test_layout():
@@ -70,10 +71,11 @@ def test_notebook_parameters_cells_match_the_schemas():
             assert name in fields, f"{path.name}: parameter {name!r} is not in the {sections} schema"
             value = ast.literal_eval(node.value)  # literals only
             assert value == fields[name].default, f"{path.name}: {name} = {value!r} differs from the schema default"
-        assert nb["metadata"]["kernelspec"]["name"] == "python3"
+        # JupyterLab opens them with the project's registered kernel, with no kernel picker
+        assert nb["metadata"]["kernelspec"] == KERNELSPEC, f"{path.name} must declare the kernel {KERNELSPEC}"
 
 
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
-    assert "make test" in readme and "make demo" in readme
+    assert "make test" in readme and "make demo" in readme and "make lab" in readme
     assert "make test" in (ROOT / ".ci/run").read_text()
