@@ -52,13 +52,6 @@ def _free_port() -> int:
 def project(tmp_path_factory):
     """A project root with the notebooks, params and a demo run in runs/demo."""
     root = tmp_path_factory.mktemp("project")
-    if os.environ.get("JW_PROJECT"):  # TEMP debugging
-        root = Path(os.environ["JW_PROJECT"])
-        if (root / "runs" / "demo" / "dataset").exists():
-            for name in ("notebooks",):
-                shutil.rmtree(root / name)
-                shutil.copytree(ROOT / name, root / name)
-            return root
     for name in ("notebooks", "params"):
         shutil.copytree(ROOT / name, root / name)
     shutil.copy2(ROOT / "pyproject.toml", root / "pyproject.toml")

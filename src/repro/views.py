@@ -36,9 +36,9 @@ def shorten(text: Any, width: int = SHORT) -> str:
 
 def counts_table(counts: dict[str, Any]) -> pd.DataFrame:
     """The rows left at each stage so far, with what each count means (the card's words)."""
-    meanings = PHRASES["en"]
-    return pd.DataFrame([{"stage": k, "rows": v, "meaning": meanings.get("count_" + k, "")} for k, v in counts.items()]
-                        ).set_index("stage")
+    meanings = PHRASES["en"]  # card Markdown: the backticks go, a table cell is plain text
+    return pd.DataFrame([{"stage": k, "rows": v, "meaning": meanings.get("count_" + k, "").replace("`", "")}
+                         for k, v in counts.items()]).set_index("stage")
 
 
 def rows_preview(ds: datasets.Dataset, columns: Sequence[str], k: int = 3) -> pd.DataFrame:
