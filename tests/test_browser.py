@@ -28,10 +28,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
 KERNEL_DISPLAY_NAME = "Python (repro)"
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook in the active tab
 DEMO_ROWS = 8  # the demo run the notebooks read: enough rows for every figure, quick to score
-# What a user types for the demo run. Relative paths resolve against the project root once the path rule lands
-# (REPRO_HOME is set to the copy's root below); until then the kernel runs in notebooks/, so the test types the
-# absolute path. Switching is this one line: RUN_DIR = "runs/demo".
-RUN_DIR = None  # None: the absolute path of <copy>/runs/demo
+# What a user types is `runs/demo`, relative to the project root. That holds once the path rule lands (relative
+# paths resolved against the project root, here REPRO_HOME = the copy's root); until then the kernel runs in
+# notebooks/ and the test types the absolute path. The switch is this one line: TYPE_RELATIVE_PATHS = True.
+TYPE_RELATIVE_PATHS = False
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -197,7 +197,7 @@ def _loaded_images(page, selector: str) -> tuple[int, int]:
 
 
 def _run_dir(project: Path, name: str) -> str:
-    return f"runs/{name}" if RUN_DIR is not None else str(project / "runs" / name)
+    return f"runs/{name}" if TYPE_RELATIVE_PATHS else str(project / "runs" / name)
 
 
 def test_each_notebook_opens_with_the_projects_kernel(page, lab, tmp_path):
