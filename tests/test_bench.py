@@ -59,7 +59,7 @@ def test_pass_flops_match_the_matmuls_torch_counts_in_a_real_pass(tiny_pairrm_di
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from repro.pairrm import load_scorer
+    from repro.scorers import load_scorer
 
     scorer = load_scorer(str(tiny_pairrm_dir))
     row = train_rows[5]

@@ -15,9 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-from repro.blender_compat import BlenderScorer, install_transformers5_shim
-from repro.pairrm import PairRM, ranks_from_scores
-from repro.tiny import SENTENCES
+from repro.scorers.blender_compat import BlenderScorer, install_transformers5_shim
+from repro.scorers.common import ranks_from_scores
+from repro.scorers.pairrm import PairRM
+from repro.scorers.tiny import SENTENCES
 
 SPECIAL = [
     "Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ ｘｙｚ １２３ letters", "ﬁnance and ﬂow: ﬀ ﬃ ligatures", "emoji 😀🎉 👩‍💻 🇫🇷 ❤️ here",
@@ -153,7 +154,7 @@ def test_real_rows_at_real_limits(tiny_pairrm_dir, train_rows, monkeypatch):
 
 def test_transformers_layout_through_llm_blender_classes(tmp_path, monkeypatch):
     """A PairRM-hf-layout checkpoint: llm-blender's classes read it, and the engine agrees."""
-    from repro.tiny import build_tiny_pairrm
+    from repro.scorers.tiny import build_tiny_pairrm
 
     folder = build_tiny_pairrm(tmp_path / "hf", layout="transformers", seed=3)
     prompts, candidates = crafted_cases(n_prompts=8, seed=11)
@@ -184,7 +185,7 @@ def test_transformers5_tokenizer_without_the_restored_table_loses_full_width_tex
 def test_shim_is_installed_only_when_the_backend_is_used():
     code = (
         "import sys\n"
-        "import repro.pairrm, repro.score_cmd, repro.blender_compat\n"
+        "import repro.scorers.pairrm, repro.score_cmd, repro.scorers.blender_compat\n"
         "import transformers.utils.hub as hub\n"
         "from transformers.tokenization_utils_base import PreTrainedTokenizerBase as T\n"
         "assert not hasattr(hub, 'TRANSFORMERS_CACHE') and not hasattr(T, 'batch_encode_plus')\n"
@@ -195,10 +196,10 @@ def test_shim_is_installed_only_when_the_backend_is_used():
         "    print('FAILS-WITHOUT-SHIM', 'TRANSFORMERS_CACHE' in str(exc))\n"
         "for name in [m for m in sys.modules if m.startswith('llm_blender')]:\n"
         "    del sys.modules[name]\n"
-        "print(repro.blender_compat.install_transformers5_shim())\n"
+        "print(repro.scorers.blender_compat.install_transformers5_shim())\n"
         "import llm_blender\n"
         "print('IMPORTED', llm_blender.Blender.__name__)\n"
-        "print(repro.blender_compat.install_transformers5_shim())\n"
+        "print(repro.scorers.blender_compat.install_transformers5_shim())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]

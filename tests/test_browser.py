@@ -31,7 +31,7 @@ DEMO_ROWS = 8  # the demo run the notebooks read: enough rows for every figure, 
 # What a user types is `runs/demo`, relative to the project root. That holds once the path rule lands (relative
 # paths resolved against the project root, here REPRO_HOME = the copy's root); until then the kernel runs in
 # notebooks/ and the test types the absolute path. The switch is this one line: TYPE_RELATIVE_PATHS = True.
-TYPE_RELATIVE_PATHS = False
+TYPE_RELATIVE_PATHS = True
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -27,7 +27,7 @@ from repro.parameters import CardParams, build
 from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
-SEED_CARD = ROOT.parent / "shared" / "reference" / "seed_dataset_card.txt"
+SEED_CARD = Path(__file__).parent / "seed_card.yaml"  # the seed card's front matter
 GOLDEN = Path(__file__).parent / "golden" / "card_yaml_seed_schema.yaml"
 
 
@@ -195,46 +195,12 @@ def as_numbers(cell: str) -> list[float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# the seed card's YAML, parsed in the test (its indentation was lost in the reference copy)
+# the seed card's YAML (a copy kept in tests/, see its header)
 # ---------------------------------------------------------------------------------------------
 def seed_card_yaml() -> dict:
-    """dataset_info and configs of the seed card, rebuilt as nested data.
-
-    The reference text has lost its YAML indentation; nesting is recovered from the seed itself: the
-    top-level feature names are the 8 numbered fields of its Chinese "特征字段" list, any other `- name:`
-    belongs to the last `list:` feature.
-    """
-    if not SEED_CARD.exists():
-        pytest.skip(f"seed card not found at {SEED_CARD}")
-    text = SEED_CARD.read_text(encoding="utf-8")
-    top_names = re.findall(r"^\d+\. .*?（(\w+)）", text, flags=re.M)
-    assert len(top_names) == 8
-    block = text.split("---", 2)[1].strip().splitlines()
-    pairs = [tuple(part.strip() for part in line.lstrip("- ").split(":", 1)) for line in block]
-    starts = {k: i for i, (k, _) in enumerate(pairs) if k in ("features", "splits", "configs")}
-    features: list[dict] = []
-    for line, (key, value) in zip(block[starts["features"] + 1:starts["splits"]],
-                                  pairs[starts["features"] + 1:starts["splits"]]):
-        if line.startswith("- name"):
-            item = {"name": value}
-            if value in top_names:
-                features.append(item)
-            else:
-                features[-1]["list"].append(item)
-        elif key == "list":
-            features[-1]["list"] = []
-        else:
-            (features[-1]["list"][-1] if "list" in features[-1] else features[-1])[key] = value
-    scalars = dict(pairs[starts["splits"] + 1:starts["configs"]])
-    configs = dict(pairs[starts["configs"] + 1:])
-    return {
-        "features": features,
-        "splits": [{"name": scalars["name"], "num_bytes": int(scalars["num_bytes"]),
-                    "num_examples": int(scalars["num_examples"])}],
-        "download_size": int(scalars["download_size"]), "dataset_size": int(scalars["dataset_size"]),
-        "configs": [{"config_name": configs["config_name"],
-                     "data_files": [{"split": configs["split"], "path": configs["path"]}]}],
-    }
+    """dataset_info and configs of the seed card, as nested data."""
+    seed = yaml.safe_load(SEED_CARD.read_text(encoding="utf-8"))
+    return {**seed["dataset_info"], "configs": seed["configs"]}
 
 
 def ordered(value):
@@ -299,13 +265,22 @@ def test_yaml_equals_what_push_to_hub_writes(tmp_path):
 
 def test_card_built_from_a_run(tmp_path):
     built = make_run(tmp_path / "run")
-    facts, card_path = card_for(tmp_path / "run")
+    _, card_path = card_for(tmp_path / "run")
     assert card_path == tmp_path / "run" / "dataset" / "README.md"
     card = DatasetCard.load(card_path)
-    # the card parses and its data is what was built
-    assert card.data.to_dict() == repro_card.facts_card_data(facts).to_dict()
+    # the whole front matter, expected from what was built (24 rows of the seed's schema, a stand-in scorer, a
+    # run folder named "run", parquet files on disk) and the seed card's own dataset_info / configs
+    split, seed = built["split"], seed_card_yaml()
+    expected = {
+        "language": ["en"], "license": "mit", "size_categories": ["n<1K"], "task_categories": ["text-generation"],
+        "pretty_name": "run", "tags": ["preference", "dpo", "rlhf", "stand-in-scores"],
+        "dataset_info": {"features": seed["features"],
+                         "splits": [{"name": "train_prefs", "num_bytes": split["num_bytes"], "num_examples": 24}],
+                         "download_size": sum(f.stat().st_size for f in (tmp_path / "run" / "dataset" / "data").iterdir()),
+                         "dataset_size": split["num_bytes"]},
+        "configs": seed["configs"]}
+    assert ordered(card.data.to_dict()) == ordered(expected)
     info = card.data.to_dict()["dataset_info"]
-    split = built["split"]
     assert info["splits"] == [{"name": "train_prefs", "num_bytes": split["num_bytes"],
                                "num_examples": split["num_examples"]}]
     assert info["download_size"] == split["download_size"] == sum(Path(f).stat().st_size for f in split["files"])
@@ -328,11 +303,11 @@ def test_card_built_from_a_run(tmp_path):
 def test_num_bytes_equals_push_to_hub_on_real_rows(tmp_path, train_rows):
     """On real UltraFeedback rows (long texts), the card's num_bytes is push_to_hub's Arrow size of the same data."""
     rows = [{**{k: r[k] for k in SEED_FEATURES if k in r}, "reference_response": r["chosen"][-1]["content"][:200]}
-            for r in train_rows[:300]]
+            for r in train_rows]
     built = make_run(tmp_path / "run", rows, metrics=False)
     facts, _ = card_for(tmp_path / "run")
     assert facts.splits[0].num_bytes == built["ds"]._estimate_nbytes() == built["split"]["num_bytes"]
-    assert facts.prompt_id_sha256_rows == 300  # the H4 rule holds on the real rows
+    assert facts.prompt_id_sha256_rows == len(rows) == 200  # the H4 rule holds on the real rows
 
 
 def test_load_dataset_goes_through_the_cards_configs(tmp_path):
@@ -443,7 +418,7 @@ def leaves(tree, prefix=""):
 
 def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
     """Integration with repro.analysis (issue 4): its metrics.json and figures go into the card as they are."""
-    analysis = pytest.importorskip("repro.analysis")
+    from repro import analysis
     from repro.parameters import AnalyzeParams
 
     make_run(tmp_path / "run", seed_rows(40), metrics=False)
@@ -568,16 +543,16 @@ def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
     assert "pairrm" in DatasetCard.load(card_path).data.tags
 
 
-def test_usage_snippet_runs(tmp_path):
+def test_usage_snippet_runs(tmp_path, monkeypatch):
     make_run(tmp_path / "run", metrics=False)
     _, card_path = card_for(tmp_path / "run", hub_repo_id="someone/pairs")
     en, _ = halves(card_path)
-    code = re.search(r"```python\n(.*?)```", en, flags=re.S)[1]
-    assert 'load_dataset("someone/pairs", split="train_prefs")' in code
-    local = "\n".join(line for line in code.splitlines() if "someone/pairs" not in line)
-    local = local.replace("path/to/local/copy", str(card_path.parent))  # the card names no machine path
+    assert 'load_dataset("someone/pairs", split="train_prefs")' in re.search(r"```python\n(.*?)```", en, flags=re.S)[1]
+    _, card_path = card_for(tmp_path / "run")  # no hub id: the folder by its own name, from the folder above
+    code = re.search(r"```python\n(.*?)```", halves(card_path)[0], flags=re.S)[1]
+    monkeypatch.chdir(card_path.parent.parent)
     scope: dict = {}
-    exec(local, scope)
+    exec(code, scope)
     assert len(scope["ds"]) == 24 and scope["ds"].features == SEED_FEATURES
 
 
@@ -765,12 +740,12 @@ def test_publish_checks_the_token_then_uploads_the_folder(publishable, hub_switc
     assert "https://huggingface.co/datasets/me/pairs" in capsys.readouterr().out
 
 
-def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir):
+def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):
     """H4-style rows (GPT-4 ratings, no reference_response, an extra source_index): the card says what they are."""
-    analysis = pytest.importorskip("repro.analysis")
+    from repro import analysis
     from repro.parameters import AnalyzeParams
 
-    spec = str(sample_dir / "train_prefs_1000.jsonl")
+    spec = str(sample_dir / "train_prefs.jsonl")
     run = tmp_path / "h4-sample"
     p = build(CardParams, {"run_dir": str(run), "card_dataset": spec,
                            "known_recipe": "A seed-42 sample of trl-lib/ultrafeedback_binarized rows."})
@@ -779,13 +754,15 @@ def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir):
     facts = repro_card.gather_facts(p)
     card_path = repro_card.write_card(facts)
     en, _ = halves(card_path)
-    assert facts.num_examples == 1000 and facts.prompt_id_sha256_rows == 1000
+    assert facts.num_examples == facts.prompt_id_sha256_rows == len(train_rows) == 200
     assert "missing `reference_response`" in en and "not in the seed `source_index`" in en
-    assert "These scores are ratings, not PairRM logits" in en  # the analysis' own reading, quoted
+    assert "Scale, as the analysis reads it: the scores are ratings on a grid of 0.5" in en  # the analysis' reading
+    assert "not applicable: the scores are ratings, not PairRM scores." in en  # PairRM's invariants do not apply
     assert "PairRM scores are not ratings" not in en  # no PairRM claim about data not known to be PairRM's
     assert "A seed-42 sample of trl-lib/ultrafeedback_binarized rows." in en
-    [row] = table_rows(en, "`counts.zero`")
-    assert int(row[1]) == 111  # the sample's documented ties
+    [row] = table_rows(en, repro_card.PHRASES["en"]["stat_ties"])
+    ties = sum(r["score_chosen"] == r["score_rejected"] for r in train_rows)
+    assert as_numbers(row[3])[0] == ties and ties > 0  # the rows' own ties
     repro_card.check_card(card_path)
 
 

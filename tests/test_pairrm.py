@@ -1,4 +1,4 @@
-"""repro.pairrm: loading (both layouts, hub cache, stand-in, errors), tokenisation, the engine's invariances, bad input."""
+"""repro.scorers.pairrm (and its pairrm_* modules): loading (both layouts, hub cache, stand-in, errors), tokenisation, the engine's invariances, bad input."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from repro import pairrm
 from repro.errors import DataError, ModelLoadError, ParameterError, ReproError
-from repro.pairrm import PairRM, load_scorer, ranks_from_scores, resolve_model, scores_from_matrix
-from repro.tiny import SENTENCES, build_tiny_pairrm
+from repro.scorers import common, load_scorer
+from repro.scorers.common import ranks_from_scores
+from repro.scorers.pairrm import PairRM, scores_from_matrix
+from repro.scorers.pairrm_checkpoint import resolve_model
+from repro.scorers.tiny import SENTENCES, build_tiny_pairrm
 
 S_MAX, C_MAX = 48, 24
 
@@ -67,7 +69,7 @@ def test_builtin_stand_in_is_built_once_into_the_cache_and_loads_like_a_director
                                                                                    tiny_pairrm_dir):
     monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))
     path = resolve_model("builtin:tiny-pairrm")
-    assert path.parent == tmp_path / "cache" and pairrm.is_stand_in("builtin:tiny-pairrm")
+    assert path.parent == tmp_path / "cache" and common.is_stand_in("builtin:tiny-pairrm")
     assert resolve_model("builtin:tiny-pairrm") == path  # reused, not rebuilt
     # the same bytes as the default build used by the other tests
     for f in sorted(p for p in tiny_pairrm_dir.rglob("*") if p.is_file()):
@@ -288,9 +290,9 @@ def test_bad_options_are_named(tiny_pairrm_dir, scorer):
         load_scorer(tiny_pairrm_dir, backend="vllm")
     with pytest.raises(ParameterError, match="batch_tokens=0"):
         scorer.score(["p"], [["a", "b"]], batch_tokens=0)
-    assert pairrm.resolve_device("CPU").type == "cpu"  # llm-blender's "CPU" spelling works here
-    assert pairrm.resolve_dtype("float16", torch.device("cpu")) == "fp16"
-    assert pairrm.resolve_dtype("auto", torch.device("cpu")) == "fp32"
+    assert common.resolve_device("CPU").type == "cpu"  # llm-blender's "CPU" spelling works here
+    assert common.resolve_dtype("float16", torch.device("cpu")) == "fp16"
+    assert common.resolve_dtype("auto", torch.device("cpu")) == "fp32"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is visible")

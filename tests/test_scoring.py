@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from repro.errors import DataError, ParameterError
-from repro.pairrm import load_scorer, ranks_from_scores
+from repro.scorers import load_scorer
+from repro.scorers.common import ranks_from_scores
 from repro.scoring import ScoringJob, job_fingerprint, score_candidates
 from repro.work import fingerprint_of
 
@@ -124,7 +125,7 @@ def test_two_torchrun_processes_give_byte_identical_chunks_and_scores(job, refer
 KILLED_RUN = r'''
 import json, sys, time
 from pathlib import Path
-import repro.pairrm as pairrm
+import repro.scorers.pairrm as pairrm
 
 spec = json.loads(Path(sys.argv[1]).read_text())
 marker = Path(sys.argv[2])
@@ -187,7 +188,7 @@ def test_changed_parameters_or_inputs_invalidate_old_chunks(job, reference, tiny
     if change == "candidate_maxlength":
         changed["candidate_maxlength"] = 40
     elif change == "model":
-        from repro.tiny import build_tiny_pairrm
+        from repro.scorers.tiny import build_tiny_pairrm
 
         changed["model"] = str(build_tiny_pairrm(tmp_path / "other-model", seed=1))
     else:

@@ -1,4 +1,4 @@
-"""repro.tiny: the stand-in checkpoint is byte-identical for the same arguments and has the real layouts."""
+"""repro.scorers.tiny: the stand-in checkpoint is byte-identical for the same arguments and has the real layouts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from repro.errors import ParameterError
-from repro.tiny import BACKBONE_DIR, build_tiny_pairrm
+from repro.scorers.tiny import BACKBONE_DIR, build_tiny_pairrm
 
 
 def digests(folder: Path) -> dict[str, str]:
@@ -72,9 +72,9 @@ def test_both_weight_files_hold_the_same_tensors(tmp_path):
 
 
 @pytest.mark.slow
-def test_mid_size_benchmark_model(tmp_path, train_rows):
+def test_mid_size_benchmark_model(tmp_path, train_rows, test_rows):
     """hidden 384, 6 layers, a few thousand pieces: UltraFeedback pairs come to several hundred tokens."""
-    from repro.pairrm import PairRM
+    from repro.scorers.pairrm import PairRM
 
     texts = [r["prompt"] for r in train_rows[:200]] + [r["chosen"][1]["content"] for r in train_rows[:200]]
     folder = build_tiny_pairrm(tmp_path / "mid", hidden_size=384, num_layers=6, num_heads=6,
@@ -82,7 +82,7 @@ def test_mid_size_benchmark_model(tmp_path, train_rows):
     scorer = PairRM.load(folder, device="cpu")
     n_params = sum(p.numel() for p in scorer.model.parameters())
     assert 10e6 < n_params < 20e6 and len(scorer.tokenizer) == 4005
-    row = train_rows[500]
+    row = test_rows[0]  # a real row the tokenizer was not trained on
     ids = scorer.pass_inputs([row["prompt"]], [[row["chosen"][1]["content"], row["rejected"][1]["content"]]])[0]
     words = len((row["prompt"] + " " + row["chosen"][1]["content"] + " " + row["rejected"][1]["content"]).split())
     assert len(ids[(0, 1)]) < 3 * words  # English-like pieces, not characters

@@ -10,7 +10,7 @@ The same checkpoint and inputs, PairRM's real limits (1224/412 tokens). The prom
 slice after slice, each contender scores the slice (in an order that rotates), so that a machine whose load
 drifts treats every contender alike:
 
-- `repro`: `repro.pairrm.PairRM.score` (passes packed by a token budget);
+- `repro`: `repro.scorers.pairrm.PairRM.score` (passes packed by a token budget);
 - `llm-blender bs=1` / `bs=8`: `Blender.rank(..., return_scores=True, batch_size=1 | 8)` (8 is its default).
 
 Reported: prompts/s, the speed-ups, the largest score difference from the engine, peak memory above the level
@@ -107,7 +107,7 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
     """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
-    from .score_cmd import iter_jsonl
+    from .sources import iter_jsonl
 
     prompts: list[str] = []
     candidates: list[list[str]] = []
@@ -176,8 +176,8 @@ def generated_rows(n: int, seed: int = 0, n_candidates: int = 2) -> tuple[list[s
 # ------------------------------------------------------------------------------------------------
 def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None) -> Path:
     """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached."""
-    from .pairrm import cache_root
-    from .tiny import BUILDER_VERSION, build_tiny_pairrm
+    from .paths import cache_root
+    from .scorers.tiny import BUILDER_VERSION, build_tiny_pairrm
 
     shape = MODEL_SIZES[size]
     key = hashlib.sha256(json.dumps([BUILDER_VERSION, size, shape, seed, corpus]).encode()).hexdigest()[:12]
@@ -315,10 +315,10 @@ def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20
     """TFLOP/s of an n x n x n matrix product in `dtype` on `device`: the roof the engine is measured against."""
     import torch
 
-    from .pairrm import DTYPES
+    from .scorers.common import torch_dtype
 
-    a = torch.randn(n, n, device=device, dtype=DTYPES[dtype])
-    b = torch.randn(n, n, device=device, dtype=DTYPES[dtype])
+    a = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
+    b = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
     for _ in range(3):
         a @ b
     torch.cuda.synchronize()
@@ -381,7 +381,7 @@ class Settings:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from .pairrm import DEFAULT_BATCH_TOKENS, resolve_device, resolve_dtype
+    from .scorers.common import DEFAULT_BATCH_TOKENS, resolve_device, resolve_dtype
 
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
@@ -421,7 +421,7 @@ def _inputs(args: argparse.Namespace, n: int) -> tuple[list[str], list[list[str]
 
 def _contenders(engine, model: str, s: Settings) -> list[Contender]:
     """The engine at each budget, then llm-blender's `Blender.rank` at batch sizes 1 and 8 (one loaded model)."""
-    from .blender_compat import BlenderScorer
+    from .scorers.blender_compat import BlenderScorer
 
     def engine_run(budget: int):
         return lambda p, c: engine.score(p, c, batch_tokens=budget)
@@ -430,17 +430,28 @@ def _contenders(engine, model: str, s: Settings) -> list[Contender]:
     if s.skip == {"bs1", "bs8"}:
         return contenders
     blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype)
+    return contenders + blender_contenders(blender, [bs for tag, bs in (("bs1", 1), ("bs8", 8)) if tag not in s.skip])
 
-    def blender_run(batch_size: int):
+
+def blender_contenders(blender, batch_sizes=(1, 8)) -> list[Contender]:
+    """llm-blender's `Blender.rank` at each batch size, on one loaded `BlenderScorer`."""
+    def run_at(batch_size: int):
         def run(p, c):
             blender.batch_size = batch_size  # BlenderScorer.score calls Blender.rank(..., batch_size=...)
             return blender.score(p, c)
         return run
 
-    for tag, bs in (("bs1", 1), ("bs8", 8)):
-        if tag not in s.skip:
-            contenders.append(Contender(f"llm-blender (batch_size={bs})", blender_run(bs)))
-    return contenders
+    return [Contender(f"llm-blender (batch_size={bs})", run_at(bs)) for bs in batch_sizes]
+
+
+def engine_passes(engine, prompts: list[str], candidates: list[list[str]]) -> tuple[list[int], float]:
+    """Token lengths of the engine's distinct forward passes over these rows, and their useful FLOPs."""
+    backbone = engine.model.pretrained_model.config
+    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
+                 intermediate=backbone.intermediate_size)
+    plan, _, _ = engine._plan(prompts, candidates)
+    lengths = [p.length for p in plan]
+    return lengths, sum(pass_flops(n, **shape) for n in lengths)
 
 
 def _print_report(results: dict[str, Any], out_path: Path) -> None:
@@ -466,7 +477,7 @@ def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write the JSON; the last two lines are the speed-ups."""
     import torch
 
-    from .pairrm import load_scorer
+    from .scorers import load_scorer
 
     started = time.perf_counter()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
@@ -482,12 +493,7 @@ def main(args: argparse.Namespace) -> int:
         model = str(bench_model(s.size, corpus, args.seed))
         model_desc = {"model": f"random PairRM-architecture '{s.size}'", "path": model, **MODEL_SIZES[s.size]}
     engine = load_scorer(model, device=str(s.device), dtype=s.dtype)
-    backbone = engine.model.pretrained_model.config
-    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
-                 intermediate=backbone.intermediate_size)
-    plan, _, _ = engine._plan(prompts, candidates)
-    lengths = [p.length for p in plan]
-    useful_flops = sum(pass_flops(n, **shape) for n in lengths)
+    lengths, useful_flops = engine_passes(engine, prompts, candidates)
 
     contenders = _contenders(engine, model, s)
     for contender in contenders:  # warm-up: first calls set up thread pools and caches that later calls reuse

@@ -35,6 +35,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from .dataset_io import SEED_FEATURES, write_split
 from .errors import DataError, ParameterError, ReproError
+from .formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from .manifest import Manifest
 from .parameters import RECIPE_FACTS
 from .paths import RunDir
@@ -576,7 +577,31 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
         python=fmt(env.get("python"), lang), packages=packages or t["unknown"], commit=fmt(git.get("commit"), lang),
         dirty=fmt(git.get("dirty"), lang))
     return out + [t["h_scoring"], scoring, t["h_selection"], selection, t["h_counts"], counts,
-                  t["h_parameters"], params, t["h_environment"], environment]
+                  t["h_parameters"], params, t["h_environment"], environment, *selfcheck_lines(facts, lang)]
+
+
+def selfcheck_lines(facts: CardFacts, lang: str) -> list[str]:
+    """The `repro selfcheck` the run cites (manifest `selfcheck`): heading and one paragraph; [] without one."""
+    check = Manifest(facts.run).read().get("selfcheck") if facts.built_here else None
+    if not check:
+        return []
+    versions = ", ".join(f"{k} {v}" for k, v in (check.get("versions") or {}).items() if v)
+    not_run = ", ".join(f"`{n}`" for n in check.get("not_run") or [])
+    gpu = f" ({check['gpu']})" if check.get("gpu") else ""
+    facts_ = dict(when=fmt(check.get("when"), lang), device=f"`{check.get('device')}`{gpu}", dtype=check.get("dtype"),
+                  model=check.get("model"), versions=versions, not_run=not_run)
+    if lang == "zh":
+        verdict = {"PASS": "通过", "INCOMPLETE": "不完整", "FAIL": "失败"}.get(check.get("verdict"), check.get("verdict"))
+        text = ("本次运行引用的自检（`repro selfcheck`，{when}）结论为 **{verdict}**：设备 {device}，运行精度 `{dtype}`，"
+                "模型 `{model}`；{versions}。").format(verdict=verdict, **facts_)
+        text += "未运行的检查：{not_run}。".format(**facts_) if not_run else ""
+        text += "" if check.get("same_versions_as_run", True) else "自检时的软件包版本与本次运行不同。"
+        return ["### 自检", text]
+    text = ("The run cites a self-check (`repro selfcheck`, {when}): **{verdict}** on {device}, run precision `{dtype}`, "
+            "model `{model}`; {versions}.").format(verdict=check.get("verdict"), **facts_)
+    text += " Checks not run: {not_run}.".format(**facts_) if not_run else ""
+    text += "" if check.get("same_versions_as_run", True) else " It ran with other package versions than this run."
+    return ["### Self-check", text]
 
 
 def _section_recipe(facts: CardFacts, lang: str) -> list[str]:
@@ -612,6 +637,7 @@ def _section_characteristics(facts: CardFacts, lang: str) -> list[str]:
     checks = _checks(m, lang)
     if checks:
         out += [t["h_checks"], "\n".join(f"- {c}" for c in checks)]
+    out += _agreement_lines(m, lang)
     out += [f"![{_caption(name, caption, m, lang)}]({FIGURES_DIR}/{png.name})" for png, caption in facts.figures
             for name in [png.stem]]
     return out
@@ -724,23 +750,129 @@ def scale_sentence(scale: Any, lang: str) -> str | None:
     return next((v for _, v in _flatten(scale) if isinstance(v, str) and len(v.split()) > 3), None) if scale else None
 
 
+def _agreement_lines(metrics: dict[str, Any], lang: str) -> list[str]:
+    """The agreement between scorers (metrics.json's `agreement` block, present with several scorers), or nothing."""
+    block = metrics.get("agreement")
+    if not isinstance(block, dict) or not block.get("pairs"):
+        return []
+    primary = block.get("primary")
+    if lang == "zh":
+        heading, header = "### 评分模型之间的一致性", ["评分模型对", "比较的行数", "chosen 相同", "rejected 相同",
+                                               "每个提示的 Kendall τ 均值（中位数）", "τ 无定义的行", "差值的 Pearson / Spearman"]
+        intro = (f"`chosen` / `rejected` 由主评分模型 `{primary}` 选出；其余评分模型对每个候选回答的打分保存在 "
+                 f"`candidate_scores_<名称>` 列中（候选顺序相同）。差值 = 每个评分模型的最高分 − 最低分。"
+                 if primary else "选出 `chosen` / `rejected` 的评分模型不在比较之列。")
+    else:
+        heading, header = "### Agreement between scorers", ["scorers", "rows compared", "same chosen", "same rejected",
+                                                            "Kendall τ per prompt, mean (median)", "τ undefined",
+                                                            "margin Pearson / Spearman"]
+        intro = (f"`chosen` / `rejected` were picked by the primary scorer `{primary}`; the other scorers' scores of "
+                 f"every candidate are in `candidate_scores_<name>` (same candidate order). Margin = each scorer's "
+                 f"best − worst candidate score." if primary else
+                 "The scorer that picked `chosen` / `rejected` is not among those compared.")
+    rows = []
+    for pair in block["pairs"]:
+        tau, margins = pair["kendall_tau"], pair["margin_correlation"]
+        rows.append([
+            " vs ".join(f"`{s}`" for s in pair["scorers"]), fmt(pair["rows"], lang),
+            f"{fmt(pair['same_chosen']['count'], lang)} ({_metric(pair['same_chosen']['fraction'], lang)})",
+            f"{fmt(pair['same_rejected']['count'], lang)} ({_metric(pair['same_rejected']['fraction'], lang)})",
+            f"{_metric(tau['mean'], lang)} ({_metric(tau['median'], lang)})", fmt(tau["undefined"], lang),
+            " / ".join(_metric((margins.get(k) or {}).get("statistic"), lang) for k in ("pearson", "spearman"))])
+    return [heading, intro, _table(header, rows)]
+
+
 def _metric(value: Any, lang: str) -> str:
     # the analysis writes NaN/inf (a statistic of constant data, say) as null: "undefined", not "unknown"
     return PHRASES[lang]["undefined"] if value is None else fmt(value, lang)
 
 
+# "How to use" speaks its own phrases (kept here, beside the code that quotes them)
+USE_PHRASES: dict[str, dict[str, str]] = {
+    "en": {
+        "h_use": "## How to use",
+        "code_local": "# a local copy of this folder (README.md + data/), from the folder that holds it",
+        "trl": ("**With TRL's `DPOTrainer`** (tested with TRL {trl}): the columns as stored are not a format "
+                "`DPOTrainer` reads. Beside the conversational `chosen` / `rejected`, the string `prompt` makes TRL "
+                "{trl} stop with a `TypeError` or an `AttributeError`. Convert the rows to TRL's conversational "
+                "preference format first: `prompt` = the user turn, `chosen` / `rejected` = the assistant turn "
+                "only, keeping `prompt_id`, `score_chosen`, `score_rejected` and adding `margin` = "
+                "`score_chosen` − `score_rejected`. With this project's package `repro` installed:"),
+        "code_model": "# model, tokenizer, args: your policy, its tokenizer (with a chat template), a trl.DPOConfig",
+        "trl_plain": "Or the same conversion with `datasets` alone:",
+        "trl_then": ("Then `trainer.train()`. Keeping only `chosen` and `rejected` (TRL's implicit-prompt format, "
+                     "`repro.formats.to_trl_implicit`) trains too: TRL then takes their common first turn as the "
+                     "prompt."),
+        "filter_count": ("Ties carry no preference: `train = train.filter(lambda row: row[\"margin\"] > 0)` keeps "
+                         "the {kept} of the {n} pairs whose `chosen` scored strictly higher."),
+        "filter": ("Ties carry no preference: `train = train.filter(lambda row: row[\"margin\"] > 0)` keeps the "
+                   "pairs whose `chosen` scored strictly higher; the margin can also weight the pairs."),
+        "keys": ("Keep `prompt_id` as the key, to check overlap with evaluation prompts. For PPO, train a reward "
+                 "model on the pairs first, then use the prompts for rollouts."),
+        "other_pairs": ("The dataset has `prompt`, `chosen` and `rejected` but not every column of this project's "
+                        "schema; check its format against TRL's dataset formats before training with `DPOTrainer`."),
+    },
+    "zh": {
+        "h_use": "## 使用方法",
+        "code_local": "# 本文件夹（README.md + data/）的本地副本，在其上一级文件夹中运行",
+        "trl": ("**配合 TRL 的 `DPOTrainer` 使用**（已在 TRL {trl} 上测试）：按存储原样的列不是 `DPOTrainer` "
+                "可读取的格式。`chosen` / `rejected` 为对话式，而 `prompt` 为字符串，TRL {trl} 会因此报出 "
+                "`TypeError` 或 `AttributeError` 而中止。请先把各行转换为 TRL 的对话式偏好格式：`prompt` 为用户轮次，"
+                "`chosen` / `rejected` 仅为助手轮次；保留 `prompt_id`、`score_chosen`、`score_rejected`，并新增 "
+                "`margin` = `score_chosen` − `score_rejected`。已安装本项目的 `repro` 包时："),
+        "code_model": "# model、tokenizer、args：你的策略模型、其分词器（需带对话模板）、一个 trl.DPOConfig",
+        "trl_plain": "或者只用 `datasets` 完成同样的转换：",
+        "trl_then": ("然后调用 `trainer.train()`。只保留 `chosen` 与 `rejected`（TRL 的隐式提示词格式，"
+                     "`repro.formats.to_trl_implicit`）同样可以训练：TRL 会把两者共同的第一个轮次当作提示词。"),
+        "filter_count": ("平局不含偏好信息：`train = train.filter(lambda row: row[\"margin\"] > 0)` 保留 {n} 对中 "
+                         "`chosen` 得分严格更高的 {kept} 对。"),
+        "filter": ("平局不含偏好信息：`train = train.filter(lambda row: row[\"margin\"] > 0)` 只保留 `chosen` "
+                   "得分严格更高的偏好对；差值也可用于为偏好对加权。"),
+        "keys": "请以 `prompt_id` 作为键，以检查与评测提示词的重叠。用于 PPO 时，先在这些偏好对上训练奖励模型，再用提示词进行采样。",
+        "other_pairs": ("该数据集有 `prompt`、`chosen` 与 `rejected` 列，但缺少本项目模式中的部分列；用 `DPOTrainer` "
+                        "训练前，请对照 TRL 的数据集格式检查其格式。"),
+    },
+}
+
+
+def _strict_preferences(facts: CardFacts) -> int | None:
+    """Pairs with margin > 0, from metrics.json, when the analysis covered every row (else None)."""
+    metrics = facts.metrics or {}
+    counts = (metrics.get("margin_sign") or {}).get("counts") or {}
+    if metrics.get("n") == facts.num_examples and isinstance(counts.get("positive"), int):
+        return counts["positive"]
+    return None
+
+
 def _section_use(facts: CardFacts, lang: str) -> list[str]:
-    t = PHRASES[lang]
+    t = USE_PHRASES[lang]
     split = facts.splits[0].name
-    code = ["```python", "from datasets import load_dataset", ""]
-    if facts.hub_repo_id:
-        code += [t["code_hub"], f'ds = load_dataset("{facts.hub_repo_id}", split="{split}")']
-    code += [t["code_local"], f'ds = load_dataset("path/to/local/copy", split="{split}")', "```"]
-    columns = set(facts.features)
-    out = [t["h_use"], "\n".join(code)]
-    out.append(t["use_dpo"] if {"prompt", "chosen", "rejected"} <= columns else t["use_no_pairs"])
-    if {"score_chosen", "score_rejected"} <= columns:
-        out.append(t["use_scores"])
+    # a published card names its hub id; otherwise the folder's own name: never this machine's path
+    # (not ".": datasets 5.2 cannot name a dataset loaded from ".")
+    where = f'"{facts.hub_repo_id or facts.run.dataset.name}"'
+    load = ["```python", "from datasets import load_dataset", ""]
+    load += [] if facts.hub_repo_id else [t["code_local"]]
+    load += [f"ds = load_dataset({where}, split=\"{split}\")", "```"]
+    out = [t["h_use"], "\n".join(load)]
+    columns = list(facts.features)
+    if not set(REQUIRED_COLUMNS) <= set(columns):
+        out.append(t["other_pairs"] if {"prompt", "chosen", "rejected"} <= set(columns)
+                   else PHRASES[lang]["use_no_pairs"])
+        return out
+    drop = [c for c in columns if c not in TRL_FEATURES]
+    out += [t["trl"].format(trl=TESTED_TRL_VERSION), "\n".join([
+        "```python", "from repro.formats import to_trl", "from trl import DPOTrainer", "",
+        "train = to_trl(ds)", t["code_model"],
+        "trainer = DPOTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)", "```"])]
+    out += [t["trl_plain"], "\n".join([
+        "```python", "train = ds.map(",
+        '    lambda row: {"prompt": row["chosen"][:-1], "chosen": row["chosen"][-1:], '
+        '"rejected": row["rejected"][-1:],',
+        '                 "margin": row["score_chosen"] - row["score_rejected"]},',
+        f"    remove_columns={json.dumps(drop)})" if drop else ")", "```"])]
+    kept = _strict_preferences(facts)
+    out += [t["trl_then"], t["filter"] if kept is None else t["filter_count"].format(kept=kept, n=facts.num_examples),
+            t["keys"]]
     return out
 
 
@@ -1137,16 +1269,7 @@ PHRASES: dict[str, dict[str, Any]] = {
         "h_statistics": "### Key statistics",
         "statistic": "statistic",
         "excluded_reasons": "Excluded rows and reasons: {reasons}.",
-        "h_use": "## How to use",
-        "code_hub": "# from the hub",
-        "code_local": "# from a local copy of this folder",
-        "use_dpo": ("For DPO (for example TRL's `DPOTrainer`), `prompt` with `chosen` and `rejected` is the "
-                    "conversational preference format: `chosen` and `rejected` are `[user prompt, assistant "
-                    "response]`. Keep `prompt_id` as the key, to check overlap with evaluation prompts. For PPO, "
-                    "train a reward model on the pairs first, then use the prompts for rollouts."),
         "use_no_pairs": "The dataset lacks `prompt`/`chosen`/`rejected`: it cannot be used for DPO as it stands.",
-        "use_scores": ("The margin `score_chosen` − `score_rejected` can weight the pairs or filter out "
-                       "near-ties."),
         "h_background": "## Background",
         "background": (
             "The seed dataset `{seed}` belongs to a family built on UltraFeedback (Cui et al., 2023): "
@@ -1359,14 +1482,7 @@ PHRASES: dict[str, dict[str, Any]] = {
         "h_statistics": "### 关键统计量",
         "statistic": "统计量",
         "excluded_reasons": "被排除的行及原因：{reasons}。",
-        "h_use": "## 使用方法",
-        "code_hub": "# 从 Hub 加载",
-        "code_local": "# 从本文件夹的本地副本加载",
-        "use_dpo": ("用于 DPO（例如 TRL 的 `DPOTrainer`）时，`prompt` 与 `chosen`、`rejected` 构成对话式偏好格式："
-                    "`chosen` 和 `rejected` 均为 `[用户提示词, 助手回复]`。请以 `prompt_id` 作为键，以检查与评测提示词的重叠。"
-                    "用于 PPO 时，先在这些偏好对上训练奖励模型，再用提示词进行采样。"),
         "use_no_pairs": "该数据集缺少 `prompt`/`chosen`/`rejected` 列，不能直接用于 DPO。",
-        "use_scores": "差值 `score_chosen` − `score_rejected` 可用于为偏好对加权，或过滤几乎打平的样本。",
         "h_background": "## 背景概述",
         "background": (
             "种子数据集 `{seed}` 属于基于 UltraFeedback（Cui 等，2023）的一个数据集家族：多个模型对提示词给出回复，"

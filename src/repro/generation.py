@@ -35,10 +35,10 @@ from typing import Any, Callable, Sequence
 from .errors import DataError, ModelLoadError, ParameterError
 from .manifest import package_versions
 from .parameters import GenerationParams
-from .scoring import DIST_TIMEOUT, world_size
-from .tiny_policy import BUILTIN_PREFIX, STAND_IN_MARKER, build_tiny_policy
-from .work import Progress, chunk_share, collect_chunks, launch_torchrun, num_chunks, prepare_chunked_work, \
-    run_chunked_with_stats
+from .paths import STAND_IN_MARKER
+from .tiny_policy import BUILTIN_PREFIX, build_tiny_policy
+from .work import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
+    world_size
 
 STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.tiny_policy): reference_response and resp* are noise, "
                  "not model text")
@@ -638,32 +638,14 @@ def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _generate_as_rank(plan: _Plan, params: GenerationParams, work_dir: Path) -> tuple[list[dict], dict[str, Any]]:
     """One rank of a torchrun job: its share of the chunks; every rank gets all results in input order."""
-    import torch.distributed as dist
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = plan.device
-    if device == "cuda":  # one GPU per process of the node ("auto" already picks cuda:LOCAL_RANK)
-        import torch
+    def compute(device: str, share: tuple[int, int]) -> dict[str, Any]:
+        run, counters = _generate_share(plan, params, work_dir, device=device, share=share, prepare=False,
+                                        show_progress=share[0] == 0)
+        return {"results": run.results, "stats": _stats(run, counters)}
 
-        device = f"cuda:{local_rank % torch.cuda.device_count()}"
-    created = not dist.is_initialized()
-    if created:
-        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo", timeout=DIST_TIMEOUT)
-    try:
-        if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
-            prepare_chunked_work(plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
-                                 chunk_size=params.generation_chunk_size)
-        dist.barrier()
-        run, counters = _generate_share(plan, params, work_dir, device=device, share=(rank, world), prepare=False,
-                                        show_progress=rank == 0)
-        gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, {"rank": rank, "results": run.results, "stats": _stats(run, counters)})
-        dist.barrier()  # nobody tears the group down while a peer still reads from it
-    finally:
-        if created:
-            dist.destroy_process_group()
-    gathered.sort(key=lambda g: g["rank"])  # shares are contiguous in rank order: concatenation = input order
+    gathered = run_as_rank(plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
+                           chunk_size=params.generation_chunk_size, device=plan.device, compute=compute)
     return [r for g in gathered for r in g["results"]], _merge_stats([g["stats"] for g in gathered])
 
 
@@ -679,16 +661,11 @@ WORKER_ENTRY = "repro.generation:_worker_main"
 
 def _launch(plan: _Plan, prompts: list[str], params: GenerationParams,
             work_dir: Path) -> tuple[list[dict], dict[str, Any]]:
-    threads = None
-    if plan.device == "cpu":
-        import torch
-
-        threads = torch.get_num_threads()  # what this process has: N processes then match 1 bit for bit
-    stats = launch_torchrun({"prompts": prompts, "params": params.model_dump(mode="json"), "work_dir": str(work_dir)},
-                            params.generation_num_processes, WORKER_ENTRY, work_dir=work_dir, env_threads=threads,
-                            progress=True, what="generation")
-    results = collect_chunks(plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
-                             chunk_size=params.generation_chunk_size, desc="generation")
+    stats, results = launch_and_collect(
+        {"prompts": prompts, "params": params.model_dump(mode="json"), "work_dir": str(work_dir)}, plan.kept,
+        params.generation_num_processes, WORKER_ENTRY, work_dir=work_dir, fingerprint=plan.fingerprint,
+        chunk_size=params.generation_chunk_size, device_type=plan.device.split(":")[0], progress=True,
+        what="generation")
     return results, stats
 
 

@@ -209,3 +209,31 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
         fig = build()
         out[name] = {**save(fig, Path(figures_dir) / name), "title": fig.axes[0].get_title()}
     return out
+
+
+def scorer_agreement(agreement: dict) -> Figure:
+    """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks."""
+    pairs = agreement["pairs"]
+    labels = [" vs ".join(p["scorers"]) for p in pairs]
+    edges = np.asarray(pairs[0]["kendall_tau"]["histogram"]["edges"])
+    centres = (edges[:-1] + edges[1:]) / 2
+    taus = pd.DataFrame([{"pair": label, "tau": centre, "rows": count}
+                         for label, p in zip(labels, pairs)
+                         for centre, count in zip(centres, p["kendall_tau"]["histogram"]["counts"])])
+    picks = pd.DataFrame([{"pair": label, "which": which.replace("_", " "), "fraction": p[which]["fraction"] or 0.0}
+                          for label, p in zip(labels, pairs) for which in ("same_chosen", "same_rejected")])
+    rows = max(p["rows"] for p in pairs)
+    with theme():
+        fig = Figure(figsize=(FIGSIZE[0] * 2, FIGSIZE[1]), dpi=DPI, layout="constrained")
+        left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+        sns.histplot(data=taus, x="tau", weights="rows", hue="pair", bins=edges.tolist(), stat="proportion",
+                     common_norm=False, multiple="dodge", shrink=0.85, ax=left, legend=len(pairs) > 1)
+        undefined = ", ".join(f"{p['kendall_tau']['undefined']:,}" for p in pairs)
+        left.set(xlabel="Kendall's tau-b per prompt", ylabel="fraction of prompts", xlim=(edges[0], edges[-1]),
+                 title=f"Rank agreement per prompt (tau undefined, left out: {undefined})")
+        sns.barplot(data=picks, x="pair", y="fraction", hue="which", palette=[COLORS["score_chosen"],
+                    COLORS["score_rejected"]], ax=right)
+        _untitled_legend(right)
+        right.set(xlabel="", ylabel="fraction of prompts", ylim=(0, 1), title="Same chosen / same rejected")
+        fig.suptitle(f"Agreement between scorers ({_n(rows)} prompts)")
+    return fig

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from .errors import DataError
-from .pairrm import DEFAULT_BATCH_TOKENS, load_scorer, ranks_from_scores
-from .work import Progress
+from .errors import DataError, ParameterError
+from .scorers import load_scorer
+from .scorers.common import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS, ranks_from_scores
+from .sources import iter_jsonl
+from .work import Progress, atomic_write_text, is_main_process, world_size
 
 # prompts per engine call: the bar moves at least this often, and memory stays bounded on large files
 CALL_SIZE = 256
@@ -36,8 +37,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
     parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS,
                         help=f"token budget per forward batch, padding counted (default {DEFAULT_BATCH_TOKENS})")
-    parser.add_argument("--source-maxlength", type=int, default=1224, help="PairRM's prompt limit in tokens")
-    parser.add_argument("--candidate-maxlength", type=int, default=412, help="PairRM's candidate limit in tokens")
+    parser.add_argument("--source-maxlength", type=int, default=PAIRRM_LIMITS.source_maxlength,
+                        help="PairRM's prompt limit in tokens")
+    parser.add_argument("--candidate-maxlength", type=int, default=PAIRRM_LIMITS.candidate_maxlength,
+                        help="PairRM's candidate limit in tokens")
     # resumable and multi-process scoring (repro.scoring): chunks on disk, torchrun workers
     parser.add_argument("--num-processes", type=int, default=1,
                         help="torchrun workers on this node, e.g. one per GPU (default 1); under your own torchrun "
@@ -46,21 +49,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="keep finished chunks here so that re-running the command continues after a crash "
                              "(default with --num-processes > 1 or under torchrun: OUTPUT.work/)")
     parser.add_argument("--chunk-size", type=int, default=256, help="prompts per resumable chunk (default 256)")
-
-
-def iter_jsonl(path: Path, option: str = "--input") -> Iterator[tuple[str, Any]]:
-    """(where, value) for each non-empty line of a jsonl file; `where` names the line for error messages."""
-    if not path.is_file():
-        raise DataError(f"{option} {path} does not exist.")
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"line {line_no} of {path}"
-            try:
-                yield where, json.loads(line)
-            except ValueError as exc:
-                raise DataError(f"{where} is not valid JSON ({exc}).") from None
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -78,17 +66,27 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
             raise DataError(f"{where}: 'candidates' must be a list of at least two strings (PairRM compares "
                             f"pairs), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
         rows.append(row)
+    if not rows:
+        raise DataError(f"--input {path} holds no rows (it is empty or blank): nothing to score. Give a jsonl file "
+                        f'with one {{"prompt": "...", "candidates": ["...", "..."]}} object per line.')
     return rows
+
+
+def check_output(path: Path) -> None:
+    """Refuse, before any scoring, an --output that cannot be written as a file."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if path.is_dir():
+        raise DataError(f"--output {path} is a folder; give a file path for the scored rows, e.g. "
+                        f"--output {path / 'scored.jsonl'}.")
+    if not existing.is_dir() and existing != path:
+        raise DataError(f"--output {path} lies inside {existing}, which is a file; give a path in a folder.")
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write jsonl atomically: a crash never leaves half an output file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, progress: bool = True) -> list[list[float]]:
@@ -108,8 +106,13 @@ def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, progres
 
 def main(args: argparse.Namespace) -> int:
     """Score the input file and write the output file; returns the exit code."""
+    for option, value in (("--batch-tokens", args.batch_tokens), ("--chunk-size", args.chunk_size),
+                          ("--num-processes", args.num_processes)):
+        if value < 1:
+            raise ParameterError(f"{option} {value} must be >= 1.")
+    check_output(args.output)
     rows = read_rows(args.input)
-    from .scoring import is_main_process, score_candidates, world_size
+    from .scoring import score_candidates
 
     if args.work_dir or args.num_processes > 1 or world_size() > 1:
         work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")

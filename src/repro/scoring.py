@@ -3,15 +3,16 @@
     result = score_candidates(prompts, candidates, model="llm-blender/PairRM", work_dir=run.work_dir("scoring"))
     result.scores  # list[list[float]], input order;  result.info  # the scorer's info + throughput
 
-The scores themselves come from `repro.pairrm` (one forward pass per ordered pair, batched by a token
-budget). This module decides which process scores which prompts and keeps finished chunks on disk:
+The scores themselves come from `repro.scorers` (PairRM: one forward pass per ordered pair, batched by a
+token budget). This module decides which process scores which prompts and keeps finished chunks on disk:
 
 - one process: chunks of `chunk_size` prompts, each written to `work_dir` when it finishes; re-running
   the same call after a crash continues from the chunks on disk (`repro.work.run_chunked`);
 - `num_processes > 1`: launches `torchrun --standalone --nproc_per_node N` workers on this node; each
   rank scores a contiguous share of the chunks and rank 0 merges them in input order;
 - launched by `torchrun` yourself (several nodes, `WORLD_SIZE > 1` in the environment): this call is
-  one rank of that job; every rank gets the merged result, rank 0 (`is_main_process()`) writes outputs.
+  one rank of that job; every rank gets the merged result, rank 0 (`repro.work.is_main_process()`)
+  writes outputs.
 
 A chunk holds the same prompts whatever the number of processes, and the engine's result for a prompt
 does not depend on its batch neighbours, so 1, 2 or 64 processes give byte-identical scores.
@@ -19,20 +20,16 @@ does not depend on its batch neighbours, so 1, 2 or 64 processes give byte-ident
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from .errors import ParameterError, ReproError
-from .work import collect_chunks, launch_torchrun, prepare_chunked_work, run_chunked_with_stats
+from .scorers.common import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS
+from .work import launch_and_collect, run_as_rank, run_chunked_with_stats, world_size
 from .work import torchrun_command as work_torchrun_command
-
-# ranks wait for each other once, at the end; a slow share must not hit the usual 10-30 minute timeout
-DIST_TIMEOUT = timedelta(hours=24)
 
 
 class ScoringError(ReproError, RuntimeError):
@@ -55,11 +52,11 @@ class ScoringJob:
     backend: str = "repro"
     device: str = "auto"
     dtype: str = "auto"
-    batch_tokens: int = 16384
+    batch_tokens: int = DEFAULT_BATCH_TOKENS
     chunk_size: int = 256
     work_dir: str = "work/scoring"
-    source_maxlength: int = 1224
-    candidate_maxlength: int = 412
+    source_maxlength: int = PAIRRM_LIMITS.source_maxlength
+    candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength
     progress: bool = True
 
 
@@ -80,7 +77,7 @@ def _check_job(job: ScoringJob, num_processes: int) -> None:
 
 def _device_and_dtype(job: ScoringJob) -> tuple[str, str]:
     """('cuda' | 'cpu' | 'mps', 'fp32' | 'fp16' | 'bf16'): what the job's device and dtype mean on this machine."""
-    from .pairrm import resolve_device, resolve_dtype
+    from .scorers.common import resolve_device, resolve_dtype
 
     device = resolve_device(job.device)
     return device.type, resolve_dtype(job.dtype, device)
@@ -139,14 +136,16 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
 # the public call
 # ------------------------------------------------------------------------------------------------
 def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str = "repro",
-                     device: str = "auto", dtype: str = "auto", batch_tokens: int = 16384, chunk_size: int = 256,
-                     num_processes: int = 1, work_dir: str | Path, source_maxlength: int = 1224,
-                     candidate_maxlength: int = 412, progress: bool = True) -> ScoreResult:
+                     device: str = "auto", dtype: str = "auto", batch_tokens: int = DEFAULT_BATCH_TOKENS,
+                     chunk_size: int = 256, num_processes: int = 1, work_dir: str | Path,
+                     source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
+                     candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength,
+                     progress: bool = True) -> ScoreResult:
     """Score every candidate of every prompt with PairRM, resumably, in one or several processes."""
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
                      chunk_size=int(chunk_size), work_dir=str(work_dir), source_maxlength=int(source_maxlength),
                      candidate_maxlength=int(candidate_maxlength), progress=bool(progress))
-    from .pairrm import check_inputs
+    from .scorers.common import check_inputs
 
     _check_job(job, num_processes)
     check_inputs(prompts, candidates)
@@ -159,21 +158,11 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     return _score_here(items, job)
 
 
-def world_size() -> int:
-    """The number of processes of the torchrun job this process belongs to (1 outside torchrun)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def is_main_process() -> bool:
-    """True outside torchrun and on rank 0: the process that writes outputs."""
-    return int(os.environ.get("RANK", "0")) == 0
-
-
 # ------------------------------------------------------------------------------------------------
 # one process
 # ------------------------------------------------------------------------------------------------
 def _load_scorer(job: ScoringJob, device: str | None = None):
-    from .pairrm import load_scorer
+    from .scorers import load_scorer
 
     return load_scorer(job.model, backend=job.backend, device=device or job.device, dtype=job.dtype,
                        source_maxlength=job.source_maxlength, candidate_maxlength=job.candidate_maxlength)
@@ -238,46 +227,25 @@ def _score_here(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
 # one rank of a torchrun job
 # ------------------------------------------------------------------------------------------------
 def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
-    import torch
-    import torch.distributed as dist
-
     start = time.monotonic()
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device_type, _ = _device_and_dtype(job)
-    if device_type == "cuda":  # one GPU per process of the node, whatever cuda:N the job names
-        device = f"cuda:{local_rank % torch.cuda.device_count()}"
-        torch.cuda.set_device(device)
-    else:
-        device = device_type
-    created = not dist.is_initialized()
-    if created:
-        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo", timeout=DIST_TIMEOUT)
-    try:
-        if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
-            prepare_chunked_work(items, work_dir=job.work_dir, fingerprint=job_fingerprint(job),
-                                 chunk_size=job.chunk_size)
-        dist.barrier()
+
+    def compute(device: str, share: tuple[int, int]) -> dict[str, Any]:
+        rank, world = share
         run, scorer_info, load_seconds = _score_share(
-            items, job, share=(rank, world), device=device, show_progress=job.progress and rank == 0,
+            items, job, share=share, device=device, show_progress=job.progress and rank == 0,
             prepare=False, desc=f"PairRM scoring (rank 0 of {world}: its share)")
-        mine = {"rank": rank, "results": run.results, "resumed": run.chunks_resumed,
-                "items_resumed": run.items_resumed, "seconds": run.seconds, "load_seconds": load_seconds,
-                "info": scorer_info}
-        gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, mine)
-        # nobody tears the group down while a peer still reads from it (gloo aborts on a closed socket)
-        dist.barrier()
-    finally:
-        if created:
-            dist.destroy_process_group()
-    gathered.sort(key=lambda g: g["rank"])  # shares are contiguous in rank order: concatenation = input order
+        return {"results": run.results, "resumed": run.chunks_resumed, "items_resumed": run.items_resumed,
+                "seconds": run.seconds, "load_seconds": load_seconds, "info": scorer_info,
+                "chunks_total": run.chunks_total, "digest": run.digest}
+
+    gathered = run_as_rank(items, work_dir=job.work_dir, fingerprint=job_fingerprint(job), chunk_size=job.chunk_size,
+                           device=_device_and_dtype(job)[0], compute=compute)
     scores = [row for g in gathered for row in g["results"]]
     computed = len(items) - sum(g["items_resumed"] for g in gathered)
-    info = _info(gathered[0]["info"], job, processes=world, prompts=len(items), computed=computed,
+    info = _info(gathered[0]["info"], job, processes=len(gathered), prompts=len(items), computed=computed,
                  scoring_seconds=max(g["seconds"] for g in gathered), seconds=time.monotonic() - start,
-                 load_seconds=max(g["load_seconds"] for g in gathered), chunks_total=run.chunks_total,
-                 chunks_resumed=sum(g["resumed"] for g in gathered), digest=run.digest)
+                 load_seconds=max(g["load_seconds"] for g in gathered), chunks_total=gathered[0]["chunks_total"],
+                 chunks_resumed=sum(g["resumed"] for g in gathered), digest=gathered[0]["digest"])
     info["devices"] = sorted({str(g["info"].get("device", "?")) for g in gathered})
     return ScoreResult(scores=scores, info=info)
 
@@ -302,20 +270,13 @@ def torchrun_command(job_path: Path, num_processes: int) -> list[str]:
 
 def _launch_torchrun(items: list[list[Any]], job: ScoringJob, num_processes: int) -> ScoreResult:
     start = time.monotonic()
-    threads = None
-    if _device_and_dtype(job)[0] == "cpu":
-        import torch
-
-        threads = torch.get_num_threads()  # what this process has: N processes then match 1 bit for bit
-    done = launch_torchrun({"job": asdict(job), "items": items}, num_processes, WORKER_ENTRY,
-                           work_dir=job.work_dir, env_threads=threads, progress=job.progress, what="scoring",
-                           error=ScoringError)
+    done, scores = launch_and_collect({"job": asdict(job), "items": items}, items, num_processes, WORKER_ENTRY,
+                                      work_dir=job.work_dir, fingerprint=job_fingerprint(job),
+                                      chunk_size=job.chunk_size, device_type=_device_and_dtype(job)[0],
+                                      progress=job.progress, what="scoring", error=ScoringError)
     info = dict(done["info"])
-    scores = collect_chunks(items, work_dir=job.work_dir, fingerprint=job_fingerprint(job),
-                            chunk_size=job.chunk_size, desc="PairRM scoring")
     info["seconds"] = round(time.monotonic() - start, 3)
     return ScoreResult(scores=scores, info=info)
 
 
-__all__ = ["ScoreResult", "ScoringJob", "ScoringError", "score_candidates", "is_main_process",
-           "world_size", "torchrun_command", "job_fingerprint"]
+__all__ = ["ScoreResult", "ScoringJob", "ScoringError", "score_candidates", "torchrun_command", "job_fingerprint"]

@@ -22,11 +22,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .paths import STAND_IN_MARKER, cache_root
+
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
-# every stand-in carries this file: {"builder", "size", "seed", "random_init"}; random_init = no weights
-# saved, they are drawn from the seed at load time (see init_random_weights)
-STAND_IN_MARKER = "repro_stand_in.json"
 BUILTIN_PREFIX = "builtin:tiny-policy"
 
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|pad|>")
@@ -54,12 +53,6 @@ SIZES: dict[str, dict] = {
 RESIDUAL_CONSTANT = 2.0
 SILENT_WEIGHT = 100.0
 SPEAKING_WEIGHT_STD = 0.3
-
-
-def cache_root() -> Path:
-    """Where built stand-in models are kept: $REPRO_CACHE, else ~/.cache/repro."""
-    env = os.environ.get("REPRO_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "repro"
 
 
 def speaking_token_ids() -> list[int]:

@@ -23,9 +23,16 @@ Optional extras (all keyword-only, off by default):
 `run_chunked_with_stats` is the same call returning a `ChunkedRun` (results plus how many chunks were
 resumed); `collect_chunks` reads a finished work dir back in input order.
 
-`launch_torchrun(spec, N, "module:function", work_dir=...)` runs `function(spec)` in N torchrun workers on
-this node (each computes its share with `share=(RANK, WORLD_SIZE)`) and returns what rank 0's call returned;
-the launching process then reads the results with `collect_chunks`. Scoring and generation both use it.
+Several processes (scoring and generation both use these):
+
+- `launch_and_collect(spec, items, N, "module:function", ...)` runs `function(spec)` in N torchrun workers on
+  this node (`launch_torchrun`) and reads every chunk back in input order (`collect_chunks`);
+- in each worker (or in a torchrun job of your own), `run_as_rank(items, ..., compute=...)` is the per-rank
+  set-up: the device of the rank, the process group, one preparer of the work dir per node, then
+  `compute(device, share)` and every rank's result gathered in rank order.
+
+`atomic_write_json` / `atomic_write_text` are the package's one way of writing a file that a crash never
+leaves half written (chunks, the manifest, metrics, outputs).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
@@ -49,6 +57,8 @@ from .errors import ReproError
 FINGERPRINT_FILE = "fingerprint.json"
 JOB_FILE = "torchrun-job.json"
 RESULT_FILE = "torchrun-result.json"
+# ranks wait for each other once, at the end; a slow share must not hit the usual 10-30 minute timeout
+DIST_TIMEOUT = timedelta(hours=24)
 
 
 class WorkersFailed(ReproError, RuntimeError):
@@ -61,10 +71,22 @@ def fingerprint_of(obj: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _atomic_write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(value, ensure_ascii=False))
-    os.replace(tmp, path)
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write `text` (UTF-8) to a file beside `path`, then rename it: a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:  # a failed write leaves neither half a file nor the temp file
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None, allow_nan: bool = True) -> None:
+    """`atomic_write_text` of JSON (non-ASCII kept); indented JSON ends with a newline, compact JSON does not."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=allow_nan)
+    atomic_write_text(path, text + "\n" if indent is not None else text)
 
 
 def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
@@ -86,7 +108,7 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
                 except FileNotFoundError:  # several ranks on one shared folder may race to move the same file
                     pass
     if not fp_path.exists():
-        _atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
+        atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
 
 
@@ -338,7 +360,7 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             out = fn(chunk, bar.advance) if fn_reports_progress else fn(chunk)
             if len(out) != len(chunk):
                 raise RuntimeError(f"{desc}: chunk {index} returned {len(out)} results for {len(chunk)} items")
-            _atomic_write_json(chunk_path(work_dir, index), out)
+            atomic_write_json(chunk_path(work_dir, index), out)
             bar.update_to(before + len(chunk))
             results.extend(out)
     finally:
@@ -382,8 +404,53 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
 
 
 # ------------------------------------------------------------------------------------------------
-# several processes on this node: torchrun workers, each computing its share of the chunks
+# several processes: torchrun workers, each computing its share of the chunks
 # ------------------------------------------------------------------------------------------------
+def world_size() -> int:
+    """The number of processes of the torchrun job this process belongs to (1 outside torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    """True outside torchrun and on rank 0: the process that writes outputs."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
+                device: str, compute: Callable[[str, tuple[int, int]], dict[str, Any]]) -> list[dict[str, Any]]:
+    """One rank of a torchrun job: `compute(device, (rank, world))` on its share; every rank's dict, in rank order.
+
+    `device` "cuda" becomes this process's GPU of the node (cuda:LOCAL_RANK); the process group is created
+    here unless the caller made one; rank 0 of each node prepares the work dir before anyone computes.
+    Shares are contiguous in rank order, so concatenating the ranks' results gives the input order.
+    """
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device == "cuda":  # one GPU per process of the node, whatever cuda:N the job names
+        device = f"cuda:{local_rank % torch.cuda.device_count()}"
+    if device.startswith("cuda"):
+        torch.cuda.set_device(device)
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo", timeout=DIST_TIMEOUT)
+    try:
+        if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
+            prepare_chunked_work(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size)
+        dist.barrier()
+        mine = {**compute(device, (rank, world)), "rank": rank}
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, mine)
+        # nobody tears the group down while a peer still reads from it (gloo aborts on a closed socket)
+        dist.barrier()
+    finally:
+        if created:
+            dist.destroy_process_group()
+    return sorted(gathered, key=lambda g: g["rank"])
+
+
 def torchrun_command(job_path: Path, num_processes: int, entry: str) -> list[str]:
     """The torchrun command line running `num_processes` workers of `entry` ("module:function") on this node."""
     worker = (f"import sys; from repro.work import torchrun_worker; "
@@ -399,7 +466,7 @@ def torchrun_worker(entry: str, job_path: str) -> int:
     job_path = Path(job_path)
     result = fn(json.loads(job_path.read_text()))
     if int(os.environ.get("RANK", "0")) == 0:  # what the launching process reads back besides the chunks
-        _atomic_write_json(job_path.parent / RESULT_FILE, {"result": result})
+        atomic_write_json(job_path.parent / RESULT_FILE, {"result": result})
     return 0
 
 
@@ -412,7 +479,7 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
     job_path = work_dir / JOB_FILE
     result_path = work_dir / RESULT_FILE
     result_path.unlink(missing_ok=True)
-    _atomic_write_json(job_path, spec)
+    atomic_write_json(job_path, spec)
     env = dict(os.environ)
     if env_threads is not None:
         # CPU matrix products round differently with another thread count; each worker gets the threads
@@ -440,3 +507,18 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
     result_path.unlink()
     job_path.unlink()
     return result
+
+
+def launch_and_collect(spec: dict[str, Any], items: Sequence[Any], num_processes: int, entry: str, *,
+                       work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int, device_type: str,
+                       progress: bool = True, what: str = "work",
+                       error: type[Exception] = WorkersFailed) -> tuple[Any, list[Any]]:
+    """`launch_torchrun`, then every chunk read back: (what rank 0's call returned, the results in input order)."""
+    threads = None
+    if device_type == "cpu":
+        import torch
+
+        threads = torch.get_num_threads()  # what this process has: N processes then match 1 bit for bit
+    done = launch_torchrun(spec, num_processes, entry, work_dir=work_dir, env_threads=threads, progress=progress,
+                           what=what, error=error)
+    return done, collect_chunks(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size, desc=what)

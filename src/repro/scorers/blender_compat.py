@@ -13,7 +13,7 @@ on transformers <= 4.57; pass False to see llm-blender exactly as it runs on tra
 
 Loading follows llm-blender: a RankerConfig directory loads its `model_name` backbone with AutoModel before
 overwriting the weights, so for `llm-blender/PairRM` it needs `microsoft/deberta-v3-large` (downloaded, or in
-the hub cache). A checkpoint built by `repro.tiny` names its backbone as a folder beside it ("backbone"),
+the hub cache). A checkpoint built by `repro.scorers.tiny` names its backbone as a folder beside it ("backbone"),
 which is passed to llm-blender as an absolute path. A PairRM-hf (Transformers layout) directory is read
 through the same llm-blender classes, its own folder serving as backbone.
 """
@@ -30,9 +30,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import ParameterError
-from .pairrm import (check_inputs, detect_layout, is_stand_in, resolve_device, resolve_dtype, resolve_model,
-                     restore_sentencepiece_normalizer)
+from ..errors import ParameterError
+from .common import PAIRRM_LIMITS, check_inputs, is_stand_in, resolve_device, resolve_dtype
+from .pairrm_checkpoint import detect_layout, resolve_model
+from .pairrm_tokens import restore_sentencepiece_normalizer
 
 
 def _batch_encode_plus(self, batch_text_or_text_pairs, **kwargs):
@@ -84,7 +85,7 @@ def _quiet_loading():
 
 
 class BlenderScorer:
-    """Scores from llm-blender's own code; the same interface as `repro.pairrm.PairRM`."""
+    """Scores from llm-blender's own code; the same interface as `repro.scorers.pairrm.PairRM`."""
 
     backend = "llm-blender"
 
@@ -97,8 +98,10 @@ class BlenderScorer:
         self.batch_size = batch_size
 
     @classmethod
-    def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto", source_maxlength: int = 1224,
-             candidate_maxlength: int = 412, batch_size: int = 1, restore_normalizer: bool = True) -> "BlenderScorer":
+    def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
+             source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
+             candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength, batch_size: int = 1,
+             restore_normalizer: bool = True) -> "BlenderScorer":
         """`Blender.loadranker` on a PairRM checkpoint; `batch_size=1` is what SPPO uses (a budget per prompt)."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
@@ -114,7 +117,7 @@ class BlenderScorer:
                                          fp16=dtype_name == "fp16")
         if layout == "llm-blender":
             name = config.get("model_name") or ""
-            if name and (path / name).is_dir():  # repro.tiny's convention: the backbone beside the checkpoint
+            if name and (path / name).is_dir():  # repro.scorers.tiny's convention: the backbone beside the checkpoint
                 overrides["model_name"] = str((path / name).resolve())
         else:
             overrides.update(ranker_type="pairranker", model_type="deberta", model_name=str(path.resolve()))

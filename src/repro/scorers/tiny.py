@@ -30,9 +30,10 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from .errors import ParameterError
-from .pairrm import PREFIX_TOKENS, sentencepiece_normalizer
-from .tiny_policy import STAND_IN_MARKER
+from ..errors import ParameterError
+from ..paths import STAND_IN_MARKER
+from .common import PAIRRM_LIMITS
+from .pairrm_tokens import PREFIX_TOKENS, sentencepiece_normalizer
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
@@ -223,7 +224,8 @@ def _random_weights(config, seed: int) -> dict:
     return {k: v.detach().contiguous().clone() for k, v in ranker.state_dict().items()}
 
 
-def ranker_config_json(source_maxlength: int = 1224, candidate_maxlength: int = 412,
+def ranker_config_json(source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
+                       candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength,
                        model_name: str = BACKBONE_DIR) -> dict:
     """llm-blender's RankerConfig as `llm-blender/PairRM` ships it (`config.json`)."""
     return {

@@ -1,0 +1,124 @@
+"""What every scorer shares: devices and precisions, input checks, ranks, the stand-in mark, PairRM's limits.
+
+Nothing here imports torch at module level, so that `repro.parameters` can take the limits from here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import DataError, ParameterError
+from ..paths import STAND_IN_MARKER
+
+DEFAULT_BATCH_TOKENS = 16384
+DTYPE_NAMES = ("fp32", "fp16", "bf16")
+DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+
+
+@dataclass(frozen=True)
+class PairRMLimits:
+    """PairRM's token limits as llm-blender/PairRM ships them (RankerConfig): prompt and candidate."""
+
+    source_maxlength: int = 1224
+    candidate_maxlength: int = 412
+
+
+# the one place that names 1224/412: every default of the package reads it from here
+PAIRRM_LIMITS = PairRMLimits()
+
+
+def torch_dtype(name: str):
+    """The torch dtype of 'fp32' | 'fp16' | 'bf16'."""
+    import torch
+
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def resolve_device(device: str | None):
+    """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps; any letter case."""
+    import torch
+
+    name = str(device or "auto").strip().lower()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "mps":
+        if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            raise ParameterError("device='mps' was asked for but this torch sees no Apple GPU; use 'cpu' or 'auto'.")
+        return torch.device("mps")
+    match = re.fullmatch(r"cuda(?::(\d+))?", name)
+    if not match:
+        raise ParameterError(f"device={device!r} is not a device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or "
+                             f"'mps'.")
+    if not torch.cuda.is_available():
+        raise ParameterError(
+            f"device={device!r} was asked for but no CUDA GPU is visible (torch {torch.__version__}, "
+            f"torch.cuda.is_available() is False). Use device='cpu' or 'auto', or install a CUDA build of torch "
+            f"on a GPU machine.")
+    index = int(match.group(1) or 0)
+    if index >= torch.cuda.device_count():
+        raise ParameterError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible.")
+    return torch.device(f"cuda:{index}")
+
+
+def resolve_dtype(dtype: str | None, device) -> str:
+    """'fp32' | 'fp16' | 'bf16'; 'auto' is fp16 on CUDA (llm-blender's choice there) and fp32 elsewhere."""
+    import torch
+
+    name = str(dtype or "auto").strip().lower()
+    name = DTYPE_ALIASES.get(name, name)
+    if name == "auto":
+        return "fp16" if device.type in ("cuda", "mps") else "fp32"
+    if name not in DTYPE_NAMES:
+        raise ParameterError(f"dtype={dtype!r} is not a precision: expected 'auto', 'fp32', 'fp16' or 'bf16'.")
+    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ParameterError(f"dtype='bf16' is not supported by {torch.cuda.get_device_name(device)}; use 'fp16'.")
+    return name
+
+
+def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidates: int = 2) -> None:
+    """Raise a DataError naming the first bad row: non-strings, missing fields, too few candidates."""
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
+        raise DataError(f"prompts must be a list of strings, got {type(prompts).__name__}.")
+    if isinstance(candidates, str) or not isinstance(candidates, Sequence) or len(candidates) != len(prompts):
+        raise DataError(f"candidates must be a list with one list of candidate texts per prompt "
+                        f"({len(prompts)} prompts), got {type(candidates).__name__} of length "
+                        f"{len(candidates) if isinstance(candidates, Sequence) else '?'}.")
+    for row, (prompt, cands) in enumerate(zip(prompts, candidates)):
+        if not isinstance(prompt, str):
+            raise DataError(f"Row {row}: the prompt is {type(prompt).__name__} ({prompt!r:.60}), expected a string.")
+        if isinstance(cands, str) or not isinstance(cands, Sequence):
+            raise DataError(f"Row {row}: candidates is {type(cands).__name__}, expected a list of strings.")
+        if len(cands) < min_candidates:
+            if min_candidates == 2:
+                raise DataError(f"Row {row}: {len(cands)} candidate(s); PairRM compares pairs, so each prompt needs "
+                                f"at least two. Drop the row or add candidates.")
+            raise DataError(f"Row {row}: {len(cands)} candidate(s); each prompt needs at least {min_candidates}. "
+                            f"Drop the row or add candidates.")
+        for i, cand in enumerate(cands):
+            if not isinstance(cand, str):
+                raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a "
+                                f"string.")
+
+
+def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:
+    """1 = best; equal scores share the better rank (llm-blender's get_ranks_from_scores)."""
+    s = np.asarray(scores, dtype=np.float64)
+    return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
+
+
+def is_stand_in(spec: str | Path) -> bool:
+    """True for a random stand-in (`builtin:...`, or a directory `repro.scorers.tiny` built): its scores are noise."""
+    spec = str(spec)
+    if spec.startswith("builtin:"):
+        return True
+    try:
+        return (Path(spec).expanduser() / STAND_IN_MARKER).is_file()
+    except OSError:
+        return False

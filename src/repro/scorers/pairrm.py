@@ -1,0 +1,281 @@
+"""PairRM's engine: llm-blender's pairwise reward model, scored fast on current transformers.
+
+PairRM (llm-blender's pairwise reward model) reads one ordered pair of candidates per forward pass,
+
+    [CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP] [CLS] <|candidate2|> b [SEP]
+
+and returns head(source, a) − head(source, b) from the last hidden states at the three prefix tokens.
+For c candidates every ordered pair i ≠ j fills M[i, j]; score_i = mean over j of (M[i, j] − M[j, i])
+(dividing by c), exactly as llm-blender's `Blender.rank(..., return_scores=True)`. Lengths follow
+llm-blender at `batch_size=1`: the source keeps ≤ `source_maxlength` tokens (with [CLS]/[SEP]); each
+candidate keeps ≤ `candidate_maxlength` + (source budget left unused) // 2, a budget per prompt.
+
+The engine tokenises every distinct source and candidate text once (`pairrm_tokens`), assembles each pass
+from ids, removes passes that are identical, sorts passes by length and packs them into batches by a token
+budget (padded tokens counted), and returns results in input order. The checkpoint (either layout) is
+found and built by `pairrm_checkpoint`, its attention sped up by `pairrm_attention`.
+
+    scorer = repro.scorers.load_scorer("llm-blender/PairRM", device="auto", dtype="auto")
+    scores = scorer.score(prompts, candidates)          # list of float64 arrays, input order
+"""
+
+from __future__ import annotations
+
+import unicodedata
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import DataError, ModelLoadError, ParameterError, ReproError
+from .common import (DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS, check_inputs, is_stand_in, ranks_from_scores,
+                     resolve_device, resolve_dtype, torch_dtype)
+from .pairrm_checkpoint import PairRMModel, load_pairrm_model, resolve_model
+from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
+                            load_tokenizer)
+
+
+def scores_from_matrix(matrix: np.ndarray) -> np.ndarray:
+    """score_i = mean over j of (M[i, j] − M[j, i]), the diagonal included (llm-blender's max_logits policy)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    return (m - m.T).mean(axis=1)
+
+
+# ------------------------------------------------------------------------------------------------
+# the scorer
+# ------------------------------------------------------------------------------------------------
+class _Pass:
+    """One forward pass: a source and an ordered pair of candidates, as token ids."""
+
+    __slots__ = ("source", "first", "second", "length", "order_key")
+
+    def __init__(self, source: np.ndarray, first: np.ndarray, second: np.ndarray, order_key: tuple):
+        self.source, self.first, self.second = source, first, second
+        self.length = len(source) + len(first) + len(second)
+        self.order_key = order_key
+
+
+def _truncate(ids: np.ndarray, max_length: int) -> np.ndarray:
+    """What the tokenizer's own truncation keeps: [CLS] + the first max_length − 2 tokens + [SEP]."""
+    if len(ids) <= max_length:
+        return ids
+    return np.concatenate([ids[:max_length - 1], ids[-1:]])
+
+
+class PairRM:
+    """PairRM scorer (backend "repro"): load with `PairRM.load(model, device=..., dtype=...)`."""
+
+    backend = "repro"
+
+    def __init__(self, model: PairRMModel, tokenizer, *, spec: str, path: Path, layout: str, device: torch.device,
+                 dtype: str, normalization: str, source_maxlength: int, candidate_maxlength: int):
+        if source_maxlength < 3 or candidate_maxlength < 3:
+            raise ParameterError(f"source_maxlength={source_maxlength} and candidate_maxlength={candidate_maxlength} "
+                                 f"must both be >= 3 ([CLS], the prefix token and [SEP]).")
+        self.model, self.tokenizer = model, tokenizer
+        self.spec, self.path, self.layout = spec, path, layout
+        self.device, self.dtype, self.normalization = device, dtype, normalization
+        self.source_maxlength, self.candidate_maxlength = int(source_maxlength), int(candidate_maxlength)
+        ids = tokenizer.convert_tokens_to_ids(list(PREFIX_TOKENS))
+        self.prefix_ids = dict(zip(PREFIX_TOKENS, ids))
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.sep_token = tokenizer.sep_token or "[SEP]"
+        # a CUDA out-of-memory lowers this for the rest of the scorer's life
+        self.max_batch_tokens: int | None = None
+
+    @classmethod
+    def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
+             source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
+             candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength, fast_attention: bool = True) -> "PairRM":
+        """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`).
+
+        `fast_attention=False` keeps transformers' own DeBERTa attention (same numbers, slower).
+        """
+        torch_device = resolve_device(device)
+        dtype_name = resolve_dtype(dtype, torch_device)
+        path = resolve_model(model)
+        module, facts = load_pairrm_model(path, fast_attention=fast_attention)
+        fallback = None
+        if facts["layout"] == "llm-blender":
+            name = facts["config"].get("model_name") or "microsoft/deberta-v3-large"
+            fallback = path / name if (path / name).is_dir() else name
+        tokenizer, how = load_tokenizer(path, fallback)
+        if len(tokenizer) > facts["backbone"].vocab_size:
+            raise ModelLoadError(f"The tokenizer of {path} has {len(tokenizer)} tokens but the model's embeddings "
+                                 f"only {facts['backbone'].vocab_size}: tokenizer and weights do not belong together.")
+        module.to(device=torch_device, dtype=torch_dtype(dtype_name))
+        return cls(module, tokenizer, spec=str(model), path=path, layout=facts["layout"], device=torch_device,
+                   dtype=dtype_name, normalization=how, source_maxlength=source_maxlength,
+                   candidate_maxlength=candidate_maxlength)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What produced the scores, for the run manifest."""
+        return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
+                "device": str(self.device), "dtype": self.dtype, "source_maxlength": self.source_maxlength,
+                "candidate_maxlength": self.candidate_maxlength, "stand_in": is_stand_in(self.path),
+                "normalization": self.normalization}
+
+    # -- tokenisation ---------------------------------------------------------------------------
+    def _text(self, prefix: str, text: str) -> str:
+        # llm-blender's collator turns the separator token inside texts into a space
+        text = text.replace(self.sep_token, " ")
+        if self.normalization == "nfkc":
+            text = unicodedata.normalize("NFKC", text)
+        return prefix + text
+
+    def encode_texts(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids (with [CLS]/[SEP], untruncated) of already prefixed texts, in slices of batched calls."""
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), 1024):
+            batch = self.tokenizer(list(texts[start:start + 1024]), add_special_tokens=True, truncation=False)
+            out.extend(np.asarray(ids, dtype=np.int64) for ids in batch["input_ids"])
+        return out
+
+    def _plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
+        """Distinct passes (sorted longest first) and, per prompt, the pass index of every ordered pair."""
+        sources = {p: None for p in prompts}
+        texts = {c: None for cands in candidates for c in cands}
+        source_ids = dict(zip(sources, self.encode_texts([self._text(SOURCE_PREFIX, p) for p in sources])))
+        cand_ids = dict(zip(texts, self.encode_texts([self._text(CANDIDATE_PREFIX, c) for c in texts])))
+        cand_prefix = self.prefix_ids[CANDIDATE_PREFIX]
+        slot_ids = (self.prefix_ids[CANDIDATE1_PREFIX], self.prefix_ids[CANDIDATE2_PREFIX])
+        passes: dict[tuple[str, str, str], int] = {}
+        plan: list[_Pass] = []
+        truncated: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+        per_prompt: list[np.ndarray] = []
+        for prompt, cands in zip(prompts, candidates):
+            src = _truncate(source_ids[prompt], self.source_maxlength)
+            budget = self.candidate_maxlength + (self.source_maxlength - len(src)) // 2
+            slots = []
+            for c in cands:
+                if (c, budget) not in truncated:
+                    ids = _truncate(cand_ids[c], budget)
+                    # llm-blender's _forward replaces every <|candidate|> id by the slot's prefix id
+                    truncated[(c, budget)] = tuple(np.where(ids == cand_prefix, s, ids) for s in slot_ids)
+                slots.append(truncated[(c, budget)])
+            index = np.full((len(cands), len(cands)), -1, dtype=np.int64)
+            for i, a in enumerate(cands):
+                for j, b in enumerate(cands):
+                    if i == j:
+                        continue
+                    key = (prompt, a, b)
+                    if key not in passes:
+                        passes[key] = len(plan)
+                        plan.append(_Pass(src, slots[i][0], slots[j][1], key))
+                    index[i, j] = passes[key]
+            per_prompt.append(index)
+        # longest first (the largest batches meet memory limits at once); ties by text so that the batches,
+        # hence the numbers, do not depend on the order of the input
+        order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
+        return plan, order, per_prompt
+
+    # -- forward passes -------------------------------------------------------------------------
+    def _batch_tensors(self, batch: list[_Pass]):
+        width = max(p.length for p in batch)
+        ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=bool)
+        positions = np.empty((len(batch), 3), dtype=np.int64)
+        for row, p in enumerate(batch):
+            ids[row, :p.length] = np.concatenate([p.source, p.first, p.second])
+            mask[row, :p.length] = True
+            positions[row] = (1, len(p.source) + 1, len(p.source) + len(p.first) + 1)
+        return (torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device),
+                torch.from_numpy(positions).to(self.device))
+
+    def _forward(self, batch: list[_Pass]) -> np.ndarray:
+        with torch.inference_mode():
+            logits = self.model(*self._batch_tensors(batch))
+        return logits.float().cpu().numpy()
+
+    def _run(self, plan: list[_Pass], order: list[int], batch_tokens: int,
+             on_done: Callable[[list[int]], None]) -> np.ndarray:
+        """pair_logits of every pass; batches of at most `batch_tokens` padded tokens, halved on out-of-memory."""
+        logits = np.empty(len(plan), dtype=np.float32)
+        budget = int(batch_tokens)
+        if self.max_batch_tokens is not None:
+            budget = min(budget, self.max_batch_tokens)
+        start = 0
+        while start < len(order):
+            width = plan[order[start]].length  # the longest of the batch: passes are sorted
+            stop = min(len(order), start + max(1, budget // width))
+            chunk = order[start:stop]
+            try:
+                logits[chunk] = self._forward([plan[k] for k in chunk])
+            except torch.OutOfMemoryError:
+                if len(chunk) == 1:
+                    raise ReproError(
+                        f"Out of memory on {self.device} for a single PairRM pass of {width} tokens ({self.dtype}). "
+                        f"Use a GPU with more free memory, dtype='fp16' or 'bf16', or smaller "
+                        f"source_maxlength/candidate_maxlength.") from None
+                new_budget = max(width, (len(chunk) * width) // 2)
+                warnings.warn(f"PairRM: out of memory on {self.device} with batch_tokens={budget}; continuing with "
+                              f"batch_tokens={new_budget} (pass --batch-tokens {new_budget} to start there).",
+                              RuntimeWarning, stacklevel=2)
+                budget = self.max_batch_tokens = new_budget
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
+            on_done(chunk)
+            start = stop
+        return logits
+
+    # -- public ---------------------------------------------------------------------------------
+    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
+              batch_tokens: int = DEFAULT_BATCH_TOKENS, return_matrix: bool = False,
+              progress: Callable[[int], Any] | None = None):
+        """PairRM scores per prompt (float64 arrays, input order); with `return_matrix` also each M.
+
+        `progress(n)` is called with the number of prompts newly finished after each batch.
+        """
+        check_inputs(prompts, candidates)
+        if batch_tokens < 1:
+            raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
+        plan, order, per_prompt = self._plan(prompts, candidates)
+        users: list[list[int]] = [[] for _ in plan]
+        remaining = []
+        for row, index in enumerate(per_prompt):
+            needed = np.unique(index[index >= 0])
+            remaining.append(len(needed))
+            for k in needed:
+                users[k].append(row)
+
+        def on_done(chunk: list[int]) -> None:
+            finished = 0
+            for k in chunk:
+                for row in users[k]:
+                    remaining[row] -= 1
+                    finished += remaining[row] == 0
+            if progress is not None and finished:
+                progress(finished)
+
+        logits = self._run(plan, order, batch_tokens, on_done)
+        matrices = []
+        for index in per_prompt:
+            m = np.where(index >= 0, logits[np.maximum(index, 0)].astype(np.float64), 0.0)
+            matrices.append(m)
+        scores = [scores_from_matrix(m) for m in matrices]
+        return (scores, matrices) if return_matrix else scores
+
+    def pass_inputs(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[dict]:
+        """The input ids of every forward pass, per prompt: {(i, j): ids} for candidate i first, j second."""
+        check_inputs(prompts, candidates)
+        plan, _, per_prompt = self._plan(prompts, candidates)
+        return [{(i, j): np.concatenate([plan[k].source, plan[k].first, plan[k].second])
+                 for (i, j), k in np.ndenumerate(index) if k >= 0} for index in per_prompt]
+
+    def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
+        """Ranks per prompt (1 = best, ties share), from `score`."""
+        return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]
+
+    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
+                **kwargs) -> np.ndarray:
+        """M[A, B] − M[B, A] per prompt (llm-blender's compare mode "[A,B]+[B,A]"): > 0 means A is better."""
+        if len(candidates_a) != len(prompts) or len(candidates_b) != len(prompts):
+            raise DataError(f"compare needs one candidate A and one candidate B per prompt: got {len(prompts)} "
+                            f"prompts, {len(candidates_a)} A and {len(candidates_b)} B.")
+        _, matrices = self.score(prompts, [[a, b] for a, b in zip(candidates_a, candidates_b)], return_matrix=True,
+                                 **kwargs)
+        return np.array([m[0, 1] - m[1, 0] for m in matrices], dtype=np.float64)

@@ -1,0 +1,92 @@
+"""DeBERTa-v3's disentangled attention for PairRM inference: transformers' arithmetic with fewer L×L passes.
+
+`install_fast_attention(model)` routes every DisentangledSelfAttention of a `PairRMModel`'s backbone
+through `_fast_attention_forward`; the model builds `_batch_context` once per forward for all layers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from .pairrm_checkpoint import PairRMModel
+
+
+# ------------------------------------------------------------------------------------------------
+# DeBERTa-v3's disentangled attention, for inference, with the same arithmetic as transformers'
+# DisentangledSelfAttention but fewer passes over the L×L matrices: the relative-position gather indices
+# are built once per batch instead of once per layer, the 1/√(3d) scale is applied to the L×2k position
+# scores before they are gathered to L×L, the [b, 1, L, L] mask is replaced by a key-padding mask (real
+# query rows see exactly the same keys) that is skipped when the batch has no padding, and q/k/v stay
+# views instead of being copied per head. On CPU these element-wise L×L passes cost as much as the matmuls.
+# ------------------------------------------------------------------------------------------------
+def _batch_context(encoder, attention_mask: torch.Tensor) -> dict[str, Any]:
+    from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
+
+    length = attention_mask.shape[1]
+    probe = attention_mask.new_empty((1, length, 1), dtype=torch.float32)
+    relative_pos = build_relative_position(probe, probe, bucket_size=encoder.position_buckets,
+                                           max_position=encoder.max_relative_positions)[0]
+    span = encoder.position_buckets
+    return {
+        "c2p_index": torch.clamp(relative_pos + span, 0, 2 * span - 1),
+        "p2c_index": torch.clamp(-relative_pos + span, 0, 2 * span - 1),
+        "key_padding": None if bool(attention_mask.all()) else ~attention_mask.bool(),
+    }
+
+
+def _fast_attention_forward(self, hidden_states, attention_mask, output_attentions=False, query_states=None,
+                            relative_pos=None, rel_embeddings=None, *, owner: "PairRMModel"):
+    batch = owner._batch
+    b, length, _ = hidden_states.shape
+    heads = self.num_attention_heads
+    dtype = hidden_states.dtype
+
+    def split(x):  # [b, L, h*d] -> [b, h, L, d], a view
+        return x.view(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
+
+    query, key, value = (split(proj(hidden_states)) for proj in (self.query_proj, self.key_proj, self.value_proj))
+    # transformers: sqrt(d * 3) computed in fp32, then cast to the model's dtype
+    scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
+    span = self.pos_ebd_size
+    rel = rel_embeddings[: 2 * span, :].unsqueeze(0)
+    pos_key, pos_query = split(self.key_proj(rel)), split(self.query_proj(rel))  # [1, h, 2k, d]
+    c2p = torch.matmul(query, pos_key.transpose(-1, -2)) / scale  # [b, h, L, 2k]
+    c2p = torch.gather(c2p, -1, batch["c2p_index"].expand(b, heads, length, length))
+    p2c = torch.matmul(key, pos_query.transpose(-1, -2)) / scale
+    c2p += torch.gather(p2c, -1, batch["p2c_index"].expand(b, heads, length, length)).transpose(-1, -2)
+    # in place, at most three L×L tensors at a time; the same sums as transformers' qk + (c2p + p2c)
+    scores = torch.matmul(query, key.transpose(-1, -2) / scale)
+    scores += c2p
+    del c2p
+    if batch["key_padding"] is not None:
+        scores.masked_fill_(batch["key_padding"][:, None, None, :], torch.finfo(dtype).min)
+    probs = torch.softmax(scores, dim=-1)
+    del scores
+    context = torch.matmul(probs, value).transpose(1, 2).reshape(b, length, -1)
+    return context, None
+
+
+def install_fast_attention(model: "PairRMModel") -> bool:
+    """Route the backbone's attention through `_fast_attention_forward` (DeBERTa-v3's settings only)."""
+    import functools
+    import types
+
+    from transformers.models.deberta_v2.modeling_deberta_v2 import DisentangledSelfAttention
+
+    config = model.pretrained_model.config
+    encoder = model.pretrained_model.encoder
+    if not (getattr(config, "relative_attention", False) and getattr(config, "share_att_key", False)
+            and set(config.pos_att_type or []) == {"c2p", "p2c"} and getattr(config, "position_buckets", -1) > 0
+            and "layer_norm" in encoder.norm_rel_ebd and encoder.conv is None):
+        return False
+    for module in model.pretrained_model.modules():
+        if isinstance(module, DisentangledSelfAttention):
+            module.forward = types.MethodType(functools.partial(_fast_attention_forward, owner=model), module)
+    # the [b, 1, L, L] mask and per-forward relative positions are not needed by the fast attention
+    encoder.get_attention_mask = lambda attention_mask: attention_mask
+    encoder.get_rel_pos = lambda hidden_states, query_states=None, relative_pos=None: None
+    model.fast_attention = True
+    return True

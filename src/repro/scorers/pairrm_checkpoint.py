@@ -1,0 +1,215 @@
+"""PairRM checkpoints: finding one (built-in stand-in, folder, hub id), telling its layout, building the model.
+
+Two layouts hold the same weights: llm-blender's (a RankerConfig `config.json`, as `llm-blender/PairRM`
+ships it) and the Transformers one of `llm-blender/PairRM-hf` (a DebertaV2PairRM config).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import ModelLoadError
+from ..paths import cache_root
+from .pairrm_attention import _batch_context, install_fast_attention
+
+BUILTIN_TINY = "builtin:tiny-pairrm"
+KNOWN_HUB_IDS = ("llm-blender/PairRM", "llm-blender/PairRM-hf")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# microsoft/deberta-v3-large's config.json: the backbone of llm-blender/PairRM. Kept here so that loading
+# the llm-blender layout needs nothing of deberta-v3-large (llm-blender downloads its 1.7 GB of weights
+# only to overwrite them). vocab_size comes from the checkpoint's embedding matrix.
+DEBERTA_V3_LARGE = dict(
+    model_type="deberta-v2", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+    intermediate_size=4096, hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+    max_position_embeddings=512, type_vocab_size=0, initializer_range=0.02, layer_norm_eps=1e-7,
+    relative_attention=True, max_relative_positions=-1, pad_token_id=0, position_biased_input=False,
+    pos_att_type=["p2c", "c2p"], position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
+    vocab_size=128100)
+
+
+# ------------------------------------------------------------------------------------------------
+# finding a checkpoint
+# ------------------------------------------------------------------------------------------------
+def _how_to_provide(spec: str) -> str:
+    repo = spec if "/" in spec else "llm-blender/PairRM-hf"
+    return (f"To provide it: on a machine with internet run `hf download {repo} --include '*.json' spm.model "
+            f"model.safetensors` (it lands in the hub cache; copy that cache or set HF_HOME to it), or download "
+            f"the folder anywhere and pass its path as the model; for a run without any download use "
+            f"'{BUILTIN_TINY}' (a random stand-in whose scores are noise).")
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith((".", "/", "~")) or spec.count("/") != 1 or "\\" in spec
+
+
+def _has_weights(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in WEIGHT_FILES)
+
+
+def _from_hub(repo_id: str) -> Path:
+    """A hub checkpoint's local snapshot (config, tokenizer and one weights file only; never the backbone's)."""
+    from huggingface_hub import constants, snapshot_download
+
+    # llm-blender's own download location (`snapshot_download(local_dir=TRANSFORMERS_CACHE/<repo>)`)
+    legacy = Path(constants.HF_HUB_CACHE) / repo_id
+    if (legacy / "config.json").is_file() and _has_weights(legacy):
+        return legacy
+    reasons = []
+    for weights in WEIGHT_FILES:
+        try:
+            folder = Path(snapshot_download(repo_id, allow_patterns=["*.json", "spm.model", weights]))
+        except Exception as exc:  # offline, not cached, no such repo, network: all end the same way here
+            reasons.append(f"{type(exc).__name__}: {str(exc).splitlines()[0].rstrip('.') if str(exc) else ''}")
+            break
+        if (folder / "config.json").is_file() and (folder / weights).is_file():
+            return folder
+        reasons.append(f"the snapshot at {folder} has no {weights}")
+    offline = " (HF_HUB_OFFLINE=1: the hub was not asked)" if constants.HF_HUB_OFFLINE else ""
+    raise ModelLoadError(
+        f"PairRM model '{repo_id}' could not be loaded: it is not a local directory (no folder "
+        f"{Path(repo_id).resolve()}), not in llm-blender's download folder ({legacy}) and not in the Hugging Face "
+        f"hub cache ({constants.HF_HUB_CACHE}){offline}; {'; '.join(reasons)}. {_how_to_provide(repo_id)}")
+
+
+def resolve_model(spec: str | Path) -> Path:
+    """The local directory of a PairRM checkpoint: `builtin:tiny-pairrm` (built once), a directory, or a hub id."""
+    spec = str(spec).strip()
+    if spec == BUILTIN_TINY:
+        from .tiny import build_cached_tiny_pairrm
+
+        return build_cached_tiny_pairrm(cache_root())
+    if spec.startswith("builtin:"):
+        raise ModelLoadError(f"Unknown built-in model '{spec}': the only one is '{BUILTIN_TINY}'.")
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"PairRM directory {path} has no config.json: expected llm-blender's layout (a RankerConfig "
+                f"config.json + model.safetensors or pytorch_model.bin) or the Transformers layout of "
+                f"llm-blender/PairRM-hf. {_how_to_provide(spec)}")
+        return path
+    if path.exists() or _looks_like_path(spec):
+        raise ModelLoadError(f"PairRM model '{spec}' is not a directory (looked for {path.resolve()}). "
+                             f"{_how_to_provide(spec)}")
+    return _from_hub(spec)
+
+
+def detect_layout(config: dict[str, Any]) -> str:
+    """'llm-blender' for a RankerConfig config.json, 'transformers' for the DebertaV2PairRM one (PairRM-hf)."""
+    if "ranker_type" in config:
+        if config["ranker_type"] != "pairranker":
+            raise ModelLoadError(f"config.json has ranker_type={config['ranker_type']!r}; only 'pairranker' "
+                                 f"(PairRM) is supported.")
+        return "llm-blender"
+    if config.get("model_type") == "deberta-v2" and "source_prefix_id" in config:
+        return "transformers"
+    raise ModelLoadError("config.json is neither llm-blender's RankerConfig (ranker_type: pairranker) nor a "
+                         "DebertaV2PairRM config (model_type: deberta-v2 with source_prefix_id).")
+
+
+# ------------------------------------------------------------------------------------------------
+# model
+# ------------------------------------------------------------------------------------------------
+class PairRMModel(nn.Module):
+    """DeBERTa-v2 backbone + llm-blender's head; state-dict keys `pretrained_model.*` and `head_layer.*`."""
+
+    def __init__(self, config, n_tasks: int = 1, drop_out: float = 0.05):
+        super().__init__()
+        from transformers import DebertaV2Model
+
+        hidden = config.hidden_size
+        self.pretrained_model = DebertaV2Model(config)
+        self.head_layer = nn.Sequential(nn.Dropout(drop_out), nn.Linear(2 * hidden, hidden), nn.Tanh(),
+                                        nn.Dropout(drop_out), nn.Linear(hidden, n_tasks))
+        self.fast_attention = False
+        self._batch: dict[str, Any] = {}  # per forward: what every layer's fast attention shares
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                prefix_positions: torch.Tensor) -> torch.Tensor:
+        """pair_logits [batch]: head(source, candidate1) − head(source, candidate2), averaged over tasks."""
+        if self.fast_attention:
+            self._batch = _batch_context(self.pretrained_model.encoder, attention_mask)
+        try:
+            hidden = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        finally:
+            self._batch = {}
+        rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
+        source, cand1, cand2 = hidden[rows, prefix_positions].unbind(1)
+        left = self.head_layer(torch.cat([source, cand1], dim=-1))
+        right = self.head_layer(torch.cat([source, cand2], dim=-1))
+        return (left - right).mean(dim=-1)
+
+
+# ------------------------------------------------------------------------------------------------
+# weights and backbone config
+# ------------------------------------------------------------------------------------------------
+def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
+    if (folder / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(folder / "model.safetensors"))
+    if (folder / "pytorch_model.bin").is_file():
+        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    raise ModelLoadError(f"No weights in {folder}: expected model.safetensors or pytorch_model.bin. "
+                         f"{_how_to_provide(str(folder))}")
+
+
+def _backbone_config(folder: Path, layout: str, config: dict[str, Any], vocab_size: int):
+    """The DebertaV2Config: PairRM-hf's own; for llm-blender's layout, `model_name`'s config (never its weights)."""
+    from transformers import DebertaV2Config
+
+    if layout == "transformers":
+        backbone = DebertaV2Config.from_pretrained(str(folder))
+    else:
+        name = config.get("model_name") or "microsoft/deberta-v3-large"
+        local = [p for p in (folder / name, Path(name).expanduser()) if (p / "config.json").is_file()]
+        if local:
+            backbone = DebertaV2Config.from_pretrained(str(local[0]))
+        elif name == "microsoft/deberta-v3-large":
+            backbone = DebertaV2Config(**{k: v for k, v in DEBERTA_V3_LARGE.items() if k != "model_type"})
+        else:
+            try:
+                from huggingface_hub import hf_hub_download
+
+                backbone = DebertaV2Config.from_pretrained(str(Path(hf_hub_download(name, "config.json")).parent))
+            except Exception as exc:
+                raise ModelLoadError(
+                    f"The backbone config of {folder} (model_name={name!r} in config.json) is neither a folder "
+                    f"beside it nor in the hub cache ({type(exc).__name__}). {_how_to_provide(name)}") from None
+    backbone.vocab_size = vocab_size
+    return backbone
+
+
+def load_pairrm_model(folder: Path, fast_attention: bool = True) -> tuple[PairRMModel, dict[str, Any]]:
+    """Build the model of a checkpoint directory (either layout) in fp32 on CPU; returns (model, facts)."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"Cannot read {folder / 'config.json'}: {exc}") from None
+    layout = detect_layout(config)
+    state = _read_state_dict(folder)
+    key = "pretrained_model.embeddings.word_embeddings.weight"
+    if key not in state:
+        raise ModelLoadError(f"The weights in {folder} have no '{key}': not a PairRM checkpoint "
+                             f"(expected keys pretrained_model.* and head_layer.*).")
+    backbone = _backbone_config(folder, layout, config, vocab_size=state[key].shape[0])
+    n_tasks = int(config.get("n_tasks") or 1)
+    with torch.device("meta"):  # no random init of 435M parameters that are overwritten at once
+        model = PairRMModel(backbone, n_tasks=n_tasks, drop_out=float(config.get("drop_out") or 0.05))
+    # older transformers saved this buffer; it is recomputed, never learned
+    state = {k: v for k, v in state.items() if not k.endswith("embeddings.position_ids")}
+    result = model.load_state_dict(state, strict=False, assign=True)
+    if result.missing_keys or result.unexpected_keys:
+        raise ModelLoadError(f"The weights in {folder} do not fit PairRM: missing {result.missing_keys[:5]}, "
+                             f"unexpected {result.unexpected_keys[:5]}.")
+    embeddings = model.pretrained_model.embeddings
+    embeddings.position_ids = torch.arange(backbone.max_position_embeddings).expand((1, -1))
+    model.float().eval()
+    if fast_attention:
+        install_fast_attention(model)
+    return model, {"layout": layout, "config": config, "backbone": backbone}
