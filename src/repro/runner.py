@@ -66,6 +66,22 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
     return name
 
 
+def kernel_config():
+    """Jupyter config for the kernels we start: CurveZMQ-encrypted transport where pyzmq supports it.
+
+    ipykernel >= 7 warns "Kernel is running over TCP without encryption" on every start unless the kernel
+    manager provisions Curve keys (its kernelspec declares `supported_encryption: curve`); with them the
+    connection is encrypted and the kernel says nothing.
+    """
+    import zmq
+    from traitlets.config import Config
+
+    config = Config()
+    if zmq.has("curve"):
+        config.KernelManager.transport_encryption = "auto"
+    return config
+
+
 def _failure_message(name: str, output: Path, exc: Exception) -> str:
     cell = getattr(exc, "cell_index", None)
     count = getattr(exc, "exec_count", None)
@@ -95,7 +111,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
         try:
             papermill.execute_notebook(
                 str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
-                kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()))
+                kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
+                config=kernel_config())
         except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
             message = _failure_message(name, output, exc)
             manifest.notebook_status(name, "failed", error=message)
