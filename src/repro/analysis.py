@@ -185,16 +185,21 @@ def _read_table(spec: str, split: str, where: str) -> pa.Table:
     return load_source(spec, split).with_format("arrow")[:]
 
 
-def _dataset_spec(p: AnalyzeParams, run: RunDir) -> str:
-    """The dataset to analyse; without `dataset`, the run's own, which must exist."""
-    if p.dataset is not None:
-        return p.dataset
+def dataset_or_own(value: str | None, run: RunDir, parameter: str = "dataset", stage: str = "analysis") -> str:
+    """`value`, or when it is not set the run's own dataset, which must exist (else an error naming `parameter`)."""
+    if value is not None:
+        return value
     if not run.dataset.is_dir():
         raise DataError(
-            f"Parameter dataset is not set, so the analysis reads this run's dataset at {run.dataset}, which "
+            f"Parameter {parameter} is not set, so the {stage} reads this run's dataset at {run.dataset}, which "
             f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
-            f"dataset to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
+            f"{parameter} to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
     return str(run.dataset)
+
+
+def _dataset_spec(p: AnalyzeParams, run: RunDir) -> str:
+    """The dataset to analyse; without `dataset`, the run's own, which must exist."""
+    return dataset_or_own(p.dataset, run)
 
 
 def load(p: AnalyzeParams) -> ScoreData:

@@ -932,8 +932,16 @@ def _section_citation(facts: CardFacts, lang: str) -> list[str]:
     return [t["h_citation"], t["licences"].format(license=facts.license), CITATIONS]
 
 
+def _section_reproduction(facts: CardFacts, lang: str) -> list[str]:
+    """The "Reproduction" section, from the run's compare.json (nothing when the run has none)."""
+    from .compare import reproduction_section  # here: compare loads the plotting stack, needed only for this section
+
+    return reproduction_section(facts.run, lang)
+
+
 SECTIONS: tuple[Callable[[CardFacts, str], list[str]], ...] = (
-    _section_top, _section_summary, _section_info, _section_built, _section_characteristics, _section_use,
+    _section_top, _section_summary, _section_info, _section_built, _section_characteristics, _section_reproduction,
+    _section_use,
     _section_background, _section_limitations, _section_uses, _section_citation)
 
 

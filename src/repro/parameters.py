@@ -256,11 +256,62 @@ class CardParams(_Params):
         return self
 
 
+# --------------------------------------------------------------------------------------------
+# 04_compare
+# --------------------------------------------------------------------------------------------
+class CompareParams(_Params):
+    """Parameters of notebooks/04_compare.ipynb."""
+
+    section: ClassVar[str] = "compare"
+
+    # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
+    reference: str | list[str] | None = None
+    reference_split: str = "train_prefs"
+    candidate: str | None = None  # default: this run's dataset
+    candidate_split: str = "train_prefs"
+    # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
+    compare_source: str | None = None
+    compare_source_split: str = "train_prefs"
+    score_tolerances: list[float] = [1e-6, 1e-3, 1e-2, 0.1]  # fraction of same-text scores within each |difference|
+    disagreement_tolerance: float = 1e-3  # a same-text score further apart than this is a disagreement
+    near_tie: float = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
+    max_mini_count: int = 8  # slice inference tries 1..max_mini_count minis
+    bootstrap_resamples: int = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
+    bootstrap_seed: int = 0
+
+    @field_validator("reference")
+    @classmethod
+    def _references(cls, v):
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("is an empty list: name at least one dataset")
+            return [resolve_user_path(r) for r in v]
+        return resolve_user_path(v)
+
+    @field_validator("candidate", "compare_source")
+    @classmethod
+    def _compared_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v)
+
+    @field_validator("score_tolerances")
+    @classmethod
+    def _tolerances(cls, v: list[float]) -> list[float]:
+        if not v or any(t < 0 for t in v):
+            raise ValueError(f"must be a non-empty list of tolerances >= 0, got {v}")
+        return v
+
+    # the same rules as the other notebooks' parameters of the same kind
+    _non_negative = field_validator("disagreement_tolerance", "near_tie")(ConstructParams._non_negative.__func__)
+    _positive = field_validator("max_mini_count")(ConstructParams._positive.__func__)
+    _enough_resamples = field_validator("bootstrap_resamples")(AnalyzeParams._enough_resamples.__func__)
+
+
 SCHEMAS: dict[str, type[_Params]] = {
     "construct": ConstructParams,
     "generation": GenerationParams,
     "analyze": AnalyzeParams,
     "card": CardParams,
+    "compare": CompareParams,
 }
 RUN_KEYS = {"notebooks", "selfcheck"}  # keys only `repro run` reads (selfcheck: a `repro selfcheck` report)
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]

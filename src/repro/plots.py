@@ -117,17 +117,20 @@ def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
         sns.scatterplot(x=x, y=y, s=14, alpha=0.5, color=color, edgecolor="none", ax=ax)
 
 
+def _identity_line(ax, x: np.ndarray, y: np.ndarray, label: str) -> None:
+    lo = float(min(np.min(x), np.min(y)))
+    hi = float(max(np.max(x), np.max(y)))
+    pad = 0.02 * (hi - lo or 1.0)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1, label=label)
+    ax.legend(loc="upper left")
+
+
 def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """score_rejected against score_chosen with the line y = x (hexbin when there are many rows)."""
     with theme():
         fig, ax = _figure()
         _scatter_or_hexbin(ax, score_chosen, score_rejected, COLORS["margin"])
-        lo = float(min(np.min(score_chosen), np.min(score_rejected)))
-        hi = float(max(np.max(score_chosen), np.max(score_rejected)))
-        pad = 0.02 * (hi - lo or 1.0)
-        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1,
-                label="y = x (tie)")
-        ax.legend(loc="upper left")
+        _identity_line(ax, score_chosen, score_rejected, "y = x (tie)")
         ax.set(xlabel="score_chosen", ylabel="score_rejected",
                title=f"Chosen vs rejected score ({_n(len(score_chosen))} pairs)")
     return fig
@@ -165,6 +168,46 @@ def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure
         sns.violinplot(data=_long(score_chosen, score_rejected), x="which", y="score", hue="which",
                        palette=COLORS, inner="quart", cut=0, legend=False, ax=ax)
         ax.set(xlabel="", ylabel="score", title=f"Scores of chosen and rejected ({_n(len(score_chosen))} pairs)")
+    return fig
+
+
+def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
+    """A reproduction's scores against the published ones for the same texts, with the identity line."""
+    with theme():
+        fig, ax = _figure()
+        _scatter_or_hexbin(ax, reference, candidate, COLORS["margin"])
+        _identity_line(ax, reference, candidate, "y = x (same score)")
+        ax.set(xlabel="reference score", ylabel="candidate score",
+               title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
+    return fig
+
+
+def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: dict) -> Figure:
+    """Bland–Altman: candidate − reference against their mean, with the mean difference and limits of agreement."""
+    reference, candidate = np.asarray(reference), np.asarray(candidate)
+    with theme():
+        fig, ax = _figure()
+        _scatter_or_hexbin(ax, (reference + candidate) / 2, candidate - reference, COLORS["margin"])
+        for key, style, label in (("mean_difference", "-", "mean difference"), ("loa_low", "--", "limits of agreement"),
+                                  ("loa_high", "--", None)):
+            if summary.get(key) is not None:
+                ax.axhline(summary[key], color="0.25", linestyle=style, linewidth=1, label=label)
+        ax.legend(loc="upper left")
+        ax.set(xlabel="mean of reference and candidate score", ylabel="candidate − reference",
+               title=f"Bland–Altman ({_n(len(reference))} scores)")
+    return fig
+
+
+def compare_agreement(counts: dict[str, int]) -> Figure:
+    """Aligned rows by how their chosen/rejected texts agree (same, swapped, ..., different)."""
+    with theme():
+        fig, ax = _figure()
+        total = sum(counts.values())
+        sns.barplot(x=list(counts.values()), y=list(counts), color=COLORS["margin"], orient="h", ax=ax)
+        for i, value in enumerate(counts.values()):
+            ax.text(value, i, f" {value:,} ({value / max(total, 1):.1%})", va="center", fontsize=9)
+        ax.set_xlim(0, max(max(counts.values()), 1) * 1.3)
+        ax.set(xlabel="aligned rows", ylabel="", title=f"Pair agreement ({_n(total)} aligned rows)")
     return fig
 
 

@@ -20,6 +20,7 @@ NOTEBOOK_SECTIONS = {
     "01_construct": ("construct", "generation"),
     "02_analyze": ("analyze",),
     "03_card": ("card",),
+    "04_compare": ("compare",),
 }
 
 

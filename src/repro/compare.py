@@ -1,0 +1,940 @@
+"""Checking a reproduction against the published dataset (notebooks/04_compare.ipynb).
+
+- `align` matches rows by `prompt_id`, then sha256 of the prompt, then the whitespace-normalised prompt text,
+  and says which matched how; a key that appears more than once on a side is reported, never merged;
+- `coverage` counts rows in both, only in the reference, only in the candidate;
+- `infer_slice` places every reference row in the source both were sliced from (`compare_source`) and finds the
+  `part_start`/`part_stop`/`drop_rows`/`drop_from`/`mini_*` parameters of `repro.slicing.plan_slice` that
+  give exactly those rows (or says why none do); several minis at once show the part's dropped rows;
+- `pair_agreement` and `score_agreement` compare the aligned rows' texts and scores;
+- `compare(p)` is the stage: it loads both datasets, computes all of it, and writes `compare.json`,
+  `tables/compare_*.csv` and `figures/compare_*` into the run directory (recorded in the manifest).
+
+Everything but `load_*` and `compare` is pure: tables and arrays in, JSON-ready dicts out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import plots, stats
+# the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
+from .analysis import _relative, dataset_or_own, response_texts, score_array
+from .errors import DataError, ParameterError, ReproError
+from .manifest import Manifest
+from .parameters import CardParams, CompareParams, build
+from .paths import RunDir
+from .slicing import plan_slice
+from .sources import load_source
+from .work import atomic_write_json
+
+COMPARE_VERSION = 1
+COMPARE_JSON = "compare.json"
+KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
+KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
+             "prompt_normalised": "whitespace-normalised prompt text"}
+SCORE_COLUMNS = ("score_chosen", "score_rejected")
+# what an aligned pair of rows can have in common, from the best case to the worst
+PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
+PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_chosen_only": "only chosen equal",
+              "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
+              "different": "different candidates"}
+# PairRM's input limits (llm-blender's defaults): a candidate sees 412 tokens plus half of the unused source budget
+SOURCE_MAX_TOKENS = 1224
+CANDIDATE_MAX_TOKENS = 412
+EXAMPLES = 5
+TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
+FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
+
+
+# --------------------------------------------------------------------------------------------
+# loading
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Side:
+    """One dataset of the comparison: its rows as an Arrow table, and the group (file) of every row."""
+
+    name: str  # "reference" or "candidate"
+    specs: list[str]
+    split: str
+    table: pa.Table = field(repr=False)
+    group: np.ndarray = field(repr=False)  # index into specs, per row
+
+    @property
+    def rows(self) -> int:
+        return self.table.num_rows
+
+
+def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """One split as an Arrow table (only `columns` where given); a load error names the parameter."""
+    try:
+        ds = load_source(spec, split)
+    except ReproError as exc:
+        raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
+    if columns is not None:
+        ds = ds.select_columns([c for c in columns if c in ds.column_names])
+    return ds.with_format("arrow")[:]
+
+
+def load_side(name: str, specs: str | Sequence[str], split: str, parameter: str) -> Side:
+    """Load one side (several specs are concatenated, each a group: the minis of a family, say)."""
+    specs = [specs] if isinstance(specs, str) else list(specs)
+    tables = [_load_one(s, split, parameter) for s in specs]
+    common = [c for c in tables[0].column_names if all(c in t.column_names for t in tables)]
+    table = pa.concat_tables([t.select(common) for t in tables], promote_options="permissive")
+    group = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
+    if table.num_rows == 0:
+        raise DataError(f"Parameter {parameter}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
+                        f"rows: there is nothing to compare. Check the dataset and the split.")
+    return Side(name=name, specs=specs, split=split, table=table, group=group)
+
+
+# --------------------------------------------------------------------------------------------
+# alignment
+# --------------------------------------------------------------------------------------------
+def normalise_prompt(prompt: str) -> str:
+    """The prompt with runs of whitespace collapsed to one space and the ends stripped."""
+    return " ".join(prompt.split())
+
+
+def row_keys(table: pa.Table, where: str) -> dict[str, list[str | None] | None]:
+    """The three identities of every row: prompt_id, sha256 of the prompt, normalised prompt (None where absent)."""
+    has_id, has_prompt = "prompt_id" in table.column_names, "prompt" in table.column_names
+    if not has_id and not has_prompt:
+        raise DataError(f"{where} has neither a prompt_id nor a prompt column (it has {table.column_names}), so its "
+                        f"rows cannot be matched with the other dataset's. Point it at a preference dataset.")
+    keys: dict[str, list[str | None] | None] = dict.fromkeys(KEY_KINDS)
+    if has_id:
+        keys["prompt_id"] = [None if v is None else str(v) for v in table.column("prompt_id").to_pylist()]
+    if has_prompt:
+        prompts = table.column("prompt").to_pylist()
+        keys["prompt_sha256"] = [None if p is None else hashlib.sha256(p.encode("utf-8")).hexdigest() for p in prompts]
+        keys["prompt_normalised"] = [None if p is None else normalise_prompt(p) for p in prompts]
+    return keys
+
+
+@dataclass
+class Alignment:
+    """Which rows of two datasets are the same prompt, and how each match was made."""
+
+    first_rows: np.ndarray  # aligned positions in the first dataset (the reference)
+    second_rows: np.ndarray  # ... and in the second (the candidate), pair by pair
+    matched_by: np.ndarray  # KEY_KINDS index of each pair
+    only_first: np.ndarray
+    only_second: np.ndarray
+    duplicates: list[dict[str, Any]]  # {side, row, key_kind, key, rows_with_key}
+
+    @property
+    def n(self) -> int:
+        return int(self.first_rows.size)
+
+    def counts(self) -> dict[str, int]:
+        return {kind: int((self.matched_by == i).sum()) for i, kind in enumerate(KEY_KINDS)}
+
+
+def _unique_index(keys: list[str | None], free: np.ndarray, side: str, kind: str,
+                  duplicates: list[dict[str, Any]]) -> dict[str, int]:
+    """key -> row over the free rows whose key appears once; rows sharing a key are reported and taken out."""
+    rows_of: dict[str, list[int]] = {}
+    for i in np.flatnonzero(free):
+        key = keys[i]
+        if key is not None:
+            rows_of.setdefault(key, []).append(int(i))
+    index = {}
+    for key, rows in rows_of.items():
+        if len(rows) == 1:
+            index[key] = rows[0]
+            continue
+        for i in rows:
+            free[i] = False
+            duplicates.append({"side": side, "row": i, "key_kind": kind, "key": key, "rows_with_key": len(rows)})
+    return index
+
+
+def align(first: dict[str, list | None], second: dict[str, list | None], n_first: int, n_second: int,
+          names: tuple[str, str] = ("reference", "candidate")) -> Alignment:
+    """Match rows by prompt_id, then sha256(prompt), then normalised prompt; duplicated keys are never merged."""
+    free = [np.ones(n_first, dtype=bool), np.ones(n_second, dtype=bool)]
+    pairs: list[tuple[int, int, int]] = []
+    duplicates: list[dict[str, Any]] = []
+    for k, kind in enumerate(KEY_KINDS):
+        if first.get(kind) is None or second.get(kind) is None:
+            continue
+        index_a = _unique_index(first[kind], free[0], names[0], kind, duplicates)
+        index_b = _unique_index(second[kind], free[1], names[1], kind, duplicates)
+        for key, i in index_a.items():
+            j = index_b.get(key)
+            if j is not None:
+                pairs.append((i, j, k))
+                free[0][i] = free[1][j] = False
+    matched = np.array(pairs, dtype=np.int64).reshape(-1, 3)
+    out_a, out_b = np.ones(n_first, dtype=bool), np.ones(n_second, dtype=bool)
+    out_a[matched[:, 0]] = out_b[matched[:, 1]] = False
+    for d in duplicates:
+        (out_a if d["side"] == names[0] else out_b)[d["row"]] = False
+    order = np.argsort(matched[:, 0], kind="stable")
+    return Alignment(first_rows=matched[order, 0], second_rows=matched[order, 1], matched_by=matched[order, 2],
+                     only_first=np.flatnonzero(out_a), only_second=np.flatnonzero(out_b), duplicates=duplicates)
+
+
+def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[dict[str, Any]]:
+    out = []
+    for i in rows[:limit]:
+        item: dict[str, Any] = {"row": int(i)}
+        for column in ("prompt_id", "prompt"):
+            if column in table.column_names:
+                value = table.column(column)[int(i)].as_py()
+                item[column] = normalise_prompt(value)[:120] if column == "prompt" and value else value
+        out.append(item)
+    return out
+
+
+def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str, Any]:
+    """Rows in both, only in the reference, only in the candidate, and left out as duplicates, with examples."""
+    dup = {side: sorted({d["row"] for d in alignment.duplicates if d["side"] == side})
+           for side in ("reference", "candidate")}
+    return {
+        "in_both": alignment.n,
+        "only_reference": int(alignment.only_first.size),
+        "only_candidate": int(alignment.only_second.size),
+        "duplicates_reference": len(dup["reference"]),
+        "duplicates_candidate": len(dup["candidate"]),
+        "fraction_of_reference": alignment.n / reference.rows,
+        "fraction_of_candidate": alignment.n / candidate.rows,
+        "examples": {"only_reference": _examples(reference.table, alignment.only_first),
+                     "only_candidate": _examples(candidate.table, alignment.only_second)},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# slice inference
+# --------------------------------------------------------------------------------------------
+def runs(indices: np.ndarray) -> list[list[int]]:
+    """Maximal runs of consecutive integers in `indices`, as [start, stop) pairs."""
+    x = np.unique(np.asarray(indices, dtype=np.int64))
+    if x.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(x) != 1)
+    starts = np.r_[x[0], x[breaks + 1]]
+    stops = np.r_[x[breaks] + 1, x[-1] + 1]
+    return [[int(a), int(b)] for a, b in zip(starts, stops)]
+
+
+def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Sequence[tuple[int, int]],
+                          mini_counts: Sequence[int]) -> list[dict[str, Any]]:
+    """Every `plan_slice` setting, among these part bounds and mini counts, that keeps exactly rows [start, stop).
+
+    plan_slice's arithmetic, vectorised over drop_rows; each hit is checked again with plan_slice itself.
+    """
+    found = []
+    for (p0, p1), k, drop_from in itertools.product(part_bounds, mini_counts, ("end", "start")):
+        part = p1 - p0
+        if part < k or not (p0 <= start and stop <= p1):
+            continue
+        drop = np.arange(0, part - k + 1)  # drop_rows < part, and the rest must hold k minis
+        kept_start = p0 + (drop if drop_from == "start" else 0)
+        after = part - drop
+        size = after // k
+        for i in range(k):
+            mini_start = kept_start + i * size
+            mini_stop = kept_start + (after if i == k - 1 else (i + 1) * size)
+            for d in drop[(mini_start == start) & (mini_stop == stop)]:
+                plan = plan_slice(n_source, part_start=p0, part_stop=p1, drop_rows=int(d), drop_from=drop_from,
+                                  mini_index=i, mini_count=k)
+                assert (plan.start, plan.stop) == (start, stop)
+                found.append({"part_start": p0, "part_stop": p1, "drop_rows": int(d), "drop_from": drop_from,
+                              "mini_index": i, "mini_count": k})
+    return found
+
+
+def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.ndarray | None = None,
+                hints: dict[str, Any] | None = None, max_mini_count: int = 8, names: Sequence[str] | None = None,
+                max_listed: int = 20) -> dict[str, Any]:
+    """Where the reference's rows lie in the source, and which slicing parameters give exactly those rows.
+
+    `groups` holds the source indices of each reference dataset's rows (one group per mini when several minis
+    of a family are given). `hints` are parameters believed to be right (the candidate run's own
+    `part_start`, `part_stop`, `mini_count`, ...): they are checked first and their part bounds searched.
+    """
+    hints = {k: v for k, v in (hints or {}).items() if v is not None}
+    names = list(names or [f"group {g}" for g in range(len(groups))])
+    every = np.unique(np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
+    if every.size == 0:
+        return {"located": 0, "sentence": "No reference row was found in the source: nothing to infer."}
+    lo, hi = int(every[0]), int(every[-1]) + 1
+    bounds = []
+    if "part_start" in hints:
+        bounds.append((int(hints["part_start"]), int(hints.get("part_stop") or n_source)))
+    if len(groups) > 1:
+        bounds += [(lo, hi), (lo, n_source)]
+    bounds.append((0, n_source))
+    bounds = list(dict.fromkeys(b for b in bounds if 0 <= b[0] < b[1] <= n_source))
+    counts = sorted({*range(1, max_mini_count + 1), *([int(hints["mini_count"])] if "mini_count" in hints else []),
+                     len(groups)})
+    family = len(groups) > 1
+    out_groups = []
+    for position, (name, indices) in enumerate(zip(names, groups)):
+        ranges = runs(indices)
+        item: dict[str, Any] = {"name": name, "rows": int(np.asarray(indices).size), "source_ranges": ranges,
+                                "contiguous": len(ranges) == 1}
+        if len(ranges) == 1:
+            solutions = find_slice_parameters(ranges[0][0], ranges[0][1], n_source, bounds, counts)
+            # first: what the hints say; for several minis, mini `position` of as many minis as were given
+            solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
+                                          -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
+                                          s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
+            item["all_solutions"] = solutions
+            item["solutions_total"] = len(solutions)
+            item["solutions"] = solutions[:max_listed]
+            item["why_none"] = None if solutions else (
+                f"no part among {bounds} cut into 1..{max(counts)} minis, after dropping rows from its start or "
+                f"end, gives exactly source rows [{ranges[0][0]}:{ranges[0][1]}]")
+        else:
+            item["solutions_total"], item["solutions"] = 0, []
+            gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
+            item["why_none"] = (
+                f"its rows are not one contiguous range of the source ({len(ranges)} ranges, gaps at "
+                f"{_ranges_text(gaps)}); plan_slice keeps one contiguous range, so rows dropped inside a mini "
+                f"cannot be expressed with drop_from 'start' or 'end'")
+        out_groups.append(item)
+    span = np.arange(lo, hi)
+    missing = span[~np.isin(span, every)]
+    neither = missing if candidate is None else missing[~np.isin(missing, candidate)]
+    out: dict[str, Any] = {
+        "source_rows": n_source, "located": int(every.size), "span": [lo, hi],
+        "before_span": lo, "after_span": n_source - hi,
+        "inside_span_not_in_reference": {"count": int(missing.size), "ranges": runs(missing),
+                                         "contiguous": len(runs(missing)) <= 1},
+        "inside_span_in_neither": {"count": int(neither.size), "ranges": runs(neither),
+                                   "contiguous": len(runs(neither)) <= 1},
+        "groups": out_groups,
+        "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
+        "hints": hints,
+    }
+    if hints:
+        out["hints_reproduce"] = _check_hints(hints, n_source, out_groups)
+    if candidate is not None and np.asarray(candidate).size:
+        out["candidate_ranges"] = runs(candidate)
+    if family:
+        out["dropped_rows_of_part"] = {"count": int(missing.size), "ranges": runs(missing),
+                                       "contiguous": len(runs(missing)) <= 1}
+        out["family_solutions"] = _family_solutions(out_groups)
+    for item in out_groups:
+        item.pop("all_solutions", None)
+    out["sentence"] = slice_sentence(out)
+    return out
+
+
+def _family_solutions(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Settings under which every given mini is mini `i` of as many minis as were given, i being its position."""
+    common = None
+    for position, g in enumerate(groups):
+        settings = {tuple((k, v) for k, v in s.items() if k != "mini_index")
+                    for s in g.get("all_solutions", []) if s["mini_index"] == position and s["mini_count"] == len(groups)}
+        common = settings if common is None else common & settings
+    return [dict(s) for s in sorted(common or set())]
+
+
+def _check_hints(hints: dict[str, Any], n_source: int, groups: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
+    given = {k: hints[k] for k in keys if k in hints}
+    try:
+        plan = plan_slice(n_source, **given)
+    except ReproError as exc:
+        return {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
+    target = groups[0]["source_ranges"] if len(groups) == 1 else None
+    exact = target == [[plan.start, plan.stop]]
+    return {"parameters": given, "rows": [plan.start, plan.stop], "exact": bool(exact)}
+
+
+def _ranges_text(ranges: list[list[int]], limit: int = 4) -> str:
+    text = ", ".join(f"[{a}:{b}]" for a, b in ranges[:limit])
+    return text + (f" and {len(ranges) - limit} more" if len(ranges) > limit else "")
+
+
+def _params_text(s: dict[str, Any]) -> str:
+    return (f"part_start={s['part_start']}, part_stop={s['part_stop']}, drop_rows={s['drop_rows']}, "
+            f"drop_from={s['drop_from']}, mini_index={s['mini_index']}, mini_count={s['mini_count']}")
+
+
+def slice_sentence(s: dict[str, Any]) -> str:
+    """One paragraph on where the reference lies in the source and which parameters reproduce it."""
+    lo, hi = s["span"]
+    parts = [f"The reference's {s['located']} located rows span source rows [{lo}:{hi}] "
+             f"({s['before_span']} source rows before, {s['after_span']} after)."]
+    inside = s["inside_span_not_in_reference"]
+    if inside["count"]:
+        contiguous = "one contiguous block" if inside["contiguous"] else f"{len(inside['ranges'])} blocks"
+        label = "the part's dropped rows" if "dropped_rows_of_part" in s else "rows missing inside the span"
+        parts.append(f"{inside['count']} source rows inside the span are in no reference row ({label}, "
+                     f"{contiguous}: {_ranges_text(inside['ranges'])}); {s['inside_span_in_neither']['count']} of "
+                     f"them are in neither dataset.")
+    else:
+        parts.append("No source row inside the span is missing.")
+    if "hints_reproduce" in s:
+        h = s["hints_reproduce"]
+        verdict = "reproduce the reference's rows exactly" if h["exact"] else (
+            f"give source rows [{h['rows'][0]}:{h['rows'][1]}], not the reference's" if h["rows"] else
+            f"are invalid here ({h.get('why')})")
+        parts.append(f"The candidate's own parameters ({', '.join(f'{k}={v}' for k, v in h['parameters'].items())}) "
+                     f"{verdict}.")
+    if "family_solutions" in s:
+        if s["family_solutions"]:
+            first = s["family_solutions"][0]
+            parts.append(f"The {len(s['groups'])} minis are minis 0..{len(s['groups']) - 1} of one part with "
+                         + ", ".join(f"{k}={v}" for k, v in first.items()) + ".")
+        else:
+            parts.append(f"No single part_start/part_stop/drop_rows/drop_from gives all {len(s['groups'])} minis as "
+                         f"minis 0..{len(s['groups']) - 1} of {len(s['groups'])}: the rows were not dropped from the "
+                         f"start or the end of the part.")
+    for g in s["groups"]:
+        if g["solutions"]:
+            more = f" ({g['solutions_total']} settings in all)" if g["solutions_total"] > 1 else ""
+            parts.append(f"{g['name']}: reproduced exactly by {_params_text(g['solutions'][0])}{more}.")
+        else:
+            parts.append(f"{g['name']}: no parameters reproduce it: {g['why_none']}.")
+    return " ".join(parts)
+
+
+def source_indices(source_keys: dict[str, list | None], n_source: int, side_keys: dict[str, list | None],
+                   n_side: int) -> tuple[np.ndarray, Alignment]:
+    """The source row of every row of a dataset (-1 where not found), by the same alignment as the comparison."""
+    a = align(side_keys, source_keys, n_side, n_source, names=("dataset", "source"))
+    index = np.full(n_side, -1, dtype=np.int64)
+    index[a.first_rows] = a.second_rows
+    return index, a
+
+
+# --------------------------------------------------------------------------------------------
+# pair and score agreement
+# --------------------------------------------------------------------------------------------
+def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] | None:
+    if column not in table.column_names:
+        return None
+    texts = response_texts(table.column(column))
+    return None if texts is None else texts.take(pa.array(rows, type=pa.int64())).to_pylist()
+
+
+def _scores(table: pa.Table, rows: np.ndarray, where: str) -> dict[str, np.ndarray] | None:
+    if not all(c in table.column_names for c in SCORE_COLUMNS):
+        return None
+    return {c: score_array(table, c, where)[rows] for c in SCORE_COLUMNS}
+
+
+def pair_categories(ref_chosen: list, ref_rejected: list, cand_chosen: list, cand_rejected: list) -> np.ndarray:
+    """PAIR_CATEGORIES index of every aligned row, from its chosen/rejected texts on both sides."""
+    out = np.empty(len(ref_chosen), dtype=np.int64)
+    for k, (rc, rr, cc, cr) in enumerate(zip(ref_chosen, ref_rejected, cand_chosen, cand_rejected)):
+        if cc == rc and cr == rr:
+            out[k] = 0
+        elif cc == rr and cr == rc:
+            out[k] = 1
+        elif cc == rc:
+            out[k] = 2
+        elif cr == rr:
+            out[k] = 3
+        elif cc == rr or cr == rc:
+            out[k] = 4
+        else:
+            out[k] = 5
+    return out
+
+
+def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
+    if column not in reference.table.column_names or column not in candidate.table.column_names:
+        return None
+    ref = reference.table.column(column).take(pa.array(a.first_rows, type=pa.int64())).to_pylist()
+    cand = candidate.table.column(column).take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
+    missing = sum(r is None or c is None for r, c in zip(ref, cand))
+    equal = sum(r is not None and r == c for r, c in zip(ref, cand))
+    return {"equal": equal, "different": len(ref) - equal - missing, "missing": missing,
+            "fraction_equal": equal / len(ref) if ref else None}
+
+
+@dataclass
+class Aligned:
+    """The aligned rows' texts and scores, side by side (reference first)."""
+
+    texts: dict[str, list | None]  # ref_chosen, ref_rejected, cand_chosen, cand_rejected, prompt
+    ref_scores: dict[str, np.ndarray] | None
+    cand_scores: dict[str, np.ndarray] | None
+    categories: np.ndarray | None
+
+
+def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
+    """Texts (last assistant message of chosen/rejected) and scores of the aligned rows."""
+    texts = {f"{side}_{col}": _texts(t.table, col, rows) for side, t, rows in
+             (("ref", reference, a.first_rows), ("cand", candidate, a.second_rows)) for col in ("chosen", "rejected")}
+    prompts = (candidate.table.column("prompt").take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
+               if "prompt" in candidate.table.column_names else None)
+    texts["prompt"] = prompts
+    have_texts = all(v is not None for k, v in texts.items() if k != "prompt")
+    categories = pair_categories(texts["ref_chosen"], texts["ref_rejected"], texts["cand_chosen"],
+                                 texts["cand_rejected"]) if have_texts else None
+    return Aligned(texts=texts, ref_scores=_scores(reference.table, a.first_rows, "the reference"),
+                   cand_scores=_scores(candidate.table, a.second_rows, "the candidate"), categories=categories)
+
+
+def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) -> dict[str, Any]:
+    """Counts of same / swapped / partly equal / different pairs, equal reference_response and messages, margin signs."""
+    out: dict[str, Any] = {"n": a.n}
+    if al.categories is None:
+        missing = [f"{side} {col}" for side, t in (("reference", reference), ("candidate", candidate))
+                   for col in ("chosen", "rejected") if _texts(t.table, col, np.zeros(0, dtype=np.int64)) is None]
+        out.update(available=False, reason=f"no chosen/rejected texts to compare ({', '.join(missing)} missing or "
+                                           f"neither text nor a list of {{content, role}} messages)")
+    else:
+        counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
+        out.update(available=True, categories={c: int(n) for c, n in zip(PAIR_CATEGORIES, counts)},
+                   fractions={c: float(n / max(a.n, 1)) for c, n in zip(PAIR_CATEGORIES, counts)})
+    out["reference_response"] = _equal_column(reference, candidate, a, "reference_response")
+    out["messages"] = _equal_column(reference, candidate, a, "messages")
+    if al.ref_scores is not None and al.cand_scores is not None:
+        mr = al.ref_scores["score_chosen"] - al.ref_scores["score_rejected"]
+        mc = al.cand_scores["score_chosen"] - al.cand_scores["score_rejected"]
+        ok = np.isfinite(mr) & np.isfinite(mc)
+        agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())
+        out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum() if ok.any() else None}
+    else:
+        out["margin_sign"] = None
+    return stats.clean(out)
+
+
+def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
+    """(reference, candidate) score pairs of the same text: chosen = chosen, rejected = rejected, and crossed ones."""
+    t, r, c = al.texts, al.ref_scores, al.cand_scores
+    ref, cand, row, which = [], [], [], []
+    for k, (rc, rr, cc, cr) in enumerate(zip(t["ref_chosen"], t["ref_rejected"], t["cand_chosen"], t["cand_rejected"])):
+        for same, r_col, c_col, label in ((cc == rc, "score_chosen", "score_chosen", 0),
+                                          (cr == rr, "score_rejected", "score_rejected", 1),
+                                          (cc == rr and cc != rc, "score_rejected", "score_chosen", 2),
+                                          (cr == rc and cr != rr, "score_chosen", "score_rejected", 2)):
+            if same:
+                ref.append(r[r_col][k]), cand.append(c[c_col][k]), row.append(k), which.append(label)
+    return {"reference": np.asarray(ref, dtype=np.float64), "candidate": np.asarray(cand, dtype=np.float64),
+            "row": np.asarray(row, dtype=np.int64), "which": np.asarray(which, dtype=np.int64)}
+
+
+def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
+    """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
+    missing = [f"the {side.name}" for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
+    if missing:
+        side = reference if al.ref_scores is None else candidate
+        return {"available": False, "reason": (
+            f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no score_chosen/score_rejected "
+            f"columns ({side.name} columns: {side.table.column_names}), so scores cannot be compared; pair agreement "
+            f"above still holds. Point {'reference' if side is reference else 'candidate'} at a dataset with scores.")}
+    if al.categories is None:
+        return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
+    m = matched_scores(al)
+    ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
+    out: dict[str, Any] = {"available": True, "values": int(ok.sum()), "excluded_nonfinite": int((~ok).sum()),
+                           "rows": int(np.unique(m["row"][ok]).size),
+                           "from": {"chosen": int((m["which"][ok] == 0).sum()),
+                                    "rejected": int((m["which"][ok] == 1).sum()),
+                                    "crossed": int((m["which"][ok] == 2).sum())},
+                           "difference": "candidate − reference"}
+    if ok.sum() < 2:
+        return {**out, "available": False, "reason": f"only {int(ok.sum())} score(s) of the same text on both sides"}
+    out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
+                                               p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
+    same = al.categories == 0
+    mr = al.ref_scores["score_chosen"][same] - al.ref_scores["score_rejected"][same]
+    mc = al.cand_scores["score_chosen"][same] - al.cand_scores["score_rejected"][same]
+    fine = np.isfinite(mr) & np.isfinite(mc)
+    out["margin"] = (stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
+                                                p.bootstrap_seed) if fine.sum() >= 2 else
+                     {"n": int(fine.sum()), "note": "fewer than two rows with the same pair"})
+    return stats.clean(out)
+
+
+def over_length_limit(prompt: str | None, response: str | None) -> bool:
+    """Whether PairRM certainly truncates `response`: it has more words than the most tokens it may keep.
+
+    Every whitespace word is at least one token, so words bound tokens from below: the candidate budget,
+    412 + half the unused source budget, is largest when the prompt is as short as its word count.
+    """
+    if not response:
+        return False
+    prompt_tokens = min(len((prompt or "").split()), SOURCE_MAX_TOKENS)
+    return len(response.split()) > CANDIDATE_MAX_TOKENS + (SOURCE_MAX_TOKENS - prompt_tokens) // 2
+
+
+def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
+    """Every aligned row that disagrees (pair, margin sign or a same-text score) with why, where it can tell."""
+    n = a.n
+    t = al.texts
+    categories = al.categories if al.categories is not None else np.full(n, -1)
+    have_scores = al.ref_scores is not None and al.cand_scores is not None
+    if have_scores:
+        mr = al.ref_scores["score_chosen"] - al.ref_scores["score_rejected"]
+        mc = al.cand_scores["score_chosen"] - al.cand_scores["score_rejected"]
+    else:
+        mr = mc = np.full(n, np.nan)
+    worst = np.zeros(n)
+    if have_scores and al.categories is not None:
+        m = matched_scores(al)
+        diff = np.abs(m["candidate"] - m["reference"])
+        np.maximum.at(worst, m["row"], np.nan_to_num(diff, nan=np.inf))
+    sign_differs = np.isfinite(mr) & np.isfinite(mc) & (np.sign(mr) != np.sign(mc))
+    disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance)
+    records = []
+    for k in np.flatnonzero(disagree):
+        reasons = []
+        if a.matched_by[k] == 2:
+            reasons.append("prompt matched only after whitespace normalisation")
+        if categories[k] >= 2:
+            reasons.append("a different candidate text")
+        if (categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie:
+            reasons.append(f"a near-tie (|margin| < {p.near_tie:g})")
+        if al.categories is not None and any(over_length_limit(t["prompt"][k] if t["prompt"] else None, t[c][k])
+                                             for c in ("ref_chosen", "ref_rejected", "cand_chosen", "cand_rejected")):
+            reasons.append("a candidate over PairRM's length limits (truncated)")
+        records.append({"reference_row": int(a.first_rows[k]), "candidate_row": int(a.second_rows[k]),
+                        "matched_by": KEY_KINDS[a.matched_by[k]],
+                        "pair": PAIR_CATEGORIES[categories[k]] if categories[k] >= 0 else None,
+                        "margin_reference": mr[k], "margin_candidate": mc[k],
+                        "max_abs_score_difference": worst[k] if have_scores else np.nan,
+                        "explanation": "; ".join(reasons) or "unexplained"})
+    columns = ["reference_row", "candidate_row", "matched_by", "pair", "margin_reference", "margin_candidate",
+               "max_abs_score_difference", "explanation"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+# --------------------------------------------------------------------------------------------
+# the verdict
+# --------------------------------------------------------------------------------------------
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def _g(x: float | None, digits: int = 4) -> str:
+    return "n/a" if x is None else f"{x:.{digits}g}"
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """The headline paragraph: aligned rows, same pairs, score agreement, coverage, slice, and any notes."""
+    al, cov, pairs, scores = result["alignment"], result["coverage"], result["pairs"], result["scores"]
+    ref_rows = result["reference"]["rows"]
+    how = ", ".join(f"{n} by {KEY_WORDS[k]}" for k, n in al["matched_by"].items() if n)
+    parts = [f"{al['aligned']} of {ref_rows} reference rows aligned ({how})"]
+    if pairs.get("available"):
+        parts.append(f"{_pct(pairs['fractions']['same'])} same pairs, {_pct(pairs['fractions']['swapped'])} swapped, "
+                     f"{_pct(pairs['fractions']['different'])} different candidates")
+    if scores.get("available"):
+        s = scores["scores"]
+        ba = s["bland_altman"]
+        parts.append(f"scores of the same texts: r = {_g(s['pearson'])}, Spearman {_g(s['spearman'])}, "
+                     f"Lin's CCC {_g(s['lin_ccc'])}, mean difference {_g(ba['mean_difference'])} (limits of "
+                     f"agreement {_g(ba['loa_low'])} to {_g(ba['loa_high'])}), max |diff| "
+                     f"{_g(s['max_abs_difference'])} over {s['n']} values")
+    if pairs.get("margin_sign"):
+        parts.append(f"margin signs agree in {_pct(pairs['margin_sign']['fraction'])}")
+    parts.append(f"{cov['only_reference']} rows only in the reference, {cov['only_candidate']} only in the candidate")
+    text = "; ".join(parts) + "."
+    if result.get("disagreements"):
+        d = result["disagreements"]
+        if d["rows"]:
+            reasons = ", ".join(f"{k}: {v}" for k, v in d["explanations"].items())
+            text += f" {d['rows']} aligned rows disagree ({reasons})."
+    if result.get("slice"):
+        text += " " + result["slice"]["sentence"]
+    for note in result.get("notes", []):
+        text += "\n\n" + note
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# the stage
+# --------------------------------------------------------------------------------------------
+@dataclass
+class ComparisonResult:
+    """compare.json's content, the tables and figures written; shows the verdict in a notebook."""
+
+    result: dict[str, Any]
+    tables: dict[str, pd.DataFrame]
+    figures: dict[str, dict[str, Any]]
+    outputs: list[Path]
+
+    def _repr_markdown_(self) -> str:
+        return self.result["verdict"]
+
+
+def _hints(candidate_spec: str) -> dict[str, Any]:
+    """The slicing parameters the candidate was built with, from its run's manifest (empty when unknown).
+
+    Only a run that built its dataset (its manifest counts rows) says how; a `limit` makes the slice a prefix.
+    """
+    path = Path(os.path.expanduser(candidate_spec))
+    for manifest in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
+        if manifest is not None and manifest.is_file():
+            recorded = json.loads(manifest.read_text())
+            params = recorded.get("parameters") or {}
+            if not recorded.get("counts") or params.get("limit") is not None:
+                return {}
+            keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
+            return {k: params[k] for k in keys if k in params}
+    return {}
+
+
+def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:
+    if not duplicates:
+        return None
+    parts = []
+    for side in ("reference", "candidate"):
+        rows = [d for d in duplicates if d["side"] == side]
+        if rows:
+            keys = sorted({(d["key_kind"], d["key"]) for d in rows})
+            first = rows[0]
+            parts.append(f"{len(rows)} {side} rows share {len(keys)} {KEY_WORDS[first['key_kind']]} value(s) "
+                         f"(e.g. rows {', '.join(str(d['row']) for d in rows[:4])} with {first['key'][:16]}…)")
+    return ("**Duplicates.** " + "; ".join(parts) + ". Rows that share a key were left out of the alignment, not "
+            "merged (it cannot tell which copy is which): see tables/compare_duplicates.csv, and deduplicate the "
+            "dataset if the copies are an accident.")
+
+
+def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
+                     hints: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], dict]:
+    """Everything compare.json holds, the tables, and the arrays the figures need (no files written)."""
+    ref_keys = row_keys(reference.table, f"reference {reference.specs}")
+    cand_keys = row_keys(candidate.table, f"candidate {candidate.specs}")
+    a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
+    if a.n == 0:
+        raise DataError(
+            f"No row of the candidate ({candidate.rows} rows of {candidate.specs}) matches a row of the reference "
+            f"({reference.rows} rows of {reference.specs}) by prompt_id, by sha256 of the prompt, or by the "
+            f"whitespace-normalised prompt text; e.g. reference {_examples(reference.table, np.arange(1))} vs "
+            f"candidate {_examples(candidate.table, np.arange(1))}. They hold different prompts: check that both "
+            f"name the same dataset family, split and slice (reference_split / candidate_split, the mini).")
+    al = gather(reference, candidate, a)
+    notes = [n for n in (_duplicate_note(a.duplicates),) if n]
+    result: dict[str, Any] = {
+        "compare_version": COMPARE_VERSION,
+        "reference": {"specs": reference.specs, "split": reference.split, "rows": reference.rows,
+                      "columns": reference.table.column_names},
+        "candidate": {"specs": candidate.specs, "split": candidate.split, "rows": candidate.rows,
+                      "columns": candidate.table.column_names},
+        "parameters": {"score_tolerances": p.score_tolerances, "disagreement_tolerance": p.disagreement_tolerance,
+                       "near_tie": p.near_tie, "bootstrap_resamples": p.bootstrap_resamples,
+                       "bootstrap_seed": p.bootstrap_seed},
+        "alignment": {"aligned": a.n, "matched_by": a.counts(), "duplicates": len(a.duplicates),
+                      "order": "rows are matched by key; the order of rows on either side does not matter"},
+        "coverage": coverage(a, reference, candidate),
+    }
+    result["pairs"] = pair_agreement(reference, candidate, a, al)
+    result["scores"] = score_agreement(al, p, reference, candidate)
+    if not result["scores"]["available"]:
+        notes.append("**Scores not compared.** " + result["scores"]["reason"])
+    if not result["pairs"]["available"]:
+        notes.append("**Pairs not compared.** " + result["pairs"]["reason"] + ".")
+    disagreements = explain_rows(a, al, p)
+    result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
+                               "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
+                                                .explode().value_counts().sort_index().items()}}
+    tables = {"only_reference": _rows_table(reference.table, a.only_first),
+              "only_candidate": _rows_table(candidate.table, a.only_second),
+              "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key"]),
+              "disagreements": _with_ids(disagreements, reference.table, candidate.table)}
+    tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
+    result["slice"] = None
+    if source is not None:
+        source_keys = row_keys(source, "source")
+        ref_index, _ = source_indices(source_keys, source.num_rows, ref_keys, reference.rows)
+        cand_index, _ = source_indices(source_keys, source.num_rows, cand_keys, candidate.rows)
+        located = ref_index >= 0
+        groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
+        result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
+                                      max_mini_count=p.max_mini_count, names=[_public(s) for s in reference.specs])
+        result["slice"]["not_in_source"] = int((~located).sum())
+        tables["reference_source_index"] = pd.DataFrame({
+            "reference_row": np.arange(reference.rows), "group": reference.group,
+            "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": ref_index})
+    result["notes"] = notes
+    result = stats.clean(result)
+    result["verdict"] = verdict(result)
+    figure_data = {"al": al, "categories": result["pairs"].get("categories")}
+    return result, tables, figure_data
+
+
+def _rows_table(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
+    frame = pd.DataFrame({"row": rows.astype(np.int64)})
+    for column in ("prompt_id", "prompt"):
+        values = table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist() \
+            if column in table.column_names else [None] * rows.size
+        frame[column] = [normalise_prompt(v)[:120] if column == "prompt" and v else v for v in values]
+    return frame
+
+
+def _with_ids(frame: pd.DataFrame, reference: pa.Table, candidate: pa.Table) -> pd.DataFrame:
+    for name, table, column in (("prompt_id", reference, "reference_row"), ("candidate_prompt_id", candidate,
+                                                                             "candidate_row")):
+        ids = table.column("prompt_id").to_pylist() if "prompt_id" in table.column_names else None
+        frame.insert(0 if name == "prompt_id" else 1, name,
+                     [ids[i] if ids else None for i in frame[column]] if len(frame) else [])
+    return frame
+
+
+def _public(spec: str) -> str:
+    """How compare.json and the card name a dataset: a hub id as it is, a local path by its last part only."""
+    parts = spec.split("/")
+    if len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~")) and not Path(spec).exists():
+        return spec
+    path = Path(spec)
+    return f"local:{path.parent.name if path.name == 'dataset' else path.name}"
+
+
+def _draw(result: dict[str, Any], figure_data: dict[str, Any], figures_dir: Path) -> dict[str, dict[str, Any]]:
+    al: Aligned = figure_data["al"]
+    drawn: dict[str, Any] = {}
+    if result["scores"].get("available"):
+        m = matched_scores(al)
+        ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
+        ba = result["scores"]["scores"]["bland_altman"]
+        drawn["compare_scores"] = plots.compare_scores(m["reference"][ok], m["candidate"][ok])
+        drawn["compare_bland_altman"] = plots.compare_bland_altman(m["reference"][ok], m["candidate"][ok], ba)
+    if figure_data["categories"]:
+        drawn["compare_agreement"] = plots.compare_agreement(
+            {PAIR_WORDS[k]: v for k, v in figure_data["categories"].items()})
+    return {name: {**plots.save(fig, figures_dir / name), "title": fig.axes[0].get_title()}
+            for name, fig in drawn.items()}
+
+
+def compare(p: CompareParams) -> ComparisonResult:
+    """The stage: load reference, candidate (and source), compare, write compare.json, tables, figures; record them."""
+    if p.reference is None:
+        raise ParameterError("Parameter reference is not set: name the published dataset to compare with (a hub id "
+                             "such as YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1, a local "
+                             "file or folder, or a run directory; a list of several minis of one family works too).")
+    run = RunDir.of(p.run_root)
+    candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
+    run.root.mkdir(parents=True, exist_ok=True)
+    target = run.root / COMPARE_JSON
+    target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
+    for name in FIGURES:
+        for ext in (".png", ".svg"):
+            (run.figures / name).with_suffix(ext).unlink(missing_ok=True)
+    manifest = Manifest(run)
+    with manifest.stage("compare") as info:
+        reference = load_side("reference", p.reference, p.reference_split, "reference")
+        candidate = load_side("candidate", candidate_spec, p.candidate_split, "candidate")
+        source = None
+        if p.compare_source is not None:
+            source = _load_one(p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
+        result, tables, figure_data = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
+        result["reference"]["specs"] = [_public(s) for s in reference.specs]
+        result["candidate"]["specs"] = [_public(s) for s in candidate.specs]
+        if p.compare_source is not None:
+            result["slice"]["source"] = _public(p.compare_source)
+        figures = _draw(result, figure_data, run.figures)
+        run.tables.mkdir(parents=True, exist_ok=True)
+        paths = {name: run.tables / f"compare_{name}.csv" for name in tables}
+        for name, frame in tables.items():
+            frame.to_csv(paths[name], index=False)
+        result["tables"] = {name: _relative(path, run.root) for name, path in paths.items()}
+        result["figures"] = {name: {"png": _relative(f["png"], run.root), "svg": _relative(f["svg"], run.root),
+                                    "title": f["title"]} for name, f in figures.items()}
+        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
+        atomic_write_json(target, result, indent=2, allow_nan=False)
+        manifest.add_outputs(*outputs)
+        info.update(aligned=result["alignment"]["aligned"], reference_rows=reference.rows,
+                    candidate_rows=candidate.rows, same_pairs=(result["pairs"].get("categories") or {}).get("same"))
+    return ComparisonResult(result=result, tables=tables, figures=figures, outputs=outputs)
+
+
+def show_figures(result: ComparisonResult) -> None:
+    """Display the saved comparison figures in the notebook."""
+    from IPython.display import Image, Markdown, display
+
+    for name, fig in result.figures.items():
+        display(Markdown(f"**{fig['title']}** — `{name}`"), Image(filename=str(fig["png"])))
+
+
+def card_parameters(p: CompareParams) -> CardParams | None:
+    """The card parameters this run recorded, when it already has a card to refresh (None: 03_card comes later)."""
+    run = RunDir.of(p.run_root)
+    if not run.card.is_file():
+        return None
+    recorded = Manifest(run).read().get("parameters") or {}
+    values = {k: v for k, v in recorded.items() if k in CardParams.model_fields}
+    values.update(run_dir=str(run.root), run_name=p.run_name)
+    return build(CardParams, values, where=f"the parameters recorded in {run.manifest}")
+
+
+# --------------------------------------------------------------------------------------------
+# the dataset card's "Reproduction" section
+# --------------------------------------------------------------------------------------------
+CARD_TEXT = {
+    "en": {
+        "heading": "## Reproduction",
+        "intro": "This dataset was compared with {reference} (`compare.json`, made by `notebooks/04_compare.ipynb`).",
+        "header": ["measure", "value"],
+        "aligned": "rows aligned (of the reference's {rows})", "only_reference": "rows only in the reference",
+        "only_candidate": "rows only in this dataset", "same": "same chosen and rejected", "swapped": "swapped pairs",
+        "different": "different candidates", "pearson": "Pearson r of the same texts' scores",
+        "spearman": "Spearman ρ", "lin_ccc": "Lin's concordance", "mean_difference": "mean difference (this − reference)",
+        "loa": "limits of agreement (95 %)", "max_abs": "max \\|difference\\|", "margin_sign": "margin signs agree",
+        "scores_missing": "Scores were not compared: {reason}", "slice": "Slice: {sentence}",
+    },
+    "zh": {
+        "heading": "## 复现对比",
+        "intro": "本数据集已与 {reference} 对比（`compare.json`，由 `notebooks/04_compare.ipynb` 生成）。",
+        "header": ["指标", "数值"],
+        "aligned": "对齐的行数（参考数据集共 {rows} 行）", "only_reference": "仅在参考数据集中的行",
+        "only_candidate": "仅在本数据集中的行", "same": "chosen 与 rejected 均相同", "swapped": "chosen/rejected 互换",
+        "different": "候选回复完全不同", "pearson": "相同文本得分的 Pearson r", "spearman": "Spearman ρ",
+        "lin_ccc": "Lin 一致性相关系数", "mean_difference": "平均差（本数据集 − 参考）", "loa": "一致性界限（95%）",
+        "max_abs": "最大 \\|差值\\|", "margin_sign": "margin 符号一致", "scores_missing": "未比较得分：{reason}",
+        "slice": "切片（英文原文）：{sentence}",
+    },
+}
+
+
+def card_lines(result: dict[str, Any], lang: str) -> list[str]:
+    """The card's "Reproduction" section in `lang` ("en" or "zh") from compare.json's content."""
+    t = CARD_TEXT[lang]
+    reference = ", ".join(f"`{s}`" for s in result["reference"]["specs"])
+    cov, pairs, scores = result["coverage"], result["pairs"], result["scores"]
+    rows = [[t["aligned"].format(rows=result["reference"]["rows"]), result["alignment"]["aligned"]],
+            [t["only_reference"], cov["only_reference"]], [t["only_candidate"], cov["only_candidate"]]]
+    if pairs.get("available"):
+        rows += [[t[k], f"{pairs['categories'][k]} ({_pct(pairs['fractions'][k])})"] for k in ("same", "swapped", "different")]
+    if pairs.get("margin_sign"):
+        rows.append([t["margin_sign"], _pct(pairs["margin_sign"]["fraction"])])
+    if scores.get("available"):
+        s = scores["scores"]
+        ba, ci = s["bland_altman"], s.get("ci95") or {}
+
+        def with_ci(value, name):
+            bounds = ci.get(name)
+            return _g(value) + (f" [{_g(bounds[0])}, {_g(bounds[1])}]" if bounds else "")
+
+        rows += [[t["pearson"], with_ci(s["pearson"], "pearson")], [t["spearman"], with_ci(s["spearman"], "spearman")],
+                 [t["lin_ccc"], with_ci(s["lin_ccc"], "lin_ccc")],
+                 [t["mean_difference"], with_ci(ba["mean_difference"], "mean_difference")],
+                 [t["loa"], f"{_g(ba['loa_low'])} … {_g(ba['loa_high'])}"], [t["max_abs"], _g(s["max_abs_difference"])]]
+    table = "\n".join([f"| {t['header'][0]} | {t['header'][1]} |", "| --- | --- |"] +
+                      [f"| {name} | {value} |" for name, value in rows])
+    out = [t["heading"], t["intro"].format(reference=reference), table]
+    if not scores.get("available"):
+        out.append(t["scores_missing"].format(reason=scores.get("reason")))
+    if result.get("slice"):
+        out.append(t["slice"].format(sentence=result["slice"]["sentence"]))
+    return out
+
+
+def reproduction_section(run: RunDir, lang: str) -> list[str]:
+    """The card's "Reproduction" section for a run, when it has a compare.json (else nothing)."""
+    path = run.root / COMPARE_JSON
+    if not path.is_file():
+        return []
+    return card_lines(json.loads(path.read_text()), lang)

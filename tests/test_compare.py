@@ -1,0 +1,515 @@
+"""repro.compare: alignment, coverage, slice inference, pair and score agreement, on datasets with known differences."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+
+import datasets
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from scipy import stats as sps
+
+from repro import compare, stats
+from repro.dataset_io import output_features, write_split
+from repro.errors import DataError, ModelLoadError, ParameterError
+from repro.manifest import Manifest, sha256_file
+from repro.pairs import build_row, prompt_id_of
+from repro.parameters import CompareParams, build
+from repro.paths import RunDir
+from repro.slicing import plan_slice
+from repro.sources import demo_path
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+
+
+def demo_rows() -> list[dict]:
+    """The demo's 40 prompts built into rows of the seed's shape, with fixed scores (no model needed)."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for line in demo_path().read_text().splitlines():
+        src = json.loads(line)
+        cands = [src[c] for c in ("resp0", "resp1", "resp2", "resp3") if src.get(c)]
+        scores = [round(float(s), 6) for s in rng.normal(0, 1, len(cands))]
+        rows.append(build_row(src, src["prompt"], cands, scores))
+    return rows
+
+
+def write_rows(rows: list[dict], folder) -> str:
+    write_split(datasets.Dataset.from_list(rows, features=output_features()), folder)
+    return str(folder)
+
+
+def params(tmp_path, **kw) -> CompareParams:
+    return build(CompareParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 200, **kw})
+
+
+def assistant(row, side):
+    return row[side][-1]["content"]
+
+
+def perturbed(rows: list[dict]) -> tuple[list[dict], dict]:
+    """A "published" copy with known differences; returns it and what the comparison must find."""
+    ref = copy.deepcopy(rows)
+    known = {}
+    dropped = ref[:3]  # rows 0..2: only in the candidate
+    ref = ref[3:]
+    for k in range(3, 7):  # rows 3..6 swapped (texts and scores)
+        r = ref[k - 3]
+        r["chosen"], r["rejected"] = r["rejected"], r["chosen"]
+        r["score_chosen"], r["score_rejected"] = r["score_rejected"], r["score_chosen"]
+    for k in (7, 8):  # the chosen text changed: only rejected equal
+        ref[k - 3]["chosen"][-1]["content"] += " (edited)"
+    ref[9 - 3]["chosen"][-1]["content"] += " (x)"  # row 9: both texts changed
+    ref[9 - 3]["rejected"][-1]["content"] += " (y)"
+    jitter = {10: 0.01, 11: -0.02, 12: 0.003, 13: 0.5, 14: -0.25}  # added to the reference's score_chosen
+    for k, delta in jitter.items():
+        ref[k - 3]["score_chosen"] += delta
+    ref[15 - 3]["prompt_id"] = "not-the-same-id"  # row 15: matched by sha256 of the prompt
+    ref[16 - 3]["prompt_id"] = "another-id"  # row 16: matched by the normalised prompt only
+    ref[16 - 3]["prompt"] = "  " + ref[16 - 3]["prompt"].replace(" ", "\n ", 1) + " "
+    extra = copy.deepcopy(ref[20 - 3])
+    for n in range(2):  # two rows only in the reference
+        new = copy.deepcopy(extra)
+        new["prompt"] = f"A prompt the candidate never saw, number {n}."
+        new["prompt_id"] = prompt_id_of(new["prompt"])
+        ref.append(new)
+    random.Random(5).shuffle(ref)
+    known.update(dropped=[r["prompt_id"] for r in dropped], jitter=jitter)
+    return ref, known
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    base = tmp_path_factory.mktemp("published")
+    rows = demo_rows()
+    ref, known = perturbed(rows)
+    return {"rows": rows, "ref": ref, "known": known, "candidate": write_rows(rows, base / "candidate"),
+            "reference": write_rows(ref, base / "reference")}
+
+
+@pytest.fixture(scope="module")
+def compared(published, tmp_path_factory):
+    p = build(CompareParams, {"run_dir": str(tmp_path_factory.mktemp("cmp") / "run"), "bootstrap_resamples": 300,
+                              "reference": published["reference"], "candidate": published["candidate"]})
+    return compare.compare(p), p
+
+
+# --------------------------------------------------------------------------------------------
+# a perturbed copy: every count exact
+# --------------------------------------------------------------------------------------------
+def test_alignment_and_coverage_of_a_perturbed_copy(compared, published):
+    result = compared[0].result
+    assert result["reference"]["rows"] == 39 and result["candidate"]["rows"] == 40
+    assert result["alignment"]["aligned"] == 37
+    assert result["alignment"]["matched_by"] == {"prompt_id": 35, "prompt_sha256": 1, "prompt_normalised": 1}
+    cov = result["coverage"]
+    assert (cov["in_both"], cov["only_reference"], cov["only_candidate"]) == (37, 2, 3)
+    assert {e["prompt_id"] for e in cov["examples"]["only_candidate"]} == set(published["known"]["dropped"])
+    assert all(e["prompt"].startswith("A prompt the candidate never saw") for e in cov["examples"]["only_reference"])
+
+
+def test_pair_agreement_of_a_perturbed_copy(compared):
+    pairs = compared[0].result["pairs"]
+    assert pairs["categories"] == {"same": 30, "swapped": 4, "same_chosen_only": 0, "same_rejected_only": 2,
+                                   "one_shared_other_role": 0, "different": 1}
+    # `messages` is the chosen conversation (the same list in build_row's rows): the 3 edited chosen texts change
+    # it; swapping chosen and rejected does not
+    assert pairs["messages"]["equal"] == 37 - 3
+    assert pairs["reference_response"] == {"equal": 37, "different": 0, "missing": 0, "fraction_equal": 1.0}
+    assert pairs["margin_sign"] == {"n": 37, "agree": 33, "fraction": 33 / 37}
+
+
+def test_score_agreement_of_a_perturbed_copy(compared, published):
+    result = compared[0].result
+    s = result["scores"]
+    # 30 same pairs x 2 scores, 4 swapped pairs x 2 crossed scores, 2 rows with only rejected equal
+    assert s["values"] == 70 and s["rows"] == 36 and s["from"] == {"chosen": 30, "rejected": 32, "crossed": 8}
+    # an independent account: every same-text score pair from the rows themselves
+    by_id = {r["prompt_id"]: r for r in published["rows"]}
+    ref_x, cand_y = [], []
+    for r in published["ref"]:
+        c = by_id.get(r["prompt_id"]) or next((v for v in published["rows"] if " ".join(v["prompt"].split()) ==
+                                               " ".join(r["prompt"].split())), None)
+        if c is None:
+            continue
+        for ref_side in ("chosen", "rejected"):
+            for cand_side in ("chosen", "rejected"):
+                if assistant(r, ref_side) == assistant(c, cand_side):
+                    ref_x.append(r[f"score_{ref_side}"]), cand_y.append(c[f"score_{cand_side}"])
+    x, y = np.array(ref_x), np.array(cand_y)
+    d = y - x
+    assert len(x) == 70
+    got = s["scores"]
+    assert got["pearson"] == pytest.approx(sps.pearsonr(x, y).statistic)
+    assert got["spearman"] == pytest.approx(sps.spearmanr(x, y).statistic)
+    ccc = 2 * np.cov(x, y, ddof=0)[0, 1] / (x.var() + y.var() + (x.mean() - y.mean()) ** 2)
+    assert got["lin_ccc"] == pytest.approx(ccc)
+    jitter = published["known"]["jitter"]
+    assert got["bland_altman"]["mean_difference"] == pytest.approx(-sum(jitter.values()) / 70)
+    assert got["bland_altman"]["loa_high"] == pytest.approx(d.mean() + 1.959963984540054 * d.std(ddof=1))
+    assert got["max_abs_difference"] == pytest.approx(0.5)
+    assert got["within"] == {"1e-06": 65 / 70, "0.001": 65 / 70, "0.01": 66 / 70, "0.1": 68 / 70}
+    ci = got["ci95"]
+    for name in ("pearson", "spearman", "lin_ccc", "mean_difference"):
+        value = got["bland_altman"]["mean_difference"] if name == "mean_difference" else got[name]
+        assert ci[name][0] <= value <= ci[name][1], name
+
+
+def test_disagreements_are_listed_and_explained(compared):
+    result, tables = compared[0].result, compared[0].tables
+    table = tables["disagreements"]
+    # 4 swapped + 2 only-rejected + 1 different + 5 jittered (all over 1e-3); the row matched by its normalised
+    # prompt agrees in everything else, so it is not a disagreement
+    assert result["disagreements"]["rows"] == len(table) == 12
+    assert table["prompt_id"].notna().all()
+    assert result["disagreements"]["explanations"] == {"a different candidate text": 3, "unexplained": 9}
+    assert set(table.loc[table["pair"] == "same", "max_abs_score_difference"].round(6)) >= {0.01, 0.02, 0.003, 0.5}
+
+
+def test_outputs_are_written_and_recorded(compared):
+    result, p = compared
+    run = RunDir.of(p.run_root)
+    on_disk = json.loads((run.root / "compare.json").read_text())
+    assert on_disk["alignment"] == result.result["alignment"]
+    assert on_disk["verdict"].startswith("37 of 39 reference rows aligned")
+    assert "; 81.1 % same pairs, 10.8 % swapped, 2.7 % different candidates;" in on_disk["verdict"]  # of 37
+    outputs = Manifest(run).read()["outputs"]
+    for name in compare.TABLES:
+        assert f"tables/compare_{name}.csv" in outputs
+    for name in compare.FIGURES:
+        assert f"figures/{name}.png" in outputs and f"figures/{name}.svg" in outputs
+    for rel, out in outputs.items():
+        assert sha256_file(run.root / rel) == out["sha256"], rel
+    only = pd.read_csv(run.tables / "compare_only_candidate.csv")
+    assert len(only) == 3
+    assert "/" not in json.dumps(on_disk["reference"]["specs"]).replace("local:", "")
+
+
+# --------------------------------------------------------------------------------------------
+# alignment details
+# --------------------------------------------------------------------------------------------
+def test_duplicate_prompt_ids_are_reported_not_merged(published, tmp_path):
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[4]["prompt_id"] = ref[3]["prompt_id"]  # two reference rows claim one id
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert result["coverage"]["duplicates_reference"] == 2
+    # row 4 still matches by its prompt? no: it was left out with its id twin, never merged
+    assert result["alignment"]["aligned"] == 8
+    assert result["coverage"]["only_candidate"] == 32
+    assert "**Duplicates.**" in result["verdict"] and "2 reference rows share 1 prompt_id" in result["verdict"]
+    dup = pd.read_csv(tmp_path / "run" / "tables" / "compare_duplicates.csv")
+    assert sorted(dup["row"]) == [3, 4] and set(dup["side"]) == {"reference"}
+
+
+def test_order_of_rows_does_not_matter(published):
+    rows = published["rows"]
+    keys = compare.row_keys(pa.Table.from_pylist(rows), "x")
+    shuffled = list(range(len(rows)))
+    random.Random(1).shuffle(shuffled)
+    keys2 = compare.row_keys(pa.Table.from_pylist([rows[i] for i in shuffled]), "y")
+    a = compare.align(keys, keys2, len(rows), len(rows))
+    assert a.n == 40 and [shuffled[j] for j in a.second_rows] == list(a.first_rows)
+
+
+# --------------------------------------------------------------------------------------------
+# slice inference on a synthetic 61135-row source
+# --------------------------------------------------------------------------------------------
+N_SOURCE = 61135
+
+
+@pytest.fixture(scope="module")
+def source_keys():
+    prompts = [f"Synthetic prompt number {i}." for i in range(N_SOURCE)]
+    return {"prompt": prompts, "prompt_id": [prompt_id_of(p) for p in prompts]}
+
+
+def test_one_mini_is_placed_and_its_parameters_found():
+    plan = plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=1, mini_count=4)
+    hints = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end", "mini_index": 1,
+             "mini_count": 4}
+    out = compare.infer_slice([np.arange(plan.start, plan.stop)], N_SOURCE, hints=hints, names=["mini_1"])
+    assert out["span"] == [45183, 50366] and out["inside_span_not_in_reference"]["count"] == 0
+    assert out["hints_reproduce"]["exact"] is True
+    g = out["groups"][0]
+    assert g["contiguous"] and g["solutions"][0] == hints
+    # 20732..20735 rows after the drop all cut minis of 5183: drops of 400..403 rows from the end give the same mini
+    ends = {s["drop_rows"] for s in g["solutions"] if (s["part_start"], s["part_stop"], s["mini_count"], s["drop_from"])
+            == (40000, 61135, 4, "end")}
+    assert ends == {400, 401, 402, 403}
+    for s in g["solutions"]:
+        p = plan_slice(N_SOURCE, **s)
+        assert (p.start, p.stop) == (45183, 50366)
+    # the same mini if the 400 rows came off the start of the part instead: the hints then do not reproduce it
+    shifted = compare.infer_slice([np.arange(45583, 50766)], N_SOURCE, hints=hints)
+    assert shifted["hints_reproduce"]["exact"] is False
+    assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "start", "mini_index": 1,
+            "mini_count": 4} in shifted["groups"][0]["solutions"]
+
+
+def test_several_minis_with_a_drop_in_the_middle_of_the_part():
+    kept = np.r_[np.arange(40000, 50000), np.arange(50400, 61135)]  # 400 rows dropped from the middle
+    n = kept.size
+    minis = [kept[i * (n // 4): (n if i == 3 else (i + 1) * (n // 4))] for i in range(4)]
+    out = compare.infer_slice(minis, N_SOURCE, names=[f"mini_{i}" for i in range(4)])
+    assert out["dropped_rows_of_part"] == {"count": 400, "ranges": [[50000, 50400]], "contiguous": True}
+    assert out["span"] == [40000, 61135] and out["after_span"] == 0
+    g0, g1, g2, g3 = out["groups"]
+    assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end", "mini_index": 0,
+            "mini_count": 4} in g0["solutions"]
+    assert not g1["contiguous"] and g1["solutions"] == [] and "[50000:50400]" in g1["why_none"]
+    assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "start", "mini_index": 2,
+            "mini_count": 4} in g2["solutions"]
+    assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "start", "mini_index": 3,
+            "mini_count": 4} in g3["solutions"]
+    assert "400 source rows inside the span are in no reference row (the part's dropped rows" in out["sentence"]
+    assert g0["solutions"][0]["mini_index"] == 0 and g0["solutions"][0]["mini_count"] == 4
+    assert out["family_solutions"] == [] and "were not dropped from the start or the end" in out["sentence"]
+    # the same four minis with the 400 rows dropped from the end: one setting explains the family
+    plans = [plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=i, mini_count=4)
+             for i in range(4)]
+    end = compare.infer_slice([np.arange(q.start, q.stop) for q in plans], N_SOURCE)
+    assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end",
+            "mini_count": 4} in end["family_solutions"]
+    assert end["inside_span_not_in_reference"]["count"] == 0 and end["after_span"] == 400
+
+
+def test_slice_inference_through_the_comparison(source_keys, tmp_path):
+    source = pa.table(source_keys)
+    plan = plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=1, mini_count=4)
+    ids = [source_keys["prompt_id"][i] for i in range(plan.start, plan.stop)]
+    prompts = [source_keys["prompt"][i] for i in range(plan.start, plan.stop)]
+    ref = compare.Side("reference", ["ref"], "train_prefs", pa.table({"prompt": prompts, "prompt_id": ids}),
+                       np.zeros(len(ids), dtype=np.int64))
+    # the candidate misses 10 rows in the middle of the mini (and has no prompt_id: matched by the prompt)
+    keep = [i for i in range(len(ids)) if not 100 <= i < 110]
+    cand = compare.Side("candidate", ["cand"], "train_prefs", pa.table({"prompt": [prompts[i] for i in keep]}),
+                        np.zeros(len(keep), dtype=np.int64))
+    p = params(tmp_path, reference="x")
+    result, tables, _ = compare.compare_datasets(ref, cand, p, source, hints={"part_start": 40000, "part_stop": 61135,
+                                                                             "mini_count": 4})
+    s = result["slice"]
+    assert s["located"] == 5183 and s["not_in_source"] == 0 and s["span"] == [45183, 50366]
+    assert s["candidate_ranges"] == [[45183, 45283], [45293, 50366]]
+    assert s["groups"][0]["solutions"][0]["drop_rows"] == 400
+    assert list(tables["reference_source_index"]["source_index"]) == list(range(45183, 50366))
+    assert result["alignment"]["matched_by"] == {"prompt_id": 0, "prompt_sha256": 5173, "prompt_normalised": 0}
+    assert result["pairs"]["available"] is False and result["scores"]["available"] is False
+
+
+@pytest.mark.parametrize("decimals", [1, 12])  # with ties, and without
+def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
+    rng = np.random.default_rng(0)
+    x = np.round(rng.normal(size=50), decimals)
+    w = np.bincount(rng.integers(0, 50, 50), minlength=50)
+    ranks = stats._WeightedRanks(x).ranks(w.astype(float))
+    assert np.allclose(np.repeat(ranks, w), sps.rankdata(np.repeat(x, w)))
+
+
+# --------------------------------------------------------------------------------------------
+# real rows, re-scored by the stand-in
+# --------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_path, one_torch_thread):
+    from repro.scoring import score_candidates  # the integrator may point this at repro.scorers
+
+    real = train_rows[:80]
+    rows = [r for r in real if assistant(r, "chosen") != assistant(r, "rejected")]
+    prompts = [r["prompt"] for r in rows]
+    candidates = [[assistant(r, "chosen"), assistant(r, "rejected")] for r in rows]
+    scored = score_candidates(prompts, candidates, model="builtin:tiny-pairrm", device="cpu", dtype="fp32",
+                              batch_tokens=4096, chunk_size=64, work_dir=tmp_path / "work", progress=False)
+    rebuilt = [build_row(r, r["prompt"], c, s) for r, c, s in zip(rows, candidates, scored.scores)]
+    reference = tmp_path / "real.jsonl"
+    reference.write_text("".join(json.dumps(r) + "\n" for r in real))
+    result = compare.compare(params(tmp_path, reference=str(reference),
+                                    candidate=write_rows(rebuilt, tmp_path / "rebuilt"))).result
+    assert result["alignment"]["aligned"] == len(rows) and result["alignment"]["matched_by"]["prompt_id"] == len(rows)
+    assert result["coverage"]["only_reference"] == len(real) - len(rows)
+    kept_order = sum(s[0] >= s[1] for s in scored.scores)  # the stand-in also prefers H4's chosen (first wins ties)
+    cats = result["pairs"]["categories"]
+    assert cats["same"] == kept_order and cats["swapped"] == len(rows) - kept_order and cats["different"] == 0
+    # GPT-4 ratings (1-10) against a random model's logits near 0: the scores of the same texts do not agree
+    s = result["scores"]["scores"]
+    assert s["n"] == 2 * len(rows) and s["within"]["0.1"] == 0.0
+    assert s["lin_ccc"] is not None and abs(s["lin_ccc"]) < 0.05
+
+
+# --------------------------------------------------------------------------------------------
+# bad input: one clear paragraph each
+# --------------------------------------------------------------------------------------------
+def test_no_row_in_common(published, tmp_path):
+    other = copy.deepcopy(published["rows"][:5])
+    for i, r in enumerate(other):
+        r["prompt"] = f"Something else entirely {i}"
+        r["prompt_id"] = prompt_id_of(r["prompt"])
+    with pytest.raises(DataError, match=r"No row of the candidate \(40 rows.*matches a row of the reference \(5 rows"):
+        compare.compare(params(tmp_path, reference=write_rows(other, tmp_path / "o"), candidate=published["candidate"]))
+    assert not (tmp_path / "run" / "compare.json").exists()
+
+
+def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_path):
+    path = tmp_path / "noscores.jsonl"
+    path.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
+                            for r in published["rows"]))
+    result = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result
+    assert result["pairs"]["categories"]["same"] == 40 and result["pairs"]["margin_sign"] is None
+    assert result["scores"]["available"] is False
+    assert "**Scores not compared.** the reference has no score_chosen/score_rejected columns" in result["verdict"]
+    assert "figures/compare_scores.png" not in json.dumps(result["figures"])
+
+
+def test_an_unreachable_hub_id_offline(published, tmp_path):
+    with pytest.raises(ModelLoadError, match=r"Parameter reference='nobody/nothing-here'.*HF_HUB_OFFLINE.*hf download"):
+        compare.compare(params(tmp_path, reference="nobody/nothing-here", candidate=published["candidate"]))
+
+
+def test_missing_reference_and_bad_parameters(tmp_path):
+    with pytest.raises(ParameterError, match="reference is not set"):
+        compare.compare(params(tmp_path))
+    for bad, value in (("score_tolerances", [-1.0]), ("near_tie", -0.1), ("max_mini_count", 0),
+                       ("bootstrap_resamples", 10), ("reference", [])):
+        with pytest.raises(ParameterError, match=bad):
+            build(CompareParams, {bad: value})
+    with pytest.raises(DataError, match="Parameter candidate is not set.*01_construct"):
+        compare.compare(params(tmp_path, reference="x.jsonl"))
+
+
+# --------------------------------------------------------------------------------------------
+# the params file, the card section, and `repro run` with 04_compare
+# --------------------------------------------------------------------------------------------
+def test_verify_params_file_names_the_published_dataset_and_its_source():
+    from repro.parameters import load_params_file, validate_all
+    from repro.paths import project_root
+
+    values = load_params_file(project_root() / "params" / "verify_part2_mini_1.yaml")
+    p = validate_all(values)["compare"]
+    assert p.reference == "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
+    assert p.compare_source == "ZHLiu627/ultrafeedback_binarized_with_response_full"
+    assert values["notebooks"] == ["04_compare"] and p.candidate == str(project_root() / "runs" / "part2_mini_1")
+
+
+def test_card_section_in_both_languages(compared):
+    result = compared[0].result
+    en, zh = compare.card_lines(result, "en"), compare.card_lines(result, "zh")
+    assert en[0] == "## Reproduction" and zh[0] == "## 复现对比"
+    assert "| rows aligned (of the reference's 39) | 37 |" in en[2]
+    assert "| 对齐的行数（参考数据集共 39 行） | 37 |" in zh[2]
+    assert "| same chosen and rejected | 30 (81.1 %) |" in en[2] and "| chosen 与 rejected 均相同 | 30 (81.1 %) |" in zh[2]
+    def values(table):  # the value column (names may hold escaped pipes)
+        return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
+
+    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 13  # 3 coverage, 4 pair, 6 score lines
+
+
+@pytest.mark.slow
+def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(tmp_path):
+    import subprocess
+    import sys
+
+    from repro.paths import project_root
+
+    def repro_run(*args):
+        proc = subprocess.run([sys.executable, "-m", "repro.cli", "run", "params/demo.yaml", "--out", str(run_dir),
+                               "--set", "limit=16", *args], cwd=project_root(), capture_output=True, text=True,
+                              timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    run_dir = tmp_path / "demo"
+    repro_run()
+    rows = datasets.load_dataset(str(run_dir / "dataset"), split="train_prefs").to_list()
+    n = len(rows)
+    ref = copy.deepcopy(rows[2:])  # 2 rows dropped
+    ref[0]["chosen"], ref[0]["rejected"] = ref[0]["rejected"], ref[0]["chosen"]  # 1 swapped, with its scores
+    ref[0]["score_chosen"], ref[0]["score_rejected"] = ref[0]["score_rejected"], ref[0]["score_chosen"]
+    ref[1]["score_chosen"] += 0.25  # 1 score jittered
+    ref.reverse()
+    reference = write_rows_with(ref, tmp_path / "published", rows)
+    repro_run("--set", "notebooks=[04_compare]", "--set", f"reference={reference}")
+    result = json.loads((run_dir / "compare.json").read_text())
+    assert result["alignment"]["aligned"] == n - 2 and result["coverage"]["only_candidate"] == 2
+    assert result["pairs"]["categories"]["swapped"] == 1 and result["pairs"]["categories"]["same"] == n - 3
+    assert result["scores"]["scores"]["max_abs_difference"] == pytest.approx(0.25)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["stages"]["compare"]["aligned"] == n - 2
+    for name in ("compare.json", "tables/compare_disagreements.csv", "figures/compare_scores.png",
+                 "figures/compare_bland_altman.png", "figures/compare_agreement.png"):
+        assert name in manifest["outputs"], name
+    card = (run_dir / "dataset" / "README.md").read_text()
+    assert "## Reproduction" in card and "## 复现对比" in card
+    section = card.split("## Reproduction")[1].split("\n## ")[0]
+    assert f"| rows aligned (of the reference's {n - 2}) | {n - 2} |" in section
+    assert "`local:published`" in section and str(tmp_path) not in section
+
+
+def write_rows_with(rows: list[dict], folder, like: list[dict]) -> str:
+    """Write rows with the same features as the demo run's (which keeps candidates and their scores)."""
+    write_split(datasets.Dataset.from_list(rows, features=output_features(keep_all_candidates="candidates" in like[0])),
+                folder)
+    return str(folder)
+
+
+@pytest.mark.slow
+def test_the_notebook_alone_under_papermill(published, tmp_path):
+    import papermill
+
+    from repro.paths import project_root
+    from repro.runner import ensure_kernel
+
+    out = tmp_path / "out.ipynb"
+    papermill.execute_notebook(
+        str(project_root() / "notebooks" / "04_compare.ipynb"), str(out), kernel_name=ensure_kernel(),
+        parameters={"run_dir": str(tmp_path / "run"), "reference": published["reference"],
+                    "candidate": published["candidate"], "bootstrap_resamples": 200}, progress_bar=False)
+    result = json.loads((tmp_path / "run" / "compare.json").read_text())
+    assert result["alignment"]["aligned"] == 37 and result["pairs"]["categories"]["swapped"] == 4
+    executed = json.loads(out.read_text())
+    shown = "".join("".join(o.get("data", {}).get("text/markdown", "")) for c in executed["cells"]
+                    for o in c.get("outputs", []))
+    assert shown.startswith("37 of 39 reference rows aligned")  # the verdict is the first result shown
+    assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section
+
+
+def test_the_candidate_runs_slicing_parameters_are_the_hints(tmp_path):
+    run = RunDir.of(tmp_path / "rebuilt")
+    m = Manifest(run)
+    recipe = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end", "mini_index": 1,
+              "mini_count": 4, "limit": None, "source": "x"}
+    m.start_run(recipe, ["01_construct"])
+    assert compare._hints(str(run.root)) == {}  # nothing built yet: no counts
+    m.set_counts(source=61135, kept=5183)
+    expected = {k: v for k, v in recipe.items() if k not in ("limit", "source")}
+    assert compare._hints(str(run.root)) == expected == compare._hints(str(run.dataset))
+    m.update(parameters={**recipe, "limit": 10})
+    assert compare._hints(str(run.root)) == {}  # a limited run keeps a prefix of the mini
+    assert compare._hints(str(tmp_path / "elsewhere.jsonl")) == {}
+
+
+def test_bootstrap_intervals_equal_recomputing_on_the_drawn_rows():
+    rng = np.random.default_rng(4)
+    x = np.round(rng.normal(size=40), 1)
+    y = x + np.round(rng.normal(0, 0.3, 40), 1)
+    rows = np.repeat(np.arange(20), 2)  # two values per row, resampled together
+    got = stats.agreement_statistics(x, y, [0.1], resamples=5, seed=9, clusters=rows)
+    draw = np.random.default_rng(9)
+    values = {"pearson": [], "spearman": [], "lin_ccc": [], "mean_difference": []}
+    for _ in range(5):
+        picked = draw.integers(0, 20, 20)
+        take = np.concatenate([np.flatnonzero(rows == r) for r in picked])
+        xs, ys = x[take], y[take]
+        values["pearson"].append(sps.pearsonr(xs, ys).statistic)
+        values["spearman"].append(sps.spearmanr(xs, ys).statistic)
+        values["lin_ccc"].append(2 * np.cov(xs, ys, ddof=0)[0, 1] / (xs.var() + ys.var() + (xs.mean() - ys.mean()) ** 2))
+        values["mean_difference"].append((ys - xs).mean())
+    for name, v in values.items():
+        assert got["ci95"][name] == pytest.approx(list(np.quantile(v, [0.025, 0.975]))), name
