@@ -236,6 +236,8 @@ def public_value(value: Any) -> Any:
     """A value as the published card may show it: a local path becomes its last name (no machine path, no user)."""
     if isinstance(value, (list, tuple)):
         return type(value)(public_value(v) for v in value)
+    if isinstance(value, dict):  # e.g. one entry of `scorers`
+        return {k: public_value(v) for k, v in value.items()}
     if not isinstance(value, str) or _hub_id(value) or "\n" in value:
         return value
     if value.startswith(("/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", value) or value.startswith(("./", "../")):
