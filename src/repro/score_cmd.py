@@ -36,10 +36,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
     parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS,
                         help=f"token budget per forward batch, padding counted (default {DEFAULT_BATCH_TOKENS})")
-    parser.add_argument("--source-maxlength", type=int, default=PAIRRM_LIMITS.source_maxlength,
-                        help="PairRM's prompt limit in tokens")
-    parser.add_argument("--candidate-maxlength", type=int, default=PAIRRM_LIMITS.candidate_maxlength,
-                        help="PairRM's candidate limit in tokens")
+    parser.add_argument("--source-maxlength", type=int, default=None,
+                        help="PairRM's prompt limit in tokens (default: the checkpoint's own, as llm-blender; "
+                             f"{PAIRRM_LIMITS.source_maxlength} where its config has none)")
+    parser.add_argument("--candidate-maxlength", type=int, default=None,
+                        help="PairRM's candidate limit in tokens (default: the checkpoint's own, as llm-blender; "
+                             f"{PAIRRM_LIMITS.candidate_maxlength} where its config has none)")
     # resumable and multi-process scoring (repro.scoring): chunks on disk, torchrun workers
     parser.add_argument("--num-processes", type=int, default=1,
                         help="torchrun workers on this node, e.g. one per GPU (default 1); under your own torchrun "

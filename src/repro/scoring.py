@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ParameterError, ReproError
-from .scorers.common import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS
+from .scorers.common import DEFAULT_BATCH_TOKENS
 from .work import launch_and_collect, run_as_rank, run_chunked_with_stats, world_size
 from .work import torchrun_command as work_torchrun_command
 
@@ -55,8 +55,8 @@ class ScoringJob:
     batch_tokens: int = DEFAULT_BATCH_TOKENS
     chunk_size: int = 256
     work_dir: str = "work/scoring"
-    source_maxlength: int = PAIRRM_LIMITS.source_maxlength
-    candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength
+    source_maxlength: int | None = None  # None: the checkpoint's own (repro.scorers.pairrm_checkpoint.checkpoint_limits)
+    candidate_maxlength: int | None = None
     progress: bool = True
 
 
@@ -111,6 +111,10 @@ def _sha256(path: Path) -> str:
     return sha256_file(path)
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
     """What the scores depend on (not where or how fast they are computed); the items are hashed by `work`."""
     device_type, dtype = _device_and_dtype(job)
@@ -126,8 +130,9 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
         "backend": job.backend,
         "device_type": device_type,
         "dtype": dtype,
-        "source_maxlength": int(job.source_maxlength),
-        "candidate_maxlength": int(job.candidate_maxlength),
+        # None = the checkpoint's own, which `model` identifies
+        "source_maxlength": _optional_int(job.source_maxlength),
+        "candidate_maxlength": _optional_int(job.candidate_maxlength),
         "versions": versions,
     }
 
@@ -138,13 +143,16 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
 def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str = "repro",
                      device: str = "auto", dtype: str = "auto", batch_tokens: int = DEFAULT_BATCH_TOKENS,
                      chunk_size: int = 256, num_processes: int = 1, work_dir: str | Path,
-                     source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
-                     candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength,
+                     source_maxlength: int | None = None, candidate_maxlength: int | None = None,
                      progress: bool = True) -> ScoreResult:
-    """Score every candidate of every prompt with PairRM, resumably, in one or several processes."""
+    """Score every candidate of every prompt with PairRM, resumably, in one or several processes.
+
+    Limits left None are the checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which.
+    """
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
-                     chunk_size=int(chunk_size), work_dir=str(work_dir), source_maxlength=int(source_maxlength),
-                     candidate_maxlength=int(candidate_maxlength), progress=bool(progress))
+                     chunk_size=int(chunk_size), work_dir=str(work_dir),
+                     source_maxlength=_optional_int(source_maxlength),
+                     candidate_maxlength=_optional_int(candidate_maxlength), progress=bool(progress))
     from .scorers.common import check_inputs
 
     _check_job(job, num_processes)
