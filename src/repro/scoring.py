@@ -116,7 +116,11 @@ def _optional_int(value: Any) -> int | None:
 
 
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
-    """What the scores depend on (not where or how fast they are computed); the items are hashed by `work`."""
+    """What the scores depend on (not where or how fast they are computed); the items are hashed by `work`.
+
+    `batch_tokens` is in it: the batches, hence the float rounding of every score, follow the budget
+    (`work` adds the chunk size, which decides the batches too).
+    """
     device_type, dtype = _device_and_dtype(job)
     versions = {}
     for name in ("torch", "transformers", "repro"):
@@ -130,6 +134,7 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
         "backend": job.backend,
         "device_type": device_type,
         "dtype": dtype,
+        "batch_tokens": int(job.batch_tokens),
         # None = the checkpoint's own, which `model` identifies
         "source_maxlength": _optional_int(job.source_maxlength),
         "candidate_maxlength": _optional_int(job.candidate_maxlength),
@@ -176,11 +181,14 @@ def _load_scorer(job: ScoringJob, device: str | None = None):
                        source_maxlength=job.source_maxlength, candidate_maxlength=job.candidate_maxlength)
 
 
-def _chunk_fn(scorer, job: ScoringJob):
+def _chunk_fn(scorer, job: ScoringJob, budgets_used: dict[str, int]):
     def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
         prompts = [p for p, _ in chunk]
         cands = [c for _, c in chunk]
         out = scorer.score(prompts, cands, batch_tokens=job.batch_tokens, progress=advance)
+        if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
+            key = str(scorer.effective_batch_tokens(job.batch_tokens))
+            budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
         # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
         return [[float(x) for x in row] for row in out]
 
@@ -192,11 +200,16 @@ def _score_share(items: list[list[Any]], job: ScoringJob, *, share: tuple[int, i
     start = time.monotonic()
     scorer = _load_scorer(job, device)
     load_seconds = time.monotonic() - start
-    run = run_chunked_with_stats(items, _chunk_fn(scorer, job), work_dir=job.work_dir,
+    budgets_used: dict[str, int] = {}
+    run = run_chunked_with_stats(items, _chunk_fn(scorer, job, budgets_used), work_dir=job.work_dir,
                                  fingerprint=job_fingerprint(job), chunk_size=job.chunk_size, desc=desc,
                                  progress=show_progress, fn_reports_progress=True, share=share, unit="prompt",
                                  prepare=prepare)
-    return run, dict(scorer.info), load_seconds
+    info = dict(scorer.info)
+    if set(budgets_used) - {str(job.batch_tokens)}:
+        # prompts scored here per budget: after an out-of-memory, which chunks a re-run at the lower budget matches
+        info["batch_tokens_used"] = budgets_used
+    return run, info, load_seconds
 
 
 def _info(scorer_info: dict[str, Any], job: ScoringJob, *, processes: int, prompts: int, computed: int,

@@ -196,11 +196,14 @@ class PairRM:
 
     def _run(self, plan: list[_Pass], order: list[int], batch_tokens: int,
              on_done: Callable[[list[int]], None]) -> np.ndarray:
-        """pair_logits of every pass; batches of at most `batch_tokens` padded tokens, halved on out-of-memory."""
+        """pair_logits of every pass; batches of at most `batch_tokens` padded tokens, halved on out-of-memory.
+
+        A batch's float rounding depends on its neighbours, so after an out-of-memory the call starts over with
+        the halved budget: its result is then exactly that of `score(..., batch_tokens=<halved>)`.
+        """
         logits = np.empty(len(plan), dtype=np.float32)
-        budget = int(batch_tokens)
-        if self.max_batch_tokens is not None:
-            budget = min(budget, self.max_batch_tokens)
+        budget = self.effective_batch_tokens(batch_tokens)
+        reported: set[int] = set()  # passes whose progress was reported before a restart
         start = 0
         while start < len(order):
             width = plan[order[start]].length  # the longest of the batch: passes are sorted
@@ -215,16 +218,26 @@ class PairRM:
                         f"Use a GPU with more free memory, dtype='fp16' or 'bf16', or smaller "
                         f"source_maxlength/candidate_maxlength.") from None
                 new_budget = max(width, (len(chunk) * width) // 2)
-                warnings.warn(f"PairRM: out of memory on {self.device} with batch_tokens={budget}; continuing with "
-                              f"batch_tokens={new_budget} (pass --batch-tokens {new_budget} to start there).",
+                warnings.warn(f"PairRM: out of memory on {self.device} with batch_tokens={budget}; starting this "
+                              f"call over with batch_tokens={new_budget}, kept from now on (scores depend on the "
+                              f"budget: pass --batch-tokens {new_budget} to start there).",
                               RuntimeWarning, stacklevel=2)
                 budget = self.max_batch_tokens = new_budget
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
+                reported.update(k for k in order[:start])
+                start = 0
                 continue
-            on_done(chunk)
+            new = [k for k in chunk if k not in reported]
+            if new:
+                on_done(new)
             start = stop
         return logits
+
+    def effective_batch_tokens(self, batch_tokens: int) -> int:
+        """The budget a call with `batch_tokens` uses: lower after an out-of-memory (the scores depend on it)."""
+        budget = int(batch_tokens)
+        return budget if self.max_batch_tokens is None else min(budget, self.max_batch_tokens)
 
     # -- public ---------------------------------------------------------------------------------
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
