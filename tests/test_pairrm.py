@@ -220,7 +220,7 @@ def test_prefix_tokens_inside_texts_do_not_break_the_pass(scorer):
 
 
 # -- the engine -----------------------------------------------------------------------------------
-def test_results_do_not_depend_on_budget_or_input_order(scorer):
+def test_results_do_not_depend_on_input_order_and_other_budgets_only_round(scorer):
     prompts, candidates = cases(40)
     reference, matrices = scorer.score(prompts, candidates, batch_tokens=4096, return_matrix=True)
     order = list(range(len(prompts)))
@@ -228,6 +228,8 @@ def test_results_do_not_depend_on_budget_or_input_order(scorer):
     shuffled = scorer.score([prompts[i] for i in order], [candidates[i] for i in order], batch_tokens=4096)
     for k, i in enumerate(order):
         assert np.array_equal(shuffled[k], reference[i])  # same batches, whatever the order: bit for bit
+    # other budgets make other batches: the same scores up to float rounding (on this stand-in; a model that
+    # amplifies rounding shows more, hence batch_tokens in the resume fingerprint)
     for budget in (150, 1000, 100_000):
         for got, want in zip(scorer.score(prompts, candidates, batch_tokens=budget), reference):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
