@@ -185,18 +185,22 @@ def _read_table(spec: str, split: str, where: str) -> pa.Table:
     return load_source(spec, split).with_format("arrow")[:]
 
 
+def _dataset_spec(p: AnalyzeParams, run: RunDir) -> str:
+    """The dataset to analyse; without `dataset`, the run's own, which must exist."""
+    if p.dataset is not None:
+        return p.dataset
+    if not run.dataset.is_dir():
+        raise DataError(
+            f"Parameter dataset is not set, so the analysis reads this run's dataset at {run.dataset}, which "
+            f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
+            f"dataset to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
+    return str(run.dataset)
+
+
 def load(p: AnalyzeParams) -> ScoreData:
     """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
     run = RunDir.of(p.run_root)
-    if p.dataset is None:
-        if not run.dataset.is_dir():
-            raise DataError(
-                f"Parameter dataset is not set, so the analysis reads this run's dataset at {run.dataset}, which "
-                f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
-                f"dataset to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
-        spec = str(run.dataset)
-    else:
-        spec = p.dataset
+    spec = _dataset_spec(p, run)
     where = f"dataset {spec!r} (split {p.dataset_split!r})"
     table = _read_table(spec, p.dataset_split, where)
     chosen, rejected, keep, reasons = validate_scores(table, where, p.exclude_nonfinite)
@@ -505,6 +509,7 @@ def _relative(path: Path, root: Path) -> str:
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir.of(p.run_root)
+    _dataset_spec(p, run)  # a run with no dataset is an error before anything is written into its folder
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)
     for name in (*plots.FIGURE_NAMES, AGREEMENT):  # figures of an earlier analysis must not outlive it

@@ -54,13 +54,34 @@ def _long(score_chosen: np.ndarray, score_rejected: np.ndarray) -> pd.DataFrame:
     })
 
 
+# A grid of more points than this is drawn with continuous bins (one bar per point would be unreadable).
+GRID_MAX_POINTS = 60
+
+
+def value_grid(values: np.ndarray) -> np.ndarray | None:
+    """The evenly spaced grid the values lie on (ratings, their differences), or None for continuous values.
+
+    The step is the smallest gap between distinct values; the values lie on the grid when each is a whole
+    number of steps from the smallest. Continuous scores fail this whatever their number of distinct values.
+    """
+    distinct = np.unique(np.asarray(values, dtype=np.float64))
+    distinct = distinct[np.isfinite(distinct)]
+    if distinct.size < 2:
+        return distinct if distinct.size else None
+    step = float(np.min(np.diff(distinct)))
+    steps = (distinct - distinct[0]) / step
+    if steps[-1] + 1 > GRID_MAX_POINTS or not np.allclose(steps, np.round(steps), rtol=0.0, atol=1e-6):
+        return None
+    return distinct[0] + step * np.arange(int(round(steps[-1])) + 1)
+
+
 def _bins(values: np.ndarray) -> int | np.ndarray:
-    # Ratings sit on a coarse grid: one bin per grid value avoids empty bins between them.
-    distinct = np.unique(values)
-    if distinct.size <= 40:
-        step = np.min(np.diff(distinct)) if distinct.size > 1 else 1.0
-        return np.concatenate([distinct - step / 2, [distinct[-1] + step / 2]])
-    return min(60, max(10, int(np.sqrt(values.size))))
+    # Values on a grid (ratings): one bin centred on each grid point, none falling between two points.
+    grid = value_grid(values)
+    if grid is not None:
+        step = float(grid[1] - grid[0]) if grid.size > 1 else 1.0
+        return np.concatenate([grid - step / 2, [grid[-1] + step / 2]])
+    return min(60, max(10, int(np.sqrt(np.asarray(values).size))))
 
 
 def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
