@@ -229,3 +229,61 @@ def test_backend_refuses_precisions_llm_blender_does_not_have(tiny_pairrm_dir):
         BlenderScorer.load(tiny_pairrm_dir, device="cpu", dtype="bf16")
     with pytest.raises(ParameterError, match="fp16"):
         BlenderScorer.load(tiny_pairrm_dir, device="cpu", dtype="fp16")
+
+
+# -- the checkpoint's own limits (issue 11 item 2) ---------------------------------------------------
+@pytest.fixture(scope="module")
+def own_limits_dir(tmp_path_factory):
+    """A checkpoint whose RankerConfig holds limits other than 1224/412."""
+    from repro.scorers.tiny import build_tiny_pairrm
+
+    return build_tiny_pairrm(tmp_path_factory.mktemp("own-limits") / "pairrm", seed=4, source_maxlength=64,
+                             candidate_maxlength=32)
+
+
+def blender_rank(ref: BlenderScorer, prompts, candidates, **limits) -> list[np.ndarray]:
+    """llm-blender's own `Blender.rank(..., batch_size=1)` scores, `limits` passed to it as given (none: none)."""
+    scores: list = [None] * len(prompts)
+    for rows in ref.call_order(candidates):
+        out = ref.blender.rank([prompts[r] for r in rows], [list(candidates[r]) for r in rows], return_scores=True,
+                               batch_size=1, disable_tqdm=True, **limits)
+        for r, s in zip(rows, out):
+            scores[r] = np.asarray(s, dtype=np.float64)
+    return scores
+
+
+def repro_score(tmp_path, model, prompts, candidates, *flags) -> list[list[float]]:
+    import json
+
+    from repro.cli import main
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps({"prompt": p, "candidates": c}) + "\n" for p, c in zip(prompts, candidates)))
+    assert main(["score", "--model", str(model), "--input", str(src), "--output", str(out), "--device", "cpu",
+                 *flags]) == 0
+    return [json.loads(line)["scores"] for line in out.read_text().splitlines()]
+
+
+def assert_same_scores_and_ranks(got, want):
+    for row, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5, err_msg=f"row {row}")
+        assert ranks_from_scores(a).tolist() == ranks_from_scores(b).tolist(), row
+
+
+def test_without_limits_repro_score_uses_the_checkpoints_own_as_llm_blender_does(own_limits_dir, tmp_path):
+    prompts, candidates = crafted_cases(n_prompts=20, seed=13)
+    ref = BlenderScorer.load(own_limits_dir, device="cpu")
+    # llm-blender itself read 64/32 from the config (nothing was passed to it)
+    assert (ref.blender.ranker_config.source_maxlength, ref.blender.ranker_config.candidate_maxlength) == (64, 32)
+    want = blender_rank(ref, prompts, candidates)
+    got = repro_score(tmp_path / "own", own_limits_dir, prompts, candidates)
+    assert_same_scores_and_ranks(got, want)
+    # explicit limits override the checkpoint's, in repro as in llm-blender
+    want_explicit = blender_rank(ref, prompts, candidates, source_max_length=1224, candidate_max_length=412)
+    got_explicit = repro_score(tmp_path / "explicit", own_limits_dir, prompts, candidates,
+                               "--source-maxlength", "1224", "--candidate-maxlength", "412")
+    assert_same_scores_and_ranks(got_explicit, want_explicit)
+    # the two settings really differ on these texts (so neither comparison holds by accident)
+    assert max(np.abs(np.subtract(a, b)).max() for a, b in zip(got, got_explicit)) > 1e-3
+    assert any(ranks_from_scores(a).tolist() != ranks_from_scores(b).tolist() for a, b in zip(got, got_explicit))

@@ -794,3 +794,21 @@ def test_notebook_runs_under_papermill(tmp_path):
     card = DatasetCard.load(tmp_path / "run" / "dataset" / "README.md")
     assert card.data.dataset_info["splits"][0]["num_bytes"] == built["split"]["num_bytes"]
     assert "builtin:tiny-pairrm" in card.text
+
+
+def test_card_says_where_the_token_limits_came_from(tmp_path):
+    make_run(tmp_path / "run", stand_in=False)
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    scorer = manifest["scorer"]
+    scorer.update(source_maxlength=64, candidate_maxlength=412,
+                  limits_from={"source_maxlength": "checkpoint config", "candidate_maxlength": "explicit"})
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "at most 64 prompt tokens and 412 tokens per candidate" in en
+    assert "Prompt limit: the checkpoint's own config; candidate limit: given explicitly." in en
+    assert "提示词上限取自检查点自身的配置，候选上限由参数显式指定。" in zh
+    scorer["limits_from"] = {"source_maxlength": "default", "candidate_maxlength": "default"}
+    manifest_path.write_text(json.dumps(manifest))
+    en, _ = halves(card_for(tmp_path / "run")[1])
+    assert "Both limits: PairRM's defaults (its config names none)." in en

@@ -449,6 +449,25 @@ def _column_description(facts: CardFacts, name: str, lang: str) -> str:
     return text
 
 
+def _limits_origin(scorer: dict[str, Any], lang: str) -> str:
+    """Where PairRM's token limits came from (the manifest's `limits_from`), as a sentence; "" if unrecorded."""
+    origins = scorer.get("limits_from") or {}
+    if not origins:
+        return ""
+    words = {"en": {"explicit": "given explicitly", "checkpoint config": "the checkpoint's own config",
+                    "default": "PairRM's defaults (its config names none)"},
+             "zh": {"explicit": "由参数显式指定", "checkpoint config": "取自检查点自身的配置",
+                    "default": "PairRM 的默认值（其配置未给出）"}}[lang if lang == "zh" else "en"]
+    kinds = {origins.get("source_maxlength"), origins.get("candidate_maxlength")}
+    if len(kinds) == 1:
+        what = words.get(kinds.pop(), "?")
+        return f" 两个长度上限{what}。" if lang == "zh" else f" Both limits: {what}."
+    src, cand = (words.get(origins.get(k), "?") for k in ("source_maxlength", "candidate_maxlength"))
+    if lang == "zh":
+        return f" 提示词上限{src}，候选上限{cand}。"
+    return f" Prompt limit: {src}; candidate limit: {cand}."
+
+
 def _scorer_model(facts: CardFacts, lang: str) -> str:
     model = public_value(facts.scorer.get("model") or facts.parameters.get("scorer_model"))
     text = f"`{model}`" if model else PHRASES[lang]["unknown"]
@@ -558,6 +577,7 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
         device=fmt(s.get("device", p.get("device")), lang),
         source_max=fmt(s.get("source_maxlength", p.get("source_maxlength")), lang),
         candidate_max=fmt(s.get("candidate_maxlength", p.get("candidate_maxlength")), lang))
+    scoring += _limits_origin(s, lang)
     per_row = (facts.stages.get("candidates") or {}).get("candidates_per_row")
     if per_row:
         scoring += " " + t["candidates_per_row"].format(

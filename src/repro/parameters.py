@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import types
 from pathlib import Path
-from typing import Any, ClassVar, Collection, Literal
+from typing import Any, ClassVar, Collection, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
@@ -72,8 +72,9 @@ class ConstructParams(_Params):
     batch_tokens: int = 16384  # token budget per forward batch
     chunk_size: int = 256  # prompts per resumable chunk
     num_processes: int = 1  # >1: torchrun workers on this node
-    source_maxlength: int = PAIRRM_LIMITS.source_maxlength
-    candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength
+    # PairRM's token limits; None: the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412
+    source_maxlength: Optional[int] = None
+    candidate_maxlength: Optional[int] = None
     # output rows
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
@@ -119,10 +120,16 @@ class ConstructParams(_Params):
             raise ValueError(f"mini_index={self.mini_index} must be < mini_count={self.mini_count} (minis count from 0)")
         if self.part_stop is not None and self.part_stop <= self.part_start:
             raise ValueError(f"part_stop={self.part_stop} must be > part_start={self.part_start}")
-        if self.batch_tokens < self.source_maxlength + 2 * self.candidate_maxlength:
+        for name in ("source_maxlength", "candidate_maxlength"):
+            if getattr(self, name) is not None and getattr(self, name) < 3:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 3 ([CLS], the prefix token and [SEP]), "
+                                 f"or null for the checkpoint's own")
+        limits = (self.source_maxlength or PAIRRM_LIMITS.source_maxlength,
+                  self.candidate_maxlength or PAIRRM_LIMITS.candidate_maxlength)
+        if self.batch_tokens < limits[0] + 2 * limits[1]:
             raise ValueError(
                 f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length "
-                f"({self.source_maxlength + 2 * self.candidate_maxlength} tokens): raise it")
+                f"({limits[0] + 2 * limits[1]} tokens): raise it")
         return self
 
 

@@ -37,10 +37,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
     parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS,
                         help=f"token budget per forward batch, padding counted (default {DEFAULT_BATCH_TOKENS})")
-    parser.add_argument("--source-maxlength", type=int, default=PAIRRM_LIMITS.source_maxlength,
-                        help="PairRM's prompt limit in tokens")
-    parser.add_argument("--candidate-maxlength", type=int, default=PAIRRM_LIMITS.candidate_maxlength,
-                        help="PairRM's candidate limit in tokens")
+    parser.add_argument("--source-maxlength", type=int, default=None,
+                        help="PairRM's prompt limit in tokens (default: the checkpoint's own, as llm-blender; "
+                             f"{PAIRRM_LIMITS.source_maxlength} where its config has none)")
+    parser.add_argument("--candidate-maxlength", type=int, default=None,
+                        help="PairRM's candidate limit in tokens (default: the checkpoint's own, as llm-blender; "
+                             f"{PAIRRM_LIMITS.candidate_maxlength} where its config has none)")
     # resumable and multi-process scoring (repro.scoring): chunks on disk, torchrun workers
     parser.add_argument("--num-processes", type=int, default=1,
                         help="torchrun workers on this node, e.g. one per GPU (default 1); under your own torchrun "
@@ -89,13 +91,19 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
-def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, progress: bool = True) -> list[list[float]]:
-    """Scores of every row (input order), `CALL_SIZE` prompts per engine call, with a progress bar."""
+def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_size: int = CALL_SIZE,
+               progress: bool = True) -> list[list[float]]:
+    """Scores of every row (input order), `chunk_size` prompts per engine call, with a progress bar.
+
+    The calls are the chunks `--work-dir` writes, so that the batches, hence the scores bit for bit, are the same
+    with and without it.
+    """
     bar = Progress(len(rows), desc="PairRM scoring", unit="prompt", enabled=progress)
     scores: list[list[float]] = []
     try:
-        for start in range(0, len(rows), CALL_SIZE):
-            part = rows[start:start + CALL_SIZE]
+        chunk_size = max(1, int(chunk_size))
+        for start in range(0, len(rows), chunk_size):
+            part = rows[start:start + chunk_size]
             out = scorer.score([r["prompt"] for r in part], [r["candidates"] for r in part],
                                batch_tokens=batch_tokens, progress=bar.advance)
             scores.extend([float(x) for x in s] for s in out)
@@ -127,7 +135,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         scorer = load_scorer(args.model, backend=args.backend, device=args.device, dtype=args.dtype,
                              source_maxlength=args.source_maxlength, candidate_maxlength=args.candidate_maxlength)
-        scores, info = score_rows(scorer, rows, batch_tokens=args.batch_tokens), scorer.info
+        scores, info = (score_rows(scorer, rows, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size),
+                        scorer.info)
     write_rows(args.output, [{**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}
                              for row, s in zip(rows, scores)])
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""

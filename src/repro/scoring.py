@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ParameterError, ReproError
-from .scorers.common import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS
+from .scorers.common import DEFAULT_BATCH_TOKENS
 from .work import launch_and_collect, run_as_rank, run_chunked_with_stats, world_size
 from .work import torchrun_command as work_torchrun_command
 
@@ -55,8 +55,8 @@ class ScoringJob:
     batch_tokens: int = DEFAULT_BATCH_TOKENS
     chunk_size: int = 256
     work_dir: str = "work/scoring"
-    source_maxlength: int = PAIRRM_LIMITS.source_maxlength
-    candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength
+    source_maxlength: int | None = None  # None: the checkpoint's own (repro.scorers.pairrm_checkpoint.checkpoint_limits)
+    candidate_maxlength: int | None = None
     progress: bool = True
 
 
@@ -111,8 +111,16 @@ def _sha256(path: Path) -> str:
     return sha256_file(path)
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
-    """What the scores depend on (not where or how fast they are computed); the items are hashed by `work`."""
+    """What the scores depend on (not where or how fast they are computed); the items are hashed by `work`.
+
+    `batch_tokens` is in it: the batches, hence the float rounding of every score, follow the budget
+    (`work` adds the chunk size, which decides the batches too).
+    """
     device_type, dtype = _device_and_dtype(job)
     versions = {}
     for name in ("torch", "transformers", "repro"):
@@ -126,8 +134,10 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
         "backend": job.backend,
         "device_type": device_type,
         "dtype": dtype,
-        "source_maxlength": int(job.source_maxlength),
-        "candidate_maxlength": int(job.candidate_maxlength),
+        "batch_tokens": int(job.batch_tokens),
+        # None = the checkpoint's own, which `model` identifies
+        "source_maxlength": _optional_int(job.source_maxlength),
+        "candidate_maxlength": _optional_int(job.candidate_maxlength),
         "versions": versions,
     }
 
@@ -138,13 +148,16 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
 def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str = "repro",
                      device: str = "auto", dtype: str = "auto", batch_tokens: int = DEFAULT_BATCH_TOKENS,
                      chunk_size: int = 256, num_processes: int = 1, work_dir: str | Path,
-                     source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
-                     candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength,
+                     source_maxlength: int | None = None, candidate_maxlength: int | None = None,
                      progress: bool = True) -> ScoreResult:
-    """Score every candidate of every prompt with PairRM, resumably, in one or several processes."""
+    """Score every candidate of every prompt with PairRM, resumably, in one or several processes.
+
+    Limits left None are the checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which.
+    """
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
-                     chunk_size=int(chunk_size), work_dir=str(work_dir), source_maxlength=int(source_maxlength),
-                     candidate_maxlength=int(candidate_maxlength), progress=bool(progress))
+                     chunk_size=int(chunk_size), work_dir=str(work_dir),
+                     source_maxlength=_optional_int(source_maxlength),
+                     candidate_maxlength=_optional_int(candidate_maxlength), progress=bool(progress))
     from .scorers.common import check_inputs
 
     _check_job(job, num_processes)
@@ -168,11 +181,14 @@ def _load_scorer(job: ScoringJob, device: str | None = None):
                        source_maxlength=job.source_maxlength, candidate_maxlength=job.candidate_maxlength)
 
 
-def _chunk_fn(scorer, job: ScoringJob):
+def _chunk_fn(scorer, job: ScoringJob, budgets_used: dict[str, int]):
     def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
         prompts = [p for p, _ in chunk]
         cands = [c for _, c in chunk]
         out = scorer.score(prompts, cands, batch_tokens=job.batch_tokens, progress=advance)
+        if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
+            key = str(scorer.effective_batch_tokens(job.batch_tokens))
+            budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
         # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
         return [[float(x) for x in row] for row in out]
 
@@ -184,11 +200,16 @@ def _score_share(items: list[list[Any]], job: ScoringJob, *, share: tuple[int, i
     start = time.monotonic()
     scorer = _load_scorer(job, device)
     load_seconds = time.monotonic() - start
-    run = run_chunked_with_stats(items, _chunk_fn(scorer, job), work_dir=job.work_dir,
+    budgets_used: dict[str, int] = {}
+    run = run_chunked_with_stats(items, _chunk_fn(scorer, job, budgets_used), work_dir=job.work_dir,
                                  fingerprint=job_fingerprint(job), chunk_size=job.chunk_size, desc=desc,
                                  progress=show_progress, fn_reports_progress=True, share=share, unit="prompt",
                                  prepare=prepare)
-    return run, dict(scorer.info), load_seconds
+    info = dict(scorer.info)
+    if set(budgets_used) - {str(job.batch_tokens)}:
+        # prompts scored here per budget: after an out-of-memory, which chunks a re-run at the lower budget matches
+        info["batch_tokens_used"] = budgets_used
+    return run, info, load_seconds
 
 
 def _info(scorer_info: dict[str, Any], job: ScoringJob, *, processes: int, prompts: int, computed: int,

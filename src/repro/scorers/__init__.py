@@ -6,7 +6,7 @@
 
 Modules (each imports only those above it in this list; none imports this package's `load_scorer`):
 
-- `common`: devices and precisions, input checks, ranks, the stand-in mark, PairRM's limits (1224/412);
+- `common`: devices and precisions, input checks, ranks, the stand-in mark, PairRM's default limits (1224/412);
 - `pairrm_tokens`, `pairrm_attention`, `pairrm_checkpoint`, `pairrm`: PairRM's tokenisation, its fast
   DeBERTa-v3 attention, finding and building a checkpoint of either layout, and the engine;
 - `tiny`: the random stand-ins built offline (`builtin:tiny-pairrm`);
@@ -18,15 +18,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ParameterError
-from .common import PAIRRM_LIMITS
 
 BACKENDS = ("repro", "llm-blender")
 
 
 def load_scorer(model: str | Path, *, backend: str = "repro", device: str = "auto", dtype: str = "auto",
-                source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
-                candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength, **kwargs):
-    """A PairRM scorer: backend "repro" (the engine) or "llm-blender" (the original code, as reference)."""
+                source_maxlength: int | None = None, candidate_maxlength: int | None = None, **kwargs):
+    """A PairRM scorer: backend "repro" (the engine) or "llm-blender" (the original code, as reference).
+
+    Limits left None are the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412: `info["limits_from"]`.
+    """
     common = dict(device=device, dtype=dtype, source_maxlength=source_maxlength,
                   candidate_maxlength=candidate_maxlength, **kwargs)
     if backend == "repro":

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
 import warnings
 from pathlib import Path
@@ -31,8 +30,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from .common import PAIRRM_LIMITS, check_inputs, is_stand_in, resolve_device, resolve_dtype
-from .pairrm_checkpoint import detect_layout, resolve_model
+from .common import check_inputs, is_stand_in, resolve_device, resolve_dtype
+from .pairrm_checkpoint import checkpoint_limits, detect_layout, read_config, resolve_model
 from .pairrm_tokens import restore_sentencepiece_normalizer
 
 
@@ -90,19 +89,23 @@ class BlenderScorer:
     backend = "llm-blender"
 
     def __init__(self, blender, *, spec: str, path: Path, layout: str, device: str, dtype: str, normalization: str,
-                 source_maxlength: int, candidate_maxlength: int, batch_size: int):
+                 source_maxlength: int, candidate_maxlength: int, batch_size: int,
+                 limits_from: dict[str, str] | None = None):
         self.blender = blender
         self.spec, self.path, self.layout = spec, path, layout
         self.device, self.dtype, self.normalization = device, dtype, normalization
         self.source_maxlength, self.candidate_maxlength = source_maxlength, candidate_maxlength
         self.batch_size = batch_size
+        self.limits_from = dict(limits_from or {"source_maxlength": "explicit", "candidate_maxlength": "explicit"})
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
-             source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
-             candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength, batch_size: int = 1,
+             source_maxlength: int | None = None, candidate_maxlength: int | None = None, batch_size: int = 1,
              restore_normalizer: bool = True) -> "BlenderScorer":
-        """`Blender.loadranker` on a PairRM checkpoint; `batch_size=1` is what SPPO uses (a budget per prompt)."""
+        """`Blender.loadranker` on a PairRM checkpoint; `batch_size=1` is what SPPO uses (a budget per prompt).
+
+        Limits left None are the checkpoint's own, which is what llm-blender itself does (`checkpoint_limits`).
+        """
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         if dtype_name == "bf16" or (dtype_name == "fp16" and torch_device.type not in ("cuda", "mps")):
@@ -111,10 +114,12 @@ class BlenderScorer:
         if batch_size < 1:
             raise ParameterError(f"batch_size={batch_size} must be >= 1.")
         path = resolve_model(model)
-        config = json.loads((path / "config.json").read_text())
+        config = read_config(path)
         layout = detect_layout(config)
-        overrides: dict[str, Any] = dict(source_maxlength=source_maxlength, candidate_maxlength=candidate_maxlength,
-                                         fp16=dtype_name == "fp16")
+        limits, origins = checkpoint_limits(config, source_maxlength, candidate_maxlength)
+        # llm-blender reads a limit that is not given from its RankerConfig: pass only the others
+        overrides: dict[str, Any] = {k: v for k, v in limits.items() if origins[k] != "checkpoint config"}
+        overrides["fp16"] = dtype_name == "fp16"
         if layout == "llm-blender":
             name = config.get("model_name") or ""
             if name and (path / name).is_dir():  # repro.scorers.tiny's convention: the backbone beside the checkpoint
@@ -133,15 +138,15 @@ class BlenderScorer:
         if restore_normalizer and restore_sentencepiece_normalizer(blender.ranker_tokenizer):
             normalization = "sentencepiece"
         return cls(blender, spec=str(model), path=path, layout=layout, device=str(torch_device), dtype=dtype_name,
-                   normalization=normalization, source_maxlength=source_maxlength,
-                   candidate_maxlength=candidate_maxlength, batch_size=batch_size)
+                   normalization=normalization, batch_size=batch_size, limits_from=origins, **limits)
 
     @property
     def info(self) -> dict[str, Any]:
         """What produced the scores, for the run manifest."""
         return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
                 "device": self.device, "dtype": self.dtype, "source_maxlength": self.source_maxlength,
-                "candidate_maxlength": self.candidate_maxlength, "stand_in": is_stand_in(self.path),
+                "candidate_maxlength": self.candidate_maxlength, "limits_from": dict(self.limits_from),
+                "stand_in": is_stand_in(self.path),
                 "normalization": self.normalization, "batch_size": self.batch_size}
 
     def _rank_scores(self, prompts: list[str], candidates: list[list[str]]) -> np.ndarray:

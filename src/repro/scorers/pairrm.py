@@ -30,9 +30,9 @@ import numpy as np
 import torch
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError
-from .common import (DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS, check_inputs, is_stand_in, ranks_from_scores,
+from .common import (DEFAULT_BATCH_TOKENS, check_inputs, is_stand_in, ranks_from_scores,
                      resolve_device, resolve_dtype, torch_dtype)
-from .pairrm_checkpoint import PairRMModel, load_pairrm_model, resolve_model
+from .pairrm_checkpoint import PairRMModel, checkpoint_limits, load_pairrm_model, read_config, resolve_model
 from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
                             load_tokenizer)
 
@@ -70,7 +70,8 @@ class PairRM:
     backend = "repro"
 
     def __init__(self, model: PairRMModel, tokenizer, *, spec: str, path: Path, layout: str, device: torch.device,
-                 dtype: str, normalization: str, source_maxlength: int, candidate_maxlength: int):
+                 dtype: str, normalization: str, source_maxlength: int, candidate_maxlength: int,
+                 limits_from: dict[str, str] | None = None):
         if source_maxlength < 3 or candidate_maxlength < 3:
             raise ParameterError(f"source_maxlength={source_maxlength} and candidate_maxlength={candidate_maxlength} "
                                  f"must both be >= 3 ([CLS], the prefix token and [SEP]).")
@@ -78,6 +79,8 @@ class PairRM:
         self.spec, self.path, self.layout = spec, path, layout
         self.device, self.dtype, self.normalization = device, dtype, normalization
         self.source_maxlength, self.candidate_maxlength = int(source_maxlength), int(candidate_maxlength)
+        # where each limit came from: "explicit" | "checkpoint config" | "default" (checkpoint_limits)
+        self.limits_from = dict(limits_from or {"source_maxlength": "explicit", "candidate_maxlength": "explicit"})
         ids = tokenizer.convert_tokens_to_ids(list(PREFIX_TOKENS))
         self.prefix_ids = dict(zip(PREFIX_TOKENS, ids))
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -87,15 +90,17 @@ class PairRM:
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
-             source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
-             candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength, fast_attention: bool = True) -> "PairRM":
+             source_maxlength: int | None = None, candidate_maxlength: int | None = None,
+             fast_attention: bool = True) -> "PairRM":
         """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`).
 
+        Limits left None are the checkpoint's own, as in llm-blender (`checkpoint_limits`);
         `fast_attention=False` keeps transformers' own DeBERTa attention (same numbers, slower).
         """
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         path = resolve_model(model)
+        limits, origins = checkpoint_limits(read_config(path), source_maxlength, candidate_maxlength)
         module, facts = load_pairrm_model(path, fast_attention=fast_attention)
         fallback = None
         if facts["layout"] == "llm-blender":
@@ -107,16 +112,15 @@ class PairRM:
                                  f"only {facts['backbone'].vocab_size}: tokenizer and weights do not belong together.")
         module.to(device=torch_device, dtype=torch_dtype(dtype_name))
         return cls(module, tokenizer, spec=str(model), path=path, layout=facts["layout"], device=torch_device,
-                   dtype=dtype_name, normalization=how, source_maxlength=source_maxlength,
-                   candidate_maxlength=candidate_maxlength)
+                   dtype=dtype_name, normalization=how, limits_from=origins, **limits)
 
     @property
     def info(self) -> dict[str, Any]:
         """What produced the scores, for the run manifest."""
         return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
                 "device": str(self.device), "dtype": self.dtype, "source_maxlength": self.source_maxlength,
-                "candidate_maxlength": self.candidate_maxlength, "stand_in": is_stand_in(self.path),
-                "normalization": self.normalization}
+                "candidate_maxlength": self.candidate_maxlength, "limits_from": dict(self.limits_from),
+                "stand_in": is_stand_in(self.path), "normalization": self.normalization}
 
     # -- tokenisation ---------------------------------------------------------------------------
     def _text(self, prefix: str, text: str) -> str:
@@ -192,11 +196,14 @@ class PairRM:
 
     def _run(self, plan: list[_Pass], order: list[int], batch_tokens: int,
              on_done: Callable[[list[int]], None]) -> np.ndarray:
-        """pair_logits of every pass; batches of at most `batch_tokens` padded tokens, halved on out-of-memory."""
+        """pair_logits of every pass; batches of at most `batch_tokens` padded tokens, halved on out-of-memory.
+
+        A batch's float rounding depends on its neighbours, so after an out-of-memory the call starts over with
+        the halved budget: its result is then exactly that of `score(..., batch_tokens=<halved>)`.
+        """
         logits = np.empty(len(plan), dtype=np.float32)
-        budget = int(batch_tokens)
-        if self.max_batch_tokens is not None:
-            budget = min(budget, self.max_batch_tokens)
+        budget = self.effective_batch_tokens(batch_tokens)
+        reported: set[int] = set()  # passes whose progress was reported before a restart
         start = 0
         while start < len(order):
             width = plan[order[start]].length  # the longest of the batch: passes are sorted
@@ -211,16 +218,26 @@ class PairRM:
                         f"Use a GPU with more free memory, dtype='fp16' or 'bf16', or smaller "
                         f"source_maxlength/candidate_maxlength.") from None
                 new_budget = max(width, (len(chunk) * width) // 2)
-                warnings.warn(f"PairRM: out of memory on {self.device} with batch_tokens={budget}; continuing with "
-                              f"batch_tokens={new_budget} (pass --batch-tokens {new_budget} to start there).",
+                warnings.warn(f"PairRM: out of memory on {self.device} with batch_tokens={budget}; starting this "
+                              f"call over with batch_tokens={new_budget}, kept from now on (scores depend on the "
+                              f"budget: pass --batch-tokens {new_budget} to start there).",
                               RuntimeWarning, stacklevel=2)
                 budget = self.max_batch_tokens = new_budget
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
+                reported.update(k for k in order[:start])
+                start = 0
                 continue
-            on_done(chunk)
+            new = [k for k in chunk if k not in reported]
+            if new:
+                on_done(new)
             start = stop
         return logits
+
+    def effective_batch_tokens(self, batch_tokens: int) -> int:
+        """The budget a call with `batch_tokens` uses: lower after an out-of-memory (the scores depend on it)."""
+        budget = int(batch_tokens)
+        return budget if self.max_batch_tokens is None else min(budget, self.max_batch_tokens)
 
     # -- public ---------------------------------------------------------------------------------
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,

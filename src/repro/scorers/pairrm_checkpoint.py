@@ -13,8 +13,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, ParameterError
 from ..paths import cache_root
+from .common import PAIRRM_LIMITS
 from .pairrm_attention import _batch_context, install_fast_attention
 
 BUILTIN_TINY = "builtin:tiny-pairrm"
@@ -112,6 +113,38 @@ def detect_layout(config: dict[str, Any]) -> str:
                          "DebertaV2PairRM config (model_type: deberta-v2 with source_prefix_id).")
 
 
+LIMIT_NAMES = ("source_maxlength", "candidate_maxlength")
+
+
+def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = None,
+                      candidate_maxlength: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
+    """The limits to use and where each came from: "explicit" (given), "checkpoint config", or "default" (1224/412).
+
+    As llm-blender's `Blender.rank`: a limit not given is the checkpoint's own (`source_maxlength` /
+    `candidate_maxlength` in llm-blender's RankerConfig; PairRM-hf's config carries none, its card's
+    `tokenize_pair` uses 1224 / 412, which is the default here).
+    """
+    given = dict(zip(LIMIT_NAMES, (source_maxlength, candidate_maxlength)))
+    limits, origins = {}, {}
+    for name, value in given.items():
+        if value is not None:
+            limits[name], origins[name] = int(value), "explicit"
+        elif config.get(name) is not None:
+            try:
+                limits[name] = int(config[name])
+            except (TypeError, ValueError):
+                raise ModelLoadError(f"config.json has {name}={config[name]!r}, not a whole number of tokens; fix "
+                                     f"the checkpoint's config or pass {name} explicitly.") from None
+            origins[name] = "checkpoint config"
+        else:
+            limits[name], origins[name] = getattr(PAIRRM_LIMITS, name), "default"
+    for name, value in limits.items():
+        if value < 3:
+            where = "given" if origins[name] == "explicit" else f"from the {origins[name]}"
+            raise ParameterError(f"{name}={value} ({where}) must be >= 3 ([CLS], the prefix token and [SEP]).")
+    return limits, origins
+
+
 # ------------------------------------------------------------------------------------------------
 # model
 # ------------------------------------------------------------------------------------------------
@@ -185,12 +218,20 @@ def _backbone_config(folder: Path, layout: str, config: dict[str, Any], vocab_si
     return backbone
 
 
-def load_pairrm_model(folder: Path, fast_attention: bool = True) -> tuple[PairRMModel, dict[str, Any]]:
-    """Build the model of a checkpoint directory (either layout) in fp32 on CPU; returns (model, facts)."""
+def read_config(folder: Path) -> dict[str, Any]:
+    """A checkpoint directory's config.json, as a dict."""
     try:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"Cannot read {folder / 'config.json'}: {exc}") from None
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{folder / 'config.json'} holds {type(config).__name__}, not a JSON object.")
+    return config
+
+
+def load_pairrm_model(folder: Path, fast_attention: bool = True) -> tuple[PairRMModel, dict[str, Any]]:
+    """Build the model of a checkpoint directory (either layout) in fp32 on CPU; returns (model, facts)."""
+    config = read_config(folder)
     layout = detect_layout(config)
     state = _read_state_dict(folder)
     key = "pretrained_model.embeddings.word_embeddings.weight"

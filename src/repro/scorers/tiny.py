@@ -240,13 +240,17 @@ def ranker_config_json(source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
 def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 32, num_layers: int = 2,
                       num_heads: int = 2, intermediate_size: int = 64, vocab_size: int = 600,
                       initializer_range: float = 1.0, layout: str = "llm-blender",
-                      weights_format: str = "safetensors", extra_corpus: Iterable[str] = ()) -> Path:
+                      weights_format: str = "safetensors", extra_corpus: Iterable[str] = (),
+                      source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
+                      candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength) -> Path:
     """Build a random PairRM checkpoint (llm-blender's layout by default) in `out_dir`; returns the directory.
 
     `vocab_size` counts sentencepiece pieces (the tokenizer adds [MASK] and the four prefix tokens);
     `initializer_range=1.0` spreads random scores to about 0.1 (DeBERTa's 0.02 gives near-ties);
     `weights_format`: "safetensors", "bin" (pytorch_model.bin) or "both"; `extra_corpus`: more training
-    text for the tokenizer (e.g. real prompts, for realistic token counts in a benchmark).
+    text for the tokenizer (e.g. real prompts, for realistic token counts in a benchmark);
+    `source_maxlength` / `candidate_maxlength`: the limits its llm-blender RankerConfig holds (PairRM-hf's
+    layout carries none).
     """
     import torch
     from safetensors.torch import save_file
@@ -269,7 +273,7 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
         torch.save(weights, out_dir / "pytorch_model.bin")
 
     if layout == "llm-blender":
-        _write_json(out_dir / "config.json", ranker_config_json())
+        _write_json(out_dir / "config.json", ranker_config_json(source_maxlength, candidate_maxlength))
         # llm-blender loads `model_name` with AutoModel/AutoTokenizer before overwriting its weights
         backbone = out_dir / BACKBONE_DIR
         n_base = _write_tokenizer(backbone, spm_model, with_prefixes=False)
