@@ -67,6 +67,7 @@ class PairRM(BudgetedBatches):
     """PairRM scorer (backend "repro"): load with `PairRM.load(model, device=..., dtype=...)`."""
 
     backend = "repro"
+    kind = "pairrm"
     label, unit, shrink_hint = "PairRM", "pass", "smaller source_maxlength/candidate_maxlength"
 
     def __init__(self, model: PairRMModel, tokenizer, *, spec: str, path: Path, layout: str, device: torch.device,
