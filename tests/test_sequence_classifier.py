@@ -5,13 +5,8 @@ invariance, torchrun and kill -9 resume, kind detection, and the errors a user m
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +18,8 @@ from repro.scorers import detect_kind, load_scorer
 from repro.scorers.sequence_classifier import SequenceClassifierScorer
 from repro.scorers.tiny import DEBERTA_CHAT_TEMPLATE, build_tiny_pairrm, build_tiny_reward_model
 from repro.scoring import score_candidates
+
+from killed_run import kill_while_scoring_the_third_chunk
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: extra threads only spin
 TOLERANCE = 1e-5  # fp32: a batched, padded forward against one sequence at a time
@@ -189,54 +186,13 @@ def _chunk_bytes(work_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(work_dir.glob("chunk-*.json"))}
 
 
-KILLED_RUN = r'''
-import json, sys, time
-from pathlib import Path
-import torch
-from repro.scorers.sequence_classifier import SequenceClassifierScorer
-
-torch.set_num_threads(1)  # as the test process: CPU matrix products round differently with another count
-
-spec = json.loads(Path(sys.argv[1]).read_text())
-marker = Path(sys.argv[2])
-original = SequenceClassifierScorer.score
-calls = []
-
-def score(self, *args, **kwargs):
-    calls.append(1)
-    if len(calls) == 3:  # two chunks are on disk: say so, then wait for the test's kill -9
-        marker.write_text("scoring chunk 3")
-        time.sleep(600)
-    return original(self, *args, **kwargs)
-
-SequenceClassifierScorer.score = score
-from repro.scoring import score_candidates
-score_candidates(spec["prompts"], spec["candidates"], **spec["kwargs"])
-'''
-
-
 def test_kill_9_and_resume_gives_the_same_bytes(reward_dirs, rows, tmp_path):
     prompts, candidates = rows
     kwargs = dict(model=str(reward_dirs["deberta"]), device="cpu", chunk_size=4, progress=False)
     reference = score_candidates(prompts, candidates, work_dir=tmp_path / "reference", **kwargs)
     work = tmp_path / "work"
-    (tmp_path / "spec.json").write_text(json.dumps({"prompts": prompts, "candidates": candidates,
-                                                    "kwargs": {**kwargs, "work_dir": str(work)}}))
-    (tmp_path / "killed_run.py").write_text(KILLED_RUN)
-    marker = tmp_path / "marker"
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "killed_run.py"), str(tmp_path / "spec.json"),
-                             str(marker)], env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    try:
-        deadline = time.monotonic() + 240
-        while not marker.exists():
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "the run never reached its third chunk"
-            time.sleep(0.1)
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_while_scoring_the_third_chunk(tmp_path, "repro.scorers.sequence_classifier:SequenceClassifierScorer",
+                                       prompts, candidates, {**kwargs, "work_dir": str(work)})
     assert sorted(_chunk_bytes(work)) == ["chunk-000000.json", "chunk-000001.json"]
     resumed = score_candidates(prompts, candidates, work_dir=work, **kwargs)
     assert resumed.info["chunks_resumed"] == 2 and resumed.info["prompts_computed"] == len(prompts) - 8

@@ -297,7 +297,7 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
     return out_dir
 
 
-def _build_once(target: Path, build: Callable[[Path], Any]) -> Path:
+def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
     """`build(folder)` once into `target` (atomically, safe with concurrent processes); reuse it after."""
     if (target / STAND_IN_MARKER).exists():
         return target
@@ -317,7 +317,7 @@ def _build_once(target: Path, build: Callable[[Path], Any]) -> Path:
 
 def build_cached_tiny_pairrm(cache: Path, **kwargs) -> Path:
     """Build the default stand-in once under `cache` (atomically, safe with concurrent processes); reuse it."""
-    return _build_once(cache / f"tiny-pairrm-v{BUILDER_VERSION}", lambda folder: build_tiny_pairrm(folder, **kwargs))
+    return build_once(cache / f"tiny-pairrm-v{BUILDER_VERSION}", lambda folder: build_tiny_pairrm(folder, **kwargs))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -379,5 +379,5 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
 
 def build_cached_tiny_reward_model(cache: Path, arch: str) -> Path:
     """The default tiny reward model of `arch` ('llama' | 'deberta'), built once under `cache`."""
-    return _build_once(cache / f"tiny-reward-{arch}-v{BUILDER_VERSION}",
+    return build_once(cache / f"tiny-reward-{arch}-v{BUILDER_VERSION}",
                        lambda folder: build_tiny_reward_model(folder, arch))
