@@ -11,8 +11,8 @@ from .errors import ReproError
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
 COMMANDS = {
     "run": ("repro.runner", "execute the notebooks a params file lists, through papermill"),
-    "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM"),
-    "bench": ("repro.bench", "time the PairRM engine against llm-blender on the same inputs"),
+    "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
+    "bench": ("repro.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),
 }
 
 
