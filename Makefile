@@ -1,5 +1,5 @@
-# Two commands do everything on a fresh machine: `make demo` and `make test`.
-# Both create .venv if it is missing, install the project into it, and register its Jupyter kernel.
+# Three commands do everything on a fresh machine: `make demo`, `make test` and `make lab`.
+# All create .venv if it is missing, install the project into it, and register its Jupyter kernel.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test clean-runs
+.PHONY: install demo test lab clean-runs
 
 install: $(STAMP)
 
@@ -24,6 +24,12 @@ demo: install
 
 test: install
 	$(PY) -m pytest
+
+# JupyterLab at the project root (so `runs/demo` in a notebook is the folder the file browser shows), on this
+# machine only; kernels get CurveZMQ-encrypted connections, as `repro run` gives them.
+lab: install
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir="$(CURDIR)" \
+		--KernelManager.transport_encryption=auto
 
 clean-runs:
 	rm -rf runs/

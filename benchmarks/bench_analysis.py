@@ -7,7 +7,8 @@ Two datasets with the seed's columns and the same responses (realistic lengths) 
 `ratings` has H4-like 1-10 GPT-4 ratings (the bootstrap resamples category counts), `logits` has real-valued
 PairRM-like scores (the bootstrap resamples rows in blocks). Each analysis runs in a fresh process, so its peak
 memory (VmHWM) is its own. Side by side in that process: the project's bootstrap against scipy.stats.bootstrap
-(percentile, batched) on the same three series. Results go in benchmarks/RESULTS.md (section "Analysis").
+(percentile, batched) on the same three series. The figures are written to benchmarks/results/analysis-cpu-*.json
+(`--output-dir`); benchmarks/RESULTS.md (section "Analysis") quotes that file.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -118,12 +120,19 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=61135)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--kinds", nargs="+", choices=["ratings", "logits"], default=["ratings", "logits"])
+    parser.add_argument("--output-dir", type=Path, default=Path(__file__).parent / "results",
+                        help="where the JSON result goes (default: benchmarks/results)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(Path(args.child), args.resamples)))
         return
+    from repro.bench import machine_info
+
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    results = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "command": "python benchmarks/bench_analysis.py " + " ".join(sys.argv[1:]),
+               "machine": machine_info("cpu"), "rows": args.rows, "resamples": args.resamples, "kinds": {}}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         runs = build_datasets(Path(tmp), args.rows, args.kinds)
@@ -133,10 +142,16 @@ def main() -> None:
             proc = subprocess.run([sys.executable, __file__, "--child", str(run_dir), "--resamples", str(args.resamples)],
                                   capture_output=True, text=True, check=True)
             out = json.loads(proc.stdout.strip().splitlines()[-1])
+            results["kinds"][kind] = {"load_average_before": round(load, 2), **out}
             print(f"\n[{kind}] load average before: {load:.1f}\n" + json.dumps(out, indent=2))
             print(f"[{kind}] whole analysis: {out['analyze_seconds']} s wall ({out['analyze_cpu_seconds']} s CPU), peak RSS {out['peak_rss_mb']} MB (after "
                   f"imports {out['rss_after_imports_mb']} MB); bootstrap alone {out['bootstrap_seconds']} s vs "
                   f"scipy.stats.bootstrap {out['scipy_bootstrap_seconds']} s (scipy/ours = {out['scipy_over_ours']}x)")
+    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    out_path = args.output_dir / f"analysis-cpu-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"results: {out_path}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ end-to-end `generate_candidates` call (greedy reference + 2 candidates per promp
 the stage's tokens/s as the manifest records it. The stand-in never emits EOS, so every sequence is exactly
 `--max-new-tokens` long and all variants do the same work. Prompts come from `--data FILE` (jsonl rows with
 a `prompt`) or are generated with UltraFeedback-like lengths (log-normal, median ~250 characters).
+The figures are written to benchmarks/results/generation-<device>-*.json (`--output-dir`);
+benchmarks/RESULTS.md (section "Generation") quotes that file.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -91,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--data", type=Path, help="jsonl rows with a 'prompt' (default: synthetic prompts)")
-    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--output-dir", type=Path, default=Path(__file__).parent / "results",
+                    help="where the JSON result goes (default: benchmarks/results)")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -152,11 +156,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nstage (generate_candidates: greedy reference + 2 candidates, batch {batch_sizes[-1]}): "
           f"{stage['tokens_generated']} tokens in {stage['generate_seconds']:.1f} s = "
           f"{stage['tokens_per_second']:.1f} tokens/s")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": machine, "size": args.size, "dtype": dtype, "rows": rows,
-                                         "stage_tokens_per_second": stage["tokens_per_second"],
-                                         "argv": sys.argv[1:]}, indent=2) + "\n")
+    from repro.bench import machine_info
+
+    results = {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "python benchmarks/bench_generation.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": {**machine_info(args.device.split(":")[0]), "summary": machine}, "size": args.size,
+        "parameters": n_params, "dtype": str(dtype), "prompts": len(prompts), "sequences_per_prompt": 2,
+        "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
+        "prompt_tokens": {"median": statistics.median(len(i) for i in ids), "max": max(len(i) for i in ids)},
+        "rows": rows,
+        "stage": {k: stage[k] for k in ("tokens_generated", "generate_seconds", "tokens_per_second")},
+        "stage_batch_size": batch_sizes[-1]}
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    out_path = args.output_dir / f"generation-{args.device.split(':')[0]}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    out_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"results: {out_path}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real UltraFeedback sample (never committed) and tiny offline checkpoints."""
+"""Shared fixtures: real UltraFeedback rows (a committed fixture), tiny offline checkpoints; the skip guard."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_SAMPLE = ROOT.parent / "shared" / "data" / "ultrafeedback_sample"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# 200 train / 100 test real rows, chosen by fixtures/ultrafeedback/select_rows.py (see PROVENANCE.md there)
+ULTRAFEEDBACK = FIXTURES / "ultrafeedback"
+# the only reasons a test may skip: what a machine cannot have (pyproject.toml registers these markers)
+ALLOWED_SKIP_MARKERS = ("real_weights", "gpu", "vllm")
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -24,20 +28,20 @@ def read_jsonl(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
-    """The folder of real UltraFeedback rows laid beside the project (skips where it is absent)."""
-    if not (SHARED_SAMPLE / "train_prefs_1000.jsonl").exists():
-        pytest.skip(f"real UltraFeedback sample not found at {SHARED_SAMPLE}")
-    return SHARED_SAMPLE
+    """The committed folder of real UltraFeedback rows: train_prefs.jsonl (200 rows), test_prefs.jsonl (100)."""
+    return ULTRAFEEDBACK
 
 
 @pytest.fixture(scope="session")
 def train_rows(sample_dir: Path) -> list[dict]:
-    return read_jsonl(sample_dir / "train_prefs_1000.jsonl")
+    """200 real UltraFeedback train rows (H4 schema), with ties, identical pairs, an empty response, long rows."""
+    return read_jsonl(sample_dir / "train_prefs.jsonl")
 
 
 @pytest.fixture(scope="session")
 def test_rows(sample_dir: Path) -> list[dict]:
-    return read_jsonl(sample_dir / "test_prefs_200.jsonl")
+    """100 real UltraFeedback test rows, disjoint from train_rows."""
+    return read_jsonl(sample_dir / "test_prefs.jsonl")
 
 
 @pytest.fixture(scope="session")
@@ -57,3 +61,47 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------------------------------------
+# the skip guard: with REPRO_FORBID_SKIPS=1 (.ci/run sets it) any skip without an allowed marker fails the run
+# ---------------------------------------------------------------------------------------------
+_forbidden_skips: list[tuple[str, str]] = []
+
+
+def _skip_reason(report) -> str:
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def pytest_runtest_logreport(report):
+    """Collects skipped tests that carry none of ALLOWED_SKIP_MARKERS (an expected failure is not a skip)."""
+    if report.skipped and not hasattr(report, "wasxfail") and not any(m in report.keywords for m in ALLOWED_SKIP_MARKERS):
+        _forbidden_skips.append((report.nodeid, _skip_reason(report)))
+
+
+def pytest_collectreport(report):
+    """A whole module skipped at collection (e.g. a module-level importorskip) counts too."""
+    if report.skipped:
+        _forbidden_skips.append((report.nodeid, _skip_reason(report)))
+
+
+def _skips_forbidden() -> bool:
+    return os.environ.get("REPRO_FORBID_SKIPS", "") not in ("", "0")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Lists the skips that are not allowed, and what to do about them."""
+    if _skips_forbidden() and _forbidden_skips:
+        terminalreporter.section("skips not allowed (REPRO_FORBID_SKIPS=1)", red=True)
+        terminalreporter.line(f"Only tests marked {', '.join(ALLOWED_SKIP_MARKERS)} may skip. These skipped: put what "
+                              "they need in the repository or build it in the test (mark a test only if it needs "
+                              "real weights, a GPU or vLLM):")
+        for nodeid, reason in _forbidden_skips:
+            terminalreporter.line(f"  {nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A run that would pass fails instead when a skip was not allowed."""
+    if _skips_forbidden() and _forbidden_skips and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

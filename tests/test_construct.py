@@ -36,12 +36,12 @@ def real_run(tmp_path_factory, sample_dir):
     tmp = tmp_path_factory.mktemp("real")
     src = tmp / "rows.jsonl"
     with open(src, "w") as f:
-        for name in ("train_prefs_1000.jsonl", "test_prefs_200.jsonl"):
+        for name in ("train_prefs.jsonl", "test_prefs.jsonl"):
             f.write((sample_dir / name).read_text())
     # real data has empty responses: they are left out of the ranking (and the row dropped as too few)
-    # short length limits keep 1200 prompts fast on 2 cores; truncation is still exercised (texts are longer)
+    # short length limits keep 300 prompts fast on 2 cores; truncation is still exercised (texts are longer)
     p = _params(tmp, source=str(src), candidate_columns=[], include_original_pair=True, keep_all_candidates=True,
-                chunk_size=400, empty_candidates="drop", source_maxlength=96, candidate_maxlength=64,
+                chunk_size=128, empty_candidates="drop", source_maxlength=96, candidate_maxlength=64,
                 batch_tokens=8192)
     return src, _construct(p)
 
@@ -51,11 +51,11 @@ def test_real_rows_integration(real_run):
     rows = [json.loads(line) for line in src.read_text().splitlines()]
     texts = [{t for t in (r["chosen"][-1]["content"], r["rejected"][-1]["content"]) if t.strip()} for r in rows]
     too_few = sum(len(t) < 2 for t in texts)
-    assert len(rows) == 1200 and too_few >= 4  # 4 identical pairs in train alone, plus empty responses
+    assert len(rows) == 300 and too_few >= 4  # 4 identical pairs in train alone, plus empty responses
     counts = ctx.manifest.read()["counts"]
-    assert counts["source"] == 1200 and counts["sliced"] == 1200
+    assert counts["source"] == 300 and counts["sliced"] == 300
     assert counts["dropped_too_few_candidates"] == too_few
-    assert counts["kept"] == len(out) == 1200 - too_few
+    assert counts["kept"] == len(out) == 300 - too_few
     assert out.column_names == SEED_COLUMNS + ["candidates", "candidate_scores"]
     kept = {r["prompt_id"]: r for r in rows}
     for row in out.select(range(0, len(out), 37)):

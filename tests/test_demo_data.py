@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
-import tomllib
 from collections import Counter
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -35,13 +33,6 @@ def demo_rows() -> list[dict]:
 
 def resp_columns(row: dict) -> list[str]:
     return sorted((k for k in row if k.startswith("resp")), key=lambda k: int(k[4:]))
-
-
-def test_ships_as_package_data():
-    assert DEMO.is_file()
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = config["tool"]["setuptools"]["package-data"]["repro"]
-    assert any(fnmatch.fnmatch("data/demo_prompts.jsonl", p) for p in patterns)
 
 
 def test_loads_with_datasets(demo_rows, tmp_path):

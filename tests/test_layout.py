@@ -12,6 +12,7 @@ from repro.parameters import SCHEMAS
 from repro.runner import NOTEBOOK_SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
+KERNELSPEC = {"name": "repro", "display_name": "Python (repro)", "language": "python"}
 
 
 def test_layout():
@@ -70,10 +71,24 @@ def test_notebook_parameters_cells_match_the_schemas():
             assert name in fields, f"{path.name}: parameter {name!r} is not in the {sections} schema"
             value = ast.literal_eval(node.value)  # literals only
             assert value == fields[name].default, f"{path.name}: {name} = {value!r} differs from the schema default"
-        assert nb["metadata"]["kernelspec"]["name"] == "python3"
+        # JupyterLab opens them with the project's registered kernel, with no kernel picker
+        assert nb["metadata"]["kernelspec"] == KERNELSPEC, f"{path.name} must declare the kernel {KERNELSPEC}"
+
+
+def test_notebook_results_do_not_reuse_parameter_names():
+    """Re-running a cell must not silently take a parameter back: results get their own names."""
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        fields = set().union(*(SCHEMAS[s].model_fields for s in NOTEBOOK_SECTIONS[path.stem]))
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code" or "parameters" in cell.get("metadata", {}).get("tags", []):
+                continue
+            assigned = {t.id for node in ast.walk(ast.parse("".join(cell["source"])))
+                        if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+            assert not assigned & fields, f"{path.name} assigns parameter names {assigned & fields} in a result cell"
 
 
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
-    assert "make test" in readme and "make demo" in readme
+    assert "make test" in readme and "make demo" in readme and "make lab" in readme
     assert "make test" in (ROOT / ".ci/run").read_text()

@@ -14,11 +14,7 @@ import pytest
 from repro.errors import ModelLoadError
 from repro.scorers.pairrm import PairRM
 from repro.scorers.pairrm_checkpoint import resolve_model
-
-CARD_INPUTS = ["hello!", "I love you!"]
-CARD_A = ["hi!", "I hate you!"]
-CARD_B = ["f**k off!", "I love you, too!"]
-CARD_LOGITS = [1.9003021717071533, -1.2547134160995483]
+from repro.selfcheck import CARD_A, CARD_B, CARD_INPUTS, CARD_LOGITS, CARD_PREFERS_A, card_example_check
 
 
 @pytest.fixture(scope="module")
@@ -39,4 +35,5 @@ def test_model_card_example(real_pairrm_hf):
     assert scorer.info["stand_in"] is False and scorer.info["layout"] == "transformers"
     _, matrices = scorer.score(CARD_INPUTS, [[a, b] for a, b in zip(CARD_A, CARD_B)], return_matrix=True)
     np.testing.assert_allclose([m[0, 1] for m in matrices], CARD_LOGITS, rtol=0, atol=1e-4)
-    assert (scorer.compare(CARD_INPUTS, CARD_A, CARD_B) > 0).tolist() == [True, False]
+    assert (scorer.compare(CARD_INPUTS, CARD_A, CARD_B) > 0).tolist() == CARD_PREFERS_A
+    assert card_example_check({"PairRM-hf": scorer}).status == "pass"  # what `repro selfcheck` reports

@@ -74,6 +74,27 @@ def test_margin_distribution_counts_every_row_and_marks_zero(small):
     assert "score_chosen − score_rejected" in ax.get_xlabel()
 
 
+def test_continuous_scores_get_continuous_bins_however_few_their_distinct_values():
+    # 40 PairRM-like margins (40 distinct values): one bar per value would draw a flat block of ones
+    margin = np.random.default_rng(5).normal(0.34, 0.16, 40)
+    assert plots.value_grid(margin) is None
+    ax = plots.margin_distribution(margin).axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    assert sum(heights) == 40 and len(heights) == 10 and max(heights) >= 5
+
+
+def test_ratings_are_binned_on_their_grid(small):
+    chosen = small[0]
+    grid = plots.value_grid(chosen)
+    assert grid is not None and np.allclose(np.diff(grid), 0.5) and set(chosen) <= set(grid)
+    margin = small[0] - small[1]
+    ax = plots.margin_distribution(margin).axes[0]
+    bars = {round(p.get_x() + p.get_width() / 2, 9): p.get_height() for p in ax.patches}
+    values, counts = np.unique(margin, return_counts=True)
+    assert all(bars[round(v, 9)] == c for v, c in zip(values, counts))  # one bar centred on each grid value
+    assert plots.value_grid(np.array([1.0, 2.0, 2.25 + 1e-3])) is None  # off the grid by a little: continuous
+
+
 def test_margin_vs_length(small):
     margin = small[0] - small[1]
     diff = np.arange(37.0) - 18

@@ -60,6 +60,10 @@ def test_a_failed_run_says_so_and_keeps_its_notebook(tmp_path):
     assert manifest["status"] == "failed" and "answer" in manifest["error"]
     assert (tmp_path / "bad" / "notebooks" / "01_construct.ipynb").exists()
     assert not (tmp_path / "bad" / SHARD).exists()
+    # the failed cell shows the ReproError's paragraph alone, without the stack
+    executed = json.loads((tmp_path / "bad" / "notebooks" / "01_construct.ipynb").read_text())
+    [error] = [o for c in executed["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert len(error["traceback"]) == 1 and "answer" in error["traceback"][0]
 
 
 def test_bad_parameters_fail_before_running(tmp_path, capsys):

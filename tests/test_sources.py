@@ -58,5 +58,5 @@ def test_empty_and_broken_files_are_clear_errors(tmp_path):
     with pytest.raises(DataError, match="empty file"):
         load_source(str(tmp_path / "empty.jsonl"))
     (tmp_path / "broken.jsonl").write_text('{"prompt": "a"\nnot json\n')
-    with pytest.raises(DataError, match="could not be read"):
+    with pytest.raises(DataError, match=r"line 1 of \S*broken.jsonl is not valid JSON"):
         load_source(str(tmp_path / "broken.jsonl"))

@@ -72,7 +72,7 @@ def test_both_weight_files_hold_the_same_tensors(tmp_path):
 
 
 @pytest.mark.slow
-def test_mid_size_benchmark_model(tmp_path, train_rows):
+def test_mid_size_benchmark_model(tmp_path, train_rows, test_rows):
     """hidden 384, 6 layers, a few thousand pieces: UltraFeedback pairs come to several hundred tokens."""
     from repro.scorers.pairrm import PairRM
 
@@ -82,7 +82,7 @@ def test_mid_size_benchmark_model(tmp_path, train_rows):
     scorer = PairRM.load(folder, device="cpu")
     n_params = sum(p.numel() for p in scorer.model.parameters())
     assert 10e6 < n_params < 20e6 and len(scorer.tokenizer) == 4005
-    row = train_rows[500]
+    row = test_rows[0]  # a real row the tokenizer was not trained on
     ids = scorer.pass_inputs([row["prompt"]], [[row["chosen"][1]["content"], row["rejected"][1]["content"]]])[0]
     words = len((row["prompt"] + " " + row["chosen"][1]["content"] + " " + row["rejected"][1]["content"]).split())
     assert len(ids[(0, 1)]) < 3 * words  # English-like pieces, not characters

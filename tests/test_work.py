@@ -178,3 +178,37 @@ def test_failed_torchrun_workers_raise_a_clear_error_that_keeps_the_work(tmp_pat
         launch_torchrun({"x": 1}, 2, "repro.work:no_such_entry", work_dir=tmp_path, progress=False, what="demo")
     assert (tmp_path / "chunk-000000.json").read_text() == "[1]"
     assert json.loads((tmp_path / JOB_FILE).read_text()) == {"x": 1}
+
+
+class _Kernel:
+    def __init__(self, allow_stdin):
+        self._allow_stdin = allow_stdin
+
+
+class _Shell:
+    def __init__(self, allow_stdin):
+        self.kernel = _Kernel(allow_stdin)
+
+
+@pytest.mark.parametrize("allow_stdin", [True, False])
+def test_a_widget_bar_only_in_a_live_notebook(monkeypatch, allow_stdin, capsys):
+    """JupyterLab sends allow_stdin=True with each cell, papermill (nbclient) False: widget bar vs lines."""
+    import sys
+
+    import IPython
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: _Shell(allow_stdin))
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    bar = Progress(20, desc="scoring", unit="prompt")
+    bar.skip(5)
+    for _ in range(15):
+        bar.advance(1)
+    bar.close()
+    lines = sys.stderr.getvalue()
+    if allow_stdin:
+        assert isinstance(bar._tqdm, notebook_tqdm) and bar._tqdm.n == 20 and bar._tqdm.initial == 5
+        assert lines == ""  # no stderr lines beside the widget
+    else:
+        assert bar._tqdm is None
+        assert lines.splitlines()[-1].startswith("scoring: 100% (20/20 prompts)")

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import plots, stats
+from . import plots, scorer_agreement, stats
 from .errors import DataError
 from .manifest import Manifest
 from .parameters import AnalyzeParams
@@ -32,6 +32,8 @@ EXTREME_ROWS = 10
 METRICS_VERSION = 1
 SUMMARY_TABLE = "summary_statistics.csv"
 EXTREMES_TABLE = "extreme_margins.csv"
+CANDIDATE_SCORES = "candidate_scores"  # the primary scorer's; candidate_scores_<name> for each further scorer
+AGREEMENT = "scorer_agreement"  # the figure's and the table's name
 
 
 @dataclass
@@ -75,6 +77,7 @@ class AnalysisResult:
     summary: pd.DataFrame
     extremes: pd.DataFrame
     figures: dict[str, dict[str, Any]]
+    agreement: pd.DataFrame | None = None  # one row per pair of scorers, when the dataset holds several
 
     def _repr_markdown_(self) -> str:
         return headline(self.metrics)
@@ -182,18 +185,22 @@ def _read_table(spec: str, split: str, where: str) -> pa.Table:
     return load_source(spec, split).with_format("arrow")[:]
 
 
+def _dataset_spec(p: AnalyzeParams, run: RunDir) -> str:
+    """The dataset to analyse; without `dataset`, the run's own, which must exist."""
+    if p.dataset is not None:
+        return p.dataset
+    if not run.dataset.is_dir():
+        raise DataError(
+            f"Parameter dataset is not set, so the analysis reads this run's dataset at {run.dataset}, which "
+            f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
+            f"dataset to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
+    return str(run.dataset)
+
+
 def load(p: AnalyzeParams) -> ScoreData:
     """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
     run = RunDir.of(p.run_root)
-    if p.dataset is None:
-        if not run.dataset.is_dir():
-            raise DataError(
-                f"Parameter dataset is not set, so the analysis reads this run's dataset at {run.dataset}, which "
-                f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
-                f"dataset to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
-        spec = str(run.dataset)
-    else:
-        spec = p.dataset
+    spec = _dataset_spec(p, run)
     where = f"dataset {spec!r} (split {p.dataset_split!r})"
     table = _read_table(spec, p.dataset_split, where)
     chosen, rejected, keep, reasons = validate_scores(table, where, p.exclude_nonfinite)
@@ -296,20 +303,107 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit",
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
                              "candidate_scores": candidate_invariants(data)}
+    agreement = candidate_agreement(data)
+    if agreement is not None:  # only with several scorers: a one-scorer dataset's metrics stay as they were
+        metrics["agreement"] = agreement
     return stats.clean(metrics)
 
 
 def candidate_invariants(data: ScoreData) -> dict[str, Any] | None:
     """`stats.candidate_score_invariants` over a `candidate_scores` column of lists of numbers, if there is one."""
-    if "candidate_scores" not in data.table.column_names:
+    ragged = candidate_score_lists(data.table, CANDIDATE_SCORES, data.row_index)
+    if ragged is None:
         return None
-    column = data.table.column("candidate_scores").combine_chunks().take(pa.array(data.row_index))
-    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)) or not (
-            pa.types.is_integer(column.type.value_type) or pa.types.is_floating(column.type.value_type)):
+    return stats.candidate_score_invariants(*ragged, data.score_chosen, data.score_rejected)
+
+
+def candidate_score_lists(table: pa.Table, column: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(every row's scores one after the other, candidates per row) of a list-of-numbers column at `rows`, else None."""
+    if column not in table.column_names:
         return None
-    flat = pc.cast(column.flatten(), pa.float64()).to_numpy(zero_copy_only=False)
-    counts = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
-    return stats.candidate_score_invariants(flat, counts, data.score_chosen, data.score_rejected)
+    values = table.column(column).combine_chunks().take(pa.array(rows))
+    if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)) or not (
+            pa.types.is_integer(values.type.value_type) or pa.types.is_floating(values.type.value_type)):
+        return None
+    # flatten() skips null lists; null scores inside a list become NaN (excluded and counted downstream)
+    flat = pc.cast(values.flatten(), pa.float64()).to_numpy(zero_copy_only=False)
+    counts = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
+    return flat, counts
+
+
+# --------------------------------------------------------------------------------------------
+# agreement between scorers
+# --------------------------------------------------------------------------------------------
+def primary_scorer_name(scorer: dict[str, Any] | None) -> str:
+    """The primary scorer's name: the manifest scorer's `name` or `model`, else "primary"."""
+    scorer = scorer or {}
+    return str(scorer.get("name") or scorer.get("model") or "primary")
+
+
+def scorer_columns(column_names: list[str], primary: str) -> dict[str, str]:
+    """{scorer name: column}: `candidate_scores` is the primary scorer's, `candidate_scores_<name>` another's."""
+    prefix = CANDIDATE_SCORES + "_"
+    others = {c[len(prefix):]: c for c in column_names if c.startswith(prefix) and len(c) > len(prefix)}
+    if primary in others:  # a further scorer named like the primary's model: keep the names apart
+        primary = f"{primary} (primary)"
+    columns = {primary: CANDIDATE_SCORES} if CANDIDATE_SCORES in column_names else {}
+    return {**columns, **others}
+
+
+def candidate_agreement(data: ScoreData) -> dict[str, Any] | None:
+    """The `agreement` block of metrics.json when the dataset holds several scorers' candidate scores, else None."""
+    primary = primary_scorer_name(data.scorer)
+    columns = scorer_columns(data.table.column_names, primary)
+    lists = {name: candidate_score_lists(data.table, column, data.row_index) for name, column in columns.items()}
+    lists = {name: ragged for name, ragged in lists.items() if ragged is not None}
+    if len(lists) < 2:
+        return None
+    primary = next((name for name in lists if columns[name] == CANDIDATE_SCORES), None)
+    block = scorer_agreement.agreement(lists, primary=primary)
+    return {**block, "columns": {name: columns[name] for name in lists}}
+
+
+def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:
+    """One row per pair of scorers: rows compared, same chosen/rejected, Kendall tau, margin correlations."""
+    rows = []
+    for pair in agreement["pairs"]:
+        tau, margins = pair["kendall_tau"], pair["margin_correlation"]
+        rows.append({
+            "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
+            "rows_excluded": pair["rows_excluded"],
+            "same_chosen": pair["same_chosen"]["count"], "same_chosen_fraction": pair["same_chosen"]["fraction"],
+            "same_rejected": pair["same_rejected"]["count"],
+            "same_rejected_fraction": pair["same_rejected"]["fraction"],
+            "same_pair_fraction": pair["same_pair"]["fraction"],
+            "kendall_tau_mean": tau["mean"], "kendall_tau_median": tau["median"], "kendall_tau_rows": tau["rows"],
+            "kendall_tau_undefined": tau["undefined"],
+            "margin_pearson": (margins["pearson"] or {}).get("statistic"),
+            "margin_spearman": (margins["spearman"] or {}).get("statistic"),
+        })
+    return pd.DataFrame(rows)
+
+
+def _write_agreement(metrics: dict[str, Any], run: RunDir, figures: dict[str, dict[str, Any]]) -> pd.DataFrame | None:
+    """The agreement table and figure, when metrics has an `agreement` block (the figure joins `figures`)."""
+    if "agreement" not in metrics:
+        return None
+    table = agreement_table(metrics["agreement"])
+    table.to_csv(run.tables / f"{AGREEMENT}.csv", index=False)
+    fig = plots.scorer_agreement(metrics["agreement"])
+    figures[AGREEMENT] = {**plots.save(fig, run.figures / AGREEMENT), "title": fig.get_suptitle()}
+    return table
+
+
+def show_agreement(result: AnalysisResult) -> None:
+    """Display how far the scorers agree (the table), or say that the dataset holds one scorer's scores."""
+    from IPython.display import Markdown, display
+
+    if result.agreement is None:
+        display(Markdown("One scorer's scores only (no `candidate_scores_<name>` column): no agreement to report."))
+        return
+    block = result.metrics["agreement"]
+    display(Markdown(f"Scorers: {', '.join(f'`{s}`' for s in block['scorers'])}. {block['decided_by']}."),
+            result.agreement)
 
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
@@ -393,6 +487,13 @@ def headline(metrics: dict[str, Any]) -> str:
             f"difference = {_num(bias['spearman'], 3)} (p = {_num(bias['pvalue'], 3)}).")
     else:
         lines.append(f"- Length: not computed ({length['reason']}).")
+    for pair in (metrics.get("agreement") or {}).get("pairs", []):
+        tau = pair["kendall_tau"]
+        lines.append(
+            f"- Scorers `{pair['scorers'][0]}` vs `{pair['scorers'][1]}` ({pair['rows']:,} prompts): same chosen in "
+            f"{_pct(pair['same_chosen']['fraction'])}, same rejected in {_pct(pair['same_rejected']['fraction'])}; "
+            f"Kendall's tau per prompt mean {_num(tau['mean'], 3)}, median {_num(tau['median'], 3)} "
+            f"({tau['undefined']:,} undefined).")
     # paragraphs (stand-in note, count, scale) apart, so the note's blockquote does not swallow the rest
     bullets = next(i for i, line in enumerate(lines) if line.startswith("- "))
     return "\n\n".join(lines[:bullets]) + "\n\n" + "\n".join(lines[bullets:])
@@ -408,11 +509,13 @@ def _relative(path: Path, root: Path) -> str:
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir.of(p.run_root)
+    _dataset_spec(p, run)  # a run with no dataset is an error before anything is written into its folder
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)
-    for name in plots.FIGURE_NAMES:  # figures of an earlier analysis must not outlive it
+    for name in (*plots.FIGURE_NAMES, AGREEMENT):  # figures of an earlier analysis must not outlive it
         for ext in (".png", ".svg"):
             (run.figures / name).with_suffix(ext).unlink(missing_ok=True)
+    (run.tables / f"{AGREEMENT}.csv").unlink(missing_ok=True)
     manifest = Manifest(run)
     with manifest.stage("analyze") as info:
         data = load(p)
@@ -428,16 +531,21 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
         summary.to_csv(run.tables / SUMMARY_TABLE)
         extremes = extreme_margins(data)
         extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
+        agreement = _write_agreement(metrics, run, figures)
         metrics["figures"] = {name: {"png": _relative(f["png"], run.root), "svg": _relative(f["svg"], run.root),
                                      "title": f["title"]} for name, f in figures.items()}
         metrics["tables"] = {"summary_statistics": _relative(run.tables / SUMMARY_TABLE, run.root),
                              "extreme_margins": _relative(run.tables / EXTREMES_TABLE, run.root)}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")]
         outputs += [run.tables / SUMMARY_TABLE, run.tables / EXTREMES_TABLE, run.metrics]
+        if agreement is not None:
+            metrics["tables"][AGREEMENT] = _relative(run.tables / f"{AGREEMENT}.csv", run.root)
+            outputs.insert(-1, run.tables / f"{AGREEMENT}.csv")
         atomic_write_json(run.metrics, metrics, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(n=metrics["n"], n_excluded=metrics["n_excluded"], scale=metrics["scale"]["kind"])
-    return AnalysisResult(metrics=metrics, outputs=outputs, summary=summary, extremes=extremes, figures=figures)
+    return AnalysisResult(metrics=metrics, outputs=outputs, summary=summary, extremes=extremes, figures=figures,
+                          agreement=agreement)
 
 
 def show_figures(result: AnalysisResult) -> None:

@@ -111,7 +111,7 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
     """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
-    from .score_cmd import iter_jsonl
+    from .sources import iter_jsonl
 
     prompts: list[str] = []
     candidates: list[list[str]] = []
@@ -434,17 +434,28 @@ def _contenders(engine, model: str, s: Settings) -> list[Contender]:
     if s.skip == {"bs1", "bs8"}:
         return contenders
     blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype)
+    return contenders + blender_contenders(blender, [bs for tag, bs in (("bs1", 1), ("bs8", 8)) if tag not in s.skip])
 
-    def blender_run(batch_size: int):
+
+def blender_contenders(blender, batch_sizes=(1, 8)) -> list[Contender]:
+    """llm-blender's `Blender.rank` at each batch size, on one loaded `BlenderScorer`."""
+    def run_at(batch_size: int):
         def run(p, c):
             blender.batch_size = batch_size  # BlenderScorer.score calls Blender.rank(..., batch_size=...)
             return blender.score(p, c)
         return run
 
-    for tag, bs in (("bs1", 1), ("bs8", 8)):
-        if tag not in s.skip:
-            contenders.append(Contender(f"llm-blender (batch_size={bs})", blender_run(bs)))
-    return contenders
+    return [Contender(f"llm-blender (batch_size={bs})", run_at(bs)) for bs in batch_sizes]
+
+
+def engine_passes(engine, prompts: list[str], candidates: list[list[str]]) -> tuple[list[int], float]:
+    """Token lengths of the engine's distinct forward passes over these rows, and their useful FLOPs."""
+    backbone = engine.model.pretrained_model.config
+    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
+                 intermediate=backbone.intermediate_size)
+    plan, _, _ = engine._plan(prompts, candidates)
+    lengths = [p.length for p in plan]
+    return lengths, sum(pass_flops(n, **shape) for n in lengths)
 
 
 def _print_report(results: dict[str, Any], out_path: Path) -> None:
@@ -489,12 +500,7 @@ def main(args: argparse.Namespace) -> int:
         model = str(bench_model(s.size, corpus, args.seed))
         model_desc = {"model": f"random PairRM-architecture '{s.size}'", "path": model, **MODEL_SIZES[s.size]}
     engine = load_scorer(model, device=str(s.device), dtype=s.dtype)
-    backbone = engine.model.pretrained_model.config
-    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
-                 intermediate=backbone.intermediate_size)
-    plan, _, _ = engine._plan(prompts, candidates)
-    lengths = [p.length for p in plan]
-    useful_flops = sum(pass_flops(n, **shape) for n in lengths)
+    lengths, useful_flops = engine_passes(engine, prompts, candidates)
 
     contenders = _contenders(engine, model, s)
     for contender in contenders:  # warm-up: first calls set up thread pools and caches that later calls reuse

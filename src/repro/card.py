@@ -15,6 +15,7 @@ Relies on datasets 5.2's metadata helpers (pinned in pyproject.toml; tests/golde
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -34,6 +35,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from .dataset_io import SEED_FEATURES, write_split
 from .errors import DataError, ParameterError, ReproError
+from .formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from .manifest import Manifest
 from .parameters import RECIPE_FACTS
 from .paths import RunDir
@@ -47,11 +49,10 @@ DATA_DIR = "data"
 FIGURES_DIR = "figures"
 SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
 SEED_REPO = "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
-# the statistics the analysis notebook writes for each score column (issue 4), in the card's row order
+# the score columns the analysis notebook describes (issue 4), in the card table's column order
 SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
-STATISTICS = ("mean", "std", "median", "q25", "q75", "min", "max", "skewness", "kurtosis", "mean_ci95", "median_ci95")
-# analysis results shown as "metric | value" tables, in this order, under these headings
-METRIC_GROUPS = ("margin_sign", "tests", "effect_size", "correlation", "length", "invariants", "scale", "bootstrap")
+# the tie rule repro.construct records (stated in each language rather than quoted)
+TIE_RULE = "chosen = first highest score, rejected = last lowest score"
 # |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
 LENGTH_BIAS_RHO = 0.1
 LENGTH_BIAS_P = 0.05
@@ -229,6 +230,32 @@ def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, st
             return out
     pngs = sorted(run.figures.glob("*.png")) if run.figures.is_dir() else []
     return [(png, png.stem.replace("_", " ")) for png in pngs]
+
+
+def public_value(value: Any) -> Any:
+    """A value as the published card may show it: a local path becomes its last name (no machine path, no user)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(public_value(v) for v in value)
+    if not isinstance(value, str) or _hub_id(value) or "\n" in value:
+        return value
+    if value.startswith(("/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", value) or value.startswith(("./", "../")):
+        return Path(value.replace("\\", "/")).name or value
+    return value
+
+
+# parameters that decide how the work runs, not what the data holds (scores do not depend on them beyond
+# float rounding; chunks and processes give byte-identical rows), nor where the run lives
+NOT_SHAPING = frozenset({"run_name", "run_dir", "batch_tokens", "chunk_size", "num_processes",
+                         "generation_batch_size", "generation_chunk_size", "generation_num_processes"})
+
+
+def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The parameters that shaped the dataset: construction ones, generation ones only when it generated."""
+    from .parameters import ConstructParams, GenerationParams
+
+    schemas = [ConstructParams] + ([GenerationParams] if parameters.get("generate") else [])
+    fields = {k for schema in schemas for k in schema.model_fields} - NOT_SHAPING
+    return {k: public_value(v) for k, v in parameters.items() if k in fields}
 
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -421,7 +448,7 @@ def _column_description(facts: CardFacts, name: str, lang: str) -> str:
 
 
 def _scorer_model(facts: CardFacts, lang: str) -> str:
-    model = facts.scorer.get("model") or facts.parameters.get("scorer_model")
+    model = public_value(facts.scorer.get("model") or facts.parameters.get("scorer_model"))
     text = f"`{model}`" if model else PHRASES[lang]["unknown"]
     return text + (PHRASES[lang]["stand_in_mark"] if facts.stand_in else "")
 
@@ -446,15 +473,16 @@ def _section_top(facts: CardFacts, lang: str) -> list[str]:
     t = PHRASES[lang]
     out = [t["title"].format(title=facts.title)]
     if facts.stand_in:
-        model = facts.scorer.get("model") or facts.parameters.get("scorer_model")
+        model = public_value(facts.scorer.get("model") or facts.parameters.get("scorer_model"))
         out.append(t["stand_in_banner"].format(model=fmt(model, lang)))
     if facts.generation.get("stand_in"):
-        out.append(t["generation_banner"].format(model=fmt(facts.generation.get("policy_model"), lang)))
+        out.append(t["generation_banner"].format(model=fmt(public_value(facts.generation.get("policy_model")), lang)))
     if not facts.built_here:
-        out.append(t["foreign_banner"].format(dataset=facts.card_dataset))
+        out.append(t["foreign_banner"].format(dataset=public_value(facts.card_dataset)))
     if facts.left_out:
+        # named relative to the run directory: the card never holds this machine's paths
         items = "\n".join(t["left_out_item"].format(section=t["left_" + s], reason=t["why_" + r].format(
-            metrics=facts.run.metrics, figures=facts.run.figures)) for s, r in facts.left_out)
+            metrics=facts.run.metrics.name, figures=facts.run.figures.name + "/")) for s, r in facts.left_out)
         out.append(t["left_out_head"] + "\n" + items)
     return out
 
@@ -465,10 +493,10 @@ def _section_summary(facts: CardFacts, lang: str) -> list[str]:
     if facts.built_here:
         p = facts.parameters
         text = t["summary_built"].format(
-            splits=splits, source=p.get("source", t["unknown"]), source_split=p.get("source_split", t["unknown"]),
+            splits=splits, source=public_value(p.get("source", t["unknown"])), source_split=p.get("source_split", t["unknown"]),
             candidates=_candidates_text(facts, lang), scorer=_scorer_model(facts, lang))
     else:
-        text = t["summary_foreign"].format(splits=splits, dataset=facts.card_dataset)
+        text = t["summary_foreign"].format(splits=splits, dataset=public_value(facts.card_dataset))
     return [t["h_summary"], text]
 
 
@@ -481,7 +509,7 @@ def _candidates_text(facts: CardFacts, lang: str) -> str:
         parts.append(t["original_pair"])
     text = t["list_sep"].join(parts) if parts else t["unknown"]
     if p.get("generate"):
-        text += " " + t["generated_by"].format(model=p.get("policy_model") or t["unknown"])
+        text += " " + t["generated_by"].format(model=public_value(p.get("policy_model")) or t["unknown"])
     return text
 
 
@@ -516,7 +544,7 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
     if facts.generation:
         g = facts.generation
         text = t["generation"].format(
-            model=fmt(g.get("policy_model"), lang), n=fmt(g.get("n_candidates"), lang),
+            model=fmt(public_value(g.get("policy_model")), lang), n=fmt(g.get("n_candidates"), lang),
             temperature=fmt(g.get("temperature"), lang), top_p=fmt(g.get("top_p"), lang),
             max_new_tokens=fmt(g.get("max_new_tokens"), lang), seed=fmt(g.get("generation_seed"), lang),
             reference=t["generation_reference"] if g.get("generate_reference") else "")
@@ -535,12 +563,14 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
             counts=t["list_sep"].join(t["k_candidates"].format(k=k, rows=v) for k, v in per_row.items()))
     tie_rule = (facts.stages.get("pairs") or {}).get("tie_rule")
     selection = t["selection"].format(few=fmt(p.get("too_few_candidates"), lang))
+    if tie_rule == TIE_RULE:
+        tie_rule = t["tie_rule_ours"]
     selection += " " + (t["tie_rule"].format(rule=tie_rule) if tie_rule else t["tie_rule_unrecorded"])
     counts = _table(t["counts_header"], [[f"`{k}`", fmt(v, lang), t.get("count_" + k, "")]
                                          for k, v in facts.counts.items()])
     # parameter values as a params file spells them (None is `null` there: "not set", not "unknown")
     params = _table(t["kv_header"], [[f"`{k}`", f"`{'null' if v is None else fmt(v, lang)}`"]
-                                     for k, v in sorted(facts.parameters.items())])
+                                     for k, v in sorted(shaping_parameters(facts.parameters).items())])
     env = facts.environment
     git = env.get("git") or {}
     packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)
@@ -548,7 +578,31 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
         python=fmt(env.get("python"), lang), packages=packages or t["unknown"], commit=fmt(git.get("commit"), lang),
         dirty=fmt(git.get("dirty"), lang))
     return out + [t["h_scoring"], scoring, t["h_selection"], selection, t["h_counts"], counts,
-                  t["h_parameters"], params, t["h_environment"], environment]
+                  t["h_parameters"], params, t["h_environment"], environment, *selfcheck_lines(facts, lang)]
+
+
+def selfcheck_lines(facts: CardFacts, lang: str) -> list[str]:
+    """The `repro selfcheck` the run cites (manifest `selfcheck`): heading and one paragraph; [] without one."""
+    check = Manifest(facts.run).read().get("selfcheck") if facts.built_here else None
+    if not check:
+        return []
+    versions = ", ".join(f"{k} {v}" for k, v in (check.get("versions") or {}).items() if v)
+    not_run = ", ".join(f"`{n}`" for n in check.get("not_run") or [])
+    gpu = f" ({check['gpu']})" if check.get("gpu") else ""
+    facts_ = dict(when=fmt(check.get("when"), lang), device=f"`{check.get('device')}`{gpu}", dtype=check.get("dtype"),
+                  model=check.get("model"), versions=versions, not_run=not_run)
+    if lang == "zh":
+        verdict = {"PASS": "通过", "INCOMPLETE": "不完整", "FAIL": "失败"}.get(check.get("verdict"), check.get("verdict"))
+        text = ("本次运行引用的自检（`repro selfcheck`，{when}）结论为 **{verdict}**：设备 {device}，运行精度 `{dtype}`，"
+                "模型 `{model}`；{versions}。").format(verdict=verdict, **facts_)
+        text += "未运行的检查：{not_run}。".format(**facts_) if not_run else ""
+        text += "" if check.get("same_versions_as_run", True) else "自检时的软件包版本与本次运行不同。"
+        return ["### 自检", text]
+    text = ("The run cites a self-check (`repro selfcheck`, {when}): **{verdict}** on {device}, run precision `{dtype}`, "
+            "model `{model}`; {versions}.").format(verdict=check.get("verdict"), **facts_)
+    text += " Checks not run: {not_run}.".format(**facts_) if not_run else ""
+    text += "" if check.get("same_versions_as_run", True) else " It ran with other package versions than this run."
+    return ["### Self-check", text]
 
 
 def _scorers_decided(facts: CardFacts, lang: str) -> str:
@@ -598,30 +652,173 @@ def _section_recipe(facts: CardFacts, lang: str) -> list[str]:
     return out
 
 
+def _get(tree: Any, *keys: str) -> Any:
+    for key in keys:
+        tree = tree.get(key) if isinstance(tree, dict) else None
+    return tree
+
+
 def _section_characteristics(facts: CardFacts, lang: str) -> list[str]:
     t = PHRASES[lang]
     m = facts.metrics
     if m is None:
         return []
     out = [t["h_characteristics"], t["metrics_intro"].format(n=fmt(m.get("n"), lang), excluded=excluded_count(m))]
-    blocks = [b for b in SCORE_BLOCKS if isinstance(m.get(b), dict)]
-    if blocks:
-        rows = [[f"`{stat}`"] + [_metric(m[b].get(stat), lang) for b in blocks] for stat in STATISTICS]
-        out += [t["h_statistics"], _table([t["statistic"]] + [f"`{b}`" for b in blocks], rows)]
     reasons = m.get("n_excluded") if isinstance(m.get("n_excluded"), dict) else m.get("excluded_reasons")
     if reasons:
         out.append(t["excluded_reasons"].format(reasons=fmt(reasons, lang)))
-    for group in METRIC_GROUPS:
-        rows = [[f"`{k or group}`", _metric(v, lang)] for k, v in _flatten(m.get(group)) if _short(v)]
-        if rows:
-            out += [t["h_group"].format(group=t["group_" + group]), _table(t["metric_header"], rows)]
-    out += [f"![{caption}]({FIGURES_DIR}/{png.name})" for png, caption in facts.figures]
+    sentences = _statistics_sentences(m, lang)
+    if sentences:
+        out.append(t["sentence_sep"].join(sentences))
+    rows = statistics_rows(m, lang)
+    if rows:
+        out += [t["h_statistics"], _table([t["statistic"]] + [f"`{b}`" for b in SCORE_BLOCKS], rows)]
+    checks = _checks(m, lang)
+    if checks:
+        out += [t["h_checks"], "\n".join(f"- {c}" for c in checks)]
+    out += _agreement_lines(m, lang)
+    out += [f"![{_caption(name, caption, m, lang)}]({FIGURES_DIR}/{png.name})" for png, caption in facts.figures
+            for name in [png.stem]]
     return out
 
 
-def _short(value: Any) -> bool:
-    """Whether a metrics leaf belongs in a table: numbers, flags and short labels, not explanatory prose."""
-    return value != {} and not (isinstance(value, str) and len(value.split()) > 2)
+def _statistics_sentences(m: dict[str, Any], lang: str) -> list[str]:
+    """The headline in words: means, the margin's interval and signs (the numbers are in the table below)."""
+    t = PHRASES[lang]
+    out = []
+    means = [_get(m, b, "mean") for b in SCORE_BLOCKS]
+    ci = _get(m, "margin", "mean_ci95")
+    if all(isinstance(v, (int, float)) for v in means):
+        out.append(t["say_means"].format(chosen=fmt(means[0], lang), rejected=fmt(means[1], lang),
+                                         margin=fmt(means[2], lang)))
+        if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
+            out[-1] = out[-1][:-1] + t["say_ci"].format(lo=fmt(ci[0], lang), hi=fmt(ci[1], lang))
+    counts = _get(m, "margin_sign", "counts")
+    if isinstance(counts, dict) and all(isinstance(counts.get(k), int) for k in ("positive", "zero", "negative")):
+        out.append(t["say_signs"].format(**{k: counts[k] for k in ("positive", "zero", "negative")}))
+    return out
+
+
+def statistics_rows(m: dict[str, Any], lang: str = "en") -> list[list[str]]:
+    """The card's one statistics table: location and interval per score, then the margin's tests and effects."""
+    t = PHRASES[lang]
+    rows = []
+    for stat in ("mean", "median", "mean_ci95", "median_ci95"):
+        values = [_get(m, b, stat) for b in SCORE_BLOCKS]
+        if any(v is not None for v in values):
+            rows.append([t["stat_" + stat]] + [_metric(v, lang) for v in values])
+
+    def margin_row(key: str, value: Any) -> None:
+        if value is not None:
+            rows.append([t[key], "", "", value if isinstance(value, str) else _metric(value, lang)])
+
+    for test in ("wilcoxon", "paired_t", "sign_test"):
+        margin_row("stat_p_" + test, _get(m, "tests", test, "pvalue"))
+    for effect in ("cohens_dz", "rank_biserial"):
+        if isinstance(m.get("effect_size"), dict) and effect in m["effect_size"]:
+            rows.append([t["stat_" + effect], "", "", _metric(m["effect_size"][effect], lang)])
+    ties = m.get("ties", _get(m, "margin_sign", "counts", "zero"))
+    if isinstance(ties, int) and isinstance(m.get("n"), int) and m["n"]:
+        margin_row("stat_ties", f"{ties} ({fmt(100 * ties / m['n'], lang)}%)")
+    for unit, (rho, p) in _length_rhos(m.get("length")).items():
+        text = fmt(rho, lang) + (f" (p = {fmt(p, lang)})" if p is not None else "")
+        margin_row("stat_length", t["labelled"].format(label=t.get("unit_" + unit, unit), value=text) if unit else text)
+    return rows
+
+
+def _checks(m: dict[str, Any], lang: str) -> list[str]:
+    """PairRM's invariants, each holding in k of n rows, or "not applicable" with the reason."""
+    t = PHRASES[lang]
+    inv, n = m.get("invariants"), m.get("n")
+    if not isinstance(inv, dict) or not isinstance(n, int):
+        return []
+    kind = _get(m, "scale", "kind")
+    if inv.get("expected_to_hold") is False:
+        why = t["na_not_pairrm"].format(kind=t.get("scale_kind_" + str(kind), kind))
+        return [_check(t, c, t["not_applicable"].format(why=why)) for c in ("sign", "antisymmetry", "sum")]
+    out = []
+    if isinstance(inv.get("sign_order_fails"), int):
+        out.append(_check(t, "sign", t["holds"].format(k=n - inv["sign_order_fails"], n=n)))
+    cand = inv.get("candidate_scores") if isinstance(inv.get("candidate_scores"), dict) else None
+    if cand is not None and isinstance(cand.get("two_candidate_rows"), int):
+        two = cand["two_candidate_rows"]
+        if two == 0:
+            per_row = cand.get("candidates_per_row") or {}
+            why = t["na_no_two"].format(lo=fmt(per_row.get("min"), lang), hi=fmt(per_row.get("max"), lang))
+            out.append(_check(t, "antisymmetry", t["not_applicable"].format(why=why)))
+        else:
+            out.append(_check(t, "antisymmetry", t["holds"].format(
+                k=cand.get("antisymmetry_holds_among_two_candidate_rows"), n=two)))
+    elif isinstance(inv.get("antisymmetry_holds"), int):
+        out.append(_check(t, "antisymmetry", t["holds"].format(k=inv["antisymmetry_holds"], n=n)))
+    if cand is not None and isinstance(cand.get("sum_to_zero_holds"), int):
+        out.append(_check(t, "sum", t["holds"].format(k=cand["sum_to_zero_holds"], n=cand.get("rows", n))))
+        if isinstance(cand.get("chosen_is_best_and_rejected_is_worst"), int):
+            out.append(_check(t, "best", t["holds"].format(
+                k=cand["chosen_is_best_and_rejected_is_worst"], n=cand.get("rows", n))))
+    else:
+        out.append(_check(t, "sum", t["not_applicable"].format(why=t["na_no_candidate_scores"])))
+    if isinstance(inv.get("inversions"), int):
+        out.append(t["check_inversions"].format(k=inv["inversions"]))
+    return out
+
+
+def _check(t: dict[str, Any], check: str, result: str) -> str:
+    return t["labelled"].format(label=t["check_" + check], value=result)
+
+
+def _caption(name: str, caption: str, m: dict[str, Any], lang: str) -> str:
+    """A figure's caption: the analysis' own title in English, the same title in Chinese."""
+    template = PHRASES[lang].get("fig_" + name)
+    if lang == "en" or template is None:
+        return caption
+    return template.format(n=fmt(m.get("n"), lang))
+
+
+def scale_sentence(scale: Any, lang: str) -> str | None:
+    """What the analysis read of the scores' scale, in the card's language (its own sentence as a fallback)."""
+    t = PHRASES[lang]
+    if isinstance(scale, dict) and scale.get("kind") in ("rating", "logit", "unclear"):
+        return t["scale_" + scale["kind"]].format(
+            step=fmt(scale.get("grid_step"), lang), lo=fmt(scale.get("min"), lang), hi=fmt(scale.get("max"), lang),
+            distinct=fmt(scale.get("distinct_values"), lang),
+            fraction=fmt(100 * scale["grid_fraction"], lang) + "%" if isinstance(scale.get("grid_fraction"), (int, float))
+            else t["unknown"])
+    if isinstance(scale, str):
+        return scale
+    return next((v for _, v in _flatten(scale) if isinstance(v, str) and len(v.split()) > 3), None) if scale else None
+
+
+def _agreement_lines(metrics: dict[str, Any], lang: str) -> list[str]:
+    """The agreement between scorers (metrics.json's `agreement` block, present with several scorers), or nothing."""
+    block = metrics.get("agreement")
+    if not isinstance(block, dict) or not block.get("pairs"):
+        return []
+    primary = block.get("primary")
+    if lang == "zh":
+        heading, header = "### 评分模型之间的一致性", ["评分模型对", "比较的行数", "chosen 相同", "rejected 相同",
+                                               "每个提示的 Kendall τ 均值（中位数）", "τ 无定义的行", "差值的 Pearson / Spearman"]
+        intro = (f"`chosen` / `rejected` 由主评分模型 `{primary}` 选出；其余评分模型对每个候选回答的打分保存在 "
+                 f"`candidate_scores_<名称>` 列中（候选顺序相同）。差值 = 每个评分模型的最高分 − 最低分。"
+                 if primary else "选出 `chosen` / `rejected` 的评分模型不在比较之列。")
+    else:
+        heading, header = "### Agreement between scorers", ["scorers", "rows compared", "same chosen", "same rejected",
+                                                            "Kendall τ per prompt, mean (median)", "τ undefined",
+                                                            "margin Pearson / Spearman"]
+        intro = (f"`chosen` / `rejected` were picked by the primary scorer `{primary}`; the other scorers' scores of "
+                 f"every candidate are in `candidate_scores_<name>` (same candidate order). Margin = each scorer's "
+                 f"best − worst candidate score." if primary else
+                 "The scorer that picked `chosen` / `rejected` is not among those compared.")
+    rows = []
+    for pair in block["pairs"]:
+        tau, margins = pair["kendall_tau"], pair["margin_correlation"]
+        rows.append([
+            " vs ".join(f"`{s}`" for s in pair["scorers"]), fmt(pair["rows"], lang),
+            f"{fmt(pair['same_chosen']['count'], lang)} ({_metric(pair['same_chosen']['fraction'], lang)})",
+            f"{fmt(pair['same_rejected']['count'], lang)} ({_metric(pair['same_rejected']['fraction'], lang)})",
+            f"{_metric(tau['mean'], lang)} ({_metric(tau['median'], lang)})", fmt(tau["undefined"], lang),
+            " / ".join(_metric((margins.get(k) or {}).get("statistic"), lang) for k in ("pearson", "spearman"))])
+    return [heading, intro, _table(header, rows)]
 
 
 def _metric(value: Any, lang: str) -> str:
@@ -629,18 +826,92 @@ def _metric(value: Any, lang: str) -> str:
     return PHRASES[lang]["undefined"] if value is None else fmt(value, lang)
 
 
+# "How to use" speaks its own phrases (kept here, beside the code that quotes them)
+USE_PHRASES: dict[str, dict[str, str]] = {
+    "en": {
+        "h_use": "## How to use",
+        "code_local": "# a local copy of this folder (README.md + data/), from the folder that holds it",
+        "trl": ("**With TRL's `DPOTrainer`** (tested with TRL {trl}): the columns as stored are not a format "
+                "`DPOTrainer` reads. Beside the conversational `chosen` / `rejected`, the string `prompt` makes TRL "
+                "{trl} stop with a `TypeError` or an `AttributeError`. Convert the rows to TRL's conversational "
+                "preference format first: `prompt` = the user turn, `chosen` / `rejected` = the assistant turn "
+                "only, keeping `prompt_id`, `score_chosen`, `score_rejected` and adding `margin` = "
+                "`score_chosen` − `score_rejected`. With this project's package `repro` installed:"),
+        "code_model": "# model, tokenizer, args: your policy, its tokenizer (with a chat template), a trl.DPOConfig",
+        "trl_plain": "Or the same conversion with `datasets` alone:",
+        "trl_then": ("Then `trainer.train()`. Keeping only `chosen` and `rejected` (TRL's implicit-prompt format, "
+                     "`repro.formats.to_trl_implicit`) trains too: TRL then takes their common first turn as the "
+                     "prompt."),
+        "filter_count": ("Ties carry no preference: `train = train.filter(lambda row: row[\"margin\"] > 0)` keeps "
+                         "the {kept} of the {n} pairs whose `chosen` scored strictly higher."),
+        "filter": ("Ties carry no preference: `train = train.filter(lambda row: row[\"margin\"] > 0)` keeps the "
+                   "pairs whose `chosen` scored strictly higher; the margin can also weight the pairs."),
+        "keys": ("Keep `prompt_id` as the key, to check overlap with evaluation prompts. For PPO, train a reward "
+                 "model on the pairs first, then use the prompts for rollouts."),
+        "other_pairs": ("The dataset has `prompt`, `chosen` and `rejected` but not every column of this project's "
+                        "schema; check its format against TRL's dataset formats before training with `DPOTrainer`."),
+    },
+    "zh": {
+        "h_use": "## 使用方法",
+        "code_local": "# 本文件夹（README.md + data/）的本地副本，在其上一级文件夹中运行",
+        "trl": ("**配合 TRL 的 `DPOTrainer` 使用**（已在 TRL {trl} 上测试）：按存储原样的列不是 `DPOTrainer` "
+                "可读取的格式。`chosen` / `rejected` 为对话式，而 `prompt` 为字符串，TRL {trl} 会因此报出 "
+                "`TypeError` 或 `AttributeError` 而中止。请先把各行转换为 TRL 的对话式偏好格式：`prompt` 为用户轮次，"
+                "`chosen` / `rejected` 仅为助手轮次；保留 `prompt_id`、`score_chosen`、`score_rejected`，并新增 "
+                "`margin` = `score_chosen` − `score_rejected`。已安装本项目的 `repro` 包时："),
+        "code_model": "# model、tokenizer、args：你的策略模型、其分词器（需带对话模板）、一个 trl.DPOConfig",
+        "trl_plain": "或者只用 `datasets` 完成同样的转换：",
+        "trl_then": ("然后调用 `trainer.train()`。只保留 `chosen` 与 `rejected`（TRL 的隐式提示词格式，"
+                     "`repro.formats.to_trl_implicit`）同样可以训练：TRL 会把两者共同的第一个轮次当作提示词。"),
+        "filter_count": ("平局不含偏好信息：`train = train.filter(lambda row: row[\"margin\"] > 0)` 保留 {n} 对中 "
+                         "`chosen` 得分严格更高的 {kept} 对。"),
+        "filter": ("平局不含偏好信息：`train = train.filter(lambda row: row[\"margin\"] > 0)` 只保留 `chosen` "
+                   "得分严格更高的偏好对；差值也可用于为偏好对加权。"),
+        "keys": "请以 `prompt_id` 作为键，以检查与评测提示词的重叠。用于 PPO 时，先在这些偏好对上训练奖励模型，再用提示词进行采样。",
+        "other_pairs": ("该数据集有 `prompt`、`chosen` 与 `rejected` 列，但缺少本项目模式中的部分列；用 `DPOTrainer` "
+                        "训练前，请对照 TRL 的数据集格式检查其格式。"),
+    },
+}
+
+
+def _strict_preferences(facts: CardFacts) -> int | None:
+    """Pairs with margin > 0, from metrics.json, when the analysis covered every row (else None)."""
+    metrics = facts.metrics or {}
+    counts = (metrics.get("margin_sign") or {}).get("counts") or {}
+    if metrics.get("n") == facts.num_examples and isinstance(counts.get("positive"), int):
+        return counts["positive"]
+    return None
+
+
 def _section_use(facts: CardFacts, lang: str) -> list[str]:
-    t = PHRASES[lang]
+    t = USE_PHRASES[lang]
     split = facts.splits[0].name
-    code = ["```python", "from datasets import load_dataset", ""]
-    if facts.hub_repo_id:
-        code += [t["code_hub"], f'ds = load_dataset("{facts.hub_repo_id}", split="{split}")']
-    code += [t["code_local"], f'ds = load_dataset("{facts.run.dataset}", split="{split}")', "```"]
-    columns = set(facts.features)
-    out = [t["h_use"], "\n".join(code)]
-    out.append(t["use_dpo"] if {"prompt", "chosen", "rejected"} <= columns else t["use_no_pairs"])
-    if {"score_chosen", "score_rejected"} <= columns:
-        out.append(t["use_scores"])
+    # a published card names its hub id; otherwise the folder's own name: never this machine's path
+    # (not ".": datasets 5.2 cannot name a dataset loaded from ".")
+    where = f'"{facts.hub_repo_id or facts.run.dataset.name}"'
+    load = ["```python", "from datasets import load_dataset", ""]
+    load += [] if facts.hub_repo_id else [t["code_local"]]
+    load += [f"ds = load_dataset({where}, split=\"{split}\")", "```"]
+    out = [t["h_use"], "\n".join(load)]
+    columns = list(facts.features)
+    if not set(REQUIRED_COLUMNS) <= set(columns):
+        out.append(t["other_pairs"] if {"prompt", "chosen", "rejected"} <= set(columns)
+                   else PHRASES[lang]["use_no_pairs"])
+        return out
+    drop = [c for c in columns if c not in TRL_FEATURES]
+    out += [t["trl"].format(trl=TESTED_TRL_VERSION), "\n".join([
+        "```python", "from repro.formats import to_trl", "from trl import DPOTrainer", "",
+        "train = to_trl(ds)", t["code_model"],
+        "trainer = DPOTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)", "```"])]
+    out += [t["trl_plain"], "\n".join([
+        "```python", "train = ds.map(",
+        '    lambda row: {"prompt": row["chosen"][:-1], "chosen": row["chosen"][-1:], '
+        '"rejected": row["rejected"][-1:],',
+        '                 "margin": row["score_chosen"] - row["score_rejected"]},',
+        f"    remove_columns={json.dumps(drop)})" if drop else ")", "```"])]
+    kept = _strict_preferences(facts)
+    out += [t["trl_then"], t["filter"] if kept is None else t["filter_count"].format(kept=kept, n=facts.num_examples),
+            t["keys"]]
     return out
 
 
@@ -659,9 +930,7 @@ def _section_limitations(facts: CardFacts, lang: str) -> list[str]:
         items.append(t["lim_foreign"])
     if facts.built_here or "pairrm" in str(facts.known_recipe.get("scorer", "")).lower():
         items.append(t["lim_scale_pairrm"])
-    scale = (facts.metrics or {}).get("scale")
-    sentence = scale if isinstance(scale, str) else next(
-        (v for _, v in _flatten(scale) if isinstance(v, str) and len(v.split()) > 3), None) if scale else None
+    sentence = scale_sentence((facts.metrics or {}).get("scale"), lang)
     if sentence:
         items.append(t["lim_scale_metrics"].format(sentence=sentence))
     length = (facts.metrics or {}).get("length")
@@ -669,7 +938,7 @@ def _section_limitations(facts: CardFacts, lang: str) -> list[str]:
     if facts.metrics is None:
         items.append(t["lim_length_unmeasured"])
     elif not rhos:
-        reason = length.get("reason") if isinstance(length, dict) else None
+        reason = length.get("reason") if isinstance(length, dict) and lang == "en" else None
         items.append(t["lim_length_absent"].format(reason=f" ({reason})" if reason else ""))
     else:
         # a bias is called only when a unit's rho is both large enough and significant (p unknown: rho alone)
@@ -770,11 +1039,27 @@ def placeholders(text: str) -> list[str]:
     return [p for p in PLACEHOLDERS if p.lower() in low]
 
 
+FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
+
+
+def preview_markdown(card_path: str | Path) -> str:
+    """The card's body with its figures inlined as data URIs (a notebook resolves `figures/…` elsewhere)."""
+    card_path = Path(card_path)
+
+    def inline(match: re.Match) -> str:
+        png = card_path.parent / match["src"]
+        if not png.is_file():
+            return match[0]
+        return f"![{match['alt']}](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode('ascii')})"
+
+    return FIGURE_LINK_RE.sub(inline, DatasetCard.load(card_path).text)
+
+
 def preview(card_path: str | Path):
-    """The card's body as rendered Markdown (for the notebook)."""
+    """The card's body as rendered Markdown with its figures shown (the card file keeps its relative links)."""
     from IPython.display import Markdown
 
-    return Markdown(DatasetCard.load(Path(card_path)).text)
+    return Markdown(preview_markdown(card_path))
 
 
 def _offline() -> bool:
@@ -849,6 +1134,48 @@ CITATIONS = """```bibtex
 
 PHRASES: dict[str, dict[str, Any]] = {
     "en": {
+        "h_checks": "### Checks of PairRM's invariants (reported, not enforced)",
+        "check_sign": "`score_chosen` ≥ 0 ≥ `score_rejected`",
+        "check_antisymmetry": "`score_chosen` = −`score_rejected` in rows with two candidates",
+        "check_sum": "a row's candidate scores sum to 0",
+        "check_best": "`chosen` is the best candidate and `rejected` the worst",
+        "check_inversions": "Inversions (`score_chosen` < `score_rejected`): {k} rows.",
+        "holds": "holds in {k} of {n} rows.",
+        "labelled": "{label}: {value}",
+        "sentence_sep": " ",
+        "not_applicable": "not applicable: {why}.",
+        "na_not_pairrm": "the scores are {kind}, not PairRM scores",
+        "na_no_two": "no row has exactly two candidates (rows have {lo} to {hi})",
+        "na_no_candidate_scores": "the dataset has no `candidate_scores` column",
+        "scale_kind_rating": "ratings",
+        "scale_kind_unclear": "on an unclear scale",
+        "scale_rating": ("the scores are ratings on a grid of {step} from {lo} to {hi} ({distinct} distinct values), "
+                         "not PairRM logits: ties are common and PairRM's invariants do not apply."),
+        "scale_logit": ("the scores are real-valued, as PairRM's logits are ({distinct} distinct values from {lo} to "
+                        "{hi}, off any rating grid): ties should be rare and PairRM's invariants should hold."),
+        "scale_unclear": ("unclear: {fraction} of the values lie on a grid of {step}, from {lo} to {hi}; read the "
+                          "statistics as unitless."),
+        "say_means": "`score_chosen` averages {chosen}, `score_rejected` {rejected}, the margin {margin}.",
+        "say_ci": " (95% bootstrap interval {lo} to {hi}).",
+        "say_signs": "The margin is positive in {positive} rows, zero (a tie) in {zero} and negative in {negative}.",
+        "stat_mean": "mean",
+        "stat_median": "median",
+        "stat_mean_ci95": "95% interval of the mean",
+        "stat_median_ci95": "95% interval of the median",
+        "stat_p_wilcoxon": "Wilcoxon signed-rank p (margin ≠ 0)",
+        "stat_p_paired_t": "paired t-test p",
+        "stat_p_sign_test": "sign test p",
+        "stat_cohens_dz": "effect size: Cohen's d_z",
+        "stat_rank_biserial": "effect size: rank-biserial r",
+        "stat_ties": "ties (margin = 0)",
+        "stat_length": "length bias: Spearman ρ(margin, length difference)",
+        "tie_rule_ours": "chosen = the first candidate with the highest score, rejected = the last with the lowest",
+        "fig_score_distributions": "Distribution of scores (n = {n} pairs)",
+        "fig_score_ecdf": "ECDF of scores (n = {n} pairs)",
+        "fig_chosen_vs_rejected": "Chosen vs rejected score (n = {n} pairs)",
+        "fig_margin_distribution": "Distribution of the margin (n = {n} pairs)",
+        "fig_margin_vs_length": "Margin vs response length difference (n = {n} pairs)",
+        "fig_score_violin": "Scores of chosen and rejected (n = {n} pairs)",
         "unknown": "unknown",
         "undefined": "undefined",
         "unit_chars": "characters",
@@ -868,7 +1195,6 @@ PHRASES: dict[str, dict[str, Any]] = {
         "count_with_candidates": "rows with at least two distinct candidates",
         "count_dropped_too_few_candidates": "rows dropped: fewer than two distinct candidates",
         "count_dropped_duplicate_prompt_id": "rows dropped: a `prompt_id` seen before",
-        "group_bootstrap": "Bootstrap intervals",
         "stand_in_mark": " (a stand-in, not PairRM)",
         "title": '# Dataset Card for "{title}"',
         "stand_in_banner": (
@@ -958,7 +1284,10 @@ PHRASES: dict[str, dict[str, Any]] = {
         "count_dropped": "rows dropped by `drop_rows`",
         "count_scored": "rows scored",
         "count_kept": "rows written to the dataset",
-        "h_parameters": "### Parameters of this run\n\nAs recorded in the manifest; defaults filled in for construction parameters the params file did not set.",
+        "h_parameters": ("### Parameters of this run\n\nThe parameters that shaped the data, as recorded in the manifest "
+                         "(defaults filled in where the params file set none; generation settings only when "
+                         "candidates were generated). How the work was run (batch sizes, chunks, processes) and "
+                         "where is left out."),
         "h_environment": "### Environment",
         "environment": "Python {python}; packages: {packages}; git commit `{commit}` (uncommitted changes: {dirty}).",
         "recipe_intro": "This project did not build the dataset. What is known of its making (`known_recipe`):",
@@ -974,22 +1303,12 @@ PHRASES: dict[str, dict[str, Any]] = {
         "recipe_note": "Notes given with the dataset: {note}",
         "h_characteristics": "## Characteristics",
         "metrics_intro": ("From this run's `metrics.json` (written by `notebooks/02_analyze.ipynb`): n = {n} rows "
-                          "analysed, {excluded} excluded. `margin` = `score_chosen` − `score_rejected`."),
+                          "analysed, {excluded} excluded. `margin` = `score_chosen` − `score_rejected`. The full detail (spread, "
+                          "quartiles, skewness, correlations, lengths) is in that file; the essentials follow."),
         "h_statistics": "### Key statistics",
         "statistic": "statistic",
         "excluded_reasons": "Excluded rows and reasons: {reasons}.",
-        "h_group": "### {group}",
-        "metric_header": ["metric", "value"],
-        "h_use": "## How to use",
-        "code_hub": "# from the hub",
-        "code_local": "# from a local copy of this folder",
-        "use_dpo": ("For DPO (for example TRL's `DPOTrainer`), `prompt` with `chosen` and `rejected` is the "
-                    "conversational preference format: `chosen` and `rejected` are `[user prompt, assistant "
-                    "response]`. Keep `prompt_id` as the key, to check overlap with evaluation prompts. For PPO, "
-                    "train a reward model on the pairs first, then use the prompts for rollouts."),
         "use_no_pairs": "The dataset lacks `prompt`/`chosen`/`rejected`: it cannot be used for DPO as it stands.",
-        "use_scores": ("The margin `score_chosen` − `score_rejected` can weight the pairs or filter out "
-                       "near-ties."),
         "h_background": "## Background",
         "background": (
             "The seed dataset `{seed}` belongs to a family built on UltraFeedback (Cui et al., 2023): "
@@ -1037,15 +1356,49 @@ PHRASES: dict[str, dict[str, Any]] = {
             "This dataset is released under `{license}`. Its sources: UltraFeedback (`openbmb/UltraFeedback`, MIT), "
             "`HuggingFaceH4/ultrafeedback_binarized` (MIT) and the scorer PairRM (`llm-blender/PairRM`, MIT). "
             "Please cite them:"),
-        "group_margin_sign": "Sign of the margin",
-        "group_tests": "Tests (chosen vs rejected)",
-        "group_effect_size": "Effect size",
-        "group_correlation": "Correlation of score_chosen and score_rejected",
-        "group_length": "Response length",
-        "group_invariants": "PairRM invariants (reported, not asserted)",
-        "group_scale": "Scale",
     },
     "zh": {
+        "h_checks": "### PairRM 不变量检查（仅报告，不作强制）",
+        "check_sign": "`score_chosen` ≥ 0 ≥ `score_rejected`",
+        "check_antisymmetry": "两个候选的行中 `score_chosen` = −`score_rejected`",
+        "check_sum": "每行候选得分之和为 0",
+        "check_best": "`chosen` 为最佳候选且 `rejected` 为最差候选",
+        "check_inversions": "倒置（`score_chosen` < `score_rejected`）：{k} 行。",
+        "holds": "在 {n} 行中有 {k} 行成立。",
+        "labelled": "{label}：{value}",
+        "sentence_sep": "",
+        "not_applicable": "不适用：{why}。",
+        "na_not_pairrm": "这些分数是{kind}，不是 PairRM 分数",
+        "na_no_two": "没有恰好两个候选的行（每行有 {lo} 到 {hi} 个候选）",
+        "na_no_candidate_scores": "数据集没有 `candidate_scores` 列",
+        "scale_kind_rating": "评分",
+        "scale_kind_unclear": "尺度不明的数值",
+        "scale_rating": ("分数是以 {step} 为间隔、从 {lo} 到 {hi} 的评分（{distinct} 个不同取值），不是 PairRM 的 logit："
+                         "平局常见，PairRM 的不变量不适用。"),
+        "scale_logit": ("分数是实数，与 PairRM 的 logit 相同（{distinct} 个不同取值，从 {lo} 到 {hi}，不在任何评分网格上）："
+                        "平局应当罕见，PairRM 的不变量应当成立。"),
+        "scale_unclear": "尺度不明：{fraction} 的取值落在间隔为 {step} 的网格上，范围从 {lo} 到 {hi}；请把统计量视为无单位。",
+        "say_means": "`score_chosen` 的均值为 {chosen}，`score_rejected` 为 {rejected}，差值为 {margin}。",
+        "say_ci": "（95% 自助法区间为 {lo} 到 {hi}）。",
+        "say_signs": "差值为正的有 {positive} 行，为零（平局）的有 {zero} 行，为负的有 {negative} 行。",
+        "stat_mean": "均值",
+        "stat_median": "中位数",
+        "stat_mean_ci95": "均值的 95% 区间",
+        "stat_median_ci95": "中位数的 95% 区间",
+        "stat_p_wilcoxon": "Wilcoxon 符号秩检验 p（差值 ≠ 0）",
+        "stat_p_paired_t": "配对 t 检验 p",
+        "stat_p_sign_test": "符号检验 p",
+        "stat_cohens_dz": "效应量：Cohen's d_z",
+        "stat_rank_biserial": "效应量：秩双列相关 r",
+        "stat_ties": "平局（差值 = 0）",
+        "stat_length": "长度偏差：Spearman ρ（差值，长度差）",
+        "tie_rule_ours": "chosen 为得分最高的第一个候选，rejected 为得分最低的最后一个候选",
+        "fig_score_distributions": "分数分布（n = {n} 对）",
+        "fig_score_ecdf": "分数的经验累积分布（n = {n} 对）",
+        "fig_chosen_vs_rejected": "chosen 与 rejected 的分数对比（n = {n} 对）",
+        "fig_margin_distribution": "差值的分布（n = {n} 对）",
+        "fig_margin_vs_length": "差值与回复长度差的关系（n = {n} 对）",
+        "fig_score_violin": "chosen 与 rejected 的分数小提琴图（n = {n} 对）",
         "unknown": "未知",
         "undefined": "无定义",
         "unit_chars": "字符",
@@ -1064,7 +1417,6 @@ PHRASES: dict[str, dict[str, Any]] = {
         "count_with_candidates": "至少有两个不同候选的行数",
         "count_dropped_too_few_candidates": "被丢弃：不足两个不同候选",
         "count_dropped_duplicate_prompt_id": "被丢弃：`prompt_id` 重复",
-        "group_bootstrap": "自助法（bootstrap）区间",
         "stand_in_mark": "（替身评分器，并非 PairRM）",
         "title": "# 「{title}」数据集卡片",
         "stand_in_banner": (
@@ -1147,7 +1499,8 @@ PHRASES: dict[str, dict[str, Any]] = {
         "count_dropped": "被 `drop_rows` 丢弃的行数",
         "count_scored": "完成打分的行数",
         "count_kept": "写入数据集的行数",
-        "h_parameters": "### 本次运行的参数\n\n取自运行清单（manifest）；参数文件未设置的构建参数以默认值补全。",
+        "h_parameters": ("### 本次运行的参数\n\n决定数据内容的参数，取自运行清单（manifest）（参数文件未设置的以默认值补全；"
+                         "只有生成了候选回复时才列出生成参数）。运行方式（批大小、分块、进程数）与运行位置不列出。"),
         "h_environment": "### 运行环境",
         "environment": "Python {python}；软件包：{packages}；git 提交 `{commit}`（存在未提交的修改：{dirty}）。",
         "recipe_intro": "本项目并未构建该数据集。关于其构建过程的已知信息（`known_recipe`）：",
@@ -1163,20 +1516,12 @@ PHRASES: dict[str, dict[str, Any]] = {
         "recipe_note": "随数据集给出的说明：{note}",
         "h_characteristics": "## 数据特点",
         "metrics_intro": ("数据来自本次运行的 `metrics.json`（由 `notebooks/02_analyze.ipynb` 生成）：分析了 n = {n} 行，"
-                          "排除 {excluded} 行。`margin` = `score_chosen` − `score_rejected`。"),
+                          "排除 {excluded} 行。`margin` = `score_chosen` − `score_rejected`。完整细节（离散程度、四分位数、偏度、"
+                          "相关性、长度）见该文件；以下为要点。"),
         "h_statistics": "### 关键统计量",
         "statistic": "统计量",
         "excluded_reasons": "被排除的行及原因：{reasons}。",
-        "h_group": "### {group}",
-        "metric_header": ["指标", "取值"],
-        "h_use": "## 使用方法",
-        "code_hub": "# 从 Hub 加载",
-        "code_local": "# 从本文件夹的本地副本加载",
-        "use_dpo": ("用于 DPO（例如 TRL 的 `DPOTrainer`）时，`prompt` 与 `chosen`、`rejected` 构成对话式偏好格式："
-                    "`chosen` 和 `rejected` 均为 `[用户提示词, 助手回复]`。请以 `prompt_id` 作为键，以检查与评测提示词的重叠。"
-                    "用于 PPO 时，先在这些偏好对上训练奖励模型，再用提示词进行采样。"),
         "use_no_pairs": "该数据集缺少 `prompt`/`chosen`/`rejected` 列，不能直接用于 DPO。",
-        "use_scores": "差值 `score_chosen` − `score_rejected` 可用于为偏好对加权，或过滤几乎打平的样本。",
         "h_background": "## 背景概述",
         "background": (
             "种子数据集 `{seed}` 属于基于 UltraFeedback（Cui 等，2023）的一个数据集家族：多个模型对提示词给出回复，"
@@ -1213,13 +1558,6 @@ PHRASES: dict[str, dict[str, Any]] = {
         "licences": (
             "本数据集以 `{license}` 许可发布。其来源：UltraFeedback（`openbmb/UltraFeedback`，MIT）、"
             "`HuggingFaceH4/ultrafeedback_binarized`（MIT）以及评分器 PairRM（`llm-blender/PairRM`，MIT）。请引用："),
-        "group_margin_sign": "差值的符号",
-        "group_tests": "检验（chosen 对比 rejected）",
-        "group_effect_size": "效应量",
-        "group_correlation": "score_chosen 与 score_rejected 的相关性",
-        "group_length": "回复长度",
-        "group_invariants": "PairRM 不变量（仅报告，不作断言）",
-        "group_scale": "尺度",
     },
 }
 assert PHRASES["en"].keys() == PHRASES["zh"].keys(), "the two languages must say the same things"

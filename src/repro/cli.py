@@ -1,4 +1,4 @@
-"""`repro run | score | bench`: a thin command line over the package (no logic of its own)."""
+"""`repro run | notebooks | score | bench | selfcheck`: a thin command line over the package (no logic of its own)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,29 @@ from .errors import ReproError
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
 COMMANDS = {
     "run": ("repro.runner", "execute the notebooks a params file lists, through papermill"),
+    "notebooks": ("repro.project", "copy the notebooks and example params into a folder to open in JupyterLab"),
     "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
     "bench": ("repro.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),
+    "selfcheck": ("repro.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }
+
+
+class _Version(argparse.Action):
+    """`--version`, worked out only when asked (it may call git)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and where it runs from, then exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .manifest import version_line
+
+        print(version_line())
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repro", description=__doc__)
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

@@ -4,6 +4,14 @@
 class ReproError(Exception):
     """A user-facing error: the message names what is wrong (parameter, row, file) and how to fix it."""
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for this error in a notebook cell: the paragraph, without the stack.
+
+        IPython calls this hook instead of formatting a traceback; the cell still fails (papermill marks it
+        and `repro run` names it). Other exceptions keep their full traceback.
+        """
+        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
 
 class ParameterError(ReproError, ValueError):
     """A parameter is unknown, missing or of the wrong type or value."""

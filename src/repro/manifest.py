@@ -18,13 +18,19 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
-from .paths import RunDir, project_root
+from . import __version__
+from .errors import ParameterError
+from .paths import RunDir, checkout_root, project_root
 from .work import atomic_write_json
 
 TRACKED_PACKAGES = (
     "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm",
 )
+# what `repro selfcheck` writes (repro.selfcheck); a run cites the latest one (`find_selfcheck`)
+SELFCHECK_JSON = "selfcheck.json"
+SELFCHECK_MD = "selfcheck.md"
+SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "llm-blender")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -47,9 +53,15 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+NOT_FROM_CHECKOUT = "not from a checkout"
+
+
 def git_commit(root: Path | None = None) -> dict[str, Any]:
-    """The project's git commit and whether the work tree had uncommitted changes."""
-    root = root or project_root()
+    """The git commit of the checkout the code runs from and whether it had uncommitted changes; an installed
+    package (a wheel) says it is not from a checkout."""
+    root = root or checkout_root()
+    if root is None:
+        return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 check=True).stdout.strip()
@@ -58,6 +70,63 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
         return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
+
+
+def version_line() -> str:
+    """What `repro --version` prints: the version, and the checkout's commit or that it is an installed package."""
+    checkout = checkout_root()
+    if checkout is None:
+        return f"repro {__version__} ({NOT_FROM_CHECKOUT}: installed at {Path(__file__).resolve().parent})"
+    git = git_commit(checkout)
+    dirty = ", with uncommitted changes" if git["dirty"] else ""
+    return f"repro {__version__} (checkout {checkout}, git commit {git['commit']}{dirty})"
+def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Path | None:
+    """The self-check a run cites: `given` (a selfcheck.json or a folder holding one), else the newest in the run
+    directory (its selfcheck.json or one in a sub-folder); None when there is none."""
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_absolute() and not path.exists():
+            path = project_root() / path
+        found = path / SELFCHECK_JSON if path.is_dir() else path
+        if not found.is_file():
+            raise ParameterError(
+                f"selfcheck={str(given)!r}: no {SELFCHECK_JSON} there (looked for {found}). Run `repro selfcheck "
+                f"--report DIR` first and give DIR or DIR/{SELFCHECK_JSON}, or leave selfcheck unset.")
+        _read_selfcheck(found, "selfcheck")
+        return found
+    root = Path(run_root)
+    found = [p for p in [root / SELFCHECK_JSON, *root.glob(f"*/{SELFCHECK_JSON}")] if p.is_file()]
+    return max(found, key=lambda p: (str(_read_selfcheck(p).get("when", "")), p.stat().st_mtime), default=None)
+
+
+def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record, dict) or record.get("tool") != "repro selfcheck":
+            raise ValueError("not written by repro selfcheck")
+        return record
+    except (OSError, ValueError) as exc:
+        if parameter:
+            raise ParameterError(f"{parameter}={str(path)!r} is not a report of `repro selfcheck` ({exc}); run "
+                                 f"`repro selfcheck --report DIR` and give DIR.") from None
+        return {}
+
+
+def selfcheck_summary(path: str | Path) -> dict[str, Any]:
+    """What a manifest records of a self-check: verdict, device, versions, each check's status, the file's hash."""
+    record = _read_selfcheck(Path(path))
+    settings, env = record.get("settings") or {}, record.get("environment") or {}
+    versions = {k: (env.get("packages") or {}).get(k) for k in SELFCHECK_VERSIONS}
+    now = package_versions()
+    return {
+        "verdict": record.get("verdict"), "when": record.get("when"), "device": settings.get("device"),
+        "gpu": env.get("gpu"), "dtype": settings.get("run_dtype"), "model": settings.get("model_label"),
+        "reference_model": settings.get("reference_model_label"), "rows": settings.get("rows"),
+        "versions": versions, "same_versions_as_run": all(now.get(k) == v for k, v in versions.items()),
+        "checks": {c["name"]: c["status"] for c in record.get("checks", [])},
+        "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
+        "file": str(path), "sha256": sha256_file(path),
+    }
 
 
 def _now() -> str:
@@ -120,6 +189,7 @@ class Manifest:
             "notebooks": nbs,
             "environment": {
                 "python": sys.version.split()[0],
+                "repro": __version__,
                 "platform": platform.platform(),
                 "packages": package_versions(),
                 "git": git_commit(),
@@ -136,6 +206,16 @@ class Manifest:
         if data.get("status") == "running" and data.get("driver") == "repro run" and notebook in data.get("notebooks", {}):
             return
         self.start_run(parameters, [notebook], driver="papermill", merge=True)
+
+    def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:
+        """Record the self-check this run cites (`find_selfcheck`) under `selfcheck`; none found: none recorded."""
+        found = find_selfcheck(self.run.root, given)
+        data = self.read()
+        data.pop("selfcheck", None)
+        if found is not None:
+            data["selfcheck"] = selfcheck_summary(found)
+        self.write(data)
+        return data.get("selfcheck")
 
     def notebook_status(self, notebook: str, status: str, **extra: Any) -> None:
         data = self.read()

@@ -10,13 +10,14 @@ from __future__ import annotations
 import difflib
 import types
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Collection, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
 from .scorers.common import PAIRRM_LIMITS
+from .paths import default_run_dir, resolve_user_path
 
 
 class _Params(BaseModel):
@@ -26,9 +27,15 @@ class _Params(BaseModel):
     run_name: str = "demo"
     run_dir: str | None = None  # default: runs/<run_name>
 
+    # the path rule (repro.paths): relative paths mean the project root, wherever the notebook's kernel runs
+    @field_validator("run_dir")
+    @classmethod
+    def _run_dir_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v, may_be_id=False)
+
     @property
     def run_root(self) -> Path:
-        return Path(self.run_dir) if self.run_dir else Path("runs") / self.run_name
+        return Path(self.run_dir) if self.run_dir else default_run_dir(self.run_name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,25 +111,37 @@ class ConstructParams(_Params):
     # generation (issue 7): when true, candidates (and optionally the reference) are generated first
     generate: bool = False
 
-    @field_validator("part_start", "drop_rows", "mini_index", "batch_tokens", "chunk_size")
+    @field_validator("part_start", "drop_rows", "mini_index")
     @classmethod
     def _non_negative(cls, v: int, info) -> int:
         if v < 0:
-            raise ValueError(f"must be >= 0, got {v}")
+            raise ValueError("must be >= 0")
         return v
 
-    @field_validator("mini_count", "num_processes")
+    @field_validator("source", "scorer_model")
+    @classmethod
+    def _paths_from_project_root(cls, v: str) -> str:
+        return resolve_user_path(v)
+
+    @field_validator("mini_count", "num_processes", "batch_tokens", "chunk_size")
     @classmethod
     def _positive(cls, v: int) -> int:
         if v < 1:
-            raise ValueError(f"must be >= 1, got {v}")
+            raise ValueError("must be >= 1")
+        return v
+
+    @field_validator("limit")
+    @classmethod
+    def _limit(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError("must be >= 1 (or null for all rows)")
         return v
 
     @field_validator("candidate_columns")
     @classmethod
     def _columns(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
-            raise ValueError(f"names a column twice: {v}")
+            raise ValueError(f"names column(s) {sorted({c for c in v if v.count(c) > 1})} more than once")
         return v
 
     @model_validator(mode="after")
@@ -137,7 +156,7 @@ class ConstructParams(_Params):
         if self.scorers and not self.keep_all_candidates:
             raise ValueError(f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns "
                              f"beside `candidates`: set keep_all_candidates: true")
-        if self.batch_tokens and self.batch_tokens < self.source_maxlength + 2 * self.candidate_maxlength:
+        if self.batch_tokens < self.source_maxlength + 2 * self.candidate_maxlength:
             raise ValueError(
                 f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length "
                 f"({self.source_maxlength + 2 * self.candidate_maxlength} tokens): raise it")
@@ -175,14 +194,19 @@ class GenerationParams(_Params):
     @classmethod
     def _at_least_one(cls, v: int) -> int:
         if v < 1:
-            raise ValueError(f"must be >= 1, got {v}")
+            raise ValueError("must be >= 1")
         return v
+
+    @field_validator("policy_model")
+    @classmethod
+    def _policy_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v)
 
     @field_validator("max_prompt_tokens")
     @classmethod
     def _prompt_tokens(cls, v: int | None) -> int | None:
         if v is not None and v < 1:
-            raise ValueError(f"must be >= 1 (or null for the model's context), got {v}")
+            raise ValueError("must be >= 1 (or null for the model's context)")
         return v
 
     @model_validator(mode="after")
@@ -212,11 +236,16 @@ class AnalyzeParams(_Params):
     bootstrap_seed: int = 0
     exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
 
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v)
+
     @field_validator("bootstrap_resamples")
     @classmethod
     def _enough_resamples(cls, v: int) -> int:
         if v < 100:
-            raise ValueError(f"must be >= 100 for a 95% interval to mean anything, got {v}")
+            raise ValueError("must be >= 100 for a 95% interval to mean anything")
         return v
 
 
@@ -243,6 +272,11 @@ class CardParams(_Params):
     known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
 
+    @field_validator("card_dataset")
+    @classmethod
+    def _card_dataset_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v)
+
     @field_validator("known_recipe")
     @classmethod
     def _recipe_keys(cls, v):
@@ -265,7 +299,7 @@ SCHEMAS: dict[str, type[_Params]] = {
     "analyze": AnalyzeParams,
     "card": CardParams,
 }
-RUN_KEYS = {"notebooks"}  # keys only `repro run` reads
+RUN_KEYS = {"notebooks", "selfcheck"}  # keys only `repro run` reads (selfcheck: a `repro selfcheck` report)
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
 
@@ -285,19 +319,25 @@ def _unknown_error(key: str, where: str) -> ParameterError:
         f"and documented in params/demo.yaml; remove or rename it.")
 
 
-def _format_validation(exc: ValidationError, schema: type[_Params], where: str) -> ParameterError:
+def _format_validation(exc: ValidationError, schema: type[_Params], where: str,
+                       set_keys: Collection[str] = ()) -> ParameterError:
     lines = []
     for err in exc.errors():
+        key = str(err["loc"][0]) if err["loc"] else ""
         loc = ".".join(str(x) for x in err["loc"]) or "(parameters)"
+        loc += " (from --set)" if key in set_keys else ""
         got = err.get("input")
+        # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
         got_s = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"  - {loc}: {err['msg']}{got_s}")
+        msg = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
+        lines.append(f"  - {loc}: {msg}{got_s}")
     return ParameterError(
         f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) +
         "\nFix the value in the params file or with --set KEY=VALUE.")
 
 
-def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters") -> _Params:
+def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
+          set_keys: Collection[str] = ()) -> _Params:
     """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error)."""
     known = all_fields()
     for key in values:
@@ -307,12 +347,13 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
     try:
         return schema(**mine)
     except ValidationError as exc:
-        raise _format_validation(exc, schema, where) from None
+        raise _format_validation(exc, schema, where, set_keys) from None
 
 
-def validate_all(values: dict[str, Any], where: str = "the parameters") -> dict[str, _Params]:
+def validate_all(values: dict[str, Any], where: str = "the parameters",
+                 set_keys: Collection[str] = ()) -> dict[str, _Params]:
     """Validate a whole params file against every schema; returns one object per section."""
-    return {name: build(schema, values, where) for name, schema in SCHEMAS.items()}
+    return {name: build(schema, values, where, set_keys) for name, schema in SCHEMAS.items()}
 
 
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
@@ -359,6 +400,9 @@ def parse_set(items: list[str]) -> dict[str, Any]:
 def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """Load a params YAML file, apply `--set` overrides, validate every key; returns the merged dict."""
     path = Path(path)
+    if path.is_dir():
+        raise ParameterError(f"Params file {str(path)!r} is a folder, not a file; give a YAML file in it "
+                             f"{sorted(p.name for p in path.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
     if not path.is_file():
         raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
     try:
@@ -367,9 +411,14 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
         raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
-    values.update(parse_set(overrides or []))
+    set_values = parse_set(overrides or [])
+    for key in set_values:  # named where the user typed it, not as if it were in the file
+        if key not in all_fields():
+            item = next(i for i in reversed(overrides or []) if i.split("=", 1)[0].strip() == key)
+            raise _unknown_error(key, f"--set {item}")
+    values.update(set_values)
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
         raise ParameterError(f"'notebooks' in {path} must be a non-empty list of notebook names, got {nbs!r}.")
-    validate_all(values, where=str(path))
+    validate_all(values, where=str(path), set_keys=set(set_values))
     return values

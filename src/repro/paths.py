@@ -1,13 +1,21 @@
-"""Where a run's files go: the one place that names them (see the README's run-directory picture)."""
+"""Where things are: the project root and the path rule for user-given paths, the notebooks and params files
+`repro run` executes (a checkout's own, else the copies a wheel carries), and the files of one run (see the
+README's run-directory picture).
+
+The path rule: a relative path given to a notebook parameter means the same folder from a shell, from papermill
+and from a JupyterLab kernel (whose working folder is notebooks/): it is taken from the project root.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import ParameterError
+
 SPLIT = "train_prefs"
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 # every stand-in model (policy or scorer) carries this file, saying how it was built; for a policy
 # {"builder", "size", "seed", "random_init"}: random_init = no weights saved, drawn from the seed at load time
 STAND_IN_MARKER = "repro_stand_in.json"
@@ -19,9 +27,96 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "repro"
 
 
+HOME_ENV = "REPRO_HOME"  # names the project root explicitly
+PROJECT_MARKER = ".repro-project"  # the file `repro notebooks DIR` writes: DIR is a project root
+_PACKAGE = Path(__file__).resolve().parent
+_BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
+# a hub repository id: owner/name, no more parts, nothing that only a path would hold
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this package runs from (an editable install: src/repro beside notebooks/), else None."""
+    root = _PACKAGE.parents[1]
+    if _PACKAGE.parent.name == "src" and (root / "notebooks").is_dir() and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
 def project_root() -> Path:
-    """The repository root (where notebooks/ and params/ live)."""
-    return NOTEBOOKS_DIR.parent
+    """The folder relative paths mean: $REPRO_HOME; else the nearest folder at or above the current one that is
+    marked a project (`repro notebooks`) or is the checkout; else the checkout; else the current folder."""
+    home = os.environ.get(HOME_ENV)
+    if home:
+        path = Path(home).expanduser().resolve()
+        if not path.is_dir():
+            raise ParameterError(f"{HOME_ENV}={home!r} names {path}, which is not a folder. Create it, or unset "
+                                 f"{HOME_ENV} to use the current folder as the project root.")
+        return path
+    checkout = checkout_root()
+    cwd = Path.cwd().resolve()
+    for folder in (cwd, *cwd.parents):
+        if folder == checkout or (folder / PROJECT_MARKER).is_file():
+            return folder
+    return checkout or cwd
+
+
+def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> str | None:
+    """`value` by the path rule: a relative path becomes absolute from the project root; None, "", an absolute path,
+    and (with `may_be_id`) "demo", "builtin:*" and hub ids (owner/name with no such local path) stay as they are."""
+    if value is None or str(value) == "":
+        return value  # "" means "not set", as None does (run_dir="" is the default run directory)
+    text = str(value)
+    if may_be_id and (text == "demo" or text.startswith("builtin:")):
+        return text
+    path = Path(text).expanduser()
+    if path.is_absolute():
+        return os.path.normpath(path)
+    root = project_root()
+    if (may_be_id and _HUB_ID.match(text) and not text.endswith(_FILE_SUFFIXES) and path.parts[0] != "runs"
+            and not (root / text).exists() and not (root / path.parts[0]).is_dir()):
+        return text  # a hub id: no such local file, nor a local folder it would be in, nor a run's
+    return os.path.normpath(root / path)
+
+
+def default_run_dir(run_name: str) -> Path:
+    """Where a run goes when no run_dir is given: runs/<run_name> of the project root."""
+    return project_root() / "runs" / run_name
+
+
+def notebooks_dir() -> Path:
+    """The notebooks `repro run` executes: the checkout's notebooks/, else the copies in the installed package."""
+    checkout = checkout_root()
+    return checkout / "notebooks" if checkout else _BUNDLED / "notebooks"
+
+
+def params_dir() -> Path:
+    """The example params files: the checkout's params/, else the copies in the installed package."""
+    checkout = checkout_root()
+    return checkout / "params" if checkout else _BUNDLED / "params"
+
+
+def find_params(name: str | Path) -> Path:
+    """The params file `repro run NAME` means: a file NAME (from the current folder, then the project root), else
+    an example params file called NAME (`demo` and `params/demo.yaml` name the example demo.yaml)."""
+    given = Path(name).expanduser()
+    tried = [given.resolve()]
+    if not given.is_absolute():
+        tried.append(project_root() / given)
+    if given.parent in (Path("."), Path("params")) and given.suffix in ("", ".yaml", ".yml"):
+        tried.append(params_dir() / f"{given.stem}.yaml")
+    for path in tried:
+        if path.is_file():
+            return path
+    folder = next((path for path in tried if path.is_dir()), None)
+    if folder is not None:
+        raise ParameterError(f"Params file {str(name)!r} is a folder, not a file; give a YAML file in it "
+                             f"{sorted(p.name for p in folder.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
+    known = sorted(p.stem for p in params_dir().glob("*.yaml"))
+    raise ParameterError(
+        f"Params file {str(name)!r} does not exist: looked at " + ", ".join(str(p) for p in dict.fromkeys(tried)) +
+        f". Give the path of a params YAML file, or the name of an example: {', '.join(known)}.")
 
 
 def shard_name(split: str, index: int, num_shards: int) -> str:

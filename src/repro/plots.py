@@ -54,13 +54,34 @@ def _long(score_chosen: np.ndarray, score_rejected: np.ndarray) -> pd.DataFrame:
     })
 
 
+# A grid of more points than this is drawn with continuous bins (one bar per point would be unreadable).
+GRID_MAX_POINTS = 60
+
+
+def value_grid(values: np.ndarray) -> np.ndarray | None:
+    """The evenly spaced grid the values lie on (ratings, their differences), or None for continuous values.
+
+    The step is the smallest gap between distinct values; the values lie on the grid when each is a whole
+    number of steps from the smallest. Continuous scores fail this whatever their number of distinct values.
+    """
+    distinct = np.unique(np.asarray(values, dtype=np.float64))
+    distinct = distinct[np.isfinite(distinct)]
+    if distinct.size < 2:
+        return distinct if distinct.size else None
+    step = float(np.min(np.diff(distinct)))
+    steps = (distinct - distinct[0]) / step
+    if steps[-1] + 1 > GRID_MAX_POINTS or not np.allclose(steps, np.round(steps), rtol=0.0, atol=1e-6):
+        return None
+    return distinct[0] + step * np.arange(int(round(steps[-1])) + 1)
+
+
 def _bins(values: np.ndarray) -> int | np.ndarray:
-    # Ratings sit on a coarse grid: one bin per grid value avoids empty bins between them.
-    distinct = np.unique(values)
-    if distinct.size <= 40:
-        step = np.min(np.diff(distinct)) if distinct.size > 1 else 1.0
-        return np.concatenate([distinct - step / 2, [distinct[-1] + step / 2]])
-    return min(60, max(10, int(np.sqrt(values.size))))
+    # Values on a grid (ratings): one bin centred on each grid point, none falling between two points.
+    grid = value_grid(values)
+    if grid is not None:
+        step = float(grid[1] - grid[0]) if grid.size > 1 else 1.0
+        return np.concatenate([grid - step / 2, [grid[-1] + step / 2]])
+    return min(60, max(10, int(np.sqrt(np.asarray(values).size))))
 
 
 def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
@@ -188,3 +209,31 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
         fig = build()
         out[name] = {**save(fig, Path(figures_dir) / name), "title": fig.axes[0].get_title()}
     return out
+
+
+def scorer_agreement(agreement: dict) -> Figure:
+    """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks."""
+    pairs = agreement["pairs"]
+    labels = [" vs ".join(p["scorers"]) for p in pairs]
+    edges = np.asarray(pairs[0]["kendall_tau"]["histogram"]["edges"])
+    centres = (edges[:-1] + edges[1:]) / 2
+    taus = pd.DataFrame([{"pair": label, "tau": centre, "rows": count}
+                         for label, p in zip(labels, pairs)
+                         for centre, count in zip(centres, p["kendall_tau"]["histogram"]["counts"])])
+    picks = pd.DataFrame([{"pair": label, "which": which.replace("_", " "), "fraction": p[which]["fraction"] or 0.0}
+                          for label, p in zip(labels, pairs) for which in ("same_chosen", "same_rejected")])
+    rows = max(p["rows"] for p in pairs)
+    with theme():
+        fig = Figure(figsize=(FIGSIZE[0] * 2, FIGSIZE[1]), dpi=DPI, layout="constrained")
+        left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+        sns.histplot(data=taus, x="tau", weights="rows", hue="pair", bins=edges.tolist(), stat="proportion",
+                     common_norm=False, multiple="dodge", shrink=0.85, ax=left, legend=len(pairs) > 1)
+        undefined = ", ".join(f"{p['kendall_tau']['undefined']:,}" for p in pairs)
+        left.set(xlabel="Kendall's tau-b per prompt", ylabel="fraction of prompts", xlim=(edges[0], edges[-1]),
+                 title=f"Rank agreement per prompt (tau undefined, left out: {undefined})")
+        sns.barplot(data=picks, x="pair", y="fraction", hue="which", palette=[COLORS["score_chosen"],
+                    COLORS["score_rejected"]], ax=right)
+        _untitled_legend(right)
+        right.set(xlabel="", ylabel="fraction of prompts", ylim=(0, 1), title="Same chosen / same rejected")
+        fig.suptitle(f"Agreement between scorers ({_n(rows)} prompts)")
+    return fig

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ReproError
-from .manifest import Manifest
+from .manifest import Manifest, find_selfcheck
 from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
-from .paths import NOTEBOOKS_DIR, RunDir
+from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 
 KERNEL_NAME = "repro"
 # which parameter sections each notebook reads (the rest of a params file is not passed to it)
@@ -24,12 +24,13 @@ NOTEBOOK_SECTIONS = {
 
 
 def notebook_path(name: str) -> Path:
-    """The committed notebook called `name` (with or without .ipynb)."""
+    """The notebook called `name` (with or without .ipynb): the checkout's, else the installed package's copy."""
     stem = Path(name).stem
-    path = NOTEBOOKS_DIR / f"{stem}.ipynb"
+    folder = notebooks_dir()
+    path = folder / f"{stem}.ipynb"
     if not path.exists():
-        known = sorted(p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb"))
-        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist; known notebooks: {known}.")
+        known = sorted(p.stem for p in folder.glob("*.ipynb"))
+        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist in {folder}; known notebooks: {known}.")
     return path
 
 
@@ -64,6 +65,22 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
     return name
 
 
+def kernel_config():
+    """Jupyter config for the kernels we start: CurveZMQ-encrypted transport where pyzmq supports it.
+
+    ipykernel >= 7 warns "Kernel is running over TCP without encryption" on every start unless the kernel
+    manager provisions Curve keys (its kernelspec declares `supported_encryption: curve`); with them the
+    connection is encrypted and the kernel says nothing.
+    """
+    import zmq
+    from traitlets.config import Config
+
+    config = Config()
+    if zmq.has("curve"):
+        config.KernelManager.transport_encryption = "auto"
+    return config
+
+
 def _failure_message(name: str, output: Path, exc: Exception) -> str:
     cell = getattr(exc, "cell_index", None)
     count = getattr(exc, "exec_count", None)
@@ -75,7 +92,7 @@ def _failure_message(name: str, output: Path, exc: Exception) -> str:
 
 
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
-                  log_output: bool = False) -> int:
+                  log_output: bool = False, selfcheck: str | None = None) -> int:
     """Execute the params' notebooks in order into `run_root/notebooks/`; record the run in its manifest."""
     import papermill
 
@@ -85,6 +102,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     run.notebooks.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)
     manifest.start_run(values, notebooks, driver="repro run")
+    manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     kernel = ensure_kernel(kernel)
     for name in notebooks:
         output = run.executed_notebook(f"{name}.ipynb")
@@ -92,7 +110,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
         try:
             papermill.execute_notebook(
                 str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
-                kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(Path.cwd()))
+                kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
+                config=kernel_config())
         except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
             message = _failure_message(name, output, exc)
             manifest.notebook_status(name, "failed", error=message)
@@ -110,23 +129,40 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("params", help="a params YAML file, e.g. params/demo.yaml")
+    parser.add_argument("params", help="a params YAML file, e.g. params/demo.yaml, or an example's name, e.g. demo")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one parameter (repeatable); VALUE is read as YAML")
-    parser.add_argument("--out", help="the run directory (default: runs/<run_name>)")
+    parser.add_argument("--out", help="the run directory (default: runs/<run_name> of the project root)")
     parser.add_argument("--kernel", default=KERNEL_NAME, help="Jupyter kernel to execute with (default: repro)")
     parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output to the terminal")
 
 
 def main(args: argparse.Namespace) -> int:
-    values = load_params_file(args.params, args.overrides)
-    values.setdefault("run_name", Path(args.params).stem)
+    params_file = find_params(args.params)
+    values = load_params_file(params_file, args.overrides)
+    values.setdefault("run_name", params_file.stem)
     if args.out:
         values["run_dir"] = args.out
-    run_root = Path(values.get("run_dir") or Path("runs") / values["run_name"]).resolve()
+    run_root = Path(resolve_user_path(values.get("run_dir"), may_be_id=False) or default_run_dir(values["run_name"]))
+    check_run_root(run_root, "--out" if args.out else "run_dir")
     values["run_dir"] = str(run_root)
-    print(f"repro run: {args.params} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
-    return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output)
+    find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
+    print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
+    return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output,
+                         selfcheck=values.get("selfcheck"))
+
+
+def check_run_root(run_root: Path, given_as: str) -> None:
+    """Refuse, before any work, a run directory that is (or lies inside) an existing file."""
+    existing = run_root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = ("is an existing file, not a folder" if existing == run_root
+                else f"lies inside {existing}, which is a file, so that folder cannot be made")
+        raise ReproError(
+            f"{given_as} {run_root} {what}. A run directory holds a run's notebooks, data and manifest: give a new "
+            f"or existing folder instead (for example runs/<name>).")
 
 
 def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:

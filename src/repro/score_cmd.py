@@ -13,11 +13,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from .errors import DataError
+from .errors import DataError, ParameterError
 from .scorers import load_scorer, resolve_kind
 from .scorers.common import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS, ranks_from_scores
+from .sources import iter_jsonl
 from .work import Progress, atomic_write_text, is_main_process, world_size
 
 # prompts per engine call: the bar moves at least this often, and memory stays bounded on large files
@@ -62,21 +63,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-size", type=int, default=256, help="prompts per resumable chunk (default 256)")
 
 
-def iter_jsonl(path: Path, option: str = "--input") -> Iterator[tuple[str, Any]]:
-    """(where, value) for each non-empty line of a jsonl file; `where` names the line for error messages."""
-    if not path.is_file():
-        raise DataError(f"{option} {path} does not exist.")
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"line {line_no} of {path}"
-            try:
-                yield where, json.loads(line)
-            except ValueError as exc:
-                raise DataError(f"{where} is not valid JSON ({exc}).") from None
-
-
 def read_rows(path: Path, min_candidates: int = 2) -> list[dict[str, Any]]:
     """The jsonl rows, each checked: a JSON object with a string `prompt` and >= 2 (or `min_candidates`) strings."""
     rows = []
@@ -93,7 +79,22 @@ def read_rows(path: Path, min_candidates: int = 2) -> list[dict[str, Any]]:
             raise DataError(f"{where}: 'candidates' must be a list of {need}, got "
                             f"{json.dumps(cands, ensure_ascii=False)[:80]}.")
         rows.append(row)
+    if not rows:
+        raise DataError(f"--input {path} holds no rows (it is empty or blank): nothing to score. Give a jsonl file "
+                        f'with one {{"prompt": "...", "candidates": ["...", "..."]}} object per line.')
     return rows
+
+
+def check_output(path: Path) -> None:
+    """Refuse, before any scoring, an --output that cannot be written as a file."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if path.is_dir():
+        raise DataError(f"--output {path} is a folder; give a file path for the scored rows, e.g. "
+                        f"--output {path / 'scored.jsonl'}.")
+    if not existing.is_dir() and existing != path:
+        raise DataError(f"--output {path} lies inside {existing}, which is a file; give a path in a folder.")
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -119,6 +120,11 @@ def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, progres
 
 def main(args: argparse.Namespace) -> int:
     """Score the input file and write the output file; returns the exit code."""
+    for option, value in (("--batch-tokens", args.batch_tokens), ("--chunk-size", args.chunk_size),
+                          ("--num-processes", args.num_processes)):
+        if value < 1:
+            raise ParameterError(f"{option} {value} must be >= 1.")
+    check_output(args.output)
     kind = resolve_kind(args.model, args.kind)
     rows = read_rows(args.input, min_candidates=2 if kind == "pairrm" else 1)
     options: dict[str, Any] = {}

@@ -3,10 +3,12 @@ directory, a folder in the hub's parquet layout, or a run directory of this proj
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 import datasets
 
@@ -61,9 +63,16 @@ def _load_local(path: Path, split: str) -> datasets.Dataset:
             if suffix == ".parquet":
                 return datasets.Dataset.from_parquet(str(path))
             return datasets.Dataset.from_json(str(path))
-        except Exception as exc:  # datasets wraps parse errors in several types
-            raise DataError(f"{where} could not be read as {suffix} ({type(exc).__name__}: {str(exc)[:300]}); "
-                            f"it may be empty or damaged. Check the file: one JSON object per line for .jsonl.") from None
+        except Exception as exc:  # datasets wraps parse errors in several types, without the line
+            cause = f"{type(exc).__name__}: {str(exc)[:300]}"
+            if suffix == ".parquet":
+                raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
+                                f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
+            if suffix.startswith(".jsonl"):
+                for _ in iter_jsonl(path, option="source"):  # raises naming the first broken line
+                    pass
+            raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
+                            f"line for .jsonl, every row with the same columns and types.") from None
     if (path / "dataset").is_dir() and (path / "manifest.json").exists():  # a run directory
         return _load_local(path / "dataset", split)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
@@ -105,6 +114,25 @@ def _hub_error(repo_id: str, exc: Exception) -> ModelLoadError:
         f"Could not load hub dataset {repo_id!r}: {why} ({type(exc).__name__}: {str(exc)[:300]}). "
         f"On a machine with network run `hf download {repo_id} --repo-type dataset --local-dir DIR`, "
         f"copy DIR here, and pass that folder as the source instead of the id.")
+
+
+def iter_jsonl(path: Path, option: str = "--input") -> Iterator[tuple[str, Any]]:
+    """(where, value) for each non-empty line of a jsonl file; `where` names the line for error messages."""
+    if path.is_dir():
+        raise DataError(f"{option} {path} is a folder; give the path of a jsonl file in it (one JSON object per line).")
+    if not path.is_file():
+        raise DataError(f"{option} {path} does not exist; check the path (relative paths start from the current "
+                        f"directory) and give an existing jsonl file, one JSON object per line.")
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"line {line_no} of {path}"
+            try:
+                yield where, json.loads(line)
+            except ValueError as exc:
+                raise DataError(f"{where} is not valid JSON ({exc}). Each line must be one whole JSON object "
+                                f"(a line break inside a value breaks the file): fix or remove that line.") from None
 
 
 def require_columns(ds: datasets.Dataset | Iterable[str], columns: Iterable[str], where: str, hint: str = "") -> None:

@@ -76,8 +76,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:  # a failed write leaves neither half a file nor the temp file
+        tmp.unlink(missing_ok=True)
 
 
 def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None, allow_nan: bool = True) -> None:
@@ -135,11 +138,36 @@ def _format_seconds(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
-class Progress:
-    """Items done, items/s and ETA: a tqdm bar on a terminal, one line per `every_percent` % elsewhere.
+def live_notebook() -> bool:
+    """Whether this code runs in a Jupyter kernel driven by a live front end (JupyterLab), not papermill.
 
-    Under papermill, in a notebook or in a log file, a bar would print a line per update; there the
+    The signal is the execute request's `allow_stdin`, which the kernel keeps per request: nbclient (under
+    papermill and `repro run`) always sends false, JupyterLab and other interactive front ends send true.
+    """
+    try:
+        import IPython
+    except ImportError:
+        return False
+    kernel = getattr(IPython.get_ipython(), "kernel", None)
+    return bool(getattr(kernel, "_allow_stdin", False))
+
+
+def _widget_bar(**kwargs: Any):
+    """A tqdm ipywidgets bar, or None where ipywidgets cannot draw one."""
+    try:
+        from tqdm.notebook import tqdm as notebook_tqdm
+
+        return notebook_tqdm(**kwargs)
+    except ImportError:  # tqdm.notebook raises it when ipywidgets is missing
+        return None
+
+
+class Progress:
+    """Items done, items/s and ETA: a widget bar in a live notebook, a tqdm bar on a terminal, else lines.
+
+    Under papermill, in a log file or piped output, a bar would print a line per update; there the
     progress is written as plain lines, one each time another `every_percent` of the total is done.
+    In a notebook open in JupyterLab (`live_notebook()`) it is an ipywidgets bar.
     Items counted by `skip` (resumed from disk) are shown as done but left out of the rate and the ETA.
     """
 
@@ -147,9 +175,10 @@ class Progress:
                  stream: TextIO | None = None, bar: bool | None = None, every_percent: float = 5.0):
         self.total, self.desc, self.unit, self.enabled = int(total), desc, unit, enabled
         self.stream = stream if stream is not None else sys.stderr
+        widget = bar is None and stream is None and live_notebook()
         if bar is None:
             isatty = getattr(self.stream, "isatty", None)
-            bar = bool(isatty and isatty())
+            bar = widget or bool(isatty and isatty())
         self.bar = bar
         self.every = max(float(every_percent), 0.1)
         self.done = 0
@@ -159,10 +188,14 @@ class Progress:
         self._tqdm = None
         self._closed = False
         if self.enabled and self.bar:
-            from tqdm.auto import tqdm
+            options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
+            if widget:
+                self._tqdm = _widget_bar(**options)
+                self.bar = self._tqdm is not None  # without ipywidgets: plain lines
+            else:
+                from tqdm.auto import tqdm
 
-            self._tqdm = tqdm(total=self.total, desc=desc, unit=unit, file=self.stream, dynamic_ncols=True,
-                              smoothing=0.05)
+                self._tqdm = tqdm(file=self.stream, dynamic_ncols=True, **options)
 
     @property
     def rate(self) -> float:

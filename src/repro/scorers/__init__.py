@@ -63,7 +63,8 @@ def _read_config(spec: str) -> dict[str, Any] | None:
 
 
 def detect_kind(model: str | Path) -> str:
-    """'pairrm' or 'sequence_classifier', read from the checkpoint's config (built-in stand-ins by name)."""
+    """'pairrm' or 'sequence_classifier', read from the checkpoint's config (built-in stand-ins by name; a hub id
+    whose config is neither cached nor reachable counts as PairRM, so that its loader says how to fetch it)."""
     from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
     from .tiny import BUILTIN_REWARD_MODELS
 
@@ -77,9 +78,12 @@ def detect_kind(model: str | Path) -> str:
                              f"{', '.join([BUILTIN_TINY, *BUILTIN_REWARD_MODELS])}.")
     check_local_path(spec, "Scorer model", "llm-blender/PairRM-hf")
     config = _read_config(spec)
+    if config is None and not Path(spec).expanduser().is_dir():
+        # a hub id neither cached nor reachable: PairRM, the project's scorer, whose loader says how to fetch it
+        return "pairrm"
     kind = kind_of_config(config) if config is not None else None
     if kind is None:
-        what = ("its config.json could not be read (not a folder, and not in the hub cache)" if config is None else
+        what = ("its config.json could not be read" if config is None else
                 f"its config.json names architectures {config.get('architectures')}, neither PairRM's nor a "
                 f"*ForSequenceClassification")
         raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: {what}. Set scorer_kind (`repro score "

@@ -1,0 +1,139 @@
+"""The dataset as TRL's `DPOTrainer` reads it: the seed's columns turned into TRL's preference formats (pure).
+
+A row of the seed's schema has `prompt` as a string and `chosen` / `rejected` as whole conversations
+(`[user turn, assistant turn]`). TRL's dataset-format documentation (`docs/source/dataset_formats.md`,
+"Preference") names two conversational preference formats:
+
+- explicit prompt (TRL recommends it): `prompt` = the user turn(s) as messages, `chosen` / `rejected` = the
+  assistant turn only. `to_trl` writes this one;
+- implicit prompt: `chosen` / `rejected` only, each the whole conversation; `DPOTrainer` takes their longest
+  common prefix of turns as the prompt (`trl.data_utils.extract_prompt`). `to_trl_implicit` writes this one.
+
+Both keep `prompt_id`, `score_chosen`, `score_rejected` and add `margin` = `score_chosen - score_rejected`
+(for weighting or filtering pairs); TRL ignores columns it does not know.
+
+The seed's columns as they are do not train: with a `prompt` column present `DPOTrainer` skips prompt
+extraction, and `trl.data_utils.is_conversational` judges a row by ONE of its keys, taken from a set (so which
+one depends on the string hash seed): a string `prompt` beside conversational `chosen` / `rejected` then fails
+either in the EOS step (`'list' object has no attribute 'endswith'`) or in tokenisation (`can only concatenate
+str (not "list") to str`). (`trl.maybe_extract_prompt` would treat that mix as an implicit prompt, but
+`DPOTrainer` does not call it.)
+
+Checked against TRL 1.16.0 (`TESTED_TRL_VERSION`, the version pinned in pyproject's dev extras): the source of
+`trl.data_utils.is_conversational`, `extract_prompt`, `maybe_extract_prompt` and
+`DPOTrainer._prepare_dataset`; tests/test_formats.py trains `DPOTrainer` on `to_trl`'s output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import datasets
+from datasets import Features, Value
+
+from .dataset_io import MESSAGE_LIST
+from .errors import DataError
+from .sources import require_columns
+
+TESTED_TRL_VERSION = "1.16.0"
+
+# what to_trl / to_trl_implicit need from the seed's columns (messages, reference_response are not used)
+REQUIRED_COLUMNS = ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")
+KEPT_COLUMNS = ("prompt_id", "score_chosen", "score_rejected")
+
+TRL_FEATURES = Features({
+    "prompt_id": Value("string"),
+    "prompt": MESSAGE_LIST,
+    "chosen": MESSAGE_LIST,
+    "rejected": MESSAGE_LIST,
+    "score_chosen": Value("float64"),
+    "score_rejected": Value("float64"),
+    "margin": Value("float64"),
+})
+TRL_IMPLICIT_FEATURES = Features({k: v for k, v in TRL_FEATURES.items() if k != "prompt"})
+
+
+def _short(text: Any, limit: int = 80) -> str:
+    text = repr(text)
+    return text if len(text) <= limit else text[:limit - 4] + "...'"
+
+
+def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict]:
+    """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked.
+
+    The prompt turns are every turn before the last one; they must be the same in `chosen` and `rejected`
+    and begin with the user turn holding the row's `prompt`; the last turn must be a non-empty assistant turn.
+    """
+    where = f"Row {index} (prompt_id {row.get('prompt_id') or '?'})"
+    fix = ("Each row needs `chosen` and `rejected` = [user turn with the `prompt` text, ..., assistant turn], as "
+           "this project writes them; fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) "
+           "before converting.")
+    turns = {}
+    for column in ("chosen", "rejected"):
+        value = row.get(column)
+        if not isinstance(value, list) or len(value) < 2 or not all(isinstance(m, dict) for m in value):
+            raise DataError(f"{where}: `{column}` must be a list of at least two {{content, role}} messages "
+                            f"(a user turn, then the assistant's), got {_short(value)}. {fix}")
+        last = value[-1]
+        if last.get("role") != "assistant":
+            raise DataError(f"{where}: the last turn of `{column}` must be the assistant's response, but its role "
+                            f"is {last.get('role')!r} ({_short(last.get('content'))}). {fix}")
+        if not isinstance(last.get("content"), str) or not last["content"].strip():
+            raise DataError(f"{where}: the assistant turn of `{column}` is empty ({_short(last.get('content'))}); "
+                            f"DPO has nothing to learn from an empty response. {fix}")
+        first = value[0]
+        if first.get("role") != "user" or first.get("content") != row.get("prompt"):
+            raise DataError(
+                f"{where}: `{column}` does not start with the prompt's user turn: its first turn is "
+                f"{first.get('role')!r} {_short(first.get('content'))}, the `prompt` column is "
+                f"{_short(row.get('prompt'))}. {fix}")
+        turns[column] = value
+    if turns["chosen"][:-1] != turns["rejected"][:-1]:
+        raise DataError(f"{where}: `chosen` and `rejected` answer different conversations: their turns before the "
+                        f"assistant's response differ. {fix}")
+    return turns["chosen"][:-1], turns["chosen"][-1], turns["rejected"][-1]
+
+
+def _check_columns(ds: datasets.Dataset, function: str) -> None:
+    require_columns(ds, REQUIRED_COLUMNS, f"The dataset given to repro.formats.{function}",
+                    "It needs the seed's columns (see repro.dataset_io.SEED_FEATURES): load the dataset this "
+                    "project writes (`datasets.load_dataset(folder_or_hub_id, split='train_prefs')`) or rename "
+                    "your columns to these names first.")
+
+
+def _margin(row: dict[str, Any], index: int) -> float:
+    scores = [row.get("score_chosen"), row.get("score_rejected")]
+    if not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
+        raise DataError(f"Row {index} (prompt_id {row.get('prompt_id') or '?'}): `score_chosen` and `score_rejected` "
+                        f"must be numbers, got {scores}; fix the row or leave it out before converting.")
+    return float(scores[0]) - float(scores[1])
+
+
+def _explicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
+    prompt, chosen, rejected = split_turns(row, index)
+    return {"prompt": prompt, "chosen": [chosen], "rejected": [rejected], "margin": _margin(row, index)}
+
+
+def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
+    split_turns(row, index)
+    return {"margin": _margin(row, index)}
+
+
+def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
+    _check_columns(ds, function)
+    if len(ds) == 0:  # map would not run the function, so it would not change the columns either
+        return datasets.Dataset.from_dict({name: [] for name in features}, features=features)
+    dropped = [c for c in ds.column_names if c not in features]
+    # features given: the output's types and column order are exactly `features`, whatever the rows hold
+    return ds.map(row_fn, with_indices=True, remove_columns=dropped, features=features,
+                  desc=f"repro.formats.{function}")
+
+
+def to_trl(ds: datasets.Dataset) -> datasets.Dataset:
+    """TRL's explicit conversational preference format: prompt = user turn(s), chosen/rejected = assistant turn, + margin."""
+    return _convert(ds, _explicit_row, TRL_FEATURES, "to_trl")
+
+
+def to_trl_implicit(ds: datasets.Dataset) -> datasets.Dataset:
+    """TRL's implicit-prompt format: chosen/rejected whole conversations, no `prompt` column, + margin."""
+    return _convert(ds, _implicit_row, TRL_IMPLICIT_FEATURES, "to_trl_implicit")

@@ -1,0 +1,49 @@
+"""`repro notebooks DIR`: a project folder of one's own, with copies of the notebooks and example params files,
+to open in JupyterLab; relative paths in its notebooks' parameters then mean DIR (see repro.paths)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+from .errors import ReproError
+from .paths import PROJECT_MARKER, notebooks_dir, params_dir
+
+MARKER_TEXT = ("This folder is a repro project (made by `repro notebooks`): relative paths given to the notebooks'\n"
+               "parameters mean this folder, and runs go to runs/<name>/ here.\n")
+
+
+def make_project(folder: str | Path, force: bool = False) -> list[Path]:
+    """Copy notebooks/*.ipynb and params/*.yaml into `folder` and mark it a project; returns the files written."""
+    root = Path(folder).expanduser().resolve()
+    plan = [(src, root / "notebooks" / src.name) for src in sorted(notebooks_dir().glob("*.ipynb"))]
+    plan += [(src, root / "params" / src.name) for src in sorted(params_dir().glob("*.yaml"))]
+    if root.exists() and not root.is_dir():
+        raise ReproError(f"{root} exists and is not a folder: give a new or existing folder for the notebooks.")
+    changed = [dst for src, dst in plan if dst.exists() and dst.read_bytes() != src.read_bytes()]
+    if changed and not force:
+        raise ReproError(
+            f"{len(changed)} file(s) in {root} differ from this package's copies and would be overwritten: "
+            + ", ".join(str(p) for p in changed) + ". Choose another folder, or pass --force to overwrite them.")
+    written = []
+    for src, dst in plan:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        written.append(dst)
+    (root / PROJECT_MARKER).write_text(MARKER_TEXT)
+    return written
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("folder", help="the folder to create or fill (its notebooks/ and params/)")
+    parser.add_argument("--force", action="store_true", help="overwrite copies you have changed")
+
+
+def main(args: argparse.Namespace) -> int:
+    written = make_project(args.folder, force=args.force)
+    root = Path(args.folder).expanduser().resolve()
+    print(f"repro notebooks: {len(written)} files in {root}\n"
+          f"  open them: cd {root} && jupyter lab     (kernel 'Python (repro)')\n"
+          f"  or run them: cd {root} && repro run params/demo.yaml     (writes runs/demo/ there)")
+    return 0

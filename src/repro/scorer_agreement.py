@@ -1,0 +1,178 @@
+"""How far several scorers agree on the same candidates: pure functions over numpy arrays (no model code, no files).
+
+A scorer's candidate scores come as one flat array of every row's scores one after the other plus the number
+of candidates of each row (the layout of a `candidate_scores` list column). For each pair of scorers, per row:
+
+- whether they pick the same `chosen` and the same `rejected`, by `repro.pairs.select_pair`'s tie rule (the
+  first candidate with the highest score, the last with the lowest);
+- Kendall's tau-b between their scores (scipy's default variant): with two candidates it is +1 or −1; it is
+  undefined (NaN, counted) when either scorer gives the row's candidates all the same score;
+- each scorer's margin, best − worst candidate score, correlated across rows (Pearson and Spearman).
+
+`agreement(...)` returns the JSON-ready `agreement` block of `metrics.json` (None where a statistic is undefined).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .stats import clean, correlations, describe
+
+# Histogram of per-row tau: 21 bins centred on -1.0, -0.9, ..., 1.0, so the values small candidate counts give
+# (±1, ±1/3, 0, ±0.5, ...) fall inside bins, never on an edge.
+TAU_BIN_EDGES = np.round(np.linspace(-1.05, 1.05, 22), 2)
+TAU_STATISTICS = ("mean", "std", "median", "q25", "q75", "min", "max")
+
+
+@dataclass
+class RowComparison:
+    """Two scorers' per-row picks, tau and margins over the rows both scored comparably."""
+
+    rows: np.ndarray  # positions (in the input rows) of the compared rows
+    excluded_reasons: dict[str, int]
+    candidates: np.ndarray  # candidates per compared row
+    chosen: tuple[np.ndarray, np.ndarray]  # per scorer
+    rejected: tuple[np.ndarray, np.ndarray]
+    tau: np.ndarray  # Kendall's tau-b per compared row, NaN where undefined
+    margin: tuple[np.ndarray, np.ndarray]  # best − worst per scorer
+
+
+def chosen_and_rejected(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a (rows, k) score matrix: (chosen, rejected) candidate indices, first highest and last lowest."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    chosen = np.argmax(matrix, axis=1)  # argmax/argmin return the first of equal extremes
+    rejected = matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
+    return chosen, rejected
+
+
+def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b between matching rows of two (rows, k) score matrices; NaN where a row is constant."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    i, j = np.triu_indices(a.shape[1], 1)
+    sign_a = np.sign(a[:, j] - a[:, i])
+    sign_b = np.sign(b[:, j] - b[:, i])
+    # concordant − discordant over sqrt(pairs untied in a × pairs untied in b): tau-b's definition
+    numerator = (sign_a * sign_b).sum(axis=1)
+    denominator = np.sqrt(np.count_nonzero(sign_a, axis=1) * np.count_nonzero(sign_b, axis=1).astype(np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, numerator / denominator, np.nan)
+
+
+def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, counts_b: np.ndarray) -> RowComparison:
+    """Compare two scorers row by row; rows without two comparable, finite score lists are excluded and counted."""
+    flat_a, flat_b = np.asarray(flat_a, dtype=np.float64), np.asarray(flat_b, dtype=np.float64)
+    counts_a, counts_b = np.asarray(counts_a, dtype=np.int64), np.asarray(counts_b, dtype=np.int64)
+    if counts_a.size != counts_b.size:
+        raise ValueError(f"compare_rows needs the same rows for both scorers, got {counts_a.size} and {counts_b.size}")
+    finite_a = _row_all(np.isfinite(flat_a), counts_a)
+    finite_b = _row_all(np.isfinite(flat_b), counts_b)
+    reasons = {
+        "fewer than 2 candidate scores": (np.minimum(counts_a, counts_b) < 2),
+        "the scorers scored different numbers of candidates": (counts_a != counts_b),
+        "a candidate score is NaN, infinite or missing": ~(finite_a & finite_b),
+    }
+    excluded = np.zeros(counts_a.size, dtype=bool)
+    excluded_reasons = {}
+    for reason, rows in reasons.items():  # each row is counted under its first reason
+        new = rows & ~excluded
+        if new.any():
+            excluded_reasons[reason] = int(new.sum())
+        excluded |= new
+    kept = np.flatnonzero(~excluded)
+    starts_a, starts_b = _starts(counts_a), _starts(counts_b)
+    n = kept.size
+    chosen = (np.empty(n, np.int64), np.empty(n, np.int64))
+    rejected = (np.empty(n, np.int64), np.empty(n, np.int64))
+    margin = (np.empty(n), np.empty(n))
+    tau = np.empty(n)
+    k_of = counts_a[kept]
+    for k in np.unique(k_of):  # rows with k candidates form (rows, k) matrices
+        at = np.flatnonzero(k_of == k)
+        rows = kept[at]
+        offsets = np.arange(k)
+        matrices = (flat_a[starts_a[rows][:, None] + offsets], flat_b[starts_b[rows][:, None] + offsets])
+        for s, matrix in enumerate(matrices):
+            chosen[s][at], rejected[s][at] = chosen_and_rejected(matrix)
+            margin[s][at] = matrix.max(axis=1) - matrix.min(axis=1)
+        tau[at] = kendall_tau_b(*matrices)
+    return RowComparison(rows=kept, excluded_reasons=excluded_reasons, candidates=k_of, chosen=chosen,
+                         rejected=rejected, tau=tau, margin=margin)
+
+
+def _starts(counts: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+def _row_all(flags: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Whether every value of each row is True (rows of length 0 count as True)."""
+    failures = np.bincount(np.repeat(np.arange(counts.size), counts), weights=~flags, minlength=counts.size)
+    return failures == 0
+
+
+def _count(mask: np.ndarray) -> dict[str, Any]:
+    return {"count": int(mask.sum()), "fraction": float(mask.mean()) if mask.size else None}
+
+
+def tau_summary(tau: np.ndarray) -> dict[str, Any]:
+    """Per-row tau's distribution: rows with a defined tau, undefined ones, statistics, signs and a histogram."""
+    tau = np.asarray(tau, dtype=np.float64)
+    defined = tau[np.isfinite(tau)]
+    statistics = describe(defined) if defined.size else {}
+    out: dict[str, Any] = {
+        "variant": "tau-b (scipy.stats.kendalltau's default), per row over its candidates",
+        "rows": int(defined.size),
+        "undefined": int(tau.size - defined.size),
+        "undefined_means": "a scorer gave all of the row's candidates the same score",
+        **{stat: statistics.get(stat) for stat in TAU_STATISTICS},
+    }
+    for sign, mask in (("positive", defined > 0), ("zero", defined == 0), ("negative", defined < 0)):
+        out[f"fraction_{sign}"] = float(mask.mean()) if defined.size else None
+    counts, _ = np.histogram(defined, bins=TAU_BIN_EDGES)
+    out["histogram"] = {"edges": TAU_BIN_EDGES.tolist(), "counts": counts.tolist()}
+    return out
+
+
+def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[str, Any]:
+    """The JSON-ready agreement of one pair of scorers from their row comparison."""
+    c = comparison
+    same_chosen = c.chosen[0] == c.chosen[1]
+    same_rejected = c.rejected[0] == c.rejected[1]
+    k = c.candidates
+    return clean({
+        "scorers": [name_a, name_b],
+        "rows": int(c.rows.size),
+        "rows_excluded": sum(c.excluded_reasons.values()),
+        "excluded_reasons": dict(c.excluded_reasons),
+        "candidates_per_row": {"min": k.min(), "max": k.max(), "mean": k.mean()} if k.size else None,
+        "same_chosen": _count(same_chosen),
+        "same_rejected": _count(same_rejected),
+        "same_pair": _count(same_chosen & same_rejected),
+        "kendall_tau": tau_summary(c.tau),
+        "margin_correlation": {
+            "margin": "best - worst candidate score, each scorer on its own scale",
+            **(correlations(*c.margin) if c.rows.size >= 2 else {"pearson": None, "spearman": None})},
+    })
+
+
+def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | None) -> dict[str, Any]:
+    """The `agreement` block: every pair of scorers (`{name: (flat scores, candidates per row)}`, same rows).
+
+    `primary` names the scorer whose scores picked chosen/rejected (None: its scores are not among these).
+    """
+    names = list(scores)
+    if len(names) < 2:
+        raise ValueError(f"agreement needs at least two scorers, got {names}")
+    pairs = [pair_summary(a, b, compare_rows(*scores[a], *scores[b])) for a, b in itertools.combinations(names, 2)]
+    return {
+        "scorers": names,
+        "primary": primary,
+        "decided_by": (f"{primary} (the primary scorer) picked chosen and rejected" if primary is not None else
+                       "the scorer that picked chosen and rejected is not among these"),
+        "tie_rule": "chosen = first candidate with the highest score, rejected = last with the lowest",
+        "pairs": pairs,
+    }

@@ -1,0 +1,782 @@
+"""`repro selfcheck`: does this package give llm-blender's PairRM numbers on this machine, and how fast?
+
+    repro selfcheck                                    # llm-blender/PairRM-hf (+ llm-blender/PairRM), device auto
+    repro selfcheck --model builtin:tiny-pairrm        # offline: the random stand-in, every step that can run
+    repro selfcheck --input rows.jsonl --rows 100 --report runs/mine
+
+    from repro.selfcheck import run_selfcheck          # the same from Python / a notebook cell
+    run_selfcheck("llm-blender/PairRM-hf", device="cuda")
+
+In order: the environment (torch, CUDA, GPU, transformers, llm-blender, the hub, the weight caches); the
+model(s) loaded through `load_scorer`, as a run loads them (both checkpoint layouts when both are given); the
+model card's worked example of `llm-blender/PairRM-hf` (real weights only); N rows scored by the engine and by
+llm-blender's own `Blender.rank(batch_size=1)` in fp32 and in the run dtype (fp16 on CUDA), with the largest
+score difference, rank agreement, and the chosen/rejected agreement of the run dtype with fp32; the engine timed
+against llm-blender at batch sizes 1 and 8 on the same rows (`repro.bench`'s machinery), peak memory, on a GPU
+useful TFLOP/s against a matmul measured in the same run, and the projected time of a `part2_mini_1`-sized job.
+
+Every step that cannot run here is listed as "not run" with the reason. The verdict is FAIL when a check
+failed (the rows are named; exit status 1), INCOMPLETE when no check failed but a check that matters on this
+machine could not run (a stand-in model, llm-blender missing, weights not cached), PASS otherwise.
+`selfcheck.json` and `selfcheck.md` (a table to paste into an issue or an appendix) go to `--report`;
+`repro run` records the latest one in the run's manifest (`repro.manifest.find_selfcheck`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import DataError, ParameterError
+from .manifest import SELFCHECK_JSON, SELFCHECK_MD, package_versions
+
+DEFAULT_MODEL = "llm-blender/PairRM-hf"
+DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
+DEFAULT_ROWS = 40  # the embedded demo's prompts
+DEMO_CANDIDATE_COLUMNS = ("resp0", "resp1", "resp2", "resp3")
+HUB_TIMEOUT_S = 3.0
+# The worked example of the llm-blender/PairRM-hf model card (and LLM-Blender's README, "Load PairRM with
+# hugging face from_pretrained()"): one pass per pair, candidate A first; the card prints these logits, i.e.
+# A is preferred for the first input and B for the second.
+CARD_INPUTS = ["hello!", "I love you!"]
+CARD_A = ["hi!", "I hate you!"]
+CARD_B = ["f**k off!", "I love you, too!"]
+CARD_LOGITS = [1.9003021717071533, -1.2547134160995483]
+CARD_PREFERS_A = [True, False]
+# |a − b| <= atol + rtol·|b|. fp32: the engine and llm-blender differ by float rounding only (1e-6 on the tiny
+# models' tests). fp16: set before any GPU ran this (none was available): half precision keeps ~3 digits through
+# 24 layers and the two sides batch differently; read the reported max |difference|, not only pass/fail.
+TOLERANCE = {"fp32": (1e-4, 1e-4), "fp16": (5e-2, 2e-2), "bf16": (1e-1, 4e-2)}
+CARD_ATOL = {"fp32": 1e-3, "fp16": 5e-2, "bf16": 1e-1}
+SHOWN_ROWS = 10  # rows named in a failure line
+
+
+# ------------------------------------------------------------------------------------------------
+# the scorer code this module calls: imported here only, so that it is retargeted in one place
+# ------------------------------------------------------------------------------------------------
+def _scorers() -> SimpleNamespace:
+    """The scorer API: loading (engine "repro", reference "llm-blender"), devices, dtypes, ranks."""
+    from .paths import cache_root
+    from .scorers import load_scorer
+    from .scorers.blender_compat import import_llm_blender
+    from .scorers.common import (DEFAULT_BATCH_TOKENS, is_stand_in, ranks_from_scores, resolve_device,
+                                 resolve_dtype)
+    from .scorers.pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
+
+    def load(spec: str, backend: str, device: str, dtype: str):
+        return load_scorer(spec, backend=backend, device=device, dtype=dtype)
+
+    return SimpleNamespace(load=load, import_llm_blender=import_llm_blender, BUILTIN_TINY=BUILTIN_TINY,
+                           DEFAULT_BATCH_TOKENS=DEFAULT_BATCH_TOKENS, KNOWN_HUB_IDS=KNOWN_HUB_IDS,
+                           cache_root=cache_root, is_stand_in=is_stand_in, ranks_from_scores=ranks_from_scores,
+                           resolve_device=resolve_device, resolve_dtype=resolve_dtype)
+
+
+# ------------------------------------------------------------------------------------------------
+# results
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Check:
+    """One step: `status` is pass | fail | not run | measured; `gap`: a not-run step that leaves the check incomplete."""
+
+    name: str
+    title: str
+    status: str
+    detail: str
+    gap: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _not_run(name: str, title: str, why: str, gap: bool = True) -> Check:
+    return Check(name, title, "not run", why, gap=gap)
+
+
+@dataclass
+class SelfCheck:
+    """A self-check's findings; `verdict` is PASS, INCOMPLETE or FAIL; shows itself as markdown in a notebook."""
+
+    settings: dict[str, Any]
+    environment: dict[str, Any] = field(default_factory=dict)
+    models: dict[str, Any] = field(default_factory=dict)
+    rows: dict[str, Any] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    timing: dict[str, Any] = field(default_factory=dict)
+    when: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    seconds: float = 0.0
+    json_path: Path | None = None
+    md_path: Path | None = None
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    @property
+    def gaps(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "not run" and c.gap]
+
+    @property
+    def verdict(self) -> str:
+        return "FAIL" if self.failed else "INCOMPLETE" if self.gaps else "PASS"
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a check failed, else 0 (INCOMPLETE says what did not run; it is not a failure)."""
+        return 1 if self.failed else 0
+
+    def verdict_line(self) -> str:
+        """One line: the verdict, what failed or did not run, the model and device."""
+        counts = {s: sum(c.status == s for c in self.checks) for s in ("pass", "fail", "not run")}
+        line = (f"repro selfcheck: {self.verdict}: {counts['pass']} checks passed, {counts['fail']} failed, "
+                f"{counts['not run']} not run; {self.settings['model']} on {self.settings['device']} "
+                f"({self.settings['run_dtype']})")
+        if self.failed:
+            line += "; failed: " + ", ".join(c.name for c in self.failed)
+        elif self.gaps:
+            line += "; missing: " + ", ".join(c.name for c in self.gaps)
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON record (what `selfcheck.json` holds)."""
+        return {"tool": "repro selfcheck", "when": self.when, "verdict": self.verdict,
+                "verdict_line": self.verdict_line(), "settings": self.settings, "environment": self.environment,
+                "models": self.models, "rows": self.rows, "checks": [asdict(c) for c in self.checks],
+                "timing": self.timing, "seconds": round(self.seconds, 1)}
+
+    def to_markdown(self) -> str:
+        """The report as markdown tables, without machine paths (home is written `~`)."""
+        return render_markdown(self.to_json())
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def write(self, report_dir: str | Path) -> tuple[Path, Path]:
+        """Write `selfcheck.json` and `selfcheck.md` into `report_dir`."""
+        folder = Path(report_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.json_path, self.md_path = folder / SELFCHECK_JSON, folder / SELFCHECK_MD
+        # numpy scalars and paths: their value or text
+        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False,
+                          default=lambda v: v.item() if hasattr(v, "item") else str(v))
+        self.json_path.write_text(text + "\n", encoding="utf-8")
+        self.md_path.write_text(self.to_markdown(), encoding="utf-8")
+        return self.json_path, self.md_path
+
+
+# ------------------------------------------------------------------------------------------------
+# environment
+# ------------------------------------------------------------------------------------------------
+def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
+    """Whether the Hugging Face hub answers (HF_HUB_OFFLINE=1: not asked), within `timeout` seconds."""
+    from huggingface_hub import constants
+
+    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in (
+        "1", "true", "yes", "on")
+    if offline:
+        return {"offline": True, "reachable": None, "detail": "HF_HUB_OFFLINE is set: the hub was not asked"}
+    url = f"{constants.ENDPOINT.rstrip('/')}/api/models/{DEFAULT_MODEL}"
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout) as response:
+            status = response.status
+    except urllib.error.HTTPError as exc:  # the hub answered, with an error status: it is reachable
+        status = exc.code
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return {"offline": False, "reachable": False, "endpoint": constants.ENDPOINT,
+                "detail": f"no answer from {constants.ENDPOINT} within {timeout:g} s ({type(exc).__name__}: {reason})"}
+    return {"offline": False, "reachable": True, "endpoint": constants.ENDPOINT, "http_status": status,
+            "seconds": round(time.perf_counter() - start, 2)}
+
+
+def weights_location(spec: str) -> dict[str, Any]:
+    """Where a checkpoint's files are (or would be) found, without downloading anything."""
+    api = _scorers()
+    if spec.startswith("builtin:"):
+        return {"kind": "built-in stand-in", "path": str(api.cache_root())}
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return {"kind": "local folder", "path": str(path.resolve())}
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    out: dict[str, Any] = {"kind": "hub id", "hub_cache": str(constants.HF_HUB_CACHE), "cached": False}
+    legacy = Path(constants.HF_HUB_CACHE) / spec  # llm-blender's own download folder
+    try:
+        config = try_to_load_from_cache(spec, "config.json")
+    except Exception:  # an id the hub library rejects: nothing cached under it
+        config = None
+    folders = ([Path(config).parent] if isinstance(config, str) else []) + ([legacy] if legacy.is_dir() else [])
+    for folder in folders:
+        weights = [f for f in ("model.safetensors", "pytorch_model.bin") if (folder / f).is_file()]
+        if weights:
+            out.update(cached=True, path=str(folder), weights=weights[0],
+                       weights_gb=round((folder / weights[0]).stat().st_size / 2 ** 30, 2))
+            break
+    return out
+
+
+def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
+    """torch/CUDA/GPU, transformers, llm-blender, the hub, and where each model's weights are."""
+    import torch
+
+    from .bench import machine_info
+
+    env: dict[str, Any] = machine_info(device.type)
+    env.update(cuda_available=torch.cuda.is_available(), torch_cuda=torch.version.cuda,
+               packages=package_versions())
+    if torch.cuda.is_available():
+        env["gpus"] = [{"name": torch.cuda.get_device_name(i),
+                        "memory_gb": round(torch.cuda.get_device_properties(i).total_memory / 2 ** 30, 1)}
+                       for i in range(torch.cuda.device_count())]
+    try:
+        _scorers().import_llm_blender()
+        env["llm_blender_importable"] = True
+    except Exception as exc:  # absent, or broken on this transformers: the reference checks cannot run
+        env["llm_blender_importable"] = False
+        env["llm_blender_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    env["hub"] = hub_status()
+    env["weights"] = {spec: weights_location(spec) for spec in dict.fromkeys(specs)}
+    return env
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs
+# ------------------------------------------------------------------------------------------------
+def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tuple[list[str], list[list[str]], str]:
+    """(prompts, candidates, where from): the first `n` rows of the embedded demo, or of a jsonl file."""
+    n = DEFAULT_ROWS if n is None else int(n)
+    if n < 1:
+        raise ParameterError(f"--rows {n}: score at least one row.")
+    if input is not None:
+        from .bench import read_bench_rows
+
+        if not Path(input).is_file():
+            raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
+                            f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
+        prompts, candidates = read_bench_rows(Path(input), limit=n)
+        return prompts, candidates, str(input)
+    from .pairs import collect_candidates
+    from .sources import iter_jsonl
+    from .sources import demo_path
+
+    rows = [row for _, row in iter_jsonl(demo_path())][:n]
+    found = collect_candidates(rows, DEMO_CANDIDATE_COLUMNS)
+    return found.prompts, found.candidates, "the embedded demo (src/repro/data/demo_prompts.jsonl)"
+
+
+def default_reference(model: str) -> str | None:
+    """The other layout of a known PairRM hub id (PairRM-hf <-> PairRM); None for anything else."""
+    known = _scorers().KNOWN_HUB_IDS
+    return next((other for other in known if other != model), None) if model in known else None
+
+
+def _row_name(i: int, prompts: Sequence[str]) -> str:
+    text = " ".join(prompts[i].split())
+    return f"row {i} ({text[:40] + ('…' if len(text) > 40 else '')!r})"
+
+
+def _rows_text(rows: Sequence[int], prompts: Sequence[str]) -> str:
+    shown = ", ".join(_row_name(i, prompts) for i in rows[:SHOWN_ROWS])
+    return shown + (f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else "")
+
+
+# ------------------------------------------------------------------------------------------------
+# comparisons (pure)
+# ------------------------------------------------------------------------------------------------
+def compare_scores(scores: Sequence[Sequence[float]], reference: Sequence[Sequence[float]], dtype: str
+                   ) -> dict[str, Any]:
+    """Largest |difference|, rows beyond the dtype's tolerance, and rows whose ranks differ."""
+    ranks = _scorers().ranks_from_scores
+    atol, rtol = TOLERANCE[dtype]
+    diffs, bad, rank_differs = [], [], []
+    for i, (a, b) in enumerate(zip(scores, reference)):
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        diff = np.abs(a - b)
+        diffs.append(float(diff.max()))
+        if not np.all(diff <= atol + rtol * np.abs(b)):
+            bad.append(i)
+        if not np.array_equal(ranks(a), ranks(b)):
+            rank_differs.append(i)
+    return {"rows": len(diffs), "max_abs_diff": max(diffs, default=0.0), "atol": atol, "rtol": rtol,
+            "rows_beyond_tolerance": bad, "rank_agreement": 1 - len(rank_differs) / max(1, len(diffs)),
+            "rows_with_other_ranks": rank_differs}
+
+
+def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Sequence[float]], dtype: str
+                    ) -> dict[str, Any]:
+    """Rows whose chosen/rejected (the dataset's tie rule) differ from the reference's; decisive where not near-ties."""
+    from .pairs import select_pair
+
+    atol, rtol = TOLERANCE[dtype]
+    differ, decisive = [], []
+    for i, (a, b) in enumerate(zip(scores, reference)):
+        mine, theirs = select_pair(list(a)), select_pair(list(b))
+        if mine == theirs:
+            continue
+        differ.append(i)
+        # the reference's own scores of the two picks: a flip between candidates it separates by more than the
+        # run dtype's tolerance is an error; a flip between near-ties is what rounding does
+        gaps = [abs(b[m] - b[t]) for m, t in zip(mine, theirs)]
+        if max(gaps) > atol + rtol * max(abs(x) for x in b):
+            decisive.append(i)
+    return {"rows": len(scores), "agreement": 1 - len(differ) / max(1, len(scores)), "rows_with_other_choices": differ,
+            "decisive_rows": decisive}
+
+
+def _equivalence_check(name: str, title: str, scores, reference, dtype: str, prompts: Sequence[str],
+                       extra: dict[str, Any]) -> Check:
+    found = {**extra, **compare_scores(scores, reference, dtype)}
+    bad = found["rows_beyond_tolerance"]
+    where = f"llm-blender on `{extra['llm_blender_model']}`: " if "llm_blender_model" in extra else ""
+    detail = where + (f"max |diff| {found['max_abs_diff']:.2e} (tolerance {found['atol']:g} + {found['rtol']:g}·|score|) "
+              f"on {found['rows']} rows; ranks agree on {100 * found['rank_agreement']:.1f} %")
+    if bad:
+        return Check(name, title, "fail", f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; "
+                     + detail, data=found)
+    return Check(name, title, "pass", detail, data=found)
+
+
+def card_example_check(engines: dict[str, Any]) -> Check:
+    """The PairRM-hf card's logits and preferences on each real (not stand-in) engine, within tolerance."""
+    title = "model card example (PairRM-hf)"
+    found, failures = {}, []
+    for label, engine in engines.items():
+        _, matrices = engine.score(CARD_INPUTS, [[a, b] for a, b in zip(CARD_A, CARD_B)], return_matrix=True)
+        logits = [float(m[0, 1]) for m in matrices]
+        prefers_a = (engine.compare(CARD_INPUTS, CARD_A, CARD_B) > 0).tolist()
+        diff = max(abs(x - y) for x, y in zip(logits, CARD_LOGITS))
+        atol = CARD_ATOL[engine.dtype]
+        found[label] = {"logits": logits, "max_abs_diff": diff, "atol": atol, "prefers_a": prefers_a}
+        if diff > atol or prefers_a != CARD_PREFERS_A:
+            failures.append(f"{label}: logits {[round(x, 4) for x in logits]} (card {CARD_LOGITS}), prefers A "
+                            f"{prefers_a} (card {CARD_PREFERS_A})")
+    found["card_logits"] = CARD_LOGITS
+    if failures:
+        return Check("card_example", title, "fail", "; ".join(failures), data=found)
+    return Check("card_example", title, "pass", "; ".join(
+        f"{k}: max |diff| {v['max_abs_diff']:.1e} <= {v['atol']:g}, preferences as the card"
+        for k, v in found.items() if k != "card_logits"), data=found)
+
+
+# ------------------------------------------------------------------------------------------------
+# the run
+# ------------------------------------------------------------------------------------------------
+def _short_error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip()}" if str(exc).strip() else type(exc).__name__
+
+
+def _model_label(spec: str) -> str:
+    """The model as a report may publish it: hub id or built-in name as is, a local folder by its name only."""
+    path = Path(spec).expanduser()
+    if spec.startswith("builtin:") or (not path.is_dir() and spec.count("/") == 1 and not spec.startswith((".", "~", "/"))):
+        return spec
+    return f"local folder {path.name}"
+
+
+class _Run:
+    """The state of one self-check while it runs (models loaded, scores kept) and the checks it adds."""
+
+    def __init__(self, report: SelfCheck, prompts: list[str], candidates: list[list[str]], device, log):
+        self.report, self.prompts, self.candidates, self.device, self.log = report, prompts, candidates, device, log
+        self.api = _scorers()
+
+    def add(self, check: Check) -> Check:
+        self.report.checks.append(check)
+        mark = {"pass": "ok", "fail": "FAILED", "not run": "not run", "measured": "measured"}[check.status]
+        self.log(f"  {check.name}: {mark}: {check.detail}")
+        return check
+
+    def load(self, role: str, spec: str, backend: str, dtype: str):
+        """A scorer through the run's loading code; None (and the reason recorded) when it cannot load."""
+        self.log(f"repro selfcheck: loading {spec} ({backend}, {dtype}) ...")
+        key = f"{role} {backend} {dtype}"
+        start = time.perf_counter()
+        try:
+            scorer = self.api.load(spec, backend, str(self.device), dtype)
+        except Exception as exc:  # not cached, offline, llm-blender missing or broken: recorded, the rest goes on
+            self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": _short_error(exc)}
+            return None
+        info = dict(scorer.info)
+        info.update(spec=spec, label=_model_label(spec), load_seconds=round(time.perf_counter() - start, 2))
+        self.report.models[key] = info
+        return scorer
+
+    def score(self, scorer) -> list[np.ndarray]:
+        budget = self.api.DEFAULT_BATCH_TOKENS if self.device.type == "cuda" else _cpu_batch_tokens()
+        if getattr(scorer, "backend", "repro") == "repro":
+            return scorer.score(self.prompts, self.candidates, batch_tokens=budget)
+        return scorer.score(self.prompts, self.candidates)
+
+
+def _cpu_batch_tokens() -> int:
+    from .bench import CPU_BATCH_TOKENS
+
+    return CPU_BATCH_TOKENS
+
+
+def _free_memory() -> None:
+    """Give back the memory of models the caller dropped (a small GPU holds few PairRM copies)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "default", *, device: str = "auto",
+                  rows: int | None = None, input: str | Path | None = None,
+                  report_dir: str | Path | None = DEFAULT_REPORT_DIR, timing: bool = True,
+                  log: Callable[[str], None] | None = None) -> SelfCheck:
+    """Check this machine's PairRM path end to end; writes selfcheck.json/.md into `report_dir` (None: nowhere).
+
+    `reference_model`: "default" takes the other layout of a known hub id (PairRM-hf <-> PairRM), None none.
+    """
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    started = time.perf_counter()
+    api = _scorers()
+    torch_device = api.resolve_device(device)
+    run_dtype = api.resolve_dtype("auto", torch_device)
+    prompts, candidates, source = selfcheck_rows(input, rows)  # bad input is an error before any model loads
+    model = str(model)
+    reference = default_reference(model) if reference_model == "default" else (
+        str(reference_model) if reference_model not in (None, "", "none") else None)
+    if reference == model:
+        reference = None
+    report = SelfCheck(settings={
+        "model": model, "model_label": _model_label(model), "reference_model": reference,
+        "reference_model_label": _model_label(reference) if reference else None, "device": str(torch_device),
+        "run_dtype": run_dtype, "rows": len(prompts), "input": str(input) if input is not None else None,
+        "timing": timing, "command": _command_line()})
+    report.rows = {"source": source, "prompts": len(prompts),
+                   "candidates_per_prompt": sorted({len(c) for c in candidates})}
+    log(f"repro selfcheck: {model}{f' and {reference}' if reference else ''} on {torch_device} "
+        f"(run dtype {run_dtype}), {len(prompts)} rows from {source}")
+    specs = [model] + ([reference] if reference else [])
+    report.environment = environment_report(torch_device, specs)
+    run = _Run(report, prompts, candidates, torch_device, log)
+    env = report.environment
+
+    # 1. loading, fp32, through load_scorer as a run loads
+    engine = run.load("model", model, "repro", "fp32")
+    run.add(Check("load_model", "load --model (engine, fp32)", "pass",
+                  f"{engine.info['layout']} layout, stand-in: {engine.info['stand_in']}")
+            if engine else _not_run("load_model", "load --model (engine, fp32)",
+                                    report.models["model repro fp32"]["error"]))
+    ref_engine = run.load("reference", reference, "repro", "fp32") if reference else None
+    if reference:
+        run.add(Check("load_reference", "load --reference-model (engine, fp32)", "pass",
+                      f"{ref_engine.info['layout']} layout, stand-in: {ref_engine.info['stand_in']}")
+                if ref_engine else _not_run("load_reference", "load --reference-model (engine, fp32)",
+                                            report.models["reference repro fp32"]["error"]))
+    fp32_only = f"the run dtype on {torch_device.type} is fp32, checked above (fp16 is the CUDA path)"
+    if engine is None:
+        for name, title in (("card_example", "model card example (PairRM-hf)"),
+                            ("engine_vs_llm_blender_fp32", "engine vs llm-blender Blender.rank(batch_size=1), fp32"),
+                            ("engine_vs_llm_blender_run_dtype", f"engine vs llm-blender, run dtype ({run_dtype})"),
+                            ("run_dtype_vs_fp32_choices", f"chosen/rejected, run dtype ({run_dtype}) vs fp32"),
+                            ("speed", "speed against llm-blender")):
+            if run_dtype == "fp32" and "run_dtype" in name:
+                run.add(_not_run(name, title, fp32_only, gap=False))
+            else:
+                run.add(_not_run(name, title, "--model could not be loaded (see load_model)"))
+        return _finish(report, started, report_dir, log)
+    stand_in = bool(engine.info["stand_in"])
+    comparable_reference = ref_engine is not None and bool(ref_engine.info["stand_in"]) == stand_in
+
+    # 2. the model card's example: only the real weights have the card's numbers
+    real = {f"{role} ({e.info['layout']} layout, fp32)": e for role, e in (("model", engine), ("reference", ref_engine))
+            if e is not None and not e.info["stand_in"]}
+    run.add(card_example_check(real) if real else _not_run(
+        "card_example", "model card example (PairRM-hf)",
+        "stand-in: the card's logits are those of the real PairRM weights"))
+    has_real, real = bool(real), None  # drop the references: the models are freed below
+
+    # 3. fp32: the two layouts, then llm-blender's own Blender.rank(batch_size=1)
+    log(f"repro selfcheck: scoring {len(prompts)} rows (engine, fp32) ...")
+    scores32 = run.score(engine)
+    if reference and ref_engine is not None and comparable_reference:
+        run.add(_equivalence_check(
+            "layouts_fp32", f"engine: --model vs --reference-model ({engine.info['layout']} vs "
+            f"{ref_engine.info['layout']} layout), fp32", scores32, run.score(ref_engine), "fp32", prompts, {}))
+    elif reference:
+        why = ("--reference-model could not be loaded" if ref_engine is None else
+               "one model is a stand-in and the other is not: their weights differ by design")
+        run.add(_not_run("layouts_fp32", "engine: --model vs --reference-model, fp32", why))
+    ref_engine = None
+    _free_memory()
+
+    blender_specs = ([reference] if reference and comparable_reference else []) + [model]
+    blender_spec, blender32, blender_errors = None, None, []
+    if not env.get("llm_blender_importable"):
+        blender_errors.append(f"llm-blender is not importable ({env.get('llm_blender_error')}); install "
+                              f"llm-blender==0.0.2 (a dependency of this package)")
+    else:
+        for spec in blender_specs:
+            blender32 = run.load("reference" if spec == reference else "model", spec, "llm-blender", "fp32")
+            if blender32 is not None:
+                blender_spec = spec
+                break
+            key = f"{'reference' if spec == reference else 'model'} llm-blender fp32"
+            blender_errors.append(f"{spec}: {report.models[key]['error']}")
+    title32 = "engine vs llm-blender Blender.rank(batch_size=1), fp32"
+    if blender32 is not None:
+        log(f"repro selfcheck: scoring {len(prompts)} rows (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
+        run.add(_equivalence_check("engine_vs_llm_blender_fp32", title32, scores32, run.score(blender32), "fp32",
+                                   prompts, {"llm_blender_model": _model_label(blender_spec)}))
+    else:
+        run.add(_not_run("engine_vs_llm_blender_fp32", title32, "; ".join(blender_errors)))
+
+    # 4. the run dtype (fp16 on CUDA, as llm-blender): against llm-blender in it, and its choices against fp32
+    if run_dtype == "fp32":
+        run.add(_not_run("engine_vs_llm_blender_run_dtype", "engine vs llm-blender, run dtype", fp32_only, gap=False))
+        run.add(_not_run("run_dtype_vs_fp32_choices", "chosen/rejected, run dtype vs fp32", fp32_only, gap=False))
+        engine_rd, blender_rd = engine, blender32
+    else:
+        blender32 = None
+        _free_memory()
+        engine_rd = run.load("model", model, "repro", run_dtype)
+        blender_rd = run.load("reference" if blender_spec == reference else "model", blender_spec, "llm-blender",
+                              run_dtype) if blender_spec else None
+        title = f"engine vs llm-blender Blender.rank(batch_size=1), {run_dtype}"
+        if engine_rd is None:
+            why = f"the engine could not be loaded in {run_dtype} (see models)"
+            run.add(_not_run("engine_vs_llm_blender_run_dtype", title, why))
+            run.add(_not_run("run_dtype_vs_fp32_choices", f"chosen/rejected, {run_dtype} vs fp32", why))
+        else:
+            log(f"repro selfcheck: scoring {len(prompts)} rows (engine, {run_dtype}) ...")
+            scores_rd = run.score(engine_rd)
+            if blender_rd is not None:
+                run.add(_equivalence_check("engine_vs_llm_blender_run_dtype", title, scores_rd, run.score(blender_rd),
+                                           run_dtype, prompts, {"llm_blender_model": _model_label(blender_spec)}))
+            else:
+                run.add(_not_run("engine_vs_llm_blender_run_dtype", title, "; ".join(blender_errors) or
+                                 f"llm-blender could not be loaded in {run_dtype} (see models)"))
+            run.add(_choices_check(scores_rd, scores32, run_dtype, prompts))
+            if has_real:
+                example = card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd})
+                example.name, example.title = "card_example_run_dtype", f"model card example, {run_dtype}"
+                run.add(example)
+    engine = None
+    _free_memory()
+
+    # 5. speed on the same rows, in the run dtype
+    if not timing:
+        run.add(_not_run("speed", "speed against llm-blender", "timing was switched off (--no-timing)"))
+    elif engine_rd is None:
+        run.add(_not_run("speed", "speed against llm-blender", f"the engine could not be loaded in {run_dtype}"))
+    else:
+        run.add(_speed_check(run, engine_rd, blender_rd, run_dtype, stand_in, "; ".join(blender_errors)))
+    return _finish(report, started, report_dir, log)
+
+
+def _choices_check(scores_rd, scores32, dtype: str, prompts: Sequence[str]) -> Check:
+    found = {**compare_choices(scores_rd, scores32, dtype), **compare_scores(scores_rd, scores32, dtype)}
+    title = f"chosen/rejected, {dtype} vs fp32 (engine)"
+    detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {found['rows']} rows; max |diff| "
+              f"{found['max_abs_diff']:.2e}")
+    if found["decisive_rows"]:
+        return Check("run_dtype_vs_fp32_choices", title, "fail",
+                     f"other chosen/rejected where fp32 separates the candidates: "
+                     f"{_rows_text(found['decisive_rows'], prompts)}; " + detail, data=found)
+    if found["rows_with_other_choices"]:
+        detail += f" (near-ties only: {_rows_text(found['rows_with_other_choices'], prompts)})"
+    return Check("run_dtype_vs_fp32_choices", title, "pass", detail, data=found)
+
+
+def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender_why: str) -> Check:
+    """The engine against llm-blender at batch sizes 1 and 8 (bench's alternation), memory, TFLOP/s, projection."""
+    import torch
+
+    from .bench import (PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
+                        matmul_peak_tflops)
+
+    prompts, candidates, device = run.prompts, run.candidates, run.device
+    budget = run.api.DEFAULT_BATCH_TOKENS if device.type == "cuda" else _cpu_batch_tokens()
+    contenders = [Contender(f"repro (batch_tokens={budget})",
+                            lambda p, c: engine.score(p, c, batch_tokens=budget))]
+    if blender is not None:
+        contenders += blender_contenders(blender, (1, 8))
+    for contender in contenders:  # warm-up: thread pools, kernels, caches
+        contender.run(prompts[:2], candidates[:2])
+    run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
+    alternate(contenders, prompts, candidates, 8, device.type, run.log)
+    if blender is not None:
+        blender.batch_size = 1
+    lengths, useful_flops = engine_passes(engine, prompts, candidates)
+    passes_per_job = PART2_MINI_1_PROMPTS * 2  # two candidates: two ordered pairs per prompt
+    timing: dict[str, Any] = {
+        "device": str(device), "dtype": dtype, "prompts": len(prompts), "passes": len(lengths),
+        "mean_tokens_per_pass": round(statistics.mean(lengths), 1), "batch_tokens": budget,
+        "torch_threads": torch.get_num_threads(), "contenders": {}, "speedup": {},
+        "memory": "CUDA allocator peak above the level before each call" if device.type == "cuda"
+        else "process RSS peak above the level before each call (sampled)",
+    }
+    for c in contenders:
+        timing["contenders"][c.name] = {
+            "seconds": round(c.seconds, 3), "prompts_per_second": round(len(prompts) / c.seconds, 3),
+            "peak_memory_mb": round(c.peak_extra_bytes / 2 ** 20, 1),
+            # part2_mini_1: 5183 prompts x 2 candidates, at this run's seconds per pass and tokens per pass
+            "projected_part2_mini_1_seconds": round(c.seconds / len(lengths) * passes_per_job, 1)}
+    for c in contenders[1:]:
+        timing["speedup"][c.name] = round(c.seconds / contenders[0].seconds, 2)
+    if device.type == "cuda":  # the models resident while timing; each call's peak above it is per contender
+        timing["cuda_resident_mb"] = round(torch.cuda.memory_allocated(device) / 2 ** 20, 1)
+        run.log("repro selfcheck: measuring the matmul peak ...")
+        peak = matmul_peak_tflops(str(device), dtype)
+        achieved = useful_flops / contenders[0].seconds / 1e12
+        timing["gpu"] = {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
+                         "engine_fraction_of_peak": round(achieved / peak, 4)}
+    timing["projection_note"] = (
+        f"{PART2_MINI_1_PROMPTS} prompts x 2 candidates, at the seconds per pass measured here on passes of "
+        f"{timing['mean_tokens_per_pass']:.0f} tokens on average" +
+        ("; the model is a stand-in, far smaller than PairRM: not PairRM's time" if stand_in else ""))
+    run.report.timing = timing
+    engine_t = timing["contenders"][contenders[0].name]
+    detail = (f"engine {engine_t['prompts_per_second']:.2f} prompts/s; " + ", ".join(
+        f"{k} takes {v:.2f}x the engine's time" for k, v in timing["speedup"].items()))
+    if blender is None:
+        detail += f"; llm-blender not timed: {blender_why or 'not loaded'}"
+    if "gpu" in timing:
+        g = timing["gpu"]
+        detail += (f"; {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % of "
+                   f"the measured {dtype} matmul peak")
+    detail += f"; part2_mini_1 projected {engine_t['projected_part2_mini_1_seconds'] / 60:.1f} min"
+    return Check("speed", "speed against llm-blender (batch sizes 1 and 8)", "measured", detail, data=timing)
+
+
+def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
+    if not report.settings["device"].startswith("cuda"):
+        report.checks.append(_not_run(
+            "gpu_throughput", "useful TFLOP/s against a measured matmul", "no CUDA device here (a GPU measure)",
+            gap=False))
+    report.seconds = time.perf_counter() - started
+    if report_dir is not None:
+        from .paths import project_root
+
+        # a relative folder means the same from a shell or a notebook kernel: under the project root
+        report.write(report_dir if Path(report_dir).is_absolute() else project_root() / report_dir)
+        log(f"repro selfcheck: report -> {report.md_path} and {report.json_path.name}")
+    return report
+
+
+def _command_line() -> str:
+    argv = sys.argv[1:]
+    return "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.selfcheck.run_selfcheck(...)"
+
+
+# ------------------------------------------------------------------------------------------------
+# the markdown report
+# ------------------------------------------------------------------------------------------------
+def _tidy(text: Any) -> str:
+    """A cell's text with the home folder written `~` and pipes escaped."""
+    out = str(text)
+    home = str(Path.home())
+    if home and home != "/":
+        out = out.replace(home, "~")
+    return out.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(record: dict[str, Any]) -> str:
+    """selfcheck.md from a selfcheck.json record: environment, checks, speed, what did not run and why."""
+    s, env, t = record["settings"], record["environment"], record.get("timing") or {}
+    packages = env.get("packages") or {}
+    gpus = "; ".join(f"{g['name']} ({g['memory_gb']} GiB)" for g in env.get("gpus", [])) or "none"
+    hub = env.get("hub") or {}
+    hub_text = ("offline (HF_HUB_OFFLINE)" if hub.get("offline") else "reachable" if hub.get("reachable")
+                else f"not reachable: {hub.get('detail', '')}")
+    lines = [f"## repro selfcheck: {record['verdict']}", "",
+             f"`{_tidy(s['command'])}`, {record['when']}, {record['seconds']} s. Model `{s['model_label']}`"
+             + (f", reference `{s['reference_model_label']}`" if s.get("reference_model") else "")
+             + f"; {record['rows']['prompts']} rows from {_tidy(record['rows']['source'])}; device `{s['device']}`, "
+             f"run dtype `{s['run_dtype']}`.", "", "| environment | |", "| --- | --- |"]
+    rows = [("repro", packages.get("repro")), ("python", env.get("python")), ("torch", env.get("torch")),
+            ("CUDA (torch build)", env.get("torch_cuda") or "none"), ("GPU", gpus),
+            ("CPU", f"{env.get('cpu')} ({env.get('cpu_count')} cores, {env.get('torch_threads')} torch threads)"),
+            ("transformers", packages.get("transformers")), ("llm-blender", (
+                f"{packages.get('llm-blender')}, importable" if env.get("llm_blender_importable")
+                else f"not importable: {env.get('llm_blender_error')}")), ("hub", hub_text)]
+    for spec, where in (env.get("weights") or {}).items():
+        label = _model_label(spec)
+        if where.get("kind") == "hub id":
+            text = (f"cached: {where['path']} ({where['weights']}, {where['weights_gb']} GB)" if where.get("cached")
+                    else f"not in the hub cache ({where['hub_cache']})")
+        else:
+            text = f"{where.get('kind')}: {where.get('path')}" if where.get("kind") != "local folder" else "local folder"
+        rows.append((f"weights of `{label}`", text))
+    lines += [f"| {_tidy(k)} | {_tidy(v)} |" for k, v in rows]
+    lines += ["", "| check | result | detail |", "| --- | --- | --- |"]
+    for c in record["checks"]:
+        result = {"pass": "pass", "fail": "**FAIL**", "not run": "not run", "measured": "measured"}[c["status"]]
+        detail = c["detail"]
+        if c["status"] == "not run" and len(detail) > 120:  # the whole reason is listed below the tables
+            detail = detail[:110].rstrip() + "… (below)"
+        lines.append(f"| {_tidy(c['title'])} | {result} | {_tidy(detail)} |")
+    if t.get("contenders"):
+        lines += ["", f"Speed on these {t['prompts']} rows ({t['passes']} passes of {t['mean_tokens_per_pass']:.0f} "
+                  f"tokens on average), `{t['device']}` `{t['dtype']}`, {t['torch_threads']} torch thread(s); memory: "
+                  f"{t['memory']}:", "",
+                  "| contender | prompts/s | seconds | peak MB | engine speed-up | part2_mini_1 projected |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for name, c in t["contenders"].items():
+            speedup = t["speedup"].get(name)
+            lines.append(f"| {name} | {c['prompts_per_second']:.3f} | {c['seconds']:.2f} | {c['peak_memory_mb']:.0f} | "
+                         f"{f'{speedup:.2f}x' if speedup else '—'} | {c['projected_part2_mini_1_seconds'] / 60:.1f} min |")
+        if "gpu" in t:
+            g = t["gpu"]
+            lines += ["", f"Engine: {g['engine_useful_tflops']:.1f} useful TFLOP/s, {100 * g['engine_fraction_of_peak']:.1f} % "
+                      f"of a {t['dtype']} matmul measured in the same run ({g['matmul_peak_tflops']:.0f} TFLOP/s); the models "
+                      f"held {t['cuda_resident_mb']:.0f} MB of GPU memory while timed (peaks above that in the table)."]
+        lines += ["", f"Projection: {_tidy(t['projection_note'])}."]
+    not_run = [c for c in record["checks"] if c["status"] == "not run"]
+    if not_run:
+        lines += ["", "Not run:"] + [f"- `{c['name']}`: not run: {_tidy(c['detail'])}" for c in not_run]
+    lines += ["", f"**{_tidy(record['verdict_line'])}**", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# the command
+# ------------------------------------------------------------------------------------------------
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add `repro selfcheck`'s options to its subparser."""
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help=f"the PairRM checkpoint a run will use: hub id, local folder or builtin:tiny-pairrm "
+                             f"(default {DEFAULT_MODEL})")
+    parser.add_argument("--reference-model", default="default",
+                        help="a second checkpoint that must give the same scores (the other layout): default the "
+                             "other of llm-blender/PairRM-hf and llm-blender/PairRM for those ids, else none; "
+                             "'none' for none. llm-blender's own code runs on it (else on --model)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
+    parser.add_argument("--rows", type=int, default=None, help=f"rows to score (default {DEFAULT_ROWS})")
+    parser.add_argument("--input", type=Path, default=None,
+                        help="jsonl of {prompt, candidates} rows or H4 rows (prompt, chosen, rejected); default: "
+                             "the embedded demo's prompts")
+    parser.add_argument("--report", type=Path, default=DEFAULT_REPORT_DIR,
+                        help=f"where selfcheck.json and selfcheck.md go, relative to the project root (default "
+                             f"{DEFAULT_REPORT_DIR}); give a run directory and `repro run` into it cites the check")
+    parser.add_argument("--no-timing", dest="timing", action="store_false", help="skip the speed measurements")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the self-check, print the table and the verdict line; exit 1 when a check failed."""
+    report = run_selfcheck(args.model, args.reference_model, device=args.device, rows=args.rows,
+                           input=args.input, report_dir=args.report, timing=args.timing)
+    print(report.to_markdown())
+    for check in report.failed:
+        print(f"FAILED {check.name}: {check.detail}")
+    print(report.verdict_line())
+    return report.exit_code

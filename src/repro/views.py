@@ -1,0 +1,101 @@
+"""What 01_construct shows after each stage: the counts as a small table, a few readable rows and pairs, and
+the score distribution inline.
+
+Each function returns something a notebook displays as it is (a pandas DataFrame or an IPython Image);
+nothing here changes data or writes files.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Sequence
+
+import datasets
+import numpy as np
+import pandas as pd
+
+from . import plots
+from .analysis import response_texts
+from .card import PHRASES
+
+# characters of a text shown in a table cell (the whole text is in the dataset)
+SHORT = 160
+# what the notebook shows of the scorer (the manifest records everything)
+SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "seconds",
+                 "chunks", "chunks_resumed", "processes")
+INLINE_DPI = 80  # 512 px wide: a figure beside the tables, not a full-width poster
+
+
+def shorten(text: Any, width: int = SHORT) -> str:
+    """One line of at most `width` characters: whitespace collapsed, the cut marked with an ellipsis."""
+    if text is None:
+        return ""
+    line = " ".join(str(text).split())
+    return line if len(line) <= width else line[:width - 1].rstrip() + "…"
+
+
+def counts_table(counts: dict[str, Any]) -> pd.DataFrame:
+    """The rows left at each stage so far, with what each count means (the card's words)."""
+    meanings = PHRASES["en"]  # card Markdown: the backticks go, a table cell is plain text
+    return pd.DataFrame([{"stage": k, "rows": v, "meaning": meanings.get("count_" + k, "").replace("`", "")}
+                         for k, v in counts.items()]).set_index("stage")
+
+
+def rows_preview(ds: datasets.Dataset, columns: Sequence[str], k: int = 3) -> pd.DataFrame:
+    """The first `k` rows of the named columns that exist, each text shortened to one line."""
+    present = [c for c in columns if c in ds.column_names]
+    head = ds.select(range(min(k, len(ds)))).select_columns(present).to_list()
+    return pd.DataFrame([{c: shorten(row[c]) for c in present} for row in head])
+
+
+def candidates_table(candidate_set) -> pd.DataFrame:
+    """How many rows have how many candidates, and how many rows were dropped and why."""
+    sizes = pd.Series([len(c) for c in candidate_set.candidates], dtype="int64").value_counts().sort_index()
+    out = [{"rows": int(n), "what": f"{k} distinct candidates"} for k, n in sizes.items()]
+    out += [{"rows": n, "what": f"dropped: {reason.replace('_', ' ')}"} for reason, n in candidate_set.dropped.items()]
+    return pd.DataFrame(out).set_index("what")
+
+
+def scorer_table(info: dict[str, Any]) -> pd.DataFrame:
+    """The scorer as the manifest records it: model, stand-in or not, device, precision, speed."""
+    return pd.DataFrame({"value": {k: str(info[k]) for k in SCORER_FIELDS if k in info}})
+
+
+def figure(fig) -> "Image":
+    """A matplotlib Figure as an inline PNG (the same picture under papermill and in JupyterLab)."""
+    from IPython.display import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=INLINE_DPI)
+    return Image(data=buffer.getvalue(), format="png")
+
+
+def score_distribution(scores: Sequence[Sequence[float]]) -> "Image":
+    """The best and worst candidate score of each row (what become score_chosen / score_rejected)."""
+    best = np.array([max(s) for s in scores], dtype=np.float64)
+    worst = np.array([min(s) for s in scores], dtype=np.float64)
+    return figure(plots.score_distributions(best, worst))
+
+
+def margin_distribution(pairs: datasets.Dataset) -> "Image":
+    """The margin score_chosen − score_rejected of the pairs."""
+    margin = np.asarray(pairs["score_chosen"], dtype=np.float64) - np.asarray(pairs["score_rejected"], dtype=np.float64)
+    return figure(plots.margin_distribution(margin))
+
+
+def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
+    """Pairs to read: the largest, a middle and the smallest margin, texts shortened to one line."""
+    table = pairs.data.table
+    chosen = response_texts(table.column("chosen")).to_pylist()
+    rejected = response_texts(table.column("rejected")).to_pylist()
+    margin = np.asarray(pairs["score_chosen"], dtype=np.float64) - np.asarray(pairs["score_rejected"], dtype=np.float64)
+    order = np.argsort(-margin, kind="stable")
+    picks: dict[int, str] = {}
+    for label, i in (("largest margin", order[0]), ("middle margin", order[len(order) // 2]),
+                     ("smallest margin", order[-1])):
+        picks.setdefault(int(i), label)
+    rows = [{"": label, "prompt": shorten(pairs[i]["prompt"]), "chosen": shorten(chosen[i]),
+             "rejected": shorten(rejected[i]), "score_chosen": round(float(pairs[i]["score_chosen"]), 4),
+             "score_rejected": round(float(pairs[i]["score_rejected"]), 4), "margin": round(float(margin[i]), 4)}
+            for i, label in picks.items()]
+    return pd.DataFrame(rows).set_index("")

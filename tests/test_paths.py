@@ -1,0 +1,136 @@
+"""The path rule: relative parameter paths mean the project root, from a shell at the root, from papermill and
+from a JupyterLab kernel in notebooks/; hub ids and built-in specs are left alone; nothing lands elsewhere."""
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from repro import analysis, paths
+from repro.errors import DataError, ParameterError, ReproError
+from repro.parameters import AnalyzeParams, CardParams, ConstructParams, GenerationParams, build
+from repro.project import make_project
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+@pytest.fixture(autouse=True)
+def no_repro_home(monkeypatch):
+    monkeypatch.delenv(paths.HOME_ENV, raising=False)
+
+
+def test_the_checkout_is_the_project_root_from_its_root_and_from_notebooks(monkeypatch):
+    assert paths.checkout_root() == ROOT
+    monkeypatch.chdir(ROOT)
+    at_root = build(AnalyzeParams, {"run_dir": "runs/demo", "dataset": "runs/other"})
+    monkeypatch.chdir(NOTEBOOKS)  # where JupyterLab starts a notebook's kernel
+    in_notebooks = build(AnalyzeParams, {"run_dir": "runs/demo", "dataset": "runs/other"})
+    assert in_notebooks.run_dir == at_root.run_dir == str(ROOT / "runs" / "demo")
+    assert in_notebooks.dataset == at_root.dataset == str(ROOT / "runs" / "other")
+    assert build(ConstructParams, {}).run_root == ROOT / "runs" / "demo"  # the default, too
+    assert build(CardParams, {"card_dataset": "../elsewhere/copy"}).card_dataset == str(ROOT.parent / "elsewhere" / "copy")
+
+
+def test_repro_home_names_the_root(monkeypatch, tmp_path):
+    monkeypatch.setenv(paths.HOME_ENV, str(tmp_path))
+    monkeypatch.chdir(NOTEBOOKS)
+    p = build(ConstructParams, {"run_dir": "runs/x", "source": "data/rows.jsonl", "scorer_model": "models/pairrm"})
+    assert (p.run_dir, p.source) == (str(tmp_path / "runs" / "x"), str(tmp_path / "data" / "rows.jsonl"))
+    # no models/ folder under the root: `models/pairrm` is read as a hub id, as `llm-blender/PairRM` is
+    assert p.scorer_model == "models/pairrm"
+    (tmp_path / "models" / "pairrm").mkdir(parents=True)
+    assert build(ConstructParams, {"scorer_model": "models/pairrm"}).scorer_model == str(tmp_path / "models" / "pairrm")
+
+
+def test_a_missing_repro_home_is_an_error_naming_the_absolute_path(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(paths.HOME_ENV, "nowhere")
+    with pytest.raises(ParameterError, match=str(tmp_path / "nowhere")):
+        paths.project_root()
+
+
+def test_hub_ids_and_builtin_specs_stay_as_they_are(monkeypatch):
+    monkeypatch.chdir(NOTEBOOKS)
+    p = build(ConstructParams, {"source": "HuggingFaceH4/ultrafeedback_binarized", "scorer_model": "llm-blender/PairRM"})
+    assert (p.source, p.scorer_model) == ("HuggingFaceH4/ultrafeedback_binarized", "llm-blender/PairRM")
+    assert build(ConstructParams, {"source": "demo", "scorer_model": "builtin:tiny-pairrm"}).source == "demo"
+    assert build(ConstructParams, {"scorer_model": "builtin:tiny-pairrm"}).scorer_model == "builtin:tiny-pairrm"
+    assert build(GenerationParams, {"policy_model": "builtin:tiny-policy"}).policy_model == "builtin:tiny-policy"
+    assert build(GenerationParams, {"policy_model": "HuggingFaceH4/mistral-7b-sft-beta"}).policy_model == \
+        "HuggingFaceH4/mistral-7b-sft-beta"
+    assert build(AnalyzeParams, {"dataset": "owner/name"}).dataset == "owner/name"
+    assert build(CardParams, {"card_dataset": "owner/name", "hub_repo_id": "me/mine"}).hub_repo_id == "me/mine"
+    # shaped like owner/name, but a file or a run: a path
+    assert build(AnalyzeParams, {"dataset": "owner/rows.jsonl"}).dataset == str(ROOT / "owner" / "rows.jsonl")
+    assert paths.resolve_user_path("runs/demo") == str(ROOT / "runs" / "demo")
+    assert paths.resolve_user_path("/abs/../abs/x") == "/abs/x" and paths.resolve_user_path(None) is None
+    assert build(ConstructParams, {"run_dir": ""}).run_root == ROOT / "runs" / "demo"  # "" = not set
+
+
+def test_a_marked_project_is_the_root_from_its_notebooks_folder(monkeypatch, tmp_path):
+    project = tmp_path / "explore"
+    written = make_project(project)
+    assert {p.name for p in written} >= {p.name for p in NOTEBOOKS.glob("*.ipynb")} | {"demo.yaml"}
+    monkeypatch.chdir(project / "notebooks")
+    assert paths.project_root() == project
+    assert build(AnalyzeParams, {"run_dir": "runs/demo"}).run_root == project / "runs" / "demo"
+    monkeypatch.chdir(tmp_path)  # above the project: no marker, so the checkout this code runs from
+    assert paths.project_root() == ROOT
+
+
+def test_make_project_keeps_changed_copies_unless_forced(tmp_path):
+    make_project(tmp_path)
+    mine = tmp_path / "params" / "demo.yaml"
+    mine.write_text("run_name: mine\n")
+    with pytest.raises(ReproError, match=str(mine)):
+        make_project(tmp_path)
+    assert mine.read_text() == "run_name: mine\n"
+    make_project(tmp_path, force=True)
+    assert mine.read_bytes() == (ROOT / "params" / "demo.yaml").read_bytes()
+
+
+def test_find_params_by_path_or_by_example_name(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert paths.find_params("demo") == ROOT / "params" / "demo.yaml"
+    assert paths.find_params("params/demo_generate.yaml") == ROOT / "params" / "demo_generate.yaml"
+    (tmp_path / "demo").write_text("run_name: here\n")  # a file of that name wins over the example
+    assert paths.find_params("demo") == tmp_path / "demo"
+    with pytest.raises(ParameterError) as err:
+        paths.find_params("nothing.yaml")
+    assert str(tmp_path / "nothing.yaml") in str(err.value) and "demo_generate" in str(err.value)
+
+
+def test_an_analysis_from_notebooks_of_a_missing_run_names_it_and_writes_nothing(monkeypatch):
+    name = f"missing-{uuid.uuid4().hex[:8]}"
+    monkeypatch.chdir(NOTEBOOKS)
+    with pytest.raises(DataError, match=str(ROOT / "runs" / name / "dataset")):
+        analysis.analyze(build(AnalyzeParams, {"run_dir": f"runs/{name}"}))
+    assert not (NOTEBOOKS / "runs").exists() and not (ROOT / "runs" / name).exists()
+
+
+def test_a_relative_run_dir_from_notebooks_is_the_run_at_the_root(monkeypatch, tmp_path):
+    # a marked project stands in for the checkout, so that the test writes only under tmp_path
+    make_project(tmp_path)
+    (tmp_path / "scores.jsonl").write_text("".join(
+        json.dumps({"score_chosen": 0.1 * i + 0.5, "score_rejected": -0.05 * i}) + "\n" for i in range(30)))
+    monkeypatch.chdir(tmp_path / "notebooks")
+    result = analysis.analyze(build(AnalyzeParams, {"run_dir": "runs/mine", "dataset": "scores.jsonl",
+                                                    "bootstrap_resamples": 100}))
+    assert result.metrics["n"] == 30
+    assert json.loads((tmp_path / "runs" / "mine" / "metrics.json").read_text())["n"] == 30
+    assert not (tmp_path / "notebooks" / "runs").exists()
+
+
+def test_papermill_in_notebooks_resolves_from_the_root_and_leaves_no_stray_files():
+    """As a JupyterLab kernel runs it: working folder notebooks/, run_dir as the README writes it."""
+    name = f"missing-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "papermill", "02_analyze.ipynb", "-", "-k", "python3", "-p", "run_dir", f"runs/{name}"],
+        cwd=NOTEBOOKS, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert str(ROOT / 'runs' / name / 'dataset') in proc.stdout + proc.stderr  # the absolute path it looked at
+    assert not (NOTEBOOKS / "runs").exists() and not (ROOT / "runs" / name).exists()

@@ -1,0 +1,271 @@
+"""Agreement between scorers: the statistics against scipy and hand-worked rows, and the analysis, figure and card."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import datasets
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from repro import analysis, plots, scorer_agreement as sa
+from repro import card as repro_card
+from repro.dataset_io import output_features, write_split
+from repro.manifest import Manifest, sha256_file
+from repro.pairs import select_pair
+from repro.parameters import AnalyzeParams, CardParams, build
+from repro.paths import RunDir
+
+
+def ragged(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """(flat scores, candidates per row) of a list of score lists."""
+    return np.array([s for r in rows for s in r], dtype=np.float64), np.array([len(r) for r in rows])
+
+
+# --------------------------------------------------------------------------------------------
+# Kendall's tau and the picks, row by row
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("k", [2, 3, 4, 7])
+def test_tau_b_equals_scipy_kendalltau_with_ties(k):
+    rng = np.random.default_rng(k)
+    a = rng.integers(0, 3, size=(300, k)).astype(float)  # three levels: many ties
+    b = np.where(rng.random((300, k)) < 0.5, a, rng.integers(0, 3, size=(300, k))).astype(float)
+    a[:5], b[5:10] = 1.0, 2.0  # constant rows: tau undefined
+    tau = sa.kendall_tau_b(a, b)
+    expected = np.array([sps.kendalltau(x, y).statistic for x, y in zip(a, b)])
+    assert np.array_equal(np.isnan(tau), np.isnan(expected)) and np.isnan(tau).any()
+    np.testing.assert_allclose(tau[~np.isnan(tau)], expected[~np.isnan(expected)], rtol=0, atol=1e-12)
+
+
+def test_tau_b_by_hand():
+    rows_a = [[1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 1, 2], [0.1, 0.5], [0.1, 0.5], [4, 4, 4], [0.1, 0.5]]
+    rows_b = [[10, 20, 30], [3, 2, 1], [1, 3, 2], [1, 2, 3], [2, -1], [7, 9], [1, 2, 3], [3, 3]]
+    # [1,2,3] vs [1,3,2]: pairs (0,1) and (0,2) concordant, (1,2) discordant -> (2 - 1) / 3.
+    # [1,1,2] vs [1,2,3]: (0,1) tied in a, (0,2) and (1,2) concordant -> 2 / sqrt(2 * 3).
+    expected = [1.0, -1.0, 1 / 3, 2 / math.sqrt(6), -1.0, 1.0, math.nan, math.nan]
+    got = [sa.kendall_tau_b(np.array([a]), np.array([b]))[0] for a, b in zip(rows_a, rows_b)]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
+
+
+def test_picks_follow_select_pairs_tie_rule():
+    rng = np.random.default_rng(1)
+    for k in (2, 3, 5):
+        matrix = rng.integers(0, 3, size=(200, k)).astype(float)
+        chosen, rejected = sa.chosen_and_rejected(matrix)
+        assert [select_pair(list(row)) for row in matrix] == list(zip(chosen.tolist(), rejected.tolist()))
+    chosen, rejected = sa.chosen_and_rejected(np.array([[1, 3, 3, 0, 0], [2, 2, 2, 2, 2], [5, 1, 9, 1, 9]]))
+    assert chosen.tolist() == [1, 0, 2] and rejected.tolist() == [4, 4, 3]
+
+
+def test_ragged_rows_are_compared_row_by_row_and_bad_rows_counted():
+    rows_a = [[1, 2], [0.3, 0.1, 0.2], [5, 5, 5, 1], [1], [1, 2, 3], [1, float("nan")], [2, 1], [1, 2, 3, 4]]
+    rows_b = [[2, 1], [0.9, 0.1, 0.5], [1, 2, 3, 0], [1], [1, 2], [1, 2], [9, 8], [4, 3, 2, 1]]
+    c = sa.compare_rows(*ragged(rows_a), *ragged(rows_b))
+    assert c.rows.tolist() == [0, 1, 2, 6, 7] and c.candidates.tolist() == [2, 3, 4, 2, 4]
+    assert c.excluded_reasons == {"fewer than 2 candidate scores": 1,
+                                  "the scorers scored different numbers of candidates": 1,
+                                  "a candidate score is NaN, infinite or missing": 1}
+    kept = c.rows.tolist()
+    for at, row in enumerate(kept):
+        expected = sps.kendalltau(rows_a[row], rows_b[row]).statistic
+        assert c.tau[at] == pytest.approx(expected, abs=1e-12)
+        for s, rows in enumerate((rows_a, rows_b)):
+            assert (c.chosen[s][at], c.rejected[s][at]) == select_pair(rows[row])
+            assert c.margin[s][at] == max(rows[row]) - min(rows[row])
+
+
+def test_pair_summary_by_hand():
+    a = [[3, 1, 2], [2, 0], [0, 1, 2], [7, 7]]
+    b = [[9, 8, 0], [1, 0.5], [5, 0, 1], [4, 4]]
+    # picks (chosen, rejected): a (0,1) (0,1) (2,0) (0,1); b (0,2) (0,1) (0,1) (0,1), row 3 a full tie for both
+    # (first highest, last lowest). tau: row 0 [3,1,2] vs [9,8,0]: 2 concordant, 1 discordant -> 1/3;
+    # row 1 -> 1; row 2 [0,1,2] vs [5,0,1]: 1 concordant, 2 discordant -> -1/3; row 3 constant -> undefined.
+    s = sa.pair_summary("a", "b", sa.compare_rows(*ragged(a), *ragged(b)))
+    assert s["scorers"] == ["a", "b"] and s["rows"] == 4 and s["rows_excluded"] == 0
+    assert s["candidates_per_row"] == {"min": 2, "max": 3, "mean": 2.5}
+    assert s["same_chosen"] == {"count": 3, "fraction": 0.75}  # rows 0, 1, 3
+    assert s["same_rejected"] == {"count": 2, "fraction": 0.5}  # rows 1, 3
+    assert s["same_pair"] == {"count": 2, "fraction": 0.5}
+    tau = s["kendall_tau"]
+    assert (tau["rows"], tau["undefined"]) == (3, 1)
+    assert tau["mean"] == pytest.approx(1 / 3) and tau["median"] == pytest.approx(1 / 3)
+    assert tau["min"] == pytest.approx(-1 / 3) and tau["max"] == 1.0
+    assert tau["fraction_positive"] == pytest.approx(2 / 3) and tau["fraction_negative"] == pytest.approx(1 / 3)
+    counts = tau["histogram"]["counts"]
+    assert len(counts) == 21 and sum(counts) == 3
+    assert counts[20] == counts[13] == counts[7] == 1  # bins centred on 1.0, 0.3 and -0.3
+    margins_a, margins_b = [2, 2, 2, 0], [9, 0.5, 5, 0]
+    assert s["margin_correlation"]["pearson"]["statistic"] == pytest.approx(sps.pearsonr(margins_a, margins_b)[0])
+    assert s["margin_correlation"]["spearman"]["statistic"] == pytest.approx(sps.spearmanr(margins_a, margins_b)[0])
+    assert json.loads(json.dumps(s, allow_nan=False)) == s
+
+
+def test_every_pair_of_three_scorers_and_too_few():
+    rng = np.random.default_rng(2)
+    counts = np.full(50, 3)
+    scores = {name: (rng.normal(size=150), counts) for name in ("p", "q", "r")}
+    block = sa.agreement(scores, primary="p")
+    assert block["scorers"] == ["p", "q", "r"] and block["primary"] == "p"
+    assert [pair["scorers"] for pair in block["pairs"]] == [["p", "q"], ["p", "r"], ["q", "r"]]
+    assert "p (the primary scorer)" in block["decided_by"]
+    with pytest.raises(ValueError, match="at least two scorers"):
+        sa.agreement({"p": scores["p"]}, primary="p")
+
+
+def test_no_comparable_rows_gives_undefined_statistics():
+    s = sa.pair_summary("a", "b", sa.compare_rows(*ragged([[1], [2, 3]]), *ragged([[1], [2]])))
+    assert s["rows"] == 0 and s["rows_excluded"] == 2
+    assert s["same_chosen"] == {"count": 0, "fraction": None} and s["kendall_tau"]["mean"] is None
+    assert s["margin_correlation"] == {"margin": s["margin_correlation"]["margin"], "pearson": None, "spearman": None}
+
+
+# --------------------------------------------------------------------------------------------
+# the analysis stage, the figure and the card
+# --------------------------------------------------------------------------------------------
+SECOND = "candidate_scores_tiny-seqcls"
+
+
+def _assistant(conversation: list[dict]) -> str:
+    return [m["content"] for m in conversation if m["role"] == "assistant"][-1]
+
+
+def _scored_rows(train_rows) -> list[dict]:
+    """Real rows with three candidates, PairRM-like primary scores and a second scorer's (`SECOND`)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for r in train_rows[:60]:
+        candidates = [_assistant(r["rejected"]), _assistant(r["chosen"]), r["prompt"][:200]]
+        primary = rng.normal(size=3)
+        primary -= primary.mean()  # sums to zero, as PairRM's
+        i_c, i_r = select_pair(list(primary))
+        row = {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "messages": r["messages"],
+               "score_chosen": float(primary[i_c]), "score_rejected": float(primary[i_r]), "reference_response": "",
+               "chosen": [{"content": r["prompt"], "role": "user"}, {"content": candidates[i_c], "role": "assistant"}],
+               "rejected": [{"content": r["prompt"], "role": "user"}, {"content": candidates[i_r], "role": "assistant"}],
+               "candidates": candidates, "candidate_scores": primary.tolist()}
+        # a logit-scale scorer that mostly agrees; every fifth row it scores all candidates alike
+        other = 2.0 * primary + rng.normal(scale=0.8, size=3) + 1.5
+        row[SECOND] = [0.25] * 3 if len(rows) % 5 == 0 else other.tolist()
+        rows.append(row)
+    return rows
+
+
+def _run(tmp_path, rows: list[dict], name: str) -> RunDir:
+    run = RunDir.of(tmp_path / name)
+    features = output_features(keep_all_candidates=True)
+    if SECOND in rows[0]:
+        features[SECOND] = features["candidate_scores"]
+    write_split(datasets.Dataset.from_list(rows, features=features), run.dataset)
+    manifest = Manifest(run)
+    manifest.set_counts(kept=len(rows))
+    manifest.record("scorer", {"model": "builtin:tiny-pairrm", "stand_in": True})
+    return run
+
+
+@pytest.fixture(scope="module")
+def two_scorers(train_rows, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("agreement")
+    rows = _scored_rows(train_rows)
+    run = _run(tmp, rows, "two")
+    result = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=200))
+    return rows, run, result
+
+
+def test_analysis_reports_the_agreement_of_two_scorers(two_scorers):
+    rows, run, result = two_scorers
+    m = json.loads(run.metrics.read_text())
+    block = m["agreement"]
+    assert block["scorers"] == ["builtin:tiny-pairrm", "tiny-seqcls"] and block["primary"] == "builtin:tiny-pairrm"
+    assert block["columns"] == {"builtin:tiny-pairrm": "candidate_scores", "tiny-seqcls": "candidate_scores_tiny-seqcls"}
+    (pair,) = block["pairs"]
+    a = [r["candidate_scores"] for r in rows]
+    b = [r[SECOND] for r in rows]
+    picks_a, picks_b = [select_pair(x) for x in a], [select_pair(x) for x in b]
+    assert pair["rows"] == 60 and pair["rows_excluded"] == 0
+    assert pair["same_chosen"]["count"] == sum(x[0] == y[0] for x, y in zip(picks_a, picks_b))
+    assert pair["same_rejected"]["count"] == sum(x[1] == y[1] for x, y in zip(picks_a, picks_b))
+    taus = np.array([sps.kendalltau(x, y).statistic for x, y in zip(a, b)])
+    assert pair["kendall_tau"]["undefined"] == 12 == np.isnan(taus).sum()
+    assert pair["kendall_tau"]["mean"] == pytest.approx(np.nanmean(taus))
+    assert pair["kendall_tau"]["median"] == pytest.approx(np.nanmedian(taus))
+    margins_a, margins_b = np.ptp(a, axis=1), np.ptp(b, axis=1)
+    assert pair["margin_correlation"]["spearman"]["statistic"] == pytest.approx(sps.spearmanr(margins_a, margins_b)[0])
+    assert pair["margin_correlation"]["pearson"]["statistic"] == pytest.approx(sps.pearsonr(margins_a, margins_b)[0])
+    # the table and the headline say the same
+    table = pd.read_csv(run.tables / "scorer_agreement.csv")
+    assert table.to_dict("records") == result.agreement.to_dict("records")
+    assert table.loc[0, "same_chosen"] == pair["same_chosen"]["count"] and table.loc[0, "kendall_tau_undefined"] == 12
+    assert table.loc[0, "margin_spearman"] == pytest.approx(pair["margin_correlation"]["spearman"]["statistic"])
+    assert f"same chosen in {pair['same_chosen']['fraction']:.1%}" in analysis.headline(m)
+
+
+def test_notebook_cell_shows_the_table(two_scorers, capsys):
+    analysis.show_agreement(two_scorers[2])  # outside IPython, display() prints the objects
+    shown = capsys.readouterr().out
+    assert "tiny-seqcls" in shown and "margin_spearman" in shown
+
+
+def test_agreement_figure_and_table_are_recorded(two_scorers):
+    _, run, result = two_scorers
+    m = result.metrics
+    fig = m["figures"]["scorer_agreement"]
+    assert fig["title"] == "Agreement between scorers (n = 60 prompts)"
+    assert (run.root / fig["png"]).stat().st_size > 10_000 and (run.root / fig["svg"]).is_file()
+    assert m["tables"]["scorer_agreement"] == "tables/scorer_agreement.csv"
+    outputs = json.loads(run.manifest.read_text())["outputs"]
+    for rel in (fig["png"], fig["svg"], m["tables"]["scorer_agreement"]):
+        assert outputs[rel]["sha256"] == sha256_file(run.root / rel)
+    # the figure draws the histogram the metrics hold: one bar group per tau bin with rows
+    figure = plots.scorer_agreement(m["agreement"])
+    heights = sorted(round(p.get_height(), 9) for p in figure.axes[0].patches if p.get_height() > 0)
+    counts = np.array(m["agreement"]["pairs"][0]["kendall_tau"]["histogram"]["counts"])
+    assert heights == sorted(np.round(counts[counts > 0] / counts.sum(), 9).tolist())
+
+
+def test_card_states_the_agreement_in_both_languages(two_scorers):
+    _, run, result = two_scorers
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(run.root)}))
+    body = repro_card.render_body(facts)
+    english, chinese = body.split("\n---\n", 1)
+    pair = result.metrics["agreement"]["pairs"][0]
+    for half, heading in ((english, "### Agreement between scorers"), (chinese, "### 评分模型之间的一致性")):
+        assert heading in half and "`builtin:tiny-pairrm`" in half
+        row = next(line for line in half.splitlines() if line.startswith("| `builtin:tiny-pairrm` vs `tiny-seqcls`"))
+        assert f"| 60 | {pair['same_chosen']['count']} (" in row and "| 12 |" in row
+    assert "picked by the primary scorer `builtin:tiny-pairrm`" in english
+    assert "figures/scorer_agreement.png" in english
+
+
+def test_one_scorer_changes_nothing_and_removes_an_old_agreement(two_scorers, tmp_path):
+    rows, run_two, two = two_scorers
+    one = _run(tmp_path, [{k: v for k, v in r.items() if k != SECOND} for r in rows], "one")
+    # analysed where an earlier analysis of two scorers left its table and figure
+    run = RunDir.of(tmp_path / "again")
+    shutil.copytree(run_two.root, run.root)
+    result = analysis.analyze(AnalyzeParams(run_dir=str(run.root), dataset=str(one.dataset), bootstrap_resamples=200))
+    m = json.loads(run.metrics.read_text())
+    assert "agreement" not in m and result.agreement is None
+    assert set(m["figures"]) == set(plots.FIGURE_NAMES) and set(m["tables"]) == {"summary_statistics", "extreme_margins"}
+    for stale in ("figures/scorer_agreement.png", "figures/scorer_agreement.svg", "tables/scorer_agreement.csv"):
+        assert not (run.root / stale).exists(), stale
+    # the same pairs analysed with a second scorer's column: every other number is the same
+    differing = {"agreement", "figures", "tables", "dataset"}
+    assert {k: v for k, v in m.items() if k not in differing} == {
+        k: v for k, v in two.metrics.items() if k not in differing}
+    shutil.copy(run.metrics, one.metrics)
+    assert "Agreement between scorers" not in repro_card.render_body(
+        repro_card.gather_facts(build(CardParams, {"run_dir": str(one.root)})))
+
+
+def test_scorer_names_from_columns():
+    columns = ["candidate_scores", "candidate_scores_armorm", "candidate_scores_", "score_chosen"]
+    assert analysis.scorer_columns(columns, "primary") == {"primary": "candidate_scores",
+                                                           "armorm": "candidate_scores_armorm"}
+    assert analysis.scorer_columns(columns, "armorm") == {"armorm (primary)": "candidate_scores",
+                                                          "armorm": "candidate_scores_armorm"}
+    assert analysis.primary_scorer_name({"model": "llm-blender/PairRM-hf"}) == "llm-blender/PairRM-hf"
+    assert analysis.primary_scorer_name(None) == "primary"

@@ -1,0 +1,237 @@
+"""`repro selfcheck` offline on tiny checkpoints: the steps it can run, the ones it cannot and why, a checkpoint
+that disagrees, and what a run and its card cite of it. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from repro import card as repro_card
+from repro import cli, runner
+from repro.errors import ParameterError
+from repro.manifest import Manifest, find_selfcheck
+from repro.paths import RunDir
+from repro.selfcheck import compare_choices, compare_scores, hub_status, run_selfcheck, weights_location
+from repro.sources import demo_path
+from repro.scorers.tiny import build_tiny_pairrm
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def two_rows(tmp_path_factory) -> Path:
+    """The embedded demo's first two prompts with two candidates each: real text, few passes."""
+    rows = [json.loads(line) for line in demo_path().read_text(encoding="utf-8").splitlines()[:2]]
+    path = tmp_path_factory.mktemp("rows") / "rows.jsonl"
+    path.write_text("".join(json.dumps({"prompt": r["prompt"], "candidates": [r["resp0"], r["resp1"]]}) + "\n"
+                            for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def offline_report(tmp_path_factory, two_rows):
+    """`repro selfcheck` on the stand-in, CPU, no hub: exit status, stdout, the JSON and the markdown."""
+    import contextlib
+    import io
+
+    folder = tmp_path_factory.mktemp("report")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--input", str(two_rows),
+                       "--report", str(folder)])
+    return SimpleNamespace(rc=rc, stdout=out.getvalue(), folder=folder,
+                           record=json.loads((folder / "selfcheck.json").read_text()),
+                           md=(folder / "selfcheck.md").read_text())
+
+
+def _checks(record: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in record["checks"]}
+
+
+def test_offline_stand_in_runs_what_it_can_and_says_why_not_the_rest(offline_report):
+    r, checks = offline_report.record, _checks(offline_report.record)
+    assert offline_report.rc == 0 and r["verdict"] == "INCOMPLETE"
+    assert offline_report.stdout.strip().splitlines()[-1].startswith("repro selfcheck: INCOMPLETE")
+    assert r["environment"]["hub"]["offline"] is True and r["environment"]["llm_blender_importable"] is True
+    assert r["environment"]["cuda_available"] is False
+    assert checks["load_model"]["status"] == "pass" and "stand-in: True" in checks["load_model"]["detail"]
+    # the engine and llm-blender's own Blender.rank(batch_size=1) agree on the two rows, ranks included
+    eq = checks["engine_vs_llm_blender_fp32"]
+    assert eq["status"] == "pass" and eq["data"]["rows"] == 2 and eq["data"]["max_abs_diff"] < 1e-4
+    assert eq["data"]["rows_beyond_tolerance"] == [] and eq["data"]["rank_agreement"] == 1.0
+    # what cannot run here, and why; only the stand-in's card example leaves the check incomplete
+    assert checks["card_example"]["status"] == "not run" and "stand-in" in checks["card_example"]["detail"]
+    assert checks["card_example"]["gap"] is True
+    for name in ("engine_vs_llm_blender_run_dtype", "run_dtype_vs_fp32_choices", "gpu_throughput"):
+        assert checks[name]["status"] == "not run" and checks[name]["gap"] is False, name
+    # timed on the same rows: the engine and llm-blender at batch sizes 1 and 8, with a part2_mini_1 projection
+    timing = r["timing"]
+    assert set(timing["contenders"]) == {"repro (batch_tokens=2048)", "llm-blender (batch_size=1)",
+                                         "llm-blender (batch_size=8)"}
+    assert timing["passes"] == 4 and all(c["projected_part2_mini_1_seconds"] > 0 for c in timing["contenders"].values())
+    assert "stand-in" in timing["projection_note"]
+    # the markdown: a pasteable table, every not-run step with its reason, no home folder
+    md = offline_report.md
+    assert "| check | result | detail |" in md and "| contender | prompts/s |" in md
+    assert "`card_example`: not run: stand-in" in md and "`gpu_throughput`: not run: no CUDA" in md
+    assert str(Path.home()) + "/" not in md
+
+
+def test_both_layouts_of_one_checkpoint_agree(tmp_path, two_rows, tiny_pairrm_dir):
+    hf_layout = build_tiny_pairrm(tmp_path / "hf", layout="transformers")  # the same weights, PairRM-hf's layout
+    report = run_selfcheck(str(tiny_pairrm_dir), str(hf_layout), device="cpu", input=two_rows, report_dir=None,
+                           timing=False, log=lambda line: None)
+    checks = {c.name: c for c in report.checks}
+    assert checks["load_reference"].status == "pass" and "transformers layout" in checks["load_reference"].detail
+    assert checks["layouts_fp32"].status == "pass" and checks["layouts_fp32"].data["max_abs_diff"] < 1e-4
+    # llm-blender ran on the reference (the transformers layout, through its own classes)
+    assert checks["engine_vs_llm_blender_fp32"].status == "pass"
+    assert report.models["reference llm-blender fp32"]["layout"] == "transformers"
+    assert report.exit_code == 0 and report.verdict == "INCOMPLETE"  # stand-in: no card example
+
+
+def test_a_reference_with_other_weights_fails_and_names_the_rows(tmp_path, two_rows, tiny_pairrm_dir, capsys):
+    other = build_tiny_pairrm(tmp_path / "other", seed=1, layout="transformers")
+    rc = cli.main(["selfcheck", "--model", str(tiny_pairrm_dir), "--reference-model", str(other), "--device", "cpu",
+                   "--input", str(two_rows), "--report", str(tmp_path / "report"), "--no-timing"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    record = json.loads((tmp_path / "report" / "selfcheck.json").read_text())
+    checks = _checks(record)
+    assert record["verdict"] == "FAIL"
+    for name in ("layouts_fp32", "engine_vs_llm_blender_fp32"):
+        assert checks[name]["status"] == "fail" and checks[name]["data"]["rows_beyond_tolerance"] == [0, 1], name
+        assert f"FAILED {name}: 2 row(s) beyond tolerance: row 0 (" in out and ", row 1 (" in out
+    assert out.strip().splitlines()[-1].startswith("repro selfcheck: FAIL")
+    assert checks["speed"]["status"] == "not run" and "--no-timing" in checks["speed"]["detail"]
+
+
+def test_a_model_that_cannot_load_is_reported_not_fatal(tmp_path, two_rows):
+    report = run_selfcheck(str(tmp_path / "absent"), None, device="cpu", input=two_rows, report_dir=tmp_path,
+                           log=lambda line: None)
+    checks = {c.name: c for c in report.checks}
+    assert checks["load_model"].status == "not run" and "is not a directory" in checks["load_model"].detail
+    assert checks["engine_vs_llm_blender_fp32"].status == "not run" and report.verdict == "INCOMPLETE"
+    assert checks["run_dtype_vs_fp32_choices"].gap is False  # on CPU the run dtype is fp32: nothing missing there
+    assert (tmp_path / "selfcheck.md").is_file()
+
+
+def test_bad_rows_are_an_error_before_any_model_loads(tmp_path):
+    with pytest.raises(ParameterError, match="--rows 0"):
+        run_selfcheck("builtin:tiny-pairrm", device="cpu", rows=0, report_dir=None)
+    assert cli.main(["selfcheck", "--input", str(tmp_path / "nope.jsonl"), "--report", str(tmp_path / "r")]) == 2
+    assert not (tmp_path / "r").exists()
+
+
+def test_comparisons_name_rows_beyond_tolerance_and_tell_near_ties_from_flips():
+    reference = [[1.0, -1.0], [0.5, -0.5], [0.2, 0.19, -0.39]]
+    scores = [[1.0 + 5e-5, -1.0], [0.5, -0.5 + 1e-2], [0.19, 0.2, -0.39]]
+    found = compare_scores(scores, reference, "fp32")
+    assert found["rows_beyond_tolerance"] == [1, 2] and found["rows_with_other_ranks"] == [2]
+    assert found["max_abs_diff"] == pytest.approx(1e-2)
+    # fp16 vs fp32: row 2 swaps two candidates fp32 puts 0.01 apart (a near-tie), row 1 swaps a clear winner
+    fp16 = [[1.0, -1.0], [-0.5, 0.5], [0.195, 0.2, -0.39]]
+    choices = compare_choices(fp16, reference, "fp16")
+    assert choices["rows_with_other_choices"] == [1, 2] and choices["decisive_rows"] == [1]
+    assert choices["agreement"] == pytest.approx(1 / 3)
+
+
+def test_hub_answer_is_awaited_briefly_and_offline_is_respected(monkeypatch):
+    from huggingface_hub import constants
+
+    assert hub_status()["offline"] is True  # tests run with HF_HUB_OFFLINE=1: the hub is not asked
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+    start = time.perf_counter()
+    found = hub_status(timeout=2)
+    assert found["reachable"] is False and "127.0.0.1:9" in found["detail"]
+    assert time.perf_counter() - start < 10
+
+
+def test_weights_location_finds_llm_blenders_download_folder(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    assert weights_location("llm-blender/PairRM")["cached"] is False
+    folder = tmp_path / "llm-blender" / "PairRM"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "pytorch_model.bin").write_bytes(b"0" * 1024)
+    found = weights_location("llm-blender/PairRM")
+    assert found["cached"] is True and found["path"] == str(folder) and found["weights"] == "pytorch_model.bin"
+
+
+def test_a_run_records_the_self_check_and_its_card_states_it(tmp_path, offline_report, monkeypatch):
+    run_dir = tmp_path / "run"
+    # `repro run` with `selfcheck` given: recorded before the notebooks run (papermill replaced by a stub here)
+    executed = []
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: (executed.append(src),
+                                                                              Path(out).write_text("{}")))
+    assert cli.main(["run", str(ROOT / "params" / "demo.yaml"), "--out", str(run_dir), "--set", "notebooks=[03_card]",
+                     "--set", f"selfcheck={offline_report.folder}"]) == 0
+    assert len(executed) == 1
+    manifest = Manifest(run_dir).read()
+    check = manifest["selfcheck"]
+    assert check["verdict"] == "INCOMPLETE" and check["device"] == "cpu" and check["model"] == "builtin:tiny-pairrm"
+    assert check["versions"]["torch"] == offline_report.record["environment"]["packages"]["torch"]
+    assert check["same_versions_as_run"] is True and "card_example" in check["not_run"]
+    assert "selfcheck" not in manifest["parameters"]  # a path of this machine: kept out of the card's parameters
+    # the card's "How it was built" states it, in English and Chinese
+    facts = repro_card.CardFacts(run=RunDir.of(run_dir), title="t", features=None, splits=[], built_here=True,
+                                 license="mit", language=["en"])
+    en, zh = repro_card.selfcheck_lines(facts, "en"), repro_card.selfcheck_lines(facts, "zh")
+    assert en[0] == "### Self-check" and "**INCOMPLETE** on `cpu`" in en[1] and "`card_example`" in en[1]
+    assert zh[0] == "### 自检" and "**不完整**" in zh[1] and f"torch {check['versions']['torch']}" in zh[1]
+    facts.built_here = False
+    assert repro_card.selfcheck_lines(facts, "en") == []
+
+
+def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):
+    assert find_selfcheck(tmp_path) is None
+    old = json.loads((offline_report.folder / "selfcheck.json").read_text())
+    for sub, when, verdict in (("a", "2026-01-01T00:00:00+00:00", "FAIL"), ("b", "2026-02-01T00:00:00+00:00", "PASS")):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "selfcheck.json").write_text(json.dumps({**old, "when": when, "verdict": verdict}))
+    assert find_selfcheck(tmp_path) == tmp_path / "b" / "selfcheck.json"
+    assert Manifest(tmp_path).record_selfcheck()["verdict"] == "PASS"
+    with pytest.raises(ParameterError, match="selfcheck='.*nowhere'.*repro selfcheck --report DIR"):
+        find_selfcheck(tmp_path, tmp_path / "nowhere")
+    (tmp_path / "c.json").write_text("{}")
+    with pytest.raises(ParameterError, match="not a report of `repro selfcheck`"):
+        find_selfcheck(tmp_path, tmp_path / "c.json")
+
+
+def test_a_missing_self_check_stops_repro_run_before_anything_runs(tmp_path, capsys):
+    assert cli.main(["run", str(ROOT / "params" / "demo.yaml"), "--out", str(tmp_path / "x"),
+                     "--set", f"selfcheck={tmp_path / 'none'}"]) == 2
+    assert "selfcheck=" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_the_card_example_check_refuses_weights_that_are_not_pairrms(tiny_pairrm_dir):
+    from repro.scorers import load_scorer
+    from repro.selfcheck import card_example_check
+
+    check = card_example_check({"stand-in": load_scorer(tiny_pairrm_dir, device="cpu")})
+    assert check.status == "fail" and "stand-in: logits" in check.detail and "card [1.9003" in check.detail
+    assert abs(check.data["stand-in"]["max_abs_diff"]) > 1e-3
+
+
+def test_the_markdown_reports_gpu_figures_when_a_gpu_measured_them(offline_report):
+    from repro.selfcheck import render_markdown
+
+    record = json.loads(json.dumps(offline_report.record))
+    record["environment"]["gpus"] = [{"name": "Some GPU", "memory_gb": 80.0}]
+    record["timing"].update(device="cuda", dtype="fp16", cuda_resident_mb=2600.0,
+                            gpu={"matmul_peak_tflops": 700.0, "engine_useful_tflops": 210.0,
+                                 "engine_fraction_of_peak": 0.3})
+    md = render_markdown(record)
+    assert "| GPU | Some GPU (80.0 GiB) |" in md
+    assert "Engine: 210.0 useful TFLOP/s, 30.0 % of a fp16 matmul measured in the same run (700 TFLOP/s)" in md
+    assert "held 2600 MB of GPU memory" in md

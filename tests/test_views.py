@@ -1,0 +1,65 @@
+"""repro.views: what 01_construct shows of each stage, on rows built the way construct builds them."""
+
+from __future__ import annotations
+
+import datasets
+import numpy as np
+import pandas as pd
+
+from repro import views
+from repro.dataset_io import output_features
+from repro.pairs import CandidateSet, build_row
+
+
+def _pairs(n: int = 9) -> datasets.Dataset:
+    rows = []
+    for i in range(n):
+        prompt = f"Question {i}:\n  explain   topic {i} " + "in detail " * 30
+        candidates = [f"Answer {i}a " + "long " * 50, f"Answer {i}b", f"Answer {i}c"]
+        scores = [0.1 * i, -0.05 * i, -0.05 * i]
+        rows.append(build_row({}, prompt, candidates, scores, keep_all_candidates=True))
+    return datasets.Dataset.from_list(rows, features=output_features(True))
+
+
+def test_shorten_makes_one_bounded_line():
+    assert views.shorten("a\n  b\tc") == "a b c"
+    long = views.shorten("word " * 100, width=40)
+    assert len(long) == 40 and long.endswith("…") and "\n" not in long
+    assert views.shorten(None) == ""
+
+
+def test_pair_examples_are_the_largest_middle_and_smallest_margin():
+    pairs = _pairs()
+    table = views.pair_examples(pairs)
+    assert list(table.index) == ["largest margin", "middle margin", "smallest margin"]
+    margins = np.asarray(pairs["score_chosen"]) - np.asarray(pairs["score_rejected"])
+    assert table["margin"].tolist() == [round(margins.max(), 4), round(np.sort(margins)[::-1][4], 4), round(margins.min(), 4)]
+    largest = int(np.argmax(margins))
+    assert table.loc["largest margin", "chosen"].startswith(f"Answer {largest}a long")  # the assistant's response
+    assert table.loc["largest margin", "rejected"] == f"Answer {largest}c"  # the last of the lowest scores
+    assert all(len(v) <= views.SHORT for v in table["prompt"]) and "\n" not in table.loc["largest margin", "prompt"]
+    one = views.pair_examples(_pairs(1))
+    assert len(one) == 1  # a single pair is shown once
+
+
+def test_counts_table_says_what_each_count_means():
+    table = views.counts_table({"source": 40, "sliced": 10, "kept": 9})
+    assert table["rows"].to_dict() == {"source": 40, "sliced": 10, "kept": 9}
+    assert table.loc["kept", "meaning"] == "rows written to the dataset"
+    assert views.counts_table({"dropped": 2}).loc["dropped", "meaning"] == "rows dropped by drop_rows"
+
+
+def test_candidates_table_counts_rows_by_candidates_and_drops():
+    cs = CandidateSet(candidates=[["a", "b"], ["a", "b", "c"], ["x", "y"]], dropped={"fewer_than_two_distinct_candidates": 2})
+    table = views.candidates_table(cs)
+    assert table["rows"].to_dict() == {"2 distinct candidates": 2, "3 distinct candidates": 1,
+                                       "dropped: fewer than two distinct candidates": 2}
+
+
+def test_score_and_margin_figures_are_inline_pngs():
+    pairs = _pairs()
+    for image in (views.score_distribution(pairs["candidate_scores"]), views.margin_distribution(pairs)):
+        assert image.data[:8] == b"\x89PNG\r\n\x1a\n" and image.format == "png"
+    scorer = views.scorer_table({"model": "builtin:tiny-pairrm", "stand_in": True, "path": "/somewhere", "dtype": "fp32"})
+    assert isinstance(scorer, pd.DataFrame) and scorer["value"].to_dict() == {
+        "model": "builtin:tiny-pairrm", "stand_in": "True", "dtype": "fp32"}
