@@ -572,7 +572,7 @@ REWARD_SIZES = {
     "1b": dict(hidden_size=2048, num_layers=22, num_heads=32, intermediate_size=5632),
 }
 BASELINE_BATCH = 8
-CPU_BATCH_TOKENS = 4096
+REWARD_CPU_BATCH_TOKENS = 4096  # conversations of up to 2048 tokens: two of the longest per batch
 
 
 def bench_reward_model(size: str, seed: int) -> Path:
@@ -608,7 +608,7 @@ def main_reward(args: argparse.Namespace) -> int:
     """`--kind sequence_classifier`: the engine against padded batches of 8; the table, the speed-up, the JSON."""
     import torch
 
-    from .scorers.common import resolve_device
+    from .scorers.common import DEFAULT_BATCH_TOKENS, resolve_device
     from .scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
 
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
@@ -621,7 +621,8 @@ def main_reward(args: argparse.Namespace) -> int:
     size = args.size or ("1b" if on_gpu else "mid")
     if size not in REWARD_SIZES:
         raise ParameterError(f"--size {size!r}: reward models come in {', '.join(REWARD_SIZES)}.")
-    budget = int(str(args.batch_tokens or (16384 if on_gpu else CPU_BATCH_TOKENS)).split(",")[0])
+    default_budget = DEFAULT_BATCH_TOKENS if on_gpu else REWARD_CPU_BATCH_TOKENS
+    budget = int(str(args.batch_tokens or default_budget).split(",")[0])
     n = args.prompts or (256 if on_gpu else 16)
     slice_size = args.slice_size or (64 if on_gpu else 8)
     prompts, candidates, source, _ = _inputs(args, n)
