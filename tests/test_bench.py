@@ -108,3 +108,22 @@ def test_repro_bench_runs_end_to_end_and_ends_with_the_two_ratios(tmp_path, h4_f
     corpus = [t for p, c in zip(prompts, candidates) for t in [p, *c]]
     assert bench_model("tiny", corpus, seed=0) == model_dir
     assert (model_dir / "model.safetensors").stat().st_mtime_ns == stamp
+
+
+def test_repro_bench_kind_sequence_classifier_times_the_engine_against_padded_batches(tmp_path, h4_file, monkeypatch,
+                                                                                     capsys):
+    monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))
+    out_dir = tmp_path / "results"
+    code = cli.main(["bench", "--kind", "sequence_classifier", "--size", "tiny", "--data", str(h4_file),
+                     "--prompts", "3", "--slice", "2", "--threads", "1", "--output-dir", str(out_dir)])
+    assert code == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(r"speedup vs padded batches of 8: \d+\.\d\dx", last)
+    [result_file] = out_dir.glob("bench-reward-cpu-*.json")
+    result = json.loads(result_file.read_text())
+    assert list(result["contenders"]) == ["repro (batch_tokens=4096)", "padded batches of 8"]
+    assert result["prompts"] == 3 and result["conversations"] == 6 and result["data"] == str(h4_file)
+    # the same model and conversations: sorting and packing change the scores by float rounding only
+    assert result["max_abs_score_diff"] <= 1e-5
+    assert float(last.split(": ")[1].rstrip("x")) == pytest.approx(result["speedup_vs_padded_batches_of_8"], abs=0.006)
+    assert list((tmp_path / "cache" / "bench").glob("reward-llama-tiny-*"))

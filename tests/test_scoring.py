@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +19,8 @@ from repro.scorers import load_scorer
 from repro.scorers.common import ranks_from_scores
 from repro.scoring import ScoringJob, job_fingerprint, score_candidates
 from repro.work import fingerprint_of
+
+from killed_run import kill_while_scoring_the_third_chunk
 
 # short limits keep the tiny model fast; most real answers are truncated, exercising the per-prompt budget
 LIMITS = dict(source_maxlength=64, candidate_maxlength=32)
@@ -122,51 +122,11 @@ def test_two_torchrun_processes_give_byte_identical_chunks_and_scores(job, refer
     assert "PairRM scoring (rank 0 of 2: its share)" in err  # the workers' progress is relayed
 
 
-KILLED_RUN = r'''
-import json, sys, time
-from pathlib import Path
-import repro.scorers.pairrm as pairrm
-
-spec = json.loads(Path(sys.argv[1]).read_text())
-marker = Path(sys.argv[2])
-original = pairrm.PairRM.score
-calls = []
-
-def score(self, *args, **kwargs):
-    calls.append(1)
-    if len(calls) == 3:  # two chunks are on disk: announce it, then wait for the test's kill -9
-        marker.write_text("scoring chunk 3")
-        time.sleep(600)
-    return original(self, *args, **kwargs)
-
-pairrm.PairRM.score = score
-from repro.scoring import ScoringJob, job_fingerprint, score_candidates
-from repro.work import fingerprint_of
-score_candidates(spec["prompts"], spec["candidates"], **spec["kwargs"])
-'''
-
-
 def test_a_run_killed_with_sigkill_resumes_to_byte_identical_results(job, reference, tiny_pairrm_dir, tmp_path):
     prompts, candidates = job
     work = tmp_path / "work"
     kwargs = dict(model=str(tiny_pairrm_dir), work_dir=str(work), chunk_size=5, progress=False, **LIMITS)
-    (tmp_path / "spec.json").write_text(json.dumps({"prompts": prompts, "candidates": candidates,
-                                                    "kwargs": kwargs}))
-    (tmp_path / "killed_run.py").write_text(KILLED_RUN)
-    marker = tmp_path / "marker"
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "killed_run.py"), str(tmp_path / "spec.json"),
-                             str(marker)], env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    try:
-        deadline = time.monotonic() + 240
-        while not marker.exists():
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "the run never reached its third chunk"
-            time.sleep(0.1)
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_while_scoring_the_third_chunk(tmp_path, "repro.scorers.pairrm:PairRM", prompts, candidates, kwargs)
     assert sorted(_chunk_bytes(work)) == ["chunk-000000.json", "chunk-000001.json"]
 
     resumed = score_candidates(prompts, candidates, **kwargs)

@@ -1,4 +1,5 @@
-"""`repro bench`: the PairRM engine against llm-blender's own `Blender.rank`, timed side by side in one process.
+"""`repro bench`: the PairRM engine against llm-blender's own `Blender.rank`, timed side by side in one process;
+with `--kind sequence_classifier`, the sequence-classifier engine against padded batches of 8 (end of module).
 
     repro bench                                   # CPU: a mid-size random PairRM, generated UltraFeedback-like rows
     repro bench --data train_prefs.jsonl          # H4 rows (chosen/rejected become the candidates) or
@@ -76,8 +77,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="prompts per alternation slice (default: 8 on CPU, 128 on GPU)")
     parser.add_argument("--model", default=None,
                         help="a PairRM checkpoint (hub id or directory) instead of the random one built for the device")
-    parser.add_argument("--size", choices=sorted(MODEL_SIZES), default=None,
-                        help="random model to build (default: mid on CPU, large on GPU)")
+    parser.add_argument("--size", choices=sorted(set(MODEL_SIZES) | {"1b"}), default=None,
+                        help="random model to build (default: mid on CPU; on GPU large, or 1b for a reward model)")
+    parser.add_argument("--kind", default="pairrm", choices=["pairrm", "sequence_classifier"],
+                        help="pairrm: the engine vs llm-blender; sequence_classifier: the reward-model engine vs "
+                             "padded batches of 8 through transformers")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16")
     parser.add_argument("--batch-tokens", default=None,
@@ -477,6 +481,9 @@ def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write the JSON; the last two lines are the speed-ups."""
     import torch
 
+    if args.kind == "sequence_classifier":
+        return main_reward(args)
+
     from .scorers import load_scorer
 
     started = time.perf_counter()
@@ -549,4 +556,115 @@ def main(args: argparse.Namespace) -> int:
     out_path = args.output_dir / f"bench-{s.device.type}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     _print_report(results, out_path)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# --kind sequence_classifier: the sequence-classifier engine against a plain transformers loop (same
+# loaded model, same inputs, same process, alternating by slices): `padded batches of 8` is what a
+# straightforward script does, the conversations rendered with the same chat template, 8 at a time in
+# input order, padded to the longest of each batch.
+# ------------------------------------------------------------------------------------------------
+# random Llama reward models: "mid" for CPUs, "1b" TinyLlama-1.1B's shape for a GPU (byte-level tokenizer)
+REWARD_SIZES = {
+    "tiny": dict(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64),
+    "mid": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
+    "1b": dict(hidden_size=2048, num_layers=22, num_heads=32, intermediate_size=5632),
+}
+BASELINE_BATCH = 8
+REWARD_CPU_BATCH_TOKENS = 4096  # conversations of up to 2048 tokens: two of the longest per batch
+
+
+def bench_reward_model(size: str, seed: int) -> Path:
+    """A random Llama reward model of `size`, built once into the cache."""
+    from .paths import cache_root
+    from .scorers.tiny import BUILDER_VERSION, build_once, build_tiny_reward_model
+
+    target = cache_root() / "bench" / f"reward-llama-{size}-seed{seed}-v{BUILDER_VERSION}"
+    return build_once(target, lambda folder: build_tiny_reward_model(folder, "llama", seed=seed,
+                                                                     **REWARD_SIZES[size]))
+
+
+def baseline(engine, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
+    """Padded batches of 8 conversations in input order through the model's own forward."""
+    import torch
+
+    texts = [engine.render(p, c) for p, cands in zip(prompts, candidates) for c in cands]
+    flat: list[float] = []
+    for start in range(0, len(texts), BASELINE_BATCH):
+        enc = engine.tokenizer(texts[start:start + BASELINE_BATCH], add_special_tokens=False, padding=True,
+                               truncation=engine.max_length is not None, max_length=engine.max_length,
+                               return_tensors="pt").to(engine.device)
+        with torch.inference_mode():
+            flat.extend(engine.model(**enc, use_cache=False).logits[:, 0].float().cpu().tolist())
+    out, k = [], 0
+    for cands in candidates:
+        out.append(np.array(flat[k:k + len(cands)]))
+        k += len(cands)
+    return out
+
+
+def main_reward(args: argparse.Namespace) -> int:
+    """`--kind sequence_classifier`: the engine against padded batches of 8; the table, the speed-up, the JSON."""
+    import torch
+
+    from .scorers.common import DEFAULT_BATCH_TOKENS, resolve_device
+    from .scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
+
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
+    started = time.perf_counter()
+    if args.threads:
+        torch.set_num_threads(int(args.threads))
+    device = resolve_device(args.device)
+    on_gpu = device.type == "cuda"
+    dtype = reward_model_dtype(args.dtype, device)
+    size = args.size or ("1b" if on_gpu else "mid")
+    if size not in REWARD_SIZES:
+        raise ParameterError(f"--size {size!r}: reward models come in {', '.join(REWARD_SIZES)}.")
+    default_budget = DEFAULT_BATCH_TOKENS if on_gpu else REWARD_CPU_BATCH_TOKENS
+    budget = int(str(args.batch_tokens or default_budget).split(",")[0])
+    n = args.prompts or (256 if on_gpu else 16)
+    slice_size = args.slice_size or (64 if on_gpu else 8)
+    prompts, candidates, source, _ = _inputs(args, n)
+    if args.model:
+        model, model_desc = args.model, {"model": args.model}
+    else:
+        log(f"repro bench: building (or reusing) the random '{size}' Llama reward model ...")
+        model = str(bench_reward_model(size, args.seed))
+        model_desc = {"model": f"random LlamaForSequenceClassification '{size}'", **REWARD_SIZES[size]}
+    engine = SequenceClassifierScorer.load(model, device=str(device), dtype=dtype)
+    plan, _, _ = engine._plan(prompts, candidates)
+    lengths = [s.length for s in plan]
+    contenders = [Contender(f"repro (batch_tokens={budget})", lambda p, c: engine.score(p, c, batch_tokens=budget)),
+                  Contender(f"padded batches of {BASELINE_BATCH}", lambda p, c: baseline(engine, p, c))]
+    for contender in contenders:  # warm-up: thread pools and caches
+        contender.run(prompts[:2], candidates[:2])
+    log(f"repro bench: {len(prompts)} prompts, {len(lengths)} conversations of {statistics.mean(lengths):.0f} tokens "
+        f"on average (max {max(lengths)}), {device} {dtype}, {torch.get_num_threads()} thread(s)")
+    alternate(contenders, prompts, candidates, slice_size, device.type, log)
+
+    ours, base = contenders
+    results: dict[str, Any] = {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "repro bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]),
+        "kind": "sequence_classifier", "machine": machine_info(device.type), "device": str(device), "dtype": dtype,
+        "model": model_desc, "data": source, "prompts": len(prompts), "conversations": len(lengths),
+        "mean_tokens": round(statistics.mean(lengths), 1), "max_tokens": max(lengths), "slice_size": slice_size,
+        "batch_tokens": budget, "contenders": {}, "max_abs_score_diff": _max_abs_diff(ours.scores, base.scores),
+        "speedup_vs_padded_batches_of_8": round(base.seconds / ours.seconds, 3),
+    }
+    for x in contenders:
+        results["contenders"][x.name] = {"seconds": round(x.seconds, 3),
+                                         "prompts_per_second": round(len(prompts) / x.seconds, 4),
+                                         "peak_memory_mb": round(x.peak_extra_bytes / 2 ** 20, 1)}
+    results["total_seconds"] = round(time.perf_counter() - started, 1)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    out_path = args.output_dir / f"bench-reward-{device.type}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{'contender':28} {'seconds':>8} {'prompts/s':>10} {'peak MB':>9}")
+    for name, r in results["contenders"].items():
+        print(f"{name:28} {r['seconds']:8.1f} {r['prompts_per_second']:10.3f} {r['peak_memory_mb']:9.0f}")
+    print(f"max |score difference|: {results['max_abs_score_diff']:.2e}")
+    print(f"results: {out_path}")
+    print(f"speedup vs padded batches of {BASELINE_BATCH}: {results['speedup_vs_padded_batches_of_8']:.2f}x")
     return 0

@@ -578,6 +578,7 @@ def _section_built(facts: CardFacts, lang: str) -> list[str]:
         source_max=fmt(s.get("source_maxlength", p.get("source_maxlength")), lang),
         candidate_max=fmt(s.get("candidate_maxlength", p.get("candidate_maxlength")), lang))
     scoring += _limits_origin(s, lang)
+    scoring += _scorers_decided(facts, lang)
     per_row = (facts.stages.get("candidates") or {}).get("candidates_per_row")
     if per_row:
         scoring += " " + t["candidates_per_row"].format(
@@ -624,6 +625,44 @@ def selfcheck_lines(facts: CardFacts, lang: str) -> list[str]:
     text += " Checks not run: {not_run}.".format(**facts_) if not_run else ""
     text += "" if check.get("same_versions_as_run", True) else " It ran with other package versions than this run."
     return ["### Self-check", text]
+
+
+def _scorers_decided(facts: CardFacts, lang: str) -> str:
+    """With several scorers (`scorers:`) or a sequence classifier: which one decided, what the others' columns
+    hold, and what a sequence classifier's scores mean; "" for a run scored by PairRM alone."""
+    from .scorers.common import looks_like_path
+
+    scorers = Manifest(facts.run).read().get("scorers") or [{"name": "primary", "column": "candidate_scores",
+                                                               "decides_pairs": True, **facts.scorer}]
+    if len(scorers) < 2 and all(s.get("kind", "pairrm") == "pairrm" for s in scorers):
+        return ""
+
+    def model(s: dict[str, Any]) -> str:  # a local folder by its name only: no machine path is published
+        spec = str(s.get("model") or "?")
+        local = looks_like_path(spec) and not spec.startswith("builtin:")
+        return f"`{Path(spec).name}` (a local checkpoint)" if local else f"`{spec}`"
+
+    kinds = {"pairrm": "PairRM", "sequence_classifier": "sequence classifier"}
+    decided = next(s for s in scorers if s.get("decides_pairs"))
+    others = [s for s in scorers if not s.get("decides_pairs")]
+    logits = any(s.get("kind") == "sequence_classifier" for s in scorers)
+    if lang == "zh":
+        text = f" `chosen`/`rejected` 由主评分模型 {model(decided)}（{kinds.get(decided.get('kind', 'pairrm'))}）决定。"
+        if others:
+            text += " 另外保存了以下评分模型对每个候选的分数（不参与选择）：" + "；".join(
+                f"`{s['name']}`：{model(s)}（列 `{s['column']}`）" for s in others) + "。"
+        if logits:
+            text += " 序列分类奖励模型的分数是模型的 logit：同一提示的各候选分数之和不为零，尺度也与 PairRM 不同。"
+        return text
+    text = (f" `chosen`/`rejected` were decided by the primary scorer {model(decided)} "
+            f"({kinds.get(decided.get('kind', 'pairrm'))}).")
+    if others:
+        text += " Every candidate was also scored by " + "; ".join(
+            f"`{s['name']}`: {model(s)} (column `{s['column']}`)" for s in others) + "; these scores did not decide."
+    if logits:
+        text += (" A sequence classifier's scores are the model's logits: they do not sum to zero over a prompt's "
+                 "candidates, and their scale differs from PairRM's.")
+    return text
 
 
 def _section_recipe(facts: CardFacts, lang: str) -> list[str]:

@@ -12,8 +12,8 @@ from .errors import ReproError
 COMMANDS = {
     "run": ("repro.runner", "execute the notebooks a params file lists, through papermill"),
     "notebooks": ("repro.project", "copy the notebooks and example params into a folder to open in JupyterLab"),
-    "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM"),
-    "bench": ("repro.bench", "time the PairRM engine against llm-blender on the same inputs"),
+    "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
+    "bench": ("repro.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),
     "selfcheck": ("repro.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }
 

@@ -3,7 +3,7 @@ score -> pairs -> write. Each records its counts and timing in the run's manifes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
@@ -26,6 +26,7 @@ class Context:
     run: RunDir
     manifest: Manifest
     slice_start: int = 0  # source row number of the first sliced row, for error messages
+    more_scores: dict[str, list[list[float]]] = field(default_factory=dict)  # `scorers:` by name, from score()
 
 
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
@@ -111,7 +112,8 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
 
 
 def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
-    """Score every candidate with PairRM (resumable chunks under work/scoring); records the scorer in the manifest."""
+    """Score every candidate with the primary scorer (resumable chunks under work/scoring), then with each of
+    `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
     from .scoring import score_candidates
 
     p = ctx.params
@@ -120,10 +122,26 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
             cs.prompts, cs.candidates, model=p.scorer_model, backend=p.scorer_backend, device=p.device,
             dtype=p.dtype, batch_tokens=p.batch_tokens, chunk_size=p.chunk_size, num_processes=p.num_processes,
             work_dir=ctx.run.work_dir("scoring"), source_maxlength=p.source_maxlength,
-            candidate_maxlength=p.candidate_maxlength)
+            candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind, options=p.scorer_options)
         info.update(result.info)
     ctx.manifest.record("scorer", result.info)
     ctx.manifest.set_counts(scored=len(result.scores))
+    recorded = [{"name": "primary", "column": "candidate_scores", "decides_pairs": True, **result.info}]
+    for spec in p.scorers:
+        options = dict(spec.options)
+        limits = {k: options.pop(k, getattr(p, k)) for k in ("source_maxlength", "candidate_maxlength")}
+        with ctx.manifest.stage(f"score_{spec.name}") as info:
+            more = score_candidates(
+                cs.prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend, device=p.device,
+                dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens, chunk_size=p.chunk_size,
+                num_processes=p.num_processes, work_dir=ctx.run.work_dir("scoring") / spec.name, options=options,
+                **limits)
+            info.update(more.info)
+        ctx.more_scores[spec.name] = more.scores
+        recorded.append({"name": spec.name, "column": f"candidate_scores_{spec.name}", "decides_pairs": False,
+                         **more.info})
+    if p.scorers:
+        ctx.manifest.record("scorers", recorded)
     return result.scores
 
 
@@ -131,9 +149,10 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
     """Rows in the seed's columns, order and types: chosen = highest score, rejected = lowest."""
     p = ctx.params
     with ctx.manifest.stage("pairs") as info:
-        rows = [build_row(ds[int(i)], prompt, cands, s, messages=p.messages, keep_all_candidates=p.keep_all_candidates)
-                for i, prompt, cands, s in zip(cs.rows, cs.prompts, cs.candidates, scores)]
-        out = datasets.Dataset.from_list(rows, features=output_features(p.keep_all_candidates))
+        rows = [build_row(ds[int(i)], prompt, cands, s, messages=p.messages, keep_all_candidates=p.keep_all_candidates,
+                          more_scores={name: more[k] for name, more in ctx.more_scores.items()})
+                for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores))]
+        out = datasets.Dataset.from_list(rows, features=output_features(p.keep_all_candidates, list(ctx.more_scores)))
         info.update(rows=len(out), tie_rule="chosen = first highest score, rejected = last lowest score")
     ctx.manifest.set_counts(kept=len(out))
     return out

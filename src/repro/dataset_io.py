@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import datasets
 from datasets import Features, List, Value
@@ -35,11 +35,12 @@ EXTRA_FEATURES = Features({
 })
 
 
-def output_features(keep_all_candidates: bool = False) -> Features:
-    """The features of the rows this project writes."""
+def output_features(keep_all_candidates: bool = False, more_scorers: Sequence[str] = ()) -> Features:
+    """The features of the rows this project writes (`more_scorers`: names of `candidate_scores_<name>` columns)."""
     if not keep_all_candidates:
         return SEED_FEATURES.copy()
-    return Features({**SEED_FEATURES, **EXTRA_FEATURES})
+    more = {f"candidate_scores_{name}": List(Value("float64")) for name in more_scorers}
+    return Features({**SEED_FEATURES, **EXTRA_FEATURES, **more})
 
 
 def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLIT,

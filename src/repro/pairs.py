@@ -128,8 +128,13 @@ def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *
 
 
 def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str], scores: Sequence[float], *,
-              messages: str = "chosen", keep_all_candidates: bool = False) -> dict[str, Any]:
-    """One output row in the seed's column order: chosen = best, rejected = worst, with their scores."""
+              messages: str = "chosen", keep_all_candidates: bool = False,
+              more_scores: dict[str, Sequence[float]] | None = None) -> dict[str, Any]:
+    """One output row in the seed's column order: chosen = best, rejected = worst, with their scores.
+
+    `more_scores` (other scorers' scores of the same candidates, by name) go to `candidate_scores_<name>`
+    with `keep_all_candidates`; they never decide the pair.
+    """
     i_c, i_r = select_pair(scores)
     chosen = conversation(prompt, candidates[i_c])
     rejected = conversation(prompt, candidates[i_r])
@@ -153,6 +158,8 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
     if keep_all_candidates:
         row["candidates"] = list(candidates)
         row["candidate_scores"] = [float(s) for s in scores]
+        for name, more in (more_scores or {}).items():
+            row[f"candidate_scores_{name}"] = [float(s) for s in more]
     return row
 
 

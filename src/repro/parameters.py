@@ -41,6 +41,33 @@ class _Params(BaseModel):
 # --------------------------------------------------------------------------------------------
 # 01_construct
 # --------------------------------------------------------------------------------------------
+class ScorerSpec(BaseModel):
+    """One more scorer of a run (an item of `scorers:`): its scores go to the column `candidate_scores_<name>`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str  # lower-case letters, digits, _: names the column and the work dir work/scoring/<name>/
+    model: str  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
+    kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"
+    # a sequence classifier's chat_template, trust_remote_code, output_index, max_length;
+    # PairRM's source_maxlength, candidate_maxlength (default: the run's)
+    options: dict[str, Any] = {}
+    backend: Literal["repro", "llm-blender"] = "repro"
+    dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    batch_tokens: int | None = None  # default: the run's batch_tokens (kept last: the card's table of
+    # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        import re
+
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", v) or v == "primary":
+            raise ValueError(f"name {v!r} must be lower-case letters, digits and _ (a column name suffix), starting "
+                             f"with a letter, and not 'primary'")
+        return v
+
+
 class ConstructParams(_Params):
     """Parameters of notebooks/01_construct.ipynb."""
 
@@ -75,6 +102,10 @@ class ConstructParams(_Params):
     # PairRM's token limits; None: the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412
     source_maxlength: Optional[int] = None
     candidate_maxlength: Optional[int] = None
+    scorer_kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"  # auto: read from the checkpoint
+    scorer_options: dict[str, Any] = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
+    # more scorers ({name, model, kind, ...} each): scores kept in candidate_scores_<name>; scorer_model decides
+    scorers: list[ScorerSpec] = []
     # output rows
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
@@ -120,6 +151,12 @@ class ConstructParams(_Params):
             raise ValueError(f"mini_index={self.mini_index} must be < mini_count={self.mini_count} (minis count from 0)")
         if self.part_stop is not None and self.part_stop <= self.part_start:
             raise ValueError(f"part_stop={self.part_stop} must be > part_start={self.part_start}")
+        names = [s.name for s in self.scorers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"scorers: every name must be different, got {names}")
+        if self.scorers and not self.keep_all_candidates:
+            raise ValueError(f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns "
+                             f"beside `candidates`: set keep_all_candidates: true")
         for name in ("source_maxlength", "candidate_maxlength"):
             if getattr(self, name) is not None and getattr(self, name) < 3:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 3 ([CLS], the prefix token and [SEP]), "

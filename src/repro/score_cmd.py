@@ -1,6 +1,7 @@
-"""`repro score`: PairRM scores for `{"prompt", "candidates"}` rows of a jsonl file, for SPPO-style scripts.
+"""`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl file, for SPPO-style scripts.
 
     repro score --model llm-blender/PairRM --input in.jsonl --output out.jsonl [--device cuda] [--dtype fp16]
+    repro score --model Skywork/Skywork-Reward-V2-Llama-3.1-8B --kind sequence_classifier --input ... --output ...
 
 Each output line is the input row (all its fields kept) plus `scores` (one float per candidate, higher is
 better) and `ranks` (1 = best, ties share), in the input order. The output is written atomically at the end.
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError, ParameterError
-from .scorers import load_scorer
+from .scorers import load_scorer, resolve_kind
 from .scorers.common import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS, ranks_from_scores
 from .sources import iter_jsonl
 from .work import Progress, atomic_write_text, is_main_process, world_size
@@ -27,8 +28,19 @@ CALL_SIZE = 256
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add `repro score`'s options to its subparser."""
     parser.add_argument("--model", required=True,
-                        help="hub id (llm-blender/PairRM, llm-blender/PairRM-hf), a local checkpoint directory, "
-                             "or builtin:tiny-pairrm (a random stand-in: its scores are noise)")
+                        help="hub id (llm-blender/PairRM, llm-blender/PairRM-hf, a sequence-classifier reward "
+                             "model), a local checkpoint directory, or a random stand-in whose scores are noise "
+                             "(builtin:tiny-pairrm, builtin:tiny-reward-llama, builtin:tiny-reward-deberta)")
+    parser.add_argument("--kind", default="auto", choices=["auto", "pairrm", "sequence_classifier"],
+                        help="auto (read from the checkpoint's config.json), pairrm, or sequence_classifier "
+                             "(AutoModelForSequenceClassification with one output: its logits are the scores)")
+    parser.add_argument("--chat-template", type=Path, default=None,
+                        help="sequence classifiers without a chat template: a Jinja file rendering the user and "
+                             "assistant turns as the model was trained")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="sequence classifiers that ship their own code (e.g. ArmoRM): run it")
+    parser.add_argument("--output-index", type=int, default=None,
+                        help="sequence classifiers with several outputs: the one that is the reward")
     parser.add_argument("--input", required=True, type=Path, help="jsonl rows with 'prompt' and 'candidates'")
     parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
@@ -53,8 +65,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-size", type=int, default=256, help="prompts per resumable chunk (default 256)")
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The jsonl rows, each checked: a JSON object with a string `prompt` and >= 2 string `candidates`."""
+def read_rows(path: Path, min_candidates: int = 2) -> list[dict[str, Any]]:
+    """The jsonl rows, each checked: a JSON object with a string `prompt` and >= 2 (or `min_candidates`) strings."""
     rows = []
     for where, row in iter_jsonl(path):
         if not isinstance(row, dict):
@@ -64,9 +76,10 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         if not isinstance(prompt, str):
             raise DataError(f"{where}: 'prompt' is {'missing' if prompt is None else type(prompt).__name__}; "
                             f"expected a string.")
-        if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
-            raise DataError(f"{where}: 'candidates' must be a list of at least two strings (PairRM compares "
-                            f"pairs), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
+        if not isinstance(cands, list) or len(cands) < min_candidates or not all(isinstance(c, str) for c in cands):
+            need = "at least two strings (PairRM compares pairs)" if min_candidates == 2 else "at least one string"
+            raise DataError(f"{where}: 'candidates' must be a list of {need}, got "
+                            f"{json.dumps(cands, ensure_ascii=False)[:80]}.")
         rows.append(row)
     if not rows:
         raise DataError(f"--input {path} holds no rows (it is empty or blank): nothing to score. Give a jsonl file "
@@ -98,7 +111,8 @@ def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_s
     The calls are the chunks `--work-dir` writes, so that the batches, hence the scores bit for bit, are the same
     with and without it.
     """
-    bar = Progress(len(rows), desc="PairRM scoring", unit="prompt", enabled=progress)
+    desc = "PairRM scoring" if getattr(scorer, "kind", "pairrm") == "pairrm" else "reward-model scoring"
+    bar = Progress(len(rows), desc=desc, unit="prompt", enabled=progress)
     scores: list[list[float]] = []
     try:
         chunk_size = max(1, int(chunk_size))
@@ -119,7 +133,17 @@ def main(args: argparse.Namespace) -> int:
         if value < 1:
             raise ParameterError(f"{option} {value} must be >= 1.")
     check_output(args.output)
-    rows = read_rows(args.input)
+    kind = resolve_kind(args.model, args.kind)
+    rows = read_rows(args.input, min_candidates=2 if kind == "pairrm" else 1)
+    options: dict[str, Any] = {}
+    if args.chat_template is not None:
+        if not args.chat_template.is_file():
+            raise DataError(f"--chat-template {args.chat_template} does not exist (a Jinja template file).")
+        options["chat_template"] = args.chat_template.read_text(encoding="utf-8")
+    if args.trust_remote_code:
+        options["trust_remote_code"] = True
+    if args.output_index is not None:
+        options["output_index"] = args.output_index
     from .scoring import score_candidates
 
     if args.work_dir or args.num_processes > 1 or world_size() > 1:
@@ -128,13 +152,15 @@ def main(args: argparse.Namespace) -> int:
             [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
             device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
             num_processes=args.num_processes, work_dir=work_dir, source_maxlength=args.source_maxlength,
-            candidate_maxlength=args.candidate_maxlength)
+            candidate_maxlength=args.candidate_maxlength, kind=kind, options=options)
         if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
             return 0
         scores, info = result.scores, result.info
     else:
-        scorer = load_scorer(args.model, backend=args.backend, device=args.device, dtype=args.dtype,
-                             source_maxlength=args.source_maxlength, candidate_maxlength=args.candidate_maxlength)
+        if kind == "pairrm":
+            options.update(source_maxlength=args.source_maxlength, candidate_maxlength=args.candidate_maxlength)
+        scorer = load_scorer(args.model, kind=kind, backend=args.backend, device=args.device, dtype=args.dtype,
+                             **options)
         scores, info = (score_rows(scorer, rows, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size),
                         scorer.info)
     write_rows(args.output, [{**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}

@@ -1,4 +1,4 @@
-"""PairRM scoring at scale: resumable chunks, progress, and torchrun processes over contiguous shares.
+"""Scoring at scale (PairRM or a sequence-classifier reward model): resumable chunks, progress, and torchrun processes over contiguous shares.
 
     result = score_candidates(prompts, candidates, model="llm-blender/PairRM", work_dir=run.work_dir("scoring"))
     result.scores  # list[list[float]], input order;  result.info  # the scorer's info + throughput
@@ -58,6 +58,8 @@ class ScoringJob:
     source_maxlength: int | None = None  # None: the checkpoint's own (repro.scorers.pairrm_checkpoint.checkpoint_limits)
     candidate_maxlength: int | None = None
     progress: bool = True
+    kind: str = "auto"  # resolved ('pairrm' | 'sequence_classifier') by score_candidates before any work
+    options: dict[str, Any] = field(default_factory=dict)  # a sequence classifier's (chat_template, ...)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -78,8 +80,11 @@ def _check_job(job: ScoringJob, num_processes: int) -> None:
 def _device_and_dtype(job: ScoringJob) -> tuple[str, str]:
     """('cuda' | 'cpu' | 'mps', 'fp32' | 'fp16' | 'bf16'): what the job's device and dtype mean on this machine."""
     from .scorers.common import resolve_device, resolve_dtype
+    from .scorers.sequence_classifier import reward_model_dtype
 
     device = resolve_device(job.device)
+    if job.kind == "sequence_classifier":
+        return device.type, reward_model_dtype(job.dtype, device)
     return device.type, resolve_dtype(job.dtype, device)
 
 
@@ -128,6 +133,9 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
+    if job.kind == "sequence_classifier":
+        return {"what": "sequence-classifier-scores", "model": model_identity(job.model), "device_type": device_type,
+                "dtype": dtype, "batch_tokens": int(job.batch_tokens), "options": job.options, "versions": versions}
     return {
         "what": "pairrm-scores",
         "model": model_identity(job.model),
@@ -149,19 +157,24 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                      device: str = "auto", dtype: str = "auto", batch_tokens: int = DEFAULT_BATCH_TOKENS,
                      chunk_size: int = 256, num_processes: int = 1, work_dir: str | Path,
                      source_maxlength: int | None = None, candidate_maxlength: int | None = None,
-                     progress: bool = True) -> ScoreResult:
-    """Score every candidate of every prompt with PairRM, resumably, in one or several processes.
+                     progress: bool = True, kind: str = "auto",
+                     options: dict[str, Any] | None = None) -> ScoreResult:
+    """Score every candidate of every prompt (PairRM or a sequence classifier), resumably, in one or several processes.
 
-    Limits left None are the checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which.
+    `kind`: 'auto' (read from the checkpoint), 'pairrm' or 'sequence_classifier'; `options`: a sequence
+    classifier's (chat_template, trust_remote_code, output_index, max_length). PairRM limits left None are the
+    checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which.
     """
+    from .scorers import resolve_kind
+    from .scorers.common import check_inputs
+
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
                      chunk_size=int(chunk_size), work_dir=str(work_dir),
                      source_maxlength=_optional_int(source_maxlength),
-                     candidate_maxlength=_optional_int(candidate_maxlength), progress=bool(progress))
-    from .scorers.common import check_inputs
-
+                     candidate_maxlength=_optional_int(candidate_maxlength), progress=bool(progress),
+                     kind=resolve_kind(model, kind), options=dict(options or {}))
     _check_job(job, num_processes)
-    check_inputs(prompts, candidates)
+    check_inputs(prompts, candidates, min_candidates=2 if job.kind == "pairrm" else 1)
     _device_and_dtype(job)  # an unknown or unavailable device or dtype fails here, before any worker starts
     items = [[p, list(c)] for p, c in zip(prompts, candidates)]
     if world_size() > 1:
@@ -177,8 +190,16 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
 def _load_scorer(job: ScoringJob, device: str | None = None):
     from .scorers import load_scorer
 
-    return load_scorer(job.model, backend=job.backend, device=device or job.device, dtype=job.dtype,
-                       source_maxlength=job.source_maxlength, candidate_maxlength=job.candidate_maxlength)
+    if job.kind == "sequence_classifier":
+        return load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
+                           dtype=job.dtype, **job.options)
+    return load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device, dtype=job.dtype,
+                       source_maxlength=job.source_maxlength, candidate_maxlength=job.candidate_maxlength,
+                       **job.options)
+
+
+def _desc(job: ScoringJob) -> str:
+    return "PairRM scoring" if job.kind == "pairrm" else "reward-model scoring"
 
 
 def _chunk_fn(scorer, job: ScoringJob, budgets_used: dict[str, int]):
@@ -236,7 +257,7 @@ def _info(scorer_info: dict[str, Any], job: ScoringJob, *, processes: int, promp
 def _score_here(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
     start = time.monotonic()
     run, scorer_info, load_seconds = _score_share(items, job, share=None, device=None, show_progress=job.progress,
-                                                  prepare=True, desc="PairRM scoring")
+                                                  prepare=True, desc=_desc(job))
     computed = len(items) - run.items_resumed
     info = _info(scorer_info, job, processes=1, prompts=len(items), computed=computed, scoring_seconds=run.seconds,
                  seconds=time.monotonic() - start, load_seconds=load_seconds, chunks_total=run.chunks_total,
@@ -254,7 +275,7 @@ def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
         rank, world = share
         run, scorer_info, load_seconds = _score_share(
             items, job, share=share, device=device, show_progress=job.progress and rank == 0,
-            prepare=False, desc=f"PairRM scoring (rank 0 of {world}: its share)")
+            prepare=False, desc=f"{_desc(job)} (rank 0 of {world}: its share)")
         return {"results": run.results, "resumed": run.chunks_resumed, "items_resumed": run.items_resumed,
                 "seconds": run.seconds, "load_seconds": load_seconds, "info": scorer_info,
                 "chunks_total": run.chunks_total, "digest": run.digest}

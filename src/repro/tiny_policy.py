@@ -60,7 +60,7 @@ def speaking_token_ids() -> list[int]:
     return [10] + list(range(0x20, 0x7F))
 
 
-def _build_tokenizer(vocab_size: int | None):
+def byte_tokenizer(vocab_size: int | None):
     """Byte-level tokenizer (id = byte), three special tokens, optional unused fillers up to `vocab_size`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -153,7 +153,7 @@ def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int
     import torch
     from transformers import GenerationConfig, LlamaForCausalLM
 
-    tokenizer = _build_tokenizer(SIZES[size]["vocab_size"])
+    tokenizer = byte_tokenizer(SIZES[size]["vocab_size"])
     config = _llama_config(size, tokenizer, max_position_embeddings)
     tokenizer.save_pretrained(path)
     GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id).save_pretrained(path)

@@ -1,41 +1,129 @@
 """Reward-model scorers behind one interface.
 
-    scorer = load_scorer("llm-blender/PairRM", device="auto", dtype="auto")
+    scorer = load_scorer("llm-blender/PairRM", kind="auto", device="auto", dtype="auto")
     scores = scorer.score(prompts, candidates)   # list of float64 arrays, one score per candidate, input order
     scorer.info                                   # what produced the scores, for the manifest
 
-Modules (each imports only those above it in this list; none imports this package's `load_scorer`):
+Modules (no import circle among them; none imports this package's `load_scorer`):
 
 - `common`: devices and precisions, input checks, ranks, the stand-in mark, PairRM's default limits (1224/412);
 - `pairrm_tokens`, `pairrm_attention`, `pairrm_checkpoint`, `pairrm`: PairRM's tokenisation, its fast
   DeBERTa-v3 attention, finding and building a checkpoint of either layout, and the engine;
-- `tiny`: the random stand-ins built offline (`builtin:tiny-pairrm`);
+- `sequence_classifier`: reward models with one output (`AutoModelForSequenceClassification`), batched
+  by a token budget like PairRM's engine;
+- `tiny`: the random stand-ins built offline (`builtin:tiny-pairrm`, `builtin:tiny-reward-llama`,
+  `builtin:tiny-reward-deberta`);
 - `blender_compat`: llm-blender's own code as a reference backend.
+
+`kind` is 'pairrm', 'sequence_classifier', or 'auto': read from the checkpoint's config.json (llm-blender's
+ranker config or DebertaV2PairRM: PairRM; a `*ForSequenceClassification` architecture: a sequence classifier).
+PairRM's scores sum to 0 over a prompt's candidates; a sequence classifier's are its logits, on its own scale.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
-from ..errors import ParameterError
+from ..errors import ModelLoadError, ParameterError
+from .common import check_local_path
 
+KINDS = ("auto", "pairrm", "sequence_classifier")
 BACKENDS = ("repro", "llm-blender")
+PAIRRM_OPTIONS = ("source_maxlength", "candidate_maxlength", "fast_attention", "batch_size", "restore_normalizer")
 
 
-def load_scorer(model: str | Path, *, backend: str = "repro", device: str = "auto", dtype: str = "auto",
-                source_maxlength: int | None = None, candidate_maxlength: int | None = None, **kwargs):
-    """A PairRM scorer: backend "repro" (the engine) or "llm-blender" (the original code, as reference).
+def kind_of_config(config: dict[str, Any]) -> str | None:
+    """'pairrm' for llm-blender's ranker config or DebertaV2PairRM, 'sequence_classifier' for *ForSequenceClassification."""
+    architectures = config.get("architectures") or []
+    if "ranker_type" in config or "DebertaV2PairRM" in architectures or "source_prefix_id" in config:
+        return "pairrm"
+    if any(str(a).endswith("ForSequenceClassification") for a in architectures):
+        return "sequence_classifier"
+    return None
 
-    Limits left None are the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412: `info["limits_from"]`.
-    """
-    common = dict(device=device, dtype=dtype, source_maxlength=source_maxlength,
-                  candidate_maxlength=candidate_maxlength, **kwargs)
+
+def _read_config(spec: str) -> dict[str, Any] | None:
+    """A checkpoint's config.json: from its folder, or from the hub cache (or the hub, when online)."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        file = path / "config.json"
+    else:
+        try:
+            from huggingface_hub import hf_hub_download
+
+            file = Path(hf_hub_download(spec, "config.json"))
+        except Exception:  # offline and not cached, no such repo: the caller says what to do
+            return None
+    try:
+        return json.loads(file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def detect_kind(model: str | Path) -> str:
+    """'pairrm' or 'sequence_classifier', read from the checkpoint's config (built-in stand-ins by name; a hub id
+    whose config is neither cached nor reachable counts as PairRM, so that its loader says how to fetch it)."""
+    from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
+    from .tiny import BUILTIN_REWARD_MODELS
+
+    spec = str(model).strip()
+    if spec == BUILTIN_TINY or spec in KNOWN_HUB_IDS:
+        return "pairrm"
+    if spec in BUILTIN_REWARD_MODELS:
+        return "sequence_classifier"
+    if spec.startswith("builtin:"):
+        raise ModelLoadError(f"Unknown built-in model '{spec}': the built-in stand-ins are "
+                             f"{', '.join([BUILTIN_TINY, *BUILTIN_REWARD_MODELS])}.")
+    check_local_path(spec, "Scorer model", "llm-blender/PairRM-hf")
+    config = _read_config(spec)
+    if config is None and not Path(spec).expanduser().is_dir():
+        # a hub id neither cached nor reachable: PairRM, the project's scorer, whose loader says how to fetch it
+        return "pairrm"
+    kind = kind_of_config(config) if config is not None else None
+    if kind is None:
+        what = ("its config.json could not be read" if config is None else
+                f"its config.json names architectures {config.get('architectures')}, neither PairRM's nor a "
+                f"*ForSequenceClassification")
+        raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: {what}. Set scorer_kind (`repro score "
+                             f"--kind`) to 'pairrm' or 'sequence_classifier'.")
+    return kind
+
+
+def resolve_kind(model: str | Path, kind: str = "auto") -> str:
+    """`kind` checked; 'auto' read from the checkpoint (`detect_kind`)."""
+    if kind not in KINDS:
+        raise ParameterError(f"kind={kind!r} is not a scorer kind: expected one of {', '.join(KINDS)}.")
+    return detect_kind(model) if kind == "auto" else kind
+
+
+def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro", device: str = "auto",
+                dtype: str = "auto", **options):
+    """A scorer of `model`: PairRM (backend "repro", the engine, or "llm-blender", the original code) or a
+    sequence-classifier reward model (options: chat_template, trust_remote_code, output_index, max_length)."""
+    from .sequence_classifier import OPTIONS as SEQUENCE_CLASSIFIER_OPTIONS
+
+    kind = resolve_kind(model, kind)
+    allowed = PAIRRM_OPTIONS if kind == "pairrm" else SEQUENCE_CLASSIFIER_OPTIONS
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ParameterError(f"Scorer option(s) {', '.join(unknown)} do not apply to a {kind} scorer ('{model}'); "
+                             f"its options are {', '.join(allowed)}.")
+    if kind == "sequence_classifier":
+        if backend != "repro":
+            raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
+        from .sequence_classifier import SequenceClassifierScorer
+
+        return SequenceClassifierScorer.load(model, device=device, dtype=dtype, **options)
+    # PairRM limits not given (or None) are the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412:
+    # `info["limits_from"]` says which
     if backend == "repro":
         from .pairrm import PairRM
 
-        return PairRM.load(model, **common)
+        return PairRM.load(model, device=device, dtype=dtype, **options)
     if backend == "llm-blender":
         from .blender_compat import BlenderScorer
 
-        return BlenderScorer.load(model, **common)
+        return BlenderScorer.load(model, device=device, dtype=dtype, **options)
     raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")

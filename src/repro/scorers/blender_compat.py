@@ -87,6 +87,7 @@ class BlenderScorer:
     """Scores from llm-blender's own code; the same interface as `repro.scorers.pairrm.PairRM`."""
 
     backend = "llm-blender"
+    kind = "pairrm"
 
     def __init__(self, blender, *, spec: str, path: Path, layout: str, device: str, dtype: str, normalization: str,
                  source_maxlength: int, candidate_maxlength: int, batch_size: int,

@@ -6,13 +6,14 @@ Nothing here imports torch at module level, so that `repro.parameters` can take 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import DataError, ParameterError
+from ..errors import DataError, ModelLoadError, ParameterError, ReproError
 from ..paths import STAND_IN_MARKER
 
 DEFAULT_BATCH_TOKENS = 16384
@@ -113,6 +114,25 @@ def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
 
 
+def looks_like_path(spec: str) -> bool:
+    """True when a model spec names a local path (not an `owner/name` hub id)."""
+    return spec.startswith((".", "/", "~")) or spec.count("/") != 1 or "\\" in spec
+
+
+def check_local_path(spec: str, what: str, hub_example: str) -> None:
+    """Raise a ModelLoadError naming the path when `spec` names a local path with no folder there."""
+    path = Path(spec).expanduser()
+    if path.is_dir() or not (path.exists() or looks_like_path(spec)):
+        return
+    if path.exists():
+        raise ModelLoadError(f"{what} '{spec}' is not a directory (looked for {path.resolve()}): pass the "
+                             f"checkpoint's folder (config.json, weights, tokenizer), not a file in it.")
+    raise ModelLoadError(f"{what} '{spec}' is not a directory: it names a local path, and nothing is at "
+                         f"{path.resolve()}. Check the path (it is read relative to the directory you run in), or "
+                         f"pass a hub id such as {hub_example}, or a built-in stand-in (builtin:tiny-pairrm, "
+                         f"builtin:tiny-reward-llama) for a run without any download (its scores are noise).")
+
+
 def is_stand_in(spec: str | Path) -> bool:
     """True for a random stand-in (`builtin:...`, or a directory `repro.scorers.tiny` built): its scores are noise."""
     spec = str(spec)
@@ -122,3 +142,87 @@ def is_stand_in(spec: str | Path) -> bool:
         return (Path(spec).expanduser() / STAND_IN_MARKER).is_file()
     except OSError:
         return False
+
+
+# ------------------------------------------------------------------------------------------------
+# forward passes packed by a token budget (PairRM's engine and the sequence classifiers)
+# ------------------------------------------------------------------------------------------------
+class BudgetedBatches:
+    """Runs `self._forward(items)` over items sorted longest first, `batch_tokens` padded tokens at a time.
+
+    The subclass sets `device` (a torch.device), `dtype`, `max_batch_tokens` (None, lowered for the rest of
+    the scorer's life by a CUDA out-of-memory), and the words of its messages: `label`, `unit`, `shrink_hint`.
+    """
+
+    label = "scorer"
+    unit = "pass"
+    shrink_hint = "smaller length limits"
+
+    def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int,
+             on_done: Callable[[list[int]], None]) -> np.ndarray:
+        """The output of every item of `plan`; batches of at most `batch_tokens` padded tokens, halved on out-of-memory.
+
+        A batch's float rounding depends on its neighbours, so after an out-of-memory the call starts over with
+        the halved budget: its result is then exactly that of a call with `batch_tokens=<halved>`.
+        """
+        import torch
+
+        out = np.empty(len(plan), dtype=np.float32)
+        budget = self.effective_batch_tokens(batch_tokens)
+        reported: set[int] = set()  # items whose progress was reported before a restart
+        start = 0
+        while start < len(order):
+            width = plan[order[start]].length  # the longest of the batch: items are sorted
+            stop = min(len(order), start + max(1, budget // width))
+            chunk = order[start:stop]
+            try:
+                out[chunk] = self._forward([plan[k] for k in chunk])
+            except torch.OutOfMemoryError:
+                if len(chunk) == 1:
+                    raise ReproError(
+                        f"Out of memory on {self.device} for a single {self.label} {self.unit} of {width} tokens "
+                        f"({self.dtype}). Use a GPU with more free memory, dtype='fp16' or 'bf16', or "
+                        f"{self.shrink_hint}.") from None
+                new_budget = max(width, (len(chunk) * width) // 2)
+                warnings.warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting "
+                              f"this call over with batch_tokens={new_budget}, kept from now on (scores depend on "
+                              f"the budget: pass --batch-tokens {new_budget} to start there).",
+                              RuntimeWarning, stacklevel=3)
+                budget = self.max_batch_tokens = new_budget
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                reported.update(order[:start])
+                start = 0
+                continue
+            new = [k for k in chunk if k not in reported]
+            if new:
+                on_done(new)
+            start = stop
+        return out
+
+    def effective_batch_tokens(self, batch_tokens: int) -> int:
+        """The budget a call with `batch_tokens` uses: lower after an out-of-memory (the scores depend on it)."""
+        budget = int(batch_tokens)
+        return budget if self.max_batch_tokens is None else min(budget, self.max_batch_tokens)
+
+
+def prompts_done_counter(needed: Sequence[Sequence[int]], n_items: int,
+                         progress: Callable[[int], Any] | None) -> Callable[[list[int]], None]:
+    """An `on_done(items)` calling `progress(n)` with the number of prompts whose needed items are now all done."""
+    users: list[list[int]] = [[] for _ in range(n_items)]
+    remaining = []
+    for row, items in enumerate(needed):
+        remaining.append(len(items))
+        for k in items:
+            users[k].append(row)
+
+    def on_done(chunk: list[int]) -> None:
+        finished = 0
+        for k in chunk:
+            for row in users[k]:
+                remaining[row] -= 1
+                finished += remaining[row] == 0
+        if progress is not None and finished:
+            progress(finished)
+
+    return on_done

@@ -22,16 +22,15 @@ found and built by `pairrm_checkpoint`, its attention sped up by `pairrm_attenti
 from __future__ import annotations
 
 import unicodedata
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from ..errors import DataError, ModelLoadError, ParameterError, ReproError
-from .common import (DEFAULT_BATCH_TOKENS, check_inputs, is_stand_in, ranks_from_scores,
-                     resolve_device, resolve_dtype, torch_dtype)
+from ..errors import DataError, ModelLoadError, ParameterError
+from .common import (DEFAULT_BATCH_TOKENS, BudgetedBatches, check_inputs, is_stand_in,
+                     prompts_done_counter, ranks_from_scores, resolve_device, resolve_dtype, torch_dtype)
 from .pairrm_checkpoint import PairRMModel, checkpoint_limits, load_pairrm_model, read_config, resolve_model
 from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
                             load_tokenizer)
@@ -64,10 +63,12 @@ def _truncate(ids: np.ndarray, max_length: int) -> np.ndarray:
     return np.concatenate([ids[:max_length - 1], ids[-1:]])
 
 
-class PairRM:
+class PairRM(BudgetedBatches):
     """PairRM scorer (backend "repro"): load with `PairRM.load(model, device=..., dtype=...)`."""
 
     backend = "repro"
+    kind = "pairrm"
+    label, unit, shrink_hint = "PairRM", "pass", "smaller source_maxlength/candidate_maxlength"
 
     def __init__(self, model: PairRMModel, tokenizer, *, spec: str, path: Path, layout: str, device: torch.device,
                  dtype: str, normalization: str, source_maxlength: int, candidate_maxlength: int,
@@ -194,51 +195,6 @@ class PairRM:
             logits = self.model(*self._batch_tensors(batch))
         return logits.float().cpu().numpy()
 
-    def _run(self, plan: list[_Pass], order: list[int], batch_tokens: int,
-             on_done: Callable[[list[int]], None]) -> np.ndarray:
-        """pair_logits of every pass; batches of at most `batch_tokens` padded tokens, halved on out-of-memory.
-
-        A batch's float rounding depends on its neighbours, so after an out-of-memory the call starts over with
-        the halved budget: its result is then exactly that of `score(..., batch_tokens=<halved>)`.
-        """
-        logits = np.empty(len(plan), dtype=np.float32)
-        budget = self.effective_batch_tokens(batch_tokens)
-        reported: set[int] = set()  # passes whose progress was reported before a restart
-        start = 0
-        while start < len(order):
-            width = plan[order[start]].length  # the longest of the batch: passes are sorted
-            stop = min(len(order), start + max(1, budget // width))
-            chunk = order[start:stop]
-            try:
-                logits[chunk] = self._forward([plan[k] for k in chunk])
-            except torch.OutOfMemoryError:
-                if len(chunk) == 1:
-                    raise ReproError(
-                        f"Out of memory on {self.device} for a single PairRM pass of {width} tokens ({self.dtype}). "
-                        f"Use a GPU with more free memory, dtype='fp16' or 'bf16', or smaller "
-                        f"source_maxlength/candidate_maxlength.") from None
-                new_budget = max(width, (len(chunk) * width) // 2)
-                warnings.warn(f"PairRM: out of memory on {self.device} with batch_tokens={budget}; starting this "
-                              f"call over with batch_tokens={new_budget}, kept from now on (scores depend on the "
-                              f"budget: pass --batch-tokens {new_budget} to start there).",
-                              RuntimeWarning, stacklevel=2)
-                budget = self.max_batch_tokens = new_budget
-                if self.device.type == "cuda":
-                    torch.cuda.empty_cache()
-                reported.update(k for k in order[:start])
-                start = 0
-                continue
-            new = [k for k in chunk if k not in reported]
-            if new:
-                on_done(new)
-            start = stop
-        return logits
-
-    def effective_batch_tokens(self, batch_tokens: int) -> int:
-        """The budget a call with `batch_tokens` uses: lower after an out-of-memory (the scores depend on it)."""
-        budget = int(batch_tokens)
-        return budget if self.max_batch_tokens is None else min(budget, self.max_batch_tokens)
-
     # -- public ---------------------------------------------------------------------------------
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
               batch_tokens: int = DEFAULT_BATCH_TOKENS, return_matrix: bool = False,
@@ -251,23 +207,7 @@ class PairRM:
         if batch_tokens < 1:
             raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
         plan, order, per_prompt = self._plan(prompts, candidates)
-        users: list[list[int]] = [[] for _ in plan]
-        remaining = []
-        for row, index in enumerate(per_prompt):
-            needed = np.unique(index[index >= 0])
-            remaining.append(len(needed))
-            for k in needed:
-                users[k].append(row)
-
-        def on_done(chunk: list[int]) -> None:
-            finished = 0
-            for k in chunk:
-                for row in users[k]:
-                    remaining[row] -= 1
-                    finished += remaining[row] == 0
-            if progress is not None and finished:
-                progress(finished)
-
+        on_done = prompts_done_counter([np.unique(index[index >= 0]) for index in per_prompt], len(plan), progress)
         logits = self._run(plan, order, batch_tokens, on_done)
         matrices = []
         for index in per_prompt:

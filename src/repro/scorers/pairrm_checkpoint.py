@@ -16,6 +16,7 @@ from torch import nn
 from ..errors import ModelLoadError, ParameterError
 from ..paths import cache_root
 from .common import PAIRRM_LIMITS
+from .common import check_local_path, looks_like_path
 from .pairrm_attention import _batch_context, install_fast_attention
 
 BUILTIN_TINY = "builtin:tiny-pairrm"
@@ -37,15 +38,11 @@ DEBERTA_V3_LARGE = dict(
 # finding a checkpoint
 # ------------------------------------------------------------------------------------------------
 def _how_to_provide(spec: str) -> str:
-    repo = spec if "/" in spec else "llm-blender/PairRM-hf"
+    repo = "llm-blender/PairRM-hf" if looks_like_path(spec) else spec
     return (f"To provide it: on a machine with internet run `hf download {repo} --include '*.json' spm.model "
             f"model.safetensors` (it lands in the hub cache; copy that cache or set HF_HOME to it), or download "
             f"the folder anywhere and pass its path as the model; for a run without any download use "
             f"'{BUILTIN_TINY}' (a random stand-in whose scores are noise).")
-
-
-def _looks_like_path(spec: str) -> bool:
-    return spec.startswith((".", "/", "~")) or spec.count("/") != 1 or "\\" in spec
 
 
 def _has_weights(folder: Path) -> bool:
@@ -94,9 +91,7 @@ def resolve_model(spec: str | Path) -> Path:
                 f"config.json + model.safetensors or pytorch_model.bin) or the Transformers layout of "
                 f"llm-blender/PairRM-hf. {_how_to_provide(spec)}")
         return path
-    if path.exists() or _looks_like_path(spec):
-        raise ModelLoadError(f"PairRM model '{spec}' is not a directory (looked for {path.resolve()}). "
-                             f"{_how_to_provide(spec)}")
+    check_local_path(spec, "PairRM model", "llm-blender/PairRM-hf")
     return _from_hub(spec)
 
 

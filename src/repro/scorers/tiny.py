@@ -1,4 +1,8 @@
-"""A tiny random PairRM checkpoint in llm-blender's layout, built offline and deterministically: the scorer stand-in.
+"""The scorer stand-ins, built offline and deterministically: a tiny random PairRM, tiny random reward models.
+
+`build_tiny_reward_model` writes a random Llama or DeBERTa-v2 `*ForSequenceClassification` reward model
+with a chat template (`builtin:tiny-reward-llama`, `builtin:tiny-reward-deberta`). The rest of this module
+is the PairRM stand-in, a checkpoint in llm-blender's layout.
 
 Its scores are noise. It exists so that scoring, the equivalence tests against llm-blender and the CPU
 benchmark run without a download, through exactly the code path of the real `llm-blender/PairRM`:
@@ -28,7 +32,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from ..errors import ParameterError
 from ..paths import STAND_IN_MARKER
@@ -297,15 +301,14 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
     return out_dir
 
 
-def build_cached_tiny_pairrm(cache: Path, **kwargs) -> Path:
-    """Build the default stand-in once under `cache` (atomically, safe with concurrent processes); reuse it."""
-    target = cache / f"tiny-pairrm-v{BUILDER_VERSION}"
+def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
+    """`build(folder)` once into `target` (atomically, safe with concurrent processes); reuse it after."""
     if (target / STAND_IN_MARKER).exists():
         return target
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tiny-pairrm-", dir=cache))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        build_tiny_pairrm(tmp, **kwargs)
+        build(tmp)
         try:
             os.replace(tmp, target)
         except OSError:  # another process finished first: its copy is byte-identical
@@ -314,3 +317,71 @@ def build_cached_tiny_pairrm(cache: Path, **kwargs) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def build_cached_tiny_pairrm(cache: Path, **kwargs) -> Path:
+    """Build the default stand-in once under `cache` (atomically, safe with concurrent processes); reuse it."""
+    return build_once(cache / f"tiny-pairrm-v{BUILDER_VERSION}", lambda folder: build_tiny_pairrm(folder, **kwargs))
+
+
+# ------------------------------------------------------------------------------------------------
+# sequence-classifier reward models (one logit per conversation)
+# ------------------------------------------------------------------------------------------------
+BUILTIN_REWARD_MODELS = {"builtin:tiny-reward-llama": "llama", "builtin:tiny-reward-deberta": "deberta"}
+# an encoder reads the whole conversation and pools its first token ([CLS]): the template starts with it
+DEBERTA_CHAT_TEMPLATE = ("[CLS]{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}[SEP]"
+                         "{% endfor %}")
+
+
+def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: int = 0, num_labels: int = 1,
+                            chat_template: bool = True, hidden_size: int = 32, num_layers: int = 2,
+                            num_heads: int = 4, intermediate_size: int = 64, initializer_range: float = 0.2,
+                            vocab_size: int = 600) -> Path:
+    """A random `*ForSequenceClassification` reward model with a chat template (Llama or DeBERTa-v2) in `out_dir`.
+
+    Llama: the byte-level ChatML tokenizer of the stand-in policy; DeBERTa-v2: a DeBERTa-v3 sentencepiece
+    tokenizer trained here (`vocab_size` pieces) with `DEBERTA_CHAT_TEMPLATE`. `chat_template=False` leaves
+    the template out; `num_labels` > 1 gives a multi-output head. Scores are noise.
+    """
+    import torch
+    from transformers import DebertaV2ForSequenceClassification, LlamaConfig, LlamaForSequenceClassification
+
+    from ..tiny_policy import byte_tokenizer
+
+    if arch not in ("llama", "deberta"):
+        raise ParameterError(f"arch={arch!r}: expected 'llama' or 'deberta'.")
+    if hidden_size % num_heads:
+        raise ParameterError(f"hidden_size={hidden_size} must be a multiple of num_heads={num_heads}.")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    if arch == "llama":
+        tokenizer = byte_tokenizer(None)
+        if not chat_template:
+            tokenizer.chat_template = None
+        tokenizer.save_pretrained(out_dir)
+        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
+                             num_hidden_layers=num_layers, num_attention_heads=num_heads,
+                             num_key_value_heads=max(1, num_heads // 2), max_position_embeddings=2048,
+                             initializer_range=initializer_range, bos_token_id=None,
+                             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                             num_labels=num_labels, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+        model = LlamaForSequenceClassification(config)
+    else:
+        n_tokens = _write_tokenizer(out_dir, train_sentencepiece(vocab_size), with_prefixes=False)
+        if chat_template:
+            (out_dir / "chat_template.jinja").write_text(DEBERTA_CHAT_TEMPLATE, encoding="utf-8")
+        config = _backbone_config(n_tokens, hidden_size, num_layers, num_heads, intermediate_size, initializer_range)
+        config.num_labels = num_labels
+        model = DebertaV2ForSequenceClassification(config)
+    model.save_pretrained(out_dir)
+    _write_json(out_dir / STAND_IN_MARKER, {
+        "builder": f"repro.scorers.tiny v{BUILDER_VERSION}", "arch": arch, "seed": seed, "num_labels": num_labels,
+        "what": "random sequence-classifier reward model: scores are noise"})
+    return out_dir
+
+
+def build_cached_tiny_reward_model(cache: Path, arch: str) -> Path:
+    """The default tiny reward model of `arch` ('llama' | 'deberta'), built once under `cache`."""
+    return build_once(cache / f"tiny-reward-{arch}-v{BUILDER_VERSION}",
+                       lambda folder: build_tiny_reward_model(folder, arch))

@@ -1,0 +1,246 @@
+"""Sequence-classifier reward models: any `AutoModelForSequenceClassification` checkpoint with one output.
+
+Bradley–Terry reward models (Skywork-Reward, ArmoRM, UltraRM-style, RLHFlow's) read one conversation and
+return one logit. The prompt and a candidate are rendered as a two-turn conversation (user, assistant) with
+the model's chat template (or `chat_template=` for a checkpoint without one), tokenised without adding
+special tokens (the template holds them, as `apply_chat_template` does), and scored one sequence per
+(prompt, candidate). A candidate's score is that logit: no sum-to-zero over a prompt's candidates, and a
+scale of its own (not comparable with PairRM's scores).
+
+The engine tokenises every distinct (prompt, candidate) once, sorts the sequences longest first (ties by
+text, so that the batches and hence the numbers do not depend on the input order), packs them into
+right-padded batches of at most `batch_tokens` padded tokens, and returns the scores in input order. Right
+padding leaves a decoder's real tokens untouched and the model's own pooling reads the last real token,
+so a sequence's score does not depend on its batch neighbours (to float rounding).
+
+    scorer = repro.scorers.load_scorer("Skywork/Skywork-Reward-V2-Llama-3.1-8B", kind="sequence_classifier")
+    scores = scorer.score(prompts, candidates)   # list of float64 arrays (one logit per candidate), input order
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import ModelLoadError, ParameterError
+from ..paths import cache_root
+from .common import (DEFAULT_BATCH_TOKENS, BudgetedBatches, check_inputs, check_local_path, is_stand_in,
+                     prompts_done_counter, ranks_from_scores, resolve_device, resolve_dtype, torch_dtype)
+
+OPTIONS = ("chat_template", "trust_remote_code", "output_index", "max_length")
+SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
+                 "and a scale of its own (not comparable with PairRM's scores)")
+
+
+class _Sequence:
+    """One (prompt, candidate) conversation as token ids."""
+
+    __slots__ = ("ids", "length", "order_key")
+
+    def __init__(self, ids: np.ndarray, order_key: tuple[str, str]):
+        self.ids, self.length, self.order_key = ids, len(ids), order_key
+
+
+def resolve_checkpoint(spec: str | Path) -> str:
+    """A local folder (or a built-in stand-in, built once) as a path; a hub id as it is (transformers finds it)."""
+    from .tiny import BUILTIN_REWARD_MODELS, build_cached_tiny_reward_model
+
+    spec = str(spec).strip()
+    if spec in BUILTIN_REWARD_MODELS:
+        return str(build_cached_tiny_reward_model(cache_root(), BUILTIN_REWARD_MODELS[spec]))
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"Reward model folder {path} has no config.json: expected a Transformers "
+                                 f"checkpoint (config.json, weights, tokenizer files).")
+        return str(path)
+    check_local_path(spec, "Reward model", "Skywork/Skywork-Reward-V2-Llama-3.1-8B")
+    return spec
+
+
+def _needs_remote_code(exc: Exception) -> bool:
+    return "trust_remote_code" in str(exc)
+
+
+def _load_error(spec: str, exc: Exception, trust_remote_code: bool) -> ModelLoadError:
+    if _needs_remote_code(exc) and not trust_remote_code:
+        return ModelLoadError(
+            f"Reward model '{spec}' ships its own modelling code (as ArmoRM does): loading it runs that code, so it "
+            f"needs trust_remote_code=True (scorer option `trust_remote_code: true`, `repro score "
+            f"--trust-remote-code`). Set it only for a checkpoint whose code you trust.")
+    where = "" if Path(spec).is_dir() else (
+        f" If it is a hub id, fetch it once on a machine with internet (`hf download {spec}`) into the hub cache "
+        f"(or set HF_HOME to a copy of it), or pass a local folder.")
+    return ModelLoadError(f"Reward model '{spec}' could not be loaded ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}).{where}")
+
+
+def reward_model_dtype(dtype: str | None, device) -> str:
+    """'fp32' | 'fp16' | 'bf16'; 'auto' is bf16 on a CUDA GPU that has it (else fp16) and fp32 elsewhere."""
+    if str(dtype or "auto").strip().lower() == "auto" and device.type == "cuda":
+        import torch
+
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return resolve_dtype(dtype, device)
+
+
+class SequenceClassifierScorer(BudgetedBatches):
+    """A one-output sequence-classification reward model: load with `SequenceClassifierScorer.load(model, ...)`."""
+
+    backend = "repro"
+    kind = "sequence_classifier"
+    label, unit, shrink_hint = "reward model", "sequence", "a smaller max_length"
+
+    def __init__(self, model, tokenizer, *, spec: str, path: str, device, dtype: str, template: str,
+                 template_source: str, output_index: int | None, max_length: int | None, trust_remote_code: bool):
+        self.model, self.tokenizer = model, tokenizer
+        self.spec, self.path = spec, path
+        self.device, self.dtype = device, dtype
+        self.template, self.template_source = template, template_source
+        self.output_index, self.max_length = output_index, max_length
+        self.trust_remote_code = trust_remote_code
+        self.max_batch_tokens: int | None = None
+        self.pad_id = getattr(model.config, "pad_token_id", None)
+
+    @classmethod
+    def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto", chat_template: str | None = None,
+             trust_remote_code: bool = False, output_index: int | None = None,
+             max_length: int | None = None) -> "SequenceClassifierScorer":
+        """Load a checkpoint (hub id, folder, or `builtin:tiny-reward-llama` / `builtin:tiny-reward-deberta`).
+
+        `dtype` auto is bf16 on a CUDA GPU that has it (fp16 otherwise there) and fp32 elsewhere.
+        """
+        from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+        torch_device = resolve_device(device)
+        dtype_name = reward_model_dtype(dtype, torch_device)
+        if max_length is not None and int(max_length) < 1:
+            raise ParameterError(f"max_length={max_length} must be >= 1 (tokens per sequence) or None.")
+        path = resolve_checkpoint(model)
+        spec = str(model)
+        try:
+            config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+        except Exception as exc:  # offline, not cached, remote code refused: each gets its message below
+            raise _load_error(spec, exc, trust_remote_code) from None
+        n_out = int(getattr(config, "num_labels", 1) or 1)
+        if output_index is None and n_out != 1:
+            labels = getattr(config, "id2label", None) or {}
+            raise ModelLoadError(
+                f"Reward model '{spec}' has a head of {n_out} outputs ({', '.join(map(str, list(labels.values())[:8]))}"
+                f"{', ...' if n_out > 8 else ''}), but a reward model gives one score per response. If one output is "
+                f"the reward, pass output_index=K (scorer option `output_index`, `repro score --output-index K`).")
+        if output_index is not None and not 0 <= int(output_index) < n_out:
+            raise ParameterError(f"output_index={output_index}: reward model '{spec}' has {n_out} output(s) "
+                                 f"(0..{n_out - 1}).")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+            module = AutoModelForSequenceClassification.from_pretrained(
+                path, config=config, dtype=torch_dtype(dtype_name), trust_remote_code=trust_remote_code)
+        except Exception as exc:
+            raise _load_error(spec, exc, trust_remote_code) from None
+        template = chat_template or getattr(tokenizer, "chat_template", None)
+        if not template:
+            raise ModelLoadError(
+                f"Reward model '{spec}' has no chat template, and the prompt and response must be rendered as a "
+                f"conversation the way the model was trained. Pass the template it was trained with as "
+                f"chat_template (a Jinja string over `messages`, as in tokenizer_config.json; scorer option "
+                f"`chat_template`, `repro score --chat-template FILE`).")
+        if isinstance(template, dict):  # several named templates: the default one renders conversations
+            template = template.get("default") or next(iter(template.values()))
+        module.to(torch_device).eval()
+        if max_length is None:
+            max_length = getattr(config, "max_position_embeddings", None)
+        return cls(module, tokenizer, spec=spec, path=path, device=torch_device, dtype=dtype_name, template=template,
+                   template_source="given" if chat_template else "the model's", output_index=output_index,
+                   max_length=int(max_length) if max_length else None, trust_remote_code=bool(trust_remote_code))
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What produced the scores, for the run manifest."""
+        return {"model": self.spec, "path": self.path, "kind": self.kind, "backend": self.backend,
+                "architecture": (getattr(self.model.config, "architectures", None) or [type(self.model).__name__])[0],
+                "device": str(self.device), "dtype": self.dtype, "chat_template": self.template_source,
+                "output_index": self.output_index, "max_length": self.max_length,
+                "trust_remote_code": self.trust_remote_code, "stand_in": is_stand_in(self.path),
+                "score": SCORE_MEANING}
+
+    # -- tokenisation ---------------------------------------------------------------------------
+    def render(self, prompt: str, candidate: str) -> str:
+        """The conversation text of one (prompt, candidate): a user turn and an assistant turn."""
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}, {"role": "assistant", "content": candidate}],
+            chat_template=self.template, tokenize=False)
+
+    def _plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
+        pairs = {(p, c): None for p, cands in zip(prompts, candidates) for c in cands}
+        keys = list(pairs)
+        texts = [self.render(p, c) for p, c in keys]
+        plan: list[_Sequence] = []
+        truncated = 0
+        for start in range(0, len(texts), 1024):
+            batch = self.tokenizer(texts[start:start + 1024], add_special_tokens=False, truncation=False)
+            for key, ids in zip(keys[start:start + 1024], batch["input_ids"]):
+                if self.max_length is not None and len(ids) > self.max_length:
+                    ids, truncated = ids[:self.max_length], truncated + 1
+                plan.append(_Sequence(np.asarray(ids, dtype=np.int64), key))
+        if truncated:
+            warnings.warn(f"{truncated} conversation(s) longer than max_length={self.max_length} tokens were cut to "
+                          f"their first {self.max_length} tokens.", RuntimeWarning, stacklevel=3)
+        index = {key: k for k, key in enumerate(keys)}
+        per_prompt = [np.array([index[(p, c)] for c in cands], dtype=np.int64) for p, cands in zip(prompts, candidates)]
+        order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
+        return plan, order, per_prompt
+
+    # -- forward passes -------------------------------------------------------------------------
+    def _pad_id(self, batch: list[_Sequence]) -> int:
+        """The model's pad id; without one, an id that ends no sequence of the batch (pooling reads the last real one)."""
+        if self.pad_id is not None:
+            return int(self.pad_id)
+        last = {int(s.ids[-1]) for s in batch}
+        for pad in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, 0, 1, 2):
+            if pad is not None and int(pad) not in last:
+                return int(pad)
+        return next(i for i in range(len(self.tokenizer)) if i not in last)
+
+    def _forward(self, batch: list[_Sequence]) -> np.ndarray:
+        import torch
+
+        width = max(s.length for s in batch)
+        pad = self._pad_id(batch)
+        ids = np.full((len(batch), width), pad, dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, s in enumerate(batch):
+            ids[row, :s.length] = s.ids
+            mask[row, :s.length] = 1
+        config = self.model.config
+        previous = config.pad_token_id
+        config.pad_token_id = pad  # the model's pooling finds each row's last real token by it
+        try:
+            with torch.inference_mode():
+                out = self.model(input_ids=torch.from_numpy(ids).to(self.device),
+                                 attention_mask=torch.from_numpy(mask).to(self.device), use_cache=False)
+        finally:
+            config.pad_token_id = previous
+        logits = out.logits if getattr(out, "logits", None) is not None else out.score
+        logits = logits.float().reshape(len(batch), -1)
+        return logits[:, self.output_index or 0].cpu().numpy()
+
+    # -- public ---------------------------------------------------------------------------------
+    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
+              batch_tokens: int = DEFAULT_BATCH_TOKENS,
+              progress: Callable[[int], Any] | None = None) -> list[np.ndarray]:
+        """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
+        check_inputs(prompts, candidates, min_candidates=1)
+        if batch_tokens < 1:
+            raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
+        plan, order, per_prompt = self._plan(prompts, candidates)
+        on_done = prompts_done_counter([np.unique(index) for index in per_prompt], len(plan), progress)
+        logits = self._run(plan, order, batch_tokens, on_done)
+        return [logits[index].astype(np.float64) for index in per_prompt]
+
+    def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
+        """Ranks per prompt (1 = best, ties share), from `score`."""
+        return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]

@@ -1,0 +1,216 @@
+"""Sequence-classifier reward models (repro.scorers.sequence_classifier) on tiny random Llama and DeBERTa-v2
+checkpoints with chat templates: scores against a plain one-at-a-time transformers forward, batch and order
+invariance, torchrun and kill -9 resume, kind detection, and the errors a user meets."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from repro.errors import DataError, ModelLoadError, ParameterError
+from repro.scorers import detect_kind, load_scorer
+from repro.scorers.sequence_classifier import SequenceClassifierScorer
+from repro.scorers.tiny import DEBERTA_CHAT_TEMPLATE, build_tiny_pairrm, build_tiny_reward_model
+from repro.scoring import score_candidates
+
+from killed_run import kill_while_scoring_the_third_chunk
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: extra threads only spin
+TOLERANCE = 1e-5  # fp32: a batched, padded forward against one sequence at a time
+
+
+@pytest.fixture(scope="module")
+def reward_dirs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("reward-models")
+    return {arch: build_tiny_reward_model(root / arch, arch) for arch in ("llama", "deberta")}
+
+
+@pytest.fixture(scope="module")
+def rows(train_rows) -> tuple[list[str], list[list[str]]]:
+    """12 real prompts with 1 to 3 candidates (chosen, rejected, an answer borrowed from another row)."""
+    picked = train_rows[40:52]
+    prompts = [r["prompt"] for r in picked]
+    candidates = []
+    for i, r in enumerate(picked):
+        cands = [r["chosen"][-1]["content"]]
+        if i % 4:
+            cands.append(r["rejected"][-1]["content"])
+        if i % 3 == 0:
+            cands.append(picked[(i + 5) % len(picked)]["chosen"][-1]["content"])
+        candidates.append(cands)
+    return prompts, candidates
+
+
+def one_at_a_time(folder: Path, prompts, candidates, output: int = 0, chat_template: str | None = None):
+    """What transformers gives for each conversation alone: apply_chat_template's ids, no padding, no batching."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    limit = model.config.max_position_embeddings
+    out = []
+    for prompt, cands in zip(prompts, candidates):
+        row = []
+        for cand in cands:
+            conv = [{"role": "user", "content": prompt}, {"role": "assistant", "content": cand}]
+            ids = tokenizer.apply_chat_template(conv, chat_template=chat_template, tokenize=True,
+                                                return_dict=True)["input_ids"][:limit]
+            with torch.no_grad():
+                row.append(float(model(input_ids=torch.tensor([ids])).logits[0, output]))
+        out.append(np.array(row))
+    return out
+
+
+@pytest.mark.parametrize("arch", ["llama", "deberta"])
+def test_scores_equal_a_one_at_a_time_transformers_forward(arch, reward_dirs, rows):
+    prompts, candidates = rows
+    scorer = load_scorer(reward_dirs[arch], device="cpu")
+    assert isinstance(scorer, SequenceClassifierScorer)
+    got = scorer.score(prompts, candidates, batch_tokens=4096)
+    expected = one_at_a_time(reward_dirs[arch], prompts, candidates)
+    assert [len(g) for g in got] == [len(c) for c in candidates]
+    assert all(g.dtype == np.float64 for g in got)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=0, atol=TOLERANCE)
+    # the scores are not tied (a broken pooling reading padding would give one value per batch)
+    assert len({round(float(x), 6) for g in got for x in g}) > len(prompts)
+
+
+@pytest.mark.parametrize("arch", ["llama", "deberta"])
+def test_scores_do_not_depend_on_batch_composition_or_input_order(arch, reward_dirs, rows):
+    prompts, candidates = rows
+    scorer = load_scorer(reward_dirs[arch], device="cpu")
+    base = scorer.score(prompts, candidates, batch_tokens=4096)
+    alone = scorer.score(prompts, candidates, batch_tokens=1)  # one sequence per forward
+    order = list(range(len(prompts)))
+    random.Random(3).shuffle(order)
+    shuffled = scorer.score([prompts[i] for i in order], [candidates[i][::-1] for i in order], batch_tokens=4096)
+    halves = scorer.score(prompts[:5], candidates[:5], batch_tokens=900) + \
+        scorer.score(prompts[5:], candidates[5:], batch_tokens=900)
+    for i in range(len(prompts)):
+        np.testing.assert_allclose(alone[i], base[i], rtol=0, atol=TOLERANCE)
+        np.testing.assert_allclose(halves[i], base[i], rtol=0, atol=TOLERANCE)
+        # the same batches in another input order: bit for bit
+        assert shuffled[order.index(i)][::-1].tolist() == base[i].tolist()
+
+
+def test_a_multi_output_head_is_refused_unless_an_output_is_named(tmp_path, rows):
+    prompts, candidates = rows
+    folder = build_tiny_reward_model(tmp_path / "three", "llama", num_labels=3)
+    with pytest.raises(ModelLoadError, match="head of 3 outputs.*output_index"):
+        load_scorer(folder, device="cpu")
+    with pytest.raises(ParameterError, match="output_index=3"):
+        load_scorer(folder, device="cpu", output_index=3)
+    scorer = load_scorer(folder, device="cpu", output_index=2)
+    got = scorer.score(prompts[:4], candidates[:4])
+    for g, e in zip(got, one_at_a_time(folder, prompts[:4], candidates[:4], output=2)):
+        np.testing.assert_allclose(g, e, rtol=0, atol=TOLERANCE)
+    assert scorer.info["output_index"] == 2
+
+
+def test_a_model_without_chat_template_needs_one_given(tmp_path, rows):
+    prompts, candidates = rows
+    folder = build_tiny_reward_model(tmp_path / "bare", "deberta", chat_template=False)
+    with pytest.raises(ModelLoadError, match="no chat template.*chat_template"):
+        load_scorer(folder, device="cpu")
+    scorer = load_scorer(folder, device="cpu", chat_template=DEBERTA_CHAT_TEMPLATE)
+    assert scorer.info["chat_template"] == "given"
+    got = scorer.score(prompts[:3], candidates[:3])
+    expected = one_at_a_time(folder, prompts[:3], candidates[:3], chat_template=DEBERTA_CHAT_TEMPLATE)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=0, atol=TOLERANCE)
+
+
+def test_remote_code_is_run_only_when_asked_and_the_error_says_so(tmp_path, reward_dirs):
+    folder = tmp_path / "custom"
+    shutil.copytree(reward_dirs["llama"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type="my_reward_model", auto_map={"AutoConfig": "configuration_mine.MyConfig",
+                                                          "AutoModelForSequenceClassification": "modeling_mine.MyRM"})
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="trust_remote_code=True.*ArmoRM|ArmoRM.*trust_remote_code=True"):
+        load_scorer(folder, kind="sequence_classifier", device="cpu")
+
+
+def test_kind_is_read_from_the_checkpoint(tmp_path, reward_dirs, tiny_pairrm_dir):
+    assert detect_kind(tiny_pairrm_dir) == "pairrm"
+    assert detect_kind(build_tiny_pairrm(tmp_path / "hf", layout="transformers")) == "pairrm"
+    assert detect_kind(reward_dirs["llama"]) == "sequence_classifier"
+    assert detect_kind(reward_dirs["deberta"]) == "sequence_classifier"
+    assert detect_kind("builtin:tiny-pairrm") == "pairrm"
+    assert detect_kind("builtin:tiny-reward-llama") == "sequence_classifier"
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    (policy / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    with pytest.raises(ModelLoadError, match="LlamaForCausalLM.*scorer_kind"):
+        detect_kind(policy)
+    with pytest.raises(ParameterError, match="kind='ranker'"):
+        load_scorer(reward_dirs["llama"], kind="ranker")
+    with pytest.raises(ParameterError, match="source_maxlength do not apply to a sequence_classifier"):
+        load_scorer(reward_dirs["llama"], device="cpu", source_maxlength=64)
+
+
+@pytest.mark.parametrize("kind", ["auto", "pairrm", "sequence_classifier"])
+def test_a_local_path_that_does_not_exist_is_named(tmp_path, kind):
+    missing = tmp_path / "models" / "my-rm"
+    with pytest.raises(ModelLoadError) as err:
+        load_scorer(str(missing), kind=kind, device="cpu")
+    text = str(err.value)
+    assert str(missing) in text and "not a directory" in text and "hf download" not in text
+
+
+def test_a_single_candidate_is_scored_and_bad_rows_are_named(reward_dirs):
+    scorer = load_scorer(reward_dirs["llama"], device="cpu")
+    assert [len(s) for s in scorer.score(["p"], [["only one"]])] == [1]
+    with pytest.raises(DataError, match="Row 1: 0 candidate"):
+        scorer.score(["p", "q"], [["a"], []])
+
+
+def test_two_torchrun_processes_give_the_scores_of_one(reward_dirs, rows, tmp_path):
+    prompts, candidates = rows
+    common = dict(model=str(reward_dirs["llama"]), device="cpu", chunk_size=3, progress=False)
+    one = score_candidates(prompts, candidates, work_dir=tmp_path / "one", **common)
+    two = score_candidates(prompts, candidates, work_dir=tmp_path / "two", num_processes=2, **common)
+    assert two.info["processes"] == 2 and two.info["kind"] == "sequence_classifier"
+    assert json.dumps(two.scores) == json.dumps(one.scores)
+    assert _chunk_bytes(tmp_path / "two") == _chunk_bytes(tmp_path / "one")
+
+
+def _chunk_bytes(work_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(work_dir.glob("chunk-*.json"))}
+
+
+def test_kill_9_and_resume_gives_the_same_bytes(reward_dirs, rows, tmp_path):
+    prompts, candidates = rows
+    kwargs = dict(model=str(reward_dirs["deberta"]), device="cpu", chunk_size=4, progress=False)
+    reference = score_candidates(prompts, candidates, work_dir=tmp_path / "reference", **kwargs)
+    work = tmp_path / "work"
+    kill_while_scoring_the_third_chunk(tmp_path, "repro.scorers.sequence_classifier:SequenceClassifierScorer",
+                                       prompts, candidates, {**kwargs, "work_dir": str(work)})
+    assert sorted(_chunk_bytes(work)) == ["chunk-000000.json", "chunk-000001.json"]
+    resumed = score_candidates(prompts, candidates, work_dir=work, **kwargs)
+    assert resumed.info["chunks_resumed"] == 2 and resumed.info["prompts_computed"] == len(prompts) - 8
+    assert _chunk_bytes(work) == _chunk_bytes(tmp_path / "reference")
+    assert json.dumps(resumed.scores) == json.dumps(reference.scores)
+
+
+def test_repro_score_with_kind_writes_logits_and_ranks(reward_dirs, tmp_path):
+    from repro.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in [{"prompt": "What is 2+2?", "candidates": ["4", "five"]},
+                                                          {"prompt": "Hi", "candidates": ["Hello!"], "id": 7}]))
+    out = tmp_path / "out.jsonl"
+    assert main(["score", "--model", str(reward_dirs["llama"]), "--kind", "sequence_classifier", "--device", "cpu",
+                 "--input", str(src), "--output", str(out)]) == 0
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    direct = load_scorer(reward_dirs["llama"], device="cpu").score(["What is 2+2?", "Hi"], [["4", "five"], ["Hello!"]])
+    assert [w["scores"] for w in written] == [d.tolist() for d in direct]
+    assert written[1]["id"] == 7 and written[1]["ranks"] == [1]
+    assert sorted(written[0]["ranks"]) == [1, 2]
