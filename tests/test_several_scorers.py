@@ -39,7 +39,7 @@ def _demo() -> dict:
 def test_repro_run_with_a_second_scorer_keeps_both_scores_and_the_primary_decides(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "repro.cli", "run", str(DEMO), "--out", str(out),
-                           "--set", "notebooks=[01_construct, 03_card]", "--set", f"scorers={SECOND}"],
+                           "--set", f"scorers={SECOND}", "--set", "bootstrap_resamples=200"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ds = datasets.load_dataset(str(out / "dataset"), split="train_prefs")
@@ -71,3 +71,12 @@ def test_repro_run_with_a_second_scorer_keeps_both_scores_and_the_primary_decide
     assert "decided by the primary scorer `builtin:tiny-pairrm`" in card
     assert "`llama_rm`: `builtin:tiny-reward-llama` (column `candidate_scores_llama_rm`)" in card
     assert "do not sum to zero" in card
+    # 02_analyze reports how far the two scorers agree, and the card carries it
+    metrics = json.loads((out / "metrics.json").read_text())
+    [pair] = metrics["agreement"]["pairs"]
+    assert set(pair["scorers"]) == {"builtin:tiny-pairrm", "llama_rm"} and pair["rows"] == ds.num_rows
+    same_chosen = sum(int(np.argmax(a)) == int(np.argmax(b))
+                      for a, b in zip(ds["candidate_scores"], ds["candidate_scores_llama_rm"]))
+    assert pair["same_chosen"]["count"] == same_chosen
+    assert (out / "tables" / "scorer_agreement.csv").is_file() and (out / "figures" / "scorer_agreement.png").is_file()
+    assert "### Agreement between scorers" in card and "### 评分模型之间的一致性" in card
