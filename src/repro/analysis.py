@@ -23,7 +23,7 @@ from . import plots, scorer_agreement, stats
 from .errors import DataError
 from .manifest import Manifest
 from .parameters import AnalyzeParams
-from .paths import RunDir
+from .paths import RunDir, public_name
 from .sources import load_source, require_columns
 from .work import atomic_write_json
 
@@ -342,7 +342,7 @@ def candidate_score_lists(table: pa.Table, column: str, rows: np.ndarray) -> tup
 def primary_scorer_name(scorer: dict[str, Any] | None) -> str:
     """The primary scorer's name: the manifest scorer's `name` or `model`, else "primary"."""
     scorer = scorer or {}
-    return str(scorer.get("name") or scorer.get("model") or "primary")
+    return public_name(str(scorer.get("name") or scorer.get("model") or "primary"))  # published: no machine path
 
 
 def scorer_columns(column_names: list[str], primary: str) -> dict[str, str]:

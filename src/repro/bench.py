@@ -392,6 +392,9 @@ def _settings(args: argparse.Namespace) -> Settings:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if skip - {"bs1", "bs8"}:
         raise ParameterError(f"--skip {args.skip!r}: only 'bs1' and 'bs8' can be left out.")
+    if args.size is not None and args.size not in MODEL_SIZES:
+        raise ParameterError(f"--size {args.size}: a random PairRM is built in sizes {', '.join(sorted(MODEL_SIZES))}; "
+                             f"'{args.size}' is for --kind sequence_classifier.")
     default_budget = DEFAULT_BATCH_TOKENS if on_gpu else CPU_BATCH_TOKENS
     try:
         budgets = [int(b) for b in str(args.batch_tokens or default_budget).split(",") if b.strip()]

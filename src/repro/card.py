@@ -38,7 +38,7 @@ from .errors import DataError, ParameterError, ReproError
 from .formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from .manifest import Manifest
 from .parameters import RECIPE_FACTS
-from .paths import RunDir
+from .paths import RunDir, public_name
 from .sources import load_source
 
 if TYPE_CHECKING:
@@ -240,9 +240,7 @@ def public_value(value: Any) -> Any:
         return {k: public_value(v) for k, v in value.items()}
     if not isinstance(value, str) or _hub_id(value) or "\n" in value:
         return value
-    if value.startswith(("/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", value) or value.startswith(("./", "../")):
-        return Path(value.replace("\\", "/")).name or value
-    return value
+    return public_name(value)
 
 
 # parameters that decide how the work runs, not what the data holds (scores do not depend on them beyond
@@ -257,7 +255,17 @@ def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
 
     schemas = [ConstructParams] + ([GenerationParams] if parameters.get("generate") else [])
     fields = {k for schema in schemas for k in schema.model_fields} - NOT_SHAPING
-    return {k: public_value(v) for k, v in parameters.items() if k in fields}
+    return {k: public_value(_without_templates(v)) for k, v in parameters.items() if k in fields}
+
+
+def _without_templates(value: Any) -> Any:
+    """A chat template (Jinja text) named by its hash: the card's table shows no template source."""
+    if isinstance(value, dict):
+        return {k: (f"(given, sha256 {hashlib.sha256(str(v).encode()).hexdigest()[:12]})" if k == "chat_template"
+                    else _without_templates(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_without_templates(v) for v in value)
+    return value
 
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -377,8 +385,8 @@ def fmt(value: Any, lang: str = "en") -> str:
         return "NaN" if math.isnan(value) else f"{value:.6g}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(fmt(v, lang) for v in value) + "]"
-    if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):  # nested braces spaced apart: "}}" would read as a template leftover
+        return re.sub(r"([{}])(?=\1)", r"\1 ", json.dumps(value, ensure_ascii=False))
     return str(value)
 
 
@@ -640,7 +648,8 @@ def _scorers_decided(facts: CardFacts, lang: str) -> str:
     def model(s: dict[str, Any]) -> str:  # a local folder by its name only: no machine path is published
         spec = str(s.get("model") or "?")
         local = looks_like_path(spec) and not spec.startswith("builtin:")
-        return f"`{Path(spec).name}` (a local checkpoint)" if local else f"`{spec}`"
+        what = "（本地模型）" if lang == "zh" else " (a local checkpoint)"
+        return f"`{Path(spec).name}`{what}" if local else f"`{spec}`"
 
     kinds = {"pairrm": "PairRM", "sequence_classifier": "sequence classifier"}
     decided = next(s for s in scorers if s.get("decides_pairs"))
@@ -1206,6 +1215,7 @@ PHRASES: dict[str, dict[str, Any]] = {
         "fig_margin_distribution": "Distribution of the margin (n = {n} pairs)",
         "fig_margin_vs_length": "Margin vs response length difference (n = {n} pairs)",
         "fig_score_violin": "Scores of chosen and rejected (n = {n} pairs)",
+        "fig_scorer_agreement": "Agreement between scorers (n = {n} pairs)",
         "unknown": "unknown",
         "undefined": "undefined",
         "unit_chars": "characters",
@@ -1429,6 +1439,7 @@ PHRASES: dict[str, dict[str, Any]] = {
         "fig_margin_distribution": "差值的分布（n = {n} 对）",
         "fig_margin_vs_length": "差值与回复长度差的关系（n = {n} 对）",
         "fig_score_violin": "chosen 与 rejected 的分数小提琴图（n = {n} 对）",
+        "fig_scorer_agreement": "评分模型之间的一致性（n = {n} 对）",
         "unknown": "未知",
         "undefined": "无定义",
         "unit_chars": "字符",

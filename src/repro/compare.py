@@ -34,6 +34,7 @@ from .errors import DataError, ParameterError, ReproError
 from .manifest import Manifest
 from .parameters import CardParams, CompareParams, build
 from .paths import RunDir
+from .scorers.common import PAIRRM_LIMITS
 from .slicing import plan_slice
 from .sources import load_source
 from .work import atomic_write_json
@@ -50,8 +51,8 @@ PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_ch
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
               "different": "different candidates"}
 # PairRM's input limits (llm-blender's defaults): a candidate sees 412 tokens plus half of the unused source budget
-SOURCE_MAX_TOKENS = 1224
-CANDIDATE_MAX_TOKENS = 412
+SOURCE_MAX_TOKENS = PAIRRM_LIMITS.source_maxlength
+CANDIDATE_MAX_TOKENS = PAIRRM_LIMITS.candidate_maxlength
 EXAMPLES = 5
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")

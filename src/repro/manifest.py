@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from . import __version__
 from .errors import ParameterError
-from .paths import RunDir, checkout_root, project_root
+from .paths import RunDir, checkout_root, resolve_user_path
 from .work import atomic_write_json
 
 TRACKED_PACKAGES = (
@@ -80,13 +80,13 @@ def version_line() -> str:
     git = git_commit(checkout)
     dirty = ", with uncommitted changes" if git["dirty"] else ""
     return f"repro {__version__} (checkout {checkout}, git commit {git['commit']}{dirty})"
+
+
 def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Path | None:
     """The self-check a run cites: `given` (a selfcheck.json or a folder holding one), else the newest in the run
     directory (its selfcheck.json or one in a sub-folder); None when there is none."""
     if given:
-        path = Path(given).expanduser()
-        if not path.is_absolute() and not path.exists():
-            path = project_root() / path
+        path = Path(resolve_user_path(str(given), may_be_id=False))
         found = path / SELFCHECK_JSON if path.is_dir() else path
         if not found.is_file():
             raise ParameterError(

@@ -8,7 +8,6 @@ types; `validate_namespace` turns that into a clear error and casts values.
 from __future__ import annotations
 
 import difflib
-import types
 from pathlib import Path
 from typing import Any, ClassVar, Collection, Literal, Optional
 
@@ -56,6 +55,18 @@ class ScorerSpec(BaseModel):
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
     batch_tokens: int | None = None  # default: the run's batch_tokens (kept last: the card's table of
     # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
+
+    @field_validator("model")
+    @classmethod
+    def _model_from_project_root(cls, v: str) -> str:
+        return resolve_user_path(v)
+
+    @field_validator("batch_tokens")
+    @classmethod
+    def _budget(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"must be >= 1 (or null for the run's batch_tokens), got {v}")
+        return v
 
     @field_validator("name")
     @classmethod

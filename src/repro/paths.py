@@ -36,6 +36,13 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 
 
+def public_name(value: str) -> str:
+    """A user-given path as a published file may show it: its last name (no machine path, no user name)."""
+    if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
+        return Path(value.replace("\\", "/")).name or value
+    return value
+
+
 def checkout_root() -> Path | None:
     """The source checkout this package runs from (an editable install: src/repro beside notebooks/), else None."""
     root = _PACKAGE.parents[1]

@@ -134,6 +134,9 @@ def main(args: argparse.Namespace) -> int:
             raise ParameterError(f"{option} {value} must be >= 1.")
     check_output(args.output)
     kind = resolve_kind(args.model, args.kind)
+    if kind != "pairrm" and (args.source_maxlength is not None or args.candidate_maxlength is not None):
+        raise ParameterError("--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier "
+                             "takes its own (scorer option max_length). Leave them out with this model.")
     rows = read_rows(args.input, min_candidates=2 if kind == "pairrm" else 1)
     options: dict[str, Any] = {}
     if args.chat_template is not None:

@@ -146,6 +146,7 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
         # None = the checkpoint's own, which `model` identifies
         "source_maxlength": _optional_int(job.source_maxlength),
         "candidate_maxlength": _optional_int(job.candidate_maxlength),
+        "options": job.options,  # e.g. llm-blender's batch_size, which changes its scores
         "versions": versions,
     }
 
@@ -166,6 +167,18 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which.
     """
     from .scorers import resolve_kind
+
+    options = dict(options or {})
+    for name, value in (("source_maxlength", source_maxlength), ("candidate_maxlength", candidate_maxlength)):
+        if name in options:  # one place for each limit: the argument
+            if value is not None and options[name] != value:
+                raise ParameterError(f"{name} is given twice ({value} and {options[name]} in the scorer options): "
+                                     f"give it once.")
+            value = options.pop(name)
+        if name == "source_maxlength":
+            source_maxlength = value
+        else:
+            candidate_maxlength = value
     from .scorers.common import check_inputs
 
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),

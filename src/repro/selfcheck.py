@@ -77,7 +77,7 @@ def _scorers() -> SimpleNamespace:
     from .scorers.pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
 
     def load(spec: str, backend: str, device: str, dtype: str):
-        return load_scorer(spec, backend=backend, device=device, dtype=dtype)
+        return load_scorer(spec, kind="pairrm", backend=backend, device=device, dtype=dtype)
 
     return SimpleNamespace(load=load, import_llm_blender=import_llm_blender, BUILTIN_TINY=BUILTIN_TINY,
                            DEFAULT_BATCH_TOKENS=DEFAULT_BATCH_TOKENS, KNOWN_HUB_IDS=KNOWN_HUB_IDS,

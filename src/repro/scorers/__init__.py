@@ -31,7 +31,10 @@ from .common import check_local_path
 
 KINDS = ("auto", "pairrm", "sequence_classifier")
 BACKENDS = ("repro", "llm-blender")
-PAIRRM_OPTIONS = ("source_maxlength", "candidate_maxlength", "fast_attention", "batch_size", "restore_normalizer")
+PAIRRM_OPTIONS = {  # each PairRM backend's own options
+    "repro": ("source_maxlength", "candidate_maxlength", "fast_attention"),
+    "llm-blender": ("source_maxlength", "candidate_maxlength", "batch_size", "restore_normalizer"),
+}
 
 
 def kind_of_config(config: dict[str, Any]) -> str | None:
@@ -79,8 +82,13 @@ def detect_kind(model: str | Path) -> str:
     check_local_path(spec, "Scorer model", "llm-blender/PairRM-hf")
     config = _read_config(spec)
     if config is None and not Path(spec).expanduser().is_dir():
-        # a hub id neither cached nor reachable: PairRM, the project's scorer, whose loader says how to fetch it
-        return "pairrm"
+        if "pairrm" in spec.lower():
+            # a PairRM hub id neither cached nor reachable: its loader says how to fetch it
+            return "pairrm"
+        raise ModelLoadError(
+            f"Scorer model '{spec}' is neither a local folder nor in the hub cache, and the hub could not be asked "
+            f"(offline?), so its kind cannot be read from its config.json. Fetch it once (`hf download {spec}`), "
+            f"give a local folder, or set scorer_kind (`repro score --kind`) to 'pairrm' or 'sequence_classifier'.")
     kind = kind_of_config(config) if config is not None else None
     if kind is None:
         what = ("its config.json could not be read" if config is None else
@@ -105,10 +113,13 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
     from .sequence_classifier import OPTIONS as SEQUENCE_CLASSIFIER_OPTIONS
 
     kind = resolve_kind(model, kind)
-    allowed = PAIRRM_OPTIONS if kind == "pairrm" else SEQUENCE_CLASSIFIER_OPTIONS
+    if kind == "pairrm" and backend not in PAIRRM_OPTIONS:
+        raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
+    allowed = PAIRRM_OPTIONS[backend] if kind == "pairrm" else SEQUENCE_CLASSIFIER_OPTIONS
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ParameterError(f"Scorer option(s) {', '.join(unknown)} do not apply to a {kind} scorer ('{model}'); "
+        what = f"a {kind} scorer" + (f" with backend {backend!r}" if kind == "pairrm" else "")
+        raise ParameterError(f"Scorer option(s) {', '.join(unknown)} do not apply to {what} ('{model}'); "
                              f"its options are {', '.join(allowed)}.")
     if kind == "sequence_classifier":
         if backend != "repro":

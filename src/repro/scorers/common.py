@@ -186,7 +186,7 @@ class BudgetedBatches:
                 new_budget = max(width, (len(chunk) * width) // 2)
                 warnings.warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting "
                               f"this call over with batch_tokens={new_budget}, kept from now on (scores depend on "
-                              f"the budget: pass --batch-tokens {new_budget} to start there).",
+                              f"the budget: set batch_tokens={new_budget}, or --batch-tokens {new_budget}, to start there).",
                               RuntimeWarning, stacklevel=3)
                 budget = self.max_batch_tokens = new_budget
                 if self.device.type == "cuda":

@@ -15,8 +15,7 @@ from torch import nn
 
 from ..errors import ModelLoadError, ParameterError
 from ..paths import cache_root
-from .common import PAIRRM_LIMITS
-from .common import check_local_path, looks_like_path
+from .common import PAIRRM_LIMITS, check_local_path, looks_like_path
 from .pairrm_attention import _batch_context, install_fast_attention
 
 BUILTIN_TINY = "builtin:tiny-pairrm"

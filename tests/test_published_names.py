@@ -1,0 +1,44 @@
+"""What a published file may name, and scorer settings refused up front (found in review of the merged scorers)."""
+
+import pytest
+
+from repro import card
+from repro.analysis import primary_scorer_name
+from repro.errors import ParameterError
+from repro.parameters import ConstructParams, ScorerSpec, build
+from repro.paths import project_root, public_name
+
+
+def test_a_local_path_is_published_by_its_last_name_only():
+    assert public_name("/home/bob/models/PairRM-hf") == "PairRM-hf"
+    assert public_name("~/x/dataset") == "dataset"
+    assert public_name("llm-blender/PairRM-hf") == "llm-blender/PairRM-hf"
+    # the agreement block of metrics.json names the primary scorer; its table and figure are published
+    assert primary_scorer_name({"model": "/home/bob/models/PairRM-hf"}) == "PairRM-hf"
+    assert primary_scorer_name({"model": "builtin:tiny-pairrm"}) == "builtin:tiny-pairrm"
+
+
+def test_a_chat_template_is_named_by_its_hash_in_the_cards_parameters():
+    template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    shown = card.shaping_parameters({"scorer_options": {"chat_template": template},
+                                     "scorers": [{"name": "rm", "model": "/home/bob/rm",
+                                                  "options": {"chat_template": template}}]})
+    for value in shown.values():  # as the card's parameter table prints them
+        assert card.placeholders(card.fmt(value)) == [] and "/home/bob" not in card.fmt(value)
+    assert shown["scorers"][0]["model"] == "rm" and "sha256" in shown["scorer_options"]["chat_template"]
+
+
+def test_an_extra_scorers_model_follows_the_path_rule_and_its_budget_is_checked():
+    spec = ScorerSpec(name="rm", model="./models/rm")
+    assert spec.model == str(project_root() / "models" / "rm")
+    assert ScorerSpec(name="rm", model="owner/reward-model").model == "owner/reward-model"
+    with pytest.raises(ParameterError, match="batch_tokens"):
+        build(ConstructParams, {"keep_all_candidates": True,
+                                "scorers": [{"name": "rm", "model": "owner/rm", "batch_tokens": -5}]})
+
+
+def test_pairrm_options_belong_to_their_backend():
+    from repro.scorers import load_scorer
+
+    with pytest.raises(ParameterError, match="batch_size.*backend 'repro'"):
+        load_scorer("builtin:tiny-pairrm", batch_size=2)
