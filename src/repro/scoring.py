@@ -169,23 +169,21 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     from .scorers import resolve_kind
 
     options = dict(options or {})
-    for name, value in (("source_maxlength", source_maxlength), ("candidate_maxlength", candidate_maxlength)):
-        if name in options:  # one place for each limit: the argument
-            if value is not None and options[name] != value:
-                raise ParameterError(f"{name} is given twice ({value} and {options[name]} in the scorer options): "
+    limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
+    for name in limits:  # a limit inside the scorer options too: one value, passed as the argument
+        if name in options:
+            given = options.pop(name)
+            if limits[name] is not None and given != limits[name]:
+                raise ParameterError(f"{name} is given twice ({limits[name]} and {given} in the scorer options): "
                                      f"give it once.")
-            value = options.pop(name)
-        if name == "source_maxlength":
-            source_maxlength = value
-        else:
-            candidate_maxlength = value
+            limits[name] = given
     from .scorers.common import check_inputs
 
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
                      chunk_size=int(chunk_size), work_dir=str(work_dir),
-                     source_maxlength=_optional_int(source_maxlength),
-                     candidate_maxlength=_optional_int(candidate_maxlength), progress=bool(progress),
-                     kind=resolve_kind(model, kind), options=dict(options or {}))
+                     source_maxlength=_optional_int(limits["source_maxlength"]),
+                     candidate_maxlength=_optional_int(limits["candidate_maxlength"]), progress=bool(progress),
+                     kind=resolve_kind(model, kind), options=options)
     _check_job(job, num_processes)
     check_inputs(prompts, candidates, min_candidates=2 if job.kind == "pairrm" else 1)
     _device_and_dtype(job)  # an unknown or unavailable device or dtype fails here, before any worker starts
