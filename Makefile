@@ -1,35 +1,65 @@
 # Three commands do everything on a fresh machine: `make demo`, `make test` and `make lab`.
-# All create .venv if it is missing, install the project into it, and register its Jupyter kernel.
+# All create .venv if it is missing, install exactly the locked environment into it (requirements.lock, with
+# hashes, through uv), install the project itself (editable) and register its Jupyter kernel.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# torch==2.13.0 is a CPU wheel on the project's machines (found on local disk, no multi-GB CUDA build);
-# on a GPU machine set TORCH_SPEC (e.g. TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu128").
-TORCH_SPEC ?= torch==2.13.0
+UV := $(VENV)/bin/uv
+LOCK := requirements.lock
+# uv installs the lock; its own version is the lock's (it is a dev dependency), so `uv pip sync` keeps it
+UV_VERSION := $(shell sed -n 's/^uv==\([^ ]*\).*/\1/p' $(LOCK))
+# The lock pins torch's CPU build (torch==2.13.0+cpu). uv looks for it on this project's machines' disk when
+# that folder is there, else on PyTorch's CPU wheel page (the same file).
+TORCH_FIND_LINKS ?= $(firstword $(wildcard /opt/wheels) https://download.pytorch.org/whl/cpu/torch/)
+# A GPU machine replaces the locked CPU torch after the sync, e.g.
+#   make install TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+# (the manifest, the card and `repro selfcheck` then say that torch differs from the lock).
+TORCH_SPEC ?=
+# Optional extras installed on top of the lock, unlocked: EXTRAS=vllm (vLLM generation, a GPU machine).
+EXTRAS ?=
+LOCK_TORCH := torch==2.13.0+cpu
 STAMP := $(VENV)/.installed
+PYTEST := $(PY) -m pytest
 
-.PHONY: install demo test lab clean-runs
+.PHONY: install demo test test-fast lab lock clean-runs
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet $(TORCH_SPEC)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(UV) pip sync --quiet --python $(PY) --find-links $(TORCH_FIND_LINKS) $(LOCK)
+	$(if $(TORCH_SPEC),$(UV) pip install --quiet --python $(PY) $(TORCH_SPEC))
+	$(UV) pip install --quiet --python $(PY) --no-deps -e .
+	$(if $(EXTRAS),$(UV) pip install --quiet --python $(PY) -e '.[$(EXTRAS)]')
 	$(PY) -m ipykernel install --sys-prefix --name repro --display-name "Python (repro)" >/dev/null
 	touch $(STAMP)
 
 demo: install
 	$(VENV)/bin/repro run params/demo.yaml
 
+# everything (what the README and .ci/run use), on every core
 test: install
-	$(PY) -m pytest
+	$(PYTEST) -n auto --dist loadgroup
+
+# the inner loop: every test that runs no notebook, no `repro run`, no torchrun, no browser, no training
+# (tests/conftest.py decides, from the fixtures and helpers a test uses)
+test-fast: install
+	$(PYTEST) -n auto --dist loadgroup -m "not heavy"
 
 # JupyterLab at the project root (so `runs/demo` in a notebook is the folder the file browser shows), on this
 # machine only; kernels get CurveZMQ-encrypted connections, as `repro run` gives them.
 lab: install
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir="$(CURDIR)" \
 		--KernelManager.transport_encryption=auto
+
+# Re-resolve the whole environment (Linux x86-64, Python 3.11, extras dev) after changing pyproject.toml's
+# dependencies; tests/test_lock.py checks that the two agree.
+lock: install
+	echo "$(LOCK_TORCH)" > $(VENV)/lock-constraints.txt
+	$(UV) pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 --find-links $(TORCH_FIND_LINKS) \
+		--constraint $(VENV)/lock-constraints.txt --custom-compile-command "make lock" --quiet -o $(LOCK)
 
 clean-runs:
 	rm -rf runs/

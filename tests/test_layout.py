@@ -21,7 +21,7 @@ def test_layout():
         assert (ROOT / name).exists(), name
 
 
-def test_environment_yml_installs_the_pyproject_dependencies():
+def test_environment_yml_installs_the_lock():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     deps = env["dependencies"]
@@ -30,11 +30,10 @@ def test_environment_yml_installs_the_pyproject_dependencies():
     assert python, "environment.yml must pin python"
     minimum = project["requires-python"].removeprefix(">=")
     assert tuple(map(int, python[0].split("=")[1].split("."))) >= tuple(map(int, minimum.split(".")))
+    assert python[0] == "python=3.11", "the lock is resolved for Python 3.11"
     pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
-    # the environment installs the project itself (and so exactly pyproject's dependencies), nothing else
-    assert pip == ["-e .[dev]"]
-    assert "dev" in project["optional-dependencies"]
-    # no package is listed twice in different places
+    # the environment installs the locked versions, nothing else (the project itself goes on top, --no-deps)
+    assert "-r requirements.lock" in pip and all(p.startswith(("-r ", "--find-links")) for p in pip)
     conda_pkgs = {d.split("=")[0] for d in deps if isinstance(d, str)}
     assert conda_pkgs <= {"python", "pip"}
 
