@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from repro import cli
-from repro.bench import (PROMPT_CHAR_QUANTILES, RESPONSE_CHAR_QUANTILES, bench_model, generated_rows, pass_flops,
+from repro.cli.bench import (PROMPT_CHAR_QUANTILES, RESPONSE_CHAR_QUANTILES, bench_model, generated_rows, pass_flops,
                          read_bench_rows)
 from repro.errors import DataError
 

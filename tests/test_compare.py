@@ -18,7 +18,7 @@ from repro import compare, stats
 from repro.dataset_io import output_features, write_split
 from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
-from repro.pairs import build_row, prompt_id_of
+from repro.construct.pairs import build_row, prompt_id_of
 from repro.parameters import CompareParams, build
 from repro.paths import RunDir
 from repro.slicing import plan_slice
@@ -321,7 +321,7 @@ def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
 # --------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_path, one_torch_thread):
-    from repro.scoring import score_candidates  # the integrator may point this at repro.scorers
+    from repro.construct.scoring import score_candidates  # the integrator may point this at repro.scorers
 
     real = train_rows[:80]
     rows = [r for r in real if assistant(r, "chosen") != assistant(r, "rejected")]
@@ -464,7 +464,7 @@ def test_the_notebook_alone_under_papermill(published, tmp_path):
     import papermill
 
     from repro.paths import project_root
-    from repro.runner import ensure_kernel
+    from repro.cli.run import ensure_kernel
 
     out = tmp_path / "out.ipynb"
     papermill.execute_notebook(

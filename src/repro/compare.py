@@ -27,17 +27,16 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import plots, stats
+from .analysis import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
-from .analysis import _relative, dataset_or_own, response_texts, score_array
+from .analysis.report import dataset_or_own, response_texts, score_array
 from .errors import DataError, ParameterError, ReproError
+from .jobs import atomic_write_json
 from .manifest import Manifest
-from .parameters import CardParams, CompareParams, build
+from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
 from .paths import RunDir
-from .scorers.common import PAIRRM_LIMITS
 from .slicing import plan_slice
 from .sources import load_source
-from .work import atomic_write_json
 
 COMPARE_VERSION = 1
 COMPARE_JSON = "compare.json"
@@ -841,8 +840,8 @@ def compare(p: CompareParams) -> ComparisonResult:
         paths = {name: run.tables / f"compare_{name}.csv" for name in tables}
         for name, frame in tables.items():
             frame.to_csv(paths[name], index=False)
-        result["tables"] = {name: _relative(path, run.root) for name, path in paths.items()}
-        result["figures"] = {name: {"png": _relative(f["png"], run.root), "svg": _relative(f["svg"], run.root),
+        result["tables"] = {name: run.relative(path) for name, path in paths.items()}
+        result["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]),
                                     "title": f["title"]} for name, f in figures.items()}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
         atomic_write_json(target, result, indent=2, allow_nan=False)

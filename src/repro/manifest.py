@@ -20,14 +20,14 @@ from typing import Any, Iterator
 
 from . import __version__
 from .errors import ParameterError
+from .jobs import atomic_write_json
 from .paths import RunDir, checkout_root, resolve_user_path
-from .work import atomic_write_json
 
 TRACKED_PACKAGES = (
     "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm",
 )
-# what `repro selfcheck` writes (repro.selfcheck); a run cites the latest one (`find_selfcheck`)
+# what `repro selfcheck` writes (repro.cli.selfcheck); a run cites the latest one (`find_selfcheck`)
 SELFCHECK_JSON = "selfcheck.json"
 SELFCHECK_MD = "selfcheck.md"
 SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "llm-blender")

@@ -8,6 +8,7 @@ types; `validate_namespace` turns that into a clear error and casts values.
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Collection, Literal, Optional
 
@@ -15,8 +16,19 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
-from .scorers.common import PAIRRM_LIMITS
 from .paths import default_run_dir, resolve_user_path
+
+
+@dataclass(frozen=True)
+class PairRMLimits:
+    """PairRM's token limits as llm-blender/PairRM ships them (RankerConfig): prompt and candidate."""
+
+    source_maxlength: int = 1224
+    candidate_maxlength: int = 412
+
+
+# the one place that names 1224/412: every default of the package reads it from here
+PAIRRM_LIMITS = PairRMLimits()
 
 
 class _Params(BaseModel):

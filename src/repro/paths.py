@@ -173,6 +173,10 @@ class RunDir:
     def tables(self) -> Path:
         return self.root / "tables"
 
+    def relative(self, path: str | Path) -> str:
+        """`path` (under the run) as the run's files name it: relative to its root."""
+        return str(Path(path).resolve().relative_to(self.root.resolve()))
+
     @property
     def work(self) -> Path:
         """Intermediate, resumable work (scored and generated chunks); not part of the published dataset."""
@@ -186,3 +190,8 @@ class RunDir:
 
     def executed_notebook(self, notebook: str) -> Path:
         return self.notebooks / Path(notebook).name
+
+
+def looks_like_path(spec: str) -> bool:
+    """True when a model spec names a local path (not an `owner/name` hub id)."""
+    return spec.startswith((".", "/", "~")) or spec.count("/") != 1 or "\\" in spec

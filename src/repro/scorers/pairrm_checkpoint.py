@@ -14,9 +14,10 @@ import torch
 from torch import nn
 
 from ..errors import ModelLoadError, ParameterError
-from ..paths import cache_root
-from .common import PAIRRM_LIMITS, check_local_path, looks_like_path
-from .pairrm_attention import _batch_context, install_fast_attention
+from ..parameters import PAIRRM_LIMITS
+from ..paths import cache_root, looks_like_path
+from .common import check_local_path
+from .pairrm_attention import batch_context, install_fast_attention
 
 BUILTIN_TINY = "builtin:tiny-pairrm"
 KNOWN_HUB_IDS = ("llm-blender/PairRM", "llm-blender/PairRM-hf")
@@ -160,7 +161,7 @@ class PairRMModel(nn.Module):
                 prefix_positions: torch.Tensor) -> torch.Tensor:
         """pair_logits [batch]: head(source, candidate1) − head(source, candidate2), averaged over tasks."""
         if self.fast_attention:
-            self._batch = _batch_context(self.pretrained_model.encoder, attention_mask)
+            self._batch = batch_context(self.pretrained_model.encoder, attention_mask)
         try:
             hidden = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         finally:

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import ParameterError
+from ..parameters import PAIRRM_LIMITS
 from ..paths import STAND_IN_MARKER
-from .common import PAIRRM_LIMITS
 from .pairrm_tokens import PREFIX_TOKENS, sentencepiece_normalizer
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
@@ -346,7 +346,7 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
     import torch
     from transformers import DebertaV2ForSequenceClassification, LlamaConfig, LlamaForSequenceClassification
 
-    from ..tiny_policy import byte_tokenizer
+    from .tiny_policy import byte_tokenizer
 
     if arch not in ("llama", "deberta"):
         raise ParameterError(f"arch={arch!r}: expected 'llama' or 'deberta'.")

@@ -19,7 +19,7 @@ What decides the text (and is kept in the manifest):
   share its batch or chunk, nor on the order of the rows (identical prompts get identical candidates);
   up to float rounding of padded batches, so `generation_batch_size` is part of the work's fingerprint.
 
-Work is cut in chunks of prompts (longest first) kept on disk by `repro.work.run_chunked`: a re-run with
+Work is cut in chunks of prompts (longest first) kept on disk by `repro.jobs.run_chunked`: a re-run with
 the same parameters continues from the finished chunks; changed parameters, model or prompts start over.
 """
 
@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import DataError, ModelLoadError, ParameterError
-from .manifest import package_versions
-from .parameters import GenerationParams
-from .paths import STAND_IN_MARKER
-from .tiny_policy import BUILTIN_PREFIX, build_tiny_policy
-from .work import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
+from ..errors import DataError, ModelLoadError, ParameterError
+from ..manifest import package_versions
+from ..parameters import GenerationParams
+from ..paths import STAND_IN_MARKER
+from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy
+from ..jobs import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
     world_size
 
-STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.tiny_policy): reference_response and resp* are noise, "
+STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are noise, "
                  "not model text")
 
 
@@ -316,7 +316,7 @@ class TransformersEngine:
         import torch
         from transformers import AutoModelForCausalLM, GenerationConfig
 
-        from .tiny_policy import init_random_weights
+        from ..scorers.tiny_policy import init_random_weights
 
         torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
         try:
@@ -433,10 +433,10 @@ class VllmEngine:
 
 
 # ------------------------------------------------------------------------------------------------
-# progress: prompts (from repro.work) plus generated tokens/s
+# progress: prompts (from repro.jobs) plus generated tokens/s
 # ------------------------------------------------------------------------------------------------
 class GenerationProgress(Progress):
-    """`repro.work.Progress` over prompts, with generated tokens/s (resumed chunks count no tokens)."""
+    """`repro.jobs.Progress` over prompts, with generated tokens/s (resumed chunks count no tokens)."""
 
     def __init__(self, total: int, **kwargs: Any):
         super().__init__(total, desc="generation", unit="prompt", **kwargs)
@@ -656,7 +656,7 @@ def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
     return stats  # the texts the launching process reads back from the chunks
 
 
-WORKER_ENTRY = "repro.generation:_worker_main"
+WORKER_ENTRY = "repro.construct.generation:_worker_main"
 
 
 def _launch(plan: _Plan, prompts: list[str], params: GenerationParams,

@@ -11,7 +11,7 @@ model directory and load through the same `from_pretrained(dir)` path as one.
   EOS included, sits ~150 logits below them. The stand-in never stops early nor emits control bytes, so
   its responses are non-empty and run to exactly `max_new_tokens` (predictable lengths for benchmarks);
 - `size="1b"` writes a TinyLlama-1.1B-shaped config and the tokenizer only (no 4 GB of random weights):
-  a marker file tells `repro.generation` to initialise the weights from the seed at load time.
+  a marker file tells `repro.construct.generation` to initialise the weights from the seed at load time.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .paths import STAND_IN_MARKER, cache_root
+from ..paths import STAND_IN_MARKER, cache_root
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
@@ -122,7 +122,7 @@ def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: st
     from `seed` at load time.
     """
     if size not in SIZES:
-        from .errors import ParameterError
+        from ..errors import ParameterError
 
         raise ParameterError(f"Unknown stand-in policy size {size!r}; choose one of {sorted(SIZES)}.")
     config_only = size == "1b" if config_only is None else config_only
@@ -157,7 +157,7 @@ def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int
     config = _llama_config(size, tokenizer, max_position_embeddings)
     tokenizer.save_pretrained(path)
     GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id).save_pretrained(path)
-    marker = {"builder": f"repro.tiny_policy v{BUILDER_VERSION}", "size": size, "seed": seed,
+    marker = {"builder": f"repro.scorers.tiny_policy v{BUILDER_VERSION}", "size": size, "seed": seed,
               "random_init": config_only}
     (path / STAND_IN_MARKER).write_text(json.dumps(marker) + "\n")
     if config_only:

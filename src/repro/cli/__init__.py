@@ -6,15 +6,15 @@ import argparse
 import importlib
 import sys
 
-from .errors import ReproError
+from ..errors import ReproError
 
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
 COMMANDS = {
-    "run": ("repro.runner", "execute the notebooks a params file lists, through papermill"),
-    "notebooks": ("repro.project", "copy the notebooks and example params into a folder to open in JupyterLab"),
-    "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
-    "bench": ("repro.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),
-    "selfcheck": ("repro.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
+    "run": ("repro.cli.run", "execute the notebooks a params file lists, through papermill"),
+    "notebooks": ("repro.cli.notebooks", "copy the notebooks and example params into a folder to open in JupyterLab"),
+    "score": ("repro.cli.score", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
+    "bench": ("repro.cli.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),
+    "selfcheck": ("repro.cli.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }
 
 
@@ -25,7 +25,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the version and where it runs from, then exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from .manifest import version_line
+        from ..manifest import version_line
 
         print(version_line())
         parser.exit()

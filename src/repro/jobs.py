@@ -453,7 +453,7 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
 
 def torchrun_command(job_path: Path, num_processes: int, entry: str) -> list[str]:
     """The torchrun command line running `num_processes` workers of `entry` ("module:function") on this node."""
-    worker = (f"import sys; from repro.work import torchrun_worker; "
+    worker = (f"import sys; from repro.jobs import torchrun_worker; "
               f"sys.exit(torchrun_worker({entry!r}, {str(job_path)!r}))")
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
             "--no-python", sys.executable, "-c", worker]

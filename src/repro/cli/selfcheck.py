@@ -4,7 +4,7 @@
     repro selfcheck --model builtin:tiny-pairrm        # offline: the random stand-in, every step that can run
     repro selfcheck --input rows.jsonl --rows 100 --report runs/mine
 
-    from repro.selfcheck import run_selfcheck          # the same from Python / a notebook cell
+    from repro.cli.selfcheck import run_selfcheck          # the same from Python / a notebook cell
     run_selfcheck("llm-blender/PairRM-hf", device="cuda")
 
 In order: the environment (torch, CUDA, GPU, transformers, llm-blender, the hub, the weight caches); the
@@ -12,7 +12,7 @@ model(s) loaded through `load_scorer`, as a run loads them (both checkpoint layo
 model card's worked example of `llm-blender/PairRM-hf` (real weights only); N rows scored by the engine and by
 llm-blender's own `Blender.rank(batch_size=1)` in fp32 and in the run dtype (fp16 on CUDA), with the largest
 score difference, rank agreement, and the chosen/rejected agreement of the run dtype with fp32; the engine timed
-against llm-blender at batch sizes 1 and 8 on the same rows (`repro.bench`'s machinery), peak memory, on a GPU
+against llm-blender at batch sizes 1 and 8 on the same rows (`repro.cli.bench`'s machinery), peak memory, on a GPU
 useful TFLOP/s against a matmul measured in the same run, and the projected time of a `part2_mini_1`-sized job.
 
 Every step that cannot run here is listed as "not run" with the reason. The verdict is FAIL when a check
@@ -40,8 +40,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import DataError, ParameterError
-from .manifest import SELFCHECK_JSON, SELFCHECK_MD, package_versions
+from ..errors import DataError, ParameterError
+from ..manifest import SELFCHECK_JSON, SELFCHECK_MD, package_versions
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -69,12 +69,12 @@ SHOWN_ROWS = 10  # rows named in a failure line
 # ------------------------------------------------------------------------------------------------
 def _scorers() -> SimpleNamespace:
     """The scorer API: loading (engine "repro", reference "llm-blender"), devices, dtypes, ranks."""
-    from .paths import cache_root
-    from .scorers import load_scorer
-    from .scorers.blender_compat import import_llm_blender
+    from ..paths import cache_root
+    from ..scorers import load_scorer
+    from ..scorers.blender_compat import import_llm_blender
     from .scorers.common import (DEFAULT_BATCH_TOKENS, is_stand_in, ranks_from_scores, resolve_device,
                                  resolve_dtype)
-    from .scorers.pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
+    from ..scorers.pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
 
     def load(spec: str, backend: str, device: str, dtype: str):
         return load_scorer(spec, kind="pairrm", backend=backend, device=device, dtype=dtype)
@@ -267,9 +267,9 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
                             f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
         prompts, candidates = read_bench_rows(Path(input), limit=n)
         return prompts, candidates, str(input)
-    from .pairs import collect_candidates
-    from .sources import iter_jsonl
-    from .sources import demo_path
+    from ..construct.pairs import collect_candidates
+    from ..sources import iter_jsonl
+    from ..sources import demo_path
 
     rows = [row for _, row in iter_jsonl(demo_path())][:n]
     found = collect_candidates(rows, DEMO_CANDIDATE_COLUMNS)
@@ -317,7 +317,7 @@ def compare_scores(scores: Sequence[Sequence[float]], reference: Sequence[Sequen
 def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Sequence[float]], dtype: str
                     ) -> dict[str, Any]:
     """Rows whose chosen/rejected (the dataset's tie rule) differ from the reference's; decisive where not near-ties."""
-    from .pairs import select_pair
+    from ..construct.pairs import select_pair
 
     atol, rtol = TOLERANCE[dtype]
     differ, decisive = [], []
@@ -665,7 +665,7 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
             gap=False))
     report.seconds = time.perf_counter() - started
     if report_dir is not None:
-        from .paths import project_root
+        from ..paths import project_root
 
         # a relative folder means the same from a shell or a notebook kernel: under the project root
         report.write(report_dir if Path(report_dir).is_absolute() else project_root() / report_dir)
@@ -675,7 +675,7 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
 
 def _command_line() -> str:
     argv = sys.argv[1:]
-    return "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.selfcheck.run_selfcheck(...)"
+    return "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -8,14 +8,14 @@ from typing import Any
 
 import datasets
 
-from .dataset_io import output_features, write_split
-from .errors import DataError
-from .manifest import Manifest
+from ..dataset_io import output_features, write_split
+from ..errors import DataError
+from ..manifest import Manifest
+from ..parameters import ConstructParams, GenerationParams
+from ..paths import SPLIT, RunDir
+from ..slicing import plan_slice
+from ..sources import load_source, require_columns
 from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
-from .parameters import ConstructParams, GenerationParams
-from .paths import SPLIT, RunDir
-from .slicing import plan_slice
-from .sources import load_source, require_columns
 
 
 @dataclass

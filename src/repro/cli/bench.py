@@ -41,7 +41,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import DataError, ParameterError
+from ..errors import DataError, ParameterError
+from ..sources import demo_path
 
 # Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses
 # (chosen and rejected), measured on a seed-42 sample of 1000 rows; generated rows follow them.
@@ -111,7 +112,7 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
     """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
-    from .sources import iter_jsonl
+    from ..sources import iter_jsonl
 
     prompts: list[str] = []
     candidates: list[list[str]] = []
@@ -138,7 +139,7 @@ def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], li
 
 def _corpus_sentences() -> list[str]:
     """Sentences of the embedded demo sample (UltraFeedback-style prompts and answers): the generated text."""
-    path = Path(__file__).with_name("data") / "demo_prompts.jsonl"
+    path = demo_path()
     sentences: list[str] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
@@ -180,8 +181,8 @@ def generated_rows(n: int, seed: int = 0, n_candidates: int = 2) -> tuple[list[s
 # ------------------------------------------------------------------------------------------------
 def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None) -> Path:
     """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached."""
-    from .paths import cache_root
-    from .scorers.tiny import BUILDER_VERSION, build_tiny_pairrm
+    from ..paths import cache_root
+    from ..scorers.tiny import BUILDER_VERSION, build_tiny_pairrm
 
     shape = MODEL_SIZES[size]
     key = hashlib.sha256(json.dumps([BUILDER_VERSION, size, shape, seed, corpus]).encode()).hexdigest()[:12]
@@ -319,7 +320,7 @@ def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20
     """TFLOP/s of an n x n x n matrix product in `dtype` on `device`: the roof the engine is measured against."""
     import torch
 
-    from .scorers.common import torch_dtype
+    from ..scorers.common import torch_dtype
 
     a = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
     b = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
@@ -385,7 +386,7 @@ class Settings:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from .scorers.common import DEFAULT_BATCH_TOKENS, resolve_device, resolve_dtype
+    from ..scorers.common import DEFAULT_BATCH_TOKENS, resolve_device, resolve_dtype
 
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
@@ -428,7 +429,7 @@ def _inputs(args: argparse.Namespace, n: int) -> tuple[list[str], list[list[str]
 
 def _contenders(engine, model: str, s: Settings) -> list[Contender]:
     """The engine at each budget, then llm-blender's `Blender.rank` at batch sizes 1 and 8 (one loaded model)."""
-    from .scorers.blender_compat import BlenderScorer
+    from ..scorers.blender_compat import BlenderScorer
 
     def engine_run(budget: int):
         return lambda p, c: engine.score(p, c, batch_tokens=budget)
@@ -487,7 +488,7 @@ def main(args: argparse.Namespace) -> int:
     if args.kind == "sequence_classifier":
         return main_reward(args)
 
-    from .scorers import load_scorer
+    from ..scorers import load_scorer
 
     started = time.perf_counter()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
@@ -540,7 +541,7 @@ def main(args: argparse.Namespace) -> int:
         results["gpu"] = {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
                           "engine_fraction_of_peak": round(achieved / peak, 4)}
     if s.job_prompts:
-        from .scoring import score_candidates
+        from ..construct.scoring import score_candidates
 
         log(f"repro bench: a job of {s.job_prompts} generated prompts x 2 candidates through score_candidates ...")
         job_p, job_c = generated_rows(s.job_prompts, seed=args.seed + 1)
@@ -580,8 +581,8 @@ REWARD_CPU_BATCH_TOKENS = 4096  # conversations of up to 2048 tokens: two of the
 
 def bench_reward_model(size: str, seed: int) -> Path:
     """A random Llama reward model of `size`, built once into the cache."""
-    from .paths import cache_root
-    from .scorers.tiny import BUILDER_VERSION, build_once, build_tiny_reward_model
+    from ..paths import cache_root
+    from ..scorers.tiny import BUILDER_VERSION, build_once, build_tiny_reward_model
 
     target = cache_root() / "bench" / f"reward-llama-{size}-seed{seed}-v{BUILDER_VERSION}"
     return build_once(target, lambda folder: build_tiny_reward_model(folder, "llama", seed=seed,
@@ -611,8 +612,8 @@ def main_reward(args: argparse.Namespace) -> int:
     """`--kind sequence_classifier`: the engine against padded batches of 8; the table, the speed-up, the JSON."""
     import torch
 
-    from .scorers.common import DEFAULT_BATCH_TOKENS, resolve_device
-    from .scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
+    from ..scorers.common import DEFAULT_BATCH_TOKENS, resolve_device
+    from ..scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
 
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
     started = time.perf_counter()
