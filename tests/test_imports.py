@@ -144,3 +144,7 @@ def test_no_module_imports_a_private_name_of_another():
                           if a.name.startswith("_") and a.name != "__version__"]
     assert found == []
 
+
+def test_no_repro_import_inside_a_function():
+    nested = {m: sorted(t) for m, t in _graph(nested_only=True).items() if t}
+    assert nested == {"repro.card": ["repro.compare"]}  # PENDING: the card renders compare.json from templates

@@ -193,6 +193,10 @@ class ConstructParams(_Params):
         return self
 
 
+# the scorers' token budget when none is given (`repro score`, `repro bench` on a GPU, a scorer's `score`)
+DEFAULT_BATCH_TOKENS: int = ConstructParams.model_fields["batch_tokens"].default
+
+
 # --------------------------------------------------------------------------------------------
 # generation (part of 01_construct when `generate: true`)
 # --------------------------------------------------------------------------------------------

@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..construct.scoring import score_candidates
 from ..errors import DataError, ParameterError
 from ..jobs import Progress, atomic_write_text, is_main_process, world_size
-from ..parameters import PAIRRM_LIMITS
+from ..parameters import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS
 from ..scorers import load_scorer, resolve_kind
-from ..scorers.common import DEFAULT_BATCH_TOKENS, ranks_from_scores
+from ..scorers.common import ranks_from_scores
 from ..sources import iter_jsonl
 
 # prompts per engine call: the bar moves at least this often, and memory stays bounded on large files
@@ -148,8 +149,6 @@ def main(args: argparse.Namespace) -> int:
         options["trust_remote_code"] = True
     if args.output_index is not None:
         options["output_index"] = args.output_index
-    from ..construct.scoring import score_candidates
-
     if args.work_dir or args.num_processes > 1 or world_size() > 1:
         work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")
         result = score_candidates(

@@ -26,6 +26,7 @@ the same parameters continues from the finished chunks; changed parameters, mode
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import package_versions
 from ..parameters import GenerationParams
 from ..paths import STAND_IN_MARKER
-from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy
+from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
     world_size
 
@@ -83,8 +84,6 @@ def resolve_policy(policy_model: str | None) -> Policy:
 
 
 def _local_policy(name: str, path: Path) -> Policy:
-    import json
-
     marker = path / STAND_IN_MARKER
     if not marker.exists():
         return Policy(name, str(path), False)
@@ -315,8 +314,6 @@ class TransformersEngine:
     def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, batch_size: int):
         import torch
         from transformers import AutoModelForCausalLM, GenerationConfig
-
-        from ..scorers.tiny_policy import init_random_weights
 
         torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
         try:

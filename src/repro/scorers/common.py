@@ -10,10 +10,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError
-from ..parameters import PAIRRM_LIMITS
 from ..paths import STAND_IN_MARKER, looks_like_path
 
-DEFAULT_BATCH_TOKENS = 16384
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
 DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 

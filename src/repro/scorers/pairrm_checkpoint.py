@@ -18,6 +18,7 @@ from ..parameters import PAIRRM_LIMITS
 from ..paths import cache_root, looks_like_path
 from .common import check_local_path
 from .pairrm_attention import batch_context, install_fast_attention
+from .tiny import build_cached_tiny_pairrm
 
 BUILTIN_TINY = "builtin:tiny-pairrm"
 KNOWN_HUB_IDS = ("llm-blender/PairRM", "llm-blender/PairRM-hf")
@@ -78,8 +79,6 @@ def resolve_model(spec: str | Path) -> Path:
     """The local directory of a PairRM checkpoint: `builtin:tiny-pairrm` (built once), a directory, or a hub id."""
     spec = str(spec).strip()
     if spec == BUILTIN_TINY:
-        from .tiny import build_cached_tiny_pairrm
-
         return build_cached_tiny_pairrm(cache_root())
     if spec.startswith("builtin:"):
         raise ModelLoadError(f"Unknown built-in model '{spec}': the only one is '{BUILTIN_TINY}'.")
