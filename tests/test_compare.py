@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 from scipy import stats as sps
 
-from repro import compare, stats
+from repro import compare
+from repro.analysis import stats
 from repro.dataset_io import output_features, write_split
 from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import package_versions
 from ..parameters import GenerationParams
 from ..paths import STAND_IN_MARKER
+from ..scorers.common import resolve_device, resolve_dtype
 from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
     world_size
@@ -284,26 +284,6 @@ class SequenceRequest:
 
     ids: list[int]
     key: list[int] | None  # None: greedy
-
-
-def resolve_device(device: str) -> str:
-    """`auto` -> cuda:LOCAL_RANK when a GPU is there, else cpu; other values as given."""
-    import torch
-
-    if device != "auto":
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ParameterError(f"generation_device={device!r}, but torch sees no CUDA GPU here: use cpu or auto.")
-        return device
-    if torch.cuda.is_available():
-        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0')) % torch.cuda.device_count()}"
-    return "cpu"
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    """`auto` -> bf16 on CUDA, fp32 on CPU."""
-    if dtype == "auto":
-        return "bf16" if device.startswith("cuda") else "fp32"
-    return dtype
 
 
 class TransformersEngine:
@@ -559,8 +539,8 @@ def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
     context = context_length(policy, tokenizer)
     limit = prompt_limit(params, context)
     eos_ids = eos_token_ids(policy, tokenizer)
-    device = resolve_device(params.generation_device)
-    dtype = resolve_dtype(params.generation_dtype, device)
+    torch_device = resolve_device(params.generation_device)
+    device, dtype = str(torch_device), resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
     kept, skipped, truncated = plan_prompts(prompts, params, tokenizer, limit)
     fingerprint = {
         "stage": "generation",

@@ -53,14 +53,14 @@ def resolve_device(device: str | None):
     return torch.device(f"cuda:{index}")
 
 
-def resolve_dtype(dtype: str | None, device) -> str:
-    """'fp32' | 'fp16' | 'bf16'; 'auto' is fp16 on CUDA (llm-blender's choice there) and fp32 elsewhere."""
+def resolve_dtype(dtype: str | None, device, gpu_auto: str = "fp16") -> str:
+    """'fp32' | 'fp16' | 'bf16'; 'auto' is `gpu_auto` on a GPU (fp16: llm-blender's choice for PairRM), else fp32."""
     import torch
 
     name = str(dtype or "auto").strip().lower()
     name = DTYPE_ALIASES.get(name, name)
     if name == "auto":
-        return "fp16" if device.type in ("cuda", "mps") else "fp32"
+        return gpu_auto if device.type in ("cuda", "mps") else "fp32"
     if name not in DTYPE_NAMES:
         raise ParameterError(f"dtype={dtype!r} is not a precision: expected 'auto', 'fp32', 'fp16' or 'bf16'.")
     if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
