@@ -84,7 +84,7 @@ class ScorerSpec(BaseModel):
     @classmethod
     def _name(cls, v: str) -> str:
         if v == "primary":
-            raise ValueError("must not be 'primary' (the run's own scorer's name): choose another")
+            raise ValueError("must be another name, not 'primary' (the run's own scorer's)")
         return v
 
 
