@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -34,7 +33,7 @@ from .errors import DataError, ParameterError, ReproError
 from .jobs import atomic_write_json
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
-from .paths import RunDir
+from .paths import RunDir, run_manifest_of
 from .slicing import plan_slice
 from .sources import load_source
 
@@ -675,16 +674,15 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
 
     Only a run that built its dataset (its manifest counts rows) says how; a `limit` makes the slice a prefix.
     """
-    path = Path(os.path.expanduser(candidate_spec))
-    for manifest in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
-        if manifest is not None and manifest.is_file():
-            recorded = json.loads(manifest.read_text())
-            params = recorded.get("parameters") or {}
-            if not recorded.get("counts") or params.get("limit") is not None:
-                return {}
-            keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-            return {k: params[k] for k in keys if k in params}
-    return {}
+    manifest = run_manifest_of(candidate_spec)
+    if manifest is None:
+        return {}
+    recorded = json.loads(manifest.read_text())
+    params = recorded.get("parameters") or {}
+    if not recorded.get("counts") or params.get("limit") is not None:
+        return {}
+    keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
+    return {k: params[k] for k in keys if k in params}
 
 
 def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:

@@ -195,3 +195,12 @@ class RunDir:
 def looks_like_path(spec: str) -> bool:
     """True when a model spec names a local path (not an `owner/name` hub id)."""
     return spec.startswith((".", "/", "~")) or spec.count("/") != 1 or "\\" in spec
+
+
+def run_manifest_of(spec: str | Path) -> Path | None:
+    """The manifest.json of the run directory `spec` names (the run itself, or its `dataset/` folder); else None."""
+    path = Path(os.path.expanduser(str(spec)))
+    for candidate in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
+        if candidate is not None and candidate.is_file():
+            return candidate
+    return None

@@ -9,7 +9,6 @@ analysis never leaves a stale file that looks current.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from ..errors import DataError
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import AnalyzeParams
-from ..paths import RunDir, public_name
+from ..paths import RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
 from . import agreement, plots, stats
 
@@ -95,13 +94,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _manifest_of(spec: str | None, run: RunDir) -> Path | None:
     """The manifest that describes the dataset's making (this run's, or the run directory named by `spec`)."""
-    if spec is None:
-        return run.manifest
-    path = Path(os.path.expanduser(spec))
-    for candidate in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
-        if candidate is not None and candidate.is_file():
-            return candidate
-    return None
+    return run.manifest if spec is None else run_manifest_of(spec)
 
 
 def _scorer(manifest_path: Path | None) -> dict[str, Any] | None:
