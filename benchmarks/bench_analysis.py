@@ -127,7 +127,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(Path(args.child), args.resamples)))
         return
-    from repro.cli.bench import machine_info
+    from repro.cli.measure import machine_info
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     results = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"),

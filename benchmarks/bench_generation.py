@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nstage (generate_candidates: greedy reference + 2 candidates, batch {batch_sizes[-1]}): "
           f"{stage['tokens_generated']} tokens in {stage['generate_seconds']:.1f} s = "
           f"{stage['tokens_per_second']:.1f} tokens/s")
-    from repro.cli.bench import machine_info
+    from repro.cli.measure import machine_info
 
     results = {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
