@@ -38,7 +38,6 @@ from .slicing import plan_slice
 from .sources import load_source
 
 COMPARE_VERSION = 1
-COMPARE_JSON = "compare.json"
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
              "prompt_normalised": "whitespace-normalised prompt text"}
@@ -816,7 +815,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     run = RunDir.of(p.run_root)
     candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
     run.root.mkdir(parents=True, exist_ok=True)
-    target = run.root / COMPARE_JSON
+    target = run.compare
     target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
     for name in FIGURES:
         for ext in (".png", ".svg"):
@@ -932,7 +931,7 @@ def card_lines(result: dict[str, Any], lang: str) -> list[str]:
 
 def reproduction_section(run: RunDir, lang: str) -> list[str]:
     """The card's "Reproduction" section for a run, when it has a compare.json (else nothing)."""
-    path = run.root / COMPARE_JSON
+    path = run.compare
     if not path.is_file():
         return []
     return card_lines(json.loads(path.read_text()), lang)

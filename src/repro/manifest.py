@@ -21,15 +21,13 @@ from typing import Any, Iterator
 from . import __version__
 from .errors import ParameterError
 from .jobs import atomic_write_json
-from .paths import RunDir, checkout_root, resolve_user_path
+from .paths import SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path
 
 TRACKED_PACKAGES = (
     "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm",
 )
 # what `repro selfcheck` writes (repro.cli.selfcheck); a run cites the latest one (`find_selfcheck`)
-SELFCHECK_JSON = "selfcheck.json"
-SELFCHECK_MD = "selfcheck.md"
 SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "llm-blender")
 
 

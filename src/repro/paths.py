@@ -34,6 +34,12 @@ _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/
 # a hub repository id: owner/name, no more parts, nothing that only a path would hold
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
+# the files of a run that more than one module names
+COMPARE_JSON = "compare.json"
+SELFCHECK_JSON = "selfcheck.json"
+SELFCHECK_MD = "selfcheck.md"
+SUMMARY_TABLE = "summary_statistics.csv"
+EXTREMES_TABLE = "extreme_margins.csv"
 
 
 def public_name(value: str) -> str:
@@ -172,6 +178,10 @@ class RunDir:
     @property
     def tables(self) -> Path:
         return self.root / "tables"
+
+    @property
+    def compare(self) -> Path:
+        return self.root / COMPARE_JSON
 
     def relative(self, path: str | Path) -> str:
         """`path` (under the run) as the run's files name it: relative to its root."""

@@ -22,15 +22,13 @@ from ..errors import DataError
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import AnalyzeParams
-from ..paths import RunDir, public_name, run_manifest_of
+from ..paths import EXTREMES_TABLE, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
 from . import agreement, plots, stats
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
 EXTREME_ROWS = 10
 METRICS_VERSION = 1
-SUMMARY_TABLE = "summary_statistics.csv"
-EXTREMES_TABLE = "extreme_margins.csv"
 CANDIDATE_SCORES = "candidate_scores"  # the primary scorer's; candidate_scores_<name> for each further scorer
 AGREEMENT = "scorer_agreement"  # the figure's and the table's name
 

@@ -44,9 +44,9 @@ import torch
 
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
-from ..manifest import SELFCHECK_JSON, SELFCHECK_MD, package_versions
+from ..manifest import package_versions
 from ..parameters import DEFAULT_BATCH_TOKENS
-from ..paths import cache_root, project_root
+from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, project_root
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
