@@ -33,16 +33,16 @@ from datasets.splits import SplitDict, SplitInfo
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from .dataset_io import SEED_FEATURES, write_split
-from .errors import DataError, ParameterError, ReproError
-from .formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
-from .manifest import Manifest
-from .parameters import RECIPE_FACTS
-from .paths import RunDir, public_name
-from .sources import load_source
+from ..dataset_io import SEED_FEATURES, write_split
+from ..errors import DataError, ParameterError, ReproError
+from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
+from ..manifest import Manifest
+from ..parameters import RECIPE_FACTS
+from ..paths import RunDir, public_name
+from ..sources import load_source
 
 if TYPE_CHECKING:
-    from .parameters import CardParams
+    from ..parameters import CardParams
 
 CONFIG_NAME = "default"
 DATA_DIR = "data"
@@ -251,7 +251,7 @@ NOT_SHAPING = frozenset({"run_name", "run_dir", "batch_tokens", "chunk_size", "n
 
 def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     """The parameters that shaped the dataset: construction ones, generation ones only when it generated."""
-    from .parameters import ConstructParams, GenerationParams
+    from ..parameters import ConstructParams, GenerationParams
 
     schemas = [ConstructParams] + ([GenerationParams] if parameters.get("generate") else [])
     fields = {k for schema in schemas for k in schema.model_fields} - NOT_SHAPING
@@ -270,7 +270,7 @@ def _without_templates(value: Any) -> Any:
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     """The run's parameters with construction defaults filled in (a params file names only what it changes)."""
-    from .parameters import ConstructParams, GenerationParams
+    from ..parameters import ConstructParams, GenerationParams
 
     schemas = [ConstructParams] + ([GenerationParams] if recorded.get("generate") else [])
     defaults = {k: f.default for schema in schemas for k, f in schema.model_fields.items()
@@ -638,7 +638,7 @@ def selfcheck_lines(facts: CardFacts, lang: str) -> list[str]:
 def _scorers_decided(facts: CardFacts, lang: str) -> str:
     """With several scorers (`scorers:`) or a sequence classifier: which one decided, what the others' columns
     hold, and what a sequence classifier's scores mean; "" for a run scored by PairRM alone."""
-    from .scorers.common import looks_like_path
+    from ..scorers.common import looks_like_path
 
     scorers = Manifest(facts.run).read().get("scorers") or [{"name": "primary", "column": "candidate_scores",
                                                                "decides_pairs": True, **facts.scorer}]
@@ -1004,7 +1004,7 @@ def _section_citation(facts: CardFacts, lang: str) -> list[str]:
 
 def _section_reproduction(facts: CardFacts, lang: str) -> list[str]:
     """The "Reproduction" section, from the run's compare.json (nothing when the run has none)."""
-    from .compare import reproduction_section  # here: compare loads the plotting stack, needed only for this section
+    from ..compare import reproduction_section  # here: compare loads the plotting stack, needed only for this section
 
     return reproduction_section(facts.run, lang)
 
