@@ -19,7 +19,7 @@ from datasets import Features
 
 from ..dataset_io import SEED_FEATURES, write_split
 from ..errors import DataError, ParameterError
-from ..formats import REQUIRED_COLUMNS, TRL_FEATURES
+from ..formats import TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import ConstructParams, GenerationParams
 from ..paths import RunDir, public_name
@@ -100,22 +100,8 @@ class CardFacts:
     def scorer_model(self) -> Any:
         return public_value(self.scorer.get("model") or self.parameters.get("scorer_model"))
 
-    @property
-    def columns(self) -> list[str]:
-        return list(self.features)
-
-    @property
-    def preference(self) -> bool:
-        """The data has prompt/chosen/rejected: preference pairs."""
-        return {"prompt", "chosen", "rejected"} <= set(self.features)
-
-    @property
-    def seed_like(self) -> bool:
-        return {"prompt", "chosen", "rejected", "score_chosen", "score_rejected"} <= set(self.features)
-
-    @property
-    def usable_by_trl(self) -> bool:
-        return set(REQUIRED_COLUMNS) <= set(self.features)
+    def has_columns(self, *names: str) -> bool:
+        return set(names) <= set(self.features)
 
     @property
     def trl_drop(self) -> list[str]:
@@ -173,16 +159,6 @@ class CardFacts:
                 "logits": any(s.get("kind") == "sequence_classifier" for s in scorers)}
 
     @property
-    def lock(self) -> dict[str, Any] | None:
-        """The manifest's lock fact (`environment.lock`): file, sha256 (12 hex), locked, packages that differ."""
-        lock = self.environment.get("lock")
-        if not isinstance(lock, dict):
-            return None
-        return {"file": public_value(lock.get("file") or "requirements.lock"),
-                "sha256": str(lock.get("sha256") or "")[:12] or None, "locked": bool(lock.get("locked")),
-                "differs": [d for d in lock.get("differs") or [] if isinstance(d, dict)]}
-
-    @property
     def excluded(self) -> int:
         return excluded_count(self.metrics or {})
 
@@ -237,20 +213,20 @@ class CardFacts:
         if isinstance(inv.get("sign_order_fails"), int):
             out.append({"check": "sign", "holds": [n - inv["sign_order_fails"], n]})
         cand = inv.get("candidate_scores") if isinstance(inv.get("candidate_scores"), dict) else None
-        if cand is not None and isinstance(cand.get("two_candidate_rows"), int):
-            if cand["two_candidate_rows"] == 0:
-                per_row = cand.get("candidates_per_row") or {}
-                out.append({"check": "antisymmetry", "not_applicable": "no_two", "lo": per_row.get("min"),
-                            "hi": per_row.get("max")})
-            else:
-                out.append({"check": "antisymmetry", "holds": [
-                    cand.get("antisymmetry_holds_among_two_candidate_rows"), cand["two_candidate_rows"]]})
+        two = _get(cand, "two_candidate_rows")
+        if two == 0 and isinstance(two, int):
+            per_row = cand.get("candidates_per_row") or {}
+            out.append({"check": "antisymmetry", "not_applicable": "no_two", "lo": per_row.get("min"),
+                        "hi": per_row.get("max")})
+        elif isinstance(two, int):
+            out.append({"check": "antisymmetry",
+                        "holds": [cand.get("antisymmetry_holds_among_two_candidate_rows"), two]})
         elif isinstance(inv.get("antisymmetry_holds"), int):
             out.append({"check": "antisymmetry", "holds": [inv["antisymmetry_holds"], n]})
-        if cand is not None and isinstance(cand.get("sum_to_zero_holds"), int):
-            out.append({"check": "sum", "holds": [cand["sum_to_zero_holds"], cand.get("rows", n)]})
-            if isinstance(cand.get("chosen_is_best_and_rejected_is_worst"), int):
-                out.append({"check": "best", "holds": [cand["chosen_is_best_and_rejected_is_worst"], cand.get("rows", n)]})
+        if isinstance(_get(cand, "sum_to_zero_holds"), int):
+            for check, key in (("sum", "sum_to_zero_holds"), ("best", "chosen_is_best_and_rejected_is_worst")):
+                if isinstance(cand.get(key), int):
+                    out.append({"check": check, "holds": [cand[key], cand.get("rows", n)]})
         else:
             out.append({"check": "sum", "not_applicable": "no_candidate_scores"})
         if isinstance(inv.get("inversions"), int):
@@ -271,7 +247,7 @@ class CardFacts:
             return scale
         if isinstance(scale, str):
             return {"text": scale}
-        text = next((v for _, v in _flatten(scale) if isinstance(v, str) and len(v.split()) > 3), None) if scale else None
+        text = next((v for _, v in _flatten(scale) if isinstance(v, str) and len(v.split()) > 3), None)
         return {"text": text} if text else None
 
     @property

@@ -25,7 +25,7 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from ..errors import DataError, ReproError
-from ..formats import TESTED_TRL_VERSION
+from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS
 from ..paths import RunDir
@@ -70,7 +70,8 @@ def card_data(features: Features, splits: list[SplitFacts], **metadata: Any) -> 
 
 def facts_card_data(facts: CardFacts) -> DatasetCardData:
     """The card metadata for a run: the data's own YAML plus licence, language, size, task and tags."""
-    tags = ["preference", "dpo", "rlhf"] if facts.preference else []
+    preference = facts.has_columns("prompt", "chosen", "rejected")
+    tags = ["preference", "dpo", "rlhf"] if preference else []
     if facts.built_here:
         tags += ["pairrm", "ultrafeedback"] if not facts.stand_in else ["stand-in-scores"]
         source = hub_id(facts.parameters.get("source"))
@@ -82,7 +83,7 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
         license=facts.license,
         size_categories=[size_category(facts.num_examples)],
         source_datasets=[f"extended|{source}"] if source else None,
-        task_categories=["text-generation"] if facts.preference else None,
+        task_categories=["text-generation"] if preference else None,
         pretty_name=facts.title,
         tags=tags or None,
     )
@@ -118,8 +119,9 @@ def _environment(lang: str) -> jinja2.Environment:
         v=lambda value: fmt(value, words.unknown),
         metric=lambda value: words.undefined if value is None else fmt(value, words.unknown))  # null: NaN/inf
     env.globals.update(t=words, config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,
-                       seed_repo=SEED_REPO, score_blocks=SCORE_BLOCKS, trl_version=TESTED_TRL_VERSION,
-                       length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P, recipe_facts=RECIPE_FACTS,
+                       seed_repo=SEED_REPO, score_blocks=SCORE_BLOCKS, required_columns=REQUIRED_COLUMNS,
+                       trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
+                       recipe_facts=RECIPE_FACTS,
                        citations=(TEMPLATES / "citations.md").read_text(encoding="utf-8").strip("\n"))
     return env
 
