@@ -78,6 +78,7 @@ HEAVY_FIXTURES = {
     "trl_policy": "trains TRL's DPOTrainer",
     "wheel": "builds and installs the wheel",
     "kill_during_scoring": "runs a scoring job in a subprocess and kills it with SIGKILL",
+    "mid_size_shape": "builds and runs PairRM at the benchmark's mid size (hidden 384, 6 layers)",
 }
 def pytest_collection_modifyitems(config, items):
     """Marks every test that uses a heavy fixture (directly or through another fixture) `heavy`."""
@@ -149,6 +150,14 @@ def kill_during_scoring():
     from killed_run import kill_while_scoring_the_third_chunk
 
     return kill_while_scoring_the_third_chunk
+
+
+@pytest.fixture(scope="session")
+def mid_size_shape() -> dict:
+    """The shape of `repro bench`'s mid-size PairRM network (a model large enough to show real batching effects)."""
+    from repro.cli.bench import MODEL_SIZES
+
+    return dict(MODEL_SIZES["mid"])
 
 
 @pytest.fixture
