@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from .errors import ParameterError
 from .scorers.common import PAIRRM_LIMITS
-from .paths import default_run_dir, resolve_user_path
+from .paths import default_run_dir, resolve_user_path, row_cache_dir
 
 
 class _Params(BaseModel):
@@ -122,6 +122,9 @@ class ConstructParams(_Params):
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
     # generation (issue 7): when true, candidates (and optionally the reference) are generated first
     generate: bool = False
+    # the project's row cache (issue 22, repro.cache): generated and scored rows shared by every run
+    cache: bool = True  # false: compute every row here (the run's own resumable chunks still apply)
+    cache_dir: str | None = None  # None: $REPRO_ROW_CACHE, else $REPRO_CACHE, else cache/ in the project root
 
     @field_validator("part_start", "drop_rows", "mini_index")
     @classmethod
@@ -134,6 +137,16 @@ class ConstructParams(_Params):
     @classmethod
     def _paths_from_project_root(cls, v: str) -> str:
         return resolve_user_path(v)
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _cache_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v, may_be_id=False)
+
+    @property
+    def row_cache(self) -> Path | None:
+        """The row cache folder this run uses, or None with `cache: false`."""
+        return row_cache_dir(self.cache_dir) if self.cache else None
 
     @field_validator("mini_count", "num_processes", "batch_tokens", "chunk_size")
     @classmethod
@@ -368,7 +381,8 @@ SCHEMAS: dict[str, type[_Params]] = {
     "card": CardParams,
     "compare": CompareParams,
 }
-RUN_KEYS = {"notebooks", "selfcheck"}  # keys only `repro run` reads (selfcheck: a `repro selfcheck` report)
+# keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family)
+RUN_KEYS = {"notebooks", "selfcheck", "family"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
 
