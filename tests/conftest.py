@@ -52,6 +52,13 @@ def tiny_pairrm_dir(tmp_path_factory) -> Path:
     return build_tiny_pairrm(tmp_path_factory.mktemp("tiny-pairrm"))
 
 
+@pytest.fixture(autouse=True)
+def own_row_cache(tmp_path_factory, monkeypatch):
+    """Each test its own row cache (repro.cache), never the checkout's cache/: a row one test scored in other
+    batches must not reach another test's bitwise checks (runs started in a subprocess inherit it)."""
+    monkeypatch.setenv("REPRO_ROW_CACHE", str(tmp_path_factory.mktemp("row-cache")))
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """One torch thread for a module's tiny models: on shared CI cores extra threads only spin (5x slower)."""

@@ -10,7 +10,7 @@ from .errors import ReproError
 
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
 COMMANDS = {
-    "run": ("repro.runner", "execute the notebooks a params file lists, through papermill"),
+    "run": ("repro.family", "execute the notebooks a params file lists, through papermill (a family: every member)"),
     "notebooks": ("repro.project", "copy the notebooks and example params into a folder to open in JupyterLab"),
     "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
     "bench": ("repro.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),

@@ -374,12 +374,27 @@ class CompareParams(_Params):
     _enough_resamples = field_validator("bootstrap_resamples")(AnalyzeParams._enough_resamples.__func__)
 
 
+# --------------------------------------------------------------------------------------------
+# 05_family
+# --------------------------------------------------------------------------------------------
+class FamilyViewParams(_Params):
+    """Parameters of notebooks/05_family.ipynb: run_dir is the family's folder (runs/<family>/), holding its members."""
+
+    section: ClassVar[str] = "family_view"
+
+    bootstrap_resamples: int = 1000  # percentile-bootstrap resamples for each member's mean margin interval
+    bootstrap_seed: int = 0
+
+    _enough_resamples = field_validator("bootstrap_resamples")(AnalyzeParams._enough_resamples.__func__)
+
+
 SCHEMAS: dict[str, type[_Params]] = {
     "construct": ConstructParams,
     "generation": GenerationParams,
     "analyze": AnalyzeParams,
     "card": CardParams,
     "compare": CompareParams,
+    "family_view": FamilyViewParams,
 }
 # keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family)
 RUN_KEYS = {"notebooks", "selfcheck", "family"}
