@@ -156,7 +156,7 @@ CASES = [
          r"member 'mini_index-4' of family 'demo'.*mini_index=4 must be < mini_count=4", after=nothing_written),
     Case("--member not in the family",
          lambda t: run(t, "--grid", "mini_index=0,1", "--set", "mini_count=2", "--member", "mini_index-7"),
-         r"--member 'mini_index-7' is not a member of family 'demo'; its members are mini_index-0, mini_index-1\.",
+         r"--member 'mini_index-7' is not a member of family 'demo'; its members are mini_index-0, mini_index-1 \(or their index, 0 to 1\)\.",
          after=nothing_written),
     Case("--member without a family", lambda t: run(t, "--member", "x"), r"declares none: add family",
          after=nothing_written),

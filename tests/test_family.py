@@ -48,6 +48,8 @@ def test_a_grid_expands_to_the_product_in_the_order_written(tmp_path):
     assert first.values["mini_index"] == 0 and first.values["bootstrap_seed"] == 5 and "family" not in first.values
     assert first.run_dir == tmp_path / "f" / first.name and first.values["run_name"] == f"sweep-{first.name}"
     assert first.record("sweep")["grid"] == {"mini_index": 0, "bootstrap_seed": 5}
+    # --member takes a name or an index (a Slurm array task id)
+    assert family.member("mini_index-1__bootstrap_seed-6") == family.member("4") == family.members[4]
     # fingerprints: one per member, the same when planned again, another when a parameter changes
     assert len({m.fingerprint for m in family.members}) == 6
     assert [m.fingerprint for m in _plan(values, tmp_path).members] == [m.fingerprint for m in family.members]
@@ -184,3 +186,26 @@ def test_the_demo_family_scores_every_row_once_and_each_member_equals_its_run_al
     assert (cache["rows_computed"], cache["rows_from_cache"]) == (0, 10)
     assert _sha(tmp_path / "elsewhere" / "mini_1" / shard) == _sha(out / "mini_1" / shard)
     assert not (tmp_path / "elsewhere" / "family.json").exists()  # one member is not the family
+
+
+def test_the_seed_family_params_give_the_published_sizes_and_counterparts():
+    from repro.slicing import plan_slice
+
+    part2 = fam.plan_family(load_params_file(ROOT / "params" / "part2.yaml"), default_name="x")
+    siblings = fam.plan_family(load_params_file(ROOT / "params" / "siblings.yaml"), default_name="x")
+    assert [m.name for m in part2.members] == [f"part2_mini_{i}" for i in range(4)]
+    assert [m.name for m in siblings.members] == [f"part{p}_mini_{i}" for p in range(3) for i in range(4)]
+
+    def rows(member) -> int:
+        v = member.values
+        return len(plan_slice(61135, part_start=v["part_start"], part_stop=v["part_stop"], drop_rows=v["drop_rows"],
+                              drop_from=v["drop_from"], mini_index=v["mini_index"], mini_count=v["mini_count"],
+                              limit=None).indices)
+
+    # the published sizes (domain notes): part0/part1 minis 19600 // 4 = 4900; part2 20735 // 4 = 5183, mini_3 5186
+    assert [rows(m) for m in siblings.members] == [4900] * 8 + [5183, 5183, 5183, 5186]
+    assert [rows(m) for m in part2.members] == [5183, 5183, 5183, 5186]
+    for m in siblings.members:
+        assert m.values["reference"] == f"YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_{m.name}"
+    # part2's members are the siblings' part2 members, parameter for parameter
+    assert [m.fingerprint for m in part2.members] == [m.fingerprint for m in siblings.members[8:]]

@@ -79,12 +79,14 @@ class Family:
     jobs: int = 1
 
     def member(self, name: str) -> Member:
-        """The member called `name`, or an error listing the family's members."""
+        """The member called `name`, or at that index from 0 (a Slurm array task id); else an error listing them."""
         for m in self.members:
             if m.name == name:
                 return m
+        if name.isdigit() and int(name) < len(self.members):
+            return self.members[int(name)]
         raise FamilyError(f"--member {name!r} is not a member of family {self.name!r}; its members are "
-                          f"{', '.join(m.name for m in self.members)}.")
+                          f"{', '.join(m.name for m in self.members)} (or their index, 0 to {len(self.members) - 1}).")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -313,7 +315,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="run N members of a family at once, each in its own process (default: family.jobs or 1)")
     parser.add_argument("--member", metavar="NAME",
-                        help="run only this member of the family (e.g. one per Slurm array task)")
+                        help="run only this member of the family, by name or index from 0 (a Slurm array task id)")
 
 
 def check_row_cache(values: dict[str, Any]) -> None:

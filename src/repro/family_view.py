@@ -110,13 +110,13 @@ def _totals(members: list[dict[str, Any]], key: str) -> dict[str, int]:
 
 
 def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
-    """The members' margin distributions side by side (a box per member, every row a dot)."""
+    """The members' margin distributions side by side (a violin with quartiles per member, every row a dot)."""
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
     with plots.theme():
         fig = Figure(figsize=(max(6.4, 1.1 * len(margins) + 2), 4.4), dpi=plots.DPI, layout="constrained")
         ax = fig.add_subplot()
         if len(long):
-            sns.boxplot(data=long, x="member", y="margin", ax=ax, color="#9ecae1", fliersize=0)
+            sns.violinplot(data=long, x="member", y="margin", ax=ax, color="#c6dbef", inner="quart", cut=0)
             sns.stripplot(data=long, x="member", y="margin", ax=ax, color="#08519c", size=3, alpha=0.6)
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="member", ylabel="margin = score_chosen − score_rejected",
