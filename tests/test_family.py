@@ -100,6 +100,32 @@ def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, mo
     assert ran[-1][1] == {"family": other.record(family.name)}
 
 
+def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    fam.configure(parser)
+    args = parser.parse_args([str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=2", "--out",
+                              str(tmp_path / "f"), "--jobs", "2"])
+    family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
+                             grid_args=fam.parse_grid_args(args.grid), out=args.out)
+    started = []
+
+    def fake_run(cmd, stdout, stderr):
+        started.append(cmd)
+        stdout.write("a member's output\n")
+        return subprocess.CompletedProcess(cmd, 0 if "mini_index-0" in cmd else 1)
+
+    monkeypatch.setattr(fam.subprocess, "run", fake_run)
+    monkeypatch.setattr(fam, "run_notebooks", lambda *a, **k: 0)  # the family view
+    assert fam.run_family(args, family) == 1  # one member failed: the command says so
+    assert sorted(cmd[cmd.index("--member") + 1] for cmd in started) == ["mini_index-0", "mini_index-1"]
+    # each child is the same command for one member: parsed again, it plans the same member
+    child = parser.parse_args(started[0][4:])
+    assert child.member in ("mini_index-0", "mini_index-1") and child.grid == args.grid and child.out == args.out
+    assert (tmp_path / "f" / "logs" / "mini_index-1.log").read_text() == "a member's output\n"
+
+
 def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict) -> None:
     run = RunDir.of(root / name)
     run.data.mkdir(parents=True)
@@ -117,6 +143,9 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
             {"rows_computed": 0, "rows_from_cache": 3})
     _member(root, "a", 0, [0.1, 0.3, 0.0, 0.5], {"seed": 0, "source": "demo", "run_dir": "y"},
             {"rows_computed": 4, "rows_from_cache": 0})
+    (root / "b" / "compare.json").write_text(json.dumps({"verdict": "3 of 3 reference rows aligned"}))
+    (root / "a" / "metrics.json").write_text(json.dumps({"agreement": {"primary": "primary", "pairs": [
+        {"scorers": ["primary", "llama_rm"], "same_chosen": {"count": 3, "fraction": 0.75}}]}}))
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
     assert list(view.table["member"]) == ["a", "b"]  # the family's order, not the folders'
     a, b = view.summary["members"]
@@ -125,6 +154,12 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert a["margin_mean_ci95"][0] <= 0.225 <= a["margin_mean_ci95"][1]
     assert view.summary["rows_scored"] == {"computed": 4, "from_cache": 3}
     assert view.summary["parameters_that_differ"] == ["seed"]
+    assert a["agreement_same_chosen"] == {"llama_rm": 0.75} and b["agreement_same_chosen"] == {}
+    assert (a["verdict"], b["verdict"]) == (None, "3 of 3 reference rows aligned")
+    assert list(view.table["same chosen as llama_rm"])[0] == 0.75
+    from repro.family_view import verdicts
+
+    assert verdicts(view).to_dict("records") == [{"member": "b", "verdict": "3 of 3 reference rows aligned"}]
     written = json.loads((root / "family.json").read_text())
     assert written == json.loads(json.dumps(view.summary))
     assert (root / "figures" / "family_margins.png").stat().st_size > 0
@@ -149,6 +184,7 @@ def _repro(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=1200, env=env)
 
 
+@pytest.mark.slow
 def test_the_demo_family_scores_every_row_once_and_each_member_equals_its_run_alone(tmp_path):
     out = tmp_path / "demo_family"
     first = _repro(str(DEMO_FAMILY), "--out", str(out))
