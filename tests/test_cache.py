@@ -129,13 +129,14 @@ def test_scoring_from_the_cache_gives_the_computing_runs_bytes_and_computes_noth
     # a run of rows 0..11: the first chunk is computed, the two others come from the cache, exactly
     mixed = score_candidates(prompts, candidates, work_dir=tmp_path / "mixed", **common)
     assert (mixed.info["cache"]["rows_from_cache"], mixed.info["cache"]["rows_computed"]) == (8, 4)
+    assert mixed.info["prompts_computed"] == 4  # the scorer's own count: rows from the cache are not computed
     assert np.array(mixed.scores[4:]).tobytes() == np.array(other.scores).tobytes()
     direct = score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), chunk_size=4, progress=False,
                               work_dir=tmp_path / "direct", **LIMITS)
     assert mixed.scores[:4] == direct.scores[:4]  # the computed chunk was computed as a run alone computes it
     # everything is there now: a third run computes nothing and gets the same bytes
     again = score_candidates(prompts, candidates, work_dir=tmp_path / "again", **common)
-    assert again.info["cache"]["rows_computed"] == 0 and again.scores == mixed.scores
+    assert again.info["cache"]["rows_computed"] == 0 == again.info["prompts_computed"] and again.scores == mixed.scores
     # another scorer setting is another namespace: nothing shared
     other_dtype = score_candidates(prompts[:2], candidates[:2], work_dir=tmp_path / "bf", batch_tokens=4096,
                                    **common)

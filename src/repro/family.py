@@ -35,7 +35,7 @@ from . import __version__
 from .cache import check_format
 from .errors import ParameterError, ReproError
 from .manifest import Manifest
-from .parameters import all_fields, load_params_file, validate_all
+from .parameters import FamilyViewParams, all_fields, build, load_params_file, validate_all
 from .paths import default_run_dir, find_params, resolve_user_path
 from .runner import KERNEL_NAME, check_run_root, resolve_parameters, run_notebooks
 from .runner import configure as configure_run
@@ -293,9 +293,11 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             statuses = list(pool.map(lambda m: _run_in_subprocess(args, family, m), family.members))
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
-    view = {"notebooks": [FAMILY_NOTEBOOK], "run_name": family.name,
-            **{k: v for k, v in family.members[0].values.items() if k in ("bootstrap_resamples", "bootstrap_seed")}}
-    code = run_notebooks(resolve_parameters(view), family.root, kernel=args.kernel, log_output=args.log_output)
+    # the family folder's own record holds the family view's parameters only (the members hold theirs)
+    view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items()
+                                    if k in FamilyViewParams.model_fields and k != "run_dir"}).model_dump()
+    code = run_notebooks({**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}, family.root,
+                         kernel=args.kernel, log_output=args.log_output)
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed, in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:

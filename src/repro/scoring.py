@@ -282,7 +282,7 @@ def _score_here(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
     start = time.monotonic()
     run, scorer_info, load_seconds = _score_share(items, job, share=None, device=None, show_progress=job.progress,
                                                   prepare=True, desc=_desc(job))
-    computed = len(items) - run.items_resumed
+    computed = len(items) - run.items_resumed - scorer_info.get("cache", {}).get("rows_from_cache", 0)
     info = _info(scorer_info, job, processes=1, prompts=len(items), computed=computed, scoring_seconds=run.seconds,
                  seconds=time.monotonic() - start, load_seconds=load_seconds, chunks_total=run.chunks_total,
                  chunks_resumed=run.chunks_resumed, digest=run.digest)
@@ -307,7 +307,8 @@ def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
     gathered = run_as_rank(items, work_dir=job.work_dir, fingerprint=job_fingerprint(job), chunk_size=job.chunk_size,
                            device=_device_and_dtype(job)[0], compute=compute)
     scores = [row for g in gathered for row in g["results"]]
-    computed = len(items) - sum(g["items_resumed"] for g in gathered)
+    computed = len(items) - sum(g["items_resumed"] + g["info"].get("cache", {}).get("rows_from_cache", 0)
+                                for g in gathered)
     info = _info(gathered[0]["info"], job, processes=len(gathered), prompts=len(items), computed=computed,
                  scoring_seconds=max(g["seconds"] for g in gathered), seconds=time.monotonic() - start,
                  load_seconds=max(g["load_seconds"] for g in gathered), chunks_total=gathered[0]["chunks_total"],
