@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 # Tests never reach the hub (these machines cannot): fail fast instead of retrying the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Never the checkout's row cache (repro.cache): rows another run scored in other batches would change the last bits
+# of this run's scores. One per pytest process for fixtures built once; each test gets its own (own_row_cache).
+os.environ["REPRO_ROW_CACHE"] = tempfile.mkdtemp(prefix="repro-row-cache-")
 
 import pytest
 
