@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -175,17 +173,10 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _repro(*args: str) -> subprocess.CompletedProcess:
-    import torch
+def test_the_demo_family_scores_every_row_once_and_each_member_equals_its_run_alone(tmp_path, repro_run):
+    def _repro(*args):  # every run in its own process with the same environment (threads: the same rounding)
+        return repro_run(*args, timeout=1200)
 
-    # the notebooks' kernels score with this process's thread count: CPU products round differently with another
-    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    return subprocess.run([sys.executable, "-m", "repro.cli", "run", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1200, env=env)
-
-
-@pytest.mark.slow
-def test_the_demo_family_scores_every_row_once_and_each_member_equals_its_run_alone(tmp_path):
     out = tmp_path / "demo_family"
     first = _repro(str(DEMO_FAMILY), "--out", str(out))
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
