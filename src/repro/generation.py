@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .cache import CacheCounts, RowCache, cached_chunk_fn, check_format
+from .cache import CacheCounts, RowCache, check_format
 from .errors import DataError, ModelLoadError, ParameterError
 from .manifest import package_versions
 from .parameters import GenerationParams
@@ -465,7 +465,6 @@ class _Counters:
     sequences: int = 0
     generate_seconds: float = 0.0
     load_seconds: float = 0.0
-    cache: Any = None  # the RowCache when the row cache is used
 
 
 def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance: Callable[[int], None],
@@ -617,15 +616,14 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
 
-    fn = generate_chunk
-    if cache_dir is not None:  # --- issue 22: the row cache, keyed on the generation fingerprint and the row
-        counters.cache = RowCache.open(cache_dir, "generation", plan.fingerprint)
-        fn = cached_chunk_fn(generate_chunk, counters.cache, key_of=cache_row_key, reports_progress=True)
+    # issue 22: the row cache, keyed on the generation fingerprint and the row (prompt tokens, noise keys)
+    cache = RowCache.open(cache_dir, "generation", plan.fingerprint) if cache_dir is not None else None
     try:
-        run = run_chunked_with_stats(plan.kept, fn, work_dir=Path(work_dir),
+        run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
-                                     unit="prompt", share=share, prepare=prepare)
+                                     unit="prompt", share=share, prepare=prepare, cache=cache,
+                                     cache_key=cache_row_key)
     finally:
         progress.close()
     return run, counters
@@ -636,7 +634,7 @@ def _stats(run, counters: _Counters) -> dict[str, Any]:
             "items_resumed": run.items_resumed, "digest": run.digest, "tokens": counters.tokens,
             "sequences": counters.sequences, "generate_seconds": counters.generate_seconds,
             "load_seconds": counters.load_seconds,
-            **({"cache": counters.cache.counts.as_dict()} if counters.cache is not None else {})}
+            **({"cache": run.cache} if run.cache is not None else {})}
 
 
 def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:

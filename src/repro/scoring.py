@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .cache import CacheCounts, RowCache, cached_chunk_fn, check_format
+from .cache import CacheCounts, RowCache, check_format
 from .errors import ParameterError, ReproError
 from .scorers.common import DEFAULT_BATCH_TOKENS
 from .work import launch_and_collect, run_as_rank, run_chunked_with_stats, world_size
@@ -239,21 +239,18 @@ def _score_share(items: list[list[Any]], job: ScoringJob, *, share: tuple[int, i
     scorer = _load_scorer(job, device)
     load_seconds = time.monotonic() - start
     budgets_used: dict[str, int] = {}
-    score_chunk = _chunk_fn(scorer, job, budgets_used)
-    cache = None
-    if job.cache_dir is not None:  # --- issue 22: the row cache, keyed on the scorer's fingerprint and the row
-        cache = RowCache.open(job.cache_dir, "scores", job_fingerprint(job))
-        score_chunk = cached_chunk_fn(score_chunk, cache, key_of=lambda item: item, reports_progress=True)
-    run = run_chunked_with_stats(items, score_chunk, work_dir=job.work_dir,
+    # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
+    cache = RowCache.open(job.cache_dir, "scores", job_fingerprint(job)) if job.cache_dir is not None else None
+    run = run_chunked_with_stats(items, _chunk_fn(scorer, job, budgets_used), work_dir=job.work_dir,
                                  fingerprint=job_fingerprint(job), chunk_size=job.chunk_size, desc=desc,
                                  progress=show_progress, fn_reports_progress=True, share=share, unit="prompt",
-                                 prepare=prepare)
+                                 prepare=prepare, cache=cache)
     info = dict(scorer.info)
     if set(budgets_used) - {str(job.batch_tokens)}:
         # prompts scored here per budget: after an out-of-memory, which chunks a re-run at the lower budget matches
         info["batch_tokens_used"] = budgets_used
-    if cache is not None:
-        info["cache"] = cache.counts.as_dict()
+    if run.cache is not None:
+        info["cache"] = run.cache
     return run, info, load_seconds
 
 
