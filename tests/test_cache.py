@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from repro.cache import FORMAT_FILE, KEY_FORMAT, CacheError, RowCache, cached_chunk_fn, check_format
-from repro.generation import generate_candidates
+from repro.construct.generation import generate_candidates
+from repro.manifest import Manifest
 from repro.parameters import GenerationParams
-from repro.scoring import score_candidates
-from repro.tiny_policy import build_tiny_policy
+from repro.paths import RunDir
+from repro.construct.scoring import score_candidates
+from repro.scorers.tiny_policy import build_tiny_policy
 
 LIMITS = dict(source_maxlength=64, candidate_maxlength=32)
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -151,9 +153,6 @@ def test_generation_from_the_cache_computes_nothing_and_gives_the_same_rows(tmp_
                          temperature=0.8, generation_batch_size=4, generation_chunk_size=4, generation_device="cpu")
     cache = tmp_path / "cache"
     first = generate_candidates(rows[:4], p, tmp_path / "a", cache_dir=cache)
-    from repro.manifest import Manifest
-    from repro.paths import RunDir
-
     manifest = Manifest(RunDir.of(tmp_path / "run"))
     manifest.start_run({}, ["01_construct"])
     both = generate_candidates(rows, p, tmp_path / "b", manifest=manifest, cache_dir=cache)

@@ -66,7 +66,7 @@ def seed_rows(n: int) -> list[dict]:
 
 
 def analysis_metrics(ds: datasets.Dataset, figures: dict) -> dict:
-    """metrics.json in the layout repro.analysis writes (issue 4's keys), computed independently with numpy/scipy."""
+    """metrics.json in the layout repro.analysis.report writes (issue 4's keys), computed independently with numpy/scipy."""
     chosen = np.asarray(ds["score_chosen"], dtype=float)
     rejected = np.asarray(ds["score_rejected"], dtype=float)
     margin = chosen - rejected
@@ -417,8 +417,8 @@ def leaves(tree, prefix=""):
 
 
 def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
-    """Integration with repro.analysis (issue 4): its metrics.json and figures go into the card as they are."""
-    from repro import analysis
+    """Integration with repro.analysis.report (issue 4): its metrics.json and figures go into the card as they are."""
+    from repro.analysis import report as analysis
     from repro.parameters import AnalyzeParams
 
     make_run(tmp_path / "run", seed_rows(40), metrics=False)
@@ -742,7 +742,7 @@ def test_publish_checks_the_token_then_uploads_the_folder(publishable, hub_switc
 
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):
     """H4-style rows (GPT-4 ratings, no reference_response, an extra source_index): the card says what they are."""
-    from repro import analysis
+    from repro.analysis import report as analysis
     from repro.parameters import AnalyzeParams
 
     spec = str(sample_dir / "train_prefs.jsonl")

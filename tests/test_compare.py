@@ -15,11 +15,12 @@ import pyarrow as pa
 import pytest
 from scipy import stats as sps
 
-from repro import compare, stats
+from repro import compare
+from repro.analysis import stats
 from repro.dataset_io import output_features, write_split
 from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
-from repro.pairs import build_row, prompt_id_of
+from repro.construct.pairs import build_row, prompt_id_of
 from repro.parameters import CompareParams, build
 from repro.paths import RunDir
 from repro.slicing import plan_slice
@@ -323,7 +324,7 @@ def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
 # real rows, re-scored by the stand-in
 # --------------------------------------------------------------------------------------------
 def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_path, one_torch_thread):
-    from repro.scoring import score_candidates  # the integrator may point this at repro.scorers
+    from repro.construct.scoring import score_candidates  # the integrator may point this at repro.scorers
 
     real = train_rows[:80]
     rows = [r for r in real if assistant(r, "chosen") != assistant(r, "rejected")]

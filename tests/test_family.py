@@ -1,4 +1,4 @@
-"""Families of runs (repro.family, repro.family_view, notebooks/05_family): grids, member names and fingerprints,
+"""Families of runs (repro.family, repro.cli.family, repro.analysis.family_view, notebooks/05_family): grids, member names and fingerprints,
 reuse of complete members, the family view on hand-built members, and the demo family end to end."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from repro import family as fam
+from repro.analysis.family_view import differing_parameters, family_view, verdicts
+from repro.cli import family as family_cli
 from repro.errors import ParameterError
-from repro.family_view import differing_parameters, family_view
 from repro.manifest import Manifest
 from repro.parameters import FamilyViewParams, load_params_file
 from repro.paths import RunDir
@@ -79,21 +80,21 @@ def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, mo
     values = {**load_params_file(DEMO), "mini_count": 2, "family": {"grid": {"mini_index": [0, 1]}}}
     family = _plan(values, tmp_path)
     ran = []
-    monkeypatch.setattr(fam, "run_notebooks", lambda values, root, **kw: ran.append((root, kw["record"])) or 0)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append((root, kw["record"])) or 0)
     done, other = family.members
     manifest = Manifest(RunDir.of(done.run_dir))
     manifest.start_run({}, ["01_construct"])
     manifest.record("family", done.record(family.name))
     manifest.finish_run("complete")
-    assert fam.run_member(family, done) == "reused" and not ran
+    assert family_cli.run_member(family, done) == "reused" and not ran
     assert "is complete with the same parameters" in capsys.readouterr().out
     # another fingerprint (the parameters changed since), or a run that did not finish: it runs
     manifest.record("family", {**done.record(family.name), "fingerprint": "0" * 16})
-    assert fam.run_member(family, done) == "done"
+    assert family_cli.run_member(family, done) == "done"
     manifest.record("family", done.record(family.name))
     manifest.finish_run("failed")
-    assert fam.run_member(family, done) == "done"
-    assert fam.run_member(family, other) == "done"
+    assert family_cli.run_member(family, done) == "done"
+    assert family_cli.run_member(family, other) == "done"
     assert [r for r, _ in ran] == [done.run_dir, done.run_dir, other.run_dir]
     assert ran[-1][1] == {"family": other.record(family.name)}
 
@@ -102,7 +103,7 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
     import argparse
 
     parser = argparse.ArgumentParser()
-    fam.configure(parser)
+    family_cli.configure(parser)
     args = parser.parse_args([str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=2", "--out",
                               str(tmp_path / "f"), "--jobs", "2"])
     family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
@@ -114,9 +115,9 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
         stdout.write("a member's output\n")
         return subprocess.CompletedProcess(cmd, 0 if "mini_index-0" in cmd else 1)
 
-    monkeypatch.setattr(fam.subprocess, "run", fake_run)
-    monkeypatch.setattr(fam, "run_notebooks", lambda *a, **k: 0)  # the family view
-    assert fam.run_family(args, family) == 1  # one member failed: the command says so
+    monkeypatch.setattr(family_cli.subprocess, "run", fake_run)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda *a, **k: 0)  # the family view
+    assert family_cli.run_family(args, family) == 1  # one member failed: the command says so
     assert sorted(cmd[cmd.index("--member") + 1] for cmd in started) == ["mini_index-0", "mini_index-1"]
     # each child is the same command for one member: parsed again, it plans the same member
     child = parser.parse_args(started[0][4:])
@@ -155,8 +156,6 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert a["agreement_same_chosen"] == {"llama_rm": 0.75} and b["agreement_same_chosen"] == {}
     assert (a["verdict"], b["verdict"]) == (None, "3 of 3 reference rows aligned")
     assert list(view.table["same chosen as llama_rm"])[0] == 0.75
-    from repro.family_view import verdicts
-
     assert verdicts(view).to_dict("records") == [{"member": "b", "verdict": "3 of 3 reference rows aligned"}]
     written = json.loads((root / "family.json").read_text())
     assert written == json.loads(json.dumps(view.summary))

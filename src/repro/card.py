@@ -24,7 +24,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import datasets
 from datasets import Features
@@ -37,12 +37,9 @@ from .dataset_io import SEED_FEATURES, write_split
 from .errors import DataError, ParameterError, ReproError
 from .formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from .manifest import Manifest
-from .parameters import RECIPE_FACTS
-from .paths import RunDir, public_name
+from .parameters import RECIPE_FACTS, CardParams, ConstructParams, GenerationParams
+from .paths import RunDir, looks_like_path, public_name
 from .sources import load_source
-
-if TYPE_CHECKING:
-    from .parameters import CardParams
 
 CONFIG_NAME = "default"
 DATA_DIR = "data"
@@ -252,8 +249,6 @@ NOT_SHAPING = frozenset({"run_name", "run_dir", "batch_tokens", "chunk_size", "n
 
 def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     """The parameters that shaped the dataset: construction ones, generation ones only when it generated."""
-    from .parameters import ConstructParams, GenerationParams
-
     schemas = [ConstructParams] + ([GenerationParams] if parameters.get("generate") else [])
     fields = {k for schema in schemas for k in schema.model_fields} - NOT_SHAPING
     return {k: public_value(_without_templates(v)) for k, v in parameters.items() if k in fields}
@@ -271,8 +266,6 @@ def _without_templates(value: Any) -> Any:
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     """The run's parameters with construction defaults filled in (a params file names only what it changes)."""
-    from .parameters import ConstructParams, GenerationParams
-
     schemas = [ConstructParams] + ([GenerationParams] if recorded.get("generate") else [])
     defaults = {k: f.default for schema in schemas for k, f in schema.model_fields.items()
                 if k not in ("run_name", "run_dir")}
@@ -639,8 +632,6 @@ def selfcheck_lines(facts: CardFacts, lang: str) -> list[str]:
 def _scorers_decided(facts: CardFacts, lang: str) -> str:
     """With several scorers (`scorers:`) or a sequence classifier: which one decided, what the others' columns
     hold, and what a sequence classifier's scores mean; "" for a run scored by PairRM alone."""
-    from .scorers.common import looks_like_path
-
     scorers = Manifest(facts.run).read().get("scorers") or [{"name": "primary", "column": "candidate_scores",
                                                                "decides_pairs": True, **facts.scorer}]
     if len(scorers) < 2 and all(s.get("kind", "pairrm") == "pairrm" for s in scorers):

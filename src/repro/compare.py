@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,20 +26,18 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import plots, stats
+from .analysis import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
-from .analysis import _relative, dataset_or_own, response_texts, score_array
+from .analysis.report import dataset_or_own, response_texts, score_array
 from .errors import DataError, ParameterError, ReproError
+from .jobs import atomic_write_json
 from .manifest import Manifest
-from .parameters import CardParams, CompareParams, build
-from .paths import RunDir
-from .scorers.common import PAIRRM_LIMITS
+from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
+from .paths import RunDir, run_manifest_of
 from .slicing import plan_slice
 from .sources import load_source
-from .work import atomic_write_json
 
 COMPARE_VERSION = 1
-COMPARE_JSON = "compare.json"
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
              "prompt_normalised": "whitespace-normalised prompt text"}
@@ -676,16 +673,15 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
 
     Only a run that built its dataset (its manifest counts rows) says how; a `limit` makes the slice a prefix.
     """
-    path = Path(os.path.expanduser(candidate_spec))
-    for manifest in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
-        if manifest is not None and manifest.is_file():
-            recorded = json.loads(manifest.read_text())
-            params = recorded.get("parameters") or {}
-            if not recorded.get("counts") or params.get("limit") is not None:
-                return {}
-            keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-            return {k: params[k] for k in keys if k in params}
-    return {}
+    manifest = run_manifest_of(candidate_spec)
+    if manifest is None:
+        return {}
+    recorded = json.loads(manifest.read_text())
+    params = recorded.get("parameters") or {}
+    if not recorded.get("counts") or params.get("limit") is not None:
+        return {}
+    keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
+    return {k: params[k] for k in keys if k in params}
 
 
 def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:
@@ -819,7 +815,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     run = RunDir.of(p.run_root)
     candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
     run.root.mkdir(parents=True, exist_ok=True)
-    target = run.root / COMPARE_JSON
+    target = run.compare
     target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
     for name in FIGURES:
         for ext in (".png", ".svg"):
@@ -841,8 +837,8 @@ def compare(p: CompareParams) -> ComparisonResult:
         paths = {name: run.tables / f"compare_{name}.csv" for name in tables}
         for name, frame in tables.items():
             frame.to_csv(paths[name], index=False)
-        result["tables"] = {name: _relative(path, run.root) for name, path in paths.items()}
-        result["figures"] = {name: {"png": _relative(f["png"], run.root), "svg": _relative(f["svg"], run.root),
+        result["tables"] = {name: run.relative(path) for name, path in paths.items()}
+        result["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]),
                                     "title": f["title"]} for name, f in figures.items()}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
         atomic_write_json(target, result, indent=2, allow_nan=False)
@@ -935,7 +931,7 @@ def card_lines(result: dict[str, Any], lang: str) -> list[str]:
 
 def reproduction_section(run: RunDir, lang: str) -> list[str]:
     """The card's "Reproduction" section for a run, when it has a compare.json (else nothing)."""
-    path = run.root / COMPARE_JSON
+    path = run.compare
     if not path.is_file():
         return []
     return card_lines(json.loads(path.read_text()), lang)

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import ReproError
-from .manifest import Manifest, find_selfcheck
-from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
-from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
+from ..errors import ReproError
+from ..manifest import Manifest, find_selfcheck
+from ..parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, resolve_parameters
+from ..paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 
 KERNEL_NAME = "repro"
 # which parameter sections each notebook reads (the rest of a params file is not passed to it)
@@ -170,11 +170,3 @@ def check_run_root(run_root: Path, given_as: str) -> None:
             f"{given_as} {run_root} {what}. A run directory holds a run's notebooks, data and manifest: give a new "
             f"or existing folder instead (for example runs/<name>).")
 
-
-def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
-    """Every parameter of every section with defaults filled in (what the manifest records and papermill injects)."""
-    resolved: dict[str, Any] = {}
-    for params in validate_all(values).values():
-        resolved.update(params.model_dump())
-    resolved["notebooks"] = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
-    return resolved

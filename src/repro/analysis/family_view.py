@@ -19,13 +19,13 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from ..errors import DataError
+from ..jobs import atomic_write_json
+from ..manifest import Manifest
+from ..parameters import FamilyViewParams
+from ..paths import RunDir
 from . import plots
-from .errors import DataError
-from .manifest import Manifest
-from .parameters import FamilyViewParams
-from .paths import RunDir
 from .stats import bootstrap_intervals, clean
-from .work import atomic_write_json
 
 FAMILY_JSON = "family.json"
 MARGIN_FIGURE = "family_margins"

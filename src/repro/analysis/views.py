@@ -14,9 +14,9 @@ import datasets
 import numpy as np
 import pandas as pd
 
+from ..card import PHRASES
 from . import plots
-from .analysis import response_texts
-from .card import PHRASES
+from .report import response_texts
 
 # characters of a text shown in a table cell (the whole text is in the dataset)
 SHORT = 160

@@ -8,14 +8,16 @@ from typing import Any
 
 import datasets
 
-from .dataset_io import output_features, write_split
-from .errors import DataError
-from .manifest import Manifest
+from ..dataset_io import output_features, write_split
+from ..errors import DataError
+from ..manifest import Manifest
+from ..parameters import ConstructParams, GenerationParams
+from ..paths import SPLIT, RunDir
+from ..slicing import plan_slice
+from ..sources import load_source, require_columns
+from .generation import generate_candidates
 from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
-from .parameters import ConstructParams, GenerationParams
-from .paths import SPLIT, RunDir
-from .slicing import plan_slice
-from .sources import load_source, require_columns
+from .scoring import score_candidates
 
 
 @dataclass
@@ -80,8 +82,6 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
     p = ctx.params
     if not p.generate:
         return ds
-    from .generation import generate_candidates
-
     with ctx.manifest.stage("generate") as info:
         rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir("generation"), ctx.manifest,
                                    cache_dir=p.row_cache)
@@ -116,8 +116,6 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
 def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     """Score every candidate with the primary scorer (resumable chunks under work/scoring), then with each of
     `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
-    from .scoring import score_candidates
-
     p = ctx.params
     with ctx.manifest.stage("score") as info:
         result = score_candidates(
