@@ -403,8 +403,14 @@ def test_verify_params_file_names_the_published_dataset_and_its_source():
 
 
 def test_card_section_in_both_languages(compared):
-    result = compared[0].result
-    en, zh = compare.card_lines(result, "en"), compare.card_lines(result, "zh")
+    """The card reads compare.json itself (repro.card does not import repro.compare)."""
+    from repro.card import CardFacts, render_section
+
+    result, p = compared[0].result, compared[1]
+    facts = CardFacts(run=RunDir.of(p.run_root), title="t", features=None, splits=[], built_here=True, license="mit",
+                      language=["en"], comparison=json.loads((p.run_root / "compare.json").read_text()))
+    assert facts.comparison == json.loads(json.dumps(result))
+    en, zh = (render_section(facts, "reproduction", lang).split("\n\n") for lang in ("en", "zh"))
     assert en[0] == "## Reproduction" and zh[0] == "## 复现对比"
     assert "| rows aligned (of the reference's 39) | 37 |" in en[2]
     assert "| 对齐的行数（参考数据集共 39 行） | 37 |" in zh[2]

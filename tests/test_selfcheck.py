@@ -186,12 +186,12 @@ def test_a_run_records_the_self_check_and_its_card_states_it(tmp_path, offline_r
     assert "selfcheck" not in manifest["parameters"]  # a path of this machine: kept out of the card's parameters
     # the card's "How it was built" states it, in English and Chinese
     facts = repro_card.CardFacts(run=RunDir.of(run_dir), title="t", features=None, splits=[], built_here=True,
-                                 license="mit", language=["en"])
-    en, zh = repro_card.selfcheck_lines(facts, "en"), repro_card.selfcheck_lines(facts, "zh")
+                                 license="mit", language=["en"], selfcheck=check)
+    en, zh = (repro_card.render_section(facts, "selfcheck", lang).split("\n\n") for lang in ("en", "zh"))
     assert en[0] == "### Self-check" and "**INCOMPLETE** on `cpu`" in en[1] and "`card_example`" in en[1]
     assert zh[0] == "### 自检" and "**不完整**" in zh[1] and f"torch {check['versions']['torch']}" in zh[1]
     facts.built_here = False
-    assert repro_card.selfcheck_lines(facts, "en") == []
+    assert repro_card.render_section(facts, "selfcheck", "en") == ""
 
 
 def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):
