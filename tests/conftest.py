@@ -8,12 +8,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # Tests never reach the hub (these machines cannot): fail fast instead of retrying the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Never the checkout's row cache (repro.cache): rows another run scored in other batches would change the last bits
+# of this run's scores. One per pytest process for fixtures built once; each test gets its own (own_row_cache).
+os.environ["REPRO_ROW_CACHE"] = tempfile.mkdtemp(prefix="repro-row-cache-")
 # Under pytest-xdist (make test, make test-fast) the workers share the cores: one torch/BLAS thread each, set
 # before torch is imported; the kernels, torchrun workers and subprocesses they start inherit it.
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -60,6 +64,13 @@ def tiny_pairrm_dir(tmp_path_factory) -> Path:
     from repro.scorers.tiny import build_tiny_pairrm
 
     return build_tiny_pairrm(tmp_path_factory.mktemp("tiny-pairrm"))
+
+
+@pytest.fixture(autouse=True)
+def own_row_cache(tmp_path_factory, monkeypatch):
+    """Each test its own row cache (repro.cache), never the checkout's cache/: a row one test scored in other
+    batches must not reach another test's bitwise checks (runs started in a subprocess inherit it)."""
+    monkeypatch.setenv("REPRO_ROW_CACHE", str(tmp_path_factory.mktemp("row-cache")))
 
 
 # ---------------------------------------------------------------------------------------------

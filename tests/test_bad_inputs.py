@@ -134,6 +134,31 @@ CASES = [
         ("a list, not an object", '["p", ["a", "b"]]', r"line 2 of .*JSON list; expected an object"),
         ("broken JSON", '{"prompt": "p", "candidates": ', r"line 2 of \S*in.jsonl is not valid JSON .*fix or remove that line"),
     ]],
+    # families (repro.family) and the row cache (repro.cache): refused before any member runs
+    Case("family grid over an unknown parameter", lambda t: run(t, "--grid", "mini_idx=0,1"),
+         r"family\.grid\.mini_idx .*'mini_idx' is not a parameter\. Did you mean 'mini_index'\?", after=nothing_written),
+    Case("family grid with an empty list",
+         lambda t: run(t, params=str(write(t / "f.yaml", "family: {grid: {mini_index: []}}\n"))),
+         r"family\.grid\.mini_index in \S*f\.yaml must be a non-empty list", after=nothing_written),
+    Case("family grid over run_dir", lambda t: run(t, "--grid", "run_dir=a,b"), r"run_dir cannot vary within a family",
+         after=nothing_written),
+    Case("two members with the same name",
+         lambda t: run(t, params=str(write(t / "f.yaml", "mini_count: 2\nfamily: {grid: {mini_index: [0, 1]}, "
+                                                         "member_name: mini}\n"))),
+         r"both named 'mini' \(\{'mini_index': 0\} and \{'mini_index': 1\}\).*family\.member_name",
+         after=nothing_written),
+    Case("a member that cannot run", lambda t: run(t, "--grid", "mini_index=0,4", "--set", "mini_count=4"),
+         r"member 'mini_index-4' of family 'demo'.*mini_index=4 must be < mini_count=4", after=nothing_written),
+    Case("--member not in the family",
+         lambda t: run(t, "--grid", "mini_index=0,1", "--set", "mini_count=2", "--member", "mini_index-7"),
+         r"--member 'mini_index-7' is not a member of family 'demo'; its members are mini_index-0, mini_index-1 \(or their index, 0 to 1\)\.",
+         after=nothing_written),
+    Case("--member without a family", lambda t: run(t, "--member", "x"), r"declares none: add family",
+         after=nothing_written),
+    Case("a row cache of another key format",
+         lambda t: run(t, "--set", "cache_dir=" + str(write(t / "cache" / "cache-format.json", '{"key_format": 99}').parent)),
+         r"row cache \S*cache was written with key format 99; this version of repro reads and writes key format 1\. "
+         r"Nothing in it was changed", after=nothing_written),
 ]
 
 

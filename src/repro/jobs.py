@@ -18,6 +18,8 @@ Optional extras (all keyword-only, off by default):
   that k more items of the chunk are done (finer than one update per chunk);
 - `share=(rank, world_size)`: only the contiguous share of chunks that `chunk_share` gives this rank is
   computed, and only those items' results are returned (in input order) — one process of a torchrun job;
+- `cache=RowCache(...)`, `cache_key=item -> row content`: items whose result the project's row cache holds are
+  not computed (`repro.cache`); the others are added to it; `ChunkedRun.cache` counts both;
   `prepare=False` leaves the work dir as it is (one process ran `prepare_chunked_work` for all).
 
 `run_chunked_with_stats` is the same call returning a `ChunkedRun` (results plus how many chunks were
@@ -53,6 +55,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
+from .cache import RowCache, cached_chunk_fn
 from .errors import ReproError
 from .paths import STAND_IN_MARKER
 
@@ -308,6 +311,7 @@ class ChunkedRun:
     chunks_resumed: int  # of those, found finished on disk
     items_resumed: int
     seconds: float
+    cache: dict[str, Any] | None = None  # rows from the row cache / computed (RowCache.counts), when one is used
 
 
 def _load_chunk(path: Path, expected: int, desc: str) -> list[Any]:
@@ -342,9 +346,12 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            fingerprint: dict[str, Any], chunk_size: int = 256, desc: str = "work",
                            progress: bool | Progress = False, fn_reports_progress: bool = False,
                            share: tuple[int, int] | None = None, unit: str = "item",
-                           prepare: bool = True) -> ChunkedRun:
+                           prepare: bool = True, cache: RowCache | None = None,
+                           cache_key: Callable[[Any], Any] = lambda item: item) -> ChunkedRun:
     """`run_chunked`, returning a `ChunkedRun` with the results and how many chunks were resumed."""
     start_time = time.monotonic()
+    if cache is not None:  # issue 22: rows another run computed come from the project's row cache
+        fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress)
     work_dir = Path(work_dir)
     chunk_size = max(1, int(chunk_size))
     stored = _stored_fingerprint(fingerprint, items, chunk_size)
@@ -389,7 +396,8 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             bar.close()
     return ChunkedRun(results=results, digest=digest, chunks_total=n_chunks, chunks_in_share=len(indices),
                       chunks_resumed=len(done), items_resumed=items_resumed,
-                      seconds=time.monotonic() - start_time)
+                      seconds=time.monotonic() - start_time,
+                      cache=cache.counts.as_dict() if cache is not None else None)
 
 
 def run_chunked(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,

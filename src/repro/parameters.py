@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
-from .paths import default_run_dir, resolve_user_path
+from .paths import default_run_dir, resolve_user_path, row_cache_dir
 
 
 @dataclass(frozen=True)
@@ -132,11 +132,24 @@ class ConstructParams(_Params):
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
     # generation (issue 7): when true, candidates (and optionally the reference) are generated first
     generate: bool = False
+    # the project's row cache (issue 22, repro.cache): generated and scored rows shared by every run
+    cache: bool = True  # false: compute every row here (the run's own resumable chunks still apply)
+    cache_dir: str | None = None  # None: $REPRO_ROW_CACHE, else $REPRO_CACHE, else cache/ in the project root
 
     @field_validator("source", "scorer_model")
     @classmethod
     def _paths_from_project_root(cls, v: str) -> str:
         return resolve_user_path(v)
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _cache_from_project_root(cls, v: str | None) -> str | None:
+        return resolve_user_path(v, may_be_id=False)
+
+    @property
+    def row_cache(self) -> Path | None:
+        """The row cache folder this run uses, or None with `cache: false`."""
+        return row_cache_dir(self.cache_dir) if self.cache else None
 
     @field_validator("candidate_columns")
     @classmethod
@@ -312,14 +325,28 @@ class CompareParams(_Params):
 
 
 
+# --------------------------------------------------------------------------------------------
+# 05_family
+# --------------------------------------------------------------------------------------------
+class FamilyViewParams(_Params):
+    """Parameters of notebooks/05_family.ipynb: run_dir is the family's folder (runs/<family>/), holding its members."""
+
+    section: ClassVar[str] = "family_view"
+
+    bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for each member's mean margin interval
+    bootstrap_seed: int = 0
+
+
 SCHEMAS: dict[str, type[_Params]] = {
     "construct": ConstructParams,
     "generation": GenerationParams,
     "analyze": AnalyzeParams,
     "card": CardParams,
     "compare": CompareParams,
+    "family_view": FamilyViewParams,
 }
-RUN_KEYS = {"notebooks", "selfcheck"}  # keys only `repro run` reads (selfcheck: a `repro selfcheck` report)
+# keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family)
+RUN_KEYS = {"notebooks", "selfcheck", "family"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
 
@@ -380,6 +407,15 @@ def validate_all(values: dict[str, Any], where: str = "the parameters",
                  set_keys: Collection[str] = ()) -> dict[str, _Params]:
     """Validate a whole params file against every schema; returns one object per section."""
     return {name: build(schema, values, where, set_keys) for name, schema in SCHEMAS.items()}
+
+
+def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter of every section with defaults filled in (what the manifest records and papermill injects)."""
+    resolved: dict[str, Any] = {}
+    for params in validate_all(values).values():
+        resolved.update(params.model_dump())
+    resolved["notebooks"] = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
+    return resolved
 
 
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}

@@ -27,6 +27,21 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "repro"
 
 
+ROW_CACHE_ENV = "REPRO_ROW_CACHE"  # the row cache alone (the test suite gives each test its own)
+ROW_CACHE_FOLDER = "cache"  # beside runs/ in the project root
+
+
+def row_cache_dir(given: str | Path | None = None) -> Path:
+    """The project's cache of generated and scored rows (repro.cache): `given` (the `cache_dir` parameter);
+    else $REPRO_ROW_CACHE; else $REPRO_CACHE; else `cache/` beside `runs/` in the project root."""
+    if given:
+        return Path(given)
+    for env in (ROW_CACHE_ENV, "REPRO_CACHE"):
+        if os.environ.get(env):
+            return Path(os.environ[env]).expanduser()
+    return project_root() / ROW_CACHE_FOLDER
+
+
 HOME_ENV = "REPRO_HOME"  # names the project root explicitly
 PROJECT_MARKER = ".repro-project"  # the file `repro notebooks DIR` writes: DIR is a project root
 _PACKAGE = Path(__file__).resolve().parent

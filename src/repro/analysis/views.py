@@ -21,7 +21,7 @@ from .report import response_texts
 SHORT = 160
 # what the notebook shows of the scorer (the manifest records everything)
 SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "seconds",
-                 "chunks", "chunks_resumed", "processes")
+                 "chunks", "chunks_resumed", "processes", "prompts_computed", "cache")
 INLINE_DPI = 80  # 512 px wide: a figure beside the tables, not a full-width poster
 # what each count of the manifest means (the card says it in its own words, in templates/)
 COUNT_MEANINGS = {

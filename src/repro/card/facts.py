@@ -40,7 +40,8 @@ LENGTH_BIAS_P = 0.05
 # parameters that decide how the work runs, not what the data holds (scores do not depend on them beyond
 # float rounding; chunks and processes give byte-identical rows), nor where the run lives
 NOT_SHAPING = frozenset({"run_name", "run_dir", "batch_tokens", "chunk_size", "num_processes",
-                         "generation_batch_size", "generation_chunk_size", "generation_num_processes"})
+                         "generation_batch_size", "generation_chunk_size", "generation_num_processes",
+                         "cache", "cache_dir"})  # issue 22: the row cache is where rows were kept, not the recipe
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ReproError
 from ..manifest import Manifest, find_selfcheck
-from ..parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
+from ..parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, resolve_parameters
 from ..paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 
 KERNEL_NAME = "repro"
@@ -21,6 +21,7 @@ NOTEBOOK_SECTIONS = {
     "02_analyze": ("analyze",),
     "03_card": ("card",),
     "04_compare": ("compare",),
+    "05_family": ("family_view",),
 }
 
 
@@ -93,8 +94,10 @@ def _failure_message(name: str, output: Path, exc: Exception) -> str:
 
 
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
-                  log_output: bool = False, selfcheck: str | None = None) -> int:
-    """Execute the params' notebooks in order into `run_root/notebooks/`; record the run in its manifest."""
+                  log_output: bool = False, selfcheck: str | None = None,
+                  record: dict[str, Any] | None = None) -> int:
+    """Execute the params' notebooks in order into `run_root/notebooks/`; record the run in its manifest
+    (with `record`'s entries too: a family member's `family`)."""
     import papermill
 
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
@@ -104,6 +107,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest = Manifest(run)
     manifest.start_run(values, notebooks, driver="repro run")
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
+    for key, value in (record or {}).items():
+        manifest.record(key, value)
     kernel = ensure_kernel(kernel)
     for name in notebooks:
         output = run.executed_notebook(f"{name}.ipynb")
@@ -165,11 +170,3 @@ def check_run_root(run_root: Path, given_as: str) -> None:
             f"{given_as} {run_root} {what}. A run directory holds a run's notebooks, data and manifest: give a new "
             f"or existing folder instead (for example runs/<name>).")
 
-
-def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
-    """Every parameter of every section with defaults filled in (what the manifest records and papermill injects)."""
-    resolved: dict[str, Any] = {}
-    for params in validate_all(values).values():
-        resolved.update(params.model_dump())
-    resolved["notebooks"] = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
-    return resolved

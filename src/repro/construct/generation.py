@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..cache import CacheCounts, RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import package_versions
 from ..parameters import GenerationParams
@@ -556,8 +557,15 @@ def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
     return _Plan(policy, tokenizer, context, limit, eos_ids, device, dtype, kept, skipped, truncated, fingerprint)
 
 
+def cache_row_key(item: dict) -> dict:
+    """What decides a row's generated texts besides the plan's fingerprint: its prompt tokens and noise keys (seed,
+    prompt text, candidate index); not its row number."""
+    return {"ids": item["ids"], "keys": item["keys"]}
+
+
 def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, device: str,
-                    share: tuple[int, int] | None, prepare: bool, show_progress: bool) -> tuple[Any, _Counters]:
+                    share: tuple[int, int] | None, prepare: bool, show_progress: bool,
+                    cache_dir: str | None = None) -> tuple[Any, _Counters]:
     """Generate the chunks of `share` (all when None) that are not on disk yet; the run and its counters."""
     counters = _Counters()
     engine_holder: list[Any] = []
@@ -585,11 +593,14 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
 
+    # issue 22: the row cache, keyed on the generation fingerprint and the row (prompt tokens, noise keys)
+    cache = RowCache.open(cache_dir, "generation", plan.fingerprint) if cache_dir is not None else None
     try:
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
-                                     unit="prompt", share=share, prepare=prepare)
+                                     unit="prompt", share=share, prepare=prepare, cache=cache,
+                                     cache_key=cache_row_key)
     finally:
         progress.close()
     return run, counters
@@ -599,7 +610,8 @@ def _stats(run, counters: _Counters) -> dict[str, Any]:
     return {"chunks_total": run.chunks_total, "chunks_resumed": run.chunks_resumed,
             "items_resumed": run.items_resumed, "digest": run.digest, "tokens": counters.tokens,
             "sequences": counters.sequences, "generate_seconds": counters.generate_seconds,
-            "load_seconds": counters.load_seconds}
+            "load_seconds": counters.load_seconds,
+            **({"cache": run.cache} if run.cache is not None else {})}
 
 
 def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
@@ -610,15 +622,21 @@ def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("generate_seconds", "load_seconds"):
         merged[key] = max(s[key] for s in stats)
     merged["processes"] = len(stats)
+    if "cache" in stats[0]:
+        counts = CacheCounts()
+        for s in stats:
+            counts.add(s["cache"])
+        merged["cache"] = counts.as_dict()
     return merged
 
 
-def _generate_as_rank(plan: _Plan, params: GenerationParams, work_dir: Path) -> tuple[list[dict], dict[str, Any]]:
+def _generate_as_rank(plan: _Plan, params: GenerationParams, work_dir: Path,
+                      cache_dir: str | None = None) -> tuple[list[dict], dict[str, Any]]:
     """One rank of a torchrun job: its share of the chunks; every rank gets all results in input order."""
 
     def compute(device: str, share: tuple[int, int]) -> dict[str, Any]:
         run, counters = _generate_share(plan, params, work_dir, device=device, share=share, prepare=False,
-                                        show_progress=share[0] == 0)
+                                        show_progress=share[0] == 0, cache_dir=cache_dir)
         return {"results": run.results, "stats": _stats(run, counters)}
 
     gathered = run_as_rank(plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
@@ -629,7 +647,7 @@ def _generate_as_rank(plan: _Plan, params: GenerationParams, work_dir: Path) -> 
 def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
     """Entry point of one torchrun worker launched by `generate_candidates` (generation_num_processes > 1)."""
     params = GenerationParams(**spec["params"])
-    _, stats = _generate_as_rank(_plan(spec["prompts"], params), params, Path(spec["work_dir"]))
+    _, stats = _generate_as_rank(_plan(spec["prompts"], params), params, Path(spec["work_dir"]), spec.get("cache_dir"))
     return stats  # the texts the launching process reads back from the chunks
 
 
@@ -637,9 +655,10 @@ WORKER_ENTRY = "repro.construct.generation:_worker_main"
 
 
 def _launch(plan: _Plan, prompts: list[str], params: GenerationParams,
-            work_dir: Path) -> tuple[list[dict], dict[str, Any]]:
+            work_dir: Path, cache_dir: str | None = None) -> tuple[list[dict], dict[str, Any]]:
     stats, results = launch_and_collect(
-        {"prompts": prompts, "params": params.model_dump(mode="json"), "work_dir": str(work_dir)}, plan.kept,
+        {"prompts": prompts, "params": params.model_dump(mode="json"), "work_dir": str(work_dir),
+         "cache_dir": cache_dir}, plan.kept,
         params.generation_num_processes, WORKER_ENTRY, work_dir=work_dir, fingerprint=plan.fingerprint,
         chunk_size=params.generation_chunk_size, device_type=plan.device.split(":")[0], progress=True,
         what="generation")
@@ -647,24 +666,28 @@ def _launch(plan: _Plan, prompts: list[str], params: GenerationParams,
 
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
-                        manifest: Any | None = None) -> list[dict]:
+                        manifest: Any | None = None, cache_dir: str | Path | None = None) -> list[dict]:
     """New rows with `reference_response` (if asked) and `resp0..resp{n-1}` generated by the policy; resumable.
 
     `generation_num_processes > 1` launches that many torchrun workers on this node, each generating a
     contiguous share of the chunks; called inside your own torchrun job, this call is one rank of it.
+    `cache_dir`: rows generated before under the same fingerprint come from the row cache (repro.cache).
     """
     start = time.monotonic()
+    cache_dir = None if cache_dir is None else str(cache_dir)
+    if cache_dir is not None:  # a cache of another key format is refused here, before any work
+        check_format(Path(cache_dir))
     check_prompts(rows)
     prompts = [row["prompt"] for row in rows]
     plan = _plan(prompts, params)
     work_dir = Path(work_dir)
     if world_size() > 1:
-        results, stats = _generate_as_rank(plan, params, work_dir)
+        results, stats = _generate_as_rank(plan, params, work_dir, cache_dir)
     elif params.generation_num_processes > 1:
-        results, stats = _launch(plan, prompts, params, work_dir)
+        results, stats = _launch(plan, prompts, params, work_dir, cache_dir)
     else:
         run, counters = _generate_share(plan, params, work_dir, device=plan.device, share=None, prepare=True,
-                                        show_progress=True)
+                                        show_progress=True, cache_dir=cache_dir)
         results, stats = run.results, {**_stats(run, counters), "processes": 1}
 
     out: list[dict] = []
@@ -706,5 +729,6 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
             if stats["generate_seconds"] > 0 else None,
             "seconds": round(time.monotonic() - start, 3),
             "fingerprint": stats["digest"],
+            **({"cache": stats["cache"]} if "cache" in stats else {}),
         })
     return out

@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..cache import CacheCounts, RowCache, check_format
 from ..errors import ParameterError, ReproError
 from ..jobs import launch_and_collect, run_as_rank, run_chunked_with_stats, world_size
 from ..jobs import torchrun_command as work_torchrun_command
@@ -64,6 +65,7 @@ class ScoringJob:
     progress: bool = True
     kind: str = "auto"  # resolved ('pairrm' | 'sequence_classifier') by score_candidates before any work
     options: dict[str, Any] = field(default_factory=dict)  # a sequence classifier's (chat_template, ...)
+    cache_dir: str | None = None  # the project's row cache (repro.cache); None: no cache
 
 
 # ------------------------------------------------------------------------------------------------
@@ -154,12 +156,13 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                      chunk_size: int = 256, num_processes: int = 1, work_dir: str | Path,
                      source_maxlength: int | None = None, candidate_maxlength: int | None = None,
                      progress: bool = True, kind: str = "auto",
-                     options: dict[str, Any] | None = None) -> ScoreResult:
+                     options: dict[str, Any] | None = None, cache_dir: str | Path | None = None) -> ScoreResult:
     """Score every candidate of every prompt (PairRM or a sequence classifier), resumably, in one or several processes.
 
     `kind`: 'auto' (read from the checkpoint), 'pairrm' or 'sequence_classifier'; `options`: a sequence
     classifier's (chat_template, trust_remote_code, output_index, max_length). PairRM limits left None are the
-    checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which.
+    checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which. `cache_dir`: rows
+    already scored under this scorer's fingerprint come from the row cache there, the others are added to it.
     """
     options = dict(options or {})
     limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
@@ -174,8 +177,11 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                      chunk_size=int(chunk_size), work_dir=str(work_dir),
                      source_maxlength=_optional_int(limits["source_maxlength"]),
                      candidate_maxlength=_optional_int(limits["candidate_maxlength"]), progress=bool(progress),
-                     kind=resolve_kind(model, kind), options=options)
+                     kind=resolve_kind(model, kind), options=options,
+                     cache_dir=None if cache_dir is None else str(cache_dir))
     _check_job(job, num_processes)
+    if job.cache_dir is not None:  # a cache of another key format is refused here, before any work
+        check_format(Path(job.cache_dir))
     check_inputs(prompts, candidates, min_candidates=2 if job.kind == "pairrm" else 1)
     _device_and_dtype(job)  # an unknown or unavailable device or dtype fails here, before any worker starts
     items = [[p, list(c)] for p, c in zip(prompts, candidates)]
@@ -222,14 +228,18 @@ def _score_share(items: list[list[Any]], job: ScoringJob, *, share: tuple[int, i
     scorer = _load_scorer(job, device)
     load_seconds = time.monotonic() - start
     budgets_used: dict[str, int] = {}
+    # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
+    cache = RowCache.open(job.cache_dir, "scores", job_fingerprint(job)) if job.cache_dir is not None else None
     run = run_chunked_with_stats(items, _chunk_fn(scorer, job, budgets_used), work_dir=job.work_dir,
                                  fingerprint=job_fingerprint(job), chunk_size=job.chunk_size, desc=desc,
                                  progress=show_progress, fn_reports_progress=True, share=share, unit="prompt",
-                                 prepare=prepare)
+                                 prepare=prepare, cache=cache)
     info = dict(scorer.info)
     if set(budgets_used) - {str(job.batch_tokens)}:
         # prompts scored here per budget: after an out-of-memory, which chunks a re-run at the lower budget matches
         info["batch_tokens_used"] = budgets_used
+    if run.cache is not None:
+        info["cache"] = run.cache
     return run, info, load_seconds
 
 
@@ -258,7 +268,7 @@ def _score_here(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
     start = time.monotonic()
     run, scorer_info, load_seconds = _score_share(items, job, share=None, device=None, show_progress=job.progress,
                                                   prepare=True, desc=_desc(job))
-    computed = len(items) - run.items_resumed
+    computed = len(items) - run.items_resumed - scorer_info.get("cache", {}).get("rows_from_cache", 0)
     info = _info(scorer_info, job, processes=1, prompts=len(items), computed=computed, scoring_seconds=run.seconds,
                  seconds=time.monotonic() - start, load_seconds=load_seconds, chunks_total=run.chunks_total,
                  chunks_resumed=run.chunks_resumed, digest=run.digest)
@@ -283,12 +293,18 @@ def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
     gathered = run_as_rank(items, work_dir=job.work_dir, fingerprint=job_fingerprint(job), chunk_size=job.chunk_size,
                            device=_device_and_dtype(job)[0], compute=compute)
     scores = [row for g in gathered for row in g["results"]]
-    computed = len(items) - sum(g["items_resumed"] for g in gathered)
+    computed = len(items) - sum(g["items_resumed"] + g["info"].get("cache", {}).get("rows_from_cache", 0)
+                                for g in gathered)
     info = _info(gathered[0]["info"], job, processes=len(gathered), prompts=len(items), computed=computed,
                  scoring_seconds=max(g["seconds"] for g in gathered), seconds=time.monotonic() - start,
                  load_seconds=max(g["load_seconds"] for g in gathered), chunks_total=gathered[0]["chunks_total"],
                  chunks_resumed=sum(g["resumed"] for g in gathered), digest=gathered[0]["digest"])
     info["devices"] = sorted({str(g["info"].get("device", "?")) for g in gathered})
+    if job.cache_dir is not None:  # every rank's cache counts
+        counts = CacheCounts()
+        for g in gathered:
+            counts.add(g["info"]["cache"])
+        info["cache"] = counts.as_dict()
     return ScoreResult(scores=scores, info=info)
 
 

@@ -79,10 +79,12 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
 
 def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | None) -> datasets.Dataset:
     """Generate the reference and candidates with a policy model when `generate` is on; else pass through."""
-    if not ctx.params.generate:
+    p = ctx.params
+    if not p.generate:
         return ds
     with ctx.manifest.stage("generate") as info:
-        rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir("generation"), ctx.manifest)
+        rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir("generation"), ctx.manifest,
+                                   cache_dir=p.row_cache)
         out = datasets.Dataset.from_list(rows)
         info.update(rows_in=len(ds), rows_out=len(out))
     ctx.manifest.set_counts(generated=len(out))
@@ -120,7 +122,8 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
             cs.prompts, cs.candidates, model=p.scorer_model, backend=p.scorer_backend, device=p.device,
             dtype=p.dtype, batch_tokens=p.batch_tokens, chunk_size=p.chunk_size, num_processes=p.num_processes,
             work_dir=ctx.run.work_dir("scoring"), source_maxlength=p.source_maxlength,
-            candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind, options=p.scorer_options)
+            candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind, options=p.scorer_options,
+            cache_dir=p.row_cache)
         info.update(result.info)
     ctx.manifest.record("scorer", result.info)
     ctx.manifest.set_counts(scored=len(result.scores))
@@ -133,7 +136,7 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
                 cs.prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend, device=p.device,
                 dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens, chunk_size=p.chunk_size,
                 num_processes=p.num_processes, work_dir=ctx.run.work_dir("scoring") / spec.name, options=options,
-                **limits)
+                cache_dir=p.row_cache, **limits)
             info.update(more.info)
         ctx.more_scores[spec.name] = more.scores
         recorded.append({"name": spec.name, "column": f"candidate_scores_{spec.name}", "decides_pairs": False,

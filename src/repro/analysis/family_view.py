@@ -1,0 +1,180 @@
+"""What notebooks/05_family shows of a family of runs: a table of members, their margins side by side, and each
+member's verdict against its published counterpart (when 04_compare ran in it). Writes `family.json` and
+`figures/family_margins.{png,svg}` into the family's folder (`runs/<family>/`).
+
+    view = family_view(FamilyViewParams(run_dir="runs/demo_family"))
+    view.table          # one row per member
+    view.summary        # what family.json holds
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from ..errors import DataError
+from ..jobs import atomic_write_json
+from ..manifest import Manifest
+from ..parameters import FamilyViewParams
+from ..paths import RunDir
+from . import plots
+from .stats import bootstrap_intervals, clean
+
+FAMILY_JSON = "family.json"
+MARGIN_FIGURE = "family_margins"
+
+
+@dataclass
+class FamilyView:
+    """The family's members as a table, their margins, and what `family.json` holds."""
+
+    summary: dict[str, Any]
+    table: pd.DataFrame
+    margins: dict[str, np.ndarray] = field(default_factory=dict)
+    figures: dict[str, dict[str, Path]] = field(default_factory=dict)
+
+
+def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
+    """Every member run under `root` (a folder whose manifest records `family`), in the family's order."""
+    found = []
+    for manifest in sorted(root.glob("*/manifest.json")):
+        data = json.loads(manifest.read_text())
+        if data.get("family"):
+            found.append((RunDir.of(manifest.parent), data))
+    if not found:
+        raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
+                        f"first (repro run params/demo_family.yaml), or give run_dir = the family's folder.")
+    names = {data["family"]["name"] for _, data in found}
+    if len(names) > 1:
+        raise DataError(f"{root} holds members of several families {sorted(names)}: give each family its own folder.")
+    return sorted(found, key=lambda item: item[1]["family"].get("index", 0))
+
+
+def differing_parameters(manifests: list[dict[str, Any]]) -> list[str]:
+    """The parameters whose values are not the same in every member (where a member lives excepted)."""
+    keys = sorted(set().union(*(m.get("parameters", {}) for m in manifests)) - {"run_dir", "run_name"})
+    return [k for k in keys
+            if len({json.dumps(m.get("parameters", {}).get(k), sort_keys=True, default=str) for m in manifests}) > 1]
+
+
+def _cache_counts(data: dict[str, Any], stage: str) -> dict[str, int | None]:
+    cache = (data.get("stages", {}).get(stage) or {}).get("cache") or {}
+    return {"computed": cache.get("rows_computed"), "from_cache": cache.get("rows_from_cache")}
+
+
+def _agreement(metrics: dict[str, Any]) -> dict[str, float | None]:
+    """Each other scorer's agreement with the primary: the fraction of rows with the same chosen candidate."""
+    block = metrics.get("agreement") or {}
+    out = {}
+    for pair in block.get("pairs", []):
+        a, b = pair["scorers"]
+        if block.get("primary") in (a, b):
+            other = b if a == block.get("primary") else a
+            out[other] = (pair.get("same_chosen") or {}).get("fraction")
+    return out
+
+
+def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int) -> tuple[dict[str, Any], np.ndarray]:
+    """One member's row of the table, and its margins (empty when it has no dataset yet)."""
+    family = data["family"]
+    shards = run.shards()
+    margin = np.array([], dtype=np.float64)
+    if shards and data.get("status") == "complete":
+        frame = pd.concat([pd.read_parquet(p, columns=["score_chosen", "score_rejected"]) for p in shards])
+        margin = (frame["score_chosen"] - frame["score_rejected"]).to_numpy(dtype=np.float64)
+    metrics = json.loads(run.metrics.read_text()) if run.metrics.exists() else {}
+    compare = run.root / "compare.json"
+    verdict = json.loads(compare.read_text()).get("verdict") if compare.exists() else None
+    ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
+    counts = data.get("counts", {})
+    row = {
+        "member": family["member"], "status": data.get("status"), "grid": family.get("grid", {}),
+        "rows": int(margin.size), "scored": counts.get("scored"), "generated": counts.get("generated"),
+        "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
+        "ties": int((margin == 0).sum()) if margin.size else None,
+        "scored_rows": _cache_counts(data, "score"), "generated_rows": _cache_counts(data, "generate"),
+        "agreement_same_chosen": _agreement(metrics), "verdict": verdict,
+    }
+    return clean(row), margin
+
+
+def _totals(members: list[dict[str, Any]], key: str) -> dict[str, int]:
+    return {what: sum(m[key][what] or 0 for m in members) for what in ("computed", "from_cache")}
+
+
+def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
+    """The members' margin distributions side by side (a violin with quartiles per member, every row a dot)."""
+    long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
+    with plots.theme():
+        fig = Figure(figsize=(max(6.4, 1.1 * len(margins) + 2), 4.4), dpi=plots.DPI, layout="constrained")
+        ax = fig.add_subplot()
+        if len(long):
+            sns.violinplot(data=long, x="member", y="margin", ax=ax, color="#c6dbef", inner="quart", cut=0)
+            sns.stripplot(data=long, x="member", y="margin", ax=ax, color="#08519c", size=3, alpha=0.6)
+        ax.axhline(0.0, color="grey", lw=0.8, ls="--")
+        ax.set(xlabel="member", ylabel="margin = score_chosen − score_rejected",
+               title=f"Margins of {len(margins)} members (n = {len(long):,} rows)")
+        ax.tick_params(axis="x", rotation=30)
+    return fig
+
+
+def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
+    """The members as the notebook shows them: grid values, counts, mean margin with its interval, ties, cache."""
+    rows = []
+    for m in members:
+        ci = m["margin_mean_ci95"] or [None, None]
+        rows.append({"member": m["member"], **{k: json.dumps(v) if isinstance(v, (dict, list)) else v
+                                               for k, v in m["grid"].items()},
+                     "status": m["status"], "rows": m["rows"], "margin mean": m["margin_mean"],
+                     "95% CI": f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci[0] is not None else "",
+                     "ties": m["ties"], "scored here": m["scored_rows"]["computed"],
+                     "scored from cache": m["scored_rows"]["from_cache"],
+                     **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
+                     "verdict": m["verdict"] or ""})
+    return pd.DataFrame(rows)
+
+
+def family_view(params: FamilyViewParams) -> FamilyView:
+    """Read every member of the family in `params.run_root`; write `family.json` and the margins figure there."""
+    root = params.run_root
+    found = find_members(root)
+    members, margins = [], {}
+    for run, data in found:
+        row, margin = member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed)
+        members.append(row)
+        margins[row["member"]] = margin
+    figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), root / "figures" / MARGIN_FIGURE)}
+    summary = {
+        "family": found[0][1]["family"]["name"],
+        "members": members,
+        "parameters_that_differ": differing_parameters([data for _, data in found]),
+        "complete": sum(m["status"] == "complete" for m in members),
+        "rows_scored": _totals(members, "scored_rows"),
+        "rows_generated": _totals(members, "generated_rows"),
+        "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()} for name, paths in figures.items()},
+    }
+    atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
+    if Manifest(RunDir.of(root)).path.exists():  # under `repro run`: the family folder's own record
+        Manifest(RunDir.of(root)).add_outputs(root / FAMILY_JSON, *(p for f in figures.values() for p in f.values()))
+    return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
+
+
+def show_figures(view: FamilyView) -> None:
+    """Display the family's figures in the notebook."""
+    from IPython.display import Image, display
+
+    for paths in view.figures.values():
+        display(Image(filename=str(paths["png"])))
+
+
+def verdicts(view: FamilyView) -> pd.DataFrame:
+    """Each member's verdict against its published counterpart (04_compare's `compare.json`), where there is one."""
+    rows = [{"member": m["member"], "verdict": m["verdict"]} for m in view.summary["members"] if m["verdict"]]
+    return pd.DataFrame(rows, columns=["member", "verdict"])

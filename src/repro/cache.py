@@ -1,0 +1,235 @@
+"""The project's content-addressed cache of generated and scored rows, shared by every run of a project.
+
+    cache = RowCache.open(row_cache_dir(), "scores", namespace=job_fingerprint(job))
+    fn = cached_chunk_fn(score_chunk, cache, key_of=lambda item: item)   # item = [prompt, candidates]
+
+- An entry is one row's result (a row's candidate scores, or its generated texts) under a key of everything
+  that decides it: the stage's `namespace` (the scorer's fingerprint: model identity and revision, kind,
+  options, limits, dtype, device kind, batch budget, versions; or the generation fingerprint: policy,
+  backend, sampling settings, seed) and the row's own content (prompt and candidate texts; or the prompt's
+  tokens and noise keys, which the seed, prompt and candidate index decide).
+- Files: `<root>/<stage>/<namespace digest>/<key[:2]>/<key>.json`, each `{key_format, key, sha256, value}`;
+  `sha256` is of the value's canonical JSON, so a damaged entry is detected, said, moved aside to
+  `<root>/damaged/` (nothing is deleted) and recomputed. `<root>/cache-format.json` names the key format;
+  a cache of another format is refused before any work, with what to do.
+- Writes are atomic and first-writer-wins: a value is written to a unique temporary file, then hard-linked
+  to its name (an existing entry is never replaced); the loser of a race reads and returns the winner's
+  value. So any number of processes, torchrun ranks or Slurm array tasks on a shared file system fill it
+  at once, and every run that uses a row gets the same bytes.
+- Values are JSON: Python floats are written as their shortest repr and read back bit for bit.
+
+A row computed in a chunk beside other rows can differ, in the last bits, from the same row computed beside
+others (the scorer pads and batches a chunk's rows together); so a run whose rows all come from the cache
+gets exactly the bytes of the run that computed them, and a run mixing both stays within the scorer's batch
+tolerance (README, "Families of runs").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import ReproError
+
+KEY_FORMAT = 1  # raise when the meaning of a key or the layout of an entry changes
+FORMAT_FILE = "cache-format.json"
+DAMAGED_FOLDER = "damaged"
+_MISSING = object()
+
+
+class CacheError(ReproError, RuntimeError):
+    """The row cache cannot be used as it is (another key format, a folder that is a file)."""
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON text of a value that keys and checksums are computed over."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class CacheCounts:
+    """Rows a stage took from the cache, rows it computed, and damaged entries it found (and recomputed)."""
+
+    rows_from_cache: int = 0
+    rows_computed: int = 0
+    damaged_entries: int = 0
+    damaged: list[str] = field(default_factory=list)  # entry names (not paths), at most a few
+
+    def as_dict(self) -> dict[str, Any]:
+        """What the manifest records for a stage (no path of this machine)."""
+        out = {"rows_from_cache": self.rows_from_cache, "rows_computed": self.rows_computed,
+               "damaged_entries": self.damaged_entries, "key_format": KEY_FORMAT}
+        if self.damaged:
+            out["damaged"] = self.damaged[:10]
+        return out
+
+    def add(self, other: "CacheCounts | dict[str, Any]") -> None:
+        """Add another process's counts (a `CacheCounts` or its `as_dict()`)."""
+        d = other.as_dict() if isinstance(other, CacheCounts) else other
+        self.rows_from_cache += int(d.get("rows_from_cache", 0))
+        self.rows_computed += int(d.get("rows_computed", 0))
+        self.damaged_entries += int(d.get("damaged_entries", 0))
+        self.damaged.extend(d.get("damaged", []))
+
+
+def check_format(root: Path) -> None:
+    """Make `root` a cache of this key format, or refuse one of another format (before any work)."""
+    if root.exists() and not root.is_dir():
+        raise CacheError(f"The row cache {root} is a file, not a folder. Set cache_dir (or $REPRO_ROW_CACHE) to a "
+                         f"folder, or move the file away.")
+    path = root / FORMAT_FILE
+    try:
+        found = json.loads(path.read_text()).get("key_format")
+    except FileNotFoundError:
+        root.mkdir(parents=True, exist_ok=True)
+        _write_once(path, canonical_json({"key_format": KEY_FORMAT}))
+        found = json.loads(path.read_text()).get("key_format")
+    except (json.JSONDecodeError, AttributeError):
+        found = "unreadable"
+    if found != KEY_FORMAT:
+        raise CacheError(
+            f"The row cache {root} was written with key format {found!r}; this version of repro reads and writes "
+            f"key format {KEY_FORMAT}. Nothing in it was changed. Give this run another cache folder (cache_dir: "
+            f"..., or $REPRO_ROW_CACHE), or move {root} aside to start a new cache; its rows stay there for the "
+            f"version of repro that wrote them.")
+
+
+def _write_once(path: Path, text: str) -> bool:
+    """Create `path` with `text` atomically unless it exists; True if this call created it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # unique across hosts sharing the folder
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        try:
+            os.link(tmp, path)  # atomic create-if-absent, also on NFS
+            return True
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: a rename (last writer wins, still never half a file)
+            if path.exists():
+                return False
+            os.replace(tmp, path)
+            return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class RowCache:
+    """One stage's entries under one namespace (everything but the row that decides a row's result)."""
+
+    def __init__(self, root: str | Path, stage: str, namespace: Any):
+        self.root = Path(root)
+        self.stage = stage
+        self.namespace_digest = _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": namespace}))
+        self.folder = self.root / stage / self.namespace_digest[:32]
+        self.counts = CacheCounts()
+        self._namespace = namespace
+
+    @classmethod
+    def open(cls, root: str | Path, stage: str, namespace: Any) -> "RowCache":
+        """The cache of `stage` under `namespace` in `root`, after checking `root`'s key format."""
+        check_format(Path(root))
+        cache = cls(root, stage, namespace)
+        # what the folder holds, for people reading the cache (never read back to decide anything)
+        _write_once(cache.folder / "namespace.json", json.dumps(
+            {"key_format": KEY_FORMAT, "stage": stage, "namespace": namespace}, ensure_ascii=False, indent=1,
+            default=str) + "\n")
+        return cache
+
+    def key(self, row: Any) -> str:
+        """The key of a row's content in this namespace."""
+        return _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": self.namespace_digest, "row": row}))
+
+    def path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Any:
+        """The stored value, or `_MISSING`; a damaged entry is said, moved aside, counted and treated as missing."""
+        path = self.path(key)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return _MISSING
+        problem = None
+        try:
+            entry = json.loads(text)
+            if not isinstance(entry, dict) or entry.get("key") != key:
+                problem = "it is not the entry of its key"
+            elif entry.get("key_format") != KEY_FORMAT:
+                problem = f"it was written with key format {entry.get('key_format')!r}, not {KEY_FORMAT}"
+            elif entry.get("sha256") != _sha256(canonical_json(entry.get("value"))):
+                problem = "its checksum does not match its value"
+        except json.JSONDecodeError:
+            problem = "it is not valid JSON"
+        if problem is None:
+            return entry["value"]
+        self._set_aside(path, problem)
+        return _MISSING
+
+    def _set_aside(self, path: Path, problem: str) -> None:
+        self.counts.damaged_entries += 1
+        self.counts.damaged.append(path.name)
+        target = self.root / DAMAGED_FOLDER / f"{path.stem}.{uuid.uuid4().hex[:8]}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.move(str(path), target)  # kept for a look; never deleted
+        except FileNotFoundError:  # another process set it aside first
+            pass
+        print(f"repro cache: the {self.stage} entry {path.name} is damaged ({problem}); it was moved to {target} "
+              f"and its row is computed again.", file=sys.stderr, flush=True)
+
+    def put(self, key: str, value: Any) -> Any:
+        """Store `value` unless an entry exists; returns the stored value (the first writer's)."""
+        text = canonical_json(value)
+        entry = canonical_json({"key_format": KEY_FORMAT, "key": key, "sha256": _sha256(text), "value": value})
+        if _write_once(self.path(key), entry):
+            return json.loads(text)  # what a reader gets back (JSON's values, not the caller's objects)
+        stored = self.get(key)
+        if stored is _MISSING:  # the existing entry was damaged and set aside: this value takes its place
+            _write_once(self.path(key), entry)
+            return json.loads(text)
+        return stored
+
+
+def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Callable[[Any], Any],
+                    reports_progress: bool = False) -> Callable[..., list[Any]]:
+    """`fn` over a chunk of items, computing only the items the cache lacks (in one call, in chunk order).
+
+    The result of every item, computed or not, is the stored entry's value. `reports_progress`: `fn` takes
+    `(items, advance)` as `repro.work.run_chunked`'s `fn_reports_progress` does; rows from the cache count
+    as done at once. `cache.counts` adds up what came from where.
+    """
+
+    def run(chunk: Sequence[Any], advance: Callable[[int], None] | None = None) -> list[Any]:
+        keys = [cache.key(key_of(item)) for item in chunk]
+        results = [cache.get(k) for k in keys]
+        missing = [i for i, r in enumerate(results) if r is _MISSING]
+        cache.counts.rows_from_cache += len(chunk) - len(missing)
+        if advance is not None and len(chunk) > len(missing):
+            advance(len(chunk) - len(missing))
+        if missing:
+            todo = [chunk[i] for i in missing]
+            out = fn(todo, advance) if reports_progress else fn(todo)
+            if len(out) != len(todo):
+                raise RuntimeError(f"{cache.stage}: {len(out)} results for {len(todo)} rows")
+            for i, value in zip(missing, out):
+                results[i] = cache.put(keys[i], value)
+            cache.counts.rows_computed += len(missing)
+        return results
+
+    return run
+
+
+__all__ = ["KEY_FORMAT", "CacheCounts", "CacheError", "RowCache", "cached_chunk_fn", "canonical_json",
+           "check_format"]

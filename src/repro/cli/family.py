@@ -1,0 +1,132 @@
+"""`repro run` over a family of runs (repro.family): every member one after another, `--jobs N` at once (each its own
+`repro run ... --member NAME` process, logged in runs/<family>/logs/), or `--member NAME` alone (a Slurm array
+task); then notebooks/05_family over them. A params file without a family runs as before (repro.cli.run)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..cache import check_format
+from ..errors import ParameterError
+from ..family import Family, Member, is_done, parse_grid_args, plan_family
+from ..parameters import FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
+from ..paths import find_params
+from .run import KERNEL_NAME, check_run_root, run_notebooks
+from .run import configure as configure_run
+from .run import main as run_main
+
+FAMILY_NOTEBOOK = "05_family"
+
+
+# ------------------------------------------------------------------------------------------------
+# running
+# ------------------------------------------------------------------------------------------------
+def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
+    """Run one member here ('done' / 'failed'), or say it is already complete ('reused')."""
+    if is_done(member):
+        print(f"repro run: family {family.name}: {member.name} is complete with the same parameters -> "
+              f"{member.run_dir} (not run again)")
+        return "reused"
+    print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
+          f"-> {member.run_dir}", flush=True)
+    code = run_notebooks(resolve_parameters(member.values), member.run_dir, kernel=kernel, log_output=log_output,
+                         selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)})
+    return "done" if code == 0 else "failed"
+
+
+def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
+    """The command line that runs `member` alone: the same params, sets, grid and folder, plus --member."""
+    cmd = [sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name,
+           "--kernel", args.kernel]
+    for item in args.overrides:
+        cmd += ["--set", item]
+    for item in args.grid:
+        cmd += ["--grid", item]
+    if args.out:
+        cmd += ["--out", str(args.out)]
+    return cmd
+
+
+def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member) -> str:
+    if is_done(member):
+        return run_member(family, member)  # says so, runs nothing
+    log = family.root / "logs" / f"{member.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"repro run: family {family.name}: {member.name} started (log: {log})", flush=True)
+    with open(log, "w") as f:
+        code = subprocess.run(_member_command(args, member), stdout=f, stderr=subprocess.STDOUT).returncode
+    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else 'FAILED, see ' + str(log)}",
+          flush=True)
+    return "done" if code == 0 else "failed"
+
+
+def run_family(args: argparse.Namespace, family: Family) -> int:
+    """Every member (one after another, or `jobs` at once in their own processes), then the family view."""
+    start = time.monotonic()
+    family.root.mkdir(parents=True, exist_ok=True)
+    jobs = args.jobs or family.jobs
+    if jobs == 1:
+        statuses = [run_member(family, m, kernel=args.kernel, log_output=args.log_output) for m in family.members]
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            statuses = list(pool.map(lambda m: _run_in_subprocess(args, family, m), family.members))
+    failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
+    # the family folder's own record holds the family view's parameters only (the members hold theirs)
+    view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items()
+                                    if k in FamilyViewParams.model_fields and k != "run_dir"}).model_dump()
+    code = run_notebooks({**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}, family.root,
+                         kernel=args.kernel, log_output=args.log_output)
+    print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
+          f"complete, {len(failed)} failed, in {time.monotonic() - start:.0f} s -> {family.root}")
+    if failed:
+        print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks say why; running the same "
+              f"command again continues them (finished chunks and cached rows are kept).", file=sys.stderr)
+        return 1
+    return code
+
+
+# ------------------------------------------------------------------------------------------------
+# the command line: `repro run` with --grid, --jobs, --member (a params file without a family runs as before)
+# ------------------------------------------------------------------------------------------------
+def configure(parser: argparse.ArgumentParser) -> None:
+    configure_run(parser)
+    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                        help="run a family: one member per value (repeatable: the product); adds to family.grid")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="run N members of a family at once, each in its own process (default: family.jobs or 1)")
+    parser.add_argument("--member", metavar="NAME",
+                        help="run only this member of the family, by name or index from 0 (a Slurm array task id)")
+
+
+def check_row_cache(values: dict[str, Any]) -> None:
+    """Refuse, before any notebook runs, a row cache of another key format (repro.cache)."""
+    construct = validate_all(values)["construct"]
+    if construct.row_cache is not None:
+        check_format(construct.row_cache)
+
+
+def main(args: argparse.Namespace) -> int:
+    params_file = find_params(args.params)
+    values = load_params_file(params_file, args.overrides)
+    grid_args = parse_grid_args(args.grid)
+    check_row_cache(values)
+    if not values.get("family") and not grid_args:
+        if args.member or args.jobs:
+            raise ParameterError(f"--member and --jobs run members of a family, and {params_file} declares none: add "
+                                 f"family: {{grid: ...}} to it, or --grid KEY=V1,V2,...")
+        return run_main(args)
+    if args.jobs is not None and args.jobs < 1:
+        raise ParameterError(f"--jobs {args.jobs} must be >= 1 (members run at once).")
+    family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
+                         out=args.out, where=str(params_file))
+    check_run_root(family.root, "--out" if args.out else "run_dir")
+    if args.member:
+        member = family.member(args.member)
+        return 0 if run_member(family, member, kernel=args.kernel, log_output=args.log_output) != "failed" else 1
+    print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
+    return run_family(args, family)

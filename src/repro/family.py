@@ -1,0 +1,230 @@
+"""Families of runs: a grid over parameters expanded into members, each a complete run directory (run by
+`repro run`, repro.cli.family: one after another, N at a time, or one per Slurm array task; then the family view,
+notebooks/05_family).
+
+    family:
+      name: part2
+      grid: {mini_index: [0, 1, 2, 3]}            # several keys: the product, in the order written
+      member_name: "mini_{mini_index}"            # optional; default "mini_index-0" ("key-value" joined by "__")
+      jobs: 1                                     # optional; members at once (--jobs overrides)
+
+A grid key is a parameter (its values are that parameter's), or a name of your own whose values are mappings
+of parameters set together, each optionally with its own `name` (e.g. `part: [{name: part0, part_start: 0,
+part_stop: 20000}, ...]`). Members write `runs/<family>/<member>/`; their manifests record `family` (name,
+member, grid values, fingerprint). A member already complete with the same fingerprint is not run again, so
+a killed family continues where it stopped, and members that share rows share work through the row cache
+(repro.cache).
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import __version__
+from .errors import ParameterError, ReproError
+from .jobs import fingerprint_of
+from .manifest import Manifest
+from .parameters import all_fields, resolve_parameters, validate_all
+from .paths import default_run_dir, resolve_user_path
+
+SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
+# parameters a grid cannot vary: where a member goes is the family's to decide, and the notebooks are the same
+NOT_IN_GRID = {"run_name", "run_dir", "notebooks", "family", "selfcheck"}
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class FamilyError(ReproError):
+    """A family cannot run as declared (bad grid, unknown member, failed members)."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One run of a family: its name, the grid's values for it, its whole parameters, folder and fingerprint."""
+
+    index: int
+    name: str
+    grid_values: dict[str, Any]  # the grid key -> this member's value (a mapping for a bundle key)
+    values: dict[str, Any]  # the params file's values with the member's applied (what `repro run` validates)
+    run_dir: Path
+    fingerprint: str
+
+    def record(self, family: str) -> dict[str, Any]:
+        """What the member's manifest records under `family`."""
+        return {"name": family, "member": self.name, "index": self.index, "grid": self.grid_values,
+                "fingerprint": self.fingerprint}
+
+
+@dataclass
+class Family:
+    name: str
+    root: Path
+    grid: dict[str, list[Any]]
+    members: list[Member] = field(default_factory=list)
+    jobs: int = 1
+
+    def member(self, name: str) -> Member:
+        """The member called `name`, or at that index from 0 (a Slurm array task id); else an error listing them."""
+        for m in self.members:
+            if m.name == name:
+                return m
+        if name.isdigit() and int(name) < len(self.members):
+            return self.members[int(name)]
+        raise FamilyError(f"--member {name!r} is not a member of family {self.name!r}; its members are "
+                          f"{', '.join(m.name for m in self.members)} (or their index, 0 to {len(self.members) - 1}).")
+
+
+# ------------------------------------------------------------------------------------------------
+# the grid: checked, expanded, named
+# ------------------------------------------------------------------------------------------------
+def parse_grid_args(items: list[str]) -> dict[str, list[Any]]:
+    """`--grid KEY=V1,V2,...` items as a grid (values read as YAML: `--grid mini_index=0,1,2,3`)."""
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ParameterError(f"--grid expects KEY=VALUE1,VALUE2,..., got {item!r}; for example "
+                                 f"--grid mini_index=0,1,2,3")
+        try:
+            values = yaml.safe_load(f"[{raw}]")
+        except yaml.YAMLError as exc:
+            raise ParameterError(f"--grid {item}: the values are not a YAML list ({exc}).") from None
+        grid[key.strip()] = values
+    return grid
+
+
+def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
+    """The grid if every key is a parameter (or a bundle of parameters) with a non-empty list of values."""
+    if not isinstance(grid, dict) or not grid:
+        raise ParameterError(f"family.grid in {where} must map parameters to lists of values, e.g. "
+                             f"grid: {{mini_index: [0, 1, 2, 3]}}; got {grid!r}.")
+    known = all_fields()
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ParameterError(f"family.grid.{key} in {where} must be a non-empty list of values, got {values!r}: "
+                                 f"a family needs at least one value per key.")
+        if key in NOT_IN_GRID:
+            raise ParameterError(f"family.grid.{key} in {where}: {key} cannot vary within a family (members go to "
+                                 f"runs/<family>/<member>/ and run the same notebooks); remove it from the grid.")
+        if key in known:
+            continue
+        if not all(isinstance(v, dict) for v in values):
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ParameterError(
+                f"family.grid.{key} in {where}: {key!r} is not a parameter.{hint} A grid key is a parameter, or a "
+                f"name of your own whose values are mappings of parameters set together (e.g. part: "
+                f"[{{part_start: 0, part_stop: 20000}}, ...]).")
+        for value in values:
+            for k in value:
+                if k != "name" and (k not in known or k in NOT_IN_GRID):
+                    raise ParameterError(f"family.grid.{key} in {where}: {k!r} in {value!r} is not a parameter a "
+                                         f"member can set.")
+    return grid
+
+
+def _label(value: Any) -> str:
+    """A value as a folder name may show it."""
+    if isinstance(value, str):
+        text = Path(value).name if ("/" in value and Path(value).exists()) else value
+    elif isinstance(value, (list, dict)):
+        return "h" + fingerprint_of(value)[:8]
+    else:
+        text = str(value)
+    return _SAFE.sub("-", text).strip("-") or "empty"
+
+
+def member_names(combos: list[dict[str, Any]], template: str | None, where: str) -> list[str]:
+    """Each member's folder name: `template` filled with the values (a bundle by its `name`), or key-value pairs."""
+    names = []
+    for i, combo in enumerate(combos):
+        labels = {}
+        for key, value in combo.items():
+            if isinstance(value, dict):  # a bundle: its own name, else its position in the list
+                labels[key] = _label(value.get("name", f"{key}{value['_position']}"))
+            else:
+                labels[key] = _label(value)
+        if template:
+            try:
+                name = template.format(**labels)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ParameterError(f"family.member_name {template!r} in {where} cannot be filled ({exc!r}); it may "
+                                     f"name the grid keys {sorted(combo)} in braces.") from None
+            name = _SAFE.sub("-", name)
+        else:
+            name = "__".join(labels[k] if isinstance(v, dict) else f"{k}-{labels[k]}" for k, v in combo.items())
+        names.append(name)
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            a, b = combos[seen[name]], combos[i]
+            raise ParameterError(
+                f"Two members of the family in {where} are both named {name!r} ({_plain(a)} and {_plain(b)}): "
+                f"every member needs its own folder. Give family.member_name a pattern that tells them apart, "
+                f"e.g. one naming every grid key.")
+        seen[name] = i
+    return names
+
+
+def _plain(combo: dict[str, Any]) -> dict[str, Any]:
+    return {k: ({kk: vv for kk, vv in v.items() if kk != "_position"} if isinstance(v, dict) else v)
+            for k, v in combo.items()}
+
+
+def member_fingerprint(resolved: dict[str, Any]) -> str:
+    """What makes a finished member reusable: every resolved parameter but where it lives, and the code's version."""
+    return fingerprint_of({"parameters": {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")},
+                           "repro": __version__})
+
+
+def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,
+                out: str | None = None, where: str = "the params file") -> Family:
+    """The family the values declare (`family:`, and/or `--grid`), every member checked before any work."""
+    spec = values.get("family") or {}
+    if not isinstance(spec, dict):
+        raise ParameterError(f"family in {where} must be a mapping with {sorted(SPEC_KEYS)}, got {spec!r}.")
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        raise ParameterError(f"family in {where} has unknown key(s) {unknown}; it takes {sorted(SPEC_KEYS)}.")
+    grid = check_grid({**(spec.get("grid") or {}), **(grid_args or {})},
+                      where if not grid_args else f"{where} and --grid")
+    jobs = spec.get("jobs", 1)
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ParameterError(f"family.jobs in {where} must be a whole number >= 1, got {jobs!r}.")
+    name = str(spec.get("name") or default_name)
+    if _SAFE.sub("-", name) != name:
+        raise ParameterError(f"family.name {name!r} in {where} names a folder: use letters, digits, '.', '_' or '-'.")
+    root = Path(resolve_user_path(out or values.get("run_dir"), may_be_id=False) or default_run_dir(name))
+
+    keys = list(grid)
+    positioned = {k: [({**v, "_position": i} if isinstance(v, dict) else v) for i, v in enumerate(vs)]
+                  for k, vs in grid.items()}
+    combos = [dict(zip(keys, c)) for c in itertools.product(*(positioned[k] for k in keys))]
+    names = member_names(combos, spec.get("member_name"), where)
+    base = {k: v for k, v in values.items() if k != "family"}
+    members = []
+    for i, (combo, member) in enumerate(zip(combos, names)):
+        member_values = dict(base)
+        for key, value in combo.items():
+            if isinstance(value, dict):
+                member_values.update({k: v for k, v in value.items() if k not in ("name", "_position")})
+            else:
+                member_values[key] = value
+        member_values["run_name"] = f"{name}-{member}"
+        member_values["run_dir"] = str(root / member)
+        validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})")
+        members.append(Member(index=i, name=member, grid_values=_plain(combo), values=member_values,
+                              run_dir=root / member, fingerprint=member_fingerprint(resolve_parameters(member_values))))
+    return Family(name=name, root=root, grid=grid, members=members, jobs=jobs)
+
+
+def is_done(member: Member) -> bool:
+    """Whether the member's run directory holds a complete run of the same fingerprint."""
+    data = Manifest(member.run_dir).read()
+    return data.get("status") == "complete" and (data.get("family") or {}).get("fingerprint") == member.fingerprint

@@ -1,0 +1,168 @@
+"""The row cache (repro.cache): content keys, exact values, damaged entries, key formats, concurrent writers; and
+the scoring and generation stages served from it."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repro.cache import FORMAT_FILE, KEY_FORMAT, CacheError, RowCache, cached_chunk_fn, check_format
+from repro.construct.generation import generate_candidates
+from repro.manifest import Manifest
+from repro.parameters import GenerationParams
+from repro.paths import RunDir
+from repro.construct.scoring import score_candidates
+from repro.scorers.tiny_policy import build_tiny_policy
+
+LIMITS = dict(source_maxlength=64, candidate_maxlength=32)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+
+def test_a_value_comes_back_bit_for_bit_under_a_key_of_namespace_and_row(tmp_path):
+    cache = RowCache.open(tmp_path, "scores", {"model": "m", "dtype": "fp32"})
+    values = [0.1 + 0.2, -1e-300, 5e-324, 123456.78901234567, -0.0]
+    key = cache.key(["a prompt", ["x", "y"]])
+    assert cache.put(key, values) == values
+    again = RowCache.open(tmp_path, "scores", {"model": "m", "dtype": "fp32"})
+    got = again.get(again.key(["a prompt", ["x", "y"]]))
+    assert np.array(got).tobytes() == np.array(values).tobytes()
+    # the key changes with anything that decides the value: the namespace, the prompt, a candidate
+    keys = {key, RowCache(tmp_path, "scores", {"model": "m", "dtype": "fp16"}).key(["a prompt", ["x", "y"]]),
+            cache.key(["a prompt ", ["x", "y"]]), cache.key(["a prompt", ["x", "z"]]),
+            RowCache(tmp_path, "generation", {"model": "m", "dtype": "fp32"}).key(["a prompt", ["x", "y"]])}
+    assert len(keys) == 4  # the stage is a folder, not part of the key: the same namespace there is another folder
+    assert RowCache(tmp_path, "generation", {"model": "m", "dtype": "fp32"}).folder != cache.folder
+    assert json.loads((tmp_path / FORMAT_FILE).read_text()) == {"key_format": KEY_FORMAT}
+
+
+def test_only_missing_rows_are_computed_in_one_call_and_counted(tmp_path):
+    calls = []
+
+    def square(items):
+        calls.append(list(items))
+        return [[float(x) ** 2] for x in items]
+
+    cache = RowCache.open(tmp_path, "scores", "ns")
+    fn = cached_chunk_fn(square, cache, key_of=lambda x: x)
+    assert fn([1, 2, 3]) == [[1.0], [4.0], [9.0]]
+    assert fn([2, 5, 3, 6]) == [[4.0], [25.0], [9.0], [36.0]]
+    assert calls == [[1, 2, 3], [5, 6]]
+    assert cache.counts.as_dict() == {"rows_from_cache": 2, "rows_computed": 5, "damaged_entries": 0,
+                                      "key_format": KEY_FORMAT}
+    # progress: rows from the cache count as done at once, the computed ones by the function itself
+    advanced = []
+    fn2 = cached_chunk_fn(lambda items, advance: (advance(len(items)), [[0.0] for _ in items])[1],
+                          RowCache.open(tmp_path, "other", "ns"), key_of=lambda x: x, reports_progress=True)
+    fn2([1, 2], advanced.append)
+    fn2([1, 2, 3], advanced.append)
+    assert advanced == [2, 2, 1]
+
+
+@pytest.mark.parametrize("damage", ["flip a digit", "truncate", "another key"])
+def test_a_damaged_entry_is_said_set_aside_and_recomputed(tmp_path, capsys, damage):
+    cache = RowCache.open(tmp_path, "scores", "ns")
+    fn = cached_chunk_fn(lambda items: [[0.25, -0.25] for _ in items], cache, key_of=lambda x: x)
+    fn(["row"])
+    path = cache.path(cache.key("row"))
+    text = path.read_text()
+    path.write_text({"flip a digit": text.replace("0.25", "0.35", 1), "truncate": text[: len(text) // 2],
+                     "another key": text.replace(cache.key("row"), "0" * 64)}[damage])
+    fresh = RowCache.open(tmp_path, "scores", "ns")
+    assert cached_chunk_fn(lambda items: [[0.25, -0.25] for _ in items], fresh, key_of=lambda x: x)(["row"]) == \
+        [[0.25, -0.25]]
+    assert (fresh.counts.damaged_entries, fresh.counts.rows_computed) == (1, 1)
+    err = capsys.readouterr().err
+    assert f"the scores entry {path.name} is damaged" in err and "computed again" in err
+    kept = list((tmp_path / "damaged").iterdir())  # nothing is deleted
+    assert len(kept) == 1 and kept[0].read_text() != text
+    assert json.loads(path.read_text())["value"] == [0.25, -0.25]
+
+
+def test_a_cache_of_another_key_format_is_refused_before_any_work_and_left_as_it_is(tmp_path):
+    (tmp_path / FORMAT_FILE).write_text(json.dumps({"key_format": KEY_FORMAT + 1}))
+    (tmp_path / "scores").mkdir()
+    with pytest.raises(CacheError, match=f"key format {KEY_FORMAT + 1}.*reads and writes key format {KEY_FORMAT}"):
+        RowCache.open(tmp_path, "scores", "ns")
+    assert json.loads((tmp_path / FORMAT_FILE).read_text()) == {"key_format": KEY_FORMAT + 1}
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CacheError, match="is a file, not a folder"):
+        check_format(tmp_path / "file")
+
+
+def _writer(args):
+    root, worker = args
+    cache = RowCache.open(root, "scores", "ns")
+    # every writer computes "its own" value for the same rows: the first written wins for everyone
+    return [cache.put(cache.key(i), [float(worker), float(i)]) for i in range(40)]
+
+
+def test_concurrent_writers_agree_on_the_first_value_and_leave_no_temporary_files(tmp_path):
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        results = pool.map(_writer, [(str(tmp_path), w) for w in range(8)])
+    assert all(r == results[0] for r in results)
+    cache = RowCache(tmp_path, "scores", "ns")
+    assert [cache.get(cache.key(i)) for i in range(40)] == results[0]
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+# ------------------------------------------------------------------------------------------------
+# the stages
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def job(train_rows):
+    rows = train_rows[120:132]
+    return [r["prompt"] for r in rows], [[r["chosen"][-1]["content"], r["rejected"][-1]["content"]] for r in rows]
+
+
+def test_scoring_from_the_cache_gives_the_computing_runs_bytes_and_computes_nothing(job, tiny_pairrm_dir, tmp_path):
+    prompts, candidates = job
+    common = dict(model=str(tiny_pairrm_dir), chunk_size=4, progress=False, cache_dir=tmp_path / "cache", **LIMITS)
+    # "another member" scores rows 4..11 first, in its own chunks
+    other = score_candidates(prompts[4:], candidates[4:], work_dir=tmp_path / "other", **common)
+    assert other.info["cache"]["rows_computed"] == 8
+    alone = score_candidates(prompts[4:], candidates[4:], model=str(tiny_pairrm_dir), chunk_size=4, progress=False,
+                             work_dir=tmp_path / "alone", **LIMITS)
+    assert "cache" not in alone.info and alone.scores == other.scores
+    # a run of rows 0..11: the first chunk is computed, the two others come from the cache, exactly
+    mixed = score_candidates(prompts, candidates, work_dir=tmp_path / "mixed", **common)
+    assert (mixed.info["cache"]["rows_from_cache"], mixed.info["cache"]["rows_computed"]) == (8, 4)
+    assert mixed.info["prompts_computed"] == 4  # the scorer's own count: rows from the cache are not computed
+    assert np.array(mixed.scores[4:]).tobytes() == np.array(other.scores).tobytes()
+    direct = score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), chunk_size=4, progress=False,
+                              work_dir=tmp_path / "direct", **LIMITS)
+    assert mixed.scores[:4] == direct.scores[:4]  # the computed chunk was computed as a run alone computes it
+    # everything is there now: a third run computes nothing and gets the same bytes
+    again = score_candidates(prompts, candidates, work_dir=tmp_path / "again", **common)
+    assert again.info["cache"]["rows_computed"] == 0 == again.info["prompts_computed"] and again.scores == mixed.scores
+    # another scorer setting is another namespace: nothing shared
+    other_dtype = score_candidates(prompts[:2], candidates[:2], work_dir=tmp_path / "bf", batch_tokens=4096,
+                                   **common)
+    assert other_dtype.info["cache"]["rows_from_cache"] == 0
+
+
+def test_generation_from_the_cache_computes_nothing_and_gives_the_same_rows(tmp_path, train_rows):
+    policy = build_tiny_policy(tmp_path / "policy")
+    rows = [{"prompt": r["prompt"], "prompt_id": r["prompt_id"]}
+            for r in sorted(train_rows[:40], key=lambda r: len(r["prompt"]))[:6]]
+    p = GenerationParams(policy_model=str(policy), max_new_tokens=8, reference_max_new_tokens=8, n_candidates=2,
+                         temperature=0.8, generation_batch_size=4, generation_chunk_size=4, generation_device="cpu")
+    cache = tmp_path / "cache"
+    first = generate_candidates(rows[:4], p, tmp_path / "a", cache_dir=cache)
+    manifest = Manifest(RunDir.of(tmp_path / "run"))
+    manifest.start_run({}, ["01_construct"])
+    both = generate_candidates(rows, p, tmp_path / "b", manifest=manifest, cache_dir=cache)
+    entry = manifest.read()["generation"]["cache"]
+    assert (entry["rows_from_cache"], entry["rows_computed"]) == (4, 2)
+    assert both[:4] == first
+    assert both == generate_candidates(rows, p, tmp_path / "c")  # as a run without the cache makes them
+    # another seed is another namespace
+    reseeded = GenerationParams(**{**p.model_dump(), "generation_seed": 1})
+    manifest2 = Manifest(RunDir.of(tmp_path / "run2"))
+    manifest2.start_run({}, ["01_construct"])
+    generate_candidates(rows[:2], reseeded, tmp_path / "d", manifest=manifest2, cache_dir=cache)
+    assert manifest2.read()["generation"]["cache"]["rows_computed"] == 2

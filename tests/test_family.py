@@ -1,0 +1,237 @@
+"""Families of runs (repro.family, repro.cli.family, repro.analysis.family_view, notebooks/05_family): grids, member names and fingerprints,
+reuse of complete members, the family view on hand-built members, and the demo family end to end."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from repro import family as fam
+from repro.analysis.family_view import differing_parameters, family_view, verdicts
+from repro.cli import family as family_cli
+from repro.errors import ParameterError
+from repro.manifest import Manifest
+from repro.parameters import FamilyViewParams, load_params_file
+from repro.paths import RunDir
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "params" / "demo.yaml"
+DEMO_FAMILY = ROOT / "params" / "demo_family.yaml"
+
+
+def _plan(values: dict, tmp_path: Path, grid_args=None) -> fam.Family:
+    return fam.plan_family(values, default_name="f", grid_args=grid_args, out=str(tmp_path / "f"))
+
+
+def test_grid_arguments_read_values_as_yaml():
+    assert fam.parse_grid_args(["mini_index=0,1,2,3", "scorer_model=builtin:tiny-pairrm,x/y"]) == {
+        "mini_index": [0, 1, 2, 3], "scorer_model": ["builtin:tiny-pairrm", "x/y"]}
+    with pytest.raises(ParameterError, match="--grid expects KEY=VALUE1,VALUE2"):
+        fam.parse_grid_args(["mini_index"])
+
+
+def test_a_grid_expands_to_the_product_in_the_order_written(tmp_path):
+    values = {**load_params_file(DEMO), "mini_count": 4,
+              "family": {"name": "sweep", "grid": {"mini_index": [0, 1], "bootstrap_seed": [5, 6, 7]}}}
+    family = _plan(values, tmp_path)
+    assert family.name == "sweep" and family.root == tmp_path / "f"
+    assert [m.name for m in family.members] == [
+        f"mini_index-{i}__bootstrap_seed-{s}" for i in (0, 1) for s in (5, 6, 7)]
+    first = family.members[0]
+    assert first.values["mini_index"] == 0 and first.values["bootstrap_seed"] == 5 and "family" not in first.values
+    assert first.run_dir == tmp_path / "f" / first.name and first.values["run_name"] == f"sweep-{first.name}"
+    assert first.record("sweep")["grid"] == {"mini_index": 0, "bootstrap_seed": 5}
+    # --member takes a name or an index (a Slurm array task id)
+    assert family.member("mini_index-1__bootstrap_seed-6") == family.member("4") == family.members[4]
+    # fingerprints: one per member, the same when planned again, another when a parameter changes
+    assert len({m.fingerprint for m in family.members}) == 6
+    assert [m.fingerprint for m in _plan(values, tmp_path).members] == [m.fingerprint for m in family.members]
+    changed = _plan({**values, "batch_tokens": 4096}, tmp_path)
+    assert changed.members[0].fingerprint != first.fingerprint
+    # --grid adds keys to the file's grid, and replaces the values of a key it names
+    more = _plan(values, tmp_path, grid_args={"bootstrap_seed": [9]})
+    assert [m.name for m in more.members] == ["mini_index-0__bootstrap_seed-9", "mini_index-1__bootstrap_seed-9"]
+
+
+def test_bundles_set_several_parameters_together_and_name_members(tmp_path):
+    values = {**load_params_file(DEMO), "mini_count": 2, "family": {
+        "grid": {"part": [{"name": "first", "part_start": 0, "part_stop": 20},
+                          {"part_start": 20, "part_stop": 40}],
+                 "mini_index": [0, 1]},
+        "member_name": "{part}_mini_{mini_index}"}}
+    family = _plan(values, tmp_path)
+    assert [m.name for m in family.members] == ["first_mini_0", "first_mini_1", "part1_mini_0", "part1_mini_1"]
+    assert (family.members[2].values["part_start"], family.members[2].values["part_stop"]) == (20, 40)
+    assert family.members[0].grid_values == {"part": {"name": "first", "part_start": 0, "part_stop": 20},
+                                             "mini_index": 0}
+    with pytest.raises(ParameterError, match=r"family\.grid\.part .*'mini_idx' in .* is not a parameter"):
+        _plan({**values, "family": {"grid": {"part": [{"mini_idx": 1}]}}}, tmp_path)
+    with pytest.raises(ParameterError, match=r"member_name '\{parts\}' .* cannot be filled"):
+        _plan({**values, "family": {**values["family"], "member_name": "{parts}"}}, tmp_path)
+
+
+def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, monkeypatch, capsys):
+    values = {**load_params_file(DEMO), "mini_count": 2, "family": {"grid": {"mini_index": [0, 1]}}}
+    family = _plan(values, tmp_path)
+    ran = []
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append((root, kw["record"])) or 0)
+    done, other = family.members
+    manifest = Manifest(RunDir.of(done.run_dir))
+    manifest.start_run({}, ["01_construct"])
+    manifest.record("family", done.record(family.name))
+    manifest.finish_run("complete")
+    assert family_cli.run_member(family, done) == "reused" and not ran
+    assert "is complete with the same parameters" in capsys.readouterr().out
+    # another fingerprint (the parameters changed since), or a run that did not finish: it runs
+    manifest.record("family", {**done.record(family.name), "fingerprint": "0" * 16})
+    assert family_cli.run_member(family, done) == "done"
+    manifest.record("family", done.record(family.name))
+    manifest.finish_run("failed")
+    assert family_cli.run_member(family, done) == "done"
+    assert family_cli.run_member(family, other) == "done"
+    assert [r for r, _ in ran] == [done.run_dir, done.run_dir, other.run_dir]
+    assert ran[-1][1] == {"family": other.record(family.name)}
+
+
+def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    family_cli.configure(parser)
+    args = parser.parse_args([str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=2", "--out",
+                              str(tmp_path / "f"), "--jobs", "2"])
+    family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
+                             grid_args=fam.parse_grid_args(args.grid), out=args.out)
+    started = []
+
+    def fake_run(cmd, stdout, stderr):
+        started.append(cmd)
+        stdout.write("a member's output\n")
+        return subprocess.CompletedProcess(cmd, 0 if "mini_index-0" in cmd else 1)
+
+    monkeypatch.setattr(family_cli.subprocess, "run", fake_run)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda *a, **k: 0)  # the family view
+    assert family_cli.run_family(args, family) == 1  # one member failed: the command says so
+    assert sorted(cmd[cmd.index("--member") + 1] for cmd in started) == ["mini_index-0", "mini_index-1"]
+    # each child is the same command for one member: parsed again, it plans the same member
+    child = parser.parse_args(started[0][4:])
+    assert child.member in ("mini_index-0", "mini_index-1") and child.grid == args.grid and child.out == args.out
+    assert (tmp_path / "f" / "logs" / "mini_index-1.log").read_text() == "a member's output\n"
+
+
+def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict) -> None:
+    run = RunDir.of(root / name)
+    run.data.mkdir(parents=True)
+    chosen = np.linspace(0.5, 1.0, len(margins))
+    pd.DataFrame({"score_chosen": chosen, "score_rejected": chosen - np.array(margins)}).to_parquet(
+        run.data / "train_prefs-00000-of-00001.parquet")
+    Manifest(run).write({"status": "complete", "parameters": parameters, "counts": {"scored": len(margins)},
+                         "stages": {"score": {"cache": cache}},
+                         "family": {"name": "fam", "member": name, "index": index, "grid": {"seed": index}}})
+
+
+def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
+    root = tmp_path / "fam"
+    _member(root, "b", 1, [0.0, 0.2, 0.4], {"seed": 1, "source": "demo", "run_dir": "x"},
+            {"rows_computed": 0, "rows_from_cache": 3})
+    _member(root, "a", 0, [0.1, 0.3, 0.0, 0.5], {"seed": 0, "source": "demo", "run_dir": "y"},
+            {"rows_computed": 4, "rows_from_cache": 0})
+    (root / "b" / "compare.json").write_text(json.dumps({"verdict": "3 of 3 reference rows aligned"}))
+    (root / "a" / "metrics.json").write_text(json.dumps({"agreement": {"primary": "primary", "pairs": [
+        {"scorers": ["primary", "llama_rm"], "same_chosen": {"count": 3, "fraction": 0.75}}]}}))
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
+    assert list(view.table["member"]) == ["a", "b"]  # the family's order, not the folders'
+    a, b = view.summary["members"]
+    assert (a["rows"], a["ties"], b["ties"]) == (4, 1, 1)
+    assert a["margin_mean"] == pytest.approx(0.225) and b["margin_mean"] == pytest.approx(0.2)
+    assert a["margin_mean_ci95"][0] <= 0.225 <= a["margin_mean_ci95"][1]
+    assert view.summary["rows_scored"] == {"computed": 4, "from_cache": 3}
+    assert view.summary["parameters_that_differ"] == ["seed"]
+    assert a["agreement_same_chosen"] == {"llama_rm": 0.75} and b["agreement_same_chosen"] == {}
+    assert (a["verdict"], b["verdict"]) == (None, "3 of 3 reference rows aligned")
+    assert list(view.table["same chosen as llama_rm"])[0] == 0.75
+    assert verdicts(view).to_dict("records") == [{"member": "b", "verdict": "3 of 3 reference rows aligned"}]
+    written = json.loads((root / "family.json").read_text())
+    assert written == json.loads(json.dumps(view.summary))
+    assert (root / "figures" / "family_margins.png").stat().st_size > 0
+    assert written["figures"]["family_margins"]["svg"] == "figures/family_margins.svg"
+
+
+def test_differing_parameters_ignore_where_members_live():
+    assert differing_parameters([{"parameters": {"a": 1, "b": [1], "run_dir": "x"}},
+                                 {"parameters": {"a": 1, "b": [2], "run_dir": "y"}}]) == ["b"]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_demo_family_scores_every_row_once_and_each_member_equals_its_run_alone(tmp_path, repro_run):
+    def _repro(*args):  # every run in its own process with the same environment (threads: the same rounding)
+        return repro_run(*args, timeout=1200)
+
+    out = tmp_path / "demo_family"
+    first = _repro(str(DEMO_FAMILY), "--out", str(out))
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    members = [out / f"mini_{i}" for i in range(4)]
+    manifests = [json.loads((m / "manifest.json").read_text()) for m in members]
+    assert all(m["status"] == "complete" for m in manifests)
+    # every demo row scored once across the family, none taken from the cache (the minis are disjoint)
+    scored = [m["stages"]["score"]["cache"] for m in manifests]
+    assert sum(s["rows_computed"] for s in scored) == 40 and sum(s["rows_from_cache"] for s in scored) == 0
+    assert [m["family"]["member"] for m in manifests] == ["mini_0", "mini_1", "mini_2", "mini_3"]
+    summary = json.loads((out / "family.json").read_text())
+    assert summary["complete"] == 4 and summary["rows_scored"] == {"computed": 40, "from_cache": 0}
+    assert summary["parameters_that_differ"] == ["mini_index"]
+    assert (out / "notebooks" / "05_family.ipynb").exists()
+    files = {p: _sha(p) for p in sorted(out.rglob("*.parquet")) + [out / "family.json"]}
+
+    # each member equals the same run made alone, without the cache: its rows are computed in the same batches
+    alone = _repro(str(DEMO), "--out", str(tmp_path / "alone"), "--set", "mini_count=4", "--set", "mini_index=2",
+                   "--set", "cache=false", "--set", "notebooks=[01_construct]")
+    assert alone.returncode == 0, alone.stdout[-3000:] + alone.stderr[-3000:]
+    shard = "dataset/data/train_prefs-00000-of-00001.parquet"
+    assert _sha(tmp_path / "alone" / shard) == _sha(out / "mini_2" / shard)
+
+    # a second run of the family computes nothing and gives byte-identical files
+    again = _repro(str(DEMO_FAMILY), "--out", str(out))
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert again.stdout.count("is complete with the same parameters") == 4
+    assert {p: _sha(p) for p in files} == files
+
+    # a member started alone into another folder takes every row from the cache: exactly the family's bytes
+    member = _repro(str(DEMO_FAMILY), "--out", str(tmp_path / "elsewhere"), "--member", "mini_1")
+    assert member.returncode == 0, member.stdout[-3000:] + member.stderr[-3000:]
+    cache = json.loads((tmp_path / "elsewhere" / "mini_1" / "manifest.json").read_text())["stages"]["score"]["cache"]
+    assert (cache["rows_computed"], cache["rows_from_cache"]) == (0, 10)
+    assert _sha(tmp_path / "elsewhere" / "mini_1" / shard) == _sha(out / "mini_1" / shard)
+    assert not (tmp_path / "elsewhere" / "family.json").exists()  # one member is not the family
+
+
+def test_the_seed_family_params_give_the_published_sizes_and_counterparts():
+    from repro.slicing import plan_slice
+
+    part2 = fam.plan_family(load_params_file(ROOT / "params" / "part2.yaml"), default_name="x")
+    siblings = fam.plan_family(load_params_file(ROOT / "params" / "siblings.yaml"), default_name="x")
+    assert [m.name for m in part2.members] == [f"part2_mini_{i}" for i in range(4)]
+    assert [m.name for m in siblings.members] == [f"part{p}_mini_{i}" for p in range(3) for i in range(4)]
+
+    def rows(member) -> int:
+        v = member.values
+        return len(plan_slice(61135, part_start=v["part_start"], part_stop=v["part_stop"], drop_rows=v["drop_rows"],
+                              drop_from=v["drop_from"], mini_index=v["mini_index"], mini_count=v["mini_count"],
+                              limit=None).indices)
+
+    # the published sizes (domain notes): part0/part1 minis 19600 // 4 = 4900; part2 20735 // 4 = 5183, mini_3 5186
+    assert [rows(m) for m in siblings.members] == [4900] * 8 + [5183, 5183, 5183, 5186]
+    assert [rows(m) for m in part2.members] == [5183, 5183, 5183, 5186]
+    for m in siblings.members:
+        assert m.values["reference"] == f"YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_{m.name}"
+    # part2's members are the siblings' part2 members, parameter for parameter
+    assert [m.fingerprint for m in part2.members] == [m.fingerprint for m in siblings.members[8:]]
