@@ -129,3 +129,14 @@ def test_sppo_needs_the_same_number_of_candidates_in_every_row():
     rows, picks = scored_rows([[0.1, 0.2], [0.3, 0.1, 0.0], [1.0, 0.0]])
     with pytest.raises(DataError, match="generate_i"):
         export_rows("sppo", rows, picks)
+
+
+def test_seed_view_pairs_scored_rows_that_have_no_pair_yet():
+    import datasets
+
+    # RLHFlow's get_rewards.py output: {prompt, responses, rewards}; its max_min pair is argmax / argmin
+    annotated = datasets.Dataset.from_list([
+        {"prompt": [{"content": "Q", "role": "user"}], "responses": ["a", "b", "c"], "rewards": [0.5, 2.0, -1.0]}])
+    view = seed_view(annotated)
+    assert view[0]["chosen"][1]["content"] == "b" and view[0]["rejected"][1]["content"] == "c"
+    assert (view[0]["score_chosen"], view[0]["score_rejected"]) == (2.0, -1.0) and view[0]["prompt"] == "Q"

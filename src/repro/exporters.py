@@ -207,6 +207,9 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
         candidates, scores = row.get("all_generated_responses"), row.get("all_rm_scores")
     else:
         candidates, scores = row.get("responses"), row.get("rewards")
+    if chosen is None and rejected is None and candidates and scores and len(candidates) == len(scores):
+        # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin
+        chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
     conv = (lambda t: None if t is None or prompt is None else
             [{"content": prompt, "role": "user"}, {"content": t, "role": "assistant"}])
     return {"prompt": prompt, "prompt_id": row.get("prompt_id") or (
