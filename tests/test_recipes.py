@@ -131,26 +131,6 @@ def test_candidate_seeds_draw_candidate_k_as_a_run_with_that_seed(policy_dir, tm
 
 
 # ------------------------------------------------------------------------------------------------
-# bad input, before any work
-# ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("values, match", [
-    ({"output_format": "trl"}, r"output_format: Input should be 'seed', 'sppo', 'snorkel', 'rlhflow' or 'selm'"),
-    ({"selection": "max_min"}, r"selection: Input should be 'best_worst', 'best_random'"),
-    ({"scorer_prompt": "chat_template"}, r"scorer_prompt_tokenizer is not set"),
-    ({"selection": "best_random"}, r"selection 'best_random' draws candidates at random: set selection_seed"),
-    ({"min_margin": -0.5}, r"min_margin: Input should be greater than or equal to 0"),
-    ({"output_format": "sppo"}, r"output_format 'sppo' publishes every candidate and its score: set keep_all_candidates"),
-    ({"generate": True, "policy_model": "x/y", "n_candidates": 3, "candidate_seeds": [1, 2]},
-     r"candidate_seeds has 2 seed\(s\) but n_candidates is 3"),
-])
-def test_bad_recipe_parameters_are_refused_naming_the_key(values, match, tmp_path):
-    path = tmp_path / "p.yaml"
-    path.write_text(json.dumps(values))
-    with pytest.raises(ParameterError, match=match):
-        load_params_file(path)
-
-
-# ------------------------------------------------------------------------------------------------
 # every recipe, offline on stand-ins, through `repro run`; then 04_compare against a copy in its format
 # ------------------------------------------------------------------------------------------------
 STAND_INS = ["source=" + str(FIXTURE), "source_revision=null", "part_start=0", "part_stop=null", "limit=3",

@@ -193,7 +193,8 @@ def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct") -
         split_info = write_split(out, ctx.run.dataset, split)
         info.update({k: v for k, v in split_info.items() if k != "files"})
     ctx.manifest.record("dataset", {**{k: v for k, v in split_info.items() if k != "files"},
-                                    "output_format": p.output_format})
+                                    "output_format": p.output_format,
+                                    "output_format_from": FORMATS[p.output_format].source})
     ctx.manifest.record("lineage", lineage(ctx, split))
     ctx.manifest.add_outputs(*split_info["files"])
     ctx.manifest.notebook_done(notebook)

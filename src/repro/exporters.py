@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Sequence
 
 import datasets
 import numpy as np
@@ -35,8 +35,8 @@ from datasets import Features, List, Value
 
 from .dataset_io import MESSAGE_LIST, SEED_FEATURES, output_features
 from .errors import DataError
+from .parameters import ALL_CANDIDATE_FORMATS, OutputFormat
 
-OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
 FLOATS = List(Value("float64"))
 STRINGS = List(Value("string"))
 
@@ -90,9 +90,13 @@ class Format:
 
     name: str
     split: str  # may hold {iteration}
-    needs_all_candidates: bool
     convert: Callable[[dict[str, Any], int, int], dict[str, Any]] | None  # None: the seed row as it is
     source: str  # where the layout is read from, for the card and the manifest
+
+    @property
+    def needs_all_candidates(self) -> bool:
+        """Whether the format publishes every candidate and its score (then `keep_all_candidates` is required)."""
+        return self.name in ALL_CANDIDATE_FORMATS
 
     def split_name(self, iteration: int, override: str | None = None) -> str:
         """The split the rows go to: `override`, else the format's own name for this iteration."""
@@ -120,14 +124,14 @@ class Format:
 
 
 FORMATS: dict[str, Format] = {
-    "seed": Format("seed", "train_prefs", False, None,
+    "seed": Format("seed", "train_prefs", None,
                    "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"),
-    "sppo": Format("sppo", "train", True, _sppo, "uclaml/SPPO scripts/compute_prob.py"),
-    "snorkel": Format("snorkel", "train_iteration_{iteration}", True, _snorkel,
+    "sppo": Format("sppo", "train", _sppo, "uclaml/SPPO scripts/compute_prob.py"),
+    "snorkel": Format("snorkel", "train_iteration_{iteration}", _snorkel,
                       "snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset"),
-    "rlhflow": Format("rlhflow", "train", True, _rlhflow,
+    "rlhflow": Format("rlhflow", "train", _rlhflow,
                       "RLHFlow/Online-RLHF annotate_data/get_rewards.py, dpo_iteration/run_dpo.py"),
-    "selm": Format("selm", "train_prefs_{iteration}", False, _selm, "shenao-zhang/SELM scripts/online_feedback.py"),
+    "selm": Format("selm", "train_prefs_{iteration}", _selm, "shenao-zhang/SELM scripts/online_feedback.py"),
 }
 assert tuple(FORMATS) == OutputFormat.__args__  # type: ignore[attr-defined]
 

@@ -15,7 +15,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
-from .exporters import FORMATS, OutputFormat
 from .selection import RANDOM_RULES, Rule
 from .scorers.common import PAIRRM_LIMITS
 from .paths import default_run_dir, resolve_user_path
@@ -42,6 +41,11 @@ class _Params(BaseModel):
 # --------------------------------------------------------------------------------------------
 # 01_construct
 # --------------------------------------------------------------------------------------------
+# the output formats (repro.exporters): the seed's, and those of the field's published recipes
+OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
+ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
+
+
 class ScorerSpec(BaseModel):
     """One more scorer of a run (an item of `scorers:`): its scores go to the column `candidate_scores_<name>`."""
 
@@ -187,8 +191,7 @@ class ConstructParams(_Params):
         if self.selection in RANDOM_RULES and self.selection_seed is None:
             raise ValueError(f"selection {self.selection!r} draws candidates at random: set selection_seed "
                              f"(an integer) so that the pairs can be drawn again")
-        if self.output_format in FORMATS and FORMATS[self.output_format].needs_all_candidates \
-                and not self.keep_all_candidates:
+        if self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates:
             raise ValueError(f"output_format {self.output_format!r} publishes every candidate and its score: "
                              f"set keep_all_candidates: true")
         names = [s.name for s in self.scorers]
