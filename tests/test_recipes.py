@@ -100,6 +100,7 @@ def test_revisions_are_passed_to_every_load_and_recorded(hub_spies, tmp_path):
         "policy": None, "scorer": "owner/PairRM-copy@def456", "selection": "best_worst", "output_format": "snorkel",
         "split": "train_iteration_1"}
     assert manifest["scorer"]["revision"] == "def456" and manifest["stages"]["load"]["revision"] == "abc123"
+    assert manifest["scorer"]["model"] == "owner/PairRM-copy"  # the hub id, not the snapshot folder of this machine
     files = sorted((tmp_path / "run" / "dataset" / "data").glob("train_iteration_1-*.parquet"))
     written = datasets.Dataset.from_parquet([str(f) for f in files])  # (load_dataset is the spy here)
     assert written.column_names == list(FORMATS["snorkel"].features(2)) and len(written) == 6

@@ -136,7 +136,9 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
             work_dir=ctx.run.work_dir("scoring"), source_maxlength=p.source_maxlength,
             candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind, options=p.scorer_options)
         info.update(result.info, scorer_prompt=p.scorer_prompt)
-    ctx.manifest.record("scorer", {**result.info, "revision": p.scorer_revision, "scorer_prompt": p.scorer_prompt,
+    # the model as the user named it (a pinned revision loads from a snapshot folder, which `path` keeps)
+    ctx.manifest.record("scorer", {**result.info, "model": p.scorer_model, "revision": p.scorer_revision,
+                                   "scorer_prompt": p.scorer_prompt,
                                    "scorer_prompt_tokenizer": p.scorer_prompt_tokenizer})
     ctx.manifest.set_counts(scored=len(result.scores))
     recorded = [{"name": "primary", "column": "candidate_scores", "decides_pairs": True, **result.info}]
