@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import datasets
@@ -142,11 +140,6 @@ STAND_INS = ["source=" + str(FIXTURE), "source_revision=null", "part_start=0", "
 SCORER = {"rlhflow_iter1": "builtin:tiny-reward-llama"}  # the others rank with PairRM
 
 
-def repro_run(*args):
-    return subprocess.run([sys.executable, "-m", "repro.cli", "run", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
-
-
 def test_the_recipes_folder_holds_each_recipe_and_its_verify_file():
     names = {p.stem for p in RECIPES}
     assert {"sppo_iter1", "snorkel_iter1", "selm_iter2", "rlhflow_iter1"} <= names
@@ -156,9 +149,8 @@ def test_the_recipes_folder_holds_each_recipe_and_its_verify_file():
         assert "documented" in text and "inferred" in text  # each says where its values come from
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("recipe", [p for p in RECIPES if not p.stem.startswith("verify_")], ids=lambda p: p.stem)
-def test_each_recipe_runs_offline_on_stand_ins_and_compares_with_a_copy(recipe, tmp_path):
+def test_each_recipe_runs_offline_on_stand_ins_and_compares_with_a_copy(recipe, tmp_path, repro_run):
     values = load_params_file(recipe)
     out = tmp_path / recipe.stem
     scorer = SCORER.get(recipe.stem, "builtin:tiny-pairrm")
