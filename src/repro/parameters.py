@@ -15,7 +15,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
-from .selection import RANDOM_RULES, Rule
 from .scorers.common import PAIRRM_LIMITS
 from .paths import default_run_dir, resolve_user_path
 
@@ -41,6 +40,9 @@ class _Params(BaseModel):
 # --------------------------------------------------------------------------------------------
 # 01_construct
 # --------------------------------------------------------------------------------------------
+# the pair selection rules (repro.selection); the random ones need selection_seed
+SelectionRule = Literal["best_worst", "best_random", "random_pair", "best_second", "best_worst_length_penalised"]
+RANDOM_RULES = ("best_random", "random_pair")
 # the output formats (repro.exporters): the seed's, and those of the field's published recipes
 OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
 ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
@@ -131,7 +133,7 @@ class ConstructParams(_Params):
     scorer_prompt: Literal["raw", "chat_template"] = "raw"
     scorer_prompt_tokenizer: str | None = None  # hub id or folder of the tokenizer whose template is used
     # pair selection (repro.selection): which two scored candidates become chosen / rejected
-    selection: Rule = "best_worst"
+    selection: SelectionRule = "best_worst"
     selection_seed: int | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
     length_penalty: float = Field(0.0, ge=0)  # best_worst_length_penalised: score - length_penalty * characters
     min_margin: float = Field(0.0, ge=0)  # pairs with score_chosen - score_rejected below it are left out

@@ -24,15 +24,14 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from .errors import DataError
+from .parameters import RANDOM_RULES, SelectionRule
 
-Rule = Literal["best_worst", "best_random", "random_pair", "best_second", "best_worst_length_penalised"]
-RULES: tuple[str, ...] = Rule.__args__  # type: ignore[attr-defined]
-RANDOM_RULES = ("best_random", "random_pair")
+RULES: tuple[str, ...] = SelectionRule.__args__  # type: ignore[attr-defined]
 # the RLHFlow `choose_type` each rule corresponds to (for the card and the params files)
 RLHFLOW_NAMES = {"best_worst": "max_min", "best_second": "max_max", "best_random": "max_random",
                  "random_pair": "random", "best_worst_length_penalised": "max_min_p"}
