@@ -17,7 +17,7 @@ import pytest
 
 from repro.cli import main
 from repro.errors import ReproError
-from repro.scorer_prompt import load_prompt_tokenizer
+from repro.construct.scorer_prompt import load_prompt_tokenizer
 from repro.slicing import plan_slice
 from repro.sources import load_source
 
@@ -116,7 +116,7 @@ CASES = [
          r"scorer_prompt is 'chat_template' but scorer_prompt_tokenizer is not set: name the tokenizer"),
         ("best_random without a seed", ["selection=best_random"],
          r"selection 'best_random' draws candidates at random: set selection_seed"),
-        ("min_margin below 0", ["min_margin=-0.5"], r"min_margin \(from --set\): Input should be greater than or equal to 0"),
+        ("min_margin below 0", ["min_margin=-0.5"], r"min_margin \(from --set\): must be >= 0.0 \(got -0.5\)"),
         ("a format that publishes every candidate without them", ["output_format=sppo", "keep_all_candidates=false"],
          r"output_format 'sppo' publishes every candidate and its score: set keep_all_candidates: true"),
         ("candidate_seeds not one per candidate", ["generate=true", "policy_model=builtin:tiny-policy",

@@ -8,8 +8,8 @@ import pytest
 from repro.errors import DataError
 from repro.exporters import FORMATS, detect_format, export_rows, seed_view, sppo_probabilities
 from repro.formats import to_trl
-from repro.pairs import build_row
-from repro.selection import select
+from repro.construct.pairs import build_row
+from repro.construct.selection import select
 
 # fixed scores (5 candidates per prompt, as SPPO's pairs=5), with a tie and a large spread
 SCORES = [[0.3, -1.2, 2.5, 0.7, 0.7], [-0.4, -0.4, 0.1, 3.0, -2.2], [1e-3, -1e-3, 0.0, 0.002, -0.002]]

@@ -11,13 +11,15 @@ from pathlib import Path
 import datasets
 import pytest
 
-from repro import construct, generation, revisions, sources
+from repro import revisions, sources
+from repro.construct import generation
+from repro.construct import stages as construct
 from repro.errors import ParameterError
 from repro.exporters import FORMATS
-from repro.generation import generate_candidates
+from repro.construct.generation import generate_candidates
 from repro.parameters import ConstructParams, GenerationParams, load_params_file
-from repro.scorer_prompt import chat_templated_prompt, load_prompt_tokenizer, scorer_prompts
-from repro.tiny_policy import build_tiny_policy
+from repro.construct.scorer_prompt import chat_templated_prompt, load_prompt_tokenizer, scorer_prompts
+from repro.scorers.tiny_policy import build_tiny_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "params" / "recipes").glob("*.yaml"))

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from repro.errors import DataError
-from repro.selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, RULES, Pick, row_rng, select
+from repro.construct.selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, RULES, Pick, row_rng, select
 
 # (rule, scores, texts, expected (chosen, rejected)): worked out by hand from each rule's definition
 TABLE = [

@@ -8,15 +8,33 @@ types; `validate_namespace` turns that into a clear error and casts values.
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Collection, Literal, Optional
+from typing import Annotated, Any, ClassVar, Collection, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
-from .scorers.common import PAIRRM_LIMITS
 from .paths import default_run_dir, resolve_user_path
+
+
+@dataclass(frozen=True)
+class PairRMLimits:
+    """PairRM's token limits as llm-blender/PairRM ships them (RankerConfig): prompt and candidate."""
+
+    source_maxlength: int = 1224
+    candidate_maxlength: int = 412
+
+
+# the one place that names 1224/412: every default of the package reads it from here
+PAIRRM_LIMITS = PairRMLimits()
+
+
+# ranges checked by pydantic where the value enters; `_format_validation` words them as "must be >= 1"
+Count = Annotated[int, Field(ge=1)]
+Index = Annotated[int, Field(ge=0)]
+Resamples = Annotated[int, Field(ge=100)]  # fewer and a 95% interval means nothing
 
 
 class _Params(BaseModel):
@@ -53,7 +71,8 @@ class ScorerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str  # lower-case letters, digits, _: names the column and the work dir work/scoring/<name>/
+    # names the column and the work dir work/scoring/<name>/
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
     model: str  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
     kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"
     # a sequence classifier's chat_template, trust_remote_code, output_index, max_length;
@@ -61,7 +80,7 @@ class ScorerSpec(BaseModel):
     options: dict[str, Any] = {}
     backend: Literal["repro", "llm-blender"] = "repro"
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-    batch_tokens: int | None = None  # default: the run's batch_tokens (kept last: the card's table of
+    batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last: the card's table of
     # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
 
     @field_validator("model")
@@ -69,21 +88,11 @@ class ScorerSpec(BaseModel):
     def _model_from_project_root(cls, v: str) -> str:
         return resolve_user_path(v)
 
-    @field_validator("batch_tokens")
-    @classmethod
-    def _budget(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError(f"must be >= 1 (or null for the run's batch_tokens), got {v}")
-        return v
-
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        import re
-
-        if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", v) or v == "primary":
-            raise ValueError(f"name {v!r} must be lower-case letters, digits and _ (a column name suffix), starting "
-                             f"with a letter, and not 'primary'")
+        if v == "primary":
+            raise ValueError("must be another name, not 'primary' (the run's own scorer's)")
         return v
 
 
@@ -97,13 +106,13 @@ class ConstructParams(_Params):
     source_split: str = "train_prefs"
     source_revision: str | None = None  # a hub dataset's commit (or tag/branch), passed to every load; recorded
     # slicing: index part [part_start:part_stop] -> drop `drop_rows` -> mini `mini_index` of `mini_count`
-    part_start: int = 0
+    part_start: Index = 0
     part_stop: int | None = None
-    drop_rows: int = 0
+    drop_rows: Index = 0
     drop_from: Literal["end", "start"] = "end"
-    mini_index: int = 0
-    mini_count: int = 1
-    limit: int | None = None  # keep only the first N rows of the mini (quick tries)
+    mini_index: Index = 0
+    mini_count: Count = 1
+    limit: Count | None = None  # keep only the first N rows of the mini (quick tries)
     # candidates
     candidate_columns: list[str] = ["resp0", "resp1"]
     include_reference: bool = False  # also rank `reference_response`
@@ -117,12 +126,13 @@ class ConstructParams(_Params):
     scorer_backend: Literal["repro", "llm-blender"] = "repro"
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
-    batch_tokens: int = 16384  # token budget per forward batch
-    chunk_size: int = 256  # prompts per resumable chunk
-    num_processes: int = 1  # >1: torchrun workers on this node
-    # PairRM's token limits; None: the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412
-    source_maxlength: Optional[int] = None
-    candidate_maxlength: Optional[int] = None
+    batch_tokens: Count = 16384  # token budget per forward batch
+    chunk_size: Count = 256  # prompts per resumable chunk
+    num_processes: Count = 1  # >1: torchrun workers on this node
+    # PairRM's token limits; None: the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412;
+    # at least 3: [CLS], the prefix token and [SEP]
+    source_maxlength: Optional[Annotated[int, Field(ge=3)]] = None
+    candidate_maxlength: Optional[Annotated[int, Field(ge=3)]] = None
     scorer_kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"  # auto: read from the checkpoint
     scorer_options: dict[str, Any] = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
     # more scorers ({name, model, kind, ...} each): scores kept in candidate_scores_<name>; scorer_model decides
@@ -135,43 +145,22 @@ class ConstructParams(_Params):
     # pair selection (repro.selection): which two scored candidates become chosen / rejected
     selection: SelectionRule = "best_worst"
     selection_seed: int | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
-    length_penalty: float = Field(0.0, ge=0)  # best_worst_length_penalised: score - length_penalty * characters
-    min_margin: float = Field(0.0, ge=0)  # pairs with score_chosen - score_rejected below it are left out
+    length_penalty: Annotated[float, Field(ge=0)] = 0.0  # best_worst_length_penalised: score - length_penalty * characters
+    min_margin: Annotated[float, Field(ge=0)] = 0.0  # pairs with score_chosen - score_rejected below it are left out
     ties: Literal["keep", "drop"] = "keep"  # equal scores: keep the pair (seed), or leave the row out (RLHFlow)
     # output rows
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
     output_split: str | None = None  # default: the format's own split name (with `iteration`)
-    iteration: int = Field(1, ge=1)  # the round of an iterative recipe: split names, the manifest's lineage
+    iteration: Count = 1  # the round of an iterative recipe: split names, the manifest's lineage
     # generation (issue 7): when true, candidates (and optionally the reference) are generated first
     generate: bool = False
-
-    @field_validator("part_start", "drop_rows", "mini_index")
-    @classmethod
-    def _non_negative(cls, v: int, info) -> int:
-        if v < 0:
-            raise ValueError("must be >= 0")
-        return v
 
     @field_validator("source", "scorer_model", "scorer_prompt_tokenizer")
     @classmethod
     def _paths_from_project_root(cls, v: str | None) -> str | None:
         return resolve_user_path(v)
-
-    @field_validator("mini_count", "num_processes", "batch_tokens", "chunk_size")
-    @classmethod
-    def _positive(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError("must be >= 1")
-        return v
-
-    @field_validator("limit")
-    @classmethod
-    def _limit(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError("must be >= 1 (or null for all rows)")
-        return v
 
     @field_validator("candidate_columns")
     @classmethod
@@ -202,10 +191,6 @@ class ConstructParams(_Params):
         if self.scorers and not self.keep_all_candidates:
             raise ValueError(f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns "
                              f"beside `candidates`: set keep_all_candidates: true")
-        for name in ("source_maxlength", "candidate_maxlength"):
-            if getattr(self, name) is not None and getattr(self, name) < 3:
-                raise ValueError(f"{name}={getattr(self, name)} must be >= 3 ([CLS], the prefix token and [SEP]), "
-                                 f"or null for the checkpoint's own")
         limits = (self.source_maxlength or PAIRRM_LIMITS.source_maxlength,
                   self.candidate_maxlength or PAIRRM_LIMITS.candidate_maxlength)
         if self.batch_tokens < limits[0] + 2 * limits[1]:
@@ -213,6 +198,10 @@ class ConstructParams(_Params):
                 f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length "
                 f"({limits[0] + 2 * limits[1]} tokens): raise it")
         return self
+
+
+# the scorers' token budget when none is given (`repro score`, `repro bench` on a GPU, a scorer's `score`)
+DEFAULT_BATCH_TOKENS: int = ConstructParams.model_fields["batch_tokens"].default
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,52 +216,31 @@ class GenerationParams(_Params):
     policy_revision: str | None = None  # the policy's hub commit, passed to every load; recorded
     generation_backend: Literal["transformers", "vllm"] = "transformers"
     generate_reference: bool = True  # greedy `reference_response` (temperature 0)
-    reference_max_new_tokens: int = 1024
-    n_candidates: int = 2  # columns resp0 .. resp{n-1}
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_new_tokens: int = 1024
+    reference_max_new_tokens: Count = 1024
+    n_candidates: Index = 2  # columns resp0 .. resp{n-1}
+    temperature: Annotated[float, Field(ge=0)] = 0.7  # 0: greedy
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    max_new_tokens: Count = 1024
     generation_seed: int = 0
     # one seed per candidate (SPPO: 0, 50, 100, 150, 200): candidate k is drawn as the first candidate of a run
     # with generation_seed = candidate_seeds[k]; null: all from generation_seed
     candidate_seeds: list[int] | None = None
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
-    max_prompt_tokens: int | None = None  # default: the model's context minus the longest max_new_tokens
+    max_prompt_tokens: Count | None = None  # default: the model's context minus the longest max_new_tokens
     long_prompts: Literal["truncate_left", "skip"] = "truncate_left"  # skip: such rows are left out and counted
-    generation_batch_size: int = 16  # sequences per transformers `generate` call
-    generation_chunk_size: int = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
+    generation_batch_size: Count = 16  # sequences per transformers `generate` call
+    generation_chunk_size: Count = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
     generation_device: str = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
     generation_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
-    generation_num_processes: int = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
-
-    @field_validator("reference_max_new_tokens", "max_new_tokens", "generation_batch_size", "generation_chunk_size",
-                     "generation_num_processes")
-    @classmethod
-    def _at_least_one(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError("must be >= 1")
-        return v
+    generation_num_processes: Count = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
 
     @field_validator("policy_model")
     @classmethod
     def _policy_from_project_root(cls, v: str | None) -> str | None:
         return resolve_user_path(v)
 
-    @field_validator("max_prompt_tokens")
-    @classmethod
-    def _prompt_tokens(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError("must be >= 1 (or null for the model's context)")
-        return v
-
     @model_validator(mode="after")
     def _check_sampling(self):
-        if self.n_candidates < 0:
-            raise ValueError(f"n_candidates={self.n_candidates} must be >= 0")
-        if self.temperature < 0:
-            raise ValueError(f"temperature={self.temperature} must be >= 0 (0 = greedy)")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p={self.top_p} must be in (0, 1]")
         if self.candidate_seeds is not None and len(self.candidate_seeds) != self.n_candidates:
             raise ValueError(f"candidate_seeds has {len(self.candidate_seeds)} seed(s) but n_candidates is "
                              f"{self.n_candidates}: give one seed per candidate, or null")
@@ -291,7 +259,7 @@ class AnalyzeParams(_Params):
 
     dataset: str | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
     dataset_split: str = "train_prefs"
-    bootstrap_resamples: int = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95 (>= 100)
+    bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95
     bootstrap_seed: int = 0
     exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
 
@@ -300,12 +268,6 @@ class AnalyzeParams(_Params):
     def _dataset_from_project_root(cls, v: str | None) -> str | None:
         return resolve_user_path(v)
 
-    @field_validator("bootstrap_resamples")
-    @classmethod
-    def _enough_resamples(cls, v: int) -> int:
-        if v < 100:
-            raise ValueError("must be >= 100 for a 95% interval to mean anything")
-        return v
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,11 +330,11 @@ class CompareParams(_Params):
     # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
     compare_source: str | None = None
     compare_source_split: str = "train_prefs"
-    score_tolerances: list[float] = [1e-6, 1e-3, 1e-2, 0.1]  # fraction of same-text scores within each |difference|
-    disagreement_tolerance: float = 1e-3  # a same-text score further apart than this is a disagreement
-    near_tie: float = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
-    max_mini_count: int = 8  # slice inference tries 1..max_mini_count minis
-    bootstrap_resamples: int = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
+    score_tolerances: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=1)] = [1e-6, 1e-3, 1e-2, 0.1]  # fraction of same-text scores within each |difference|
+    disagreement_tolerance: Annotated[float, Field(ge=0)] = 1e-3  # a same-text score further apart than this is a disagreement
+    near_tie: Annotated[float, Field(ge=0)] = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
+    max_mini_count: Count = 8  # slice inference tries 1..max_mini_count minis
+    bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
     bootstrap_seed: int = 0
 
     @field_validator("reference")
@@ -389,17 +351,6 @@ class CompareParams(_Params):
     def _compared_from_project_root(cls, v: str | None) -> str | None:
         return resolve_user_path(v)
 
-    @field_validator("score_tolerances")
-    @classmethod
-    def _tolerances(cls, v: list[float]) -> list[float]:
-        if not v or any(t < 0 for t in v):
-            raise ValueError(f"must be a non-empty list of tolerances >= 0, got {v}")
-        return v
-
-    # the same rules as the other notebooks' parameters of the same kind
-    _non_negative = field_validator("disagreement_tolerance", "near_tie")(ConstructParams._non_negative.__func__)
-    _positive = field_validator("max_mini_count")(ConstructParams._positive.__func__)
-    _enough_resamples = field_validator("bootstrap_resamples")(AnalyzeParams._enough_resamples.__func__)
 
 
 SCHEMAS: dict[str, type[_Params]] = {
@@ -429,6 +380,11 @@ def _unknown_error(key: str, where: str) -> ParameterError:
         f"and documented in params/demo.yaml; remove or rename it.")
 
 
+RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
+               "less_than_equal": "must be <= {le}", "too_short": "must hold at least {min_length} item(s)",
+               "string_pattern_mismatch": "must match {pattern} (lower-case letters, digits and _)"}
+
+
 def _format_validation(exc: ValidationError, schema: type[_Params], where: str,
                        set_keys: Collection[str] = ()) -> ParameterError:
     lines = []
@@ -439,7 +395,8 @@ def _format_validation(exc: ValidationError, schema: type[_Params], where: str,
         got = err.get("input")
         # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
         got_s = "" if isinstance(got, dict) else f" (got {got!r})"
-        msg = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
+        msg = RANGE_WORDS[err["type"]].format(**err["ctx"]) if err["type"] in RANGE_WORDS \
+            else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
         lines.append(f"  - {loc}: {msg}{got_s}")
     return ParameterError(
         f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) +

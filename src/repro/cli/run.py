@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import ReproError
-from .manifest import Manifest, find_selfcheck
-from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
-from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
+from ..errors import ReproError
+from ..manifest import Manifest, find_selfcheck
+from ..parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
+from ..paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 
 KERNEL_NAME = "repro"
 # which parameter sections each notebook reads (the rest of a params file is not passed to it)

@@ -8,18 +8,20 @@ from typing import Any
 
 import datasets
 
-from .dataset_io import write_split
-from .errors import DataError
-from .exporters import FORMATS, export_rows
-from .manifest import Manifest
+from ..dataset_io import write_split
+from ..errors import DataError
+from ..exporters import FORMATS, export_rows
+from ..manifest import Manifest
+from ..parameters import ConstructParams, GenerationParams
+from ..paths import RunDir
+from ..revisions import pinned_model
+from ..slicing import plan_slice
+from ..sources import load_source, require_columns
+from .generation import generate_candidates
 from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
-from .parameters import ConstructParams, GenerationParams
-from .paths import RunDir
-from .revisions import pinned_model
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
+from .scoring import score_candidates
 from .selection import RLHFLOW_NAMES, select
-from .slicing import plan_slice
-from .sources import load_source, require_columns
 
 
 @dataclass
@@ -88,8 +90,6 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
     """Generate the reference and candidates with a policy model when `generate` is on; else pass through."""
     if not ctx.params.generate:
         return ds
-    from .generation import generate_candidates
-
     with ctx.manifest.stage("generate") as info:
         rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir("generation"), ctx.manifest)
         out = datasets.Dataset.from_list(rows)
@@ -124,8 +124,6 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
 def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     """Score every candidate with the primary scorer (resumable chunks under work/scoring), then with each of
     `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
-    from .scoring import score_candidates
-
     p = ctx.params
     prompts = scorer_prompts(cs.prompts, p.scorer_prompt, ctx.prompt_tokenizer)
     with ctx.manifest.stage("score") as info:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .errors import ModelLoadError, ParameterError
-from .tiny_policy import BUILTIN_PREFIX, build_tiny_policy
+from ..errors import ModelLoadError, ParameterError
+from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy
 
 
 def chat_templated_prompt(prompt: str, tokenizer) -> str:

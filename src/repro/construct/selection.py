@@ -28,8 +28,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import DataError
-from .parameters import RANDOM_RULES, SelectionRule
+from ..errors import DataError
+from ..parameters import RANDOM_RULES, SelectionRule
 
 RULES: tuple[str, ...] = SelectionRule.__args__  # type: ignore[attr-defined]
 # the RLHFlow `choose_type` each rule corresponds to (for the card and the params files)
