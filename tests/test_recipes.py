@@ -166,6 +166,11 @@ def test_each_recipe_runs_offline_on_stand_ins_and_compares_with_a_copy(recipe, 
     ds = datasets.load_dataset(str(out / "dataset"), split=split)
     assert len(ds) >= 1 and ds.column_names == list(fmt.features(len(values.get("candidate_columns") or [0]) or 1))
     assert manifest["lineage"]["policy"] == "builtin:tiny-policy"
+    # the card describes the format it wrote, in both languages
+    card = (out / "dataset" / "README.md").read_text(encoding="utf-8")
+    english, chinese = card.split("### Output format", 1)[1], card.split("### 输出格式", 1)[1]
+    assert f"The rows are in split `{split}`." in english and f"数据位于划分 `{split}`。" in chinese
+    assert all(f"`{c}`" in english.split("###")[0] for c in ("chosen", "rejected"))
     # the paper's verify file, pointed at this run and at a copy of its data in that paper's format
     copy = tmp_path / "published.parquet"
     ds.to_parquet(str(copy))
