@@ -58,7 +58,7 @@ class _Params(BaseModel):
 # --------------------------------------------------------------------------------------------
 # 01_construct
 # --------------------------------------------------------------------------------------------
-# the pair selection rules (repro.selection); the random ones need selection_seed
+# the pair selection rules (repro.construct.selection); the random ones need selection_seed
 SelectionRule = Literal["best_worst", "best_random", "random_pair", "best_second", "best_worst_length_penalised"]
 RANDOM_RULES = ("best_random", "random_pair")
 # the output formats (repro.exporters): the seed's, and those of the field's published recipes
@@ -142,7 +142,7 @@ class ConstructParams(_Params):
     # apply_chat_template([user: prompt, assistant: "None"]).split("None")[0])
     scorer_prompt: Literal["raw", "chat_template"] = "raw"
     scorer_prompt_tokenizer: str | None = None  # hub id or folder of the tokenizer whose template is used
-    # pair selection (repro.selection): which two scored candidates become chosen / rejected
+    # pair selection (repro.construct.selection): which two scored candidates become chosen / rejected
     selection: SelectionRule = "best_worst"
     selection_seed: int | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
     length_penalty: Annotated[float, Field(ge=0)] = 0.0  # best_worst_length_penalised: score - length_penalty * characters

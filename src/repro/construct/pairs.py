@@ -136,7 +136,7 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
               pick: tuple[int, int] | None = None) -> dict[str, Any]:
     """One output row in the seed's column order: chosen = best, rejected = worst, with their scores.
 
-    `pick`: the (chosen, rejected) candidate indices a selection rule chose (`repro.selection`); default the
+    `pick`: the (chosen, rejected) candidate indices a selection rule chose (`repro.construct.selection`); default the
     best and the worst. `more_scores` (other scorers' scores of the same candidates, by name) go to
     `candidate_scores_<name>` with `keep_all_candidates`; they never decide the pair.
     """
