@@ -17,6 +17,8 @@ import pytest
 
 from repro.cli import main
 from repro.errors import ReproError
+from repro.construct.scorer_prompt import load_prompt_tokenizer
+from repro.slicing import plan_slice
 from repro.sources import load_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,6 +106,30 @@ CASES = [
          r"  - chunk_size \(from --set\): must be >= 1 \(got -5\)\n", after=nothing_written),
     Case("a column named twice", lambda t: run(t, "--set", "candidate_columns=[resp0, resp0]"),
          r"candidate_columns \(from --set\): names column\(s\) \['resp0'\] more than once \(got \['resp0', 'resp0'\]\)"),
+    # repro run: a recipe's parameters (issue 23)
+    *[Case(f"recipe: {why}", lambda t, sets=sets: run(t, *[x for s in sets for x in ("--set", s)]), message,
+           after=nothing_written) for why, sets, message in [
+        ("unknown output_format", ["output_format=trl"],
+         r"output_format \(from --set\): Input should be 'seed', 'sppo', 'snorkel', 'rlhflow' or 'selm'"),
+        ("unknown selection rule", ["selection=max_min"], r"selection \(from --set\): Input should be 'best_worst', "),
+        ("chat_template without a tokenizer", ["scorer_prompt=chat_template"],
+         r"scorer_prompt is 'chat_template' but scorer_prompt_tokenizer is not set: name the tokenizer"),
+        ("best_random without a seed", ["selection=best_random"],
+         r"selection 'best_random' draws candidates at random: set selection_seed"),
+        ("min_margin below 0", ["min_margin=-0.5"], r"min_margin \(from --set\): must be >= 0.0 \(got -0.5\)"),
+        ("a format that publishes every candidate without them", ["output_format=sppo", "keep_all_candidates=false"],
+         r"output_format 'sppo' publishes every candidate and its score: set keep_all_candidates: true"),
+        ("candidate_seeds not one per candidate", ["generate=true", "policy_model=builtin:tiny-policy",
+                                                   "candidate_seeds=[1, 2, 3]"],
+         r"candidate_seeds has 3 seed\(s\) but n_candidates is 2: give one seed per candidate"),
+    ]],
+    Case("recipe: a prompt tokenizer folder without a tokenizer", lambda t: lambda: load_prompt_tokenizer(str(t)),
+         r"scorer_prompt_tokenizer=\S+ could not be loaded .*Give a local tokenizer folder"),
+    # (a tokenizer without a chat template: tests/test_recipes.py builds one)
+    Case("recipe: a slice larger than the prompt shard", lambda t: lambda: plan_slice(200, part_start=15283, part_stop=30566),
+         r"The slice part_start=15283, part_stop=30566 lies outside the source, which has 200 rows"),
+    Case("recipe: a revision for a local source", lambda t: lambda: load_source("demo", "train_prefs", "abc"),
+         r"source_revision='abc' pins a hub commit, but source='demo' is not a hub id .* set source_revision: null"),
     # the source loader itself
     Case("jsonl source with a broken line",
          lambda t: lambda: load_source(str(broken_jsonl(t))), r"line 3 of \S*bad.jsonl is not valid JSON"),

@@ -28,8 +28,9 @@ import pyarrow as pa
 
 from .analysis import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
-from .analysis.report import dataset_or_own, response_texts, score_array
+from .analysis.report import dataset_or_own, own_split, response_texts, score_array
 from .errors import DataError, ParameterError, ReproError
+from .exporters import seed_view
 from .jobs import atomic_write_json
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
@@ -79,6 +80,7 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
         ds = load_source(spec, split)
     except ReproError as exc:
         raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
+    ds = seed_view(ds)  # another recipe's format (SPPO, Snorkel, RLHFlow) in the seed's columns
     if columns is not None:
         ds = ds.select_columns([c for c in columns if c in ds.column_names])
     return ds.with_format("arrow")[:]
@@ -823,7 +825,9 @@ def compare(p: CompareParams) -> ComparisonResult:
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
         reference = load_side("reference", p.reference, p.reference_split, "reference")
-        candidate = load_side("candidate", candidate_spec, p.candidate_split, "candidate")
+        candidate = load_side("candidate", candidate_spec,
+                              own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split,
+                              "candidate")
         source = None
         if p.compare_source is not None:
             source = _load_one(p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))

@@ -33,9 +33,11 @@ from datasets import Features, Value
 
 from .dataset_io import MESSAGE_LIST
 from .errors import DataError
+from .exporters import seed_view
 from .sources import require_columns
 
 TESTED_TRL_VERSION = "1.16.0"
+NO_SCORES = "_repro_no_scores"
 
 # what to_trl / to_trl_implicit need from the seed's columns (messages, reference_response are not used)
 REQUIRED_COLUMNS = ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")
@@ -101,8 +103,10 @@ def _check_columns(ds: datasets.Dataset, function: str) -> None:
                     "your columns to these names first.")
 
 
-def _margin(row: dict[str, Any], index: int) -> float:
+def _margin(row: dict[str, Any], index: int) -> float | None:
     scores = [row.get("score_chosen"), row.get("score_rejected")]
+    if row.get(NO_SCORES):  # a format that publishes no scores (SELM's): no margin either
+        return None
     if not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
         raise DataError(f"Row {index} (prompt_id {row.get('prompt_id') or '?'}): `score_chosen` and `score_rejected` "
                         f"must be numbers, got {scores}; fix the row or leave it out before converting.")
@@ -120,6 +124,12 @@ def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
 
 
 def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
+    ds = seed_view(ds)  # SPPO's, Snorkel's, RLHFlow's columns as the seed's
+    if "chosen" in ds.column_names and not {"score_chosen", "score_rejected"} & set(ds.column_names):
+        # SELM's format has no scores: null scores and margins, marked so that _margin does not refuse them
+        nulls = [None] * len(ds)
+        ds = ds.add_column("score_chosen", nulls).add_column("score_rejected", nulls) \
+            .add_column(NO_SCORES, [True] * len(ds))
     _check_columns(ds, function)
     if len(ds) == 0:  # map would not run the function, so it would not change the columns either
         return datasets.Dataset.from_dict({name: [] for name in features}, features=features)

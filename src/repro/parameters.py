@@ -58,6 +58,14 @@ class _Params(BaseModel):
 # --------------------------------------------------------------------------------------------
 # 01_construct
 # --------------------------------------------------------------------------------------------
+# the pair selection rules (repro.construct.selection); the random ones need selection_seed
+SelectionRule = Literal["best_worst", "best_random", "random_pair", "best_second", "best_worst_length_penalised"]
+RANDOM_RULES = ("best_random", "random_pair")
+# the output formats (repro.exporters): the seed's, and those of the field's published recipes
+OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
+ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
+
+
 class ScorerSpec(BaseModel):
     """One more scorer of a run (an item of `scorers:`): its scores go to the column `candidate_scores_<name>`."""
 
@@ -96,6 +104,7 @@ class ConstructParams(_Params):
     # source rows
     source: str = "demo"  # "demo" (embedded sample), a hub dataset id, or a local .jsonl/.parquet/saved dataset
     source_split: str = "train_prefs"
+    source_revision: str | None = None  # a hub dataset's commit (or tag/branch), passed to every load; recorded
     # slicing: index part [part_start:part_stop] -> drop `drop_rows` -> mini `mini_index` of `mini_count`
     part_start: Index = 0
     part_stop: int | None = None
@@ -108,6 +117,7 @@ class ConstructParams(_Params):
     candidate_columns: list[str] = ["resp0", "resp1"]
     include_reference: bool = False  # also rank `reference_response`
     include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
+    original_pair_position: Literal["last", "first"] = "last"  # where they go: after the others, or before
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
@@ -127,18 +137,32 @@ class ConstructParams(_Params):
     scorer_options: dict[str, Any] = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
     # more scorers ({name, model, kind, ...} each): scores kept in candidate_scores_<name>; scorer_model decides
     scorers: list[ScorerSpec] = []
+    scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
+    # the scorer's view of the prompt: as it is, or through a tokenizer's chat template (SPPO's rank.py:
+    # apply_chat_template([user: prompt, assistant: "None"]).split("None")[0])
+    scorer_prompt: Literal["raw", "chat_template"] = "raw"
+    scorer_prompt_tokenizer: str | None = None  # hub id or folder of the tokenizer whose template is used
+    # pair selection (repro.construct.selection): which two scored candidates become chosen / rejected
+    selection: SelectionRule = "best_worst"
+    selection_seed: int | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
+    length_penalty: Annotated[float, Field(ge=0)] = 0.0  # best_worst_length_penalised: score - length_penalty * characters
+    min_margin: Annotated[float, Field(ge=0)] = 0.0  # pairs with score_chosen - score_rejected below it are left out
+    ties: Literal["keep", "drop"] = "keep"  # equal scores: keep the pair (seed), or leave the row out (RLHFlow)
     # output rows
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
+    output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
+    output_split: str | None = None  # default: the format's own split name (with `iteration`)
+    iteration: Count = 1  # the round of an iterative recipe: split names, the manifest's lineage
     # generation (issue 7): when true, candidates (and optionally the reference) are generated first
     generate: bool = False
     # the project's row cache (issue 22, repro.cache): generated and scored rows shared by every run
     cache: bool = True  # false: compute every row here (the run's own resumable chunks still apply)
     cache_dir: str | None = None  # None: $REPRO_ROW_CACHE, else $REPRO_CACHE, else cache/ in the project root
 
-    @field_validator("source", "scorer_model")
+    @field_validator("source", "scorer_model", "scorer_prompt_tokenizer")
     @classmethod
-    def _paths_from_project_root(cls, v: str) -> str:
+    def _paths_from_project_root(cls, v: str | None) -> str | None:
         return resolve_user_path(v)
 
     @field_validator("cache_dir")
@@ -164,6 +188,16 @@ class ConstructParams(_Params):
             raise ValueError(f"mini_index={self.mini_index} must be < mini_count={self.mini_count} (minis count from 0)")
         if self.part_stop is not None and self.part_stop <= self.part_start:
             raise ValueError(f"part_stop={self.part_stop} must be > part_start={self.part_start}")
+        if self.scorer_prompt == "chat_template" and not self.scorer_prompt_tokenizer:
+            raise ValueError("scorer_prompt is 'chat_template' but scorer_prompt_tokenizer is not set: name the "
+                             "tokenizer whose chat template the scorer's prompts go through (SPPO: the policy's, "
+                             "e.g. mistralai/Mistral-7B-Instruct-v0.2), or set scorer_prompt: raw")
+        if self.selection in RANDOM_RULES and self.selection_seed is None:
+            raise ValueError(f"selection {self.selection!r} draws candidates at random: set selection_seed "
+                             f"(an integer) so that the pairs can be drawn again")
+        if self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates:
+            raise ValueError(f"output_format {self.output_format!r} publishes every candidate and its score: "
+                             f"set keep_all_candidates: true")
         names = [s.name for s in self.scorers]
         if len(set(names)) != len(names):
             raise ValueError(f"scorers: every name must be different, got {names}")
@@ -192,6 +226,7 @@ class GenerationParams(_Params):
     section: ClassVar[str] = "generation"
 
     policy_model: str | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy" is a noise stand-in
+    policy_revision: str | None = None  # the policy's hub commit, passed to every load; recorded
     generation_backend: Literal["transformers", "vllm"] = "transformers"
     generate_reference: bool = True  # greedy `reference_response` (temperature 0)
     reference_max_new_tokens: Count = 1024
@@ -200,6 +235,9 @@ class GenerationParams(_Params):
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     max_new_tokens: Count = 1024
     generation_seed: int = 0
+    # one seed per candidate (SPPO: 0, 50, 100, 150, 200): candidate k is drawn as the first candidate of a run
+    # with generation_seed = candidate_seeds[k]; null: all from generation_seed
+    candidate_seeds: list[int] | None = None
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
     max_prompt_tokens: Count | None = None  # default: the model's context minus the longest max_new_tokens
     long_prompts: Literal["truncate_left", "skip"] = "truncate_left"  # skip: such rows are left out and counted
@@ -216,6 +254,9 @@ class GenerationParams(_Params):
 
     @model_validator(mode="after")
     def _check_sampling(self):
+        if self.candidate_seeds is not None and len(self.candidate_seeds) != self.n_candidates:
+            raise ValueError(f"candidate_seeds has {len(self.candidate_seeds)} seed(s) but n_candidates is "
+                             f"{self.n_candidates}: give one seed per candidate, or null")
         if self.n_candidates == 0 and not self.generate_reference:
             raise ValueError("n_candidates is 0 and generate_reference is false: nothing to generate")
         return self

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator
 import datasets
 
 from .errors import DataError, ModelLoadError
+from .revisions import check_revision_target
 
 DEMO = "demo"
 
@@ -36,15 +37,17 @@ def _is_hub_id(spec: str) -> bool:
     return len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~"))
 
 
-def load_source(spec: str, split: str = "train_prefs") -> datasets.Dataset:
-    """Load one split of rows from `spec`: "demo", a local file or folder, a run directory, or a hub id."""
+def load_source(spec: str, split: str = "train_prefs", revision: str | None = None) -> datasets.Dataset:
+    """Load one split of rows from `spec`: "demo", a local file or folder, a run directory, or a hub id
+    (at `revision`, a hub commit, when given)."""
+    check_revision_target(spec, revision, "source_revision", "source")
     if spec == DEMO:
         return datasets.Dataset.from_json(str(demo_path()))
     path = Path(os.path.expanduser(spec))
     if path.exists():
         return _load_local(path, split)
     if _is_hub_id(spec):
-        return _load_hub(spec, split)
+        return _load_hub(spec, split, revision)
     raise DataError(
         f"Source {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
         f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
@@ -94,9 +97,10 @@ def _load_local(path: Path, split: str) -> datasets.Dataset:
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
 
 
-def _load_hub(repo_id: str, split: str) -> datasets.Dataset:
+def _load_hub(repo_id: str, split: str, revision: str | None = None) -> datasets.Dataset:
     try:
-        return _pick_split(datasets.load_dataset(repo_id, split=split), split, f"hub dataset {repo_id!r}")
+        return _pick_split(datasets.load_dataset(repo_id, split=split, revision=revision), split,
+                           f"hub dataset {repo_id!r}")
     except DataError:
         raise
     except ValueError as exc:

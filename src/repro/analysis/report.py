@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError
+from ..exporters import seed_view
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import AnalyzeParams
@@ -172,8 +173,15 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
 
 
 def _read_table(spec: str, split: str, where: str) -> pa.Table:
-    # load_source turns empty, unreadable and missing inputs into a DataError naming the source
-    return load_source(spec, split).with_format("arrow")[:]
+    # load_source turns empty, unreadable and missing inputs into a DataError naming the source; seed_view maps
+    # another recipe's output format (SPPO, Snorkel, RLHFlow) to the seed's columns
+    return seed_view(load_source(spec, split)).with_format("arrow")[:]
+
+
+def own_split(run: RunDir, default: str) -> str:
+    """The split this run's 01_construct wrote (its output format's), else `default`."""
+    manifest = Manifest(run).read() if run.manifest.exists() else {}
+    return (manifest.get("dataset") or {}).get("split") or default
 
 
 def dataset_or_own(value: str | None, run: RunDir, parameter: str = "dataset", stage: str = "analysis") -> str:
@@ -197,11 +205,12 @@ def load(p: AnalyzeParams) -> ScoreData:
     """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
     run = RunDir.of(p.run_root)
     spec = _dataset_spec(p, run)
-    where = f"dataset {spec!r} (split {p.dataset_split!r})"
-    table = _read_table(spec, p.dataset_split, where)
+    split = own_split(run, p.dataset_split) if p.dataset is None else p.dataset_split
+    where = f"dataset {spec!r} (split {split!r})"
+    table = _read_table(spec, split, where)
     chosen, rejected, keep, reasons = validate_scores(table, where, p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
-    return ScoreData(source=spec, split=p.dataset_split, n_rows=table.num_rows, score_chosen=chosen,
+    return ScoreData(source=spec, split=split, n_rows=table.num_rows, score_chosen=chosen,
                      score_rejected=rejected, row_index=keep, excluded_reasons=reasons, table=table,
                      scorer=_scorer(_manifest_of(p.dataset, run)), lengths=lengths, length_rows=length_rows,
                      length_reason=why)

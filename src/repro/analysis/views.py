@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import plots
+from ..exporters import seed_view
 from .report import response_texts
 
 # characters of a text shown in a table cell (the whole text is in the dataset)
@@ -83,17 +84,26 @@ def score_distribution(scores: Sequence[Sequence[float]]) -> "Image":
     return figure(plots.score_distributions(best, worst))
 
 
-def margin_distribution(pairs: datasets.Dataset) -> "Image":
-    """The margin score_chosen − score_rejected of the pairs."""
+def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
+    """The margin score_chosen − score_rejected of the pairs (any output format; None for one without scores)."""
+    pairs = seed_view(pairs)
+    if "score_chosen" not in pairs.column_names:
+        return None
     margin = np.asarray(pairs["score_chosen"], dtype=np.float64) - np.asarray(pairs["score_rejected"], dtype=np.float64)
     return figure(plots.margin_distribution(margin))
 
 
 def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
-    """Pairs to read: the largest, a middle and the smallest margin, texts shortened to one line."""
+    """Pairs to read: the largest, a middle and the smallest margin, texts shortened to one line (any output
+    format; one without scores shows the first, a middle and the last row)."""
+    pairs = seed_view(pairs)
     table = pairs.data.table
     chosen = response_texts(table.column("chosen")).to_pylist()
     rejected = response_texts(table.column("rejected")).to_pylist()
+    if "score_chosen" not in pairs.column_names:
+        picks = {0: "first", len(pairs) // 2: "middle", len(pairs) - 1: "last"}
+        return pd.DataFrame([{"": label, "prompt": shorten(pairs[i]["prompt"]), "chosen": shorten(chosen[i]),
+                              "rejected": shorten(rejected[i])} for i, label in picks.items()]).set_index("")
     margin = np.asarray(pairs["score_chosen"], dtype=np.float64) - np.asarray(pairs["score_rejected"], dtype=np.float64)
     order = np.argsort(-margin, kind="stable")
     picks: dict[int, str] = {}

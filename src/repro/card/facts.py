@@ -133,6 +133,16 @@ class CardFacts:
         return sorted(shaping_parameters(self.parameters).items())
 
     @property
+    def selection(self) -> str:
+        """The pair selection rule the run used (repro.construct.selection; runs before it: best_worst)."""
+        return self.parameters.get("selection") or "best_worst"
+
+    @property
+    def output_format(self) -> str:
+        """The output format the run wrote (repro.exporters; runs before them: the seed's)."""
+        return self.parameters.get("output_format") or "seed"
+
+    @property
     def tie_rule(self) -> str | None:
         """The recorded tie rule: "ours" for repro.construct's own, else as recorded (None: not recorded)."""
         rule = (self.stages.get("pairs") or {}).get("tie_rule")

@@ -37,6 +37,7 @@ from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import package_versions
 from ..parameters import GenerationParams
 from ..paths import STAND_IN_MARKER
+from ..revisions import check_revision_target, pinned_model
 from ..scorers.common import resolve_device, resolve_dtype
 from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
@@ -59,8 +60,12 @@ class Policy:
     random_init_seed: int | None = None  # config-only stand-in: weights drawn from this seed at load time
 
 
-def resolve_policy(policy_model: str | None) -> Policy:
-    """Turn `policy_model` into a loadable location (building the stand-in when it is `builtin:tiny-policy`)."""
+def resolve_policy(policy_model: str | None, revision: str | None = None) -> Policy:
+    """Turn `policy_model` into a loadable location (building the stand-in when it is `builtin:tiny-policy`);
+    with `revision` (policy_revision), the hub model's snapshot at that commit, which every later load reads."""
+    check_revision_target(policy_model, revision, "policy_revision", "policy_model")
+    if revision is not None:
+        return Policy(policy_model, pinned_model(policy_model, revision, "policy_revision", "policy_model"), False)
     if not policy_model:
         raise ParameterError(
             "policy_model is not set, but the generation stage needs a policy: give a hub id (e.g. "
@@ -209,6 +214,14 @@ def sample_keys(prompt: str, seed: int, n: int) -> list[list[int]]:
         digest = hashlib.sha256(f"{seed}\x00{k}\x00{prompt}".encode("utf-8")).digest()
         keys.append([int.from_bytes(digest[:4], "big") >> 1, int.from_bytes(digest[4:8], "big") >> 1])
     return keys
+
+
+def candidate_keys(prompt: str, params: GenerationParams) -> list[list[int]]:
+    """The noise keys of a prompt's candidates: from `generation_seed`, or with `candidate_seeds` candidate k
+    drawn as the first candidate of a run with generation_seed = candidate_seeds[k] (SPPO: a seed per index)."""
+    if params.candidate_seeds is None:
+        return sample_keys(prompt, params.generation_seed, params.n_candidates)
+    return [sample_keys(prompt, seed, 1)[0] for seed in params.candidate_seeds]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -510,8 +523,7 @@ def plan_prompts(prompts: Sequence[str], params: GenerationParams, tokenizer,
                 continue
             ids = ids[-limit:]  # keep the end: the question and the assistant turn the template opens
             truncated += 1
-        kept.append({"row": i, "ids": ids, "keys": sample_keys(prompts[i], params.generation_seed,
-                                                               params.n_candidates)})
+        kept.append({"row": i, "ids": ids, "keys": candidate_keys(prompts[i], params)})
     # longest first: similar lengths share a batch (little padding), and memory trouble shows at once
     kept.sort(key=lambda item: (-len(item["ids"]), item["row"]))
     return kept, skipped, truncated
@@ -535,7 +547,7 @@ class _Plan:
 
 
 def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
-    policy = resolve_policy(params.policy_model)
+    policy = resolve_policy(params.policy_model, params.policy_revision)
     tokenizer = load_tokenizer(policy)
     context = context_length(policy, tokenizer)
     limit = prompt_limit(params, context)
@@ -550,7 +562,7 @@ def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
         "batch_size": params.generation_batch_size,
         "sampling": {k: getattr(params, k) for k in (
             "generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
-            "max_new_tokens", "generation_seed", "use_chat_template")},
+            "max_new_tokens", "generation_seed", "candidate_seeds", "use_chat_template")},
         "eos_ids": eos_ids,
         "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
     }
@@ -706,13 +718,15 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
     if manifest is not None:
         policy = plan.policy
         manifest.record("generation", {
-            "policy_model": policy.name, "policy_path": policy.path, "stand_in": policy.stand_in,
+            "policy_model": policy.name, "policy_revision": params.policy_revision, "policy_path": policy.path,
+            "stand_in": policy.stand_in,
             **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
             "backend": params.generation_backend, "device": plan.device, "dtype": plan.dtype,
             "generate_reference": params.generate_reference,
             "reference_max_new_tokens": params.reference_max_new_tokens,
             "n_candidates": params.n_candidates, "temperature": params.temperature, "top_p": params.top_p,
             "max_new_tokens": params.max_new_tokens, "generation_seed": params.generation_seed,
+            "candidate_seeds": params.candidate_seeds,
             "use_chat_template": params.use_chat_template, "max_prompt_tokens": plan.limit,
             "context": plan.context,
             "long_prompts": params.long_prompts, "batch_size": params.generation_batch_size,

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from ..dataset_io import SEED_COLUMNS
 from ..errors import DataError
+from .selection import best_worst
 
 REFERENCE = "reference_response"
 ORIGINAL_CHOSEN = "original_chosen"
@@ -46,11 +47,7 @@ def select_pair(scores: Sequence[float]) -> tuple[int, int]:
         raise DataError(f"select_pair needs at least two scores, got {len(scores)}.")
     if any(math.isnan(s) for s in scores):
         raise DataError(f"scores contain NaN: {list(scores)}; the scorer failed on this row.")
-    best = max(scores)
-    worst = min(scores)
-    chosen = next(i for i, s in enumerate(scores) if s == best)
-    rejected = max(i for i, s in enumerate(scores) if s == worst)
-    return chosen, rejected  # distinct: with >= 2 scores, a full tie gives (0, last)
+    return best_worst(scores)  # distinct: with >= 2 scores, a full tie gives (0, last)
 
 
 @dataclass
@@ -73,8 +70,12 @@ class CandidateSet:
 
 
 def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_reference: bool = False,
-                   include_original_pair: bool = False, empty: str = "error", where: str = "row") -> list[tuple[str, str]]:
-    """(name, text) of a row's candidates, in candidate order; None (an absent optional column) is skipped."""
+                   include_original_pair: bool = False, empty: str = "error", where: str = "row",
+                   original_first: bool = False) -> list[tuple[str, str]]:
+    """(name, text) of a row's candidates, in candidate order; None (an absent optional column) is skipped.
+
+    The source's chosen/rejected (`include_original_pair`) come after the others, or before them with
+    `original_first` (the order SPPO's published scores imply: compute_prob.py ranks the last 5 of 7)."""
     names = list(columns)
     if include_reference:
         names.append(REFERENCE)
@@ -85,8 +86,9 @@ def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_refer
             continue
         out.append((name, text))
     if include_original_pair:
-        out.append((ORIGINAL_CHOSEN, last_assistant_text(row.get("chosen"), f"{where} column 'chosen'")))
-        out.append((ORIGINAL_REJECTED, last_assistant_text(row.get("rejected"), f"{where} column 'rejected'")))
+        original = [(ORIGINAL_CHOSEN, last_assistant_text(row.get("chosen"), f"{where} column 'chosen'")),
+                    (ORIGINAL_REJECTED, last_assistant_text(row.get("rejected"), f"{where} column 'rejected'"))]
+        out = original + out if original_first else out + original
     kept = []
     for name, text in out:
         if not isinstance(text, str):
@@ -103,7 +105,7 @@ def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_refer
 
 def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, include_reference: bool = False,
                        include_original_pair: bool = False, too_few: str = "drop", empty: str = "error",
-                       row_offset: int = 0) -> CandidateSet:
+                       row_offset: int = 0, original_first: bool = False) -> CandidateSet:
     """Gather every row's candidates; rows with fewer than two distinct texts are dropped or an error."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
@@ -112,7 +114,8 @@ def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
         pairs = row_candidates(row, columns, include_reference=include_reference,
-                               include_original_pair=include_original_pair, empty=empty, where=where)
+                               include_original_pair=include_original_pair, empty=empty, where=where,
+                               original_first=original_first)
         if len({text for _, text in pairs}) < 2:
             if too_few == "error":
                 raise DataError(
@@ -129,13 +132,15 @@ def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *
 
 def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str], scores: Sequence[float], *,
               messages: str = "chosen", keep_all_candidates: bool = False,
-              more_scores: dict[str, Sequence[float]] | None = None) -> dict[str, Any]:
+              more_scores: dict[str, Sequence[float]] | None = None,
+              pick: tuple[int, int] | None = None) -> dict[str, Any]:
     """One output row in the seed's column order: chosen = best, rejected = worst, with their scores.
 
-    `more_scores` (other scorers' scores of the same candidates, by name) go to `candidate_scores_<name>`
-    with `keep_all_candidates`; they never decide the pair.
+    `pick`: the (chosen, rejected) candidate indices a selection rule chose (`repro.construct.selection`); default the
+    best and the worst. `more_scores` (other scorers' scores of the same candidates, by name) go to
+    `candidate_scores_<name>` with `keep_all_candidates`; they never decide the pair.
     """
-    i_c, i_r = select_pair(scores)
+    i_c, i_r = pick if pick is not None else select_pair(scores)
     chosen = conversation(prompt, candidates[i_c])
     rejected = conversation(prompt, candidates[i_r])
     if messages == "source":

@@ -8,16 +8,20 @@ from typing import Any
 
 import datasets
 
-from ..dataset_io import output_features, write_split
+from ..dataset_io import write_split
 from ..errors import DataError
+from ..exporters import FORMATS, export_rows
 from ..manifest import Manifest
 from ..parameters import ConstructParams, GenerationParams
-from ..paths import SPLIT, RunDir
+from ..paths import RunDir
+from ..revisions import pinned_model
 from ..slicing import plan_slice
 from ..sources import load_source, require_columns
 from .generation import generate_candidates
 from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
+from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates
+from .selection import RLHFLOW_NAMES, select
 
 
 @dataclass
@@ -29,6 +33,8 @@ class Context:
     manifest: Manifest
     slice_start: int = 0  # source row number of the first sliced row, for error messages
     more_scores: dict[str, list[list[float]]] = field(default_factory=dict)  # `scorers:` by name, from score()
+    prompt_tokenizer: Any = None  # scorer_prompt: chat_template's tokenizer, loaded (and checked) by load()
+    slice_stop: int = 0
 
 
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
@@ -44,7 +50,9 @@ def load(ctx: Context) -> datasets.Dataset:
     """Load the source split and check it has what the later stages read."""
     p = ctx.params
     with ctx.manifest.stage("load") as info:
-        ds = load_source(p.source, p.source_split)
+        if p.scorer_prompt == "chat_template":  # a tokenizer without a template fails here, before any work
+            ctx.prompt_tokenizer = load_prompt_tokenizer(p.scorer_prompt_tokenizer)
+        ds = load_source(p.source, p.source_split, p.source_revision)
         if len(ds) == 0:
             raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
         require_columns(ds, ["prompt"], f"source {p.source!r}")
@@ -58,7 +66,8 @@ def load(ctx: Context) -> datasets.Dataset:
         if p.include_original_pair:
             require_columns(ds, ["chosen", "rejected"], f"source {p.source!r}",
                             hint="Set include_original_pair: false for sources without chosen/rejected.")
-        info.update(source=p.source, split=p.source_split, rows=len(ds), columns=ds.column_names)
+        info.update(source=p.source, split=p.source_split, revision=p.source_revision, rows=len(ds),
+                    columns=ds.column_names)
     ctx.manifest.set_counts(source=len(ds))
     return ds
 
@@ -73,7 +82,7 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
         sliced = ds.select(plan.indices)
     ctx.manifest.set_counts(part=plan.counts["part"], dropped=plan.counts["dropped"],
                             after_drop=plan.counts["after_drop"], sliced=len(sliced))
-    ctx.slice_start = plan.start
+    ctx.slice_start, ctx.slice_stop = plan.start, plan.stop
     return sliced
 
 
@@ -102,7 +111,8 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=offset)
         cs = collect_candidates([rows[i] for i in keep], p.candidate_columns, include_reference=p.include_reference,
                                 include_original_pair=p.include_original_pair, too_few=p.too_few_candidates,
-                                empty=p.empty_candidates, row_offset=offset)
+                                empty=p.empty_candidates, row_offset=offset,
+                                original_first=p.original_pair_position == "first")
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
@@ -117,15 +127,20 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     """Score every candidate with the primary scorer (resumable chunks under work/scoring), then with each of
     `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
     p = ctx.params
+    prompts = scorer_prompts(cs.prompts, p.scorer_prompt, ctx.prompt_tokenizer)
     with ctx.manifest.stage("score") as info:
         result = score_candidates(
-            cs.prompts, cs.candidates, model=p.scorer_model, backend=p.scorer_backend, device=p.device,
+            prompts, cs.candidates, model=pinned_model(p.scorer_model, p.scorer_revision, "scorer_revision",
+                                                       "scorer_model"), backend=p.scorer_backend, device=p.device,
             dtype=p.dtype, batch_tokens=p.batch_tokens, chunk_size=p.chunk_size, num_processes=p.num_processes,
             work_dir=ctx.run.work_dir("scoring"), source_maxlength=p.source_maxlength,
             candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind, options=p.scorer_options,
             cache_dir=p.row_cache)
-        info.update(result.info)
-    ctx.manifest.record("scorer", result.info)
+        info.update(result.info, scorer_prompt=p.scorer_prompt)
+    # the model as the user named it (a pinned revision loads from a snapshot folder, which `path` keeps)
+    ctx.manifest.record("scorer", {**result.info, "model": p.scorer_model, "revision": p.scorer_revision,
+                                   "scorer_prompt": p.scorer_prompt,
+                                   "scorer_prompt_tokenizer": p.scorer_prompt_tokenizer})
     ctx.manifest.set_counts(scored=len(result.scores))
     recorded = [{"name": "primary", "column": "candidate_scores", "decides_pairs": True, **result.info}]
     for spec in p.scorers:
@@ -133,7 +148,7 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
         limits = {k: options.pop(k, getattr(p, k)) for k in ("source_maxlength", "candidate_maxlength")}
         with ctx.manifest.stage(f"score_{spec.name}") as info:
             more = score_candidates(
-                cs.prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend, device=p.device,
+                prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend, device=p.device,
                 dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens, chunk_size=p.chunk_size,
                 num_processes=p.num_processes, work_dir=ctx.run.work_dir("scoring") / spec.name, options=options,
                 cache_dir=p.row_cache, **limits)
@@ -147,27 +162,61 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
 
 
 def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[list[float]]) -> datasets.Dataset:
-    """Rows in the seed's columns, order and types: chosen = highest score, rejected = lowest."""
+    """Rows in the output format's columns (default the seed's): the pair the `selection` rule picks."""
     p = ctx.params
+    fmt = FORMATS[p.output_format]
     with ctx.manifest.stage("pairs") as info:
-        rows = [build_row(ds[int(i)], prompt, cands, s, messages=p.messages, keep_all_candidates=p.keep_all_candidates,
-                          more_scores={name: more[k] for name, more in ctx.more_scores.items()})
-                for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores))]
-        out = datasets.Dataset.from_list(rows, features=output_features(p.keep_all_candidates, list(ctx.more_scores)))
-        info.update(rows=len(out), tie_rule="chosen = first highest score, rejected = last lowest score")
-    ctx.manifest.set_counts(kept=len(out))
+        rows, picks, dropped = [], [], {}
+        for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores)):
+            source_row = ds[int(i)]
+            pick = select(s, cands, rule=p.selection, seed=p.selection_seed,
+                          key=source_row.get("prompt_id") or prompt_id_of(prompt), length_penalty=p.length_penalty,
+                          min_margin=p.min_margin, ties=p.ties)
+            if pick.dropped:
+                dropped[pick.dropped] = dropped.get(pick.dropped, 0) + 1
+                continue
+            picks.append((pick.chosen, pick.rejected))
+            rows.append(build_row(source_row, prompt, cands, s, messages=p.messages,
+                                  keep_all_candidates=p.keep_all_candidates or fmt.needs_all_candidates,
+                                  more_scores={name: more[k] for name, more in ctx.more_scores.items()},
+                                  pick=picks[-1]))
+        out = export_rows(p.output_format, rows, picks, p.keep_all_candidates, list(ctx.more_scores))
+        info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=RLHFLOW_NAMES[p.selection],
+                    ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
+                    tie_rule="chosen = first highest score, rejected = last lowest score")
+    ctx.manifest.set_counts(kept=len(out), **{f"dropped_{reason}": n for reason, n in sorted(dropped.items())})
     return out
 
 
 def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct") -> dict[str, Any]:
     """Write the dataset in push_to_hub's layout and record its files' hashes."""
+    p = ctx.params
+    split = FORMATS[p.output_format].split_name(p.iteration, p.output_split)
     with ctx.manifest.stage("write") as info:
-        split_info = write_split(out, ctx.run.dataset, SPLIT)
+        split_info = write_split(out, ctx.run.dataset, split)
         info.update({k: v for k, v in split_info.items() if k != "files"})
-    ctx.manifest.record("dataset", {k: v for k, v in split_info.items() if k != "files"})
+    ctx.manifest.record("dataset", {**{k: v for k, v in split_info.items() if k != "files"},
+                                    "output_format": p.output_format,
+                                    "output_format_from": FORMATS[p.output_format].source})
+    ctx.manifest.record("lineage", lineage(ctx, split))
     ctx.manifest.add_outputs(*split_info["files"])
     ctx.manifest.notebook_done(notebook)
     return split_info
+
+
+def _at(name: str | None, revision: str | None) -> str | None:
+    return None if name is None else f"{name}@{revision}" if revision else name
+
+
+def lineage(ctx: Context, split: str) -> dict[str, Any]:
+    """Iteration -> prompt shard -> policy (id@revision) -> scorer -> outputs: what links one round to the next."""
+    p = ctx.params
+    generation = ctx.manifest.read().get("generation") or {}
+    return {"iteration": p.iteration, "source": _at(p.source, p.source_revision), "source_split": p.source_split,
+            "prompt_shard": [ctx.slice_start, ctx.slice_stop],
+            "policy": _at(generation.get("policy_model"), generation.get("policy_revision")) if p.generate else None,
+            "scorer": _at(p.scorer_model, p.scorer_revision), "selection": p.selection,
+            "output_format": p.output_format, "split": split}
 
 
 def summary(ctx: Context) -> dict[str, Any]:

@@ -1,0 +1,45 @@
+"""The scorer's view of the prompt: the text as it is, or SPPO's chat-templated prompt (pure but for loading).
+
+uclaml/SPPO `scripts/rank.py` gives PairRM the prompt through the policy's chat template, cut before the
+assistant's turn: `apply_chat_template([user: prompt, assistant: "None"], tokenize=False).split("None")[0]`.
+Kept as SPPO wrote it, including its quirk: a prompt that itself contains "None" is cut there.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..errors import ModelLoadError, ParameterError
+from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy
+
+
+def chat_templated_prompt(prompt: str, tokenizer) -> str:
+    """SPPO's scorer prompt: the chat template over [user: prompt, assistant: "None"], up to the first "None"."""
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}, {"role": "assistant", "content": "None"}], tokenize=False,
+    ).split("None")[0]
+
+
+def load_prompt_tokenizer(spec: str):
+    """The tokenizer whose chat template the scorer's prompts go through; an error unless it has a template."""
+    from transformers import AutoTokenizer  # kept off the light import path (torch)
+
+    path = str(build_tiny_policy()) if spec == BUILTIN_PREFIX else spec
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"scorer_prompt_tokenizer={spec!r} could not be loaded ({type(exc).__name__}: {str(exc)[:300]}). Give a "
+            f"local tokenizer folder, or a hub id that is cached (`hf download {spec}` where there is network).") from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise ParameterError(
+            f"scorer_prompt_tokenizer={spec!r} has no chat template, so scorer_prompt: chat_template cannot apply "
+            f"it. Name the policy's chat tokenizer (SPPO: mistralai/Mistral-7B-Instruct-v0.2), or set scorer_prompt: raw.")
+    return tokenizer
+
+
+def scorer_prompts(prompts: Sequence[str], mode: str, tokenizer=None) -> list[str]:
+    """The prompts as the scorer reads them: `raw` as they are, `chat_template` through `tokenizer`'s template."""
+    if mode == "raw":
+        return list(prompts)
+    return [chat_templated_prompt(p, tokenizer) for p in prompts]

@@ -1,0 +1,241 @@
+"""Output formats: the columns and split names of each published dataset this field's recipes wrote (pure).
+
+Every format is computed from the same scored rows: the seed's row (`repro.pairs.build_row`, with every
+candidate and its score) and the indices of the pair the selection rule picked. Each published layout, as its
+own code writes it:
+
+- `seed`: `YYYYYYibo/..._pairrm_part2_mini_1`'s eight columns, split `train_prefs`.
+- `sppo` (uclaml/SPPO `scripts/compute_prob.py`): `from_ranks` keeps the prompt rows and adds `generate_{i}`
+  (each a [user, assistant] conversation), `probability` (`P[i][j] = 1 / (1 + exp(s_j - s_i))`) and `rm_scores`;
+  `prepare_score` adds `chosen`, `rejected`, `chosen_probs` = P[chosen][rejected], `chosen_probs_win` = mean_j
+  P[chosen][j], `chosen_probs_lose` = mean_j P[rejected][j] (j over every candidate, itself included). Both sets of
+  columns in one table here (`prompt`, `prompt_id` first: the prompt rows' own columns, inferred); split `train`.
+- `snorkel` (snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset's card): `prompt_id`, `prompt`,
+  `all_generated_responses`, `all_rm_scores`, `chosen`, `rejected`; split `train_iteration_{iteration}`.
+- `rlhflow` (RLHFlow/Online-RLHF `annotate_data/get_rewards.py` then `dpo_iteration/run_dpo.py`): the annotated
+  rows `prompt` (the user turn as messages), `responses`, `rewards`, then the DPO pair `chosen`, `rejected`
+  (response texts) and `margin` (reward difference; `margin_scale` 1); split `train` (inferred: its data are
+  jsonl files).
+- `selm` (shenao-zhang/SELM `scripts/online_feedback.py`): the source's columns less `chosen`, `rejected`,
+  `score_chosen`, `score_rejected`, then `reference_response` (the policy's greedy response), `chosen`,
+  `rejected`: no scores; split `train_prefs_{iteration}` (SELM's loop names it after the dataset's `_iter_N`).
+
+`seed_view` maps any of them back to the seed's columns (for 02_analyze, 04_compare and `to_trl`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import datasets
+import numpy as np
+from datasets import Features, List, Value
+
+from .dataset_io import MESSAGE_LIST, SEED_FEATURES, output_features
+from .errors import DataError
+from .parameters import ALL_CANDIDATE_FORMATS, OutputFormat
+
+FLOATS = List(Value("float64"))
+STRINGS = List(Value("string"))
+
+
+def sppo_probabilities(scores: Sequence[float]) -> np.ndarray:
+    """SPPO's `probability[i][j] = 1 / (1 + exp(score[j] - score[i]))` (P[i][i] = 0.5)."""
+    s = np.asarray(scores, dtype=np.float64)
+    return 1.0 / (1.0 + np.exp(s[None, :] - s[:, None]))
+
+
+def _assistant(row: dict[str, Any], column: str) -> str:
+    return row[column][-1]["content"]
+
+
+def _user(text: str) -> list[dict[str, str]]:
+    return [{"content": text, "role": "user"}]
+
+
+def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
+    scores = row["candidate_scores"]
+    p = sppo_probabilities(scores)
+    n = len(scores)
+    out = {"prompt": row["prompt"], "prompt_id": row["prompt_id"], "chosen": row["chosen"], "rejected": row["rejected"]}
+    for i, text in enumerate(row["candidates"]):
+        out[f"generate_{i}"] = [{"content": row["prompt"], "role": "user"}, {"content": text, "role": "assistant"}]
+    out.update(probability=p.tolist(), rm_scores=[float(s) for s in scores],
+               chosen_probs=float(p[chosen][rejected]), chosen_probs_win=float(p[chosen].sum() / n),
+               chosen_probs_lose=float(p[rejected].sum() / n))
+    return out
+
+
+def _snorkel(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
+    return {"prompt_id": row["prompt_id"], "prompt": row["prompt"], "all_generated_responses": list(row["candidates"]),
+            "all_rm_scores": [float(s) for s in row["candidate_scores"]], "chosen": row["chosen"],
+            "rejected": row["rejected"]}
+
+
+def _rlhflow(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
+    return {"prompt": _user(row["prompt"]), "responses": list(row["candidates"]),
+            "rewards": [float(s) for s in row["candidate_scores"]], "chosen": _assistant(row, "chosen"),
+            "rejected": _assistant(row, "rejected"), "margin": row["score_chosen"] - row["score_rejected"]}
+
+
+def _selm(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
+    return {k: row[k] for k in ("prompt", "prompt_id", "messages", "reference_response", "chosen", "rejected")}
+
+
+@dataclass(frozen=True)
+class Format:
+    """One published layout: its split name, its features (given the candidate count), its row converter."""
+
+    name: str
+    split: str  # may hold {iteration}
+    convert: Callable[[dict[str, Any], int, int], dict[str, Any]] | None  # None: the seed row as it is
+    source: str  # where the layout is read from, for the card and the manifest
+
+    @property
+    def needs_all_candidates(self) -> bool:
+        """Whether the format publishes every candidate and its score (then `keep_all_candidates` is required)."""
+        return self.name in ALL_CANDIDATE_FORMATS
+
+    def split_name(self, iteration: int, override: str | None = None) -> str:
+        """The split the rows go to: `override`, else the format's own name for this iteration."""
+        return override or self.split.format(iteration=iteration)
+
+    def features(self, n_candidates: int, keep_all_candidates: bool = False,
+                 more_scorers: Sequence[str] = ()) -> Features:
+        """The output features (SPPO's `generate_{i}` columns need the number of candidates)."""
+        if self.name == "seed":
+            return output_features(keep_all_candidates, more_scorers)
+        if self.name == "sppo":
+            return Features({"prompt": Value("string"), "prompt_id": Value("string"), "chosen": MESSAGE_LIST,
+                             "rejected": MESSAGE_LIST, **{f"generate_{i}": MESSAGE_LIST for i in range(n_candidates)},
+                             "probability": List(FLOATS), "rm_scores": FLOATS, "chosen_probs": Value("float64"),
+                             "chosen_probs_win": Value("float64"), "chosen_probs_lose": Value("float64")})
+        if self.name == "snorkel":
+            return Features({"prompt_id": Value("string"), "prompt": Value("string"),
+                             "all_generated_responses": STRINGS, "all_rm_scores": FLOATS, "chosen": MESSAGE_LIST,
+                             "rejected": MESSAGE_LIST})
+        if self.name == "rlhflow":
+            return Features({"prompt": MESSAGE_LIST, "responses": STRINGS, "rewards": FLOATS,
+                             "chosen": Value("string"), "rejected": Value("string"), "margin": Value("float64")})
+        return Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "messages", "reference_response",
+                                                       "chosen", "rejected")})
+
+
+FORMATS: dict[str, Format] = {
+    "seed": Format("seed", "train_prefs", None,
+                   "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"),
+    "sppo": Format("sppo", "train", _sppo, "uclaml/SPPO scripts/compute_prob.py"),
+    "snorkel": Format("snorkel", "train_iteration_{iteration}", _snorkel,
+                      "snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset"),
+    "rlhflow": Format("rlhflow", "train", _rlhflow,
+                      "RLHFlow/Online-RLHF annotate_data/get_rewards.py, dpo_iteration/run_dpo.py"),
+    "selm": Format("selm", "train_prefs_{iteration}", _selm, "shenao-zhang/SELM scripts/online_feedback.py"),
+}
+assert tuple(FORMATS) == OutputFormat.__args__  # type: ignore[attr-defined]
+
+
+def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple[int, int]],
+                keep_all_candidates: bool = False, more_scorers: Sequence[str] = ()) -> datasets.Dataset:
+    """The seed rows (with `candidates` / `candidate_scores` where the format needs them) in format `name`."""
+    fmt = FORMATS[name]
+    sizes = {len(r["candidates"]) for r in rows} if fmt.name == "sppo" else {0}
+    if len(sizes) > 1:
+        raise DataError(f"output_format 'sppo' has one `generate_i` column per candidate, but rows hold {sorted(sizes)} "
+                        f"candidates: give every row the same candidates (e.g. too_few_candidates: error and "
+                        f"empty_candidates: error), or choose another output_format.")
+    features = fmt.features(max(sizes), keep_all_candidates, more_scorers)
+    out = ([{k: r[k] for k in features} for r in rows] if fmt.convert is None else
+           [fmt.convert(r, c, j) for r, (c, j) in zip(rows, picks)])
+    return datasets.Dataset.from_list(list(out), features=features)
+
+
+# --------------------------------------------------------------------------------------------
+# back to the seed's columns
+# --------------------------------------------------------------------------------------------
+def detect_format(columns: Sequence[str]) -> str:
+    """Which format a table's columns are (by columns only, so a published copy is recognised too)."""
+    have = set(columns)
+    if {"chosen_probs", "chosen_probs_win", "chosen_probs_lose"} <= have or "rm_scores" in have:
+        return "sppo"
+    if {"all_generated_responses", "all_rm_scores"} <= have:
+        return "snorkel"
+    if {"responses", "rewards"} <= have or ("margin" in have and "score_chosen" not in have
+                                               and "chosen" in have and "prompt_id" not in have):
+        return "rlhflow"
+    return "seed"
+
+
+def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequence[float] | None) -> float | None:
+    if text is None or not candidates or not scores:
+        return None
+    try:
+        return float(scores[list(candidates).index(text)])
+    except ValueError:
+        return None
+
+
+def _text(value: Any) -> str | None:
+    """A response as text: the string itself, or the last assistant turn of a conversation."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        for m in reversed(value):
+            if isinstance(m, dict) and m.get("role") == "assistant":
+                return m.get("content")
+    return None
+
+
+def _prompt_text(row: dict[str, Any]) -> str | None:
+    prompt = row.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    for column in ("prompt", "chosen"):  # RLHFlow's [user] messages; SPPO's score-only rows
+        value = row.get(column)
+        if isinstance(value, list) and value and isinstance(value[0], dict) and value[0].get("role") == "user":
+            return value[0].get("content")
+    return None
+
+
+def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
+    prompt = _prompt_text(row)
+    chosen, rejected = _text(row.get("chosen")), _text(row.get("rejected"))
+    if fmt == "sppo":
+        candidates = [_text(row[c]) for c in sorted((c for c in row if c.startswith("generate_")),
+                                                    key=lambda c: int(c.split("_")[1]))]
+        # SPPO's published rows hold 7 scores for 5 generate_i columns (its issue #27); compute_prob.py ranks the
+        # last 5 (`rm_scores[-5:]`), so the generated responses' scores are the last ones
+        scores = (row.get("rm_scores") or [])[-len(candidates):] if candidates else []
+    elif fmt == "snorkel":
+        candidates, scores = row.get("all_generated_responses"), row.get("all_rm_scores")
+    else:
+        candidates, scores = row.get("responses"), row.get("rewards")
+    if chosen is None and rejected is None and candidates and scores and len(candidates) == len(scores):
+        # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin
+        chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
+    conv = (lambda t: None if t is None or prompt is None else
+            [{"content": prompt, "role": "user"}, {"content": t, "role": "assistant"}])
+    return {"prompt": prompt, "prompt_id": row.get("prompt_id") or (
+                hashlib.sha256(prompt.encode("utf-8")).hexdigest() if prompt is not None else None),
+            "score_chosen": _score_of(chosen, candidates, scores), "score_rejected": _score_of(rejected, candidates, scores),
+            "chosen": conv(chosen), "rejected": conv(rejected)}
+
+
+SEED_VIEW_FEATURES = Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "score_chosen", "score_rejected",
+                                                             "chosen", "rejected")})
+
+
+def seed_view(ds: datasets.Dataset) -> datasets.Dataset:
+    """`ds` in the seed's column names, whatever format it is in (seed and SELM rows are returned as they are).
+
+    `prompt` from the prompt (or the chosen conversation's user turn), `prompt_id` = sha256 of it where the
+    format has none, `chosen` / `rejected` as [user, assistant] conversations, `score_chosen` / `score_rejected`
+    the listed score of the chosen / rejected text (null where the text is not among the listed candidates).
+    """
+    fmt = detect_format(ds.column_names)
+    if fmt == "seed":
+        return ds
+    rows = [_seed_row(r, fmt) for r in ds]
+    return datasets.Dataset.from_list(rows, features=SEED_VIEW_FEATURES) if rows else \
+        datasets.Dataset.from_dict({k: [] for k in SEED_VIEW_FEATURES}, features=SEED_VIEW_FEATURES)

@@ -1,0 +1,142 @@
+"""Output formats against independent computations: SPPO's compute_prob.py transcribed in NumPy, the published
+column names and split names, and the way back to the seed's columns (seed_view, to_trl)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from repro.errors import DataError
+from repro.exporters import FORMATS, detect_format, export_rows, seed_view, sppo_probabilities
+from repro.formats import to_trl
+from repro.construct.pairs import build_row
+from repro.construct.selection import select
+
+# fixed scores (5 candidates per prompt, as SPPO's pairs=5), with a tie and a large spread
+SCORES = [[0.3, -1.2, 2.5, 0.7, 0.7], [-0.4, -0.4, 0.1, 3.0, -2.2], [1e-3, -1e-3, 0.0, 0.002, -0.002]]
+PROMPTS = ["What is 2+2?", "Name a colour.", "Say hi."]
+
+
+def compute_prob_transcription(scores_per_row, pairs=5):
+    """uclaml/SPPO scripts/compute_prob.py `from_ranks` + `prepare_score`, over a pandas frame, as written there."""
+    probs = []
+    for score in scores_per_row:
+        prb = np.zeros((pairs, pairs))
+        for i in range(pairs):
+            for j in range(pairs):
+                prb[i][j] = 1 / (1 + np.exp(score[j] - score[i]))
+        probs.append(prb.tolist())
+    train = pd.DataFrame({"rm_scores": list(scores_per_row), "probability": probs})
+    metrics = train["rm_scores"].apply(lambda x: np.array(x[-5:]))
+    metrics_prob = train["probability"].apply(lambda x: np.stack(x).sum(axis=1))
+    maxmin = metrics.apply(lambda x: [x.argmax(), x.argmin()])
+    chosen_probs = [train["probability"].iloc[i][maxmin[i][0]][maxmin[i][1]] for i in range(len(train))]
+    win = [metrics_prob[i][maxmin[i][0]] / len(metrics_prob.iloc[0]) for i in range(len(metrics_prob))]
+    lose = [metrics_prob[i][maxmin[i][1]] / len(metrics_prob.iloc[0]) for i in range(len(metrics_prob))]
+    return probs, [list(m) for m in maxmin], chosen_probs, win, lose
+
+
+def scored_rows(scores=SCORES):
+    rows, picks = [], []
+    for prompt, s in zip(PROMPTS, scores):
+        cands = [f"answer {k} to {prompt}" for k in range(len(s))]
+        pick = select(s)
+        picks.append((pick.chosen, pick.rejected))
+        rows.append(build_row({"prompt_id": f"id-{prompt}"}, prompt, cands, s, keep_all_candidates=True, pick=picks[-1]))
+    return rows, picks
+
+
+def test_sppo_probability_columns_equal_compute_prob_py():
+    rows, picks = scored_rows()
+    ds = export_rows("sppo", rows, picks)
+    probs, maxmin, chosen_probs, win, lose = compute_prob_transcription(SCORES)
+    assert ds["probability"] == probs
+    np.testing.assert_array_equal(ds["chosen_probs"], chosen_probs)
+    np.testing.assert_allclose(ds["chosen_probs_win"], win, rtol=1e-15)
+    np.testing.assert_allclose(ds["chosen_probs_lose"], lose, rtol=1e-15)
+    # the pair is SPPO's argmax / argmin, except where the seed's tie rule (last of the worst) differs from
+    # numpy's argmin (first): row 0 has no tie at the bottom, row 1 neither; so the picks agree
+    assert [list(p) for p in picks] == maxmin
+    for k, (c, r) in enumerate(picks):
+        assert ds[k]["chosen"][1]["content"] == f"answer {c} to {PROMPTS[k]}"
+        assert ds[k]["generate_3"] == [{"content": PROMPTS[k], "role": "user"},
+                                       {"content": f"answer 3 to {PROMPTS[k]}", "role": "assistant"}]
+    assert ds["rm_scores"] == SCORES
+    assert np.allclose(np.diag(sppo_probabilities(SCORES[0])), 0.5)
+
+
+def test_each_format_writes_its_published_columns_and_split_names():
+    rows, picks = scored_rows()
+    expected = {
+        "seed": ["prompt", "prompt_id", "messages", "score_chosen", "score_rejected", "reference_response", "chosen",
+                 "rejected"],
+        "sppo": ["prompt", "prompt_id", "chosen", "rejected", *[f"generate_{i}" for i in range(5)], "probability",
+                 "rm_scores", "chosen_probs", "chosen_probs_win", "chosen_probs_lose"],
+        "snorkel": ["prompt_id", "prompt", "all_generated_responses", "all_rm_scores", "chosen", "rejected"],
+        "rlhflow": ["prompt", "responses", "rewards", "chosen", "rejected", "margin"],
+        "selm": ["prompt", "prompt_id", "messages", "reference_response", "chosen", "rejected"],
+    }
+    for name, columns in expected.items():
+        ds = export_rows(name, [{k: v for k, v in r.items()} for r in rows], picks)
+        assert ds.column_names == columns, name
+    assert FORMATS["snorkel"].split_name(2) == "train_iteration_2"
+    assert FORMATS["selm"].split_name(1) == "train_prefs_1"
+    assert FORMATS["seed"].split_name(3) == "train_prefs" and FORMATS["sppo"].split_name(1) == "train"
+    assert FORMATS["snorkel"].split_name(1, "mine") == "mine"
+    rl = export_rows("rlhflow", rows, picks)
+    assert rl[1]["margin"] == pytest.approx(3.0 - (-2.2)) and rl[1]["chosen"] == "answer 3 to Name a colour."
+    assert rl[1]["prompt"] == [{"content": "Name a colour.", "role": "user"}]
+
+
+def test_seed_view_maps_every_format_back_to_the_seed_columns():
+    rows, picks = scored_rows()
+    seed = export_rows("seed", [{k: v for k, v in r.items() if k not in ("candidates", "candidate_scores")}
+                                for r in rows], picks)
+    for name in ("sppo", "snorkel", "rlhflow"):
+        ds = export_rows(name, rows, picks)
+        assert detect_format(ds.column_names) == name
+        view = seed_view(ds)
+        for column in ("prompt", "score_chosen", "score_rejected", "chosen", "rejected"):
+            assert view[column] == seed[column], (name, column)
+        if name != "rlhflow":
+            assert view["prompt_id"] == seed["prompt_id"]
+    assert detect_format(seed.column_names) == "seed" and seed_view(seed) is seed
+
+
+def test_seed_view_takes_sppos_generated_scores_from_the_end():
+    # the published SPPO rows: 7 rm_scores (2 original + 5 generated, compute_prob ranks x[-5:]), 5 generate_i
+    rows, picks = scored_rows()
+    ds = export_rows("sppo", rows, picks).to_list()
+    for r in ds:
+        r["rm_scores"] = [9.0, -9.0] + r["rm_scores"]
+    import datasets
+
+    view = seed_view(datasets.Dataset.from_list(ds))
+    assert view["score_chosen"] == [max(s) for s in SCORES]
+
+
+def test_to_trl_reads_every_format():
+    rows, picks = scored_rows()
+    reference = to_trl(export_rows("seed", rows, picks, keep_all_candidates=True))
+    for name in ("sppo", "snorkel", "rlhflow"):
+        out = to_trl(export_rows(name, rows, picks))
+        for column in ("prompt", "chosen", "rejected", "margin"):
+            assert out[column] == reference[column], (name, column)
+    selm = to_trl(export_rows("selm", rows, picks))
+    assert selm["chosen"] == reference["chosen"] and selm["margin"] == [None] * 3
+
+
+def test_sppo_needs_the_same_number_of_candidates_in_every_row():
+    rows, picks = scored_rows([[0.1, 0.2], [0.3, 0.1, 0.0], [1.0, 0.0]])
+    with pytest.raises(DataError, match="generate_i"):
+        export_rows("sppo", rows, picks)
+
+
+def test_seed_view_pairs_scored_rows_that_have_no_pair_yet():
+    import datasets
+
+    # RLHFlow's get_rewards.py output: {prompt, responses, rewards}; its max_min pair is argmax / argmin
+    annotated = datasets.Dataset.from_list([
+        {"prompt": [{"content": "Q", "role": "user"}], "responses": ["a", "b", "c"], "rewards": [0.5, 2.0, -1.0]}])
+    view = seed_view(annotated)
+    assert view[0]["chosen"][1]["content"] == "b" and view[0]["rejected"][1]["content"] == "c"
+    assert (view[0]["score_chosen"], view[0]["score_rejected"]) == (2.0, -1.0) and view[0]["prompt"] == "Q"
