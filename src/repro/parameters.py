@@ -8,15 +8,30 @@ types; `validate_namespace` turns that into a clear error and casts values.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
-from typing import Any, ClassVar, Collection, Literal, Optional
+from typing import Annotated, Any, ClassVar, Collection, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
 from .scorers.common import PAIRRM_LIMITS
 from .paths import default_run_dir, resolve_user_path
+
+
+DEVICES = "auto, cpu, cuda, cuda:N or mps"
+
+
+def _device(value: str) -> str:
+    name = value.strip().lower()
+    if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", name):
+        raise ValueError(f"must be one of {DEVICES}")
+    return name
+
+
+# a torch device as the parameters name it: a fixed set of values, checked here like the Literal ones
+Device = Annotated[str, AfterValidator(_device)]
 
 
 class _Params(BaseModel):
@@ -71,8 +86,6 @@ class ScorerSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        import re
-
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", v) or v == "primary":
             raise ValueError(f"name {v!r} must be lower-case letters, digits and _ (a column name suffix), starting "
                              f"with a letter, and not 'primary'")
@@ -105,7 +118,7 @@ class ConstructParams(_Params):
     # scoring
     scorer_model: str = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
     scorer_backend: Literal["repro", "llm-blender"] = "repro"
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    device: Device = "auto"  # auto | cpu | cuda | cuda:N | mps
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
     batch_tokens: int = 16384  # token budget per forward batch
     chunk_size: int = 256  # prompts per resumable chunk
@@ -203,7 +216,7 @@ class GenerationParams(_Params):
     long_prompts: Literal["truncate_left", "skip"] = "truncate_left"  # skip: such rows are left out and counted
     generation_batch_size: int = 16  # sequences per transformers `generate` call
     generation_chunk_size: int = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
-    generation_device: str = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
+    generation_device: Device = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
     generation_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
     generation_num_processes: int = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
 

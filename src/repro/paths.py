@@ -8,6 +8,7 @@ and from a JupyterLab kernel (whose working folder is notebooks/): it is taken f
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -105,14 +106,14 @@ def params_dir() -> Path:
 
 
 def find_params(name: str | Path) -> Path:
-    """The params file `repro run NAME` means: a file NAME (from the current folder, then the project root), else
-    an example params file called NAME (`demo` and `params/demo.yaml` name the example demo.yaml)."""
+    """The params file `repro run NAME` means: a file NAME (from the current folder, then the project root); a bare
+    name with no folder and no extension (`demo`) is also looked up among the example params files."""
     given = Path(name).expanduser()
     tried = [given.resolve()]
     if not given.is_absolute():
         tried.append(project_root() / given)
-    if given.parent in (Path("."), Path("params")) and given.suffix in ("", ".yaml", ".yml"):
-        tried.append(params_dir() / f"{given.stem}.yaml")
+    if given.parent == Path(".") and not given.suffix:
+        tried.append(params_dir() / f"{given.name}.yaml")
     for path in tried:
         if path.is_file():
             return path
@@ -123,7 +124,20 @@ def find_params(name: str | Path) -> Path:
     known = sorted(p.stem for p in params_dir().glob("*.yaml"))
     raise ParameterError(
         f"Params file {str(name)!r} does not exist: looked at " + ", ".join(str(p) for p in dict.fromkeys(tried)) +
-        f". Give the path of a params YAML file, or the name of an example: {', '.join(known)}.")
+        f".{_did_you_mean(given, tried)} Give the path of a params YAML file, or the bare name of an example: "
+        f"{', '.join(known)}.")
+
+
+def _did_you_mean(given: Path, tried: list[Path]) -> str:
+    """" Did you mean 'params/demo.yaml'?" for the nearest YAML file beside the paths tried, or the nearest example."""
+    options: dict[str, str] = {}  # file name -> how the user would write it
+    for folder in dict.fromkeys(p.parent for p in tried):
+        for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
+            options.setdefault(path.name, str(given.parent / path.name))
+    for path in sorted(params_dir().glob("*.yaml")):
+        options.setdefault(path.name, f"params/{path.name}")
+    close = difflib.get_close_matches(given.name, list(options), n=1, cutoff=0.6)
+    return f" Did you mean {options[close[0]]!r}?" if close else ""
 
 
 def shard_name(split: str, index: int, num_shards: int) -> str:
