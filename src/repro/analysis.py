@@ -182,7 +182,7 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
 
 def _read_table(spec: str, split: str, where: str) -> pa.Table:
     # load_source turns empty, unreadable and missing inputs into a DataError naming the source
-    return load_source(spec, split).with_format("arrow")[:]
+    return load_source(spec, split, "dataset").with_format("arrow")[:]
 
 
 def dataset_or_own(value: str | None, run: RunDir, parameter: str = "dataset", stage: str = "analysis") -> str:

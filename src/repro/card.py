@@ -127,7 +127,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
                 f"card_dataset={card_dataset!r} but run_dir {str(run.root)!r} holds a dataset this project built "
                 f"(its manifest has counts and a scorer); writing the other dataset there would replace it. "
                 f"Give a fresh run_dir for card_dataset.")
-        write_split(load_source(card_dataset, params.card_split), run.dataset, params.card_split)
+        write_split(load_source(card_dataset, params.card_split, "card_dataset", "card_split"), run.dataset, params.card_split)
     if built_here and params.known_recipe:
         raise ParameterError(
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "

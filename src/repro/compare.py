@@ -79,7 +79,7 @@ class Side:
 def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | None = None) -> pa.Table:
     """One split as an Arrow table (only `columns` where given); a load error names the parameter."""
     try:
-        ds = load_source(spec, split)
+        ds = load_source(spec, split, parameter)
     except ReproError as exc:
         raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
     if columns is not None:

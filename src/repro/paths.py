@@ -88,6 +88,11 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
     return os.path.normpath(root / path)
 
 
+def is_hub_id(value: str) -> bool:
+    """Whether a parameter value, taken by the path rule, names a hub repository (owner/name) and not a local path."""
+    return bool(_HUB_ID.match(value)) and not value.endswith(_FILE_SUFFIXES) and not Path(value).exists()
+
+
 def default_run_dir(run_name: str) -> Path:
     """Where a run goes when no run_dir is given: runs/<run_name> of the project root."""
     return project_root() / "runs" / run_name
@@ -130,13 +135,13 @@ def find_params(name: str | Path) -> Path:
 
 def _did_you_mean(given: Path, tried: list[Path]) -> str:
     """" Did you mean 'params/demo.yaml'?" for the nearest YAML file beside the paths tried, or the nearest example."""
-    options: dict[str, str] = {}  # file name -> how the user would write it
+    options: dict[str, str] = {}  # file name without extension -> the file as the user would write it
     for folder in dict.fromkeys(p.parent for p in tried):
         for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
-            options.setdefault(path.name, str(given.parent / path.name))
+            options.setdefault(path.stem, str(given.parent / path.name))
     for path in sorted(params_dir().glob("*.yaml")):
-        options.setdefault(path.name, f"params/{path.name}")
-    close = difflib.get_close_matches(given.name, list(options), n=1, cutoff=0.6)
+        options.setdefault(path.stem, f"params/{path.name}")
+    close = difflib.get_close_matches(given.stem, list(options), n=1, cutoff=0.6)
     return f" Did you mean {options[close[0]]!r}?" if close else ""
 
 

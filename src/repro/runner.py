@@ -13,6 +13,7 @@ from .errors import ReproError
 from .manifest import Manifest, find_selfcheck
 from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
 from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
+from .preflight import preflight, report, require
 
 KERNEL_NAME = "repro"
 # which parameter sections each notebook reads (the rest of a params file is not passed to it)
@@ -136,6 +137,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="the run directory (default: runs/<run_name> of the project root)")
     parser.add_argument("--kernel", default=KERNEL_NAME, help="Jupyter kernel to execute with (default: repro)")
     parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output to the terminal")
+    parser.add_argument("--check", action="store_true",
+                        help="only check that everything the run needs is here (GPU, packages, downloads, disk), "
+                             "print the list and exit: 0 when all is there, 1 when something is missing")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -148,8 +152,14 @@ def main(args: argparse.Namespace) -> int:
     check_run_root(run_root, "--out" if args.out else "run_dir")
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
+    resolved = resolve_parameters(values)
+    checks = preflight(resolved, run_root)  # before any download or notebook
+    if args.check:
+        print(report(checks, params_file))
+        return 0 if all(c.ok for c in checks) else 1
+    require(checks, params_file)
     print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
-    return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output,
+    return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                          selfcheck=values.get("selfcheck"))
 
 
