@@ -638,8 +638,11 @@ def test_a_dataset_not_built_here(tmp_path):
 def test_a_foreign_dataset_never_replaces_a_built_one(tmp_path):
     make_run(tmp_path / "run", metrics=False)
     make_run(tmp_path / "other", seed_rows(5), manifest=False, metrics=False)
-    with pytest.raises(ParameterError, match="fresh run_dir"):
+    before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    with pytest.raises(ParameterError, match=r"describes its own dataset \(built there by 01_construct.*"
+                                             r"card_dataset='\S*other/dataset' is another dataset.*nothing was written"):
         card_for(tmp_path / "run", card_dataset=str(tmp_path / "other" / "dataset"))
+    assert {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()} == before
 
 
 def test_no_dataset_is_a_clear_error(tmp_path):

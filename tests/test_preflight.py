@@ -35,7 +35,7 @@ def test_check_names_the_gpu_vllm_and_the_three_downloads_in_one_message(bare_ma
     assert main(["run", "--check", "params/part2_mini_1.yaml", "--out", str(bare_machine / "run")]) == 1
     out = capsys.readouterr().out
     head = out.splitlines()[0]
-    assert "5 thing(s) missing" in head
+    assert "5 thing(s) to fix" in head
     for what in ("device: cuda", "generation_backend: vllm", "source: ZHLiu627/ultrafeedback_binarized_with_response_full",
                  "policy_model: HuggingFaceH4/mistral-7b-sft-beta", "scorer_model: llm-blender/PairRM"):
         assert what in head

@@ -25,6 +25,7 @@ from .manifest import Manifest
 from .parameters import AnalyzeParams
 from .paths import RunDir, public_name
 from .sources import load_source, require_columns
+from .subject import claim
 from .work import atomic_write_json
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
@@ -515,6 +516,7 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir.of(p.run_root)
     _dataset_spec(p, run)  # a run with no dataset is an error before anything is written into its folder
+    claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)
     for name in (*plots.FIGURE_NAMES, AGREEMENT):  # figures of an earlier analysis must not outlive it

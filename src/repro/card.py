@@ -40,6 +40,7 @@ from .manifest import Manifest
 from .parameters import RECIPE_FACTS
 from .paths import RunDir, public_name
 from .sources import load_source
+from .subject import claim
 
 if TYPE_CHECKING:
     from .parameters import CardParams
@@ -118,15 +119,11 @@ class CardFacts:
 def gather_facts(params: "CardParams") -> CardFacts:
     """Read the data, manifest, metrics and figures of a run (copying in a foreign `card_dataset` first)."""
     run = RunDir.of(params.run_root)
+    claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     card_dataset = _foreign_dataset(params, run)
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
-    if card_dataset is not None:
-        if manifest.get("counts") or manifest.get("scorer"):
-            raise ParameterError(
-                f"card_dataset={card_dataset!r} but run_dir {str(run.root)!r} holds a dataset this project built "
-                f"(its manifest has counts and a scorer); writing the other dataset there would replace it. "
-                f"Give a fresh run_dir for card_dataset.")
+    if card_dataset is not None:  # (claim refused a run directory that describes another dataset)
         write_split(load_source(card_dataset, params.card_split, "card_dataset", "card_split"), run.dataset, params.card_split)
     if built_here and params.known_recipe:
         raise ParameterError(

@@ -37,6 +37,7 @@ from .paths import RunDir
 from .scorers.common import PAIRRM_LIMITS
 from .slicing import plan_slice
 from .sources import load_source
+from .subject import claim
 from .work import atomic_write_json
 
 COMPARE_VERSION = 1
@@ -818,6 +819,7 @@ def compare(p: CompareParams) -> ComparisonResult:
                              "file or folder, or a run directory; a list of several minis of one family works too).")
     run = RunDir.of(p.run_root)
     candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
+    claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
     target = run.root / COMPARE_JSON
     target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current

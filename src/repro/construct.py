@@ -16,6 +16,7 @@ from .parameters import ConstructParams, GenerationParams
 from .paths import SPLIT, RunDir
 from .slicing import plan_slice
 from .sources import load_source, require_columns
+from .subject import claim
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Context:
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
     """Open the run directory and its manifest (started here when papermill runs the notebook on its own)."""
     run = RunDir.of(params.run_root)
+    claim(run, None, "source", building=True)
     manifest = Manifest(run)
     manifest.ensure_started(params.model_dump(), notebook)
     manifest.notebook_status(notebook, "running")

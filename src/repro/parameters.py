@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, fie
 
 from .errors import ParameterError
 from .scorers.common import PAIRRM_LIMITS
-from .paths import default_run_dir, resolve_user_path
+from .paths import resolve_user_path, run_dir_of
 
 
 DEVICES = "auto, cpu, cuda, cuda:N or mps"
@@ -37,6 +37,7 @@ Device = Annotated[str, AfterValidator(_device)]
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
     section: ClassVar[str] = ""
+    subject: ClassVar[str | None] = None  # the parameter naming the dataset this notebook describes, if any
 
     run_name: str = "demo"
     run_dir: str | None = None  # default: runs/<run_name>
@@ -49,7 +50,10 @@ class _Params(BaseModel):
 
     @property
     def run_root(self) -> Path:
-        return Path(self.run_dir) if self.run_dir else default_run_dir(self.run_name)
+        """run_dir; else the run of the dataset described (a dataset of no run: a run of its own), else runs/<run_name>."""
+        if self.run_dir:
+            return Path(self.run_dir)
+        return run_dir_of(getattr(self, self.subject) if self.subject else None, self.run_name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,6 +264,7 @@ class AnalyzeParams(_Params):
     """Parameters of notebooks/02_analyze.ipynb."""
 
     section: ClassVar[str] = "analyze"
+    subject: ClassVar[str | None] = "dataset"
 
     dataset: str | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
     dataset_split: str = "train_prefs"
@@ -291,6 +296,7 @@ class CardParams(_Params):
     """Parameters of notebooks/03_card.ipynb."""
 
     section: ClassVar[str] = "card"
+    subject: ClassVar[str | None] = "card_dataset"
 
     card_dataset: str | None = None  # default: this run's dataset folder; else a dataset NOT built here (copied in)
     card_split: str = "train_prefs"  # the split read from card_dataset
@@ -331,6 +337,7 @@ class CompareParams(_Params):
     """Parameters of notebooks/04_compare.ipynb."""
 
     section: ClassVar[str] = "compare"
+    subject: ClassVar[str | None] = "candidate"
 
     # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
     reference: str | list[str] | None = None
@@ -380,6 +387,13 @@ SCHEMAS: dict[str, type[_Params]] = {
     "analyze": AnalyzeParams,
     "card": CardParams,
     "compare": CompareParams,
+}
+# which parameter sections each notebook reads (the rest of a params file is not passed to it)
+NOTEBOOK_SECTIONS = {
+    "01_construct": ("construct", "generation"),
+    "02_analyze": ("analyze",),
+    "03_card": ("card",),
+    "04_compare": ("compare",),
 }
 RUN_KEYS = {"notebooks", "selfcheck"}  # keys only `repro run` reads (selfcheck: a `repro selfcheck` report)
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
@@ -461,6 +475,9 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     params = build(schema, values, where=f"notebook {section}")
     if seen is None:
         namespace[_SEEN] = set(namespace)
+        if params.subject and getattr(params, params.subject) is not None and not params.run_dir:
+            print(f"run directory: {params.run_root} (the one of {params.subject}={getattr(params, params.subject)!r}; "
+                  f"set run_dir to choose another)")
     return params
 
 

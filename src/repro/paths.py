@@ -98,6 +98,28 @@ def default_run_dir(run_name: str) -> Path:
     return project_root() / "runs" / run_name
 
 
+def run_dir_of(dataset: str | None, run_name: str) -> Path:
+    """Where a notebook describing `dataset` writes when no run_dir is given: the run the dataset belongs to (a run
+    directory, or its dataset/ folder); for any other dataset a run directory of its own, runs/<its name>; with no
+    dataset, runs/<run_name>. So analysing someone else's data never writes into another run's folder."""
+    if dataset is None:
+        return default_run_dir(run_name)
+    path = Path(dataset)
+    if path.is_absolute():  # a local path (the path rule made it absolute)
+        for run in (path, path.parent):
+            if (run / "manifest.json").is_file() and (run == path or path.name == "dataset"):
+                return run
+    return default_run_dir(dataset_run_name(dataset))
+
+
+def dataset_run_name(dataset: str) -> str:
+    """The run name a dataset given by path or hub id gets: its file or repository name, without extension."""
+    name = Path(dataset.rstrip("/")).name
+    for suffix in sorted(_FILE_SUFFIXES, key=len, reverse=True):
+        name = name.removesuffix(suffix)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "dataset"
+
+
 def notebooks_dir() -> Path:
     """The notebooks `repro run` executes: the checkout's notebooks/, else the copies in the installed package."""
     checkout = checkout_root()

@@ -38,9 +38,10 @@ class Check:
     what: str
     ok: bool
     detail: str
+    problem: str = "MISSING"  # the word a check that fails is shown with
 
     def line(self) -> str:
-        return f"  {'ok     ' if self.ok else 'MISSING'}  {self.what}: {self.detail}"
+        return f"  {'ok' if self.ok else self.problem:<7}  {self.what}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ def report(checks: list[Check], params_file: str | Path) -> str:
     """The checks as lines, with a verdict line first."""
     missing = [c for c in checks if not c.ok]
     head = (f"{params_file}: everything the run needs is here" if not missing else
-            f"{params_file}: {len(missing)} thing(s) missing ({'; '.join(c.what for c in missing)}); "
+            f"{params_file}: {len(missing)} thing(s) to fix ({'; '.join(c.what for c in missing)}); "
             f"nothing was downloaded or run")
     return "\n".join([head, *(c.line() for c in checks)])
 

@@ -11,18 +11,12 @@ from typing import Any
 
 from .errors import ReproError
 from .manifest import Manifest, find_selfcheck
-from .parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, validate_all
+from .parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, validate_all
 from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 from .preflight import preflight, report, require
+from .rerun import changed_parameters, clear_previous_run, rerun_check
 
 KERNEL_NAME = "repro"
-# which parameter sections each notebook reads (the rest of a params file is not passed to it)
-NOTEBOOK_SECTIONS = {
-    "01_construct": ("construct", "generation"),
-    "02_analyze": ("analyze",),
-    "03_card": ("card",),
-    "04_compare": ("compare",),
-}
 
 
 def notebook_path(name: str) -> Path:
@@ -140,6 +134,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="only check that everything the run needs is here (GPU, packages, downloads, disk), "
                              "print the list and exit: 0 when all is there, 1 when something is missing")
+    parser.add_argument("--force", action="store_true",
+                        help="replace a run with other parameters in the run directory (its outputs are removed "
+                             "first; its resumable work/ is kept)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -153,11 +150,16 @@ def main(args: argparse.Namespace) -> int:
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     resolved = resolve_parameters(values)
-    checks = preflight(resolved, run_root)  # before any download or notebook
+    run = RunDir.of(run_root)
+    # before any download or notebook: the run directory, then the machine
+    checks = [rerun_check(run, resolved, args.force, "--out" if args.out else "run_dir"), *preflight(resolved, run_root)]
     if args.check:
         print(report(checks, params_file))
         return 0 if all(c.ok for c in checks) else 1
     require(checks, params_file)
+    if changed_parameters(run, resolved):  # --force (else require refused): nothing of the old run may outlive it
+        removed = clear_previous_run(run)
+        print(f"repro run: --force: removed the previous run's {', '.join(removed) or 'nothing'} from {run_root}")
     print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
     return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                          selfcheck=values.get("selfcheck"))
