@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ReproError
+from .interrupt import Interrupted, record_interruption, run_interruptible
 from .manifest import Manifest, find_selfcheck
 from .parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, validate_all
 from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
@@ -104,10 +105,14 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
         output = run.executed_notebook(f"{name}.ipynb")
         manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
         try:
-            papermill.execute_notebook(
+            run_interruptible(
+                papermill.execute_notebook,
                 str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
                 kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
                 config=kernel_config())
+        except Interrupted:  # Ctrl-C: the kernel is stopped; what finished is on disk
+            print(record_interruption(manifest, name), file=sys.stderr)
+            return 130
         except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
             message = _failure_message(name, output, exc)
             manifest.notebook_status(name, "failed", error=message)
