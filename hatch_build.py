@@ -1,4 +1,5 @@
-"""Build hook: a wheel carries copies of notebooks/*.ipynb and params/*.yaml under repro/_bundled/.
+"""Build hook: a wheel carries copies of notebooks/*.ipynb, params/*.yaml and requirements.lock under
+repro/_bundled/.
 
 The repository keeps one copy of each at its top level; an editable install (a checkout) reads them there,
 so the hook adds nothing to it.
@@ -8,8 +9,9 @@ from pathlib import Path
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-# top-level folder -> the files of it that `repro run` and `repro notebooks` use
-BUNDLED = {"notebooks": "*.ipynb", "params": "*.yaml"}
+# top-level folder -> the files of it that `repro run` and `repro notebooks` use, and the lock the manifest
+# compares the installed packages with
+BUNDLED = {"notebooks": "*.ipynb", "params": "*.yaml", ".": "requirements.lock"}
 
 
 class BundleHook(BuildHookInterface):
@@ -23,4 +25,4 @@ class BundleHook(BuildHookInterface):
             if not files:
                 raise RuntimeError(f"{folder}/{pattern} matches no file in {self.root}: nothing to bundle")
             for path in files:
-                build_data["force_include"][str(path)] = f"repro/_bundled/{folder}/{path.name}"
+                build_data["force_include"][str(path)] = f"repro/_bundled/{path.relative_to(self.root)}"

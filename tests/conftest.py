@@ -1,15 +1,23 @@
-"""Shared fixtures: real UltraFeedback rows (a committed fixture), tiny offline checkpoints; the skip guard."""
+"""Shared fixtures: real UltraFeedback rows (a committed fixture), tiny offline checkpoints, one demo run per pytest
+run; the rule that puts a test in the heavy tier; the skip guard."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 # Tests never reach the hub (these machines cannot): fail fast instead of retrying the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Under pytest-xdist (make test, make test-fast) the workers share the cores: one torch/BLAS thread each, set
+# before torch is imported; the kernels, torchrun workers and subprocesses they start inherit it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 
@@ -19,6 +27,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ULTRAFEEDBACK = FIXTURES / "ultrafeedback"
 # the only reasons a test may skip: what a machine cannot have (pyproject.toml registers these markers)
 ALLOWED_SKIP_MARKERS = ("real_weights", "gpu", "vllm")
+DEMO_PARAMS = ROOT / "params" / "demo.yaml"
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -50,6 +59,90 @@ def tiny_pairrm_dir(tmp_path_factory) -> Path:
     from repro.scorers.tiny import build_tiny_pairrm
 
     return build_tiny_pairrm(tmp_path_factory.mktemp("tiny-pairrm"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the two tiers: one rule. A test is heavy (left out of `make test-fast`) when it uses one of these fixtures,
+# which run notebooks, `repro run`, torchrun, a browser, a training loop or a wheel build. Tests reach that work
+# only through them (tests/test_tiers.py checks the test files for it).
+# ---------------------------------------------------------------------------------------------
+HEAVY_FIXTURES = {
+    "repro_run": "runs `repro run` (papermill, the notebooks) in a subprocess",
+    "run_notebook": "executes a notebook through papermill",
+    "papermill_cli": "runs the papermill command in a subprocess",
+    "demo_run": "one `repro run params/demo.yaml`, shared by the tests that read it",
+    "demo_run_copy": "a copy of the shared demo run, for a test that changes it",
+    "torchrun_processes": "launches torchrun workers",
+    "jupyterlab": "JupyterLab driven by headless Chromium",
+    "trl_policy": "trains TRL's DPOTrainer",
+    "wheel": "builds and installs the wheel",
+}
+# session fixtures built once per pytest run: under xdist (--dist loadgroup) their tests share one worker
+BUILT_ONCE = ("demo_run", "wheel")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks every test that uses a heavy fixture `heavy`; groups tests for xdist: those sharing a built-once
+    fixture on one worker, the others by module (so module fixtures are built once)."""
+    for item in items:
+        used = set(item.fixturenames)
+        if used & HEAVY_FIXTURES.keys():
+            item.add_marker(pytest.mark.heavy)
+        group = next((f"{name}" for name in BUILT_ONCE if name in used or f"{name}_copy" in used),
+                     item.nodeid.split("::")[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="session")
+def repro_run():
+    """`repro run ARGS...` in a subprocess from the repository root (or `cwd`): the CompletedProcess."""
+    def run(*args, cwd: Path = ROOT, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "repro.cli", "run", *map(str, args)], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    return run
+
+
+@pytest.fixture(scope="session")
+def papermill_cli():
+    """`papermill ARGS...` in a subprocess from the repository root (or `cwd`): the CompletedProcess."""
+    def run(*args, cwd: Path = ROOT, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "papermill", *map(str, args)], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    return run
+
+
+@pytest.fixture(scope="session")
+def run_notebook():
+    """papermill.execute_notebook (in this process, with the project's kernel unless `kernel_name` says another)."""
+    import papermill
+
+    def run(notebook, output, **kwargs):
+        kwargs.setdefault("kernel_name", "repro")
+        kwargs.setdefault("progress_bar", False)
+        return papermill.execute_notebook(str(notebook), str(output), **kwargs)
+    return run
+
+
+@pytest.fixture(scope="session")
+def demo_run(repro_run, tmp_path_factory) -> Path:
+    """The run directory `make demo` writes (`repro run params/demo.yaml`), made once per pytest run: read it only;
+    a test that changes a run takes `demo_run_copy`."""
+    out = tmp_path_factory.mktemp("demo") / "runs" / "demo"
+    proc = repro_run(DEMO_PARAMS, "--out", out)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture
+def demo_run_copy(demo_run, tmp_path) -> Path:
+    """A copy of the shared demo run that the test may change."""
+    return Path(shutil.copytree(demo_run, tmp_path / "runs" / "demo"))
+
+
+@pytest.fixture
+def torchrun_processes() -> int:
+    """How many torchrun workers a test launches (gloo on CPU)."""
+    return 2
 
 
 @pytest.fixture(scope="module")

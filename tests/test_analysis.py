@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import datasets
 import numpy as np
 import pandas as pd
-import papermill
 import pyarrow as pa
 import pytest
 
@@ -245,11 +242,11 @@ def test_too_few_resamples_is_a_parameter_error():
 # --------------------------------------------------------------------------------------------
 # the notebook, run as users run it
 # --------------------------------------------------------------------------------------------
-def test_notebook_standalone_on_the_real_sample(sample_dir, train_rows, tmp_path):
+def test_notebook_standalone_on_the_real_sample(run_notebook, sample_dir, train_rows, tmp_path):
     run_dir = tmp_path / "run"
     out = tmp_path / "out.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOK), str(out), kernel_name="python3", progress_bar=False, cwd=str(tmp_path),
+    run_notebook(
+        NOTEBOOK, out, kernel_name="python3", cwd=str(tmp_path),
         parameters={"dataset": str(sample_dir / "train_prefs.jsonl"), "run_dir": str(run_dir),
                     "bootstrap_resamples": 200})
     m = json.loads((run_dir / "metrics.json").read_text())
@@ -281,11 +278,9 @@ def stand_in_run(train_rows, tmp_path):
     return run
 
 
-def test_repro_run_analyses_the_runs_own_dataset(stand_in_run):
-    proc = subprocess.run(
-        [sys.executable, "-m", "repro.cli", "run", str(ROOT / "params" / "demo.yaml"), "--out", str(stand_in_run.root),
-         "--set", "notebooks=[02_analyze]", "--set", "bootstrap_resamples=200"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+def test_repro_run_analyses_the_runs_own_dataset(repro_run, stand_in_run):
+    proc = repro_run(ROOT / "params" / "demo.yaml", "--out", stand_in_run.root, "--set", "notebooks=[02_analyze]",
+                     "--set", "bootstrap_resamples=200", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     m = json.loads(stand_in_run.metrics.read_text())
     assert m["n"] == 150 and m["dataset"]["source"] == str(stand_in_run.dataset)

@@ -104,11 +104,6 @@ CASES = [
          r"  - chunk_size \(from --set\): must be >= 1 \(got -5\)\n", after=nothing_written),
     Case("a column named twice", lambda t: run(t, "--set", "candidate_columns=[resp0, resp0]"),
          r"candidate_columns \(from --set\): names column\(s\) \['resp0'\] more than once \(got \['resp0', 'resp0'\]\)"),
-    # repro run: the source rows (read by 01_construct, so the run fails there and says where)
-    pytest.param(Case("broken line in a jsonl source of repro run", lambda t: run(
-        t, "--set", f"source={broken_jsonl(t)}", "--set", "notebooks=[01_construct]"),
-        r"Notebook 01_construct failed at cell .*line 3 of \S*bad.jsonl is not valid JSON .*fix or remove that line",
-        code=1), marks=pytest.mark.slow, id="broken line in a jsonl source of repro run"),
     # the source loader itself
     Case("jsonl source with a broken line",
          lambda t: lambda: load_source(str(broken_jsonl(t))), r"line 3 of \S*bad.jsonl is not valid JSON"),
@@ -160,3 +155,15 @@ def test_bad_input_gets_one_clear_paragraph(case: Case, tmp_path, capsys, monkey
     if case.after:
         case.after(tmp_path)
     assert not list(tmp_path.glob("**/.*.tmp*"))  # no temp file left behind
+
+
+def test_a_broken_line_in_the_source_of_repro_run_is_named_by_the_notebook_that_read_it(repro_run, tmp_path):
+    """The source rows are read by 01_construct, so the run fails there and says where."""
+    proc = repro_run(*run(tmp_path, "--set", f"source={broken_jsonl(tmp_path)}", "--set", "notebooks=[01_construct]")[1:],
+                     cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    message = proc.stderr
+    assert message.startswith("repro run: "), message
+    assert re.search(r"Notebook 01_construct failed at cell .*line 3 of \S*bad.jsonl is not valid JSON .*fix or remove "
+                     r"that line", message, flags=re.S), message
+    assert "Traceback" not in message

@@ -33,7 +33,7 @@ DEMO_ROWS = 8  # the demo run the notebooks read: enough rows for every figure, 
 # notebooks/ and the test types the absolute path. The switch is this one line: TYPE_RELATIVE_PATHS = True.
 TYPE_RELATIVE_PATHS = True
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser]
 
 if not CHROMIUM.exists():
     pytest.skip(f"real-browser test skipped: Chromium not found at {CHROMIUM} (install Debian's `chromium` "
@@ -49,21 +49,21 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
+def project(repro_run, tmp_path_factory):
     """A project root with the notebooks, params and a demo run in runs/demo."""
     root = tmp_path_factory.mktemp("project")
     for name in ("notebooks", "params"):
         shutil.copytree(ROOT / name, root / name)
     shutil.copy2(ROOT / "pyproject.toml", root / "pyproject.toml")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "repro.cli", "run", "params/demo.yaml", "--out", str(root / "runs" / "demo"),
-                           "--set", f"limit={DEMO_ROWS}"], cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    proc = repro_run("params/demo.yaml", "--out", root / "runs" / "demo", "--set", f"limit={DEMO_ROWS}", cwd=root,
+                     env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return root
 
 
 @pytest.fixture(scope="module")
-def lab(project, tmp_path_factory):
+def jupyterlab(project, tmp_path_factory):
     """JupyterLab on a free 127.0.0.1 port at the project root, no token; yields its base URL."""
     from repro.runner import ensure_kernel
 
@@ -107,7 +107,7 @@ def lab(project, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(lab):
+def browser(jupyterlab):
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         yield chromium
@@ -200,15 +200,15 @@ def _run_dir(project: Path, name: str) -> str:
     return f"runs/{name}" if TYPE_RELATIVE_PATHS else str(project / "runs" / name)
 
 
-def test_each_notebook_opens_with_the_projects_kernel(page, lab, tmp_path):
+def test_each_notebook_opens_with_the_projects_kernel(page, jupyterlab, tmp_path):
     for notebook in ("01_construct.ipynb", "02_analyze.ipynb", "03_card.ipynb"):
-        _open(page, lab, notebook)
+        _open(page, jupyterlab, notebook)
         assert KERNEL_DISPLAY_NAME in page.locator(f"{PANEL} .jp-Toolbar-kernelName").inner_text()
     _shot(page, "open_03_card", tmp_path)
 
 
-def test_analyze_runs_all_cells_and_renders_six_figures(page, lab, project, tmp_path):
-    _open(page, lab, "02_analyze.ipynb")
+def test_analyze_runs_all_cells_and_renders_six_figures(page, jupyterlab, project, tmp_path):
+    _open(page, jupyterlab, "02_analyze.ipynb")
     _append_to_parameters(page, [f"run_dir = '{_run_dir(project, 'demo')}'"])
     outputs = _run_all(page, project, "02_analyze.ipynb", 300)
     _shot(page, "02_analyze_top", tmp_path)
@@ -221,8 +221,8 @@ def test_analyze_runs_all_cells_and_renders_six_figures(page, lab, project, tmp_
     assert (loaded, broken) == (6, 0)
 
 
-def test_card_preview_shows_its_images(page, lab, project, tmp_path):
-    _open(page, lab, "03_card.ipynb")
+def test_card_preview_shows_its_images(page, jupyterlab, project, tmp_path):
+    _open(page, jupyterlab, "03_card.ipynb")
     _append_to_parameters(page, [f"run_dir = '{_run_dir(project, 'demo')}'"])
     outputs = _run_all(page, project, "03_card.ipynb", 300)
     preview = page.locator(f"{PANEL} .jp-OutputArea-output.jp-RenderedMarkdown img").first
@@ -235,8 +235,8 @@ def test_card_preview_shows_its_images(page, lab, project, tmp_path):
     assert "](figures/" in (project / "runs" / "demo" / "dataset" / "README.md").read_text()  # the file keeps links
 
 
-def test_construct_runs_all_cells_with_widget_progress(page, lab, project, tmp_path):
-    _open(page, lab, "01_construct.ipynb")
+def test_construct_runs_all_cells_with_widget_progress(page, jupyterlab, project, tmp_path):
+    _open(page, jupyterlab, "01_construct.ipynb")
     _append_to_parameters(page, ["scorer_model = 'builtin:tiny-pairrm'", f"limit = {DEMO_ROWS}",
                                  f"run_dir = '{_run_dir(project, 'explore')}'"])
     outputs = _run_all(page, project, "01_construct.ipynb", 600)

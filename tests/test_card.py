@@ -787,13 +787,11 @@ def test_notebook_is_thin_and_committed_clean():
     assert all(len(re.findall(r"repro\.card\.\w+\(", "".join(c["source"]))) == 1 for c in code[code.index(params) + 2:])
 
 
-def test_notebook_runs_under_papermill(tmp_path):
-    import papermill
-
+def test_notebook_runs_under_papermill(run_notebook, tmp_path):
     built = make_run(tmp_path / "run")
     out = tmp_path / "03_card.out.ipynb"
-    papermill.execute_notebook(str(NOTEBOOK), str(out), parameters={"run_dir": str(tmp_path / "run")},
-                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+    run_notebook(NOTEBOOK, out, parameters={"run_dir": str(tmp_path / "run")}, kernel_name="python3",
+                 cwd=str(tmp_path))
     card = DatasetCard.load(tmp_path / "run" / "dataset" / "README.md")
     assert card.data.dataset_info["splits"][0]["num_bytes"] == built["split"]["num_bytes"]
     assert "builtin:tiny-pairrm" in card.text

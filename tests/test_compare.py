@@ -6,6 +6,7 @@ import copy
 import json
 import random
 import re
+from pathlib import Path
 
 import datasets
 import numpy as np
@@ -23,6 +24,8 @@ from repro.parameters import CompareParams, build
 from repro.paths import RunDir
 from repro.slicing import plan_slice
 from repro.sources import demo_path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -319,7 +322,6 @@ def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
 # --------------------------------------------------------------------------------------------
 # real rows, re-scored by the stand-in
 # --------------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_path, one_torch_thread):
     from repro.scoring import score_candidates  # the integrator may point this at repro.scorers
 
@@ -412,21 +414,12 @@ def test_card_section_in_both_languages(compared):
     assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 13  # 3 coverage, 4 pair, 6 score lines
 
 
-@pytest.mark.slow
-def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(tmp_path):
-    import subprocess
-    import sys
-
-    from repro.paths import project_root
-
-    def repro_run(*args):
-        proc = subprocess.run([sys.executable, "-m", "repro.cli", "run", "params/demo.yaml", "--out", str(run_dir),
-                               "--set", "limit=16", *args], cwd=project_root(), capture_output=True, text=True,
-                              timeout=900)
+def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(repro_run, demo_run_copy, tmp_path):
+    def compare(*args):
+        proc = repro_run("params/demo.yaml", "--out", run_dir, *args)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    run_dir = tmp_path / "demo"
-    repro_run()
+    run_dir = demo_run_copy
     rows = datasets.load_dataset(str(run_dir / "dataset"), split="train_prefs").to_list()
     n = len(rows)
     ref = copy.deepcopy(rows[2:])  # 2 rows dropped
@@ -435,7 +428,7 @@ def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(tmp_path):
     ref[1]["score_chosen"] += 0.25  # 1 score jittered
     ref.reverse()
     reference = write_rows_with(ref, tmp_path / "published", rows)
-    repro_run("--set", "notebooks=[04_compare]", "--set", f"reference={reference}")
+    compare("--set", "notebooks=[04_compare]", "--set", f"reference={reference}")
     result = json.loads((run_dir / "compare.json").read_text())
     assert result["alignment"]["aligned"] == n - 2 and result["coverage"]["only_candidate"] == 2
     assert result["pairs"]["categories"]["swapped"] == 1 and result["pairs"]["categories"]["same"] == n - 3
@@ -459,18 +452,12 @@ def write_rows_with(rows: list[dict], folder, like: list[dict]) -> str:
     return str(folder)
 
 
-@pytest.mark.slow
-def test_the_notebook_alone_under_papermill(published, tmp_path):
-    import papermill
-
-    from repro.paths import project_root
-    from repro.runner import ensure_kernel
-
+def test_the_notebook_alone_under_papermill(run_notebook, published, tmp_path):
     out = tmp_path / "out.ipynb"
-    papermill.execute_notebook(
-        str(project_root() / "notebooks" / "04_compare.ipynb"), str(out), kernel_name=ensure_kernel(),
+    run_notebook(
+        ROOT / "notebooks" / "04_compare.ipynb", out,
         parameters={"run_dir": str(tmp_path / "run"), "reference": published["reference"],
-                    "candidate": published["candidate"], "bootstrap_resamples": 200}, progress_bar=False)
+                    "candidate": published["candidate"], "bootstrap_resamples": 200})
     result = json.loads((tmp_path / "run" / "compare.json").read_text())
     assert result["alignment"]["aligned"] == 37 and result["pairs"]["categories"]["swapped"] == 4
     executed = json.loads(out.read_text())

@@ -60,7 +60,7 @@ def demo_like_rows() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def demo_run(tmp_path_factory) -> RunDir:
+def demo_like_run(tmp_path_factory) -> RunDir:
     """A run directory as `make demo` leaves it (dataset, manifest, metrics.json), built without notebooks."""
     root = tmp_path_factory.mktemp("formats") / "runs" / "demo"
     run = RunDir.of(root)
@@ -77,13 +77,13 @@ def demo_run(tmp_path_factory) -> RunDir:
 
 
 @pytest.fixture
-def seed_ds(demo_run) -> datasets.Dataset:
+def seed_ds(demo_like_run) -> datasets.Dataset:
     """The demo run's dataset, loaded as its users load it."""
-    return datasets.load_dataset(str(demo_run.dataset), split=SPLIT)
+    return datasets.load_dataset(str(demo_like_run.dataset), split=SPLIT)
 
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory, one_torch_thread):
+def trl_policy(tmp_path_factory, one_torch_thread):
     """The tiny random policy and its tokenizer (ChatML chat template), built by repro.tiny_policy."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -136,9 +136,8 @@ def test_an_empty_dataset_keeps_the_columns(seed_ds):
 # ---------------------------------------------------------------------------------------------
 # DPOTrainer on the output
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_dpo_trainer_trains_two_steps_on_to_trl(seed_ds, policy, tmp_path):
-    model, tokenizer = policy
+def test_dpo_trainer_trains_two_steps_on_to_trl(seed_ds, trl_policy, tmp_path):
+    model, tokenizer = trl_policy
     train = to_trl(seed_ds)
     # small, but above the longest prompt: TRL drops rows whose prompt alone fills max_length
     longest = max(len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False)) for p in train["prompt"])
@@ -169,10 +168,9 @@ def test_dpo_trainer_trains_two_steps_on_to_trl(seed_ds, policy, tmp_path):
         assert implicit[key] == tokenised[key], key
 
 
-@pytest.mark.slow
-def test_the_seeds_columns_as_they_are_still_fail_in_the_pinned_trl(seed_ds, policy, tmp_path):
+def test_the_seeds_columns_as_they_are_still_fail_in_the_pinned_trl(seed_ds, trl_policy, tmp_path):
     """When this test fails, TRL reads the seed's columns: the card can then say so (and drop its conversion)."""
-    model, tokenizer = policy
+    model, tokenizer = trl_policy
     # which error depends on the key TRL's is_conversational pops from a set (string hashing): both are failures
     with pytest.raises((TypeError, AttributeError), match="str|endswith"):
         trl.DPOTrainer(model=model, args=dpo_config(tmp_path), train_dataset=seed_ds, processing_class=tokenizer)
@@ -239,22 +237,21 @@ def without_comments(code: str) -> str:
     return "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("#"))
 
 
-@pytest.mark.slow
-def test_the_cards_how_to_use_runs_as_written(demo_run, seed_ds, policy, tmp_path, monkeypatch):
-    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(demo_run.root)}))
+def test_the_cards_how_to_use_runs_as_written(demo_like_run, seed_ds, trl_policy, tmp_path, monkeypatch):
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(demo_like_run.root)}))
     card_path = repro_card.write_card(facts)
     text = DatasetCard.load(card_path).text
     en, zh = use_section(text, "## How to use"), use_section(text, "## 使用方法")
     for section in (en, zh):  # nothing of this machine in what is published
-        assert str(demo_run.root.parent) not in section and str(Path.home()) not in section
+        assert str(demo_like_run.root.parent) not in section and str(Path.home()) not in section
     blocks = code_blocks(en)
     assert len(blocks) == 3 and [without_comments(b) for b in code_blocks(zh)] == [without_comments(b) for b in blocks]
     assert f"TRL {TESTED_TRL_VERSION}" in en and f"TRL {TESTED_TRL_VERSION}" in zh
 
     # beside a copy of the dataset folder, as the card says; `model` and `tokenizer` are the user's
-    shutil.copytree(demo_run.dataset, tmp_path / "downloads" / demo_run.dataset.name)
+    shutil.copytree(demo_like_run.dataset, tmp_path / "downloads" / demo_like_run.dataset.name)
     monkeypatch.chdir(tmp_path / "downloads")
-    model, tokenizer = policy
+    model, tokenizer = trl_policy
     scope: dict = {"model": model, "tokenizer": tokenizer, "args": dpo_config(tmp_path, max_length=None)}
     exec(blocks[0] + blocks[1], scope)
     assert len(scope["ds"]) == len(seed_ds) and len(scope["trainer"].train_dataset) == len(seed_ds)
@@ -272,8 +269,8 @@ def test_the_cards_how_to_use_runs_as_written(demo_run, seed_ds, policy, tmp_pat
     assert len(scope["train"]) == kept
 
 
-def test_how_to_use_names_the_hub_id_when_known(demo_run):
-    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(demo_run.root)}))
+def test_how_to_use_names_the_hub_id_when_known(demo_like_run):
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(demo_like_run.root)}))
     for lang in ("en", "zh"):
         published = "\n\n".join(repro_card._section_use(replace(facts, hub_repo_id="someone/pairs"), lang))
         assert code_blocks(published)[0].splitlines()[-1] == 'ds = load_dataset("someone/pairs", split="train_prefs")'

@@ -173,7 +173,8 @@ def test_interrupted_run_resumes_and_gives_identical_output(tmp_path, policy_dir
     assert [r["resp0"] for r in changed] != [r["resp0"] for r in whole]
 
 
-def test_two_torchrun_processes_give_exactly_the_single_process_rows(tmp_path, prompts, monkeypatch, capfd):
+def test_two_torchrun_processes_give_exactly_the_single_process_rows(tmp_path, prompts, monkeypatch, capfd,
+                                                                     torchrun_processes):
     monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))  # the workers build nothing: the parent did
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ValueError, match="generation_num_processes"):
@@ -181,7 +182,8 @@ def test_two_torchrun_processes_give_exactly_the_single_process_rows(tmp_path, p
     p = params("builtin:tiny-policy", n_candidates=2, temperature=0.8, generation_chunk_size=3)
     one = generate_candidates(prompts, p, tmp_path / "one")
     manifest = Manifest(tmp_path / "run")
-    two = generate_candidates(prompts, p.model_copy(update={"generation_num_processes": 2}), tmp_path / "two",
+    two = generate_candidates(prompts, p.model_copy(update={"generation_num_processes": torchrun_processes}),
+                              tmp_path / "two",
                               manifest)
     assert two == one
     assert files_digest(tmp_path / "two") == files_digest(tmp_path / "one")  # same chunks, same fingerprint

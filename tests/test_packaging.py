@@ -53,8 +53,10 @@ def test_the_wheel_carries_every_notebook_and_params_file(wheel):
     assert "repro/data/demo_prompts.jsonl" in names  # the embedded demo travels too
     assert "repro/data/demo_prompts.jsonl" in names and "repro/paths.py" in names
     assert f"repro-{__version__}.dist-info/METADATA" in names
+    assert "repro/_bundled/requirements.lock" in names  # what the manifest compares the installed packages with
     bundled = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("repro/_bundled/"))
-    assert bundled == sorted(notebooks + params)  # nothing else (checkpoints, stray runs) rides along
+    # nothing else (checkpoints, stray runs) rides along
+    assert bundled == sorted(notebooks + params + ["requirements.lock"])
 
 
 def test_the_installed_copy_is_what_python_imports(installed):
@@ -66,7 +68,6 @@ def test_the_installed_copy_is_what_python_imports(installed):
     assert version.stdout.startswith(f"repro {__version__} ({NOT_FROM_CHECKOUT}"), version.stderr
 
 
-@pytest.mark.slow
 def test_repro_run_demo_from_an_empty_folder(installed, tmp_path):
     target, env = installed
     work = tmp_path / "work"
@@ -94,7 +95,6 @@ def test_repro_run_demo_from_an_empty_folder(installed, tmp_path):
         assert sha256_file(run / rel) == out["sha256"], rel
 
 
-@pytest.mark.slow
 def test_the_kernel_imports_the_installed_copy(installed, tmp_path):
     """The notebooks' kernel (the `repro` kernel, as `repro run` uses it) sees the wheel's repro first."""
     target, env = installed

@@ -389,7 +389,6 @@ def test_manifest_json_round_trip_of_info(scorer):
 
 
 # -- what the scores depend on, on the mid-size bench model (issue 11 item 3) -----------------------------
-@pytest.mark.slow
 def test_mid_size_model_is_bit_identical_for_one_budget_whatever_order_and_work_dir(tmp_path):
     """For a given batch_tokens and chunk_size the scores are identical bit for bit: input order, `repro score`
     with or without --work-dir, a resumed run. (Another budget changes the batches and with them the float

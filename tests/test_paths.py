@@ -2,8 +2,6 @@
 from a JupyterLab kernel in notebooks/; hub ids and built-in specs are left alone; nothing lands elsewhere."""
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -125,12 +123,10 @@ def test_a_relative_run_dir_from_notebooks_is_the_run_at_the_root(monkeypatch, t
     assert not (tmp_path / "notebooks" / "runs").exists()
 
 
-def test_papermill_in_notebooks_resolves_from_the_root_and_leaves_no_stray_files():
+def test_papermill_in_notebooks_resolves_from_the_root_and_leaves_no_stray_files(papermill_cli):
     """As a JupyterLab kernel runs it: working folder notebooks/, run_dir as the README writes it."""
     name = f"missing-{uuid.uuid4().hex[:8]}"
-    proc = subprocess.run(
-        [sys.executable, "-m", "papermill", "02_analyze.ipynb", "-", "-k", "python3", "-p", "run_dir", f"runs/{name}"],
-        cwd=NOTEBOOKS, capture_output=True, text=True, timeout=600)
+    proc = papermill_cli("02_analyze.ipynb", "-", "-k", "python3", "-p", "run_dir", f"runs/{name}", cwd=NOTEBOOKS)
     assert proc.returncode != 0
     assert str(ROOT / 'runs' / name / 'dataset') in proc.stdout + proc.stderr  # the absolute path it looked at
     assert not (NOTEBOOKS / "runs").exists() and not (ROOT / "runs" / name).exists()

@@ -1,8 +1,6 @@
 """`repro run` and plain papermill over the real notebooks, asserting on the artifacts they write."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import datasets
@@ -16,19 +14,6 @@ DEMO = ROOT / "params" / "demo.yaml"
 SHARD = "dataset/data/train_prefs-00000-of-00001.parquet"
 
 
-def repro_run(*args):
-    return subprocess.run([sys.executable, "-m", "repro.cli", "run", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo") / "run"
-    proc = repro_run(DEMO, "--out", out)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
-
-
 def test_demo_run_writes_its_artifacts(demo_run):
     manifest = json.loads((demo_run / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["driver"] == "repro run"
@@ -39,6 +24,9 @@ def test_demo_run_writes_its_artifacts(demo_run):
     assert manifest["scorer"]["stand_in"] is True and manifest["scorer"]["dtype"] == "fp32"
     assert manifest["parameters"]["scorer_model"] == "builtin:tiny-pairrm"
     assert manifest["environment"]["git"]["commit"]
+    lock = manifest["environment"]["lock"]  # which lock, and whether the installed packages are its own
+    assert lock["sha256"] == sha256_file(ROOT / "requirements.lock") and lock["file"] == "requirements.lock"
+    assert lock["locked"] == (not lock["differs"])
     for rel, out in manifest["outputs"].items():
         assert sha256_file(demo_run / rel) == out["sha256"], rel
     executed = json.loads((demo_run / "notebooks" / "01_construct.ipynb").read_text())
@@ -46,13 +34,13 @@ def test_demo_run_writes_its_artifacts(demo_run):
     assert all(c["metadata"].get("papermill", {}).get("exception") in (None, False) for c in executed["cells"])
 
 
-def test_same_parameters_give_byte_identical_datasets(demo_run, tmp_path):
+def test_same_parameters_give_byte_identical_datasets(demo_run, repro_run, tmp_path):
     proc = repro_run(DEMO, "--out", tmp_path / "again")
     assert proc.returncode == 0, proc.stderr
     assert sha256_file(tmp_path / "again" / SHARD) == sha256_file(demo_run / SHARD)
 
 
-def test_a_failed_run_says_so_and_keeps_its_notebook(tmp_path):
+def test_a_failed_run_says_so_and_keeps_its_notebook(repro_run, tmp_path):
     proc = repro_run(DEMO, "--out", tmp_path / "bad", "--set", "candidate_columns=[resp0, answer]")
     assert proc.returncode == 1
     assert "Notebook 01_construct failed at cell" in proc.stderr and "answer" in proc.stderr
@@ -73,18 +61,17 @@ def test_bad_parameters_fail_before_running(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-def test_plain_papermill_runs_the_notebook_with_the_params_file(tmp_path):
+def test_plain_papermill_runs_the_notebook_with_the_params_file(papermill_cli, tmp_path):
     out = tmp_path / "pm"
-    proc = subprocess.run([sys.executable, "-m", "papermill", "notebooks/01_construct.ipynb", str(tmp_path / "o.ipynb"),
-                           "-f", str(DEMO), "-p", "run_dir", str(out), "-p", "limit", "6"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = papermill_cli("notebooks/01_construct.ipynb", tmp_path / "o.ipynb", "-f", DEMO, "-p", "run_dir", out,
+                         "-p", "limit", "6")
     assert proc.returncode == 0, proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["driver"] == "papermill" and manifest["status"] == "complete"
     assert manifest["counts"]["sliced"] == 6
 
 
-def test_generation_demo_goes_from_prompts_to_a_dataset(tmp_path):
+def test_generation_demo_goes_from_prompts_to_a_dataset(repro_run, tmp_path):
     out = tmp_path / "gen"
     proc = repro_run(ROOT / "params" / "demo_generate.yaml", "--out", out, "--set", "limit=4",
                      "--set", "notebooks=[01_construct]")

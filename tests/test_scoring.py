@@ -110,10 +110,10 @@ def test_the_same_prompts_in_another_order_give_bit_identical_scores(job, tiny_p
 
 
 def test_two_torchrun_processes_give_byte_identical_chunks_and_scores(job, reference, tiny_pairrm_dir, tmp_path,
-                                                                      capfd):
+                                                                      capfd, torchrun_processes):
     prompts, candidates = job
     result = score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=tmp_path, chunk_size=5,
-                              num_processes=2, progress=True, **LIMITS)
+                              num_processes=torchrun_processes, progress=True, **LIMITS)
     assert result.scores == reference[0].scores
     assert _chunk_bytes(tmp_path) == _chunk_bytes(reference[1])
     assert result.info["processes"] == 2 and result.info["chunks"] == 4
@@ -200,12 +200,12 @@ def test_bad_requests_fail_before_any_work(job, tiny_pairrm_dir, tmp_path):
 
 
 def test_repro_score_under_your_own_torchrun_writes_the_single_process_scores_once(job, reference, tiny_pairrm_dir,
-                                                                                     tmp_path):
+                                                                                     tmp_path, torchrun_processes):
     # what each node runs in a multi-node job: every rank executes `repro score`, rank 0 writes the output
     prompts, candidates = job
     rows = [{"prompt": p, "candidates": c, "row": i} for i, (p, c) in enumerate(zip(prompts, candidates))]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "repro.cli",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun_processes}", "-m", "repro.cli",
            "score", "--model", str(tiny_pairrm_dir), "--input", str(tmp_path / "in.jsonl"), "--output",
            str(tmp_path / "out.jsonl"), "--chunk-size", "5", "--source-maxlength", "64", "--candidate-maxlength", "32",
            "--device", "cpu"]

@@ -172,11 +172,11 @@ def test_a_single_candidate_is_scored_and_bad_rows_are_named(reward_dirs):
         scorer.score(["p", "q"], [["a"], []])
 
 
-def test_two_torchrun_processes_give_the_scores_of_one(reward_dirs, rows, tmp_path):
+def test_two_torchrun_processes_give_the_scores_of_one(reward_dirs, rows, tmp_path, torchrun_processes):
     prompts, candidates = rows
     common = dict(model=str(reward_dirs["llama"]), device="cpu", chunk_size=3, progress=False)
     one = score_candidates(prompts, candidates, work_dir=tmp_path / "one", **common)
-    two = score_candidates(prompts, candidates, work_dir=tmp_path / "two", num_processes=2, **common)
+    two = score_candidates(prompts, candidates, work_dir=tmp_path / "two", num_processes=torchrun_processes, **common)
     assert two.info["processes"] == 2 and two.info["kind"] == "sequence_classifier"
     assert json.dumps(two.scores) == json.dumps(one.scores)
     assert _chunk_bytes(tmp_path / "two") == _chunk_bytes(tmp_path / "one")

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import datasets
@@ -37,16 +35,14 @@ def _demo() -> dict:
     return {k: v for k, v in load_params_file(DEMO).items() if k != "notebooks"}
 
 
-def test_repro_run_with_a_second_scorer_keeps_both_scores_and_the_primary_decides(tmp_path):
+def test_repro_run_with_a_second_scorer_keeps_both_scores_and_the_primary_decides(repro_run, tmp_path):
     import torch
 
     out = tmp_path / "run"
     # the notebook's kernel scores with this process's thread count: CPU matrix products round differently with
     # another (whatever earlier tests or libraries left in OMP_NUM_THREADS), and the PairRM check below is bitwise
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    proc = subprocess.run([sys.executable, "-m", "repro.cli", "run", str(DEMO), "--out", str(out),
-                           "--set", f"scorers={SECOND}", "--set", "bootstrap_resamples=200"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    proc = repro_run(DEMO, "--out", out, "--set", f"scorers={SECOND}", "--set", "bootstrap_resamples=200", env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ds = datasets.load_dataset(str(out / "dataset"), split="train_prefs")
     assert {"candidates", "candidate_scores", "candidate_scores_llama_rm"} <= set(ds.column_names)

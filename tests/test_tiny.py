@@ -71,7 +71,6 @@ def test_both_weight_files_hold_the_same_tensors(tmp_path):
     assert all(torch.equal(bin_state[k], st_state[k]) for k in st_state)
 
 
-@pytest.mark.slow
 def test_mid_size_benchmark_model(tmp_path, train_rows, test_rows):
     """hidden 384, 6 layers, a few thousand pieces: UltraFeedback pairs come to several hundred tokens."""
     from repro.scorers.pairrm import PairRM

@@ -170,12 +170,12 @@ def test_terminal_bar_shows_resumed_and_computed_items():
     assert bar._tqdm.initial == 30  # resumed items stay out of tqdm's rate
 
 
-def test_failed_torchrun_workers_raise_a_clear_error_that_keeps_the_work(tmp_path):
+def test_failed_torchrun_workers_raise_a_clear_error_that_keeps_the_work(tmp_path, torchrun_processes):
     # the success path is covered by scoring's and generation's N-process tests; here a worker entry that fails
     (tmp_path / "chunk-000000.json").write_text("[1]")
     with pytest.raises(WorkersFailed, match=r"(?s)2 torchrun demo processes failed.*finished chunks are kept.*"
                                             r"no_such_entry"):
-        launch_torchrun({"x": 1}, 2, "repro.work:no_such_entry", work_dir=tmp_path, progress=False, what="demo")
+        launch_torchrun({"x": 1}, torchrun_processes, "repro.work:no_such_entry", work_dir=tmp_path, progress=False, what="demo")
     assert (tmp_path / "chunk-000000.json").read_text() == "[1]"
     assert json.loads((tmp_path / JOB_FILE).read_text()) == {"x": 1}
 

@@ -20,7 +20,10 @@ from typing import Any, Iterator
 
 from . import __version__
 from .errors import ParameterError
-from .paths import RunDir, checkout_root, resolve_user_path
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .paths import LOCK_NAME, RunDir, checkout_root, lock_file, resolve_user_path
 from .work import atomic_write_json
 
 TRACKED_PACKAGES = (
@@ -51,6 +54,48 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def read_lock(path: str | Path) -> dict[str, str]:
+    """The pinned `name==version` lines of a requirements lock, by canonical package name."""
+    pins: dict[str, str] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line[:1].isalnum() and "==" in line:
+            name, _, version = line.split(" ", 1)[0].partition("==")
+            pins[canonicalize_name(name.split("[")[0])] = version
+    return pins
+
+
+def _same_version(a: str, b: str | None) -> bool:
+    try:
+        return b is not None and Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def lock_status(path: str | Path | None = None) -> dict[str, Any]:
+    """Whether the installed packages are the lock's: its sha256, and each pinned package that differs."""
+    path = Path(path) if path else lock_file()
+    if not path.is_file():
+        return {"file": LOCK_NAME, "sha256": None, "locked": False, "differs": [],
+                "missing": f"no {LOCK_NAME} beside this installation"}
+    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()
+                 if d.metadata["Name"]}
+    differs = [{"package": name, "locked": version, "installed": installed.get(name)}
+               for name, version in sorted(read_lock(path).items()) if not _same_version(version, installed.get(name))]
+    return {"file": LOCK_NAME, "sha256": sha256_file(path), "locked": not differs, "differs": differs}
+
+
+def lock_summary(status: dict[str, Any]) -> str:
+    """One line for people: "locked (requirements.lock sha256 …)" or what differs from the lock."""
+    if status.get("missing"):
+        return f"not checked: {status['missing']}"
+    if status["locked"]:
+        return f"locked ({status['file']}, sha256 {status['sha256'][:12]})"
+    shown = ", ".join(f"{d['package']} {d['installed'] or 'not installed'} (lock: {d['locked']})"
+                      for d in status["differs"][:8])
+    more = f" and {len(status['differs']) - 8} more" if len(status["differs"]) > 8 else ""
+    return f"differs from {status['file']} (sha256 {status['sha256'][:12]}): {shown}{more}"
 
 
 NOT_FROM_CHECKOUT = "not from a checkout"
@@ -193,6 +238,7 @@ class Manifest:
                 "platform": platform.platform(),
                 "packages": package_versions(),
                 "git": git_commit(),
+                "lock": lock_status(),
             },
         })
         data.setdefault("stages", {})

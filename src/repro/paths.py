@@ -126,6 +126,15 @@ def notebooks_dir() -> Path:
     return checkout / "notebooks" if checkout else _BUNDLED / "notebooks"
 
 
+LOCK_NAME = "requirements.lock"  # the environment, resolved once (make lock); the wheel carries a copy
+
+
+def lock_file() -> Path:
+    """The lock this package's environment is installed from: the checkout's, else the copy the wheel carries."""
+    checkout = checkout_root()
+    return checkout / LOCK_NAME if checkout else _BUNDLED / LOCK_NAME
+
+
 def params_dir() -> Path:
     """The example params files: the checkout's params/, else the copies in the installed package."""
     checkout = checkout_root()

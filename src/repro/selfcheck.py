@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .errors import DataError, ParameterError
-from .manifest import SELFCHECK_JSON, SELFCHECK_MD, package_versions
+from .manifest import SELFCHECK_JSON, SELFCHECK_MD, lock_status, lock_summary, package_versions
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -245,7 +245,7 @@ def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
 
     env: dict[str, Any] = machine_info(device.type)
     env.update(cuda_available=torch.cuda.is_available(), torch_cuda=torch.version.cuda,
-               packages=package_versions())
+               packages=package_versions(), lock=lock_status())
     if torch.cuda.is_available():
         env["gpus"] = [{"name": torch.cuda.get_device_name(i),
                         "memory_gb": round(torch.cuda.get_device_properties(i).total_memory / 2 ** 30, 1)}
@@ -725,6 +725,8 @@ def render_markdown(record: dict[str, Any]) -> str:
             ("transformers", packages.get("transformers")), ("llm-blender", (
                 f"{packages.get('llm-blender')}, importable" if env.get("llm_blender_importable")
                 else f"not importable: {env.get('llm_blender_error')}")), ("hub", hub_text)]
+    if env.get("lock"):
+        rows.insert(1, ("packages vs the lock", lock_summary(env["lock"])))
     for spec, where in (env.get("weights") or {}).items():
         label = _model_label(spec)
         if where.get("kind") == "hub id":

@@ -1,0 +1,95 @@
+"""requirements.lock: it agrees with pyproject.toml, and a run knows whether its packages are the lock's."""
+
+import hashlib
+import os
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from repro.manifest import lock_status, lock_summary, read_lock
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements.lock"
+
+
+def _lock_entries() -> dict[str, list[str]]:
+    """Each pinned line of the lock with the lines that follow it (hashes, 'via' comments), parsed independently."""
+    entries: dict[str, list[str]] = {}
+    current = None
+    for line in LOCK.read_text().splitlines():
+        if line[:1].isalnum():
+            current = line.split()[0]
+            entries[current] = []
+        elif current and line.strip().startswith("--hash=sha256:"):
+            entries[current].append(line.strip())
+    return entries
+
+
+def test_every_pyproject_dependency_is_pinned_in_the_lock_within_its_range():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]]
+    pins = {canonicalize_name(k.split("==")[0]): k.split("==")[1] for k in _lock_entries()}
+    missing = [str(r) for r in wanted if canonicalize_name(r.name) not in pins]
+    assert not missing, f"not in requirements.lock: {missing}; run `make lock`"
+    outside = [f"{r} (lock: {pins[canonicalize_name(r.name)]})" for r in wanted
+               if not r.specifier.contains(Version(pins[canonicalize_name(r.name)]), prereleases=True)]
+    assert not outside, f"the lock's pin is outside pyproject.toml's range: {outside}; run `make lock`"
+
+
+def test_the_lock_pins_every_package_with_hashes_for_python_3_11_and_the_cpu_torch():
+    entries = _lock_entries()
+    assert len(entries) > 100  # the whole environment, not only the direct dependencies
+    assert all("==" in name for name in entries)
+    unhashed = [name for name, hashes in entries.items() if not hashes]
+    assert not unhashed, f"pinned without a hash: {unhashed}"
+    assert "torch==2.13.0+cpu" in entries  # the CPU build: never a multi-GB CUDA build on a CPU machine
+    assert "make lock" in LOCK.read_text().splitlines()[1]  # how to refresh it, as its header says
+    assert not any(name.startswith(("nvidia-", "triton==")) for name in entries)
+
+
+def test_read_lock_gives_the_pins_by_canonical_name():
+    pins = read_lock(LOCK)
+    assert pins == {canonicalize_name(k.split("==")[0]): k.split("==")[1] for k in _lock_entries()}
+    assert pins["pyyaml"] == _lock_version("PyYAML")
+
+
+def _lock_version(name: str) -> str:
+    return next(k.split("==")[1] for k in _lock_entries() if canonicalize_name(k.split("==")[0]) == canonicalize_name(name))
+
+
+def test_lock_status_names_each_package_that_differs_from_the_lock(tmp_path):
+    numpy, yaml_version = metadata.version("numpy"), metadata.version("pyyaml")
+    lock = tmp_path / "requirements.lock"
+    lock.write_text(f"numpy=={numpy} \\\n    --hash=sha256:00\npyyaml==0.0.1 \\\n    --hash=sha256:11\n"
+                    "not-a-real-package-xyz==1.0 \\\n    --hash=sha256:22\n")
+    status = lock_status(lock)
+    assert status["sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
+    assert status["locked"] is False
+    assert status["differs"] == [{"package": "not-a-real-package-xyz", "locked": "1.0", "installed": None},
+                                 {"package": "pyyaml", "locked": "0.0.1", "installed": yaml_version}]
+    assert f"pyyaml {yaml_version} (lock: 0.0.1)" in lock_summary(status)
+    lock.write_text(f"numpy=={numpy} \\\n    --hash=sha256:00\n")
+    assert lock_status(lock)["locked"] is True
+    assert lock_summary(lock_status(lock)).startswith("locked (requirements.lock, sha256 ")
+    assert lock_status(tmp_path / "none.lock")["missing"]
+
+
+def test_this_environment_against_the_lock_as_the_manifest_records_it():
+    status = lock_status()
+    assert status["sha256"] == hashlib.sha256(LOCK.read_bytes()).hexdigest()
+    mismatched = []
+    for line in _lock_entries():
+        name, version = line.split("==")
+        try:
+            if Version(metadata.version(name)) != Version(version):
+                mismatched.append(name)
+        except metadata.PackageNotFoundError:
+            mismatched.append(name)
+    assert status["locked"] == (not mismatched)
+    assert sorted(d["package"] for d in status["differs"]) == sorted(canonicalize_name(n) for n in mismatched)
+    if os.environ.get("REPRO_EXPECT_LOCKED") == "1":  # .ci/run: `make install` must have installed exactly the lock
+        assert status["locked"], lock_summary(status)
