@@ -37,9 +37,10 @@ def test_the_interruption_is_recorded_for_every_unfinished_entry(tmp_path):
     assert "running" not in json.dumps(data)
 
 
-def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tmp_path):
+def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tmp_path, repro_run):
     out = tmp_path / "demo"
-    command = [sys.executable, "-m", "repro.cli", "run", "demo", "--out", str(out), "--set", "notebooks=[01_construct]"]
+    arguments = ["demo", "--out", str(out), "--set", "notebooks=[01_construct]"]
+    command = [sys.executable, "-m", "repro.cli", "run", *arguments]
     # as a terminal runs it: its own process group, SIGINT not ignored, Ctrl-C sent to the whole group
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -58,7 +59,7 @@ def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tm
     assert manifest["status"] == "interrupted" and "running" not in json.dumps(manifest)
     kept = len(list((out / "work" / "scoring").glob("chunk-*.json")))
     assert kept >= 1 and f": {kept} finished chunk(s) are safe" in lines[0]
-    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    again = repro_run(*arguments)
     assert again.returncode == 0, again.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["stages"]["score"]["status"] == "done"

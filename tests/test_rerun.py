@@ -65,9 +65,10 @@ def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_ru
     assert sorted(files_of(previous_run.root)) == ["selfcheck.json", "work/kept.txt"]
 
 
-def test_a_forced_rerun_makes_a_card_that_cites_only_its_own_files(previous_run, capsys):
-    assert main(["run", "demo", "--out", str(previous_run.root), "--set", "limit=8", "--force"]) == 0
-    assert "--force: removed the previous run's" in capsys.readouterr().out
+def test_a_forced_rerun_makes_a_card_that_cites_only_its_own_files(previous_run, repro_run):
+    proc = repro_run("demo", "--out", previous_run.root, "--set", "limit=8", "--force")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--force: removed the previous run's compare.json" in proc.stdout
     manifest = Manifest(previous_run).read()
     assert manifest["status"] == "complete" and manifest["parameters"]["limit"] == 8
     assert not (previous_run.root / "compare.json").exists() and "compare.json" not in manifest["outputs"]

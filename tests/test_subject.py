@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import datasets
-import papermill
 import pytest
 
 from repro import analysis, compare
@@ -88,14 +87,13 @@ def test_01_construct_never_builds_into_a_run_directory_of_another_dataset(proje
         begin(build(ConstructParams, {"run_dir": "runs/mine"}))
 
 
-def test_plain_papermill_on_a_foreign_dataset_leaves_the_demo_run_byte_identical(project, monkeypatch):
+def test_plain_papermill_on_a_foreign_dataset_leaves_the_demo_run_byte_identical(project, monkeypatch, run_notebook):
     root, run, mine = project
     before = files_of(run.root)
     out = root / "out.ipynb"
     monkeypatch.chdir(root)
-    papermill.execute_notebook(str(ROOT / "notebooks" / "02_analyze.ipynb"), str(out), kernel_name="python3",
-                               progress_bar=False, cwd=str(root),
-                               parameters={"dataset": "mine.jsonl", "bootstrap_resamples": 100})
+    run_notebook(ROOT / "notebooks" / "02_analyze.ipynb", out, cwd=str(root),
+                 parameters={"dataset": "mine.jsonl", "bootstrap_resamples": 100})
     assert files_of(run.root) == before
     assert json.loads((root / "runs" / "mine" / "metrics.json").read_text())["n"] == 60
     first = next(o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
