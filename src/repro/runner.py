@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from .manifest import Manifest, find_selfcheck
 from .parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, validate_all
 from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 from .preflight import preflight, report, require
+from .work import PROGRESS_LINES_ENV
 from .rerun import changed_parameters, clear_previous_run, rerun_check
 
 KERNEL_NAME = "repro"
@@ -101,6 +103,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest.start_run(values, notebooks, driver="repro run")
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     kernel = ensure_kernel(kernel)
+    if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
+        os.environ[PROGRESS_LINES_ENV] = "1"
     for name in notebooks:
         output = run.executed_notebook(f"{name}.ipynb")
         manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
