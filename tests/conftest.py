@@ -76,6 +76,7 @@ HEAVY_FIXTURES = {
     "jupyterlab": "JupyterLab driven by headless Chromium",
     "trl_policy": "trains TRL's DPOTrainer",
     "wheel": "builds and installs the wheel",
+    "kill_during_scoring": "runs a scoring job in a subprocess and kills it with SIGKILL",
 }
 # session fixtures built once per pytest run: under xdist (--dist loadgroup) their tests share one worker
 BUILT_ONCE = ("demo_run", "wheel")
@@ -137,6 +138,14 @@ def demo_run(repro_run, tmp_path_factory) -> Path:
 def demo_run_copy(demo_run, tmp_path) -> Path:
     """A copy of the shared demo run that the test may change."""
     return Path(shutil.copytree(demo_run, tmp_path / "runs" / "demo"))
+
+
+@pytest.fixture
+def kill_during_scoring():
+    """killed_run.kill_while_scoring_the_third_chunk: a scoring job in a subprocess, SIGKILLed in its third chunk."""
+    from killed_run import kill_while_scoring_the_third_chunk
+
+    return kill_while_scoring_the_third_chunk
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from repro.scorers.common import ranks_from_scores
 from repro.scoring import ScoringJob, job_fingerprint, score_candidates
 from repro.work import fingerprint_of
 
-from killed_run import kill_while_scoring_the_third_chunk
 
 # short limits keep the tiny model fast; most real answers are truncated, exercising the per-prompt budget
 LIMITS = dict(source_maxlength=64, candidate_maxlength=32)
@@ -122,11 +121,12 @@ def test_two_torchrun_processes_give_byte_identical_chunks_and_scores(job, refer
     assert "PairRM scoring (rank 0 of 2: its share)" in err  # the workers' progress is relayed
 
 
-def test_a_run_killed_with_sigkill_resumes_to_byte_identical_results(job, reference, tiny_pairrm_dir, tmp_path):
+def test_a_run_killed_with_sigkill_resumes_to_byte_identical_results(job, reference, tiny_pairrm_dir, tmp_path,
+                                                                    kill_during_scoring):
     prompts, candidates = job
     work = tmp_path / "work"
     kwargs = dict(model=str(tiny_pairrm_dir), work_dir=str(work), chunk_size=5, progress=False, **LIMITS)
-    kill_while_scoring_the_third_chunk(tmp_path, "repro.scorers.pairrm:PairRM", prompts, candidates, kwargs)
+    kill_during_scoring(tmp_path, "repro.scorers.pairrm:PairRM", prompts, candidates, kwargs)
     assert sorted(_chunk_bytes(work)) == ["chunk-000000.json", "chunk-000001.json"]
 
     resumed = score_candidates(prompts, candidates, **kwargs)

@@ -19,7 +19,6 @@ from repro.scorers.sequence_classifier import SequenceClassifierScorer
 from repro.scorers.tiny import DEBERTA_CHAT_TEMPLATE, build_tiny_pairrm, build_tiny_reward_model
 from repro.scoring import score_candidates
 
-from killed_run import kill_while_scoring_the_third_chunk
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: extra threads only spin
 TOLERANCE = 1e-5  # fp32: a batched, padded forward against one sequence at a time
@@ -186,12 +185,12 @@ def _chunk_bytes(work_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(work_dir.glob("chunk-*.json"))}
 
 
-def test_kill_9_and_resume_gives_the_same_bytes(reward_dirs, rows, tmp_path):
+def test_kill_9_and_resume_gives_the_same_bytes(reward_dirs, rows, tmp_path, kill_during_scoring):
     prompts, candidates = rows
     kwargs = dict(model=str(reward_dirs["deberta"]), device="cpu", chunk_size=4, progress=False)
     reference = score_candidates(prompts, candidates, work_dir=tmp_path / "reference", **kwargs)
     work = tmp_path / "work"
-    kill_while_scoring_the_third_chunk(tmp_path, "repro.scorers.sequence_classifier:SequenceClassifierScorer",
+    kill_during_scoring(tmp_path, "repro.scorers.sequence_classifier:SequenceClassifierScorer",
                                        prompts, candidates, {**kwargs, "work_dir": str(work)})
     assert sorted(_chunk_bytes(work)) == ["chunk-000000.json", "chunk-000001.json"]
     resumed = score_candidates(prompts, candidates, work_dir=work, **kwargs)

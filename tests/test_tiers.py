@@ -21,6 +21,7 @@ HEAVY_WORK = {
     "DPOTrainer(": "trl_policy",
     "sync_playwright(": "jupyterlab",
     '"pip", "wheel"': "wheel",
+    "kill_while_scoring_the_third_chunk": "kill_during_scoring",
 }
 
 
@@ -67,4 +68,5 @@ def test_the_rule_leaves_the_heavy_tests_out_of_the_fast_tier():
     assert "test_run.py::test_demo_run_writes_its_artifacts" not in fast  # the shared demo run
     assert "test_run.py::test_a_failed_run_says_so_and_keeps_its_notebook" not in fast  # repro run
     assert "test_scoring.py::test_two_torchrun_processes_give_byte_identical_chunks_and_scores" not in fast
-    assert "test_scoring.py::test_a_run_killed_with_sigkill_resumes_to_byte_identical_results" in fast
+    assert "test_scoring.py::test_a_run_killed_with_sigkill_resumes_to_byte_identical_results" not in fast  # kill -9
+    assert "test_scoring.py::test_the_fingerprint_covers_what_decides_the_scores_and_nothing_else" in fast
