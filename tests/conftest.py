@@ -82,6 +82,7 @@ HEAVY_FIXTURES = {
 BUILT_ONCE = ("demo_run", "wheel")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Marks every test that uses a heavy fixture `heavy`; groups tests for xdist: those sharing a built-once
     fixture on one worker, the others by module (so module fixtures are built once)."""
