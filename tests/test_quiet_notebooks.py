@@ -4,6 +4,7 @@ path reprs; plain papermill runs without ipykernel's TCP warning."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def test_scoring_progress_is_one_output_updated_in_place(demo_run):
 
 
 def test_no_datasets_widgets_and_no_bare_paths_in_the_executed_notebooks(demo_run):
-    for name in ("01_construct", "02_analyze"):
+    for name in ("01_construct", "02_analyze", "03_card"):
         for cell, kind, text in outputs(demo_run / "notebooks" / f"{name}.ipynb"):
             assert not any(noise in text for noise in NOISE), (name, cell, text[:200])
             assert not (kind == "execute_result" and text.startswith(("PosixPath(", "WindowsPath("))), (name, cell)
@@ -44,3 +45,13 @@ def test_plain_papermill_prints_no_tcp_warning(papermill_cli, sample_dir, tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "without encryption" not in proc.stdout + proc.stderr
     assert (tmp_path / "run" / "metrics.json").is_file()
+
+
+def test_the_card_preview_links_its_figures_instead_of_inlining_them(demo_run):
+    executed = demo_run / "notebooks" / "03_card.ipynb"
+    text = executed.read_text()
+    assert "data:image/png;base64" not in text and executed.stat().st_size < 250_000
+    preview = [t for _, kind, t in outputs(executed) if kind == "display_data" and "](../dataset/figures/" in t]
+    assert preview  # the markdown preview, its figures linked from the executed notebook's folder
+    for link in re.findall(r"\]\((\.\./dataset/figures/[^)]+)\)", preview[0]):
+        assert (executed.parent / link).resolve().is_file(), link

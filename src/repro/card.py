@@ -15,7 +15,6 @@ Relies on datasets 5.2's metadata helpers (pinned in pyproject.toml; tests/golde
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import math
@@ -50,6 +49,10 @@ DATA_DIR = "data"
 FIGURES_DIR = "figures"
 SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
 SEED_REPO = "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
+# what a card of a dataset built here states when `license` / `language` are not given: its sources' (UltraFeedback,
+# H4's binarisation and PairRM are MIT; the rows are English); a dataset not built here gets neither unless given
+BUILT_LICENSE = "mit"
+BUILT_LANGUAGE = ["en"]
 # the score columns the analysis notebook describes (issue 4), in the card table's column order
 SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
 # the tie rule repro.construct records (stated in each language rather than quoted)
@@ -82,7 +85,7 @@ class CardFacts:
     features: Features
     splits: list[SplitFacts]
     built_here: bool
-    license: str
+    license: str | None  # None: not stated (a dataset not built here whose licence was not given)
     language: list[str]
     hub_repo_id: str | None = None
     card_dataset: str | None = None  # the foreign dataset's spec, when not built here
@@ -132,7 +135,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
     features, splits, ds = _read_splits(run.dataset)
     facts = CardFacts(
         run=run, title=_title(params, run), features=features, splits=splits, built_here=built_here,
-        license=params.license, language=list(params.language), hub_repo_id=params.hub_repo_id,
+        license=params.license or (BUILT_LICENSE if built_here else None),
+        language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
         card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
     )
     if built_here:
@@ -945,6 +949,8 @@ def _section_use(facts: CardFacts, lang: str) -> list[str]:
 
 def _section_background(facts: CardFacts, lang: str) -> list[str]:
     t = PHRASES[lang]
+    if not facts.built_here:
+        return []  # nothing is known of a foreign dataset's background beyond what the card states above
     seed_like = {"prompt", "chosen", "rejected", "score_chosen", "score_rejected"} <= set(facts.features)
     return [t["h_background"], t["background"].format(seed=SEED_REPO) if seed_like else t["background_other"]]
 
@@ -956,7 +962,7 @@ def _section_limitations(facts: CardFacts, lang: str) -> list[str]:
         items.append(t["lim_stand_in"])
     if not facts.built_here:
         items.append(t["lim_foreign"])
-    if facts.built_here or "pairrm" in str(facts.known_recipe.get("scorer", "")).lower():
+    if _pairrm_scored(facts):
         items.append(t["lim_scale_pairrm"])
     sentence = scale_sentence((facts.metrics or {}).get("scale"), lang)
     if sentence:
@@ -991,12 +997,24 @@ def _section_limitations(facts: CardFacts, lang: str) -> list[str]:
 def _section_uses(facts: CardFacts, lang: str) -> list[str]:
     t = PHRASES[lang]
     preference = {"prompt", "chosen", "rejected"} <= set(facts.features)
-    return [t["h_uses"], t["uses"] if preference else t["use_no_pairs"]]
+    if not preference:
+        return [t["h_uses"], t["use_no_pairs"]]
+    return [t["h_uses"], t["uses"] + (t["uses_pairrm"] if _pairrm_scored(facts) else "")]
+
+
+def _pairrm_scored(facts: CardFacts) -> bool:
+    """Whether the card may say PairRM ranked the data: built here, or so said by `known_recipe`."""
+    return facts.built_here or "pairrm" in str(facts.known_recipe.get("scorer", "")).lower()
 
 
 def _section_citation(facts: CardFacts, lang: str) -> list[str]:
     t = PHRASES[lang]
-    return [t["h_citation"], t["licences"].format(license=facts.license), CITATIONS]
+    if facts.built_here:
+        return [t["h_citation"], t["licences"].format(license=facts.license), CITATIONS]
+    licence = t["licence_given"].format(license=facts.license) if facts.license else t["licence_not_stated"]
+    source = facts.known_recipe.get("source")
+    sources = t["sources_given"].format(source=public_value(source)) if source else t["sources_unknown"]
+    return [t["h_licence_foreign"], f"{licence} {sources}"]
 
 
 def _section_reproduction(facts: CardFacts, lang: str) -> list[str]:
@@ -1078,21 +1096,34 @@ def placeholders(text: str) -> list[str]:
 FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
 
 
-def preview_markdown(card_path: str | Path) -> str:
-    """The card's body with its figures inlined as data URIs (a notebook resolves `figures/…` elsewhere)."""
-    card_path = Path(card_path)
+def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = None) -> str:
+    """The card's body with its figure links made relative to `notebook_dir`, the folder of the notebook that shows
+    it (default: `notebook_folder`), so that a notebook shows the figures without carrying megabytes of images."""
+    card_path = Path(card_path).resolve()
+    folder = Path(notebook_dir) if notebook_dir is not None else notebook_folder(card_path)
 
-    def inline(match: re.Match) -> str:
+    def relink(match: re.Match) -> str:
         png = card_path.parent / match["src"]
         if not png.is_file():
             return match[0]
-        return f"![{match['alt']}](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode('ascii')})"
+        return f"![{match['alt']}]({Path(os.path.relpath(png, folder.resolve())).as_posix()})"
 
-    return FIGURE_LINK_RE.sub(inline, DatasetCard.load(card_path).text)
+    return FIGURE_LINK_RE.sub(relink, DatasetCard.load(card_path).text)
+
+
+def notebook_folder(card_path: str | Path) -> Path:
+    """Where the notebook showing a run's card lives: the run's notebooks/ while `repro run` executes 03_card there,
+    else the kernel's working folder (JupyterLab starts a kernel in the notebook's folder; plain papermill in the
+    folder it was started from, where its output notebook usually goes)."""
+    run = RunDir.of(Path(card_path).resolve().parent.parent)
+    entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
+    if entry.get("status") == "running" and entry.get("executed"):
+        return (run.root / entry["executed"]).parent
+    return Path.cwd()
 
 
 def preview(card_path: str | Path):
-    """The card's body as rendered Markdown with its figures shown (the card file keeps its relative links)."""
+    """The card's body as rendered Markdown with its figures shown (the card file keeps its hub-relative links)."""
     from IPython.display import Markdown
 
     return Markdown(preview_markdown(card_path))
@@ -1385,9 +1416,15 @@ PHRASES: dict[str, dict[str, Any]] = {
                      "do not say why; the dropped rows need not be a random sample."),
         "h_uses": "## Typical uses",
         "uses": ("- Offline preference optimisation (DPO and its variants) on `prompt`/`chosen`/`rejected`.\n"
-                 "- Training or evaluating reward models on the pairs, with the margin as a soft label.\n"
-                 "- Studying PairRM as a judge: its agreement with GPT-4 ratings, its length bias, its ties.\n"
-                 "- A first round for iterative recipes (SELM, SPPO) that generate and rank again each round."),
+                 "- Training or evaluating reward models on the pairs, with the margin as a soft label."),
+        "uses_pairrm": ("\n- Studying PairRM as a judge: its agreement with GPT-4 ratings, its length bias, its ties.\n"
+                        "- A first round for iterative recipes (SELM, SPPO) that generate and rank again each round."),
+        "h_licence_foreign": "## Licence",
+        "licence_given": "This dataset is released under `{license}` (as given to this card).",
+        "licence_not_stated": ("The licence of this dataset is not stated: none was given to this card (set the "
+                               "`license` parameter once it is known)."),
+        "sources_given": "Its source, as given in `known_recipe`: {source}.",
+        "sources_unknown": "Its sources are not known to this project.",
         "h_citation": "## Citation and licences",
         "licences": (
             "This dataset is released under `{license}`. Its sources: UltraFeedback (`openbmb/UltraFeedback`, MIT), "
@@ -1589,9 +1626,14 @@ PHRASES: dict[str, dict[str, Any]] = {
         "lim_drop": "按位置丢弃了 {drop} 行（`drop_rows`），与已发布的配方相同，其作者未说明原因；被丢弃的行未必是随机样本。",
         "h_uses": "## 常用场景",
         "uses": ("- 在 `prompt`/`chosen`/`rejected` 上进行离线偏好优化（DPO 及其变体）。\n"
-                 "- 在偏好对上训练或评估奖励模型，以差值作为软标签。\n"
-                 "- 研究 PairRM 作为评判者的表现：与 GPT-4 评分的一致性、长度偏差、平局。\n"
-                 "- 作为迭代式配方（SELM、SPPO）的第一轮，之后每轮重新生成并排序。"),
+                 "- 在偏好对上训练或评估奖励模型，以差值作为软标签。"),
+        "uses_pairrm": ("\n- 研究 PairRM 作为评判者的表现：与 GPT-4 评分的一致性、长度偏差、平局。\n"
+                        "- 作为迭代式配方（SELM、SPPO）的第一轮，之后每轮重新生成并排序。"),
+        "h_licence_foreign": "## 许可",
+        "licence_given": "本数据集以 `{license}` 许可发布（由本卡片的参数给出）。",
+        "licence_not_stated": "本数据集的许可未说明：本卡片未获得许可信息（得知后请设置 `license` 参数）。",
+        "sources_given": "其来源（由 `known_recipe` 给出）：{source}。",
+        "sources_unknown": "本项目不了解其来源。",
         "h_citation": "## 引用与许可",
         "licences": (
             "本数据集以 `{license}` 许可发布。其来源：UltraFeedback（`openbmb/UltraFeedback`，MIT）、"

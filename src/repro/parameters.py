@@ -302,8 +302,10 @@ class CardParams(_Params):
     card_split: str = "train_prefs"  # the split read from card_dataset
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # where the dataset is (or will be) published
-    license: str = "mit"
-    language: list[str] = ["en"]  # language of the rows (the card's body is English + Chinese either way)
+    # None: for a dataset built here, its sources' licence (mit) and language (en); for a dataset not built here,
+    # not stated (a card claims only what it was told or measured)
+    license: str | None = None
+    language: list[str] | None = None  # language of the rows (the card's body is English + Chinese either way)
     # for datasets not built here: what is known of their making, as free text or as
     # {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}; the rest is "unknown"
     known_recipe: str | dict[str, str] | None = None
