@@ -51,7 +51,9 @@ def test_the_card_preview_links_its_figures_instead_of_inlining_them(demo_run):
     executed = demo_run / "notebooks" / "03_card.ipynb"
     text = executed.read_text()
     assert "data:image/png;base64" not in text and executed.stat().st_size < 250_000
-    preview = [t for _, kind, t in outputs(executed) if kind == "display_data" and "](../dataset/figures/" in t]
+    cells = json.loads(text)["cells"]
+    shown = ["".join(o.get("data", {}).get("text/markdown", "")) for c in cells for o in c.get("outputs", [])]
+    preview = [markdown for markdown in shown if "](../dataset/figures/" in markdown]
     assert preview  # the markdown preview, its figures linked from the executed notebook's folder
     for link in re.findall(r"\]\((\.\./dataset/figures/[^)]+)\)", preview[0]):
         assert (executed.parent / link).resolve().is_file(), link
