@@ -85,7 +85,7 @@ def child(run_dir: Path, resamples: int) -> dict:
     """Run inside a fresh process: the whole analysis, then the bootstrap side by side with scipy's."""
     from scipy import stats as sps
 
-    from repro import analysis, stats
+    from repro.analysis import report as analysis, stats
     from repro.parameters import AnalyzeParams
 
     rss_imports = _peak_rss_mb()
@@ -127,7 +127,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(Path(args.child), args.resamples)))
         return
-    from repro.bench import machine_info
+    from repro.cli.measure import machine_info
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     results = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import torch
 
-from repro import generation
+from repro.construct import generation
 from repro.manifest import Manifest
 from repro.parameters import GenerationParams
-from repro.tiny_policy import build_tiny_policy
+from repro.scorers.tiny_policy import build_tiny_policy
 
 WORDS = ("the a of to and in is that for it with as on be this how what why can you write explain list "
          "code function data model question answer example step first then should would could because "
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nstage (generate_candidates: greedy reference + 2 candidates, batch {batch_sizes[-1]}): "
           f"{stage['tokens_generated']} tokens in {stage['generate_seconds']:.1f} s = "
           f"{stage['tokens_per_second']:.1f} tokens/s")
-    from repro.bench import machine_info
+    from repro.cli.measure import machine_info
 
     results = {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -31,7 +31,7 @@ def score(self, *args, **kwargs):
     return original(self, *args, **kwargs)
 
 cls.score = score
-from repro.scoring import score_candidates
+from repro.construct.scoring import score_candidates
 score_candidates(spec["prompts"], spec["candidates"], **spec["kwargs"])
 '''
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from repro import analysis
+from repro.analysis import report as analysis
 from repro.dataset_io import SEED_COLUMNS, output_features, write_split
 from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest, sha256_file

@@ -9,8 +9,8 @@ import statistics
 import pytest
 
 from repro import cli
-from repro.bench import (PROMPT_CHAR_QUANTILES, RESPONSE_CHAR_QUANTILES, bench_model, generated_rows, pass_flops,
-                         read_bench_rows)
+from repro.cli.bench import PROMPT_CHAR_QUANTILES, RESPONSE_CHAR_QUANTILES, bench_model, generated_rows
+from repro.cli.measure import pass_flops, read_bench_rows
 from repro.errors import DataError
 
 
@@ -64,7 +64,7 @@ def test_pass_flops_match_the_matmuls_torch_counts_in_a_real_pass(tiny_pairrm_di
     scorer = load_scorer(str(tiny_pairrm_dir))
     row = train_rows[5]
     prompts, candidates = [row["prompt"]], [[row["chosen"][-1]["content"], row["rejected"][-1]["content"]]]
-    plan, _, _ = scorer._plan(prompts, candidates)
+    plan, _, _ = scorer.plan(prompts, candidates)
     length = plan[0].length
     config = scorer.model.pretrained_model.config
     counter = FlopCounterMode(display=False)

@@ -185,7 +185,7 @@ def test_transformers5_tokenizer_without_the_restored_table_loses_full_width_tex
 def test_shim_is_installed_only_when_the_backend_is_used():
     code = (
         "import sys\n"
-        "import repro.scorers.pairrm, repro.score_cmd, repro.scorers.blender_compat\n"
+        "import repro.scorers.pairrm, repro.cli.score, repro.scorers.blender_compat\n"
         "import transformers.utils.hub as hub\n"
         "from transformers.tokenization_utils_base import PreTrainedTokenizerBase as T\n"
         "assert not hasattr(hub, 'TRANSFORMERS_CACHE') and not hasattr(T, 'batch_encode_plus')\n"

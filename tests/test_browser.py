@@ -65,7 +65,7 @@ def project(repro_run, tmp_path_factory):
 @pytest.fixture(scope="module")
 def jupyterlab(project, tmp_path_factory):
     """JupyterLab on a free 127.0.0.1 port at the project root, no token; yields its base URL."""
-    from repro.runner import ensure_kernel
+    from repro.cli.run import ensure_kernel
 
     ensure_kernel()  # the set-up registers it; a bare environment gets it here
     state = tmp_path_factory.mktemp("lab-state")

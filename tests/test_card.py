@@ -20,6 +20,7 @@ from huggingface_hub import DatasetCard
 from scipy import stats
 
 from repro import card as repro_card
+from repro.card.facts import SEED_REPO
 from repro.dataset_io import SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest
@@ -66,7 +67,7 @@ def seed_rows(n: int) -> list[dict]:
 
 
 def analysis_metrics(ds: datasets.Dataset, figures: dict) -> dict:
-    """metrics.json in the layout repro.analysis writes (issue 4's keys), computed independently with numpy/scipy."""
+    """metrics.json in the layout repro.analysis.report writes (issue 4's keys), computed independently with numpy/scipy."""
     chosen = np.asarray(ds["score_chosen"], dtype=float)
     rejected = np.asarray(ds["score_rejected"], dtype=float)
     margin = chosen - rejected
@@ -336,10 +337,10 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     counts = Manifest(tmp_path / "run").read()["counts"]
     for lang, half, counts_heading in zip(("en", "zh"), halves(card_path), ("### Counts at each stage", "### 各阶段行数")):
-        t = repro_card.PHRASES[lang]
+        t = repro_card.phrases(lang)
         # one compact table: location and intervals per score column ...
         for stat in ("mean", "median", "mean_ci95", "median_ci95"):
-            [row] = table_rows(half, t["stat_" + stat])
+            [row] = table_rows(half, getattr(t, "stat_" + stat))
             got = [as_numbers(c) for c in row[1:]]
             want = [np.atleast_1d(metrics[b][stat]).tolist() for b in repro_card.SCORE_BLOCKS]
             for g, w in zip(got, want):
@@ -349,21 +350,21 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
                            ("stat_p_paired_t", metrics["tests"]["paired_t"]["pvalue"]),
                            ("stat_p_sign_test", metrics["tests"]["sign_test"]["pvalue"]),
                            ("stat_cohens_dz", metrics["effect_size"]["cohens_dz"])):
-            [row] = table_rows(half, t[key])
+            [row] = table_rows(half, getattr(t, key))
             assert row[1:3] == ["", ""] and np.isclose(float(row[3]), value, rtol=5e-6), (key, row)
-        [row] = table_rows(half, t["stat_rank_biserial"])
-        assert row[3] == t["undefined"]  # null in metrics.json: undefined, not unknown
-        [row] = table_rows(half, t["stat_ties"])
+        [row] = table_rows(half, t.stat_rank_biserial)
+        assert row[3] == t.undefined  # null in metrics.json: undefined, not unknown
+        [row] = table_rows(half, t.stat_ties)
         assert as_numbers(row[3])[0] == metrics["ties"] > 0
         rhos = metrics["length"]["margin_vs_length_difference"]
-        length_rows = table_rows(half, t["stat_length"])
+        length_rows = table_rows(half, t.stat_length)
         assert np.allclose([as_numbers(r[3]) for r in length_rows],
                            [[rhos[u]["spearman"], rhos[u]["pvalue"]] for u in ("chars", "tokens")], rtol=5e-6)
         # no dotted metric keys, no bootstrap set-up or raw group dumps: those stay in metrics.json
-        dotted = set(re.findall(r"`(\w+\.\w+)`", half)) - {"metrics.json", "README.md"}
+        dotted = set(re.findall(r"`(\w+\.\w+)`", half)) - {"metrics.json", "README.md", "requirements.lock"}
         assert not dotted and "zero_method" not in half and "`counts." not in half
         mean = metrics["margin"]["mean"]
-        assert f"{mean:.6g}" in half.split(t["h_statistics"])[0]  # the headline sentence quotes the mean margin
+        assert f"{mean:.6g}" in half.split(t.h_statistics)[0]  # the headline sentence quotes the mean margin
         for stage, value in counts.items():
             [row] = table_rows(section(half, counts_heading), f"`{stage}`")
             assert int(row[1]) == value
@@ -417,8 +418,8 @@ def leaves(tree, prefix=""):
 
 
 def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
-    """Integration with repro.analysis (issue 4): its metrics.json and figures go into the card as they are."""
-    from repro import analysis
+    """Integration with repro.analysis.report (issue 4): its metrics.json and figures go into the card as they are."""
+    from repro.analysis import report as analysis
     from repro.parameters import AnalyzeParams
 
     make_run(tmp_path / "run", seed_rows(40), metrics=False)
@@ -428,16 +429,16 @@ def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
     assert facts.left_out == [] and len(facts.figures) == len(metrics["figures"])
     en, zh = halves(card_path)
     for lang, half in (("en", en), ("zh", zh)):
-        t = repro_card.PHRASES[lang]
-        [row] = table_rows(half, t["stat_mean"])
+        t = repro_card.phrases(lang)
+        [row] = table_rows(half, t.stat_mean)
         assert np.allclose([float(c) for c in row[1:]],
                            [metrics[b]["mean"] for b in repro_card.SCORE_BLOCKS], rtol=5e-6)
-        [row] = table_rows(half, t["stat_ties"])
+        [row] = table_rows(half, t.stat_ties)
         assert as_numbers(row[3])[0] == metrics["margin_sign"]["counts"]["zero"]
         for f in metrics["figures"].values():
             assert f"]({Path(f['png']).as_posix()})" in half and (card_path.parent / f["png"]).is_file()
         # two candidates per row: antisymmetry applies and is counted
-        assert t["check_antisymmetry"] + t["labelled"].format(label="", value=t["holds"].format(
+        assert t.check_antisymmetry + t.labelled(label="", value=t.holds(
             k=metrics["invariants"]["antisymmetry_holds"], n=40)) in half
     assert "Scale, as the analysis reads it: the scores are real-valued" in en
     assert "Length bias: the Spearman correlation" in en
@@ -534,6 +535,60 @@ def test_no_template_placeholders_and_nothing_unfilled(tmp_path):
     seed_placeholders = ["More Information needed", "需补充更多信息", "[More Information Needed]"]
     assert not [p for p in seed_placeholders + ["{{", "}}", "TODO"] if p.lower() in text.lower()]
     assert not re.search(r"\bNone\b|\bnan\b|\{[a-z_]+\}", DatasetCard.load(card_path).text)
+
+
+def test_environment_states_the_lock(tmp_path):
+    """The manifest's `environment.lock`: the locked environment by the lock's sha256, or the packages that differ."""
+    make_run(tmp_path / "run", stand_in=False)
+    sha = hashlib.sha256(b"a lock file").hexdigest()
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["environment"].pop("lock")  # a manifest written before the lock existed
+    manifest_path.write_text(json.dumps(manifest))
+    _, card_path = card_for(tmp_path / "run")
+    assert "requirements.lock" not in card_path.read_text(encoding="utf-8")  # an older manifest: nothing said
+    lock = {"file": "requirements.lock", "sha256": sha, "locked": True, "differs": []}
+    manifest["environment"]["lock"] = lock
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert f"The environment is the locked one (`requirements.lock`, sha256 {sha[:12]})." in section(en, "### Environment")
+    assert f"运行环境即锁定的环境（`requirements.lock`，sha256 {sha[:12]}）。" in section(zh, "### 运行环境")
+    lock.update(locked=False, differs=[{"package": "torch", "locked": "2.13.0+cpu", "installed": "2.13.0+cu128"},
+                                       {"package": "vllm", "locked": "0.11.0", "installed": None}])
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert (f"The environment differs from the locked one (`requirements.lock`, sha256 {sha[:12]}): torch locked "
+            f"2.13.0+cpu, installed 2.13.0+cu128; vllm locked 0.11.0, installed not installed.") in en
+    assert (f"运行环境与锁定的环境（`requirements.lock`，sha256 {sha[:12]}）不同：torch 锁定为 2.13.0+cpu，实际安装 "
+            f"2.13.0+cu128；vllm 锁定为 0.11.0，实际安装 未安装。") in zh
+    assert sha[:13] not in en + zh
+
+
+def test_every_language_says_the_same_things():
+    """A translation defines every word and sentence of the English templates, with the same blanks."""
+    def said(lang):
+        module = repro_card.phrases(lang)
+        return {name: sorted(getattr(value, "arguments", ())) for name, value in vars(module).items()
+                if not name.startswith("_")}
+
+    english = said("en")
+    assert len(english) > 150 and english["summary_built"] == sorted(
+        ["splits", "source", "source_split", "candidates", "scorer"])
+    assert said("zh") == english
+
+
+def test_gather_facts_reads_what_the_run_recorded(tmp_path):
+    make_run(tmp_path / "run", stand_in=False)
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["selfcheck"] = {"verdict": "PASS", "device": "cuda", "model": "llm-blender/PairRM"}
+    manifest["scorers"] = [{"name": "primary", "column": "candidate_scores", "decides_pairs": True}]
+    manifest_path.write_text(json.dumps(manifest))
+    comparison = {"reference": {"specs": ["owner/name"], "rows": 3}}
+    (tmp_path / "run" / "compare.json").write_text(json.dumps(comparison))
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    assert facts.selfcheck == manifest["selfcheck"] and facts.scorers == manifest["scorers"]
+    assert facts.comparison == comparison and facts.built_here
 
 
 def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
@@ -655,7 +710,7 @@ def test_a_foreign_card_from_scores_alone_claims_nothing_it_was_not_told(tmp_pat
     assert "The licence of this dataset is not stated" in en and "Its sources are not known to this project." in en
     assert "本数据集的许可未说明" in zh and "本项目不了解其来源" in zh
     told_nothing = ("UltraFeedback", "PairRM", "HuggingFaceH4", "MIT", "mit", "GPT-4", "llm-blender", "SELM",
-                    "SPPO", "Zephyr", "ZHLiu627", repro_card.SEED_REPO)
+                    "SPPO", "Zephyr", "ZHLiu627", SEED_REPO)
     for text in (en, zh, card.data.to_yaml()):
         assert not [word for word in told_nothing if re.search(rf"\b{re.escape(word)}\b", text)]
     # told: a licence and a source; the card says those, and still no scorer or family
@@ -786,7 +841,7 @@ def test_publish_checks_the_token_then_uploads_the_folder(publishable, hub_switc
 
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):
     """H4-style rows (GPT-4 ratings, no reference_response, an extra source_index): the card says what they are."""
-    from repro import analysis
+    from repro.analysis import report as analysis
     from repro.parameters import AnalyzeParams
 
     spec = str(sample_dir / "train_prefs.jsonl")
@@ -804,7 +859,7 @@ def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows
     assert "not applicable: the scores are ratings, not PairRM scores." in en  # PairRM's invariants do not apply
     assert "PairRM scores are not ratings" not in en  # no PairRM claim about data not known to be PairRM's
     assert "A seed-42 sample of trl-lib/ultrafeedback_binarized rows." in en
-    [row] = table_rows(en, repro_card.PHRASES["en"]["stat_ties"])
+    [row] = table_rows(en, repro_card.phrases("en").stat_ties)
     ties = sum(r["score_chosen"] == r["score_rejected"] for r in train_rows)
     assert as_numbers(row[3])[0] == ties and ties > 0  # the rows' own ties
     repro_card.check_card(card_path)

@@ -15,11 +15,12 @@ import pyarrow as pa
 import pytest
 from scipy import stats as sps
 
-from repro import compare, stats
+from repro import compare
+from repro.analysis import stats
 from repro.dataset_io import output_features, write_split
 from repro.errors import DataError, DatasetLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
-from repro.pairs import build_row, prompt_id_of
+from repro.construct.pairs import build_row, prompt_id_of
 from repro.parameters import CompareParams, build
 from repro.paths import RunDir
 from repro.slicing import plan_slice
@@ -323,7 +324,7 @@ def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
 # real rows, re-scored by the stand-in
 # --------------------------------------------------------------------------------------------
 def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_path, one_torch_thread):
-    from repro.scoring import score_candidates  # the integrator may point this at repro.scorers
+    from repro.construct.scoring import score_candidates  # the integrator may point this at repro.scorers
 
     real = train_rows[:80]
     rows = [r for r in real if assistant(r, "chosen") != assistant(r, "rejected")]
@@ -402,8 +403,14 @@ def test_verify_params_file_names_the_published_dataset_and_its_source():
 
 
 def test_card_section_in_both_languages(compared):
-    result = compared[0].result
-    en, zh = compare.card_lines(result, "en"), compare.card_lines(result, "zh")
+    """The card reads compare.json itself (repro.card does not import repro.compare)."""
+    from repro.card import CardFacts, render_section
+
+    result, p = compared[0].result, compared[1]
+    facts = CardFacts(run=RunDir.of(p.run_root), title="t", features=None, splits=[], built_here=True, license="mit",
+                      language=["en"], comparison=json.loads((p.run_root / "compare.json").read_text()))
+    assert facts.comparison == json.loads(json.dumps(result))
+    en, zh = (render_section(facts, "reproduction", lang).split("\n\n") for lang in ("en", "zh"))
     assert en[0] == "## Reproduction" and zh[0] == "## 复现对比"
     assert "| rows aligned (of the reference's 39) | 37 |" in en[2]
     assert "| 对齐的行数（参考数据集共 39 行） | 37 |" in zh[2]

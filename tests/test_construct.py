@@ -6,10 +6,10 @@ import datasets
 import numpy as np
 import pytest
 
-from repro import construct
+from repro.construct import stages as construct
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES
 from repro.errors import DataError
-from repro.pairs import prompt_id_of
+from repro.construct.pairs import prompt_id_of
 from repro.parameters import ConstructParams, build
 
 

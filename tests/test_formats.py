@@ -1,9 +1,9 @@
 """repro.formats and the card's "How to use": the dataset as its users train on it, checked with TRL itself.
 
 TRL is a dev dependency, pinned (pyproject.toml); the tests train its `DPOTrainer` for two steps on CPU with
-the project's tiny random policy (repro.tiny_policy: byte-level tokenizer, ChatML chat template), on a
-demo-like run built here: the demo's 40 prompts and candidates in the seed's schema (repro.pairs), written
-in push_to_hub's layout (repro.dataset_io), with metrics from repro.analysis.
+the project's tiny random policy (repro.scorers.tiny_policy: byte-level tokenizer, ChatML chat template), on a
+demo-like run built here: the demo's 40 prompts and candidates in the seed's schema (repro.construct.pairs), written
+in push_to_hub's layout (repro.dataset_io), with metrics from repro.analysis.report.
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ import trl
 from huggingface_hub import DatasetCard
 from trl.data_utils import extract_prompt, is_conversational, maybe_extract_prompt
 
-from repro import analysis
+from repro.analysis import report as analysis
 from repro import card as repro_card
 from repro.dataset_io import output_features, write_split
 from repro.errors import DataError
 from repro.formats import KEPT_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES, to_trl, to_trl_implicit
 from repro.manifest import Manifest
-from repro.pairs import build_row, collect_candidates
+from repro.construct.pairs import build_row, collect_candidates
 from repro.parameters import AnalyzeParams, CardParams, build
 from repro.paths import SPLIT, RunDir
 from repro.sources import load_source
-from repro.tiny_policy import build_tiny_policy
+from repro.scorers.tiny_policy import build_tiny_policy
 
 CANDIDATES = ["resp0", "resp1", "resp2", "resp3"]
 
@@ -84,7 +84,7 @@ def seed_ds(demo_like_run) -> datasets.Dataset:
 
 @pytest.fixture(scope="module")
 def trl_policy(tmp_path_factory, one_torch_thread):
-    """The tiny random policy and its tokenizer (ChatML chat template), built by repro.tiny_policy."""
+    """The tiny random policy and its tokenizer (ChatML chat template), built by repro.scorers.tiny_policy."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = build_tiny_policy(tmp_path_factory.mktemp("policy") / "tiny-policy")

@@ -9,13 +9,13 @@ import random
 import datasets
 import pytest
 
-from repro import generation
+from repro.construct import generation
 from repro.errors import DataError, ModelLoadError, ParameterError
-from repro.generation import generate_candidates, prompt_token_ids
+from repro.construct.generation import generate_candidates, prompt_token_ids
 from repro.manifest import Manifest
 from repro.parameters import GenerationParams
 from repro.paths import STAND_IN_MARKER
-from repro.tiny_policy import build_tiny_policy
+from repro.scorers.tiny_policy import build_tiny_policy
 
 NEW_TOKENS = 12
 
@@ -284,7 +284,7 @@ def test_progress_prints_lines_with_tokens_per_second_off_a_terminal(tmp_path, p
 
 def test_construction_with_generation_builds_the_dataset_offline(tmp_path, train_rows, monkeypatch):
     """Source prompts -> generated reference and candidates -> stand-in PairRM -> the seed's columns."""
-    from repro import construct
+    from repro.construct import stages as construct
     from repro.dataset_io import SEED_COLUMNS
     from repro.parameters import ConstructParams, build
 

@@ -1,4 +1,5 @@
-"""The package's import graph has no circle, counting imports inside functions too (lazy imports hide circles)."""
+"""The package's import graph: no circle (imports inside functions counted: lazy imports hide circles), arrows
+only between the layers the house allows, no private name of another module, no repro import inside a function."""
 
 import ast
 from pathlib import Path
@@ -15,16 +16,18 @@ def _is_type_checking(node: ast.If) -> bool:
     return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The repro modules `path` imports anywhere (but under `if TYPE_CHECKING:`)."""
+def _imports(path: Path, modules: set[str], *, nested_only: bool = False) -> set[str]:
+    """The repro modules `path` imports anywhere (but under `if TYPE_CHECKING:`), or only inside functions."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
-    def visit(node: ast.AST) -> None:
+    def visit(node: ast.AST, nested: bool = False) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node):
             return
-        if isinstance(node, ast.Import):
+        if nested_only and not nested:
+            pass
+        elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -35,8 +38,9 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
                 target = node.module or ""
             found.add(target)
             found.update(f"{target}.{a.name}" for a in node.names)  # `from . import x` names a module
+        inside = nested or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         for child in ast.iter_child_nodes(node):
-            visit(child)
+            visit(child, inside)
 
     visit(ast.parse(path.read_text()))
     return {m for m in found if m in modules and m != name}
@@ -76,3 +80,68 @@ def test_the_package_has_no_import_circle():
     graph = {_module_name(p): _imports(p, modules) for p in files}
     assert "repro.scorers.pairrm" in graph["repro.scorers"] | graph["repro.scorers.blender_compat"]
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+# The layers, lowest first, and whom each may import (besides itself). A module not listed is core.
+LAYERS = {
+    "core": set(),
+    "scorers": {"core"},
+    "construct": {"core", "scorers"},
+    "analysis": {"core"},
+    "card": {"core", "analysis"},
+    "compare": {"core", "analysis"},
+    "cli": {"core", "scorers", "construct", "analysis", "card", "compare"},
+}
+
+
+def layer_of(module: str) -> str:
+    part = module.split(".")[1] if module.count(".") else "core"
+    return part if part in LAYERS else "core"
+
+
+def _graph(nested_only: bool = False) -> dict[str, set[str]]:
+    files = sorted((SRC / "repro").rglob("*.py"))
+    modules = {_module_name(p) for p in files}
+    return {_module_name(p): _imports(p, modules, nested_only=nested_only) for p in files}
+
+
+def arrows_against_layers(graph: dict[str, set[str]]) -> list[str]:
+    """Every `a -> b` of `graph` whose layers the house does not allow."""
+    bad = []
+    for a, targets in sorted(graph.items()):
+        for b in sorted(targets):
+            la, lb = layer_of(a), layer_of(b)
+            if la != lb and lb not in LAYERS[la]:
+                bad.append(f"{a} -> {b}")
+    return bad
+
+
+def test_layer_of_names_the_sub_package_and_core_for_top_level_modules():
+    assert [layer_of(m) for m in ("repro.paths", "repro.scorers.tiny", "repro.cli", "repro.card.facts", "repro")] \
+        == ["core", "scorers", "cli", "card", "core"]
+
+
+def test_arrows_against_layers_finds_an_upward_arrow_and_accepts_a_downward_one():
+    assert arrows_against_layers({"repro.paths": {"repro.construct.stages"}}) == ["repro.paths -> repro.construct.stages"]
+    assert arrows_against_layers({"repro.compare": {"repro.analysis.stats", "repro.errors"}}) == []
+    assert arrows_against_layers({"repro.analysis.report": {"repro.scorers.common"}}) \
+        == ["repro.analysis.report -> repro.scorers.common"]
+
+
+def test_imports_follow_the_layers():
+    assert arrows_against_layers(_graph()) == []
+
+
+def test_no_module_imports_a_private_name_of_another():
+    found = []
+    for path in sorted((SRC / "repro").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("repro")):
+                found += [f"{_module_name(path)}: {a.name}" for a in node.names
+                          if a.name.startswith("_") and a.name != "__version__"]
+    assert found == []
+
+
+def test_no_repro_import_inside_a_function():
+    nested = {m: sorted(t) for m, t in _graph(nested_only=True).items() if t}
+    assert nested == {}

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from repro.parameters import SCHEMAS
-from repro.runner import NOTEBOOK_SECTIONS
+from repro.cli.run import NOTEBOOK_SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELSPEC = {"name": "repro", "display_name": "Python (repro)", "language": "python"}

@@ -52,6 +52,9 @@ def test_the_wheel_carries_every_notebook_and_params_file(wheel):
     assert {f"repro/_bundled/params/{n}" for n in params} <= names
     assert "repro/data/demo_prompts.jsonl" in names  # the embedded demo travels too
     assert "repro/data/demo_prompts.jsonl" in names and "repro/paths.py" in names
+    templates = sorted(p.name for p in (ROOT / "src" / "repro" / "card" / "templates").iterdir())
+    assert {"card.md.jinja", "sections.jinja", "en.jinja", "zh.jinja"} <= set(templates)
+    assert {f"repro/card/templates/{n}" for n in templates} <= names  # the card's sentences travel too
     assert f"repro-{__version__}.dist-info/METADATA" in names
     assert "repro/_bundled/requirements.lock" in names  # what the manifest compares the installed packages with
     bundled = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("repro/_bundled/"))
@@ -66,6 +69,14 @@ def test_the_installed_copy_is_what_python_imports(installed):
     assert proc.stdout.split() == [str(target / "repro" / "paths.py"), "None"], proc.stderr
     version = subprocess.run([str(target / "bin" / "repro"), "--version"], env=env, capture_output=True, text=True)
     assert version.stdout.startswith(f"repro {__version__} ({NOT_FROM_CHECKOUT}"), version.stderr
+
+
+def test_the_installed_copy_finds_the_card_templates(installed):
+    target, env = installed
+    code = ("import sys, repro.card as c; print(sys.modules['repro.card.publish'].__file__); "
+            "print(c.phrases('zh').h_summary)")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=target, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.splitlines() == [str(target / "repro" / "card" / "publish.py"), "## 数据集概述"], proc.stderr
 
 
 def test_repro_run_demo_from_an_empty_folder(installed, tmp_path):

@@ -80,7 +80,7 @@ def test_limits_not_given_are_the_checkpoints_own_else_the_defaults(tmp_path, ti
     assert (hf.source_maxlength, hf.candidate_maxlength) == (1224, 412)
     assert set(hf.info["limits_from"].values()) == {"default"}
     # the scoring job records them in the manifest's scorer entry
-    from repro.scoring import score_candidates
+    from repro.construct.scoring import score_candidates
 
     result = score_candidates(["A question?"], [["One answer.", "Another answer."]], model=str(own),
                               device="cpu", work_dir=tmp_path / "work", progress=False)
@@ -393,7 +393,7 @@ def test_mid_size_model_is_bit_identical_for_one_budget_whatever_order_and_work_
     """For a given batch_tokens and chunk_size the scores are identical bit for bit: input order, `repro score`
     with or without --work-dir, a resumed run. (Another budget changes the batches and with them the float
     rounding, which this random model amplifies: that is why batch_tokens is in the resume fingerprint.)"""
-    from repro.bench import MODEL_SIZES
+    from repro.cli.bench import MODEL_SIZES
     from repro.cli import main
 
     shape = {**MODEL_SIZES["mid"], "vocab_size": 600}  # the bench's mid-size network; a small tokenizer suffices

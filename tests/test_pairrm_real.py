@@ -14,7 +14,7 @@ import pytest
 from repro.errors import ModelLoadError
 from repro.scorers.pairrm import PairRM
 from repro.scorers.pairrm_checkpoint import resolve_model
-from repro.selfcheck import CARD_A, CARD_B, CARD_INPUTS, CARD_LOGITS, CARD_PREFERS_A, card_example_check
+from repro.cli.selfcheck import CARD_A, CARD_B, CARD_INPUTS, CARD_LOGITS, CARD_PREFERS_A, card_example_check
 
 
 @pytest.fixture(scope="module")

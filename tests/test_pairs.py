@@ -5,7 +5,7 @@ import pytest
 
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, output_features
 from repro.errors import DataError
-from repro.pairs import (build_row, check_prompt_ids, collect_candidates, prompt_id_of, row_candidates,
+from repro.construct.pairs import (build_row, check_prompt_ids, collect_candidates, prompt_id_of, row_candidates,
                          select_pair)
 
 

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from repro import analysis, paths
+from repro import paths
+
+from repro.analysis import report as analysis
 from repro.errors import DataError, ParameterError, ReproError
 from repro.parameters import AnalyzeParams, CardParams, ConstructParams, GenerationParams, build
-from repro.project import make_project
+from repro.cli.notebooks import make_project
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

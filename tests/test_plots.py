@@ -1,4 +1,4 @@
-"""repro.plots: each figure shows the data it is given, with labelled axes and n in the title; files are stable."""
+"""repro.analysis.plots: each figure shows the data it is given, with labelled axes and n in the title; files are stable."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 
-from repro import plots
+from repro.analysis import plots
 
 
 @pytest.fixture(scope="module")

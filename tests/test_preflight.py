@@ -10,7 +10,7 @@ import pytest
 from repro import preflight
 from repro.cli import main
 from repro.parameters import load_params_file
-from repro.runner import resolve_parameters
+from repro.cli.run import resolve_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_FIND_SPEC = importlib.util.find_spec

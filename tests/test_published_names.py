@@ -3,7 +3,7 @@
 import pytest
 
 from repro import card
-from repro.analysis import primary_scorer_name
+from repro.analysis.report import primary_scorer_name
 from repro.errors import ParameterError
 from repro.parameters import ConstructParams, ScorerSpec, build
 from repro.paths import project_root, public_name

@@ -52,7 +52,7 @@ def test_make_targets_exist():
 @pytest.mark.parametrize("words", commands("repro"), ids=" ".join)
 def test_repro_commands_parse_and_name_existing_params_files(words, monkeypatch):
     monkeypatch.chdir(ROOT)
-    args = build_parser().parse_args(words[1:])
+    args = build_parser(words[1]).parse_args(words[1:])
     if args.command == "run":
         find_params(args.params)
 

@@ -13,7 +13,7 @@ from repro.manifest import Manifest
 from repro.parameters import load_params_file
 from repro.paths import RunDir
 from repro.rerun import changed_parameters, clear_previous_run
-from repro.runner import resolve_parameters
+from repro.cli.run import resolve_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 

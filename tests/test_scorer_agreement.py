@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from repro import analysis, plots, scorer_agreement as sa
+from repro.analysis import agreement as sa, plots, report as analysis
 from repro import card as repro_card
 from repro.dataset_io import output_features, write_split
 from repro.manifest import Manifest, sha256_file
-from repro.pairs import select_pair
+from repro.construct.pairs import select_pair
 from repro.parameters import AnalyzeParams, CardParams, build
 from repro.paths import RunDir
 

@@ -17,8 +17,8 @@ import pytest
 from repro.errors import DataError, ParameterError
 from repro.scorers import load_scorer
 from repro.scorers.common import ranks_from_scores
-from repro.scoring import ScoringJob, job_fingerprint, score_candidates
-from repro.work import fingerprint_of
+from repro.construct.scoring import ScoringJob, job_fingerprint, score_candidates
+from repro.jobs import fingerprint_of
 
 
 # short limits keep the tiny model fast; most real answers are truncated, exercising the per-prompt budget

@@ -11,11 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from repro import card as repro_card
-from repro import cli, runner
+from repro import cli
+from repro.cli import run as runner
 from repro.errors import ParameterError
 from repro.manifest import Manifest, find_selfcheck
 from repro.paths import RunDir
-from repro.selfcheck import compare_choices, compare_scores, hub_status, run_selfcheck, weights_location
+from repro.cli.selfcheck import compare_choices, compare_scores, hub_status, run_selfcheck, weights_location
 from repro.sources import demo_path
 from repro.scorers.tiny import build_tiny_pairrm
 
@@ -185,12 +186,12 @@ def test_a_run_records_the_self_check_and_its_card_states_it(tmp_path, offline_r
     assert "selfcheck" not in manifest["parameters"]  # a path of this machine: kept out of the card's parameters
     # the card's "How it was built" states it, in English and Chinese
     facts = repro_card.CardFacts(run=RunDir.of(run_dir), title="t", features=None, splits=[], built_here=True,
-                                 license="mit", language=["en"])
-    en, zh = repro_card.selfcheck_lines(facts, "en"), repro_card.selfcheck_lines(facts, "zh")
+                                 license="mit", language=["en"], selfcheck=check)
+    en, zh = (repro_card.render_section(facts, "selfcheck", lang).split("\n\n") for lang in ("en", "zh"))
     assert en[0] == "### Self-check" and "**INCOMPLETE** on `cpu`" in en[1] and "`card_example`" in en[1]
     assert zh[0] == "### 自检" and "**不完整**" in zh[1] and f"torch {check['versions']['torch']}" in zh[1]
     facts.built_here = False
-    assert repro_card.selfcheck_lines(facts, "en") == []
+    assert repro_card.render_section(facts, "selfcheck", "en") == ""
 
 
 def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):
@@ -216,7 +217,7 @@ def test_a_missing_self_check_stops_repro_run_before_anything_runs(tmp_path, cap
 
 def test_the_card_example_check_refuses_weights_that_are_not_pairrms(tiny_pairrm_dir):
     from repro.scorers import load_scorer
-    from repro.selfcheck import card_example_check
+    from repro.cli.selfcheck import card_example_check
 
     check = card_example_check({"stand-in": load_scorer(tiny_pairrm_dir, device="cpu")})
     assert check.status == "fail" and "stand-in: logits" in check.detail and "card [1.9003" in check.detail
@@ -224,7 +225,7 @@ def test_the_card_example_check_refuses_weights_that_are_not_pairrms(tiny_pairrm
 
 
 def test_the_markdown_reports_gpu_figures_when_a_gpu_measured_them(offline_report):
-    from repro.selfcheck import render_markdown
+    from repro.cli.selfcheck import render_markdown
 
     record = json.loads(json.dumps(offline_report.record))
     record["environment"]["gpus"] = [{"name": "Some GPU", "memory_gb": 80.0}]

@@ -17,7 +17,7 @@ from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.scorers import detect_kind, load_scorer
 from repro.scorers.sequence_classifier import SequenceClassifierScorer
 from repro.scorers.tiny import DEBERTA_CHAT_TEMPLATE, build_tiny_pairrm, build_tiny_reward_model
-from repro.scoring import score_candidates
+from repro.construct.scoring import score_candidates
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: extra threads only spin

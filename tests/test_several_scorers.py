@@ -11,7 +11,7 @@ import pytest
 from repro.errors import ParameterError
 from repro.parameters import ConstructParams, build, load_params_file
 from repro.scorers import load_scorer
-from repro.scoring import score_candidates
+from repro.construct.scoring import score_candidates
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "params" / "demo.yaml"

@@ -1,4 +1,4 @@
-"""repro.stats: every statistic against a tiny example worked by hand and an independent numpy/scipy/pandas computation."""
+"""repro.analysis.stats: every statistic against a tiny example worked by hand and an independent numpy/scipy/pandas computation."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from repro import stats
+from repro.analysis import stats
 
 # The hand-worked example: margins [2, 0, -2, 4, 1].
 CHOSEN = np.array([3.0, 5.0, 4.0, 6.0, 2.0])

@@ -9,7 +9,8 @@ from pathlib import Path
 import datasets
 import pytest
 
-from repro import analysis, compare
+from repro import compare
+from repro.analysis import report as analysis
 from repro.card import gather_facts
 from repro.dataset_io import SEED_COLUMNS, write_split
 from repro.errors import ParameterError
@@ -78,7 +79,7 @@ def test_no_notebook_writes_another_dataset_into_a_run_directory(project):
 
 
 def test_01_construct_never_builds_into_a_run_directory_of_another_dataset(project):
-    from repro.construct import begin
+    from repro.construct.stages import begin
     from repro.parameters import ConstructParams
 
     root, run, mine = project

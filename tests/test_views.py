@@ -1,4 +1,4 @@
-"""repro.views: what 01_construct shows of each stage, on rows built the way construct builds them."""
+"""repro.analysis.views: what 01_construct shows of each stage, on rows built the way construct builds them."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import datasets
 import numpy as np
 import pandas as pd
 
-from repro import views
+from repro.analysis import views
 from repro.dataset_io import output_features
-from repro.pairs import CandidateSet, build_row
+from repro.construct.pairs import CandidateSet, build_row
 
 
 def _pairs(n: int = 9) -> datasets.Dataset:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from repro.work import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
+from repro.jobs import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
                         launch_torchrun, num_chunks, run_chunked, run_chunked_with_stats)
 
 
@@ -175,7 +175,8 @@ def test_failed_torchrun_workers_raise_a_clear_error_that_keeps_the_work(tmp_pat
     (tmp_path / "chunk-000000.json").write_text("[1]")
     with pytest.raises(WorkersFailed, match=r"(?s)2 torchrun demo processes failed.*finished chunks are kept.*"
                                             r"no_such_entry"):
-        launch_torchrun({"x": 1}, torchrun_processes, "repro.work:no_such_entry", work_dir=tmp_path, progress=False, what="demo")
+        launch_torchrun({"x": 1}, torchrun_processes, "repro.jobs:no_such_entry", work_dir=tmp_path, progress=False,
+                        what="demo")
     assert (tmp_path / "chunk-000000.json").read_text() == "[1]"
     assert json.loads((tmp_path / JOB_FILE).read_text()) == {"x": 1}
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,21 +26,19 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import plots, stats
+from .analysis import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
-from .analysis import _relative, dataset_or_own, response_texts, score_array
+from .analysis.report import dataset_or_own, response_texts, score_array
 from .errors import DataError, ParameterError, ReproError
+from .jobs import atomic_write_json
 from .manifest import Manifest
-from .parameters import CardParams, CompareParams, build
-from .paths import RunDir
-from .scorers.common import PAIRRM_LIMITS
+from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
+from .paths import RunDir, run_manifest_of
 from .slicing import plan_slice
 from .sources import load_source
 from .subject import claim
-from .work import atomic_write_json
 
 COMPARE_VERSION = 1
-COMPARE_JSON = "compare.json"
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
              "prompt_normalised": "whitespace-normalised prompt text"}
@@ -677,16 +674,15 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
 
     Only a run that built its dataset (its manifest counts rows) says how; a `limit` makes the slice a prefix.
     """
-    path = Path(os.path.expanduser(candidate_spec))
-    for manifest in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
-        if manifest is not None and manifest.is_file():
-            recorded = json.loads(manifest.read_text())
-            params = recorded.get("parameters") or {}
-            if not recorded.get("counts") or params.get("limit") is not None:
-                return {}
-            keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-            return {k: params[k] for k in keys if k in params}
-    return {}
+    manifest = run_manifest_of(candidate_spec)
+    if manifest is None:
+        return {}
+    recorded = json.loads(manifest.read_text())
+    params = recorded.get("parameters") or {}
+    if not recorded.get("counts") or params.get("limit") is not None:
+        return {}
+    keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
+    return {k: params[k] for k in keys if k in params}
 
 
 def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:
@@ -821,7 +817,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
     claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
-    target = run.root / COMPARE_JSON
+    target = run.compare
     target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
     for name in FIGURES:
         for ext in (".png", ".svg"):
@@ -843,8 +839,8 @@ def compare(p: CompareParams) -> ComparisonResult:
         paths = {name: run.tables / f"compare_{name}.csv" for name in tables}
         for name, frame in tables.items():
             frame.to_csv(paths[name], index=False)
-        result["tables"] = {name: _relative(path, run.root) for name, path in paths.items()}
-        result["figures"] = {name: {"png": _relative(f["png"], run.root), "svg": _relative(f["svg"], run.root),
+        result["tables"] = {name: run.relative(path) for name, path in paths.items()}
+        result["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]),
                                     "title": f["title"]} for name, f in figures.items()}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
         atomic_write_json(target, result, indent=2, allow_nan=False)
@@ -871,73 +867,3 @@ def card_parameters(p: CompareParams) -> CardParams | None:
     values = {k: v for k, v in recorded.items() if k in CardParams.model_fields}
     values.update(run_dir=str(run.root), run_name=p.run_name)
     return build(CardParams, values, where=f"the parameters recorded in {run.manifest}")
-
-
-# --------------------------------------------------------------------------------------------
-# the dataset card's "Reproduction" section
-# --------------------------------------------------------------------------------------------
-CARD_TEXT = {
-    "en": {
-        "heading": "## Reproduction",
-        "intro": "This dataset was compared with {reference} (`compare.json`, made by `notebooks/04_compare.ipynb`).",
-        "header": ["measure", "value"],
-        "aligned": "rows aligned (of the reference's {rows})", "only_reference": "rows only in the reference",
-        "only_candidate": "rows only in this dataset", "same": "same chosen and rejected", "swapped": "swapped pairs",
-        "different": "different candidates", "pearson": "Pearson r of the same texts' scores",
-        "spearman": "Spearman ρ", "lin_ccc": "Lin's concordance", "mean_difference": "mean difference (this − reference)",
-        "loa": "limits of agreement (95 %)", "max_abs": "max \\|difference\\|", "margin_sign": "margin signs agree",
-        "scores_missing": "Scores were not compared: {reason}", "slice": "Slice: {sentence}",
-    },
-    "zh": {
-        "heading": "## 复现对比",
-        "intro": "本数据集已与 {reference} 对比（`compare.json`，由 `notebooks/04_compare.ipynb` 生成）。",
-        "header": ["指标", "数值"],
-        "aligned": "对齐的行数（参考数据集共 {rows} 行）", "only_reference": "仅在参考数据集中的行",
-        "only_candidate": "仅在本数据集中的行", "same": "chosen 与 rejected 均相同", "swapped": "chosen/rejected 互换",
-        "different": "候选回复完全不同", "pearson": "相同文本得分的 Pearson r", "spearman": "Spearman ρ",
-        "lin_ccc": "Lin 一致性相关系数", "mean_difference": "平均差（本数据集 − 参考）", "loa": "一致性界限（95%）",
-        "max_abs": "最大 \\|差值\\|", "margin_sign": "margin 符号一致", "scores_missing": "未比较得分：{reason}",
-        "slice": "切片（英文原文）：{sentence}",
-    },
-}
-
-
-def card_lines(result: dict[str, Any], lang: str) -> list[str]:
-    """The card's "Reproduction" section in `lang` ("en" or "zh") from compare.json's content."""
-    t = CARD_TEXT[lang]
-    reference = ", ".join(f"`{s}`" for s in result["reference"]["specs"])
-    cov, pairs, scores = result["coverage"], result["pairs"], result["scores"]
-    rows = [[t["aligned"].format(rows=result["reference"]["rows"]), result["alignment"]["aligned"]],
-            [t["only_reference"], cov["only_reference"]], [t["only_candidate"], cov["only_candidate"]]]
-    if pairs.get("available"):
-        rows += [[t[k], f"{pairs['categories'][k]} ({_pct(pairs['fractions'][k])})"] for k in ("same", "swapped", "different")]
-    if pairs.get("margin_sign"):
-        rows.append([t["margin_sign"], _pct(pairs["margin_sign"]["fraction"])])
-    if scores.get("available"):
-        s = scores["scores"]
-        ba, ci = s["bland_altman"], s.get("ci95") or {}
-
-        def with_ci(value, name):
-            bounds = ci.get(name)
-            return _g(value) + (f" [{_g(bounds[0])}, {_g(bounds[1])}]" if bounds else "")
-
-        rows += [[t["pearson"], with_ci(s["pearson"], "pearson")], [t["spearman"], with_ci(s["spearman"], "spearman")],
-                 [t["lin_ccc"], with_ci(s["lin_ccc"], "lin_ccc")],
-                 [t["mean_difference"], with_ci(ba["mean_difference"], "mean_difference")],
-                 [t["loa"], f"{_g(ba['loa_low'])} … {_g(ba['loa_high'])}"], [t["max_abs"], _g(s["max_abs_difference"])]]
-    table = "\n".join([f"| {t['header'][0]} | {t['header'][1]} |", "| --- | --- |"] +
-                      [f"| {name} | {value} |" for name, value in rows])
-    out = [t["heading"], t["intro"].format(reference=reference), table]
-    if not scores.get("available"):
-        out.append(t["scores_missing"].format(reason=scores.get("reason")))
-    if result.get("slice"):
-        out.append(t["slice"].format(sentence=result["slice"]["sentence"]))
-    return out
-
-
-def reproduction_section(run: RunDir, lang: str) -> list[str]:
-    """The card's "Reproduction" section for a run, when it has a compare.json (else nothing)."""
-    path = run.root / COMPARE_JSON
-    if not path.is_file():
-        return []
-    return card_lines(json.loads(path.read_text()), lang)

@@ -23,16 +23,14 @@ from .errors import ParameterError
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .paths import LOCK_NAME, RunDir, checkout_root, lock_file, resolve_user_path
-from .work import atomic_write_json
+from .jobs import atomic_write_json
+from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, lock_file, resolve_user_path
 
 TRACKED_PACKAGES = (
     "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm",
 )
-# what `repro selfcheck` writes (repro.selfcheck); a run cites the latest one (`find_selfcheck`)
-SELFCHECK_JSON = "selfcheck.json"
-SELFCHECK_MD = "selfcheck.md"
+# what `repro selfcheck` writes (repro.cli.selfcheck); a run cites the latest one (`find_selfcheck`)
 SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "llm-blender")
 
 

@@ -9,17 +9,33 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Literal, Optional
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
-from .scorers.common import PAIRRM_LIMITS
 from .paths import resolve_user_path, run_dir_of
 
 
+@dataclass(frozen=True)
+class PairRMLimits:
+    """PairRM's token limits as llm-blender/PairRM ships them (RankerConfig): prompt and candidate."""
+
+    source_maxlength: int = 1224
+    candidate_maxlength: int = 412
+
+
+# the one place that names 1224/412: every default of the package reads it from here
+PAIRRM_LIMITS = PairRMLimits()
+
+
+# ranges checked by pydantic where the value enters; `_format_validation` words them as "must be >= 1"
+Count = Annotated[int, Field(ge=1)]
+Index = Annotated[int, Field(ge=0)]
+Resamples = Annotated[int, Field(ge=100)]  # fewer and a 95% interval means nothing
 DEVICES = "auto, cpu, cuda, cuda:N or mps"
 
 
@@ -64,7 +80,8 @@ class ScorerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str  # lower-case letters, digits, _: names the column and the work dir work/scoring/<name>/
+    # names the column and the work dir work/scoring/<name>/
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
     model: str  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
     kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"
     # a sequence classifier's chat_template, trust_remote_code, output_index, max_length;
@@ -72,7 +89,7 @@ class ScorerSpec(BaseModel):
     options: dict[str, Any] = {}
     backend: Literal["repro", "llm-blender"] = "repro"
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
-    batch_tokens: int | None = None  # default: the run's batch_tokens (kept last: the card's table of
+    batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last: the card's table of
     # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
 
     @field_validator("model")
@@ -80,19 +97,11 @@ class ScorerSpec(BaseModel):
     def _model_from_project_root(cls, v: str) -> str:
         return resolve_user_path(v)
 
-    @field_validator("batch_tokens")
-    @classmethod
-    def _budget(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError(f"must be >= 1 (or null for the run's batch_tokens), got {v}")
-        return v
-
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", v) or v == "primary":
-            raise ValueError(f"name {v!r} must be lower-case letters, digits and _ (a column name suffix), starting "
-                             f"with a letter, and not 'primary'")
+        if v == "primary":
+            raise ValueError("must be another name, not 'primary' (the run's own scorer's)")
         return v
 
 
@@ -105,13 +114,13 @@ class ConstructParams(_Params):
     source: str = "demo"  # "demo" (embedded sample), a hub dataset id, or a local .jsonl/.parquet/saved dataset
     source_split: str = "train_prefs"
     # slicing: index part [part_start:part_stop] -> drop `drop_rows` -> mini `mini_index` of `mini_count`
-    part_start: int = 0
+    part_start: Index = 0
     part_stop: int | None = None
-    drop_rows: int = 0
+    drop_rows: Index = 0
     drop_from: Literal["end", "start"] = "end"
-    mini_index: int = 0
-    mini_count: int = 1
-    limit: int | None = None  # keep only the first N rows of the mini (quick tries)
+    mini_index: Index = 0
+    mini_count: Count = 1
+    limit: Count | None = None  # keep only the first N rows of the mini (quick tries)
     # candidates
     candidate_columns: list[str] = ["resp0", "resp1"]
     include_reference: bool = False  # also rank `reference_response`
@@ -124,12 +133,13 @@ class ConstructParams(_Params):
     scorer_backend: Literal["repro", "llm-blender"] = "repro"
     device: Device = "auto"  # auto | cpu | cuda | cuda:N | mps
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
-    batch_tokens: int = 16384  # token budget per forward batch
-    chunk_size: int = 256  # prompts per resumable chunk
-    num_processes: int = 1  # >1: torchrun workers on this node
-    # PairRM's token limits; None: the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412
-    source_maxlength: Optional[int] = None
-    candidate_maxlength: Optional[int] = None
+    batch_tokens: Count = 16384  # token budget per forward batch
+    chunk_size: Count = 256  # prompts per resumable chunk
+    num_processes: Count = 1  # >1: torchrun workers on this node
+    # PairRM's token limits; None: the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412;
+    # at least 3: [CLS], the prefix token and [SEP]
+    source_maxlength: Optional[Annotated[int, Field(ge=3)]] = None
+    candidate_maxlength: Optional[Annotated[int, Field(ge=3)]] = None
     scorer_kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"  # auto: read from the checkpoint
     scorer_options: dict[str, Any] = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
     # more scorers ({name, model, kind, ...} each): scores kept in candidate_scores_<name>; scorer_model decides
@@ -140,31 +150,10 @@ class ConstructParams(_Params):
     # generation (issue 7): when true, candidates (and optionally the reference) are generated first
     generate: bool = False
 
-    @field_validator("part_start", "drop_rows", "mini_index")
-    @classmethod
-    def _non_negative(cls, v: int, info) -> int:
-        if v < 0:
-            raise ValueError("must be >= 0")
-        return v
-
     @field_validator("source", "scorer_model")
     @classmethod
     def _paths_from_project_root(cls, v: str) -> str:
         return resolve_user_path(v)
-
-    @field_validator("mini_count", "num_processes", "batch_tokens", "chunk_size")
-    @classmethod
-    def _positive(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError("must be >= 1")
-        return v
-
-    @field_validator("limit")
-    @classmethod
-    def _limit(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError("must be >= 1 (or null for all rows)")
-        return v
 
     @field_validator("candidate_columns")
     @classmethod
@@ -185,10 +174,6 @@ class ConstructParams(_Params):
         if self.scorers and not self.keep_all_candidates:
             raise ValueError(f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns "
                              f"beside `candidates`: set keep_all_candidates: true")
-        for name in ("source_maxlength", "candidate_maxlength"):
-            if getattr(self, name) is not None and getattr(self, name) < 3:
-                raise ValueError(f"{name}={getattr(self, name)} must be >= 3 ([CLS], the prefix token and [SEP]), "
-                                 f"or null for the checkpoint's own")
         limits = (self.source_maxlength or PAIRRM_LIMITS.source_maxlength,
                   self.candidate_maxlength or PAIRRM_LIMITS.candidate_maxlength)
         if self.batch_tokens < limits[0] + 2 * limits[1]:
@@ -196,6 +181,10 @@ class ConstructParams(_Params):
                 f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length "
                 f"({limits[0] + 2 * limits[1]} tokens): raise it")
         return self
+
+
+# the scorers' token budget when none is given (`repro score`, `repro bench` on a GPU, a scorer's `score`)
+DEFAULT_BATCH_TOKENS: int = ConstructParams.model_fields["batch_tokens"].default
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,49 +198,28 @@ class GenerationParams(_Params):
     policy_model: str | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy" is a noise stand-in
     generation_backend: Literal["transformers", "vllm"] = "transformers"
     generate_reference: bool = True  # greedy `reference_response` (temperature 0)
-    reference_max_new_tokens: int = 1024
-    n_candidates: int = 2  # columns resp0 .. resp{n-1}
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_new_tokens: int = 1024
+    reference_max_new_tokens: Count = 1024
+    n_candidates: Index = 2  # columns resp0 .. resp{n-1}
+    temperature: Annotated[float, Field(ge=0)] = 0.7  # 0: greedy
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    max_new_tokens: Count = 1024
     generation_seed: int = 0
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
-    max_prompt_tokens: int | None = None  # default: the model's context minus the longest max_new_tokens
+    max_prompt_tokens: Count | None = None  # default: the model's context minus the longest max_new_tokens
     long_prompts: Literal["truncate_left", "skip"] = "truncate_left"  # skip: such rows are left out and counted
-    generation_batch_size: int = 16  # sequences per transformers `generate` call
-    generation_chunk_size: int = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
+    generation_batch_size: Count = 16  # sequences per transformers `generate` call
+    generation_chunk_size: Count = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
     generation_device: Device = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
     generation_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
-    generation_num_processes: int = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
-
-    @field_validator("reference_max_new_tokens", "max_new_tokens", "generation_batch_size", "generation_chunk_size",
-                     "generation_num_processes")
-    @classmethod
-    def _at_least_one(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError("must be >= 1")
-        return v
+    generation_num_processes: Count = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
 
     @field_validator("policy_model")
     @classmethod
     def _policy_from_project_root(cls, v: str | None) -> str | None:
         return resolve_user_path(v)
 
-    @field_validator("max_prompt_tokens")
-    @classmethod
-    def _prompt_tokens(cls, v: int | None) -> int | None:
-        if v is not None and v < 1:
-            raise ValueError("must be >= 1 (or null for the model's context)")
-        return v
-
     @model_validator(mode="after")
     def _check_sampling(self):
-        if self.n_candidates < 0:
-            raise ValueError(f"n_candidates={self.n_candidates} must be >= 0")
-        if self.temperature < 0:
-            raise ValueError(f"temperature={self.temperature} must be >= 0 (0 = greedy)")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p={self.top_p} must be in (0, 1]")
         if self.n_candidates == 0 and not self.generate_reference:
             raise ValueError("n_candidates is 0 and generate_reference is false: nothing to generate")
         return self
@@ -268,7 +236,7 @@ class AnalyzeParams(_Params):
 
     dataset: str | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
     dataset_split: str = "train_prefs"
-    bootstrap_resamples: int = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95 (>= 100)
+    bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95
     bootstrap_seed: int = 0
     exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
 
@@ -277,12 +245,6 @@ class AnalyzeParams(_Params):
     def _dataset_from_project_root(cls, v: str | None) -> str | None:
         return resolve_user_path(v)
 
-    @field_validator("bootstrap_resamples")
-    @classmethod
-    def _enough_resamples(cls, v: int) -> int:
-        if v < 100:
-            raise ValueError("must be >= 100 for a 95% interval to mean anything")
-        return v
 
 
 # --------------------------------------------------------------------------------------------
@@ -349,11 +311,11 @@ class CompareParams(_Params):
     # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
     compare_source: str | None = None
     compare_source_split: str = "train_prefs"
-    score_tolerances: list[float] = [1e-6, 1e-3, 1e-2, 0.1]  # fraction of same-text scores within each |difference|
-    disagreement_tolerance: float = 1e-3  # a same-text score further apart than this is a disagreement
-    near_tie: float = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
-    max_mini_count: int = 8  # slice inference tries 1..max_mini_count minis
-    bootstrap_resamples: int = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
+    score_tolerances: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=1)] = [1e-6, 1e-3, 1e-2, 0.1]  # fraction of same-text scores within each |difference|
+    disagreement_tolerance: Annotated[float, Field(ge=0)] = 1e-3  # a same-text score further apart than this is a disagreement
+    near_tie: Annotated[float, Field(ge=0)] = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
+    max_mini_count: Count = 8  # slice inference tries 1..max_mini_count minis
+    bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
     bootstrap_seed: int = 0
 
     @field_validator("reference")
@@ -370,17 +332,6 @@ class CompareParams(_Params):
     def _compared_from_project_root(cls, v: str | None) -> str | None:
         return resolve_user_path(v)
 
-    @field_validator("score_tolerances")
-    @classmethod
-    def _tolerances(cls, v: list[float]) -> list[float]:
-        if not v or any(t < 0 for t in v):
-            raise ValueError(f"must be a non-empty list of tolerances >= 0, got {v}")
-        return v
-
-    # the same rules as the other notebooks' parameters of the same kind
-    _non_negative = field_validator("disagreement_tolerance", "near_tie")(ConstructParams._non_negative.__func__)
-    _positive = field_validator("max_mini_count")(ConstructParams._positive.__func__)
-    _enough_resamples = field_validator("bootstrap_resamples")(AnalyzeParams._enough_resamples.__func__)
 
 
 SCHEMAS: dict[str, type[_Params]] = {
@@ -417,6 +368,11 @@ def _unknown_error(key: str, where: str) -> ParameterError:
         f"and documented in params/demo.yaml; remove or rename it.")
 
 
+RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
+               "less_than_equal": "must be <= {le}", "too_short": "must hold at least {min_length} item(s)",
+               "string_pattern_mismatch": "must match {pattern} (lower-case letters, digits and _)"}
+
+
 def _format_validation(exc: ValidationError, schema: type[_Params], where: str,
                        set_keys: Collection[str] = ()) -> ParameterError:
     lines = []
@@ -427,7 +383,8 @@ def _format_validation(exc: ValidationError, schema: type[_Params], where: str,
         got = err.get("input")
         # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
         got_s = "" if isinstance(got, dict) else f" (got {got!r})"
-        msg = err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
+        msg = RANGE_WORDS[err["type"]].format(**err["ctx"]) if err["type"] in RANGE_WORDS \
+            else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
         lines.append(f"  - {loc}: {msg}{got_s}")
     return ParameterError(
         f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) +

@@ -35,6 +35,12 @@ _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/
 # a hub repository id: owner/name, no more parts, nothing that only a path would hold
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
+# the files of a run that more than one module names
+COMPARE_JSON = "compare.json"
+SELFCHECK_JSON = "selfcheck.json"
+SELFCHECK_MD = "selfcheck.md"
+SUMMARY_TABLE = "summary_statistics.csv"
+EXTREMES_TABLE = "extreme_margins.csv"
 
 
 def public_name(value: str) -> str:
@@ -104,12 +110,8 @@ def run_dir_of(dataset: str | None, run_name: str) -> Path:
     dataset, runs/<run_name>. So analysing someone else's data never writes into another run's folder."""
     if dataset is None:
         return default_run_dir(run_name)
-    path = Path(dataset)
-    if path.is_absolute():  # a local path (the path rule made it absolute)
-        for run in (path, path.parent):
-            if (run / "manifest.json").is_file() and (run == path or path.name == "dataset"):
-                return run
-    return default_run_dir(dataset_run_name(dataset))
+    manifest = run_manifest_of(dataset) if Path(dataset).is_absolute() else None  # a local path, by the path rule
+    return manifest.parent if manifest is not None else default_run_dir(dataset_run_name(dataset))
 
 
 def dataset_run_name(dataset: str) -> str:
@@ -224,6 +226,14 @@ class RunDir:
         return self.root / "tables"
 
     @property
+    def compare(self) -> Path:
+        return self.root / COMPARE_JSON
+
+    def relative(self, path: str | Path) -> str:
+        """`path` (under the run) as the run's files name it: relative to its root."""
+        return str(Path(path).resolve().relative_to(self.root.resolve()))
+
+    @property
     def work(self) -> Path:
         """Intermediate, resumable work (scored and generated chunks); not part of the published dataset."""
         return self.root / "work"
@@ -236,3 +246,17 @@ class RunDir:
 
     def executed_notebook(self, notebook: str) -> Path:
         return self.notebooks / Path(notebook).name
+
+
+def looks_like_path(spec: str) -> bool:
+    """True when a model spec names a local path (not an `owner/name` hub id)."""
+    return spec.startswith((".", "/", "~")) or spec.count("/") != 1 or "\\" in spec
+
+
+def run_manifest_of(spec: str | Path) -> Path | None:
+    """The manifest.json of the run directory `spec` names (the run itself, or its `dataset/` folder); else None."""
+    path = Path(os.path.expanduser(str(spec)))
+    for candidate in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
+        if candidate is not None and candidate.is_file():
+            return candidate
+    return None

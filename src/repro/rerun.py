@@ -61,7 +61,7 @@ def clear_previous_run(run: RunDir) -> list[str]:
         if path.is_file():
             path.unlink()
             removed.append(relative)
-    for path in (run.notebooks, run.dataset, run.figures, run.tables, run.metrics, run.manifest):
+    for path in (run.notebooks, run.dataset, run.figures, run.tables, run.metrics, run.compare, run.manifest):
         if path.is_dir():
             shutil.rmtree(path)
         elif path.exists():

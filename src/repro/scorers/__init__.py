@@ -6,7 +6,7 @@
 
 Modules (no import circle among them; none imports this package's `load_scorer`):
 
-- `common`: devices and precisions, input checks, ranks, the stand-in mark, PairRM's default limits (1224/412);
+- `common`: devices and precisions, input checks, ranks, the stand-in mark;
 - `pairrm_tokens`, `pairrm_attention`, `pairrm_checkpoint`, `pairrm`: PairRM's tokenisation, its fast
   DeBERTa-v3 attention, finding and building a checkpoint of either layout, and the engine;
 - `sequence_classifier`: reward models with one output (`AutoModelForSequenceClassification`), batched
@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelLoadError, ParameterError
+from .blender_compat import BlenderScorer
 from .common import check_local_path
+from .pairrm import PairRM
+from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
+from .sequence_classifier import OPTIONS as SEQUENCE_CLASSIFIER_OPTIONS
+from .sequence_classifier import SequenceClassifierScorer
+from .tiny import BUILTIN_REWARD_MODELS
 
 KINDS = ("auto", "pairrm", "sequence_classifier")
 BACKENDS = ("repro", "llm-blender")
@@ -68,9 +74,6 @@ def _read_config(spec: str) -> dict[str, Any] | None:
 def detect_kind(model: str | Path) -> str:
     """'pairrm' or 'sequence_classifier', read from the checkpoint's config (built-in stand-ins by name; a hub id
     whose config is neither cached nor reachable counts as PairRM, so that its loader says how to fetch it)."""
-    from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
-    from .tiny import BUILTIN_REWARD_MODELS
-
     spec = str(model).strip()
     if spec == BUILTIN_TINY or spec in KNOWN_HUB_IDS:
         return "pairrm"
@@ -110,8 +113,6 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
                 dtype: str = "auto", **options):
     """A scorer of `model`: PairRM (backend "repro", the engine, or "llm-blender", the original code) or a
     sequence-classifier reward model (options: chat_template, trust_remote_code, output_index, max_length)."""
-    from .sequence_classifier import OPTIONS as SEQUENCE_CLASSIFIER_OPTIONS
-
     kind = resolve_kind(model, kind)
     if kind == "pairrm" and backend not in PAIRRM_OPTIONS:
         raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
@@ -124,17 +125,11 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
     if kind == "sequence_classifier":
         if backend != "repro":
             raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
-        from .sequence_classifier import SequenceClassifierScorer
-
         return SequenceClassifierScorer.load(model, device=device, dtype=dtype, **options)
     # PairRM limits not given (or None) are the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412:
     # `info["limits_from"]` says which
     if backend == "repro":
-        from .pairrm import PairRM
-
         return PairRM.load(model, device=device, dtype=dtype, **options)
     if backend == "llm-blender":
-        from .blender_compat import BlenderScorer
-
         return BlenderScorer.load(model, device=device, dtype=dtype, **options)
     raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")

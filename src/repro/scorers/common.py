@@ -1,36 +1,21 @@
-"""What every scorer shares: devices and precisions, input checks, ranks, the stand-in mark, PairRM's limits.
-
-Nothing here imports torch at module level, so that `repro.parameters` can take the limits from here.
-"""
+"""What every scorer shares: devices and precisions, input checks, ranks, the stand-in mark (torch imported lazily)."""
 
 from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError
-from ..paths import STAND_IN_MARKER
+from ..paths import STAND_IN_MARKER, looks_like_path
 
-DEFAULT_BATCH_TOKENS = 16384
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
 DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
 
-@dataclass(frozen=True)
-class PairRMLimits:
-    """PairRM's token limits as llm-blender/PairRM ships them (RankerConfig): prompt and candidate."""
-
-    source_maxlength: int = 1224
-    candidate_maxlength: int = 412
-
-
-# the one place that names 1224/412: every default of the package reads it from here
-PAIRRM_LIMITS = PairRMLimits()
 
 
 def torch_dtype(name: str):
@@ -68,14 +53,14 @@ def resolve_device(device: str | None):
     return torch.device(f"cuda:{index}")
 
 
-def resolve_dtype(dtype: str | None, device) -> str:
-    """'fp32' | 'fp16' | 'bf16'; 'auto' is fp16 on CUDA (llm-blender's choice there) and fp32 elsewhere."""
+def resolve_dtype(dtype: str | None, device, gpu_auto: str = "fp16") -> str:
+    """'fp32' | 'fp16' | 'bf16'; 'auto' is `gpu_auto` on a GPU (fp16: llm-blender's choice for PairRM), else fp32."""
     import torch
 
     name = str(dtype or "auto").strip().lower()
     name = DTYPE_ALIASES.get(name, name)
     if name == "auto":
-        return "fp16" if device.type in ("cuda", "mps") else "fp32"
+        return gpu_auto if device.type in ("cuda", "mps") else "fp32"
     if name not in DTYPE_NAMES:
         raise ParameterError(f"dtype={dtype!r} is not a precision: expected 'auto', 'fp32', 'fp16' or 'bf16'.")
     if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
@@ -112,11 +97,6 @@ def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:
     """1 = best; equal scores share the better rank (llm-blender's get_ranks_from_scores)."""
     s = np.asarray(scores, dtype=np.float64)
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
-
-
-def looks_like_path(spec: str) -> bool:
-    """True when a model spec names a local path (not an `owner/name` hub id)."""
-    return spec.startswith((".", "/", "~")) or spec.count("/") != 1 or "\\" in spec
 
 
 def check_local_path(spec: str, what: str, hub_example: str) -> None:

@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from ..errors import DataError, ModelLoadError, ParameterError
-from .common import (DEFAULT_BATCH_TOKENS, BudgetedBatches, check_inputs, is_stand_in,
+from ..parameters import DEFAULT_BATCH_TOKENS
+from .common import (BudgetedBatches, check_inputs, is_stand_in,
                      prompts_done_counter, ranks_from_scores, resolve_device, resolve_dtype, torch_dtype)
 from .pairrm_checkpoint import PairRMModel, checkpoint_limits, load_pairrm_model, read_config, resolve_model
 from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
@@ -139,7 +140,7 @@ class PairRM(BudgetedBatches):
             out.extend(np.asarray(ids, dtype=np.int64) for ids in batch["input_ids"])
         return out
 
-    def _plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
+    def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
         """Distinct passes (sorted longest first) and, per prompt, the pass index of every ordered pair."""
         sources = {p: None for p in prompts}
         texts = {c: None for cands in candidates for c in cands}
@@ -206,7 +207,7 @@ class PairRM(BudgetedBatches):
         check_inputs(prompts, candidates)
         if batch_tokens < 1:
             raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
-        plan, order, per_prompt = self._plan(prompts, candidates)
+        plan, order, per_prompt = self.plan(prompts, candidates)
         on_done = prompts_done_counter([np.unique(index[index >= 0]) for index in per_prompt], len(plan), progress)
         logits = self._run(plan, order, batch_tokens, on_done)
         matrices = []
@@ -219,7 +220,7 @@ class PairRM(BudgetedBatches):
     def pass_inputs(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[dict]:
         """The input ids of every forward pass, per prompt: {(i, j): ids} for candidate i first, j second."""
         check_inputs(prompts, candidates)
-        plan, _, per_prompt = self._plan(prompts, candidates)
+        plan, _, per_prompt = self.plan(prompts, candidates)
         return [{(i, j): np.concatenate([plan[k].source, plan[k].first, plan[k].second])
                  for (i, j), k in np.ndenumerate(index) if k >= 0} for index in per_prompt]
 

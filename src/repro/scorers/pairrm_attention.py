@@ -1,7 +1,7 @@
 """DeBERTa-v3's disentangled attention for PairRM inference: transformers' arithmetic with fewer L×L passes.
 
 `install_fast_attention(model)` routes every DisentangledSelfAttention of a `PairRMModel`'s backbone
-through `_fast_attention_forward`; the model builds `_batch_context` once per forward for all layers.
+through `_fast_attention_forward`; the model builds `batch_context` once per forward for all layers.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # query rows see exactly the same keys) that is skipped when the batch has no padding, and q/k/v stay
 # views instead of being copied per head. On CPU these element-wise L×L passes cost as much as the matmuls.
 # ------------------------------------------------------------------------------------------------
-def _batch_context(encoder, attention_mask: torch.Tensor) -> dict[str, Any]:
+def batch_context(encoder, attention_mask: torch.Tensor) -> dict[str, Any]:
     from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
 
     length = attention_mask.shape[1]

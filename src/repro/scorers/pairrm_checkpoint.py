@@ -14,9 +14,11 @@ import torch
 from torch import nn
 
 from ..errors import ModelLoadError, ParameterError
-from ..paths import cache_root
-from .common import PAIRRM_LIMITS, check_local_path, looks_like_path
-from .pairrm_attention import _batch_context, install_fast_attention
+from ..parameters import PAIRRM_LIMITS
+from ..paths import cache_root, looks_like_path
+from .common import check_local_path
+from .pairrm_attention import batch_context, install_fast_attention
+from .tiny import build_cached_tiny_pairrm
 
 BUILTIN_TINY = "builtin:tiny-pairrm"
 KNOWN_HUB_IDS = ("llm-blender/PairRM", "llm-blender/PairRM-hf")
@@ -77,8 +79,6 @@ def resolve_model(spec: str | Path) -> Path:
     """The local directory of a PairRM checkpoint: `builtin:tiny-pairrm` (built once), a directory, or a hub id."""
     spec = str(spec).strip()
     if spec == BUILTIN_TINY:
-        from .tiny import build_cached_tiny_pairrm
-
         return build_cached_tiny_pairrm(cache_root())
     if spec.startswith("builtin:"):
         raise ModelLoadError(f"Unknown built-in model '{spec}': the only one is '{BUILTIN_TINY}'.")
@@ -160,7 +160,7 @@ class PairRMModel(nn.Module):
                 prefix_positions: torch.Tensor) -> torch.Tensor:
         """pair_logits [batch]: head(source, candidate1) − head(source, candidate2), averaged over tasks."""
         if self.fast_attention:
-            self._batch = _batch_context(self.pretrained_model.encoder, attention_mask)
+            self._batch = batch_context(self.pretrained_model.encoder, attention_mask)
         try:
             hidden = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         finally:

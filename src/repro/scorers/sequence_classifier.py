@@ -26,9 +26,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelLoadError, ParameterError
+from ..parameters import DEFAULT_BATCH_TOKENS
 from ..paths import cache_root
-from .common import (DEFAULT_BATCH_TOKENS, BudgetedBatches, check_inputs, check_local_path, is_stand_in,
+from .common import (BudgetedBatches, check_inputs, check_local_path, is_stand_in,
                      prompts_done_counter, ranks_from_scores, resolve_device, resolve_dtype, torch_dtype)
+from .tiny import BUILTIN_REWARD_MODELS, build_cached_tiny_reward_model
 
 OPTIONS = ("chat_template", "trust_remote_code", "output_index", "max_length")
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
@@ -46,8 +48,6 @@ class _Sequence:
 
 def resolve_checkpoint(spec: str | Path) -> str:
     """A local folder (or a built-in stand-in, built once) as a path; a hub id as it is (transformers finds it)."""
-    from .tiny import BUILTIN_REWARD_MODELS, build_cached_tiny_reward_model
-
     spec = str(spec).strip()
     if spec in BUILTIN_REWARD_MODELS:
         return str(build_cached_tiny_reward_model(cache_root(), BUILTIN_REWARD_MODELS[spec]))
@@ -174,7 +174,7 @@ class SequenceClassifierScorer(BudgetedBatches):
             [{"role": "user", "content": prompt}, {"role": "assistant", "content": candidate}],
             chat_template=self.template, tokenize=False)
 
-    def _plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
+    def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
         pairs = {(p, c): None for p, cands in zip(prompts, candidates) for c in cands}
         keys = list(pairs)
         texts = [self.render(p, c) for p, c in keys]
@@ -236,7 +236,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         check_inputs(prompts, candidates, min_candidates=1)
         if batch_tokens < 1:
             raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
-        plan, order, per_prompt = self._plan(prompts, candidates)
+        plan, order, per_prompt = self.plan(prompts, candidates)
         on_done = prompts_done_counter([np.unique(index) for index in per_prompt], len(plan), progress)
         logits = self._run(plan, order, batch_tokens, on_done)
         return [logits[index].astype(np.float64) for index in per_prompt]

@@ -26,18 +26,17 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
 import re
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Iterable
 
 from ..errors import ParameterError
+from ..jobs import build_once
+from ..parameters import PAIRRM_LIMITS
 from ..paths import STAND_IN_MARKER
-from .common import PAIRRM_LIMITS
 from .pairrm_tokens import PREFIX_TOKENS, sentencepiece_normalizer
+from .tiny_policy import byte_tokenizer
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
@@ -301,24 +300,6 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
     return out_dir
 
 
-def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
-    """`build(folder)` once into `target` (atomically, safe with concurrent processes); reuse it after."""
-    if (target / STAND_IN_MARKER).exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        build(tmp)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process finished first: its copy is byte-identical
-            if not (target / STAND_IN_MARKER).exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
 def build_cached_tiny_pairrm(cache: Path, **kwargs) -> Path:
     """Build the default stand-in once under `cache` (atomically, safe with concurrent processes); reuse it."""
     return build_once(cache / f"tiny-pairrm-v{BUILDER_VERSION}", lambda folder: build_tiny_pairrm(folder, **kwargs))
@@ -345,8 +326,6 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
     """
     import torch
     from transformers import DebertaV2ForSequenceClassification, LlamaConfig, LlamaForSequenceClassification
-
-    from ..tiny_policy import byte_tokenizer
 
     if arch not in ("llama", "deberta"):
         raise ParameterError(f"arch={arch!r}: expected 'llama' or 'deberta'.")

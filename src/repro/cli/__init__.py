@@ -6,15 +6,16 @@ import argparse
 import importlib
 import sys
 
-from .errors import ReproError
+from ..errors import ReproError
+from ..manifest import version_line
 
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
 COMMANDS = {
-    "run": ("repro.runner", "execute the notebooks a params file lists, through papermill"),
-    "notebooks": ("repro.project", "copy the notebooks and example params into a folder to open in JupyterLab"),
-    "score": ("repro.score_cmd", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
-    "bench": ("repro.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),
-    "selfcheck": ("repro.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
+    "run": ("repro.cli.run", "execute the notebooks a params file lists, through papermill"),
+    "notebooks": ("repro.cli.notebooks", "copy the notebooks and example params into a folder to open in JupyterLab"),
+    "score": ("repro.cli.score", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
+    "bench": ("repro.cli.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),
+    "selfcheck": ("repro.cli.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }
 
 
@@ -25,19 +26,20 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the version and where it runs from, then exit")
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from .manifest import version_line
-
         print(version_line())
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only `command`'s module is imported for its options (torch stays off `run` and `--help`)."""
     parser = argparse.ArgumentParser(prog="repro", description=__doc__)
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
+        if name != command:
+            continue
         try:
             importlib.import_module(module).configure(p)
         except ModuleNotFoundError as exc:
@@ -48,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(next((a for a in argv if a in COMMANDS), None))
     args = parser.parse_args(argv)
     if getattr(args, "_missing", False):
         parser.error(f"'{args.command}' is not available in this installation")
@@ -61,6 +64,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"repro {args.command}: interrupted; run the same command again to continue.", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,11 +7,11 @@ The scores themselves come from `repro.scorers` (PairRM: one forward pass per or
 token budget). This module decides which process scores which prompts and keeps finished chunks on disk:
 
 - one process: chunks of `chunk_size` prompts, each written to `work_dir` when it finishes; re-running
-  the same call after a crash continues from the chunks on disk (`repro.work.run_chunked`);
+  the same call after a crash continues from the chunks on disk (`repro.jobs.run_chunked`);
 - `num_processes > 1`: launches `torchrun --standalone --nproc_per_node N` workers on this node; each
   rank scores a contiguous share of the chunks and rank 0 merges them in input order;
 - launched by `torchrun` yourself (several nodes, `WORLD_SIZE > 1` in the environment): this call is
-  one rank of that job; every rank gets the merged result, rank 0 (`repro.work.is_main_process()`)
+  one rank of that job; every rank gets the merged result, rank 0 (`repro.jobs.is_main_process()`)
   writes outputs.
 
 A chunk holds the same prompts whatever the number of processes, and the engine's result for a prompt
@@ -26,10 +26,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .errors import ParameterError, ReproError
-from .scorers.common import DEFAULT_BATCH_TOKENS
-from .work import launch_and_collect, run_as_rank, run_chunked_with_stats, world_size
-from .work import torchrun_command as work_torchrun_command
+from ..errors import ParameterError, ReproError
+from ..jobs import launch_and_collect, run_as_rank, run_chunked_with_stats, world_size
+from ..jobs import torchrun_command as work_torchrun_command
+from ..manifest import sha256_file
+from ..parameters import DEFAULT_BATCH_TOKENS
+from ..scorers import load_scorer, resolve_kind
+from ..scorers.common import check_inputs, resolve_device, resolve_dtype
+from ..scorers.sequence_classifier import reward_model_dtype
 
 
 class ScoringError(ReproError, RuntimeError):
@@ -79,9 +83,6 @@ def _check_job(job: ScoringJob, num_processes: int) -> None:
 
 def _device_and_dtype(job: ScoringJob) -> tuple[str, str]:
     """('cuda' | 'cpu' | 'mps', 'fp32' | 'fp16' | 'bf16'): what the job's device and dtype mean on this machine."""
-    from .scorers.common import resolve_device, resolve_dtype
-    from .scorers.sequence_classifier import reward_model_dtype
-
     device = resolve_device(job.device)
     if job.kind == "sequence_classifier":
         return device.type, reward_model_dtype(job.dtype, device)
@@ -97,7 +98,7 @@ def model_identity(model: str) -> dict[str, Any]:
             stat = f.stat()
             # hashing gigabytes on every call is slow; size + mtime catches a replaced checkpoint
             files[str(f.relative_to(path))] = (
-                _sha256(f) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}")
+                sha256_file(f) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}")
         return {"path": str(path.resolve()), "files": files}
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -108,12 +109,6 @@ def model_identity(model: str) -> dict[str, Any]:
     except Exception:  # not a hub id (e.g. "builtin:..."), or no cache: the name is all we know
         pass
     return {"name": model}
-
-
-def _sha256(path: Path) -> str:
-    from .manifest import sha256_file
-
-    return sha256_file(path)
 
 
 def _optional_int(value: Any) -> int | None:
@@ -166,8 +161,6 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     classifier's (chat_template, trust_remote_code, output_index, max_length). PairRM limits left None are the
     checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which.
     """
-    from .scorers import resolve_kind
-
     options = dict(options or {})
     limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
     for name in limits:  # a limit inside the scorer options too: one value, passed as the argument
@@ -177,8 +170,6 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                 raise ParameterError(f"{name} is given twice ({limits[name]} and {given} in the scorer options): "
                                      f"give it once.")
             limits[name] = given
-    from .scorers.common import check_inputs
-
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
                      chunk_size=int(chunk_size), work_dir=str(work_dir),
                      source_maxlength=_optional_int(limits["source_maxlength"]),
@@ -199,8 +190,6 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
 # one process
 # ------------------------------------------------------------------------------------------------
 def _load_scorer(job: ScoringJob, device: str | None = None):
-    from .scorers import load_scorer
-
     if job.kind == "sequence_classifier":
         return load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
                            dtype=job.dtype, **job.options)
@@ -304,7 +293,7 @@ def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
 
 
 def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
-    """Entry point of one torchrun worker launched by `score_candidates(num_processes=N)` (via repro.work)."""
+    """Entry point of one torchrun worker launched by `score_candidates(num_processes=N)` (via repro.jobs)."""
     result = _score_as_rank(spec["items"], ScoringJob(**spec["job"]))
     # the scores the launching process reads back from the chunks; this is the rest
     return {"info": result.info, "prompts": len(result.scores)}
@@ -313,7 +302,7 @@ def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 # launching torchrun on this node
 # ------------------------------------------------------------------------------------------------
-WORKER_ENTRY = "repro.scoring:_worker_main"
+WORKER_ENTRY = "repro.construct.scoring:_worker_main"
 
 
 def torchrun_command(job_path: Path, num_processes: int) -> list[str]:

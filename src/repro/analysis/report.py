@@ -1,5 +1,5 @@
 """The analysis stage (notebooks/02_analyze.ipynb): load a preference dataset's scores, validate them, compute
-the statistics of `repro.stats`, draw the figures of `repro.plots`, and write `metrics.json`, `figures/` and
+the statistics of `repro.analysis.stats`, draw the figures of `repro.analysis.plots`, and write `metrics.json`, `figures/` and
 `tables/` into the run directory (recorded, with hashes, in its manifest).
 
 `metrics.json` is written last, after everything it points to, and an old one is removed first: a failed
@@ -9,7 +9,6 @@ analysis never leaves a stale file that looks current.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,20 +18,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import plots, scorer_agreement, stats
-from .errors import DataError
-from .manifest import Manifest
-from .parameters import AnalyzeParams
-from .paths import RunDir, public_name
-from .sources import load_source, require_columns
-from .subject import claim
-from .work import atomic_write_json
+from ..errors import DataError
+from ..jobs import atomic_write_json
+from ..manifest import Manifest
+from ..parameters import AnalyzeParams
+from ..paths import EXTREMES_TABLE, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
+from ..sources import load_source, require_columns
+from ..subject import claim
+from . import agreement, plots, stats
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
 EXTREME_ROWS = 10
 METRICS_VERSION = 1
-SUMMARY_TABLE = "summary_statistics.csv"
-EXTREMES_TABLE = "extreme_margins.csv"
 CANDIDATE_SCORES = "candidate_scores"  # the primary scorer's; candidate_scores_<name> for each further scorer
 AGREEMENT = "scorer_agreement"  # the figure's and the table's name
 
@@ -96,13 +93,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _manifest_of(spec: str | None, run: RunDir) -> Path | None:
     """The manifest that describes the dataset's making (this run's, or the run directory named by `spec`)."""
-    if spec is None:
-        return run.manifest
-    path = Path(os.path.expanduser(spec))
-    for candidate in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
-        if candidate is not None and candidate.is_file():
-            return candidate
-    return None
+    return run.manifest if spec is None else run_manifest_of(spec)
 
 
 def _scorer(manifest_path: Path | None) -> dict[str, Any] | None:
@@ -365,7 +356,7 @@ def candidate_agreement(data: ScoreData) -> dict[str, Any] | None:
     if len(lists) < 2:
         return None
     primary = next((name for name in lists if columns[name] == CANDIDATE_SCORES), None)
-    block = scorer_agreement.agreement(lists, primary=primary)
+    block = agreement.agreement(lists, primary=primary)
     return {**block, "columns": {name: columns[name] for name in lists}}
 
 
@@ -508,10 +499,6 @@ def headline(metrics: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 # the stage
 # --------------------------------------------------------------------------------------------
-def _relative(path: Path, root: Path) -> str:
-    return str(Path(path).resolve().relative_to(root.resolve()))
-
-
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir.of(p.run_root)
@@ -539,14 +526,14 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
         extremes = extreme_margins(data)
         extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
         agreement = _write_agreement(metrics, run, figures)
-        metrics["figures"] = {name: {"png": _relative(f["png"], run.root), "svg": _relative(f["svg"], run.root),
+        metrics["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]),
                                      "title": f["title"]} for name, f in figures.items()}
-        metrics["tables"] = {"summary_statistics": _relative(run.tables / SUMMARY_TABLE, run.root),
-                             "extreme_margins": _relative(run.tables / EXTREMES_TABLE, run.root)}
+        metrics["tables"] = {"summary_statistics": run.relative(run.tables / SUMMARY_TABLE),
+                             "extreme_margins": run.relative(run.tables / EXTREMES_TABLE)}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")]
         outputs += [run.tables / SUMMARY_TABLE, run.tables / EXTREMES_TABLE, run.metrics]
         if agreement is not None:
-            metrics["tables"][AGREEMENT] = _relative(run.tables / f"{AGREEMENT}.csv", run.root)
+            metrics["tables"][AGREEMENT] = run.relative(run.tables / f"{AGREEMENT}.csv")
             outputs.insert(-1, run.tables / f"{AGREEMENT}.csv")
         atomic_write_json(run.metrics, metrics, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)

@@ -8,15 +8,17 @@ from typing import Any
 
 import datasets
 
-from .dataset_io import output_features, write_split
-from .errors import DataError
-from .manifest import Manifest
+from ..dataset_io import output_features, write_split
+from ..errors import DataError
+from ..manifest import Manifest
+from ..parameters import ConstructParams, GenerationParams
+from ..paths import SPLIT, RunDir
+from ..slicing import plan_slice
+from ..sources import load_source, require_columns
+from ..subject import claim
+from .generation import generate_candidates
 from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
-from .parameters import ConstructParams, GenerationParams
-from .paths import SPLIT, RunDir
-from .slicing import plan_slice
-from .sources import load_source, require_columns
-from .subject import claim
+from .scoring import score_candidates
 
 
 @dataclass
@@ -81,8 +83,6 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
     """Generate the reference and candidates with a policy model when `generate` is on; else pass through."""
     if not ctx.params.generate:
         return ds
-    from .generation import generate_candidates
-
     with ctx.manifest.stage("generate") as info:
         rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir("generation"), ctx.manifest)
         out = datasets.Dataset.from_list(rows)
@@ -116,8 +116,6 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
 def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     """Score every candidate with the primary scorer (resumable chunks under work/scoring), then with each of
     `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
-    from .scoring import score_candidates
-
     p = ctx.params
     with ctx.manifest.stage("score") as info:
         result = score_candidates(

@@ -2,7 +2,7 @@
 
 Every function takes the paired arrays `score_chosen` / `score_rejected` (or the `margin` = chosen − rejected)
 and returns plain, JSON-ready dicts: floats, ints, lists, None where a statistic is undefined (constant data,
-all ties), never NaN. `repro.analysis` assembles them into `metrics.json`.
+all ties), never NaN. `repro.analysis.report` assembles them into `metrics.json`.
 """
 
 from __future__ import annotations

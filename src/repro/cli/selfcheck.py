@@ -4,7 +4,7 @@
     repro selfcheck --model builtin:tiny-pairrm        # offline: the random stand-in, every step that can run
     repro selfcheck --input rows.jsonl --rows 100 --report runs/mine
 
-    from repro.selfcheck import run_selfcheck          # the same from Python / a notebook cell
+    from repro.cli.selfcheck import run_selfcheck          # the same from Python / a notebook cell
     run_selfcheck("llm-blender/PairRM-hf", device="cuda")
 
 In order: the environment (torch, CUDA, GPU, transformers, llm-blender, the hub, the weight caches); the
@@ -12,7 +12,7 @@ model(s) loaded through `load_scorer`, as a run loads them (both checkpoint layo
 model card's worked example of `llm-blender/PairRM-hf` (real weights only); N rows scored by the engine and by
 llm-blender's own `Blender.rank(batch_size=1)` in fp32 and in the run dtype (fp16 on CUDA), with the largest
 score difference, rank agreement, and the chosen/rejected agreement of the run dtype with fp32; the engine timed
-against llm-blender at batch sizes 1 and 8 on the same rows (`repro.bench`'s machinery), peak memory, on a GPU
+against llm-blender at batch sizes 1 and 8 on the same rows (`repro.cli.bench`'s machinery), peak memory, on a GPU
 useful TFLOP/s against a matmul measured in the same run, and the projected time of a `part2_mini_1`-sized job.
 
 Every step that cannot run here is listed as "not run" with the reason (once). The verdict is FAIL when a check
@@ -26,6 +26,7 @@ at all could be checked, which the verdict line explains), PASS otherwise (exit 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -36,13 +37,24 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import DataError, ParameterError
-from .manifest import SELFCHECK_JSON, SELFCHECK_MD, lock_status, lock_summary, package_versions
+import torch
+
+from ..construct.pairs import collect_candidates, select_pair
+from ..errors import DataError, ParameterError
+from ..manifest import lock_status, lock_summary, package_versions
+from ..parameters import DEFAULT_BATCH_TOKENS
+from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, project_root
+from ..scorers import load_scorer
+from ..scorers.blender_compat import import_llm_blender
+from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
+from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS
+from ..sources import demo_path, iter_jsonl
+from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
+                      machine_info, matmul_peak_tflops, read_bench_rows)
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -63,27 +75,6 @@ CARD_PREFERS_A = [True, False]
 TOLERANCE = {"fp32": (1e-4, 1e-4), "fp16": (5e-2, 2e-2), "bf16": (1e-1, 4e-2)}
 CARD_ATOL = {"fp32": 1e-3, "fp16": 5e-2, "bf16": 1e-1}
 SHOWN_ROWS = 10  # rows named in a failure line
-
-
-# ------------------------------------------------------------------------------------------------
-# the scorer code this module calls: imported here only, so that it is retargeted in one place
-# ------------------------------------------------------------------------------------------------
-def _scorers() -> SimpleNamespace:
-    """The scorer API: loading (engine "repro", reference "llm-blender"), devices, dtypes, ranks."""
-    from .paths import cache_root
-    from .scorers import load_scorer
-    from .scorers.blender_compat import import_llm_blender
-    from .scorers.common import (DEFAULT_BATCH_TOKENS, is_stand_in, ranks_from_scores, resolve_device,
-                                 resolve_dtype)
-    from .scorers.pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
-
-    def load(spec: str, backend: str, device: str, dtype: str):
-        return load_scorer(spec, kind="pairrm", backend=backend, device=device, dtype=dtype)
-
-    return SimpleNamespace(load=load, import_llm_blender=import_llm_blender, BUILTIN_TINY=BUILTIN_TINY,
-                           DEFAULT_BATCH_TOKENS=DEFAULT_BATCH_TOKENS, KNOWN_HUB_IDS=KNOWN_HUB_IDS,
-                           cache_root=cache_root, is_stand_in=is_stand_in, ranks_from_scores=ranks_from_scores,
-                           resolve_device=resolve_device, resolve_dtype=resolve_dtype)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -213,9 +204,8 @@ def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
 
 def weights_location(spec: str) -> dict[str, Any]:
     """Where a checkpoint's files are (or would be) found, without downloading anything."""
-    api = _scorers()
     if spec.startswith("builtin:"):
-        return {"kind": "built-in stand-in", "path": str(api.cache_root())}
+        return {"kind": "built-in stand-in", "path": str(cache_root())}
     path = Path(spec).expanduser()
     if path.is_dir():
         return {"kind": "local folder", "path": str(path.resolve())}
@@ -239,10 +229,6 @@ def weights_location(spec: str) -> dict[str, Any]:
 
 def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
     """torch/CUDA/GPU, transformers, llm-blender, the hub, and where each model's weights are."""
-    import torch
-
-    from .bench import machine_info
-
     env: dict[str, Any] = machine_info(device.type)
     env.update(cuda_available=torch.cuda.is_available(), torch_cuda=torch.version.cuda,
                packages=package_versions(), lock=lock_status())
@@ -251,7 +237,7 @@ def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
                         "memory_gb": round(torch.cuda.get_device_properties(i).total_memory / 2 ** 30, 1)}
                        for i in range(torch.cuda.device_count())]
     try:
-        _scorers().import_llm_blender()
+        import_llm_blender()
         env["llm_blender_importable"] = True
     except Exception as exc:  # absent, or broken on this transformers: the reference checks cannot run
         env["llm_blender_importable"] = False
@@ -270,17 +256,11 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
     if n < 1:
         raise ParameterError(f"--rows {n}: score at least one row.")
     if input is not None:
-        from .bench import read_bench_rows
-
         if not Path(input).is_file():
             raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
                             f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
         prompts, candidates = read_bench_rows(Path(input), limit=n)
         return prompts, candidates, str(input)
-    from .pairs import collect_candidates
-    from .sources import iter_jsonl
-    from .sources import demo_path
-
     rows = [row for _, row in iter_jsonl(demo_path())][:n]
     found = collect_candidates(rows, DEMO_CANDIDATE_COLUMNS)
     return found.prompts, found.candidates, "the embedded demo (src/repro/data/demo_prompts.jsonl)"
@@ -288,7 +268,7 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
 
 def default_reference(model: str) -> str | None:
     """The other layout of a known PairRM hub id (PairRM-hf <-> PairRM); None for anything else."""
-    known = _scorers().KNOWN_HUB_IDS
+    known = KNOWN_HUB_IDS
     return next((other for other in known if other != model), None) if model in known else None
 
 
@@ -308,7 +288,7 @@ def _rows_text(rows: Sequence[int], prompts: Sequence[str]) -> str:
 def compare_scores(scores: Sequence[Sequence[float]], reference: Sequence[Sequence[float]], dtype: str
                    ) -> dict[str, Any]:
     """Largest |difference|, rows beyond the dtype's tolerance, and rows whose ranks differ."""
-    ranks = _scorers().ranks_from_scores
+    ranks = ranks_from_scores
     atol, rtol = TOLERANCE[dtype]
     diffs, bad, rank_differs = [], [], []
     for i, (a, b) in enumerate(zip(scores, reference)):
@@ -327,8 +307,6 @@ def compare_scores(scores: Sequence[Sequence[float]], reference: Sequence[Sequen
 def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Sequence[float]], dtype: str
                     ) -> dict[str, Any]:
     """Rows whose chosen/rejected (the dataset's tie rule) differ from the reference's; decisive where not near-ties."""
-    from .pairs import select_pair
-
     atol, rtol = TOLERANCE[dtype]
     differ, decisive = [], []
     for i, (a, b) in enumerate(zip(scores, reference)):
@@ -400,7 +378,6 @@ class _Run:
 
     def __init__(self, report: SelfCheck, prompts: list[str], candidates: list[list[str]], device, log):
         self.report, self.prompts, self.candidates, self.device, self.log = report, prompts, candidates, device, log
-        self.api = _scorers()
 
     def add(self, check: Check) -> Check:
         self.report.checks.append(check)
@@ -414,7 +391,7 @@ class _Run:
         key = f"{role} {backend} {dtype}"
         start = time.perf_counter()
         try:
-            scorer = self.api.load(spec, backend, str(self.device), dtype)
+            scorer = load_scorer(spec, kind="pairrm", backend=backend, device=str(self.device), dtype=dtype)
         except Exception as exc:  # not cached, offline, llm-blender missing or broken: recorded, the rest goes on
             self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": _short_error(exc)}
             return None
@@ -424,24 +401,14 @@ class _Run:
         return scorer
 
     def score(self, scorer) -> list[np.ndarray]:
-        budget = self.api.DEFAULT_BATCH_TOKENS if self.device.type == "cuda" else _cpu_batch_tokens()
+        budget = DEFAULT_BATCH_TOKENS if self.device.type == "cuda" else CPU_BATCH_TOKENS
         if getattr(scorer, "backend", "repro") == "repro":
             return scorer.score(self.prompts, self.candidates, batch_tokens=budget)
         return scorer.score(self.prompts, self.candidates)
 
 
-def _cpu_batch_tokens() -> int:
-    from .bench import CPU_BATCH_TOKENS
-
-    return CPU_BATCH_TOKENS
-
-
 def _free_memory() -> None:
     """Give back the memory of models the caller dropped (a small GPU holds few PairRM copies)."""
-    import gc
-
-    import torch
-
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -457,9 +424,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     """
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.perf_counter()
-    api = _scorers()
-    torch_device = api.resolve_device(device)
-    run_dtype = api.resolve_dtype("auto", torch_device)
+    torch_device = resolve_device(device)
+    run_dtype = resolve_dtype("auto", torch_device)
     prompts, candidates, source = selfcheck_rows(input, rows)  # bad input is an error before any model loads
     model = str(model)
     reference = default_reference(model) if reference_model == "default" else (
@@ -609,13 +575,8 @@ def _choices_check(scores_rd, scores32, dtype: str, prompts: Sequence[str]) -> C
 
 def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender_why: str) -> Check:
     """The engine against llm-blender at batch sizes 1 and 8 (bench's alternation), memory, TFLOP/s, projection."""
-    import torch
-
-    from .bench import (PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
-                        matmul_peak_tflops)
-
     prompts, candidates, device = run.prompts, run.candidates, run.device
-    budget = run.api.DEFAULT_BATCH_TOKENS if device.type == "cuda" else _cpu_batch_tokens()
+    budget = DEFAULT_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS
     contenders = [Contender(f"repro (batch_tokens={budget})",
                             lambda p, c: engine.score(p, c, batch_tokens=budget))]
     if blender is not None:
@@ -675,8 +636,6 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
             gap=False))
     report.seconds = time.perf_counter() - started
     if report_dir is not None:
-        from .paths import project_root
-
         # a relative folder means the same from a shell or a notebook kernel: under the project root
         report.write(report_dir if Path(report_dir).is_absolute() else project_root() / report_dir)
         log(f"repro selfcheck: report -> {report.md_path} and {report.json_path.name}")
@@ -685,7 +644,7 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
 
 def _command_line() -> str:
     argv = sys.argv[1:]
-    return "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.selfcheck.run_selfcheck(...)"
+    return "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
 
 
 # ------------------------------------------------------------------------------------------------

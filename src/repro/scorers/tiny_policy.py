@@ -11,18 +11,17 @@ model directory and load through the same `from_pretrained(dir)` path as one.
   EOS included, sits ~150 logits below them. The stand-in never stops early nor emits control bytes, so
   its responses are non-empty and run to exactly `max_new_tokens` (predictable lengths for benchmarks);
 - `size="1b"` writes a TinyLlama-1.1B-shaped config and the tokenizer only (no 4 GB of random weights):
-  a marker file tells `repro.generation` to initialise the weights from the seed at load time.
+  a marker file tells `repro.construct.generation` to initialise the weights from the seed at load time.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
-from .paths import STAND_IN_MARKER, cache_root
+from ..errors import ParameterError
+from ..jobs import build_once
+from ..paths import STAND_IN_MARKER, cache_root
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
@@ -122,31 +121,13 @@ def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: st
     from `seed` at load time.
     """
     if size not in SIZES:
-        from .errors import ParameterError
-
         raise ParameterError(f"Unknown stand-in policy size {size!r}; choose one of {sorted(SIZES)}.")
     config_only = size == "1b" if config_only is None else config_only
     if out_dir is None:
         ctx = f"-ctx{max_position_embeddings}" if max_position_embeddings else ""
         kind = "-config" if config_only and size != "1b" else ""
         out_dir = cache_root() / f"tiny-policy-{size}{kind}-seed{seed}{ctx}-v{BUILDER_VERSION}"
-    out_dir = Path(out_dir)
-    if (out_dir / "config.json").exists():
-        return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    # build beside the target and rename: a concurrent or interrupted build never leaves half a model
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        _write_policy(tmp, seed, size, max_position_embeddings, config_only)
-        try:
-            os.replace(tmp, out_dir)
-        except OSError:
-            if not (out_dir / "config.json").exists():  # an empty out_dir given by the caller
-                for p in tmp.iterdir():
-                    shutil.move(str(p), out_dir / p.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
+    return build_once(Path(out_dir), lambda tmp: _write_policy(tmp, seed, size, max_position_embeddings, config_only))
 
 
 def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int | None, config_only: bool) -> None:
@@ -157,7 +138,7 @@ def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int
     config = _llama_config(size, tokenizer, max_position_embeddings)
     tokenizer.save_pretrained(path)
     GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id).save_pretrained(path)
-    marker = {"builder": f"repro.tiny_policy v{BUILDER_VERSION}", "size": size, "seed": seed,
+    marker = {"builder": f"repro.scorers.tiny_policy v{BUILDER_VERSION}", "size": size, "seed": seed,
               "random_init": config_only}
     (path / STAND_IN_MARKER).write_text(json.dumps(marker) + "\n")
     if config_only:

@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import ReproError
-from .interrupt import Interrupted, record_interruption, run_interruptible
-from .manifest import Manifest, find_selfcheck
-from .parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, validate_all
-from .paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
-from .preflight import preflight, report, require
-from .work import PROGRESS_LINES_ENV
-from .rerun import changed_parameters, clear_previous_run, rerun_check
+from ..errors import ReproError
+from ..interrupt import Interrupted, record_interruption, run_interruptible
+from ..jobs import PROGRESS_LINES_ENV
+from ..manifest import Manifest, find_selfcheck
+from ..parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, validate_all
+from ..paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
+from ..preflight import preflight, report, require
+from ..rerun import changed_parameters, clear_previous_run, rerun_check
 
 KERNEL_NAME = "repro"
 

@@ -19,28 +19,29 @@ What decides the text (and is kept in the manifest):
   share its batch or chunk, nor on the order of the rows (identical prompts get identical candidates);
   up to float rounding of padded batches, so `generation_batch_size` is part of the work's fingerprint.
 
-Work is cut in chunks of prompts (longest first) kept on disk by `repro.work.run_chunked`: a re-run with
+Work is cut in chunks of prompts (longest first) kept on disk by `repro.jobs.run_chunked`: a re-run with
 the same parameters continues from the finished chunks; changed parameters, model or prompts start over.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import DataError, ModelLoadError, ParameterError
-from .manifest import package_versions
-from .parameters import GenerationParams
-from .paths import STAND_IN_MARKER
-from .tiny_policy import BUILTIN_PREFIX, build_tiny_policy
-from .work import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
+from ..errors import DataError, ModelLoadError, ParameterError
+from ..manifest import package_versions
+from ..parameters import GenerationParams
+from ..paths import STAND_IN_MARKER
+from ..scorers.common import resolve_device, resolve_dtype
+from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
+from ..jobs import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
     world_size
 
-STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.tiny_policy): reference_response and resp* are noise, "
+STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are noise, "
                  "not model text")
 
 
@@ -83,8 +84,6 @@ def resolve_policy(policy_model: str | None) -> Policy:
 
 
 def _local_policy(name: str, path: Path) -> Policy:
-    import json
-
     marker = path / STAND_IN_MARKER
     if not marker.exists():
         return Policy(name, str(path), False)
@@ -287,26 +286,6 @@ class SequenceRequest:
     key: list[int] | None  # None: greedy
 
 
-def resolve_device(device: str) -> str:
-    """`auto` -> cuda:LOCAL_RANK when a GPU is there, else cpu; other values as given."""
-    import torch
-
-    if device != "auto":
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ParameterError(f"generation_device={device!r}, but torch sees no CUDA GPU here: use cpu or auto.")
-        return device
-    if torch.cuda.is_available():
-        return f"cuda:{int(os.environ.get('LOCAL_RANK', '0')) % torch.cuda.device_count()}"
-    return "cpu"
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    """`auto` -> bf16 on CUDA, fp32 on CPU."""
-    if dtype == "auto":
-        return "bf16" if device.startswith("cuda") else "fp32"
-    return dtype
-
-
 class TransformersEngine:
     """`model.generate` over left-padded batches, in the order given (callers sort by prompt length)."""
 
@@ -315,8 +294,6 @@ class TransformersEngine:
     def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, batch_size: int):
         import torch
         from transformers import AutoModelForCausalLM, GenerationConfig
-
-        from .tiny_policy import init_random_weights
 
         torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
         try:
@@ -433,10 +410,10 @@ class VllmEngine:
 
 
 # ------------------------------------------------------------------------------------------------
-# progress: prompts (from repro.work) plus generated tokens/s
+# progress: prompts (from repro.jobs) plus generated tokens/s
 # ------------------------------------------------------------------------------------------------
 class GenerationProgress(Progress):
-    """`repro.work.Progress` over prompts, with generated tokens/s (resumed chunks count no tokens)."""
+    """`repro.jobs.Progress` over prompts, with generated tokens/s (resumed chunks count no tokens)."""
 
     def __init__(self, total: int, **kwargs: Any):
         super().__init__(total, desc="generation", unit="prompt", **kwargs)
@@ -562,8 +539,8 @@ def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
     context = context_length(policy, tokenizer)
     limit = prompt_limit(params, context)
     eos_ids = eos_token_ids(policy, tokenizer)
-    device = resolve_device(params.generation_device)
-    dtype = resolve_dtype(params.generation_dtype, device)
+    torch_device = resolve_device(params.generation_device)
+    device, dtype = str(torch_device), resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
     kept, skipped, truncated = plan_prompts(prompts, params, tokenizer, limit)
     fingerprint = {
         "stage": "generation",
@@ -656,7 +633,7 @@ def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
     return stats  # the texts the launching process reads back from the chunks
 
 
-WORKER_ENTRY = "repro.generation:_worker_main"
+WORKER_ENTRY = "repro.construct.generation:_worker_main"
 
 
 def _launch(plan: _Plan, prompts: list[str], params: GenerationParams,

@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import plots
-from .analysis import response_texts
-from .card import PHRASES
+from .report import response_texts
 
 # characters of a text shown in a table cell (the whole text is in the dataset)
 SHORT = 160
@@ -24,6 +23,14 @@ SHORT = 160
 SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "seconds",
                  "chunks", "chunks_resumed", "processes")
 INLINE_DPI = 80  # 512 px wide: a figure beside the tables, not a full-width poster
+# what each count of the manifest means (the card says it in its own words, in templates/)
+COUNT_MEANINGS = {
+    "source": "rows in the source split", "part": "rows in the index part", "after_drop": "rows left after drop_rows",
+    "sliced": "rows in the mini (after limit)", "dropped": "rows dropped by drop_rows",
+    "generated": "rows after generation", "with_candidates": "rows with at least two distinct candidates",
+    "dropped_too_few_candidates": "rows dropped: fewer than two distinct candidates",
+    "dropped_duplicate_prompt_id": "rows dropped: a prompt_id seen before", "scored": "rows scored",
+    "kept": "rows written to the dataset"}
 
 
 def shorten(text: Any, width: int = SHORT) -> str:
@@ -35,9 +42,8 @@ def shorten(text: Any, width: int = SHORT) -> str:
 
 
 def counts_table(counts: dict[str, Any]) -> pd.DataFrame:
-    """The rows left at each stage so far, with what each count means (the card's words)."""
-    meanings = PHRASES["en"]  # card Markdown: the backticks go, a table cell is plain text
-    return pd.DataFrame([{"stage": k, "rows": v, "meaning": meanings.get("count_" + k, "").replace("`", "")}
+    """The rows left at each stage so far, with what each count means."""
+    return pd.DataFrame([{"stage": k, "rows": v, "meaning": COUNT_MEANINGS.get(k, "")}
                          for k, v in counts.items()]).set_index("stage")
 
 

@@ -15,11 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError, ParameterError
-from .scorers import load_scorer, resolve_kind
-from .scorers.common import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS, ranks_from_scores
-from .sources import iter_jsonl
-from .work import Progress, atomic_write_text, is_main_process, world_size
+from ..construct.scoring import score_candidates
+from ..errors import DataError, ParameterError
+from ..jobs import Progress, atomic_write_text, is_main_process, world_size
+from ..parameters import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS
+from ..scorers import load_scorer, resolve_kind
+from ..scorers.common import ranks_from_scores
+from ..sources import iter_jsonl
 
 # prompts per engine call: the bar moves at least this often, and memory stays bounded on large files
 CALL_SIZE = 256
@@ -55,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidate-maxlength", type=int, default=None,
                         help="PairRM's candidate limit in tokens (default: the checkpoint's own, as llm-blender; "
                              f"{PAIRRM_LIMITS.candidate_maxlength} where its config has none)")
-    # resumable and multi-process scoring (repro.scoring): chunks on disk, torchrun workers
+    # resumable and multi-process scoring (repro.construct.scoring): chunks on disk, torchrun workers
     parser.add_argument("--num-processes", type=int, default=1,
                         help="torchrun workers on this node, e.g. one per GPU (default 1); under your own torchrun "
                              "(several nodes) leave it at 1: every rank runs this command")
@@ -147,8 +149,6 @@ def main(args: argparse.Namespace) -> int:
         options["trust_remote_code"] = True
     if args.output_index is not None:
         options["output_index"] = args.output_index
-    from .scoring import score_candidates
-
     if args.work_dir or args.num_processes > 1 or world_size() > 1:
         work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")
         result = score_candidates(

@@ -3,7 +3,7 @@
 A scorer's candidate scores come as one flat array of every row's scores one after the other plus the number
 of candidates of each row (the layout of a `candidate_scores` list column). For each pair of scorers, per row:
 
-- whether they pick the same `chosen` and the same `rejected`, by `repro.pairs.select_pair`'s tie rule (the
+- whether they pick the same `chosen` and the same `rejected`, by `repro.construct.pairs.select_pair`'s tie rule (the
   first candidate with the highest score, the last with the lowest);
 - Kendall's tau-b between their scores (scipy's default variant): with two candidates it is +1 or −1; it is
   undefined (NaN, counted) when either scorer gives the row's candidates all the same score;

@@ -7,8 +7,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from .errors import ReproError
-from .paths import PROJECT_MARKER, notebooks_dir, params_dir
+from ..errors import ReproError
+from ..paths import PROJECT_MARKER, notebooks_dir, params_dir
 
 MARKER_TEXT = ("This folder is a repro project (made by `repro notebooks`): relative paths given to the notebooks'\n"
                "parameters mean this folder, and runs go to runs/<name>/ here.\n")

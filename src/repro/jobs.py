@@ -46,6 +46,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from .errors import ReproError
+from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
 JOB_FILE = "torchrun-job.json"
@@ -87,6 +89,25 @@ def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None
     """`atomic_write_text` of JSON (non-ASCII kept); indented JSON ends with a newline, compact JSON does not."""
     text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=allow_nan)
     atomic_write_text(path, text + "\n" if indent is not None else text)
+
+
+def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
+    """`build(folder)` once into `target` (a stand-in: its marker file ends it), atomically and safely with
+    concurrent processes; later calls reuse it."""
+    if (target / STAND_IN_MARKER).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        build(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process finished first: its copy is byte-identical
+            if not (target / STAND_IN_MARKER).exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
 
 
 def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
@@ -478,7 +499,7 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
 
 def torchrun_command(job_path: Path, num_processes: int, entry: str) -> list[str]:
     """The torchrun command line running `num_processes` workers of `entry` ("module:function") on this node."""
-    worker = (f"import sys; from repro.work import torchrun_worker; "
+    worker = (f"import sys; from repro.jobs import torchrun_worker; "
               f"sys.exit(torchrun_worker({entry!r}, {str(job_path)!r}))")
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
             "--no-python", sys.executable, "-c", worker]

@@ -25,23 +25,33 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
 import re
-import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+import torch
 
-from .errors import DataError, ParameterError
+from ..construct.scoring import score_candidates
+from ..errors import ParameterError
+from ..jobs import build_once
+from ..parameters import DEFAULT_BATCH_TOKENS
+from ..paths import cache_root
+from ..scorers import load_scorer
+from ..scorers.blender_compat import BlenderScorer
+from ..scorers.common import resolve_device, resolve_dtype
+from ..scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
+from ..scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
+from ..sources import demo_path
+from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
+                      machine_info, matmul_peak_tflops, max_abs_diff, read_bench_rows)
 
 # Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses
 # (chosen and rejected), measured on a seed-42 sample of 1000 rows; generated rows follow them.
@@ -49,10 +59,6 @@ PROMPT_CHAR_QUANTILES = (17, 40, 54, 69, 88, 109, 134, 173, 221, 279, 363, 411, 
                          1770, 2534, 6308)
 RESPONSE_CHAR_QUANTILES = (1, 24, 69, 111, 178, 243, 331, 454, 551, 701, 863, 1058, 1232, 1458, 1695, 1947, 2177,
                            2468, 2769, 3277, 5487)
-PART2_MINI_1_PROMPTS = 5183
-# On a CPU a bigger batch buys no parallelism, only padding and cache misses: measured best of 2048, 4096 and
-# 16384 tokens (benchmarks/RESULTS.md). 2048 holds one pass of maximal length (1224 + 2 x 412).
-CPU_BATCH_TOKENS = 2048
 
 # Random PairRM-architecture models. "mid": for CPUs, with a tokenizer of a few thousand pieces trained on
 # the benchmark's own kind of text, giving about 800 tokens per UltraFeedback pass as the real one does.
@@ -64,7 +70,7 @@ MODEL_SIZES = {
     "large": dict(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096, vocab_size=8000),
 }
 TOKENIZER_CORPUS_ROWS = 500
-POSITION_BUCKETS = 256  # DeBERTa-v3 (PairRM): relative positions in 2 x 256 buckets
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -101,44 +107,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------------------------------------
 # inputs
 # ------------------------------------------------------------------------------------------------
-def _assistant_text(turns: Any, where: str, column: str) -> str:
-    if isinstance(turns, str):
-        return turns
-    if isinstance(turns, list) and turns and isinstance(turns[-1], dict) and isinstance(turns[-1].get("content"), str):
-        return turns[-1]["content"]
-    raise DataError(f"{where}: '{column}' is neither a string nor a list of messages ending in one with 'content'.")
-
-
-def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
-    """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
-    from .sources import iter_jsonl
-
-    prompts: list[str] = []
-    candidates: list[list[str]] = []
-    for where, row in iter_jsonl(path, option="--data"):
-        if limit is not None and len(prompts) >= limit:
-            break
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-            raise DataError(f"{where}: expected an object with a string 'prompt'.")
-        if "candidates" in row:
-            cands = row["candidates"]
-            if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
-                raise DataError(f"{where}: 'candidates' must be a list of at least two strings.")
-        elif "chosen" in row and "rejected" in row:
-            cands = [_assistant_text(row["chosen"], where, "chosen"),
-                     _assistant_text(row["rejected"], where, "rejected")]
-        else:
-            raise DataError(f"{where}: expected 'candidates', or 'chosen' and 'rejected' (H4 rows).")
-        prompts.append(row["prompt"])
-        candidates.append(list(cands))
-    if not prompts:
-        raise DataError(f"--data {path} holds no rows.")
-    return prompts, candidates
-
-
 def _corpus_sentences() -> list[str]:
     """Sentences of the embedded demo sample (UltraFeedback-style prompts and answers): the generated text."""
-    path = Path(__file__).with_name("data") / "demo_prompts.jsonl"
+    path = demo_path()
     sentences: list[str] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
@@ -180,191 +151,10 @@ def generated_rows(n: int, seed: int = 0, n_candidates: int = 2) -> tuple[list[s
 # ------------------------------------------------------------------------------------------------
 def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None) -> Path:
     """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached."""
-    from .paths import cache_root
-    from .scorers.tiny import BUILDER_VERSION, build_tiny_pairrm
-
     shape = MODEL_SIZES[size]
     key = hashlib.sha256(json.dumps([BUILDER_VERSION, size, shape, seed, corpus]).encode()).hexdigest()[:12]
     target = (cache or cache_root() / "bench") / f"pairrm-{size}-{key}"
-    if (target / "config.json").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".pairrm-{size}-", dir=target.parent))
-    try:
-        build_tiny_pairrm(tmp, seed=seed, extra_corpus=corpus, **shape)
-        os.replace(tmp, target)
-    except OSError:
-        if not (target / "config.json").is_file():  # another process may have built the same one meanwhile
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
-# ------------------------------------------------------------------------------------------------
-# measuring
-# ------------------------------------------------------------------------------------------------
-def _rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _trim_heap() -> None:
-    """Give freed heap pages back to the OS, so that the RSS before a call is what is really in use."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
-        pass
-
-
-class PeakMemory:
-    """Peak memory above the level at entry: CUDA allocator statistics, or RSS sampled every few milliseconds."""
-
-    def __init__(self, device_type: str, interval: float = 0.003):
-        self.device_type, self.interval = device_type, interval
-        self.extra_bytes: int | None = None
-
-    def __enter__(self) -> "PeakMemory":
-        if self.device_type == "cuda":
-            import torch
-
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self._base = torch.cuda.memory_allocated()
-            return self
-        _trim_heap()
-        self._base = _rss_bytes()
-        self._peak = self._base
-        self._stop = threading.Event()
-        if self._base is not None:
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            rss = _rss_bytes()
-            if rss is not None and rss > self._peak:
-                self._peak = rss
-            self._stop.wait(self.interval)
-
-    def __exit__(self, *exc) -> None:
-        if self.device_type == "cuda":
-            import torch
-
-            torch.cuda.synchronize()
-            self.extra_bytes = torch.cuda.max_memory_allocated() - self._base
-            return
-        if self._base is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        rss = _rss_bytes()
-        self.extra_bytes = max(self._peak, rss or 0) - self._base
-
-
-@dataclass
-class Contender:
-    """One way of scoring: a name, the call, and what it measured."""
-
-    name: str
-    run: Callable[[list[str], list[list[str]]], list[Any]]
-    seconds: float = 0.0
-    peak_extra_bytes: int = 0
-    scores: list[list[float]] = field(default_factory=list)
-
-
-def _sync(device_type: str) -> None:
-    if device_type == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def alternate(contenders: list[Contender], prompts: list[str], candidates: list[list[str]], slice_size: int,
-              device_type: str, log: Callable[[str], None]) -> None:
-    """Slice after slice, every contender scores the slice (rotating who goes first); times and peaks add up."""
-    n_slices = (len(prompts) + slice_size - 1) // slice_size
-    for k in range(n_slices):
-        lo, hi = k * slice_size, min(len(prompts), (k + 1) * slice_size)
-        p, c = prompts[lo:hi], candidates[lo:hi]
-        order = contenders[k % len(contenders):] + contenders[:k % len(contenders)]
-        for contender in order:
-            _sync(device_type)
-            with PeakMemory(device_type) as peak:
-                start = time.perf_counter()
-                out = contender.run(p, c)
-                _sync(device_type)
-                contender.seconds += time.perf_counter() - start
-            contender.peak_extra_bytes = max(contender.peak_extra_bytes, peak.extra_bytes or 0)
-            contender.scores.extend([float(x) for x in s] for s in out)
-        log(f"  slice {k + 1}/{n_slices}: " + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
-
-
-def pass_flops(length: int, *, hidden: int, layers: int, intermediate: int, span: int = POSITION_BUCKETS) -> float:
-    """Useful FLOPs of one DeBERTa-v2 pass over `length` real tokens (no padding) with disentangled attention."""
-    per_layer = (2 * length * (4 * hidden * hidden + 2 * hidden * intermediate)  # projections + feed-forward
-                 + 4 * length * length * hidden  # QK^T and attention x V
-                 + 4 * length * 2 * span * hidden  # content->position and position->content scores
-                 + 4 * 2 * span * hidden * hidden)  # the shared query/key projections of the relative embeddings
-    return float(layers * per_layer)
-
-
-def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20) -> float:
-    """TFLOP/s of an n x n x n matrix product in `dtype` on `device`: the roof the engine is measured against."""
-    import torch
-
-    from .scorers.common import torch_dtype
-
-    a = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
-    b = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        a @ b
-    torch.cuda.synchronize()
-    return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
-
-
-def machine_info(device_type: str) -> dict[str, Any]:
-    """CPU model, cores, load, versions and GPU: what a figure in RESULTS.md must be read with."""
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                            "python": platform.python_version(), "torch": torch.__version__,
-                            "platform": platform.platform()}
-    try:
-        from importlib import metadata
-
-        info["transformers"] = metadata.version("transformers")
-        info["llm_blender"] = metadata.version("llm-blender")
-    except Exception:
-        pass
-    if hasattr(os, "getloadavg"):
-        info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
-    if device_type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(0)
-        info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1)
-    return info
-
-
-def _max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
-    return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
+    return build_once(target, lambda folder: build_tiny_pairrm(folder, seed=seed, extra_corpus=corpus, **shape))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -385,8 +175,6 @@ class Settings:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from .scorers.common import DEFAULT_BATCH_TOKENS, resolve_device, resolve_dtype
-
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -428,8 +216,6 @@ def _inputs(args: argparse.Namespace, n: int) -> tuple[list[str], list[list[str]
 
 def _contenders(engine, model: str, s: Settings) -> list[Contender]:
     """The engine at each budget, then llm-blender's `Blender.rank` at batch sizes 1 and 8 (one loaded model)."""
-    from .scorers.blender_compat import BlenderScorer
-
     def engine_run(budget: int):
         return lambda p, c: engine.score(p, c, batch_tokens=budget)
 
@@ -438,27 +224,6 @@ def _contenders(engine, model: str, s: Settings) -> list[Contender]:
         return contenders
     blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype)
     return contenders + blender_contenders(blender, [bs for tag, bs in (("bs1", 1), ("bs8", 8)) if tag not in s.skip])
-
-
-def blender_contenders(blender, batch_sizes=(1, 8)) -> list[Contender]:
-    """llm-blender's `Blender.rank` at each batch size, on one loaded `BlenderScorer`."""
-    def run_at(batch_size: int):
-        def run(p, c):
-            blender.batch_size = batch_size  # BlenderScorer.score calls Blender.rank(..., batch_size=...)
-            return blender.score(p, c)
-        return run
-
-    return [Contender(f"llm-blender (batch_size={bs})", run_at(bs)) for bs in batch_sizes]
-
-
-def engine_passes(engine, prompts: list[str], candidates: list[list[str]]) -> tuple[list[int], float]:
-    """Token lengths of the engine's distinct forward passes over these rows, and their useful FLOPs."""
-    backbone = engine.model.pretrained_model.config
-    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
-                 intermediate=backbone.intermediate_size)
-    plan, _, _ = engine._plan(prompts, candidates)
-    lengths = [p.length for p in plan]
-    return lengths, sum(pass_flops(n, **shape) for n in lengths)
 
 
 def _print_report(results: dict[str, Any], out_path: Path) -> None:
@@ -482,12 +247,8 @@ def _print_report(results: dict[str, Any], out_path: Path) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write the JSON; the last two lines are the speed-ups."""
-    import torch
-
     if args.kind == "sequence_classifier":
         return main_reward(args)
-
-    from .scorers import load_scorer
 
     started = time.perf_counter()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
@@ -529,7 +290,7 @@ def main(args: argparse.Namespace) -> int:
             "seconds": round(x.seconds, 3), "prompts_per_second": round(len(prompts) / x.seconds, 4),
             "peak_memory_mb": round(x.peak_extra_bytes / 2 ** 20, 1),
             "useful_tflops": round(useful_flops / x.seconds / 1e12, 4),
-            "max_abs_score_diff_vs_repro": _max_abs_diff(x.scores, engine_c.scores)}
+            "max_abs_score_diff_vs_repro": max_abs_diff(x.scores, engine_c.scores)}
     for x in contenders[1:]:
         results["speedup"][x.name] = round(x.seconds / engine_c.seconds, 3)  # > 1: the first engine is faster
 
@@ -540,8 +301,6 @@ def main(args: argparse.Namespace) -> int:
         results["gpu"] = {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
                           "engine_fraction_of_peak": round(achieved / peak, 4)}
     if s.job_prompts:
-        from .scoring import score_candidates
-
         log(f"repro bench: a job of {s.job_prompts} generated prompts x 2 candidates through score_candidates ...")
         job_p, job_c = generated_rows(s.job_prompts, seed=args.seed + 1)
         with tempfile.TemporaryDirectory() as work:
@@ -580,9 +339,6 @@ REWARD_CPU_BATCH_TOKENS = 4096  # conversations of up to 2048 tokens: two of the
 
 def bench_reward_model(size: str, seed: int) -> Path:
     """A random Llama reward model of `size`, built once into the cache."""
-    from .paths import cache_root
-    from .scorers.tiny import BUILDER_VERSION, build_once, build_tiny_reward_model
-
     target = cache_root() / "bench" / f"reward-llama-{size}-seed{seed}-v{BUILDER_VERSION}"
     return build_once(target, lambda folder: build_tiny_reward_model(folder, "llama", seed=seed,
                                                                      **REWARD_SIZES[size]))
@@ -590,8 +346,6 @@ def bench_reward_model(size: str, seed: int) -> Path:
 
 def baseline(engine, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
     """Padded batches of 8 conversations in input order through the model's own forward."""
-    import torch
-
     texts = [engine.render(p, c) for p, cands in zip(prompts, candidates) for c in cands]
     flat: list[float] = []
     for start in range(0, len(texts), BASELINE_BATCH):
@@ -609,11 +363,6 @@ def baseline(engine, prompts: list[str], candidates: list[list[str]]) -> list[np
 
 def main_reward(args: argparse.Namespace) -> int:
     """`--kind sequence_classifier`: the engine against padded batches of 8; the table, the speed-up, the JSON."""
-    import torch
-
-    from .scorers.common import DEFAULT_BATCH_TOKENS, resolve_device
-    from .scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
-
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
     started = time.perf_counter()
     if args.threads:
@@ -636,7 +385,7 @@ def main_reward(args: argparse.Namespace) -> int:
         model = str(bench_reward_model(size, args.seed))
         model_desc = {"model": f"random LlamaForSequenceClassification '{size}'", **REWARD_SIZES[size]}
     engine = SequenceClassifierScorer.load(model, device=str(device), dtype=dtype)
-    plan, _, _ = engine._plan(prompts, candidates)
+    plan, _, _ = engine.plan(prompts, candidates)
     lengths = [s.length for s in plan]
     contenders = [Contender(f"repro (batch_tokens={budget})", lambda p, c: engine.score(p, c, batch_tokens=budget)),
                   Contender(f"padded batches of {BASELINE_BATCH}", lambda p, c: baseline(engine, p, c))]
@@ -653,7 +402,7 @@ def main_reward(args: argparse.Namespace) -> int:
         "kind": "sequence_classifier", "machine": machine_info(device.type), "device": str(device), "dtype": dtype,
         "model": model_desc, "data": source, "prompts": len(prompts), "conversations": len(lengths),
         "mean_tokens": round(statistics.mean(lengths), 1), "max_tokens": max(lengths), "slice_size": slice_size,
-        "batch_tokens": budget, "contenders": {}, "max_abs_score_diff": _max_abs_diff(ours.scores, base.scores),
+        "batch_tokens": budget, "contenders": {}, "max_abs_score_diff": max_abs_diff(ours.scores, base.scores),
         "speedup_vs_padded_batches_of_8": round(base.seconds / ours.seconds, 3),
     }
     for x in contenders:

@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .dataset_io import SEED_COLUMNS
-from .errors import DataError
+from ..dataset_io import SEED_COLUMNS
+from ..errors import DataError
 
 REFERENCE = "reference_response"
 ORIGINAL_CHOSEN = "original_chosen"

@@ -1,0 +1,529 @@
+"""What the dataset card states: facts gathered from a run (or a dataset built elsewhere), and the judgements
+made on them (PairRM's invariant checks, the length-bias verdict, the schema against the seed's).
+
+Everything here is data; the sentences that say it are in `templates/` (see `publish.render_body`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+from datasets import Features
+
+from ..dataset_io import SEED_FEATURES, write_split
+from ..errors import DataError, ParameterError
+from ..formats import TRL_FEATURES
+from ..manifest import Manifest
+from ..parameters import CardParams, ConstructParams, GenerationParams
+from ..paths import RunDir, public_name
+from ..sources import load_source
+from ..subject import claim
+
+CONFIG_NAME = "default"
+DATA_DIR = "data"
+FIGURES_DIR = "figures"
+SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
+SEED_REPO = "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
+# what a card of a dataset built here states when `license` / `language` are not given: its sources' (UltraFeedback,
+# H4's binarisation and PairRM are MIT; the rows are English); a dataset not built here gets neither unless given
+BUILT_LICENSE = "mit"
+BUILT_LANGUAGE = ["en"]
+# the score columns the analysis notebook describes (issue 4), in the card table's column order
+SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
+# the tie rule repro.construct records (stated in each language rather than quoted)
+TIE_RULE = "chosen = first highest score, rejected = last lowest score"
+# |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
+LENGTH_BIAS_RHO = 0.1
+LENGTH_BIAS_P = 0.05
+# parameters that decide how the work runs, not what the data holds (scores do not depend on them beyond
+# float rounding; chunks and processes give byte-identical rows), nor where the run lives
+NOT_SHAPING = frozenset({"run_name", "run_dir", "batch_tokens", "chunk_size", "num_processes",
+                         "generation_batch_size", "generation_chunk_size", "generation_num_processes"})
+
+
+@dataclass
+class SplitFacts:
+    """One split as `push_to_hub` records it."""
+
+    name: str
+    num_bytes: int  # in-memory Arrow size (`Dataset._estimate_nbytes()`)
+    num_examples: int
+    download_size: int  # bytes of the parquet files
+    files: list[str] = field(default_factory=list)  # relative to the dataset folder
+
+
+@dataclass
+class CardFacts:
+    """Everything the card states, gathered from the run (or the dataset and `known_recipe`), and its judgements."""
+
+    run: RunDir
+    title: str
+    features: Features
+    splits: list[SplitFacts]
+    built_here: bool
+    license: str | None  # None: not stated (a dataset not built here whose licence was not given)
+    language: list[str]
+    hub_repo_id: str | None = None
+    card_dataset: str | None = None  # the foreign dataset's spec, when not built here
+    parameters: dict[str, Any] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
+    scorer: dict[str, Any] = field(default_factory=dict)
+    scorers: list[dict[str, Any]] = field(default_factory=list)  # the manifest's `scorers` (several scorers)
+    generation: dict[str, Any] = field(default_factory=dict)  # present when candidates were generated here
+    stages: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    selfcheck: dict[str, Any] | None = None  # the `repro selfcheck` the run cites
+    known_recipe: dict[str, str] = field(default_factory=dict)
+    recipe_note: str | None = None  # known_recipe given as free text
+    metrics: dict[str, Any] | None = None
+    comparison: dict[str, Any] | None = None  # the run's compare.json
+    figures: list[tuple[Path, str]] = field(default_factory=list)  # (PNG in the run's figures/, caption)
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # (section key, reason key) pairs
+    prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
+
+    @property
+    def num_examples(self) -> int:
+        return sum(s.num_examples for s in self.splits)
+
+    @property
+    def stand_in(self) -> bool:
+        model = str(self.scorer.get("model") or self.parameters.get("scorer_model") or "")
+        return bool(self.scorer.get("stand_in")) or model.startswith("builtin:")
+
+    @property
+    def scorer_model(self) -> Any:
+        return public_value(self.scorer.get("model") or self.parameters.get("scorer_model"))
+
+    def has_columns(self, *names: str) -> bool:
+        return set(names) <= set(self.features)
+
+    @property
+    def trl_drop(self) -> list[str]:
+        """Columns `to_trl` removes (not in TRL's preference format)."""
+        return [c for c in self.features if c not in TRL_FEATURES]
+
+    @property
+    def feature_types(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(name, feature_type(f)) for name, f in self.features.items()]
+
+    @property
+    def candidate_columns(self) -> list[str]:
+        """The columns whose texts were the candidates (the original pair aside)."""
+        p = self.parameters
+        return list(p.get("candidate_columns", [])) + (["reference_response"] if p.get("include_reference") else [])
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The columns against the seed's: `same`, `seed_plus` (its columns then `extra`), or `differs`."""
+        columns = list(self.features)
+        extra = [c for c in columns if c not in SEED_FEATURES]
+        if self.features == SEED_FEATURES and columns == list(SEED_FEATURES):
+            return {"kind": "same", "extra": []}
+        if columns[:len(SEED_FEATURES)] == list(SEED_FEATURES) and all(
+                self.features[c] == SEED_FEATURES[c] for c in SEED_FEATURES):
+            return {"kind": "seed_plus", "extra": extra}
+        return {"kind": "differs", "extra": extra, "missing": [c for c in SEED_FEATURES if c not in self.features],
+                "changed": [c for c in SEED_FEATURES if c in self.features and self.features[c] != SEED_FEATURES[c]]}
+
+    @property
+    def shown_parameters(self) -> list[tuple[str, Any]]:
+        return sorted(shaping_parameters(self.parameters).items())
+
+    @property
+    def tie_rule(self) -> str | None:
+        """The recorded tie rule: "ours" for repro.construct's own, else as recorded (None: not recorded)."""
+        rule = (self.stages.get("pairs") or {}).get("tie_rule")
+        return "ours" if rule == TIE_RULE else rule
+
+    @property
+    def several_scorers(self) -> dict[str, Any] | None:
+        """Which scorer decided and which others scored (None for a run scored by PairRM alone)."""
+        scorers = self.scorers or [{"name": "primary", "column": "candidate_scores", "decides_pairs": True,
+                                    **self.scorer}]
+        if len(scorers) < 2 and all(s.get("kind", "pairrm") == "pairrm" for s in scorers):
+            return None
+
+        def public(s: dict[str, Any]) -> dict[str, Any]:  # a local folder by its name only
+            spec = str(s.get("model") or "?")
+            local = not spec.startswith("builtin:") and not hub_id(spec)
+            return {**s, "model": Path(spec).name if local else spec, "local": local, "kind": s.get("kind", "pairrm")}
+
+        return {"decided": public(next(s for s in scorers if s.get("decides_pairs"))),
+                "others": [public(s) for s in scorers if not s.get("decides_pairs")],
+                "logits": any(s.get("kind") == "sequence_classifier" for s in scorers)}
+
+    @property
+    def excluded(self) -> int:
+        return excluded_count(self.metrics or {})
+
+    @property
+    def excluded_reasons(self) -> Any:
+        m = self.metrics or {}
+        return m.get("n_excluded") if isinstance(m.get("n_excluded"), dict) else m.get("excluded_reasons")
+
+    @property
+    def headline(self) -> dict[str, Any]:
+        """The means of the score blocks, the margin's interval and its signs (None where the metrics lack them)."""
+        m = self.metrics or {}
+        means = [_get(m, b, "mean") for b in SCORE_BLOCKS]
+        ci = _get(m, "margin", "mean_ci95")
+        signs = _get(m, "margin_sign", "counts")
+        return {"means": means if all(isinstance(v, (int, float)) for v in means) else None,
+                "ci": ci if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci else None,
+                "signs": signs if isinstance(signs, dict) and all(
+                    isinstance(signs.get(k), int) for k in ("positive", "zero", "negative")) else None}
+
+    @property
+    def statistics(self) -> list[dict[str, Any]]:
+        """The statistics table: {stat, values} per score block, then the margin's {stat, margin} rows."""
+        m, rows = self.metrics or {}, []
+        for stat in ("mean", "median", "mean_ci95", "median_ci95"):
+            values = [_get(m, b, stat) for b in SCORE_BLOCKS]
+            if any(v is not None for v in values):
+                rows.append({"stat": stat, "values": values})
+        for test in ("wilcoxon", "paired_t", "sign_test"):
+            if _get(m, "tests", test, "pvalue") is not None:
+                rows.append({"stat": "p_" + test, "margin": _get(m, "tests", test, "pvalue")})
+        for effect in ("cohens_dz", "rank_biserial"):
+            if isinstance(m.get("effect_size"), dict) and effect in m["effect_size"]:
+                rows.append({"stat": effect, "margin": m["effect_size"][effect]})
+        ties = m.get("ties", _get(m, "margin_sign", "counts", "zero"))
+        if isinstance(ties, int) and isinstance(m.get("n"), int) and m["n"]:
+            rows.append({"stat": "ties", "ties": ties, "percent": 100 * ties / m["n"]})
+        rows += [{"stat": "length", "unit": unit, "rho": rho, "p": p} for unit, rho, p in self.length_rhos]
+        return rows
+
+    @property
+    def checks(self) -> list[dict[str, Any]]:
+        """PairRM's invariants: {check, holds: [k, n]}, or {check, not_applicable: why, ...}; {inversions: k}."""
+        m = self.metrics or {}
+        inv, n = m.get("invariants"), m.get("n")
+        if not isinstance(inv, dict) or not isinstance(n, int):
+            return []
+        if inv.get("expected_to_hold") is False:
+            kind = str(_get(m, "scale", "kind"))
+            return [{"check": c, "not_applicable": "not_pairrm", "kind": kind} for c in ("sign", "antisymmetry", "sum")]
+        out = []
+        if isinstance(inv.get("sign_order_fails"), int):
+            out.append({"check": "sign", "holds": [n - inv["sign_order_fails"], n]})
+        cand = inv.get("candidate_scores") if isinstance(inv.get("candidate_scores"), dict) else None
+        two = _get(cand, "two_candidate_rows")
+        if two == 0 and isinstance(two, int):
+            per_row = cand.get("candidates_per_row") or {}
+            out.append({"check": "antisymmetry", "not_applicable": "no_two", "lo": per_row.get("min"),
+                        "hi": per_row.get("max")})
+        elif isinstance(two, int):
+            out.append({"check": "antisymmetry",
+                        "holds": [cand.get("antisymmetry_holds_among_two_candidate_rows"), two]})
+        elif isinstance(inv.get("antisymmetry_holds"), int):
+            out.append({"check": "antisymmetry", "holds": [inv["antisymmetry_holds"], n]})
+        if isinstance(_get(cand, "sum_to_zero_holds"), int):
+            for check, key in (("sum", "sum_to_zero_holds"), ("best", "chosen_is_best_and_rejected_is_worst")):
+                if isinstance(cand.get(key), int):
+                    out.append({"check": check, "holds": [cand[key], cand.get("rows", n)]})
+        else:
+            out.append({"check": "sum", "not_applicable": "no_candidate_scores"})
+        if isinstance(inv.get("inversions"), int):
+            out.append({"inversions": inv["inversions"]})
+        return out
+
+    @property
+    def agreement(self) -> dict[str, Any] | None:
+        """The agreement between scorers (metrics.json's `agreement`, present with several scorers)."""
+        block = (self.metrics or {}).get("agreement")
+        return block if isinstance(block, dict) and block.get("pairs") else None
+
+    @property
+    def scale(self) -> dict[str, Any] | None:
+        """What the analysis read of the scores' scale: {kind, ...} (rating, logit, unclear), or {text}."""
+        scale = (self.metrics or {}).get("scale")
+        if isinstance(scale, dict) and scale.get("kind") in ("rating", "logit", "unclear"):
+            return scale
+        if isinstance(scale, str):
+            return {"text": scale}
+        text = next((v for _, v in _flatten(scale) if isinstance(v, str) and len(v.split()) > 3), None)
+        return {"text": text} if text else None
+
+    @property
+    def pairrm_scores(self) -> bool:
+        """The scores are known to be PairRM's (built here, or so the recipe says)."""
+        return self.built_here or "pairrm" in str(self.known_recipe.get("scorer", "")).lower()
+
+    @property
+    def length_rhos(self) -> list[tuple[str, float, float | None]]:
+        """(unit, Spearman rho, p-value) of margin vs length difference (`length.margin_vs_length_difference`)."""
+        length = (self.metrics or {}).get("length")
+        by_unit = length.get("margin_vs_length_difference") if isinstance(length, dict) else None
+        if isinstance(by_unit, dict):
+            return [(unit, v["spearman"], v.get("pvalue")) for unit, v in by_unit.items()
+                    if isinstance(v, dict) and isinstance(v.get("spearman"), (int, float))]
+        rho = _find_number(length, "spearman")  # another analysis' layout: the first Spearman rho under `length`
+        return [] if rho is None else [("", rho, None)]
+
+    @property
+    def length_bias(self) -> dict[str, Any]:
+        """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `none`, `longer`, `shorter`."""
+        if self.metrics is None:
+            return {"verdict": "unmeasured"}
+        length = self.metrics.get("length")
+        if not self.length_rhos:
+            return {"verdict": "absent", "reason": length.get("reason") if isinstance(length, dict) else None}
+        # a bias is called only when a unit's rho is both large enough and significant (p unknown: rho alone)
+        marked = [rho for _, rho, p in self.length_rhos
+                  if abs(rho) >= LENGTH_BIAS_RHO and (p is None or p < LENGTH_BIAS_P)]
+        rho = max(marked, key=abs) if marked else 0.0
+        return {"verdict": "none" if not marked else ("longer" if rho > 0 else "shorter")}
+
+    @property
+    def strict_preferences(self) -> int | None:
+        """Pairs with margin > 0, from metrics.json, when the analysis covered every row (else None)."""
+        metrics = self.metrics or {}
+        counts = (metrics.get("margin_sign") or {}).get("counts") or {}
+        if metrics.get("n") == self.num_examples and isinstance(counts.get("positive"), int):
+            return counts["positive"]
+        return None
+
+    def _repr_markdown_(self) -> str:
+        splits = ", ".join(f"`{s.name}` {s.num_examples} rows" for s in self.splits)
+        made = "built by this run" if self.built_here else f"not built here ({self.card_dataset})"
+        left = ", ".join(s for s, _ in self.left_out) or "none"
+        return (f"**{self.title}**: {splits}; {made}; scorer stand-in: {self.stand_in}; "
+                f"metrics: {'yes' if self.metrics else 'no'}; figures: {len(self.figures)}; left out: {left}")
+
+
+def gather_facts(params: "CardParams") -> CardFacts:
+    """Read the data, manifest, metrics and figures of a run (copying in a foreign `card_dataset` first)."""
+    run = RunDir.of(params.run_root)
+    claim(run, params.card_dataset, "card_dataset")
+    manifest = Manifest(run).read()
+    card_dataset = _foreign_dataset(params, run)
+    built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
+    if card_dataset is not None:  # (claim refused a run directory that describes another dataset)
+        write_split(load_source(card_dataset, params.card_split, "card_dataset", "card_split"), run.dataset,
+                    params.card_split)
+    if built_here and params.known_recipe:
+        raise ParameterError(
+            "known_recipe is for datasets this project did not build, but this run's manifest already records how "
+            "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
+    features, splits, ds = _read_splits(run.dataset)
+    facts = CardFacts(
+        run=run, title=_title(params, run), features=features, splits=splits, built_here=built_here,
+        license=params.license or (BUILT_LICENSE if built_here else None),
+        language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
+        card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
+    )
+    if built_here:
+        facts.parameters = effective_parameters(manifest.get("parameters") or {})
+        for name in ("counts", "scorer", "generation", "stages", "environment"):
+            setattr(facts, name, dict(manifest.get(name) or {}))
+        facts.scorers = list(manifest.get("scorers") or [])
+        facts.selfcheck = manifest.get("selfcheck") or None
+        _check_counts(facts)
+    elif isinstance(params.known_recipe, dict):
+        facts.known_recipe = dict(params.known_recipe)
+    elif params.known_recipe:
+        facts.recipe_note = params.known_recipe
+    facts.metrics = _read_metrics(run, facts)
+    if facts.metrics is None:
+        facts.left_out.append(("characteristics", "no_metrics"))
+    facts.figures = _figures(run, facts.metrics)
+    if not facts.figures:
+        facts.left_out.append(("figures", "no_figures"))
+    if run.compare.is_file():
+        facts.comparison = json.loads(run.compare.read_text())
+    if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
+        facts.prompt_id_sha256_rows = sum(
+            hashlib.sha256(p.encode("utf-8")).hexdigest() == i for p, i in zip(ds["prompt"], ds["prompt_id"]))
+    return facts
+
+
+def _foreign_dataset(params: "CardParams", run: RunDir) -> str | None:
+    if params.card_dataset is None:
+        return None
+    path = Path(os.path.expanduser(params.card_dataset))
+    if path.exists() and path.resolve() in (run.root.resolve(), run.dataset.resolve()):
+        return None  # the run's own dataset, named explicitly
+    return params.card_dataset
+
+
+def _title(params: "CardParams", run: RunDir) -> str:
+    if params.pretty_name:
+        return params.pretty_name
+    if params.hub_repo_id:
+        return params.hub_repo_id.split("/")[-1]
+    return run.root.resolve().name
+
+
+def split_files(dataset_dir: str | Path) -> dict[str, list[Path]]:
+    """The parquet shards under `data/`, by split, checked to be complete (`{split}-{i:05d}-of-{n:05d}.parquet`)."""
+    by_split: dict[str, list[tuple[int, int, Path]]] = {}
+    for path in sorted((Path(dataset_dir) / DATA_DIR).glob("*.parquet")):
+        m = SHARD_RE.match(path.name)
+        if m:
+            by_split.setdefault(m["split"], []).append((int(m["index"]), int(m["count"]), path))
+    out = {}
+    for split, shards in by_split.items():
+        counts = {c for _, c, _ in shards}
+        if len(counts) != 1 or sorted(i for i, _, _ in shards) != list(range(counts.pop())):
+            names = [p.name for _, _, p in shards]
+            raise DataError(
+                f"Split {split!r} in {dataset_dir}/{DATA_DIR} has an incomplete or mixed set of shards {names}; "
+                f"re-write the split (repro.dataset_io.write_split) so it has {split}-00000-of-0000N ... shards.")
+        out[split] = [p for _, _, p in sorted(shards)]
+    return out
+
+
+def _read_splits(dataset_dir: Path) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
+    files = split_files(dataset_dir)
+    if not files:
+        raise DataError(
+            f"No dataset at {dataset_dir}: expected {DATA_DIR}/<split>-00000-of-00001.parquet there. Run "
+            f"notebooks/01_construct.ipynb for this run first, or set card_dataset to the dataset to describe.")
+    features, splits, first = None, [], None
+    for split, paths in files.items():
+        # loaded through the datasets builder (Arrow cache), as a user loads data before push_to_hub:
+        # its _estimate_nbytes() is the num_bytes push_to_hub records (a bare pyarrow read differs slightly)
+        ds = datasets.Dataset.from_parquet([str(p) for p in paths])
+        if features is not None and ds.features != features:
+            raise DataError(f"Split {split!r} in {dataset_dir} has features {ds.features}, other splits have "
+                            f"{features}; one card (one config) needs the same features in every split.")
+        features, first = ds.features, first or ds
+        splits.append(SplitFacts(
+            name=split, num_bytes=ds._estimate_nbytes(), num_examples=len(ds),
+            download_size=sum(p.stat().st_size for p in paths),
+            files=[str(p.relative_to(dataset_dir)) for p in paths]))
+    return features, splits, first
+
+
+def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, str]]:
+    """(PNG, caption) of the run's figures: in metrics.json's order with its titles, else every PNG by name."""
+    listed = (metrics or {}).get("figures")
+    if isinstance(listed, dict):
+        out = [(run.root / f["png"], str(f.get("title") or name)) for name, f in listed.items()
+               if isinstance(f, dict) and f.get("png") and (run.root / f["png"]).is_file()]
+        if out:
+            return out
+    pngs = sorted(run.figures.glob("*.png")) if run.figures.is_dir() else []
+    return [(png, png.stem.replace("_", " ")) for png in pngs]
+
+
+def feature_type(feature: Any) -> dict[str, Any]:
+    """A feature's type as data: {value: dtype}, {struct: [(name, type)]}, {list: type}, {classlabel: names}."""
+    if isinstance(feature, datasets.Value):
+        return {"value": feature.dtype}
+    if isinstance(feature, dict):
+        return {"struct": [(k, feature_type(v)) for k, v in feature.items()]}
+    if isinstance(feature, datasets.ClassLabel):
+        return {"classlabel": feature.names}
+    inner = getattr(feature, "feature", None)
+    return {"list": feature_type(inner)} if inner is not None else {"other": type(feature).__name__}
+
+
+def hub_id(spec: str | None) -> str | None:
+    """`spec` when it reads as a hub id (`owner/name`), else None."""
+    if not spec:
+        return None
+    parts = spec.split("/")
+    return spec if len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~")) else None
+
+
+def public_value(value: Any) -> Any:
+    """A value as the published card may show it: a local path becomes its last name (no machine path, no user)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(public_value(v) for v in value)
+    if isinstance(value, dict):  # e.g. one entry of `scorers`
+        return {k: public_value(v) for k, v in value.items()}
+    if not isinstance(value, str) or hub_id(value) or "\n" in value:
+        return value
+    return public_name(value)
+
+
+def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The parameters that shaped the dataset: construction ones, generation ones only when it generated."""
+    schemas = [ConstructParams] + ([GenerationParams] if parameters.get("generate") else [])
+    fields = {k for schema in schemas for k in schema.model_fields} - NOT_SHAPING
+    return {k: public_value(_without_templates(v)) for k, v in parameters.items() if k in fields}
+
+
+def _without_templates(value: Any) -> Any:
+    """A chat template (Jinja text) named by its hash: the card's table shows no template source."""
+    if isinstance(value, dict):
+        return {k: (f"(given, sha256 {hashlib.sha256(str(v).encode()).hexdigest()[:12]})" if k == "chat_template"
+                    else _without_templates(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_without_templates(v) for v in value)
+    return value
+
+
+def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The run's parameters with construction defaults filled in (a params file names only what it changes)."""
+    schemas = [ConstructParams] + ([GenerationParams] if recorded.get("generate") else [])
+    defaults = {k: f.default for schema in schemas for k, f in schema.model_fields.items()
+                if k not in ("run_name", "run_dir")}
+    return {**defaults, **recorded}
+
+
+def _check_counts(facts: CardFacts) -> None:
+    kept = facts.counts.get("kept")
+    if isinstance(kept, int) and kept != facts.num_examples:
+        raise DataError(
+            f"The manifest of {facts.run.root} says {kept} rows were kept, but {facts.run.dataset} holds "
+            f"{facts.num_examples}; the data changed after construction. Re-run notebooks/01_construct.ipynb.")
+
+
+def excluded_count(metrics: dict[str, Any]) -> int:
+    """Rows the analysis left out (`n_excluded` as a number, a {reason: count} map, or a list of rows)."""
+    value = metrics.get("n_excluded", 0)
+    if isinstance(value, dict):
+        if isinstance(value.get("count"), int):
+            return value["count"]
+        return sum(v for v in value.values() if isinstance(v, int) and not isinstance(v, bool))
+    if isinstance(value, list):
+        return len(value)
+    return int(value or 0)
+
+
+def _read_metrics(run: RunDir, facts: CardFacts) -> dict[str, Any] | None:
+    if not run.metrics.exists():
+        return None
+    try:
+        metrics = json.loads(run.metrics.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"{run.metrics} is not valid JSON ({exc}); re-run notebooks/02_analyze.ipynb for this run "
+                        f"or delete the file to get a card without the statistics.") from None
+    n = metrics.get("n")
+    if isinstance(n, int) and n + excluded_count(metrics) != facts.num_examples:
+        raise DataError(
+            f"{run.metrics} describes {n} rows (+{excluded_count(metrics)} excluded) but the dataset has "
+            f"{facts.num_examples}: the metrics belong to other data. Re-run notebooks/02_analyze.ipynb on this run.")
+    return metrics
+
+
+def _get(tree: Any, *keys: str) -> Any:
+    for key in keys:
+        tree = tree.get(key) if isinstance(tree, dict) else None
+    return tree
+
+
+def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Leaves of nested metrics as (dotted path, value)."""
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in _flatten(v, f"{prefix}.{k}" if prefix else str(k))]
+    return [(prefix, value)]
+
+
+def _find_number(tree: Any, must: str, avoid: tuple[str, ...] = ("pvalue", "p_value", "ci")) -> float | None:
+    """The first number in `tree` whose path contains `must` and none of `avoid` (metrics sub-keys vary)."""
+    for path, value in _flatten(tree):
+        low = path.lower()
+        if (must in low and not any(a in low.split(".")[-1] for a in avoid)
+                and isinstance(value, (int, float)) and not isinstance(value, bool)):
+            return value
+    return None

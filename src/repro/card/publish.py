@@ -1,0 +1,276 @@
+"""The card as a file: YAML through `datasets`/`huggingface_hub` objects, the body from the templates, then write,
+check, preview and publish (the notebook's remaining cells).
+
+Relies on datasets 5.2's metadata helpers (pinned in pyproject.toml; tests/golden guards the YAML).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import datasets
+import jinja2
+from datasets import Features
+from datasets.info import DatasetInfo, DatasetInfosDict
+from datasets.splits import SplitDict, SplitInfo
+from datasets.utils.metadata import MetadataConfigs
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from ..errors import DataError, ReproError
+from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION
+from ..manifest import Manifest
+from ..parameters import RECIPE_FACTS, CardParams
+from ..paths import RunDir
+from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
+                    CardFacts, SplitFacts, hub_id, public_value)
+
+TEMPLATES = Path(__file__).parent / "templates"
+LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
+PLACEHOLDERS = ("More Information needed", "需补充更多信息", "{{", "}}", "TODO", "TBD")
+FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML front matter, through the libraries' objects
+# ---------------------------------------------------------------------------------------------
+def size_category(n: int) -> str:
+    """The hub's `size_categories` label for n examples."""
+    bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+              (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
+    return next((label for bound, label in bounds if n < bound), "n>1B")
+
+
+def card_data(features: Features, splits: list[SplitFacts], **metadata: Any) -> DatasetCardData:
+    """Card metadata as push_to_hub writes it (dataset_info, configs) plus `metadata` (license, tags, ...)."""
+    data = DatasetCardData(**{k: v for k, v in metadata.items() if v is not None})
+    # the same steps as datasets.arrow_dataset._get_updated_dataset_card on a first push
+    info = DatasetInfo(config_name=CONFIG_NAME, features=features, splits=SplitDict(), download_size=0,
+                       dataset_size=0)
+    for split in splits:
+        info.splits.add(SplitInfo(name=split.name, num_bytes=split.num_bytes, num_examples=split.num_examples))
+        info.download_size += split.download_size
+        info.dataset_size += split.num_bytes
+    info.size_in_bytes = info.download_size + info.dataset_size
+    DatasetInfosDict({CONFIG_NAME: info}).to_dataset_card_data(data)
+    configs = {"data_files": [{"split": s.name, "path": f"{DATA_DIR}/{s.name}-*"} for s in splits]}
+    MetadataConfigs({CONFIG_NAME: configs}).to_dataset_card_data(data)
+    return data
+
+
+def facts_card_data(facts: CardFacts) -> DatasetCardData:
+    """The card metadata for a run: the data's own YAML plus licence, language, size, task and tags."""
+    preference = facts.has_columns("prompt", "chosen", "rejected")
+    tags = ["preference", "dpo", "rlhf"] if preference else []
+    if facts.built_here:
+        tags += ["pairrm", "ultrafeedback"] if not facts.stand_in else ["stand-in-scores"]
+        source = hub_id(facts.parameters.get("source"))
+    else:
+        source = hub_id(facts.known_recipe.get("source"))
+    return card_data(
+        facts.features, facts.splits,
+        language=facts.language or None,
+        license=facts.license,
+        size_categories=[size_category(facts.num_examples)],
+        source_datasets=[f"extended|{source}"] if source else None,
+        task_categories=["text-generation"] if preference else None,
+        pretty_name=facts.title,
+        tags=tags or None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# body: templates/card.md.jinja in each language, English first
+# ---------------------------------------------------------------------------------------------
+def fmt(value: Any, unknown: str = "unknown") -> str:
+    """A value as the card prints it (floats to 6 significant digits; None = `unknown`, in the card's language)."""
+    if value is None:
+        return unknown
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(fmt(v, unknown) for v in value) + "]"
+    if isinstance(value, dict):  # nested braces spaced apart: "}}" would read as a template leftover
+        return re.sub(r"([{}])(?=\1)", r"\1 ", json.dumps(value, ensure_ascii=False))
+    return str(value)
+
+
+@functools.cache
+def _environment(lang: str) -> jinja2.Environment:
+    """The templates with `t` = the sentences of `lang` (templates/<lang>.jinja) and the card's filters."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    words = env.get_template(f"{lang}.jinja").module
+    env.filters.update(
+        json=json.dumps, code=lambda name: f"`{name}`", public=public_value,
+        cell=lambda text: str(text).replace("|", "\\|").replace("\n", " "),
+        v=lambda value: fmt(value, words.unknown),
+        metric=lambda value: words.undefined if value is None else fmt(value, words.unknown))  # null: NaN/inf
+    env.globals.update(t=words, config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,
+                       seed_repo=SEED_REPO, score_blocks=SCORE_BLOCKS, required_columns=REQUIRED_COLUMNS,
+                       trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
+                       recipe_facts=RECIPE_FACTS,
+                       citations=(TEMPLATES / "citations.md").read_text(encoding="utf-8").strip("\n"))
+    return env
+
+
+def phrases(lang: str) -> Any:
+    """The sentences of one language (templates/<lang>.jinja): its words as attributes, its sentences as macros."""
+    return _environment(lang).globals["t"]
+
+
+def _tidy(text: str) -> str:
+    # blocks are separated by one blank line whatever the template's conditionals left between them
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+
+def render_section(facts: CardFacts, name: str, lang: str) -> str:
+    """One section of the body (a macro of templates/sections.jinja: "selfcheck", "reproduction", ...)."""
+    sections = _environment(lang).get_template("sections.jinja").make_module({"facts": facts})
+    return _tidy(str(getattr(sections, name)()))
+
+
+def render_body(facts: CardFacts) -> str:
+    """The card's Markdown body: every section in English, then the same sections in Chinese."""
+    halves = [_tidy(_environment(lang).get_template("card.md.jinja").render(facts=facts)) for lang in LANGUAGES]
+    return "\n" + "\n\n---\n\n".join(halves) + "\n"
+
+
+def build_card(facts: CardFacts) -> DatasetCard:
+    """The whole card (YAML front matter + body) as a `huggingface_hub.DatasetCard`."""
+    return DatasetCard(f"---\n{facts_card_data(facts).to_yaml()}\n---\n{render_body(facts)}")
+
+
+def write_card(facts: CardFacts) -> Path:
+    """Copy the figures into dataset/figures/, write dataset/README.md, and record both in the manifest."""
+    run = facts.run
+    figures_dir = run.dataset / FIGURES_DIR
+    if figures_dir.exists():
+        shutil.rmtree(figures_dir)  # the folder is the card's own: stale figures must not be published
+    copies = []
+    for png, _ in facts.figures:
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        copies.append(Path(shutil.copy2(png, figures_dir / png.name)))
+    manifest = Manifest(run)
+    with manifest.stage("card") as info:
+        build_card(facts).save(run.card)
+        info.update(card=str(run.card), figures=len(copies), left_out=[s for s, _ in facts.left_out],
+                    stand_in=facts.stand_in, built_here=facts.built_here)
+    manifest.add_outputs(run.card, *copies)
+    return run.card
+
+
+# ---------------------------------------------------------------------------------------------
+# checks, preview, publishing
+# ---------------------------------------------------------------------------------------------
+def check_card(card_path: str | Path) -> dict[str, Any]:
+    """Load the card with huggingface_hub and the data with datasets (through the card's configs); compare."""
+    card_path = Path(card_path)
+    card = DatasetCard.load(card_path)
+    info = DatasetInfosDict.from_dataset_card_data(card.data)[CONFIG_NAME]
+    configs = MetadataConfigs.from_dataset_card_data(card.data)
+    report: dict[str, Any] = {"card": str(card_path), "configs": dict(configs), "splits": {}}
+    for split in info.splits.values():
+        ds = datasets.load_dataset(str(card_path.parent), split=split.name)
+        if ds.features != info.features or len(ds) != split.num_examples:
+            raise DataError(
+                f"{card_path} says split {split.name!r} has {split.num_examples} rows with features "
+                f"{info.features}, but load_dataset gives {len(ds)} rows with {ds.features}; re-run this notebook.")
+        report["splits"][split.name] = {"num_examples": len(ds), "num_bytes": split.num_bytes}
+    report["features"] = list(info.features)
+    report["placeholders"] = placeholders(card.text)
+    if report["placeholders"]:
+        raise DataError(f"{card_path} still holds template text {report['placeholders']}; this is a bug in repro.card.")
+    return report
+
+
+def placeholders(text: str) -> list[str]:
+    """Template leftovers found in card text ("More Information needed", unfilled braces, ...)."""
+    low = text.lower()
+    return [p for p in PLACEHOLDERS if p.lower() in low]
+
+
+def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = None) -> str:
+    """The card's body with its figure links made relative to `notebook_dir`, the folder of the notebook that shows
+    it (default: `notebook_folder`), so that a notebook shows the figures without carrying megabytes of images."""
+    card_path = Path(card_path).resolve()
+    folder = Path(notebook_dir) if notebook_dir is not None else notebook_folder(card_path)
+
+    def relink(match: re.Match) -> str:
+        png = card_path.parent / match["src"]
+        if not png.is_file():
+            return match[0]
+        return f"![{match['alt']}]({Path(os.path.relpath(png, folder.resolve())).as_posix()})"
+
+    return FIGURE_LINK_RE.sub(relink, DatasetCard.load(card_path).text)
+
+
+def notebook_folder(card_path: str | Path) -> Path:
+    """Where the notebook showing a run's card lives: the run's notebooks/ while `repro run` executes 03_card there,
+    else the kernel's working folder (JupyterLab starts a kernel in the notebook's folder; plain papermill in the
+    folder it was started from, where its output notebook usually goes)."""
+    run = RunDir.of(Path(card_path).resolve().parent.parent)
+    entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
+    if entry.get("status") == "running" and entry.get("executed"):
+        return (run.root / entry["executed"]).parent
+    return Path.cwd()
+
+
+def preview(card_path: str | Path):
+    """The card's body as rendered Markdown with its figures shown (the card file keeps its hub-relative links)."""
+    from IPython.display import Markdown
+
+    return Markdown(preview_markdown(card_path))
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    env = any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return env or constants.is_offline_mode()
+
+
+class PublishError(ReproError):
+    """The dataset folder could not be published (offline, no token, or the hub refused it)."""
+
+
+def publish(params: "CardParams") -> str | None:
+    """Upload the run's dataset folder to `hub_repo_id` when `push_to_hub` is true; returns the URL."""
+    run = RunDir.of(params.run_root)
+    if not params.push_to_hub:
+        print(f"push_to_hub is false: nothing uploaded. {run.dataset} is ready to publish as it stands.")
+        return None
+    if not run.card.exists():
+        raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
+    if _offline():
+        raise PublishError(
+            f"push_to_hub is true but the Hugging Face hub is switched off (HF_HUB_OFFLINE is set); nothing was "
+            f"uploaded. Unset HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false.")
+    from huggingface_hub import HfApi, get_token
+
+    token = get_token()
+    if not token:
+        raise PublishError(
+            "push_to_hub is true but no Hugging Face token was found (HF_TOKEN or `hf auth login`); nothing was "
+            "uploaded. Log in with `hf auth login` (a token with write access), or set push_to_hub: false.")
+    api = HfApi(token=token)
+    try:
+        user = api.whoami()  # checks token and network before anything is created or uploaded
+    except Exception as exc:  # the hub raises many types (HTTP, connection, offline); the user needs one message
+        raise PublishError(f"The Hugging Face hub did not accept the token or could not be reached "
+                           f"({type(exc).__name__}: {str(exc)[:300]}); nothing was uploaded.") from None
+    repo = api.create_repo(params.hub_repo_id, repo_type="dataset", exist_ok=True)
+    api.upload_folder(folder_path=str(run.dataset), repo_id=params.hub_repo_id, repo_type="dataset",
+                      allow_patterns=["README.md", f"{DATA_DIR}/*.parquet", f"{FIGURES_DIR}/*.png"],
+                      commit_message=f"Upload dataset and card from repro run {run.root.name}")
+    url = str(getattr(repo, "url", f"https://huggingface.co/datasets/{params.hub_repo_id}"))
+    print(f"Published to {url} as {user.get('name', 'unknown user')}.")
+    return url

@@ -1,0 +1,226 @@
+"""What `repro selfcheck` and `repro bench` measure with: rows to time, contenders timed side by side, peak memory."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..errors import DataError
+from ..scorers.common import torch_dtype
+from ..sources import iter_jsonl
+
+PART2_MINI_1_PROMPTS = 5183
+# On a CPU a bigger batch buys no parallelism, only padding and cache misses: measured best of 2048, 4096 and
+# 16384 tokens (benchmarks/RESULTS.md). 2048 holds one pass of maximal length (1224 + 2 x 412).
+CPU_BATCH_TOKENS = 2048
+POSITION_BUCKETS = 256  # DeBERTa-v3 (PairRM): relative positions in 2 x 256 buckets
+
+
+def _assistant_text(turns: Any, where: str, column: str) -> str:
+    if isinstance(turns, str):
+        return turns
+    if isinstance(turns, list) and turns and isinstance(turns[-1], dict) and isinstance(turns[-1].get("content"), str):
+        return turns[-1]["content"]
+    raise DataError(f"{where}: '{column}' is neither a string nor a list of messages ending in one with 'content'.")
+
+
+def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
+    """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
+    prompts: list[str] = []
+    candidates: list[list[str]] = []
+    for where, row in iter_jsonl(path, option="--data"):
+        if limit is not None and len(prompts) >= limit:
+            break
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+            raise DataError(f"{where}: expected an object with a string 'prompt'.")
+        if "candidates" in row:
+            cands = row["candidates"]
+            if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
+                raise DataError(f"{where}: 'candidates' must be a list of at least two strings.")
+        elif "chosen" in row and "rejected" in row:
+            cands = [_assistant_text(row["chosen"], where, "chosen"),
+                     _assistant_text(row["rejected"], where, "rejected")]
+        else:
+            raise DataError(f"{where}: expected 'candidates', or 'chosen' and 'rejected' (H4 rows).")
+        prompts.append(row["prompt"])
+        candidates.append(list(cands))
+    if not prompts:
+        raise DataError(f"--data {path} holds no rows.")
+    return prompts, candidates
+
+
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _trim_heap() -> None:
+    """Give freed heap pages back to the OS, so that the RSS before a call is what is really in use."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
+        pass
+
+
+class PeakMemory:
+    """Peak memory above the level at entry: CUDA allocator statistics, or RSS sampled every few milliseconds."""
+
+    def __init__(self, device_type: str, interval: float = 0.003):
+        self.device_type, self.interval = device_type, interval
+        self.extra_bytes: int | None = None
+
+    def __enter__(self) -> "PeakMemory":
+        if self.device_type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._base = torch.cuda.memory_allocated()
+            return self
+        _trim_heap()
+        self._base = _rss_bytes()
+        self._peak = self._base
+        self._stop = threading.Event()
+        if self._base is not None:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            rss = _rss_bytes()
+            if rss is not None and rss > self._peak:
+                self._peak = rss
+            self._stop.wait(self.interval)
+
+    def __exit__(self, *exc) -> None:
+        if self.device_type == "cuda":
+            torch.cuda.synchronize()
+            self.extra_bytes = torch.cuda.max_memory_allocated() - self._base
+            return
+        if self._base is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        rss = _rss_bytes()
+        self.extra_bytes = max(self._peak, rss or 0) - self._base
+
+
+@dataclass
+class Contender:
+    """One way of scoring: a name, the call, and what it measured."""
+
+    name: str
+    run: Callable[[list[str], list[list[str]]], list[Any]]
+    seconds: float = 0.0
+    peak_extra_bytes: int = 0
+    scores: list[list[float]] = field(default_factory=list)
+
+
+def _sync(device_type: str) -> None:
+    if device_type == "cuda":
+        torch.cuda.synchronize()
+
+
+def alternate(contenders: list[Contender], prompts: list[str], candidates: list[list[str]], slice_size: int,
+              device_type: str, log: Callable[[str], None]) -> None:
+    """Slice after slice, every contender scores the slice (rotating who goes first); times and peaks add up."""
+    n_slices = (len(prompts) + slice_size - 1) // slice_size
+    for k in range(n_slices):
+        lo, hi = k * slice_size, min(len(prompts), (k + 1) * slice_size)
+        p, c = prompts[lo:hi], candidates[lo:hi]
+        order = contenders[k % len(contenders):] + contenders[:k % len(contenders)]
+        for contender in order:
+            _sync(device_type)
+            with PeakMemory(device_type) as peak:
+                start = time.perf_counter()
+                out = contender.run(p, c)
+                _sync(device_type)
+                contender.seconds += time.perf_counter() - start
+            contender.peak_extra_bytes = max(contender.peak_extra_bytes, peak.extra_bytes or 0)
+            contender.scores.extend([float(x) for x in s] for s in out)
+        log(f"  slice {k + 1}/{n_slices}: " + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
+
+
+def pass_flops(length: int, *, hidden: int, layers: int, intermediate: int, span: int = POSITION_BUCKETS) -> float:
+    """Useful FLOPs of one DeBERTa-v2 pass over `length` real tokens (no padding) with disentangled attention."""
+    per_layer = (2 * length * (4 * hidden * hidden + 2 * hidden * intermediate)  # projections + feed-forward
+                 + 4 * length * length * hidden  # QK^T and attention x V
+                 + 4 * length * 2 * span * hidden  # content->position and position->content scores
+                 + 4 * 2 * span * hidden * hidden)  # the shared query/key projections of the relative embeddings
+    return float(layers * per_layer)
+
+
+def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20) -> float:
+    """TFLOP/s of an n x n x n matrix product in `dtype` on `device`: the roof the engine is measured against."""
+    a = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
+    b = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def machine_info(device_type: str) -> dict[str, Any]:
+    """CPU model, cores, load, versions and GPU: what a figure in RESULTS.md must be read with."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                            "python": platform.python_version(), "torch": torch.__version__,
+                            "platform": platform.platform()}
+    try:
+        info["transformers"] = metadata.version("transformers")
+        info["llm_blender"] = metadata.version("llm-blender")
+    except Exception:
+        pass
+    if hasattr(os, "getloadavg"):
+        info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    if device_type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1)
+    return info
+
+
+def max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
+    return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
+
+
+def blender_contenders(blender, batch_sizes=(1, 8)) -> list[Contender]:
+    """llm-blender's `Blender.rank` at each batch size, on one loaded `BlenderScorer`."""
+    def run_at(batch_size: int):
+        def run(p, c):
+            blender.batch_size = batch_size  # BlenderScorer.score calls Blender.rank(..., batch_size=...)
+            return blender.score(p, c)
+        return run
+
+    return [Contender(f"llm-blender (batch_size={bs})", run_at(bs)) for bs in batch_sizes]
+
+
+def engine_passes(engine, prompts: list[str], candidates: list[list[str]]) -> tuple[list[int], float]:
+    """Token lengths of the engine's distinct forward passes over these rows, and their useful FLOPs."""
+    backbone = engine.model.pretrained_model.config
+    shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
+                 intermediate=backbone.intermediate_size)
+    plan, _, _ = engine.plan(prompts, candidates)
+    lengths = [p.length for p in plan]
+    return lengths, sum(pass_flops(n, **shape) for n in lengths)
