@@ -19,6 +19,10 @@ TORCH_SPEC ?=
 EXTRAS ?=
 LOCK_TORCH := torch==2.13.0+cpu
 STAMP := $(VENV)/.installed
+# Byte-compiled once after install: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines) every new
+# interpreter (the suite starts about a hundred: kernels, torchrun workers, `repro run`) would otherwise compile
+# torch and transformers again. Errors are the libraries' own files for other Pythons, skipped as pip skips them.
+BYTECODE := $(VENV)/.bytecode
 PYTEST := $(PY) -m pytest
 
 .PHONY: install demo test test-fast lab lock clean-runs
@@ -35,21 +39,25 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PY) -m ipykernel install --sys-prefix --name repro --display-name "Python (repro)" >/dev/null
 	touch $(STAMP)
 
-demo: install
+$(BYTECODE): $(STAMP)
+	-$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1
+	touch $(BYTECODE)
+
+demo: install $(BYTECODE)
 	$(VENV)/bin/repro run params/demo.yaml
 
 # everything (what the README and .ci/run use), on every core
-test: install
-	$(PYTEST) -n auto --dist loadgroup
+test: install $(BYTECODE)
+	$(PYTEST) -n auto --dist loadscope
 
 # the inner loop: every test that runs no notebook, no `repro run`, no torchrun, no browser, no training
 # (tests/conftest.py decides, from the fixtures and helpers a test uses)
-test-fast: install
-	$(PYTEST) -n auto --dist loadgroup -m "not heavy"
+test-fast: install $(BYTECODE)
+	$(PYTEST) -n auto --dist loadscope -m "not heavy"
 
 # JupyterLab at the project root (so `runs/demo` in a notebook is the folder the file browser shows), on this
 # machine only; kernels get CurveZMQ-encrypted connections, as `repro run` gives them.
-lab: install
+lab: install $(BYTECODE)
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir="$(CURDIR)" \
 		--KernelManager.transport_encryption=auto
 

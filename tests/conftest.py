@@ -20,6 +20,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -77,22 +78,19 @@ HEAVY_FIXTURES = {
     "trl_policy": "trains TRL's DPOTrainer",
     "wheel": "builds and installs the wheel",
     "kill_during_scoring": "runs a scoring job in a subprocess and kills it with SIGKILL",
+    "mid_size_shape": "builds and runs PairRM at the benchmark's mid size (hidden 384, 6 layers)",
 }
-# session fixtures built once per pytest run: under xdist (--dist loadgroup) their tests share one worker
-BUILT_ONCE = ("demo_run", "wheel")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Marks every test that uses a heavy fixture `heavy`; groups tests for xdist: those sharing a built-once
-    fixture on one worker, the others by module (so module fixtures are built once)."""
+    """Marks every test that uses a heavy fixture (directly or through another fixture) `heavy`."""
     for item in items:
-        used = set(item.fixturenames)
-        if used & HEAVY_FIXTURES.keys():
+        if set(item.fixturenames) & HEAVY_FIXTURES.keys():
             item.add_marker(pytest.mark.heavy)
-        group = next((f"{name}" for name in BUILT_ONCE if name in used or f"{name}_copy" in used),
-                     item.nodeid.split("::")[0])
-        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def shared_tmp(tmp_path_factory) -> Path:
+    """A folder of this pytest run that its xdist workers share (under xdist each worker has its own basetemp)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="session")
@@ -127,11 +125,16 @@ def run_notebook():
 
 @pytest.fixture(scope="session")
 def demo_run(repro_run, tmp_path_factory) -> Path:
-    """The run directory `make demo` writes (`repro run params/demo.yaml`), made once per pytest run: read it only;
-    a test that changes a run takes `demo_run_copy`."""
-    out = tmp_path_factory.mktemp("demo") / "runs" / "demo"
-    proc = repro_run(DEMO_PARAMS, "--out", out)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    """The run directory `make demo` writes (`repro run params/demo.yaml`), made once per pytest run (the first
+    xdist worker to need it builds it, the others wait for it): read it only; a test that changes a run takes
+    `demo_run_copy`."""
+    shared = shared_tmp(tmp_path_factory)
+    out = shared / "demo" / "runs" / "demo"
+    with FileLock(str(shared / "demo.lock")):
+        manifest = out / "manifest.json"
+        if not (manifest.is_file() and json.loads(manifest.read_text()).get("status") == "complete"):
+            proc = repro_run(DEMO_PARAMS, "--out", out)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out
 
 
@@ -147,6 +150,14 @@ def kill_during_scoring():
     from killed_run import kill_while_scoring_the_third_chunk
 
     return kill_while_scoring_the_third_chunk
+
+
+@pytest.fixture(scope="session")
+def mid_size_shape() -> dict:
+    """The shape of `repro bench`'s mid-size PairRM network (a model large enough to show real batching effects)."""
+    from repro.cli.bench import MODEL_SIZES
+
+    return dict(MODEL_SIZES["mid"])
 
 
 @pytest.fixture

@@ -272,8 +272,8 @@ def test_the_cards_how_to_use_runs_as_written(demo_like_run, seed_ds, trl_policy
 def test_how_to_use_names_the_hub_id_when_known(demo_like_run):
     facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(demo_like_run.root)}))
     for lang in ("en", "zh"):
-        published = "\n\n".join(repro_card._section_use(replace(facts, hub_repo_id="someone/pairs"), lang))
+        published = repro_card.render_section(replace(facts, hub_repo_id="someone/pairs"), "use", lang)
         assert code_blocks(published)[0].splitlines()[-1] == 'ds = load_dataset("someone/pairs", split="train_prefs")'
         assert 'load_dataset("dataset"' not in published
-        local = "\n\n".join(repro_card._section_use(facts, lang))
+        local = repro_card.render_section(facts, "use", lang)
         assert code_blocks(local)[0].splitlines()[-1] == 'ds = load_dataset("dataset", split="train_prefs")'

@@ -389,14 +389,13 @@ def test_manifest_json_round_trip_of_info(scorer):
 
 
 # -- what the scores depend on, on the mid-size bench model (issue 11 item 3) -----------------------------
-def test_mid_size_model_is_bit_identical_for_one_budget_whatever_order_and_work_dir(tmp_path):
+def test_mid_size_model_is_bit_identical_for_one_budget_whatever_order_and_work_dir(tmp_path, mid_size_shape):
     """For a given batch_tokens and chunk_size the scores are identical bit for bit: input order, `repro score`
     with or without --work-dir, a resumed run. (Another budget changes the batches and with them the float
     rounding, which this random model amplifies: that is why batch_tokens is in the resume fingerprint.)"""
-    from repro.cli.bench import MODEL_SIZES
     from repro.cli import main
 
-    shape = {**MODEL_SIZES["mid"], "vocab_size": 600}  # the bench's mid-size network; a small tokenizer suffices
+    shape = {**mid_size_shape, "vocab_size": 600}  # the bench's mid-size network; a small tokenizer suffices
     model = build_tiny_pairrm(tmp_path / "mid", seed=1, **shape)
     prompts, candidates = cases(6, seed=12)
     src = tmp_path / "in.jsonl"
@@ -412,7 +411,7 @@ def test_mid_size_model_is_bit_identical_for_one_budget_whatever_order_and_work_
     assert run("work.jsonl", "--work-dir", str(tmp_path / "work")) == plain
     assert run("resumed.jsonl", "--work-dir", str(tmp_path / "work")) == plain  # every chunk read back
     engine = PairRM.load(model, device="cpu", source_maxlength=S_MAX, candidate_maxlength=C_MAX)
-    assert engine.model.pretrained_model.config.hidden_size == MODEL_SIZES["mid"]["hidden_size"]
+    assert engine.model.pretrained_model.config.hidden_size == mid_size_shape["hidden_size"]
     order = [5, 2, 0, 4, 1, 3]
     for chunk in ([0, 1, 2, 3], [4, 5]):  # the chunks --chunk-size 4 makes, each shuffled
         shuffled = [k for k in order if k in chunk]

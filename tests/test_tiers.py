@@ -3,11 +3,9 @@ training loop or a wheel build. One rule decides (tests/conftest.py: the fixture
 that the heavy work is reached only through those fixtures, and that the rule selects as it says."""
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import HEAVY_FIXTURES
+from conftest import HEAVY_FIXTURES, pytest_collection_modifyitems
 
 TESTS = Path(__file__).resolve().parent
 # what only a heavy fixture may do: the text that does it, and the fixture to use instead
@@ -58,15 +56,30 @@ def test_heavy_work_is_reached_only_through_the_heavy_fixtures():
     assert not offenders, "\n".join(offenders)
 
 
-def test_the_rule_leaves_the_heavy_tests_out_of_the_fast_tier():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-m", "not heavy",
-                           "tests/test_run.py", "tests/test_scoring.py"], cwd=TESTS.parent, capture_output=True,
-                          text=True, timeout=300)
-    fast = proc.stdout
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "test_run.py::test_bad_parameters_fail_before_running" in fast  # no heavy fixture: fast
-    assert "test_run.py::test_demo_run_writes_its_artifacts" not in fast  # the shared demo run
-    assert "test_run.py::test_a_failed_run_says_so_and_keeps_its_notebook" not in fast  # repro run
-    assert "test_scoring.py::test_two_torchrun_processes_give_byte_identical_chunks_and_scores" not in fast
-    assert "test_scoring.py::test_a_run_killed_with_sigkill_resumes_to_byte_identical_results" not in fast  # kill -9
-    assert "test_scoring.py::test_the_fingerprint_covers_what_decides_the_scores_and_nothing_else" in fast
+class _Item:
+    """What the rule reads of a collected test: the fixtures it uses (with those of its fixtures) and its marks."""
+
+    def __init__(self, *fixturenames: str):
+        self.fixturenames = list(fixturenames)
+        self.marks: list[str] = []
+
+    def add_marker(self, mark) -> None:
+        self.marks.append(mark.name)
+
+
+def test_the_rule_marks_a_test_heavy_by_the_fixtures_it_uses():
+    light, demo, copy, torchrun = (_Item("tmp_path", "train_rows"), _Item("demo_run", "repro_run", "tmp_path"),
+                                   _Item("demo_run_copy", "demo_run", "repro_run"), _Item("torchrun_processes"))
+    pytest_collection_modifyitems(None, [light, demo, copy, torchrun])
+    assert light.marks == [] and demo.marks == copy.marks == torchrun.marks == ["heavy"]
+
+
+def test_every_heavy_fixture_exists_and_says_why_it_is_heavy():
+    import conftest
+
+    defined = {name for name in dir(conftest) if hasattr(getattr(conftest, name), "_fixture_function_marker")
+               or type(getattr(conftest, name)).__name__ == "FixtureFunctionDefinition"}
+    local = {"jupyterlab": "test_browser.py", "trl_policy": "test_formats.py", "wheel": "test_packaging.py"}
+    for name, why in HEAVY_FIXTURES.items():
+        assert why
+        assert name in defined or f"def {name}(" in (TESTS / local[name]).read_text(), name

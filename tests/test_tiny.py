@@ -71,13 +71,13 @@ def test_both_weight_files_hold_the_same_tensors(tmp_path):
     assert all(torch.equal(bin_state[k], st_state[k]) for k in st_state)
 
 
-def test_mid_size_benchmark_model(tmp_path, train_rows, test_rows):
+def test_mid_size_benchmark_model(tmp_path, train_rows, test_rows, mid_size_shape):
     """hidden 384, 6 layers, a few thousand pieces: UltraFeedback pairs come to several hundred tokens."""
     from repro.scorers.pairrm import PairRM
 
     texts = [r["prompt"] for r in train_rows[:200]] + [r["chosen"][1]["content"] for r in train_rows[:200]]
-    folder = build_tiny_pairrm(tmp_path / "mid", hidden_size=384, num_layers=6, num_heads=6,
-                               intermediate_size=1536, vocab_size=4000, initializer_range=0.02, extra_corpus=texts)
+    folder = build_tiny_pairrm(tmp_path / "mid", **{**mid_size_shape, "vocab_size": 4000}, initializer_range=0.02,
+                               extra_corpus=texts)
     scorer = PairRM.load(folder, device="cpu")
     n_params = sum(p.numel() for p in scorer.model.parameters())
     assert 10e6 < n_params < 20e6 and len(scorer.tokenizer) == 4005
