@@ -20,6 +20,7 @@ from huggingface_hub import DatasetCard
 from scipy import stats
 
 from repro import card as repro_card
+from repro.card.facts import SEED_REPO
 from repro.dataset_io import SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest
@@ -499,15 +500,22 @@ def test_generation_settings_are_listed_when_the_run_generated():
     assert "temperature" not in repro_card.shaping_parameters(repro_card.effective_parameters({"generate": False}))
 
 
-def test_preview_shows_the_figures_and_the_card_keeps_relative_links(tmp_path):
+def test_preview_links_the_figures_from_the_notebook_and_the_card_keeps_relative_links(tmp_path, monkeypatch):
     make_run(tmp_path / "run")
     facts, card_path = card_for(tmp_path / "run")
+    notebooks = tmp_path / "project" / "notebooks"
+    notebooks.mkdir(parents=True)
+    monkeypatch.chdir(notebooks)  # JupyterLab starts the kernel in the notebook's folder
     shown = repro_card.preview_markdown(card_path)
-    inlined = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", shown)
-    assert len(inlined) == 2 * len(facts.figures)  # both halves
-    import base64
-    assert base64.b64decode(inlined[0]) == (card_path.parent / "figures" / "score_ecdf.png").read_bytes()
-    assert "](figures/" not in shown and card_path.read_text(encoding="utf-8").count("](figures/") == 2 * len(facts.figures)
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", shown)
+    assert len(links) == 2 * len(facts.figures) and "data:image" not in shown  # both halves, nothing inlined
+    assert links[0] == "../../run/dataset/figures/score_ecdf.png"
+    assert all((notebooks / link).resolve().is_file() for link in links)
+    assert card_path.read_text(encoding="utf-8").count("](figures/") == 2 * len(facts.figures)
+    # under repro run, 03_card is executed into the run's notebooks/: the links start there
+    Manifest(RunDir.of(tmp_path / "run")).notebook_status("03_card", "running", executed="notebooks/03_card.ipynb")
+    assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", repro_card.preview_markdown(card_path))[0] == \
+        "../dataset/figures/score_ecdf.png"
 
 
 def test_english_and_chinese_state_the_same_numbers(tmp_path):
@@ -689,11 +697,48 @@ def test_a_dataset_not_built_here(tmp_path):
     assert card.data.source_datasets == [f"extended|{recipe['source']}"] and card.data.pretty_name == "mini_1 copy"
 
 
+def test_a_foreign_card_from_scores_alone_claims_nothing_it_was_not_told(tmp_path):
+    """Only `score_chosen` / `score_rejected`: no licence, language, source, scorer or family is claimed."""
+    rows = tmp_path / "scores.jsonl"
+    rows.write_text("".join(json.dumps({"score_chosen": 1.0 + i / 10, "score_rejected": -i / 10}) + "\n"
+                            for i in range(12)))
+    facts, card_path = card_for(tmp_path / "run", card_dataset=str(rows))
+    assert not facts.built_here and facts.license is None and facts.language == []
+    card = DatasetCard.load(card_path)
+    assert {"license", "language", "source_datasets"}.isdisjoint(card.data.to_dict())
+    en, zh = halves(card_path)
+    assert "The licence of this dataset is not stated" in en and "Its sources are not known to this project." in en
+    assert "本数据集的许可未说明" in zh and "本项目不了解其来源" in zh
+    told_nothing = ("UltraFeedback", "PairRM", "HuggingFaceH4", "MIT", "mit", "GPT-4", "llm-blender", "SELM",
+                    "SPPO", "Zephyr", "ZHLiu627", SEED_REPO)
+    for text in (en, zh, card.data.to_yaml()):
+        assert not [word for word in told_nothing if re.search(rf"\b{re.escape(word)}\b", text)]
+    # told: a licence and a source; the card says those, and still no scorer or family
+    facts, card_path = card_for(tmp_path / "run", card_dataset=str(rows), license="cc-by-4.0",
+                                known_recipe={"source": "someone/rows"})
+    card = DatasetCard.load(card_path)
+    assert card.data.license == "cc-by-4.0" and card.data.source_datasets == ["extended|someone/rows"]
+    en, _ = halves(card_path)
+    assert "released under `cc-by-4.0` (as given to this card)" in en and "`known_recipe`: someone/rows." in en
+    assert "PairRM" not in en and "UltraFeedback" not in en
+
+
+def test_a_built_card_keeps_its_sources_licence_and_language(tmp_path):
+    make_run(tmp_path / "run", metrics=False)
+    facts, card_path = card_for(tmp_path / "run")
+    card = DatasetCard.load(card_path)
+    assert card.data.license == "mit" and card.data.language == ["en"]
+    assert "Its sources: UltraFeedback" in halves(card_path)[0]
+
+
 def test_a_foreign_dataset_never_replaces_a_built_one(tmp_path):
     make_run(tmp_path / "run", metrics=False)
     make_run(tmp_path / "other", seed_rows(5), manifest=False, metrics=False)
-    with pytest.raises(ParameterError, match="fresh run_dir"):
+    before = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    with pytest.raises(ParameterError, match=r"describes its own dataset \(built there by 01_construct.*"
+                                             r"card_dataset='\S*other/dataset' is another dataset.*nothing was written"):
         card_for(tmp_path / "run", card_dataset=str(tmp_path / "other" / "dataset"))
+    assert {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()} == before
 
 
 def test_no_dataset_is_a_clear_error(tmp_path):

@@ -18,7 +18,7 @@ from scipy import stats as sps
 from repro import compare
 from repro.analysis import stats
 from repro.dataset_io import output_features, write_split
-from repro.errors import DataError, ModelLoadError, ParameterError
+from repro.errors import DataError, DatasetLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
 from repro.construct.pairs import build_row, prompt_id_of
 from repro.parameters import CompareParams, build
@@ -373,7 +373,7 @@ def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_pat
 
 
 def test_an_unreachable_hub_id_offline(published, tmp_path):
-    with pytest.raises(ModelLoadError, match=r"Parameter reference='nobody/nothing-here'.*HF_HUB_OFFLINE.*hf download"):
+    with pytest.raises(DatasetLoadError, match=r"Parameter reference='nobody/nothing-here'.*HF_HUB_OFFLINE.*hf download"):
         compare.compare(params(tmp_path, reference="nobody/nothing-here", candidate=published["candidate"]))
 
 

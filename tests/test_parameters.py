@@ -90,3 +90,26 @@ def test_validate_namespace_twice_in_one_notebook_and_on_rerun():
     ns["scores"] = [[0.1, -0.1]]  # a notebook variable made after the first validation
     gen = validate_namespace("generation", ns)
     assert gen.temperature == 0.5 and validate_namespace("construct", ns).limit == 3
+
+
+@pytest.mark.parametrize("key", ["device", "generation_device"])
+def test_a_device_outside_its_fixed_set_is_refused_by_the_schema(tmp_path, key):
+    f = tmp_path / "p.yaml"
+    f.write_text("run_name: p\n")
+    with pytest.raises(ParameterError, match=rf"{key} \(from --set\): must be one of auto, cpu, cuda, cuda:N or mps "
+                                             r"\(got 'gpu'\)"):
+        load_params_file(f, [f"{key}=gpu"])
+    for good in ("auto", "cpu", "cuda", "cuda:3", "CUDA:1", "mps"):
+        params = validate_all(load_params_file(f, [f"{key}={good}"]))
+        section = "construct" if key == "device" else "generation"
+        assert getattr(params[section], key) == good.lower()
+
+
+def test_every_parameter_with_a_fixed_set_of_values_is_checked_by_the_schema():
+    # a free-text str parameter must not be named like one that takes a fixed set (device, dtype, backend, kind, ...)
+    from repro.parameters import SCHEMAS, ScorerSpec
+    fixed = ("device", "dtype", "backend", "kind", "format", "mode", "drop_from", "messages", "long_prompts")
+    for schema in (*SCHEMAS.values(), ScorerSpec):
+        for name, field in schema.model_fields.items():
+            if any(word in fixed for word in (name, *name.split("_"))):
+                assert field.annotation is not str or field.metadata, f"{schema.__name__}.{name} takes any string"

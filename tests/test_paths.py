@@ -132,3 +132,16 @@ def test_papermill_in_notebooks_resolves_from_the_root_and_leaves_no_stray_files
     assert proc.returncode != 0
     assert str(ROOT / 'runs' / name / 'dataset') in proc.stdout + proc.stderr  # the absolute path it looked at
     assert not (NOTEBOOKS / "runs").exists() and not (ROOT / "runs" / name).exists()
+
+
+def test_a_params_path_that_does_not_exist_is_an_error_with_the_nearest_file(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ParameterError, match=r"'params/demo.yml' does not exist.*Did you mean 'params/demo.yaml'\?"):
+        paths.find_params("params/demo.yml")  # never silently params/demo.yaml
+    (tmp_path / "mine.yaml").write_text("run_name: mine\n")
+    with pytest.raises(ParameterError, match=r"Did you mean 'mine.yaml'\?"):
+        paths.find_params("mine.yml")
+    # only a bare name (no folder, no extension) is looked up among the examples
+    with pytest.raises(ParameterError, match=r"Did you mean 'params/demo.yaml'\?"):
+        paths.find_params("demo.yaml")
+    assert paths.find_params("demo") == ROOT / "params" / "demo.yaml"

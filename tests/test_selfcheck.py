@@ -236,3 +236,18 @@ def test_the_markdown_reports_gpu_figures_when_a_gpu_measured_them(offline_repor
     assert "| GPU | Some GPU (80.0 GiB) |" in md
     assert "Engine: 210.0 useful TFLOP/s, 30.0 % of a fp16 matmul measured in the same run (700 TFLOP/s)" in md
     assert "held 2600 MB of GPU memory" in md
+
+
+def test_offline_without_weights_nothing_is_checked_and_the_verdict_says_why(tmp_path, two_rows, capsys):
+    rc = cli.main(["selfcheck", "--model", "repro-tests/not-cached", "--reference-model", "none", "--device", "cpu",
+                   "--input", str(two_rows), "--report", str(tmp_path), "--no-timing"])
+    out = capsys.readouterr().out
+    assert rc == 2  # INCOMPLETE with nothing checked is not a success
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("repro selfcheck: INCOMPLETE: nothing could be checked, because load_model did not run "
+                           "(ModelLoadError: PairRM model 'repro-tests/not-cached' could not be loaded")
+    assert "0 checks passed, 0 failed" in last
+    assert out.count("To provide it: on a machine with internet") == 1  # the long reason, once
+    assert out.count("repro selfcheck: INCOMPLETE:") == 1  # the verdict line, once (the heading names the verdict)
+    record = json.loads((tmp_path / "selfcheck.json").read_text())
+    assert record["verdict"] == "INCOMPLETE" and record["verdict_line"] == last

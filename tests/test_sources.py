@@ -4,7 +4,7 @@ import datasets
 import pytest
 
 from repro.dataset_io import SEED_FEATURES, write_split
-from repro.errors import DataError, ModelLoadError
+from repro.errors import DataError, DatasetLoadError
 from repro.sources import load_source, require_columns
 
 
@@ -25,8 +25,13 @@ def test_local_files_and_folders(tmp_path, train_rows):
     assert len(load_source(str(tmp_path / "saved"))) == 5
     datasets.DatasetDict({"train_prefs": ds}).save_to_disk(str(tmp_path / "saved_dict"))
     assert len(load_source(str(tmp_path / "saved_dict"), "train_prefs")) == 5
-    with pytest.raises(DataError, match="no split 'test_prefs'.*train_prefs"):
+    with pytest.raises(DataError, match="no split 'test_prefs'.*train_prefs.*Set source_split to one of those"):
         load_source(str(tmp_path / "saved_dict"), "test_prefs")
+    # the error names the parameter the user sets, whichever notebook reads the dataset
+    with pytest.raises(DataError, match="Set card_split to one of those"):
+        load_source(str(tmp_path / "saved_dict"), "test_prefs", "card_dataset", "card_split")
+    with pytest.raises(DataError, match="Set reference_split to one of those"):
+        load_source(str(tmp_path / "saved_dict"), "test_prefs", "reference")
 
 
 def test_hub_layout_folder(tmp_path):
@@ -44,7 +49,7 @@ def test_bad_sources(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="unsupported file type"):
         load_source(str(tmp_path / "x.csvv"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ModelLoadError, match="switched off.*local-dir"):
+    with pytest.raises(DatasetLoadError, match="switched off.*local-dir.*set source to that folder"):
         load_source("someone/not-here-offline")
 
 

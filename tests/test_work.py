@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from repro.jobs import (JOB_FILE, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks, launch_torchrun,
-                        num_chunks, run_chunked, run_chunked_with_stats)
+from repro.jobs import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
+                        launch_torchrun, num_chunks, run_chunked, run_chunked_with_stats)
 
 
 def _digest_all(texts: list[str]) -> list[str]:
@@ -201,15 +201,43 @@ def test_a_widget_bar_only_in_a_live_notebook(monkeypatch, allow_stdin, capsys):
 
     monkeypatch.setattr(IPython, "get_ipython", lambda: _Shell(allow_stdin))
     monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.delenv(PROGRESS_LINES_ENV, raising=False)
+    shown = []  # (display or update, text) as IPython's display machinery receives them
+
+    class Handle:
+        def update(self, obj, raw):
+            shown.append(("update", obj["text/plain"]))
+
+    def display(obj, raw, display_id):
+        assert raw and display_id is True
+        shown.append(("display", obj["text/plain"]))
+        return Handle()
+
+    monkeypatch.setattr(IPython.display, "display", display)
     bar = Progress(20, desc="scoring", unit="prompt")
     bar.skip(5)
     for _ in range(15):
         bar.advance(1)
     bar.close()
-    lines = sys.stderr.getvalue()
+    assert sys.stderr.getvalue() == ""  # no stderr lines beside the widget or the updated output
     if allow_stdin:
         assert isinstance(bar._tqdm, notebook_tqdm) and bar._tqdm.n == 20 and bar._tqdm.initial == 5
-        assert lines == ""  # no stderr lines beside the widget
-    else:
+        assert shown == []
+    else:  # papermill: one output, updated in place, ending with the final line
         assert bar._tqdm is None
-        assert lines.splitlines()[-1].startswith("scoring: 100% (20/20 prompts)")
+        assert [kind for kind, _ in shown] == ["display"] + ["update"] * (len(shown) - 1) and len(shown) > 2
+        assert shown[-1][1].startswith("scoring: 100% (20/20 prompts)")
+
+
+def test_progress_lines_for_a_terminal_that_streams_the_notebook(monkeypatch):
+    """`repro run --log-output` streams stderr to the terminal: there the progress stays lines."""
+    import sys
+
+    import IPython
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: _Shell(False))
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.setenv(PROGRESS_LINES_ENV, "1")
+    with Progress(10, desc="scoring", unit="prompt") as bar:
+        bar.advance(10)
+    assert sys.stderr.getvalue().splitlines()[-1].startswith("scoring: 100% (10/10 prompts)")

@@ -37,6 +37,7 @@ from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
 from .paths import RunDir, run_manifest_of
 from .slicing import plan_slice
 from .sources import load_source
+from .subject import claim
 
 COMPARE_VERSION = 1
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
@@ -77,7 +78,7 @@ class Side:
 def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | None = None) -> pa.Table:
     """One split as an Arrow table (only `columns` where given); a load error names the parameter."""
     try:
-        ds = load_source(spec, split)
+        ds = load_source(spec, split, parameter)
     except ReproError as exc:
         raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
     ds = seed_view(ds)  # another recipe's format (SPPO, Snorkel, RLHFlow) in the seed's columns
@@ -816,6 +817,7 @@ def compare(p: CompareParams) -> ComparisonResult:
                              "file or folder, or a run directory; a list of several minis of one family works too).")
     run = RunDir.of(p.run_root)
     candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
+    claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
     target = run.compare
     target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current

@@ -23,3 +23,7 @@ class DataError(ReproError, ValueError):
 
 class ModelLoadError(ReproError, OSError):
     """A model could not be found or loaded (local path, hub cache, offline hub)."""
+
+
+class DatasetLoadError(ReproError, OSError):
+    """A dataset could not be found or downloaded (hub id unknown, offline hub); not a problem of its rows."""

@@ -162,18 +162,31 @@ def _format_seconds(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
+# set (by `repro run --log-output`) when a notebook's progress must reach the terminal as lines
+PROGRESS_LINES_ENV = "REPRO_PROGRESS_LINES"
+
+
+def _kernel() -> Any:
+    try:
+        import IPython
+    except ImportError:
+        return None
+    return getattr(IPython.get_ipython(), "kernel", None)
+
+
 def live_notebook() -> bool:
     """Whether this code runs in a Jupyter kernel driven by a live front end (JupyterLab), not papermill.
 
     The signal is the execute request's `allow_stdin`, which the kernel keeps per request: nbclient (under
     papermill and `repro run`) always sends false, JupyterLab and other interactive front ends send true.
     """
-    try:
-        import IPython
-    except ImportError:
-        return False
-    kernel = getattr(IPython.get_ipython(), "kernel", None)
-    return bool(getattr(kernel, "_allow_stdin", False))
+    return bool(getattr(_kernel(), "_allow_stdin", False))
+
+
+def executed_notebook() -> bool:
+    """Whether this code runs in a notebook executed without a front end (papermill, `repro run`), whose saved
+    outputs should hold one updating progress output rather than a line per update."""
+    return _kernel() is not None and not live_notebook() and not os.environ.get(PROGRESS_LINES_ENV)
 
 
 def _widget_bar(**kwargs: Any):
@@ -189,9 +202,11 @@ def _widget_bar(**kwargs: Any):
 class Progress:
     """Items done, items/s and ETA: a widget bar in a live notebook, a tqdm bar on a terminal, else lines.
 
-    Under papermill, in a log file or piped output, a bar would print a line per update; there the
-    progress is written as plain lines, one each time another `every_percent` of the total is done.
-    In a notebook open in JupyterLab (`live_notebook()`) it is an ipywidgets bar.
+    In a log file or piped output, a bar would print a line per update; there the progress is written as
+    plain lines, one each time another `every_percent` of the total is done. In a notebook executed by
+    papermill those lines replace each other in one output (a display updated in place), so the saved notebook
+    holds one progress output per stage. In a notebook open in JupyterLab (`live_notebook()`) it is an
+    ipywidgets bar.
     Items counted by `skip` (resumed from disk) are shown as done but left out of the rate and the ETA.
     """
 
@@ -211,6 +226,8 @@ class Progress:
         self._next_percent = self.every
         self._tqdm = None
         self._closed = False
+        self._display = None  # the output updated in place, in an executed notebook
+        self._in_place = stream is None and not bar and executed_notebook()
         if self.enabled and self.bar:
             options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
             if widget:
@@ -291,7 +308,15 @@ class Progress:
                 f"{rate:.2f} {self.unit}s/s, {tail}")
 
     def _print(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+        if not self._in_place:
+            print(line, file=self.stream, flush=True)
+            return
+        from IPython.display import display
+
+        if self._display is None:
+            self._display = display({"text/plain": line}, raw=True, display_id=True)
+        else:
+            self._display.update({"text/plain": line}, raw=True)
 
     def __enter__(self) -> "Progress":
         return self

@@ -8,15 +8,16 @@ types; `validate_namespace` turns that into a clear error and casts values.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
-from .paths import default_run_dir, resolve_user_path, row_cache_dir
+from .paths import default_run_dir, resolve_user_path, row_cache_dir, run_dir_of
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,24 @@ PAIRRM_LIMITS = PairRMLimits()
 Count = Annotated[int, Field(ge=1)]
 Index = Annotated[int, Field(ge=0)]
 Resamples = Annotated[int, Field(ge=100)]  # fewer and a 95% interval means nothing
+DEVICES = "auto, cpu, cuda, cuda:N or mps"
+
+
+def _device(value: str) -> str:
+    name = value.strip().lower()
+    if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", name):
+        raise ValueError(f"must be one of {DEVICES}")
+    return name
+
+
+# a torch device as the parameters name it: a fixed set of values, checked here like the Literal ones
+Device = Annotated[str, AfterValidator(_device)]
 
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
     section: ClassVar[str] = ""
+    subject: ClassVar[str | None] = None  # the parameter naming the dataset this notebook describes, if any
 
     run_name: str = "demo"
     run_dir: str | None = None  # default: runs/<run_name>
@@ -52,7 +66,10 @@ class _Params(BaseModel):
 
     @property
     def run_root(self) -> Path:
-        return Path(self.run_dir) if self.run_dir else default_run_dir(self.run_name)
+        """run_dir; else the run of the dataset described (a dataset of no run: a run of its own), else runs/<run_name>."""
+        if self.run_dir:
+            return Path(self.run_dir)
+        return run_dir_of(getattr(self, self.subject) if self.subject else None, self.run_name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,7 +141,7 @@ class ConstructParams(_Params):
     # scoring
     scorer_model: str = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
     scorer_backend: Literal["repro", "llm-blender"] = "repro"
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    device: Device = "auto"  # auto | cpu | cuda | cuda:N | mps
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
     batch_tokens: Count = 16384  # token budget per forward batch
     chunk_size: Count = 256  # prompts per resumable chunk
@@ -243,7 +260,7 @@ class GenerationParams(_Params):
     long_prompts: Literal["truncate_left", "skip"] = "truncate_left"  # skip: such rows are left out and counted
     generation_batch_size: Count = 16  # sequences per transformers `generate` call
     generation_chunk_size: Count = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
-    generation_device: str = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
+    generation_device: Device = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
     generation_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
     generation_num_processes: Count = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
 
@@ -269,6 +286,7 @@ class AnalyzeParams(_Params):
     """Parameters of notebooks/02_analyze.ipynb."""
 
     section: ClassVar[str] = "analyze"
+    subject: ClassVar[str | None] = "dataset"
 
     dataset: str | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
     dataset_split: str = "train_prefs"
@@ -294,13 +312,16 @@ class CardParams(_Params):
     """Parameters of notebooks/03_card.ipynb."""
 
     section: ClassVar[str] = "card"
+    subject: ClassVar[str | None] = "card_dataset"
 
     card_dataset: str | None = None  # default: this run's dataset folder; else a dataset NOT built here (copied in)
     card_split: str = "train_prefs"  # the split read from card_dataset
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # where the dataset is (or will be) published
-    license: str = "mit"
-    language: list[str] = ["en"]  # language of the rows (the card's body is English + Chinese either way)
+    # None: for a dataset built here, its sources' licence (mit) and language (en); for a dataset not built here,
+    # not stated (a card claims only what it was told or measured)
+    license: str | None = None
+    language: list[str] | None = None  # language of the rows (the card's body is English + Chinese either way)
     # for datasets not built here: what is known of their making, as free text or as
     # {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}; the rest is "unknown"
     known_recipe: str | dict[str, str] | None = None
@@ -334,6 +355,7 @@ class CompareParams(_Params):
     """Parameters of notebooks/04_compare.ipynb."""
 
     section: ClassVar[str] = "compare"
+    subject: ClassVar[str | None] = "candidate"
 
     # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
     reference: str | list[str] | None = None
@@ -385,6 +407,14 @@ SCHEMAS: dict[str, type[_Params]] = {
     "card": CardParams,
     "compare": CompareParams,
     "family_view": FamilyViewParams,
+}
+# which parameter sections each notebook reads (the rest of a params file is not passed to it)
+NOTEBOOK_SECTIONS = {
+    "01_construct": ("construct", "generation"),
+    "02_analyze": ("analyze",),
+    "03_card": ("card",),
+    "04_compare": ("compare",),
+    "05_family": ("family_view",),
 }
 # keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family)
 RUN_KEYS = {"notebooks", "selfcheck", "family"}
@@ -482,6 +512,9 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     params = build(schema, values, where=f"notebook {section}")
     if seen is None:
         namespace[_SEEN] = set(namespace)
+        if params.subject and getattr(params, params.subject) is not None and not params.run_dir:
+            print(f"run directory: {params.run_root} (the one of {params.subject}={getattr(params, params.subject)!r}; "
+                  f"set run_dir to choose another)")
     return params
 
 

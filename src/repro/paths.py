@@ -8,6 +8,7 @@ and from a JupyterLab kernel (whose working folder is notebooks/): it is taken f
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -108,9 +109,32 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
     return os.path.normpath(root / path)
 
 
+def is_hub_id(value: str) -> bool:
+    """Whether a parameter value, taken by the path rule, names a hub repository (owner/name) and not a local path."""
+    return bool(_HUB_ID.match(value)) and not value.endswith(_FILE_SUFFIXES) and not Path(value).exists()
+
+
 def default_run_dir(run_name: str) -> Path:
     """Where a run goes when no run_dir is given: runs/<run_name> of the project root."""
     return project_root() / "runs" / run_name
+
+
+def run_dir_of(dataset: str | None, run_name: str) -> Path:
+    """Where a notebook describing `dataset` writes when no run_dir is given: the run the dataset belongs to (a run
+    directory, or its dataset/ folder); for any other dataset a run directory of its own, runs/<its name>; with no
+    dataset, runs/<run_name>. So analysing someone else's data never writes into another run's folder."""
+    if dataset is None:
+        return default_run_dir(run_name)
+    manifest = run_manifest_of(dataset) if Path(dataset).is_absolute() else None  # a local path, by the path rule
+    return manifest.parent if manifest is not None else default_run_dir(dataset_run_name(dataset))
+
+
+def dataset_run_name(dataset: str) -> str:
+    """The run name a dataset given by path or hub id gets: its file or repository name, without extension."""
+    name = Path(dataset.rstrip("/")).name
+    for suffix in sorted(_FILE_SUFFIXES, key=len, reverse=True):
+        name = name.removesuffix(suffix)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "dataset"
 
 
 def notebooks_dir() -> Path:
@@ -135,14 +159,14 @@ def params_dir() -> Path:
 
 
 def find_params(name: str | Path) -> Path:
-    """The params file `repro run NAME` means: a file NAME (from the current folder, then the project root), else
-    an example params file called NAME (`demo` and `params/demo.yaml` name the example demo.yaml)."""
+    """The params file `repro run NAME` means: a file NAME (from the current folder, then the project root); a bare
+    name with no folder and no extension (`demo`) is also looked up among the example params files."""
     given = Path(name).expanduser()
     tried = [given.resolve()]
     if not given.is_absolute():
         tried.append(project_root() / given)
-    if given.parent in (Path("."), Path("params")) and given.suffix in ("", ".yaml", ".yml"):
-        tried.append(params_dir() / f"{given.stem}.yaml")
+    if given.parent == Path(".") and not given.suffix:
+        tried.append(params_dir() / f"{given.name}.yaml")
     for path in tried:
         if path.is_file():
             return path
@@ -153,7 +177,20 @@ def find_params(name: str | Path) -> Path:
     known = sorted(p.stem for p in params_dir().glob("*.yaml"))
     raise ParameterError(
         f"Params file {str(name)!r} does not exist: looked at " + ", ".join(str(p) for p in dict.fromkeys(tried)) +
-        f". Give the path of a params YAML file, or the name of an example: {', '.join(known)}.")
+        f".{_did_you_mean(given, tried)} Give the path of a params YAML file, or the bare name of an example: "
+        f"{', '.join(known)}.")
+
+
+def _did_you_mean(given: Path, tried: list[Path]) -> str:
+    """" Did you mean 'params/demo.yaml'?" for the nearest YAML file beside the paths tried, or the nearest example."""
+    options: dict[str, str] = {}  # file name without extension -> the file as the user would write it
+    for folder in dict.fromkeys(p.parent for p in tried):
+        for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
+            options.setdefault(path.stem, str(given.parent / path.name))
+    for path in sorted(params_dir().glob("*.yaml")):
+        options.setdefault(path.stem, f"params/{path.name}")
+    close = difflib.get_close_matches(given.stem, list(options), n=1, cutoff=0.6)
+    return f" Did you mean {options[close[0]]!r}?" if close else ""
 
 
 def shard_name(split: str, index: int, num_shards: int) -> str:

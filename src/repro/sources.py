@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator
 
 import datasets
 
-from .errors import DataError, ModelLoadError
+from .errors import DataError, DatasetLoadError
 from .revisions import check_revision_target
 
 DEMO = "demo"
@@ -23,11 +23,11 @@ def demo_path() -> Path:
     return Path(str(resources.files("repro") / "data" / "demo_prompts.jsonl"))
 
 
-def _pick_split(obj, split: str, where: str) -> datasets.Dataset:
+def _pick_split(obj, split: str, where: str, split_parameter: str) -> datasets.Dataset:
     if isinstance(obj, (datasets.DatasetDict, dict)):
         if split not in obj:
             raise DataError(f"{where} has no split {split!r}; it has {sorted(obj)}. "
-                            f"Set the split parameter to one of those.")
+                            f"Set {split_parameter} to one of those.")
         return obj[split]
     return obj
 
@@ -37,24 +37,28 @@ def _is_hub_id(spec: str) -> bool:
     return len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~"))
 
 
-def load_source(spec: str, split: str = "train_prefs", revision: str | None = None) -> datasets.Dataset:
+def load_source(spec: str, split: str = "train_prefs", parameter: str = "source",
+                split_parameter: str | None = None, revision: str | None = None) -> datasets.Dataset:
     """Load one split of rows from `spec`: "demo", a local file or folder, a run directory, or a hub id
-    (at `revision`, a hub commit, when given)."""
-    check_revision_target(spec, revision, "source_revision", "source")
+    (at `revision`, a hub commit, when given).
+
+    `parameter` / `split_parameter` (default `<parameter>_split`) are the names the user set, for the errors."""
+    check_revision_target(spec, revision, f"{parameter}_revision", parameter)
+    split_parameter = split_parameter or f"{parameter}_split"
     if spec == DEMO:
         return datasets.Dataset.from_json(str(demo_path()))
     path = Path(os.path.expanduser(spec))
     if path.exists():
-        return _load_local(path, split)
+        return _load_local(path, split, split_parameter)
     if _is_hub_id(spec):
-        return _load_hub(spec, split, revision)
+        return _load_hub(spec, split, parameter, split_parameter, revision)
     raise DataError(
         f"Source {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
         f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
         f"'HuggingFaceH4/ultrafeedback_binarized'.")
 
 
-def _load_local(path: Path, split: str) -> datasets.Dataset:
+def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Dataset:
     where = f"source {str(path)!r}"
     if path.is_file():
         suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
@@ -77,19 +81,19 @@ def _load_local(path: Path, split: str) -> datasets.Dataset:
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
     if (path / "dataset").is_dir() and (path / "manifest.json").exists():  # a run directory
-        return _load_local(path / "dataset", split)
+        return _load_local(path / "dataset", split, split_parameter)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
         try:
             saved = datasets.load_from_disk(str(path))
         except Exception as exc:
             raise DataError(f"{where} looks like a save_to_disk folder but could not be loaded "
                             f"({type(exc).__name__}: {str(exc)[:300]}); it may be empty or damaged.") from None
-        return _pick_split(saved, split, where)
+        return _pick_split(saved, split, where, split_parameter)
     files = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet"))
     if files:
         return datasets.Dataset.from_parquet([str(f) for f in files])
     try:
-        return _pick_split(datasets.load_dataset(str(path)), split, where)
+        return _pick_split(datasets.load_dataset(str(path)), split, where, split_parameter)
     except DataError:
         raise
     except Exception as exc:  # datasets raises many types here; the user needs one message
@@ -97,27 +101,30 @@ def _load_local(path: Path, split: str) -> datasets.Dataset:
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
 
 
-def _load_hub(repo_id: str, split: str, revision: str | None = None) -> datasets.Dataset:
+def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str,
+              revision: str | None = None) -> datasets.Dataset:
+    where = f"hub dataset {repo_id!r}"
     try:
-        return _pick_split(datasets.load_dataset(repo_id, split=split, revision=revision), split,
-                           f"hub dataset {repo_id!r}")
+        return _pick_split(datasets.load_dataset(repo_id, split=split, revision=revision), split, where,
+                           split_parameter)
     except DataError:
         raise
     except ValueError as exc:
         if "split" in str(exc).lower() or "Unknown split" in str(exc):
-            raise DataError(f"hub dataset {repo_id!r} has no split {split!r} ({exc}).") from None
-        raise _hub_error(repo_id, exc) from None
+            raise DataError(f"{where} has no split {split!r} ({exc}). Set {split_parameter} to one of its "
+                            f"splits.") from None
+        raise _hub_error(repo_id, exc, parameter) from None
     except Exception as exc:
-        raise _hub_error(repo_id, exc) from None
+        raise _hub_error(repo_id, exc, parameter) from None
 
 
-def _hub_error(repo_id: str, exc: Exception) -> ModelLoadError:
+def _hub_error(repo_id: str, exc: Exception, parameter: str) -> DatasetLoadError:
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
     why = "the hub is switched off (HF_HUB_OFFLINE is set)" if offline else "the hub could not be reached or the id is wrong"
-    return ModelLoadError(
-        f"Could not load hub dataset {repo_id!r}: {why} ({type(exc).__name__}: {str(exc)[:300]}). "
+    return DatasetLoadError(
+        f"Could not load hub dataset {repo_id!r} ({parameter}): {why} ({type(exc).__name__}: {str(exc)[:300]}). "
         f"On a machine with network run `hf download {repo_id} --repo-type dataset --local-dir DIR`, "
-        f"copy DIR here, and pass that folder as the source instead of the id.")
+        f"copy DIR here, and set {parameter} to that folder instead of the id.")
 
 
 def iter_jsonl(path: Path, option: str = "--input") -> Iterator[tuple[str, Any]]:

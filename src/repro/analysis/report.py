@@ -25,6 +25,7 @@ from ..manifest import Manifest
 from ..parameters import AnalyzeParams
 from ..paths import EXTREMES_TABLE, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
+from ..subject import claim
 from . import agreement, plots, stats
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
@@ -175,7 +176,7 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
 def _read_table(spec: str, split: str, where: str) -> pa.Table:
     # load_source turns empty, unreadable and missing inputs into a DataError naming the source; seed_view maps
     # another recipe's output format (SPPO, Snorkel, RLHFlow) to the seed's columns
-    return seed_view(load_source(spec, split)).with_format("arrow")[:]
+    return seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]
 
 
 def own_split(run: RunDir, default: str) -> str:
@@ -511,6 +512,7 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir.of(p.run_root)
     _dataset_spec(p, run)  # a run with no dataset is an error before anything is written into its folder
+    claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)
     for name in (*plots.FIGURE_NAMES, AGREEMENT):  # figures of an earlier analysis must not outlive it

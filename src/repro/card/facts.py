@@ -24,12 +24,17 @@ from ..manifest import Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
 from ..paths import RunDir, public_name
 from ..sources import load_source
+from ..subject import claim
 
 CONFIG_NAME = "default"
 DATA_DIR = "data"
 FIGURES_DIR = "figures"
 SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
 SEED_REPO = "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
+# what a card of a dataset built here states when `license` / `language` are not given: its sources' (UltraFeedback,
+# H4's binarisation and PairRM are MIT; the rows are English); a dataset not built here gets neither unless given
+BUILT_LICENSE = "mit"
+BUILT_LANGUAGE = ["en"]
 # the score columns the analysis notebook describes (issue 4), in the card table's column order
 SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
 # the tie rule repro.construct records (stated in each language rather than quoted)
@@ -64,7 +69,7 @@ class CardFacts:
     features: Features
     splits: list[SplitFacts]
     built_here: bool
-    license: str
+    license: str | None  # None: not stated (a dataset not built here whose licence was not given)
     language: list[str]
     hub_repo_id: str | None = None
     card_dataset: str | None = None  # the foreign dataset's spec, when not built here
@@ -307,16 +312,13 @@ class CardFacts:
 def gather_facts(params: "CardParams") -> CardFacts:
     """Read the data, manifest, metrics and figures of a run (copying in a foreign `card_dataset` first)."""
     run = RunDir.of(params.run_root)
+    claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     card_dataset = _foreign_dataset(params, run)
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
-    if card_dataset is not None:
-        if manifest.get("counts") or manifest.get("scorer"):
-            raise ParameterError(
-                f"card_dataset={card_dataset!r} but run_dir {str(run.root)!r} holds a dataset this project built "
-                f"(its manifest has counts and a scorer); writing the other dataset there would replace it. "
-                f"Give a fresh run_dir for card_dataset.")
-        write_split(load_source(card_dataset, params.card_split), run.dataset, params.card_split)
+    if card_dataset is not None:  # (claim refused a run directory that describes another dataset)
+        write_split(load_source(card_dataset, params.card_split, "card_dataset", "card_split"), run.dataset,
+                    params.card_split)
     if built_here and params.known_recipe:
         raise ParameterError(
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "
@@ -324,7 +326,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
     features, splits, ds = _read_splits(run.dataset)
     facts = CardFacts(
         run=run, title=_title(params, run), features=features, splits=splits, built_here=built_here,
-        license=params.license, language=list(params.language), hub_repo_id=params.hub_repo_id,
+        license=params.license or (BUILT_LICENSE if built_here else None),
+        language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
         card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
     )
     if built_here:

@@ -6,7 +6,6 @@ Relies on datasets 5.2's metadata helpers (pinned in pyproject.toml; tests/golde
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import math
@@ -199,21 +198,34 @@ def placeholders(text: str) -> list[str]:
     return [p for p in PLACEHOLDERS if p.lower() in low]
 
 
-def preview_markdown(card_path: str | Path) -> str:
-    """The card's body with its figures inlined as data URIs (a notebook resolves `figures/…` elsewhere)."""
-    card_path = Path(card_path)
+def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = None) -> str:
+    """The card's body with its figure links made relative to `notebook_dir`, the folder of the notebook that shows
+    it (default: `notebook_folder`), so that a notebook shows the figures without carrying megabytes of images."""
+    card_path = Path(card_path).resolve()
+    folder = Path(notebook_dir) if notebook_dir is not None else notebook_folder(card_path)
 
-    def inline(match: re.Match) -> str:
+    def relink(match: re.Match) -> str:
         png = card_path.parent / match["src"]
         if not png.is_file():
             return match[0]
-        return f"![{match['alt']}](data:image/png;base64,{base64.b64encode(png.read_bytes()).decode('ascii')})"
+        return f"![{match['alt']}]({Path(os.path.relpath(png, folder.resolve())).as_posix()})"
 
-    return FIGURE_LINK_RE.sub(inline, DatasetCard.load(card_path).text)
+    return FIGURE_LINK_RE.sub(relink, DatasetCard.load(card_path).text)
+
+
+def notebook_folder(card_path: str | Path) -> Path:
+    """Where the notebook showing a run's card lives: the run's notebooks/ while `repro run` executes 03_card there,
+    else the kernel's working folder (JupyterLab starts a kernel in the notebook's folder; plain papermill in the
+    folder it was started from, where its output notebook usually goes)."""
+    run = RunDir.of(Path(card_path).resolve().parent.parent)
+    entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
+    if entry.get("status") == "running" and entry.get("executed"):
+        return (run.root / entry["executed"]).parent
+    return Path.cwd()
 
 
 def preview(card_path: str | Path):
-    """The card's body as rendered Markdown with its figures shown (the card file keeps its relative links)."""
+    """The card's body as rendered Markdown with its figures shown (the card file keeps its hub-relative links)."""
     from IPython.display import Markdown
 
     return Markdown(preview_markdown(card_path))

@@ -60,4 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReproError as exc:
         print(f"repro {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a notebook (a notebook's own is handled by repro run)
+        print(f"repro {args.command}: interrupted; run the same command again to continue.", file=sys.stderr)
+        return 130
 

@@ -5,24 +5,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import ReproError
+from ..interrupt import Interrupted, record_interruption, run_interruptible
+from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
-from ..parameters import DEFAULT_NOTEBOOKS, SCHEMAS, load_params_file, resolve_parameters
+from ..parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, resolve_parameters, validate_all
 from ..paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
+from ..preflight import preflight, report, require
+from ..rerun import changed_parameters, clear_previous_run, rerun_check
 
 KERNEL_NAME = "repro"
-# which parameter sections each notebook reads (the rest of a params file is not passed to it)
-NOTEBOOK_SECTIONS = {
-    "01_construct": ("construct", "generation"),
-    "02_analyze": ("analyze",),
-    "03_card": ("card",),
-    "04_compare": ("compare",),
-    "05_family": ("family_view",),
-}
 
 
 def notebook_path(name: str) -> Path:
@@ -110,14 +107,20 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     for key, value in (record or {}).items():
         manifest.record(key, value)
     kernel = ensure_kernel(kernel)
+    if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
+        os.environ[PROGRESS_LINES_ENV] = "1"
     for name in notebooks:
         output = run.executed_notebook(f"{name}.ipynb")
         manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
         try:
-            papermill.execute_notebook(
+            run_interruptible(
+                papermill.execute_notebook,
                 str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
                 kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
                 config=kernel_config())
+        except Interrupted:  # Ctrl-C: the kernel is stopped; what finished is on disk
+            print(record_interruption(manifest, name), file=sys.stderr)
+            return 130
         except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
             message = _failure_message(name, output, exc)
             manifest.notebook_status(name, "failed", error=message)
@@ -141,6 +144,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="the run directory (default: runs/<run_name> of the project root)")
     parser.add_argument("--kernel", default=KERNEL_NAME, help="Jupyter kernel to execute with (default: repro)")
     parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output to the terminal")
+    parser.add_argument("--check", action="store_true",
+                        help="only check that everything the run needs is here (GPU, packages, downloads, disk), "
+                             "print the list and exit: 0 when all is there, 1 when something is missing")
+    parser.add_argument("--force", action="store_true",
+                        help="replace a run with other parameters in the run directory (its outputs are removed "
+                             "first; its resumable work/ is kept)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -153,8 +162,19 @@ def main(args: argparse.Namespace) -> int:
     check_run_root(run_root, "--out" if args.out else "run_dir")
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
+    resolved = resolve_parameters(values)
+    run = RunDir.of(run_root)
+    # before any download or notebook: the run directory, then the machine
+    checks = [rerun_check(run, resolved, args.force, "--out" if args.out else "run_dir"), *preflight(resolved, run_root)]
+    if args.check:
+        print(report(checks, params_file))
+        return 0 if all(c.ok for c in checks) else 1
+    require(checks, params_file)
+    if changed_parameters(run, resolved):  # --force (else require refused): nothing of the old run may outlive it
+        removed = clear_previous_run(run)
+        print(f"repro run: --force: removed the previous run's {', '.join(removed) or 'nothing'} from {run_root}")
     print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
-    return run_notebooks(resolve_parameters(values), run_root, kernel=args.kernel, log_output=args.log_output,
+    return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                          selfcheck=values.get("selfcheck"))
 
 

@@ -15,9 +15,10 @@ score difference, rank agreement, and the chosen/rejected agreement of the run d
 against llm-blender at batch sizes 1 and 8 on the same rows (`repro.cli.bench`'s machinery), peak memory, on a GPU
 useful TFLOP/s against a matmul measured in the same run, and the projected time of a `part2_mini_1`-sized job.
 
-Every step that cannot run here is listed as "not run" with the reason. The verdict is FAIL when a check
+Every step that cannot run here is listed as "not run" with the reason (once). The verdict is FAIL when a check
 failed (the rows are named; exit status 1), INCOMPLETE when no check failed but a check that matters on this
-machine could not run (a stand-in model, llm-blender missing, weights not cached), PASS otherwise.
+machine could not run (a stand-in model, llm-blender missing, weights not cached; exit status 0, or 2 when nothing
+at all could be checked, which the verdict line explains), PASS otherwise (exit status 0).
 `selfcheck.json` and `selfcheck.md` (a table to paste into an issue or an appendix) go to `--report`;
 `repro run` records the latest one in the run's manifest (`repro.manifest.find_selfcheck`).
 """
@@ -123,14 +124,23 @@ class SelfCheck:
         return "FAIL" if self.failed else "INCOMPLETE" if self.gaps else "PASS"
 
     @property
+    def nothing_checked(self) -> bool:
+        """No check passed or failed: INCOMPLETE, and nothing on this machine was compared at all."""
+        return not any(c.status in ("pass", "fail") for c in self.checks)
+
+    @property
     def exit_code(self) -> int:
-        """1 when a check failed, else 0 (INCOMPLETE says what did not run; it is not a failure)."""
-        return 1 if self.failed else 0
+        """1 when a check failed; 2 when nothing could be checked; else 0 (PASS, or INCOMPLETE after some checks)."""
+        return 1 if self.failed else 2 if self.nothing_checked else 0
 
     def verdict_line(self) -> str:
-        """One line: the verdict, what failed or did not run, the model and device."""
+        """One line: the verdict (and why nothing passed, when so), what failed or did not run, the model and device."""
         counts = {s: sum(c.status == s for c in self.checks) for s in ("pass", "fail", "not run")}
-        line = (f"repro selfcheck: {self.verdict}: {counts['pass']} checks passed, {counts['fail']} failed, "
+        why = ""
+        if self.nothing_checked and self.gaps:
+            first = self.gaps[0]
+            why = f" nothing could be checked, because {first.name} did not run ({_first_clause(first.detail)});"
+        line = (f"repro selfcheck: {self.verdict}:{why} {counts['pass']} checks passed, {counts['fail']} failed, "
                 f"{counts['not run']} not run; {self.settings['model']} on {self.settings['device']} "
                 f"({self.settings['run_dtype']})")
         if self.failed:
@@ -649,6 +659,12 @@ def _tidy(text: Any) -> str:
     return out.replace("|", "\\|").replace("\n", " ")
 
 
+def _first_clause(detail: str, limit: int = 160) -> str:
+    """The start of a reason, up to its first sentence or `limit` characters (the whole reason is in "Not run")."""
+    text = detail.split(". ")[0].split("; ")[0]
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+
+
 def render_markdown(record: dict[str, Any]) -> str:
     """selfcheck.md from a selfcheck.json record: environment, checks, speed, what did not run and why."""
     s, env, t = record["settings"], record["environment"], record.get("timing") or {}
@@ -683,8 +699,8 @@ def render_markdown(record: dict[str, Any]) -> str:
     for c in record["checks"]:
         result = {"pass": "pass", "fail": "**FAIL**", "not run": "not run", "measured": "measured"}[c["status"]]
         detail = c["detail"]
-        if c["status"] == "not run" and len(detail) > 120:  # the whole reason is listed below the tables
-            detail = detail[:110].rstrip() + "… (below)"
+        if c["status"] == "not run" and len(detail) > 120:  # the reason is listed once, below the tables
+            detail = "see “Not run” below"
         lines.append(f"| {_tidy(c['title'])} | {result} | {_tidy(detail)} |")
     if t.get("contenders"):
         lines += ["", f"Speed on these {t['prompts']} rows ({t['passes']} passes of {t['mean_tokens_per_pass']:.0f} "
@@ -733,10 +749,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the self-check, print the table and the verdict line; exit 1 when a check failed."""
+    """Run the self-check, print the tables and the verdict line; exit 1 when a check failed, 2 when none ran."""
     report = run_selfcheck(args.model, args.reference_model, device=args.device, rows=args.rows,
                            input=args.input, report_dir=args.report, timing=args.timing)
-    print(report.to_markdown())
+    print(report.to_markdown().rstrip().rsplit("\n", 1)[0])  # its last line is the verdict, printed last below
     for check in report.failed:
         print(f"FAILED {check.name}: {check.detail}")
     print(report.verdict_line())

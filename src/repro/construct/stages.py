@@ -17,6 +17,7 @@ from ..paths import RunDir
 from ..revisions import pinned_model
 from ..slicing import plan_slice
 from ..sources import load_source, require_columns
+from ..subject import claim
 from .generation import generate_candidates
 from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
@@ -40,6 +41,7 @@ class Context:
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
     """Open the run directory and its manifest (started here when papermill runs the notebook on its own)."""
     run = RunDir.of(params.run_root)
+    claim(run, None, "source", building=True)
     manifest = Manifest(run)
     manifest.ensure_started(params.model_dump(), notebook)
     manifest.notebook_status(notebook, "running")
@@ -52,7 +54,7 @@ def load(ctx: Context) -> datasets.Dataset:
     with ctx.manifest.stage("load") as info:
         if p.scorer_prompt == "chat_template":  # a tokenizer without a template fails here, before any work
             ctx.prompt_tokenizer = load_prompt_tokenizer(p.scorer_prompt_tokenizer)
-        ds = load_source(p.source, p.source_split, p.source_revision)
+        ds = load_source(p.source, p.source_split, revision=p.source_revision)
         if len(ds) == 0:
             raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
         require_columns(ds, ["prompt"], f"source {p.source!r}")

@@ -1,0 +1,101 @@
+"""Ctrl-C during `repro run`: the notebook's kernel (and the workers it started) stopped, the interruption recorded
+in the manifest (no entry left `running`), and one line that says what is safe and how to continue.
+
+Papermill runs in a worker thread so that Ctrl-C reaches this process as a plain KeyboardInterrupt (nbclient
+otherwise turns it into a kernel shutdown that surfaces as ZMQ errors); the kernel runs in a session of its own
+and is interrupted through its process group, so its cell stops where it is and finished chunks stay on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any, Callable
+
+import psutil
+
+from .manifest import Manifest
+
+GRACE_S = 20.0  # how long an interrupted kernel gets to stop its cell before it is killed
+INTERRUPTED = "interrupted"
+
+
+class Interrupted(Exception):
+    """Ctrl-C stopped the notebook being executed (its kernel is gone)."""
+
+
+def _kernels() -> list[psutil.Process]:
+    """This process's Jupyter kernels (children running ipykernel)."""
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if any("ipykernel" in part for part in child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
+    for kernel in kernels:
+        try:
+            os.killpg(os.getpgid(kernel.pid), signum)  # the kernel's session: it and the workers it started
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` in a worker thread; on Ctrl-C interrupt and stop this process's kernels and raise
+    `Interrupted` once the call has ended (a second Ctrl-C is ignored meanwhile)."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()  # not Thread.join: a KeyboardInterrupt inside join can leave is_alive() wrong
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the main thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="papermill", daemon=True).start()
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            kernels = _kernels()
+            _signal_groups(kernels, signal.SIGINT)  # the cell raises KeyboardInterrupt; papermill then ends
+            if not done.wait(GRACE_S):
+                _signal_groups(kernels, signal.SIGKILL)
+                done.wait(GRACE_S)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        raise Interrupted() from None
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def saved_chunks(manifest: Manifest) -> int:
+    """Finished chunks of resumable work in the run directory (those a re-run skips)."""
+    work = manifest.run.work
+    return sum(1 for p in work.rglob("chunk-*.json") if not any(part.startswith("stale-") for part in p.parts))
+
+
+def record_interruption(manifest: Manifest, notebook: str) -> str:
+    """Mark the interrupted notebook, its unfinished stages and the run `interrupted`; returns the line to print."""
+    data = manifest.read()
+    stages = [name for name, stage in (data.get("stages") or {}).items()
+              if stage.get("status") == "running"
+              or (stage.get("status") == "failed" and str(stage.get("error", "")).startswith("KeyboardInterrupt"))]
+    for name in stages:
+        data["stages"][name].update(status=INTERRUPTED, error="interrupted (Ctrl-C)")
+    data.setdefault("notebooks", {}).setdefault(notebook, {}).update(status=INTERRUPTED)
+    data.update(status=INTERRUPTED, error=f"interrupted (Ctrl-C) in {notebook}")
+    manifest.write(data)
+    where = f"{notebook}, stage {stages[-1]}" if stages else notebook
+    return (f"repro run: interrupted in {where}: {saved_chunks(manifest)} finished chunk(s) are safe in "
+            f"{manifest.run.work}; run the same command to continue.")

@@ -1,0 +1,245 @@
+"""Before any download or notebook: everything a run's parameters need, checked at once.
+
+`repro run` calls `preflight` after validating the parameters and refuses to start while anything is missing,
+naming every missing piece in one message; `repro run --check PARAMS` prints the same list and exits. Checked:
+a CUDA GPU for a `cuda` device, vLLM for the vllm backend (llm-blender for its backend), each hub id either in
+the local hub cache or reachable (else its `hf download` line), each local path the run reads, and disk space.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ReproError
+from .paths import is_hub_id
+
+HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
+# rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
+BYTES_PER_TEXT = 4096
+MARGIN_BYTES = 1 << 30  # notebooks, figures, tables, caches of datasets
+INSTALL_CUDA_TORCH = ('make install TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" '
+                      "(see the README's GPU quick start)")
+
+
+class PreflightError(ReproError):
+    """Something a run needs is not on this machine (a GPU, a package, a download, disk space)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing a run needs: what (as the parameter names it), whether it is there, and what was found or to do."""
+
+    what: str
+    ok: bool
+    detail: str
+    problem: str = "MISSING"  # the word a check that fails is shown with
+
+    def line(self) -> str:
+        return f"  {'ok' if self.ok else self.problem:<7}  {self.what}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Need:
+    """One input a notebook reads: the parameter that names it, its value, and a dataset or a model."""
+
+    parameter: str
+    value: str
+    repo_type: str  # "dataset" | "model"
+
+
+def needs(values: dict[str, Any]) -> list[Need]:
+    """The datasets and models the listed notebooks read (built-in stand-ins and the demo rows are no need)."""
+    notebooks = set(values.get("notebooks") or ())
+    out: list[Need] = []
+
+    def add(parameter: str, value: Any, repo_type: str) -> None:
+        for one in value if isinstance(value, list) else [value]:
+            if one and one != "demo" and not str(one).startswith("builtin:"):
+                out.append(Need(parameter, str(one), repo_type))
+
+    if "01_construct" in notebooks:
+        add("source", values.get("source"), "dataset")
+        if values.get("generate"):
+            add("policy_model", values.get("policy_model"), "model")
+        add("scorer_model", values.get("scorer_model"), "model")
+        for spec in values.get("scorers") or ():
+            add(f"scorers[{spec['name']}].model", spec["model"], "model")
+    if "02_analyze" in notebooks:
+        add("dataset", values.get("dataset"), "dataset")
+    if "03_card" in notebooks:
+        add("card_dataset", values.get("card_dataset"), "dataset")
+    if "04_compare" in notebooks:
+        for key in ("reference", "candidate", "compare_source"):
+            add(key, values.get(key), "dataset")
+    return out
+
+
+def device_checks(values: dict[str, Any]) -> list[Check]:
+    """A CUDA GPU (enough of them) for every `cuda` device the run uses."""
+    notebooks = set(values.get("notebooks") or ())
+    wanted = []
+    if "01_construct" in notebooks:
+        wanted.append(("device", values.get("device", "auto"), values.get("num_processes", 1)))
+        if values.get("generate"):
+            wanted.append(("generation_device", values.get("generation_device", "auto"),
+                           values.get("generation_num_processes", 1)))
+    wanted = [(key, device, n) for key, device, n in wanted if str(device).startswith("cuda")]
+    if not wanted:
+        return []
+    import torch  # only when a GPU is asked for
+
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    checks = []
+    for key, device, processes in wanted:
+        index = int(device.split(":")[1]) if ":" in device else 0
+        need = max(index + 1, processes)
+        what = f"{key}: {device}" + (f" with {processes} processes" if processes > 1 else "")
+        if visible >= need:
+            checks.append(Check(what, True, f"{visible} CUDA GPU(s) visible to torch {torch.__version__}"))
+        elif visible == 0:
+            checks.append(Check(what, False, f"no CUDA GPU: torch {torch.__version__} sees none. On a GPU machine "
+                                             f"install CUDA torch: {INSTALL_CUDA_TORCH}; or set {key}: cpu"))
+        else:
+            checks.append(Check(what, False, f"needs {need} CUDA GPU(s), torch sees {visible}: lower the number "
+                                             f"of processes or pick a visible device"))
+    return checks
+
+
+def package_checks(values: dict[str, Any]) -> list[Check]:
+    """vLLM for `generation_backend: vllm`, llm-blender for a `llm-blender` scorer backend."""
+    notebooks = set(values.get("notebooks") or ())
+    if "01_construct" not in notebooks:
+        return []
+    checks = []
+    if values.get("generate") and values.get("generation_backend") == "vllm":
+        found = importlib.util.find_spec("vllm") is not None
+        checks.append(Check("generation_backend: vllm", found, "vLLM is installed" if found else
+                            "vLLM is not installed: `make install EXTRAS=vllm` (a CUDA machine), or set "
+                            "generation_backend: transformers"))
+    backends = [values.get("scorer_backend")] + [s.get("backend") for s in values.get("scorers") or ()]
+    if "llm-blender" in backends:
+        found = importlib.util.find_spec("llm_blender") is not None
+        checks.append(Check("scorer_backend: llm-blender", found, "llm-blender is installed" if found else
+                            "llm-blender is not installed (it needs an environment of its own: see the README), "
+                            "or set the backend to repro"))
+    return checks
+
+
+def _download_line(need: Need) -> str:
+    kind = " --repo-type dataset" if need.repo_type == "dataset" else ""
+    return f"hf download {need.value}{kind} --local-dir DIR"
+
+
+def _in_hub_cache(need: Need) -> str | None:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return snapshot_download(need.value, repo_type=need.repo_type, local_files_only=True)
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        return None
+
+
+def _on_hub(need: Need) -> tuple[bool, str, int | None]:
+    """(found, why not, bytes to download when known), asking the hub."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if os.environ.get("HF_HUB_OFFLINE") or (need.repo_type == "dataset" and os.environ.get("HF_DATASETS_OFFLINE")):
+        return False, "the hub is switched off here (HF_HUB_OFFLINE)", None
+    try:
+        info = HfApi().repo_info(need.value, repo_type=need.repo_type, timeout=HUB_TIMEOUT_S, files_metadata=True)
+    except GatedRepoError:
+        return False, "it is gated: accept its terms on the hub and log in (`hf auth login`)", None
+    except RepositoryNotFoundError:
+        return False, f"no such {need.repo_type} on the hub (or it is private): check the id", None
+    except Exception as exc:  # connection refused, DNS, timeouts: the hub cannot be reached from here
+        return False, f"the hub cannot be reached ({type(exc).__name__})", None
+    sizes = [s.size for s in info.siblings or () if s.size is not None]
+    return True, "", sum(sizes) if sizes else None
+
+
+def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
+    """Each dataset and model the run reads: a local path that exists, or a hub id cached here or reachable.
+    Returns the checks and the bytes still to download (where the hub said)."""
+    found: list[Check | None] = []
+    hub: list[tuple[int, Need]] = []
+    for need in needs(values):
+        what = f"{need.parameter}: {need.value}"
+        if not is_hub_id(need.value):
+            there = Path(need.value).exists()
+            found.append(Check(what, there, f"local {need.repo_type}" if there else
+                               f"no such file or folder; give an existing path or a hub id (owner/name)"))
+        elif _in_hub_cache(need) is not None:
+            found.append(Check(what, True, f"hub {need.repo_type}, in the local hub cache"))
+        else:
+            hub.append((len(found), need))
+            found.append(None)
+    download = 0
+    with ThreadPoolExecutor(max_workers=max(1, len(hub))) as pool:
+        answers = list(pool.map(lambda item: _on_hub(item[1]), hub))
+    for (index, need), (ok, why, size) in zip(hub, answers):
+        what = f"{need.parameter}: {need.value}"
+        if ok:
+            download += size or 0
+            found[index] = Check(what, True, f"hub {need.repo_type}, reachable (downloaded on first use"
+                                             + (f", {size / 1e9:.1f} GB)" if size else ")"))
+        else:
+            found[index] = Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With "
+                                              f"network: `{_download_line(need)}`, then set {need.parameter} to DIR")
+    return [c for c in found if c is not None], download
+
+
+def estimated_bytes(values: dict[str, Any]) -> int:
+    """What the run will write into its run directory, roughly (texts of its rows, kept several times over)."""
+    rows = values.get("limit")
+    if rows is None and values.get("part_stop") is not None:
+        part = values["part_stop"] - values.get("part_start", 0) - values.get("drop_rows", 0)
+        rows = part // max(1, values.get("mini_count", 1)) + part % max(1, values.get("mini_count", 1))
+    if rows is None or "01_construct" not in (values.get("notebooks") or ()):
+        return MARGIN_BYTES
+    texts = len(values.get("candidate_columns") or ()) + 2  # + the prompt, the reference
+    per_text = BYTES_PER_TEXT
+    if values.get("generate"):
+        per_text = max(per_text, 4 * int(values.get("max_new_tokens") or 0))  # ~4 bytes a token at most
+    return MARGIN_BYTES + 3 * int(rows) * texts * per_text
+
+
+def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
+    """Free space where the run directory goes, for what the run writes (and the downloads, when known)."""
+    existing = Path(run_root)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    need = estimated_bytes(values) + download
+    detail = f"about {need / 1e9:.1f} GB to write, {free / 1e9:.1f} GB free at {existing}"
+    return Check("disk space", free >= need, detail if free >= need else detail + ": free some space or give "
+                                                                                  "another --out")
+
+
+def preflight(values: dict[str, Any], run_root: Path) -> list[Check]:
+    """Every check, in the order a user fixes them: machine, packages, inputs, disk."""
+    inputs, download = input_checks(values)
+    return [*device_checks(values), *package_checks(values), *inputs, disk_check(values, run_root, download)]
+
+
+def report(checks: list[Check], params_file: str | Path) -> str:
+    """The checks as lines, with a verdict line first."""
+    missing = [c for c in checks if not c.ok]
+    head = (f"{params_file}: everything the run needs is here" if not missing else
+            f"{params_file}: {len(missing)} thing(s) to fix ({'; '.join(c.what for c in missing)}); "
+            f"nothing was downloaded or run")
+    return "\n".join([head, *(c.line() for c in checks)])
+
+
+def require(checks: list[Check], params_file: str | Path) -> None:
+    """Raise one PreflightError naming every missing piece (nothing when all are there)."""
+    if any(not c.ok for c in checks):
+        raise PreflightError(report(checks, params_file) + "\nFix these (or change the parameters), then run the "
+                             "same command again; `repro run --check PARAMS` lists them without running.")

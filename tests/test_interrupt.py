@@ -1,0 +1,66 @@
+"""Ctrl-C during `repro run`: one line, no traceback, no manifest entry left `running`, and the re-run continues."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from repro.interrupt import record_interruption
+from repro.manifest import Manifest
+from repro.paths import RunDir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_interruption_is_recorded_for_every_unfinished_entry(tmp_path):
+    run = RunDir.of(tmp_path / "run")
+    manifest = Manifest(run)
+    manifest.start_run({}, ["01_construct", "02_analyze"])
+    manifest.notebook_status("01_construct", "running")
+    manifest.update(stages={"load": {"status": "done"}, "score": {"status": "failed", "error": "KeyboardInterrupt: "}})
+    for index in range(3):
+        (run.work_dir("scoring") / f"chunk-{index:06d}.json").parent.mkdir(parents=True, exist_ok=True)
+        (run.work_dir("scoring") / f"chunk-{index:06d}.json").write_text("[]")
+    (run.work_dir("scoring") / "stale-abc" / "chunk-000000.json").parent.mkdir()
+    (run.work_dir("scoring") / "stale-abc" / "chunk-000000.json").write_text("[]")  # another fingerprint's: not safe
+    line = record_interruption(manifest, "01_construct")
+    assert line == (f"repro run: interrupted in 01_construct, stage score: 3 finished chunk(s) are safe in {run.work}; "
+                    f"run the same command to continue.")
+    data = manifest.read()
+    assert data["status"] == "interrupted" and data["notebooks"]["01_construct"]["status"] == "interrupted"
+    assert data["stages"]["score"]["status"] == "interrupted" and data["stages"]["load"]["status"] == "done"
+    assert "running" not in json.dumps(data)
+
+
+def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tmp_path, repro_run):
+    out = tmp_path / "demo"
+    arguments = ["demo", "--out", str(out), "--set", "notebooks=[01_construct]"]
+    command = [sys.executable, "-m", "repro.cli", "run", *arguments]
+    # as a terminal runs it: its own process group, SIGINT not ignored, Ctrl-C sent to the whole group
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    while not list((out / "work" / "scoring").glob("chunk-*.json")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no scoring chunk was written"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert lines[0].startswith("repro run: interrupted in 01_construct, stage score: ")
+    assert lines[0].endswith("run the same command to continue.")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and "running" not in json.dumps(manifest)
+    kept = len(list((out / "work" / "scoring").glob("chunk-*.json")))
+    assert kept >= 1 and f": {kept} finished chunk(s) are safe" in lines[0]
+    again = repro_run(*arguments)
+    assert again.returncode == 0, again.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["stages"]["score"]["status"] == "done"
+    assert manifest["scorer"]["chunks_resumed"] >= kept  # the finished chunks were not scored again

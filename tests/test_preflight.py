@@ -1,0 +1,98 @@
+"""`repro run --check` and the preflight before any notebook: every missing piece named at once."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from repro import preflight
+from repro.cli import main
+from repro.parameters import load_params_file
+from repro.cli.run import resolve_parameters
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL_FIND_SPEC = importlib.util.find_spec
+
+
+@pytest.fixture
+def bare_machine(monkeypatch, tmp_path):
+    """This machine as a newcomer's: no CUDA GPU, no vLLM, no llm-blender, an empty hub cache, the hub off."""
+    import huggingface_hub.constants
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("vllm", "llm_blender") else REAL_FIND_SPEC(name, *a))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path
+
+
+def test_check_names_the_gpu_vllm_and_the_three_downloads_in_one_message(bare_machine, capsys):
+    assert main(["run", "--check", "params/part2_mini_1.yaml", "--out", str(bare_machine / "run")]) == 1
+    out = capsys.readouterr().out
+    head = out.splitlines()[0]
+    assert "5 thing(s) to fix" in head
+    for what in ("device: cuda", "generation_backend: vllm", "source: ZHLiu627/ultrafeedback_binarized_with_response_full",
+                 "policy_model: HuggingFaceH4/mistral-7b-sft-beta", "scorer_model: llm-blender/PairRM"):
+        assert what in head
+    assert "no CUDA GPU" in out and "make install EXTRAS=vllm" in out
+    assert "hf download ZHLiu627/ultrafeedback_binarized_with_response_full --repo-type dataset" in out
+    assert "hf download HuggingFaceH4/mistral-7b-sft-beta --local-dir DIR" in out
+    assert "hf download llm-blender/PairRM --local-dir DIR" in out
+    assert "ok       disk space" in out
+    assert not (bare_machine / "run").exists()
+
+
+def test_a_run_stops_before_any_notebook_with_every_missing_piece(bare_machine, capsys):
+    assert main(["run", "params/part2_mini_1.yaml", "--out", str(bare_machine / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("repro run: error: ")
+    assert err.count("MISSING") == 5 and "nothing was downloaded or run" in err and "--check" in err
+    assert not (bare_machine / "run").exists()
+
+
+def test_the_demo_needs_nothing_more(bare_machine, capsys):
+    assert main(["run", "--check", "demo", "--out", str(bare_machine / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "everything the run needs is here" in out and "MISSING" not in out
+
+
+def test_a_hub_id_in_the_local_cache_and_a_local_path_that_is_not_there(bare_machine):
+    snapshot = bare_machine / "hub" / "models--owner--scorer" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (bare_machine / "hub" / "models--owner--scorer" / "refs").mkdir()
+    (bare_machine / "hub" / "models--owner--scorer" / "refs" / "main").write_text("abc123")
+    values = resolve_parameters({"notebooks": ["01_construct", "02_analyze"], "source": str(bare_machine / "gone.jsonl"),
+                                 "scorer_model": "owner/scorer", "dataset": "owner/elsewhere"})
+    checks = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}
+    assert checks["scorer_model: owner/scorer"].ok and "local hub cache" in checks["scorer_model: owner/scorer"].detail
+    gone = checks[f"source: {bare_machine / 'gone.jsonl'}"]
+    assert not gone.ok and "no such file or folder" in gone.detail
+    elsewhere = checks["dataset: owner/elsewhere"]
+    assert not elsewhere.ok and "hf download owner/elsewhere --repo-type dataset" in elsewhere.detail
+
+
+def test_a_cuda_device_with_a_gpu_is_there(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    values = {"notebooks": ["01_construct"], "device": "cuda:1", "num_processes": 1}
+    assert [c.ok for c in preflight.device_checks(values)] == [True]
+    values.update(num_processes=4)  # four torchrun workers need four GPUs
+    (check,) = preflight.device_checks(values)
+    assert not check.ok and "needs 4 CUDA GPU(s), torch sees 2" in check.detail
+
+
+def test_disk_space_scales_with_the_rows_and_generated_text(monkeypatch, tmp_path):
+    values = resolve_parameters(load_params_file(ROOT / "params" / "part2_mini_1.yaml"))
+    small = resolve_parameters(load_params_file(ROOT / "params" / "part2_mini_1.yaml", ["limit=8"]))
+    assert preflight.estimated_bytes(values) > preflight.estimated_bytes(small) >= preflight.MARGIN_BYTES
+    monkeypatch.setattr(preflight.shutil, "disk_usage", lambda path: type("U", (), {"free": 10})())
+    check = preflight.disk_check(small, tmp_path / "run", 0)
+    assert not check.ok and "free some space" in check.detail and str(tmp_path) in check.detail

@@ -1,0 +1,82 @@
+"""`repro run` into a run directory that holds a run: other parameters refused unless --force, which leaves
+nothing of the old run behind (the card cites no file this run did not make); resumable work is kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repro.cli import main
+from repro.manifest import Manifest
+from repro.parameters import load_params_file
+from repro.paths import RunDir
+from repro.rerun import changed_parameters, clear_previous_run
+from repro.cli.run import resolve_parameters
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def previous_run(tmp_path):
+    """A run directory as `repro run params/demo.yaml` and a comparison left it (the outputs stand-ins)."""
+    run = RunDir.of(tmp_path / "demo")
+    values = load_params_file(ROOT / "params" / "demo.yaml")
+    values["run_dir"] = str(run.root)
+    Manifest(run).start_run(resolve_parameters(values), ["01_construct", "02_analyze", "03_card"])
+    for relative, text in (("compare.json", "{}"), ("figures/compare_scores.png", "png"),
+                           ("tables/compare_pairs.csv", "a,b"), ("metrics.json", "{}"),
+                           ("dataset/README.md", "## Reproduction"), ("notebooks/03_card.ipynb", "{}")):
+        (run.root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (run.root / relative).write_text(text)
+        Manifest(run).add_outputs(run.root / relative)
+    run.work.mkdir()
+    (run.work / "kept.txt").write_text("resumable work lives here")
+    (run.root / "selfcheck.json").write_text("{}")
+    return run
+
+
+def test_other_parameters_are_refused_naming_them(previous_run, capsys):
+    before = files_of(previous_run.root)
+    assert main(["run", "demo", "--out", str(previous_run.root), "--set", "limit=8", "--set", "chunk_size=4"]) == 2
+    err = capsys.readouterr().err
+    assert "REFUSED  run directory" in err
+    assert "holds a run with other parameters: chunk_size (16 there, 4 now), limit (None there, 8 now)" in err
+    assert "Give another --out for this run, or pass --force" in err
+    assert files_of(previous_run.root) == before
+    assert main(["run", "--check", "demo", "--out", str(previous_run.root), "--set", "limit=8"]) == 1
+    assert "REFUSED  run directory" in capsys.readouterr().out
+    # the same parameters continue the run there
+    assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 0
+    assert "continues the run there, same parameters" in capsys.readouterr().out
+
+
+def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):
+    values = load_params_file(ROOT / "params" / "demo.yaml", ["limit=8"])
+    values["run_dir"] = str(previous_run.root)
+    assert set(changed_parameters(previous_run, resolve_parameters(values))) == {"limit"}
+    removed = clear_previous_run(previous_run)
+    assert {"compare.json", "figures/compare_scores.png", "tables/compare_pairs.csv", "manifest.json"} <= set(removed)
+    assert sorted(files_of(previous_run.root)) == ["selfcheck.json", "work/kept.txt"]
+
+
+def test_a_forced_rerun_makes_a_card_that_cites_only_its_own_files(previous_run, repro_run):
+    proc = repro_run("demo", "--out", previous_run.root, "--set", "limit=8", "--force")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--force: removed the previous run's compare.json" in proc.stdout
+    manifest = Manifest(previous_run).read()
+    assert manifest["status"] == "complete" and manifest["parameters"]["limit"] == 8
+    assert not (previous_run.root / "compare.json").exists() and "compare.json" not in manifest["outputs"]
+    assert not list(previous_run.figures.glob("compare_*")) and not list(previous_run.tables.glob("compare_*"))
+    card = previous_run.card.read_text()
+    assert "Reproduction" not in card and "compare.json" not in card
+    made = set(manifest["outputs"])
+    cited = {p for p in made if p.startswith("figures/")}
+    assert cited and all(c in card for c in cited if c.endswith(".png"))  # its figures are the ones it made
+    assert json.loads((previous_run.root / "metrics.json").read_text())["n"] <= 8
+    assert (previous_run.work / "kept.txt").is_file()

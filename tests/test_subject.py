@@ -1,0 +1,101 @@
+"""A run directory describes one dataset: analysing, carding or comparing another never writes into it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import datasets
+import pytest
+
+from repro import compare
+from repro.analysis import report as analysis
+from repro.card import gather_facts
+from repro.dataset_io import SEED_COLUMNS, write_split
+from repro.errors import ParameterError
+from repro.manifest import Manifest
+from repro.parameters import AnalyzeParams, CardParams, CompareParams, build
+from repro.paths import RunDir, run_dir_of
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, train_rows):
+    """A project root holding runs/demo as 01_construct leaves it, and someone else's scored rows, mine.jsonl."""
+    monkeypatch.setenv("REPRO_HOME", str(tmp_path))
+    run = RunDir.of(tmp_path / "runs" / "demo")
+    rows = [{k: r.get(k) for k in SEED_COLUMNS} | {"reference_response": ""} for r in train_rows[:30]]
+    write_split(datasets.Dataset.from_list(rows), run.dataset)
+    Manifest(run).update(status="complete", counts={"kept": 30}, scorer={"model": "builtin:tiny-pairrm"})
+    (run.root / "metrics.json").write_text('{"n": 30}\n')
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("".join(json.dumps(r) + "\n" for r in train_rows[30:90]))
+    return tmp_path, run, mine
+
+
+def test_a_dataset_of_no_run_gets_a_run_directory_of_its_own(project):
+    root, run, mine = project
+    assert run_dir_of(str(mine), "demo") == root / "runs" / "mine"
+    assert run_dir_of("owner/some_dataset", "demo") == root / "runs" / "some_dataset"
+    assert run_dir_of(str(run.root), "demo") == run.root  # a run's own dataset: that run
+    assert run_dir_of(str(run.dataset), "demo") == run.root
+    assert run_dir_of(None, "demo") == run.root
+    assert build(AnalyzeParams, {"dataset": "mine.jsonl"}).run_root == root / "runs" / "mine"
+    assert build(CardParams, {"card_dataset": "mine.jsonl"}).run_root == root / "runs" / "mine"
+    assert build(CompareParams, {"candidate": "mine.jsonl"}).run_root == root / "runs" / "mine"
+    assert build(AnalyzeParams, {"dataset": "mine.jsonl", "run_dir": "runs/x"}).run_root == root / "runs" / "x"
+
+
+def test_no_notebook_writes_another_dataset_into_a_run_directory(project):
+    root, run, mine = project
+    before = files_of(run.root)
+    attempts = [
+        lambda: analysis.analyze(build(AnalyzeParams, {"run_dir": str(run.root), "dataset": str(mine)})),
+        lambda: gather_facts(build(CardParams, {"run_dir": str(run.root), "card_dataset": str(mine)})),
+        lambda: compare.compare(build(CompareParams, {"run_dir": str(run.root), "candidate": str(mine),
+                                                      "reference": str(mine)})),
+    ]
+    for attempt, parameter in zip(attempts, ("dataset", "card_dataset", "candidate")):
+        with pytest.raises(ParameterError, match=rf"run_dir '{run.root}' describes its own dataset \(built there by "
+                                                 rf"01_construct.*{parameter}='{mine}' is another dataset.*runs/mine"):
+            attempt()
+        assert files_of(run.root) == before
+    # the foreign dataset's own run directory takes each notebook in turn, and then refuses a third dataset
+    analysis.analyze(build(AnalyzeParams, {"dataset": str(mine), "bootstrap_resamples": 100}))
+    own = RunDir.of(root / "runs" / "mine")
+    assert json.loads(own.metrics.read_text())["n"] == 60
+    assert Manifest(own).read()["subject"] == {"dataset": str(mine), "parameter": "dataset"}
+    gather_facts(build(CardParams, {"card_dataset": str(mine)}))
+    other = root / "other.jsonl"
+    shutil.copyfile(mine, other)
+    with pytest.raises(ParameterError, match=rf"describes '{mine}'.*dataset='{other}' is another dataset"):
+        analysis.analyze(build(AnalyzeParams, {"run_dir": str(own.root), "dataset": str(other)}))
+
+
+def test_01_construct_never_builds_into_a_run_directory_of_another_dataset(project):
+    from repro.construct.stages import begin
+    from repro.parameters import ConstructParams
+
+    root, run, mine = project
+    analysis.analyze(build(AnalyzeParams, {"dataset": str(mine), "bootstrap_resamples": 100}))
+    with pytest.raises(ParameterError, match=rf"describes '{mine}'.*01_construct would build a dataset of its own"):
+        begin(build(ConstructParams, {"run_dir": "runs/mine"}))
+
+
+def test_plain_papermill_on_a_foreign_dataset_leaves_the_demo_run_byte_identical(project, monkeypatch, run_notebook):
+    root, run, mine = project
+    before = files_of(run.root)
+    out = root / "out.ipynb"
+    monkeypatch.chdir(root)
+    run_notebook(ROOT / "notebooks" / "02_analyze.ipynb", out, cwd=str(root),
+                 parameters={"dataset": "mine.jsonl", "bootstrap_resamples": 100})
+    assert files_of(run.root) == before
+    assert json.loads((root / "runs" / "mine" / "metrics.json").read_text())["n"] == 60
+    first = next(o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
+    assert "".join(first["text"]).startswith(f"run directory: {root / 'runs' / 'mine'} (the one of dataset=")
