@@ -128,7 +128,7 @@ CASES = [
     # (a tokenizer without a chat template: tests/test_recipes.py builds one)
     Case("recipe: a slice larger than the prompt shard", lambda t: lambda: plan_slice(200, part_start=15283, part_stop=30566),
          r"The slice part_start=15283, part_stop=30566 lies outside the source, which has 200 rows"),
-    Case("recipe: a revision for a local source", lambda t: lambda: load_source("demo", "train_prefs", "abc"),
+    Case("recipe: a revision for a local source", lambda t: lambda: load_source("demo", "train_prefs", revision="abc"),
          r"source_revision='abc' pins a hub commit, but source='demo' is not a hub id .* set source_revision: null"),
     # the source loader itself
     Case("jsonl source with a broken line",

@@ -112,7 +112,7 @@ def test_policy_revision_is_passed_to_the_policy_load(hub_spies, policy_dir):
     with pytest.raises(ParameterError, match=r"policy_revision='rev9' pins a hub commit, but policy_model=.* is not a hub id"):
         generation.resolve_policy(str(policy_dir), "rev9")
     with pytest.raises(ParameterError, match=r"source_revision='r' pins a hub commit, but source='demo'"):
-        sources.load_source("demo", "train_prefs", "r")
+        sources.load_source("demo", "train_prefs", revision="r")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -243,10 +243,12 @@ def test_card_states_the_agreement_in_both_languages(two_scorers):
 def test_one_scorer_changes_nothing_and_removes_an_old_agreement(two_scorers, tmp_path):
     rows, run_two, two = two_scorers
     one = _run(tmp_path, [{k: v for k, v in r.items() if k != SECOND} for r in rows], "one")
-    # analysed where an earlier analysis of two scorers left its table and figure
+    # the run rebuilt with one scorer, analysed where an earlier analysis of two scorers left its table and figure
     run = RunDir.of(tmp_path / "again")
     shutil.copytree(run_two.root, run.root)
-    result = analysis.analyze(AnalyzeParams(run_dir=str(run.root), dataset=str(one.dataset), bootstrap_resamples=200))
+    shutil.rmtree(run.dataset)
+    shutil.copytree(one.dataset, run.dataset)
+    result = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=200))
     m = json.loads(run.metrics.read_text())
     assert "agreement" not in m and result.agreement is None
     assert set(m["figures"]) == set(plots.FIGURE_NAMES) and set(m["tables"]) == {"summary_statistics", "extreme_margins"}
