@@ -505,10 +505,21 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
     return sorted(gathered, key=lambda g: g["rank"])
 
 
+def exit_process(code: int) -> None:
+    """Leave the interpreter with `code`. A torchrun rank leaves without C++ destructors: gloo's threads can abort
+    an ordinary exit after the work is written ("terminate called without an active exception", exit -6), which
+    torchrun would report as a failed rank."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def torchrun_command(job_path: Path, num_processes: int, entry: str) -> list[str]:
     """The torchrun command line running `num_processes` workers of `entry` ("module:function") on this node."""
-    worker = (f"import sys; from repro.jobs import torchrun_worker; "
-              f"sys.exit(torchrun_worker({entry!r}, {str(job_path)!r}))")
+    worker = (f"from repro.jobs import exit_process, torchrun_worker; "
+              f"exit_process(torchrun_worker({entry!r}, {str(job_path)!r}))")
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
             "--no-python", sys.executable, "-c", worker]
 

@@ -1,7 +1,6 @@
 """`python -m repro.cli`: the `repro` command (torchrun launches it this way)."""
 
-import sys
-
+from ..jobs import exit_process
 from . import main
 
-sys.exit(main())
+exit_process(main())
