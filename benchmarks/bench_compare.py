@@ -23,13 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_analysis import _peak_rss_mb, build_datasets  # noqa: E402  (the same synthetic rows)
+from saved import save_json  # noqa: E402  (benchmarks/saved.py, beside this script)
 
 DROP_ROWS = 400  # source rows left out of the reference's minis, from the middle of the part
 
@@ -124,11 +124,7 @@ def main() -> None:
     w, s = out["without_slice"], out["with_slice"]
     print(f"comparison of two {args.rows}-row datasets: {w['seconds']} s wall ({w['cpu_seconds']} s CPU); with slice "
           f"inference against the source: {s['seconds']} s wall ({s['cpu_seconds']} s CPU); aim: under 30 s")
-    results = Path(__file__).resolve().parent / "results"
-    results.mkdir(exist_ok=True)
-    path = results / f"bench-compare-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"saved {path}")
+    print(f"saved {save_json(out, 'bench-compare')}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from saved import save_json  # benchmarks/saved.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "params" / "demo.yaml"
 DEMO_FAMILY = ROOT / "params" / "demo_family.yaml"
@@ -179,11 +181,7 @@ def main() -> None:
     out["batch_tolerance"] = batch_tolerance()
     out["load_average_after"] = os.getloadavg()
     print(json.dumps(out, indent=2))
-    results = Path(__file__).resolve().parent / "results"
-    results.mkdir(exist_ok=True)
-    path = results / f"family-cpu-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"-> {path}")
+    print(f"-> {save_json(out, 'family-cpu')}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Prints the medians and the ratio A/B; writes benchmarks/results/install-<time>.j
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -21,6 +20,8 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from saved import save_json  # benchmarks/saved.py, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,8 +61,7 @@ def main() -> None:
         "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(),
         "load_average": os.getloadavg()}, "a": {"commit": head, "runs": runs["a"], "median": median["a"]},
         "b": {"commit": args.against, "runs": runs["b"], "median": median["b"]}, "wall_ratio_a_over_b": ratio}
-    out = ROOT / "benchmarks" / "results" / f"install-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = save_json(result, "install")
     print(f"make install, fresh clone: {head} {median['a']['wall_s']:.1f} s wall ({median['a']['cpu_s']:.1f} s CPU); "
           f"{args.against} {median['b']['wall_s']:.1f} s wall ({median['b']['cpu_s']:.1f} s CPU); "
           f"ratio {ratio:.3f} (median of pairs) -> {out.relative_to(ROOT)}")
