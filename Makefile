@@ -25,7 +25,7 @@ STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo test test-fast lab lock clean-runs
+.PHONY: install demo test test-fast durations lab lock clean-runs
 
 install: $(STAMP)
 
@@ -48,12 +48,16 @@ demo: install $(BYTECODE)
 
 # everything (what the README and .ci/run use), on every core
 test: install $(BYTECODE)
-	$(PYTEST) -n auto --dist loadscope
+	$(PYTEST) -n auto --dist loadscope --no-loadscope-reorder
 
 # the inner loop: every test that runs no notebook, no `repro run`, no torchrun, no browser, no training
 # (tests/conftest.py decides, from the fixtures and helpers a test uses)
 test-fast: install $(BYTECODE)
-	$(PYTEST) -n auto --dist loadscope -m "not heavy"
+	$(PYTEST) -n auto --dist loadscope --no-loadscope-reorder -m "not heavy"
+
+# each test module's total duration, for the order in which `make test` hands modules to its workers
+durations: install $(BYTECODE)
+	$(PYTEST) -n auto --dist loadscope --no-loadscope-reorder --store-durations
 
 # JupyterLab at the project root (so `runs/demo` in a notebook is the folder the file browser shows), on this
 # machine only; kernels get CurveZMQ-encrypted connections, as `repro run` gives them.

@@ -91,11 +91,45 @@ HEAVY_FIXTURES = {
     "kill_during_scoring": "runs a scoring job in a subprocess and kills it with SIGKILL",
     "mid_size_shape": "builds and runs PairRM at the benchmark's mid size (hidden 384, 6 layers)",
 }
+# The order the modules are handed to xdist's workers (make test: --dist loadscope --no-loadscope-reorder): the
+# longest first, so the many short ones fill in at the end and both workers finish together. The seconds are each
+# module's total of one run's test durations (`make durations` writes them); a module missing there counts as
+# DEFAULT_SECONDS per heavy test. A stale file only costs time, never a result.
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+DEFAULT_SECONDS = 10.0
+
+
+def pytest_addoption(parser):
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write each test module's total duration to {DURATIONS.name} (make durations)")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Marks every test that uses a heavy fixture (directly or through another fixture) `heavy`."""
+    """Marks every test that uses a heavy fixture (directly or through another fixture) `heavy`; longest modules
+    first (DURATIONS)."""
+    heavy: dict[str, int] = {}
     for item in items:
+        module = item.nodeid.split("::")[0]
+        heavy.setdefault(module, 0)
         if set(item.fixturenames) & HEAVY_FIXTURES.keys():
             item.add_marker(pytest.mark.heavy)
+            heavy[module] += 1
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    seconds = {m: known.get(m, DEFAULT_SECONDS * n) for m, n in heavy.items()}
+    items.sort(key=lambda item: -seconds[item.nodeid.split("::")[0]])  # stable: a module keeps its own order
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    module = report.nodeid.split("::")[0]
+    _durations[module] = _durations.get(module, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if session.config.getoption("store_durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        DURATIONS.write_text(json.dumps({m: round(s, 1) for m, s in sorted(_durations.items())}, indent=1) + "\n")
 
 
 def shared_tmp(tmp_path_factory) -> Path:

@@ -172,22 +172,41 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_the_demo_family_scores_every_row_once_and_each_member_equals_its_run_alone(tmp_path, repro_run):
+def test_the_demo_family_params_cut_the_40_demo_rows_into_four_disjoint_minis():
+    from repro.slicing import plan_slice
+
+    family = fam.plan_family(load_params_file(DEMO_FAMILY), default_name="x")
+    assert [m.name for m in family.members] == [f"mini_{i}" for i in range(4)]
+    v = family.members[0].values
+    minis = [set(plan_slice(40, part_start=0, part_stop=None, drop_rows=0, drop_from="end", limit=None,
+                            mini_index=m.values["mini_index"], mini_count=v["mini_count"]).indices)
+             for m in family.members]
+    assert [len(x) for x in minis] == [10] * 4 and set().union(*minis) == set(range(40))
+    own = {"mini_index", "run_name", "run_dir"}  # the rest is the same for every member
+    assert {k: val for k, val in v.items() if k not in own} == \
+        {k: val for k, val in family.members[3].values.items() if k not in own}
+
+
+def test_a_demo_family_scores_every_row_once_and_each_member_equals_its_run_alone(tmp_path, repro_run):
+    """params/demo_family.yaml with two of its four members (--grid narrows the grid): what holds for two holds
+    for four, at half the time."""
     def _repro(*args):  # every run in its own process with the same environment (threads: the same rounding)
         return repro_run(*args, timeout=1200)
 
     out = tmp_path / "demo_family"
-    first = _repro(str(DEMO_FAMILY), "--out", str(out))
+    family = (str(DEMO_FAMILY), "--grid", "mini_index=1,2", "--out", str(out))
+    first = _repro(*family)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    members = [out / f"mini_{i}" for i in range(4)]
+    members = [out / "mini_1", out / "mini_2"]
     manifests = [json.loads((m / "manifest.json").read_text()) for m in members]
     assert all(m["status"] == "complete" for m in manifests)
-    # every demo row scored once across the family, none taken from the cache (the minis are disjoint)
+    assert not (out / "mini_0").exists() and not (out / "mini_3").exists()
+    # every row of the two minis scored once across the family, none taken from the cache (the minis are disjoint)
     scored = [m["stages"]["score"]["cache"] for m in manifests]
-    assert sum(s["rows_computed"] for s in scored) == 40 and sum(s["rows_from_cache"] for s in scored) == 0
-    assert [m["family"]["member"] for m in manifests] == ["mini_0", "mini_1", "mini_2", "mini_3"]
+    assert [s["rows_computed"] for s in scored] == [10, 10] and sum(s["rows_from_cache"] for s in scored) == 0
+    assert [m["family"]["member"] for m in manifests] == ["mini_1", "mini_2"]
     summary = json.loads((out / "family.json").read_text())
-    assert summary["complete"] == 4 and summary["rows_scored"] == {"computed": 40, "from_cache": 0}
+    assert summary["complete"] == 2 and summary["rows_scored"] == {"computed": 20, "from_cache": 0}
     assert summary["parameters_that_differ"] == ["mini_index"]
     assert (out / "notebooks" / "05_family.ipynb").exists()
     files = {p: _sha(p) for p in sorted(out.rglob("*.parquet")) + [out / "family.json"]}
@@ -200,13 +219,15 @@ def test_the_demo_family_scores_every_row_once_and_each_member_equals_its_run_al
     assert _sha(tmp_path / "alone" / shard) == _sha(out / "mini_2" / shard)
 
     # a second run of the family computes nothing and gives byte-identical files
-    again = _repro(str(DEMO_FAMILY), "--out", str(out))
+    again = _repro(*family)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert again.stdout.count("is complete with the same parameters") == 4
+    assert again.stdout.count("is complete with the same parameters") == 2
     assert {p: _sha(p) for p in files} == files
 
-    # a member started alone into another folder takes every row from the cache: exactly the family's bytes
-    member = _repro(str(DEMO_FAMILY), "--out", str(tmp_path / "elsewhere"), "--member", "mini_1")
+    # a member of the whole family started alone into another folder (one Slurm array task) takes every row from
+    # the cache: exactly the bytes the family wrote
+    member = _repro(str(DEMO_FAMILY), "--out", str(tmp_path / "elsewhere"), "--member", "mini_1",
+                    "--set", "notebooks=[01_construct]")
     assert member.returncode == 0, member.stdout[-3000:] + member.stderr[-3000:]
     cache = json.loads((tmp_path / "elsewhere" / "mini_1" / "manifest.json").read_text())["stages"]["score"]["cache"]
     assert (cache["rows_computed"], cache["rows_from_cache"]) == (0, 10)
