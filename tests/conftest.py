@@ -119,16 +119,11 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -seconds[item.nodeid.split("::")[0]])  # stable: a module keeps its own order
 
 
-_durations: dict[str, float] = {}
+_durations: dict[str, float] = {}  # module -> seconds of this run (pytest_runtest_logreport, below)
 
 
-def pytest_runtest_logreport(report):
-    module = report.nodeid.split("::")[0]
-    _durations[module] = _durations.get(module, 0.0) + report.duration
-
-
-def pytest_sessionfinish(session):
-    if session.config.getoption("store_durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
+def _store_durations(config) -> None:
+    if config.getoption("store_durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
         DURATIONS.write_text(json.dumps({m: round(s, 1) for m, s in sorted(_durations.items())}, indent=1) + "\n")
 
 
@@ -234,7 +229,10 @@ def _skip_reason(report) -> str:
 
 
 def pytest_runtest_logreport(report):
-    """Collects skipped tests that carry none of ALLOWED_SKIP_MARKERS (an expected failure is not a skip)."""
+    """Adds the report's time to its module's (make durations); collects skipped tests that carry none of
+    ALLOWED_SKIP_MARKERS (an expected failure is not a skip)."""
+    module = report.nodeid.split("::")[0]
+    _durations[module] = _durations.get(module, 0.0) + report.duration
     if report.skipped and not hasattr(report, "wasxfail") and not any(m in report.keywords for m in ALLOWED_SKIP_MARKERS):
         _forbidden_skips.append((report.nodeid, _skip_reason(report)))
 
@@ -261,6 +259,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A run that would pass fails instead when a skip was not allowed."""
+    """Writes the modules' durations when asked; a run that would pass fails instead when a skip was not allowed."""
+    _store_durations(session.config)
     if _skips_forbidden() and _forbidden_skips and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -5,6 +5,7 @@ that the heavy work is reached only through those fixtures, and that the rule se
 import ast
 from pathlib import Path
 
+import conftest
 from conftest import HEAVY_FIXTURES, pytest_collection_modifyitems
 
 TESTS = Path(__file__).resolve().parent
@@ -59,8 +60,9 @@ def test_heavy_work_is_reached_only_through_the_heavy_fixtures():
 class _Item:
     """What the rule reads of a collected test: the fixtures it uses (with those of its fixtures) and its marks."""
 
-    def __init__(self, *fixturenames: str):
+    def __init__(self, *fixturenames: str, nodeid: str = "tests/test_x.py::test_x"):
         self.fixturenames = list(fixturenames)
+        self.nodeid = nodeid
         self.marks: list[str] = []
 
     def add_marker(self, mark) -> None:
@@ -74,6 +76,20 @@ def test_the_rule_marks_a_test_heavy_by_the_fixtures_it_uses():
     assert light.marks == [] and demo.marks == copy.marks == torchrun.marks == ["heavy"]
 
 
+def test_the_longest_modules_are_handed_out_first_each_in_its_own_order(monkeypatch, tmp_path):
+    durations = tmp_path / "durations.json"
+    durations.write_text('{"tests/test_a.py": 5.0, "tests/test_b.py": 90.0}')
+    monkeypatch.setattr(conftest, "DURATIONS", durations)
+    items = [_Item(nodeid="tests/test_a.py::one"), _Item("repro_run", nodeid="tests/test_a.py::two"),
+             _Item(nodeid="tests/test_b.py::one"), _Item(nodeid="tests/test_b.py::two"),
+             _Item("repro_run", "demo_run", nodeid="tests/test_new.py::one"),  # not in the file: 10 s a heavy test
+             _Item("repro_run", nodeid="tests/test_new.py::two"), _Item(nodeid="tests/test_light.py::one")]
+    pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == ["tests/test_b.py::one", "tests/test_b.py::two", "tests/test_new.py::one",
+                                         "tests/test_new.py::two", "tests/test_a.py::one", "tests/test_a.py::two",
+                                         "tests/test_light.py::one"]
+
+
 def test_every_heavy_fixture_exists_and_says_why_it_is_heavy():
     import conftest
 
@@ -83,3 +99,10 @@ def test_every_heavy_fixture_exists_and_says_why_it_is_heavy():
     for name, why in HEAVY_FIXTURES.items():
         assert why
         assert name in defined or f"def {name}(" in (TESTS / local[name]).read_text(), name
+
+
+def test_conftest_defines_each_function_once():
+    """A second `def pytest_...` silently replaces the first: the rule, the durations or the skip guard would go."""
+    tree = ast.parse((Path(__file__).parent / "conftest.py").read_text())
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
