@@ -134,7 +134,9 @@ class ConstructParams(_Params):
     candidate_columns: list[str] = ["resp0", "resp1"]
     include_reference: bool = False  # also rank `reference_response`
     include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
-    original_pair_position: Literal["last", "first"] = "last"  # where they go: after the others, or before
+    # where they go: after the others, before them, or before them ranked but never chosen, rejected or listed as
+    # a candidate (first_scored_only: SPPO's published rows, 7 rm_scores for 5 generate_i)
+    original_pair_position: Literal["last", "first", "first_scored_only"] = "last"
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
@@ -171,6 +173,12 @@ class ConstructParams(_Params):
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
     output_split: str | None = None  # default: the format's own split name (with `iteration`)
     iteration: Count = 1  # the round of an iterative recipe: split names, the manifest's lineage
+    # a second, test split written beside the train split (its name: the train split's with `test` for `train`):
+    # the prompts of source split `test_split` through the same stages; test_split = source_split: a sample of the
+    # built train rows (SPPO's compute_prob.py). null: no test split
+    test_split: str | None = None
+    test_rows: Count | None = None  # the first N test rows (a seeded sample with test_seed); null: all; capped by limit
+    test_seed: int | None = None  # draw the test rows at random with this seed instead of taking the first ones
     # generation (issue 7): when true, candidates (and optionally the reference) are generated first
     generate: bool = False
     # the project's row cache (issue 22, repro.cache): generated and scored rows shared by every run
@@ -215,6 +223,15 @@ class ConstructParams(_Params):
         if self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates:
             raise ValueError(f"output_format {self.output_format!r} publishes every candidate and its score: "
                              f"set keep_all_candidates: true")
+        if self.test_split is None and (self.test_rows, self.test_seed) != (None, None):
+            raise ValueError("test_rows / test_seed are set but test_split is not: name the source split of the test "
+                             "prompts (e.g. test_prefs), or remove them")
+        if self.test_split is not None and self.test_split == self.source_split and self.test_rows is None:
+            raise ValueError(f"test_split {self.test_split!r} is the source split, so the test rows are a sample of the "
+                             f"built train rows (SPPO's way): set test_rows (SPPO: 500) and test_seed")
+        if self.original_pair_position == "first_scored_only" and not self.include_original_pair:
+            raise ValueError("original_pair_position 'first_scored_only' ranks the source's chosen/rejected with the "
+                             "candidates: set include_original_pair: true, or another position")
         names = [s.name for s in self.scorers]
         if len(set(names)) != len(names):
             raise ValueError(f"scorers: every name must be different, got {names}")
