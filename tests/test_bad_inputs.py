@@ -130,6 +130,11 @@ CASES = [
         ("the original pair scored only but not included", ["original_pair_position=first_scored_only"],
          r"original_pair_position 'first_scored_only' ranks the source's chosen/rejected .*set include_original_pair: true"),
     ]],
+    Case("params: include of a missing file", lambda t: run(t, params=str(write(t / "p.yaml", "include: base.yml\n"))),
+         r"'include: base.yml' in \S*p.yaml: \S*base.yml does not exist; give the path of a params file",
+         after=nothing_written),
+    Case("params: an include cycle", lambda t: run(t, params=str(write(t / "p.yaml", "include: p.yaml\n"))),
+         r"'include: p.yaml' in \S*p.yaml makes a cycle .*remove one of these includes", after=nothing_written),
     Case("recipe: a prompt tokenizer folder without a tokenizer", lambda t: lambda: load_prompt_tokenizer(str(t)),
          r"scorer_prompt_tokenizer=\S+ could not be loaded .*Give a local tokenizer folder"),
     # (a tokenizer without a chat template: tests/test_recipes.py builds one)

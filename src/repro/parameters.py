@@ -433,8 +433,9 @@ NOTEBOOK_SECTIONS = {
     "04_compare": ("compare",),
     "05_family": ("family_view",),
 }
-# keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family)
-RUN_KEYS = {"notebooks", "selfcheck", "family"}
+# keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family;
+# include: params files whose values this one takes, then overrides, resolved by load_params_file)
+RUN_KEYS = {"notebooks", "selfcheck", "family", "include"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
 
@@ -550,20 +551,44 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Load a params YAML file, apply `--set` overrides, validate every key; returns the merged dict."""
-    path = Path(path)
-    if path.is_dir():
-        raise ParameterError(f"Params file {str(path)!r} is a folder, not a file; give a YAML file in it "
-                             f"{sorted(p.name for p in path.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
-    if not path.is_file():
-        raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
+def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A params file's values over those of the files its `include:` names (paths from its folder, in order)."""
     try:
         values = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
+    unknown = next((key for key in values if key not in all_fields()), None)
+    if unknown is not None:  # named in the file that holds it, included or not
+        raise _unknown_error(unknown, str(path))
+    names = values.pop("include", None) or []
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ParameterError(f"'include' in {path} must be a params file's path (from {path.parent}) or a list of "
+                             f"them, got {names!r}.")
+    chain, merged = (*chain, path.resolve()), {}
+    for name in names:
+        other = (path.parent / name).resolve()
+        if other in chain:
+            raise ParameterError(f"'include: {name}' in {path} makes a cycle ({' -> '.join(str(p) for p in chain)} "
+                                 f"-> {other}): remove one of these includes.")
+        if not other.is_file():
+            raise ParameterError(f"'include: {name}' in {path}: {other} does not exist; give the path of a params "
+                                 f"file, from {path.parent}.")
+        merged.update(read_params_yaml(other, chain))
+    return {**merged, **values}
+
+
+def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Load a params YAML file (with its `include:` files), apply `--set` overrides, validate every key; returns the merged dict."""
+    path = Path(path)
+    if path.is_dir():
+        raise ParameterError(f"Params file {str(path)!r} is a folder, not a file; give a YAML file in it "
+                             f"{sorted(p.name for p in path.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
+    if not path.is_file():
+        raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
+    values = read_params_yaml(path)
     set_values = parse_set(overrides or [])
     for key in set_values:  # named where the user typed it, not as if it were in the file
         if key not in all_fields():
