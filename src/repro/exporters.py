@@ -10,6 +10,8 @@ own code writes it:
   `prepare_score` adds `chosen`, `rejected`, `chosen_probs` = P[chosen][rejected], `chosen_probs_win` = mean_j
   P[chosen][j], `chosen_probs_lose` = mean_j P[rejected][j] (j over every candidate, itself included). Both sets of
   columns in one table here (`prompt`, `prompt_id` first: the prompt rows' own columns, inferred); split `train`.
+  Leading candidates ranked but not candidates of the pair (`original_pair_position: first_scored_only`, a row's
+  `scored_only`) are in `rm_scores` only: SPPO's published 7 scores for 5 `generate_i`.
 - `snorkel` (snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset's card): `prompt_id`, `prompt`,
   `all_generated_responses`, `all_rm_scores`, `chosen`, `rejected`; split `train_iteration_{iteration}`.
 - `rlhflow` (RLHFlow/Online-RLHF `annotate_data/get_rewards.py` then `dpo_iteration/run_dpo.py`): the annotated
@@ -20,6 +22,7 @@ own code writes it:
   `score_chosen`, `score_rejected`, then `reference_response` (the policy's greedy response), `chosen`,
   `rejected`: no scores; split `train_prefs_{iteration}` (SELM's loop names it after the dataset's `_iter_N`).
 
+Each format's test split is its train split's name with `test` for `train` (`Format.test_split_name`).
 `seed_view` maps any of them back to the seed's columns (for 02_analyze, 04_compare and `to_trl`).
 """
 
