@@ -125,6 +125,9 @@ def test_limit_caps_the_test_rows_and_a_test_split_smaller_than_test_rows_is_ref
                                         r"test_rows"):
         stages.load(ctx)
     assert not (tmp_path / "big" / "work").exists()
+    with pytest.raises(DataError, match=r"has no split 'validation'; it has \['test_prefs', 'train_prefs'\]\. Set "
+                                        r"test_split to one of those"):
+        stages.load(stages.begin(big.model_copy(update={"test_split": "validation", "test_rows": 5})))
 
 
 def test_sppo_published_rows_rank_the_original_pair_first_but_pair_and_list_the_generated_only(tmp_path):
