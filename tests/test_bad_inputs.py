@@ -128,7 +128,8 @@ CASES = [
          r"test_split 'train_prefs' is the source split, so the test rows are a sample .*set test_rows"),
         ("test_rows 0", ["test_split=test_prefs", "test_rows=0"], r"test_rows \(from --set\): must be >= 1 \(got 0\)"),
         ("the original pair scored only but not included", ["original_pair_position=first_scored_only"],
-         r"original_pair_position 'first_scored_only' ranks the source's chosen/rejected .*set include_original_pair: true"),
+         r"original_pair_position 'first_scored_only' ranks the source's chosen/rejected .*set "
+         r"include_original_pair: true"),
     ]],
     Case("params: include of a missing file", lambda t: run(t, params=str(write(t / "p.yaml", "include: base.yml\n"))),
          r"'include: base.yml' in \S*p.yaml: \S*base.yml does not exist; give the path of a params file",

@@ -58,7 +58,8 @@ def test_a_cycle_and_a_missing_file_are_errors_naming_the_including_file(tmp_pat
                                                          f"{tmp_path / 'base.yml'} does not exist")),
         ("odd.yaml", "include: {a: 1}\n", r"'include' in \S+odd.yaml must be a params file's path .* got \{'a': 1\}"),
         # an included file's own mistakes are named in that file
-        ("bad.yaml", "include: typo.yaml\n", r"Unknown parameter 'mini_idx' in \S+typo.yaml\. Did you mean 'mini_index'"),
+        ("bad.yaml", "include: typo.yaml\n",
+         r"Unknown parameter 'mini_idx' in \S+typo.yaml\. Did you mean 'mini_index'"),
     ]:
         write(tmp_path / "typo.yaml", "mini_idx: 1\n")
         with pytest.raises(ParameterError, match=message):

@@ -28,7 +28,8 @@ def test_the_build_hook_bundles_every_recipe():
 def test_a_recipe_is_found_by_its_bare_name_in_a_checkout_and_in_an_installed_copy(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert paths.find_params("sppo_iter1") == ROOT / "params" / "recipes" / "sppo_iter1.yaml"
-    assert paths.find_params("recipes/verify_snorkel_iter1") == ROOT / "params" / "recipes" / "verify_snorkel_iter1.yaml"
+    verify = paths.find_params("recipes/verify_snorkel_iter1")
+    assert verify == ROOT / "params" / "recipes" / "verify_snorkel_iter1.yaml"
     bundled = shutil.copytree(ROOT / "params", tmp_path / "site" / "repro" / "_bundled" / "params")
     monkeypatch.setattr(paths, "params_dir", lambda: bundled)  # as an installed package has no checkout
     found = paths.find_params("sppo_iter2")

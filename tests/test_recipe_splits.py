@@ -111,7 +111,8 @@ def test_a_test_split_of_the_source_split_is_a_seeded_sample_of_the_built_rows(s
     assert sample(1, "c")[1]["prompt_id"] != test["prompt_id"]
     card = write_card(gather_facts(CardParams(run_dir=str(tmp_path / "a")))).read_text(encoding="utf-8")
     assert "Split `test` holds 5 rows drawn from those of split `train` (seed 0)" in card
-    assert "they are training rows, not held-out ones" in card and "划分 `test` 含 5 行，抽取自划分 `train` 的行（种子 0）" in card
+    assert "they are training rows, not held-out ones" in card
+    assert "划分 `test` 含 5 行，抽取自划分 `train` 的行（种子 0）" in card
 
 
 def test_limit_caps_the_test_rows_and_a_test_split_smaller_than_test_rows_is_refused_before_any_work(source, tmp_path):

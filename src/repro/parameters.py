@@ -227,8 +227,8 @@ class ConstructParams(_Params):
             raise ValueError("test_rows / test_seed are set but test_split is not: name the source split of the test "
                              "prompts (e.g. test_prefs), or remove them")
         if self.test_split is not None and self.test_split == self.source_split and self.test_rows is None:
-            raise ValueError(f"test_split {self.test_split!r} is the source split, so the test rows are a sample of the "
-                             f"built train rows (SPPO's way): set test_rows (SPPO: 500) and test_seed")
+            raise ValueError(f"test_split {self.test_split!r} is the source split, so the test rows are a sample of "
+                             f"the built train rows (SPPO's way): set test_rows (SPPO: 500) and test_seed")
         if self.original_pair_position == "first_scored_only" and not self.include_original_pair:
             raise ValueError("original_pair_position 'first_scored_only' ranks the source's chosen/rejected with the "
                              "candidates: set include_original_pair: true, or another position")
@@ -581,7 +581,8 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
 
 
 def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Load a params YAML file (with its `include:` files), apply `--set` overrides, validate every key; returns the merged dict."""
+    """Load a params YAML file (with its `include:` files), apply `--set` overrides, validate every key; returns the
+    merged dict."""
     path = Path(path)
     if path.is_dir():
         raise ParameterError(f"Params file {str(path)!r} is a folder, not a file; give a YAML file in it "

@@ -20,7 +20,8 @@ from ..slicing import plan_slice
 from ..sources import load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
-from .pairs import ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
+from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
+                    prompt_id_of)
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates
 from .selection import RLHFLOW_NAMES, select
@@ -41,7 +42,7 @@ class Context:
     work: str = ""  # "test/": the test split's work folders (work/test/scoring, ...)
 
 
-class TestManifest:
+class PrefixedManifest:
     """The manifest as the test split's stages write it: their stages, counts and records under `test_` names."""
 
     def __init__(self, manifest: Manifest):
@@ -60,7 +61,7 @@ class TestManifest:
         return getattr(self.manifest, name)
 
 
-def test_indices(p: ConstructParams, available: int, where: str | None = None) -> list[int]:
+def rows_for_test_split(p: ConstructParams, available: int, where: str | None = None) -> list[int]:
     """Which of `available` rows the test split takes: the first test_rows (capped by limit), or a seeded sample;
     fewer rows than that are an error naming `where`, or (`where` None: the built rows, after drops) all taken."""
     n = min(p.test_rows or available, p.limit or p.test_rows or available)
@@ -90,7 +91,7 @@ def load(ctx: Context) -> datasets.Dataset:
         ds = load_source(p.source, p.source_split, revision=p.source_revision)
         if p.test_split not in (None, p.source_split):  # its size checked here, before any work
             ctx.test_source = load_source(p.source, p.test_split, "source", "test_split", revision=p.source_revision)
-            test_indices(p, len(ctx.test_source), f"split {p.test_split!r} of source {p.source!r}")
+            rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r} of source {p.source!r}")
         if len(ds) == 0:
             raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
         require_columns(ds, ["prompt"], f"source {p.source!r}")
@@ -122,7 +123,7 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
                             after_drop=plan.counts["after_drop"], sliced=len(sliced))
     ctx.slice_start, ctx.slice_stop = plan.start, plan.stop
     if p.test_split == p.source_split:  # a sample of the built rows: at most the sliced ones
-        test_indices(p, len(sliced), f"the slice of split {p.source_split!r} (the test rows are drawn from it)")
+        rows_for_test_split(p, len(sliced), f"the slice of split {p.source_split!r} (the test rows are drawn from it)")
     return sliced
 
 
@@ -190,8 +191,8 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
             more = score_candidates(
                 prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend, device=p.device,
                 dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens, chunk_size=p.chunk_size,
-                num_processes=p.num_processes, work_dir=ctx.run.work_dir(ctx.work + "scoring") / spec.name, options=options,
-                cache_dir=p.row_cache, **limits)
+                num_processes=p.num_processes, work_dir=ctx.run.work_dir(ctx.work + "scoring") / spec.name,
+                options=options, cache_dir=p.row_cache, **limits)
             info.update(more.info)
         ctx.more_scores[spec.name] = more.scores
         recorded.append({"name": spec.name, "column": f"candidate_scores_{spec.name}", "decides_pairs": False,
@@ -237,10 +238,10 @@ def build_test(ctx: Context, generation: GenerationParams | None, train: dataset
     if p.test_split is None:
         return None
     if p.test_split == p.source_split:
-        return train.select(test_indices(p, len(train)))
-    t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), manifest=TestManifest(ctx.manifest),
-                work="test/", more_scores={}, slice_start=0)
-    rows = ctx.test_source.select(test_indices(p, len(ctx.test_source), f"split {p.test_split!r}"))
+        return train.select(rows_for_test_split(p, len(train)))
+    t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), work="test/", more_scores={},
+                manifest=PrefixedManifest(ctx.manifest), slice_start=0)
+    rows = ctx.test_source.select(rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r}"))
     t.manifest.set_counts(source=len(ctx.test_source), sliced=len(rows))
     rows = generate(t, rows, generation)
     cs = candidates(t, rows)
