@@ -1,4 +1,4 @@
-"""Build hook: a wheel carries copies of notebooks/*.ipynb, params/*.yaml and requirements.lock under
+"""Build hook: a wheel carries copies of notebooks/*.ipynb, params/**/*.yaml and requirements.lock under
 repro/_bundled/.
 
 The repository keeps one copy of each at its top level; an editable install (a checkout) reads them there,
@@ -11,7 +11,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 # top-level folder -> the files of it that `repro run` and `repro notebooks` use, and the lock the manifest
 # compares the installed packages with
-BUNDLED = {"notebooks": "*.ipynb", "params": "*.yaml", ".": "requirements.lock"}
+BUNDLED = {"notebooks": "*.ipynb", "params": "**/*.yaml", ".": "requirements.lock"}  # params/recipes/ too
 
 
 class BundleHook(BuildHookInterface):

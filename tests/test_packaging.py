@@ -50,6 +50,8 @@ def test_the_wheel_carries_every_notebook_and_params_file(wheel):
     assert {"demo.yaml", "demo_generate.yaml", "part2_mini_1.yaml"} <= set(params)
     assert {f"repro/_bundled/notebooks/{n}" for n in notebooks} <= names
     assert {f"repro/_bundled/params/{n}" for n in params} <= names
+    recipes = sorted(p.name for p in (ROOT / "params" / "recipes").glob("*.yaml"))
+    assert "sppo_iter1.yaml" in recipes and {f"repro/_bundled/params/recipes/{n}" for n in recipes} <= names
     assert "repro/data/demo_prompts.jsonl" in names  # the embedded demo travels too
     assert "repro/data/demo_prompts.jsonl" in names and "repro/paths.py" in names
     templates = sorted(p.name for p in (ROOT / "src" / "repro" / "card" / "templates").iterdir())
@@ -59,7 +61,7 @@ def test_the_wheel_carries_every_notebook_and_params_file(wheel):
     assert "repro/_bundled/requirements.lock" in names  # what the manifest compares the installed packages with
     bundled = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("repro/_bundled/"))
     # nothing else (checkpoints, stray runs) rides along
-    assert bundled == sorted(notebooks + params + ["requirements.lock"])
+    assert bundled == sorted(notebooks + params + recipes + ["requirements.lock"])
 
 
 def test_the_installed_copy_is_what_python_imports(installed):

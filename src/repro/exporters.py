@@ -10,6 +10,8 @@ own code writes it:
   `prepare_score` adds `chosen`, `rejected`, `chosen_probs` = P[chosen][rejected], `chosen_probs_win` = mean_j
   P[chosen][j], `chosen_probs_lose` = mean_j P[rejected][j] (j over every candidate, itself included). Both sets of
   columns in one table here (`prompt`, `prompt_id` first: the prompt rows' own columns, inferred); split `train`.
+  Leading candidates ranked but not candidates of the pair (`original_pair_position: first_scored_only`, a row's
+  `scored_only`) are in `rm_scores` only: SPPO's published 7 scores for 5 `generate_i`.
 - `snorkel` (snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset's card): `prompt_id`, `prompt`,
   `all_generated_responses`, `all_rm_scores`, `chosen`, `rejected`; split `train_iteration_{iteration}`.
 - `rlhflow` (RLHFlow/Online-RLHF `annotate_data/get_rewards.py` then `dpo_iteration/run_dpo.py`): the annotated
@@ -20,6 +22,7 @@ own code writes it:
   `score_chosen`, `score_rejected`, then `reference_response` (the policy's greedy response), `chosen`,
   `rejected`: no scores; split `train_prefs_{iteration}` (SELM's loop names it after the dataset's `_iter_N`).
 
+Each format's test split is its train split's name with `test` for `train` (`Format.test_split_name`).
 `seed_view` maps any of them back to the seed's columns (for 02_analyze, 04_compare and `to_trl`).
 """
 
@@ -38,6 +41,7 @@ from .errors import DataError
 from .parameters import ALL_CANDIDATE_FORMATS, OutputFormat
 
 FLOATS = List(Value("float64"))
+SCORED_ONLY = "scored_only"  # a row's key: how many leading candidates were ranked but not candidates of the pair
 STRINGS = List(Value("string"))
 
 
@@ -56,13 +60,14 @@ def _user(text: str) -> list[dict[str, str]]:
 
 
 def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
-    scores = row["candidate_scores"]
+    lead = row.get(SCORED_ONLY, 0)  # the original pair ranked first (first_scored_only): in rm_scores only
+    scores = row["candidate_scores"][lead:]
     p = sppo_probabilities(scores)
-    n = len(scores)
+    n, chosen, rejected = len(scores), chosen - lead, rejected - lead
     out = {"prompt": row["prompt"], "prompt_id": row["prompt_id"], "chosen": row["chosen"], "rejected": row["rejected"]}
-    for i, text in enumerate(row["candidates"]):
+    for i, text in enumerate(row["candidates"][lead:]):
         out[f"generate_{i}"] = [{"content": row["prompt"], "role": "user"}, {"content": text, "role": "assistant"}]
-    out.update(probability=p.tolist(), rm_scores=[float(s) for s in scores],
+    out.update(probability=p.tolist(), rm_scores=[float(s) for s in row["candidate_scores"]],
                chosen_probs=float(p[chosen][rejected]), chosen_probs_win=float(p[chosen].sum() / n),
                chosen_probs_lose=float(p[rejected].sum() / n))
     return out
@@ -102,6 +107,11 @@ class Format:
         """The split the rows go to: `override`, else the format's own name for this iteration."""
         return override or self.split.format(iteration=iteration)
 
+    def test_split_name(self, iteration: int, override: str | None = None) -> str:
+        """The test split beside the train split: its leading `train` made `test` (else `<train split>_test`)."""
+        train = self.split_name(iteration, override)
+        return "test" + train[5:] if train.startswith("train") else f"{train}_test"
+
     def features(self, n_candidates: int, keep_all_candidates: bool = False,
                  more_scorers: Sequence[str] = ()) -> Features:
         """The output features (SPPO's `generate_{i}` columns need the number of candidates)."""
@@ -140,7 +150,7 @@ def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple
                 keep_all_candidates: bool = False, more_scorers: Sequence[str] = ()) -> datasets.Dataset:
     """The seed rows (with `candidates` / `candidate_scores` where the format needs them) in format `name`."""
     fmt = FORMATS[name]
-    sizes = {len(r["candidates"]) for r in rows} if fmt.name == "sppo" else {0}
+    sizes = {len(r["candidates"]) - r.get(SCORED_ONLY, 0) for r in rows} if fmt.name == "sppo" else {0}
     if len(sizes) > 1:
         raise DataError(f"output_format 'sppo' has one `generate_i` column per candidate, but rows hold {sorted(sizes)} "
                         f"candidates: give every row the same candidates (e.g. too_few_candidates: error and "

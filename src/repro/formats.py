@@ -124,6 +124,8 @@ def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
 
 
 def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
+    if isinstance(ds, datasets.DatasetDict):  # several splits (a recipe's train and test): each converted
+        return datasets.DatasetDict({k: _convert(v, row_fn, features, function) for k, v in ds.items()})
     ds = seed_view(ds)  # SPPO's, Snorkel's, RLHFlow's columns as the seed's
     if "chosen" in ds.column_names and not {"score_chosen", "score_rejected"} & set(ds.column_names):
         # SELM's format has no scores: null scores and margins, marked so that _margin does not refuse them

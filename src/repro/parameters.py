@@ -134,7 +134,9 @@ class ConstructParams(_Params):
     candidate_columns: list[str] = ["resp0", "resp1"]
     include_reference: bool = False  # also rank `reference_response`
     include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
-    original_pair_position: Literal["last", "first"] = "last"  # where they go: after the others, or before
+    # where they go: after the others, before them, or before them ranked but never chosen, rejected or listed as
+    # a candidate (first_scored_only: SPPO's published rows, 7 rm_scores for 5 generate_i)
+    original_pair_position: Literal["last", "first", "first_scored_only"] = "last"
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
@@ -171,6 +173,12 @@ class ConstructParams(_Params):
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
     output_split: str | None = None  # default: the format's own split name (with `iteration`)
     iteration: Count = 1  # the round of an iterative recipe: split names, the manifest's lineage
+    # a second, test split written beside the train split (its name: the train split's with `test` for `train`):
+    # the prompts of source split `test_split` through the same stages; test_split = source_split: a sample of the
+    # built train rows (SPPO's compute_prob.py). null: no test split
+    test_split: str | None = None
+    test_rows: Count | None = None  # the first N test rows (a seeded sample with test_seed); null: all; capped by limit
+    test_seed: int | None = None  # draw the test rows at random with this seed instead of taking the first ones
     # generation (issue 7): when true, candidates (and optionally the reference) are generated first
     generate: bool = False
     # the project's row cache (issue 22, repro.cache): generated and scored rows shared by every run
@@ -215,6 +223,15 @@ class ConstructParams(_Params):
         if self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates:
             raise ValueError(f"output_format {self.output_format!r} publishes every candidate and its score: "
                              f"set keep_all_candidates: true")
+        if self.test_split is None and (self.test_rows, self.test_seed) != (None, None):
+            raise ValueError("test_rows / test_seed are set but test_split is not: name the source split of the test "
+                             "prompts (e.g. test_prefs), or remove them")
+        if self.test_split is not None and self.test_split == self.source_split and self.test_rows is None:
+            raise ValueError(f"test_split {self.test_split!r} is the source split, so the test rows are a sample of "
+                             f"the built train rows (SPPO's way): set test_rows (SPPO: 500) and test_seed")
+        if self.original_pair_position == "first_scored_only" and not self.include_original_pair:
+            raise ValueError("original_pair_position 'first_scored_only' ranks the source's chosen/rejected with the "
+                             "candidates: set include_original_pair: true, or another position")
         names = [s.name for s in self.scorers]
         if len(set(names)) != len(names):
             raise ValueError(f"scorers: every name must be different, got {names}")
@@ -416,8 +433,9 @@ NOTEBOOK_SECTIONS = {
     "04_compare": ("compare",),
     "05_family": ("family_view",),
 }
-# keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family)
-RUN_KEYS = {"notebooks", "selfcheck", "family"}
+# keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family;
+# include: params files whose values this one takes, then overrides, resolved by load_params_file)
+RUN_KEYS = {"notebooks", "selfcheck", "family", "include"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
 
@@ -533,20 +551,45 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Load a params YAML file, apply `--set` overrides, validate every key; returns the merged dict."""
-    path = Path(path)
-    if path.is_dir():
-        raise ParameterError(f"Params file {str(path)!r} is a folder, not a file; give a YAML file in it "
-                             f"{sorted(p.name for p in path.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
-    if not path.is_file():
-        raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
+def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A params file's values over those of the files its `include:` names (paths from its folder, in order)."""
     try:
         values = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
+    unknown = next((key for key in values if key not in all_fields()), None)
+    if unknown is not None:  # named in the file that holds it, included or not
+        raise _unknown_error(unknown, str(path))
+    names = values.pop("include", None) or []
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ParameterError(f"'include' in {path} must be a params file's path (from {path.parent}) or a list of "
+                             f"them, got {names!r}.")
+    chain, merged = (*chain, path.resolve()), {}
+    for name in names:
+        other = (path.parent / name).resolve()
+        if other in chain:
+            raise ParameterError(f"'include: {name}' in {path} makes a cycle ({' -> '.join(str(p) for p in chain)} "
+                                 f"-> {other}): remove one of these includes.")
+        if not other.is_file():
+            raise ParameterError(f"'include: {name}' in {path}: {other} does not exist; give the path of a params "
+                                 f"file, from {path.parent}.")
+        merged.update(read_params_yaml(other, chain))
+    return {**merged, **values}
+
+
+def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Load a params YAML file (with its `include:` files), apply `--set` overrides, validate every key; returns the
+    merged dict."""
+    path = Path(path)
+    if path.is_dir():
+        raise ParameterError(f"Params file {str(path)!r} is a folder, not a file; give a YAML file in it "
+                             f"{sorted(p.name for p in path.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
+    if not path.is_file():
+        raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
+    values = read_params_yaml(path)
     set_values = parse_set(overrides or [])
     for key in set_values:  # named where the user typed it, not as if it were in the file
         if key not in all_fields():

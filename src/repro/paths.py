@@ -159,14 +159,15 @@ def params_dir() -> Path:
 
 
 def find_params(name: str | Path) -> Path:
-    """The params file `repro run NAME` means: a file NAME (from the current folder, then the project root); a bare
-    name with no folder and no extension (`demo`) is also looked up among the example params files."""
+    """The params file `repro run NAME` means: a file NAME (from the current folder, then the project root); a name
+    with no extension (`demo`, `sppo_iter1`, `recipes/sppo_iter1`) is also looked up among the example params files
+    and the recipes (params/recipes/)."""
     given = Path(name).expanduser()
     tried = [given.resolve()]
     if not given.is_absolute():
         tried.append(project_root() / given)
-    if given.parent == Path(".") and not given.suffix:
-        tried.append(params_dir() / f"{given.name}.yaml")
+    if not given.suffix and not given.is_absolute():
+        tried += [params_dir() / f"{given}.yaml", params_dir() / "recipes" / f"{given}.yaml"]
     for path in tried:
         if path.is_file():
             return path
@@ -174,7 +175,7 @@ def find_params(name: str | Path) -> Path:
     if folder is not None:
         raise ParameterError(f"Params file {str(name)!r} is a folder, not a file; give a YAML file in it "
                              f"{sorted(p.name for p in folder.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
-    known = sorted(p.stem for p in params_dir().glob("*.yaml"))
+    known = sorted(str(p.relative_to(params_dir()).with_suffix("")) for p in params_dir().glob("**/*.yaml"))
     raise ParameterError(
         f"Params file {str(name)!r} does not exist: looked at " + ", ".join(str(p) for p in dict.fromkeys(tried)) +
         f".{_did_you_mean(given, tried)} Give the path of a params YAML file, or the bare name of an example: "
@@ -184,11 +185,11 @@ def find_params(name: str | Path) -> Path:
 def _did_you_mean(given: Path, tried: list[Path]) -> str:
     """" Did you mean 'params/demo.yaml'?" for the nearest YAML file beside the paths tried, or the nearest example."""
     options: dict[str, str] = {}  # file name without extension -> the file as the user would write it
-    for folder in dict.fromkeys(p.parent for p in tried):
+    for folder in dict.fromkeys(p.parent for p in tried[:2]):  # the user's own paths, then the examples
         for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
             options.setdefault(path.stem, str(given.parent / path.name))
-    for path in sorted(params_dir().glob("*.yaml")):
-        options.setdefault(path.stem, f"params/{path.name}")
+    for path in sorted(params_dir().glob("**/*.yaml")):
+        options.setdefault(path.stem, f"params/{path.relative_to(params_dir())}")
     close = difflib.get_close_matches(given.stem, list(options), n=1, cutoff=0.6)
     return f" Did you mean {options[close[0]]!r}?" if close else ""
 

@@ -88,10 +88,12 @@ class CardFacts:
     figures: list[tuple[Path, str]] = field(default_factory=list)  # (PNG in the run's figures/, caption)
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (section key, reason key) pairs
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
+    test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
 
     @property
     def num_examples(self) -> int:
-        return sum(s.num_examples for s in self.splits)
+        """Rows of the first split: the one built as the train rows, analysed and counted in the manifest."""
+        return self.splits[0].num_examples
 
     @property
     def stand_in(self) -> bool:
@@ -323,7 +325,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
         raise ParameterError(
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
-    features, splits, ds = _read_splits(run.dataset)
+    features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"))
     facts = CardFacts(
         run=run, title=_title(params, run), features=features, splits=splits, built_here=built_here,
         license=params.license or (BUILT_LICENSE if built_here else None),
@@ -336,6 +338,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
             setattr(facts, name, dict(manifest.get(name) or {}))
         facts.scorers = list(manifest.get("scorers") or [])
         facts.selfcheck = manifest.get("selfcheck") or None
+        facts.test_split = manifest.get("test_split") or None
         _check_counts(facts)
     elif isinstance(params.known_recipe, dict):
         facts.known_recipe = dict(params.known_recipe)
@@ -391,7 +394,8 @@ def split_files(dataset_dir: str | Path) -> dict[str, list[Path]]:
     return out
 
 
-def _read_splits(dataset_dir: Path) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
+def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
+    """Each split's facts, `main` (the train split) first, and the main split's rows."""
     files = split_files(dataset_dir)
     if not files:
         raise DataError(
@@ -405,12 +409,12 @@ def _read_splits(dataset_dir: Path) -> tuple[Features, list[SplitFacts], dataset
         if features is not None and ds.features != features:
             raise DataError(f"Split {split!r} in {dataset_dir} has features {ds.features}, other splits have "
                             f"{features}; one card (one config) needs the same features in every split.")
-        features, first = ds.features, first or ds
+        features, first = ds.features, ds if split == main else first or ds
         splits.append(SplitFacts(
             name=split, num_bytes=ds._estimate_nbytes(), num_examples=len(ds),
             download_size=sum(p.stat().st_size for p in paths),
             files=[str(p.relative_to(dataset_dir)) for p in paths]))
-    return features, splits, first
+    return features, sorted(splits, key=lambda s: s.name != main), first
 
 
 def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, str]]:

@@ -77,7 +77,7 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
         facts.features, facts.splits,
         language=facts.language or None,
         license=facts.license,
-        size_categories=[size_category(facts.num_examples)],
+        size_categories=[size_category(sum(s.num_examples for s in facts.splits))],  # every split
         source_datasets=[f"extended|{source}"] if source else None,
         task_categories=["text-generation"] if preference else None,
         pretty_name=facts.title,

@@ -3,14 +3,15 @@ score -> pairs -> write. Each records its counts and timing in the run's manifes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import datasets
+import numpy as np
 
 from ..dataset_io import write_split
 from ..errors import DataError
-from ..exporters import FORMATS, export_rows
+from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
 from ..parameters import ConstructParams, GenerationParams
 from ..paths import RunDir
@@ -19,7 +20,8 @@ from ..slicing import plan_slice
 from ..sources import load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
-from .pairs import CandidateSet, build_row, check_prompt_ids, collect_candidates, prompt_id_of
+from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
+                    prompt_id_of)
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates
 from .selection import RLHFLOW_NAMES, select
@@ -36,6 +38,38 @@ class Context:
     more_scores: dict[str, list[list[float]]] = field(default_factory=dict)  # `scorers:` by name, from score()
     prompt_tokenizer: Any = None  # scorer_prompt: chat_template's tokenizer, loaded (and checked) by load()
     slice_stop: int = 0
+    test_source: datasets.Dataset | None = None  # the rows of `test_split` (another split than source_split)
+    work: str = ""  # "test/": the test split's work folders (work/test/scoring, ...)
+
+
+class PrefixedManifest:
+    """The manifest as the test split's stages write it: their stages, counts and records under `test_` names."""
+
+    def __init__(self, manifest: Manifest):
+        self.manifest = manifest
+
+    def stage(self, name: str):
+        return self.manifest.stage(f"test_{name}")
+
+    def set_counts(self, **counts: int) -> None:
+        self.manifest.set_counts(**{f"test_{k}": v for k, v in counts.items()})
+
+    def record(self, key: str, value: Any) -> None:
+        self.manifest.record(f"test_{key}", value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.manifest, name)
+
+
+def rows_for_test_split(p: ConstructParams, available: int, where: str | None = None) -> list[int]:
+    """Which of `available` rows the test split takes: the first test_rows (capped by limit), or a seeded sample;
+    fewer rows than that are an error naming `where`, or (`where` None: the built rows, after drops) all taken."""
+    n = min(p.test_rows or available, p.limit or p.test_rows or available)
+    if n > available and where:
+        raise DataError(f"test_rows={p.test_rows} but {where} holds {available} rows: lower test_rows (or null: all).")
+    n = min(n, available)
+    return sorted(np.random.default_rng(p.test_seed).choice(available, n, replace=False).tolist()) \
+        if p.test_seed is not None else list(range(n))
 
 
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
@@ -55,6 +89,9 @@ def load(ctx: Context) -> datasets.Dataset:
         if p.scorer_prompt == "chat_template":  # a tokenizer without a template fails here, before any work
             ctx.prompt_tokenizer = load_prompt_tokenizer(p.scorer_prompt_tokenizer)
         ds = load_source(p.source, p.source_split, revision=p.source_revision)
+        if p.test_split not in (None, p.source_split):  # its size checked here, before any work
+            ctx.test_source = load_source(p.source, p.test_split, "source", "test_split", revision=p.source_revision)
+            rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r} of source {p.source!r}")
         if len(ds) == 0:
             raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
         require_columns(ds, ["prompt"], f"source {p.source!r}")
@@ -85,6 +122,8 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
     ctx.manifest.set_counts(part=plan.counts["part"], dropped=plan.counts["dropped"],
                             after_drop=plan.counts["after_drop"], sliced=len(sliced))
     ctx.slice_start, ctx.slice_stop = plan.start, plan.stop
+    if p.test_split == p.source_split:  # a sample of the built rows: at most the sliced ones
+        rows_for_test_split(p, len(sliced), f"the slice of split {p.source_split!r} (the test rows are drawn from it)")
     return sliced
 
 
@@ -94,7 +133,7 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
     if not p.generate:
         return ds
     with ctx.manifest.stage("generate") as info:
-        rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir("generation"), ctx.manifest,
+        rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir(ctx.work + "generation"), ctx.manifest,
                                    cache_dir=p.row_cache)
         out = datasets.Dataset.from_list(rows)
         info.update(rows_in=len(ds), rows_out=len(out))
@@ -114,7 +153,7 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         cs = collect_candidates([rows[i] for i in keep], p.candidate_columns, include_reference=p.include_reference,
                                 include_original_pair=p.include_original_pair, too_few=p.too_few_candidates,
                                 empty=p.empty_candidates, row_offset=offset,
-                                original_first=p.original_pair_position == "first")
+                                original_first=p.original_pair_position != "last")
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
@@ -135,7 +174,7 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
             prompts, cs.candidates, model=pinned_model(p.scorer_model, p.scorer_revision, "scorer_revision",
                                                        "scorer_model"), backend=p.scorer_backend, device=p.device,
             dtype=p.dtype, batch_tokens=p.batch_tokens, chunk_size=p.chunk_size, num_processes=p.num_processes,
-            work_dir=ctx.run.work_dir("scoring"), source_maxlength=p.source_maxlength,
+            work_dir=ctx.run.work_dir(ctx.work + "scoring"), source_maxlength=p.source_maxlength,
             candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind, options=p.scorer_options,
             cache_dir=p.row_cache)
         info.update(result.info, scorer_prompt=p.scorer_prompt)
@@ -152,8 +191,8 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
             more = score_candidates(
                 prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend, device=p.device,
                 dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens, chunk_size=p.chunk_size,
-                num_processes=p.num_processes, work_dir=ctx.run.work_dir("scoring") / spec.name, options=options,
-                cache_dir=p.row_cache, **limits)
+                num_processes=p.num_processes, work_dir=ctx.run.work_dir(ctx.work + "scoring") / spec.name,
+                options=options, cache_dir=p.row_cache, **limits)
             info.update(more.info)
         ctx.more_scores[spec.name] = more.scores
         recorded.append({"name": spec.name, "column": f"candidate_scores_{spec.name}", "decides_pairs": False,
@@ -171,17 +210,19 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
         rows, picks, dropped = [], [], {}
         for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores)):
             source_row = ds[int(i)]
-            pick = select(s, cands, rule=p.selection, seed=p.selection_seed,
+            lead = sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in cs.names[k]) \
+                if p.original_pair_position == "first_scored_only" else 0  # ranked, but never in the pair
+            pick = select(s[lead:], cands[lead:], rule=p.selection, seed=p.selection_seed,
                           key=source_row.get("prompt_id") or prompt_id_of(prompt), length_penalty=p.length_penalty,
                           min_margin=p.min_margin, ties=p.ties)
             if pick.dropped:
                 dropped[pick.dropped] = dropped.get(pick.dropped, 0) + 1
                 continue
-            picks.append((pick.chosen, pick.rejected))
+            picks.append((pick.chosen + lead, pick.rejected + lead))
             rows.append(build_row(source_row, prompt, cands, s, messages=p.messages,
                                   keep_all_candidates=p.keep_all_candidates or fmt.needs_all_candidates,
                                   more_scores={name: more[k] for name, more in ctx.more_scores.items()},
-                                  pick=picks[-1]))
+                                  pick=picks[-1]) | {SCORED_ONLY: lead})
         out = export_rows(p.output_format, rows, picks, p.keep_all_candidates, list(ctx.more_scores))
         info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=RLHFLOW_NAMES[p.selection],
                     ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
@@ -190,13 +231,38 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
     return out
 
 
-def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct") -> dict[str, Any]:
-    """Write the dataset in push_to_hub's layout and record its files' hashes."""
+def build_test(ctx: Context, generation: GenerationParams | None, train: datasets.Dataset) -> datasets.Dataset | None:
+    """The test split (`test_split`): a sample of the built train rows when it is the source split (SPPO's), else
+    its prompts through the same stages as the train rows, recorded in the manifest under `test_` names."""
+    p = ctx.params
+    if p.test_split is None:
+        return None
+    if p.test_split == p.source_split:
+        return train.select(rows_for_test_split(p, len(train)))
+    t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), work="test/", more_scores={},
+                manifest=PrefixedManifest(ctx.manifest), slice_start=0)
+    rows = ctx.test_source.select(rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r}"))
+    t.manifest.set_counts(source=len(ctx.test_source), sliced=len(rows))
+    rows = generate(t, rows, generation)
+    cs = candidates(t, rows)
+    return build(t, rows, cs, score(t, cs))
+
+
+def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct",
+          test: datasets.Dataset | None = None) -> dict[str, Any]:
+    """Write the dataset (and the `test` split) in push_to_hub's layout and record its files' hashes."""
     p = ctx.params
     split = FORMATS[p.output_format].split_name(p.iteration, p.output_split)
     with ctx.manifest.stage("write") as info:
         split_info = write_split(out, ctx.run.dataset, split)
         info.update({k: v for k, v in split_info.items() if k != "files"})
+        if test is not None:
+            test_info = write_split(test, ctx.run.dataset, FORMATS[p.output_format].test_split_name(
+                p.iteration, p.output_split))
+            ctx.manifest.record("test_split", {**{k: v for k, v in test_info.items() if k != "files"}, "from": (
+                "train_sample" if p.test_split == p.source_split else "source_split"), "source_split": p.test_split,
+                "test_rows": p.test_rows, "test_seed": p.test_seed})
+            ctx.manifest.add_outputs(*test_info["files"])
     ctx.manifest.record("dataset", {**{k: v for k, v in split_info.items() if k != "files"},
                                     "output_format": p.output_format,
                                     "output_format_from": FORMATS[p.output_format].source})
