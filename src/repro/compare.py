@@ -1,17 +1,6 @@
-"""Checking a reproduction against the published dataset (notebooks/04_compare.ipynb).
-
-- `align` matches rows by `prompt_id`, then sha256 of the prompt, then the whitespace-normalised prompt text,
-  and says which matched how; a key that appears more than once on a side is reported, never merged;
-- `coverage` counts rows in both, only in the reference, only in the candidate;
-- `infer_slice` places every reference row in the source both were sliced from (`compare_source`) and finds the
-  `part_start`/`part_stop`/`drop_rows`/`drop_from`/`mini_*` parameters of `repro.slicing.plan_slice` that
-  give exactly those rows (or says why none do); several minis at once show the part's dropped rows;
-- `pair_agreement` and `score_agreement` compare the aligned rows' texts and scores;
-- `compare(p)` is the stage: it loads both datasets, computes all of it, and writes `compare.json`,
-  `tables/compare_*.csv` and `figures/compare_*` into the run directory (recorded in the manifest).
-
-Everything but `load_*` and `compare` is pure: tables and arrays in, JSON-ready dicts out.
-"""
+"""notebooks/04_compare: a reproduction checked against the published dataset (rows aligned by key, pairs and
+scores compared, the source slice inferred); `compare(p)` writes compare.json, tables and figures. Everything but
+`load_*` and `compare` is pure."""
 
 from __future__ import annotations
 
@@ -28,13 +17,15 @@ import pyarrow as pa
 
 from .analysis import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
-from .analysis.report import dataset_or_own, own_split, response_texts, score_array
+from .analysis.report import dataset_or_own, figure_index, own_split, response_texts, score_array
+from .analysis.report import show_figures  # noqa: F401  (compare.show_figures: 04_compare's cell)
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .jobs import atomic_write_json
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
-from .paths import RunDir, run_manifest_of
+from .paths import RunDir, is_hub_id, run_manifest_of
+
 from .slicing import plan_slice
 from .sources import load_source
 from .subject import claim
@@ -49,17 +40,11 @@ PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", 
 PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_chosen_only": "only chosen equal",
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
               "different": "different candidates"}
-# PairRM's input limits (llm-blender's defaults): a candidate sees 412 tokens plus half of the unused source budget
-SOURCE_MAX_TOKENS = PAIRRM_LIMITS.source_maxlength
-CANDIDATE_MAX_TOKENS = PAIRRM_LIMITS.candidate_maxlength
 EXAMPLES = 5
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
 
 
-# --------------------------------------------------------------------------------------------
-# loading
-# --------------------------------------------------------------------------------------------
 @dataclass
 class Side:
     """One dataset of the comparison: its rows as an Arrow table, and the group (file) of every row."""
@@ -100,9 +85,6 @@ def load_side(name: str, specs: str | Sequence[str], split: str, parameter: str)
     return Side(name=name, specs=specs, split=split, table=table, group=group)
 
 
-# --------------------------------------------------------------------------------------------
-# alignment
-# --------------------------------------------------------------------------------------------
 def normalise_prompt(prompt: str) -> str:
     """The prompt with runs of whitespace collapsed to one space and the ends stripped."""
     return " ".join(prompt.split())
@@ -189,15 +171,8 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
 
 
 def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[dict[str, Any]]:
-    out = []
-    for i in rows[:limit]:
-        item: dict[str, Any] = {"row": int(i)}
-        for column in ("prompt_id", "prompt"):
-            if column in table.column_names:
-                value = table.column(column)[int(i)].as_py()
-                item[column] = normalise_prompt(value)[:120] if column == "prompt" and value else value
-        out.append(item)
-    return out
+    present = [c for c in ("prompt_id", "prompt") if c in table.column_names]
+    return _rows_table(table, rows[:limit])[["row", *present]].to_dict("records")
 
 
 def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str, Any]:
@@ -217,9 +192,6 @@ def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str
     }
 
 
-# --------------------------------------------------------------------------------------------
-# slice inference
-# --------------------------------------------------------------------------------------------
 def runs(indices: np.ndarray) -> list[list[int]]:
     """Maximal runs of consecutive integers in `indices`, as [start, stop) pairs."""
     x = np.unique(np.asarray(indices, dtype=np.int64))
@@ -233,10 +205,7 @@ def runs(indices: np.ndarray) -> list[list[int]]:
 
 def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Sequence[tuple[int, int]],
                           mini_counts: Sequence[int]) -> list[dict[str, Any]]:
-    """Every `plan_slice` setting, among these part bounds and mini counts, that keeps exactly rows [start, stop).
-
-    plan_slice's arithmetic, vectorised over drop_rows; each hit is checked again with plan_slice itself.
-    """
+    """Every `plan_slice` setting among these bounds and counts keeping exactly rows [start, stop) (vectorised)."""
     found = []
     for (p0, p1), k, drop_from in itertools.product(part_bounds, mini_counts, ("end", "start")):
         part = p1 - p0
@@ -258,15 +227,16 @@ def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Seq
     return found
 
 
-def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.ndarray | None = None,
-                hints: dict[str, Any] | None = None, max_mini_count: int = 8, names: Sequence[str] | None = None,
-                max_listed: int = 20) -> dict[str, Any]:
-    """Where the reference's rows lie in the source, and which slicing parameters give exactly those rows.
+def _block(rows: np.ndarray) -> dict[str, Any]:
+    ranges = runs(rows)
+    return {"count": int(rows.size), "ranges": ranges, "contiguous": len(ranges) <= 1}
 
-    `groups` holds the source indices of each reference dataset's rows (one group per mini when several minis
-    of a family are given). `hints` are parameters believed to be right (the candidate run's own
-    `part_start`, `part_stop`, `mini_count`, ...): they are checked first and their part bounds searched.
-    """
+
+def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: int,
+                candidate: np.ndarray | None = None, hints: dict[str, Any] | None = None,
+                names: Sequence[str] | None = None, max_listed: int = 20) -> dict[str, Any]:
+    """Where the reference's rows (`groups`: source indices, one group per mini) lie in the source, and which slicing
+    parameters give exactly those rows; `hints` (the candidate run's own parameters) are checked first."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     names = list(names or [f"group {g}" for g in range(len(groups))])
     every = np.unique(np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
@@ -314,10 +284,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.nd
     out: dict[str, Any] = {
         "source_rows": n_source, "located": int(every.size), "span": [lo, hi],
         "before_span": lo, "after_span": n_source - hi,
-        "inside_span_not_in_reference": {"count": int(missing.size), "ranges": runs(missing),
-                                         "contiguous": len(runs(missing)) <= 1},
-        "inside_span_in_neither": {"count": int(neither.size), "ranges": runs(neither),
-                                   "contiguous": len(runs(neither)) <= 1},
+        "inside_span_not_in_reference": _block(missing), "inside_span_in_neither": _block(neither),
         "groups": out_groups,
         "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
         "hints": hints,
@@ -327,8 +294,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.nd
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
     if family:
-        out["dropped_rows_of_part"] = {"count": int(missing.size), "ranges": runs(missing),
-                                       "contiguous": len(runs(missing)) <= 1}
+        out["dropped_rows_of_part"] = _block(missing)
         out["family_solutions"] = _family_solutions(out_groups)
     for item in out_groups:
         item.pop("all_solutions", None)
@@ -346,9 +312,11 @@ def _family_solutions(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [dict(s) for s in sorted(common or set())]
 
 
+SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
+
+
 def _check_hints(hints: dict[str, Any], n_source: int, groups: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-    given = {k: hints[k] for k in keys if k in hints}
+    given = {k: hints[k] for k in SLICE_KEYS if k in hints}
     try:
         plan = plan_slice(n_source, **given)
     except ReproError as exc:
@@ -364,8 +332,7 @@ def _ranges_text(ranges: list[list[int]], limit: int = 4) -> str:
 
 
 def _params_text(s: dict[str, Any]) -> str:
-    return (f"part_start={s['part_start']}, part_stop={s['part_stop']}, drop_rows={s['drop_rows']}, "
-            f"drop_from={s['drop_from']}, mini_index={s['mini_index']}, mini_count={s['mini_count']}")
+    return ", ".join(f"{k}={s[k]}" for k in SLICE_KEYS)
 
 
 def slice_sentence(s: dict[str, Any]) -> str:
@@ -416,9 +383,6 @@ def source_indices(source_keys: dict[str, list | None], n_source: int, side_keys
     return index, a
 
 
-# --------------------------------------------------------------------------------------------
-# pair and score agreement
-# --------------------------------------------------------------------------------------------
 def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] | None:
     if column not in table.column_names:
         return None
@@ -434,21 +398,13 @@ def _scores(table: pa.Table, rows: np.ndarray, where: str) -> dict[str, np.ndarr
 
 def pair_categories(ref_chosen: list, ref_rejected: list, cand_chosen: list, cand_rejected: list) -> np.ndarray:
     """PAIR_CATEGORIES index of every aligned row, from its chosen/rejected texts on both sides."""
-    out = np.empty(len(ref_chosen), dtype=np.int64)
-    for k, (rc, rr, cc, cr) in enumerate(zip(ref_chosen, ref_rejected, cand_chosen, cand_rejected)):
-        if cc == rc and cr == rr:
-            out[k] = 0
-        elif cc == rr and cr == rc:
-            out[k] = 1
-        elif cc == rc:
-            out[k] = 2
-        elif cr == rr:
-            out[k] = 3
-        elif cc == rr or cr == rc:
-            out[k] = 4
-        else:
-            out[k] = 5
-    return out
+    rc, rr, cc, cr = (np.array(texts, dtype=object) for texts in (ref_chosen, ref_rejected, cand_chosen, cand_rejected))
+    same_chosen, same_rejected = (cc == rc).astype(bool), (cr == rr).astype(bool)
+    crossed = ((cc == rr).astype(bool), (cr == rc).astype(bool))
+    conditions = [same_chosen & same_rejected, crossed[0] & crossed[1], same_chosen, same_rejected,
+                  crossed[0] | crossed[1]]
+    return np.select(conditions, np.arange(5), 5).astype(np.int64)
+
 
 
 def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
@@ -567,8 +523,10 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
     """
     if not response:
         return False
-    prompt_tokens = min(len((prompt or "").split()), SOURCE_MAX_TOKENS)
-    return len(response.split()) > CANDIDATE_MAX_TOKENS + (SOURCE_MAX_TOKENS - prompt_tokens) // 2
+    source_max = PAIRRM_LIMITS.source_maxlength
+    prompt_tokens = min(len((prompt or "").split()), source_max)
+    return len(response.split()) > PAIRRM_LIMITS.candidate_maxlength + (source_max - prompt_tokens) // 2
+
 
 
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
@@ -612,9 +570,6 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=columns)
 
 
-# --------------------------------------------------------------------------------------------
-# the verdict
-# --------------------------------------------------------------------------------------------
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f} %"
 
@@ -655,9 +610,6 @@ def verdict(result: dict[str, Any]) -> str:
     return text
 
 
-# --------------------------------------------------------------------------------------------
-# the stage
-# --------------------------------------------------------------------------------------------
 @dataclass
 class ComparisonResult:
     """compare.json's content, the tables and figures written; shows the verdict in a notebook."""
@@ -672,10 +624,7 @@ class ComparisonResult:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters the candidate was built with, from its run's manifest (empty when unknown).
-
-    Only a run that built its dataset (its manifest counts rows) says how; a `limit` makes the slice a prefix.
-    """
+    """The slicing parameters the candidate's run built it with (none unless it counted rows; a `limit` cuts)."""
     manifest = run_manifest_of(candidate_spec)
     if manifest is None:
         return {}
@@ -683,8 +632,7 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
     params = recorded.get("parameters") or {}
     if not recorded.get("counts") or params.get("limit") is not None:
         return {}
-    keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-    return {k: params[k] for k in keys if k in params}
+    return {k: params[k] for k in SLICE_KEYS if k in params}
 
 
 def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:
@@ -720,13 +668,10 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     notes = [n for n in (_duplicate_note(a.duplicates),) if n]
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
-        "reference": {"specs": reference.specs, "split": reference.split, "rows": reference.rows,
-                      "columns": reference.table.column_names},
-        "candidate": {"specs": candidate.specs, "split": candidate.split, "rows": candidate.rows,
-                      "columns": candidate.table.column_names},
-        "parameters": {"score_tolerances": p.score_tolerances, "disagreement_tolerance": p.disagreement_tolerance,
-                       "near_tie": p.near_tie, "bootstrap_resamples": p.bootstrap_resamples,
-                       "bootstrap_seed": p.bootstrap_seed},
+        **{side.name: {"specs": side.specs, "split": side.split, "rows": side.rows,
+                       "columns": side.table.column_names} for side in (reference, candidate)},
+        "parameters": p.model_dump(include={"score_tolerances", "disagreement_tolerance", "near_tie",
+                                            "bootstrap_resamples", "bootstrap_seed"}),
         "alignment": {"aligned": a.n, "matched_by": a.counts(), "duplicates": len(a.duplicates),
                       "order": "rows are matched by key; the order of rows on either side does not matter"},
         "coverage": coverage(a, reference, candidate),
@@ -776,18 +721,16 @@ def _rows_table(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
 
 
 def _with_ids(frame: pd.DataFrame, reference: pa.Table, candidate: pa.Table) -> pd.DataFrame:
-    for name, table, column in (("prompt_id", reference, "reference_row"), ("candidate_prompt_id", candidate,
-                                                                             "candidate_row")):
+    for position, (name, table) in enumerate((("prompt_id", reference), ("candidate_prompt_id", candidate))):
         ids = table.column("prompt_id").to_pylist() if "prompt_id" in table.column_names else None
-        frame.insert(0 if name == "prompt_id" else 1, name,
-                     [ids[i] if ids else None for i in frame[column]] if len(frame) else [])
+        rows = frame[("reference_row", "candidate_row")[position]]
+        frame.insert(position, name, [ids[i] if ids else None for i in rows])
     return frame
 
 
 def _public(spec: str) -> str:
     """How compare.json and the card name a dataset: a hub id as it is, a local path by its last part only."""
-    parts = spec.split("/")
-    if len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~")) and not Path(spec).exists():
+    if is_hub_id(spec):
         return spec
     path = Path(spec)
     return f"local:{path.parent.name if path.name == 'dataset' else path.name}"
@@ -805,8 +748,7 @@ def _draw(result: dict[str, Any], figure_data: dict[str, Any], figures_dir: Path
     if figure_data["categories"]:
         drawn["compare_agreement"] = plots.compare_agreement(
             {PAIR_WORDS[k]: v for k, v in figure_data["categories"].items()})
-    return {name: {**plots.save(fig, figures_dir / name), "title": fig.axes[0].get_title()}
-            for name, fig in drawn.items()}
+    return {name: plots.save_titled(fig, figures_dir / name) for name, fig in drawn.items()}
 
 
 def compare(p: CompareParams) -> ComparisonResult:
@@ -821,9 +763,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     run.root.mkdir(parents=True, exist_ok=True)
     target = run.compare
     target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
-    for name in FIGURES:
-        for ext in (".png", ".svg"):
-            (run.figures / name).with_suffix(ext).unlink(missing_ok=True)
+    plots.remove(run.figures, FIGURES)
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
         reference = load_side("reference", p.reference, p.reference_split, "reference")
@@ -832,7 +772,8 @@ def compare(p: CompareParams) -> ComparisonResult:
                               "candidate")
         source = None
         if p.compare_source is not None:
-            source = _load_one(p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
+            source = _load_one(p.compare_source, p.compare_source_split, "compare_source",
+                               columns=("prompt_id", "prompt"))
         result, tables, figure_data = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
         result["reference"]["specs"] = [_public(s) for s in reference.specs]
         result["candidate"]["specs"] = [_public(s) for s in candidate.specs]
@@ -844,22 +785,13 @@ def compare(p: CompareParams) -> ComparisonResult:
         for name, frame in tables.items():
             frame.to_csv(paths[name], index=False)
         result["tables"] = {name: run.relative(path) for name, path in paths.items()}
-        result["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]),
-                                    "title": f["title"]} for name, f in figures.items()}
+        result["figures"] = figure_index(run, figures)
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
         atomic_write_json(target, result, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(aligned=result["alignment"]["aligned"], reference_rows=reference.rows,
                     candidate_rows=candidate.rows, same_pairs=(result["pairs"].get("categories") or {}).get("same"))
     return ComparisonResult(result=result, tables=tables, figures=figures, outputs=outputs)
-
-
-def show_figures(result: ComparisonResult) -> None:
-    """Display the saved comparison figures in the notebook."""
-    from IPython.display import Image, Markdown, display
-
-    for name, fig in result.figures.items():
-        display(Markdown(f"**{fig['title']}** — `{name}`"), Image(filename=str(fig["png"])))
 
 
 def card_parameters(p: CompareParams) -> CardParams | None:

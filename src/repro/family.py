@@ -80,9 +80,6 @@ class Family:
                           f"{', '.join(m.name for m in self.members)} (or their index, 0 to {len(self.members) - 1}).")
 
 
-# ------------------------------------------------------------------------------------------------
-# the grid: checked, expanded, named
-# ------------------------------------------------------------------------------------------------
 def parse_grid_args(items: list[str]) -> dict[str, list[Any]]:
     """`--grid KEY=V1,V2,...` items as a grid (values read as YAML: `--grid mini_index=0,1,2,3`)."""
     grid: dict[str, list[Any]] = {}

@@ -195,7 +195,6 @@ class Manifest:
         self.run = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
         self.path = self.run.manifest
 
-    # -- raw access -------------------------------------------------------------------------
     def read(self) -> dict[str, Any]:
         if not self.path.exists():
             return {}
@@ -210,7 +209,6 @@ class Manifest:
         self.write(data)
         return data
 
-    # -- run lifecycle ----------------------------------------------------------------------
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
         """Begin (or re-begin) a run: status `running`, environment recorded; stages kept for resume.
@@ -279,7 +277,6 @@ class Manifest:
                 nb.get("status") == "done" for nb in data.get("notebooks", {}).values()):
             self.finish_run("complete")
 
-    # -- stages -----------------------------------------------------------------------------
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[dict[str, Any]]:
         """Time one stage; the yielded dict's items are stored with it (counts, settings)."""

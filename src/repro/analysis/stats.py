@@ -52,9 +52,6 @@ def _quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-# --------------------------------------------------------------------------------------------
-# descriptive statistics and bootstrap intervals
-# --------------------------------------------------------------------------------------------
 def describe(x: np.ndarray) -> dict[str, float | None]:
     """Mean, sample std (ddof 1), median, quartiles, range, skewness (g1) and excess kurtosis (g2) of `x`."""
     x = np.asarray(x, dtype=np.float64)
@@ -159,9 +156,6 @@ def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resam
     return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
 
 
-# --------------------------------------------------------------------------------------------
-# the margin: signs, paired tests, effect sizes
-# --------------------------------------------------------------------------------------------
 def margin_sign(margin: np.ndarray) -> dict[str, dict[str, float]]:
     """Counts and fractions of rows with margin > 0 (chosen preferred), = 0 (tie) and < 0 (inversion)."""
     margin = np.asarray(margin, dtype=np.float64)
@@ -253,9 +247,6 @@ def correlations(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[s
                   "spearman": {"statistic": spearman.statistic, "pvalue": spearman.pvalue}})
 
 
-# --------------------------------------------------------------------------------------------
-# response lengths
-# --------------------------------------------------------------------------------------------
 def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
     """Mean/median of chosen and rejected response lengths, and Spearman of margin vs length difference.
 
@@ -275,9 +266,6 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
     return clean(out)
 
 
-# --------------------------------------------------------------------------------------------
-# what kind of scores these are
-# --------------------------------------------------------------------------------------------
 def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol: float = ANTISYMMETRY_ATOL
                       ) -> dict[str, Any]:
     """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
@@ -362,9 +350,6 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[s
             "min": lo, "max": hi, "sentence": sentence}
 
 
-# --------------------------------------------------------------------------------------------
-# agreement of two measurements of the same things (a reproduction's scores vs the published ones)
-# --------------------------------------------------------------------------------------------
 Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: Bland–Altman's limits of agreement
 
 
