@@ -17,7 +17,9 @@ import pyarrow as pa
 
 from .analysis import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
-from .analysis.report import dataset_or_own, figure_index, own_split, response_texts, score_array
+from .analysis.report import (SCORE_COLUMNS, dataset_or_own, figure_index, own_split, response_texts, row_preview,
+                              score_array)
+
 from .analysis.report import show_figures  # noqa: F401  (compare.show_figures: 04_compare's cell)
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
@@ -25,8 +27,8 @@ from .jobs import atomic_write_json
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
 from .paths import RunDir, is_hub_id, run_manifest_of
-
 from .slicing import plan_slice
+
 from .sources import load_source
 from .subject import claim
 
@@ -34,7 +36,6 @@ COMPARE_VERSION = 1
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
              "prompt_normalised": "whitespace-normalised prompt text"}
-SCORE_COLUMNS = ("score_chosen", "score_rejected")
 # what an aligned pair of rows can have in common, from the best case to the worst
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
 PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_chosen_only": "only chosen equal",
@@ -72,15 +73,15 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
     return ds.with_format("arrow")[:]
 
 
-def load_side(name: str, specs: str | Sequence[str], split: str, parameter: str) -> Side:
-    """Load one side (several specs are concatenated, each a group: the minis of a family, say)."""
+def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
+    """Load one side, given by the parameter `name` (several specs concatenated, each a group: a family's minis)."""
     specs = [specs] if isinstance(specs, str) else list(specs)
-    tables = [_load_one(s, split, parameter) for s in specs]
+    tables = [_load_one(s, split, name) for s in specs]
     common = [c for c in tables[0].column_names if all(c in t.column_names for t in tables)]
     table = pa.concat_tables([t.select(common) for t in tables], promote_options="permissive")
     group = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
     if table.num_rows == 0:
-        raise DataError(f"Parameter {parameter}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
+        raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
                         f"rows: there is nothing to compare. Check the dataset and the split.")
     return Side(name=name, specs=specs, split=split, table=table, group=group)
 
@@ -172,7 +173,7 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
 
 def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[dict[str, Any]]:
     present = [c for c in ("prompt_id", "prompt") if c in table.column_names]
-    return _rows_table(table, rows[:limit])[["row", *present]].to_dict("records")
+    return row_preview(table, rows[:limit])[["row", *present]].to_dict("records")
 
 
 def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str, Any]:
@@ -243,16 +244,12 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     if every.size == 0:
         return {"located": 0, "sentence": "No reference row was found in the source: nothing to infer."}
     lo, hi = int(every[0]), int(every[-1]) + 1
-    bounds = []
-    if "part_start" in hints:
-        bounds.append((int(hints["part_start"]), int(hints.get("part_stop") or n_source)))
-    if len(groups) > 1:
-        bounds += [(lo, hi), (lo, n_source)]
-    bounds.append((0, n_source))
+    family = len(groups) > 1
+    bounds = [(int(hints["part_start"]), int(hints.get("part_stop") or n_source))] if "part_start" in hints else []
+    bounds += [(lo, hi), (lo, n_source), (0, n_source)] if family else [(0, n_source)]
     bounds = list(dict.fromkeys(b for b in bounds if 0 <= b[0] < b[1] <= n_source))
     counts = sorted({*range(1, max_mini_count + 1), *([int(hints["mini_count"])] if "mini_count" in hints else []),
                      len(groups)})
-    family = len(groups) > 1
     out_groups = []
     for position, (name, indices) in enumerate(zip(names, groups)):
         ranges = runs(indices)
@@ -264,9 +261,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
             solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
                                           -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
                                           s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
-            item["all_solutions"] = solutions
-            item["solutions_total"] = len(solutions)
-            item["solutions"] = solutions[:max_listed]
+            item.update(all_solutions=solutions, solutions_total=len(solutions), solutions=solutions[:max_listed])
             item["why_none"] = None if solutions else (
                 f"no part among {bounds} cut into 1..{max(counts)} minis, after dropping rows from its start or "
                 f"end, gives exactly source rows [{ranges[0][0]}:{ranges[0][1]}]")
@@ -278,9 +273,9 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                 f"{_ranges_text(gaps)}); plan_slice keeps one contiguous range, so rows dropped inside a mini "
                 f"cannot be expressed with drop_from 'start' or 'end'")
         out_groups.append(item)
-    span = np.arange(lo, hi)
-    missing = span[~np.isin(span, every)]
-    neither = missing if candidate is None else missing[~np.isin(missing, candidate)]
+    missing = np.setdiff1d(np.arange(lo, hi), every)
+    neither = missing if candidate is None else np.setdiff1d(missing, candidate)
+
     out: dict[str, Any] = {
         "source_rows": n_source, "located": int(every.size), "span": [lo, hi],
         "before_span": lo, "after_span": n_source - hi,
@@ -375,12 +370,12 @@ def slice_sentence(s: dict[str, Any]) -> str:
 
 
 def source_indices(source_keys: dict[str, list | None], n_source: int, side_keys: dict[str, list | None],
-                   n_side: int) -> tuple[np.ndarray, Alignment]:
+                   n_side: int) -> np.ndarray:
     """The source row of every row of a dataset (-1 where not found), by the same alignment as the comparison."""
     a = align(side_keys, source_keys, n_side, n_source, names=("dataset", "source"))
     index = np.full(n_side, -1, dtype=np.int64)
     index[a.first_rows] = a.second_rows
-    return index, a
+    return index
 
 
 def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] | None:
@@ -427,14 +422,21 @@ class Aligned:
     cand_scores: dict[str, np.ndarray] | None
     categories: np.ndarray | None
 
+    @property
+    def scored(self) -> bool:
+        return self.ref_scores is not None and self.cand_scores is not None
+
+    def margins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(reference, candidate) margin of each aligned row (when both sides have scores)."""
+        return tuple(s["score_chosen"] - s["score_rejected"] for s in (self.ref_scores, self.cand_scores))
+
 
 def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     """Texts (last assistant message of chosen/rejected) and scores of the aligned rows."""
     texts = {f"{side}_{col}": _texts(t.table, col, rows) for side, t, rows in
              (("ref", reference, a.first_rows), ("cand", candidate, a.second_rows)) for col in ("chosen", "rejected")}
-    prompts = (candidate.table.column("prompt").take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
-               if "prompt" in candidate.table.column_names else None)
-    texts["prompt"] = prompts
+    texts["prompt"] = (candidate.table.column("prompt").take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
+                       if "prompt" in candidate.table.column_names else None)
     have_texts = all(v is not None for k, v in texts.items() if k != "prompt")
     categories = pair_categories(texts["ref_chosen"], texts["ref_rejected"], texts["cand_chosen"],
                                  texts["cand_rejected"]) if have_texts else None
@@ -456,9 +458,8 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
                    fractions={c: float(n / max(a.n, 1)) for c, n in zip(PAIR_CATEGORIES, counts)})
     out["reference_response"] = _equal_column(reference, candidate, a, "reference_response")
     out["messages"] = _equal_column(reference, candidate, a, "messages")
-    if al.ref_scores is not None and al.cand_scores is not None:
-        mr = al.ref_scores["score_chosen"] - al.ref_scores["score_rejected"]
-        mc = al.cand_scores["score_chosen"] - al.cand_scores["score_rejected"]
+    if al.scored:
+        mr, mc = al.margins()
         ok = np.isfinite(mr) & np.isfinite(mc)
         agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())
         out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum() if ok.any() else None}
@@ -506,8 +507,7 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
     same = al.categories == 0
-    mr = al.ref_scores["score_chosen"][same] - al.ref_scores["score_rejected"][same]
-    mc = al.cand_scores["score_chosen"][same] - al.cand_scores["score_rejected"][same]
+    mr, mc = (m[same] for m in al.margins())
     fine = np.isfinite(mr) & np.isfinite(mc)
     out["margin"] = (stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
                                                 p.bootstrap_seed) if fine.sum() >= 2 else
@@ -516,11 +516,9 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
 
 
 def over_length_limit(prompt: str | None, response: str | None) -> bool:
-    """Whether PairRM certainly truncates `response`: it has more words than the most tokens it may keep.
+    """Whether PairRM certainly truncates `response`: more words (each at least a token) than the most tokens it
+    keeps (the candidate budget plus half the source budget a prompt of as many tokens as words leaves)."""
 
-    Every whitespace word is at least one token, so words bound tokens from below: the candidate budget,
-    412 + half the unused source budget, is largest when the prompt is as short as its word count.
-    """
     if not response:
         return False
     source_max = PAIRRM_LIMITS.source_maxlength
@@ -534,14 +532,11 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     n = a.n
     t = al.texts
     categories = al.categories if al.categories is not None else np.full(n, -1)
-    have_scores = al.ref_scores is not None and al.cand_scores is not None
-    if have_scores:
-        mr = al.ref_scores["score_chosen"] - al.ref_scores["score_rejected"]
-        mc = al.cand_scores["score_chosen"] - al.cand_scores["score_rejected"]
-    else:
-        mr = mc = np.full(n, np.nan)
+    have_scores = al.scored
+    mr, mc = al.margins() if have_scores else (np.full(n, np.nan),) * 2
     worst = np.zeros(n)
     if have_scores and al.categories is not None:
+
         m = matched_scores(al)
         diff = np.abs(m["candidate"] - m["reference"])
         np.maximum.at(worst, m["row"], np.nan_to_num(diff, nan=np.inf))
@@ -686,16 +681,17 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
                                                 .explode().value_counts().sort_index().items()}}
-    tables = {"only_reference": _rows_table(reference.table, a.only_first),
-              "only_candidate": _rows_table(candidate.table, a.only_second),
+    tables = {"only_reference": row_preview(reference.table, a.only_first),
+              "only_candidate": row_preview(candidate.table, a.only_second),
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key"]),
               "disagreements": _with_ids(disagreements, reference.table, candidate.table)}
     tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
     result["slice"] = None
     if source is not None:
         source_keys = row_keys(source, "source")
-        ref_index, _ = source_indices(source_keys, source.num_rows, ref_keys, reference.rows)
-        cand_index, _ = source_indices(source_keys, source.num_rows, cand_keys, candidate.rows)
+        ref_index = source_indices(source_keys, source.num_rows, ref_keys, reference.rows)
+        cand_index = source_indices(source_keys, source.num_rows, cand_keys, candidate.rows)
+
         located = ref_index >= 0
         groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
         result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
@@ -710,14 +706,6 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     figure_data = {"al": al, "categories": result["pairs"].get("categories")}
     return result, tables, figure_data
 
-
-def _rows_table(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
-    frame = pd.DataFrame({"row": rows.astype(np.int64)})
-    for column in ("prompt_id", "prompt"):
-        values = table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist() \
-            if column in table.column_names else [None] * rows.size
-        frame[column] = [normalise_prompt(v)[:120] if column == "prompt" and v else v for v in values]
-    return frame
 
 
 def _with_ids(frame: pd.DataFrame, reference: pa.Table, candidate: pa.Table) -> pd.DataFrame:
@@ -766,10 +754,9 @@ def compare(p: CompareParams) -> ComparisonResult:
     plots.remove(run.figures, FIGURES)
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
-        reference = load_side("reference", p.reference, p.reference_split, "reference")
+        reference = load_side("reference", p.reference, p.reference_split)
         candidate = load_side("candidate", candidate_spec,
-                              own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split,
-                              "candidate")
+                              own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split)
         source = None
         if p.compare_source is not None:
             source = _load_one(p.compare_source, p.compare_source_split, "compare_source",

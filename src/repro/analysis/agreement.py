@@ -1,16 +1,6 @@
-"""How far several scorers agree on the same candidates: pure functions over numpy arrays (no model code, no files).
-
-A scorer's candidate scores come as one flat array of every row's scores one after the other plus the number
-of candidates of each row (the layout of a `candidate_scores` list column). For each pair of scorers, per row:
-
-- whether they pick the same `chosen` and the same `rejected`, by `repro.construct.pairs.select_pair`'s tie rule (the
-  first candidate with the highest score, the last with the lowest);
-- Kendall's tau-b between their scores (scipy's default variant): with two candidates it is +1 or −1; it is
-  undefined (NaN, counted) when either scorer gives the row's candidates all the same score;
-- each scorer's margin, best − worst candidate score, correlated across rows (Pearson and Spearman).
-
-`agreement(...)` returns the JSON-ready `agreement` block of `metrics.json` (None where a statistic is undefined).
-"""
+"""How far several scorers agree on the same candidates (per row: same chosen / rejected by the tie rule of
+`construct.pairs.select_pair`, Kendall's tau-b, margins correlated across rows): metrics.json's `agreement` block.
+A scorer's scores come flat, with the number of candidates of each row (a `candidate_scores` column's layout)."""
 
 from __future__ import annotations
 
@@ -160,10 +150,9 @@ def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[st
 
 
 def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | None) -> dict[str, Any]:
-    """The `agreement` block: every pair of scorers (`{name: (flat scores, candidates per row)}`, same rows).
+    """The `agreement` block over every pair of `{name: (flat scores, candidates per row)}`; `primary` picked the
+    pairs (None: not among these)."""
 
-    `primary` names the scorer whose scores picked chosen/rejected (None: its scores are not among these).
-    """
     names = list(scores)
     if len(names) < 2:
         raise ValueError(f"agreement needs at least two scorers, got {names}")

@@ -57,11 +57,8 @@ GRID_MAX_POINTS = 60
 
 
 def value_grid(values: np.ndarray) -> np.ndarray | None:
-    """The evenly spaced grid the values lie on (ratings, their differences), or None for continuous values.
+    """The evenly spaced grid (step: the smallest gap) the values lie on, as ratings do, or None for continuous ones."""
 
-    The step is the smallest gap between distinct values; the values lie on the grid when each is a whole
-    number of steps from the smallest. Continuous scores fail this whatever their number of distinct values.
-    """
     distinct = np.unique(np.asarray(values, dtype=np.float64))
     distinct = distinct[np.isfinite(distinct)]
     if distinct.size < 2:

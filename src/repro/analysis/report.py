@@ -380,14 +380,9 @@ def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
     picks = [("largest", np.argsort(-margin, kind="stable")[:k]), ("smallest", np.argsort(margin, kind="stable")[:k])]
     frames = []
     for which, order in picks:
-        rows = data.row_index[order]
-        frame = pd.DataFrame({"which": which, "rank": np.arange(1, order.size + 1), "row": rows})
-        for column in ("prompt_id", "prompt"):
-            if column in data.table.column_names:
-                values = data.table.column(column).take(pa.array(rows)).to_pylist()
-                frame[column] = [" ".join(str(v).split())[:120] if column == "prompt" else v for v in values]
-            else:
-                frame[column] = None
+        frame = row_preview(data.table, data.row_index[order])
+        frame.insert(0, "which", which)
+        frame.insert(1, "rank", np.arange(1, order.size + 1))
         frame["score_chosen"] = data.score_chosen[order]
         frame["score_rejected"] = data.score_rejected[order]
         frame["margin"] = margin[order]
@@ -395,7 +390,18 @@ def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
+    """Each row's position, prompt_id and the start of its prompt (whitespace collapsed); None where absent."""
+    frame = pd.DataFrame({"row": rows.astype(np.int64)})
+    for column in ("prompt_id", "prompt"):
+        values = (table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist()
+                  if column in table.column_names else [None] * rows.size)
+        frame[column] = [" ".join(str(v).split())[:120] if column == "prompt" and v is not None else v for v in values]
+    return frame
+
+
 def _pct(x: float | None) -> str:
+
     return "n/a" if x is None else f"{x:.1%}"
 
 
