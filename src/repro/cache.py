@@ -65,7 +65,6 @@ class CacheCounts:
         self.damaged.extend(d.get("damaged", []))
 
 
-
 def check_format(root: Path) -> None:
     """Make `root` a cache of this key format, or refuse one of another format (before any work)."""
     if root.exists() and not root.is_dir():

@@ -401,7 +401,6 @@ def pair_categories(ref_chosen: list, ref_rejected: list, cand_chosen: list, can
     return np.select(conditions, np.arange(5), 5).astype(np.int64)
 
 
-
 def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
     if column not in reference.table.column_names or column not in candidate.table.column_names:
         return None
@@ -524,7 +523,6 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
     source_max = PAIRRM_LIMITS.source_maxlength
     prompt_tokens = min(len((prompt or "").split()), source_max)
     return len(response.split()) > PAIRRM_LIMITS.candidate_maxlength + (source_max - prompt_tokens) // 2
-
 
 
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
@@ -705,7 +703,6 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["verdict"] = verdict(result)
     figure_data = {"al": al, "categories": result["pairs"].get("categories")}
     return result, tables, figure_data
-
 
 
 def _with_ids(frame: pd.DataFrame, reference: pa.Table, candidate: pa.Table) -> pd.DataFrame:

@@ -150,7 +150,6 @@ def member_names(combos: list[dict[str, Any]], template: str | None, where: str)
     return names
 
 
-
 def _plain(combo: dict[str, Any]) -> dict[str, Any]:
     return {k: ({kk: vv for kk, vv in v.items() if kk != "_position"} if isinstance(v, dict) else v)
             for k, v in combo.items()}

@@ -149,7 +149,6 @@ def params_dir() -> Path:
     return (checkout_root() or _BUNDLED) / "params"
 
 
-
 def find_params(name: str | Path) -> Path:
     """The params file NAME (from cwd, then the project root; a bare name like `demo` among the examples too)."""
     given = Path(name).expanduser()

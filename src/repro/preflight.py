@@ -126,7 +126,6 @@ def package_checks(values: dict[str, Any]) -> list[Check]:
     return checks
 
 
-
 def _in_hub_cache(need: Need) -> str | None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError

@@ -15,7 +15,6 @@ from .preflight import Check
 IGNORED = {"run_dir"}  # where the run directory is: the same folder by definition
 
 
-
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter of a notebook both runs execute (an added one is none)."""
     manifest = Manifest(run).read()

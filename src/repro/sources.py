@@ -110,7 +110,6 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str,
         raise _hub_error(repo_id, exc, parameter) from None
 
 
-
 def _hub_error(repo_id: str, exc: Exception, parameter: str) -> DatasetLoadError:
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
     why = "the hub is switched off (HF_HUB_OFFLINE is set)" if offline else "the hub could not be reached or the id is wrong"

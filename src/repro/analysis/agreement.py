@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from .stats import clean, correlations, describe
+from .stats import clean, correlations, describe, row_starts
+
 
 # Histogram of per-row tau: 21 bins centred on -1.0, -0.9, ..., 1.0, so the values small candidate counts give
 # (±1, ±1/3, 0, ±0.5, ...) fall inside bins, never on an edge.
@@ -74,7 +75,7 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
             excluded_reasons[reason] = int(new.sum())
         excluded |= new
     kept = np.flatnonzero(~excluded)
-    starts_a, starts_b = _starts(counts_a), _starts(counts_b)
+    starts_a, starts_b = row_starts(counts_a), row_starts(counts_b)
     n = kept.size
     chosen = (np.empty(n, np.int64), np.empty(n, np.int64))
     rejected = (np.empty(n, np.int64), np.empty(n, np.int64))
@@ -93,9 +94,6 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
     return RowComparison(rows=kept, excluded_reasons=excluded_reasons, candidates=k_of, chosen=chosen,
                          rejected=rejected, tau=tau, margin=margin)
 
-
-def _starts(counts: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
 def _row_all(flags: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -173,7 +173,6 @@ def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
                    title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
 
 
-
 def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: dict) -> Figure:
     """Bland–Altman: candidate − reference against their mean, with the mean difference and limits of agreement."""
     reference, candidate = np.asarray(reference), np.asarray(candidate)

@@ -127,15 +127,11 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     if table.num_rows == 0:
         raise DataError(f"{where} has no rows: there is nothing to analyse. Check `dataset` and `dataset_split`, "
                         f"or run the construction notebook first.")
-    chosen = score_array(table, "score_chosen", where)
-    rejected = score_array(table, "score_rejected", where)
+    chosen, rejected = (score_array(table, column, where) for column in SCORE_COLUMNS)
     bad_chosen, bad_rejected = ~np.isfinite(chosen), ~np.isfinite(rejected)
     bad = bad_chosen | bad_rejected
-    reasons = {}
-    if bad_chosen.any():
-        reasons["score_chosen is NaN, infinite or missing"] = int(bad_chosen.sum())
-    if bad_rejected.any():
-        reasons["score_rejected is NaN, infinite or missing"] = int(bad_rejected.sum())
+    reasons = {f"{column} is NaN, infinite or missing": int(b.sum())
+               for column, b in zip(SCORE_COLUMNS, (bad_chosen, bad_rejected)) if b.any()}
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
         raise DataError(
@@ -150,8 +146,8 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     return chosen[keep], rejected[keep], keep, reasons
 
 
-
-def own_split(run: RunDir, default: str) -> str:
+def own_split
+(run: RunDir, default: str) -> str:
     """The split this run's 01_construct wrote (its output format's), else `default`."""
     manifest = Manifest(run).read() if run.manifest.exists() else {}
     return (manifest.get("dataset") or {}).get("split") or default
@@ -274,7 +270,6 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     if agreement is not None:  # only with several scorers: a one-scorer dataset's metrics stay as they were
         metrics["agreement"] = agreement
     return stats.clean(metrics)
-
 
 
 def candidate_score_lists(table: pa.Table, column: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -263,7 +263,13 @@ def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol
     }
 
 
-def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
+def row_starts(counts: np.ndarray) -> np.ndarray:
+    """Where each row's values start in a flat array of rows with `counts` values each."""
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+def candidate_score_invariants(
+flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
                                score_rejected: np.ndarray, atol: float = SUM_TO_ZERO_ATOL) -> dict[str, Any]:
     """PairRM checks that need every candidate's score (flat, with candidates per row): sums, two-candidate rows,
     extremes."""
@@ -274,7 +280,7 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
     row_of = np.repeat(np.arange(counts.size), counts)
     sums = np.bincount(row_of, weights=flat, minlength=counts.size)
     filled = counts > 0
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[filled]
+    starts = row_starts(counts)[filled]
     best, worst = np.full(counts.size, np.nan), np.full(counts.size, np.nan)
     if flat.size:
         best[filled] = np.maximum.reduceat(flat, starts)
