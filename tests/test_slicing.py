@@ -3,7 +3,6 @@ import pytest
 
 from repro.errors import DataError, ParameterError
 from repro.parameters import ConstructParams, build
-
 from repro.slicing import mini_bounds, plan_slice
 
 

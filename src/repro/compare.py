@@ -19,7 +19,6 @@ from .analysis import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
 from .analysis.report import (SCORE_COLUMNS, dataset_or_own, figure_index, own_split, response_texts, row_preview,
                               score_array)
-
 from .analysis.report import show_figures  # noqa: F401  (compare.show_figures: 04_compare's cell)
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
@@ -28,7 +27,6 @@ from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
 from .paths import RunDir, is_hub_id, run_manifest_of
 from .slicing import plan_slice
-
 from .sources import load_source
 from .subject import claim
 
@@ -275,7 +273,6 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         out_groups.append(item)
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
-
     out: dict[str, Any] = {
         "source_rows": n_source, "located": int(every.size), "span": [lo, hi],
         "before_span": lo, "after_span": n_source - hi,
@@ -517,7 +514,6 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
 def over_length_limit(prompt: str | None, response: str | None) -> bool:
     """Whether PairRM certainly truncates `response`: more words (each at least a token) than the most tokens it
     keeps (the candidate budget plus half the source budget a prompt of as many tokens as words leaves)."""
-
     if not response:
         return False
     source_max = PAIRRM_LIMITS.source_maxlength
@@ -534,7 +530,6 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     mr, mc = al.margins() if have_scores else (np.full(n, np.nan),) * 2
     worst = np.zeros(n)
     if have_scores and al.categories is not None:
-
         m = matched_scores(al)
         diff = np.abs(m["candidate"] - m["reference"])
         np.maximum.at(worst, m["row"], np.nan_to_num(diff, nan=np.inf))
@@ -689,7 +684,6 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         source_keys = row_keys(source, "source")
         ref_index = source_indices(source_keys, source.num_rows, ref_keys, reference.rows)
         cand_index = source_indices(source_keys, source.num_rows, cand_keys, candidate.rows)
-
         located = ref_index >= 0
         groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
         result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,

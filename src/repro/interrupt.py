@@ -42,7 +42,6 @@ def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
 
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """`fn(*args, **kwargs)` in a thread; on Ctrl-C stop this process's kernels, then raise `Interrupted`."""
-
     outcome: dict[str, Any] = {}
     done = threading.Event()  # not Thread.join: a KeyboardInterrupt inside join can leave is_alive() wrong
 

@@ -193,7 +193,6 @@ def estimated_bytes(values: dict[str, Any]) -> int:
     if rows is None and values.get("part_stop") is not None:
         part = values["part_stop"] - values["part_start"] - values["drop_rows"]
         rows = part // values["mini_count"] + part % values["mini_count"]
-
     if rows is None or "01_construct" not in (values.get("notebooks") or ()):
         return MARGIN_BYTES
     texts = len(values.get("candidate_columns") or ()) + 2  # + the prompt, the reference

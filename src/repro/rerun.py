@@ -22,7 +22,6 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
     both = [name for name in parameters.get("notebooks") or () if name in done]
     fields = set().union(*(SCHEMAS[s].model_fields for name in both for s in NOTEBOOK_SECTIONS.get(name, SCHEMAS)))
     new = json.loads(json.dumps(parameters, default=str))  # as the manifest recorded it
-
     return {key: (recorded[key], new[key]) for key in sorted(fields & set(recorded) & set(new) - IGNORED)
             if recorded[key] != new[key]}
 
@@ -45,7 +44,6 @@ def rerun_check(run: RunDir, parameters: dict[str, Any], force: bool, given_as: 
 
 def clear_previous_run(run: RunDir) -> list[str]:
     """Remove what a previous run made but work/ and self-checks; returns what went, relative to the run."""
-
     recorded = Manifest(run).read().get("outputs") or {}
     removed = []
     for relative in recorded:

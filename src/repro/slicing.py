@@ -56,7 +56,6 @@ def plan_slice(n_rows: int, *, part_start: int = 0, part_stop: int | None = None
     start, end = kept_start + m0, kept_start + m1
     if limit is not None:
         end = min(end, start + limit)
-
     counts = {"source": n_rows, "part": part, "dropped": drop_rows, "after_drop": after_drop,
               "mini": m1 - m0, "sliced": end - start}
     return SlicePlan(start=start, stop=end, counts=counts, dropped=dropped)

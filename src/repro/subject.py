@@ -40,7 +40,6 @@ def _describe(subject: str | None, run: RunDir) -> str:
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
     """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
     or refuse before anything is written when it describes another dataset."""
-
     mine = OWN if building else subject_of(spec, run)
     known, theirs = recorded_subject(run)
     if known and theirs != mine and (building or mine is not OWN):

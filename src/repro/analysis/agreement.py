@@ -95,7 +95,6 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
                          rejected=rejected, tau=tau, margin=margin)
 
 
-
 def _row_all(flags: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Whether every value of each row is True (rows of length 0 count as True)."""
     failures = np.bincount(np.repeat(np.arange(counts.size), counts), weights=~flags, minlength=counts.size)
@@ -150,7 +149,6 @@ def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[st
 def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | None) -> dict[str, Any]:
     """The `agreement` block over every pair of `{name: (flat scores, candidates per row)}`; `primary` picked the
     pairs (None: not among these)."""
-
     names = list(scores)
     if len(names) < 2:
         raise ValueError(f"agreement needs at least two scorers, got {names}")

@@ -156,7 +156,6 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
     if family.path.exists():  # under `repro run`: the family folder's own record
         family.add_outputs(root / FAMILY_JSON, *(p for f in figures.values() for p in f.values()))
-
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
 
 

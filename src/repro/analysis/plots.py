@@ -58,7 +58,6 @@ GRID_MAX_POINTS = 60
 
 def value_grid(values: np.ndarray) -> np.ndarray | None:
     """The evenly spaced grid (step: the smallest gap) the values lie on, as ratings do, or None for continuous ones."""
-
     distinct = np.unique(np.asarray(values, dtype=np.float64))
     distinct = distinct[np.isfinite(distinct)]
     if distinct.size < 2:

@@ -146,8 +146,7 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     return chosen[keep], rejected[keep], keep, reasons
 
 
-def own_split
-(run: RunDir, default: str) -> str:
+def own_split(run: RunDir, default: str) -> str:
     """The split this run's 01_construct wrote (its output format's), else `default`."""
     manifest = Manifest(run).read() if run.manifest.exists() else {}
     return (manifest.get("dataset") or {}).get("split") or default
@@ -396,7 +395,6 @@ def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
 
 
 def _pct(x: float | None) -> str:
-
     return "n/a" if x is None else f"{x:.1%}"
 
 
@@ -499,7 +497,6 @@ def figure_index(run: RunDir, figures: dict[str, dict[str, Any]]) -> dict[str, d
 
 def show_figures(result: Any) -> None:
     """Display the saved PNG figures of a result (the analysis's, the comparison's) in the notebook, in order."""
-
     from IPython.display import Image, Markdown, display
 
     for name, fig in result.figures.items():

@@ -172,7 +172,6 @@ def wilcoxon_test(margin: np.ndarray) -> dict[str, Any]:
     # scipy's 'auto' rule, made explicit so the method used is recorded: exact null distribution for small
     # samples without ties, exhaustive permutation for tiny tied samples, normal approximation otherwise.
     method = ("exact" if nonzero.size <= 50 and not tied else "permutation" if nonzero.size <= 13 else "asymptotic")
-
     res = sps.wilcoxon(nonzero, zero_method="wilcox", method="auto", alternative="two-sided")
     return {**out, "statistic": clean(res.statistic), "pvalue": clean(res.pvalue), "method": method,
             "statistic_is": "min(R+, R-), the smaller signed-rank sum"}
@@ -256,7 +255,6 @@ def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol
         "sign_order_fails": sign_fails, "sign_order_fails_fraction": sign_fails / n,
         "antisymmetry_holds": antisymmetric, "antisymmetry_holds_fraction": antisymmetric / n,
         "antisymmetry_atol": atol, "inversions": int((c < r).sum()),
-
         "about": ("PairRM scores (mean pairwise logit differences) sum to 0 per prompt, so the best score is >= 0 "
                   "and the worst <= 0, and with exactly two candidates score_chosen == -score_rejected. These "
                   "counts are reported, not enforced: ratings and other scorers break them by design."),
@@ -397,7 +395,6 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
                          clusters: np.ndarray | None = None, level: float = CI_LEVEL) -> dict[str, Any]:
     """How well y reproduces x (Pearson, Spearman, Lin's CCC, Bland–Altman, max |y − x|, fraction within each
     tolerance), with percentile-bootstrap intervals over whole clusters, each resample a vector of weights."""
-
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     n = x.size
     d = y - x

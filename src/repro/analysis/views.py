@@ -94,7 +94,6 @@ def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
 
 def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
     """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows)."""
-
     pairs = seed_view(pairs)
     table = pairs.data.table
     chosen = response_texts(table.column("chosen")).to_pylist()
@@ -114,6 +113,5 @@ def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
         for row, i in zip(rows, picks):
             row.update(score_chosen=round(float(pairs[i]["score_chosen"]), 4),
                        score_rejected=round(float(pairs[i]["score_rejected"]), 4), margin=round(float(margin[i]), 4))
-
     return pd.DataFrame(rows).set_index("")
 
