@@ -207,7 +207,3 @@ def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Ca
         return results
 
     return run
-
-
-__all__ = ["KEY_FORMAT", "CacheCounts", "CacheError", "RowCache", "cached_chunk_fn", "canonical_json",
-           "check_format"]

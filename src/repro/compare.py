@@ -454,13 +454,12 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
                    fractions={c: float(n / max(a.n, 1)) for c, n in zip(PAIR_CATEGORIES, counts)})
     out["reference_response"] = _equal_column(reference, candidate, a, "reference_response")
     out["messages"] = _equal_column(reference, candidate, a, "messages")
+    out["margin_sign"] = None
     if al.scored:
         mr, mc = al.margins()
         ok = np.isfinite(mr) & np.isfinite(mc)
         agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())
         out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum() if ok.any() else None}
-    else:
-        out["margin_sign"] = None
     return stats.clean(out)
 
 
@@ -494,9 +493,8 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
     out: dict[str, Any] = {"available": True, "values": int(ok.sum()), "excluded_nonfinite": int((~ok).sum()),
                            "rows": int(np.unique(m["row"][ok]).size),
-                           "from": {"chosen": int((m["which"][ok] == 0).sum()),
-                                    "rejected": int((m["which"][ok] == 1).sum()),
-                                    "crossed": int((m["which"][ok] == 2).sum())},
+                           "from": dict(zip(("chosen", "rejected", "crossed"),
+                                            np.bincount(m["which"][ok], minlength=3).tolist())),
                            "difference": "candidate − reference"}
     if ok.sum() < 2:
         return {**out, "available": False, "reason": f"only {int(ok.sum())} score(s) of the same text on both sides"}

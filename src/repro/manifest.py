@@ -292,4 +292,3 @@ class Manifest:
             for p in map(Path, paths):
                 rel = self.run.relative(p) if p.is_absolute() or p.exists() else str(p)
                 outputs[rel] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}
-

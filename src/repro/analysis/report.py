@@ -323,13 +323,10 @@ def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:
             "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
             "rows_excluded": pair["rows_excluded"],
             "same_chosen": pair["same_chosen"]["count"], "same_chosen_fraction": pair["same_chosen"]["fraction"],
-            "same_rejected": pair["same_rejected"]["count"],
-            "same_rejected_fraction": pair["same_rejected"]["fraction"],
+            "same_rejected": pair["same_rejected"]["count"], "same_rejected_fraction": pair["same_rejected"]["fraction"],
             "same_pair_fraction": pair["same_pair"]["fraction"],
-            "kendall_tau_mean": tau["mean"], "kendall_tau_median": tau["median"], "kendall_tau_rows": tau["rows"],
-            "kendall_tau_undefined": tau["undefined"],
-            "margin_pearson": (margins["pearson"] or {}).get("statistic"),
-            "margin_spearman": (margins["spearman"] or {}).get("statistic"),
+            **{f"kendall_tau_{k}": tau[k] for k in ("mean", "median", "rows", "undefined")},
+            **{f"margin_{k}": (margins[k] or {}).get("statistic") for k in ("pearson", "spearman")},
         })
     return pd.DataFrame(rows)
 
@@ -463,25 +460,21 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
         data = load(p)
         info.update(dataset=data.source, split=data.split, rows=data.n_rows)
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)
-        length_difference = None
-        if data.lengths is not None:
-            length_difference = data.lengths["chosen_tokens"] - data.lengths["rejected_tokens"]
-        figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures, length_difference,
-                                 length_margin=data.margin[data.length_rows] if data.lengths is not None else None)
+        lengths = data.lengths
+        figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures,
+                                 None if lengths is None else lengths["chosen_tokens"] - lengths["rejected_tokens"],
+                                 length_margin=None if lengths is None else data.margin[data.length_rows])
         run.tables.mkdir(parents=True, exist_ok=True)
-        summary = summary_table(metrics)
+        summary, extremes = summary_table(metrics), extreme_margins(data)
         summary.to_csv(run.tables / SUMMARY_TABLE)
-        extremes = extreme_margins(data)
         extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
-        agreement = _write_agreement(metrics, run, figures)
-        metrics["figures"] = figure_index(run, figures)
-        metrics["tables"] = {"summary_statistics": run.relative(run.tables / SUMMARY_TABLE),
-                             "extreme_margins": run.relative(run.tables / EXTREMES_TABLE)}
-        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")]
-        outputs += [run.tables / SUMMARY_TABLE, run.tables / EXTREMES_TABLE, run.metrics]
+        tables = {"summary_statistics": run.tables / SUMMARY_TABLE, "extreme_margins": run.tables / EXTREMES_TABLE}
+        agreement = _write_agreement(metrics, run, figures)  # its table and figure, with several scorers
         if agreement is not None:
-            metrics["tables"][AGREEMENT] = run.relative(run.tables / f"{AGREEMENT}.csv")
-            outputs.insert(-1, run.tables / f"{AGREEMENT}.csv")
+            tables[AGREEMENT] = run.tables / f"{AGREEMENT}.csv"
+        metrics["figures"] = figure_index(run, figures)
+        metrics["tables"] = {name: run.relative(path) for name, path in tables.items()}
+        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + [*tables.values(), run.metrics]
         atomic_write_json(run.metrics, metrics, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(n=metrics["n"], n_excluded=metrics["n_excluded"], scale=metrics["scale"]["kind"])

@@ -114,4 +114,3 @@ def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
             row.update(score_chosen=round(float(pairs[i]["score_chosen"]), 4),
                        score_rejected=round(float(pairs[i]["score_rejected"]), 4), margin=round(float(margin[i]), 4))
     return pd.DataFrame(rows).set_index("")
-
