@@ -108,22 +108,18 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
 
 def package_checks(values: dict[str, Any]) -> list[Check]:
     """vLLM for `generation_backend: vllm`, llm-blender for a `llm-blender` scorer backend."""
-    notebooks = set(values.get("notebooks") or ())
-    if "01_construct" not in notebooks:
+    if "01_construct" not in (values.get("notebooks") or ()):
         return []
-    checks = []
+    wanted = []  # (what, module, name, how to get it)
     if values.get("generate") and values.get("generation_backend") == "vllm":
-        found = importlib.util.find_spec("vllm") is not None
-        checks.append(Check("generation_backend: vllm", found, "vLLM is installed" if found else
-                            "vLLM is not installed: `make install EXTRAS=vllm` (a CUDA machine), or set "
-                            "generation_backend: transformers"))
-    backends = [values.get("scorer_backend")] + [s.get("backend") for s in values.get("scorers") or ()]
-    if "llm-blender" in backends:
-        found = importlib.util.find_spec("llm_blender") is not None
-        checks.append(Check("scorer_backend: llm-blender", found, "llm-blender is installed" if found else
-                            "llm-blender is not installed (it needs an environment of its own: see the README), "
-                            "or set the backend to repro"))
-    return checks
+        wanted.append(("generation_backend: vllm", "vllm", "vLLM", ": `make install EXTRAS=vllm` (a CUDA machine), "
+                       "or set generation_backend: transformers"))
+    if "llm-blender" in [values.get("scorer_backend")] + [s.get("backend") for s in values.get("scorers") or ()]:
+        wanted.append(("scorer_backend: llm-blender", "llm_blender", "llm-blender", " (it needs an environment of "
+                       "its own: see the README), or set the backend to repro"))
+    found = [importlib.util.find_spec(module) is not None for _, module, _, _ in wanted]
+    return [Check(what, ok, f"{name} is installed" if ok else f"{name} is not installed{fix}")
+            for (what, _, name, fix), ok in zip(wanted, found)]
 
 
 def _in_hub_cache(need: Need) -> str | None:

@@ -66,12 +66,7 @@ def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int
                         max_categories: int = BOOTSTRAP_MAX_CATEGORIES) -> dict[str, dict[str, list[float]]]:
     """Percentile bootstrap intervals of the mean and median of each paired series (the same rows for all): with
     few distinct rows (ratings) as multinomial category counts, else over index matrices in bounded blocks."""
-    arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}
-    n = len(next(iter(arrays.values())))
-    if any(len(x) != n for x in arrays.values()):
-        raise ValueError("bootstrap_intervals needs paired series of equal length")
-    if resamples < 1 or n < 1:
-        raise ValueError(f"bootstrap_intervals needs resamples >= 1 and n >= 1, got {resamples}, {n}")
+    arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}  # paired, n >= 1 (callers')
     rng = np.random.default_rng(seed)
     categories = None
     if all(np.unique(x).size <= max_categories for x in arrays.values()):
