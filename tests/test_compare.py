@@ -242,7 +242,8 @@ def test_one_mini_is_placed_and_its_parameters_found():
     plan = plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=1, mini_count=4)
     hints = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end", "mini_index": 1,
              "mini_count": 4}
-    out = compare.infer_slice([np.arange(plan.start, plan.stop)], N_SOURCE, hints=hints, names=["mini_1"])
+    out = compare.infer_slice([np.arange(plan.start, plan.stop)], N_SOURCE, max_mini_count=8, hints=hints,
+                              names=["mini_1"])
     assert out["span"] == [45183, 50366] and out["inside_span_not_in_reference"]["count"] == 0
     assert out["hints_reproduce"]["exact"] is True
     g = out["groups"][0]
@@ -255,7 +256,7 @@ def test_one_mini_is_placed_and_its_parameters_found():
         p = plan_slice(N_SOURCE, **s)
         assert (p.start, p.stop) == (45183, 50366)
     # the same mini if the 400 rows came off the start of the part instead: the hints then do not reproduce it
-    shifted = compare.infer_slice([np.arange(45583, 50766)], N_SOURCE, hints=hints)
+    shifted = compare.infer_slice([np.arange(45583, 50766)], N_SOURCE, max_mini_count=8, hints=hints)
     assert shifted["hints_reproduce"]["exact"] is False
     assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "start", "mini_index": 1,
             "mini_count": 4} in shifted["groups"][0]["solutions"]
@@ -265,7 +266,7 @@ def test_several_minis_with_a_drop_in_the_middle_of_the_part():
     kept = np.r_[np.arange(40000, 50000), np.arange(50400, 61135)]  # 400 rows dropped from the middle
     n = kept.size
     minis = [kept[i * (n // 4): (n if i == 3 else (i + 1) * (n // 4))] for i in range(4)]
-    out = compare.infer_slice(minis, N_SOURCE, names=[f"mini_{i}" for i in range(4)])
+    out = compare.infer_slice(minis, N_SOURCE, max_mini_count=8, names=[f"mini_{i}" for i in range(4)])
     assert out["dropped_rows_of_part"] == {"count": 400, "ranges": [[50000, 50400]], "contiguous": True}
     assert out["span"] == [40000, 61135] and out["after_span"] == 0
     g0, g1, g2, g3 = out["groups"]
@@ -282,7 +283,7 @@ def test_several_minis_with_a_drop_in_the_middle_of_the_part():
     # the same four minis with the 400 rows dropped from the end: one setting explains the family
     plans = [plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=i, mini_count=4)
              for i in range(4)]
-    end = compare.infer_slice([np.arange(q.start, q.stop) for q in plans], N_SOURCE)
+    end = compare.infer_slice([np.arange(q.start, q.stop) for q in plans], N_SOURCE, max_mini_count=8)
     assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end",
             "mini_count": 4} in end["family_solutions"]
     assert end["inside_span_not_in_reference"]["count"] == 0 and end["after_span"] == 400

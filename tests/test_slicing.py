@@ -1,7 +1,8 @@
 import datasets
 import pytest
 
-from repro.errors import DataError
+from repro.errors import DataError, ParameterError
+from repro.parameters import ConstructParams, build
 from repro.slicing import mini_bounds, plan_slice
 
 
@@ -48,9 +49,18 @@ def test_drop_from_start_and_limit():
     ({"part_start": 150}, "part_start"),
     ({"drop_rows": 100}, "drop_rows"),
     ({"mini_count": 200}, "mini_count"),
-    ({"mini_index": 4, "mini_count": 4}, "mini_index"),
-    ({"limit": 0}, "limit"),
 ])
 def test_slices_outside_the_data_are_clear_errors(kwargs, needle):
     with pytest.raises(DataError, match=needle):
         plan_slice(100, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"mini_index": 4, "mini_count": 4}, "mini_index"),
+    ({"limit": 0}, "limit"),
+    ({"drop_from": "middle"}, "drop_from"),
+])
+def test_slice_parameters_are_checked_once_where_they_enter(kwargs, needle):
+    # the schema checks them (plan_slice takes them as given)
+    with pytest.raises(ParameterError, match=needle):
+        build(ConstructParams, kwargs)

@@ -1,27 +1,10 @@
 """The project's content-addressed cache of generated and scored rows, shared by every run of a project.
 
-    cache = RowCache.open(row_cache_dir(), "scores", namespace=job_fingerprint(job))
-    fn = cached_chunk_fn(score_chunk, cache, key_of=lambda item: item)   # item = [prompt, candidates]
-
-- An entry is one row's result (a row's candidate scores, or its generated texts) under a key of everything
-  that decides it: the stage's `namespace` (the scorer's fingerprint: model identity and revision, kind,
-  options, limits, dtype, device kind, batch budget, versions; or the generation fingerprint: policy,
-  backend, sampling settings, seed) and the row's own content (prompt and candidate texts; or the prompt's
-  tokens and noise keys, which the seed, prompt and candidate index decide).
-- Files: `<root>/<stage>/<namespace digest>/<key[:2]>/<key>.json`, each `{key_format, key, sha256, value}`;
-  `sha256` is of the value's canonical JSON, so a damaged entry is detected, said, moved aside to
-  `<root>/damaged/` (nothing is deleted) and recomputed. `<root>/cache-format.json` names the key format;
-  a cache of another format is refused before any work, with what to do.
-- Writes are atomic and first-writer-wins: a value is written to a unique temporary file, then hard-linked
-  to its name (an existing entry is never replaced); the loser of a race reads and returns the winner's
-  value. So any number of processes, torchrun ranks or Slurm array tasks on a shared file system fill it
-  at once, and every run that uses a row gets the same bytes.
-- Values are JSON: Python floats are written as their shortest repr and read back bit for bit.
-
-A row computed in a chunk beside other rows can differ, in the last bits, from the same row computed beside
-others (the scorer pads and batches a chunk's rows together); so a run whose rows all come from the cache
-gets exactly the bytes of the run that computed them, and a run mixing both stays within the scorer's batch
-tolerance (README, "Families of runs").
+An entry is one row's result under a key of its content and of everything else that decides it (the stage's
+`namespace`: the scorer's or the generation's fingerprint), in `<root>/<stage>/<namespace>/<key[:2]>/<key>.json`
+with the sha256 of its value: a damaged entry is said, moved to `<root>/damaged/` and recomputed; a cache of
+another key format (`cache-format.json`) is refused before any work. Writes are atomic and first-writer-wins (a
+hard link), so any number of processes fill one cache at once and every run that uses a row gets the same bytes.
 """
 
 from __future__ import annotations
@@ -77,9 +60,8 @@ class CacheCounts:
     def add(self, other: "CacheCounts | dict[str, Any]") -> None:
         """Add another process's counts (a `CacheCounts` or its `as_dict()`)."""
         d = other.as_dict() if isinstance(other, CacheCounts) else other
-        self.rows_from_cache += int(d.get("rows_from_cache", 0))
-        self.rows_computed += int(d.get("rows_computed", 0))
-        self.damaged_entries += int(d.get("damaged_entries", 0))
+        for name in ("rows_from_cache", "rows_computed", "damaged_entries"):
+            setattr(self, name, getattr(self, name) + int(d.get(name, 0)))
         self.damaged.extend(d.get("damaged", []))
 
 
@@ -134,7 +116,7 @@ class RowCache:
         self.namespace_digest = _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": namespace}))
         self.folder = self.root / stage / self.namespace_digest[:32]
         self.counts = CacheCounts()
-        self._namespace = namespace
+
 
     @classmethod
     def open(cls, root: str | Path, stage: str, namespace: Any) -> "RowCache":
@@ -204,12 +186,8 @@ class RowCache:
 
 def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Callable[[Any], Any],
                     reports_progress: bool = False) -> Callable[..., list[Any]]:
-    """`fn` over a chunk of items, computing only the items the cache lacks (in one call, in chunk order).
-
-    The result of every item, computed or not, is the stored entry's value. `reports_progress`: `fn` takes
-    `(items, advance)` as `repro.work.run_chunked`'s `fn_reports_progress` does; rows from the cache count
-    as done at once. `cache.counts` adds up what came from where.
-    """
+    """`fn` over only the items of a chunk the cache lacks; every result is the stored entry's value (`cache.counts`
+    adds up where they came from). `reports_progress`: `fn` takes `(items, advance)`; cached rows advance at once."""
 
     def run(chunk: Sequence[Any], advance: Callable[[int], None] | None = None) -> list[Any]:
         keys = [cache.key(key_of(item)) for item in chunk]
@@ -229,7 +207,3 @@ def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Ca
         return results
 
     return run
-
-
-__all__ = ["KEY_FORMAT", "CacheCounts", "CacheError", "RowCache", "cached_chunk_fn", "canonical_json",
-           "check_format"]

@@ -1,17 +1,6 @@
-"""Checking a reproduction against the published dataset (notebooks/04_compare.ipynb).
-
-- `align` matches rows by `prompt_id`, then sha256 of the prompt, then the whitespace-normalised prompt text,
-  and says which matched how; a key that appears more than once on a side is reported, never merged;
-- `coverage` counts rows in both, only in the reference, only in the candidate;
-- `infer_slice` places every reference row in the source both were sliced from (`compare_source`) and finds the
-  `part_start`/`part_stop`/`drop_rows`/`drop_from`/`mini_*` parameters of `repro.slicing.plan_slice` that
-  give exactly those rows (or says why none do); several minis at once show the part's dropped rows;
-- `pair_agreement` and `score_agreement` compare the aligned rows' texts and scores;
-- `compare(p)` is the stage: it loads both datasets, computes all of it, and writes `compare.json`,
-  `tables/compare_*.csv` and `figures/compare_*` into the run directory (recorded in the manifest).
-
-Everything but `load_*` and `compare` is pure: tables and arrays in, JSON-ready dicts out.
-"""
+"""notebooks/04_compare: a reproduction checked against the published dataset (rows aligned by key, pairs and
+scores compared, the source slice inferred); `compare(p)` writes compare.json, tables and figures. Everything but
+`load_*` and `compare` is pure."""
 
 from __future__ import annotations
 
@@ -28,13 +17,15 @@ import pyarrow as pa
 
 from .analysis import plots, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
-from .analysis.report import dataset_or_own, own_split, response_texts, score_array
+from .analysis.report import (SCORE_COLUMNS, dataset_or_own, figure_index, own_split, response_texts, row_preview,
+                              score_array)
+from .analysis.report import show_figures  # noqa: F401  (compare.show_figures: 04_compare's cell)
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .jobs import atomic_write_json
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
-from .paths import RunDir, run_manifest_of
+from .paths import RunDir, is_hub_id, run_manifest_of
 from .slicing import plan_slice
 from .sources import load_source
 from .subject import claim
@@ -43,23 +34,16 @@ COMPARE_VERSION = 1
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
              "prompt_normalised": "whitespace-normalised prompt text"}
-SCORE_COLUMNS = ("score_chosen", "score_rejected")
 # what an aligned pair of rows can have in common, from the best case to the worst
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
 PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_chosen_only": "only chosen equal",
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
               "different": "different candidates"}
-# PairRM's input limits (llm-blender's defaults): a candidate sees 412 tokens plus half of the unused source budget
-SOURCE_MAX_TOKENS = PAIRRM_LIMITS.source_maxlength
-CANDIDATE_MAX_TOKENS = PAIRRM_LIMITS.candidate_maxlength
 EXAMPLES = 5
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
 
 
-# --------------------------------------------------------------------------------------------
-# loading
-# --------------------------------------------------------------------------------------------
 @dataclass
 class Side:
     """One dataset of the comparison: its rows as an Arrow table, and the group (file) of every row."""
@@ -87,22 +71,19 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
     return ds.with_format("arrow")[:]
 
 
-def load_side(name: str, specs: str | Sequence[str], split: str, parameter: str) -> Side:
-    """Load one side (several specs are concatenated, each a group: the minis of a family, say)."""
+def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
+    """Load one side, given by the parameter `name` (several specs concatenated, each a group: a family's minis)."""
     specs = [specs] if isinstance(specs, str) else list(specs)
-    tables = [_load_one(s, split, parameter) for s in specs]
+    tables = [_load_one(s, split, name) for s in specs]
     common = [c for c in tables[0].column_names if all(c in t.column_names for t in tables)]
     table = pa.concat_tables([t.select(common) for t in tables], promote_options="permissive")
     group = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
     if table.num_rows == 0:
-        raise DataError(f"Parameter {parameter}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
+        raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
                         f"rows: there is nothing to compare. Check the dataset and the split.")
     return Side(name=name, specs=specs, split=split, table=table, group=group)
 
 
-# --------------------------------------------------------------------------------------------
-# alignment
-# --------------------------------------------------------------------------------------------
 def normalise_prompt(prompt: str) -> str:
     """The prompt with runs of whitespace collapsed to one space and the ends stripped."""
     return " ".join(prompt.split())
@@ -189,15 +170,8 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
 
 
 def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[dict[str, Any]]:
-    out = []
-    for i in rows[:limit]:
-        item: dict[str, Any] = {"row": int(i)}
-        for column in ("prompt_id", "prompt"):
-            if column in table.column_names:
-                value = table.column(column)[int(i)].as_py()
-                item[column] = normalise_prompt(value)[:120] if column == "prompt" and value else value
-        out.append(item)
-    return out
+    present = [c for c in ("prompt_id", "prompt") if c in table.column_names]
+    return row_preview(table, rows[:limit])[["row", *present]].to_dict("records")
 
 
 def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str, Any]:
@@ -217,9 +191,6 @@ def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str
     }
 
 
-# --------------------------------------------------------------------------------------------
-# slice inference
-# --------------------------------------------------------------------------------------------
 def runs(indices: np.ndarray) -> list[list[int]]:
     """Maximal runs of consecutive integers in `indices`, as [start, stop) pairs."""
     x = np.unique(np.asarray(indices, dtype=np.int64))
@@ -233,10 +204,7 @@ def runs(indices: np.ndarray) -> list[list[int]]:
 
 def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Sequence[tuple[int, int]],
                           mini_counts: Sequence[int]) -> list[dict[str, Any]]:
-    """Every `plan_slice` setting, among these part bounds and mini counts, that keeps exactly rows [start, stop).
-
-    plan_slice's arithmetic, vectorised over drop_rows; each hit is checked again with plan_slice itself.
-    """
+    """Every `plan_slice` setting among these bounds and counts keeping exactly rows [start, stop) (vectorised)."""
     found = []
     for (p0, p1), k, drop_from in itertools.product(part_bounds, mini_counts, ("end", "start")):
         part = p1 - p0
@@ -258,31 +226,28 @@ def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Seq
     return found
 
 
-def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.ndarray | None = None,
-                hints: dict[str, Any] | None = None, max_mini_count: int = 8, names: Sequence[str] | None = None,
-                max_listed: int = 20) -> dict[str, Any]:
-    """Where the reference's rows lie in the source, and which slicing parameters give exactly those rows.
+def _block(rows: np.ndarray) -> dict[str, Any]:
+    ranges = runs(rows)
+    return {"count": int(rows.size), "ranges": ranges, "contiguous": len(ranges) <= 1}
 
-    `groups` holds the source indices of each reference dataset's rows (one group per mini when several minis
-    of a family are given). `hints` are parameters believed to be right (the candidate run's own
-    `part_start`, `part_stop`, `mini_count`, ...): they are checked first and their part bounds searched.
-    """
+
+def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: int,
+                candidate: np.ndarray | None = None, hints: dict[str, Any] | None = None,
+                names: Sequence[str] | None = None, max_listed: int = 20) -> dict[str, Any]:
+    """Where the reference's rows (`groups`: source indices, one group per mini) lie in the source, and which slicing
+    parameters give exactly those rows; `hints` (the candidate run's own parameters) are checked first."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     names = list(names or [f"group {g}" for g in range(len(groups))])
     every = np.unique(np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
     if every.size == 0:
         return {"located": 0, "sentence": "No reference row was found in the source: nothing to infer."}
     lo, hi = int(every[0]), int(every[-1]) + 1
-    bounds = []
-    if "part_start" in hints:
-        bounds.append((int(hints["part_start"]), int(hints.get("part_stop") or n_source)))
-    if len(groups) > 1:
-        bounds += [(lo, hi), (lo, n_source)]
-    bounds.append((0, n_source))
+    family = len(groups) > 1
+    bounds = [(int(hints["part_start"]), int(hints.get("part_stop") or n_source))] if "part_start" in hints else []
+    bounds += [(lo, hi), (lo, n_source), (0, n_source)] if family else [(0, n_source)]
     bounds = list(dict.fromkeys(b for b in bounds if 0 <= b[0] < b[1] <= n_source))
     counts = sorted({*range(1, max_mini_count + 1), *([int(hints["mini_count"])] if "mini_count" in hints else []),
                      len(groups)})
-    family = len(groups) > 1
     out_groups = []
     for position, (name, indices) in enumerate(zip(names, groups)):
         ranges = runs(indices)
@@ -294,9 +259,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.nd
             solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
                                           -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
                                           s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
-            item["all_solutions"] = solutions
-            item["solutions_total"] = len(solutions)
-            item["solutions"] = solutions[:max_listed]
+            item.update(all_solutions=solutions, solutions_total=len(solutions), solutions=solutions[:max_listed])
             item["why_none"] = None if solutions else (
                 f"no part among {bounds} cut into 1..{max(counts)} minis, after dropping rows from its start or "
                 f"end, gives exactly source rows [{ranges[0][0]}:{ranges[0][1]}]")
@@ -308,16 +271,12 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.nd
                 f"{_ranges_text(gaps)}); plan_slice keeps one contiguous range, so rows dropped inside a mini "
                 f"cannot be expressed with drop_from 'start' or 'end'")
         out_groups.append(item)
-    span = np.arange(lo, hi)
-    missing = span[~np.isin(span, every)]
-    neither = missing if candidate is None else missing[~np.isin(missing, candidate)]
+    missing = np.setdiff1d(np.arange(lo, hi), every)
+    neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
         "source_rows": n_source, "located": int(every.size), "span": [lo, hi],
         "before_span": lo, "after_span": n_source - hi,
-        "inside_span_not_in_reference": {"count": int(missing.size), "ranges": runs(missing),
-                                         "contiguous": len(runs(missing)) <= 1},
-        "inside_span_in_neither": {"count": int(neither.size), "ranges": runs(neither),
-                                   "contiguous": len(runs(neither)) <= 1},
+        "inside_span_not_in_reference": _block(missing), "inside_span_in_neither": _block(neither),
         "groups": out_groups,
         "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
         "hints": hints,
@@ -327,8 +286,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, candidate: np.nd
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
     if family:
-        out["dropped_rows_of_part"] = {"count": int(missing.size), "ranges": runs(missing),
-                                       "contiguous": len(runs(missing)) <= 1}
+        out["dropped_rows_of_part"] = _block(missing)
         out["family_solutions"] = _family_solutions(out_groups)
     for item in out_groups:
         item.pop("all_solutions", None)
@@ -346,9 +304,11 @@ def _family_solutions(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [dict(s) for s in sorted(common or set())]
 
 
+SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
+
+
 def _check_hints(hints: dict[str, Any], n_source: int, groups: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-    given = {k: hints[k] for k in keys if k in hints}
+    given = {k: hints[k] for k in SLICE_KEYS if k in hints}
     try:
         plan = plan_slice(n_source, **given)
     except ReproError as exc:
@@ -364,8 +324,7 @@ def _ranges_text(ranges: list[list[int]], limit: int = 4) -> str:
 
 
 def _params_text(s: dict[str, Any]) -> str:
-    return (f"part_start={s['part_start']}, part_stop={s['part_stop']}, drop_rows={s['drop_rows']}, "
-            f"drop_from={s['drop_from']}, mini_index={s['mini_index']}, mini_count={s['mini_count']}")
+    return ", ".join(f"{k}={s[k]}" for k in SLICE_KEYS)
 
 
 def slice_sentence(s: dict[str, Any]) -> str:
@@ -408,17 +367,14 @@ def slice_sentence(s: dict[str, Any]) -> str:
 
 
 def source_indices(source_keys: dict[str, list | None], n_source: int, side_keys: dict[str, list | None],
-                   n_side: int) -> tuple[np.ndarray, Alignment]:
+                   n_side: int) -> np.ndarray:
     """The source row of every row of a dataset (-1 where not found), by the same alignment as the comparison."""
     a = align(side_keys, source_keys, n_side, n_source, names=("dataset", "source"))
     index = np.full(n_side, -1, dtype=np.int64)
     index[a.first_rows] = a.second_rows
-    return index, a
+    return index
 
 
-# --------------------------------------------------------------------------------------------
-# pair and score agreement
-# --------------------------------------------------------------------------------------------
 def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] | None:
     if column not in table.column_names:
         return None
@@ -434,21 +390,12 @@ def _scores(table: pa.Table, rows: np.ndarray, where: str) -> dict[str, np.ndarr
 
 def pair_categories(ref_chosen: list, ref_rejected: list, cand_chosen: list, cand_rejected: list) -> np.ndarray:
     """PAIR_CATEGORIES index of every aligned row, from its chosen/rejected texts on both sides."""
-    out = np.empty(len(ref_chosen), dtype=np.int64)
-    for k, (rc, rr, cc, cr) in enumerate(zip(ref_chosen, ref_rejected, cand_chosen, cand_rejected)):
-        if cc == rc and cr == rr:
-            out[k] = 0
-        elif cc == rr and cr == rc:
-            out[k] = 1
-        elif cc == rc:
-            out[k] = 2
-        elif cr == rr:
-            out[k] = 3
-        elif cc == rr or cr == rc:
-            out[k] = 4
-        else:
-            out[k] = 5
-    return out
+    rc, rr, cc, cr = (np.array(texts, dtype=object) for texts in (ref_chosen, ref_rejected, cand_chosen, cand_rejected))
+    same_chosen, same_rejected = (cc == rc).astype(bool), (cr == rr).astype(bool)
+    crossed = ((cc == rr).astype(bool), (cr == rc).astype(bool))
+    conditions = [same_chosen & same_rejected, crossed[0] & crossed[1], same_chosen, same_rejected,
+                  crossed[0] | crossed[1]]
+    return np.select(conditions, np.arange(5), 5).astype(np.int64)
 
 
 def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
@@ -471,14 +418,21 @@ class Aligned:
     cand_scores: dict[str, np.ndarray] | None
     categories: np.ndarray | None
 
+    @property
+    def scored(self) -> bool:
+        return self.ref_scores is not None and self.cand_scores is not None
+
+    def margins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(reference, candidate) margin of each aligned row (when both sides have scores)."""
+        return tuple(s["score_chosen"] - s["score_rejected"] for s in (self.ref_scores, self.cand_scores))
+
 
 def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     """Texts (last assistant message of chosen/rejected) and scores of the aligned rows."""
     texts = {f"{side}_{col}": _texts(t.table, col, rows) for side, t, rows in
              (("ref", reference, a.first_rows), ("cand", candidate, a.second_rows)) for col in ("chosen", "rejected")}
-    prompts = (candidate.table.column("prompt").take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
-               if "prompt" in candidate.table.column_names else None)
-    texts["prompt"] = prompts
+    texts["prompt"] = (candidate.table.column("prompt").take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
+                       if "prompt" in candidate.table.column_names else None)
     have_texts = all(v is not None for k, v in texts.items() if k != "prompt")
     categories = pair_categories(texts["ref_chosen"], texts["ref_rejected"], texts["cand_chosen"],
                                  texts["cand_rejected"]) if have_texts else None
@@ -500,14 +454,12 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
                    fractions={c: float(n / max(a.n, 1)) for c, n in zip(PAIR_CATEGORIES, counts)})
     out["reference_response"] = _equal_column(reference, candidate, a, "reference_response")
     out["messages"] = _equal_column(reference, candidate, a, "messages")
-    if al.ref_scores is not None and al.cand_scores is not None:
-        mr = al.ref_scores["score_chosen"] - al.ref_scores["score_rejected"]
-        mc = al.cand_scores["score_chosen"] - al.cand_scores["score_rejected"]
+    out["margin_sign"] = None
+    if al.scored:
+        mr, mc = al.margins()
         ok = np.isfinite(mr) & np.isfinite(mc)
         agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())
         out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum() if ok.any() else None}
-    else:
-        out["margin_sign"] = None
     return stats.clean(out)
 
 
@@ -541,17 +493,15 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
     out: dict[str, Any] = {"available": True, "values": int(ok.sum()), "excluded_nonfinite": int((~ok).sum()),
                            "rows": int(np.unique(m["row"][ok]).size),
-                           "from": {"chosen": int((m["which"][ok] == 0).sum()),
-                                    "rejected": int((m["which"][ok] == 1).sum()),
-                                    "crossed": int((m["which"][ok] == 2).sum())},
+                           "from": dict(zip(("chosen", "rejected", "crossed"),
+                                            np.bincount(m["which"][ok], minlength=3).tolist())),
                            "difference": "candidate − reference"}
     if ok.sum() < 2:
         return {**out, "available": False, "reason": f"only {int(ok.sum())} score(s) of the same text on both sides"}
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
     same = al.categories == 0
-    mr = al.ref_scores["score_chosen"][same] - al.ref_scores["score_rejected"][same]
-    mc = al.cand_scores["score_chosen"][same] - al.cand_scores["score_rejected"][same]
+    mr, mc = (m[same] for m in al.margins())
     fine = np.isfinite(mr) & np.isfinite(mc)
     out["margin"] = (stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
                                                 p.bootstrap_seed) if fine.sum() >= 2 else
@@ -560,15 +510,13 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
 
 
 def over_length_limit(prompt: str | None, response: str | None) -> bool:
-    """Whether PairRM certainly truncates `response`: it has more words than the most tokens it may keep.
-
-    Every whitespace word is at least one token, so words bound tokens from below: the candidate budget,
-    412 + half the unused source budget, is largest when the prompt is as short as its word count.
-    """
+    """Whether PairRM certainly truncates `response`: more words (each at least a token) than the most tokens it
+    keeps (the candidate budget plus half the source budget a prompt of as many tokens as words leaves)."""
     if not response:
         return False
-    prompt_tokens = min(len((prompt or "").split()), SOURCE_MAX_TOKENS)
-    return len(response.split()) > CANDIDATE_MAX_TOKENS + (SOURCE_MAX_TOKENS - prompt_tokens) // 2
+    source_max = PAIRRM_LIMITS.source_maxlength
+    prompt_tokens = min(len((prompt or "").split()), source_max)
+    return len(response.split()) > PAIRRM_LIMITS.candidate_maxlength + (source_max - prompt_tokens) // 2
 
 
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
@@ -576,12 +524,8 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     n = a.n
     t = al.texts
     categories = al.categories if al.categories is not None else np.full(n, -1)
-    have_scores = al.ref_scores is not None and al.cand_scores is not None
-    if have_scores:
-        mr = al.ref_scores["score_chosen"] - al.ref_scores["score_rejected"]
-        mc = al.cand_scores["score_chosen"] - al.cand_scores["score_rejected"]
-    else:
-        mr = mc = np.full(n, np.nan)
+    have_scores = al.scored
+    mr, mc = al.margins() if have_scores else (np.full(n, np.nan),) * 2
     worst = np.zeros(n)
     if have_scores and al.categories is not None:
         m = matched_scores(al)
@@ -612,9 +556,6 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=columns)
 
 
-# --------------------------------------------------------------------------------------------
-# the verdict
-# --------------------------------------------------------------------------------------------
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f} %"
 
@@ -655,9 +596,6 @@ def verdict(result: dict[str, Any]) -> str:
     return text
 
 
-# --------------------------------------------------------------------------------------------
-# the stage
-# --------------------------------------------------------------------------------------------
 @dataclass
 class ComparisonResult:
     """compare.json's content, the tables and figures written; shows the verdict in a notebook."""
@@ -672,10 +610,7 @@ class ComparisonResult:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters the candidate was built with, from its run's manifest (empty when unknown).
-
-    Only a run that built its dataset (its manifest counts rows) says how; a `limit` makes the slice a prefix.
-    """
+    """The slicing parameters the candidate's run built it with (none unless it counted rows; a `limit` cuts)."""
     manifest = run_manifest_of(candidate_spec)
     if manifest is None:
         return {}
@@ -683,8 +618,7 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
     params = recorded.get("parameters") or {}
     if not recorded.get("counts") or params.get("limit") is not None:
         return {}
-    keys = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-    return {k: params[k] for k in keys if k in params}
+    return {k: params[k] for k in SLICE_KEYS if k in params}
 
 
 def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:
@@ -720,13 +654,10 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     notes = [n for n in (_duplicate_note(a.duplicates),) if n]
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
-        "reference": {"specs": reference.specs, "split": reference.split, "rows": reference.rows,
-                      "columns": reference.table.column_names},
-        "candidate": {"specs": candidate.specs, "split": candidate.split, "rows": candidate.rows,
-                      "columns": candidate.table.column_names},
-        "parameters": {"score_tolerances": p.score_tolerances, "disagreement_tolerance": p.disagreement_tolerance,
-                       "near_tie": p.near_tie, "bootstrap_resamples": p.bootstrap_resamples,
-                       "bootstrap_seed": p.bootstrap_seed},
+        **{side.name: {"specs": side.specs, "split": side.split, "rows": side.rows,
+                       "columns": side.table.column_names} for side in (reference, candidate)},
+        "parameters": p.model_dump(include={"score_tolerances", "disagreement_tolerance", "near_tie",
+                                            "bootstrap_resamples", "bootstrap_seed"}),
         "alignment": {"aligned": a.n, "matched_by": a.counts(), "duplicates": len(a.duplicates),
                       "order": "rows are matched by key; the order of rows on either side does not matter"},
         "coverage": coverage(a, reference, candidate),
@@ -741,16 +672,16 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
                                                 .explode().value_counts().sort_index().items()}}
-    tables = {"only_reference": _rows_table(reference.table, a.only_first),
-              "only_candidate": _rows_table(candidate.table, a.only_second),
+    tables = {"only_reference": row_preview(reference.table, a.only_first),
+              "only_candidate": row_preview(candidate.table, a.only_second),
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key"]),
               "disagreements": _with_ids(disagreements, reference.table, candidate.table)}
     tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
     result["slice"] = None
     if source is not None:
         source_keys = row_keys(source, "source")
-        ref_index, _ = source_indices(source_keys, source.num_rows, ref_keys, reference.rows)
-        cand_index, _ = source_indices(source_keys, source.num_rows, cand_keys, candidate.rows)
+        ref_index = source_indices(source_keys, source.num_rows, ref_keys, reference.rows)
+        cand_index = source_indices(source_keys, source.num_rows, cand_keys, candidate.rows)
         located = ref_index >= 0
         groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
         result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
@@ -766,28 +697,17 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     return result, tables, figure_data
 
 
-def _rows_table(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
-    frame = pd.DataFrame({"row": rows.astype(np.int64)})
-    for column in ("prompt_id", "prompt"):
-        values = table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist() \
-            if column in table.column_names else [None] * rows.size
-        frame[column] = [normalise_prompt(v)[:120] if column == "prompt" and v else v for v in values]
-    return frame
-
-
 def _with_ids(frame: pd.DataFrame, reference: pa.Table, candidate: pa.Table) -> pd.DataFrame:
-    for name, table, column in (("prompt_id", reference, "reference_row"), ("candidate_prompt_id", candidate,
-                                                                             "candidate_row")):
+    for position, (name, table) in enumerate((("prompt_id", reference), ("candidate_prompt_id", candidate))):
         ids = table.column("prompt_id").to_pylist() if "prompt_id" in table.column_names else None
-        frame.insert(0 if name == "prompt_id" else 1, name,
-                     [ids[i] if ids else None for i in frame[column]] if len(frame) else [])
+        rows = frame[("reference_row", "candidate_row")[position]]
+        frame.insert(position, name, [ids[i] if ids else None for i in rows])
     return frame
 
 
 def _public(spec: str) -> str:
     """How compare.json and the card name a dataset: a hub id as it is, a local path by its last part only."""
-    parts = spec.split("/")
-    if len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~")) and not Path(spec).exists():
+    if is_hub_id(spec):
         return spec
     path = Path(spec)
     return f"local:{path.parent.name if path.name == 'dataset' else path.name}"
@@ -805,8 +725,7 @@ def _draw(result: dict[str, Any], figure_data: dict[str, Any], figures_dir: Path
     if figure_data["categories"]:
         drawn["compare_agreement"] = plots.compare_agreement(
             {PAIR_WORDS[k]: v for k, v in figure_data["categories"].items()})
-    return {name: {**plots.save(fig, figures_dir / name), "title": fig.axes[0].get_title()}
-            for name, fig in drawn.items()}
+    return {name: plots.save_titled(fig, figures_dir / name) for name, fig in drawn.items()}
 
 
 def compare(p: CompareParams) -> ComparisonResult:
@@ -821,18 +740,16 @@ def compare(p: CompareParams) -> ComparisonResult:
     run.root.mkdir(parents=True, exist_ok=True)
     target = run.compare
     target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
-    for name in FIGURES:
-        for ext in (".png", ".svg"):
-            (run.figures / name).with_suffix(ext).unlink(missing_ok=True)
+    plots.remove(run.figures, FIGURES)
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
-        reference = load_side("reference", p.reference, p.reference_split, "reference")
+        reference = load_side("reference", p.reference, p.reference_split)
         candidate = load_side("candidate", candidate_spec,
-                              own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split,
-                              "candidate")
+                              own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split)
         source = None
         if p.compare_source is not None:
-            source = _load_one(p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
+            source = _load_one(p.compare_source, p.compare_source_split, "compare_source",
+                               columns=("prompt_id", "prompt"))
         result, tables, figure_data = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
         result["reference"]["specs"] = [_public(s) for s in reference.specs]
         result["candidate"]["specs"] = [_public(s) for s in candidate.specs]
@@ -844,22 +761,13 @@ def compare(p: CompareParams) -> ComparisonResult:
         for name, frame in tables.items():
             frame.to_csv(paths[name], index=False)
         result["tables"] = {name: run.relative(path) for name, path in paths.items()}
-        result["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]),
-                                    "title": f["title"]} for name, f in figures.items()}
+        result["figures"] = figure_index(run, figures)
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
         atomic_write_json(target, result, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(aligned=result["alignment"]["aligned"], reference_rows=reference.rows,
                     candidate_rows=candidate.rows, same_pairs=(result["pairs"].get("categories") or {}).get("same"))
     return ComparisonResult(result=result, tables=tables, figures=figures, outputs=outputs)
-
-
-def show_figures(result: ComparisonResult) -> None:
-    """Display the saved comparison figures in the notebook."""
-    from IPython.display import Image, Markdown, display
-
-    for name, fig in result.figures.items():
-        display(Markdown(f"**{fig['title']}** — `{name}`"), Image(filename=str(fig["png"])))
 
 
 def card_parameters(p: CompareParams) -> CardParams | None:

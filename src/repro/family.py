@@ -1,20 +1,6 @@
-"""Families of runs: a grid over parameters expanded into members, each a complete run directory (run by
-`repro run`, repro.cli.family: one after another, N at a time, or one per Slurm array task; then the family view,
-notebooks/05_family).
-
-    family:
-      name: part2
-      grid: {mini_index: [0, 1, 2, 3]}            # several keys: the product, in the order written
-      member_name: "mini_{mini_index}"            # optional; default "mini_index-0" ("key-value" joined by "__")
-      jobs: 1                                     # optional; members at once (--jobs overrides)
-
-A grid key is a parameter (its values are that parameter's), or a name of your own whose values are mappings
-of parameters set together, each optionally with its own `name` (e.g. `part: [{name: part0, part_start: 0,
-part_stop: 20000}, ...]`). Members write `runs/<family>/<member>/`; their manifests record `family` (name,
-member, grid values, fingerprint). A member already complete with the same fingerprint is not run again, so
-a killed family continues where it stopped, and members that share rows share work through the row cache
-(repro.cache).
-"""
+"""Families of runs (docs/families.md): a grid over parameters expanded into members, each a complete run directory
+`runs/<family>/<member>/` whose manifest records `family`; a member complete with the same fingerprint is not run
+again."""
 
 from __future__ import annotations
 
@@ -80,9 +66,6 @@ class Family:
                           f"{', '.join(m.name for m in self.members)} (or their index, 0 to {len(self.members) - 1}).")
 
 
-# ------------------------------------------------------------------------------------------------
-# the grid: checked, expanded, named
-# ------------------------------------------------------------------------------------------------
 def parse_grid_args(items: list[str]) -> dict[str, list[Any]]:
     """`--grid KEY=V1,V2,...` items as a grid (values read as YAML: `--grid mini_index=0,1,2,3`)."""
     grid: dict[str, list[Any]] = {}
@@ -143,13 +126,10 @@ def _label(value: Any) -> str:
 def member_names(combos: list[dict[str, Any]], template: str | None, where: str) -> list[str]:
     """Each member's folder name: `template` filled with the values (a bundle by its `name`), or key-value pairs."""
     names = []
-    for i, combo in enumerate(combos):
-        labels = {}
-        for key, value in combo.items():
-            if isinstance(value, dict):  # a bundle: its own name, else its position in the list
-                labels[key] = _label(value.get("name", f"{key}{value['_position']}"))
-            else:
-                labels[key] = _label(value)
+    for combo in combos:
+        # a bundle by its own name, else its position in the list
+        labels = {key: _label(value.get("name", f"{key}{value['_position']}") if isinstance(value, dict) else value)
+                  for key, value in combo.items()}
         if template:
             try:
                 name = template.format(**labels)
@@ -160,15 +140,13 @@ def member_names(combos: list[dict[str, Any]], template: str | None, where: str)
         else:
             name = "__".join(labels[k] if isinstance(v, dict) else f"{k}-{labels[k]}" for k, v in combo.items())
         names.append(name)
-    seen: dict[str, int] = {}
     for i, name in enumerate(names):
-        if name in seen:
-            a, b = combos[seen[name]], combos[i]
+        if name in names[:i]:
+            a, b = combos[names.index(name)], combos[i]
             raise ParameterError(
                 f"Two members of the family in {where} are both named {name!r} ({_plain(a)} and {_plain(b)}): "
                 f"every member needs its own folder. Give family.member_name a pattern that tells them apart, "
                 f"e.g. one naming every grid key.")
-        seen[name] = i
     return names
 
 

@@ -1,10 +1,5 @@
-"""Ctrl-C during `repro run`: the notebook's kernel (and the workers it started) stopped, the interruption recorded
-in the manifest (no entry left `running`), and one line that says what is safe and how to continue.
-
-Papermill runs in a worker thread so that Ctrl-C reaches this process as a plain KeyboardInterrupt (nbclient
-otherwise turns it into a kernel shutdown that surfaces as ZMQ errors); the kernel runs in a session of its own
-and is interrupted through its process group, so its cell stops where it is and finished chunks stay on disk.
-"""
+"""Ctrl-C during `repro run`: the kernel and its workers stopped (through its process group; papermill runs in a
+worker thread so Ctrl-C arrives as a plain KeyboardInterrupt), the interruption recorded, and how to continue."""
 
 from __future__ import annotations
 
@@ -46,8 +41,7 @@ def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
 
 
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` in a worker thread; on Ctrl-C interrupt and stop this process's kernels and raise
-    `Interrupted` once the call has ended (a second Ctrl-C is ignored meanwhile)."""
+    """`fn(*args, **kwargs)` in a thread; on Ctrl-C stop this process's kernels, then raise `Interrupted`."""
     outcome: dict[str, Any] = {}
     done = threading.Event()  # not Thread.join: a KeyboardInterrupt inside join can leave is_alive() wrong
 

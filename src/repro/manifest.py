@@ -1,8 +1,5 @@
-"""The run manifest: parameters, versions, git commit, counts, timings and output hashes, in `manifest.json`.
-
-Every stage of every notebook reads, updates and rewrites the one file (atomically), so a run that
-stops half-way still explains itself: its `status` stays `running` or becomes `failed`, never `complete`.
-"""
+"""`manifest.json`: a run's parameters, versions, commit, counts, timings and output hashes, rewritten atomically by
+every stage, so a run that stops half-way says `running` or `failed`, never `complete`."""
 
 from __future__ import annotations
 
@@ -18,11 +15,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import __version__
-from .errors import ParameterError
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from . import __version__
+from .errors import ParameterError
 from .jobs import atomic_write_json
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, lock_file, resolve_user_path
 
@@ -100,8 +97,7 @@ NOT_FROM_CHECKOUT = "not from a checkout"
 
 
 def git_commit(root: Path | None = None) -> dict[str, Any]:
-    """The git commit of the checkout the code runs from and whether it had uncommitted changes; an installed
-    package (a wheel) says it is not from a checkout."""
+    """The checkout's git commit and whether it had uncommitted changes (a wheel: not from a checkout)."""
     root = root or checkout_root()
     if root is None:
         return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
@@ -126,8 +122,7 @@ def version_line() -> str:
 
 
 def find_selfcheck(run_root: str | Path, given: str | Path | None = None) -> Path | None:
-    """The self-check a run cites: `given` (a selfcheck.json or a folder holding one), else the newest in the run
-    directory (its selfcheck.json or one in a sub-folder); None when there is none."""
+    """The self-check a run cites: `given` (a selfcheck.json or its folder), else the run directory's newest."""
     if given:
         path = Path(resolve_user_path(str(given), may_be_id=False))
         found = path / SELFCHECK_JSON if path.is_dir() else path
@@ -195,54 +190,39 @@ class Manifest:
         self.run = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
         self.path = self.run.manifest
 
-    # -- raw access -------------------------------------------------------------------------
     def read(self) -> dict[str, Any]:
-        if not self.path.exists():
-            return {}
-        return json.loads(self.path.read_text())
+        return json.loads(self.path.read_text()) if self.path.exists() else {}
 
     def write(self, data: dict[str, Any]) -> None:
         atomic_write_json(self.path, _to_jsonable(data), indent=2)
 
-    def update(self, **fields: Any) -> dict[str, Any]:
+    @contextlib.contextmanager
+    def edit(self) -> Iterator[dict[str, Any]]:
+        """The manifest's data to change in place; written back when the block ends."""
         data = self.read()
-        data.update(fields)
+        yield data
         self.write(data)
+
+    def update(self, **fields: Any) -> dict[str, Any]:
+        with self.edit() as data:
+            data.update(fields)
         return data
 
-    # -- run lifecycle ----------------------------------------------------------------------
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
-        """Begin (or re-begin) a run: status `running`, environment recorded; stages kept for resume.
-
-        With `merge`, parameters and notebooks are added to those already recorded (a notebook run on its
-        own over an existing run directory), instead of replacing them.
-        """
+        """Begin (or re-begin) a run: `running`, environment recorded, stages kept; `merge` adds to what is recorded."""
         data = self.read()
         params = {**data.get("parameters", {}), **parameters} if merge else dict(parameters)
         nbs = dict(data.get("notebooks", {})) if merge else {}
         nbs.update({nb: {"status": "pending"} for nb in notebooks})
-        data.update({
-            "status": "running",
-            "driver": driver,
-            "started": _now(),
-            "finished": None,
-            "error": None,
-            "parameters": params,
-            "notebooks": nbs,
-            "environment": {
-                "python": sys.version.split()[0],
-                "repro": __version__,
-                "platform": platform.platform(),
-                "packages": package_versions(),
-                "git": git_commit(),
-                "lock": lock_status(),
-            },
-        })
-        data.setdefault("stages", {})
-        data.setdefault("counts", {})
-        data.setdefault("outputs", {})
+        environment = {"python": sys.version.split()[0], "repro": __version__, "platform": platform.platform(),
+                       "packages": package_versions(), "git": git_commit(), "lock": lock_status()}
+        data.update(status="running", driver=driver, started=_now(), finished=None, error=None, parameters=params,
+                    notebooks=nbs, environment=environment)
+        for key in ("stages", "counts", "outputs"):
+            data.setdefault(key, {})
         self.write(data)
+
 
     def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
         """Start a run record when a notebook runs on its own (plain papermill); `repro run` starts it before."""
@@ -254,18 +234,15 @@ class Manifest:
     def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:
         """Record the self-check this run cites (`find_selfcheck`) under `selfcheck`; none found: none recorded."""
         found = find_selfcheck(self.run.root, given)
-        data = self.read()
-        data.pop("selfcheck", None)
-        if found is not None:
-            data["selfcheck"] = selfcheck_summary(found)
-        self.write(data)
+        with self.edit() as data:
+            data.pop("selfcheck", None)
+            if found is not None:
+                data["selfcheck"] = selfcheck_summary(found)
         return data.get("selfcheck")
 
     def notebook_status(self, notebook: str, status: str, **extra: Any) -> None:
-        data = self.read()
-        entry = data.setdefault("notebooks", {}).setdefault(notebook, {})
-        entry.update({"status": status, "at": _now(), **extra})
-        self.write(data)
+        with self.edit() as data:
+            data.setdefault("notebooks", {}).setdefault(notebook, {}).update({"status": status, "at": _now(), **extra})
 
     def finish_run(self, status: str, error: str | None = None) -> None:
         """Close the run as `complete` or `failed` (with the error paragraph)."""
@@ -279,7 +256,6 @@ class Manifest:
                 nb.get("status") == "done" for nb in data.get("notebooks", {}).values()):
             self.finish_run("complete")
 
-    # -- stages -----------------------------------------------------------------------------
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[dict[str, Any]]:
         """Time one stage; the yielded dict's items are stored with it (counts, settings)."""
@@ -297,15 +273,13 @@ class Manifest:
         self._set_stage(name, {"status": "done", "seconds": round(time.perf_counter() - t0, 3), **info})
 
     def _set_stage(self, name: str, value: dict[str, Any]) -> None:
-        data = self.read()
-        data.setdefault("stages", {})[name] = value
-        self.write(data)
+        with self.edit() as data:
+            data.setdefault("stages", {})[name] = value
 
     def set_counts(self, **counts: int) -> None:
         """Row counts at each stage (source, sliced, dropped, scored, kept, ...)."""
-        data = self.read()
-        data.setdefault("counts", {}).update(counts)
-        self.write(data)
+        with self.edit() as data:
+            data.setdefault("counts", {}).update(counts)
 
     def record(self, key: str, value: Any) -> None:
         """Store a top-level fact (e.g. `scorer`, `generation`) for later notebooks and the card."""
@@ -313,10 +287,8 @@ class Manifest:
 
     def add_outputs(self, *paths: str | Path) -> None:
         """Record sha256 and size of output files, keyed by their path relative to the run directory."""
-        data = self.read()
-        outputs = data.setdefault("outputs", {})
-        for p in paths:
-            p = Path(p)
-            rel = str(p.resolve().relative_to(self.run.root.resolve())) if p.is_absolute() or p.exists() else str(p)
-            outputs[rel] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}
-        self.write(data)
+        with self.edit() as data:
+            outputs = data.setdefault("outputs", {})
+            for p in map(Path, paths):
+                rel = self.run.relative(p) if p.is_absolute() or p.exists() else str(p)
+                outputs[rel] = {"sha256": sha256_file(p), "bytes": p.stat().st_size}

@@ -1,18 +1,13 @@
-"""Where things are: the project root and the path rule for user-given paths, the notebooks and params files
-`repro run` executes (a checkout's own, else the copies a wheel carries), and the files of one run (see the
-README's run-directory picture).
-
-The path rule: a relative path given to a notebook parameter means the same folder from a shell, from papermill
-and from a JupyterLab kernel (whose working folder is notebooks/): it is taken from the project root.
-"""
+"""Where things are: the project root and the path rule (a relative path a parameter gives is taken from the project
+root, from a shell, papermill or JupyterLab alike), the notebooks and params files, and the files of one run."""
 
 from __future__ import annotations
 
 import difflib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
 
 from .errors import ParameterError
 
@@ -33,8 +28,7 @@ ROW_CACHE_FOLDER = "cache"  # beside runs/ in the project root
 
 
 def row_cache_dir(given: str | Path | None = None) -> Path:
-    """The project's cache of generated and scored rows (repro.cache): `given` (the `cache_dir` parameter);
-    else $REPRO_ROW_CACHE; else $REPRO_CACHE; else `cache/` beside `runs/` in the project root."""
+    """The row cache (repro.cache): `given` (cache_dir), $REPRO_ROW_CACHE, $REPRO_CACHE, else the project's cache/."""
     if given:
         return Path(given)
     for env in (ROW_CACHE_ENV, "REPRO_CACHE"):
@@ -51,7 +45,9 @@ _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
+MANIFEST_JSON = "manifest.json"
 COMPARE_JSON = "compare.json"
+FAMILY_JSON = "family.json"  # a family's folder: its members side by side (notebooks/05_family)
 SELFCHECK_JSON = "selfcheck.json"
 SELFCHECK_MD = "selfcheck.md"
 SUMMARY_TABLE = "summary_statistics.csv"
@@ -74,8 +70,7 @@ def checkout_root() -> Path | None:
 
 
 def project_root() -> Path:
-    """The folder relative paths mean: $REPRO_HOME; else the nearest folder at or above the current one that is
-    marked a project (`repro notebooks`) or is the checkout; else the checkout; else the current folder."""
+    """$REPRO_HOME; else the nearest folder at or above this one marked a project or the checkout; else cwd."""
     home = os.environ.get(HOME_ENV)
     if home:
         path = Path(home).expanduser().resolve()
@@ -120,9 +115,8 @@ def default_run_dir(run_name: str) -> Path:
 
 
 def run_dir_of(dataset: str | None, run_name: str) -> Path:
-    """Where a notebook describing `dataset` writes when no run_dir is given: the run the dataset belongs to (a run
-    directory, or its dataset/ folder); for any other dataset a run directory of its own, runs/<its name>; with no
-    dataset, runs/<run_name>. So analysing someone else's data never writes into another run's folder."""
+    """Where a notebook on `dataset` writes without run_dir: the run it belongs to, else runs/<its name> (never
+    another run's folder); with no dataset, runs/<run_name>."""
     if dataset is None:
         return default_run_dir(run_name)
     manifest = run_manifest_of(dataset) if Path(dataset).is_absolute() else None  # a local path, by the path rule
@@ -139,8 +133,7 @@ def dataset_run_name(dataset: str) -> str:
 
 def notebooks_dir() -> Path:
     """The notebooks `repro run` executes: the checkout's notebooks/, else the copies in the installed package."""
-    checkout = checkout_root()
-    return checkout / "notebooks" if checkout else _BUNDLED / "notebooks"
+    return (checkout_root() or _BUNDLED) / "notebooks"
 
 
 LOCK_NAME = "requirements.lock"  # the environment, resolved once (make lock); the wheel carries a copy
@@ -148,20 +141,17 @@ LOCK_NAME = "requirements.lock"  # the environment, resolved once (make lock); t
 
 def lock_file() -> Path:
     """The lock this package's environment is installed from: the checkout's, else the copy the wheel carries."""
-    checkout = checkout_root()
-    return checkout / LOCK_NAME if checkout else _BUNDLED / LOCK_NAME
+    return (checkout_root() or _BUNDLED) / LOCK_NAME
 
 
 def params_dir() -> Path:
     """The example params files: the checkout's params/, else the copies in the installed package."""
-    checkout = checkout_root()
-    return checkout / "params" if checkout else _BUNDLED / "params"
+    return (checkout_root() or _BUNDLED) / "params"
 
 
 def find_params(name: str | Path) -> Path:
-    """The params file `repro run NAME` means: a file NAME (from the current folder, then the project root); a name
-    with no extension (`demo`, `sppo_iter1`, `recipes/sppo_iter1`) is also looked up among the example params files
-    and the recipes (params/recipes/)."""
+    """The params file NAME (from cwd, then the project root); a bare name (`demo`, `sppo_iter1`,
+    `recipes/sppo_iter1`) also among the example params files and the recipes."""
     given = Path(name).expanduser()
     tried = [given.resolve()]
     if not given.is_absolute():
@@ -199,60 +189,30 @@ def shard_name(split: str, index: int, num_shards: int) -> str:
     return f"{split}-{index:05d}-of-{num_shards:05d}.parquet"
 
 
-@dataclass(frozen=True)
 class RunDir:
     """The files of one run, all under `root` (default `runs/<name>/`)."""
 
-    root: Path
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.manifest = self.root / MANIFEST_JSON
+        self.notebooks = self.root / "notebooks"
+        self.dataset = self.root / "dataset"
+        self.data = self.dataset / "data"
+        self.card = self.dataset / "README.md"
+        self.metrics = self.root / "metrics.json"
+        self.figures = self.root / "figures"
+        self.tables = self.root / "tables"
+        self.compare = self.root / COMPARE_JSON
+        self.work = self.root / "work"  # resumable work (scored and generated chunks), not published
 
     @classmethod
     def of(cls, root: str | Path) -> "RunDir":
-        return cls(Path(root))
+        return cls(root)
 
-    @property
-    def manifest(self) -> Path:
-        return self.root / "manifest.json"
-
-    @property
-    def notebooks(self) -> Path:
-        return self.root / "notebooks"
-
-    @property
-    def dataset(self) -> Path:
-        return self.root / "dataset"
-
-    @property
-    def data(self) -> Path:
-        return self.dataset / "data"
-
-    @property
-    def card(self) -> Path:
-        return self.dataset / "README.md"
-
-    @property
-    def metrics(self) -> Path:
-        return self.root / "metrics.json"
-
-    @property
-    def figures(self) -> Path:
-        return self.root / "figures"
-
-    @property
-    def tables(self) -> Path:
-        return self.root / "tables"
-
-    @property
-    def compare(self) -> Path:
-        return self.root / COMPARE_JSON
 
     def relative(self, path: str | Path) -> str:
         """`path` (under the run) as the run's files name it: relative to its root."""
         return str(Path(path).resolve().relative_to(self.root.resolve()))
-
-    @property
-    def work(self) -> Path:
-        """Intermediate, resumable work (scored and generated chunks); not part of the published dataset."""
-        return self.root / "work"
 
     def work_dir(self, stage: str) -> Path:
         return self.work / stage
@@ -272,7 +232,7 @@ def looks_like_path(spec: str) -> bool:
 def run_manifest_of(spec: str | Path) -> Path | None:
     """The manifest.json of the run directory `spec` names (the run itself, or its `dataset/` folder); else None."""
     path = Path(os.path.expanduser(str(spec)))
-    for candidate in (path / "manifest.json", path.parent / "manifest.json" if path.name == "dataset" else None):
+    for candidate in (path / MANIFEST_JSON, path.parent / MANIFEST_JSON if path.name == "dataset" else None):
         if candidate is not None and candidate.is_file():
             return candidate
     return None

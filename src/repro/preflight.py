@@ -1,10 +1,6 @@
-"""Before any download or notebook: everything a run's parameters need, checked at once.
-
-`repro run` calls `preflight` after validating the parameters and refuses to start while anything is missing,
-naming every missing piece in one message; `repro run --check PARAMS` prints the same list and exits. Checked:
-a CUDA GPU for a `cuda` device, vLLM for the vllm backend (llm-blender for its backend), each hub id either in
-the local hub cache or reachable (else its `hf download` line), each local path the run reads, and disk space.
-"""
+"""Before any download or notebook, everything a run's parameters need, checked at once (a GPU, vLLM or
+llm-blender, each input local or in the hub cache or reachable, disk space): `repro run` refuses to start, naming
+every missing piece; `repro run --check` lists them."""
 
 from __future__ import annotations
 
@@ -85,10 +81,9 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
     notebooks = set(values.get("notebooks") or ())
     wanted = []
     if "01_construct" in notebooks:
-        wanted.append(("device", values.get("device", "auto"), values.get("num_processes", 1)))
+        wanted.append(("device", values["device"], values["num_processes"]))
         if values.get("generate"):
-            wanted.append(("generation_device", values.get("generation_device", "auto"),
-                           values.get("generation_num_processes", 1)))
+            wanted.append(("generation_device", values["generation_device"], values["generation_num_processes"]))
     wanted = [(key, device, n) for key, device, n in wanted if str(device).startswith("cuda")]
     if not wanted:
         return []
@@ -113,27 +108,18 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
 
 def package_checks(values: dict[str, Any]) -> list[Check]:
     """vLLM for `generation_backend: vllm`, llm-blender for a `llm-blender` scorer backend."""
-    notebooks = set(values.get("notebooks") or ())
-    if "01_construct" not in notebooks:
+    if "01_construct" not in (values.get("notebooks") or ()):
         return []
-    checks = []
+    wanted = []  # (what, module, name, how to get it)
     if values.get("generate") and values.get("generation_backend") == "vllm":
-        found = importlib.util.find_spec("vllm") is not None
-        checks.append(Check("generation_backend: vllm", found, "vLLM is installed" if found else
-                            "vLLM is not installed: `make install EXTRAS=vllm` (a CUDA machine), or set "
-                            "generation_backend: transformers"))
-    backends = [values.get("scorer_backend")] + [s.get("backend") for s in values.get("scorers") or ()]
-    if "llm-blender" in backends:
-        found = importlib.util.find_spec("llm_blender") is not None
-        checks.append(Check("scorer_backend: llm-blender", found, "llm-blender is installed" if found else
-                            "llm-blender is not installed (it needs an environment of its own: see the README), "
-                            "or set the backend to repro"))
-    return checks
-
-
-def _download_line(need: Need) -> str:
-    kind = " --repo-type dataset" if need.repo_type == "dataset" else ""
-    return f"hf download {need.value}{kind} --local-dir DIR"
+        wanted.append(("generation_backend: vllm", "vllm", "vLLM", ": `make install EXTRAS=vllm` (a CUDA machine), "
+                       "or set generation_backend: transformers"))
+    if "llm-blender" in [values.get("scorer_backend")] + [s.get("backend") for s in values.get("scorers") or ()]:
+        wanted.append(("scorer_backend: llm-blender", "llm_blender", "llm-blender", " (it needs an environment of "
+                       "its own: see the README), or set the backend to repro"))
+    found = [importlib.util.find_spec(module) is not None for _, module, _, _ in wanted]
+    return [Check(what, ok, f"{name} is installed" if ok else f"{name} is not installed{fix}")
+            for (what, _, name, fix), ok in zip(wanted, found)]
 
 
 def _in_hub_cache(need: Need) -> str | None:
@@ -166,8 +152,7 @@ def _on_hub(need: Need) -> tuple[bool, str, int | None]:
 
 
 def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
-    """Each dataset and model the run reads: a local path that exists, or a hub id cached here or reachable.
-    Returns the checks and the bytes still to download (where the hub said)."""
+    """(checks, bytes to download): each input a local path, or a hub id cached here or reachable."""
     found: list[Check | None] = []
     hub: list[tuple[int, Need]] = []
     for need in needs(values):
@@ -191,8 +176,10 @@ def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
             found[index] = Check(what, True, f"hub {need.repo_type}, reachable (downloaded on first use"
                                              + (f", {size / 1e9:.1f} GB)" if size else ")"))
         else:
+            kind = " --repo-type dataset" if need.repo_type == "dataset" else ""
             found[index] = Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With "
-                                              f"network: `{_download_line(need)}`, then set {need.parameter} to DIR")
+                                              f"network: `hf download {need.value}{kind} --local-dir DIR`, then set "
+                                              f"{need.parameter} to DIR")
     return [c for c in found if c is not None], download
 
 
@@ -200,8 +187,8 @@ def estimated_bytes(values: dict[str, Any]) -> int:
     """What the run will write into its run directory, roughly (texts of its rows, kept several times over)."""
     rows = values.get("limit")
     if rows is None and values.get("part_stop") is not None:
-        part = values["part_stop"] - values.get("part_start", 0) - values.get("drop_rows", 0)
-        rows = part // max(1, values.get("mini_count", 1)) + part % max(1, values.get("mini_count", 1))
+        part = values["part_stop"] - values["part_start"] - values["drop_rows"]
+        rows = part // values["mini_count"] + part % values["mini_count"]
     if rows is None or "01_construct" not in (values.get("notebooks") or ()):
         return MARGIN_BYTES
     texts = len(values.get("candidate_columns") or ()) + 2  # + the prompt, the reference

@@ -1,9 +1,5 @@
-"""`repro run` into a run directory that already holds a run.
-
-The same parameters continue it, and notebooks may be added with parameters of their own (04_compare on a
-rebuild); other values of the parameters of a notebook both runs execute are refused, naming them, unless
-`--force`, which first removes everything the previous run made except its resumable work (content-fingerprinted,
-so nothing computed is lost): no file of the old run, such as a compare.json the card would cite, outlives it."""
+"""`repro run` into a run directory that holds a run: the same parameters continue it, an added notebook may bring
+its own; other values are refused unless `--force`, which removes the old run's outputs (its work/ is kept)."""
 
 from __future__ import annotations
 
@@ -19,18 +15,13 @@ from .preflight import Check
 IGNORED = {"run_dir"}  # where the run directory is: the same folder by definition
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """{name: (recorded, new)} for each parameter of a notebook both this run and the one recorded in the run
-    directory execute, where the values differ (a notebook added to a run, with its own parameters, is no change)."""
+    """{name: (recorded, new)} for each differing parameter of a notebook both runs execute (an added one is none)."""
     manifest = Manifest(run).read()
     recorded, done = manifest.get("parameters") or {}, manifest.get("notebooks") or {}
     both = [name for name in parameters.get("notebooks") or () if name in done]
     fields = set().union(*(SCHEMAS[s].model_fields for name in both for s in NOTEBOOK_SECTIONS.get(name, SCHEMAS)))
-    new = _jsonable(parameters)
+    new = json.loads(json.dumps(parameters, default=str))  # as the manifest recorded it
     return {key: (recorded[key], new[key]) for key in sorted(fields & set(recorded) & set(new) - IGNORED)
             if recorded[key] != new[key]}
 
@@ -52,8 +43,7 @@ def rerun_check(run: RunDir, parameters: dict[str, Any], force: bool, given_as: 
 
 
 def clear_previous_run(run: RunDir) -> list[str]:
-    """Remove what a previous run made (its recorded outputs, notebooks, dataset, metrics, figures, tables, manifest),
-    keeping work/ and self-check reports; returns what was removed, relative to the run directory."""
+    """Remove what a previous run made but work/ and self-checks; returns what went, relative to the run."""
     recorded = Manifest(run).read().get("outputs") or {}
     removed = []
     for relative in recorded:

@@ -1,9 +1,5 @@
-"""The seed's slicing, as pure functions over row counts: an index part, a drop, then "mini" k of m.
-
-part2 of the recipe: rows [40000:61135] (21135) -> drop 400 (20735) -> minis of 20735 // 4 = 5183 rows,
-the last taking the remainder (5183, 5183, 5183, 5186); mini_1 = rows [5183:10366] of the 20735.
-`datasets.Dataset.shard(contiguous=True)` would give 5184/5184/5184/5183, which does not match the seed.
-"""
+"""The seed's slicing over row counts: an index part, a drop, then mini k of m, the last taking the remainder
+(20735 rows in 4 minis: 5183, 5183, 5183, 5186; `Dataset.shard(contiguous=True)` would not match)."""
 
 from __future__ import annotations
 
@@ -13,9 +9,8 @@ from .errors import DataError
 
 
 def mini_bounds(n: int, index: int, count: int) -> tuple[int, int]:
-    """[start, stop) of mini `index` of `count` over n rows: each n // count rows, the last takes the rest."""
-    if not 0 <= index < count:
-        raise DataError(f"mini_index={index} is outside 0..{count - 1} (mini_count={count}).")
+    """[start, stop) of mini `index` (0 <= index < count: the schema's check) over n rows: each n // count rows, the
+    last takes the rest."""
     size = n // count
     start = index * size
     stop = n if index == count - 1 else start + size
@@ -51,19 +46,15 @@ def plan_slice(n_rows: int, *, part_start: int = 0, part_stop: int | None = None
     if drop_from == "end":
         kept_start, kept_stop = part_start, stop - drop_rows
         dropped = (kept_stop, stop)
-    elif drop_from == "start":
+    else:  # "start" (the schema allows no other)
         kept_start, kept_stop = part_start + drop_rows, stop
         dropped = (part_start, kept_start)
-    else:
-        raise DataError(f"drop_from={drop_from!r} must be 'end' or 'start'.")
     after_drop = kept_stop - kept_start
     if after_drop < mini_count:
         raise DataError(f"{after_drop} rows cannot be cut into mini_count={mini_count} minis; lower mini_count.")
     m0, m1 = mini_bounds(after_drop, mini_index, mini_count)
     start, end = kept_start + m0, kept_start + m1
     if limit is not None:
-        if limit < 1:
-            raise DataError(f"limit={limit} must be a positive number of rows (or null for all).")
         end = min(end, start + limit)
     counts = {"source": n_rows, "part": part, "dropped": drop_rows, "after_drop": after_drop,
               "mini": m1 - m0, "sliced": end - start}

@@ -1,5 +1,6 @@
-"""Loading rows: the embedded demo, a hub dataset id + split, a local .jsonl/.parquet file, a saved dataset
-directory, a folder in the hub's parquet layout, or a run directory of this project."""
+"""Loading rows: the embedded demo, a hub dataset, a local .jsonl/.parquet file, a saved dataset, a folder in the
+hub's parquet layout, or a run directory."""
+
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Iterable, Iterator
 import datasets
 
 from .errors import DataError, DatasetLoadError
+from .paths import SPLIT, RunDir, is_hub_id
 from .revisions import check_revision_target
 
 DEMO = "demo"
@@ -32,17 +34,10 @@ def _pick_split(obj, split: str, where: str, split_parameter: str) -> datasets.D
     return obj
 
 
-def _is_hub_id(spec: str) -> bool:
-    parts = spec.split("/")
-    return len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~"))
-
-
-def load_source(spec: str, split: str = "train_prefs", parameter: str = "source",
+def load_source(spec: str, split: str = SPLIT, parameter: str = "source",
                 split_parameter: str | None = None, revision: str | None = None) -> datasets.Dataset:
-    """Load one split of rows from `spec`: "demo", a local file or folder, a run directory, or a hub id
-    (at `revision`, a hub commit, when given).
-
-    `parameter` / `split_parameter` (default `<parameter>_split`) are the names the user set, for the errors."""
+    """One split of "demo", a local file or folder, a run directory, or a hub id (at `revision`); errors name
+    `parameter` / `split_parameter` (default `<parameter>_split`)."""
     check_revision_target(spec, revision, f"{parameter}_revision", parameter)
     split_parameter = split_parameter or f"{parameter}_split"
     if spec == DEMO:
@@ -50,7 +45,7 @@ def load_source(spec: str, split: str = "train_prefs", parameter: str = "source"
     path = Path(os.path.expanduser(spec))
     if path.exists():
         return _load_local(path, split, split_parameter)
-    if _is_hub_id(spec):
+    if is_hub_id(spec):
         return _load_hub(spec, split, parameter, split_parameter, revision)
     raise DataError(
         f"Source {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
@@ -80,8 +75,9 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
                     pass
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
-    if (path / "dataset").is_dir() and (path / "manifest.json").exists():  # a run directory
-        return _load_local(path / "dataset", split, split_parameter)
+    run = RunDir.of(path)
+    if run.dataset.is_dir() and run.manifest.exists():  # a run directory
+        return _load_local(run.dataset, split, split_parameter)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
         try:
             saved = datasets.load_from_disk(str(path))
@@ -103,16 +99,12 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
 
 def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str,
               revision: str | None = None) -> datasets.Dataset:
-    where = f"hub dataset {repo_id!r}"
     try:
-        return _pick_split(datasets.load_dataset(repo_id, split=split, revision=revision), split, where,
-                           split_parameter)
-    except DataError:
-        raise
+        return datasets.load_dataset(repo_id, split=split, revision=revision)
     except ValueError as exc:
-        if "split" in str(exc).lower() or "Unknown split" in str(exc):
-            raise DataError(f"{where} has no split {split!r} ({exc}). Set {split_parameter} to one of its "
-                            f"splits.") from None
+        if "split" in str(exc).lower():
+            raise DataError(f"hub dataset {repo_id!r} has no split {split!r} ({exc}). Set {split_parameter} to one "
+                            f"of its splits.") from None
         raise _hub_error(repo_id, exc, parameter) from None
     except Exception as exc:
         raise _hub_error(repo_id, exc, parameter) from None

@@ -1,10 +1,5 @@
-"""Which dataset a run directory describes, so that one folder never mixes two datasets' stories.
-
-A run directory describes either its own dataset (built there by 01_construct) or one dataset made elsewhere
-that a notebook analysed, carded or compared there; its manifest's `subject` says which. A notebook asked to
-write about another dataset into it is refused before anything is written, naming both; a notebook given no
-dataset works on the one the run directory describes (its dataset/ folder).
-"""
+"""Which dataset a run directory describes (its manifest's `subject`: its own, or one made elsewhere), so that a
+notebook about another dataset is refused there before anything is written."""
 
 from __future__ import annotations
 
@@ -28,8 +23,8 @@ def subject_of(spec: str | None, run: RunDir) -> str | None:
 
 
 def recorded_subject(run: RunDir) -> tuple[bool, str | None]:
-    """(whether the run directory describes a dataset yet, which: OWN or the spec its manifest records). A subject
-    nothing was written about yet (every attempt failed) binds nothing: another dataset may take the folder."""
+    """(whether the run directory describes a dataset yet, which: OWN or the recorded spec); a subject nothing was
+    written about binds nothing."""
     manifest = Manifest(run).read()
     if "subject" in manifest:
         return bool(manifest.get("outputs") or run.shards()), manifest["subject"]["dataset"]
@@ -43,9 +38,8 @@ def _describe(subject: str | None, run: RunDir) -> str:
 
 
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
-    """Record that `run` describes the dataset `spec` (given as `parameter`; None: whatever the run describes;
-    `building`: 01_construct makes its own), or refuse, before anything is written, when the run directory already
-    describes another dataset."""
+    """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
+    or refuse before anything is written when it describes another dataset."""
     mine = OWN if building else subject_of(spec, run)
     known, theirs = recorded_subject(run)
     if known and theirs != mine and (building or mine is not OWN):

@@ -1,16 +1,6 @@
-"""How far several scorers agree on the same candidates: pure functions over numpy arrays (no model code, no files).
-
-A scorer's candidate scores come as one flat array of every row's scores one after the other plus the number
-of candidates of each row (the layout of a `candidate_scores` list column). For each pair of scorers, per row:
-
-- whether they pick the same `chosen` and the same `rejected`, by `repro.construct.pairs.select_pair`'s tie rule (the
-  first candidate with the highest score, the last with the lowest);
-- Kendall's tau-b between their scores (scipy's default variant): with two candidates it is +1 or −1; it is
-  undefined (NaN, counted) when either scorer gives the row's candidates all the same score;
-- each scorer's margin, best − worst candidate score, correlated across rows (Pearson and Spearman).
-
-`agreement(...)` returns the JSON-ready `agreement` block of `metrics.json` (None where a statistic is undefined).
-"""
+"""How far several scorers agree on the same candidates (per row: same chosen / rejected by the tie rule of
+`construct.pairs.select_pair`, Kendall's tau-b, margins correlated across rows): metrics.json's `agreement` block.
+A scorer's scores come flat, with the number of candidates of each row (a `candidate_scores` column's layout)."""
 
 from __future__ import annotations
 
@@ -20,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from .stats import clean, correlations, describe
+from .stats import clean, correlations, describe, row_starts
+
 
 # Histogram of per-row tau: 21 bins centred on -1.0, -0.9, ..., 1.0, so the values small candidate counts give
 # (±1, ±1/3, 0, ±0.5, ...) fall inside bins, never on an edge.
@@ -84,7 +75,7 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
             excluded_reasons[reason] = int(new.sum())
         excluded |= new
     kept = np.flatnonzero(~excluded)
-    starts_a, starts_b = _starts(counts_a), _starts(counts_b)
+    starts_a, starts_b = row_starts(counts_a), row_starts(counts_b)
     n = kept.size
     chosen = (np.empty(n, np.int64), np.empty(n, np.int64))
     rejected = (np.empty(n, np.int64), np.empty(n, np.int64))
@@ -102,10 +93,6 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
         tau[at] = kendall_tau_b(*matrices)
     return RowComparison(rows=kept, excluded_reasons=excluded_reasons, candidates=k_of, chosen=chosen,
                          rejected=rejected, tau=tau, margin=margin)
-
-
-def _starts(counts: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
 def _row_all(flags: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -160,10 +147,8 @@ def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[st
 
 
 def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | None) -> dict[str, Any]:
-    """The `agreement` block: every pair of scorers (`{name: (flat scores, candidates per row)}`, same rows).
-
-    `primary` names the scorer whose scores picked chosen/rejected (None: its scores are not among these).
-    """
+    """The `agreement` block over every pair of `{name: (flat scores, candidates per row)}`; `primary` picked the
+    pairs (None: not among these)."""
     names = list(scores)
     if len(names) < 2:
         raise ValueError(f"agreement needs at least two scorers, got {names}")

@@ -1,11 +1,5 @@
-"""What notebooks/05_family shows of a family of runs: a table of members, their margins side by side, and each
-member's verdict against its published counterpart (when 04_compare ran in it). Writes `family.json` and
-`figures/family_margins.{png,svg}` into the family's folder (`runs/<family>/`).
-
-    view = family_view(FamilyViewParams(run_dir="runs/demo_family"))
-    view.table          # one row per member
-    view.summary        # what family.json holds
-"""
+"""notebooks/05_family: a family's members side by side (a table, their margins, each one's verdict), written to
+`family.json` and `figures/family_margins.*` in the family's folder."""
 
 from __future__ import annotations
 
@@ -23,11 +17,10 @@ from ..errors import DataError
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import FamilyViewParams
-from ..paths import RunDir
+from ..paths import FAMILY_JSON, MANIFEST_JSON, RunDir
 from . import plots
 from .stats import bootstrap_intervals, clean
 
-FAMILY_JSON = "family.json"
 MARGIN_FIGURE = "family_margins"
 
 
@@ -44,7 +37,7 @@ class FamilyView:
 def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     """Every member run under `root` (a folder whose manifest records `family`), in the family's order."""
     found = []
-    for manifest in sorted(root.glob("*/manifest.json")):
+    for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}")):
         data = json.loads(manifest.read_text())
         if data.get("family"):
             found.append((RunDir.of(manifest.parent), data))
@@ -90,8 +83,7 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
         frame = pd.concat([pd.read_parquet(p, columns=["score_chosen", "score_rejected"]) for p in shards])
         margin = (frame["score_chosen"] - frame["score_rejected"]).to_numpy(dtype=np.float64)
     metrics = json.loads(run.metrics.read_text()) if run.metrics.exists() else {}
-    compare = run.root / "compare.json"
-    verdict = json.loads(compare.read_text()).get("verdict") if compare.exists() else None
+    verdict = json.loads(run.compare.read_text()).get("verdict") if run.compare.exists() else None
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
     counts = data.get("counts", {})
     row = {
@@ -150,7 +142,8 @@ def family_view(params: FamilyViewParams) -> FamilyView:
         row, margin = member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed)
         members.append(row)
         margins[row["member"]] = margin
-    figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), root / "figures" / MARGIN_FIGURE)}
+    family = Manifest(root)
+    figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), family.run.figures / MARGIN_FIGURE)}
     summary = {
         "family": found[0][1]["family"]["name"],
         "members": members,
@@ -161,8 +154,8 @@ def family_view(params: FamilyViewParams) -> FamilyView:
         "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()} for name, paths in figures.items()},
     }
     atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
-    if Manifest(RunDir.of(root)).path.exists():  # under `repro run`: the family folder's own record
-        Manifest(RunDir.of(root)).add_outputs(root / FAMILY_JSON, *(p for f in figures.values() for p in f.values()))
+    if family.path.exists():  # under `repro run`: the family folder's own record
+        family.add_outputs(root / FAMILY_JSON, *(p for f in figures.values() for p in f.values()))
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
 
 

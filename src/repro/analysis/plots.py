@@ -1,14 +1,12 @@
-"""Figures of score_chosen / score_rejected with seaborn, one theme, saved as PNG and SVG.
-
-Figures are built on `matplotlib.figure.Figure` objects (no pyplot state, no GUI backend), so they render
-the same under papermill, pytest and a live kernel; the notebook shows the saved PNGs.
-"""
+"""The figures, in one seaborn theme on plain `Figure` objects (no pyplot state: the same under papermill, pytest
+and a kernel), saved as byte-stable PNG and SVG."""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterable, Iterator
+
 
 import matplotlib
 import numpy as np
@@ -59,11 +57,7 @@ GRID_MAX_POINTS = 60
 
 
 def value_grid(values: np.ndarray) -> np.ndarray | None:
-    """The evenly spaced grid the values lie on (ratings, their differences), or None for continuous values.
-
-    The step is the smallest gap between distinct values; the values lie on the grid when each is a whole
-    number of steps from the smallest. Continuous scores fail this whatever their number of distinct values.
-    """
+    """The evenly spaced grid (step: the smallest gap) the values lie on, as ratings do, or None for continuous ones."""
     distinct = np.unique(np.asarray(values, dtype=np.float64))
     distinct = distinct[np.isfinite(distinct)]
     if distinct.size < 2:
@@ -117,23 +111,24 @@ def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
         sns.scatterplot(x=x, y=y, s=14, alpha=0.5, color=color, edgecolor="none", ax=ax)
 
 
-def _identity_line(ax, x: np.ndarray, y: np.ndarray, label: str) -> None:
-    lo = float(min(np.min(x), np.min(y)))
-    hi = float(max(np.max(x), np.max(y)))
-    pad = 0.02 * (hi - lo or 1.0)
-    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1, label=label)
-    ax.legend(loc="upper left")
+def _versus(x: np.ndarray, y: np.ndarray, identity: str, **labels: str) -> Figure:
+    """y against x (a hexbin when there are many) with the line y = x labelled `identity`."""
+    with theme():
+        fig, ax = _figure()
+        _scatter_or_hexbin(ax, x, y, COLORS["margin"])
+        lo = float(min(np.min(x), np.min(y)))
+        hi = float(max(np.max(x), np.max(y)))
+        pad = 0.02 * (hi - lo or 1.0)
+        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1, label=identity)
+        ax.legend(loc="upper left")
+        ax.set(**labels)
+    return fig
 
 
 def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """score_rejected against score_chosen with the line y = x (hexbin when there are many rows)."""
-    with theme():
-        fig, ax = _figure()
-        _scatter_or_hexbin(ax, score_chosen, score_rejected, COLORS["margin"])
-        _identity_line(ax, score_chosen, score_rejected, "y = x (tie)")
-        ax.set(xlabel="score_chosen", ylabel="score_rejected",
-               title=f"Chosen vs rejected score ({_n(len(score_chosen))} pairs)")
-    return fig
+    return _versus(score_chosen, score_rejected, "y = x (tie)", xlabel="score_chosen", ylabel="score_rejected",
+                   title=f"Chosen vs rejected score ({_n(len(score_chosen))} pairs)")
 
 
 def margin_distribution(margin: np.ndarray) -> Figure:
@@ -173,13 +168,8 @@ def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure
 
 def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
     """A reproduction's scores against the published ones for the same texts, with the identity line."""
-    with theme():
-        fig, ax = _figure()
-        _scatter_or_hexbin(ax, reference, candidate, COLORS["margin"])
-        _identity_line(ax, reference, candidate, "y = x (same score)")
-        ax.set(xlabel="reference score", ylabel="candidate score",
-               title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
-    return fig
+    return _versus(reference, candidate, "y = x (same score)", xlabel="reference score", ylabel="candidate score",
+                   title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
 
 
 def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: dict) -> Figure:
@@ -227,13 +217,23 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
     return paths
 
 
+def save_titled(fig: Figure, stem: Path) -> dict[str, Any]:
+    """`save`, with the figure's title (its suptitle, else its first axes' title)."""
+    return {**save(fig, stem), "title": fig.get_suptitle() or fig.axes[0].get_title()}
+
+
+def remove(figures_dir: Path, names: Iterable[str]) -> None:
+    """Delete earlier PNG/SVG files of these figures, so that a failed stage leaves none that look current."""
+    for name in names:
+        for ext in (".png", ".svg"):
+            (figures_dir / name).with_suffix(ext).unlink(missing_ok=True)
+
+
 def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,
              length_difference: np.ndarray | None = None, length_unit: str = "tokens",
              length_margin: np.ndarray | None = None) -> dict[str, dict[str, object]]:
-    """Draw and save every figure; returns {name: {"png", "svg", "title"}} (margin_vs_length only with lengths).
-
-    `length_margin` are the margins of the rows `length_difference` describes (default: all rows).
-    """
+    """Draw and save every figure as {name: {"png", "svg", "title"}}; margin_vs_length only with lengths (of the
+    rows `length_margin` describes, default all)."""
     margin = np.asarray(score_chosen) - np.asarray(score_rejected)
     length_margin = margin if length_margin is None else length_margin
     builders = {
@@ -241,17 +241,12 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
         "score_ecdf": lambda: score_ecdf(score_chosen, score_rejected),
         "chosen_vs_rejected": lambda: chosen_vs_rejected(score_chosen, score_rejected),
         "margin_distribution": lambda: margin_distribution(margin),
-        "margin_vs_length": (lambda: margin_vs_length(length_margin, length_difference, length_unit))
-        if length_difference is not None else None,
+        "margin_vs_length": lambda: margin_vs_length(length_margin, length_difference, length_unit),
         "score_violin": lambda: score_violin(score_chosen, score_rejected),
     }
-    out: dict[str, dict[str, object]] = {}
-    for name, build in builders.items():
-        if build is None:
-            continue
-        fig = build()
-        out[name] = {**save(fig, Path(figures_dir) / name), "title": fig.axes[0].get_title()}
-    return out
+    if length_difference is None:
+        del builders["margin_vs_length"]
+    return {name: save_titled(build(), Path(figures_dir) / name) for name, build in builders.items()}
 
 
 def scorer_agreement(agreement: dict) -> Figure:

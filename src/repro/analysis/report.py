@@ -1,10 +1,5 @@
-"""The analysis stage (notebooks/02_analyze.ipynb): load a preference dataset's scores, validate them, compute
-the statistics of `repro.analysis.stats`, draw the figures of `repro.analysis.plots`, and write `metrics.json`, `figures/` and
-`tables/` into the run directory (recorded, with hashes, in its manifest).
-
-`metrics.json` is written last, after everything it points to, and an old one is removed first: a failed
-analysis never leaves a stale file that looks current.
-"""
+"""notebooks/02_analyze: a preference dataset's scores loaded and validated, its statistics and figures written
+(metrics.json last, after what it points to, an old one removed first, so a failed analysis leaves none)."""
 
 from __future__ import annotations
 
@@ -82,33 +77,14 @@ class AnalysisResult:
         return headline(self.metrics)
 
 
-# --------------------------------------------------------------------------------------------
-# loading and validating
-# --------------------------------------------------------------------------------------------
-def _read_json(path: Path) -> dict[str, Any]:
+def _recorded_scorer(dataset: str | None, run: RunDir) -> dict[str, Any] | None:
+    """The scorer recorded by the manifest of the dataset's making (this run's, or of the run `dataset` names)."""
+    path = run.manifest if dataset is None else run_manifest_of(dataset)
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _manifest_of(spec: str | None, run: RunDir) -> Path | None:
-    """The manifest that describes the dataset's making (this run's, or the run directory named by `spec`)."""
-    return run.manifest if spec is None else run_manifest_of(spec)
-
-
-def _scorer(manifest_path: Path | None) -> dict[str, Any] | None:
-    if manifest_path is None or not manifest_path.is_file():
+        scorer = json.loads(path.read_text()).get("scorer")
+    except (AttributeError, OSError, ValueError):  # no manifest, or not one
         return None
-    scorer = _read_json(manifest_path).get("scorer")
     return scorer if isinstance(scorer, dict) else None
-
-
-def _first_non_number(values: list[Any]) -> tuple[int, Any] | None:
-    for i, v in enumerate(values):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            return i, v
-    return None
 
 
 def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
@@ -122,7 +98,8 @@ def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
     values = col.to_pylist()
     if isinstance(kind, pa.BaseExtensionType):  # datasets' Json feature: mixed values stored as JSON text
         values = [json.loads(v) if isinstance(v, str) else v for v in values]
-    bad = _first_non_number(values)
+    bad = next(((i, v) for i, v in enumerate(values)
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))), None)
     detail = f"; row {bad[0]} holds {bad[1]!r}" if bad else ""
     raise DataError(
         f"{where}: column {column!r} must hold numbers (float64 scores), but it holds {kind} values{detail}. "
@@ -150,15 +127,11 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     if table.num_rows == 0:
         raise DataError(f"{where} has no rows: there is nothing to analyse. Check `dataset` and `dataset_split`, "
                         f"or run the construction notebook first.")
-    chosen = score_array(table, "score_chosen", where)
-    rejected = score_array(table, "score_rejected", where)
+    chosen, rejected = (score_array(table, column, where) for column in SCORE_COLUMNS)
     bad_chosen, bad_rejected = ~np.isfinite(chosen), ~np.isfinite(rejected)
     bad = bad_chosen | bad_rejected
-    reasons = {}
-    if bad_chosen.any():
-        reasons["score_chosen is NaN, infinite or missing"] = int(bad_chosen.sum())
-    if bad_rejected.any():
-        reasons["score_rejected is NaN, infinite or missing"] = int(bad_rejected.sum())
+    reasons = {f"{column} is NaN, infinite or missing": int(b.sum())
+               for column, b in zip(SCORE_COLUMNS, (bad_chosen, bad_rejected)) if b.any()}
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
         raise DataError(
@@ -171,12 +144,6 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
             f"{where} has {keep.size} row(s) with finite scores (of {table.num_rows}); the analysis needs at least "
             f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows.")
     return chosen[keep], rejected[keep], keep, reasons
-
-
-def _read_table(spec: str, split: str, where: str) -> pa.Table:
-    # load_source turns empty, unreadable and missing inputs into a DataError naming the source; seed_view maps
-    # another recipe's output format (SPPO, Snorkel, RLHFlow) to the seed's columns
-    return seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]
 
 
 def own_split(run: RunDir, default: str) -> str:
@@ -197,35 +164,25 @@ def dataset_or_own(value: str | None, run: RunDir, parameter: str = "dataset", s
     return str(run.dataset)
 
 
-def _dataset_spec(p: AnalyzeParams, run: RunDir) -> str:
-    """The dataset to analyse; without `dataset`, the run's own, which must exist."""
-    return dataset_or_own(p.dataset, run)
-
-
 def load(p: AnalyzeParams) -> ScoreData:
     """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
     run = RunDir.of(p.run_root)
-    spec = _dataset_spec(p, run)
+    spec = dataset_or_own(p.dataset, run)
     split = own_split(run, p.dataset_split) if p.dataset is None else p.dataset_split
     where = f"dataset {spec!r} (split {split!r})"
-    table = _read_table(spec, split, where)
+    # seed_view: another recipe's output format (SPPO, Snorkel, RLHFlow) in the seed's columns
+    table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]
     chosen, rejected, keep, reasons = validate_scores(table, where, p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, score_chosen=chosen,
                      score_rejected=rejected, row_index=keep, excluded_reasons=reasons, table=table,
-                     scorer=_scorer(_manifest_of(p.dataset, run)), lengths=lengths, length_rows=length_rows,
+                     scorer=_recorded_scorer(p.dataset, run), lengths=lengths, length_rows=length_rows,
                      length_reason=why)
 
 
-# --------------------------------------------------------------------------------------------
-# response lengths
-# --------------------------------------------------------------------------------------------
 def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
-    """The assistant response of each row: the text itself, or the last `assistant` message of a conversation.
-
-    Returns None when the column is neither text nor a list of {content, role} messages; rows without an
-    assistant message are null.
-    """
+    """Each row's response: the text, or the last `assistant` message of a conversation (null when it has none);
+    None for a column that is neither text nor a list of {content, role} messages."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return arr
@@ -271,9 +228,6 @@ def response_lengths(table: pa.Table, rows: np.ndarray) -> tuple[dict[str, np.nd
     return {k: v[present] for k, v in out.items()}, present, ""
 
 
-# --------------------------------------------------------------------------------------------
-# metrics
-# --------------------------------------------------------------------------------------------
 def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     """Every statistic of metrics.json for `data` (JSON-ready, deterministic for a given seed)."""
     margin = data.margin
@@ -306,21 +260,15 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             "tokens": "whitespace-separated tokens, as str.split() counts them",
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
     metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected)
+    ragged = candidate_score_lists(data.table, CANDIDATE_SCORES, data.row_index)
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit",
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
-                             "candidate_scores": candidate_invariants(data)}
+                             "candidate_scores": None if ragged is None else stats.candidate_score_invariants(
+                                 *ragged, data.score_chosen, data.score_rejected)}
     agreement = candidate_agreement(data)
     if agreement is not None:  # only with several scorers: a one-scorer dataset's metrics stay as they were
         metrics["agreement"] = agreement
     return stats.clean(metrics)
-
-
-def candidate_invariants(data: ScoreData) -> dict[str, Any] | None:
-    """`stats.candidate_score_invariants` over a `candidate_scores` column of lists of numbers, if there is one."""
-    ragged = candidate_score_lists(data.table, CANDIDATE_SCORES, data.row_index)
-    if ragged is None:
-        return None
-    return stats.candidate_score_invariants(*ragged, data.score_chosen, data.score_rejected)
 
 
 def candidate_score_lists(table: pa.Table, column: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -337,9 +285,6 @@ def candidate_score_lists(table: pa.Table, column: str, rows: np.ndarray) -> tup
     return flat, counts
 
 
-# --------------------------------------------------------------------------------------------
-# agreement between scorers
-# --------------------------------------------------------------------------------------------
 def primary_scorer_name(scorer: dict[str, Any] | None) -> str:
     """The primary scorer's name: the manifest scorer's `name` or `model`, else "primary"."""
     scorer = scorer or {}
@@ -378,13 +323,10 @@ def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:
             "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
             "rows_excluded": pair["rows_excluded"],
             "same_chosen": pair["same_chosen"]["count"], "same_chosen_fraction": pair["same_chosen"]["fraction"],
-            "same_rejected": pair["same_rejected"]["count"],
-            "same_rejected_fraction": pair["same_rejected"]["fraction"],
+            "same_rejected": pair["same_rejected"]["count"], "same_rejected_fraction": pair["same_rejected"]["fraction"],
             "same_pair_fraction": pair["same_pair"]["fraction"],
-            "kendall_tau_mean": tau["mean"], "kendall_tau_median": tau["median"], "kendall_tau_rows": tau["rows"],
-            "kendall_tau_undefined": tau["undefined"],
-            "margin_pearson": (margins["pearson"] or {}).get("statistic"),
-            "margin_spearman": (margins["spearman"] or {}).get("statistic"),
+            **{f"kendall_tau_{k}": tau[k] for k in ("mean", "median", "rows", "undefined")},
+            **{f"margin_{k}": (margins[k] or {}).get("statistic") for k in ("pearson", "spearman")},
         })
     return pd.DataFrame(rows)
 
@@ -395,8 +337,7 @@ def _write_agreement(metrics: dict[str, Any], run: RunDir, figures: dict[str, di
         return None
     table = agreement_table(metrics["agreement"])
     table.to_csv(run.tables / f"{AGREEMENT}.csv", index=False)
-    fig = plots.scorer_agreement(metrics["agreement"])
-    figures[AGREEMENT] = {**plots.save(fig, run.figures / AGREEMENT), "title": fig.get_suptitle()}
+    figures[AGREEMENT] = plots.save_titled(plots.scorer_agreement(metrics["agreement"]), run.figures / AGREEMENT)
     return table
 
 
@@ -416,14 +357,9 @@ def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
     """The summary statistics of the three series as a table (rows: statistics; CI bounds as _low/_high)."""
     rows: dict[str, dict[str, float | None]] = {}
     for name in stats.SERIES:
-        block = metrics[name]
-        column: dict[str, float | None] = {}
-        for key, value in block.items():
-            if isinstance(value, list):
-                column[f"{key}_low"], column[f"{key}_high"] = value
-            else:
-                column[key] = value
-        rows[name] = column
+        rows[name] = {}
+        for key, value in metrics[name].items():
+            rows[name].update(zip((f"{key}_low", f"{key}_high"), value) if isinstance(value, list) else [(key, value)])
     table = pd.DataFrame(rows)
     table.index.name = "statistic"
     return table
@@ -435,19 +371,24 @@ def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
     picks = [("largest", np.argsort(-margin, kind="stable")[:k]), ("smallest", np.argsort(margin, kind="stable")[:k])]
     frames = []
     for which, order in picks:
-        rows = data.row_index[order]
-        frame = pd.DataFrame({"which": which, "rank": np.arange(1, order.size + 1), "row": rows})
-        for column in ("prompt_id", "prompt"):
-            if column in data.table.column_names:
-                values = data.table.column(column).take(pa.array(rows)).to_pylist()
-                frame[column] = [" ".join(str(v).split())[:120] if column == "prompt" else v for v in values]
-            else:
-                frame[column] = None
+        frame = row_preview(data.table, data.row_index[order])
+        frame.insert(0, "which", which)
+        frame.insert(1, "rank", np.arange(1, order.size + 1))
         frame["score_chosen"] = data.score_chosen[order]
         frame["score_rejected"] = data.score_rejected[order]
         frame["margin"] = margin[order]
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
+
+
+def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
+    """Each row's position, prompt_id and the start of its prompt (whitespace collapsed); None where absent."""
+    frame = pd.DataFrame({"row": rows.astype(np.int64)})
+    for column in ("prompt_id", "prompt"):
+        values = (table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist()
+                  if column in table.column_names else [None] * rows.size)
+        frame[column] = [" ".join(str(v).split())[:120] if column == "prompt" and v is not None else v for v in values]
+    return frame
 
 
 def _pct(x: float | None) -> str:
@@ -505,45 +446,35 @@ def headline(metrics: dict[str, Any]) -> str:
     return "\n\n".join(lines[:bullets]) + "\n\n" + "\n".join(lines[bullets:])
 
 
-# --------------------------------------------------------------------------------------------
-# the stage
-# --------------------------------------------------------------------------------------------
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir.of(p.run_root)
-    _dataset_spec(p, run)  # a run with no dataset is an error before anything is written into its folder
+    dataset_or_own(p.dataset, run)  # a run with no dataset is an error before anything is written into its folder
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)
-    for name in (*plots.FIGURE_NAMES, AGREEMENT):  # figures of an earlier analysis must not outlive it
-        for ext in (".png", ".svg"):
-            (run.figures / name).with_suffix(ext).unlink(missing_ok=True)
+    plots.remove(run.figures, (*plots.FIGURE_NAMES, AGREEMENT))  # an earlier analysis's must not outlive it
     (run.tables / f"{AGREEMENT}.csv").unlink(missing_ok=True)
     manifest = Manifest(run)
     with manifest.stage("analyze") as info:
         data = load(p)
         info.update(dataset=data.source, split=data.split, rows=data.n_rows)
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)
-        length_difference = None
-        if data.lengths is not None:
-            length_difference = data.lengths["chosen_tokens"] - data.lengths["rejected_tokens"]
-        figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures, length_difference,
-                                 length_margin=data.margin[data.length_rows] if data.lengths is not None else None)
+        lengths = data.lengths
+        figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures,
+                                 None if lengths is None else lengths["chosen_tokens"] - lengths["rejected_tokens"],
+                                 length_margin=None if lengths is None else data.margin[data.length_rows])
         run.tables.mkdir(parents=True, exist_ok=True)
-        summary = summary_table(metrics)
+        summary, extremes = summary_table(metrics), extreme_margins(data)
         summary.to_csv(run.tables / SUMMARY_TABLE)
-        extremes = extreme_margins(data)
         extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
-        agreement = _write_agreement(metrics, run, figures)
-        metrics["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]),
-                                     "title": f["title"]} for name, f in figures.items()}
-        metrics["tables"] = {"summary_statistics": run.relative(run.tables / SUMMARY_TABLE),
-                             "extreme_margins": run.relative(run.tables / EXTREMES_TABLE)}
-        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")]
-        outputs += [run.tables / SUMMARY_TABLE, run.tables / EXTREMES_TABLE, run.metrics]
+        tables = {"summary_statistics": run.tables / SUMMARY_TABLE, "extreme_margins": run.tables / EXTREMES_TABLE}
+        agreement = _write_agreement(metrics, run, figures)  # its table and figure, with several scorers
         if agreement is not None:
-            metrics["tables"][AGREEMENT] = run.relative(run.tables / f"{AGREEMENT}.csv")
-            outputs.insert(-1, run.tables / f"{AGREEMENT}.csv")
+            tables[AGREEMENT] = run.tables / f"{AGREEMENT}.csv"
+        metrics["figures"] = figure_index(run, figures)
+        metrics["tables"] = {name: run.relative(path) for name, path in tables.items()}
+        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + [*tables.values(), run.metrics]
         atomic_write_json(run.metrics, metrics, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(n=metrics["n"], n_excluded=metrics["n_excluded"], scale=metrics["scale"]["kind"])
@@ -551,8 +482,14 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
                           agreement=agreement)
 
 
-def show_figures(result: AnalysisResult) -> None:
-    """Display the saved PNG figures in the notebook, in order."""
+def figure_index(run: RunDir, figures: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """How metrics.json and compare.json list figures: PNG and SVG relative to the run, and the title."""
+    return {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]), "title": f["title"]}
+            for name, f in figures.items()}
+
+
+def show_figures(result: Any) -> None:
+    """Display the saved PNG figures of a result (the analysis's, the comparison's) in the notebook, in order."""
     from IPython.display import Image, Markdown, display
 
     for name, fig in result.figures.items():

@@ -1,9 +1,5 @@
-"""Statistics of a preference dataset's scores: pure functions over numpy arrays (no model code, no files).
-
-Every function takes the paired arrays `score_chosen` / `score_rejected` (or the `margin` = chosen − rejected)
-and returns plain, JSON-ready dicts: floats, ints, lists, None where a statistic is undefined (constant data,
-all ties), never NaN. `repro.analysis.report` assembles them into `metrics.json`.
-"""
+"""Statistics of paired scores (score_chosen / score_rejected, margin = chosen − rejected): pure functions over
+numpy arrays returning JSON-ready dicts (None, never NaN, where a statistic is undefined)."""
 
 from __future__ import annotations
 
@@ -52,21 +48,13 @@ def _quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-# --------------------------------------------------------------------------------------------
-# descriptive statistics and bootstrap intervals
-# --------------------------------------------------------------------------------------------
 def describe(x: np.ndarray) -> dict[str, float | None]:
     """Mean, sample std (ddof 1), median, quartiles, range, skewness (g1) and excess kurtosis (g2) of `x`."""
     x = np.asarray(x, dtype=np.float64)
     q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])
     return clean({
-        "mean": x.mean(),
-        "std": x.std(ddof=1) if x.size > 1 else None,
-        "median": median,
-        "q25": q25,
-        "q75": q75,
-        "min": x.min(),
-        "max": x.max(),
+        "mean": x.mean(), "std": x.std(ddof=1) if x.size > 1 else None, "median": median, "q25": q25, "q75": q75,
+        "min": x.min(), "max": x.max(),
         # biased moment estimators (scipy's defaults): g1 = m3 / m2^1.5, g2 = m4 / m2^2 - 3; None if constant
         "skewness": _quiet(sps.skew, x, bias=True),
         "kurtosis": _quiet(sps.kurtosis, x, fisher=True, bias=True),
@@ -76,20 +64,9 @@ def describe(x: np.ndarray) -> dict[str, float | None]:
 def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int, level: float = CI_LEVEL,
                         block_elements: int = BOOTSTRAP_BLOCK_ELEMENTS,
                         max_categories: int = BOOTSTRAP_MAX_CATEGORIES) -> dict[str, dict[str, list[float]]]:
-    """Percentile bootstrap intervals of the mean and median of each paired series (same rows resampled for all).
-
-    When the rows take at most `max_categories` distinct (paired) values, as ratings do, resampling n rows is
-    drawing category counts from Multinomial(n, observed frequencies): the same distribution, computed from a
-    (resamples x categories) matrix. Otherwise resampling is vectorised over row indices: each block draws a
-    (resamples x n) index matrix, takes every series' means and medians along rows, and is dropped before the
-    next, so memory stays bounded for any n.
-    """
-    arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}
-    n = len(next(iter(arrays.values())))
-    if any(len(x) != n for x in arrays.values()):
-        raise ValueError("bootstrap_intervals needs paired series of equal length")
-    if resamples < 1 or n < 1:
-        raise ValueError(f"bootstrap_intervals needs resamples >= 1 and n >= 1, got {resamples}, {n}")
+    """Percentile bootstrap intervals of the mean and median of each paired series (the same rows for all): with
+    few distinct rows (ratings) as multinomial category counts, else over index matrices in bounded blocks."""
+    arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}  # paired, n >= 1 (callers')
     rng = np.random.default_rng(seed)
     categories = None
     if all(np.unique(x).size <= max_categories for x in arrays.values()):
@@ -159,9 +136,6 @@ def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resam
     return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
 
 
-# --------------------------------------------------------------------------------------------
-# the margin: signs, paired tests, effect sizes
-# --------------------------------------------------------------------------------------------
 def margin_sign(margin: np.ndarray) -> dict[str, dict[str, float]]:
     """Counts and fractions of rows with margin > 0 (chosen preferred), = 0 (tie) and < 0 (inversion)."""
     margin = np.asarray(margin, dtype=np.float64)
@@ -192,12 +166,7 @@ def wilcoxon_test(margin: np.ndarray) -> dict[str, Any]:
     tied = np.unique(np.abs(nonzero)).size < nonzero.size
     # scipy's 'auto' rule, made explicit so the method used is recorded: exact null distribution for small
     # samples without ties, exhaustive permutation for tiny tied samples, normal approximation otherwise.
-    if nonzero.size <= 50 and not tied:
-        method = "exact"
-    elif nonzero.size <= 13:
-        method = "permutation"
-    else:
-        method = "asymptotic"
+    method = ("exact" if nonzero.size <= 50 and not tied else "permutation" if nonzero.size <= 13 else "asymptotic")
     res = sps.wilcoxon(nonzero, zero_method="wilcox", method="auto", alternative="two-sided")
     return {**out, "statistic": clean(res.statistic), "pvalue": clean(res.pvalue), "method": method,
             "statistic_is": "min(R+, R-), the smaller signed-rank sum"}
@@ -253,14 +222,8 @@ def correlations(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[s
                   "spearman": {"statistic": spearman.statistic, "pvalue": spearman.pvalue}})
 
 
-# --------------------------------------------------------------------------------------------
-# response lengths
-# --------------------------------------------------------------------------------------------
 def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
-    """Mean/median of chosen and rejected response lengths, and Spearman of margin vs length difference.
-
-    `lengths` holds `chosen_chars`, `rejected_chars`, `chosen_tokens`, `rejected_tokens` (one entry per row).
-    """
+    """Mean/median of chosen and rejected lengths (`{side}_{chars|tokens}`), Spearman of margin vs their difference."""
     margin = np.asarray(margin, dtype=np.float64)
     out: dict[str, Any] = {}
     for side in ("chosen", "rejected"):
@@ -275,9 +238,6 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
     return clean(out)
 
 
-# --------------------------------------------------------------------------------------------
-# what kind of scores these are
-# --------------------------------------------------------------------------------------------
 def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol: float = ANTISYMMETRY_ATOL
                       ) -> dict[str, Any]:
     """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
@@ -287,24 +247,25 @@ def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol
     sign_fails = int((~((c >= 0) & (r <= 0))).sum())
     antisymmetric = int(np.isclose(c, -r, rtol=0.0, atol=atol).sum())
     return {
-        "sign_order_fails": sign_fails,
-        "sign_order_fails_fraction": sign_fails / n,
-        "antisymmetry_holds": antisymmetric,
-        "antisymmetry_holds_fraction": antisymmetric / n,
-        "antisymmetry_atol": atol,
-        "inversions": int((c < r).sum()),
+        "sign_order_fails": sign_fails, "sign_order_fails_fraction": sign_fails / n,
+        "antisymmetry_holds": antisymmetric, "antisymmetry_holds_fraction": antisymmetric / n,
+        "antisymmetry_atol": atol, "inversions": int((c < r).sum()),
         "about": ("PairRM scores (mean pairwise logit differences) sum to 0 per prompt, so the best score is >= 0 "
                   "and the worst <= 0, and with exactly two candidates score_chosen == -score_rejected. These "
                   "counts are reported, not enforced: ratings and other scorers break them by design."),
     }
 
 
-def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
-                               score_rejected: np.ndarray, atol: float = SUM_TO_ZERO_ATOL) -> dict[str, Any]:
-    """PairRM checks that need every candidate's score (a `candidate_scores` column): sums, two-candidate rows, extremes.
+def row_starts(counts: np.ndarray) -> np.ndarray:
+    """Where each row's values start in a flat array of rows with `counts` values each."""
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
-    `flat_scores` are all rows' candidate scores one after the other, `candidates_per_row` how many each row has.
-    """
+
+def candidate_score_invariants(
+flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
+                               score_rejected: np.ndarray, atol: float = SUM_TO_ZERO_ATOL) -> dict[str, Any]:
+    """PairRM checks that need every candidate's score (flat, with candidates per row): sums, two-candidate rows,
+    extremes."""
     flat = np.asarray(flat_scores, dtype=np.float64)
     counts = np.asarray(candidates_per_row, dtype=np.int64)
     c = np.asarray(score_chosen, dtype=np.float64)
@@ -312,7 +273,7 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
     row_of = np.repeat(np.arange(counts.size), counts)
     sums = np.bincount(row_of, weights=flat, minlength=counts.size)
     filled = counts > 0
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[filled]
+    starts = row_starts(counts)[filled]
     best, worst = np.full(counts.size, np.nan), np.full(counts.size, np.nan)
     if flat.size:
         best[filled] = np.maximum.reduceat(flat, starts)
@@ -362,9 +323,6 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[s
             "min": lo, "max": hi, "sentence": sentence}
 
 
-# --------------------------------------------------------------------------------------------
-# agreement of two measurements of the same things (a reproduction's scores vs the published ones)
-# --------------------------------------------------------------------------------------------
 Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: Bland–Altman's limits of agreement
 
 
@@ -403,11 +361,8 @@ def bland_altman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
 
 
 class _WeightedRanks:
-    """Average ranks (scipy's 'average' method) of a fixed array inside any bootstrap resample, without sorting again.
-
-    A resample is a vector of weights (how often each element was drawn): an element's rank is the weight of
-    everything smaller plus half of its own tie group's weight plus one half, exactly as ranking the drawn copies.
-    """
+    """Average ranks of a fixed array inside a bootstrap resample given as weights (how often each was drawn),
+    without sorting again: the weight of everything smaller, plus (its tie group's weight + 1) / 2."""
 
     def __init__(self, x: np.ndarray):
         order = np.argsort(x, kind="stable")
@@ -433,12 +388,8 @@ class _WeightedRanks:
 
 def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], resamples: int, seed: int,
                          clusters: np.ndarray | None = None, level: float = CI_LEVEL) -> dict[str, Any]:
-    """How well y reproduces x: Pearson, Spearman, Lin's concordance, Bland–Altman, max |y − x|, fraction within
-    each tolerance, with percentile-bootstrap intervals that resample whole clusters (rows) with replacement.
-
-    Each resample is a vector of cluster weights, so the statistics are weighted sums over the original values
-    (Spearman through `_WeightedRanks`): the same numbers as recomputing on the drawn copies, without copying.
-    """
+    """How well y reproduces x (Pearson, Spearman, Lin's CCC, Bland–Altman, max |y − x|, fraction within each
+    tolerance), with percentile-bootstrap intervals over whole clusters, each resample a vector of weights."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     n = x.size
     d = y - x

@@ -1,9 +1,5 @@
-"""What 01_construct shows after each stage: the counts as a small table, a few readable rows and pairs, and
-the score distribution inline.
-
-Each function returns something a notebook displays as it is (a pandas DataFrame or an IPython Image);
-nothing here changes data or writes files.
-"""
+"""What 01_construct shows after each stage (counts, a few rows and pairs, the score distribution), as objects a
+notebook displays; nothing here writes."""
 
 from __future__ import annotations
 
@@ -84,34 +80,37 @@ def score_distribution(scores: Sequence[Sequence[float]]) -> "Image":
     return figure(plots.score_distributions(best, worst))
 
 
-def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
-    """The margin score_chosen − score_rejected of the pairs (any output format; None for one without scores)."""
-    pairs = seed_view(pairs)
+def _margin(pairs: datasets.Dataset) -> np.ndarray | None:
     if "score_chosen" not in pairs.column_names:
         return None
-    margin = np.asarray(pairs["score_chosen"], dtype=np.float64) - np.asarray(pairs["score_rejected"], dtype=np.float64)
-    return figure(plots.margin_distribution(margin))
+    return np.asarray(pairs["score_chosen"], dtype=np.float64) - np.asarray(pairs["score_rejected"], dtype=np.float64)
+
+
+def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
+    """The margin score_chosen − score_rejected of the pairs (any output format; None for one without scores)."""
+    margin = _margin(seed_view(pairs))
+    return None if margin is None else figure(plots.margin_distribution(margin))
 
 
 def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
-    """Pairs to read: the largest, a middle and the smallest margin, texts shortened to one line (any output
-    format; one without scores shows the first, a middle and the last row)."""
+    """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows)."""
     pairs = seed_view(pairs)
     table = pairs.data.table
     chosen = response_texts(table.column("chosen")).to_pylist()
     rejected = response_texts(table.column("rejected")).to_pylist()
-    if "score_chosen" not in pairs.column_names:
+    margin = _margin(pairs)
+    if margin is None:
         picks = {0: "first", len(pairs) // 2: "middle", len(pairs) - 1: "last"}
-        return pd.DataFrame([{"": label, "prompt": shorten(pairs[i]["prompt"]), "chosen": shorten(chosen[i]),
-                              "rejected": shorten(rejected[i])} for i, label in picks.items()]).set_index("")
-    margin = np.asarray(pairs["score_chosen"], dtype=np.float64) - np.asarray(pairs["score_rejected"], dtype=np.float64)
-    order = np.argsort(-margin, kind="stable")
-    picks: dict[int, str] = {}
-    for label, i in (("largest margin", order[0]), ("middle margin", order[len(order) // 2]),
-                     ("smallest margin", order[-1])):
-        picks.setdefault(int(i), label)
+    else:
+        order = np.argsort(-margin, kind="stable")
+        picks = {}
+        for label, i in (("largest margin", order[0]), ("middle margin", order[len(order) // 2]),
+                         ("smallest margin", order[-1])):
+            picks.setdefault(int(i), label)
     rows = [{"": label, "prompt": shorten(pairs[i]["prompt"]), "chosen": shorten(chosen[i]),
-             "rejected": shorten(rejected[i]), "score_chosen": round(float(pairs[i]["score_chosen"]), 4),
-             "score_rejected": round(float(pairs[i]["score_rejected"]), 4), "margin": round(float(margin[i]), 4)}
-            for i, label in picks.items()]
+             "rejected": shorten(rejected[i])} for i, label in picks.items()]
+    if margin is not None:
+        for row, i in zip(rows, picks):
+            row.update(score_chosen=round(float(pairs[i]["score_chosen"]), 4),
+                       score_rejected=round(float(pairs[i]["score_rejected"]), 4), margin=round(float(margin[i]), 4))
     return pd.DataFrame(rows).set_index("")
