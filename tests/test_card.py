@@ -605,6 +605,16 @@ def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
     assert "pairrm" in DatasetCard.load(card_path).data.tags
 
 
+def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
+    make_run(tmp_path / "run", stand_in=True)
+    Manifest(RunDir.of(tmp_path / "run")).record("scorer", {"model": "builtin:tiny-reward-llama", "dtype": "fp32",
+                                                            "kind": "sequence_classifier", "stand_in": True})
+    _, card_path = card_for(tmp_path / "run")
+    english, chinese = (half.strip().split("\n\n")[1] for half in halves(card_path))
+    assert "builtin:tiny-reward-llama" in english and "sequence classifier" in english and "PairRM" not in english
+    assert "序列分类器" in chinese and "PairRM" not in chinese
+
+
 def test_usage_snippet_runs(tmp_path, monkeypatch):
     make_run(tmp_path / "run", metrics=False)
     _, card_path = card_for(tmp_path / "run", hub_repo_id="someone/pairs")
