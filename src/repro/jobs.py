@@ -1,40 +1,9 @@
-"""Resumable, shardable work over a list of items: chunks written as they finish, a fingerprint guarding reuse.
+"""Resumable, shardable work: chunks written as they finish, a fingerprint guarding reuse, and the one job runner
+of generation and scoring (in this process, as one torchrun rank, or launching torchrun workers); atomic writes.
 
-Used by scoring and generation alike. Contract (keep it when extending):
-
-    results = run_chunked(items, fn, work_dir=..., fingerprint={...}, chunk_size=256, desc="scoring")
-
-- `fn(chunk_items) -> list[result]` (one JSON-serialisable result per item, same order);
-- finished chunks live in `work_dir/chunk-{index:06d}.json`; a re-run with the same fingerprint skips them;
-- a different fingerprint (parameters, inputs, model) never mixes with old chunks: they are moved aside
-  to `work_dir/stale-<old fingerprint>/` and the work starts over; a hash of the items and the chunk size
-  are added to the fingerprint here (they decide what a chunk holds), the caller adds the rest;
-- returns the results in input order.
-
-Optional extras (all keyword-only, off by default):
-
-- `progress=True`: items/s and ETA (a tqdm bar on a terminal, a line per few percent elsewhere);
-- `fn_reports_progress=True`: `fn(chunk_items, advance)` is called instead, `advance(k)` telling the bar
-  that k more items of the chunk are done (finer than one update per chunk);
-- `share=(rank, world_size)`: only the contiguous share of chunks that `chunk_share` gives this rank is
-  computed, and only those items' results are returned (in input order) — one process of a torchrun job;
-- `cache=RowCache(...)`, `cache_key=item -> row content`: items whose result the project's row cache holds are
-  not computed (`repro.cache`); the others are added to it; `ChunkedRun.cache` counts both;
-  `prepare=False` leaves the work dir as it is (one process ran `prepare_chunked_work` for all).
-
-`run_chunked_with_stats` is the same call returning a `ChunkedRun` (results plus how many chunks were
-resumed); `collect_chunks` reads a finished work dir back in input order.
-
-Several processes (scoring and generation both use these):
-
-- `launch_and_collect(spec, items, N, "module:function", ...)` runs `function(spec)` in N torchrun workers on
-  this node (`launch_torchrun`) and reads every chunk back in input order (`collect_chunks`);
-- in each worker (or in a torchrun job of your own), `run_as_rank(items, ..., compute=...)` is the per-rank
-  set-up: the device of the rank, the process group, one preparer of the work dir per node, then
-  `compute(device, share)` and every rank's result gathered in rank order.
-
-`atomic_write_json` / `atomic_write_text` are the package's one way of writing a file that a crash never
-leaves half written (chunks, the manifest, metrics, outputs).
+`run_chunked(items, fn, work_dir=..., fingerprint=..., chunk_size=...)`: `fn(chunk) -> one JSON result per item`;
+finished chunks live in `work_dir/chunk-NNNNNN.json` and a re-run with the same fingerprint skips them; work of
+another fingerprint (which includes the items' hash and the chunk size) is moved aside to `stale-<digest>/`.
 """
 
 from __future__ import annotations
@@ -55,7 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from .cache import RowCache, cached_chunk_fn
+from .cache import CacheCounts, RowCache, cached_chunk_fn
 from .errors import ReproError
 from .paths import STAND_IN_MARKER
 
@@ -368,12 +337,17 @@ def prepare_chunked_work(items: Sequence[Any], *, work_dir: str | Path, fingerpr
 
 
 def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,
-                           fingerprint: dict[str, Any], chunk_size: int = 256, desc: str = "work",
+                           fingerprint: dict[str, Any], chunk_size: int, desc: str = "work",
                            progress: bool | Progress = False, fn_reports_progress: bool = False,
                            share: tuple[int, int] | None = None, unit: str = "item",
                            prepare: bool = True, cache: RowCache | None = None,
                            cache_key: Callable[[Any], Any] = lambda item: item) -> ChunkedRun:
-    """`run_chunked`, returning a `ChunkedRun` with the results and how many chunks were resumed."""
+    """`run_chunked`, returning a `ChunkedRun`.
+
+    `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself; `share=(rank, world)`: only that rank's
+    contiguous chunks; `prepare=False`: the work dir was made ready by another process; `cache`: rows the
+    project's row cache holds (keyed by `cache_key(item)`) are not computed, the others are added to it.
+    """
     start_time = time.monotonic()
     if cache is not None:  # issue 22: rows another run computed come from the project's row cache
         fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress)
@@ -425,14 +399,9 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                       cache=cache.counts.as_dict() if cache is not None else None)
 
 
-def run_chunked(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,
-                fingerprint: dict[str, Any], chunk_size: int = 256, desc: str = "work",
-                progress: bool | Progress = False, fn_reports_progress: bool = False,
-                share: tuple[int, int] | None = None, unit: str = "item") -> list[Any]:
-    """Apply `fn` chunk by chunk, keeping finished chunks on disk so that a re-run continues."""
-    return run_chunked_with_stats(items, fn, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
-                                  desc=desc, progress=progress, fn_reports_progress=fn_reports_progress,
-                                  share=share, unit=unit).results
+def run_chunked(items: Sequence[Any], fn: Callable[..., list[Any]], **kwargs: Any) -> list[Any]:
+    """Apply `fn` chunk by chunk, keeping finished chunks on disk so that a re-run continues; the results."""
+    return run_chunked_with_stats(items, fn, **kwargs).results
 
 
 def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
@@ -454,7 +423,6 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
         lo, hi = index * chunk_size, min(num_items, (index + 1) * chunk_size)
         results.extend(_load_chunk(path, hi - lo, desc))
     return results
-
 
 
 # ------------------------------------------------------------------------------------------------
@@ -525,20 +493,21 @@ def torchrun_command(job_path: Path, num_processes: int, entry: str) -> list[str
 
 
 def torchrun_worker(entry: str, job_path: str) -> int:
-    """One torchrun worker: call `entry(spec)` with the job file's spec; rank 0 writes what it returned."""
+    """One torchrun worker: `entry(spec)` with the job file's spec returns (results, stats); rank 0 writes the
+    stats (the results are in the chunks)."""
     module, _, name = entry.partition(":")
     fn = getattr(importlib.import_module(module), name)
     job_path = Path(job_path)
-    result = fn(json.loads(job_path.read_text()))
+    _, stats = fn(json.loads(job_path.read_text()))
     if int(os.environ.get("RANK", "0")) == 0:  # what the launching process reads back besides the chunks
-        atomic_write_json(job_path.parent / RESULT_FILE, {"result": result})
+        atomic_write_json(job_path.parent / RESULT_FILE, {"result": stats})
     return 0
 
 
 def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, work_dir: str | Path,
                     env_threads: int | None = None, progress: bool = True, what: str = "work",
                     error: type[Exception] = WorkersFailed) -> Any:
-    """Run `entry(spec)` in `num_processes` torchrun workers on this node; returns what rank 0's call returned."""
+    """Run `entry(spec)` in `num_processes` torchrun workers on this node; returns the stats of rank 0's call."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     job_path = work_dir / JOB_FILE
@@ -574,16 +543,66 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
     return result
 
 
-def launch_and_collect(spec: dict[str, Any], items: Sequence[Any], num_processes: int, entry: str, *,
-                       work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int, device_type: str,
-                       progress: bool = True, what: str = "work",
-                       error: type[Exception] = WorkersFailed) -> tuple[Any, list[Any]]:
-    """`launch_torchrun`, then every chunk read back: (what rank 0's call returned, the results in input order)."""
-    threads = None
-    if device_type == "cpu":
+# ------------------------------------------------------------------------------------------------
+# the one job runner of generation and scoring
+# ------------------------------------------------------------------------------------------------
+def _share_stats(run: ChunkedRun, extra: dict[str, Any]) -> dict[str, Any]:
+    return {"chunks_total": run.chunks_total, "chunks_resumed": run.chunks_resumed,
+            "items_resumed": run.items_resumed, "digest": run.digest, "seconds": run.seconds,
+            **({"cache": run.cache} if run.cache is not None else {}), **extra}
+
+
+def merge_stats(stats: list[dict[str, Any]], summed: Sequence[str] = (),
+                slowest: Sequence[str] = ()) -> dict[str, Any]:
+    """Every process's stats as one: counts add up, times are the slowest's (they ran side by side), the rest
+    is rank 0's; with `processes` and, where each names its `device`, the sorted `devices`."""
+    merged = dict(stats[0])
+    for key in ("chunks_resumed", "items_resumed", *summed):
+        merged[key] = sum(s[key] for s in stats)
+    for key in ("seconds", *slowest):
+        merged[key] = max(s[key] for s in stats)
+    merged["processes"] = len(stats)
+    if "device" in merged:
+        merged["devices"] = sorted({str(s["device"]) for s in stats})
+    if "cache" in merged:
+        counts = CacheCounts()
+        for s in stats:
+            counts.add(s["cache"])
+        merged["cache"] = counts.as_dict()
+    return merged
+
+
+def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir: str | Path,
+            fingerprint: dict[str, Any], chunk_size: int, device: str, num_processes: int,
+            compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
+            summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
+            error: type[Exception] = WorkersFailed) -> tuple[list[Any], dict[str, Any]]:
+    """Run a chunked job where it belongs; (results in input order, `merge_stats` of every process).
+
+    Inside a torchrun job (WORLD_SIZE > 1) this process is one rank: it computes its share on `device` (a GPU
+    per rank for "cuda") and every rank gets all results. Else with `num_processes > 1` it launches that many
+    torchrun workers on this node, each calling `entry(spec)`, which must come back here (as one rank), and
+    reads the chunks back. Else it computes everything itself. `compute(device, share)` runs
+    `run_chunked_with_stats` over `share` (None: all, with the work dir prepared; device None: the job's own)
+    and returns (the run, its own stats: the `summed` counts, the `slowest` times, anything else).
+    """
+    if world_size() > 1:
+        def share(rank_device: str, rank_share: tuple[int, int]) -> dict[str, Any]:
+            run, extra = compute(rank_device, rank_share)
+            return {"results": run.results, "stats": _share_stats(run, extra)}
+
+        gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
+                               device=device, compute=share)
+        return [r for g in gathered for r in g["results"]], merge_stats([g["stats"] for g in gathered], summed,
+                                                                         slowest)
+    if num_processes > 1:
         import torch
 
-        threads = torch.get_num_threads()  # what this process has: N processes then match 1 bit for bit
-    done = launch_torchrun(spec, num_processes, entry, work_dir=work_dir, env_threads=threads, progress=progress,
-                           what=what, error=error)
-    return done, collect_chunks(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size, desc=what)
+        # CPU: each worker gets this process's threads, so that N processes match 1 bit for bit
+        threads = torch.get_num_threads() if device.split(":")[0] == "cpu" else None
+        stats = launch_torchrun(spec, num_processes, entry, work_dir=work_dir, env_threads=threads,
+                                progress=progress, what=what, error=error)
+        return collect_chunks(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
+                              desc=what), stats
+    run, extra = compute(None, None)
+    return run.results, merge_stats([_share_stats(run, extra)], summed, slowest)

@@ -50,6 +50,7 @@ from ..scorers.common import resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
 from ..scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
 from ..sources import demo_path
+from .score import RUN
 from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
                       machine_info, matmul_peak_tflops, max_abs_diff, read_bench_rows)
 
@@ -305,8 +306,9 @@ def main(args: argparse.Namespace) -> int:
         job_p, job_c = generated_rows(s.job_prompts, seed=args.seed + 1)
         with tempfile.TemporaryDirectory() as work:
             start = time.perf_counter()
-            job = score_candidates(job_p, job_c, model=model, device=str(s.device), dtype=s.dtype,
-                                   batch_tokens=s.budgets[0], work_dir=Path(work), progress=True)
+            job = score_candidates(job_p, job_c, model=model, backend="repro", kind="pairrm", device=str(s.device),
+                                   dtype=s.dtype, batch_tokens=s.budgets[0], chunk_size=RUN["chunk_size"],
+                                   num_processes=1, work_dir=Path(work), progress=True)
             results["job"] = {"prompts": s.job_prompts, "candidates_per_prompt": 2,
                               "seconds": round(time.perf_counter() - start, 2),
                               "prompts_per_second": job.info.get("prompts_per_second")}

@@ -1,26 +1,10 @@
 """Candidate generation: a greedy `reference_response` and n sampled candidates `resp0..resp{n-1}` per prompt.
 
-    rows = generate_candidates(rows, params, work_dir=run.work_dir("generation"), manifest=manifest)
-
-What decides the text (and is kept in the manifest):
-
-- prompts go through the policy's chat template as one user turn with the generation prompt added (or
-  as they are, `use_chat_template: false`), then are tokenised with the tokenizer's special tokens (a BOS
-  the template did not write is added, as vLLM does for a text prompt in SELM's `online_feedback.py`);
-- a prompt longer than `max_prompt_tokens` (default: the model's context minus the longest
-  `max_new_tokens`) keeps its last tokens (`long_prompts: truncate_left`) or is left out and counted
-  (`skip`: such rows are REMOVED from the returned list, which keeps the input order otherwise);
-- the reference is greedy (temperature 0) up to `reference_max_new_tokens`; candidates are sampled with
-  `temperature` and `top_p` up to `max_new_tokens` (temperature 0 = greedy); generation stops at the
-  tokenizer's EOS or any EOS of the model's generation config; the model's own sampling defaults are not
-  used; texts are decoded without special tokens and stripped (as SELM strips its references);
-- sampling noise is a function of (generation_seed, the prompt text, candidate k, step, token), not of a
-  global random state: with the Transformers backend a prompt's candidates do not depend on which prompts
-  share its batch or chunk, nor on the order of the rows (identical prompts get identical candidates);
-  up to float rounding of padded batches, so `generation_batch_size` is part of the work's fingerprint.
-
-Work is cut in chunks of prompts (longest first) kept on disk by `repro.jobs.run_chunked`: a re-run with
-the same parameters continues from the finished chunks; changed parameters, model or prompts start over.
+Prompts go through the policy's chat template (one user turn) and are tokenised as vLLM does; long prompts are
+cut from the left or skipped (`long_prompts`). Sampling noise is a hash of (seed, prompt text, candidate, step,
+token), so a prompt's candidates do not depend on its batch, chunk or row order. The work runs through
+`repro.jobs.run_job` in chunks of prompts, longest first; what decides the text is in the fingerprint and the
+manifest (docs/generation.md).
 """
 
 from __future__ import annotations
@@ -28,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..cache import CacheCounts, RowCache, check_format
+from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import package_versions
 from ..parameters import GenerationParams
@@ -40,8 +24,7 @@ from ..paths import STAND_IN_MARKER
 from ..revisions import check_revision_target, pinned_model
 from ..scorers.common import resolve_device, resolve_dtype
 from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
-from ..jobs import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
-    world_size
+from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
 
 STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are noise, "
                  "not model text")
@@ -576,8 +559,7 @@ def cache_row_key(item: dict) -> dict:
 
 
 def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, device: str,
-                    share: tuple[int, int] | None, prepare: bool, show_progress: bool,
-                    cache_dir: str | None = None) -> tuple[Any, _Counters]:
+                    share: tuple[int, int] | None, cache_dir: str | None) -> tuple[Any, dict[str, Any]]:
     """Generate the chunks of `share` (all when None) that are not on disk yet; the run and its counters."""
     counters = _Counters()
     engine_holder: list[Any] = []
@@ -600,7 +582,7 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
         size = params.generation_chunk_size
         indices = chunk_share(num_chunks(len(plan.kept), size), *share)
         n_share = max(0, min(len(plan.kept), indices.stop * size) - indices.start * size)
-    progress = GenerationProgress(n_share, enabled=show_progress)
+    progress = GenerationProgress(n_share, enabled=share is None or share[0] == 0)
 
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
@@ -611,70 +593,31 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
-                                     unit="prompt", share=share, prepare=prepare, cache=cache,
+                                     unit="prompt", share=share, prepare=share is None, cache=cache,
                                      cache_key=cache_row_key)
     finally:
         progress.close()
-    return run, counters
+    return run, asdict(counters)
 
 
-def _stats(run, counters: _Counters) -> dict[str, Any]:
-    return {"chunks_total": run.chunks_total, "chunks_resumed": run.chunks_resumed,
-            "items_resumed": run.items_resumed, "digest": run.digest, "tokens": counters.tokens,
-            "sequences": counters.sequences, "generate_seconds": counters.generate_seconds,
-            "load_seconds": counters.load_seconds,
-            **({"cache": run.cache} if run.cache is not None else {})}
+GENERATION_ENTRY = "repro.construct.generation:generation_job"
 
 
-def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts add up over processes; times are those of the slowest (they ran side by side)."""
-    merged = dict(stats[0])
-    for key in ("chunks_resumed", "items_resumed", "tokens", "sequences"):
-        merged[key] = sum(s[key] for s in stats)
-    for key in ("generate_seconds", "load_seconds"):
-        merged[key] = max(s[key] for s in stats)
-    merged["processes"] = len(stats)
-    if "cache" in stats[0]:
-        counts = CacheCounts()
-        for s in stats:
-            counts.add(s["cache"])
-        merged["cache"] = counts.as_dict()
-    return merged
-
-
-def _generate_as_rank(plan: _Plan, params: GenerationParams, work_dir: Path,
-                      cache_dir: str | None = None) -> tuple[list[dict], dict[str, Any]]:
-    """One rank of a torchrun job: its share of the chunks; every rank gets all results in input order."""
-
-    def compute(device: str, share: tuple[int, int]) -> dict[str, Any]:
-        run, counters = _generate_share(plan, params, work_dir, device=device, share=share, prepare=False,
-                                        show_progress=share[0] == 0, cache_dir=cache_dir)
-        return {"results": run.results, "stats": _stats(run, counters)}
-
-    gathered = run_as_rank(plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
-                           chunk_size=params.generation_chunk_size, device=plan.device, compute=compute)
-    return [r for g in gathered for r in g["results"]], _merge_stats([g["stats"] for g in gathered])
-
-
-def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
-    """Entry point of one torchrun worker launched by `generate_candidates` (generation_num_processes > 1)."""
+def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[list[dict], dict[str, Any]]:
+    """The texts of `spec`'s prompts (plan order) and the merged stats, through `repro.jobs.run_job` (also every
+    torchrun worker's entry)."""
     params = GenerationParams(**spec["params"])
-    _, stats = _generate_as_rank(_plan(spec["prompts"], params), params, Path(spec["work_dir"]), spec.get("cache_dir"))
-    return stats  # the texts the launching process reads back from the chunks
+    plan = plan or _plan(spec["prompts"], params)
+    work_dir = Path(spec["work_dir"])
 
+    def compute(device: str | None, share: tuple[int, int] | None):
+        return _generate_share(plan, params, work_dir, device=device or plan.device, share=share,
+                               cache_dir=spec["cache_dir"])
 
-WORKER_ENTRY = "repro.construct.generation:_worker_main"
-
-
-def _launch(plan: _Plan, prompts: list[str], params: GenerationParams,
-            work_dir: Path, cache_dir: str | None = None) -> tuple[list[dict], dict[str, Any]]:
-    stats, results = launch_and_collect(
-        {"prompts": prompts, "params": params.model_dump(mode="json"), "work_dir": str(work_dir),
-         "cache_dir": cache_dir}, plan.kept,
-        params.generation_num_processes, WORKER_ENTRY, work_dir=work_dir, fingerprint=plan.fingerprint,
-        chunk_size=params.generation_chunk_size, device_type=plan.device.split(":")[0], progress=True,
-        what="generation")
-    return results, stats
+    return run_job(GENERATION_ENTRY, spec, plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
+                   chunk_size=params.generation_chunk_size, device=plan.device,
+                   num_processes=params.generation_num_processes, compute=compute, summed=("tokens", "sequences"),
+                   slowest=("generate_seconds", "load_seconds"), what="generation")
 
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
@@ -692,15 +635,8 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
     check_prompts(rows)
     prompts = [row["prompt"] for row in rows]
     plan = _plan(prompts, params)
-    work_dir = Path(work_dir)
-    if world_size() > 1:
-        results, stats = _generate_as_rank(plan, params, work_dir, cache_dir)
-    elif params.generation_num_processes > 1:
-        results, stats = _launch(plan, prompts, params, work_dir, cache_dir)
-    else:
-        run, counters = _generate_share(plan, params, work_dir, device=plan.device, share=None, prepare=True,
-                                        show_progress=True, cache_dir=cache_dir)
-        results, stats = run.results, {**_stats(run, counters), "processes": 1}
+    results, stats = generation_job({"prompts": prompts, "params": params.model_dump(mode="json"),
+                                     "work_dir": str(work_dir), "cache_dir": cache_dir}, plan)
 
     out: list[dict] = []
     by_row = {item["row"]: result for item, result in zip(plan.kept, results)}
