@@ -425,9 +425,6 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
     return results
 
 
-# ------------------------------------------------------------------------------------------------
-# several processes: torchrun workers, each computing its share of the chunks
-# ------------------------------------------------------------------------------------------------
 def world_size() -> int:
     """The number of processes of the torchrun job this process belongs to (1 outside torchrun)."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -543,9 +540,6 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
     return result
 
 
-# ------------------------------------------------------------------------------------------------
-# the one job runner of generation and scoring
-# ------------------------------------------------------------------------------------------------
 def _share_stats(run: ChunkedRun, extra: dict[str, Any]) -> dict[str, Any]:
     return {"chunks_total": run.chunks_total, "chunks_resumed": run.chunks_resumed,
             "items_resumed": run.items_resumed, "digest": run.digest, "seconds": run.seconds,

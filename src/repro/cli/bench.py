@@ -1,22 +1,6 @@
-"""`repro bench`: the PairRM engine against llm-blender's own `Blender.rank`, timed side by side in one process;
-with `--kind sequence_classifier`, the sequence-classifier engine against padded batches of 8 (end of module).
-
-    repro bench                                   # CPU: a mid-size random PairRM, generated UltraFeedback-like rows
-    repro bench --data train_prefs.jsonl          # H4 rows (chosen/rejected become the candidates) or
-                                                  # {prompt, candidates} rows
-    repro bench --device cuda                     # GPU: a deberta-v3-large-sized random PairRM, fp16, + TFLOP/s
-                                                  # against a measured matmul peak and a part2_mini_1-sized job
-
-The same checkpoint and inputs, PairRM's real limits (1224/412 tokens). The prompts are cut into slices and,
-slice after slice, each contender scores the slice (in an order that rotates), so that a machine whose load
-drifts treats every contender alike:
-
-- `repro`: `repro.scorers.pairrm.PairRM.score` (passes packed by a token budget);
-- `llm-blender bs=1` / `bs=8`: `Blender.rank(..., return_scores=True, batch_size=1 | 8)` (8 is its default).
-
-Reported: prompts/s, the speed-ups, the largest score difference from the engine, peak memory above the level
-before each call (sampled RSS on CPU, `torch.cuda.max_memory_allocated` on GPU), tokens per pass. The JSON goes
-to `--output-dir` (default `benchmarks/results/`); the last two lines printed are the two speed-ups.
+"""`repro bench`: the PairRM engine against llm-blender's own `Blender.rank` (batch sizes 1 and 8), timed side by
+side in one process, slice after slice in rotating order; with `--kind sequence_classifier`, the sequence-classifier
+engine against padded batches of 8. Prompts/s, speed-ups, score differences, peak memory; JSON to `--output-dir`.
 """
 
 from __future__ import annotations
@@ -73,7 +57,6 @@ MODEL_SIZES = {
 TOKENIZER_CORPUS_ROWS = 500
 
 
-
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add `repro bench`'s options to its subparser."""
     parser.add_argument("--data", type=Path, default=None,
@@ -105,9 +88,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="where the JSON result goes (default: benchmarks/results)")
 
 
-# ------------------------------------------------------------------------------------------------
-# inputs
-# ------------------------------------------------------------------------------------------------
 def _corpus_sentences() -> list[str]:
     """Sentences of the embedded demo sample (UltraFeedback-style prompts and answers): the generated text."""
     path = demo_path()
@@ -147,9 +127,6 @@ def generated_rows(n: int, seed: int = 0, n_candidates: int = 2) -> tuple[list[s
     return prompts, candidates
 
 
-# ------------------------------------------------------------------------------------------------
-# the random model
-# ------------------------------------------------------------------------------------------------
 def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None) -> Path:
     """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached."""
     shape = MODEL_SIZES[size]
@@ -158,9 +135,6 @@ def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = No
     return build_once(target, lambda folder: build_tiny_pairrm(folder, seed=seed, extra_corpus=corpus, **shape))
 
 
-# ------------------------------------------------------------------------------------------------
-# the command
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class Settings:
     """The command line, resolved for the device: what one benchmark run does."""

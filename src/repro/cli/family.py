@@ -1,6 +1,6 @@
-"""`repro run` over a family of runs (repro.family): every member one after another, `--jobs N` at once (each its own
-`repro run ... --member NAME` process, logged in runs/<family>/logs/), or `--member NAME` alone (a Slurm array
-task); then notebooks/05_family over them. A params file without a family runs as before (repro.cli.run)."""
+"""`repro run` over a family of runs (repro.family): every member in turn, `--jobs N` at once (each its own
+`repro run ... --member NAME` process, logged in runs/<family>/logs/), or `--member NAME` alone; then 05_family.
+"""
 
 from __future__ import annotations
 
@@ -23,9 +23,6 @@ from .run import main as run_main
 FAMILY_NOTEBOOK = "05_family"
 
 
-# ------------------------------------------------------------------------------------------------
-# running
-# ------------------------------------------------------------------------------------------------
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
     """Run one member here ('done' / 'failed'), or say it is already complete ('reused')."""
     if is_done(member):
@@ -90,9 +87,6 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     return code
 
 
-# ------------------------------------------------------------------------------------------------
-# the command line: `repro run` with --grid, --jobs, --member (a params file without a family runs as before)
-# ------------------------------------------------------------------------------------------------
 def configure(parser: argparse.ArgumentParser) -> None:
     configure_run(parser)
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",

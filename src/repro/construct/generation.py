@@ -30,9 +30,6 @@ STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): 
                  "not model text")
 
 
-# ------------------------------------------------------------------------------------------------
-# the policy: where it is, its tokenizer and context
-# ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Policy:
     """A resolved policy model: what the user named, where it loads from, and whether it is a stand-in."""
@@ -137,9 +134,6 @@ def eos_token_ids(policy: Policy, tokenizer) -> list[int]:
     return sorted(ids)
 
 
-# ------------------------------------------------------------------------------------------------
-# prompts: checks, chat template, length limit
-# ------------------------------------------------------------------------------------------------
 def check_prompts(rows: Sequence[dict]) -> None:
     """Every row needs a non-empty string `prompt`; the error names the first row that has none."""
     for i, row in enumerate(rows):
@@ -207,9 +201,6 @@ def candidate_keys(prompt: str, params: GenerationParams) -> list[list[int]]:
     return [sample_keys(prompt, seed, 1)[0] for seed in params.candidate_seeds]
 
 
-# ------------------------------------------------------------------------------------------------
-# sampling noise that depends on (key, step, token) only
-# ------------------------------------------------------------------------------------------------
 _MASK32 = 0xFFFFFFFF
 
 
@@ -272,9 +263,6 @@ def _gumbel_processor(keys, prompt_length: int):
     return CounterGumbelNoise()
 
 
-# ------------------------------------------------------------------------------------------------
-# backends
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class SequenceRequest:
     """One sequence to generate: the prompt ids and, for a sampled one, its noise key."""
@@ -406,9 +394,6 @@ class VllmEngine:
         return results
 
 
-# ------------------------------------------------------------------------------------------------
-# progress: prompts (from repro.jobs) plus generated tokens/s
-# ------------------------------------------------------------------------------------------------
 class GenerationProgress(Progress):
     """`repro.jobs.Progress` over prompts, with generated tokens/s (resumed chunks count no tokens)."""
 
@@ -429,9 +414,6 @@ class GenerationProgress(Progress):
         return f"{super()._line(final)}, {self.token_rate:.1f} tokens/s"
 
 
-# ------------------------------------------------------------------------------------------------
-# the stage
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class _Counters:
     tokens: int = 0

@@ -51,9 +51,6 @@ class ScoringJob:
     cache_dir: str | None = None  # the project's row cache (repro.cache); None: no cache
 
 
-# ------------------------------------------------------------------------------------------------
-# checks and fingerprint
-# ------------------------------------------------------------------------------------------------
 def _check_job(job: ScoringJob, num_processes: int) -> None:
     if job.backend not in ("repro", "llm-blender"):
         raise ParameterError(f"backend={job.backend!r} is not known: use 'repro' (the engine) or 'llm-blender' "
@@ -131,9 +128,6 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
     }
 
 
-# ------------------------------------------------------------------------------------------------
-# the public call
-# ------------------------------------------------------------------------------------------------
 def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str, device: str,
                      dtype: str, batch_tokens: int, chunk_size: int, num_processes: int, work_dir: str | Path,
                      kind: str, source_maxlength: int | None = None, candidate_maxlength: int | None = None,

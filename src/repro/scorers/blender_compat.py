@@ -1,21 +1,9 @@
 """The reference backend: llm-blender 0.0.2's own `Blender.loadranker` / `Blender.rank`, on transformers 5.
 
-llm-blender 0.0.2 does not import on transformers 5 (upstream issue #33). Two names it takes from
-transformers < 5 are put back, only when this backend is used (nothing is patched on `import repro`):
-
-- `transformers.utils.hub.TRANSFORMERS_CACHE` (its default download folder: the hub cache);
-- `PreTrainedTokenizerBase.batch_encode_plus` (its collator's tokenizer call: the same as `tokenizer(texts, ...)`).
-
-Transformers 5 also changed what a DeBERTa-v3 tokenizer does to text: it normalises with NFC instead of
-sentencepiece's NFKC table, so full-width letters and ligatures become [UNK]. `restore_normalizer=True`
-(the default) gives llm-blender's tokenizer its spm.model table back, i.e. the tokens llm-blender produced
-on transformers <= 4.57; pass False to see llm-blender exactly as it runs on transformers 5.
-
-Loading follows llm-blender: a RankerConfig directory loads its `model_name` backbone with AutoModel before
-overwriting the weights, so for `llm-blender/PairRM` it needs `microsoft/deberta-v3-large` (downloaded, or in
-the hub cache). A checkpoint built by `repro.scorers.tiny` names its backbone as a folder beside it ("backbone"),
-which is passed to llm-blender as an absolute path. A PairRM-hf (Transformers layout) directory is read
-through the same llm-blender classes, its own folder serving as backbone.
+Two names llm-blender imports from transformers < 5 are put back when this backend is used (never on `import
+repro`), and `restore_normalizer=True` gives its tokenizer back the spm.model normaliser of transformers <= 4.57.
+A checkpoint built by `repro.scorers.tiny` names its backbone as a folder beside it; PairRM-hf's layout is read
+through the same classes, its own folder serving as backbone.
 """
 
 from __future__ import annotations

@@ -16,8 +16,6 @@ DTYPE_NAMES = ("fp32", "fp16", "bf16")
 DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
 
-
-
 def torch_dtype(name: str):
     """The torch dtype of 'fp32' | 'fp16' | 'bf16'."""
     import torch
@@ -124,9 +122,6 @@ def is_stand_in(spec: str | Path) -> bool:
         return False
 
 
-# ------------------------------------------------------------------------------------------------
-# forward passes packed by a token budget (PairRM's engine and the sequence classifiers)
-# ------------------------------------------------------------------------------------------------
 class BudgetedBatches:
     """Runs `self._forward(items)` over items sorted longest first, `batch_tokens` padded tokens at a time.
 

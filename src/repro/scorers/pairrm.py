@@ -1,22 +1,9 @@
 """PairRM's engine: llm-blender's pairwise reward model, scored fast on current transformers.
 
-PairRM (llm-blender's pairwise reward model) reads one ordered pair of candidates per forward pass,
-
-    [CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP] [CLS] <|candidate2|> b [SEP]
-
-and returns head(source, a) − head(source, b) from the last hidden states at the three prefix tokens.
-For c candidates every ordered pair i ≠ j fills M[i, j]; score_i = mean over j of (M[i, j] − M[j, i])
-(dividing by c), exactly as llm-blender's `Blender.rank(..., return_scores=True)`. Lengths follow
-llm-blender at `batch_size=1`: the source keeps ≤ `source_maxlength` tokens (with [CLS]/[SEP]); each
-candidate keeps ≤ `candidate_maxlength` + (source budget left unused) // 2, a budget per prompt.
-
-The engine tokenises every distinct source and candidate text once (`pairrm_tokens`), assembles each pass
-from ids, removes passes that are identical, sorts passes by length and packs them into batches by a token
-budget (padded tokens counted), and returns results in input order. The checkpoint (either layout) is
-found and built by `pairrm_checkpoint`, its attention sped up by `pairrm_attention`.
-
-    scorer = repro.scorers.load_scorer("llm-blender/PairRM", device="auto", dtype="auto")
-    scores = scorer.score(prompts, candidates)          # list of float64 arrays, input order
+One forward pass per ordered pair of candidates, `[CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP]
+[CLS] <|candidate2|> b [SEP]`, gives M[i, j]; score_i = mean over j of (M[i, j] − M[j, i]), with llm-blender's
+token limits at `batch_size=1` (`Blender.rank(..., return_scores=True)`). Every distinct text is tokenised once,
+identical passes are computed once, and passes are packed longest first into batches by a token budget.
 """
 
 from __future__ import annotations
@@ -43,9 +30,6 @@ def scores_from_matrix(matrix: np.ndarray) -> np.ndarray:
     return (m - m.T).mean(axis=1)
 
 
-# ------------------------------------------------------------------------------------------------
-# the scorer
-# ------------------------------------------------------------------------------------------------
 class _Pass:
     """One forward pass: a source and an ordered pair of candidates, as token ids."""
 

@@ -1,7 +1,5 @@
-"""PairRM checkpoints: finding one (built-in stand-in, folder, hub id), telling its layout, building the model.
-
-Two layouts hold the same weights: llm-blender's (a RankerConfig `config.json`, as `llm-blender/PairRM`
-ships it) and the Transformers one of `llm-blender/PairRM-hf` (a DebertaV2PairRM config).
+"""PairRM checkpoints: finding one (built-in stand-in, folder, hub id), telling its layout (llm-blender's
+RankerConfig as `llm-blender/PairRM` ships it, or the Transformers one of `llm-blender/PairRM-hf`), building the model.
 """
 
 from __future__ import annotations
@@ -35,9 +33,6 @@ DEBERTA_V3_LARGE = dict(
     vocab_size=128100)
 
 
-# ------------------------------------------------------------------------------------------------
-# finding a checkpoint
-# ------------------------------------------------------------------------------------------------
 def _how_to_provide(spec: str) -> str:
     repo = "llm-blender/PairRM-hf" if looks_like_path(spec) else spec
     return (f"To provide it: on a machine with internet run `hf download {repo} --include '*.json' spm.model "
@@ -139,9 +134,6 @@ def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = Non
     return limits, origins
 
 
-# ------------------------------------------------------------------------------------------------
-# model
-# ------------------------------------------------------------------------------------------------
 class PairRMModel(nn.Module):
     """DeBERTa-v2 backbone + llm-blender's head; state-dict keys `pretrained_model.*` and `head_layer.*`."""
 
@@ -172,9 +164,6 @@ class PairRMModel(nn.Module):
         return (left - right).mean(dim=-1)
 
 
-# ------------------------------------------------------------------------------------------------
-# weights and backbone config
-# ------------------------------------------------------------------------------------------------
 def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     if (folder / "model.safetensors").is_file():
         from safetensors.torch import load_file

@@ -1,20 +1,9 @@
 """Sequence-classifier reward models: any `AutoModelForSequenceClassification` checkpoint with one output.
 
-Bradley–Terry reward models (Skywork-Reward, ArmoRM, UltraRM-style, RLHFlow's) read one conversation and
-return one logit. The prompt and a candidate are rendered as a two-turn conversation (user, assistant) with
-the model's chat template (or `chat_template=` for a checkpoint without one), tokenised without adding
-special tokens (the template holds them, as `apply_chat_template` does), and scored one sequence per
-(prompt, candidate). A candidate's score is that logit: no sum-to-zero over a prompt's candidates, and a
-scale of its own (not comparable with PairRM's scores).
-
-The engine tokenises every distinct (prompt, candidate) once, sorts the sequences longest first (ties by
-text, so that the batches and hence the numbers do not depend on the input order), packs them into
-right-padded batches of at most `batch_tokens` padded tokens, and returns the scores in input order. Right
-padding leaves a decoder's real tokens untouched and the model's own pooling reads the last real token,
-so a sequence's score does not depend on its batch neighbours (to float rounding).
-
-    scorer = repro.scorers.load_scorer("Skywork/Skywork-Reward-V2-Llama-3.1-8B", kind="sequence_classifier")
-    scores = scorer.score(prompts, candidates)   # list of float64 arrays (one logit per candidate), input order
+The prompt and a candidate are rendered as a user and an assistant turn with the model's chat template,
+tokenised without added special tokens, and scored one sequence each: the score is the logit (no sum-to-zero,
+a scale of its own). Sequences are sorted longest first (ties by text) and packed into right-padded batches by
+a token budget, so a score does not depend on the input order or its batch neighbours (to float rounding).
 """
 
 from __future__ import annotations

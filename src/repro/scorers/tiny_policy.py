@@ -1,17 +1,8 @@
 """A tiny random causal LM with a chat template, built offline and deterministically: the policy stand-in.
 
-Its text is noise. It exists so that generation runs end to end without a download: the files it writes
-(`config.json`, `model.safetensors`, `tokenizer.json`, `chat_template.jinja`, ...) are the layout of a real
-model directory and load through the same `from_pretrained(dir)` path as one.
-
-- tokenizer: byte-level BPE with no merges (token id = byte value) plus `<|im_start|>`, `<|im_end|>` (the
-  end of a turn, its EOS) and `<|pad|>`, and a ChatML chat template; nothing is trained, so nothing varies;
-- model: a Llama-architecture decoder, random weights from `torch.manual_seed(seed)`, reshaped
-  (`shape_stand_in`) so that only printable ASCII bytes and newlines can be generated: every other token,
-  EOS included, sits ~150 logits below them. The stand-in never stops early nor emits control bytes, so
-  its responses are non-empty and run to exactly `max_new_tokens` (predictable lengths for benchmarks);
-- `size="1b"` writes a TinyLlama-1.1B-shaped config and the tokenizer only (no 4 GB of random weights):
-  a marker file tells `repro.construct.generation` to initialise the weights from the seed at load time.
+A byte-level tokenizer (id = byte) with ChatML tokens, and a Llama whose head only lets printable ASCII and
+newlines be generated (`shape_stand_in`), so responses run to exactly `max_new_tokens`. `size="1b"` writes a
+TinyLlama-1.1B-shaped config only: the weights are drawn from the seed at load time. Its text is noise.
 """
 
 from __future__ import annotations
