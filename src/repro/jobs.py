@@ -64,8 +64,7 @@ def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None
 
 
 def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
-    """`build(folder)` once into `target` (a stand-in: its marker file ends it), atomically and safely with
-    concurrent processes; later calls reuse it."""
+    """`build(folder)` into `target` once (atomically, safe with concurrent processes) until its marker exists."""
     if (target / STAND_IN_MARKER).exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -144,11 +143,8 @@ def _kernel() -> Any:
 
 
 def live_notebook() -> bool:
-    """Whether this code runs in a Jupyter kernel driven by a live front end (JupyterLab), not papermill.
-
-    The signal is the execute request's `allow_stdin`, which the kernel keeps per request: nbclient (under
-    papermill and `repro run`) always sends false, JupyterLab and other interactive front ends send true.
-    """
+    """Whether a live front end (JupyterLab) drives this kernel: its execute requests allow stdin, nbclient's
+    (papermill, `repro run`) never do."""
     return bool(getattr(_kernel(), "_allow_stdin", False))
 
 
@@ -158,26 +154,10 @@ def executed_notebook() -> bool:
     return _kernel() is not None and not live_notebook() and not os.environ.get(PROGRESS_LINES_ENV)
 
 
-def _widget_bar(**kwargs: Any):
-    """A tqdm ipywidgets bar, or None where ipywidgets cannot draw one."""
-    try:
-        from tqdm.notebook import tqdm as notebook_tqdm
-
-        return notebook_tqdm(**kwargs)
-    except ImportError:  # tqdm.notebook raises it when ipywidgets is missing
-        return None
-
-
 class Progress:
-    """Items done, items/s and ETA: a widget bar in a live notebook, a tqdm bar on a terminal, else lines.
-
-    In a log file or piped output, a bar would print a line per update; there the progress is written as
-    plain lines, one each time another `every_percent` of the total is done. In a notebook executed by
-    papermill those lines replace each other in one output (a display updated in place), so the saved notebook
-    holds one progress output per stage. In a notebook open in JupyterLab (`live_notebook()`) it is an
-    ipywidgets bar.
-    Items counted by `skip` (resumed from disk) are shown as done but left out of the rate and the ETA.
-    """
+    """Items done, items/s and ETA: a widget bar in a live notebook, a tqdm bar on a terminal, else a line per
+    `every_percent` (in a notebook papermill executes, one output updated in place). Items counted by `skip`
+    (resumed from disk) are shown as done but left out of the rate and the ETA."""
 
     def __init__(self, total: int, *, desc: str, unit: str = "item", enabled: bool = True,
                  stream: TextIO | None = None, bar: bool | None = None, every_percent: float = 5.0):
@@ -200,8 +180,12 @@ class Progress:
         if self.enabled and self.bar:
             options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
             if widget:
-                self._tqdm = _widget_bar(**options)
-                self.bar = self._tqdm is not None  # without ipywidgets: plain lines
+                try:
+                    from tqdm.notebook import tqdm as notebook_tqdm
+
+                    self._tqdm = notebook_tqdm(**options)
+                except ImportError:  # without ipywidgets: plain lines
+                    self.bar = False
             else:
                 from tqdm.auto import tqdm
 
@@ -210,9 +194,8 @@ class Progress:
     @property
     def rate(self) -> float:
         """Items per second over the items computed here (not resumed ones)."""
-        elapsed = time.monotonic() - self._start
         computed = self.done - self.skipped
-        return computed / elapsed if elapsed > 0 and computed > 0 else 0.0
+        return computed / self.elapsed if self.elapsed > 0 and computed > 0 else 0.0
 
     @property
     def elapsed(self) -> float:
@@ -243,14 +226,9 @@ class Progress:
         if self._tqdm is not None:
             self._tqdm.update(n)
         elif self.enabled:
-            percent = 100.0 * self.done / self.total if self.total else 100.0
-            if percent + 1e-9 >= self._next_percent and self.done < self.total:
+            if self._percent(self.done) + 1e-9 >= self._next_percent and self.done < self.total:
                 self._print(self._line())
                 self._next_percent = self._percent_after(self.done)
-
-    def update_to(self, done: int) -> None:
-        """Raise the count of computed items to `done` (no-op if already there)."""
-        self.advance(done - self.done)
 
     def close(self) -> None:
         """Finish the bar, or print the final line."""
@@ -262,12 +240,14 @@ class Progress:
         elif self.enabled:
             self._print(self._line(final=True))
 
+    def _percent(self, done: int) -> float:
+        return 100.0 * done / self.total if self.total else 100.0
+
     def _percent_after(self, done: int) -> float:
-        percent = 100.0 * done / self.total if self.total else 100.0
-        return (math.floor(percent / self.every) + 1) * self.every
+        return (math.floor(self._percent(done) / self.every) + 1) * self.every
 
     def _line(self, final: bool = False) -> str:
-        percent = 100.0 * self.done / self.total if self.total else 100.0
+        percent = self._percent(self.done)
         rate = self.rate
         left = self.total - self.done
         eta = left / rate if rate > 0 else (0.0 if left == 0 else math.inf)
@@ -388,7 +368,7 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             if len(out) != len(chunk):
                 raise RuntimeError(f"{desc}: chunk {index} returned {len(out)} results for {len(chunk)} items")
             atomic_write_json(chunk_path(work_dir, index), out)
-            bar.update_to(before + len(chunk))
+            bar.advance(before + len(chunk) - bar.done)
             results.extend(out)
     finally:
         if own_bar:
@@ -437,12 +417,8 @@ def is_main_process() -> bool:
 
 def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
                 device: str, compute: Callable[[str, tuple[int, int]], dict[str, Any]]) -> list[dict[str, Any]]:
-    """One rank of a torchrun job: `compute(device, (rank, world))` on its share; every rank's dict, in rank order.
-
-    `device` "cuda" becomes this process's GPU of the node (cuda:LOCAL_RANK); the process group is created
-    here unless the caller made one; rank 0 of each node prepares the work dir before anyone computes.
-    Shares are contiguous in rank order, so concatenating the ranks' results gives the input order.
-    """
+    """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after
+    rank 0 of each node prepared the work dir; every rank's dict, in rank order (shares are contiguous)."""
     import torch
     import torch.distributed as dist
 
@@ -571,14 +547,10 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
             error: type[Exception] = WorkersFailed) -> tuple[list[Any], dict[str, Any]]:
-    """Run a chunked job where it belongs; (results in input order, `merge_stats` of every process).
-
-    Inside a torchrun job (WORLD_SIZE > 1) this process is one rank: it computes its share on `device` (a GPU
-    per rank for "cuda") and every rank gets all results. Else with `num_processes > 1` it launches that many
-    torchrun workers on this node, each calling `entry(spec)`, which must come back here (as one rank), and
-    reads the chunks back. Else it computes everything itself. `compute(device, share)` runs
-    `run_chunked_with_stats` over `share` (None: all, with the work dir prepared; device None: the job's own)
-    and returns (the run, its own stats: the `summed` counts, the `slowest` times, anything else).
+    """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
+    all results); else in `num_processes` torchrun workers on this node, each calling `entry(spec)`, which comes
+    back here as one rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None:
+    all, device None: the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others).
     """
     if world_size() > 1:
         def share(rank_device: str, rank_share: tuple[int, int]) -> dict[str, Any]:

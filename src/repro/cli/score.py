@@ -108,11 +108,8 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_size: int,
                progress: bool = True) -> list[list[float]]:
-    """Scores of every row (input order), `chunk_size` prompts per engine call, with a progress bar.
-
-    The calls are the chunks `--work-dir` writes, so that the batches, hence the scores bit for bit, are the same
-    with and without it.
-    """
+    """Scores of every row (input order), `chunk_size` prompts per engine call (the chunks `--work-dir` writes, so
+    that the batches, hence the scores bit for bit, are the same with and without it), with a progress bar."""
     desc = "PairRM scoring" if getattr(scorer, "kind", "pairrm") == "pairrm" else "reward-model scoring"
     bar = Progress(len(rows), desc=desc, unit="prompt", enabled=progress)
     scores: list[list[float]] = []

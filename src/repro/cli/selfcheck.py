@@ -37,7 +37,7 @@ from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
 from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS
 from ..sources import demo_path, iter_jsonl
 from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
-                      machine_info, matmul_peak_tflops, read_bench_rows)
+                      gpu_use, machine_info, read_bench_rows)
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -549,8 +549,6 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
                             lambda p, c: engine.score(p, c, batch_tokens=budget))]
     if blender is not None:
         contenders += blender_contenders(blender, (1, 8))
-    for contender in contenders:  # warm-up: thread pools, kernels, caches
-        contender.run(prompts[:2], candidates[:2])
     run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
     if blender is not None:
@@ -575,10 +573,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     if device.type == "cuda":  # the models resident while timing; each call's peak above it is per contender
         timing["cuda_resident_mb"] = round(torch.cuda.memory_allocated(device) / 2 ** 20, 1)
         run.log("repro selfcheck: measuring the matmul peak ...")
-        peak = matmul_peak_tflops(str(device), dtype)
-        achieved = useful_flops / contenders[0].seconds / 1e12
-        timing["gpu"] = {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
-                         "engine_fraction_of_peak": round(achieved / peak, 4)}
+        timing["gpu"] = gpu_use(useful_flops, contenders[0].seconds, str(device), dtype)
     timing["projection_note"] = (
         f"{PART2_MINI_1_PROMPTS} prompts x 2 candidates, at the seconds per pass measured here on passes of "
         f"{timing['mean_tokens_per_pass']:.0f} tokens on average" +

@@ -26,6 +26,9 @@ from ..scorers.common import resolve_device, resolve_dtype
 from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
 
+# the parameters that decide the texts, in the fingerprint and the manifest
+SAMPLING = ("generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p", "max_new_tokens",
+            "generation_seed", "candidate_seeds", "use_chat_template")
 STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are noise, "
                  "not model text")
 
@@ -224,11 +227,8 @@ def row_seeds(keys):
 
 
 def counter_uniform(seeds, step: int, token_table):
-    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row seed, step, token id), identical on any device.
-
-    `token_table` is `_mix32(arange(vocab))` (int64), computed once; per step the row seeds are combined
-    with the step's own hash and mixed with every token's once more.
-    """
+    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row seed, step, token id), identical on any device
+    (`token_table` is `_mix32(arange(vocab))`, computed once)."""
     import torch
 
     h = _mix32(token_table[None, :] ^ (seeds ^ _mix32(step & _MASK32)))
@@ -323,8 +323,8 @@ class TransformersEngine:
         for row, s in enumerate(batch):
             input_ids[row, width - len(s.ids):] = torch.tensor(s.ids)
             attention_mask[row, width - len(s.ids):] = 1
-        processors, do_sample = self._sampling(batch, width, temperature, top_p)
-        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, num_beams=1,
+        processors = self._sampling(batch, width, temperature, top_p)
+        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                   eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
         with torch.inference_mode():
             generated = self.model.generate(input_ids=input_ids.to(self.device),
@@ -334,7 +334,7 @@ class TransformersEngine:
         return [self._decode(ids) for ids in new]
 
     def _sampling(self, batch: list[SequenceRequest], width: int, temperature: float, top_p: float):
-        """Logits processors and `do_sample` for one batch: greedy, or greedy over counter-noised logits."""
+        """Logits processors for one batch (decoding is greedy): none, or counter noise for sampling."""
         import torch
         from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
@@ -345,7 +345,7 @@ class TransformersEngine:
             if top_p < 1.0:
                 processors.append(TopPLogitsWarper(top_p))
             processors.append(_gumbel_processor(keys, width))
-        return processors, False
+        return processors
 
     def _decode(self, ids: list[int]) -> tuple[str, int]:
         # the response ends at its first EOS (counted as generated); what follows is padding
@@ -525,19 +525,11 @@ def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
         "policy": policy.name, "policy_path": policy.path, "model": _model_identity(policy),
         "backend": params.generation_backend, "device_type": device.split(":")[0], "dtype": dtype,
         "batch_size": params.generation_batch_size,
-        "sampling": {k: getattr(params, k) for k in (
-            "generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
-            "max_new_tokens", "generation_seed", "candidate_seeds", "use_chat_template")},
+        "sampling": {k: getattr(params, k) for k in SAMPLING},
         "eos_ids": eos_ids,
         "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
     }
     return _Plan(policy, tokenizer, context, limit, eos_ids, device, dtype, kept, skipped, truncated, fingerprint)
-
-
-def cache_row_key(item: dict) -> dict:
-    """What decides a row's generated texts besides the plan's fingerprint: its prompt tokens and noise keys (seed,
-    prompt text, candidate index); not its row number."""
-    return {"ids": item["ids"], "keys": item["keys"]}
 
 
 def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, device: str,
@@ -576,7 +568,8 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
                                      unit="prompt", share=share, prepare=share is None, cache=cache,
-                                     cache_key=cache_row_key)
+                                     # a row's texts: its prompt tokens and noise keys, not its row number
+                                     cache_key=lambda item: {"ids": item["ids"], "keys": item["keys"]})
     finally:
         progress.close()
     return run, asdict(counters)
@@ -604,12 +597,9 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
                         manifest: Any | None = None, cache_dir: str | Path | None = None) -> list[dict]:
-    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}` generated by the policy; resumable.
-
-    `generation_num_processes > 1` launches that many torchrun workers on this node, each generating a
-    contiguous share of the chunks; called inside your own torchrun job, this call is one rank of it.
-    `cache_dir`: rows generated before under the same fingerprint come from the row cache (repro.cache).
-    """
+    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}` generated by the policy; resumable,
+    in `generation_num_processes` torchrun workers or as one rank of your own torchrun job (`repro.jobs.run_job`);
+    `cache_dir`: rows generated before under the same fingerprint come from the row cache (repro.cache)."""
     start = time.monotonic()
     cache_dir = None if cache_dir is None else str(cache_dir)
     if cache_dir is not None:  # a cache of another key format is refused here, before any work
@@ -640,12 +630,8 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
             "stand_in": policy.stand_in,
             **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
             "backend": params.generation_backend, "device": plan.device, "dtype": plan.dtype,
-            "generate_reference": params.generate_reference,
-            "reference_max_new_tokens": params.reference_max_new_tokens,
-            "n_candidates": params.n_candidates, "temperature": params.temperature, "top_p": params.top_p,
-            "max_new_tokens": params.max_new_tokens, "generation_seed": params.generation_seed,
-            "candidate_seeds": params.candidate_seeds,
-            "use_chat_template": params.use_chat_template, "max_prompt_tokens": plan.limit,
+            **{k: getattr(params, k) for k in SAMPLING},
+            "max_prompt_tokens": plan.limit,
             "context": plan.context,
             "long_prompts": params.long_prompts, "batch_size": params.generation_batch_size,
             "chunk_size": params.generation_chunk_size, "processes": stats["processes"],

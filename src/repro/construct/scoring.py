@@ -98,11 +98,8 @@ def _optional_int(value: Any) -> int | None:
 
 
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
-    """What the scores depend on (not where or how fast they are computed); the items are hashed by `work`.
-
-    `batch_tokens` is in it: the batches, hence the float rounding of every score, follow the budget
-    (`work` adds the chunk size, which decides the batches too).
-    """
+    """What the scores depend on (not where or how fast they are computed), the budget included: the batches, hence
+    the float rounding, follow it (`repro.jobs` adds the items and the chunk size)."""
     device_type, dtype = _device_and_dtype(job)
     versions = {}
     for name in ("torch", "transformers", "repro"):
@@ -135,10 +132,8 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                      cache_dir: str | Path | None = None) -> ScoreResult:
     """Score every candidate of every prompt (PairRM or a sequence classifier), resumably, in one or several processes.
 
-    `kind`: 'auto' (read from the checkpoint), 'pairrm' or 'sequence_classifier'; `options`: a sequence
-    classifier's (chat_template, trust_remote_code, output_index, max_length). PairRM limits left None are the
-    checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which. `cache_dir`: rows
-    already scored under this scorer's fingerprint come from the row cache there, the others are added to it.
+    `options`: a sequence classifier's (chat_template, trust_remote_code, output_index, max_length); PairRM limits
+    left None are the checkpoint's own (`limits_from` says which); `cache_dir`: the project's row cache.
     """
     options = dict(options or {})
     limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
@@ -217,10 +212,11 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         scorer = _load_scorer(job, device)
         load_seconds = time.monotonic() - start
         budgets_used: dict[str, int] = {}
+        fingerprint = job_fingerprint(job)  # after the load, which may have fetched the checkpoint
         # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
-        cache = RowCache.open(job.cache_dir, "scores", job_fingerprint(job)) if job.cache_dir is not None else None
+        cache = RowCache.open(job.cache_dir, "scores", fingerprint) if job.cache_dir is not None else None
         run = run_chunked_with_stats(
-            items, _chunk_fn(scorer, job, budgets_used), work_dir=job.work_dir, fingerprint=job_fingerprint(job),
+            items, _chunk_fn(scorer, job, budgets_used), work_dir=job.work_dir, fingerprint=fingerprint,
             chunk_size=job.chunk_size, desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
             progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
             unit="prompt", prepare=share is None, cache=cache)

@@ -22,7 +22,6 @@ from .sequence_classifier import SequenceClassifierScorer
 from .tiny import BUILTIN_REWARD_MODELS
 
 KINDS = ("auto", "pairrm", "sequence_classifier")
-BACKENDS = ("repro", "llm-blender")
 PAIRRM_OPTIONS = {  # each PairRM backend's own options
     "repro": ("source_maxlength", "candidate_maxlength", "fast_attention"),
     "llm-blender": ("source_maxlength", "candidate_maxlength", "batch_size", "restore_normalizer"),
@@ -114,8 +113,4 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
         return SequenceClassifierScorer.load(model, device=device, dtype=dtype, **options)
     # PairRM limits not given (or None) are the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412:
     # `info["limits_from"]` says which
-    if backend == "repro":
-        return PairRM.load(model, device=device, dtype=dtype, **options)
-    if backend == "llm-blender":
-        return BlenderScorer.load(model, device=device, dtype=dtype, **options)
-    raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
+    return (PairRM if backend == "repro" else BlenderScorer).load(model, device=device, dtype=dtype, **options)

@@ -91,10 +91,8 @@ class BlenderScorer:
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
              source_maxlength: int | None = None, candidate_maxlength: int | None = None, batch_size: int = 1,
              restore_normalizer: bool = True) -> "BlenderScorer":
-        """`Blender.loadranker` on a PairRM checkpoint; `batch_size=1` is what SPPO uses (a budget per prompt).
-
-        Limits left None are the checkpoint's own, which is what llm-blender itself does (`checkpoint_limits`).
-        """
+        """`Blender.loadranker` on a PairRM checkpoint (limits left None: the checkpoint's own, as llm-blender);
+        `batch_size=1` is what SPPO uses (a budget per prompt)."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         if dtype_name == "bf16" or (dtype_name == "fp16" and torch_device.type not in ("cuda", "mps")):
@@ -138,11 +136,6 @@ class BlenderScorer:
                 "stand_in": is_stand_in(self.path),
                 "normalization": self.normalization, "batch_size": self.batch_size}
 
-    def _rank_scores(self, prompts: list[str], candidates: list[list[str]]) -> np.ndarray:
-        return self.blender.rank(prompts, candidates, return_scores=True, batch_size=self.batch_size,
-                                 disable_tqdm=True, source_max_length=self.source_maxlength,
-                                 candidate_max_length=self.candidate_maxlength)
-
     def comparison_matrices(self, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         """M per prompt from llm-blender's `_full_predict`, batched as `Blender.rank` batches (equal counts)."""
         import torch
@@ -182,7 +175,10 @@ class BlenderScorer:
                 part = rows[start:start + step]
                 p = [prompts[r] for r in part]
                 c = [list(candidates[r]) for r in part]
-                for r, s in zip(part, self._rank_scores(p, c)):
+                ranked = self.blender.rank(p, c, return_scores=True, batch_size=self.batch_size, disable_tqdm=True,
+                                           source_max_length=self.source_maxlength,
+                                           candidate_max_length=self.candidate_maxlength)
+                for r, s in zip(part, ranked):
                     scores[r] = np.asarray(s, dtype=np.float64)
                 if return_matrix:
                     for r, m in zip(part, self.comparison_matrices(p, c)):

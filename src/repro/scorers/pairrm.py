@@ -15,10 +15,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from ..errors import DataError, ModelLoadError, ParameterError
+from ..errors import DataError, ModelLoadError
 from ..parameters import DEFAULT_BATCH_TOKENS
 from .common import (BudgetedBatches, check_inputs, is_stand_in,
-                     prompts_done_counter, ranks_from_scores, resolve_device, resolve_dtype, torch_dtype)
+                     prompts_done_counter, resolve_device, resolve_dtype, torch_dtype)
 from .pairrm_checkpoint import PairRMModel, checkpoint_limits, load_pairrm_model, read_config, resolve_model
 from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
                             load_tokenizer)
@@ -58,9 +58,6 @@ class PairRM(BudgetedBatches):
     def __init__(self, model: PairRMModel, tokenizer, *, spec: str, path: Path, layout: str, device: torch.device,
                  dtype: str, normalization: str, source_maxlength: int, candidate_maxlength: int,
                  limits_from: dict[str, str] | None = None):
-        if source_maxlength < 3 or candidate_maxlength < 3:
-            raise ParameterError(f"source_maxlength={source_maxlength} and candidate_maxlength={candidate_maxlength} "
-                                 f"must both be >= 3 ([CLS], the prefix token and [SEP]).")
         self.model, self.tokenizer = model, tokenizer
         self.spec, self.path, self.layout = spec, path, layout
         self.device, self.dtype, self.normalization = device, dtype, normalization
@@ -78,11 +75,8 @@ class PairRM(BudgetedBatches):
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
              source_maxlength: int | None = None, candidate_maxlength: int | None = None,
              fast_attention: bool = True) -> "PairRM":
-        """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`).
-
-        Limits left None are the checkpoint's own, as in llm-blender (`checkpoint_limits`);
-        `fast_attention=False` keeps transformers' own DeBERTa attention (same numbers, slower).
-        """
+        """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`); limits left None
+        are the checkpoint's own (`checkpoint_limits`); `fast_attention=False`: transformers' attention (slower)."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         path = resolve_model(model)
@@ -184,13 +178,9 @@ class PairRM(BudgetedBatches):
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
               batch_tokens: int = DEFAULT_BATCH_TOKENS, return_matrix: bool = False,
               progress: Callable[[int], Any] | None = None):
-        """PairRM scores per prompt (float64 arrays, input order); with `return_matrix` also each M.
-
-        `progress(n)` is called with the number of prompts newly finished after each batch.
-        """
+        """PairRM scores per prompt (float64 arrays, input order); with `return_matrix` also each M;
+        `progress(n)` gets the number of prompts newly finished after each batch."""
         check_inputs(prompts, candidates)
-        if batch_tokens < 1:
-            raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
         plan, order, per_prompt = self.plan(prompts, candidates)
         on_done = prompts_done_counter([np.unique(index[index >= 0]) for index in per_prompt], len(plan), progress)
         logits = self._run(plan, order, batch_tokens, on_done)
@@ -207,10 +197,6 @@ class PairRM(BudgetedBatches):
         plan, _, per_prompt = self.plan(prompts, candidates)
         return [{(i, j): np.concatenate([plan[k].source, plan[k].first, plan[k].second])
                  for (i, j), k in np.ndenumerate(index) if k >= 0} for index in per_prompt]
-
-    def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
-        """Ranks per prompt (1 = best, ties share), from `score`."""
-        return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]
 
     def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
                 **kwargs) -> np.ndarray:

@@ -23,6 +23,15 @@ from .tiny_policy import byte_tokenizer
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
+# microsoft/deberta-v3-large's config.json: the backbone of llm-blender/PairRM (what its RankerConfig loads), and
+# at other sizes the stand-ins'. Loading the llm-blender layout needs nothing of deberta-v3-large (llm-blender
+# downloads its 1.7 GB of weights only to overwrite them); vocab_size comes from the checkpoint's embeddings.
+DEBERTA_V3_LARGE = dict(
+    hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, hidden_act="gelu",
+    hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=0,
+    initializer_range=0.02, layer_norm_eps=1e-7, relative_attention=True, max_relative_positions=-1, pad_token_id=0,
+    position_biased_input=False, pos_att_type=["p2c", "c2p"], position_buckets=256, norm_rel_ebd="layer_norm",
+    share_att_key=True, vocab_size=128100)
 SPECIAL_TOKENS = {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]", "unk_token": "[UNK]",
                   "mask_token": "[MASK]", "bos_token": "[CLS]", "eos_token": "[SEP]"}
 BACKBONE_DIR = "backbone"
@@ -118,13 +127,9 @@ def _backbone_config(vocab_size: int, hidden_size: int, num_layers: int, num_hea
     """DeBERTa-v3-large's architecture settings at a chosen size."""
     from transformers import DebertaV2Config
 
-    return DebertaV2Config(
-        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-        num_attention_heads=num_heads, intermediate_size=intermediate_size, hidden_act="gelu",
-        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-        type_vocab_size=0, initializer_range=initializer_range, layer_norm_eps=1e-7, relative_attention=True,
-        max_relative_positions=-1, pad_token_id=0, position_biased_input=False, pos_att_type=["p2c", "c2p"],
-        position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True)
+    return DebertaV2Config(**{**DEBERTA_V3_LARGE, "vocab_size": vocab_size, "hidden_size": hidden_size,
+                              "num_hidden_layers": num_layers, "num_attention_heads": num_heads,
+                              "intermediate_size": intermediate_size, "initializer_range": initializer_range})
 
 
 def _config_json(config, **extra) -> dict:
@@ -171,12 +176,9 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
                       candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength) -> Path:
     """Build a random PairRM checkpoint (llm-blender's layout by default) in `out_dir`; returns the directory.
 
-    `vocab_size` counts sentencepiece pieces (the tokenizer adds [MASK] and the four prefix tokens);
-    `initializer_range=1.0` spreads random scores to about 0.1 (DeBERTa's 0.02 gives near-ties);
-    `weights_format`: "safetensors", "bin" (pytorch_model.bin) or "both"; `extra_corpus`: more training
-    text for the tokenizer (e.g. real prompts, for realistic token counts in a benchmark);
-    `source_maxlength` / `candidate_maxlength`: the limits its llm-blender RankerConfig holds (PairRM-hf's
-    layout carries none).
+    `vocab_size`: sentencepiece pieces; `initializer_range=1.0` spreads scores to about 0.1 (0.02 gives near-ties);
+    `extra_corpus`: more tokenizer training text (realistic token counts in a benchmark); the limits go to the
+    RankerConfig (PairRM-hf's layout carries none).
     """
     import torch
     from safetensors.torch import save_file
@@ -238,12 +240,8 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
                             chat_template: bool = True, hidden_size: int = 32, num_layers: int = 2,
                             num_heads: int = 4, intermediate_size: int = 64, initializer_range: float = 0.2,
                             vocab_size: int = 600) -> Path:
-    """A random `*ForSequenceClassification` reward model with a chat template (Llama or DeBERTa-v2) in `out_dir`.
-
-    Llama: the byte-level ChatML tokenizer of the stand-in policy; DeBERTa-v2: a DeBERTa-v3 sentencepiece
-    tokenizer trained here (`vocab_size` pieces) with `DEBERTA_CHAT_TEMPLATE`. `chat_template=False` leaves
-    the template out; `num_labels` > 1 gives a multi-output head. Scores are noise.
-    """
+    """A random `*ForSequenceClassification` reward model in `out_dir`: Llama with the stand-in policy's byte-level
+    ChatML tokenizer, or DeBERTa-v2 with a sentencepiece tokenizer trained here and `DEBERTA_CHAT_TEMPLATE`."""
     import torch
     from transformers import DebertaV2ForSequenceClassification, LlamaConfig, LlamaForSequenceClassification
 

@@ -106,11 +106,8 @@ def shape_stand_in(model, seed: int) -> None:
 
 def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: str = "tiny",
                       max_position_embeddings: int | None = None, config_only: bool | None = None) -> Path:
-    """Write the stand-in policy (tokenizer with chat template + random Llama) to `out_dir` or the cache; returns the dir.
-
-    `config_only` (default: only for size "1b") writes no weights, just the marker that has them drawn
-    from `seed` at load time.
-    """
+    """Write the stand-in policy (tokenizer with chat template + random Llama) to `out_dir` or the cache; returns the
+    dir. `config_only` (default: only for size "1b") writes no weights: they are drawn from `seed` at load time."""
     if size not in SIZES:
         raise ParameterError(f"Unknown stand-in policy size {size!r}; choose one of {sorted(SIZES)}.")
     config_only = size == "1b" if config_only is None else config_only
@@ -142,11 +139,8 @@ def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int
 
 
 def init_random_weights(config, seed: int, dtype=None, device: str = "cpu"):
-    """The model of a config-only stand-in (see STAND_IN_MARKER): random weights from `seed`, shaped head.
-
-    The weights are drawn on `device` (a 1B model initialised on the CPU would take most of a minute), so
-    they are reproducible for one kind of device, not across CPU and GPU: fine for a timing stand-in.
-    """
+    """The model of a config-only stand-in: random weights from `seed`, drawn on `device` (fast for 1B, reproducible
+    per kind of device, not across CPU and GPU: fine for a timing stand-in), shaped head."""
     import torch
     from transformers import AutoModelForCausalLM
 
