@@ -175,8 +175,9 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         "work_dir": str(job.work_dir),
         "fingerprint": stats["digest"],
         **({"devices": stats["devices"]} if stats["processes"] > 1 else {}),
-        **({"cache": stats["cache"]} if "cache" in stats else {}),
     }
+    if "cache" in stats:
+        info["cache"] = stats["cache"]
     return ScoreResult(scores=scores, info=info)
 
 
@@ -224,6 +225,8 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         if set(budgets_used) - {str(job.batch_tokens)}:
             # prompts scored here per budget: after an out-of-memory, which chunks a re-run at the lower budget matches
             info["batch_tokens_used"] = budgets_used
+        if run.cache is not None:
+            info["cache"] = run.cache  # this process's; score_candidates puts every process's counts in its place
         return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?")}
 
     return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=job_fingerprint(job),
