@@ -457,14 +457,6 @@ def exit_process(code: int) -> None:
     sys.exit(code)
 
 
-def torchrun_command(job_path: Path, num_processes: int, entry: str) -> list[str]:
-    """The torchrun command line running `num_processes` workers of `entry` ("module:function") on this node."""
-    worker = (f"from repro.jobs import exit_process, torchrun_worker; "
-              f"exit_process(torchrun_worker({entry!r}, {str(job_path)!r}))")
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
-            "--no-python", sys.executable, "-c", worker]
-
-
 def torchrun_worker(entry: str, job_path: str) -> int:
     """One torchrun worker: `entry(spec)` with the job file's spec returns (results, stats); rank 0 writes the
     stats (the results are in the chunks)."""
@@ -493,8 +485,11 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
         # the caller asks for (torchrun would give it one), so that N processes match 1 bit for bit
         env.update(OMP_NUM_THREADS=str(env_threads), MKL_NUM_THREADS=str(env_threads))
     tail: collections.deque[str] = collections.deque(maxlen=40)
-    proc = subprocess.Popen(torchrun_command(job_path, num_processes, entry), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+    worker = (f"from repro.jobs import exit_process, torchrun_worker; "
+              f"exit_process(torchrun_worker({entry!r}, {str(job_path)!r}))")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
+               "--no-python", sys.executable, "-c", worker]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # relayed, so that progress shows in a notebook too

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from ..cache import check_format
 from ..errors import ParameterError
@@ -97,18 +96,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="run only this member of the family, by name or index from 0 (a Slurm array task id)")
 
 
-def check_row_cache(values: dict[str, Any]) -> None:
-    """Refuse, before any notebook runs, a row cache of another key format (repro.cache)."""
-    construct = validate_all(values)["construct"]
-    if construct.row_cache is not None:
-        check_format(construct.row_cache)
-
-
 def main(args: argparse.Namespace) -> int:
     params_file = find_params(args.params)
     values = load_params_file(params_file, args.overrides)
     grid_args = parse_grid_args(args.grid)
-    check_row_cache(values)
+    row_cache = validate_all(values)["construct"].row_cache
+    if row_cache is not None:  # a row cache of another key format (repro.cache) is refused before any notebook runs
+        check_format(row_cache)
     if not values.get("family") and not grid_args:
         if args.member or args.jobs:
             raise ParameterError(f"--member and --jobs run members of a family, and {params_file} declares none: add "

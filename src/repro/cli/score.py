@@ -101,11 +101,6 @@ def check_output(path: Path) -> None:
         raise DataError(f"--output {path} lies inside {existing}, which is a file; give a path in a folder.")
 
 
-def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write jsonl atomically: a crash never leaves half an output file."""
-    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-
-
 def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_size: int,
                progress: bool = True) -> list[list[float]]:
     """Scores of every row (input order), `chunk_size` prompts per engine call (the chunks `--work-dir` writes, so
@@ -163,8 +158,9 @@ def main(args: argparse.Namespace) -> int:
                              **options)
         scores, info = (score_rows(scorer, rows, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size),
                         scorer.info)
-    write_rows(args.output, [{**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}
-                             for row, s in zip(rows, scores)])
+    # atomically: a crash never leaves half an output file
+    atomic_write_text(args.output, "".join(json.dumps({**row, "scores": s, "ranks": ranks_from_scores(s).tolist()},
+                                                      ensure_ascii=False) + "\n" for row, s in zip(rows, scores)))
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
     print(f"repro score: {len(rows)} prompts scored with {info['model']} ({info['backend']}, {info['device']}, "
           f"{info['dtype']}) -> {args.output}{note}", file=sys.stderr)

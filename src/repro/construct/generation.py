@@ -315,7 +315,7 @@ class TransformersEngine:
     def _generate_batch(self, batch: list[SequenceRequest], max_new_tokens: int, temperature: float,
                         top_p: float) -> list[tuple[str, int]]:
         import torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
         width = max(len(s.ids) for s in batch)
         input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
@@ -323,7 +323,14 @@ class TransformersEngine:
         for row, s in enumerate(batch):
             input_ids[row, width - len(s.ids):] = torch.tensor(s.ids)
             attention_mask[row, width - len(s.ids):] = 1
-        processors = self._sampling(batch, width, temperature, top_p)
+        # decoding is greedy; sampling is greedy over logits with counter noise added (`_gumbel_processor`)
+        processors = LogitsProcessorList()
+        if temperature > 0 and batch[0].key is not None:
+            keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
+            processors.append(TemperatureLogitsWarper(temperature))
+            if top_p < 1.0:
+                processors.append(TopPLogitsWarper(top_p))
+            processors.append(_gumbel_processor(keys, width))
         config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                   eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
         with torch.inference_mode():
@@ -332,20 +339,6 @@ class TransformersEngine:
                                             generation_config=config, logits_processor=processors)
         new = generated[:, width:].tolist()
         return [self._decode(ids) for ids in new]
-
-    def _sampling(self, batch: list[SequenceRequest], width: int, temperature: float, top_p: float):
-        """Logits processors for one batch (decoding is greedy): none, or counter noise for sampling."""
-        import torch
-        from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
-
-        processors = LogitsProcessorList()
-        if temperature > 0 and batch[0].key is not None:
-            keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
-            processors.append(TemperatureLogitsWarper(temperature))
-            if top_p < 1.0:
-                processors.append(TopPLogitsWarper(top_p))
-            processors.append(_gumbel_processor(keys, width))
-        return processors
 
     def _decode(self, ids: list[int]) -> tuple[str, int]:
         # the response ends at its first EOS (counted as generated); what follows is padding

@@ -181,44 +181,36 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     return ScoreResult(scores=scores, info=info)
 
 
-def _load_scorer(job: ScoringJob, device: str | None):
-    limits = {} if job.kind == "sequence_classifier" else {
-        "source_maxlength": job.source_maxlength, "candidate_maxlength": job.candidate_maxlength}
-    return load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device, dtype=job.dtype,
-                       **limits, **job.options)
-
-
-def _chunk_fn(scorer, job: ScoringJob, budgets_used: dict[str, int]):
-    def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
-        prompts = [p for p, _ in chunk]
-        cands = [c for _, c in chunk]
-        out = scorer.score(prompts, cands, batch_tokens=job.batch_tokens, progress=advance)
-        if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
-            key = str(scorer.effective_batch_tokens(job.batch_tokens))
-            budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
-        # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
-        return [[float(x) for x in row] for row in out]
-
-    return score_chunk
-
-
 def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]]:
     """The scores of `spec`'s items and the merged stats, through `repro.jobs.run_job` (also every torchrun
     worker's entry)."""
     job, items = ScoringJob(**spec["job"]), spec["items"]
     desc = "PairRM scoring" if job.kind == "pairrm" else "reward-model scoring"
+    limits = {} if job.kind == "sequence_classifier" else {
+        "source_maxlength": job.source_maxlength, "candidate_maxlength": job.candidate_maxlength}
 
     def compute(device: str | None, share: tuple[int, int] | None):
         start = time.monotonic()
-        scorer = _load_scorer(job, device)
+        scorer = load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
+                             dtype=job.dtype, **limits, **job.options)
         load_seconds = time.monotonic() - start
         budgets_used: dict[str, int] = {}
+
+        def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
+            out = scorer.score([p for p, _ in chunk], [c for _, c in chunk], batch_tokens=job.batch_tokens,
+                               progress=advance)
+            if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
+                key = str(scorer.effective_batch_tokens(job.batch_tokens))
+                budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
+            # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
+            return [[float(x) for x in row] for row in out]
+
         fingerprint = job_fingerprint(job)  # after the load, which may have fetched the checkpoint
         # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
         cache = RowCache.open(job.cache_dir, "scores", fingerprint) if job.cache_dir is not None else None
         run = run_chunked_with_stats(
-            items, _chunk_fn(scorer, job, budgets_used), work_dir=job.work_dir, fingerprint=fingerprint,
-            chunk_size=job.chunk_size, desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
+            items, score_chunk, work_dir=job.work_dir, fingerprint=fingerprint, chunk_size=job.chunk_size,
+            desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
             progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
             unit="prompt", prepare=share is None, cache=cache)
         info = dict(scorer.info)

@@ -31,17 +31,13 @@ def _how_to_provide(spec: str) -> str:
             f"'{BUILTIN_TINY}' (a random stand-in whose scores are noise).")
 
 
-def _has_weights(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in WEIGHT_FILES)
-
-
 def _from_hub(repo_id: str) -> Path:
     """A hub checkpoint's local snapshot (config, tokenizer and one weights file only; never the backbone's)."""
     from huggingface_hub import constants, snapshot_download
 
     # llm-blender's own download location (`snapshot_download(local_dir=TRANSFORMERS_CACHE/<repo>)`)
     legacy = Path(constants.HF_HUB_CACHE) / repo_id
-    if (legacy / "config.json").is_file() and _has_weights(legacy):
+    if (legacy / "config.json").is_file() and any((legacy / name).is_file() for name in WEIGHT_FILES):
         return legacy
     reasons = []
     for weights in WEIGHT_FILES:

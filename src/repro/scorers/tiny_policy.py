@@ -41,13 +41,9 @@ SIZES: dict[str, dict] = {
 # below the speaking tokens' (measured on the tiny size over real prompts: the best silent token stays at
 # least 29 logits below the best speaking one, whose logits spread with a standard deviation of about 2.5).
 RESIDUAL_CONSTANT = 2.0
+SPEAKING_TOKEN_IDS = [10] + list(range(0x20, 0x7F))  # the newline and printable ASCII (token id = byte value)
 SILENT_WEIGHT = 100.0
 SPEAKING_WEIGHT_STD = 0.3
-
-
-def speaking_token_ids() -> list[int]:
-    """Ids the stand-in may emit: printable ASCII bytes and the newline (token id = byte value)."""
-    return [10] + list(range(0x20, 0x7F))
 
 
 def byte_tokenizer(vocab_size: int | None):
@@ -90,7 +86,7 @@ def shape_stand_in(model, seed: int) -> None:
     generator = torch.Generator().manual_seed(seed + 1)
     head = model.get_output_embeddings().weight
     vocab, hidden = head.shape
-    speaking = torch.tensor(speaking_token_ids())
+    speaking = torch.tensor(SPEAKING_TOKEN_IDS)
     silent = torch.ones(vocab, dtype=torch.bool)
     silent[speaking] = False
     weights = torch.zeros((vocab, hidden), dtype=torch.float32)
