@@ -15,7 +15,7 @@ from repro.construct.generation import generate_candidates
 from repro.manifest import Manifest
 from repro.parameters import GenerationParams
 from repro.paths import RunDir
-from repro.construct.scoring import score_candidates
+from scoring_defaults import run_scoring
 from repro.scorers.tiny_policy import build_tiny_policy
 
 LIMITS = dict(source_maxlength=64, candidate_maxlength=32)
@@ -123,25 +123,25 @@ def test_scoring_from_the_cache_gives_the_computing_runs_bytes_and_computes_noth
     prompts, candidates = job
     common = dict(model=str(tiny_pairrm_dir), chunk_size=4, progress=False, cache_dir=tmp_path / "cache", **LIMITS)
     # "another member" scores rows 4..11 first, in its own chunks
-    other = score_candidates(prompts[4:], candidates[4:], work_dir=tmp_path / "other", **common)
+    other = run_scoring(prompts[4:], candidates[4:], work_dir=tmp_path / "other", **common)
     assert other.info["cache"]["rows_computed"] == 8
-    alone = score_candidates(prompts[4:], candidates[4:], model=str(tiny_pairrm_dir), chunk_size=4, progress=False,
-                             work_dir=tmp_path / "alone", **LIMITS)
+    alone = run_scoring(prompts[4:], candidates[4:], model=str(tiny_pairrm_dir), chunk_size=4, progress=False,
+                        work_dir=tmp_path / "alone", **LIMITS)
     assert "cache" not in alone.info and alone.scores == other.scores
     # a run of rows 0..11: the first chunk is computed, the two others come from the cache, exactly
-    mixed = score_candidates(prompts, candidates, work_dir=tmp_path / "mixed", **common)
+    mixed = run_scoring(prompts, candidates, work_dir=tmp_path / "mixed", **common)
     assert (mixed.info["cache"]["rows_from_cache"], mixed.info["cache"]["rows_computed"]) == (8, 4)
     assert mixed.info["prompts_computed"] == 4  # the scorer's own count: rows from the cache are not computed
     assert np.array(mixed.scores[4:]).tobytes() == np.array(other.scores).tobytes()
-    direct = score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), chunk_size=4, progress=False,
-                              work_dir=tmp_path / "direct", **LIMITS)
+    direct = run_scoring(prompts, candidates, model=str(tiny_pairrm_dir), chunk_size=4, progress=False,
+                         work_dir=tmp_path / "direct", **LIMITS)
     assert mixed.scores[:4] == direct.scores[:4]  # the computed chunk was computed as a run alone computes it
     # everything is there now: a third run computes nothing and gets the same bytes
-    again = score_candidates(prompts, candidates, work_dir=tmp_path / "again", **common)
+    again = run_scoring(prompts, candidates, work_dir=tmp_path / "again", **common)
     assert again.info["cache"]["rows_computed"] == 0 == again.info["prompts_computed"] and again.scores == mixed.scores
     # another scorer setting is another namespace: nothing shared
-    other_dtype = score_candidates(prompts[:2], candidates[:2], work_dir=tmp_path / "bf", batch_tokens=4096,
-                                   **common)
+    other_dtype = run_scoring(prompts[:2], candidates[:2], work_dir=tmp_path / "bf", batch_tokens=4096,
+                              **common)
     assert other_dtype.info["cache"]["rows_from_cache"] == 0
 
 

@@ -325,14 +325,14 @@ def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
 # real rows, re-scored by the stand-in
 # --------------------------------------------------------------------------------------------
 def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_path, one_torch_thread):
-    from repro.construct.scoring import score_candidates  # the integrator may point this at repro.scorers
+    from scoring_defaults import run_scoring
 
     real = train_rows[:80]
     rows = [r for r in real if assistant(r, "chosen") != assistant(r, "rejected")]
     prompts = [r["prompt"] for r in rows]
     candidates = [[assistant(r, "chosen"), assistant(r, "rejected")] for r in rows]
-    scored = score_candidates(prompts, candidates, model="builtin:tiny-pairrm", device="cpu", dtype="fp32",
-                              batch_tokens=4096, chunk_size=64, work_dir=tmp_path / "work", progress=False)
+    scored = run_scoring(prompts, candidates, model="builtin:tiny-pairrm", device="cpu", dtype="fp32",
+                         batch_tokens=4096, chunk_size=64, work_dir=tmp_path / "work", progress=False)
     rebuilt = [build_row(r, r["prompt"], c, s) for r, c, s in zip(rows, candidates, scored.scores)]
     reference = tmp_path / "real.jsonl"
     reference.write_text("".join(json.dumps(r) + "\n" for r in real))

@@ -80,10 +80,10 @@ def test_limits_not_given_are_the_checkpoints_own_else_the_defaults(tmp_path, ti
     assert (hf.source_maxlength, hf.candidate_maxlength) == (1224, 412)
     assert set(hf.info["limits_from"].values()) == {"default"}
     # the scoring job records them in the manifest's scorer entry
-    from repro.construct.scoring import score_candidates
+    from scoring_defaults import run_scoring
 
-    result = score_candidates(["A question?"], [["One answer.", "Another answer."]], model=str(own),
-                              device="cpu", work_dir=tmp_path / "work", progress=False)
+    result = run_scoring(["A question?"], [["One answer.", "Another answer."]], model=str(own),
+                         device="cpu", work_dir=tmp_path / "work", progress=False)
     assert (result.info["source_maxlength"], result.info["candidate_maxlength"]) == (64, 32)
     assert result.info["limits_from"]["source_maxlength"] == "checkpoint config"
     broken = tmp_path / "broken"

@@ -17,7 +17,8 @@ import pytest
 from repro.errors import DataError, ParameterError
 from repro.scorers import load_scorer
 from repro.scorers.common import ranks_from_scores
-from repro.construct.scoring import ScoringJob, job_fingerprint, score_candidates
+from repro.construct.scoring import ScoringJob, job_fingerprint
+from scoring_defaults import run_scoring, with_run_defaults
 from repro.jobs import fingerprint_of
 
 
@@ -49,8 +50,8 @@ def reference(job, tiny_pairrm_dir, tmp_path_factory):
     """One uninterrupted single-process run (chunks of 5 prompts: 5, 5, 5, 1) that other runs are compared with."""
     prompts, candidates = job
     work = tmp_path_factory.mktemp("reference-work")
-    result = score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=work, chunk_size=5,
-                              progress=False, **LIMITS)
+    result = run_scoring(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=work, chunk_size=5,
+                         progress=False, **LIMITS)
     return result, work
 
 
@@ -84,9 +85,9 @@ def test_shuffled_input_and_other_budgets_give_the_same_scores(job, reference, t
     longest_pass = LIMITS["source_maxlength"] + 2 * (LIMITS["candidate_maxlength"] + LIMITS["source_maxlength"] // 2)
     # one pass per batch in chunks of 3 prompts; everything in one batch and one chunk
     for i, (chunk_size, batch_tokens) in enumerate([(3, longest_pass), (16, 1 << 20)]):
-        result = score_candidates([prompts[k] for k in order], [candidates[k] for k in order],
-                                  model=str(tiny_pairrm_dir), work_dir=tmp_path / f"w{i}", chunk_size=chunk_size,
-                                  batch_tokens=batch_tokens, progress=False, **LIMITS)
+        result = run_scoring([prompts[k] for k in order], [candidates[k] for k in order],
+                             model=str(tiny_pairrm_dir), work_dir=tmp_path / f"w{i}", chunk_size=chunk_size,
+                             batch_tokens=batch_tokens, progress=False, **LIMITS)
         back = [None] * len(order)
         for pos, k in enumerate(order):
             back[k] = result.scores[pos]
@@ -111,8 +112,8 @@ def test_the_same_prompts_in_another_order_give_bit_identical_scores(job, tiny_p
 def test_two_torchrun_processes_give_byte_identical_chunks_and_scores(job, reference, tiny_pairrm_dir, tmp_path,
                                                                       capfd, torchrun_processes):
     prompts, candidates = job
-    result = score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=tmp_path, chunk_size=5,
-                              num_processes=torchrun_processes, progress=True, **LIMITS)
+    result = run_scoring(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=tmp_path, chunk_size=5,
+                         num_processes=torchrun_processes, progress=True, **LIMITS)
     assert result.scores == reference[0].scores
     assert _chunk_bytes(tmp_path) == _chunk_bytes(reference[1])
     assert result.info["processes"] == 2 and result.info["chunks"] == 4
@@ -125,11 +126,11 @@ def test_a_run_killed_with_sigkill_resumes_to_byte_identical_results(job, refere
                                                                     kill_during_scoring):
     prompts, candidates = job
     work = tmp_path / "work"
-    kwargs = dict(model=str(tiny_pairrm_dir), work_dir=str(work), chunk_size=5, progress=False, **LIMITS)
+    kwargs = with_run_defaults(model=str(tiny_pairrm_dir), work_dir=str(work), chunk_size=5, progress=False, **LIMITS)
     kill_during_scoring(tmp_path, "repro.scorers.pairrm:PairRM", prompts, candidates, kwargs)
     assert sorted(_chunk_bytes(work)) == ["chunk-000000.json", "chunk-000001.json"]
 
-    resumed = score_candidates(prompts, candidates, **kwargs)
+    resumed = run_scoring(prompts, candidates, **kwargs)
     assert resumed.info["chunks_resumed"] == 2 and resumed.info["prompts_computed"] == len(prompts) - 10
     assert resumed.scores == reference[0].scores
     assert _chunk_bytes(work) == _chunk_bytes(reference[1])
@@ -141,8 +142,8 @@ def test_changed_parameters_or_inputs_invalidate_old_chunks(job, reference, tiny
     prompts, candidates = job
     work = tmp_path / "work"
     base = dict(model=str(tiny_pairrm_dir), work_dir=work, chunk_size=5, progress=False, **LIMITS)
-    first = score_candidates(prompts, candidates, **base)
-    assert score_candidates(prompts, candidates, **base).info["chunks_resumed"] == 4  # unchanged: all reused
+    first = run_scoring(prompts, candidates, **base)
+    assert run_scoring(prompts, candidates, **base).info["chunks_resumed"] == 4  # unchanged: all reused
 
     changed = dict(base)
     if change == "candidate_maxlength":
@@ -154,7 +155,7 @@ def test_changed_parameters_or_inputs_invalidate_old_chunks(job, reference, tiny
     else:
         candidates = [list(c) for c in candidates]
         candidates[-1][0] = "An edited answer. " + candidates[-1][0]
-    second = score_candidates(prompts, candidates, **changed)
+    second = run_scoring(prompts, candidates, **changed)
     assert second.info["chunks_resumed"] == 0 and second.info["prompts_computed"] == len(prompts)
     assert second.scores[-1] != first.scores[-1]
     stale = list(work.glob("stale-*"))
@@ -162,7 +163,9 @@ def test_changed_parameters_or_inputs_invalidate_old_chunks(job, reference, tiny
 
 
 def test_the_fingerprint_covers_what_decides_the_scores_and_nothing_else(tiny_pairrm_dir):
-    base = ScoringJob(model=str(tiny_pairrm_dir))
+    settings = {k: v for k, v in with_run_defaults(kind="pairrm").items() if k != "num_processes"}
+    base = ScoringJob(model=str(tiny_pairrm_dir), work_dir="work/scoring", source_maxlength=None,
+                      candidate_maxlength=None, progress=True, **settings)
     digest = fingerprint_of(job_fingerprint(base))
     for field, value in [("dtype", "bf16"), ("source_maxlength", 1000), ("candidate_maxlength", 400),
                          ("backend", "llm-blender"), ("batch_tokens", 4096)]:
@@ -175,8 +178,8 @@ def test_the_fingerprint_covers_what_decides_the_scores_and_nothing_else(tiny_pa
 
 def test_progress_prints_a_line_per_few_percent_with_rate_and_eta(job, tiny_pairrm_dir, tmp_path, capsys):
     prompts, candidates = job
-    score_candidates(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=tmp_path, chunk_size=8,
-                     progress=True, **LIMITS)
+    run_scoring(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=tmp_path, chunk_size=8,
+                progress=True, **LIMITS)
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("PairRM scoring")]
     assert 2 <= len(lines) <= 21  # at most one per 5 %, plus the final line; never one per update
     assert "prompts/s" in lines[0] and "ETA" in lines[0]
@@ -187,15 +190,15 @@ def test_bad_requests_fail_before_any_work(job, tiny_pairrm_dir, tmp_path):
     prompts, candidates = job
     common = dict(model=str(tiny_pairrm_dir), work_dir=tmp_path / "w", progress=False)
     with pytest.raises(ParameterError, match="num_processes=0"):
-        score_candidates(prompts, candidates, num_processes=0, **common)
+        run_scoring(prompts, candidates, num_processes=0, **common)
     with pytest.raises(ParameterError, match="no CUDA GPU"):
-        score_candidates(prompts, candidates, device="cuda", num_processes=2, **common)
+        run_scoring(prompts, candidates, device="cuda", num_processes=2, **common)
     with pytest.raises(ParameterError, match="dtype='fp8'"):
-        score_candidates(prompts, candidates, dtype="fp8", **common)
+        run_scoring(prompts, candidates, dtype="fp8", **common)
     bad = [list(c) for c in candidates]
     bad[3] = bad[3][:1]
     with pytest.raises(DataError, match="Row 3"):
-        score_candidates(prompts, bad, num_processes=2, **common)
+        run_scoring(prompts, bad, num_processes=2, **common)
     assert not (tmp_path / "w").exists()
 
 

@@ -17,7 +17,7 @@ from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.scorers import detect_kind, load_scorer
 from repro.scorers.sequence_classifier import SequenceClassifierScorer
 from repro.scorers.tiny import DEBERTA_CHAT_TEMPLATE, build_tiny_pairrm, build_tiny_reward_model
-from repro.construct.scoring import score_candidates
+from scoring_defaults import run_scoring, with_run_defaults
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models: extra threads only spin
@@ -174,8 +174,8 @@ def test_a_single_candidate_is_scored_and_bad_rows_are_named(reward_dirs):
 def test_two_torchrun_processes_give_the_scores_of_one(reward_dirs, rows, tmp_path, torchrun_processes):
     prompts, candidates = rows
     common = dict(model=str(reward_dirs["llama"]), device="cpu", chunk_size=3, progress=False)
-    one = score_candidates(prompts, candidates, work_dir=tmp_path / "one", **common)
-    two = score_candidates(prompts, candidates, work_dir=tmp_path / "two", num_processes=torchrun_processes, **common)
+    one = run_scoring(prompts, candidates, work_dir=tmp_path / "one", **common)
+    two = run_scoring(prompts, candidates, work_dir=tmp_path / "two", num_processes=torchrun_processes, **common)
     assert two.info["processes"] == 2 and two.info["kind"] == "sequence_classifier"
     assert json.dumps(two.scores) == json.dumps(one.scores)
     assert _chunk_bytes(tmp_path / "two") == _chunk_bytes(tmp_path / "one")
@@ -188,12 +188,12 @@ def _chunk_bytes(work_dir: Path) -> dict[str, bytes]:
 def test_kill_9_and_resume_gives_the_same_bytes(reward_dirs, rows, tmp_path, kill_during_scoring):
     prompts, candidates = rows
     kwargs = dict(model=str(reward_dirs["deberta"]), device="cpu", chunk_size=4, progress=False)
-    reference = score_candidates(prompts, candidates, work_dir=tmp_path / "reference", **kwargs)
+    reference = run_scoring(prompts, candidates, work_dir=tmp_path / "reference", **kwargs)
     work = tmp_path / "work"
     kill_during_scoring(tmp_path, "repro.scorers.sequence_classifier:SequenceClassifierScorer",
-                                       prompts, candidates, {**kwargs, "work_dir": str(work)})
+                                       prompts, candidates, with_run_defaults(**kwargs, work_dir=str(work)))
     assert sorted(_chunk_bytes(work)) == ["chunk-000000.json", "chunk-000001.json"]
-    resumed = score_candidates(prompts, candidates, work_dir=work, **kwargs)
+    resumed = run_scoring(prompts, candidates, work_dir=work, **kwargs)
     assert resumed.info["chunks_resumed"] == 2 and resumed.info["prompts_computed"] == len(prompts) - 8
     assert _chunk_bytes(work) == _chunk_bytes(tmp_path / "reference")
     assert json.dumps(resumed.scores) == json.dumps(reference.scores)

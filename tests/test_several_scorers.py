@@ -11,7 +11,7 @@ import pytest
 from repro.errors import ParameterError
 from repro.parameters import ConstructParams, build, load_params_file
 from repro.scorers import load_scorer
-from repro.construct.scoring import score_candidates
+from scoring_defaults import run_scoring
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "params" / "demo.yaml"
@@ -50,9 +50,9 @@ def test_repro_run_with_a_second_scorer_keeps_both_scores_and_the_primary_decide
 
     # the primary's numbers are PairRM's as a run without a second scorer computes them, bit for bit
     demo = build(ConstructParams, _demo())
-    pairrm = score_candidates(prompts, candidates, model=demo.scorer_model, device="cpu", dtype="fp32",
-                              batch_tokens=demo.batch_tokens, chunk_size=demo.chunk_size,
-                              work_dir=tmp_path / "pairrm", progress=False)
+    pairrm = run_scoring(prompts, candidates, model=demo.scorer_model, device="cpu", dtype="fp32",
+                         batch_tokens=demo.batch_tokens, chunk_size=demo.chunk_size,
+                         work_dir=tmp_path / "pairrm", progress=False)
     assert ds["candidate_scores"] == pairrm.scores
     for row, scores in zip(ds, ds["candidate_scores"]):
         assert row["score_chosen"] == max(scores) and row["score_rejected"] == min(scores)

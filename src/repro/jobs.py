@@ -1,40 +1,9 @@
-"""Resumable, shardable work over a list of items: chunks written as they finish, a fingerprint guarding reuse.
+"""Resumable, shardable work: chunks written as they finish, a fingerprint guarding reuse, and the one job runner
+of generation and scoring (in this process, as one torchrun rank, or launching torchrun workers); atomic writes.
 
-Used by scoring and generation alike. Contract (keep it when extending):
-
-    results = run_chunked(items, fn, work_dir=..., fingerprint={...}, chunk_size=256, desc="scoring")
-
-- `fn(chunk_items) -> list[result]` (one JSON-serialisable result per item, same order);
-- finished chunks live in `work_dir/chunk-{index:06d}.json`; a re-run with the same fingerprint skips them;
-- a different fingerprint (parameters, inputs, model) never mixes with old chunks: they are moved aside
-  to `work_dir/stale-<old fingerprint>/` and the work starts over; a hash of the items and the chunk size
-  are added to the fingerprint here (they decide what a chunk holds), the caller adds the rest;
-- returns the results in input order.
-
-Optional extras (all keyword-only, off by default):
-
-- `progress=True`: items/s and ETA (a tqdm bar on a terminal, a line per few percent elsewhere);
-- `fn_reports_progress=True`: `fn(chunk_items, advance)` is called instead, `advance(k)` telling the bar
-  that k more items of the chunk are done (finer than one update per chunk);
-- `share=(rank, world_size)`: only the contiguous share of chunks that `chunk_share` gives this rank is
-  computed, and only those items' results are returned (in input order) — one process of a torchrun job;
-- `cache=RowCache(...)`, `cache_key=item -> row content`: items whose result the project's row cache holds are
-  not computed (`repro.cache`); the others are added to it; `ChunkedRun.cache` counts both;
-  `prepare=False` leaves the work dir as it is (one process ran `prepare_chunked_work` for all).
-
-`run_chunked_with_stats` is the same call returning a `ChunkedRun` (results plus how many chunks were
-resumed); `collect_chunks` reads a finished work dir back in input order.
-
-Several processes (scoring and generation both use these):
-
-- `launch_and_collect(spec, items, N, "module:function", ...)` runs `function(spec)` in N torchrun workers on
-  this node (`launch_torchrun`) and reads every chunk back in input order (`collect_chunks`);
-- in each worker (or in a torchrun job of your own), `run_as_rank(items, ..., compute=...)` is the per-rank
-  set-up: the device of the rank, the process group, one preparer of the work dir per node, then
-  `compute(device, share)` and every rank's result gathered in rank order.
-
-`atomic_write_json` / `atomic_write_text` are the package's one way of writing a file that a crash never
-leaves half written (chunks, the manifest, metrics, outputs).
+`run_chunked(items, fn, work_dir=..., fingerprint=..., chunk_size=...)`: `fn(chunk) -> one JSON result per item`;
+finished chunks live in `work_dir/chunk-NNNNNN.json` and a re-run with the same fingerprint skips them; work of
+another fingerprint (which includes the items' hash and the chunk size) is moved aside to `stale-<digest>/`.
 """
 
 from __future__ import annotations
@@ -55,7 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from .cache import RowCache, cached_chunk_fn
+from .cache import CacheCounts, RowCache, cached_chunk_fn
 from .errors import ReproError
 from .paths import STAND_IN_MARKER
 
@@ -95,8 +64,7 @@ def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None
 
 
 def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
-    """`build(folder)` once into `target` (a stand-in: its marker file ends it), atomically and safely with
-    concurrent processes; later calls reuse it."""
+    """`build(folder)` into `target` once (atomically, safe with concurrent processes) until its marker exists."""
     if (target / STAND_IN_MARKER).exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -175,11 +143,8 @@ def _kernel() -> Any:
 
 
 def live_notebook() -> bool:
-    """Whether this code runs in a Jupyter kernel driven by a live front end (JupyterLab), not papermill.
-
-    The signal is the execute request's `allow_stdin`, which the kernel keeps per request: nbclient (under
-    papermill and `repro run`) always sends false, JupyterLab and other interactive front ends send true.
-    """
+    """Whether a live front end (JupyterLab) drives this kernel: its execute requests allow stdin, nbclient's
+    (papermill, `repro run`) never do."""
     return bool(getattr(_kernel(), "_allow_stdin", False))
 
 
@@ -189,26 +154,10 @@ def executed_notebook() -> bool:
     return _kernel() is not None and not live_notebook() and not os.environ.get(PROGRESS_LINES_ENV)
 
 
-def _widget_bar(**kwargs: Any):
-    """A tqdm ipywidgets bar, or None where ipywidgets cannot draw one."""
-    try:
-        from tqdm.notebook import tqdm as notebook_tqdm
-
-        return notebook_tqdm(**kwargs)
-    except ImportError:  # tqdm.notebook raises it when ipywidgets is missing
-        return None
-
-
 class Progress:
-    """Items done, items/s and ETA: a widget bar in a live notebook, a tqdm bar on a terminal, else lines.
-
-    In a log file or piped output, a bar would print a line per update; there the progress is written as
-    plain lines, one each time another `every_percent` of the total is done. In a notebook executed by
-    papermill those lines replace each other in one output (a display updated in place), so the saved notebook
-    holds one progress output per stage. In a notebook open in JupyterLab (`live_notebook()`) it is an
-    ipywidgets bar.
-    Items counted by `skip` (resumed from disk) are shown as done but left out of the rate and the ETA.
-    """
+    """Items done, items/s and ETA: a widget bar in a live notebook, a tqdm bar on a terminal, else a line per
+    `every_percent` (in a notebook papermill executes, one output updated in place). Items counted by `skip`
+    (resumed from disk) are shown as done but left out of the rate and the ETA."""
 
     def __init__(self, total: int, *, desc: str, unit: str = "item", enabled: bool = True,
                  stream: TextIO | None = None, bar: bool | None = None, every_percent: float = 5.0):
@@ -231,8 +180,12 @@ class Progress:
         if self.enabled and self.bar:
             options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
             if widget:
-                self._tqdm = _widget_bar(**options)
-                self.bar = self._tqdm is not None  # without ipywidgets: plain lines
+                try:
+                    from tqdm.notebook import tqdm as notebook_tqdm
+
+                    self._tqdm = notebook_tqdm(**options)
+                except ImportError:  # without ipywidgets: plain lines
+                    self.bar = False
             else:
                 from tqdm.auto import tqdm
 
@@ -241,9 +194,8 @@ class Progress:
     @property
     def rate(self) -> float:
         """Items per second over the items computed here (not resumed ones)."""
-        elapsed = time.monotonic() - self._start
         computed = self.done - self.skipped
-        return computed / elapsed if elapsed > 0 and computed > 0 else 0.0
+        return computed / self.elapsed if self.elapsed > 0 and computed > 0 else 0.0
 
     @property
     def elapsed(self) -> float:
@@ -274,14 +226,9 @@ class Progress:
         if self._tqdm is not None:
             self._tqdm.update(n)
         elif self.enabled:
-            percent = 100.0 * self.done / self.total if self.total else 100.0
-            if percent + 1e-9 >= self._next_percent and self.done < self.total:
+            if self._percent(self.done) + 1e-9 >= self._next_percent and self.done < self.total:
                 self._print(self._line())
                 self._next_percent = self._percent_after(self.done)
-
-    def update_to(self, done: int) -> None:
-        """Raise the count of computed items to `done` (no-op if already there)."""
-        self.advance(done - self.done)
 
     def close(self) -> None:
         """Finish the bar, or print the final line."""
@@ -293,12 +240,14 @@ class Progress:
         elif self.enabled:
             self._print(self._line(final=True))
 
+    def _percent(self, done: int) -> float:
+        return 100.0 * done / self.total if self.total else 100.0
+
     def _percent_after(self, done: int) -> float:
-        percent = 100.0 * done / self.total if self.total else 100.0
-        return (math.floor(percent / self.every) + 1) * self.every
+        return (math.floor(self._percent(done) / self.every) + 1) * self.every
 
     def _line(self, final: bool = False) -> str:
-        percent = 100.0 * self.done / self.total if self.total else 100.0
+        percent = self._percent(self.done)
         rate = self.rate
         left = self.total - self.done
         eta = left / rate if rate > 0 else (0.0 if left == 0 else math.inf)
@@ -368,12 +317,17 @@ def prepare_chunked_work(items: Sequence[Any], *, work_dir: str | Path, fingerpr
 
 
 def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,
-                           fingerprint: dict[str, Any], chunk_size: int = 256, desc: str = "work",
+                           fingerprint: dict[str, Any], chunk_size: int, desc: str = "work",
                            progress: bool | Progress = False, fn_reports_progress: bool = False,
                            share: tuple[int, int] | None = None, unit: str = "item",
                            prepare: bool = True, cache: RowCache | None = None,
                            cache_key: Callable[[Any], Any] = lambda item: item) -> ChunkedRun:
-    """`run_chunked`, returning a `ChunkedRun` with the results and how many chunks were resumed."""
+    """`run_chunked`, returning a `ChunkedRun`.
+
+    `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself; `share=(rank, world)`: only that rank's
+    contiguous chunks; `prepare=False`: the work dir was made ready by another process; `cache`: rows the
+    project's row cache holds (keyed by `cache_key(item)`) are not computed, the others are added to it.
+    """
     start_time = time.monotonic()
     if cache is not None:  # issue 22: rows another run computed come from the project's row cache
         fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress)
@@ -414,7 +368,7 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             if len(out) != len(chunk):
                 raise RuntimeError(f"{desc}: chunk {index} returned {len(out)} results for {len(chunk)} items")
             atomic_write_json(chunk_path(work_dir, index), out)
-            bar.update_to(before + len(chunk))
+            bar.advance(before + len(chunk) - bar.done)
             results.extend(out)
     finally:
         if own_bar:
@@ -425,14 +379,9 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                       cache=cache.counts.as_dict() if cache is not None else None)
 
 
-def run_chunked(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,
-                fingerprint: dict[str, Any], chunk_size: int = 256, desc: str = "work",
-                progress: bool | Progress = False, fn_reports_progress: bool = False,
-                share: tuple[int, int] | None = None, unit: str = "item") -> list[Any]:
-    """Apply `fn` chunk by chunk, keeping finished chunks on disk so that a re-run continues."""
-    return run_chunked_with_stats(items, fn, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
-                                  desc=desc, progress=progress, fn_reports_progress=fn_reports_progress,
-                                  share=share, unit=unit).results
+def run_chunked(items: Sequence[Any], fn: Callable[..., list[Any]], **kwargs: Any) -> list[Any]:
+    """Apply `fn` chunk by chunk, keeping finished chunks on disk so that a re-run continues; the results."""
+    return run_chunked_with_stats(items, fn, **kwargs).results
 
 
 def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
@@ -456,10 +405,6 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
     return results
 
 
-
-# ------------------------------------------------------------------------------------------------
-# several processes: torchrun workers, each computing its share of the chunks
-# ------------------------------------------------------------------------------------------------
 def world_size() -> int:
     """The number of processes of the torchrun job this process belongs to (1 outside torchrun)."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -472,12 +417,8 @@ def is_main_process() -> bool:
 
 def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
                 device: str, compute: Callable[[str, tuple[int, int]], dict[str, Any]]) -> list[dict[str, Any]]:
-    """One rank of a torchrun job: `compute(device, (rank, world))` on its share; every rank's dict, in rank order.
-
-    `device` "cuda" becomes this process's GPU of the node (cuda:LOCAL_RANK); the process group is created
-    here unless the caller made one; rank 0 of each node prepares the work dir before anyone computes.
-    Shares are contiguous in rank order, so concatenating the ranks' results gives the input order.
-    """
+    """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after
+    rank 0 of each node prepared the work dir; every rank's dict, in rank order (shares are contiguous)."""
     import torch
     import torch.distributed as dist
 
@@ -516,29 +457,22 @@ def exit_process(code: int) -> None:
     sys.exit(code)
 
 
-def torchrun_command(job_path: Path, num_processes: int, entry: str) -> list[str]:
-    """The torchrun command line running `num_processes` workers of `entry` ("module:function") on this node."""
-    worker = (f"from repro.jobs import exit_process, torchrun_worker; "
-              f"exit_process(torchrun_worker({entry!r}, {str(job_path)!r}))")
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
-            "--no-python", sys.executable, "-c", worker]
-
-
 def torchrun_worker(entry: str, job_path: str) -> int:
-    """One torchrun worker: call `entry(spec)` with the job file's spec; rank 0 writes what it returned."""
+    """One torchrun worker: `entry(spec)` with the job file's spec returns (results, stats); rank 0 writes the
+    stats (the results are in the chunks)."""
     module, _, name = entry.partition(":")
     fn = getattr(importlib.import_module(module), name)
     job_path = Path(job_path)
-    result = fn(json.loads(job_path.read_text()))
+    _, stats = fn(json.loads(job_path.read_text()))
     if int(os.environ.get("RANK", "0")) == 0:  # what the launching process reads back besides the chunks
-        atomic_write_json(job_path.parent / RESULT_FILE, {"result": result})
+        atomic_write_json(job_path.parent / RESULT_FILE, {"result": stats})
     return 0
 
 
 def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, work_dir: str | Path,
                     env_threads: int | None = None, progress: bool = True, what: str = "work",
                     error: type[Exception] = WorkersFailed) -> Any:
-    """Run `entry(spec)` in `num_processes` torchrun workers on this node; returns what rank 0's call returned."""
+    """Run `entry(spec)` in `num_processes` torchrun workers on this node; returns the stats of rank 0's call."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     job_path = work_dir / JOB_FILE
@@ -551,8 +485,11 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
         # the caller asks for (torchrun would give it one), so that N processes match 1 bit for bit
         env.update(OMP_NUM_THREADS=str(env_threads), MKL_NUM_THREADS=str(env_threads))
     tail: collections.deque[str] = collections.deque(maxlen=40)
-    proc = subprocess.Popen(torchrun_command(job_path, num_processes, entry), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+    worker = (f"from repro.jobs import exit_process, torchrun_worker; "
+              f"exit_process(torchrun_worker({entry!r}, {str(job_path)!r}))")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
+               "--no-python", sys.executable, "-c", worker]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         assert proc.stdout is not None
         for line in proc.stdout:  # relayed, so that progress shows in a notebook too
@@ -574,16 +511,59 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
     return result
 
 
-def launch_and_collect(spec: dict[str, Any], items: Sequence[Any], num_processes: int, entry: str, *,
-                       work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int, device_type: str,
-                       progress: bool = True, what: str = "work",
-                       error: type[Exception] = WorkersFailed) -> tuple[Any, list[Any]]:
-    """`launch_torchrun`, then every chunk read back: (what rank 0's call returned, the results in input order)."""
-    threads = None
-    if device_type == "cpu":
+def _share_stats(run: ChunkedRun, extra: dict[str, Any]) -> dict[str, Any]:
+    return {"chunks_total": run.chunks_total, "chunks_resumed": run.chunks_resumed,
+            "items_resumed": run.items_resumed, "digest": run.digest, "seconds": run.seconds,
+            **({"cache": run.cache} if run.cache is not None else {}), **extra}
+
+
+def merge_stats(stats: list[dict[str, Any]], summed: Sequence[str] = (),
+                slowest: Sequence[str] = ()) -> dict[str, Any]:
+    """Every process's stats as one: counts add up, times are the slowest's (they ran side by side), the rest
+    is rank 0's; with `processes` and, where each names its `device`, the sorted `devices`."""
+    merged = dict(stats[0])
+    for key in ("chunks_resumed", "items_resumed", *summed):
+        merged[key] = sum(s[key] for s in stats)
+    for key in ("seconds", *slowest):
+        merged[key] = max(s[key] for s in stats)
+    merged["processes"] = len(stats)
+    if "device" in merged:
+        merged["devices"] = sorted({str(s["device"]) for s in stats})
+    if "cache" in merged:
+        counts = CacheCounts()
+        for s in stats:
+            counts.add(s["cache"])
+        merged["cache"] = counts.as_dict()
+    return merged
+
+
+def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir: str | Path,
+            fingerprint: dict[str, Any], chunk_size: int, device: str, num_processes: int,
+            compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
+            summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
+            error: type[Exception] = WorkersFailed) -> tuple[list[Any], dict[str, Any]]:
+    """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
+    all results); else in `num_processes` torchrun workers on this node, each calling `entry(spec)`, which comes
+    back here as one rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None:
+    all, device None: the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others).
+    """
+    if world_size() > 1:
+        def share(rank_device: str, rank_share: tuple[int, int]) -> dict[str, Any]:
+            run, extra = compute(rank_device, rank_share)
+            return {"results": run.results, "stats": _share_stats(run, extra)}
+
+        gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
+                               device=device, compute=share)
+        return [r for g in gathered for r in g["results"]], merge_stats([g["stats"] for g in gathered], summed,
+                                                                         slowest)
+    if num_processes > 1:
         import torch
 
-        threads = torch.get_num_threads()  # what this process has: N processes then match 1 bit for bit
-    done = launch_torchrun(spec, num_processes, entry, work_dir=work_dir, env_threads=threads, progress=progress,
-                           what=what, error=error)
-    return done, collect_chunks(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size, desc=what)
+        # CPU: each worker gets this process's threads, so that N processes match 1 bit for bit
+        threads = torch.get_num_threads() if device.split(":")[0] == "cpu" else None
+        stats = launch_torchrun(spec, num_processes, entry, work_dir=work_dir, env_threads=threads,
+                                progress=progress, what=what, error=error)
+        return collect_chunks(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
+                              desc=what), stats
+    run, extra = compute(None, None)
+    return run.results, merge_stats([_share_stats(run, extra)], summed, slowest)

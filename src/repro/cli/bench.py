@@ -1,22 +1,6 @@
-"""`repro bench`: the PairRM engine against llm-blender's own `Blender.rank`, timed side by side in one process;
-with `--kind sequence_classifier`, the sequence-classifier engine against padded batches of 8 (end of module).
-
-    repro bench                                   # CPU: a mid-size random PairRM, generated UltraFeedback-like rows
-    repro bench --data train_prefs.jsonl          # H4 rows (chosen/rejected become the candidates) or
-                                                  # {prompt, candidates} rows
-    repro bench --device cuda                     # GPU: a deberta-v3-large-sized random PairRM, fp16, + TFLOP/s
-                                                  # against a measured matmul peak and a part2_mini_1-sized job
-
-The same checkpoint and inputs, PairRM's real limits (1224/412 tokens). The prompts are cut into slices and,
-slice after slice, each contender scores the slice (in an order that rotates), so that a machine whose load
-drifts treats every contender alike:
-
-- `repro`: `repro.scorers.pairrm.PairRM.score` (passes packed by a token budget);
-- `llm-blender bs=1` / `bs=8`: `Blender.rank(..., return_scores=True, batch_size=1 | 8)` (8 is its default).
-
-Reported: prompts/s, the speed-ups, the largest score difference from the engine, peak memory above the level
-before each call (sampled RSS on CPU, `torch.cuda.max_memory_allocated` on GPU), tokens per pass. The JSON goes
-to `--output-dir` (default `benchmarks/results/`); the last two lines printed are the two speed-ups.
+"""`repro bench`: the PairRM engine against llm-blender's own `Blender.rank` (batch sizes 1 and 8), timed side by
+side in one process, slice after slice in rotating order; with `--kind sequence_classifier`, the sequence-classifier
+engine against padded batches of 8. Prompts/s, speed-ups, score differences, peak memory; JSON to `--output-dir`.
 """
 
 from __future__ import annotations
@@ -50,8 +34,9 @@ from ..scorers.common import resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
 from ..scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
 from ..sources import demo_path
+from .score import RUN
 from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
-                      machine_info, matmul_peak_tflops, max_abs_diff, read_bench_rows)
+                      gpu_use, machine_info, max_abs_diff, read_bench_rows)
 
 # Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses
 # (chosen and rejected), measured on a seed-42 sample of 1000 rows; generated rows follow them.
@@ -70,7 +55,6 @@ MODEL_SIZES = {
     "large": dict(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096, vocab_size=8000),
 }
 TOKENIZER_CORPUS_ROWS = 500
-
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -104,9 +88,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="where the JSON result goes (default: benchmarks/results)")
 
 
-# ------------------------------------------------------------------------------------------------
-# inputs
-# ------------------------------------------------------------------------------------------------
 def _corpus_sentences() -> list[str]:
     """Sentences of the embedded demo sample (UltraFeedback-style prompts and answers): the generated text."""
     path = demo_path()
@@ -146,9 +127,6 @@ def generated_rows(n: int, seed: int = 0, n_candidates: int = 2) -> tuple[list[s
     return prompts, candidates
 
 
-# ------------------------------------------------------------------------------------------------
-# the random model
-# ------------------------------------------------------------------------------------------------
 def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None) -> Path:
     """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached."""
     shape = MODEL_SIZES[size]
@@ -157,9 +135,6 @@ def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = No
     return build_once(target, lambda folder: build_tiny_pairrm(folder, seed=seed, extra_corpus=corpus, **shape))
 
 
-# ------------------------------------------------------------------------------------------------
-# the command
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class Settings:
     """The command line, resolved for the device: what one benchmark run does."""
@@ -245,15 +220,26 @@ def _print_report(results: dict[str, Any], out_path: Path) -> None:
         print(f"speedup vs llm-blender (batch_size={bs}): " + (f"{ratio:.2f}x" if ratio else "skipped"))
 
 
+def log(line: str) -> None:
+    """Progress, not results: to stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _save(args: argparse.Namespace, results: dict[str, Any], stem: str) -> Path:
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    out_path = args.output_dir / f"{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out_path
+
+
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write the JSON; the last two lines are the speed-ups."""
+    if args.threads:
+        torch.set_num_threads(int(args.threads))
     if args.kind == "sequence_classifier":
         return main_reward(args)
 
     started = time.perf_counter()
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
-    if args.threads:
-        torch.set_num_threads(int(args.threads))
     s = _settings(args)
     machine = machine_info(s.device.type)
     prompts, candidates, source, corpus = _inputs(args, s.prompts)
@@ -267,8 +253,6 @@ def main(args: argparse.Namespace) -> int:
     lengths, useful_flops = engine_passes(engine, prompts, candidates)
 
     contenders = _contenders(engine, model, s)
-    for contender in contenders:  # warm-up: first calls set up thread pools and caches that later calls reuse
-        contender.run(prompts[:2], candidates[:2])
     log(f"repro bench: {len(prompts)} prompts x {len(candidates[0])} candidates, {len(lengths)} passes of "
         f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {s.device} {s.dtype}, "
         f"{torch.get_num_threads()} thread(s); slices of {s.slice_size} prompts")
@@ -296,17 +280,15 @@ def main(args: argparse.Namespace) -> int:
 
     if s.device.type == "cuda":
         log("repro bench: measuring the matmul peak ...")
-        peak = matmul_peak_tflops(str(s.device), s.dtype)
-        achieved = useful_flops / engine_c.seconds / 1e12
-        results["gpu"] = {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
-                          "engine_fraction_of_peak": round(achieved / peak, 4)}
+        results["gpu"] = gpu_use(useful_flops, engine_c.seconds, str(s.device), s.dtype)
     if s.job_prompts:
         log(f"repro bench: a job of {s.job_prompts} generated prompts x 2 candidates through score_candidates ...")
         job_p, job_c = generated_rows(s.job_prompts, seed=args.seed + 1)
         with tempfile.TemporaryDirectory() as work:
             start = time.perf_counter()
-            job = score_candidates(job_p, job_c, model=model, device=str(s.device), dtype=s.dtype,
-                                   batch_tokens=s.budgets[0], work_dir=Path(work), progress=True)
+            job = score_candidates(job_p, job_c, model=model, backend="repro", kind="pairrm", device=str(s.device),
+                                   dtype=s.dtype, batch_tokens=s.budgets[0], chunk_size=RUN["chunk_size"],
+                                   num_processes=1, work_dir=Path(work), progress=True)
             results["job"] = {"prompts": s.job_prompts, "candidates_per_prompt": 2,
                               "seconds": round(time.perf_counter() - start, 2),
                               "prompts_per_second": job.info.get("prompts_per_second")}
@@ -314,10 +296,7 @@ def main(args: argparse.Namespace) -> int:
         results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results["total_seconds"] = round(time.perf_counter() - started, 1)
 
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    out_path = args.output_dir / f"bench-{s.device.type}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    _print_report(results, out_path)
+    _print_report(results, _save(args, results, f"bench-{s.device.type}"))
     return 0
 
 
@@ -363,10 +342,7 @@ def baseline(engine, prompts: list[str], candidates: list[list[str]]) -> list[np
 
 def main_reward(args: argparse.Namespace) -> int:
     """`--kind sequence_classifier`: the engine against padded batches of 8; the table, the speed-up, the JSON."""
-    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, not results
     started = time.perf_counter()
-    if args.threads:
-        torch.set_num_threads(int(args.threads))
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     dtype = reward_model_dtype(args.dtype, device)
@@ -389,8 +365,6 @@ def main_reward(args: argparse.Namespace) -> int:
     lengths = [s.length for s in plan]
     contenders = [Contender(f"repro (batch_tokens={budget})", lambda p, c: engine.score(p, c, batch_tokens=budget)),
                   Contender(f"padded batches of {BASELINE_BATCH}", lambda p, c: baseline(engine, p, c))]
-    for contender in contenders:  # warm-up: thread pools and caches
-        contender.run(prompts[:2], candidates[:2])
     log(f"repro bench: {len(prompts)} prompts, {len(lengths)} conversations of {statistics.mean(lengths):.0f} tokens "
         f"on average (max {max(lengths)}), {device} {dtype}, {torch.get_num_threads()} thread(s)")
     alternate(contenders, prompts, candidates, slice_size, device.type, log)
@@ -410,9 +384,7 @@ def main_reward(args: argparse.Namespace) -> int:
                                          "prompts_per_second": round(len(prompts) / x.seconds, 4),
                                          "peak_memory_mb": round(x.peak_extra_bytes / 2 ** 20, 1)}
     results["total_seconds"] = round(time.perf_counter() - started, 1)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    out_path = args.output_dir / f"bench-reward-{device.type}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    out_path = _save(args, results, f"bench-reward-{device.type}")
     print(f"{'contender':28} {'seconds':>8} {'prompts/s':>10} {'peak MB':>9}")
     for name, r in results["contenders"].items():
         print(f"{name:28} {r['seconds']:8.1f} {r['prompts_per_second']:10.3f} {r['peak_memory_mb']:9.0f}")

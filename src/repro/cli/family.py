@@ -1,6 +1,6 @@
-"""`repro run` over a family of runs (repro.family): every member one after another, `--jobs N` at once (each its own
-`repro run ... --member NAME` process, logged in runs/<family>/logs/), or `--member NAME` alone (a Slurm array
-task); then notebooks/05_family over them. A params file without a family runs as before (repro.cli.run)."""
+"""`repro run` over a family of runs (repro.family): every member in turn, `--jobs N` at once (each its own
+`repro run ... --member NAME` process, logged in runs/<family>/logs/), or `--member NAME` alone; then 05_family.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from ..cache import check_format
 from ..errors import ParameterError
@@ -23,9 +22,6 @@ from .run import main as run_main
 FAMILY_NOTEBOOK = "05_family"
 
 
-# ------------------------------------------------------------------------------------------------
-# running
-# ------------------------------------------------------------------------------------------------
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
     """Run one member here ('done' / 'failed'), or say it is already complete ('reused')."""
     if is_done(member):
@@ -90,9 +86,6 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     return code
 
 
-# ------------------------------------------------------------------------------------------------
-# the command line: `repro run` with --grid, --jobs, --member (a params file without a family runs as before)
-# ------------------------------------------------------------------------------------------------
 def configure(parser: argparse.ArgumentParser) -> None:
     configure_run(parser)
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
@@ -103,18 +96,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="run only this member of the family, by name or index from 0 (a Slurm array task id)")
 
 
-def check_row_cache(values: dict[str, Any]) -> None:
-    """Refuse, before any notebook runs, a row cache of another key format (repro.cache)."""
-    construct = validate_all(values)["construct"]
-    if construct.row_cache is not None:
-        check_format(construct.row_cache)
-
-
 def main(args: argparse.Namespace) -> int:
     params_file = find_params(args.params)
     values = load_params_file(params_file, args.overrides)
     grid_args = parse_grid_args(args.grid)
-    check_row_cache(values)
+    row_cache = validate_all(values)["construct"].row_cache
+    if row_cache is not None:  # a row cache of another key format (repro.cache) is refused before any notebook runs
+        check_format(row_cache)
     if not values.get("family") and not grid_args:
         if args.member or args.jobs:
             raise ParameterError(f"--member and --jobs run members of a family, and {params_file} declares none: add "

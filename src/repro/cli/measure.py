@@ -134,7 +134,10 @@ def _sync(device_type: str) -> None:
 
 def alternate(contenders: list[Contender], prompts: list[str], candidates: list[list[str]], slice_size: int,
               device_type: str, log: Callable[[str], None]) -> None:
-    """Slice after slice, every contender scores the slice (rotating who goes first); times and peaks add up."""
+    """After a warm-up call each (thread pools, kernels, caches), slice after slice every contender scores the slice
+    (rotating who goes first); times and peaks add up."""
+    for contender in contenders:
+        contender.run(prompts[:2], candidates[:2])
     n_slices = (len(prompts) + slice_size - 1) // slice_size
     for k in range(n_slices):
         lo, hi = k * slice_size, min(len(prompts), (k + 1) * slice_size)
@@ -173,6 +176,14 @@ def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20
         a @ b
     torch.cuda.synchronize()
     return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def gpu_use(useful_flops: float, seconds: float, device: str, dtype: str) -> dict[str, float]:
+    """The engine's useful TFLOP/s against a matmul peak measured now on `device`."""
+    peak = matmul_peak_tflops(device, dtype)
+    achieved = useful_flops / seconds / 1e12
+    return {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
+            "engine_fraction_of_peak": round(achieved / peak, 4)}
 
 
 def machine_info(device_type: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ..errors import ReproError
 from ..interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
-from ..parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, resolve_parameters, validate_all
+from ..parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, resolve_parameters
 from ..paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 from ..preflight import preflight, report, require
 from ..rerun import changed_parameters, clear_previous_run, rerun_check
@@ -65,12 +65,8 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
 
 
 def kernel_config():
-    """Jupyter config for the kernels we start: CurveZMQ-encrypted transport where pyzmq supports it.
-
-    ipykernel >= 7 warns "Kernel is running over TCP without encryption" on every start unless the kernel
-    manager provisions Curve keys (its kernelspec declares `supported_encryption: curve`); with them the
-    connection is encrypted and the kernel says nothing.
-    """
+    """Jupyter config for the kernels we start: CurveZMQ-encrypted transport where pyzmq supports it (ipykernel >= 7
+    warns "Kernel is running over TCP without encryption" on every start otherwise)."""
     import zmq
     from traitlets.config import Config
 

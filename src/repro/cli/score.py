@@ -1,10 +1,7 @@
 """`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl file, for SPPO-style scripts.
 
-    repro score --model llm-blender/PairRM --input in.jsonl --output out.jsonl [--device cuda] [--dtype fp16]
-    repro score --model Skywork/Skywork-Reward-V2-Llama-3.1-8B --kind sequence_classifier --input ... --output ...
-
-Each output line is the input row (all its fields kept) plus `scores` (one float per candidate, higher is
-better) and `ranks` (1 = best, ties share), in the input order. The output is written atomically at the end.
+Each output line is the input row plus `scores` (one float per candidate, higher is better) and `ranks` (1 = best,
+ties share), in input order, written atomically at the end. Defaults are the run's (`ConstructParams`).
 """
 
 from __future__ import annotations
@@ -18,13 +15,12 @@ from typing import Any
 from ..construct.scoring import score_candidates
 from ..errors import DataError, ParameterError
 from ..jobs import Progress, atomic_write_text, is_main_process, world_size
-from ..parameters import DEFAULT_BATCH_TOKENS, PAIRRM_LIMITS
+from ..parameters import PAIRRM_LIMITS, ConstructParams
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import ranks_from_scores
 from ..sources import iter_jsonl
 
-# prompts per engine call: the bar moves at least this often, and memory stays bounded on large files
-CALL_SIZE = 256
+RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="hub id (llm-blender/PairRM, llm-blender/PairRM-hf, a sequence-classifier reward "
                              "model), a local checkpoint directory, or a random stand-in whose scores are noise "
                              "(builtin:tiny-pairrm, builtin:tiny-reward-llama, builtin:tiny-reward-deberta)")
-    parser.add_argument("--kind", default="auto", choices=["auto", "pairrm", "sequence_classifier"],
+    parser.add_argument("--kind", default=RUN["scorer_kind"], choices=["auto", "pairrm", "sequence_classifier"],
                         help="auto (read from the checkpoint's config.json), pairrm, or sequence_classifier "
                              "(AutoModelForSequenceClassification with one output: its logits are the scores)")
     parser.add_argument("--chat-template", type=Path, default=None,
@@ -45,12 +41,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sequence classifiers with several outputs: the one that is the reward")
     parser.add_argument("--input", required=True, type=Path, help="jsonl rows with 'prompt' and 'candidates'")
     parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default: auto)")
-    parser.add_argument("--dtype", default="auto", help="auto | fp32 | fp16 | bf16 (auto: fp16 on CUDA, fp32 on CPU)")
-    parser.add_argument("--backend", default="repro", choices=["repro", "llm-blender"],
+    parser.add_argument("--device", default=RUN["device"],
+                        help=f"auto | cpu | cuda | cuda:N (default: {RUN['device']})")
+    parser.add_argument("--dtype", default=RUN["dtype"],
+                        help="auto | fp32 | fp16 | bf16 (auto: fp16 on CUDA, fp32 on CPU)")
+    parser.add_argument("--backend", default=RUN["scorer_backend"], choices=["repro", "llm-blender"],
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
-    parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS,
-                        help=f"token budget per forward batch, padding counted (default {DEFAULT_BATCH_TOKENS})")
+    parser.add_argument("--batch-tokens", type=int, default=RUN["batch_tokens"],
+                        help=f"token budget per forward batch, padding counted (default {RUN['batch_tokens']})")
     parser.add_argument("--source-maxlength", type=int, default=None,
                         help="PairRM's prompt limit in tokens (default: the checkpoint's own, as llm-blender; "
                              f"{PAIRRM_LIMITS.source_maxlength} where its config has none)")
@@ -58,13 +56,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="PairRM's candidate limit in tokens (default: the checkpoint's own, as llm-blender; "
                              f"{PAIRRM_LIMITS.candidate_maxlength} where its config has none)")
     # resumable and multi-process scoring (repro.construct.scoring): chunks on disk, torchrun workers
-    parser.add_argument("--num-processes", type=int, default=1,
-                        help="torchrun workers on this node, e.g. one per GPU (default 1); under your own torchrun "
-                             "(several nodes) leave it at 1: every rank runs this command")
+    parser.add_argument("--num-processes", type=int, default=RUN["num_processes"],
+                        help=f"torchrun workers on this node, e.g. one per GPU (default {RUN['num_processes']}); under "
+                             "your own torchrun (several nodes) leave it at 1: every rank runs this command")
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="keep finished chunks here so that re-running the command continues after a crash "
                              "(default with --num-processes > 1 or under torchrun: OUTPUT.work/)")
-    parser.add_argument("--chunk-size", type=int, default=256, help="prompts per resumable chunk (default 256)")
+    parser.add_argument("--chunk-size", type=int, default=RUN["chunk_size"],
+                        help=f"prompts per resumable chunk, and per engine call without --work-dir (default "
+                             f"{RUN['chunk_size']})")
 
 
 def read_rows(path: Path, min_candidates: int = 2) -> list[dict[str, Any]]:
@@ -101,18 +101,10 @@ def check_output(path: Path) -> None:
         raise DataError(f"--output {path} lies inside {existing}, which is a file; give a path in a folder.")
 
 
-def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write jsonl atomically: a crash never leaves half an output file."""
-    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-
-
-def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_size: int = CALL_SIZE,
+def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_size: int,
                progress: bool = True) -> list[list[float]]:
-    """Scores of every row (input order), `chunk_size` prompts per engine call, with a progress bar.
-
-    The calls are the chunks `--work-dir` writes, so that the batches, hence the scores bit for bit, are the same
-    with and without it.
-    """
+    """Scores of every row (input order), `chunk_size` prompts per engine call (the chunks `--work-dir` writes, so
+    that the batches, hence the scores bit for bit, are the same with and without it), with a progress bar."""
     desc = "PairRM scoring" if getattr(scorer, "kind", "pairrm") == "pairrm" else "reward-model scoring"
     bar = Progress(len(rows), desc=desc, unit="prompt", enabled=progress)
     scores: list[list[float]] = []
@@ -166,8 +158,9 @@ def main(args: argparse.Namespace) -> int:
                              **options)
         scores, info = (score_rows(scorer, rows, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size),
                         scorer.info)
-    write_rows(args.output, [{**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}
-                             for row, s in zip(rows, scores)])
+    # atomically: a crash never leaves half an output file
+    atomic_write_text(args.output, "".join(json.dumps({**row, "scores": s, "ranks": ranks_from_scores(s).tolist()},
+                                                      ensure_ascii=False) + "\n" for row, s in zip(rows, scores)))
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
     print(f"repro score: {len(rows)} prompts scored with {info['model']} ({info['backend']}, {info['device']}, "
           f"{info['dtype']}) -> {args.output}{note}", file=sys.stderr)

@@ -1,26 +1,9 @@
 """`repro selfcheck`: does this package give llm-blender's PairRM numbers on this machine, and how fast?
 
-    repro selfcheck                                    # llm-blender/PairRM-hf (+ llm-blender/PairRM), device auto
-    repro selfcheck --model builtin:tiny-pairrm        # offline: the random stand-in, every step that can run
-    repro selfcheck --input rows.jsonl --rows 100 --report runs/mine
-
-    from repro.cli.selfcheck import run_selfcheck          # the same from Python / a notebook cell
-    run_selfcheck("llm-blender/PairRM-hf", device="cuda")
-
-In order: the environment (torch, CUDA, GPU, transformers, llm-blender, the hub, the weight caches); the
-model(s) loaded through `load_scorer`, as a run loads them (both checkpoint layouts when both are given); the
-model card's worked example of `llm-blender/PairRM-hf` (real weights only); N rows scored by the engine and by
-llm-blender's own `Blender.rank(batch_size=1)` in fp32 and in the run dtype (fp16 on CUDA), with the largest
-score difference, rank agreement, and the chosen/rejected agreement of the run dtype with fp32; the engine timed
-against llm-blender at batch sizes 1 and 8 on the same rows (`repro.cli.bench`'s machinery), peak memory, on a GPU
-useful TFLOP/s against a matmul measured in the same run, and the projected time of a `part2_mini_1`-sized job.
-
-Every step that cannot run here is listed as "not run" with the reason (once). The verdict is FAIL when a check
-failed (the rows are named; exit status 1), INCOMPLETE when no check failed but a check that matters on this
-machine could not run (a stand-in model, llm-blender missing, weights not cached; exit status 0, or 2 when nothing
-at all could be checked, which the verdict line explains), PASS otherwise (exit status 0).
-`selfcheck.json` and `selfcheck.md` (a table to paste into an issue or an appendix) go to `--report`;
-`repro run` records the latest one in the run's manifest (`repro.manifest.find_selfcheck`).
+Environment, the model(s) loaded as a run loads them, the PairRM-hf card's example (real weights), N rows scored by
+the engine and by llm-blender in fp32 and in the run dtype, and the engine timed against llm-blender. Verdict FAIL
+(exit 1), INCOMPLETE (exit 0; 2 when nothing could be checked) or PASS; `selfcheck.json` and `selfcheck.md` go to
+`--report` (docs/selfcheck.md). From Python: `run_selfcheck("llm-blender/PairRM-hf", device="cuda")`.
 """
 
 from __future__ import annotations
@@ -54,7 +37,7 @@ from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
 from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS
 from ..sources import demo_path, iter_jsonl
 from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
-                      machine_info, matmul_peak_tflops, read_bench_rows)
+                      gpu_use, machine_info, read_bench_rows)
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -77,9 +60,6 @@ CARD_ATOL = {"fp32": 1e-3, "fp16": 5e-2, "bf16": 1e-1}
 SHOWN_ROWS = 10  # rows named in a failure line
 
 
-# ------------------------------------------------------------------------------------------------
-# results
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class Check:
     """One step: `status` is pass | fail | not run | measured; `gap`: a not-run step that leaves the check incomplete."""
@@ -176,9 +156,6 @@ class SelfCheck:
         return self.json_path, self.md_path
 
 
-# ------------------------------------------------------------------------------------------------
-# environment
-# ------------------------------------------------------------------------------------------------
 def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
     """Whether the Hugging Face hub answers (HF_HUB_OFFLINE=1: not asked), within `timeout` seconds."""
     from huggingface_hub import constants
@@ -247,9 +224,6 @@ def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
     return env
 
 
-# ------------------------------------------------------------------------------------------------
-# inputs
-# ------------------------------------------------------------------------------------------------
 def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tuple[list[str], list[list[str]], str]:
     """(prompts, candidates, where from): the first `n` rows of the embedded demo, or of a jsonl file."""
     n = DEFAULT_ROWS if n is None else int(n)
@@ -282,9 +256,6 @@ def _rows_text(rows: Sequence[int], prompts: Sequence[str]) -> str:
     return shown + (f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else "")
 
 
-# ------------------------------------------------------------------------------------------------
-# comparisons (pure)
-# ------------------------------------------------------------------------------------------------
 def compare_scores(scores: Sequence[Sequence[float]], reference: Sequence[Sequence[float]], dtype: str
                    ) -> dict[str, Any]:
     """Largest |difference|, rows beyond the dtype's tolerance, and rows whose ranks differ."""
@@ -358,9 +329,6 @@ def card_example_check(engines: dict[str, Any]) -> Check:
         for k, v in found.items() if k != "card_logits"), data=found)
 
 
-# ------------------------------------------------------------------------------------------------
-# the run
-# ------------------------------------------------------------------------------------------------
 def _short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).strip()}" if str(exc).strip() else type(exc).__name__
 
@@ -581,8 +549,6 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
                             lambda p, c: engine.score(p, c, batch_tokens=budget))]
     if blender is not None:
         contenders += blender_contenders(blender, (1, 8))
-    for contender in contenders:  # warm-up: thread pools, kernels, caches
-        contender.run(prompts[:2], candidates[:2])
     run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
     if blender is not None:
@@ -607,10 +573,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     if device.type == "cuda":  # the models resident while timing; each call's peak above it is per contender
         timing["cuda_resident_mb"] = round(torch.cuda.memory_allocated(device) / 2 ** 20, 1)
         run.log("repro selfcheck: measuring the matmul peak ...")
-        peak = matmul_peak_tflops(str(device), dtype)
-        achieved = useful_flops / contenders[0].seconds / 1e12
-        timing["gpu"] = {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
-                         "engine_fraction_of_peak": round(achieved / peak, 4)}
+        timing["gpu"] = gpu_use(useful_flops, contenders[0].seconds, str(device), dtype)
     timing["projection_note"] = (
         f"{PART2_MINI_1_PROMPTS} prompts x 2 candidates, at the seconds per pass measured here on passes of "
         f"{timing['mean_tokens_per_pass']:.0f} tokens on average" +
@@ -647,9 +610,6 @@ def _command_line() -> str:
     return "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
 
 
-# ------------------------------------------------------------------------------------------------
-# the markdown report
-# ------------------------------------------------------------------------------------------------
 def _tidy(text: Any) -> str:
     """A cell's text with the home folder written `~` and pipes escaped."""
     out = str(text)
@@ -725,9 +685,6 @@ def render_markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------------------------------------
-# the command
-# ------------------------------------------------------------------------------------------------
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add `repro selfcheck`'s options to its subparser."""
     parser.add_argument("--model", default=DEFAULT_MODEL,

@@ -1,26 +1,10 @@
 """Candidate generation: a greedy `reference_response` and n sampled candidates `resp0..resp{n-1}` per prompt.
 
-    rows = generate_candidates(rows, params, work_dir=run.work_dir("generation"), manifest=manifest)
-
-What decides the text (and is kept in the manifest):
-
-- prompts go through the policy's chat template as one user turn with the generation prompt added (or
-  as they are, `use_chat_template: false`), then are tokenised with the tokenizer's special tokens (a BOS
-  the template did not write is added, as vLLM does for a text prompt in SELM's `online_feedback.py`);
-- a prompt longer than `max_prompt_tokens` (default: the model's context minus the longest
-  `max_new_tokens`) keeps its last tokens (`long_prompts: truncate_left`) or is left out and counted
-  (`skip`: such rows are REMOVED from the returned list, which keeps the input order otherwise);
-- the reference is greedy (temperature 0) up to `reference_max_new_tokens`; candidates are sampled with
-  `temperature` and `top_p` up to `max_new_tokens` (temperature 0 = greedy); generation stops at the
-  tokenizer's EOS or any EOS of the model's generation config; the model's own sampling defaults are not
-  used; texts are decoded without special tokens and stripped (as SELM strips its references);
-- sampling noise is a function of (generation_seed, the prompt text, candidate k, step, token), not of a
-  global random state: with the Transformers backend a prompt's candidates do not depend on which prompts
-  share its batch or chunk, nor on the order of the rows (identical prompts get identical candidates);
-  up to float rounding of padded batches, so `generation_batch_size` is part of the work's fingerprint.
-
-Work is cut in chunks of prompts (longest first) kept on disk by `repro.jobs.run_chunked`: a re-run with
-the same parameters continues from the finished chunks; changed parameters, model or prompts start over.
+Prompts go through the policy's chat template (one user turn) and are tokenised as vLLM does; long prompts are
+cut from the left or skipped (`long_prompts`). Sampling noise is a hash of (seed, prompt text, candidate, step,
+token), so a prompt's candidates do not depend on its batch, chunk or row order. The work runs through
+`repro.jobs.run_job` in chunks of prompts, longest first; what decides the text is in the fingerprint and the
+manifest (docs/generation.md).
 """
 
 from __future__ import annotations
@@ -28,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..cache import CacheCounts, RowCache, check_format
+from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import package_versions
 from ..parameters import GenerationParams
@@ -40,16 +24,15 @@ from ..paths import STAND_IN_MARKER
 from ..revisions import check_revision_target, pinned_model
 from ..scorers.common import resolve_device, resolve_dtype
 from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
-from ..jobs import Progress, chunk_share, launch_and_collect, num_chunks, run_as_rank, run_chunked_with_stats, \
-    world_size
+from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
 
+# the parameters that decide the texts, in the fingerprint and the manifest
+SAMPLING = ("generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p", "max_new_tokens",
+            "generation_seed", "candidate_seeds", "use_chat_template")
 STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are noise, "
                  "not model text")
 
 
-# ------------------------------------------------------------------------------------------------
-# the policy: where it is, its tokenizer and context
-# ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Policy:
     """A resolved policy model: what the user named, where it loads from, and whether it is a stand-in."""
@@ -154,9 +137,6 @@ def eos_token_ids(policy: Policy, tokenizer) -> list[int]:
     return sorted(ids)
 
 
-# ------------------------------------------------------------------------------------------------
-# prompts: checks, chat template, length limit
-# ------------------------------------------------------------------------------------------------
 def check_prompts(rows: Sequence[dict]) -> None:
     """Every row needs a non-empty string `prompt`; the error names the first row that has none."""
     for i, row in enumerate(rows):
@@ -224,9 +204,6 @@ def candidate_keys(prompt: str, params: GenerationParams) -> list[list[int]]:
     return [sample_keys(prompt, seed, 1)[0] for seed in params.candidate_seeds]
 
 
-# ------------------------------------------------------------------------------------------------
-# sampling noise that depends on (key, step, token) only
-# ------------------------------------------------------------------------------------------------
 _MASK32 = 0xFFFFFFFF
 
 
@@ -250,11 +227,8 @@ def row_seeds(keys):
 
 
 def counter_uniform(seeds, step: int, token_table):
-    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row seed, step, token id), identical on any device.
-
-    `token_table` is `_mix32(arange(vocab))` (int64), computed once; per step the row seeds are combined
-    with the step's own hash and mixed with every token's once more.
-    """
+    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row seed, step, token id), identical on any device
+    (`token_table` is `_mix32(arange(vocab))`, computed once)."""
     import torch
 
     h = _mix32(token_table[None, :] ^ (seeds ^ _mix32(step & _MASK32)))
@@ -289,9 +263,6 @@ def _gumbel_processor(keys, prompt_length: int):
     return CounterGumbelNoise()
 
 
-# ------------------------------------------------------------------------------------------------
-# backends
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class SequenceRequest:
     """One sequence to generate: the prompt ids and, for a sampled one, its noise key."""
@@ -344,7 +315,7 @@ class TransformersEngine:
     def _generate_batch(self, batch: list[SequenceRequest], max_new_tokens: int, temperature: float,
                         top_p: float) -> list[tuple[str, int]]:
         import torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
         width = max(len(s.ids) for s in batch)
         input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
@@ -352,21 +323,7 @@ class TransformersEngine:
         for row, s in enumerate(batch):
             input_ids[row, width - len(s.ids):] = torch.tensor(s.ids)
             attention_mask[row, width - len(s.ids):] = 1
-        processors, do_sample = self._sampling(batch, width, temperature, top_p)
-        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, num_beams=1,
-                                  eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
-        with torch.inference_mode():
-            generated = self.model.generate(input_ids=input_ids.to(self.device),
-                                            attention_mask=attention_mask.to(self.device),
-                                            generation_config=config, logits_processor=processors)
-        new = generated[:, width:].tolist()
-        return [self._decode(ids) for ids in new]
-
-    def _sampling(self, batch: list[SequenceRequest], width: int, temperature: float, top_p: float):
-        """Logits processors and `do_sample` for one batch: greedy, or greedy over counter-noised logits."""
-        import torch
-        from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
-
+        # decoding is greedy; sampling is greedy over logits with counter noise added (`_gumbel_processor`)
         processors = LogitsProcessorList()
         if temperature > 0 and batch[0].key is not None:
             keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
@@ -374,7 +331,14 @@ class TransformersEngine:
             if top_p < 1.0:
                 processors.append(TopPLogitsWarper(top_p))
             processors.append(_gumbel_processor(keys, width))
-        return processors, False
+        config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                                  eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
+        with torch.inference_mode():
+            generated = self.model.generate(input_ids=input_ids.to(self.device),
+                                            attention_mask=attention_mask.to(self.device),
+                                            generation_config=config, logits_processor=processors)
+        new = generated[:, width:].tolist()
+        return [self._decode(ids) for ids in new]
 
     def _decode(self, ids: list[int]) -> tuple[str, int]:
         # the response ends at its first EOS (counted as generated); what follows is padding
@@ -423,9 +387,6 @@ class VllmEngine:
         return results
 
 
-# ------------------------------------------------------------------------------------------------
-# progress: prompts (from repro.jobs) plus generated tokens/s
-# ------------------------------------------------------------------------------------------------
 class GenerationProgress(Progress):
     """`repro.jobs.Progress` over prompts, with generated tokens/s (resumed chunks count no tokens)."""
 
@@ -446,9 +407,6 @@ class GenerationProgress(Progress):
         return f"{super()._line(final)}, {self.token_rate:.1f} tokens/s"
 
 
-# ------------------------------------------------------------------------------------------------
-# the stage
-# ------------------------------------------------------------------------------------------------
 @dataclass
 class _Counters:
     tokens: int = 0
@@ -560,24 +518,15 @@ def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
         "policy": policy.name, "policy_path": policy.path, "model": _model_identity(policy),
         "backend": params.generation_backend, "device_type": device.split(":")[0], "dtype": dtype,
         "batch_size": params.generation_batch_size,
-        "sampling": {k: getattr(params, k) for k in (
-            "generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
-            "max_new_tokens", "generation_seed", "candidate_seeds", "use_chat_template")},
+        "sampling": {k: getattr(params, k) for k in SAMPLING},
         "eos_ids": eos_ids,
         "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
     }
     return _Plan(policy, tokenizer, context, limit, eos_ids, device, dtype, kept, skipped, truncated, fingerprint)
 
 
-def cache_row_key(item: dict) -> dict:
-    """What decides a row's generated texts besides the plan's fingerprint: its prompt tokens and noise keys (seed,
-    prompt text, candidate index); not its row number."""
-    return {"ids": item["ids"], "keys": item["keys"]}
-
-
 def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, device: str,
-                    share: tuple[int, int] | None, prepare: bool, show_progress: bool,
-                    cache_dir: str | None = None) -> tuple[Any, _Counters]:
+                    share: tuple[int, int] | None, cache_dir: str | None) -> tuple[Any, dict[str, Any]]:
     """Generate the chunks of `share` (all when None) that are not on disk yet; the run and its counters."""
     counters = _Counters()
     engine_holder: list[Any] = []
@@ -600,7 +549,7 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
         size = params.generation_chunk_size
         indices = chunk_share(num_chunks(len(plan.kept), size), *share)
         n_share = max(0, min(len(plan.kept), indices.stop * size) - indices.start * size)
-    progress = GenerationProgress(n_share, enabled=show_progress)
+    progress = GenerationProgress(n_share, enabled=share is None or share[0] == 0)
 
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
@@ -611,80 +560,39 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
-                                     unit="prompt", share=share, prepare=prepare, cache=cache,
-                                     cache_key=cache_row_key)
+                                     unit="prompt", share=share, prepare=share is None, cache=cache,
+                                     # a row's texts: its prompt tokens and noise keys, not its row number
+                                     cache_key=lambda item: {"ids": item["ids"], "keys": item["keys"]})
     finally:
         progress.close()
-    return run, counters
+    return run, asdict(counters)
 
 
-def _stats(run, counters: _Counters) -> dict[str, Any]:
-    return {"chunks_total": run.chunks_total, "chunks_resumed": run.chunks_resumed,
-            "items_resumed": run.items_resumed, "digest": run.digest, "tokens": counters.tokens,
-            "sequences": counters.sequences, "generate_seconds": counters.generate_seconds,
-            "load_seconds": counters.load_seconds,
-            **({"cache": run.cache} if run.cache is not None else {})}
+GENERATION_ENTRY = "repro.construct.generation:generation_job"
 
 
-def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts add up over processes; times are those of the slowest (they ran side by side)."""
-    merged = dict(stats[0])
-    for key in ("chunks_resumed", "items_resumed", "tokens", "sequences"):
-        merged[key] = sum(s[key] for s in stats)
-    for key in ("generate_seconds", "load_seconds"):
-        merged[key] = max(s[key] for s in stats)
-    merged["processes"] = len(stats)
-    if "cache" in stats[0]:
-        counts = CacheCounts()
-        for s in stats:
-            counts.add(s["cache"])
-        merged["cache"] = counts.as_dict()
-    return merged
-
-
-def _generate_as_rank(plan: _Plan, params: GenerationParams, work_dir: Path,
-                      cache_dir: str | None = None) -> tuple[list[dict], dict[str, Any]]:
-    """One rank of a torchrun job: its share of the chunks; every rank gets all results in input order."""
-
-    def compute(device: str, share: tuple[int, int]) -> dict[str, Any]:
-        run, counters = _generate_share(plan, params, work_dir, device=device, share=share, prepare=False,
-                                        show_progress=share[0] == 0, cache_dir=cache_dir)
-        return {"results": run.results, "stats": _stats(run, counters)}
-
-    gathered = run_as_rank(plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
-                           chunk_size=params.generation_chunk_size, device=plan.device, compute=compute)
-    return [r for g in gathered for r in g["results"]], _merge_stats([g["stats"] for g in gathered])
-
-
-def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
-    """Entry point of one torchrun worker launched by `generate_candidates` (generation_num_processes > 1)."""
+def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[list[dict], dict[str, Any]]:
+    """The texts of `spec`'s prompts (plan order) and the merged stats, through `repro.jobs.run_job` (also every
+    torchrun worker's entry)."""
     params = GenerationParams(**spec["params"])
-    _, stats = _generate_as_rank(_plan(spec["prompts"], params), params, Path(spec["work_dir"]), spec.get("cache_dir"))
-    return stats  # the texts the launching process reads back from the chunks
+    plan = plan or _plan(spec["prompts"], params)
+    work_dir = Path(spec["work_dir"])
 
+    def compute(device: str | None, share: tuple[int, int] | None):
+        return _generate_share(plan, params, work_dir, device=device or plan.device, share=share,
+                               cache_dir=spec["cache_dir"])
 
-WORKER_ENTRY = "repro.construct.generation:_worker_main"
-
-
-def _launch(plan: _Plan, prompts: list[str], params: GenerationParams,
-            work_dir: Path, cache_dir: str | None = None) -> tuple[list[dict], dict[str, Any]]:
-    stats, results = launch_and_collect(
-        {"prompts": prompts, "params": params.model_dump(mode="json"), "work_dir": str(work_dir),
-         "cache_dir": cache_dir}, plan.kept,
-        params.generation_num_processes, WORKER_ENTRY, work_dir=work_dir, fingerprint=plan.fingerprint,
-        chunk_size=params.generation_chunk_size, device_type=plan.device.split(":")[0], progress=True,
-        what="generation")
-    return results, stats
+    return run_job(GENERATION_ENTRY, spec, plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
+                   chunk_size=params.generation_chunk_size, device=plan.device,
+                   num_processes=params.generation_num_processes, compute=compute, summed=("tokens", "sequences"),
+                   slowest=("generate_seconds", "load_seconds"), what="generation")
 
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
                         manifest: Any | None = None, cache_dir: str | Path | None = None) -> list[dict]:
-    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}` generated by the policy; resumable.
-
-    `generation_num_processes > 1` launches that many torchrun workers on this node, each generating a
-    contiguous share of the chunks; called inside your own torchrun job, this call is one rank of it.
-    `cache_dir`: rows generated before under the same fingerprint come from the row cache (repro.cache).
-    """
+    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}` generated by the policy; resumable,
+    in `generation_num_processes` torchrun workers or as one rank of your own torchrun job (`repro.jobs.run_job`);
+    `cache_dir`: rows generated before under the same fingerprint come from the row cache (repro.cache)."""
     start = time.monotonic()
     cache_dir = None if cache_dir is None else str(cache_dir)
     if cache_dir is not None:  # a cache of another key format is refused here, before any work
@@ -692,15 +600,8 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
     check_prompts(rows)
     prompts = [row["prompt"] for row in rows]
     plan = _plan(prompts, params)
-    work_dir = Path(work_dir)
-    if world_size() > 1:
-        results, stats = _generate_as_rank(plan, params, work_dir, cache_dir)
-    elif params.generation_num_processes > 1:
-        results, stats = _launch(plan, prompts, params, work_dir, cache_dir)
-    else:
-        run, counters = _generate_share(plan, params, work_dir, device=plan.device, share=None, prepare=True,
-                                        show_progress=True, cache_dir=cache_dir)
-        results, stats = run.results, {**_stats(run, counters), "processes": 1}
+    results, stats = generation_job({"prompts": prompts, "params": params.model_dump(mode="json"),
+                                     "work_dir": str(work_dir), "cache_dir": cache_dir}, plan)
 
     out: list[dict] = []
     by_row = {item["row"]: result for item, result in zip(plan.kept, results)}
@@ -722,12 +623,8 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
             "stand_in": policy.stand_in,
             **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
             "backend": params.generation_backend, "device": plan.device, "dtype": plan.dtype,
-            "generate_reference": params.generate_reference,
-            "reference_max_new_tokens": params.reference_max_new_tokens,
-            "n_candidates": params.n_candidates, "temperature": params.temperature, "top_p": params.top_p,
-            "max_new_tokens": params.max_new_tokens, "generation_seed": params.generation_seed,
-            "candidate_seeds": params.candidate_seeds,
-            "use_chat_template": params.use_chat_template, "max_prompt_tokens": plan.limit,
+            **{k: getattr(params, k) for k in SAMPLING},
+            "max_prompt_tokens": plan.limit,
             "context": plan.context,
             "long_prompts": params.long_prompts, "batch_size": params.generation_batch_size,
             "chunk_size": params.generation_chunk_size, "processes": stats["processes"],

@@ -1,21 +1,6 @@
-"""Scoring at scale (PairRM or a sequence-classifier reward model): resumable chunks, progress, and torchrun processes over contiguous shares.
-
-    result = score_candidates(prompts, candidates, model="llm-blender/PairRM", work_dir=run.work_dir("scoring"))
-    result.scores  # list[list[float]], input order;  result.info  # the scorer's info + throughput
-
-The scores themselves come from `repro.scorers` (PairRM: one forward pass per ordered pair, batched by a
-token budget). This module decides which process scores which prompts and keeps finished chunks on disk:
-
-- one process: chunks of `chunk_size` prompts, each written to `work_dir` when it finishes; re-running
-  the same call after a crash continues from the chunks on disk (`repro.jobs.run_chunked`);
-- `num_processes > 1`: launches `torchrun --standalone --nproc_per_node N` workers on this node; each
-  rank scores a contiguous share of the chunks and rank 0 merges them in input order;
-- launched by `torchrun` yourself (several nodes, `WORLD_SIZE > 1` in the environment): this call is
-  one rank of that job; every rank gets the merged result, rank 0 (`repro.jobs.is_main_process()`)
-  writes outputs.
-
-A chunk holds the same prompts whatever the number of processes, and the engine's result for a prompt
-does not depend on its batch neighbours, so 1, 2 or 64 processes give byte-identical scores.
+"""Scoring at scale (PairRM or a sequence-classifier reward model) through `repro.jobs.run_job`: resumable chunks,
+progress, torchrun processes over contiguous shares; 1, 2 or 64 processes give byte-identical scores (a chunk
+holds the same prompts whatever the number of processes, and a prompt's scores do not depend on its neighbours).
 """
 
 from __future__ import annotations
@@ -26,12 +11,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..cache import CacheCounts, RowCache, check_format
+from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError
-from ..jobs import launch_and_collect, run_as_rank, run_chunked_with_stats, world_size
-from ..jobs import torchrun_command as work_torchrun_command
+from ..jobs import run_chunked_with_stats, run_job
 from ..manifest import sha256_file
-from ..parameters import DEFAULT_BATCH_TOKENS
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import check_inputs, resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import reward_model_dtype
@@ -54,23 +37,20 @@ class ScoringJob:
     """Everything that decides the scores and how the work is cut; JSON-serialisable for torchrun workers."""
 
     model: str
-    backend: str = "repro"
-    device: str = "auto"
-    dtype: str = "auto"
-    batch_tokens: int = DEFAULT_BATCH_TOKENS
-    chunk_size: int = 256
-    work_dir: str = "work/scoring"
-    source_maxlength: int | None = None  # None: the checkpoint's own (repro.scorers.pairrm_checkpoint.checkpoint_limits)
-    candidate_maxlength: int | None = None
-    progress: bool = True
-    kind: str = "auto"  # resolved ('pairrm' | 'sequence_classifier') by score_candidates before any work
+    backend: str
+    device: str
+    dtype: str
+    batch_tokens: int
+    chunk_size: int
+    work_dir: str
+    source_maxlength: int | None  # None: the checkpoint's own (repro.scorers.pairrm_checkpoint.checkpoint_limits)
+    candidate_maxlength: int | None
+    progress: bool
+    kind: str  # 'pairrm' | 'sequence_classifier' (score_candidates resolves 'auto' before any work)
     options: dict[str, Any] = field(default_factory=dict)  # a sequence classifier's (chat_template, ...)
     cache_dir: str | None = None  # the project's row cache (repro.cache); None: no cache
 
 
-# ------------------------------------------------------------------------------------------------
-# checks and fingerprint
-# ------------------------------------------------------------------------------------------------
 def _check_job(job: ScoringJob, num_processes: int) -> None:
     if job.backend not in ("repro", "llm-blender"):
         raise ParameterError(f"backend={job.backend!r} is not known: use 'repro' (the engine) or 'llm-blender' "
@@ -118,11 +98,8 @@ def _optional_int(value: Any) -> int | None:
 
 
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
-    """What the scores depend on (not where or how fast they are computed); the items are hashed by `work`.
-
-    `batch_tokens` is in it: the batches, hence the float rounding of every score, follow the budget
-    (`work` adds the chunk size, which decides the batches too).
-    """
+    """What the scores depend on (not where or how fast they are computed), the budget included: the batches, hence
+    the float rounding, follow it (`repro.jobs` adds the items and the chunk size)."""
     device_type, dtype = _device_and_dtype(job)
     versions = {}
     for name in ("torch", "transformers", "repro"):
@@ -148,21 +125,15 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
     }
 
 
-# ------------------------------------------------------------------------------------------------
-# the public call
-# ------------------------------------------------------------------------------------------------
-def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str = "repro",
-                     device: str = "auto", dtype: str = "auto", batch_tokens: int = DEFAULT_BATCH_TOKENS,
-                     chunk_size: int = 256, num_processes: int = 1, work_dir: str | Path,
-                     source_maxlength: int | None = None, candidate_maxlength: int | None = None,
-                     progress: bool = True, kind: str = "auto",
-                     options: dict[str, Any] | None = None, cache_dir: str | Path | None = None) -> ScoreResult:
+def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str, device: str,
+                     dtype: str, batch_tokens: int, chunk_size: int, num_processes: int, work_dir: str | Path,
+                     kind: str, source_maxlength: int | None = None, candidate_maxlength: int | None = None,
+                     progress: bool = True, options: dict[str, Any] | None = None,
+                     cache_dir: str | Path | None = None) -> ScoreResult:
     """Score every candidate of every prompt (PairRM or a sequence classifier), resumably, in one or several processes.
 
-    `kind`: 'auto' (read from the checkpoint), 'pairrm' or 'sequence_classifier'; `options`: a sequence
-    classifier's (chat_template, trust_remote_code, output_index, max_length). PairRM limits left None are the
-    checkpoint's own (else 1224 / 412); the manifest entry's `limits_from` says which. `cache_dir`: rows
-    already scored under this scorer's fingerprint come from the row cache there, the others are added to it.
+    `options`: a sequence classifier's (chat_template, trust_remote_code, output_index, max_length); PairRM limits
+    left None are the checkpoint's own (`limits_from` says which); `cache_dir`: the project's row cache.
     """
     options = dict(options or {})
     limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
@@ -185,156 +156,78 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     check_inputs(prompts, candidates, min_candidates=2 if job.kind == "pairrm" else 1)
     _device_and_dtype(job)  # an unknown or unavailable device or dtype fails here, before any worker starts
     items = [[p, list(c)] for p, c in zip(prompts, candidates)]
-    if world_size() > 1:
-        return _score_as_rank(items, job)
-    if int(num_processes) > 1:
-        return _launch_torchrun(items, job, int(num_processes))
-    return _score_here(items, job)
-
-
-# ------------------------------------------------------------------------------------------------
-# one process
-# ------------------------------------------------------------------------------------------------
-def _load_scorer(job: ScoringJob, device: str | None = None):
-    if job.kind == "sequence_classifier":
-        return load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
-                           dtype=job.dtype, **job.options)
-    return load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device, dtype=job.dtype,
-                       source_maxlength=job.source_maxlength, candidate_maxlength=job.candidate_maxlength,
-                       **job.options)
-
-
-def _desc(job: ScoringJob) -> str:
-    return "PairRM scoring" if job.kind == "pairrm" else "reward-model scoring"
-
-
-def _chunk_fn(scorer, job: ScoringJob, budgets_used: dict[str, int]):
-    def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
-        prompts = [p for p, _ in chunk]
-        cands = [c for _, c in chunk]
-        out = scorer.score(prompts, cands, batch_tokens=job.batch_tokens, progress=advance)
-        if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
-            key = str(scorer.effective_batch_tokens(job.batch_tokens))
-            budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
-        # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
-        return [[float(x) for x in row] for row in out]
-
-    return score_chunk
-
-
-def _score_share(items: list[list[Any]], job: ScoringJob, *, share: tuple[int, int] | None, device: str | None,
-                 show_progress: bool, prepare: bool, desc: str) -> tuple[Any, dict[str, Any], float]:
     start = time.monotonic()
-    scorer = _load_scorer(job, device)
-    load_seconds = time.monotonic() - start
-    budgets_used: dict[str, int] = {}
-    # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
-    cache = RowCache.open(job.cache_dir, "scores", job_fingerprint(job)) if job.cache_dir is not None else None
-    run = run_chunked_with_stats(items, _chunk_fn(scorer, job, budgets_used), work_dir=job.work_dir,
-                                 fingerprint=job_fingerprint(job), chunk_size=job.chunk_size, desc=desc,
-                                 progress=show_progress, fn_reports_progress=True, share=share, unit="prompt",
-                                 prepare=prepare, cache=cache)
-    info = dict(scorer.info)
-    if set(budgets_used) - {str(job.batch_tokens)}:
-        # prompts scored here per budget: after an out-of-memory, which chunks a re-run at the lower budget matches
-        info["batch_tokens_used"] = budgets_used
-    if run.cache is not None:
-        info["cache"] = run.cache
-    return run, info, load_seconds
-
-
-def _info(scorer_info: dict[str, Any], job: ScoringJob, *, processes: int, prompts: int, computed: int,
-          scoring_seconds: float, seconds: float, load_seconds: float, chunks_total: int, chunks_resumed: int,
-          digest: str) -> dict[str, Any]:
-    return {
-        **scorer_info,
-        "prompts": prompts,
+    scores, stats = scoring_job({"job": asdict(job), "items": items, "num_processes": int(num_processes)})
+    computed = len(items) - stats["items_resumed"] - stats.get("cache", {}).get("rows_from_cache", 0)
+    info = {
+        **stats["info"],
+        "prompts": len(items),
         "prompts_computed": computed,
-        "prompts_per_second": round(computed / scoring_seconds, 4) if computed and scoring_seconds > 0 else None,
-        "seconds": round(seconds, 3),
-        "scoring_seconds": round(scoring_seconds, 3),
-        "load_seconds": round(load_seconds, 3),
-        "chunks": chunks_total,
-        "chunks_resumed": chunks_resumed,
+        "prompts_per_second": round(computed / stats["seconds"], 4) if computed and stats["seconds"] > 0 else None,
+        "seconds": round(time.monotonic() - start, 3),
+        "scoring_seconds": round(stats["seconds"], 3),
+        "load_seconds": round(stats["load_seconds"], 3),
+        "chunks": stats["chunks_total"],
+        "chunks_resumed": stats["chunks_resumed"],
         "chunk_size": job.chunk_size,
-        "processes": processes,
+        "processes": stats["processes"],
         "batch_tokens": job.batch_tokens,
         "work_dir": str(job.work_dir),
-        "fingerprint": digest,
+        "fingerprint": stats["digest"],
+        **({"devices": stats["devices"]} if stats["processes"] > 1 else {}),
     }
-
-
-def _score_here(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
-    start = time.monotonic()
-    run, scorer_info, load_seconds = _score_share(items, job, share=None, device=None, show_progress=job.progress,
-                                                  prepare=True, desc=_desc(job))
-    computed = len(items) - run.items_resumed - scorer_info.get("cache", {}).get("rows_from_cache", 0)
-    info = _info(scorer_info, job, processes=1, prompts=len(items), computed=computed, scoring_seconds=run.seconds,
-                 seconds=time.monotonic() - start, load_seconds=load_seconds, chunks_total=run.chunks_total,
-                 chunks_resumed=run.chunks_resumed, digest=run.digest)
-    return ScoreResult(scores=run.results, info=info)
-
-
-# ------------------------------------------------------------------------------------------------
-# one rank of a torchrun job
-# ------------------------------------------------------------------------------------------------
-def _score_as_rank(items: list[list[Any]], job: ScoringJob) -> ScoreResult:
-    start = time.monotonic()
-
-    def compute(device: str, share: tuple[int, int]) -> dict[str, Any]:
-        rank, world = share
-        run, scorer_info, load_seconds = _score_share(
-            items, job, share=share, device=device, show_progress=job.progress and rank == 0,
-            prepare=False, desc=f"{_desc(job)} (rank 0 of {world}: its share)")
-        return {"results": run.results, "resumed": run.chunks_resumed, "items_resumed": run.items_resumed,
-                "seconds": run.seconds, "load_seconds": load_seconds, "info": scorer_info,
-                "chunks_total": run.chunks_total, "digest": run.digest}
-
-    gathered = run_as_rank(items, work_dir=job.work_dir, fingerprint=job_fingerprint(job), chunk_size=job.chunk_size,
-                           device=_device_and_dtype(job)[0], compute=compute)
-    scores = [row for g in gathered for row in g["results"]]
-    computed = len(items) - sum(g["items_resumed"] + g["info"].get("cache", {}).get("rows_from_cache", 0)
-                                for g in gathered)
-    info = _info(gathered[0]["info"], job, processes=len(gathered), prompts=len(items), computed=computed,
-                 scoring_seconds=max(g["seconds"] for g in gathered), seconds=time.monotonic() - start,
-                 load_seconds=max(g["load_seconds"] for g in gathered), chunks_total=gathered[0]["chunks_total"],
-                 chunks_resumed=sum(g["resumed"] for g in gathered), digest=gathered[0]["digest"])
-    info["devices"] = sorted({str(g["info"].get("device", "?")) for g in gathered})
-    if job.cache_dir is not None:  # every rank's cache counts
-        counts = CacheCounts()
-        for g in gathered:
-            counts.add(g["info"]["cache"])
-        info["cache"] = counts.as_dict()
+    if "cache" in stats:
+        info["cache"] = stats["cache"]
     return ScoreResult(scores=scores, info=info)
 
 
-def _worker_main(spec: dict[str, Any]) -> dict[str, Any]:
-    """Entry point of one torchrun worker launched by `score_candidates(num_processes=N)` (via repro.jobs)."""
-    result = _score_as_rank(spec["items"], ScoringJob(**spec["job"]))
-    # the scores the launching process reads back from the chunks; this is the rest
-    return {"info": result.info, "prompts": len(result.scores)}
+def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]]:
+    """The scores of `spec`'s items and the merged stats, through `repro.jobs.run_job` (also every torchrun
+    worker's entry)."""
+    job, items = ScoringJob(**spec["job"]), spec["items"]
+    desc = "PairRM scoring" if job.kind == "pairrm" else "reward-model scoring"
+    limits = {} if job.kind == "sequence_classifier" else {
+        "source_maxlength": job.source_maxlength, "candidate_maxlength": job.candidate_maxlength}
+
+    def compute(device: str | None, share: tuple[int, int] | None):
+        start = time.monotonic()
+        scorer = load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
+                             dtype=job.dtype, **limits, **job.options)
+        load_seconds = time.monotonic() - start
+        budgets_used: dict[str, int] = {}
+
+        def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
+            out = scorer.score([p for p, _ in chunk], [c for _, c in chunk], batch_tokens=job.batch_tokens,
+                               progress=advance)
+            if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
+                key = str(scorer.effective_batch_tokens(job.batch_tokens))
+                budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
+            # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
+            return [[float(x) for x in row] for row in out]
+
+        fingerprint = job_fingerprint(job)  # after the load, which may have fetched the checkpoint
+        # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
+        cache = RowCache.open(job.cache_dir, "scores", fingerprint) if job.cache_dir is not None else None
+        run = run_chunked_with_stats(
+            items, score_chunk, work_dir=job.work_dir, fingerprint=fingerprint, chunk_size=job.chunk_size,
+            desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
+            progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
+            unit="prompt", prepare=share is None, cache=cache)
+        info = dict(scorer.info)
+        if set(budgets_used) - {str(job.batch_tokens)}:
+            # prompts scored here per budget: after an out-of-memory, which chunks a re-run at the lower budget matches
+            info["batch_tokens_used"] = budgets_used
+        if run.cache is not None:
+            info["cache"] = run.cache  # this process's; score_candidates puts every process's counts in its place
+        return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?")}
+
+    return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=job_fingerprint(job),
+                   chunk_size=job.chunk_size, device=_device_and_dtype(job)[0], num_processes=spec["num_processes"],
+                   compute=compute, slowest=("load_seconds",), progress=job.progress, what="scoring",
+                   error=ScoringError)
 
 
-# ------------------------------------------------------------------------------------------------
-# launching torchrun on this node
-# ------------------------------------------------------------------------------------------------
-WORKER_ENTRY = "repro.construct.scoring:_worker_main"
+SCORING_ENTRY = "repro.construct.scoring:scoring_job"
 
 
-def torchrun_command(job_path: Path, num_processes: int) -> list[str]:
-    """The torchrun command line that runs `num_processes` scoring workers on this node."""
-    return work_torchrun_command(job_path, num_processes, WORKER_ENTRY)
-
-
-def _launch_torchrun(items: list[list[Any]], job: ScoringJob, num_processes: int) -> ScoreResult:
-    start = time.monotonic()
-    done, scores = launch_and_collect({"job": asdict(job), "items": items}, items, num_processes, WORKER_ENTRY,
-                                      work_dir=job.work_dir, fingerprint=job_fingerprint(job),
-                                      chunk_size=job.chunk_size, device_type=_device_and_dtype(job)[0],
-                                      progress=job.progress, what="scoring", error=ScoringError)
-    info = dict(done["info"])
-    info["seconds"] = round(time.monotonic() - start, 3)
-    return ScoreResult(scores=scores, info=info)
-
-
-__all__ = ["ScoreResult", "ScoringJob", "ScoringError", "score_candidates", "torchrun_command", "job_fingerprint"]
+__all__ = ["ScoreResult", "ScoringJob", "ScoringError", "score_candidates", "job_fingerprint"]

@@ -1,23 +1,9 @@
-"""Reward-model scorers behind one interface.
-
-    scorer = load_scorer("llm-blender/PairRM", kind="auto", device="auto", dtype="auto")
-    scores = scorer.score(prompts, candidates)   # list of float64 arrays, one score per candidate, input order
-    scorer.info                                   # what produced the scores, for the manifest
-
-Modules (no import circle among them; none imports this package's `load_scorer`):
-
-- `common`: devices and precisions, input checks, ranks, the stand-in mark;
-- `pairrm_tokens`, `pairrm_attention`, `pairrm_checkpoint`, `pairrm`: PairRM's tokenisation, its fast
-  DeBERTa-v3 attention, finding and building a checkpoint of either layout, and the engine;
-- `sequence_classifier`: reward models with one output (`AutoModelForSequenceClassification`), batched
-  by a token budget like PairRM's engine;
-- `tiny`: the random stand-ins built offline (`builtin:tiny-pairrm`, `builtin:tiny-reward-llama`,
-  `builtin:tiny-reward-deberta`);
-- `blender_compat`: llm-blender's own code as a reference backend.
-
-`kind` is 'pairrm', 'sequence_classifier', or 'auto': read from the checkpoint's config.json (llm-blender's
-ranker config or DebertaV2PairRM: PairRM; a `*ForSequenceClassification` architecture: a sequence classifier).
-PairRM's scores sum to 0 over a prompt's candidates; a sequence classifier's are its logits, on its own scale.
+"""Reward-model scorers behind one interface: `load_scorer(model, kind=..., device=..., dtype=...)` returns a
+scorer whose `score(prompts, candidates)` gives float64 arrays (one score per candidate, input order) and whose
+`info` says what produced them. `kind` 'auto' is read from the checkpoint's config.json: llm-blender's ranker or
+DebertaV2PairRM is PairRM (scores sum to 0 over a prompt's candidates), a `*ForSequenceClassification` is a
+sequence classifier (its logit, on its own scale). Modules: common (devices, checks, token-budget batches),
+pairrm_* (the PairRM engine), sequence_classifier, tiny / tiny_policy (offline stand-ins), blender_compat.
 """
 
 from __future__ import annotations
@@ -36,7 +22,6 @@ from .sequence_classifier import SequenceClassifierScorer
 from .tiny import BUILTIN_REWARD_MODELS
 
 KINDS = ("auto", "pairrm", "sequence_classifier")
-BACKENDS = ("repro", "llm-blender")
 PAIRRM_OPTIONS = {  # each PairRM backend's own options
     "repro": ("source_maxlength", "candidate_maxlength", "fast_attention"),
     "llm-blender": ("source_maxlength", "candidate_maxlength", "batch_size", "restore_normalizer"),
@@ -128,8 +113,4 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
         return SequenceClassifierScorer.load(model, device=device, dtype=dtype, **options)
     # PairRM limits not given (or None) are the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412:
     # `info["limits_from"]` says which
-    if backend == "repro":
-        return PairRM.load(model, device=device, dtype=dtype, **options)
-    if backend == "llm-blender":
-        return BlenderScorer.load(model, device=device, dtype=dtype, **options)
-    raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
+    return (PairRM if backend == "repro" else BlenderScorer).load(model, device=device, dtype=dtype, **options)

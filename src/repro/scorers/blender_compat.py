@@ -1,21 +1,9 @@
 """The reference backend: llm-blender 0.0.2's own `Blender.loadranker` / `Blender.rank`, on transformers 5.
 
-llm-blender 0.0.2 does not import on transformers 5 (upstream issue #33). Two names it takes from
-transformers < 5 are put back, only when this backend is used (nothing is patched on `import repro`):
-
-- `transformers.utils.hub.TRANSFORMERS_CACHE` (its default download folder: the hub cache);
-- `PreTrainedTokenizerBase.batch_encode_plus` (its collator's tokenizer call: the same as `tokenizer(texts, ...)`).
-
-Transformers 5 also changed what a DeBERTa-v3 tokenizer does to text: it normalises with NFC instead of
-sentencepiece's NFKC table, so full-width letters and ligatures become [UNK]. `restore_normalizer=True`
-(the default) gives llm-blender's tokenizer its spm.model table back, i.e. the tokens llm-blender produced
-on transformers <= 4.57; pass False to see llm-blender exactly as it runs on transformers 5.
-
-Loading follows llm-blender: a RankerConfig directory loads its `model_name` backbone with AutoModel before
-overwriting the weights, so for `llm-blender/PairRM` it needs `microsoft/deberta-v3-large` (downloaded, or in
-the hub cache). A checkpoint built by `repro.scorers.tiny` names its backbone as a folder beside it ("backbone"),
-which is passed to llm-blender as an absolute path. A PairRM-hf (Transformers layout) directory is read
-through the same llm-blender classes, its own folder serving as backbone.
+Two names llm-blender imports from transformers < 5 are put back when this backend is used (never on `import
+repro`), and `restore_normalizer=True` gives its tokenizer back the spm.model normaliser of transformers <= 4.57.
+A checkpoint built by `repro.scorers.tiny` names its backbone as a folder beside it; PairRM-hf's layout is read
+through the same classes, its own folder serving as backbone.
 """
 
 from __future__ import annotations
@@ -103,10 +91,8 @@ class BlenderScorer:
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
              source_maxlength: int | None = None, candidate_maxlength: int | None = None, batch_size: int = 1,
              restore_normalizer: bool = True) -> "BlenderScorer":
-        """`Blender.loadranker` on a PairRM checkpoint; `batch_size=1` is what SPPO uses (a budget per prompt).
-
-        Limits left None are the checkpoint's own, which is what llm-blender itself does (`checkpoint_limits`).
-        """
+        """`Blender.loadranker` on a PairRM checkpoint (limits left None: the checkpoint's own, as llm-blender);
+        `batch_size=1` is what SPPO uses (a budget per prompt)."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         if dtype_name == "bf16" or (dtype_name == "fp16" and torch_device.type not in ("cuda", "mps")):
@@ -150,11 +136,6 @@ class BlenderScorer:
                 "stand_in": is_stand_in(self.path),
                 "normalization": self.normalization, "batch_size": self.batch_size}
 
-    def _rank_scores(self, prompts: list[str], candidates: list[list[str]]) -> np.ndarray:
-        return self.blender.rank(prompts, candidates, return_scores=True, batch_size=self.batch_size,
-                                 disable_tqdm=True, source_max_length=self.source_maxlength,
-                                 candidate_max_length=self.candidate_maxlength)
-
     def comparison_matrices(self, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         """M per prompt from llm-blender's `_full_predict`, batched as `Blender.rank` batches (equal counts)."""
         import torch
@@ -194,7 +175,10 @@ class BlenderScorer:
                 part = rows[start:start + step]
                 p = [prompts[r] for r in part]
                 c = [list(candidates[r]) for r in part]
-                for r, s in zip(part, self._rank_scores(p, c)):
+                ranked = self.blender.rank(p, c, return_scores=True, batch_size=self.batch_size, disable_tqdm=True,
+                                           source_max_length=self.source_maxlength,
+                                           candidate_max_length=self.candidate_maxlength)
+                for r, s in zip(part, ranked):
                     scores[r] = np.asarray(s, dtype=np.float64)
                 if return_matrix:
                     for r, m in zip(part, self.comparison_matrices(p, c)):

@@ -16,8 +16,6 @@ DTYPE_NAMES = ("fp32", "fp16", "bf16")
 DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
 
-
-
 def torch_dtype(name: str):
     """The torch dtype of 'fp32' | 'fp16' | 'bf16'."""
     import torch
@@ -124,15 +122,9 @@ def is_stand_in(spec: str | Path) -> bool:
         return False
 
 
-# ------------------------------------------------------------------------------------------------
-# forward passes packed by a token budget (PairRM's engine and the sequence classifiers)
-# ------------------------------------------------------------------------------------------------
 class BudgetedBatches:
-    """Runs `self._forward(items)` over items sorted longest first, `batch_tokens` padded tokens at a time.
-
-    The subclass sets `device` (a torch.device), `dtype`, `max_batch_tokens` (None, lowered for the rest of
-    the scorer's life by a CUDA out-of-memory), and the words of its messages: `label`, `unit`, `shrink_hint`.
-    """
+    """Runs `self._forward(items)` over items sorted longest first, `batch_tokens` padded tokens at a time; the
+    subclass sets `device`, `dtype`, `max_batch_tokens` (lowered for good by an out-of-memory) and its words."""
 
     label = "scorer"
     unit = "pass"
@@ -140,13 +132,13 @@ class BudgetedBatches:
 
     def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int,
              on_done: Callable[[list[int]], None]) -> np.ndarray:
-        """The output of every item of `plan`; batches of at most `batch_tokens` padded tokens, halved on out-of-memory.
-
-        A batch's float rounding depends on its neighbours, so after an out-of-memory the call starts over with
-        the halved budget: its result is then exactly that of a call with `batch_tokens=<halved>`.
-        """
+        """The output of every item of `plan` in batches of at most `batch_tokens` padded tokens; an out-of-memory
+        halves the budget and starts the call over (rounding depends on the batches: the result is exactly that of
+        a call with the halved budget)."""
         import torch
 
+        if batch_tokens < 1:
+            raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
         out = np.empty(len(plan), dtype=np.float32)
         budget = self.effective_batch_tokens(batch_tokens)
         reported: set[int] = set()  # items whose progress was reported before a restart
@@ -179,6 +171,10 @@ class BudgetedBatches:
                 on_done(new)
             start = stop
         return out
+
+    def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
+        """Ranks per prompt (1 = best, ties share), from `score`."""
+        return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]
 
     def effective_batch_tokens(self, batch_tokens: int) -> int:
         """The budget a call with `batch_tokens` uses: lower after an out-of-memory (the scores depend on it)."""

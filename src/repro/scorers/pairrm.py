@@ -1,22 +1,9 @@
 """PairRM's engine: llm-blender's pairwise reward model, scored fast on current transformers.
 
-PairRM (llm-blender's pairwise reward model) reads one ordered pair of candidates per forward pass,
-
-    [CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP] [CLS] <|candidate2|> b [SEP]
-
-and returns head(source, a) − head(source, b) from the last hidden states at the three prefix tokens.
-For c candidates every ordered pair i ≠ j fills M[i, j]; score_i = mean over j of (M[i, j] − M[j, i])
-(dividing by c), exactly as llm-blender's `Blender.rank(..., return_scores=True)`. Lengths follow
-llm-blender at `batch_size=1`: the source keeps ≤ `source_maxlength` tokens (with [CLS]/[SEP]); each
-candidate keeps ≤ `candidate_maxlength` + (source budget left unused) // 2, a budget per prompt.
-
-The engine tokenises every distinct source and candidate text once (`pairrm_tokens`), assembles each pass
-from ids, removes passes that are identical, sorts passes by length and packs them into batches by a token
-budget (padded tokens counted), and returns results in input order. The checkpoint (either layout) is
-found and built by `pairrm_checkpoint`, its attention sped up by `pairrm_attention`.
-
-    scorer = repro.scorers.load_scorer("llm-blender/PairRM", device="auto", dtype="auto")
-    scores = scorer.score(prompts, candidates)          # list of float64 arrays, input order
+One forward pass per ordered pair of candidates, `[CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP]
+[CLS] <|candidate2|> b [SEP]`, gives M[i, j]; score_i = mean over j of (M[i, j] − M[j, i]), with llm-blender's
+token limits at `batch_size=1` (`Blender.rank(..., return_scores=True)`). Every distinct text is tokenised once,
+identical passes are computed once, and passes are packed longest first into batches by a token budget.
 """
 
 from __future__ import annotations
@@ -28,10 +15,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from ..errors import DataError, ModelLoadError, ParameterError
+from ..errors import DataError, ModelLoadError
 from ..parameters import DEFAULT_BATCH_TOKENS
 from .common import (BudgetedBatches, check_inputs, is_stand_in,
-                     prompts_done_counter, ranks_from_scores, resolve_device, resolve_dtype, torch_dtype)
+                     prompts_done_counter, resolve_device, resolve_dtype, torch_dtype)
 from .pairrm_checkpoint import PairRMModel, checkpoint_limits, load_pairrm_model, read_config, resolve_model
 from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
                             load_tokenizer)
@@ -43,9 +30,6 @@ def scores_from_matrix(matrix: np.ndarray) -> np.ndarray:
     return (m - m.T).mean(axis=1)
 
 
-# ------------------------------------------------------------------------------------------------
-# the scorer
-# ------------------------------------------------------------------------------------------------
 class _Pass:
     """One forward pass: a source and an ordered pair of candidates, as token ids."""
 
@@ -74,9 +58,6 @@ class PairRM(BudgetedBatches):
     def __init__(self, model: PairRMModel, tokenizer, *, spec: str, path: Path, layout: str, device: torch.device,
                  dtype: str, normalization: str, source_maxlength: int, candidate_maxlength: int,
                  limits_from: dict[str, str] | None = None):
-        if source_maxlength < 3 or candidate_maxlength < 3:
-            raise ParameterError(f"source_maxlength={source_maxlength} and candidate_maxlength={candidate_maxlength} "
-                                 f"must both be >= 3 ([CLS], the prefix token and [SEP]).")
         self.model, self.tokenizer = model, tokenizer
         self.spec, self.path, self.layout = spec, path, layout
         self.device, self.dtype, self.normalization = device, dtype, normalization
@@ -94,11 +75,8 @@ class PairRM(BudgetedBatches):
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
              source_maxlength: int | None = None, candidate_maxlength: int | None = None,
              fast_attention: bool = True) -> "PairRM":
-        """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`).
-
-        Limits left None are the checkpoint's own, as in llm-blender (`checkpoint_limits`);
-        `fast_attention=False` keeps transformers' own DeBERTa attention (same numbers, slower).
-        """
+        """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`); limits left None
+        are the checkpoint's own (`checkpoint_limits`); `fast_attention=False`: transformers' attention (slower)."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         path = resolve_model(model)
@@ -200,13 +178,9 @@ class PairRM(BudgetedBatches):
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
               batch_tokens: int = DEFAULT_BATCH_TOKENS, return_matrix: bool = False,
               progress: Callable[[int], Any] | None = None):
-        """PairRM scores per prompt (float64 arrays, input order); with `return_matrix` also each M.
-
-        `progress(n)` is called with the number of prompts newly finished after each batch.
-        """
+        """PairRM scores per prompt (float64 arrays, input order); with `return_matrix` also each M;
+        `progress(n)` gets the number of prompts newly finished after each batch."""
         check_inputs(prompts, candidates)
-        if batch_tokens < 1:
-            raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
         plan, order, per_prompt = self.plan(prompts, candidates)
         on_done = prompts_done_counter([np.unique(index[index >= 0]) for index in per_prompt], len(plan), progress)
         logits = self._run(plan, order, batch_tokens, on_done)
@@ -223,10 +197,6 @@ class PairRM(BudgetedBatches):
         plan, _, per_prompt = self.plan(prompts, candidates)
         return [{(i, j): np.concatenate([plan[k].source, plan[k].first, plan[k].second])
                  for (i, j), k in np.ndenumerate(index) if k >= 0} for index in per_prompt]
-
-    def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
-        """Ranks per prompt (1 = best, ties share), from `score`."""
-        return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]
 
     def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
                 **kwargs) -> np.ndarray:

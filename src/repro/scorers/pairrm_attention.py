@@ -1,7 +1,5 @@
-"""DeBERTa-v3's disentangled attention for PairRM inference: transformers' arithmetic with fewer L×L passes.
-
-`install_fast_attention(model)` routes every DisentangledSelfAttention of a `PairRMModel`'s backbone
-through `_fast_attention_forward`; the model builds `batch_context` once per forward for all layers.
+"""DeBERTa-v3's disentangled attention for PairRM inference: transformers' arithmetic with fewer L×L passes
+(`install_fast_attention(model)`; the model builds `batch_context` once per forward for all layers).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""PairRM checkpoints: finding one (built-in stand-in, folder, hub id), telling its layout, building the model.
-
-Two layouts hold the same weights: llm-blender's (a RankerConfig `config.json`, as `llm-blender/PairRM`
-ships it) and the Transformers one of `llm-blender/PairRM-hf` (a DebertaV2PairRM config).
+"""PairRM checkpoints: finding one (built-in stand-in, folder, hub id), telling its layout (llm-blender's
+RankerConfig as `llm-blender/PairRM` ships it, or the Transformers one of `llm-blender/PairRM-hf`), building the model.
 """
 
 from __future__ import annotations
@@ -18,26 +16,13 @@ from ..parameters import PAIRRM_LIMITS
 from ..paths import cache_root, looks_like_path
 from .common import check_local_path
 from .pairrm_attention import batch_context, install_fast_attention
-from .tiny import build_cached_tiny_pairrm
+from .tiny import DEBERTA_V3_LARGE, build_cached_tiny_pairrm
 
 BUILTIN_TINY = "builtin:tiny-pairrm"
 KNOWN_HUB_IDS = ("llm-blender/PairRM", "llm-blender/PairRM-hf")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-# microsoft/deberta-v3-large's config.json: the backbone of llm-blender/PairRM. Kept here so that loading
-# the llm-blender layout needs nothing of deberta-v3-large (llm-blender downloads its 1.7 GB of weights
-# only to overwrite them). vocab_size comes from the checkpoint's embedding matrix.
-DEBERTA_V3_LARGE = dict(
-    model_type="deberta-v2", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-    intermediate_size=4096, hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-    max_position_embeddings=512, type_vocab_size=0, initializer_range=0.02, layer_norm_eps=1e-7,
-    relative_attention=True, max_relative_positions=-1, pad_token_id=0, position_biased_input=False,
-    pos_att_type=["p2c", "c2p"], position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
-    vocab_size=128100)
 
 
-# ------------------------------------------------------------------------------------------------
-# finding a checkpoint
-# ------------------------------------------------------------------------------------------------
 def _how_to_provide(spec: str) -> str:
     repo = "llm-blender/PairRM-hf" if looks_like_path(spec) else spec
     return (f"To provide it: on a machine with internet run `hf download {repo} --include '*.json' spm.model "
@@ -46,17 +31,13 @@ def _how_to_provide(spec: str) -> str:
             f"'{BUILTIN_TINY}' (a random stand-in whose scores are noise).")
 
 
-def _has_weights(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in WEIGHT_FILES)
-
-
 def _from_hub(repo_id: str) -> Path:
     """A hub checkpoint's local snapshot (config, tokenizer and one weights file only; never the backbone's)."""
     from huggingface_hub import constants, snapshot_download
 
     # llm-blender's own download location (`snapshot_download(local_dir=TRANSFORMERS_CACHE/<repo>)`)
     legacy = Path(constants.HF_HUB_CACHE) / repo_id
-    if (legacy / "config.json").is_file() and _has_weights(legacy):
+    if (legacy / "config.json").is_file() and any((legacy / name).is_file() for name in WEIGHT_FILES):
         return legacy
     reasons = []
     for weights in WEIGHT_FILES:
@@ -112,12 +93,8 @@ LIMIT_NAMES = ("source_maxlength", "candidate_maxlength")
 
 def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = None,
                       candidate_maxlength: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
-    """The limits to use and where each came from: "explicit" (given), "checkpoint config", or "default" (1224/412).
-
-    As llm-blender's `Blender.rank`: a limit not given is the checkpoint's own (`source_maxlength` /
-    `candidate_maxlength` in llm-blender's RankerConfig; PairRM-hf's config carries none, its card's
-    `tokenize_pair` uses 1224 / 412, which is the default here).
-    """
+    """The limits and where each came from: "explicit", "checkpoint config" (llm-blender's RankerConfig, as
+    `Blender.rank` reads it), or "default" (1224 / 412, what PairRM-hf's card uses: its config carries none)."""
     given = dict(zip(LIMIT_NAMES, (source_maxlength, candidate_maxlength)))
     limits, origins = {}, {}
     for name, value in given.items():
@@ -139,9 +116,6 @@ def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = Non
     return limits, origins
 
 
-# ------------------------------------------------------------------------------------------------
-# model
-# ------------------------------------------------------------------------------------------------
 class PairRMModel(nn.Module):
     """DeBERTa-v2 backbone + llm-blender's head; state-dict keys `pretrained_model.*` and `head_layer.*`."""
 
@@ -172,9 +146,6 @@ class PairRMModel(nn.Module):
         return (left - right).mean(dim=-1)
 
 
-# ------------------------------------------------------------------------------------------------
-# weights and backbone config
-# ------------------------------------------------------------------------------------------------
 def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     if (folder / "model.safetensors").is_file():
         from safetensors.torch import load_file
@@ -198,7 +169,7 @@ def _backbone_config(folder: Path, layout: str, config: dict[str, Any], vocab_si
         if local:
             backbone = DebertaV2Config.from_pretrained(str(local[0]))
         elif name == "microsoft/deberta-v3-large":
-            backbone = DebertaV2Config(**{k: v for k, v in DEBERTA_V3_LARGE.items() if k != "model_type"})
+            backbone = DebertaV2Config(**DEBERTA_V3_LARGE)
         else:
             try:
                 from huggingface_hub import hf_hub_download

@@ -1,9 +1,5 @@
-"""PairRM's text to tokens: the prefix tokens, and the DeBERTa-v3 tokenizer with sentencepiece's own normaliser.
-
-PairRM reads `<|source|>` + prompt and `<|candidate1|>` / `<|candidate2|>` + candidate. The normaliser is
-sentencepiece's own table (what transformers 4 gave DeBERTa-v3 tokenizers and what PairRM was used with;
-transformers 5 replaced it with NFC, which turns full-width letters and ligatures into [UNK]); without an
-spm.model, NFKC is applied first (`load_tokenizer` says which: "sentencepiece" | "nfkc").
+"""PairRM's text to tokens: the prefix tokens, and the DeBERTa-v3 tokenizer with sentencepiece's own normaliser
+(what transformers 4 gave it; transformers 5's NFC turns full-width letters and ligatures into [UNK]).
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Sequence-classifier reward models: any `AutoModelForSequenceClassification` checkpoint with one output.
 
-Bradley–Terry reward models (Skywork-Reward, ArmoRM, UltraRM-style, RLHFlow's) read one conversation and
-return one logit. The prompt and a candidate are rendered as a two-turn conversation (user, assistant) with
-the model's chat template (or `chat_template=` for a checkpoint without one), tokenised without adding
-special tokens (the template holds them, as `apply_chat_template` does), and scored one sequence per
-(prompt, candidate). A candidate's score is that logit: no sum-to-zero over a prompt's candidates, and a
-scale of its own (not comparable with PairRM's scores).
-
-The engine tokenises every distinct (prompt, candidate) once, sorts the sequences longest first (ties by
-text, so that the batches and hence the numbers do not depend on the input order), packs them into
-right-padded batches of at most `batch_tokens` padded tokens, and returns the scores in input order. Right
-padding leaves a decoder's real tokens untouched and the model's own pooling reads the last real token,
-so a sequence's score does not depend on its batch neighbours (to float rounding).
-
-    scorer = repro.scorers.load_scorer("Skywork/Skywork-Reward-V2-Llama-3.1-8B", kind="sequence_classifier")
-    scores = scorer.score(prompts, candidates)   # list of float64 arrays (one logit per candidate), input order
+The prompt and a candidate are rendered as a user and an assistant turn with the model's chat template,
+tokenised without added special tokens, and scored one sequence each: the score is the logit (no sum-to-zero,
+a scale of its own). Sequences are sorted longest first (ties by text) and packed into right-padded batches by
+a token budget, so a score does not depend on the input order or its batch neighbours (to float rounding).
 """
 
 from __future__ import annotations
@@ -29,7 +18,7 @@ from ..errors import ModelLoadError, ParameterError
 from ..parameters import DEFAULT_BATCH_TOKENS
 from ..paths import cache_root
 from .common import (BudgetedBatches, check_inputs, check_local_path, is_stand_in,
-                     prompts_done_counter, ranks_from_scores, resolve_device, resolve_dtype, torch_dtype)
+                     prompts_done_counter, resolve_device, resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_cached_tiny_reward_model
 
 OPTIONS = ("chat_template", "trust_remote_code", "output_index", "max_length")
@@ -61,12 +50,8 @@ def resolve_checkpoint(spec: str | Path) -> str:
     return spec
 
 
-def _needs_remote_code(exc: Exception) -> bool:
-    return "trust_remote_code" in str(exc)
-
-
 def _load_error(spec: str, exc: Exception, trust_remote_code: bool) -> ModelLoadError:
-    if _needs_remote_code(exc) and not trust_remote_code:
+    if "trust_remote_code" in str(exc) and not trust_remote_code:
         return ModelLoadError(
             f"Reward model '{spec}' ships its own modelling code (as ArmoRM does): loading it runs that code, so it "
             f"needs trust_remote_code=True (scorer option `trust_remote_code: true`, `repro score "
@@ -109,10 +94,7 @@ class SequenceClassifierScorer(BudgetedBatches):
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto", chat_template: str | None = None,
              trust_remote_code: bool = False, output_index: int | None = None,
              max_length: int | None = None) -> "SequenceClassifierScorer":
-        """Load a checkpoint (hub id, folder, or `builtin:tiny-reward-llama` / `builtin:tiny-reward-deberta`).
-
-        `dtype` auto is bf16 on a CUDA GPU that has it (fp16 otherwise there) and fp32 elsewhere.
-        """
+        """Load a checkpoint (hub id, folder, or `builtin:tiny-reward-llama` / `builtin:tiny-reward-deberta`)."""
         from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
         torch_device = resolve_device(device)
@@ -234,13 +216,7 @@ class SequenceClassifierScorer(BudgetedBatches):
               progress: Callable[[int], Any] | None = None) -> list[np.ndarray]:
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
         check_inputs(prompts, candidates, min_candidates=1)
-        if batch_tokens < 1:
-            raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
         plan, order, per_prompt = self.plan(prompts, candidates)
         on_done = prompts_done_counter([np.unique(index) for index in per_prompt], len(plan), progress)
         logits = self._run(plan, order, batch_tokens, on_done)
         return [logits[index].astype(np.float64) for index in per_prompt]
-
-    def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
-        """Ranks per prompt (1 = best, ties share), from `score`."""
-        return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]

@@ -1,31 +1,14 @@
-"""The scorer stand-ins, built offline and deterministically: a tiny random PairRM, tiny random reward models.
-
-`build_tiny_reward_model` writes a random Llama or DeBERTa-v2 `*ForSequenceClassification` reward model
-with a chat template (`builtin:tiny-reward-llama`, `builtin:tiny-reward-deberta`). The rest of this module
-is the PairRM stand-in, a checkpoint in llm-blender's layout.
-
-Its scores are noise. It exists so that scoring, the equivalence tests against llm-blender and the CPU
-benchmark run without a download, through exactly the code path of the real `llm-blender/PairRM`:
-
-    out_dir/
-      config.json              RankerConfig (ranker_type pairranker, model_name "backbone", 1224/412, fp16)
-      model.safetensors        `pretrained_model.*` (DeBERTa-v2) + `head_layer.*` (the two-layer head)
-      spm.model                a unigram sentencepiece model trained here, in memory, on an embedded corpus
-      tokenizer.json           that model as `tokenizers` JSON, with sentencepiece's own normaliser
-      tokenizer_config.json, special_tokens_map.json, added_tokens.json   (+ the four prefix tokens)
-      backbone/                what llm-blender loads as `model_name`: DebertaV2Config, random weights it
-                               overwrites, the tokenizer without the prefix tokens (like microsoft/deberta-v3-large)
-      repro_stand_in.json      marks the directory as a stand-in
-
-`layout="transformers"` writes the `llm-blender/PairRM-hf` layout instead (a DebertaV2Config `config.json`
-with the prefix ids, the same weights and tokenizer, no backbone/). The same arguments always give
-byte-identical files (sentencepiece trains single-threaded; weights come from `torch.manual_seed(seed)`).
+"""The scorer stand-ins, built offline and byte-identically: a tiny random PairRM (llm-blender's layout, with a
+`backbone/` folder as llm-blender loads it, or PairRM-hf's with `layout="transformers"`) whose sentencepiece
+tokenizer is trained here on an embedded corpus, and tiny random Llama / DeBERTa-v2 reward models. Their scores
+are noise; they run scoring, the llm-blender equivalence tests and benchmarks through the real code paths.
 """
 
 from __future__ import annotations
 
 import io
 import json
+from importlib import resources
 import random
 import re
 from pathlib import Path
@@ -40,72 +23,21 @@ from .tiny_policy import byte_tokenizer
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
+# microsoft/deberta-v3-large's config.json: the backbone of llm-blender/PairRM (what its RankerConfig loads), and
+# at other sizes the stand-ins'. Loading the llm-blender layout needs nothing of deberta-v3-large (llm-blender
+# downloads its 1.7 GB of weights only to overwrite them); vocab_size comes from the checkpoint's embeddings.
+DEBERTA_V3_LARGE = dict(
+    hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, hidden_act="gelu",
+    hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=0,
+    initializer_range=0.02, layer_norm_eps=1e-7, relative_attention=True, max_relative_positions=-1, pad_token_id=0,
+    position_biased_input=False, pos_att_type=["p2c", "c2p"], position_buckets=256, norm_rel_ebd="layer_norm",
+    share_att_key=True, vocab_size=128100)
 SPECIAL_TOKENS = {"pad_token": "[PAD]", "cls_token": "[CLS]", "sep_token": "[SEP]", "unk_token": "[UNK]",
                   "mask_token": "[MASK]", "bos_token": "[CLS]", "eos_token": "[SEP]"}
 BACKBONE_DIR = "backbone"
 
 # The embedded corpus: assistant-style English plus the scripts and symbols scoring must survive.
-SENTENCES = (
-    "Sure! Here is a short explanation of how photosynthesis works in green plants.",
-    "Plants capture sunlight with chlorophyll and turn carbon dioxide and water into glucose and oxygen.",
-    "To solve the equation 3x + 7 = 22, subtract seven from both sides and divide by three, so x = 5.",
-    "The derivative of sin(x) is cos(x), and the integral of 1/x is the natural logarithm of |x| plus a constant.",
-    "Here's a Python function that returns the factorial of a number using recursion.",
-    "def factorial(n):\n    return 1 if n <= 1 else n * factorial(n - 1)",
-    "for i in range(10):\n    print(i ** 2)",
-    "SELECT name, COUNT(*) FROM orders GROUP BY name ORDER BY 2 DESC;",
-    "I'm sorry, but I cannot help with that request because it could cause harm.",
-    "The French Revolution began in 1789 and ended with the rise of Napoleon Bonaparte.",
-    "Preheat the oven to 180 degrees, whisk the eggs with sugar, then fold in the flour gently.",
-    "A healthy breakfast might include oatmeal, fresh berries, yogurt and a cup of green tea.",
-    "Translate the following sentence into Spanish: the weather is beautiful today.",
-    "El tiempo está hermoso hoy, y los niños juegan en el parque.",
-    "Le chat dort sur le canapé pendant que la pluie tombe doucement.",
-    "Der schnelle braune Fuchs springt über den faulen Hund.",
-    "Write a haiku about autumn leaves falling on a quiet river.",
-    "Crimson leaves drifting, the river carries them home, silence after rain.",
-    "Machine learning models learn patterns from data and generalize to new examples.",
-    "Gradient descent updates the parameters in the direction that reduces the loss.",
-    "The capital of Australia is Canberra, not Sydney as many people assume.",
-    "Water boils at 100 degrees Celsius at sea level, which is 212 degrees Fahrenheit.",
-    "Please summarize the main arguments of the article in three bullet points.",
-    "1. Renewable energy is getting cheaper. 2. Storage remains a challenge. 3. Policy matters.",
-    "The user asked for a polite email declining the meeting invitation next Tuesday.",
-    "Dear Ms. Johnson, thank you for the invitation; unfortunately I am unable to attend.",
-    "Quantum computers use qubits, which can be in a superposition of zero and one.",
-    "The mitochondria is often called the powerhouse of the cell because it produces ATP.",
-    "JavaScript arrays have methods such as map, filter and reduce for functional programming.",
-    "const total = items.reduce((sum, item) => sum + item.price, 0);",
-    "In 2020 the population of the city grew by 2.5 percent to about 1.2 million residents.",
-    "Exercise regularly, sleep at least seven hours, and drink enough water every day.",
-    "The story follows a young girl who discovers a hidden door behind her grandmother's bookshelf.",
-    "Compound interest means you earn interest on both the principal and the accumulated interest.",
-    "The Pythagorean theorem states that a squared plus b squared equals c squared.",
-    "Shakespeare wrote Hamlet, Macbeth, Othello and many sonnets about love and time.",
-    "An API key should never be committed to a public repository or shared in chat.",
-    "Use git commit with a clear message, then push the branch and open a pull request.",
-    "The train leaves at 7:45 in the morning and arrives just after noon.",
-    "What are the advantages and disadvantages of working from home?",
-    "Working from home saves commuting time but can blur the boundary between work and rest.",
-    "Climate change increases the frequency of heat waves, droughts and heavy rainfall events.",
-    "A balanced argument considers evidence on both sides before reaching a conclusion.",
-    "The assistant should answer honestly, helpfully and without unnecessary verbosity.",
-    "Rank the following responses from best to worst according to accuracy and clarity.",
-    "Response A is more detailed, while response B is shorter but contains a factual error.",
-    "Sorting algorithms like quicksort and mergesort run in O(n log n) time on average.",
-    "HTTP status code 404 means the requested resource was not found on the server.",
-    "The recipe needs two cups of rice, a pinch of salt, olive oil and chopped onions.",
-    "Mount Everest is the highest mountain above sea level at 8,849 metres.",
-    "OK.", "Yes.", "No.", "Thanks!", "I don't know.", "N/A", "...", "?", "👍",
-    "日本語の文章を少し書きます。東京は日本の首都です。",
-    "中文文本：今天天气很好，我们去公园散步吧。人工智能正在改变世界。",
-    "한국어 문장입니다. 서울은 한국의 수도입니다.",
-    "Ｆｕｌｌ－ｗｉｄｔｈ ｌｅｔｔｅｒｓ ａｎｄ ｄｉｇｉｔｓ １２３ look different but mean the same.",
-    "Ligatures such as ﬁ, ﬂ, ﬀ and ﬃ appear in typeset text like ﬁnance and ﬂower.",
-    "Emoji are common in chat: 😀 😂 🎉 🚀 ❤️ 👩‍💻 and flags like 🇫🇷.",
-    "Accents: café, naïve, coöperate, São Paulo, Zürich, Ångström, façade.",
-    "Math symbols: ∑ ∫ √ ≤ ≥ ≠ ∞ π α β γ and fractions like ½ and ¾.",
-)
+SENTENCES = tuple(json.loads((resources.files("repro") / "data" / "tiny_corpus.json").read_text(encoding="utf-8")))
 # English affixes recombined with the corpus' stems: enough distinct words for a few thousand pieces
 # (a mid-size benchmark model), with pieces shaped like English sub-words.
 _PREFIXES = ("", "", "", "un", "re", "pre", "dis", "over", "under", "inter", "mis", "non", "sub", "super", "co",
@@ -195,13 +127,9 @@ def _backbone_config(vocab_size: int, hidden_size: int, num_layers: int, num_hea
     """DeBERTa-v3-large's architecture settings at a chosen size."""
     from transformers import DebertaV2Config
 
-    return DebertaV2Config(
-        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
-        num_attention_heads=num_heads, intermediate_size=intermediate_size, hidden_act="gelu",
-        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512,
-        type_vocab_size=0, initializer_range=initializer_range, layer_norm_eps=1e-7, relative_attention=True,
-        max_relative_positions=-1, pad_token_id=0, position_biased_input=False, pos_att_type=["p2c", "c2p"],
-        position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True)
+    return DebertaV2Config(**{**DEBERTA_V3_LARGE, "vocab_size": vocab_size, "hidden_size": hidden_size,
+                              "num_hidden_layers": num_layers, "num_attention_heads": num_heads,
+                              "intermediate_size": intermediate_size, "initializer_range": initializer_range})
 
 
 def _config_json(config, **extra) -> dict:
@@ -248,12 +176,9 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
                       candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength) -> Path:
     """Build a random PairRM checkpoint (llm-blender's layout by default) in `out_dir`; returns the directory.
 
-    `vocab_size` counts sentencepiece pieces (the tokenizer adds [MASK] and the four prefix tokens);
-    `initializer_range=1.0` spreads random scores to about 0.1 (DeBERTa's 0.02 gives near-ties);
-    `weights_format`: "safetensors", "bin" (pytorch_model.bin) or "both"; `extra_corpus`: more training
-    text for the tokenizer (e.g. real prompts, for realistic token counts in a benchmark);
-    `source_maxlength` / `candidate_maxlength`: the limits its llm-blender RankerConfig holds (PairRM-hf's
-    layout carries none).
+    `vocab_size`: sentencepiece pieces; `initializer_range=1.0` spreads scores to about 0.1 (0.02 gives near-ties);
+    `extra_corpus`: more tokenizer training text (realistic token counts in a benchmark); the limits go to the
+    RankerConfig (PairRM-hf's layout carries none).
     """
     import torch
     from safetensors.torch import save_file
@@ -305,9 +230,6 @@ def build_cached_tiny_pairrm(cache: Path, **kwargs) -> Path:
     return build_once(cache / f"tiny-pairrm-v{BUILDER_VERSION}", lambda folder: build_tiny_pairrm(folder, **kwargs))
 
 
-# ------------------------------------------------------------------------------------------------
-# sequence-classifier reward models (one logit per conversation)
-# ------------------------------------------------------------------------------------------------
 BUILTIN_REWARD_MODELS = {"builtin:tiny-reward-llama": "llama", "builtin:tiny-reward-deberta": "deberta"}
 # an encoder reads the whole conversation and pools its first token ([CLS]): the template starts with it
 DEBERTA_CHAT_TEMPLATE = ("[CLS]{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}[SEP]"
@@ -318,12 +240,8 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
                             chat_template: bool = True, hidden_size: int = 32, num_layers: int = 2,
                             num_heads: int = 4, intermediate_size: int = 64, initializer_range: float = 0.2,
                             vocab_size: int = 600) -> Path:
-    """A random `*ForSequenceClassification` reward model with a chat template (Llama or DeBERTa-v2) in `out_dir`.
-
-    Llama: the byte-level ChatML tokenizer of the stand-in policy; DeBERTa-v2: a DeBERTa-v3 sentencepiece
-    tokenizer trained here (`vocab_size` pieces) with `DEBERTA_CHAT_TEMPLATE`. `chat_template=False` leaves
-    the template out; `num_labels` > 1 gives a multi-output head. Scores are noise.
-    """
+    """A random `*ForSequenceClassification` reward model in `out_dir`: Llama with the stand-in policy's byte-level
+    ChatML tokenizer, or DeBERTa-v2 with a sentencepiece tokenizer trained here and `DEBERTA_CHAT_TEMPLATE`."""
     import torch
     from transformers import DebertaV2ForSequenceClassification, LlamaConfig, LlamaForSequenceClassification
 

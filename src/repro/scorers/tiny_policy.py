@@ -1,17 +1,8 @@
 """A tiny random causal LM with a chat template, built offline and deterministically: the policy stand-in.
 
-Its text is noise. It exists so that generation runs end to end without a download: the files it writes
-(`config.json`, `model.safetensors`, `tokenizer.json`, `chat_template.jinja`, ...) are the layout of a real
-model directory and load through the same `from_pretrained(dir)` path as one.
-
-- tokenizer: byte-level BPE with no merges (token id = byte value) plus `<|im_start|>`, `<|im_end|>` (the
-  end of a turn, its EOS) and `<|pad|>`, and a ChatML chat template; nothing is trained, so nothing varies;
-- model: a Llama-architecture decoder, random weights from `torch.manual_seed(seed)`, reshaped
-  (`shape_stand_in`) so that only printable ASCII bytes and newlines can be generated: every other token,
-  EOS included, sits ~150 logits below them. The stand-in never stops early nor emits control bytes, so
-  its responses are non-empty and run to exactly `max_new_tokens` (predictable lengths for benchmarks);
-- `size="1b"` writes a TinyLlama-1.1B-shaped config and the tokenizer only (no 4 GB of random weights):
-  a marker file tells `repro.construct.generation` to initialise the weights from the seed at load time.
+A byte-level tokenizer (id = byte) with ChatML tokens, and a Llama whose head only lets printable ASCII and
+newlines be generated (`shape_stand_in`), so responses run to exactly `max_new_tokens`. `size="1b"` writes a
+TinyLlama-1.1B-shaped config only: the weights are drawn from the seed at load time. Its text is noise.
 """
 
 from __future__ import annotations
@@ -50,13 +41,9 @@ SIZES: dict[str, dict] = {
 # below the speaking tokens' (measured on the tiny size over real prompts: the best silent token stays at
 # least 29 logits below the best speaking one, whose logits spread with a standard deviation of about 2.5).
 RESIDUAL_CONSTANT = 2.0
+SPEAKING_TOKEN_IDS = [10] + list(range(0x20, 0x7F))  # the newline and printable ASCII (token id = byte value)
 SILENT_WEIGHT = 100.0
 SPEAKING_WEIGHT_STD = 0.3
-
-
-def speaking_token_ids() -> list[int]:
-    """Ids the stand-in may emit: printable ASCII bytes and the newline (token id = byte value)."""
-    return [10] + list(range(0x20, 0x7F))
 
 
 def byte_tokenizer(vocab_size: int | None):
@@ -99,7 +86,7 @@ def shape_stand_in(model, seed: int) -> None:
     generator = torch.Generator().manual_seed(seed + 1)
     head = model.get_output_embeddings().weight
     vocab, hidden = head.shape
-    speaking = torch.tensor(speaking_token_ids())
+    speaking = torch.tensor(SPEAKING_TOKEN_IDS)
     silent = torch.ones(vocab, dtype=torch.bool)
     silent[speaking] = False
     weights = torch.zeros((vocab, hidden), dtype=torch.float32)
@@ -115,11 +102,8 @@ def shape_stand_in(model, seed: int) -> None:
 
 def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: str = "tiny",
                       max_position_embeddings: int | None = None, config_only: bool | None = None) -> Path:
-    """Write the stand-in policy (tokenizer with chat template + random Llama) to `out_dir` or the cache; returns the dir.
-
-    `config_only` (default: only for size "1b") writes no weights, just the marker that has them drawn
-    from `seed` at load time.
-    """
+    """Write the stand-in policy (tokenizer with chat template + random Llama) to `out_dir` or the cache; returns the
+    dir. `config_only` (default: only for size "1b") writes no weights: they are drawn from `seed` at load time."""
     if size not in SIZES:
         raise ParameterError(f"Unknown stand-in policy size {size!r}; choose one of {sorted(SIZES)}.")
     config_only = size == "1b" if config_only is None else config_only
@@ -151,11 +135,8 @@ def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int
 
 
 def init_random_weights(config, seed: int, dtype=None, device: str = "cpu"):
-    """The model of a config-only stand-in (see STAND_IN_MARKER): random weights from `seed`, shaped head.
-
-    The weights are drawn on `device` (a 1B model initialised on the CPU would take most of a minute), so
-    they are reproducible for one kind of device, not across CPU and GPU: fine for a timing stand-in.
-    """
+    """The model of a config-only stand-in: random weights from `seed`, drawn on `device` (fast for 1B, reproducible
+    per kind of device, not across CPU and GPU: fine for a timing stand-in), shaped head."""
     import torch
     from transformers import AutoModelForCausalLM
 
