@@ -86,12 +86,21 @@ def _failure_message(name: str, output: Path, exc: Exception) -> str:
             f"The executed notebook, with the error and everything that ran before it, is saved at {output}.")
 
 
+def import_papermill():
+    """papermill, without the 1.3 s jsonschema spends compiling an RFC 3987 grammar (Lark, Earley) at import when
+    JupyterLab's optional rfc3987-syntax is installed: no notebook schema checks an IRI format."""
+    sys.modules.setdefault("rfc3987_syntax", None)  # None: "not installed", which jsonschema handles
+    import papermill
+
+    return papermill
+
+
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
                   log_output: bool = False, selfcheck: str | None = None,
                   record: dict[str, Any] | None = None) -> int:
     """Execute the params' notebooks in order into `run_root/notebooks/`; record the run in its manifest
     (with `record`'s entries too: a family member's `family`)."""
-    import papermill
+    papermill = import_papermill()
 
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
     paths = {n: notebook_path(n) for n in notebooks}
