@@ -17,7 +17,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Never the checkout's row cache (repro.cache): rows another run scored in other batches would change the last bits
 # of this run's scores. One per pytest process for fixtures built once; each test gets its own (own_row_cache).
-os.environ["REPRO_ROW_CACHE"] = tempfile.mkdtemp(prefix="repro-row-cache-")
+PROCESS_ROW_CACHE = os.environ["REPRO_ROW_CACHE"] = tempfile.mkdtemp(prefix="repro-row-cache-")
 # Under pytest-xdist (make test, make test-fast) the workers share the cores: one torch/BLAS thread each, set
 # before torch is imported; the kernels, torchrun workers and subprocesses they start inherit it.
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -137,9 +137,19 @@ def shared_tmp(tmp_path_factory) -> Path:
 def repro_run():
     """`repro run ARGS...` in a subprocess from the repository root (or `cwd`): the CompletedProcess."""
     def run(*args, cwd: Path = ROOT, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "repro.cli", "run", *map(str, args)], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run([sys.executable, "-m", "repro.cli", "run", *map(str, args)], cwd=cwd,
+                              env=run_env(env), capture_output=True, text=True, timeout=timeout)
     return run
+
+
+def run_env(env: dict | None) -> dict:
+    """The environment of a `repro run` subprocess: a run started by a module or session fixture (the process's
+    row cache, not a test's own) gets a row cache of its own, or its bits would depend on which fixtures ran
+    before it in this worker."""
+    env = dict(os.environ if env is None else env)
+    if env.get("REPRO_ROW_CACHE") == PROCESS_ROW_CACHE:
+        env["REPRO_ROW_CACHE"] = tempfile.mkdtemp(prefix="repro-row-cache-")
+    return env
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ training loop or a wheel build. One rule decides (tests/conftest.py: the fixture
 that the heavy work is reached only through those fixtures, and that the rule selects as it says."""
 
 import ast
+import os
 from pathlib import Path
 
 import conftest
@@ -106,3 +107,11 @@ def test_conftest_defines_each_function_once():
     tree = ast.parse((Path(__file__).parent / "conftest.py").read_text())
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_a_run_a_fixture_starts_gets_its_own_row_cache_and_a_tests_runs_share_the_tests(monkeypatch, tmp_path):
+    monkeypatch.setenv("REPRO_ROW_CACHE", conftest.PROCESS_ROW_CACHE)  # as in a module or session fixture
+    first, second = conftest.run_env(None)["REPRO_ROW_CACHE"], conftest.run_env(None)["REPRO_ROW_CACHE"]
+    assert len({first, second, conftest.PROCESS_ROW_CACHE}) == 3
+    monkeypatch.setenv("REPRO_ROW_CACHE", str(tmp_path))  # as in a test (own_row_cache)
+    assert conftest.run_env(None)["REPRO_ROW_CACHE"] == conftest.run_env({**os.environ})["REPRO_ROW_CACHE"] == str(tmp_path)
