@@ -46,9 +46,12 @@ $(BYTECODE): $(STAMP)
 demo: install $(BYTECODE)
 	$(VENV)/bin/repro run params/demo.yaml
 
-# everything (what the README and .ci/run use), on every core
+# everything (what the README and .ci/run use), with one xdist worker more than cores: its tests wait on
+# subprocesses (kernels starting, torchrun, a browser), and a waiting worker leaves its core idle (on 2 cores:
+# 331 s with 3 workers, 353 s with 2; benchmarks/RESULTS.md). make test-fast computes in-process: a worker a core.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: install $(BYTECODE)
-	$(PYTEST) -n auto --dist loadscope --no-loadscope-reorder
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # the inner loop: every test that runs no notebook, no `repro run`, no torchrun, no browser, no training
 # (tests/conftest.py decides, from the fixtures and helpers a test uses)
@@ -57,7 +60,7 @@ test-fast: install $(BYTECODE)
 
 # each test module's total duration, for the order in which `make test` hands modules to its workers
 durations: install $(BYTECODE)
-	$(PYTEST) -n auto --dist loadscope --no-loadscope-reorder --store-durations
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --store-durations
 
 # JupyterLab at the project root (so `runs/demo` in a notebook is the folder the file browser shows), on this
 # machine only; kernels get CurveZMQ-encrypted connections, as `repro run` gives them.
