@@ -22,9 +22,9 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_included_values_are_overridden_by_the_file_then_by_set(tmp_path):
-    write(tmp_path / "shared" / "base.yaml", "run_name: base\nlimit: 4\nmini_count: 2\nnotebooks: [01_construct]\n")
-    write(tmp_path / "shared" / "more.yaml", "include: base.yaml\nlimit: 6\nsource_split: test_prefs\n")  # its folder
-    child = write(tmp_path / "runs" / "child.yaml", "include: [../shared/more.yaml]\nrun_name: child\n")
+    write(tmp_path / "common" / "base.yaml", "run_name: base\nlimit: 4\nmini_count: 2\nnotebooks: [01_construct]\n")
+    write(tmp_path / "common" / "more.yaml", "include: base.yaml\nlimit: 6\nsource_split: test_prefs\n")  # its folder
+    child = write(tmp_path / "runs" / "child.yaml", "include: [../common/more.yaml]\nrun_name: child\n")
     values = load_params_file(child, ["mini_count=3"])
     assert values == {"run_name": "child", "limit": 6, "mini_count": 3, "notebooks": ["01_construct"],
                       "source_split": "test_prefs"}
