@@ -143,9 +143,9 @@ def repro_run():
 
 
 def run_env(env: dict | None) -> dict:
-    """The environment of a `repro run` subprocess: a run started by a module or session fixture (the process's
-    row cache, not a test's own) gets a row cache of its own, or its bits would depend on which fixtures ran
-    before it in this worker."""
+    """The environment of a subprocess that runs notebooks (`repro run`, papermill, JupyterLab): one started by a
+    module or session fixture (the process's row cache, not a test's own) gets a row cache of its own, or its bits
+    would depend on which fixtures ran before it in this worker."""
     env = dict(os.environ if env is None else env)
     if env.get("REPRO_ROW_CACHE") == PROCESS_ROW_CACHE:
         env["REPRO_ROW_CACHE"] = tempfile.mkdtemp(prefix="repro-row-cache-")
@@ -156,7 +156,7 @@ def run_env(env: dict | None) -> dict:
 def papermill_cli():
     """`papermill ARGS...` in a subprocess from the repository root (or `cwd`): the CompletedProcess."""
     def run(*args, cwd: Path = ROOT, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "papermill", *map(str, args)], cwd=cwd, env=env,
+        return subprocess.run([sys.executable, "-m", "papermill", *map(str, args)], cwd=cwd, env=run_env(env),
                               capture_output=True, text=True, timeout=timeout)
     return run
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_env
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path(os.environ.get("REPRO_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -73,9 +75,9 @@ def jupyterlab(project, tmp_path_factory):
     news = state / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     news.parent.mkdir(parents=True)
     news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))  # no pop-up asking about news
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-           "REPRO_HOME": str(project), "JUPYTERLAB_WORKSPACES_DIR": str(state / "workspaces"),
-           "JUPYTERLAB_SETTINGS_DIR": str(state / "settings"), "JUPYTER_RUNTIME_DIR": str(state / "runtime")}
+    env = run_env({**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+                   "REPRO_HOME": str(project), "JUPYTERLAB_WORKSPACES_DIR": str(state / "workspaces"),
+                   "JUPYTERLAB_SETTINGS_DIR": str(state / "settings"), "JUPYTER_RUNTIME_DIR": str(state / "runtime")})
     jupyter = Path(sys.executable).with_name("jupyter")
     log = open(state / "lab.log", "w")
     server = subprocess.Popen(
