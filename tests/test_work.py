@@ -9,7 +9,7 @@ import json
 import pytest
 
 from repro.jobs import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
-                        launch_torchrun, num_chunks, run_chunked, run_chunked_with_stats)
+                        finished_chunks, launch_torchrun, num_chunks, run_chunked, run_chunked_with_stats)
 
 
 def _digest_all(texts: list[str]) -> list[str]:
@@ -241,3 +241,13 @@ def test_progress_lines_for_a_terminal_that_streams_the_notebook(monkeypatch):
     with Progress(10, desc="scoring", unit="prompt") as bar:
         bar.advance(10)
     assert sys.stderr.getvalue().splitlines()[-1].startswith("scoring: 100% (10/10 prompts)")
+
+
+def test_finished_chunks_are_every_jobs_chunks_but_not_the_stale_ones(tmp_path):
+    work = tmp_path / "stale-run" / "work"  # a run folder whose own name looks stale counts all the same
+    for rel in ("scoring/chunk-000000.json", "scoring/chunk-000001.json", "generation/chunk-000000.json",
+                "scoring/stale-abc/chunk-000000.json", "scoring/fingerprint.json"):
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text("[]")
+    assert sorted(str(p.relative_to(work)) for p in finished_chunks(work)) == [
+        "generation/chunk-000000.json", "scoring/chunk-000000.json", "scoring/chunk-000001.json"]

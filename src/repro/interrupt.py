@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import psutil
 
+from .jobs import finished_chunks
 from .manifest import Manifest
 
 GRACE_S = 20.0  # how long an interrupted kernel gets to stop its cell before it is killed
@@ -75,8 +76,7 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def saved_chunks(manifest: Manifest) -> int:
     """Finished chunks of resumable work in the run directory (those a re-run skips)."""
-    work = manifest.run.work
-    return sum(1 for p in work.rglob("chunk-*.json") if not any(part.startswith("stale-") for part in p.parts))
+    return len(finished_chunks(manifest.run.work))
 
 
 def record_interruption(manifest: Manifest, notebook: str) -> str:

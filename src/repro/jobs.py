@@ -29,6 +29,8 @@ from .errors import ReproError
 from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
+CHUNK_GLOB = "chunk-*.json"  # chunk_path's files
+STALE_PREFIX = "stale-"  # a folder of work done under another fingerprint
 JOB_FILE = "torchrun-job.json"
 RESULT_FILE = "torchrun-result.json"
 # ranks wait for each other once, at the end; a slow share must not hit the usual 10-30 minute timeout
@@ -92,9 +94,9 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
         except (json.JSONDecodeError, FileNotFoundError):  # another process is moving it right now
             old = None
         if old != digest:
-            stale = work_dir / f"stale-{old}"
+            stale = work_dir / f"{STALE_PREFIX}{old}"
             stale.mkdir(exist_ok=True)
-            for p in list(work_dir.glob("chunk-*.json")) + [fp_path]:
+            for p in list(work_dir.glob(CHUNK_GLOB)) + [fp_path]:
                 try:
                     shutil.move(str(p), stale / p.name)
                 except FileNotFoundError:  # several ranks on one shared folder may race to move the same file
@@ -107,6 +109,11 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
 def chunk_path(work_dir: Path, index: int) -> Path:
     """The file of finished chunk `index`."""
     return work_dir / f"chunk-{index:06d}.json"
+
+
+def finished_chunks(work: Path) -> list[Path]:
+    """The finished chunks in every job folder under `work` (those a re-run skips), not the stale ones."""
+    return [p for p in work.rglob(CHUNK_GLOB) if not any(x.startswith(STALE_PREFIX) for x in p.relative_to(work).parts)]
 
 
 def num_chunks(num_items: int, chunk_size: int) -> int:
