@@ -86,10 +86,15 @@ def _failure_message(name: str, output: Path, exc: Exception) -> str:
             f"The executed notebook, with the error and everything that ran before it, is saved at {output}.")
 
 
-def import_papermill():
-    """papermill, without the 1.3 s jsonschema spends compiling an RFC 3987 grammar (Lark, Earley) at import when
-    JupyterLab's optional rfc3987-syntax is installed: no notebook schema checks an IRI format."""
+def skip_rfc3987_grammar() -> None:
+    """Spare jsonschema (under nbformat, papermill) the 1.3 s it spends compiling an RFC 3987 grammar (Lark, Earley)
+    at import when JupyterLab's optional rfc3987-syntax is installed: no notebook schema checks an IRI format."""
     sys.modules.setdefault("rfc3987_syntax", None)  # None: "not installed", which jsonschema handles
+
+
+def import_papermill():
+    """papermill, without the RFC 3987 grammar (skip_rfc3987_grammar)."""
+    skip_rfc3987_grammar()
     import papermill
 
     return papermill
