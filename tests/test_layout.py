@@ -91,3 +91,13 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme and "make demo" in readme and "make lab" in readme
     assert "make test" in (ROOT / ".ci/run").read_text()
+
+
+def test_readme_draws_the_package_as_ls_shows_it():
+    readme = (ROOT / "README.md").read_text()
+    tree = next(b for b in readme.split("```") if b.lstrip("\n").startswith("src/repro/"))
+    drawn = {w.rstrip("/").removesuffix(".py") for w in tree.split()}
+    shown = {p.stem for p in (ROOT / "src/repro").iterdir()
+             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    assert shown <= drawn, f"the README's tree lacks {sorted(shown - drawn)}"
+    assert {f"{p}/" for p in shown if (ROOT / "src/repro" / p).is_dir()} <= set(tree.split()), "packages end in /"
