@@ -223,7 +223,6 @@ class Manifest:
             data.setdefault(key, {})
         self.write(data)
 
-
     def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
         """Start a run record when a notebook runs on its own (plain papermill); `repro run` starts it before."""
         data = self.read()
