@@ -27,7 +27,7 @@ class PairRMLimits:
 PAIRRM_LIMITS = PairRMLimits()  # the one place that names 1224/412
 
 
-# ranges checked by pydantic where the value enters; `_format_validation` words them as "must be >= 1"
+# ranges checked by pydantic where the value enters; `build` words them as "must be >= 1"
 Count = Annotated[int, Field(ge=1)]
 Index = Annotated[int, Field(ge=0)]
 NonNegative = Annotated[float, Field(ge=0)]
@@ -116,8 +116,7 @@ class ConstructParams(_Params):
     candidate_columns: list[str] = ["resp0", "resp1"]
     include_reference: bool = False  # also rank `reference_response`
     include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
-    # where they go: after the others, before them, or before them ranked but never chosen, rejected or listed as
-    # a candidate (first_scored_only: SPPO's published rows, 7 rm_scores for 5 generate_i)
+    # first_scored_only: first, ranked but never paired nor listed (SPPO's published 7 rm_scores for 5 generate_i)
     original_pair_position: Literal["last", "first", "first_scored_only"] = "last"
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
@@ -135,8 +134,7 @@ class ConstructParams(_Params):
     scorer_options: dict[str, Any] = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
     scorers: list[ScorerSpec] = []  # more scorers, scores in candidate_scores_<name>; scorer_model decides the pairs
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
-    # the scorer's view of the prompt: as it is, or through a tokenizer's chat template (SPPO's rank.py:
-    # apply_chat_template([user: prompt, assistant: "None"]).split("None")[0])
+    # chat_template: SPPO's rank.py, apply_chat_template([user: prompt, assistant: "None"]).split("None")[0]
     scorer_prompt: Literal["raw", "chat_template"] = "raw"
     scorer_prompt_tokenizer: UserPath | None = None  # hub id or folder of the tokenizer whose template is used
     selection: SelectionRule = "best_worst"  # which two scored candidates become chosen / rejected
@@ -149,9 +147,7 @@ class ConstructParams(_Params):
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
     output_split: str | None = None  # default: the format's own split name (with `iteration`)
     iteration: Count = 1  # the round of an iterative recipe: split names, the manifest's lineage
-    # a test split beside the train split (named as it with `test` for `train`): source split `test_split`'s prompts
-    # through the same stages; test_split = source_split: a sample of the built train rows (SPPO's compute_prob.py)
-    test_split: str | None = None
+    test_split: str | None = None  # a source split built as a test split; = source_split: a sample of the train rows
     test_rows: Count | None = None  # the first N test rows (a seeded sample with test_seed); null: all; capped by limit
     test_seed: int | None = None  # draw the test rows at random with this seed instead of taking the first ones
     generate: bool = False  # generate the candidates (and optionally the reference) first (issue 7)
@@ -231,8 +227,7 @@ class GenerationParams(_Params):
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     max_new_tokens: Count = 1024
     generation_seed: int = 0
-    # one seed per candidate (SPPO: 0, 50, 100, 150, 200): candidate k is drawn as the first candidate of a run
-    # with generation_seed = candidate_seeds[k]; null: all from generation_seed
+    # candidate k drawn as the first of a run with generation_seed = candidate_seeds[k] (SPPO: 0, 50, ..., 200)
     candidate_seeds: list[int] | None = None
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
     max_prompt_tokens: Count | None = None  # default: the model's context minus the longest max_new_tokens
@@ -280,12 +275,10 @@ class CardParams(_Params):
     card_split: str = "train_prefs"  # the split read from card_dataset
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # where the dataset is (or will be) published
-    # None: for a dataset built here, its sources' licence (mit) and language (en); for a dataset not built here,
-    # not stated (a card claims only what it was told or measured)
+    # None: built here, the sources' licence and language (mit, en); else not stated (a card claims only facts)
     license: str | None = None
     language: list[str] | None = None  # language of the rows (the card's body is English + Chinese either way)
-    # for datasets not built here: what is known of their making, as free text or as
-    # {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}; the rest is "unknown"
+    # for datasets not built here: what is known of their making, as free text or as {RECIPE_FACTS key: fact}
     known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
 
@@ -359,8 +352,7 @@ NOTEBOOK_SECTIONS = {
     "04_compare": ("compare",),
     "05_family": ("family_view",),
 }
-# keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family;
-# include: params files whose values this one takes, then overrides, resolved by load_params_file)
+# keys only `repro run` reads (a `repro selfcheck` report, a grid of runs, params files this one overrides)
 RUN_KEYS = {"notebooks", "selfcheck", "family", "include"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
@@ -427,11 +419,8 @@ _SEEN = "_repro_parameter_names"  # names present at a notebook's first validati
 
 
 def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
-    """Validate a notebook's parameters from its globals (the parameters cell plus papermill's injection).
-
-    Only literal values are parameters. Names that appear after the first validation are the notebook's own
-    variables, so re-running the cell in Jupyter keeps working.
-    """
+    """Validate a notebook's parameters from its globals (literal values only); names that appear after the first
+    validation are the notebook's own variables, so re-running the cell in Jupyter keeps working."""
     seen = namespace.get(_SEEN)
     values = {key: value for key, value in namespace.items()
               if not key.startswith("_") and key not in _IPYTHON_NAMES and isinstance(value, _LITERAL_TYPES)

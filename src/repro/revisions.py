@@ -1,9 +1,5 @@
-"""Pinned hub revisions: a model named by hub id at a given commit, fetched once into the hub cache.
-
-`source_revision` (a dataset), `policy_revision` and `scorer_revision` (models) name a hub commit (or a tag or
-branch). A model at a revision is loaded from its snapshot folder, so every later load (config, tokenizer,
-weights, vLLM) reads exactly that commit; a dataset's revision goes to `datasets.load_dataset(revision=...)`.
-"""
+"""Pinned hub revisions (`source_revision`, `policy_revision`, `scorer_revision`): a model at a revision is loaded
+from its snapshot folder, so every later load (config, tokenizer, weights, vLLM) reads exactly that commit."""
 
 from __future__ import annotations
 
