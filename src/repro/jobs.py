@@ -410,7 +410,7 @@ def exit_process(code: int) -> None:
     """Leave the interpreter with `code`. A torchrun rank leaves without C++ destructors: gloo's threads can abort
     an ordinary exit after the work is written ("terminate called without an active exception", exit -6), which
     torchrun would report as a failed rank."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if world_size() > 1:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -423,7 +423,7 @@ def torchrun_worker(entry: str, job_path: str) -> int:
     fn = getattr(importlib.import_module(module), name)
     job_path = Path(job_path)
     _, stats = fn(json.loads(job_path.read_text()))
-    if int(os.environ.get("RANK", "0")) == 0:  # what the launching process reads back besides the chunks
+    if is_main_process():  # what the launching process reads back besides the chunks
         atomic_write_json(job_path.parent / RESULT_FILE, {"result": stats})
     return 0
 
