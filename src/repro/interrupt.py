@@ -81,5 +81,5 @@ def record_interruption(manifest: Manifest, notebook: str) -> str:
     data.update(status=INTERRUPTED, error=f"interrupted (Ctrl-C) in {notebook}")
     manifest.write(data)
     where = f"{notebook}, stage {stages[-1]}" if stages else notebook
-    return (f"repro run: interrupted in {where}: {len(finished_chunks(manifest.run.work))} finished chunk(s) are safe in "
-            f"{manifest.run.work}; run the same command to continue.")
+    return (f"repro run: interrupted in {where}: {len(finished_chunks(manifest.run.work))} finished chunk(s) are safe "
+            f"in {manifest.run.work}; run the same command to continue.")

@@ -226,9 +226,9 @@ class Manifest:
     def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
         """Start a run record when a notebook runs on its own (plain papermill); `repro run` starts it before."""
         data = self.read()
-        if data.get("status") == "running" and data.get("driver") == "repro run" and notebook in data.get("notebooks", {}):
-            return
-        self.start_run(parameters, [notebook], driver="papermill", merge=True)
+        if not (data.get("status") == "running" and data.get("driver") == "repro run"
+                and notebook in data.get("notebooks", {})):
+            self.start_run(parameters, [notebook], driver="papermill", merge=True)
 
     def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:
         """Record the self-check this run cites (`find_selfcheck`) under `selfcheck`; none found: none recorded."""

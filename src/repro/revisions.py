@@ -32,4 +32,5 @@ def pinned_model(spec: str, revision: str | None, parameter: str, target: str) -
         raise ModelLoadError(
             f"Could not fetch {target}={spec!r} at {parameter}={revision!r} ({type(exc).__name__}: {str(exc)[:300]}). "
             f"Check the commit on the hub; offline, run `hf download {spec} --revision {revision}` where there is "
-            f"network and copy the hub cache here (HF_HOME), or give the downloaded folder with {parameter}: null.") from None
+            f"network and copy the hub cache here (HF_HOME), or give the downloaded folder with {parameter}: null."
+        ) from None
