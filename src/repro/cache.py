@@ -7,6 +7,7 @@ first-writer-wins (a hard link), so any number of processes fill one cache and e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -160,10 +161,8 @@ class RowCache:
         self.counts.damaged.append(path.name)
         target = self.root / DAMAGED_FOLDER / f"{path.stem}.{uuid.uuid4().hex[:8]}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
+        with contextlib.suppress(FileNotFoundError):  # another process set it aside first
             shutil.move(str(path), target)  # kept for a look; never deleted
-        except FileNotFoundError:  # another process set it aside first
-            pass
         print(f"repro cache: the {self.stage} entry {path.name} is damaged ({problem}); it was moved to {target} "
               f"and its row is computed again.", file=sys.stderr, flush=True)
 

@@ -3,6 +3,7 @@ worker thread so Ctrl-C arrives as a plain KeyboardInterrupt), the interruption 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -30,10 +31,8 @@ def _is_kernel(child: psutil.Process) -> bool:
 
 def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
     for kernel in kernels:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(os.getpgid(kernel.pid), signum)  # the kernel's session: it and the workers it started
-        except (ProcessLookupError, PermissionError):
-            continue
 
 
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -5,6 +5,7 @@ this process, as one torchrun rank, or launching torchrun workers); progress; at
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import importlib
 import json
@@ -39,8 +40,7 @@ class WorkersFailed(ReproError, RuntimeError):
 
 def fingerprint_of(obj: Any) -> str:
     """A stable sha256 of a JSON-serialisable description of the work (parameters, input hashes, model)."""
-    blob = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -93,10 +93,9 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
             stale = work_dir / f"{STALE_PREFIX}{old}"
             stale.mkdir(exist_ok=True)
             for p in list(work_dir.glob(CHUNK_GLOB)) + [fp_path]:
-                try:
+                # several ranks on one shared folder may race to move the same file
+                with contextlib.suppress(FileNotFoundError):
                     shutil.move(str(p), stale / p.name)
-                except FileNotFoundError:  # several ranks on one shared folder may race to move the same file
-                    pass
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
