@@ -304,7 +304,7 @@ class CompareParams(_Params):
     subject: ClassVar[str | None] = "candidate"
 
     # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
-    reference: UserPath | list[UserPath] | None = None
+    reference: str | list[str] | None = None
     reference_split: str = "train_prefs"
     candidate: UserPath | None = None  # default: this run's dataset
     candidate_split: str = "train_prefs"
@@ -324,7 +324,7 @@ class CompareParams(_Params):
     def _references(cls, v):
         if v == []:
             raise ValueError("is an empty list: name at least one dataset")
-        return v
+        return [resolve_user_path(r) for r in v] if isinstance(v, list) else resolve_user_path(v)
 
 
 class FamilyViewParams(_Params):
