@@ -298,12 +298,9 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            share: tuple[int, int] | None = None, unit: str = "item",
                            prepare: bool = True, cache: RowCache | None = None,
                            cache_key: Callable[[Any], Any] = lambda item: item) -> ChunkedRun:
-    """`run_chunked`, returning a `ChunkedRun`.
-
-    `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself; `share=(rank, world)`: only that rank's
-    contiguous chunks; `prepare=False`: the work dir was made ready by another process; `cache`: rows the
-    project's row cache holds (keyed by `cache_key(item)`) are not computed, the others are added to it.
-    """
+    """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
+    `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
+    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are not computed, the others are added to it."""
     start_time = time.monotonic()
     if cache is not None:  # issue 22: rows another run computed come from the project's row cache
         fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress)
@@ -498,10 +495,9 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
             error: type[Exception] = WorkersFailed) -> tuple[list[Any], dict[str, Any]]:
     """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
-    all results); else in `num_processes` torchrun workers on this node, each calling `entry(spec)`, which comes
-    back here as one rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None:
-    all, device None: the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others).
-    """
+    all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
+    rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
+    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others)."""
     if world_size() > 1:
         def share(rank_device: str, rank_share: tuple[int, int]) -> dict[str, Any]:
             run, extra = compute(rank_device, rank_share)

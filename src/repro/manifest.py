@@ -101,12 +101,11 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
     root = root or checkout_root()
     if root is None:
         return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                    capture_output=True, text=True, check=True).stdout.strip())
-        return {"commit": commit, "dirty": dirty}
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
 
