@@ -1,14 +1,13 @@
 """The project's content-addressed cache of generated and scored rows, shared by every run of a project.
 
-An entry is one row's result under a key of its content and of everything else that decides it (the stage's
-`namespace`: the scorer's or the generation's fingerprint), in `<root>/<stage>/<namespace>/<key[:2]>/<key>.json`
-with the sha256 of its value: a damaged entry is said, moved to `<root>/damaged/` and recomputed; a cache of
-another key format (`cache-format.json`) is refused before any work. Writes are atomic and first-writer-wins (a
-hard link), so any number of processes fill one cache at once and every run that uses a row gets the same bytes.
+An entry is one row's result, keyed by its content and the stage's `namespace` (what else decides it), stored
+with the sha256 of its value: a damaged entry is moved to `<root>/damaged/` and recomputed. Writes are atomic and
+first-writer-wins (a hard link), so any number of processes fill one cache and every run gets the same bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -57,9 +56,8 @@ class CacheCounts:
             out["damaged"] = self.damaged[:10]
         return out
 
-    def add(self, other: "CacheCounts | dict[str, Any]") -> None:
-        """Add another process's counts (a `CacheCounts` or its `as_dict()`)."""
-        d = other.as_dict() if isinstance(other, CacheCounts) else other
+    def add(self, d: dict[str, Any]) -> None:
+        """Add another process's counts (their `as_dict()`)."""
         for name in ("rows_from_cache", "rows_computed", "damaged_entries"):
             setattr(self, name, getattr(self, name) + int(d.get(name, 0)))
         self.damaged.extend(d.get("damaged", []))
@@ -117,7 +115,6 @@ class RowCache:
         self.folder = self.root / stage / self.namespace_digest[:32]
         self.counts = CacheCounts()
 
-
     @classmethod
     def open(cls, root: str | Path, stage: str, namespace: Any) -> "RowCache":
         """The cache of `stage` under `namespace` in `root`, after checking `root`'s key format."""
@@ -164,10 +161,8 @@ class RowCache:
         self.counts.damaged.append(path.name)
         target = self.root / DAMAGED_FOLDER / f"{path.stem}.{uuid.uuid4().hex[:8]}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
+        with contextlib.suppress(FileNotFoundError):  # another process set it aside first
             shutil.move(str(path), target)  # kept for a look; never deleted
-        except FileNotFoundError:  # another process set it aside first
-            pass
         print(f"repro cache: the {self.stage} entry {path.name} is damaged ({problem}); it was moved to {target} "
               f"and its row is computed again.", file=sys.stderr, flush=True)
 

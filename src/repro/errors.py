@@ -5,11 +5,7 @@ class ReproError(Exception):
     """A user-facing error: the message names what is wrong (parameter, row, file) and how to fix it."""
 
     def _render_traceback_(self) -> list[str]:
-        """What IPython shows for this error in a notebook cell: the paragraph, without the stack.
-
-        IPython calls this hook instead of formatting a traceback; the cell still fails (papermill marks it
-        and `repro run` names it). Other exceptions keep their full traceback.
-        """
+        """IPython's hook: a notebook cell shows the paragraph, without the stack (the cell still fails)."""
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 

@@ -1,29 +1,11 @@
 """Output formats: the columns and split names of each published dataset this field's recipes wrote (pure).
 
-Every format is computed from the same scored rows: the seed's row (`repro.pairs.build_row`, with every
-candidate and its score) and the indices of the pair the selection rule picked. Each published layout, as its
-own code writes it:
-
-- `seed`: `YYYYYYibo/..._pairrm_part2_mini_1`'s eight columns, split `train_prefs`.
-- `sppo` (uclaml/SPPO `scripts/compute_prob.py`): `from_ranks` keeps the prompt rows and adds `generate_{i}`
-  (each a [user, assistant] conversation), `probability` (`P[i][j] = 1 / (1 + exp(s_j - s_i))`) and `rm_scores`;
-  `prepare_score` adds `chosen`, `rejected`, `chosen_probs` = P[chosen][rejected], `chosen_probs_win` = mean_j
-  P[chosen][j], `chosen_probs_lose` = mean_j P[rejected][j] (j over every candidate, itself included). Both sets of
-  columns in one table here (`prompt`, `prompt_id` first: the prompt rows' own columns, inferred); split `train`.
-  Leading candidates ranked but not candidates of the pair (`original_pair_position: first_scored_only`, a row's
-  `scored_only`) are in `rm_scores` only: SPPO's published 7 scores for 5 `generate_i`.
-- `snorkel` (snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset's card): `prompt_id`, `prompt`,
-  `all_generated_responses`, `all_rm_scores`, `chosen`, `rejected`; split `train_iteration_{iteration}`.
-- `rlhflow` (RLHFlow/Online-RLHF `annotate_data/get_rewards.py` then `dpo_iteration/run_dpo.py`): the annotated
-  rows `prompt` (the user turn as messages), `responses`, `rewards`, then the DPO pair `chosen`, `rejected`
-  (response texts) and `margin` (reward difference; `margin_scale` 1); split `train` (inferred: its data are
-  jsonl files).
-- `selm` (shenao-zhang/SELM `scripts/online_feedback.py`): the source's columns less `chosen`, `rejected`,
-  `score_chosen`, `score_rejected`, then `reference_response` (the policy's greedy response), `chosen`,
-  `rejected`: no scores; split `train_prefs_{iteration}` (SELM's loop names it after the dataset's `_iter_N`).
-
-Each format's test split is its train split's name with `test` for `train` (`Format.test_split_name`).
-`seed_view` maps any of them back to the seed's columns (for 02_analyze, 04_compare and `to_trl`).
+Every format is computed from the same scored rows (`repro.pairs.build_row`, with every candidate and its score)
+and the pair the selection rule picked; each layout is its upstream code's (`Format.source`; docs/recipes.md).
+Not obvious: SPPO's candidates ranked but never paired (`first_scored_only`, a row's `scored_only`) are in
+`rm_scores` only (its published 7 scores for 5 `generate_i`); SPPO's `prompt`, `prompt_id` columns and RLHFlow's
+split `train` are inferred (its data are jsonl files); SELM's split is named after the dataset's `_iter_N`.
+`seed_view` maps any format back to the seed's columns (for 02_analyze, 04_compare and `to_trl`).
 """
 
 from __future__ import annotations
@@ -51,14 +33,6 @@ def sppo_probabilities(scores: Sequence[float]) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(s[None, :] - s[:, None]))
 
 
-def _assistant(row: dict[str, Any], column: str) -> str:
-    return row[column][-1]["content"]
-
-
-def _user(text: str) -> list[dict[str, str]]:
-    return [{"content": text, "role": "user"}]
-
-
 def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
     lead = row.get(SCORED_ONLY, 0)  # the original pair ranked first (first_scored_only): in rm_scores only
     scores = row["candidate_scores"][lead:]
@@ -80,9 +54,9 @@ def _snorkel(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
 
 
 def _rlhflow(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
-    return {"prompt": _user(row["prompt"]), "responses": list(row["candidates"]),
-            "rewards": [float(s) for s in row["candidate_scores"]], "chosen": _assistant(row, "chosen"),
-            "rejected": _assistant(row, "rejected"), "margin": row["score_chosen"] - row["score_rejected"]}
+    return {"prompt": [{"content": row["prompt"], "role": "user"}], "responses": list(row["candidates"]),
+            "rewards": [float(s) for s in row["candidate_scores"]], "chosen": row["chosen"][-1]["content"],
+            "rejected": row["rejected"][-1]["content"], "margin": row["score_chosen"] - row["score_rejected"]}
 
 
 def _selm(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
@@ -152,9 +126,9 @@ def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple
     fmt = FORMATS[name]
     sizes = {len(r["candidates"]) - r.get(SCORED_ONLY, 0) for r in rows} if fmt.name == "sppo" else {0}
     if len(sizes) > 1:
-        raise DataError(f"output_format 'sppo' has one `generate_i` column per candidate, but rows hold {sorted(sizes)} "
-                        f"candidates: give every row the same candidates (e.g. too_few_candidates: error and "
-                        f"empty_candidates: error), or choose another output_format.")
+        raise DataError(f"output_format 'sppo' has one `generate_i` column per candidate, but rows hold "
+                        f"{sorted(sizes)} candidates: give every row the same candidates (e.g. too_few_candidates: "
+                        f"error and empty_candidates: error), or choose another output_format.")
     features = fmt.features(max(sizes), keep_all_candidates, more_scorers)
     out = ([{k: r[k] for k in features} for r in rows] if fmt.convert is None else
            [fmt.convert(r, c, j) for r, (c, j) in zip(rows, picks)])
@@ -178,23 +152,18 @@ def detect_format(columns: Sequence[str]) -> str:
 
 
 def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequence[float] | None) -> float | None:
-    if text is None or not candidates or not scores:
+    if text is None or not candidates or not scores or text not in candidates:
         return None
-    try:
-        return float(scores[list(candidates).index(text)])
-    except ValueError:
-        return None
+    return float(scores[list(candidates).index(text)])
 
 
 def _text(value: Any) -> str | None:
     """A response as text: the string itself, or the last assistant turn of a conversation."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list):
-        for m in reversed(value):
-            if isinstance(m, dict) and m.get("role") == "assistant":
-                return m.get("content")
-    return None
+    turns = value if isinstance(value, list) else []
+    return next((m.get("content") for m in reversed(turns) if isinstance(m, dict) and m.get("role") == "assistant"),
+                None)
 
 
 def _prompt_text(row: dict[str, Any]) -> str | None:
@@ -228,7 +197,8 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
             [{"content": prompt, "role": "user"}, {"content": t, "role": "assistant"}])
     return {"prompt": prompt, "prompt_id": row.get("prompt_id") or (
                 hashlib.sha256(prompt.encode("utf-8")).hexdigest() if prompt is not None else None),
-            "score_chosen": _score_of(chosen, candidates, scores), "score_rejected": _score_of(rejected, candidates, scores),
+            "score_chosen": _score_of(chosen, candidates, scores),
+            "score_rejected": _score_of(rejected, candidates, scores),
             "chosen": conv(chosen), "rejected": conv(rejected)}
 
 
@@ -237,12 +207,8 @@ SEED_VIEW_FEATURES = Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_i
 
 
 def seed_view(ds: datasets.Dataset) -> datasets.Dataset:
-    """`ds` in the seed's column names, whatever format it is in (seed and SELM rows are returned as they are).
-
-    `prompt` from the prompt (or the chosen conversation's user turn), `prompt_id` = sha256 of it where the
-    format has none, `chosen` / `rejected` as [user, assistant] conversations, `score_chosen` / `score_rejected`
-    the listed score of the chosen / rejected text (null where the text is not among the listed candidates).
-    """
+    """`ds` in the seed's column names, whatever format it is in (seed and SELM rows are returned as they are);
+    `prompt_id` = sha256 of the prompt where the format has none, a score null where its text is not listed."""
     fmt = detect_format(ds.column_names)
     if fmt == "seed":
         return ds

@@ -180,10 +180,9 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         raise ParameterError(f"family.name {name!r} in {where} names a folder: use letters, digits, '.', '_' or '-'.")
     root = Path(resolve_user_path(out or values.get("run_dir"), may_be_id=False) or default_run_dir(name))
 
-    keys = list(grid)
     positioned = {k: [({**v, "_position": i} if isinstance(v, dict) else v) for i, v in enumerate(vs)]
                   for k, vs in grid.items()}
-    combos = [dict(zip(keys, c)) for c in itertools.product(*(positioned[k] for k in keys))]
+    combos = [dict(zip(positioned, c)) for c in itertools.product(*positioned.values())]
     names = member_names(combos, spec.get("member_name"), where)
     base = {k: v for k, v in values.items() if k != "family"}
     members = []

@@ -1,27 +1,11 @@
 """The dataset as TRL's `DPOTrainer` reads it: the seed's columns turned into TRL's preference formats (pure).
 
-A row of the seed's schema has `prompt` as a string and `chosen` / `rejected` as whole conversations
-(`[user turn, assistant turn]`). TRL's dataset-format documentation (`docs/source/dataset_formats.md`,
-"Preference") names two conversational preference formats:
-
-- explicit prompt (TRL recommends it): `prompt` = the user turn(s) as messages, `chosen` / `rejected` = the
-  assistant turn only. `to_trl` writes this one;
-- implicit prompt: `chosen` / `rejected` only, each the whole conversation; `DPOTrainer` takes their longest
-  common prefix of turns as the prompt (`trl.data_utils.extract_prompt`). `to_trl_implicit` writes this one.
-
-Both keep `prompt_id`, `score_chosen`, `score_rejected` and add `margin` = `score_chosen - score_rejected`
-(for weighting or filtering pairs); TRL ignores columns it does not know.
-
-The seed's columns as they are do not train: with a `prompt` column present `DPOTrainer` skips prompt
-extraction, and `trl.data_utils.is_conversational` judges a row by ONE of its keys, taken from a set (so which
-one depends on the string hash seed): a string `prompt` beside conversational `chosen` / `rejected` then fails
-either in the EOS step (`'list' object has no attribute 'endswith'`) or in tokenisation (`can only concatenate
-str (not "list") to str`). (`trl.maybe_extract_prompt` would treat that mix as an implicit prompt, but
-`DPOTrainer` does not call it.)
-
-Checked against TRL 1.16.0 (`TESTED_TRL_VERSION`, the version pinned in pyproject's dev extras): the source of
-`trl.data_utils.is_conversational`, `extract_prompt`, `maybe_extract_prompt` and
-`DPOTrainer._prepare_dataset`; tests/test_formats.py trains `DPOTrainer` on `to_trl`'s output.
+`to_trl`: the explicit-prompt conversational format TRL recommends (`prompt` = the user turn(s), `chosen` /
+`rejected` = the assistant turn); `to_trl_implicit`: whole conversations, no `prompt` (TRL's `extract_prompt` takes
+their common prefix). Both keep `prompt_id` and the scores and add `margin`. The seed's columns as they are do not
+train: `trl.data_utils.is_conversational` judges a row by ONE key taken from a set, so a string `prompt` beside
+conversational `chosen` / `rejected` fails one way or another (docs/trl.md). Checked against TRL 1.16.0
+(`TESTED_TRL_VERSION`); tests/test_formats.py trains `DPOTrainer` on `to_trl`'s output.
 """
 
 from __future__ import annotations
@@ -43,15 +27,9 @@ NO_SCORES = "_repro_no_scores"
 REQUIRED_COLUMNS = ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")
 KEPT_COLUMNS = ("prompt_id", "score_chosen", "score_rejected")
 
-TRL_FEATURES = Features({
-    "prompt_id": Value("string"),
-    "prompt": MESSAGE_LIST,
-    "chosen": MESSAGE_LIST,
-    "rejected": MESSAGE_LIST,
-    "score_chosen": Value("float64"),
-    "score_rejected": Value("float64"),
-    "margin": Value("float64"),
-})
+TRL_FEATURES = Features({"prompt_id": Value("string"), "prompt": MESSAGE_LIST, "chosen": MESSAGE_LIST,
+                         "rejected": MESSAGE_LIST, "score_chosen": Value("float64"),
+                         "score_rejected": Value("float64"), "margin": Value("float64")})
 TRL_IMPLICIT_FEATURES = Features({k: v for k, v in TRL_FEATURES.items() if k != "prompt"})
 
 
@@ -61,11 +39,8 @@ def _short(text: Any, limit: int = 80) -> str:
 
 
 def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict]:
-    """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked.
-
-    The prompt turns are every turn before the last one; they must be the same in `chosen` and `rejected`
-    and begin with the user turn holding the row's `prompt`; the last turn must be a non-empty assistant turn.
-    """
+    """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked: the same turns before
+    a non-empty assistant turn in both, beginning with the user turn holding the row's `prompt`."""
     where = f"Row {index} (prompt_id {row.get('prompt_id') or '?'})"
     fix = ("Each row needs `chosen` and `rejected` = [user turn with the `prompt` text, ..., assistant turn], as "
            "this project writes them; fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) "
@@ -94,13 +69,6 @@ def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict
         raise DataError(f"{where}: `chosen` and `rejected` answer different conversations: their turns before the "
                         f"assistant's response differ. {fix}")
     return turns["chosen"][:-1], turns["chosen"][-1], turns["rejected"][-1]
-
-
-def _check_columns(ds: datasets.Dataset, function: str) -> None:
-    require_columns(ds, REQUIRED_COLUMNS, f"The dataset given to repro.formats.{function}",
-                    "It needs the seed's columns (see repro.dataset_io.SEED_FEATURES): load the dataset this "
-                    "project writes (`datasets.load_dataset(folder_or_hub_id, split='train_prefs')`) or rename "
-                    "your columns to these names first.")
 
 
 def _margin(row: dict[str, Any], index: int) -> float | None:
@@ -132,7 +100,10 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
         nulls = [None] * len(ds)
         ds = ds.add_column("score_chosen", nulls).add_column("score_rejected", nulls) \
             .add_column(NO_SCORES, [True] * len(ds))
-    _check_columns(ds, function)
+    require_columns(ds, REQUIRED_COLUMNS, f"The dataset given to repro.formats.{function}",
+                    "It needs the seed's columns (see repro.dataset_io.SEED_FEATURES): load the dataset this "
+                    "project writes (`datasets.load_dataset(folder_or_hub_id, split='train_prefs')`) or rename "
+                    "your columns to these names first.")
     if len(ds) == 0:  # map would not run the function, so it would not change the columns either
         return datasets.Dataset.from_dict({name: [] for name in features}, features=features)
     dropped = [c for c in ds.column_names if c not in features]
@@ -142,7 +113,7 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
 
 
 def to_trl(ds: datasets.Dataset) -> datasets.Dataset:
-    """TRL's explicit conversational preference format: prompt = user turn(s), chosen/rejected = assistant turn, + margin."""
+    """TRL's explicit conversational preference format: prompt = user turn(s), chosen/rejected = assistant turn."""
     return _convert(ds, _explicit_row, TRL_FEATURES, "to_trl")
 
 

@@ -3,6 +3,7 @@ worker thread so Ctrl-C arrives as a plain KeyboardInterrupt), the interruption 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -21,24 +22,17 @@ class Interrupted(Exception):
     """Ctrl-C stopped the notebook being executed (its kernel is gone)."""
 
 
-def _kernels() -> list[psutil.Process]:
-    """This process's Jupyter kernels (children running ipykernel)."""
-    found = []
-    for child in psutil.Process().children():
-        try:
-            if any("ipykernel" in part for part in child.cmdline()):
-                found.append(child)
-        except psutil.Error:
-            continue
-    return found
+def _is_kernel(child: psutil.Process) -> bool:
+    try:
+        return any("ipykernel" in part for part in child.cmdline())
+    except psutil.Error:
+        return False
 
 
 def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
     for kernel in kernels:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(os.getpgid(kernel.pid), signum)  # the kernel's session: it and the workers it started
-        except (ProcessLookupError, PermissionError):
-            continue
 
 
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -61,7 +55,7 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except KeyboardInterrupt:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            kernels = _kernels()
+            kernels = [child for child in psutil.Process().children() if _is_kernel(child)]  # Jupyter kernels
             _signal_groups(kernels, signal.SIGINT)  # the cell raises KeyboardInterrupt; papermill then ends
             if not done.wait(GRACE_S):
                 _signal_groups(kernels, signal.SIGKILL)
@@ -72,11 +66,6 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
-
-
-def saved_chunks(manifest: Manifest) -> int:
-    """Finished chunks of resumable work in the run directory (those a re-run skips)."""
-    return len(finished_chunks(manifest.run.work))
 
 
 def record_interruption(manifest: Manifest, notebook: str) -> str:
@@ -91,5 +80,5 @@ def record_interruption(manifest: Manifest, notebook: str) -> str:
     data.update(status=INTERRUPTED, error=f"interrupted (Ctrl-C) in {notebook}")
     manifest.write(data)
     where = f"{notebook}, stage {stages[-1]}" if stages else notebook
-    return (f"repro run: interrupted in {where}: {saved_chunks(manifest)} finished chunk(s) are safe in "
-            f"{manifest.run.work}; run the same command to continue.")
+    return (f"repro run: interrupted in {where}: {len(finished_chunks(manifest.run.work))} finished chunk(s) are safe "
+            f"in {manifest.run.work}; run the same command to continue.")

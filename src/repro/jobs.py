@@ -1,14 +1,11 @@
-"""Resumable, shardable work: chunks written as they finish, a fingerprint guarding reuse, and the one job runner
-of generation and scoring (in this process, as one torchrun rank, or launching torchrun workers); atomic writes.
-
-`run_chunked(items, fn, work_dir=..., fingerprint=..., chunk_size=...)`: `fn(chunk) -> one JSON result per item`;
-finished chunks live in `work_dir/chunk-NNNNNN.json` and a re-run with the same fingerprint skips them; work of
-another fingerprint (which includes the items' hash and the chunk size) is moved aside to `stale-<digest>/`.
-"""
+"""Resumable, shardable work: finished chunks in `work_dir/chunk-NNNNNN.json`, skipped by a re-run of the same
+fingerprint (work of another is moved aside to `stale-<digest>/`); the one job runner of generation and scoring (in
+this process, as one torchrun rank, or launching torchrun workers); progress; atomic writes."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import importlib
 import json
@@ -29,8 +26,8 @@ from .errors import ReproError
 from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
-CHUNK_GLOB = "chunk-*.json"  # chunk_path's files
-STALE_PREFIX = "stale-"  # a folder of work done under another fingerprint
+CHUNK_GLOB = "chunk-*.json"
+STALE_PREFIX = "stale-"
 JOB_FILE = "torchrun-job.json"
 RESULT_FILE = "torchrun-result.json"
 # ranks wait for each other once, at the end; a slow share must not hit the usual 10-30 minute timeout
@@ -43,8 +40,7 @@ class WorkersFailed(ReproError, RuntimeError):
 
 def fingerprint_of(obj: Any) -> str:
     """A stable sha256 of a JSON-serialisable description of the work (parameters, input hashes, model)."""
-    blob = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -60,7 +56,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None, allow_nan: bool = True) -> None:
-    """`atomic_write_text` of JSON (non-ASCII kept); indented JSON ends with a newline, compact JSON does not."""
+    """`atomic_write_text` of JSON; indented JSON ends with a newline, compact JSON does not."""
     text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=allow_nan)
     atomic_write_text(path, text + "\n" if indent is not None else text)
 
@@ -97,17 +93,15 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
             stale = work_dir / f"{STALE_PREFIX}{old}"
             stale.mkdir(exist_ok=True)
             for p in list(work_dir.glob(CHUNK_GLOB)) + [fp_path]:
-                try:
+                # several ranks on one shared folder may race to move the same file
+                with contextlib.suppress(FileNotFoundError):
                     shutil.move(str(p), stale / p.name)
-                except FileNotFoundError:  # several ranks on one shared folder may race to move the same file
-                    pass
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
 
 
 def chunk_path(work_dir: Path, index: int) -> Path:
-    """The file of finished chunk `index`."""
     return work_dir / f"chunk-{index:06d}.json"
 
 
@@ -117,12 +111,11 @@ def finished_chunks(work: Path) -> list[Path]:
 
 
 def num_chunks(num_items: int, chunk_size: int) -> int:
-    """How many chunks `num_items` items make."""
     return math.ceil(num_items / max(1, int(chunk_size)))
 
 
 def chunk_share(n_chunks: int, rank: int, world_size: int) -> range:
-    """The contiguous chunk indices that process `rank` of `world_size` computes (balanced to within one)."""
+    """The contiguous chunk indices process `rank` of `world_size` computes (balanced to within one)."""
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
     return range(rank * n_chunks // world_size, (rank + 1) * n_chunks // world_size)
@@ -131,8 +124,7 @@ def chunk_share(n_chunks: int, rank: int, world_size: int) -> range:
 def _format_seconds(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
+    h, rest = divmod(int(round(seconds)), 3600)
     m, s = divmod(rest, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
@@ -150,40 +142,32 @@ def _kernel() -> Any:
 
 
 def live_notebook() -> bool:
-    """Whether a live front end (JupyterLab) drives this kernel: its execute requests allow stdin, nbclient's
-    (papermill, `repro run`) never do."""
+    """Whether a live front end (JupyterLab) drives this kernel: it allows stdin, nbclient (papermill) never does."""
     return bool(getattr(_kernel(), "_allow_stdin", False))
 
 
 def executed_notebook() -> bool:
-    """Whether this code runs in a notebook executed without a front end (papermill, `repro run`), whose saved
-    outputs should hold one updating progress output rather than a line per update."""
+    """Whether this runs in a notebook executed without a front end (papermill), whose progress updates in place."""
     return _kernel() is not None and not live_notebook() and not os.environ.get(PROGRESS_LINES_ENV)
 
 
 class Progress:
-    """Items done, items/s and ETA: a widget bar in a live notebook, a tqdm bar on a terminal, else a line per
-    `every_percent` (in a notebook papermill executes, one output updated in place). Items counted by `skip`
-    (resumed from disk) are shown as done but left out of the rate and the ETA."""
+    """Items done, items/s and ETA: a widget in a live notebook, a tqdm bar on a terminal, else a line per
+    `every_percent` (updated in place in an executed notebook); `skip`ped items are left out of rate and ETA."""
 
     def __init__(self, total: int, *, desc: str, unit: str = "item", enabled: bool = True,
                  stream: TextIO | None = None, bar: bool | None = None, every_percent: float = 5.0):
         self.total, self.desc, self.unit, self.enabled = int(total), desc, unit, enabled
         self.stream = stream if stream is not None else sys.stderr
         widget = bar is None and stream is None and live_notebook()
-        if bar is None:
-            isatty = getattr(self.stream, "isatty", None)
-            bar = widget or bool(isatty and isatty())
-        self.bar = bar
+        self.bar = bar if bar is not None else widget or bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = max(float(every_percent), 0.1)
-        self.done = 0
-        self.skipped = 0
+        self.done = self.skipped = 0
         self._start = time.monotonic()
         self._next_percent = self.every
-        self._tqdm = None
+        self._tqdm = self._display = None  # _display: the output updated in place, in an executed notebook
         self._closed = False
-        self._display = None  # the output updated in place, in an executed notebook
-        self._in_place = stream is None and not bar and executed_notebook()
+        self._in_place = stream is None and not self.bar and executed_notebook()
         if self.enabled and self.bar:
             options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
             if widget:
@@ -200,7 +184,7 @@ class Progress:
 
     @property
     def rate(self) -> float:
-        """Items per second over the items computed here (not resumed ones)."""
+        """Items per second computed here (resumed ones left out)."""
         computed = self.done - self.skipped
         return computed / self.elapsed if self.elapsed > 0 and computed > 0 else 0.0
 
@@ -209,7 +193,7 @@ class Progress:
         return time.monotonic() - self._start
 
     def skip(self, n: int) -> None:
-        """Count `n` items as done without computing them (resumed chunks)."""
+        """Count `n` items resumed from earlier work as done."""
         if n <= 0:
             return
         self.done += n
@@ -232,13 +216,11 @@ class Progress:
         self.done += n
         if self._tqdm is not None:
             self._tqdm.update(n)
-        elif self.enabled:
-            if self._percent(self.done) + 1e-9 >= self._next_percent and self.done < self.total:
-                self._print(self._line())
-                self._next_percent = self._percent_after(self.done)
+        elif self.enabled and self._percent(self.done) + 1e-9 >= self._next_percent and self.done < self.total:
+            self._print(self._line())
+            self._next_percent = self._percent_after(self.done)
 
     def close(self) -> None:
-        """Finish the bar, or print the final line."""
         if self._closed:
             return
         self._closed = True
@@ -254,22 +236,19 @@ class Progress:
         return (math.floor(self._percent(done) / self.every) + 1) * self.every
 
     def _line(self, final: bool = False) -> str:
-        percent = self._percent(self.done)
-        rate = self.rate
-        left = self.total - self.done
+        rate, left = self.rate, self.total - self.done
         eta = left / rate if rate > 0 else (0.0 if left == 0 else math.inf)
         tail = f"in {_format_seconds(self.elapsed)}" if final else \
             f"elapsed {_format_seconds(self.elapsed)}, ETA {_format_seconds(eta)}"
-        return (f"{self.desc}: {percent:3.0f}% ({self.done}/{self.total} {self.unit}s), "
+        return (f"{self.desc}: {self._percent(self.done):3.0f}% ({self.done}/{self.total} {self.unit}s), "
                 f"{rate:.2f} {self.unit}s/s, {tail}")
 
     def _print(self, line: str) -> None:
         if not self._in_place:
             print(line, file=self.stream, flush=True)
-            return
-        from IPython.display import display
+        elif self._display is None:
+            from IPython.display import display  # only inside a kernel
 
-        if self._display is None:
             self._display = display({"text/plain": line}, raw=True, display_id=True)
         else:
             self._display.update({"text/plain": line}, raw=True)
@@ -288,39 +267,29 @@ class ChunkedRun:
     results: list[Any]
     digest: str
     chunks_total: int  # chunks of the whole input
-    chunks_in_share: int  # chunks this process was responsible for
-    chunks_resumed: int  # of those, found finished on disk
+    chunks_resumed: int  # of this process's share, found finished on disk
     items_resumed: int
     seconds: float
     cache: dict[str, Any] | None = None  # rows from the row cache / computed (RowCache.counts), when one is used
 
 
-def _load_chunk(path: Path, expected: int, desc: str) -> list[Any]:
-    out = json.loads(path.read_text())
+def _load_chunk(work_dir: Path, index: int, num_items: int, chunk_size: int, desc: str) -> list[Any] | None:
+    """Finished chunk `index`, or None where it is not on disk; an error where it holds another number of results."""
+    path = chunk_path(work_dir, index)
+    if not path.exists():
+        return None
+    out, expected = json.loads(path.read_text()), min(num_items, (index + 1) * chunk_size) - index * chunk_size
     if not isinstance(out, list) or len(out) != expected:
         raise RuntimeError(f"{desc}: {path} holds {len(out) if isinstance(out, list) else 'no list of'} results, "
                            f"expected {expected}; delete it to recompute that chunk")
     return out
 
 
-def items_digest(items: Sequence[Any]) -> str:
-    """A sha256 of the items, in order (JSON of each; `str` of what JSON cannot write)."""
-    h = hashlib.sha256()
-    for item in items:
-        h.update(json.dumps(item, sort_keys=True, ensure_ascii=False, default=str).encode())
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
 def _stored_fingerprint(fingerprint: dict[str, Any], items: Sequence[Any], chunk_size: int) -> dict[str, Any]:
-    # what a chunk file holds depends on the items and the chunk size, so they guard reuse too
-    return {"work": fingerprint, "chunk_size": chunk_size, "num_items": len(items), "items": items_digest(items)}
-
-
-def prepare_chunked_work(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any],
-                         chunk_size: int) -> str:
-    """What `run_chunked` does first: make `work_dir` ready for this work (old chunks moved aside if foreign)."""
-    return prepare_work_dir(Path(work_dir), _stored_fingerprint(fingerprint, items, max(1, int(chunk_size))))
+    """The work's fingerprint with the chunk size and the items' sha256 (a chunk file depends on them too)."""
+    digest = hashlib.sha256(b"".join(json.dumps(item, sort_keys=True, ensure_ascii=False, default=str).encode()
+                                     + b"\x00" for item in items)).hexdigest()
+    return {"work": fingerprint, "chunk_size": chunk_size, "num_items": len(items), "items": digest}
 
 
 def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,
@@ -329,38 +298,23 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            share: tuple[int, int] | None = None, unit: str = "item",
                            prepare: bool = True, cache: RowCache | None = None,
                            cache_key: Callable[[Any], Any] = lambda item: item) -> ChunkedRun:
-    """`run_chunked`, returning a `ChunkedRun`.
-
-    `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself; `share=(rank, world)`: only that rank's
-    contiguous chunks; `prepare=False`: the work dir was made ready by another process; `cache`: rows the
-    project's row cache holds (keyed by `cache_key(item)`) are not computed, the others are added to it.
-    """
+    """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
+    `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
+    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are not computed, the others are added to it."""
     start_time = time.monotonic()
     if cache is not None:  # issue 22: rows another run computed come from the project's row cache
         fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress)
-    work_dir = Path(work_dir)
-    chunk_size = max(1, int(chunk_size))
+    work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
     stored = _stored_fingerprint(fingerprint, items, chunk_size)
     digest = prepare_work_dir(work_dir, stored) if prepare else fingerprint_of(stored)
     n_chunks = num_chunks(len(items), chunk_size)
     indices = chunk_share(n_chunks, *share) if share is not None else range(n_chunks)
-
-    def bounds(index: int) -> tuple[int, int]:
-        return index * chunk_size, min(len(items), (index + 1) * chunk_size)
-
-    done: dict[int, list[Any]] = {}
-    for index in indices:
-        path = chunk_path(work_dir, index)
-        if path.exists():
-            lo, hi = bounds(index)
-            done[index] = _load_chunk(path, hi - lo, desc)
+    done = {index: out for index in indices
+            if (out := _load_chunk(work_dir, index, len(items), chunk_size, desc)) is not None}
     items_resumed = sum(len(v) for v in done.values())
-    share_items = sum(bounds(i)[1] - bounds(i)[0] for i in indices)
-
-    if isinstance(progress, Progress):
-        bar, own_bar = progress, False
-    else:
-        bar, own_bar = Progress(share_items, desc=desc, unit=unit, enabled=bool(progress)), True
+    share_items = sum(min(len(items), (i + 1) * chunk_size) - i * chunk_size for i in indices)
+    bar = progress if isinstance(progress, Progress) else \
+        Progress(share_items, desc=desc, unit=unit, enabled=bool(progress))
     bar.skip(items_resumed)
     results: list[Any] = []
     try:
@@ -368,8 +322,7 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             if index in done:
                 results.extend(done[index])
                 continue
-            lo, hi = bounds(index)
-            chunk = list(items[lo:hi])
+            chunk = list(items[index * chunk_size:(index + 1) * chunk_size])
             before = bar.done
             out = fn(chunk, bar.advance) if fn_reports_progress else fn(chunk)
             if len(out) != len(chunk):
@@ -378,11 +331,10 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             bar.advance(before + len(chunk) - bar.done)
             results.extend(out)
     finally:
-        if own_bar:
+        if bar is not progress:
             bar.close()
-    return ChunkedRun(results=results, digest=digest, chunks_total=n_chunks, chunks_in_share=len(indices),
-                      chunks_resumed=len(done), items_resumed=items_resumed,
-                      seconds=time.monotonic() - start_time,
+    return ChunkedRun(results=results, digest=digest, chunks_total=n_chunks, chunks_resumed=len(done),
+                      items_resumed=items_resumed, seconds=time.monotonic() - start_time,
                       cache=cache.counts.as_dict() if cache is not None else None)
 
 
@@ -394,21 +346,18 @@ def run_chunked(items: Sequence[Any], fn: Callable[..., list[Any]], **kwargs: An
 def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
                    desc: str = "work") -> list[Any]:
     """Read back every chunk of a finished job (other processes wrote them) in input order; error if any is missing."""
-    work_dir = Path(work_dir)
-    chunk_size = max(1, int(chunk_size))
-    num_items = len(items)
+    work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
     digest = fingerprint_of(_stored_fingerprint(fingerprint, items, chunk_size))
     fp_path = work_dir / FINGERPRINT_FILE
     stored = json.loads(fp_path.read_text()).get("digest") if fp_path.exists() else None
     if stored != digest:
         raise RuntimeError(f"{desc}: {work_dir} holds work of another fingerprint ({stored}, expected {digest})")
     results: list[Any] = []
-    for index in range(num_chunks(num_items, chunk_size)):
-        path = chunk_path(work_dir, index)
-        if not path.exists():
+    for index in range(num_chunks(len(items), chunk_size)):
+        out = _load_chunk(work_dir, index, len(items), chunk_size, desc)
+        if out is None:
             raise RuntimeError(f"{desc}: chunk {index} is missing in {work_dir} after all processes finished")
-        lo, hi = index * chunk_size, min(num_items, (index + 1) * chunk_size)
-        results.extend(_load_chunk(path, hi - lo, desc))
+        results.extend(out)
     return results
 
 
@@ -440,7 +389,7 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
         dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo", timeout=DIST_TIMEOUT)
     try:
         if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
-            prepare_chunked_work(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size)
+            prepare_work_dir(Path(work_dir), _stored_fingerprint(fingerprint, items, max(1, int(chunk_size))))
         dist.barrier()
         mine = {**compute(device, (rank, world)), "rank": rank}
         gathered: list[Any] = [None] * world
@@ -457,7 +406,7 @@ def exit_process(code: int) -> None:
     """Leave the interpreter with `code`. A torchrun rank leaves without C++ destructors: gloo's threads can abort
     an ordinary exit after the work is written ("terminate called without an active exception", exit -6), which
     torchrun would report as a failed rank."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if world_size() > 1:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -465,13 +414,12 @@ def exit_process(code: int) -> None:
 
 
 def torchrun_worker(entry: str, job_path: str) -> int:
-    """One torchrun worker: `entry(spec)` with the job file's spec returns (results, stats); rank 0 writes the
-    stats (the results are in the chunks)."""
+    """One torchrun worker: `entry(spec)` returns (results, stats); rank 0 writes the stats (results: the chunks)."""
     module, _, name = entry.partition(":")
     fn = getattr(importlib.import_module(module), name)
     job_path = Path(job_path)
     _, stats = fn(json.loads(job_path.read_text()))
-    if int(os.environ.get("RANK", "0")) == 0:  # what the launching process reads back besides the chunks
+    if is_main_process():  # what the launching process reads back besides the chunks
         atomic_write_json(job_path.parent / RESULT_FILE, {"result": stats})
     return 0
 
@@ -482,14 +430,11 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
     """Run `entry(spec)` in `num_processes` torchrun workers on this node; returns the stats of rank 0's call."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    job_path = work_dir / JOB_FILE
-    result_path = work_dir / RESULT_FILE
+    job_path, result_path = work_dir / JOB_FILE, work_dir / RESULT_FILE
     result_path.unlink(missing_ok=True)
     atomic_write_json(job_path, spec)
     env = dict(os.environ)
-    if env_threads is not None:
-        # CPU matrix products round differently with another thread count; each worker gets the threads
-        # the caller asks for (torchrun would give it one), so that N processes match 1 bit for bit
+    if env_threads is not None:  # torchrun would give each worker one thread: CPU matrix products would round otherwise
         env.update(OMP_NUM_THREADS=str(env_threads), MKL_NUM_THREADS=str(env_threads))
     tail: collections.deque[str] = collections.deque(maxlen=40)
     worker = (f"from repro.jobs import exit_process, torchrun_worker; "
@@ -550,10 +495,9 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
             error: type[Exception] = WorkersFailed) -> tuple[list[Any], dict[str, Any]]:
     """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
-    all results); else in `num_processes` torchrun workers on this node, each calling `entry(spec)`, which comes
-    back here as one rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None:
-    all, device None: the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others).
-    """
+    all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
+    rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
+    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others)."""
     if world_size() > 1:
         def share(rank_device: str, rank_share: tuple[int, int]) -> dict[str, Any]:
             run, extra = compute(rank_device, rank_share)

@@ -101,12 +101,11 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
     root = root or checkout_root()
     if root is None:
         return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                    capture_output=True, text=True, check=True).stdout.strip())
-        return {"commit": commit, "dirty": dirty}
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
 
@@ -223,13 +222,12 @@ class Manifest:
             data.setdefault(key, {})
         self.write(data)
 
-
     def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
         """Start a run record when a notebook runs on its own (plain papermill); `repro run` starts it before."""
         data = self.read()
-        if data.get("status") == "running" and data.get("driver") == "repro run" and notebook in data.get("notebooks", {}):
-            return
-        self.start_run(parameters, [notebook], driver="papermill", merge=True)
+        if not (data.get("status") == "running" and data.get("driver") == "repro run"
+                and notebook in data.get("notebooks", {})):
+            self.start_run(parameters, [notebook], driver="papermill", merge=True)
 
     def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:
         """Record the self-check this run cites (`find_selfcheck`) under `selfcheck`; none found: none recorded."""

@@ -1,9 +1,5 @@
-"""Every notebook's parameters: one schema each, YAML loading with `--set` overrides, errors that name the key.
-
-Parameters are flat (one namespace across notebooks) so that a params file works both with `repro run`
-and with plain `papermill NB OUT -f params/x.yaml`. Papermill only warns about unknown names and guesses
-types; `validate_namespace` turns that into a clear error and casts values.
-"""
+"""Every notebook's parameters: one flat schema per notebook section, YAML loading with `--set` overrides and
+`include:`, errors that name the key (papermill only warns about unknown names; `validate_namespace` refuses them)."""
 
 from __future__ import annotations
 
@@ -11,13 +7,13 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Collection, Literal, Optional
+from typing import Annotated, Any, Callable, ClassVar, Collection, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError
-from .paths import default_run_dir, resolve_user_path, row_cache_dir, run_dir_of
+from .paths import resolve_user_path, row_cache_dir, run_dir_of
 
 
 @dataclass(frozen=True)
@@ -28,14 +24,18 @@ class PairRMLimits:
     candidate_maxlength: int = 412
 
 
-# the one place that names 1224/412: every default of the package reads it from here
-PAIRRM_LIMITS = PairRMLimits()
+PAIRRM_LIMITS = PairRMLimits()  # the one place that names 1224/412
 
 
-# ranges checked by pydantic where the value enters; `_format_validation` words them as "must be >= 1"
+# ranges checked by pydantic where the value enters; `build` words them as "must be >= 1"
 Count = Annotated[int, Field(ge=1)]
 Index = Annotated[int, Field(ge=0)]
+NonNegative = Annotated[float, Field(ge=0)]
 Resamples = Annotated[int, Field(ge=100)]  # fewer and a 95% interval means nothing
+TokenLimit = Annotated[int, Field(ge=3)]  # [CLS], the prefix token and [SEP]
+# the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
+UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
+LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
 DEVICES = "auto, cpu, cuda, cuda:N or mps"
 
 
@@ -46,7 +46,6 @@ def _device(value: str) -> str:
     return name
 
 
-# a torch device as the parameters name it: a fixed set of values, checked here like the Literal ones
 Device = Annotated[str, AfterValidator(_device)]
 
 
@@ -56,29 +55,20 @@ class _Params(BaseModel):
     subject: ClassVar[str | None] = None  # the parameter naming the dataset this notebook describes, if any
 
     run_name: str = "demo"
-    run_dir: str | None = None  # default: runs/<run_name>
-
-    # the path rule (repro.paths): relative paths mean the project root, wherever the notebook's kernel runs
-    @field_validator("run_dir")
-    @classmethod
-    def _run_dir_from_project_root(cls, v: str | None) -> str | None:
-        return resolve_user_path(v, may_be_id=False)
+    run_dir: LocalPath | None = None  # default: runs/<run_name>
 
     @property
     def run_root(self) -> Path:
-        """run_dir; else the run of the dataset described (a dataset of no run: a run of its own), else runs/<run_name>."""
+        """run_dir; else the run of the dataset described (one of no run: a run of its own), else runs/<run_name>."""
         if self.run_dir:
             return Path(self.run_dir)
         return run_dir_of(getattr(self, self.subject) if self.subject else None, self.run_name)
 
 
-# --------------------------------------------------------------------------------------------
-# 01_construct
-# --------------------------------------------------------------------------------------------
-# the pair selection rules (repro.construct.selection); the random ones need selection_seed
+# 01_construct: the pair selection rules (repro.construct.selection; the random ones need selection_seed) and the
+# output formats (repro.exporters: the seed's, and those of the field's published recipes)
 SelectionRule = Literal["best_worst", "best_random", "random_pair", "best_second", "best_worst_length_penalised"]
 RANDOM_RULES = ("best_random", "random_pair")
-# the output formats (repro.exporters): the seed's, and those of the field's published recipes
 OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
 ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
 
@@ -88,9 +78,8 @@ class ScorerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # names the column and the work dir work/scoring/<name>/
-    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
-    model: str  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]  # the column and work/scoring/<name>/
+    model: UserPath  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
     kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"
     # a sequence classifier's chat_template, trust_remote_code, output_index, max_length;
     # PairRM's source_maxlength, candidate_maxlength (default: the run's)
@@ -99,11 +88,6 @@ class ScorerSpec(BaseModel):
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
     batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last: the card's table of
     # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
-
-    @field_validator("model")
-    @classmethod
-    def _model_from_project_root(cls, v: str) -> str:
-        return resolve_user_path(v)
 
     @field_validator("name")
     @classmethod
@@ -118,8 +102,7 @@ class ConstructParams(_Params):
 
     section: ClassVar[str] = "construct"
 
-    # source rows
-    source: str = "demo"  # "demo" (embedded sample), a hub dataset id, or a local .jsonl/.parquet/saved dataset
+    source: UserPath = "demo"  # "demo" (embedded sample), a hub dataset id, or a local .jsonl/.parquet/saved dataset
     source_split: str = "train_prefs"
     source_revision: str | None = None  # a hub dataset's commit (or tag/branch), passed to every load; recorded
     # slicing: index part [part_start:part_stop] -> drop `drop_rows` -> mini `mini_index` of `mini_count`
@@ -130,70 +113,46 @@ class ConstructParams(_Params):
     mini_index: Index = 0
     mini_count: Count = 1
     limit: Count | None = None  # keep only the first N rows of the mini (quick tries)
-    # candidates
     candidate_columns: list[str] = ["resp0", "resp1"]
     include_reference: bool = False  # also rank `reference_response`
     include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
-    # where they go: after the others, before them, or before them ranked but never chosen, rejected or listed as
-    # a candidate (first_scored_only: SPPO's published rows, 7 rm_scores for 5 generate_i)
+    # first_scored_only: first, ranked but never paired nor listed (SPPO's published 7 rm_scores for 5 generate_i)
     original_pair_position: Literal["last", "first", "first_scored_only"] = "last"
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
-    # scoring
-    scorer_model: str = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
+    scorer_model: UserPath = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
     scorer_backend: Literal["repro", "llm-blender"] = "repro"
-    device: Device = "auto"  # auto | cpu | cuda | cuda:N | mps
+    device: Device = "auto"
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
     batch_tokens: Count = 16384  # token budget per forward batch
     chunk_size: Count = 256  # prompts per resumable chunk
     num_processes: Count = 1  # >1: torchrun workers on this node
-    # PairRM's token limits; None: the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412;
-    # at least 3: [CLS], the prefix token and [SEP]
-    source_maxlength: Optional[Annotated[int, Field(ge=3)]] = None
-    candidate_maxlength: Optional[Annotated[int, Field(ge=3)]] = None
+    source_maxlength: TokenLimit | None = None  # None: the checkpoint's own (llm-blender's RankerConfig), else 1224
+    candidate_maxlength: TokenLimit | None = None  # likewise, else 412
     scorer_kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"  # auto: read from the checkpoint
     scorer_options: dict[str, Any] = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
-    # more scorers ({name, model, kind, ...} each): scores kept in candidate_scores_<name>; scorer_model decides
-    scorers: list[ScorerSpec] = []
+    scorers: list[ScorerSpec] = []  # more scorers, scores in candidate_scores_<name>; scorer_model decides the pairs
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
-    # the scorer's view of the prompt: as it is, or through a tokenizer's chat template (SPPO's rank.py:
-    # apply_chat_template([user: prompt, assistant: "None"]).split("None")[0])
+    # chat_template: SPPO's rank.py, apply_chat_template([user: prompt, assistant: "None"]).split("None")[0]
     scorer_prompt: Literal["raw", "chat_template"] = "raw"
-    scorer_prompt_tokenizer: str | None = None  # hub id or folder of the tokenizer whose template is used
-    # pair selection (repro.construct.selection): which two scored candidates become chosen / rejected
-    selection: SelectionRule = "best_worst"
+    scorer_prompt_tokenizer: UserPath | None = None  # hub id or folder of the tokenizer whose template is used
+    selection: SelectionRule = "best_worst"  # which two scored candidates become chosen / rejected
     selection_seed: int | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
-    length_penalty: Annotated[float, Field(ge=0)] = 0.0  # best_worst_length_penalised: score - length_penalty * characters
-    min_margin: Annotated[float, Field(ge=0)] = 0.0  # pairs with score_chosen - score_rejected below it are left out
+    length_penalty: NonNegative = 0.0  # best_worst_length_penalised: score - length_penalty * characters
+    min_margin: NonNegative = 0.0  # pairs with score_chosen - score_rejected below it are left out
     ties: Literal["keep", "drop"] = "keep"  # equal scores: keep the pair (seed), or leave the row out (RLHFlow)
-    # output rows
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
     output_split: str | None = None  # default: the format's own split name (with `iteration`)
     iteration: Count = 1  # the round of an iterative recipe: split names, the manifest's lineage
-    # a second, test split written beside the train split (its name: the train split's with `test` for `train`):
-    # the prompts of source split `test_split` through the same stages; test_split = source_split: a sample of the
-    # built train rows (SPPO's compute_prob.py). null: no test split
-    test_split: str | None = None
+    test_split: str | None = None  # a source split built as a test split; = source_split: a sample of the train rows
     test_rows: Count | None = None  # the first N test rows (a seeded sample with test_seed); null: all; capped by limit
     test_seed: int | None = None  # draw the test rows at random with this seed instead of taking the first ones
-    # generation (issue 7): when true, candidates (and optionally the reference) are generated first
-    generate: bool = False
-    # the project's row cache (issue 22, repro.cache): generated and scored rows shared by every run
-    cache: bool = True  # false: compute every row here (the run's own resumable chunks still apply)
-    cache_dir: str | None = None  # None: $REPRO_ROW_CACHE, else $REPRO_CACHE, else cache/ in the project root
-
-    @field_validator("source", "scorer_model", "scorer_prompt_tokenizer")
-    @classmethod
-    def _paths_from_project_root(cls, v: str | None) -> str | None:
-        return resolve_user_path(v)
-
-    @field_validator("cache_dir")
-    @classmethod
-    def _cache_from_project_root(cls, v: str | None) -> str | None:
-        return resolve_user_path(v, may_be_id=False)
+    generate: bool = False  # generate the candidates (and optionally the reference) first (issue 7)
+    cache: bool = True  # the project's row cache (issue 22, repro.cache); false: compute every row here
+    cache_dir: LocalPath | None = None  # None: $REPRO_ROW_CACHE, else $REPRO_CACHE, else cache/ in the project root
 
     @property
     def row_cache(self) -> Path | None:
@@ -209,41 +168,43 @@ class ConstructParams(_Params):
 
     @model_validator(mode="after")
     def _check(self):
-        if self.mini_index >= self.mini_count:
-            raise ValueError(f"mini_index={self.mini_index} must be < mini_count={self.mini_count} (minis count from 0)")
-        if self.part_stop is not None and self.part_stop <= self.part_start:
-            raise ValueError(f"part_stop={self.part_stop} must be > part_start={self.part_start}")
-        if self.scorer_prompt == "chat_template" and not self.scorer_prompt_tokenizer:
-            raise ValueError("scorer_prompt is 'chat_template' but scorer_prompt_tokenizer is not set: name the "
-                             "tokenizer whose chat template the scorer's prompts go through (SPPO: the policy's, "
-                             "e.g. mistralai/Mistral-7B-Instruct-v0.2), or set scorer_prompt: raw")
-        if self.selection in RANDOM_RULES and self.selection_seed is None:
-            raise ValueError(f"selection {self.selection!r} draws candidates at random: set selection_seed "
-                             f"(an integer) so that the pairs can be drawn again")
-        if self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates:
-            raise ValueError(f"output_format {self.output_format!r} publishes every candidate and its score: "
-                             f"set keep_all_candidates: true")
-        if self.test_split is None and (self.test_rows, self.test_seed) != (None, None):
-            raise ValueError("test_rows / test_seed are set but test_split is not: name the source split of the test "
-                             "prompts (e.g. test_prefs), or remove them")
-        if self.test_split is not None and self.test_split == self.source_split and self.test_rows is None:
-            raise ValueError(f"test_split {self.test_split!r} is the source split, so the test rows are a sample of "
-                             f"the built train rows (SPPO's way): set test_rows (SPPO: 500) and test_seed")
-        if self.original_pair_position == "first_scored_only" and not self.include_original_pair:
-            raise ValueError("original_pair_position 'first_scored_only' ranks the source's chosen/rejected with the "
-                             "candidates: set include_original_pair: true, or another position")
         names = [s.name for s in self.scorers]
-        if len(set(names)) != len(names):
-            raise ValueError(f"scorers: every name must be different, got {names}")
-        if self.scorers and not self.keep_all_candidates:
-            raise ValueError(f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns "
-                             f"beside `candidates`: set keep_all_candidates: true")
-        limits = (self.source_maxlength or PAIRRM_LIMITS.source_maxlength,
-                  self.candidate_maxlength or PAIRRM_LIMITS.candidate_maxlength)
-        if self.batch_tokens < limits[0] + 2 * limits[1]:
-            raise ValueError(
-                f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length "
-                f"({limits[0] + 2 * limits[1]} tokens): raise it")
+        pair = (self.source_maxlength or PAIRRM_LIMITS.source_maxlength) + \
+            2 * (self.candidate_maxlength or PAIRRM_LIMITS.candidate_maxlength)
+        problems = [
+            (self.mini_index >= self.mini_count,
+             f"mini_index={self.mini_index} must be < mini_count={self.mini_count} (minis count from 0)"),
+            (self.part_stop is not None and self.part_stop <= self.part_start,
+             f"part_stop={self.part_stop} must be > part_start={self.part_start}"),
+            (self.scorer_prompt == "chat_template" and not self.scorer_prompt_tokenizer,
+             "scorer_prompt is 'chat_template' but scorer_prompt_tokenizer is not set: name the tokenizer whose chat "
+             "template the scorer's prompts go through (SPPO: the policy's, e.g. mistralai/Mistral-7B-Instruct-v0.2), "
+             "or set scorer_prompt: raw"),
+            (self.selection in RANDOM_RULES and self.selection_seed is None,
+             f"selection {self.selection!r} draws candidates at random: set selection_seed (an integer) so that the "
+             f"pairs can be drawn again"),
+            (self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates,
+             f"output_format {self.output_format!r} publishes every candidate and its score: "
+             f"set keep_all_candidates: true"),
+            (self.test_split is None and (self.test_rows, self.test_seed) != (None, None),
+             "test_rows / test_seed are set but test_split is not: name the source split of the test prompts (e.g. "
+             "test_prefs), or remove them"),
+            (self.test_split is not None and self.test_split == self.source_split and self.test_rows is None,
+             f"test_split {self.test_split!r} is the source split, so the test rows are a sample of the built train "
+             f"rows (SPPO's way): set test_rows (SPPO: 500) and test_seed"),
+            (self.original_pair_position == "first_scored_only" and not self.include_original_pair,
+             "original_pair_position 'first_scored_only' ranks the source's chosen/rejected with the candidates: set "
+             "include_original_pair: true, or another position"),
+            (len(set(names)) != len(names), f"scorers: every name must be different, got {names}"),
+            (self.scorers and not self.keep_all_candidates,
+             f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns beside `candidates`: "
+             f"set keep_all_candidates: true"),
+            (self.batch_tokens < pair,
+             f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length ({pair} tokens): raise it"),
+        ]
+        for bad, message in problems:
+            if bad:
+                raise ValueError(message)
         return self
 
 
@@ -251,40 +212,31 @@ class ConstructParams(_Params):
 DEFAULT_BATCH_TOKENS: int = ConstructParams.model_fields["batch_tokens"].default
 
 
-# --------------------------------------------------------------------------------------------
-# generation (part of 01_construct when `generate: true`)
-# --------------------------------------------------------------------------------------------
 class GenerationParams(_Params):
     """Parameters of the generation stage (used by 01_construct when `generate` is true)."""
 
     section: ClassVar[str] = "generation"
 
-    policy_model: str | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy" is a noise stand-in
+    policy_model: UserPath | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy": a noise stand-in
     policy_revision: str | None = None  # the policy's hub commit, passed to every load; recorded
     generation_backend: Literal["transformers", "vllm"] = "transformers"
     generate_reference: bool = True  # greedy `reference_response` (temperature 0)
     reference_max_new_tokens: Count = 1024
     n_candidates: Index = 2  # columns resp0 .. resp{n-1}
-    temperature: Annotated[float, Field(ge=0)] = 0.7  # 0: greedy
+    temperature: NonNegative = 0.7  # 0: greedy
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     max_new_tokens: Count = 1024
     generation_seed: int = 0
-    # one seed per candidate (SPPO: 0, 50, 100, 150, 200): candidate k is drawn as the first candidate of a run
-    # with generation_seed = candidate_seeds[k]; null: all from generation_seed
+    # candidate k drawn as the first of a run with generation_seed = candidate_seeds[k] (SPPO: 0, 50, ..., 200)
     candidate_seeds: list[int] | None = None
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
     max_prompt_tokens: Count | None = None  # default: the model's context minus the longest max_new_tokens
     long_prompts: Literal["truncate_left", "skip"] = "truncate_left"  # skip: such rows are left out and counted
     generation_batch_size: Count = 16  # sequences per transformers `generate` call
     generation_chunk_size: Count = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
-    generation_device: Device = "auto"  # auto (cuda:LOCAL_RANK if a GPU is there, else cpu) | cpu | cuda | cuda:N
+    generation_device: Device = "auto"  # auto: cuda:LOCAL_RANK if a GPU is there, else cpu
     generation_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
     generation_num_processes: Count = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
-
-    @field_validator("policy_model")
-    @classmethod
-    def _policy_from_project_root(cls, v: str | None) -> str | None:
-        return resolve_user_path(v)
 
     @model_validator(mode="after")
     def _check_sampling(self):
@@ -296,31 +248,19 @@ class GenerationParams(_Params):
         return self
 
 
-# --------------------------------------------------------------------------------------------
-# 02_analyze
-# --------------------------------------------------------------------------------------------
 class AnalyzeParams(_Params):
     """Parameters of notebooks/02_analyze.ipynb."""
 
     section: ClassVar[str] = "analyze"
     subject: ClassVar[str | None] = "dataset"
 
-    dataset: str | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
+    dataset: UserPath | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
     dataset_split: str = "train_prefs"
     bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95
     bootstrap_seed: int = 0
     exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
 
-    @field_validator("dataset")
-    @classmethod
-    def _dataset_from_project_root(cls, v: str | None) -> str | None:
-        return resolve_user_path(v)
 
-
-
-# --------------------------------------------------------------------------------------------
-# 03_card
-# --------------------------------------------------------------------------------------------
 # the facts of a dataset's making that a card can state (known_recipe's keys), in the card's order
 RECIPE_FACTS = ("source", "slice", "dropped", "candidates", "scorer", "precision", "selection", "tie_rule")
 
@@ -331,31 +271,23 @@ class CardParams(_Params):
     section: ClassVar[str] = "card"
     subject: ClassVar[str | None] = "card_dataset"
 
-    card_dataset: str | None = None  # default: this run's dataset folder; else a dataset NOT built here (copied in)
+    card_dataset: UserPath | None = None  # default: this run's dataset folder; else a dataset NOT built here (copied)
     card_split: str = "train_prefs"  # the split read from card_dataset
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # where the dataset is (or will be) published
-    # None: for a dataset built here, its sources' licence (mit) and language (en); for a dataset not built here,
-    # not stated (a card claims only what it was told or measured)
+    # None: built here, the sources' licence and language (mit, en); else not stated (a card claims only facts)
     license: str | None = None
     language: list[str] | None = None  # language of the rows (the card's body is English + Chinese either way)
-    # for datasets not built here: what is known of their making, as free text or as
-    # {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}; the rest is "unknown"
+    # for datasets not built here: what is known of their making, as free text or as {RECIPE_FACTS key: fact}
     known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
-
-    @field_validator("card_dataset")
-    @classmethod
-    def _card_dataset_from_project_root(cls, v: str | None) -> str | None:
-        return resolve_user_path(v)
 
     @field_validator("known_recipe")
     @classmethod
     def _recipe_keys(cls, v):
-        if isinstance(v, dict):
-            unknown = sorted(set(v) - set(RECIPE_FACTS))
-            if unknown:
-                raise ValueError(f"unknown fact(s) {unknown}; known_recipe takes {list(RECIPE_FACTS)}")
+        if isinstance(v, dict) and set(v) - set(RECIPE_FACTS):
+            raise ValueError(f"unknown fact(s) {sorted(set(v) - set(RECIPE_FACTS))}; known_recipe takes "
+                             f"{list(RECIPE_FACTS)}")
         return v
 
     @model_validator(mode="after")
@@ -365,9 +297,6 @@ class CardParams(_Params):
         return self
 
 
-# --------------------------------------------------------------------------------------------
-# 04_compare
-# --------------------------------------------------------------------------------------------
 class CompareParams(_Params):
     """Parameters of notebooks/04_compare.ipynb."""
 
@@ -377,14 +306,15 @@ class CompareParams(_Params):
     # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
     reference: str | list[str] | None = None
     reference_split: str = "train_prefs"
-    candidate: str | None = None  # default: this run's dataset
+    candidate: UserPath | None = None  # default: this run's dataset
     candidate_split: str = "train_prefs"
     # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
-    compare_source: str | None = None
+    compare_source: UserPath | None = None
     compare_source_split: str = "train_prefs"
-    score_tolerances: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=1)] = [1e-6, 1e-3, 1e-2, 0.1]  # fraction of same-text scores within each |difference|
-    disagreement_tolerance: Annotated[float, Field(ge=0)] = 1e-3  # a same-text score further apart than this is a disagreement
-    near_tie: Annotated[float, Field(ge=0)] = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
+    # fraction of same-text scores within each |difference|
+    score_tolerances: Annotated[list[NonNegative], Field(min_length=1)] = [1e-6, 1e-3, 1e-2, 0.1]
+    disagreement_tolerance: NonNegative = 1e-3  # a same-text score further apart than this is a disagreement
+    near_tie: NonNegative = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
     max_mini_count: Count = 8  # slice inference tries 1..max_mini_count minis
     bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
     bootstrap_seed: int = 0
@@ -392,22 +322,11 @@ class CompareParams(_Params):
     @field_validator("reference")
     @classmethod
     def _references(cls, v):
-        if isinstance(v, list):
-            if not v:
-                raise ValueError("is an empty list: name at least one dataset")
-            return [resolve_user_path(r) for r in v]
-        return resolve_user_path(v)
-
-    @field_validator("candidate", "compare_source")
-    @classmethod
-    def _compared_from_project_root(cls, v: str | None) -> str | None:
-        return resolve_user_path(v)
+        if v == []:
+            raise ValueError("is an empty list: name at least one dataset")
+        return [resolve_user_path(r) for r in v] if isinstance(v, list) else resolve_user_path(v)
 
 
-
-# --------------------------------------------------------------------------------------------
-# 05_family
-# --------------------------------------------------------------------------------------------
 class FamilyViewParams(_Params):
     """Parameters of notebooks/05_family.ipynb: run_dir is the family's folder (runs/<family>/), holding its members."""
 
@@ -433,26 +352,25 @@ NOTEBOOK_SECTIONS = {
     "04_compare": ("compare",),
     "05_family": ("family_view",),
 }
-# keys only `repro run` reads (selfcheck: a `repro selfcheck` report; family: a grid of runs, repro.family;
-# include: params files whose values this one takes, then overrides, resolved by load_params_file)
+# keys only `repro run` reads (a `repro selfcheck` report, a grid of runs, params files this one overrides)
 RUN_KEYS = {"notebooks", "selfcheck", "family", "include"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
 
 def all_fields() -> set[str]:
     """Every parameter name any notebook accepts."""
-    names = set(RUN_KEYS)
-    for schema in SCHEMAS.values():
-        names |= set(schema.model_fields)
-    return names
+    return set(RUN_KEYS).union(*(schema.model_fields for schema in SCHEMAS.values()))
 
 
-def _unknown_error(key: str, where: str) -> ParameterError:
-    close = difflib.get_close_matches(key, sorted(all_fields()), n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
-    return ParameterError(
-        f"Unknown parameter '{key}' in {where}.{hint} Known parameters are listed in src/repro/parameters.py "
-        f"and documented in params/demo.yaml; remove or rename it.")
+def _refuse_unknown(keys: Collection[str], where: Callable[[str], str]) -> None:
+    """Raise for the first key no notebook accepts, named `where(key)`, with the nearest known name."""
+    known = all_fields()
+    for key in keys:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ParameterError(f"Unknown parameter '{key}' in {where(key)}.{hint} Known parameters are listed in "
+                                 f"src/repro/parameters.py and documented in params/demo.yaml; remove or rename it.")
 
 
 RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
@@ -460,36 +378,24 @@ RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be
                "string_pattern_mismatch": "must match {pattern} (lower-case letters, digits and _)"}
 
 
-def _format_validation(exc: ValidationError, schema: type[_Params], where: str,
-                       set_keys: Collection[str] = ()) -> ParameterError:
-    lines = []
-    for err in exc.errors():
-        key = str(err["loc"][0]) if err["loc"] else ""
-        loc = ".".join(str(x) for x in err["loc"]) or "(parameters)"
-        loc += " (from --set)" if key in set_keys else ""
-        got = err.get("input")
-        # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
-        got_s = "" if isinstance(got, dict) else f" (got {got!r})"
-        msg = RANGE_WORDS[err["type"]].format(**err["ctx"]) if err["type"] in RANGE_WORDS \
-            else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
-        lines.append(f"  - {loc}: {msg}{got_s}")
-    return ParameterError(
-        f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) +
-        "\nFix the value in the params file or with --set KEY=VALUE.")
-
-
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
           set_keys: Collection[str] = ()) -> _Params:
     """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error)."""
-    known = all_fields()
-    for key in values:
-        if key not in known:
-            raise _unknown_error(key, where)
-    mine = {k: v for k, v in values.items() if k in schema.model_fields}
+    _refuse_unknown(values, lambda key: where)
     try:
-        return schema(**mine)
+        return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
     except ValidationError as exc:
-        raise _format_validation(exc, schema, where, set_keys) from None
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "(parameters)"
+            loc += " (from --set)" if err["loc"] and str(err["loc"][0]) in set_keys else ""
+            # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
+            got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
+            msg = RANGE_WORDS[err["type"]].format(**err["ctx"]) if err["type"] in RANGE_WORDS \
+                else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
+            lines.append(f"  - {loc}: {msg}{got}")
+        raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) +
+                             "\nFix the value in the params file or with --set KEY=VALUE.") from None
 
 
 def validate_all(values: dict[str, Any], where: str = "the parameters",
@@ -513,21 +419,13 @@ _SEEN = "_repro_parameter_names"  # names present at a notebook's first validati
 
 
 def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
-    """Validate a notebook's parameters from its globals (the parameters cell plus papermill's injection).
-
-    Only literal values are parameters (modules, functions, datasets are not). Names that appear after the
-    first validation are the notebook's own variables, so re-running the cell in Jupyter keeps working.
-    """
-    schema = SCHEMAS[section]
+    """Validate a notebook's parameters from its globals (literal values only); names that appear after the first
+    validation are the notebook's own variables, so re-running the cell in Jupyter keeps working."""
     seen = namespace.get(_SEEN)
-    values = {}
-    for key, value in namespace.items():
-        if key.startswith("_") or key in _IPYTHON_NAMES or not isinstance(value, _LITERAL_TYPES):
-            continue
-        if seen is not None and key not in seen:
-            continue
-        values[key] = value
-    params = build(schema, values, where=f"notebook {section}")
+    values = {key: value for key, value in namespace.items()
+              if not key.startswith("_") and key not in _IPYTHON_NAMES and isinstance(value, _LITERAL_TYPES)
+              and (seen is None or key in seen)}
+    params = build(SCHEMAS[section], values, where=f"notebook {section}")
     if seen is None:
         namespace[_SEEN] = set(namespace)
         if params.subject and getattr(params, params.subject) is not None and not params.run_dir:
@@ -543,11 +441,10 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ParameterError(f"--set expects KEY=VALUE, got {item!r}; for example --set mini_index=1")
         key, raw = item.split("=", 1)
-        key = key.strip()
         try:
-            out[key] = yaml.safe_load(raw) if raw.strip() else ""
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
-            out[key] = raw
+            out[key.strip()] = raw
     return out
 
 
@@ -559,9 +456,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
         raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
-    unknown = next((key for key in values if key not in all_fields()), None)
-    if unknown is not None:  # named in the file that holds it, included or not
-        raise _unknown_error(unknown, str(path))
+    _refuse_unknown(values, lambda key: str(path))  # named in the file that holds it, included or not
     names = values.pop("include", None) or []
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -581,8 +476,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
 
 
 def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Load a params YAML file (with its `include:` files), apply `--set` overrides, validate every key; returns the
-    merged dict."""
+    """A params YAML file (with its `include:` files) and `--set` overrides, every key validated; the merged dict."""
     path = Path(path)
     if path.is_dir():
         raise ParameterError(f"Params file {str(path)!r} is a folder, not a file; give a YAML file in it "
@@ -591,10 +485,9 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
         raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
     values = read_params_yaml(path)
     set_values = parse_set(overrides or [])
-    for key in set_values:  # named where the user typed it, not as if it were in the file
-        if key not in all_fields():
-            item = next(i for i in reversed(overrides or []) if i.split("=", 1)[0].strip() == key)
-            raise _unknown_error(key, f"--set {item}")
+    # named where the user typed it, not as if it were in the file
+    _refuse_unknown(set_values, lambda key: "--set " + next(
+        i for i in reversed(overrides or []) if i.split("=", 1)[0].strip() == key))
     values.update(set_values)
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:

@@ -8,7 +8,6 @@ import os
 import re
 from pathlib import Path
 
-
 from .errors import ParameterError
 
 SPLIT = "train_prefs"
@@ -23,18 +22,14 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "repro"
 
 
-ROW_CACHE_ENV = "REPRO_ROW_CACHE"  # the row cache alone (the test suite gives each test its own)
-ROW_CACHE_FOLDER = "cache"  # beside runs/ in the project root
-
-
 def row_cache_dir(given: str | Path | None = None) -> Path:
     """The row cache (repro.cache): `given` (cache_dir), $REPRO_ROW_CACHE, $REPRO_CACHE, else the project's cache/."""
     if given:
         return Path(given)
-    for env in (ROW_CACHE_ENV, "REPRO_CACHE"):
+    for env in ("REPRO_ROW_CACHE", "REPRO_CACHE"):  # the first: the row cache alone (each test gets its own)
         if os.environ.get(env):
             return Path(os.environ[env]).expanduser()
-    return project_root() / ROW_CACHE_FOLDER
+    return project_root() / "cache"  # beside runs/
 
 
 HOME_ENV = "REPRO_HOME"  # names the project root explicitly
@@ -46,7 +41,6 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
 MANIFEST_JSON = "manifest.json"
-COMPARE_JSON = "compare.json"
 FAMILY_JSON = "family.json"  # a family's folder: its members side by side (notebooks/05_family)
 SELFCHECK_JSON = "selfcheck.json"
 SELFCHECK_MD = "selfcheck.md"
@@ -202,13 +196,12 @@ class RunDir:
         self.metrics = self.root / "metrics.json"
         self.figures = self.root / "figures"
         self.tables = self.root / "tables"
-        self.compare = self.root / COMPARE_JSON
+        self.compare = self.root / "compare.json"
         self.work = self.root / "work"  # resumable work (scored and generated chunks), not published
 
     @classmethod
     def of(cls, root: str | Path) -> "RunDir":
         return cls(root)
-
 
     def relative(self, path: str | Path) -> str:
         """`path` (under the run) as the run's files name it: relative to its root."""
@@ -232,7 +225,5 @@ def looks_like_path(spec: str) -> bool:
 def run_manifest_of(spec: str | Path) -> Path | None:
     """The manifest.json of the run directory `spec` names (the run itself, or its `dataset/` folder); else None."""
     path = Path(os.path.expanduser(str(spec)))
-    for candidate in (path / MANIFEST_JSON, path.parent / MANIFEST_JSON if path.name == "dataset" else None):
-        if candidate is not None and candidate.is_file():
-            return candidate
-    return None
+    candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == "dataset" else [])]
+    return next((candidate for candidate in candidates if candidate.is_file()), None)

@@ -122,65 +122,48 @@ def package_checks(values: dict[str, Any]) -> list[Check]:
             for (what, _, name, fix), ok in zip(wanted, found)]
 
 
-def _in_hub_cache(need: Need) -> str | None:
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+def _input_check(need: Need) -> tuple[Check, int]:
+    """(the check of one input, bytes to download): a local path, or a hub id cached here or reachable."""
+    from huggingface_hub import HfApi, snapshot_download  # the hub client only for a run's checks
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
 
+    what = f"{need.parameter}: {need.value}"
+    if not is_hub_id(need.value):
+        there = Path(need.value).exists()
+        return Check(what, there, f"local {need.repo_type}" if there else
+                     "no such file or folder; give an existing path or a hub id (owner/name)"), 0
     try:
-        return snapshot_download(need.value, repo_type=need.repo_type, local_files_only=True)
+        snapshot_download(need.value, repo_type=need.repo_type, local_files_only=True)
+        return Check(what, True, f"hub {need.repo_type}, in the local hub cache"), 0
     except (LocalEntryNotFoundError, OSError, ValueError):
-        return None
-
-
-def _on_hub(need: Need) -> tuple[bool, str, int | None]:
-    """(found, why not, bytes to download when known), asking the hub."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-
+        pass
+    why = None
     if os.environ.get("HF_HUB_OFFLINE") or (need.repo_type == "dataset" and os.environ.get("HF_DATASETS_OFFLINE")):
-        return False, "the hub is switched off here (HF_HUB_OFFLINE)", None
-    try:
-        info = HfApi().repo_info(need.value, repo_type=need.repo_type, timeout=HUB_TIMEOUT_S, files_metadata=True)
-    except GatedRepoError:
-        return False, "it is gated: accept its terms on the hub and log in (`hf auth login`)", None
-    except RepositoryNotFoundError:
-        return False, f"no such {need.repo_type} on the hub (or it is private): check the id", None
-    except Exception as exc:  # connection refused, DNS, timeouts: the hub cannot be reached from here
-        return False, f"the hub cannot be reached ({type(exc).__name__})", None
-    sizes = [s.size for s in info.siblings or () if s.size is not None]
-    return True, "", sum(sizes) if sizes else None
+        why = "the hub is switched off here (HF_HUB_OFFLINE)"
+    else:
+        try:
+            info = HfApi().repo_info(need.value, repo_type=need.repo_type, timeout=HUB_TIMEOUT_S, files_metadata=True)
+        except GatedRepoError:
+            why = "it is gated: accept its terms on the hub and log in (`hf auth login`)"
+        except RepositoryNotFoundError:
+            why = f"no such {need.repo_type} on the hub (or it is private): check the id"
+        except Exception as exc:  # connection refused, DNS, timeouts: the hub cannot be reached from here
+            why = f"the hub cannot be reached ({type(exc).__name__})"
+    if why is None:
+        size = sum(s.size for s in info.siblings or () if s.size is not None)
+        return Check(what, True, f"hub {need.repo_type}, reachable (downloaded on first use"
+                     + (f", {size / 1e9:.1f} GB)" if size else ")")), size
+    kind = " --repo-type dataset" if need.repo_type == "dataset" else ""
+    return Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With network: "
+                              f"`hf download {need.value}{kind} --local-dir DIR`, then set {need.parameter} to DIR"), 0
 
 
 def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
-    """(checks, bytes to download): each input a local path, or a hub id cached here or reachable."""
-    found: list[Check | None] = []
-    hub: list[tuple[int, Need]] = []
-    for need in needs(values):
-        what = f"{need.parameter}: {need.value}"
-        if not is_hub_id(need.value):
-            there = Path(need.value).exists()
-            found.append(Check(what, there, f"local {need.repo_type}" if there else
-                               f"no such file or folder; give an existing path or a hub id (owner/name)"))
-        elif _in_hub_cache(need) is not None:
-            found.append(Check(what, True, f"hub {need.repo_type}, in the local hub cache"))
-        else:
-            hub.append((len(found), need))
-            found.append(None)
-    download = 0
-    with ThreadPoolExecutor(max_workers=max(1, len(hub))) as pool:
-        answers = list(pool.map(lambda item: _on_hub(item[1]), hub))
-    for (index, need), (ok, why, size) in zip(hub, answers):
-        what = f"{need.parameter}: {need.value}"
-        if ok:
-            download += size or 0
-            found[index] = Check(what, True, f"hub {need.repo_type}, reachable (downloaded on first use"
-                                             + (f", {size / 1e9:.1f} GB)" if size else ")"))
-        else:
-            kind = " --repo-type dataset" if need.repo_type == "dataset" else ""
-            found[index] = Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With "
-                                              f"network: `hf download {need.value}{kind} --local-dir DIR`, then set "
-                                              f"{need.parameter} to DIR")
-    return [c for c in found if c is not None], download
+    """(checks, bytes to download) of every input; all hub ids are asked at the same time."""
+    inputs = needs(values)
+    with ThreadPoolExecutor(max_workers=max(1, len(inputs))) as pool:
+        found = list(pool.map(_input_check, inputs))
+    return [check for check, _ in found], sum(size for _, size in found)
 
 
 def estimated_bytes(values: dict[str, Any]) -> int:

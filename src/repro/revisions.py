@@ -1,9 +1,5 @@
-"""Pinned hub revisions: a model named by hub id at a given commit, fetched once into the hub cache.
-
-`source_revision` (a dataset), `policy_revision` and `scorer_revision` (models) name a hub commit (or a tag or
-branch). A model at a revision is loaded from its snapshot folder, so every later load (config, tokenizer,
-weights, vLLM) reads exactly that commit; a dataset's revision goes to `datasets.load_dataset(revision=...)`.
-"""
+"""Pinned hub revisions (`source_revision`, `policy_revision`, `scorer_revision`): a model at a revision is loaded
+from its snapshot folder, so every later load (config, tokenizer, weights, vLLM) reads exactly that commit."""
 
 from __future__ import annotations
 
@@ -36,4 +32,5 @@ def pinned_model(spec: str, revision: str | None, parameter: str, target: str) -
         raise ModelLoadError(
             f"Could not fetch {target}={spec!r} at {parameter}={revision!r} ({type(exc).__name__}: {str(exc)[:300]}). "
             f"Check the commit on the hub; offline, run `hf download {spec} --revision {revision}` where there is "
-            f"network and copy the hub cache here (HF_HOME), or give the downloaded folder with {parameter}: null.") from None
+            f"network and copy the hub cache here (HF_HOME), or give the downloaded folder with {parameter}: null."
+        ) from None
