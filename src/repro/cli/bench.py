@@ -58,7 +58,6 @@ TOKENIZER_CORPUS_ROWS = 500
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add `repro bench`'s options to its subparser."""
     parser.add_argument("--data", type=Path, default=None,
                         help="jsonl of H4 rows (prompt, chosen, rejected: the two answers become the candidates) or "
                              "{prompt, candidates} rows; default: generated rows with UltraFeedback's lengths")

@@ -24,7 +24,6 @@ RUN = {name: field.default for name, field in ConstructParams.model_fields.items
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add `repro score`'s options to its subparser."""
     parser.add_argument("--model", required=True,
                         help="hub id (llm-blender/PairRM, llm-blender/PairRM-hf, a sequence-classifier reward "
                              "model), a local checkpoint directory, or a random stand-in whose scores are noise "
