@@ -34,8 +34,8 @@ from ..scorers.sequence_classifier import SequenceClassifierScorer, reward_model
 from ..scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
 from ..sources import demo_path, iter_jsonl
 from .score import RUN
-from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
-                      gpu_use, machine_info, max_abs_diff, read_bench_rows)
+from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, engine_passes, gpu_use,
+                      machine_info, max_abs_diff, pairrm_contenders, read_bench_rows)
 
 # Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses, measured on a
 # seed-42 sample of 1000 rows; generated rows follow them.
@@ -57,8 +57,8 @@ TOKENIZER_CORPUS_ROWS = 500
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, default=None,
-                        help="jsonl of H4 rows (prompt, chosen, rejected: the two answers become the candidates) or "
-                             "{prompt, candidates} rows; default: generated rows with UltraFeedback's lengths")
+                        help="jsonl of H4 (chosen/rejected: the candidates) or {prompt, candidates} rows; default: "
+                             "generated rows with UltraFeedback's lengths")
     parser.add_argument("--prompts", type=int, default=None, help="prompts to time (default: 16 on CPU, 512 on GPU)")
     parser.add_argument("--slice", type=int, default=None, dest="slice_size",
                         help="prompts per alternation slice (default: 8 on CPU, 128 on GPU)")
@@ -67,8 +67,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=sorted(set(MODEL_SIZES) | {"1b"}), default=None,
                         help="random model to build (default: mid on CPU; on GPU large, or 1b for a reward model)")
     parser.add_argument("--kind", default="pairrm", choices=["pairrm", "sequence_classifier"],
-                        help="pairrm: the engine vs llm-blender; sequence_classifier: the reward-model engine vs "
-                             "padded batches of 8 through transformers")
+                        help="pairrm: the engine vs llm-blender; sequence_classifier: vs padded batches of 8")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16")
     parser.add_argument("--batch-tokens", default=None,
@@ -76,9 +75,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              f"speed-ups); default: the engine's default on GPU, {CPU_BATCH_TOKENS} on CPU")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--job-prompts", type=int, default=None,
-                        help=f"also time the engine alone on a job of this many generated prompts x 2 candidates "
-                             f"through score_candidates (default: {PART2_MINI_1_PROMPTS}, part2_mini_1's size, on "
-                             f"GPU; 0 on CPU)")
+                        help=f"also time score_candidates alone on this many generated prompts x 2 candidates "
+                             f"(default: {PART2_MINI_1_PROMPTS}, part2_mini_1's size, on GPU; 0 on CPU)")
     parser.add_argument("--skip", default="", help="comma-separated contenders to leave out: bs1, bs8")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated rows and the random model")
     parser.add_argument("--output-dir", type=Path, default=Path("benchmarks") / "results",
@@ -241,10 +239,9 @@ def _bench_pairrm(args, s: Settings, model: str, prompts, candidates, results: d
     """The engine at each budget, then llm-blender's `Blender.rank` at batch sizes 1 and 8 (one loaded model)."""
     engine = load_scorer(model, device=str(s.device), dtype=s.dtype)
     lengths, useful_flops = engine_passes(engine, prompts, candidates)
-    contenders = [Contender(f"repro (batch_tokens={b})", partial(engine.score, batch_tokens=b)) for b in s.budgets]
-    if s.skip != {"bs1", "bs8"}:
-        blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype)
-        contenders += blender_contenders(blender, [bs for tag, bs in (("bs1", 1), ("bs8", 8)) if tag not in s.skip])
+    blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype) if s.skip != {"bs1", "bs8"} else None
+    contenders = pairrm_contenders(engine, s.budgets, blender,
+                                   [bs for tag, bs in (("bs1", 1), ("bs8", 8)) if tag not in s.skip])
     log(f"repro bench: {len(prompts)} prompts x {len(candidates[0])} candidates, {len(lengths)} passes of "
         f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {s.device} {s.dtype}, "
         f"{torch.get_num_threads()} thread(s); slices of {s.slice_size} prompts")

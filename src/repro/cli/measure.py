@@ -205,13 +205,15 @@ def max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
     return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
 
 
-def blender_contenders(blender, batch_sizes=(1, 8)) -> list[Contender]:
-    """llm-blender's `Blender.rank` at each batch size, on one loaded `BlenderScorer`."""
-    def run(batch_size: int, p, c):
+def pairrm_contenders(engine, budgets, blender=None, batch_sizes=(1, 8)) -> list[Contender]:
+    """The engine at each token budget, then llm-blender's `Blender.rank` at each batch size (one loaded model)."""
+    def rank(batch_size: int, p, c):
         blender.batch_size = batch_size  # BlenderScorer.score calls Blender.rank(..., batch_size=...)
         return blender.score(p, c)
 
-    return [Contender(f"llm-blender (batch_size={bs})", partial(run, bs)) for bs in batch_sizes]
+    ranks = [Contender(f"llm-blender (batch_size={bs})", partial(rank, bs)) for bs in batch_sizes]
+    return [Contender(f"repro (batch_tokens={b})", partial(engine.score, batch_tokens=b)) for b in budgets] + (
+        ranks if blender is not None else [])
 
 
 def engine_passes(engine, prompts: list[str], candidates: list[list[str]]) -> tuple[list[int], float]:

@@ -34,8 +34,8 @@ from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
 from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS
 from ..sources import demo_path, iter_jsonl
-from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
-                      gpu_use, machine_info, read_bench_rows)
+from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
+                      pairrm_contenders, read_bench_rows)
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -109,9 +109,11 @@ class SelfCheck:
     def verdict_line(self) -> str:
         counts = {s: sum(c.status == s for c in self.checks) for s in ("pass", "fail", "not run")}
         why = ""
-        if self.nothing_checked and self.gaps:
+        if self.nothing_checked and self.gaps:  # the reason's first clause (the whole reason is in "Not run")
             first = self.gaps[0]
-            why = f" nothing could be checked, because {first.name} did not run ({_first_clause(first.detail)});"
+            reason = first.detail.split(". ")[0].split("; ")[0]
+            reason = reason if len(reason) <= 160 else reason[:160].rsplit(" ", 1)[0] + " …"
+            why = f" nothing could be checked, because {first.name} did not run ({reason});"
         line = (f"repro selfcheck: {self.verdict}:{why} {counts['pass']} checks passed, {counts['fail']} failed, "
                 f"{counts['not run']} not run; {self.settings['model']} on {self.settings['device']} "
                 f"({self.settings['run_dtype']})")
@@ -381,11 +383,13 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
         str(reference_model) if reference_model not in (None, "", "none") else None)
     if reference == model:
         reference = None
+    argv = sys.argv[1:]
+    command = "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
     report = SelfCheck(settings={
         "model": model, "model_label": _model_label(model), "reference_model": reference,
         "reference_model_label": _model_label(reference) if reference else None, "device": str(torch_device),
         "run_dtype": run_dtype, "rows": len(prompts), "input": str(input) if input is not None else None,
-        "timing": timing, "command": _command_line()})
+        "timing": timing, "command": command})
     report.rows = {"source": source, "prompts": len(prompts),
                    "candidates_per_prompt": sorted({len(c) for c in candidates})}
     log(f"repro selfcheck: {model}{f' and {reference}' if reference else ''} on {torch_device} "
@@ -512,10 +516,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     """The engine against llm-blender at batch sizes 1 and 8 (bench's alternation), memory, TFLOP/s, projection."""
     prompts, candidates, device = run.prompts, run.candidates, run.device
     budget = DEFAULT_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS
-    contenders = [Contender(f"repro (batch_tokens={budget})",
-                            lambda p, c: engine.score(p, c, batch_tokens=budget))]
-    if blender is not None:
-        contenders += blender_contenders(blender, (1, 8))
+    contenders = pairrm_contenders(engine, [budget], blender)
     run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
     if blender is not None:
@@ -569,11 +570,6 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
     return report
 
 
-def _command_line() -> str:
-    argv = sys.argv[1:]
-    return "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
-
-
 def _tidy(text: Any) -> str:
     """A cell's text with the home folder written `~` and pipes escaped."""
     out = str(text)
@@ -581,12 +577,6 @@ def _tidy(text: Any) -> str:
     if home and home != "/":
         out = out.replace(home, "~")
     return out.replace("|", "\\|").replace("\n", " ")
-
-
-def _first_clause(detail: str, limit: int = 160) -> str:
-    """The start of a reason, up to its first sentence or `limit` characters (the whole reason is in "Not run")."""
-    text = detail.split(". ")[0].split("; ")[0]
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
