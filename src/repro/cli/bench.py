@@ -90,8 +90,7 @@ def _corpus_sentences() -> list[str]:
 
 
 def _text_of_length(rng: random.Random, sentences: list[str], chars: int) -> str:
-    out: list[str] = []
-    size = 0
+    out, size = [], 0
     while size < chars:
         sentence = rng.choice(sentences)
         out.append(sentence)
