@@ -11,10 +11,10 @@ from ..manifest import version_line
 
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
 COMMANDS = {
-    "run": ("repro.cli.family", "execute the notebooks a params file lists, through papermill (a family: every member)"),
+    "run": ("repro.cli.family", "execute the notebooks a params file lists through papermill (a family: every member)"),
     "notebooks": ("repro.cli.notebooks", "copy the notebooks and example params into a folder to open in JupyterLab"),
     "score": ("repro.cli.score", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
-    "bench": ("repro.cli.bench", "time the PairRM engine against llm-blender (or a reward model against padded batches)"),
+    "bench": ("repro.cli.bench", "time the PairRM engine against llm-blender (a reward model: against padded batches)"),
     "selfcheck": ("repro.cli.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }
 

@@ -1,7 +1,5 @@
-"""`repro bench`: the PairRM engine against llm-blender's own `Blender.rank` (batch sizes 1 and 8), timed side by
-side in one process, slice after slice in rotating order; with `--kind sequence_classifier`, the sequence-classifier
-engine against padded batches of 8. Prompts/s, speed-ups, score differences, peak memory; JSON to `--output-dir`.
-"""
+"""`repro bench`: the PairRM engine against llm-blender's `Blender.rank` (batch sizes 1 and 8), or with `--kind
+sequence_classifier` the reward-model engine against padded batches of 8, timed side by side in one process."""
 
 from __future__ import annotations
 
@@ -15,8 +13,9 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,22 +32,21 @@ from ..scorers.blender_compat import BlenderScorer
 from ..scorers.common import resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
 from ..scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
-from ..sources import demo_path
+from ..sources import demo_path, iter_jsonl
 from .score import RUN
-from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
-                      gpu_use, machine_info, max_abs_diff, read_bench_rows)
+from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, engine_passes, gpu_use,
+                      machine_info, max_abs_diff, pairrm_contenders, read_bench_rows)
 
-# Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses
-# (chosen and rejected), measured on a seed-42 sample of 1000 rows; generated rows follow them.
+# Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses, measured on a
+# seed-42 sample of 1000 rows; generated rows follow them.
 PROMPT_CHAR_QUANTILES = (17, 40, 54, 69, 88, 109, 134, 173, 221, 279, 363, 411, 493, 584, 672, 801, 1000, 1267,
                          1770, 2534, 6308)
 RESPONSE_CHAR_QUANTILES = (1, 24, 69, 111, 178, 243, 331, 454, 551, 701, 863, 1058, 1232, 1458, 1695, 1947, 2177,
                            2468, 2769, 3277, 5487)
 
-# Random PairRM-architecture models. "mid": for CPUs, with a tokenizer of a few thousand pieces trained on
-# the benchmark's own kind of text, giving about 800 tokens per UltraFeedback pass as the real one does.
-# "large": microsoft/deberta-v3-large's shape, the real PairRM's cost per token. Its embedding has one row
-# per tokenizer entry instead of 128005 (llm-blender resizes it to the tokenizer): no FLOP or activation changes.
+# Random PairRM-architecture models. "mid": for CPUs; its tokenizer of a few thousand pieces, trained on the
+# benchmark's kind of text, gives about 800 tokens per UltraFeedback pass as the real one does. "large":
+# deberta-v3-large's shape, PairRM's cost per token (its embedding has one row per tokenizer entry: same FLOPs).
 MODEL_SIZES = {
     "tiny": dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, vocab_size=2000),  # smoke runs
     "mid": dict(hidden_size=384, num_layers=6, num_heads=6, intermediate_size=1536, vocab_size=8000),
@@ -58,10 +56,9 @@ TOKENIZER_CORPUS_ROWS = 500
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add `repro bench`'s options to its subparser."""
     parser.add_argument("--data", type=Path, default=None,
-                        help="jsonl of H4 rows (prompt, chosen, rejected: the two answers become the candidates) or "
-                             "{prompt, candidates} rows; default: generated rows with UltraFeedback's lengths")
+                        help="jsonl of H4 (chosen/rejected: the candidates) or {prompt, candidates} rows; default: "
+                             "generated rows with UltraFeedback's lengths")
     parser.add_argument("--prompts", type=int, default=None, help="prompts to time (default: 16 on CPU, 512 on GPU)")
     parser.add_argument("--slice", type=int, default=None, dest="slice_size",
                         help="prompts per alternation slice (default: 8 on CPU, 128 on GPU)")
@@ -70,8 +67,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", choices=sorted(set(MODEL_SIZES) | {"1b"}), default=None,
                         help="random model to build (default: mid on CPU; on GPU large, or 1b for a reward model)")
     parser.add_argument("--kind", default="pairrm", choices=["pairrm", "sequence_classifier"],
-                        help="pairrm: the engine vs llm-blender; sequence_classifier: the reward-model engine vs "
-                             "padded batches of 8 through transformers")
+                        help="pairrm: the engine vs llm-blender; sequence_classifier: vs padded batches of 8")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16")
     parser.add_argument("--batch-tokens", default=None,
@@ -79,9 +75,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              f"speed-ups); default: the engine's default on GPU, {CPU_BATCH_TOKENS} on CPU")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--job-prompts", type=int, default=None,
-                        help=f"also time the engine alone on a job of this many generated prompts x 2 candidates "
-                             f"through score_candidates (default: {PART2_MINI_1_PROMPTS}, part2_mini_1's size, on "
-                             f"GPU; 0 on CPU)")
+                        help=f"also time score_candidates alone on this many generated prompts x 2 candidates "
+                             f"(default: {PART2_MINI_1_PROMPTS}, part2_mini_1's size, on GPU; 0 on CPU)")
     parser.add_argument("--skip", default="", help="comma-separated contenders to leave out: bs1, bs8")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated rows and the random model")
     parser.add_argument("--output-dir", type=Path, default=Path("benchmarks") / "results",
@@ -90,19 +85,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _corpus_sentences() -> list[str]:
     """Sentences of the embedded demo sample (UltraFeedback-style prompts and answers): the generated text."""
-    path = demo_path()
-    sentences: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            for value in json.loads(line).values():
-                if isinstance(value, str):
-                    sentences.extend(s.strip() for s in re.split(r"(?<=[.!?:])\s+|\n+", value) if s.strip())
-    return sentences
+    return [s.strip() for _, row in iter_jsonl(demo_path()) for value in row.values() if isinstance(value, str)
+            for s in re.split(r"(?<=[.!?:])\s+|\n+", value) if s.strip()]
 
 
 def _text_of_length(rng: random.Random, sentences: list[str], chars: int) -> str:
-    out: list[str] = []
-    size = 0
+    out, size = [], 0
     while size < chars:
         sentence = rng.choice(sentences)
         out.append(sentence)
@@ -135,23 +123,37 @@ def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = No
     return build_once(target, lambda folder: build_tiny_pairrm(folder, seed=seed, extra_corpus=corpus, **shape))
 
 
+def bench_reward_model(size: str, seed: int) -> Path:
+    """A random Llama reward model of `size`, built once into the cache."""
+    target = cache_root() / "bench" / f"reward-llama-{size}-seed{seed}-v{BUILDER_VERSION}"
+    return build_once(target, lambda folder: build_tiny_reward_model(folder, "llama", seed=seed,
+                                                                     **REWARD_SIZES[size]))
+
+
 @dataclass
 class Settings:
-    """The command line, resolved for the device: what one benchmark run does."""
+    """The command line, resolved for the device and the kind: what one benchmark run does."""
 
     device: Any
     dtype: str
+    size: str
     prompts: int
     slice_size: int
     budgets: list[int]
-    job_prompts: int
-    skip: set[str]
-    size: str
+    job_prompts: int = 0
+    skip: set[str] = field(default_factory=set)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
+    if args.kind == "sequence_classifier":
+        size = args.size or ("1b" if on_gpu else "mid")
+        if size not in REWARD_SIZES:
+            raise ParameterError(f"--size {size!r}: reward models come in {', '.join(REWARD_SIZES)}.")
+        budget = args.batch_tokens or (DEFAULT_BATCH_TOKENS if on_gpu else REWARD_CPU_BATCH_TOKENS)
+        return Settings(device, reward_model_dtype(args.dtype, device), size, args.prompts or (256 if on_gpu else 16),
+                        args.slice_size or (64 if on_gpu else 8), [int(str(budget).split(",")[0])])
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if skip - {"bs1", "bs8"}:
         raise ParameterError(f"--skip {args.skip!r}: only 'bs1' and 'bs8' can be left out.")
@@ -166,12 +168,11 @@ def _settings(args: argparse.Namespace) -> Settings:
     if not budgets or min(budgets) < 1:
         raise ParameterError(f"--batch-tokens {args.batch_tokens!r}: every budget must be >= 1.")
     # on CPU one slice is one llm-blender batch of 8: 16 prompts keep a 2-core run under 5 minutes
-    settings = Settings(device=device, dtype=resolve_dtype(args.dtype, device),
-                        prompts=args.prompts or (512 if on_gpu else 16),
+    settings = Settings(device=device, dtype=resolve_dtype(args.dtype, device), size=args.size or ("large" if on_gpu
+                        else "mid"), prompts=args.prompts or (512 if on_gpu else 16),
                         slice_size=args.slice_size or (128 if on_gpu else 8), budgets=budgets,
                         job_prompts=PART2_MINI_1_PROMPTS if args.job_prompts is None and on_gpu
-                        else int(args.job_prompts or 0),
-                        skip=skip, size=args.size or ("large" if on_gpu else "mid"))
+                        else int(args.job_prompts or 0), skip=skip)
     if settings.prompts < 1 or settings.slice_size < 1:
         raise ParameterError(f"--prompts ({settings.prompts}) and --slice ({settings.slice_size}) must be >= 1.")
     return settings
@@ -189,98 +190,75 @@ def _inputs(args: argparse.Namespace, n: int) -> tuple[list[str], list[list[str]
     return prompts[:n], candidates[:n], source, corpus
 
 
-def _contenders(engine, model: str, s: Settings) -> list[Contender]:
-    """The engine at each budget, then llm-blender's `Blender.rank` at batch sizes 1 and 8 (one loaded model)."""
-    def engine_run(budget: int):
-        return lambda p, c: engine.score(p, c, batch_tokens=budget)
-
-    contenders = [Contender(f"repro (batch_tokens={b})", engine_run(b)) for b in s.budgets]
-    if s.skip == {"bs1", "bs8"}:
-        return contenders
-    blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype)
-    return contenders + blender_contenders(blender, [bs for tag, bs in (("bs1", 1), ("bs8", 8)) if tag not in s.skip])
-
-
-def _print_report(results: dict[str, Any], out_path: Path) -> None:
-    print(f"{'contender':34} {'seconds':>8} {'prompts/s':>10} {'peak MB':>9} {'max |diff|':>11}")
-    for name, r in results["contenders"].items():
-        print(f"{name:34} {r['seconds']:8.1f} {r['prompts_per_second']:10.3f} {r['peak_memory_mb']:9.0f} "
-              f"{r['max_abs_score_diff_vs_repro']:11.2e}")
-    if "gpu" in results:
-        g = results["gpu"]
-        print(f"engine: {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % "
-              f"of the measured {results['dtype']} matmul peak ({g['matmul_peak_tflops']:.0f} TFLOP/s)")
-    if "job" in results:
-        j = results["job"]
-        size = " (part2_mini_1's size)" if j["prompts"] == PART2_MINI_1_PROMPTS else ""
-        print(f"a job of {j['prompts']} prompts x 2 candidates{size} through score_candidates: {j['seconds']:.0f} s")
-    print(f"results: {out_path}")
-    for bs in (1, 8):
-        ratio = results["speedup"].get(f"llm-blender (batch_size={bs})")
-        print(f"speedup vs llm-blender (batch_size={bs}): " + (f"{ratio:.2f}x" if ratio else "skipped"))
-
-
 def log(line: str) -> None:
     """Progress, not results: to stderr."""
     print(line, file=sys.stderr, flush=True)
 
 
-def _save(args: argparse.Namespace, results: dict[str, Any], stem: str) -> Path:
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    out_path = args.output_dir / f"{stem}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return out_path
-
-
 def main(args: argparse.Namespace) -> int:
-    """Run the benchmark, print the table, write the JSON; the last two lines are the speed-ups."""
+    """Run the benchmark, print the table, write the JSON; the last lines are the speed-ups."""
     if args.threads:
         torch.set_num_threads(int(args.threads))
-    if args.kind == "sequence_classifier":
-        return main_reward(args)
-
     started = time.perf_counter()
+    reward = args.kind == "sequence_classifier"
     s = _settings(args)
     machine = machine_info(s.device.type)
     prompts, candidates, source, corpus = _inputs(args, s.prompts)
     if args.model:
         model, model_desc = args.model, {"model": args.model}
+    elif reward:
+        log(f"repro bench: building (or reusing) the random '{s.size}' Llama reward model ...")
+        model = str(bench_reward_model(s.size, args.seed))
+        model_desc = {"model": f"random LlamaForSequenceClassification '{s.size}'", **REWARD_SIZES[s.size]}
     else:
         log(f"repro bench: building (or reusing) the random '{s.size}' PairRM ...")
         model = str(bench_model(s.size, corpus, args.seed))
         model_desc = {"model": f"random PairRM-architecture '{s.size}'", "path": model, **MODEL_SIZES[s.size]}
+    results: dict[str, Any] = {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "repro bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]),
+        **({"kind": "sequence_classifier"} if reward else {}), "machine": machine, "device": str(s.device),
+        "dtype": s.dtype, "model": model_desc, "data": source, "prompts": len(prompts)}
+    (_bench_reward if reward else _bench_pairrm)(args, s, model, prompts, candidates, results)
+    results["total_seconds"] = round(time.perf_counter() - started, 1)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"bench-{'reward-' if reward else ''}{s.device.type}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out_path = args.output_dir / f"{stem}.json"
+    out_path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _print_report(results, out_path)
+    return 0
+
+
+def _stats(x: Contender, prompts: int) -> dict[str, float]:
+    return {"seconds": round(x.seconds, 3), "prompts_per_second": round(prompts / x.seconds, 4),
+            "peak_memory_mb": round(x.peak_extra_bytes / 2 ** 20, 1)}
+
+
+def _bench_pairrm(args, s: Settings, model: str, prompts, candidates, results: dict[str, Any]) -> None:
+    """The engine at each budget, then llm-blender's `Blender.rank` at batch sizes 1 and 8 (one loaded model)."""
     engine = load_scorer(model, device=str(s.device), dtype=s.dtype)
     lengths, useful_flops = engine_passes(engine, prompts, candidates)
-
-    contenders = _contenders(engine, model, s)
+    blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype) if s.skip != {"bs1", "bs8"} else None
+    contenders = pairrm_contenders(engine, s.budgets, blender,
+                                   [bs for tag, bs in (("bs1", 1), ("bs8", 8)) if tag not in s.skip])
     log(f"repro bench: {len(prompts)} prompts x {len(candidates[0])} candidates, {len(lengths)} passes of "
         f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {s.device} {s.dtype}, "
         f"{torch.get_num_threads()} thread(s); slices of {s.slice_size} prompts")
     alternate(contenders, prompts, candidates, s.slice_size, s.device.type, log)
 
-    engine_c = contenders[0]
-    results: dict[str, Any] = {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "repro bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]),
-        "machine": machine, "device": str(s.device), "dtype": s.dtype, "model": model_desc, "data": source,
-        "prompts": len(prompts), "candidates_per_prompt": sorted({len(c) for c in candidates}),
-        "passes": len(lengths), "mean_tokens_per_pass": round(statistics.mean(lengths), 1),
-        "max_tokens_per_pass": max(lengths), "slice_size": s.slice_size, "batch_tokens": s.budgets,
-        "useful_gflops": round(useful_flops / 1e9, 1), "contenders": {}, "speedup": {},
-        "score_scale": max(abs(v) for row in engine_c.scores for v in row),
-    }
-    for x in contenders:
-        results["contenders"][x.name] = {
-            "seconds": round(x.seconds, 3), "prompts_per_second": round(len(prompts) / x.seconds, 4),
-            "peak_memory_mb": round(x.peak_extra_bytes / 2 ** 20, 1),
-            "useful_tflops": round(useful_flops / x.seconds / 1e12, 4),
-            "max_abs_score_diff_vs_repro": max_abs_diff(x.scores, engine_c.scores)}
-    for x in contenders[1:]:
-        results["speedup"][x.name] = round(x.seconds / engine_c.seconds, 3)  # > 1: the first engine is faster
-
+    first = contenders[0]
+    results.update({
+        "candidates_per_prompt": sorted({len(c) for c in candidates}), "passes": len(lengths),
+        "mean_tokens_per_pass": round(statistics.mean(lengths), 1), "max_tokens_per_pass": max(lengths),
+        "slice_size": s.slice_size, "batch_tokens": s.budgets, "useful_gflops": round(useful_flops / 1e9, 1),
+        "contenders": {x.name: {**_stats(x, len(prompts)), "useful_tflops": round(useful_flops / x.seconds / 1e12, 4),
+                                "max_abs_score_diff_vs_repro": max_abs_diff(x.scores, first.scores)}
+                       for x in contenders},
+        "speedup": {x.name: round(x.seconds / first.seconds, 3) for x in contenders[1:]},  # > 1: the engine is faster
+        "score_scale": max(abs(v) for row in first.scores for v in row)})
     if s.device.type == "cuda":
         log("repro bench: measuring the matmul peak ...")
-        results["gpu"] = gpu_use(useful_flops, engine_c.seconds, str(s.device), s.dtype)
+        results["gpu"] = gpu_use(useful_flops, first.seconds, str(s.device), s.dtype)
     if s.job_prompts:
         log(f"repro bench: a job of {s.job_prompts} generated prompts x 2 candidates through score_candidates ...")
         job_p, job_c = generated_rows(s.job_prompts, seed=args.seed + 1)
@@ -294,19 +272,11 @@ def main(args: argparse.Namespace) -> int:
                               "prompts_per_second": job.info.get("prompts_per_second")}
     if hasattr(os, "getloadavg"):
         results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    results["total_seconds"] = round(time.perf_counter() - started, 1)
-
-    _print_report(results, _save(args, results, f"bench-{s.device.type}"))
-    return 0
 
 
-# ------------------------------------------------------------------------------------------------
-# --kind sequence_classifier: the sequence-classifier engine against a plain transformers loop (same
-# loaded model, same inputs, same process, alternating by slices): `padded batches of 8` is what a
-# straightforward script does, the conversations rendered with the same chat template, 8 at a time in
-# input order, padded to the longest of each batch.
-# ------------------------------------------------------------------------------------------------
-# random Llama reward models: "mid" for CPUs, "1b" TinyLlama-1.1B's shape for a GPU (byte-level tokenizer)
+# --kind sequence_classifier: the engine against what a straightforward script does, on the same loaded model and
+# inputs: the conversations rendered with the same chat template, 8 at a time in input order, padded per batch.
+# Random Llama reward models: "mid" for CPUs, "1b" TinyLlama-1.1B's shape for a GPU (byte-level tokenizer).
 REWARD_SIZES = {
     "tiny": dict(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64),
     "mid": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
@@ -314,13 +284,6 @@ REWARD_SIZES = {
 }
 BASELINE_BATCH = 8
 REWARD_CPU_BATCH_TOKENS = 4096  # conversations of up to 2048 tokens: two of the longest per batch
-
-
-def bench_reward_model(size: str, seed: int) -> Path:
-    """A random Llama reward model of `size`, built once into the cache."""
-    target = cache_root() / "bench" / f"reward-llama-{size}-seed{seed}-v{BUILDER_VERSION}"
-    return build_once(target, lambda folder: build_tiny_reward_model(folder, "llama", seed=seed,
-                                                                     **REWARD_SIZES[size]))
 
 
 def baseline(engine, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
@@ -333,62 +296,49 @@ def baseline(engine, prompts: list[str], candidates: list[list[str]]) -> list[np
                                return_tensors="pt").to(engine.device)
         with torch.inference_mode():
             flat.extend(engine.model(**enc, use_cache=False).logits[:, 0].float().cpu().tolist())
-    out, k = [], 0
-    for cands in candidates:
-        out.append(np.array(flat[k:k + len(cands)]))
-        k += len(cands)
-    return out
+    return np.split(np.array(flat), np.cumsum([len(c) for c in candidates])[:-1])
 
 
-def main_reward(args: argparse.Namespace) -> int:
-    """`--kind sequence_classifier`: the engine against padded batches of 8; the table, the speed-up, the JSON."""
-    started = time.perf_counter()
-    device = resolve_device(args.device)
-    on_gpu = device.type == "cuda"
-    dtype = reward_model_dtype(args.dtype, device)
-    size = args.size or ("1b" if on_gpu else "mid")
-    if size not in REWARD_SIZES:
-        raise ParameterError(f"--size {size!r}: reward models come in {', '.join(REWARD_SIZES)}.")
-    default_budget = DEFAULT_BATCH_TOKENS if on_gpu else REWARD_CPU_BATCH_TOKENS
-    budget = int(str(args.batch_tokens or default_budget).split(",")[0])
-    n = args.prompts or (256 if on_gpu else 16)
-    slice_size = args.slice_size or (64 if on_gpu else 8)
-    prompts, candidates, source, _ = _inputs(args, n)
-    if args.model:
-        model, model_desc = args.model, {"model": args.model}
-    else:
-        log(f"repro bench: building (or reusing) the random '{size}' Llama reward model ...")
-        model = str(bench_reward_model(size, args.seed))
-        model_desc = {"model": f"random LlamaForSequenceClassification '{size}'", **REWARD_SIZES[size]}
-    engine = SequenceClassifierScorer.load(model, device=str(device), dtype=dtype)
-    plan, _, _ = engine.plan(prompts, candidates)
-    lengths = [s.length for s in plan]
-    contenders = [Contender(f"repro (batch_tokens={budget})", lambda p, c: engine.score(p, c, batch_tokens=budget)),
-                  Contender(f"padded batches of {BASELINE_BATCH}", lambda p, c: baseline(engine, p, c))]
+def _bench_reward(args, s: Settings, model: str, prompts, candidates, results: dict[str, Any]) -> None:
+    """The sequence-classifier engine against padded batches of 8."""
+    engine = SequenceClassifierScorer.load(model, device=str(s.device), dtype=s.dtype)
+    lengths = [p.length for p in engine.plan(prompts, candidates)[0]]
+    budget = s.budgets[0]
+    contenders = [Contender(f"repro (batch_tokens={budget})", partial(engine.score, batch_tokens=budget)),
+                  Contender(f"padded batches of {BASELINE_BATCH}", partial(baseline, engine))]
     log(f"repro bench: {len(prompts)} prompts, {len(lengths)} conversations of {statistics.mean(lengths):.0f} tokens "
-        f"on average (max {max(lengths)}), {device} {dtype}, {torch.get_num_threads()} thread(s)")
-    alternate(contenders, prompts, candidates, slice_size, device.type, log)
-
+        f"on average (max {max(lengths)}), {s.device} {s.dtype}, {torch.get_num_threads()} thread(s)")
+    alternate(contenders, prompts, candidates, s.slice_size, s.device.type, log)
     ours, base = contenders
-    results: dict[str, Any] = {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": "repro bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]),
-        "kind": "sequence_classifier", "machine": machine_info(device.type), "device": str(device), "dtype": dtype,
-        "model": model_desc, "data": source, "prompts": len(prompts), "conversations": len(lengths),
-        "mean_tokens": round(statistics.mean(lengths), 1), "max_tokens": max(lengths), "slice_size": slice_size,
-        "batch_tokens": budget, "contenders": {}, "max_abs_score_diff": max_abs_diff(ours.scores, base.scores),
-        "speedup_vs_padded_batches_of_8": round(base.seconds / ours.seconds, 3),
-    }
-    for x in contenders:
-        results["contenders"][x.name] = {"seconds": round(x.seconds, 3),
-                                         "prompts_per_second": round(len(prompts) / x.seconds, 4),
-                                         "peak_memory_mb": round(x.peak_extra_bytes / 2 ** 20, 1)}
-    results["total_seconds"] = round(time.perf_counter() - started, 1)
-    out_path = _save(args, results, f"bench-reward-{device.type}")
-    print(f"{'contender':28} {'seconds':>8} {'prompts/s':>10} {'peak MB':>9}")
+    results.update({
+        "conversations": len(lengths), "mean_tokens": round(statistics.mean(lengths), 1), "max_tokens": max(lengths),
+        "slice_size": s.slice_size, "batch_tokens": budget,
+        "contenders": {x.name: _stats(x, len(prompts)) for x in contenders},
+        "max_abs_score_diff": max_abs_diff(ours.scores, base.scores),
+        "speedup_vs_padded_batches_of_8": round(base.seconds / ours.seconds, 3)})
+
+
+def _print_report(results: dict[str, Any], out_path: Path) -> None:
+    reward = "kind" in results
+    width, diff = (28, "") if reward else (34, f" {'max |diff|':>11}")
+    print(f"{'contender':{width}} {'seconds':>8} {'prompts/s':>10} {'peak MB':>9}{diff}")
     for name, r in results["contenders"].items():
-        print(f"{name:28} {r['seconds']:8.1f} {r['prompts_per_second']:10.3f} {r['peak_memory_mb']:9.0f}")
-    print(f"max |score difference|: {results['max_abs_score_diff']:.2e}")
+        diff = "" if reward else f" {r['max_abs_score_diff_vs_repro']:11.2e}"
+        print(f"{name:{width}} {r['seconds']:8.1f} {r['prompts_per_second']:10.3f} {r['peak_memory_mb']:9.0f}{diff}")
+    if reward:
+        print(f"max |score difference|: {results['max_abs_score_diff']:.2e}")
+        print(f"results: {out_path}")
+        print(f"speedup vs padded batches of {BASELINE_BATCH}: {results['speedup_vs_padded_batches_of_8']:.2f}x")
+        return
+    if "gpu" in results:
+        g = results["gpu"]
+        print(f"engine: {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % "
+              f"of the measured {results['dtype']} matmul peak ({g['matmul_peak_tflops']:.0f} TFLOP/s)")
+    if "job" in results:
+        j = results["job"]
+        size = " (part2_mini_1's size)" if j["prompts"] == PART2_MINI_1_PROMPTS else ""
+        print(f"a job of {j['prompts']} prompts x 2 candidates{size} through score_candidates: {j['seconds']:.0f} s")
     print(f"results: {out_path}")
-    print(f"speedup vs padded batches of {BASELINE_BATCH}: {results['speedup_vs_padded_batches_of_8']:.2f}x")
-    return 0
+    for bs in (1, 8):
+        ratio = results["speedup"].get(f"llm-blender (batch_size={bs})")
+        print(f"speedup vs llm-blender (batch_size={bs}): " + (f"{ratio:.2f}x" if ratio else "skipped"))

@@ -1,6 +1,5 @@
 """`repro run` over a family of runs (repro.family): every member in turn, `--jobs N` at once (each its own
-`repro run ... --member NAME` process, logged in runs/<family>/logs/), or `--member NAME` alone; then 05_family.
-"""
+`repro run ... --member NAME` process, logged in runs/<family>/logs/), or `--member NAME` alone; then 05_family."""
 
 from __future__ import annotations
 
@@ -37,15 +36,10 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
 
 def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
     """The command line that runs `member` alone: the same params, sets, grid and folder, plus --member."""
-    cmd = [sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name,
-           "--kernel", args.kernel]
-    for item in args.overrides:
-        cmd += ["--set", item]
-    for item in args.grid:
-        cmd += ["--grid", item]
-    if args.out:
-        cmd += ["--out", str(args.out)]
-    return cmd
+    sets = [word for item in args.overrides for word in ("--set", item)]
+    grid = [word for item in args.grid for word in ("--grid", item)]
+    return ([sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name,
+             "--kernel", args.kernel, *sets, *grid] + (["--out", str(args.out)] if args.out else []))
 
 
 def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member) -> str:
@@ -56,8 +50,7 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member)
     print(f"repro run: family {family.name}: {member.name} started (log: {log})", flush=True)
     with open(log, "w") as f:
         code = subprocess.run(_member_command(args, member), stdout=f, stderr=subprocess.STDOUT).returncode
-    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else 'FAILED, see ' + str(log)}",
-          flush=True)
+    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'FAILED, see {log}'}", flush=True)
     return "done" if code == 0 else "failed"
 
 

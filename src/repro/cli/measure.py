@@ -8,7 +8,9 @@ import platform
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import metadata
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,9 +39,7 @@ def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], li
     """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
     prompts: list[str] = []
     candidates: list[list[str]] = []
-    for where, row in iter_jsonl(path, option="--data"):
-        if limit is not None and len(prompts) >= limit:
-            break
+    for where, row in islice(iter_jsonl(path, option="--data"), limit):
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
             raise DataError(f"{where}: expected an object with a string 'prompt'.")
         if "candidates" in row:
@@ -66,19 +66,11 @@ def _rss_bytes() -> int | None:
         return None
 
 
-def _trim_heap() -> None:
-    """Give freed heap pages back to the OS, so that the RSS before a call is what is really in use."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
-        pass
-
-
 class PeakMemory:
-    """Peak memory above the level at entry: CUDA allocator statistics, or RSS sampled every few milliseconds."""
+    """Peak memory above the level at entry: CUDA allocator statistics, or RSS sampled every 3 ms."""
 
-    def __init__(self, device_type: str, interval: float = 0.003):
-        self.device_type, self.interval = device_type, interval
+    def __init__(self, device_type: str):
+        self.device_type = device_type
         self.extra_bytes: int | None = None
 
     def __enter__(self) -> "PeakMemory":
@@ -87,7 +79,10 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats()
             self._base = torch.cuda.memory_allocated()
             return self
-        _trim_heap()
+        try:  # freed heap pages back to the OS, so that the RSS before a call is what is really in use
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
+            pass
         self._base = _rss_bytes()
         self._peak = self._base
         self._stop = threading.Event()
@@ -98,10 +93,8 @@ class PeakMemory:
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            rss = _rss_bytes()
-            if rss is not None and rss > self._peak:
-                self._peak = rss
-            self._stop.wait(self.interval)
+            self._peak = max(self._peak, _rss_bytes() or 0)
+            self._stop.wait(0.003)
 
     def __exit__(self, *exc) -> None:
         if self.device_type == "cuda":
@@ -112,8 +105,7 @@ class PeakMemory:
             return
         self._stop.set()
         self._thread.join()
-        rss = _rss_bytes()
-        self.extra_bytes = max(self._peak, rss or 0) - self._base
+        self.extra_bytes = max(self._peak, _rss_bytes() or 0) - self._base
 
 
 @dataclass
@@ -138,10 +130,9 @@ def alternate(contenders: list[Contender], prompts: list[str], candidates: list[
     (rotating who goes first); times and peaks add up."""
     for contender in contenders:
         contender.run(prompts[:2], candidates[:2])
-    n_slices = (len(prompts) + slice_size - 1) // slice_size
-    for k in range(n_slices):
-        lo, hi = k * slice_size, min(len(prompts), (k + 1) * slice_size)
-        p, c = prompts[lo:hi], candidates[lo:hi]
+    starts = range(0, len(prompts), slice_size)
+    for k, lo in enumerate(starts):
+        p, c = prompts[lo:lo + slice_size], candidates[lo:lo + slice_size]
         order = contenders[k % len(contenders):] + contenders[:k % len(contenders)]
         for contender in order:
             _sync(device_type)
@@ -152,7 +143,7 @@ def alternate(contenders: list[Contender], prompts: list[str], candidates: list[
                 contender.seconds += time.perf_counter() - start
             contender.peak_extra_bytes = max(contender.peak_extra_bytes, peak.extra_bytes or 0)
             contender.scores.extend([float(x) for x in s] for s in out)
-        log(f"  slice {k + 1}/{n_slices}: " + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
+        log(f"  slice {k + 1}/{len(starts)}: " + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
 
 
 def pass_flops(length: int, *, hidden: int, layers: int, intermediate: int, span: int = POSITION_BUCKETS) -> float:
@@ -188,14 +179,12 @@ def gpu_use(useful_flops: float, seconds: float, device: str, dtype: str) -> dic
 
 def machine_info(device_type: str) -> dict[str, Any]:
     """CPU model, cores, load, versions and GPU: what a figure in RESULTS.md must be read with."""
-    cpu = platform.processor() or platform.machine()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        pass
+        lines = []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+               platform.processor() or platform.machine())
     info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                             "python": platform.python_version(), "torch": torch.__version__,
                             "platform": platform.platform()}
@@ -216,15 +205,15 @@ def max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
     return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
 
 
-def blender_contenders(blender, batch_sizes=(1, 8)) -> list[Contender]:
-    """llm-blender's `Blender.rank` at each batch size, on one loaded `BlenderScorer`."""
-    def run_at(batch_size: int):
-        def run(p, c):
-            blender.batch_size = batch_size  # BlenderScorer.score calls Blender.rank(..., batch_size=...)
-            return blender.score(p, c)
-        return run
+def pairrm_contenders(engine, budgets, blender=None, batch_sizes=(1, 8)) -> list[Contender]:
+    """The engine at each token budget, then llm-blender's `Blender.rank` at each batch size (one loaded model)."""
+    def rank(batch_size: int, p, c):
+        blender.batch_size = batch_size  # BlenderScorer.score calls Blender.rank(..., batch_size=...)
+        return blender.score(p, c)
 
-    return [Contender(f"llm-blender (batch_size={bs})", run_at(bs)) for bs in batch_sizes]
+    ranks = [Contender(f"llm-blender (batch_size={bs})", partial(rank, bs)) for bs in batch_sizes]
+    return [Contender(f"repro (batch_tokens={b})", partial(engine.score, batch_tokens=b)) for b in budgets] + (
+        ranks if blender is not None else [])
 
 
 def engine_passes(engine, prompts: list[str], candidates: list[list[str]]) -> tuple[list[int], float]:

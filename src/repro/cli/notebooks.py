@@ -26,13 +26,11 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
         raise ReproError(
             f"{len(changed)} file(s) in {root} differ from this package's copies and would be overwritten: "
             + ", ".join(str(p) for p in changed) + ". Choose another folder, or pass --force to overwrite them.")
-    written = []
     for src, dst in plan:
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
-        written.append(dst)
     (root / PROJECT_MARKER).write_text(MARKER_TEXT)
-    return written
+    return [dst for _, dst in plan]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,4 @@
-"""`repro run PARAMS.yaml [--set KEY=VALUE]... [--out DIR]`: execute the listed notebooks in order through
-papermill, with an explicit registered kernel, into the run directory; exit 0 only on success."""
+"""`repro run PARAMS.yaml`: execute the listed notebooks in order through papermill into the run directory."""
 
 from __future__ import annotations
 
@@ -24,12 +23,12 @@ KERNEL_NAME = "repro"
 
 def notebook_path(name: str) -> Path:
     """The notebook called `name` (with or without .ipynb): the checkout's, else the installed package's copy."""
-    stem = Path(name).stem
     folder = notebooks_dir()
-    path = folder / f"{stem}.ipynb"
+    path = folder / f"{Path(name).stem}.ipynb"
     if not path.exists():
         known = sorted(p.stem for p in folder.glob("*.ipynb"))
-        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist in {folder}; known notebooks: {known}.")
+        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist in {folder}; known notebooks: "
+                         f"{known}.")
     return path
 
 
@@ -37,10 +36,8 @@ def notebook_parameters(name: str, values: dict[str, Any], run_root: Path) -> di
     """The parameters papermill injects into one notebook: its sections' keys present in `values`, plus the run."""
     sections = NOTEBOOK_SECTIONS.get(Path(name).stem, tuple(SCHEMAS))
     fields = set().union(*(SCHEMAS[s].model_fields for s in sections))
-    params = {k: v for k, v in values.items() if k in fields}
-    params["run_dir"] = str(run_root)
-    params["run_name"] = values.get("run_name", run_root.name)
-    return params
+    return {**{k: v for k, v in values.items() if k in fields}, "run_dir": str(run_root),
+            "run_name": values.get("run_name", run_root.name)}
 
 
 def ensure_kernel(name: str = KERNEL_NAME) -> str:
@@ -65,8 +62,7 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
 
 
 def kernel_config():
-    """Jupyter config for the kernels we start: CurveZMQ-encrypted transport where pyzmq supports it (ipykernel >= 7
-    warns "Kernel is running over TCP without encryption" on every start otherwise)."""
+    """Kernels with CurveZMQ-encrypted transport where pyzmq supports it (else ipykernel >= 7 warns on every start)."""
     import zmq
     from traitlets.config import Config
 
@@ -77,18 +73,17 @@ def kernel_config():
 
 
 def _failure_message(name: str, output: Path, exc: Exception) -> str:
-    cell = getattr(exc, "cell_index", None)
-    count = getattr(exc, "exec_count", None)
-    ename = getattr(exc, "ename", type(exc).__name__)
-    evalue = getattr(exc, "evalue", str(exc))
-    where = f"cell {cell}" + (f" (execution count {count})" if count is not None else "") if cell is not None else "start-up"
-    return (f"Notebook {name} failed at {where}: {ename}: {evalue}\n"
+    cell, count = getattr(exc, "cell_index", None), getattr(exc, "exec_count", None)
+    count_text = "" if count is None else f" (execution count {count})"
+    where = "start-up" if cell is None else f"cell {cell}{count_text}"
+    return (f"Notebook {name} failed at {where}: {getattr(exc, 'ename', type(exc).__name__)}: "
+            f"{getattr(exc, 'evalue', str(exc))}\n"
             f"The executed notebook, with the error and everything that ran before it, is saved at {output}.")
 
 
 def skip_rfc3987_grammar() -> None:
-    """Spare jsonschema (under nbformat, papermill) the 1.3 s it spends compiling an RFC 3987 grammar (Lark, Earley)
-    at import when JupyterLab's optional rfc3987-syntax is installed: no notebook schema checks an IRI format."""
+    """Spare jsonschema (under papermill) the 1.3 s it spends at import compiling rfc3987-syntax's grammar: no notebook
+    schema checks an IRI format."""
     sys.modules.setdefault("rfc3987_syntax", None)  # None: "not installed", which jsonschema handles
 
 
@@ -103,8 +98,7 @@ def import_papermill():
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
                   log_output: bool = False, selfcheck: str | None = None,
                   record: dict[str, Any] | None = None) -> int:
-    """Execute the params' notebooks in order into `run_root/notebooks/`; record the run in its manifest
-    (with `record`'s entries too: a family member's `family`)."""
+    """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run and `record`."""
     papermill = import_papermill()
 
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
@@ -168,14 +162,15 @@ def main(args: argparse.Namespace) -> int:
     values.setdefault("run_name", params_file.stem)
     if args.out:
         values["run_dir"] = args.out
+    given_as = "--out" if args.out else "run_dir"
     run_root = Path(resolve_user_path(values.get("run_dir"), may_be_id=False) or default_run_dir(values["run_name"]))
-    check_run_root(run_root, "--out" if args.out else "run_dir")
+    check_run_root(run_root, given_as)
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     resolved = resolve_parameters(values)
     run = RunDir.of(run_root)
     # before any download or notebook: the run directory, then the machine
-    checks = [rerun_check(run, resolved, args.force, "--out" if args.out else "run_dir"), *preflight(resolved, run_root)]
+    checks = [rerun_check(run, resolved, args.force, given_as), *preflight(resolved, run_root)]
     if args.check:
         print(report(checks, params_file))
         return 0 if all(c.ok for c in checks) else 1
@@ -190,9 +185,7 @@ def main(args: argparse.Namespace) -> int:
 
 def check_run_root(run_root: Path, given_as: str) -> None:
     """Refuse, before any work, a run directory that is (or lies inside) an existing file."""
-    existing = run_root
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = next((p for p in (run_root, *run_root.parents) if p.exists()), run_root)
     if not existing.is_dir():
         what = ("is an existing file, not a folder" if existing == run_root
                 else f"lies inside {existing}, which is a file, so that folder cannot be made")

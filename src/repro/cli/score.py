@@ -1,7 +1,6 @@
 """`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl file, for SPPO-style scripts.
 
-Each output line is the input row plus `scores` (one float per candidate, higher is better) and `ranks` (1 = best,
-ties share), in input order, written atomically at the end. Defaults are the run's (`ConstructParams`).
+Each output line is the input row plus `scores` (higher is better) and `ranks` (1 = best, ties share), in input order.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ RUN = {name: field.default for name, field in ConstructParams.model_fields.items
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add `repro score`'s options to its subparser."""
     parser.add_argument("--model", required=True,
                         help="hub id (llm-blender/PairRM, llm-blender/PairRM-hf, a sequence-classifier reward "
                              "model), a local checkpoint directory, or a random stand-in whose scores are noise "
@@ -41,20 +39,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sequence classifiers with several outputs: the one that is the reward")
     parser.add_argument("--input", required=True, type=Path, help="jsonl rows with 'prompt' and 'candidates'")
     parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
-    parser.add_argument("--device", default=RUN["device"],
-                        help=f"auto | cpu | cuda | cuda:N (default: {RUN['device']})")
-    parser.add_argument("--dtype", default=RUN["dtype"],
-                        help="auto | fp32 | fp16 | bf16 (auto: fp16 on CUDA, fp32 on CPU)")
+    parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
+    parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
     parser.add_argument("--backend", default=RUN["scorer_backend"], choices=["repro", "llm-blender"],
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
     parser.add_argument("--batch-tokens", type=int, default=RUN["batch_tokens"],
                         help=f"token budget per forward batch, padding counted (default {RUN['batch_tokens']})")
-    parser.add_argument("--source-maxlength", type=int, default=None,
-                        help="PairRM's prompt limit in tokens (default: the checkpoint's own, as llm-blender; "
-                             f"{PAIRRM_LIMITS.source_maxlength} where its config has none)")
-    parser.add_argument("--candidate-maxlength", type=int, default=None,
-                        help="PairRM's candidate limit in tokens (default: the checkpoint's own, as llm-blender; "
-                             f"{PAIRRM_LIMITS.candidate_maxlength} where its config has none)")
+    for side, what in (("source", "prompt"), ("candidate", "candidate")):
+        parser.add_argument(f"--{side}-maxlength", type=int, default=None,
+                            help=f"PairRM's {what} limit in tokens (default: the checkpoint's own, as llm-blender; "
+                                 f"{getattr(PAIRRM_LIMITS, f'{side}_maxlength')} where its config has none)")
     # resumable and multi-process scoring (repro.construct.scoring): chunks on disk, torchrun workers
     parser.add_argument("--num-processes", type=int, default=RUN["num_processes"],
                         help=f"torchrun workers on this node, e.g. one per GPU (default {RUN['num_processes']}); under "
@@ -63,8 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="keep finished chunks here so that re-running the command continues after a crash "
                              "(default with --num-processes > 1 or under torchrun: OUTPUT.work/)")
     parser.add_argument("--chunk-size", type=int, default=RUN["chunk_size"],
-                        help=f"prompts per resumable chunk, and per engine call without --work-dir (default "
-                             f"{RUN['chunk_size']})")
+                        help=f"prompts per resumable chunk and engine call (default {RUN['chunk_size']})")
 
 
 def read_rows(path: Path, min_candidates: int = 2) -> list[dict[str, Any]]:
@@ -91,9 +84,7 @@ def read_rows(path: Path, min_candidates: int = 2) -> list[dict[str, Any]]:
 
 def check_output(path: Path) -> None:
     """Refuse, before any scoring, an --output that cannot be written as a file."""
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = next((p for p in (path, *path.parents) if p.exists()), path)
     if path.is_dir():
         raise DataError(f"--output {path} is a folder; give a file path for the scored rows, e.g. "
                         f"--output {path / 'scored.jsonl'}.")
@@ -103,8 +94,8 @@ def check_output(path: Path) -> None:
 
 def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_size: int,
                progress: bool = True) -> list[list[float]]:
-    """Scores of every row (input order), `chunk_size` prompts per engine call (the chunks `--work-dir` writes, so
-    that the batches, hence the scores bit for bit, are the same with and without it), with a progress bar."""
+    """Scores of every row, `chunk_size` prompts per engine call: the chunks `--work-dir` writes, so that the scores
+    are the same bit for bit with and without it."""
     desc = "PairRM scoring" if getattr(scorer, "kind", "pairrm") == "pairrm" else "reward-model scoring"
     bar = Progress(len(rows), desc=desc, unit="prompt", enabled=progress)
     scores: list[list[float]] = []
@@ -121,7 +112,6 @@ def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_s
 
 
 def main(args: argparse.Namespace) -> int:
-    """Score the input file and write the output file; returns the exit code."""
     for option, value in (("--batch-tokens", args.batch_tokens), ("--chunk-size", args.chunk_size),
                           ("--num-processes", args.num_processes)):
         if value < 1:
@@ -132,13 +122,11 @@ def main(args: argparse.Namespace) -> int:
         raise ParameterError("--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier "
                              "takes its own (scorer option max_length). Leave them out with this model.")
     rows = read_rows(args.input, min_candidates=2 if kind == "pairrm" else 1)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"trust_remote_code": True} if args.trust_remote_code else {}
     if args.chat_template is not None:
         if not args.chat_template.is_file():
             raise DataError(f"--chat-template {args.chat_template} does not exist (a Jinja template file).")
         options["chat_template"] = args.chat_template.read_text(encoding="utf-8")
-    if args.trust_remote_code:
-        options["trust_remote_code"] = True
     if args.output_index is not None:
         options["output_index"] = args.output_index
     if args.work_dir or args.num_processes > 1 or world_size() > 1:

@@ -1,9 +1,6 @@
 """`repro selfcheck`: does this package give llm-blender's PairRM numbers on this machine, and how fast?
 
-Environment, the model(s) loaded as a run loads them, the PairRM-hf card's example (real weights), N rows scored by
-the engine and by llm-blender in fp32 and in the run dtype, and the engine timed against llm-blender. Verdict FAIL
-(exit 1), INCOMPLETE (exit 0; 2 when nothing could be checked) or PASS; `selfcheck.json` and `selfcheck.md` go to
-`--report` (docs/selfcheck.md). From Python: `run_selfcheck("llm-blender/PairRM-hf", device="cuda")`.
+Verdict FAIL (exit 1), INCOMPLETE (exit 0; 2 when nothing could be checked) or PASS; see docs/selfcheck.md.
 """
 
 from __future__ import annotations
@@ -22,9 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import jinja2
 import numpy as np
-
 import torch
+from huggingface_hub import constants, try_to_load_from_cache
 
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
@@ -36,25 +34,22 @@ from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
 from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS
 from ..sources import demo_path, iter_jsonl
-from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, blender_contenders, engine_passes,
-                      gpu_use, machine_info, read_bench_rows)
+from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
+                      pairrm_contenders, read_bench_rows)
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
 DEFAULT_ROWS = 40  # the embedded demo's prompts
 DEMO_CANDIDATE_COLUMNS = ("resp0", "resp1", "resp2", "resp3")
 HUB_TIMEOUT_S = 3.0
-# The worked example of the llm-blender/PairRM-hf model card (and LLM-Blender's README, "Load PairRM with
-# hugging face from_pretrained()"): one pass per pair, candidate A first; the card prints these logits, i.e.
-# A is preferred for the first input and B for the second.
+# The llm-blender/PairRM-hf model card's worked example (also LLM-Blender's README): one pass per pair, A first.
 CARD_INPUTS = ["hello!", "I love you!"]
 CARD_A = ["hi!", "I hate you!"]
 CARD_B = ["f**k off!", "I love you, too!"]
 CARD_LOGITS = [1.9003021717071533, -1.2547134160995483]
 CARD_PREFERS_A = [True, False]
-# |a − b| <= atol + rtol·|b|. fp32: the engine and llm-blender differ by float rounding only (1e-6 on the tiny
-# models' tests). fp16: set before any GPU ran this (none was available): half precision keeps ~3 digits through
-# 24 layers and the two sides batch differently; read the reported max |difference|, not only pass/fail.
+# |a − b| <= atol + rtol·|b|. fp32: float rounding only (1e-6 on the tiny models' tests). fp16: set before any GPU
+# ran this; half precision keeps ~3 digits through 24 layers: read the reported max |difference| too.
 TOLERANCE = {"fp32": (1e-4, 1e-4), "fp16": (5e-2, 2e-2), "bf16": (1e-1, 4e-2)}
 CARD_ATOL = {"fp32": 1e-3, "fp16": 5e-2, "bf16": 1e-1}
 SHOWN_ROWS = 10  # rows named in a failure line
@@ -62,7 +57,7 @@ SHOWN_ROWS = 10  # rows named in a failure line
 
 @dataclass
 class Check:
-    """One step: `status` is pass | fail | not run | measured; `gap`: a not-run step that leaves the check incomplete."""
+    """One step: `status` is pass | fail | not run | measured; `gap`: a not-run step makes it INCOMPLETE."""
 
     name: str
     title: str
@@ -78,7 +73,7 @@ def _not_run(name: str, title: str, why: str, gap: bool = True) -> Check:
 
 @dataclass
 class SelfCheck:
-    """A self-check's findings; `verdict` is PASS, INCOMPLETE or FAIL; shows itself as markdown in a notebook."""
+    """A self-check's findings; shows itself as markdown in a notebook."""
 
     settings: dict[str, Any]
     environment: dict[str, Any] = field(default_factory=dict)
@@ -105,21 +100,20 @@ class SelfCheck:
 
     @property
     def nothing_checked(self) -> bool:
-        """No check passed or failed: INCOMPLETE, and nothing on this machine was compared at all."""
         return not any(c.status in ("pass", "fail") for c in self.checks)
 
     @property
     def exit_code(self) -> int:
-        """1 when a check failed; 2 when nothing could be checked; else 0 (PASS, or INCOMPLETE after some checks)."""
         return 1 if self.failed else 2 if self.nothing_checked else 0
 
     def verdict_line(self) -> str:
-        """One line: the verdict (and why nothing passed, when so), what failed or did not run, the model and device."""
         counts = {s: sum(c.status == s for c in self.checks) for s in ("pass", "fail", "not run")}
         why = ""
-        if self.nothing_checked and self.gaps:
+        if self.nothing_checked and self.gaps:  # the reason's first clause (the whole reason is in "Not run")
             first = self.gaps[0]
-            why = f" nothing could be checked, because {first.name} did not run ({_first_clause(first.detail)});"
+            reason = first.detail.split(". ")[0].split("; ")[0]
+            reason = reason if len(reason) <= 160 else reason[:160].rsplit(" ", 1)[0] + " …"
+            why = f" nothing could be checked, because {first.name} did not run ({reason});"
         line = (f"repro selfcheck: {self.verdict}:{why} {counts['pass']} checks passed, {counts['fail']} failed, "
                 f"{counts['not run']} not run; {self.settings['model']} on {self.settings['device']} "
                 f"({self.settings['run_dtype']})")
@@ -130,39 +124,30 @@ class SelfCheck:
         return line
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON record (what `selfcheck.json` holds)."""
         return {"tool": "repro selfcheck", "when": self.when, "verdict": self.verdict,
                 "verdict_line": self.verdict_line(), "settings": self.settings, "environment": self.environment,
                 "models": self.models, "rows": self.rows, "checks": [asdict(c) for c in self.checks],
                 "timing": self.timing, "seconds": round(self.seconds, 1)}
 
     def to_markdown(self) -> str:
-        """The report as markdown tables, without machine paths (home is written `~`)."""
+        """The report as markdown tables, home written `~`."""
         return render_markdown(self.to_json())
 
-    def _repr_markdown_(self) -> str:
-        return self.to_markdown()
+    _repr_markdown_ = to_markdown
 
-    def write(self, report_dir: str | Path) -> tuple[Path, Path]:
-        """Write `selfcheck.json` and `selfcheck.md` into `report_dir`."""
+    def write(self, report_dir: str | Path) -> None:
         folder = Path(report_dir)
         folder.mkdir(parents=True, exist_ok=True)
         self.json_path, self.md_path = folder / SELFCHECK_JSON, folder / SELFCHECK_MD
-        # numpy scalars and paths: their value or text
-        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False,
+        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False,  # numpy scalars and paths: value or text
                           default=lambda v: v.item() if hasattr(v, "item") else str(v))
         self.json_path.write_text(text + "\n", encoding="utf-8")
         self.md_path.write_text(self.to_markdown(), encoding="utf-8")
-        return self.json_path, self.md_path
 
 
 def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
     """Whether the Hugging Face hub answers (HF_HUB_OFFLINE=1: not asked), within `timeout` seconds."""
-    from huggingface_hub import constants
-
-    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in (
-        "1", "true", "yes", "on")
-    if offline:
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return {"offline": True, "reachable": None, "detail": "HF_HUB_OFFLINE is set: the hub was not asked"}
     url = f"{constants.ENDPOINT.rstrip('/')}/api/models/{DEFAULT_MODEL}"
     start = time.perf_counter()
@@ -186,20 +171,17 @@ def weights_location(spec: str) -> dict[str, Any]:
     path = Path(spec).expanduser()
     if path.is_dir():
         return {"kind": "local folder", "path": str(path.resolve())}
-    from huggingface_hub import constants, try_to_load_from_cache
-
     out: dict[str, Any] = {"kind": "hub id", "hub_cache": str(constants.HF_HUB_CACHE), "cached": False}
-    legacy = Path(constants.HF_HUB_CACHE) / spec  # llm-blender's own download folder
     try:
         config = try_to_load_from_cache(spec, "config.json")
     except Exception:  # an id the hub library rejects: nothing cached under it
         config = None
-    folders = ([Path(config).parent] if isinstance(config, str) else []) + ([legacy] if legacy.is_dir() else [])
-    for folder in folders:
-        weights = [f for f in ("model.safetensors", "pytorch_model.bin") if (folder / f).is_file()]
+    legacy = Path(constants.HF_HUB_CACHE) / spec  # llm-blender's own download folder
+    for folder in ([Path(config).parent] if isinstance(config, str) else []) + [legacy]:
+        weights = next((f for f in ("model.safetensors", "pytorch_model.bin") if (folder / f).is_file()), None)
         if weights:
-            out.update(cached=True, path=str(folder), weights=weights[0],
-                       weights_gb=round((folder / weights[0]).stat().st_size / 2 ** 30, 2))
+            out.update(cached=True, path=str(folder), weights=weights,
+                       weights_gb=round((folder / weights).stat().st_size / 2 ** 30, 2))
             break
     return out
 
@@ -242,24 +224,18 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
 
 def default_reference(model: str) -> str | None:
     """The other layout of a known PairRM hub id (PairRM-hf <-> PairRM); None for anything else."""
-    known = KNOWN_HUB_IDS
-    return next((other for other in known if other != model), None) if model in known else None
-
-
-def _row_name(i: int, prompts: Sequence[str]) -> str:
-    text = " ".join(prompts[i].split())
-    return f"row {i} ({text[:40] + ('…' if len(text) > 40 else '')!r})"
+    return next((other for other in KNOWN_HUB_IDS if other != model), None) if model in KNOWN_HUB_IDS else None
 
 
 def _rows_text(rows: Sequence[int], prompts: Sequence[str]) -> str:
-    shown = ", ".join(_row_name(i, prompts) for i in rows[:SHOWN_ROWS])
+    texts = [" ".join(prompts[i].split()) for i in rows[:SHOWN_ROWS]]
+    shown = ", ".join(f"row {i} ({t[:40] + ('…' if len(t) > 40 else '')!r})" for i, t in zip(rows, texts))
     return shown + (f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else "")
 
 
 def compare_scores(scores: Sequence[Sequence[float]], reference: Sequence[Sequence[float]], dtype: str
                    ) -> dict[str, Any]:
     """Largest |difference|, rows beyond the dtype's tolerance, and rows whose ranks differ."""
-    ranks = ranks_from_scores
     atol, rtol = TOLERANCE[dtype]
     diffs, bad, rank_differs = [], [], []
     for i, (a, b) in enumerate(zip(scores, reference)):
@@ -268,7 +244,7 @@ def compare_scores(scores: Sequence[Sequence[float]], reference: Sequence[Sequen
         diffs.append(float(diff.max()))
         if not np.all(diff <= atol + rtol * np.abs(b)):
             bad.append(i)
-        if not np.array_equal(ranks(a), ranks(b)):
+        if not np.array_equal(ranks_from_scores(a), ranks_from_scores(b)):
             rank_differs.append(i)
     return {"rows": len(diffs), "max_abs_diff": max(diffs, default=0.0), "atol": atol, "rtol": rtol,
             "rows_beyond_tolerance": bad, "rank_agreement": 1 - len(rank_differs) / max(1, len(diffs)),
@@ -295,12 +271,13 @@ def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Seque
 
 
 def _equivalence_check(name: str, title: str, scores, reference, dtype: str, prompts: Sequence[str],
-                       extra: dict[str, Any]) -> Check:
-    found = {**extra, **compare_scores(scores, reference, dtype)}
-    bad = found["rows_beyond_tolerance"]
-    where = f"llm-blender on `{extra['llm_blender_model']}`: " if "llm_blender_model" in extra else ""
-    detail = where + (f"max |diff| {found['max_abs_diff']:.2e} (tolerance {found['atol']:g} + {found['rtol']:g}·|score|) "
-              f"on {found['rows']} rows; ranks agree on {100 * found['rank_agreement']:.1f} %")
+                       blender_spec: str | None = None) -> Check:
+    found = {"llm_blender_model": _model_label(blender_spec)} if blender_spec else {}
+    found.update(compare_scores(scores, reference, dtype))
+    bad, tolerance = found["rows_beyond_tolerance"], f"{found['atol']:g} + {found['rtol']:g}·|score|"
+    where = f"llm-blender on `{found['llm_blender_model']}`: " if blender_spec else ""
+    detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on {found['rows']} rows; "
+              f"ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
         return Check(name, title, "fail", f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; "
                      + detail, data=found)
@@ -329,14 +306,11 @@ def card_example_check(engines: dict[str, Any]) -> Check:
         for k, v in found.items() if k != "card_logits"), data=found)
 
 
-def _short_error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc).strip()}" if str(exc).strip() else type(exc).__name__
-
-
 def _model_label(spec: str) -> str:
     """The model as a report may publish it: hub id or built-in name as is, a local folder by its name only."""
     path = Path(spec).expanduser()
-    if spec.startswith("builtin:") or (not path.is_dir() and spec.count("/") == 1 and not spec.startswith((".", "~", "/"))):
+    if spec.startswith("builtin:") or (not path.is_dir() and spec.count("/") == 1
+                                       and not spec.startswith((".", "~", "/"))):
         return spec
     return f"local folder {path.name}"
 
@@ -344,35 +318,44 @@ def _model_label(spec: str) -> str:
 class _Run:
     """The state of one self-check while it runs (models loaded, scores kept) and the checks it adds."""
 
-    def __init__(self, report: SelfCheck, prompts: list[str], candidates: list[list[str]], device, log):
+    def __init__(self, report: SelfCheck, prompts: list[str], candidates: list[list[str]], device, reference, log):
         self.report, self.prompts, self.candidates, self.device, self.log = report, prompts, candidates, device, log
+        self.reference, self.error = reference, ""
 
     def add(self, check: Check) -> Check:
         self.report.checks.append(check)
-        mark = {"pass": "ok", "fail": "FAILED", "not run": "not run", "measured": "measured"}[check.status]
+        mark = {"pass": "ok", "fail": "FAILED"}.get(check.status, check.status)
         self.log(f"  {check.name}: {mark}: {check.detail}")
         return check
 
-    def load(self, role: str, spec: str, backend: str, dtype: str):
-        """A scorer through the run's loading code; None (and the reason recorded) when it cannot load."""
+    def load(self, spec: str, backend: str, dtype: str):
+        """A scorer through the run's loading code; None (the reason in `error` and `models`) when it cannot load."""
         self.log(f"repro selfcheck: loading {spec} ({backend}, {dtype}) ...")
-        key = f"{role} {backend} {dtype}"
+        key = f"{'reference' if spec == self.reference else 'model'} {backend} {dtype}"
         start = time.perf_counter()
         try:
             scorer = load_scorer(spec, kind="pairrm", backend=backend, device=str(self.device), dtype=dtype)
         except Exception as exc:  # not cached, offline, llm-blender missing or broken: recorded, the rest goes on
-            self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": _short_error(exc)}
+            self.error = f"{type(exc).__name__}: {str(exc).strip()}" if str(exc).strip() else type(exc).__name__
+            self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": self.error}
             return None
-        info = dict(scorer.info)
-        info.update(spec=spec, label=_model_label(spec), load_seconds=round(time.perf_counter() - start, 2))
-        self.report.models[key] = info
+        self.report.models[key] = {**scorer.info, "spec": spec, "label": _model_label(spec),
+                                   "load_seconds": round(time.perf_counter() - start, 2)}
         return scorer
 
+    def load_engine(self, name: str, option: str, spec: str):
+        """The engine in fp32, and the check that says whether it loaded."""
+        engine = self.load(spec, "repro", "fp32")
+        title = f"load {option} (engine, fp32)"
+        self.add(Check(name, title, "pass", f"{engine.info['layout']} layout, stand-in: {engine.info['stand_in']}")
+                 if engine else _not_run(name, title, self.error))
+        return engine
+
     def score(self, scorer) -> list[np.ndarray]:
+        if getattr(scorer, "backend", "repro") != "repro":
+            return scorer.score(self.prompts, self.candidates)
         budget = DEFAULT_BATCH_TOKENS if self.device.type == "cuda" else CPU_BATCH_TOKENS
-        if getattr(scorer, "backend", "repro") == "repro":
-            return scorer.score(self.prompts, self.candidates, batch_tokens=budget)
-        return scorer.score(self.prompts, self.candidates)
+        return scorer.score(self.prompts, self.candidates, batch_tokens=budget)
 
 
 def _free_memory() -> None:
@@ -400,32 +383,23 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
         str(reference_model) if reference_model not in (None, "", "none") else None)
     if reference == model:
         reference = None
+    argv = sys.argv[1:]
+    command = "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
     report = SelfCheck(settings={
         "model": model, "model_label": _model_label(model), "reference_model": reference,
         "reference_model_label": _model_label(reference) if reference else None, "device": str(torch_device),
         "run_dtype": run_dtype, "rows": len(prompts), "input": str(input) if input is not None else None,
-        "timing": timing, "command": _command_line()})
+        "timing": timing, "command": command})
     report.rows = {"source": source, "prompts": len(prompts),
                    "candidates_per_prompt": sorted({len(c) for c in candidates})}
     log(f"repro selfcheck: {model}{f' and {reference}' if reference else ''} on {torch_device} "
         f"(run dtype {run_dtype}), {len(prompts)} rows from {source}")
-    specs = [model] + ([reference] if reference else [])
-    report.environment = environment_report(torch_device, specs)
-    run = _Run(report, prompts, candidates, torch_device, log)
-    env = report.environment
+    report.environment = env = environment_report(torch_device, [model] + ([reference] if reference else []))
+    run = _Run(report, prompts, candidates, torch_device, reference, log)
 
     # 1. loading, fp32, through load_scorer as a run loads
-    engine = run.load("model", model, "repro", "fp32")
-    run.add(Check("load_model", "load --model (engine, fp32)", "pass",
-                  f"{engine.info['layout']} layout, stand-in: {engine.info['stand_in']}")
-            if engine else _not_run("load_model", "load --model (engine, fp32)",
-                                    report.models["model repro fp32"]["error"]))
-    ref_engine = run.load("reference", reference, "repro", "fp32") if reference else None
-    if reference:
-        run.add(Check("load_reference", "load --reference-model (engine, fp32)", "pass",
-                      f"{ref_engine.info['layout']} layout, stand-in: {ref_engine.info['stand_in']}")
-                if ref_engine else _not_run("load_reference", "load --reference-model (engine, fp32)",
-                                            report.models["reference repro fp32"]["error"]))
+    engine = run.load_engine("load_model", "--model", model)
+    ref_engine = run.load_engine("load_reference", "--reference-model", reference) if reference else None
     fp32_only = f"the run dtype on {torch_device.type} is fp32, checked above (fp16 is the CUDA path)"
     if engine is None:
         for name, title in (("card_example", "model card example (PairRM-hf)"),
@@ -452,10 +426,10 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     # 3. fp32: the two layouts, then llm-blender's own Blender.rank(batch_size=1)
     log(f"repro selfcheck: scoring {len(prompts)} rows (engine, fp32) ...")
     scores32 = run.score(engine)
-    if reference and ref_engine is not None and comparable_reference:
+    if comparable_reference:
         run.add(_equivalence_check(
             "layouts_fp32", f"engine: --model vs --reference-model ({engine.info['layout']} vs "
-            f"{ref_engine.info['layout']} layout), fp32", scores32, run.score(ref_engine), "fp32", prompts, {}))
+            f"{ref_engine.info['layout']} layout), fp32", scores32, run.score(ref_engine), "fp32", prompts))
     elif reference:
         why = ("--reference-model could not be loaded" if ref_engine is None else
                "one model is a stand-in and the other is not: their weights differ by design")
@@ -463,24 +437,22 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     ref_engine = None
     _free_memory()
 
-    blender_specs = ([reference] if reference and comparable_reference else []) + [model]
     blender_spec, blender32, blender_errors = None, None, []
     if not env.get("llm_blender_importable"):
         blender_errors.append(f"llm-blender is not importable ({env.get('llm_blender_error')}); install "
                               f"llm-blender==0.0.2 (a dependency of this package)")
     else:
-        for spec in blender_specs:
-            blender32 = run.load("reference" if spec == reference else "model", spec, "llm-blender", "fp32")
+        for spec in ([reference] if comparable_reference else []) + [model]:
+            blender32 = run.load(spec, "llm-blender", "fp32")
             if blender32 is not None:
                 blender_spec = spec
                 break
-            key = f"{'reference' if spec == reference else 'model'} llm-blender fp32"
-            blender_errors.append(f"{spec}: {report.models[key]['error']}")
+            blender_errors.append(f"{spec}: {run.error}")
     title32 = "engine vs llm-blender Blender.rank(batch_size=1), fp32"
     if blender32 is not None:
         log(f"repro selfcheck: scoring {len(prompts)} rows (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
         run.add(_equivalence_check("engine_vs_llm_blender_fp32", title32, scores32, run.score(blender32), "fp32",
-                                   prompts, {"llm_blender_model": _model_label(blender_spec)}))
+                                   prompts, blender_spec))
     else:
         run.add(_not_run("engine_vs_llm_blender_fp32", title32, "; ".join(blender_errors)))
 
@@ -492,9 +464,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     else:
         blender32 = None
         _free_memory()
-        engine_rd = run.load("model", model, "repro", run_dtype)
-        blender_rd = run.load("reference" if blender_spec == reference else "model", blender_spec, "llm-blender",
-                              run_dtype) if blender_spec else None
+        engine_rd = run.load(model, "repro", run_dtype)
+        blender_rd = run.load(blender_spec, "llm-blender", run_dtype) if blender_spec else None
         title = f"engine vs llm-blender Blender.rank(batch_size=1), {run_dtype}"
         if engine_rd is None:
             why = f"the engine could not be loaded in {run_dtype} (see models)"
@@ -505,7 +476,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
             scores_rd = run.score(engine_rd)
             if blender_rd is not None:
                 run.add(_equivalence_check("engine_vs_llm_blender_run_dtype", title, scores_rd, run.score(blender_rd),
-                                           run_dtype, prompts, {"llm_blender_model": _model_label(blender_spec)}))
+                                           run_dtype, prompts, blender_spec))
             else:
                 run.add(_not_run("engine_vs_llm_blender_run_dtype", title, "; ".join(blender_errors) or
                                  f"llm-blender could not be loaded in {run_dtype} (see models)"))
@@ -545,10 +516,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     """The engine against llm-blender at batch sizes 1 and 8 (bench's alternation), memory, TFLOP/s, projection."""
     prompts, candidates, device = run.prompts, run.candidates, run.device
     budget = DEFAULT_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS
-    contenders = [Contender(f"repro (batch_tokens={budget})",
-                            lambda p, c: engine.score(p, c, batch_tokens=budget))]
-    if blender is not None:
-        contenders += blender_contenders(blender, (1, 8))
+    contenders = pairrm_contenders(engine, [budget], blender)
     run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
     if blender is not None:
@@ -558,18 +526,15 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     timing: dict[str, Any] = {
         "device": str(device), "dtype": dtype, "prompts": len(prompts), "passes": len(lengths),
         "mean_tokens_per_pass": round(statistics.mean(lengths), 1), "batch_tokens": budget,
-        "torch_threads": torch.get_num_threads(), "contenders": {}, "speedup": {},
+        "torch_threads": torch.get_num_threads(),
+        "contenders": {c.name: {
+            "seconds": round(c.seconds, 3), "prompts_per_second": round(len(prompts) / c.seconds, 3),
+            "peak_memory_mb": round(c.peak_extra_bytes / 2 ** 20, 1),
+            "projected_part2_mini_1_seconds": round(c.seconds / len(lengths) * passes_per_job, 1)} for c in contenders},
+        "speedup": {c.name: round(c.seconds / contenders[0].seconds, 2) for c in contenders[1:]},
         "memory": "CUDA allocator peak above the level before each call" if device.type == "cuda"
         else "process RSS peak above the level before each call (sampled)",
     }
-    for c in contenders:
-        timing["contenders"][c.name] = {
-            "seconds": round(c.seconds, 3), "prompts_per_second": round(len(prompts) / c.seconds, 3),
-            "peak_memory_mb": round(c.peak_extra_bytes / 2 ** 20, 1),
-            # part2_mini_1: 5183 prompts x 2 candidates, at this run's seconds per pass and tokens per pass
-            "projected_part2_mini_1_seconds": round(c.seconds / len(lengths) * passes_per_job, 1)}
-    for c in contenders[1:]:
-        timing["speedup"][c.name] = round(c.seconds / contenders[0].seconds, 2)
     if device.type == "cuda":  # the models resident while timing; each call's peak above it is per contender
         timing["cuda_resident_mb"] = round(torch.cuda.memory_allocated(device) / 2 ** 20, 1)
         run.log("repro selfcheck: measuring the matmul peak ...")
@@ -605,11 +570,6 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
     return report
 
 
-def _command_line() -> str:
-    argv = sys.argv[1:]
-    return "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
-
-
 def _tidy(text: Any) -> str:
     """A cell's text with the home folder written `~` and pipes escaped."""
     out = str(text)
@@ -619,74 +579,18 @@ def _tidy(text: Any) -> str:
     return out.replace("|", "\\|").replace("\n", " ")
 
 
-def _first_clause(detail: str, limit: int = 160) -> str:
-    """The start of a reason, up to its first sentence or `limit` characters (the whole reason is in "Not run")."""
-    text = detail.split(". ")[0].split("; ")[0]
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                            undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
+                            keep_trailing_newline=True, autoescape=False)
+REPORT.filters.update(tidy=_tidy, label=_model_label, lock_summary=lock_summary, f=format)
 
 
 def render_markdown(record: dict[str, Any]) -> str:
-    """selfcheck.md from a selfcheck.json record: environment, checks, speed, what did not run and why."""
-    s, env, t = record["settings"], record["environment"], record.get("timing") or {}
-    packages = env.get("packages") or {}
-    gpus = "; ".join(f"{g['name']} ({g['memory_gb']} GiB)" for g in env.get("gpus", [])) or "none"
-    hub = env.get("hub") or {}
-    hub_text = ("offline (HF_HUB_OFFLINE)" if hub.get("offline") else "reachable" if hub.get("reachable")
-                else f"not reachable: {hub.get('detail', '')}")
-    lines = [f"## repro selfcheck: {record['verdict']}", "",
-             f"`{_tidy(s['command'])}`, {record['when']}, {record['seconds']} s. Model `{s['model_label']}`"
-             + (f", reference `{s['reference_model_label']}`" if s.get("reference_model") else "")
-             + f"; {record['rows']['prompts']} rows from {_tidy(record['rows']['source'])}; device `{s['device']}`, "
-             f"run dtype `{s['run_dtype']}`.", "", "| environment | |", "| --- | --- |"]
-    rows = [("repro", packages.get("repro")), ("python", env.get("python")), ("torch", env.get("torch")),
-            ("CUDA (torch build)", env.get("torch_cuda") or "none"), ("GPU", gpus),
-            ("CPU", f"{env.get('cpu')} ({env.get('cpu_count')} cores, {env.get('torch_threads')} torch threads)"),
-            ("transformers", packages.get("transformers")), ("llm-blender", (
-                f"{packages.get('llm-blender')}, importable" if env.get("llm_blender_importable")
-                else f"not importable: {env.get('llm_blender_error')}")), ("hub", hub_text)]
-    if env.get("lock"):
-        rows.insert(1, ("packages vs the lock", lock_summary(env["lock"])))
-    for spec, where in (env.get("weights") or {}).items():
-        label = _model_label(spec)
-        if where.get("kind") == "hub id":
-            text = (f"cached: {where['path']} ({where['weights']}, {where['weights_gb']} GB)" if where.get("cached")
-                    else f"not in the hub cache ({where['hub_cache']})")
-        else:
-            text = f"{where.get('kind')}: {where.get('path')}" if where.get("kind") != "local folder" else "local folder"
-        rows.append((f"weights of `{label}`", text))
-    lines += [f"| {_tidy(k)} | {_tidy(v)} |" for k, v in rows]
-    lines += ["", "| check | result | detail |", "| --- | --- | --- |"]
-    for c in record["checks"]:
-        result = {"pass": "pass", "fail": "**FAIL**", "not run": "not run", "measured": "measured"}[c["status"]]
-        detail = c["detail"]
-        if c["status"] == "not run" and len(detail) > 120:  # the reason is listed once, below the tables
-            detail = "see “Not run” below"
-        lines.append(f"| {_tidy(c['title'])} | {result} | {_tidy(detail)} |")
-    if t.get("contenders"):
-        lines += ["", f"Speed on these {t['prompts']} rows ({t['passes']} passes of {t['mean_tokens_per_pass']:.0f} "
-                  f"tokens on average), `{t['device']}` `{t['dtype']}`, {t['torch_threads']} torch thread(s); memory: "
-                  f"{t['memory']}:", "",
-                  "| contender | prompts/s | seconds | peak MB | engine speed-up | part2_mini_1 projected |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for name, c in t["contenders"].items():
-            speedup = t["speedup"].get(name)
-            lines.append(f"| {name} | {c['prompts_per_second']:.3f} | {c['seconds']:.2f} | {c['peak_memory_mb']:.0f} | "
-                         f"{f'{speedup:.2f}x' if speedup else '—'} | {c['projected_part2_mini_1_seconds'] / 60:.1f} min |")
-        if "gpu" in t:
-            g = t["gpu"]
-            lines += ["", f"Engine: {g['engine_useful_tflops']:.1f} useful TFLOP/s, {100 * g['engine_fraction_of_peak']:.1f} % "
-                      f"of a {t['dtype']} matmul measured in the same run ({g['matmul_peak_tflops']:.0f} TFLOP/s); the models "
-                      f"held {t['cuda_resident_mb']:.0f} MB of GPU memory while timed (peaks above that in the table)."]
-        lines += ["", f"Projection: {_tidy(t['projection_note'])}."]
-    not_run = [c for c in record["checks"] if c["status"] == "not run"]
-    if not_run:
-        lines += ["", "Not run:"] + [f"- `{c['name']}`: not run: {_tidy(c['detail'])}" for c in not_run]
-    lines += ["", f"**{_tidy(record['verdict_line'])}**", ""]
-    return "\n".join(lines)
+    """selfcheck.md from a selfcheck.json record (templates/selfcheck.md.jinja)."""
+    return REPORT.get_template("selfcheck.md.jinja").render(record=record)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add `repro selfcheck`'s options to its subparser."""
     parser.add_argument("--model", default=DEFAULT_MODEL,
                         help=f"the PairRM checkpoint a run will use: hub id, local folder or builtin:tiny-pairrm "
                              f"(default {DEFAULT_MODEL})")
