@@ -209,9 +209,9 @@ def kill_during_scoring():
 @pytest.fixture(scope="session")
 def mid_size_shape() -> dict:
     """The shape of `repro bench`'s mid-size PairRM network (a model large enough to show real batching effects)."""
-    from repro.cli.bench import MODEL_SIZES
+    from repro.cli.bench import harness
 
-    return dict(MODEL_SIZES["mid"])
+    return dict(harness().MODEL_SIZES["mid"])
 
 
 @pytest.fixture

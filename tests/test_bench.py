@@ -9,9 +9,13 @@ import statistics
 import pytest
 
 from repro import cli
-from repro.cli.bench import PROMPT_CHAR_QUANTILES, RESPONSE_CHAR_QUANTILES, bench_model, generated_rows
+from repro.cli.bench import harness
 from repro.cli.measure import pass_flops, read_bench_rows
 from repro.errors import DataError
+
+bench = harness()  # benchmarks/bench_scoring.py
+PROMPT_CHAR_QUANTILES, RESPONSE_CHAR_QUANTILES = bench.PROMPT_CHAR_QUANTILES, bench.RESPONSE_CHAR_QUANTILES
+bench_model, generated_rows = bench.bench_model, bench.generated_rows
 
 
 @pytest.fixture
@@ -127,3 +131,9 @@ def test_repro_bench_kind_sequence_classifier_times_the_engine_against_padded_ba
     assert result["max_abs_score_diff"] <= 1e-5
     assert float(last.split(": ")[1].rstrip("x")) == pytest.approx(result["speedup_vs_padded_batches_of_8"], abs=0.006)
     assert list((tmp_path / "cache" / "bench").glob("reward-llama-tiny-*"))
+
+
+def test_repro_bench_outside_a_checkout_says_where_the_harness_is(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli.bench, "harness", lambda: None)
+    assert cli.main(["bench"]) == 2
+    assert "benchmarks/bench_scoring.py of a checkout" in capsys.readouterr().err
