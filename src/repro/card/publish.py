@@ -1,8 +1,5 @@
-"""The card as a file: YAML through `datasets`/`huggingface_hub` objects, the body from the templates, then write,
-check, preview and publish (the notebook's remaining cells).
-
-Relies on datasets 5.2's metadata helpers (pinned in pyproject.toml; tests/golden guards the YAML).
-"""
+"""The card as a file: YAML through `datasets`/`huggingface_hub` objects (datasets 5.2's metadata helpers, pinned;
+tests/golden guards the YAML), the body from the templates; then write, check, preview and publish it."""
 
 from __future__ import annotations
 
@@ -37,9 +34,7 @@ PLACEHOLDERS = ("More Information needed", "需补充更多信息", "{{", "}}", 
 FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
 
 
-# ---------------------------------------------------------------------------------------------
 # YAML front matter, through the libraries' objects
-# ---------------------------------------------------------------------------------------------
 def size_category(n: int) -> str:
     """The hub's `size_categories` label for n examples."""
     bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
@@ -85,9 +80,7 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
     )
 
 
-# ---------------------------------------------------------------------------------------------
 # body: templates/card.md.jinja in each language, English first
-# ---------------------------------------------------------------------------------------------
 def fmt(value: Any, unknown: str = "unknown") -> str:
     """A value as the card prints it (floats to 6 significant digits; None = `unknown`, in the card's language)."""
     if value is None:
@@ -168,9 +161,7 @@ def write_card(facts: CardFacts) -> Path:
     return run.card
 
 
-# ---------------------------------------------------------------------------------------------
 # checks, preview, publishing
-# ---------------------------------------------------------------------------------------------
 def check_card(card_path: str | Path) -> dict[str, Any]:
     """Load the card with huggingface_hub and the data with datasets (through the card's configs); compare."""
     card_path = Path(card_path)
@@ -231,13 +222,6 @@ def preview(card_path: str | Path):
     return Markdown(preview_markdown(card_path))
 
 
-def _offline() -> bool:
-    from huggingface_hub import constants
-
-    env = any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    return env or constants.is_offline_mode()
-
-
 class PublishError(ReproError):
     """The dataset folder could not be published (offline, no token, or the hub refused it)."""
 
@@ -250,11 +234,13 @@ def publish(params: "CardParams") -> str | None:
         return None
     if not run.card.exists():
         raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
-    if _offline():
+    from huggingface_hub import HfApi, constants, get_token
+
+    offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    if any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in offline) or constants.is_offline_mode():
         raise PublishError(
-            f"push_to_hub is true but the Hugging Face hub is switched off (HF_HUB_OFFLINE is set); nothing was "
-            f"uploaded. Unset HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false.")
-    from huggingface_hub import HfApi, get_token
+            "push_to_hub is true but the Hugging Face hub is switched off (HF_HUB_OFFLINE is set); nothing was "
+            "uploaded. Unset HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false.")
 
     token = get_token()
     if not token:

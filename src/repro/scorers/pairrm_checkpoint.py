@@ -14,7 +14,7 @@ from torch import nn
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
 from ..paths import cache_root, looks_like_path
-from .common import check_local_path
+from .common import check_local_path, is_stand_in
 from .pairrm_attention import batch_context, install_fast_attention
 from .tiny import DEBERTA_V3_LARGE, build_cached_tiny_pairrm
 
@@ -114,6 +114,29 @@ def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = Non
             where = "given" if origins[name] == "explicit" else f"from the {origins[name]}"
             raise ParameterError(f"{name}={value} ({where}) must be >= 3 ([CLS], the prefix token and [SEP]).")
     return limits, origins
+
+
+class PairRMScorerBase:
+    """What both PairRM backends record of themselves (`info`, for the run manifest)."""
+
+    kind = "pairrm"
+    backend = "repro"
+
+    def __init__(self, *, spec: str, path: Path, layout: str, device, dtype: str, normalization: str,
+                 source_maxlength: int, candidate_maxlength: int, limits_from: dict[str, str] | None = None):
+        self.spec, self.path, self.layout = spec, path, layout
+        self.device, self.dtype, self.normalization = device, dtype, normalization
+        self.source_maxlength, self.candidate_maxlength = int(source_maxlength), int(candidate_maxlength)
+        # where each limit came from: "explicit" | "checkpoint config" | "default" (checkpoint_limits)
+        self.limits_from = dict(limits_from or dict.fromkeys(LIMIT_NAMES, "explicit"))
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What produced the scores, for the run manifest."""
+        return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
+                "device": str(self.device), "dtype": self.dtype, "source_maxlength": self.source_maxlength,
+                "candidate_maxlength": self.candidate_maxlength, "limits_from": dict(self.limits_from),
+                "stand_in": is_stand_in(self.path), "normalization": self.normalization}
 
 
 class PairRMModel(nn.Module):
