@@ -46,12 +46,10 @@ def card_data(features: Features, splits: list[SplitFacts], **metadata: Any) -> 
     """Card metadata as push_to_hub writes it (dataset_info, configs) plus `metadata` (license, tags, ...)."""
     data = DatasetCardData(**{k: v for k, v in metadata.items() if v is not None})
     # the same steps as datasets.arrow_dataset._get_updated_dataset_card on a first push
-    info = DatasetInfo(config_name=CONFIG_NAME, features=features, splits=SplitDict(), download_size=0,
-                       dataset_size=0)
+    sizes = {"download_size": sum(s.download_size for s in splits), "dataset_size": sum(s.num_bytes for s in splits)}
+    info = DatasetInfo(config_name=CONFIG_NAME, features=features, splits=SplitDict(), **sizes)
     for split in splits:
         info.splits.add(SplitInfo(name=split.name, num_bytes=split.num_bytes, num_examples=split.num_examples))
-        info.download_size += split.download_size
-        info.dataset_size += split.num_bytes
     info.size_in_bytes = info.download_size + info.dataset_size
     DatasetInfosDict({CONFIG_NAME: info}).to_dataset_card_data(data)
     configs = {"data_files": [{"split": s.name, "path": f"{DATA_DIR}/{s.name}-*"} for s in splits]}
@@ -68,16 +66,11 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
         source = hub_id(facts.parameters.get("source"))
     else:
         source = hub_id(facts.known_recipe.get("source"))
-    return card_data(
-        facts.features, facts.splits,
-        language=facts.language or None,
-        license=facts.license,
-        size_categories=[size_category(sum(s.num_examples for s in facts.splits))],  # every split
-        source_datasets=[f"extended|{source}"] if source else None,
-        task_categories=["text-generation"] if preference else None,
-        pretty_name=facts.title,
-        tags=tags or None,
-    )
+    return card_data(facts.features, facts.splits, language=facts.language or None, license=facts.license,
+                     size_categories=[size_category(sum(s.num_examples for s in facts.splits))],  # every split
+                     source_datasets=[f"extended|{source}"] if source else None,
+                     task_categories=["text-generation"] if preference else None, pretty_name=facts.title,
+                     tags=tags or None)
 
 
 # body: templates/card.md.jinja in each language, English first
@@ -185,13 +178,11 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
 
 def placeholders(text: str) -> list[str]:
     """Template leftovers found in card text ("More Information needed", unfilled braces, ...)."""
-    low = text.lower()
-    return [p for p in PLACEHOLDERS if p.lower() in low]
+    return [p for p in PLACEHOLDERS if p.lower() in text.lower()]
 
 
 def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = None) -> str:
-    """The card's body with its figure links made relative to `notebook_dir`, the folder of the notebook that shows
-    it (default: `notebook_folder`), so that a notebook shows the figures without carrying megabytes of images."""
+    """The card's body, its figure links relative to the showing notebook's folder (so it carries no images)."""
     card_path = Path(card_path).resolve()
     folder = Path(notebook_dir) if notebook_dir is not None else notebook_folder(card_path)
 
@@ -205,9 +196,8 @@ def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = No
 
 
 def notebook_folder(card_path: str | Path) -> Path:
-    """Where the notebook showing a run's card lives: the run's notebooks/ while `repro run` executes 03_card there,
-    else the kernel's working folder (JupyterLab starts a kernel in the notebook's folder; plain papermill in the
-    folder it was started from, where its output notebook usually goes)."""
+    """The folder of the notebook showing a run's card: the executed 03_card's while `repro run` runs it, else the
+    kernel's working folder (JupyterLab's is the notebook's; papermill's, where its output usually goes)."""
     run = RunDir.of(Path(card_path).resolve().parent.parent)
     entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
     if entry.get("status") == "running" and entry.get("executed"):

@@ -127,10 +127,8 @@ class BudgetedBatches:
 
     def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int, needed: Sequence[Sequence[int]],
              progress: Callable[[int], Any] | None) -> np.ndarray:
-        """The output of every item of `plan` in batches of at most `batch_tokens` padded tokens; `progress(n)` gets
-        the number of prompts whose `needed` items are newly all done. An out-of-memory halves the budget and starts
-        the call over (rounding depends on the batches: the result is exactly that of a call with the halved budget).
-        """
+        """Each item's output; `progress(n)`: prompts whose `needed` items are newly all done. An out-of-memory halves
+        the budget and starts over (the result is that of a call with the halved budget: rounding depends on it)."""
         import torch
 
         if batch_tokens < 1:

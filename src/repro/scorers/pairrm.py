@@ -16,8 +16,8 @@ import torch
 from ..errors import DataError, ModelLoadError
 from ..parameters import DEFAULT_BATCH_TOKENS
 from .common import BudgetedBatches, check_inputs, resolve_device, resolve_dtype, torch_dtype
-from .pairrm_checkpoint import (PairRMModel, PairRMScorerBase, checkpoint_limits, load_pairrm_model, read_config,
-                                resolve_model)
+from .pairrm_attention import PairRMModel
+from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, load_pairrm_model, read_config, resolve_model
 from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
                             load_tokenizer)
 
@@ -150,8 +150,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
               batch_tokens: int = DEFAULT_BATCH_TOKENS, return_matrix: bool = False,
               progress: Callable[[int], Any] | None = None):
-        """PairRM scores per prompt (float64 arrays, input order); with `return_matrix` also each M;
-        `progress(n)` gets the number of prompts newly finished after each batch."""
+        """PairRM scores per prompt (float64, input order), each M too with `return_matrix`; `progress(n)` as `_run`."""
         check_inputs(prompts, candidates)
         plan, order, per_prompt = self.plan(prompts, candidates)
         needed = [np.unique(index[index >= 0]) for index in per_prompt]

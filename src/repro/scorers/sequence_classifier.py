@@ -173,7 +173,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         return plan, order, per_prompt
 
     def _pad_id(self, batch: list[_Sequence]) -> int:
-        """The model's pad id; without one, an id that ends no sequence of the batch (pooling reads the last real one)."""
+        """The model's pad id, else an id that ends no sequence of the batch (pooling reads the last real one)."""
         if self.pad_id is not None:
             return int(self.pad_id)
         last = {int(s.ids[-1]) for s in batch}
