@@ -224,15 +224,14 @@ class CardFacts:
         out = []
         if isinstance(inv.get("sign_order_fails"), int):
             out.append({"check": "sign", "holds": [n - inv["sign_order_fails"], n]})
-        cand = inv.get("candidate_scores") if isinstance(inv.get("candidate_scores"), dict) else None
+        cand = inv.get("candidate_scores")
         two = _get(cand, "two_candidate_rows")
         if two == 0 and isinstance(two, int):
-            per_row = cand.get("candidates_per_row") or {}
-            out.append({"check": "antisymmetry", "not_applicable": "no_two", "lo": per_row.get("min"),
-                        "hi": per_row.get("max")})
+            out.append({"check": "antisymmetry", "not_applicable": "no_two",
+                        "lo": _get(cand, "candidates_per_row", "min"), "hi": _get(cand, "candidates_per_row", "max")})
         elif isinstance(two, int):
-            out.append({"check": "antisymmetry",
-                        "holds": [cand.get("antisymmetry_holds_among_two_candidate_rows"), two]})
+            holds = cand.get("antisymmetry_holds_among_two_candidate_rows")
+            out.append({"check": "antisymmetry", "holds": [holds, two]})
         elif isinstance(inv.get("antisymmetry_holds"), int):
             out.append({"check": "antisymmetry", "holds": [inv["antisymmetry_holds"], n]})
         if isinstance(_get(cand, "sum_to_zero_holds"), int):
@@ -396,10 +395,9 @@ def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, 
             raise DataError(f"Split {split!r} in {dataset_dir} has features {ds.features}, other splits have "
                             f"{features}; one card (one config) needs the same features in every split.")
         features, first = ds.features, ds if split == main else first or ds
-        splits.append(SplitFacts(
-            name=split, num_bytes=ds._estimate_nbytes(), num_examples=len(ds),
-            download_size=sum(p.stat().st_size for p in paths),
-            files=[str(p.relative_to(dataset_dir)) for p in paths]))
+        splits.append(SplitFacts(name=split, num_bytes=ds._estimate_nbytes(), num_examples=len(ds),
+                                 download_size=sum(p.stat().st_size for p in paths),
+                                 files=[str(p.relative_to(dataset_dir)) for p in paths]))
     return features, sorted(splits, key=lambda s: s.name != main), first
 
 

@@ -34,7 +34,6 @@ PLACEHOLDERS = ("More Information needed", "需补充更多信息", "{{", "}}", 
 FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
 
 
-# YAML front matter, through the libraries' objects
 def size_category(n: int) -> str:
     """The hub's `size_categories` label for n examples."""
     bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
@@ -73,7 +72,6 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
                      tags=tags or None)
 
 
-# body: templates/card.md.jinja in each language, English first
 def fmt(value: Any, unknown: str = "unknown") -> str:
     """A value as the card prints it (floats to 6 significant digits; None = `unknown`, in the card's language)."""
     if value is None:
@@ -154,7 +152,6 @@ def write_card(facts: CardFacts) -> Path:
     return run.card
 
 
-# checks, preview, publishing
 def check_card(card_path: str | Path) -> dict[str, Any]:
     """Load the card with huggingface_hub and the data with datasets (through the card's configs); compare."""
     card_path = Path(card_path)

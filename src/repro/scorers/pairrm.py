@@ -125,8 +125,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
                         plan.append(_Pass(src, slots[i][0], slots[j][1], key))
                     index[i, j] = passes[key]
             per_prompt.append(index)
-        # longest first (the largest batches meet memory limits at once); ties by text so that the batches,
-        # hence the numbers, do not depend on the order of the input
+        # longest first (memory limits met at once); ties by text: the batches (so the numbers) ignore input order
         order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
         return plan, order, per_prompt
 

@@ -153,8 +153,7 @@ class SequenceClassifierScorer(BudgetedBatches):
             chat_template=self.template, tokenize=False)
 
     def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
-        pairs = {(p, c): None for p, cands in zip(prompts, candidates) for c in cands}
-        keys = list(pairs)
+        keys = list(dict.fromkeys((p, c) for p, cands in zip(prompts, candidates) for c in cands))
         texts = [self.render(p, c) for p, c in keys]
         plan: list[_Sequence] = []
         truncated = 0

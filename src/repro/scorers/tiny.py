@@ -22,9 +22,8 @@ from .tiny_policy import byte_tokenizer
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
-# microsoft/deberta-v3-large's config.json: the backbone of llm-blender/PairRM (what its RankerConfig loads), and
-# at other sizes the stand-ins'. Loading the llm-blender layout needs nothing of deberta-v3-large (llm-blender
-# downloads its 1.7 GB of weights only to overwrite them); vocab_size comes from the checkpoint's embeddings.
+# microsoft/deberta-v3-large's config.json: llm-blender/PairRM's backbone (llm-blender downloads its 1.7 GB of weights
+# only to overwrite them; loading needs just this), and at other sizes the stand-ins'.
 DEBERTA_V3_LARGE = dict(
     hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, hidden_act="gelu",
     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=0,
