@@ -270,11 +270,14 @@ class CardFacts:
     def length_rhos(self) -> list[tuple[str, float, float | None]]:
         """(unit, Spearman rho, p-value) of margin vs length difference (`length.margin_vs_length_difference`)."""
         length = (self.metrics or {}).get("length")
-        by_unit = length.get("margin_vs_length_difference") if isinstance(length, dict) else None
+        by_unit = _get(length, "margin_vs_length_difference")
         if isinstance(by_unit, dict):
             return [(unit, v["spearman"], v.get("pvalue")) for unit, v in by_unit.items()
                     if isinstance(v, dict) and isinstance(v.get("spearman"), (int, float))]
-        rho = _find_number(length, "spearman")  # another analysis' layout: the first Spearman rho under `length`
+        # another analysis' layout: the first number under `length` named Spearman, not its p-value or interval
+        rho = next((v for path, v in _flatten(length) if "spearman" in path.lower()
+                    and not any(a in path.lower().split(".")[-1] for a in ("pvalue", "p_value", "ci"))
+                    and isinstance(v, (int, float)) and not isinstance(v, bool)), None)
         return [] if rho is None else [("", rho, None)]
 
     @property
@@ -282,23 +285,18 @@ class CardFacts:
         """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `none`, `longer`, `shorter`."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
-        length = self.metrics.get("length")
         if not self.length_rhos:
-            return {"verdict": "absent", "reason": length.get("reason") if isinstance(length, dict) else None}
+            return {"verdict": "absent", "reason": _get(self.metrics, "length", "reason")}
         # a bias is called only when a unit's rho is both large enough and significant (p unknown: rho alone)
         marked = [rho for _, rho, p in self.length_rhos
                   if abs(rho) >= LENGTH_BIAS_RHO and (p is None or p < LENGTH_BIAS_P)]
-        rho = max(marked, key=abs) if marked else 0.0
-        return {"verdict": "none" if not marked else ("longer" if rho > 0 else "shorter")}
+        return {"verdict": "none" if not marked else ("longer" if max(marked, key=abs) > 0 else "shorter")}
 
     @property
     def strict_preferences(self) -> int | None:
         """Pairs with margin > 0, from metrics.json, when the analysis covered every row (else None)."""
-        metrics = self.metrics or {}
-        counts = (metrics.get("margin_sign") or {}).get("counts") or {}
-        if metrics.get("n") == self.num_examples and isinstance(counts.get("positive"), int):
-            return counts["positive"]
-        return None
+        positive = _get(self.metrics, "margin_sign", "counts", "positive")
+        return positive if _get(self.metrics, "n") == self.num_examples and isinstance(positive, int) else None
 
     def _repr_markdown_(self) -> str:
         splits = ", ".join(f"`{s.name}` {s.num_examples} rows" for s in self.splits)
@@ -427,9 +425,7 @@ def feature_type(feature: Any) -> dict[str, Any]:
 
 def hub_id(spec: str | None) -> str | None:
     """`spec` when it reads as a hub id (`owner/name`), else None."""
-    if not spec:
-        return None
-    parts = spec.split("/")
+    parts = (spec or "").split("/")
     return spec if len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~")) else None
 
 
@@ -508,13 +504,3 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     if isinstance(value, dict):
         return [leaf for k, v in value.items() for leaf in _flatten(v, f"{prefix}.{k}" if prefix else str(k))]
     return [(prefix, value)]
-
-
-def _find_number(tree: Any, must: str, avoid: tuple[str, ...] = ("pvalue", "p_value", "ci")) -> float | None:
-    """The first number in `tree` whose path contains `must` and none of `avoid` (metrics sub-keys vary)."""
-    for path, value in _flatten(tree):
-        low = path.lower()
-        if (must in low and not any(a in low.split(".")[-1] for a in avoid)
-                and isinstance(value, (int, float)) and not isinstance(value, bool)):
-            return value
-    return None
