@@ -6,6 +6,7 @@ One forward pass per ordered pair, `[CLS] <|source|> prompt [SEP] [CLS] <|candid
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -94,8 +95,8 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
 
     def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
         """Distinct passes (sorted longest first) and, per prompt, the pass index of every ordered pair."""
-        sources = {p: None for p in prompts}
-        texts = {c: None for cands in candidates for c in cands}
+        sources = dict.fromkeys(prompts)
+        texts = dict.fromkeys(c for cands in candidates for c in cands)
         source_ids = dict(zip(sources, self.encode_texts([self._text(SOURCE_PREFIX, p) for p in sources])))
         cand_ids = dict(zip(texts, self.encode_texts([self._text(CANDIDATE_PREFIX, c) for c in texts])))
         cand_prefix = self.prefix_ids[CANDIDATE_PREFIX]
@@ -115,15 +116,12 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
                     truncated[(c, budget)] = tuple(np.where(ids == cand_prefix, s, ids) for s in slot_ids)
                 slots.append(truncated[(c, budget)])
             index = np.full((len(cands), len(cands)), -1, dtype=np.int64)
-            for i, a in enumerate(cands):
-                for j, b in enumerate(cands):
-                    if i == j:
-                        continue
-                    key = (prompt, a, b)
-                    if key not in passes:
-                        passes[key] = len(plan)
-                        plan.append(_Pass(src, slots[i][0], slots[j][1], key))
-                    index[i, j] = passes[key]
+            for (i, a), (j, b) in itertools.permutations(enumerate(cands), 2):
+                key = (prompt, a, b)
+                if key not in passes:
+                    passes[key] = len(plan)
+                    plan.append(_Pass(src, slots[i][0], slots[j][1], key))
+                index[i, j] = passes[key]
             per_prompt.append(index)
         # longest first (memory limits met at once); ties by text: the batches (so the numbers) ignore input order
         order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
