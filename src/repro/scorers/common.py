@@ -36,8 +36,7 @@ def resolve_device(device: str | None):
         return torch.device("mps")
     match = re.fullmatch(r"cuda(?::(\d+))?", name)
     if not match:
-        raise ParameterError(f"device={device!r} is not a device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or "
-                             f"'mps'.")
+        raise ParameterError(f"device={device!r} is not a device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.")
     if not torch.cuda.is_available():
         raise ParameterError(
             f"device={device!r} was asked for but no CUDA GPU is visible (torch {torch.__version__}, "
@@ -83,8 +82,7 @@ def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidat
             raise DataError(f"Row {row}: {len(cands)} candidate(s); {need}. Drop the row or add candidates.")
         for i, cand in enumerate(cands):
             if not isinstance(cand, str):
-                raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a "
-                                f"string.")
+                raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a string.")
 
 
 def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:

@@ -136,8 +136,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
             ids[row, :p.length] = np.concatenate([p.source, p.first, p.second])
             mask[row, :p.length] = True
             positions[row] = (1, len(p.source) + 1, len(p.source) + len(p.first) + 1)
-        return (torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device),
-                torch.from_numpy(positions).to(self.device))
+        return tuple(torch.from_numpy(a).to(self.device) for a in (ids, mask, positions))
 
     def _forward(self, batch: list[_Pass]) -> np.ndarray:
         with torch.inference_mode():
