@@ -1,6 +1,5 @@
-"""The dataset card (notebooks/03_card): `facts` gathers what the run recorded and judges it; `publish` renders
-the body from `templates/` (the sentences, per language), writes the card with its YAML, checks, previews and
-publishes it."""
+"""The dataset card (notebooks/03_card): `facts` gathers and judges what the run recorded; `publish` renders the
+body from `templates/`, writes the card with its YAML, checks, previews and publishes it."""
 
 from .facts import (SCORE_BLOCKS, CardFacts, SplitFacts, effective_parameters, excluded_count, gather_facts,
                     public_value, shaping_parameters, split_files)

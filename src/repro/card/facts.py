@@ -1,8 +1,6 @@
-"""What the dataset card states: facts gathered from a run (or a dataset built elsewhere), and the judgements
-made on them (PairRM's invariant checks, the length-bias verdict, the schema against the seed's).
-
-Everything here is data; the sentences that say it are in `templates/` (see `publish.render_body`).
-"""
+"""What the dataset card states: facts gathered from a run (or a dataset built elsewhere) and the judgements made
+on them (PairRM's invariant checks, the length-bias verdict, the schema against the seed's); the sentences are in
+`templates/`."""
 
 from __future__ import annotations
 
@@ -31,8 +29,8 @@ DATA_DIR = "data"
 FIGURES_DIR = "figures"
 SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
 SEED_REPO = "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
-# what a card of a dataset built here states when `license` / `language` are not given: its sources' (UltraFeedback,
-# H4's binarisation and PairRM are MIT; the rows are English); a dataset not built here gets neither unless given
+# a dataset built here, when `license` / `language` are not given: its sources' (UltraFeedback, H4's binarisation
+# and PairRM are MIT; the rows are English); a dataset not built here gets neither unless given
 BUILT_LICENSE = "mit"
 BUILT_LANGUAGE = ["en"]
 # the score columns the analysis notebook describes (issue 4), in the card table's column order
@@ -226,15 +224,14 @@ class CardFacts:
         out = []
         if isinstance(inv.get("sign_order_fails"), int):
             out.append({"check": "sign", "holds": [n - inv["sign_order_fails"], n]})
-        cand = inv.get("candidate_scores") if isinstance(inv.get("candidate_scores"), dict) else None
+        cand = inv.get("candidate_scores")
         two = _get(cand, "two_candidate_rows")
         if two == 0 and isinstance(two, int):
-            per_row = cand.get("candidates_per_row") or {}
-            out.append({"check": "antisymmetry", "not_applicable": "no_two", "lo": per_row.get("min"),
-                        "hi": per_row.get("max")})
+            out.append({"check": "antisymmetry", "not_applicable": "no_two",
+                        "lo": _get(cand, "candidates_per_row", "min"), "hi": _get(cand, "candidates_per_row", "max")})
         elif isinstance(two, int):
-            out.append({"check": "antisymmetry",
-                        "holds": [cand.get("antisymmetry_holds_among_two_candidate_rows"), two]})
+            holds = cand.get("antisymmetry_holds_among_two_candidate_rows")
+            out.append({"check": "antisymmetry", "holds": [holds, two]})
         elif isinstance(inv.get("antisymmetry_holds"), int):
             out.append({"check": "antisymmetry", "holds": [inv["antisymmetry_holds"], n]})
         if isinstance(_get(cand, "sum_to_zero_holds"), int):
@@ -273,11 +270,14 @@ class CardFacts:
     def length_rhos(self) -> list[tuple[str, float, float | None]]:
         """(unit, Spearman rho, p-value) of margin vs length difference (`length.margin_vs_length_difference`)."""
         length = (self.metrics or {}).get("length")
-        by_unit = length.get("margin_vs_length_difference") if isinstance(length, dict) else None
+        by_unit = _get(length, "margin_vs_length_difference")
         if isinstance(by_unit, dict):
             return [(unit, v["spearman"], v.get("pvalue")) for unit, v in by_unit.items()
                     if isinstance(v, dict) and isinstance(v.get("spearman"), (int, float))]
-        rho = _find_number(length, "spearman")  # another analysis' layout: the first Spearman rho under `length`
+        # another analysis' layout: the first number under `length` named Spearman, not its p-value or interval
+        rho = next((v for path, v in _flatten(length) if "spearman" in path.lower()
+                    and not any(a in path.lower().split(".")[-1] for a in ("pvalue", "p_value", "ci"))
+                    and isinstance(v, (int, float)) and not isinstance(v, bool)), None)
         return [] if rho is None else [("", rho, None)]
 
     @property
@@ -285,23 +285,18 @@ class CardFacts:
         """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `none`, `longer`, `shorter`."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
-        length = self.metrics.get("length")
         if not self.length_rhos:
-            return {"verdict": "absent", "reason": length.get("reason") if isinstance(length, dict) else None}
+            return {"verdict": "absent", "reason": _get(self.metrics, "length", "reason")}
         # a bias is called only when a unit's rho is both large enough and significant (p unknown: rho alone)
         marked = [rho for _, rho, p in self.length_rhos
                   if abs(rho) >= LENGTH_BIAS_RHO and (p is None or p < LENGTH_BIAS_P)]
-        rho = max(marked, key=abs) if marked else 0.0
-        return {"verdict": "none" if not marked else ("longer" if rho > 0 else "shorter")}
+        return {"verdict": "none" if not marked else ("longer" if max(marked, key=abs) > 0 else "shorter")}
 
     @property
     def strict_preferences(self) -> int | None:
         """Pairs with margin > 0, from metrics.json, when the analysis covered every row (else None)."""
-        metrics = self.metrics or {}
-        counts = (metrics.get("margin_sign") or {}).get("counts") or {}
-        if metrics.get("n") == self.num_examples and isinstance(counts.get("positive"), int):
-            return counts["positive"]
-        return None
+        positive = _get(self.metrics, "margin_sign", "counts", "positive")
+        return positive if _get(self.metrics, "n") == self.num_examples and isinstance(positive, int) else None
 
     def _repr_markdown_(self) -> str:
         splits = ", ".join(f"`{s.name}` {s.num_examples} rows" for s in self.splits)
@@ -316,7 +311,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
     run = RunDir.of(params.run_root)
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
-    card_dataset = _foreign_dataset(params, run)
+    card_dataset = params.card_dataset
+    if card_dataset is not None:
+        path = Path(os.path.expanduser(card_dataset))
+        if path.exists() and path.resolve() in (run.root.resolve(), run.dataset.resolve()):
+            card_dataset = None  # the run's own dataset, named explicitly
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
     if card_dataset is not None:  # (claim refused a run directory that describes another dataset)
         write_split(load_source(card_dataset, params.card_split, "card_dataset", "card_split"), run.dataset,
@@ -326,8 +325,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
     features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"))
+    title = params.pretty_name or (params.hub_repo_id.split("/")[-1] if params.hub_repo_id else run.root.resolve().name)
     facts = CardFacts(
-        run=run, title=_title(params, run), features=features, splits=splits, built_here=built_here,
+        run=run, title=title, features=features, splits=splits, built_here=built_here,
         license=params.license or (BUILT_LICENSE if built_here else None),
         language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
         card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
@@ -339,7 +339,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.scorers = list(manifest.get("scorers") or [])
         facts.selfcheck = manifest.get("selfcheck") or None
         facts.test_split = manifest.get("test_split") or None
-        _check_counts(facts)
+        kept = facts.counts.get("kept")
+        if isinstance(kept, int) and kept != facts.num_examples:
+            raise DataError(
+                f"The manifest of {run.root} says {kept} rows were kept, but {run.dataset} holds "
+                f"{facts.num_examples}; the data changed after construction. Re-run notebooks/01_construct.ipynb.")
     elif isinstance(params.known_recipe, dict):
         facts.known_recipe = dict(params.known_recipe)
     elif params.known_recipe:
@@ -358,40 +362,19 @@ def gather_facts(params: "CardParams") -> CardFacts:
     return facts
 
 
-def _foreign_dataset(params: "CardParams", run: RunDir) -> str | None:
-    if params.card_dataset is None:
-        return None
-    path = Path(os.path.expanduser(params.card_dataset))
-    if path.exists() and path.resolve() in (run.root.resolve(), run.dataset.resolve()):
-        return None  # the run's own dataset, named explicitly
-    return params.card_dataset
-
-
-def _title(params: "CardParams", run: RunDir) -> str:
-    if params.pretty_name:
-        return params.pretty_name
-    if params.hub_repo_id:
-        return params.hub_repo_id.split("/")[-1]
-    return run.root.resolve().name
-
-
 def split_files(dataset_dir: str | Path) -> dict[str, list[Path]]:
     """The parquet shards under `data/`, by split, checked to be complete (`{split}-{i:05d}-of-{n:05d}.parquet`)."""
-    by_split: dict[str, list[tuple[int, int, Path]]] = {}
+    by_split: dict[str, list[Path]] = {}
     for path in sorted((Path(dataset_dir) / DATA_DIR).glob("*.parquet")):
-        m = SHARD_RE.match(path.name)
-        if m:
-            by_split.setdefault(m["split"], []).append((int(m["index"]), int(m["count"]), path))
-    out = {}
-    for split, shards in by_split.items():
-        counts = {c for _, c, _ in shards}
-        if len(counts) != 1 or sorted(i for i, _, _ in shards) != list(range(counts.pop())):
-            names = [p.name for _, _, p in shards]
+        if m := SHARD_RE.match(path.name):
+            by_split.setdefault(m["split"], []).append(path)
+    for split, paths in by_split.items():
+        names = [p.name for p in paths]  # sorted by index: all name the same count, zero-padded
+        if names != [f"{split}-{i:05d}-of-{len(paths):05d}.parquet" for i in range(len(paths))]:
             raise DataError(
                 f"Split {split!r} in {dataset_dir}/{DATA_DIR} has an incomplete or mixed set of shards {names}; "
                 f"re-write the split (repro.dataset_io.write_split) so it has {split}-00000-of-0000N ... shards.")
-        out[split] = [p for _, _, p in sorted(shards)]
-    return out
+    return by_split
 
 
 def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
@@ -410,10 +393,9 @@ def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, 
             raise DataError(f"Split {split!r} in {dataset_dir} has features {ds.features}, other splits have "
                             f"{features}; one card (one config) needs the same features in every split.")
         features, first = ds.features, ds if split == main else first or ds
-        splits.append(SplitFacts(
-            name=split, num_bytes=ds._estimate_nbytes(), num_examples=len(ds),
-            download_size=sum(p.stat().st_size for p in paths),
-            files=[str(p.relative_to(dataset_dir)) for p in paths]))
+        splits.append(SplitFacts(name=split, num_bytes=ds._estimate_nbytes(), num_examples=len(ds),
+                                 download_size=sum(p.stat().st_size for p in paths),
+                                 files=[str(p.relative_to(dataset_dir)) for p in paths]))
     return features, sorted(splits, key=lambda s: s.name != main), first
 
 
@@ -443,9 +425,7 @@ def feature_type(feature: Any) -> dict[str, Any]:
 
 def hub_id(spec: str | None) -> str | None:
     """`spec` when it reads as a hub id (`owner/name`), else None."""
-    if not spec:
-        return None
-    parts = spec.split("/")
+    parts = (spec or "").split("/")
     return spec if len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~")) else None
 
 
@@ -483,14 +463,6 @@ def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     defaults = {k: f.default for schema in schemas for k, f in schema.model_fields.items()
                 if k not in ("run_name", "run_dir")}
     return {**defaults, **recorded}
-
-
-def _check_counts(facts: CardFacts) -> None:
-    kept = facts.counts.get("kept")
-    if isinstance(kept, int) and kept != facts.num_examples:
-        raise DataError(
-            f"The manifest of {facts.run.root} says {kept} rows were kept, but {facts.run.dataset} holds "
-            f"{facts.num_examples}; the data changed after construction. Re-run notebooks/01_construct.ipynb.")
 
 
 def excluded_count(metrics: dict[str, Any]) -> int:
@@ -532,13 +504,3 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
     if isinstance(value, dict):
         return [leaf for k, v in value.items() for leaf in _flatten(v, f"{prefix}.{k}" if prefix else str(k))]
     return [(prefix, value)]
-
-
-def _find_number(tree: Any, must: str, avoid: tuple[str, ...] = ("pvalue", "p_value", "ci")) -> float | None:
-    """The first number in `tree` whose path contains `must` and none of `avoid` (metrics sub-keys vary)."""
-    for path, value in _flatten(tree):
-        low = path.lower()
-        if (must in low and not any(a in low.split(".")[-1] for a in avoid)
-                and isinstance(value, (int, float)) and not isinstance(value, bool)):
-            return value
-    return None

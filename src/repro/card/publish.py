@@ -1,8 +1,5 @@
-"""The card as a file: YAML through `datasets`/`huggingface_hub` objects, the body from the templates, then write,
-check, preview and publish (the notebook's remaining cells).
-
-Relies on datasets 5.2's metadata helpers (pinned in pyproject.toml; tests/golden guards the YAML).
-"""
+"""The card as a file: YAML through `datasets`/`huggingface_hub` objects (datasets 5.2's metadata helpers, pinned;
+tests/golden guards the YAML), the body from the templates; then write, check, preview and publish it."""
 
 from __future__ import annotations
 
@@ -37,9 +34,6 @@ PLACEHOLDERS = ("More Information needed", "需补充更多信息", "{{", "}}", 
 FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
 
 
-# ---------------------------------------------------------------------------------------------
-# YAML front matter, through the libraries' objects
-# ---------------------------------------------------------------------------------------------
 def size_category(n: int) -> str:
     """The hub's `size_categories` label for n examples."""
     bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
@@ -51,12 +45,10 @@ def card_data(features: Features, splits: list[SplitFacts], **metadata: Any) -> 
     """Card metadata as push_to_hub writes it (dataset_info, configs) plus `metadata` (license, tags, ...)."""
     data = DatasetCardData(**{k: v for k, v in metadata.items() if v is not None})
     # the same steps as datasets.arrow_dataset._get_updated_dataset_card on a first push
-    info = DatasetInfo(config_name=CONFIG_NAME, features=features, splits=SplitDict(), download_size=0,
-                       dataset_size=0)
+    sizes = {"download_size": sum(s.download_size for s in splits), "dataset_size": sum(s.num_bytes for s in splits)}
+    info = DatasetInfo(config_name=CONFIG_NAME, features=features, splits=SplitDict(), **sizes)
     for split in splits:
         info.splits.add(SplitInfo(name=split.name, num_bytes=split.num_bytes, num_examples=split.num_examples))
-        info.download_size += split.download_size
-        info.dataset_size += split.num_bytes
     info.size_in_bytes = info.download_size + info.dataset_size
     DatasetInfosDict({CONFIG_NAME: info}).to_dataset_card_data(data)
     configs = {"data_files": [{"split": s.name, "path": f"{DATA_DIR}/{s.name}-*"} for s in splits]}
@@ -73,21 +65,13 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
         source = hub_id(facts.parameters.get("source"))
     else:
         source = hub_id(facts.known_recipe.get("source"))
-    return card_data(
-        facts.features, facts.splits,
-        language=facts.language or None,
-        license=facts.license,
-        size_categories=[size_category(sum(s.num_examples for s in facts.splits))],  # every split
-        source_datasets=[f"extended|{source}"] if source else None,
-        task_categories=["text-generation"] if preference else None,
-        pretty_name=facts.title,
-        tags=tags or None,
-    )
+    return card_data(facts.features, facts.splits, language=facts.language or None, license=facts.license,
+                     size_categories=[size_category(sum(s.num_examples for s in facts.splits))],  # every split
+                     source_datasets=[f"extended|{source}"] if source else None,
+                     task_categories=["text-generation"] if preference else None, pretty_name=facts.title,
+                     tags=tags or None)
 
 
-# ---------------------------------------------------------------------------------------------
-# body: templates/card.md.jinja in each language, English first
-# ---------------------------------------------------------------------------------------------
 def fmt(value: Any, unknown: str = "unknown") -> str:
     """A value as the card prints it (floats to 6 significant digits; None = `unknown`, in the card's language)."""
     if value is None:
@@ -168,9 +152,6 @@ def write_card(facts: CardFacts) -> Path:
     return run.card
 
 
-# ---------------------------------------------------------------------------------------------
-# checks, preview, publishing
-# ---------------------------------------------------------------------------------------------
 def check_card(card_path: str | Path) -> dict[str, Any]:
     """Load the card with huggingface_hub and the data with datasets (through the card's configs); compare."""
     card_path = Path(card_path)
@@ -194,13 +175,11 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
 
 def placeholders(text: str) -> list[str]:
     """Template leftovers found in card text ("More Information needed", unfilled braces, ...)."""
-    low = text.lower()
-    return [p for p in PLACEHOLDERS if p.lower() in low]
+    return [p for p in PLACEHOLDERS if p.lower() in text.lower()]
 
 
 def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = None) -> str:
-    """The card's body with its figure links made relative to `notebook_dir`, the folder of the notebook that shows
-    it (default: `notebook_folder`), so that a notebook shows the figures without carrying megabytes of images."""
+    """The card's body, its figure links relative to the showing notebook's folder (so it carries no images)."""
     card_path = Path(card_path).resolve()
     folder = Path(notebook_dir) if notebook_dir is not None else notebook_folder(card_path)
 
@@ -214,9 +193,8 @@ def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = No
 
 
 def notebook_folder(card_path: str | Path) -> Path:
-    """Where the notebook showing a run's card lives: the run's notebooks/ while `repro run` executes 03_card there,
-    else the kernel's working folder (JupyterLab starts a kernel in the notebook's folder; plain papermill in the
-    folder it was started from, where its output notebook usually goes)."""
+    """The folder of the notebook showing a run's card: the executed 03_card's while `repro run` runs it, else the
+    kernel's working folder (JupyterLab's is the notebook's; papermill's, where its output usually goes)."""
     run = RunDir.of(Path(card_path).resolve().parent.parent)
     entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
     if entry.get("status") == "running" and entry.get("executed"):
@@ -231,13 +209,6 @@ def preview(card_path: str | Path):
     return Markdown(preview_markdown(card_path))
 
 
-def _offline() -> bool:
-    from huggingface_hub import constants
-
-    env = any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    return env or constants.is_offline_mode()
-
-
 class PublishError(ReproError):
     """The dataset folder could not be published (offline, no token, or the hub refused it)."""
 
@@ -250,11 +221,13 @@ def publish(params: "CardParams") -> str | None:
         return None
     if not run.card.exists():
         raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
-    if _offline():
+    from huggingface_hub import HfApi, constants, get_token
+
+    offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    if any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in offline) or constants.is_offline_mode():
         raise PublishError(
-            f"push_to_hub is true but the Hugging Face hub is switched off (HF_HUB_OFFLINE is set); nothing was "
-            f"uploaded. Unset HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false.")
-    from huggingface_hub import HfApi, get_token
+            "push_to_hub is true but the Hugging Face hub is switched off (HF_HUB_OFFLINE is set); nothing was "
+            "uploaded. Unset HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false.")
 
     token = get_token()
     if not token:

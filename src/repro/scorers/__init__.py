@@ -1,14 +1,11 @@
 """Reward-model scorers behind one interface: `load_scorer(model, kind=..., device=..., dtype=...)` returns a
 scorer whose `score(prompts, candidates)` gives float64 arrays (one score per candidate, input order) and whose
-`info` says what produced them. `kind` 'auto' is read from the checkpoint's config.json: llm-blender's ranker or
-DebertaV2PairRM is PairRM (scores sum to 0 over a prompt's candidates), a `*ForSequenceClassification` is a
-sequence classifier (its logit, on its own scale). Modules: common (devices, checks, token-budget batches),
-pairrm_* (the PairRM engine), sequence_classifier, tiny / tiny_policy (offline stand-ins), blender_compat.
+`info` says what produced them. PairRM's scores sum to 0 over a prompt's candidates; a sequence classifier's are
+its logits, on a scale of their own.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +13,7 @@ from ..errors import ModelLoadError, ParameterError
 from .blender_compat import BlenderScorer
 from .common import check_local_path
 from .pairrm import PairRM
-from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS
+from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS, read_config
 from .sequence_classifier import OPTIONS as SEQUENCE_CLASSIFIER_OPTIONS
 from .sequence_classifier import SequenceClassifierScorer
 from .tiny import BUILTIN_REWARD_MODELS
@@ -29,7 +26,7 @@ PAIRRM_OPTIONS = {  # each PairRM backend's own options
 
 
 def kind_of_config(config: dict[str, Any]) -> str | None:
-    """'pairrm' for llm-blender's ranker config or DebertaV2PairRM, 'sequence_classifier' for *ForSequenceClassification."""
+    """'pairrm' (llm-blender's ranker config, DebertaV2PairRM), 'sequence_classifier' (*ForSequenceClassification)."""
     architectures = config.get("architectures") or []
     if "ranker_type" in config or "DebertaV2PairRM" in architectures or "source_prefix_id" in config:
         return "pairrm"
@@ -40,19 +37,14 @@ def kind_of_config(config: dict[str, Any]) -> str | None:
 
 def _read_config(spec: str) -> dict[str, Any] | None:
     """A checkpoint's config.json: from its folder, or from the hub cache (or the hub, when online)."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        file = path / "config.json"
-    else:
-        try:
+    try:
+        folder = Path(spec).expanduser()
+        if not folder.is_dir():
             from huggingface_hub import hf_hub_download
 
-            file = Path(hf_hub_download(spec, "config.json"))
-        except Exception:  # offline and not cached, no such repo: the caller says what to do
-            return None
-    try:
-        return json.loads(file.read_text())
-    except (OSError, ValueError):
+            folder = Path(hf_hub_download(spec, "config.json")).parent
+        return read_config(folder)
+    except Exception:  # offline and not cached, no such repo, unreadable: the caller says what to do
         return None
 
 
@@ -70,8 +62,7 @@ def detect_kind(model: str | Path) -> str:
     check_local_path(spec, "Scorer model", "llm-blender/PairRM-hf")
     config = _read_config(spec)
     if config is None and not Path(spec).expanduser().is_dir():
-        if "pairrm" in spec.lower():
-            # a PairRM hub id neither cached nor reachable: its loader says how to fetch it
+        if "pairrm" in spec.lower():  # its loader says how to fetch it
             return "pairrm"
         raise ModelLoadError(
             f"Scorer model '{spec}' is neither a local folder nor in the hub cache, and the hub could not be asked "
@@ -111,6 +102,5 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
         if backend != "repro":
             raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
         return SequenceClassifierScorer.load(model, device=device, dtype=dtype, **options)
-    # PairRM limits not given (or None) are the checkpoint's own (llm-blender's RankerConfig), else 1224 / 412:
-    # `info["limits_from"]` says which
+    # PairRM limits not given are the checkpoint's own, else 1224 / 412: `info["limits_from"]` says which
     return (PairRM if backend == "repro" else BlenderScorer).load(model, device=device, dtype=dtype, **options)

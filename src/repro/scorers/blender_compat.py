@@ -1,9 +1,7 @@
 """The reference backend: llm-blender 0.0.2's own `Blender.loadranker` / `Blender.rank`, on transformers 5.
 
 Two names llm-blender imports from transformers < 5 are put back when this backend is used (never on `import
-repro`), and `restore_normalizer=True` gives its tokenizer back the spm.model normaliser of transformers <= 4.57.
-A checkpoint built by `repro.scorers.tiny` names its backbone as a folder beside it; PairRM-hf's layout is read
-through the same classes, its own folder serving as backbone.
+repro`); `restore_normalizer=True` gives its tokenizer back the spm.model normaliser of transformers <= 4.57.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from .common import check_inputs, is_stand_in, resolve_device, resolve_dtype
-from .pairrm_checkpoint import checkpoint_limits, detect_layout, read_config, resolve_model
+from .common import check_inputs, resolve_device, resolve_dtype
+from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, detect_layout, read_config, resolve_model
 from .pairrm_tokens import restore_sentencepiece_normalizer
 
 
@@ -71,21 +69,14 @@ def _quiet_loading():
             hf_logging.enable_progress_bar()
 
 
-class BlenderScorer:
+class BlenderScorer(PairRMScorerBase):
     """Scores from llm-blender's own code; the same interface as `repro.scorers.pairrm.PairRM`."""
 
     backend = "llm-blender"
-    kind = "pairrm"
 
-    def __init__(self, blender, *, spec: str, path: Path, layout: str, device: str, dtype: str, normalization: str,
-                 source_maxlength: int, candidate_maxlength: int, batch_size: int,
-                 limits_from: dict[str, str] | None = None):
-        self.blender = blender
-        self.spec, self.path, self.layout = spec, path, layout
-        self.device, self.dtype, self.normalization = device, dtype, normalization
-        self.source_maxlength, self.candidate_maxlength = source_maxlength, candidate_maxlength
-        self.batch_size = batch_size
-        self.limits_from = dict(limits_from or {"source_maxlength": "explicit", "candidate_maxlength": "explicit"})
+    def __init__(self, blender, *, batch_size: int, **facts):
+        super().__init__(**facts)
+        self.blender, self.batch_size = blender, batch_size
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
@@ -121,20 +112,15 @@ class BlenderScorer:
             blender.loadranker(str(path), device=blender_device, **overrides)
         if dtype_name == "fp16":
             blender.ranker.half()
-        normalization = "transformers-5"
-        if restore_normalizer and restore_sentencepiece_normalizer(blender.ranker_tokenizer):
-            normalization = "sentencepiece"
+        restored = restore_normalizer and restore_sentencepiece_normalizer(blender.ranker_tokenizer)
+        normalization = "sentencepiece" if restored else "transformers-5"
         return cls(blender, spec=str(model), path=path, layout=layout, device=str(torch_device), dtype=dtype_name,
                    normalization=normalization, batch_size=batch_size, limits_from=origins, **limits)
 
     @property
     def info(self) -> dict[str, Any]:
         """What produced the scores, for the run manifest."""
-        return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
-                "device": self.device, "dtype": self.dtype, "source_maxlength": self.source_maxlength,
-                "candidate_maxlength": self.candidate_maxlength, "limits_from": dict(self.limits_from),
-                "stand_in": is_stand_in(self.path),
-                "normalization": self.normalization, "batch_size": self.batch_size}
+        return {**super().info, "batch_size": self.batch_size}
 
     def comparison_matrices(self, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         """M per prompt from llm-blender's `_full_predict`, batched as `Blender.rank` batches (equal counts)."""
@@ -157,10 +143,8 @@ class BlenderScorer:
     @staticmethod
     def call_order(candidates: Sequence[Sequence[str]]) -> list[list[int]]:
         """The rows of each llm-blender call group: equal candidate counts, counts in order of first appearance."""
-        by_count: dict[int, list[int]] = {}
-        for row, cands in enumerate(candidates):
-            by_count.setdefault(len(cands), []).append(row)
-        return list(by_count.values())
+        counts = [len(cands) for cands in candidates]
+        return [[row for row, n in enumerate(counts) if n == count] for count in dict.fromkeys(counts)]
 
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
               return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
@@ -173,16 +157,13 @@ class BlenderScorer:
         for rows in self.call_order(candidates):
             for start in range(0, len(rows), step):
                 part = rows[start:start + step]
-                p = [prompts[r] for r in part]
-                c = [list(candidates[r]) for r in part]
+                p, c = [prompts[r] for r in part], [list(candidates[r]) for r in part]
                 ranked = self.blender.rank(p, c, return_scores=True, batch_size=self.batch_size, disable_tqdm=True,
                                            source_max_length=self.source_maxlength,
                                            candidate_max_length=self.candidate_maxlength)
-                for r, s in zip(part, ranked):
-                    scores[r] = np.asarray(s, dtype=np.float64)
-                if return_matrix:
-                    for r, m in zip(part, self.comparison_matrices(p, c)):
-                        matrices[r] = m
+                found = self.comparison_matrices(p, c) if return_matrix else [None] * len(part)
+                for r, s, m in zip(part, ranked, found):
+                    scores[r], matrices[r] = np.asarray(s, dtype=np.float64), m
                 if progress is not None:
                     progress(len(part))
         return (scores, matrices) if return_matrix else scores

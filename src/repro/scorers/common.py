@@ -28,18 +28,15 @@ def resolve_device(device: str | None):
     import torch
 
     name = str(device or "auto").strip().lower()
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cpu":
-        return torch.device("cpu")
+    if name in ("auto", "cpu"):
+        return torch.device("cuda" if name == "auto" and torch.cuda.is_available() else "cpu")
     if name == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
             raise ParameterError("device='mps' was asked for but this torch sees no Apple GPU; use 'cpu' or 'auto'.")
         return torch.device("mps")
     match = re.fullmatch(r"cuda(?::(\d+))?", name)
     if not match:
-        raise ParameterError(f"device={device!r} is not a device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or "
-                             f"'mps'.")
+        raise ParameterError(f"device={device!r} is not a device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.")
     if not torch.cuda.is_available():
         raise ParameterError(
             f"device={device!r} was asked for but no CUDA GPU is visible (torch {torch.__version__}, "
@@ -80,15 +77,12 @@ def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidat
         if isinstance(cands, str) or not isinstance(cands, Sequence):
             raise DataError(f"Row {row}: candidates is {type(cands).__name__}, expected a list of strings.")
         if len(cands) < min_candidates:
-            if min_candidates == 2:
-                raise DataError(f"Row {row}: {len(cands)} candidate(s); PairRM compares pairs, so each prompt needs "
-                                f"at least two. Drop the row or add candidates.")
-            raise DataError(f"Row {row}: {len(cands)} candidate(s); each prompt needs at least {min_candidates}. "
-                            f"Drop the row or add candidates.")
+            need = ("PairRM compares pairs, so each prompt needs at least two" if min_candidates == 2
+                    else f"each prompt needs at least {min_candidates}")
+            raise DataError(f"Row {row}: {len(cands)} candidate(s); {need}. Drop the row or add candidates.")
         for i, cand in enumerate(cands):
             if not isinstance(cand, str):
-                raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a "
-                                f"string.")
+                raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a string.")
 
 
 def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:
@@ -126,19 +120,22 @@ class BudgetedBatches:
     """Runs `self._forward(items)` over items sorted longest first, `batch_tokens` padded tokens at a time; the
     subclass sets `device`, `dtype`, `max_batch_tokens` (lowered for good by an out-of-memory) and its words."""
 
-    label = "scorer"
-    unit = "pass"
-    shrink_hint = "smaller length limits"
+    label, unit, shrink_hint = "scorer", "pass", "smaller length limits"
+    max_batch_tokens: int | None = None  # an out-of-memory lowers it for the rest of the scorer's life
 
-    def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int,
-             on_done: Callable[[list[int]], None]) -> np.ndarray:
-        """The output of every item of `plan` in batches of at most `batch_tokens` padded tokens; an out-of-memory
-        halves the budget and starts the call over (rounding depends on the batches: the result is exactly that of
-        a call with the halved budget)."""
+    def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int, needed: Sequence[Sequence[int]],
+             progress: Callable[[int], Any] | None) -> np.ndarray:
+        """Each item's output; `progress(n)`: prompts whose `needed` items are newly all done. An out-of-memory halves
+        the budget and starts over (the result is that of a call with the halved budget: rounding depends on it)."""
         import torch
 
         if batch_tokens < 1:
             raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
+        users: list[list[int]] = [[] for _ in plan]  # the prompts that need each item
+        for row, items in enumerate(needed):
+            for k in items:
+                users[k].append(row)
+        remaining = [len(items) for items in needed]
         out = np.empty(len(plan), dtype=np.float32)
         budget = self.effective_batch_tokens(batch_tokens)
         reported: set[int] = set()  # items whose progress was reported before a restart
@@ -158,17 +155,20 @@ class BudgetedBatches:
                 new_budget = max(width, (len(chunk) * width) // 2)
                 warnings.warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting "
                               f"this call over with batch_tokens={new_budget}, kept from now on (scores depend on "
-                              f"the budget: set batch_tokens={new_budget}, or --batch-tokens {new_budget}, to start there).",
-                              RuntimeWarning, stacklevel=3)
+                              f"the budget: set batch_tokens={new_budget}, or --batch-tokens {new_budget}, to "
+                              f"start there).", RuntimeWarning, stacklevel=3)
                 budget = self.max_batch_tokens = new_budget
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
                 reported.update(order[:start])
                 start = 0
                 continue
-            new = [k for k in chunk if k not in reported]
-            if new:
-                on_done(new)
+            finished = 0
+            for row in (row for k in chunk if k not in reported for row in users[k]):
+                remaining[row] -= 1
+                finished += remaining[row] == 0
+            if progress is not None and finished:
+                progress(finished)
             start = stop
         return out
 
@@ -180,25 +180,3 @@ class BudgetedBatches:
         """The budget a call with `batch_tokens` uses: lower after an out-of-memory (the scores depend on it)."""
         budget = int(batch_tokens)
         return budget if self.max_batch_tokens is None else min(budget, self.max_batch_tokens)
-
-
-def prompts_done_counter(needed: Sequence[Sequence[int]], n_items: int,
-                         progress: Callable[[int], Any] | None) -> Callable[[list[int]], None]:
-    """An `on_done(items)` calling `progress(n)` with the number of prompts whose needed items are now all done."""
-    users: list[list[int]] = [[] for _ in range(n_items)]
-    remaining = []
-    for row, items in enumerate(needed):
-        remaining.append(len(items))
-        for k in items:
-            users[k].append(row)
-
-    def on_done(chunk: list[int]) -> None:
-        finished = 0
-        for k in chunk:
-            for row in users[k]:
-                remaining[row] -= 1
-                finished += remaining[row] == 0
-        if progress is not None and finished:
-            progress(finished)
-
-    return on_done

@@ -1,13 +1,12 @@
-"""PairRM's engine: llm-blender's pairwise reward model, scored fast on current transformers.
+"""PairRM's engine: llm-blender's pairwise reward model (`Blender.rank(..., return_scores=True)` at batch_size=1).
 
-One forward pass per ordered pair of candidates, `[CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP]
-[CLS] <|candidate2|> b [SEP]`, gives M[i, j]; score_i = mean over j of (M[i, j] − M[j, i]), with llm-blender's
-token limits at `batch_size=1` (`Blender.rank(..., return_scores=True)`). Every distinct text is tokenised once,
-identical passes are computed once, and passes are packed longest first into batches by a token budget.
+One forward pass per ordered pair, `[CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP] [CLS] <|candidate2|> b
+[SEP]`, gives M[i, j]. Each distinct text is tokenised once, each distinct pass run once, longest first by token budget.
 """
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -17,9 +16,9 @@ import torch
 
 from ..errors import DataError, ModelLoadError
 from ..parameters import DEFAULT_BATCH_TOKENS
-from .common import (BudgetedBatches, check_inputs, is_stand_in,
-                     prompts_done_counter, resolve_device, resolve_dtype, torch_dtype)
-from .pairrm_checkpoint import PairRMModel, checkpoint_limits, load_pairrm_model, read_config, resolve_model
+from .common import BudgetedBatches, check_inputs, resolve_device, resolve_dtype, torch_dtype
+from .pairrm_attention import PairRMModel
+from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, load_pairrm_model, read_config, resolve_model
 from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
                             load_tokenizer)
 
@@ -43,33 +42,20 @@ class _Pass:
 
 def _truncate(ids: np.ndarray, max_length: int) -> np.ndarray:
     """What the tokenizer's own truncation keeps: [CLS] + the first max_length − 2 tokens + [SEP]."""
-    if len(ids) <= max_length:
-        return ids
-    return np.concatenate([ids[:max_length - 1], ids[-1:]])
+    return ids if len(ids) <= max_length else np.concatenate([ids[:max_length - 1], ids[-1:]])
 
 
-class PairRM(BudgetedBatches):
+class PairRM(PairRMScorerBase, BudgetedBatches):
     """PairRM scorer (backend "repro"): load with `PairRM.load(model, device=..., dtype=...)`."""
 
-    backend = "repro"
-    kind = "pairrm"
     label, unit, shrink_hint = "PairRM", "pass", "smaller source_maxlength/candidate_maxlength"
 
-    def __init__(self, model: PairRMModel, tokenizer, *, spec: str, path: Path, layout: str, device: torch.device,
-                 dtype: str, normalization: str, source_maxlength: int, candidate_maxlength: int,
-                 limits_from: dict[str, str] | None = None):
+    def __init__(self, model: PairRMModel, tokenizer, **facts):
+        super().__init__(**facts)
         self.model, self.tokenizer = model, tokenizer
-        self.spec, self.path, self.layout = spec, path, layout
-        self.device, self.dtype, self.normalization = device, dtype, normalization
-        self.source_maxlength, self.candidate_maxlength = int(source_maxlength), int(candidate_maxlength)
-        # where each limit came from: "explicit" | "checkpoint config" | "default" (checkpoint_limits)
-        self.limits_from = dict(limits_from or {"source_maxlength": "explicit", "candidate_maxlength": "explicit"})
-        ids = tokenizer.convert_tokens_to_ids(list(PREFIX_TOKENS))
-        self.prefix_ids = dict(zip(PREFIX_TOKENS, ids))
+        self.prefix_ids = dict(zip(PREFIX_TOKENS, tokenizer.convert_tokens_to_ids(list(PREFIX_TOKENS))))
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.sep_token = tokenizer.sep_token or "[SEP]"
-        # a CUDA out-of-memory lowers this for the rest of the scorer's life
-        self.max_batch_tokens: int | None = None
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
@@ -82,10 +68,8 @@ class PairRM(BudgetedBatches):
         path = resolve_model(model)
         limits, origins = checkpoint_limits(read_config(path), source_maxlength, candidate_maxlength)
         module, facts = load_pairrm_model(path, fast_attention=fast_attention)
-        fallback = None
-        if facts["layout"] == "llm-blender":
-            name = facts["config"].get("model_name") or "microsoft/deberta-v3-large"
-            fallback = path / name if (path / name).is_dir() else name
+        name = facts["config"].get("model_name") or "microsoft/deberta-v3-large"
+        fallback = (path / name if (path / name).is_dir() else name) if facts["layout"] == "llm-blender" else None
         tokenizer, how = load_tokenizer(path, fallback)
         if len(tokenizer) > facts["backbone"].vocab_size:
             raise ModelLoadError(f"The tokenizer of {path} has {len(tokenizer)} tokens but the model's embeddings "
@@ -94,15 +78,6 @@ class PairRM(BudgetedBatches):
         return cls(module, tokenizer, spec=str(model), path=path, layout=facts["layout"], device=torch_device,
                    dtype=dtype_name, normalization=how, limits_from=origins, **limits)
 
-    @property
-    def info(self) -> dict[str, Any]:
-        """What produced the scores, for the run manifest."""
-        return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
-                "device": str(self.device), "dtype": self.dtype, "source_maxlength": self.source_maxlength,
-                "candidate_maxlength": self.candidate_maxlength, "limits_from": dict(self.limits_from),
-                "stand_in": is_stand_in(self.path), "normalization": self.normalization}
-
-    # -- tokenisation ---------------------------------------------------------------------------
     def _text(self, prefix: str, text: str) -> str:
         # llm-blender's collator turns the separator token inside texts into a space
         text = text.replace(self.sep_token, " ")
@@ -120,8 +95,8 @@ class PairRM(BudgetedBatches):
 
     def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
         """Distinct passes (sorted longest first) and, per prompt, the pass index of every ordered pair."""
-        sources = {p: None for p in prompts}
-        texts = {c: None for cands in candidates for c in cands}
+        sources = dict.fromkeys(prompts)
+        texts = dict.fromkeys(c for cands in candidates for c in cands)
         source_ids = dict(zip(sources, self.encode_texts([self._text(SOURCE_PREFIX, p) for p in sources])))
         cand_ids = dict(zip(texts, self.encode_texts([self._text(CANDIDATE_PREFIX, c) for c in texts])))
         cand_prefix = self.prefix_ids[CANDIDATE_PREFIX]
@@ -141,22 +116,17 @@ class PairRM(BudgetedBatches):
                     truncated[(c, budget)] = tuple(np.where(ids == cand_prefix, s, ids) for s in slot_ids)
                 slots.append(truncated[(c, budget)])
             index = np.full((len(cands), len(cands)), -1, dtype=np.int64)
-            for i, a in enumerate(cands):
-                for j, b in enumerate(cands):
-                    if i == j:
-                        continue
-                    key = (prompt, a, b)
-                    if key not in passes:
-                        passes[key] = len(plan)
-                        plan.append(_Pass(src, slots[i][0], slots[j][1], key))
-                    index[i, j] = passes[key]
+            for (i, a), (j, b) in itertools.permutations(enumerate(cands), 2):
+                key = (prompt, a, b)
+                if key not in passes:
+                    passes[key] = len(plan)
+                    plan.append(_Pass(src, slots[i][0], slots[j][1], key))
+                index[i, j] = passes[key]
             per_prompt.append(index)
-        # longest first (the largest batches meet memory limits at once); ties by text so that the batches,
-        # hence the numbers, do not depend on the order of the input
+        # longest first (memory limits met at once); ties by text: the batches (so the numbers) ignore input order
         order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
         return plan, order, per_prompt
 
-    # -- forward passes -------------------------------------------------------------------------
     def _batch_tensors(self, batch: list[_Pass]):
         width = max(p.length for p in batch)
         ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
@@ -166,28 +136,22 @@ class PairRM(BudgetedBatches):
             ids[row, :p.length] = np.concatenate([p.source, p.first, p.second])
             mask[row, :p.length] = True
             positions[row] = (1, len(p.source) + 1, len(p.source) + len(p.first) + 1)
-        return (torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device),
-                torch.from_numpy(positions).to(self.device))
+        return tuple(torch.from_numpy(a).to(self.device) for a in (ids, mask, positions))
 
     def _forward(self, batch: list[_Pass]) -> np.ndarray:
         with torch.inference_mode():
             logits = self.model(*self._batch_tensors(batch))
         return logits.float().cpu().numpy()
 
-    # -- public ---------------------------------------------------------------------------------
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
               batch_tokens: int = DEFAULT_BATCH_TOKENS, return_matrix: bool = False,
               progress: Callable[[int], Any] | None = None):
-        """PairRM scores per prompt (float64 arrays, input order); with `return_matrix` also each M;
-        `progress(n)` gets the number of prompts newly finished after each batch."""
+        """PairRM scores per prompt (float64, input order), each M too with `return_matrix`; `progress(n)` as `_run`."""
         check_inputs(prompts, candidates)
         plan, order, per_prompt = self.plan(prompts, candidates)
-        on_done = prompts_done_counter([np.unique(index[index >= 0]) for index in per_prompt], len(plan), progress)
-        logits = self._run(plan, order, batch_tokens, on_done)
-        matrices = []
-        for index in per_prompt:
-            m = np.where(index >= 0, logits[np.maximum(index, 0)].astype(np.float64), 0.0)
-            matrices.append(m)
+        needed = [np.unique(index[index >= 0]) for index in per_prompt]
+        logits = self._run(plan, order, batch_tokens, needed, progress)
+        matrices = [np.where(index >= 0, logits[np.maximum(index, 0)].astype(np.float64), 0.0) for index in per_prompt]
         scores = [scores_from_matrix(m) for m in matrices]
         return (scores, matrices) if return_matrix else scores
 

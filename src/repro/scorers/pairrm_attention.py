@@ -1,26 +1,53 @@
-"""DeBERTa-v3's disentangled attention for PairRM inference: transformers' arithmetic with fewer L×L passes
-(`install_fast_attention(model)`; the model builds `batch_context` once per forward for all layers).
+"""PairRM's network (DeBERTa-v2 backbone + llm-blender's head) and, for inference, DeBERTa-v3's disentangled attention
+with transformers' arithmetic but fewer L×L passes (`install_fast_attention`).
+
+The relative-position gather indices are built once per batch (`batch_context`), not per layer; the 1/√(3d) scale is
+applied to the L×2k position scores before the gather to L×L; a key-padding mask (skipped without padding) replaces
+the [b, 1, L, L] one; q/k/v stay views. On CPU these element-wise L×L passes cost as much as the matmuls.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+import types
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from .pairrm_checkpoint import PairRMModel
+from torch import nn
 
 
-# ------------------------------------------------------------------------------------------------
-# DeBERTa-v3's disentangled attention, for inference, with the same arithmetic as transformers'
-# DisentangledSelfAttention but fewer passes over the L×L matrices: the relative-position gather indices
-# are built once per batch instead of once per layer, the 1/√(3d) scale is applied to the L×2k position
-# scores before they are gathered to L×L, the [b, 1, L, L] mask is replaced by a key-padding mask (real
-# query rows see exactly the same keys) that is skipped when the batch has no padding, and q/k/v stay
-# views instead of being copied per head. On CPU these element-wise L×L passes cost as much as the matmuls.
-# ------------------------------------------------------------------------------------------------
+class PairRMModel(nn.Module):
+    """DeBERTa-v2 backbone + llm-blender's head; state-dict keys `pretrained_model.*` and `head_layer.*`."""
+
+    def __init__(self, config, n_tasks: int = 1, drop_out: float = 0.05):
+        super().__init__()
+        from transformers import DebertaV2Model
+
+        hidden = config.hidden_size
+        self.pretrained_model = DebertaV2Model(config)
+        self.head_layer = nn.Sequential(nn.Dropout(drop_out), nn.Linear(2 * hidden, hidden), nn.Tanh(),
+                                        nn.Dropout(drop_out), nn.Linear(hidden, n_tasks))
+        self.fast_attention = False
+        self.batch: dict[str, Any] = {}  # per forward: what every layer's fast attention shares
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                prefix_positions: torch.Tensor) -> torch.Tensor:
+        """pair_logits [batch]: head(source, candidate1) − head(source, candidate2), averaged over tasks."""
+        if self.fast_attention:
+            self.batch = batch_context(self.pretrained_model.encoder, attention_mask)
+        try:
+            hidden = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        finally:
+            self.batch = {}
+        rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
+        source, cand1, cand2 = hidden[rows, prefix_positions].unbind(1)
+        left = self.head_layer(torch.cat([source, cand1], dim=-1))
+        right = self.head_layer(torch.cat([source, cand2], dim=-1))
+        return (left - right).mean(dim=-1)
+
+
 def batch_context(encoder, attention_mask: torch.Tensor) -> dict[str, Any]:
+    """What every layer's attention in one forward shares: the gather indices and the key-padding mask."""
     from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
 
     length = attention_mask.shape[1]
@@ -28,16 +55,14 @@ def batch_context(encoder, attention_mask: torch.Tensor) -> dict[str, Any]:
     relative_pos = build_relative_position(probe, probe, bucket_size=encoder.position_buckets,
                                            max_position=encoder.max_relative_positions)[0]
     span = encoder.position_buckets
-    return {
-        "c2p_index": torch.clamp(relative_pos + span, 0, 2 * span - 1),
-        "p2c_index": torch.clamp(-relative_pos + span, 0, 2 * span - 1),
-        "key_padding": None if bool(attention_mask.all()) else ~attention_mask.bool(),
-    }
+    return {"c2p_index": torch.clamp(relative_pos + span, 0, 2 * span - 1),
+            "p2c_index": torch.clamp(-relative_pos + span, 0, 2 * span - 1),
+            "key_padding": None if bool(attention_mask.all()) else ~attention_mask.bool()}
 
 
 def _fast_attention_forward(self, hidden_states, attention_mask, output_attentions=False, query_states=None,
-                            relative_pos=None, rel_embeddings=None, *, owner: "PairRMModel"):
-    batch = owner._batch
+                            relative_pos=None, rel_embeddings=None, *, owner: PairRMModel):
+    batch = owner.batch
     b, length, _ = hidden_states.shape
     heads = self.num_attention_heads
     dtype = hidden_states.dtype
@@ -67,11 +92,8 @@ def _fast_attention_forward(self, hidden_states, attention_mask, output_attentio
     return context, None
 
 
-def install_fast_attention(model: "PairRMModel") -> bool:
+def install_fast_attention(model: PairRMModel) -> bool:
     """Route the backbone's attention through `_fast_attention_forward` (DeBERTa-v3's settings only)."""
-    import functools
-    import types
-
     from transformers.models.deberta_v2.modeling_deberta_v2 import DisentangledSelfAttention
 
     config = model.pretrained_model.config

@@ -1,6 +1,5 @@
-"""PairRM checkpoints: finding one (built-in stand-in, folder, hub id), telling its layout (llm-blender's
-RankerConfig as `llm-blender/PairRM` ships it, or the Transformers one of `llm-blender/PairRM-hf`), building the model.
-"""
+"""PairRM checkpoints: finding one (built-in stand-in, folder, hub id), telling its layout (llm-blender's RankerConfig
+of `llm-blender/PairRM`, or the Transformers one of `llm-blender/PairRM-hf`), building the model."""
 
 from __future__ import annotations
 
@@ -9,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
 from ..paths import cache_root, looks_like_path
-from .common import check_local_path
-from .pairrm_attention import batch_context, install_fast_attention
+from .common import check_local_path, is_stand_in
+from .pairrm_attention import PairRMModel, install_fast_attention
 from .tiny import DEBERTA_V3_LARGE, build_cached_tiny_pairrm
 
 BUILTIN_TINY = "builtin:tiny-pairrm"
@@ -95,9 +93,8 @@ def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = Non
                       candidate_maxlength: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
     """The limits and where each came from: "explicit", "checkpoint config" (llm-blender's RankerConfig, as
     `Blender.rank` reads it), or "default" (1224 / 412, what PairRM-hf's card uses: its config carries none)."""
-    given = dict(zip(LIMIT_NAMES, (source_maxlength, candidate_maxlength)))
     limits, origins = {}, {}
-    for name, value in given.items():
+    for name, value in zip(LIMIT_NAMES, (source_maxlength, candidate_maxlength)):
         if value is not None:
             limits[name], origins[name] = int(value), "explicit"
         elif config.get(name) is not None:
@@ -116,34 +113,27 @@ def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = Non
     return limits, origins
 
 
-class PairRMModel(nn.Module):
-    """DeBERTa-v2 backbone + llm-blender's head; state-dict keys `pretrained_model.*` and `head_layer.*`."""
+class PairRMScorerBase:
+    """What both PairRM backends record of themselves (`info`, for the run manifest)."""
 
-    def __init__(self, config, n_tasks: int = 1, drop_out: float = 0.05):
-        super().__init__()
-        from transformers import DebertaV2Model
+    kind = "pairrm"
+    backend = "repro"
 
-        hidden = config.hidden_size
-        self.pretrained_model = DebertaV2Model(config)
-        self.head_layer = nn.Sequential(nn.Dropout(drop_out), nn.Linear(2 * hidden, hidden), nn.Tanh(),
-                                        nn.Dropout(drop_out), nn.Linear(hidden, n_tasks))
-        self.fast_attention = False
-        self._batch: dict[str, Any] = {}  # per forward: what every layer's fast attention shares
+    def __init__(self, *, spec: str, path: Path, layout: str, device, dtype: str, normalization: str,
+                 source_maxlength: int, candidate_maxlength: int, limits_from: dict[str, str] | None = None):
+        self.spec, self.path, self.layout = spec, path, layout
+        self.device, self.dtype, self.normalization = device, dtype, normalization
+        self.source_maxlength, self.candidate_maxlength = int(source_maxlength), int(candidate_maxlength)
+        # where each limit came from: "explicit" | "checkpoint config" | "default" (checkpoint_limits)
+        self.limits_from = dict(limits_from or dict.fromkeys(LIMIT_NAMES, "explicit"))
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                prefix_positions: torch.Tensor) -> torch.Tensor:
-        """pair_logits [batch]: head(source, candidate1) − head(source, candidate2), averaged over tasks."""
-        if self.fast_attention:
-            self._batch = batch_context(self.pretrained_model.encoder, attention_mask)
-        try:
-            hidden = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        finally:
-            self._batch = {}
-        rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
-        source, cand1, cand2 = hidden[rows, prefix_positions].unbind(1)
-        left = self.head_layer(torch.cat([source, cand1], dim=-1))
-        right = self.head_layer(torch.cat([source, cand2], dim=-1))
-        return (left - right).mean(dim=-1)
+    @property
+    def info(self) -> dict[str, Any]:
+        """What produced the scores, for the run manifest."""
+        return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
+                "device": str(self.device), "dtype": self.dtype, "source_maxlength": self.source_maxlength,
+                "candidate_maxlength": self.candidate_maxlength, "limits_from": dict(self.limits_from),
+                "stand_in": is_stand_in(self.path), "normalization": self.normalization}
 
 
 def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:

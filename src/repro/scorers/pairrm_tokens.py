@@ -8,9 +8,8 @@ from pathlib import Path
 
 from ..errors import ModelLoadError
 
-SOURCE_PREFIX, CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX = (
+PREFIX_TOKENS = SOURCE_PREFIX, CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX = (
     "<|source|>", "<|candidate1|>", "<|candidate2|>", "<|candidate|>")
-PREFIX_TOKENS = (SOURCE_PREFIX, CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX)
 
 
 def sentencepiece_normalizer(precompiled_charsmap: bytes):

@@ -1,9 +1,8 @@
 """Sequence-classifier reward models: any `AutoModelForSequenceClassification` checkpoint with one output.
 
-The prompt and a candidate are rendered as a user and an assistant turn with the model's chat template,
-tokenised without added special tokens, and scored one sequence each: the score is the logit (no sum-to-zero,
-a scale of its own). Sequences are sorted longest first (ties by text) and packed into right-padded batches by
-a token budget, so a score does not depend on the input order or its batch neighbours (to float rounding).
+(prompt, candidate) is rendered as a user and an assistant turn with the chat template, tokenised without added
+special tokens, and scored as one sequence: its logit. Sequences run longest first (ties by text) in right-padded
+batches by token budget, so a score does not depend on the input order or its batch neighbours (to float rounding).
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ import numpy as np
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import DEFAULT_BATCH_TOKENS
 from ..paths import cache_root
-from .common import (BudgetedBatches, check_inputs, check_local_path, is_stand_in,
-                     prompts_done_counter, resolve_device, resolve_dtype, torch_dtype)
+from .common import (BudgetedBatches, check_inputs, check_local_path, is_stand_in, resolve_device, resolve_dtype,
+                     torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_cached_tiny_reward_model
 
 OPTIONS = ("chat_template", "trust_remote_code", "output_index", "max_length")
@@ -87,7 +86,6 @@ class SequenceClassifierScorer(BudgetedBatches):
         self.template, self.template_source = template, template_source
         self.output_index, self.max_length = output_index, max_length
         self.trust_remote_code = trust_remote_code
-        self.max_batch_tokens: int | None = None
         self.pad_id = getattr(model.config, "pad_token_id", None)
 
     @classmethod
@@ -133,8 +131,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         if isinstance(template, dict):  # several named templates: the default one renders conversations
             template = template.get("default") or next(iter(template.values()))
         module.to(torch_device).eval()
-        if max_length is None:
-            max_length = getattr(config, "max_position_embeddings", None)
+        max_length = max_length or getattr(config, "max_position_embeddings", None)
         return cls(module, tokenizer, spec=spec, path=path, device=torch_device, dtype=dtype_name, template=template,
                    template_source="given" if chat_template else "the model's", output_index=output_index,
                    max_length=int(max_length) if max_length else None, trust_remote_code=bool(trust_remote_code))
@@ -149,7 +146,6 @@ class SequenceClassifierScorer(BudgetedBatches):
                 "trust_remote_code": self.trust_remote_code, "stand_in": is_stand_in(self.path),
                 "score": SCORE_MEANING}
 
-    # -- tokenisation ---------------------------------------------------------------------------
     def render(self, prompt: str, candidate: str) -> str:
         """The conversation text of one (prompt, candidate): a user turn and an assistant turn."""
         return self.tokenizer.apply_chat_template(
@@ -157,8 +153,7 @@ class SequenceClassifierScorer(BudgetedBatches):
             chat_template=self.template, tokenize=False)
 
     def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
-        pairs = {(p, c): None for p, cands in zip(prompts, candidates) for c in cands}
-        keys = list(pairs)
+        keys = list(dict.fromkeys((p, c) for p, cands in zip(prompts, candidates) for c in cands))
         texts = [self.render(p, c) for p, c in keys]
         plan: list[_Sequence] = []
         truncated = 0
@@ -176,9 +171,8 @@ class SequenceClassifierScorer(BudgetedBatches):
         order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
         return plan, order, per_prompt
 
-    # -- forward passes -------------------------------------------------------------------------
     def _pad_id(self, batch: list[_Sequence]) -> int:
-        """The model's pad id; without one, an id that ends no sequence of the batch (pooling reads the last real one)."""
+        """The model's pad id, else an id that ends no sequence of the batch (pooling reads the last real one)."""
         if self.pad_id is not None:
             return int(self.pad_id)
         last = {int(s.ids[-1]) for s in batch}
@@ -210,13 +204,11 @@ class SequenceClassifierScorer(BudgetedBatches):
         logits = logits.float().reshape(len(batch), -1)
         return logits[:, self.output_index or 0].cpu().numpy()
 
-    # -- public ---------------------------------------------------------------------------------
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
               batch_tokens: int = DEFAULT_BATCH_TOKENS,
               progress: Callable[[int], Any] | None = None) -> list[np.ndarray]:
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
         check_inputs(prompts, candidates, min_candidates=1)
         plan, order, per_prompt = self.plan(prompts, candidates)
-        on_done = prompts_done_counter([np.unique(index) for index in per_prompt], len(plan), progress)
-        logits = self._run(plan, order, batch_tokens, on_done)
+        logits = self._run(plan, order, batch_tokens, [np.unique(index) for index in per_prompt], progress)
         return [logits[index].astype(np.float64) for index in per_prompt]

@@ -1,8 +1,6 @@
-"""The scorer stand-ins, built offline and byte-identically: a tiny random PairRM (llm-blender's layout, with a
-`backbone/` folder as llm-blender loads it, or PairRM-hf's with `layout="transformers"`) whose sentencepiece
-tokenizer is trained here on an embedded corpus, and tiny random Llama / DeBERTa-v2 reward models. Their scores
-are noise; they run scoring, the llm-blender equivalence tests and benchmarks through the real code paths.
-"""
+"""The scorer stand-ins, built offline and byte-identically: a tiny random PairRM (either layout) whose sentencepiece
+tokenizer is trained here on an embedded corpus, and tiny random Llama / DeBERTa-v2 reward models. Their scores are
+noise; they run scoring, the llm-blender equivalence tests and benchmarks through the real code paths."""
 
 from __future__ import annotations
 
@@ -18,14 +16,14 @@ from ..errors import ParameterError
 from ..jobs import build_once
 from ..parameters import PAIRRM_LIMITS
 from ..paths import STAND_IN_MARKER
+from .pairrm_attention import PairRMModel
 from .pairrm_tokens import PREFIX_TOKENS, sentencepiece_normalizer
 from .tiny_policy import byte_tokenizer
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
-# microsoft/deberta-v3-large's config.json: the backbone of llm-blender/PairRM (what its RankerConfig loads), and
-# at other sizes the stand-ins'. Loading the llm-blender layout needs nothing of deberta-v3-large (llm-blender
-# downloads its 1.7 GB of weights only to overwrite them); vocab_size comes from the checkpoint's embeddings.
+# microsoft/deberta-v3-large's config.json: llm-blender/PairRM's backbone (llm-blender downloads its 1.7 GB of weights
+# only to overwrite them; loading needs just this), and at other sizes the stand-ins'.
 DEBERTA_V3_LARGE = dict(
     hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, hidden_act="gelu",
     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=0,
@@ -122,50 +120,29 @@ def _write_tokenizer(folder: Path, spm_model: bytes, with_prefixes: bool) -> int
     return n
 
 
-def _backbone_config(vocab_size: int, hidden_size: int, num_layers: int, num_heads: int, intermediate_size: int,
-                     initializer_range: float):
+def _backbone_config(vocab_size: int, hidden_size: int, num_layers: int, num_heads: int, **shape):
     """DeBERTa-v3-large's architecture settings at a chosen size."""
     from transformers import DebertaV2Config
 
-    return DebertaV2Config(**{**DEBERTA_V3_LARGE, "vocab_size": vocab_size, "hidden_size": hidden_size,
-                              "num_hidden_layers": num_layers, "num_attention_heads": num_heads,
-                              "intermediate_size": intermediate_size, "initializer_range": initializer_range})
+    size = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                num_attention_heads=num_heads)
+    return DebertaV2Config(**DEBERTA_V3_LARGE | shape | size)
 
 
 def _config_json(config, **extra) -> dict:
-    """A config's JSON without the fields that name the transformers version (kept byte-stable)."""
-    data = config.to_dict()
-    data.pop("transformers_version", None)
-    data.update(extra)
-    return data
-
-
-def _random_weights(config, seed: int) -> dict:
-    """`pretrained_model.*` + `head_layer.*` weights of a PairRM with this backbone, drawn from `seed`."""
-    import torch
-    from torch import nn
-    from transformers import DebertaV2Model
-
-    torch.manual_seed(seed)
-    ranker = nn.Module()
-    ranker.pretrained_model = DebertaV2Model(config)
-    # the head as llm-blender defines it (CrossCompareReranker.head_layer), default PyTorch init
-    ranker.head_layer = nn.Sequential(nn.Dropout(0.05), nn.Linear(2 * config.hidden_size, config.hidden_size),
-                                      nn.Tanh(), nn.Dropout(0.05), nn.Linear(config.hidden_size, 1))
-    return {k: v.detach().contiguous().clone() for k, v in ranker.state_dict().items()}
+    """A config's JSON without the field that names the transformers version (kept byte-stable)."""
+    return {k: v for k, v in config.to_dict().items() if k != "transformers_version"} | extra
 
 
 def ranker_config_json(source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
                        candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength,
                        model_name: str = BACKBONE_DIR) -> dict:
     """llm-blender's RankerConfig as `llm-blender/PairRM` ships it (`config.json`)."""
-    return {
-        "ranker_type": "pairranker", "model_type": "deberta", "model_name": model_name, "cache_dir": None,
-        "load_checkpoint": None, "source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength,
-        "n_tasks": 1, "num_pos": 5, "num_neg": 5, "sub_sampling_mode": "all_pair", "sub_sampling_ratio": 0.4,
-        "loss_type": "instructgpt", "reduce_type": "linear", "inference_mode": "bubble", "drop_out": 0.05,
-        "fp16": True,
-    }
+    return {"ranker_type": "pairranker", "model_type": "deberta", "model_name": model_name, "cache_dir": None,
+            "load_checkpoint": None, "source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength,
+            "n_tasks": 1, "num_pos": 5, "num_neg": 5, "sub_sampling_mode": "all_pair", "sub_sampling_ratio": 0.4,
+            "loss_type": "instructgpt", "reduce_type": "linear", "inference_mode": "bubble", "drop_out": 0.05,
+            "fp16": True}
 
 
 def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 32, num_layers: int = 2,
@@ -174,12 +151,10 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
                       weights_format: str = "safetensors", extra_corpus: Iterable[str] = (),
                       source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
                       candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength) -> Path:
-    """Build a random PairRM checkpoint (llm-blender's layout by default) in `out_dir`; returns the directory.
+    """A random PairRM checkpoint in `out_dir`: llm-blender's layout (with its `backbone/` folder) or PairRM-hf's.
 
-    `vocab_size`: sentencepiece pieces; `initializer_range=1.0` spreads scores to about 0.1 (0.02 gives near-ties);
-    `extra_corpus`: more tokenizer training text (realistic token counts in a benchmark); the limits go to the
-    RankerConfig (PairRM-hf's layout carries none).
-    """
+    `initializer_range=1.0` spreads scores to about 0.1 (0.02 gives near-ties); `extra_corpus`: more tokenizer
+    training text (realistic token counts in a benchmark); the limits go to the RankerConfig (PairRM-hf has none)."""
     import torch
     from safetensors.torch import save_file
 
@@ -193,8 +168,11 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
     out_dir.mkdir(parents=True, exist_ok=True)
     spm_model = train_sentencepiece(vocab_size, extra_corpus)
     n_tokens = _write_tokenizer(out_dir, spm_model, with_prefixes=True)
-    config = _backbone_config(n_tokens, hidden_size, num_layers, num_heads, intermediate_size, initializer_range)
-    weights = _random_weights(config, seed)
+    shape = dict(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads,
+                 intermediate_size=intermediate_size, initializer_range=initializer_range)
+    config = _backbone_config(n_tokens, **shape)
+    torch.manual_seed(seed)  # default PyTorch init of llm-blender's network
+    weights = {k: v.detach().contiguous().clone() for k, v in PairRMModel(config).state_dict().items()}
     if weights_format in ("safetensors", "both"):
         save_file(weights, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     if weights_format in ("bin", "both"):
@@ -205,9 +183,8 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
         # llm-blender loads `model_name` with AutoModel/AutoTokenizer before overwriting its weights
         backbone = out_dir / BACKBONE_DIR
         n_base = _write_tokenizer(backbone, spm_model, with_prefixes=False)
-        base_config = _backbone_config(n_base, hidden_size, num_layers, num_heads, intermediate_size,
-                                       initializer_range)
-        _write_json(backbone / "config.json", _config_json(base_config, architectures=["DebertaV2Model"]))
+        base_config = _config_json(_backbone_config(n_base, **shape), architectures=["DebertaV2Model"])
+        _write_json(backbone / "config.json", base_config)
         base = {k[len("pretrained_model."):]: v for k, v in weights.items() if k.startswith("pretrained_model.")}
         base["embeddings.word_embeddings.weight"] = base["embeddings.word_embeddings.weight"][:n_base].clone()
         save_file(base, str(backbone / "model.safetensors"), metadata={"format": "pt"})
@@ -219,9 +196,7 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
             cand2_prefix_id=ids["<|candidate2|>"], cand_prefix_id=ids["<|candidate|>"]))
     _write_json(out_dir / STAND_IN_MARKER, {
         "builder": f"repro.tiny v{BUILDER_VERSION}", "what": "random PairRM-architecture weights: scores are noise",
-        "layout": layout, "seed": seed, "hidden_size": hidden_size, "num_layers": num_layers,
-        "num_heads": num_heads, "intermediate_size": intermediate_size, "vocab_size": vocab_size,
-        "initializer_range": initializer_range})
+        "layout": layout, "seed": seed, "vocab_size": vocab_size, **shape})
     return out_dir
 
 
@@ -268,8 +243,8 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
         n_tokens = _write_tokenizer(out_dir, train_sentencepiece(vocab_size), with_prefixes=False)
         if chat_template:
             (out_dir / "chat_template.jinja").write_text(DEBERTA_CHAT_TEMPLATE, encoding="utf-8")
-        config = _backbone_config(n_tokens, hidden_size, num_layers, num_heads, intermediate_size, initializer_range)
-        config.num_labels = num_labels
+        config = _backbone_config(n_tokens, hidden_size, num_layers, num_heads, intermediate_size=intermediate_size,
+                                  initializer_range=initializer_range, num_labels=num_labels)
         model = DebertaV2ForSequenceClassification(config)
     model.save_pretrained(out_dir)
     _write_json(out_dir / STAND_IN_MARKER, {

@@ -1,9 +1,6 @@
-"""A tiny random causal LM with a chat template, built offline and deterministically: the policy stand-in.
-
-A byte-level tokenizer (id = byte) with ChatML tokens, and a Llama whose head only lets printable ASCII and
-newlines be generated (`shape_stand_in`), so responses run to exactly `max_new_tokens`. `size="1b"` writes a
-TinyLlama-1.1B-shaped config only: the weights are drawn from the seed at load time. Its text is noise.
-"""
+"""The policy stand-in, built offline and deterministically: a byte-level tokenizer (id = byte) with ChatML tokens
+and a random Llama that only generates printable ASCII and newlines, so responses run to exactly `max_new_tokens`
+(`size="1b"`: a TinyLlama-1.1B-shaped config only, weights drawn at load time). Its text is noise."""
 
 from __future__ import annotations
 
@@ -35,11 +32,9 @@ SIZES: dict[str, dict] = {
     "1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
                num_key_value_heads=4, max_position_embeddings=2048, vocab_size=32000, initializer_range=0.02),
 }
-# The stand-in's residual stream keeps a constant first component (RESIDUAL_CONSTANT: set in every token's
-# embedding, never written by a layer), so after the final norm that component is always positive; the
-# output head reads it with weight -SILENT_WEIGHT for every non-speaking token, pushing their logits far
-# below the speaking tokens' (measured on the tiny size over real prompts: the best silent token stays at
-# least 29 logits below the best speaking one, whose logits spread with a standard deviation of about 2.5).
+# The residual stream's first component is RESIDUAL_CONSTANT (set in every embedding, written by no layer), so it is
+# positive after the final norm; the head reads it with weight -SILENT_WEIGHT for every non-speaking token (measured
+# on the tiny size over real prompts: the best silent token stays >= 29 logits below the best speaking one, sd 2.5).
 RESIDUAL_CONSTANT = 2.0
 SPEAKING_TOKEN_IDS = [10] + list(range(0x20, 0x7F))  # the newline and printable ASCII (token id = byte value)
 SILENT_WEIGHT = 100.0
@@ -65,18 +60,6 @@ def byte_tokenizer(vocab_size: int | None):
                                         additional_special_tokens=["<|im_start|>"], model_max_length=None)
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
-
-
-def _llama_config(size: str, tokenizer, max_position_embeddings: int | None):
-    from transformers import LlamaConfig
-
-    shape = dict(SIZES[size])
-    shape["vocab_size"] = shape["vocab_size"] or len(tokenizer)
-    if max_position_embeddings is not None:
-        shape["max_position_embeddings"] = int(max_position_embeddings)
-    return LlamaConfig(**shape, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-                       pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
-                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
 
 
 def shape_stand_in(model, seed: int) -> None:
@@ -116,10 +99,16 @@ def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: st
 
 def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int | None, config_only: bool) -> None:
     import torch
-    from transformers import GenerationConfig, LlamaForCausalLM
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = byte_tokenizer(SIZES[size]["vocab_size"])
-    config = _llama_config(size, tokenizer, max_position_embeddings)
+    shape = dict(SIZES[size])
+    tokenizer = byte_tokenizer(shape["vocab_size"])
+    shape["vocab_size"] = shape["vocab_size"] or len(tokenizer)
+    if max_position_embeddings is not None:
+        shape["max_position_embeddings"] = int(max_position_embeddings)
+    config = LlamaConfig(**shape, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     tokenizer.save_pretrained(path)
     GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id).save_pretrained(path)
     marker = {"builder": f"repro.scorers.tiny_policy v{BUILDER_VERSION}", "size": size, "seed": seed,
