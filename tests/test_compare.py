@@ -21,7 +21,7 @@ from repro.dataset_io import output_features, write_split
 from repro.errors import DataError, DatasetLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
 from repro.construct.pairs import build_row, prompt_id_of
-from repro.parameters import CompareParams, build
+from repro.parameters import CompareParams, ConstructParams, build
 from repro.paths import RunDir
 from repro.slicing import plan_slice
 from repro.sources import demo_path
@@ -239,7 +239,8 @@ def source_keys():
 
 
 def test_one_mini_is_placed_and_its_parameters_found():
-    plan = plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=1, mini_count=4)
+    plan = plan_slice(N_SOURCE, ConstructParams(part_start=40000, part_stop=61135, drop_rows=400, mini_index=1,
+                                                mini_count=4))
     hints = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end", "mini_index": 1,
              "mini_count": 4}
     out = compare.infer_slice([np.arange(plan.start, plan.stop)], N_SOURCE, max_mini_count=8, hints=hints,
@@ -253,7 +254,7 @@ def test_one_mini_is_placed_and_its_parameters_found():
             == (40000, 61135, 4, "end")}
     assert ends == {400, 401, 402, 403}
     for s in g["solutions"]:
-        p = plan_slice(N_SOURCE, **s)
+        p = plan_slice(N_SOURCE, ConstructParams(**s))
         assert (p.start, p.stop) == (45183, 50366)
     # the same mini if the 400 rows came off the start of the part instead: the hints then do not reproduce it
     shifted = compare.infer_slice([np.arange(45583, 50766)], N_SOURCE, max_mini_count=8, hints=hints)
@@ -281,7 +282,8 @@ def test_several_minis_with_a_drop_in_the_middle_of_the_part():
     assert g0["solutions"][0]["mini_index"] == 0 and g0["solutions"][0]["mini_count"] == 4
     assert out["family_solutions"] == [] and "were not dropped from the start or the end" in out["sentence"]
     # the same four minis with the 400 rows dropped from the end: one setting explains the family
-    plans = [plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=i, mini_count=4)
+    plans = [plan_slice(N_SOURCE, ConstructParams(part_start=40000, part_stop=61135, drop_rows=400, mini_index=i,
+                                                mini_count=4))
              for i in range(4)]
     end = compare.infer_slice([np.arange(q.start, q.stop) for q in plans], N_SOURCE, max_mini_count=8)
     assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end",
@@ -291,7 +293,8 @@ def test_several_minis_with_a_drop_in_the_middle_of_the_part():
 
 def test_slice_inference_through_the_comparison(source_keys, tmp_path):
     source = pa.table(source_keys)
-    plan = plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=1, mini_count=4)
+    plan = plan_slice(N_SOURCE, ConstructParams(part_start=40000, part_stop=61135, drop_rows=400, mini_index=1,
+                                                mini_count=4))
     ids = [source_keys["prompt_id"][i] for i in range(plan.start, plan.stop)]
     prompts = [source_keys["prompt"][i] for i in range(plan.start, plan.stop)]
     ref = compare.Side("reference", ["ref"], "train_prefs", pa.table({"prompt": prompts, "prompt_id": ids}),
