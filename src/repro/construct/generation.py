@@ -410,8 +410,8 @@ def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance
             r["reference_response"] = text
             r["tokens"] += tokens
     if params.n_candidates:
-        outs = run([SequenceRequest(item["ids"], key) for item in chunk for key in ([None] if greedy else item["keys"])],
-                   params.max_new_tokens, params.temperature)
+        seqs = [SequenceRequest(item["ids"], key) for item in chunk for key in ([None] if greedy else item["keys"])]
+        outs = run(seqs, params.max_new_tokens, params.temperature)
         for i, r in enumerate(results):
             mine = outs[i * n:(i + 1) * n]
             r["candidates"] = [text for text, _ in mine] * (params.n_candidates // n)
@@ -448,42 +448,28 @@ def plan_prompts(prompts: Sequence[str], params: GenerationParams, tokenizer,
     return kept, skipped, truncated
 
 
-@dataclass
 class _Plan:
     """What every process derives alike from the prompts and parameters: the policy, the work items, the fingerprint."""
 
-    policy: Policy
-    tokenizer: Any
-    context: int
-    limit: int
-    eos_ids: list[int]
-    device: str
-    dtype: str
-    kept: list[dict]
-    skipped: int
-    truncated: int
-    fingerprint: dict[str, Any]
-
-
-def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
-    policy = resolve_policy(params.policy_model, params.policy_revision)
-    tokenizer = load_tokenizer(policy)
-    context = context_length(policy, tokenizer)
-    limit = prompt_limit(params, context)
-    eos_ids = eos_token_ids(policy, tokenizer)
-    torch_device = resolve_device(params.generation_device)
-    device, dtype = str(torch_device), resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
-    kept, skipped, truncated = plan_prompts(prompts, params, tokenizer, limit)
-    fingerprint = {
-        "stage": "generation",
-        "policy": policy.name, "policy_path": policy.path, "model": _model_identity(policy),
-        "backend": params.generation_backend, "device_type": device.split(":")[0], "dtype": dtype,
-        "batch_size": params.generation_batch_size,
-        "sampling": {k: getattr(params, k) for k in SAMPLING},
-        "eos_ids": eos_ids,
-        "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
-    }
-    return _Plan(policy, tokenizer, context, limit, eos_ids, device, dtype, kept, skipped, truncated, fingerprint)
+    def __init__(self, prompts: list[str], params: GenerationParams):
+        self.policy = policy = resolve_policy(params.policy_model, params.policy_revision)
+        self.tokenizer = load_tokenizer(policy)
+        self.context = context_length(policy, self.tokenizer)
+        self.limit = prompt_limit(params, self.context)
+        self.eos_ids = eos_token_ids(policy, self.tokenizer)
+        torch_device = resolve_device(params.generation_device)
+        self.device = str(torch_device)
+        self.dtype = resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
+        self.kept, self.skipped, self.truncated = plan_prompts(prompts, params, self.tokenizer, self.limit)
+        self.fingerprint = {
+            "stage": "generation",
+            "policy": policy.name, "policy_path": policy.path, "model": _model_identity(policy),
+            "backend": params.generation_backend, "device_type": self.device.split(":")[0], "dtype": self.dtype,
+            "batch_size": params.generation_batch_size,
+            "sampling": {k: getattr(params, k) for k in SAMPLING},
+            "eos_ids": self.eos_ids,
+            "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
+        }
 
 
 def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, device: str,
@@ -531,10 +517,9 @@ GENERATION_ENTRY = "repro.construct.generation:generation_job"
 
 
 def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[list[dict], dict[str, Any]]:
-    """The texts of `spec`'s prompts (plan order) and the merged stats, through `repro.jobs.run_job` (also every
-    torchrun worker's entry)."""
+    """The texts of `spec`'s prompts (plan order) and the merged stats via `repro.jobs.run_job` (torchrun's entry)."""
     params = GenerationParams(**spec["params"])
-    plan = plan or _plan(spec["prompts"], params)
+    plan = plan or _Plan(spec["prompts"], params)
     work_dir = Path(spec["work_dir"])
 
     def compute(device: str | None, share: tuple[int, int] | None):
@@ -557,7 +542,7 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
         check_format(Path(cache_dir))
     check_prompts(rows)
     prompts = [row["prompt"] for row in rows]
-    plan = _plan(prompts, params)
+    plan = _Plan(prompts, params)
     results, stats = generation_job({"prompts": prompts, "params": params.model_dump(mode="json"),
                                      "work_dir": str(work_dir), "cache_dir": cache_dir}, plan)
 
@@ -571,13 +556,10 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
         policy = plan.policy
         manifest.record("generation", {
             "policy_model": policy.name, "policy_revision": params.policy_revision, "policy_path": policy.path,
-            "stand_in": policy.stand_in,
-            **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
+            "stand_in": policy.stand_in, **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
             "backend": params.generation_backend, "device": plan.device, "dtype": plan.dtype,
             **{k: getattr(params, k) for k in SAMPLING},
-            "max_prompt_tokens": plan.limit,
-            "context": plan.context,
-            "long_prompts": params.long_prompts, "batch_size": params.generation_batch_size,
+            "max_prompt_tokens": plan.limit, "context": plan.context, "long_prompts": params.long_prompts, "batch_size": params.generation_batch_size,
             "chunk_size": params.generation_chunk_size, "processes": stats["processes"],
             "prompts": len(rows), "prompts_generated": len(plan.kept), "skipped_long_prompts": plan.skipped,
             "truncated_long_prompts": plan.truncated,
@@ -585,12 +567,10 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
             "prompts_resumed": stats["items_resumed"],
             "tokens_generated": sum(r["tokens"] for r in results),  # resumed chunks included
             "sequences_generated_this_run": stats["sequences"], "tokens_generated_this_run": stats["tokens"],
-            "load_seconds": round(stats["load_seconds"], 3),
-            "generate_seconds": round(stats["generate_seconds"], 3),
+            "load_seconds": round(stats["load_seconds"], 3), "generate_seconds": round(stats["generate_seconds"], 3),
             "tokens_per_second": round(stats["tokens"] / stats["generate_seconds"], 2)
             if stats["generate_seconds"] > 0 else None,
-            "seconds": round(time.monotonic() - start, 3),
-            "fingerprint": stats["digest"],
+            "seconds": round(time.monotonic() - start, 3), "fingerprint": stats["digest"],
             **({"cache": stats["cache"]} if "cache" in stats else {}),
         })
     return out

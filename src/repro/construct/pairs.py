@@ -1,10 +1,6 @@
-"""Choosing chosen/rejected from scored candidates and building rows in the seed's shape (pure: no model code).
-
-Tie rule (deterministic, documented in the card): `chosen` is the FIRST candidate with the highest score and
-`rejected` the LAST candidate with the lowest score, in candidate order (the `candidate_columns` order, then
-the reference, then the source's chosen/rejected). When every score ties, that is the first and the last
-candidate. Rows with fewer than two distinct candidate texts are dropped (or are an error) before scoring.
-"""
+"""Each row's candidates, and output rows in the seed's shape (pure: no model code). Tie rule (in the card):
+`chosen` is the FIRST candidate with the highest score, `rejected` the LAST with the lowest, in candidate order
+(`candidate_columns`, then the reference, then the source's chosen/rejected)."""
 
 from __future__ import annotations
 
@@ -59,11 +55,6 @@ class CandidateSet:
     candidates: list[list[str]] = field(default_factory=list)
     names: list[list[str]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
-    dropped_rows: dict[str, list[int]] = field(default_factory=dict)
-
-    def drop(self, reason: str, row: int) -> None:
-        self.dropped[reason] = self.dropped.get(reason, 0) + 1
-        self.dropped_rows.setdefault(reason, []).append(row)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -72,19 +63,10 @@ class CandidateSet:
 def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_reference: bool = False,
                    include_original_pair: bool = False, empty: str = "error", where: str = "row",
                    original_first: bool = False) -> list[tuple[str, str]]:
-    """(name, text) of a row's candidates, in candidate order; None (an absent optional column) is skipped.
-
-    The source's chosen/rejected (`include_original_pair`) come after the others, or before them with
-    `original_first` (the order SPPO's published scores imply: compute_prob.py ranks the last 5 of 7)."""
-    names = list(columns)
-    if include_reference:
-        names.append(REFERENCE)
-    out: list[tuple[str, str]] = []
-    for name in names:
-        text = row.get(name)
-        if text is None:
-            continue
-        out.append((name, text))
+    """(name, text) of a row's candidates in candidate order, skipping None; the source's chosen/rejected come last,
+    or first with `original_first` (SPPO's compute_prob.py ranks the last 5 of 7)."""
+    names = list(columns) + ([REFERENCE] if include_reference else [])
+    out = [(name, row[name]) for name in names if row.get(name) is not None]
     if include_original_pair:
         original = [(ORIGINAL_CHOSEN, last_assistant_text(row.get("chosen"), f"{where} column 'chosen'")),
                     (ORIGINAL_REJECTED, last_assistant_text(row.get("rejected"), f"{where} column 'rejected'"))]
@@ -116,12 +98,13 @@ def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *
         pairs = row_candidates(row, columns, include_reference=include_reference,
                                include_original_pair=include_original_pair, empty=empty, where=where,
                                original_first=original_first)
-        if len({text for _, text in pairs}) < 2:
+        distinct = len({text for _, text in pairs})
+        if distinct < 2:
             if too_few == "error":
-                raise DataError(
-                    f"{where} has {len({t for _, t in pairs})} distinct candidate(s) among "
-                    f"{[n for n, _ in pairs]}; PairRM needs two. Set too_few_candidates: drop to skip such rows.")
-            cs.drop("fewer_than_two_distinct_candidates", row_offset + i)
+                raise DataError(f"{where} has {distinct} distinct candidate(s) among {[n for n, _ in pairs]}; PairRM "
+                                f"needs two. Set too_few_candidates: drop to skip such rows.")
+            reason = "fewer_than_two_distinct_candidates"
+            cs.dropped[reason] = cs.dropped.get(reason, 0) + 1
             continue
         cs.rows.append(i)
         cs.prompts.append(prompt)
@@ -134,21 +117,13 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
               messages: str = "chosen", keep_all_candidates: bool = False,
               more_scores: dict[str, Sequence[float]] | None = None,
               pick: tuple[int, int] | None = None) -> dict[str, Any]:
-    """One output row in the seed's column order: chosen = best, rejected = worst, with their scores.
-
-    `pick`: the (chosen, rejected) candidate indices a selection rule chose (`repro.construct.selection`); default the
-    best and the worst. `more_scores` (other scorers' scores of the same candidates, by name) go to
-    `candidate_scores_<name>` with `keep_all_candidates`; they never decide the pair.
-    """
+    """One output row in the seed's column order: the `pick` (chosen, rejected) a selection rule chose, default best
+    and worst; `more_scores` (other scorers', by name) go to `candidate_scores_<name>` and never decide the pair."""
     i_c, i_r = pick if pick is not None else select_pair(scores)
     chosen = conversation(prompt, candidates[i_c])
-    rejected = conversation(prompt, candidates[i_r])
-    if messages == "source":
-        msgs = source_row.get("messages")
-        if not isinstance(msgs, list):
-            raise DataError("messages: source needs a 'messages' column of {content, role} lists in the source.")
-    else:
-        msgs = chosen
+    msgs = source_row.get("messages") if messages == "source" else chosen
+    if not isinstance(msgs, list):
+        raise DataError("messages: source needs a 'messages' column of {content, role} lists in the source.")
     row = {
         "prompt": prompt,
         "prompt_id": source_row.get("prompt_id") or prompt_id_of(prompt),
@@ -157,7 +132,7 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
         "score_rejected": float(scores[i_r]),
         "reference_response": source_row.get(REFERENCE),
         "chosen": chosen,
-        "rejected": rejected,
+        "rejected": conversation(prompt, candidates[i_r]),
     }
     assert list(row) == SEED_COLUMNS
     if keep_all_candidates:

@@ -40,6 +40,4 @@ def load_prompt_tokenizer(spec: str):
 
 def scorer_prompts(prompts: Sequence[str], mode: str, tokenizer=None) -> list[str]:
     """The prompts as the scorer reads them: `raw` as they are, `chat_template` through `tokenizer`'s template."""
-    if mode == "raw":
-        return list(prompts)
-    return [chat_templated_prompt(p, tokenizer) for p in prompts]
+    return list(prompts) if mode == "raw" else [chat_templated_prompt(p, tokenizer) for p in prompts]

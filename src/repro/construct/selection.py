@@ -1,22 +1,16 @@
 """Pair selection rules: which two of a prompt's scored candidates become `chosen` and `rejected` (pure).
 
-The rules, in this field's published code (RLHFlow/Online-RLHF `dpo_iteration/run_dpo.py` `prepare_data`,
-uclaml/SPPO `scripts/compute_prob.py`, shenao-zhang/SELM `scripts/online_feedback.py`):
+As in RLHFlow/Online-RLHF `dpo_iteration/run_dpo.py` `prepare_data` (`choose_type`: `RLHFLOW_NAMES`), uclaml/SPPO
+`scripts/compute_prob.py` and shenao-zhang/SELM `scripts/online_feedback.py`: `best_worst` (SPPO, SELM, Snorkel, the
+seed) the highest against the lowest score; `best_second` the highest against the second highest; `best_random` the
+highest against another drawn at random (RLHFlow takes candidate 0, or 1 when 0 is the best: its candidates are
+samples); `random_pair` two drawn at random (RLHFlow: candidates 0 and 1); `best_worst_length_penalised` best against
+worst of `score - length_penalty * len(text)` (characters).
 
-- `best_worst` (RLHFlow `max_min`, SPPO, SELM, Snorkel, the seed): the highest against the lowest score;
-- `best_second` (RLHFlow `max_max`): the highest against the second highest;
-- `best_random`: the highest against one other candidate drawn at random (RLHFlow's `max_random` takes
-  candidate 0, or 1 when 0 is the best: a random draw only because its candidates are samples);
-- `random_pair`: two candidates drawn at random (RLHFlow's `random` takes candidates 0 and 1);
-- `best_worst_length_penalised` (RLHFlow `max_min_p`): best against worst of `score - length_penalty *
-  len(text)` (characters, as `len(response)` counts them).
-
-Whatever the rule picked, `chosen` is the one with the higher score (RLHFlow swaps a pair whose first pick
-scores lower) and the margin is the scores' difference. Equal scores are a tie: `ties: keep` keeps the pair as
-picked (today's behaviour), `ties: drop` leaves the row out (RLHFlow drops exact ties). A pair whose margin is
-below `min_margin` is left out. Where scores tie for best or worst, `chosen` is the FIRST candidate with the
-highest score and `rejected` the LAST with the lowest, in candidate order (the seed's rule, kept by every rule
-here). Random draws depend on `selection_seed` and the row's key (its prompt_id), never on row order.
+`chosen` is the higher-scored of the pair (RLHFlow swaps). Equal scores are a tie: `ties: keep` keeps the pair, `ties:
+drop` leaves the row out (as RLHFlow does); a margin below `min_margin` leaves it out. Scores tied for best or worst:
+the FIRST highest and the LAST lowest, in candidate order (the seed's rule). Random draws depend on `selection_seed`
+and the row's prompt_id, never on row order.
 """
 
 from __future__ import annotations

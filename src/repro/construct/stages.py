@@ -174,14 +174,14 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
     p = ctx.params
     prompts = scorer_prompts(cs.prompts, p.scorer_prompt, ctx.prompt_tokenizer)
+    work = ctx.run.work_dir(ctx.work + "scoring")
+    common = dict(device=p.device, chunk_size=p.chunk_size, num_processes=p.num_processes, cache_dir=p.row_cache)
     with ctx.manifest.stage("score") as info:
-        result = score_candidates(
-            prompts, cs.candidates, model=pinned_model(p.scorer_model, p.scorer_revision, "scorer_revision",
-                                                       "scorer_model"), backend=p.scorer_backend, device=p.device,
-            dtype=p.dtype, batch_tokens=p.batch_tokens, chunk_size=p.chunk_size, num_processes=p.num_processes,
-            work_dir=ctx.run.work_dir(ctx.work + "scoring"), source_maxlength=p.source_maxlength,
-            candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind, options=p.scorer_options,
-            cache_dir=p.row_cache)
+        model = pinned_model(p.scorer_model, p.scorer_revision, "scorer_revision", "scorer_model")
+        result = score_candidates(prompts, cs.candidates, model=model, backend=p.scorer_backend, dtype=p.dtype,
+                                  batch_tokens=p.batch_tokens, work_dir=work, source_maxlength=p.source_maxlength,
+                                  candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind,
+                                  options=p.scorer_options, **common)
         info.update(result.info, scorer_prompt=p.scorer_prompt)
     # the model as the user named it (a pinned revision loads from a snapshot folder, which `path` keeps)
     ctx.manifest.record("scorer", {**result.info, "model": p.scorer_model, "revision": p.scorer_revision,
@@ -193,11 +193,9 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
         options = dict(spec.options)
         limits = {k: options.pop(k, getattr(p, k)) for k in ("source_maxlength", "candidate_maxlength")}
         with ctx.manifest.stage(f"score_{spec.name}") as info:
-            more = score_candidates(
-                prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend, device=p.device,
-                dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens, chunk_size=p.chunk_size,
-                num_processes=p.num_processes, work_dir=ctx.run.work_dir(ctx.work + "scoring") / spec.name,
-                options=options, cache_dir=p.row_cache, **limits)
+            more = score_candidates(prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend,
+                                    dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens,
+                                    work_dir=work / spec.name, options=options, **limits, **common)
             info.update(more.info)
         ctx.more_scores[spec.name] = more.scores
         recorded.append({"name": spec.name, "column": f"candidate_scores_{spec.name}", "decides_pairs": False,
