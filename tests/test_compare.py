@@ -44,7 +44,7 @@ def demo_rows() -> list[dict]:
         src = json.loads(line)
         cands = [src[c] for c in ("resp0", "resp1", "resp2", "resp3") if src.get(c)]
         scores = [round(float(s), 6) for s in rng.normal(0, 1, len(cands))]
-        rows.append(build_row(src, src["prompt"], cands, scores))
+        rows.append(build_row(src, src["prompt"], cands, scores, messages="chosen", keep_all_candidates=False))
     return rows
 
 
@@ -336,7 +336,8 @@ def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_p
     candidates = [[assistant(r, "chosen"), assistant(r, "rejected")] for r in rows]
     scored = run_scoring(prompts, candidates, model="builtin:tiny-pairrm", device="cpu", dtype="fp32",
                          batch_tokens=4096, chunk_size=64, work_dir=tmp_path / "work", progress=False)
-    rebuilt = [build_row(r, r["prompt"], c, s) for r, c, s in zip(rows, candidates, scored.scores)]
+    rebuilt = [build_row(r, r["prompt"], c, s, messages="chosen", keep_all_candidates=False)
+               for r, c, s in zip(rows, candidates, scored.scores)]
     reference = tmp_path / "real.jsonl"
     reference.write_text("".join(json.dumps(r) + "\n" for r in real))
     result = compare.compare(params(tmp_path, reference=str(reference),

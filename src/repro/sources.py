@@ -70,8 +70,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
             if suffix.startswith(".jsonl"):
-                for _ in iter_jsonl(path, option="source"):  # raises naming the first broken line
-                    pass
+                list(iter_jsonl(path, option="source"))  # raises naming the first broken line
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
     run = RunDir.of(path)

@@ -29,7 +29,7 @@ import torch
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
 from ..manifest import lock_status, lock_summary, package_versions
-from ..parameters import DEFAULT_BATCH_TOKENS
+from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
 from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, project_root
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -236,7 +236,7 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
         prompts, candidates = read_bench_rows(Path(input), limit=n)
         return prompts, candidates, str(input)
     rows = [row for _, row in iter_jsonl(demo_path())][:n]
-    found = collect_candidates(rows, DEMO_CANDIDATE_COLUMNS)
+    found = collect_candidates(rows, ConstructParams(candidate_columns=list(DEMO_CANDIDATE_COLUMNS)))
     return found.prompts, found.candidates, "the embedded demo (src/repro/data/demo_prompts.jsonl)"
 
 

@@ -24,10 +24,10 @@ from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
 
 # the parameters that decide the texts, in the fingerprint and the manifest
-SAMPLING = ("generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p", "max_new_tokens",
-            "generation_seed", "candidate_seeds", "use_chat_template")
-STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are noise, "
-                 "not model text")
+SAMPLING = ("generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
+            "max_new_tokens", "generation_seed", "candidate_seeds", "use_chat_template")
+STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are "
+                 "noise, not model text")
 
 
 @dataclass(frozen=True)
@@ -221,11 +221,9 @@ def row_seeds(keys):
 
 def counter_uniform(seeds, step: int, token_table):
     """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row seed, step, token id), identical on any device."""
-    import torch
-
     h = _mix32(token_table[None, :] ^ (seeds ^ _mix32(step & _MASK32)))
     # 24 bits fit a float32 mantissa exactly; +0.5 keeps u away from 0 and 1
-    return ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+    return ((h >> 8).float() + 0.5) * (1.0 / (1 << 24))
 
 
 def token_table(vocab_size: int, device="cpu"):
@@ -559,10 +557,10 @@ def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Pa
             "stand_in": policy.stand_in, **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
             "backend": params.generation_backend, "device": plan.device, "dtype": plan.dtype,
             **{k: getattr(params, k) for k in SAMPLING},
-            "max_prompt_tokens": plan.limit, "context": plan.context, "long_prompts": params.long_prompts, "batch_size": params.generation_batch_size,
-            "chunk_size": params.generation_chunk_size, "processes": stats["processes"],
-            "prompts": len(rows), "prompts_generated": len(plan.kept), "skipped_long_prompts": plan.skipped,
-            "truncated_long_prompts": plan.truncated,
+            "max_prompt_tokens": plan.limit, "context": plan.context, "long_prompts": params.long_prompts,
+            "batch_size": params.generation_batch_size, "chunk_size": params.generation_chunk_size,
+            "processes": stats["processes"], "prompts": len(rows), "prompts_generated": len(plan.kept),
+            "skipped_long_prompts": plan.skipped, "truncated_long_prompts": plan.truncated,
             "chunks": stats["chunks_total"], "chunks_resumed": stats["chunks_resumed"],
             "prompts_resumed": stats["items_resumed"],
             "tokens_generated": sum(r["tokens"] for r in results),  # resumed chunks included

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ..dataset_io import SEED_COLUMNS
 from ..errors import DataError
+from ..parameters import ConstructParams
 from .selection import best_worst
 
 REFERENCE = "reference_response"
@@ -60,24 +61,22 @@ class CandidateSet:
         return len(self.rows)
 
 
-def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_reference: bool = False,
-                   include_original_pair: bool = False, empty: str = "error", where: str = "row",
-                   original_first: bool = False) -> list[tuple[str, str]]:
+def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[tuple[str, str]]:
     """(name, text) of a row's candidates in candidate order, skipping None; the source's chosen/rejected come last,
-    or first with `original_first` (SPPO's compute_prob.py ranks the last 5 of 7)."""
-    names = list(columns) + ([REFERENCE] if include_reference else [])
+    or first unless original_pair_position is last (SPPO's compute_prob.py ranks the last 5 of 7)."""
+    names = list(p.candidate_columns) + ([REFERENCE] if p.include_reference else [])
     out = [(name, row[name]) for name in names if row.get(name) is not None]
-    if include_original_pair:
+    if p.include_original_pair:
         original = [(ORIGINAL_CHOSEN, last_assistant_text(row.get("chosen"), f"{where} column 'chosen'")),
                     (ORIGINAL_REJECTED, last_assistant_text(row.get("rejected"), f"{where} column 'rejected'"))]
-        out = original + out if original_first else out + original
+        out = out + original if p.original_pair_position == "last" else original + out
     kept = []
     for name, text in out:
         if not isinstance(text, str):
             raise DataError(f"{where}, candidate {name!r}: expected a string, got {type(text).__name__} "
                             f"({str(text)[:80]!r}). Fix the source column or leave it out of candidate_columns.")
         if not text.strip():
-            if empty == "drop":
+            if p.empty_candidates == "drop":
                 continue
             raise DataError(f"{where}, candidate {name!r} is empty. Fix the source, or set "
                             f"empty_candidates: drop to leave empty texts out of the ranking.")
@@ -85,22 +84,18 @@ def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_refer
     return kept
 
 
-def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, include_reference: bool = False,
-                       include_original_pair: bool = False, too_few: str = "drop", empty: str = "error",
-                       row_offset: int = 0, original_first: bool = False) -> CandidateSet:
-    """Gather every row's candidates; rows with fewer than two distinct texts are dropped or an error."""
+def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_offset: int = 0) -> CandidateSet:
+    """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped or an error."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
         where = f"source row {row_offset + i} (prompt_id {row.get('prompt_id') or '?'})"
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
-        pairs = row_candidates(row, columns, include_reference=include_reference,
-                               include_original_pair=include_original_pair, empty=empty, where=where,
-                               original_first=original_first)
+        pairs = row_candidates(row, p, where)
         distinct = len({text for _, text in pairs})
         if distinct < 2:
-            if too_few == "error":
+            if p.too_few_candidates == "error":
                 raise DataError(f"{where} has {distinct} distinct candidate(s) among {[n for n, _ in pairs]}; PairRM "
                                 f"needs two. Set too_few_candidates: drop to skip such rows.")
             reason = "fewer_than_two_distinct_candidates"
@@ -114,7 +109,7 @@ def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *
 
 
 def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str], scores: Sequence[float], *,
-              messages: str = "chosen", keep_all_candidates: bool = False,
+              messages: str, keep_all_candidates: bool,
               more_scores: dict[str, Sequence[float]] | None = None,
               pick: tuple[int, int] | None = None) -> dict[str, Any]:
     """One output row in the seed's column order: the `pick` (chosen, rejected) a selection rule chose, default best
@@ -143,7 +138,7 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
     return row
 
 
-def check_prompt_ids(prompt_ids: Sequence[str], policy: str = "error", row_offset: int = 0) -> list[int]:
+def check_prompt_ids(prompt_ids: Sequence[str], policy: str, row_offset: int = 0) -> list[int]:
     """Positions to keep; duplicates are an error naming the rows, or only the first is kept."""
     first: dict[str, int] = {}
     keep: list[int] = []

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import DataError
-from ..parameters import RANDOM_RULES, SelectionRule
+from ..parameters import ConstructParams, SelectionRule
 
 RULES: tuple[str, ...] = SelectionRule.__args__  # type: ignore[attr-defined]
 # the RLHFlow `choose_type` each rule corresponds to (for the card and the params files)
@@ -62,9 +62,8 @@ def _first_best(values: Sequence[float], among: Sequence[int]) -> int:
     return next(i for i in among if values[i] == top)
 
 
-def _indices(scores: Sequence[float], texts: Sequence[str] | None, rule: str, seed: int | None, key: str,
-             length_penalty: float) -> tuple[int, int]:
-    n = len(scores)
+def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> tuple[int, int]:
+    n, rule = len(scores), p.selection
     if rule not in RULES:
         raise DataError(f"selection {rule!r} is not a known rule; use one of {list(RULES)}.")
     if rule == "best_worst":
@@ -72,13 +71,13 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, rule: str, se
     if rule == "best_worst_length_penalised":
         if texts is None or len(texts) != n:
             raise DataError(f"selection {rule!r} needs the candidates' texts (one per score) to measure lengths.")
-        return best_worst([s - length_penalty * len(t) for s, t in zip(scores, texts)])
+        return best_worst([s - p.length_penalty * len(t) for s, t in zip(scores, texts)])
     if rule == "best_second":
         chosen = _first_best(scores, range(n))
         return chosen, _first_best(scores, [i for i in range(n) if i != chosen])
-    if seed is None:
+    if p.selection_seed is None:
         raise DataError(f"selection {rule!r} draws candidates at random and needs selection_seed.")
-    rng = row_rng(seed, key)
+    rng = row_rng(p.selection_seed, key)
     if rule == "best_random":
         chosen = _first_best(scores, range(n))
         others = [i for i in range(n) if i != chosen]
@@ -88,20 +87,19 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, rule: str, se
         return (a, b) if scores[a] >= scores[b] else (b, a)
 
 
-def select(scores: Sequence[float], texts: Sequence[str] | None = None, *, rule: str = "best_worst",
-           seed: int | None = None, key: str = "", length_penalty: float = 0.0, min_margin: float = 0.0,
-           ties: str = "keep") -> Pick:
-    """Choose (chosen, rejected) among one row's candidates by `rule`, or say why the row yields no pair."""
+def select(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> Pick:
+    """(chosen, rejected) of one row's candidates by `p`'s selection, ties and min_margin, or why there is no pair;
+    `key` (the prompt_id) seeds the random rules' draw."""
     if any(math.isnan(s) for s in scores):
         raise DataError(f"scores contain NaN: {list(scores)}; the scorer failed on this row.")
     if len(scores) < 2:
         return Pick(dropped=DROP_SINGLE)
-    chosen, rejected = _indices(scores, texts, rule, seed, key, length_penalty)
+    chosen, rejected = _indices(scores, texts, key, p)
     if scores[rejected] > scores[chosen]:  # a rule that picked by something else than the score: order by score
         chosen, rejected = rejected, chosen
     margin = scores[chosen] - scores[rejected]
-    if margin == 0 and ties == "drop":
+    if margin == 0 and p.ties == "drop":
         return Pick(dropped=DROP_TIE)
-    if margin < min_margin:
+    if margin < p.min_margin:
         return Pick(dropped=DROP_MARGIN)
     return Pick(chosen, rejected)

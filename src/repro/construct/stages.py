@@ -124,8 +124,7 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
         plan = plan_slice(len(ds), p)
         info.update(plan.counts, start=plan.start, stop=plan.stop, dropped_source_rows=list(plan.dropped))
         sliced = ds.select(plan.indices)
-    ctx.manifest.set_counts(part=plan.counts["part"], dropped=plan.counts["dropped"],
-                            after_drop=plan.counts["after_drop"], sliced=len(sliced))
+    ctx.manifest.set_counts(**{k: plan.counts[k] for k in ("part", "dropped", "after_drop")}, sliced=len(sliced))
     ctx.slice_start, ctx.slice_stop = plan.start, plan.stop
     if p.test_split == p.source_split:  # a sample of the built rows: at most the sliced ones
         rows_for_test_split(p, len(sliced), f"the slice of split {p.source_split!r} (the test rows are drawn from it)")
@@ -155,15 +154,13 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         ids = [r.get("prompt_id") or prompt_id_of(r["prompt"]) if isinstance(r.get("prompt"), str) else None
                for r in rows]
         keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=offset)
-        cs = collect_candidates([rows[i] for i in keep], p.candidate_columns, include_reference=p.include_reference,
-                                include_original_pair=p.include_original_pair, too_few=p.too_few_candidates,
-                                empty=p.empty_candidates, row_offset=offset,
-                                original_first=p.original_pair_position != "last")
+        cs = collect_candidates([rows[i] for i in keep], p, row_offset=offset)
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
         sizes = [len(c) for c in cs.candidates]
-        info.update(rows=len(cs), dropped=cs.dropped, candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
+        info.update(rows=len(cs), dropped=cs.dropped,
+                    candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
     ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(
         "fewer_than_two_distinct_candidates", 0), dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0))
     return cs
@@ -215,9 +212,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
             source_row = ds[int(i)]
             lead = sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in cs.names[k]) \
                 if p.original_pair_position == "first_scored_only" else 0  # ranked, but never in the pair
-            pick = select(s[lead:], cands[lead:], rule=p.selection, seed=p.selection_seed,
-                          key=source_row.get("prompt_id") or prompt_id_of(prompt), length_penalty=p.length_penalty,
-                          min_margin=p.min_margin, ties=p.ties)
+            pick = select(s[lead:], cands[lead:], source_row.get("prompt_id") or prompt_id_of(prompt), p)
             if pick.dropped:
                 dropped[pick.dropped] = dropped.get(pick.dropped, 0) + 1
                 continue
