@@ -17,6 +17,7 @@ import pytest
 
 from repro.cli import main
 from repro.errors import ReproError
+from repro.parameters import ConstructParams
 from repro.construct.scorer_prompt import load_prompt_tokenizer
 from repro.slicing import plan_slice
 from repro.sources import load_source
@@ -139,7 +140,8 @@ CASES = [
     Case("recipe: a prompt tokenizer folder without a tokenizer", lambda t: lambda: load_prompt_tokenizer(str(t)),
          r"scorer_prompt_tokenizer=\S+ could not be loaded .*Give a local tokenizer folder"),
     # (a tokenizer without a chat template: tests/test_recipes.py builds one)
-    Case("recipe: a slice larger than the prompt shard", lambda t: lambda: plan_slice(200, part_start=15283, part_stop=30566),
+    Case("recipe: a slice larger than the prompt shard",
+         lambda t: lambda: plan_slice(200, ConstructParams(part_start=15283, part_stop=30566)),
          r"The slice part_start=15283, part_stop=30566 lies outside the source, which has 200 rows"),
     Case("recipe: a revision for a local source", lambda t: lambda: load_source("demo", "train_prefs", revision="abc"),
          r"source_revision='abc' pins a hub commit, but source='demo' is not a hub id .* set source_revision: null"),

@@ -21,7 +21,7 @@ from repro.dataset_io import output_features, write_split
 from repro.errors import DataError, DatasetLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
 from repro.construct.pairs import build_row, prompt_id_of
-from repro.parameters import CompareParams, build
+from repro.parameters import CompareParams, ConstructParams, build
 from repro.paths import RunDir
 from repro.slicing import plan_slice
 from repro.sources import demo_path
@@ -44,7 +44,7 @@ def demo_rows() -> list[dict]:
         src = json.loads(line)
         cands = [src[c] for c in ("resp0", "resp1", "resp2", "resp3") if src.get(c)]
         scores = [round(float(s), 6) for s in rng.normal(0, 1, len(cands))]
-        rows.append(build_row(src, src["prompt"], cands, scores))
+        rows.append(build_row(src, src["prompt"], cands, scores, messages="chosen", keep_all_candidates=False))
     return rows
 
 
@@ -239,7 +239,8 @@ def source_keys():
 
 
 def test_one_mini_is_placed_and_its_parameters_found():
-    plan = plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=1, mini_count=4)
+    plan = plan_slice(N_SOURCE, ConstructParams(part_start=40000, part_stop=61135, drop_rows=400, mini_index=1,
+                                                mini_count=4))
     hints = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end", "mini_index": 1,
              "mini_count": 4}
     out = compare.infer_slice([np.arange(plan.start, plan.stop)], N_SOURCE, max_mini_count=8, hints=hints,
@@ -253,7 +254,7 @@ def test_one_mini_is_placed_and_its_parameters_found():
             == (40000, 61135, 4, "end")}
     assert ends == {400, 401, 402, 403}
     for s in g["solutions"]:
-        p = plan_slice(N_SOURCE, **s)
+        p = plan_slice(N_SOURCE, ConstructParams(**s))
         assert (p.start, p.stop) == (45183, 50366)
     # the same mini if the 400 rows came off the start of the part instead: the hints then do not reproduce it
     shifted = compare.infer_slice([np.arange(45583, 50766)], N_SOURCE, max_mini_count=8, hints=hints)
@@ -281,7 +282,8 @@ def test_several_minis_with_a_drop_in_the_middle_of_the_part():
     assert g0["solutions"][0]["mini_index"] == 0 and g0["solutions"][0]["mini_count"] == 4
     assert out["family_solutions"] == [] and "were not dropped from the start or the end" in out["sentence"]
     # the same four minis with the 400 rows dropped from the end: one setting explains the family
-    plans = [plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=i, mini_count=4)
+    plans = [plan_slice(N_SOURCE, ConstructParams(part_start=40000, part_stop=61135, drop_rows=400, mini_index=i,
+                                                mini_count=4))
              for i in range(4)]
     end = compare.infer_slice([np.arange(q.start, q.stop) for q in plans], N_SOURCE, max_mini_count=8)
     assert {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end",
@@ -291,7 +293,8 @@ def test_several_minis_with_a_drop_in_the_middle_of_the_part():
 
 def test_slice_inference_through_the_comparison(source_keys, tmp_path):
     source = pa.table(source_keys)
-    plan = plan_slice(N_SOURCE, part_start=40000, part_stop=61135, drop_rows=400, mini_index=1, mini_count=4)
+    plan = plan_slice(N_SOURCE, ConstructParams(part_start=40000, part_stop=61135, drop_rows=400, mini_index=1,
+                                                mini_count=4))
     ids = [source_keys["prompt_id"][i] for i in range(plan.start, plan.stop)]
     prompts = [source_keys["prompt"][i] for i in range(plan.start, plan.stop)]
     ref = compare.Side("reference", ["ref"], "train_prefs", pa.table({"prompt": prompts, "prompt_id": ids}),
@@ -333,7 +336,8 @@ def test_real_rows_against_themselves_rescored_by_the_stand_in(train_rows, tmp_p
     candidates = [[assistant(r, "chosen"), assistant(r, "rejected")] for r in rows]
     scored = run_scoring(prompts, candidates, model="builtin:tiny-pairrm", device="cpu", dtype="fp32",
                          batch_tokens=4096, chunk_size=64, work_dir=tmp_path / "work", progress=False)
-    rebuilt = [build_row(r, r["prompt"], c, s) for r, c, s in zip(rows, candidates, scored.scores)]
+    rebuilt = [build_row(r, r["prompt"], c, s, messages="chosen", keep_all_candidates=False)
+               for r, c, s in zip(rows, candidates, scored.scores)]
     reference = tmp_path / "real.jsonl"
     reference.write_text("".join(json.dumps(r) + "\n" for r in real))
     result = compare.compare(params(tmp_path, reference=str(reference),

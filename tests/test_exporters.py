@@ -8,6 +8,7 @@ import pytest
 from repro.errors import DataError
 from repro.exporters import FORMATS, detect_format, export_rows, seed_view, sppo_probabilities
 from repro.formats import to_trl
+from repro.parameters import ConstructParams
 from repro.construct.pairs import build_row
 from repro.construct.selection import select
 
@@ -39,9 +40,10 @@ def scored_rows(scores=SCORES):
     rows, picks = [], []
     for prompt, s in zip(PROMPTS, scores):
         cands = [f"answer {k} to {prompt}" for k in range(len(s))]
-        pick = select(s)
+        pick = select(s, None, "", ConstructParams())
         picks.append((pick.chosen, pick.rejected))
-        rows.append(build_row({"prompt_id": f"id-{prompt}"}, prompt, cands, s, keep_all_candidates=True, pick=picks[-1]))
+        rows.append(build_row({"prompt_id": f"id-{prompt}"}, prompt, cands, s, messages="chosen",
+                              keep_all_candidates=True, pick=picks[-1]))
     return rows, picks
 
 

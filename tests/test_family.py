@@ -173,13 +173,14 @@ def _sha(path: Path) -> str:
 
 
 def test_the_demo_family_params_cut_the_40_demo_rows_into_four_disjoint_minis():
+    from repro.parameters import ConstructParams
     from repro.slicing import plan_slice
 
     family = fam.plan_family(load_params_file(DEMO_FAMILY), default_name="x")
     assert [m.name for m in family.members] == [f"mini_{i}" for i in range(4)]
     v = family.members[0].values
-    minis = [set(plan_slice(40, part_start=0, part_stop=None, drop_rows=0, drop_from="end", limit=None,
-                            mini_index=m.values["mini_index"], mini_count=v["mini_count"]).indices)
+    minis = [set(plan_slice(40, ConstructParams(part_start=0, part_stop=None, drop_rows=0, drop_from="end", limit=None,
+                                                mini_index=m.values["mini_index"], mini_count=v["mini_count"])).indices)
              for m in family.members]
     assert [len(x) for x in minis] == [10] * 4 and set().union(*minis) == set(range(40))
     own = {"mini_index", "run_name", "run_dir"}  # the rest is the same for every member
@@ -236,6 +237,7 @@ def test_a_demo_family_scores_every_row_once_and_each_member_equals_its_run_alon
 
 
 def test_the_seed_family_params_give_the_published_sizes_and_counterparts():
+    from repro.parameters import ConstructParams
     from repro.slicing import plan_slice
 
     part2 = fam.plan_family(load_params_file(ROOT / "params" / "part2.yaml"), default_name="x")
@@ -245,9 +247,9 @@ def test_the_seed_family_params_give_the_published_sizes_and_counterparts():
 
     def rows(member) -> int:
         v = member.values
-        return len(plan_slice(61135, part_start=v["part_start"], part_stop=v["part_stop"], drop_rows=v["drop_rows"],
-                              drop_from=v["drop_from"], mini_index=v["mini_index"], mini_count=v["mini_count"],
-                              limit=None).indices)
+        return len(plan_slice(61135, ConstructParams(
+            part_start=v["part_start"], part_stop=v["part_stop"], drop_rows=v["drop_rows"], drop_from=v["drop_from"],
+            mini_index=v["mini_index"], mini_count=v["mini_count"], limit=None)).indices)
 
     # the published sizes (domain notes): part0/part1 minis 19600 // 4 = 4900; part2 20735 // 4 = 5183, mini_3 5186
     assert [rows(m) for m in siblings.members] == [4900] * 8 + [5183, 5183, 5183, 5186]

@@ -29,7 +29,7 @@ from repro.errors import DataError
 from repro.formats import KEPT_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES, to_trl, to_trl_implicit
 from repro.manifest import Manifest
 from repro.construct.pairs import build_row, collect_candidates
-from repro.parameters import AnalyzeParams, CardParams, build
+from repro.parameters import AnalyzeParams, CardParams, ConstructParams, build
 from repro.paths import SPLIT, RunDir
 from repro.sources import load_source
 from repro.scorers.tiny_policy import build_tiny_policy
@@ -49,13 +49,13 @@ def demo_like_rows() -> list[dict]:
     Every 7th row is a full tie (all scores 0), as near-ties are in PairRM's output.
     """
     source = load_source("demo").to_list()
-    candidates = collect_candidates(source, CANDIDATES)
+    candidates = collect_candidates(source, ConstructParams(candidate_columns=CANDIDATES))
     rows = []
     for k, (i, prompt, names, texts) in enumerate(zip(candidates.rows, candidates.prompts, candidates.names,
                                                       candidates.candidates)):
         quality = np.array([source[i]["quality"][CANDIDATES.index(n)] for n in names], dtype=float)
         scores = np.zeros_like(quality) if k % 7 == 3 else quality - quality.mean()
-        rows.append(build_row(source[i], prompt, texts, scores.tolist(), keep_all_candidates=True))
+        rows.append(build_row(source[i], prompt, texts, scores.tolist(), messages="chosen", keep_all_candidates=True))
     return rows
 
 

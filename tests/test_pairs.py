@@ -7,6 +7,9 @@ from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, output_features
 from repro.errors import DataError
 from repro.construct.pairs import (build_row, check_prompt_ids, collect_candidates, prompt_id_of, row_candidates,
                          select_pair)
+from repro.parameters import ConstructParams
+
+TWO = ConstructParams(candidate_columns=["resp0", "resp1"])
 
 
 def test_select_pair_best_and_worst():
@@ -37,7 +40,7 @@ def test_prompt_id_is_sha256_of_utf8_prompt(train_rows):
 
 def test_build_row_has_the_seed_columns_in_order_and_types():
     src = {"prompt": "Q?", "reference_response": "ref"}
-    row = build_row(src, "Q?", ["a", "b", "c"], [0.2, 0.7, -0.9])
+    row = build_row(src, "Q?", ["a", "b", "c"], [0.2, 0.7, -0.9], messages="chosen", keep_all_candidates=False)
     assert list(row) == SEED_COLUMNS
     assert row["chosen"] == [{"content": "Q?", "role": "user"}, {"content": "b", "role": "assistant"}]
     assert row["rejected"][1]["content"] == "c"
@@ -47,17 +50,17 @@ def test_build_row_has_the_seed_columns_in_order_and_types():
     ds = datasets.Dataset.from_list([row], features=SEED_FEATURES)
     assert ds.features == SEED_FEATURES
     assert ds.features["score_chosen"].dtype == "float64"
-    extra = build_row(src, "Q?", ["a", "b"], [1.0, -1.0], keep_all_candidates=True)
+    extra = build_row(src, "Q?", ["a", "b"], [1.0, -1.0], messages="chosen", keep_all_candidates=True)
     ds2 = datasets.Dataset.from_list([extra], features=output_features(True))
     assert ds2.column_names == SEED_COLUMNS + ["candidates", "candidate_scores"]
 
 
 def test_messages_from_source():
     src = {"prompt": "Q", "messages": [{"content": "Q", "role": "user"}, {"content": "orig", "role": "assistant"}]}
-    row = build_row(src, "Q", ["a", "b"], [1.0, -1.0], messages="source")
+    row = build_row(src, "Q", ["a", "b"], [1.0, -1.0], messages="source", keep_all_candidates=False)
     assert row["messages"][1]["content"] == "orig"
     with pytest.raises(DataError, match="messages"):
-        build_row({"prompt": "Q"}, "Q", ["a", "b"], [1.0, -1.0], messages="source")
+        build_row({"prompt": "Q"}, "Q", ["a", "b"], [1.0, -1.0], messages="source", keep_all_candidates=False)
 
 
 def test_collect_candidates_drops_rows_with_too_few_distinct():
@@ -67,17 +70,17 @@ def test_collect_candidates_drops_rows_with_too_few_distinct():
         {"prompt": "p2", "resp0": "x", "resp1": None},
         {"prompt": "p3", "resp0": "x", "resp1": "y", "reference_response": "z"},
     ]
-    cs = collect_candidates(rows, ["resp0", "resp1"], include_reference=True)
+    cs = collect_candidates(rows, ConstructParams(candidate_columns=["resp0", "resp1"], include_reference=True))
     assert cs.rows == [0, 3]
     assert cs.candidates == [["a", "b"], ["x", "y", "z"]]
     assert cs.names[1] == ["resp0", "resp1", "reference_response"]
     assert cs.dropped == {"fewer_than_two_distinct_candidates": 2}
     with pytest.raises(DataError, match="source row 1"):
-        collect_candidates(rows, ["resp0", "resp1"], too_few="error")
+        collect_candidates(rows, ConstructParams(candidate_columns=["resp0", "resp1"], too_few_candidates="error"))
 
 
 def test_original_pair_candidates(train_rows):
-    cs = collect_candidates(train_rows[:20], [], include_original_pair=True)
+    cs = collect_candidates(train_rows[:20], ConstructParams(candidate_columns=[], include_original_pair=True))
     assert all(n == ["original_chosen", "original_rejected"] for n in cs.names)
     first_kept = train_rows[cs.rows[0]]
     assert cs.candidates[0][0] == first_kept["chosen"][-1]["content"]
@@ -85,14 +88,14 @@ def test_original_pair_candidates(train_rows):
 
 def test_bad_candidates_name_the_row():
     with pytest.raises(DataError, match=r"source row 7.*'resp1'.*string"):
-        collect_candidates([{"prompt": "p", "resp0": "a", "resp1": 5}], ["resp0", "resp1"], row_offset=7)
+        collect_candidates([{"prompt": "p", "resp0": "a", "resp1": 5}], TWO, row_offset=7)
     with pytest.raises(DataError, match=r"'resp1' is empty.*empty_candidates"):
-        collect_candidates([{"prompt": "p", "resp0": "a", "resp1": "  "}], ["resp0", "resp1"])
-    cs = collect_candidates([{"prompt": "p", "resp0": "a", "resp1": " ", "resp2": "c"}], ["resp0", "resp1", "resp2"],
-                            empty="drop")
+        collect_candidates([{"prompt": "p", "resp0": "a", "resp1": "  "}], TWO)
+    cs = collect_candidates([{"prompt": "p", "resp0": "a", "resp1": " ", "resp2": "c"}],
+                            ConstructParams(candidate_columns=["resp0", "resp1", "resp2"], empty_candidates="drop"))
     assert cs.candidates == [["a", "c"]]
     with pytest.raises(DataError, match="prompt"):
-        collect_candidates([{"prompt": "", "resp0": "a", "resp1": "b"}], ["resp0", "resp1"])
+        collect_candidates([{"prompt": "", "resp0": "a", "resp1": "b"}], TWO)
 
 
 def test_duplicate_prompt_ids():

@@ -15,7 +15,7 @@ from repro.analysis import report
 from repro.card.facts import gather_facts
 from repro.card.publish import write_card
 from repro.construct import stages
-from repro.errors import DataError
+from repro.errors import DataError, ParameterError
 from repro.exporters import seed_view, sppo_probabilities
 from repro.formats import to_trl
 from repro.parameters import AnalyzeParams, CardParams, ConstructParams, GenerationParams
@@ -159,3 +159,15 @@ def test_sppo_published_rows_rank_the_original_pair_first_but_pair_and_list_the_
     # 04_compare and to_trl read it back with the generated scores (the last ones)
     view = seed_view(out)
     assert view["score_chosen"] == [max(r[-3:]) for r in out["rm_scores"]]
+
+
+@pytest.mark.parametrize("single_file", [True, False])
+def test_a_test_split_of_a_single_file_source_is_refused_before_any_work(single_file, tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in rows_of("train_prefs")[:3]))
+    p = ConstructParams(run_dir=str(tmp_path / "run"), source=str(rows) if single_file else "demo", test_rows=2,
+                        test_split="test_prefs", **STAND_IN)
+    with pytest.raises(ParameterError, match=r"test_split='test_prefs', but source .* is a single file with no "
+                                             r"splits: its test rows would repeat the train rows"):
+        stages.load(stages.begin(p))
+    assert not (tmp_path / "run" / "work").exists()

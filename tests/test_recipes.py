@@ -134,12 +134,24 @@ def test_candidate_seeds_draw_candidate_k_as_a_run_with_that_seed(policy_dir, tm
 # ------------------------------------------------------------------------------------------------
 # every recipe, offline on stand-ins, through `repro run`; then 04_compare against a copy in its format
 # ------------------------------------------------------------------------------------------------
-STAND_INS = ["source=" + str(FIXTURE), "source_revision=null", "part_start=0", "part_stop=null", "limit=3",
+STAND_INS = ["source_revision=null", "part_start=0", "part_stop=null", "limit=3",
              "policy_model=builtin:tiny-policy", "policy_revision=null", "generation_backend=transformers",
              "generation_device=cpu", "max_new_tokens=6", "reference_max_new_tokens=6", "generation_chunk_size=8",
              "scorer_revision=null", "device=cpu", "dtype=fp32", "batch_tokens=2048", "chunk_size=8",
              "scorer_prompt_tokenizer=builtin:tiny-policy", "bootstrap_resamples=100", "empty_candidates=drop"]
 SCORER = {"rlhflow_iter1": "builtin:tiny-reward-llama"}  # the others rank with PairRM
+
+
+@pytest.fixture(scope="module")
+def split_source(tmp_path_factory) -> Path:
+    """The fixture's rows as a hub-layout folder, since a recipe's test split needs a source with splits: train_prefs
+    and test_prefs, and train_prefs again as `train` (the split SPPO's and RLHFlow's recipes read)."""
+    folder = tmp_path_factory.mktemp("uf")
+    (folder / "data").mkdir()
+    for split, name in (("train_prefs", "train_prefs"), ("test_prefs", "test_prefs"), ("train_prefs", "train")):
+        rows = [json.loads(line) for line in (FIXTURE.parent / f"{split}.jsonl").read_text().splitlines()]
+        datasets.Dataset.from_list(rows).to_parquet(str(folder / "data" / f"{name}-00000-of-00001.parquet"))
+    return folder
 
 
 def test_the_recipes_folder_holds_each_recipe_and_its_verify_file():
@@ -152,11 +164,11 @@ def test_the_recipes_folder_holds_each_recipe_and_its_verify_file():
 
 
 @pytest.mark.parametrize("recipe", [p for p in RECIPES if not p.stem.startswith("verify_")], ids=lambda p: p.stem)
-def test_each_recipe_runs_offline_on_stand_ins_and_compares_with_a_copy(recipe, tmp_path, repro_run):
+def test_each_recipe_runs_offline_on_stand_ins_and_compares_with_a_copy(recipe, tmp_path, repro_run, split_source):
     values = load_params_file(recipe)
     out = tmp_path / recipe.stem
     scorer = SCORER.get(recipe.stem, "builtin:tiny-pairrm")
-    sets = [x for item in [*STAND_INS, f"scorer_model={scorer}"] for x in ("--set", item)]
+    sets = [x for item in [f"source={split_source}", *STAND_INS, f"scorer_model={scorer}"] for x in ("--set", item)]
     proc = repro_run(recipe, "--out", out, *sets)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())

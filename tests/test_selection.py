@@ -6,6 +6,7 @@ import pytest
 
 from repro.errors import DataError
 from repro.construct.selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, RULES, Pick, row_rng, select
+from repro.parameters import ConstructParams
 
 # (rule, scores, texts, expected (chosen, rejected)): worked out by hand from each rule's definition
 TABLE = [
@@ -24,7 +25,7 @@ TABLE = [
 
 @pytest.mark.parametrize("rule, scores, texts, expected", TABLE)
 def test_rules_on_a_hand_made_table(rule, scores, texts, expected):
-    pick = select(scores, texts, rule=rule, length_penalty=0.1)
+    pick = select(scores, texts, "", ConstructParams(selection=rule, length_penalty=0.1))
     assert (pick.chosen, pick.rejected) == expected and pick.dropped is None
 
 
@@ -32,21 +33,23 @@ def test_every_rule_orders_the_pair_by_score_and_a_single_candidate_yields_none(
     scores, texts = [0.3, -1.2, 2.5, 0.7, 0.7], ["a", "bb", "ccc", "dddd", "e"]
     for rule in RULES:
         for key in ("p1", "p2", "p3", "p4"):
-            pick = select(scores, texts, rule=rule, seed=0, key=key, length_penalty=0.01)
+            pick = select(scores, texts, key, ConstructParams(selection=rule, selection_seed=0, length_penalty=0.01))
             assert pick.chosen != pick.rejected
             assert scores[pick.chosen] >= scores[pick.rejected], (rule, key, pick)
-        assert select([1.0], ["a"], rule=rule, seed=0) == Pick(dropped=DROP_SINGLE)
+        assert select([1.0], ["a"], "", ConstructParams(selection=rule, selection_seed=0)) == Pick(dropped=DROP_SINGLE)
 
 
 def test_best_random_draws_among_the_others_from_seed_and_key_only():
     scores = [0.1, 0.9, -0.5, 0.4, 0.0]
     keys = [f"prompt-{i}" for i in range(60)]
-    rejected = [select(scores, rule="best_random", seed=7, key=k).rejected for k in keys]
-    assert all(select(scores, rule="best_random", seed=7, key=k).chosen == 1 for k in keys)
+    best_random = ConstructParams(selection="best_random", selection_seed=7)
+    rejected = [select(scores, None, k, best_random).rejected for k in keys]
+    assert all(select(scores, None, k, best_random).chosen == 1 for k in keys)
     assert set(rejected) == {0, 2, 3, 4}  # every other candidate is drawn sometimes, the best never
     # the same (seed, key) gives the same draw, in any order; another seed gives other draws
-    assert [select(scores, rule="best_random", seed=7, key=k).rejected for k in reversed(keys)] == rejected[::-1]
-    assert [select(scores, rule="best_random", seed=8, key=k).rejected for k in keys] != rejected
+    assert [select(scores, None, k, best_random).rejected for k in reversed(keys)] == rejected[::-1]
+    seed_8 = best_random.model_copy(update={"selection_seed": 8})
+    assert [select(scores, None, k, seed_8).rejected for k in keys] != rejected
     # the draw is numpy's, from a generator seeded by (seed, key): recomputed independently here
     others = [0, 2, 3, 4]
     assert rejected[5] == others[int(row_rng(7, "prompt-5").integers(4))]
@@ -54,33 +57,36 @@ def test_best_random_draws_among_the_others_from_seed_and_key_only():
 
 def test_random_pair_draws_two_distinct_candidates():
     scores = [0.5, -0.25, 1.5, 0.0]
-    picks = {(p.chosen, p.rejected) for p in (select(scores, rule="random_pair", seed=0, key=str(i)) for i in range(80))}
+    random_pair = ConstructParams(selection="random_pair", selection_seed=0)
+    picks = {(p.chosen, p.rejected) for p in (select(scores, None, str(i), random_pair) for i in range(80))}
     assert len(picks) == 6  # all C(4, 2) pairs occur, each ordered by score
     assert all(scores[c] > scores[r] for c, r in picks)
 
 
 def test_random_rules_need_a_seed():
+    # the schema refuses it too; select checks again for parameters built unchecked (model_construct)
     for rule in ("best_random", "random_pair"):
         with pytest.raises(DataError, match="selection_seed"):
-            select([0.1, 0.2, 0.3], rule=rule, seed=None)
+            select([0.1, 0.2, 0.3], None, "", ConstructParams.model_construct(selection=rule))
 
 
 def test_ties_keep_or_drop_and_min_margin():
-    assert select([0.5, 0.5], ties="keep") == Pick(0, 1)
-    assert select([0.5, 0.5], ties="drop") == Pick(dropped=DROP_TIE)
+    assert select([0.5, 0.5], None, "", ConstructParams(ties="keep")) == Pick(0, 1)
+    assert select([0.5, 0.5], None, "", ConstructParams(ties="drop")) == Pick(dropped=DROP_TIE)
     # best_second with the best tied: a tie, dropped under `drop` although the row's scores differ
-    assert select([2.0, 1.0, 2.0], rule="best_second", ties="drop") == Pick(dropped=DROP_TIE)
+    best_second = ConstructParams(selection="best_second", ties="drop")
+    assert select([2.0, 1.0, 2.0], None, "", best_second) == Pick(dropped=DROP_TIE)
     # equal margins: both rows kept at the threshold, dropped just above it
-    assert select([1.0, 0.0], min_margin=1.0) == Pick(0, 1)
-    assert select([0.25, -0.75, 0.0], min_margin=1.0) == Pick(0, 1)
-    assert select([1.0, 0.0], min_margin=1.0 + 1e-12) == Pick(dropped=DROP_MARGIN)
-    assert select([0.5, 0.5], ties="keep", min_margin=0.1) == Pick(dropped=DROP_MARGIN)
+    assert select([1.0, 0.0], None, "", ConstructParams(min_margin=1.0)) == Pick(0, 1)
+    assert select([0.25, -0.75, 0.0], None, "", ConstructParams(min_margin=1.0)) == Pick(0, 1)
+    assert select([1.0, 0.0], None, "", ConstructParams(min_margin=1.0 + 1e-12)) == Pick(dropped=DROP_MARGIN)
+    assert select([0.5, 0.5], None, "", ConstructParams(ties="keep", min_margin=0.1)) == Pick(dropped=DROP_MARGIN)
 
 
 def test_nan_scores_and_unknown_rules_are_errors():
     with pytest.raises(DataError, match="NaN"):
-        select([math.nan, 1.0])
+        select([math.nan, 1.0], None, "", ConstructParams())
     with pytest.raises(DataError, match="not a known rule"):
-        select([0.0, 1.0], rule="max_min")
+        select([0.0, 1.0], None, "", ConstructParams.model_construct(selection="max_min"))
     with pytest.raises(DataError, match="texts"):
-        select([0.0, 1.0], rule="best_worst_length_penalised")
+        select([0.0, 1.0], None, "", ConstructParams(selection="best_worst_length_penalised"))

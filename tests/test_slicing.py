@@ -22,14 +22,16 @@ def test_part1_mini_2_size():
 
 def test_recipe_plan_on_a_synthetic_61135_row_table():
     table = datasets.Dataset.from_dict({"i": list(range(61135))})
-    plan = plan_slice(len(table), part_start=40000, part_stop=61135, drop_rows=400, mini_index=1, mini_count=4)
+    plan = plan_slice(len(table), ConstructParams(part_start=40000, part_stop=61135, drop_rows=400, mini_index=1,
+                                                           mini_count=4))
     assert plan.counts == {"source": 61135, "part": 21135, "dropped": 400, "after_drop": 20735,
                            "mini": 5183, "sliced": 5183}
     rows = table.select(plan.indices)
     assert len(rows) == 5183
     assert rows[0]["i"] == 40000 + 5183 and rows[-1]["i"] == 40000 + 10366 - 1
     assert plan.dropped == (60735, 61135)
-    last = plan_slice(len(table), part_start=40000, part_stop=61135, drop_rows=400, mini_index=3, mini_count=4)
+    last = plan_slice(len(table), ConstructParams(part_start=40000, part_stop=61135, drop_rows=400, mini_index=3,
+                                                           mini_count=4))
     assert last.counts["sliced"] == 5186 and last.stop == 60735
 
 
@@ -39,7 +41,7 @@ def test_shard_contiguous_would_not_match():
 
 
 def test_drop_from_start_and_limit():
-    plan = plan_slice(100, drop_rows=10, drop_from="start", limit=5)
+    plan = plan_slice(100, ConstructParams(drop_rows=10, drop_from="start", limit=5))
     assert (plan.start, plan.stop) == (10, 15)
     assert plan.counts["sliced"] == 5 and plan.counts["after_drop"] == 90
 
@@ -52,7 +54,7 @@ def test_drop_from_start_and_limit():
 ])
 def test_slices_outside_the_data_are_clear_errors(kwargs, needle):
     with pytest.raises(DataError, match=needle):
-        plan_slice(100, **kwargs)
+        plan_slice(100, ConstructParams(**kwargs))
 
 
 @pytest.mark.parametrize("kwargs, needle", [

@@ -17,7 +17,7 @@ def _pairs(n: int = 9) -> datasets.Dataset:
         prompt = f"Question {i}:\n  explain   topic {i} " + "in detail " * 30
         candidates = [f"Answer {i}a " + "long " * 50, f"Answer {i}b", f"Answer {i}c"]
         scores = [0.1 * i, -0.05 * i, -0.05 * i]
-        rows.append(build_row({}, prompt, candidates, scores, keep_all_candidates=True))
+        rows.append(build_row({}, prompt, candidates, scores, messages="chosen", keep_all_candidates=True))
     return datasets.Dataset.from_list(rows, features=output_features(True))
 
 

@@ -24,7 +24,7 @@ from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .jobs import atomic_write_json
 from .manifest import Manifest
-from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, build
+from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, ConstructParams, build
 from .paths import RunDir, is_hub_id, run_manifest_of
 from .slicing import plan_slice
 from .sources import load_source
@@ -218,8 +218,8 @@ def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Seq
             mini_start = kept_start + i * size
             mini_stop = kept_start + (after if i == k - 1 else (i + 1) * size)
             for d in drop[(mini_start == start) & (mini_stop == stop)]:
-                plan = plan_slice(n_source, part_start=p0, part_stop=p1, drop_rows=int(d), drop_from=drop_from,
-                                  mini_index=i, mini_count=k)
+                plan = plan_slice(n_source, ConstructParams(part_start=p0, part_stop=p1, drop_rows=int(d),
+                                                            drop_from=drop_from, mini_index=i, mini_count=k))
                 assert (plan.start, plan.stop) == (start, stop)
                 found.append({"part_start": p0, "part_stop": p1, "drop_rows": int(d), "drop_from": drop_from,
                               "mini_index": i, "mini_count": k})
@@ -310,7 +310,7 @@ SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index",
 def _check_hints(hints: dict[str, Any], n_source: int, groups: list[dict[str, Any]]) -> dict[str, Any]:
     given = {k: hints[k] for k in SLICE_KEYS if k in hints}
     try:
-        plan = plan_slice(n_source, **given)
+        plan = plan_slice(n_source, build(ConstructParams, given))
     except ReproError as exc:
         return {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
     target = groups[0]["source_ranges"] if len(groups) == 1 else None

@@ -43,20 +43,16 @@ def output_features(keep_all_candidates: bool = False, more_scorers: Sequence[st
     return Features({**SEED_FEATURES, **EXTRA_FEATURES, **more})
 
 
-def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLIT,
-                max_shard_size: int | str | None = None) -> dict[str, Any]:
-    """Write `ds` as `data/{split}-{i:05d}-of-{n:05d}.parquet`, sharded and row-grouped as `push_to_hub` does.
-
-    Returns the split's facts as `push_to_hub` records them: `num_bytes` (in-memory Arrow size),
-    `num_examples`, `download_size` (bytes of the parquet files) and the files written.
-    """
+def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLIT) -> dict[str, Any]:
+    """Write `ds` as `data/{split}-{i:05d}-of-{n:05d}.parquet`, sharded and row-grouped as `push_to_hub` does; the
+    split's facts as it records them (`num_bytes`: in-memory Arrow size; `download_size`: parquet bytes) and files."""
     data_dir = Path(dataset_dir) / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     for old in data_dir.glob(f"{split}-*.parquet"):
         old.unlink()
     ds = ds.flatten_indices() if ds._indices is not None else ds
     nbytes = ds._estimate_nbytes()
-    max_shard = convert_file_size_to_int(max_shard_size or datasets.config.MAX_SHARD_SIZE)
+    max_shard = convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)
     num_shards = int(nbytes / max_shard) + 1
     batch_size = get_writer_batch_size_from_features(ds.features) or get_writer_batch_size_from_data_size(len(ds), nbytes)
     files = []
@@ -67,10 +63,5 @@ def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLI
         shard.to_parquet(str(tmp), batch_size=batch_size)
         os.replace(tmp, path)
         files.append(path)
-    return {
-        "split": split,
-        "num_bytes": nbytes,
-        "num_examples": len(ds),
-        "download_size": sum(f.stat().st_size for f in files),
-        "files": [str(f) for f in files],
-    }
+    return {"split": split, "num_bytes": nbytes, "num_examples": len(ds),
+            "download_size": sum(f.stat().st_size for f in files), "files": [str(f) for f in files]}

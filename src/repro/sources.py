@@ -1,7 +1,6 @@
 """Loading rows: the embedded demo, a hub dataset, a local .jsonl/.parquet file, a saved dataset, a folder in the
 hub's parquet layout, or a run directory."""
 
-
 from __future__ import annotations
 
 import gzip
@@ -71,8 +70,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
             if suffix.startswith(".jsonl"):
-                for _ in iter_jsonl(path, option="source"):  # raises naming the first broken line
-                    pass
+                list(iter_jsonl(path, option="source"))  # raises naming the first broken line
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
     run = RunDir.of(path)
@@ -97,26 +95,20 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
 
 
-def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str,
-              revision: str | None = None) -> datasets.Dataset:
+def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, revision: str | None) -> datasets.Dataset:
     try:
         return datasets.load_dataset(repo_id, split=split, revision=revision)
-    except ValueError as exc:
-        if "split" in str(exc).lower():
+    except Exception as exc:
+        if isinstance(exc, ValueError) and "split" in str(exc).lower():
             raise DataError(f"hub dataset {repo_id!r} has no split {split!r} ({exc}). Set {split_parameter} to one "
                             f"of its splits.") from None
-        raise _hub_error(repo_id, exc, parameter) from None
-    except Exception as exc:
-        raise _hub_error(repo_id, exc, parameter) from None
-
-
-def _hub_error(repo_id: str, exc: Exception, parameter: str) -> DatasetLoadError:
-    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
-    why = "the hub is switched off (HF_HUB_OFFLINE is set)" if offline else "the hub could not be reached or the id is wrong"
-    return DatasetLoadError(
-        f"Could not load hub dataset {repo_id!r} ({parameter}): {why} ({type(exc).__name__}: {str(exc)[:300]}). "
-        f"On a machine with network run `hf download {repo_id} --repo-type dataset --local-dir DIR`, "
-        f"copy DIR here, and set {parameter} to that folder instead of the id.")
+        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
+        why = ("the hub is switched off (HF_HUB_OFFLINE is set)" if offline
+               else "the hub could not be reached or the id is wrong")
+        raise DatasetLoadError(
+            f"Could not load hub dataset {repo_id!r} ({parameter}): {why} ({type(exc).__name__}: {str(exc)[:300]}). "
+            f"On a machine with network run `hf download {repo_id} --repo-type dataset --local-dir DIR`, "
+            f"copy DIR here, and set {parameter} to that folder instead of the id.") from None
 
 
 def iter_jsonl(path: Path, option: str = "--input") -> Iterator[tuple[str, Any]]:

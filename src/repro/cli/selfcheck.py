@@ -27,7 +27,7 @@ from huggingface_hub import constants, try_to_load_from_cache
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
 from ..manifest import lock_status, lock_summary, package_versions
-from ..parameters import DEFAULT_BATCH_TOKENS
+from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
 from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, project_root
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -218,7 +218,7 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
         prompts, candidates = read_bench_rows(Path(input), limit=n)
         return prompts, candidates, str(input)
     rows = [row for _, row in iter_jsonl(demo_path())][:n]
-    found = collect_candidates(rows, DEMO_CANDIDATE_COLUMNS)
+    found = collect_candidates(rows, ConstructParams(candidate_columns=list(DEMO_CANDIDATE_COLUMNS)))
     return found.prompts, found.candidates, "the embedded demo (src/repro/data/demo_prompts.jsonl)"
 
 

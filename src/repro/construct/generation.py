@@ -1,18 +1,15 @@
 """Candidate generation: a greedy `reference_response` and n sampled candidates `resp0..resp{n-1}` per prompt.
 
-Prompts go through the policy's chat template (one user turn) and are tokenised as vLLM does; long prompts are
-cut from the left or skipped (`long_prompts`). Sampling noise is a hash of (seed, prompt text, candidate, step,
-token), so a prompt's candidates do not depend on its batch, chunk or row order. The work runs through
-`repro.jobs.run_job` in chunks of prompts, longest first; what decides the text is in the fingerprint and the
-manifest (docs/generation.md).
-"""
+Sampling noise is a hash of (seed, prompt text, candidate, step, token), so a prompt's candidates do not depend on
+its batch, chunk or row order (docs/generation.md)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -22,15 +19,15 @@ from ..manifest import package_versions
 from ..parameters import GenerationParams
 from ..paths import STAND_IN_MARKER
 from ..revisions import check_revision_target, pinned_model
-from ..scorers.common import resolve_device, resolve_dtype
+from ..scorers.common import resolve_device, resolve_dtype, torch_dtype
 from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
 
 # the parameters that decide the texts, in the fingerprint and the manifest
-SAMPLING = ("generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p", "max_new_tokens",
-            "generation_seed", "candidate_seeds", "use_chat_template")
-STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are noise, "
-                 "not model text")
+SAMPLING = ("generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
+            "max_new_tokens", "generation_seed", "candidate_seeds", "use_chat_template")
+STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are "
+                 "noise, not model text")
 
 
 @dataclass(frozen=True)
@@ -44,8 +41,7 @@ class Policy:
 
 
 def resolve_policy(policy_model: str | None, revision: str | None = None) -> Policy:
-    """Turn `policy_model` into a loadable location (building the stand-in when it is `builtin:tiny-policy`);
-    with `revision` (policy_revision), the hub model's snapshot at that commit, which every later load reads."""
+    """`policy_model` as a loadable location: a built-in stand-in, a local folder, or the hub at `revision`."""
     check_revision_target(policy_model, revision, "policy_revision", "policy_model")
     if revision is not None:
         return Policy(policy_model, pinned_model(policy_model, revision, "policy_revision", "policy_model"), False)
@@ -189,11 +185,8 @@ def prompt_limit(params: GenerationParams, context: int) -> int:
 
 def sample_keys(prompt: str, seed: int, n: int) -> list[list[int]]:
     """Per-candidate noise keys (two 31-bit ints each) from the seed, the prompt text and the candidate index."""
-    keys = []
-    for k in range(n):
-        digest = hashlib.sha256(f"{seed}\x00{k}\x00{prompt}".encode("utf-8")).digest()
-        keys.append([int.from_bytes(digest[:4], "big") >> 1, int.from_bytes(digest[4:8], "big") >> 1])
-    return keys
+    digests = [hashlib.sha256(f"{seed}\x00{k}\x00{prompt}".encode("utf-8")).digest() for k in range(n)]
+    return [[int.from_bytes(d[:4], "big") >> 1, int.from_bytes(d[4:8], "big") >> 1] for d in digests]
 
 
 def candidate_keys(prompt: str, params: GenerationParams) -> list[list[int]]:
@@ -227,13 +220,10 @@ def row_seeds(keys):
 
 
 def counter_uniform(seeds, step: int, token_table):
-    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row seed, step, token id), identical on any device
-    (`token_table` is `_mix32(arange(vocab))`, computed once)."""
-    import torch
-
+    """Uniforms in (0, 1), shape [rows, vocab]: a hash of (row seed, step, token id), identical on any device."""
     h = _mix32(token_table[None, :] ^ (seeds ^ _mix32(step & _MASK32)))
     # 24 bits fit a float32 mantissa exactly; +0.5 keeps u away from 0 and 1
-    return ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+    return ((h >> 8).float() + 0.5) * (1.0 / (1 << 24))
 
 
 def token_table(vocab_size: int, device="cpu"):
@@ -274,21 +264,15 @@ class SequenceRequest:
 class TransformersEngine:
     """`model.generate` over left-padded batches, in the order given (callers sort by prompt length)."""
 
-    backend = "transformers"
-
     def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, batch_size: int):
-        import torch
-        from transformers import AutoModelForCausalLM, GenerationConfig
+        from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
-        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
         try:
             if policy.random_init_seed is not None:
-                from transformers import AutoConfig
-
                 model = init_random_weights(AutoConfig.from_pretrained(policy.path), policy.random_init_seed,
-                                            dtype=torch_dtype, device=device)
+                                            dtype=torch_dtype(dtype), device=device)
             else:
-                model = AutoModelForCausalLM.from_pretrained(policy.path, dtype=torch_dtype).to(device)
+                model = AutoModelForCausalLM.from_pretrained(policy.path, dtype=torch_dtype(dtype)).to(device)
         except (OSError, ValueError) as exc:
             raise _hub_error(policy, exc) from None
         self.model = model.eval()
@@ -304,41 +288,33 @@ class TransformersEngine:
     def generate(self, seqs: list[SequenceRequest], max_new_tokens: int, temperature: float, top_p: float,
                  on_batch: Callable[[int, int], None]) -> list[tuple[str, int]]:
         """Texts and token counts of `seqs`; `on_batch(sequences, tokens)` after each batch."""
-        out: list[tuple[str, int]] = []
-        for start in range(0, len(seqs), self.batch_size):
-            batch = seqs[start:start + self.batch_size]
-            results = self._generate_batch(batch, max_new_tokens, temperature, top_p)
-            out.extend(results)
-            on_batch(len(batch), sum(n for _, n in results))
-        return out
-
-    def _generate_batch(self, batch: list[SequenceRequest], max_new_tokens: int, temperature: float,
-                        top_p: float) -> list[tuple[str, int]]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
-        width = max(len(s.ids) for s in batch)
-        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, s in enumerate(batch):
-            input_ids[row, width - len(s.ids):] = torch.tensor(s.ids)
-            attention_mask[row, width - len(s.ids):] = 1
-        # decoding is greedy; sampling is greedy over logits with counter noise added (`_gumbel_processor`)
-        processors = LogitsProcessorList()
-        if temperature > 0 and batch[0].key is not None:
-            keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
-            processors.append(TemperatureLogitsWarper(temperature))
-            if top_p < 1.0:
-                processors.append(TopPLogitsWarper(top_p))
-            processors.append(_gumbel_processor(keys, width))
         config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                   eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
-        with torch.inference_mode():
-            generated = self.model.generate(input_ids=input_ids.to(self.device),
-                                            attention_mask=attention_mask.to(self.device),
-                                            generation_config=config, logits_processor=processors)
-        new = generated[:, width:].tolist()
-        return [self._decode(ids) for ids in new]
+        out: list[tuple[str, int]] = []
+        for start in range(0, len(seqs), self.batch_size):
+            batch = seqs[start:start + self.batch_size]
+            width = max(len(s.ids) for s in batch)
+            input_ids = torch.tensor([[self.pad_id] * (width - len(s.ids)) + s.ids for s in batch], dtype=torch.long)
+            attention_mask = (torch.arange(width) >= torch.tensor([[width - len(s.ids)] for s in batch])).long()
+            # decoding is greedy; sampling is greedy over logits with counter noise added (`_gumbel_processor`)
+            processors = LogitsProcessorList()
+            if temperature > 0 and batch[0].key is not None:
+                keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
+                processors.append(TemperatureLogitsWarper(temperature))
+                if top_p < 1.0:
+                    processors.append(TopPLogitsWarper(top_p))
+                processors.append(_gumbel_processor(keys, width))
+            with torch.inference_mode():
+                generated = self.model.generate(input_ids=input_ids.to(self.device),
+                                                attention_mask=attention_mask.to(self.device),
+                                                generation_config=config, logits_processor=processors)
+            results = [self._decode(ids) for ids in generated[:, width:].tolist()]
+            out.extend(results)
+            on_batch(len(batch), sum(n for _, n in results))
+        return out
 
     def _decode(self, ids: list[int]) -> tuple[str, int]:
         # the response ends at its first EOS (counted as generated); what follows is padding
@@ -349,8 +325,6 @@ class TransformersEngine:
 
 class VllmEngine:
     """vLLM's offline `LLM.generate` (one GPU), with a per-sequence seed; same outputs format as Transformers."""
-
-    backend = "vllm"
 
     def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, context: int,
                  seed: int):
@@ -394,67 +368,52 @@ class GenerationProgress(Progress):
         super().__init__(total, desc="generation", unit="prompt", **kwargs)
         self.tokens = 0
 
-    @property
-    def token_rate(self) -> float:
-        return self.tokens / self.elapsed if self.elapsed > 0 else 0.0
+    def _rate(self) -> str:
+        return f"{self.tokens / self.elapsed if self.elapsed > 0 else 0.0:.1f} tokens/s"
 
     def add_tokens(self, n: int) -> None:
         self.tokens += n
         if self._tqdm is not None:
-            self._tqdm.set_postfix_str(f"{self.token_rate:.1f} tokens/s", refresh=False)
+            self._tqdm.set_postfix_str(self._rate(), refresh=False)
 
     def _line(self, final: bool = False) -> str:
-        return f"{super()._line(final)}, {self.token_rate:.1f} tokens/s"
-
-
-@dataclass
-class _Counters:
-    tokens: int = 0
-    sequences: int = 0
-    generate_seconds: float = 0.0
-    load_seconds: float = 0.0
+        return f"{super()._line(final)}, {self._rate()}"
 
 
 def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance: Callable[[int], None],
-                    progress: GenerationProgress | None, counters: _Counters) -> list[dict]:
+                    progress: GenerationProgress, counters: dict[str, Any]) -> list[dict]:
     """Reference and candidates for one chunk of prompts; one JSON-ready result per prompt."""
-    per_prompt = int(params.generate_reference) + (1 if params.temperature == 0 else params.n_candidates)
-    done = {"sequences": 0, "prompts": 0}
+    greedy = params.temperature == 0  # greedy candidates are all the same sequence: generate it once
+    n = 1 if greedy else params.n_candidates
+    per_prompt = int(params.generate_reference) + n
+    done = [0]  # sequences of this chunk generated so far
 
     def on_batch(n_seqs: int, n_tokens: int) -> None:
-        counters.tokens += n_tokens
-        counters.sequences += n_seqs
-        done["sequences"] += n_seqs
-        if progress is not None:
-            progress.add_tokens(n_tokens)
-        prompts_done = done["sequences"] // per_prompt
-        advance(prompts_done - done["prompts"])
-        done["prompts"] = prompts_done
+        counters["tokens"] += n_tokens
+        counters["sequences"] += n_seqs
+        progress.add_tokens(n_tokens)
+        advance((done[0] + n_seqs) // per_prompt - done[0] // per_prompt)
+        done[0] += n_seqs
 
     def run(seqs: list[SequenceRequest], max_new_tokens: int, temperature: float) -> list[tuple[str, int]]:
         start = time.perf_counter()
         out = engine.generate(seqs, max_new_tokens, temperature, params.top_p, on_batch)
-        counters.generate_seconds += time.perf_counter() - start
+        counters["generate_seconds"] += time.perf_counter() - start
         return out
 
     results: list[dict] = [{"tokens": 0} for _ in chunk]
     if params.generate_reference:
         refs = run([SequenceRequest(item["ids"], None) for item in chunk], params.reference_max_new_tokens, 0.0)
-        for r, (text, n) in zip(results, refs):
+        for r, (text, tokens) in zip(results, refs):
             r["reference_response"] = text
-            r["tokens"] += n
+            r["tokens"] += tokens
     if params.n_candidates:
-        if params.temperature == 0:  # greedy candidates are all the same sequence: generate it once
-            greedy = run([SequenceRequest(item["ids"], None) for item in chunk], params.max_new_tokens, 0.0)
-            outputs = [[g] for g in greedy]
-        else:
-            seqs = [SequenceRequest(item["ids"], key) for item in chunk for key in item["keys"]]
-            sampled = run(seqs, params.max_new_tokens, params.temperature)
-            outputs = [sampled[i * params.n_candidates:(i + 1) * params.n_candidates] for i in range(len(chunk))]
-        for r, outs in zip(results, outputs):
-            texts = [text for text, _ in outs]
-            r["candidates"] = texts * params.n_candidates if len(texts) == 1 else texts
-            r["tokens"] += sum(n for _, n in outs)
+        seqs = [SequenceRequest(item["ids"], key) for item in chunk for key in ([None] if greedy else item["keys"])]
+        outs = run(seqs, params.max_new_tokens, params.temperature)
+        for i, r in enumerate(results):
+            mine = outs[i * n:(i + 1) * n]
+            r["candidates"] = [text for text, _ in mine] * (params.n_candidates // n)
+            r["tokens"] += sum(tokens for _, tokens in mine)
     return results
 
 
@@ -487,62 +446,46 @@ def plan_prompts(prompts: Sequence[str], params: GenerationParams, tokenizer,
     return kept, skipped, truncated
 
 
-@dataclass
 class _Plan:
     """What every process derives alike from the prompts and parameters: the policy, the work items, the fingerprint."""
 
-    policy: Policy
-    tokenizer: Any
-    context: int
-    limit: int
-    eos_ids: list[int]
-    device: str
-    dtype: str
-    kept: list[dict]
-    skipped: int
-    truncated: int
-    fingerprint: dict[str, Any]
-
-
-def _plan(prompts: list[str], params: GenerationParams) -> _Plan:
-    policy = resolve_policy(params.policy_model, params.policy_revision)
-    tokenizer = load_tokenizer(policy)
-    context = context_length(policy, tokenizer)
-    limit = prompt_limit(params, context)
-    eos_ids = eos_token_ids(policy, tokenizer)
-    torch_device = resolve_device(params.generation_device)
-    device, dtype = str(torch_device), resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
-    kept, skipped, truncated = plan_prompts(prompts, params, tokenizer, limit)
-    fingerprint = {
-        "stage": "generation",
-        "policy": policy.name, "policy_path": policy.path, "model": _model_identity(policy),
-        "backend": params.generation_backend, "device_type": device.split(":")[0], "dtype": dtype,
-        "batch_size": params.generation_batch_size,
-        "sampling": {k: getattr(params, k) for k in SAMPLING},
-        "eos_ids": eos_ids,
-        "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
-    }
-    return _Plan(policy, tokenizer, context, limit, eos_ids, device, dtype, kept, skipped, truncated, fingerprint)
+    def __init__(self, prompts: list[str], params: GenerationParams):
+        self.policy = policy = resolve_policy(params.policy_model, params.policy_revision)
+        self.tokenizer = load_tokenizer(policy)
+        self.context = context_length(policy, self.tokenizer)
+        self.limit = prompt_limit(params, self.context)
+        self.eos_ids = eos_token_ids(policy, self.tokenizer)
+        torch_device = resolve_device(params.generation_device)
+        self.device = str(torch_device)
+        self.dtype = resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
+        self.kept, self.skipped, self.truncated = plan_prompts(prompts, params, self.tokenizer, self.limit)
+        self.fingerprint = {
+            "stage": "generation",
+            "policy": policy.name, "policy_path": policy.path, "model": _model_identity(policy),
+            "backend": params.generation_backend, "device_type": self.device.split(":")[0], "dtype": self.dtype,
+            "batch_size": params.generation_batch_size,
+            "sampling": {k: getattr(params, k) for k in SAMPLING},
+            "eos_ids": self.eos_ids,
+            "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
+        }
 
 
 def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, device: str,
                     share: tuple[int, int] | None, cache_dir: str | None) -> tuple[Any, dict[str, Any]]:
     """Generate the chunks of `share` (all when None) that are not on disk yet; the run and its counters."""
-    counters = _Counters()
-    engine_holder: list[Any] = []
+    counters: dict[str, Any] = {"tokens": 0, "sequences": 0, "generate_seconds": 0.0, "load_seconds": 0.0}
 
-    def engine():
-        # loaded on the first chunk that needs computing: a fully resumed run never loads the model
-        if not engine_holder:
-            t0 = time.perf_counter()
-            if params.generation_backend == "vllm":
-                engine_holder.append(VllmEngine(plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype,
-                                                plan.context, params.generation_seed))
-            else:
-                engine_holder.append(TransformersEngine(plan.policy, plan.tokenizer, plan.eos_ids, device,
-                                                        plan.dtype, params.generation_batch_size))
-            counters.load_seconds = time.perf_counter() - t0
-        return engine_holder[0]
+    @functools.cache
+    def engine():  # loaded on the first chunk that needs computing: a fully resumed run never loads the model
+        t0 = time.perf_counter()
+        if params.generation_backend == "vllm":
+            loaded = VllmEngine(plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype, plan.context,
+                                params.generation_seed)
+        else:
+            loaded = TransformersEngine(plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype,
+                                        params.generation_batch_size)
+        counters["load_seconds"] = time.perf_counter() - t0
+        return loaded
 
     n_share = len(plan.kept)
     if share is not None:  # the bar counts this process's prompts only
@@ -565,17 +508,16 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
                                      cache_key=lambda item: {"ids": item["ids"], "keys": item["keys"]})
     finally:
         progress.close()
-    return run, asdict(counters)
+    return run, counters
 
 
 GENERATION_ENTRY = "repro.construct.generation:generation_job"
 
 
 def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[list[dict], dict[str, Any]]:
-    """The texts of `spec`'s prompts (plan order) and the merged stats, through `repro.jobs.run_job` (also every
-    torchrun worker's entry)."""
+    """The texts of `spec`'s prompts (plan order) and the merged stats via `repro.jobs.run_job` (torchrun's entry)."""
     params = GenerationParams(**spec["params"])
-    plan = plan or _plan(spec["prompts"], params)
+    plan = plan or _Plan(spec["prompts"], params)
     work_dir = Path(spec["work_dir"])
 
     def compute(device: str | None, share: tuple[int, int] | None):
@@ -591,55 +533,42 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
                         manifest: Any | None = None, cache_dir: str | Path | None = None) -> list[dict]:
     """New rows with `reference_response` (if asked) and `resp0..resp{n-1}` generated by the policy; resumable,
-    in `generation_num_processes` torchrun workers or as one rank of your own torchrun job (`repro.jobs.run_job`);
-    `cache_dir`: rows generated before under the same fingerprint come from the row cache (repro.cache)."""
+    in torchrun workers (`repro.jobs.run_job`), reusing rows of the same fingerprint from the row cache."""
     start = time.monotonic()
     cache_dir = None if cache_dir is None else str(cache_dir)
     if cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(cache_dir))
     check_prompts(rows)
     prompts = [row["prompt"] for row in rows]
-    plan = _plan(prompts, params)
+    plan = _Plan(prompts, params)
     results, stats = generation_job({"prompts": prompts, "params": params.model_dump(mode="json"),
                                      "work_dir": str(work_dir), "cache_dir": cache_dir}, plan)
 
     out: list[dict] = []
     by_row = {item["row"]: result for item, result in zip(plan.kept, results)}
-    for i, row in enumerate(rows):
-        if i not in by_row:
-            continue  # a long prompt left out (long_prompts: skip); counted in the manifest
-        new = dict(row)
-        result = by_row[i]
-        if params.generate_reference:
-            new["reference_response"] = result["reference_response"]
-        for k, text in enumerate(result.get("candidates", [])):
-            new[f"resp{k}"] = text
-        out.append(new)
+    for i in sorted(by_row):  # in row order; a long prompt left out (long_prompts: skip) is counted in the manifest
+        reference = {"reference_response": by_row[i]["reference_response"]} if params.generate_reference else {}
+        out.append({**rows[i], **reference, **{f"resp{k}": t for k, t in enumerate(by_row[i].get("candidates", []))}})
 
     if manifest is not None:
         policy = plan.policy
         manifest.record("generation", {
             "policy_model": policy.name, "policy_revision": params.policy_revision, "policy_path": policy.path,
-            "stand_in": policy.stand_in,
-            **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
+            "stand_in": policy.stand_in, **({"note": STAND_IN_NOTE} if policy.stand_in else {}),
             "backend": params.generation_backend, "device": plan.device, "dtype": plan.dtype,
             **{k: getattr(params, k) for k in SAMPLING},
-            "max_prompt_tokens": plan.limit,
-            "context": plan.context,
-            "long_prompts": params.long_prompts, "batch_size": params.generation_batch_size,
-            "chunk_size": params.generation_chunk_size, "processes": stats["processes"],
-            "prompts": len(rows), "prompts_generated": len(plan.kept), "skipped_long_prompts": plan.skipped,
-            "truncated_long_prompts": plan.truncated,
+            "max_prompt_tokens": plan.limit, "context": plan.context, "long_prompts": params.long_prompts,
+            "batch_size": params.generation_batch_size, "chunk_size": params.generation_chunk_size,
+            "processes": stats["processes"], "prompts": len(rows), "prompts_generated": len(plan.kept),
+            "skipped_long_prompts": plan.skipped, "truncated_long_prompts": plan.truncated,
             "chunks": stats["chunks_total"], "chunks_resumed": stats["chunks_resumed"],
             "prompts_resumed": stats["items_resumed"],
             "tokens_generated": sum(r["tokens"] for r in results),  # resumed chunks included
             "sequences_generated_this_run": stats["sequences"], "tokens_generated_this_run": stats["tokens"],
-            "load_seconds": round(stats["load_seconds"], 3),
-            "generate_seconds": round(stats["generate_seconds"], 3),
+            "load_seconds": round(stats["load_seconds"], 3), "generate_seconds": round(stats["generate_seconds"], 3),
             "tokens_per_second": round(stats["tokens"] / stats["generate_seconds"], 2)
             if stats["generate_seconds"] > 0 else None,
-            "seconds": round(time.monotonic() - start, 3),
-            "fingerprint": stats["digest"],
+            "seconds": round(time.monotonic() - start, 3), "fingerprint": stats["digest"],
             **({"cache": stats["cache"]} if "cache" in stats else {}),
         })
     return out

@@ -1,10 +1,6 @@
-"""Choosing chosen/rejected from scored candidates and building rows in the seed's shape (pure: no model code).
-
-Tie rule (deterministic, documented in the card): `chosen` is the FIRST candidate with the highest score and
-`rejected` the LAST candidate with the lowest score, in candidate order (the `candidate_columns` order, then
-the reference, then the source's chosen/rejected). When every score ties, that is the first and the last
-candidate. Rows with fewer than two distinct candidate texts are dropped (or are an error) before scoring.
-"""
+"""Each row's candidates, and output rows in the seed's shape (pure: no model code). Tie rule (in the card):
+`chosen` is the FIRST candidate with the highest score, `rejected` the LAST with the lowest, in candidate order
+(`candidate_columns`, then the reference, then the source's chosen/rejected)."""
 
 from __future__ import annotations
 
@@ -15,6 +11,7 @@ from typing import Any, Sequence
 
 from ..dataset_io import SEED_COLUMNS
 from ..errors import DataError
+from ..parameters import ConstructParams
 from .selection import best_worst
 
 REFERENCE = "reference_response"
@@ -59,43 +56,27 @@ class CandidateSet:
     candidates: list[list[str]] = field(default_factory=list)
     names: list[list[str]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
-    dropped_rows: dict[str, list[int]] = field(default_factory=dict)
-
-    def drop(self, reason: str, row: int) -> None:
-        self.dropped[reason] = self.dropped.get(reason, 0) + 1
-        self.dropped_rows.setdefault(reason, []).append(row)
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
-def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_reference: bool = False,
-                   include_original_pair: bool = False, empty: str = "error", where: str = "row",
-                   original_first: bool = False) -> list[tuple[str, str]]:
-    """(name, text) of a row's candidates, in candidate order; None (an absent optional column) is skipped.
-
-    The source's chosen/rejected (`include_original_pair`) come after the others, or before them with
-    `original_first` (the order SPPO's published scores imply: compute_prob.py ranks the last 5 of 7)."""
-    names = list(columns)
-    if include_reference:
-        names.append(REFERENCE)
-    out: list[tuple[str, str]] = []
-    for name in names:
-        text = row.get(name)
-        if text is None:
-            continue
-        out.append((name, text))
-    if include_original_pair:
+def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[tuple[str, str]]:
+    """(name, text) of a row's candidates in candidate order, skipping None; the source's chosen/rejected come last,
+    or first unless original_pair_position is last (SPPO's compute_prob.py ranks the last 5 of 7)."""
+    names = list(p.candidate_columns) + ([REFERENCE] if p.include_reference else [])
+    out = [(name, row[name]) for name in names if row.get(name) is not None]
+    if p.include_original_pair:
         original = [(ORIGINAL_CHOSEN, last_assistant_text(row.get("chosen"), f"{where} column 'chosen'")),
                     (ORIGINAL_REJECTED, last_assistant_text(row.get("rejected"), f"{where} column 'rejected'"))]
-        out = original + out if original_first else out + original
+        out = out + original if p.original_pair_position == "last" else original + out
     kept = []
     for name, text in out:
         if not isinstance(text, str):
             raise DataError(f"{where}, candidate {name!r}: expected a string, got {type(text).__name__} "
                             f"({str(text)[:80]!r}). Fix the source column or leave it out of candidate_columns.")
         if not text.strip():
-            if empty == "drop":
+            if p.empty_candidates == "drop":
                 continue
             raise DataError(f"{where}, candidate {name!r} is empty. Fix the source, or set "
                             f"empty_candidates: drop to leave empty texts out of the ranking.")
@@ -103,25 +84,22 @@ def row_candidates(row: dict[str, Any], columns: Sequence[str], *, include_refer
     return kept
 
 
-def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, include_reference: bool = False,
-                       include_original_pair: bool = False, too_few: str = "drop", empty: str = "error",
-                       row_offset: int = 0, original_first: bool = False) -> CandidateSet:
-    """Gather every row's candidates; rows with fewer than two distinct texts are dropped or an error."""
+def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_offset: int = 0) -> CandidateSet:
+    """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped or an error."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
         where = f"source row {row_offset + i} (prompt_id {row.get('prompt_id') or '?'})"
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
-        pairs = row_candidates(row, columns, include_reference=include_reference,
-                               include_original_pair=include_original_pair, empty=empty, where=where,
-                               original_first=original_first)
-        if len({text for _, text in pairs}) < 2:
-            if too_few == "error":
-                raise DataError(
-                    f"{where} has {len({t for _, t in pairs})} distinct candidate(s) among "
-                    f"{[n for n, _ in pairs]}; PairRM needs two. Set too_few_candidates: drop to skip such rows.")
-            cs.drop("fewer_than_two_distinct_candidates", row_offset + i)
+        pairs = row_candidates(row, p, where)
+        distinct = len({text for _, text in pairs})
+        if distinct < 2:
+            if p.too_few_candidates == "error":
+                raise DataError(f"{where} has {distinct} distinct candidate(s) among {[n for n, _ in pairs]}; PairRM "
+                                f"needs two. Set too_few_candidates: drop to skip such rows.")
+            reason = "fewer_than_two_distinct_candidates"
+            cs.dropped[reason] = cs.dropped.get(reason, 0) + 1
             continue
         cs.rows.append(i)
         cs.prompts.append(prompt)
@@ -131,24 +109,16 @@ def collect_candidates(rows: Sequence[dict[str, Any]], columns: Sequence[str], *
 
 
 def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str], scores: Sequence[float], *,
-              messages: str = "chosen", keep_all_candidates: bool = False,
+              messages: str, keep_all_candidates: bool,
               more_scores: dict[str, Sequence[float]] | None = None,
               pick: tuple[int, int] | None = None) -> dict[str, Any]:
-    """One output row in the seed's column order: chosen = best, rejected = worst, with their scores.
-
-    `pick`: the (chosen, rejected) candidate indices a selection rule chose (`repro.construct.selection`); default the
-    best and the worst. `more_scores` (other scorers' scores of the same candidates, by name) go to
-    `candidate_scores_<name>` with `keep_all_candidates`; they never decide the pair.
-    """
+    """One output row in the seed's column order: the `pick` (chosen, rejected) a selection rule chose, default best
+    and worst; `more_scores` (other scorers', by name) go to `candidate_scores_<name>` and never decide the pair."""
     i_c, i_r = pick if pick is not None else select_pair(scores)
     chosen = conversation(prompt, candidates[i_c])
-    rejected = conversation(prompt, candidates[i_r])
-    if messages == "source":
-        msgs = source_row.get("messages")
-        if not isinstance(msgs, list):
-            raise DataError("messages: source needs a 'messages' column of {content, role} lists in the source.")
-    else:
-        msgs = chosen
+    msgs = source_row.get("messages") if messages == "source" else chosen
+    if not isinstance(msgs, list):
+        raise DataError("messages: source needs a 'messages' column of {content, role} lists in the source.")
     row = {
         "prompt": prompt,
         "prompt_id": source_row.get("prompt_id") or prompt_id_of(prompt),
@@ -157,7 +127,7 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
         "score_rejected": float(scores[i_r]),
         "reference_response": source_row.get(REFERENCE),
         "chosen": chosen,
-        "rejected": rejected,
+        "rejected": conversation(prompt, candidates[i_r]),
     }
     assert list(row) == SEED_COLUMNS
     if keep_all_candidates:
@@ -168,7 +138,7 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
     return row
 
 
-def check_prompt_ids(prompt_ids: Sequence[str], policy: str = "error", row_offset: int = 0) -> list[int]:
+def check_prompt_ids(prompt_ids: Sequence[str], policy: str, row_offset: int = 0) -> list[int]:
     """Positions to keep; duplicates are an error naming the rows, or only the first is kept."""
     first: dict[str, int] = {}
     keep: list[int] = []

@@ -30,16 +30,16 @@ def load_prompt_tokenizer(spec: str):
     except (OSError, ValueError) as exc:
         raise ModelLoadError(
             f"scorer_prompt_tokenizer={spec!r} could not be loaded ({type(exc).__name__}: {str(exc)[:300]}). Give a "
-            f"local tokenizer folder, or a hub id that is cached (`hf download {spec}` where there is network).") from None
+            f"local tokenizer folder, or a hub id that is cached (`hf download {spec}` where there is network)."
+        ) from None
     if not getattr(tokenizer, "chat_template", None):
         raise ParameterError(
             f"scorer_prompt_tokenizer={spec!r} has no chat template, so scorer_prompt: chat_template cannot apply "
-            f"it. Name the policy's chat tokenizer (SPPO: mistralai/Mistral-7B-Instruct-v0.2), or set scorer_prompt: raw.")
+            f"it. Name the policy's chat tokenizer (SPPO: mistralai/Mistral-7B-Instruct-v0.2), or set "
+            f"scorer_prompt: raw.")
     return tokenizer
 
 
 def scorer_prompts(prompts: Sequence[str], mode: str, tokenizer=None) -> list[str]:
     """The prompts as the scorer reads them: `raw` as they are, `chat_template` through `tokenizer`'s template."""
-    if mode == "raw":
-        return list(prompts)
-    return [chat_templated_prompt(p, tokenizer) for p in prompts]
+    return list(prompts) if mode == "raw" else [chat_templated_prompt(p, tokenizer) for p in prompts]

@@ -1,20 +1,19 @@
-"""Scoring at scale (PairRM or a sequence-classifier reward model) through `repro.jobs.run_job`: resumable chunks,
-progress, torchrun processes over contiguous shares; 1, 2 or 64 processes give byte-identical scores (a chunk
-holds the same prompts whatever the number of processes, and a prompt's scores do not depend on its neighbours).
-"""
+"""Scoring at scale (PairRM or a sequence-classifier reward model) through `repro.jobs.run_job`: 1, 2 or 64
+processes give byte-identical scores (a chunk holds the same prompts, and a prompt's scores ignore its neighbours)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from huggingface_hub import try_to_load_from_cache
 
 from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError
 from ..jobs import run_chunked_with_stats, run_job
-from ..manifest import sha256_file
+from ..manifest import package_versions, sha256_file
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import check_inputs, resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import reward_model_dtype
@@ -83,8 +82,6 @@ def model_identity(model: str) -> dict[str, Any]:
                 sha256_file(f) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}")
         return {"path": str(path.resolve()), "files": files}
     try:
-        from huggingface_hub import try_to_load_from_cache
-
         cached = try_to_load_from_cache(model, "config.json")
         if isinstance(cached, str):
             return {"hub_id": model, "commit": Path(cached).parent.name}
@@ -101,28 +98,15 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
     """What the scores depend on (not where or how fast they are computed), the budget included: the batches, hence
     the float rounding, follow it (`repro.jobs` adds the items and the chunk size)."""
     device_type, dtype = _device_and_dtype(job)
-    versions = {}
-    for name in ("torch", "transformers", "repro"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
+    common = {"model": model_identity(job.model), "device_type": device_type, "dtype": dtype,
+              "batch_tokens": int(job.batch_tokens), "options": job.options,  # llm-blender's batch_size changes scores
+              "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "repro")}}
     if job.kind == "sequence_classifier":
-        return {"what": "sequence-classifier-scores", "model": model_identity(job.model), "device_type": device_type,
-                "dtype": dtype, "batch_tokens": int(job.batch_tokens), "options": job.options, "versions": versions}
-    return {
-        "what": "pairrm-scores",
-        "model": model_identity(job.model),
-        "backend": job.backend,
-        "device_type": device_type,
-        "dtype": dtype,
-        "batch_tokens": int(job.batch_tokens),
-        # None = the checkpoint's own, which `model` identifies
-        "source_maxlength": _optional_int(job.source_maxlength),
-        "candidate_maxlength": _optional_int(job.candidate_maxlength),
-        "options": job.options,  # e.g. llm-blender's batch_size, which changes its scores
-        "versions": versions,
-    }
+        return {"what": "sequence-classifier-scores", **common}
+    # limits None: the checkpoint's own, which `model` identifies
+    return {"what": "pairrm-scores", **common, "backend": job.backend,
+            "source_maxlength": _optional_int(job.source_maxlength),
+            "candidate_maxlength": _optional_int(job.candidate_maxlength)}
 
 
 def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str, device: str,
@@ -130,11 +114,8 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                      kind: str, source_maxlength: int | None = None, candidate_maxlength: int | None = None,
                      progress: bool = True, options: dict[str, Any] | None = None,
                      cache_dir: str | Path | None = None) -> ScoreResult:
-    """Score every candidate of every prompt (PairRM or a sequence classifier), resumably, in one or several processes.
-
-    `options`: a sequence classifier's (chat_template, trust_remote_code, output_index, max_length); PairRM limits
-    left None are the checkpoint's own (`limits_from` says which); `cache_dir`: the project's row cache.
-    """
+    """Score every candidate of every prompt (PairRM or a sequence classifier), resumably, in one or several processes;
+    PairRM limits left None are the checkpoint's own; `cache_dir`: the project's row cache."""
     options = dict(options or {})
     limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
     for name in limits:  # a limit inside the scorer options too: one value, passed as the argument
@@ -160,24 +141,15 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     scores, stats = scoring_job({"job": asdict(job), "items": items, "num_processes": int(num_processes)})
     computed = len(items) - stats["items_resumed"] - stats.get("cache", {}).get("rows_from_cache", 0)
     info = {
-        **stats["info"],
-        "prompts": len(items),
-        "prompts_computed": computed,
+        **stats["info"], "prompts": len(items), "prompts_computed": computed,
         "prompts_per_second": round(computed / stats["seconds"], 4) if computed and stats["seconds"] > 0 else None,
-        "seconds": round(time.monotonic() - start, 3),
-        "scoring_seconds": round(stats["seconds"], 3),
-        "load_seconds": round(stats["load_seconds"], 3),
-        "chunks": stats["chunks_total"],
-        "chunks_resumed": stats["chunks_resumed"],
-        "chunk_size": job.chunk_size,
-        "processes": stats["processes"],
-        "batch_tokens": job.batch_tokens,
-        "work_dir": str(job.work_dir),
-        "fingerprint": stats["digest"],
+        "seconds": round(time.monotonic() - start, 3), "scoring_seconds": round(stats["seconds"], 3),
+        "load_seconds": round(stats["load_seconds"], 3), "chunks": stats["chunks_total"],
+        "chunks_resumed": stats["chunks_resumed"], "chunk_size": job.chunk_size, "processes": stats["processes"],
+        "batch_tokens": job.batch_tokens, "work_dir": str(job.work_dir), "fingerprint": stats["digest"],
         **({"devices": stats["devices"]} if stats["processes"] > 1 else {}),
+        **({"cache": stats["cache"]} if "cache" in stats else {}),
     }
-    if "cache" in stats:
-        info["cache"] = stats["cache"]
     return ScoreResult(scores=scores, info=info)
 
 

@@ -1,22 +1,16 @@
 """Pair selection rules: which two of a prompt's scored candidates become `chosen` and `rejected` (pure).
 
-The rules, in this field's published code (RLHFlow/Online-RLHF `dpo_iteration/run_dpo.py` `prepare_data`,
-uclaml/SPPO `scripts/compute_prob.py`, shenao-zhang/SELM `scripts/online_feedback.py`):
+As in RLHFlow/Online-RLHF `dpo_iteration/run_dpo.py` `prepare_data` (`choose_type`: `RLHFLOW_NAMES`), uclaml/SPPO
+`scripts/compute_prob.py` and shenao-zhang/SELM `scripts/online_feedback.py`: `best_worst` (SPPO, SELM, Snorkel, the
+seed) the highest against the lowest score; `best_second` the highest against the second highest; `best_random` the
+highest against another drawn at random (RLHFlow takes candidate 0, or 1 when 0 is the best: its candidates are
+samples); `random_pair` two drawn at random (RLHFlow: candidates 0 and 1); `best_worst_length_penalised` best against
+worst of `score - length_penalty * len(text)` (characters).
 
-- `best_worst` (RLHFlow `max_min`, SPPO, SELM, Snorkel, the seed): the highest against the lowest score;
-- `best_second` (RLHFlow `max_max`): the highest against the second highest;
-- `best_random`: the highest against one other candidate drawn at random (RLHFlow's `max_random` takes
-  candidate 0, or 1 when 0 is the best: a random draw only because its candidates are samples);
-- `random_pair`: two candidates drawn at random (RLHFlow's `random` takes candidates 0 and 1);
-- `best_worst_length_penalised` (RLHFlow `max_min_p`): best against worst of `score - length_penalty *
-  len(text)` (characters, as `len(response)` counts them).
-
-Whatever the rule picked, `chosen` is the one with the higher score (RLHFlow swaps a pair whose first pick
-scores lower) and the margin is the scores' difference. Equal scores are a tie: `ties: keep` keeps the pair as
-picked (today's behaviour), `ties: drop` leaves the row out (RLHFlow drops exact ties). A pair whose margin is
-below `min_margin` is left out. Where scores tie for best or worst, `chosen` is the FIRST candidate with the
-highest score and `rejected` the LAST with the lowest, in candidate order (the seed's rule, kept by every rule
-here). Random draws depend on `selection_seed` and the row's key (its prompt_id), never on row order.
+`chosen` is the higher-scored of the pair (RLHFlow swaps). Equal scores are a tie: `ties: keep` keeps the pair, `ties:
+drop` leaves the row out (as RLHFlow does); a margin below `min_margin` leaves it out. Scores tied for best or worst:
+the FIRST highest and the LAST lowest, in candidate order (the seed's rule). Random draws depend on `selection_seed`
+and the row's prompt_id, never on row order.
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import DataError
-from ..parameters import RANDOM_RULES, SelectionRule
+from ..parameters import ConstructParams, SelectionRule
 
 RULES: tuple[str, ...] = SelectionRule.__args__  # type: ignore[attr-defined]
 # the RLHFlow `choose_type` each rule corresponds to (for the card and the params files)
@@ -68,9 +62,8 @@ def _first_best(values: Sequence[float], among: Sequence[int]) -> int:
     return next(i for i in among if values[i] == top)
 
 
-def _indices(scores: Sequence[float], texts: Sequence[str] | None, rule: str, seed: int | None, key: str,
-             length_penalty: float) -> tuple[int, int]:
-    n = len(scores)
+def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> tuple[int, int]:
+    n, rule = len(scores), p.selection
     if rule not in RULES:
         raise DataError(f"selection {rule!r} is not a known rule; use one of {list(RULES)}.")
     if rule == "best_worst":
@@ -78,13 +71,13 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, rule: str, se
     if rule == "best_worst_length_penalised":
         if texts is None or len(texts) != n:
             raise DataError(f"selection {rule!r} needs the candidates' texts (one per score) to measure lengths.")
-        return best_worst([s - length_penalty * len(t) for s, t in zip(scores, texts)])
+        return best_worst([s - p.length_penalty * len(t) for s, t in zip(scores, texts)])
     if rule == "best_second":
         chosen = _first_best(scores, range(n))
         return chosen, _first_best(scores, [i for i in range(n) if i != chosen])
-    if seed is None:
+    if p.selection_seed is None:
         raise DataError(f"selection {rule!r} draws candidates at random and needs selection_seed.")
-    rng = row_rng(seed, key)
+    rng = row_rng(p.selection_seed, key)
     if rule == "best_random":
         chosen = _first_best(scores, range(n))
         others = [i for i in range(n) if i != chosen]
@@ -94,20 +87,19 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, rule: str, se
         return (a, b) if scores[a] >= scores[b] else (b, a)
 
 
-def select(scores: Sequence[float], texts: Sequence[str] | None = None, *, rule: str = "best_worst",
-           seed: int | None = None, key: str = "", length_penalty: float = 0.0, min_margin: float = 0.0,
-           ties: str = "keep") -> Pick:
-    """Choose (chosen, rejected) among one row's candidates by `rule`, or say why the row yields no pair."""
+def select(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> Pick:
+    """(chosen, rejected) of one row's candidates by `p`'s selection, ties and min_margin, or why there is no pair;
+    `key` (the prompt_id) seeds the random rules' draw."""
     if any(math.isnan(s) for s in scores):
         raise DataError(f"scores contain NaN: {list(scores)}; the scorer failed on this row.")
     if len(scores) < 2:
         return Pick(dropped=DROP_SINGLE)
-    chosen, rejected = _indices(scores, texts, rule, seed, key, length_penalty)
+    chosen, rejected = _indices(scores, texts, key, p)
     if scores[rejected] > scores[chosen]:  # a rule that picked by something else than the score: order by score
         chosen, rejected = rejected, chosen
     margin = scores[chosen] - scores[rejected]
-    if margin == 0 and ties == "drop":
+    if margin == 0 and p.ties == "drop":
         return Pick(dropped=DROP_TIE)
-    if margin < min_margin:
+    if margin < p.min_margin:
         return Pick(dropped=DROP_MARGIN)
     return Pick(chosen, rejected)

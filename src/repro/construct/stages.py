@@ -4,20 +4,21 @@ score -> pairs -> write. Each records its counts and timing in the run's manifes
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
 
 from ..dataset_io import write_split
-from ..errors import DataError
+from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
 from ..parameters import ConstructParams, GenerationParams
 from ..paths import RunDir
 from ..revisions import pinned_model
 from ..slicing import plan_slice
-from ..sources import load_source, require_columns
+from ..sources import DEMO, load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
 from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
@@ -90,6 +91,11 @@ def load(ctx: Context) -> datasets.Dataset:
             ctx.prompt_tokenizer = load_prompt_tokenizer(p.scorer_prompt_tokenizer)
         ds = load_source(p.source, p.source_split, revision=p.source_revision)
         if p.test_split not in (None, p.source_split):  # its size checked here, before any work
+            if p.source == DEMO or Path(p.source).is_file():
+                raise ParameterError(
+                    f"test_split={p.test_split!r}, but source {p.source!r} is a single file with no splits: its test "
+                    f"rows would repeat the train rows. Use a folder with data/{p.test_split}-*.parquet beside the "
+                    f"train split, or set test_split: {p.source_split} (a seeded sample of the built rows).")
             ctx.test_source = load_source(p.source, p.test_split, "source", "test_split", revision=p.source_revision)
             rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r} of source {p.source!r}")
         if len(ds) == 0:
@@ -115,12 +121,10 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
     """Keep the part, drop, mini (and limit) rows the parameters name."""
     p = ctx.params
     with ctx.manifest.stage("slice") as info:
-        plan = plan_slice(len(ds), part_start=p.part_start, part_stop=p.part_stop, drop_rows=p.drop_rows,
-                          drop_from=p.drop_from, mini_index=p.mini_index, mini_count=p.mini_count, limit=p.limit)
+        plan = plan_slice(len(ds), p)
         info.update(plan.counts, start=plan.start, stop=plan.stop, dropped_source_rows=list(plan.dropped))
         sliced = ds.select(plan.indices)
-    ctx.manifest.set_counts(part=plan.counts["part"], dropped=plan.counts["dropped"],
-                            after_drop=plan.counts["after_drop"], sliced=len(sliced))
+    ctx.manifest.set_counts(**{k: plan.counts[k] for k in ("part", "dropped", "after_drop")}, sliced=len(sliced))
     ctx.slice_start, ctx.slice_stop = plan.start, plan.stop
     if p.test_split == p.source_split:  # a sample of the built rows: at most the sliced ones
         rows_for_test_split(p, len(sliced), f"the slice of split {p.source_split!r} (the test rows are drawn from it)")
@@ -150,15 +154,13 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         ids = [r.get("prompt_id") or prompt_id_of(r["prompt"]) if isinstance(r.get("prompt"), str) else None
                for r in rows]
         keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=offset)
-        cs = collect_candidates([rows[i] for i in keep], p.candidate_columns, include_reference=p.include_reference,
-                                include_original_pair=p.include_original_pair, too_few=p.too_few_candidates,
-                                empty=p.empty_candidates, row_offset=offset,
-                                original_first=p.original_pair_position != "last")
+        cs = collect_candidates([rows[i] for i in keep], p, row_offset=offset)
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
         sizes = [len(c) for c in cs.candidates]
-        info.update(rows=len(cs), dropped=cs.dropped, candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
+        info.update(rows=len(cs), dropped=cs.dropped,
+                    candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
     ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(
         "fewer_than_two_distinct_candidates", 0), dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0))
     return cs
@@ -169,14 +171,14 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
     p = ctx.params
     prompts = scorer_prompts(cs.prompts, p.scorer_prompt, ctx.prompt_tokenizer)
+    work = ctx.run.work_dir(ctx.work + "scoring")
+    common = dict(device=p.device, chunk_size=p.chunk_size, num_processes=p.num_processes, cache_dir=p.row_cache)
     with ctx.manifest.stage("score") as info:
-        result = score_candidates(
-            prompts, cs.candidates, model=pinned_model(p.scorer_model, p.scorer_revision, "scorer_revision",
-                                                       "scorer_model"), backend=p.scorer_backend, device=p.device,
-            dtype=p.dtype, batch_tokens=p.batch_tokens, chunk_size=p.chunk_size, num_processes=p.num_processes,
-            work_dir=ctx.run.work_dir(ctx.work + "scoring"), source_maxlength=p.source_maxlength,
-            candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind, options=p.scorer_options,
-            cache_dir=p.row_cache)
+        model = pinned_model(p.scorer_model, p.scorer_revision, "scorer_revision", "scorer_model")
+        result = score_candidates(prompts, cs.candidates, model=model, backend=p.scorer_backend, dtype=p.dtype,
+                                  batch_tokens=p.batch_tokens, work_dir=work, source_maxlength=p.source_maxlength,
+                                  candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind,
+                                  options=p.scorer_options, **common)
         info.update(result.info, scorer_prompt=p.scorer_prompt)
     # the model as the user named it (a pinned revision loads from a snapshot folder, which `path` keeps)
     ctx.manifest.record("scorer", {**result.info, "model": p.scorer_model, "revision": p.scorer_revision,
@@ -188,11 +190,9 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
         options = dict(spec.options)
         limits = {k: options.pop(k, getattr(p, k)) for k in ("source_maxlength", "candidate_maxlength")}
         with ctx.manifest.stage(f"score_{spec.name}") as info:
-            more = score_candidates(
-                prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend, device=p.device,
-                dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens, chunk_size=p.chunk_size,
-                num_processes=p.num_processes, work_dir=ctx.run.work_dir(ctx.work + "scoring") / spec.name,
-                options=options, cache_dir=p.row_cache, **limits)
+            more = score_candidates(prompts, cs.candidates, model=spec.model, kind=spec.kind, backend=spec.backend,
+                                    dtype=spec.dtype, batch_tokens=spec.batch_tokens or p.batch_tokens,
+                                    work_dir=work / spec.name, options=options, **limits, **common)
             info.update(more.info)
         ctx.more_scores[spec.name] = more.scores
         recorded.append({"name": spec.name, "column": f"candidate_scores_{spec.name}", "decides_pairs": False,
@@ -212,9 +212,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
             source_row = ds[int(i)]
             lead = sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in cs.names[k]) \
                 if p.original_pair_position == "first_scored_only" else 0  # ranked, but never in the pair
-            pick = select(s[lead:], cands[lead:], rule=p.selection, seed=p.selection_seed,
-                          key=source_row.get("prompt_id") or prompt_id_of(prompt), length_penalty=p.length_penalty,
-                          min_margin=p.min_margin, ties=p.ties)
+            pick = select(s[lead:], cands[lead:], source_row.get("prompt_id") or prompt_id_of(prompt), p)
             if pick.dropped:
                 dropped[pick.dropped] = dropped.get(pick.dropped, 0) + 1
                 continue
