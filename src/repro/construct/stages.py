@@ -95,7 +95,8 @@ def load(ctx: Context) -> datasets.Dataset:
                 raise ParameterError(
                     f"test_split={p.test_split!r}, but source {p.source!r} is a single file with no splits: its test "
                     f"rows would repeat the train rows. Use a folder with data/{p.test_split}-*.parquet beside the "
-                    f"train split, or set test_split: {p.source_split} (a seeded sample of the built rows).")
+                    f"train split, set test_split: {p.source_split} (a seeded sample of the built rows), or set "
+                    f"test_split: null and test_rows: null (no test split).")
             ctx.test_source = load_source(p.source, p.test_split, "source", "test_split", revision=p.source_revision)
             rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r} of source {p.source!r}")
         if len(ds) == 0:
