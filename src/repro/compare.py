@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .analysis import plots, stats
+from .analysis import plots, prose, stats
 # the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
 from .analysis.report import (SCORE_COLUMNS, dataset_or_own, figure_index, own_split, response_texts, row_preview,
                               score_array)
@@ -260,16 +260,11 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                                           -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
                                           s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
             item.update(all_solutions=solutions, solutions_total=len(solutions), solutions=solutions[:max_listed])
-            item["why_none"] = None if solutions else (
-                f"no part among {bounds} cut into 1..{max(counts)} minis, after dropping rows from its start or "
-                f"end, gives exactly source rows [{ranges[0][0]}:{ranges[0][1]}]")
+            item["why_none"] = None if solutions else prose("compare", "no_solution", bounds, max(counts), *ranges[0])
         else:
             item["solutions_total"], item["solutions"] = 0, []
             gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
-            item["why_none"] = (
-                f"its rows are not one contiguous range of the source ({len(ranges)} ranges, gaps at "
-                f"{_ranges_text(gaps)}); plan_slice keeps one contiguous range, so rows dropped inside a mini "
-                f"cannot be expressed with drop_from 'start' or 'end'")
+            item["why_none"] = prose("compare", "not_contiguous", len(ranges), gaps)
         out_groups.append(item)
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
@@ -290,7 +285,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         out["family_solutions"] = _family_solutions(out_groups)
     for item in out_groups:
         item.pop("all_solutions", None)
-    out["sentence"] = slice_sentence(out)
+    out["sentence"] = prose("compare", "slice_sentence", out, SLICE_KEYS)
     return out
 
 
@@ -316,54 +311,6 @@ def _check_hints(hints: dict[str, Any], n_source: int, groups: list[dict[str, An
     target = groups[0]["source_ranges"] if len(groups) == 1 else None
     exact = target == [[plan.start, plan.stop]]
     return {"parameters": given, "rows": [plan.start, plan.stop], "exact": bool(exact)}
-
-
-def _ranges_text(ranges: list[list[int]], limit: int = 4) -> str:
-    text = ", ".join(f"[{a}:{b}]" for a, b in ranges[:limit])
-    return text + (f" and {len(ranges) - limit} more" if len(ranges) > limit else "")
-
-
-def _params_text(s: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={s[k]}" for k in SLICE_KEYS)
-
-
-def slice_sentence(s: dict[str, Any]) -> str:
-    """One paragraph on where the reference lies in the source and which parameters reproduce it."""
-    lo, hi = s["span"]
-    parts = [f"The reference's {s['located']} located rows span source rows [{lo}:{hi}] "
-             f"({s['before_span']} source rows before, {s['after_span']} after)."]
-    inside = s["inside_span_not_in_reference"]
-    if inside["count"]:
-        contiguous = "one contiguous block" if inside["contiguous"] else f"{len(inside['ranges'])} blocks"
-        label = "the part's dropped rows" if "dropped_rows_of_part" in s else "rows missing inside the span"
-        parts.append(f"{inside['count']} source rows inside the span are in no reference row ({label}, "
-                     f"{contiguous}: {_ranges_text(inside['ranges'])}); {s['inside_span_in_neither']['count']} of "
-                     f"them are in neither dataset.")
-    else:
-        parts.append("No source row inside the span is missing.")
-    if "hints_reproduce" in s:
-        h = s["hints_reproduce"]
-        verdict = "reproduce the reference's rows exactly" if h["exact"] else (
-            f"give source rows [{h['rows'][0]}:{h['rows'][1]}], not the reference's" if h["rows"] else
-            f"are invalid here ({h.get('why')})")
-        parts.append(f"The candidate's own parameters ({', '.join(f'{k}={v}' for k, v in h['parameters'].items())}) "
-                     f"{verdict}.")
-    if "family_solutions" in s:
-        if s["family_solutions"]:
-            first = s["family_solutions"][0]
-            parts.append(f"The {len(s['groups'])} minis are minis 0..{len(s['groups']) - 1} of one part with "
-                         + ", ".join(f"{k}={v}" for k, v in first.items()) + ".")
-        else:
-            parts.append(f"No single part_start/part_stop/drop_rows/drop_from gives all {len(s['groups'])} minis as "
-                         f"minis 0..{len(s['groups']) - 1} of {len(s['groups'])}: the rows were not dropped from the "
-                         f"start or the end of the part.")
-    for g in s["groups"]:
-        if g["solutions"]:
-            more = f" ({g['solutions_total']} settings in all)" if g["solutions_total"] > 1 else ""
-            parts.append(f"{g['name']}: reproduced exactly by {_params_text(g['solutions'][0])}{more}.")
-        else:
-            parts.append(f"{g['name']}: no parameters reproduce it: {g['why_none']}.")
-    return " ".join(parts)
 
 
 def source_indices(source_keys: dict[str, list | None], n_source: int, side_keys: dict[str, list | None],
@@ -556,44 +503,9 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=columns)
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
-def _g(x: float | None, digits: int = 4) -> str:
-    return "n/a" if x is None else f"{x:.{digits}g}"
-
-
 def verdict(result: dict[str, Any]) -> str:
     """The headline paragraph: aligned rows, same pairs, score agreement, coverage, slice, and any notes."""
-    al, cov, pairs, scores = result["alignment"], result["coverage"], result["pairs"], result["scores"]
-    ref_rows = result["reference"]["rows"]
-    how = ", ".join(f"{n} by {KEY_WORDS[k]}" for k, n in al["matched_by"].items() if n)
-    parts = [f"{al['aligned']} of {ref_rows} reference rows aligned ({how})"]
-    if pairs.get("available"):
-        parts.append(f"{_pct(pairs['fractions']['same'])} same pairs, {_pct(pairs['fractions']['swapped'])} swapped, "
-                     f"{_pct(pairs['fractions']['different'])} different candidates")
-    if scores.get("available"):
-        s = scores["scores"]
-        ba = s["bland_altman"]
-        parts.append(f"scores of the same texts: r = {_g(s['pearson'])}, Spearman {_g(s['spearman'])}, "
-                     f"Lin's CCC {_g(s['lin_ccc'])}, mean difference {_g(ba['mean_difference'])} (limits of "
-                     f"agreement {_g(ba['loa_low'])} to {_g(ba['loa_high'])}), max |diff| "
-                     f"{_g(s['max_abs_difference'])} over {s['n']} values")
-    if pairs.get("margin_sign"):
-        parts.append(f"margin signs agree in {_pct(pairs['margin_sign']['fraction'])}")
-    parts.append(f"{cov['only_reference']} rows only in the reference, {cov['only_candidate']} only in the candidate")
-    text = "; ".join(parts) + "."
-    if result.get("disagreements"):
-        d = result["disagreements"]
-        if d["rows"]:
-            reasons = ", ".join(f"{k}: {v}" for k, v in d["explanations"].items())
-            text += f" {d['rows']} aligned rows disagree ({reasons})."
-    if result.get("slice"):
-        text += " " + result["slice"]["sentence"]
-    for note in result.get("notes", []):
-        text += "\n\n" + note
-    return text
+    return prose("compare", "verdict", result, KEY_WORDS)
 
 
 @dataclass
@@ -622,19 +534,9 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
 
 
 def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:
-    if not duplicates:
-        return None
-    parts = []
-    for side in ("reference", "candidate"):
-        rows = [d for d in duplicates if d["side"] == side]
-        if rows:
-            keys = sorted({(d["key_kind"], d["key"]) for d in rows})
-            first = rows[0]
-            parts.append(f"{len(rows)} {side} rows share {len(keys)} {KEY_WORDS[first['key_kind']]} value(s) "
-                         f"(e.g. rows {', '.join(str(d['row']) for d in rows[:4])} with {first['key'][:16]}…)")
-    return ("**Duplicates.** " + "; ".join(parts) + ". Rows that share a key were left out of the alignment, not "
-            "merged (it cannot tell which copy is which): see tables/compare_duplicates.csv, and deduplicate the "
-            "dataset if the copies are an accident.")
+    sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
+             if (rows := [d for d in duplicates if d["side"] == side])]
+    return prose("compare", "duplicate_note", sides, KEY_WORDS) if sides else None
 
 
 def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,

@@ -21,7 +21,7 @@ from ..parameters import AnalyzeParams
 from ..paths import EXTREMES_TABLE, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
 from ..subject import claim
-from . import agreement, plots, stats
+from . import agreement, plots, prose, stats
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
 EXTREME_ROWS = 10
@@ -391,59 +391,9 @@ def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
     return frame
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.1%}"
-
-
-def _num(x: float | None, digits: int = 4) -> str:
-    return "n/a" if x is None else f"{x:.{digits}g}"
-
-
 def headline(metrics: dict[str, Any]) -> str:
     """A short Markdown account of the main findings, with the numbers from `metrics`."""
-    sign = metrics["margin_sign"]
-    c, r, m = metrics["score_chosen"], metrics["score_rejected"], metrics["margin"]
-    lines = []
-    if metrics.get("scores_from_stand_in"):
-        model = (metrics.get("scorer") or {}).get("model", "a stand-in model")
-        lines.append(f"> **Stand-in scores.** These scores come from a stand-in scorer ({model}), not PairRM: "
-                     f"they show that the pipeline works, not what PairRM thinks of these responses.")
-    lines.append(f"**{metrics['n']:,} pairs** analysed from `{metrics['dataset']['source']}`"
-                 f" ({metrics['n_excluded']:,} excluded).")
-    lines.append(metrics["scale"]["sentence"])
-    lines.append(
-        f"- score_chosen mean {_num(c['mean'], 6)} (95% CI [{_num(c['mean_ci95'][0])}, {_num(c['mean_ci95'][1])}]), "
-        f"score_rejected mean {_num(r['mean'], 6)} (95% CI [{_num(r['mean_ci95'][0])}, {_num(r['mean_ci95'][1])}]); "
-        f"margin mean {_num(m['mean'])}, median {_num(m['median'])}.")
-    lines.append(
-        f"- margin > 0 in {sign['counts']['positive']:,} rows ({_pct(sign['fractions']['positive'])}), "
-        f"ties (margin = 0) in {sign['counts']['zero']:,} ({_pct(sign['fractions']['zero'])}), "
-        f"inversions (margin < 0) in {sign['counts']['negative']:,} ({_pct(sign['fractions']['negative'])}).")
-    tests, effect = metrics["tests"], metrics["effect_size"]
-    lines.append(
-        f"- Wilcoxon signed-rank p = {_num(tests['wilcoxon']['pvalue'], 3)} (ties discarded: "
-        f"{tests['wilcoxon']['zeros_discarded']:,}), paired t p = {_num(tests['paired_t']['pvalue'], 3)}, "
-        f"sign test p = {_num(tests['sign_test']['pvalue'], 3)}; Cohen's d_z = {_num(effect['cohens_dz'], 3)}, "
-        f"rank-biserial = {_num(effect['rank_biserial'], 3)}.")
-    length = metrics["length"]
-    if length["available"]:
-        bias = length["margin_vs_length_difference"]["tokens"]
-        lines.append(
-            f"- Length: chosen responses average {_num(length['chosen']['tokens']['mean'], 4)} tokens, rejected "
-            f"{_num(length['rejected']['tokens']['mean'], 4)}; length bias: Spearman of margin vs token length "
-            f"difference = {_num(bias['spearman'], 3)} (p = {_num(bias['pvalue'], 3)}).")
-    else:
-        lines.append(f"- Length: not computed ({length['reason']}).")
-    for pair in (metrics.get("agreement") or {}).get("pairs", []):
-        tau = pair["kendall_tau"]
-        lines.append(
-            f"- Scorers `{pair['scorers'][0]}` vs `{pair['scorers'][1]}` ({pair['rows']:,} prompts): same chosen in "
-            f"{_pct(pair['same_chosen']['fraction'])}, same rejected in {_pct(pair['same_rejected']['fraction'])}; "
-            f"Kendall's tau per prompt mean {_num(tau['mean'], 3)}, median {_num(tau['median'], 3)} "
-            f"({tau['undefined']:,} undefined).")
-    # paragraphs (stand-in note, count, scale) apart, so the note's blockquote does not swallow the rest
-    bullets = next(i for i, line in enumerate(lines) if line.startswith("- "))
-    return "\n\n".join(lines[:bullets]) + "\n\n" + "\n".join(lines[bullets:])
+    return prose("report", "headline", metrics)
 
 
 def analyze(p: AnalyzeParams) -> AnalysisResult:

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from . import prose
+
 SERIES = ("score_chosen", "score_rejected", "margin")
 CI_LEVEL = 0.95
 # Elements of one bootstrap block (resamples x rows); bounds memory to ~32 MB per float64 matrix. Fixed, so
@@ -298,27 +300,8 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[s
     lo, hi = float(v.min()), float(v.max())
     distinct = int(np.unique(v).size)
     in_range = RATING_RANGE[0] <= lo and hi <= RATING_RANGE[1]
-    if grid_fraction == 1.0 and in_range:
-        kind = "rating"
-        sentence = (
-            f"These scores are ratings, not PairRM logits: all {v.size} values lie on a grid of "
-            f"{RATING_GRID_STEP:g} between {lo:g} and {hi:g} ({distinct} distinct values), as GPT-4 "
-            f"`overall_score` ratings on a 1–10 scale do. Margins are coarse and ties are common, the values "
-            f"are not on a log-odds scale (so they cannot be compared with PairRM scores), and PairRM's "
-            f"invariants (score_chosen >= 0 >= score_rejected, antisymmetry) do not apply.")
-    elif grid_fraction < 0.5:
-        kind = "logit"
-        sentence = (
-            f"These scores are real-valued logits, as PairRM's are: {distinct} distinct values from "
-            f"{lo:.4g} to {hi:.4g}, off any rating grid. A margin is a difference of pairwise preference "
-            f"logits, ties should be rare, and PairRM's invariants (score_chosen >= 0 >= score_rejected; "
-            f"score_chosen == -score_rejected with two candidates) are expected to hold.")
-    else:
-        kind = "unclear"
-        sentence = (
-            f"The scale of these scores is unclear: {grid_fraction:.1%} of the values lie on a "
-            f"{RATING_GRID_STEP:g} grid, and they range from {lo:.4g} to {hi:.4g}. Neither a 1–10 rating "
-            f"scale nor PairRM logits can be assumed; read the statistics as unitless.")
+    kind = "rating" if grid_fraction == 1.0 and in_range else "logit" if grid_fraction < 0.5 else "unclear"
+    sentence = prose("report", "scale_sentence", kind, v.size, RATING_GRID_STEP, lo, hi, distinct, grid_fraction)
     return {"kind": kind, "grid_step": RATING_GRID_STEP, "grid_fraction": grid_fraction, "distinct_values": distinct,
             "min": lo, "max": hi, "sentence": sentence}
 
