@@ -1,6 +1,5 @@
 """notebooks/04_compare: a reproduction checked against the published dataset (rows aligned by key, pairs and
-scores compared, the source slice inferred); `compare(p)` writes compare.json, tables and figures. Everything but
-`load_*` and `compare` is pure."""
+scores compared, the source slice inferred). Everything but `load_*` and `compare` is pure."""
 
 from __future__ import annotations
 
@@ -16,10 +15,8 @@ import pandas as pd
 import pyarrow as pa
 
 from .analysis import plots, prose, stats
-# the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
 from .analysis.report import (SCORE_COLUMNS, dataset_or_own, figure_index, own_split, response_texts, row_preview,
-                              score_array)
-from .analysis.report import show_figures  # noqa: F401  (compare.show_figures: 04_compare's cell)
+                              score_array, show_figures)  # noqa: F401  (show_figures: 04_compare's cell)
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .jobs import atomic_write_json
@@ -34,7 +31,6 @@ COMPARE_VERSION = 1
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
              "prompt_normalised": "whitespace-normalised prompt text"}
-# what an aligned pair of rows can have in common, from the best case to the worst
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
 PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_chosen_only": "only chosen equal",
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
@@ -42,6 +38,7 @@ PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_ch
 EXAMPLES = 5
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
+SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
 
 
 @dataclass
@@ -65,7 +62,7 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
         ds = load_source(spec, split, parameter)
     except ReproError as exc:
         raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
-    ds = seed_view(ds)  # another recipe's format (SPPO, Snorkel, RLHFlow) in the seed's columns
+    ds = seed_view(ds)
     if columns is not None:
         ds = ds.select_columns([c for c in columns if c in ds.column_names])
     return ds.with_format("arrow")[:]
@@ -84,11 +81,6 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     return Side(name=name, specs=specs, split=split, table=table, group=group)
 
 
-def normalise_prompt(prompt: str) -> str:
-    """The prompt with runs of whitespace collapsed to one space and the ends stripped."""
-    return " ".join(prompt.split())
-
-
 def row_keys(table: pa.Table, where: str) -> dict[str, list[str | None] | None]:
     """The three identities of every row: prompt_id, sha256 of the prompt, normalised prompt (None where absent)."""
     has_id, has_prompt = "prompt_id" in table.column_names, "prompt" in table.column_names
@@ -101,7 +93,7 @@ def row_keys(table: pa.Table, where: str) -> dict[str, list[str | None] | None]:
     if has_prompt:
         prompts = table.column("prompt").to_pylist()
         keys["prompt_sha256"] = [None if p is None else hashlib.sha256(p.encode("utf-8")).hexdigest() for p in prompts]
-        keys["prompt_normalised"] = [None if p is None else normalise_prompt(p) for p in prompts]
+        keys["prompt_normalised"] = [None if p is None else " ".join(p.split()) for p in prompts]
     return keys
 
 
@@ -129,18 +121,14 @@ def _unique_index(keys: list[str | None], free: np.ndarray, side: str, kind: str
     """key -> row over the free rows whose key appears once; rows sharing a key are reported and taken out."""
     rows_of: dict[str, list[int]] = {}
     for i in np.flatnonzero(free):
-        key = keys[i]
-        if key is not None:
-            rows_of.setdefault(key, []).append(int(i))
-    index = {}
+        if keys[i] is not None:
+            rows_of.setdefault(keys[i], []).append(int(i))
     for key, rows in rows_of.items():
-        if len(rows) == 1:
-            index[key] = rows[0]
-            continue
-        for i in rows:
-            free[i] = False
-            duplicates.append({"side": side, "row": i, "key_kind": kind, "key": key, "rows_with_key": len(rows)})
-    return index
+        if len(rows) > 1:
+            free[rows] = False
+            duplicates += [{"side": side, "row": i, "key_kind": kind, "key": key, "rows_with_key": len(rows)}
+                           for i in rows]
+    return {key: rows[0] for key, rows in rows_of.items() if len(rows) == 1}
 
 
 def align(first: dict[str, list | None], second: dict[str, list | None], n_first: int, n_second: int,
@@ -176,19 +164,14 @@ def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[
 
 def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str, Any]:
     """Rows in both, only in the reference, only in the candidate, and left out as duplicates, with examples."""
-    dup = {side: sorted({d["row"] for d in alignment.duplicates if d["side"] == side})
+    dup = {side: len({d["row"] for d in alignment.duplicates if d["side"] == side})
            for side in ("reference", "candidate")}
-    return {
-        "in_both": alignment.n,
-        "only_reference": int(alignment.only_first.size),
-        "only_candidate": int(alignment.only_second.size),
-        "duplicates_reference": len(dup["reference"]),
-        "duplicates_candidate": len(dup["candidate"]),
-        "fraction_of_reference": alignment.n / reference.rows,
-        "fraction_of_candidate": alignment.n / candidate.rows,
-        "examples": {"only_reference": _examples(reference.table, alignment.only_first),
-                     "only_candidate": _examples(candidate.table, alignment.only_second)},
-    }
+    return {"in_both": alignment.n, "only_reference": int(alignment.only_first.size),
+            "only_candidate": int(alignment.only_second.size), "duplicates_reference": dup["reference"],
+            "duplicates_candidate": dup["candidate"], "fraction_of_reference": alignment.n / reference.rows,
+            "fraction_of_candidate": alignment.n / candidate.rows,
+            "examples": {"only_reference": _examples(reference.table, alignment.only_first),
+                         "only_candidate": _examples(candidate.table, alignment.only_second)}}
 
 
 def runs(indices: np.ndarray) -> list[list[int]]:
@@ -234,8 +217,8 @@ def _block(rows: np.ndarray) -> dict[str, Any]:
 def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: int,
                 candidate: np.ndarray | None = None, hints: dict[str, Any] | None = None,
                 names: Sequence[str] | None = None, max_listed: int = 20) -> dict[str, Any]:
-    """Where the reference's rows (`groups`: source indices, one group per mini) lie in the source, and which slicing
-    parameters give exactly those rows; `hints` (the candidate run's own parameters) are checked first."""
+    """Where the reference's rows (source indices, a group per mini) lie in the source, and which slicing parameters
+    give exactly those rows; `hints` (the candidate run's own parameters) are checked first."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     names = list(names or [f"group {g}" for g in range(len(groups))])
     every = np.unique(np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
@@ -277,40 +260,26 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         "hints": hints,
     }
     if hints:
-        out["hints_reproduce"] = _check_hints(hints, n_source, out_groups)
+        given = {k: hints[k] for k in SLICE_KEYS if k in hints}
+        try:
+            plan = plan_slice(n_source, **given)
+            rows = [plan.start, plan.stop]
+            exact = len(out_groups) == 1 and out_groups[0]["source_ranges"] == [rows]
+            out["hints_reproduce"] = {"parameters": given, "rows": rows, "exact": exact}
+        except ReproError as exc:
+            out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
-    if family:
+    if family:  # the settings under which every mini is mini `position` of as many minis as were given
         out["dropped_rows_of_part"] = _block(missing)
-        out["family_solutions"] = _family_solutions(out_groups)
+        settings = [{tuple((k, v) for k, v in s.items() if k != "mini_index") for s in g.get("all_solutions", [])
+                     if s["mini_index"] == position and s["mini_count"] == len(groups)}
+                    for position, g in enumerate(out_groups)]
+        out["family_solutions"] = [dict(s) for s in sorted(set.intersection(*settings))]
     for item in out_groups:
         item.pop("all_solutions", None)
     out["sentence"] = prose("compare", "slice_sentence", out, SLICE_KEYS)
     return out
-
-
-def _family_solutions(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Settings under which every given mini is mini `i` of as many minis as were given, i being its position."""
-    common = None
-    for position, g in enumerate(groups):
-        settings = {tuple((k, v) for k, v in s.items() if k != "mini_index")
-                    for s in g.get("all_solutions", []) if s["mini_index"] == position and s["mini_count"] == len(groups)}
-        common = settings if common is None else common & settings
-    return [dict(s) for s in sorted(common or set())]
-
-
-SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-
-
-def _check_hints(hints: dict[str, Any], n_source: int, groups: list[dict[str, Any]]) -> dict[str, Any]:
-    given = {k: hints[k] for k in SLICE_KEYS if k in hints}
-    try:
-        plan = plan_slice(n_source, **given)
-    except ReproError as exc:
-        return {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
-    target = groups[0]["source_ranges"] if len(groups) == 1 else None
-    exact = target == [[plan.start, plan.stop]]
-    return {"parameters": given, "rows": [plan.start, plan.stop], "exact": bool(exact)}
 
 
 def source_indices(source_keys: dict[str, list | None], n_source: int, side_keys: dict[str, list | None],
@@ -333,16 +302,6 @@ def _scores(table: pa.Table, rows: np.ndarray, where: str) -> dict[str, np.ndarr
     if not all(c in table.column_names for c in SCORE_COLUMNS):
         return None
     return {c: score_array(table, c, where)[rows] for c in SCORE_COLUMNS}
-
-
-def pair_categories(ref_chosen: list, ref_rejected: list, cand_chosen: list, cand_rejected: list) -> np.ndarray:
-    """PAIR_CATEGORIES index of every aligned row, from its chosen/rejected texts on both sides."""
-    rc, rr, cc, cr = (np.array(texts, dtype=object) for texts in (ref_chosen, ref_rejected, cand_chosen, cand_rejected))
-    same_chosen, same_rejected = (cc == rc).astype(bool), (cr == rr).astype(bool)
-    crossed = ((cc == rr).astype(bool), (cr == rc).astype(bool))
-    conditions = [same_chosen & same_rejected, crossed[0] & crossed[1], same_chosen, same_rejected,
-                  crossed[0] | crossed[1]]
-    return np.select(conditions, np.arange(5), 5).astype(np.int64)
 
 
 def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
@@ -380,15 +339,20 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
              (("ref", reference, a.first_rows), ("cand", candidate, a.second_rows)) for col in ("chosen", "rejected")}
     texts["prompt"] = (candidate.table.column("prompt").take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
                        if "prompt" in candidate.table.column_names else None)
-    have_texts = all(v is not None for k, v in texts.items() if k != "prompt")
-    categories = pair_categories(texts["ref_chosen"], texts["ref_rejected"], texts["cand_chosen"],
-                                 texts["cand_rejected"]) if have_texts else None
+    categories = None  # the PAIR_CATEGORIES index of each row, from its texts
+    if all(v is not None for k, v in texts.items() if k != "prompt"):
+        rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in ("ref_chosen", "ref_rejected", "cand_chosen",
+                                                                      "cand_rejected"))
+        same_chosen, same_rejected = (cc == rc).astype(bool), (cr == rr).astype(bool)
+        crossed = ((cc == rr).astype(bool), (cr == rc).astype(bool))
+        categories = np.select([same_chosen & same_rejected, crossed[0] & crossed[1], same_chosen, same_rejected,
+                                crossed[0] | crossed[1]], np.arange(5), 5).astype(np.int64)
     return Aligned(texts=texts, ref_scores=_scores(reference.table, a.first_rows, "the reference"),
                    cand_scores=_scores(candidate.table, a.second_rows, "the candidate"), categories=categories)
 
 
 def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) -> dict[str, Any]:
-    """Counts of same / swapped / partly equal / different pairs, equal reference_response and messages, margin signs."""
+    """Same / swapped / partly equal / different pairs, equal reference_response and messages, margin signs."""
     out: dict[str, Any] = {"n": a.n}
     if al.categories is None:
         missing = [f"{side} {col}" for side, t in (("reference", reference), ("candidate", candidate))
@@ -533,15 +497,9 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
     return {k: params[k] for k in SLICE_KEYS if k in params}
 
 
-def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:
-    sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
-             if (rows := [d for d in duplicates if d["side"] == side])]
-    return prose("compare", "duplicate_note", sides, KEY_WORDS) if sides else None
-
-
 def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
-                     hints: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], dict]:
-    """Everything compare.json holds, the tables, and the arrays the figures need (no files written)."""
+                     hints: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], Aligned]:
+    """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written)."""
     ref_keys = row_keys(reference.table, f"reference {reference.specs}")
     cand_keys = row_keys(candidate.table, f"candidate {candidate.specs}")
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
@@ -553,7 +511,9 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
             f"candidate {_examples(candidate.table, np.arange(1))}. They hold different prompts: check that both "
             f"name the same dataset family, split and slice (reference_split / candidate_split, the mini).")
     al = gather(reference, candidate, a)
-    notes = [n for n in (_duplicate_note(a.duplicates),) if n]
+    sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
+             if (rows := [d for d in a.duplicates if d["side"] == side])]
+    notes = [prose("compare", "duplicate_note", sides, KEY_WORDS)] if sides else []
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": side.specs, "split": side.split, "rows": side.rows,
@@ -595,8 +555,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["notes"] = notes
     result = stats.clean(result)
     result["verdict"] = verdict(result)
-    figure_data = {"al": al, "categories": result["pairs"].get("categories")}
-    return result, tables, figure_data
+    return result, tables, al
 
 
 def _with_ids(frame: pd.DataFrame, reference: pa.Table, candidate: pa.Table) -> pd.DataFrame:
@@ -613,21 +572,6 @@ def _public(spec: str) -> str:
         return spec
     path = Path(spec)
     return f"local:{path.parent.name if path.name == 'dataset' else path.name}"
-
-
-def _draw(result: dict[str, Any], figure_data: dict[str, Any], figures_dir: Path) -> dict[str, dict[str, Any]]:
-    al: Aligned = figure_data["al"]
-    drawn: dict[str, Any] = {}
-    if result["scores"].get("available"):
-        m = matched_scores(al)
-        ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
-        ba = result["scores"]["scores"]["bland_altman"]
-        drawn["compare_scores"] = plots.compare_scores(m["reference"][ok], m["candidate"][ok])
-        drawn["compare_bland_altman"] = plots.compare_bland_altman(m["reference"][ok], m["candidate"][ok], ba)
-    if figure_data["categories"]:
-        drawn["compare_agreement"] = plots.compare_agreement(
-            {PAIR_WORDS[k]: v for k, v in figure_data["categories"].items()})
-    return {name: plots.save_titled(fig, figures_dir / name) for name, fig in drawn.items()}
 
 
 def compare(p: CompareParams) -> ComparisonResult:
@@ -648,16 +592,24 @@ def compare(p: CompareParams) -> ComparisonResult:
         reference = load_side("reference", p.reference, p.reference_split)
         candidate = load_side("candidate", candidate_spec,
                               own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split)
-        source = None
-        if p.compare_source is not None:
-            source = _load_one(p.compare_source, p.compare_source_split, "compare_source",
-                               columns=("prompt_id", "prompt"))
-        result, tables, figure_data = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
+        source = None if p.compare_source is None else _load_one(
+            p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
+        result, tables, al = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
         result["reference"]["specs"] = [_public(s) for s in reference.specs]
         result["candidate"]["specs"] = [_public(s) for s in candidate.specs]
         if p.compare_source is not None:
             result["slice"]["source"] = _public(p.compare_source)
-        figures = _draw(result, figure_data, run.figures)
+        drawn: dict[str, Any] = {}
+        if result["scores"].get("available"):
+            m = matched_scores(al)
+            ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
+            drawn["compare_scores"] = plots.compare_scores(m["reference"][ok], m["candidate"][ok])
+            drawn["compare_bland_altman"] = plots.compare_bland_altman(m["reference"][ok], m["candidate"][ok],
+                                                                       result["scores"]["scores"]["bland_altman"])
+        if result["pairs"].get("categories"):
+            drawn["compare_agreement"] = plots.compare_agreement(
+                {PAIR_WORDS[k]: v for k, v in result["pairs"]["categories"].items()})
+        figures = {name: plots.save_titled(fig, run.figures / name) for name, fig in drawn.items()}
         run.tables.mkdir(parents=True, exist_ok=True)
         paths = {name: run.tables / f"compare_{name}.csv" for name in tables}
         for name, frame in tables.items():

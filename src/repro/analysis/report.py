@@ -107,17 +107,6 @@ def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
         f"whose {column} is numeric.")
 
 
-def _describe_rows(rows: np.ndarray, table: pa.Table, limit: int = 5) -> str:
-    shown = [int(i) for i in rows[:limit]]
-    if "prompt_id" in table.column_names:
-        ids = table.column("prompt_id").take(pa.array(shown)).to_pylist()
-        shown_s = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" for i, pid in zip(shown, ids))
-    else:
-        shown_s = ", ".join(str(i) for i in shown)
-    more = f" and {rows.size - limit} more" if rows.size > limit else ""
-    return shown_s + more
-
-
 def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
@@ -134,9 +123,14 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
                for column, b in zip(SCORE_COLUMNS, (bad_chosen, bad_rejected)) if b.any()}
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
+        shown = [int(i) for i in rows[:5]]
+        ids = table.column("prompt_id").take(pa.array(shown)).to_pylist() if "prompt_id" in table.column_names else None
+        described = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" if ids else str(i)
+                              for i, pid in zip(shown, ids or shown))
+        more = f" and {rows.size - 5} more" if rows.size > 5 else ""
         raise DataError(
             f"{where}: {rows.size} of {table.num_rows} rows have a NaN, infinite or missing score "
-            f"(rows {_describe_rows(rows, table)}). Fix those scores, or set the parameter "
+            f"(rows {described}{more}). Fix those scores, or set the parameter "
             f"exclude_nonfinite: true to leave them out (they are then counted in n_excluded in metrics.json).")
     keep = np.flatnonzero(~bad)
     if keep.size < 2:
@@ -231,19 +225,19 @@ def response_lengths(table: pa.Table, rows: np.ndarray) -> tuple[dict[str, np.nd
 def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     """Every statistic of metrics.json for `data` (JSON-ready, deterministic for a given seed)."""
     margin = data.margin
+    scorer = data.scorer or {}
     metrics: dict[str, Any] = {
         "metrics_version": METRICS_VERSION,
-        "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows},
-        "n": data.n,
-        "n_excluded": data.n_rows - data.n,
-        "excluded_reasons": dict(data.excluded_reasons),
-        "scorer": data.scorer,
-        "scores_from_stand_in": bool(data.scorer.get("stand_in")) if data.scorer and "stand_in" in data.scorer else None,
+        "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows}, "n": data.n,
+        "n_excluded": data.n_rows - data.n, "excluded_reasons": dict(data.excluded_reasons),
+        "scorer": data.scorer, "scores_from_stand_in": bool(scorer["stand_in"]) if "stand_in" in scorer else None,
         "bootstrap": {"resamples": resamples, "seed": seed, "level": stats.CI_LEVEL, "method": "percentile",
-                      "paired": True, "about": "rows are resampled with replacement; the same rows for all three series"},
+                      "paired": True,
+                      "about": "rows are resampled with replacement; the same rows for all three series"},
         "conventions": {"margin": "score_chosen - score_rejected", "std": "sample standard deviation (ddof = 1)",
                         "quantiles": "linear interpolation (numpy default)",
-                        "skewness": "Fisher-Pearson g1 (biased moments)", "kurtosis": "excess kurtosis g2 (normal = 0)"},
+                        "skewness": "Fisher-Pearson g1 (biased moments)",
+                        "kurtosis": "excess kurtosis g2 (normal = 0)"},
     }
     metrics.update(stats.summarize_scores(data.score_chosen, data.score_rejected, resamples, seed))
     metrics["margin_sign"] = stats.margin_sign(margin)
@@ -316,29 +310,15 @@ def candidate_agreement(data: ScoreData) -> dict[str, Any] | None:
 
 def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:
     """One row per pair of scorers: rows compared, same chosen/rejected, Kendall tau, margin correlations."""
-    rows = []
-    for pair in agreement["pairs"]:
-        tau, margins = pair["kendall_tau"], pair["margin_correlation"]
-        rows.append({
-            "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
-            "rows_excluded": pair["rows_excluded"],
-            "same_chosen": pair["same_chosen"]["count"], "same_chosen_fraction": pair["same_chosen"]["fraction"],
-            "same_rejected": pair["same_rejected"]["count"], "same_rejected_fraction": pair["same_rejected"]["fraction"],
-            "same_pair_fraction": pair["same_pair"]["fraction"],
-            **{f"kendall_tau_{k}": tau[k] for k in ("mean", "median", "rows", "undefined")},
-            **{f"margin_{k}": (margins[k] or {}).get("statistic") for k in ("pearson", "spearman")},
-        })
-    return pd.DataFrame(rows)
-
-
-def _write_agreement(metrics: dict[str, Any], run: RunDir, figures: dict[str, dict[str, Any]]) -> pd.DataFrame | None:
-    """The agreement table and figure, when metrics has an `agreement` block (the figure joins `figures`)."""
-    if "agreement" not in metrics:
-        return None
-    table = agreement_table(metrics["agreement"])
-    table.to_csv(run.tables / f"{AGREEMENT}.csv", index=False)
-    figures[AGREEMENT] = plots.save_titled(plots.scorer_agreement(metrics["agreement"]), run.figures / AGREEMENT)
-    return table
+    return pd.DataFrame([{
+        "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
+        "rows_excluded": pair["rows_excluded"],
+        **{f"{same}{suffix}": pair[same][key] for same in ("same_chosen", "same_rejected")
+           for suffix, key in (("", "count"), ("_fraction", "fraction"))},
+        "same_pair_fraction": pair["same_pair"]["fraction"],
+        **{f"kendall_tau_{k}": pair["kendall_tau"][k] for k in ("mean", "median", "rows", "undefined")},
+        **{f"margin_{k}": (pair["margin_correlation"][k] or {}).get("statistic") for k in ("pearson", "spearman")},
+    } for pair in agreement["pairs"]])
 
 
 def show_agreement(result: AnalysisResult) -> None:
@@ -355,29 +335,23 @@ def show_agreement(result: AnalysisResult) -> None:
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
     """The summary statistics of the three series as a table (rows: statistics; CI bounds as _low/_high)."""
-    rows: dict[str, dict[str, float | None]] = {}
-    for name in stats.SERIES:
-        rows[name] = {}
-        for key, value in metrics[name].items():
-            rows[name].update(zip((f"{key}_low", f"{key}_high"), value) if isinstance(value, list) else [(key, value)])
-    table = pd.DataFrame(rows)
-    table.index.name = "statistic"
-    return table
+    rows = {name: dict(item for key, value in metrics[name].items() for item in (
+        zip((f"{key}_low", f"{key}_high"), value) if isinstance(value, list) else [(key, value)]))
+        for name in stats.SERIES}
+    return pd.DataFrame(rows).rename_axis("statistic")
 
 
 def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
     """The k largest and k smallest margins (ties in row order) with prompt_id and the start of the prompt."""
     margin = data.margin
-    picks = [("largest", np.argsort(-margin, kind="stable")[:k]), ("smallest", np.argsort(margin, kind="stable")[:k])]
     frames = []
-    for which, order in picks:
+    for which, order in (("largest", np.argsort(-margin, kind="stable")[:k]),
+                         ("smallest", np.argsort(margin, kind="stable")[:k])):
         frame = row_preview(data.table, data.row_index[order])
         frame.insert(0, "which", which)
         frame.insert(1, "rank", np.arange(1, order.size + 1))
-        frame["score_chosen"] = data.score_chosen[order]
-        frame["score_rejected"] = data.score_rejected[order]
-        frame["margin"] = margin[order]
-        frames.append(frame)
+        frames.append(frame.assign(score_chosen=data.score_chosen[order], score_rejected=data.score_rejected[order],
+                                   margin=margin[order]))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -419,9 +393,13 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
         summary.to_csv(run.tables / SUMMARY_TABLE)
         extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
         tables = {"summary_statistics": run.tables / SUMMARY_TABLE, "extreme_margins": run.tables / EXTREMES_TABLE}
-        agreement = _write_agreement(metrics, run, figures)  # its table and figure, with several scorers
-        if agreement is not None:
+        agreement = None
+        if "agreement" in metrics:  # several scorers: their table and figure
+            agreement = agreement_table(metrics["agreement"])
             tables[AGREEMENT] = run.tables / f"{AGREEMENT}.csv"
+            agreement.to_csv(tables[AGREEMENT], index=False)
+            figure = plots.scorer_agreement(metrics["agreement"])
+            figures[AGREEMENT] = plots.save_titled(figure, run.figures / AGREEMENT)
         metrics["figures"] = figure_index(run, figures)
         metrics["tables"] = {name: run.relative(path) for name, path in tables.items()}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + [*tables.values(), run.metrics]

@@ -14,17 +14,14 @@ from . import prose
 
 SERIES = ("score_chosen", "score_rejected", "margin")
 CI_LEVEL = 0.95
-# Elements of one bootstrap block (resamples x rows); bounds memory to ~32 MB per float64 matrix. Fixed, so
-# the intervals depend only on the data, the number of resamples and the seed.
+# resamples x rows of one bootstrap block: ~32 MB per float64 matrix; fixed, so intervals depend only on the data
 BOOTSTRAP_BLOCK_ELEMENTS = 1 << 22
-# Up to this many distinct (paired) values, the bootstrap resamples category counts instead of rows.
-BOOTSTRAP_MAX_CATEGORIES = 4096
-# Scores on this grid (multiples of 1/2) within [0, 10] are read as ratings (GPT-4 `overall_score` style).
+BOOTSTRAP_MAX_CATEGORIES = 4096  # up to this many distinct (paired) values, resample category counts, not rows
+# scores on this grid within [0, 10] are read as ratings (GPT-4 `overall_score` style)
 RATING_GRID_STEP = 0.5
 RATING_RANGE = (0.0, 10.0)
 ANTISYMMETRY_ATOL = 1e-6
-# Sums of several float scores are not exactly 0 even when the scorer's are: a looser tolerance.
-SUM_TO_ZERO_ATOL = 1e-4
+SUM_TO_ZERO_ATOL = 1e-4  # sums of several float scores are not exactly 0 even when the scorer's are
 
 
 def clean(value: Any) -> Any:
@@ -70,13 +67,11 @@ def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int
     few distinct rows (ratings) as multinomial category counts, else over index matrices in bounded blocks."""
     arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}  # paired, n >= 1 (callers')
     rng = np.random.default_rng(seed)
-    categories = None
+    values = None
     if all(np.unique(x).size <= max_categories for x in arrays.values()):
         values, counts = np.unique(np.column_stack(list(arrays.values())), axis=0, return_counts=True)
-        if len(values) <= max_categories:
-            categories = (values, counts)
-    if categories is not None:
-        means, medians = _bootstrap_categories(*categories, list(arrays), resamples, rng)
+    if values is not None and len(values) <= max_categories:
+        means, medians = _bootstrap_categories(values, counts, list(arrays), resamples, rng)
     else:
         means, medians = _bootstrap_rows(arrays, resamples, rng, block_elements)
     tail = (1.0 - level) / 2.0
@@ -189,8 +184,8 @@ def sign_test(margin: np.ndarray) -> dict[str, Any]:
     """Two-sided exact binomial sign test of P(margin > 0) = 1/2 over the non-zero margins (ties discarded)."""
     d = np.asarray(margin, dtype=np.float64)
     positive, negative = int((d > 0).sum()), int((d < 0).sum())
-    out: dict[str, Any] = {"positive": positive, "negative": negative, "zeros_discarded": int(d.size - positive - negative),
-                           "alternative": "two-sided"}
+    out: dict[str, Any] = {"positive": positive, "negative": negative,
+                           "zeros_discarded": int(d.size - positive - negative), "alternative": "two-sided"}
     if positive + negative == 0:
         return {**out, "pvalue": None, "note": "every margin is zero: there is nothing to test"}
     return {**out, "pvalue": clean(sps.binomtest(positive, positive + negative, 0.5).pvalue)}
@@ -233,7 +228,8 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
                      for unit in ("chars", "tokens")}
     out["margin_vs_length_difference"] = {}
     for unit in ("chars", "tokens"):
-        diff = np.asarray(lengths[f"chosen_{unit}"], dtype=np.float64) - np.asarray(lengths[f"rejected_{unit}"], dtype=np.float64)
+        chosen, rejected = (np.asarray(lengths[f"{side}_{unit}"], dtype=np.float64) for side in ("chosen", "rejected"))
+        diff = chosen - rejected
         rho = _quiet(sps.spearmanr, margin, diff)
         out["margin_vs_length_difference"][unit] = {"spearman": rho.statistic, "pvalue": rho.pvalue}
         out[f"chosen_longer_fraction_{unit}"] = float((diff > 0).mean())
@@ -263,11 +259,9 @@ def row_starts(counts: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
-def candidate_score_invariants(
-flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
+def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
                                score_rejected: np.ndarray, atol: float = SUM_TO_ZERO_ATOL) -> dict[str, Any]:
-    """PairRM checks that need every candidate's score (flat, with candidates per row): sums, two-candidate rows,
-    extremes."""
+    """PairRM checks needing every candidate's score (flat, with counts per row): sums, two-candidate rows, extremes."""
     flat = np.asarray(flat_scores, dtype=np.float64)
     counts = np.asarray(candidates_per_row, dtype=np.int64)
     c = np.asarray(score_chosen, dtype=np.float64)
@@ -287,7 +281,8 @@ flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarra
         "sum_to_zero_holds": int(np.isclose(sums, 0.0, rtol=0.0, atol=atol)[filled].sum()),
         "sum_to_zero_atol": atol,
         "two_candidate_rows": int(two.sum()),
-        "antisymmetry_holds_among_two_candidate_rows": int(np.isclose(c[two], -r[two], rtol=0.0, atol=ANTISYMMETRY_ATOL).sum()),
+        "antisymmetry_holds_among_two_candidate_rows": int(
+            np.isclose(c[two], -r[two], rtol=0.0, atol=ANTISYMMETRY_ATOL).sum()),
         "chosen_is_best_and_rejected_is_worst": int(((c == best) & (r == worst)).sum()),
     }
 
@@ -328,7 +323,7 @@ def _pearson_from(vx: float, vy: float, cov: float) -> float:
 
 
 def lin_concordance(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Lin's concordance correlation coefficient 2·cov / (var x + var y + (mean x − mean y)²), population moments."""
+    """Lin's concordance correlation 2·cov / (var x + var y + (mean x − mean y)²), population moments."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     mx, my, vx, vy, cov = _weighted_moments(x, y, np.ones_like(x))
     denominator = vx + vy + (mx - my) ** 2
@@ -336,7 +331,7 @@ def lin_concordance(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def bland_altman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
-    """Bland–Altman of y − x: mean difference, its sample std, and the 95 % limits of agreement mean ± 1.96·std."""
+    """Bland–Altman of y − x: mean difference, its sample std, the 95 % limits of agreement mean ± 1.96·std."""
     d = np.asarray(y, dtype=np.float64) - np.asarray(x, dtype=np.float64)
     sd = d.std(ddof=1) if d.size > 1 else math.nan
     return clean({"mean_difference": d.mean(), "sd_difference": sd, "loa_low": d.mean() - Z_95 * sd,
