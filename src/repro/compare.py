@@ -177,12 +177,7 @@ def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str
 def runs(indices: np.ndarray) -> list[list[int]]:
     """Maximal runs of consecutive integers in `indices`, as [start, stop) pairs."""
     x = np.unique(np.asarray(indices, dtype=np.int64))
-    if x.size == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(x) != 1)
-    starts = np.r_[x[0], x[breaks + 1]]
-    stops = np.r_[x[breaks] + 1, x[-1] + 1]
-    return [[int(a), int(b)] for a, b in zip(starts, stops)]
+    return [[int(run[0]), int(run[-1]) + 1] for run in np.split(x, np.flatnonzero(np.diff(x) != 1) + 1) if run.size]
 
 
 def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Sequence[tuple[int, int]],
@@ -201,11 +196,11 @@ def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Seq
             mini_start = kept_start + i * size
             mini_stop = kept_start + (after if i == k - 1 else (i + 1) * size)
             for d in drop[(mini_start == start) & (mini_stop == stop)]:
-                plan = plan_slice(n_source, part_start=p0, part_stop=p1, drop_rows=int(d), drop_from=drop_from,
-                                  mini_index=i, mini_count=k)
+                setting = {"part_start": p0, "part_stop": p1, "drop_rows": int(d), "drop_from": drop_from,
+                           "mini_index": i, "mini_count": k}
+                plan = plan_slice(n_source, **setting)
                 assert (plan.start, plan.stop) == (start, stop)
-                found.append({"part_start": p0, "part_stop": p1, "drop_rows": int(d), "drop_from": drop_from,
-                              "mini_index": i, "mini_count": k})
+                found.append(setting)
     return found
 
 

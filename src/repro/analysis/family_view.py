@@ -65,13 +65,9 @@ def _cache_counts(data: dict[str, Any], stage: str) -> dict[str, int | None]:
 def _agreement(metrics: dict[str, Any]) -> dict[str, float | None]:
     """Each other scorer's agreement with the primary: the fraction of rows with the same chosen candidate."""
     block = metrics.get("agreement") or {}
-    out = {}
-    for pair in block.get("pairs", []):
-        a, b = pair["scorers"]
-        if block.get("primary") in (a, b):
-            other = b if a == block.get("primary") else a
-            out[other] = (pair.get("same_chosen") or {}).get("fraction")
-    return out
+    primary = block.get("primary")
+    return {(b if a == primary else a): (pair.get("same_chosen") or {}).get("fraction")
+            for pair in block.get("pairs", []) for a, b in [pair["scorers"]] if primary in (a, b)}
 
 
 def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int) -> tuple[dict[str, Any], np.ndarray]:
@@ -86,15 +82,14 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     verdict = json.loads(run.compare.read_text()).get("verdict") if run.compare.exists() else None
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
     counts = data.get("counts", {})
-    row = {
+    return clean({
         "member": family["member"], "status": data.get("status"), "grid": family.get("grid", {}),
         "rows": int(margin.size), "scored": counts.get("scored"), "generated": counts.get("generated"),
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
         "ties": int((margin == 0).sum()) if margin.size else None,
         "scored_rows": _cache_counts(data, "score"), "generated_rows": _cache_counts(data, "generate"),
         "agreement_same_chosen": _agreement(metrics), "verdict": verdict,
-    }
-    return clean(row), margin
+    }), margin
 
 
 def _totals(members: list[dict[str, Any]], key: str) -> dict[str, int]:

@@ -74,8 +74,7 @@ def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int
         means, medians = _bootstrap_categories(values, counts, list(arrays), resamples, rng)
     else:
         means, medians = _bootstrap_rows(arrays, resamples, rng, block_elements)
-    tail = (1.0 - level) / 2.0
-    q = [tail, 1.0 - tail]
+    q = [(1.0 - level) / 2.0, 1.0 - (1.0 - level) / 2.0]
     return {name: {"mean_ci95": clean(np.quantile(means[name], q)), "median_ci95": clean(np.quantile(medians[name], q))}
             for name in arrays}
 
@@ -110,8 +109,7 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
         ranks[name] = np.empty(n, dtype=index_dtype)
         ranks[name][order] = np.arange(n, dtype=index_dtype)
     middle = [(n - 1) // 2, n // 2]  # the median of n sorted values is the mean of these two
-    means = {name: np.empty(resamples) for name in arrays}
-    medians = {name: np.empty(resamples) for name in arrays}
+    means, medians = ({name: np.empty(resamples) for name in arrays} for _ in range(2))
     for start in range(0, resamples, block):
         stop = min(resamples, start + block)
         rows = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
@@ -126,9 +124,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
                      ) -> dict[str, dict[str, Any]]:
     """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected)."""
-    series = {"score_chosen": np.asarray(score_chosen, dtype=np.float64),
-              "score_rejected": np.asarray(score_rejected, dtype=np.float64)}
-    series["margin"] = series["score_chosen"] - series["score_rejected"]
+    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
+    series = {"score_chosen": c, "score_rejected": r, "margin": c - r}
     intervals = bootstrap_intervals(series, resamples, seed)
     return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
 
@@ -136,10 +133,9 @@ def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resam
 def margin_sign(margin: np.ndarray) -> dict[str, dict[str, float]]:
     """Counts and fractions of rows with margin > 0 (chosen preferred), = 0 (tie) and < 0 (inversion)."""
     margin = np.asarray(margin, dtype=np.float64)
-    n = margin.size
     counts = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
               "negative": int((margin < 0).sum())}
-    return {"counts": counts, "fractions": {k: v / n for k, v in counts.items()}}
+    return {"counts": counts, "fractions": {k: v / margin.size for k, v in counts.items()}}
 
 
 def signed_rank_sums(margin: np.ndarray) -> tuple[float, float, int]:
@@ -211,10 +207,8 @@ def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
 
 def correlations(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, dict[str, float | None]]:
     """Pearson and Spearman correlation (with two-sided p-values) between score_chosen and score_rejected."""
-    x = np.asarray(score_chosen, dtype=np.float64)
-    y = np.asarray(score_rejected, dtype=np.float64)
-    pearson = _quiet(sps.pearsonr, x, y)
-    spearman = _quiet(sps.spearmanr, x, y)
+    x, y = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
+    pearson, spearman = _quiet(sps.pearsonr, x, y), _quiet(sps.spearmanr, x, y)
     return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue},
                   "spearman": {"statistic": spearman.statistic, "pvalue": spearman.pvalue}})
 
@@ -228,8 +222,7 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
                      for unit in ("chars", "tokens")}
     out["margin_vs_length_difference"] = {}
     for unit in ("chars", "tokens"):
-        chosen, rejected = (np.asarray(lengths[f"{side}_{unit}"], dtype=np.float64) for side in ("chosen", "rejected"))
-        diff = chosen - rejected
+        diff = np.asarray(lengths[f"chosen_{unit}"], dtype=np.float64) - lengths[f"rejected_{unit}"]
         rho = _quiet(sps.spearmanr, margin, diff)
         out["margin_vs_length_difference"][unit] = {"spearman": rho.statistic, "pvalue": rho.pvalue}
         out[f"chosen_longer_fraction_{unit}"] = float((diff > 0).mean())
@@ -239,8 +232,7 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
 def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol: float = ANTISYMMETRY_ATOL
                       ) -> dict[str, Any]:
     """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
-    c = np.asarray(score_chosen, dtype=np.float64)
-    r = np.asarray(score_rejected, dtype=np.float64)
+    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
     n = c.size
     sign_fails = int((~((c >= 0) & (r <= 0))).sum())
     antisymmetric = int(np.isclose(c, -r, rtol=0.0, atol=atol).sum())
@@ -264,10 +256,8 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
     """PairRM checks needing every candidate's score (flat, with counts per row): sums, two-candidate rows, extremes."""
     flat = np.asarray(flat_scores, dtype=np.float64)
     counts = np.asarray(candidates_per_row, dtype=np.int64)
-    c = np.asarray(score_chosen, dtype=np.float64)
-    r = np.asarray(score_rejected, dtype=np.float64)
-    row_of = np.repeat(np.arange(counts.size), counts)
-    sums = np.bincount(row_of, weights=flat, minlength=counts.size)
+    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
+    sums = np.bincount(np.repeat(np.arange(counts.size), counts), weights=flat, minlength=counts.size)
     filled = counts > 0
     starts = row_starts(counts)[filled]
     best, worst = np.full(counts.size, np.nan), np.full(counts.size, np.nan)
@@ -384,8 +374,8 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     n_clusters = int(cluster.max()) + 1
     rng = np.random.default_rng(seed)
     rank_x, rank_y = _WeightedRanks(x), _WeightedRanks(y)
-    names = ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")
-    draws = {name: np.empty(resamples) for name in names}
+    draws = {name: np.empty(resamples)
+             for name in ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")}
     for b in range(resamples):
         w = np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)[cluster].astype(np.float64)
         total = w.sum()
