@@ -277,15 +277,6 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     return out
 
 
-def source_indices(source_keys: dict[str, list | None], n_source: int, side_keys: dict[str, list | None],
-                   n_side: int) -> np.ndarray:
-    """The source row of every row of a dataset (-1 where not found), by the same alignment as the comparison."""
-    a = align(side_keys, source_keys, n_side, n_source, names=("dataset", "source"))
-    index = np.full(n_side, -1, dtype=np.int64)
-    index[a.first_rows] = a.second_rows
-    return index
-
-
 def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] | None:
     if column not in table.column_names:
         return None
@@ -406,8 +397,7 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
         return {**out, "available": False, "reason": f"only {int(ok.sum())} score(s) of the same text on both sides"}
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
-    same = al.categories == 0
-    mr, mc = (m[same] for m in al.margins())
+    mr, mc = (m[al.categories == 0] for m in al.margins())
     fine = np.isfinite(mr) & np.isfinite(mc)
     out["margin"] = (stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
                                                 p.bootstrap_seed) if fine.sum() >= 2 else
@@ -427,13 +417,11 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
 
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     """Every aligned row that disagrees (pair, margin sign or a same-text score) with why, where it can tell."""
-    n = a.n
-    t = al.texts
+    n, t = a.n, al.texts
     categories = al.categories if al.categories is not None else np.full(n, -1)
-    have_scores = al.scored
-    mr, mc = al.margins() if have_scores else (np.full(n, np.nan),) * 2
+    mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2
     worst = np.zeros(n)
-    if have_scores and al.categories is not None:
+    if al.scored and al.categories is not None:
         m = matched_scores(al)
         diff = np.abs(m["candidate"] - m["reference"])
         np.maximum.at(worst, m["row"], np.nan_to_num(diff, nan=np.inf))
@@ -441,21 +429,20 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance)
     records = []
     for k in np.flatnonzero(disagree):
-        reasons = []
-        if a.matched_by[k] == 2:
-            reasons.append("prompt matched only after whitespace normalisation")
-        if categories[k] >= 2:
-            reasons.append("a different candidate text")
-        if (categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie:
-            reasons.append(f"a near-tie (|margin| < {p.near_tie:g})")
-        if al.categories is not None and any(over_length_limit(t["prompt"][k] if t["prompt"] else None, t[c][k])
-                                             for c in ("ref_chosen", "ref_rejected", "cand_chosen", "cand_rejected")):
-            reasons.append("a candidate over PairRM's length limits (truncated)")
+        truncated = al.categories is not None and any(
+            over_length_limit(t["prompt"][k] if t["prompt"] else None, t[c][k])
+            for c in ("ref_chosen", "ref_rejected", "cand_chosen", "cand_rejected"))
+        reasons = [why for holds, why in (
+            (a.matched_by[k] == 2, "prompt matched only after whitespace normalisation"),
+            (categories[k] >= 2, "a different candidate text"),
+            ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
+             f"a near-tie (|margin| < {p.near_tie:g})"),
+            (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
         records.append({"reference_row": int(a.first_rows[k]), "candidate_row": int(a.second_rows[k]),
                         "matched_by": KEY_KINDS[a.matched_by[k]],
                         "pair": PAIR_CATEGORIES[categories[k]] if categories[k] >= 0 else None,
                         "margin_reference": mr[k], "margin_candidate": mc[k],
-                        "max_abs_score_difference": worst[k] if have_scores else np.nan,
+                        "max_abs_score_difference": worst[k] if al.scored else np.nan,
                         "explanation": "; ".join(reasons) or "unexplained"})
     columns = ["reference_row", "candidate_row", "matched_by", "pair", "margin_reference", "margin_candidate",
                "max_abs_score_difference", "explanation"]
@@ -529,16 +516,23 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
                                                 .explode().value_counts().sort_index().items()}}
+    for position, (name, side) in enumerate((("prompt_id", reference), ("candidate_prompt_id", candidate))):
+        ids = side.table.column("prompt_id").to_pylist() if "prompt_id" in side.table.column_names else None
+        rows = disagreements[("reference_row", "candidate_row")[position]]
+        disagreements.insert(position, name, [ids[i] if ids else None for i in rows])
     tables = {"only_reference": row_preview(reference.table, a.only_first),
               "only_candidate": row_preview(candidate.table, a.only_second),
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key"]),
-              "disagreements": _with_ids(disagreements, reference.table, candidate.table)}
+              "disagreements": disagreements}
     tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
     result["slice"] = None
     if source is not None:
         source_keys = row_keys(source, "source")
-        ref_index = source_indices(source_keys, source.num_rows, ref_keys, reference.rows)
-        cand_index = source_indices(source_keys, source.num_rows, cand_keys, candidate.rows)
+        # the source row of every row (-1 where not found), by the same alignment as the comparison
+        ref_index, cand_index = (np.full(side.rows, -1, dtype=np.int64) for side in (reference, candidate))
+        for keys, index in ((ref_keys, ref_index), (cand_keys, cand_index)):
+            found = align(keys, source_keys, index.size, source.num_rows, names=("dataset", "source"))
+            index[found.first_rows] = found.second_rows
         located = ref_index >= 0
         groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
         result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
@@ -551,14 +545,6 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result = stats.clean(result)
     result["verdict"] = verdict(result)
     return result, tables, al
-
-
-def _with_ids(frame: pd.DataFrame, reference: pa.Table, candidate: pa.Table) -> pd.DataFrame:
-    for position, (name, table) in enumerate((("prompt_id", reference), ("candidate_prompt_id", candidate))):
-        ids = table.column("prompt_id").to_pylist() if "prompt_id" in table.column_names else None
-        rows = frame[("reference_row", "candidate_row")[position]]
-        frame.insert(position, name, [ids[i] if ids else None for i in rows])
-    return frame
 
 
 def _public(spec: str) -> str:

@@ -57,9 +57,8 @@ class ScoreData:
         return self.score_chosen - self.score_rejected
 
     def _repr_markdown_(self) -> str:
-        excluded = self.n_rows - self.n
         return (f"**{self.n:,} rows** of `{self.source}` (split `{self.split}`) to analyse; "
-                f"{excluded:,} excluded {self.excluded_reasons or ''}".rstrip())
+                f"{self.n_rows - self.n:,} excluded {self.excluded_reasons or ''}".rstrip())
 
 
 @dataclass
@@ -163,10 +162,8 @@ def load(p: AnalyzeParams) -> ScoreData:
     run = RunDir.of(p.run_root)
     spec = dataset_or_own(p.dataset, run)
     split = own_split(run, p.dataset_split) if p.dataset is None else p.dataset_split
-    where = f"dataset {spec!r} (split {split!r})"
-    # seed_view: another recipe's output format (SPPO, Snorkel, RLHFlow) in the seed's columns
-    table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]
-    chosen, rejected, keep, reasons = validate_scores(table, where, p.exclude_nonfinite)
+    table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
+    chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, score_chosen=chosen,
                      score_rejected=rejected, row_index=keep, excluded_reasons=reasons, table=table,
