@@ -241,19 +241,17 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
             item["why_none"] = None if solutions else prose("compare", "no_solution", bounds, max(counts), *ranges[0])
         else:
             item["solutions_total"], item["solutions"] = 0, []
-            gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
-            item["why_none"] = prose("compare", "not_contiguous", len(ranges), gaps)
+            item["why_none"] = prose("compare", "not_contiguous", len(ranges),
+                                     [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])])
         out_groups.append(item)
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
-        "source_rows": n_source, "located": int(every.size), "span": [lo, hi],
-        "before_span": lo, "after_span": n_source - hi,
-        "inside_span_not_in_reference": _block(missing), "inside_span_in_neither": _block(neither),
-        "groups": out_groups,
+        "source_rows": n_source, "located": int(every.size), "span": [lo, hi], "before_span": lo,
+        "after_span": n_source - hi, "inside_span_not_in_reference": _block(missing),
+        "inside_span_in_neither": _block(neither), "groups": out_groups,
         "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
-        "hints": hints,
-    }
+        "hints": hints}
     if hints:
         given = {k: hints[k] for k in SLICE_KEYS if k in hints}
         try:
@@ -343,14 +341,12 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
     if al.categories is None:
         missing = [f"{side} {col}" for side, t in (("reference", reference), ("candidate", candidate))
                    for col in ("chosen", "rejected") if _texts(t.table, col, np.zeros(0, dtype=np.int64)) is None]
-        out.update(available=False, reason=f"no chosen/rejected texts to compare ({', '.join(missing)} missing or "
-                                           f"neither text nor a list of {{content, role}} messages)")
+        out.update(available=False, reason=prose("compare", "no_texts", missing))
     else:
         counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
         out.update(available=True, categories={c: int(n) for c, n in zip(PAIR_CATEGORIES, counts)},
                    fractions={c: float(n / max(a.n, 1)) for c, n in zip(PAIR_CATEGORIES, counts)})
-    out["reference_response"] = _equal_column(reference, candidate, a, "reference_response")
-    out["messages"] = _equal_column(reference, candidate, a, "messages")
+    out.update({c: _equal_column(reference, candidate, a, c) for c in ("reference_response", "messages")})
     out["margin_sign"] = None
     if al.scored:
         mr, mc = al.margins()
@@ -380,10 +376,8 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     missing = [f"the {side.name}" for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
     if missing:
         side = reference if al.ref_scores is None else candidate
-        return {"available": False, "reason": (
-            f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no score_chosen/score_rejected "
-            f"columns ({side.name} columns: {side.table.column_names}), so scores cannot be compared; pair agreement "
-            f"above still holds. Point {'reference' if side is reference else 'candidate'} at a dataset with scores.")}
+        return {"available": False, "reason": prose("compare", "no_scores", missing, side.name, side.table.column_names,
+                                                    "reference" if side is reference else "candidate")}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
     m = matched_scores(al)

@@ -140,12 +140,10 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     family = Manifest(root)
     figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), family.run.figures / MARGIN_FIGURE)}
     summary = {
-        "family": found[0][1]["family"]["name"],
-        "members": members,
+        "family": found[0][1]["family"]["name"], "members": members,
         "parameters_that_differ": differing_parameters([data for _, data in found]),
         "complete": sum(m["status"] == "complete" for m in members),
-        "rows_scored": _totals(members, "scored_rows"),
-        "rows_generated": _totals(members, "generated_rows"),
+        "rows_scored": _totals(members, "scored_rows"), "rows_generated": _totals(members, "generated_rows"),
         "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()} for name, paths in figures.items()},
     }
     atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)

@@ -239,9 +239,8 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics.update(stats.summarize_scores(data.score_chosen, data.score_rejected, resamples, seed))
     metrics["margin_sign"] = stats.margin_sign(margin)
     metrics["ties"] = metrics["margin_sign"]["counts"]["zero"]
-    metrics["tests"] = stats.paired_tests(margin)
-    metrics["effect_size"] = stats.effect_sizes(margin)
-    metrics["correlation"] = stats.correlations(data.score_chosen, data.score_rejected)
+    metrics.update(tests=stats.paired_tests(margin), effect_size=stats.effect_sizes(margin),
+                   correlation=stats.correlations(data.score_chosen, data.score_rejected))
     if data.lengths is None:
         metrics["length"] = {"available": False, "reason": data.length_reason}
     else:
@@ -256,8 +255,7 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
                              "candidate_scores": None if ragged is None else stats.candidate_score_invariants(
                                  *ragged, data.score_chosen, data.score_rejected)}
-    agreement = candidate_agreement(data)
-    if agreement is not None:  # only with several scorers: a one-scorer dataset's metrics stay as they were
+    if (agreement := candidate_agreement(data)) is not None:  # several scorers; a one-scorer dataset has none
         metrics["agreement"] = agreement
     return stats.clean(metrics)
 
