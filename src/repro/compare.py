@@ -559,8 +559,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
     claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
-    target = run.compare
-    target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
+    run.compare.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
     plots.remove(run.figures, FIGURES)
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
@@ -591,8 +590,8 @@ def compare(p: CompareParams) -> ComparisonResult:
             frame.to_csv(paths[name], index=False)
         result["tables"] = {name: run.relative(path) for name, path in paths.items()}
         result["figures"] = figure_index(run, figures)
-        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
-        atomic_write_json(target, result, indent=2, allow_nan=False)
+        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [run.compare]
+        atomic_write_json(run.compare, result, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(aligned=result["alignment"]["aligned"], reference_rows=reference.rows,
                     candidate_rows=candidate.rows, same_pairs=(result["pairs"].get("categories") or {}).get("same"))

@@ -108,8 +108,8 @@ def tau_summary(tau: np.ndarray) -> dict[str, Any]:
         "undefined_means": "a scorer gave all of the row's candidates the same score",
         **{stat: statistics.get(stat) for stat in TAU_STATISTICS},
     }
-    for sign, mask in (("positive", defined > 0), ("zero", defined == 0), ("negative", defined < 0)):
-        out[f"fraction_{sign}"] = float(mask.mean()) if defined.size else None
+    out.update({f"fraction_{sign}": float(mask.mean()) if defined.size else None
+                for sign, mask in (("positive", defined > 0), ("zero", defined == 0), ("negative", defined < 0))})
     counts, _ = np.histogram(defined, bins=TAU_BIN_EDGES)
     out["histogram"] = {"edges": TAU_BIN_EDGES.tolist(), "counts": counts.tolist()}
     return out

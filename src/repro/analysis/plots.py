@@ -193,12 +193,10 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
     """Write `fig` to `stem`.png and `stem`.svg; returns both paths."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = {"png": stem.with_suffix(".png"), "svg": stem.with_suffix(".svg")}
-    engine = fig.get_layout_engine()
-    if engine is not None:  # lay out once, not once per file
+    if (engine := fig.get_layout_engine()) is not None:  # lay out once, not once per file
         engine.execute(fig)
         fig.set_layout_engine("none")
-    # Fixed metadata and SVG id salt keep the files byte-stable across runs (matplotlib otherwise stamps
-    # dates and salts ids randomly).
+    # fixed metadata and SVG id salt: byte-stable files (matplotlib otherwise stamps dates and salts ids randomly)
     with matplotlib.rc_context({"svg.hashsalt": "repro"}):
         fig.savefig(paths["png"], format="png", metadata={"Software": None})
         fig.savefig(paths["svg"], format="svg", metadata={"Date": None, "Creator": None})

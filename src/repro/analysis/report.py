@@ -292,15 +292,13 @@ def scorer_columns(column_names: list[str], primary: str) -> dict[str, str]:
 
 def candidate_agreement(data: ScoreData) -> dict[str, Any] | None:
     """The `agreement` block of metrics.json when the dataset holds several scorers' candidate scores, else None."""
-    primary = primary_scorer_name(data.scorer)
-    columns = scorer_columns(data.table.column_names, primary)
-    lists = {name: candidate_score_lists(data.table, column, data.row_index) for name, column in columns.items()}
-    lists = {name: ragged for name, ragged in lists.items() if ragged is not None}
+    columns = scorer_columns(data.table.column_names, primary_scorer_name(data.scorer))
+    lists = {name: ragged for name, column in columns.items()
+             if (ragged := candidate_score_lists(data.table, column, data.row_index)) is not None}
     if len(lists) < 2:
         return None
     primary = next((name for name in lists if columns[name] == CANDIDATE_SCORES), None)
-    block = agreement.agreement(lists, primary=primary)
-    return {**block, "columns": {name: columns[name] for name in lists}}
+    return {**agreement.agreement(lists, primary=primary), "columns": {name: columns[name] for name in lists}}
 
 
 def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:

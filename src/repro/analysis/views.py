@@ -14,8 +14,7 @@ from . import plots
 from ..exporters import seed_view
 from .report import response_texts
 
-# characters of a text shown in a table cell (the whole text is in the dataset)
-SHORT = 160
+SHORT = 160  # characters of a text shown in a table cell (the whole text is in the dataset)
 # what the notebook shows of the scorer (the manifest records everything)
 SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "seconds",
                  "chunks", "chunks_resumed", "processes", "prompts_computed", "cache")
