@@ -143,8 +143,7 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
         index_a = _unique_index(first[kind], free[0], names[0], kind, duplicates)
         index_b = _unique_index(second[kind], free[1], names[1], kind, duplicates)
         for key, i in index_a.items():
-            j = index_b.get(key)
-            if j is not None:
+            if (j := index_b.get(key)) is not None:
                 pairs.append((i, j, k))
                 free[0][i] = free[1][j] = False
     matched = np.array(pairs, dtype=np.int64).reshape(-1, 3)

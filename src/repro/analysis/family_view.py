@@ -36,11 +36,8 @@ class FamilyView:
 
 def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     """Every member run under `root` (a folder whose manifest records `family`), in the family's order."""
-    found = []
-    for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}")):
-        data = json.loads(manifest.read_text())
-        if data.get("family"):
-            found.append((RunDir.of(manifest.parent), data))
+    found = [(RunDir.of(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
+             if (data := json.loads(manifest.read_text())).get("family")]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
                         f"first (repro run params/demo_family.yaml), or give run_dir = the family's folder.")
@@ -132,11 +129,8 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     """Read every member of the family in `params.run_root`; write `family.json` and the margins figure there."""
     root = params.run_root
     found = find_members(root)
-    members, margins = [], {}
-    for run, data in found:
-        row, margin = member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed)
-        members.append(row)
-        margins[row["member"]] = margin
+    summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed) for run, data in found]
+    members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
     family = Manifest(root)
     figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), family.run.figures / MARGIN_FIGURE)}
     summary = {

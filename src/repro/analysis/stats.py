@@ -197,11 +197,10 @@ def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     d = np.asarray(margin, dtype=np.float64)
     sd = d.std(ddof=1) if d.size > 1 else 0.0
     r_plus, r_minus, used = signed_rank_sums(d)
-    total = r_plus + r_minus
     return clean({
         "cohens_dz": d.mean() / sd if sd > 0 else None,
         # Kerby's simple difference formula over the ranks the Wilcoxon test uses (zeros discarded)
-        "rank_biserial": (r_plus - r_minus) / total if used else None,
+        "rank_biserial": (r_plus - r_minus) / (r_plus + r_minus) if used else None,
     })
 
 
@@ -333,10 +332,9 @@ class _WeightedRanks:
     without sorting again: the weight of everything smaller, plus (its tie group's weight + 1) / 2."""
 
     def __init__(self, x: np.ndarray):
-        order = np.argsort(x, kind="stable")
+        self.order = order = np.argsort(x, kind="stable")
         sorted_x = x[order]
         new_group = np.r_[True, sorted_x[1:] != sorted_x[:-1]]
-        self.order = order
         self.ties = not new_group.all()
         self.starts = np.flatnonzero(new_group)
         self.group = np.empty(x.size, dtype=np.int64)
