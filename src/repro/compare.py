@@ -161,18 +161,6 @@ def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[
     return row_preview(table, rows[:limit])[["row", *present]].to_dict("records")
 
 
-def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str, Any]:
-    """Rows in both, only in the reference, only in the candidate, and left out as duplicates, with examples."""
-    dup = {side: len({d["row"] for d in alignment.duplicates if d["side"] == side})
-           for side in ("reference", "candidate")}
-    return {"in_both": alignment.n, "only_reference": int(alignment.only_first.size),
-            "only_candidate": int(alignment.only_second.size), "duplicates_reference": dup["reference"],
-            "duplicates_candidate": dup["candidate"], "fraction_of_reference": alignment.n / reference.rows,
-            "fraction_of_candidate": alignment.n / candidate.rows,
-            "examples": {"only_reference": _examples(reference.table, alignment.only_first),
-                         "only_candidate": _examples(candidate.table, alignment.only_second)}}
-
-
 def runs(indices: np.ndarray) -> list[list[int]]:
     """Maximal runs of consecutive integers in `indices`, as [start, stop) pairs."""
     x = np.unique(np.asarray(indices, dtype=np.int64))
@@ -497,7 +485,13 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
                                             "bootstrap_resamples", "bootstrap_seed"}),
         "alignment": {"aligned": a.n, "matched_by": a.counts(), "duplicates": len(a.duplicates),
                       "order": "rows are matched by key; the order of rows on either side does not matter"},
-        "coverage": coverage(a, reference, candidate),
+        "coverage": {"in_both": a.n, "only_reference": int(a.only_first.size),
+                     "only_candidate": int(a.only_second.size),
+                     **{f"duplicates_{side}": len({d["row"] for d in a.duplicates if d["side"] == side})
+                        for side in ("reference", "candidate")},
+                     "fraction_of_reference": a.n / reference.rows, "fraction_of_candidate": a.n / candidate.rows,
+                     "examples": {"only_reference": _examples(reference.table, a.only_first),
+                                  "only_candidate": _examples(candidate.table, a.only_second)}},
     }
     result["pairs"] = pair_agreement(reference, candidate, a, al)
     result["scores"] = score_agreement(al, p, reference, candidate)

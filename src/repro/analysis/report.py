@@ -76,16 +76,6 @@ class AnalysisResult:
         return headline(self.metrics)
 
 
-def _recorded_scorer(dataset: str | None, run: RunDir) -> dict[str, Any] | None:
-    """The scorer recorded by the manifest of the dataset's making (this run's, or of the run `dataset` names)."""
-    path = run.manifest if dataset is None else run_manifest_of(dataset)
-    try:
-        scorer = json.loads(path.read_text()).get("scorer")
-    except (AttributeError, OSError, ValueError):  # no manifest, or not one
-        return None
-    return scorer if isinstance(scorer, dict) else None
-
-
 def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
     """One score column as float64 (missing values become NaN); a DataError if it does not hold numbers."""
     col = table.column(column)
@@ -165,9 +155,14 @@ def load(p: AnalyzeParams) -> ScoreData:
     table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
     chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
+    try:  # the scorer the manifest of the dataset's making records (this run's, or that of the run `dataset` names)
+        manifest = run.manifest if p.dataset is None else run_manifest_of(p.dataset)
+        scorer = json.loads(manifest.read_text()).get("scorer")
+    except (AttributeError, OSError, ValueError):  # no manifest, or not one
+        scorer = None
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, score_chosen=chosen,
                      score_rejected=rejected, row_index=keep, excluded_reasons=reasons, table=table,
-                     scorer=_recorded_scorer(p.dataset, run), lengths=lengths, length_rows=length_rows,
+                     scorer=scorer if isinstance(scorer, dict) else None, lengths=lengths, length_rows=length_rows,
                      length_reason=why)
 
 
