@@ -264,9 +264,8 @@ def candidate_score_lists(table: pa.Table, column: str, rows: np.ndarray) -> tup
             pa.types.is_integer(values.type.value_type) or pa.types.is_floating(values.type.value_type)):
         return None
     # flatten() skips null lists; null scores inside a list become NaN (excluded and counted downstream)
-    flat = pc.cast(values.flatten(), pa.float64()).to_numpy(zero_copy_only=False)
-    counts = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
-    return flat, counts
+    return (pc.cast(values.flatten(), pa.float64()).to_numpy(zero_copy_only=False),
+            pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False))
 
 
 def primary_scorer_name(scorer: dict[str, Any] | None) -> str:
@@ -281,8 +280,7 @@ def scorer_columns(column_names: list[str], primary: str) -> dict[str, str]:
     others = {c[len(prefix):]: c for c in column_names if c.startswith(prefix) and len(c) > len(prefix)}
     if primary in others:  # a further scorer named like the primary's model: keep the names apart
         primary = f"{primary} (primary)"
-    columns = {primary: CANDIDATE_SCORES} if CANDIDATE_SCORES in column_names else {}
-    return {**columns, **others}
+    return {**({primary: CANDIDATE_SCORES} if CANDIDATE_SCORES in column_names else {}), **others}
 
 
 def candidate_agreement(data: ScoreData) -> dict[str, Any] | None:
