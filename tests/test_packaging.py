@@ -58,6 +58,9 @@ def test_the_wheel_carries_every_notebook_and_params_file(wheel):
     assert {"card.md.jinja", "sections.jinja", "en.jinja", "zh.jinja"} <= set(templates)
     assert {f"repro/card/templates/{n}" for n in templates} <= names  # the card's sentences travel too
     assert "repro/cli/templates/selfcheck.md.jinja" in names  # and selfcheck.md's layout
+    prose = sorted(p.name for p in (ROOT / "src" / "repro" / "analysis" / "templates").iterdir())
+    assert {"report.jinja", "compare.jinja"} <= set(prose)
+    assert {f"repro/analysis/templates/{n}" for n in prose} <= names  # and the analysis's and comparison's
     assert f"repro-{__version__}.dist-info/METADATA" in names
     assert "repro/_bundled/requirements.lock" in names  # what the manifest compares the installed packages with
     bundled = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("repro/_bundled/"))

@@ -1,6 +1,5 @@
 """notebooks/04_compare: a reproduction checked against the published dataset (rows aligned by key, pairs and
-scores compared, the source slice inferred); `compare(p)` writes compare.json, tables and figures. Everything but
-`load_*` and `compare` is pure."""
+scores compared, the source slice inferred). Everything but `load_*` and `compare` is pure."""
 
 from __future__ import annotations
 
@@ -15,11 +14,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .analysis import plots, stats
-# the analysis stage's readers and its relative paths: one way to read scores and texts and to name outputs
+from .analysis import plots, prose, stats
 from .analysis.report import (SCORE_COLUMNS, dataset_or_own, figure_index, own_split, response_texts, row_preview,
-                              score_array)
-from .analysis.report import show_figures  # noqa: F401  (compare.show_figures: 04_compare's cell)
+                              score_array, show_figures)  # noqa: F401  (show_figures: 04_compare's cell)
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .jobs import atomic_write_json
@@ -34,7 +31,6 @@ COMPARE_VERSION = 1
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
              "prompt_normalised": "whitespace-normalised prompt text"}
-# what an aligned pair of rows can have in common, from the best case to the worst
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
 PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_chosen_only": "only chosen equal",
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
@@ -42,6 +38,7 @@ PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_ch
 EXAMPLES = 5
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
+SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
 
 
 @dataclass
@@ -65,7 +62,7 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
         ds = load_source(spec, split, parameter)
     except ReproError as exc:
         raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
-    ds = seed_view(ds)  # another recipe's format (SPPO, Snorkel, RLHFlow) in the seed's columns
+    ds = seed_view(ds)
     if columns is not None:
         ds = ds.select_columns([c for c in columns if c in ds.column_names])
     return ds.with_format("arrow")[:]
@@ -84,11 +81,6 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     return Side(name=name, specs=specs, split=split, table=table, group=group)
 
 
-def normalise_prompt(prompt: str) -> str:
-    """The prompt with runs of whitespace collapsed to one space and the ends stripped."""
-    return " ".join(prompt.split())
-
-
 def row_keys(table: pa.Table, where: str) -> dict[str, list[str | None] | None]:
     """The three identities of every row: prompt_id, sha256 of the prompt, normalised prompt (None where absent)."""
     has_id, has_prompt = "prompt_id" in table.column_names, "prompt" in table.column_names
@@ -101,7 +93,7 @@ def row_keys(table: pa.Table, where: str) -> dict[str, list[str | None] | None]:
     if has_prompt:
         prompts = table.column("prompt").to_pylist()
         keys["prompt_sha256"] = [None if p is None else hashlib.sha256(p.encode("utf-8")).hexdigest() for p in prompts]
-        keys["prompt_normalised"] = [None if p is None else normalise_prompt(p) for p in prompts]
+        keys["prompt_normalised"] = [None if p is None else " ".join(p.split()) for p in prompts]
     return keys
 
 
@@ -129,18 +121,14 @@ def _unique_index(keys: list[str | None], free: np.ndarray, side: str, kind: str
     """key -> row over the free rows whose key appears once; rows sharing a key are reported and taken out."""
     rows_of: dict[str, list[int]] = {}
     for i in np.flatnonzero(free):
-        key = keys[i]
-        if key is not None:
-            rows_of.setdefault(key, []).append(int(i))
-    index = {}
+        if keys[i] is not None:
+            rows_of.setdefault(keys[i], []).append(int(i))
     for key, rows in rows_of.items():
-        if len(rows) == 1:
-            index[key] = rows[0]
-            continue
-        for i in rows:
-            free[i] = False
-            duplicates.append({"side": side, "row": i, "key_kind": kind, "key": key, "rows_with_key": len(rows)})
-    return index
+        if len(rows) > 1:
+            free[rows] = False
+            duplicates += [{"side": side, "row": i, "key_kind": kind, "key": key, "rows_with_key": len(rows)}
+                           for i in rows]
+    return {key: rows[0] for key, rows in rows_of.items() if len(rows) == 1}
 
 
 def align(first: dict[str, list | None], second: dict[str, list | None], n_first: int, n_second: int,
@@ -155,8 +143,7 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
         index_a = _unique_index(first[kind], free[0], names[0], kind, duplicates)
         index_b = _unique_index(second[kind], free[1], names[1], kind, duplicates)
         for key, i in index_a.items():
-            j = index_b.get(key)
-            if j is not None:
+            if (j := index_b.get(key)) is not None:
                 pairs.append((i, j, k))
                 free[0][i] = free[1][j] = False
     matched = np.array(pairs, dtype=np.int64).reshape(-1, 3)
@@ -174,32 +161,10 @@ def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[
     return row_preview(table, rows[:limit])[["row", *present]].to_dict("records")
 
 
-def coverage(alignment: Alignment, reference: Side, candidate: Side) -> dict[str, Any]:
-    """Rows in both, only in the reference, only in the candidate, and left out as duplicates, with examples."""
-    dup = {side: sorted({d["row"] for d in alignment.duplicates if d["side"] == side})
-           for side in ("reference", "candidate")}
-    return {
-        "in_both": alignment.n,
-        "only_reference": int(alignment.only_first.size),
-        "only_candidate": int(alignment.only_second.size),
-        "duplicates_reference": len(dup["reference"]),
-        "duplicates_candidate": len(dup["candidate"]),
-        "fraction_of_reference": alignment.n / reference.rows,
-        "fraction_of_candidate": alignment.n / candidate.rows,
-        "examples": {"only_reference": _examples(reference.table, alignment.only_first),
-                     "only_candidate": _examples(candidate.table, alignment.only_second)},
-    }
-
-
 def runs(indices: np.ndarray) -> list[list[int]]:
     """Maximal runs of consecutive integers in `indices`, as [start, stop) pairs."""
     x = np.unique(np.asarray(indices, dtype=np.int64))
-    if x.size == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(x) != 1)
-    starts = np.r_[x[0], x[breaks + 1]]
-    stops = np.r_[x[breaks] + 1, x[-1] + 1]
-    return [[int(a), int(b)] for a, b in zip(starts, stops)]
+    return [[int(run[0]), int(run[-1]) + 1] for run in np.split(x, np.flatnonzero(np.diff(x) != 1) + 1) if run.size]
 
 
 def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Sequence[tuple[int, int]],
@@ -218,11 +183,11 @@ def find_slice_parameters(start: int, stop: int, n_source: int, part_bounds: Seq
             mini_start = kept_start + i * size
             mini_stop = kept_start + (after if i == k - 1 else (i + 1) * size)
             for d in drop[(mini_start == start) & (mini_stop == stop)]:
-                plan = plan_slice(n_source, ConstructParams(part_start=p0, part_stop=p1, drop_rows=int(d),
-                                                            drop_from=drop_from, mini_index=i, mini_count=k))
+                setting = {"part_start": p0, "part_stop": p1, "drop_rows": int(d), "drop_from": drop_from,
+                           "mini_index": i, "mini_count": k}
+                plan = plan_slice(n_source, ConstructParams(**setting))
                 assert (plan.start, plan.stop) == (start, stop)
-                found.append({"part_start": p0, "part_stop": p1, "drop_rows": int(d), "drop_from": drop_from,
-                              "mini_index": i, "mini_count": k})
+                found.append(setting)
     return found
 
 
@@ -234,8 +199,8 @@ def _block(rows: np.ndarray) -> dict[str, Any]:
 def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: int,
                 candidate: np.ndarray | None = None, hints: dict[str, Any] | None = None,
                 names: Sequence[str] | None = None, max_listed: int = 20) -> dict[str, Any]:
-    """Where the reference's rows (`groups`: source indices, one group per mini) lie in the source, and which slicing
-    parameters give exactly those rows; `hints` (the candidate run's own parameters) are checked first."""
+    """Where the reference's rows (source indices, a group per mini) lie in the source, and which slicing parameters
+    give exactly those rows; `hints` (the candidate run's own parameters) are checked first."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     names = list(names or [f"group {g}" for g in range(len(groups))])
     every = np.unique(np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
@@ -260,119 +225,41 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                                           -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
                                           s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
             item.update(all_solutions=solutions, solutions_total=len(solutions), solutions=solutions[:max_listed])
-            item["why_none"] = None if solutions else (
-                f"no part among {bounds} cut into 1..{max(counts)} minis, after dropping rows from its start or "
-                f"end, gives exactly source rows [{ranges[0][0]}:{ranges[0][1]}]")
+            item["why_none"] = None if solutions else prose("compare", "no_solution", bounds, max(counts), *ranges[0])
         else:
             item["solutions_total"], item["solutions"] = 0, []
-            gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
-            item["why_none"] = (
-                f"its rows are not one contiguous range of the source ({len(ranges)} ranges, gaps at "
-                f"{_ranges_text(gaps)}); plan_slice keeps one contiguous range, so rows dropped inside a mini "
-                f"cannot be expressed with drop_from 'start' or 'end'")
+            item["why_none"] = prose("compare", "not_contiguous", len(ranges),
+                                     [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])])
         out_groups.append(item)
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
-        "source_rows": n_source, "located": int(every.size), "span": [lo, hi],
-        "before_span": lo, "after_span": n_source - hi,
-        "inside_span_not_in_reference": _block(missing), "inside_span_in_neither": _block(neither),
-        "groups": out_groups,
+        "source_rows": n_source, "located": int(every.size), "span": [lo, hi], "before_span": lo,
+        "after_span": n_source - hi, "inside_span_not_in_reference": _block(missing),
+        "inside_span_in_neither": _block(neither), "groups": out_groups,
         "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
-        "hints": hints,
-    }
+        "hints": hints}
     if hints:
-        out["hints_reproduce"] = _check_hints(hints, n_source, out_groups)
+        given = {k: hints[k] for k in SLICE_KEYS if k in hints}
+        try:
+            plan = plan_slice(n_source, build(ConstructParams, given))
+            rows = [plan.start, plan.stop]
+            exact = len(out_groups) == 1 and out_groups[0]["source_ranges"] == [rows]
+            out["hints_reproduce"] = {"parameters": given, "rows": rows, "exact": exact}
+        except ReproError as exc:
+            out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
-    if family:
+    if family:  # the settings under which every mini is mini `position` of as many minis as were given
         out["dropped_rows_of_part"] = _block(missing)
-        out["family_solutions"] = _family_solutions(out_groups)
+        settings = [{tuple((k, v) for k, v in s.items() if k != "mini_index") for s in g.get("all_solutions", [])
+                     if s["mini_index"] == position and s["mini_count"] == len(groups)}
+                    for position, g in enumerate(out_groups)]
+        out["family_solutions"] = [dict(s) for s in sorted(set.intersection(*settings))]
     for item in out_groups:
         item.pop("all_solutions", None)
-    out["sentence"] = slice_sentence(out)
+    out["sentence"] = prose("compare", "slice_sentence", out, SLICE_KEYS)
     return out
-
-
-def _family_solutions(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Settings under which every given mini is mini `i` of as many minis as were given, i being its position."""
-    common = None
-    for position, g in enumerate(groups):
-        settings = {tuple((k, v) for k, v in s.items() if k != "mini_index")
-                    for s in g.get("all_solutions", []) if s["mini_index"] == position and s["mini_count"] == len(groups)}
-        common = settings if common is None else common & settings
-    return [dict(s) for s in sorted(common or set())]
-
-
-SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
-
-
-def _check_hints(hints: dict[str, Any], n_source: int, groups: list[dict[str, Any]]) -> dict[str, Any]:
-    given = {k: hints[k] for k in SLICE_KEYS if k in hints}
-    try:
-        plan = plan_slice(n_source, build(ConstructParams, given))
-    except ReproError as exc:
-        return {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
-    target = groups[0]["source_ranges"] if len(groups) == 1 else None
-    exact = target == [[plan.start, plan.stop]]
-    return {"parameters": given, "rows": [plan.start, plan.stop], "exact": bool(exact)}
-
-
-def _ranges_text(ranges: list[list[int]], limit: int = 4) -> str:
-    text = ", ".join(f"[{a}:{b}]" for a, b in ranges[:limit])
-    return text + (f" and {len(ranges) - limit} more" if len(ranges) > limit else "")
-
-
-def _params_text(s: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={s[k]}" for k in SLICE_KEYS)
-
-
-def slice_sentence(s: dict[str, Any]) -> str:
-    """One paragraph on where the reference lies in the source and which parameters reproduce it."""
-    lo, hi = s["span"]
-    parts = [f"The reference's {s['located']} located rows span source rows [{lo}:{hi}] "
-             f"({s['before_span']} source rows before, {s['after_span']} after)."]
-    inside = s["inside_span_not_in_reference"]
-    if inside["count"]:
-        contiguous = "one contiguous block" if inside["contiguous"] else f"{len(inside['ranges'])} blocks"
-        label = "the part's dropped rows" if "dropped_rows_of_part" in s else "rows missing inside the span"
-        parts.append(f"{inside['count']} source rows inside the span are in no reference row ({label}, "
-                     f"{contiguous}: {_ranges_text(inside['ranges'])}); {s['inside_span_in_neither']['count']} of "
-                     f"them are in neither dataset.")
-    else:
-        parts.append("No source row inside the span is missing.")
-    if "hints_reproduce" in s:
-        h = s["hints_reproduce"]
-        verdict = "reproduce the reference's rows exactly" if h["exact"] else (
-            f"give source rows [{h['rows'][0]}:{h['rows'][1]}], not the reference's" if h["rows"] else
-            f"are invalid here ({h.get('why')})")
-        parts.append(f"The candidate's own parameters ({', '.join(f'{k}={v}' for k, v in h['parameters'].items())}) "
-                     f"{verdict}.")
-    if "family_solutions" in s:
-        if s["family_solutions"]:
-            first = s["family_solutions"][0]
-            parts.append(f"The {len(s['groups'])} minis are minis 0..{len(s['groups']) - 1} of one part with "
-                         + ", ".join(f"{k}={v}" for k, v in first.items()) + ".")
-        else:
-            parts.append(f"No single part_start/part_stop/drop_rows/drop_from gives all {len(s['groups'])} minis as "
-                         f"minis 0..{len(s['groups']) - 1} of {len(s['groups'])}: the rows were not dropped from the "
-                         f"start or the end of the part.")
-    for g in s["groups"]:
-        if g["solutions"]:
-            more = f" ({g['solutions_total']} settings in all)" if g["solutions_total"] > 1 else ""
-            parts.append(f"{g['name']}: reproduced exactly by {_params_text(g['solutions'][0])}{more}.")
-        else:
-            parts.append(f"{g['name']}: no parameters reproduce it: {g['why_none']}.")
-    return " ".join(parts)
-
-
-def source_indices(source_keys: dict[str, list | None], n_source: int, side_keys: dict[str, list | None],
-                   n_side: int) -> np.ndarray:
-    """The source row of every row of a dataset (-1 where not found), by the same alignment as the comparison."""
-    a = align(side_keys, source_keys, n_side, n_source, names=("dataset", "source"))
-    index = np.full(n_side, -1, dtype=np.int64)
-    index[a.first_rows] = a.second_rows
-    return index
 
 
 def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] | None:
@@ -386,16 +273,6 @@ def _scores(table: pa.Table, rows: np.ndarray, where: str) -> dict[str, np.ndarr
     if not all(c in table.column_names for c in SCORE_COLUMNS):
         return None
     return {c: score_array(table, c, where)[rows] for c in SCORE_COLUMNS}
-
-
-def pair_categories(ref_chosen: list, ref_rejected: list, cand_chosen: list, cand_rejected: list) -> np.ndarray:
-    """PAIR_CATEGORIES index of every aligned row, from its chosen/rejected texts on both sides."""
-    rc, rr, cc, cr = (np.array(texts, dtype=object) for texts in (ref_chosen, ref_rejected, cand_chosen, cand_rejected))
-    same_chosen, same_rejected = (cc == rc).astype(bool), (cr == rr).astype(bool)
-    crossed = ((cc == rr).astype(bool), (cr == rc).astype(bool))
-    conditions = [same_chosen & same_rejected, crossed[0] & crossed[1], same_chosen, same_rejected,
-                  crossed[0] | crossed[1]]
-    return np.select(conditions, np.arange(5), 5).astype(np.int64)
 
 
 def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
@@ -433,27 +310,30 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
              (("ref", reference, a.first_rows), ("cand", candidate, a.second_rows)) for col in ("chosen", "rejected")}
     texts["prompt"] = (candidate.table.column("prompt").take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
                        if "prompt" in candidate.table.column_names else None)
-    have_texts = all(v is not None for k, v in texts.items() if k != "prompt")
-    categories = pair_categories(texts["ref_chosen"], texts["ref_rejected"], texts["cand_chosen"],
-                                 texts["cand_rejected"]) if have_texts else None
+    categories = None  # the PAIR_CATEGORIES index of each row, from its texts
+    if all(v is not None for k, v in texts.items() if k != "prompt"):
+        rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in ("ref_chosen", "ref_rejected", "cand_chosen",
+                                                                      "cand_rejected"))
+        same_chosen, same_rejected = (cc == rc).astype(bool), (cr == rr).astype(bool)
+        crossed = ((cc == rr).astype(bool), (cr == rc).astype(bool))
+        categories = np.select([same_chosen & same_rejected, crossed[0] & crossed[1], same_chosen, same_rejected,
+                                crossed[0] | crossed[1]], np.arange(5), 5).astype(np.int64)
     return Aligned(texts=texts, ref_scores=_scores(reference.table, a.first_rows, "the reference"),
                    cand_scores=_scores(candidate.table, a.second_rows, "the candidate"), categories=categories)
 
 
 def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) -> dict[str, Any]:
-    """Counts of same / swapped / partly equal / different pairs, equal reference_response and messages, margin signs."""
+    """Same / swapped / partly equal / different pairs, equal reference_response and messages, margin signs."""
     out: dict[str, Any] = {"n": a.n}
     if al.categories is None:
         missing = [f"{side} {col}" for side, t in (("reference", reference), ("candidate", candidate))
                    for col in ("chosen", "rejected") if _texts(t.table, col, np.zeros(0, dtype=np.int64)) is None]
-        out.update(available=False, reason=f"no chosen/rejected texts to compare ({', '.join(missing)} missing or "
-                                           f"neither text nor a list of {{content, role}} messages)")
+        out.update(available=False, reason=prose("compare", "no_texts", missing))
     else:
         counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
         out.update(available=True, categories={c: int(n) for c, n in zip(PAIR_CATEGORIES, counts)},
                    fractions={c: float(n / max(a.n, 1)) for c, n in zip(PAIR_CATEGORIES, counts)})
-    out["reference_response"] = _equal_column(reference, candidate, a, "reference_response")
-    out["messages"] = _equal_column(reference, candidate, a, "messages")
+    out.update({c: _equal_column(reference, candidate, a, c) for c in ("reference_response", "messages")})
     out["margin_sign"] = None
     if al.scored:
         mr, mc = al.margins()
@@ -483,10 +363,8 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     missing = [f"the {side.name}" for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
     if missing:
         side = reference if al.ref_scores is None else candidate
-        return {"available": False, "reason": (
-            f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no score_chosen/score_rejected "
-            f"columns ({side.name} columns: {side.table.column_names}), so scores cannot be compared; pair agreement "
-            f"above still holds. Point {'reference' if side is reference else 'candidate'} at a dataset with scores.")}
+        return {"available": False, "reason": prose("compare", "no_scores", missing, side.name, side.table.column_names,
+                                                    "reference" if side is reference else "candidate")}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
     m = matched_scores(al)
@@ -500,8 +378,7 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
         return {**out, "available": False, "reason": f"only {int(ok.sum())} score(s) of the same text on both sides"}
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
-    same = al.categories == 0
-    mr, mc = (m[same] for m in al.margins())
+    mr, mc = (m[al.categories == 0] for m in al.margins())
     fine = np.isfinite(mr) & np.isfinite(mc)
     out["margin"] = (stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
                                                 p.bootstrap_seed) if fine.sum() >= 2 else
@@ -521,13 +398,11 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
 
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     """Every aligned row that disagrees (pair, margin sign or a same-text score) with why, where it can tell."""
-    n = a.n
-    t = al.texts
+    n, t = a.n, al.texts
     categories = al.categories if al.categories is not None else np.full(n, -1)
-    have_scores = al.scored
-    mr, mc = al.margins() if have_scores else (np.full(n, np.nan),) * 2
+    mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2
     worst = np.zeros(n)
-    if have_scores and al.categories is not None:
+    if al.scored and al.categories is not None:
         m = matched_scores(al)
         diff = np.abs(m["candidate"] - m["reference"])
         np.maximum.at(worst, m["row"], np.nan_to_num(diff, nan=np.inf))
@@ -535,65 +410,29 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance)
     records = []
     for k in np.flatnonzero(disagree):
-        reasons = []
-        if a.matched_by[k] == 2:
-            reasons.append("prompt matched only after whitespace normalisation")
-        if categories[k] >= 2:
-            reasons.append("a different candidate text")
-        if (categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie:
-            reasons.append(f"a near-tie (|margin| < {p.near_tie:g})")
-        if al.categories is not None and any(over_length_limit(t["prompt"][k] if t["prompt"] else None, t[c][k])
-                                             for c in ("ref_chosen", "ref_rejected", "cand_chosen", "cand_rejected")):
-            reasons.append("a candidate over PairRM's length limits (truncated)")
+        truncated = al.categories is not None and any(
+            over_length_limit(t["prompt"][k] if t["prompt"] else None, t[c][k])
+            for c in ("ref_chosen", "ref_rejected", "cand_chosen", "cand_rejected"))
+        reasons = [why for holds, why in (
+            (a.matched_by[k] == 2, "prompt matched only after whitespace normalisation"),
+            (categories[k] >= 2, "a different candidate text"),
+            ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
+             f"a near-tie (|margin| < {p.near_tie:g})"),
+            (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
         records.append({"reference_row": int(a.first_rows[k]), "candidate_row": int(a.second_rows[k]),
                         "matched_by": KEY_KINDS[a.matched_by[k]],
                         "pair": PAIR_CATEGORIES[categories[k]] if categories[k] >= 0 else None,
                         "margin_reference": mr[k], "margin_candidate": mc[k],
-                        "max_abs_score_difference": worst[k] if have_scores else np.nan,
+                        "max_abs_score_difference": worst[k] if al.scored else np.nan,
                         "explanation": "; ".join(reasons) or "unexplained"})
     columns = ["reference_row", "candidate_row", "matched_by", "pair", "margin_reference", "margin_candidate",
                "max_abs_score_difference", "explanation"]
     return pd.DataFrame.from_records(records, columns=columns)
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
-def _g(x: float | None, digits: int = 4) -> str:
-    return "n/a" if x is None else f"{x:.{digits}g}"
-
-
 def verdict(result: dict[str, Any]) -> str:
     """The headline paragraph: aligned rows, same pairs, score agreement, coverage, slice, and any notes."""
-    al, cov, pairs, scores = result["alignment"], result["coverage"], result["pairs"], result["scores"]
-    ref_rows = result["reference"]["rows"]
-    how = ", ".join(f"{n} by {KEY_WORDS[k]}" for k, n in al["matched_by"].items() if n)
-    parts = [f"{al['aligned']} of {ref_rows} reference rows aligned ({how})"]
-    if pairs.get("available"):
-        parts.append(f"{_pct(pairs['fractions']['same'])} same pairs, {_pct(pairs['fractions']['swapped'])} swapped, "
-                     f"{_pct(pairs['fractions']['different'])} different candidates")
-    if scores.get("available"):
-        s = scores["scores"]
-        ba = s["bland_altman"]
-        parts.append(f"scores of the same texts: r = {_g(s['pearson'])}, Spearman {_g(s['spearman'])}, "
-                     f"Lin's CCC {_g(s['lin_ccc'])}, mean difference {_g(ba['mean_difference'])} (limits of "
-                     f"agreement {_g(ba['loa_low'])} to {_g(ba['loa_high'])}), max |diff| "
-                     f"{_g(s['max_abs_difference'])} over {s['n']} values")
-    if pairs.get("margin_sign"):
-        parts.append(f"margin signs agree in {_pct(pairs['margin_sign']['fraction'])}")
-    parts.append(f"{cov['only_reference']} rows only in the reference, {cov['only_candidate']} only in the candidate")
-    text = "; ".join(parts) + "."
-    if result.get("disagreements"):
-        d = result["disagreements"]
-        if d["rows"]:
-            reasons = ", ".join(f"{k}: {v}" for k, v in d["explanations"].items())
-            text += f" {d['rows']} aligned rows disagree ({reasons})."
-    if result.get("slice"):
-        text += " " + result["slice"]["sentence"]
-    for note in result.get("notes", []):
-        text += "\n\n" + note
-    return text
+    return prose("compare", "verdict", result, KEY_WORDS)
 
 
 @dataclass
@@ -621,25 +460,9 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
     return {k: params[k] for k in SLICE_KEYS if k in params}
 
 
-def _duplicate_note(duplicates: list[dict[str, Any]]) -> str | None:
-    if not duplicates:
-        return None
-    parts = []
-    for side in ("reference", "candidate"):
-        rows = [d for d in duplicates if d["side"] == side]
-        if rows:
-            keys = sorted({(d["key_kind"], d["key"]) for d in rows})
-            first = rows[0]
-            parts.append(f"{len(rows)} {side} rows share {len(keys)} {KEY_WORDS[first['key_kind']]} value(s) "
-                         f"(e.g. rows {', '.join(str(d['row']) for d in rows[:4])} with {first['key'][:16]}…)")
-    return ("**Duplicates.** " + "; ".join(parts) + ". Rows that share a key were left out of the alignment, not "
-            "merged (it cannot tell which copy is which): see tables/compare_duplicates.csv, and deduplicate the "
-            "dataset if the copies are an accident.")
-
-
 def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
-                     hints: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], dict]:
-    """Everything compare.json holds, the tables, and the arrays the figures need (no files written)."""
+                     hints: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], Aligned]:
+    """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written)."""
     ref_keys = row_keys(reference.table, f"reference {reference.specs}")
     cand_keys = row_keys(candidate.table, f"candidate {candidate.specs}")
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
@@ -651,7 +474,9 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
             f"candidate {_examples(candidate.table, np.arange(1))}. They hold different prompts: check that both "
             f"name the same dataset family, split and slice (reference_split / candidate_split, the mini).")
     al = gather(reference, candidate, a)
-    notes = [n for n in (_duplicate_note(a.duplicates),) if n]
+    sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
+             if (rows := [d for d in a.duplicates if d["side"] == side])]
+    notes = [prose("compare", "duplicate_note", sides, KEY_WORDS)] if sides else []
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": side.specs, "split": side.split, "rows": side.rows,
@@ -660,7 +485,13 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
                                             "bootstrap_resamples", "bootstrap_seed"}),
         "alignment": {"aligned": a.n, "matched_by": a.counts(), "duplicates": len(a.duplicates),
                       "order": "rows are matched by key; the order of rows on either side does not matter"},
-        "coverage": coverage(a, reference, candidate),
+        "coverage": {"in_both": a.n, "only_reference": int(a.only_first.size),
+                     "only_candidate": int(a.only_second.size),
+                     **{f"duplicates_{side}": len({d["row"] for d in a.duplicates if d["side"] == side})
+                        for side in ("reference", "candidate")},
+                     "fraction_of_reference": a.n / reference.rows, "fraction_of_candidate": a.n / candidate.rows,
+                     "examples": {"only_reference": _examples(reference.table, a.only_first),
+                                  "only_candidate": _examples(candidate.table, a.only_second)}},
     }
     result["pairs"] = pair_agreement(reference, candidate, a, al)
     result["scores"] = score_agreement(al, p, reference, candidate)
@@ -672,16 +503,23 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
                                                 .explode().value_counts().sort_index().items()}}
+    for position, (name, side) in enumerate((("prompt_id", reference), ("candidate_prompt_id", candidate))):
+        ids = side.table.column("prompt_id").to_pylist() if "prompt_id" in side.table.column_names else None
+        rows = disagreements[("reference_row", "candidate_row")[position]]
+        disagreements.insert(position, name, [ids[i] if ids else None for i in rows])
     tables = {"only_reference": row_preview(reference.table, a.only_first),
               "only_candidate": row_preview(candidate.table, a.only_second),
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key"]),
-              "disagreements": _with_ids(disagreements, reference.table, candidate.table)}
+              "disagreements": disagreements}
     tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
     result["slice"] = None
     if source is not None:
         source_keys = row_keys(source, "source")
-        ref_index = source_indices(source_keys, source.num_rows, ref_keys, reference.rows)
-        cand_index = source_indices(source_keys, source.num_rows, cand_keys, candidate.rows)
+        # the source row of every row (-1 where not found), by the same alignment as the comparison
+        ref_index, cand_index = (np.full(side.rows, -1, dtype=np.int64) for side in (reference, candidate))
+        for keys, index in ((ref_keys, ref_index), (cand_keys, cand_index)):
+            found = align(keys, source_keys, index.size, source.num_rows, names=("dataset", "source"))
+            index[found.first_rows] = found.second_rows
         located = ref_index >= 0
         groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
         result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
@@ -693,16 +531,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["notes"] = notes
     result = stats.clean(result)
     result["verdict"] = verdict(result)
-    figure_data = {"al": al, "categories": result["pairs"].get("categories")}
-    return result, tables, figure_data
-
-
-def _with_ids(frame: pd.DataFrame, reference: pa.Table, candidate: pa.Table) -> pd.DataFrame:
-    for position, (name, table) in enumerate((("prompt_id", reference), ("candidate_prompt_id", candidate))):
-        ids = table.column("prompt_id").to_pylist() if "prompt_id" in table.column_names else None
-        rows = frame[("reference_row", "candidate_row")[position]]
-        frame.insert(position, name, [ids[i] if ids else None for i in rows])
-    return frame
+    return result, tables, al
 
 
 def _public(spec: str) -> str:
@@ -711,21 +540,6 @@ def _public(spec: str) -> str:
         return spec
     path = Path(spec)
     return f"local:{path.parent.name if path.name == 'dataset' else path.name}"
-
-
-def _draw(result: dict[str, Any], figure_data: dict[str, Any], figures_dir: Path) -> dict[str, dict[str, Any]]:
-    al: Aligned = figure_data["al"]
-    drawn: dict[str, Any] = {}
-    if result["scores"].get("available"):
-        m = matched_scores(al)
-        ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
-        ba = result["scores"]["scores"]["bland_altman"]
-        drawn["compare_scores"] = plots.compare_scores(m["reference"][ok], m["candidate"][ok])
-        drawn["compare_bland_altman"] = plots.compare_bland_altman(m["reference"][ok], m["candidate"][ok], ba)
-    if figure_data["categories"]:
-        drawn["compare_agreement"] = plots.compare_agreement(
-            {PAIR_WORDS[k]: v for k, v in figure_data["categories"].items()})
-    return {name: plots.save_titled(fig, figures_dir / name) for name, fig in drawn.items()}
 
 
 def compare(p: CompareParams) -> ComparisonResult:
@@ -738,32 +552,39 @@ def compare(p: CompareParams) -> ComparisonResult:
     candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
     claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
-    target = run.compare
-    target.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
+    run.compare.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
     plots.remove(run.figures, FIGURES)
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
         reference = load_side("reference", p.reference, p.reference_split)
         candidate = load_side("candidate", candidate_spec,
                               own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split)
-        source = None
-        if p.compare_source is not None:
-            source = _load_one(p.compare_source, p.compare_source_split, "compare_source",
-                               columns=("prompt_id", "prompt"))
-        result, tables, figure_data = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
+        source = None if p.compare_source is None else _load_one(
+            p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
+        result, tables, al = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
         result["reference"]["specs"] = [_public(s) for s in reference.specs]
         result["candidate"]["specs"] = [_public(s) for s in candidate.specs]
         if p.compare_source is not None:
             result["slice"]["source"] = _public(p.compare_source)
-        figures = _draw(result, figure_data, run.figures)
+        drawn: dict[str, Any] = {}
+        if result["scores"].get("available"):
+            m = matched_scores(al)
+            ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
+            drawn["compare_scores"] = plots.compare_scores(m["reference"][ok], m["candidate"][ok])
+            drawn["compare_bland_altman"] = plots.compare_bland_altman(m["reference"][ok], m["candidate"][ok],
+                                                                       result["scores"]["scores"]["bland_altman"])
+        if result["pairs"].get("categories"):
+            drawn["compare_agreement"] = plots.compare_agreement(
+                {PAIR_WORDS[k]: v for k, v in result["pairs"]["categories"].items()})
+        figures = {name: plots.save_titled(fig, run.figures / name) for name, fig in drawn.items()}
         run.tables.mkdir(parents=True, exist_ok=True)
         paths = {name: run.tables / f"compare_{name}.csv" for name in tables}
         for name, frame in tables.items():
             frame.to_csv(paths[name], index=False)
         result["tables"] = {name: run.relative(path) for name, path in paths.items()}
         result["figures"] = figure_index(run, figures)
-        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [target]
-        atomic_write_json(target, result, indent=2, allow_nan=False)
+        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [run.compare]
+        atomic_write_json(run.compare, result, indent=2, allow_nan=False)
         manifest.add_outputs(*outputs)
         info.update(aligned=result["alignment"]["aligned"], reference_rows=reference.rows,
                     candidate_rows=candidate.rows, same_pairs=(result["pairs"].get("categories") or {}).get("same"))

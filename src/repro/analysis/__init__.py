@@ -1,1 +1,17 @@
 """Stage 2, notebooks/02_analyze: statistics, figures and scorer agreement of a preference dataset."""
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+# the prose of metrics.json, compare.json and the notebooks' headlines: templates/, one macro per text
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), trim_blocks=True,
+                          lstrip_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
+_ENV.filters.update(g=lambda x, spec=".4g": "n/a" if x is None else format(x, spec),
+                    percent=lambda x: "n/a" if x is None else f"{100 * x:.1f} %")
+
+
+def prose(template: str, macro: str, *args: Any) -> str:
+    """A macro of templates/<template>.jinja filled with `args`, without the blank lines around it."""
+    return str(getattr(_ENV.get_template(f"{template}.jinja").module, macro)(*args)).strip("\n")

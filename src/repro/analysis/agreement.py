@@ -12,7 +12,6 @@ import numpy as np
 
 from .stats import clean, correlations, describe, row_starts
 
-
 # Histogram of per-row tau: 21 bins centred on -1.0, -0.9, ..., 1.0, so the values small candidate counts give
 # (±1, ±1/3, 0, ±0.5, ...) fall inside bins, never on an edge.
 TAU_BIN_EDGES = np.round(np.linspace(-1.05, 1.05, 22), 2)
@@ -35,18 +34,15 @@ class RowComparison:
 def chosen_and_rejected(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of a (rows, k) score matrix: (chosen, rejected) candidate indices, first highest and last lowest."""
     matrix = np.asarray(matrix, dtype=np.float64)
-    chosen = np.argmax(matrix, axis=1)  # argmax/argmin return the first of equal extremes
-    rejected = matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
-    return chosen, rejected
+    # argmax/argmin return the first of equal extremes
+    return np.argmax(matrix, axis=1), matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
 
 
 def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Kendall's tau-b between matching rows of two (rows, k) score matrices; NaN where a row is constant."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     i, j = np.triu_indices(a.shape[1], 1)
-    sign_a = np.sign(a[:, j] - a[:, i])
-    sign_b = np.sign(b[:, j] - b[:, i])
+    sign_a, sign_b = np.sign(a[:, j] - a[:, i]), np.sign(b[:, j] - b[:, i])
     # concordant − discordant over sqrt(pairs untied in a × pairs untied in b): tau-b's definition
     numerator = (sign_a * sign_b).sum(axis=1)
     denominator = np.sqrt(np.count_nonzero(sign_a, axis=1) * np.count_nonzero(sign_b, axis=1).astype(np.float64))
@@ -60,12 +56,11 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
     counts_a, counts_b = np.asarray(counts_a, dtype=np.int64), np.asarray(counts_b, dtype=np.int64)
     if counts_a.size != counts_b.size:
         raise ValueError(f"compare_rows needs the same rows for both scorers, got {counts_a.size} and {counts_b.size}")
-    finite_a = _row_all(np.isfinite(flat_a), counts_a)
-    finite_b = _row_all(np.isfinite(flat_b), counts_b)
     reasons = {
         "fewer than 2 candidate scores": (np.minimum(counts_a, counts_b) < 2),
         "the scorers scored different numbers of candidates": (counts_a != counts_b),
-        "a candidate score is NaN, infinite or missing": ~(finite_a & finite_b),
+        "a candidate score is NaN, infinite or missing": ~(_row_all(np.isfinite(flat_a), counts_a)
+                                                           & _row_all(np.isfinite(flat_b), counts_b)),
     }
     excluded = np.zeros(counts_a.size, dtype=bool)
     excluded_reasons = {}
@@ -77,10 +72,8 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
     kept = np.flatnonzero(~excluded)
     starts_a, starts_b = row_starts(counts_a), row_starts(counts_b)
     n = kept.size
-    chosen = (np.empty(n, np.int64), np.empty(n, np.int64))
-    rejected = (np.empty(n, np.int64), np.empty(n, np.int64))
-    margin = (np.empty(n), np.empty(n))
-    tau = np.empty(n)
+    chosen, rejected = ((np.empty(n, np.int64), np.empty(n, np.int64)) for _ in range(2))
+    margin, tau = (np.empty(n), np.empty(n)), np.empty(n)
     k_of = counts_a[kept]
     for k in np.unique(k_of):  # rows with k candidates form (rows, k) matrices
         at = np.flatnonzero(k_of == k)
@@ -97,8 +90,7 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
 
 def _row_all(flags: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Whether every value of each row is True (rows of length 0 count as True)."""
-    failures = np.bincount(np.repeat(np.arange(counts.size), counts), weights=~flags, minlength=counts.size)
-    return failures == 0
+    return np.bincount(np.repeat(np.arange(counts.size), counts), weights=~flags, minlength=counts.size) == 0
 
 
 def _count(mask: np.ndarray) -> dict[str, Any]:
@@ -112,13 +104,12 @@ def tau_summary(tau: np.ndarray) -> dict[str, Any]:
     statistics = describe(defined) if defined.size else {}
     out: dict[str, Any] = {
         "variant": "tau-b (scipy.stats.kendalltau's default), per row over its candidates",
-        "rows": int(defined.size),
-        "undefined": int(tau.size - defined.size),
+        "rows": int(defined.size), "undefined": int(tau.size - defined.size),
         "undefined_means": "a scorer gave all of the row's candidates the same score",
         **{stat: statistics.get(stat) for stat in TAU_STATISTICS},
     }
-    for sign, mask in (("positive", defined > 0), ("zero", defined == 0), ("negative", defined < 0)):
-        out[f"fraction_{sign}"] = float(mask.mean()) if defined.size else None
+    out.update({f"fraction_{sign}": float(mask.mean()) if defined.size else None
+                for sign, mask in (("positive", defined > 0), ("zero", defined == 0), ("negative", defined < 0))})
     counts, _ = np.histogram(defined, bins=TAU_BIN_EDGES)
     out["histogram"] = {"edges": TAU_BIN_EDGES.tolist(), "counts": counts.tolist()}
     return out
@@ -127,17 +118,13 @@ def tau_summary(tau: np.ndarray) -> dict[str, Any]:
 def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[str, Any]:
     """The JSON-ready agreement of one pair of scorers from their row comparison."""
     c = comparison
-    same_chosen = c.chosen[0] == c.chosen[1]
-    same_rejected = c.rejected[0] == c.rejected[1]
+    same_chosen, same_rejected = c.chosen[0] == c.chosen[1], c.rejected[0] == c.rejected[1]
     k = c.candidates
     return clean({
-        "scorers": [name_a, name_b],
-        "rows": int(c.rows.size),
-        "rows_excluded": sum(c.excluded_reasons.values()),
+        "scorers": [name_a, name_b], "rows": int(c.rows.size), "rows_excluded": sum(c.excluded_reasons.values()),
         "excluded_reasons": dict(c.excluded_reasons),
         "candidates_per_row": {"min": k.min(), "max": k.max(), "mean": k.mean()} if k.size else None,
-        "same_chosen": _count(same_chosen),
-        "same_rejected": _count(same_rejected),
+        "same_chosen": _count(same_chosen), "same_rejected": _count(same_rejected),
         "same_pair": _count(same_chosen & same_rejected),
         "kendall_tau": tau_summary(c.tau),
         "margin_correlation": {
@@ -154,8 +141,7 @@ def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | N
         raise ValueError(f"agreement needs at least two scorers, got {names}")
     pairs = [pair_summary(a, b, compare_rows(*scores[a], *scores[b])) for a, b in itertools.combinations(names, 2)]
     return {
-        "scorers": names,
-        "primary": primary,
+        "scorers": names, "primary": primary,
         "decided_by": (f"{primary} (the primary scorer) picked chosen and rejected" if primary is not None else
                        "the scorer that picked chosen and rejected is not among these"),
         "tie_rule": "chosen = first candidate with the highest score, rejected = last with the lowest",

@@ -36,11 +36,8 @@ class FamilyView:
 
 def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     """Every member run under `root` (a folder whose manifest records `family`), in the family's order."""
-    found = []
-    for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}")):
-        data = json.loads(manifest.read_text())
-        if data.get("family"):
-            found.append((RunDir.of(manifest.parent), data))
+    found = [(RunDir.of(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
+             if (data := json.loads(manifest.read_text())).get("family")]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
                         f"first (repro run params/demo_family.yaml), or give run_dir = the family's folder.")
@@ -65,13 +62,9 @@ def _cache_counts(data: dict[str, Any], stage: str) -> dict[str, int | None]:
 def _agreement(metrics: dict[str, Any]) -> dict[str, float | None]:
     """Each other scorer's agreement with the primary: the fraction of rows with the same chosen candidate."""
     block = metrics.get("agreement") or {}
-    out = {}
-    for pair in block.get("pairs", []):
-        a, b = pair["scorers"]
-        if block.get("primary") in (a, b):
-            other = b if a == block.get("primary") else a
-            out[other] = (pair.get("same_chosen") or {}).get("fraction")
-    return out
+    primary = block.get("primary")
+    return {(b if a == primary else a): (pair.get("same_chosen") or {}).get("fraction")
+            for pair in block.get("pairs", []) for a, b in [pair["scorers"]] if primary in (a, b)}
 
 
 def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int) -> tuple[dict[str, Any], np.ndarray]:
@@ -86,15 +79,14 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     verdict = json.loads(run.compare.read_text()).get("verdict") if run.compare.exists() else None
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
     counts = data.get("counts", {})
-    row = {
+    return clean({
         "member": family["member"], "status": data.get("status"), "grid": family.get("grid", {}),
         "rows": int(margin.size), "scored": counts.get("scored"), "generated": counts.get("generated"),
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
         "ties": int((margin == 0).sum()) if margin.size else None,
         "scored_rows": _cache_counts(data, "score"), "generated_rows": _cache_counts(data, "generate"),
         "agreement_same_chosen": _agreement(metrics), "verdict": verdict,
-    }
-    return clean(row), margin
+    }), margin
 
 
 def _totals(members: list[dict[str, Any]], key: str) -> dict[str, int]:
@@ -137,20 +129,15 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     """Read every member of the family in `params.run_root`; write `family.json` and the margins figure there."""
     root = params.run_root
     found = find_members(root)
-    members, margins = [], {}
-    for run, data in found:
-        row, margin = member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed)
-        members.append(row)
-        margins[row["member"]] = margin
+    summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed) for run, data in found]
+    members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
     family = Manifest(root)
     figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), family.run.figures / MARGIN_FIGURE)}
     summary = {
-        "family": found[0][1]["family"]["name"],
-        "members": members,
+        "family": found[0][1]["family"]["name"], "members": members,
         "parameters_that_differ": differing_parameters([data for _, data in found]),
         "complete": sum(m["status"] == "complete" for m in members),
-        "rows_scored": _totals(members, "scored_rows"),
-        "rows_generated": _totals(members, "generated_rows"),
+        "rows_scored": _totals(members, "scored_rows"), "rows_generated": _totals(members, "generated_rows"),
         "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()} for name, paths in figures.items()},
     }
     atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)

@@ -7,15 +7,13 @@ import contextlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-
 import matplotlib
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-# Above this many points, scatter plots become hexbins (readable, and small SVGs).
-HEXBIN_ABOVE = 2000
+HEXBIN_ABOVE = 2000  # above this many points, scatter plots become hexbins (readable, and small SVGs)
 FIGSIZE = (6.4, 4.4)
 DPI = 150  # 960 x 660 px: sharp at the ~600-800 px width a dataset card embeds
 COLORS = {"score_chosen": "#1b7837", "score_rejected": "#b2182b", "margin": "#2166ac"}
@@ -30,14 +28,15 @@ def theme() -> Iterator[None]:
         yield
 
 
-def _figure() -> tuple[Figure, object]:
-    fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
-    return fig, fig.add_subplot()
+@contextlib.contextmanager
+def _axes() -> Iterator[tuple[Figure, Any]]:
+    with theme():
+        fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+        yield fig, fig.add_subplot()
 
 
 def _untitled_legend(ax) -> None:
-    legend = ax.get_legend()
-    if legend is not None:
+    if (legend := ax.get_legend()) is not None:
         legend.set_title(None)
 
 
@@ -46,14 +45,12 @@ def _n(n: int) -> str:
 
 
 def _long(score_chosen: np.ndarray, score_rejected: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({
-        "score": np.concatenate([score_chosen, score_rejected]),
-        "which": np.repeat(["score_chosen", "score_rejected"], [len(score_chosen), len(score_rejected)]),
-    })
+    sizes = [len(score_chosen), len(score_rejected)]
+    return pd.DataFrame({"score": np.concatenate([score_chosen, score_rejected]),
+                         "which": np.repeat(["score_chosen", "score_rejected"], sizes)})
 
 
-# A grid of more points than this is drawn with continuous bins (one bar per point would be unreadable).
-GRID_MAX_POINTS = 60
+GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a bar per point would be unreadable)
 
 
 def value_grid(values: np.ndarray) -> np.ndarray | None:
@@ -80,8 +77,7 @@ def _bins(values: np.ndarray) -> int | np.ndarray:
 
 def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Overlaid histograms with KDE of score_chosen and score_rejected."""
-    with theme():
-        fig, ax = _figure()
+    with _axes() as (fig, ax):
         data = _long(score_chosen, score_rejected)
         sns.histplot(data=data, x="score", hue="which", bins=_bins(data["score"].to_numpy()), kde=True,
                      stat="count", common_bins=True, element="step", alpha=0.3, palette=COLORS, ax=ax)
@@ -92,8 +88,7 @@ def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) ->
 
 def score_ecdf(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Empirical CDFs of score_chosen and score_rejected."""
-    with theme():
-        fig, ax = _figure()
+    with _axes() as (fig, ax):
         # one weighted point per distinct value: the same ECDF, drawn from 15 points instead of 2n for ratings
         counts = _long(score_chosen, score_rejected).groupby(["which", "score"]).size().rename("rows").reset_index()
         sns.ecdfplot(data=counts, x="score", hue="which", weights="rows", palette=COLORS, ax=ax)
@@ -113,11 +108,9 @@ def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
 
 def _versus(x: np.ndarray, y: np.ndarray, identity: str, **labels: str) -> Figure:
     """y against x (a hexbin when there are many) with the line y = x labelled `identity`."""
-    with theme():
-        fig, ax = _figure()
+    with _axes() as (fig, ax):
         _scatter_or_hexbin(ax, x, y, COLORS["margin"])
-        lo = float(min(np.min(x), np.min(y)))
-        hi = float(max(np.max(x), np.max(y)))
+        lo, hi = float(min(np.min(x), np.min(y))), float(max(np.max(x), np.max(y)))
         pad = 0.02 * (hi - lo or 1.0)
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1, label=identity)
         ax.legend(loc="upper left")
@@ -133,8 +126,7 @@ def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> 
 
 def margin_distribution(margin: np.ndarray) -> Figure:
     """Histogram with KDE of margin = score_chosen − score_rejected, with 0 marked."""
-    with theme():
-        fig, ax = _figure()
+    with _axes() as (fig, ax):
         sns.histplot(x=margin, bins=_bins(np.asarray(margin)), kde=True, color=COLORS["margin"], ax=ax)
         ax.axvline(0.0, color="0.2", linestyle="--", linewidth=1.2, label="margin = 0 (tie)")
         ax.legend(loc="upper left")
@@ -145,8 +137,7 @@ def margin_distribution(margin: np.ndarray) -> Figure:
 
 def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray, unit: str = "tokens") -> Figure:
     """Margin against the chosen − rejected response length difference (the length-bias picture)."""
-    with theme():
-        fig, ax = _figure()
+    with _axes() as (fig, ax):
         _scatter_or_hexbin(ax, length_difference, margin, COLORS["margin"])
         ax.axhline(0.0, color="0.3", linestyle="--", linewidth=1)
         ax.axvline(0.0, color="0.3", linestyle=":", linewidth=1)
@@ -158,8 +149,7 @@ def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray, unit: st
 
 def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Violins (with quartiles) of score_chosen and score_rejected side by side."""
-    with theme():
-        fig, ax = _figure()
+    with _axes() as (fig, ax):
         sns.violinplot(data=_long(score_chosen, score_rejected), x="which", y="score", hue="which",
                        palette=COLORS, inner="quart", cut=0, legend=False, ax=ax)
         ax.set(xlabel="", ylabel="score", title=f"Scores of chosen and rejected ({_n(len(score_chosen))} pairs)")
@@ -175,8 +165,7 @@ def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
 def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: dict) -> Figure:
     """Bland–Altman: candidate − reference against their mean, with the mean difference and limits of agreement."""
     reference, candidate = np.asarray(reference), np.asarray(candidate)
-    with theme():
-        fig, ax = _figure()
+    with _axes() as (fig, ax):
         _scatter_or_hexbin(ax, (reference + candidate) / 2, candidate - reference, COLORS["margin"])
         for key, style, label in (("mean_difference", "-", "mean difference"), ("loa_low", "--", "limits of agreement"),
                                   ("loa_high", "--", None)):
@@ -190,8 +179,7 @@ def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: 
 
 def compare_agreement(counts: dict[str, int]) -> Figure:
     """Aligned rows by how their chosen/rejected texts agree (same, swapped, ..., different)."""
-    with theme():
-        fig, ax = _figure()
+    with _axes() as (fig, ax):
         total = sum(counts.values())
         sns.barplot(x=list(counts.values()), y=list(counts), color=COLORS["margin"], orient="h", ax=ax)
         for i, value in enumerate(counts.values()):
@@ -205,12 +193,10 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
     """Write `fig` to `stem`.png and `stem`.svg; returns both paths."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = {"png": stem.with_suffix(".png"), "svg": stem.with_suffix(".svg")}
-    engine = fig.get_layout_engine()
-    if engine is not None:  # lay out once, not once per file
+    if (engine := fig.get_layout_engine()) is not None:  # lay out once, not once per file
         engine.execute(fig)
         fig.set_layout_engine("none")
-    # Fixed metadata and SVG id salt keep the files byte-stable across runs (matplotlib otherwise stamps
-    # dates and salts ids randomly).
+    # fixed metadata and SVG id salt: byte-stable files (matplotlib otherwise stamps dates and salts ids randomly)
     with matplotlib.rc_context({"svg.hashsalt": "repro"}):
         fig.savefig(paths["png"], format="png", metadata={"Software": None})
         fig.savefig(paths["svg"], format="svg", metadata={"Date": None, "Creator": None})
@@ -244,9 +230,8 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
         "margin_vs_length": lambda: margin_vs_length(length_margin, length_difference, length_unit),
         "score_violin": lambda: score_violin(score_chosen, score_rejected),
     }
-    if length_difference is None:
-        del builders["margin_vs_length"]
-    return {name: save_titled(build(), Path(figures_dir) / name) for name, build in builders.items()}
+    return {name: save_titled(build(), Path(figures_dir) / name) for name, build in builders.items()
+            if name != "margin_vs_length" or length_difference is not None}
 
 
 def scorer_agreement(agreement: dict) -> Figure:

@@ -21,7 +21,7 @@ from ..parameters import AnalyzeParams
 from ..paths import EXTREMES_TABLE, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
 from ..subject import claim
-from . import agreement, plots, stats
+from . import agreement, plots, prose, stats
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
 EXTREME_ROWS = 10
@@ -57,9 +57,8 @@ class ScoreData:
         return self.score_chosen - self.score_rejected
 
     def _repr_markdown_(self) -> str:
-        excluded = self.n_rows - self.n
         return (f"**{self.n:,} rows** of `{self.source}` (split `{self.split}`) to analyse; "
-                f"{excluded:,} excluded {self.excluded_reasons or ''}".rstrip())
+                f"{self.n_rows - self.n:,} excluded {self.excluded_reasons or ''}".rstrip())
 
 
 @dataclass
@@ -75,16 +74,6 @@ class AnalysisResult:
 
     def _repr_markdown_(self) -> str:
         return headline(self.metrics)
-
-
-def _recorded_scorer(dataset: str | None, run: RunDir) -> dict[str, Any] | None:
-    """The scorer recorded by the manifest of the dataset's making (this run's, or of the run `dataset` names)."""
-    path = run.manifest if dataset is None else run_manifest_of(dataset)
-    try:
-        scorer = json.loads(path.read_text()).get("scorer")
-    except (AttributeError, OSError, ValueError):  # no manifest, or not one
-        return None
-    return scorer if isinstance(scorer, dict) else None
 
 
 def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
@@ -107,17 +96,6 @@ def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
         f"whose {column} is numeric.")
 
 
-def _describe_rows(rows: np.ndarray, table: pa.Table, limit: int = 5) -> str:
-    shown = [int(i) for i in rows[:limit]]
-    if "prompt_id" in table.column_names:
-        ids = table.column("prompt_id").take(pa.array(shown)).to_pylist()
-        shown_s = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" for i, pid in zip(shown, ids))
-    else:
-        shown_s = ", ".join(str(i) for i in shown)
-    more = f" and {rows.size - limit} more" if rows.size > limit else ""
-    return shown_s + more
-
-
 def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
@@ -134,9 +112,14 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
                for column, b in zip(SCORE_COLUMNS, (bad_chosen, bad_rejected)) if b.any()}
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
+        shown = [int(i) for i in rows[:5]]
+        ids = table.column("prompt_id").take(pa.array(shown)).to_pylist() if "prompt_id" in table.column_names else None
+        described = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" if ids else str(i)
+                              for i, pid in zip(shown, ids or shown))
+        more = f" and {rows.size - 5} more" if rows.size > 5 else ""
         raise DataError(
             f"{where}: {rows.size} of {table.num_rows} rows have a NaN, infinite or missing score "
-            f"(rows {_describe_rows(rows, table)}). Fix those scores, or set the parameter "
+            f"(rows {described}{more}). Fix those scores, or set the parameter "
             f"exclude_nonfinite: true to leave them out (they are then counted in n_excluded in metrics.json).")
     keep = np.flatnonzero(~bad)
     if keep.size < 2:
@@ -169,14 +152,17 @@ def load(p: AnalyzeParams) -> ScoreData:
     run = RunDir.of(p.run_root)
     spec = dataset_or_own(p.dataset, run)
     split = own_split(run, p.dataset_split) if p.dataset is None else p.dataset_split
-    where = f"dataset {spec!r} (split {split!r})"
-    # seed_view: another recipe's output format (SPPO, Snorkel, RLHFlow) in the seed's columns
-    table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]
-    chosen, rejected, keep, reasons = validate_scores(table, where, p.exclude_nonfinite)
+    table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
+    chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
+    try:  # the scorer the manifest of the dataset's making records (this run's, or that of the run `dataset` names)
+        manifest = run.manifest if p.dataset is None else run_manifest_of(p.dataset)
+        scorer = json.loads(manifest.read_text()).get("scorer")
+    except (AttributeError, OSError, ValueError):  # no manifest, or not one
+        scorer = None
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, score_chosen=chosen,
                      score_rejected=rejected, row_index=keep, excluded_reasons=reasons, table=table,
-                     scorer=_recorded_scorer(p.dataset, run), lengths=lengths, length_rows=length_rows,
+                     scorer=scorer if isinstance(scorer, dict) else None, lengths=lengths, length_rows=length_rows,
                      length_reason=why)
 
 
@@ -231,26 +217,25 @@ def response_lengths(table: pa.Table, rows: np.ndarray) -> tuple[dict[str, np.nd
 def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     """Every statistic of metrics.json for `data` (JSON-ready, deterministic for a given seed)."""
     margin = data.margin
+    scorer = data.scorer or {}
     metrics: dict[str, Any] = {
         "metrics_version": METRICS_VERSION,
-        "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows},
-        "n": data.n,
-        "n_excluded": data.n_rows - data.n,
-        "excluded_reasons": dict(data.excluded_reasons),
-        "scorer": data.scorer,
-        "scores_from_stand_in": bool(data.scorer.get("stand_in")) if data.scorer and "stand_in" in data.scorer else None,
+        "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows}, "n": data.n,
+        "n_excluded": data.n_rows - data.n, "excluded_reasons": dict(data.excluded_reasons),
+        "scorer": data.scorer, "scores_from_stand_in": bool(scorer["stand_in"]) if "stand_in" in scorer else None,
         "bootstrap": {"resamples": resamples, "seed": seed, "level": stats.CI_LEVEL, "method": "percentile",
-                      "paired": True, "about": "rows are resampled with replacement; the same rows for all three series"},
+                      "paired": True,
+                      "about": "rows are resampled with replacement; the same rows for all three series"},
         "conventions": {"margin": "score_chosen - score_rejected", "std": "sample standard deviation (ddof = 1)",
                         "quantiles": "linear interpolation (numpy default)",
-                        "skewness": "Fisher-Pearson g1 (biased moments)", "kurtosis": "excess kurtosis g2 (normal = 0)"},
+                        "skewness": "Fisher-Pearson g1 (biased moments)",
+                        "kurtosis": "excess kurtosis g2 (normal = 0)"},
     }
     metrics.update(stats.summarize_scores(data.score_chosen, data.score_rejected, resamples, seed))
     metrics["margin_sign"] = stats.margin_sign(margin)
     metrics["ties"] = metrics["margin_sign"]["counts"]["zero"]
-    metrics["tests"] = stats.paired_tests(margin)
-    metrics["effect_size"] = stats.effect_sizes(margin)
-    metrics["correlation"] = stats.correlations(data.score_chosen, data.score_rejected)
+    metrics.update(tests=stats.paired_tests(margin), effect_size=stats.effect_sizes(margin),
+                   correlation=stats.correlations(data.score_chosen, data.score_rejected))
     if data.lengths is None:
         metrics["length"] = {"available": False, "reason": data.length_reason}
     else:
@@ -265,8 +250,7 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
                              "candidate_scores": None if ragged is None else stats.candidate_score_invariants(
                                  *ragged, data.score_chosen, data.score_rejected)}
-    agreement = candidate_agreement(data)
-    if agreement is not None:  # only with several scorers: a one-scorer dataset's metrics stay as they were
+    if (agreement := candidate_agreement(data)) is not None:  # several scorers; a one-scorer dataset has none
         metrics["agreement"] = agreement
     return stats.clean(metrics)
 
@@ -280,9 +264,8 @@ def candidate_score_lists(table: pa.Table, column: str, rows: np.ndarray) -> tup
             pa.types.is_integer(values.type.value_type) or pa.types.is_floating(values.type.value_type)):
         return None
     # flatten() skips null lists; null scores inside a list become NaN (excluded and counted downstream)
-    flat = pc.cast(values.flatten(), pa.float64()).to_numpy(zero_copy_only=False)
-    counts = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
-    return flat, counts
+    return (pc.cast(values.flatten(), pa.float64()).to_numpy(zero_copy_only=False),
+            pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False))
 
 
 def primary_scorer_name(scorer: dict[str, Any] | None) -> str:
@@ -297,48 +280,31 @@ def scorer_columns(column_names: list[str], primary: str) -> dict[str, str]:
     others = {c[len(prefix):]: c for c in column_names if c.startswith(prefix) and len(c) > len(prefix)}
     if primary in others:  # a further scorer named like the primary's model: keep the names apart
         primary = f"{primary} (primary)"
-    columns = {primary: CANDIDATE_SCORES} if CANDIDATE_SCORES in column_names else {}
-    return {**columns, **others}
+    return {**({primary: CANDIDATE_SCORES} if CANDIDATE_SCORES in column_names else {}), **others}
 
 
 def candidate_agreement(data: ScoreData) -> dict[str, Any] | None:
     """The `agreement` block of metrics.json when the dataset holds several scorers' candidate scores, else None."""
-    primary = primary_scorer_name(data.scorer)
-    columns = scorer_columns(data.table.column_names, primary)
-    lists = {name: candidate_score_lists(data.table, column, data.row_index) for name, column in columns.items()}
-    lists = {name: ragged for name, ragged in lists.items() if ragged is not None}
+    columns = scorer_columns(data.table.column_names, primary_scorer_name(data.scorer))
+    lists = {name: ragged for name, column in columns.items()
+             if (ragged := candidate_score_lists(data.table, column, data.row_index)) is not None}
     if len(lists) < 2:
         return None
     primary = next((name for name in lists if columns[name] == CANDIDATE_SCORES), None)
-    block = agreement.agreement(lists, primary=primary)
-    return {**block, "columns": {name: columns[name] for name in lists}}
+    return {**agreement.agreement(lists, primary=primary), "columns": {name: columns[name] for name in lists}}
 
 
 def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:
     """One row per pair of scorers: rows compared, same chosen/rejected, Kendall tau, margin correlations."""
-    rows = []
-    for pair in agreement["pairs"]:
-        tau, margins = pair["kendall_tau"], pair["margin_correlation"]
-        rows.append({
-            "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
-            "rows_excluded": pair["rows_excluded"],
-            "same_chosen": pair["same_chosen"]["count"], "same_chosen_fraction": pair["same_chosen"]["fraction"],
-            "same_rejected": pair["same_rejected"]["count"], "same_rejected_fraction": pair["same_rejected"]["fraction"],
-            "same_pair_fraction": pair["same_pair"]["fraction"],
-            **{f"kendall_tau_{k}": tau[k] for k in ("mean", "median", "rows", "undefined")},
-            **{f"margin_{k}": (margins[k] or {}).get("statistic") for k in ("pearson", "spearman")},
-        })
-    return pd.DataFrame(rows)
-
-
-def _write_agreement(metrics: dict[str, Any], run: RunDir, figures: dict[str, dict[str, Any]]) -> pd.DataFrame | None:
-    """The agreement table and figure, when metrics has an `agreement` block (the figure joins `figures`)."""
-    if "agreement" not in metrics:
-        return None
-    table = agreement_table(metrics["agreement"])
-    table.to_csv(run.tables / f"{AGREEMENT}.csv", index=False)
-    figures[AGREEMENT] = plots.save_titled(plots.scorer_agreement(metrics["agreement"]), run.figures / AGREEMENT)
-    return table
+    return pd.DataFrame([{
+        "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
+        "rows_excluded": pair["rows_excluded"],
+        **{f"{same}{suffix}": pair[same][key] for same in ("same_chosen", "same_rejected")
+           for suffix, key in (("", "count"), ("_fraction", "fraction"))},
+        "same_pair_fraction": pair["same_pair"]["fraction"],
+        **{f"kendall_tau_{k}": pair["kendall_tau"][k] for k in ("mean", "median", "rows", "undefined")},
+        **{f"margin_{k}": (pair["margin_correlation"][k] or {}).get("statistic") for k in ("pearson", "spearman")},
+    } for pair in agreement["pairs"]])
 
 
 def show_agreement(result: AnalysisResult) -> None:
@@ -355,29 +321,23 @@ def show_agreement(result: AnalysisResult) -> None:
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
     """The summary statistics of the three series as a table (rows: statistics; CI bounds as _low/_high)."""
-    rows: dict[str, dict[str, float | None]] = {}
-    for name in stats.SERIES:
-        rows[name] = {}
-        for key, value in metrics[name].items():
-            rows[name].update(zip((f"{key}_low", f"{key}_high"), value) if isinstance(value, list) else [(key, value)])
-    table = pd.DataFrame(rows)
-    table.index.name = "statistic"
-    return table
+    rows = {name: dict(item for key, value in metrics[name].items() for item in (
+        zip((f"{key}_low", f"{key}_high"), value) if isinstance(value, list) else [(key, value)]))
+        for name in stats.SERIES}
+    return pd.DataFrame(rows).rename_axis("statistic")
 
 
 def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
     """The k largest and k smallest margins (ties in row order) with prompt_id and the start of the prompt."""
     margin = data.margin
-    picks = [("largest", np.argsort(-margin, kind="stable")[:k]), ("smallest", np.argsort(margin, kind="stable")[:k])]
     frames = []
-    for which, order in picks:
+    for which, order in (("largest", np.argsort(-margin, kind="stable")[:k]),
+                         ("smallest", np.argsort(margin, kind="stable")[:k])):
         frame = row_preview(data.table, data.row_index[order])
         frame.insert(0, "which", which)
         frame.insert(1, "rank", np.arange(1, order.size + 1))
-        frame["score_chosen"] = data.score_chosen[order]
-        frame["score_rejected"] = data.score_rejected[order]
-        frame["margin"] = margin[order]
-        frames.append(frame)
+        frames.append(frame.assign(score_chosen=data.score_chosen[order], score_rejected=data.score_rejected[order],
+                                   margin=margin[order]))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -391,59 +351,9 @@ def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
     return frame
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.1%}"
-
-
-def _num(x: float | None, digits: int = 4) -> str:
-    return "n/a" if x is None else f"{x:.{digits}g}"
-
-
 def headline(metrics: dict[str, Any]) -> str:
     """A short Markdown account of the main findings, with the numbers from `metrics`."""
-    sign = metrics["margin_sign"]
-    c, r, m = metrics["score_chosen"], metrics["score_rejected"], metrics["margin"]
-    lines = []
-    if metrics.get("scores_from_stand_in"):
-        model = (metrics.get("scorer") or {}).get("model", "a stand-in model")
-        lines.append(f"> **Stand-in scores.** These scores come from a stand-in scorer ({model}), not PairRM: "
-                     f"they show that the pipeline works, not what PairRM thinks of these responses.")
-    lines.append(f"**{metrics['n']:,} pairs** analysed from `{metrics['dataset']['source']}`"
-                 f" ({metrics['n_excluded']:,} excluded).")
-    lines.append(metrics["scale"]["sentence"])
-    lines.append(
-        f"- score_chosen mean {_num(c['mean'], 6)} (95% CI [{_num(c['mean_ci95'][0])}, {_num(c['mean_ci95'][1])}]), "
-        f"score_rejected mean {_num(r['mean'], 6)} (95% CI [{_num(r['mean_ci95'][0])}, {_num(r['mean_ci95'][1])}]); "
-        f"margin mean {_num(m['mean'])}, median {_num(m['median'])}.")
-    lines.append(
-        f"- margin > 0 in {sign['counts']['positive']:,} rows ({_pct(sign['fractions']['positive'])}), "
-        f"ties (margin = 0) in {sign['counts']['zero']:,} ({_pct(sign['fractions']['zero'])}), "
-        f"inversions (margin < 0) in {sign['counts']['negative']:,} ({_pct(sign['fractions']['negative'])}).")
-    tests, effect = metrics["tests"], metrics["effect_size"]
-    lines.append(
-        f"- Wilcoxon signed-rank p = {_num(tests['wilcoxon']['pvalue'], 3)} (ties discarded: "
-        f"{tests['wilcoxon']['zeros_discarded']:,}), paired t p = {_num(tests['paired_t']['pvalue'], 3)}, "
-        f"sign test p = {_num(tests['sign_test']['pvalue'], 3)}; Cohen's d_z = {_num(effect['cohens_dz'], 3)}, "
-        f"rank-biserial = {_num(effect['rank_biserial'], 3)}.")
-    length = metrics["length"]
-    if length["available"]:
-        bias = length["margin_vs_length_difference"]["tokens"]
-        lines.append(
-            f"- Length: chosen responses average {_num(length['chosen']['tokens']['mean'], 4)} tokens, rejected "
-            f"{_num(length['rejected']['tokens']['mean'], 4)}; length bias: Spearman of margin vs token length "
-            f"difference = {_num(bias['spearman'], 3)} (p = {_num(bias['pvalue'], 3)}).")
-    else:
-        lines.append(f"- Length: not computed ({length['reason']}).")
-    for pair in (metrics.get("agreement") or {}).get("pairs", []):
-        tau = pair["kendall_tau"]
-        lines.append(
-            f"- Scorers `{pair['scorers'][0]}` vs `{pair['scorers'][1]}` ({pair['rows']:,} prompts): same chosen in "
-            f"{_pct(pair['same_chosen']['fraction'])}, same rejected in {_pct(pair['same_rejected']['fraction'])}; "
-            f"Kendall's tau per prompt mean {_num(tau['mean'], 3)}, median {_num(tau['median'], 3)} "
-            f"({tau['undefined']:,} undefined).")
-    # paragraphs (stand-in note, count, scale) apart, so the note's blockquote does not swallow the rest
-    bullets = next(i for i, line in enumerate(lines) if line.startswith("- "))
-    return "\n\n".join(lines[:bullets]) + "\n\n" + "\n".join(lines[bullets:])
+    return prose("report", "headline", metrics)
 
 
 def analyze(p: AnalyzeParams) -> AnalysisResult:
@@ -469,9 +379,13 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
         summary.to_csv(run.tables / SUMMARY_TABLE)
         extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
         tables = {"summary_statistics": run.tables / SUMMARY_TABLE, "extreme_margins": run.tables / EXTREMES_TABLE}
-        agreement = _write_agreement(metrics, run, figures)  # its table and figure, with several scorers
-        if agreement is not None:
+        agreement = None
+        if "agreement" in metrics:  # several scorers: their table and figure
+            agreement = agreement_table(metrics["agreement"])
             tables[AGREEMENT] = run.tables / f"{AGREEMENT}.csv"
+            agreement.to_csv(tables[AGREEMENT], index=False)
+            figure = plots.scorer_agreement(metrics["agreement"])
+            figures[AGREEMENT] = plots.save_titled(figure, run.figures / AGREEMENT)
         metrics["figures"] = figure_index(run, figures)
         metrics["tables"] = {name: run.relative(path) for name, path in tables.items()}
         outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + [*tables.values(), run.metrics]

@@ -10,19 +10,18 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from . import prose
+
 SERIES = ("score_chosen", "score_rejected", "margin")
 CI_LEVEL = 0.95
-# Elements of one bootstrap block (resamples x rows); bounds memory to ~32 MB per float64 matrix. Fixed, so
-# the intervals depend only on the data, the number of resamples and the seed.
+# resamples x rows of one bootstrap block: ~32 MB per float64 matrix; fixed, so intervals depend only on the data
 BOOTSTRAP_BLOCK_ELEMENTS = 1 << 22
-# Up to this many distinct (paired) values, the bootstrap resamples category counts instead of rows.
-BOOTSTRAP_MAX_CATEGORIES = 4096
-# Scores on this grid (multiples of 1/2) within [0, 10] are read as ratings (GPT-4 `overall_score` style).
+BOOTSTRAP_MAX_CATEGORIES = 4096  # up to this many distinct (paired) values, resample category counts, not rows
+# scores on this grid within [0, 10] are read as ratings (GPT-4 `overall_score` style)
 RATING_GRID_STEP = 0.5
 RATING_RANGE = (0.0, 10.0)
 ANTISYMMETRY_ATOL = 1e-6
-# Sums of several float scores are not exactly 0 even when the scorer's are: a looser tolerance.
-SUM_TO_ZERO_ATOL = 1e-4
+SUM_TO_ZERO_ATOL = 1e-4  # sums of several float scores are not exactly 0 even when the scorer's are
 
 
 def clean(value: Any) -> Any:
@@ -68,17 +67,14 @@ def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int
     few distinct rows (ratings) as multinomial category counts, else over index matrices in bounded blocks."""
     arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}  # paired, n >= 1 (callers')
     rng = np.random.default_rng(seed)
-    categories = None
+    values = None
     if all(np.unique(x).size <= max_categories for x in arrays.values()):
         values, counts = np.unique(np.column_stack(list(arrays.values())), axis=0, return_counts=True)
-        if len(values) <= max_categories:
-            categories = (values, counts)
-    if categories is not None:
-        means, medians = _bootstrap_categories(*categories, list(arrays), resamples, rng)
+    if values is not None and len(values) <= max_categories:
+        means, medians = _bootstrap_categories(values, counts, list(arrays), resamples, rng)
     else:
         means, medians = _bootstrap_rows(arrays, resamples, rng, block_elements)
-    tail = (1.0 - level) / 2.0
-    q = [tail, 1.0 - tail]
+    q = [(1.0 - level) / 2.0, 1.0 - (1.0 - level) / 2.0]
     return {name: {"mean_ci95": clean(np.quantile(means[name], q)), "median_ci95": clean(np.quantile(medians[name], q))}
             for name in arrays}
 
@@ -113,8 +109,7 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
         ranks[name] = np.empty(n, dtype=index_dtype)
         ranks[name][order] = np.arange(n, dtype=index_dtype)
     middle = [(n - 1) // 2, n // 2]  # the median of n sorted values is the mean of these two
-    means = {name: np.empty(resamples) for name in arrays}
-    medians = {name: np.empty(resamples) for name in arrays}
+    means, medians = ({name: np.empty(resamples) for name in arrays} for _ in range(2))
     for start in range(0, resamples, block):
         stop = min(resamples, start + block)
         rows = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
@@ -129,9 +124,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
                      ) -> dict[str, dict[str, Any]]:
     """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected)."""
-    series = {"score_chosen": np.asarray(score_chosen, dtype=np.float64),
-              "score_rejected": np.asarray(score_rejected, dtype=np.float64)}
-    series["margin"] = series["score_chosen"] - series["score_rejected"]
+    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
+    series = {"score_chosen": c, "score_rejected": r, "margin": c - r}
     intervals = bootstrap_intervals(series, resamples, seed)
     return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
 
@@ -139,10 +133,9 @@ def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resam
 def margin_sign(margin: np.ndarray) -> dict[str, dict[str, float]]:
     """Counts and fractions of rows with margin > 0 (chosen preferred), = 0 (tie) and < 0 (inversion)."""
     margin = np.asarray(margin, dtype=np.float64)
-    n = margin.size
     counts = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
               "negative": int((margin < 0).sum())}
-    return {"counts": counts, "fractions": {k: v / n for k, v in counts.items()}}
+    return {"counts": counts, "fractions": {k: v / margin.size for k, v in counts.items()}}
 
 
 def signed_rank_sums(margin: np.ndarray) -> tuple[float, float, int]:
@@ -187,8 +180,8 @@ def sign_test(margin: np.ndarray) -> dict[str, Any]:
     """Two-sided exact binomial sign test of P(margin > 0) = 1/2 over the non-zero margins (ties discarded)."""
     d = np.asarray(margin, dtype=np.float64)
     positive, negative = int((d > 0).sum()), int((d < 0).sum())
-    out: dict[str, Any] = {"positive": positive, "negative": negative, "zeros_discarded": int(d.size - positive - negative),
-                           "alternative": "two-sided"}
+    out: dict[str, Any] = {"positive": positive, "negative": negative,
+                           "zeros_discarded": int(d.size - positive - negative), "alternative": "two-sided"}
     if positive + negative == 0:
         return {**out, "pvalue": None, "note": "every margin is zero: there is nothing to test"}
     return {**out, "pvalue": clean(sps.binomtest(positive, positive + negative, 0.5).pvalue)}
@@ -204,20 +197,17 @@ def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     d = np.asarray(margin, dtype=np.float64)
     sd = d.std(ddof=1) if d.size > 1 else 0.0
     r_plus, r_minus, used = signed_rank_sums(d)
-    total = r_plus + r_minus
     return clean({
         "cohens_dz": d.mean() / sd if sd > 0 else None,
         # Kerby's simple difference formula over the ranks the Wilcoxon test uses (zeros discarded)
-        "rank_biserial": (r_plus - r_minus) / total if used else None,
+        "rank_biserial": (r_plus - r_minus) / (r_plus + r_minus) if used else None,
     })
 
 
 def correlations(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, dict[str, float | None]]:
     """Pearson and Spearman correlation (with two-sided p-values) between score_chosen and score_rejected."""
-    x = np.asarray(score_chosen, dtype=np.float64)
-    y = np.asarray(score_rejected, dtype=np.float64)
-    pearson = _quiet(sps.pearsonr, x, y)
-    spearman = _quiet(sps.spearmanr, x, y)
+    x, y = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
+    pearson, spearman = _quiet(sps.pearsonr, x, y), _quiet(sps.spearmanr, x, y)
     return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue},
                   "spearman": {"statistic": spearman.statistic, "pvalue": spearman.pvalue}})
 
@@ -231,7 +221,7 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
                      for unit in ("chars", "tokens")}
     out["margin_vs_length_difference"] = {}
     for unit in ("chars", "tokens"):
-        diff = np.asarray(lengths[f"chosen_{unit}"], dtype=np.float64) - np.asarray(lengths[f"rejected_{unit}"], dtype=np.float64)
+        diff = np.asarray(lengths[f"chosen_{unit}"], dtype=np.float64) - lengths[f"rejected_{unit}"]
         rho = _quiet(sps.spearmanr, margin, diff)
         out["margin_vs_length_difference"][unit] = {"spearman": rho.statistic, "pvalue": rho.pvalue}
         out[f"chosen_longer_fraction_{unit}"] = float((diff > 0).mean())
@@ -241,8 +231,7 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
 def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol: float = ANTISYMMETRY_ATOL
                       ) -> dict[str, Any]:
     """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
-    c = np.asarray(score_chosen, dtype=np.float64)
-    r = np.asarray(score_rejected, dtype=np.float64)
+    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
     n = c.size
     sign_fails = int((~((c >= 0) & (r <= 0))).sum())
     antisymmetric = int(np.isclose(c, -r, rtol=0.0, atol=atol).sum())
@@ -261,17 +250,13 @@ def row_starts(counts: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
-def candidate_score_invariants(
-flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
+def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
                                score_rejected: np.ndarray, atol: float = SUM_TO_ZERO_ATOL) -> dict[str, Any]:
-    """PairRM checks that need every candidate's score (flat, with candidates per row): sums, two-candidate rows,
-    extremes."""
+    """PairRM checks needing every candidate's score (flat, with counts per row): sums, two-candidate rows, extremes."""
     flat = np.asarray(flat_scores, dtype=np.float64)
     counts = np.asarray(candidates_per_row, dtype=np.int64)
-    c = np.asarray(score_chosen, dtype=np.float64)
-    r = np.asarray(score_rejected, dtype=np.float64)
-    row_of = np.repeat(np.arange(counts.size), counts)
-    sums = np.bincount(row_of, weights=flat, minlength=counts.size)
+    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
+    sums = np.bincount(np.repeat(np.arange(counts.size), counts), weights=flat, minlength=counts.size)
     filled = counts > 0
     starts = row_starts(counts)[filled]
     best, worst = np.full(counts.size, np.nan), np.full(counts.size, np.nan)
@@ -285,7 +270,8 @@ flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarra
         "sum_to_zero_holds": int(np.isclose(sums, 0.0, rtol=0.0, atol=atol)[filled].sum()),
         "sum_to_zero_atol": atol,
         "two_candidate_rows": int(two.sum()),
-        "antisymmetry_holds_among_two_candidate_rows": int(np.isclose(c[two], -r[two], rtol=0.0, atol=ANTISYMMETRY_ATOL).sum()),
+        "antisymmetry_holds_among_two_candidate_rows": int(
+            np.isclose(c[two], -r[two], rtol=0.0, atol=ANTISYMMETRY_ATOL).sum()),
         "chosen_is_best_and_rejected_is_worst": int(((c == best) & (r == worst)).sum()),
     }
 
@@ -298,27 +284,8 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[s
     lo, hi = float(v.min()), float(v.max())
     distinct = int(np.unique(v).size)
     in_range = RATING_RANGE[0] <= lo and hi <= RATING_RANGE[1]
-    if grid_fraction == 1.0 and in_range:
-        kind = "rating"
-        sentence = (
-            f"These scores are ratings, not PairRM logits: all {v.size} values lie on a grid of "
-            f"{RATING_GRID_STEP:g} between {lo:g} and {hi:g} ({distinct} distinct values), as GPT-4 "
-            f"`overall_score` ratings on a 1–10 scale do. Margins are coarse and ties are common, the values "
-            f"are not on a log-odds scale (so they cannot be compared with PairRM scores), and PairRM's "
-            f"invariants (score_chosen >= 0 >= score_rejected, antisymmetry) do not apply.")
-    elif grid_fraction < 0.5:
-        kind = "logit"
-        sentence = (
-            f"These scores are real-valued logits, as PairRM's are: {distinct} distinct values from "
-            f"{lo:.4g} to {hi:.4g}, off any rating grid. A margin is a difference of pairwise preference "
-            f"logits, ties should be rare, and PairRM's invariants (score_chosen >= 0 >= score_rejected; "
-            f"score_chosen == -score_rejected with two candidates) are expected to hold.")
-    else:
-        kind = "unclear"
-        sentence = (
-            f"The scale of these scores is unclear: {grid_fraction:.1%} of the values lie on a "
-            f"{RATING_GRID_STEP:g} grid, and they range from {lo:.4g} to {hi:.4g}. Neither a 1–10 rating "
-            f"scale nor PairRM logits can be assumed; read the statistics as unitless.")
+    kind = "rating" if grid_fraction == 1.0 and in_range else "logit" if grid_fraction < 0.5 else "unclear"
+    sentence = prose("report", "scale_sentence", kind, v.size, RATING_GRID_STEP, lo, hi, distinct, grid_fraction)
     return {"kind": kind, "grid_step": RATING_GRID_STEP, "grid_fraction": grid_fraction, "distinct_values": distinct,
             "min": lo, "max": hi, "sentence": sentence}
 
@@ -345,7 +312,7 @@ def _pearson_from(vx: float, vy: float, cov: float) -> float:
 
 
 def lin_concordance(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Lin's concordance correlation coefficient 2·cov / (var x + var y + (mean x − mean y)²), population moments."""
+    """Lin's concordance correlation 2·cov / (var x + var y + (mean x − mean y)²), population moments."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     mx, my, vx, vy, cov = _weighted_moments(x, y, np.ones_like(x))
     denominator = vx + vy + (mx - my) ** 2
@@ -353,7 +320,7 @@ def lin_concordance(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def bland_altman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
-    """Bland–Altman of y − x: mean difference, its sample std, and the 95 % limits of agreement mean ± 1.96·std."""
+    """Bland–Altman of y − x: mean difference, its sample std, the 95 % limits of agreement mean ± 1.96·std."""
     d = np.asarray(y, dtype=np.float64) - np.asarray(x, dtype=np.float64)
     sd = d.std(ddof=1) if d.size > 1 else math.nan
     return clean({"mean_difference": d.mean(), "sd_difference": sd, "loa_low": d.mean() - Z_95 * sd,
@@ -365,10 +332,9 @@ class _WeightedRanks:
     without sorting again: the weight of everything smaller, plus (its tie group's weight + 1) / 2."""
 
     def __init__(self, x: np.ndarray):
-        order = np.argsort(x, kind="stable")
+        self.order = order = np.argsort(x, kind="stable")
         sorted_x = x[order]
         new_group = np.r_[True, sorted_x[1:] != sorted_x[:-1]]
-        self.order = order
         self.ties = not new_group.all()
         self.starts = np.flatnonzero(new_group)
         self.group = np.empty(x.size, dtype=np.int64)
@@ -406,8 +372,8 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     n_clusters = int(cluster.max()) + 1
     rng = np.random.default_rng(seed)
     rank_x, rank_y = _WeightedRanks(x), _WeightedRanks(y)
-    names = ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")
-    draws = {name: np.empty(resamples) for name in names}
+    draws = {name: np.empty(resamples)
+             for name in ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")}
     for b in range(resamples):
         w = np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)[cluster].astype(np.float64)
         total = w.sum()

@@ -14,8 +14,7 @@ from . import plots
 from ..exporters import seed_view
 from .report import response_texts
 
-# characters of a text shown in a table cell (the whole text is in the dataset)
-SHORT = 160
+SHORT = 160  # characters of a text shown in a table cell (the whole text is in the dataset)
 # what the notebook shows of the scorer (the manifest records everything)
 SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "seconds",
                  "chunks", "chunks_resumed", "processes", "prompts_computed", "cache")
@@ -75,8 +74,7 @@ def figure(fig) -> "Image":
 
 def score_distribution(scores: Sequence[Sequence[float]]) -> "Image":
     """The best and worst candidate score of each row (what become score_chosen / score_rejected)."""
-    best = np.array([max(s) for s in scores], dtype=np.float64)
-    worst = np.array([min(s) for s in scores], dtype=np.float64)
+    best, worst = (np.array([extreme(s) for s in scores], dtype=np.float64) for extreme in (max, min))
     return figure(plots.score_distributions(best, worst))
 
 
@@ -95,17 +93,14 @@ def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
 def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
     """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows)."""
     pairs = seed_view(pairs)
-    table = pairs.data.table
-    chosen = response_texts(table.column("chosen")).to_pylist()
-    rejected = response_texts(table.column("rejected")).to_pylist()
+    chosen, rejected = (response_texts(pairs.data.table.column(c)).to_pylist() for c in ("chosen", "rejected"))
     margin = _margin(pairs)
     if margin is None:
         picks = {0: "first", len(pairs) // 2: "middle", len(pairs) - 1: "last"}
     else:
         order = np.argsort(-margin, kind="stable")
         picks = {}
-        for label, i in (("largest margin", order[0]), ("middle margin", order[len(order) // 2]),
-                         ("smallest margin", order[-1])):
+        for label, i in zip(("largest margin", "middle margin", "smallest margin"), order[[0, len(order) // 2, -1]]):
             picks.setdefault(int(i), label)
     rows = [{"": label, "prompt": shorten(pairs[i]["prompt"]), "chosen": shorten(chosen[i]),
              "rejected": shorten(rejected[i])} for i, label in picks.items()]
