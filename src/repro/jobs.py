@@ -287,9 +287,10 @@ def _load_chunk(work_dir: Path, index: int, num_items: int, chunk_size: int, des
 
 def _stored_fingerprint(fingerprint: dict[str, Any], items: Sequence[Any], chunk_size: int) -> dict[str, Any]:
     """The work's fingerprint with the chunk size and the items' sha256 (a chunk file depends on them too)."""
-    digest = hashlib.sha256(b"".join(json.dumps(item, sort_keys=True, ensure_ascii=False, default=str).encode()
-                                     + b"\x00" for item in items)).hexdigest()
-    return {"work": fingerprint, "chunk_size": chunk_size, "num_items": len(items), "items": digest}
+    h = hashlib.sha256()  # item by item: a large job's items are never all in memory as JSON at once
+    for item in items:
+        h.update(json.dumps(item, sort_keys=True, ensure_ascii=False, default=str).encode() + b"\x00")
+    return {"work": fingerprint, "chunk_size": chunk_size, "num_items": len(items), "items": h.hexdigest()}
 
 
 def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *, work_dir: str | Path,

@@ -30,6 +30,8 @@ def harness() -> ModuleType | None:
 def configure(parser: argparse.ArgumentParser) -> None:
     if (module := harness()) is not None:
         module.configure(parser)
+    else:  # no options to offer: --help says why
+        parser.description = f"not available here: it runs {HARNESS.as_posix()} of a checkout of repro"
 
 
 def main(args: argparse.Namespace) -> int:

@@ -135,7 +135,7 @@ class SelfCheck:
 
     _repr_markdown_ = to_markdown
 
-    def write(self, report_dir: str | Path) -> None:
+    def write(self, report_dir: str | Path) -> tuple[Path, Path]:
         folder = Path(report_dir)
         folder.mkdir(parents=True, exist_ok=True)
         self.json_path, self.md_path = folder / SELFCHECK_JSON, folder / SELFCHECK_MD
@@ -143,6 +143,7 @@ class SelfCheck:
                           default=lambda v: v.item() if hasattr(v, "item") else str(v))
         self.json_path.write_text(text + "\n", encoding="utf-8")
         self.md_path.write_text(self.to_markdown(), encoding="utf-8")
+        return self.json_path, self.md_path
 
 
 def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:

@@ -164,9 +164,12 @@ class BudgetedBatches:
                 start = 0
                 continue
             finished = 0
-            for row in (row for k in chunk if k not in reported for row in users[k]):
-                remaining[row] -= 1
-                finished += remaining[row] == 0
+            for k in chunk:
+                if k in reported:
+                    continue
+                for row in users[k]:
+                    remaining[row] -= 1
+                    finished += remaining[row] == 0
             if progress is not None and finished:
                 progress(finished)
             start = stop
