@@ -12,12 +12,16 @@ from .paths import RunDir, dataset_run_name
 OWN = None  # the subject of a run that built its own dataset
 
 
+def is_own_dataset(run: RunDir, spec: str | None) -> bool:
+    """Whether `spec` names `run` itself or its dataset folder (the run's own dataset, named explicitly)."""
+    path = Path(spec).expanduser() if spec is not None else None
+    return path is not None and path.exists() and path.resolve() in (run.root.resolve(), run.dataset.resolve())
+
+
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
     """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
     or refuse before anything is written when it describes another dataset."""
-    own_folder = spec is not None and Path(spec).exists() and \
-        Path(spec).resolve() in (run.root.resolve(), run.dataset.resolve())
-    mine = OWN if building or spec is None or own_folder else spec
+    mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
     manifest = Manifest(run).read()
     # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which
     if "subject" in manifest:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from ..manifest import Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
 from ..paths import RunDir, public_name
 from ..sources import load_source
-from ..subject import claim
+from ..subject import claim, is_own_dataset
 
 CONFIG_NAME = "default"
 DATA_DIR = "data"
@@ -311,11 +310,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     run = RunDir.of(params.run_root)
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
-    card_dataset = params.card_dataset
-    if card_dataset is not None:
-        path = Path(os.path.expanduser(card_dataset))
-        if path.exists() and path.resolve() in (run.root.resolve(), run.dataset.resolve()):
-            card_dataset = None  # the run's own dataset, named explicitly
+    card_dataset = None if is_own_dataset(run, params.card_dataset) else params.card_dataset
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
     if card_dataset is not None:  # (claim refused a run directory that describes another dataset)
         write_split(load_source(card_dataset, params.card_split, "card_dataset", "card_split"), run.dataset,
