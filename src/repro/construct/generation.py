@@ -40,7 +40,7 @@ class Policy:
     random_init_seed: int | None = None  # config-only stand-in: weights drawn from this seed at load time
 
 
-def resolve_policy(policy_model: str | None, revision: str | None = None) -> Policy:
+def resolve_policy(policy_model: str | None, revision: str | None) -> Policy:
     """`policy_model` as a loadable location: a built-in stand-in, a local folder, or the hub at `revision`."""
     check_revision_target(policy_model, revision, "policy_revision", "policy_model")
     if revision is not None:
@@ -487,12 +487,10 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
         counters["load_seconds"] = time.perf_counter() - t0
         return loaded
 
-    n_share = len(plan.kept)
-    if share is not None:  # the bar counts this process's prompts only
-        size = params.generation_chunk_size
-        indices = chunk_share(num_chunks(len(plan.kept), size), *share)
-        n_share = max(0, min(len(plan.kept), indices.stop * size) - indices.start * size)
-    progress = GenerationProgress(n_share, enabled=share is None or share[0] == 0)
+    size = params.generation_chunk_size  # the bar counts this process's prompts only
+    mine = chunk_share(num_chunks(len(plan.kept), size), *(share or (0, 1)))
+    progress = GenerationProgress(len(plan.kept[mine.start * size:mine.stop * size]),
+                                  enabled=share is None or share[0] == 0)
 
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
