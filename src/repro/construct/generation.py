@@ -470,9 +470,10 @@ class _Plan:
         }
 
 
-def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, device: str,
-                    share: tuple[int, int] | None, cache_dir: str | None) -> tuple[Any, dict[str, Any]]:
-    """Generate the chunks of `share` (all when None) that are not on disk yet; the run and its counters."""
+def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, device: str | None,
+                    share: tuple[int, int] | None, *, cache_dir: str | None) -> tuple[Any, dict[str, Any]]:
+    """Generate the chunks of `share` (all: None) not on disk yet on `device` (None: the plan's); the run, counters."""
+    device = device or plan.device
     counters: dict[str, Any] = {"tokens": 0, "sequences": 0, "generate_seconds": 0.0, "load_seconds": 0.0}
 
     @functools.cache
@@ -517,14 +518,10 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
     params = GenerationParams(**spec["params"])
     plan = plan or _Plan(spec["prompts"], params)
     work_dir = Path(spec["work_dir"])
-
-    def compute(device: str | None, share: tuple[int, int] | None):
-        return _generate_share(plan, params, work_dir, device=device or plan.device, share=share,
-                               cache_dir=spec["cache_dir"])
-
     return run_job(GENERATION_ENTRY, spec, plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
                    chunk_size=params.generation_chunk_size, device=plan.device,
-                   num_processes=params.generation_num_processes, compute=compute, summed=("tokens", "sequences"),
+                   num_processes=params.generation_num_processes, summed=("tokens", "sequences"),
+                   compute=functools.partial(_generate_share, plan, params, work_dir, cache_dir=spec["cache_dir"]),
                    slowest=("generate_seconds", "load_seconds"), what="generation")
 
 
