@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         prompts = synthetic_prompts(args.prompts)
     policy_dir = build_tiny_policy(size=args.size)
-    policy = generation.resolve_policy(str(policy_dir))
+    policy = generation.resolve_policy(str(policy_dir), None)
     tokenizer = generation.load_tokenizer(policy)
     eos_ids = generation.eos_token_ids(policy, tokenizer)
     limit = generation.context_length(policy, tokenizer) - args.max_new_tokens

@@ -40,7 +40,7 @@ class Policy:
     random_init_seed: int | None = None  # config-only stand-in: weights drawn from this seed at load time
 
 
-def resolve_policy(policy_model: str | None, revision: str | None = None) -> Policy:
+def resolve_policy(policy_model: str | None, revision: str | None) -> Policy:
     """`policy_model` as a loadable location: a built-in stand-in, a local folder, or the hub at `revision`."""
     check_revision_target(policy_model, revision, "policy_revision", "policy_model")
     if revision is not None:
@@ -470,9 +470,10 @@ class _Plan:
         }
 
 
-def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, device: str,
-                    share: tuple[int, int] | None, cache_dir: str | None) -> tuple[Any, dict[str, Any]]:
-    """Generate the chunks of `share` (all when None) that are not on disk yet; the run and its counters."""
+def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, device: str | None,
+                    share: tuple[int, int] | None, *, cache_dir: str | None) -> tuple[Any, dict[str, Any]]:
+    """Generate the chunks of `share` (all: None) not on disk yet on `device` (None: the plan's); the run, counters."""
+    device = device or plan.device
     counters: dict[str, Any] = {"tokens": 0, "sequences": 0, "generate_seconds": 0.0, "load_seconds": 0.0}
 
     @functools.cache
@@ -487,12 +488,10 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, *, de
         counters["load_seconds"] = time.perf_counter() - t0
         return loaded
 
-    n_share = len(plan.kept)
-    if share is not None:  # the bar counts this process's prompts only
-        size = params.generation_chunk_size
-        indices = chunk_share(num_chunks(len(plan.kept), size), *share)
-        n_share = max(0, min(len(plan.kept), indices.stop * size) - indices.start * size)
-    progress = GenerationProgress(n_share, enabled=share is None or share[0] == 0)
+    size = params.generation_chunk_size  # the bar counts this process's prompts only
+    mine = chunk_share(num_chunks(len(plan.kept), size), *(share or (0, 1)))
+    progress = GenerationProgress(len(plan.kept[mine.start * size:mine.stop * size]),
+                                  enabled=share is None or share[0] == 0)
 
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
@@ -519,14 +518,10 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
     params = GenerationParams(**spec["params"])
     plan = plan or _Plan(spec["prompts"], params)
     work_dir = Path(spec["work_dir"])
-
-    def compute(device: str | None, share: tuple[int, int] | None):
-        return _generate_share(plan, params, work_dir, device=device or plan.device, share=share,
-                               cache_dir=spec["cache_dir"])
-
     return run_job(GENERATION_ENTRY, spec, plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
                    chunk_size=params.generation_chunk_size, device=plan.device,
-                   num_processes=params.generation_num_processes, compute=compute, summed=("tokens", "sequences"),
+                   num_processes=params.generation_num_processes, summed=("tokens", "sequences"),
+                   compute=functools.partial(_generate_share, plan, params, work_dir, cache_dir=spec["cache_dir"]),
                    slowest=("generate_seconds", "load_seconds"), what="generation")
 
 

@@ -51,9 +51,7 @@ class ScoringJob:
 
 
 def _check_job(job: ScoringJob, num_processes: int) -> None:
-    if job.backend not in ("repro", "llm-blender"):
-        raise ParameterError(f"backend={job.backend!r} is not known: use 'repro' (the engine) or 'llm-blender' "
-                             f"(the original code, for cross-checks).")
+    # (an unknown backend: load_scorer's error, as the schema's and `repro score`'s choices keep it out)
     if int(job.chunk_size) < 1:
         raise ParameterError(f"chunk_size={job.chunk_size} must be >= 1 (prompts per resumable chunk).")
     if int(num_processes) < 1:
@@ -118,13 +116,10 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     PairRM limits left None are the checkpoint's own; `cache_dir`: the project's row cache."""
     options = dict(options or {})
     limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
-    for name in limits:  # a limit inside the scorer options too: one value, passed as the argument
-        if name in options:
-            given = options.pop(name)
-            if limits[name] is not None and given != limits[name]:
-                raise ParameterError(f"{name} is given twice ({limits[name]} and {given} in the scorer options): "
-                                     f"give it once.")
-            limits[name] = given
+    for name, value in limits.items():  # a limit inside the scorer options too: one value, passed as the argument
+        limits[name] = given = options.pop(name, value)
+        if value is not None and given != value:
+            raise ParameterError(f"{name} is given twice ({value} and {given} in the scorer options): give it once.")
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
                      chunk_size=int(chunk_size), work_dir=str(work_dir),
                      source_maxlength=_optional_int(limits["source_maxlength"]),

@@ -64,27 +64,24 @@ def _first_best(values: Sequence[float], among: Sequence[int]) -> int:
 
 def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> tuple[int, int]:
     n, rule = len(scores), p.selection
-    if rule not in RULES:
+    if rule not in RULES:  # the schema checks these too; parameters built unchecked (model_construct) come here
         raise DataError(f"selection {rule!r} is not a known rule; use one of {list(RULES)}.")
+    if rule in ("best_random", "random_pair") and p.selection_seed is None:
+        raise DataError(f"selection {rule!r} draws candidates at random and needs selection_seed.")
     if rule == "best_worst":
         return best_worst(scores)
     if rule == "best_worst_length_penalised":
         if texts is None or len(texts) != n:
             raise DataError(f"selection {rule!r} needs the candidates' texts (one per score) to measure lengths.")
         return best_worst([s - p.length_penalty * len(t) for s, t in zip(scores, texts)])
-    if rule == "best_second":
-        chosen = _first_best(scores, range(n))
-        return chosen, _first_best(scores, [i for i in range(n) if i != chosen])
-    if p.selection_seed is None:
-        raise DataError(f"selection {rule!r} draws candidates at random and needs selection_seed.")
-    rng = row_rng(p.selection_seed, key)
-    if rule == "best_random":
-        chosen = _first_best(scores, range(n))
-        others = [i for i in range(n) if i != chosen]
-        return chosen, others[int(rng.integers(len(others)))]
-    else:  # random_pair
-        a, b = (int(i) for i in rng.choice(n, size=2, replace=False))
+    if rule == "random_pair":
+        a, b = (int(i) for i in row_rng(p.selection_seed, key).choice(n, size=2, replace=False))
         return (a, b) if scores[a] >= scores[b] else (b, a)
+    chosen = _first_best(scores, range(n))  # best_second, best_random: the best against one of the others
+    others = [i for i in range(n) if i != chosen]
+    if rule == "best_second":
+        return chosen, _first_best(scores, others)
+    return chosen, others[int(row_rng(p.selection_seed, key).integers(len(others)))]
 
 
 def select(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> Pick:

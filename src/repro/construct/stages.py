@@ -149,13 +149,12 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
 def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
     """Each kept row's candidate texts; rows with fewer than two distinct ones are dropped and counted."""
     p = ctx.params
-    offset = ctx.slice_start
     with ctx.manifest.stage("candidates") as info:
         rows = ds.to_list()
         ids = [r.get("prompt_id") or prompt_id_of(r["prompt"]) if isinstance(r.get("prompt"), str) else None
                for r in rows]
-        keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=offset)
-        cs = collect_candidates([rows[i] for i in keep], p, row_offset=offset)
+        keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=ctx.slice_start)
+        cs = collect_candidates([rows[i] for i in keep], p, row_offset=ctx.slice_start)
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
@@ -250,21 +249,20 @@ def build_test(ctx: Context, generation: GenerationParams | None, train: dataset
 def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct",
           test: datasets.Dataset | None = None) -> dict[str, Any]:
     """Write the dataset (and the `test` split) in push_to_hub's layout and record its files' hashes."""
-    p = ctx.params
-    split = FORMATS[p.output_format].split_name(p.iteration, p.output_split)
+    p, fmt = ctx.params, FORMATS[ctx.params.output_format]
+    split = fmt.split_name(p.iteration, p.output_split)
     with ctx.manifest.stage("write") as info:
         split_info = write_split(out, ctx.run.dataset, split)
-        info.update({k: v for k, v in split_info.items() if k != "files"})
+        facts = {k: v for k, v in split_info.items() if k != "files"}
+        info.update(facts)
         if test is not None:
-            test_info = write_split(test, ctx.run.dataset, FORMATS[p.output_format].test_split_name(
-                p.iteration, p.output_split))
-            ctx.manifest.record("test_split", {**{k: v for k, v in test_info.items() if k != "files"}, "from": (
-                "train_sample" if p.test_split == p.source_split else "source_split"), "source_split": p.test_split,
-                "test_rows": p.test_rows, "test_seed": p.test_seed})
-            ctx.manifest.add_outputs(*test_info["files"])
-    ctx.manifest.record("dataset", {**{k: v for k, v in split_info.items() if k != "files"},
-                                    "output_format": p.output_format,
-                                    "output_format_from": FORMATS[p.output_format].source})
+            test_info = write_split(test, ctx.run.dataset, fmt.test_split_name(p.iteration, p.output_split))
+            test_files = test_info.pop("files")
+            ctx.manifest.record("test_split", {**test_info, "from": "train_sample" if p.test_split == p.source_split
+                                               else "source_split", "source_split": p.test_split,
+                                               "test_rows": p.test_rows, "test_seed": p.test_seed})
+            ctx.manifest.add_outputs(*test_files)
+    ctx.manifest.record("dataset", {**facts, "output_format": p.output_format, "output_format_from": fmt.source})
     ctx.manifest.record("lineage", lineage(ctx, split))
     ctx.manifest.add_outputs(*split_info["files"])
     ctx.manifest.notebook_done(notebook)
