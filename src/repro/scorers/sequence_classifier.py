@@ -15,10 +15,9 @@ import numpy as np
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import DEFAULT_BATCH_TOKENS
-from ..paths import cache_root
 from .common import (BudgetedBatches, check_inputs, check_local_path, is_stand_in, resolve_device, resolve_dtype,
                      torch_dtype)
-from .tiny import BUILTIN_REWARD_MODELS, build_cached_tiny_reward_model
+from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
 OPTIONS = ("chat_template", "trust_remote_code", "output_index", "max_length")
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
@@ -38,7 +37,7 @@ def resolve_checkpoint(spec: str | Path) -> str:
     """A local folder (or a built-in stand-in, built once) as a path; a hub id as it is (transformers finds it)."""
     spec = str(spec).strip()
     if spec in BUILTIN_REWARD_MODELS:
-        return str(build_cached_tiny_reward_model(cache_root(), BUILTIN_REWARD_MODELS[spec]))
+        return str(build_builtin(spec))
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
