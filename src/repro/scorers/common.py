@@ -120,10 +120,20 @@ def is_stand_in(spec: str | Path) -> bool:
 
 class BudgetedBatches:
     """Runs `self._forward(items)` over items sorted longest first, `batch_tokens` padded tokens at a time; the
-    subclass sets `device`, `dtype`, `max_batch_tokens` (lowered for good by an out-of-memory) and its words."""
+    subclass sets `device`, `dtype`, `tokenizer`, `max_batch_tokens` (lowered for good by an out-of-memory) and its words."""
 
     label, unit, shrink_hint = "scorer", "pass", "smaller length limits"
+    add_special_tokens = True
     max_batch_tokens: int | None = None  # an out-of-memory lowers it for the rest of the scorer's life
+
+    def encode_texts(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids of `texts` (untruncated; [CLS]/[SEP] with `add_special_tokens`), in slices of batched calls."""
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), 1024):
+            batch = self.tokenizer(list(texts[start:start + 1024]), add_special_tokens=self.add_special_tokens,
+                                   truncation=False)
+            out.extend(np.asarray(ids, dtype=np.int64) for ids in batch["input_ids"])
+        return out
 
     def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int, needed: Sequence[Sequence[int]],
              progress: Callable[[int], Any] | None) -> np.ndarray:

@@ -76,6 +76,7 @@ class SequenceClassifierScorer(BudgetedBatches):
     backend = "repro"
     kind = "sequence_classifier"
     label, unit, shrink_hint = "reward model", "sequence", "a smaller max_length"
+    add_special_tokens = False  # the chat template places them
 
     def __init__(self, model, tokenizer, *, spec: str, path: str, device, dtype: str, template: str,
                  template_source: str, output_index: int | None, max_length: int | None, trust_remote_code: bool):
@@ -153,15 +154,9 @@ class SequenceClassifierScorer(BudgetedBatches):
 
     def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
         keys = list(dict.fromkeys((p, c) for p, cands in zip(prompts, candidates) for c in cands))
-        texts = [self.render(p, c) for p, c in keys]
-        plan: list[_Sequence] = []
-        truncated = 0
-        for start in range(0, len(texts), 1024):
-            batch = self.tokenizer(texts[start:start + 1024], add_special_tokens=False, truncation=False)
-            for key, ids in zip(keys[start:start + 1024], batch["input_ids"]):
-                if self.max_length is not None and len(ids) > self.max_length:
-                    ids, truncated = ids[:self.max_length], truncated + 1
-                plan.append(_Sequence(np.asarray(ids, dtype=np.int64), key))
+        ids = self.encode_texts([self.render(p, c) for p, c in keys])
+        truncated = sum(self.max_length is not None and len(i) > self.max_length for i in ids)
+        plan = [_Sequence(i[:self.max_length], key) for i, key in zip(ids, keys)]
         if truncated:
             warnings.warn(f"{truncated} conversation(s) longer than max_length={self.max_length} tokens were cut to "
                           f"their first {self.max_length} tokens.", RuntimeWarning, stacklevel=3)
@@ -182,21 +177,18 @@ class SequenceClassifierScorer(BudgetedBatches):
 
     def _forward(self, batch: list[_Sequence]) -> np.ndarray:
         import torch
+        from torch.nn.utils.rnn import pad_sequence
 
-        width = max(s.length for s in batch)
         pad = self._pad_id(batch)
-        ids = np.full((len(batch), width), pad, dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, s in enumerate(batch):
-            ids[row, :s.length] = s.ids
-            mask[row, :s.length] = 1
+        ids = pad_sequence([torch.from_numpy(s.ids) for s in batch], batch_first=True, padding_value=pad)
+        mask = torch.arange(ids.shape[1]) < torch.tensor([s.length for s in batch])[:, None]
         config = self.model.config
         previous = config.pad_token_id
         config.pad_token_id = pad  # the model's pooling finds each row's last real token by it
         try:
             with torch.inference_mode():
-                out = self.model(input_ids=torch.from_numpy(ids).to(self.device),
-                                 attention_mask=torch.from_numpy(mask).to(self.device), use_cache=False)
+                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.long().to(self.device),
+                                 use_cache=False)
         finally:
             config.pad_token_id = previous
         logits = out.logits if getattr(out, "logits", None) is not None else out.score
