@@ -138,8 +138,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
         """PairRM scores per prompt (float64, input order), each M too with `return_matrix`; `progress(n)` as `_run`."""
         check_inputs(prompts, candidates)
         plan, order, per_prompt = self.plan(prompts, candidates)
-        needed = [np.unique(index[index >= 0]) for index in per_prompt]
-        logits = self._run(plan, order, batch_tokens, needed, progress)
+        logits = self._run(plan, order, batch_tokens, [index[index >= 0] for index in per_prompt], progress)
         matrices = [np.where(index >= 0, logits[np.maximum(index, 0)].astype(np.float64), 0.0) for index in per_prompt]
         scores = [scores_from_matrix(m) for m in matrices]
         return (scores, matrices) if return_matrix else scores

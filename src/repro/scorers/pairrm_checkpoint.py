@@ -160,10 +160,8 @@ def _backbone_config(folder: Path, layout: str, config: dict[str, Any], vocab_si
         elif name == "microsoft/deberta-v3-large":
             backbone = DebertaV2Config(**DEBERTA_V3_LARGE)
         else:
-            try:
-                from huggingface_hub import hf_hub_download
-
-                backbone = DebertaV2Config.from_pretrained(str(Path(hf_hub_download(name, "config.json")).parent))
+            try:  # from the hub cache (or the hub, when online)
+                backbone = DebertaV2Config.from_pretrained(name)
             except Exception as exc:
                 raise ModelLoadError(
                     f"The backbone config of {folder} (model_name={name!r} in config.json) is neither a folder "

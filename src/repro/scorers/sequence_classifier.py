@@ -63,11 +63,9 @@ def _load_error(spec: str, exc: Exception, trust_remote_code: bool) -> ModelLoad
 
 def reward_model_dtype(dtype: str | None, device) -> str:
     """'fp32' | 'fp16' | 'bf16'; 'auto' is bf16 on a CUDA GPU that has it (else fp16) and fp32 elsewhere."""
-    if str(dtype or "auto").strip().lower() == "auto" and device.type == "cuda":
-        import torch
+    import torch
 
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return resolve_dtype(dtype, device)
+    return resolve_dtype(dtype, device, "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp16")
 
 
 class SequenceClassifierScorer(BudgetedBatches):
@@ -201,5 +199,5 @@ class SequenceClassifierScorer(BudgetedBatches):
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
         check_inputs(prompts, candidates, min_candidates=1)
         plan, order, per_prompt = self.plan(prompts, candidates)
-        logits = self._run(plan, order, batch_tokens, [np.unique(index) for index in per_prompt], progress)
+        logits = self._run(plan, order, batch_tokens, per_prompt, progress)
         return [logits[index].astype(np.float64) for index in per_prompt]
