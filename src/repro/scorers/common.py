@@ -120,7 +120,7 @@ def is_stand_in(spec: str | Path) -> bool:
 
 class BudgetedBatches:
     """Runs `self._forward(items)` over items sorted longest first, `batch_tokens` padded tokens at a time; the
-    subclass sets `device`, `dtype`, `tokenizer`, `max_batch_tokens` (lowered for good by an out-of-memory) and its words."""
+    subclass sets `device`, `dtype`, `tokenizer`, `max_batch_tokens` (an out-of-memory lowers it) and its words."""
 
     label, unit, shrink_hint = "scorer", "pass", "smaller length limits"
     add_special_tokens = True
