@@ -120,10 +120,20 @@ def is_stand_in(spec: str | Path) -> bool:
 
 class BudgetedBatches:
     """Runs `self._forward(items)` over items sorted longest first, `batch_tokens` padded tokens at a time; the
-    subclass sets `device`, `dtype`, `max_batch_tokens` (lowered for good by an out-of-memory) and its words."""
+    subclass sets `device`, `dtype`, `tokenizer`, `max_batch_tokens` (an out-of-memory lowers it) and its words."""
 
     label, unit, shrink_hint = "scorer", "pass", "smaller length limits"
+    add_special_tokens = True
     max_batch_tokens: int | None = None  # an out-of-memory lowers it for the rest of the scorer's life
+
+    def encode_texts(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids of `texts` (untruncated; [CLS]/[SEP] with `add_special_tokens`), in slices of batched calls."""
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), 1024):
+            batch = self.tokenizer(list(texts[start:start + 1024]), add_special_tokens=self.add_special_tokens,
+                                   truncation=False)
+            out.extend(np.asarray(ids, dtype=np.int64) for ids in batch["input_ids"])
+        return out
 
     def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int, needed: Sequence[Sequence[int]],
              progress: Callable[[int], Any] | None) -> np.ndarray:
@@ -133,15 +143,12 @@ class BudgetedBatches:
 
         if batch_tokens < 1:
             raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
-        users: list[list[int]] = [[] for _ in plan]  # the prompts that need each item
-        for row, items in enumerate(needed):
-            for k in items:
-                users[k].append(row)
-        remaining = [len(items) for items in needed]
+        position = np.empty(len(plan), dtype=np.int64)
+        position[order] = np.arange(len(order))
+        done_at = np.sort([position[items].max() for items in needed])  # a prompt is done after its last item
         out = np.empty(len(plan), dtype=np.float32)
         budget = self.effective_batch_tokens(batch_tokens)
-        reported: set[int] = set()  # items whose progress was reported before a restart
-        start = 0
+        reported = start = 0  # reported: how far into `order` progress went (a restart does not report again)
         while start < len(order):
             width = plan[order[start]].length  # the longest of the batch: items are sorted
             stop = min(len(order), start + max(1, budget // width))
@@ -162,19 +169,12 @@ class BudgetedBatches:
                 budget = self.max_batch_tokens = new_budget
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
-                reported.update(order[:start])
                 start = 0
                 continue
-            finished = 0
-            for k in chunk:
-                if k in reported:
-                    continue
-                for row in users[k]:
-                    remaining[row] -= 1
-                    finished += remaining[row] == 0
-            if progress is not None and finished:
+            finished = int(np.searchsorted(done_at, stop) - np.searchsorted(done_at, reported))
+            if progress is not None and finished > 0:
                 progress(finished)
-            start = stop
+            reported, start = max(reported, stop), stop
         return out
 
     def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from ..errors import DataError, ModelLoadError
 from ..parameters import DEFAULT_BATCH_TOKENS
@@ -85,14 +86,6 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
             text = unicodedata.normalize("NFKC", text)
         return prefix + text
 
-    def encode_texts(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Token ids (with [CLS]/[SEP], untruncated) of already prefixed texts, in slices of batched calls."""
-        out: list[np.ndarray] = []
-        for start in range(0, len(texts), 1024):
-            batch = self.tokenizer(list(texts[start:start + 1024]), add_special_tokens=True, truncation=False)
-            out.extend(np.asarray(ids, dtype=np.int64) for ids in batch["input_ids"])
-        return out
-
     def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
         """Distinct passes (sorted longest first) and, per prompt, the pass index of every ordered pair."""
         sources = dict.fromkeys(prompts)
@@ -128,15 +121,11 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
         return plan, order, per_prompt
 
     def _batch_tensors(self, batch: list[_Pass]):
-        width = max(p.length for p in batch)
-        ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=bool)
-        positions = np.empty((len(batch), 3), dtype=np.int64)
-        for row, p in enumerate(batch):
-            ids[row, :p.length] = np.concatenate([p.source, p.first, p.second])
-            mask[row, :p.length] = True
-            positions[row] = (1, len(p.source) + 1, len(p.source) + len(p.first) + 1)
-        return tuple(torch.from_numpy(a).to(self.device) for a in (ids, mask, positions))
+        rows = [torch.from_numpy(np.concatenate([p.source, p.first, p.second])) for p in batch]
+        ids = pad_sequence(rows, batch_first=True, padding_value=self.pad_id)
+        mask = torch.arange(ids.shape[1]) < torch.tensor([p.length for p in batch])[:, None]
+        positions = torch.tensor([(1, len(p.source) + 1, len(p.source) + len(p.first) + 1) for p in batch])
+        return tuple(a.to(self.device) for a in (ids, mask, positions))
 
     def _forward(self, batch: list[_Pass]) -> np.ndarray:
         with torch.inference_mode():
@@ -149,8 +138,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
         """PairRM scores per prompt (float64, input order), each M too with `return_matrix`; `progress(n)` as `_run`."""
         check_inputs(prompts, candidates)
         plan, order, per_prompt = self.plan(prompts, candidates)
-        needed = [np.unique(index[index >= 0]) for index in per_prompt]
-        logits = self._run(plan, order, batch_tokens, needed, progress)
+        logits = self._run(plan, order, batch_tokens, [index[index >= 0] for index in per_prompt], progress)
         matrices = [np.where(index >= 0, logits[np.maximum(index, 0)].astype(np.float64), 0.0) for index in per_prompt]
         scores = [scores_from_matrix(m) for m in matrices]
         return (scores, matrices) if return_matrix else scores

@@ -11,12 +11,11 @@ import torch
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
-from ..paths import cache_root, looks_like_path
+from ..paths import looks_like_path
 from .common import check_local_path, is_stand_in
 from .pairrm_attention import PairRMModel, install_fast_attention
-from .tiny import DEBERTA_V3_LARGE, build_cached_tiny_pairrm
+from .tiny import BUILTIN_TINY, DEBERTA_V3_LARGE, build_builtin
 
-BUILTIN_TINY = "builtin:tiny-pairrm"
 KNOWN_HUB_IDS = ("llm-blender/PairRM", "llm-blender/PairRM-hf")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -58,7 +57,7 @@ def resolve_model(spec: str | Path) -> Path:
     """The local directory of a PairRM checkpoint: `builtin:tiny-pairrm` (built once), a directory, or a hub id."""
     spec = str(spec).strip()
     if spec == BUILTIN_TINY:
-        return build_cached_tiny_pairrm(cache_root())
+        return build_builtin(spec)
     if spec.startswith("builtin:"):
         raise ModelLoadError(f"Unknown built-in model '{spec}': the only one is '{BUILTIN_TINY}'.")
     path = Path(spec).expanduser()
@@ -161,10 +160,8 @@ def _backbone_config(folder: Path, layout: str, config: dict[str, Any], vocab_si
         elif name == "microsoft/deberta-v3-large":
             backbone = DebertaV2Config(**DEBERTA_V3_LARGE)
         else:
-            try:
-                from huggingface_hub import hf_hub_download
-
-                backbone = DebertaV2Config.from_pretrained(str(Path(hf_hub_download(name, "config.json")).parent))
+            try:  # from the hub cache (or the hub, when online)
+                backbone = DebertaV2Config.from_pretrained(name)
             except Exception as exc:
                 raise ModelLoadError(
                     f"The backbone config of {folder} (model_name={name!r} in config.json) is neither a folder "

@@ -15,10 +15,9 @@ import numpy as np
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import DEFAULT_BATCH_TOKENS
-from ..paths import cache_root
 from .common import (BudgetedBatches, check_inputs, check_local_path, is_stand_in, resolve_device, resolve_dtype,
                      torch_dtype)
-from .tiny import BUILTIN_REWARD_MODELS, build_cached_tiny_reward_model
+from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
 OPTIONS = ("chat_template", "trust_remote_code", "output_index", "max_length")
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
@@ -38,7 +37,7 @@ def resolve_checkpoint(spec: str | Path) -> str:
     """A local folder (or a built-in stand-in, built once) as a path; a hub id as it is (transformers finds it)."""
     spec = str(spec).strip()
     if spec in BUILTIN_REWARD_MODELS:
-        return str(build_cached_tiny_reward_model(cache_root(), BUILTIN_REWARD_MODELS[spec]))
+        return str(build_builtin(spec))
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -64,11 +63,9 @@ def _load_error(spec: str, exc: Exception, trust_remote_code: bool) -> ModelLoad
 
 def reward_model_dtype(dtype: str | None, device) -> str:
     """'fp32' | 'fp16' | 'bf16'; 'auto' is bf16 on a CUDA GPU that has it (else fp16) and fp32 elsewhere."""
-    if str(dtype or "auto").strip().lower() == "auto" and device.type == "cuda":
-        import torch
+    import torch
 
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return resolve_dtype(dtype, device)
+    return resolve_dtype(dtype, device, "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp16")
 
 
 class SequenceClassifierScorer(BudgetedBatches):
@@ -77,6 +74,7 @@ class SequenceClassifierScorer(BudgetedBatches):
     backend = "repro"
     kind = "sequence_classifier"
     label, unit, shrink_hint = "reward model", "sequence", "a smaller max_length"
+    add_special_tokens = False  # the chat template places them
 
     def __init__(self, model, tokenizer, *, spec: str, path: str, device, dtype: str, template: str,
                  template_source: str, output_index: int | None, max_length: int | None, trust_remote_code: bool):
@@ -154,15 +152,9 @@ class SequenceClassifierScorer(BudgetedBatches):
 
     def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
         keys = list(dict.fromkeys((p, c) for p, cands in zip(prompts, candidates) for c in cands))
-        texts = [self.render(p, c) for p, c in keys]
-        plan: list[_Sequence] = []
-        truncated = 0
-        for start in range(0, len(texts), 1024):
-            batch = self.tokenizer(texts[start:start + 1024], add_special_tokens=False, truncation=False)
-            for key, ids in zip(keys[start:start + 1024], batch["input_ids"]):
-                if self.max_length is not None and len(ids) > self.max_length:
-                    ids, truncated = ids[:self.max_length], truncated + 1
-                plan.append(_Sequence(np.asarray(ids, dtype=np.int64), key))
+        ids = self.encode_texts([self.render(p, c) for p, c in keys])
+        truncated = sum(self.max_length is not None and len(i) > self.max_length for i in ids)
+        plan = [_Sequence(i[:self.max_length], key) for i, key in zip(ids, keys)]
         if truncated:
             warnings.warn(f"{truncated} conversation(s) longer than max_length={self.max_length} tokens were cut to "
                           f"their first {self.max_length} tokens.", RuntimeWarning, stacklevel=3)
@@ -183,21 +175,18 @@ class SequenceClassifierScorer(BudgetedBatches):
 
     def _forward(self, batch: list[_Sequence]) -> np.ndarray:
         import torch
+        from torch.nn.utils.rnn import pad_sequence
 
-        width = max(s.length for s in batch)
         pad = self._pad_id(batch)
-        ids = np.full((len(batch), width), pad, dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, s in enumerate(batch):
-            ids[row, :s.length] = s.ids
-            mask[row, :s.length] = 1
+        ids = pad_sequence([torch.from_numpy(s.ids) for s in batch], batch_first=True, padding_value=pad)
+        mask = torch.arange(ids.shape[1]) < torch.tensor([s.length for s in batch])[:, None]
         config = self.model.config
         previous = config.pad_token_id
         config.pad_token_id = pad  # the model's pooling finds each row's last real token by it
         try:
             with torch.inference_mode():
-                out = self.model(input_ids=torch.from_numpy(ids).to(self.device),
-                                 attention_mask=torch.from_numpy(mask).to(self.device), use_cache=False)
+                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.long().to(self.device),
+                                 use_cache=False)
         finally:
             config.pad_token_id = previous
         logits = out.logits if getattr(out, "logits", None) is not None else out.score
@@ -210,5 +199,5 @@ class SequenceClassifierScorer(BudgetedBatches):
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
         check_inputs(prompts, candidates, min_candidates=1)
         plan, order, per_prompt = self.plan(prompts, candidates)
-        logits = self._run(plan, order, batch_tokens, [np.unique(index) for index in per_prompt], progress)
+        logits = self._run(plan, order, batch_tokens, per_prompt, progress)
         return [logits[index].astype(np.float64) for index in per_prompt]

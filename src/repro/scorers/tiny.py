@@ -15,7 +15,7 @@ from typing import Iterable
 from ..errors import ParameterError
 from ..jobs import build_once
 from ..parameters import PAIRRM_LIMITS
-from ..paths import STAND_IN_MARKER
+from ..paths import STAND_IN_MARKER, cache_root
 from .pairrm_attention import PairRMModel
 from .pairrm_tokens import PREFIX_TOKENS, sentencepiece_normalizer
 from .tiny_policy import byte_tokenizer
@@ -134,17 +134,6 @@ def _config_json(config, **extra) -> dict:
     return {k: v for k, v in config.to_dict().items() if k != "transformers_version"} | extra
 
 
-def ranker_config_json(source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
-                       candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength,
-                       model_name: str = BACKBONE_DIR) -> dict:
-    """llm-blender's RankerConfig as `llm-blender/PairRM` ships it (`config.json`)."""
-    return {"ranker_type": "pairranker", "model_type": "deberta", "model_name": model_name, "cache_dir": None,
-            "load_checkpoint": None, "source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength,
-            "n_tasks": 1, "num_pos": 5, "num_neg": 5, "sub_sampling_mode": "all_pair", "sub_sampling_ratio": 0.4,
-            "loss_type": "instructgpt", "reduce_type": "linear", "inference_mode": "bubble", "drop_out": 0.05,
-            "fp16": True}
-
-
 def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 32, num_layers: int = 2,
                       num_heads: int = 2, intermediate_size: int = 64, vocab_size: int = 600,
                       initializer_range: float = 1.0, layout: str = "llm-blender",
@@ -179,7 +168,12 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
         torch.save(weights, out_dir / "pytorch_model.bin")
 
     if layout == "llm-blender":
-        _write_json(out_dir / "config.json", ranker_config_json(source_maxlength, candidate_maxlength))
+        _write_json(out_dir / "config.json", {  # llm-blender's RankerConfig as `llm-blender/PairRM` ships it
+            "ranker_type": "pairranker", "model_type": "deberta", "model_name": BACKBONE_DIR, "cache_dir": None,
+            "load_checkpoint": None, "source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength,
+            "n_tasks": 1, "num_pos": 5, "num_neg": 5, "sub_sampling_mode": "all_pair", "sub_sampling_ratio": 0.4,
+            "loss_type": "instructgpt", "reduce_type": "linear", "inference_mode": "bubble", "drop_out": 0.05,
+            "fp16": True})
         # llm-blender loads `model_name` with AutoModel/AutoTokenizer before overwriting its weights
         backbone = out_dir / BACKBONE_DIR
         n_base = _write_tokenizer(backbone, spm_model, with_prefixes=False)
@@ -200,11 +194,7 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
     return out_dir
 
 
-def build_cached_tiny_pairrm(cache: Path, **kwargs) -> Path:
-    """Build the default stand-in once under `cache` (atomically, safe with concurrent processes); reuse it."""
-    return build_once(cache / f"tiny-pairrm-v{BUILDER_VERSION}", lambda folder: build_tiny_pairrm(folder, **kwargs))
-
-
+BUILTIN_TINY = "builtin:tiny-pairrm"
 BUILTIN_REWARD_MODELS = {"builtin:tiny-reward-llama": "llama", "builtin:tiny-reward-deberta": "deberta"}
 # an encoder reads the whole conversation and pools its first token ([CLS]): the template starts with it
 DEBERTA_CHAT_TEMPLATE = ("[CLS]{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}[SEP]"
@@ -218,7 +208,7 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
     """A random `*ForSequenceClassification` reward model in `out_dir`: Llama with the stand-in policy's byte-level
     ChatML tokenizer, or DeBERTa-v2 with a sentencepiece tokenizer trained here and `DEBERTA_CHAT_TEMPLATE`."""
     import torch
-    from transformers import DebertaV2ForSequenceClassification, LlamaConfig, LlamaForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, LlamaConfig
 
     if arch not in ("llama", "deberta"):
         raise ParameterError(f"arch={arch!r}: expected 'llama' or 'deberta'.")
@@ -238,22 +228,24 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
                              initializer_range=initializer_range, bos_token_id=None,
                              eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                              num_labels=num_labels, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
-        model = LlamaForSequenceClassification(config)
     else:
         n_tokens = _write_tokenizer(out_dir, train_sentencepiece(vocab_size), with_prefixes=False)
         if chat_template:
             (out_dir / "chat_template.jinja").write_text(DEBERTA_CHAT_TEMPLATE, encoding="utf-8")
         config = _backbone_config(n_tokens, hidden_size, num_layers, num_heads, intermediate_size=intermediate_size,
                                   initializer_range=initializer_range, num_labels=num_labels)
-        model = DebertaV2ForSequenceClassification(config)
-    model.save_pretrained(out_dir)
+    AutoModelForSequenceClassification.from_config(config).save_pretrained(out_dir)
     _write_json(out_dir / STAND_IN_MARKER, {
         "builder": f"repro.scorers.tiny v{BUILDER_VERSION}", "arch": arch, "seed": seed, "num_labels": num_labels,
         "what": "random sequence-classifier reward model: scores are noise"})
     return out_dir
 
 
-def build_cached_tiny_reward_model(cache: Path, arch: str) -> Path:
-    """The default tiny reward model of `arch` ('llama' | 'deberta'), built once under `cache`."""
-    return build_once(cache / f"tiny-reward-{arch}-v{BUILDER_VERSION}",
-                       lambda folder: build_tiny_reward_model(folder, arch))
+def build_builtin(spec: str) -> Path:
+    """The built-in stand-in `spec` (BUILTIN_TINY or a BUILTIN_REWARD_MODELS name) at its defaults, built once in the
+    cache (atomically, safe with concurrent processes) and reused."""
+    if spec == BUILTIN_TINY:
+        return build_once(cache_root() / f"tiny-pairrm-v{BUILDER_VERSION}", build_tiny_pairrm)
+    arch = BUILTIN_REWARD_MODELS[spec]
+    return build_once(cache_root() / f"tiny-reward-{arch}-v{BUILDER_VERSION}",
+                      lambda folder: build_tiny_reward_model(folder, arch))

@@ -98,8 +98,7 @@ def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: st
 
 
 def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int | None, config_only: bool) -> None:
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import GenerationConfig, LlamaConfig
 
     shape = dict(SIZES[size])
     tokenizer = byte_tokenizer(shape["vocab_size"])
@@ -116,11 +115,8 @@ def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int
     (path / STAND_IN_MARKER).write_text(json.dumps(marker) + "\n")
     if config_only:
         config.save_pretrained(path)
-        return
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    shape_stand_in(model, seed)
-    model.save_pretrained(path)  # writes config.json last of all, which marks the directory complete
+    else:  # save_pretrained writes config.json last of all, which marks the directory complete
+        init_random_weights(config, seed).save_pretrained(path)
 
 
 def init_random_weights(config, seed: int, dtype=None, device: str = "cpu"):
