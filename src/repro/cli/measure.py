@@ -1,24 +1,21 @@
-"""What `repro selfcheck` and `repro bench` measure with: rows to time, contenders timed side by side, peak memory."""
+"""What `repro selfcheck` and `repro bench` measure with: contenders timed side by side, peak memory, FLOPs."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import platform
-import threading
+import re
 import time
 from dataclasses import dataclass, field
 from functools import partial
 from importlib import metadata
-from itertools import islice
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from ..errors import DataError
 from ..scorers.common import torch_dtype
-from ..sources import iter_jsonl
 
 PART2_MINI_1_PROMPTS = 5183
 # On a CPU a bigger batch buys no parallelism, only padding and cache misses: measured best of 2048, 4096 and
@@ -27,51 +24,18 @@ CPU_BATCH_TOKENS = 2048
 POSITION_BUCKETS = 256  # DeBERTa-v3 (PairRM): relative positions in 2 x 256 buckets
 
 
-def _assistant_text(turns: Any, where: str, column: str) -> str:
-    if isinstance(turns, str):
-        return turns
-    if isinstance(turns, list) and turns and isinstance(turns[-1], dict) and isinstance(turns[-1].get("content"), str):
-        return turns[-1]["content"]
-    raise DataError(f"{where}: '{column}' is neither a string nor a list of messages ending in one with 'content'.")
-
-
-def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
-    """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
-    prompts: list[str] = []
-    candidates: list[list[str]] = []
-    for where, row in islice(iter_jsonl(path, option="--data"), limit):
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-            raise DataError(f"{where}: expected an object with a string 'prompt'.")
-        if "candidates" in row:
-            cands = row["candidates"]
-            if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
-                raise DataError(f"{where}: 'candidates' must be a list of at least two strings.")
-        elif "chosen" in row and "rejected" in row:
-            cands = [_assistant_text(row["chosen"], where, "chosen"),
-                     _assistant_text(row["rejected"], where, "rejected")]
-        else:
-            raise DataError(f"{where}: expected 'candidates', or 'chosen' and 'rejected' (H4 rows).")
-        prompts.append(row["prompt"])
-        candidates.append(list(cands))
-    if not prompts:
-        raise DataError(f"--data {path} holds no rows.")
-    return prompts, candidates
-
-
-def _rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
+def _status_bytes(key: str) -> int:
+    with open("/proc/self/status") as f:
+        return 1024 * int(re.search(rf"^{key}:\s+(\d+) kB", f.read(), re.MULTILINE).group(1))
 
 
 class PeakMemory:
-    """Peak memory above the level at entry: CUDA allocator statistics, or RSS sampled every 3 ms."""
+    """Peak memory above the level at entry: CUDA allocator statistics, or the RSS high-water mark (Linux)."""
 
     def __init__(self, device_type: str):
         self.device_type = device_type
         self.extra_bytes: int | None = None
+        self._base: int | None = None
 
     def __enter__(self) -> "PeakMemory":
         if self.device_type == "cuda":
@@ -83,29 +47,20 @@ class PeakMemory:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
         except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
             pass
-        self._base = _rss_bytes()
-        self._peak = self._base
-        self._stop = threading.Event()
-        if self._base is not None:
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # the high-water mark VmHWM starts again from the RSS now
+            self._base = _status_bytes("VmRSS")
+        except (OSError, AttributeError):  # not Linux: no peak
+            pass
         return self
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self._peak = max(self._peak, _rss_bytes() or 0)
-            self._stop.wait(0.003)
 
     def __exit__(self, *exc) -> None:
         if self.device_type == "cuda":
             torch.cuda.synchronize()
             self.extra_bytes = torch.cuda.max_memory_allocated() - self._base
-            return
-        if self._base is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self.extra_bytes = max(self._peak, _rss_bytes() or 0) - self._base
+        elif self._base is not None:
+            self.extra_bytes = _status_bytes("VmHWM") - self._base
 
 
 @dataclass
@@ -199,10 +154,6 @@ def machine_info(device_type: str) -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name(0)
         info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1)
     return info
-
-
-def max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
-    return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
 
 
 def pairrm_contenders(engine, budgets, blender=None, batch_sizes=(1, 8)) -> list[Contender]:

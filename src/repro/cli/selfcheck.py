@@ -35,7 +35,8 @@ from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
 from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS
 from ..sources import demo_path, iter_jsonl
 from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
-                      pairrm_contenders, read_bench_rows)
+                      pairrm_contenders)
+from .score import read_rows
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -216,8 +217,8 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
         if not Path(input).is_file():
             raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
                             f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
-        prompts, candidates = read_bench_rows(Path(input), limit=n)
-        return prompts, candidates, str(input)
+        rows = read_rows(Path(input), limit=n)
+        return [r["prompt"] for r in rows], [r["candidates"] for r in rows], str(input)
     rows = [row for _, row in iter_jsonl(demo_path())][:n]
     found = collect_candidates(rows, ConstructParams(candidate_columns=list(DEMO_CANDIDATE_COLUMNS)))
     return found.prompts, found.candidates, "the embedded demo (src/repro/data/demo_prompts.jsonl)"
@@ -534,7 +535,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
             "projected_part2_mini_1_seconds": round(c.seconds / len(lengths) * passes_per_job, 1)} for c in contenders},
         "speedup": {c.name: round(c.seconds / contenders[0].seconds, 2) for c in contenders[1:]},
         "memory": "CUDA allocator peak above the level before each call" if device.type == "cuda"
-        else "process RSS peak above the level before each call (sampled)",
+        else "process RSS peak above the level before each call (high-water mark)",
     }
     if device.type == "cuda":  # the models resident while timing; each call's peak above it is per contender
         timing["cuda_resident_mb"] = round(torch.cuda.memory_allocated(device) / 2 ** 20, 1)
