@@ -23,10 +23,6 @@ INSTALL_CUDA_TORCH = ('make install TORCH_SPEC="torch==2.13.0 --index-url https:
                       "(see the README's GPU quick start)")
 
 
-class PreflightError(ReproError):
-    """Something a run needs is not on this machine (a GPU, a package, a download, disk space)."""
-
-
 @dataclass(frozen=True)
 class Check:
     """One thing a run needs: what (as the parameter names it), whether it is there, and what was found or to do."""
@@ -209,7 +205,7 @@ def report(checks: list[Check], params_file: str | Path) -> str:
 
 
 def require(checks: list[Check], params_file: str | Path) -> None:
-    """Raise one PreflightError naming every missing piece (nothing when all are there)."""
+    """Raise one ReproError naming every missing piece (nothing when all are there)."""
     if any(not c.ok for c in checks):
-        raise PreflightError(report(checks, params_file) + "\nFix these (or change the parameters), then run the "
-                             "same command again; `repro run --check PARAMS` lists them without running.")
+        raise ReproError(report(checks, params_file) + "\nFix these (or change the parameters), then run the same "
+                         "command again; `repro run --check PARAMS` lists them without running.")

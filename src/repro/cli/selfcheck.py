@@ -12,8 +12,6 @@ import os
 import statistics
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any, Callable, Sequence
 import jinja2
 import numpy as np
 import torch
-from huggingface_hub import constants, try_to_load_from_cache
+from huggingface_hub import constants, get_session, try_to_load_from_cache
 
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
@@ -153,15 +151,11 @@ def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
         return {"offline": True, "reachable": None, "detail": "HF_HUB_OFFLINE is set: the hub was not asked"}
     url = f"{constants.ENDPOINT.rstrip('/')}/api/models/{DEFAULT_MODEL}"
     start = time.perf_counter()
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout) as response:
-            status = response.status
-    except urllib.error.HTTPError as exc:  # the hub answered, with an error status: it is reachable
-        status = exc.code
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
+    try:  # an error status is an answer too: the hub is reachable
+        status = get_session().head(url, timeout=timeout).status_code
+    except Exception as exc:  # refused, no route, no name, timed out
         return {"offline": False, "reachable": False, "endpoint": constants.ENDPOINT,
-                "detail": f"no answer from {constants.ENDPOINT} within {timeout:g} s ({type(exc).__name__}: {reason})"}
+                "detail": f"no answer from {constants.ENDPOINT} within {timeout:g} s ({type(exc).__name__}: {exc})"}
     return {"offline": False, "reachable": True, "endpoint": constants.ENDPOINT, "http_status": status,
             "seconds": round(time.perf_counter() - start, 2)}
 
@@ -322,7 +316,7 @@ class _Run:
 
     def __init__(self, report: SelfCheck, prompts: list[str], candidates: list[list[str]], device, reference, log):
         self.report, self.prompts, self.candidates, self.device, self.log = report, prompts, candidates, device, log
-        self.reference, self.error = reference, ""
+        self.reference = reference
 
     def add(self, check: Check) -> Check:
         self.report.checks.append(check)
@@ -330,27 +324,27 @@ class _Run:
         self.log(f"  {check.name}: {mark}: {check.detail}")
         return check
 
-    def load(self, spec: str, backend: str, dtype: str):
-        """A scorer through the run's loading code; None (the reason in `error` and `models`) when it cannot load."""
+    def load(self, spec: str, backend: str, dtype: str) -> tuple[Any, str]:
+        """(a scorer through the run's loading code, ""), or (None, why) when it cannot load (also in `models`)."""
         self.log(f"repro selfcheck: loading {spec} ({backend}, {dtype}) ...")
         key = f"{'reference' if spec == self.reference else 'model'} {backend} {dtype}"
         start = time.perf_counter()
         try:
             scorer = load_scorer(spec, kind="pairrm", backend=backend, device=str(self.device), dtype=dtype)
         except Exception as exc:  # not cached, offline, llm-blender missing or broken: recorded, the rest goes on
-            self.error = f"{type(exc).__name__}: {str(exc).strip()}" if str(exc).strip() else type(exc).__name__
-            self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": self.error}
-            return None
+            error = f"{type(exc).__name__}: {str(exc).strip()}" if str(exc).strip() else type(exc).__name__
+            self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": error}
+            return None, error
         self.report.models[key] = {**scorer.info, "spec": spec, "label": _model_label(spec),
                                    "load_seconds": round(time.perf_counter() - start, 2)}
-        return scorer
+        return scorer, ""
 
     def load_engine(self, name: str, option: str, spec: str):
         """The engine in fp32, and the check that says whether it loaded."""
-        engine = self.load(spec, "repro", "fp32")
+        engine, error = self.load(spec, "repro", "fp32")
         title = f"load {option} (engine, fp32)"
         self.add(Check(name, title, "pass", f"{engine.info['layout']} layout, stand-in: {engine.info['stand_in']}")
-                 if engine else _not_run(name, title, self.error))
+                 if engine else _not_run(name, title, error))
         return engine
 
     def score(self, scorer) -> list[np.ndarray]:
@@ -423,7 +417,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     run.add(card_example_check(real) if real else _not_run(
         "card_example", "model card example (PairRM-hf)",
         "stand-in: the card's logits are those of the real PairRM weights"))
-    has_real, real = bool(real), None  # drop the references: the models are freed below
+    real = None  # drop the references: the models are freed below
 
     # 3. fp32: the two layouts, then llm-blender's own Blender.rank(batch_size=1)
     log(f"repro selfcheck: scoring {len(prompts)} rows (engine, fp32) ...")
@@ -445,11 +439,11 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                               f"llm-blender==0.0.2 (a dependency of this package)")
     else:
         for spec in ([reference] if comparable_reference else []) + [model]:
-            blender32 = run.load(spec, "llm-blender", "fp32")
+            blender32, error = run.load(spec, "llm-blender", "fp32")
             if blender32 is not None:
                 blender_spec = spec
                 break
-            blender_errors.append(f"{spec}: {run.error}")
+            blender_errors.append(f"{spec}: {error}")
     title32 = "engine vs llm-blender Blender.rank(batch_size=1), fp32"
     if blender32 is not None:
         log(f"repro selfcheck: scoring {len(prompts)} rows (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
@@ -466,8 +460,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     else:
         blender32 = None
         _free_memory()
-        engine_rd = run.load(model, "repro", run_dtype)
-        blender_rd = run.load(blender_spec, "llm-blender", run_dtype) if blender_spec else None
+        engine_rd, _ = run.load(model, "repro", run_dtype)
+        blender_rd, _ = run.load(blender_spec, "llm-blender", run_dtype) if blender_spec else (None, "")
         title = f"engine vs llm-blender Blender.rank(batch_size=1), {run_dtype}"
         if engine_rd is None:
             why = f"the engine could not be loaded in {run_dtype} (see models)"
@@ -483,7 +477,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                 run.add(_not_run("engine_vs_llm_blender_run_dtype", title, "; ".join(blender_errors) or
                                  f"llm-blender could not be loaded in {run_dtype} (see models)"))
             run.add(_choices_check(scores_rd, scores32, run_dtype, prompts))
-            if has_real:
+            if not stand_in:  # the card's numbers are the real weights'
                 example = card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd})
                 example.name, example.title = "card_example_run_dtype", f"model card example, {run_dtype}"
                 run.add(example)
