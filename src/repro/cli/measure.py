@@ -29,38 +29,26 @@ def _status_bytes(key: str) -> int:
         return 1024 * int(re.search(rf"^{key}:\s+(\d+) kB", f.read(), re.MULTILINE).group(1))
 
 
-class PeakMemory:
-    """Peak memory above the level at entry: CUDA allocator statistics, or the RSS high-water mark (Linux)."""
+def _start_peak(device_type: str) -> int | None:
+    """Start measuring a new memory peak; returns the memory in use now (None where the peak cannot be read)."""
+    if device_type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        return torch.cuda.memory_allocated()
+    try:  # freed heap pages back to the OS, so that the RSS before a call is what is really in use
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # the high-water mark VmHWM starts again from the RSS now
+        return _status_bytes("VmRSS")
+    except (OSError, AttributeError):  # not Linux: no peak
+        return None
 
-    def __init__(self, device_type: str):
-        self.device_type = device_type
-        self.extra_bytes: int | None = None
-        self._base: int | None = None
 
-    def __enter__(self) -> "PeakMemory":
-        if self.device_type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self._base = torch.cuda.memory_allocated()
-            return self
-        try:  # freed heap pages back to the OS, so that the RSS before a call is what is really in use
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
-            pass
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # the high-water mark VmHWM starts again from the RSS now
-            self._base = _status_bytes("VmRSS")
-        except (OSError, AttributeError):  # not Linux: no peak
-            pass
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.device_type == "cuda":
-            torch.cuda.synchronize()
-            self.extra_bytes = torch.cuda.max_memory_allocated() - self._base
-        elif self._base is not None:
-            self.extra_bytes = _status_bytes("VmHWM") - self._base
+def _peak(device_type: str) -> int:
+    """The memory peak since `_start_peak`: CUDA allocator statistics, or the RSS high-water mark."""
+    return torch.cuda.max_memory_allocated() if device_type == "cuda" else _status_bytes("VmHWM")
 
 
 @dataclass
@@ -91,12 +79,13 @@ def alternate(contenders: list[Contender], prompts: list[str], candidates: list[
         order = contenders[k % len(contenders):] + contenders[:k % len(contenders)]
         for contender in order:
             _sync(device_type)
-            with PeakMemory(device_type) as peak:
-                start = time.perf_counter()
-                out = contender.run(p, c)
-                _sync(device_type)
-                contender.seconds += time.perf_counter() - start
-            contender.peak_extra_bytes = max(contender.peak_extra_bytes, peak.extra_bytes or 0)
+            base = _start_peak(device_type)
+            start = time.perf_counter()
+            out = contender.run(p, c)
+            _sync(device_type)
+            contender.seconds += time.perf_counter() - start
+            if base is not None:  # the peak above the memory in use before the call
+                contender.peak_extra_bytes = max(contender.peak_extra_bytes, _peak(device_type) - base)
             contender.scores.extend([float(x) for x in s] for s in out)
         log(f"  slice {k + 1}/{len(starts)}: " + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
 
@@ -110,8 +99,10 @@ def pass_flops(length: int, *, hidden: int, layers: int, intermediate: int, span
     return float(layers * per_layer)
 
 
-def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20) -> float:
-    """TFLOP/s of an n x n x n matrix product in `dtype` on `device`: the roof the engine is measured against."""
+def gpu_use(useful_flops: float, seconds: float, device: str, dtype: str, n: int = 8192,
+            repeats: int = 20) -> dict[str, float]:
+    """The engine's useful TFLOP/s against the TFLOP/s of an n x n x n matrix product in `dtype` measured now on
+    `device`: the roof the engine is measured against."""
     a = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
     b = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
     for _ in range(3):
@@ -121,12 +112,7 @@ def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20
     for _ in range(repeats):
         a @ b
     torch.cuda.synchronize()
-    return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
-
-
-def gpu_use(useful_flops: float, seconds: float, device: str, dtype: str) -> dict[str, float]:
-    """The engine's useful TFLOP/s against a matmul peak measured now on `device`."""
-    peak = matmul_peak_tflops(device, dtype)
+    peak = 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
     achieved = useful_flops / seconds / 1e12
     return {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
             "engine_fraction_of_peak": round(achieved / peak, 4)}

@@ -275,9 +275,8 @@ def _equivalence_check(name: str, title: str, scores, reference, dtype: str, pro
     detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on {found['rows']} rows; "
               f"ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
-        return Check(name, title, "fail", f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; "
-                     + detail, data=found)
-    return Check(name, title, "pass", detail, data=found)
+        detail = f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; " + detail
+    return Check(name, title, "fail" if bad else "pass", detail, data=found)
 
 
 def card_example_check(engines: dict[str, Any]) -> Check:
@@ -317,6 +316,7 @@ class _Run:
     def __init__(self, report: SelfCheck, prompts: list[str], candidates: list[list[str]], device, reference, log):
         self.report, self.prompts, self.candidates, self.device, self.log = report, prompts, candidates, device, log
         self.reference = reference
+        self.budget = DEFAULT_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS  # the engine's, as bench's
 
     def add(self, check: Check) -> Check:
         self.report.checks.append(check)
@@ -350,8 +350,7 @@ class _Run:
     def score(self, scorer) -> list[np.ndarray]:
         if getattr(scorer, "backend", "repro") != "repro":
             return scorer.score(self.prompts, self.candidates)
-        budget = DEFAULT_BATCH_TOKENS if self.device.type == "cuda" else CPU_BATCH_TOKENS
-        return scorer.score(self.prompts, self.candidates, batch_tokens=budget)
+        return scorer.score(self.prompts, self.candidates, batch_tokens=self.budget)
 
 
 def _free_memory() -> None:
@@ -500,19 +499,17 @@ def _choices_check(scores_rd, scores32, dtype: str, prompts: Sequence[str]) -> C
     detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {found['rows']} rows; max |diff| "
               f"{found['max_abs_diff']:.2e}")
     if found["decisive_rows"]:
-        return Check("run_dtype_vs_fp32_choices", title, "fail",
-                     f"other chosen/rejected where fp32 separates the candidates: "
-                     f"{_rows_text(found['decisive_rows'], prompts)}; " + detail, data=found)
-    if found["rows_with_other_choices"]:
+        detail = (f"other chosen/rejected where fp32 separates the candidates: "
+                  f"{_rows_text(found['decisive_rows'], prompts)}; " + detail)
+    elif found["rows_with_other_choices"]:
         detail += f" (near-ties only: {_rows_text(found['rows_with_other_choices'], prompts)})"
-    return Check("run_dtype_vs_fp32_choices", title, "pass", detail, data=found)
+    return Check("run_dtype_vs_fp32_choices", title, "fail" if found["decisive_rows"] else "pass", detail, data=found)
 
 
 def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender_why: str) -> Check:
     """The engine against llm-blender at batch sizes 1 and 8 (bench's alternation), memory, TFLOP/s, projection."""
     prompts, candidates, device = run.prompts, run.candidates, run.device
-    budget = DEFAULT_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS
-    contenders = pairrm_contenders(engine, [budget], blender)
+    contenders = pairrm_contenders(engine, [run.budget], blender)
     run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
     if blender is not None:
@@ -521,7 +518,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     passes_per_job = PART2_MINI_1_PROMPTS * 2  # two candidates: two ordered pairs per prompt
     timing: dict[str, Any] = {
         "device": str(device), "dtype": dtype, "prompts": len(prompts), "passes": len(lengths),
-        "mean_tokens_per_pass": round(statistics.mean(lengths), 1), "batch_tokens": budget,
+        "mean_tokens_per_pass": round(statistics.mean(lengths), 1), "batch_tokens": run.budget,
         "torch_threads": torch.get_num_threads(),
         "contenders": {c.name: {
             "seconds": round(c.seconds, 3), "prompts_per_second": round(len(prompts) / c.seconds, 3),
