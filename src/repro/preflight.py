@@ -179,9 +179,7 @@ def estimated_bytes(values: dict[str, Any]) -> int:
 
 def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
     """Free space where the run directory goes, for what the run writes (and the downloads, when known)."""
-    existing = Path(run_root)
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = next(p for p in (run_root, *run_root.parents) if p.exists())
     free = shutil.disk_usage(existing).free
     need = estimated_bytes(values) + download
     detail = f"about {need / 1e9:.1f} GB to write, {free / 1e9:.1f} GB free at {existing}"
