@@ -26,7 +26,7 @@ from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
 from ..manifest import lock_status, lock_summary, package_versions
 from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
-from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, project_root
+from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
@@ -279,9 +279,9 @@ def _equivalence_check(name: str, title: str, scores, reference, dtype: str, pro
     return Check(name, title, "fail" if bad else "pass", detail, data=found)
 
 
-def card_example_check(engines: dict[str, Any]) -> Check:
+def card_example_check(engines: dict[str, Any], name: str = "card_example",
+                       title: str = "model card example (PairRM-hf)") -> Check:
     """The PairRM-hf card's logits and preferences on each real (not stand-in) engine, within tolerance."""
-    title = "model card example (PairRM-hf)"
     found, failures = {}, []
     for label, engine in engines.items():
         _, matrices = engine.score(CARD_INPUTS, [[a, b] for a, b in zip(CARD_A, CARD_B)], return_matrix=True)
@@ -295,19 +295,15 @@ def card_example_check(engines: dict[str, Any]) -> Check:
                             f"{prefers_a} (card {CARD_PREFERS_A})")
     found["card_logits"] = CARD_LOGITS
     if failures:
-        return Check("card_example", title, "fail", "; ".join(failures), data=found)
-    return Check("card_example", title, "pass", "; ".join(
+        return Check(name, title, "fail", "; ".join(failures), data=found)
+    return Check(name, title, "pass", "; ".join(
         f"{k}: max |diff| {v['max_abs_diff']:.1e} <= {v['atol']:g}, preferences as the card"
         for k, v in found.items() if k != "card_logits"), data=found)
 
 
 def _model_label(spec: str) -> str:
     """The model as a report may publish it: hub id or built-in name as is, a local folder by its name only."""
-    path = Path(spec).expanduser()
-    if spec.startswith("builtin:") or (not path.is_dir() and spec.count("/") == 1
-                                       and not spec.startswith((".", "~", "/"))):
-        return spec
-    return f"local folder {path.name}"
+    return spec if spec.startswith("builtin:") or is_hub_id(spec) else f"local folder {Path(spec).expanduser().name}"
 
 
 class _Run:
@@ -477,9 +473,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                                  f"llm-blender could not be loaded in {run_dtype} (see models)"))
             run.add(_choices_check(scores_rd, scores32, run_dtype, prompts))
             if not stand_in:  # the card's numbers are the real weights'
-                example = card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd})
-                example.name, example.title = "card_example_run_dtype", f"model card example, {run_dtype}"
-                run.add(example)
+                run.add(card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd},
+                                           "card_example_run_dtype", f"model card example, {run_dtype}"))
     engine = None
     _free_memory()
 
