@@ -39,7 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sequence classifiers that ship their own code (e.g. ArmoRM): run it")
     parser.add_argument("--output-index", type=int, default=None,
                         help="sequence classifiers with several outputs: the one that is the reward")
-    parser.add_argument("--input", required=True, type=Path, help="jsonl rows with 'prompt' and 'candidates'")
+    parser.add_argument("--input", required=True, type=Path,
+                        help="jsonl rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and 'rejected')")
     parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
