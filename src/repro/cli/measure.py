@@ -9,12 +9,12 @@ import re
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
+from ..manifest import package_versions
 from ..scorers.common import torch_dtype
 
 PART2_MINI_1_PROMPTS = 5183
@@ -126,14 +126,11 @@ def machine_info(device_type: str) -> dict[str, Any]:
         lines = []
     cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
                platform.processor() or platform.machine())
+    versions = package_versions()  # None where not installed
     info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                             "python": platform.python_version(), "torch": torch.__version__,
-                            "platform": platform.platform()}
-    try:
-        info["transformers"] = metadata.version("transformers")
-        info["llm_blender"] = metadata.version("llm-blender")
-    except Exception:
-        pass
+                            "platform": platform.platform(), "transformers": versions["transformers"],
+                            "llm_blender": versions["llm-blender"]}
     if hasattr(os, "getloadavg"):
         info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
     if device_type == "cuda":
