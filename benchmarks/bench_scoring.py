@@ -38,9 +38,9 @@ from repro.scorers.common import resolve_device, resolve_dtype
 from repro.scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
 from repro.scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
 from repro.sources import demo_path, iter_jsonl
-from repro.cli.score import RUN
+from repro.cli.score import RUN, read_rows
 from repro.cli.measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, engine_passes, gpu_use,
-                      machine_info, max_abs_diff, pairrm_contenders, read_bench_rows)
+                      machine_info, pairrm_contenders)
 
 # Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses, measured on a
 # seed-42 sample of 1000 rows; generated rows follow them.
@@ -58,6 +58,10 @@ MODEL_SIZES = {
     "large": dict(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096, vocab_size=8000),
 }
 TOKENIZER_CORPUS_ROWS = 500
+
+
+def max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
+    return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -186,7 +190,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _inputs(args: argparse.Namespace, n: int) -> tuple[list[str], list[list[str]], str, list[str]]:
     """(prompts, candidates, where they come from, the texts the random model's tokenizer learns from)."""
     if args.data:
-        prompts, candidates = read_bench_rows(args.data, limit=max(n, TOKENIZER_CORPUS_ROWS))
+        rows = read_rows(args.data, limit=max(n, TOKENIZER_CORPUS_ROWS), option="--data")
+        prompts, candidates = [r["prompt"] for r in rows], [r["candidates"] for r in rows]
         source = str(args.data)
     else:
         prompts, candidates = generated_rows(max(n, TOKENIZER_CORPUS_ROWS), seed=args.seed)

@@ -10,7 +10,8 @@ import pytest
 
 from repro import cli
 from repro.cli.bench import harness
-from repro.cli.measure import pass_flops, read_bench_rows
+from repro.cli.measure import pass_flops
+from repro.cli.score import read_rows
 from repro.errors import DataError
 
 bench = harness()  # benchmarks/bench_scoring.py
@@ -26,7 +27,8 @@ def h4_file(tmp_path, train_rows):
 
 
 def test_h4_rows_give_chosen_and_rejected_as_the_candidates(h4_file, train_rows):
-    prompts, candidates = read_bench_rows(h4_file, limit=12)
+    rows = read_rows(h4_file, limit=12)
+    prompts, candidates = [r["prompt"] for r in rows], [r["candidates"] for r in rows]
     assert prompts == [r["prompt"] for r in train_rows[:12]]
     assert candidates == [[r["chosen"][-1]["content"], r["rejected"][-1]["content"]] for r in train_rows[:12]]
 
@@ -35,15 +37,14 @@ def test_prompt_candidates_rows_and_bad_rows(tmp_path, train_rows):
     path = tmp_path / "rows.jsonl"
     rows = [{"prompt": r["prompt"], "candidates": [r["chosen"][-1]["content"], "b", "c"]} for r in train_rows[:3]]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
-    prompts, candidates = read_bench_rows(path)
-    assert prompts == [r["prompt"] for r in rows] and candidates == [r["candidates"] for r in rows]
+    assert read_rows(path) == rows
 
     path.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"prompt": "p", "chosen": "only one side"}) + "\n")
-    with pytest.raises(DataError, match="line 2 of .*'candidates', or 'chosen' and 'rejected'"):
-        read_bench_rows(path)
+    with pytest.raises(DataError, match="line 2 of .*'candidates' must be .*, or give 'chosen' and 'rejected'"):
+        read_rows(path)
     path.write_text(json.dumps({"prompt": "p", "candidates": ["just one"]}) + "\n")
     with pytest.raises(DataError, match="line 1 .* at least two strings"):
-        read_bench_rows(path)
+        read_rows(path)
 
 
 def test_generated_rows_follow_ultrafeedback_lengths_and_the_seed():
@@ -108,7 +109,8 @@ def test_repro_bench_runs_end_to_end_and_ends_with_the_two_ratios(tmp_path, h4_f
     [model_dir] = (tmp_path / "cache" / "bench").glob("pairrm-tiny-*")
     assert result["model"]["path"] == str(model_dir)
     stamp = (model_dir / "model.safetensors").stat().st_mtime_ns
-    prompts, candidates = read_bench_rows(h4_file)
+    rows = read_rows(h4_file)
+    prompts, candidates = [r["prompt"] for r in rows], [r["candidates"] for r in rows]
     corpus = [t for p, c in zip(prompts, candidates) for t in [p, *c]]
     assert bench_model("tiny", corpus, seed=0) == model_dir
     assert (model_dir / "model.safetensors").stat().st_mtime_ns == stamp

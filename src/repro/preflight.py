@@ -23,10 +23,6 @@ INSTALL_CUDA_TORCH = ('make install TORCH_SPEC="torch==2.13.0 --index-url https:
                       "(see the README's GPU quick start)")
 
 
-class PreflightError(ReproError):
-    """Something a run needs is not on this machine (a GPU, a package, a download, disk space)."""
-
-
 @dataclass(frozen=True)
 class Check:
     """One thing a run needs: what (as the parameter names it), whether it is there, and what was found or to do."""
@@ -183,9 +179,7 @@ def estimated_bytes(values: dict[str, Any]) -> int:
 
 def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
     """Free space where the run directory goes, for what the run writes (and the downloads, when known)."""
-    existing = Path(run_root)
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = next(p for p in (run_root, *run_root.parents) if p.exists())
     free = shutil.disk_usage(existing).free
     need = estimated_bytes(values) + download
     detail = f"about {need / 1e9:.1f} GB to write, {free / 1e9:.1f} GB free at {existing}"
@@ -209,7 +203,7 @@ def report(checks: list[Check], params_file: str | Path) -> str:
 
 
 def require(checks: list[Check], params_file: str | Path) -> None:
-    """Raise one PreflightError naming every missing piece (nothing when all are there)."""
+    """Raise one ReproError naming every missing piece (nothing when all are there)."""
     if any(not c.ok for c in checks):
-        raise PreflightError(report(checks, params_file) + "\nFix these (or change the parameters), then run the "
-                             "same command again; `repro run --check PARAMS` lists them without running.")
+        raise ReproError(report(checks, params_file) + "\nFix these (or change the parameters), then run the same "
+                         "command again; `repro run --check PARAMS` lists them without running.")

@@ -14,9 +14,8 @@ from ..errors import ParameterError
 from ..family import Family, Member, is_done, parse_grid_args, plan_family
 from ..parameters import FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
 from ..paths import find_params
-from .run import KERNEL_NAME, check_run_root, run_notebooks
+from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
 from .run import configure as configure_run
-from .run import main as run_main
 
 FAMILY_NOTEBOOK = "05_family"
 
@@ -100,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
         if args.member or args.jobs:
             raise ParameterError(f"--member and --jobs run members of a family, and {params_file} declares none: add "
                                  f"family: {{grid: ...}} to it, or --grid KEY=V1,V2,...")
-        return run_main(args)
+        return run_params(args, params_file, values)
     if args.jobs is not None and args.jobs < 1:
         raise ParameterError(f"--jobs {args.jobs} must be >= 1 (members run at once).")
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,

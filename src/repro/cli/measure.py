@@ -1,24 +1,21 @@
-"""What `repro selfcheck` and `repro bench` measure with: rows to time, contenders timed side by side, peak memory."""
+"""What `repro selfcheck` and `repro bench` measure with: contenders timed side by side, peak memory, FLOPs."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import platform
-import threading
+import re
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from importlib import metadata
-from itertools import islice
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from ..errors import DataError
+from ..manifest import package_versions
 from ..scorers.common import torch_dtype
-from ..sources import iter_jsonl
 
 PART2_MINI_1_PROMPTS = 5183
 # On a CPU a bigger batch buys no parallelism, only padding and cache misses: measured best of 2048, 4096 and
@@ -27,85 +24,31 @@ CPU_BATCH_TOKENS = 2048
 POSITION_BUCKETS = 256  # DeBERTa-v3 (PairRM): relative positions in 2 x 256 buckets
 
 
-def _assistant_text(turns: Any, where: str, column: str) -> str:
-    if isinstance(turns, str):
-        return turns
-    if isinstance(turns, list) and turns and isinstance(turns[-1], dict) and isinstance(turns[-1].get("content"), str):
-        return turns[-1]["content"]
-    raise DataError(f"{where}: '{column}' is neither a string nor a list of messages ending in one with 'content'.")
+def _status_bytes(key: str) -> int:
+    with open("/proc/self/status") as f:
+        return 1024 * int(re.search(rf"^{key}:\s+(\d+) kB", f.read(), re.MULTILINE).group(1))
 
 
-def read_bench_rows(path: Path, limit: int | None = None) -> tuple[list[str], list[list[str]]]:
-    """(prompts, candidates) from H4 rows (chosen/rejected answers) or {prompt, candidates} rows of a jsonl file."""
-    prompts: list[str] = []
-    candidates: list[list[str]] = []
-    for where, row in islice(iter_jsonl(path, option="--data"), limit):
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-            raise DataError(f"{where}: expected an object with a string 'prompt'.")
-        if "candidates" in row:
-            cands = row["candidates"]
-            if not isinstance(cands, list) or len(cands) < 2 or not all(isinstance(c, str) for c in cands):
-                raise DataError(f"{where}: 'candidates' must be a list of at least two strings.")
-        elif "chosen" in row and "rejected" in row:
-            cands = [_assistant_text(row["chosen"], where, "chosen"),
-                     _assistant_text(row["rejected"], where, "rejected")]
-        else:
-            raise DataError(f"{where}: expected 'candidates', or 'chosen' and 'rejected' (H4 rows).")
-        prompts.append(row["prompt"])
-        candidates.append(list(cands))
-    if not prompts:
-        raise DataError(f"--data {path} holds no rows.")
-    return prompts, candidates
-
-
-def _rss_bytes() -> int | None:
+def _start_peak(device_type: str) -> int | None:
+    """Start measuring a new memory peak; returns the memory in use now (None where the peak cannot be read)."""
+    if device_type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        return torch.cuda.memory_allocated()
+    try:  # freed heap pages back to the OS, so that the RSS before a call is what is really in use
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
+        pass
     try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # the high-water mark VmHWM starts again from the RSS now
+        return _status_bytes("VmRSS")
+    except (OSError, AttributeError):  # not Linux: no peak
         return None
 
 
-class PeakMemory:
-    """Peak memory above the level at entry: CUDA allocator statistics, or RSS sampled every 3 ms."""
-
-    def __init__(self, device_type: str):
-        self.device_type = device_type
-        self.extra_bytes: int | None = None
-
-    def __enter__(self) -> "PeakMemory":
-        if self.device_type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self._base = torch.cuda.memory_allocated()
-            return self
-        try:  # freed heap pages back to the OS, so that the RSS before a call is what is really in use
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
-            pass
-        self._base = _rss_bytes()
-        self._peak = self._base
-        self._stop = threading.Event()
-        if self._base is not None:
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self._peak = max(self._peak, _rss_bytes() or 0)
-            self._stop.wait(0.003)
-
-    def __exit__(self, *exc) -> None:
-        if self.device_type == "cuda":
-            torch.cuda.synchronize()
-            self.extra_bytes = torch.cuda.max_memory_allocated() - self._base
-            return
-        if self._base is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self.extra_bytes = max(self._peak, _rss_bytes() or 0) - self._base
+def _peak(device_type: str) -> int:
+    """The memory peak since `_start_peak`: CUDA allocator statistics, or the RSS high-water mark."""
+    return torch.cuda.max_memory_allocated() if device_type == "cuda" else _status_bytes("VmHWM")
 
 
 @dataclass
@@ -136,12 +79,13 @@ def alternate(contenders: list[Contender], prompts: list[str], candidates: list[
         order = contenders[k % len(contenders):] + contenders[:k % len(contenders)]
         for contender in order:
             _sync(device_type)
-            with PeakMemory(device_type) as peak:
-                start = time.perf_counter()
-                out = contender.run(p, c)
-                _sync(device_type)
-                contender.seconds += time.perf_counter() - start
-            contender.peak_extra_bytes = max(contender.peak_extra_bytes, peak.extra_bytes or 0)
+            base = _start_peak(device_type)
+            start = time.perf_counter()
+            out = contender.run(p, c)
+            _sync(device_type)
+            contender.seconds += time.perf_counter() - start
+            if base is not None:  # the peak above the memory in use before the call
+                contender.peak_extra_bytes = max(contender.peak_extra_bytes, _peak(device_type) - base)
             contender.scores.extend([float(x) for x in s] for s in out)
         log(f"  slice {k + 1}/{len(starts)}: " + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
 
@@ -155,8 +99,10 @@ def pass_flops(length: int, *, hidden: int, layers: int, intermediate: int, span
     return float(layers * per_layer)
 
 
-def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20) -> float:
-    """TFLOP/s of an n x n x n matrix product in `dtype` on `device`: the roof the engine is measured against."""
+def gpu_use(useful_flops: float, seconds: float, device: str, dtype: str, n: int = 8192,
+            repeats: int = 20) -> dict[str, float]:
+    """The engine's useful TFLOP/s against the TFLOP/s of an n x n x n matrix product in `dtype` measured now on
+    `device`: the roof the engine is measured against."""
     a = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
     b = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
     for _ in range(3):
@@ -166,12 +112,7 @@ def matmul_peak_tflops(device: str, dtype: str, n: int = 8192, repeats: int = 20
     for _ in range(repeats):
         a @ b
     torch.cuda.synchronize()
-    return 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
-
-
-def gpu_use(useful_flops: float, seconds: float, device: str, dtype: str) -> dict[str, float]:
-    """The engine's useful TFLOP/s against a matmul peak measured now on `device`."""
-    peak = matmul_peak_tflops(device, dtype)
+    peak = 2 * n ** 3 * repeats / (time.perf_counter() - start) / 1e12
     achieved = useful_flops / seconds / 1e12
     return {"matmul_peak_tflops": round(peak, 1), "engine_useful_tflops": round(achieved, 2),
             "engine_fraction_of_peak": round(achieved / peak, 4)}
@@ -185,24 +126,17 @@ def machine_info(device_type: str) -> dict[str, Any]:
         lines = []
     cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
                platform.processor() or platform.machine())
+    versions = package_versions()  # None where not installed
     info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                             "python": platform.python_version(), "torch": torch.__version__,
-                            "platform": platform.platform()}
-    try:
-        info["transformers"] = metadata.version("transformers")
-        info["llm_blender"] = metadata.version("llm-blender")
-    except Exception:
-        pass
+                            "platform": platform.platform(), "transformers": versions["transformers"],
+                            "llm_blender": versions["llm-blender"]}
     if hasattr(os, "getloadavg"):
         info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
     if device_type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(0)
         info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1)
     return info
-
-
-def max_abs_diff(a: list[list[float]], b: list[list[float]]) -> float:
-    return max((abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
 
 
 def pairrm_contenders(engine, budgets, blender=None, batch_sizes=(1, 8)) -> list[Contender]:

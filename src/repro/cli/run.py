@@ -13,10 +13,10 @@ from ..errors import ReproError
 from ..interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
-from ..parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, resolve_parameters
-from ..paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
+from ..parameters import NOTEBOOK_SECTIONS, DEFAULT_NOTEBOOKS, resolve_parameters  # noqa: F401 (tests import it here)
+from ..paths import RunDir, default_run_dir, notebooks_dir, project_root, resolve_user_path
 from ..preflight import preflight, report, require
-from ..rerun import changed_parameters, clear_previous_run, rerun_check
+from ..rerun import changed_parameters, clear_previous_run, notebook_fields, rerun_check
 
 KERNEL_NAME = "repro"
 
@@ -34,8 +34,7 @@ def notebook_path(name: str) -> Path:
 
 def notebook_parameters(name: str, values: dict[str, Any], run_root: Path) -> dict[str, Any]:
     """The parameters papermill injects into one notebook: its sections' keys present in `values`, plus the run."""
-    sections = NOTEBOOK_SECTIONS.get(Path(name).stem, tuple(SCHEMAS))
-    fields = set().union(*(SCHEMAS[s].model_fields for s in sections))
+    fields = notebook_fields([name])
     return {**{k: v for k, v in values.items() if k in fields}, "run_dir": str(run_root),
             "run_name": values.get("run_name", run_root.name)}
 
@@ -156,9 +155,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "first; its resumable work/ is kept)")
 
 
-def main(args: argparse.Namespace) -> int:
-    params_file = find_params(args.params)
-    values = load_params_file(params_file, args.overrides)
+def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, Any]) -> int:
+    """`repro run` of one params file (`values`: its parameters, --set applied) into its run directory."""
     values.setdefault("run_name", params_file.stem)
     if args.out:
         values["run_dir"] = args.out
@@ -170,12 +168,13 @@ def main(args: argparse.Namespace) -> int:
     resolved = resolve_parameters(values)
     run = RunDir.of(run_root)
     # before any download or notebook: the run directory, then the machine
-    checks = [rerun_check(run, resolved, args.force, given_as), *preflight(resolved, run_root)]
+    changed = changed_parameters(run, resolved)
+    checks = [rerun_check(run, changed, args.force, given_as), *preflight(resolved, run_root)]
     if args.check:
         print(report(checks, params_file))
         return 0 if all(c.ok for c in checks) else 1
     require(checks, params_file)
-    if changed_parameters(run, resolved):  # --force (else require refused): nothing of the old run may outlive it
+    if changed:  # --force (else require refused): nothing of the old run may outlive it
         removed = clear_previous_run(run)
         print(f"repro run: --force: removed the previous run's {', '.join(removed) or 'nothing'} from {run_root}")
     print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")

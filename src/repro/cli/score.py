@@ -8,14 +8,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from ..construct.scoring import score_candidates
 from ..errors import DataError, ParameterError
-from ..jobs import Progress, atomic_write_text, is_main_process, world_size
+from ..jobs import atomic_write_text, is_main_process, world_size
 from ..parameters import PAIRRM_LIMITS, ConstructParams
-from ..scorers import load_scorer, resolve_kind
+from ..scorers import resolve_kind
 from ..scorers.common import ranks_from_scores
 from ..sources import iter_jsonl
 
@@ -37,7 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sequence classifiers that ship their own code (e.g. ArmoRM): run it")
     parser.add_argument("--output-index", type=int, default=None,
                         help="sequence classifiers with several outputs: the one that is the reward")
-    parser.add_argument("--input", required=True, type=Path, help="jsonl rows with 'prompt' and 'candidates'")
+    parser.add_argument("--input", required=True, type=Path,
+                        help="jsonl rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and 'rejected')")
     parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
@@ -60,10 +63,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"prompts per resumable chunk and engine call (default {RUN['chunk_size']})")
 
 
-def read_rows(path: Path, min_candidates: int = 2) -> list[dict[str, Any]]:
-    """The jsonl rows, each checked: a JSON object with a string `prompt` and >= 2 (or `min_candidates`) strings."""
+def _assistant_text(turns: Any, where: str, column: str) -> str:
+    if isinstance(turns, str):
+        return turns
+    if isinstance(turns, list) and turns and isinstance(turns[-1], dict) and isinstance(turns[-1].get("content"), str):
+        return turns[-1]["content"]
+    raise DataError(f"{where}: '{column}' is neither a string nor a list of messages ending in one with 'content'.")
+
+
+def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
+              option: str = "--input") -> list[dict[str, Any]]:
+    """The first `limit` jsonl rows, each checked: an object with a string `prompt` and >= 2 (or `min_candidates`)
+    strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its `candidates`."""
     rows = []
-    for where, row in iter_jsonl(path):
+    for where, row in islice(iter_jsonl(path, option), limit):
         if not isinstance(row, dict):
             raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
                             f"'candidates'.")
@@ -71,13 +84,16 @@ def read_rows(path: Path, min_candidates: int = 2) -> list[dict[str, Any]]:
         if not isinstance(prompt, str):
             raise DataError(f"{where}: 'prompt' is {'missing' if prompt is None else type(prompt).__name__}; "
                             f"expected a string.")
+        if cands is None and "chosen" in row and "rejected" in row:
+            cands = [_assistant_text(row[side], where, side) for side in ("chosen", "rejected")]
+            row = {**row, "candidates": cands}
         if not isinstance(cands, list) or len(cands) < min_candidates or not all(isinstance(c, str) for c in cands):
             need = "at least two strings (PairRM compares pairs)" if min_candidates == 2 else "at least one string"
-            raise DataError(f"{where}: 'candidates' must be a list of {need}, got "
-                            f"{json.dumps(cands, ensure_ascii=False)[:80]}.")
+            raise DataError(f"{where}: 'candidates' must be a list of {need}, or give 'chosen' and 'rejected' (H4 "
+                            f"rows), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
         rows.append(row)
     if not rows:
-        raise DataError(f"--input {path} holds no rows (it is empty or blank): nothing to score. Give a jsonl file "
+        raise DataError(f"{option} {path} holds no rows (it is empty or blank): nothing to score. Give a jsonl file "
                         f'with one {{"prompt": "...", "candidates": ["...", "..."]}} object per line.')
     return rows
 
@@ -90,25 +106,6 @@ def check_output(path: Path) -> None:
                         f"--output {path / 'scored.jsonl'}.")
     if not existing.is_dir() and existing != path:
         raise DataError(f"--output {path} lies inside {existing}, which is a file; give a path in a folder.")
-
-
-def score_rows(scorer, rows: list[dict[str, Any]], *, batch_tokens: int, chunk_size: int,
-               progress: bool = True) -> list[list[float]]:
-    """Scores of every row, `chunk_size` prompts per engine call: the chunks `--work-dir` writes, so that the scores
-    are the same bit for bit with and without it."""
-    desc = "PairRM scoring" if getattr(scorer, "kind", "pairrm") == "pairrm" else "reward-model scoring"
-    bar = Progress(len(rows), desc=desc, unit="prompt", enabled=progress)
-    scores: list[list[float]] = []
-    try:
-        chunk_size = max(1, int(chunk_size))
-        for start in range(0, len(rows), chunk_size):
-            part = rows[start:start + chunk_size]
-            out = scorer.score([r["prompt"] for r in part], [r["candidates"] for r in part],
-                               batch_tokens=batch_tokens, progress=bar.advance)
-            scores.extend([float(x) for x in s] for s in out)
-    finally:
-        bar.close()
-    return scores
 
 
 def main(args: argparse.Namespace) -> int:
@@ -129,26 +126,22 @@ def main(args: argparse.Namespace) -> int:
         options["chat_template"] = args.chat_template.read_text(encoding="utf-8")
     if args.output_index is not None:
         options["output_index"] = args.output_index
-    if args.work_dir or args.num_processes > 1 or world_size() > 1:
-        work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")
+    default_work_dir = args.num_processes > 1 or world_size() > 1  # OUTPUT.work/, which a re-run continues
+    with tempfile.TemporaryDirectory(prefix="repro-score-") as scratch:
+        work_dir = args.work_dir or (args.output.with_name(args.output.name + ".work") if default_work_dir
+                                     else Path(scratch))
         result = score_candidates(
             [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
             device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
             num_processes=args.num_processes, work_dir=work_dir, source_maxlength=args.source_maxlength,
             candidate_maxlength=args.candidate_maxlength, kind=kind, options=options)
-        if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
-            return 0
-        scores, info = result.scores, result.info
-    else:
-        if kind == "pairrm":
-            options.update(source_maxlength=args.source_maxlength, candidate_maxlength=args.candidate_maxlength)
-        scorer = load_scorer(args.model, kind=kind, backend=args.backend, device=args.device, dtype=args.dtype,
-                             **options)
-        scores, info = (score_rows(scorer, rows, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size),
-                        scorer.info)
+    if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
+        return 0
     # atomically: a crash never leaves half an output file
-    atomic_write_text(args.output, "".join(json.dumps({**row, "scores": s, "ranks": ranks_from_scores(s).tolist()},
-                                                      ensure_ascii=False) + "\n" for row, s in zip(rows, scores)))
+    lines = (json.dumps({**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}, ensure_ascii=False) + "\n"
+             for row, s in zip(rows, result.scores))
+    atomic_write_text(args.output, "".join(lines))
+    info = result.info
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
     print(f"repro score: {len(rows)} prompts scored with {info['model']} ({info['backend']}, {info['device']}, "
           f"{info['dtype']}) -> {args.output}{note}", file=sys.stderr)

@@ -12,8 +12,6 @@ import os
 import statistics
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,20 +20,21 @@ from typing import Any, Callable, Sequence
 import jinja2
 import numpy as np
 import torch
-from huggingface_hub import constants, try_to_load_from_cache
+from huggingface_hub import constants, get_session, try_to_load_from_cache
 
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
 from ..manifest import lock_status, lock_summary, package_versions
 from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
-from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, project_root
+from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
 from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS
 from ..sources import demo_path, iter_jsonl
 from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
-                      pairrm_contenders, read_bench_rows)
+                      pairrm_contenders)
+from .score import read_rows
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -152,15 +151,11 @@ def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
         return {"offline": True, "reachable": None, "detail": "HF_HUB_OFFLINE is set: the hub was not asked"}
     url = f"{constants.ENDPOINT.rstrip('/')}/api/models/{DEFAULT_MODEL}"
     start = time.perf_counter()
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout) as response:
-            status = response.status
-    except urllib.error.HTTPError as exc:  # the hub answered, with an error status: it is reachable
-        status = exc.code
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
+    try:  # an error status is an answer too: the hub is reachable
+        status = get_session().head(url, timeout=timeout).status_code
+    except Exception as exc:  # refused, no route, no name, timed out
         return {"offline": False, "reachable": False, "endpoint": constants.ENDPOINT,
-                "detail": f"no answer from {constants.ENDPOINT} within {timeout:g} s ({type(exc).__name__}: {reason})"}
+                "detail": f"no answer from {constants.ENDPOINT} within {timeout:g} s ({type(exc).__name__}: {exc})"}
     return {"offline": False, "reachable": True, "endpoint": constants.ENDPOINT, "http_status": status,
             "seconds": round(time.perf_counter() - start, 2)}
 
@@ -216,8 +211,8 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
         if not Path(input).is_file():
             raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
                             f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
-        prompts, candidates = read_bench_rows(Path(input), limit=n)
-        return prompts, candidates, str(input)
+        rows = read_rows(Path(input), limit=n)
+        return [r["prompt"] for r in rows], [r["candidates"] for r in rows], str(input)
     rows = [row for _, row in iter_jsonl(demo_path())][:n]
     found = collect_candidates(rows, ConstructParams(candidate_columns=list(DEMO_CANDIDATE_COLUMNS)))
     return found.prompts, found.candidates, "the embedded demo (src/repro/data/demo_prompts.jsonl)"
@@ -280,14 +275,13 @@ def _equivalence_check(name: str, title: str, scores, reference, dtype: str, pro
     detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on {found['rows']} rows; "
               f"ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
-        return Check(name, title, "fail", f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; "
-                     + detail, data=found)
-    return Check(name, title, "pass", detail, data=found)
+        detail = f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; " + detail
+    return Check(name, title, "fail" if bad else "pass", detail, data=found)
 
 
-def card_example_check(engines: dict[str, Any]) -> Check:
+def card_example_check(engines: dict[str, Any], name: str = "card_example",
+                       title: str = "model card example (PairRM-hf)") -> Check:
     """The PairRM-hf card's logits and preferences on each real (not stand-in) engine, within tolerance."""
-    title = "model card example (PairRM-hf)"
     found, failures = {}, []
     for label, engine in engines.items():
         _, matrices = engine.score(CARD_INPUTS, [[a, b] for a, b in zip(CARD_A, CARD_B)], return_matrix=True)
@@ -301,19 +295,15 @@ def card_example_check(engines: dict[str, Any]) -> Check:
                             f"{prefers_a} (card {CARD_PREFERS_A})")
     found["card_logits"] = CARD_LOGITS
     if failures:
-        return Check("card_example", title, "fail", "; ".join(failures), data=found)
-    return Check("card_example", title, "pass", "; ".join(
+        return Check(name, title, "fail", "; ".join(failures), data=found)
+    return Check(name, title, "pass", "; ".join(
         f"{k}: max |diff| {v['max_abs_diff']:.1e} <= {v['atol']:g}, preferences as the card"
         for k, v in found.items() if k != "card_logits"), data=found)
 
 
 def _model_label(spec: str) -> str:
     """The model as a report may publish it: hub id or built-in name as is, a local folder by its name only."""
-    path = Path(spec).expanduser()
-    if spec.startswith("builtin:") or (not path.is_dir() and spec.count("/") == 1
-                                       and not spec.startswith((".", "~", "/"))):
-        return spec
-    return f"local folder {path.name}"
+    return spec if spec.startswith("builtin:") or is_hub_id(spec) else f"local folder {Path(spec).expanduser().name}"
 
 
 class _Run:
@@ -321,7 +311,8 @@ class _Run:
 
     def __init__(self, report: SelfCheck, prompts: list[str], candidates: list[list[str]], device, reference, log):
         self.report, self.prompts, self.candidates, self.device, self.log = report, prompts, candidates, device, log
-        self.reference, self.error = reference, ""
+        self.reference = reference
+        self.budget = DEFAULT_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS  # the engine's, as bench's
 
     def add(self, check: Check) -> Check:
         self.report.checks.append(check)
@@ -329,34 +320,33 @@ class _Run:
         self.log(f"  {check.name}: {mark}: {check.detail}")
         return check
 
-    def load(self, spec: str, backend: str, dtype: str):
-        """A scorer through the run's loading code; None (the reason in `error` and `models`) when it cannot load."""
+    def load(self, spec: str, backend: str, dtype: str) -> tuple[Any, str]:
+        """(a scorer through the run's loading code, ""), or (None, why) when it cannot load (also in `models`)."""
         self.log(f"repro selfcheck: loading {spec} ({backend}, {dtype}) ...")
         key = f"{'reference' if spec == self.reference else 'model'} {backend} {dtype}"
         start = time.perf_counter()
         try:
             scorer = load_scorer(spec, kind="pairrm", backend=backend, device=str(self.device), dtype=dtype)
         except Exception as exc:  # not cached, offline, llm-blender missing or broken: recorded, the rest goes on
-            self.error = f"{type(exc).__name__}: {str(exc).strip()}" if str(exc).strip() else type(exc).__name__
-            self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": self.error}
-            return None
+            error = f"{type(exc).__name__}: {str(exc).strip()}" if str(exc).strip() else type(exc).__name__
+            self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": error}
+            return None, error
         self.report.models[key] = {**scorer.info, "spec": spec, "label": _model_label(spec),
                                    "load_seconds": round(time.perf_counter() - start, 2)}
-        return scorer
+        return scorer, ""
 
     def load_engine(self, name: str, option: str, spec: str):
         """The engine in fp32, and the check that says whether it loaded."""
-        engine = self.load(spec, "repro", "fp32")
+        engine, error = self.load(spec, "repro", "fp32")
         title = f"load {option} (engine, fp32)"
         self.add(Check(name, title, "pass", f"{engine.info['layout']} layout, stand-in: {engine.info['stand_in']}")
-                 if engine else _not_run(name, title, self.error))
+                 if engine else _not_run(name, title, error))
         return engine
 
     def score(self, scorer) -> list[np.ndarray]:
         if getattr(scorer, "backend", "repro") != "repro":
             return scorer.score(self.prompts, self.candidates)
-        budget = DEFAULT_BATCH_TOKENS if self.device.type == "cuda" else CPU_BATCH_TOKENS
-        return scorer.score(self.prompts, self.candidates, batch_tokens=budget)
+        return scorer.score(self.prompts, self.candidates, batch_tokens=self.budget)
 
 
 def _free_memory() -> None:
@@ -422,7 +412,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     run.add(card_example_check(real) if real else _not_run(
         "card_example", "model card example (PairRM-hf)",
         "stand-in: the card's logits are those of the real PairRM weights"))
-    has_real, real = bool(real), None  # drop the references: the models are freed below
+    real = None  # drop the references: the models are freed below
 
     # 3. fp32: the two layouts, then llm-blender's own Blender.rank(batch_size=1)
     log(f"repro selfcheck: scoring {len(prompts)} rows (engine, fp32) ...")
@@ -444,11 +434,11 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                               f"llm-blender==0.0.2 (a dependency of this package)")
     else:
         for spec in ([reference] if comparable_reference else []) + [model]:
-            blender32 = run.load(spec, "llm-blender", "fp32")
+            blender32, error = run.load(spec, "llm-blender", "fp32")
             if blender32 is not None:
                 blender_spec = spec
                 break
-            blender_errors.append(f"{spec}: {run.error}")
+            blender_errors.append(f"{spec}: {error}")
     title32 = "engine vs llm-blender Blender.rank(batch_size=1), fp32"
     if blender32 is not None:
         log(f"repro selfcheck: scoring {len(prompts)} rows (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
@@ -465,8 +455,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     else:
         blender32 = None
         _free_memory()
-        engine_rd = run.load(model, "repro", run_dtype)
-        blender_rd = run.load(blender_spec, "llm-blender", run_dtype) if blender_spec else None
+        engine_rd, _ = run.load(model, "repro", run_dtype)
+        blender_rd, _ = run.load(blender_spec, "llm-blender", run_dtype) if blender_spec else (None, "")
         title = f"engine vs llm-blender Blender.rank(batch_size=1), {run_dtype}"
         if engine_rd is None:
             why = f"the engine could not be loaded in {run_dtype} (see models)"
@@ -482,10 +472,9 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                 run.add(_not_run("engine_vs_llm_blender_run_dtype", title, "; ".join(blender_errors) or
                                  f"llm-blender could not be loaded in {run_dtype} (see models)"))
             run.add(_choices_check(scores_rd, scores32, run_dtype, prompts))
-            if has_real:
-                example = card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd})
-                example.name, example.title = "card_example_run_dtype", f"model card example, {run_dtype}"
-                run.add(example)
+            if not stand_in:  # the card's numbers are the real weights'
+                run.add(card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd},
+                                           "card_example_run_dtype", f"model card example, {run_dtype}"))
     engine = None
     _free_memory()
 
@@ -505,19 +494,17 @@ def _choices_check(scores_rd, scores32, dtype: str, prompts: Sequence[str]) -> C
     detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {found['rows']} rows; max |diff| "
               f"{found['max_abs_diff']:.2e}")
     if found["decisive_rows"]:
-        return Check("run_dtype_vs_fp32_choices", title, "fail",
-                     f"other chosen/rejected where fp32 separates the candidates: "
-                     f"{_rows_text(found['decisive_rows'], prompts)}; " + detail, data=found)
-    if found["rows_with_other_choices"]:
+        detail = (f"other chosen/rejected where fp32 separates the candidates: "
+                  f"{_rows_text(found['decisive_rows'], prompts)}; " + detail)
+    elif found["rows_with_other_choices"]:
         detail += f" (near-ties only: {_rows_text(found['rows_with_other_choices'], prompts)})"
-    return Check("run_dtype_vs_fp32_choices", title, "pass", detail, data=found)
+    return Check("run_dtype_vs_fp32_choices", title, "fail" if found["decisive_rows"] else "pass", detail, data=found)
 
 
 def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender_why: str) -> Check:
     """The engine against llm-blender at batch sizes 1 and 8 (bench's alternation), memory, TFLOP/s, projection."""
     prompts, candidates, device = run.prompts, run.candidates, run.device
-    budget = DEFAULT_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS
-    contenders = pairrm_contenders(engine, [budget], blender)
+    contenders = pairrm_contenders(engine, [run.budget], blender)
     run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
     if blender is not None:
@@ -526,7 +513,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     passes_per_job = PART2_MINI_1_PROMPTS * 2  # two candidates: two ordered pairs per prompt
     timing: dict[str, Any] = {
         "device": str(device), "dtype": dtype, "prompts": len(prompts), "passes": len(lengths),
-        "mean_tokens_per_pass": round(statistics.mean(lengths), 1), "batch_tokens": budget,
+        "mean_tokens_per_pass": round(statistics.mean(lengths), 1), "batch_tokens": run.budget,
         "torch_threads": torch.get_num_threads(),
         "contenders": {c.name: {
             "seconds": round(c.seconds, 3), "prompts_per_second": round(len(prompts) / c.seconds, 3),
@@ -534,7 +521,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
             "projected_part2_mini_1_seconds": round(c.seconds / len(lengths) * passes_per_job, 1)} for c in contenders},
         "speedup": {c.name: round(c.seconds / contenders[0].seconds, 2) for c in contenders[1:]},
         "memory": "CUDA allocator peak above the level before each call" if device.type == "cuda"
-        else "process RSS peak above the level before each call (sampled)",
+        else "process RSS peak above the level before each call (high-water mark)",
     }
     if device.type == "cuda":  # the models resident while timing; each call's peak above it is per contender
         timing["cuda_resident_mb"] = round(torch.cuda.memory_allocated(device) / 2 ** 20, 1)
