@@ -8,7 +8,7 @@ import shutil
 from typing import Any
 
 from .manifest import Manifest
-from .parameters import NOTEBOOK_SECTIONS, SCHEMAS
+from .parameters import notebook_fields
 from .paths import RunDir
 from .preflight import Check
 
@@ -20,7 +20,7 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
     manifest = Manifest(run).read()
     recorded, done = manifest.get("parameters") or {}, manifest.get("notebooks") or {}
     both = [name for name in parameters.get("notebooks") or () if name in done]
-    fields = set().union(*(SCHEMAS[s].model_fields for name in both for s in NOTEBOOK_SECTIONS.get(name, SCHEMAS)))
+    fields = notebook_fields(*both)
     new = json.loads(json.dumps(parameters, default=str))  # as the manifest recorded it
     return {key: (recorded[key], new[key]) for key in sorted(fields & set(recorded) & set(new) - IGNORED)
             if recorded[key] != new[key]}

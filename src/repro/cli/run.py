@@ -13,7 +13,7 @@ from ..errors import ReproError
 from ..interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
-from ..parameters import DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, SCHEMAS, load_params_file, resolve_parameters
+from ..parameters import DEFAULT_NOTEBOOKS, load_params_file, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, find_params, notebooks_dir, project_root, resolve_user_path
 from ..preflight import preflight, report, require
 from ..rerun import changed_parameters, clear_previous_run, rerun_check
@@ -34,8 +34,7 @@ def notebook_path(name: str) -> Path:
 
 def notebook_parameters(name: str, values: dict[str, Any], run_root: Path) -> dict[str, Any]:
     """The parameters papermill injects into one notebook: its sections' keys present in `values`, plus the run."""
-    sections = NOTEBOOK_SECTIONS.get(Path(name).stem, tuple(SCHEMAS))
-    fields = set().union(*(SCHEMAS[s].model_fields for s in sections))
+    fields = notebook_fields(name)
     return {**{k: v for k, v in values.items() if k in fields}, "run_dir": str(run_root),
             "run_name": values.get("run_name", run_root.name)}
 
