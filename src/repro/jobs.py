@@ -151,7 +151,7 @@ def executed_notebook() -> bool:
     return _kernel() is not None and not live_notebook() and not os.environ.get(PROGRESS_LINES_ENV)
 
 
-class Progress:
+class Progress(contextlib.AbstractContextManager):
     """Items done, items/s and ETA: a widget in a live notebook, a tqdm bar on a terminal, else a line per
     `every_percent` (updated in place in an executed notebook); `skip`ped items are left out of rate and ETA."""
 
@@ -166,7 +166,6 @@ class Progress:
         self._start = time.monotonic()
         self._next_percent = self.every
         self._tqdm = self._display = None  # _display: the output updated in place, in an executed notebook
-        self._closed = False
         self._in_place = stream is None and not self.bar and executed_notebook()
         if self.enabled and self.bar:
             options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
@@ -221,13 +220,12 @@ class Progress:
             self._next_percent = self._percent_after(self.done)
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        """Show the final line (once: a closed bar is disabled)."""
         if self._tqdm is not None:
             self._tqdm.close()
         elif self.enabled:
             self._print(self._line(final=True))
+        self.enabled = False
 
     def _percent(self, done: int) -> float:
         return 100.0 * done / self.total if self.total else 100.0
@@ -252,9 +250,6 @@ class Progress:
             self._display = display({"text/plain": line}, raw=True, display_id=True)
         else:
             self._display.update({"text/plain": line}, raw=True)
-
-    def __enter__(self) -> "Progress":
-        return self
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -373,9 +368,9 @@ def is_main_process() -> bool:
 
 
 def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
-                device: str, compute: Callable[[str, tuple[int, int]], dict[str, Any]]) -> list[dict[str, Any]]:
+                device: str, compute: Callable[..., tuple[ChunkedRun, dict]]) -> list[dict[str, Any]]:
     """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after
-    rank 0 of each node prepared the work dir; every rank's dict, in rank order (shares are contiguous)."""
+    rank 0 of each node prepared the work dir; every rank's results and stats, in rank order (shares are contiguous)."""
     import torch
     import torch.distributed as dist
 
@@ -392,7 +387,8 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
         if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
             prepare_work_dir(Path(work_dir), _stored_fingerprint(fingerprint, items, max(1, int(chunk_size))))
         dist.barrier()
-        mine = {**compute(device, (rank, world)), "rank": rank}
+        run, extra = compute(device, (rank, world))
+        mine = {"results": run.results, "stats": _share_stats(run, extra), "rank": rank}
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, mine)
         # nobody tears the group down while a peer still reads from it (gloo aborts on a closed socket)
@@ -465,9 +461,8 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
 
 
 def _share_stats(run: ChunkedRun, extra: dict[str, Any]) -> dict[str, Any]:
-    return {"chunks_total": run.chunks_total, "chunks_resumed": run.chunks_resumed,
-            "items_resumed": run.items_resumed, "digest": run.digest, "seconds": run.seconds,
-            **({"cache": run.cache} if run.cache is not None else {}), **extra}
+    """A process's run without its results (nor `cache` where none was used), and `extra`."""
+    return {**{k: v for k, v in vars(run).items() if k != "results" and v is not None}, **extra}
 
 
 def merge_stats(stats: list[dict[str, Any]], summed: Sequence[str] = (),
@@ -500,12 +495,8 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
     rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
     the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others)."""
     if world_size() > 1:
-        def share(rank_device: str, rank_share: tuple[int, int]) -> dict[str, Any]:
-            run, extra = compute(rank_device, rank_share)
-            return {"results": run.results, "stats": _share_stats(run, extra)}
-
         gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
-                               device=device, compute=share)
+                               device=device, compute=compute)
         return [r for g in gathered for r in g["results"]], merge_stats([g["stats"] for g in gathered], summed,
                                                                          slowest)
     if num_processes > 1:
