@@ -79,23 +79,25 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
     return target
 
 
+def _digest_on_disk(work_dir: Path) -> str | None:
+    """The digest of the work in `work_dir`, or None where there is none (or another process is moving it now)."""
+    try:
+        return json.loads((work_dir / FINGERPRINT_FILE).read_text()).get("digest")
+    except (json.JSONDecodeError, FileNotFoundError):
+        return None
+
+
 def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
     """Create `work_dir` for this fingerprint; move chunks of another fingerprint aside. Returns the digest."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    digest = fingerprint_of(fingerprint)
-    fp_path = work_dir / FINGERPRINT_FILE
-    if fp_path.exists():
-        try:
-            old = json.loads(fp_path.read_text()).get("digest")
-        except (json.JSONDecodeError, FileNotFoundError):  # another process is moving it right now
-            old = None
-        if old != digest:
-            stale = work_dir / f"{STALE_PREFIX}{old}"
-            stale.mkdir(exist_ok=True)
-            for p in list(work_dir.glob(CHUNK_GLOB)) + [fp_path]:
-                # several ranks on one shared folder may race to move the same file
-                with contextlib.suppress(FileNotFoundError):
-                    shutil.move(str(p), stale / p.name)
+    digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
+    if fp_path.exists() and (old := _digest_on_disk(work_dir)) != digest:
+        stale = work_dir / f"{STALE_PREFIX}{old}"
+        stale.mkdir(exist_ok=True)
+        for p in list(work_dir.glob(CHUNK_GLOB)) + [fp_path]:
+            # several ranks on one shared folder may race to move the same file
+            with contextlib.suppress(FileNotFoundError):
+                shutil.move(str(p), stale / p.name)
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
@@ -343,9 +345,7 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
                    desc: str = "work") -> list[Any]:
     """Read back every chunk of a finished job (other processes wrote them) in input order; error if any is missing."""
     work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
-    digest = fingerprint_of(_stored_fingerprint(fingerprint, items, chunk_size))
-    fp_path = work_dir / FINGERPRINT_FILE
-    stored = json.loads(fp_path.read_text()).get("digest") if fp_path.exists() else None
+    digest, stored = fingerprint_of(_stored_fingerprint(fingerprint, items, chunk_size)), _digest_on_disk(work_dir)
     if stored != digest:
         raise RuntimeError(f"{desc}: {work_dir} holds work of another fingerprint ({stored}, expected {digest})")
     results: list[Any] = []

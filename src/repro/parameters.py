@@ -36,13 +36,12 @@ TokenLimit = Annotated[int, Field(ge=3)]  # [CLS], the prefix token and [SEP]
 # the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
 LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
-DEVICES = "auto, cpu, cuda, cuda:N or mps"
 
 
 def _device(value: str) -> str:
     name = value.strip().lower()
     if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", name):
-        raise ValueError(f"must be one of {DEVICES}")
+        raise ValueError("must be one of auto, cpu, cuda, cuda:N or mps")
     return name
 
 
