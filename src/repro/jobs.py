@@ -143,16 +143,6 @@ def _kernel() -> Any:
     return getattr(IPython.get_ipython(), "kernel", None)
 
 
-def live_notebook() -> bool:
-    """Whether a live front end (JupyterLab) drives this kernel: it allows stdin, nbclient (papermill) never does."""
-    return bool(getattr(_kernel(), "_allow_stdin", False))
-
-
-def executed_notebook() -> bool:
-    """Whether this runs in a notebook executed without a front end (papermill), whose progress updates in place."""
-    return _kernel() is not None and not live_notebook() and not os.environ.get(PROGRESS_LINES_ENV)
-
-
 class Progress(contextlib.AbstractContextManager):
     """Items done, items/s and ETA: a widget in a live notebook, a tqdm bar on a terminal, else a line per
     `every_percent` (updated in place in an executed notebook); `skip`ped items are left out of rate and ETA."""
@@ -161,14 +151,17 @@ class Progress(contextlib.AbstractContextManager):
                  stream: TextIO | None = None, bar: bool | None = None, every_percent: float = 5.0):
         self.total, self.desc, self.unit, self.enabled = int(total), desc, unit, enabled
         self.stream = stream if stream is not None else sys.stderr
-        widget = bar is None and stream is None and live_notebook()
+        kernel = _kernel() if stream is None else None  # a notebook's own output, not a given stream
+        live = bool(getattr(kernel, "_allow_stdin", False))  # JupyterLab allows stdin, nbclient (papermill) never does
+        widget = bar is None and live
         self.bar = bar if bar is not None else widget or bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = max(float(every_percent), 0.1)
         self.done = self.skipped = 0
         self._start = time.monotonic()
         self._next_percent = self.every
         self._tqdm = self._display = None  # _display: the output updated in place, in an executed notebook
-        self._in_place = stream is None and not self.bar and executed_notebook()
+        # executed without a front end (papermill): one output updated in place, unless lines are asked for
+        self._in_place = kernel is not None and not live and not self.bar and not os.environ.get(PROGRESS_LINES_ENV)
         if self.enabled and self.bar:
             options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
             if widget:
