@@ -7,10 +7,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
-import importlib
 import json
 import math
 import os
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -405,8 +405,7 @@ def exit_process(code: int) -> None:
 
 def torchrun_worker(entry: str, job_path: str) -> int:
     """One torchrun worker: `entry(spec)` returns (results, stats); rank 0 writes the stats (results: the chunks)."""
-    module, _, name = entry.partition(":")
-    fn = getattr(importlib.import_module(module), name)
+    fn = pkgutil.resolve_name(entry)
     job_path = Path(job_path)
     _, stats = fn(json.loads(job_path.read_text()))
     if is_main_process():  # what the launching process reads back besides the chunks

@@ -438,12 +438,13 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
-    """Parse `--set key=value` items; values are read as YAML scalars (types are checked by the schemas)."""
+    """Parse `--set key=value` items (unknown keys refused); values are YAML scalars (types: the schemas check them)."""
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise ParameterError(f"--set expects KEY=VALUE, got {item!r}; for example --set mini_index=1")
         key, raw = item.split("=", 1)
+        _refuse_unknown([key.strip()], f"--set {item}")  # named where the user typed it, not as if in the file
         try:
             out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
@@ -488,8 +489,6 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
         raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
     values = read_params_yaml(path)
     set_values = parse_set(overrides or [])
-    for item in overrides or []:  # named where the user typed it, not as if it were in the file
-        _refuse_unknown([item.split("=", 1)[0].strip()], f"--set {item}")
     values.update(set_values)
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
