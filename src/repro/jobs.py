@@ -7,10 +7,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
-import importlib
 import json
 import math
 import os
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -79,23 +79,25 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
     return target
 
 
+def _digest_on_disk(work_dir: Path) -> str | None:
+    """The digest of the work in `work_dir`, or None where there is none (or another process is moving it now)."""
+    try:
+        return json.loads((work_dir / FINGERPRINT_FILE).read_text()).get("digest")
+    except (json.JSONDecodeError, FileNotFoundError):
+        return None
+
+
 def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
     """Create `work_dir` for this fingerprint; move chunks of another fingerprint aside. Returns the digest."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    digest = fingerprint_of(fingerprint)
-    fp_path = work_dir / FINGERPRINT_FILE
-    if fp_path.exists():
-        try:
-            old = json.loads(fp_path.read_text()).get("digest")
-        except (json.JSONDecodeError, FileNotFoundError):  # another process is moving it right now
-            old = None
-        if old != digest:
-            stale = work_dir / f"{STALE_PREFIX}{old}"
-            stale.mkdir(exist_ok=True)
-            for p in list(work_dir.glob(CHUNK_GLOB)) + [fp_path]:
-                # several ranks on one shared folder may race to move the same file
-                with contextlib.suppress(FileNotFoundError):
-                    shutil.move(str(p), stale / p.name)
+    digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
+    if fp_path.exists() and (old := _digest_on_disk(work_dir)) != digest:
+        stale = work_dir / f"{STALE_PREFIX}{old}"
+        stale.mkdir(exist_ok=True)
+        for p in list(work_dir.glob(CHUNK_GLOB)) + [fp_path]:
+            # several ranks on one shared folder may race to move the same file
+            with contextlib.suppress(FileNotFoundError):
+                shutil.move(str(p), stale / p.name)
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
@@ -141,17 +143,7 @@ def _kernel() -> Any:
     return getattr(IPython.get_ipython(), "kernel", None)
 
 
-def live_notebook() -> bool:
-    """Whether a live front end (JupyterLab) drives this kernel: it allows stdin, nbclient (papermill) never does."""
-    return bool(getattr(_kernel(), "_allow_stdin", False))
-
-
-def executed_notebook() -> bool:
-    """Whether this runs in a notebook executed without a front end (papermill), whose progress updates in place."""
-    return _kernel() is not None and not live_notebook() and not os.environ.get(PROGRESS_LINES_ENV)
-
-
-class Progress:
+class Progress(contextlib.AbstractContextManager):
     """Items done, items/s and ETA: a widget in a live notebook, a tqdm bar on a terminal, else a line per
     `every_percent` (updated in place in an executed notebook); `skip`ped items are left out of rate and ETA."""
 
@@ -159,15 +151,17 @@ class Progress:
                  stream: TextIO | None = None, bar: bool | None = None, every_percent: float = 5.0):
         self.total, self.desc, self.unit, self.enabled = int(total), desc, unit, enabled
         self.stream = stream if stream is not None else sys.stderr
-        widget = bar is None and stream is None and live_notebook()
+        kernel = _kernel() if stream is None else None  # a notebook's own output, not a given stream
+        live = bool(getattr(kernel, "_allow_stdin", False))  # JupyterLab allows stdin, nbclient (papermill) never does
+        widget = bar is None and live
         self.bar = bar if bar is not None else widget or bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = max(float(every_percent), 0.1)
         self.done = self.skipped = 0
         self._start = time.monotonic()
         self._next_percent = self.every
         self._tqdm = self._display = None  # _display: the output updated in place, in an executed notebook
-        self._closed = False
-        self._in_place = stream is None and not self.bar and executed_notebook()
+        # executed without a front end (papermill): one output updated in place, unless lines are asked for
+        self._in_place = kernel is not None and not live and not self.bar and not os.environ.get(PROGRESS_LINES_ENV)
         if self.enabled and self.bar:
             options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
             if widget:
@@ -221,13 +215,12 @@ class Progress:
             self._next_percent = self._percent_after(self.done)
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        """Show the final line (once: a closed bar is disabled)."""
         if self._tqdm is not None:
             self._tqdm.close()
         elif self.enabled:
             self._print(self._line(final=True))
+        self.enabled = False
 
     def _percent(self, done: int) -> float:
         return 100.0 * done / self.total if self.total else 100.0
@@ -252,9 +245,6 @@ class Progress:
             self._display = display({"text/plain": line}, raw=True, display_id=True)
         else:
             self._display.update({"text/plain": line}, raw=True)
-
-    def __enter__(self) -> "Progress":
-        return self
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -348,9 +338,7 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
                    desc: str = "work") -> list[Any]:
     """Read back every chunk of a finished job (other processes wrote them) in input order; error if any is missing."""
     work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
-    digest = fingerprint_of(_stored_fingerprint(fingerprint, items, chunk_size))
-    fp_path = work_dir / FINGERPRINT_FILE
-    stored = json.loads(fp_path.read_text()).get("digest") if fp_path.exists() else None
+    digest, stored = fingerprint_of(_stored_fingerprint(fingerprint, items, chunk_size)), _digest_on_disk(work_dir)
     if stored != digest:
         raise RuntimeError(f"{desc}: {work_dir} holds work of another fingerprint ({stored}, expected {digest})")
     results: list[Any] = []
@@ -373,9 +361,9 @@ def is_main_process() -> bool:
 
 
 def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
-                device: str, compute: Callable[[str, tuple[int, int]], dict[str, Any]]) -> list[dict[str, Any]]:
+                device: str, compute: Callable[..., tuple[ChunkedRun, dict]]) -> list[dict[str, Any]]:
     """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after
-    rank 0 of each node prepared the work dir; every rank's dict, in rank order (shares are contiguous)."""
+    rank 0 of each node prepared the work dir; every rank's results and stats, in rank order (shares are contiguous)."""
     import torch
     import torch.distributed as dist
 
@@ -392,7 +380,8 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
         if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
             prepare_work_dir(Path(work_dir), _stored_fingerprint(fingerprint, items, max(1, int(chunk_size))))
         dist.barrier()
-        mine = {**compute(device, (rank, world)), "rank": rank}
+        run, extra = compute(device, (rank, world))
+        mine = {"results": run.results, "stats": _share_stats(run, extra), "rank": rank}
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, mine)
         # nobody tears the group down while a peer still reads from it (gloo aborts on a closed socket)
@@ -416,8 +405,7 @@ def exit_process(code: int) -> None:
 
 def torchrun_worker(entry: str, job_path: str) -> int:
     """One torchrun worker: `entry(spec)` returns (results, stats); rank 0 writes the stats (results: the chunks)."""
-    module, _, name = entry.partition(":")
-    fn = getattr(importlib.import_module(module), name)
+    fn = pkgutil.resolve_name(entry)
     job_path = Path(job_path)
     _, stats = fn(json.loads(job_path.read_text()))
     if is_main_process():  # what the launching process reads back besides the chunks
@@ -465,9 +453,8 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
 
 
 def _share_stats(run: ChunkedRun, extra: dict[str, Any]) -> dict[str, Any]:
-    return {"chunks_total": run.chunks_total, "chunks_resumed": run.chunks_resumed,
-            "items_resumed": run.items_resumed, "digest": run.digest, "seconds": run.seconds,
-            **({"cache": run.cache} if run.cache is not None else {}), **extra}
+    """A process's run without its results (nor `cache` where none was used), and `extra`."""
+    return {**{k: v for k, v in vars(run).items() if k != "results" and v is not None}, **extra}
 
 
 def merge_stats(stats: list[dict[str, Any]], summed: Sequence[str] = (),
@@ -500,12 +487,8 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
     rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
     the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others)."""
     if world_size() > 1:
-        def share(rank_device: str, rank_share: tuple[int, int]) -> dict[str, Any]:
-            run, extra = compute(rank_device, rank_share)
-            return {"results": run.results, "stats": _share_stats(run, extra)}
-
         gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
-                               device=device, compute=share)
+                               device=device, compute=compute)
         return [r for g in gathered for r in g["results"]], merge_stats([g["stats"] for g in gathered], summed,
                                                                          slowest)
     if num_processes > 1:

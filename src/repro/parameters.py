@@ -7,7 +7,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, ClassVar, Collection, Literal
+from typing import Annotated, Any, ClassVar, Collection, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -36,13 +36,12 @@ TokenLimit = Annotated[int, Field(ge=3)]  # [CLS], the prefix token and [SEP]
 # the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
 LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
-DEVICES = "auto, cpu, cuda, cuda:N or mps"
 
 
 def _device(value: str) -> str:
     name = value.strip().lower()
     if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", name):
-        raise ValueError(f"must be one of {DEVICES}")
+        raise ValueError("must be one of auto, cpu, cuda, cuda:N or mps")
     return name
 
 
@@ -168,43 +167,41 @@ class ConstructParams(_Params):
 
     @model_validator(mode="after")
     def _check(self):
+        if self.mini_index >= self.mini_count:
+            raise ValueError(f"mini_index={self.mini_index} must be < mini_count={self.mini_count} (minis count "
+                             f"from 0)")
+        if self.part_stop is not None and self.part_stop <= self.part_start:
+            raise ValueError(f"part_stop={self.part_stop} must be > part_start={self.part_start}")
+        if self.scorer_prompt == "chat_template" and not self.scorer_prompt_tokenizer:
+            raise ValueError("scorer_prompt is 'chat_template' but scorer_prompt_tokenizer is not set: name the "
+                             "tokenizer whose chat template the scorer's prompts go through (SPPO: the policy's, e.g. "
+                             "mistralai/Mistral-7B-Instruct-v0.2), or set scorer_prompt: raw")
+        if self.selection in RANDOM_RULES and self.selection_seed is None:
+            raise ValueError(f"selection {self.selection!r} draws candidates at random: set selection_seed (an "
+                             f"integer) so that the pairs can be drawn again")
+        if self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates:
+            raise ValueError(f"output_format {self.output_format!r} publishes every candidate and its score: set "
+                             f"keep_all_candidates: true")
+        if self.test_split is None and (self.test_rows, self.test_seed) != (None, None):
+            raise ValueError("test_rows / test_seed are set but test_split is not: name the source split of the test "
+                             "prompts (e.g. test_prefs), or remove them")
+        if self.test_split is not None and self.test_split == self.source_split and self.test_rows is None:
+            raise ValueError(f"test_split {self.test_split!r} is the source split, so the test rows are a sample of "
+                             f"the built train rows (SPPO's way): set test_rows (SPPO: 500) and test_seed")
+        if self.original_pair_position == "first_scored_only" and not self.include_original_pair:
+            raise ValueError("original_pair_position 'first_scored_only' ranks the source's chosen/rejected with the "
+                             "candidates: set include_original_pair: true, or another position")
         names = [s.name for s in self.scorers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"scorers: every name must be different, got {names}")
+        if self.scorers and not self.keep_all_candidates:
+            raise ValueError(f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns "
+                             f"beside `candidates`: set keep_all_candidates: true")
         pair = (self.source_maxlength or PAIRRM_LIMITS.source_maxlength) + \
             2 * (self.candidate_maxlength or PAIRRM_LIMITS.candidate_maxlength)
-        problems = [
-            (self.mini_index >= self.mini_count,
-             f"mini_index={self.mini_index} must be < mini_count={self.mini_count} (minis count from 0)"),
-            (self.part_stop is not None and self.part_stop <= self.part_start,
-             f"part_stop={self.part_stop} must be > part_start={self.part_start}"),
-            (self.scorer_prompt == "chat_template" and not self.scorer_prompt_tokenizer,
-             "scorer_prompt is 'chat_template' but scorer_prompt_tokenizer is not set: name the tokenizer whose chat "
-             "template the scorer's prompts go through (SPPO: the policy's, e.g. mistralai/Mistral-7B-Instruct-v0.2), "
-             "or set scorer_prompt: raw"),
-            (self.selection in RANDOM_RULES and self.selection_seed is None,
-             f"selection {self.selection!r} draws candidates at random: set selection_seed (an integer) so that the "
-             f"pairs can be drawn again"),
-            (self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates,
-             f"output_format {self.output_format!r} publishes every candidate and its score: "
-             f"set keep_all_candidates: true"),
-            (self.test_split is None and (self.test_rows, self.test_seed) != (None, None),
-             "test_rows / test_seed are set but test_split is not: name the source split of the test prompts (e.g. "
-             "test_prefs), or remove them"),
-            (self.test_split is not None and self.test_split == self.source_split and self.test_rows is None,
-             f"test_split {self.test_split!r} is the source split, so the test rows are a sample of the built train "
-             f"rows (SPPO's way): set test_rows (SPPO: 500) and test_seed"),
-            (self.original_pair_position == "first_scored_only" and not self.include_original_pair,
-             "original_pair_position 'first_scored_only' ranks the source's chosen/rejected with the candidates: set "
-             "include_original_pair: true, or another position"),
-            (len(set(names)) != len(names), f"scorers: every name must be different, got {names}"),
-            (self.scorers and not self.keep_all_candidates,
-             f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns beside `candidates`: "
-             f"set keep_all_candidates: true"),
-            (self.batch_tokens < pair,
-             f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length ({pair} tokens): raise it"),
-        ]
-        for bad, message in problems:
-            if bad:
-                raise ValueError(message)
+        if self.batch_tokens < pair:
+            raise ValueError(f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length ({pair} "
+                             f"tokens): raise it")
         return self
 
 
@@ -357,19 +354,25 @@ RUN_KEYS = {"notebooks", "selfcheck", "family", "include"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 
 
+def notebook_fields(*notebooks: str) -> set[str]:
+    """The parameter names the named notebooks read (one not in NOTEBOOK_SECTIONS: every section's)."""
+    sections = [s for nb in notebooks for s in NOTEBOOK_SECTIONS.get(Path(nb).stem, SCHEMAS)]
+    return set().union(*(SCHEMAS[s].model_fields for s in sections))
+
+
 def all_fields() -> set[str]:
     """Every parameter name any notebook accepts."""
     return set(RUN_KEYS).union(*(schema.model_fields for schema in SCHEMAS.values()))
 
 
-def _refuse_unknown(keys: Collection[str], where: Callable[[str], str]) -> None:
-    """Raise for the first key no notebook accepts, named `where(key)`, with the nearest known name."""
+def _refuse_unknown(keys: Collection[str], where: str) -> None:
+    """Raise for the first key no notebook accepts (in `where`), with the nearest known name."""
     known = all_fields()
     for key in keys:
         if key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise ParameterError(f"Unknown parameter '{key}' in {where(key)}.{hint} Known parameters are listed in "
+            raise ParameterError(f"Unknown parameter '{key}' in {where}.{hint} Known parameters are listed in "
                                  f"src/repro/parameters.py and documented in params/demo.yaml; remove or rename it.")
 
 
@@ -381,7 +384,7 @@ RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
           set_keys: Collection[str] = ()) -> _Params:
     """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error)."""
-    _refuse_unknown(values, lambda key: where)
+    _refuse_unknown(values, where)
     try:
         return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
     except ValidationError as exc:
@@ -435,12 +438,13 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
-    """Parse `--set key=value` items; values are read as YAML scalars (types are checked by the schemas)."""
+    """Parse `--set key=value` items (unknown keys refused); values are YAML scalars (types: the schemas check them)."""
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise ParameterError(f"--set expects KEY=VALUE, got {item!r}; for example --set mini_index=1")
         key, raw = item.split("=", 1)
+        _refuse_unknown([key.strip()], f"--set {item}")  # named where the user typed it, not as if in the file
         try:
             out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
@@ -456,7 +460,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
         raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
-    _refuse_unknown(values, lambda key: str(path))  # named in the file that holds it, included or not
+    _refuse_unknown(values, str(path))  # named in the file that holds it, included or not
     names = values.pop("include", None) or []
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -485,9 +489,6 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
         raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
     values = read_params_yaml(path)
     set_values = parse_set(overrides or [])
-    # named where the user typed it, not as if it were in the file
-    _refuse_unknown(set_values, lambda key: "--set " + next(
-        i for i in reversed(overrides or []) if i.split("=", 1)[0].strip() == key))
     values.update(set_values)
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:

@@ -5,28 +5,21 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .manifest import Manifest
-from .parameters import NOTEBOOK_SECTIONS, SCHEMAS
+from .parameters import notebook_fields
 from .paths import RunDir
 from .preflight import Check
 
 IGNORED = {"run_dir"}  # where the run directory is: the same folder by definition
 
 
-def notebook_fields(notebooks: Iterable[str]) -> set[str]:
-    """The parameters these notebooks read (a notebook of no known section: every section's)."""
-    sections = [s for name in notebooks for s in NOTEBOOK_SECTIONS.get(Path(name).stem, SCHEMAS)]
-    return set().union(*(SCHEMAS[s].model_fields for s in sections))
-
-
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter of a notebook both runs execute (an added one is none)."""
     manifest = Manifest(run).read()
     recorded, done = manifest.get("parameters") or {}, manifest.get("notebooks") or {}
-    fields = notebook_fields(name for name in parameters.get("notebooks") or () if name in done)
+    fields = notebook_fields(*(name for name in parameters.get("notebooks") or () if name in done))
     new = json.loads(json.dumps(parameters, default=str))  # as the manifest recorded it
     return {key: (recorded[key], new[key]) for key in sorted(fields & set(recorded) & set(new) - IGNORED)
             if recorded[key] != new[key]}

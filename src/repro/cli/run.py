@@ -13,10 +13,10 @@ from ..errors import ReproError
 from ..interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
-from ..parameters import NOTEBOOK_SECTIONS, DEFAULT_NOTEBOOKS, resolve_parameters  # noqa: F401 (tests import it here)
+from ..parameters import NOTEBOOK_SECTIONS, DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters  # noqa: F401
 from ..paths import RunDir, default_run_dir, notebooks_dir, project_root, resolve_user_path
 from ..preflight import preflight, report, require
-from ..rerun import changed_parameters, clear_previous_run, notebook_fields, rerun_check
+from ..rerun import changed_parameters, clear_previous_run, rerun_check
 
 KERNEL_NAME = "repro"
 
@@ -34,7 +34,7 @@ def notebook_path(name: str) -> Path:
 
 def notebook_parameters(name: str, values: dict[str, Any], run_root: Path) -> dict[str, Any]:
     """The parameters papermill injects into one notebook: its sections' keys present in `values`, plus the run."""
-    fields = notebook_fields([name])
+    fields = notebook_fields(name)
     return {**{k: v for k, v in values.items() if k in fields}, "run_dir": str(run_root),
             "run_name": values.get("run_name", run_root.name)}
 
