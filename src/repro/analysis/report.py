@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -113,7 +113,7 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
         shown = [int(i) for i in rows[:5]]
-        ids = table.column("prompt_id").take(pa.array(shown)).to_pylist() if "prompt_id" in table.column_names else None
+        ids = values_at(table, "prompt_id", shown)
         described = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" if ids else str(i)
                               for i, pid in zip(shown, ids or shown))
         more = f" and {rows.size - 5} more" if rows.size > 5 else ""
@@ -345,10 +345,16 @@ def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
     """Each row's position, prompt_id and the start of its prompt (whitespace collapsed); None where absent."""
     frame = pd.DataFrame({"row": rows.astype(np.int64)})
     for column in ("prompt_id", "prompt"):
-        values = (table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist()
-                  if column in table.column_names else [None] * rows.size)
+        values = values_at(table, column, rows) or [None] * rows.size
         frame[column] = [" ".join(str(v).split())[:120] if column == "prompt" and v is not None else v for v in values]
     return frame
+
+
+def values_at(table: pa.Table, column: str, rows: Sequence[int]) -> list | None:
+    """The values of `column` at the positions `rows`, or None when the table has no such column."""
+    if column not in table.column_names:
+        return None
+    return table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist()
 
 
 def headline(metrics: dict[str, Any]) -> str:
@@ -374,32 +380,36 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
         figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures,
                                  None if lengths is None else lengths["chosen_tokens"] - lengths["rejected_tokens"],
                                  length_margin=None if lengths is None else data.margin[data.length_rows])
-        run.tables.mkdir(parents=True, exist_ok=True)
         summary, extremes = summary_table(metrics), extreme_margins(data)
-        summary.to_csv(run.tables / SUMMARY_TABLE)
-        extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
-        tables = {"summary_statistics": run.tables / SUMMARY_TABLE, "extreme_margins": run.tables / EXTREMES_TABLE}
+        tables = {"summary_statistics": (run.tables / SUMMARY_TABLE, summary.reset_index()),
+                  "extreme_margins": (run.tables / EXTREMES_TABLE, extremes)}
         agreement = None
         if "agreement" in metrics:  # several scorers: their table and figure
             agreement = agreement_table(metrics["agreement"])
-            tables[AGREEMENT] = run.tables / f"{AGREEMENT}.csv"
-            agreement.to_csv(tables[AGREEMENT], index=False)
+            tables[AGREEMENT] = (run.tables / f"{AGREEMENT}.csv", agreement)
             figure = plots.scorer_agreement(metrics["agreement"])
             figures[AGREEMENT] = plots.save_titled(figure, run.figures / AGREEMENT)
-        metrics["figures"] = figure_index(run, figures)
-        metrics["tables"] = {name: run.relative(path) for name, path in tables.items()}
-        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + [*tables.values(), run.metrics]
-        atomic_write_json(run.metrics, metrics, indent=2, allow_nan=False)
-        manifest.add_outputs(*outputs)
+        outputs = write_outputs(manifest, run.metrics, metrics, figures, tables)
         info.update(n=metrics["n"], n_excluded=metrics["n_excluded"], scale=metrics["scale"]["kind"])
     return AnalysisResult(metrics=metrics, outputs=outputs, summary=summary, extremes=extremes, figures=figures,
                           agreement=agreement)
 
 
-def figure_index(run: RunDir, figures: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
-    """How metrics.json and compare.json list figures: PNG and SVG relative to the run, and the title."""
-    return {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]), "title": f["title"]}
-            for name, f in figures.items()}
+def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figures: dict[str, dict[str, Any]],
+                  tables: dict[str, tuple[Path, pd.DataFrame]]) -> list[Path]:
+    """Write the tables (CSV) and then `result` (JSON, listing figures and tables relative to the run) at `path`;
+    record them all with the figures in the run's manifest, and return their paths."""
+    run = manifest.run
+    run.tables.mkdir(parents=True, exist_ok=True)
+    for table, frame in tables.values():
+        frame.to_csv(table, index=False)
+    result["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]), "title": f["title"]}
+                         for name, f in figures.items()}
+    result["tables"] = {name: run.relative(table) for name, (table, _) in tables.items()}
+    outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + [t for t, _ in tables.values()] + [path]
+    atomic_write_json(path, result, indent=2, allow_nan=False)
+    manifest.add_outputs(*outputs)
+    return outputs
 
 
 def show_figures(result: Any) -> None:
