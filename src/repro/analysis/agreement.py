@@ -25,10 +25,10 @@ class RowComparison:
     rows: np.ndarray  # positions (in the input rows) of the compared rows
     excluded_reasons: dict[str, int]
     candidates: np.ndarray  # candidates per compared row
-    chosen: tuple[np.ndarray, np.ndarray]  # per scorer
-    rejected: tuple[np.ndarray, np.ndarray]
+    chosen: np.ndarray  # (2, rows): a row per scorer
+    rejected: np.ndarray  # (2, rows)
     tau: np.ndarray  # Kendall's tau-b per compared row, NaN where undefined
-    margin: tuple[np.ndarray, np.ndarray]  # best − worst per scorer
+    margin: np.ndarray  # (2, rows): best − worst
 
 
 def chosen_and_rejected(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -72,8 +72,8 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
     kept = np.flatnonzero(~excluded)
     starts_a, starts_b = row_starts(counts_a), row_starts(counts_b)
     n = kept.size
-    chosen, rejected = ((np.empty(n, np.int64), np.empty(n, np.int64)) for _ in range(2))
-    margin, tau = (np.empty(n), np.empty(n)), np.empty(n)
+    chosen, rejected, margin = np.empty((2, n), np.int64), np.empty((2, n), np.int64), np.empty((2, n))
+    tau = np.empty(n)
     k_of = counts_a[kept]
     for k in np.unique(k_of):  # rows with k candidates form (rows, k) matrices
         at = np.flatnonzero(k_of == k)
@@ -81,8 +81,8 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
         offsets = np.arange(k)
         matrices = (flat_a[starts_a[rows][:, None] + offsets], flat_b[starts_b[rows][:, None] + offsets])
         for s, matrix in enumerate(matrices):
-            chosen[s][at], rejected[s][at] = chosen_and_rejected(matrix)
-            margin[s][at] = matrix.max(axis=1) - matrix.min(axis=1)
+            chosen[s, at], rejected[s, at] = chosen_and_rejected(matrix)
+            margin[s, at] = matrix.max(axis=1) - matrix.min(axis=1)
         tau[at] = kendall_tau_b(*matrices)
     return RowComparison(rows=kept, excluded_reasons=excluded_reasons, candidates=k_of, chosen=chosen,
                          rejected=rejected, tau=tau, margin=margin)

@@ -321,10 +321,14 @@ def show_agreement(result: AnalysisResult) -> None:
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
     """The summary statistics of the three series as a table (rows: statistics; CI bounds as _low/_high)."""
-    rows = {name: dict(item for key, value in metrics[name].items() for item in (
-        zip((f"{key}_low", f"{key}_high"), value) if isinstance(value, list) else [(key, value)]))
-        for name in stats.SERIES}
-    return pd.DataFrame(rows).rename_axis("statistic")
+    columns = {name: {} for name in stats.SERIES}
+    for name, column in columns.items():
+        for key, value in metrics[name].items():
+            if isinstance(value, list):  # an interval [low, high]: two rows
+                column[f"{key}_low"], column[f"{key}_high"] = value
+            else:
+                column[key] = value
+    return pd.DataFrame(columns).rename_axis("statistic")
 
 
 def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:

@@ -109,7 +109,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
         ranks[name] = np.empty(n, dtype=index_dtype)
         ranks[name][order] = np.arange(n, dtype=index_dtype)
     middle = [(n - 1) // 2, n // 2]  # the median of n sorted values is the mean of these two
-    means, medians = ({name: np.empty(resamples) for name in arrays} for _ in range(2))
+    means = {name: np.empty(resamples) for name in arrays}
+    medians = {name: np.empty(resamples) for name in arrays}
     for start in range(0, resamples, block):
         stop = min(resamples, start + block)
         rows = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
@@ -307,16 +308,15 @@ def _weighted_moments(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[floa
     return mx, my, _dot(wdx, dx) / total, _dot(w * dy, dy) / total, _dot(wdx, dy) / total
 
 
-def _pearson_from(vx: float, vy: float, cov: float) -> float:
+def _pearson(mx: float, my: float, vx: float, vy: float, cov: float) -> float:
+    """Pearson's r from `_weighted_moments`."""
     return cov / math.sqrt(vx * vy) if vx > 0 and vy > 0 else math.nan
 
 
-def lin_concordance(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Lin's concordance correlation 2·cov / (var x + var y + (mean x − mean y)²), population moments."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    mx, my, vx, vy, cov = _weighted_moments(x, y, np.ones_like(x))
+def _lin(mx: float, my: float, vx: float, vy: float, cov: float) -> float:
+    """Lin's concordance correlation 2·cov / (var x + var y + (mean x − mean y)²) from `_weighted_moments`."""
     denominator = vx + vy + (mx - my) ** 2
-    return clean(2 * cov / denominator) if denominator > 0 else None
+    return 2 * cov / denominator if denominator > 0 else math.nan
 
 
 def bland_altman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
@@ -364,7 +364,7 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
         return {**out, "note": "fewer than two values: agreement statistics are undefined"}
     pearson, spearman = _quiet(sps.pearsonr, x, y), _quiet(sps.spearmanr, x, y)
     out.update({"pearson": clean(pearson.statistic), "spearman": clean(spearman.statistic),
-                "lin_ccc": lin_concordance(x, y), "bland_altman": bland_altman(x, y),
+                "lin_ccc": clean(_lin(*_weighted_moments(x, y, np.ones(n)))), "bland_altman": bland_altman(x, y),
                 "max_abs_difference": float(np.abs(d).max()),
                 "within": {f"{t:g}": float((np.abs(d) <= t).mean()) for t in tolerances}})
     clusters = np.arange(n) if clusters is None else np.asarray(clusters)
@@ -377,12 +377,9 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     for b in range(resamples):
         w = np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)[cluster].astype(np.float64)
         total = w.sum()
-        mx, my, vx, vy, cov = _weighted_moments(x, y, w)
-        draws["pearson"][b] = _pearson_from(vx, vy, cov)
-        denominator = vx + vy + (mx - my) ** 2
-        draws["lin_ccc"][b] = 2 * cov / denominator if denominator > 0 else math.nan
-        _, _, rvx, rvy, rcov = _weighted_moments(rank_x.ranks(w), rank_y.ranks(w), w)
-        draws["spearman"][b] = _pearson_from(rvx, rvy, rcov)
+        moments = _weighted_moments(x, y, w)
+        draws["pearson"][b], draws["lin_ccc"][b] = _pearson(*moments), _lin(*moments)
+        draws["spearman"][b] = _pearson(*_weighted_moments(rank_x.ranks(w), rank_y.ranks(w), w))
         md = _dot(w, d) / total
         sd = math.sqrt(max(_dot(w, (d - md) ** 2) / (total - 1), 0.0)) if total > 1 else math.nan
         draws["mean_difference"][b] = md
