@@ -208,24 +208,25 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     bounds = list(dict.fromkeys(b for b in bounds if 0 <= b[0] < b[1] <= n_source))
     counts = sorted({*range(1, max_mini_count + 1), *([int(hints["mini_count"])] if "mini_count" in hints else []),
                      len(groups)})
-    out_groups = []
+    out_groups, family_settings = [], []  # per mini: the settings that make it mini `position` of len(groups)
     for position, (name, indices) in enumerate(zip(names, groups)):
         ranges = runs(indices)
-        item: dict[str, Any] = {"name": name, "rows": int(np.asarray(indices).size), "source_ranges": ranges,
-                                "contiguous": len(ranges) == 1}
-        if len(ranges) == 1:
-            solutions = find_slice_parameters(ranges[0][0], ranges[0][1], n_source, bounds, counts)
-            # first: what the hints say; for several minis, mini `position` of as many minis as were given
-            solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
-                                          -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
-                                          s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
-            item.update(all_solutions=solutions, solutions_total=len(solutions), solutions=solutions[:max_listed])
-            item["why_none"] = None if solutions else prose("compare", "no_solution", bounds, max(counts), *ranges[0])
-        else:
-            item["solutions_total"], item["solutions"] = 0, []
-            item["why_none"] = prose("compare", "not_contiguous", len(ranges),
-                                     [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])])
-        out_groups.append(item)
+        solutions = find_slice_parameters(*ranges[0], n_source, bounds, counts) if len(ranges) == 1 else []
+        # first: what the hints say; for several minis, mini `position` of as many minis as were given
+        solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
+                                      -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
+                                      s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
+        why_none = None
+        if len(ranges) != 1:
+            gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
+            why_none = prose("compare", "not_contiguous", len(ranges), gaps)
+        elif not solutions:
+            why_none = prose("compare", "no_solution", bounds, max(counts), *ranges[0])
+        out_groups.append({"name": name, "rows": int(np.asarray(indices).size), "source_ranges": ranges,
+                           "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
+                           "solutions": solutions[:max_listed], "why_none": why_none})
+        family_settings.append({tuple((k, v) for k, v in s.items() if k != "mini_index") for s in solutions
+                                if s["mini_index"] == position and s["mini_count"] == len(groups)})
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
@@ -245,14 +246,9 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
             out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
-    if family:  # the settings under which every mini is mini `position` of as many minis as were given
+    if family:
         out["dropped_rows_of_part"] = _block(missing)
-        settings = [{tuple((k, v) for k, v in s.items() if k != "mini_index") for s in g.get("all_solutions", [])
-                     if s["mini_index"] == position and s["mini_count"] == len(groups)}
-                    for position, g in enumerate(out_groups)]
-        out["family_solutions"] = [dict(s) for s in sorted(set.intersection(*settings))]
-    for item in out_groups:
-        item.pop("all_solutions", None)
+        out["family_solutions"] = [dict(s) for s in sorted(set.intersection(*family_settings))]
     out["sentence"] = prose("compare", "slice_sentence", out, SLICE_KEYS)
     return out
 
@@ -355,10 +351,10 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
     missing = [f"the {side.name}" for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
-    if missing:
+    if missing:  # the columns of the first side without scores; its name is the parameter to change
         side = reference if al.ref_scores is None else candidate
-        return {"available": False, "reason": prose("compare", "no_scores", missing, side.name, side.table.column_names,
-                                                    "reference" if side is reference else "candidate")}
+        reason = prose("compare", "no_scores", missing, side.name, side.table.column_names)
+        return {"available": False, "reason": reason}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
     m = matched_scores(al)
@@ -420,8 +416,8 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
                         "margin_reference": mr[k], "margin_candidate": mc[k],
                         "max_abs_score_difference": worst[k] if al.scored else np.nan,
                         "explanation": "; ".join(reasons) or "unexplained"})
-    columns = ["prompt_id", "candidate_prompt_id", "reference_row", "candidate_row", "matched_by", "pair", "margin_reference", "margin_candidate",
-               "max_abs_score_difference", "explanation"]
+    columns = ["prompt_id", "candidate_prompt_id", "reference_row", "candidate_row", "matched_by", "pair",
+               "margin_reference", "margin_candidate", "max_abs_score_difference", "explanation"]
     return pd.DataFrame.from_records(records, columns=columns)
 
 
