@@ -254,9 +254,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
 
 
 def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] | None:
-    if column not in table.column_names:
-        return None
-    texts = response_texts(table.column(column))
+    texts = response_texts(table.column(column)) if column in table.column_names else None
     return None if texts is None else texts.take(pa.array(rows, type=pa.int64())).to_pylist()
 
 

@@ -299,8 +299,8 @@ def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame([{
         "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
         "rows_excluded": pair["rows_excluded"],
-        **{f"{same}{suffix}": pair[same][key] for same in ("same_chosen", "same_rejected")
-           for suffix, key in (("", "count"), ("_fraction", "fraction"))},
+        "same_chosen": pair["same_chosen"]["count"], "same_chosen_fraction": pair["same_chosen"]["fraction"],
+        "same_rejected": pair["same_rejected"]["count"], "same_rejected_fraction": pair["same_rejected"]["fraction"],
         "same_pair_fraction": pair["same_pair"]["fraction"],
         **{f"kendall_tau_{k}": pair["kendall_tau"][k] for k in ("mean", "median", "rows", "undefined")},
         **{f"margin_{k}": (pair["margin_correlation"][k] or {}).get("statistic") for k in ("pearson", "spearman")},
@@ -354,7 +354,7 @@ def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
     return frame
 
 
-def values_at(table: pa.Table, column: str, rows: Sequence[int]) -> list | None:
+def values_at(table: pa.Table, column: str, rows: np.ndarray | Sequence[int]) -> list | None:
     """The values of `column` at the positions `rows`, or None when the table has no such column."""
     if column not in table.column_names:
         return None
