@@ -33,14 +33,12 @@ class RowComparison:
 
 def chosen_and_rejected(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of a (rows, k) score matrix: (chosen, rejected) candidate indices, first highest and last lowest."""
-    matrix = np.asarray(matrix, dtype=np.float64)
     # argmax/argmin return the first of equal extremes
     return np.argmax(matrix, axis=1), matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
 
 
 def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Kendall's tau-b between matching rows of two (rows, k) score matrices; NaN where a row is constant."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     i, j = np.triu_indices(a.shape[1], 1)
     sign_a, sign_b = np.sign(a[:, j] - a[:, i]), np.sign(b[:, j] - b[:, i])
     # concordant − discordant over sqrt(pairs untied in a × pairs untied in b): tau-b's definition
@@ -52,7 +50,6 @@ def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, counts_b: np.ndarray) -> RowComparison:
     """Compare two scorers row by row; rows without two comparable, finite score lists are excluded and counted."""
-    flat_a, flat_b = np.asarray(flat_a, dtype=np.float64), np.asarray(flat_b, dtype=np.float64)
     counts_a, counts_b = np.asarray(counts_a, dtype=np.int64), np.asarray(counts_b, dtype=np.int64)
     if counts_a.size != counts_b.size:
         raise ValueError(f"compare_rows needs the same rows for both scorers, got {counts_a.size} and {counts_b.size}")
@@ -99,7 +96,6 @@ def _count(mask: np.ndarray) -> dict[str, Any]:
 
 def tau_summary(tau: np.ndarray) -> dict[str, Any]:
     """Per-row tau's distribution: rows with a defined tau, undefined ones, statistics, signs and a histogram."""
-    tau = np.asarray(tau, dtype=np.float64)
     defined = tau[np.isfinite(tau)]
     statistics = describe(defined) if defined.size else {}
     out: dict[str, Any] = {
