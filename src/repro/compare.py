@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow as pa
 
 from .analysis import plots, prose, stats
-from .analysis.report import (SCORE_COLUMNS, dataset_or_own, own_split, response_texts, row_preview, score_array,
-                              show_figures, values_at, write_outputs)  # noqa: F401  (show_figures: 04_compare's cell)
+from .analysis.report import (SCORE_COLUMNS, dataset_or_own, response_texts, row_preview, score_array, show_figures,
+                              values_at, write_outputs)  # noqa: F401  (show_figures: 04_compare's cell)
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .manifest import Manifest
@@ -521,7 +521,8 @@ def compare(p: CompareParams) -> ComparisonResult:
     if p.reference is None:
         raise ParameterError(prose("compare", "no_reference"))
     run = RunDir.of(p.run_root)
-    candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
+    # checked before anything is written
+    candidate_spec, candidate_split = dataset_or_own(p.candidate, p.candidate_split, run, "candidate", "comparison")
     claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
     run.compare.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
@@ -529,8 +530,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
         reference = load_side("reference", p.reference, p.reference_split)
-        candidate = load_side("candidate", candidate_spec,
-                              own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split)
+        candidate = load_side("candidate", candidate_spec, candidate_split)
         source = None if p.compare_source is None else _load_one(
             p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
         result, tables, al = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))

@@ -129,29 +129,25 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     return chosen[keep], rejected[keep], keep, reasons
 
 
-def own_split(run: RunDir, default: str) -> str:
-    """The split this run's 01_construct wrote (its output format's), else `default`."""
-    manifest = Manifest(run).read() if run.manifest.exists() else {}
-    return (manifest.get("dataset") or {}).get("split") or default
-
-
-def dataset_or_own(value: str | None, run: RunDir, parameter: str = "dataset", stage: str = "analysis") -> str:
-    """`value`, or when it is not set the run's own dataset, which must exist (else an error naming `parameter`)."""
+def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
+                   ) -> tuple[str, str]:
+    """(`value`, `split`), or when `value` is not set the run's own dataset, which must exist (else an error naming
+    `parameter`), and the split its 01_construct wrote (its output format's; `split` where none is recorded)."""
     if value is not None:
-        return value
+        return value, split
     if not run.dataset.is_dir():
         raise DataError(
             f"Parameter {parameter} is not set, so the {stage} reads this run's dataset at {run.dataset}, which "
             f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
             f"{parameter} to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
-    return str(run.dataset)
+    manifest = Manifest(run).read() if run.manifest.exists() else {}
+    return str(run.dataset), (manifest.get("dataset") or {}).get("split") or split
 
 
 def load(p: AnalyzeParams) -> ScoreData:
     """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
     run = RunDir.of(p.run_root)
-    spec = dataset_or_own(p.dataset, run)
-    split = own_split(run, p.dataset_split) if p.dataset is None else p.dataset_split
+    spec, split = dataset_or_own(p.dataset, p.dataset_split, run)
     table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
     chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
@@ -369,7 +365,7 @@ def headline(metrics: dict[str, Any]) -> str:
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir.of(p.run_root)
-    dataset_or_own(p.dataset, run)  # a run with no dataset is an error before anything is written into its folder
+    dataset_or_own(p.dataset, p.dataset_split, run)  # a run with no dataset is an error before anything is written into its folder
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)
