@@ -230,10 +230,7 @@ def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol
     return {
         "sign_order_fails": sign_fails, "sign_order_fails_fraction": sign_fails / n,
         "antisymmetry_holds": antisymmetric, "antisymmetry_holds_fraction": antisymmetric / n,
-        "antisymmetry_atol": atol, "inversions": int((c < r).sum()),
-        "about": ("PairRM scores (mean pairwise logit differences) sum to 0 per prompt, so the best score is >= 0 "
-                  "and the worst <= 0, and with exactly two candidates score_chosen == -score_rejected. These "
-                  "counts are reported, not enforced: ratings and other scorers break them by design."),
+        "antisymmetry_atol": atol, "inversions": int((c < r).sum()), "about": prose("report", "pairrm_about"),
     }
 
 
