@@ -15,11 +15,10 @@ import pandas as pd
 import pyarrow as pa
 
 from .analysis import plots, prose, stats
-from .analysis.report import (SCORE_COLUMNS, dataset_or_own, figure_index, own_split, response_texts, row_preview,
-                              score_array, show_figures)  # noqa: F401  (show_figures: 04_compare's cell)
+from .analysis.report import (SCORE_COLUMNS, dataset_or_own, response_texts, row_preview, score_array, show_figures,
+                              values_at, write_outputs)  # noqa: F401  (show_figures: 04_compare's cell)
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
-from .jobs import atomic_write_json
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, ConstructParams, build
 from .paths import RunDir, is_hub_id, run_manifest_of
@@ -29,8 +28,7 @@ from .subject import claim
 
 COMPARE_VERSION = 1
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
-KEY_WORDS = {"prompt_id": "prompt_id", "prompt_sha256": "sha256 of the prompt",
-             "prompt_normalised": "whitespace-normalised prompt text"}
+TEXTS = ("reference_chosen", "reference_rejected", "candidate_chosen", "candidate_rejected")  # of Aligned.texts
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
 PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_chosen_only": "only chosen equal",
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
@@ -147,13 +145,10 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
                 pairs.append((i, j, k))
                 free[0][i] = free[1][j] = False
     matched = np.array(pairs, dtype=np.int64).reshape(-1, 3)
-    out_a, out_b = np.ones(n_first, dtype=bool), np.ones(n_second, dtype=bool)
-    out_a[matched[:, 0]] = out_b[matched[:, 1]] = False
-    for d in duplicates:
-        (out_a if d["side"] == names[0] else out_b)[d["row"]] = False
     order = np.argsort(matched[:, 0], kind="stable")
+    # a row still free is neither matched nor one of several with a key
     return Alignment(first_rows=matched[order, 0], second_rows=matched[order, 1], matched_by=matched[order, 2],
-                     only_first=np.flatnonzero(out_a), only_second=np.flatnonzero(out_b), duplicates=duplicates)
+                     only_first=np.flatnonzero(free[0]), only_second=np.flatnonzero(free[1]), duplicates=duplicates)
 
 
 def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[dict[str, Any]]:
@@ -213,24 +208,25 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     bounds = list(dict.fromkeys(b for b in bounds if 0 <= b[0] < b[1] <= n_source))
     counts = sorted({*range(1, max_mini_count + 1), *([int(hints["mini_count"])] if "mini_count" in hints else []),
                      len(groups)})
-    out_groups = []
+    out_groups, family_settings = [], []  # per mini: the settings that make it mini `position` of len(groups)
     for position, (name, indices) in enumerate(zip(names, groups)):
         ranges = runs(indices)
-        item: dict[str, Any] = {"name": name, "rows": int(np.asarray(indices).size), "source_ranges": ranges,
-                                "contiguous": len(ranges) == 1}
-        if len(ranges) == 1:
-            solutions = find_slice_parameters(ranges[0][0], ranges[0][1], n_source, bounds, counts)
-            # first: what the hints say; for several minis, mini `position` of as many minis as were given
-            solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
-                                          -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
-                                          s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
-            item.update(all_solutions=solutions, solutions_total=len(solutions), solutions=solutions[:max_listed])
-            item["why_none"] = None if solutions else prose("compare", "no_solution", bounds, max(counts), *ranges[0])
-        else:
-            item["solutions_total"], item["solutions"] = 0, []
-            item["why_none"] = prose("compare", "not_contiguous", len(ranges),
-                                     [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])])
-        out_groups.append(item)
+        solutions = find_slice_parameters(*ranges[0], n_source, bounds, counts) if len(ranges) == 1 else []
+        # first: what the hints say; for several minis, mini `position` of as many minis as were given
+        solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
+                                      -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
+                                      s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
+        why_none = None
+        if len(ranges) != 1:
+            gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
+            why_none = prose("compare", "not_contiguous", len(ranges), gaps)
+        elif not solutions:
+            why_none = prose("compare", "no_solution", bounds, max(counts), *ranges[0])
+        out_groups.append({"name": name, "rows": int(np.asarray(indices).size), "source_ranges": ranges,
+                           "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
+                           "solutions": solutions[:max_listed], "why_none": why_none})
+        family_settings.append({tuple((k, v) for k, v in s.items() if k != "mini_index") for s in solutions
+                                if s["mini_index"] == position and s["mini_count"] == len(groups)})
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
@@ -250,22 +246,15 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
             out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
-    if family:  # the settings under which every mini is mini `position` of as many minis as were given
+    if family:
         out["dropped_rows_of_part"] = _block(missing)
-        settings = [{tuple((k, v) for k, v in s.items() if k != "mini_index") for s in g.get("all_solutions", [])
-                     if s["mini_index"] == position and s["mini_count"] == len(groups)}
-                    for position, g in enumerate(out_groups)]
-        out["family_solutions"] = [dict(s) for s in sorted(set.intersection(*settings))]
-    for item in out_groups:
-        item.pop("all_solutions", None)
+        out["family_solutions"] = [dict(s) for s in sorted(set.intersection(*family_settings))]
     out["sentence"] = prose("compare", "slice_sentence", out, SLICE_KEYS)
     return out
 
 
 def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] | None:
-    if column not in table.column_names:
-        return None
-    texts = response_texts(table.column(column))
+    texts = response_texts(table.column(column)) if column in table.column_names else None
     return None if texts is None else texts.take(pa.array(rows, type=pa.int64())).to_pylist()
 
 
@@ -276,10 +265,9 @@ def _scores(table: pa.Table, rows: np.ndarray, where: str) -> dict[str, np.ndarr
 
 
 def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
-    if column not in reference.table.column_names or column not in candidate.table.column_names:
+    ref, cand = values_at(reference.table, column, a.first_rows), values_at(candidate.table, column, a.second_rows)
+    if ref is None or cand is None:
         return None
-    ref = reference.table.column(column).take(pa.array(a.first_rows, type=pa.int64())).to_pylist()
-    cand = candidate.table.column(column).take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
     missing = sum(r is None or c is None for r, c in zip(ref, cand))
     equal = sum(r is not None and r == c for r, c in zip(ref, cand))
     return {"equal": equal, "different": len(ref) - equal - missing, "missing": missing,
@@ -288,9 +276,10 @@ def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -
 
 @dataclass
 class Aligned:
-    """The aligned rows' texts and scores, side by side (reference first)."""
+    """The aligned rows' texts, prompt ids and scores, side by side (reference first)."""
 
-    texts: dict[str, list | None]  # ref_chosen, ref_rejected, cand_chosen, cand_rejected, prompt
+    texts: dict[str, list | None]  # TEXTS, and the candidate's prompt
+    prompt_ids: tuple[list | None, list | None]
     ref_scores: dict[str, np.ndarray] | None
     cand_scores: dict[str, np.ndarray] | None
     categories: np.ndarray | None
@@ -306,19 +295,19 @@ class Aligned:
 
 def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     """Texts (last assistant message of chosen/rejected) and scores of the aligned rows."""
-    texts = {f"{side}_{col}": _texts(t.table, col, rows) for side, t, rows in
-             (("ref", reference, a.first_rows), ("cand", candidate, a.second_rows)) for col in ("chosen", "rejected")}
-    texts["prompt"] = (candidate.table.column("prompt").take(pa.array(a.second_rows, type=pa.int64())).to_pylist()
-                       if "prompt" in candidate.table.column_names else None)
+    texts = {f"{side.name}_{col}": _texts(side.table, col, rows) for side, rows in
+             ((reference, a.first_rows), (candidate, a.second_rows)) for col in ("chosen", "rejected")}
+    texts["prompt"] = values_at(candidate.table, "prompt", a.second_rows)
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
-    if all(v is not None for k, v in texts.items() if k != "prompt"):
-        rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in ("ref_chosen", "ref_rejected", "cand_chosen",
-                                                                      "cand_rejected"))
+    if all(texts[k] is not None for k in TEXTS):
+        rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in TEXTS)
         same_chosen, same_rejected = (cc == rc).astype(bool), (cr == rr).astype(bool)
         crossed = ((cc == rr).astype(bool), (cr == rc).astype(bool))
         categories = np.select([same_chosen & same_rejected, crossed[0] & crossed[1], same_chosen, same_rejected,
                                 crossed[0] | crossed[1]], np.arange(5), 5).astype(np.int64)
-    return Aligned(texts=texts, ref_scores=_scores(reference.table, a.first_rows, "the reference"),
+    return Aligned(texts=texts, prompt_ids=(values_at(reference.table, "prompt_id", a.first_rows),
+                                            values_at(candidate.table, "prompt_id", a.second_rows)),
+                   ref_scores=_scores(reference.table, a.first_rows, "the reference"),
                    cand_scores=_scores(candidate.table, a.second_rows, "the candidate"), categories=categories)
 
 
@@ -326,8 +315,7 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
     """Same / swapped / partly equal / different pairs, equal reference_response and messages, margin signs."""
     out: dict[str, Any] = {"n": a.n}
     if al.categories is None:
-        missing = [f"{side} {col}" for side, t in (("reference", reference), ("candidate", candidate))
-                   for col in ("chosen", "rejected") if _texts(t.table, col, np.zeros(0, dtype=np.int64)) is None]
+        missing = [name.replace("_", " ") for name in TEXTS if al.texts[name] is None]
         out.update(available=False, reason=prose("compare", "no_texts", missing))
     else:
         counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
@@ -347,7 +335,7 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
     """(reference, candidate) score pairs of the same text: chosen = chosen, rejected = rejected, and crossed ones."""
     t, r, c = al.texts, al.ref_scores, al.cand_scores
     ref, cand, row, which = [], [], [], []
-    for k, (rc, rr, cc, cr) in enumerate(zip(t["ref_chosen"], t["ref_rejected"], t["cand_chosen"], t["cand_rejected"])):
+    for k, (rc, rr, cc, cr) in enumerate(zip(*(t[name] for name in TEXTS))):
         for same, r_col, c_col, label in ((cc == rc, "score_chosen", "score_chosen", 0),
                                           (cr == rr, "score_rejected", "score_rejected", 1),
                                           (cc == rr and cc != rc, "score_rejected", "score_chosen", 2),
@@ -361,10 +349,10 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
     missing = [f"the {side.name}" for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
-    if missing:
+    if missing:  # the columns of the first side without scores; its name is the parameter to change
         side = reference if al.ref_scores is None else candidate
-        return {"available": False, "reason": prose("compare", "no_scores", missing, side.name, side.table.column_names,
-                                                    "reference" if side is reference else "candidate")}
+        reason = prose("compare", "no_scores", missing, side.name, side.table.column_names)
+        return {"available": False, "reason": reason}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
     m = matched_scores(al)
@@ -399,6 +387,7 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     """Every aligned row that disagrees (pair, margin sign or a same-text score) with why, where it can tell."""
     n, t = a.n, al.texts
+    ref_ids, cand_ids = (ids or [None] * n for ids in al.prompt_ids)
     categories = al.categories if al.categories is not None else np.full(n, -1)
     mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2
     worst = np.zeros(n)
@@ -411,28 +400,23 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     records = []
     for k in np.flatnonzero(disagree):
         truncated = al.categories is not None and any(
-            over_length_limit(t["prompt"][k] if t["prompt"] else None, t[c][k])
-            for c in ("ref_chosen", "ref_rejected", "cand_chosen", "cand_rejected"))
+            over_length_limit(t["prompt"][k] if t["prompt"] else None, t[name][k]) for name in TEXTS)
         reasons = [why for holds, why in (
             (a.matched_by[k] == 2, "prompt matched only after whitespace normalisation"),
             (categories[k] >= 2, "a different candidate text"),
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
             (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
-        records.append({"reference_row": int(a.first_rows[k]), "candidate_row": int(a.second_rows[k]),
+        records.append({"prompt_id": ref_ids[k], "candidate_prompt_id": cand_ids[k],
+                        "reference_row": int(a.first_rows[k]), "candidate_row": int(a.second_rows[k]),
                         "matched_by": KEY_KINDS[a.matched_by[k]],
                         "pair": PAIR_CATEGORIES[categories[k]] if categories[k] >= 0 else None,
                         "margin_reference": mr[k], "margin_candidate": mc[k],
                         "max_abs_score_difference": worst[k] if al.scored else np.nan,
                         "explanation": "; ".join(reasons) or "unexplained"})
-    columns = ["reference_row", "candidate_row", "matched_by", "pair", "margin_reference", "margin_candidate",
-               "max_abs_score_difference", "explanation"]
+    columns = ["prompt_id", "candidate_prompt_id", "reference_row", "candidate_row", "matched_by", "pair",
+               "margin_reference", "margin_candidate", "max_abs_score_difference", "explanation"]
     return pd.DataFrame.from_records(records, columns=columns)
-
-
-def verdict(result: dict[str, Any]) -> str:
-    """The headline paragraph: aligned rows, same pairs, score agreement, coverage, slice, and any notes."""
-    return prose("compare", "verdict", result, KEY_WORDS)
 
 
 @dataclass
@@ -451,9 +435,7 @@ class ComparisonResult:
 def _hints(candidate_spec: str) -> dict[str, Any]:
     """The slicing parameters the candidate's run built it with (none unless it counted rows; a `limit` cuts)."""
     manifest = run_manifest_of(candidate_spec)
-    if manifest is None:
-        return {}
-    recorded = json.loads(manifest.read_text())
+    recorded = {} if manifest is None else json.loads(manifest.read_text())
     params = recorded.get("parameters") or {}
     if not recorded.get("counts") or params.get("limit") is not None:
         return {}
@@ -467,16 +449,12 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     cand_keys = row_keys(candidate.table, f"candidate {candidate.specs}")
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
     if a.n == 0:
-        raise DataError(
-            f"No row of the candidate ({candidate.rows} rows of {candidate.specs}) matches a row of the reference "
-            f"({reference.rows} rows of {reference.specs}) by prompt_id, by sha256 of the prompt, or by the "
-            f"whitespace-normalised prompt text; e.g. reference {_examples(reference.table, np.arange(1))} vs "
-            f"candidate {_examples(candidate.table, np.arange(1))}. They hold different prompts: check that both "
-            f"name the same dataset family, split and slice (reference_split / candidate_split, the mini).")
+        raise DataError(prose("compare", "no_match", reference, candidate, _examples(reference.table, np.arange(1)),
+                              _examples(candidate.table, np.arange(1))))
     al = gather(reference, candidate, a)
     sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
              if (rows := [d for d in a.duplicates if d["side"] == side])]
-    notes = [prose("compare", "duplicate_note", sides, KEY_WORDS)] if sides else []
+    notes = [prose("compare", "duplicate_note", sides)] if sides else []
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": side.specs, "split": side.split, "rows": side.rows,
@@ -503,10 +481,6 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
                                                 .explode().value_counts().sort_index().items()}}
-    for position, (name, side) in enumerate((("prompt_id", reference), ("candidate_prompt_id", candidate))):
-        ids = side.table.column("prompt_id").to_pylist() if "prompt_id" in side.table.column_names else None
-        rows = disagreements[("reference_row", "candidate_row")[position]]
-        disagreements.insert(position, name, [ids[i] if ids else None for i in rows])
     tables = {"only_reference": row_preview(reference.table, a.only_first),
               "only_candidate": row_preview(candidate.table, a.only_second),
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key"]),
@@ -530,7 +504,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
             "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": ref_index})
     result["notes"] = notes
     result = stats.clean(result)
-    result["verdict"] = verdict(result)
+    result["verdict"] = prose("compare", "verdict", result)  # aligned rows, pairs, scores, coverage, slice, notes
     return result, tables, al
 
 
@@ -545,11 +519,10 @@ def _public(spec: str) -> str:
 def compare(p: CompareParams) -> ComparisonResult:
     """The stage: load reference, candidate (and source), compare, write compare.json, tables, figures; record them."""
     if p.reference is None:
-        raise ParameterError("Parameter reference is not set: name the published dataset to compare with (a hub id "
-                             "such as YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1, a local "
-                             "file or folder, or a run directory; a list of several minis of one family works too).")
+        raise ParameterError(prose("compare", "no_reference"))
     run = RunDir.of(p.run_root)
-    candidate_spec = dataset_or_own(p.candidate, run, "candidate", "comparison")  # checked before anything is written
+    # checked before anything is written
+    candidate_spec, candidate_split = dataset_or_own(p.candidate, p.candidate_split, run, "candidate", "comparison")
     claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
     run.compare.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
@@ -557,8 +530,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     manifest = Manifest(run)
     with manifest.stage("compare") as info:
         reference = load_side("reference", p.reference, p.reference_split)
-        candidate = load_side("candidate", candidate_spec,
-                              own_split(run, p.candidate_split) if p.candidate is None else p.candidate_split)
+        candidate = load_side("candidate", candidate_spec, candidate_split)
         source = None if p.compare_source is None else _load_one(
             p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
         result, tables, al = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
@@ -577,15 +549,8 @@ def compare(p: CompareParams) -> ComparisonResult:
             drawn["compare_agreement"] = plots.compare_agreement(
                 {PAIR_WORDS[k]: v for k, v in result["pairs"]["categories"].items()})
         figures = {name: plots.save_titled(fig, run.figures / name) for name, fig in drawn.items()}
-        run.tables.mkdir(parents=True, exist_ok=True)
-        paths = {name: run.tables / f"compare_{name}.csv" for name in tables}
-        for name, frame in tables.items():
-            frame.to_csv(paths[name], index=False)
-        result["tables"] = {name: run.relative(path) for name, path in paths.items()}
-        result["figures"] = figure_index(run, figures)
-        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + list(paths.values()) + [run.compare]
-        atomic_write_json(run.compare, result, indent=2, allow_nan=False)
-        manifest.add_outputs(*outputs)
+        outputs = write_outputs(manifest, run.compare, result, figures,
+                                {name: (run.tables / f"compare_{name}.csv", frame) for name, frame in tables.items()})
         info.update(aligned=result["alignment"]["aligned"], reference_rows=reference.rows,
                     candidate_rows=candidate.rows, same_pairs=(result["pairs"].get("categories") or {}).get("same"))
     return ComparisonResult(result=result, tables=tables, figures=figures, outputs=outputs)

@@ -25,22 +25,20 @@ class RowComparison:
     rows: np.ndarray  # positions (in the input rows) of the compared rows
     excluded_reasons: dict[str, int]
     candidates: np.ndarray  # candidates per compared row
-    chosen: tuple[np.ndarray, np.ndarray]  # per scorer
-    rejected: tuple[np.ndarray, np.ndarray]
+    chosen: np.ndarray  # (2, rows): a row per scorer
+    rejected: np.ndarray  # (2, rows)
     tau: np.ndarray  # Kendall's tau-b per compared row, NaN where undefined
-    margin: tuple[np.ndarray, np.ndarray]  # best − worst per scorer
+    margin: np.ndarray  # (2, rows): best − worst
 
 
 def chosen_and_rejected(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of a (rows, k) score matrix: (chosen, rejected) candidate indices, first highest and last lowest."""
-    matrix = np.asarray(matrix, dtype=np.float64)
     # argmax/argmin return the first of equal extremes
     return np.argmax(matrix, axis=1), matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
 
 
 def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Kendall's tau-b between matching rows of two (rows, k) score matrices; NaN where a row is constant."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     i, j = np.triu_indices(a.shape[1], 1)
     sign_a, sign_b = np.sign(a[:, j] - a[:, i]), np.sign(b[:, j] - b[:, i])
     # concordant − discordant over sqrt(pairs untied in a × pairs untied in b): tau-b's definition
@@ -52,7 +50,6 @@ def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, counts_b: np.ndarray) -> RowComparison:
     """Compare two scorers row by row; rows without two comparable, finite score lists are excluded and counted."""
-    flat_a, flat_b = np.asarray(flat_a, dtype=np.float64), np.asarray(flat_b, dtype=np.float64)
     counts_a, counts_b = np.asarray(counts_a, dtype=np.int64), np.asarray(counts_b, dtype=np.int64)
     if counts_a.size != counts_b.size:
         raise ValueError(f"compare_rows needs the same rows for both scorers, got {counts_a.size} and {counts_b.size}")
@@ -72,8 +69,8 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
     kept = np.flatnonzero(~excluded)
     starts_a, starts_b = row_starts(counts_a), row_starts(counts_b)
     n = kept.size
-    chosen, rejected = ((np.empty(n, np.int64), np.empty(n, np.int64)) for _ in range(2))
-    margin, tau = (np.empty(n), np.empty(n)), np.empty(n)
+    chosen, rejected, margin = np.empty((2, n), np.int64), np.empty((2, n), np.int64), np.empty((2, n))
+    tau = np.empty(n)
     k_of = counts_a[kept]
     for k in np.unique(k_of):  # rows with k candidates form (rows, k) matrices
         at = np.flatnonzero(k_of == k)
@@ -81,8 +78,8 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
         offsets = np.arange(k)
         matrices = (flat_a[starts_a[rows][:, None] + offsets], flat_b[starts_b[rows][:, None] + offsets])
         for s, matrix in enumerate(matrices):
-            chosen[s][at], rejected[s][at] = chosen_and_rejected(matrix)
-            margin[s][at] = matrix.max(axis=1) - matrix.min(axis=1)
+            chosen[s, at], rejected[s, at] = chosen_and_rejected(matrix)
+            margin[s, at] = matrix.max(axis=1) - matrix.min(axis=1)
         tau[at] = kendall_tau_b(*matrices)
     return RowComparison(rows=kept, excluded_reasons=excluded_reasons, candidates=k_of, chosen=chosen,
                          rejected=rejected, tau=tau, margin=margin)
@@ -99,7 +96,6 @@ def _count(mask: np.ndarray) -> dict[str, Any]:
 
 def tau_summary(tau: np.ndarray) -> dict[str, Any]:
     """Per-row tau's distribution: rows with a defined tau, undefined ones, statistics, signs and a histogram."""
-    tau = np.asarray(tau, dtype=np.float64)
     defined = tau[np.isfinite(tau)]
     statistics = describe(defined) if defined.size else {}
     out: dict[str, Any] = {

@@ -72,7 +72,7 @@ def _bins(values: np.ndarray) -> int | np.ndarray:
     if grid is not None:
         step = float(grid[1] - grid[0]) if grid.size > 1 else 1.0
         return np.concatenate([grid - step / 2, [grid[-1] + step / 2]])
-    return min(60, max(10, int(np.sqrt(np.asarray(values).size))))
+    return min(60, max(10, int(np.sqrt(values.size))))
 
 
 def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
@@ -127,7 +127,7 @@ def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> 
 def margin_distribution(margin: np.ndarray) -> Figure:
     """Histogram with KDE of margin = score_chosen − score_rejected, with 0 marked."""
     with _axes() as (fig, ax):
-        sns.histplot(x=margin, bins=_bins(np.asarray(margin)), kde=True, color=COLORS["margin"], ax=ax)
+        sns.histplot(x=margin, bins=_bins(margin), kde=True, color=COLORS["margin"], ax=ax)
         ax.axvline(0.0, color="0.2", linestyle="--", linewidth=1.2, label="margin = 0 (tie)")
         ax.legend(loc="upper left")
         ax.set(xlabel="margin = score_chosen − score_rejected", ylabel="rows",
@@ -164,7 +164,6 @@ def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
 
 def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: dict) -> Figure:
     """Bland–Altman: candidate − reference against their mean, with the mean difference and limits of agreement."""
-    reference, candidate = np.asarray(reference), np.asarray(candidate)
     with _axes() as (fig, ax):
         _scatter_or_hexbin(ax, (reference + candidate) / 2, candidate - reference, COLORS["margin"])
         for key, style, label in (("mean_difference", "-", "mean difference"), ("loa_low", "--", "limits of agreement"),
@@ -220,7 +219,7 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
              length_margin: np.ndarray | None = None) -> dict[str, dict[str, object]]:
     """Draw and save every figure as {name: {"png", "svg", "title"}}; margin_vs_length only with lengths (of the
     rows `length_margin` describes, default all)."""
-    margin = np.asarray(score_chosen) - np.asarray(score_rejected)
+    margin = score_chosen - score_rejected
     length_margin = margin if length_margin is None else length_margin
     builders = {
         "score_distributions": lambda: score_distributions(score_chosen, score_rejected),

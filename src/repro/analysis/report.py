@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -113,7 +113,7 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
         shown = [int(i) for i in rows[:5]]
-        ids = table.column("prompt_id").take(pa.array(shown)).to_pylist() if "prompt_id" in table.column_names else None
+        ids = values_at(table, "prompt_id", shown)
         described = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" if ids else str(i)
                               for i, pid in zip(shown, ids or shown))
         more = f" and {rows.size - 5} more" if rows.size > 5 else ""
@@ -129,29 +129,25 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     return chosen[keep], rejected[keep], keep, reasons
 
 
-def own_split(run: RunDir, default: str) -> str:
-    """The split this run's 01_construct wrote (its output format's), else `default`."""
-    manifest = Manifest(run).read() if run.manifest.exists() else {}
-    return (manifest.get("dataset") or {}).get("split") or default
-
-
-def dataset_or_own(value: str | None, run: RunDir, parameter: str = "dataset", stage: str = "analysis") -> str:
-    """`value`, or when it is not set the run's own dataset, which must exist (else an error naming `parameter`)."""
+def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
+                   ) -> tuple[str, str]:
+    """(`value`, `split`), or when `value` is not set the run's own dataset, which must exist (else an error naming
+    `parameter`), and the split its 01_construct wrote (its output format's; `split` where none is recorded)."""
     if value is not None:
-        return value
+        return value, split
     if not run.dataset.is_dir():
         raise DataError(
             f"Parameter {parameter} is not set, so the {stage} reads this run's dataset at {run.dataset}, which "
             f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
             f"{parameter} to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
-    return str(run.dataset)
+    manifest = Manifest(run).read() if run.manifest.exists() else {}
+    return str(run.dataset), (manifest.get("dataset") or {}).get("split") or split
 
 
 def load(p: AnalyzeParams) -> ScoreData:
     """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
     run = RunDir.of(p.run_root)
-    spec = dataset_or_own(p.dataset, run)
-    split = own_split(run, p.dataset_split) if p.dataset is None else p.dataset_split
+    spec, split = dataset_or_own(p.dataset, p.dataset_split, run)
     table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
     chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
@@ -299,8 +295,8 @@ def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame([{
         "scorer_a": pair["scorers"][0], "scorer_b": pair["scorers"][1], "rows": pair["rows"],
         "rows_excluded": pair["rows_excluded"],
-        **{f"{same}{suffix}": pair[same][key] for same in ("same_chosen", "same_rejected")
-           for suffix, key in (("", "count"), ("_fraction", "fraction"))},
+        "same_chosen": pair["same_chosen"]["count"], "same_chosen_fraction": pair["same_chosen"]["fraction"],
+        "same_rejected": pair["same_rejected"]["count"], "same_rejected_fraction": pair["same_rejected"]["fraction"],
         "same_pair_fraction": pair["same_pair"]["fraction"],
         **{f"kendall_tau_{k}": pair["kendall_tau"][k] for k in ("mean", "median", "rows", "undefined")},
         **{f"margin_{k}": (pair["margin_correlation"][k] or {}).get("statistic") for k in ("pearson", "spearman")},
@@ -321,10 +317,14 @@ def show_agreement(result: AnalysisResult) -> None:
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
     """The summary statistics of the three series as a table (rows: statistics; CI bounds as _low/_high)."""
-    rows = {name: dict(item for key, value in metrics[name].items() for item in (
-        zip((f"{key}_low", f"{key}_high"), value) if isinstance(value, list) else [(key, value)]))
-        for name in stats.SERIES}
-    return pd.DataFrame(rows).rename_axis("statistic")
+    columns = {name: {} for name in stats.SERIES}
+    for name, column in columns.items():
+        for key, value in metrics[name].items():
+            if isinstance(value, list):  # an interval [low, high]: two rows
+                column[f"{key}_low"], column[f"{key}_high"] = value
+            else:
+                column[key] = value
+    return pd.DataFrame(columns).rename_axis("statistic")
 
 
 def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
@@ -345,10 +345,16 @@ def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
     """Each row's position, prompt_id and the start of its prompt (whitespace collapsed); None where absent."""
     frame = pd.DataFrame({"row": rows.astype(np.int64)})
     for column in ("prompt_id", "prompt"):
-        values = (table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist()
-                  if column in table.column_names else [None] * rows.size)
+        values = values_at(table, column, rows) or [None] * rows.size
         frame[column] = [" ".join(str(v).split())[:120] if column == "prompt" and v is not None else v for v in values]
     return frame
+
+
+def values_at(table: pa.Table, column: str, rows: np.ndarray | Sequence[int]) -> list | None:
+    """The values of `column` at the positions `rows`, or None when the table has no such column."""
+    if column not in table.column_names:
+        return None
+    return table.column(column).take(pa.array(rows, type=pa.int64())).to_pylist()
 
 
 def headline(metrics: dict[str, Any]) -> str:
@@ -359,7 +365,7 @@ def headline(metrics: dict[str, Any]) -> str:
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir.of(p.run_root)
-    dataset_or_own(p.dataset, run)  # a run with no dataset is an error before anything is written into its folder
+    dataset_or_own(p.dataset, p.dataset_split, run)  # a run with no dataset is an error before anything is written into its folder
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)
@@ -374,32 +380,36 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
         figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures,
                                  None if lengths is None else lengths["chosen_tokens"] - lengths["rejected_tokens"],
                                  length_margin=None if lengths is None else data.margin[data.length_rows])
-        run.tables.mkdir(parents=True, exist_ok=True)
         summary, extremes = summary_table(metrics), extreme_margins(data)
-        summary.to_csv(run.tables / SUMMARY_TABLE)
-        extremes.to_csv(run.tables / EXTREMES_TABLE, index=False)
-        tables = {"summary_statistics": run.tables / SUMMARY_TABLE, "extreme_margins": run.tables / EXTREMES_TABLE}
+        tables = {"summary_statistics": (run.tables / SUMMARY_TABLE, summary.reset_index()),
+                  "extreme_margins": (run.tables / EXTREMES_TABLE, extremes)}
         agreement = None
         if "agreement" in metrics:  # several scorers: their table and figure
             agreement = agreement_table(metrics["agreement"])
-            tables[AGREEMENT] = run.tables / f"{AGREEMENT}.csv"
-            agreement.to_csv(tables[AGREEMENT], index=False)
+            tables[AGREEMENT] = (run.tables / f"{AGREEMENT}.csv", agreement)
             figure = plots.scorer_agreement(metrics["agreement"])
             figures[AGREEMENT] = plots.save_titled(figure, run.figures / AGREEMENT)
-        metrics["figures"] = figure_index(run, figures)
-        metrics["tables"] = {name: run.relative(path) for name, path in tables.items()}
-        outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + [*tables.values(), run.metrics]
-        atomic_write_json(run.metrics, metrics, indent=2, allow_nan=False)
-        manifest.add_outputs(*outputs)
+        outputs = write_outputs(manifest, run.metrics, metrics, figures, tables)
         info.update(n=metrics["n"], n_excluded=metrics["n_excluded"], scale=metrics["scale"]["kind"])
     return AnalysisResult(metrics=metrics, outputs=outputs, summary=summary, extremes=extremes, figures=figures,
                           agreement=agreement)
 
 
-def figure_index(run: RunDir, figures: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
-    """How metrics.json and compare.json list figures: PNG and SVG relative to the run, and the title."""
-    return {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]), "title": f["title"]}
-            for name, f in figures.items()}
+def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figures: dict[str, dict[str, Any]],
+                  tables: dict[str, tuple[Path, pd.DataFrame]]) -> list[Path]:
+    """Write the tables (CSV) and then `result` (JSON, listing figures and tables relative to the run) at `path`;
+    record them all with the figures in the run's manifest, and return their paths."""
+    run = manifest.run
+    run.tables.mkdir(parents=True, exist_ok=True)
+    for table, frame in tables.values():
+        frame.to_csv(table, index=False)
+    result["figures"] = {name: {"png": run.relative(f["png"]), "svg": run.relative(f["svg"]), "title": f["title"]}
+                         for name, f in figures.items()}
+    result["tables"] = {name: run.relative(table) for name, (table, _) in tables.items()}
+    outputs = [f[ext] for f in figures.values() for ext in ("png", "svg")] + [t for t, _ in tables.values()] + [path]
+    atomic_write_json(path, result, indent=2, allow_nan=False)
+    manifest.add_outputs(*outputs)
+    return outputs
 
 
 def show_figures(result: Any) -> None:

@@ -1,5 +1,6 @@
 """Statistics of paired scores (score_chosen / score_rejected, margin = chosen − rejected): pure functions over
-numpy arrays returning JSON-ready dicts (None, never NaN, where a statistic is undefined)."""
+float64 numpy arrays (as the analysis and the comparison read them) returning JSON-ready dicts (None, never NaN,
+where a statistic is undefined)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,6 @@ def _quiet(fn, *args, **kwargs):
 
 def describe(x: np.ndarray) -> dict[str, float | None]:
     """Mean, sample std (ddof 1), median, quartiles, range, skewness (g1) and excess kurtosis (g2) of `x`."""
-    x = np.asarray(x, dtype=np.float64)
     q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])
     return clean({
         "mean": x.mean(), "std": x.std(ddof=1) if x.size > 1 else None, "median": median, "q25": q25, "q75": q75,
@@ -109,7 +109,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
         ranks[name] = np.empty(n, dtype=index_dtype)
         ranks[name][order] = np.arange(n, dtype=index_dtype)
     middle = [(n - 1) // 2, n // 2]  # the median of n sorted values is the mean of these two
-    means, medians = ({name: np.empty(resamples) for name in arrays} for _ in range(2))
+    means = {name: np.empty(resamples) for name in arrays}
+    medians = {name: np.empty(resamples) for name in arrays}
     for start in range(0, resamples, block):
         stop = min(resamples, start + block)
         rows = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
@@ -124,15 +125,13 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
                      ) -> dict[str, dict[str, Any]]:
     """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected)."""
-    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
-    series = {"score_chosen": c, "score_rejected": r, "margin": c - r}
+    series = {"score_chosen": score_chosen, "score_rejected": score_rejected, "margin": score_chosen - score_rejected}
     intervals = bootstrap_intervals(series, resamples, seed)
     return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
 
 
 def margin_sign(margin: np.ndarray) -> dict[str, dict[str, float]]:
     """Counts and fractions of rows with margin > 0 (chosen preferred), = 0 (tie) and < 0 (inversion)."""
-    margin = np.asarray(margin, dtype=np.float64)
     counts = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
               "negative": int((margin < 0).sum())}
     return {"counts": counts, "fractions": {k: v / margin.size for k, v in counts.items()}}
@@ -140,17 +139,15 @@ def margin_sign(margin: np.ndarray) -> dict[str, dict[str, float]]:
 
 def signed_rank_sums(margin: np.ndarray) -> tuple[float, float, int]:
     """(R+, R−, n) of Wilcoxon's signed ranks: zeros dropped, |margin| ranked with average ranks for ties."""
-    d = np.asarray(margin, dtype=np.float64)
-    d = d[d != 0]
+    d = margin[margin != 0]
     ranks = sps.rankdata(np.abs(d), method="average")
     return float(ranks[d > 0].sum()), float(ranks[d < 0].sum()), int(d.size)
 
 
 def wilcoxon_test(margin: np.ndarray) -> dict[str, Any]:
     """Two-sided Wilcoxon signed-rank test of margin = 0, zeros (ties) discarded first (Wilcoxon's method)."""
-    d = np.asarray(margin, dtype=np.float64)
-    nonzero = d[d != 0]
-    out: dict[str, Any] = {"zero_method": "wilcox", "zeros_discarded": int(d.size - nonzero.size),
+    nonzero = margin[margin != 0]
+    out: dict[str, Any] = {"zero_method": "wilcox", "zeros_discarded": int(margin.size - nonzero.size),
                            "n_used": int(nonzero.size), "alternative": "two-sided",
                            "zeros": "rows with margin == 0 (ties) are dropped before ranking (Wilcoxon's method)"}
     if nonzero.size == 0:
@@ -167,9 +164,8 @@ def wilcoxon_test(margin: np.ndarray) -> dict[str, Any]:
 
 def paired_t_test(margin: np.ndarray) -> dict[str, Any]:
     """Two-sided paired t-test of mean margin = 0 (the one-sample t-test on chosen − rejected)."""
-    d = np.asarray(margin, dtype=np.float64)
-    res = _quiet(sps.ttest_1samp, d, 0.0)
-    out = {"statistic": clean(res.statistic), "pvalue": clean(res.pvalue), "df": int(d.size - 1),
+    res = _quiet(sps.ttest_1samp, margin, 0.0)
+    out = {"statistic": clean(res.statistic), "pvalue": clean(res.pvalue), "df": int(margin.size - 1),
            "alternative": "two-sided"}
     if out["statistic"] is None:
         out["note"] = "all margins are equal (zero variance): the t statistic is undefined"
@@ -178,10 +174,9 @@ def paired_t_test(margin: np.ndarray) -> dict[str, Any]:
 
 def sign_test(margin: np.ndarray) -> dict[str, Any]:
     """Two-sided exact binomial sign test of P(margin > 0) = 1/2 over the non-zero margins (ties discarded)."""
-    d = np.asarray(margin, dtype=np.float64)
-    positive, negative = int((d > 0).sum()), int((d < 0).sum())
+    positive, negative = int((margin > 0).sum()), int((margin < 0).sum())
     out: dict[str, Any] = {"positive": positive, "negative": negative,
-                           "zeros_discarded": int(d.size - positive - negative), "alternative": "two-sided"}
+                           "zeros_discarded": int(margin.size - positive - negative), "alternative": "two-sided"}
     if positive + negative == 0:
         return {**out, "pvalue": None, "note": "every margin is zero: there is nothing to test"}
     return {**out, "pvalue": clean(sps.binomtest(positive, positive + negative, 0.5).pvalue)}
@@ -194,11 +189,10 @@ def paired_tests(margin: np.ndarray) -> dict[str, dict[str, Any]]:
 
 def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     """Cohen's d_z (mean margin / its sample std) and the matched-pairs rank-biserial correlation."""
-    d = np.asarray(margin, dtype=np.float64)
-    sd = d.std(ddof=1) if d.size > 1 else 0.0
-    r_plus, r_minus, used = signed_rank_sums(d)
+    sd = margin.std(ddof=1) if margin.size > 1 else 0.0
+    r_plus, r_minus, used = signed_rank_sums(margin)
     return clean({
-        "cohens_dz": d.mean() / sd if sd > 0 else None,
+        "cohens_dz": margin.mean() / sd if sd > 0 else None,
         # Kerby's simple difference formula over the ranks the Wilcoxon test uses (zeros discarded)
         "rank_biserial": (r_plus - r_minus) / (r_plus + r_minus) if used else None,
     })
@@ -206,22 +200,21 @@ def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
 
 def correlations(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, dict[str, float | None]]:
     """Pearson and Spearman correlation (with two-sided p-values) between score_chosen and score_rejected."""
-    x, y = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
-    pearson, spearman = _quiet(sps.pearsonr, x, y), _quiet(sps.spearmanr, x, y)
+    pearson = _quiet(sps.pearsonr, score_chosen, score_rejected)
+    spearman = _quiet(sps.spearmanr, score_chosen, score_rejected)
     return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue},
                   "spearman": {"statistic": spearman.statistic, "pvalue": spearman.pvalue}})
 
 
 def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
     """Mean/median of chosen and rejected lengths (`{side}_{chars|tokens}`), Spearman of margin vs their difference."""
-    margin = np.asarray(margin, dtype=np.float64)
     out: dict[str, Any] = {}
     for side in ("chosen", "rejected"):
         out[side] = {unit: {"mean": np.mean(lengths[f"{side}_{unit}"]), "median": np.median(lengths[f"{side}_{unit}"])}
                      for unit in ("chars", "tokens")}
     out["margin_vs_length_difference"] = {}
     for unit in ("chars", "tokens"):
-        diff = np.asarray(lengths[f"chosen_{unit}"], dtype=np.float64) - lengths[f"rejected_{unit}"]
+        diff = lengths[f"chosen_{unit}"] - lengths[f"rejected_{unit}"]
         rho = _quiet(sps.spearmanr, margin, diff)
         out["margin_vs_length_difference"][unit] = {"spearman": rho.statistic, "pvalue": rho.pvalue}
         out[f"chosen_longer_fraction_{unit}"] = float((diff > 0).mean())
@@ -231,17 +224,13 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
 def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray, atol: float = ANTISYMMETRY_ATOL
                       ) -> dict[str, Any]:
     """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
-    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
-    n = c.size
+    c, r, n = score_chosen, score_rejected, score_chosen.size
     sign_fails = int((~((c >= 0) & (r <= 0))).sum())
     antisymmetric = int(np.isclose(c, -r, rtol=0.0, atol=atol).sum())
     return {
         "sign_order_fails": sign_fails, "sign_order_fails_fraction": sign_fails / n,
         "antisymmetry_holds": antisymmetric, "antisymmetry_holds_fraction": antisymmetric / n,
-        "antisymmetry_atol": atol, "inversions": int((c < r).sum()),
-        "about": ("PairRM scores (mean pairwise logit differences) sum to 0 per prompt, so the best score is >= 0 "
-                  "and the worst <= 0, and with exactly two candidates score_chosen == -score_rejected. These "
-                  "counts are reported, not enforced: ratings and other scorers break them by design."),
+        "antisymmetry_atol": atol, "inversions": int((c < r).sum()), "about": prose("report", "pairrm_about"),
     }
 
 
@@ -253,9 +242,8 @@ def row_starts(counts: np.ndarray) -> np.ndarray:
 def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
                                score_rejected: np.ndarray, atol: float = SUM_TO_ZERO_ATOL) -> dict[str, Any]:
     """PairRM checks needing every candidate's score (flat, with counts per row): sums, two-candidate rows, extremes."""
-    flat = np.asarray(flat_scores, dtype=np.float64)
+    flat, c, r = flat_scores, score_chosen, score_rejected
     counts = np.asarray(candidates_per_row, dtype=np.int64)
-    c, r = np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)
     sums = np.bincount(np.repeat(np.arange(counts.size), counts), weights=flat, minlength=counts.size)
     filled = counts > 0
     starts = row_starts(counts)[filled]
@@ -278,7 +266,7 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
 
 def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, Any]:
     """Say whether the scores look like a 1–10 rating grid or real-valued (PairRM-style) logits, and what follows."""
-    v = np.concatenate([np.asarray(score_chosen, dtype=np.float64), np.asarray(score_rejected, dtype=np.float64)])
+    v = np.concatenate([score_chosen, score_rejected])
     on_grid = np.isclose(v / RATING_GRID_STEP, np.round(v / RATING_GRID_STEP), rtol=0.0, atol=1e-9)
     grid_fraction = float(on_grid.mean())
     lo, hi = float(v.min()), float(v.max())
@@ -307,21 +295,20 @@ def _weighted_moments(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[floa
     return mx, my, _dot(wdx, dx) / total, _dot(w * dy, dy) / total, _dot(wdx, dy) / total
 
 
-def _pearson_from(vx: float, vy: float, cov: float) -> float:
+def _pearson(mx: float, my: float, vx: float, vy: float, cov: float) -> float:
+    """Pearson's r from `_weighted_moments`."""
     return cov / math.sqrt(vx * vy) if vx > 0 and vy > 0 else math.nan
 
 
-def lin_concordance(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Lin's concordance correlation 2·cov / (var x + var y + (mean x − mean y)²), population moments."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    mx, my, vx, vy, cov = _weighted_moments(x, y, np.ones_like(x))
+def _lin(mx: float, my: float, vx: float, vy: float, cov: float) -> float:
+    """Lin's concordance correlation 2·cov / (var x + var y + (mean x − mean y)²) from `_weighted_moments`."""
     denominator = vx + vy + (mx - my) ** 2
-    return clean(2 * cov / denominator) if denominator > 0 else None
+    return 2 * cov / denominator if denominator > 0 else math.nan
 
 
 def bland_altman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
     """Bland–Altman of y − x: mean difference, its sample std, the 95 % limits of agreement mean ± 1.96·std."""
-    d = np.asarray(y, dtype=np.float64) - np.asarray(x, dtype=np.float64)
+    d = y - x
     sd = d.std(ddof=1) if d.size > 1 else math.nan
     return clean({"mean_difference": d.mean(), "sd_difference": sd, "loa_low": d.mean() - Z_95 * sd,
                   "loa_high": d.mean() + Z_95 * sd, "difference": "second − first"})
@@ -356,7 +343,6 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
                          clusters: np.ndarray | None = None, level: float = CI_LEVEL) -> dict[str, Any]:
     """How well y reproduces x (Pearson, Spearman, Lin's CCC, Bland–Altman, max |y − x|, fraction within each
     tolerance), with percentile-bootstrap intervals over whole clusters, each resample a vector of weights."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     n = x.size
     d = y - x
     out: dict[str, Any] = {"n": n}
@@ -364,7 +350,7 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
         return {**out, "note": "fewer than two values: agreement statistics are undefined"}
     pearson, spearman = _quiet(sps.pearsonr, x, y), _quiet(sps.spearmanr, x, y)
     out.update({"pearson": clean(pearson.statistic), "spearman": clean(spearman.statistic),
-                "lin_ccc": lin_concordance(x, y), "bland_altman": bland_altman(x, y),
+                "lin_ccc": clean(_lin(*_weighted_moments(x, y, np.ones(n)))), "bland_altman": bland_altman(x, y),
                 "max_abs_difference": float(np.abs(d).max()),
                 "within": {f"{t:g}": float((np.abs(d) <= t).mean()) for t in tolerances}})
     clusters = np.arange(n) if clusters is None else np.asarray(clusters)
@@ -377,12 +363,9 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     for b in range(resamples):
         w = np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)[cluster].astype(np.float64)
         total = w.sum()
-        mx, my, vx, vy, cov = _weighted_moments(x, y, w)
-        draws["pearson"][b] = _pearson_from(vx, vy, cov)
-        denominator = vx + vy + (mx - my) ** 2
-        draws["lin_ccc"][b] = 2 * cov / denominator if denominator > 0 else math.nan
-        _, _, rvx, rvy, rcov = _weighted_moments(rank_x.ranks(w), rank_y.ranks(w), w)
-        draws["spearman"][b] = _pearson_from(rvx, rvy, rcov)
+        moments = _weighted_moments(x, y, w)
+        draws["pearson"][b], draws["lin_ccc"][b] = _pearson(*moments), _lin(*moments)
+        draws["spearman"][b] = _pearson(*_weighted_moments(rank_x.ranks(w), rank_y.ranks(w), w))
         md = _dot(w, d) / total
         sd = math.sqrt(max(_dot(w, (d - md) ** 2) / (total - 1), 0.0)) if total > 1 else math.nan
         draws["mean_difference"][b] = md
