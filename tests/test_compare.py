@@ -263,6 +263,15 @@ def test_one_mini_is_placed_and_its_parameters_found():
             "mini_count": 4} in shifted["groups"][0]["solutions"]
 
 
+def test_invalid_hints_say_why_without_advice_meant_for_a_params_file():
+    # the candidate run's own parameters, recorded in its manifest: nothing to fix "with --set" in a comparison
+    out = compare.infer_slice([np.arange(100, 200)], N_SOURCE, max_mini_count=2,
+                              hints={"part_start": 0, "mini_index": 3, "mini_count": 2})
+    why = out["hints_reproduce"]["why"]
+    assert out["hints_reproduce"]["rows"] is None and "mini_index" in why and "the candidate run's parameters" in why
+    assert "--set" not in why and "params file" not in why
+
+
 def test_several_minis_with_a_drop_in_the_middle_of_the_part():
     kept = np.r_[np.arange(40000, 50000), np.arange(50400, 61135)]  # 400 rows dropped from the middle
     n = kept.size

@@ -238,7 +238,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     if hints:
         given = {k: hints[k] for k in SLICE_KEYS if k in hints}
         try:
-            plan = plan_slice(n_source, build(ConstructParams, given))
+            plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
             rows = [plan.start, plan.stop]
             exact = len(out_groups) == 1 and out_groups[0]["source_ranges"] == [rows]
             out["hints_reproduce"] = {"parameters": given, "rows": rows, "exact": exact}

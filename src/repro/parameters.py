@@ -382,7 +382,8 @@ RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be
 
 
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
-          set_keys: Collection[str] = ()) -> _Params:
+          set_keys: Collection[str] = (), advice: str = "\nFix the value in the params file or with --set KEY=VALUE."
+          ) -> _Params:
     """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error)."""
     _refuse_unknown(values, where)
     try:
@@ -397,8 +398,7 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             msg = RANGE_WORDS[err["type"]].format(**err["ctx"]) if err["type"] in RANGE_WORDS \
                 else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
             lines.append(f"  - {loc}: {msg}{got}")
-        raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) +
-                             "\nFix the value in the params file or with --set KEY=VALUE.") from None
+        raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) + advice) from None
 
 
 def validate_all(values: dict[str, Any], where: str = "the parameters",
