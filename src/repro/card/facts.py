@@ -16,7 +16,6 @@ from datasets import Features
 
 from ..dataset_io import SEED_FEATURES, write_split
 from ..errors import DataError, ParameterError
-from ..formats import TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
 from ..paths import RunDir, public_name
@@ -105,17 +104,6 @@ class CardFacts:
         return set(names) <= set(self.features)
 
     @property
-    def trl_drop(self) -> list[str]:
-        """Columns `to_trl` removes (not in TRL's preference format)."""
-        return [c for c in self.features if c not in TRL_FEATURES]
-
-    @property
-    def candidate_columns(self) -> list[str]:
-        """The columns whose texts were the candidates (the original pair aside)."""
-        p = self.parameters
-        return list(p.get("candidate_columns", [])) + (["reference_response"] if p.get("include_reference") else [])
-
-    @property
     def schema(self) -> dict[str, Any]:
         """The columns against the seed's: `same`, `seed_plus` (its columns then `extra`), or `differs`."""
         extra = [c for c in self.features if c not in SEED_FEATURES]
@@ -124,10 +112,6 @@ class CardFacts:
             return {"kind": "seed_plus" if extra else "same", "extra": extra}
         return {"kind": "differs", "extra": extra, "missing": [c for c in SEED_FEATURES if c not in self.features],
                 "changed": [c for c in SEED_FEATURES if c in self.features and self.features[c] != SEED_FEATURES[c]]}
-
-    @property
-    def shown_parameters(self) -> list[tuple[str, Any]]:
-        return sorted(shaping_parameters(self.parameters).items())
 
     @property
     def several_scorers(self) -> dict[str, Any] | None:
