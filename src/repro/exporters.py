@@ -59,18 +59,15 @@ def _rlhflow(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
             "rejected": row["rejected"][-1]["content"], "margin": row["score_chosen"] - row["score_rejected"]}
 
 
-def _selm(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
-    return {k: row[k] for k in ("prompt", "prompt_id", "messages", "reference_response", "chosen", "rejected")}
-
-
 @dataclass(frozen=True)
 class Format:
     """One published layout: its split name, its features (given the candidate count), its row converter."""
 
     name: str
     split: str  # may hold {iteration}
-    convert: Callable[[dict[str, Any], int, int], dict[str, Any]] | None  # None: the seed row as it is
+    convert: Callable[[dict[str, Any], int, int], dict[str, Any]] | None  # None: the seed row's `columns`
     source: str  # where the layout is read from, for the card and the manifest
+    columns: Features | None = None  # None: they depend on the run (the seed's extra columns, SPPO's candidates)
 
     @property
     def needs_all_candidates(self) -> bool:
@@ -89,22 +86,14 @@ class Format:
     def features(self, n_candidates: int, keep_all_candidates: bool = False,
                  more_scorers: Sequence[str] = ()) -> Features:
         """The output features (SPPO's `generate_{i}` columns need the number of candidates)."""
+        if self.columns is not None:
+            return self.columns.copy()
         if self.name == "seed":
             return output_features(keep_all_candidates, more_scorers)
-        if self.name == "sppo":
-            return Features({"prompt": Value("string"), "prompt_id": Value("string"), "chosen": MESSAGE_LIST,
-                             "rejected": MESSAGE_LIST, **{f"generate_{i}": MESSAGE_LIST for i in range(n_candidates)},
-                             "probability": List(FLOATS), "rm_scores": FLOATS, "chosen_probs": Value("float64"),
-                             "chosen_probs_win": Value("float64"), "chosen_probs_lose": Value("float64")})
-        if self.name == "snorkel":
-            return Features({"prompt_id": Value("string"), "prompt": Value("string"),
-                             "all_generated_responses": STRINGS, "all_rm_scores": FLOATS, "chosen": MESSAGE_LIST,
-                             "rejected": MESSAGE_LIST})
-        if self.name == "rlhflow":
-            return Features({"prompt": MESSAGE_LIST, "responses": STRINGS, "rewards": FLOATS,
-                             "chosen": Value("string"), "rejected": Value("string"), "margin": Value("float64")})
-        return Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "messages", "reference_response",
-                                                       "chosen", "rejected")})
+        return Features({"prompt": Value("string"), "prompt_id": Value("string"), "chosen": MESSAGE_LIST,
+                         "rejected": MESSAGE_LIST, **{f"generate_{i}": MESSAGE_LIST for i in range(n_candidates)},
+                         "probability": List(FLOATS), "rm_scores": FLOATS, "chosen_probs": Value("float64"),
+                         "chosen_probs_win": Value("float64"), "chosen_probs_lose": Value("float64")})
 
 
 FORMATS: dict[str, Format] = {
@@ -112,10 +101,17 @@ FORMATS: dict[str, Format] = {
                    "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"),
     "sppo": Format("sppo", "train", _sppo, "uclaml/SPPO scripts/compute_prob.py"),
     "snorkel": Format("snorkel", "train_iteration_{iteration}", _snorkel,
-                      "snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset"),
+                      "snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset",
+                      Features({"prompt_id": Value("string"), "prompt": Value("string"),
+                                "all_generated_responses": STRINGS, "all_rm_scores": FLOATS, "chosen": MESSAGE_LIST,
+                                "rejected": MESSAGE_LIST})),
     "rlhflow": Format("rlhflow", "train", _rlhflow,
-                      "RLHFlow/Online-RLHF annotate_data/get_rewards.py, dpo_iteration/run_dpo.py"),
-    "selm": Format("selm", "train_prefs_{iteration}", _selm, "shenao-zhang/SELM scripts/online_feedback.py"),
+                      "RLHFlow/Online-RLHF annotate_data/get_rewards.py, dpo_iteration/run_dpo.py",
+                      Features({"prompt": MESSAGE_LIST, "responses": STRINGS, "rewards": FLOATS,
+                                "chosen": Value("string"), "rejected": Value("string"), "margin": Value("float64")})),
+    "selm": Format("selm", "train_prefs_{iteration}", None, "shenao-zhang/SELM scripts/online_feedback.py",
+                   Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "messages", "reference_response",
+                                                           "chosen", "rejected")})),
 }
 assert tuple(FORMATS) == OutputFormat.__args__  # type: ignore[attr-defined]
 
