@@ -18,7 +18,7 @@ from ..dataset_io import SEED_FEATURES, write_split
 from ..errors import DataError, ParameterError
 from ..manifest import Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
-from ..paths import RunDir, public_name
+from ..paths import RunDir, public_name, shard_name
 from ..sources import load_source
 from ..subject import claim, is_own_dataset
 
@@ -328,7 +328,7 @@ def split_files(dataset_dir: str | Path) -> dict[str, list[Path]]:
             by_split.setdefault(m["split"], []).append(path)
     for split, paths in by_split.items():
         names = [p.name for p in paths]  # sorted by index: all name the same count, zero-padded
-        if names != [f"{split}-{i:05d}-of-{len(paths):05d}.parquet" for i in range(len(paths))]:
+        if names != [shard_name(split, i, len(paths)) for i in range(len(paths))]:
             raise DataError(
                 f"Split {split!r} in {dataset_dir}/{DATA_DIR} has an incomplete or mixed set of shards {names}; "
                 f"re-write the split (repro.dataset_io.write_split) so it has {split}-00000-of-0000N ... shards.")

@@ -140,10 +140,9 @@ def write_card(facts: CardFacts) -> Path:
     figures_dir = run.dataset / FIGURES_DIR
     if figures_dir.exists():
         shutil.rmtree(figures_dir)  # the folder is the card's own: stale figures must not be published
-    copies = []
-    for png, _ in facts.figures:
-        figures_dir.mkdir(parents=True, exist_ok=True)
-        copies.append(Path(shutil.copy2(png, figures_dir / png.name)))
+    if facts.figures:
+        figures_dir.mkdir(parents=True)
+    copies = [Path(shutil.copy2(png, figures_dir / png.name)) for png, _ in facts.figures]
     manifest = Manifest(run)
     with manifest.stage("card") as info:
         build_card(facts).save(run.card)
