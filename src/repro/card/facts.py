@@ -365,8 +365,7 @@ def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, st
                if isinstance(f, dict) and f.get("png") and (run.root / f["png"]).is_file()]
         if out:
             return out
-    pngs = sorted(run.figures.glob("*.png")) if run.figures.is_dir() else []
-    return [(png, png.stem.replace("_", " ")) for png in pngs]
+    return [(png, png.stem.replace("_", " ")) for png in sorted(run.figures.glob("*.png"))]  # none if no folder
 
 
 def hub_id(spec: str | None) -> str | None:
