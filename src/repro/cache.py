@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -50,8 +50,7 @@ class CacheCounts:
 
     def as_dict(self) -> dict[str, Any]:
         """What the manifest records for a stage (no path of this machine)."""
-        out = {"rows_from_cache": self.rows_from_cache, "rows_computed": self.rows_computed,
-               "damaged_entries": self.damaged_entries, "key_format": KEY_FORMAT}
+        out = {k: v for k, v in asdict(self).items() if k != "damaged"} | {"key_format": KEY_FORMAT}
         if self.damaged:
             out["damaged"] = self.damaged[:10]
         return out
@@ -72,8 +71,7 @@ def check_format(root: Path) -> None:
     try:
         found = json.loads(path.read_text()).get("key_format")
     except FileNotFoundError:
-        root.mkdir(parents=True, exist_ok=True)
-        _write_once(path, canonical_json({"key_format": KEY_FORMAT}))
+        _write_once(path, canonical_json({"key_format": KEY_FORMAT}))  # (it makes the folders)
         found = json.loads(path.read_text()).get("key_format")
     except (json.JSONDecodeError, AttributeError):
         found = "unreadable"

@@ -11,7 +11,7 @@ split `train` are inferred (its data are jsonl files); SELM's split is named aft
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import datasets
@@ -47,20 +47,10 @@ def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
     return out
 
 
-def _snorkel(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
-    return {"prompt_id": row["prompt_id"], "prompt": row["prompt"], "all_generated_responses": list(row["candidates"]),
-            "all_rm_scores": [float(s) for s in row["candidate_scores"]], "chosen": row["chosen"],
-            "rejected": row["rejected"]}
-
-
 def _rlhflow(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
     return {"prompt": [{"content": row["prompt"], "role": "user"}], "responses": list(row["candidates"]),
             "rewards": [float(s) for s in row["candidate_scores"]], "chosen": row["chosen"][-1]["content"],
             "rejected": row["rejected"][-1]["content"], "margin": row["score_chosen"] - row["score_rejected"]}
-
-
-def _selm(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
-    return {k: row[k] for k in ("prompt", "prompt_id", "messages", "reference_response", "chosen", "rejected")}
 
 
 @dataclass(frozen=True)
@@ -69,8 +59,10 @@ class Format:
 
     name: str
     split: str  # may hold {iteration}
-    convert: Callable[[dict[str, Any], int, int], dict[str, Any]] | None  # None: the seed row as it is
+    convert: Callable[[dict[str, Any], int, int], dict[str, Any]] | None  # None: the seed row's columns, renamed
     source: str  # where the layout is read from, for the card and the manifest
+    columns: Features | None = None  # None: they depend on the run (the seed's extra columns, SPPO's candidates)
+    renames: dict[str, str] = field(default_factory=dict)  # a published column -> the seed row's (convert None)
 
     @property
     def needs_all_candidates(self) -> bool:
@@ -89,33 +81,32 @@ class Format:
     def features(self, n_candidates: int, keep_all_candidates: bool = False,
                  more_scorers: Sequence[str] = ()) -> Features:
         """The output features (SPPO's `generate_{i}` columns need the number of candidates)."""
+        if self.columns is not None:
+            return self.columns.copy()
         if self.name == "seed":
             return output_features(keep_all_candidates, more_scorers)
-        if self.name == "sppo":
-            return Features({"prompt": Value("string"), "prompt_id": Value("string"), "chosen": MESSAGE_LIST,
-                             "rejected": MESSAGE_LIST, **{f"generate_{i}": MESSAGE_LIST for i in range(n_candidates)},
-                             "probability": List(FLOATS), "rm_scores": FLOATS, "chosen_probs": Value("float64"),
-                             "chosen_probs_win": Value("float64"), "chosen_probs_lose": Value("float64")})
-        if self.name == "snorkel":
-            return Features({"prompt_id": Value("string"), "prompt": Value("string"),
-                             "all_generated_responses": STRINGS, "all_rm_scores": FLOATS, "chosen": MESSAGE_LIST,
-                             "rejected": MESSAGE_LIST})
-        if self.name == "rlhflow":
-            return Features({"prompt": MESSAGE_LIST, "responses": STRINGS, "rewards": FLOATS,
-                             "chosen": Value("string"), "rejected": Value("string"), "margin": Value("float64")})
-        return Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "messages", "reference_response",
-                                                       "chosen", "rejected")})
+        return Features({"prompt": Value("string"), "prompt_id": Value("string"), "chosen": MESSAGE_LIST,
+                         "rejected": MESSAGE_LIST, **{f"generate_{i}": MESSAGE_LIST for i in range(n_candidates)},
+                         "probability": List(FLOATS), "rm_scores": FLOATS, "chosen_probs": Value("float64"),
+                         "chosen_probs_win": Value("float64"), "chosen_probs_lose": Value("float64")})
 
 
 FORMATS: dict[str, Format] = {
     "seed": Format("seed", "train_prefs", None,
                    "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"),
     "sppo": Format("sppo", "train", _sppo, "uclaml/SPPO scripts/compute_prob.py"),
-    "snorkel": Format("snorkel", "train_iteration_{iteration}", _snorkel,
-                      "snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset"),
+    "snorkel": Format("snorkel", "train_iteration_{iteration}", None, "snorkelai/Snorkel-Mistral-PairRM-DPO-Dataset",
+                      Features({"prompt_id": Value("string"), "prompt": Value("string"),
+                                "all_generated_responses": STRINGS, "all_rm_scores": FLOATS, "chosen": MESSAGE_LIST,
+                                "rejected": MESSAGE_LIST}),
+                      {"all_generated_responses": "candidates", "all_rm_scores": "candidate_scores"}),
     "rlhflow": Format("rlhflow", "train", _rlhflow,
-                      "RLHFlow/Online-RLHF annotate_data/get_rewards.py, dpo_iteration/run_dpo.py"),
-    "selm": Format("selm", "train_prefs_{iteration}", _selm, "shenao-zhang/SELM scripts/online_feedback.py"),
+                      "RLHFlow/Online-RLHF annotate_data/get_rewards.py, dpo_iteration/run_dpo.py",
+                      Features({"prompt": MESSAGE_LIST, "responses": STRINGS, "rewards": FLOATS,
+                                "chosen": Value("string"), "rejected": Value("string"), "margin": Value("float64")})),
+    "selm": Format("selm", "train_prefs_{iteration}", None, "shenao-zhang/SELM scripts/online_feedback.py",
+                   Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "messages", "reference_response",
+                                                           "chosen", "rejected")})),
 }
 assert tuple(FORMATS) == OutputFormat.__args__  # type: ignore[attr-defined]
 
@@ -130,7 +121,7 @@ def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple
                         f"{sorted(sizes)} candidates: give every row the same candidates (e.g. too_few_candidates: "
                         f"error and empty_candidates: error), or choose another output_format.")
     features = fmt.features(max(sizes), keep_all_candidates, more_scorers)
-    out = ([{k: r[k] for k in features} for r in rows] if fmt.convert is None else
+    out = ([{k: r[fmt.renames.get(k, k)] for k in features} for r in rows] if fmt.convert is None else
            [fmt.convert(r, c, j) for r, (c, j) in zip(rows, picks)])
     return datasets.Dataset.from_list(list(out), features=features)
 

@@ -123,13 +123,14 @@ def _label(value: Any) -> str:
     return _SAFE.sub("-", text).strip("-") or "empty"
 
 
-def member_names(combos: list[dict[str, Any]], template: str | None, where: str) -> list[str]:
-    """Each member's folder name: `template` filled with the values (a bundle by its `name`), or key-value pairs."""
+def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None, where: str) -> list[str]:
+    """Each member's folder name: `template` filled with the values (a bundle by its `name`), or key-value pairs;
+    `combos` map each grid key to (the value's position in the key's list, the value)."""
     names = []
     for combo in combos:
         # a bundle by its own name, else its position in the list
-        labels = {key: _label(value.get("name", f"{key}{value['_position']}") if isinstance(value, dict) else value)
-                  for key, value in combo.items()}
+        labels = {key: _label(value.get("name", f"{key}{i}") if isinstance(value, dict) else value)
+                  for key, (i, value) in combo.items()}
         if template:
             try:
                 name = template.format(**labels)
@@ -138,21 +139,16 @@ def member_names(combos: list[dict[str, Any]], template: str | None, where: str)
                                      f"name the grid keys {sorted(combo)} in braces.") from None
             name = _SAFE.sub("-", name)
         else:
-            name = "__".join(labels[k] if isinstance(v, dict) else f"{k}-{labels[k]}" for k, v in combo.items())
+            name = "__".join(labels[k] if isinstance(v, dict) else f"{k}-{labels[k]}" for k, (_, v) in combo.items())
         names.append(name)
     for i, name in enumerate(names):
         if name in names[:i]:
-            a, b = combos[names.index(name)], combos[i]
+            a, b = ({k: v for k, (_, v) in combos[j].items()} for j in (names.index(name), i))
             raise ParameterError(
-                f"Two members of the family in {where} are both named {name!r} ({_plain(a)} and {_plain(b)}): "
+                f"Two members of the family in {where} are both named {name!r} ({a} and {b}): "
                 f"every member needs its own folder. Give family.member_name a pattern that tells them apart, "
                 f"e.g. one naming every grid key.")
     return names
-
-
-def _plain(combo: dict[str, Any]) -> dict[str, Any]:
-    return {k: ({kk: vv for kk, vv in v.items() if kk != "_position"} if isinstance(v, dict) else v)
-            for k, v in combo.items()}
 
 
 def member_fingerprint(resolved: dict[str, Any]) -> str:
@@ -180,23 +176,22 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         raise ParameterError(f"family.name {name!r} in {where} names a folder: use letters, digits, '.', '_' or '-'.")
     root = Path(resolve_user_path(out or values.get("run_dir"), may_be_id=False) or default_run_dir(name))
 
-    positioned = {k: [({**v, "_position": i} if isinstance(v, dict) else v) for i, v in enumerate(vs)]
-                  for k, vs in grid.items()}
-    combos = [dict(zip(positioned, c)) for c in itertools.product(*positioned.values())]
+    combos = [dict(zip(grid, c)) for c in itertools.product(*map(enumerate, grid.values()))]
     names = member_names(combos, spec.get("member_name"), where)
     base = {k: v for k, v in values.items() if k != "family"}
     members = []
     for i, (combo, member) in enumerate(zip(combos, names)):
+        grid_values = {k: v for k, (_, v) in combo.items()}
         member_values = dict(base)
-        for key, value in combo.items():
+        for key, value in grid_values.items():
             if isinstance(value, dict):
-                member_values.update({k: v for k, v in value.items() if k not in ("name", "_position")})
+                member_values.update({k: v for k, v in value.items() if k != "name"})
             else:
                 member_values[key] = value
         member_values["run_name"] = f"{name}-{member}"
         member_values["run_dir"] = str(root / member)
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})")
-        members.append(Member(index=i, name=member, grid_values=_plain(combo), values=member_values,
+        members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
                               run_dir=root / member, fingerprint=member_fingerprint(resolve_parameters(member_values))))
     return Family(name=name, root=root, grid=grid, members=members, jobs=jobs)
 

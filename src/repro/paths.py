@@ -224,6 +224,6 @@ def looks_like_path(spec: str) -> bool:
 
 def run_manifest_of(spec: str | Path) -> Path | None:
     """The manifest.json of the run directory `spec` names (the run itself, or its `dataset/` folder); else None."""
-    path = Path(os.path.expanduser(str(spec)))
+    path = Path(spec).expanduser()
     candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == "dataset" else [])]
     return next((candidate for candidate in candidates if candidate.is_file()), None)

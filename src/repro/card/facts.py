@@ -16,10 +16,9 @@ from datasets import Features
 
 from ..dataset_io import SEED_FEATURES, write_split
 from ..errors import DataError, ParameterError
-from ..formats import TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
-from ..paths import RunDir, public_name
+from ..paths import RunDir, public_name, shard_name
 from ..sources import load_source
 from ..subject import claim, is_own_dataset
 
@@ -105,52 +104,14 @@ class CardFacts:
         return set(names) <= set(self.features)
 
     @property
-    def trl_drop(self) -> list[str]:
-        """Columns `to_trl` removes (not in TRL's preference format)."""
-        return [c for c in self.features if c not in TRL_FEATURES]
-
-    @property
-    def feature_types(self) -> list[tuple[str, dict[str, Any]]]:
-        return [(name, feature_type(f)) for name, f in self.features.items()]
-
-    @property
-    def candidate_columns(self) -> list[str]:
-        """The columns whose texts were the candidates (the original pair aside)."""
-        p = self.parameters
-        return list(p.get("candidate_columns", [])) + (["reference_response"] if p.get("include_reference") else [])
-
-    @property
     def schema(self) -> dict[str, Any]:
         """The columns against the seed's: `same`, `seed_plus` (its columns then `extra`), or `differs`."""
-        columns = list(self.features)
-        extra = [c for c in columns if c not in SEED_FEATURES]
-        if self.features == SEED_FEATURES and columns == list(SEED_FEATURES):
-            return {"kind": "same", "extra": []}
-        if columns[:len(SEED_FEATURES)] == list(SEED_FEATURES) and all(
+        extra = [c for c in self.features if c not in SEED_FEATURES]
+        if list(self.features)[:len(SEED_FEATURES)] == list(SEED_FEATURES) and all(
                 self.features[c] == SEED_FEATURES[c] for c in SEED_FEATURES):
-            return {"kind": "seed_plus", "extra": extra}
+            return {"kind": "seed_plus" if extra else "same", "extra": extra}
         return {"kind": "differs", "extra": extra, "missing": [c for c in SEED_FEATURES if c not in self.features],
                 "changed": [c for c in SEED_FEATURES if c in self.features and self.features[c] != SEED_FEATURES[c]]}
-
-    @property
-    def shown_parameters(self) -> list[tuple[str, Any]]:
-        return sorted(shaping_parameters(self.parameters).items())
-
-    @property
-    def selection(self) -> str:
-        """The pair selection rule the run used (repro.construct.selection; runs before it: best_worst)."""
-        return self.parameters.get("selection") or "best_worst"
-
-    @property
-    def output_format(self) -> str:
-        """The output format the run wrote (repro.exporters; runs before them: the seed's)."""
-        return self.parameters.get("output_format") or "seed"
-
-    @property
-    def tie_rule(self) -> str | None:
-        """The recorded tie rule: "ours" for repro.construct's own, else as recorded (None: not recorded)."""
-        rule = (self.stages.get("pairs") or {}).get("tie_rule")
-        return "ours" if rule == TIE_RULE else rule
 
     @property
     def several_scorers(self) -> dict[str, Any] | None:
@@ -274,10 +235,12 @@ class CardFacts:
             return [(unit, v["spearman"], v.get("pvalue")) for unit, v in by_unit.items()
                     if isinstance(v, dict) and isinstance(v.get("spearman"), (int, float))]
         # another analysis' layout: the first number under `length` named Spearman, not its p-value or interval
-        rho = next((v for path, v in _flatten(length) if "spearman" in path.lower()
-                    and not any(a in path.lower().split(".")[-1] for a in ("pvalue", "p_value", "ci"))
-                    and isinstance(v, (int, float)) and not isinstance(v, bool)), None)
-        return [] if rho is None else [("", rho, None)]
+        for path, value in _flatten(length):
+            last = path.lower().split(".")[-1]
+            if "spearman" in path.lower() and not any(a in last for a in ("pvalue", "p_value", "ci")) \
+                    and isinstance(value, (int, float)) and not isinstance(value, bool):
+                return [("", value, None)]
+        return []
 
     @property
     def length_bias(self) -> dict[str, Any]:
@@ -365,7 +328,7 @@ def split_files(dataset_dir: str | Path) -> dict[str, list[Path]]:
             by_split.setdefault(m["split"], []).append(path)
     for split, paths in by_split.items():
         names = [p.name for p in paths]  # sorted by index: all name the same count, zero-padded
-        if names != [f"{split}-{i:05d}-of-{len(paths):05d}.parquet" for i in range(len(paths))]:
+        if names != [shard_name(split, i, len(paths)) for i in range(len(paths))]:
             raise DataError(
                 f"Split {split!r} in {dataset_dir}/{DATA_DIR} has an incomplete or mixed set of shards {names}; "
                 f"re-write the split (repro.dataset_io.write_split) so it has {split}-00000-of-0000N ... shards.")
@@ -402,20 +365,7 @@ def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, st
                if isinstance(f, dict) and f.get("png") and (run.root / f["png"]).is_file()]
         if out:
             return out
-    pngs = sorted(run.figures.glob("*.png")) if run.figures.is_dir() else []
-    return [(png, png.stem.replace("_", " ")) for png in pngs]
-
-
-def feature_type(feature: Any) -> dict[str, Any]:
-    """A feature's type as data: {value: dtype}, {struct: [(name, type)]}, {list: type}, {classlabel: names}."""
-    if isinstance(feature, datasets.Value):
-        return {"value": feature.dtype}
-    if isinstance(feature, dict):
-        return {"struct": [(k, feature_type(v)) for k, v in feature.items()]}
-    if isinstance(feature, datasets.ClassLabel):
-        return {"classlabel": feature.names}
-    inner = getattr(feature, "feature", None)
-    return {"list": feature_type(inner)} if inner is not None else {"other": type(feature).__name__}
+    return [(png, png.stem.replace("_", " ")) for png in sorted(run.figures.glob("*.png"))]  # none if no folder
 
 
 def hub_id(spec: str | None) -> str | None:
@@ -425,38 +375,33 @@ def hub_id(spec: str | None) -> str | None:
 
 
 def public_value(value: Any) -> Any:
-    """A value as the published card may show it: a local path becomes its last name (no machine path, no user)."""
+    """A value as the published card may show it: a local path becomes its last name (no machine path, no user),
+    a chat template (Jinja text) its hash (no template source)."""
     if isinstance(value, (list, tuple)):
         return type(value)(public_value(v) for v in value)
     if isinstance(value, dict):  # e.g. one entry of `scorers`
-        return {k: public_value(v) for k, v in value.items()}
+        return {k: (f"(given, sha256 {hashlib.sha256(str(v).encode()).hexdigest()[:12]})" if k == "chat_template"
+                    else public_value(v)) for k, v in value.items()}
     if not isinstance(value, str) or hub_id(value) or "\n" in value:
         return value
     return public_name(value)
 
 
+def _fields(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The construction parameters' fields, and the generation ones when the run generated."""
+    schemas = [ConstructParams] + ([GenerationParams] if parameters.get("generate") else [])
+    return {k: f for schema in schemas for k, f in schema.model_fields.items()}
+
+
 def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     """The parameters that shaped the dataset: construction ones, generation ones only when it generated."""
-    schemas = [ConstructParams] + ([GenerationParams] if parameters.get("generate") else [])
-    fields = {k for schema in schemas for k in schema.model_fields} - NOT_SHAPING
-    return {k: public_value(_without_templates(v)) for k, v in parameters.items() if k in fields}
-
-
-def _without_templates(value: Any) -> Any:
-    """A chat template (Jinja text) named by its hash: the card's table shows no template source."""
-    if isinstance(value, dict):
-        return {k: (f"(given, sha256 {hashlib.sha256(str(v).encode()).hexdigest()[:12]})" if k == "chat_template"
-                    else _without_templates(v)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_without_templates(v) for v in value)
-    return value
+    fields = _fields(parameters).keys() - NOT_SHAPING
+    return {k: public_value(v) for k, v in parameters.items() if k in fields}
 
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     """The run's parameters with construction defaults filled in (a params file names only what it changes)."""
-    schemas = [ConstructParams] + ([GenerationParams] if recorded.get("generate") else [])
-    defaults = {k: f.default for schema in schemas for k, f in schema.model_fields.items()
-                if k not in ("run_name", "run_dir")}
+    defaults = {k: f.default for k, f in _fields(recorded).items() if k not in ("run_name", "run_dir")}
     return {**defaults, **recorded}
 
 

@@ -21,12 +21,12 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from ..errors import DataError, ReproError
-from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION
+from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, CardParams
 from ..paths import RunDir
 from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
-                    CardFacts, SplitFacts, hub_id, public_value)
+                    TIE_RULE, CardFacts, SplitFacts, hub_id, public_value, shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
@@ -101,7 +101,8 @@ def _environment(lang: str) -> jinja2.Environment:
     env.globals.update(t=words, config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,
                        seed_repo=SEED_REPO, score_blocks=SCORE_BLOCKS, required_columns=REQUIRED_COLUMNS,
                        trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
-                       recipe_facts=RECIPE_FACTS,
+                       recipe_facts=RECIPE_FACTS, our_tie_rule=TIE_RULE, trl_features=TRL_FEATURES,
+                       shaping_parameters=shaping_parameters,
                        citations=(TEMPLATES / "citations.md").read_text(encoding="utf-8").strip("\n"))
     return env
 
@@ -139,10 +140,9 @@ def write_card(facts: CardFacts) -> Path:
     figures_dir = run.dataset / FIGURES_DIR
     if figures_dir.exists():
         shutil.rmtree(figures_dir)  # the folder is the card's own: stale figures must not be published
-    copies = []
-    for png, _ in facts.figures:
-        figures_dir.mkdir(parents=True, exist_ok=True)
-        copies.append(Path(shutil.copy2(png, figures_dir / png.name)))
+    if facts.figures:
+        figures_dir.mkdir(parents=True)
+    copies = [Path(shutil.copy2(png, figures_dir / png.name)) for png, _ in facts.figures]
     manifest = Manifest(run)
     with manifest.stage("card") as info:
         build_card(facts).save(run.card)
