@@ -53,6 +53,17 @@ def test_a_missing_repro_home_is_an_error_naming_the_absolute_path(monkeypatch, 
         paths.project_root()
 
 
+def test_one_rule_says_which_specs_are_written_as_hub_ids_and_the_card_shows_no_other_in_full():
+    from repro.card.facts import public_value
+    for spec in ("llm-blender/PairRM", "HuggingFaceH4/ultrafeedback_binarized", "meta-llama/Llama-3.1-8B"):
+        assert paths.reads_as_hub_id(spec) and public_value(spec) == spec
+    for spec in ("C:\\Users\\ada/data", "my data/rows", "owner/", "/abs/x", "./x/y", "~/x", "a/b/c", "x",
+                 "builtin:tiny-pairrm", "", None):
+        assert not paths.reads_as_hub_id(spec), spec
+    # a Windows folder in owner/name's shape was taken for a hub id, and the card showed it with the user's name
+    assert public_value("C:\\Users\\ada/data") == "data"
+
+
 def test_hub_ids_and_builtin_specs_stay_as_they_are(monkeypatch):
     monkeypatch.chdir(NOTEBOOKS)
     p = build(ConstructParams, {"source": "HuggingFaceH4/ultrafeedback_binarized", "scorer_model": "llm-blender/PairRM"})

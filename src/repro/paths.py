@@ -98,9 +98,14 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
     return os.path.normpath(root / path)
 
 
+def reads_as_hub_id(spec: str | None) -> bool:
+    """Whether `spec` is written as a hub id, owner/name, by its text alone (is_hub_id also looks at the disk)."""
+    return bool(_HUB_ID.match(spec or ""))
+
+
 def is_hub_id(value: str) -> bool:
     """Whether a parameter value, taken by the path rule, names a hub repository (owner/name) and not a local path."""
-    return bool(_HUB_ID.match(value)) and not value.endswith(_FILE_SUFFIXES) and not Path(value).exists()
+    return reads_as_hub_id(value) and not value.endswith(_FILE_SUFFIXES) and not Path(value).exists()
 
 
 def default_run_dir(run_name: str) -> Path:
@@ -215,11 +220,6 @@ class RunDir:
 
     def executed_notebook(self, notebook: str) -> Path:
         return self.notebooks / Path(notebook).name
-
-
-def looks_like_path(spec: str) -> bool:
-    """True when a model spec names a local path (not an `owner/name` hub id)."""
-    return spec.startswith((".", "/", "~")) or spec.count("/") != 1 or "\\" in spec
 
 
 def run_manifest_of(spec: str | Path) -> Path | None:

@@ -18,7 +18,7 @@ from ..dataset_io import SEED_FEATURES, write_split
 from ..errors import DataError, ParameterError
 from ..manifest import Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
-from ..paths import RunDir, public_name, shard_name
+from ..paths import RunDir, public_name, reads_as_hub_id, shard_name
 from ..sources import load_source
 from ..subject import claim, is_own_dataset
 
@@ -123,7 +123,7 @@ class CardFacts:
 
         def public(s: dict[str, Any]) -> dict[str, Any]:  # a local folder by its name only
             spec = str(s.get("model") or "?")
-            local = not spec.startswith("builtin:") and not hub_id(spec)
+            local = not spec.startswith("builtin:") and not reads_as_hub_id(spec)
             return {**s, "model": Path(spec).name if local else spec, "local": local, "kind": s.get("kind", "pairrm")}
 
         return {"decided": public(next(s for s in scorers if s.get("decides_pairs"))),
@@ -368,12 +368,6 @@ def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, st
     return [(png, png.stem.replace("_", " ")) for png in sorted(run.figures.glob("*.png"))]  # none if no folder
 
 
-def hub_id(spec: str | None) -> str | None:
-    """`spec` when it reads as a hub id (`owner/name`), else None."""
-    parts = (spec or "").split("/")
-    return spec if len(parts) == 2 and all(parts) and not spec.startswith((".", "/", "~")) else None
-
-
 def public_value(value: Any) -> Any:
     """A value as the published card may show it: a local path becomes its last name (no machine path, no user),
     a chat template (Jinja text) its hash (no template source)."""
@@ -382,7 +376,7 @@ def public_value(value: Any) -> Any:
     if isinstance(value, dict):  # e.g. one entry of `scorers`
         return {k: (f"(given, sha256 {hashlib.sha256(str(v).encode()).hexdigest()[:12]})" if k == "chat_template"
                     else public_value(v)) for k, v in value.items()}
-    if not isinstance(value, str) or hub_id(value) or "\n" in value:
+    if not isinstance(value, str) or reads_as_hub_id(value) or "\n" in value:
         return value
     return public_name(value)
 

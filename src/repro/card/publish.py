@@ -24,9 +24,9 @@ from ..errors import DataError, ReproError
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, CardParams
-from ..paths import RunDir
+from ..paths import RunDir, reads_as_hub_id
 from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
-                    TIE_RULE, CardFacts, SplitFacts, hub_id, public_value, shaping_parameters)
+                    TIE_RULE, CardFacts, SplitFacts, public_value, shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
@@ -62,12 +62,10 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
     tags = ["preference", "dpo", "rlhf"] if preference else []
     if facts.built_here:
         tags += ["pairrm", "ultrafeedback"] if not facts.stand_in else ["stand-in-scores"]
-        source = hub_id(facts.parameters.get("source"))
-    else:
-        source = hub_id(facts.known_recipe.get("source"))
+    source = (facts.parameters if facts.built_here else facts.known_recipe).get("source")
     return card_data(facts.features, facts.splits, language=facts.language or None, license=facts.license,
                      size_categories=[size_category(sum(s.num_examples for s in facts.splits))],  # every split
-                     source_datasets=[f"extended|{source}"] if source else None,
+                     source_datasets=[f"extended|{source}"] if reads_as_hub_id(source) else None,
                      task_categories=["text-generation"] if preference else None, pretty_name=facts.title,
                      tags=tags or None)
 

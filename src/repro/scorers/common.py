@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError
-from ..paths import STAND_IN_MARKER, looks_like_path
+from ..paths import STAND_IN_MARKER, reads_as_hub_id
 
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
 DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
@@ -96,7 +96,7 @@ def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:
 def check_local_path(spec: str, what: str, hub_example: str) -> None:
     """Raise a ModelLoadError naming the path when `spec` names a local path with no folder there."""
     path = Path(spec).expanduser()
-    if path.is_dir() or not (path.exists() or looks_like_path(spec)):
+    if path.is_dir() or (not path.exists() and reads_as_hub_id(spec)):
         return
     if path.exists():
         raise ModelLoadError(f"{what} '{spec}' is not a directory (looked for {path.resolve()}): pass the "

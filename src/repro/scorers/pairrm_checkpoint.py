@@ -11,7 +11,7 @@ import torch
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
-from ..paths import looks_like_path
+from ..paths import reads_as_hub_id
 from .common import check_local_path, is_stand_in
 from .pairrm_attention import PairRMModel, install_fast_attention
 from .tiny import BUILTIN_TINY, DEBERTA_V3_LARGE, build_builtin
@@ -21,7 +21,7 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
 def _how_to_provide(spec: str) -> str:
-    repo = "llm-blender/PairRM-hf" if looks_like_path(spec) else spec
+    repo = spec if reads_as_hub_id(spec) else "llm-blender/PairRM-hf"
     return (f"To provide it: on a machine with internet run `hf download {repo} --include '*.json' spm.model "
             f"model.safetensors` (it lands in the hub cache; copy that cache or set HF_HOME to it), or download "
             f"the folder anywhere and pass its path as the model; for a run without any download use "
