@@ -55,9 +55,10 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None, allow_nan: bool = True) -> None:
-    """`atomic_write_text` of JSON; indented JSON ends with a newline, compact JSON does not."""
-    text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=allow_nan)
+def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None, allow_nan: bool = True,
+                      default: Callable[[Any], Any] | None = None) -> None:
+    """`atomic_write_text` of JSON (`default`: json.dumps's); indented JSON ends with a newline, compact JSON not."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=allow_nan, default=default)
     atomic_write_text(path, text + "\n" if indent is not None else text)
 
 

@@ -65,8 +65,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
             statuses = list(pool.map(lambda m: _run_in_subprocess(args, family, m), family.members))
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
     # the family folder's own record holds the family view's parameters only (the members hold theirs)
-    view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items()
-                                    if k in FamilyViewParams.model_fields and k != "run_dir"}).model_dump()
+    view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items() if k != "run_dir"}).model_dump()
     code = run_notebooks({**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}, family.root,
                          kernel=args.kernel, log_output=args.log_output)
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "

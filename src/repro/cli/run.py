@@ -107,8 +107,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest = Manifest(run)
     manifest.start_run(values, notebooks, driver="repro run")
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
-    for key, value in (record or {}).items():
-        manifest.record(key, value)
+    manifest.update(**(record or {}))
     kernel = ensure_kernel(kernel)
     if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
         os.environ[PROGRESS_LINES_ENV] = "1"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
@@ -24,6 +23,7 @@ from huggingface_hub import constants, get_session, try_to_load_from_cache
 
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
+from ..jobs import atomic_write_json, atomic_write_text
 from ..manifest import lock_status, lock_summary, package_versions
 from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
 from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root
@@ -135,13 +135,10 @@ class SelfCheck:
     _repr_markdown_ = to_markdown
 
     def write(self, report_dir: str | Path) -> tuple[Path, Path]:
-        folder = Path(report_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.json_path, self.md_path = folder / SELFCHECK_JSON, folder / SELFCHECK_MD
-        text = json.dumps(self.to_json(), indent=2, ensure_ascii=False,  # numpy scalars and paths: value or text
+        self.json_path, self.md_path = Path(report_dir) / SELFCHECK_JSON, Path(report_dir) / SELFCHECK_MD
+        atomic_write_json(self.json_path, self.to_json(), indent=2,  # numpy scalars and paths: value or text
                           default=lambda v: v.item() if hasattr(v, "item") else str(v))
-        self.json_path.write_text(text + "\n", encoding="utf-8")
-        self.md_path.write_text(self.to_markdown(), encoding="utf-8")
+        atomic_write_text(self.md_path, self.to_markdown())
         return self.json_path, self.md_path
 
 
