@@ -170,13 +170,16 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _jsonable(value: Any) -> Any:
-    """json.dumps's `default` for the manifest: a path as text, a numpy scalar as its Python value."""
+def _to_jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
     if isinstance(value, Path):
         return str(value)
-    if callable(getattr(value, "item", None)):
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
         return value.item()
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    return value
 
 
 class Manifest:
@@ -190,7 +193,7 @@ class Manifest:
         return json.loads(self.path.read_text()) if self.path.exists() else {}
 
     def write(self, data: dict[str, Any]) -> None:
-        atomic_write_json(self.path, data, indent=2, default=_jsonable)
+        atomic_write_json(self.path, _to_jsonable(data), indent=2)
 
     @contextlib.contextmanager
     def edit(self) -> Iterator[dict[str, Any]]:
