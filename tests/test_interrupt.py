@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_interruption_is_recorded_for_every_unfinished_entry(tmp_path):
-    run = RunDir.of(tmp_path / "run")
+    run = RunDir(tmp_path / "run")
     manifest = Manifest(run)
     manifest.start_run({}, ["01_construct", "02_analyze"])
     manifest.notebook_status("01_construct", "running")

@@ -520,7 +520,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     """The stage: load reference, candidate (and source), compare, write compare.json, tables, figures; record them."""
     if p.reference is None:
         raise ParameterError(prose("compare", "no_reference"))
-    run = RunDir.of(p.run_root)
+    run = RunDir(p.run_root)
     # checked before anything is written
     candidate_spec, candidate_split = dataset_or_own(p.candidate, p.candidate_split, run, "candidate", "comparison")
     claim(run, p.candidate, "candidate")
@@ -558,7 +558,7 @@ def compare(p: CompareParams) -> ComparisonResult:
 
 def card_parameters(p: CompareParams) -> CardParams | None:
     """The card parameters this run recorded, when it already has a card to refresh (None: 03_card comes later)."""
-    run = RunDir.of(p.run_root)
+    run = RunDir(p.run_root)
     if not run.card.is_file():
         return None
     recorded = Manifest(run).read().get("parameters") or {}

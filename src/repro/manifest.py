@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 from . import __version__
 from .errors import ParameterError
 from .jobs import atomic_write_json
-from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, lock_file, resolve_user_path
+from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
 TRACKED_PACKAGES = (
     "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
@@ -70,7 +70,7 @@ def _same_version(a: str, b: str | None) -> bool:
 
 def lock_status(path: str | Path | None = None) -> dict[str, Any]:
     """Whether the installed packages are the lock's: its sha256, and each pinned package that differs."""
-    path = Path(path) if path else lock_file()
+    path = Path(path) if path else shipped(LOCK_NAME)
     if not path.is_file():
         return {"file": LOCK_NAME, "sha256": None, "locked": False, "differs": [],
                 "missing": f"no {LOCK_NAME} beside this installation"}
@@ -186,7 +186,7 @@ class Manifest:
     """Read-modify-write access to one run's `manifest.json`."""
 
     def __init__(self, run_dir: str | Path | RunDir):
-        self.run = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
+        self.run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
         self.path = self.run.manifest
 
     def read(self) -> dict[str, Any]:

@@ -71,7 +71,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
                 list(iter_jsonl(path, option="source"))  # raises naming the first broken line
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
-    run = RunDir.of(path)
+    run = RunDir(path)
     if run.dataset.is_dir() and run.manifest.exists():  # a run directory
         return _load_local(run.dataset, split, split_parameter)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():

@@ -270,7 +270,7 @@ class CardFacts:
 
 def gather_facts(params: "CardParams") -> CardFacts:
     """Read the data, manifest, metrics and figures of a run (copying in a foreign `card_dataset` first)."""
-    run = RunDir.of(params.run_root)
+    run = RunDir(params.run_root)
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     card_dataset = None if is_own_dataset(run, params.card_dataset) else params.card_dataset

@@ -193,7 +193,7 @@ def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = No
 def notebook_folder(card_path: str | Path) -> Path:
     """The folder of the notebook showing a run's card: the executed 03_card's while `repro run` runs it, else the
     kernel's working folder (JupyterLab's is the notebook's; papermill's, where its output usually goes)."""
-    run = RunDir.of(Path(card_path).resolve().parent.parent)
+    run = RunDir(Path(card_path).resolve().parent.parent)
     entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
     if entry.get("status") == "running" and entry.get("executed"):
         return (run.root / entry["executed"]).parent
@@ -213,7 +213,7 @@ class PublishError(ReproError):
 
 def publish(params: "CardParams") -> str | None:
     """Upload the run's dataset folder to `hub_repo_id` when `push_to_hub` is true; returns the URL."""
-    run = RunDir.of(params.run_root)
+    run = RunDir(params.run_root)
     if not params.push_to_hub:
         print(f"push_to_hub is false: nothing uploaded. {run.dataset} is ready to publish as it stands.")
         return None

@@ -75,7 +75,7 @@ def rows_for_test_split(p: ConstructParams, available: int, where: str | None = 
 
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
     """Open the run directory and its manifest (started here when papermill runs the notebook on its own)."""
-    run = RunDir.of(params.run_root)
+    run = RunDir(params.run_root)
     claim(run, None, "source", building=True)
     manifest = Manifest(run)
     manifest.ensure_started(params.model_dump(), notebook)
