@@ -25,6 +25,7 @@ from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, CardParams
 from ..paths import RunDir, reads_as_hub_id
+from ..revisions import hub_offline
 from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
                     TIE_RULE, CardFacts, SplitFacts, public_value, shaping_parameters)
 
@@ -219,10 +220,9 @@ def publish(params: "CardParams") -> str | None:
         return None
     if not run.card.exists():
         raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
-    from huggingface_hub import HfApi, constants, get_token
+    from huggingface_hub import HfApi, get_token
 
-    offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    if any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in offline) or constants.is_offline_mode():
+    if hub_offline():
         raise PublishError(
             "push_to_hub is true but the Hugging Face hub is switched off (HF_HUB_OFFLINE is set); nothing was "
             "uploaded. Unset HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false.")
