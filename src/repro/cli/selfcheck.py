@@ -11,7 +11,6 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -23,7 +22,7 @@ from huggingface_hub import constants, get_session, try_to_load_from_cache
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_json, atomic_write_text
-from ..manifest import lock_status, lock_summary, package_versions
+from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
 from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root
 from ..revisions import hub_offline
@@ -80,7 +79,7 @@ class SelfCheck:
     rows: dict[str, Any] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     timing: dict[str, Any] = field(default_factory=dict)
-    when: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    when: str = field(default_factory=now)
     seconds: float = 0.0
     json_path: Path | None = None
     md_path: Path | None = None
