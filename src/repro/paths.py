@@ -198,14 +198,8 @@ class RunDir:
         """`path` (under the run) as the run's files name it: relative to its root."""
         return str(Path(path).resolve().relative_to(self.root.resolve()))
 
-    def work_dir(self, stage: str) -> Path:
-        return self.work / stage
-
     def shards(self, split: str = SPLIT) -> list[Path]:
         return sorted(self.data.glob(f"{split}-*.parquet"))
-
-    def executed_notebook(self, notebook: str) -> Path:
-        return self.notebooks / Path(notebook).name
 
 
 def run_manifest_of(spec: str | Path) -> Path | None:

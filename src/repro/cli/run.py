@@ -112,7 +112,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
         os.environ[PROGRESS_LINES_ENV] = "1"
     for name in notebooks:
-        output = run.executed_notebook(f"{name}.ipynb")
+        output = run.notebooks / f"{name}.ipynb"
         manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
         try:
             run_interruptible(
