@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,6 +28,11 @@ SEED_FEATURES = Features({
     "rejected": MESSAGE_LIST,
 })
 SEED_COLUMNS = list(SEED_FEATURES)
+
+
+def prompt_id_of(prompt: str) -> str:
+    """sha256 hex digest of the UTF-8 prompt (the rule HuggingFaceH4/ultrafeedback_binarized uses)."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 # Optional extra columns (every candidate and its PairRM score, as Snorkel's and SPPO's outputs keep them).
 EXTRA_FEATURES = Features({

@@ -10,7 +10,6 @@ split `train` are inferred (its data are jsonl files); SELM's split is named aft
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -18,7 +17,7 @@ import datasets
 import numpy as np
 from datasets import Features, List, Value
 
-from .dataset_io import MESSAGE_LIST, SEED_FEATURES, output_features
+from .dataset_io import MESSAGE_LIST, SEED_FEATURES, output_features, prompt_id_of
 from .errors import DataError
 from .parameters import ALL_CANDIDATE_FORMATS, OutputFormat
 
@@ -186,8 +185,8 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
         chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
     conv = (lambda t: None if t is None or prompt is None else
             [{"content": prompt, "role": "user"}, {"content": t, "role": "assistant"}])
-    return {"prompt": prompt, "prompt_id": row.get("prompt_id") or (
-                hashlib.sha256(prompt.encode("utf-8")).hexdigest() if prompt is not None else None),
+    return {"prompt": prompt,
+            "prompt_id": row.get("prompt_id") or (prompt_id_of(prompt) if prompt is not None else None),
             "score_chosen": _score_of(chosen, candidates, scores),
             "score_rejected": _score_of(rejected, candidates, scores),
             "chosen": conv(chosen), "rejected": conv(rejected)}

@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..dataset_io import SEED_COLUMNS
+from ..dataset_io import SEED_COLUMNS, prompt_id_of
 from ..errors import DataError
 from ..parameters import ConstructParams
 from .selection import best_worst
@@ -17,11 +16,6 @@ from .selection import best_worst
 REFERENCE = "reference_response"
 ORIGINAL_CHOSEN = "original_chosen"
 ORIGINAL_REJECTED = "original_rejected"
-
-
-def prompt_id_of(prompt: str) -> str:
-    """sha256 hex digest of the UTF-8 prompt (the rule HuggingFaceH4/ultrafeedback_binarized uses)."""
-    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
 def conversation(prompt: str, response: str) -> list[dict[str, str]]:
