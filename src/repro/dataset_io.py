@@ -30,6 +30,11 @@ SEED_FEATURES = Features({
 SEED_COLUMNS = list(SEED_FEATURES)
 
 
+def conversation(prompt: str, response: str) -> list[dict[str, str]]:
+    """A single-turn conversation in the seed's message format."""
+    return [{"content": prompt, "role": "user"}, {"content": response, "role": "assistant"}]
+
+
 def prompt_id_of(prompt: str) -> str:
     """sha256 hex digest of the UTF-8 prompt (the rule HuggingFaceH4/ultrafeedback_binarized uses)."""
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()

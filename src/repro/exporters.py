@@ -17,7 +17,7 @@ import datasets
 import numpy as np
 from datasets import Features, List, Value
 
-from .dataset_io import MESSAGE_LIST, SEED_FEATURES, output_features, prompt_id_of
+from .dataset_io import MESSAGE_LIST, SEED_FEATURES, conversation, output_features, prompt_id_of
 from .errors import DataError
 from .parameters import ALL_CANDIDATE_FORMATS, OutputFormat
 
@@ -39,7 +39,7 @@ def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
     n, chosen, rejected = len(scores), chosen - lead, rejected - lead
     out = {"prompt": row["prompt"], "prompt_id": row["prompt_id"], "chosen": row["chosen"], "rejected": row["rejected"]}
     for i, text in enumerate(row["candidates"][lead:]):
-        out[f"generate_{i}"] = [{"content": row["prompt"], "role": "user"}, {"content": text, "role": "assistant"}]
+        out[f"generate_{i}"] = conversation(row["prompt"], text)
     out.update(probability=p.tolist(), rm_scores=[float(s) for s in row["candidate_scores"]],
                chosen_probs=float(p[chosen][rejected]), chosen_probs_win=float(p[chosen].sum() / n),
                chosen_probs_lose=float(p[rejected].sum() / n))
@@ -183,8 +183,7 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
     if chosen is None and rejected is None and candidates and scores and len(candidates) == len(scores):
         # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin
         chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
-    conv = (lambda t: None if t is None or prompt is None else
-            [{"content": prompt, "role": "user"}, {"content": t, "role": "assistant"}])
+    conv = (lambda t: None if t is None or prompt is None else conversation(prompt, t))
     return {"prompt": prompt,
             "prompt_id": row.get("prompt_id") or (prompt_id_of(prompt) if prompt is not None else None),
             "score_chosen": _score_of(chosen, candidates, scores),

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..dataset_io import SEED_COLUMNS, prompt_id_of
+from ..dataset_io import SEED_COLUMNS, conversation, prompt_id_of
 from ..errors import DataError
 from ..parameters import ConstructParams
 from .selection import best_worst
@@ -16,11 +16,6 @@ from .selection import best_worst
 REFERENCE = "reference_response"
 ORIGINAL_CHOSEN = "original_chosen"
 ORIGINAL_REJECTED = "original_rejected"
-
-
-def conversation(prompt: str, response: str) -> list[dict[str, str]]:
-    """A single-turn conversation in the seed's message format."""
-    return [{"content": prompt, "role": "user"}, {"content": response, "role": "assistant"}]
 
 
 def last_assistant_text(messages: Any, where: str) -> str:
