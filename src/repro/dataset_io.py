@@ -39,6 +39,7 @@ def prompt_id_of(prompt: str) -> str:
     """sha256 hex digest of the UTF-8 prompt (the rule HuggingFaceH4/ultrafeedback_binarized uses)."""
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
+
 # Optional extra columns (every candidate and its PairRM score, as Snorkel's and SPPO's outputs keep them).
 EXTRA_FEATURES = Features({
     "candidates": List(Value("string")),
