@@ -17,7 +17,7 @@ import datasets
 import numpy as np
 from datasets import Features, List, Value
 
-from .dataset_io import MESSAGE_LIST, SEED_FEATURES, conversation, output_features, prompt_id_of
+from .dataset_io import MESSAGE_LIST, SEED_FEATURES, conversation, output_features, prompt_id_of, response_text
 from .errors import DataError
 from .parameters import ALL_CANDIDATE_FORMATS, OutputFormat
 
@@ -147,15 +147,6 @@ def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequen
     return float(scores[list(candidates).index(text)])
 
 
-def _text(value: Any) -> str | None:
-    """A response as text: the string itself, or the last assistant turn of a conversation."""
-    if isinstance(value, str):
-        return value
-    turns = value if isinstance(value, list) else []
-    return next((m.get("content") for m in reversed(turns) if isinstance(m, dict) and m.get("role") == "assistant"),
-                None)
-
-
 def _prompt_text(row: dict[str, Any]) -> str | None:
     prompt = row.get("prompt")
     if isinstance(prompt, str):
@@ -169,10 +160,10 @@ def _prompt_text(row: dict[str, Any]) -> str | None:
 
 def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
     prompt = _prompt_text(row)
-    chosen, rejected = _text(row.get("chosen")), _text(row.get("rejected"))
+    chosen, rejected = response_text(row.get("chosen")), response_text(row.get("rejected"))
     if fmt == "sppo":
-        candidates = [_text(row[c]) for c in sorted((c for c in row if c.startswith("generate_")),
-                                                    key=lambda c: int(c.split("_")[1]))]
+        candidates = [response_text(row[c]) for c in sorted((c for c in row if c.startswith("generate_")),
+                                                            key=lambda c: int(c.split("_")[1]))]
         # SPPO's published rows hold 7 scores for 5 generate_i columns (its issue #27); compute_prob.py ranks the
         # last 5 (`rm_scores[-5:]`), so the generated responses' scores are the last ones
         scores = (row.get("rm_scores") or [])[-len(candidates):] if candidates else []

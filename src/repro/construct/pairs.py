@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..dataset_io import SEED_COLUMNS, conversation, prompt_id_of
+from ..dataset_io import SEED_COLUMNS, conversation, prompt_id_of, response_text
 from ..errors import DataError
 from ..parameters import ConstructParams
 from .selection import best_worst
@@ -20,11 +20,10 @@ ORIGINAL_REJECTED = "original_rejected"
 
 def last_assistant_text(messages: Any, where: str) -> str:
     """The last assistant message of a `[{content, role}, ...]` list (the source's chosen/rejected)."""
-    if isinstance(messages, list):
-        for msg in reversed(messages):
-            if isinstance(msg, dict) and msg.get("role") == "assistant":
-                return msg.get("content")
-    raise DataError(f"{where} has no assistant message; expected a list of {{content, role}} dicts.")
+    text = response_text(messages) if isinstance(messages, list) else None
+    if text is None:
+        raise DataError(f"{where} has no assistant message; expected a list of {{content, role}} dicts.")
+    return text
 
 
 def select_pair(scores: Sequence[float]) -> tuple[int, int]:
