@@ -32,7 +32,7 @@ def real(sample_dir, tmp_path_factory):
     """analyze() on the 200 real GPT-4-rated rows of the fixture, standalone (no construction run)."""
     run_dir = tmp_path_factory.mktemp("real") / "run"
     p = AnalyzeParams(dataset=str(sample_dir / "train_prefs.jsonl"), run_dir=str(run_dir))
-    return analysis.analyze(p), RunDir.of(run_dir)
+    return analysis.analyze(p), RunDir(run_dir)
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def test_real_sample_outputs_are_recorded_and_reproducible(real, sample_dir, tmp
         assert sha256_file(run.root / rel) == out["sha256"], rel
     for name, fig in result.metrics["figures"].items():
         assert (run.root / fig["png"]).is_file() and (run.root / fig["svg"]).is_file() and "n = 200" in fig["title"]
-    again = RunDir.of(tmp_path / "again")
+    again = RunDir(tmp_path / "again")
     analysis.analyze(AnalyzeParams(dataset=str(sample_dir / "train_prefs.jsonl"), run_dir=str(again.root)))
     again_outputs = json.loads(again.manifest.read_text())["outputs"]
     assert {k: v["sha256"] for k, v in again_outputs.items()} == {k: v["sha256"] for k, v in recorded.items()}
@@ -272,7 +272,7 @@ def stand_in_run(train_rows, tmp_path):
         rows.append({**{k: r.get(k) for k in SEED_COLUMNS}, "reference_response": "", "score_chosen": s,
                      "score_rejected": -s, "candidates": [_assistant(r["rejected"]), _assistant(r["chosen"])],
                      "candidate_scores": [-s, s]})
-    run = RunDir.of(tmp_path / "run")
+    run = RunDir(tmp_path / "run")
     write_split(datasets.Dataset.from_list(rows, features=output_features(keep_all_candidates=True)), run.dataset)
     Manifest(run).record("scorer", {"model": "builtin:tiny-pairrm", "stand_in": True})
     return run

@@ -153,7 +153,7 @@ def test_generation_from_the_cache_computes_nothing_and_gives_the_same_rows(tmp_
                          temperature=0.8, generation_batch_size=4, generation_chunk_size=4, generation_device="cpu")
     cache = tmp_path / "cache"
     first = generate_candidates(rows[:4], p, tmp_path / "a", cache_dir=cache)
-    manifest = Manifest(RunDir.of(tmp_path / "run"))
+    manifest = Manifest(RunDir(tmp_path / "run"))
     manifest.start_run({}, ["01_construct"])
     both = generate_candidates(rows, p, tmp_path / "b", manifest=manifest, cache_dir=cache)
     entry = manifest.read()["generation"]["cache"]
@@ -162,7 +162,7 @@ def test_generation_from_the_cache_computes_nothing_and_gives_the_same_rows(tmp_
     assert both == generate_candidates(rows, p, tmp_path / "c")  # as a run without the cache makes them
     # another seed is another namespace
     reseeded = GenerationParams(**{**p.model_dump(), "generation_seed": 1})
-    manifest2 = Manifest(RunDir.of(tmp_path / "run2"))
+    manifest2 = Manifest(RunDir(tmp_path / "run2"))
     manifest2.start_run({}, ["01_construct"])
     generate_candidates(rows[:2], reseeded, tmp_path / "d", manifest=manifest2, cache_dir=cache)
     assert manifest2.read()["generation"]["cache"]["rows_computed"] == 2

@@ -137,7 +137,7 @@ def write_png(path: Path) -> None:
 def make_run(root: Path, rows: list[dict] | None = None, features=SEED_FEATURES, *, metrics: bool = True,
              stand_in: bool = True, manifest: bool = True) -> dict:
     """A run directory by hand: dataset (write_split), manifest, metrics.json, one PNG figure."""
-    run = RunDir.of(root)
+    run = RunDir(root)
     rows = rows if rows is not None else seed_rows(24)
     ds = datasets.Dataset.from_list(rows, features=features)
     split = write_split(ds, run.dataset)
@@ -513,7 +513,7 @@ def test_preview_links_the_figures_from_the_notebook_and_the_card_keeps_relative
     assert all((notebooks / link).resolve().is_file() for link in links)
     assert card_path.read_text(encoding="utf-8").count("](figures/") == 2 * len(facts.figures)
     # under repro run, 03_card is executed into the run's notebooks/: the links start there
-    Manifest(RunDir.of(tmp_path / "run")).notebook_status("03_card", "running", executed="notebooks/03_card.ipynb")
+    Manifest(RunDir(tmp_path / "run")).notebook_status("03_card", "running", executed="notebooks/03_card.ipynb")
     assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", repro_card.preview_markdown(card_path))[0] == \
         "../dataset/figures/score_ecdf.png"
 
@@ -607,7 +607,7 @@ def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
 
 def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
     make_run(tmp_path / "run", stand_in=True)
-    Manifest(RunDir.of(tmp_path / "run")).record("scorer", {"model": "builtin:tiny-reward-llama", "dtype": "fp32",
+    Manifest(RunDir(tmp_path / "run")).record("scorer", {"model": "builtin:tiny-reward-llama", "dtype": "fp32",
                                                             "kind": "sequence_classifier", "stand_in": True})
     _, card_path = card_for(tmp_path / "run")
     english, chinese = (half.strip().split("\n\n")[1] for half in halves(card_path))

@@ -182,7 +182,7 @@ def test_disagreements_are_listed_and_explained(compared):
 
 def test_outputs_are_written_and_recorded(compared):
     result, p = compared
-    run = RunDir.of(p.run_root)
+    run = RunDir(p.run_root)
     on_disk = json.loads((run.root / "compare.json").read_text())
     assert on_disk["alignment"] == result.result["alignment"]
     assert on_disk["verdict"].startswith("37 of 39 reference rows aligned")
@@ -421,7 +421,7 @@ def test_card_section_in_both_languages(compared):
     from repro.card import CardFacts, render_section
 
     result, p = compared[0].result, compared[1]
-    facts = CardFacts(run=RunDir.of(p.run_root), title="t", features=None, splits=[], built_here=True, license="mit",
+    facts = CardFacts(run=RunDir(p.run_root), title="t", features=None, splits=[], built_here=True, license="mit",
                       language=["en"], comparison=json.loads((p.run_root / "compare.json").read_text()))
     assert facts.comparison == json.loads(json.dumps(result))
     en, zh = (render_section(facts, "reproduction", lang).split("\n\n") for lang in ("en", "zh"))
@@ -489,7 +489,7 @@ def test_the_notebook_alone_under_papermill(run_notebook, published, tmp_path):
 
 
 def test_the_candidate_runs_slicing_parameters_are_the_hints(tmp_path):
-    run = RunDir.of(tmp_path / "rebuilt")
+    run = RunDir(tmp_path / "rebuilt")
     m = Manifest(run)
     recipe = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400, "drop_from": "end", "mini_index": 1,
               "mini_count": 4, "limit": None, "source": "x"}

@@ -82,7 +82,7 @@ def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, mo
     ran = []
     monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append((root, kw["record"])) or 0)
     done, other = family.members
-    manifest = Manifest(RunDir.of(done.run_dir))
+    manifest = Manifest(RunDir(done.run_dir))
     manifest.start_run({}, ["01_construct"])
     manifest.record("family", done.record(family.name))
     manifest.finish_run("complete")
@@ -126,7 +126,7 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
 
 
 def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict) -> None:
-    run = RunDir.of(root / name)
+    run = RunDir(root / name)
     run.data.mkdir(parents=True)
     chosen = np.linspace(0.5, 1.0, len(margins))
     pd.DataFrame({"score_chosen": chosen, "score_rejected": chosen - np.array(margins)}).to_parquet(

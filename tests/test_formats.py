@@ -63,7 +63,7 @@ def demo_like_rows() -> list[dict]:
 def demo_like_run(tmp_path_factory) -> RunDir:
     """A run directory as `make demo` leaves it (dataset, manifest, metrics.json), built without notebooks."""
     root = tmp_path_factory.mktemp("formats") / "runs" / "demo"
-    run = RunDir.of(root)
+    run = RunDir(root)
     rows = demo_like_rows()
     write_split(datasets.Dataset.from_list(rows, features=output_features(True)), run.dataset)
     manifest = Manifest(run)

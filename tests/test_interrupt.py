@@ -18,16 +18,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_interruption_is_recorded_for_every_unfinished_entry(tmp_path):
-    run = RunDir.of(tmp_path / "run")
+    run = RunDir(tmp_path / "run")
     manifest = Manifest(run)
     manifest.start_run({}, ["01_construct", "02_analyze"])
     manifest.notebook_status("01_construct", "running")
     manifest.update(stages={"load": {"status": "done"}, "score": {"status": "failed", "error": "KeyboardInterrupt: "}})
     for index in range(3):
-        (run.work_dir("scoring") / f"chunk-{index:06d}.json").parent.mkdir(parents=True, exist_ok=True)
-        (run.work_dir("scoring") / f"chunk-{index:06d}.json").write_text("[]")
-    (run.work_dir("scoring") / "stale-abc" / "chunk-000000.json").parent.mkdir()
-    (run.work_dir("scoring") / "stale-abc" / "chunk-000000.json").write_text("[]")  # another fingerprint's: not safe
+        (run.work / "scoring" / f"chunk-{index:06d}.json").parent.mkdir(parents=True, exist_ok=True)
+        (run.work / "scoring" / f"chunk-{index:06d}.json").write_text("[]")
+    (run.work / "scoring" / "stale-abc" / "chunk-000000.json").parent.mkdir()
+    (run.work / "scoring" / "stale-abc" / "chunk-000000.json").write_text("[]")  # another fingerprint's: not safe
     line = record_interruption(manifest, "01_construct")
     assert line == (f"repro run: interrupted in 01_construct, stage score: 3 finished chunk(s) are safe in {run.work}; "
                     f"run the same command to continue.")

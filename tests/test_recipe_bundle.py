@@ -31,7 +31,8 @@ def test_a_recipe_is_found_by_its_bare_name_in_a_checkout_and_in_an_installed_co
     verify = paths.find_params("recipes/verify_snorkel_iter1")
     assert verify == ROOT / "params" / "recipes" / "verify_snorkel_iter1.yaml"
     bundled = shutil.copytree(ROOT / "params", tmp_path / "site" / "repro" / "_bundled" / "params")
-    monkeypatch.setattr(paths, "params_dir", lambda: bundled)  # as an installed package has no checkout
+    monkeypatch.setattr(paths, "_BUNDLED", bundled.parent)
+    monkeypatch.setattr(paths, "checkout_root", lambda: None)  # as an installed package has no checkout
     found = paths.find_params("sppo_iter2")
     assert found == bundled / "recipes" / "sppo_iter2.yaml"
     assert load_params_file(found) == load_params_file(ROOT / "params" / "recipes" / "sppo_iter2.yaml")

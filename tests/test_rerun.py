@@ -25,7 +25,7 @@ def files_of(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def previous_run(tmp_path):
     """A run directory as `repro run params/demo.yaml` and a comparison left it (the outputs stand-ins)."""
-    run = RunDir.of(tmp_path / "demo")
+    run = RunDir(tmp_path / "demo")
     values = load_params_file(ROOT / "params" / "demo.yaml")
     values["run_dir"] = str(run.root)
     Manifest(run).start_run(resolve_parameters(values), ["01_construct", "02_analyze", "03_card"])

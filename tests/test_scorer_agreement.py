@@ -155,7 +155,7 @@ def _scored_rows(train_rows) -> list[dict]:
 
 
 def _run(tmp_path, rows: list[dict], name: str) -> RunDir:
-    run = RunDir.of(tmp_path / name)
+    run = RunDir(tmp_path / name)
     features = output_features(keep_all_candidates=True)
     if SECOND in rows[0]:
         features[SECOND] = features["candidate_scores"]
@@ -244,7 +244,7 @@ def test_one_scorer_changes_nothing_and_removes_an_old_agreement(two_scorers, tm
     rows, run_two, two = two_scorers
     one = _run(tmp_path, [{k: v for k, v in r.items() if k != SECOND} for r in rows], "one")
     # the run rebuilt with one scorer, analysed where an earlier analysis of two scorers left its table and figure
-    run = RunDir.of(tmp_path / "again")
+    run = RunDir(tmp_path / "again")
     shutil.copytree(run_two.root, run.root)
     shutil.rmtree(run.dataset)
     shutil.copytree(one.dataset, run.dataset)

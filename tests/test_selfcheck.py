@@ -185,7 +185,7 @@ def test_a_run_records_the_self_check_and_its_card_states_it(tmp_path, offline_r
     assert check["same_versions_as_run"] is True and "card_example" in check["not_run"]
     assert "selfcheck" not in manifest["parameters"]  # a path of this machine: kept out of the card's parameters
     # the card's "How it was built" states it, in English and Chinese
-    facts = repro_card.CardFacts(run=RunDir.of(run_dir), title="t", features=None, splits=[], built_here=True,
+    facts = repro_card.CardFacts(run=RunDir(run_dir), title="t", features=None, splits=[], built_here=True,
                                  license="mit", language=["en"], selfcheck=check)
     en, zh = (repro_card.render_section(facts, "selfcheck", lang).split("\n\n") for lang in ("en", "zh"))
     assert en[0] == "### Self-check" and "**INCOMPLETE** on `cpu`" in en[1] and "`card_example`" in en[1]

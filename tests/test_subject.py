@@ -29,7 +29,7 @@ def files_of(root: Path) -> dict[str, bytes]:
 def project(tmp_path, monkeypatch, train_rows):
     """A project root holding runs/demo as 01_construct leaves it, and someone else's scored rows, mine.jsonl."""
     monkeypatch.setenv("REPRO_HOME", str(tmp_path))
-    run = RunDir.of(tmp_path / "runs" / "demo")
+    run = RunDir(tmp_path / "runs" / "demo")
     rows = [{k: r.get(k) for k in SEED_COLUMNS} | {"reference_response": ""} for r in train_rows[:30]]
     write_split(datasets.Dataset.from_list(rows), run.dataset)
     Manifest(run).update(status="complete", counts={"kept": 30}, scorer={"model": "builtin:tiny-pairrm"})
@@ -68,7 +68,7 @@ def test_no_notebook_writes_another_dataset_into_a_run_directory(project):
         assert files_of(run.root) == before
     # the foreign dataset's own run directory takes each notebook in turn, and then refuses a third dataset
     analysis.analyze(build(AnalyzeParams, {"dataset": str(mine), "bootstrap_resamples": 100}))
-    own = RunDir.of(root / "runs" / "mine")
+    own = RunDir(root / "runs" / "mine")
     assert json.loads(own.metrics.read_text())["n"] == 60
     assert Manifest(own).read()["subject"] == {"dataset": str(mine), "parameter": "dataset"}
     gather_facts(build(CardParams, {"card_dataset": str(mine)}))

@@ -3,7 +3,6 @@ scores compared, the source slice inferred). Everything but `load_*` and `compar
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ import pyarrow as pa
 from .analysis import plots, prose, stats
 from .analysis.report import (SCORE_COLUMNS, dataset_or_own, response_texts, row_preview, score_array, show_figures,
                               values_at, write_outputs)  # noqa: F401  (show_figures: 04_compare's cell)
+from .dataset_io import prompt_id_of
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .manifest import Manifest
@@ -90,7 +90,7 @@ def row_keys(table: pa.Table, where: str) -> dict[str, list[str | None] | None]:
         keys["prompt_id"] = [None if v is None else str(v) for v in table.column("prompt_id").to_pylist()]
     if has_prompt:
         prompts = table.column("prompt").to_pylist()
-        keys["prompt_sha256"] = [None if p is None else hashlib.sha256(p.encode("utf-8")).hexdigest() for p in prompts]
+        keys["prompt_sha256"] = [None if p is None else prompt_id_of(p) for p in prompts]  # the prompt_id rule
         keys["prompt_normalised"] = [None if p is None else " ".join(p.split()) for p in prompts]
     return keys
 
@@ -520,7 +520,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     """The stage: load reference, candidate (and source), compare, write compare.json, tables, figures; record them."""
     if p.reference is None:
         raise ParameterError(prose("compare", "no_reference"))
-    run = RunDir.of(p.run_root)
+    run = RunDir(p.run_root)
     # checked before anything is written
     candidate_spec, candidate_split = dataset_or_own(p.candidate, p.candidate_split, run, "candidate", "comparison")
     claim(run, p.candidate, "candidate")
@@ -558,7 +558,7 @@ def compare(p: CompareParams) -> ComparisonResult:
 
 def card_parameters(p: CompareParams) -> CardParams | None:
     """The card parameters this run recorded, when it already has a card to refresh (None: 03_card comes later)."""
-    run = RunDir.of(p.run_root)
+    run = RunDir(p.run_root)
     if not run.card.is_file():
         return None
     recorded = Manifest(run).read().get("parameters") or {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,6 +28,26 @@ SEED_FEATURES = Features({
     "rejected": MESSAGE_LIST,
 })
 SEED_COLUMNS = list(SEED_FEATURES)
+
+
+def conversation(prompt: str, response: str) -> list[dict[str, str]]:
+    """A single-turn conversation in the seed's message format."""
+    return [{"content": prompt, "role": "user"}, {"content": response, "role": "assistant"}]
+
+
+def response_text(value: Any) -> str | None:
+    """A response as text: the string itself, or the last assistant message of a conversation; else None."""
+    if isinstance(value, str):
+        return value
+    turns = value if isinstance(value, list) else []
+    return next((m.get("content") for m in reversed(turns) if isinstance(m, dict) and m.get("role") == "assistant"),
+                None)
+
+
+def prompt_id_of(prompt: str) -> str:
+    """sha256 hex digest of the UTF-8 prompt (the rule HuggingFaceH4/ultrafeedback_binarized uses)."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+
 
 # Optional extra columns (every candidate and its PairRM score, as Snorkel's and SPPO's outputs keep them).
 EXTRA_FEATURES = Features({

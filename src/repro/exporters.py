@@ -10,7 +10,6 @@ split `train` are inferred (its data are jsonl files); SELM's split is named aft
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -18,7 +17,7 @@ import datasets
 import numpy as np
 from datasets import Features, List, Value
 
-from .dataset_io import MESSAGE_LIST, SEED_FEATURES, output_features
+from .dataset_io import MESSAGE_LIST, SEED_FEATURES, conversation, output_features, prompt_id_of, response_text
 from .errors import DataError
 from .parameters import ALL_CANDIDATE_FORMATS, OutputFormat
 
@@ -40,7 +39,7 @@ def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
     n, chosen, rejected = len(scores), chosen - lead, rejected - lead
     out = {"prompt": row["prompt"], "prompt_id": row["prompt_id"], "chosen": row["chosen"], "rejected": row["rejected"]}
     for i, text in enumerate(row["candidates"][lead:]):
-        out[f"generate_{i}"] = [{"content": row["prompt"], "role": "user"}, {"content": text, "role": "assistant"}]
+        out[f"generate_{i}"] = conversation(row["prompt"], text)
     out.update(probability=p.tolist(), rm_scores=[float(s) for s in row["candidate_scores"]],
                chosen_probs=float(p[chosen][rejected]), chosen_probs_win=float(p[chosen].sum() / n),
                chosen_probs_lose=float(p[rejected].sum() / n))
@@ -148,15 +147,6 @@ def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequen
     return float(scores[list(candidates).index(text)])
 
 
-def _text(value: Any) -> str | None:
-    """A response as text: the string itself, or the last assistant turn of a conversation."""
-    if isinstance(value, str):
-        return value
-    turns = value if isinstance(value, list) else []
-    return next((m.get("content") for m in reversed(turns) if isinstance(m, dict) and m.get("role") == "assistant"),
-                None)
-
-
 def _prompt_text(row: dict[str, Any]) -> str | None:
     prompt = row.get("prompt")
     if isinstance(prompt, str):
@@ -170,10 +160,10 @@ def _prompt_text(row: dict[str, Any]) -> str | None:
 
 def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
     prompt = _prompt_text(row)
-    chosen, rejected = _text(row.get("chosen")), _text(row.get("rejected"))
+    chosen, rejected = response_text(row.get("chosen")), response_text(row.get("rejected"))
     if fmt == "sppo":
-        candidates = [_text(row[c]) for c in sorted((c for c in row if c.startswith("generate_")),
-                                                    key=lambda c: int(c.split("_")[1]))]
+        candidates = [response_text(row[c]) for c in sorted((c for c in row if c.startswith("generate_")),
+                                                            key=lambda c: int(c.split("_")[1]))]
         # SPPO's published rows hold 7 scores for 5 generate_i columns (its issue #27); compute_prob.py ranks the
         # last 5 (`rm_scores[-5:]`), so the generated responses' scores are the last ones
         scores = (row.get("rm_scores") or [])[-len(candidates):] if candidates else []
@@ -184,10 +174,9 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
     if chosen is None and rejected is None and candidates and scores and len(candidates) == len(scores):
         # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin
         chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
-    conv = (lambda t: None if t is None or prompt is None else
-            [{"content": prompt, "role": "user"}, {"content": t, "role": "assistant"}])
-    return {"prompt": prompt, "prompt_id": row.get("prompt_id") or (
-                hashlib.sha256(prompt.encode("utf-8")).hexdigest() if prompt is not None else None),
+    conv = (lambda t: None if t is None or prompt is None else conversation(prompt, t))
+    return {"prompt": prompt,
+            "prompt_id": row.get("prompt_id") or (prompt_id_of(prompt) if prompt is not None else None),
             "score_chosen": _score_of(chosen, candidates, scores),
             "score_rejected": _score_of(rejected, candidates, scores),
             "chosen": conv(chosen), "rejected": conv(rejected)}

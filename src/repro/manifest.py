@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 from . import __version__
 from .errors import ParameterError
 from .jobs import atomic_write_json
-from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, lock_file, resolve_user_path
+from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
 TRACKED_PACKAGES = (
     "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
@@ -70,7 +70,7 @@ def _same_version(a: str, b: str | None) -> bool:
 
 def lock_status(path: str | Path | None = None) -> dict[str, Any]:
     """Whether the installed packages are the lock's: its sha256, and each pinned package that differs."""
-    path = Path(path) if path else lock_file()
+    path = Path(path) if path else shipped(LOCK_NAME)
     if not path.is_file():
         return {"file": LOCK_NAME, "sha256": None, "locked": False, "differs": [],
                 "missing": f"no {LOCK_NAME} beside this installation"}
@@ -154,19 +154,19 @@ def selfcheck_summary(path: str | Path) -> dict[str, Any]:
     record = _read_selfcheck(Path(path))
     settings, env = record.get("settings") or {}, record.get("environment") or {}
     versions = {k: (env.get("packages") or {}).get(k) for k in SELFCHECK_VERSIONS}
-    now = package_versions()
+    installed = package_versions()
     return {
         "verdict": record.get("verdict"), "when": record.get("when"), "device": settings.get("device"),
         "gpu": env.get("gpu"), "dtype": settings.get("run_dtype"), "model": settings.get("model_label"),
         "reference_model": settings.get("reference_model_label"), "rows": settings.get("rows"),
-        "versions": versions, "same_versions_as_run": all(now.get(k) == v for k, v in versions.items()),
+        "versions": versions, "same_versions_as_run": all(installed.get(k) == v for k, v in versions.items()),
         "checks": {c["name"]: c["status"] for c in record.get("checks", [])},
         "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
         "file": str(path), "sha256": sha256_file(path),
     }
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -186,7 +186,7 @@ class Manifest:
     """Read-modify-write access to one run's `manifest.json`."""
 
     def __init__(self, run_dir: str | Path | RunDir):
-        self.run = run_dir if isinstance(run_dir, RunDir) else RunDir.of(run_dir)
+        self.run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
         self.path = self.run.manifest
 
     def read(self) -> dict[str, Any]:
@@ -216,7 +216,7 @@ class Manifest:
         nbs.update({nb: {"status": "pending"} for nb in notebooks})
         environment = {"python": sys.version.split()[0], "repro": __version__, "platform": platform.platform(),
                        "packages": package_versions(), "git": git_commit(), "lock": lock_status()}
-        data.update(status="running", driver=driver, started=_now(), finished=None, error=None, parameters=params,
+        data.update(status="running", driver=driver, started=now(), finished=None, error=None, parameters=params,
                     notebooks=nbs, environment=environment)
         for key in ("stages", "counts", "outputs"):
             data.setdefault(key, {})
@@ -240,11 +240,11 @@ class Manifest:
 
     def notebook_status(self, notebook: str, status: str, **extra: Any) -> None:
         with self.edit() as data:
-            data.setdefault("notebooks", {}).setdefault(notebook, {}).update({"status": status, "at": _now(), **extra})
+            data.setdefault("notebooks", {}).setdefault(notebook, {}).update({"status": status, "at": now(), **extra})
 
     def finish_run(self, status: str, error: str | None = None) -> None:
         """Close the run as `complete` or `failed` (with the error paragraph)."""
-        self.update(status=status, finished=_now(), error=error)
+        self.update(status=status, finished=now(), error=error)
 
     def notebook_done(self, notebook: str) -> None:
         """Mark a notebook done; a run driven by plain papermill is complete when all its notebooks are."""
@@ -259,7 +259,7 @@ class Manifest:
         """Time one stage; the yielded dict's items are stored with it (counts, settings)."""
         info: dict[str, Any] = {}
         t0 = time.perf_counter()
-        self._set_stage(name, {"status": "running", "started": _now()})
+        self._set_stage(name, {"status": "running", "started": now()})
         try:
             yield info
         except BaseException as exc:

@@ -130,33 +130,23 @@ def dataset_run_name(dataset: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "dataset"
 
 
-def notebooks_dir() -> Path:
-    """The notebooks `repro run` executes: the checkout's notebooks/, else the copies in the installed package."""
-    return (checkout_root() or _BUNDLED) / "notebooks"
-
-
 LOCK_NAME = "requirements.lock"  # the environment, resolved once (make lock); the wheel carries a copy
 
 
-def lock_file() -> Path:
-    """The lock this package's environment is installed from: the checkout's, else the copy the wheel carries."""
-    return (checkout_root() or _BUNDLED) / LOCK_NAME
-
-
-def params_dir() -> Path:
-    """The example params files: the checkout's params/, else the copies in the installed package."""
-    return (checkout_root() or _BUNDLED) / "params"
+def shipped(name: str) -> Path:
+    """The checkout's `name` (notebooks, params, LOCK_NAME), else the copy the installed package carries."""
+    return (checkout_root() or _BUNDLED) / name
 
 
 def find_params(name: str | Path) -> Path:
     """The params file NAME (from cwd, then the project root); a bare name (`demo`, `sppo_iter1`,
     `recipes/sppo_iter1`) also among the example params files and the recipes."""
-    given = Path(name).expanduser()
+    given, examples = Path(name).expanduser(), shipped("params")
     tried = [given.resolve()]
     if not given.is_absolute():
         tried.append(project_root() / given)
     if not given.suffix and not given.is_absolute():
-        tried += [params_dir() / f"{given}.yaml", params_dir() / "recipes" / f"{given}.yaml"]
+        tried += [examples / f"{given}.yaml", examples / "recipes" / f"{given}.yaml"]
     for path in tried:
         if path.is_file():
             return path
@@ -164,21 +154,21 @@ def find_params(name: str | Path) -> Path:
     if folder is not None:
         raise ParameterError(f"Params file {str(name)!r} is a folder, not a file; give a YAML file in it "
                              f"{sorted(p.name for p in folder.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
-    known = sorted(str(p.relative_to(params_dir()).with_suffix("")) for p in params_dir().glob("**/*.yaml"))
+    known = sorted(str(p.relative_to(examples).with_suffix("")) for p in examples.glob("**/*.yaml"))
     raise ParameterError(
         f"Params file {str(name)!r} does not exist: looked at " + ", ".join(str(p) for p in dict.fromkeys(tried)) +
-        f".{_did_you_mean(given, tried)} Give the path of a params YAML file, or the bare name of an example: "
+        f".{_did_you_mean(given, tried, examples)} Give the path of a params YAML file, or the bare name of an example: "
         f"{', '.join(known)}.")
 
 
-def _did_you_mean(given: Path, tried: list[Path]) -> str:
+def _did_you_mean(given: Path, tried: list[Path], examples: Path) -> str:
     """" Did you mean 'params/demo.yaml'?" for the nearest YAML file beside the paths tried, or the nearest example."""
     options: dict[str, str] = {}  # file name without extension -> the file as the user would write it
     for folder in dict.fromkeys(p.parent for p in tried[:2]):  # the user's own paths, then the examples
         for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
             options.setdefault(path.stem, str(given.parent / path.name))
-    for path in sorted(params_dir().glob("**/*.yaml")):
-        options.setdefault(path.stem, f"params/{path.relative_to(params_dir())}")
+    for path in sorted(examples.glob("**/*.yaml")):
+        options.setdefault(path.stem, f"params/{path.relative_to(examples)}")
     close = difflib.get_close_matches(given.stem, list(options), n=1, cutoff=0.6)
     return f" Did you mean {options[close[0]]!r}?" if close else ""
 
@@ -204,22 +194,12 @@ class RunDir:
         self.compare = self.root / "compare.json"
         self.work = self.root / "work"  # resumable work (scored and generated chunks), not published
 
-    @classmethod
-    def of(cls, root: str | Path) -> "RunDir":
-        return cls(root)
-
     def relative(self, path: str | Path) -> str:
         """`path` (under the run) as the run's files name it: relative to its root."""
         return str(Path(path).resolve().relative_to(self.root.resolve()))
 
-    def work_dir(self, stage: str) -> Path:
-        return self.work / stage
-
     def shards(self, split: str = SPLIT) -> list[Path]:
         return sorted(self.data.glob(f"{split}-*.parquet"))
-
-    def executed_notebook(self, notebook: str) -> Path:
-        return self.notebooks / Path(notebook).name
 
 
 def run_manifest_of(spec: str | Path) -> Path | None:

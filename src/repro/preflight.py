@@ -5,7 +5,6 @@ every missing piece; `repro run --check` lists them."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any
 
 from .errors import ReproError
 from .paths import is_hub_id
+from .revisions import hub_offline
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -134,7 +134,7 @@ def _input_check(need: Need) -> tuple[Check, int]:
     except (LocalEntryNotFoundError, OSError, ValueError):
         pass
     why = None
-    if os.environ.get("HF_HUB_OFFLINE") or (need.repo_type == "dataset" and os.environ.get("HF_DATASETS_OFFLINE")):
+    if hub_offline(*(["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else [])):
         why = "the hub is switched off here (HF_HUB_OFFLINE)"
     else:
         try:

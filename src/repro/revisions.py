@@ -11,6 +11,14 @@ import huggingface_hub
 from .errors import ModelLoadError, ParameterError
 
 
+def hub_offline(*also: str) -> bool:
+    """Whether the hub is switched off: HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE or a variable of `also` set true (as
+    huggingface_hub reads it), now or when huggingface_hub was imported."""
+    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", *also)
+    set_true = [os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE") for name in names]
+    return huggingface_hub.constants.HF_HUB_OFFLINE or any(set_true)
+
+
 def check_revision_target(spec: str | None, revision: str | None, parameter: str, target: str) -> None:
     """A revision needs a hub id: refuse it for a local path, a built-in stand-in or an unset model."""
     if revision is None:

@@ -14,7 +14,7 @@ import datasets
 
 from .errors import DataError, DatasetLoadError
 from .paths import SPLIT, RunDir, is_hub_id
-from .revisions import check_revision_target
+from .revisions import check_revision_target, hub_offline
 
 DEMO = "demo"
 
@@ -71,7 +71,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
                 list(iter_jsonl(path, option="source"))  # raises naming the first broken line
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
-    run = RunDir.of(path)
+    run = RunDir(path)
     if run.dataset.is_dir() and run.manifest.exists():  # a run directory
         return _load_local(run.dataset, split, split_parameter)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
@@ -100,8 +100,7 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
         if isinstance(exc, ValueError) and "split" in str(exc).lower():
             raise DataError(f"hub dataset {repo_id!r} has no split {split!r} ({exc}). Set {split_parameter} to one "
                             f"of its splits.") from None
-        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
-        why = ("the hub is switched off (HF_HUB_OFFLINE is set)" if offline
+        why = ("the hub is switched off (HF_HUB_OFFLINE is set)" if hub_offline("HF_DATASETS_OFFLINE")
                else "the hub could not be reached or the id is wrong")
         raise DatasetLoadError(
             f"Could not load hub dataset {repo_id!r} ({parameter}): {why} ({type(exc).__name__}: {str(exc)[:300]}). "

@@ -36,7 +36,7 @@ class FamilyView:
 
 def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     """Every member run under `root` (a folder whose manifest records `family`), in the family's order."""
-    found = [(RunDir.of(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
+    found = [(RunDir(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
              if (data := json.loads(manifest.read_text())).get("family")]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "

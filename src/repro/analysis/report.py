@@ -146,7 +146,7 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
 
 def load(p: AnalyzeParams) -> ScoreData:
     """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
-    run = RunDir.of(p.run_root)
+    run = RunDir(p.run_root)
     spec, split = dataset_or_own(p.dataset, p.dataset_split, run)
     table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
     chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
@@ -364,7 +364,7 @@ def headline(metrics: dict[str, Any]) -> str:
 
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
-    run = RunDir.of(p.run_root)
+    run = RunDir(p.run_root)
     dataset_or_own(p.dataset, p.dataset_split, run)  # a run with no dataset is an error before anything is written into its folder
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from typing import Any
 import datasets
 from datasets import Features
 
-from ..dataset_io import SEED_FEATURES, write_split
+from ..dataset_io import SEED_FEATURES, prompt_id_of, write_split
 from ..errors import DataError, ParameterError
 from ..manifest import Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
@@ -270,7 +270,7 @@ class CardFacts:
 
 def gather_facts(params: "CardParams") -> CardFacts:
     """Read the data, manifest, metrics and figures of a run (copying in a foreign `card_dataset` first)."""
-    run = RunDir.of(params.run_root)
+    run = RunDir(params.run_root)
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     card_dataset = None if is_own_dataset(run, params.card_dataset) else params.card_dataset
@@ -315,8 +315,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     if run.compare.is_file():
         facts.comparison = json.loads(run.compare.read_text())
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
-        facts.prompt_id_sha256_rows = sum(
-            hashlib.sha256(p.encode("utf-8")).hexdigest() == i for p, i in zip(ds["prompt"], ds["prompt_id"]))
+        facts.prompt_id_sha256_rows = sum(prompt_id_of(p) == i for p, i in zip(ds["prompt"], ds["prompt_id"]))
     return facts
 
 

@@ -25,6 +25,7 @@ from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, CardParams
 from ..paths import RunDir, reads_as_hub_id
+from ..revisions import hub_offline
 from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
                     TIE_RULE, CardFacts, SplitFacts, public_value, shaping_parameters)
 
@@ -193,7 +194,7 @@ def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = No
 def notebook_folder(card_path: str | Path) -> Path:
     """The folder of the notebook showing a run's card: the executed 03_card's while `repro run` runs it, else the
     kernel's working folder (JupyterLab's is the notebook's; papermill's, where its output usually goes)."""
-    run = RunDir.of(Path(card_path).resolve().parent.parent)
+    run = RunDir(Path(card_path).resolve().parent.parent)
     entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
     if entry.get("status") == "running" and entry.get("executed"):
         return (run.root / entry["executed"]).parent
@@ -213,16 +214,15 @@ class PublishError(ReproError):
 
 def publish(params: "CardParams") -> str | None:
     """Upload the run's dataset folder to `hub_repo_id` when `push_to_hub` is true; returns the URL."""
-    run = RunDir.of(params.run_root)
+    run = RunDir(params.run_root)
     if not params.push_to_hub:
         print(f"push_to_hub is false: nothing uploaded. {run.dataset} is ready to publish as it stands.")
         return None
     if not run.card.exists():
         raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
-    from huggingface_hub import HfApi, constants, get_token
+    from huggingface_hub import HfApi, get_token
 
-    offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    if any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in offline) or constants.is_offline_mode():
+    if hub_offline():
         raise PublishError(
             "push_to_hub is true but the Hugging Face hub is switched off (HF_HUB_OFFLINE is set); nothing was "
             "uploaded. Unset HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false.")

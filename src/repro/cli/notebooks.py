@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import ReproError
-from ..paths import PROJECT_MARKER, notebooks_dir, params_dir
+from ..paths import PROJECT_MARKER, shipped
 
 MARKER_TEXT = ("This folder is a repro project (made by `repro notebooks`): relative paths given to the notebooks'\n"
                "parameters mean this folder, and runs go to runs/<name>/ here.\n")
@@ -17,8 +17,8 @@ MARKER_TEXT = ("This folder is a repro project (made by `repro notebooks`): rela
 def make_project(folder: str | Path, force: bool = False) -> list[Path]:
     """Copy notebooks/*.ipynb and params/*.yaml into `folder` and mark it a project; returns the files written."""
     root = Path(folder).expanduser().resolve()
-    plan = [(src, root / "notebooks" / src.name) for src in sorted(notebooks_dir().glob("*.ipynb"))]
-    plan += [(src, root / "params" / src.name) for src in sorted(params_dir().glob("*.yaml"))]
+    plan = [(src, root / "notebooks" / src.name) for src in sorted(shipped("notebooks").glob("*.ipynb"))]
+    plan += [(src, root / "params" / src.name) for src in sorted(shipped("params").glob("*.yaml"))]
     if root.exists() and not root.is_dir():
         raise ReproError(f"{root} exists and is not a folder: give a new or existing folder for the notebooks.")
     changed = [dst for src, dst in plan if dst.exists() and dst.read_bytes() != src.read_bytes()]

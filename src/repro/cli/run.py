@@ -14,7 +14,7 @@ from ..interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import NOTEBOOK_SECTIONS, DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters  # noqa: F401
-from ..paths import RunDir, default_run_dir, notebooks_dir, project_root, resolve_user_path
+from ..paths import RunDir, default_run_dir, project_root, resolve_user_path, shipped
 from ..preflight import preflight, report, require
 from ..rerun import changed_parameters, clear_previous_run, rerun_check
 
@@ -23,7 +23,7 @@ KERNEL_NAME = "repro"
 
 def notebook_path(name: str) -> Path:
     """The notebook called `name` (with or without .ipynb): the checkout's, else the installed package's copy."""
-    folder = notebooks_dir()
+    folder = shipped("notebooks")
     path = folder / f"{Path(name).stem}.ipynb"
     if not path.exists():
         known = sorted(p.stem for p in folder.glob("*.ipynb"))
@@ -102,7 +102,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
 
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
     paths = {n: notebook_path(n) for n in notebooks}
-    run = RunDir.of(run_root)
+    run = RunDir(run_root)
     run.notebooks.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)
     manifest.start_run(values, notebooks, driver="repro run")
@@ -112,7 +112,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
         os.environ[PROGRESS_LINES_ENV] = "1"
     for name in notebooks:
-        output = run.executed_notebook(f"{name}.ipynb")
+        output = run.notebooks / f"{name}.ipynb"
         manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
         try:
             run_interruptible(
@@ -165,7 +165,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     resolved = resolve_parameters(values)
-    run = RunDir.of(run_root)
+    run = RunDir(run_root)
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
     checks = [rerun_check(run, changed, args.force, given_as), *preflight(resolved, run_root)]

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -24,13 +22,14 @@ from huggingface_hub import constants, get_session, try_to_load_from_cache
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_json, atomic_write_text
-from ..manifest import lock_status, lock_summary, package_versions
+from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
 from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root
+from ..revisions import hub_offline
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
-from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS
+from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS, WEIGHT_FILES
 from ..sources import demo_path, iter_jsonl
 from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
                       pairrm_contenders)
@@ -80,7 +79,7 @@ class SelfCheck:
     rows: dict[str, Any] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     timing: dict[str, Any] = field(default_factory=dict)
-    when: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    when: str = field(default_factory=now)
     seconds: float = 0.0
     json_path: Path | None = None
     md_path: Path | None = None
@@ -144,7 +143,7 @@ class SelfCheck:
 
 def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
     """Whether the Hugging Face hub answers (HF_HUB_OFFLINE=1: not asked), within `timeout` seconds."""
-    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if hub_offline():
         return {"offline": True, "reachable": None, "detail": "HF_HUB_OFFLINE is set: the hub was not asked"}
     url = f"{constants.ENDPOINT.rstrip('/')}/api/models/{DEFAULT_MODEL}"
     start = time.perf_counter()
@@ -171,7 +170,7 @@ def weights_location(spec: str) -> dict[str, Any]:
         config = None
     legacy = Path(constants.HF_HUB_CACHE) / spec  # llm-blender's own download folder
     for folder in ([Path(config).parent] if isinstance(config, str) else []) + [legacy]:
-        weights = next((f for f in ("model.safetensors", "pytorch_model.bin") if (folder / f).is_file()), None)
+        weights = next((f for f in WEIGHT_FILES if (folder / f).is_file()), None)
         if weights:
             out.update(cached=True, path=str(folder), weights=weights,
                        weights_gb=round((folder / weights).stat().st_size / 2 ** 30, 2))

@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..dataset_io import SEED_COLUMNS
+from ..dataset_io import SEED_COLUMNS, conversation, prompt_id_of, response_text
 from ..errors import DataError
 from ..parameters import ConstructParams
 from .selection import best_worst
@@ -19,23 +18,12 @@ ORIGINAL_CHOSEN = "original_chosen"
 ORIGINAL_REJECTED = "original_rejected"
 
 
-def prompt_id_of(prompt: str) -> str:
-    """sha256 hex digest of the UTF-8 prompt (the rule HuggingFaceH4/ultrafeedback_binarized uses)."""
-    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
-
-
-def conversation(prompt: str, response: str) -> list[dict[str, str]]:
-    """A single-turn conversation in the seed's message format."""
-    return [{"content": prompt, "role": "user"}, {"content": response, "role": "assistant"}]
-
-
 def last_assistant_text(messages: Any, where: str) -> str:
     """The last assistant message of a `[{content, role}, ...]` list (the source's chosen/rejected)."""
-    if isinstance(messages, list):
-        for msg in reversed(messages):
-            if isinstance(msg, dict) and msg.get("role") == "assistant":
-                return msg.get("content")
-    raise DataError(f"{where} has no assistant message; expected a list of {{content, role}} dicts.")
+    text = response_text(messages) if isinstance(messages, list) else None
+    if text is None:
+        raise DataError(f"{where} has no assistant message; expected a list of {{content, role}} dicts.")
+    return text
 
 
 def select_pair(scores: Sequence[float]) -> tuple[int, int]:

@@ -75,7 +75,7 @@ def rows_for_test_split(p: ConstructParams, available: int, where: str | None = 
 
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
     """Open the run directory and its manifest (started here when papermill runs the notebook on its own)."""
-    run = RunDir.of(params.run_root)
+    run = RunDir(params.run_root)
     claim(run, None, "source", building=True)
     manifest = Manifest(run)
     manifest.ensure_started(params.model_dump(), notebook)
@@ -138,7 +138,7 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
     if not p.generate:
         return ds
     with ctx.manifest.stage("generate") as info:
-        rows = generate_candidates(ds.to_list(), generation, ctx.run.work_dir(ctx.work + "generation"), ctx.manifest,
+        rows = generate_candidates(ds.to_list(), generation, ctx.run.work / (ctx.work + "generation"), ctx.manifest,
                                    cache_dir=p.row_cache)
         out = datasets.Dataset.from_list(rows)
         info.update(rows_in=len(ds), rows_out=len(out))
@@ -171,7 +171,7 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
     p = ctx.params
     prompts = scorer_prompts(cs.prompts, p.scorer_prompt, ctx.prompt_tokenizer)
-    work = ctx.run.work_dir(ctx.work + "scoring")
+    work = ctx.run.work / (ctx.work + "scoring")
     common = dict(device=p.device, chunk_size=p.chunk_size, num_processes=p.num_processes, cache_dir=p.row_cache)
     with ctx.manifest.stage("score") as info:
         model = pinned_model(p.scorer_model, p.scorer_revision, "scorer_revision", "scorer_model")

@@ -12,6 +12,7 @@ import torch
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
 from ..paths import reads_as_hub_id
+from ..revisions import hub_offline
 from .common import check_local_path, is_stand_in
 from .pairrm_attention import PairRMModel, install_fast_attention
 from .tiny import BUILTIN_TINY, DEBERTA_V3_LARGE, build_builtin
@@ -46,7 +47,7 @@ def _from_hub(repo_id: str) -> Path:
         if (folder / "config.json").is_file() and (folder / weights).is_file():
             return folder
         reasons.append(f"the snapshot at {folder} has no {weights}")
-    offline = " (HF_HUB_OFFLINE=1: the hub was not asked)" if constants.HF_HUB_OFFLINE else ""
+    offline = " (HF_HUB_OFFLINE=1: the hub was not asked)" if hub_offline() else ""
     raise ModelLoadError(
         f"PairRM model '{repo_id}' could not be loaded: it is not a local directory (no folder "
         f"{Path(repo_id).resolve()}), not in llm-blender's download folder ({legacy}) and not in the Hugging Face "
