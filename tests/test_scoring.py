@@ -10,13 +10,15 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 from repro.errors import DataError, ParameterError
 from repro.scorers import load_scorer
-from repro.scorers.common import ranks_from_scores
+from repro.scorers.common import BudgetedBatches, ranks_from_scores
 from repro.construct.scoring import ScoringJob, job_fingerprint
 from scoring_defaults import run_scoring, with_run_defaults
 from repro.jobs import fingerprint_of
@@ -220,3 +222,30 @@ def test_repro_score_under_your_own_torchrun_writes_the_single_process_scores_on
     assert [r["scores"] for r in out] == reference[0].scores
     assert _chunk_bytes(tmp_path / "out.jsonl.work") == _chunk_bytes(reference[1])
     assert done.stderr.count("prompts scored with") == 1  # one writer
+
+
+class _CountingBatches(BudgetedBatches):
+    """BudgetedBatches' loop alone: zeros for every item, an out-of-memory at forward call `fail_at`."""
+
+    device, dtype = torch.device("cpu"), "fp32"
+
+    def __init__(self, fail_at: int):
+        self.calls, self.fail_at = 0, fail_at
+
+    def _forward(self, batch):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return np.zeros(len(batch))
+
+
+def test_progress_reports_each_prompt_once_when_its_last_item_is_done_across_an_out_of_memory_restart():
+    plan = [SimpleNamespace(length=n) for n in (10, 9, 8, 7, 6, 5, 4, 3)]
+    # prompt 5 shares its items with prompts 1 and 2; prompt 6 needs none (it is never reported, and no error)
+    needed = [[0, 7], [1], [2, 3], [4], [5, 6], [1, 2], []]
+    for fail_at in (0, 1, 2, 3):
+        reported: list[int] = []
+        out = _CountingBatches(fail_at)._run(plan, list(range(8)), 20, needed, reported.append)
+        assert out.shape == (8,) and sum(reported) == 6 and all(n > 0 for n in reported)
+        if fail_at == 0:  # batches of 20 tokens: items 0-1, 2-3 (prompts 1, 2, 5 done), 4-5, 6-7 (3, 4, then 0)
+            assert reported == [1, 2, 2, 1]

@@ -145,7 +145,8 @@ class BudgetedBatches:
             raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
         position = np.empty(len(plan), dtype=np.int64)
         position[order] = np.arange(len(order))
-        done_at = np.sort([position[items].max() for items in needed])  # a prompt is done after its last item
+        # a prompt is done after its last item (one that needs none is never reported, as it has no pass to wait for)
+        done_at = np.sort([position[items].max() if len(items) else -1 for items in needed])
         out = np.empty(len(plan), dtype=np.float32)
         budget = self.effective_batch_tokens(batch_tokens)
         reported = start = 0  # reported: how far into `order` progress went (a restart does not report again)
