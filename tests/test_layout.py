@@ -8,8 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from repro.parameters import SCHEMAS
-from repro.cli.run import NOTEBOOK_SECTIONS
+from repro.parameters import NOTEBOOK_SECTIONS, SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELSPEC = {"name": "repro", "display_name": "Python (repro)", "language": "python"}

@@ -387,7 +387,7 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     """Every aligned row that disagrees (pair, margin sign or a same-text score) with why, where it can tell."""
     n, t = a.n, al.texts
-    ref_ids, cand_ids = (ids or [None] * n for ids in al.prompt_ids)
+    ref_ids, cand_ids = [ids or [None] * n for ids in al.prompt_ids]
     categories = al.categories if al.categories is not None else np.full(n, -1)
     mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2
     worst = np.zeros(n)

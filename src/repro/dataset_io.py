@@ -75,7 +75,8 @@ def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLI
     nbytes = ds._estimate_nbytes()
     max_shard = convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)
     num_shards = int(nbytes / max_shard) + 1
-    batch_size = get_writer_batch_size_from_features(ds.features) or get_writer_batch_size_from_data_size(len(ds), nbytes)
+    batch_size = (get_writer_batch_size_from_features(ds.features)
+                  or get_writer_batch_size_from_data_size(len(ds), nbytes))
     files = []
     for index in range(num_shards):
         shard = ds.shard(num_shards=num_shards, index=index, contiguous=True)

@@ -157,8 +157,8 @@ def find_params(name: str | Path) -> Path:
     known = sorted(str(p.relative_to(examples).with_suffix("")) for p in examples.glob("**/*.yaml"))
     raise ParameterError(
         f"Params file {str(name)!r} does not exist: looked at " + ", ".join(str(p) for p in dict.fromkeys(tried)) +
-        f".{_did_you_mean(given, tried, examples)} Give the path of a params YAML file, or the bare name of an example: "
-        f"{', '.join(known)}.")
+        f".{_did_you_mean(given, tried, examples)} Give the path of a params YAML file, or the bare name of an "
+        f"example: {', '.join(known)}.")
 
 
 def _did_you_mean(given: Path, tried: list[Path], examples: Path) -> str:

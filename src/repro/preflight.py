@@ -134,7 +134,8 @@ def _input_check(need: Need) -> tuple[Check, int]:
     except (LocalEntryNotFoundError, OSError, ValueError):
         pass
     why = None
-    if hub_offline(*(["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else [])):
+    also = ["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else []
+    if hub_offline(*also):
         why = "the hub is switched off here (HF_HUB_OFFLINE)"
     else:
         try:

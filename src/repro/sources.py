@@ -61,7 +61,9 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
         if path.stat().st_size == 0:
             raise DataError(f"{where} is an empty file: it holds no rows.")
         try:
-            return (datasets.Dataset.from_parquet if suffix == ".parquet" else datasets.Dataset.from_json)(str(path))
+            if suffix == ".parquet":
+                return datasets.Dataset.from_parquet(str(path))
+            return datasets.Dataset.from_json(str(path))
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
             if suffix == ".parquet":

@@ -365,7 +365,8 @@ def headline(metrics: dict[str, Any]) -> str:
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir(p.run_root)
-    dataset_or_own(p.dataset, p.dataset_split, run)  # a run with no dataset is an error before anything is written into its folder
+    # a run with no dataset is an error before anything is written into its folder
+    dataset_or_own(p.dataset, p.dataset_split, run)
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)

@@ -13,7 +13,7 @@ from ..errors import ReproError
 from ..interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
-from ..parameters import NOTEBOOK_SECTIONS, DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters  # noqa: F401
+from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, project_root, resolve_user_path, shipped
 from ..preflight import preflight, report, require
 from ..rerun import changed_parameters, clear_previous_run, rerun_check

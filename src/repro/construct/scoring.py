@@ -117,9 +117,10 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     options = dict(options or {})
     limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
     for name, value in limits.items():  # a limit inside the scorer options too: one value, passed as the argument
-        limits[name] = given = options.pop(name, value)
+        given = options.pop(name, value)
         if value is not None and given != value:
             raise ParameterError(f"{name} is given twice ({value} and {given} in the scorer options): give it once.")
+        limits[name] = given
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
                      chunk_size=int(chunk_size), work_dir=str(work_dir),
                      source_maxlength=_optional_int(limits["source_maxlength"]),
