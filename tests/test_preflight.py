@@ -96,3 +96,22 @@ def test_disk_space_scales_with_the_rows_and_generated_text(monkeypatch, tmp_pat
     monkeypatch.setattr(preflight.shutil, "disk_usage", lambda path: type("U", (), {"free": 10})())
     check = preflight.disk_check(small, tmp_path / "run", 0)
     assert not check.ok and "free some space" in check.detail and str(tmp_path) in check.detail
+
+
+def test_the_hub_is_off_by_the_variable_that_says_so_and_its_messages_name_it(monkeypatch):
+    from huggingface_hub import constants
+
+    from repro.revisions import hub_offline
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    assert hub_offline() is None
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # huggingface_hub reads 0 as "not offline"
+    assert hub_offline() is None
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    assert hub_offline() == "TRANSFORMERS_OFFLINE"
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "yes")  # only where datasets are loaded
+    assert hub_offline() is None and hub_offline("HF_DATASETS_OFFLINE") == "HF_DATASETS_OFFLINE"
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # set when huggingface_hub was imported
+    assert hub_offline() == "HF_HUB_OFFLINE"

@@ -135,8 +135,9 @@ def _input_check(need: Need) -> tuple[Check, int]:
         pass
     why = None
     also = ["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else []
-    if hub_offline(*also):
-        why = "the hub is switched off here (HF_HUB_OFFLINE)"
+    switch = hub_offline(*also)
+    if switch:
+        why = f"the hub is switched off here ({switch})"
     else:
         try:
             info = HfApi().repo_info(need.value, repo_type=need.repo_type, timeout=HUB_TIMEOUT_S, files_metadata=True)

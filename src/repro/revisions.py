@@ -7,16 +7,18 @@ import os
 from pathlib import Path
 
 import huggingface_hub
+from huggingface_hub import constants
 
 from .errors import ModelLoadError, ParameterError
 
 
-def hub_offline(*also: str) -> bool:
-    """Whether the hub is switched off: HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE or a variable of `also` set true (as
-    huggingface_hub reads it), now or when huggingface_hub was imported."""
-    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", *also)
-    set_true = [os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE") for name in names]
-    return huggingface_hub.constants.HF_HUB_OFFLINE or any(set_true)
+def hub_offline(*also: str) -> str | None:
+    """The variable that switches the hub off (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE or one of `also`, set true as
+    huggingface_hub reads it, now or when huggingface_hub was imported); None when the hub may be asked."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", *also):
+        if os.environ.get(name, "").strip().upper() in ("1", "ON", "YES", "TRUE"):
+            return name
+    return "HF_HUB_OFFLINE" if constants.HF_HUB_OFFLINE else None
 
 
 def check_revision_target(spec: str | None, revision: str | None, parameter: str, target: str) -> None:

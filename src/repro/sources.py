@@ -102,7 +102,8 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
         if isinstance(exc, ValueError) and "split" in str(exc).lower():
             raise DataError(f"hub dataset {repo_id!r} has no split {split!r} ({exc}). Set {split_parameter} to one "
                             f"of its splits.") from None
-        why = ("the hub is switched off (HF_HUB_OFFLINE is set)" if hub_offline("HF_DATASETS_OFFLINE")
+        switch = hub_offline("HF_DATASETS_OFFLINE")
+        why = (f"the hub is switched off ({switch} is set)" if switch
                else "the hub could not be reached or the id is wrong")
         raise DatasetLoadError(
             f"Could not load hub dataset {repo_id!r} ({parameter}): {why} ({type(exc).__name__}: {str(exc)[:300]}). "

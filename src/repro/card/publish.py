@@ -222,10 +222,11 @@ def publish(params: "CardParams") -> str | None:
         raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
     from huggingface_hub import HfApi, get_token
 
-    if hub_offline():
+    switch = hub_offline()
+    if switch:
         raise PublishError(
-            "push_to_hub is true but the Hugging Face hub is switched off (HF_HUB_OFFLINE is set); nothing was "
-            "uploaded. Unset HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false.")
+            f"push_to_hub is true but the Hugging Face hub is switched off ({switch} is set); nothing was "
+            f"uploaded. Unset {switch} on a machine with network, or set push_to_hub: false.")
 
     token = get_token()
     if not token:

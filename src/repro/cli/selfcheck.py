@@ -143,8 +143,9 @@ class SelfCheck:
 
 def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
     """Whether the Hugging Face hub answers (HF_HUB_OFFLINE=1: not asked), within `timeout` seconds."""
-    if hub_offline():
-        return {"offline": True, "reachable": None, "detail": "HF_HUB_OFFLINE is set: the hub was not asked"}
+    switch = hub_offline()
+    if switch:
+        return {"offline": True, "reachable": None, "detail": f"{switch} is set: the hub was not asked"}
     url = f"{constants.ENDPOINT.rstrip('/')}/api/models/{DEFAULT_MODEL}"
     start = time.perf_counter()
     try:  # an error status is an answer too: the hub is reachable

@@ -47,7 +47,8 @@ def _from_hub(repo_id: str) -> Path:
         if (folder / "config.json").is_file() and (folder / weights).is_file():
             return folder
         reasons.append(f"the snapshot at {folder} has no {weights}")
-    offline = " (HF_HUB_OFFLINE=1: the hub was not asked)" if hub_offline() else ""
+    switch = hub_offline()
+    offline = f" ({switch} is set: the hub was not asked)" if switch else ""
     raise ModelLoadError(
         f"PairRM model '{repo_id}' could not be loaded: it is not a local directory (no folder "
         f"{Path(repo_id).resolve()}), not in llm-blender's download folder ({legacy}) and not in the Hugging Face "
