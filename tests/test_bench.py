@@ -139,3 +139,14 @@ def test_repro_bench_outside_a_checkout_says_where_the_harness_is(tmp_path, monk
     monkeypatch.setattr(cli.bench, "harness", lambda: None)
     assert cli.main(["bench"]) == 2
     assert "benchmarks/bench_scoring.py of a checkout" in capsys.readouterr().err
+
+
+def test_h4_rows_take_the_last_assistant_turn_and_refuse_a_side_without_one(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "?"}]
+    path.write_text(json.dumps({"prompt": "q", "chosen": turns, "rejected": "b"}) + "\n")
+    assert read_rows(path)[0]["candidates"] == ["a", "b"]
+    path.write_text(json.dumps({"prompt": "q", "chosen": [{"role": "user", "content": "q"}], "rejected": "b"}) + "\n")
+    with pytest.raises(DataError, match="line 1 of .*'chosen' is neither a string nor a list of messages with an "
+                                        "assistant message"):
+        read_rows(path)

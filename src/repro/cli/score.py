@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..construct.scoring import score_candidates
+from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_text, is_main_process, world_size
 from ..parameters import PAIRRM_LIMITS, ConstructParams
@@ -64,11 +65,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _assistant_text(turns: Any, where: str, column: str) -> str:
-    if isinstance(turns, str):
-        return turns
-    if isinstance(turns, list) and turns and isinstance(turns[-1], dict) and isinstance(turns[-1].get("content"), str):
-        return turns[-1]["content"]
-    raise DataError(f"{where}: '{column}' is neither a string nor a list of messages ending in one with 'content'.")
+    text = response_text(turns)
+    if not isinstance(text, str):
+        raise DataError(f"{where}: '{column}' is neither a string nor a list of messages with an assistant message "
+                        f"holding its 'content'.")
+    return text
 
 
 def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
