@@ -84,6 +84,7 @@ class Format:
             return self.columns.copy()
         if self.name == "seed":
             return output_features(keep_all_candidates, more_scorers)
+        assert self.name == "sppo", self.name  # the one other format whose columns depend on the run
         return Features({"prompt": Value("string"), "prompt_id": Value("string"), "chosen": MESSAGE_LIST,
                          "rejected": MESSAGE_LIST, **{f"generate_{i}": MESSAGE_LIST for i in range(n_candidates)},
                          "probability": List(FLOATS), "rm_scores": FLOATS, "chosen_probs": Value("float64"),
