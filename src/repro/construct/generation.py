@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
-from ..manifest import package_versions
+from ..manifest import model_identity, package_versions
 from ..parameters import GenerationParams
 from ..paths import STAND_IN_MARKER
 from ..revisions import check_revision_target, pinned_model
@@ -417,18 +417,6 @@ def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance
     return results
 
 
-def _model_identity(policy: Policy) -> dict[str, Any]:
-    """What identifies the weights without hashing gigabytes: config hash plus weight file names and sizes."""
-    path = Path(policy.path)
-    if not path.is_dir():
-        return {"hub_id": policy.path}
-    config = path / "config.json"
-    files = sorted((p.name, p.stat().st_size) for p in path.iterdir()
-                   if p.suffix in {".safetensors", ".bin", ".pt"} or p.name == STAND_IN_MARKER)
-    return {"config_sha256": hashlib.sha256(config.read_bytes()).hexdigest() if config.exists() else None,
-            "weights": files}
-
-
 def plan_prompts(prompts: Sequence[str], params: GenerationParams, tokenizer,
                  limit: int) -> tuple[list[dict], int, int]:
     """The work items (row index, prompt ids, noise keys), longest prompt first; and the skipped/truncated counts."""
@@ -461,7 +449,7 @@ class _Plan:
         self.kept, self.skipped, self.truncated = plan_prompts(prompts, params, self.tokenizer, self.limit)
         self.fingerprint = {
             "stage": "generation",
-            "policy": policy.name, "policy_path": policy.path, "model": _model_identity(policy),
+            "policy": policy.name, "policy_path": policy.path, "model": model_identity(policy.path),
             "backend": params.generation_backend, "device_type": self.device.split(":")[0], "dtype": self.dtype,
             "batch_size": params.generation_batch_size,
             "sampling": {k: getattr(params, k) for k in SAMPLING},

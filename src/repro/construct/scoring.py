@@ -8,12 +8,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import try_to_load_from_cache
-
 from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError
 from ..jobs import run_chunked_with_stats, run_job
-from ..manifest import package_versions, sha256_file
+from ..manifest import model_identity, package_versions
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import check_inputs, resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import reward_model_dtype
@@ -66,26 +64,6 @@ def _device_and_dtype(job: ScoringJob) -> tuple[str, str]:
     if job.kind == "sequence_classifier":
         return device.type, reward_model_dtype(job.dtype, device)
     return device.type, resolve_dtype(job.dtype, device)
-
-
-def model_identity(model: str) -> dict[str, Any]:
-    """What identifies the checkpoint for reuse of old chunks: file sizes and hashes, or the hub commit."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        files = {}
-        for f in sorted(p for p in path.rglob("*") if p.is_file()):
-            stat = f.stat()
-            # hashing gigabytes on every call is slow; size + mtime catches a replaced checkpoint
-            files[str(f.relative_to(path))] = (
-                sha256_file(f) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}")
-        return {"path": str(path.resolve()), "files": files}
-    try:
-        cached = try_to_load_from_cache(model, "config.json")
-        if isinstance(cached, str):
-            return {"hub_id": model, "commit": Path(cached).parent.name}
-    except Exception:  # not a hub id (e.g. "builtin:..."), or no cache: the name is all we know
-        pass
-    return {"name": model}
 
 
 def _optional_int(value: Any) -> int | None:
