@@ -48,8 +48,8 @@ def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
 
 def _rlhflow(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
     return {"prompt": [{"content": row["prompt"], "role": "user"}], "responses": list(row["candidates"]),
-            "rewards": [float(s) for s in row["candidate_scores"]], "chosen": row["chosen"][-1]["content"],
-            "rejected": row["rejected"][-1]["content"], "margin": row["score_chosen"] - row["score_rejected"]}
+            "rewards": [float(s) for s in row["candidate_scores"]], "chosen": response_text(row["chosen"]),
+            "rejected": response_text(row["rejected"]), "margin": row["score_chosen"] - row["score_rejected"]}
 
 
 @dataclass(frozen=True)

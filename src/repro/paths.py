@@ -98,6 +98,11 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
     return os.path.normpath(root / path)
 
 
+def nearest_existing(path: Path) -> Path:
+    """`path` itself, or its nearest parent that exists."""
+    return next((p for p in (path, *path.parents) if p.exists()), path)
+
+
 def reads_as_hub_id(spec: str | None) -> bool:
     """Whether `spec` is written as a hub id, owner/name, by its text alone (is_hub_id also looks at the disk)."""
     return bool(_HUB_ID.match(spec or ""))

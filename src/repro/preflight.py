@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ReproError
-from .paths import is_hub_id
+from .paths import is_hub_id, nearest_existing
 from .revisions import hub_offline
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
@@ -181,7 +181,7 @@ def estimated_bytes(values: dict[str, Any]) -> int:
 
 def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
     """Free space where the run directory goes, for what the run writes (and the downloads, when known)."""
-    existing = next(p for p in (run_root, *run_root.parents) if p.exists())
+    existing = nearest_existing(run_root)
     free = shutil.disk_usage(existing).free
     need = estimated_bytes(values) + download
     detail = f"about {need / 1e9:.1f} GB to write, {free / 1e9:.1f} GB free at {existing}"

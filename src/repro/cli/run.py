@@ -14,7 +14,7 @@ from ..interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
-from ..paths import RunDir, default_run_dir, project_root, resolve_user_path, shipped
+from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
 from ..preflight import preflight, report, require
 from ..rerun import changed_parameters, clear_previous_run, rerun_check
 
@@ -183,7 +183,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
 
 def check_run_root(run_root: Path, given_as: str) -> None:
     """Refuse, before any work, a run directory that is (or lies inside) an existing file."""
-    existing = next((p for p in (run_root, *run_root.parents) if p.exists()), run_root)
+    existing = nearest_existing(run_root)
     if not existing.is_dir():
         what = ("is an existing file, not a folder" if existing == run_root
                 else f"lies inside {existing}, which is a file, so that folder cannot be made")

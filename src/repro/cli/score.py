@@ -18,6 +18,7 @@ from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_text, is_main_process, world_size
 from ..parameters import PAIRRM_LIMITS, ConstructParams
+from ..paths import nearest_existing
 from ..scorers import resolve_kind
 from ..scorers.common import ranks_from_scores
 from ..sources import iter_jsonl
@@ -101,7 +102,7 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
 
 def check_output(path: Path) -> None:
     """Refuse, before any scoring, an --output that cannot be written as a file."""
-    existing = next((p for p in (path, *path.parents) if p.exists()), path)
+    existing = nearest_existing(path)
     if path.is_dir():
         raise DataError(f"--output {path} is a folder; give a file path for the scored rows, e.g. "
                         f"--output {path / 'scored.jsonl'}.")
