@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from repro.interrupt import record_interruption
+from repro.cli.interrupt import record_interruption
 from repro.manifest import Manifest
 from repro.paths import RunDir
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repro import preflight
+from repro.cli import preflight
 from repro.cli import main
 from repro.parameters import load_params_file
 from repro.cli.run import resolve_parameters

@@ -12,7 +12,7 @@ from repro.cli import main
 from repro.manifest import Manifest
 from repro.parameters import load_params_file
 from repro.paths import RunDir
-from repro.rerun import changed_parameters, clear_previous_run
+from repro.cli.rerun import changed_parameters, clear_previous_run
 from repro.cli.run import resolve_parameters
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReproError
-from ..interrupt import Interrupted, record_interruption, run_interruptible
+from .interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
-from ..preflight import preflight, report, require
-from ..rerun import changed_parameters, clear_previous_run, rerun_check
+from .preflight import preflight, report, require
+from .rerun import changed_parameters, clear_previous_run, rerun_check
 
 KERNEL_NAME = "repro"
 

@@ -7,9 +7,9 @@ import json
 import shutil
 from typing import Any
 
-from .manifest import Manifest
-from .parameters import notebook_fields
-from .paths import RunDir
+from ..manifest import Manifest
+from ..parameters import notebook_fields
+from ..paths import RunDir
 from .preflight import Check
 
 IGNORED = {"run_dir"}  # where the run directory is: the same folder by definition

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 import psutil
 
-from .jobs import finished_chunks
-from .manifest import Manifest
+from ..jobs import finished_chunks
+from ..manifest import Manifest
 
 GRACE_S = 20.0  # how long an interrupted kernel gets to stop its cell before it is killed
 INTERRUPTED = "interrupted"

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ReproError
-from .paths import is_hub_id, nearest_existing
-from .revisions import hub_offline
+from ..errors import ReproError
+from ..paths import is_hub_id, nearest_existing
+from ..revisions import hub_offline
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
