@@ -249,3 +249,23 @@ def test_progress_reports_each_prompt_once_when_its_last_item_is_done_across_an_
         assert out.shape == (8,) and sum(reported) == 6 and all(n > 0 for n in reported)
         if fail_at == 0:  # batches of 20 tokens: items 0-1, 2-3 (prompts 1, 2, 5 done), 4-5, 6-7 (3, 4, then 0)
             assert reported == [1, 2, 2, 1]
+
+
+def test_a_run_that_ran_out_of_memory_records_the_prompts_scored_at_each_budget(job, tiny_pairrm_dir, tmp_path,
+                                                                                 monkeypatch):
+    from repro.scorers.pairrm import PairRM
+
+    original = PairRM._forward
+
+    def small_gpu(self, batch):
+        if sum(p.length for p in batch) > 600:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return original(self, batch)
+
+    monkeypatch.setattr(PairRM, "_forward", small_gpu)
+    prompts, candidates = job
+    with pytest.warns(RuntimeWarning, match="out of memory"):
+        info = run_scoring(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=tmp_path / "w", batch_tokens=2000,
+                           chunk_size=5, device="cpu", progress=False, **LIMITS).info
+    used = info["batch_tokens_used"]
+    assert sum(used.values()) == len(prompts) and min(map(int, used)) < 2000  # every prompt, at a lowered budget

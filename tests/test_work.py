@@ -9,7 +9,7 @@ import json
 import pytest
 
 from repro.jobs import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
-                        finished_chunks, launch_torchrun, num_chunks, run_chunked, run_chunked_with_stats)
+                        finished_chunks, launch_torchrun, merge_stats, num_chunks, run_chunked, run_chunked_with_stats)
 
 
 def _digest_all(texts: list[str]) -> list[str]:
@@ -251,3 +251,15 @@ def test_finished_chunks_are_every_jobs_chunks_but_not_the_stale_ones(tmp_path):
         (work / rel).write_text("[]")
     assert sorted(str(p.relative_to(work)) for p in finished_chunks(work)) == [
         "generation/chunk-000000.json", "scoring/chunk-000000.json", "scoring/chunk-000001.json"]
+
+
+def test_merged_stats_add_counts_and_count_maps_of_every_process_and_keep_the_slowest_time():
+    # rank 1 ran out of memory and finished at a lower budget: the merged record says so, not rank 0's alone
+    ranks = [{"chunks_resumed": 1, "items_resumed": 4, "seconds": 2.0, "device": "cuda:0",
+              "batch_tokens_used": {"16384": 8}},
+             {"chunks_resumed": 0, "items_resumed": 0, "seconds": 5.0, "device": "cuda:1",
+              "batch_tokens_used": {"16384": 2, "8192": 6}}]
+    merged = merge_stats(ranks, summed=("batch_tokens_used",))
+    assert merged["batch_tokens_used"] == {"16384": 10, "8192": 6}
+    assert (merged["chunks_resumed"], merged["items_resumed"], merged["seconds"]) == (1, 4, 5.0)
+    assert merged["processes"] == 2 and merged["devices"] == ["cuda:0", "cuda:1"]

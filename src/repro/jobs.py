@@ -460,11 +460,14 @@ def _share_stats(run: ChunkedRun, extra: dict[str, Any]) -> dict[str, Any]:
 
 def merge_stats(stats: list[dict[str, Any]], summed: Sequence[str] = (),
                 slowest: Sequence[str] = ()) -> dict[str, Any]:
-    """Every process's stats as one: counts add up, times are the slowest's (they ran side by side), the rest
-    is rank 0's; with `processes` and, where each names its `device`, the sorted `devices`."""
+    """Every process's stats as one: counts add up (a {name: count} map name by name), times are the slowest's
+    (they ran side by side), the rest is rank 0's; with `processes` and, where each names its `device`, the sorted
+    `devices`."""
     merged = dict(stats[0])
     for key in ("chunks_resumed", "items_resumed", *summed):
-        merged[key] = sum(s[key] for s in stats)
+        counts = [s[key] for s in stats]
+        merged[key] = dict(sum(map(collections.Counter, counts), collections.Counter())) \
+            if isinstance(counts[0], dict) else sum(counts)
     for key in ("seconds", *slowest):
         merged[key] = max(s[key] for s in stats)
     merged["processes"] = len(stats)

@@ -124,6 +124,10 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         **({"devices": stats["devices"]} if stats["processes"] > 1 else {}),
         **({"cache": stats["cache"]} if "cache" in stats else {}),
     }
+    if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)}:
+        # prompts scored per budget, every process's: after an out-of-memory, which chunks a re-run at the lower
+        # budget matches
+        info["batch_tokens_used"] = stats["batch_tokens_used"]
     return ScoreResult(scores=scores, info=info)
 
 
@@ -160,16 +164,15 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
             progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
             unit="prompt", prepare=share is None, cache=cache)
         info = dict(scorer.info)
-        if set(budgets_used) - {str(job.batch_tokens)}:
-            # prompts scored here per budget: after an out-of-memory, which chunks a re-run at the lower budget matches
-            info["batch_tokens_used"] = budgets_used
         if run.cache is not None:
             info["cache"] = run.cache  # this process's; score_candidates puts every process's counts in its place
-        return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?")}
+        return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?"),
+                     "batch_tokens_used": budgets_used}
 
     return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=job_fingerprint(job),
                    chunk_size=job.chunk_size, device=_device_and_dtype(job)[0], num_processes=spec["num_processes"],
-                   compute=compute, slowest=("load_seconds",), progress=job.progress, what="scoring",
+                   compute=compute, summed=("batch_tokens_used",), slowest=("load_seconds",), progress=job.progress,
+                   what="scoring",
                    error=ScoringError)
 
 
