@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": "python benchmarks/bench_generation.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": {**machine_info(args.device.split(":")[0]), "summary": machine}, "size": args.size,
+        "machine": {**machine_info(args.device), "summary": machine}, "size": args.size,
         "parameters": n_params, "dtype": str(dtype), "prompts": len(prompts), "sequences_per_prompt": 2,
         "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
         "prompt_tokens": {"median": statistics.median(len(i) for i in ids), "max": max(len(i) for i in ids)},

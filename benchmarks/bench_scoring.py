@@ -212,7 +212,7 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     reward = args.kind == "sequence_classifier"
     s = _settings(args)
-    machine = machine_info(s.device.type)
+    machine = machine_info(str(s.device))
     prompts, candidates, source, corpus = _inputs(args, s.prompts)
     if args.model:
         model, model_desc = args.model, {"model": args.model}

@@ -251,3 +251,17 @@ def test_offline_without_weights_nothing_is_checked_and_the_verdict_says_why(tmp
     assert out.count("repro selfcheck: INCOMPLETE:") == 1  # the verdict line, once (the heading names the verdict)
     record = json.loads((tmp_path / "selfcheck.json").read_text())
     assert record["verdict"] == "INCOMPLETE" and record["verdict_line"] == last
+
+
+def test_machine_info_names_the_gpu_the_device_names(monkeypatch):
+    import torch
+
+    from repro.cli.measure import machine_info
+
+    names, memory = ["GPU zero", "GPU one"], [80 * 2 ** 30, 141 * 2 ** 30]
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: names[i])
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: SimpleNamespace(total_memory=memory[i]))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert (machine_info("cuda:1")["gpu"], machine_info("cuda:1")["gpu_memory_gb"]) == ("GPU one", 141.0)
+    assert machine_info("cuda")["gpu"] == "GPU zero"
+    assert "gpu" not in machine_info("cpu")

@@ -118,8 +118,8 @@ def gpu_use(useful_flops: float, seconds: float, device: str, dtype: str, n: int
             "engine_fraction_of_peak": round(achieved / peak, 4)}
 
 
-def machine_info(device_type: str) -> dict[str, Any]:
-    """CPU model, cores, load, versions and GPU: what a figure in RESULTS.md must be read with."""
+def machine_info(device: str) -> dict[str, Any]:
+    """CPU model, cores, load, versions and the GPU `device` names: what a figure in RESULTS.md must be read with."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
@@ -133,9 +133,11 @@ def machine_info(device_type: str) -> dict[str, Any]:
                             "llm_blender": versions["llm-blender"]}
     if hasattr(os, "getloadavg"):
         info["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
-    if device_type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(0)
-        info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1)
+    if str(device).startswith("cuda"):  # "cuda" alone: the current device, as torch takes it
+        index = torch.device(device).index
+        index = torch.cuda.current_device() if index is None else index
+        info["gpu"] = torch.cuda.get_device_name(index)
+        info["gpu_memory_gb"] = round(torch.cuda.get_device_properties(index).total_memory / 2 ** 30, 1)
     return info
 
 

@@ -181,7 +181,7 @@ def weights_location(spec: str) -> dict[str, Any]:
 
 def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
     """torch/CUDA/GPU, transformers, llm-blender, the hub, and where each model's weights are."""
-    env: dict[str, Any] = machine_info(device.type)
+    env: dict[str, Any] = machine_info(str(device))
     env.update(cuda_available=torch.cuda.is_available(), torch_cuda=torch.version.cuda,
                packages=package_versions(), lock=lock_status())
     if torch.cuda.is_available():
