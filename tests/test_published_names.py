@@ -6,7 +6,7 @@ from repro import card
 from repro.analysis.report import primary_scorer_name
 from repro.errors import ParameterError
 from repro.parameters import ConstructParams, ScorerSpec, build
-from repro.paths import project_root, public_name
+from repro.paths import RunDir, project_root, public_name
 
 
 def test_a_local_path_is_published_by_its_last_name_only():
@@ -16,6 +16,16 @@ def test_a_local_path_is_published_by_its_last_name_only():
     # the agreement block of metrics.json names the primary scorer; its table and figure are published
     assert primary_scorer_name({"model": "/home/bob/models/PairRM-hf"}) == "PairRM-hf"
     assert primary_scorer_name({"model": "builtin:tiny-pairrm"}) == "builtin:tiny-pairrm"
+
+
+def test_a_scorer_in_a_windows_folder_is_named_by_the_folder_alone_in_the_card(tmp_path):
+    # a manifest written on Windows, its card rendered elsewhere: no user name from the path
+    facts = card.CardFacts(run=RunDir(tmp_path), title="t", features=None, splits=[], built_here=True, license="mit", language=["en"],
+                           scorers=[{"name": "primary", "model": "llm-blender/PairRM-hf", "decides_pairs": True},
+                                    {"name": "rm", "model": "C:\\Users\\alice\\models\\rm", "kind": "sequence_classifier"}])
+    shown = facts.several_scorers
+    assert shown["decided"]["model"] == "llm-blender/PairRM-hf" and not shown["decided"]["local"]
+    assert (shown["others"][0]["model"], shown["others"][0]["local"]) == ("rm", True)
 
 
 def test_a_chat_template_is_named_by_its_hash_in_the_cards_parameters():

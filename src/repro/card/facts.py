@@ -124,7 +124,7 @@ class CardFacts:
         def public(s: dict[str, Any]) -> dict[str, Any]:  # a local folder by its name only
             spec = str(s.get("model") or "?")
             local = not spec.startswith("builtin:") and not reads_as_hub_id(spec)
-            return {**s, "model": Path(spec).name if local else spec, "local": local, "kind": s.get("kind", "pairrm")}
+            return {**s, "model": public_name(spec) if local else spec, "local": local, "kind": s.get("kind", "pairrm")}
 
         return {"decided": public(next(s for s in scorers if s.get("decides_pairs"))),
                 "others": [public(s) for s in scorers if not s.get("decides_pairs")],

@@ -24,7 +24,7 @@ from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_json, atomic_write_text
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
-from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root
+from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root, public_name
 from ..revisions import hub_offline
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -300,7 +300,7 @@ def card_example_check(engines: dict[str, Any], name: str = "card_example",
 
 def _model_label(spec: str) -> str:
     """The model as a report may publish it: hub id or built-in name as is, a local folder by its name only."""
-    return spec if spec.startswith("builtin:") or is_hub_id(spec) else f"local folder {Path(spec).expanduser().name}"
+    return spec if spec.startswith("builtin:") or is_hub_id(spec) else f"local folder {public_name(spec)}"
 
 
 class _Run:
