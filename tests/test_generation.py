@@ -313,3 +313,16 @@ def test_construction_with_generation_builds_the_dataset_offline(tmp_path, train
     manifest = ctx.manifest.read()
     assert manifest["generation"]["stand_in"] is True and manifest["generation"]["prompts_generated"] == 6
     assert datasets.load_dataset(str(ctx.run.dataset))["train_prefs"].num_rows == 6
+
+
+def test_the_same_policy_in_another_folder_has_the_same_fingerprint_and_another_policy_not(policy_dir, prompts,
+                                                                                           tmp_path):
+    # what decides the texts is the policy's content, not where it lies: a row cache serves its copies too
+    import shutil
+
+    copy = shutil.copytree(policy_dir, tmp_path / "elsewhere" / "my-policy")
+    texts = [r["prompt"] for r in prompts]
+    original = generation._Plan(texts, params(policy_dir)).fingerprint
+    assert generation._Plan(texts, params(copy)).fingerprint == original
+    (copy / "config.json").write_text((copy / "config.json").read_text().replace("}", ', "note": 1}', 1))
+    assert generation._Plan(texts, params(copy)).fingerprint != original

@@ -448,8 +448,8 @@ class _Plan:
         self.dtype = resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
         self.kept, self.skipped, self.truncated = plan_prompts(prompts, params, self.tokenizer, self.limit)
         self.fingerprint = {
-            "stage": "generation",
-            "policy": policy.name, "policy_path": policy.path, "model": model_identity(policy.path),
+            # the policy by its content (or hub commit), not its name or folder: a copy elsewhere is the same work
+            "stage": "generation", "model": model_identity(policy.path),
             "backend": params.generation_backend, "device_type": self.device.split(":")[0], "dtype": self.dtype,
             "batch_size": params.generation_batch_size,
             "sampling": {k: getattr(params, k) for k in SAMPLING},
