@@ -15,7 +15,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
-from huggingface_hub import try_to_load_from_cache
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -39,27 +38,6 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
-
-
-def model_identity(model: str) -> dict[str, Any]:
-    """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB), or the
-    hub commit in the cache, or else its name."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        files = {}
-        for f in sorted(p for p in path.rglob("*") if p.is_file()):
-            stat = f.stat()
-            # hashing gigabytes on every call is slow; size + mtime catches a replaced checkpoint
-            files[str(f.relative_to(path))] = (
-                sha256_file(f) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}")
-        return {"files": files}
-    try:
-        cached = try_to_load_from_cache(model, "config.json")
-        if isinstance(cached, str):
-            return {"hub_id": model, "commit": Path(cached).parent.name}
-    except ValueError:  # not a hub id (e.g. "builtin:..."): the name is all we know
-        pass
-    return {"name": model}
 
 
 def package_versions() -> dict[str, str | None]:

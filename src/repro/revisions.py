@@ -1,15 +1,18 @@
 """Pinned hub revisions (`source_revision`, `policy_revision`, `scorer_revision`): a model at a revision is loaded
-from its snapshot folder, so every later load (config, tokenizer, weights, vLLM) reads exactly that commit."""
+from its snapshot folder, so every later load (config, tokenizer, weights, vLLM) reads exactly that commit; and
+what identifies a model's weights when no revision is pinned (`model_identity`)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import huggingface_hub
-from huggingface_hub import constants
+from huggingface_hub import constants, try_to_load_from_cache
 
 from .errors import ModelLoadError, ParameterError
+from .manifest import sha256_file
 
 
 def hub_offline(*also: str) -> str | None:
@@ -44,3 +47,24 @@ def pinned_model(spec: str, revision: str | None, parameter: str, target: str) -
             f"Check the commit on the hub; offline, run `hf download {spec} --revision {revision}` where there is "
             f"network and copy the hub cache here (HF_HOME), or give the downloaded folder with {parameter}: null."
         ) from None
+
+
+def model_identity(model: str) -> dict[str, Any]:
+    """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB), or the
+    hub commit in the cache, or else its name."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        files = {}
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            stat = f.stat()
+            # hashing gigabytes on every call is slow; size + mtime catches a replaced checkpoint
+            files[str(f.relative_to(path))] = (
+                sha256_file(f) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}")
+        return {"files": files}
+    try:
+        cached = try_to_load_from_cache(model, "config.json")
+        if isinstance(cached, str):
+            return {"hub_id": model, "commit": Path(cached).parent.name}
+    except ValueError:  # not a hub id (e.g. "builtin:..."): the name is all we know
+        pass
+    return {"name": model}

@@ -15,10 +15,10 @@ from typing import Any, Callable, Sequence
 
 from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
-from ..manifest import model_identity, package_versions
+from ..manifest import package_versions
 from ..parameters import GenerationParams
 from ..paths import STAND_IN_MARKER
-from ..revisions import check_revision_target, pinned_model
+from ..revisions import check_revision_target, model_identity, pinned_model
 from ..scorers.common import resolve_device, resolve_dtype, torch_dtype
 from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job

@@ -11,7 +11,8 @@ from typing import Any
 from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError
 from ..jobs import run_chunked_with_stats, run_job
-from ..manifest import model_identity, package_versions
+from ..manifest import package_versions
+from ..revisions import model_identity
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import check_inputs, resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import reward_model_dtype
