@@ -20,6 +20,7 @@ from huggingface_hub import DatasetCard
 from scipy import stats
 
 from repro import card as repro_card
+from repro.analysis.stats import detect_scale
 from repro.card.facts import SEED_REPO
 from repro.dataset_io import SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
@@ -115,8 +116,7 @@ def analysis_metrics(ds: datasets.Dataset, figures: dict) -> dict:
         "length": length,
         "invariants": {"expected_to_hold": True, "sign_order_fails": int((~((chosen >= 0) & (rejected <= 0))).sum()),
                        "antisymmetry_holds": int(np.isclose(chosen, -rejected).sum())},
-        "scale": {"kind": "logit", "distinct_values": int(np.unique(np.r_[chosen, rejected]).size),
-                  "sentence": "These scores are real-valued logits, as PairRM's are: off any rating grid."},
+        "scale": detect_scale(chosen, rejected),  # the analysis' own reading: its sentence is a template's
         "figures": figures,
     }
 
@@ -392,7 +392,8 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert "a row's candidate scores sum to 0: holds in 24 of 24 rows." in body
     # ratings (H4's GPT-4 scores): none of PairRM's invariants applies
     facts.metrics["invariants"]["expected_to_hold"] = False
-    facts.metrics["scale"] = {"kind": "rating", "grid_step": 0.5, "min": 1.0, "max": 10.0, "distinct_values": 19}
+    facts.metrics["scale"] = {"kind": "rating", "grid_step": 0.5, "grid_fraction": 1.0, "min": 1.0, "max": 10.0,
+                              "distinct_values": 19}
     body = repro_card.render_body(facts)
     assert body.count("not applicable: the scores are ratings, not PairRM scores.") == 3
     assert "the scores are ratings on a grid of 0.5 from 1 to 10 (19 distinct values)" in body

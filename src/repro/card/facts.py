@@ -132,12 +132,11 @@ class CardFacts:
 
     @property
     def excluded(self) -> int:
-        return excluded_count(self.metrics or {})
+        return (self.metrics or {}).get("n_excluded", 0)
 
     @property
-    def excluded_reasons(self) -> Any:
-        m = self.metrics or {}
-        return m.get("n_excluded") if isinstance(m.get("n_excluded"), dict) else m.get("excluded_reasons")
+    def excluded_reasons(self) -> dict[str, int] | None:
+        return (self.metrics or {}).get("excluded_reasons")
 
     @property
     def headline(self) -> dict[str, Any]:
@@ -165,7 +164,7 @@ class CardFacts:
         for effect in ("cohens_dz", "rank_biserial"):
             if isinstance(m.get("effect_size"), dict) and effect in m["effect_size"]:
                 rows.append({"stat": effect, "margin": m["effect_size"][effect]})
-        ties = m.get("ties", _get(m, "margin_sign", "counts", "zero"))
+        ties = m.get("ties")
         if isinstance(ties, int) and isinstance(m.get("n"), int) and m["n"]:
             rows.append({"stat": "ties", "ties": ties, "percent": 100 * ties / m["n"]})
         rows += [{"stat": "length", "unit": unit, "rho": rho, "p": p} for unit, rho, p in self.length_rhos]
@@ -212,14 +211,8 @@ class CardFacts:
 
     @property
     def scale(self) -> dict[str, Any] | None:
-        """What the analysis read of the scores' scale: {kind, ...} (rating, logit, unclear), or {text}."""
-        scale = (self.metrics or {}).get("scale")
-        if isinstance(scale, dict) and scale.get("kind") in ("rating", "logit", "unclear"):
-            return scale
-        if isinstance(scale, str):
-            return {"text": scale}
-        text = next((v for _, v in _flatten(scale) if isinstance(v, str) and len(v.split()) > 3), None)
-        return {"text": text} if text else None
+        """What the analysis read of the scores' scale: {kind (rating, logit, unclear), sentence, ...}."""
+        return (self.metrics or {}).get("scale")
 
     @property
     def pairrm_scores(self) -> bool:
@@ -229,18 +222,8 @@ class CardFacts:
     @property
     def length_rhos(self) -> list[tuple[str, float, float | None]]:
         """(unit, Spearman rho, p-value) of margin vs length difference (`length.margin_vs_length_difference`)."""
-        length = (self.metrics or {}).get("length")
-        by_unit = _get(length, "margin_vs_length_difference")
-        if isinstance(by_unit, dict):
-            return [(unit, v["spearman"], v.get("pvalue")) for unit, v in by_unit.items()
-                    if isinstance(v, dict) and isinstance(v.get("spearman"), (int, float))]
-        # another analysis' layout: the first number under `length` named Spearman, not its p-value or interval
-        for path, value in _flatten(length):
-            last = path.lower().split(".")[-1]
-            if "spearman" in path.lower() and not any(a in last for a in ("pvalue", "p_value", "ci")) \
-                    and isinstance(value, (int, float)) and not isinstance(value, bool):
-                return [("", value, None)]
-        return []
+        by_unit = _get(self.metrics, "length", "margin_vs_length_difference") or {}
+        return [(unit, v["spearman"], v["pvalue"]) for unit, v in by_unit.items() if v["spearman"] is not None]
 
     @property
     def length_bias(self) -> dict[str, Any]:
@@ -398,18 +381,6 @@ def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **recorded}
 
 
-def excluded_count(metrics: dict[str, Any]) -> int:
-    """Rows the analysis left out (`n_excluded` as a number, a {reason: count} map, or a list of rows)."""
-    value = metrics.get("n_excluded", 0)
-    if isinstance(value, dict):
-        if isinstance(value.get("count"), int):
-            return value["count"]
-        return sum(v for v in value.values() if isinstance(v, int) and not isinstance(v, bool))
-    if isinstance(value, list):
-        return len(value)
-    return int(value or 0)
-
-
 def _read_metrics(run: RunDir, facts: CardFacts) -> dict[str, Any] | None:
     if not run.metrics.exists():
         return None
@@ -418,10 +389,10 @@ def _read_metrics(run: RunDir, facts: CardFacts) -> dict[str, Any] | None:
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"{run.metrics} is not valid JSON ({exc}); re-run notebooks/02_analyze.ipynb for this run "
                         f"or delete the file to get a card without the statistics.") from None
-    n = metrics.get("n")
-    if isinstance(n, int) and n + excluded_count(metrics) != facts.num_examples:
+    n, excluded = metrics.get("n"), metrics.get("n_excluded", 0)
+    if isinstance(n, int) and n + excluded != facts.num_examples:
         raise DataError(
-            f"{run.metrics} describes {n} rows (+{excluded_count(metrics)} excluded) but the dataset has "
+            f"{run.metrics} describes {n} rows (+{excluded} excluded) but the dataset has "
             f"{facts.num_examples}: the metrics belong to other data. Re-run notebooks/02_analyze.ipynb on this run.")
     return metrics
 
@@ -431,9 +402,3 @@ def _get(tree: Any, *keys: str) -> Any:
         tree = tree.get(key) if isinstance(tree, dict) else None
     return tree
 
-
-def _flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """Leaves of nested metrics as (dotted path, value)."""
-    if isinstance(value, dict):
-        return [leaf for k, v in value.items() for leaf in _flatten(v, f"{prefix}.{k}" if prefix else str(k))]
-    return [(prefix, value)]
