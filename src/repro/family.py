@@ -166,7 +166,8 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     unknown = sorted(set(spec) - SPEC_KEYS)
     if unknown:
         raise ParameterError(f"family in {where} has unknown key(s) {unknown}; it takes {sorted(SPEC_KEYS)}.")
-    grid = check_grid({**(spec.get("grid") or {}), **(grid_args or {})},
+    grid = spec.get("grid") or {}  # merged with --grid only once it is a mapping: a list is named as it is
+    grid = check_grid({**grid, **(grid_args or {})} if isinstance(grid, dict) else grid,
                       where if not grid_args else f"{where} and --grid")
     jobs = spec.get("jobs", 1)
     if not isinstance(jobs, int) or jobs < 1:
