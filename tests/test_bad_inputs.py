@@ -92,6 +92,13 @@ CASES = [
          r"Params file '\S*p' is a folder, not a file; give a YAML file in it \['mine.yaml'\]", after=nothing_written),
     Case("params file missing", lambda t: run(t, params=str(t / "nope.yaml")),
          r"Params file '\S*nope.yaml' does not exist: looked at \S*nope.yaml. Give the path of a params YAML file", after=nothing_written),
+    Case("params file is not YAML", lambda t: run(t, params=str(write(t / "p.yaml", "limit: [3\n"))),
+         r"Params file \S*p.yaml is not valid YAML: ", after=nothing_written),
+    Case("params file is a list", lambda t: run(t, params=str(write(t / "p.yaml", "- limit\n- 3\n"))),
+         r"Params file \S*p.yaml must be a mapping of parameter names to values\.", after=nothing_written),
+    Case("notebooks not a list", lambda t: run(t, "--set", "notebooks=01_construct"),
+         r"'notebooks' in \S*demo.yaml must be a non-empty list of notebook names, got '01_construct'\.",
+         after=nothing_written),
     # repro run: parameters, all checked before any notebook runs
     Case("unknown key in --set", lambda t: run(t, "--set", "limit=3", "--set", "mini_idx=1"),
          r"Unknown parameter 'mini_idx' in --set mini_idx=1\. Did you mean 'mini_index'\?", after=nothing_written),
@@ -107,6 +114,18 @@ CASES = [
          r"  - chunk_size \(from --set\): must be >= 1 \(got -5\)\n", after=nothing_written),
     Case("a column named twice", lambda t: run(t, "--set", "candidate_columns=[resp0, resp0]"),
          r"candidate_columns \(from --set\): names column\(s\) \['resp0'\] more than once \(got \['resp0', 'resp0'\]\)"),
+    # a misspelt built-in stand-in: refused by the schema, not inside a notebook
+    Case("scorer_model a misspelt built-in", lambda t: run(t, "--set", "scorer_model=builtin:tiny-pairm"),
+         r"  - scorer_model \(from --set\): not a built-in stand-in \(did you mean builtin:tiny-pairrm\?\); the "
+         r"built-ins are builtin:tiny-pairrm, builtin:tiny-reward-llama, builtin:tiny-reward-deberta",
+         after=nothing_written),
+    Case("policy_model a misspelt built-in",
+         lambda t: run(t, "--set", "generate=true", "--set", "policy_model=builtin:tiny-polcy"),
+         r"  - policy_model \(from --set\): not a built-in stand-in \(did you mean builtin:tiny-policy\?\)",
+         after=nothing_written),
+    Case("scorers[].model a built-in policy",
+         lambda t: run(t, params=str(write(t / "p.yaml", "scorers: [{name: extra, model: builtin:tiny-policy}]\n"))),
+         r"scorers\.0\.model: not a built-in stand-in .*the built-ins are builtin:tiny-pairrm", after=nothing_written),
     # repro run: a recipe's parameters (issue 23)
     *[Case(f"recipe: {why}", lambda t, sets=sets: run(t, *[x for s in sets for x in ("--set", s)]), message,
            after=nothing_written) for why, sets, message in [
@@ -166,6 +185,13 @@ CASES = [
     Case("score --batch-tokens 0", lambda t: score(t, "--batch-tokens", "0"), r"--batch-tokens 0 must be >= 1\.",
          after=nothing_written),
     Case("score --chunk-size 0", lambda t: score(t, "--chunk-size", "0"), r"--chunk-size 0 must be >= 1\."),
+    Case("score --chat-template missing", lambda t: score(t, "--chat-template", str(t / "nope.jinja")),
+         r"--chat-template \S*nope.jinja does not exist \(a Jinja template file\)\.", after=nothing_written),
+    Case("score PairRM limits for a sequence classifier",
+         lambda t: score(t, "--source-maxlength", "64")[:2] + ["builtin:tiny-reward-llama"]
+         + score(t, "--source-maxlength", "64")[3:],
+         r"--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier takes its own",
+         after=nothing_written),
     # repro score: bad lines, each named by its line number
     *[Case(f"score line: {why}", lambda t, line=line: score(t, input=write(t / "in.jsonl", json.dumps(GOOD_ROW) + "\n" + line + "\n")),
            message, after=nothing_written) for why, line, message in [
@@ -181,6 +207,23 @@ CASES = [
     Case("family grid with an empty list",
          lambda t: run(t, params=str(write(t / "f.yaml", "family: {grid: {mini_index: []}}\n"))),
          r"family\.grid\.mini_index in \S*f\.yaml must be a non-empty list", after=nothing_written),
+    Case("family grid values not a YAML list", lambda t: run(t, "--grid", "mini_index=0,[1"),
+         r"--grid mini_index=0,\[1: the values are not a YAML list", after=nothing_written),
+    Case("family not a mapping", lambda t: run(t, params=str(write(t / "f.yaml", "family: [0, 1]\n"))),
+         r"family in \S*f\.yaml must be a mapping with \[", after=nothing_written),
+    Case("family with an unknown key", lambda t: run(t, params=str(write(t / "f.yaml", "family: {gird: {}}\n"))),
+         r"family in \S*f\.yaml has unknown key\(s\) \['gird'\]; it takes \[", after=nothing_written),
+    Case("family grid not a mapping", lambda t: run(t, params=str(write(t / "f.yaml", "family: {grid: [0, 1]}\n"))),
+         r"family\.grid in \S*f\.yaml must map parameters to lists of values", after=nothing_written),
+    Case("family jobs 0", lambda t: run(t, params=str(write(t / "f.yaml", "mini_count: 2\n"
+                                                               "family: {grid: {mini_index: [0, 1]}, jobs: 0}\n"))),
+         r"family\.jobs in \S*f\.yaml must be a whole number >= 1, got 0\.", after=nothing_written),
+    Case("family name with a slash", lambda t: run(t, params=str(write(t / "f.yaml", "mini_count: 2\n"
+                                                                       "family: {grid: {mini_index: [0, 1]}, "
+                                                                       "name: a/b}\n"))),
+         r"family\.name 'a/b' in \S*f\.yaml names a folder: use letters, digits", after=nothing_written),
+    Case("--jobs 0", lambda t: run(t, "--grid", "mini_index=0,1", "--set", "mini_count=2", "--jobs", "0"),
+         r"--jobs 0 must be >= 1 \(members run at once\)\.", after=nothing_written),
     Case("family grid over run_dir", lambda t: run(t, "--grid", "run_dir=a,b"), r"run_dir cannot vary within a family",
          after=nothing_written),
     Case("two members with the same name",

@@ -35,6 +35,25 @@ Resamples = Annotated[int, Field(ge=100)]  # fewer and a 95% interval means noth
 TokenLimit = Annotated[int, Field(ge=3)]  # [CLS], the prefix token and [SEP]
 # the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
+# the built-in random stand-ins (repro.scorers builds them offline; what they output is noise): name -> what is built
+BUILTIN_SCORERS = {"builtin:tiny-pairrm": "pairrm", "builtin:tiny-reward-llama": "llama",
+                   "builtin:tiny-reward-deberta": "deberta"}
+BUILTIN_POLICIES = {"builtin:tiny-policy": "tiny", "builtin:tiny-policy-1b": "1b"}
+
+
+def _builtin_among(names: Collection[str]) -> AfterValidator:
+    """A model parameter's check: a `builtin:` name is one of `names` (a misspelt one fails here, before any work)."""
+    def check(value: str | None) -> str | None:
+        if value and value.startswith("builtin:") and value not in names:
+            close = difflib.get_close_matches(value, names, n=1)
+            raise ValueError(f"not a built-in stand-in{f' (did you mean {close[0]}?)' if close else ''}; the built-ins "
+                             f"are {', '.join(names)}")
+        return value
+    return AfterValidator(check)
+
+
+ScorerPath = Annotated[UserPath, _builtin_among(BUILTIN_SCORERS)]
+PolicyPath = Annotated[UserPath, _builtin_among(BUILTIN_POLICIES)]
 LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
 
 
@@ -78,7 +97,7 @@ class ScorerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]  # the column and work/scoring/<name>/
-    model: UserPath  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
+    model: ScorerPath  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
     kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"
     # a sequence classifier's chat_template, trust_remote_code, output_index, max_length;
     # PairRM's source_maxlength, candidate_maxlength (default: the run's)
@@ -120,7 +139,7 @@ class ConstructParams(_Params):
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
-    scorer_model: UserPath = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
+    scorer_model: ScorerPath = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
     scorer_backend: Literal["repro", "llm-blender"] = "repro"
     device: Device = "auto"
     dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
@@ -135,7 +154,7 @@ class ConstructParams(_Params):
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
     # chat_template: SPPO's rank.py, apply_chat_template([user: prompt, assistant: "None"]).split("None")[0]
     scorer_prompt: Literal["raw", "chat_template"] = "raw"
-    scorer_prompt_tokenizer: UserPath | None = None  # hub id or folder of the tokenizer whose template is used
+    scorer_prompt_tokenizer: PolicyPath | None = None  # hub id or folder of the tokenizer whose template is used
     selection: SelectionRule = "best_worst"  # which two scored candidates become chosen / rejected
     selection_seed: int | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
     length_penalty: NonNegative = 0.0  # best_worst_length_penalised: score - length_penalty * characters
@@ -214,7 +233,7 @@ class GenerationParams(_Params):
 
     section: ClassVar[str] = "generation"
 
-    policy_model: UserPath | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy": a noise stand-in
+    policy_model: PolicyPath | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy": a noise stand-in
     policy_revision: str | None = None  # the policy's hub commit, passed to every load; recorded
     generation_backend: Literal["transformers", "vllm"] = "transformers"
     generate_reference: bool = True  # greedy `reference_response` (temperature 0)

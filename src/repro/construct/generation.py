@@ -16,11 +16,11 @@ from typing import Any, Callable, Sequence
 from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import package_versions
-from ..parameters import GenerationParams
+from ..parameters import BUILTIN_POLICIES, GenerationParams
 from ..paths import STAND_IN_MARKER
 from ..revisions import check_revision_target, model_identity, pinned_model
 from ..scorers.common import resolve_device, resolve_dtype, torch_dtype
-from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy, init_random_weights
+from ..scorers.tiny_policy import build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
 
 # the parameters that decide the texts, in the fingerprint and the manifest
@@ -50,12 +50,8 @@ def resolve_policy(policy_model: str | None, revision: str | None) -> Policy:
             "policy_model is not set, but the generation stage needs a policy: give a hub id (e.g. "
             "HuggingFaceH4/mistral-7b-sft-beta), a local model directory, or 'builtin:tiny-policy' for the "
             "offline noise stand-in; or turn `generate` off and take candidates from the source's columns.")
-    if policy_model.startswith("builtin:"):
-        sizes = {BUILTIN_PREFIX: "tiny", f"{BUILTIN_PREFIX}-1b": "1b"}
-        if policy_model not in sizes:
-            raise ParameterError(f"policy_model={policy_model!r} is not a built-in model; the built-ins are "
-                                 f"{sorted(sizes)} (random stand-ins whose text is noise).")
-        return _local_policy(policy_model, build_tiny_policy(size=sizes[policy_model]))
+    if policy_model in BUILTIN_POLICIES:  # (the schema refuses any other builtin: name)
+        return _local_policy(policy_model, build_tiny_policy(size=BUILTIN_POLICIES[policy_model]))
     path = Path(policy_model).expanduser()
     if path.is_dir():
         return _local_policy(policy_model, path)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ModelLoadError, ParameterError
-from ..scorers.tiny_policy import BUILTIN_PREFIX, build_tiny_policy
+from ..parameters import BUILTIN_POLICIES
+from ..scorers.tiny_policy import build_tiny_policy
 
 
 def chat_templated_prompt(prompt: str, tokenizer) -> str:
@@ -24,7 +25,7 @@ def load_prompt_tokenizer(spec: str):
     """The tokenizer whose chat template the scorer's prompts go through; an error unless it has a template."""
     from transformers import AutoTokenizer  # kept off the light import path (torch)
 
-    path = str(build_tiny_policy()) if spec == BUILTIN_PREFIX else spec
+    path = str(build_tiny_policy(size=BUILTIN_POLICIES[spec])) if spec in BUILTIN_POLICIES else spec
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from ..errors import ParameterError
 from ..jobs import build_once
-from ..parameters import PAIRRM_LIMITS
+from ..parameters import BUILTIN_SCORERS, PAIRRM_LIMITS
 from ..paths import STAND_IN_MARKER, cache_root
 from .pairrm_attention import PairRMModel
 from .pairrm_tokens import PREFIX_TOKENS, sentencepiece_normalizer
@@ -194,8 +194,8 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
     return out_dir
 
 
-BUILTIN_TINY = "builtin:tiny-pairrm"
-BUILTIN_REWARD_MODELS = {"builtin:tiny-reward-llama": "llama", "builtin:tiny-reward-deberta": "deberta"}
+BUILTIN_TINY = next(name for name, what in BUILTIN_SCORERS.items() if what == "pairrm")
+BUILTIN_REWARD_MODELS = {name: arch for name, arch in BUILTIN_SCORERS.items() if name != BUILTIN_TINY}  # -> arch
 # an encoder reads the whole conversation and pools its first token ([CLS]): the template starts with it
 DEBERTA_CHAT_TEMPLATE = ("[CLS]{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}[SEP]"
                          "{% endfor %}")

@@ -13,7 +13,6 @@ from ..paths import STAND_IN_MARKER, cache_root
 
 # Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
 BUILDER_VERSION = 1
-BUILTIN_PREFIX = "builtin:tiny-policy"
 
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|pad|>")
 CHAT_TEMPLATE = (
