@@ -219,8 +219,8 @@ def test_empty_and_single_row_datasets(tmp_path):
     with pytest.raises(DataError, match="is an empty file"):
         _analyze(tmp_path, str(tmp_path / "empty.jsonl"))
     empty_parquet = tmp_path / "empty.parquet"
-    pd.DataFrame({"score_chosen": pd.Series([], dtype=float)}).to_parquet(empty_parquet)
-    with pytest.raises(DataError, match="could not be read"):
+    pd.DataFrame({"score_chosen": [], "score_rejected": []}, dtype=float).to_parquet(empty_parquet)
+    with pytest.raises(DataError, match=r"empty\.parquet' \(split 'train_prefs'\) has no rows"):  # not "damaged"
         _analyze(tmp_path, str(empty_parquet))
     one = _jsonl(tmp_path / "one.jsonl", [{"score_chosen": 2.0, "score_rejected": 1.0}])
     with pytest.raises(DataError, match="needs at least 2"):

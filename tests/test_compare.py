@@ -400,6 +400,16 @@ def test_missing_reference_and_bad_parameters(tmp_path):
             build(CompareParams, {bad: value})
     with pytest.raises(DataError, match="Parameter candidate is not set.*01_construct"):
         compare.compare(params(tmp_path, reference="x.jsonl"))
+    # a side with no rows, and one whose rows cannot be matched (neither prompt_id nor prompt)
+    empty = tmp_path / "empty.parquet"
+    datasets.Dataset.from_dict({"prompt": [], "chosen": []}).to_parquet(empty)  # columns, no rows
+    with pytest.raises(DataError, match=rf"Parameter reference='{empty}' \(split 'train_prefs'\) has no rows"):
+        compare.load_side("reference", str(empty), "train_prefs")
+    anonymous = tmp_path / "anonymous.jsonl"
+    anonymous.write_text(json.dumps({"text": "a", "score_chosen": 1.0}) + "\n")
+    with pytest.raises(DataError, match=r"has neither a prompt_id nor a prompt column \(it has \['text', "
+                                        r"'score_chosen'\]\).*Point it at a preference dataset"):
+        compare.compare(params(tmp_path, reference=str(anonymous), candidate=str(anonymous)))
 
 
 # --------------------------------------------------------------------------------------------

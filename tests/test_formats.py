@@ -213,6 +213,20 @@ def test_a_bad_row_is_named(seed_ds, column, turn, change, says):
         assert "fix the row or leave it out" in message
 
 
+def test_a_row_whose_conversations_are_short_or_differ_is_named(seed_ds):
+    rows = seed_ds.to_list()
+    user = rows[3]["chosen"][0]
+    rows[3]["rejected"] = [user]  # the prompt without an answer
+    rows[7]["chosen"] = [rows[7]["chosen"][0], {"role": "assistant", "content": "First."},
+                         {"role": "user", "content": "And then?"}, {"role": "assistant", "content": "Then this."}]
+    for index, says in ((3, "`rejected` must be a list of at least two {content, role} messages"),
+                        (7, "`chosen` and `rejected` answer different conversations")):
+        bad = datasets.Dataset.from_list([rows[index]], features=seed_ds.features)
+        with pytest.raises(DataError) as err:
+            to_trl(bad)
+        assert str(err.value).startswith(f"Row 0 (prompt_id {rows[index]['prompt_id']}): {says}"), str(err.value)
+
+
 def test_a_row_without_scores_is_named(seed_ds):
     rows = seed_ds.to_list()
     rows[2]["score_rejected"] = None

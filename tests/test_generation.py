@@ -258,6 +258,11 @@ def test_bad_policy_settings_are_clear_errors(tmp_path, policy_dir, prompts, mon
     with pytest.raises(ParameterError, match="use_chat_template: false"):
         generate_candidates(prompts, params(plain), tmp_path / "w")
     assert len(generate_candidates(prompts[:2], params(plain, use_chat_template=False), tmp_path / "w")) == 2
+    # a prompt budget the policy's context cannot hold with the new tokens
+    context = json.loads((policy_dir / "config.json").read_text())["max_position_embeddings"]
+    with pytest.raises(ParameterError, match=rf"max_prompt_tokens={context} plus \d+ new tokens exceeds the policy's "
+                                             rf"context of {context} tokens: set max_prompt_tokens <= \d+"):
+        generate_candidates(prompts[:2], params(policy_dir, max_prompt_tokens=context), tmp_path / "w")
 
 
 @pytest.mark.vllm  # skips only where vLLM and a GPU are both here (the refusal is what it checks)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import datasets
+import pyarrow.parquet as pq
 
 from .errors import DataError, DatasetLoadError
 from .paths import SPLIT, RunDir, is_hub_id
@@ -62,7 +63,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
             raise DataError(f"{where} is an empty file: it holds no rows.")
         try:
             if suffix == ".parquet":
-                return datasets.Dataset.from_parquet(str(path))
+                return from_parquet([str(path)])
             return datasets.Dataset.from_json(str(path))
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -85,7 +86,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
         return _pick_split(saved, split, where, split_parameter)
     files = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet"))
     if files:
-        return datasets.Dataset.from_parquet([str(f) for f in files])
+        return from_parquet([str(f) for f in files])
     try:
         return _pick_split(datasets.load_dataset(str(path)), split, where, split_parameter)
     except DataError:
@@ -93,6 +94,14 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
     except Exception as exc:  # datasets raises many types here; the user needs one message
         raise DataError(f"{where}: could not read a dataset from this folder ({type(exc).__name__}: {exc}). "
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
+
+
+def from_parquet(files: list[str]) -> datasets.Dataset:
+    """`Dataset.from_parquet`, except that files with columns but no rows load as an empty dataset (datasets refuses
+    them: "corresponds to no data"), which the caller then refuses by name."""
+    if sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0:
+        return datasets.Dataset(pq.read_table(files[0]))
+    return datasets.Dataset.from_parquet(files)
 
 
 def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, revision: str | None) -> datasets.Dataset:
