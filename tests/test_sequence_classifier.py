@@ -99,6 +99,21 @@ def test_scores_do_not_depend_on_batch_composition_or_input_order(arch, reward_d
         assert shuffled[order.index(i)][::-1].tolist() == base[i].tolist()
 
 
+def test_a_model_without_a_pad_token_pads_with_an_id_that_ends_no_sequence(reward_dirs, rows, tmp_path):
+    """Many reward models' configs name no pad token: the padding id chosen per batch must never be the last real
+    token of a sequence, or the model's pooling would read the wrong position."""
+    folder = shutil.copytree(reward_dirs["llama"], tmp_path / "no-pad")
+    config = json.loads((folder / "config.json").read_text())
+    config["pad_token_id"] = None
+    (folder / "config.json").write_text(json.dumps(config))
+    prompts, candidates = rows
+    scorer = load_scorer(folder, device="cpu")
+    assert scorer.pad_id is None
+    got = scorer.score(prompts, candidates, batch_tokens=4096)
+    for g, e in zip(got, one_at_a_time(reward_dirs["llama"], prompts, candidates)):
+        np.testing.assert_allclose(g, e, rtol=0, atol=TOLERANCE)
+
+
 def test_a_multi_output_head_is_refused_unless_an_output_is_named(tmp_path, rows):
     prompts, candidates = rows
     folder = build_tiny_reward_model(tmp_path / "three", "llama", num_labels=3)
