@@ -651,6 +651,26 @@ def test_metrics_of_other_data_are_refused(tmp_path):
         card_for(tmp_path / "run")
 
 
+def test_a_damaged_run_is_refused_naming_what_to_redo(tmp_path):
+    run = make_run(tmp_path / "run")["run"]
+    good = run.metrics.read_text()
+    run.metrics.write_text(good[: len(good) // 2])  # cut short
+    with pytest.raises(DataError, match=r"metrics.json is not valid JSON .*re-run notebooks/02_analyze.ipynb for this "
+                                        r"run or delete the file"):
+        card_for(tmp_path / "run")
+    run.metrics.write_text(good)
+    manifest = json.loads(run.manifest.read_text())
+    manifest["counts"]["kept"] += 1  # the data changed after construction
+    run.manifest.write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=r"says 25 rows were kept, but \S+ holds 24; the data changed after "
+                                        r"construction\. Re-run notebooks/01_construct.ipynb"):
+        card_for(tmp_path / "run")
+    manifest["counts"]["kept"] -= 1
+    run.manifest.write_text(json.dumps(manifest))
+    with pytest.raises(ParameterError, match="known_recipe is for datasets this project did not build"):
+        card_for(tmp_path / "run", known_recipe="PairRM-ranked pairs")
+
+
 def test_a_dataset_with_other_columns_gets_its_own_columns(tmp_path):
     features = datasets.Features({"question": datasets.Value("string"),
                                   "answers": datasets.List(datasets.Value("string")),
