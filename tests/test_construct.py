@@ -117,3 +117,27 @@ def test_demo_with_all_candidates_sums_to_zero(tmp_path):
         assert sum(row["candidate_scores"]) == pytest.approx(0.0, abs=1e-9)
         assert row["score_chosen"] == max(row["candidate_scores"])
         assert row["score_rejected"] == min(row["candidate_scores"])
+
+
+def test_rows_dropped_on_the_way_are_counted_and_a_source_without_rows_is_refused(tmp_path):
+    rows = [{"prompt": f"Question {i}?", "prompt_id": "same" if i < 2 else f"id-{i}",
+             "resp0": f"An answer to question {i}.", "resp1": f"Another, longer answer to question {i}, with detail."}
+            for i in range(8)]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, everything = _construct(_params(tmp_path / "a", source=str(src), duplicate_prompt_ids="keep_first"))
+    assert len(everything) == 7 and everything["prompt"][0] == "Question 0?"  # the first of the two "same"
+    margins = sorted(c - r for c, r in zip(everything["score_chosen"], everything["score_rejected"]))
+    ctx, out = _construct(_params(tmp_path / "b", source=str(src), duplicate_prompt_ids="keep_first",
+                                  min_margin=margins[3]))
+    counts = ctx.manifest.read()["counts"]
+    assert counts["dropped_duplicate_prompt_id"] == 1 and counts["dropped_below_min_margin"] == 3
+    assert counts["kept"] == len(out) == 4
+    assert all(c - r >= margins[3] for c, r in zip(out["score_chosen"], out["score_rejected"]))
+
+    empty = tmp_path / "empty.parquet"
+    datasets.Dataset.from_list(rows[:1]).select([]).to_parquet(empty)
+    with pytest.raises(DataError, match=rf"source '{empty}' split 'train_prefs' has no rows"):
+        _construct(_params(tmp_path / "c", source=str(empty)))
+    with pytest.raises(DataError, match=r"reference_response.*Set include_reference: false"):
+        _construct(_params(tmp_path / "d", source=str(src), include_reference=True))
