@@ -77,6 +77,16 @@ def test_a_hub_id_in_the_local_cache_and_a_local_path_that_is_not_there(bare_mac
     assert not elsewhere.ok and "hf download owner/elsewhere --repo-type dataset" in elsewhere.detail
 
 
+def test_the_scorer_prompts_tokenizer_is_a_need_only_when_its_template_is_used(bare_machine):
+    values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm",
+                                 "scorer_prompt": "chat_template", "scorer_prompt_tokenizer": "owner/chat-tokenizer"})
+    checks = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}
+    assert "hf download owner/chat-tokenizer --local-dir DIR" in checks["scorer_prompt_tokenizer: owner/chat-tokenizer"].detail
+    values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm",
+                                 "scorer_prompt": "raw", "scorer_prompt_tokenizer": "owner/chat-tokenizer"})
+    assert not any(c.what.startswith("scorer_prompt_tokenizer") for c in preflight.preflight(values, bare_machine))
+
+
 def test_a_cuda_device_with_a_gpu_is_there(monkeypatch):
     import torch
 

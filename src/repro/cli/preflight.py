@@ -60,6 +60,8 @@ def needs(values: dict[str, Any]) -> list[Need]:
         if values.get("generate"):
             add("policy_model", values.get("policy_model"), "model")
         add("scorer_model", values.get("scorer_model"), "model")
+        if values.get("scorer_prompt") == "chat_template":
+            add("scorer_prompt_tokenizer", values.get("scorer_prompt_tokenizer"), "model")
         for spec in values.get("scorers") or ():
             add(f"scorers[{spec['name']}].model", spec["model"], "model")
     if "02_analyze" in notebooks:
