@@ -114,6 +114,9 @@ CASES = [
          r"  - chunk_size \(from --set\): must be >= 1 \(got -5\)\n", after=nothing_written),
     Case("a column named twice", lambda t: run(t, "--set", "candidate_columns=[resp0, resp0]"),
          r"candidate_columns \(from --set\): names column\(s\) \['resp0'\] more than once \(got \['resp0', 'resp0'\]\)"),
+    Case("a misspelt notebook", lambda t: run(t, "--set", "notebooks=[01_construct, 02_analyse]"),
+         r"Notebook '02_analyse' listed in 'notebooks' does not exist in \S*notebooks \(did you mean '02_analyze'\?\); "
+         r"known notebooks: \['01_construct', '02_analyze',", after=nothing_written),
     # a misspelt built-in stand-in: refused by the schema, not inside a notebook
     Case("scorer_model a misspelt built-in", lambda t: run(t, "--set", "scorer_model=builtin:tiny-pairm"),
          r"  - scorer_model \(from --set\): not a built-in stand-in \(did you mean builtin:tiny-pairrm\?\); the "

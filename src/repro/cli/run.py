@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -27,8 +28,9 @@ def notebook_path(name: str) -> Path:
     path = folder / f"{Path(name).stem}.ipynb"
     if not path.exists():
         known = sorted(p.stem for p in folder.glob("*.ipynb"))
-        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist in {folder}; known notebooks: "
-                         f"{known}.")
+        close = difflib.get_close_matches(Path(name).stem, known, n=1)
+        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist in {folder}"
+                         f"{f' (did you mean {close[0]!r}?)' if close else ''}; known notebooks: {known}.")
     return path
 
 
