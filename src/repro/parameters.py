@@ -35,6 +35,7 @@ Resamples = Annotated[int, Field(ge=100)]  # fewer and a 95% interval means noth
 TokenLimit = Annotated[int, Field(ge=3)]  # [CLS], the prefix token and [SEP]
 # the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
+LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
 # the built-in random stand-ins (repro.scorers builds them offline; what they output is noise): name -> what is built
 BUILTIN_SCORERS = {"builtin:tiny-pairrm": "pairrm", "builtin:tiny-reward-llama": "llama",
                    "builtin:tiny-reward-deberta": "deberta"}
@@ -54,7 +55,6 @@ def _builtin_among(names: Collection[str]) -> AfterValidator:
 
 ScorerPath = Annotated[UserPath, _builtin_among(BUILTIN_SCORERS)]
 PolicyPath = Annotated[UserPath, _builtin_among(BUILTIN_POLICIES)]
-LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
 
 
 def _device(value: str) -> str:

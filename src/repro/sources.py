@@ -63,7 +63,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
             raise DataError(f"{where} is an empty file: it holds no rows.")
         try:
             if suffix == ".parquet":
-                return from_parquet([str(path)])
+                return _from_parquet([str(path)])
             return datasets.Dataset.from_json(str(path))
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -86,7 +86,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
         return _pick_split(saved, split, where, split_parameter)
     files = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet"))
     if files:
-        return from_parquet([str(f) for f in files])
+        return _from_parquet([str(f) for f in files])
     try:
         return _pick_split(datasets.load_dataset(str(path)), split, where, split_parameter)
     except DataError:
@@ -96,7 +96,7 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
 
 
-def from_parquet(files: list[str]) -> datasets.Dataset:
+def _from_parquet(files: list[str]) -> datasets.Dataset:
     """`Dataset.from_parquet`, except that files with columns but no rows load as an empty dataset (datasets refuses
     them: "corresponds to no data"), which the caller then refuses by name."""
     if sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0:
