@@ -1,5 +1,14 @@
 """The one exception type users see: a paragraph that names the parameter or row and says what to do."""
 
+import difflib
+from typing import Iterable
+
+
+def did_you_mean(name: str, options: Iterable[str]) -> str:
+    """" Did you mean 'x'?" for the option nearest `name` (an error's hint for a misspelt name), else ""."""
+    close = difflib.get_close_matches(name, list(options), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
 
 class ReproError(Exception):
     """A user-facing error: the message names what is wrong (parameter, row, file) and how to fix it."""

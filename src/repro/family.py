@@ -4,7 +4,6 @@ again."""
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from typing import Any
 import yaml
 
 from . import __version__
-from .errors import ParameterError, ReproError
+from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import all_fields, resolve_parameters, validate_all
@@ -98,10 +97,8 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
         if key in known:
             continue
         if not all(isinstance(v, dict) for v in values):
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ParameterError(
-                f"family.grid.{key} in {where}: {key!r} is not a parameter.{hint} A grid key is a parameter, or a "
+                f"family.grid.{key} in {where}: {key!r} is not a parameter.{did_you_mean(key, sorted(known))} A grid key is a parameter, or a "
                 f"name of your own whose values are mappings of parameters set together (e.g. part: "
                 f"[{{part_start: 0, part_stop: 20000}}, ...]).")
         for value in values:

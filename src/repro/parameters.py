@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Collection, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ParameterError
+from .errors import ParameterError, did_you_mean
 from .paths import resolve_user_path, row_cache_dir, run_dir_of
 
 
@@ -46,9 +45,8 @@ def _builtin_among(names: Collection[str]) -> AfterValidator:
     """A model parameter's check: a `builtin:` name is one of `names` (a misspelt one fails here, before any work)."""
     def check(value: str | None) -> str | None:
         if value and value.startswith("builtin:") and value not in names:
-            close = difflib.get_close_matches(value, names, n=1)
-            raise ValueError(f"not a built-in stand-in{f' (did you mean {close[0]}?)' if close else ''}; the built-ins "
-                             f"are {', '.join(names)}")
+            raise ValueError(f"not a built-in stand-in.{did_you_mean(value, names)} The built-ins are "
+                             f"{', '.join(names)}")
         return value
     return AfterValidator(check)
 
@@ -389,9 +387,8 @@ def _refuse_unknown(keys: Collection[str], where: str) -> None:
     known = all_fields()
     for key in keys:
         if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise ParameterError(f"Unknown parameter '{key}' in {where}.{hint} Known parameters are listed in "
+            raise ParameterError(f"Unknown parameter '{key}' in {where}.{did_you_mean(key, sorted(known))} Known "
+                                 f"parameters are listed in "
                                  f"src/repro/parameters.py and documented in params/demo.yaml; remove or rename it.")
 
 

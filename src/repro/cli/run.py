@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReproError
+from ..errors import ReproError, did_you_mean
 from .interrupt import Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
@@ -28,9 +27,8 @@ def notebook_path(name: str) -> Path:
     path = folder / f"{Path(name).stem}.ipynb"
     if not path.exists():
         known = sorted(p.stem for p in folder.glob("*.ipynb"))
-        close = difflib.get_close_matches(Path(name).stem, known, n=1)
-        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist in {folder}"
-                         f"{f' (did you mean {close[0]!r}?)' if close else ''}; known notebooks: {known}.")
+        raise ReproError(f"Notebook {name!r} listed in 'notebooks' does not exist in {folder}; known notebooks: "
+                         f"{known}.{did_you_mean(Path(name).stem, known)}")
     return path
 
 
