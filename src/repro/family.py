@@ -98,9 +98,9 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
             continue
         if not all(isinstance(v, dict) for v in values):
             raise ParameterError(
-                f"family.grid.{key} in {where}: {key!r} is not a parameter.{did_you_mean(key, sorted(known))} A grid key is a parameter, or a "
-                f"name of your own whose values are mappings of parameters set together (e.g. part: "
-                f"[{{part_start: 0, part_stop: 20000}}, ...]).")
+                f"family.grid.{key} in {where}: {key!r} is not a parameter.{did_you_mean(key, sorted(known))} A grid "
+                f"key is a parameter, or a name of your own whose values are mappings of parameters set together "
+                f"(e.g. part: [{{part_start: 0, part_stop: 20000}}, ...]).")
         for value in values:
             for k in value:
                 if k != "name" and (k not in known or k in NOT_IN_GRID):

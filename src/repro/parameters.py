@@ -231,7 +231,7 @@ class GenerationParams(_Params):
 
     section: ClassVar[str] = "generation"
 
-    policy_model: PolicyPath | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy": a noise stand-in
+    policy_model: PolicyPath | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy": noise stand-in
     policy_revision: str | None = None  # the policy's hub commit, passed to every load; recorded
     generation_backend: Literal["transformers", "vllm"] = "transformers"
     generate_reference: bool = True  # greedy `reference_response` (temperature 0)
@@ -388,8 +388,8 @@ def _refuse_unknown(keys: Collection[str], where: str) -> None:
     for key in keys:
         if key not in known:
             raise ParameterError(f"Unknown parameter '{key}' in {where}.{did_you_mean(key, sorted(known))} Known "
-                                 f"parameters are listed in "
-                                 f"src/repro/parameters.py and documented in params/demo.yaml; remove or rename it.")
+                                 f"parameters are listed in src/repro/parameters.py and documented in "
+                                 f"params/demo.yaml; remove or rename it.")
 
 
 RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
