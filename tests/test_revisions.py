@@ -32,3 +32,41 @@ def test_model_identity_of_a_folder_is_its_content_not_its_place(tmp_path):
     assert model_identity(str(one)) == model_identity(str(two))
     (two / "config.json").write_text('{"hidden_size": 16}')
     assert model_identity(str(one)) != model_identity(str(two))
+
+
+def _fake_hub(tmp_path, monkeypatch, commit):
+    """A hub cache in `tmp_path` and a stand-in for the download of one file from the hub at `commit`."""
+    import repro.revisions as revisions
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    asked = []
+
+    def download(repo_id, filename):
+        asked.append((repo_id, filename))
+        repo = tmp_path / f"models--{repo_id.replace('/', '--')}"
+        (repo / "snapshots" / commit).mkdir(parents=True, exist_ok=True)
+        (repo / "snapshots" / commit / filename).write_text("{}")
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text(commit)
+        return str(repo / "snapshots" / commit / filename)
+
+    monkeypatch.setattr(revisions, "hf_hub_download", download)
+    return asked
+
+
+def test_a_hub_model_not_yet_downloaded_is_identified_as_after_its_download(tmp_path, monkeypatch):
+    # the work of a first run (which downloads the model) must be the work a re-run finds (issue 20's sixth note)
+    asked = _fake_hub(tmp_path, monkeypatch, "c" * 40)
+    before = model_identity("owner/fresh")
+    after = model_identity("owner/fresh")  # now in the cache, as the scorer's load leaves it
+    assert before == after == {"hub_id": "owner/fresh", "commit": "c" * 40}
+    assert asked == [("owner/fresh", "config.json")]  # its config only, once: the load fetches the rest
+
+
+def test_offline_a_hub_model_not_downloaded_is_known_by_its_name_and_the_hub_is_not_asked(tmp_path, monkeypatch):
+    asked = _fake_hub(tmp_path, monkeypatch, "c" * 40)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert model_identity("owner/fresh") == {"name": "owner/fresh"}
+    assert asked == []

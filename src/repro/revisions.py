@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import huggingface_hub
-from huggingface_hub import constants, try_to_load_from_cache
+from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 
 from .errors import ModelLoadError, ParameterError
 from .manifest import sha256_file
@@ -51,7 +51,8 @@ def pinned_model(spec: str, revision: str | None, parameter: str, target: str) -
 
 def model_identity(model: str) -> dict[str, Any]:
     """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB), or the
-    hub commit in the cache, or else its name."""
+    hub commit (its config fetched when not cached, as its load would: a first run's work is a re-run's), or else
+    its name."""
     path = Path(model).expanduser()
     if path.is_dir():
         files = {}
@@ -63,8 +64,8 @@ def model_identity(model: str) -> dict[str, Any]:
         return {"files": files}
     try:
         cached = try_to_load_from_cache(model, "config.json")
-        if isinstance(cached, str):
-            return {"hub_id": model, "commit": Path(cached).parent.name}
-    except ValueError:  # not a hub id (e.g. "builtin:..."): the name is all we know
-        pass
-    return {"name": model}
+        if not isinstance(cached, str) and not hub_offline():
+            cached = hf_hub_download(model, "config.json")
+    except Exception:  # not a hub id ("builtin:..."), unknown or unreachable: the name; the loader says what to do
+        cached = None
+    return {"hub_id": model, "commit": Path(cached).parent.name} if isinstance(cached, str) else {"name": model}

@@ -136,6 +136,7 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
     """The scores of `spec`'s items and the merged stats, through `repro.jobs.run_job` (also every torchrun
     worker's entry)."""
     job, items = ScoringJob(**spec["job"]), spec["items"]
+    fingerprint = job_fingerprint(job)  # once: the same for the work dir, the row cache and every process
     desc = "PairRM scoring" if job.kind == "pairrm" else "reward-model scoring"
     limits = {} if job.kind == "sequence_classifier" else {
         "source_maxlength": job.source_maxlength, "candidate_maxlength": job.candidate_maxlength}
@@ -156,7 +157,6 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
             # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
             return [[float(x) for x in row] for row in out]
 
-        fingerprint = job_fingerprint(job)  # after the load, which may have fetched the checkpoint
         # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
         cache = RowCache.open(job.cache_dir, "scores", fingerprint) if job.cache_dir is not None else None
         run = run_chunked_with_stats(
@@ -170,7 +170,7 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?"),
                      "batch_tokens_used": budgets_used}
 
-    return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=job_fingerprint(job),
+    return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
                    chunk_size=job.chunk_size, device=_device_and_dtype(job)[0], num_processes=spec["num_processes"],
                    compute=compute, summed=("batch_tokens_used",), slowest=("load_seconds",), progress=job.progress,
                    what="scoring", error=ScoringError)
