@@ -87,6 +87,27 @@ def test_the_scorer_prompts_tokenizer_is_a_need_only_when_its_template_is_used(b
     assert not any(c.what.startswith("scorer_prompt_tokenizer") for c in preflight.preflight(values, bare_machine))
 
 
+def test_one_model_two_parameters_name_is_one_check_and_one_download(bare_machine, monkeypatch):
+    # SPPO's recipe: the policy's tokenizer also formats the scorer's prompts; one `hf download`, and counted once
+    values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm", "generate": True,
+                                 "policy_model": "owner/policy", "scorer_prompt": "chat_template",
+                                 "scorer_prompt_tokenizer": "owner/policy"})
+    (check,) = [c for c in preflight.preflight(values, bare_machine / "run") if "owner/policy" in c.what]
+    assert check.what == "policy_model and scorer_prompt_tokenizer: owner/policy"
+    assert "hf download owner/policy --local-dir DIR`, then set policy_model and scorer_prompt_tokenizer to DIR" \
+        in check.detail
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(preflight, "hub_offline", lambda *also: None)
+
+    class Hub:  # the hub, reachable, with a 3 GB model
+        def repo_info(self, *a, **k):
+            return type("Info", (), {"siblings": [type("File", (), {"size": 3 * 10**9})()]})()
+
+    monkeypatch.setattr("huggingface_hub.HfApi", Hub)
+    checks, download = preflight.input_checks(values)
+    assert [c.ok for c in checks] == [True] and download == 3 * 10**9
+
+
 def test_a_cuda_device_with_a_gpu_is_there(monkeypatch):
     import torch
 

@@ -46,14 +46,15 @@ class Need:
 
 
 def needs(values: dict[str, Any]) -> list[Need]:
-    """The datasets and models the listed notebooks read (built-in stand-ins and the demo rows are no need)."""
+    """The datasets and models the listed notebooks read (built-in stand-ins and the demo rows are no need); one
+    input that several parameters name is one need ("policy_model and scorer_prompt_tokenizer")."""
     notebooks = set(values.get("notebooks") or ())
-    out: list[Need] = []
+    named: dict[tuple[str, str], list[str]] = {}  # (value, repo_type): the parameters naming it, in order
 
     def add(parameter: str, value: Any, repo_type: str) -> None:
         for one in value if isinstance(value, list) else [value]:
             if one and one != "demo" and not str(one).startswith("builtin:"):
-                out.append(Need(parameter, str(one), repo_type))
+                named.setdefault((str(one), repo_type), []).append(parameter)
 
     if "01_construct" in notebooks:
         add("source", values.get("source"), "dataset")
@@ -71,7 +72,8 @@ def needs(values: dict[str, Any]) -> list[Need]:
     if "04_compare" in notebooks:
         for key in ("reference", "candidate", "compare_source"):
             add(key, values.get(key), "dataset")
-    return out
+    return [Need(" and ".join(dict.fromkeys(parameters)), value, repo_type)
+            for (value, repo_type), parameters in named.items()]
 
 
 def device_checks(values: dict[str, Any]) -> list[Check]:
