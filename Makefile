@@ -25,7 +25,7 @@ STAMP := $(VENV)/.installed
 BYTECODE := $(VENV)/.bytecode
 PYTEST := $(PY) -m pytest
 
-.PHONY: install demo test test-fast durations lab lock clean-runs
+.PHONY: install demo test test-fast coverage durations lab lock clean-runs
 
 install: $(STAMP)
 
@@ -57,6 +57,15 @@ test: install $(BYTECODE)
 # (tests/conftest.py decides, from the fixtures and helpers a test uses)
 test-fast: install $(BYTECODE)
 	$(PYTEST) -n auto --dist loadscope --no-loadscope-reorder -m "not heavy"
+
+# `make test` under coverage.py (pyproject.toml's [tool.coverage]): which lines of src/repro the whole suite runs, in
+# every process; the modules with lines not run, most first, and the total. ARGS: pytest's, e.g. ARGS="-m 'not heavy'"
+coverage: install $(BYTECODE)
+	rm -f .coverage .coverage.*
+	COVERAGE_FILE=$(CURDIR)/.coverage $(PY) -m coverage run -m pytest -n $(TEST_WORKERS) --dist loadscope \
+		--no-loadscope-reorder $(ARGS)
+	$(PY) -m coverage combine -q
+	$(PY) -m coverage report
 
 # each test module's total duration, for the order in which `make test` hands modules to its workers
 durations: install $(BYTECODE)
