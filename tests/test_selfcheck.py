@@ -96,6 +96,27 @@ def test_both_layouts_of_one_checkpoint_agree(tmp_path, two_rows, tiny_pairrm_di
     assert report.exit_code == 0 and report.verdict == "INCOMPLETE"  # stand-in: no card example
 
 
+def test_the_gpu_run_dtype_path_compares_choices_and_says_why_llm_blender_was_not_timed(two_rows, monkeypatch):
+    # the CUDA path (run dtype fp16) on this CPU: bf16 as the run dtype, which llm-blender refuses off CUDA; the
+    # engine's choices are checked against fp32, and the refusal is the reason given, not "not loaded"
+    import repro.cli.selfcheck as selfcheck
+
+    resolve = selfcheck.resolve_dtype
+    monkeypatch.setattr(selfcheck, "resolve_dtype", lambda d, device, **k: "bf16" if d == "auto" else
+                        resolve(d, device, **k))
+    report = run_selfcheck("builtin:tiny-pairrm", None, device="cpu", input=two_rows, report_dir=None,
+                           log=lambda line: None)
+    checks = {c.name: c for c in report.checks}
+    assert report.settings["run_dtype"] == "bf16" and checks["engine_vs_llm_blender_fp32"].status == "pass"
+    assert checks["run_dtype_vs_fp32_choices"].status == "pass"
+    assert checks["run_dtype_vs_fp32_choices"].data["rows"] == 2
+    refused = "builtin:tiny-pairrm in bf16: ParameterError: dtype='bf16' on cpu: llm-blender runs fp16 on CUDA/MPS"
+    assert checks["engine_vs_llm_blender_run_dtype"].status == "not run"
+    assert checks["engine_vs_llm_blender_run_dtype"].detail.startswith(refused)
+    speed = checks["speed"].detail
+    assert speed.startswith("engine ") and "; ;" not in speed and f"llm-blender not timed: {refused}" in speed
+
+
 def test_a_reference_with_other_weights_fails_and_names_the_rows(tmp_path, two_rows, tiny_pairrm_dir, capsys):
     other = build_tiny_pairrm(tmp_path / "other", seed=1, layout="transformers")
     rc = cli.main(["selfcheck", "--model", str(tiny_pairrm_dir), "--reference-model", str(other), "--device", "cpu",

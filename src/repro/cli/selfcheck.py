@@ -453,7 +453,9 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
         blender32 = None
         _free_memory()
         engine_rd, _ = run.load(model, "repro", run_dtype)
-        blender_rd, _ = run.load(blender_spec, "llm-blender", run_dtype) if blender_spec else (None, "")
+        blender_rd, blender_rd_error = run.load(blender_spec, "llm-blender", run_dtype) if blender_spec else (None, "")
+        if blender_spec and blender_rd is None:  # why llm-blender is neither compared nor timed in the run dtype
+            blender_errors.append(f"{blender_spec} in {run_dtype}: {blender_rd_error}")
         title = f"engine vs llm-blender Blender.rank(batch_size=1), {run_dtype}"
         if engine_rd is None:
             why = f"the engine could not be loaded in {run_dtype} (see models)"
@@ -466,8 +468,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                 run.add(_equivalence_check("engine_vs_llm_blender_run_dtype", title, scores_rd, run.score(blender_rd),
                                            run_dtype, prompts, blender_spec))
             else:
-                run.add(_not_run("engine_vs_llm_blender_run_dtype", title, "; ".join(blender_errors) or
-                                 f"llm-blender could not be loaded in {run_dtype} (see models)"))
+                run.add(_not_run("engine_vs_llm_blender_run_dtype", title, "; ".join(blender_errors)))
             run.add(_choices_check(scores_rd, scores32, run_dtype, prompts))
             if not stand_in:  # the card's numbers are the real weights'
                 run.add(card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd},
@@ -530,10 +531,10 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
         ("; the model is a stand-in, far smaller than PairRM: not PairRM's time" if stand_in else ""))
     run.report.timing = timing
     engine_t = timing["contenders"][contenders[0].name]
-    detail = (f"engine {engine_t['prompts_per_second']:.2f} prompts/s; " + ", ".join(
-        f"{k} takes {v:.2f}x the engine's time" for k, v in timing["speedup"].items()))
+    detail = "; ".join([f"engine {engine_t['prompts_per_second']:.2f} prompts/s", *(
+        f"{k} takes {v:.2f}x the engine's time" for k, v in timing["speedup"].items())])
     if blender is None:
-        detail += f"; llm-blender not timed: {blender_why or 'not loaded'}"
+        detail += f"; llm-blender not timed: {blender_why.rstrip('.') or 'not loaded'}"
     if "gpu" in timing:
         g = timing["gpu"]
         detail += (f"; {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % of "
