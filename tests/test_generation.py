@@ -265,6 +265,23 @@ def test_bad_policy_settings_are_clear_errors(tmp_path, policy_dir, prompts, mon
         generate_candidates(prompts[:2], params(policy_dir, max_prompt_tokens=context), tmp_path / "w")
 
 
+def test_a_policy_that_names_no_context_needs_max_prompt_tokens_and_runs_with_it(tmp_path, policy_dir, prompts,
+                                                                                 monkeypatch):
+    # a model without positions (Mamba, say): no context length in its config, none in its tokenizer
+    import transformers
+
+    tokenizer = generation.load_tokenizer(generation.resolve_policy(str(policy_dir), None))
+    tokenizer.model_max_length = int(1e30)  # transformers' value when a tokenizer names none
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", lambda *a, **k: transformers.PretrainedConfig())
+    assert generation.context_length(generation.resolve_policy(str(policy_dir), None), tokenizer) is None
+    monkeypatch.undo()
+    monkeypatch.setattr(generation, "context_length", lambda policy, tokenizer: None)
+    with pytest.raises(ParameterError, match="Cannot tell the context length of .*: set max_prompt_tokens"):
+        generate_candidates(prompts[:2], params(policy_dir), tmp_path / "w")
+    rows = generate_candidates(prompts[:2], params(policy_dir, max_prompt_tokens=64, n_candidates=1), tmp_path / "w")
+    assert len(rows) == 2 and all(r["resp0"] for r in rows)
+
+
 @pytest.mark.vllm  # skips only where vLLM and a GPU are both here (the refusal is what it checks)
 def test_vllm_backend_says_what_it_needs(tmp_path, policy_dir, prompts):
     try:

@@ -91,8 +91,9 @@ def load_tokenizer(policy: Policy):
     return tokenizer
 
 
-def context_length(policy: Policy, tokenizer) -> int:
-    """The longest sequence (prompt + new tokens) the model takes, from its config or its tokenizer."""
+def context_length(policy: Policy, tokenizer) -> int | None:
+    """The longest sequence (prompt + new tokens) the model takes, from its config or its tokenizer; None if neither
+    says (a model without positions, such as Mamba)."""
     from transformers import AutoConfig
 
     try:
@@ -105,10 +106,7 @@ def context_length(policy: Policy, tokenizer) -> int:
         if isinstance(value, int) and value > 0:
             return value
     value = getattr(tokenizer, "model_max_length", None)
-    if isinstance(value, int) and 0 < value < 10 ** 8:
-        return value
-    raise ParameterError(f"Cannot tell the context length of {policy.name!r} from its config or tokenizer: "
-                         f"set max_prompt_tokens explicitly.")
+    return value if isinstance(value, int) and 0 < value < 10 ** 8 else None
 
 
 def eos_token_ids(policy: Policy, tokenizer) -> list[int]:
@@ -161,8 +159,13 @@ def prompt_token_ids(prompts: Sequence[str], tokenizer, use_chat_template: bool)
     return out
 
 
-def prompt_limit(params: GenerationParams, context: int) -> int:
+def prompt_limit(params: GenerationParams, context: int | None) -> int:
     """The most prompt tokens kept: `max_prompt_tokens`, or the context minus the longest generation."""
+    if context is None:
+        if params.max_prompt_tokens is None:
+            raise ParameterError(f"Cannot tell the context length of {params.policy_model!r} from its config or "
+                                 f"tokenizer: set max_prompt_tokens (the prompt tokens kept).")
+        return params.max_prompt_tokens
     longest = max(params.reference_max_new_tokens if params.generate_reference else 0,
                   params.max_new_tokens if params.n_candidates else 0)
     room = context - longest
@@ -322,7 +325,7 @@ class TransformersEngine:
 class VllmEngine:
     """vLLM's offline `LLM.generate` (one GPU), with a per-sequence seed; same outputs format as Transformers."""
 
-    def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, context: int,
+    def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, context: int | None,
                  seed: int):
         try:
             import vllm
@@ -336,7 +339,7 @@ class VllmEngine:
                 f"{device!r}. Run on a GPU machine, or set generation_backend: transformers.")
         self.vllm = vllm
         self.eos_ids = eos_ids
-        self.llm = vllm.LLM(model=policy.path, tokenizer=policy.path, seed=seed, max_model_len=context,
+        self.llm = vllm.LLM(model=policy.path, tokenizer=policy.path, seed=seed, max_model_len=context,  # None: vLLM's
                             dtype={"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[dtype],
                             # a config-only stand-in: vLLM draws its own random weights
                             load_format="dummy" if policy.random_init_seed is not None else "auto")
