@@ -163,9 +163,10 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     unknown = sorted(set(spec) - SPEC_KEYS)
     if unknown:
         raise ParameterError(f"family in {where} has unknown key(s) {unknown}; it takes {sorted(SPEC_KEYS)}.")
-    grid = spec.get("grid") or {}  # merged with --grid only once it is a mapping: a list is named as it is
-    grid = check_grid({**grid, **(grid_args or {})} if isinstance(grid, dict) else grid,
-                      where if not grid_args else f"{where} and --grid")
+    grid = spec.get("grid") or {}  # each checked where it was written, then --grid's keys replace the file's
+    if grid or not grid_args:
+        check_grid(grid, where)
+    grid = {**grid, **(check_grid(grid_args, "--grid") if grid_args else {})}
     jobs = spec.get("jobs", 1)
     if not isinstance(jobs, int) or jobs < 1:
         raise ParameterError(f"family.jobs in {where} must be a whole number >= 1, got {jobs!r}.")
