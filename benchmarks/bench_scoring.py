@@ -154,6 +154,10 @@ class Settings:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    for option, value, least in (("--prompts", args.prompts, 1), ("--slice", args.slice_size, 1),
+                                 ("--threads", args.threads, 1), ("--job-prompts", args.job_prompts, 0)):
+        if value is not None and value < least:  # 0 must not read as "not given"
+            raise ParameterError(f"{option} {value} must be >= {least}.")
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     if args.kind == "sequence_classifier":
@@ -177,14 +181,11 @@ def _settings(args: argparse.Namespace) -> Settings:
     if not budgets or min(budgets) < 1:
         raise ParameterError(f"--batch-tokens {args.batch_tokens!r}: every budget must be >= 1.")
     # on CPU one slice is one llm-blender batch of 8: 16 prompts keep a 2-core run under 5 minutes
-    settings = Settings(device=device, dtype=resolve_dtype(args.dtype, device), size=args.size or ("large" if on_gpu
-                        else "mid"), prompts=args.prompts or (512 if on_gpu else 16),
-                        slice_size=args.slice_size or (128 if on_gpu else 8), budgets=budgets,
-                        job_prompts=PART2_MINI_1_PROMPTS if args.job_prompts is None and on_gpu
-                        else int(args.job_prompts or 0), skip=skip)
-    if settings.prompts < 1 or settings.slice_size < 1:
-        raise ParameterError(f"--prompts ({settings.prompts}) and --slice ({settings.slice_size}) must be >= 1.")
-    return settings
+    return Settings(device=device, dtype=resolve_dtype(args.dtype, device), size=args.size or ("large" if on_gpu
+                    else "mid"), prompts=args.prompts or (512 if on_gpu else 16),
+                    slice_size=args.slice_size or (128 if on_gpu else 8), budgets=budgets,
+                    job_prompts=PART2_MINI_1_PROMPTS if args.job_prompts is None and on_gpu
+                    else int(args.job_prompts or 0), skip=skip)
 
 
 def _inputs(args: argparse.Namespace, n: int) -> tuple[list[str], list[list[str]], str, list[str]]:
@@ -207,11 +208,11 @@ def log(line: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write the JSON; the last lines are the speed-ups."""
+    s = _settings(args)
     if args.threads:
         torch.set_num_threads(int(args.threads))
     started = time.perf_counter()
     reward = args.kind == "sequence_classifier"
-    s = _settings(args)
     machine = machine_info(str(s.device))
     prompts, candidates, source, corpus = _inputs(args, s.prompts)
     if args.model:

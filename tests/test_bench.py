@@ -141,6 +141,18 @@ def test_repro_bench_outside_a_checkout_says_where_the_harness_is(tmp_path, monk
     assert "benchmarks/bench_scoring.py of a checkout" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option, value, least", [("--prompts", "0", 1), ("--slice", "0", 1), ("--threads", "0", 1),
+                                                  ("--threads", "-2", 1), ("--job-prompts", "-1", 0)])
+@pytest.mark.parametrize("kind", ["pairrm", "sequence_classifier"])
+def test_repro_bench_refuses_counts_out_of_range_instead_of_running_with_the_default(option, value, least, kind,
+                                                                                      tmp_path, capsys):
+    # 0 read as "not given" ran with the default count, and a negative --threads reached torch
+    assert cli.main(["bench", "--kind", kind, "--size", "tiny", option, value,
+                     "--output-dir", str(tmp_path / "results")]) == 2
+    assert f"repro bench: error: {option} {value} must be >= {least}" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+
+
 def test_h4_rows_take_the_last_assistant_turn_and_refuse_a_side_without_one(tmp_path):
     path = tmp_path / "rows.jsonl"
     turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "?"}]
