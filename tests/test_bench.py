@@ -121,13 +121,17 @@ def test_repro_bench_kind_sequence_classifier_times_the_engine_against_padded_ba
     monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))
     out_dir = tmp_path / "results"
     code = cli.main(["bench", "--kind", "sequence_classifier", "--size", "tiny", "--data", str(h4_file),
-                     "--prompts", "3", "--slice", "2", "--threads", "1", "--output-dir", str(out_dir)])
+                     "--prompts", "3", "--slice", "2", "--threads", "1", "--batch-tokens", "4096,512",
+                     "--output-dir", str(out_dir)])
     assert code == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"speedup vs padded batches of 8: \d+\.\d\dx", last)
     [result_file] = out_dir.glob("bench-reward-cpu-*.json")
     result = json.loads(result_file.read_text())
-    assert list(result["contenders"]) == ["repro (batch_tokens=4096)", "padded batches of 8"]
+    # each budget timed, the first giving the speed-up (as for PairRM)
+    assert list(result["contenders"]) == ["repro (batch_tokens=4096)", "repro (batch_tokens=512)",
+                                          "padded batches of 8"]
+    assert result["batch_tokens"] == [4096, 512]
     assert result["prompts"] == 3 and result["conversations"] == 6 and result["data"] == str(h4_file)
     # the same model and conversations: sorting and packing change the scores by float rounding only
     assert result["max_abs_score_diff"] <= 1e-5
@@ -139,6 +143,15 @@ def test_repro_bench_outside_a_checkout_says_where_the_harness_is(tmp_path, monk
     monkeypatch.setattr(cli.bench, "harness", lambda: None)
     assert cli.main(["bench"]) == 2
     assert "benchmarks/bench_scoring.py of a checkout" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["pairrm", "sequence_classifier"])
+@pytest.mark.parametrize("budgets, why", [("abc", "expected integers separated by commas"),
+                                          ("2048,0", "every budget must be >= 1")])
+def test_repro_bench_refuses_bad_budgets_by_name(budgets, why, kind, tmp_path, capsys):
+    assert cli.main(["bench", "--kind", kind, "--size", "tiny", "--batch-tokens", budgets,
+                     "--output-dir", str(tmp_path / "results")]) == 2
+    assert f"repro bench: error: --batch-tokens '{budgets}': {why}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("option, value, least", [("--prompts", "0", 1), ("--slice", "0", 1), ("--threads", "0", 1),
