@@ -117,6 +117,9 @@ CASES = [
     Case("a misspelt notebook", lambda t: run(t, "--set", "notebooks=[01_construct, 02_analyse]"),
          r"Notebook '02_analyse' listed in 'notebooks' does not exist in \S*notebooks; known notebooks: "
          r"\['01_construct', '02_analyze', .*\]\. Did you mean '02_analyze'\?", after=nothing_written),
+    Case("a misspelt notebook, --check", lambda t: run(t, "--check", "--set", "notebooks=[02_analyse]"),
+         r"Notebook '02_analyse' listed in 'notebooks' does not exist .*Did you mean '02_analyze'\?",
+         after=nothing_written),
     # a misspelt built-in stand-in: refused by the schema, not inside a notebook
     Case("scorer_model a misspelt built-in", lambda t: run(t, "--set", "scorer_model=builtin:tiny-pairm"),
          r"  - scorer_model \(from --set\): not a built-in stand-in\. Did you mean 'builtin:tiny-pairrm'\? The "

@@ -108,6 +108,21 @@ def test_one_model_two_parameters_name_is_one_check_and_one_download(bare_machin
     assert [c.ok for c in checks] == [True] and download == 3 * 10**9
 
 
+def test_a_notebook_reading_this_runs_dataset_needs_01_construct_or_a_built_run(bare_machine, capsys):
+    # 02_analyze alone on a new run directory failed inside its kernel; now the preflight names it before any work
+    out = bare_machine / "run"
+    assert main(["run", "--check", "demo", "--out", str(out), "--set", "notebooks=[02_analyze, 03_card]"]) == 1
+    text = capsys.readouterr().out
+    assert "2 thing(s) to fix (dataset: this run's dataset; card_dataset: this run's dataset)" in text
+    assert (f"MISSING  dataset: this run's dataset: {out / 'dataset'} does not exist yet: add 01_construct to "
+            f"notebooks (before 02_analyze), or set dataset") in text
+    # with 01_construct listed first, or a dataset named, or a run that built it, there is nothing to fix
+    for notebooks, more in (("[01_construct, 02_analyze]", []), ("[02_analyze]", ["--set", "dataset=demo"])):
+        assert main(["run", "--check", "demo", "--out", str(out), "--set", f"notebooks={notebooks}", *more]) == 0
+    (out / "dataset").mkdir(parents=True)
+    assert main(["run", "--check", "demo", "--out", str(out), "--set", "notebooks=[02_analyze]"]) == 0
+
+
 def test_a_cuda_device_with_a_gpu_is_there(monkeypatch):
     import torch
 

@@ -168,6 +168,22 @@ def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
     return [check for check, _ in found], sum(size for _, size in found)
 
 
+# the notebooks that read this run's dataset when their parameter is unset, by that parameter
+READS_RUN_DATASET = {"02_analyze": "dataset", "03_card": "card_dataset", "04_compare": "candidate"}
+
+
+def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
+    """A notebook that reads this run's dataset needs 01_construct before it, or a run that built it already."""
+    notebooks = list(values.get("notebooks") or ())
+    built = (run_root / "dataset").is_dir()
+    return [Check(f"{parameter}: this run's dataset", False,
+                  f"{run_root / 'dataset'} does not exist yet: add 01_construct to notebooks (before {name}), or set "
+                  f"{parameter} to a run directory, a file or a hub id")
+            for name, parameter in READS_RUN_DATASET.items()
+            if name in notebooks and not values.get(parameter) and not built
+            and "01_construct" not in notebooks[:notebooks.index(name)]]
+
+
 def estimated_bytes(values: dict[str, Any]) -> int:
     """What the run will write into its run directory, roughly (texts of its rows, kept several times over)."""
     rows = values.get("limit")
@@ -196,7 +212,8 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
 def preflight(values: dict[str, Any], run_root: Path) -> list[Check]:
     """Every check, in the order a user fixes them: machine, packages, inputs, disk."""
     inputs, download = input_checks(values)
-    return [*device_checks(values), *package_checks(values), *inputs, disk_check(values, run_root, download)]
+    return [*device_checks(values), *package_checks(values), *inputs, *run_dataset_checks(values, run_root),
+            disk_check(values, run_root, download)]
 
 
 def report(checks: list[Check], params_file: str | Path) -> str:
