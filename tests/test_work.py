@@ -156,6 +156,14 @@ def test_progress_counts_resumed_items_but_not_in_the_rate(tmp_path, prompts):
     text = stream.getvalue()
     assert text.splitlines()[0] == f"work: 30/{len(prompts)} items resumed from earlier work"
     assert len(text.splitlines()) <= 2 + 10
+    assert text.splitlines()[-1].startswith(f"work: 100% ({len(prompts)}/{len(prompts)} items, 30 resumed), ")
+    # all resumed: no rate of nothing ("0.00 items/s" said the work was slow)
+    stream = io.StringIO()
+    with Progress(len(prompts), desc="work", stream=stream) as again:
+        run_chunked(prompts, fn, work_dir=tmp_path, fingerprint={"job": "p"}, chunk_size=10, progress=again,
+                    fn_reports_progress=True)
+    assert stream.getvalue().splitlines()[-1].startswith(
+        f"work: 100% ({len(prompts)}/{len(prompts)} items, {len(prompts)} resumed), in ")
 
 
 def test_terminal_bar_shows_resumed_and_computed_items():

@@ -234,8 +234,10 @@ class Progress(contextlib.AbstractContextManager):
         eta = left / rate if rate > 0 else (0.0 if left == 0 else math.inf)
         tail = f"in {_format_seconds(self.elapsed)}" if final else \
             f"elapsed {_format_seconds(self.elapsed)}, ETA {_format_seconds(eta)}"
-        return (f"{self.desc}: {self._percent(self.done):3.0f}% ({self.done}/{self.total} {self.unit}s), "
-                f"{rate:.2f} {self.unit}s/s, {tail}")
+        resumed = f", {self.skipped} resumed" if self.skipped else ""
+        speed = f"{rate:.2f} {self.unit}s/s, " if self.done > self.skipped else ""  # none computed: no rate
+        return (f"{self.desc}: {self._percent(self.done):3.0f}% ({self.done}/{self.total} {self.unit}s{resumed}), "
+                f"{speed}{tail}")
 
     def _print(self, line: str) -> None:
         if not self._in_place:

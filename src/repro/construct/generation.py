@@ -376,7 +376,7 @@ class GenerationProgress(Progress):
             self._tqdm.set_postfix_str(self._rate(), refresh=False)
 
     def _line(self, final: bool = False) -> str:
-        return f"{super()._line(final)}, {self._rate()}"
+        return super()._line(final) + (f", {self._rate()}" if self.done > self.skipped else "")
 
 
 def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance: Callable[[int], None],
