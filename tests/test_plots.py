@@ -128,3 +128,16 @@ def test_draw_all_without_lengths_skips_that_figure(small, tmp_path):
     out = plots.draw_all(*small, tmp_path)
     assert "margin_vs_length" not in out and len(out) == len(plots.FIGURE_NAMES) - 1
     assert not (tmp_path / "margin_vs_length.png").exists()
+
+
+def test_scores_all_equal_draw_every_figure_without_a_density(tmp_path):
+    # a reward model that gives one value (or a dataset of ties only): seaborn's KDE raised LinAlgError and
+    # 02_analyze failed; the histograms are drawn, without a density curve that has nothing to estimate
+    same = np.full(6, 0.5)
+    figures = plots.draw_all(same, same, tmp_path, length_difference=np.arange(6.0))
+    assert sorted(figures) == sorted(plots.FIGURE_NAMES)
+    ax = plots.score_distributions(same, same).axes[0]
+    assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 2 and not ax.lines  # no KDE
+    ax = plots.margin_distribution(same - same).axes[0]
+    assert sum(p.get_height() for p in ax.patches) == 6
+    assert [line.get_label() for line in ax.lines] == ["margin = 0 (tie)"]

@@ -75,11 +75,17 @@ def _bins(values: np.ndarray) -> int | np.ndarray:
     return min(60, max(10, int(np.sqrt(values.size))))
 
 
+def _spread(values: np.ndarray) -> bool:
+    """Whether the values differ at all: a density of one value has nothing to estimate (scipy's KDE fails)."""
+    return bool(np.ptp(values) > 0) if len(values) else False
+
+
 def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Overlaid histograms with KDE of score_chosen and score_rejected."""
     with _axes() as (fig, ax):
         data = _long(score_chosen, score_rejected)
-        sns.histplot(data=data, x="score", hue="which", bins=_bins(data["score"].to_numpy()), kde=True,
+        scores = data["score"].to_numpy()
+        sns.histplot(data=data, x="score", hue="which", bins=_bins(scores), kde=_spread(scores),
                      stat="count", common_bins=True, element="step", alpha=0.3, palette=COLORS, ax=ax)
         _untitled_legend(ax)
         ax.set(xlabel="score", ylabel="rows", title=f"Distribution of scores ({_n(len(score_chosen))} pairs)")
@@ -127,7 +133,7 @@ def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> 
 def margin_distribution(margin: np.ndarray) -> Figure:
     """Histogram with KDE of margin = score_chosen − score_rejected, with 0 marked."""
     with _axes() as (fig, ax):
-        sns.histplot(x=margin, bins=_bins(margin), kde=True, color=COLORS["margin"], ax=ax)
+        sns.histplot(x=margin, bins=_bins(margin), kde=_spread(margin), color=COLORS["margin"], ax=ax)
         ax.axvline(0.0, color="0.2", linestyle="--", linewidth=1.2, label="margin = 0 (tie)")
         ax.legend(loc="upper left")
         ax.set(xlabel="margin = score_chosen − score_rejected", ylabel="rows",
