@@ -18,6 +18,7 @@ import pytest
 from repro.cli import main
 from repro.errors import ReproError
 from repro.parameters import ConstructParams
+from repro.construct import stages
 from repro.construct.scorer_prompt import load_prompt_tokenizer
 from repro.slicing import plan_slice
 from repro.sources import load_source
@@ -54,6 +55,14 @@ def score(tmp: Path, *extra: str, input: Path | None = None, output: Path | None
 
 def run(tmp: Path, *extra: str, params: str = DEMO) -> list[str]:
     return ["run", params, "--out", str(tmp / "run"), *extra]
+
+
+def candidates_of(tmp: Path, rows: list[dict]) -> Any:
+    """01_construct's stages up to the candidates, on `rows` as the source."""
+    p = ConstructParams(run_dir=str(tmp / "run"), source=str(jsonl(tmp / "src.jsonl", rows)),
+                        candidate_columns=["resp0", "resp1"], scorer_model="builtin:tiny-pairrm", device="cpu")
+    ctx = stages.begin(p)
+    return stages.candidates(ctx, stages.slice_rows(ctx, stages.load(ctx)))
 
 
 def broken_jsonl(tmp: Path) -> Path:
@@ -176,6 +185,11 @@ CASES = [
     Case("truncated parquet source", lambda t: lambda: load_source(str(truncated_parquet(t))),
          r"source '\S*rows.parquet' could not be read as parquet .*truncated or damaged\. Write it again"),
     Case("empty jsonl source", lambda t: lambda: load_source(str(write(t / "e.jsonl", ""))), r"is an empty file"),
+    # every row's candidates one text: all dropped, nothing to score (a figure failed with a TypeError on no data)
+    Case("no row left with two distinct candidates", lambda t: lambda: candidates_of(t, [
+        {"prompt": f"Question {i}?", "resp0": "Same.", "resp1": "Same."} for i in range(3)]),
+         r"No row is left to score: 3 of 3 rows have fewer than two distinct candidates in candidate_columns "
+         r"\['resp0', 'resp1'\] \(equal texts count once\)\. Check candidate_columns against the source's columns"),
     # repro score: output and input checked before the model is loaded
     Case("score --output is a folder", lambda t: score(t, output=(t / "outdir").mkdir() or t / "outdir"),
          r"--output \S*outdir is a folder; give a file path for the scored rows, e.g\. --output \S*outdir/scored.jsonl",

@@ -158,6 +158,13 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
+        if rows and not len(cs):  # nothing to score: say why here, not through an empty figure or dataset
+            why = {"fewer_than_two_distinct_candidates": f"fewer than two distinct candidates in candidate_columns "
+                                                         f"{p.candidate_columns} (equal texts count once)",
+                   "duplicate_prompt_id": "the prompt_id of an earlier row (duplicate_prompt_ids: keep_first)"}
+            counts = " and ".join(f"{n} of {len(rows)} rows have {why.get(k, k)}" for k, n in cs.dropped.items())
+            raise DataError(f"No row is left to score: {counts}. Check candidate_columns against the source's "
+                            f"columns ({sorted(ds.column_names)}) and its texts.")
         sizes = [len(c) for c in cs.candidates]
         info.update(rows=len(cs), dropped=cs.dropped,
                     candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
