@@ -174,7 +174,7 @@ READS_RUN_DATASET = {"02_analyze": "dataset", "03_card": "card_dataset", "04_com
 
 def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
     """A notebook that reads this run's dataset needs 01_construct before it, or a run that built it already."""
-    notebooks = list(values.get("notebooks") or ())
+    notebooks = [Path(n).stem for n in values.get("notebooks") or ()]
     built = (run_root / "dataset").is_dir()
     return [Check(f"{parameter}: this run's dataset", False,
                   f"{run_root / 'dataset'} does not exist yet: add 01_construct to notebooks (before {name}), or set "
