@@ -191,6 +191,7 @@ def test_weights_location_finds_llm_blenders_download_folder(tmp_path, monkeypat
 
 def test_a_run_records_the_self_check_and_its_card_states_it(tmp_path, offline_report, monkeypatch):
     run_dir = tmp_path / "run"
+    (run_dir / "dataset").mkdir(parents=True)  # as 01_construct left it: 03_card alone reads it
     # `repro run` with `selfcheck` given: recorded before the notebooks run (papermill replaced by a stub here)
     executed = []
     monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)

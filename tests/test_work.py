@@ -234,7 +234,7 @@ def test_a_widget_bar_only_in_a_live_notebook(monkeypatch, allow_stdin, capsys):
     else:  # papermill: one output, updated in place, ending with the final line
         assert bar._tqdm is None
         assert [kind for kind, _ in shown] == ["display"] + ["update"] * (len(shown) - 1) and len(shown) > 2
-        assert shown[-1][1].startswith("scoring: 100% (20/20 prompts)")
+        assert shown[-1][1].startswith("scoring: 100% (20/20 prompts, 5 resumed), ")
 
 
 def test_progress_lines_for_a_terminal_that_streams_the_notebook(monkeypatch):
