@@ -123,6 +123,29 @@ def test_a_notebook_reading_this_runs_dataset_needs_01_construct_or_a_built_run(
     assert main(["run", "--check", "demo", "--out", str(out), "--set", "notebooks=[02_analyze]"]) == 0
 
 
+def test_publishing_needs_the_hub_and_a_token_before_any_work(bare_machine, monkeypatch, capsys):
+    # 03_card's upload failed after 01_construct had done all the work; now the preflight names what is missing
+    out = bare_machine / "run"
+    publish = ["--set", "push_to_hub=true", "--set", "hub_repo_id=me/prefs"]
+    assert main(["run", "--check", "demo", "--out", str(out), *publish]) == 1
+    assert ("MISSING  push_to_hub: me/prefs: the Hugging Face hub is switched off (HF_HUB_OFFLINE is set): unset "
+            "HF_HUB_OFFLINE on a machine with network, or set push_to_hub: false") in capsys.readouterr().out
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(bare_machine / "no-token"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_STORED_TOKENS_PATH", str(bare_machine / "no-tokens"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    assert main(["run", "--check", "demo", "--out", str(out), *publish]) == 1
+    assert "MISSING  push_to_hub: me/prefs: no Hugging Face token was found (HF_TOKEN or `hf auth login`)" \
+        in capsys.readouterr().out
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    assert main(["run", "--check", "demo", "--out", str(out), *publish]) == 0
+    assert "ok       push_to_hub: me/prefs: a token is here" in capsys.readouterr().out
+    # without 03_card in the run, nothing is published: no check
+    monkeypatch.delenv("HF_TOKEN")
+    assert main(["run", "--check", "demo", "--out", str(out), *publish, "--set", "notebooks=[01_construct]"]) == 0
+
+
 def test_a_cuda_device_with_a_gpu_is_there(monkeypatch):
     import torch
 

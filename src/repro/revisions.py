@@ -24,6 +24,17 @@ def hub_offline(*also: str) -> str | None:
     return "HF_HUB_OFFLINE" if constants.HF_HUB_OFFLINE else None
 
 
+def publish_blocker() -> str | None:
+    """Why nothing can be uploaded to the hub from here (it is switched off, no token), with what to do; else None."""
+    switch = hub_offline()
+    if switch:
+        return f"the Hugging Face hub is switched off ({switch} is set): unset {switch} on a machine with network"
+    if not huggingface_hub.get_token():
+        return ("no Hugging Face token was found (HF_TOKEN or `hf auth login`): log in with `hf auth login` (a token "
+                "with write access)")
+    return None
+
+
 def check_revision_target(spec: str | None, revision: str | None, parameter: str, target: str) -> None:
     """A revision needs a hub id: refuse it for a local path, a built-in stand-in or an unset model."""
     if revision is None:

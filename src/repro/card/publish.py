@@ -25,7 +25,7 @@ from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, CardParams
 from ..paths import RunDir, reads_as_hub_id
-from ..revisions import hub_offline
+from ..revisions import publish_blocker
 from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
                     TIE_RULE, CardFacts, SplitFacts, public_value, shaping_parameters)
 
@@ -222,18 +222,10 @@ def publish(params: "CardParams") -> str | None:
         raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
     from huggingface_hub import HfApi, get_token
 
-    switch = hub_offline()
-    if switch:
-        raise PublishError(
-            f"push_to_hub is true but the Hugging Face hub is switched off ({switch} is set); nothing was "
-            f"uploaded. Unset {switch} on a machine with network, or set push_to_hub: false.")
-
-    token = get_token()
-    if not token:
-        raise PublishError(
-            "push_to_hub is true but no Hugging Face token was found (HF_TOKEN or `hf auth login`); nothing was "
-            "uploaded. Log in with `hf auth login` (a token with write access), or set push_to_hub: false.")
-    api = HfApi(token=token)
+    why = publish_blocker()
+    if why:
+        raise PublishError(f"push_to_hub is true but {why}, or set push_to_hub: false. Nothing was uploaded.")
+    api = HfApi(token=get_token())
     try:
         user = api.whoami()  # checks token and network before anything is created or uploaded
     except Exception as exc:  # the hub raises many types (HTTP, connection, offline); the user needs one message

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ReproError
 from ..paths import is_hub_id, nearest_existing
-from ..revisions import hub_offline
+from ..revisions import hub_offline, publish_blocker
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -168,6 +168,16 @@ def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
     return [check for check, _ in found], sum(size for _, size in found)
 
 
+def publish_checks(values: dict[str, Any]) -> list[Check]:
+    """With `push_to_hub`, 03_card uploads at the end: the hub and a token must be there before the work starts."""
+    if not values.get("push_to_hub") or "03_card" not in [Path(n).stem for n in values.get("notebooks") or ()]:
+        return []
+    why = publish_blocker()
+    return [Check(f"push_to_hub: {values.get('hub_repo_id')}", why is None,
+                  "a token is here (its write access is checked at the upload)" if why is None
+                  else f"{why}, or set push_to_hub: false")]
+
+
 # the notebooks that read this run's dataset when their parameter is unset, by that parameter
 READS_RUN_DATASET = {"02_analyze": "dataset", "03_card": "card_dataset", "04_compare": "candidate"}
 
@@ -213,7 +223,7 @@ def preflight(values: dict[str, Any], run_root: Path) -> list[Check]:
     """Every check, in the order a user fixes them: machine, packages, inputs, disk."""
     inputs, download = input_checks(values)
     return [*device_checks(values), *package_checks(values), *inputs, *run_dataset_checks(values, run_root),
-            disk_check(values, run_root, download)]
+            *publish_checks(values), disk_check(values, run_root, download)]
 
 
 def report(checks: list[Check], params_file: str | Path) -> str:
