@@ -56,6 +56,36 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     assert "continues the run there, same parameters" in capsys.readouterr().out
 
 
+def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_done(previous_run, capsys, monkeypatch):
+    # two terminals, one run directory: the second run waited for nothing and wrote over the first one's manifest
+    import subprocess
+    import sys
+
+    from repro.cli import run as runner
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.cli.rerun import writing; "
+                               "from repro.paths import RunDir; cm = writing(RunDir(sys.argv[1])); cm.__enter__(); "
+                               "print('held', flush=True); time.sleep(60)", str(previous_run.root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = files_of(previous_run.root)
+        assert main(["run", "demo", "--out", str(previous_run.root), "--force", "--set", "limit=8"]) == 2
+        err = capsys.readouterr().err
+        assert f"BUSY     run directory: another `repro run` (pid {holder.pid}, since " in err
+        assert "is writing to it now: wait for it to finish, or give another --out" in err
+        assert files_of(previous_run.root) == before  # --force removed nothing
+        assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 1
+        assert "BUSY     run directory" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder gone (even killed), the directory is free: the run goes on (papermill stubbed)
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
+    assert main(["run", "demo", "--out", str(previous_run.root)]) == 0
+
+
 def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):
     values = load_params_file(ROOT / "params" / "demo.yaml", ["limit=8"])
     values["run_dir"] = str(previous_run.root)

@@ -198,6 +198,7 @@ class RunDir:
         self.tables = self.root / "tables"
         self.compare = self.root / "compare.json"
         self.work = self.root / "work"  # resumable work (scored and generated chunks), not published
+        self.lock = self.root / ".repro-run.lock"  # held by the `repro run` writing here (repro.cli.rerun.writing)
 
     def relative(self, path: str | Path) -> str:
         """`path` (under the run) as the run's files name it: relative to its root."""

@@ -13,7 +13,8 @@ from ..cache import check_format
 from ..errors import ParameterError
 from ..family import Family, Member, is_done, parse_grid_args, plan_family
 from ..parameters import FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
-from ..paths import find_params
+from ..paths import RunDir, find_params
+from .rerun import writing
 from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
 from .run import configure as configure_run
 
@@ -28,8 +29,9 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
         return "reused"
     print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
           f"-> {member.run_dir}", flush=True)
-    code = run_notebooks(resolve_parameters(member.values), member.run_dir, kernel=kernel, log_output=log_output,
-                         selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)})
+    with writing(RunDir(member.run_dir), "run_dir for the family"):
+        code = run_notebooks(resolve_parameters(member.values), member.run_dir, kernel=kernel, log_output=log_output,
+                             selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)})
     return "done" if code == 0 else "failed"
 
 

@@ -3,10 +3,15 @@ its own; other values are refused unless `--force`, which removes the old run's 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import shutil
-from typing import Any
+import time
+from typing import Any, Iterator
 
+from ..errors import ReproError
 from ..manifest import Manifest
 from ..parameters import notebook_fields
 from ..paths import RunDir
@@ -25,8 +30,49 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
             if recorded[key] != new[key]}
 
 
+def _busy(run: RunDir, given_as: str, holder: str) -> str:
+    return (f"another `repro run` ({holder.strip() or 'a process'}) is writing to it now: wait for it to finish, or "
+            f"give another {given_as}")
+
+
+@contextlib.contextmanager
+def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
+    """Hold `run` for this process while it writes there: another `repro run` into it is refused meanwhile. The
+    lock goes with the process, however it ends (a flock: a killed run leaves nothing to clean up)."""
+    run.root.mkdir(parents=True, exist_ok=True)
+    with open(run.lock, "a+", encoding="utf-8") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.seek(0)
+            raise ReproError(f"Run directory {run.root}: {_busy(run, given_as, held.read())}.") from None
+        held.truncate(0)
+        held.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        held.flush()
+        try:
+            yield
+        finally:  # emptied, not removed: a process that opened it meanwhile must lock this file, not a new one
+            held.truncate(0)
+
+
+def holder(run: RunDir) -> str | None:
+    """Who writes to `run` now ("pid N, since T"), or None when nobody does."""
+    try:
+        with open(run.lock, encoding="utf-8") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return lock.read()
+    except FileNotFoundError:
+        pass
+    return None
+
+
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str) -> Check:
-    """Whether this run may write into `run`: new, the same parameters (`changed`: none), or `force`."""
+    """Whether this run may write into `run`: nobody else writing there, and new, the same parameters (`changed`:
+    none), or `force`."""
+    if (busy := holder(run)) is not None:
+        return Check("run directory", False, _busy(run, given_as, busy), problem="BUSY")
     if not changed:
         return Check("run directory", True, f"{run.root} (" + ("continues the run there, same parameters)"
                                                                if run.manifest.is_file() else "new)"))

@@ -16,7 +16,7 @@ from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
 from .preflight import preflight, report, require
-from .rerun import changed_parameters, clear_previous_run, rerun_check
+from .rerun import changed_parameters, clear_previous_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
 
@@ -175,12 +175,13 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         print(report(checks, params_file))
         return 0 if all(c.ok for c in checks) else 1
     require(checks, params_file)
-    if changed:  # --force (else require refused): nothing of the old run may outlive it
-        removed = clear_previous_run(run)
-        print(f"repro run: --force: removed the previous run's {', '.join(removed) or 'nothing'} from {run_root}")
-    print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
-    return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
-                         selfcheck=values.get("selfcheck"))
+    with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
+        if changed:  # --force (else require refused): nothing of the old run may outlive it
+            removed = clear_previous_run(run)
+            print(f"repro run: --force: removed the previous run's {', '.join(removed) or 'nothing'} from {run_root}")
+        print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
+        return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
+                             selfcheck=values.get("selfcheck"))
 
 
 def check_run_root(run_root: Path, given_as: str) -> None:
