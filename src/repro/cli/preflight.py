@@ -170,7 +170,7 @@ def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
 
 def publish_checks(values: dict[str, Any]) -> list[Check]:
     """With `push_to_hub`, 03_card uploads at the end: the hub and a token must be there before the work starts."""
-    if not values.get("push_to_hub") or "03_card" not in [Path(n).stem for n in values.get("notebooks") or ()]:
+    if not values.get("push_to_hub") or "03_card" not in (values.get("notebooks") or ()):
         return []
     why = publish_blocker()
     return [Check(f"push_to_hub: {values.get('hub_repo_id')}", why is None,
@@ -184,7 +184,7 @@ READS_RUN_DATASET = {"02_analyze": "dataset", "03_card": "card_dataset", "04_com
 
 def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
     """A notebook that reads this run's dataset needs 01_construct before it, or a run that built it already."""
-    notebooks = [Path(n).stem for n in values.get("notebooks") or ()]
+    notebooks = list(values.get("notebooks") or ())  # names without .ipynb (resolve_parameters)
     built = (run_root / "dataset").is_dir()
     return [Check(f"{parameter}: this run's dataset", False,
                   f"{run_root / 'dataset'} does not exist yet: add 01_construct to notebooks (before {name}), or set "

@@ -165,7 +165,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     resolved = resolve_parameters(values)
-    for name in resolved.get("notebooks", DEFAULT_NOTEBOOKS):
+    for name in resolved["notebooks"]:
         notebook_path(name)  # a misspelt notebook: an error before any check or work
     run = RunDir(run_root)
     # before any download or notebook: the run directory, then the machine

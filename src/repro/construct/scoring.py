@@ -171,7 +171,7 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
                      "batch_tokens_used": budgets_used}
 
     return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
-                   chunk_size=job.chunk_size, device=_device_and_dtype(job)[0], num_processes=spec["num_processes"],
+                   chunk_size=job.chunk_size, device=fingerprint["device_type"], num_processes=spec["num_processes"],
                    compute=compute, summed=("batch_tokens_used",), slowest=("load_seconds",), progress=job.progress,
                    what="scoring", error=ScoringError)
 
