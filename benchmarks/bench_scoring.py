@@ -88,7 +88,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              f"(default: {PART2_MINI_1_PROMPTS}, part2_mini_1's size, on GPU; 0 on CPU)")
     parser.add_argument("--skip", default="", help="comma-separated contenders to leave out: bs1, bs8")
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated rows and the random model")
-    parser.add_argument("--output-dir", type=Path, default=Path("benchmarks") / "results",
+    parser.add_argument("--output-dir", type=Path, default=Path(__file__).parent / "results",
                         help="where the JSON result goes (default: benchmarks/results)")
 
 

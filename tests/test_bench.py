@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,10 @@ def test_h4_rows_take_the_last_assistant_turn_and_refuse_a_side_without_one(tmp_
     with pytest.raises(DataError, match="line 1 of .*'chosen' is neither a string nor a list of messages with an "
                                         "assistant message"):
         read_rows(path)
+
+
+def test_repro_bench_writes_its_results_beside_the_script_wherever_it_is_started(tmp_path, monkeypatch):
+    # it wrote into benchmarks/results of the current folder, which outside the checkout was a new stray folder
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser("bench").parse_args(["bench"])
+    assert args.output_dir == Path(bench.__file__).parent / "results"

@@ -163,6 +163,14 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert written["figures"]["family_margins"]["svg"] == "figures/family_margins.svg"
 
 
+def test_the_verdicts_say_in_a_sentence_that_no_member_compared(tmp_path):
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3], {"seed": 0, "run_dir": "y"}, {"rows_computed": 2, "rows_from_cache": 0})
+    shown = verdicts(family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100)))
+    assert not isinstance(shown, pd.DataFrame)  # an empty table with two headers says nothing
+    assert "No member ran 04_compare" in shown.data and "`reference`" in shown.data
+
+
 def test_differing_parameters_ignore_where_members_live():
     assert differing_parameters([{"parameters": {"a": 1, "b": [1], "run_dir": "x"}},
                                  {"parameters": {"a": 1, "b": [2], "run_dir": "y"}}]) == ["b"]

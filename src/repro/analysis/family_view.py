@@ -154,7 +154,13 @@ def show_figures(view: FamilyView) -> None:
         display(Image(filename=str(paths["png"])))
 
 
-def verdicts(view: FamilyView) -> pd.DataFrame:
-    """Each member's verdict against its published counterpart (04_compare's `compare.json`), where there is one."""
+def verdicts(view: FamilyView) -> Any:
+    """Each member's verdict against its published counterpart (04_compare's `compare.json`); a sentence if none."""
+    from IPython.display import Markdown
+
     rows = [{"member": m["member"], "verdict": m["verdict"]} for m in view.summary["members"] if m["verdict"]]
-    return pd.DataFrame(rows, columns=["member", "verdict"])
+    if rows:
+        return pd.DataFrame(rows, columns=["member", "verdict"])
+    return Markdown("No member ran 04_compare, so there is no verdict to show. To compare each member with its "
+                    "published counterpart, add `04_compare` to the family's `notebooks` and give each member its "
+                    "`reference` in the grid (as `params/part2.yaml` does).")
