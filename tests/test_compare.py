@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 import re
@@ -178,6 +179,31 @@ def test_disagreements_are_listed_and_explained(compared):
     assert table["prompt_id"].notna().all()
     assert result["disagreements"]["explanations"] == {"a different candidate text": 3, "unexplained": 9}
     assert set(table.loc[table["pair"] == "same", "max_abs_score_difference"].round(6)) >= {0.01, 0.02, 0.003, 0.5}
+
+
+def test_the_main_figures_read_as_one_table(compared):
+    # the notebook showed compare.json's nested dict, 150 lines of it; the table is what a reader scans
+    table = compare.summary_table(compared[0].result)
+    value = table["value"].to_dict()
+    assert value[("rows", "aligned")] == "37 of 39 reference rows (35 by prompt_id, 1 by prompt_sha256, 1 by " \
+                                         "prompt_normalised)"
+    assert (value[("rows", "only in the reference")], value[("rows", "only in the candidate")]) == ("2", "3")
+    assert value[("pairs", "same chosen and rejected")] == "30 (81.1 %)"
+    assert value[("pairs", "swapped")] == "4 (10.8 %)"
+    assert value[("pairs", "margin signs agree")] == "33 of 37 (89.2 %)"
+    scores = compared[0].result["scores"]["scores"]
+    low, high = scores["ci95"]["pearson"]
+    assert value[("scores of the same texts (70)", "Pearson r")] == f"{scores['pearson']:.4g} [{low:.4g}, {high:.4g}]"
+    assert value[("scores of the same texts (70)", "max |difference|")] == "0.5"
+    assert value[("scores of the same texts (70)", "within 0.01")] == "94.3 %"  # 66 of 70
+    assert ("margins of the same pairs (30)", "Spearman ρ") in value
+
+
+def test_no_disagreement_is_said_in_a_sentence(compared):
+    result = compared[0]
+    assert compare.disagreements(result) is result.tables["disagreements"]
+    none = dataclasses.replace(result, tables={"disagreements": result.tables["disagreements"].iloc[:0]})
+    assert "No aligned row disagrees" in compare.disagreements(none).data  # not a table of headers only
 
 
 def test_outputs_are_written_and_recorded(compared):
@@ -384,6 +410,9 @@ def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_pat
     assert result["scores"]["available"] is False
     assert "**Scores not compared.** the reference has no score_chosen/score_rejected columns" in result["verdict"]
     assert "figures/compare_scores.png" not in json.dumps(result["figures"])
+    value = compare.summary_table(result)["value"].to_dict()
+    assert value[("scores", "not compared")] == result["scores"]["reason"]
+    assert value[("pairs", "same chosen and rejected")] == "40 (100.0 %)"
 
 
 def test_an_unreachable_hub_id_offline(published, tmp_path):

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .analysis import plots, prose, stats
-from .analysis.report import (SCORE_COLUMNS, dataset_or_own, response_texts, row_preview, score_array, show_figures,
-                              values_at, write_outputs)  # noqa: F401  (show_figures: 04_compare's cell)
+from .analysis import number, percent, plots, prose, stats
+from .analysis.report import (SCORE_COLUMNS, dataset_or_own, response_texts, row_preview, score_array,  # noqa: F401
+                              show_figures, table_or_sentence, values_at, write_outputs)  # show_figures: a cell
 from .dataset_io import prompt_id_of
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
@@ -430,6 +430,51 @@ class ComparisonResult:
 
     def _repr_markdown_(self) -> str:
         return self.result["verdict"]
+
+
+def _statistics(section: str, s: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The rows of one agreement block: each statistic with its 95% interval, the limits of agreement, tolerances."""
+    if "note" in s:
+        return [(section, "not compared", s["note"])]
+    ba, ci = s["bland_altman"], s["ci95"]
+    found = {"Pearson r": (s["pearson"], "pearson"), "Spearman ρ": (s["spearman"], "spearman"),
+             "Lin's CCC": (s["lin_ccc"], "lin_ccc"), "mean difference": (ba["mean_difference"], "mean_difference")}
+    rows = [(section, name, f"{number(value)} [{', '.join(map(number, ci.get(key) or [None, None]))}]")
+            for name, (value, key) in found.items()]
+    rows += [(section, "limits of agreement", f"[{number(ba['loa_low'])}, {number(ba['loa_high'])}]"),
+             (section, "max |difference|", number(s["max_abs_difference"]))]
+    return rows + [(section, f"within {t}", percent(f)) for t, f in s["within"].items()]
+
+
+def summary_table(result: dict[str, Any]) -> pd.DataFrame:
+    """compare.json's main figures as one table (section, measure -> value; 95% intervals in brackets)."""
+    al, cov, pairs, scores = result["alignment"], result["coverage"], result["pairs"], result["scores"]
+    by = ", ".join(f"{n} by {k}" for k, n in al["matched_by"].items() if n)
+    rows = [("rows", "aligned", f"{al['aligned']} of {result['reference']['rows']} reference rows ({by})"),
+            ("rows", "only in the reference", str(cov["only_reference"])),
+            ("rows", "only in the candidate", str(cov["only_candidate"])),
+            ("rows", "disagreeing", str(result["disagreements"]["rows"]))]
+    if pairs.get("available"):
+        rows += [("pairs", PAIR_WORDS[k], f"{n} ({percent(pairs['fractions'][k])})")
+                 for k, n in pairs["categories"].items()]
+    else:
+        rows.append(("pairs", "not compared", pairs["reason"]))
+    if sign := pairs.get("margin_sign"):
+        rows.append(("pairs", "margin signs agree", f"{sign['agree']} of {sign['n']} ({percent(sign['fraction'])})"))
+    rows += [("pairs", f"same {column}", f"{same['equal']} of {same['equal'] + same['different']}")
+             for column in ("reference_response", "messages") if (same := pairs.get(column))]
+    if scores.get("available"):
+        rows += _statistics(f"scores of the same texts ({scores['scores']['n']})", scores["scores"])
+        rows += _statistics(f"margins of the same pairs ({scores['margin']['n']})", scores["margin"])
+    else:
+        rows.append(("scores", "not compared", scores["reason"]))
+    return pd.DataFrame(rows, columns=["section", "measure", "value"]).set_index(["section", "measure"])
+
+
+def disagreements(result: ComparisonResult) -> Any:
+    """The aligned rows that disagree, with what explains them; a sentence when there is none."""
+    return table_or_sentence(result.tables["disagreements"], prose(
+        "compare", "no_disagreement", result.result["disagreements"]["tolerance"]))
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:

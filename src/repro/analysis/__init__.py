@@ -8,8 +8,19 @@ import jinja2
 # the prose of metrics.json, compare.json and the notebooks' headlines: templates/, one macro per text
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), trim_blocks=True,
                           lstrip_blocks=True, undefined=jinja2.StrictUndefined, autoescape=False)
-_ENV.filters.update(g=lambda x, spec=".4g": "n/a" if x is None else format(x, spec),
-                    percent=lambda x: "n/a" if x is None else f"{100 * x:.1f} %")
+
+
+def number(x: float | None, spec: str = ".4g") -> str:
+    """A statistic as the prose writes it (4 significant digits; n/a for an undefined one)."""
+    return "n/a" if x is None else format(x, spec)
+
+
+def percent(x: float | None) -> str:
+    """A fraction as the prose writes it: 81.1 %."""
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+_ENV.filters.update(g=number, percent=percent)
 
 
 def prose(template: str, macro: str, *args: Any) -> str:

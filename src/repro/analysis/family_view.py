@@ -18,7 +18,8 @@ from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import FamilyViewParams
 from ..paths import FAMILY_JSON, MANIFEST_JSON, RunDir
-from . import plots
+from . import plots, prose
+from .report import table_or_sentence
 from .stats import bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
@@ -156,11 +157,5 @@ def show_figures(view: FamilyView) -> None:
 
 def verdicts(view: FamilyView) -> Any:
     """Each member's verdict against its published counterpart (04_compare's `compare.json`); a sentence if none."""
-    from IPython.display import Markdown
-
     rows = [{"member": m["member"], "verdict": m["verdict"]} for m in view.summary["members"] if m["verdict"]]
-    if rows:
-        return pd.DataFrame(rows, columns=["member", "verdict"])
-    return Markdown("No member ran 04_compare, so there is no verdict to show. To compare each member with its "
-                    "published counterpart, add `04_compare` to the family's `notebooks` and give each member its "
-                    "`reference` in the grid (as `params/part2.yaml` does).")
+    return table_or_sentence(pd.DataFrame(rows, columns=["member", "verdict"]), prose("report", "no_family_verdict"))

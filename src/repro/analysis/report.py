@@ -413,6 +413,13 @@ def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figure
     return outputs
 
 
+def table_or_sentence(frame: pd.DataFrame, sentence: str) -> Any:
+    """What a notebook cell shows: `frame`, or `sentence` (markdown) when it has no rows rather than bare headers."""
+    from IPython.display import Markdown
+
+    return frame if len(frame) else Markdown(sentence)
+
+
 def show_figures(result: Any) -> None:
     """Display the saved PNG figures of a result (the analysis's, the comparison's) in the notebook, in order."""
     from IPython.display import Image, Markdown, display
