@@ -18,7 +18,7 @@ from ..revisions import hub_offline, publish_blocker
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
 BYTES_PER_TEXT = 4096
-MARGIN_BYTES = 1 << 30  # notebooks, figures, tables, caches of datasets
+MARGIN_BYTES = 64 << 20  # executed notebooks, figures, tables (the demo writes about 2 MB of them)
 INSTALL_CUDA_TORCH = ('make install TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" '
                       "(see the README's GPU quick start)")
 
@@ -195,7 +195,8 @@ def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
 
 
 def estimated_bytes(values: dict[str, Any]) -> int:
-    """What the run will write into its run directory, roughly (texts of its rows, kept several times over)."""
+    """What the run will write into its run directory, roughly (texts of its rows, kept several times over; the
+    margin alone when the row count is not known before loading the source)."""
     rows = values.get("limit")
     if rows is None and values.get("part_stop") is not None:
         part = values["part_stop"] - values["part_start"] - values["drop_rows"]
