@@ -42,3 +42,16 @@ def test_standalone_notebook_completes_and_merges_parameters(tmp_path):
     assert data["status"] == "running"
     m.notebook_done("02_analyze")
     assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_a_notebook_alone_after_a_failed_run_does_not_leave_it_running_forever(tmp_path):
+    # repro run failed in 01_construct; 01_construct re-run alone finished, but 02_analyze and 03_card, which never
+    # started, stayed `pending` and the run `running` (05_family then left the member's margins out)
+    m = Manifest(tmp_path)
+    m.start_run({"source": "demo"}, ["01_construct", "02_analyze", "03_card"])
+    m.notebook_status("01_construct", "failed")
+    m.finish_run("failed", "DataError: ...")
+    m.ensure_started({"source": "demo"}, "01_construct")
+    m.notebook_done("01_construct")
+    data = m.read()
+    assert data["status"] == "complete" and list(data["notebooks"]) == ["01_construct"]

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from repro.cli import main
+from repro.errors import ParameterError
 from repro.manifest import Manifest
-from repro.parameters import load_params_file
+from repro.construct import stages
+from repro.parameters import ConstructParams, build, load_params_file
 from repro.paths import RunDir
 from repro.cli.rerun import changed_parameters, clear_previous_run
 from repro.cli.run import resolve_parameters
@@ -110,3 +112,37 @@ def test_a_forced_rerun_makes_a_card_that_cites_only_its_own_files(previous_run,
     assert cited and all(c in card for c in cited if c.endswith(".png"))  # its figures are the ones it made
     assert json.loads((previous_run.root / "metrics.json").read_text())["n"] <= 8
     assert (previous_run.work / "kept.txt").is_file()
+
+
+def test_01_construct_alone_refuses_a_run_directory_with_other_parameters(previous_run):
+    # opened in JupyterLab after `make demo` (run_name 'demo', the notebook's own defaults) and run, 01_construct
+    # rewrote the demo's manifest with its parameters and left the old card, metrics and dataset beside it
+    values = {**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(previous_run.root)}
+    resolved = resolve_parameters(values)
+    own = {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}
+    Manifest(previous_run).finish_run("complete")
+    before = files_of(previous_run.root)
+    with pytest.raises(ParameterError, match=r"holds a run with other parameters: chunk_size \(16 there, 4 now\), "
+                                             r"limit \(None there, 8 now\)\. Give this notebook another run_dir"):
+        stages.begin(build(ConstructParams, {**own, "limit": 8, "chunk_size": 4}, "test"))
+    assert files_of(previous_run.root) == before  # nothing written
+    ctx = stages.begin(build(ConstructParams, own, "test"))  # the same parameters continue the run there
+    assert Manifest(ctx.run).read()["parameters"]["limit"] is None
+
+
+def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, capsys):
+    # mini_count=100 failed on 40 rows ("lower mini_count"); lowering it was then refused as "other parameters"
+    run = RunDir(tmp_path / "demo")
+    values = {**load_params_file(ROOT / "params" / "demo.yaml", ["mini_count=100"]), "run_dir": str(run.root)}
+    Manifest(run).start_run(resolve_parameters(values), ["01_construct", "02_analyze", "03_card"])
+    (run.notebooks).mkdir(parents=True)
+    (run.notebooks / "01_construct.ipynb").write_text("{}")  # the failed notebook, kept to read the error
+    Manifest(run).add_outputs(run.notebooks / "01_construct.ipynb")
+    Manifest(run).finish_run("failed", "DataError: 40 rows cannot be cut into mini_count=100 minis")
+    assert main(["run", "--check", "demo", "--out", str(run.root)]) == 0
+    out = capsys.readouterr().out
+    assert "ok       run directory" in out and "mini_count (100 there, 1 now)" in out
+    assert "made nothing but its notebooks: it is replaced" in out
+    resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run.root)})
+    stages.begin(build(ConstructParams, {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}))
+    assert Manifest(run).read()["parameters"]["mini_count"] == 1  # the notebook alone replaces it too

@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from . import __version__
 from .errors import ParameterError
 from .jobs import atomic_write_json
+from .parameters import notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
 TRACKED_PACKAGES = (
@@ -212,7 +213,8 @@ class Manifest:
         """Begin (or re-begin) a run: `running`, environment recorded, stages kept; `merge` adds to what is recorded."""
         data = self.read()
         params = {**data.get("parameters", {}), **parameters} if merge else dict(parameters)
-        nbs = dict(data.get("notebooks", {})) if merge else {}
+        # merged: the notebooks that ran (a plan's `pending` ones that never started are not this run's)
+        nbs = {k: v for k, v in data.get("notebooks", {}).items() if v.get("status") != "pending"} if merge else {}
         nbs.update({nb: {"status": "pending"} for nb in notebooks})
         environment = {"python": sys.version.split()[0], "repro": __version__, "platform": platform.platform(),
                        "packages": package_versions(), "git": git_commit(), "lock": lock_status()}
@@ -222,11 +224,41 @@ class Manifest:
             data.setdefault(key, {})
         self.write(data)
 
+    def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str]
+                           ) -> dict[str, tuple[Any, Any]]:
+        """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too."""
+        data = self.read()
+        recorded, done = data.get("parameters") or {}, data.get("notebooks") or {}
+        fields = notebook_fields(*(name for name in notebooks if name in done))
+        new = json.loads(json.dumps(parameters, default=str))  # as the manifest recorded it
+        return {key: (recorded[key], new[key]) for key in sorted(fields & set(recorded) & set(new) - {"run_dir"})
+                if recorded[key] != new[key]}
+
+    def _under_repro_run(self, notebook: str) -> bool:
+        data = self.read()
+        return (data.get("status") == "running" and data.get("driver") == "repro run"
+                and notebook in data.get("notebooks", {}))
+
+    def made_results(self) -> bool:
+        """Whether the recorded run made anything but executed notebooks (a failed one that did not: nothing to keep;
+        its resumable work/ stays in any case)."""
+        outputs = self.read().get("outputs") or {}
+        return bool(self.run.shards()) or any(Path(k).parts[0] != self.run.notebooks.name for k in outputs)
+
+    def refuse_other_parameters(self, parameters: dict[str, Any], notebook: str) -> None:
+        """A notebook on its own (papermill, JupyterLab) refuses a run of other parameters there, as `repro run`."""
+        if (self._under_repro_run(notebook) or not (changed := self.changed_parameters(parameters, [notebook]))
+                or not self.made_results()):
+            return
+        listed = ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())
+        raise ParameterError(
+            f"run_dir {str(self.run.root)!r} holds a run with other parameters: {listed}. Give this notebook another "
+            f"run_dir, or remove that folder to replace its run (`repro run PARAMS --out DIR --force` does so and "
+            f"keeps its resumable work/); nothing was written.")
+
     def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
         """Start a run record when a notebook runs on its own (plain papermill); `repro run` starts it before."""
-        data = self.read()
-        if not (data.get("status") == "running" and data.get("driver") == "repro run"
-                and notebook in data.get("notebooks", {})):
+        if not self._under_repro_run(notebook):
             self.start_run(parameters, [notebook], driver="papermill", merge=True)
 
     def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:

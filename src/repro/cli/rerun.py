@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import shutil
 import time
@@ -13,21 +12,12 @@ from typing import Any, Iterator
 
 from ..errors import ReproError
 from ..manifest import Manifest
-from ..parameters import notebook_fields
 from ..paths import RunDir
 from .preflight import Check
 
-IGNORED = {"run_dir"}  # where the run directory is: the same folder by definition
-
-
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter of a notebook both runs execute (an added one is none)."""
-    manifest = Manifest(run).read()
-    recorded, done = manifest.get("parameters") or {}, manifest.get("notebooks") or {}
-    fields = notebook_fields(*(name for name in parameters.get("notebooks") or () if name in done))
-    new = json.loads(json.dumps(parameters, default=str))  # as the manifest recorded it
-    return {key: (recorded[key], new[key]) for key in sorted(fields & set(recorded) & set(new) - IGNORED)
-            if recorded[key] != new[key]}
+    return Manifest(run).changed_parameters(parameters, parameters.get("notebooks") or ())
 
 
 def _busy(run: RunDir, given_as: str, holder: str) -> str:
@@ -77,6 +67,10 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         return Check("run directory", True, f"{run.root} (" + ("continues the run there, same parameters)"
                                                                if run.manifest.is_file() else "new)"))
     listed = ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())
+    if not Manifest(run).made_results():
+        return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({listed}) "
+                                            f"that made nothing but its notebooks: it is replaced (its resumable "
+                                            f"work/ is kept)")
     if force:
         return Check("run directory", True, f"{run.root} holds a run with other parameters ({listed}); --force: "
                                             f"its outputs are removed first (its resumable work/ is kept)")

@@ -176,9 +176,10 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         return 0 if all(c.ok for c in checks) else 1
     require(checks, params_file)
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
-        if changed:  # --force (else require refused): nothing of the old run may outlive it
+        if changed:  # --force or a run that made nothing (else require refused): nothing of it may outlive it
             removed = clear_previous_run(run)
-            print(f"repro run: --force: removed the previous run's {', '.join(removed) or 'nothing'} from {run_root}")
+            print(f"repro run: {'--force: ' if args.force else ''}removed the previous run's "
+                  f"{', '.join(removed) or 'nothing'} from {run_root}")
         print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"))
