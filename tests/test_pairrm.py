@@ -142,10 +142,15 @@ def test_missing_models_say_where_they_were_looked_for_and_how_to_provide_them(t
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("REPRO_HOME", str(tmp_path))  # the project root; a JupyterLab kernel runs in notebooks/
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
     with pytest.raises(ModelLoadError) as err:
         resolve_model("llm-blender/PairRM")
     text = str(err.value)
     assert str(tmp_path / "hub") in text and "HF_HUB_OFFLINE" in text and "hf download llm-blender/PairRM" in text
+    # the folder the path rule reads (the project root's), not one under the kernel's working directory
+    assert f"no folder {tmp_path / 'llm-blender' / 'PairRM'})" in text and "notebooks/llm-blender" not in text
     with pytest.raises(ModelLoadError, match="not a directory"):
         resolve_model(str(tmp_path / "nowhere"))
     (tmp_path / "empty").mkdir()

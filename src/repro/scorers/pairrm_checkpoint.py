@@ -11,7 +11,7 @@ import torch
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
-from ..paths import reads_as_hub_id
+from ..paths import reads_as_hub_id, resolve_user_path
 from ..revisions import hub_offline
 from .common import check_local_path, is_stand_in
 from .pairrm_attention import PairRMModel, install_fast_attention
@@ -51,7 +51,7 @@ def _from_hub(repo_id: str) -> Path:
     offline = f" ({switch} is set: the hub was not asked)" if switch else ""
     raise ModelLoadError(
         f"PairRM model '{repo_id}' could not be loaded: it is not a local directory (no folder "
-        f"{Path(repo_id).resolve()}), not in llm-blender's download folder ({legacy}) and not in the Hugging Face "
+        f"{resolve_user_path(repo_id, may_be_id=False)}), not in llm-blender's download folder ({legacy}) and not in the Hugging Face "
         f"hub cache ({constants.HF_HUB_CACHE}){offline}; {'; '.join(reasons)}. {_how_to_provide(repo_id)}")
 
 
