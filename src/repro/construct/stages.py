@@ -25,7 +25,7 @@ from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row,
                     prompt_id_of)
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates
-from .selection import RLHFLOW_NAMES, select
+from .selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, RLHFLOW_NAMES, select
 
 
 @dataclass
@@ -229,6 +229,13 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
                                   keep_all_candidates=p.keep_all_candidates or fmt.needs_all_candidates,
                                   more_scores={name: more[k] for name, more in ctx.more_scores.items()},
                                   pick=picks[-1]) | {SCORED_ONLY: lead})
+        if not rows:  # `datasets` cannot write no rows; the scores are kept (work/, the row cache) for a re-run
+            why = {DROP_MARGIN: f"a margin below min_margin={p.min_margin:g} (chosen minus rejected)",
+                   DROP_TIE: "chosen and rejected tied (ties: drop)",
+                   DROP_SINGLE: "fewer than two candidates to pair (original_pair_position: first_scored_only)"}
+            counts = " and ".join(f"{n} of {len(cs)} scored rows have {why[k]}" for k, n in dropped.items())
+            raise DataError(f"No row is left to write: {counts}. Lower min_margin, or set ties: keep; the scores "
+                            f"are kept, so a run with the new values does not score again.")
         out = export_rows(p.output_format, rows, picks, p.keep_all_candidates, list(ctx.more_scores))
         info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=RLHFLOW_NAMES[p.selection],
                     ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
