@@ -201,6 +201,9 @@ def test_nonfinite_scores_are_an_error_unless_excluded(tmp_path):
                                      "score_rejected is NaN, infinite or missing": 1}
     assert m["score_chosen"]["mean"] == pytest.approx((0 + 2 + 5) / 3)
     assert set(result.extremes["row"]) == {0, 2, 5}
+    # fewer rows than the 10 largest and 10 smallest: each row once (every row was listed twice), largest first
+    assert list(result.extremes["which"]) == ["largest", "largest", "smallest"]
+    assert sorted(result.extremes["row"]) == [0, 2, 5]
     assert m["length"] == {"available": False, "reason": "the dataset has no chosen or rejected column"}
     assert "margin_vs_length" not in m["figures"]
 

@@ -328,11 +328,15 @@ def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
 
 
 def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
-    """The k largest and k smallest margins (ties in row order) with prompt_id and the start of the prompt."""
+    """The k largest and k smallest margins (ties in row order) with prompt_id and the start of the prompt; with
+    fewer than 2k rows, each row once (the larger half as largest)."""
     margin = data.margin
+    smallest = min(k, margin.size // 2)
+    largest = np.argsort(-margin, kind="stable")[:min(k, margin.size - smallest)]
     frames = []
-    for which, order in (("largest", np.argsort(-margin, kind="stable")[:k]),
-                         ("smallest", np.argsort(margin, kind="stable")[:k])):
+    for which, order in (("largest", largest),
+                         ("smallest", np.setdiff1d(np.argsort(margin, kind="stable"), largest,
+                                                   assume_unique=True)[:smallest])):
         frame = row_preview(data.table, data.row_index[order])
         frame.insert(0, "which", which)
         frame.insert(1, "rank", np.arange(1, order.size + 1))
