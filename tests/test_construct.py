@@ -136,7 +136,7 @@ def test_rows_dropped_on_the_way_are_counted_and_a_source_without_rows_is_refuse
     assert all(c - r >= margins[3] for c, r in zip(out["score_chosen"], out["score_rejected"]))
     # a min_margin above every margin left no row, and `datasets` failed writing none ("Keys mismatch")
     with pytest.raises(DataError, match=r"No row is left to write: 7 of 7 scored rows have a margin below "
-                                        r"min_margin=1000 \(chosen minus rejected\)\. Lower min_margin"):
+                                        r"min_margin=1000 \(chosen minus rejected\)\. To keep rows, lower min_margin;"):
         _construct(_params(tmp_path / "c", source=str(src), duplicate_prompt_ids="keep_first", min_margin=1000.0))
 
     empty = tmp_path / "empty.parquet"

@@ -15,6 +15,7 @@ from ..manifest import Manifest
 from ..paths import RunDir
 from .preflight import Check
 
+
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter of a notebook both runs execute (an added one is none)."""
     return Manifest(run).changed_parameters(parameters, parameters.get("notebooks") or ())

@@ -230,12 +230,15 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
                                   more_scores={name: more[k] for name, more in ctx.more_scores.items()},
                                   pick=picks[-1]) | {SCORED_ONLY: lead})
         if not rows:  # `datasets` cannot write no rows; the scores are kept (work/, the row cache) for a re-run
-            why = {DROP_MARGIN: f"a margin below min_margin={p.min_margin:g} (chosen minus rejected)",
-                   DROP_TIE: "chosen and rejected tied (ties: drop)",
-                   DROP_SINGLE: "fewer than two candidates to pair (original_pair_position: first_scored_only)"}
-            counts = " and ".join(f"{n} of {len(cs)} scored rows have {why[k]}" for k, n in dropped.items())
-            raise DataError(f"No row is left to write: {counts}. Lower min_margin, or set ties: keep; the scores "
-                            f"are kept, so a run with the new values does not score again.")
+            why = {DROP_MARGIN: (f"a margin below min_margin={p.min_margin:g} (chosen minus rejected)",
+                                 "lower min_margin"),
+                   DROP_TIE: ("chosen and rejected tied (ties: drop)", "set ties: keep"),
+                   DROP_SINGLE: ("fewer than two candidates to pair (original_pair_position: first_scored_only)",
+                                 "give each row more candidates")}
+            counts = " and ".join(f"{n} of {len(cs)} scored rows have {why[k][0]}" for k, n in dropped.items())
+            fix = " or ".join(why[k][1] for k in dropped)
+            raise DataError(f"No row is left to write: {counts}. To keep rows, {fix}; the scores are kept, so a run "
+                            f"with the new values does not score again.")
         out = export_rows(p.output_format, rows, picks, p.keep_all_candidates, list(ctx.more_scores))
         info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=RLHFLOW_NAMES[p.selection],
                     ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
