@@ -146,3 +146,33 @@ def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, caps
     resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run.root)})
     stages.begin(build(ConstructParams, {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}))
     assert Manifest(run).read()["parameters"]["mini_count"] == 1  # the notebook alone replaces it too
+
+
+def test_a_notebook_alone_refuses_a_run_directory_a_repro_run_is_writing(previous_run, monkeypatch):
+    # JupyterLab beside a long `repro run` into the same folder: both wrote the manifest and the dataset
+    import subprocess
+    import sys
+
+    from repro.subject import claim
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.cli.rerun import writing; "
+                               "from repro.paths import RunDir; cm = writing(RunDir(sys.argv[1])); cm.__enter__(); "
+                               "print('held', flush=True); time.sleep(60)", str(previous_run.root)],
+                              stdout=subprocess.PIPE, text=True)
+    values = {**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(previous_run.root)}
+    own = {k: v for k, v in resolve_parameters(values).items() if k in ConstructParams.model_fields}
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = files_of(previous_run.root)
+        for start in (lambda: stages.begin(build(ConstructParams, own, "test")),
+                      lambda: claim(previous_run, None, "dataset")):  # 02_analyze, 03_card, 04_compare
+            with pytest.raises(ParameterError, match=rf"is being written by a `repro run` \(pid {holder.pid}, since .*"
+                                                     r"wait for it to finish, or give this notebook another run_dir"):
+                start()
+        assert files_of(previous_run.root) == before
+        # the notebooks that `repro run` itself runs (its kernels inherit the mark) go on
+        monkeypatch.setenv("REPRO_WRITING_RUN", str(previous_run.root))
+        claim(previous_run, None, "dataset")
+    finally:
+        holder.kill()
+        holder.wait()

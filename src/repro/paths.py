@@ -4,6 +4,7 @@ root, from a shell, papermill or JupyterLab alike), the notebooks and params fil
 from __future__ import annotations
 
 import difflib
+import fcntl
 import os
 import re
 from pathlib import Path
@@ -33,6 +34,7 @@ def row_cache_dir(given: str | Path | None = None) -> Path:
 
 
 HOME_ENV = "REPRO_HOME"  # names the project root explicitly
+WRITING_ENV = "REPRO_WRITING_RUN"  # set by the `repro run` writing a run directory, for its own notebooks' kernels
 PROJECT_MARKER = ".repro-project"  # the file `repro notebooks DIR` writes: DIR is a project root
 _PACKAGE = Path(__file__).resolve().parent
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
@@ -206,6 +208,24 @@ class RunDir:
 
     def shards(self, split: str = SPLIT) -> list[Path]:
         return sorted(self.data.glob(f"{split}-*.parquet"))
+
+    def writer(self) -> str | None:
+        """Who writes here now: the `repro run` holding `lock` ("pid N, since T"), or None when nobody does."""
+        try:
+            with open(self.lock, encoding="utf-8") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return lock.read()
+        except FileNotFoundError:
+            pass
+        return None
+
+    def written_by_another(self) -> str | None:
+        """The `repro run` writing here now, unless this process is one of its own (its kernels carry WRITING_ENV)."""
+        busy = self.writer()
+        mine = os.environ.get(WRITING_ENV)
+        return None if busy is None or (mine and Path(mine).resolve() == self.root.resolve()) else busy
 
 
 def run_manifest_of(spec: str | Path) -> Path | None:

@@ -21,6 +21,10 @@ def is_own_dataset(run: RunDir, spec: str | None) -> bool:
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
     """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
     or refuse before anything is written when it describes another dataset."""
+    if (busy := run.written_by_another()) is not None:
+        who = busy.strip() or "a process"
+        raise ParameterError(f"run_dir {str(run.root)!r} is being written by a `repro run` ({who}) now: wait for it to "
+                             f"finish, or give this notebook another run_dir; nothing was written.")
     mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
     manifest = Manifest(run).read()
     # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from ..errors import ReproError
 from ..manifest import Manifest
-from ..paths import RunDir
+from ..paths import WRITING_ENV, RunDir
 from .preflight import Check
 
 
@@ -40,29 +40,22 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
         held.truncate(0)
         held.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
         held.flush()
+        before = os.environ.get(WRITING_ENV)
+        os.environ[WRITING_ENV] = str(run.root)  # the notebooks' kernels this run starts are its own
         try:
             yield
         finally:  # emptied, not removed: a process that opened it meanwhile must lock this file, not a new one
             held.truncate(0)
-
-
-def holder(run: RunDir) -> str | None:
-    """Who writes to `run` now ("pid N, since T"), or None when nobody does."""
-    try:
-        with open(run.lock, encoding="utf-8") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return lock.read()
-    except FileNotFoundError:
-        pass
-    return None
+            if before is None:
+                os.environ.pop(WRITING_ENV, None)
+            else:
+                os.environ[WRITING_ENV] = before
 
 
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str) -> Check:
     """Whether this run may write into `run`: nobody else writing there, and new, the same parameters (`changed`:
     none), or `force`."""
-    if (busy := holder(run)) is not None:
+    if (busy := run.writer()) is not None:
         return Check("run directory", False, _busy(run, given_as, busy), problem="BUSY")
     if not changed:
         return Check("run directory", True, f"{run.root} (" + ("continues the run there, same parameters)"
