@@ -14,6 +14,7 @@ import pytest
 
 from repro import family as fam
 from repro.analysis.family_view import differing_parameters, family_view, verdicts
+from repro import cli
 from repro.cli import family as family_cli
 from repro.errors import ParameterError
 from repro.manifest import Manifest
@@ -266,3 +267,30 @@ def test_the_seed_family_params_give_the_published_sizes_and_counterparts():
         assert m.values["reference"] == f"YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_{m.name}"
     # part2's members are the siblings' part2 members, parameter for parameter
     assert [m.fingerprint for m in part2.members] == [m.fingerprint for m in siblings.members[8:]]
+
+
+def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_path, capsys, monkeypatch):
+    # `repro run FAMILY --check` ran the whole family (no preflight, no run-directory check for members)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root = tmp_path / "fam"
+    assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "everything the run needs is here" in out
+    assert "run directory (member mini_0)" in out and "run directory (member mini_3)" in out
+    assert "disk space (every member)" in out
+    assert not root.exists()  # nothing written, nothing run
+    # a member folder holding a run of other parameters is refused, as `repro run` refuses it
+    member = RunDir(root / "mini_1")
+    values = load_params_file(ROOT / "params" / "demo.yaml", ["chunk_size=4"])
+    Manifest(member).start_run({**values, "run_dir": str(member.root)}, ["01_construct", "02_analyze"])
+    member.data.mkdir(parents=True)
+    (member.data / "train_prefs-00000-of-00001.parquet").write_bytes(b"rows")
+    assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "REFUSED  run directory (member mini_1)" in out and "chunk_size (4 there, 16 now)" in out
+    before = sorted(p for p in root.rglob("*"))
+    assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root)]) == 2
+    assert "nothing was downloaded or run" in capsys.readouterr().err
+    assert sorted(p for p in root.rglob("*")) == before
+    assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--check", "--force"]) == 0
+    assert "--force: its outputs are removed first" in capsys.readouterr().out

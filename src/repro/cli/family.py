@@ -8,17 +8,59 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from ..cache import check_format
 from ..errors import ParameterError
 from ..family import Family, Member, is_done, parse_grid_args, plan_family
 from ..parameters import FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
 from ..paths import RunDir, find_params
-from .rerun import writing
+from .preflight import Check, preflight, report, require
+from .rerun import changed_parameters, replace_run, rerun_check, writing
 from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
 from .run import configure as configure_run
 
 FAMILY_NOTEBOOK = "05_family"
+GIVEN_AS = "run_dir for the family"
+
+
+def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, Any]]:
+    """What one member needs before it runs (its run directory, then the machine), and its changed parameters."""
+    resolved, run = resolve_parameters(member.values), RunDir(member.run_dir)
+    changed = changed_parameters(run, resolved)
+    return [rerun_check(run, changed, force, GIVEN_AS), *preflight(resolved, run.root)], changed
+
+
+def grouped(per_member: dict[str, list[Check]]) -> list[Check]:
+    """The members' checks, each different one once, saying which members it is about, in the order of a run's."""
+    found: dict[Check, tuple[int, list[str]]] = {}
+    for name, checks in per_member.items():
+        for position, check in enumerate(checks):
+            found.setdefault(check, (position, []))[1].append(name)
+    return [replace(check, what=f"{check.what} (" + ("every member" if len(names) == len(per_member) > 1 else
+                                                     f"member {', '.join(names)}") + ")")
+            for check, (_, names) in sorted(found.items(), key=lambda item: item[1][0])]
+
+
+def prepare(args: argparse.Namespace, params_file: Path, members: list[Member]) -> int | None:
+    """Check every member that will run before any runs (`--check`: print the list, return the exit code); then
+    remove what a replaced member run left (`--force`, or a run that made nothing)."""
+    pending = [m for m in members if not is_done(m)]
+    found = {m.name: member_checks(m, args.force) for m in pending}
+    checks = grouped({name: checks for name, (checks, _) in found.items()})
+    if done := [m.name for m in members if m not in pending]:
+        checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
+    if args.check:
+        print(report(checks, params_file))
+        return 0 if all(c.ok for c in checks) else 1
+    require(checks, params_file)
+    for member in pending:
+        if found[member.name][1]:
+            with writing(RunDir(member.run_dir), GIVEN_AS):
+                replace_run(RunDir(member.run_dir), args.force)
+    return None
 
 
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
@@ -29,7 +71,7 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
         return "reused"
     print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
           f"-> {member.run_dir}", flush=True)
-    with writing(RunDir(member.run_dir), "run_dir for the family"):
+    with writing(RunDir(member.run_dir), GIVEN_AS):
         code = run_notebooks(resolve_parameters(member.values), member.run_dir, kernel=kernel, log_output=log_output,
                              selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)})
     return "done" if code == 0 else "failed"
@@ -106,8 +148,10 @@ def main(args: argparse.Namespace) -> int:
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
                          out=args.out, where=str(params_file))
     check_run_root(family.root, "--out" if args.out else "run_dir")
+    members = [family.member(args.member)] if args.member else family.members
+    if (code := prepare(args, params_file, members)) is not None:
+        return code
     if args.member:
-        member = family.member(args.member)
-        return 0 if run_member(family, member, kernel=args.kernel, log_output=args.log_output) != "failed" else 1
+        return 0 if run_member(family, members[0], kernel=args.kernel, log_output=args.log_output) != "failed" else 1
     print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
     return run_family(args, family)

@@ -92,3 +92,10 @@ def clear_previous_run(run: RunDir) -> list[str]:
             continue
         removed.append(str(path.relative_to(run.root)))
     return removed
+
+
+def replace_run(run: RunDir, force: bool) -> None:
+    """Remove what the previous run made (`--force`, or a run that made nothing) and say so."""
+    removed = clear_previous_run(run)
+    print(f"repro run: {'--force: ' if force else ''}removed the previous run's {', '.join(removed) or 'nothing'} "
+          f"from {run.root}")

@@ -16,7 +16,7 @@ from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
 from .preflight import preflight, report, require
-from .rerun import changed_parameters, clear_previous_run, rerun_check, writing
+from .rerun import changed_parameters, replace_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
 
@@ -177,9 +177,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     require(checks, params_file)
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
         if changed:  # --force or a run that made nothing (else require refused): nothing of it may outlive it
-            removed = clear_previous_run(run)
-            print(f"repro run: {'--force: ' if args.force else ''}removed the previous run's "
-                  f"{', '.join(removed) or 'nothing'} from {run_root}")
+            replace_run(run, args.force)
         print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"))
