@@ -294,3 +294,10 @@ def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_pa
     assert sorted(p for p in root.rglob("*")) == before
     assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--check", "--force"]) == 0
     assert "--force: its outputs are removed first" in capsys.readouterr().out
+    # --force: the member's previous run goes before the family runs (papermill stubbed)
+    from repro.cli import run as runner
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
+    assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--force"]) == 0
+    assert f"--force: removed the previous run's dataset, manifest.json from {member.root}" in capsys.readouterr().out
+    assert not member.shards() and Manifest(member).read()["parameters"]["chunk_size"] == 16

@@ -56,10 +56,9 @@ def prepare(args: argparse.Namespace, params_file: Path, members: list[Member]) 
         print(report(checks, params_file))
         return 0 if all(c.ok for c in checks) else 1
     require(checks, params_file)
-    for member in pending:
-        if found[member.name][1]:
-            with writing(RunDir(member.run_dir), GIVEN_AS):
-                replace_run(RunDir(member.run_dir), args.force)
+    for run in (RunDir(m.run_dir) for m in pending if found[m.name][1]):
+        with writing(run, GIVEN_AS):
+            replace_run(run, args.force)
     return None
 
 
