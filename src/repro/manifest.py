@@ -183,6 +183,11 @@ def _to_jsonable(value: Any) -> Any:
     return value
 
 
+def listed(changed: dict[str, tuple[Any, Any]]) -> str:
+    """Changed parameters as the refusals name them: "limit (None there, 8 now), ..."."""
+    return ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())
+
+
 class Manifest:
     """Read-modify-write access to one run's `manifest.json`."""
 
@@ -250,11 +255,10 @@ class Manifest:
         if (self._under_repro_run(notebook) or not (changed := self.changed_parameters(parameters, [notebook]))
                 or not self.made_results()):
             return
-        listed = ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())
         raise ParameterError(
-            f"run_dir {str(self.run.root)!r} holds a run with other parameters: {listed}. Give this notebook another "
-            f"run_dir, or remove that folder to replace its run (`repro run PARAMS --out DIR --force` does so and "
-            f"keeps its resumable work/); nothing was written.")
+            f"run_dir {str(self.run.root)!r} holds a run with other parameters: {listed(changed)}. Give this notebook "
+            f"another run_dir, or remove that folder to replace its run (`repro run PARAMS --out DIR --force` does so "
+            f"and keeps its resumable work/); nothing was written.")
 
     def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
         """Start a run record when a notebook runs on its own (plain papermill); `repro run` starts it before."""

@@ -11,7 +11,7 @@ import time
 from typing import Any, Iterator
 
 from ..errors import ReproError
-from ..manifest import Manifest
+from ..manifest import Manifest, listed
 from ..paths import WRITING_ENV, RunDir
 from .preflight import Check
 
@@ -60,16 +60,16 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if not changed:
         return Check("run directory", True, f"{run.root} (" + ("continues the run there, same parameters)"
                                                                if run.manifest.is_file() else "new)"))
-    listed = ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())
+    changes = listed(changed)
     if not Manifest(run).made_results():
-        return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({listed}) "
+        return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({changes}) "
                                             f"that made nothing but its notebooks: it is replaced (its resumable "
                                             f"work/ is kept)")
     if force:
-        return Check("run directory", True, f"{run.root} holds a run with other parameters ({listed}); --force: "
+        return Check("run directory", True, f"{run.root} holds a run with other parameters ({changes}); --force: "
                                             f"its outputs are removed first (its resumable work/ is kept)")
     return Check("run directory", False,
-                 f"{run.root} holds a run with other parameters: {listed}. Give another {given_as} for this run, "
+                 f"{run.root} holds a run with other parameters: {changes}. Give another {given_as} for this run, "
                  f"or pass --force to replace that run (its outputs are removed; its resumable work/ is kept)",
                  problem="REFUSED")
 

@@ -76,10 +76,10 @@ def rows_for_test_split(p: ConstructParams, available: int, where: str | None = 
 def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
     """Open the run directory and its manifest (started here when papermill runs the notebook on its own)."""
     run = RunDir(params.run_root)
-    manifest = Manifest(run)
-    manifest.refuse_other_parameters(params.model_dump(), notebook)
+    manifest, parameters = Manifest(run), params.model_dump()
+    manifest.refuse_other_parameters(parameters, notebook)
     claim(run, None, "source", building=True)
-    manifest.ensure_started(params.model_dump(), notebook)
+    manifest.ensure_started(parameters, notebook)
     manifest.notebook_status(notebook, "running")
     return Context(params, run, manifest)
 
