@@ -115,6 +115,19 @@ def test_find_params_by_path_or_by_example_name(monkeypatch, tmp_path):
     assert str(tmp_path / "nothing.yaml") in str(err.value) and "demo_generate" in str(err.value)
 
 
+def test_a_bare_name_in_a_project_is_the_projects_own_copy(monkeypatch, tmp_path):
+    """`repro notebooks DIR` copies the params files and the recipes; `repro run demo` there runs the copy the
+    researcher edited, not the package's."""
+    make_project(tmp_path)
+    assert (tmp_path / "params" / "recipes" / "sppo_iter2.yaml").is_file()  # with the file it includes
+    (tmp_path / "params" / "demo.yaml").write_text("run_name: edited\n")
+    monkeypatch.chdir(tmp_path / "notebooks")
+    assert paths.find_params("demo") == tmp_path / "params" / "demo.yaml"
+    assert paths.find_params("sppo_iter1") == tmp_path / "params" / "recipes" / "sppo_iter1.yaml"
+    (tmp_path / "params" / "demo_generate.yaml").unlink()  # removed from the project: the package's example
+    assert paths.find_params("demo_generate") == ROOT / "params" / "demo_generate.yaml"
+
+
 def test_an_analysis_from_notebooks_of_a_missing_run_names_it_and_writes_nothing(monkeypatch):
     name = f"missing-{uuid.uuid4().hex[:8]}"
     monkeypatch.chdir(NOTEBOOKS)

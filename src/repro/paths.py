@@ -147,13 +147,14 @@ def shipped(name: str) -> Path:
 
 def find_params(name: str | Path) -> Path:
     """The params file NAME (from cwd, then the project root); a bare name (`demo`, `sppo_iter1`,
-    `recipes/sppo_iter1`) also among the example params files and the recipes."""
+    `recipes/sppo_iter1`) also among the project's params files and recipes, then the package's examples."""
     given, examples = Path(name).expanduser(), shipped("params")
     tried = [given.resolve()]
     if not given.is_absolute():
         tried.append(project_root() / given)
     if not given.suffix and not given.is_absolute():
-        tried += [examples / f"{given}.yaml", examples / "recipes" / f"{given}.yaml"]
+        tried += [folder / sub / f"{given}.yaml" for folder in dict.fromkeys([project_root() / "params", examples])
+                  for sub in ("", "recipes")]
     for path in tried:
         if path.is_file():
             return path

@@ -1,5 +1,5 @@
-"""`repro notebooks DIR`: a project folder of one's own, with copies of the notebooks and example params files,
-to open in JupyterLab; relative paths in its notebooks' parameters then mean DIR (see repro.paths)."""
+"""`repro notebooks DIR`: a project folder of one's own, with copies of the notebooks, the example params files and
+the recipes, to open in JupyterLab; relative paths in its notebooks' parameters then mean DIR (see repro.paths)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ MARKER_TEXT = ("This folder is a repro project (made by `repro notebooks`): rela
 
 
 def make_project(folder: str | Path, force: bool = False) -> list[Path]:
-    """Copy notebooks/*.ipynb and params/*.yaml into `folder` and mark it a project; returns the files written."""
+    """Copy notebooks/*.ipynb and params/ (recipes too) into `folder` and mark it a project; the files written."""
     root = Path(folder).expanduser().resolve()
     plan = [(src, root / "notebooks" / src.name) for src in sorted(shipped("notebooks").glob("*.ipynb"))]
-    plan += [(src, root / "params" / src.name) for src in sorted(shipped("params").glob("*.yaml"))]
+    params = shipped("params")
+    plan += [(src, root / "params" / src.relative_to(params)) for src in sorted(params.glob("**/*.yaml"))]
     if root.exists() and not root.is_dir():
         raise ReproError(f"{root} exists and is not a folder: give a new or existing folder for the notebooks.")
     changed = [dst for src, dst in plan if dst.exists() and dst.read_bytes() != src.read_bytes()]
