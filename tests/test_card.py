@@ -634,8 +634,9 @@ def test_missing_metrics_leaves_sections_out_and_says_why(tmp_path):
     facts, card_path = card_for(tmp_path / "run")
     assert facts.metrics is None and [s for s, _ in facts.left_out] == ["characteristics", "figures"]
     en, zh = halves(card_path)
-    assert "Sections left out" in en and "metrics.json` was not found" in en and "02_analyze.ipynb" in en
-    assert "省略的章节" in zh and "未找到 `metrics.json`" in zh
+    assert "Sections left out" in en and "`metrics.json` was not found in the run directory; run" in en
+    assert "02_analyze.ipynb" in en and "(`metrics.json`)" not in en  # the name once, not again as its "path"
+    assert "省略的章节" in zh and "运行目录中未找到 `metrics.json`；" in zh
     assert "## Characteristics" not in en and "## 数据特点" not in zh
     assert "Length bias: not measured" in en
     assert not (card_path.parent / "figures").exists()
