@@ -130,6 +130,23 @@ def test_real_sample_outputs_are_recorded_and_reproducible(real, sample_dir, tmp
     assert {k: v["sha256"] for k, v in again_outputs.items()} == {k: v["sha256"] for k, v in recorded.items()}
 
 
+
+def test_an_analysis_on_its_own_records_its_parameters_environment_and_status(real, sample_dir, tmp_path):
+    """02_analyze alone (papermill, JupyterLab) is in the run's record as 01_construct alone is: its parameters,
+    the environment and a status, so that manifest.json says what made metrics.json."""
+    _, run = real
+    manifest = json.loads(run.manifest.read_text())
+    assert manifest["status"] == "complete" and manifest["driver"] == "papermill"
+    assert manifest["parameters"]["bootstrap_resamples"] == 1000
+    assert manifest["parameters"]["dataset"] == str(sample_dir / "train_prefs.jsonl")
+    assert manifest["notebooks"]["02_analyze"]["status"] == "done" and manifest["environment"]["packages"]
+    # again with another value: the record says which made the metrics now
+    analysis.analyze(AnalyzeParams(dataset=str(sample_dir / "train_prefs.jsonl"), run_dir=str(tmp_path / "again"),
+                                   bootstrap_resamples=200))
+    again = json.loads((tmp_path / "again" / "manifest.json").read_text())
+    assert again["parameters"]["bootstrap_resamples"] == 200 == \
+        json.loads((tmp_path / "again" / "metrics.json").read_text())["bootstrap"]["resamples"]
+
 # --------------------------------------------------------------------------------------------
 # response texts
 # --------------------------------------------------------------------------------------------

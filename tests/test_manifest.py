@@ -55,3 +55,27 @@ def test_a_notebook_alone_after_a_failed_run_does_not_leave_it_running_forever(t
     m.notebook_done("01_construct")
     data = m.read()
     assert data["status"] == "complete" and list(data["notebooks"]) == ["01_construct"]
+
+
+def test_a_notebook_alone_beside_a_failed_one_leaves_the_run_failed_not_running(tmp_path):
+    # 01_construct failed under repro run; 02_analyze alone then finished: the run is failed (01's error), not
+    # `running` forever, and not `complete`
+    m = Manifest(tmp_path)
+    m.start_run({"source": "demo"}, ["01_construct", "02_analyze"])
+    m.notebook_status("01_construct", "failed", error="DataError: no rows")
+    m.finish_run("failed", "DataError: no rows")
+    with m.notebook({"bootstrap_resamples": 200}, "02_analyze"):
+        assert m.read()["notebooks"]["02_analyze"]["status"] == "running"
+    data = m.read()
+    assert data["notebooks"]["02_analyze"]["status"] == "done"
+    assert data["status"] == "failed" and data["error"] == "DataError: no rows"
+
+
+def test_a_failed_stage_fails_the_notebook_that_ran_it(tmp_path):
+    m = Manifest(tmp_path)
+    with pytest.raises(RuntimeError):
+        with m.notebook({"run_name": "x"}, "02_analyze"), m.stage("analyze"):
+            raise RuntimeError("boom")
+    data = m.read()
+    assert data["status"] == "failed" and data["notebooks"]["02_analyze"]["status"] == "failed"
+    assert "boom" in data["notebooks"]["02_analyze"]["error"]

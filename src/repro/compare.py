@@ -573,7 +573,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     run.compare.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
     plots.remove(run.figures, FIGURES)
     manifest = Manifest(run)
-    with manifest.stage("compare") as info:
+    with manifest.notebook(p.model_dump(), "04_compare"), manifest.stage("compare") as info:
         reference = load_side("reference", p.reference, p.reference_split)
         candidate = load_side("candidate", candidate_spec, candidate_split)
         source = None if p.compare_source is None else _load_one(

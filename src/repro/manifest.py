@@ -261,9 +261,18 @@ class Manifest:
             f"and keeps its resumable work/); nothing was written.")
 
     def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
-        """Start a run record when a notebook runs on its own (plain papermill); `repro run` starts it before."""
+        """Mark `notebook` running; on its own (plain papermill, JupyterLab) its parameters and environment join the
+        run's record first (`repro run` has recorded them)."""
         if not self._under_repro_run(notebook):
             self.start_run(parameters, [notebook], driver="papermill", merge=True)
+        self.notebook_status(notebook, "running")
+
+    @contextlib.contextmanager
+    def notebook(self, parameters: dict[str, Any], notebook: str) -> Iterator[None]:
+        """A notebook's work, recorded as `ensure_started` says, `done` at the end (a failed stage fails it)."""
+        self.ensure_started(parameters, notebook)
+        yield
+        self.notebook_done(notebook)
 
     def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:
         """Record the self-check this run cites (`find_selfcheck`) under `selfcheck`; none found: none recorded."""
@@ -279,16 +288,27 @@ class Manifest:
             data.setdefault("notebooks", {}).setdefault(notebook, {}).update({"status": status, "at": now(), **extra})
 
     def finish_run(self, status: str, error: str | None = None) -> None:
-        """Close the run as `complete` or `failed` (with the error paragraph)."""
-        self.update(status=status, finished=now(), error=error)
+        """Close the run as `complete` or `failed` (with the error paragraph, which a running notebook shares)."""
+        with self.edit() as data:
+            data.update(status=status, finished=now(), error=error)
+            for entry in (data.get("notebooks") or {}).values():
+                if status != "complete" and entry.get("status") == "running":
+                    entry.update(status=status, error=error)
 
     def notebook_done(self, notebook: str) -> None:
-        """Mark a notebook done; a run driven by plain papermill is complete when all its notebooks are."""
+        """Mark a notebook done; a run driven by plain papermill ends when none of its notebooks is left to finish:
+        complete when all are done, else as the first that is not (failed, interrupted), with its error."""
         self.notebook_status(notebook, "done")
         data = self.read()
-        if data.get("driver") == "papermill" and data.get("status") == "running" and all(
-                nb.get("status") == "done" for nb in data.get("notebooks", {}).values()):
+        entries = list((data.get("notebooks") or {}).values())
+        if data.get("driver") != "papermill" or data.get("status") != "running" or any(
+                e.get("status") in ("running", "pending") for e in entries):
+            return
+        stopped = next((e for e in entries if e.get("status") != "done"), None)
+        if stopped is None:
             self.finish_run("complete")
+        else:
+            self.finish_run("interrupted" if stopped.get("status") == "interrupted" else "failed", stopped.get("error"))
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[dict[str, Any]]:

@@ -132,17 +132,18 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     found = find_members(root)
     summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed) for run, data in found]
     members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
-    family = Manifest(root)
-    figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), family.run.figures / MARGIN_FIGURE)}
-    summary = {
-        "family": found[0][1]["family"]["name"], "members": members,
-        "parameters_that_differ": differing_parameters([data for _, data in found]),
-        "complete": sum(m["status"] == "complete" for m in members),
-        "rows_scored": _totals(members, "scored_rows"), "rows_generated": _totals(members, "generated_rows"),
-        "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()} for name, paths in figures.items()},
-    }
-    atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
-    if family.path.exists():  # under `repro run`: the family folder's own record
+    family = Manifest(root)  # the family folder's own record
+    with family.notebook(params.model_dump(), "05_family"):
+        figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), family.run.figures / MARGIN_FIGURE)}
+        summary = {
+            "family": found[0][1]["family"]["name"], "members": members,
+            "parameters_that_differ": differing_parameters([data for _, data in found]),
+            "complete": sum(m["status"] == "complete" for m in members),
+            "rows_scored": _totals(members, "scored_rows"), "rows_generated": _totals(members, "generated_rows"),
+            "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()}
+                        for name, paths in figures.items()},
+        }
+        atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
         family.add_outputs(root / FAMILY_JSON, *(p for f in figures.values() for p in f.values()))
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
 

@@ -377,7 +377,7 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     plots.remove(run.figures, (*plots.FIGURE_NAMES, AGREEMENT))  # an earlier analysis's must not outlive it
     (run.tables / f"{AGREEMENT}.csv").unlink(missing_ok=True)
     manifest = Manifest(run)
-    with manifest.stage("analyze") as info:
+    with manifest.notebook(p.model_dump(), "02_analyze"), manifest.stage("analyze") as info:
         data = load(p)
         info.update(dataset=data.source, split=data.split, rows=data.n_rows)
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)

@@ -69,6 +69,7 @@ class CardFacts:
     language: list[str]
     hub_repo_id: str | None = None
     card_dataset: str | None = None  # the foreign dataset's spec, when not built here
+    parameters_given: dict[str, Any] = field(default_factory=dict, repr=False)  # 03_card's own, for the record
     parameters: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
     scorer: dict[str, Any] = field(default_factory=dict)
@@ -272,6 +273,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
         license=params.license or (BUILT_LICENSE if built_here else None),
         language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
         card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
+        parameters_given=params.model_dump(),
     )
     if built_here:
         facts.parameters = effective_parameters(manifest.get("parameters") or {})

@@ -143,7 +143,7 @@ def write_card(facts: CardFacts) -> Path:
         figures_dir.mkdir(parents=True)
     copies = [Path(shutil.copy2(png, figures_dir / png.name)) for png, _ in facts.figures]
     manifest = Manifest(run)
-    with manifest.stage("card") as info:
+    with manifest.notebook(facts.parameters_given, "03_card"), manifest.stage("card") as info:
         build_card(facts).save(run.card)
         info.update(card=str(run.card), figures=len(copies), left_out=[s for s, _ in facts.left_out],
                     stand_in=facts.stand_in, built_here=facts.built_here)

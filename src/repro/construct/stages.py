@@ -80,7 +80,6 @@ def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
     manifest.refuse_other_parameters(parameters, notebook)
     claim(run, None, "source", building=True)
     manifest.ensure_started(parameters, notebook)
-    manifest.notebook_status(notebook, "running")
     return Context(params, run, manifest)
 
 
