@@ -521,9 +521,11 @@ def test_the_notebook_alone_under_papermill(run_notebook, published, tmp_path):
     result = json.loads((tmp_path / "run" / "compare.json").read_text())
     assert result["alignment"]["aligned"] == 37 and result["pairs"]["categories"]["swapped"] == 4
     executed = json.loads(out.read_text())
-    shown = "".join("".join(o.get("data", {}).get("text/markdown", "")) for c in executed["cells"]
-                    for o in c.get("outputs", []))
-    assert shown.startswith("37 of 39 reference rows aligned")  # the verdict is the first result shown
+    shown = ["".join(o["data"]["text/markdown"]) for c in executed["cells"] for o in c.get("outputs", [])
+             if "text/markdown" in o.get("data", {})]
+    assert shown[0].startswith("**Parameters** of 04_compare, run directory") and "| `bootstrap_resamples` | `200`" \
+        " (default `1000`) |" in shown[0]  # the parameters as a table, then the verdict first of the results
+    assert shown[1].startswith("37 of 39 reference rows aligned")
     assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section
 
 

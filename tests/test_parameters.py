@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from repro.errors import ParameterError
-from repro.parameters import (ConstructParams, build, load_params_file, parse_set, validate_all,
-                              validate_namespace)
+from repro.parameters import (AnalyzeParams, CardParams, ConstructParams, build, load_params_file, parse_set,
+                              validate_all, validate_namespace)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,3 +113,13 @@ def test_every_parameter_with_a_fixed_set_of_values_is_checked_by_the_schema():
         for name, field in schema.model_fields.items():
             if any(word in fixed for word in (name, *name.split("_"))):
                 assert field.annotation is not str or field.metadata, f"{schema.__name__}.{name} takes any string"
+
+
+def test_a_notebook_shows_its_parameters_as_a_table_with_the_defaults_it_left(tmp_path):
+    """The `p` cell of 02-05: where the run goes, then each parameter, with its default where the value differs."""
+    shown = build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 2000})._repr_markdown_()
+    assert shown.splitlines()[0] == f"**Parameters** of 02_analyze, run directory `{tmp_path / 'run'}`:"
+    assert "| `bootstrap_resamples` | `2000` (default `1000`) |" in shown
+    assert "| `bootstrap_seed` | `0` |" in shown and "run_name" not in shown
+    card = build(CardParams, {"run_dir": str(tmp_path / "run"), "known_recipe": "x | y"})._repr_markdown_()
+    assert "| `known_recipe` | `'x \\| y'` (default `None`) |" in card  # a | in a value does not split the row

@@ -80,6 +80,23 @@ class _Params(BaseModel):
             return Path(self.run_dir)
         return run_dir_of(getattr(self, self.subject) if self.subject else None, self.run_name)
 
+    def _repr_markdown_(self) -> str:
+        """A notebook's `p` cell: the run directory, then each value, with its default where it differs."""
+        notebook = next(nb for nb, sections in NOTEBOOK_SECTIONS.items() if self.section in sections)
+        rows = []
+        for name, field in type(self).model_fields.items():
+            value, default = getattr(self, name), field.get_default(call_default_factory=True)
+            note = "" if value == default else f" (default {_cell(default)})"
+            if name not in _Params.model_fields:
+                rows.append(f"| `{name}` | {_cell(value)}{note}")
+        return (f"**Parameters** of {notebook}, run directory `{self.run_root}`:\n\n| parameter | value |\n|---|---|\n"
+                + "\n".join(f"{row} |" for row in rows))
+
+
+def _cell(value: Any) -> str:
+    """A value in a Markdown table: its repr as code, a | in it escaped."""
+    return f"`{value!r}`".replace("|", "\\|")
+
 
 # 01_construct: the pair selection rules (repro.construct.selection; the random ones need selection_seed) and the
 # output formats (repro.exporters: the seed's, and those of the field's published recipes)
