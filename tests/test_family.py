@@ -100,7 +100,7 @@ def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, mo
     assert ran[-1][1] == {"family": other.record(family.name)}
 
 
-def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch):
+def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch, capsys):
     import argparse
 
     parser = argparse.ArgumentParser()
@@ -109,16 +109,24 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
                               str(tmp_path / "f"), "--jobs", "2"])
     family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
                              grid_args=fam.parse_grid_args(args.grid), out=args.out)
-    started = []
+    started, real_run = [], subprocess.run
 
-    def fake_run(cmd, stdout, stderr):
+    def fake_run(cmd, stdout=None, stderr=None, **kwargs):
+        if "--member" not in cmd:  # not a member: the family view's (git, the kernel), run as it is
+            return real_run(cmd, stdout=stdout, stderr=stderr, **kwargs)
         started.append(cmd)
         stdout.write("a member's output\n")
         return subprocess.CompletedProcess(cmd, 0 if "mini_index-0" in cmd else 1)
 
     monkeypatch.setattr(family_cli.subprocess, "run", fake_run)
-    monkeypatch.setattr(family_cli, "run_notebooks", lambda *a, **k: 0)  # the family view
+    # the family view's notebook, executed as an empty one
+    monkeypatch.setattr(cli.run, "run_interruptible", lambda execute, src, out, **k: Path(out).write_text("{}"))
     assert family_cli.run_family(args, family) == 1  # one member failed: the command says so
+    out = capsys.readouterr()
+    # the family view's own run does not end the output with "complete", above the family's "1 failed"
+    assert "repro run: 05_family done" in out.out and "complete ->" not in out.out
+    assert "family demo: 1 run, 0 already complete, 1 failed" in out.out.splitlines()[-1]
+    assert "FAILED members: mini_index-1" in out.err
     assert sorted(cmd[cmd.index("--member") + 1] for cmd in started) == ["mini_index-0", "mini_index-1"]
     # each child is the same command for one member: parsed again, it plans the same member
     child = parser.parse_args(started[0][4:])

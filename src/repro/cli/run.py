@@ -96,8 +96,9 @@ def import_papermill():
 
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
                   log_output: bool = False, selfcheck: str | None = None,
-                  record: dict[str, Any] | None = None) -> int:
-    """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run and `record`."""
+                  record: dict[str, Any] | None = None, last_line: bool = True) -> int:
+    """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run and `record`
+    (`last_line`: say "complete" at the end, unless the caller says what its run came to)."""
     papermill = import_papermill()
 
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
@@ -135,7 +136,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
         manifest.add_outputs(output)
         print(f"repro run: {name} done -> {output}")
     manifest.finish_run("complete")
-    print(f"repro run: complete -> {run.root}")
+    if last_line:
+        print(f"repro run: complete -> {run.root}")
     return 0
 
 
