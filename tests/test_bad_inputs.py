@@ -217,6 +217,7 @@ CASES = [
            message, after=nothing_written) for why, line, message in [
         ("one candidate", '{"prompt": "p", "candidates": ["only one"]}', r"line 2 of .*at least two strings"),
         ("no prompt", '{"candidates": ["a", "b"]}', r"line 2 of .*'prompt' is missing; expected a string"),
+        ("a null prompt", '{"prompt": null, "candidates": ["a", "b"]}', r"line 2 of .*'prompt' is null; expected a"),
         ("a null candidate", '{"prompt": "p", "candidates": ["a", null]}', r"line 2 of .*at least two strings"),
         ("a list, not an object", '["p", ["a", "b"]]', r"line 2 of .*JSON list; expected an object"),
         ("broken JSON", '{"prompt": "p", "candidates": ', r"line 2 of \S*in.jsonl is not valid JSON .*fix or remove that line"),

@@ -316,9 +316,10 @@ class CardParams(_Params):
     @field_validator("known_recipe")
     @classmethod
     def _recipe_keys(cls, v):
-        if isinstance(v, dict) and set(v) - set(RECIPE_FACTS):
-            raise ValueError(f"unknown fact(s) {sorted(set(v) - set(RECIPE_FACTS))}; known_recipe takes "
-                             f"{list(RECIPE_FACTS)}")
+        unknown = sorted(set(v) - set(RECIPE_FACTS)) if isinstance(v, dict) else []
+        if unknown:
+            raise ValueError(f"unknown fact(s) {', '.join(map(repr, unknown))}.{did_you_mean(unknown[0], RECIPE_FACTS)}"
+                             f" known_recipe takes {list(RECIPE_FACTS)}")
         return v
 
     @model_validator(mode="after")

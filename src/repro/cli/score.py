@@ -84,8 +84,8 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
                             f"'candidates'.")
         prompt, cands = row.get("prompt"), row.get("candidates")
         if not isinstance(prompt, str):
-            raise DataError(f"{where}: 'prompt' is {'missing' if prompt is None else type(prompt).__name__}; "
-                            f"expected a string.")
+            what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
+            raise DataError(f"{where}: 'prompt' is {what}; expected a string.")
         if cands is None and "chosen" in row and "rejected" in row:
             cands = [_assistant_text(row[side], where, side) for side in ("chosen", "rejected")]
             row = {**row, "candidates": cands}
