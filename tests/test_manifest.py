@@ -79,3 +79,16 @@ def test_a_failed_stage_fails_the_notebook_that_ran_it(tmp_path):
     data = m.read()
     assert data["status"] == "failed" and data["notebooks"]["02_analyze"]["status"] == "failed"
     assert "boom" in data["notebooks"]["02_analyze"]["error"]
+
+
+def test_under_repro_run_a_notebook_stays_running_until_repro_run_says_done(tmp_path):
+    # 03_card's preview (a later cell) reads `running` to find the executed notebook's folder
+    m = Manifest(tmp_path)
+    m.start_run({"pretty_name": None}, ["03_card"], driver="repro run")
+    m.notebook_status("03_card", "running", executed="notebooks/03_card.ipynb")
+    with m.notebook({"pretty_name": "other"}, "03_card"):
+        pass
+    data = m.read()
+    assert data["notebooks"]["03_card"] == {**data["notebooks"]["03_card"], "status": "running",
+                                            "executed": "notebooks/03_card.ipynb"}
+    assert data["parameters"] == {"pretty_name": None} and data["status"] == "running"  # repro run's record

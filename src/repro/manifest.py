@@ -269,10 +269,13 @@ class Manifest:
 
     @contextlib.contextmanager
     def notebook(self, parameters: dict[str, Any], notebook: str) -> Iterator[None]:
-        """A notebook's work, recorded as `ensure_started` says, `done` at the end (a failed stage fails it)."""
+        """A notebook's work, recorded as `ensure_started` says; on its own, `done` at the end (a failed stage fails
+        it); under `repro run`, which says when the whole notebook is done (later cells may still read `running`)."""
+        alone = not self._under_repro_run(notebook)
         self.ensure_started(parameters, notebook)
         yield
-        self.notebook_done(notebook)
+        if alone:
+            self.notebook_done(notebook)
 
     def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:
         """Record the self-check this run cites (`find_selfcheck`) under `selfcheck`; none found: none recorded."""
