@@ -65,3 +65,20 @@ def test_empty_and_broken_files_are_clear_errors(tmp_path):
     (tmp_path / "broken.jsonl").write_text('{"prompt": "a"\nnot json\n')
     with pytest.raises(DataError, match=r"line 1 of \S*broken.jsonl is not valid JSON"):
         load_source(str(tmp_path / "broken.jsonl"))
+
+
+def test_errors_about_another_notebooks_dataset_name_its_parameter(tmp_path):
+    """02_analyze's `dataset`, 03_card's `card_dataset`, 04_compare's `reference`: not "source", which is 01's."""
+    folder = tmp_path / "hubby" / "data"
+    folder.mkdir(parents=True)
+    datasets.Dataset.from_list([{"score_chosen": 1.0, "score_rejected": 0.0}]).to_parquet(
+        folder / "train-00000-of-00001.parquet")
+    (folder / "test-00000-of-00001.parquet").write_bytes((folder / "train-00000-of-00001.parquet").read_bytes())
+    with pytest.raises(DataError, match=r"^dataset '\S*hubby' has no split 'train_prefs'; it has \['test', 'train'\]"
+                                        r"\. Set dataset_split"):
+        load_source(str(tmp_path / "hubby"), "train_prefs", "dataset")
+    with pytest.raises(DataError, match=r"^reference 'no/such/file\.jsonl' is neither an existing file"):
+        load_source("no/such/file.jsonl", "train_prefs", "reference")
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(DataError, match=r"^card_dataset '\S*empty\.jsonl' is an empty file"):
+        load_source(str(tmp_path / "empty.jsonl"), "train_prefs", "card_dataset")

@@ -44,17 +44,17 @@ def load_source(spec: str, split: str = SPLIT, parameter: str = "source",
         return datasets.Dataset.from_json(str(demo_path()))
     path = Path(os.path.expanduser(spec))
     if path.exists():
-        return _load_local(path, split, split_parameter)
+        return _load_local(path, split, parameter, split_parameter)
     if is_hub_id(spec):
         return _load_hub(spec, split, parameter, split_parameter, revision)
     raise DataError(
-        f"Source {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
+        f"{parameter} {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
         f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
         f"'HuggingFaceH4/ultrafeedback_binarized'.")
 
 
-def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Dataset:
-    where = f"source {str(path)!r}"
+def _load_local(path: Path, split: str, parameter: str, split_parameter: str) -> datasets.Dataset:
+    where = f"{parameter} {str(path)!r}"
     if path.is_file():
         suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
         if suffix not in (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet"):
@@ -71,12 +71,12 @@ def _load_local(path: Path, split: str, split_parameter: str) -> datasets.Datase
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
             if suffix.startswith(".jsonl"):
-                list(iter_jsonl(path, option="source"))  # raises naming the first broken line
+                list(iter_jsonl(path, option=parameter))  # raises naming the first broken line
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
     run = RunDir(path)
     if run.dataset.is_dir() and run.manifest.exists():  # a run directory
-        return _load_local(run.dataset, split, split_parameter)
+        return _load_local(run.dataset, split, parameter, split_parameter)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
         try:
             saved = datasets.load_from_disk(str(path))
