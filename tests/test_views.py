@@ -63,3 +63,9 @@ def test_score_and_margin_figures_are_inline_pngs():
     scorer = views.scorer_table({"model": "builtin:tiny-pairrm", "stand_in": True, "path": "/somewhere", "dtype": "fp32"})
     assert isinstance(scorer, pd.DataFrame) and scorer["value"].to_dict() == {
         "model": "builtin:tiny-pairrm", "stand_in": "True", "dtype": "fp32"}
+    # the row cache's counts as rows of their own, not a dict's repr cut off in the cell
+    cached = views.scorer_table({"model": "m", "cache": {"rows_from_cache": 3, "rows_computed": 194,
+                                                         "damaged_entries": 0, "key_format": 1}})
+    assert cached["value"].to_dict() == {"model": "m", "rows from the row cache": "3", "rows computed": "194"}
+    damaged = views.scorer_table({"cache": {"rows_from_cache": 0, "rows_computed": 2, "damaged_entries": 1}})
+    assert damaged["value"].to_dict()["damaged row-cache entries (computed again)"] == "1"

@@ -17,7 +17,9 @@ from .report import response_texts
 SHORT = 160  # characters of a text shown in a table cell (the whole text is in the dataset)
 # what the notebook shows of the scorer (the manifest records everything)
 SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "seconds",
-                 "chunks", "chunks_resumed", "processes", "prompts_computed", "cache")
+                 "chunks", "chunks_resumed", "processes", "prompts_computed")
+CACHE_FIELDS = {"rows_from_cache": "rows from the row cache", "rows_computed": "rows computed",
+                "damaged_entries": "damaged row-cache entries (computed again)"}
 INLINE_DPI = 80  # 512 px wide: a figure beside the tables, not a full-width poster
 # what each count of the manifest means (the card says it in its own words, in templates/)
 COUNT_MEANINGS = {
@@ -59,8 +61,10 @@ def candidates_table(candidate_set) -> pd.DataFrame:
 
 
 def scorer_table(info: dict[str, Any]) -> pd.DataFrame:
-    """The scorer as the manifest records it: model, stand-in or not, device, precision, speed."""
-    return pd.DataFrame({"value": {k: str(info[k]) for k in SCORER_FIELDS if k in info}})
+    """The scorer as the manifest records it: model, stand-in or not, device, precision, speed, the row cache."""
+    cache = {k: v for k, v in (info.get("cache") or {}).items() if k in CACHE_FIELDS and (v or k != "damaged_entries")}
+    rows = {**{k: info[k] for k in SCORER_FIELDS if k in info}, **{CACHE_FIELDS[k]: v for k, v in cache.items()}}
+    return pd.DataFrame({"value": {k: str(v) for k, v in rows.items()}})
 
 
 def figure(fig) -> "Image":
