@@ -943,3 +943,16 @@ def test_card_says_where_the_token_limits_came_from(tmp_path):
     manifest_path.write_text(json.dumps(manifest))
     en, _ = halves(card_for(tmp_path / "run")[1])
     assert "Both limits: PairRM's defaults (its config names none)." in en
+
+
+def test_the_summary_names_the_candidates_in_a_sentence_that_reads(tmp_path):
+    """Ranking the source's own pair (include_original_pair, no candidate columns): the summary says which the
+    candidates were in parentheses, not run into the sentence ("the candidates the source's original ... were")."""
+    made = make_run(tmp_path / "run")
+    Manifest(made["run"]).update(parameters={**Manifest(made["run"]).read()["parameters"], "candidate_columns": [],
+                                             "include_original_pair": True})
+    _, card_path = card_for(tmp_path / "run")
+    en, zh = halves(card_path)
+    assert ("For each prompt the candidates (the source's original `chosen`/`rejected` responses) were scored with "
+            "`builtin:tiny-pairrm`") in section(en, "## Summary")
+    assert "候选回复（源数据原有的 `chosen`/`rejected` 回复）由 `builtin:tiny-pairrm`" in section(zh, "## 数据集概述")
