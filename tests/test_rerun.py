@@ -176,3 +176,30 @@ def test_a_notebook_alone_refuses_a_run_directory_a_repro_run_is_writing(previou
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_run, tmp_path, monkeypatch):
+    """`repro run` of a params file listing only 04_compare, into a built run (as the README's verification does):
+    the construction's recorded parameters and environment stay, so the card it refreshes still says how the data
+    was made (before, the new file's defaults replaced them: another scorer_model and candidate_columns)."""
+    from repro import cli
+
+    with Manifest(previous_run).edit() as data:
+        data["environment"]["git"] = {"commit": "the commit that built the data", "dirty": False}
+        data["notebooks"] = {name: {"status": "done"} for name in ("01_construct", "02_analyze", "03_card")}
+        data["status"] = "complete"
+    built = Manifest(previous_run).read()
+    monkeypatch.setattr(cli.run, "run_interruptible", lambda execute, src, out, **k: Path(out).write_text("{}"))
+    verify = tmp_path / "verify.yaml"
+    (tmp_path / "published.jsonl").write_text("{}\n")  # (the comparison itself is not run here)
+    verify.write_text(f"notebooks: [04_compare]\nreference: {tmp_path / 'published.jsonl'}\nbootstrap_resamples: 200\n")
+    assert main(["run", str(verify), "--out", str(previous_run.root)]) == 0
+    data = Manifest(previous_run).read()
+    compare_fields = {"reference": str(tmp_path / "published.jsonl"), "bootstrap_resamples": 200,
+                      "notebooks": ["04_compare"]}
+    assert data["parameters"] == {**built["parameters"], **compare_fields, "run_name": "verify"}
+    assert data["parameters"]["scorer_model"] == "builtin:tiny-pairrm"  # not the schema's default, PairRM
+    assert list(data["notebooks"]) == ["01_construct", "02_analyze", "03_card", "04_compare"]
+    assert data["environment"] == built["environment"]  # the data's; the comparison's own is beside its notebook
+    assert data["notebooks"]["04_compare"]["environment"]["git"] != built["environment"]["git"]
+    assert data["status"] == "complete"

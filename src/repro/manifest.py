@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 from . import __version__
 from .errors import ParameterError
 from .jobs import atomic_write_json
-from .parameters import notebook_fields
+from .parameters import RUN_KEYS, notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
 TRACKED_PACKAGES = (
@@ -215,14 +215,23 @@ class Manifest:
 
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
-        """Begin (or re-begin) a run: `running`, environment recorded, stages kept; `merge` adds to what is recorded."""
+        """Begin (or re-begin) a run: `running`, environment recorded, stages kept. `merge` (notebooks added to a run,
+        or run again) keeps the record of the others: the parameters of the notebooks not run now, and, unless
+        01_construct runs, the environment that built the data (this one's goes beside the notebooks run now)."""
         data = self.read()
-        params = {**data.get("parameters", {}), **parameters} if merge else dict(parameters)
+        merge = merge and bool(data.get("parameters"))
+        own = notebook_fields(*notebooks) | RUN_KEYS  # (resolved parameters hold every notebook's defaults)
+        params = {**data["parameters"], **{k: v for k, v in parameters.items() if k in own}} if merge else \
+            dict(parameters)
         # merged: the notebooks that ran (a plan's `pending` ones that never started are not this run's)
         nbs = {k: v for k, v in data.get("notebooks", {}).items() if v.get("status") != "pending"} if merge else {}
-        nbs.update({nb: {"status": "pending"} for nb in notebooks})
         environment = {"python": sys.version.split()[0], "repro": __version__, "platform": platform.platform(),
                        "packages": package_versions(), "git": git_commit(), "lock": lock_status()}
+        if merge and "01_construct" not in notebooks and data.get("environment") not in (None, environment):
+            nbs.update({nb: {"status": "pending", "environment": environment} for nb in notebooks})
+            environment = data["environment"]
+        else:
+            nbs.update({nb: {"status": "pending"} for nb in notebooks})
         data.update(status="running", driver=driver, started=now(), finished=None, error=None, parameters=params,
                     notebooks=nbs, environment=environment)
         for key in ("stages", "counts", "outputs"):

@@ -106,7 +106,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     run = RunDir(run_root)
     run.notebooks.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)
-    manifest.start_run(values, notebooks, driver="repro run")
+    manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     manifest.update(**(record or {}))
     kernel = ensure_kernel(kernel)
