@@ -243,7 +243,8 @@ def test_empty_and_single_row_datasets(tmp_path):
     with pytest.raises(DataError, match=r"empty\.parquet' \(split 'train_prefs'\) has no rows"):  # not "damaged"
         _analyze(tmp_path, str(empty_parquet))
     one = _jsonl(tmp_path / "one.jsonl", [{"score_chosen": 2.0, "score_rejected": 1.0}])
-    with pytest.raises(DataError, match="needs at least 2"):
+    with pytest.raises(DataError, match=r"needs at least 2 .*Point `dataset` at more rows, or, for this run's own "
+                                        r"dataset, build more \(a higher `limit`, a larger slice\)\."):
         _analyze(tmp_path, one)
 
 

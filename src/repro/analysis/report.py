@@ -125,7 +125,8 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     if keep.size < 2:
         raise DataError(
             f"{where} has {keep.size} row(s) with finite scores (of {table.num_rows}); the analysis needs at least "
-            f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows.")
+            f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, for this "
+            f"run's own dataset, build more (a higher `limit`, a larger slice).")
     return chosen[keep], rejected[keep], keep, reasons
 
 
