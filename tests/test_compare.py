@@ -131,7 +131,9 @@ def test_pair_agreement_of_a_perturbed_copy(compared):
     # it; swapping chosen and rejected does not
     assert pairs["messages"]["equal"] == 37 - 3
     assert pairs["reference_response"] == {"equal": 37, "different": 0, "missing": 0, "fraction_equal": 1.0}
-    assert pairs["margin_sign"] == {"n": 37, "agree": 33, "fraction": 33 / 37}
+    # over the 34 rows with the same two texts (30 same, 4 swapped), in the reference's order: the swapped rows'
+    # scores were swapped with their texts, so both sides order the two texts alike
+    assert pairs["margin_sign"] == {"n": 34, "agree": 34, "fraction": 1.0}
 
 
 def test_score_agreement_of_a_perturbed_copy(compared, published):
@@ -190,7 +192,7 @@ def test_the_main_figures_read_as_one_table(compared):
     assert (value[("rows", "only in the reference")], value[("rows", "only in the candidate")]) == ("2", "3")
     assert value[("pairs", "same chosen and rejected")] == "30 (81.1 %)"
     assert value[("pairs", "swapped")] == "4 (10.8 %)"
-    assert value[("pairs", "margin signs agree")] == "33 of 37 (89.2 %)"
+    assert value[("pairs", "margin signs agree")] == "34 of 34 (100.0 %)"
     scores = compared[0].result["scores"]["scores"]
     low, high = scores["ci95"]["pearson"]
     assert value[("scores of the same texts (70)", "Pearson r")] == f"{scores['pearson']:.4g} [{low:.4g}, {high:.4g}]"
@@ -562,3 +564,20 @@ def test_bootstrap_intervals_equal_recomputing_on_the_drawn_rows():
         values["mean_difference"].append((ys - xs).mean())
     for name, v in values.items():
         assert got["ci95"][name] == pytest.approx(list(np.quantile(v, [0.025, 0.975]))), name
+
+
+def test_margin_signs_compare_the_order_of_the_same_two_texts(published, tmp_path):
+    """Two best-vs-worst datasets have positive margins everywhere: their own margins' signs always agree, even on
+    a swapped pair. The sign that says something is the candidate's margin over the reference's pair, in the
+    reference's order: a swapped pair then disagrees, and a pair of other texts is not counted."""
+    ref = copy.deepcopy(published["rows"])
+    for r in ref[:6]:  # the reference ranks the pair the other way: texts swapped, its margin still positive
+        r["chosen"], r["rejected"] = r["rejected"], r["chosen"]
+    for r in ref[6:8]:  # other texts: not the same pair, no sign to compare
+        r["chosen"][-1]["content"] += " (x)"
+        r["rejected"][-1]["content"] += " (y)"
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert result["pairs"]["categories"]["swapped"] == 6 and result["pairs"]["categories"]["different"] == 2
+    assert result["pairs"]["margin_sign"] == {"n": 38, "agree": 32, "fraction": 32 / 38}
+    assert "margin signs agree in 84.2 %" in result["verdict"]

@@ -292,6 +292,14 @@ class Aligned:
         """(reference, candidate) margin of each aligned row (when both sides have scores)."""
         return tuple(s["score_chosen"] - s["score_rejected"] for s in (self.ref_scores, self.cand_scores))
 
+    def ordered_margins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(reference, candidate) margin over the reference's pair, in its order: the candidate's own for the same
+        pair, its negative for a swapped one, NaN for other texts (whose margins say nothing of each other)."""
+        mr, mc = self.margins()
+        order = np.select([self.categories == 0, self.categories == 1], [1.0, -1.0], np.nan) \
+            if self.categories is not None else np.full(mr.shape, np.nan)
+        return mr, mc * order
+
 
 def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     """Texts (last assistant message of chosen/rejected) and scores of the aligned rows."""
@@ -324,7 +332,7 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
     out.update({c: _equal_column(reference, candidate, a, c) for c in ("reference_response", "messages")})
     out["margin_sign"] = None
     if al.scored:
-        mr, mc = al.margins()
+        mr, mc = al.ordered_margins()
         ok = np.isfinite(mr) & np.isfinite(mc)
         agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())
         out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum() if ok.any() else None}
@@ -389,13 +397,14 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     n, t = a.n, al.texts
     ref_ids, cand_ids = [ids or [None] * n for ids in al.prompt_ids]
     categories = al.categories if al.categories is not None else np.full(n, -1)
-    mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2
+    mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2  # each side's own, as the table shows them
+    ordered = al.ordered_margins()[1] if al.scored else mc
     worst = np.zeros(n)
     if al.scored and al.categories is not None:
         m = matched_scores(al)
         diff = np.abs(m["candidate"] - m["reference"])
         np.maximum.at(worst, m["row"], np.nan_to_num(diff, nan=np.inf))
-    sign_differs = np.isfinite(mr) & np.isfinite(mc) & (np.sign(mr) != np.sign(mc))
+    sign_differs = np.isfinite(mr) & np.isfinite(ordered) & (np.sign(mr) != np.sign(ordered))
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance)
     records = []
     for k in np.flatnonzero(disagree):
