@@ -214,7 +214,9 @@ def test_outputs_are_written_and_recorded(compared):
     on_disk = json.loads((run.root / "compare.json").read_text())
     assert on_disk["alignment"] == result.result["alignment"]
     assert on_disk["verdict"].startswith("37 of 39 reference rows aligned")
-    assert "; 81.1 % same pairs, 10.8 % swapped, 2.7 % different candidates;" in on_disk["verdict"]  # of 37
+    # of 37, every pair in one of the four (2 rows share only the rejected text)
+    assert ("; 81.1 % same pairs, 10.8 % swapped, 5.4 % with one text in common, 2.7 % different candidates;"
+            in on_disk["verdict"])
     outputs = Manifest(run).read()["outputs"]
     for name in compare.TABLES:
         assert f"tables/compare_{name}.csv" in outputs
@@ -470,10 +472,11 @@ def test_card_section_in_both_languages(compared):
     assert "| rows aligned (of the reference's 39) | 37 |" in en[2]
     assert "| 对齐的行数（参考数据集共 39 行） | 37 |" in zh[2]
     assert "| same chosen and rejected | 30 (81.1 %) |" in en[2] and "| chosen 与 rejected 均相同 | 30 (81.1 %) |" in zh[2]
+    assert "| one text in common, the other not | 2 (5.4 %) |" in en[2] and "| 仅一条回复相同 | 2 (5.4 %) |" in zh[2]
     def values(table):  # the value column (names may hold escaped pipes)
         return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
 
-    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 13  # 3 coverage, 4 pair, 6 score lines
+    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 14  # 3 coverage, 5 pair, 6 score lines
 
 
 def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(repro_run, demo_run_copy, tmp_path):
