@@ -269,19 +269,20 @@ class Manifest:
             f"another run_dir, or remove that folder to replace its run (`repro run PARAMS --out DIR --force` does so "
             f"and keeps its resumable work/); nothing was written.")
 
-    def ensure_started(self, parameters: dict[str, Any], notebook: str) -> None:
+    def ensure_started(self, parameters: dict[str, Any], notebook: str) -> bool:
         """Mark `notebook` running; on its own (plain papermill, JupyterLab) its parameters and environment join the
-        run's record first (`repro run` has recorded them)."""
-        if not self._under_repro_run(notebook):
+        run's record first (`repro run` has recorded them). Whether it runs on its own."""
+        alone = not self._under_repro_run(notebook)
+        if alone:
             self.start_run(parameters, [notebook], driver="papermill", merge=True)
         self.notebook_status(notebook, "running")
+        return alone
 
     @contextlib.contextmanager
     def notebook(self, parameters: dict[str, Any], notebook: str) -> Iterator[None]:
         """A notebook's work, recorded as `ensure_started` says; on its own, `done` at the end (a failed stage fails
         it); under `repro run`, which says when the whole notebook is done (later cells may still read `running`)."""
-        alone = not self._under_repro_run(notebook)
-        self.ensure_started(parameters, notebook)
+        alone = self.ensure_started(parameters, notebook)
         yield
         if alone:
             self.notebook_done(notebook)
