@@ -112,6 +112,11 @@ def test_real_sample_tables(real, train_rows):
     for _, row in extremes.iterrows():
         assert row["prompt_id"] == train_rows[row["row"]]["prompt_id"]
         assert row["margin"] == margins[row["row"]]
+    # the notebook's view: the 64-character prompt_id cut short (it took the prompt's width), the prompt whole
+    html = analysis.readable(result.extremes).to_html()
+    first = result.extremes.iloc[0]
+    assert first["prompt_id"] not in html and f">{first['prompt_id'][:11]}…<" in html
+    assert f">{first['prompt']}<" in html and "text-align: left" in html
 
 
 def test_real_sample_outputs_are_recorded_and_reproducible(real, sample_dir, tmp_path):

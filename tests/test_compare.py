@@ -181,6 +181,9 @@ def test_disagreements_are_listed_and_explained(compared):
     assert table["prompt_id"].notna().all()
     assert result["disagreements"]["explanations"] == {"a different candidate text": 3, "unexplained": 9}
     assert set(table.loc[table["pair"] == "same", "max_abs_score_difference"].round(6)) >= {0.01, 0.02, 0.003, 0.5}
+    # a row that shares no text with its reference row has no same-text score to differ (it read 0.0)
+    assert table.loc[table["pair"] == "different", "max_abs_score_difference"].isna().all()
+    assert (table["pair"] == "different").sum() == 1
 
 
 def test_the_main_figures_read_as_one_table(compared):
@@ -201,9 +204,21 @@ def test_the_main_figures_read_as_one_table(compared):
     assert ("margins of the same pairs (30)", "Spearman ρ") in value
 
 
+def test_the_disagreements_read_in_a_notebook(compared):
+    # the two 64-character prompt ids took most of the width and pushed pair and explanation off the screen
+    table = compared[0].tables["disagreements"]
+    html = compare.disagreements(compared[0]).to_html()
+    full = table["prompt_id"].iloc[0]
+    assert len(full) == 64 and full not in html and f">{full[:11]}…<" in html
+    assert "explanation" in html and "a different candidate text" in html
+    # the candidate's id is shown only where it differs from the reference's on some row
+    assert ("candidate_prompt_id" in html) == bool((table["candidate_prompt_id"] != table["prompt_id"]).any())
+    same = dataclasses.replace(compared[0], tables={"disagreements": table.assign(candidate_prompt_id=table["prompt_id"])})
+    assert "candidate_prompt_id" not in compare.disagreements(same).to_html()
+
+
 def test_no_disagreement_is_said_in_a_sentence(compared):
     result = compared[0]
-    assert compare.disagreements(result) is result.tables["disagreements"]
     none = dataclasses.replace(result, tables={"disagreements": result.tables["disagreements"].iloc[:0]})
     assert "No aligned row disagrees" in compare.disagreements(none).data  # not a table of headers only
 

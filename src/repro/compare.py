@@ -14,8 +14,8 @@ import pandas as pd
 import pyarrow as pa
 
 from .analysis import number, percent, plots, prose, stats
-from .analysis.report import (SCORE_COLUMNS, dataset_or_own, response_texts, row_preview, score_array,  # noqa: F401
-                              show_figures, table_or_sentence, values_at, write_outputs)  # show_figures: a cell
+from .analysis.report import (SCORE_COLUMNS, dataset_or_own, readable, response_texts, row_preview,  # noqa: F401
+                              score_array, show_figures, table_or_sentence, values_at, write_outputs)  # show_figures: a cell
 from .dataset_io import prompt_id_of
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
@@ -399,11 +399,12 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     categories = al.categories if al.categories is not None else np.full(n, -1)
     mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2  # each side's own, as the table shows them
     ordered = al.ordered_margins()[1] if al.scored else mc
-    worst = np.zeros(n)
+    worst = np.full(n, -np.inf)  # NaN below for a row that shares no text with its reference row
     if al.scored and al.categories is not None:
         m = matched_scores(al)
         diff = np.abs(m["candidate"] - m["reference"])
         np.maximum.at(worst, m["row"], np.nan_to_num(diff, nan=np.inf))
+    worst[worst == -np.inf] = np.nan
     sign_differs = np.isfinite(mr) & np.isfinite(ordered) & (np.sign(mr) != np.sign(ordered))
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance)
     records = []
@@ -421,7 +422,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
                         "matched_by": KEY_KINDS[a.matched_by[k]],
                         "pair": PAIR_CATEGORIES[categories[k]] if categories[k] >= 0 else None,
                         "margin_reference": mr[k], "margin_candidate": mc[k],
-                        "max_abs_score_difference": worst[k] if al.scored else np.nan,
+                        "max_abs_score_difference": worst[k],
                         "explanation": "; ".join(reasons) or "unexplained"})
     columns = ["prompt_id", "candidate_prompt_id", "reference_row", "candidate_row", "matched_by", "pair",
                "margin_reference", "margin_candidate", "max_abs_score_difference", "explanation"]
@@ -481,8 +482,14 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
 
 
 def disagreements(result: ComparisonResult) -> Any:
-    """The aligned rows that disagree, with what explains them; a sentence when there is none."""
-    return table_or_sentence(result.tables["disagreements"], prose(
+    """The aligned rows that disagree, what explains them first (the candidate's prompt id only where it differs on
+    some row); a sentence when there is none."""
+    table = result.tables["disagreements"]
+    first = ["prompt_id", "pair", "explanation", "margin_reference", "margin_candidate", "max_abs_score_difference"]
+    table = table[first + [c for c in table.columns if c not in first]]
+    if table["candidate_prompt_id"].equals(table["prompt_id"]):
+        table = table.drop(columns="candidate_prompt_id")
+    return readable(table) if len(table) else table_or_sentence(table, prose(
         "compare", "no_disagreement", result.result["disagreements"]["tolerance"]))
 
 

@@ -25,6 +25,7 @@ from . import agreement, plots, prose, stats
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
 EXTREME_ROWS = 10
+ID_SHOWN = 11  # characters of a prompt id a notebook's table shows, then "…"
 METRICS_VERSION = 1
 CANDIDATE_SCORES = "candidate_scores"  # the primary scorer's; candidate_scores_<name> for each further scorer
 AGREEMENT = "scorer_agreement"  # the figure's and the table's name
@@ -416,6 +417,17 @@ def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figure
     atomic_write_json(path, result, indent=2, allow_nan=False)
     manifest.add_outputs(*outputs)
     return outputs
+
+
+def readable(frame: pd.DataFrame) -> Any:
+    """A table of rows as a notebook shows it: each prompt id cut to its start (the CSV holds it whole), texts
+    left-aligned and not cut, numbers to 4 decimals."""
+    ids = [c for c in frame.columns if c.endswith("prompt_id")]
+    shown = frame.assign(**{c: frame[c].map(lambda v: v[:ID_SHOWN] + "…" if isinstance(v, str) and len(v) > ID_SHOWN
+                                             else v) for c in ids})
+    texts = [c for c in shown.columns if not pd.api.types.is_numeric_dtype(shown[c]) and c not in ids]
+    return shown.style.format(precision=4, na_rep="").hide(axis="index").set_properties(
+        subset=texts, **{"text-align": "left", "min-width": "12em"})
 
 
 def table_or_sentence(frame: pd.DataFrame, sentence: str) -> Any:
