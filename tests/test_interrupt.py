@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from repro.cli.interrupt import record_interruption
 from repro.manifest import Manifest
 from repro.paths import RunDir
@@ -22,7 +24,11 @@ def test_the_interruption_is_recorded_for_every_unfinished_entry(tmp_path):
     manifest = Manifest(run)
     manifest.start_run({}, ["01_construct", "02_analyze"])
     manifest.notebook_status("01_construct", "running")
-    manifest.update(stages={"load": {"status": "done"}, "score": {"status": "failed", "error": "KeyboardInterrupt: "}})
+    with manifest.stage("load"):
+        pass
+    with pytest.raises(KeyboardInterrupt), manifest.stage("score"):  # as the kernel's interrupt stops a stage
+        raise KeyboardInterrupt
+    assert manifest.read()["stages"]["score"]["status"] == "interrupted"
     for index in range(3):
         (run.work / "scoring" / f"chunk-{index:06d}.json").parent.mkdir(parents=True, exist_ok=True)
         (run.work / "scoring" / f"chunk-{index:06d}.json").write_text("[]")

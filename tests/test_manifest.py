@@ -81,6 +81,18 @@ def test_a_failed_stage_fails_the_notebook_that_ran_it(tmp_path):
     assert "boom" in data["notebooks"]["02_analyze"]["error"]
 
 
+@pytest.mark.parametrize("error, status", [(OSError("disk full"), "failed"), (KeyboardInterrupt(), "interrupted")])
+def test_a_notebook_alone_that_fails_outside_a_stage_is_not_left_running(tmp_path, error, status):
+    # 05_family failing to write family.json (no stage around it) left the notebook and the run `running` for good
+    m = Manifest(tmp_path)
+    with pytest.raises(type(error)):
+        with m.notebook({"bootstrap_resamples": 200}, "05_family"):
+            raise error
+    data = m.read()
+    assert data["notebooks"]["05_family"]["status"] == data["status"] == status
+    assert data["notebooks"]["05_family"]["error"] == data["error"] == f"{type(error).__name__}: {error}"
+
+
 def test_under_repro_run_a_notebook_stays_running_until_repro_run_says_done(tmp_path):
     # 03_card's preview (a later cell) reads `running` to find the executed notebook's folder
     m = Manifest(tmp_path)

@@ -183,6 +183,11 @@ def _to_jsonable(value: Any) -> Any:
     return value
 
 
+def ended(exc: BaseException) -> str:
+    """How a run or notebook stopped by `exc` ends: interrupted (Ctrl-C, a kernel interrupt) or failed."""
+    return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+
+
 def listed(changed: dict[str, tuple[Any, Any]]) -> str:
     """Changed parameters as the refusals name them: "limit (None there, 8 now), ..."."""
     return ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())
@@ -283,7 +288,12 @@ class Manifest:
         """A notebook's work, recorded as `ensure_started` says; on its own, `done` at the end (a failed stage fails
         it); under `repro run`, which says when the whole notebook is done (later cells may still read `running`)."""
         alone = self.ensure_started(parameters, notebook)
-        yield
+        try:
+            yield
+        except BaseException as exc:  # outside a stage (a stage has recorded its own failure)
+            if alone and self.read()["notebooks"][notebook].get("status") == "running":
+                self.notebook_done(notebook, ended(exc), f"{type(exc).__name__}: {exc}")
+            raise
         if alone:
             self.notebook_done(notebook)
 
@@ -308,10 +318,10 @@ class Manifest:
                 if status != "complete" and entry.get("status") == "running":
                     entry.update(status=status, error=error)
 
-    def notebook_done(self, notebook: str) -> None:
-        """Mark a notebook done; a run driven by plain papermill ends when none of its notebooks is left to finish:
-        complete when all are done, else as the first that is not (failed, interrupted), with its error."""
-        self.notebook_status(notebook, "done")
+    def notebook_done(self, notebook: str, status: str = "done", error: str | None = None) -> None:
+        """Mark a notebook done (or failed, interrupted); a run driven by plain papermill ends when none of its
+        notebooks is left to finish: complete when all are done, else as the first that is not, with its error."""
+        self.notebook_status(notebook, status, **({"error": error} if error else {}))
         data = self.read()
         entries = list((data.get("notebooks") or {}).values())
         if data.get("driver") != "papermill" or data.get("status") != "running" or any(
@@ -333,9 +343,9 @@ class Manifest:
             yield info
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
-            self._set_stage(name, {"status": "failed", "seconds": round(time.perf_counter() - t0, 3),
+            self._set_stage(name, {"status": ended(exc), "seconds": round(time.perf_counter() - t0, 3),
                                    "error": error, **info})
-            self.finish_run("failed", error=f"stage {name!r} failed: {error}")
+            self.finish_run(ended(exc), error=f"stage {name!r} {ended(exc)}: {error}")
             raise
         self._set_stage(name, {"status": "done", "seconds": round(time.perf_counter() - t0, 3), **info})
 

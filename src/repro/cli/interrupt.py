@@ -72,8 +72,7 @@ def record_interruption(manifest: Manifest, notebook: str) -> str:
     """Mark the interrupted notebook, its unfinished stages and the run `interrupted`; returns the line to print."""
     data = manifest.read()
     stages = [name for name, stage in (data.get("stages") or {}).items()
-              if stage.get("status") == "running"
-              or (stage.get("status") == "failed" and str(stage.get("error", "")).startswith("KeyboardInterrupt"))]
+              if stage.get("status") in ("running", INTERRUPTED)]  # a stage records a KeyboardInterrupt as interrupted
     for name in stages:
         data["stages"][name].update(status=INTERRUPTED, error="interrupted (Ctrl-C)")
     data.setdefault("notebooks", {}).setdefault(notebook, {}).update(status=INTERRUPTED)
