@@ -44,6 +44,41 @@ def test_standalone_notebook_completes_and_merges_parameters(tmp_path):
     assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
 
 
+def test_a_notebook_alone_keeps_the_runs_name(tmp_path):
+    # 02_analyze opened in JupyterLab with run_dir set kept the notebook's default run_name ('demo'), which
+    # replaced the run's, so the same `repro run` was then refused for "run_name ('demo' there, 'foo' now)"
+    m = Manifest(tmp_path)
+    built = {"run_name": "foo", "run_dir": str(tmp_path), "source": "demo", "bootstrap_resamples": 1000}
+    m.start_run(built, ["01_construct", "02_analyze"])
+    for name in ("01_construct", "02_analyze"):
+        m.notebook_status(name, "done")
+    m.finish_run("complete")
+    with m.notebook({"run_name": "demo", "run_dir": str(tmp_path), "bootstrap_resamples": 1000}, "02_analyze"):
+        pass
+    assert m.read()["parameters"] == built
+    assert m.changed_parameters({**built, "run_name": "bar"}, ["01_construct", "02_analyze"]) == {}
+
+
+def test_a_parameter_two_notebooks_read_is_recorded_for_each(tmp_path):
+    # 02_analyze and 04_compare both read bootstrap_resamples; 04_compare added with 300 replaced the 1000 that
+    # 02_analyze used, and a re-run of the construction's params file was then refused for it
+    m = Manifest(tmp_path)
+    m.start_run({"source": "demo", "bootstrap_resamples": 1000}, ["01_construct", "02_analyze"])
+    for name in ("01_construct", "02_analyze"):
+        m.notebook_status(name, "done")
+    m.finish_run("complete")
+    m.start_run({"source": "other", "bootstrap_resamples": 300, "reference": "ref"}, ["04_compare"], merge=True)
+    data = m.read()
+    assert data["parameters"] == {"source": "demo", "bootstrap_resamples": 1000, "reference": "ref"}
+    assert data["notebooks"]["04_compare"]["parameters"] == {"bootstrap_resamples": 300}
+    built = {"source": "demo", "bootstrap_resamples": 1000, "reference": None}
+    assert m.changed_parameters(built, ["01_construct", "02_analyze"]) == {}
+    assert m.changed_parameters({**built, "reference": "ref", "bootstrap_resamples": 300}, ["04_compare"]) == {}
+    assert m.changed_parameters({**built, "reference": "ref"}, ["04_compare"]) == {"bootstrap_resamples": (300, 1000)}
+    assert m.changed_parameters({**built, "bootstrap_resamples": 300}, ["02_analyze"]) == {
+        "bootstrap_resamples": (1000, 300)}
+
+
 def test_a_notebook_alone_after_a_failed_run_does_not_leave_it_running_forever(tmp_path):
     # repro run failed in 01_construct; 01_construct re-run alone finished, but 02_analyze and 03_card, which never
     # started, stayed `pending` and the run `running` (05_family then left the member's margins out)

@@ -195,11 +195,16 @@ def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_r
     verify.write_text(f"notebooks: [04_compare]\nreference: {tmp_path / 'published.jsonl'}\nbootstrap_resamples: 200\n")
     assert main(["run", str(verify), "--out", str(previous_run.root)]) == 0
     data = Manifest(previous_run).read()
-    compare_fields = {"reference": str(tmp_path / "published.jsonl"), "bootstrap_resamples": 200,
-                      "notebooks": ["04_compare"]}
-    assert data["parameters"] == {**built["parameters"], **compare_fields, "run_name": "verify"}
+    compare_fields = {"reference": str(tmp_path / "published.jsonl"), "notebooks": ["04_compare"]}
+    assert data["parameters"] == {**built["parameters"], **compare_fields}  # run_name: the folder's, "demo"
+    # 02_analyze's 1000 resamples stay the run's; the comparison's 200 are its own
+    assert data["parameters"]["bootstrap_resamples"] == 1000
+    assert data["notebooks"]["04_compare"]["parameters"] == {"bootstrap_resamples": 200}
     assert data["parameters"]["scorer_model"] == "builtin:tiny-pairrm"  # not the schema's default, PairRM
     assert list(data["notebooks"]) == ["01_construct", "02_analyze", "03_card", "04_compare"]
     assert data["environment"] == built["environment"]  # the data's; the comparison's own is beside its notebook
     assert data["notebooks"]["04_compare"]["environment"]["git"] != built["environment"]["git"]
     assert data["status"] == "complete"
+    # both params files continue the run (before, demo.yaml was refused for bootstrap_resamples: 200 there)
+    for again in (["demo"], [str(verify)]):
+        assert main(["run", "--check", *again, "--out", str(previous_run.root)]) == 0

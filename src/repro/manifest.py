@@ -183,6 +183,9 @@ def _to_jsonable(value: Any) -> Any:
     return value
 
 
+NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing: the folder's record keeps its own
+
+
 def ended(exc: BaseException) -> str:
     """How a run or notebook stopped by `exc` ends: interrupted (Ctrl-C, a kernel interrupt) or failed."""
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -225,18 +228,27 @@ class Manifest:
         01_construct runs, the environment that built the data (this one's goes beside the notebooks run now)."""
         data = self.read()
         merge = merge and bool(data.get("parameters"))
-        own = notebook_fields(*notebooks) | RUN_KEYS  # (resolved parameters hold every notebook's defaults)
-        params = {**data["parameters"], **{k: v for k, v in parameters.items() if k in own}} if merge else \
-            dict(parameters)
         # merged: the notebooks that ran (a plan's `pending` ones that never started are not this run's)
         nbs = {k: v for k, v in data.get("notebooks", {}).items() if v.get("status") != "pending"} if merge else {}
+        entries: dict[str, dict[str, Any]] = {nb: {"status": "pending"} for nb in notebooks}
+        params = dict(data["parameters"]) if merge else dict(parameters)
+        if merge:  # (resolved parameters hold every notebook's defaults: only the notebooks run now say theirs)
+            others = notebook_fields(*(nb for nb in nbs if nb not in notebooks))
+            new = json.loads(json.dumps(parameters, default=str))  # as recorded
+            for key in (notebook_fields(*notebooks) | RUN_KEYS) & set(parameters) - NAMING:
+                if key in others and key in params and params[key] != new[key]:  # theirs stays; this one's beside
+                    for nb in notebooks:
+                        if key in notebook_fields(nb):
+                            entries[nb].setdefault("parameters", {})[key] = parameters[key]
+                else:
+                    params[key] = parameters[key]
         environment = {"python": sys.version.split()[0], "repro": __version__, "platform": platform.platform(),
                        "packages": package_versions(), "git": git_commit(), "lock": lock_status()}
         if merge and "01_construct" not in notebooks and data.get("environment") not in (None, environment):
-            nbs.update({nb: {"status": "pending", "environment": environment} for nb in notebooks})
+            for entry in entries.values():
+                entry["environment"] = environment
             environment = data["environment"]
-        else:
-            nbs.update({nb: {"status": "pending"} for nb in notebooks})
+        nbs.update(entries)
         data.update(status="running", driver=driver, started=now(), finished=None, error=None, parameters=params,
                     notebooks=nbs, environment=environment)
         for key in ("stages", "counts", "outputs"):
@@ -248,10 +260,13 @@ class Manifest:
         """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too."""
         data = self.read()
         recorded, done = data.get("parameters") or {}, data.get("notebooks") or {}
-        fields = notebook_fields(*(name for name in notebooks if name in done))
         new = json.loads(json.dumps(parameters, default=str))  # as the manifest recorded it
-        return {key: (recorded[key], new[key]) for key in sorted(fields & set(recorded) & set(new) - {"run_dir"})
-                if recorded[key] != new[key]}
+        changed = {}
+        for name in (name for name in notebooks if name in done):
+            theirs = {**recorded, **(done[name].get("parameters") or {})}
+            changed.update({key: (theirs[key], new[key]) for key in notebook_fields(name) & set(theirs) & set(new)
+                            - NAMING if theirs[key] != new[key]})
+        return dict(sorted(changed.items()))
 
     def _under_repro_run(self, notebook: str) -> bool:
         data = self.read()
