@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from repro import family as fam
-from repro.analysis.family_view import differing_parameters, family_view, verdicts
+from repro.analysis.family_view import differing_parameters, family_view, origins, verdicts
 from repro import cli
 from repro.cli import family as family_cli
 from repro.errors import ParameterError
@@ -166,6 +166,11 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert (a["verdict"], b["verdict"]) == (None, "3 of 3 reference rows aligned")
     assert list(view.table["same chosen as llama_rm"])[0] == 0.75
     assert verdicts(view).to_dict("records") == [{"member": "b", "verdict": "3 of 3 reference rows aligned"}]
+    # what the notebook shows of where rows came from: a table, not family.json's dict (the raw dict before)
+    shown = origins(view)
+    # (no member generated: no row for generation, rather than "0 generated")
+    assert shown.data.to_dict("index") == {"rows scored": {"computed in the members' runs": 4, "from the row cache": 3}}
+    assert "Parameters that differ between the members: seed" in shown.to_html()
     written = json.loads((root / "family.json").read_text())
     assert written == json.loads(json.dumps(view.summary))
     assert (root / "figures" / "family_margins.png").stat().st_size > 0

@@ -156,6 +156,17 @@ def show_figures(view: FamilyView) -> None:
         display(Image(filename=str(paths["png"])))
 
 
+def origins(view: FamilyView) -> Any:
+    """Rows scored (and generated) in the members' own runs or taken from the row cache, over the family, with the
+    parameters that differ between the members as the caption."""
+    counts = {f"rows {what}": _totals(view.summary["members"], f"{what}_rows") for what in ("scored", "generated")
+              if any(m[f"{what}_rows"]["computed"] is not None for m in view.summary["members"])}
+    table = pd.DataFrame.from_dict(counts, orient="index", columns=["computed", "from_cache"]).rename(
+        columns={"computed": "computed in the members' runs", "from_cache": "from the row cache"})
+    differ = ", ".join(view.summary["parameters_that_differ"]) or "none"
+    return table.style.set_caption(f"Parameters that differ between the members: {differ}")
+
+
 def verdicts(view: FamilyView) -> Any:
     """Each member's verdict against its published counterpart (04_compare's `compare.json`); a sentence if none."""
     rows = [{"member": m["member"], "verdict": m["verdict"]} for m in view.summary["members"] if m["verdict"]]
