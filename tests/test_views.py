@@ -30,7 +30,12 @@ def test_shorten_makes_one_bounded_line():
 
 def test_pair_examples_are_the_largest_middle_and_smallest_margin():
     pairs = _pairs()
-    table = views.pair_examples(pairs)
+    shown = views.pair_examples(pairs)
+    table = shown.data
+    # the notebook shows each text to its 160 characters, left-aligned (pandas cut every cell at 50, right-aligned)
+    html = shown.to_html()
+    assert f">{table.loc['largest margin', 'prompt']}<" in html and len(table.loc["largest margin", "prompt"]) == 160
+    assert "text-align: left" in html and ">largest margin<" in html
     assert list(table.index) == ["largest margin", "middle margin", "smallest margin"]
     margins = np.asarray(pairs["score_chosen"]) - np.asarray(pairs["score_rejected"])
     assert table["margin"].tolist() == [round(margins.max(), 4), round(np.sort(margins)[::-1][4], 4), round(margins.min(), 4)]
@@ -38,7 +43,7 @@ def test_pair_examples_are_the_largest_middle_and_smallest_margin():
     assert table.loc["largest margin", "chosen"].startswith(f"Answer {largest}a long")  # the assistant's response
     assert table.loc["largest margin", "rejected"] == f"Answer {largest}c"  # the last of the lowest scores
     assert all(len(v) <= views.SHORT for v in table["prompt"]) and "\n" not in table.loc["largest margin", "prompt"]
-    one = views.pair_examples(_pairs(1))
+    one = views.pair_examples(_pairs(1)).data
     assert len(one) == 1  # a single pair is shown once
 
 
@@ -69,3 +74,10 @@ def test_score_and_margin_figures_are_inline_pngs():
     assert cached["value"].to_dict() == {"model": "m", "rows from the row cache": "3", "rows computed": "194"}
     damaged = views.scorer_table({"cache": {"rows_from_cache": 0, "rows_computed": 2, "damaged_entries": 1}})
     assert damaged["value"].to_dict()["damaged row-cache entries (computed again)"] == "1"
+
+
+def test_rows_preview_shows_each_text_whole_to_its_bound():
+    rows = datasets.Dataset.from_list([{"prompt": "Why " * 60, "resp0": "Because. " * 5, "other": "x"}])
+    shown = views.rows_preview(rows, ["prompt", "resp0", "missing"])
+    assert list(shown.data.columns) == ["prompt", "resp0"]
+    assert f">{views.shorten('Why ' * 60)}<" in shown.to_html()

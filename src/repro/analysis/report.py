@@ -421,13 +421,16 @@ def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figure
 
 def readable(frame: pd.DataFrame) -> Any:
     """A table of rows as a notebook shows it: each prompt id cut to its start (the CSV holds it whole), texts
-    left-aligned and not cut, numbers to 4 decimals."""
+    left-aligned and not cut further (pandas cuts at 50 characters), numbers to 4 decimals."""
     ids = [c for c in frame.columns if c.endswith("prompt_id")]
     shown = frame.assign(**{c: frame[c].map(lambda v: v[:ID_SHOWN] + "…" if isinstance(v, str) and len(v) > ID_SHOWN
                                              else v) for c in ids})
     texts = [c for c in shown.columns if not pd.api.types.is_numeric_dtype(shown[c]) and c not in ids]
-    return shown.style.format(precision=4, na_rep="").hide(axis="index").set_properties(
-        subset=texts, **{"text-align": "left", "min-width": "12em"})
+    wide = [c for c in texts if shown[c].astype(str).str.len().max() > 24]  # kept from being squeezed
+    styled = shown.style.format(precision=4, na_rep="").set_properties(subset=texts, **{"text-align": "left"}) \
+        .set_properties(subset=wide, **{"min-width": "12em", "overflow-wrap": "anywhere"}).set_table_styles(
+            {c: [{"selector": "th", "props": "text-align: left"}] for c in texts}, overwrite=False)  # headers too
+    return styled.hide(axis="index") if isinstance(frame.index, pd.RangeIndex) else styled  # positions say nothing
 
 
 def table_or_sentence(frame: pd.DataFrame, sentence: str) -> Any:

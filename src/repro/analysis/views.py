@@ -12,7 +12,7 @@ import pandas as pd
 
 from . import plots
 from ..exporters import seed_view
-from .report import response_texts
+from .report import readable, response_texts
 
 SHORT = 160  # characters of a text shown in a table cell (the whole text is in the dataset)
 # what the notebook shows of the scorer (the manifest records everything)
@@ -45,11 +45,11 @@ def counts_table(counts: dict[str, Any]) -> pd.DataFrame:
                          for k, v in counts.items()]).set_index("stage")
 
 
-def rows_preview(ds: datasets.Dataset, columns: Sequence[str], k: int = 3) -> pd.DataFrame:
+def rows_preview(ds: datasets.Dataset, columns: Sequence[str], k: int = 3) -> Any:
     """The first `k` rows of the named columns that exist, each text shortened to one line."""
     present = [c for c in columns if c in ds.column_names]
     head = ds.select(range(min(k, len(ds)))).select_columns(present).to_list()
-    return pd.DataFrame([{c: shorten(row[c]) for c in present} for row in head])
+    return readable(pd.DataFrame([{c: shorten(row[c]) for c in present} for row in head]))
 
 
 def candidates_table(candidate_set) -> pd.DataFrame:
@@ -94,7 +94,7 @@ def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
     return None if margin is None else figure(plots.margin_distribution(margin))
 
 
-def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
+def pair_examples(pairs: datasets.Dataset) -> Any:
     """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows)."""
     pairs = seed_view(pairs)
     chosen, rejected = (response_texts(pairs.data.table.column(c)).to_pylist() for c in ("chosen", "rejected"))
@@ -112,4 +112,4 @@ def pair_examples(pairs: datasets.Dataset) -> pd.DataFrame:
         for row, i in zip(rows, picks):
             row.update(score_chosen=round(float(pairs[i]["score_chosen"]), 4),
                        score_rejected=round(float(pairs[i]["score_rejected"]), 4), margin=round(float(margin[i]), 4))
-    return pd.DataFrame(rows).set_index("")
+    return readable(pd.DataFrame(rows).set_index(""))
