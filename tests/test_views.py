@@ -48,10 +48,12 @@ def test_pair_examples_are_the_largest_middle_and_smallest_margin():
 
 
 def test_counts_table_says_what_each_count_means():
-    table = views.counts_table({"source": 40, "sliced": 10, "kept": 9})
+    shown = views.counts_table({"source": 40, "sliced": 10, "kept": 9})
+    table = shown.data
+    assert "text-align: left" in shown.to_html()  # the meanings read as sentences
     assert table["rows"].to_dict() == {"source": 40, "sliced": 10, "kept": 9}
     assert table.loc["kept", "meaning"] == "rows written to the dataset"
-    assert views.counts_table({"dropped": 2}).loc["dropped", "meaning"] == "rows dropped by drop_rows"
+    assert views.counts_table({"dropped": 2}).data.loc["dropped", "meaning"] == "rows dropped by drop_rows"
 
 
 def test_candidates_table_counts_rows_by_candidates_and_drops():

@@ -39,10 +39,10 @@ def shorten(text: Any, width: int = SHORT) -> str:
     return line if len(line) <= width else line[:width - 1].rstrip() + "…"
 
 
-def counts_table(counts: dict[str, Any]) -> pd.DataFrame:
+def counts_table(counts: dict[str, Any]) -> Any:
     """The rows left at each stage so far, with what each count means."""
-    return pd.DataFrame([{"stage": k, "rows": v, "meaning": COUNT_MEANINGS.get(k, "")}
-                         for k, v in counts.items()]).set_index("stage")
+    return readable(pd.DataFrame([{"stage": k, "rows": v, "meaning": COUNT_MEANINGS.get(k, "")}
+                                  for k, v in counts.items()]).set_index("stage"))
 
 
 def rows_preview(ds: datasets.Dataset, columns: Sequence[str], k: int = 3) -> Any:
