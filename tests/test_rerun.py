@@ -208,3 +208,21 @@ def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_r
     # both params files continue the run (before, demo.yaml was refused for bootstrap_resamples: 200 there)
     for again in (["demo"], [str(verify)]):
         assert main(["run", "--check", *again, "--out", str(previous_run.root)]) == 0
+
+
+def test_a_family_never_goes_into_a_runs_folder_nor_a_run_into_a_familys(previous_run, tmp_path, capsys):
+    """The README's grid (`repro run params/demo.yaml --grid mini_index=...`) after `make demo` put the family into
+    runs/demo: its members beside the demo's dataset, and 05_family's record merged into the demo run's manifest."""
+    before = files_of(previous_run.root)
+    grid = ["run", "demo", "--set", "mini_count=4", "--grid", "mini_index=0,1", "--out", str(previous_run.root)]
+    assert main([*grid, "--check"]) == 1
+    assert f"REFUSED  run directory: {previous_run.root} holds a run (01_construct, 02_analyze, 03_card), not a " \
+           f"family's folder" in capsys.readouterr().out
+    assert main([*grid, "--force"]) == 2  # --force replaces a run of other parameters, never another kind of folder
+    assert "give the family its own --out" in capsys.readouterr().err
+    assert files_of(previous_run.root) == before
+    family = RunDir(tmp_path / "fam")
+    Manifest(family).start_run({"run_name": "fam"}, ["05_family"])
+    Manifest(family).notebook_status("05_family", "done")
+    assert main(["run", "demo", "--out", str(family.root), "--check"]) == 1
+    assert f"{family.root} holds a family's folder (05_family), not a run" in capsys.readouterr().out

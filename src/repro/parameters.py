@@ -387,6 +387,7 @@ NOTEBOOK_SECTIONS = {
 # keys only `repro run` reads (a `repro selfcheck` report, a grid of runs, params files this one overrides)
 RUN_KEYS = {"notebooks", "selfcheck", "family", "include"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
+FAMILY_NOTEBOOK = "05_family"  # a family's folder runs only this one (its members hold the runs)
 
 
 def notebook_fields(*notebooks: str) -> set[str]:

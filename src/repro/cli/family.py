@@ -15,14 +15,13 @@ from typing import Any
 from ..cache import check_format
 from ..errors import ParameterError
 from ..family import Family, Member, is_done, parse_grid_args, plan_family
-from ..parameters import FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
+from ..parameters import FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
 from ..paths import RunDir, find_params
 from .preflight import Check, preflight, report, require
-from .rerun import changed_parameters, replace_run, rerun_check, writing
+from .rerun import changed_parameters, kind_check, replace_run, rerun_check, writing
 from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
 from .run import configure as configure_run
 
-FAMILY_NOTEBOOK = "05_family"
 GIVEN_AS = "run_dir for the family"
 
 
@@ -44,12 +43,13 @@ def grouped(per_member: dict[str, list[Check]]) -> list[Check]:
             for check, (_, names) in sorted(found.items(), key=lambda item: item[1][0])]
 
 
-def prepare(args: argparse.Namespace, params_file: Path, members: list[Member]) -> int | None:
-    """Check every member that will run before any runs (`--check`: print the list, return the exit code); then
-    remove what a replaced member run left (`--force`, or a run that made nothing)."""
+def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member]) -> int | None:
+    """Check the family's folder and every member that will run before any runs (`--check`: print the list, return
+    the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing)."""
     pending = [m for m in members if not is_done(m)]
     found = {m.name: member_checks(m, args.force) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
+    checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out" if args.out else GIVEN_AS)
     if done := [m.name for m in members if m not in pending]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if args.check:
@@ -148,7 +148,7 @@ def main(args: argparse.Namespace) -> int:
                          out=args.out, where=str(params_file))
     check_run_root(family.root, "--out" if args.out else "run_dir")
     members = [family.member(args.member)] if args.member else family.members
-    if (code := prepare(args, params_file, members)) is not None:
+    if (code := prepare(args, params_file, family, members)) is not None:
         return code
     if args.member:
         return 0 if run_member(family, members[0], kernel=args.kernel, log_output=args.log_output) != "failed" else 1

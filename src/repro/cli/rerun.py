@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 from ..errors import ReproError
 from ..manifest import Manifest, listed
+from ..parameters import FAMILY_NOTEBOOK
 from ..paths import WRITING_ENV, RunDir
 from .preflight import Check
 
@@ -50,6 +51,20 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
                 os.environ.pop(WRITING_ENV, None)
             else:
                 os.environ[WRITING_ENV] = before
+
+
+def kind_check(run: RunDir, notebooks: list[str], given_as: str) -> list[Check]:
+    """A family's folder (05_family only: its members hold the runs) and a run's are never one folder: the family
+    would put its members and its record into the run's. The refusal, or nothing when `run` is new or alike."""
+    recorded = list((Manifest(run).read().get("notebooks") or {}))
+    family, held = notebooks == [FAMILY_NOTEBOOK], recorded == [FAMILY_NOTEBOOK]
+    if not recorded or family == held:
+        return []
+    kinds = ("a run", "a family's folder")
+    return [Check("run directory", False, f"{run.root} holds {kinds[held]} ({', '.join(recorded)}), not "
+                                          f"{kinds[family]}: give the {'family' if family else 'run'} its own "
+                                          f"{given_as} (--force replaces a run of other parameters, not another kind "
+                                          f"of folder)", problem="REFUSED")]
 
 
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str) -> Check:

@@ -16,7 +16,7 @@ from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
 from .preflight import preflight, report, require
-from .rerun import changed_parameters, replace_run, rerun_check, writing
+from .rerun import changed_parameters, kind_check, replace_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
 
@@ -172,7 +172,8 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     run = RunDir(run_root)
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
-    checks = [rerun_check(run, changed, args.force, given_as), *preflight(resolved, run_root)]
+    checks = [*(kind_check(run, resolved["notebooks"], given_as) or [rerun_check(run, changed, args.force, given_as)]),
+              *preflight(resolved, run_root)]
     if args.check:
         print(report(checks, params_file))
         return 0 if all(c.ok for c in checks) else 1
