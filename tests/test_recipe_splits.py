@@ -5,20 +5,23 @@ paired); and what reads such a dataset: the manifest, the card in both languages
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import datasets
 import numpy as np
 import pytest
+import yaml
 
 from repro.analysis import report
+from repro.cli import main
 from repro.card.facts import gather_facts
 from repro.card.publish import write_card
 from repro.construct import stages
 from repro.errors import DataError, ParameterError
 from repro.exporters import seed_view, sppo_probabilities
 from repro.formats import to_trl
-from repro.parameters import AnalyzeParams, CardParams, ConstructParams, GenerationParams
+from repro.parameters import AnalyzeParams, CardParams, ConstructParams, GenerationParams, build
 from repro.scorers import load_scorer
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ultrafeedback"
@@ -162,12 +165,19 @@ def test_sppo_published_rows_rank_the_original_pair_first_but_pair_and_list_the_
 
 
 @pytest.mark.parametrize("single_file", [True, False])
-def test_a_test_split_of_a_single_file_source_is_refused_before_any_work(single_file, tmp_path):
+def test_a_test_split_of_a_single_file_source_is_refused_where_the_parameters_enter(single_file, tmp_path, capsys):
+    # it was refused by 01_construct's first stage: after `repro run --check` had said everything was there, and
+    # after a kernel had started
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps(r) + "\n" for r in rows_of("train_prefs")[:3]))
-    p = ConstructParams(run_dir=str(tmp_path / "run"), source=str(rows) if single_file else "demo", test_rows=2,
-                        test_split="test_prefs", **STAND_IN)
-    with pytest.raises(ParameterError, match=r"test_split='test_prefs', but source .* is a single file with no "
-                                             r"splits: its test rows would repeat the train rows"):
-        stages.load(stages.begin(p))
-    assert not (tmp_path / "run" / "work").exists()
+    values = {"run_dir": str(tmp_path / "run"), "source": str(rows) if single_file else "demo", "test_rows": 2,
+              "test_split": "test_prefs", **STAND_IN}
+    refusal = (r"\(parameters\): test_split='test_prefs', but source .* is a single file with no splits: its test rows "
+               r"would repeat the train rows")
+    with pytest.raises(ParameterError, match=refusal):
+        build(ConstructParams, values)
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(values))
+    assert main(["run", str(params), "--check"]) == 2
+    assert re.search(refusal, capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()

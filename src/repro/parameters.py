@@ -12,7 +12,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError, did_you_mean
-from .paths import resolve_user_path, row_cache_dir, run_dir_of
+from .paths import DEMO, resolve_user_path, row_cache_dir, run_dir_of
 
 
 @dataclass(frozen=True)
@@ -219,6 +219,12 @@ class ConstructParams(_Params):
         if self.test_split is None and (self.test_rows, self.test_seed) != (None, None):
             raise ValueError("test_rows / test_seed are set but test_split is not: name the source split of the test "
                              "prompts (e.g. test_prefs), or remove them")
+        if self.test_split not in (None, self.source_split) and (self.source == DEMO or Path(self.source).is_file()):
+            raise ValueError(
+                f"test_split={self.test_split!r}, but source {self.source!r} is a single file with no splits: its "
+                f"test rows would repeat the train rows. Use a folder with data/{self.test_split}-*.parquet beside the "
+                f"train split, set test_split: {self.source_split} (a seeded sample of the built rows), or set "
+                f"test_split: null and test_rows: null (no test split)")
         if self.test_split is not None and self.test_split == self.source_split and self.test_rows is None:
             raise ValueError(f"test_split {self.test_split!r} is the source split, so the test rows are a sample of "
                              f"the built train rows (SPPO's way): set test_rows (SPPO: 500) and test_seed")

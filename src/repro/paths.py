@@ -42,6 +42,7 @@ _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
+DEMO = "demo"  # the source that names the demo rows shipped with the package (repro.sources)
 MANIFEST_JSON = "manifest.json"
 FAMILY_JSON = "family.json"  # a family's folder: its members side by side (notebooks/05_family)
 SELFCHECK_JSON = "selfcheck.json"
@@ -88,7 +89,7 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
     if value is None or str(value) == "":
         return value  # "" means "not set", as None does (run_dir="" is the default run directory)
     text = str(value)
-    if may_be_id and (text == "demo" or text.startswith("builtin:")):
+    if may_be_id and (text == DEMO or text.startswith("builtin:")):
         return text
     path = Path(text).expanduser()
     if path.is_absolute():

@@ -14,10 +14,8 @@ import datasets
 import pyarrow.parquet as pq
 
 from .errors import DataError, DatasetLoadError
-from .paths import SPLIT, RunDir, is_hub_id
+from .paths import DEMO, SPLIT, RunDir, is_hub_id
 from .revisions import check_revision_target, hub_offline
-
-DEMO = "demo"
 
 
 def demo_path() -> Path:

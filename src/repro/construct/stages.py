@@ -4,21 +4,20 @@ score -> pairs -> write. Each records its counts and timing in the run's manifes
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
 
 from ..dataset_io import write_split
-from ..errors import DataError, ParameterError
+from ..errors import DataError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
 from ..parameters import ConstructParams, GenerationParams
 from ..paths import RunDir
 from ..revisions import pinned_model
 from ..slicing import plan_slice
-from ..sources import DEMO, load_source, require_columns
+from ..sources import load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
 from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
@@ -91,12 +90,6 @@ def load(ctx: Context) -> datasets.Dataset:
             ctx.prompt_tokenizer = load_prompt_tokenizer(p.scorer_prompt_tokenizer)
         ds = load_source(p.source, p.source_split, revision=p.source_revision)
         if p.test_split not in (None, p.source_split):  # its size checked here, before any work
-            if p.source == DEMO or Path(p.source).is_file():
-                raise ParameterError(
-                    f"test_split={p.test_split!r}, but source {p.source!r} is a single file with no splits: its test "
-                    f"rows would repeat the train rows. Use a folder with data/{p.test_split}-*.parquet beside the "
-                    f"train split, set test_split: {p.source_split} (a seeded sample of the built rows), or set "
-                    f"test_split: null and test_rows: null (no test split).")
             ctx.test_source = load_source(p.source, p.test_split, "source", "test_split", revision=p.source_revision)
             rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r} of source {p.source!r}")
         if len(ds) == 0:
