@@ -308,6 +308,17 @@ def test_one_mini_is_placed_and_its_parameters_found():
             "mini_count": 4} in shifted["groups"][0]["solutions"]
 
 
+def test_a_candidate_slice_that_is_every_row_of_several_minis_reproduces_them():
+    # a 40-row run compared with the four 10-row minis of it: the verdict said its rows "[0:40], not the reference's"
+    minis = [np.arange(10 * i, 10 * i + 10) for i in range(4)]
+    whole = {"part_start": 0, "drop_rows": 0, "drop_from": "end", "mini_index": 0, "mini_count": 1}
+    out = compare.infer_slice(minis, 40, max_mini_count=8, hints=whole)
+    assert out["hints_reproduce"] == {"parameters": whole, "rows": [0, 40], "exact": True}
+    assert compare.infer_slice(minis[:3], 40, max_mini_count=8, hints=whole)["hints_reproduce"]["exact"] is False
+    gap = compare.infer_slice([minis[0], minis[2], minis[3]], 40, max_mini_count=8, hints=whole)
+    assert gap["hints_reproduce"]["exact"] is False  # rows 10-19 are in the candidate's slice, in no mini
+
+
 def test_invalid_hints_say_why_without_advice_meant_for_a_params_file():
     # the candidate run's own parameters, recorded in its manifest: nothing to fix "with --set" in a comparison
     out = compare.infer_slice([np.arange(100, 200)], N_SOURCE, max_mini_count=2,

@@ -240,7 +240,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         try:
             plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
             rows = [plan.start, plan.stop]
-            exact = len(out_groups) == 1 and out_groups[0]["source_ranges"] == [rows]
+            exact = rows == [lo, hi] and missing.size == 0  # every reference row (of every mini), and no other
             out["hints_reproduce"] = {"parameters": given, "rows": rows, "exact": exact}
         except ReproError as exc:
             out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
