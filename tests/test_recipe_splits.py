@@ -181,3 +181,29 @@ def test_a_test_split_of_a_single_file_source_is_refused_where_the_parameters_en
     assert main(["run", str(params), "--check"]) == 2
     assert re.search(refusal, capsys.readouterr().err)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("output_format", ["seed", "sppo", "snorkel", "rlhflow", "selm"])
+def test_the_card_describes_every_column_this_project_wrote(output_format, source, tmp_path):
+    # SPPO's generate_i, probability, rm_scores, chosen_probs*, Snorkel's all_*, RLHFlow's responses, rewards, margin
+    # and a further scorer's candidate_scores_<name> were "no description is known", though the run wrote them
+    run = tmp_path / "run"
+    more = [{"name": "llama_rm", "model": "builtin:tiny-reward-llama", "dtype": "fp32"}] \
+        if output_format == "seed" else []
+    construct(ConstructParams(run_dir=str(run), source=str(source), limit=3, candidate_columns=[],
+                              include_original_pair=True, output_format=output_format, keep_all_candidates=True,
+                              scorers=more, **STAND_IN))
+    card = write_card(gather_facts(CardParams(run_dir=str(run)))).read_text(encoding="utf-8")
+    features = datasets.load_dataset(str(run / "dataset"), split="train" if output_format in ("sppo", "rlhflow")
+                                     else None)
+    columns = features.column_names if isinstance(features, datasets.Dataset) else \
+        next(iter(features.values())).column_names
+    for column in columns:
+        assert f"| `{column}` |" in card
+    assert "no description is known" not in card and "无已知说明" not in card
+    wanted = {"sppo": ["(SPPO's `generate_0`)", "1 / (1 + exp(s_j − s_i))", "SPPO 的 `generate_0`"],
+              "snorkel": ["in the order of `all_generated_responses`", "顺序与 `all_generated_responses` 一致"],
+              "rlhflow": ["The preferred response's text.", "`rewards` of `chosen` − `rewards` of `rejected`"],
+              "seed": ["by the further scorer `llama_rm`", "其他评分模型 `llama_rm`"], "selm": []}
+    for words in wanted[output_format]:
+        assert words in card

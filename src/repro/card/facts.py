@@ -16,6 +16,7 @@ from datasets import Features
 
 from ..dataset_io import SEED_FEATURES, prompt_id_of, write_split
 from ..errors import DataError, ParameterError
+from ..exporters import detect_format
 from ..manifest import Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
 from ..paths import RunDir, public_name, reads_as_hub_id, shard_name
@@ -103,6 +104,11 @@ class CardFacts:
 
     def has_columns(self, *names: str) -> bool:
         return set(names) <= set(self.features)
+
+    @property
+    def layout(self) -> str:
+        """Whose columns the dataset has (`repro.exporters.detect_format`): their descriptions are that layout's."""
+        return detect_format(list(self.features))
 
     @property
     def schema(self) -> dict[str, Any]:
