@@ -162,6 +162,11 @@ def test_sppo_published_rows_rank_the_original_pair_first_but_pair_and_list_the_
     # 04_compare and to_trl read it back with the generated scores (the last ones)
     view = seed_view(out)
     assert view["score_chosen"] == [max(r[-3:]) for r in out["rm_scores"]]
+    # the card names the generating policy inside the list of candidates, not in parentheses within parentheses
+    card = write_card(gather_facts(CardParams(run_dir=str(run)))).read_text(encoding="utf-8")
+    assert "candidates (`resp0`, `resp1`, `resp2`, generated first by `builtin:tiny-policy`; the source's original " \
+           "`chosen`/`rejected` responses) were scored" in card
+    assert "`resp2`，先由 `builtin:tiny-policy` 生成；源数据原有的" in card
 
 
 @pytest.mark.parametrize("single_file", [True, False])

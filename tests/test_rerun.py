@@ -12,7 +12,7 @@ from repro.cli import main
 from repro.errors import ParameterError
 from repro.manifest import Manifest
 from repro.construct import stages
-from repro.parameters import ConstructParams, build, load_params_file
+from repro.parameters import ConstructParams, GenerationParams, build, load_params_file
 from repro.paths import RunDir
 from repro.cli.rerun import changed_parameters, clear_previous_run
 from repro.cli.run import resolve_parameters
@@ -128,6 +128,24 @@ def test_01_construct_alone_refuses_a_run_directory_with_other_parameters(previo
     assert files_of(previous_run.root) == before  # nothing written
     ctx = stages.begin(build(ConstructParams, own, "test"))  # the same parameters continue the run there
     assert Manifest(ctx.run).read()["parameters"]["limit"] is None
+
+
+def test_01_construct_alone_records_and_checks_its_generation_parameters(tmp_path):
+    # the notebook's generation cell was never recorded: a card of its run named the policy "unknown" and left its
+    # generation settings out, and another temperature in the same folder was not refused
+    run = RunDir(tmp_path / "gen")
+    own = {"run_dir": str(run.root), "source": "demo", "generate": True, "scorer_model": "builtin:tiny-pairrm"}
+    generation = {"policy_model": "builtin:tiny-policy", "temperature": 0.7, "generation_device": "cpu"}
+    ctx = stages.begin(build(ConstructParams, own), build(GenerationParams, generation))
+    recorded = Manifest(ctx.run).read()["parameters"]
+    assert (recorded["policy_model"], recorded["temperature"]) == ("builtin:tiny-policy", 0.7)
+    assert recorded["source"] == "demo"
+    (run.root / "dataset").mkdir()
+    (run.root / "dataset" / "made.txt").write_text("a result")
+    Manifest(run).add_outputs(run.root / "dataset" / "made.txt")
+    Manifest(run).finish_run("complete")
+    with pytest.raises(ParameterError, match=r"other parameters: temperature \(0\.7 there, 1\.0 now\)"):
+        stages.begin(build(ConstructParams, own), build(GenerationParams, {**generation, "temperature": 1.0}))
 
 
 def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, capsys):

@@ -72,10 +72,11 @@ def rows_for_test_split(p: ConstructParams, available: int, where: str | None = 
         if p.test_seed is not None else list(range(n))
 
 
-def begin(params: ConstructParams, notebook: str = "01_construct") -> Context:
-    """Open the run directory and its manifest (started here when papermill runs the notebook on its own)."""
-    run = RunDir(params.run_root)
-    manifest, parameters = Manifest(run), params.model_dump()
+def begin(params: ConstructParams, generation: GenerationParams | None = None) -> Context:
+    """Open the run directory and its manifest (started here, with the generation cell's parameters too, when
+    papermill runs the notebook on its own)."""
+    run, notebook = RunDir(params.run_root), "01_construct"
+    manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
     manifest.refuse_other_parameters(parameters, notebook)
     claim(run, None, "source", building=True)
     manifest.ensure_started(parameters, notebook)
