@@ -46,7 +46,7 @@ def source(tmp_path_factory) -> Path:
 
 def construct(p: ConstructParams, generation: GenerationParams | None = None) -> stages.Context:
     """01_construct's cells, in order, on `p` (no generation unless `generation`)."""
-    ctx = stages.begin(p)
+    ctx = stages.begin(p, generation)
     rows = stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
     cs = stages.candidates(ctx, rows)
     pairs = stages.build(ctx, rows, cs, stages.score(ctx, cs))
@@ -167,6 +167,11 @@ def test_sppo_published_rows_rank_the_original_pair_first_but_pair_and_list_the_
     assert "candidates (`resp0`, `resp1`, `resp2`, generated first by `builtin:tiny-policy`; the source's original " \
            "`chosen`/`rejected` responses) were scored" in card
     assert "`resp2`，先由 `builtin:tiny-policy` 生成；源数据原有的" in card
+    # the source's reference_response among the candidates is not said to be generated (generate_reference false)
+    run.joinpath("manifest.json").write_text(run.joinpath("manifest.json").read_text().replace(
+        '"include_reference": false', '"include_reference": true'))
+    card = write_card(gather_facts(CardParams(run_dir=str(run)))).read_text(encoding="utf-8")
+    assert "(`resp0`, `resp1`, `resp2`, generated first by `builtin:tiny-policy`; `reference_response`; the " in card
 
 
 @pytest.mark.parametrize("single_file", [True, False])

@@ -15,7 +15,8 @@ import pyarrow as pa
 
 from .analysis import number, percent, plots, prose, stats
 from .analysis.report import (SCORE_COLUMNS, dataset_or_own, readable, response_texts, row_preview,  # noqa: F401
-                              score_array, show_figures, table_or_sentence, values_at, write_outputs)  # show_figures: a cell
+                              score_array, show_figures, table_or_sentence, values_at,  # show_figures: a cell
+                              write_outputs)
 from .dataset_io import prompt_id_of
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
