@@ -217,12 +217,9 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
                                       -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
                                       s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
-        why_none = None
-        if len(ranges) != 1:
-            gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
-            why_none = prose("compare", "not_contiguous", len(ranges), gaps)
-        elif not solutions:
-            why_none = prose("compare", "no_solution", bounds, max(counts), *ranges[0])
+        gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
+        why_none = (prose("compare", "not_contiguous", len(ranges), gaps) if len(ranges) != 1 else
+                    None if solutions else prose("compare", "no_solution", bounds, max(counts), *ranges[0]))
         out_groups.append({"name": name, "rows": int(np.asarray(indices).size), "source_ranges": ranges,
                            "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
                            "solutions": solutions[:max_listed], "why_none": why_none})
@@ -357,11 +354,10 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
 
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
-    missing = [f"the {side.name}" for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
-    if missing:  # the columns of the first side without scores; its name is the parameter to change
-        side = reference if al.ref_scores is None else candidate
-        reason = prose("compare", "no_scores", missing, side.name, side.table.column_names)
-        return {"available": False, "reason": reason}
+    lacking = [side for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
+    if lacking:  # the columns of the first side without scores; its name is the parameter to change
+        return {"available": False, "reason": prose("compare", "no_scores", [f"the {s.name}" for s in lacking],
+                                                    lacking[0].name, lacking[0].table.column_names)}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
     m = matched_scores(al)
@@ -388,9 +384,9 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
     keeps (the candidate budget plus half the source budget a prompt of as many tokens as words leaves)."""
     if not response:
         return False
-    source_max = PAIRRM_LIMITS.source_maxlength
+    source_max = PAIRRM_LIMITS["source_maxlength"]
     prompt_tokens = min(len((prompt or "").split()), source_max)
-    return len(response.split()) > PAIRRM_LIMITS.candidate_maxlength + (source_max - prompt_tokens) // 2
+    return len(response.split()) > PAIRRM_LIMITS["candidate_maxlength"] + (source_max - prompt_tokens) // 2
 
 
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
@@ -519,7 +515,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     notes = [prose("compare", "duplicate_note", sides)] if sides else []
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
-        **{side.name: {"specs": side.specs, "split": side.split, "rows": side.rows,
+        **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
                        "columns": side.table.column_names} for side in (reference, candidate)},
         "parameters": p.model_dump(include={"score_tolerances", "disagreement_tolerance", "near_tie",
                                             "bootstrap_resamples", "bootstrap_seed"}),
@@ -559,7 +555,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         located = ref_index >= 0
         groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
         result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
-                                      max_mini_count=p.max_mini_count, names=[_public(s) for s in reference.specs])
+                                      max_mini_count=p.max_mini_count, names=result["reference"]["specs"])
         result["slice"]["not_in_source"] = int((~located).sum())
         tables["reference_source_index"] = pd.DataFrame({
             "reference_row": np.arange(reference.rows), "group": reference.group,
@@ -596,8 +592,6 @@ def compare(p: CompareParams) -> ComparisonResult:
         source = None if p.compare_source is None else _load_one(
             p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
         result, tables, al = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
-        result["reference"]["specs"] = [_public(s) for s in reference.specs]
-        result["candidate"]["specs"] = [_public(s) for s in candidate.specs]
         if p.compare_source is not None:
             result["slice"]["source"] = _public(p.compare_source)
         drawn: dict[str, Any] = {}

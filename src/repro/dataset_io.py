@@ -49,19 +49,14 @@ def prompt_id_of(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
-# Optional extra columns (every candidate and its PairRM score, as Snorkel's and SPPO's outputs keep them).
-EXTRA_FEATURES = Features({
-    "candidates": List(Value("string")),
-    "candidate_scores": List(Value("float64")),
-})
-
-
 def output_features(keep_all_candidates: bool = False, more_scorers: Sequence[str] = ()) -> Features:
-    """The features of the rows this project writes (`more_scorers`: names of `candidate_scores_<name>` columns)."""
+    """The features of the rows this project writes: the seed's, or with every candidate and its scores (as Snorkel's
+    and SPPO's outputs keep them), `more_scorers`' in `candidate_scores_<name>` columns."""
     if not keep_all_candidates:
         return SEED_FEATURES.copy()
     more = {f"candidate_scores_{name}": List(Value("float64")) for name in more_scorers}
-    return Features({**SEED_FEATURES, **EXTRA_FEATURES, **more})
+    return Features({**SEED_FEATURES, "candidates": List(Value("string")), "candidate_scores": List(Value("float64")),
+                     **more})
 
 
 def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLIT) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from datasets import Features, List, Value
 
 from .dataset_io import MESSAGE_LIST, SEED_FEATURES, conversation, output_features, prompt_id_of, response_text
 from .errors import DataError
-from .parameters import ALL_CANDIDATE_FORMATS, OutputFormat
+from .parameters import OutputFormat
 
 FLOATS = List(Value("float64"))
 SCORED_ONLY = "scored_only"  # a row's key: how many leading candidates were ranked but not candidates of the pair
@@ -62,11 +62,6 @@ class Format:
     source: str  # where the layout is read from, for the card and the manifest
     columns: Features | None = None  # None: they depend on the run (the seed's extra columns, SPPO's candidates)
     renames: dict[str, str] = field(default_factory=dict)  # a published column -> the seed row's (convert None)
-
-    @property
-    def needs_all_candidates(self) -> bool:
-        """Whether the format publishes every candidate and its score (then `keep_all_candidates` is required)."""
-        return self.name in ALL_CANDIDATE_FORMATS
 
     def split_name(self, iteration: int, override: str | None = None) -> str:
         """The split the rows go to: `override`, else the format's own name for this iteration."""

@@ -50,15 +50,13 @@ class Member:
 class Family:
     name: str
     root: Path
-    grid: dict[str, list[Any]]
     members: list[Member] = field(default_factory=list)
     jobs: int = 1
 
     def member(self, name: str) -> Member:
         """The member called `name`, or at that index from 0 (a Slurm array task id); else an error listing them."""
-        for m in self.members:
-            if m.name == name:
-                return m
+        if found := next((m for m in self.members if m.name == name), None):
+            return found
         if name.isdigit() and int(name) < len(self.members):
             return self.members[int(name)]
         raise FamilyError(f"--member {name!r} is not a member of family {self.name!r}; its members are "
@@ -181,18 +179,14 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     members = []
     for i, (combo, member) in enumerate(zip(combos, names)):
         grid_values = {k: v for k, (_, v) in combo.items()}
-        member_values = dict(base)
+        member_values = dict(base, run_name=f"{name}-{member}", run_dir=str(root / member))
         for key, value in grid_values.items():
-            if isinstance(value, dict):
-                member_values.update({k: v for k, v in value.items() if k != "name"})
-            else:
-                member_values[key] = value
-        member_values["run_name"] = f"{name}-{member}"
-        member_values["run_dir"] = str(root / member)
+            bundle = value if isinstance(value, dict) else {key: value}  # a bundle's `name` only names the folder
+            member_values.update({k: v for k, v in bundle.items() if k != "name"})
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})")
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
                               run_dir=root / member, fingerprint=member_fingerprint(resolve_parameters(member_values))))
-    return Family(name=name, root=root, grid=grid, members=members, jobs=jobs)
+    return Family(name=name, root=root, members=members, jobs=jobs)
 
 
 def is_done(member: Member) -> bool:

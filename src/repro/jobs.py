@@ -55,6 +55,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def json_default(value: Any) -> Any:
+    """json.dumps's `default` for what JSON lacks: numpy scalars as their value, paths (and the rest) as text."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
 def atomic_write_json(path: str | Path, value: Any, *, indent: int | None = None, allow_nan: bool = True,
                       default: Callable[[Any], Any] | None = None) -> None:
     """`atomic_write_text` of JSON (`default`: json.dumps's); indented JSON ends with a newline, compact JSON not."""

@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import __version__
 from .errors import ParameterError
-from .jobs import atomic_write_json
+from .jobs import atomic_write_json, json_default
 from .parameters import RUN_KEYS, notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
@@ -171,18 +171,6 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _to_jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return value.item()
-    return value
-
-
 NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing: the folder's record keeps its own
 
 
@@ -207,7 +195,7 @@ class Manifest:
         return json.loads(self.path.read_text()) if self.path.exists() else {}
 
     def write(self, data: dict[str, Any]) -> None:
-        atomic_write_json(self.path, _to_jsonable(data), indent=2)
+        atomic_write_json(self.path, data, indent=2, default=json_default)
 
     @contextlib.contextmanager
     def edit(self) -> Iterator[dict[str, Any]]:

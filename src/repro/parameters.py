@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Literal
 
@@ -12,20 +11,11 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError, did_you_mean
-from .paths import DEMO, resolve_user_path, row_cache_dir, run_dir_of
+from .paths import DEMO, find_params, resolve_user_path, row_cache_dir, run_dir_of
 
 
-@dataclass(frozen=True)
-class PairRMLimits:
-    """PairRM's token limits as llm-blender/PairRM ships them (RankerConfig): prompt and candidate."""
-
-    source_maxlength: int = 1224
-    candidate_maxlength: int = 412
-
-
-PAIRRM_LIMITS = PairRMLimits()  # the one place that names 1224/412
-
-
+# PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
+PAIRRM_LIMITS = {"source_maxlength": 1224, "candidate_maxlength": 412}
 # ranges checked by pydantic where the value enters; `build` words them as "must be >= 1"
 Count = Annotated[int, Field(ge=1)]
 Index = Annotated[int, Field(ge=0)]
@@ -102,6 +92,7 @@ def _cell(value: Any) -> str:
 # output formats (repro.exporters: the seed's, and those of the field's published recipes)
 SelectionRule = Literal["best_worst", "best_random", "random_pair", "best_second", "best_worst_length_penalised"]
 RANDOM_RULES = ("best_random", "random_pair")
+TIE_RULE = "chosen = first highest score, rejected = last lowest score"  # as the manifest records it, for the card
 OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
 ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
 
@@ -237,8 +228,8 @@ class ConstructParams(_Params):
         if self.scorers and not self.keep_all_candidates:
             raise ValueError(f"scorers ({', '.join(names)}) keep their scores in candidate_scores_<name> columns "
                              f"beside `candidates`: set keep_all_candidates: true")
-        pair = (self.source_maxlength or PAIRRM_LIMITS.source_maxlength) + \
-            2 * (self.candidate_maxlength or PAIRRM_LIMITS.candidate_maxlength)
+        pair = (self.source_maxlength or PAIRRM_LIMITS["source_maxlength"]) + \
+            2 * (self.candidate_maxlength or PAIRRM_LIMITS["candidate_maxlength"])
         if self.batch_tokens < pair:
             raise ValueError(f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length ({pair} "
                              f"tokens): raise it")
@@ -522,12 +513,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
 
 def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """A params YAML file (with its `include:` files) and `--set` overrides, every key validated; the merged dict."""
-    path = Path(path)
-    if path.is_dir():
-        raise ParameterError(f"Params file {str(path)!r} is a folder, not a file; give a YAML file in it "
-                             f"{sorted(p.name for p in path.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
-    if not path.is_file():
-        raise ParameterError(f"Params file {str(path)!r} does not exist; see params/demo.yaml for an example.")
+    path = find_params(path)  # a folder or a missing file: the error `repro run` gives
     values = read_params_yaml(path)
     set_values = parse_set(overrides or [])
     values.update(set_values)

@@ -90,16 +90,10 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     }), margin
 
 
-def _totals(members: list[dict[str, Any]], key: str) -> dict[str, int]:
-    return {what: sum(m[key][what] or 0 for m in members) for what in ("computed", "from_cache")}
-
-
 def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
     """The members' margin distributions side by side (a violin with quartiles per member, every row a dot)."""
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
-    with plots.theme():
-        fig = Figure(figsize=(max(6.4, 1.1 * len(margins) + 2), 4.4), dpi=plots.DPI, layout="constrained")
-        ax = fig.add_subplot()
+    with plots.axes(figsize=(max(plots.FIGSIZE[0], 1.1 * len(margins) + 2), plots.FIGSIZE[1])) as (fig, ax):
         if len(long):
             sns.violinplot(data=long, x="member", y="margin", ax=ax, color="#c6dbef", inner="quart", cut=0)
             sns.stripplot(data=long, x="member", y="margin", ax=ax, color="#08519c", size=3, alpha=0.6)
@@ -139,7 +133,8 @@ def family_view(params: FamilyViewParams) -> FamilyView:
             "family": found[0][1]["family"]["name"], "members": members,
             "parameters_that_differ": differing_parameters([data for _, data in found]),
             "complete": sum(m["status"] == "complete" for m in members),
-            "rows_scored": _totals(members, "scored_rows"), "rows_generated": _totals(members, "generated_rows"),
+            **{f"rows_{what}": {k: sum(m[f"{what}_rows"][k] or 0 for m in members) for k in ("computed", "from_cache")}
+               for what in ("scored", "generated")},
             "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()}
                         for name, paths in figures.items()},
         }
@@ -159,7 +154,7 @@ def show_figures(view: FamilyView) -> None:
 def origins(view: FamilyView) -> Any:
     """Rows scored (and generated) in the members' own runs or taken from the row cache, over the family, with the
     parameters that differ between the members as the caption."""
-    counts = {f"rows {what}": _totals(view.summary["members"], f"{what}_rows") for what in ("scored", "generated")
+    counts = {f"rows {what}": view.summary[f"rows_{what}"] for what in ("scored", "generated")
               if any(m[f"{what}_rows"]["computed"] is not None for m in view.summary["members"])}
     table = pd.DataFrame.from_dict(counts, orient="index", columns=["computed", "from_cache"]).rename(
         columns={"computed": "computed in the members' runs", "from_cache": "from the row cache"})

@@ -29,9 +29,9 @@ def theme() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _axes() -> Iterator[tuple[Figure, Any]]:
+def axes(figsize: tuple[float, float] = FIGSIZE) -> Iterator[tuple[Figure, Any]]:
     with theme():
-        fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
+        fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
         yield fig, fig.add_subplot()
 
 
@@ -82,7 +82,7 @@ def _spread(values: np.ndarray) -> bool:
 
 def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Overlaid histograms with KDE of score_chosen and score_rejected."""
-    with _axes() as (fig, ax):
+    with axes() as (fig, ax):
         data = _long(score_chosen, score_rejected)
         scores = data["score"].to_numpy()
         sns.histplot(data=data, x="score", hue="which", bins=_bins(scores), kde=_spread(scores),
@@ -94,7 +94,7 @@ def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) ->
 
 def score_ecdf(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Empirical CDFs of score_chosen and score_rejected."""
-    with _axes() as (fig, ax):
+    with axes() as (fig, ax):
         # one weighted point per distinct value: the same ECDF, drawn from 15 points instead of 2n for ratings
         counts = _long(score_chosen, score_rejected).groupby(["which", "score"]).size().rename("rows").reset_index()
         sns.ecdfplot(data=counts, x="score", hue="which", weights="rows", palette=COLORS, ax=ax)
@@ -114,7 +114,7 @@ def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
 
 def _versus(x: np.ndarray, y: np.ndarray, identity: str, **labels: str) -> Figure:
     """y against x (a hexbin when there are many) with the line y = x labelled `identity`."""
-    with _axes() as (fig, ax):
+    with axes() as (fig, ax):
         _scatter_or_hexbin(ax, x, y, COLORS["margin"])
         lo, hi = float(min(np.min(x), np.min(y))), float(max(np.max(x), np.max(y)))
         pad = 0.02 * (hi - lo or 1.0)
@@ -132,7 +132,7 @@ def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> 
 
 def margin_distribution(margin: np.ndarray) -> Figure:
     """Histogram with KDE of margin = score_chosen − score_rejected, with 0 marked."""
-    with _axes() as (fig, ax):
+    with axes() as (fig, ax):
         sns.histplot(x=margin, bins=_bins(margin), kde=_spread(margin), color=COLORS["margin"], ax=ax)
         ax.axvline(0.0, color="0.2", linestyle="--", linewidth=1.2, label="margin = 0 (tie)")
         ax.legend(loc="upper left")
@@ -143,7 +143,7 @@ def margin_distribution(margin: np.ndarray) -> Figure:
 
 def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray, unit: str = "tokens") -> Figure:
     """Margin against the chosen − rejected response length difference (the length-bias picture)."""
-    with _axes() as (fig, ax):
+    with axes() as (fig, ax):
         _scatter_or_hexbin(ax, length_difference, margin, COLORS["margin"])
         ax.axhline(0.0, color="0.3", linestyle="--", linewidth=1)
         ax.axvline(0.0, color="0.3", linestyle=":", linewidth=1)
@@ -155,7 +155,7 @@ def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray, unit: st
 
 def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Violins (with quartiles) of score_chosen and score_rejected side by side."""
-    with _axes() as (fig, ax):
+    with axes() as (fig, ax):
         sns.violinplot(data=_long(score_chosen, score_rejected), x="which", y="score", hue="which",
                        palette=COLORS, inner="quart", cut=0, legend=False, ax=ax)
         ax.set(xlabel="", ylabel="score", title=f"Scores of chosen and rejected ({_n(len(score_chosen))} pairs)")
@@ -170,7 +170,7 @@ def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
 
 def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: dict) -> Figure:
     """Bland–Altman: candidate − reference against their mean, with the mean difference and limits of agreement."""
-    with _axes() as (fig, ax):
+    with axes() as (fig, ax):
         _scatter_or_hexbin(ax, (reference + candidate) / 2, candidate - reference, COLORS["margin"])
         for key, style, label in (("mean_difference", "-", "mean difference"), ("loa_low", "--", "limits of agreement"),
                                   ("loa_high", "--", None)):
@@ -184,7 +184,7 @@ def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: 
 
 def compare_agreement(counts: dict[str, int]) -> Figure:
     """Aligned rows by how their chosen/rejected texts agree (same, swapped, ..., different)."""
-    with _axes() as (fig, ax):
+    with axes() as (fig, ax):
         total = sum(counts.values())
         sns.barplot(x=list(counts.values()), y=list(counts), color=COLORS["margin"], orient="h", ax=ax)
         for i, value in enumerate(counts.values()):

@@ -16,8 +16,8 @@ from datasets import Features
 
 from ..dataset_io import SEED_FEATURES, prompt_id_of, write_split
 from ..errors import DataError, ParameterError
-from ..exporters import detect_format
-from ..manifest import Manifest
+from ..exporters import FORMATS, detect_format
+from ..manifest import NAMING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
 from ..paths import RunDir, public_name, reads_as_hub_id, shard_name
 from ..sources import load_source
@@ -27,21 +27,19 @@ CONFIG_NAME = "default"
 DATA_DIR = "data"
 FIGURES_DIR = "figures"
 SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
-SEED_REPO = "YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_part2_mini_1"
+SEED_REPO = FORMATS["seed"].source
 # a dataset built here, when `license` / `language` are not given: its sources' (UltraFeedback, H4's binarisation
 # and PairRM are MIT; the rows are English); a dataset not built here gets neither unless given
 BUILT_LICENSE = "mit"
 BUILT_LANGUAGE = ["en"]
 # the score columns the analysis notebook describes (issue 4), in the card table's column order
 SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
-# the tie rule repro.construct records (stated in each language rather than quoted)
-TIE_RULE = "chosen = first highest score, rejected = last lowest score"
 # |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
 LENGTH_BIAS_RHO = 0.1
 LENGTH_BIAS_P = 0.05
 # parameters that decide how the work runs, not what the data holds (scores do not depend on them beyond
 # float rounding; chunks and processes give byte-identical rows), nor where the run lives
-NOT_SHAPING = frozenset({"run_name", "run_dir", "batch_tokens", "chunk_size", "num_processes",
+NOT_SHAPING = NAMING | frozenset({"batch_tokens", "chunk_size", "num_processes",
                          "generation_batch_size", "generation_chunk_size", "generation_num_processes",
                          "cache", "cache_dir"})  # issue 22: the row cache is where rows were kept, not the recipe
 
@@ -385,7 +383,7 @@ def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     """The run's parameters with construction defaults filled in (a params file names only what it changes)."""
-    defaults = {k: f.default for k, f in _fields(recorded).items() if k not in ("run_name", "run_dir")}
+    defaults = {k: f.default for k, f in _fields(recorded).items() if k not in NAMING}
     return {**defaults, **recorded}
 
 

@@ -23,11 +23,11 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from ..errors import DataError, ReproError
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
-from ..parameters import RECIPE_FACTS, CardParams
+from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams
 from ..paths import RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
 from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
-                    TIE_RULE, CardFacts, SplitFacts, public_value, shaping_parameters)
+                    CardFacts, SplitFacts, public_value, shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
@@ -177,10 +177,14 @@ def placeholders(text: str) -> list[str]:
     return [p for p in PLACEHOLDERS if p.lower() in text.lower()]
 
 
-def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = None) -> str:
-    """The card's body, its figure links relative to the showing notebook's folder (so it carries no images)."""
+def preview_markdown(card_path: str | Path) -> str:
+    """The card's body, its figure links relative to the showing notebook's folder (so it carries no images): the
+    executed 03_card's while `repro run` runs it, else the kernel's working folder (JupyterLab's is the notebook's)."""
     card_path = Path(card_path).resolve()
-    folder = Path(notebook_dir) if notebook_dir is not None else notebook_folder(card_path)
+    run = RunDir(card_path.parent.parent)
+    entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
+    folder = (run.root / entry["executed"]).parent if entry.get("status") == "running" and entry.get("executed") \
+        else Path.cwd()
 
     def relink(match: re.Match) -> str:
         png = card_path.parent / match["src"]
@@ -189,16 +193,6 @@ def preview_markdown(card_path: str | Path, notebook_dir: str | Path | None = No
         return f"![{match['alt']}]({Path(os.path.relpath(png, folder.resolve())).as_posix()})"
 
     return FIGURE_LINK_RE.sub(relink, DatasetCard.load(card_path).text)
-
-
-def notebook_folder(card_path: str | Path) -> Path:
-    """The folder of the notebook showing a run's card: the executed 03_card's while `repro run` runs it, else the
-    kernel's working folder (JupyterLab's is the notebook's; papermill's, where its output usually goes)."""
-    run = RunDir(Path(card_path).resolve().parent.parent)
-    entry = (Manifest(run).read().get("notebooks") or {}).get("03_card") or {}
-    if entry.get("status") == "running" and entry.get("executed"):
-        return (run.root / entry["executed"]).parent
-    return Path.cwd()
 
 
 def preview(card_path: str | Path):

@@ -38,14 +38,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        if name != command:
-            continue
-        try:
+        if name == command:
             importlib.import_module(module).configure(p)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            p.set_defaults(_missing=True)
     return parser
 
 
@@ -53,8 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(next((a for a in argv if a in COMMANDS), None))
     args = parser.parse_args(argv)
-    if getattr(args, "_missing", False):
-        parser.error(f"'{args.command}' is not available in this installation")
     try:
         return int(importlib.import_module(args._module).main(args) or 0)
     except ReproError as exc:

@@ -17,7 +17,7 @@ from ..errors import ParameterError
 from ..family import Family, Member, is_done, parse_grid_args, plan_family
 from ..parameters import FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
 from ..paths import RunDir, find_params
-from .preflight import Check, preflight, report, require
+from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, replace_run, rerun_check, writing
 from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
 from .run import configure as configure_run
@@ -52,10 +52,8 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out" if args.out else GIVEN_AS)
     if done := [m.name for m in members if m not in pending]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
-    if args.check:
-        print(report(checks, params_file))
-        return 0 if all(c.ok for c in checks) else 1
-    require(checks, params_file)
+    if (code := require(checks, params_file, args.check)) is not None:
+        return code
     for run in (RunDir(m.run_dir) for m in pending if found[m.name][1]):
         with writing(run, GIVEN_AS):
             replace_run(run, args.force)

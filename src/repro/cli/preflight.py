@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReproError
+from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS
 from ..paths import is_hub_id, nearest_existing
 from ..revisions import hub_offline, publish_blocker
 
@@ -178,8 +179,9 @@ def publish_checks(values: dict[str, Any]) -> list[Check]:
                   else f"{why}, or set push_to_hub: false")]
 
 
-# the notebooks that read this run's dataset when their parameter is unset, by that parameter
-READS_RUN_DATASET = {"02_analyze": "dataset", "03_card": "card_dataset", "04_compare": "candidate"}
+# the notebooks that read this run's dataset when their parameter (the schema's `subject`) is unset, by that parameter
+READS_RUN_DATASET = {notebook: SCHEMAS[sections[0]].subject for notebook, sections in NOTEBOOK_SECTIONS.items()
+                     if SCHEMAS[sections[0]].subject}
 
 
 def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
@@ -236,8 +238,12 @@ def report(checks: list[Check], params_file: str | Path) -> str:
     return "\n".join([head, *(c.line() for c in checks)])
 
 
-def require(checks: list[Check], params_file: str | Path) -> None:
-    """Raise one ReproError naming every missing piece (nothing when all are there)."""
+def require(checks: list[Check], params_file: str | Path, list_only: bool = False) -> int | None:
+    """`--check` (`list_only`): print the checks and return the exit code, 1 when something is missing; else raise
+    one ReproError naming every missing piece (None when all are there)."""
+    if list_only:
+        print(report(checks, params_file))
+        return 0 if all(c.ok for c in checks) else 1
     if any(not c.ok for c in checks):
         raise ReproError(report(checks, params_file) + "\nFix these (or change the parameters), then run the same "
                          "command again; `repro run --check PARAMS` lists them without running.")

@@ -15,7 +15,7 @@ from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
-from .preflight import preflight, report, require
+from .preflight import preflight, require
 from .rerun import changed_parameters, kind_check, replace_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
@@ -174,10 +174,8 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     changed = changed_parameters(run, resolved)
     checks = [*(kind_check(run, resolved["notebooks"], given_as) or [rerun_check(run, changed, args.force, given_as)]),
               *preflight(resolved, run_root)]
-    if args.check:
-        print(report(checks, params_file))
-        return 0 if all(c.ok for c in checks) else 1
-    require(checks, params_file)
+    if (code := require(checks, params_file, args.check)) is not None:
+        return code
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
         if changed:  # --force or a run that made nothing (else require refused): nothing of it may outlive it
             replace_run(run, args.force)

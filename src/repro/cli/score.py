@@ -53,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     for side, what in (("source", "prompt"), ("candidate", "candidate")):
         parser.add_argument(f"--{side}-maxlength", type=int, default=None,
                             help=f"PairRM's {what} limit in tokens (default: the checkpoint's own, as llm-blender; "
-                                 f"{getattr(PAIRRM_LIMITS, f'{side}_maxlength')} where its config has none)")
+                                 f"{PAIRRM_LIMITS[f'{side}_maxlength']} where its config has none)")
     # resumable and multi-process scoring (repro.construct.scoring): chunks on disk, torchrun workers
     parser.add_argument("--num-processes", type=int, default=RUN["num_processes"],
                         help=f"torchrun workers on this node, e.g. one per GPU (default {RUN['num_processes']}); under "

@@ -21,7 +21,7 @@ from huggingface_hub import constants, get_session, try_to_load_from_cache
 
 from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
-from ..jobs import atomic_write_json, atomic_write_text
+from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
 from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root, public_name
@@ -135,8 +135,7 @@ class SelfCheck:
 
     def write(self, report_dir: str | Path) -> tuple[Path, Path]:
         self.json_path, self.md_path = Path(report_dir) / SELFCHECK_JSON, Path(report_dir) / SELFCHECK_MD
-        atomic_write_json(self.json_path, self.to_json(), indent=2,  # numpy scalars and paths: value or text
-                          default=lambda v: v.item() if hasattr(v, "item") else str(v))
+        atomic_write_json(self.json_path, self.to_json(), indent=2, default=json_default)
         atomic_write_text(self.md_path, self.to_markdown())
         return self.json_path, self.md_path
 

@@ -72,21 +72,22 @@ def _local_policy(name: str, path: Path) -> Policy:
     return Policy(name, str(path), True, int(info["seed"]) if info.get("random_init") else None)
 
 
-def _hub_error(policy: Policy, exc: Exception) -> ModelLoadError:
-    return ModelLoadError(
-        f"Could not load the policy model {policy.name!r} ({type(exc).__name__}: {exc}). If it is a hub id and "
-        f"this machine is offline (HF_HUB_OFFLINE=1 or no network), download it where there is network "
-        f"(`hf download {policy.name}`) into the hub cache or a folder, and set policy_model to that folder.")
+def _from_pretrained(policy: Policy, cls, **kwargs):
+    """`cls.from_pretrained` of the policy; a failure says how to get the model onto an offline machine."""
+    try:
+        return cls.from_pretrained(policy.path, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"Could not load the policy model {policy.name!r} ({type(exc).__name__}: {exc}). If it is a hub id and "
+            f"this machine is offline (HF_HUB_OFFLINE=1 or no network), download it where there is network (`hf "
+            f"download {policy.name}`) into the hub cache or a folder, and set policy_model to that folder.") from None
 
 
 def load_tokenizer(policy: Policy):
     """The policy's tokenizer, padding on the left (generation continues every row at its end)."""
     from transformers import AutoTokenizer
 
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(policy.path)
-    except (OSError, ValueError) as exc:
-        raise _hub_error(policy, exc) from None
+    tokenizer = _from_pretrained(policy, AutoTokenizer)
     tokenizer.padding_side = "left"
     return tokenizer
 
@@ -96,10 +97,7 @@ def context_length(policy: Policy, tokenizer) -> int | None:
     says (a model without positions, such as Mamba)."""
     from transformers import AutoConfig
 
-    try:
-        config = AutoConfig.from_pretrained(policy.path)
-    except (OSError, ValueError) as exc:
-        raise _hub_error(policy, exc) from None
+    config = _from_pretrained(policy, AutoConfig)
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
     for name in ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"):
         value = getattr(config, name, None)
@@ -266,14 +264,11 @@ class TransformersEngine:
     def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, batch_size: int):
         from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
-        try:
-            if policy.random_init_seed is not None:
-                model = init_random_weights(AutoConfig.from_pretrained(policy.path), policy.random_init_seed,
-                                            dtype=torch_dtype(dtype), device=device)
-            else:
-                model = AutoModelForCausalLM.from_pretrained(policy.path, dtype=torch_dtype(dtype)).to(device)
-        except (OSError, ValueError) as exc:
-            raise _hub_error(policy, exc) from None
+        if policy.random_init_seed is not None:
+            model = init_random_weights(_from_pretrained(policy, AutoConfig), policy.random_init_seed,
+                                        dtype=torch_dtype(dtype), device=device)
+        else:
+            model = _from_pretrained(policy, AutoModelForCausalLM, dtype=torch_dtype(dtype)).to(device)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.eos_ids = eos_ids

@@ -59,14 +59,6 @@ def _check_job(job: ScoringJob, num_processes: int) -> None:
         raise ParameterError(f"batch_tokens={job.batch_tokens} must be >= 1 (tokens per forward batch).")
 
 
-def _device_and_dtype(job: ScoringJob) -> tuple[str, str]:
-    """('cuda' | 'cpu' | 'mps', 'fp32' | 'fp16' | 'bf16'): what the job's device and dtype mean on this machine."""
-    device = resolve_device(job.device)
-    if job.kind == "sequence_classifier":
-        return device.type, reward_model_dtype(job.dtype, device)
-    return device.type, resolve_dtype(job.dtype, device)
-
-
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
@@ -74,8 +66,9 @@ def _optional_int(value: Any) -> int | None:
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
     """What the scores depend on (not where or how fast they are computed), the budget included: the batches, hence
     the float rounding, follow it (`repro.jobs` adds the items and the chunk size)."""
-    device_type, dtype = _device_and_dtype(job)
-    common = {"model": model_identity(job.model), "device_type": device_type, "dtype": dtype,
+    device = resolve_device(job.device)  # an unknown or unavailable device or dtype fails here, before any work
+    dtype = (reward_model_dtype if job.kind == "sequence_classifier" else resolve_dtype)(job.dtype, device)
+    common = {"model": model_identity(job.model), "device_type": device.type, "dtype": dtype,
               "batch_tokens": int(job.batch_tokens), "options": job.options,  # llm-blender's batch_size changes scores
               "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "repro")}}
     if job.kind == "sequence_classifier":
@@ -110,7 +103,6 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     if job.cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(job.cache_dir))
     check_inputs(prompts, candidates, min_candidates=2 if job.kind == "pairrm" else 1)
-    _device_and_dtype(job)  # an unknown or unavailable device or dtype fails here, before any worker starts
     items = [[p, list(c)] for p, c in zip(prompts, candidates)]
     start = time.monotonic()
     scores, stats = scoring_job({"job": asdict(job), "items": items, "num_processes": int(num_processes)})

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import DataError
-from ..parameters import ConstructParams, SelectionRule
+from ..parameters import RANDOM_RULES, ConstructParams, SelectionRule
 
 RULES: tuple[str, ...] = SelectionRule.__args__  # type: ignore[attr-defined]
 # the RLHFlow `choose_type` each rule corresponds to (for the card and the params files)
@@ -57,16 +57,11 @@ def row_rng(seed: int, key: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
 
-def _first_best(values: Sequence[float], among: Sequence[int]) -> int:
-    top = max(values[i] for i in among)
-    return next(i for i in among if values[i] == top)
-
-
 def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> tuple[int, int]:
     n, rule = len(scores), p.selection
     if rule not in RULES:  # the schema checks these too; parameters built unchecked (model_construct) come here
         raise DataError(f"selection {rule!r} is not a known rule; use one of {list(RULES)}.")
-    if rule in ("best_random", "random_pair") and p.selection_seed is None:
+    if rule in RANDOM_RULES and p.selection_seed is None:
         raise DataError(f"selection {rule!r} draws candidates at random and needs selection_seed.")
     if rule == "best_worst":
         return best_worst(scores)
@@ -77,10 +72,10 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: 
     if rule == "random_pair":
         a, b = (int(i) for i in row_rng(p.selection_seed, key).choice(n, size=2, replace=False))
         return (a, b) if scores[a] >= scores[b] else (b, a)
-    chosen = _first_best(scores, range(n))  # best_second, best_random: the best against one of the others
+    chosen = max(range(n), key=scores.__getitem__)  # best_second, best_random: the (first) best against another
     others = [i for i in range(n) if i != chosen]
     if rule == "best_second":
-        return chosen, _first_best(scores, others)
+        return chosen, max(others, key=scores.__getitem__)
     return chosen, others[int(row_rng(p.selection_seed, key).integers(len(others)))]
 
 

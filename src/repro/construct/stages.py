@@ -13,7 +13,7 @@ from ..dataset_io import write_split
 from ..errors import DataError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
-from ..parameters import ConstructParams, GenerationParams
+from ..parameters import TIE_RULE, ConstructParams, GenerationParams
 from ..paths import RunDir
 from ..revisions import pinned_model
 from ..slicing import plan_slice
@@ -206,7 +206,6 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
 def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[list[float]]) -> datasets.Dataset:
     """Rows in the output format's columns (default the seed's): the pair the `selection` rule picks."""
     p = ctx.params
-    fmt = FORMATS[p.output_format]
     with ctx.manifest.stage("pairs") as info:
         rows, picks, dropped = [], [], {}
         for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores)):
@@ -219,7 +218,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
                 continue
             picks.append((pick.chosen + lead, pick.rejected + lead))
             rows.append(build_row(source_row, prompt, cands, s, messages=p.messages,
-                                  keep_all_candidates=p.keep_all_candidates or fmt.needs_all_candidates,
+                                  keep_all_candidates=p.keep_all_candidates,
                                   more_scores={name: more[k] for name, more in ctx.more_scores.items()},
                                   pick=picks[-1]) | {SCORED_ONLY: lead})
         if not rows:  # `datasets` cannot write no rows; the scores are kept (work/, the row cache) for a re-run
@@ -235,7 +234,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
         out = export_rows(p.output_format, rows, picks, p.keep_all_candidates, list(ctx.more_scores))
         info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=RLHFLOW_NAMES[p.selection],
                     ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
-                    tie_rule="chosen = first highest score, rejected = last lowest score")
+                    tie_rule=TIE_RULE)
     ctx.manifest.set_counts(kept=len(out), **{f"dropped_{reason}": n for reason, n in sorted(dropped.items())})
     return out
 

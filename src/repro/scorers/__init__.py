@@ -6,23 +6,21 @@ its logits, on a scale of their own.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
 from ..errors import ModelLoadError, ParameterError
 from .blender_compat import BlenderScorer
-from .common import check_local_path
+from .common import local_checkpoint
 from .pairrm import PairRM
 from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS, read_config
-from .sequence_classifier import OPTIONS as SEQUENCE_CLASSIFIER_OPTIONS
 from .sequence_classifier import SequenceClassifierScorer
 from .tiny import BUILTIN_REWARD_MODELS
 
 KINDS = ("auto", "pairrm", "sequence_classifier")
-PAIRRM_OPTIONS = {  # each PairRM backend's own options
-    "repro": ("source_maxlength", "candidate_maxlength", "fast_attention"),
-    "llm-blender": ("source_maxlength", "candidate_maxlength", "batch_size", "restore_normalizer"),
-}
+SCORERS = {("pairrm", "repro"): PairRM, ("pairrm", "llm-blender"): BlenderScorer,
+           ("sequence_classifier", "repro"): SequenceClassifierScorer}
 
 
 def kind_of_config(config: dict[str, Any]) -> str | None:
@@ -35,15 +33,12 @@ def kind_of_config(config: dict[str, Any]) -> str | None:
     return None
 
 
-def _read_config(spec: str) -> dict[str, Any] | None:
-    """A checkpoint's config.json: from its folder, or from the hub cache (or the hub, when online)."""
+def _hub_config(spec: str) -> dict[str, Any] | None:
+    """A hub checkpoint's config.json, from the hub cache (or the hub, when online); None where neither gives it."""
     try:
-        folder = Path(spec).expanduser()
-        if not folder.is_dir():
-            from huggingface_hub import hf_hub_download
+        from huggingface_hub import hf_hub_download
 
-            folder = Path(hf_hub_download(spec, "config.json")).parent
-        return read_config(folder)
+        return read_config(Path(hf_hub_download(spec, "config.json")).parent)
     except Exception:  # offline and not cached, no such repo, unreadable: the caller says what to do
         return None
 
@@ -59,22 +54,20 @@ def detect_kind(model: str | Path) -> str:
     if spec.startswith("builtin:"):
         raise ModelLoadError(f"Unknown built-in model '{spec}': the built-in stand-ins are "
                              f"{', '.join([BUILTIN_TINY, *BUILTIN_REWARD_MODELS])}.")
-    check_local_path(spec, "Scorer model", "llm-blender/PairRM-hf")
-    config = _read_config(spec)
-    if config is None and not Path(spec).expanduser().is_dir():
+    folder = local_checkpoint(spec, "Scorer model", "llm-blender/PairRM-hf", "a PairRM or reward-model checkpoint.")
+    config = read_config(folder) if folder else _hub_config(spec)
+    if config is None:
         if "pairrm" in spec.lower():  # its loader says how to fetch it
             return "pairrm"
         raise ModelLoadError(
             f"Scorer model '{spec}' is neither a local folder nor in the hub cache, and the hub could not be asked "
             f"(offline?), so its kind cannot be read from its config.json. Fetch it once (`hf download {spec}`), "
             f"give a local folder, or set scorer_kind (`repro score --kind`) to 'pairrm' or 'sequence_classifier'.")
-    kind = kind_of_config(config) if config is not None else None
+    kind = kind_of_config(config)
     if kind is None:
-        what = ("its config.json could not be read" if config is None else
-                f"its config.json names architectures {config.get('architectures')}, neither PairRM's nor a "
-                f"*ForSequenceClassification")
-        raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: {what}. Set scorer_kind (`repro score "
-                             f"--kind`) to 'pairrm' or 'sequence_classifier'.")
+        raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: its config.json names architectures "
+                             f"{config.get('architectures')}, neither PairRM's nor a *ForSequenceClassification. Set "
+                             f"scorer_kind (`repro score --kind`) to 'pairrm' or 'sequence_classifier'.")
     return kind
 
 
@@ -90,17 +83,17 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
     """A scorer of `model`: PairRM (backend "repro", the engine, or "llm-blender", the original code) or a
     sequence-classifier reward model (options: chat_template, trust_remote_code, output_index, max_length)."""
     kind = resolve_kind(model, kind)
-    if kind == "pairrm" and backend not in PAIRRM_OPTIONS:
+    if kind == "pairrm" and (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
-    allowed = PAIRRM_OPTIONS[backend] if kind == "pairrm" else SEQUENCE_CLASSIFIER_OPTIONS
+    cls = SCORERS.get((kind, backend), SequenceClassifierScorer)
+    allowed = [p.name for p in inspect.signature(cls.load).parameters.values()  # the options: load's keywords
+               if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "dtype")]
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         what = f"a {kind} scorer" + (f" with backend {backend!r}" if kind == "pairrm" else "")
         raise ParameterError(f"Scorer option(s) {', '.join(unknown)} do not apply to {what} ('{model}'); "
                              f"its options are {', '.join(allowed)}.")
-    if kind == "sequence_classifier":
-        if backend != "repro":
-            raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
-        return SequenceClassifierScorer.load(model, device=device, dtype=dtype, **options)
+    if (kind, backend) not in SCORERS:
+        raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
     # PairRM limits not given are the checkpoint's own, else 1224 / 412: `info["limits_from"]` says which
-    return (PairRM if backend == "repro" else BlenderScorer).load(model, device=device, dtype=dtype, **options)
+    return cls.load(model, device=device, dtype=dtype, **options)

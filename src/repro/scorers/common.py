@@ -93,11 +93,16 @@ def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
 
 
-def check_local_path(spec: str, what: str, hub_example: str) -> None:
-    """Raise a ModelLoadError naming the path when `spec` names a local path with no folder there."""
+def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Path | None:
+    """The folder `spec` names (with a config.json, else `layout` says what is expected), None for a hub id; a
+    ModelLoadError naming the path when `spec` names a local path with no folder there."""
     path = Path(spec).expanduser()
-    if path.is_dir() or (not path.exists() and reads_as_hub_id(spec)):
-        return
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{what} folder {path} has no config.json: expected {layout}")
+        return path
+    if not path.exists() and reads_as_hub_id(spec):
+        return None
     if path.exists():
         raise ModelLoadError(f"{what} '{spec}' is not a directory (looked for {path.resolve()}): pass the "
                              f"checkpoint's folder (config.json, weights, tokenizer), not a file in it.")

@@ -13,7 +13,7 @@ from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
 from ..paths import reads_as_hub_id, resolve_user_path
 from ..revisions import hub_offline
-from .common import check_local_path, is_stand_in
+from .common import is_stand_in, local_checkpoint
 from .pairrm_attention import PairRMModel, install_fast_attention
 from .tiny import BUILTIN_TINY, DEBERTA_V3_LARGE, build_builtin
 
@@ -51,8 +51,9 @@ def _from_hub(repo_id: str) -> Path:
     offline = f" ({switch} is set: the hub was not asked)" if switch else ""
     raise ModelLoadError(
         f"PairRM model '{repo_id}' could not be loaded: it is not a local directory (no folder "
-        f"{resolve_user_path(repo_id, may_be_id=False)}), not in llm-blender's download folder ({legacy}) and not in the Hugging Face "
-        f"hub cache ({constants.HF_HUB_CACHE}){offline}; {'; '.join(reasons)}. {_how_to_provide(repo_id)}")
+        f"{resolve_user_path(repo_id, may_be_id=False)}), not in llm-blender's download folder ({legacy}) and not "
+        f"in the Hugging Face hub cache ({constants.HF_HUB_CACHE}){offline}; {'; '.join(reasons)}. "
+        f"{_how_to_provide(repo_id)}")
 
 
 def resolve_model(spec: str | Path) -> Path:
@@ -62,16 +63,9 @@ def resolve_model(spec: str | Path) -> Path:
         return build_builtin(spec)
     if spec.startswith("builtin:"):
         raise ModelLoadError(f"Unknown built-in model '{spec}': the only one is '{BUILTIN_TINY}'.")
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(
-                f"PairRM directory {path} has no config.json: expected llm-blender's layout (a RankerConfig "
-                f"config.json + model.safetensors or pytorch_model.bin) or the Transformers layout of "
-                f"llm-blender/PairRM-hf. {_how_to_provide(spec)}")
-        return path
-    check_local_path(spec, "PairRM model", "llm-blender/PairRM-hf")
-    return _from_hub(spec)
+    return local_checkpoint(spec, "PairRM model", "llm-blender/PairRM-hf", (
+        f"llm-blender's layout (a RankerConfig config.json + model.safetensors or pytorch_model.bin) or the "
+        f"Transformers layout of llm-blender/PairRM-hf. {_how_to_provide(spec)}")) or _from_hub(spec)
 
 
 def detect_layout(config: dict[str, Any]) -> str:
@@ -106,7 +100,7 @@ def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = Non
                                      f"the checkpoint's config or pass {name} explicitly.") from None
             origins[name] = "checkpoint config"
         else:
-            limits[name], origins[name] = getattr(PAIRRM_LIMITS, name), "default"
+            limits[name], origins[name] = PAIRRM_LIMITS[name], "default"
     for name, value in limits.items():
         if value < 3:
             where = "given" if origins[name] == "explicit" else f"from the {origins[name]}"

@@ -15,11 +15,10 @@ import numpy as np
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import DEFAULT_BATCH_TOKENS
-from .common import (BudgetedBatches, check_inputs, check_local_path, is_stand_in, resolve_device, resolve_dtype,
+from .common import (BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, resolve_device, resolve_dtype,
                      torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
-OPTIONS = ("chat_template", "trust_remote_code", "output_index", "max_length")
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
                  "and a scale of its own (not comparable with PairRM's scores)")
 
@@ -38,14 +37,9 @@ def resolve_checkpoint(spec: str | Path) -> str:
     spec = str(spec).strip()
     if spec in BUILTIN_REWARD_MODELS:
         return str(build_builtin(spec))
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(f"Reward model folder {path} has no config.json: expected a Transformers "
-                                 f"checkpoint (config.json, weights, tokenizer files).")
-        return str(path)
-    check_local_path(spec, "Reward model", "Skywork/Skywork-Reward-V2-Llama-3.1-8B")
-    return spec
+    path = local_checkpoint(spec, "Reward model", "Skywork/Skywork-Reward-V2-Llama-3.1-8B",
+                            "a Transformers checkpoint (config.json, weights, tokenizer files).")
+    return spec if path is None else str(path)
 
 
 def _load_error(spec: str, exc: Exception, trust_remote_code: bool) -> ModelLoadError:

@@ -138,8 +138,8 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
                       num_heads: int = 2, intermediate_size: int = 64, vocab_size: int = 600,
                       initializer_range: float = 1.0, layout: str = "llm-blender",
                       weights_format: str = "safetensors", extra_corpus: Iterable[str] = (),
-                      source_maxlength: int = PAIRRM_LIMITS.source_maxlength,
-                      candidate_maxlength: int = PAIRRM_LIMITS.candidate_maxlength) -> Path:
+                      source_maxlength: int = PAIRRM_LIMITS["source_maxlength"],
+                      candidate_maxlength: int = PAIRRM_LIMITS["candidate_maxlength"]) -> Path:
     """A random PairRM checkpoint in `out_dir`: llm-blender's layout (with its `backbone/` folder) or PairRM-hf's.
 
     `initializer_range=1.0` spreads scores to about 0.1 (0.02 gives near-ties); `extra_corpus`: more tokenizer
