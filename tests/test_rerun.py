@@ -244,3 +244,9 @@ def test_a_family_never_goes_into_a_runs_folder_nor_a_run_into_a_familys(previou
     Manifest(family).notebook_status("05_family", "done")
     assert main(["run", "demo", "--out", str(family.root), "--check"]) == 1
     assert f"{family.root} holds a family's folder (05_family), not a run" in capsys.readouterr().out
+    # nor a family's member into a family's folder: runs/x/mini_index-0 made a family by an earlier --out
+    members = tmp_path / "grid"
+    Manifest(RunDir(members / "mini_index-0")).start_run({"run_name": "f"}, ["05_family"])
+    assert main(["run", "demo", "--set", "mini_count=4", "--grid", "mini_index=0,1", "--out", str(members),
+                 "--check"]) == 1
+    assert f"{members / 'mini_index-0'} holds a family's folder (05_family), not a run" in capsys.readouterr().out

@@ -29,7 +29,9 @@ def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, A
     """What one member needs before it runs (its run directory, then the machine), and its changed parameters."""
     resolved, run = resolve_parameters(member.values), RunDir(member.run_dir)
     changed = changed_parameters(run, resolved)
-    return [rerun_check(run, changed, force, GIVEN_AS), *preflight(resolved, run.root)], changed
+    advice = "give the family another --out or run_dir (its members go into its folder, by name)"
+    return [*(kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [rerun_check(run, changed, force, GIVEN_AS)]),
+            *preflight(resolved, run.root)], changed
 
 
 def grouped(per_member: dict[str, list[Check]]) -> list[Check]:

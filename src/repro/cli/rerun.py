@@ -53,18 +53,19 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
                 os.environ[WRITING_ENV] = before
 
 
-def kind_check(run: RunDir, notebooks: list[str], given_as: str) -> list[Check]:
+def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | None = None) -> list[Check]:
     """A family's folder (05_family only: its members hold the runs) and a run's are never one folder: the family
-    would put its members and its record into the run's. The refusal, or nothing when `run` is new or alike."""
+    would put its members and its record into the run's. The refusal (`advice`: what to do, else to give the run or
+    the family its own `given_as`), or nothing when `run` is new or alike."""
     recorded = list((Manifest(run).read().get("notebooks") or {}))
     family, held = notebooks == [FAMILY_NOTEBOOK], recorded == [FAMILY_NOTEBOOK]
     if not recorded or family == held:
         return []
     kinds = ("a run", "a family's folder")
+    advice = advice or f"give the {'family' if family else 'run'} its own {given_as}"
     return [Check("run directory", False, f"{run.root} holds {kinds[held]} ({', '.join(recorded)}), not "
-                                          f"{kinds[family]}: give the {'family' if family else 'run'} its own "
-                                          f"{given_as} (--force replaces a run of other parameters, not another kind "
-                                          f"of folder)", problem="REFUSED")]
+                                          f"{kinds[family]}: {advice} (--force replaces a run of other parameters, "
+                                          f"not another kind of folder)", problem="REFUSED")]
 
 
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str) -> Check:
