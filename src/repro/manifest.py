@@ -171,6 +171,11 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def as_recorded(value: Any) -> Any:
+    """`value` as the manifest records it (JSON: tuples as lists, numpy scalars as values, paths as text)."""
+    return json.loads(json.dumps(value, default=json_default))
+
+
 NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing: the folder's record keeps its own
 
 
@@ -222,7 +227,7 @@ class Manifest:
         params = dict(data["parameters"]) if merge else dict(parameters)
         if merge:  # (resolved parameters hold every notebook's defaults: only the notebooks run now say theirs)
             others = notebook_fields(*(nb for nb in nbs if nb not in notebooks))
-            new = json.loads(json.dumps(parameters, default=str))  # as recorded
+            new = as_recorded(parameters)
             for key in (notebook_fields(*notebooks) | RUN_KEYS) & set(parameters) - NAMING:
                 if key in others and key in params and params[key] != new[key]:  # theirs stays; this one's beside
                     for nb in notebooks:
@@ -248,7 +253,7 @@ class Manifest:
         """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too."""
         data = self.read()
         recorded, done = data.get("parameters") or {}, data.get("notebooks") or {}
-        new = json.loads(json.dumps(parameters, default=str))  # as the manifest recorded it
+        new = as_recorded(parameters)
         changed = {}
         for name in (name for name in notebooks if name in done):
             theirs = {**recorded, **(done[name].get("parameters") or {})}

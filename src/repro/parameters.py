@@ -76,16 +76,16 @@ class _Params(BaseModel):
         rows = []
         for name, field in type(self).model_fields.items():
             value, default = getattr(self, name), field.get_default(call_default_factory=True)
-            note = "" if value == default else f" (default {_cell(default)})"
+            note = "" if value == default else f" (default {table_cell(f'`{default!r}`')})"
             if name not in _Params.model_fields:
-                rows.append(f"| `{name}` | {_cell(value)}{note}")
+                rows.append(f"| `{name}` | {table_cell(f'`{value!r}`')}{note}")
         return (f"**Parameters** of {notebook}, run directory `{self.run_root}`:\n\n| parameter | value |\n|---|---|\n"
                 + "\n".join(f"{row} |" for row in rows))
 
 
-def _cell(value: Any) -> str:
-    """A value in a Markdown table: its repr as code, a | in it escaped."""
-    return f"`{value!r}`".replace("|", "\\|")
+def table_cell(text: Any) -> str:
+    """Text in a Markdown table's cell: a | escaped, line breaks as spaces."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 # 01_construct: the pair selection rules (repro.construct.selection; the random ones need selection_seed) and the
@@ -94,6 +94,9 @@ SelectionRule = Literal["best_worst", "best_random", "random_pair", "best_second
 RANDOM_RULES = ("best_random", "random_pair")
 TIE_RULE = "chosen = first highest score, rejected = last lowest score"  # as the manifest records it, for the card
 OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
+ScorerKind = Literal["auto", "pairrm", "sequence_classifier"]  # auto: read from the checkpoint (repro.scorers)
+ScorerBackend = Literal["repro", "llm-blender"]  # PairRM's: the engine, or llm-blender's own code
+ScorerDtype = Literal["auto", "fp32", "fp16", "bf16"]
 ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
 
 
@@ -104,12 +107,12 @@ class ScorerSpec(BaseModel):
 
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]  # the column and work/scoring/<name>/
     model: ScorerPath  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
-    kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"
+    kind: ScorerKind = "auto"
     # a sequence classifier's chat_template, trust_remote_code, output_index, max_length;
     # PairRM's source_maxlength, candidate_maxlength (default: the run's)
     options: dict[str, Any] = {}
-    backend: Literal["repro", "llm-blender"] = "repro"
-    dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"
+    backend: ScorerBackend = "repro"
+    dtype: ScorerDtype = "auto"
     batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last: the card's table of
     # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
 
@@ -146,15 +149,15 @@ class ConstructParams(_Params):
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
     scorer_model: ScorerPath = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
-    scorer_backend: Literal["repro", "llm-blender"] = "repro"
+    scorer_backend: ScorerBackend = "repro"
     device: Device = "auto"
-    dtype: Literal["auto", "fp32", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
+    dtype: ScorerDtype = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
     batch_tokens: Count = 16384  # token budget per forward batch
     chunk_size: Count = 256  # prompts per resumable chunk
     num_processes: Count = 1  # >1: torchrun workers on this node
     source_maxlength: TokenLimit | None = None  # None: the checkpoint's own (llm-blender's RankerConfig), else 1224
     candidate_maxlength: TokenLimit | None = None  # likewise, else 412
-    scorer_kind: Literal["auto", "pairrm", "sequence_classifier"] = "auto"  # auto: read from the checkpoint
+    scorer_kind: ScorerKind = "auto"
     scorer_options: dict[str, Any] = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
     scorers: list[ScorerSpec] = []  # more scorers, scores in candidate_scores_<name>; scorer_model decides the pairs
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded

@@ -23,7 +23,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from ..errors import DataError, ReproError
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
-from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams
+from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams, table_cell
 from ..paths import RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
 from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
@@ -94,7 +94,7 @@ def _environment(lang: str) -> jinja2.Environment:
     words = env.get_template(f"{lang}.jinja").module
     env.filters.update(
         json=json.dumps, code=lambda name: f"`{name}`", public=public_value,
-        cell=lambda text: str(text).replace("|", "\\|").replace("\n", " "),
+        cell=table_cell,
         v=lambda value: fmt(value, words.unknown),
         metric=lambda value: words.undefined if value is None else fmt(value, words.unknown))  # null: NaN/inf
     env.globals.update(t=words, config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,

@@ -11,16 +11,16 @@ import sys
 import tempfile
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_text, is_main_process, world_size
-from ..parameters import PAIRRM_LIMITS, ConstructParams
+from ..parameters import PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import nearest_existing
 from ..scorers import resolve_kind
-from ..scorers.common import ranks_from_scores
+from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import iter_jsonl
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="hub id (llm-blender/PairRM, llm-blender/PairRM-hf, a sequence-classifier reward "
                              "model), a local checkpoint directory, or a random stand-in whose scores are noise "
                              "(builtin:tiny-pairrm, builtin:tiny-reward-llama, builtin:tiny-reward-deberta)")
-    parser.add_argument("--kind", default=RUN["scorer_kind"], choices=["auto", "pairrm", "sequence_classifier"],
+    parser.add_argument("--kind", default=RUN["scorer_kind"], choices=get_args(ScorerKind),
                         help="auto (read from the checkpoint's config.json), pairrm, or sequence_classifier "
                              "(AutoModelForSequenceClassification with one output: its logits are the scores)")
     parser.add_argument("--chat-template", type=Path, default=None,
@@ -46,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
-    parser.add_argument("--backend", default=RUN["scorer_backend"], choices=["repro", "llm-blender"],
+    parser.add_argument("--backend", default=RUN["scorer_backend"], choices=get_args(ScorerBackend),
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
     parser.add_argument("--batch-tokens", type=int, default=RUN["batch_tokens"],
                         help=f"token budget per forward batch, padding counted (default {RUN['batch_tokens']})")
@@ -120,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
     if kind != "pairrm" and (args.source_maxlength is not None or args.candidate_maxlength is not None):
         raise ParameterError("--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier "
                              "takes its own (scorer option max_length). Leave them out with this model.")
-    rows = read_rows(args.input, min_candidates=2 if kind == "pairrm" else 1)
+    rows = read_rows(args.input, min_candidates=MIN_CANDIDATES[kind])
     options: dict[str, Any] = {"trust_remote_code": True} if args.trust_remote_code else {}
     if args.chat_template is not None:
         if not args.chat_template.is_file():

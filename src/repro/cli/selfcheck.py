@@ -23,7 +23,7 @@ from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
-from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams
+from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams, table_cell
 from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root, public_name
 from ..revisions import hub_offline
 from ..scorers import load_scorer
@@ -561,7 +561,7 @@ def _tidy(text: Any) -> str:
     home = str(Path.home())
     if home and home != "/":
         out = out.replace(home, "~")
-    return out.replace("|", "\\|").replace("\n", " ")
+    return table_cell(out)
 
 
 REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),

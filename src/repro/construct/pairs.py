@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from ..dataset_io import SEED_COLUMNS, conversation, prompt_id_of, response_text
 from ..errors import DataError
 from ..parameters import ConstructParams
-from .selection import best_worst
+from .selection import DROP_TOO_FEW, best_worst
 
 REFERENCE = "reference_response"
 ORIGINAL_CHOSEN = "original_chosen"
@@ -86,8 +86,7 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_o
             if p.too_few_candidates == "error":
                 raise DataError(f"{where} has {distinct} distinct candidate(s) among {[n for n, _ in pairs]}; PairRM "
                                 f"needs two. Set too_few_candidates: drop to skip such rows.")
-            reason = "fewer_than_two_distinct_candidates"
-            cs.dropped[reason] = cs.dropped.get(reason, 0) + 1
+            cs.dropped[DROP_TOO_FEW] = cs.dropped.get(DROP_TOO_FEW, 0) + 1
             continue
         cs.rows.append(i)
         cs.prompts.append(prompt)

@@ -14,7 +14,7 @@ from ..jobs import run_chunked_with_stats, run_job
 from ..manifest import package_versions
 from ..revisions import model_identity
 from ..scorers import load_scorer, resolve_kind
-from ..scorers.common import check_inputs, resolve_device, resolve_dtype
+from ..scorers.common import MIN_CANDIDATES, check_inputs, resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import reward_model_dtype
 
 
@@ -102,7 +102,7 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     _check_job(job, num_processes)
     if job.cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(job.cache_dir))
-    check_inputs(prompts, candidates, min_candidates=2 if job.kind == "pairrm" else 1)
+    check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES[job.kind])
     items = [[p, list(c)] for p, c in zip(prompts, candidates)]
     start = time.monotonic()
     scores, stats = scoring_job({"job": asdict(job), "items": items, "num_processes": int(num_processes)})

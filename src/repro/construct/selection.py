@@ -34,6 +34,7 @@ RLHFLOW_NAMES = {"best_worst": "max_min", "best_second": "max_max", "best_random
 DROP_TIE = "tie"
 DROP_MARGIN = "below_min_margin"
 DROP_SINGLE = "fewer_than_two_candidates"
+DROP_TOO_FEW = "fewer_than_two_distinct_candidates"  # a source row, before scoring (too_few_candidates: drop)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row,
                     prompt_id_of)
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates
-from .selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, RLHFLOW_NAMES, select
+from .selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
 
 
 @dataclass
@@ -153,8 +153,8 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
         if rows and not len(cs):  # nothing to score: say why here, not through an empty figure or dataset
-            why = {"fewer_than_two_distinct_candidates": f"fewer than two distinct candidates in candidate_columns "
-                                                         f"{p.candidate_columns} (equal texts count once)",
+            why = {DROP_TOO_FEW: f"fewer than two distinct candidates in candidate_columns {p.candidate_columns} "
+                                 f"(equal texts count once)",
                    "duplicate_prompt_id": "the prompt_id of an earlier row (duplicate_prompt_ids: keep_first)"}
             counts = " and ".join(f"{n} of {len(rows)} rows have {why.get(k, k)}" for k, n in cs.dropped.items())
             raise DataError(f"No row is left to score: {counts}. Check candidate_columns against the source's "
@@ -162,8 +162,8 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         sizes = [len(c) for c in cs.candidates]
         info.update(rows=len(cs), dropped=cs.dropped,
                     candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
-    ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(
-        "fewer_than_two_distinct_candidates", 0), dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0))
+    ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(DROP_TOO_FEW, 0),
+                            dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0))
     return cs
 
 

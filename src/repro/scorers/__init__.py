@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from ..errors import ModelLoadError, ParameterError
+from ..parameters import ScorerKind
 from .blender_compat import BlenderScorer
 from .common import local_checkpoint
 from .pairrm import PairRM
@@ -18,7 +19,7 @@ from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS, read_config
 from .sequence_classifier import SequenceClassifierScorer
 from .tiny import BUILTIN_REWARD_MODELS
 
-KINDS = ("auto", "pairrm", "sequence_classifier")
+KINDS = get_args(ScorerKind)
 SCORERS = {("pairrm", "repro"): PairRM, ("pairrm", "llm-blender"): BlenderScorer,
            ("sequence_classifier", "repro"): SequenceClassifierScorer}
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, get_args
 
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError
+from ..parameters import ScorerDtype
 from ..paths import STAND_IN_MARKER, reads_as_hub_id
 
-DTYPE_NAMES = ("fp32", "fp16", "bf16")
+DTYPE_NAMES = tuple(d for d in get_args(ScorerDtype) if d != "auto")
+MIN_CANDIDATES = {"pairrm": 2, "sequence_classifier": 1}  # per prompt: PairRM compares pairs
 DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import DEFAULT_BATCH_TOKENS
-from .common import (BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, resolve_device, resolve_dtype,
-                     torch_dtype)
+from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, resolve_device,
+                     resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
@@ -191,7 +191,7 @@ class SequenceClassifierScorer(BudgetedBatches):
               batch_tokens: int = DEFAULT_BATCH_TOKENS,
               progress: Callable[[int], Any] | None = None) -> list[np.ndarray]:
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
-        check_inputs(prompts, candidates, min_candidates=1)
+        check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES["sequence_classifier"])
         plan, order, per_prompt = self.plan(prompts, candidates)
         logits = self._run(plan, order, batch_tokens, per_prompt, progress)
         return [logits[index].astype(np.float64) for index in per_prompt]
