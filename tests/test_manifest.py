@@ -34,13 +34,13 @@ def test_outputs_are_hashed(tmp_path):
 def test_standalone_notebook_completes_and_merges_parameters(tmp_path):
     m = Manifest(tmp_path)
     m.ensure_started({"source": "demo"}, "01_construct")
-    m.notebook_done("01_construct")
+    m.notebook_ended("01_construct")
     assert m.read()["status"] == "complete"
     m.ensure_started({"bootstrap_resamples": 10}, "02_analyze")
     data = m.read()
     assert data["parameters"] == {"source": "demo", "bootstrap_resamples": 10}
     assert data["status"] == "running"
-    m.notebook_done("02_analyze")
+    m.notebook_ended("02_analyze")
     assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
 
 
@@ -87,7 +87,7 @@ def test_a_notebook_alone_after_a_failed_run_does_not_leave_it_running_forever(t
     m.notebook_status("01_construct", "failed")
     m.finish_run("failed", "DataError: ...")
     m.ensure_started({"source": "demo"}, "01_construct")
-    m.notebook_done("01_construct")
+    m.notebook_ended("01_construct")
     data = m.read()
     assert data["status"] == "complete" and list(data["notebooks"]) == ["01_construct"]
 

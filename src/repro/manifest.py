@@ -300,10 +300,10 @@ class Manifest:
             yield
         except BaseException as exc:  # outside a stage (a stage has recorded its own failure)
             if alone and self.read()["notebooks"][notebook].get("status") == "running":
-                self.notebook_done(notebook, ended(exc), f"{type(exc).__name__}: {exc}")
+                self.notebook_ended(notebook, ended(exc), f"{type(exc).__name__}: {exc}")
             raise
         if alone:
-            self.notebook_done(notebook)
+            self.notebook_ended(notebook)
 
     def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:
         """Record the self-check this run cites (`find_selfcheck`) under `selfcheck`; none found: none recorded."""
@@ -326,8 +326,8 @@ class Manifest:
                 if status != "complete" and entry.get("status") == "running":
                     entry.update(status=status, error=error)
 
-    def notebook_done(self, notebook: str, status: str = "done", error: str | None = None) -> None:
-        """Mark a notebook done (or failed, interrupted); a run driven by plain papermill ends when none of its
+    def notebook_ended(self, notebook: str, status: str = "done", error: str | None = None) -> None:
+        """End a notebook: done, failed or interrupted; a run driven by plain papermill ends when none of its
         notebooks is left to finish: complete when all are done, else as the first that is not, with its error."""
         self.notebook_status(notebook, status, **({"error": error} if error else {}))
         data = self.read()

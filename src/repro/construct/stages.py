@@ -275,7 +275,7 @@ def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct",
     ctx.manifest.record("dataset", {**facts, "output_format": p.output_format, "output_format_from": fmt.source})
     ctx.manifest.record("lineage", lineage(ctx, split))
     ctx.manifest.add_outputs(*split_info["files"])
-    ctx.manifest.notebook_done(notebook)
+    ctx.manifest.notebook_ended(notebook)
     return split_info
 
 
