@@ -73,3 +73,26 @@ def test_bad_options_exit_2_with_the_option_named(tmp_path, tiny_pairrm_dir, cap
     assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(tmp_path / "nope.jsonl"),
                  "--output", str(tmp_path / "o.jsonl")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_chat_template_file_scores_a_reward_model_that_has_none(tmp_path, sppo_rows, capsys):
+    """`repro score --chat-template FILE`: a reward model without a chat template is refused until given one, a
+    missing file is named, and the file's template gives the scores load_scorer gives with it."""
+    from repro.scorers import load_scorer
+    from repro.scorers.tiny import DEBERTA_CHAT_TEMPLATE, build_tiny_reward_model
+
+    folder = build_tiny_reward_model(tmp_path / "bare", "deberta", chat_template=False)
+    src, out = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:4]), tmp_path / "out.jsonl"
+    args = ["score", "--model", str(folder), "--input", str(src), "--output", str(out), "--device", "cpu"]
+    assert main(args) == 2
+    assert "no chat template" in capsys.readouterr().err
+    assert main([*args, "--chat-template", str(tmp_path / "missing.jinja")]) == 2
+    assert f"--chat-template {tmp_path / 'missing.jinja'} does not exist" in capsys.readouterr().err
+    assert not out.exists()
+    (tmp_path / "turns.jinja").write_text(DEBERTA_CHAT_TEMPLATE, encoding="utf-8")
+    assert main([*args, "--chat-template", str(tmp_path / "turns.jinja")]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    want = load_scorer(folder, device="cpu", chat_template=DEBERTA_CHAT_TEMPLATE).score(
+        [r["prompt"] for r in sppo_rows[:4]], [r["candidates"] for r in sppo_rows[:4]])
+    for row, expected in zip(rows, want):
+        np.testing.assert_allclose(row["scores"], expected, rtol=0, atol=1e-6)

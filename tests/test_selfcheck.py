@@ -287,3 +287,14 @@ def test_machine_info_names_the_gpu_the_device_names(monkeypatch):
     assert (machine_info("cuda:1")["gpu"], machine_info("cuda:1")["gpu_memory_gb"]) == ("GPU one", 141.0)
     assert machine_info("cuda")["gpu"] == "GPU zero"
     assert "gpu" not in machine_info("cpu")
+
+
+def test_without_input_it_scores_the_embedded_demos_rows():
+    """`repro selfcheck` with no --input reads the first --rows rows of the demo the package carries."""
+    from repro.cli.selfcheck import selfcheck_rows
+
+    prompts, candidates, source = selfcheck_rows(None, 3)
+    demo = [json.loads(line) for line in demo_path().read_text(encoding="utf-8").splitlines()[:3]]
+    assert prompts == [row["prompt"] for row in demo]
+    assert candidates == [list(dict.fromkeys(row[c] for c in ("resp0", "resp1", "resp2", "resp3"))) for row in demo]
+    assert "embedded demo" in source
