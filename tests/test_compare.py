@@ -18,10 +18,10 @@ from scipy import stats as sps
 
 from repro import compare
 from repro.analysis import stats
-from repro.dataset_io import output_features, write_split
+from repro.dataset_io import output_features, prompt_id_of, write_split
 from repro.errors import DataError, DatasetLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
-from repro.construct.pairs import build_row, prompt_id_of
+from repro.construct.pairs import build_row
 from repro.parameters import CompareParams, ConstructParams, build
 from repro.paths import RunDir
 from repro.slicing import plan_slice

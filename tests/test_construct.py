@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from repro.construct import stages as construct
-from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES
+from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, prompt_id_of
 from repro.errors import DataError
-from repro.construct.pairs import prompt_id_of
 from repro.parameters import ConstructParams, build
 
 

@@ -3,10 +3,9 @@ import hashlib
 import datasets
 import pytest
 
-from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, output_features
+from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, output_features, prompt_id_of
 from repro.errors import DataError
-from repro.construct.pairs import (build_row, check_prompt_ids, collect_candidates, prompt_id_of, row_candidates,
-                         select_pair)
+from repro.construct.pairs import build_row, check_prompt_ids, collect_candidates, select_pair
 from repro.parameters import ConstructParams
 
 TWO = ConstructParams(candidate_columns=["resp0", "resp1"])

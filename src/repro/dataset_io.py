@@ -49,6 +49,11 @@ def prompt_id_of(prompt: str) -> str:
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
+def row_prompt_id(row: dict[str, Any], prompt: str | None) -> str | None:
+    """A row's `prompt_id`, else its prompt's (`prompt_id_of`); None for a row with neither."""
+    return row.get("prompt_id") or (prompt_id_of(prompt) if isinstance(prompt, str) else None)
+
+
 def output_features(keep_all_candidates: bool = False, more_scorers: Sequence[str] = ()) -> Features:
     """The features of the rows this project writes: the seed's, or with every candidate and its scores (as Snorkel's
     and SPPO's outputs keep them), `more_scorers`' in `candidate_scores_<name>` columns."""

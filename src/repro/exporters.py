@@ -17,7 +17,7 @@ import datasets
 import numpy as np
 from datasets import Features, List, Value
 
-from .dataset_io import MESSAGE_LIST, SEED_FEATURES, conversation, output_features, prompt_id_of, response_text
+from .dataset_io import MESSAGE_LIST, SEED_FEATURES, conversation, output_features, response_text, row_prompt_id
 from .errors import DataError
 from .parameters import OutputFormat
 
@@ -172,7 +172,7 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
         chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
     conv = (lambda t: None if t is None or prompt is None else conversation(prompt, t))
     return {"prompt": prompt,
-            "prompt_id": row.get("prompt_id") or (prompt_id_of(prompt) if prompt is not None else None),
+            "prompt_id": row_prompt_id(row, prompt),
             "score_chosen": _score_of(chosen, candidates, scores),
             "score_rejected": _score_of(rejected, candidates, scores),
             "chosen": conv(chosen), "rejected": conv(rejected)}

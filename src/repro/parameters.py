@@ -11,7 +11,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ParameterError, did_you_mean
-from .paths import DEMO, find_params, resolve_user_path, row_cache_dir, run_dir_of
+from .paths import DEMO, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -286,7 +286,7 @@ class AnalyzeParams(_Params):
     subject: ClassVar[str | None] = "dataset"
 
     dataset: UserPath | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
-    dataset_split: str = "train_prefs"
+    dataset_split: str = SPLIT
     bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95
     bootstrap_seed: int = 0
     exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
@@ -303,7 +303,7 @@ class CardParams(_Params):
     subject: ClassVar[str | None] = "card_dataset"
 
     card_dataset: UserPath | None = None  # default: this run's dataset folder; else a dataset NOT built here (copied)
-    card_split: str = "train_prefs"  # the split read from card_dataset
+    card_split: str = SPLIT  # the split read from card_dataset
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # where the dataset is (or will be) published
     # None: built here, the sources' licence and language (mit, en); else not stated (a card claims only facts)
@@ -339,7 +339,7 @@ class CompareParams(_Params):
     reference: str | list[str] | None = None
     reference_split: str = "train_prefs"
     candidate: UserPath | None = None  # default: this run's dataset
-    candidate_split: str = "train_prefs"
+    candidate_split: str = SPLIT
     # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
     compare_source: UserPath | None = None
     compare_source_split: str = "train_prefs"

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..dataset_io import SEED_COLUMNS, conversation, prompt_id_of, response_text
+from ..dataset_io import SEED_COLUMNS, conversation, response_text, row_prompt_id
 from ..errors import DataError
 from ..parameters import ConstructParams
 from .selection import DROP_TOO_FEW, best_worst
@@ -108,7 +108,7 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
         raise DataError("messages: source needs a 'messages' column of {content, role} lists in the source.")
     row = {
         "prompt": prompt,
-        "prompt_id": source_row.get("prompt_id") or prompt_id_of(prompt),
+        "prompt_id": row_prompt_id(source_row, prompt),
         "messages": msgs,
         "score_chosen": float(scores[i_c]),
         "score_rejected": float(scores[i_r]),

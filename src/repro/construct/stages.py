@@ -9,7 +9,7 @@ from typing import Any
 import datasets
 import numpy as np
 
-from ..dataset_io import write_split
+from ..dataset_io import row_prompt_id, write_split
 from ..errors import DataError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
@@ -20,8 +20,7 @@ from ..slicing import plan_slice
 from ..sources import load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
-from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
-                    prompt_id_of)
+from .pairs import ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates
 from .selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
@@ -145,8 +144,7 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
     p = ctx.params
     with ctx.manifest.stage("candidates") as info:
         rows = ds.to_list()
-        ids = [r.get("prompt_id") or prompt_id_of(r["prompt"]) if isinstance(r.get("prompt"), str) else None
-               for r in rows]
+        ids = [row_prompt_id(r, r.get("prompt")) for r in rows]
         keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=ctx.slice_start)
         cs = collect_candidates([rows[i] for i in keep], p, row_offset=ctx.slice_start)
         cs.rows = [keep[i] for i in cs.rows]
@@ -212,7 +210,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
             source_row = ds[int(i)]
             lead = sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in cs.names[k]) \
                 if p.original_pair_position == "first_scored_only" else 0  # ranked, but never in the pair
-            pick = select(s[lead:], cands[lead:], source_row.get("prompt_id") or prompt_id_of(prompt), p)
+            pick = select(s[lead:], cands[lead:], row_prompt_id(source_row, prompt), p)
             if pick.dropped:
                 dropped[pick.dropped] = dropped.get(pick.dropped, 0) + 1
                 continue
