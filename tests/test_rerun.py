@@ -74,7 +74,7 @@ def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_don
         before = files_of(previous_run.root)
         assert main(["run", "demo", "--out", str(previous_run.root), "--force", "--set", "limit=8"]) == 2
         err = capsys.readouterr().err
-        assert f"BUSY     run directory: another `repro run` (pid {holder.pid}, since " in err
+        assert f"BUSY     run directory: `repro run` (pid {holder.pid}, since " in err
         assert "is writing to it now: wait for it to finish, or give another --out" in err
         assert files_of(previous_run.root) == before  # --force removed nothing
         assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 1
@@ -184,7 +184,7 @@ def test_a_notebook_alone_refuses_a_run_directory_a_repro_run_is_writing(previou
         before = files_of(previous_run.root)
         for start in (lambda: stages.begin(build(ConstructParams, own, "test")),
                       lambda: claim(previous_run, None, "dataset")):  # 02_analyze, 03_card, 04_compare
-            with pytest.raises(ParameterError, match=rf"is being written by a `repro run` \(pid {holder.pid}, since .*"
+            with pytest.raises(ParameterError, match=rf"is being written by `repro run` \(pid {holder.pid}, since .*"
                                                      r"wait for it to finish, or give this notebook another run_dir"):
                 start()
         assert files_of(previous_run.root) == before
@@ -194,6 +194,37 @@ def test_a_notebook_alone_refuses_a_run_directory_a_repro_run_is_writing(previou
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_notebook_on_its_own_holds_its_run_directory_until_it_ends(previous_run, capsys):
+    """Two JupyterLab kernels (or a kernel and a `repro run`) writing one run folder: a notebook on its own now holds
+    the folder from its first cell to its last, so the other is refused, and the folder is free once it ends."""
+    import subprocess
+    import sys
+
+    from repro.subject import claim
+
+    kernel = subprocess.Popen([sys.executable, "-c", "import sys; from repro.manifest import Manifest; "
+                               "from repro.paths import RunDir; from repro.subject import claim; "
+                               "run = RunDir(sys.argv[1]); claim(run, None, 'dataset'); print('held', flush=True); "
+                               "sys.stdin.readline(); Manifest(run).notebook_ended('02_analyze'); "
+                               "print('ended', flush=True); sys.stdin.readline()", str(previous_run.root)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert kernel.stdout.readline().strip() == "held"  # 02_analyze's first cell, in another kernel
+        with pytest.raises(ParameterError, match=rf"is being written by a notebook's kernel \(pid {kernel.pid}, "):
+            claim(previous_run, None, "dataset")
+        assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 1
+        assert f"BUSY     run directory: a notebook's kernel (pid {kernel.pid}, since " in capsys.readouterr().out
+        kernel.stdin.write("\n")
+        kernel.stdin.flush()
+        assert kernel.stdout.readline().strip() == "ended"  # its last cell: the folder is given back
+        claim(previous_run, None, "dataset")
+        previous_run.release(kernel=True)
+        assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 0
+    finally:
+        kernel.kill()
+        kernel.wait()
 
 
 def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_run, tmp_path, monkeypatch):

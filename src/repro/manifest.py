@@ -325,6 +325,7 @@ class Manifest:
             for entry in (data.get("notebooks") or {}).values():
                 if status != "complete" and entry.get("status") == "running":
                     entry.update(status=status, error=error)
+        self.run.release(kernel=True)  # a notebook on its own ends its run here
 
     def notebook_ended(self, notebook: str, status: str = "done", error: str | None = None) -> None:
         """End a notebook: done, failed or interrupted; a run driven by plain papermill ends when none of its
@@ -332,14 +333,12 @@ class Manifest:
         self.notebook_status(notebook, status, **({"error": error} if error else {}))
         data = self.read()
         entries = list((data.get("notebooks") or {}).values())
-        if data.get("driver") != "papermill" or data.get("status") != "running" or any(
+        if data.get("driver") == "papermill" and data.get("status") == "running" and not any(
                 e.get("status") in ("running", "pending") for e in entries):
-            return
-        stopped = next((e for e in entries if e.get("status") != "done"), None)
-        if stopped is None:
-            self.finish_run("complete")
-        else:
-            self.finish_run("interrupted" if stopped.get("status") == "interrupted" else "failed", stopped.get("error"))
+            stopped = next((e for e in entries if e.get("status") != "done"), None)
+            self.finish_run("complete" if stopped is None else "interrupted" if stopped.get("status") == "interrupted"
+                            else "failed", stopped and stopped.get("error"))
+        self.run.release(kernel=True)  # a notebook on its own gives the run directory back when it ends
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[dict[str, Any]]:

@@ -7,7 +7,9 @@ import difflib
 import fcntl
 import os
 import re
+import time
 from pathlib import Path
+from typing import IO
 
 from .errors import ParameterError
 
@@ -37,6 +39,7 @@ HOME_ENV = "REPRO_HOME"  # names the project root explicitly
 WRITING_ENV = "REPRO_WRITING_RUN"  # set by the `repro run` writing a run directory, for its own notebooks' kernels
 PROJECT_MARKER = ".repro-project"  # the file `repro notebooks DIR` writes: DIR is a project root
 _PACKAGE = Path(__file__).resolve().parent
+_HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (RunDir.hold): the lock, a kernel's?
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 # a hub repository id: owner/name, no more parts, nothing that only a path would hold
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -202,7 +205,7 @@ class RunDir:
         self.tables = self.root / "tables"
         self.compare = self.root / "compare.json"
         self.work = self.root / "work"  # resumable work (scored and generated chunks), not published
-        self.lock = self.root / ".repro-run.lock"  # held by the `repro run` writing here (repro.cli.rerun.writing)
+        self.lock = self.root / ".repro-run.lock"  # held by the process writing here (`hold`)
 
     def relative(self, path: str | Path) -> str:
         """`path` (under the run) as the run's files name it: relative to its root."""
@@ -211,20 +214,54 @@ class RunDir:
     def shards(self, split: str = SPLIT) -> list[Path]:
         return sorted(self.data.glob(f"{split}-*.parquet"))
 
+    def hold(self, who: str, kernel: bool = False) -> str | None:
+        """Take the run's lock for this process, `who` (and its pid) written in it for another writer to be told;
+        when another process holds it, its holder's text (nothing taken). `kernel`: a notebook's kernel, which takes
+        none under the `repro run` that started it. The lock goes with the process however it ends (a flock)."""
+        key, mine = self.root.resolve(), os.environ.get(WRITING_ENV)
+        if key in _HELD or (kernel and mine and Path(mine).resolve() == key):
+            return None
+        self.root.mkdir(parents=True, exist_ok=True)
+        held = open(self.lock, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.seek(0)
+            holder = held.read().strip() or "another process"
+            held.close()
+            return holder
+        held.truncate(0)
+        held.write(f"{who} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})")
+        held.flush()
+        _HELD[key] = (held, kernel)
+        return None
+
+    def release(self, kernel: bool = False) -> None:
+        """Give back the lock `hold` took (`kernel`: only a kernel's, never that of the `repro run` this process is).
+        The file is emptied, not removed: a process that opened it meanwhile must lock this file, not a new one."""
+        key = self.root.resolve()
+        if key in _HELD and (_HELD[key][1] or not kernel):
+            held, _ = _HELD.pop(key)
+            held.truncate(0)
+            held.close()
+
     def writer(self) -> str | None:
-        """Who writes here now: the `repro run` holding `lock` ("pid N, since T"), or None when nobody does."""
+        """Who else writes here now: the text of the process holding `lock`, or None when none (or this one) does."""
+        if self.root.resolve() in _HELD:
+            return None
         try:
             with open(self.lock, encoding="utf-8") as lock:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    return lock.read()
+                    return lock.read().strip() or "another process"
         except FileNotFoundError:
             pass
         return None
 
     def written_by_another(self) -> str | None:
-        """The `repro run` writing here now, unless this process is one of its own (its kernels carry WRITING_ENV)."""
+        """Who else writes here now, unless this process is one of a `repro run`'s own (its kernels carry
+        WRITING_ENV)."""
         busy = self.writer()
         mine = os.environ.get(WRITING_ENV)
         return None if busy is None or (mine and Path(mine).resolve() == self.root.resolve()) else busy

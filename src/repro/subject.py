@@ -20,11 +20,10 @@ def is_own_dataset(run: RunDir, spec: str | None) -> bool:
 
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
     """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
-    or refuse before anything is written when it describes another dataset."""
+    and hold `run` until the notebook ends (on its own; under `repro run`, that run holds it); or refuse before
+    anything is written when it describes another dataset, or another process writes there."""
     if (busy := run.written_by_another()) is not None:
-        who = busy.strip() or "a process"
-        raise ParameterError(f"run_dir {str(run.root)!r} is being written by a `repro run` ({who}) now: wait for it to "
-                             f"finish, or give this notebook another run_dir; nothing was written.")
+        _refuse_busy(run, busy)
     mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
     manifest = Manifest(run).read()
     # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which
@@ -44,7 +43,13 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
         raise ParameterError(
             f"run_dir {str(run.root)!r} describes {described} (its manifest.json says so), but {what}: "
             f"writing it there would mix two datasets in one run directory. {fix}; nothing was written.")
+    if (busy := run.hold("a notebook's kernel", kernel=True)) is not None:  # held until the notebook ends
+        _refuse_busy(run, busy)
     # a first subject, or another one where nothing was written yet (a dataset not given keeps the recorded one)
     if not known and (building or mine is not OWN or theirs is OWN):
-        run.root.mkdir(parents=True, exist_ok=True)
         Manifest(run).update(subject={"dataset": mine, "parameter": parameter})
+
+
+def _refuse_busy(run: RunDir, holder: str) -> None:
+    raise ParameterError(f"run_dir {str(run.root)!r} is being written by {holder} now: wait for it to finish, or "
+                         f"give this notebook another run_dir; nothing was written.")

@@ -4,10 +4,8 @@ its own; other values are refused unless `--force`, which removes the old run's 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
-import time
 from typing import Any, Iterator
 
 from ..errors import ReproError
@@ -23,34 +21,25 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
 
 
 def _busy(run: RunDir, given_as: str, holder: str) -> str:
-    return (f"another `repro run` ({holder.strip() or 'a process'}) is writing to it now: wait for it to finish, or "
-            f"give another {given_as}")
+    return f"{holder} is writing to it now: wait for it to finish, or give another {given_as}"
 
 
 @contextlib.contextmanager
 def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
-    """Hold `run` for this process while it writes there: another `repro run` into it is refused meanwhile. The
-    lock goes with the process, however it ends (a flock: a killed run leaves nothing to clean up)."""
-    run.root.mkdir(parents=True, exist_ok=True)
-    with open(run.lock, "a+", encoding="utf-8") as held:
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            held.seek(0)
-            raise ReproError(f"Run directory {run.root}: {_busy(run, given_as, held.read())}.") from None
-        held.truncate(0)
-        held.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-        held.flush()
-        before = os.environ.get(WRITING_ENV)
-        os.environ[WRITING_ENV] = str(run.root)  # the notebooks' kernels this run starts are its own
-        try:
-            yield
-        finally:  # emptied, not removed: a process that opened it meanwhile must lock this file, not a new one
-            held.truncate(0)
-            if before is None:
-                os.environ.pop(WRITING_ENV, None)
-            else:
-                os.environ[WRITING_ENV] = before
+    """Hold `run` for this process while it writes there: another `repro run` (or a notebook on its own) into it is
+    refused meanwhile. The lock goes with the process, however it ends (a killed run leaves nothing to clean up)."""
+    if (holder := run.hold("`repro run`")) is not None:
+        raise ReproError(f"Run directory {run.root}: {_busy(run, given_as, holder)}.")
+    before = os.environ.get(WRITING_ENV)
+    os.environ[WRITING_ENV] = str(run.root)  # the notebooks' kernels this run starts are its own
+    try:
+        yield
+    finally:
+        run.release()
+        if before is None:
+            os.environ.pop(WRITING_ENV, None)
+        else:
+            os.environ[WRITING_ENV] = before
 
 
 def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | None = None) -> list[Check]:
