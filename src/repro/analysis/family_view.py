@@ -96,7 +96,12 @@ def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
     with plots.axes(figsize=(max(plots.FIGSIZE[0], 1.1 * len(margins) + 2), plots.FIGSIZE[1])) as (fig, ax):
         if len(long):
             sns.violinplot(data=long, x="member", y="margin", ax=ax, color="#c6dbef", inner="quart", cut=0)
-            sns.stripplot(data=long, x="member", y="margin", ax=ax, color="#08519c", size=3, alpha=0.6)
+            state = np.random.get_state()  # seaborn jitters the dots with numpy's global random state: a fixed one
+            np.random.seed(0)              # for a byte-stable figure, and the caller's given back
+            try:
+                sns.stripplot(data=long, x="member", y="margin", ax=ax, color="#08519c", size=3, alpha=0.6)
+            finally:
+                np.random.set_state(state)
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="member", ylabel="margin = score_chosen − score_rejected",
                title=f"Margins of {len(margins)} members (n = {len(long):,} rows)")
