@@ -259,13 +259,6 @@ class RunDir:
             pass
         return None
 
-    def written_by_another(self) -> str | None:
-        """Who else writes here now, unless this process is one of a `repro run`'s own (its kernels carry
-        WRITING_ENV)."""
-        busy = self.writer()
-        mine = os.environ.get(WRITING_ENV)
-        return None if busy is None or (mine and Path(mine).resolve() == self.root.resolve()) else busy
-
 
 def run_manifest_of(spec: str | Path) -> Path | None:
     """The manifest.json of the run directory `spec` names (the run itself, or its `dataset/` folder); else None."""

@@ -22,8 +22,6 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
     """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
     and hold `run` until the notebook ends (on its own; under `repro run`, that run holds it); or refuse before
     anything is written when it describes another dataset, or another process writes there."""
-    if (busy := run.written_by_another()) is not None:
-        _refuse_busy(run, busy)
     mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
     manifest = Manifest(run).read()
     # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which
@@ -44,12 +42,8 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
             f"run_dir {str(run.root)!r} describes {described} (its manifest.json says so), but {what}: "
             f"writing it there would mix two datasets in one run directory. {fix}; nothing was written.")
     if (busy := run.hold("a notebook's kernel", kernel=True)) is not None:  # held until the notebook ends
-        _refuse_busy(run, busy)
+        raise ParameterError(f"run_dir {str(run.root)!r} is being written by {busy} now: wait for it to finish, or "
+                             f"give this notebook another run_dir; nothing was written.")
     # a first subject, or another one where nothing was written yet (a dataset not given keeps the recorded one)
     if not known and (building or mine is not OWN or theirs is OWN):
         Manifest(run).update(subject={"dataset": mine, "parameter": parameter})
-
-
-def _refuse_busy(run: RunDir, holder: str) -> None:
-    raise ParameterError(f"run_dir {str(run.root)!r} is being written by {holder} now: wait for it to finish, or "
-                         f"give this notebook another run_dir; nothing was written.")
