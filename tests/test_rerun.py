@@ -4,6 +4,7 @@ nothing of the old run behind (the card cites no file this run did not make); re
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from repro.errors import ParameterError
 from repro.manifest import Manifest
 from repro.construct import stages
 from repro.parameters import ConstructParams, GenerationParams, build, load_params_file
-from repro.paths import RunDir
+from repro.paths import KERNEL, RunDir
 from repro.cli.rerun import changed_parameters, clear_previous_run
 from repro.cli.run import resolve_parameters
 
@@ -212,7 +213,8 @@ def test_a_notebook_on_its_own_holds_its_run_directory_until_it_ends(previous_ru
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert kernel.stdout.readline().strip() == "held"  # 02_analyze's first cell, in another kernel
-        with pytest.raises(ParameterError, match=rf"is being written by a notebook's kernel \(pid {kernel.pid}, "):
+        with pytest.raises(ParameterError, match=rf"is being written by a notebook's kernel \(pid {kernel.pid}, .*"
+                                                 rf"keeps it until it is shut down: in JupyterLab, Kernel > Shut Down"):
             claim(previous_run, None, "dataset")
         assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 1
         assert f"BUSY     run directory: a notebook's kernel (pid {kernel.pid}, since " in capsys.readouterr().out
@@ -225,6 +227,30 @@ def test_a_notebook_on_its_own_holds_its_run_directory_until_it_ends(previous_ru
     finally:
         kernel.kill()
         kernel.wait()
+
+
+def test_a_kernel_takes_its_run_folder_again_when_the_folder_was_removed_under_it(previous_run):
+    """A person removes the run folder a kernel holds and runs the notebook again in that kernel: its lock went with
+    the folder, so it takes a new one (before, it believed it still held the folder, and a second kernel could
+    write there too)."""
+    import shutil
+    import subprocess
+    import sys
+
+    other = ("import sys; from repro.paths import RunDir; print(RunDir(sys.argv[1]).hold('another kernel', "
+             "kernel=True))")
+    assert previous_run.hold(KERNEL, kernel=True) is None
+    try:
+        shutil.rmtree(previous_run.root)
+        assert previous_run.writer() is None
+        assert previous_run.hold(KERNEL, kernel=True) is None  # the notebook run again in the same kernel
+        refused = subprocess.run([sys.executable, "-c", other, str(previous_run.root)], capture_output=True,
+                                 text=True, check=True).stdout
+        assert refused.startswith(f"a notebook's kernel (pid {os.getpid()}, since ")
+    finally:
+        previous_run.release(kernel=True)
+    assert subprocess.run([sys.executable, "-c", other, str(previous_run.root)], capture_output=True, text=True,
+                          check=True).stdout.strip() == "None"  # given back: free
 
 
 def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_run, tmp_path, monkeypatch):

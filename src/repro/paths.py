@@ -40,6 +40,7 @@ WRITING_ENV = "REPRO_WRITING_RUN"  # set by the `repro run` writing a run direct
 PROJECT_MARKER = ".repro-project"  # the file `repro notebooks DIR` writes: DIR is a project root
 _PACKAGE = Path(__file__).resolve().parent
 _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (RunDir.hold): the lock, a kernel's?
+KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 # a hub repository id: owner/name, no more parts, nothing that only a path would hold
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -52,6 +53,12 @@ SELFCHECK_JSON = "selfcheck.json"
 SELFCHECK_MD = "selfcheck.md"
 SUMMARY_TABLE = "summary_statistics.csv"
 EXTREMES_TABLE = "extreme_margins.csv"
+
+
+def wait_advice(holder: str) -> str:
+    """What to do about the writer `holder` (a lock's text) of a run folder another process wants."""
+    return "wait for it to finish" + (" (a kernel stopped part-way keeps it until it is shut down: in JupyterLab, "
+                                      "Kernel > Shut Down Kernel)" if holder.startswith(KERNEL) else "")
 
 
 def public_name(value: str) -> str:
@@ -218,6 +225,7 @@ class RunDir:
         """Take the run's lock for this process, `who` (and its pid) written in it for another writer to be told;
         when another process holds it, its holder's text (nothing taken). `kernel`: a notebook's kernel, which takes
         none under the `repro run` that started it. The lock goes with the process however it ends (a flock)."""
+        self._forget_removed()
         key, mine = self.root.resolve(), os.environ.get(WRITING_ENV)
         if key in _HELD or (kernel and mine and Path(mine).resolve() == key):
             return None
@@ -245,8 +253,17 @@ class RunDir:
             held.truncate(0)
             held.close()
 
+    def _forget_removed(self) -> None:
+        """Drop this process's hold on the run when its folder was removed meanwhile: its lock went with it (another
+        process could take a new one), so `hold` takes it again."""
+        key = self.root.resolve()
+        if key in _HELD and not (self.lock.exists() and os.path.samestat(os.fstat(_HELD[key][0].fileno()),
+                                                                          self.lock.stat())):
+            _HELD.pop(key)[0].close()
+
     def writer(self) -> str | None:
         """Who else writes here now: the text of the process holding `lock`, or None when none (or this one) does."""
+        self._forget_removed()
         if self.root.resolve() in _HELD:
             return None
         try:

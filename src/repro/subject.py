@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .errors import ParameterError
 from .manifest import Manifest
-from .paths import RunDir, dataset_run_name
+from .paths import KERNEL, RunDir, dataset_run_name, wait_advice
 
 OWN = None  # the subject of a run that built its own dataset
 
@@ -41,8 +41,8 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
         raise ParameterError(
             f"run_dir {str(run.root)!r} describes {described} (its manifest.json says so), but {what}: "
             f"writing it there would mix two datasets in one run directory. {fix}; nothing was written.")
-    if (busy := run.hold("a notebook's kernel", kernel=True)) is not None:  # held until the notebook ends
-        raise ParameterError(f"run_dir {str(run.root)!r} is being written by {busy} now: wait for it to finish, or "
+    if (busy := run.hold(KERNEL, kernel=True)) is not None:  # held until the notebook ends
+        raise ParameterError(f"run_dir {str(run.root)!r} is being written by {busy} now: {wait_advice(busy)}, or "
                              f"give this notebook another run_dir; nothing was written.")
     # a first subject, or another one where nothing was written yet (a dataset not given keeps the recorded one)
     if not known and (building or mine is not OWN or theirs is OWN):

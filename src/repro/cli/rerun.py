@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from ..errors import ReproError
 from ..manifest import Manifest, listed
 from ..parameters import FAMILY_NOTEBOOK
-from ..paths import WRITING_ENV, RunDir
+from ..paths import WRITING_ENV, RunDir, wait_advice
 from .preflight import Check
 
 
@@ -20,8 +20,8 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
     return Manifest(run).changed_parameters(parameters, parameters.get("notebooks") or ())
 
 
-def _busy(run: RunDir, given_as: str, holder: str) -> str:
-    return f"{holder} is writing to it now: wait for it to finish, or give another {given_as}"
+def _busy(given_as: str, holder: str) -> str:
+    return f"{holder} is writing to it now: {wait_advice(holder)}, or give another {given_as}"
 
 
 @contextlib.contextmanager
@@ -29,7 +29,7 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
     """Hold `run` for this process while it writes there: another `repro run` (or a notebook on its own) into it is
     refused meanwhile. The lock goes with the process, however it ends (a killed run leaves nothing to clean up)."""
     if (holder := run.hold("`repro run`")) is not None:
-        raise ReproError(f"Run directory {run.root}: {_busy(run, given_as, holder)}.")
+        raise ReproError(f"Run directory {run.root}: {_busy(given_as, holder)}.")
     before = os.environ.get(WRITING_ENV)
     os.environ[WRITING_ENV] = str(run.root)  # the notebooks' kernels this run starts are its own
     try:
@@ -61,7 +61,7 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     """Whether this run may write into `run`: nobody else writing there, and new, the same parameters (`changed`:
     none), or `force`."""
     if (busy := run.writer()) is not None:
-        return Check("run directory", False, _busy(run, given_as, busy), problem="BUSY")
+        return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
     if not changed:
         return Check("run directory", True, f"{run.root} (" + ("continues the run there, same parameters)"
                                                                if run.manifest.is_file() else "new)"))
