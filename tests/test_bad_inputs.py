@@ -17,7 +17,10 @@ import pytest
 
 from repro.cli import main
 from repro.errors import ReproError
-from repro.parameters import ConstructParams
+from repro.analysis.report import analyze
+from repro.card import gather_facts
+from repro.compare import compare
+from repro.parameters import AnalyzeParams, CardParams, CompareParams, ConstructParams
 from repro.construct import stages
 from repro.construct.scorer_prompt import load_prompt_tokenizer
 from repro.slicing import plan_slice
@@ -26,6 +29,8 @@ from repro.sources import load_source
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "params" / "demo.yaml")
 GOOD_ROW = {"prompt": "Name a prime number.", "candidates": ["Seven.", "Eight."]}
+SCORED = {"prompt_id": "p0", "prompt": "Name a prime number.", "chosen": "Seven.", "rejected": "Eight.",
+          "score_chosen": 1.0, "score_rejected": -1.0}
 
 
 @dataclass
@@ -171,6 +176,18 @@ CASES = [
          after=nothing_written),
     Case("params: an include cycle", lambda t: run(t, params=str(write(t / "p.yaml", "include: p.yaml\n"))),
          r"'include: p.yaml' in \S*p.yaml makes a cycle .*remove one of these includes", after=nothing_written),
+    # a notebook run on its own (papermill, JupyterLab) on an input that is missing or not one: no run folder made
+    *[Case(f"{notebook} on its own, {why}", lambda t, call=call, make=make: lambda: call(t, make(t)), message,
+           after=nothing_written) for notebook, call in [
+        ("02_analyze", lambda t, spec: analyze(AnalyzeParams(run_dir=str(t / "run"), dataset=spec))),
+        ("03_card", lambda t, spec: gather_facts(CardParams(run_dir=str(t / "run"), card_dataset=spec))),
+        ("04_compare", lambda t, spec: compare(CompareParams(run_dir=str(t / "run"), reference=spec,
+                                                             candidate=str(jsonl(t / "c.jsonl", [SCORED]))))),
+      ] for why, make, message in [
+        ("a typo'd file", lambda t: str(t / "mnie.jsonl"), r" '\S*mnie.jsonl' is neither an existing file or folder"),
+        ("not a preference dataset", lambda t: str(jsonl(t / "other.jsonl", [{"chosen_score": 1.0}])),
+         r"lacks column\(s\) \['score_chosen', 'score_rejected'\]|neither a prompt_id nor a prompt column"),
+      ] if not (notebook == "03_card" and why == "not a preference dataset")],  # (any dataset has a card)
     Case("recipe: a prompt tokenizer folder without a tokenizer", lambda t: lambda: load_prompt_tokenizer(str(t)),
          r"scorer_prompt_tokenizer=\S+ could not be loaded .*Give a local tokenizer folder"),
     # (a tokenizer without a chat template: tests/test_recipes.py builds one)

@@ -727,6 +727,16 @@ def test_a_dataset_not_built_here(tmp_path):
     assert "### Parameters of this run" not in en and "Stand-in" not in en
     card = DatasetCard.load(card_path)
     assert card.data.source_datasets == [f"extended|{recipe['source']}"] and card.data.pretty_name == "mini_1 copy"
+    # told with this machine's paths: the card names each by its last name (its title, its recipe, in both halves)
+    recipe = {"source": "/home/alice/data/uf_prefs.jsonl", "scorer": "/home/alice/models/PairRM",
+              "candidates": "2 responses of ~/models/my-sft"}
+    facts, card_path = card_for(tmp_path / "card-run", card_dataset=str(tmp_path / "published" / "dataset"),
+                                known_recipe=recipe, pretty_name="/home/alice/work/mine")
+    en, zh = halves(card_path)
+    assert "alice" not in card_path.read_text() and "~/" not in card_path.read_text()
+    assert table_rows(en, "source dataset")[0][1] == "uf_prefs.jsonl" and table_rows(en, "scorer model")[0][1] == "PairRM"
+    assert "2 responses of my-sft" in en and "2 responses of my-sft" in zh
+    assert DatasetCard.load(card_path).data.pretty_name == "mine"
 
 
 def test_a_foreign_card_from_scores_alone_claims_nothing_it_was_not_told(tmp_path):

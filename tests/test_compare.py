@@ -263,10 +263,10 @@ def test_duplicate_prompt_ids_are_reported_not_merged(published, tmp_path):
 
 def test_order_of_rows_does_not_matter(published):
     rows = published["rows"]
-    keys = compare.row_keys(pa.Table.from_pylist(rows), "x")
+    keys = compare.row_keys(pa.Table.from_pylist(rows))
     shuffled = list(range(len(rows)))
     random.Random(1).shuffle(shuffled)
-    keys2 = compare.row_keys(pa.Table.from_pylist([rows[i] for i in shuffled]), "y")
+    keys2 = compare.row_keys(pa.Table.from_pylist([rows[i] for i in shuffled]))
     a = compare.align(keys, keys2, len(rows), len(rows))
     assert a.n == 40 and [shuffled[j] for j in a.second_rows] == list(a.first_rows)
 
@@ -466,7 +466,8 @@ def test_missing_reference_and_bad_parameters(tmp_path):
         compare.load_side("reference", str(empty), "train_prefs")
     anonymous = tmp_path / "anonymous.jsonl"
     anonymous.write_text(json.dumps({"text": "a", "score_chosen": 1.0}) + "\n")
-    with pytest.raises(DataError, match=r"has neither a prompt_id nor a prompt column \(it has \['text', "
+    with pytest.raises(DataError, match=rf"Parameter reference='{anonymous}' has neither a prompt_id nor a prompt "
+                                        r"column \(it has \['text', "
                                         r"'score_chosen'\]\).*Point it at a preference dataset"):
         compare.compare(params(tmp_path, reference=str(anonymous), candidate=str(anonymous)))
 

@@ -93,6 +93,24 @@ def test_a_marked_project_is_the_root_from_its_notebooks_folder(monkeypatch, tmp
     assert paths.project_root() == ROOT
 
 
+def test_a_file_beside_the_notebook_given_by_its_name_is_refused_with_the_path_to_give(monkeypatch, tmp_path):
+    """A person in JupyterLab types the name of a file in the notebooks' folder: relative paths mean the project
+    root, so the file is not found there; the message says so and gives the path that works. Nothing is written."""
+    project = tmp_path / "explore"
+    make_project(project)
+    (project / "notebooks" / "mine.jsonl").write_text('{"score_chosen": 1.0, "score_rejected": 0.0}\n')
+    monkeypatch.chdir(project / "notebooks")
+    with pytest.raises(DataError, match=r"mine.jsonl' is neither an existing file.*Relative paths are taken from the "
+                                        rf"project root \({project}\), not from the notebook's folder; "
+                                        rf"{project}/notebooks/mine.jsonl exists: give 'notebooks/mine.jsonl'"):
+        analysis.analyze(build(AnalyzeParams, {"dataset": "mine.jsonl"}))
+    assert not (project / "runs").exists()
+    monkeypatch.chdir(project)  # from the root, no such hint: the file is not beside the working folder
+    with pytest.raises(DataError) as info:
+        analysis.analyze(build(AnalyzeParams, {"dataset": "mine.jsonl"}))
+    assert "Relative paths" not in str(info.value)
+
+
 def test_make_project_keeps_changed_copies_unless_forced(tmp_path):
     make_project(tmp_path)
     mine = tmp_path / "params" / "demo.yaml"

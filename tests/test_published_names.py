@@ -6,7 +6,7 @@ from repro import card
 from repro.analysis.report import primary_scorer_name
 from repro.errors import ParameterError
 from repro.parameters import ConstructParams, ScorerSpec, build
-from repro.paths import RunDir, project_root, public_name
+from repro.paths import RunDir, project_root, public_name, public_text
 
 
 def test_a_local_path_is_published_by_its_last_name_only():
@@ -16,6 +16,13 @@ def test_a_local_path_is_published_by_its_last_name_only():
     # the agreement block of metrics.json names the primary scorer; its table and figure are published
     assert primary_scorer_name({"model": "/home/bob/models/PairRM-hf"}) == "PairRM-hf"
     assert primary_scorer_name({"model": "builtin:tiny-pairrm"}) == "builtin:tiny-pairrm"
+
+
+def test_a_local_path_inside_text_is_published_by_its_last_name_only():
+    assert public_text("2 responses of ~/models/my-sft, scored by /home/alice/PairRM (C:\\Users\\al\\rm)") == \
+        "2 responses of my-sft, scored by PairRM (rm)"
+    kept = "chosen/rejected of HuggingFaceH4/zephyr-7b-beta, 1/2 / 3, https://huggingface.co/llm-blender/PairRM"
+    assert public_text(kept) == kept
 
 
 def test_a_scorer_in_a_windows_folder_is_named_by_the_folder_alone_in_the_card(tmp_path):

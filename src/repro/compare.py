@@ -62,6 +62,10 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
     except ReproError as exc:
         raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
     ds = seed_view(ds)
+    if "prompt_id" not in ds.column_names and "prompt" not in ds.column_names:
+        raise DataError(f"Parameter {parameter}={spec!r} has neither a prompt_id nor a prompt column (it has "
+                        f"{ds.column_names}), so its rows cannot be matched with the other dataset's. Point it at a "
+                        f"preference dataset.")
     if columns is not None:
         ds = ds.select_columns([c for c in columns if c in ds.column_names])
     return ds.with_format("arrow")[:]
@@ -80,12 +84,9 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     return Side(name=name, specs=specs, split=split, table=table, group=group)
 
 
-def row_keys(table: pa.Table, where: str) -> dict[str, list[str | None] | None]:
+def row_keys(table: pa.Table) -> dict[str, list[str | None] | None]:
     """The three identities of every row: prompt_id, sha256 of the prompt, normalised prompt (None where absent)."""
     has_id, has_prompt = "prompt_id" in table.column_names, "prompt" in table.column_names
-    if not has_id and not has_prompt:
-        raise DataError(f"{where} has neither a prompt_id nor a prompt column (it has {table.column_names}), so its "
-                        f"rows cannot be matched with the other dataset's. Point it at a preference dataset.")
     keys: dict[str, list[str | None] | None] = dict.fromkeys(KEY_KINDS)
     if has_id:
         keys["prompt_id"] = [None if v is None else str(v) for v in table.column("prompt_id").to_pylist()]
@@ -503,8 +504,8 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
 def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
                      hints: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], Aligned]:
     """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written)."""
-    ref_keys = row_keys(reference.table, f"reference {reference.specs}")
-    cand_keys = row_keys(candidate.table, f"candidate {candidate.specs}")
+    ref_keys = row_keys(reference.table)
+    cand_keys = row_keys(candidate.table)
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
     if a.n == 0:
         raise DataError(prose("compare", "no_match", reference, candidate, _examples(reference.table, np.arange(1)),
@@ -546,7 +547,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
     result["slice"] = None
     if source is not None:
-        source_keys = row_keys(source, "source")
+        source_keys = row_keys(source)
         # the source row of every row (-1 where not found), by the same alignment as the comparison
         ref_index, cand_index = (np.full(side.rows, -1, dtype=np.int64) for side in (reference, candidate))
         for keys, index in ((ref_keys, ref_index), (cand_keys, cand_index)):
@@ -579,18 +580,18 @@ def compare(p: CompareParams) -> ComparisonResult:
     if p.reference is None:
         raise ParameterError(prose("compare", "no_reference"))
     run = RunDir(p.run_root)
-    # checked before anything is written
+    # read before anything is written: a missing or unreadable input writes nothing (not even the run's folder)
     candidate_spec, candidate_split = dataset_or_own(p.candidate, p.candidate_split, run, "candidate", "comparison")
+    reference = load_side("reference", p.reference, p.reference_split)
+    candidate = load_side("candidate", candidate_spec, candidate_split)
+    source = None if p.compare_source is None else _load_one(
+        p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
     claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
     run.compare.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
     plots.remove(run.figures, FIGURES)
     manifest = Manifest(run)
     with manifest.notebook(p.model_dump(), "04_compare"), manifest.stage("compare") as info:
-        reference = load_side("reference", p.reference, p.reference_split)
-        candidate = load_side("candidate", candidate_spec, candidate_split)
-        source = None if p.compare_source is None else _load_one(
-            p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
         result, tables, al = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
         if p.compare_source is not None:
             result["slice"]["source"] = _public(p.compare_source)

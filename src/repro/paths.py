@@ -44,6 +44,8 @@ KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on i
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 # a hub repository id: owner/name, no more parts, nothing that only a path would hold
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_PATH_IN_TEXT = re.compile(r"(?<![\w.:/~-])(?:~|\.{1,2})?/[^\s/`'\"|,;()<>][^\s`'\"|,;()<>]*|"
+                           r"(?<!\w)[A-Za-z]:[\\/][^\s`'\"|,;()<>]+")  # a local path inside text (public_text)
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
 DEMO = "demo"  # the source that names the demo rows shipped with the package (repro.sources)
@@ -66,6 +68,12 @@ def public_name(value: str) -> str:
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
         return Path(value.replace("\\", "/")).name or value
     return value
+
+
+def public_text(text: str) -> str:
+    """User-written text (a title, a recipe told in words) as a published file may show it: each local path in it
+    (/…, ~/…, ./…, C:\\…) by its last name."""
+    return _PATH_IN_TEXT.sub(lambda path: public_name(path.group()), text)
 
 
 def checkout_root() -> Path | None:
@@ -109,6 +117,17 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
             and not (root / text).exists() and not (root / path.parts[0]).is_dir()):
         return text  # a hub id: no such local file, nor a local folder it would be in, nor a run's
     return os.path.normpath(root / path)
+
+
+def beside_hint(path: str | Path) -> str:
+    """For a path (the path rule's) that does not exist: a hint when the same relative path exists from the working
+    folder instead (a notebook's folder in JupyterLab), else ""."""
+    root, here = project_root(), Path.cwd()
+    if here.resolve() == root.resolve() or not Path(path).is_relative_to(root):
+        return ""
+    there = here / Path(path).relative_to(root)
+    return (f" Relative paths are taken from the project root ({root}), not from the notebook's folder; {there} "
+            f"exists: give {os.path.relpath(there, root)!r} (or its absolute path).") if there.exists() else ""
 
 
 def nearest_existing(path: Path) -> Path:

@@ -14,7 +14,7 @@ import datasets
 import pyarrow.parquet as pq
 
 from .errors import DataError, DatasetLoadError
-from .paths import DEMO, SPLIT, RunDir, is_hub_id
+from .paths import DEMO, SPLIT, RunDir, beside_hint, is_hub_id
 from .revisions import check_revision_target, hub_offline
 
 
@@ -48,7 +48,7 @@ def load_source(spec: str, split: str = SPLIT, parameter: str = "source",
     raise DataError(
         f"{parameter} {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
         f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
-        f"'HuggingFaceH4/ultrafeedback_binarized'.")
+        f"'HuggingFaceH4/ultrafeedback_binarized'.{beside_hint(spec)}")
 
 
 def _load_local(path: Path, split: str, parameter: str, split_parameter: str) -> datasets.Dataset:

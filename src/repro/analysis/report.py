@@ -371,8 +371,8 @@ def headline(metrics: dict[str, Any]) -> str:
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir(p.run_root)
-    # a run with no dataset is an error before anything is written into its folder
-    dataset_or_own(p.dataset, p.dataset_split, run)
+    # the input first: a dataset that is missing or not one (no scores) is an error before anything is written
+    data = load(p)
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     run.metrics.unlink(missing_ok=True)
@@ -380,7 +380,6 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     (run.tables / f"{AGREEMENT}.csv").unlink(missing_ok=True)
     manifest = Manifest(run)
     with manifest.notebook(p.model_dump(), "02_analyze"), manifest.stage("analyze") as info:
-        data = load(p)
         info.update(dataset=data.source, split=data.split, rows=data.n_rows)
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)
         lengths = data.lengths

@@ -19,7 +19,7 @@ from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format
 from ..manifest import NAMING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
-from ..paths import RunDir, public_name, reads_as_hub_id, shard_name
+from ..paths import RunDir, public_name, public_text, reads_as_hub_id, shard_name
 from ..sources import load_source
 from ..subject import claim, is_own_dataset
 
@@ -259,19 +259,22 @@ class CardFacts:
 def gather_facts(params: "CardParams") -> CardFacts:
     """Read the data, manifest, metrics and figures of a run (copying in a foreign `card_dataset` first)."""
     run = RunDir(params.run_root)
+    card_dataset = None if is_own_dataset(run, params.card_dataset) else params.card_dataset
+    # read before anything is written: a missing or unreadable card_dataset writes nothing (not even the folder)
+    foreign = None if card_dataset is None else load_source(card_dataset, params.card_split, "card_dataset",
+                                                            "card_split")
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
-    card_dataset = None if is_own_dataset(run, params.card_dataset) else params.card_dataset
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
-    if card_dataset is not None:  # (claim refused a run directory that describes another dataset)
-        write_split(load_source(card_dataset, params.card_split, "card_dataset", "card_split"), run.dataset,
-                    params.card_split)
+    if foreign is not None:  # (claim refused a run directory that describes another dataset)
+        write_split(foreign, run.dataset, params.card_split)
     if built_here and params.known_recipe:
         raise ParameterError(
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
     features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"))
-    title = params.pretty_name or (params.hub_repo_id.split("/")[-1] if params.hub_repo_id else run.root.resolve().name)
+    title = public_text(params.pretty_name or "") or (
+        params.hub_repo_id.split("/")[-1] if params.hub_repo_id else run.root.resolve().name)
     facts = CardFacts(
         run=run, title=title, features=features, splits=splits, built_here=built_here,
         license=params.license or (BUILT_LICENSE if built_here else None),
@@ -292,9 +295,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
                 f"The manifest of {run.root} says {kept} rows were kept, but {run.dataset} holds "
                 f"{facts.num_examples}; the data changed after construction. Re-run notebooks/01_construct.ipynb.")
     elif isinstance(params.known_recipe, dict):
-        facts.known_recipe = dict(params.known_recipe)
+        facts.known_recipe = {fact: public_text(str(told)) for fact, told in params.known_recipe.items()}
     elif params.known_recipe:
-        facts.recipe_note = params.known_recipe
+        facts.recipe_note = public_text(params.known_recipe)
     facts.metrics = _read_metrics(run, facts)
     if facts.metrics is None:
         facts.left_out.append(("characteristics", "no_metrics"))
