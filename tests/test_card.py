@@ -151,6 +151,7 @@ def make_run(root: Path, rows: list[dict] | None = None, features=SEED_FEATURES,
                   "scorer_backend": "repro", "dtype": "auto", "device": "auto"}
         m.start_run(params, ["01_construct", "02_analyze", "03_card"])
         m.set_counts(source=len(rows) + 5, sliced=len(rows) + 3, dropped=3, scored=len(rows), kept=len(rows))
+        m.update(stages={"candidates": {"status": "done", "rows": len(rows), "candidates_per_row": {"2": len(rows)}}})
         m.record("scorer", {"model": params["scorer_model"], "dtype": "fp32", "device": "cpu", "stand_in": stand_in})
     if metrics:
         figures = {}
@@ -966,3 +967,38 @@ def test_the_summary_names_the_candidates_in_a_sentence_that_reads(tmp_path):
     assert ("For each prompt the candidates (the source's original `chosen`/`rejected` responses) were scored with "
             "`builtin:tiny-pairrm`") in section(en, "## Summary")
     assert "候选回复（源数据原有的 `chosen`/`rejected` 回复）由 `builtin:tiny-pairrm`" in section(zh, "## 数据集概述")
+
+
+def test_scores_told_as_pairrm_that_break_its_sign_order_are_said_not_to_be_its(tmp_path):
+    """Real-valued scores told to be PairRM's (known_recipe) that break its sign order: the analysis' headline and
+    the card say they are not PairRM's scores of the rows' candidates, and the card claims nothing of PairRM's about
+    them (before, it stated PairRM's scale beside checks that failed, and counted two-candidate antisymmetry over
+    rows whose candidates it did not know)."""
+    from repro.analysis import report as analysis
+    from repro.parameters import AnalyzeParams
+
+    rng = np.random.default_rng(1)
+    rows = [{"prompt": f"prompt {i}", "chosen": "a", "rejected": "b", "score_chosen": c, "score_rejected": c - abs(d)}
+            for i, (c, d) in enumerate(rng.normal(1.0, 1.0, (30, 2)).tolist())]
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = tmp_path / "mine"
+    p = build(CardParams, {"run_dir": str(run), "card_dataset": str(tmp_path / "mine.jsonl"),
+                           "known_recipe": {"scorer": "llm-blender/PairRM"}})
+    repro_card.gather_facts(p)  # the rows into the run's dataset/, then 02_analyze on them
+    m = analysis.analyze(build(AnalyzeParams, {"run_dir": str(run), "bootstrap_resamples": 100})).metrics
+    fails = sum(not (r["score_chosen"] >= 0 >= r["score_rejected"]) for r in rows)
+    assert m["invariants"]["sign_order_fails"] == fails and 0 < fails < 30
+    headline = analysis.headline(m)
+    assert f"- PairRM's invariants: score_chosen >= 0 >= score_rejected holds in {30 - fails} of 30 rows." in headline
+    assert "these are not such scores, or chosen / rejected are not each row's best and worst" in headline
+    facts = repro_card.gather_facts(p)
+    assert not facts.pairrm_scores and facts.sign_order_fails == fails
+    en, zh = halves(repro_card.write_card(facts))
+    assert f"These scores break PairRM's sign order in {fails} of 30 rows." in en
+    assert f"这些分数在 30 行中有 {fails} 行违反 PairRM 的符号顺序" in zh
+    assert f"`score_chosen` ≥ 0 ≥ `score_rejected`: holds in {30 - fails} of 30 rows." in en
+    assert "`score_chosen` = −`score_rejected` in rows with two candidates: not applicable: the dataset has no " \
+           "`candidate_scores` column." in en
+    assert "PairRM scores are not ratings" not in en  # the scale of PairRM's scores is not claimed for these
+    # the scores of a built run (PairRM's math) break nothing: no such sentence
+    assert make_run(tmp_path / "built")["run"] and "sign order in" not in halves(card_for(tmp_path / "built")[1])[0]

@@ -196,8 +196,11 @@ class CardFacts:
         elif isinstance(two, int):
             holds = cand.get("antisymmetry_holds_among_two_candidate_rows")
             out.append({"check": "antisymmetry", "holds": [holds, two]})
-        elif isinstance(inv.get("antisymmetry_holds"), int):
+        elif isinstance(inv.get("antisymmetry_holds"), int) and set(
+                _get(self.stages, "candidates", "candidates_per_row") or ()) == {"2"}:  # every row, as recorded
             out.append({"check": "antisymmetry", "holds": [inv["antisymmetry_holds"], n]})
+        else:  # neither the rows' candidate scores nor a record that each row had two candidates
+            out.append({"check": "antisymmetry", "not_applicable": "no_candidate_scores"})
         if isinstance(_get(cand, "sum_to_zero_holds"), int):
             for check, key in (("sum", "sum_to_zero_holds"), ("best", "chosen_is_best_and_rejected_is_worst")):
                 if isinstance(cand.get(key), int):
@@ -220,9 +223,17 @@ class CardFacts:
         return (self.metrics or {}).get("scale")
 
     @property
+    def sign_order_fails(self) -> int:
+        """The rows breaking PairRM's sign order, where the analysis expected it to hold (else 0)."""
+        invariants = _get(self.metrics, "invariants") or {}
+        return invariants.get("sign_order_fails") or 0 if invariants.get("expected_to_hold") else 0
+
+    @property
     def pairrm_scores(self) -> bool:
-        """The scores are known to be PairRM's (built here, or so the recipe says)."""
-        return self.built_here or "pairrm" in str(self.known_recipe.get("scorer", "")).lower()
+        """The scores are known to be PairRM's: built here, or so the recipe says and no row breaks PairRM's sign
+        order (which its scores of a row's whole candidate set never do)."""
+        told = "pairrm" in str(self.known_recipe.get("scorer", "")).lower()
+        return self.built_here or (told and not self.sign_order_fails)
 
     @property
     def length_rhos(self) -> list[tuple[str, float, float | None]]:
