@@ -1002,3 +1002,20 @@ def test_scores_told_as_pairrm_that_break_its_sign_order_are_said_not_to_be_its(
     assert "PairRM scores are not ratings" not in en  # the scale of PairRM's scores is not claimed for these
     # the scores of a built run (PairRM's math) break nothing: no such sentence
     assert make_run(tmp_path / "built")["run"] and "sign order in" not in halves(card_for(tmp_path / "built")[1])[0]
+
+
+def test_02_analyze_on_its_own_writes_the_runs_card_again(run_notebook, demo_run_copy, tmp_path):
+    """02_analyze re-run in JupyterLab with other resamples: the card shows the new intervals, as metrics.json does
+    (before, it kept the old ones, and nothing said the card was stale)."""
+    old = (demo_run_copy / "dataset" / "README.md").read_text()
+    run_notebook(ROOT / "notebooks" / "02_analyze.ipynb", tmp_path / "out.ipynb",
+                 parameters={"run_dir": str(demo_run_copy), "bootstrap_resamples": 200})
+    metrics = json.loads((demo_run_copy / "metrics.json").read_text())
+    assert metrics["bootstrap"]["resamples"] == 200
+    card = (demo_run_copy / "dataset" / "README.md").read_text()
+    lo, hi = (repro_card.fmt(v) for v in metrics["margin"]["mean_ci95"])
+    assert card != old and f"{lo} to {hi}" in card
+    manifest = json.loads((demo_run_copy / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["notebooks"]["03_card"]["status"] == "done"
+    assert manifest["outputs"]["dataset/README.md"]["sha256"] == hashlib.sha256(card.encode()).hexdigest()
+    assert not (demo_run_copy / ".repro-run.lock").read_text()  # the folder given back when the notebook ended

@@ -527,6 +527,9 @@ def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(repro_run,
     assert result["scores"]["scores"]["max_abs_difference"] == pytest.approx(0.25)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["stages"]["compare"]["aligned"] == n - 2
+    # the card written again from 04_compare's kernel: 03_card stays done (before, it was left `running`)
+    assert {name: entry["status"] for name, entry in manifest["notebooks"].items()} == dict.fromkeys(
+        ["01_construct", "02_analyze", "03_card", "04_compare"], "done")
     for name in ("compare.json", "tables/compare_disagreements.csv", "figures/compare_scores.png",
                  "figures/compare_bland_altman.png", "figures/compare_agreement.png"):
         assert name in manifest["outputs"], name

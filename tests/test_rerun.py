@@ -49,14 +49,16 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     assert main(["run", "demo", "--out", str(previous_run.root), "--set", "limit=8", "--set", "chunk_size=4"]) == 2
     err = capsys.readouterr().err
     assert "REFUSED  run directory" in err
-    assert "holds a run with other parameters: chunk_size (16 there, 4 now), limit (None there, 8 now)" in err
+    assert "holds a run with other parameters: limit (None there, 8 now). Give another --out" in err  # chunk_size:
     assert "Give another --out for this run, or pass --force" in err
     assert files_of(previous_run.root) == before
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), "--set", "limit=8"]) == 1
     assert "REFUSED  run directory" in capsys.readouterr().out
-    # the same parameters continue the run there
-    assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 0
-    assert "continues the run there, same parameters" in capsys.readouterr().out
+    # the same parameters continue the run there; so do values of how the work runs (chunk_size, batch_tokens,
+    # num_processes, the row cache): they do not change the data
+    for same in ([], ["--set", "chunk_size=4", "--set", "num_processes=2", "--set", "batch_tokens=4096"]):
+        assert main(["run", "--check", "demo", "--out", str(previous_run.root), *same]) == 0
+        assert "continues the run there, same parameters" in capsys.readouterr().out
 
 
 def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_done(previous_run, capsys, monkeypatch):
@@ -123,8 +125,8 @@ def test_01_construct_alone_refuses_a_run_directory_with_other_parameters(previo
     own = {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}
     Manifest(previous_run).finish_run("complete")
     before = files_of(previous_run.root)
-    with pytest.raises(ParameterError, match=r"holds a run with other parameters: chunk_size \(16 there, 4 now\), "
-                                             r"limit \(None there, 8 now\)\. Give this notebook another run_dir"):
+    with pytest.raises(ParameterError, match=r"holds a run with other parameters: limit \(None there, 8 now\)\. "
+                                             r"Give this notebook another run_dir"):
         stages.begin(build(ConstructParams, {**own, "limit": 8, "chunk_size": 4}, "test"))
     assert files_of(previous_run.root) == before  # nothing written
     ctx = stages.begin(build(ConstructParams, own, "test"))  # the same parameters continue the run there
@@ -253,7 +255,7 @@ def test_a_kernel_takes_its_run_folder_again_when_the_folder_was_removed_under_i
                           check=True).stdout.strip() == "None"  # given back: free
 
 
-def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_run, tmp_path, monkeypatch):
+def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_run, tmp_path, monkeypatch, capsys):
     """`repro run` of a params file listing only 04_compare, into a built run (as the README's verification does):
     the construction's recorded parameters and environment stay, so the card it refreshes still says how the data
     was made (before, the new file's defaults replaced them: another scorer_model and candidate_columns)."""
@@ -280,8 +282,21 @@ def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_r
     assert data["environment"] == built["environment"]  # the data's; the comparison's own is beside its notebook
     assert data["notebooks"]["04_compare"]["environment"]["git"] != built["environment"]["git"]
     assert data["status"] == "complete"
+    # the comparison with another value of its own is refused, and --force runs it again keeping the rest (before,
+    # --force removed the dataset, which this params file does not build: the comparison then failed for want of it)
+    other = [str(verify), "--out", str(previous_run.root), "--set", "bootstrap_resamples=300"]
+    assert main(["run", "--check", *other]) == 1
+    assert "--force: the notebooks listed (04_compare) run again with the new values and make their outputs anew " \
+           "(the dataset and the other notebooks' outputs stay)" in capsys.readouterr().out
+    kept = {p: p.read_bytes() for p in previous_run.root.rglob("*") if p.is_file() and "notebooks" not in p.parts
+            and p.name != "manifest.json"}
+    assert main(["run", *other, "--force"]) == 0
+    assert {p: p.read_bytes() for p in kept if p.is_file()} == kept  # (papermill stubbed: 04 itself wrote nothing)
+    data = Manifest(previous_run).read()
+    assert data["notebooks"]["04_compare"]["parameters"] == {"bootstrap_resamples": 300}
+    assert data["parameters"]["bootstrap_resamples"] == 1000 and data["status"] == "complete"
     # both params files continue the run (before, demo.yaml was refused for bootstrap_resamples: 200 there)
-    for again in (["demo"], [str(verify)]):
+    for again in (["demo"], [str(verify), "--set", "bootstrap_resamples=300"]):
         assert main(["run", "--check", *again, "--out", str(previous_run.root)]) == 0
 
 

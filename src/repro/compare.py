@@ -21,7 +21,7 @@ from .dataset_io import prompt_id_of
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .manifest import Manifest
-from .parameters import PAIRRM_LIMITS, CardParams, CompareParams, ConstructParams, build
+from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, build
 from .paths import RunDir, is_hub_id, run_manifest_of
 from .slicing import plan_slice
 from .sources import load_source
@@ -611,14 +611,3 @@ def compare(p: CompareParams) -> ComparisonResult:
         info.update(aligned=result["alignment"]["aligned"], reference_rows=reference.rows,
                     candidate_rows=candidate.rows, same_pairs=(result["pairs"].get("categories") or {}).get("same"))
     return ComparisonResult(result=result, tables=tables, figures=figures, outputs=outputs)
-
-
-def card_parameters(p: CompareParams) -> CardParams | None:
-    """The card parameters this run recorded, when it already has a card to refresh (None: 03_card comes later)."""
-    run = RunDir(p.run_root)
-    if not run.card.is_file():
-        return None
-    recorded = Manifest(run).read().get("parameters") or {}
-    values = {k: v for k, v in recorded.items() if k in CardParams.model_fields}
-    values.update(run_dir=str(run.root), run_name=p.run_name)
-    return build(CardParams, values, where=f"the parameters recorded in {run.manifest}")

@@ -177,6 +177,10 @@ def as_recorded(value: Any) -> Any:
 
 
 NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing: the folder's record keeps its own
+# 01_construct's parameters that decide how the work runs and where it keeps rows, not what the data holds (scores
+# do not depend on them beyond float rounding; chunks and processes give byte-identical rows), nor the run's folder
+NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes", "generation_batch_size",
+                                  "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
 
 
 def ended(exc: BaseException) -> str:
@@ -250,7 +254,8 @@ class Manifest:
 
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str]
                            ) -> dict[str, tuple[Any, Any]]:
-        """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too."""
+        """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too (how
+        the work ran, NOT_SHAPING, is not one)."""
         data = self.read()
         recorded, done = data.get("parameters") or {}, data.get("notebooks") or {}
         new = as_recorded(parameters)
@@ -258,7 +263,7 @@ class Manifest:
         for name in (name for name in notebooks if name in done):
             theirs = {**recorded, **(done[name].get("parameters") or {})}
             changed.update({key: (theirs[key], new[key]) for key in notebook_fields(name) & set(theirs) & set(new)
-                            - NAMING if theirs[key] != new[key]})
+                            - NOT_SHAPING if theirs[key] != new[key]})
         return dict(sorted(changed.items()))
 
     def _under_repro_run(self, notebook: str) -> bool:

@@ -4,9 +4,10 @@ body from `templates/`, writes the card with its YAML, checks, previews and publ
 from .facts import (SCORE_BLOCKS, CardFacts, SplitFacts, effective_parameters, gather_facts,
                     public_value, shaping_parameters, split_files)
 from .publish import (PublishError, build_card, card_data, check_card, facts_card_data, fmt, phrases, placeholders,
-                      preview, preview_markdown, publish, render_body, render_section, size_category, write_card)
+                      preview, preview_markdown, publish, refresh, render_body, render_section, size_category,
+                      write_card)
 
 __all__ = ["SCORE_BLOCKS", "CardFacts", "PublishError", "SplitFacts", "build_card", "card_data", "check_card",
-           "effective_parameters", "facts_card_data", "fmt", "gather_facts", "phrases",
-           "placeholders", "preview", "preview_markdown", "public_value", "publish", "render_body", "render_section",
+           "effective_parameters", "facts_card_data", "fmt", "gather_facts", "phrases", "placeholders", "preview",
+           "preview_markdown", "public_value", "publish", "refresh", "render_body", "render_section",
            "shaping_parameters", "size_category", "split_files", "write_card"]

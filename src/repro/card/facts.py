@@ -17,7 +17,7 @@ from datasets import Features
 from ..dataset_io import SEED_FEATURES, prompt_id_of, write_split
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format
-from ..manifest import NAMING, Manifest
+from ..manifest import NAMING, NOT_SHAPING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
 from ..paths import RunDir, public_name, public_text, reads_as_hub_id, shard_name
 from ..sources import load_source
@@ -37,11 +37,6 @@ SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
 # |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
 LENGTH_BIAS_RHO = 0.1
 LENGTH_BIAS_P = 0.05
-# parameters that decide how the work runs, not what the data holds (scores do not depend on them beyond
-# float rounding; chunks and processes give byte-identical rows), nor where the run lives
-NOT_SHAPING = NAMING | frozenset({"batch_tokens", "chunk_size", "num_processes",
-                         "generation_batch_size", "generation_chunk_size", "generation_num_processes",
-                         "cache", "cache_dir"})  # issue 22: the row cache is where rows were kept, not the recipe
 
 
 @dataclass

@@ -3,6 +3,7 @@ tests/golden guards the YAML), the body from the templates; then write, check, p
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -23,11 +24,11 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from ..errors import DataError, ReproError
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
-from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams, table_cell
+from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams, build, table_cell
 from ..paths import RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
 from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
-                    CardFacts, SplitFacts, public_value, shaping_parameters)
+                    CardFacts, SplitFacts, gather_facts, public_value, shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
@@ -133,8 +134,9 @@ def build_card(facts: CardFacts) -> DatasetCard:
     return DatasetCard(f"---\n{facts_card_data(facts).to_yaml()}\n---\n{render_body(facts)}")
 
 
-def write_card(facts: CardFacts) -> Path:
-    """Copy the figures into dataset/figures/, write dataset/README.md, and record both in the manifest."""
+def write_card(facts: CardFacts, refreshed: bool = False) -> Path:
+    """Copy the figures into dataset/figures/, write dataset/README.md, and record both in the manifest (as
+    03_card's work; `refreshed`: as a stage of the notebook that writes the card again, `refresh`)."""
     run = facts.run
     figures_dir = run.dataset / FIGURES_DIR
     if figures_dir.exists():
@@ -143,12 +145,30 @@ def write_card(facts: CardFacts) -> Path:
         figures_dir.mkdir(parents=True)
     copies = [Path(shutil.copy2(png, figures_dir / png.name)) for png, _ in facts.figures]
     manifest = Manifest(run)
-    with manifest.notebook(facts.parameters_given, "03_card"), manifest.stage("card") as info:
+    notebook = contextlib.nullcontext() if refreshed else manifest.notebook(facts.parameters_given, "03_card")
+    with notebook, manifest.stage("card") as info:
         build_card(facts).save(run.card)
         info.update(card=str(run.card), figures=len(copies), left_out=[s for s, _ in facts.left_out],
                     stand_in=facts.stand_in, built_here=facts.built_here)
     manifest.add_outputs(run.card, *copies)
     return run.card
+
+
+def refresh(p: Any) -> Path | None:
+    """Write the card of `p`'s run again (`p`: a notebook's parameters) when it has one, with the card parameters
+    the run recorded, so that it shows what the notebook changed (02_analyze's numbers, 04_compare's reproduction
+    section); None when 03_card has not run yet (it writes the card when it does)."""
+    run = RunDir(p.run_root)
+    if not run.card.is_file():
+        return None
+    recorded = Manifest(run).read().get("parameters") or {}
+    values = {k: v for k, v in recorded.items() if k in CardParams.model_fields}
+    values.update(run_dir=str(run.root), run_name=p.run_name)
+    try:
+        return write_card(gather_facts(build(CardParams, values, where=f"the parameters recorded in {run.manifest}")),
+                          refreshed=True)
+    finally:
+        run.release(kernel=True)  # a notebook on its own has ended: the folder its card claimed is given back
 
 
 def check_card(card_path: str | Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from ..family import Family, Member, is_done, parse_grid_args, plan_family
 from ..parameters import FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
 from ..paths import RunDir, find_params
 from .preflight import Check, preflight, require
-from .rerun import changed_parameters, kind_check, replace_run, rerun_check, writing
+from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
 from .run import configure as configure_run
 
@@ -26,12 +26,14 @@ GIVEN_AS = "run_dir for the family"
 
 
 def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, Any]]:
-    """What one member needs before it runs (its run directory, then the machine), and its changed parameters."""
+    """What one member needs before it runs (its run directory, then the machine), and the changed parameters that
+    replace its run (with 01_construct among its notebooks)."""
     resolved, run = resolve_parameters(member.values), RunDir(member.run_dir)
     changed = changed_parameters(run, resolved)
     advice = "give the family another --out or run_dir (its members go into its folder, by name)"
-    return [*(kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [rerun_check(run, changed, force, GIVEN_AS)]),
-            *preflight(resolved, run.root)], changed
+    checks = kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [
+        rerun_check(run, changed, force, GIVEN_AS, resolved["notebooks"])]
+    return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
 
 
 def grouped(per_member: dict[str, list[Check]]) -> list[Check]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError
 from ..manifest import Manifest, listed
@@ -57,9 +57,15 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
                                           f"not another kind of folder)", problem="REFUSED")]
 
 
-def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str) -> Check:
-    """Whether this run may write into `run`: nobody else writing there, and new, the same parameters (`changed`:
-    none), or `force`."""
+def rebuilds(notebooks: Sequence[str]) -> bool:
+    """Whether these notebooks build the dataset again (then a replaced run's outputs all go first)."""
+    return "01_construct" in notebooks
+
+
+def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str,
+                notebooks: Sequence[str]) -> Check:
+    """Whether this run of `notebooks` may write into `run`: nobody else writing there, and new, the same parameters
+    (`changed`: none), or `force`."""
     if (busy := run.writer()) is not None:
         return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
     if not changed:
@@ -70,13 +76,16 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({changes}) "
                                             f"that made nothing but its notebooks: it is replaced (its resumable "
                                             f"work/ is kept)")
+    # a run without 01_construct keeps the dataset: its notebooks make their own outputs again, whole
+    replaced = ("its outputs are removed first (its resumable work/ is kept)" if rebuilds(notebooks) else
+                f"the notebooks listed ({', '.join(notebooks)}) run again with the new values and make their outputs "
+                f"anew (the dataset and the other notebooks' outputs stay)")
     if force:
         return Check("run directory", True, f"{run.root} holds a run with other parameters ({changes}); --force: "
-                                            f"its outputs are removed first (its resumable work/ is kept)")
+                                            f"{replaced}")
     return Check("run directory", False,
                  f"{run.root} holds a run with other parameters: {changes}. Give another {given_as} for this run, "
-                 f"or pass --force to replace that run (its outputs are removed; its resumable work/ is kept)",
-                 problem="REFUSED")
+                 f"or pass --force: {replaced}", problem="REFUSED")
 
 
 def clear_previous_run(run: RunDir) -> list[str]:

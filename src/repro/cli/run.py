@@ -16,7 +16,7 @@ from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
 from .preflight import preflight, require
-from .rerun import changed_parameters, kind_check, replace_run, rerun_check, writing
+from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
 
@@ -172,13 +172,14 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     run = RunDir(run_root)
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
-    checks = [*(kind_check(run, resolved["notebooks"], given_as) or [rerun_check(run, changed, args.force, given_as)]),
+    checks = [*(kind_check(run, resolved["notebooks"], given_as)
+                or [rerun_check(run, changed, args.force, given_as, resolved["notebooks"])]),
               *preflight(resolved, run_root)]
     if (code := require(checks, params_file, args.check)) is not None:
         return code
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
-        if changed:  # --force or a run that made nothing (else require refused): nothing of it may outlive it
-            replace_run(run, args.force)
+        if changed and rebuilds(resolved["notebooks"]):  # --force or a run that made nothing (else require refused)
+            replace_run(run, args.force)  # nothing of it may outlive it
         print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"))
