@@ -322,3 +322,19 @@ def test_repro_run_analyses_the_runs_own_dataset(repro_run, stand_in_run):
     assert "Stand-in scores" in executed
     # the stand-in note is its own blockquote paragraph, and the numbers follow it as a list
     assert "responses.\n\n**150 pairs**" in analysis.headline(m) and "\n- margin > 0 in 150 rows" in analysis.headline(m)
+
+
+def test_dataset_split_names_another_split_of_the_runs_own_dataset(tmp_path):
+    """A recipe's run holds `train` and `test`: dataset_split='test' with dataset unset analysed `train` without a
+    word (the split 01_construct wrote always won); now it analyses `test`, and a split the run lacks is refused."""
+    run = RunDir(tmp_path / "run")
+    for split, n in (("train", 6), ("test", 4)):
+        rows = [{"prompt": f"{split} {i}", "score_chosen": 1.0 + i, "score_rejected": -1.0 - i} for i in range(n)]
+        write_split(datasets.Dataset.from_list(rows), run.dataset, split)
+    Manifest(run).update(dataset={"split": "train"})
+    p = {"run_dir": str(run.root), "bootstrap_resamples": 100}
+    assert analysis.analyze(AnalyzeParams(**p)).metrics["dataset"]["split"] == "train"  # the default: 01's split
+    assert analysis.analyze(AnalyzeParams(**p, dataset_split="test")).metrics["n"] == 4
+    with pytest.raises(DataError, match=r"Parameter dataset_split='tset': this run's dataset at \S+ has no such split "
+                                        r"\(it has \['test', 'train'\]\)\. Name one of those, or leave dataset_split"):
+        analysis.analyze(AnalyzeParams(**p, dataset_split="tset"))

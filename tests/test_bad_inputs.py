@@ -124,6 +124,9 @@ CASES = [
     Case("batch_tokens 0 from --set", lambda t: run(t, "--set", "batch_tokens=0"),
          r"  - batch_tokens \(from --set\): must be >= 1 \(got 0\)\n", after=nothing_written),
     Case("limit 0", lambda t: run(t, "--set", "limit=0"), r"  - limit \(from --set\): must be >= 1", after=nothing_written),
+    *[Case(f"an empty {key}", lambda t, key=key: run(t, "--set", f"{key}="),
+           rf"  - {key} \(from --set\): must not be empty \(got ''\)", after=nothing_written)
+      for key in ("source", "scorer_model")],  # before, an empty source read the project root as a dataset
     Case("negative chunk_size", lambda t: run(t, "--set", "chunk_size=-5"),
          r"  - chunk_size \(from --set\): must be >= 1 \(got -5\)\n", after=nothing_written),
     Case("a column named twice", lambda t: run(t, "--set", "candidate_columns=[resp0, resp0]"),

@@ -70,3 +70,23 @@ def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tm
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["stages"]["score"]["status"] == "done"
     assert manifest["scorer"]["chunks_resumed"] >= kept  # the finished chunks were not scored again
+
+
+def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path, repro_run):
+    """SIGTERM to `repro run` alone (a scheduler's time limit, `kill PID`): before, it died at once and its manifest
+    said `running` for good; now its kernels are stopped and the interruption is recorded, as for Ctrl-C."""
+    out = tmp_path / "demo"
+    command = [sys.executable, "-m", "repro.cli", "run", "demo", "--out", str(out), "--set", "notebooks=[01_construct]"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list((out / "work" / "scoring").glob("chunk-*.json")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no scoring chunk was written"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    assert "repro run: interrupted in 01_construct, stage score: " in stderr and "Traceback" not in stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and "running" not in json.dumps(manifest)
+    assert not (out / ".repro-run.lock").read_text()  # the lock given back

@@ -129,7 +129,7 @@ class ConstructParams(_Params):
 
     section: ClassVar[str] = "construct"
 
-    source: UserPath = "demo"  # "demo" (embedded sample), a hub dataset id, or a local .jsonl/.parquet/saved dataset
+    source: Annotated[UserPath, Field(min_length=1)] = "demo"  # "demo", a hub dataset id, or a local file or folder
     source_split: str = "train_prefs"
     source_revision: str | None = None  # a hub dataset's commit (or tag/branch), passed to every load; recorded
     # slicing: index part [part_start:part_stop] -> drop `drop_rows` -> mini `mini_index` of `mini_count`
@@ -148,7 +148,7 @@ class ConstructParams(_Params):
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
-    scorer_model: ScorerPath = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
+    scorer_model: Annotated[ScorerPath, Field(min_length=1)] = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
     scorer_backend: ScorerBackend = "repro"
     device: Device = "auto"
     dtype: ScorerDtype = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
@@ -413,7 +413,8 @@ def _refuse_unknown(keys: Collection[str], where: str) -> None:
 
 RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
                "less_than_equal": "must be <= {le}", "too_short": "must hold at least {min_length} item(s)",
-               "string_pattern_mismatch": "must match {pattern} (lower-case letters, digits and _)"}
+               "string_pattern_mismatch": "must match {pattern} (lower-case letters, digits and _)",
+               "string_too_short": "must not be empty"}
 
 
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
@@ -430,7 +431,8 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             loc += " (from --set)" if err["loc"] and str(err["loc"][0]) in set_keys else ""
             # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
-            msg = RANGE_WORDS[err["type"]].format(**err["ctx"]) if err["type"] in RANGE_WORDS \
+            kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
+            msg = RANGE_WORDS[kind].format(**err["ctx"]) if kind in RANGE_WORDS \
                 else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
             lines.append(f"  - {loc}: {msg}{got}")
         raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) + advice) from None

@@ -18,7 +18,7 @@ from ..exporters import seed_view
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import AnalyzeParams
-from ..paths import EXTREMES_TABLE, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
+from ..paths import EXTREMES_TABLE, SPLIT, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
 from ..subject import claim
 from . import agreement, plots, prose, stats
@@ -134,7 +134,8 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
 def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
                    ) -> tuple[str, str]:
     """(`value`, `split`), or when `value` is not set the run's own dataset, which must exist (else an error naming
-    `parameter`), and the split its 01_construct wrote (its output format's; `split` where none is recorded)."""
+    `parameter`), and the split its 01_construct wrote (its output format's; `split` where none is recorded), or
+    another of its splits that `split` names (a recipe's test split)."""
     if value is not None:
         return value, split
     if not run.dataset.is_dir():
@@ -143,7 +144,15 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
             f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
             f"{parameter} to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
     manifest = Manifest(run).read() if run.manifest.exists() else {}
-    return str(run.dataset), (manifest.get("dataset") or {}).get("split") or split
+    recorded = (manifest.get("dataset") or {}).get("split")
+    if split != SPLIT and run.shards(split):  # named: that split of the run's dataset
+        return str(run.dataset), split
+    if split in (SPLIT, recorded) or not recorded:  # the default: the split 01_construct wrote
+        return str(run.dataset), recorded or split
+    have = sorted({shard.name.rsplit("-", 3)[0] for shard in run.data.glob("*.parquet")})
+    raise DataError(f"Parameter {parameter}_split={split!r}: this run's dataset at {run.dataset} has no such split "
+                    f"(it has {have}). Name one of those, or leave {parameter}_split at its default for the split "
+                    f"01_construct wrote ({recorded!r}).")
 
 
 def load(p: AnalyzeParams) -> ScoreData:

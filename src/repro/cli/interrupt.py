@@ -35,8 +35,14 @@ def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
             os.killpg(os.getpgid(kernel.pid), signum)  # the kernel's session: it and the workers it started
 
 
+def _as_ctrl_c(signum: int, frame: Any) -> None:
+    """A stop signal (a scheduler's time limit, `kill`) ends the run as Ctrl-C does: kernels stopped, recorded."""
+    raise KeyboardInterrupt
+
+
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` in a thread; on Ctrl-C stop this process's kernels, then raise `Interrupted`."""
+    """`fn(*args, **kwargs)` in a thread; on Ctrl-C (or SIGTERM) stop this process's kernels, then raise
+    `Interrupted`."""
     outcome: dict[str, Any] = {}
     done = threading.Event()  # not Thread.join: a KeyboardInterrupt inside join can leave is_alive() wrong
 
@@ -49,11 +55,14 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             done.set()
 
     threading.Thread(target=target, name="papermill", daemon=True).start()
+    main = threading.current_thread() is threading.main_thread()  # (only the main thread may set a handler)
+    stop = signal.signal(signal.SIGTERM, _as_ctrl_c) if main else None
     try:
         while not done.wait(0.2):
             pass
     except KeyboardInterrupt:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second stop signal must not cut the kernels' stop short
         try:
             kernels = [child for child in psutil.Process().children() if _is_kernel(child)]  # Jupyter kernels
             _signal_groups(kernels, signal.SIGINT)  # the cell raises KeyboardInterrupt; papermill then ends
@@ -63,6 +72,9 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         finally:
             signal.signal(signal.SIGINT, previous)
         raise Interrupted() from None
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, stop)
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
