@@ -101,7 +101,7 @@ def test_a_file_beside_the_notebook_given_by_its_name_is_refused_with_the_path_t
     (project / "notebooks" / "mine.jsonl").write_text('{"score_chosen": 1.0, "score_rejected": 0.0}\n')
     monkeypatch.chdir(project / "notebooks")
     with pytest.raises(DataError, match=r"mine.jsonl' is neither an existing file.*Relative paths are taken from the "
-                                        rf"project root \({project}\), not from the notebook's folder; "
+                                        rf"project root \({project}\), not from the current folder; "
                                         rf"{project}/notebooks/mine.jsonl exists: give 'notebooks/mine.jsonl'"):
         analysis.analyze(build(AnalyzeParams, {"dataset": "mine.jsonl"}))
     assert not (project / "runs").exists()

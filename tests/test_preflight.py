@@ -193,3 +193,22 @@ def test_the_hub_is_off_by_the_variable_that_says_so_and_its_messages_name_it(mo
     assert hub_offline() is None and hub_offline("HF_DATASETS_OFFLINE") == "HF_DATASETS_OFFLINE"
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # set when huggingface_hub was imported
     assert hub_offline() == "HF_HUB_OFFLINE"
+
+
+def test_a_folder_named_like_a_hub_id_beside_the_shell_is_judged_as_the_run_judges_it(bare_machine, monkeypatch):
+    """From a shell outside the project, `source: mydata/uf` (a folder there) passed the check as a local dataset,
+    and the run then looked for hub dataset 'mydata/uf'. Relative paths mean the project root for both; the check
+    names the folder that exists and the path to give."""
+    from repro.paths import HOME_ENV, project_root
+
+    monkeypatch.delenv(HOME_ENV, raising=False)
+    shell = bare_machine / "elsewhere"
+    (shell / "mydata" / "uf").mkdir(parents=True)
+    monkeypatch.chdir(shell)
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": "mydata/uf",
+                                 "scorer_model": "builtin:tiny-pairrm", "device": "cpu"})
+    assert values["source"] == "mydata/uf"  # no such folder at the project root: a hub id, as the notebook reads it
+    (check,) = [c for c in preflight.preflight(values, bare_machine / "run") if c.what.startswith("source")]
+    assert not check.ok and "hub dataset not in the local hub cache" in check.detail
+    assert check.detail.endswith(f" Relative paths are taken from the project root ({project_root()}), not from the "
+                                 f"current folder; {shell / 'mydata' / 'uf'} exists: give {shell / 'mydata' / 'uf'}.")

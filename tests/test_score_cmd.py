@@ -96,3 +96,26 @@ def test_a_chat_template_file_scores_a_reward_model_that_has_none(tmp_path, sppo
         [r["prompt"] for r in sppo_rows[:4]], [r["candidates"] for r in sppo_rows[:4]])
     for row, expected in zip(rows, want):
         np.testing.assert_allclose(row["scores"], expected, rtol=0, atol=1e-6)
+
+
+def test_an_interrupted_score_continues_where_it_stopped(tmp_path, tiny_pairrm_dir, sppo_rows, monkeypatch, capsys):
+    """Ctrl-C said "run the same command again to continue", but without --work-dir the chunks were in a temporary
+    folder, gone with the process: now they are kept beside the output until it is written."""
+    from repro.cli import score
+
+    src, out = write_jsonl(tmp_path / "in.jsonl", sppo_rows), tmp_path / "scored.jsonl"
+    argv = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out), "--device", "cpu",
+            "--chunk-size", "4", "--source-maxlength", "64", "--candidate-maxlength", "32"]
+    real, resumed = score.score_candidates, []
+
+    def interrupted(*args, **kwargs):  # every chunk scored, then Ctrl-C before the output is written
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(score, "score_candidates", interrupted)
+    assert main(argv) == 130 and "run the same command again to continue" in capsys.readouterr().err
+    assert not out.exists() and len(list((tmp_path / "scored.jsonl.work").glob("chunk-*.json"))) == 3
+    monkeypatch.setattr(score, "score_candidates", lambda *a, **k: resumed.append(result := real(*a, **k)) or result)
+    assert main(argv) == 0
+    assert resumed[0].info["chunks_resumed"] == 3 and len(out.read_text().splitlines()) == len(sppo_rows)
+    assert not (tmp_path / "scored.jsonl.work").exists()  # the output holds it all: nothing left beside it

@@ -148,7 +148,8 @@ class ConstructParams(_Params):
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
     empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
-    scorer_model: Annotated[ScorerPath, Field(min_length=1)] = "llm-blender/PairRM"  # hub id, local dir, or "builtin:tiny-pairrm" (a stand-in)
+    # a hub id, a local folder, or "builtin:tiny-pairrm" (a stand-in)
+    scorer_model: Annotated[ScorerPath, Field(min_length=1)] = "llm-blender/PairRM"
     scorer_backend: ScorerBackend = "repro"
     device: Device = "auto"
     dtype: ScorerDtype = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU

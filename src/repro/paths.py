@@ -120,14 +120,15 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
 
 
 def beside_hint(path: str | Path) -> str:
-    """For a path (the path rule's) that does not exist: a hint when the same relative path exists from the working
-    folder instead (a notebook's folder in JupyterLab), else ""."""
-    root, here = project_root(), Path.cwd()
-    if here.resolve() == root.resolve() or not Path(path).is_relative_to(root):
+    """For a path (by the path rule) that does not exist: a hint when the same relative path exists from the working
+    folder instead (a notebook's folder in JupyterLab, a shell elsewhere), else ""."""
+    root, here, given = project_root(), Path.cwd(), Path(path)
+    relative = given.relative_to(root) if given.is_relative_to(root) else None if given.is_absolute() else given
+    if relative is None or here.resolve() == root.resolve() or not (there := here / relative).exists():
         return ""
-    there = here / Path(path).relative_to(root)
-    return (f" Relative paths are taken from the project root ({root}), not from the notebook's folder; {there} "
-            f"exists: give {os.path.relpath(there, root)!r} (or its absolute path).") if there.exists() else ""
+    give = f"{os.path.relpath(there, root)!r} (or its absolute path)" if there.is_relative_to(root) else str(there)
+    return (f" Relative paths are taken from the project root ({root}), not from the current folder; {there} "
+            f"exists: give {give}.")
 
 
 def nearest_existing(path: Path) -> Path:
@@ -142,7 +143,7 @@ def reads_as_hub_id(spec: str | None) -> bool:
 
 def is_hub_id(value: str) -> bool:
     """Whether a parameter value, taken by the path rule, names a hub repository (owner/name) and not a local path."""
-    return reads_as_hub_id(value) and not value.endswith(_FILE_SUFFIXES) and not Path(value).exists()
+    return reads_as_hub_id(value) and not value.endswith(_FILE_SUFFIXES) and not (project_root() / value).exists()
 
 
 def default_run_dir(run_name: str) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ReproError
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS
-from ..paths import is_hub_id, nearest_existing
+from ..paths import beside_hint, is_hub_id, nearest_existing
 from ..revisions import hub_offline, publish_blocker
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
@@ -132,7 +132,8 @@ def _input_check(need: Need) -> tuple[Check, int]:
     if not is_hub_id(need.value):
         there = Path(need.value).exists()
         return Check(what, there, f"local {need.repo_type}" if there else
-                     "no such file or folder; give an existing path or a hub id (owner/name)"), 0
+                     "no such file or folder; give an existing path or a hub id (owner/name)."
+                     + beside_hint(need.value)), 0
     try:
         snapshot_download(need.value, repo_type=need.repo_type, local_files_only=True)
         return Check(what, True, f"hub {need.repo_type}, in the local hub cache"), 0
@@ -158,7 +159,8 @@ def _input_check(need: Need) -> tuple[Check, int]:
                      + (f", {size / 1e9:.1f} GB)" if size else ")")), size
     kind = " --repo-type dataset" if need.repo_type == "dataset" else ""
     return Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With network: "
-                              f"`hf download {need.value}{kind} --local-dir DIR`, then set {need.parameter} to DIR"), 0
+                              f"`hf download {need.value}{kind} --local-dir DIR`, then set {need.parameter} to DIR."
+                              + beside_hint(need.value)), 0
 
 
 def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:

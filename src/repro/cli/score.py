@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
-import tempfile
 from itertools import islice
 from pathlib import Path
 from typing import Any, get_args
@@ -59,8 +59,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"torchrun workers on this node, e.g. one per GPU (default {RUN['num_processes']}); under "
                              "your own torchrun (several nodes) leave it at 1: every rank runs this command")
     parser.add_argument("--work-dir", type=Path, default=None,
-                        help="keep finished chunks here so that re-running the command continues after a crash "
-                             "(default with --num-processes > 1 or under torchrun: OUTPUT.work/)")
+                        help="keep finished chunks here, so that re-running the command continues after a crash or "
+                             "Ctrl-C (default: OUTPUT.work/, removed once OUTPUT is written by one process)")
     parser.add_argument("--chunk-size", type=int, default=RUN["chunk_size"],
                         help=f"prompts per resumable chunk and engine call (default {RUN['chunk_size']})")
 
@@ -128,21 +128,20 @@ def main(args: argparse.Namespace) -> int:
         options["chat_template"] = args.chat_template.read_text(encoding="utf-8")
     if args.output_index is not None:
         options["output_index"] = args.output_index
-    default_work_dir = args.num_processes > 1 or world_size() > 1  # OUTPUT.work/, which a re-run continues
-    with tempfile.TemporaryDirectory(prefix="repro-score-") as scratch:
-        work_dir = args.work_dir or (args.output.with_name(args.output.name + ".work") if default_work_dir
-                                     else Path(scratch))
-        result = score_candidates(
-            [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
-            device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
-            num_processes=args.num_processes, work_dir=work_dir, source_maxlength=args.source_maxlength,
-            candidate_maxlength=args.candidate_maxlength, kind=kind, options=options)
+    work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")  # a re-run continues from it
+    result = score_candidates(
+        [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
+        device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
+        num_processes=args.num_processes, work_dir=work_dir, source_maxlength=args.source_maxlength,
+        candidate_maxlength=args.candidate_maxlength, kind=kind, options=options)
     if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
         return 0
     # atomically: a crash never leaves half an output file
     lines = (json.dumps({**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}, ensure_ascii=False) + "\n"
              for row, s in zip(rows, result.scores))
     atomic_write_text(args.output, "".join(lines))
+    if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
+        shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info = result.info
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
     print(f"repro score: {len(rows)} prompts scored with {info['model']} ({info['backend']}, {info['device']}, "
