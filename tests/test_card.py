@@ -22,7 +22,7 @@ from scipy import stats
 from repro import card as repro_card
 from repro.analysis.stats import detect_scale
 from repro.card.facts import SEED_REPO
-from repro.dataset_io import SEED_FEATURES, write_split
+from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest
 from repro.parameters import CardParams, build
@@ -753,9 +753,13 @@ def test_a_foreign_card_from_scores_alone_claims_nothing_it_was_not_told(tmp_pat
     assert "The licence of this dataset is not stated" in en and "Its sources are not known to this project." in en
     assert "本数据集的许可未说明" in zh and "本项目不了解其来源" in zh
     told_nothing = ("UltraFeedback", "PairRM", "HuggingFaceH4", "MIT", "mit", "GPT-4", "llm-blender", "SELM",
-                    "SPPO", "Zephyr", "ZHLiu627", SEED_REPO)
+                    "SPPO", "Zephyr", "ZHLiu627")
     for text in (en, zh, card.data.to_yaml()):
         assert not [word for word in told_nothing if re.search(rf"\b{re.escape(word)}\b", text)]
+    # the seed is named only as what the schema is compared with, never as a source
+    assert [line for line in en.splitlines() if SEED_REPO in line] == [
+        f"The columns differ from those of the seed dataset `{SEED_REPO}` (the one this project rebuilds): missing "
+        + ", ".join(f"`{c}`" for c in SEED_COLUMNS if not c.startswith("score_")) + "."]
     # told: a licence and a source; the card says those, and still no scorer or family
     facts, card_path = card_for(tmp_path / "run", card_dataset=str(rows), license="cc-by-4.0",
                                 known_recipe={"source": "someone/rows"})
@@ -766,12 +770,33 @@ def test_a_foreign_card_from_scores_alone_claims_nothing_it_was_not_told(tmp_pat
     assert "PairRM" not in en and "UltraFeedback" not in en
 
 
-def test_a_built_card_keeps_its_sources_licence_and_language(tmp_path):
-    make_run(tmp_path / "run", metrics=False)
-    facts, card_path = card_for(tmp_path / "run")
-    card = DatasetCard.load(card_path)
-    assert card.data.license == "mit" and card.data.language == ["en"]
-    assert "Its sources: UltraFeedback" in halves(card_path)[0]
+def test_a_built_card_names_its_own_sources_and_claims_a_licence_only_where_they_give_one(tmp_path):
+    """A built card named UltraFeedback, H4 and PairRM (MIT) as its sources and claimed MIT whatever it was built
+    from and scored by: the demo rows with the stand-in, or one's own file with another reward model."""
+    run = make_run(tmp_path / "run", metrics=False)["run"]  # the demo rows, the stand-in scorer
+    card_path = card_for(run.root)[1]
+    card, en = DatasetCard.load(card_path), halves(card_path)[0]
+    assert card.data.license == "mit" and card.data.language == ["en"] and card.data.tags[-1] == "stand-in-scores"
+    assert "Its sources: the demo prompts and responses that `repro` ships (written for it); a stand-in scorer built " \
+           "by `repro` (`builtin:tiny-pairrm`), no third party's weights." in en and "(`openbmb/UltraFeedback`" not in en
+
+    def built_from(source: str, scorer: str) -> tuple[DatasetCard, str, str]:
+        with Manifest(run).edit() as data:
+            data["parameters"].update(source=source, scorer_model=scorer)
+            data["scorer"].update(model=scorer, stand_in=False)
+        path = card_for(run.root)[1]
+        return DatasetCard.load(path), *halves(path)
+
+    card, en, zh = built_from("ZHLiu627/ultrafeedback_binarized_with_response_full", "llm-blender/PairRM")
+    assert card.data.license == "mit" and card.data.tags[-2:] == ["pairrm", "ultrafeedback"]
+    assert "Its sources: UltraFeedback (`openbmb/UltraFeedback`, MIT) as binarised in " \
+           "`HuggingFaceH4/ultrafeedback_binarized` (MIT), here `ZHLiu627/ultrafeedback_binarized_with_response_full`; " \
+           "the scorer PairRM (`llm-blender/PairRM`, MIT)." in en and "评分器 PairRM（`llm-blender/PairRM`，MIT）" in zh
+    card, en, zh = built_from("/home/alice/prefs.jsonl", "/home/alice/models/rm")
+    assert card.data.license is None and "The licence of this dataset is not stated" in en and "许可未说明" in zh
+    assert "Its sources: `prefs.jsonl` (its licence is not known to this project: check it before publishing); the " \
+           "scorer `rm` (see its model card for its licence)." in en and "alice" not in card_path.read_text()
+    assert card.data.tags[-1] == "reward-model-scores" and "ultrafeedback" not in card.data.tags
 
 
 def test_a_foreign_dataset_never_replaces_a_built_one(tmp_path):
@@ -900,6 +925,7 @@ def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows
     en, _ = halves(card_path)
     assert facts.num_examples == facts.prompt_id_sha256_rows == len(train_rows) == 200
     assert "missing `reference_response`" in en and "not in the seed `source_index`" in en
+    assert f"The columns differ from those of the seed dataset `{SEED_REPO}` (the one this project rebuilds)" in en
     assert "Scale, as the analysis reads it: the scores are ratings on a grid of 0.5" in en  # the analysis' reading
     assert "not applicable: the scores are ratings, not PairRM scores." in en  # PairRM's invariants do not apply
     assert "PairRM scores are not ratings" not in en  # no PairRM claim about data not known to be PairRM's

@@ -134,14 +134,15 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
     assert (tmp_path / "f" / "logs" / "mini_index-1.log").read_text() == "a member's output\n"
 
 
-def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict) -> None:
+def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict,
+            scorer: dict | None = None) -> None:
     run = RunDir(root / name)
     run.data.mkdir(parents=True)
     chosen = np.linspace(0.5, 1.0, len(margins))
     pd.DataFrame({"score_chosen": chosen, "score_rejected": chosen - np.array(margins)}).to_parquet(
         run.data / "train_prefs-00000-of-00001.parquet")
     Manifest(run).write({"status": "complete", "parameters": parameters, "counts": {"scored": len(margins)},
-                         "stages": {"score": {"cache": cache}},
+                         "stages": {"score": {"cache": cache}}, **({"scorer": scorer} if scorer else {}),
                          "family": {"name": "fam", "member": name, "index": index, "grid": {"seed": index}}})
 
 
@@ -150,7 +151,7 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     _member(root, "b", 1, [0.0, 0.2, 0.4], {"seed": 1, "source": "demo", "run_dir": "x"},
             {"rows_computed": 0, "rows_from_cache": 3})
     _member(root, "a", 0, [0.1, 0.3, 0.0, 0.5], {"seed": 0, "source": "demo", "run_dir": "y"},
-            {"rows_computed": 4, "rows_from_cache": 0})
+            {"rows_computed": 4, "rows_from_cache": 0}, {"model": "builtin:tiny-pairrm", "stand_in": True})
     (root / "b" / "compare.json").write_text(json.dumps({"verdict": "3 of 3 reference rows aligned"}))
     (root / "a" / "metrics.json").write_text(json.dumps({"agreement": {"primary": "primary", "pairs": [
         {"scorers": ["primary", "llama_rm"], "same_chosen": {"count": 3, "fraction": 0.75}}]}}))
@@ -165,6 +166,9 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert a["agreement_same_chosen"] == {"llama_rm": 0.75} and b["agreement_same_chosen"] == {}
     assert (a["verdict"], b["verdict"]) == (None, "3 of 3 reference rows aligned")
     assert list(view.table["same chosen as llama_rm"])[0] == 0.75
+    # a stand-in's scores are said to be noise, in the table and in family.json (before, 05_family never said so)
+    assert list(view.table["scorer"]) == ["builtin:tiny-pairrm (STAND-IN: noise)", ""]
+    assert view.summary["stand_in_members"] == ["a"] and a["scorer"] == {"model": "builtin:tiny-pairrm", "stand_in": True}
     assert verdicts(view).to_dict("records") == [{"member": "b", "verdict": "3 of 3 reference rows aligned"}]
     # what the notebook shows of where rows came from: a table, not family.json's dict (the raw dict before)
     shown = origins(view)

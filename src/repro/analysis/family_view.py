@@ -79,9 +79,10 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     metrics = json.loads(run.metrics.read_text()) if run.metrics.exists() else {}
     verdict = json.loads(run.compare.read_text()).get("verdict") if run.compare.exists() else None
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
-    counts = data.get("counts", {})
+    counts, scorer = data.get("counts", {}), data.get("scorer") or {}
     return clean({
         "member": family["member"], "status": data.get("status"), "grid": family.get("grid", {}),
+        "scorer": {"model": scorer.get("model"), "stand_in": bool(scorer.get("stand_in"))},
         "rows": int(margin.size), "scored": counts.get("scored"), "generated": counts.get("generated"),
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
         "ties": int((margin == 0).sum()) if margin.size else None,
@@ -116,6 +117,7 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
         ci = m["margin_mean_ci95"] or [None, None]
         rows.append({"member": m["member"], **{k: json.dumps(v) if isinstance(v, (dict, list)) else v
                                                for k, v in m["grid"].items()},
+                     "scorer": (m["scorer"]["model"] or "") + (" (STAND-IN: noise)" if m["scorer"]["stand_in"] else ""),
                      "status": m["status"], "rows": m["rows"], "margin mean": m["margin_mean"],
                      "95% CI": f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci[0] is not None else "",
                      "ties": m["ties"], "scored here": m["scored_rows"]["computed"],
@@ -138,6 +140,7 @@ def family_view(params: FamilyViewParams) -> FamilyView:
             "family": found[0][1]["family"]["name"], "members": members,
             "parameters_that_differ": differing_parameters([data for _, data in found]),
             "complete": sum(m["status"] == "complete" for m in members),
+            "stand_in_members": [m["member"] for m in members if m["scorer"]["stand_in"]],
             **{f"rows_{what}": {k: sum(m[f"{what}_rows"][k] or 0 for m in members) for k in ("computed", "from_cache")}
                for what in ("scored", "generated")},
             "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()}

@@ -19,7 +19,7 @@ from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format
 from ..manifest import NAMING, NOT_SHAPING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
-from ..paths import RunDir, public_name, public_text, reads_as_hub_id, shard_name
+from ..paths import DEMO, RunDir, public_name, public_text, reads_as_hub_id, shard_name
 from ..sources import load_source
 from ..subject import claim, is_own_dataset
 
@@ -28,8 +28,9 @@ DATA_DIR = "data"
 FIGURES_DIR = "figures"
 SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
 SEED_REPO = FORMATS["seed"].source
-# a dataset built here, when `license` / `language` are not given: its sources' (UltraFeedback, H4's binarisation
-# and PairRM are MIT; the rows are English); a dataset not built here gets neither unless given
+# a dataset built here from UltraFeedback's rows (or the demo's, this project's), when `license` / `language` are not
+# given: its sources' (UltraFeedback, H4's binarisation and PairRM are MIT; the rows are English); built from another
+# source, or not built here, neither is claimed unless given
 BUILT_LICENSE = "mit"
 BUILT_LANGUAGE = ["en"]
 # the score columns the analysis notebook describes (issue 4), in the card table's column order
@@ -94,6 +95,18 @@ class CardFacts:
     @property
     def scorer_model(self) -> Any:
         return public_value(self.scorer.get("model") or self.parameters.get("scorer_model"))
+
+    @property
+    def source_kind(self) -> str:
+        """What a built dataset's licence can rest on: `ultrafeedback` (MIT rows), `demo` (the rows repro ships) or
+        `other` (a source whose licence this project does not know)."""
+        source = str(self.parameters.get("source") or "")
+        return "demo" if source == DEMO else "ultrafeedback" if "ultrafeedback" in source.lower() else "other"
+
+    @property
+    def scorer_kind(self) -> str:
+        """`stand_in`, `pairrm` (llm-blender's MIT checkpoint) or `other` (a reward model of its own licence)."""
+        return "stand_in" if self.stand_in else "pairrm" if "pairrm" in str(self.scorer_model).lower() else "other"
 
     def has_columns(self, *names: str) -> bool:
         return set(names) <= set(self.features)
@@ -283,13 +296,14 @@ def gather_facts(params: "CardParams") -> CardFacts:
         params.hub_repo_id.split("/")[-1] if params.hub_repo_id else run.root.resolve().name)
     facts = CardFacts(
         run=run, title=title, features=features, splits=splits, built_here=built_here,
-        license=params.license or (BUILT_LICENSE if built_here else None),
+        license=params.license,
         language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
         card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
         parameters_given=params.model_dump(),
     )
     if built_here:
         facts.parameters = effective_parameters(manifest.get("parameters") or {})
+        facts.license = facts.license or (BUILT_LICENSE if facts.source_kind != "other" else None)
         for name in ("counts", "scorer", "generation", "stages", "environment"):
             setattr(facts, name, dict(manifest.get(name) or {}))
         facts.scorers = list(manifest.get("scorers") or [])

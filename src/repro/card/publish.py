@@ -62,8 +62,9 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
     """The card metadata for a run: the data's own YAML plus licence, language, size, task and tags."""
     preference = facts.has_columns("prompt", "chosen", "rejected")
     tags = ["preference", "dpo", "rlhf"] if preference else []
-    if facts.built_here:
-        tags += ["pairrm", "ultrafeedback"] if not facts.stand_in else ["stand-in-scores"]
+    if facts.built_here:  # what the data is known to be: its scorer's, its source's
+        tags += [{"stand_in": "stand-in-scores", "pairrm": "pairrm"}.get(facts.scorer_kind, "reward-model-scores"),
+                 *(["ultrafeedback"] if facts.source_kind == "ultrafeedback" and not facts.stand_in else [])]
     source = (facts.parameters if facts.built_here else facts.known_recipe).get("source")
     return card_data(facts.features, facts.splits, language=facts.language or None, license=facts.license,
                      size_categories=[size_category(sum(s.num_examples for s in facts.splits))],  # every split
