@@ -614,3 +614,29 @@ def test_margin_signs_compare_the_order_of_the_same_two_texts(published, tmp_pat
     assert result["pairs"]["categories"]["swapped"] == 6 and result["pairs"]["categories"]["different"] == 2
     assert result["pairs"]["margin_sign"] == {"n": 38, "agree": 32, "fraction": 32 / 38}
     assert "margin signs agree in 84.2 %" in result["verdict"]
+
+
+def test_a_score_that_differs_because_other_candidates_were_ranked_is_explained(tmp_path):
+    """The same pair, scored among other candidates on one side (a reference response added): PairRM's score is a
+    mean over the row's candidates, so the same texts' scores differ; 04_compare called such rows unexplained."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for line in demo_path().read_text().splitlines()[:6]:
+        src = json.loads(line)
+        cands = [src[c] for c in ("resp0", "resp1", "resp2")]
+        rows.append(build_row(src, src["prompt"], cands, [round(float(s), 6) for s in rng.normal(0, 1, len(cands))],
+                              messages="chosen", keep_all_candidates=True))
+    ref = copy.deepcopy(rows)
+    ref[2]["candidates"] = [*ref[2]["candidates"], "A reference response."]
+    ref[2]["candidate_scores"] = [*ref[2]["candidate_scores"], 0.0]
+    ref[2]["score_chosen"] += 0.3
+    ref[4]["score_chosen"] += 0.3  # the same candidates: nothing explains it
+    folders = []
+    for name, side in (("reference", ref), ("candidate", rows)):
+        write_split(datasets.Dataset.from_list(side, features=output_features(keep_all_candidates=True)),
+                    tmp_path / name)
+        folders.append(str(tmp_path / name))
+    result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1]))
+    table = result.tables["disagreements"].set_index("prompt_id")["explanation"]
+    assert table.to_dict() == {rows[2]["prompt_id"]: "other candidates ranked (a PairRM score depends on every "
+                                                     "candidate of its row)", rows[4]["prompt_id"]: "unexplained"}

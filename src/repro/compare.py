@@ -305,6 +305,8 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     texts = {f"{side.name}_{col}": _texts(side.table, col, rows) for side, rows in
              ((reference, a.first_rows), (candidate, a.second_rows)) for col in ("chosen", "rejected")}
     texts["prompt"] = values_at(candidate.table, "prompt", a.second_rows)
+    for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):  # every text each row ranked
+        texts[f"{side.name}_candidates"] = values_at(side.table, "candidates", rows)
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
     if all(texts[k] is not None for k in TEXTS):
         rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in TEXTS)
@@ -393,6 +395,8 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     """Every aligned row that disagrees (pair, margin sign or a same-text score) with why, where it can tell."""
     n, t = a.n, al.texts
+    sets = [None if texts is None else [None if c is None else sorted(c) for c in texts]
+            for texts in (t["reference_candidates"], t["candidate_candidates"])]
     ref_ids, cand_ids = [ids or [None] * n for ids in al.prompt_ids]
     categories = al.categories if al.categories is not None else np.full(n, -1)
     mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2  # each side's own, as the table shows them
@@ -412,6 +416,8 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
         reasons = [why for holds, why in (
             (a.matched_by[k] == 2, "prompt matched only after whitespace normalisation"),
             (categories[k] >= 2, "a different candidate text"),
+            (None not in sets and None not in (sets[0][k], sets[1][k]) and sets[0][k] != sets[1][k],
+             "other candidates ranked (a PairRM score depends on every candidate of its row)"),
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
             (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
