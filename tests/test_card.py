@@ -1045,3 +1045,14 @@ def test_02_analyze_on_its_own_writes_the_runs_card_again(run_notebook, demo_run
     assert manifest["status"] == "complete" and manifest["notebooks"]["03_card"]["status"] == "done"
     assert manifest["outputs"]["dataset/README.md"]["sha256"] == hashlib.sha256(card.encode()).hexdigest()
     assert not (demo_run_copy / ".repro-run.lock").read_text()  # the folder given back when the notebook ended
+
+
+def test_a_column_null_in_every_row_is_said_to_be(tmp_path):
+    """A run whose source has no reference responses: the card said `reference_response` was "carried over from
+    the source" and no more; it now says the column is null in every row (a column with values says nothing)."""
+    rows = [{**row, "reference_response": None} for row in seed_rows(6)]
+    make_run(tmp_path / "run", rows, metrics=False)
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert table_rows(en, "`reference_response`")[0][-1] == "A reference response to the prompt, carried over from " \
+                                                            "the source. Null in every row of this dataset."
+    assert "本数据集每一行中均为空。" in zh and "Null in every row" not in table_rows(en, "`prompt`")[0][-1]

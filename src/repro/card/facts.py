@@ -79,6 +79,7 @@ class CardFacts:
     comparison: dict[str, Any] | None = None  # the run's compare.json
     figures: list[tuple[Path, str]] = field(default_factory=list)  # (PNG in the run's figures/, caption)
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (section key, reason key) pairs
+    empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
 
@@ -318,6 +319,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.known_recipe = {fact: public_text(str(told)) for fact, told in params.known_recipe.items()}
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
+    facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     facts.metrics = _read_metrics(run, facts)
     if facts.metrics is None:
         facts.left_out.append(("characteristics", "no_metrics"))
