@@ -1056,3 +1056,21 @@ def test_a_column_null_in_every_row_is_said_to_be(tmp_path):
     assert table_rows(en, "`reference_response`")[0][-1] == "A reference response to the prompt, carried over from " \
                                                             "the source. Null in every row of this dataset."
     assert "本数据集每一行中均为空。" in zh and "Null in every row" not in table_rows(en, "`prompt`")[0][-1]
+
+
+def test_a_card_whose_input_has_gone_is_left_as_it_was_with_the_reason(tmp_path, capsys):
+    """02_analyze's last cell writes the card again from 03_card's recorded parameters; a card_dataset moved away
+    since must not fail the analysis that has just been written: the card is left, and the notebook says why."""
+    from repro.parameters import AnalyzeParams
+
+    rows = tmp_path / "mine.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"p{i}", "score_chosen": 1.0 + i, "score_rejected": -i / 2}) + "\n"
+                            for i in range(8)))
+    card_path = card_for(tmp_path / "run", card_dataset=str(rows))[1]
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:  # what 03_card on its own records
+        data["parameters"] = {**data.get("parameters", {}), "card_dataset": str(rows)}
+    before = card_path.read_bytes()
+    rows.unlink()
+    assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) is None
+    assert f"The card {card_path} was not written again: card_dataset " in capsys.readouterr().out
+    assert card_path.read_bytes() == before

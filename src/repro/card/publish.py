@@ -158,7 +158,8 @@ def write_card(facts: CardFacts, refreshed: bool = False) -> Path:
 def refresh(p: Any) -> Path | None:
     """Write the card of `p`'s run again (`p`: a notebook's parameters) when it has one, with the card parameters
     the run recorded, so that it shows what the notebook changed (02_analyze's numbers, 04_compare's reproduction
-    section); None when 03_card has not run yet (it writes the card when it does)."""
+    section); None when 03_card has not run yet (it writes the card when it does), or when the card's input has
+    gone since (the reason printed: the notebook's own work stands)."""
     run = RunDir(p.run_root)
     if not run.card.is_file():
         return None
@@ -166,8 +167,11 @@ def refresh(p: Any) -> Path | None:
     values = {k: v for k, v in recorded.items() if k in CardParams.model_fields}
     values.update(run_dir=str(run.root), run_name=p.run_name)
     try:
-        return write_card(gather_facts(build(CardParams, values, where=f"the parameters recorded in {run.manifest}")),
-                          refreshed=True)
+        facts = gather_facts(build(CardParams, values, where=f"the parameters recorded in {run.manifest}"))
+        return write_card(facts, refreshed=True)
+    except ReproError as exc:  # (03_card's input moved away since): the notebook's own work stands
+        print(f"The card {run.card} was not written again: {exc} Run notebooks/03_card.ipynb to bring it up to date.")
+        return None
     finally:
         run.release(kernel=True)  # a notebook on its own has ended: the folder its card claimed is given back
 
