@@ -12,7 +12,8 @@ from datasets import Features, List, Value
 from datasets.arrow_writer import get_writer_batch_size_from_data_size, get_writer_batch_size_from_features
 from datasets.utils.py_utils import convert_file_size_to_int
 
-from .paths import SPLIT, shard_name
+from .errors import DataError
+from .paths import DATA_DIR, SHARD_RE, SPLIT, shard_name
 
 MESSAGE_LIST = List({"content": Value("string"), "role": Value("string")})
 
@@ -64,10 +65,25 @@ def output_features(keep_all_candidates: bool = False, more_scorers: Sequence[st
                      **more})
 
 
+def split_files(dataset_dir: str | Path) -> dict[str, list[Path]]:
+    """The parquet shards under `data/`, by split, checked to be complete (`{split}-{i:05d}-of-{n:05d}.parquet`)."""
+    by_split: dict[str, list[Path]] = {}
+    for path in sorted((Path(dataset_dir) / DATA_DIR).glob("*.parquet")):
+        if m := SHARD_RE.match(path.name):
+            by_split.setdefault(m["split"], []).append(path)
+    for split, paths in by_split.items():
+        names = [p.name for p in paths]  # sorted by index: all name the same count, zero-padded
+        if names != [shard_name(split, i, len(paths)) for i in range(len(paths))]:
+            raise DataError(
+                f"Split {split!r} in {dataset_dir}/{DATA_DIR} has an incomplete or mixed set of shards {names}; "
+                f"re-write the split (repro.dataset_io.write_split) so it has {split}-00000-of-0000N ... shards.")
+    return by_split
+
+
 def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLIT) -> dict[str, Any]:
     """Write `ds` as `data/{split}-{i:05d}-of-{n:05d}.parquet`, sharded and row-grouped as `push_to_hub` does; the
     split's facts as it records them (`num_bytes`: in-memory Arrow size; `download_size`: parquet bytes) and files."""
-    data_dir = Path(dataset_dir) / "data"
+    data_dir = Path(dataset_dir) / DATA_DIR
     data_dir.mkdir(parents=True, exist_ok=True)
     for old in data_dir.glob(f"{split}-*.parquet"):
         old.unlink()

@@ -212,6 +212,10 @@ def _did_you_mean(given: Path, tried: list[Path], examples: Path) -> str:
     return f" Did you mean {options[close[0]]!r}?" if close else ""
 
 
+DATA_DIR = "data"  # a dataset folder's parquet shards, as `push_to_hub` lays them out
+SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")  # shard_name's names
+
+
 def shard_name(split: str, index: int, num_shards: int) -> str:
     """The parquet file name `push_to_hub` writes for one shard."""
     return f"{split}-{index:05d}-of-{num_shards:05d}.parquet"
@@ -225,7 +229,7 @@ class RunDir:
         self.manifest = self.root / MANIFEST_JSON
         self.notebooks = self.root / "notebooks"
         self.dataset = self.root / "dataset"
-        self.data = self.dataset / "data"
+        self.data = self.dataset / DATA_DIR
         self.card = self.dataset / "README.md"
         self.metrics = self.root / "metrics.json"
         self.figures = self.root / "figures"

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError
+from ..dataset_io import split_files
 from ..exporters import seed_view
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
@@ -149,10 +150,9 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
         return str(run.dataset), split
     if split in (SPLIT, recorded) or not recorded:  # the default: the split 01_construct wrote
         return str(run.dataset), recorded or split
-    have = sorted({shard.name.rsplit("-", 3)[0] for shard in run.data.glob("*.parquet")})
     raise DataError(f"Parameter {parameter}_split={split!r}: this run's dataset at {run.dataset} has no such split "
-                    f"(it has {have}). Name one of those, or leave {parameter}_split at its default for the split "
-                    f"01_construct wrote ({recorded!r}).")
+                    f"(it has {sorted(split_files(run.dataset))}). Name one of those, or leave {parameter}_split at "
+                    f"its default for the split 01_construct wrote ({recorded!r}).")
 
 
 def load(p: AnalyzeParams) -> ScoreData:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,19 +13,17 @@ from typing import Any
 import datasets
 from datasets import Features
 
-from ..dataset_io import SEED_FEATURES, prompt_id_of, write_split
+from ..dataset_io import SEED_FEATURES, prompt_id_of, split_files, write_split
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format
 from ..manifest import NAMING, NOT_SHAPING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
-from ..paths import DEMO, RunDir, public_name, public_text, reads_as_hub_id, shard_name
+from ..paths import DATA_DIR, DEMO, RunDir, public_name, public_text, reads_as_hub_id
 from ..sources import load_source
 from ..subject import claim, is_own_dataset
 
 CONFIG_NAME = "default"
-DATA_DIR = "data"
 FIGURES_DIR = "figures"
-SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
 SEED_REPO = FORMATS["seed"].source
 # a dataset built here from UltraFeedback's rows (or the demo's, this project's), when `license` / `language` are not
 # given: its sources' (UltraFeedback, H4's binarisation and PairRM are MIT; the rows are English); built from another
@@ -331,21 +328,6 @@ def gather_facts(params: "CardParams") -> CardFacts:
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
         facts.prompt_id_sha256_rows = sum(prompt_id_of(p) == i for p, i in zip(ds["prompt"], ds["prompt_id"]))
     return facts
-
-
-def split_files(dataset_dir: str | Path) -> dict[str, list[Path]]:
-    """The parquet shards under `data/`, by split, checked to be complete (`{split}-{i:05d}-of-{n:05d}.parquet`)."""
-    by_split: dict[str, list[Path]] = {}
-    for path in sorted((Path(dataset_dir) / DATA_DIR).glob("*.parquet")):
-        if m := SHARD_RE.match(path.name):
-            by_split.setdefault(m["split"], []).append(path)
-    for split, paths in by_split.items():
-        names = [p.name for p in paths]  # sorted by index: all name the same count, zero-padded
-        if names != [shard_name(split, i, len(paths)) for i in range(len(paths))]:
-            raise DataError(
-                f"Split {split!r} in {dataset_dir}/{DATA_DIR} has an incomplete or mixed set of shards {names}; "
-                f"re-write the split (repro.dataset_io.write_split) so it has {split}-00000-of-0000N ... shards.")
-    return by_split
 
 
 def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:

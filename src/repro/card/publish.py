@@ -25,9 +25,9 @@ from ..errors import DataError, ReproError
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams, build, table_cell
-from ..paths import RunDir, reads_as_hub_id
+from ..paths import DATA_DIR, RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
-from .facts import (CONFIG_NAME, DATA_DIR, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
+from .facts import (CONFIG_NAME, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, SCORE_BLOCKS, SEED_REPO,
                     CardFacts, SplitFacts, gather_facts, public_value, shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
