@@ -55,10 +55,20 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), "--set", "limit=8"]) == 1
     assert "REFUSED  run directory" in capsys.readouterr().out
     # the same parameters continue the run there; so do values of how the work runs (chunk_size, batch_tokens,
-    # num_processes, the row cache): they do not change the data
-    for same in ([], ["--set", "chunk_size=4", "--set", "num_processes=2", "--set", "batch_tokens=4096"]):
-        assert main(["run", "--check", "demo", "--out", str(previous_run.root), *same]) == 0
-        assert "continues the run there, same parameters" in capsys.readouterr().out
+    # num_processes, the row cache): they do not change the data, and the check says which differ and what they cost
+    assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 0
+    assert "continues the run there, same parameters)" in capsys.readouterr().out
+    how = ["--set", "chunk_size=4", "--set", "num_processes=2", "--set", "batch_tokens=4096"]
+    assert main(["run", "--check", "demo", "--out", str(previous_run.root), *how]) == 0
+    out = capsys.readouterr().out
+    assert ("continues the run there, same data parameters; how the work runs differs: batch_tokens (2048 there, "
+            "4096 now), chunk_size (16 there, 4 now), num_processes (1 there, 2 now)") in out
+    assert "finished work of another batch_tokens is set aside in work/ and computed again" in out
+    chunks = ["--set", "chunk_size=4"]  # the row cache (on by default) keeps rows whatever the chunks
+    assert main(["run", "--check", "demo", "--out", str(previous_run.root), *chunks]) == 0
+    assert "of another chunk_size is set aside in work/; the row cache gives its rows back" in capsys.readouterr().out
+    assert main(["run", "--check", "demo", "--out", str(previous_run.root), *chunks, "--set", "cache=false"]) == 0
+    assert "of another chunk_size is set aside in work/ and computed again (cache: false)" in capsys.readouterr().out
 
 
 def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_done(previous_run, capsys, monkeypatch):

@@ -252,10 +252,10 @@ class Manifest:
             data.setdefault(key, {})
         self.write(data)
 
-    def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str]
-                           ) -> dict[str, tuple[Any, Any]]:
-        """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too (how
-        the work ran, NOT_SHAPING, is not one)."""
+    def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
+                           ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:
+        """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too (but
+        those in `ignore`: by default how the work ran, NOT_SHAPING)."""
         data = self.read()
         recorded, done = data.get("parameters") or {}, data.get("notebooks") or {}
         new = as_recorded(parameters)
@@ -263,7 +263,7 @@ class Manifest:
         for name in (name for name in notebooks if name in done):
             theirs = {**recorded, **(done[name].get("parameters") or {})}
             changed.update({key: (theirs[key], new[key]) for key in notebook_fields(name) & set(theirs) & set(new)
-                            - NOT_SHAPING if theirs[key] != new[key]})
+                            - set(ignore) if theirs[key] != new[key]})
         return dict(sorted(changed.items()))
 
     def _under_repro_run(self, notebook: str) -> bool:

@@ -32,7 +32,7 @@ def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, A
     changed = changed_parameters(run, resolved)
     advice = "give the family another --out or run_dir (its members go into its folder, by name)"
     checks = kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [
-        rerun_check(run, changed, force, GIVEN_AS, resolved["notebooks"])]
+        rerun_check(run, changed, force, GIVEN_AS, resolved)]
     return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
 
 

@@ -9,7 +9,7 @@ import shutil
 from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError
-from ..manifest import Manifest, listed
+from ..manifest import NAMING, Manifest, listed
 from ..parameters import FAMILY_NOTEBOOK
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from .preflight import Check
@@ -18,6 +18,22 @@ from .preflight import Check
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter of a notebook both runs execute (an added one is none)."""
     return Manifest(run).changed_parameters(parameters, parameters.get("notebooks") or ())
+
+
+def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
+    """What a continued run changes in how the work runs (NOT_SHAPING), and what that costs its finished work; ""."""
+    changed = Manifest(run).changed_parameters(parameters, parameters.get("notebooks") or (), ignore=NAMING)
+    if not changed:
+        return ""
+    said = f"; how the work runs differs: {listed(changed)}"
+    if budget := [k for k in ("batch_tokens", "generation_batch_size") if k in changed]:
+        return (f"{said}: finished work of another {' or '.join(budget)} is set aside in work/ and computed again "
+                f"(the batches, hence the float rounding, follow it)")
+    if chunks := [k for k in ("chunk_size", "generation_chunk_size") if k in changed]:
+        kept = ("; the row cache gives its rows back" if parameters.get("cache", True) else
+                " and computed again (cache: false)")
+        return f"{said}: finished work of another {' or '.join(chunks)} is set aside in work/{kept}"
+    return said
 
 
 def _busy(given_as: str, holder: str) -> str:
@@ -63,14 +79,18 @@ def rebuilds(notebooks: Sequence[str]) -> bool:
 
 
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str,
-                notebooks: Sequence[str]) -> Check:
-    """Whether this run of `notebooks` may write into `run`: nobody else writing there, and new, the same parameters
-    (`changed`: none), or `force`."""
+                parameters: dict[str, Any]) -> Check:
+    """Whether this run (its resolved `parameters`) may write into `run`: nobody else writing there, and new, the same
+    parameters (`changed`: none), or `force`."""
     if (busy := run.writer()) is not None:
         return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
+    if not changed and not run.manifest.is_file():
+        return Check("run directory", True, f"{run.root} (new)")
     if not changed:
-        return Check("run directory", True, f"{run.root} (" + ("continues the run there, same parameters)"
-                                                               if run.manifest.is_file() else "new)"))
+        how = how_it_runs(run, parameters)
+        return Check("run directory", True, f"{run.root} (continues the run there, same {'data ' if how else ''}"
+                                            f"parameters{how})")
+    notebooks = parameters["notebooks"]
     changes = listed(changed)
     if not Manifest(run).made_results():
         return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({changes}) "

@@ -173,7 +173,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
     checks = [*(kind_check(run, resolved["notebooks"], given_as)
-                or [rerun_check(run, changed, args.force, given_as, resolved["notebooks"])]),
+                or [rerun_check(run, changed, args.force, given_as, resolved)]),
               *preflight(resolved, run_root)]
     if (code := require(checks, params_file, args.check)) is not None:
         return code
