@@ -255,10 +255,16 @@ def test_duplicate_prompt_ids_are_reported_not_merged(published, tmp_path):
     assert result["coverage"]["duplicates_reference"] == 2
     # row 4 still matches by its prompt? no: it was left out with its id twin, never merged
     assert result["alignment"]["aligned"] == 8
-    assert result["coverage"]["only_candidate"] == 32
+    # the candidate's row of that id is no row the reference lacks: it is left out with the two (it was counted
+    # "only in the candidate", sending a reproducer after a row the rebuild does not have too many of)
+    assert result["coverage"]["only_candidate"] == 31 and result["coverage"]["duplicates_candidate"] == 1
     assert "**Duplicates.**" in result["verdict"] and "2 reference rows share 1 prompt_id" in result["verdict"]
+    assert "and so was the 1 candidate row with such a key (not counted as only in the candidate)" in result["verdict"]
     dup = pd.read_csv(tmp_path / "run" / "tables" / "compare_duplicates.csv")
-    assert sorted(dup["row"]) == [3, 4] and set(dup["side"]) == {"reference"}
+    assert sorted(zip(dup["side"], dup["row"], dup["rows_with_key"])) == [
+        ("candidate", 3, 1), ("reference", 3, 2), ("reference", 4, 2)]
+    assert set(dup["duplicated_in"]) == {"reference"}
+    assert 3 not in set(pd.read_csv(tmp_path / "run" / "tables" / "compare_only_candidate.csv")["row"])
 
 
 def test_order_of_rows_does_not_matter(published):
@@ -431,6 +437,17 @@ def test_no_row_in_common(published, tmp_path):
     assert not (tmp_path / "run" / "compare.json").exists()
 
 
+def test_a_renamed_score_column_is_named_with_the_fix(published, tmp_path):
+    path = tmp_path / "renamed.jsonl"
+    path.write_text("".join(json.dumps({("chosen_score" if k == "score_chosen" else k): v for k, v in r.items()})
+                            + "\n" for r in published["rows"]))
+    result = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result
+    assert result["scores"]["available"] is False
+    assert result["scores"]["reason"].startswith("The reference lacks score_chosen (its columns: ")
+    assert "; its `chosen_score` may be `score_chosen` renamed: rename it back. Scores cannot be compared without " \
+           "both columns on both sides" in result["scores"]["reason"]
+
+
 def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_path):
     path = tmp_path / "noscores.jsonl"
     path.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
@@ -438,7 +455,8 @@ def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_pat
     result = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result
     assert result["pairs"]["categories"]["same"] == 40 and result["pairs"]["margin_sign"] is None
     assert result["scores"]["available"] is False
-    assert "**Scores not compared.** the reference has no score_chosen/score_rejected columns" in result["verdict"]
+    assert ("**Scores not compared.** The reference lacks score_chosen and score_rejected (its columns: prompt, "
+            "prompt_id, messages, reference_response, chosen, rejected). Scores cannot be compared") in result["verdict"]
     assert "figures/compare_scores.png" not in json.dumps(result["figures"])
     value = compare.summary_table(result)["value"].to_dict()
     assert value[("scores", "not compared")] == result["scores"]["reason"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -106,7 +107,7 @@ class Alignment:
     matched_by: np.ndarray  # KEY_KINDS index of each pair
     only_first: np.ndarray
     only_second: np.ndarray
-    duplicates: list[dict[str, Any]]  # {side, row, key_kind, key, rows_with_key}
+    duplicates: list[dict[str, Any]]  # {side, row, key_kind, key, rows_with_key, duplicated_in}
 
     @property
     def n(self) -> int:
@@ -116,19 +117,13 @@ class Alignment:
         return {kind: int((self.matched_by == i).sum()) for i, kind in enumerate(KEY_KINDS)}
 
 
-def _unique_index(keys: list[str | None], free: np.ndarray, side: str, kind: str,
-                  duplicates: list[dict[str, Any]]) -> dict[str, int]:
-    """key -> row over the free rows whose key appears once; rows sharing a key are reported and taken out."""
+def _rows_of(keys: list[str | None], free: np.ndarray) -> dict[str, list[int]]:
+    """key -> the free rows that have it."""
     rows_of: dict[str, list[int]] = {}
     for i in np.flatnonzero(free):
         if keys[i] is not None:
             rows_of.setdefault(keys[i], []).append(int(i))
-    for key, rows in rows_of.items():
-        if len(rows) > 1:
-            free[rows] = False
-            duplicates += [{"side": side, "row": i, "key_kind": kind, "key": key, "rows_with_key": len(rows)}
-                           for i in rows]
-    return {key: rows[0] for key, rows in rows_of.items() if len(rows) == 1}
+    return rows_of
 
 
 def align(first: dict[str, list | None], second: dict[str, list | None], n_first: int, n_second: int,
@@ -140,12 +135,19 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
     for k, kind in enumerate(KEY_KINDS):
         if first.get(kind) is None or second.get(kind) is None:
             continue
-        index_a = _unique_index(first[kind], free[0], names[0], kind, duplicates)
-        index_b = _unique_index(second[kind], free[1], names[1], kind, duplicates)
-        for key, i in index_a.items():
-            if (j := index_b.get(key)) is not None:
-                pairs.append((i, j, k))
-                free[0][i] = free[1][j] = False
+        a, b = _rows_of(first[kind], free[0]), _rows_of(second[kind], free[1])
+        # rows sharing a key, and the other side's rows of that key (no telling which copy each is), are taken out
+        for key in [key for key in {**a, **b} if max(len(a.get(key, ())), len(b.get(key, ()))) > 1]:
+            rows = a.pop(key, []), b.pop(key, [])
+            shared = ", ".join(name for name, r in zip(names, rows) if len(r) > 1)
+            for side in range(2):
+                free[side][rows[side]] = False
+                duplicates += [{"side": names[side], "row": i, "key_kind": kind, "key": key,
+                                "rows_with_key": len(rows[side]), "duplicated_in": shared} for i in rows[side]]
+        for key, [i] in a.items():
+            if (found := b.get(key)) is not None:
+                pairs.append((i, found[0], k))
+                free[0][i] = free[1][found[0]] = False
     matched = np.array(pairs, dtype=np.int64).reshape(-1, 3)
     order = np.argsort(matched[:, 0], kind="stable")
     # a row still free is neither matched nor one of several with a key
@@ -257,6 +259,12 @@ def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] |
     return None if texts is None else texts.take(pa.array(rows, type=pa.int64())).to_pylist()
 
 
+def _renamed(column: str, columns: Sequence[str]) -> str | None:
+    """A column of `columns` that looks like `column` renamed ("chosen_score", "Score-Chosen" for "score_chosen")."""
+    words = set(column.split("_"))
+    return next((c for c in columns if c != column and set(re.split(r"[^a-z]+", c.lower())) - {""} == words), None)
+
+
 def _scores(table: pa.Table, rows: np.ndarray, where: str) -> dict[str, np.ndarray] | None:
     if not all(c in table.column_names for c in SCORE_COLUMNS):
         return None
@@ -358,9 +366,10 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
     lacking = [side for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
-    if lacking:  # the columns of the first side without scores; its name is the parameter to change
-        return {"available": False, "reason": prose("compare", "no_scores", [f"the {s.name}" for s in lacking],
-                                                    lacking[0].name, lacking[0].table.column_names)}
+    if lacking:  # each side's missing columns, and a column of its own that looks like one renamed
+        return {"available": False, "reason": prose("compare", "no_scores", [
+            (side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names) for c in missing})
+            for side in lacking if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])])}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
     m = matched_scores(al)
@@ -518,8 +527,10 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
                               _examples(candidate.table, np.arange(1))))
     al = gather(reference, candidate, a)
     sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
-             if (rows := [d for d in a.duplicates if d["side"] == side])]
-    notes = [prose("compare", "duplicate_note", sides)] if sides else []
+             if (rows := [d for d in a.duplicates if d["side"] == side and d["rows_with_key"] > 1])]
+    twins = {side: n for side in ("reference", "candidate")
+             if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
+    notes = [prose("compare", "duplicate_note", sides, twins)] if sides else []
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
@@ -548,7 +559,8 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
                                                 .explode().value_counts().sort_index().items()}}
     tables = {"only_reference": row_preview(reference.table, a.only_first),
               "only_candidate": row_preview(candidate.table, a.only_second),
-              "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key"]),
+              "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key",
+                                                                "duplicated_in"]),
               "disagreements": disagreements}
     tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
     result["slice"] = None
