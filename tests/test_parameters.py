@@ -78,6 +78,15 @@ def test_validate_namespace_ignores_modules_and_other_notebooks_keys():
         validate_namespace("construct", {"bootstrap_resample": 1})
 
 
+def test_a_notebooks_bad_value_is_explained_in_a_notebooks_words():
+    # `papermill ... -p language en`: refused, with advice to use --set, which papermill does not have
+    assert validate_namespace("card", {"language": "en"}).language == ["en"]  # one language: a list of one
+    with pytest.raises(ParameterError, match=r"bootstrap_resamples: must be >= 100 \(got 5\)\nFix the value in the "
+                                             r"notebook's parameters cell, or pass it to papermill: -p KEY VALUE "
+                                             r"\(a list: -y 'KEY: \[a, b\]'\)\.$"):
+        validate_namespace("analyze", {"bootstrap_resamples": 5})
+
+
 def test_missing_params_file():
     with pytest.raises(ParameterError, match="does not exist"):
         load_params_file("nope.yaml")

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from .errors import ParameterError, did_you_mean
 from .paths import DEMO, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of
@@ -309,7 +310,8 @@ class CardParams(_Params):
     hub_repo_id: str | None = None  # where the dataset is (or will be) published
     # None: built here, the sources' licence and language (mit, en); else not stated (a card claims only facts)
     license: str | None = None
-    language: list[str] | None = None  # language of the rows (the card's body is English + Chinese either way)
+    # language of the rows (the card's body is English + Chinese either way); one, as a string, is a list of one
+    language: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] | None = None
     # for datasets not built here: what is known of their making, as free text or as {RECIPE_FACTS key: fact}
     known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
@@ -466,7 +468,9 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     values = {key: value for key, value in namespace.items()
               if not key.startswith("_") and key not in _IPYTHON_NAMES and isinstance(value, _LITERAL_TYPES)
               and (seen is None or key in seen)}
-    params = build(SCHEMAS[section], values, where=f"notebook {section}")
+    params = build(SCHEMAS[section], values, where=f"notebook {section}",
+                   advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY VALUE (a "
+                          "list: -y 'KEY: [a, b]').")
     if seen is None:
         namespace[_SEEN] = set(namespace)
         if params.subject and getattr(params, params.subject) is not None and not params.run_dir:
