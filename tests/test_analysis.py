@@ -324,6 +324,24 @@ def test_repro_run_analyses_the_runs_own_dataset(repro_run, stand_in_run):
     assert "responses.\n\n**150 pairs**" in analysis.headline(m) and "\n- margin > 0 in 150 rows" in analysis.headline(m)
 
 
+def test_a_reward_models_scores_are_not_expected_to_keep_pairrms_invariants(tmp_path):
+    # a sequence classifier's logits read as "real-valued, as PairRM's are ... invariants expected to hold", and the
+    # sign order it never keeps was then reported as broken
+    run = RunDir(tmp_path / "run")
+    rng = np.random.default_rng(3)
+    rows = [{"prompt": f"p{i}", "score_chosen": float(a), "score_rejected": float(a - abs(d))}
+            for i, (a, d) in enumerate(zip(rng.normal(1.5, 1.0, 40), rng.normal(0.0, 1.0, 40)))]
+    write_split(datasets.Dataset.from_list(rows), run.dataset)
+    Manifest(run).record("scorer", {"model": "my/reward-model", "kind": "sequence_classifier"})
+    m = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)).metrics
+    assert m["scale"]["kind"] == "logit" and m["invariants"]["expected_to_hold"] is False
+    assert "PairRM's invariants:" not in analysis.headline(m) and "as PairRM's are" not in m["scale"]["sentence"]
+    assert "a reward model's logits" in m["scale"]["sentence"]
+    Manifest(run).record("scorer", {"model": "llm-blender/PairRM"})  # PairRM's kind: its invariants are expected
+    m = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)).metrics
+    assert m["invariants"]["expected_to_hold"] is True and "as PairRM's are" in m["scale"]["sentence"]
+
+
 def test_dataset_split_names_another_split_of_the_runs_own_dataset(tmp_path):
     """A recipe's run holds `train` and `test`: dataset_split='test' with dataset unset analysed `train` without a
     word (the split 01_construct wrote always won); now it analyses `test`, and a split the run lacks is refused."""

@@ -410,6 +410,8 @@ def test_the_chinese_half_is_chinese(tmp_path):
     english_runs = re.findall(r"[A-Za-z]+(?:[ ,'-]+[A-Za-z]+){3,}", prose)
     allowed = ("Spearman", "Cohen", "Wilcoxon", "Python", "PairRM", "UltraFeedback", "SELM", "SPPO", "DPO", "PPO")
     assert [r for r in english_runs if not any(a in r for a in allowed)] == []
+    # Chinese sentences follow each other without a space (a space stays before a table's closing bar)
+    assert re.findall(r".{0,12}[。；：，] +[^|\s].{0,12}", zh) == []
 
 
 def leaves(tree, prefix=""):
@@ -615,6 +617,23 @@ def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
     english, chinese = (half.strip().split("\n\n")[1] for half in halves(card_path))
     assert "builtin:tiny-reward-llama" in english and "sequence classifier" in english and "PairRM" not in english
     assert "序列分类器" in chinese and "PairRM" not in chinese
+    # nowhere in the card are its scores PairRM's (its mechanics, scale or uses), nor are stand-in scores for training
+    en, zh = halves(card_path)
+    for said in ("PairRM compares every ordered pair", "PairRM scores are not ratings", "Studying PairRM",
+                 "as PairRM's logits are", "Offline preference optimisation"):
+        assert said not in en
+    for said in ("PairRM 对每一对有序候选", "PairRM 分数不是评分", "研究 PairRM", "与 PairRM 的 logit 相同", "离线偏好优化"):
+        assert said not in zh
+    assert "Trying `repro` itself" in section(en, "## Typical uses") and "试用 `repro`" in section(zh, "## 常用场景")
+    # a real reward model: the uses of a preference dataset, none of PairRM's
+    Manifest(RunDir(tmp_path / "run")).record("scorer", {"model": "my-org/reward-8b", "dtype": "bf16",
+                                                            "kind": "sequence_classifier", "stand_in": False})
+    Manifest(RunDir(tmp_path / "run")).update(parameters={**Manifest(RunDir(tmp_path / "run")).read()["parameters"],
+                                                          "scorer_model": "my-org/reward-8b"})
+    facts, card_path = card_for(tmp_path / "run")
+    en, _ = halves(card_path)
+    assert not facts.pairrm_scores and "Offline preference optimisation" in en and "Studying PairRM" not in en
+    assert "PairRM scores are not ratings" not in en and "as a reward model's logits are" in en
 
 
 def test_usage_snippet_runs(tmp_path, monkeypatch):
@@ -628,6 +647,35 @@ def test_usage_snippet_runs(tmp_path, monkeypatch):
     scope: dict = {}
     exec(code, scope)
     assert len(scope["ds"]) == 24 and scope["ds"].features == SEED_FEATURES
+
+
+def test_rows_without_a_score_are_said_and_dropped_by_the_usage_snippet(tmp_path, monkeypatch):
+    # 02_analyze with exclude_nonfinite: the card printed the reasons as a Python dict (English in the Chinese half)
+    # and its code stopped on the unscored rows (TypeError in `ds.map`, DataError in `to_trl`)
+    from repro.analysis import report as analysis
+    from repro.formats import to_trl
+    from repro.parameters import AnalyzeParams
+
+    rows = seed_rows(24)
+    for i in (3, 13):
+        rows[i]["score_chosen"] = None
+    rows[5]["score_rejected"] = None
+    make_run(tmp_path / "run", rows, metrics=False)
+    analysis.analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 100,
+                                           "exclude_nonfinite": True}))
+    _, card_path = card_for(tmp_path / "run")
+    en, zh = halves(card_path)
+    assert "Excluded rows: 2 whose `score_chosen` is NaN, infinite or missing; 1 whose `score_rejected` is" in en
+    assert "被排除的行：`score_chosen` 为 NaN、无穷或缺失的 2 行；`score_rejected` 为 NaN、无穷或缺失的 1 行。" in zh
+    assert "{" not in section(en, "## Characteristics").split("|")[0]
+    monkeypatch.chdir(card_path.parent.parent)
+    for half in (en, zh):
+        load, _, plain = re.findall(r"```python\n(.*?)```", half, flags=re.S)[:3]
+        scope: dict = {}
+        exec(load, scope)
+        assert len(scope["ds"]) == 21 and len(to_trl(scope["ds"])) == 21
+        exec(plain, scope)
+        assert len(scope["train"]) == 21
 
 
 def test_missing_metrics_leaves_sections_out_and_says_why(tmp_path):
@@ -650,6 +698,20 @@ def test_metrics_of_other_data_are_refused(tmp_path):
     metrics["n"] = 1000
     (tmp_path / "run" / "metrics.json").write_text(json.dumps(metrics))
     with pytest.raises(DataError, match="metrics belong to other data"):
+        card_for(tmp_path / "run")
+
+
+def test_metrics_of_other_scores_in_as_many_rows_are_refused(tmp_path):
+    # the data changed after 02_analyze, its row count did not: the card published the old statistics beside it
+    from repro.analysis import report as analysis
+    from repro.parameters import AnalyzeParams
+
+    made = make_run(tmp_path / "run", seed_rows(30), metrics=False)
+    analysis.analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 100}))
+    card_for(tmp_path / "run")  # the scores analysed: the card is written
+    write_split(made["ds"].map(lambda r: {"score_chosen": r["score_chosen"] + 100}), made["run"].dataset)
+    with pytest.raises(DataError, match=r"metrics.json describes other scores than .*dataset.*: the data changed "
+                                        r"after notebooks/02_analyze.ipynb ran. Re-run it on this run"):
         card_for(tmp_path / "run")
 
 
@@ -718,6 +780,10 @@ def test_a_dataset_not_built_here(tmp_path):
                                 known_recipe=recipe, pretty_name="mini_1 copy")
     assert not facts.built_here and facts.parameters == {} and facts.counts == {}
     assert datasets.load_dataset(str(card_path.parent), split="train_prefs").to_list() == copy.to_list()
+    recorded = Manifest(RunDir(tmp_path / "card-run")).read()["outputs"]  # the copy, as every output, by its sha256
+    shard = card_path.parent / "data" / "train_prefs-00000-of-00001.parquet"
+    assert recorded["dataset/data/train_prefs-00000-of-00001.parquet"]["sha256"] == hashlib.sha256(
+        shard.read_bytes()).hexdigest()
     en, zh = halves(card_path)
     assert "Not built by this project" in en and "并非由本项目构建" in zh
     assert table_rows(en, "source dataset")[0][1] == "`ZHLiu627/ultrafeedback_binarized_with_response_full`" \

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..subject import claim
 from . import agreement, plots, prose, stats
 
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
+NONFINITE = "{} is NaN, infinite or missing"  # a row's exclusion reason (metrics.json's `excluded_reasons`)
 EXTREME_ROWS = 10
 ID_SHOWN = 11  # characters of a prompt id a notebook's table shows, then "…"
 METRICS_VERSION = 1
@@ -39,6 +41,7 @@ class ScoreData:
     source: str
     split: str
     n_rows: int
+    digest: str  # scores_digest of the rows
     score_chosen: np.ndarray
     score_rejected: np.ndarray
     row_index: np.ndarray  # position of each kept row in the dataset
@@ -53,6 +56,12 @@ class ScoreData:
     @property
     def n(self) -> int:
         return int(self.score_chosen.size)
+
+    @property
+    def pairwise(self) -> bool:
+        """Whether the scores may be PairRM's: its kind of scorer made them, or an unknown one (then the scale
+        decides); a reward model's (a sequence classifier's) never keep PairRM's invariants."""
+        return (self.scorer or {}).get("kind", "pairrm") == "pairrm"
 
     @property
     def margin(self) -> np.ndarray:
@@ -98,6 +107,15 @@ def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
         f"whose {column} is numeric.")
 
 
+def scores_digest(table: pa.Table) -> str:
+    """A sha256 (16 hex digits) of every row's scores as float64 (missing: NaN): metrics.json records it, and 03_card
+    refuses metrics whose scores are not its dataset's."""
+    digest = hashlib.sha256()
+    for column in SCORE_COLUMNS:
+        digest.update(score_array(table, column, "scores_digest").tobytes())
+    return digest.hexdigest()[:16]
+
+
 def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
@@ -110,7 +128,7 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     chosen, rejected = (score_array(table, column, where) for column in SCORE_COLUMNS)
     bad_chosen, bad_rejected = ~np.isfinite(chosen), ~np.isfinite(rejected)
     bad = bad_chosen | bad_rejected
-    reasons = {f"{column} is NaN, infinite or missing": int(b.sum())
+    reasons = {NONFINITE.format(column): int(b.sum())
                for column, b in zip(SCORE_COLUMNS, (bad_chosen, bad_rejected)) if b.any()}
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
@@ -167,10 +185,10 @@ def load(p: AnalyzeParams) -> ScoreData:
         scorer = json.loads(manifest.read_text()).get("scorer")
     except (AttributeError, OSError, ValueError):  # no manifest, or not one
         scorer = None
-    return ScoreData(source=spec, split=split, n_rows=table.num_rows, score_chosen=chosen,
-                     score_rejected=rejected, row_index=keep, excluded_reasons=reasons, table=table,
-                     scorer=scorer if isinstance(scorer, dict) else None, lengths=lengths, length_rows=length_rows,
-                     length_reason=why)
+    return ScoreData(source=spec, split=split, n_rows=table.num_rows, digest=scores_digest(table),
+                     score_chosen=chosen, score_rejected=rejected, row_index=keep, excluded_reasons=reasons,
+                     table=table, scorer=scorer if isinstance(scorer, dict) else None, lengths=lengths,
+                     length_rows=length_rows, length_reason=why)
 
 
 def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
@@ -227,7 +245,8 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     scorer = data.scorer or {}
     metrics: dict[str, Any] = {
         "metrics_version": METRICS_VERSION,
-        "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows}, "n": data.n,
+        "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows, "scores_sha256": data.digest},
+        "n": data.n,
         "n_excluded": data.n_rows - data.n, "excluded_reasons": dict(data.excluded_reasons),
         "scorer": data.scorer, "scores_from_stand_in": bool(scorer["stand_in"]) if "stand_in" in scorer else None,
         "bootstrap": {"resamples": resamples, "seed": seed, "level": stats.CI_LEVEL, "method": "percentile",
@@ -251,9 +270,9 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             "response": "the last assistant message of chosen / rejected (or the text itself)",
             "tokens": "whitespace-separated tokens, as str.split() counts them",
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
-    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected)
+    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, data.pairwise)
     ragged = candidate_score_lists(data.table, CANDIDATE_SCORES, data.row_index)
-    metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit",
+    metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit" and data.pairwise,
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
                              "candidate_scores": None if ragged is None else stats.candidate_score_invariants(
                                  *ragged, data.score_chosen, data.score_rejected)}

@@ -264,8 +264,9 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
     }
 
 
-def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, Any]:
-    """Say whether the scores look like a 1–10 rating grid or real-valued (PairRM-style) logits, and what follows."""
+def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise: bool = True) -> dict[str, Any]:
+    """Say whether the scores look like a 1–10 rating grid or real-valued logits (PairRM's, unless `pairwise` is
+    false: a reward model's), and what follows."""
     v = np.concatenate([score_chosen, score_rejected])
     on_grid = np.isclose(v / RATING_GRID_STEP, np.round(v / RATING_GRID_STEP), rtol=0.0, atol=1e-9)
     grid_fraction = float(on_grid.mean())
@@ -273,7 +274,8 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[s
     distinct = int(np.unique(v).size)
     in_range = RATING_RANGE[0] <= lo and hi <= RATING_RANGE[1]
     kind = "rating" if grid_fraction == 1.0 and in_range else "logit" if grid_fraction < 0.5 else "unclear"
-    sentence = prose("report", "scale_sentence", kind, v.size, RATING_GRID_STEP, lo, hi, distinct, grid_fraction)
+    sentence = prose("report", "scale_sentence", kind, v.size, RATING_GRID_STEP, lo, hi, distinct, grid_fraction,
+                     pairwise)
     return {"kind": kind, "grid_step": RATING_GRID_STEP, "grid_fraction": grid_fraction, "distinct_values": distinct,
             "min": lo, "max": hi, "sentence": sentence}
 

@@ -13,9 +13,10 @@ from typing import Any
 import datasets
 from datasets import Features
 
+from ..analysis.report import NONFINITE, SCORE_COLUMNS, scores_digest
 from ..dataset_io import SEED_FEATURES, prompt_id_of, split_files, write_split
 from ..errors import DataError, ParameterError
-from ..exporters import FORMATS, detect_format
+from ..exporters import FORMATS, detect_format, seed_view
 from ..manifest import NAMING, NOT_SHAPING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
 from ..paths import DATA_DIR, DEMO, RunDir, public_name, public_text, reads_as_hub_id
@@ -146,8 +147,11 @@ class CardFacts:
         return (self.metrics or {}).get("n_excluded", 0)
 
     @property
-    def excluded_reasons(self) -> dict[str, int] | None:
-        return (self.metrics or {}).get("excluded_reasons")
+    def unscored(self) -> dict[str, int]:
+        """{score column: rows the analysis left out for want of a finite score in it}."""
+        reasons = (self.metrics or {}).get("excluded_reasons") or {}
+        return {column: reasons[NONFINITE.format(column)] for column in SCORE_COLUMNS
+                if reasons.get(NONFINITE.format(column))}
 
     @property
     def headline(self) -> dict[str, Any]:
@@ -236,10 +240,13 @@ class CardFacts:
 
     @property
     def pairrm_scores(self) -> bool:
-        """The scores are known to be PairRM's: built here, or so the recipe says and no row breaks PairRM's sign
-        order (which its scores of a row's whole candidate set never do)."""
+        """The scores are known to be PairRM's (its checkpoint's, or a stand-in's of its architecture): built here by
+        its kind of scorer, or so the recipe says, and neither a rating scale nor a row breaking PairRM's sign order
+        (which its scores of a row's whole candidate set never do) says otherwise."""
+        if self.built_here:
+            return self.scorer.get("kind", "pairrm") == "pairrm"
         told = "pairrm" in str(self.known_recipe.get("scorer", "")).lower()
-        return self.built_here or (told and not self.sign_order_fails)
+        return told and not self.sign_order_fails and (self.scale or {}).get("kind") != "rating"
 
     @property
     def length_rhos(self) -> list[tuple[str, float, float | None]]:
@@ -284,7 +291,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     manifest = Manifest(run).read()
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
     if foreign is not None:  # (claim refused a run directory that describes another dataset)
-        write_split(foreign, run.dataset, params.card_split)
+        Manifest(run).add_outputs(*write_split(foreign, run.dataset, params.card_split)["files"])
     if built_here and params.known_recipe:
         raise ParameterError(
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "
@@ -317,7 +324,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
-    facts.metrics = _read_metrics(run, facts)
+    facts.metrics = _read_metrics(run, facts, ds)
     if facts.metrics is None:
         facts.left_out.append(("characteristics", "no_metrics"))
     facts.figures = _figures(run, facts.metrics)
@@ -394,7 +401,8 @@ def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **recorded}
 
 
-def _read_metrics(run: RunDir, facts: CardFacts) -> dict[str, Any] | None:
+def _read_metrics(run: RunDir, facts: CardFacts, ds: datasets.Dataset) -> dict[str, Any] | None:
+    """metrics.json, when it describes the rows of `ds` (the main split): as many, with the same scores."""
     if not run.metrics.exists():
         return None
     try:
@@ -407,6 +415,11 @@ def _read_metrics(run: RunDir, facts: CardFacts) -> dict[str, Any] | None:
         raise DataError(
             f"{run.metrics} describes {n} rows (+{excluded} excluded) but the dataset has "
             f"{facts.num_examples}: the metrics belong to other data. Re-run notebooks/02_analyze.ipynb on this run.")
+    recorded = _get(metrics, "dataset", "scores_sha256")
+    if recorded and recorded != scores_digest(seed_view(ds).with_format("arrow")[:]):
+        raise DataError(
+            f"{run.metrics} describes other scores than {run.dataset} holds: the data changed after "
+            f"notebooks/02_analyze.ipynb ran. Re-run it on this run, then this notebook.")
     return metrics
 
 
