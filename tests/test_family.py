@@ -100,6 +100,26 @@ def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, mo
     assert ran[-1][1] == {"family": other.record(family.name)}
 
 
+def test_ctrl_c_in_a_member_stops_the_family(tmp_path, monkeypatch, capsys):
+    # one member after another: Ctrl-C stopped the member, then the next member and 05_family ran, and the
+    # interrupted member was called FAILED (exit 1, 45 s later)
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    family_cli.configure(parser)
+    args = parser.parse_args([str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=2", "--out",
+                              str(tmp_path / "f")])
+    family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
+                             grid_args=fam.parse_grid_args(args.grid), out=args.out)
+    ran = []
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append(Path(root)) or 130)
+    assert family_cli.run_family(args, family) == 130
+    assert ran == [Path(family.members[0].run_dir)]  # neither the next member nor the family view
+    err = capsys.readouterr().err
+    assert "family demo: interrupted in member mini_index-0; mini_index-1 not run" in err
+    assert "Run the same command again to continue" in err and "FAILED" not in err
+
+
 def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch, capsys):
     import argparse
 
@@ -161,7 +181,7 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert (a["rows"], a["ties"], b["ties"]) == (4, 1, 1)
     assert a["margin_mean"] == pytest.approx(0.225) and b["margin_mean"] == pytest.approx(0.2)
     assert a["margin_mean_ci95"][0] <= 0.225 <= a["margin_mean_ci95"][1]
-    assert view.summary["rows_scored"] == {"computed": 4, "from_cache": 3}
+    assert view.summary["rows_scored"] == {"computed": 4, "from_cache": 3, "from_work": 0}
     assert view.summary["parameters_that_differ"] == ["seed"]
     assert a["agreement_same_chosen"] == {"llama_rm": 0.75} and b["agreement_same_chosen"] == {}
     assert (a["verdict"], b["verdict"]) == (None, "3 of 3 reference rows aligned")
@@ -173,12 +193,42 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     # what the notebook shows of where rows came from: a table, not family.json's dict (the raw dict before)
     shown = origins(view)
     # (no member generated: no row for generation, rather than "0 generated")
-    assert shown.data.to_dict("index") == {"rows scored": {"computed in the members' runs": 4, "from the row cache": 3}}
+    assert shown.data.to_dict("index") == {"rows scored": {"computed in the members' runs": 4, "from the row cache": 3,
+                                                           "from their own earlier runs (work/)": 0}}
     assert "Parameters that differ between the members: seed" in shown.to_html()
     written = json.loads((root / "family.json").read_text())
     assert written == json.loads(json.dumps(view.summary))
     assert (root / "figures" / "family_margins.png").stat().st_size > 0
     assert written["figures"]["family_margins"]["svg"] == "figures/family_margins.svg"
+
+
+def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_path):
+    # an RLHFlow (or SPPO, Snorkel) family: every member complete, yet the table said 0 rows and no margins, as it
+    # read `train_prefs` shards and the seed's score columns only
+    import datasets
+
+    from repro.dataset_io import write_split
+    from repro.exporters import FORMATS
+
+    rewards = [[0.5, -0.25, 0.0], [1.0, 0.75, -0.5], [0.25, 0.25, -1.0]]
+    rows = [{"prompt": [{"content": f"q{i}", "role": "user"}], "responses": ["a", "b", "c"], "rewards": r,
+             "chosen": "abc"[int(np.argmax(r))], "rejected": "abc"[int(np.argmin(r))], "margin": max(r) - min(r)}
+            for i, r in enumerate(rewards)]
+    root = tmp_path / "fam"
+    for index, name in enumerate(("t07", "t10")):
+        run = RunDir(root / name)
+        write_split(datasets.Dataset.from_list(rows, features=FORMATS["rlhflow"].columns), run.dataset, "train")
+        Manifest(run).write({"status": "complete", "parameters": {"temperature": index}, "dataset": {"split": "train"},
+                             "stages": {"score": {"prompts": 3, "prompts_computed": 1, "chunks_resumed": 1,
+                                                  "cache": {"rows_computed": 1, "rows_from_cache": 0}}},
+                             "family": {"name": "fam", "member": name, "index": index, "grid": {}}})
+    Manifest(RunDir(root / "t10")).update(status="interrupted")
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
+    done, stopped = view.summary["members"]
+    assert done["rows"] == 3 and done["margin_mean"] == pytest.approx(np.mean([0.75, 1.5, 1.25]))
+    assert stopped["rows"] is None and stopped["margin_mean"] is None  # not 0 rows: unknown until it is complete
+    # rows taken back from the member's own work/ chunks count too (they were counted nowhere)
+    assert done["scored_rows"] == {"computed": 1, "from_cache": 0, "from_work": 2}
 
 
 def test_the_verdicts_say_in_a_sentence_that_no_member_compared(tmp_path):
@@ -233,7 +283,7 @@ def test_a_demo_family_scores_every_row_once_and_each_member_equals_its_run_alon
     assert [s["rows_computed"] for s in scored] == [10, 10] and sum(s["rows_from_cache"] for s in scored) == 0
     assert [m["family"]["member"] for m in manifests] == ["mini_1", "mini_2"]
     summary = json.loads((out / "family.json").read_text())
-    assert summary["complete"] == 2 and summary["rows_scored"] == {"computed": 20, "from_cache": 0}
+    assert summary["complete"] == 2 and summary["rows_scored"] == {"computed": 20, "from_cache": 0, "from_work": 0}
     assert summary["parameters_that_differ"] == ["mini_index"]
     assert (out / "notebooks" / "05_family.ipynb").exists()
     files = {p: _sha(p) for p in sorted(out.rglob("*.parquet")) + [out / "family.json"]}

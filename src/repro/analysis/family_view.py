@@ -17,9 +17,11 @@ from ..errors import DataError
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import FamilyViewParams
-from ..paths import FAMILY_JSON, MANIFEST_JSON, RunDir
+from ..exporters import seed_view
+from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir
+from ..sources import load_source
 from . import plots, prose
-from .report import table_or_sentence
+from .report import SCORE_COLUMNS, table_or_sentence, validate_scores
 from .stats import bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
@@ -55,9 +57,27 @@ def differing_parameters(manifests: list[dict[str, Any]]) -> list[str]:
             if len({json.dumps(m.get("parameters", {}).get(k), sort_keys=True, default=str) for m in manifests}) > 1]
 
 
-def _cache_counts(data: dict[str, Any], stage: str) -> dict[str, int | None]:
-    cache = (data.get("stages", {}).get(stage) or {}).get("cache") or {}
-    return {"computed": cache.get("rows_computed"), "from_cache": cache.get("rows_from_cache")}
+def _row_counts(data: dict[str, Any], stage: str) -> dict[str, int | None]:
+    """A stage's rows: computed in the member's run, taken from the row cache, taken back from its own work/."""
+    info = data.get("stages", {}).get(stage) or {}
+    cache = info.get("cache") or {}
+    resumed = info.get("prompts_resumed")
+    if resumed is None and "prompts_computed" in info:
+        resumed = info["prompts"] - info["prompts_computed"] - cache.get("rows_from_cache", 0)
+    return {"computed": cache.get("rows_computed"), "from_cache": cache.get("rows_from_cache"), "from_work": resumed}
+
+
+def member_margins(run: RunDir, data: dict[str, Any]) -> np.ndarray:
+    """A complete member's margins (rows with both scores), read as 02_analyze reads them: the split it built, in
+    the seed's columns whatever its format; none while it is not complete, or for a format without scores."""
+    split = (data.get("dataset") or {}).get("split") or SPLIT
+    if data.get("status") != "complete" or not run.shards(split):
+        return np.array([], dtype=np.float64)
+    table = seed_view(load_source(str(run.dataset), split, "dataset")).with_format("arrow")[:]
+    if not set(SCORE_COLUMNS) <= set(table.column_names):
+        return np.array([], dtype=np.float64)
+    chosen, rejected, _, _ = validate_scores(table, f"member {run.root.name}", exclude_nonfinite=True)
+    return chosen - rejected
 
 
 def _agreement(metrics: dict[str, Any]) -> dict[str, float | None]:
@@ -71,11 +91,7 @@ def _agreement(metrics: dict[str, Any]) -> dict[str, float | None]:
 def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int) -> tuple[dict[str, Any], np.ndarray]:
     """One member's row of the table, and its margins (empty when it has no dataset yet)."""
     family = data["family"]
-    shards = run.shards()
-    margin = np.array([], dtype=np.float64)
-    if shards and data.get("status") == "complete":
-        frame = pd.concat([pd.read_parquet(p, columns=["score_chosen", "score_rejected"]) for p in shards])
-        margin = (frame["score_chosen"] - frame["score_rejected"]).to_numpy(dtype=np.float64)
+    margin = member_margins(run, data)
     metrics = json.loads(run.metrics.read_text()) if run.metrics.exists() else {}
     verdict = json.loads(run.compare.read_text()).get("verdict") if run.compare.exists() else None
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
@@ -83,10 +99,11 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     return clean({
         "member": family["member"], "status": data.get("status"), "grid": family.get("grid", {}),
         "scorer": {"model": scorer.get("model"), "stand_in": bool(scorer.get("stand_in"))},
-        "rows": int(margin.size), "scored": counts.get("scored"), "generated": counts.get("generated"),
+        "rows": int(margin.size) if data.get("status") == "complete" else None,
+        "scored": counts.get("scored"), "generated": counts.get("generated"),
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
         "ties": int((margin == 0).sum()) if margin.size else None,
-        "scored_rows": _cache_counts(data, "score"), "generated_rows": _cache_counts(data, "generate"),
+        "scored_rows": _row_counts(data, "score"), "generated_rows": _row_counts(data, "generate"),
         "agreement_same_chosen": _agreement(metrics), "verdict": verdict,
     }), margin
 
@@ -122,6 +139,7 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
                      "95% CI": f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci[0] is not None else "",
                      "ties": m["ties"], "scored here": m["scored_rows"]["computed"],
                      "scored from cache": m["scored_rows"]["from_cache"],
+                     "scored before (work/)": m["scored_rows"]["from_work"],
                      **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
                      "verdict": m["verdict"] or ""})
     return pd.DataFrame(rows)
@@ -141,8 +159,8 @@ def family_view(params: FamilyViewParams) -> FamilyView:
             "parameters_that_differ": differing_parameters([data for _, data in found]),
             "complete": sum(m["status"] == "complete" for m in members),
             "stand_in_members": [m["member"] for m in members if m["scorer"]["stand_in"]],
-            **{f"rows_{what}": {k: sum(m[f"{what}_rows"][k] or 0 for m in members) for k in ("computed", "from_cache")}
-               for what in ("scored", "generated")},
+            **{f"rows_{what}": {k: sum(m[f"{what}_rows"][k] or 0 for m in members)
+                                for k in ("computed", "from_cache", "from_work")} for what in ("scored", "generated")},
             "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()}
                         for name, paths in figures.items()},
         }
@@ -164,8 +182,9 @@ def origins(view: FamilyView) -> Any:
     parameters that differ between the members as the caption."""
     counts = {f"rows {what}": view.summary[f"rows_{what}"] for what in ("scored", "generated")
               if any(m[f"{what}_rows"]["computed"] is not None for m in view.summary["members"])}
-    table = pd.DataFrame.from_dict(counts, orient="index", columns=["computed", "from_cache"]).rename(
-        columns={"computed": "computed in the members' runs", "from_cache": "from the row cache"})
+    table = pd.DataFrame.from_dict(counts, orient="index", columns=["computed", "from_cache", "from_work"]).rename(
+        columns={"computed": "computed in the members' runs", "from_cache": "from the row cache",
+                 "from_work": "from their own earlier runs (work/)"})
     differ = ", ".join(view.summary["parameters_that_differ"]) or "none"
     return table.style.set_caption(f"Parameters that differ between the members: {differ}")
 

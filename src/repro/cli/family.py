@@ -64,8 +64,13 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     return None
 
 
+def ended(code: int) -> str:
+    """A member's run as its exit status says: 'done', 'interrupted' (Ctrl-C) or 'failed'."""
+    return "done" if code == 0 else "interrupted" if code == 130 else "failed"
+
+
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
-    """Run one member here ('done' / 'failed'), or say it is already complete ('reused')."""
+    """Run one member here ('done' / 'failed' / 'interrupted'), or say it is already complete ('reused')."""
     if is_done(member):
         print(f"repro run: family {family.name}: {member.name} is complete with the same parameters -> "
               f"{member.run_dir} (not run again)")
@@ -75,7 +80,7 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
     with writing(RunDir(member.run_dir), GIVEN_AS):
         code = run_notebooks(resolve_parameters(member.values), member.run_dir, kernel=kernel, log_output=log_output,
                              selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)})
-    return "done" if code == 0 else "failed"
+    return ended(code)
 
 
 def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
@@ -94,8 +99,9 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member)
     print(f"repro run: family {family.name}: {member.name} started (log: {log})", flush=True)
     with open(log, "w") as f:
         code = subprocess.run(_member_command(args, member), stdout=f, stderr=subprocess.STDOUT).returncode
-    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'FAILED, see {log}'}", flush=True)
-    return "done" if code == 0 else "failed"
+    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'{ended(code)}, see {log}'}",
+          flush=True)
+    return ended(code)
 
 
 def run_family(args: argparse.Namespace, family: Family) -> int:
@@ -103,11 +109,22 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     start = time.monotonic()
     family.root.mkdir(parents=True, exist_ok=True)
     jobs = args.jobs or family.jobs
-    if jobs == 1:
-        statuses = [run_member(family, m, kernel=args.kernel, log_output=args.log_output) for m in family.members]
+    if jobs == 1:  # Ctrl-C in a member stops the family there
+        statuses = []
+        for member in family.members:
+            statuses.append(run_member(family, member, kernel=args.kernel, log_output=args.log_output))
+            if statuses[-1] == "interrupted":
+                break
     else:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             statuses = list(pool.map(lambda m: _run_in_subprocess(args, family, m), family.members))
+    if "interrupted" in statuses:
+        stopped = [m.name for m, s in zip(family.members, statuses) if s == "interrupted"]
+        left = [m.name for m in family.members[len(statuses):]]
+        print(f"repro run: family {family.name}: interrupted in member {', '.join(stopped)}"
+              + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written. Run the same "
+              "command again to continue (finished chunks and cached rows are kept).", file=sys.stderr)
+        return 130
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
     # the family folder's own record holds the family view's parameters only (the members hold theirs)
     view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items() if k != "run_dir"}).model_dump()
