@@ -55,6 +55,13 @@ def test_a_grid_expands_to_the_product_in_the_order_written(tmp_path):
     assert [m.fingerprint for m in _plan(values, tmp_path).members] == [m.fingerprint for m in family.members]
     changed = _plan({**values, "batch_tokens": 4096}, tmp_path)
     assert changed.members[0].fingerprint != first.fingerprint
+    # a local source rewritten in place is other data: its members are not reused (they were, silently)
+    source = tmp_path / "rows.jsonl"
+    source.write_text((ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text())
+    local = _plan({**values, "source": str(source)}, tmp_path).members[0].fingerprint
+    assert _plan({**values, "source": str(source)}, tmp_path).members[0].fingerprint == local
+    source.write_text(source.read_text().replace("Python", "Rust"))
+    assert _plan({**values, "source": str(source)}, tmp_path).members[0].fingerprint != local
     # --grid adds keys to the file's grid, and replaces the values of a key it names
     more = _plan(values, tmp_path, grid_args={"bootstrap_seed": [9]})
     assert [m.name for m in more.members] == ["mini_index-0__bootstrap_seed-9", "mini_index-1__bootstrap_seed-9"]

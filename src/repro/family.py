@@ -18,6 +18,7 @@ from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import all_fields, resolve_parameters, validate_all
 from .paths import default_run_dir, resolve_user_path
+from .revisions import model_identity
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 # parameters a grid cannot vary: where a member goes is the family's to decide, and the notebooks are the same
@@ -147,9 +148,12 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
 
 
 def member_fingerprint(resolved: dict[str, Any]) -> str:
-    """What makes a finished member reusable: every resolved parameter but where it lives, and the code's version."""
-    return fingerprint_of({"parameters": {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")},
-                           "repro": __version__})
+    """What makes a finished member reusable: every resolved parameter but where it lives, the content of each local
+    file or folder one names (a source rewritten in place is other data), and the code's version."""
+    parameters = {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")}
+    local = {k: model_identity(v) for k, v in parameters.items()
+             if k != "cache_dir" and isinstance(v, str) and Path(v).is_absolute() and Path(v).exists()}
+    return fingerprint_of({"parameters": parameters, "local_inputs": local, "repro": __version__})
 
 
 def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,

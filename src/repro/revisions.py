@@ -60,19 +60,21 @@ def pinned_model(spec: str, revision: str | None, parameter: str, target: str) -
         ) from None
 
 
+def _file_identity(path: Path) -> str:
+    stat = path.stat()  # hashing gigabytes on every call is slow; size + mtime catches a replaced file
+    return sha256_file(path) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}"
+
+
 def model_identity(model: str) -> dict[str, Any]:
     """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB), or the
     hub commit (its config fetched when not cached, as its load would: a first run's work is a re-run's), or else
     its name."""
     path = Path(model).expanduser()
+    if path.is_file():  # a local input (a source's jsonl): the same rule as a checkpoint's files
+        return {"file": _file_identity(path)}
     if path.is_dir():
-        files = {}
-        for f in sorted(p for p in path.rglob("*") if p.is_file()):
-            stat = f.stat()
-            # hashing gigabytes on every call is slow; size + mtime catches a replaced checkpoint
-            files[str(f.relative_to(path))] = (
-                sha256_file(f) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}")
-        return {"files": files}
+        return {"files": {str(f.relative_to(path)): _file_identity(f)
+                          for f in sorted(p for p in path.rglob("*") if p.is_file())}}
     try:
         cached = try_to_load_from_cache(model, "config.json")
         if not isinstance(cached, str) and not hub_offline():
