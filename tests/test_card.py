@@ -504,6 +504,29 @@ def test_generation_settings_are_listed_when_the_run_generated():
     assert "temperature" not in repro_card.shaping_parameters(repro_card.effective_parameters({"generate": False}))
 
 
+def test_a_selm_run_is_described_as_it_was_made(tmp_path):
+    # SELM: one greedy reference generated, the pair ranked by a stand-in, no score columns, no 02_analyze. Its card
+    # said "0 [candidates] per prompt ... at most 1024 new tokens", that score_chosen and score_rejected (absent)
+    # came from the stand-in, and to run 02_analyze, which has no scores to read
+    from repro.exporters import FORMATS
+
+    rows = [{k: r[k] for k in FORMATS["selm"].columns} for r in seed_rows(12)]
+    run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False)["run"]
+    Manifest(run).record("generation", {"policy_model": "builtin:tiny-policy", "stand_in": True, "n_candidates": 0,
+                                        "generate_reference": True, "reference_max_new_tokens": 6,
+                                        "max_new_tokens": 1024, "temperature": 0.7, "top_p": 1.0,
+                                        "generation_seed": 0})
+    _, card_path = card_for(run.root)
+    en, zh = halves(card_path)
+    assert ("`reference_response` was generated here by `builtin:tiny-policy`, greedily (temperature 0), at most 6 "
+            "new tokens; no candidate was generated.") in en and "1024" not in en
+    assert "`reference_response` 由 `builtin:tiny-policy` 在本项目中以贪心方式（temperature 0）生成，最多 6 个新 token" in zh
+    assert "`score_chosen` and `score_rejected` come from" not in en
+    assert "> **Stand-in scores.** The scores that chose `chosen` and `rejected` come from `builtin:tiny-pairrm`" in en
+    assert "the rows carry no scores to analyse" in en and "02_analyze.ipynb` on this run" not in en
+    assert "数据行不含可分析的分数" in zh
+
+
 def test_preview_links_the_figures_from_the_notebook_and_the_card_keeps_relative_links(tmp_path, monkeypatch):
     make_run(tmp_path / "run")
     facts, card_path = card_for(tmp_path / "run")

@@ -325,11 +325,12 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     facts.metrics = _read_metrics(run, facts, ds)
-    if facts.metrics is None:
-        facts.left_out.append(("characteristics", "no_metrics"))
+    unscored = facts.layout == "selm" or (facts.layout == "seed" and not facts.has_columns(*SCORE_COLUMNS))
+    if facts.metrics is None:  # (SELM's rows, and other rows without scores, have nothing for 02_analyze to read)
+        facts.left_out.append(("characteristics", "no_scores" if unscored else "no_metrics"))
     facts.figures = _figures(run, facts.metrics)
     if not facts.figures:
-        facts.left_out.append(("figures", "no_figures"))
+        facts.left_out.append(("figures", "no_scores" if unscored else "no_figures"))
     if run.compare.is_file():
         facts.comparison = json.loads(run.compare.read_text())
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
