@@ -77,6 +77,27 @@ def test_a_hub_id_in_the_local_cache_and_a_local_path_that_is_not_there(bare_mac
     assert not elsewhere.ok and "hf download owner/elsewhere --repo-type dataset" in elsewhere.detail
 
 
+def test_a_local_dataset_without_the_split_asked_for_is_named_before_the_run(bare_machine):
+    # `--check` said "everything the run needs is here"; ten seconds into the run: "has no split 'train'"
+    import datasets
+
+    from repro.dataset_io import write_split
+
+    folder = bare_machine / "uf"
+    for split in ("train_prefs", "test_prefs"):
+        write_split(datasets.Dataset.from_list([{"prompt": "p"}]), folder, split)
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "source_split": "train"})
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"]
+    assert not check.ok and check.detail == ("local dataset without split 'train' (it has ['test_prefs', "
+                                             "'train_prefs']): set source_split to one of those")
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "source_split": "test_prefs"})
+    assert {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"].ok
+    datasets.DatasetDict({"train": datasets.Dataset.from_list([{"prompt": "p"}])}).save_to_disk(bare_machine / "saved")
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(bare_machine / "saved")})
+    saved = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {bare_machine / 'saved'}"]
+    assert not saved.ok and "without split 'train_prefs' (it has ['train'])" in saved.detail
+
+
 def test_the_scorer_prompts_tokenizer_is_a_need_only_when_its_template_is_used(bare_machine):
     values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm",
                                  "scorer_prompt": "chat_template", "scorer_prompt_tokenizer": "owner/chat-tokenizer"})

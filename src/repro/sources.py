@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator
 import datasets
 import pyarrow.parquet as pq
 
+from .dataset_io import split_files
 from .errors import DataError, DatasetLoadError
 from .paths import DEMO, SPLIT, RunDir, beside_hint, is_hub_id
 from .revisions import check_revision_target, hub_offline
@@ -49,6 +50,17 @@ def load_source(spec: str, split: str = SPLIT, parameter: str = "source",
         f"{parameter} {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
         f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
         f"'HuggingFaceH4/ultrafeedback_binarized'.{beside_hint(spec)}")
+
+
+def local_splits(path: Path) -> list[str] | None:
+    """The splits of a local dataset folder (a run directory's, hub-layout shards, a save_to_disk folder), read
+    without loading it; None where they cannot be told so (a file: one split, whatever its name)."""
+    run = RunDir(path)
+    if run.dataset.is_dir() and run.manifest.exists():
+        path = run.dataset
+    if (path / "dataset_dict.json").is_file():
+        return list(json.loads((path / "dataset_dict.json").read_text()).get("splits") or []) or None
+    return sorted(split_files(path)) or None if path.is_dir() else None
 
 
 def _load_local(path: Path, split: str, parameter: str, split_parameter: str) -> datasets.Dataset:

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReproError
+from ..errors import DataError, ReproError
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS
 from ..paths import beside_hint, is_hub_id, nearest_existing
 from ..revisions import hub_offline, publish_blocker
+from ..sources import local_splits
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -44,21 +45,23 @@ class Need:
     parameter: str
     value: str
     repo_type: str  # "dataset" | "model"
+    split: tuple[str, str] | None = None  # a dataset's (split parameter, split asked for)
 
 
 def needs(values: dict[str, Any]) -> list[Need]:
     """The datasets and models the listed notebooks read (built-in stand-ins and the demo rows are no need); one
     input that several parameters name is one need ("policy_model and scorer_prompt_tokenizer")."""
     notebooks = set(values.get("notebooks") or ())
-    named: dict[tuple[str, str], list[str]] = {}  # (value, repo_type): the parameters naming it, in order
+    # (value, repo_type, split): the parameters naming it, in order
+    named: dict[tuple[str, str, tuple[str, str] | None], list[str]] = {}
 
-    def add(parameter: str, value: Any, repo_type: str) -> None:
+    def add(parameter: str, value: Any, repo_type: str, split: str | None = None) -> None:
         for one in value if isinstance(value, list) else [value]:
             if one and one != "demo" and not str(one).startswith("builtin:"):
-                named.setdefault((str(one), repo_type), []).append(parameter)
+                named.setdefault((str(one), repo_type, split and (split, values.get(split))), []).append(parameter)
 
     if "01_construct" in notebooks:
-        add("source", values.get("source"), "dataset")
+        add("source", values.get("source"), "dataset", "source_split")
         if values.get("generate"):
             add("policy_model", values.get("policy_model"), "model")
         add("scorer_model", values.get("scorer_model"), "model")
@@ -67,14 +70,14 @@ def needs(values: dict[str, Any]) -> list[Need]:
         for spec in values.get("scorers") or ():
             add(f"scorers[{spec['name']}].model", spec["model"], "model")
     if "02_analyze" in notebooks:
-        add("dataset", values.get("dataset"), "dataset")
+        add("dataset", values.get("dataset"), "dataset", "dataset_split")
     if "03_card" in notebooks:
-        add("card_dataset", values.get("card_dataset"), "dataset")
+        add("card_dataset", values.get("card_dataset"), "dataset", "card_split")
     if "04_compare" in notebooks:
         for key in ("reference", "candidate", "compare_source"):
-            add(key, values.get(key), "dataset")
-    return [Need(" and ".join(dict.fromkeys(parameters)), value, repo_type)
-            for (value, repo_type), parameters in named.items()]
+            add(key, values.get(key), "dataset", f"{key}_split")
+    return [Need(" and ".join(dict.fromkeys(parameters)), value, repo_type, split)
+            for (value, repo_type, split), parameters in named.items()]
 
 
 def device_checks(values: dict[str, Any]) -> list[Check]:
@@ -131,6 +134,9 @@ def _input_check(need: Need) -> tuple[Check, int]:
     what = f"{need.parameter}: {need.value}"
     if not is_hub_id(need.value):
         there = Path(need.value).exists()
+        if there and need.split and (splits := _splits(Path(need.value))) and need.split[1] not in splits:
+            return Check(what, False, f"local dataset without split {need.split[1]!r} (it has {splits}): set "
+                                      f"{need.split[0]} to one of those"), 0
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
                      + beside_hint(need.value)), 0
@@ -161,6 +167,13 @@ def _input_check(need: Need) -> tuple[Check, int]:
     return Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With network: "
                               f"`hf download {need.value}{kind} --local-dir DIR`, then set {need.parameter} to DIR."
                               + beside_hint(need.value)), 0
+
+
+def _splits(path: Path) -> list[str] | None:
+    try:
+        return local_splits(path)
+    except (DataError, OSError, ValueError):  # damaged shards or record: the run's own load says what is wrong
+        return None
 
 
 def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
