@@ -133,8 +133,9 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed, in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:
-        print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks say why; running the same "
-              f"command again continues them (finished chunks and cached rows are kept).", file=sys.stderr)
+        print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks say why and what to change. "
+              f"Then the same command again continues them (finished chunks and cached rows are kept).",
+              file=sys.stderr)
         return 1
     return code
 
