@@ -657,6 +657,14 @@ def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
     en, _ = halves(card_path)
     assert not facts.pairrm_scores and "Offline preference optimisation" in en and "Studying PairRM" not in en
     assert "PairRM scores are not ratings" not in en and "as a reward model's logits are" in en
+    # its length limit, and the rows it cut (which score their candidates alike): not "unknown prompt tokens"
+    Manifest(RunDir(tmp_path / "run")).record("scorer", {"model": "my-org/reward-8b", "dtype": "bf16", "device": "cpu",
+                                                            "kind": "sequence_classifier", "max_length": 2048,
+                                                            "rows_truncated": 3})
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "device `cpu`, at most 2048 tokens per conversation (prompt and response together)." in en
+    assert "3 of the rows scored in this run had a conversation longer than 2048 tokens" in en
+    assert "unknown prompt tokens" not in en and "本次打分的行中有 3 行的对话超过 2048 个 token" in zh
 
 
 def test_usage_snippet_runs(tmp_path, monkeypatch):

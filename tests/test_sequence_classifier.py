@@ -214,6 +214,31 @@ def test_kill_9_and_resume_gives_the_same_bytes(reward_dirs, rows, tmp_path, kil
     assert json.dumps(resumed.scores) == json.dumps(reference.scores)
 
 
+def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, rows, tmp_path):
+    # a prompt longer than max_length cut every candidate's conversation to the same tokens: equal scores, taken for
+    # ties and dropped, with a warning in the notebook as the only trace
+    prompts, candidates = rows
+    long = ["word " * 400 + prompts[0]] + prompts[1:]
+    with pytest.warns(RuntimeWarning, match=r"12 row\(s\) had conversation\(s\) longer than max_length=64"):
+        result = run_scoring(long, candidates, model=str(reward_dirs["llama"]), kind="sequence_classifier",
+                             device="cpu", dtype="fp32", work_dir=tmp_path / "w", options={"max_length": 64},
+                             progress=False)
+    assert result.info["max_length"] == 64 and result.info["rows_truncated"] == 12  # 64 tokens: every row here
+    assert len(set(result.scores[0])) == 1  # the long prompt's candidates: all cut to its first 64 tokens
+    # at the model's own limit: the rows with a conversation longer than it, as the tokenizer counts them
+    from transformers import AutoConfig, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(reward_dirs["llama"])
+    limit = AutoConfig.from_pretrained(reward_dirs["llama"]).max_position_embeddings
+    longer = sum(any(len(tokenizer.apply_chat_template([{"role": "user", "content": p}, {"role": "assistant",
+                                                                                      "content": c}],
+                                                       tokenize=True, return_dict=True)["input_ids"]) > limit
+                     for c in cands) for p, cands in zip(prompts, candidates))
+    whole = run_scoring(prompts, candidates, model=str(reward_dirs["llama"]), kind="sequence_classifier",
+                        device="cpu", dtype="fp32", work_dir=tmp_path / "w2", progress=False)
+    assert 0 < longer < 12 and whole.info["rows_truncated"] == longer
+
+
 def test_repro_score_with_kind_writes_logits_and_ranks(reward_dirs, tmp_path):
     from repro.cli import main
 

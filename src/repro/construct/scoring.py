@@ -117,6 +117,8 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         **({"devices": stats["devices"]} if stats["processes"] > 1 else {}),
         **({"cache": stats["cache"]} if "cache" in stats else {}),
     }
+    if job.kind == "sequence_classifier":  # rows with a conversation cut at max_length (of those scored now)
+        info["rows_truncated"] = stats["rows_truncated"]
     if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)}:
         # prompts scored per budget, every process's: after an out-of-memory, which chunks a re-run at the lower
         # budget matches
@@ -160,11 +162,12 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         if run.cache is not None:
             info["cache"] = run.cache  # this process's; score_candidates puts every process's counts in its place
         return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?"),
-                     "batch_tokens_used": budgets_used}
+                     "batch_tokens_used": budgets_used, "rows_truncated": getattr(scorer, "rows_truncated", 0)}
 
     return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
                    chunk_size=job.chunk_size, device=fingerprint["device_type"], num_processes=spec["num_processes"],
-                   compute=compute, summed=("batch_tokens_used",), slowest=("load_seconds",), progress=job.progress,
+                   compute=compute, summed=("batch_tokens_used", "rows_truncated"), slowest=("load_seconds",),
+                   progress=job.progress,
                    what="scoring", error=ScoringError)
 
 

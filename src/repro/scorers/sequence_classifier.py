@@ -79,6 +79,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         self.output_index, self.max_length = output_index, max_length
         self.trust_remote_code = trust_remote_code
         self.pad_id = getattr(model.config, "pad_token_id", None)
+        self.rows_truncated = 0  # rows scored so far with a conversation cut at max_length
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto", chat_template: str | None = None,
@@ -147,11 +148,13 @@ class SequenceClassifierScorer(BudgetedBatches):
     def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
         keys = list(dict.fromkeys((p, c) for p, cands in zip(prompts, candidates) for c in cands))
         ids = self.encode_texts([self.render(p, c) for p, c in keys])
-        truncated = sum(self.max_length is not None and len(i) > self.max_length for i in ids)
+        cut = {key for i, key in zip(ids, keys) if self.max_length is not None and len(i) > self.max_length}
         plan = [_Sequence(i[:self.max_length], key) for i, key in zip(ids, keys)]
-        if truncated:
-            warnings.warn(f"{truncated} conversation(s) longer than max_length={self.max_length} tokens were cut to "
-                          f"their first {self.max_length} tokens.", RuntimeWarning, stacklevel=3)
+        if rows := sum(any((p, c) in cut for c in cands) for p, cands in zip(prompts, candidates)):
+            self.rows_truncated += rows
+            warnings.warn(f"{rows} row(s) had conversation(s) longer than max_length={self.max_length} tokens, cut to "
+                          f"their first {self.max_length} tokens (candidates cut alike score alike).", RuntimeWarning,
+                          stacklevel=3)
         index = {key: k for k, key in enumerate(keys)}
         per_prompt = [np.array([index[(p, c)] for c in cands], dtype=np.int64) for p, cands in zip(prompts, candidates)]
         order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
