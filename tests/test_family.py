@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from repro import family as fam
+from repro.analysis import family_view as family_view_module
 from repro.analysis.family_view import differing_parameters, family_view, origins, verdicts
 from repro import cli
 from repro.cli import family as family_cli
@@ -234,6 +235,7 @@ def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_pa
     done, stopped = view.summary["members"]
     assert done["rows"] == 3 and done["margin_mean"] == pytest.approx(np.mean([0.75, 1.5, 1.25]))
     assert stopped["rows"] is None and stopped["margin_mean"] is None  # not 0 rows: unknown until it is complete
+    assert family_view_module.margins_figure(view.margins).axes[0].get_title() == "Margins of 1 of 2 members (n = 3 rows)"
     # rows taken back from the member's own work/ chunks count too (they were counted nowhere)
     assert done["scored_rows"] == {"computed": 1, "from_cache": 0, "from_work": 2}
 

@@ -108,6 +108,12 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     }), margin
 
 
+def _drawn(margins: dict[str, np.ndarray]) -> str:
+    """"4", or "2 of 3" when a member has no margins to draw (not complete, or no scores)."""
+    drawn = sum(m.size > 0 for m in margins.values())
+    return str(drawn) if drawn == len(margins) else f"{drawn} of {len(margins)}"
+
+
 def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
     """The members' margin distributions side by side (a violin with quartiles per member, every row a dot)."""
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
@@ -122,7 +128,7 @@ def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
                 np.random.set_state(state)
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="member", ylabel="margin = score_chosen − score_rejected",
-               title=f"Margins of {len(margins)} members (n = {len(long):,} rows)")
+               title=f"Margins of {_drawn(margins)} members (n = {len(long):,} rows)")
         ax.tick_params(axis="x", rotation=30)
     return fig
 
