@@ -411,7 +411,7 @@ def test_the_chinese_half_is_chinese(tmp_path):
     allowed = ("Spearman", "Cohen", "Wilcoxon", "Python", "PairRM", "UltraFeedback", "SELM", "SPPO", "DPO", "PPO")
     assert [r for r in english_runs if not any(a in r for a in allowed)] == []
     # Chinese sentences follow each other without a space (a space stays before a table's closing bar)
-    assert re.findall(r".{0,12}[。；：，] +[^|\s].{0,12}", zh) == []
+    assert re.findall(r".{0,12}[。；：，）] +[^|\s`].{0,12}", zh) == []
 
 
 def leaves(tree, prefix=""):
@@ -657,6 +657,7 @@ def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
     en, _ = halves(card_path)
     assert not facts.pairrm_scores and "Offline preference optimisation" in en and "Studying PairRM" not in en
     assert "PairRM scores are not ratings" not in en and "as a reward model's logits are" in en
+    assert "the scores are logit," not in en
     # its length limit, and the rows it cut (which score their candidates alike): not "unknown prompt tokens"
     Manifest(RunDir(tmp_path / "run")).record("scorer", {"model": "my-org/reward-8b", "dtype": "bf16", "device": "cpu",
                                                             "kind": "sequence_classifier", "max_length": 2048,

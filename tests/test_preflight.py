@@ -92,6 +92,11 @@ def test_a_local_dataset_without_the_split_asked_for_is_named_before_the_run(bar
                                              "'train_prefs']): set source_split to one of those")
     values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "source_split": "test_prefs"})
     assert {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"].ok
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "test_split": "test_iter",
+                                 "test_rows": 5})  # a recipe's test split comes from the source too
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"]
+    assert not check.ok and "without split 'test_iter' (it has ['test_prefs', 'train_prefs']): set test_split" \
+        in check.detail
     datasets.DatasetDict({"train": datasets.Dataset.from_list([{"prompt": "p"}])}).save_to_disk(bare_machine / "saved")
     values = resolve_parameters({"notebooks": ["01_construct"], "source": str(bare_machine / "saved")})
     saved = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {bare_machine / 'saved'}"]

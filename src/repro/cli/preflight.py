@@ -45,23 +45,24 @@ class Need:
     parameter: str
     value: str
     repo_type: str  # "dataset" | "model"
-    split: tuple[str, str] | None = None  # a dataset's (split parameter, split asked for)
+    splits: tuple[tuple[str, str], ...] = ()  # a dataset's (split parameter, split asked for), each
 
 
 def needs(values: dict[str, Any]) -> list[Need]:
     """The datasets and models the listed notebooks read (built-in stand-ins and the demo rows are no need); one
     input that several parameters name is one need ("policy_model and scorer_prompt_tokenizer")."""
     notebooks = set(values.get("notebooks") or ())
-    # (value, repo_type, split): the parameters naming it, in order
-    named: dict[tuple[str, str, tuple[str, str] | None], list[str]] = {}
+    # (value, repo_type, splits): the parameters naming it, in order
+    named: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[str]] = {}
 
-    def add(parameter: str, value: Any, repo_type: str, split: str | None = None) -> None:
+    def add(parameter: str, value: Any, repo_type: str, *splits: str) -> None:
+        asked = tuple((split, values[split]) for split in splits if values.get(split))
         for one in value if isinstance(value, list) else [value]:
             if one and one != "demo" and not str(one).startswith("builtin:"):
-                named.setdefault((str(one), repo_type, split and (split, values.get(split))), []).append(parameter)
+                named.setdefault((str(one), repo_type, asked), []).append(parameter)
 
-    if "01_construct" in notebooks:
-        add("source", values.get("source"), "dataset", "source_split")
+    if "01_construct" in notebooks:  # (a test split is read from the source too)
+        add("source", values.get("source"), "dataset", "source_split", "test_split")
         if values.get("generate"):
             add("policy_model", values.get("policy_model"), "model")
         add("scorer_model", values.get("scorer_model"), "model")
@@ -76,8 +77,8 @@ def needs(values: dict[str, Any]) -> list[Need]:
     if "04_compare" in notebooks:
         for key in ("reference", "candidate", "compare_source"):
             add(key, values.get(key), "dataset", f"{key}_split")
-    return [Need(" and ".join(dict.fromkeys(parameters)), value, repo_type, split)
-            for (value, repo_type, split), parameters in named.items()]
+    return [Need(" and ".join(dict.fromkeys(parameters)), value, repo_type, splits)
+            for (value, repo_type, splits), parameters in named.items()]
 
 
 def device_checks(values: dict[str, Any]) -> list[Check]:
@@ -134,9 +135,10 @@ def _input_check(need: Need) -> tuple[Check, int]:
     what = f"{need.parameter}: {need.value}"
     if not is_hub_id(need.value):
         there = Path(need.value).exists()
-        if there and need.split and (splits := _splits(Path(need.value))) and need.split[1] not in splits:
-            return Check(what, False, f"local dataset without split {need.split[1]!r} (it has {splits}): set "
-                                      f"{need.split[0]} to one of those"), 0
+        splits = _splits(Path(need.value)) if there and need.splits else None
+        if lacking := [(key, split) for key, split in need.splits if splits and split not in splits]:
+            return Check(what, False, "; ".join(f"local dataset without split {split!r} (it has {splits}): set {key} "
+                                                f"to one of those" for key, split in lacking)), 0
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
                      + beside_hint(need.value)), 0
