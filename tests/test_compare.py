@@ -179,7 +179,10 @@ def test_disagreements_are_listed_and_explained(compared):
     # prompt agrees in everything else, so it is not a disagreement
     assert result["disagreements"]["rows"] == len(table) == 12
     assert table["prompt_id"].notna().all()
-    assert result["disagreements"]["explanations"] == {"a different candidate text": 3, "unexplained": 9}
+    # the swapped rows, texts and scores swapped together, are said to be (they were "unexplained")
+    assert result["disagreements"]["explanations"] == {
+        "a different candidate text": 3, "unexplained": 5,
+        "chosen and rejected the other way round, the same scores (one side's chosen scored lower)": 4}
     assert set(table.loc[table["pair"] == "same", "max_abs_score_difference"].round(6)) >= {0.01, 0.02, 0.003, 0.5}
     # a row that shares no text with its reference row has no same-text score to differ (it read 0.0)
     assert table.loc[table["pair"] == "different", "max_abs_score_difference"].isna().all()

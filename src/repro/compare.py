@@ -427,6 +427,9 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
             (categories[k] >= 2, "a different candidate text"),
             (None not in sets and None not in (sets[0][k], sets[1][k]) and sets[0][k] != sets[1][k],
              "other candidates ranked (a PairRM score depends on every candidate of its row)"),
+            (categories[k] == 1 and not worst[k] > p.disagreement_tolerance,
+             "chosen and rejected the other way round" + (", the same scores (one side's chosen scored lower)"
+                                                           if al.scored else "")),
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
             (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
