@@ -3,6 +3,7 @@ nothing of the old run behind (the card cites no file this run did not make); re
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -69,6 +70,28 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     assert "of another chunk_size is set aside in work/; the row cache gives its rows back" in capsys.readouterr().out
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), *chunks, "--set", "cache=false"]) == 0
     assert "of another chunk_size is set aside in work/ and computed again (cache: false)" in capsys.readouterr().out
+
+
+def test_a_source_rewritten_in_place_is_recorded_and_told_by_the_check(tmp_path, capsys):
+    # the same path, other rows: `--check` said "same parameters" and the run silently built from the new rows; the
+    # manifest did not say which rows a local source held
+    from repro.revisions import source_content
+
+    source = tmp_path / "rows.jsonl"
+    source.write_text((ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text())
+    values = {**load_params_file(ROOT / "params" / "demo.yaml"), "source": str(source), "run_dir": str(tmp_path / "r"),
+              "notebooks": ["01_construct"]}
+    own = {k: v for k, v in resolve_parameters(values).items() if k in ConstructParams.model_fields}
+    stages.load(stages.begin(build(ConstructParams, own, "test")))
+    recorded = Manifest(RunDir(tmp_path / "r")).read()["stages"]["load"]["content"]
+    assert recorded == {"file": hashlib.sha256(source.read_bytes()).hexdigest()} == source_content(str(source))
+    args = ["run", "--check", "demo", "--out", str(tmp_path / "r"), "--set", f"source={source}",
+            "--set", "notebooks=[01_construct]"]
+    assert main(args) == 0 and "continues the run there, same parameters)" in capsys.readouterr().out
+    source.write_text(source.read_text().replace("Python", "Rust"))
+    assert main(args) == 0
+    assert ("same data parameters; the source's content changed since the run was built from it: 01_construct "
+            "builds again from the new rows") in capsys.readouterr().out
 
 
 def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_done(previous_run, capsys, monkeypatch):

@@ -65,6 +65,12 @@ def _file_identity(path: Path) -> str:
     return sha256_file(path) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}"
 
 
+def source_content(source: str) -> dict[str, Any] | None:
+    """A local source file's or folder's content identity (as `model_identity`), which the manifest records: a
+    re-run can tell the rows changed under the same path; None for the demo rows and hub ids."""
+    return model_identity(source) if Path(source).is_absolute() and Path(source).exists() else None
+
+
 def model_identity(model: str) -> dict[str, Any]:
     """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB), or the
     hub commit (its config fetched when not cached, as its load would: a first run's work is a re-run's), or else

@@ -12,6 +12,7 @@ from ..errors import ReproError
 from ..manifest import NAMING, Manifest, listed
 from ..parameters import FAMILY_NOTEBOOK
 from ..paths import WRITING_ENV, RunDir, wait_advice
+from ..revisions import source_content
 from .preflight import Check
 
 
@@ -73,6 +74,15 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
                                           f"not another kind of folder)", problem="REFUSED")]
 
 
+def source_changed(run: RunDir, parameters: dict[str, Any]) -> str:
+    """What a continued run says when its local source's content is not what the run was built from; ""."""
+    built = ((Manifest(run).read().get("stages") or {}).get("load") or {}).get("content")
+    if not (built and rebuilds(parameters.get("notebooks") or ()) and built != source_content(parameters["source"])):
+        return ""
+    return ("; the source's content changed since the run was built from it: 01_construct builds again from the "
+            "new rows (work of the old ones is set aside)")
+
+
 def rebuilds(notebooks: Sequence[str]) -> bool:
     """Whether these notebooks build the dataset again (then a replaced run's outputs all go first)."""
     return "01_construct" in notebooks
@@ -87,7 +97,7 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if not changed and not run.manifest.is_file():
         return Check("run directory", True, f"{run.root} (new)")
     if not changed:
-        how = how_it_runs(run, parameters)
+        how = how_it_runs(run, parameters) + source_changed(run, parameters)
         return Check("run directory", True, f"{run.root} (continues the run there, same {'data ' if how else ''}"
                                             f"parameters{how})")
     notebooks = parameters["notebooks"]
