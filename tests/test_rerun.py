@@ -75,7 +75,7 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
 def test_a_source_rewritten_in_place_is_recorded_and_told_by_the_check(tmp_path, capsys):
     # the same path, other rows: `--check` said "same parameters" and the run silently built from the new rows; the
     # manifest did not say which rows a local source held
-    from repro.revisions import source_content
+    from repro.revisions import local_content
 
     source = tmp_path / "rows.jsonl"
     source.write_text((ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text())
@@ -84,7 +84,7 @@ def test_a_source_rewritten_in_place_is_recorded_and_told_by_the_check(tmp_path,
     own = {k: v for k, v in resolve_parameters(values).items() if k in ConstructParams.model_fields}
     stages.load(stages.begin(build(ConstructParams, own, "test")))
     recorded = Manifest(RunDir(tmp_path / "r")).read()["stages"]["load"]["content"]
-    assert recorded == {"file": hashlib.sha256(source.read_bytes()).hexdigest()} == source_content(str(source))
+    assert recorded == {"file": hashlib.sha256(source.read_bytes()).hexdigest()} == local_content(str(source))
     args = ["run", "--check", "demo", "--out", str(tmp_path / "r"), "--set", f"source={source}",
             "--set", "notebooks=[01_construct]"]
     assert main(args) == 0 and "continues the run there, same parameters)" in capsys.readouterr().out

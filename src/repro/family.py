@@ -18,7 +18,7 @@ from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import all_fields, resolve_parameters, validate_all
 from .paths import default_run_dir, resolve_user_path
-from .revisions import model_identity
+from .revisions import local_content
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 # parameters a grid cannot vary: where a member goes is the family's to decide, and the notebooks are the same
@@ -151,8 +151,8 @@ def member_fingerprint(resolved: dict[str, Any]) -> str:
     """What makes a finished member reusable: every resolved parameter but where it lives, the content of each local
     file or folder one names (a source rewritten in place is other data), and the code's version."""
     parameters = {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")}
-    local = {k: model_identity(v) for k, v in parameters.items()
-             if k != "cache_dir" and isinstance(v, str) and Path(v).is_absolute() and Path(v).exists()}
+    local = {k: content for k, v in parameters.items()
+             if k != "cache_dir" and isinstance(v, str) and (content := local_content(v))}
     return fingerprint_of({"parameters": parameters, "local_inputs": local, "repro": __version__})
 
 

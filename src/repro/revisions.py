@@ -65,10 +65,10 @@ def _file_identity(path: Path) -> str:
     return sha256_file(path) if stat.st_size <= 64 << 20 else f"size={stat.st_size} mtime={stat.st_mtime_ns}"
 
 
-def source_content(source: str) -> dict[str, Any] | None:
-    """A local source file's or folder's content identity (as `model_identity`), which the manifest records: a
-    re-run can tell the rows changed under the same path; None for the demo rows and hub ids."""
-    return model_identity(source) if Path(source).is_absolute() and Path(source).exists() else None
+def local_content(value: str) -> dict[str, Any] | None:
+    """The content identity (as `model_identity`) of the local file or folder a parameter's (absolute) value names,
+    so that the same path holding other rows or weights is told apart; None for the demo rows, hub ids, names."""
+    return model_identity(value) if Path(value).is_absolute() and Path(value).exists() else None
 
 
 def model_identity(model: str) -> dict[str, Any]:

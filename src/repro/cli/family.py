@@ -19,6 +19,7 @@ from ..parameters import FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_f
 from ..paths import RunDir, find_params
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
+from .interrupt import EXIT_INTERRUPTED, INTERRUPTED
 from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
 from .run import configure as configure_run
 
@@ -66,7 +67,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
 
 def ended(code: int) -> str:
     """A member's run as its exit status says: 'done', 'interrupted' (Ctrl-C) or 'failed'."""
-    return "done" if code == 0 else "interrupted" if code == 130 else "failed"
+    return "done" if code == 0 else INTERRUPTED if code == EXIT_INTERRUPTED else "failed"
 
 
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
@@ -113,18 +114,18 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         statuses = []
         for member in family.members:
             statuses.append(run_member(family, member, kernel=args.kernel, log_output=args.log_output))
-            if statuses[-1] == "interrupted":
+            if statuses[-1] == INTERRUPTED:
                 break
     else:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             statuses = list(pool.map(lambda m: _run_in_subprocess(args, family, m), family.members))
-    if "interrupted" in statuses:
-        stopped = [m.name for m, s in zip(family.members, statuses) if s == "interrupted"]
+    if INTERRUPTED in statuses:
+        stopped = [m.name for m, s in zip(family.members, statuses) if s == INTERRUPTED]
         left = [m.name for m in family.members[len(statuses):]]
         print(f"repro run: family {family.name}: interrupted in member {', '.join(stopped)}"
               + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written. Run the same "
               "command again to continue (finished chunks and cached rows are kept).", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
     # the family folder's own record holds the family view's parameters only (the members hold theirs)
     view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items() if k != "run_dir"}).model_dump()

@@ -16,6 +16,7 @@ from ..manifest import Manifest
 
 GRACE_S = 20.0  # how long an interrupted kernel gets to stop its cell before it is killed
 INTERRUPTED = "interrupted"
+EXIT_INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell gives)
 
 
 class Interrupted(Exception):

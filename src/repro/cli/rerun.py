@@ -12,7 +12,7 @@ from ..errors import ReproError
 from ..manifest import NAMING, Manifest, listed
 from ..parameters import FAMILY_NOTEBOOK
 from ..paths import WRITING_ENV, RunDir, wait_advice
-from ..revisions import source_content
+from ..revisions import local_content
 from .preflight import Check
 
 
@@ -77,7 +77,7 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
 def source_changed(run: RunDir, parameters: dict[str, Any]) -> str:
     """What a continued run says when its local source's content is not what the run was built from; ""."""
     built = ((Manifest(run).read().get("stages") or {}).get("load") or {}).get("content")
-    if not (built and rebuilds(parameters.get("notebooks") or ()) and built != source_content(parameters["source"])):
+    if not (built and rebuilds(parameters.get("notebooks") or ()) and built != local_content(parameters["source"])):
         return ""
     return ("; the source's content changed since the run was built from it: 01_construct builds again from the "
             "new rows (work of the old ones is set aside)")

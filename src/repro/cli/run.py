@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReproError, did_you_mean
-from .interrupt import Interrupted, record_interruption, run_interruptible
+from .interrupt import EXIT_INTERRUPTED, Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
@@ -123,7 +123,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                 config=kernel_config())
         except Interrupted:  # Ctrl-C: the kernel is stopped; what finished is on disk
             print(record_interruption(manifest, name), file=sys.stderr)
-            return 130
+            return EXIT_INTERRUPTED
         except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
             message = _failure_message(name, output, exc)
             manifest.notebook_status(name, "failed", error=message)

@@ -15,7 +15,7 @@ from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULE, ConstructParams, GenerationParams
 from ..paths import RunDir
-from ..revisions import pinned_model, source_content
+from ..revisions import local_content, pinned_model
 from ..slicing import plan_slice
 from ..sources import load_source, require_columns
 from ..subject import claim
@@ -106,7 +106,7 @@ def load(ctx: Context) -> datasets.Dataset:
             require_columns(ds, ["chosen", "rejected"], f"source {p.source!r}",
                             hint="Set include_original_pair: false for sources without chosen/rejected.")
         info.update(source=p.source, split=p.source_split, revision=p.source_revision, rows=len(ds),
-                    columns=ds.column_names, **({"content": content} if (content := source_content(p.source)) else {}))
+                    columns=ds.column_names, **({"content": content} if (content := local_content(p.source)) else {}))
     ctx.manifest.set_counts(source=len(ds))
     return ds
 
