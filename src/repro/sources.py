@@ -52,12 +52,16 @@ def load_source(spec: str, split: str = SPLIT, parameter: str = "source",
         f"'HuggingFaceH4/ultrafeedback_binarized'.{beside_hint(spec)}")
 
 
+def _dataset_of(path: Path) -> Path:
+    """A run directory's `dataset/` folder, else `path` itself."""
+    run = RunDir(path)
+    return run.dataset if run.dataset.is_dir() and run.manifest.exists() else path
+
+
 def local_splits(path: Path) -> list[str] | None:
     """The splits of a local dataset folder (a run directory's, hub-layout shards, a save_to_disk folder), read
     without loading it; None where they cannot be told so (a file: one split, whatever its name)."""
-    run = RunDir(path)
-    if run.dataset.is_dir() and run.manifest.exists():
-        path = run.dataset
+    path = _dataset_of(path)
     if (path / "dataset_dict.json").is_file():
         return list(json.loads((path / "dataset_dict.json").read_text()).get("splits") or []) or None
     return sorted(split_files(path)) or None if path.is_dir() else None
@@ -84,9 +88,8 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
                 list(iter_jsonl(path, option=parameter))  # raises naming the first broken line
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
-    run = RunDir(path)
-    if run.dataset.is_dir() and run.manifest.exists():  # a run directory
-        return _load_local(run.dataset, split, parameter, split_parameter)
+    if (dataset := _dataset_of(path)) != path:  # a run directory
+        return _load_local(dataset, split, parameter, split_parameter)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
         try:
             saved = datasets.load_from_disk(str(path))

@@ -167,8 +167,7 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
     return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
                    chunk_size=job.chunk_size, device=fingerprint["device_type"], num_processes=spec["num_processes"],
                    compute=compute, summed=("batch_tokens_used", "rows_truncated"), slowest=("load_seconds",),
-                   progress=job.progress,
-                   what="scoring", error=ScoringError)
+                   progress=job.progress, what="scoring", error=ScoringError)
 
 
 SCORING_ENTRY = "repro.construct.scoring:scoring_job"
