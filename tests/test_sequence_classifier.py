@@ -224,6 +224,14 @@ def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, r
                              device="cpu", dtype="fp32", work_dir=tmp_path / "w", options={"max_length": 64},
                              progress=False)
     assert result.info["max_length"] == 64 and result.info["rows_truncated"] == 12  # 64 tokens: every row here
+    # a re-run that resumes every chunk, and a run whose rows all come from the row cache, count the same rows
+    kwargs = dict(model=str(reward_dirs["llama"]), kind="sequence_classifier", device="cpu", dtype="fp32",
+                  options={"max_length": 64}, progress=False)
+    resumed = run_scoring(long, candidates, work_dir=tmp_path / "w", **kwargs)
+    run_scoring(long, candidates, work_dir=tmp_path / "c1", cache_dir=tmp_path / "cache", **kwargs)
+    cached = run_scoring(long, candidates, work_dir=tmp_path / "c2", cache_dir=tmp_path / "cache", **kwargs)
+    assert resumed.info["prompts_computed"] == 0 and resumed.info["rows_truncated"] == 12
+    assert cached.info["cache"]["rows_from_cache"] == len(long) and cached.info["rows_truncated"] == 12
     assert len(set(result.scores[0])) == 1  # the long prompt's candidates: all cut to its first 64 tokens
     # at the model's own limit: the rows with a conversation longer than it, as the tokenizer counts them
     from transformers import AutoConfig, AutoTokenizer

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError
-from ..jobs import run_chunked_with_stats, run_job
+from ..jobs import chunk_share, run_chunked_with_stats, run_job
 from ..manifest import package_versions
 from ..revisions import model_identity
 from ..scorers import load_scorer, resolve_kind
@@ -141,8 +141,10 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
                              dtype=job.dtype, **limits, **job.options)
         load_seconds = time.monotonic() - start
         budgets_used: dict[str, int] = {}
+        computed: set[int] = set()  # the items scored now (by id): the scorer counts their cut rows itself
 
         def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
+            computed.update(map(id, chunk))
             out = scorer.score([p for p, _ in chunk], [c for _, c in chunk], batch_tokens=job.batch_tokens,
                                progress=advance)
             if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
@@ -158,11 +160,18 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
             desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
             progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
             unit="prompt", prepare=share is None, cache=cache)
+        truncated = getattr(scorer, "rows_truncated", 0)
+        if hasattr(scorer, "count_truncated"):  # rows resumed or from the row cache: counted, not scored
+            indices = range(run.chunks_total) if share is None else chunk_share(run.chunks_total, *share)
+            size = job.chunk_size
+            for index in indices:
+                rest = [it for it in items[index * size:(index + 1) * size] if id(it) not in computed]
+                truncated += scorer.count_truncated([p for p, _ in rest], [c for _, c in rest]) if rest else 0
         info = dict(scorer.info)
         if run.cache is not None:
             info["cache"] = run.cache  # this process's; score_candidates puts every process's counts in its place
         return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?"),
-                     "batch_tokens_used": budgets_used, "rows_truncated": getattr(scorer, "rows_truncated", 0)}
+                     "batch_tokens_used": budgets_used, "rows_truncated": truncated}
 
     return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
                    chunk_size=job.chunk_size, device=fingerprint["device_type"], num_processes=spec["num_processes"],

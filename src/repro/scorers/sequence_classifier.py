@@ -145,12 +145,21 @@ class SequenceClassifierScorer(BudgetedBatches):
             [{"role": "user", "content": prompt}, {"role": "assistant", "content": candidate}],
             chat_template=self.template, tokenize=False)
 
-    def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
+    def _encoded(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
+        """Each distinct (prompt, candidate), its conversation's token ids, and how many rows have one cut."""
         keys = list(dict.fromkeys((p, c) for p, cands in zip(prompts, candidates) for c in cands))
         ids = self.encode_texts([self.render(p, c) for p, c in keys])
         cut = {key for i, key in zip(ids, keys) if self.max_length is not None and len(i) > self.max_length}
+        return keys, ids, sum(any((p, c) in cut for c in cands) for p, cands in zip(prompts, candidates))
+
+    def count_truncated(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]) -> int:
+        """Rows with a conversation longer than max_length, without scoring them (rows resumed or from a cache)."""
+        return self._encoded(prompts, candidates)[2] if self.max_length is not None else 0
+
+    def plan(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]):
+        keys, ids, rows = self._encoded(prompts, candidates)
         plan = [_Sequence(i[:self.max_length], key) for i, key in zip(ids, keys)]
-        if rows := sum(any((p, c) in cut for c in cands) for p, cands in zip(prompts, candidates)):
+        if rows:
             self.rows_truncated += rows
             warnings.warn(f"{rows} row(s) had conversation(s) longer than max_length={self.max_length} tokens, cut to "
                           f"their first {self.max_length} tokens (candidates cut alike score alike).", RuntimeWarning,
