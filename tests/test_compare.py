@@ -466,6 +466,32 @@ def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_pat
     assert value[("pairs", "same chosen and rejected")] == "40 (100.0 %)"
 
 
+def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
+    # a published copy with a NaN, an infinite and a missing score: the agreement is of the others, and the verdict,
+    # the table, the card and each row's explanation say so (not a perfect r over "0 differences" and 3 unexplained)
+    rows = copy.deepcopy(published["rows"])
+    rows[3]["score_chosen"], rows[5]["score_rejected"], rows[8]["score_chosen"] = float("nan"), float("inf"), None
+    path = tmp_path / "nonfinite.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # NaN and Infinity, as Python's json writes them
+    out = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"]))
+    scores = out.result["scores"]
+    assert scores["excluded_nonfinite"] == 3 and scores["scores"]["n"] == 77 and scores["scores"]["pearson"] == 1
+    assert "max |diff| 0 over 77 values (3 scores NaN, infinite or missing on one side, left out)" in out.result[
+        "verdict"]
+    assert compare.summary_table(out.result)["value"].to_dict()[("scores", "left out: NaN, infinite or missing")] \
+        == "3"
+    table = out.tables["disagreements"].set_index("prompt_id")
+    flagged = table.loc[[rows[k]["prompt_id"] for k in (3, 5, 8)]]
+    assert list(flagged["explanation"]) == ["a NaN, infinite or missing score (left out of the score agreement)"] * 3
+    assert list(flagged["max_abs_score_difference"]) == [0, 0, 0] and len(table) == 3  # of the finite ones
+    from repro.card import CardFacts, render_section
+
+    facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
+                      license="mit", language=["en"], comparison=json.loads(json.dumps(out.result)))
+    assert "| same-text scores left out (NaN, infinite or missing) | 3 |" in render_section(facts, "reproduction", "en")
+    assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 3 |" in render_section(facts, "reproduction", "zh")
+
+
 def test_an_unreachable_hub_id_offline(published, tmp_path):
     with pytest.raises(DatasetLoadError, match=r"Parameter reference='nobody/nothing-here'.*HF_HUB_OFFLINE.*hf download"):
         compare.compare(params(tmp_path, reference="nobody/nothing-here", candidate=published["candidate"]))

@@ -410,19 +410,23 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     categories = al.categories if al.categories is not None else np.full(n, -1)
     mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2  # each side's own, as the table shows them
     ordered = al.ordered_margins()[1] if al.scored else mc
-    worst = np.full(n, -np.inf)  # NaN below for a row that shares no text with its reference row
+    worst = np.full(n, -np.inf)  # NaN below for a row that shares no text (or no finite score) with its reference
+    nonfinite = np.zeros(n, dtype=bool)  # a same-text score NaN, infinite or missing on one side
     if al.scored and al.categories is not None:
         m = matched_scores(al)
         diff = np.abs(m["candidate"] - m["reference"])
-        np.maximum.at(worst, m["row"], np.nan_to_num(diff, nan=np.inf))
+        fine = np.isfinite(diff)
+        np.maximum.at(worst, m["row"][fine], diff[fine])
+        nonfinite[m["row"][~fine]] = True
     worst[worst == -np.inf] = np.nan
     sign_differs = np.isfinite(mr) & np.isfinite(ordered) & (np.sign(mr) != np.sign(ordered))
-    disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance)
+    disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance) | nonfinite
     records = []
     for k in np.flatnonzero(disagree):
         truncated = al.categories is not None and any(
             over_length_limit(t["prompt"][k] if t["prompt"] else None, t[name][k]) for name in TEXTS)
         reasons = [why for holds, why in (
+            (nonfinite[k], "a NaN, infinite or missing score (left out of the score agreement)"),
             (a.matched_by[k] == 2, "prompt matched only after whitespace normalisation"),
             (categories[k] >= 2, "a different candidate text"),
             (None not in sets and None not in (sets[0][k], sets[1][k]) and sets[0][k] != sets[1][k],
@@ -492,6 +496,8 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
     if scores.get("available"):
         rows += _statistics(f"scores of the same texts ({scores['scores']['n']})", scores["scores"])
         rows += _statistics(f"margins of the same pairs ({scores['margin']['n']})", scores["margin"])
+        if scores["excluded_nonfinite"]:
+            rows.append(("scores", "left out: NaN, infinite or missing", str(scores["excluded_nonfinite"])))
     else:
         rows.append(("scores", "not compared", scores["reason"]))
     return pd.DataFrame(rows, columns=["section", "measure", "value"]).set_index(["section", "measure"])
