@@ -79,6 +79,24 @@ def test_a_parameter_two_notebooks_read_is_recorded_for_each(tmp_path):
         "bootstrap_resamples": (1000, 300)}
 
 
+def test_a_failed_notebook_does_not_bind_its_parameters_but_the_construction_does(tmp_path):
+    # 04_compare added without a reference failed in the notebook; the corrected command (a reference now) was then
+    # refused for "reference (None there, ...)" and needed --force, as if the failed comparison were a result to keep
+    m = Manifest(tmp_path)
+    built = {"source": "demo", "bootstrap_resamples": 1000, "reference": None}
+    m.start_run(built, ["01_construct", "02_analyze"])
+    for name in ("01_construct", "02_analyze"):
+        m.notebook_status(name, "done")
+    m.finish_run("complete")
+    m.start_run(built, ["04_compare"], merge=True)
+    m.notebook_status("04_compare", "failed")
+    m.finish_run("failed", "ParameterError: Parameter reference is not set")
+    assert m.changed_parameters({**built, "reference": "ref"}, ["04_compare"]) == {}
+    m.start_run({**built, "source": "other"}, ["01_construct"], merge=True)
+    m.notebook_status("01_construct", "failed")  # a failed construction keeps its finished work: it still binds
+    assert m.changed_parameters({**built, "source": "third"}, ["01_construct"]) == {"source": ("other", "third")}
+
+
 def test_a_notebook_alone_after_a_failed_run_does_not_leave_it_running_forever(tmp_path):
     # repro run failed in 01_construct; 01_construct re-run alone finished, but 02_analyze and 03_card, which never
     # started, stayed `pending` and the run `running` (05_family then left the member's margins out)

@@ -103,6 +103,22 @@ def test_a_local_dataset_without_the_split_asked_for_is_named_before_the_run(bar
     assert not saved.ok and "without split 'train_prefs' (it has ['train'])" in saved.detail
 
 
+def test_a_folder_without_a_dataset_is_missing_before_the_run(bare_machine):
+    # `repro selfcheck --report runs/part2_mini_1` made the folder; --check then said "ok candidate: local dataset"
+    folder = bare_machine / "part2_mini_1"
+    folder.mkdir()
+    (folder / "selfcheck.json").write_text("{}")
+    values = resolve_parameters({"notebooks": ["04_compare"], "reference": str(folder), "candidate": str(folder)})
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"reference: {folder}"]
+    assert not check.ok and check.detail.startswith("holds no data files (.jsonl, .json, .parquet")
+
+
+def test_04_compare_without_a_reference_is_refused_before_the_run(bare_machine):
+    values = resolve_parameters({"notebooks": ["04_compare"], "candidate": "demo"})
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}["reference"]
+    assert not check.ok and check.detail.startswith("Parameter reference is not set: name the published dataset")
+
+
 def test_the_scorer_prompts_tokenizer_is_a_need_only_when_its_template_is_used(bare_machine):
     values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm",
                                  "scorer_prompt": "chat_template", "scorer_prompt_tokenizer": "owner/chat-tokenizer"})

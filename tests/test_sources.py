@@ -53,6 +53,32 @@ def test_bad_sources(tmp_path, monkeypatch):
         load_source("someone/not-here-offline")
 
 
+def test_a_folder_without_a_dataset_is_said_to_hold_none(tmp_path):
+    # a run directory whose 01_construct has not run, and a `repro selfcheck --report` folder: their own JSON files
+    # were read as one data row ("has no split 'train_prefs'; it has ['train']", then "neither a prompt_id nor ...")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text("{}")
+    (run / "compare.json").write_text("{}")
+    with pytest.raises(DataError, match=r"candidate '\S*run' is a run directory without a dataset \(no dataset/: "
+                                        r"its 01_construct has not finished\); build it first"):
+        load_source(str(run), "train_prefs", "candidate")
+    report = tmp_path / "selfcheck"
+    report.mkdir()
+    (report / "selfcheck.json").write_text('{"tool": "repro selfcheck"}')
+    (report / "selfcheck.md").write_text("# report")
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "margins.png").write_bytes(b"png")
+    for folder in (report, tmp_path / "figures"):
+        with pytest.raises(DataError, match=r"holds no data files \(\.jsonl, \.json, \.parquet"):
+            load_source(str(folder), "train_prefs", "reference")
+    mine = tmp_path / "mine"  # a folder of the user's data files still loads
+    mine.mkdir()
+    (mine / "rows.jsonl").write_text('{"prompt": "p"}\n')
+    (mine / "README.md").write_text("# my rows")
+    assert load_source(str(mine), "train")["prompt"] == ["p"]
+
+
 def test_require_columns_names_missing_ones():
     with pytest.raises(DataError, match=r"\['resp1'\].*resp0"):
         require_columns(["prompt", "resp0"], ["resp0", "resp1"], "source x")

@@ -255,9 +255,12 @@ class Manifest:
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
                            ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:
         """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too (but
-        those in `ignore`: by default how the work ran, NOT_SHAPING)."""
+        those in `ignore`: by default how the work ran, NOT_SHAPING). A failed notebook made no result to keep, and
+        binds nothing, but 01_construct: its finished work does."""
         data = self.read()
-        recorded, done = data.get("parameters") or {}, data.get("notebooks") or {}
+        recorded = data.get("parameters") or {}
+        done = {name: entry for name, entry in (data.get("notebooks") or {}).items()
+                if entry.get("status") != "failed" or name == "01_construct"}
         new = as_recorded(parameters)
         changed = {}
         for name in (name for name in notebooks if name in done):

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from .dataset_io import split_files
 from .errors import DataError, DatasetLoadError
-from .paths import DEMO, SPLIT, RunDir, beside_hint, is_hub_id
+from .paths import DEMO, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id
 from .revisions import check_revision_target, hub_offline
 
 
@@ -56,6 +56,23 @@ def _dataset_of(path: Path) -> Path:
     """A run directory's `dataset/` folder, else `path` itself."""
     run = RunDir(path)
     return run.dataset if run.dataset.is_dir() and run.manifest.exists() else path
+
+
+DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why folder `path` holds no dataset to read (a run directory without one; no data files but this package's
+    own records), or None."""
+    run = RunDir(path)
+    if run.manifest.is_file() and not run.dataset.is_dir():
+        return (f"is a run directory without a dataset (no {run.dataset.name}/: its 01_construct has not finished); "
+                f"build it first (`repro run` with 01_construct), or give the path of a dataset")
+    own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
+    if not any(f.suffix in DATA_SUFFIXES and f not in own and f.is_file() for f in path.rglob("*")):
+        return ("holds no data files (.jsonl, .json, .parquet, .csv, .arrow; a save_to_disk folder; "
+                "data/<split>-*.parquet): give the folder or file that holds the dataset")
+    return None
 
 
 def local_splits(path: Path) -> list[str] | None:
@@ -100,6 +117,8 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
     files = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet"))
     if files:
         return _from_parquet([str(f) for f in files])
+    if why := folder_problem(path):
+        raise DataError(f"{where} {why}.")
     try:
         return _pick_split(datasets.load_dataset(str(path)), split, where, split_parameter)
     except DataError:

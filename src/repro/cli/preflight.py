@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis import prose
 from ..errors import DataError, ReproError
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS
 from ..paths import beside_hint, is_hub_id, nearest_existing
 from ..revisions import hub_offline, publish_blocker
-from ..sources import local_splits
+from ..sources import folder_problem, local_splits
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -139,6 +140,9 @@ def _input_check(need: Need) -> tuple[Check, int]:
         if lacking := [(key, split) for key, split in need.splits if splits and split not in splits]:
             return Check(what, False, "; ".join(f"local dataset without split {split!r} (it has {splits}): set {key} "
                                                 f"to one of those" for key, split in lacking)), 0
+        if there and need.repo_type == "dataset" and not splits and Path(need.value).is_dir() and \
+                (why := folder_problem(Path(need.value))):
+            return Check(what, False, why), 0
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
                      + beside_hint(need.value)), 0
@@ -213,6 +217,13 @@ def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
             and "01_construct" not in notebooks[:notebooks.index(name)]]
 
 
+def unset_checks(values: dict[str, Any]) -> list[Check]:
+    """A notebook's input that has no default and is not set (04_compare's reference)."""
+    if "04_compare" not in (values.get("notebooks") or ()) or values.get("reference"):
+        return []
+    return [Check("reference", False, prose("compare", "no_reference"))]
+
+
 def estimated_bytes(values: dict[str, Any]) -> int:
     """What the run will write into its run directory, roughly (texts of its rows, kept several times over; the
     margin alone when the row count is not known before loading the source)."""
@@ -242,7 +253,8 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
 def preflight(values: dict[str, Any], run_root: Path) -> list[Check]:
     """Every check, in the order a user fixes them: machine, packages, inputs, disk."""
     inputs, download = input_checks(values)
-    return [*device_checks(values), *package_checks(values), *inputs, *run_dataset_checks(values, run_root),
+    return [*device_checks(values), *package_checks(values), *unset_checks(values), *inputs,
+            *run_dataset_checks(values, run_root),
             *publish_checks(values), disk_check(values, run_root, download)]
 
 
