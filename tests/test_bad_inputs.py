@@ -201,7 +201,17 @@ CASES = [
          r"source_revision='abc' pins a hub commit, but source='demo' is not a hub id .* set source_revision: null"),
     # the source loader itself
     Case("jsonl source with a broken line",
-         lambda t: lambda: load_source(str(broken_jsonl(t))), r"line 3 of \S*bad.jsonl is not valid JSON"),
+         lambda t: lambda: load_source(str(broken_jsonl(t))), r"line 3 of source '\S*bad.jsonl' is not valid JSON"),
+    # a file saved as latin-1 / cp1252: datasets took its bytes, and a later cell failed on a bare UnicodeDecodeError
+    Case("jsonl source that is not UTF-8", lambda t: lambda: load_source(str(write(
+        t / "latin1.jsonl", (json.dumps(GOOD_ROW) + "\n").encode() + '{"prompt": "café"}\n'.encode("latin-1")))),
+         r"line 2 of source '\S*latin1.jsonl' is not UTF-8 text \(byte 0xe9 at column 16\): save the file as UTF-8"),
+    Case("jsonl source named .gz but not compressed", lambda t: lambda: load_source(str(jsonl(t / "r.jsonl.gz",
+                                                                                              [GOOD_ROW]))),
+         r"source '\S*r.jsonl.gz' is not gzip-compressed, though its name ends in \.gz: rename it"),
+    Case("jsonl source with a line that is not an object", lambda t: lambda: load_source(str(write(
+        t / "list.jsonl", json.dumps(GOOD_ROW) + '\n["not", "an", "object"]\n'))),
+         r"line 2 of source '\S*list.jsonl' is a JSON list; each line must be one JSON object"),
     Case("truncated parquet source", lambda t: lambda: load_source(str(truncated_parquet(t))),
          r"source '\S*rows.parquet' could not be read as parquet .*truncated or damaged\. Write it again"),
     Case("empty jsonl source", lambda t: lambda: load_source(str(write(t / "e.jsonl", ""))), r"is an empty file"),
@@ -242,6 +252,8 @@ CASES = [
         ("a list, not an object", '["p", ["a", "b"]]', r"line 2 of .*JSON list; expected an object"),
         ("broken JSON", '{"prompt": "p", "candidates": ', r"line 2 of \S*in.jsonl is not valid JSON .*fix or remove that line"),
     ]],
+    Case("score an input that is not UTF-8", lambda t: score(t, input=write(t / "in.jsonl", b'{"prompt": "\xff"}\n')),
+         r"line 1 of \S*in.jsonl is not UTF-8 text \(byte 0xff at column 13\)", after=nothing_written),
     # families (repro.family) and the row cache (repro.cache): refused before any member runs
     Case("family grid over an unknown parameter", lambda t: run(t, "--grid", "mini_idx=0,1"),
          # the key came from --grid, not from the params file: the message says so
@@ -316,6 +328,6 @@ def test_a_broken_line_in_the_source_of_repro_run_is_named_by_the_notebook_that_
     assert proc.returncode == 1, proc.stdout + proc.stderr
     message = proc.stderr
     assert message.startswith("repro run: "), message
-    assert re.search(r"Notebook 01_construct failed at cell .*line 3 of \S*bad.jsonl is not valid JSON .*fix or remove "
+    assert re.search(r"Notebook 01_construct failed at cell .*line 3 of source '\S*bad.jsonl' is not valid JSON .*fix or remove "
                      r"that line", message, flags=re.S), message
     assert "Traceback" not in message

@@ -5,7 +5,7 @@ import pytest
 
 from repro.dataset_io import SEED_FEATURES, write_split
 from repro.errors import DataError, DatasetLoadError
-from repro.sources import load_source, require_columns
+from repro.sources import iter_jsonl, load_source, require_columns
 
 
 def test_demo_source_loads():
@@ -79,6 +79,14 @@ def test_a_folder_without_a_dataset_is_said_to_hold_none(tmp_path):
     assert load_source(str(mine), "train")["prompt"] == ["p"]
 
 
+def test_a_byte_order_mark_is_read_by_repro_score_as_by_repro_run(tmp_path):
+    # Windows editors save UTF-8 with a BOM: `repro run` read it, `repro score` refused line 1 ("Unexpected UTF-8 BOM")
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"prompt": "p", "candidates": ["a", "b"]}).encode() + b"\n")
+    assert [row for _, row in iter_jsonl(path)] == [{"prompt": "p", "candidates": ["a", "b"]}]
+    assert load_source(str(path))["prompt"] == ["p"]
+
+
 def test_require_columns_names_missing_ones():
     with pytest.raises(DataError, match=r"\['resp1'\].*resp0"):
         require_columns(["prompt", "resp0"], ["resp0", "resp1"], "source x")
@@ -89,7 +97,7 @@ def test_empty_and_broken_files_are_clear_errors(tmp_path):
     with pytest.raises(DataError, match="empty file"):
         load_source(str(tmp_path / "empty.jsonl"))
     (tmp_path / "broken.jsonl").write_text('{"prompt": "a"\nnot json\n')
-    with pytest.raises(DataError, match=r"line 1 of \S*broken.jsonl is not valid JSON"):
+    with pytest.raises(DataError, match=r"line 1 of source '\S*broken.jsonl' is not valid JSON"):
         load_source(str(tmp_path / "broken.jsonl"))
 
 

@@ -92,6 +92,9 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
             raise DataError(f"{where}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet.")
         if path.stat().st_size == 0:
             raise DataError(f"{where} is an empty file: it holds no rows.")
+        if suffix != ".parquet":  # datasets takes bytes that are not UTF-8 into its strings, and reads a .gz as is
+            for _ in text_lines(path, where):
+                pass
         try:
             if suffix == ".parquet":
                 return _from_parquet([str(path)])
@@ -101,8 +104,12 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
             if suffix == ".parquet":
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
-            if suffix.startswith(".jsonl"):
-                list(iter_jsonl(path, option=parameter))  # raises naming the first broken line
+            if suffix.startswith(".jsonl"):  # raises naming the first broken line
+                for line, row in iter_jsonl(path, option=parameter, name=where):
+                    if not isinstance(row, dict):
+                        raise DataError(f"{line} is a JSON "
+                                        f"{type(row).__name__.replace('dict', 'object')}; each line must be one JSON "
+                                        f"object (a row: {{\"prompt\": ...}}): fix or remove that line.") from None
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
     if (dataset := _dataset_of(path)) != path:  # a run directory
@@ -152,23 +159,41 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
             f"copy DIR here, and set {parameter} to that folder instead of the id.") from None
 
 
-def iter_jsonl(path: Path, option: str = "--input") -> Iterator[tuple[str, Any]]:
-    """(where, value) for each non-empty line of a jsonl file; `where` names the line for error messages."""
+def iter_jsonl(path: Path, option: str = "--input", name: str | None = None) -> Iterator[tuple[str, Any]]:
+    """(where, value) for each non-empty line of a jsonl file; `where` names the line (of `name`, else the path)
+    for error messages."""
     if path.is_dir():
         raise DataError(f"{option} {path} is a folder; give the path of a jsonl file in it (one JSON object per line).")
     if not path.is_file():
         raise DataError(f"{option} {path} does not exist; check the path (relative paths start from the current "
                         f"directory) and give an existing jsonl file, one JSON object per line.")
-    with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"line {line_no} of {path}"
-            try:
-                yield where, json.loads(line)
-            except ValueError as exc:
-                raise DataError(f"{where} is not valid JSON ({exc}). Each line must be one whole JSON object "
-                                f"(a line break inside a value breaks the file): fix or remove that line.") from None
+    name = name or str(path)
+    for line_no, line in text_lines(path, name):
+        if not line.strip():
+            continue
+        where = f"line {line_no} of {name}"
+        try:
+            yield where, json.loads(line)
+        except ValueError as exc:
+            raise DataError(f"{where} is not valid JSON ({exc}). Each line must be one whole JSON object "
+                            f"(a line break inside a value breaks the file): fix or remove that line.") from None
+
+
+def text_lines(path: Path, name: str) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line of a text file (gzipped where its name ends in .gz; a byte order mark is no
+    text); a line that is not UTF-8 is an error naming it, as `name`'s."""
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+            for line_no, raw in enumerate(f, start=1):
+                try:
+                    yield line_no, raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DataError(f"line {line_no} of {name} is not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                                    f"column {exc.start + 1}): save the file as UTF-8 (e.g. `iconv -f cp1252 -t "
+                                    f"utf-8`), then run again.") from None
+    except gzip.BadGzipFile:
+        raise DataError(f"{name} is not gzip-compressed, though its name ends in .gz: rename it without .gz, or "
+                        f"compress it.") from None
 
 
 def require_columns(ds: datasets.Dataset | Iterable[str], columns: Iterable[str], where: str, hint: str = "") -> None:
