@@ -37,6 +37,13 @@ def test_prompt_id_is_sha256_of_utf8_prompt(train_rows):
         assert prompt_id_of(row["prompt"]) == row["prompt_id"]
 
 
+def test_a_numeric_prompt_id_is_kept_as_its_text_zero_too():
+    # a source numbering its prompts 0..5 got the sha256 of the prompt for row 0 ('0' is falsy) and '1'..'5' else
+    ids = [build_row({"prompt": "Q?", "prompt_id": i}, "Q?", ["a", "b"], [1.0, 0.0], messages="chosen",
+                     keep_all_candidates=False)["prompt_id"] for i in (0, 1, "")]
+    assert ids == ["0", "1", prompt_id_of("Q?")]  # an empty id is none
+
+
 def test_build_row_has_the_seed_columns_in_order_and_types():
     src = {"prompt": "Q?", "reference_response": "ref"}
     row = build_row(src, "Q?", ["a", "b", "c"], [0.2, 0.7, -0.9], messages="chosen", keep_all_candidates=False)

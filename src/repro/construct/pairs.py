@@ -76,7 +76,8 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_o
     """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped or an error."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
-        where = f"source row {row_offset + i}" + (f" (prompt_id {row['prompt_id']})" if row.get("prompt_id") else "")
+        pid = row.get("prompt_id")
+        where = f"source row {row_offset + i}" + (f" (prompt_id {pid})" if pid not in (None, "") else "")
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
