@@ -100,6 +100,21 @@ def test_missing_candidate_column_is_a_clear_error(tmp_path):
     assert ctx.manifest.read()["status"] == "failed"
 
 
+def test_a_source_without_what_messages_and_candidate_columns_ask_is_refused_at_load(tmp_path, train_rows):
+    # messages: source without a messages column failed in the pairs stage, after the whole scoring pass; an H4-shaped
+    # source (chosen/rejected lists, no resp*) was told only of candidate_columns and generate
+    p = _params(tmp_path, source="demo", messages="source")
+    with pytest.raises(DataError, match=r"lacks column\(s\) \['messages'\].*Set messages: chosen"):
+        construct.load(construct.begin(p))
+    h4 = tmp_path / "h4.jsonl"
+    h4.write_text("".join(json.dumps({k: r[k] for k in ("prompt", "prompt_id", "chosen", "rejected")}) + "\n"
+                          for r in train_rows[:3]))
+    p = _params(tmp_path / "b", source=str(h4))
+    with pytest.raises(DataError, match=r"lacks column\(s\) \['resp0', .*This source has chosen/rejected "
+                                        r"conversations: candidate_columns: \[\] with include_original_pair: true"):
+        construct.load(construct.begin(p))
+
+
 def test_slice_outside_the_data(tmp_path):
     p = _params(tmp_path, source="demo", part_start=0, part_stop=500)
     ctx = construct.begin(p)

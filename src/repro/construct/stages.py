@@ -96,9 +96,15 @@ def load(ctx: Context) -> datasets.Dataset:
             raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
         require_columns(ds, ["prompt"], f"source {p.source!r}")
         if not p.generate:
+            pair = {"chosen", "rejected"} <= set(ds.column_names) and not p.include_original_pair
             require_columns(ds, p.candidate_columns, f"source {p.source!r}",
                             hint="Set candidate_columns to the columns holding the responses to rank "
-                                 "(or turn on generate to produce resp0..resp{n-1}).")
+                                 "(or turn on generate to produce resp0..resp{n-1})." + (
+                                     " This source has chosen/rejected conversations: candidate_columns: [] with "
+                                     "include_original_pair: true ranks those two." if pair else ""))
+        if p.messages == "source":
+            require_columns(ds, ["messages"], f"source {p.source!r}",
+                            hint="Set messages: chosen (the chosen conversation) for sources without one.")
         if p.include_reference and not p.generate:
             require_columns(ds, ["reference_response"], f"source {p.source!r}",
                             hint="Set include_reference: false, or use a source with reference responses.")
