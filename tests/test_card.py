@@ -399,6 +399,13 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert body.count("not applicable: the scores are ratings, not PairRM scores.") == 3
     assert "the scores are ratings on a grid of 0.5 from 1 to 10 (19 distinct values)" in body
     assert "分数是以 0.5 为间隔、从 1 到 10 的评分（19 个不同取值）" in body
+    # constant scores (a scorer that gave every text 0): not ratings, as the analysis used to say
+    facts.metrics["scale"] = {"kind": "constant", "grid_step": 0.5, "grid_fraction": 1.0, "min": 0.0, "max": 0.0,
+                              "distinct_values": 1}
+    body = repro_card.render_body(facts)
+    assert body.count("not applicable: the scores are constant (every pair a tie), not PairRM scores.") == 3
+    assert "every score is 0: constant scores rank nothing (every pair is a tie); check the scorer and the data" in body
+    assert "所有分数都是 0：常数分数无法排序（每一对都是平局）；请检查打分模型和数据" in body
 
 
 def test_the_chinese_half_is_chinese(tmp_path):

@@ -290,6 +290,13 @@ def test_detect_scale():
     logits = stats.detect_scale(np.abs(rng.normal(size=50)), -np.abs(rng.normal(size=50)))
     assert logits["kind"] == "logit" and "logits" in logits["sentence"]
     assert stats.detect_scale(np.array([40.0, 90.0]), np.array([10.0, 50.0]))["kind"] == "unclear"  # 0-100 points
+    # every score one value (on the rating grid, inside 1-10 too): constant, not ratings
+    for value in (0.0, 5.0):
+        constant = stats.detect_scale(np.full(60, value), np.full(60, value))
+        assert constant["kind"] == "constant" and constant["distinct_values"] == 1
+        assert constant["sentence"] == (f"All 120 scores are {value:g}: constant scores rank nothing (every pair is a "
+                                        f"tie). Check the scorer and the data; the statistics below say nothing of a "
+                                        f"preference.")
 
 
 def test_clean_is_strict_json():
