@@ -203,6 +203,23 @@ def test_non_numeric_scores(tmp_path):
                                           {"score_chosen": 2.0, "score_rejected": "n/a"}])
     with pytest.raises(DataError, match=r"'score_rejected' must hold numbers .*row 1 holds 'n/a'"):
         _analyze(tmp_path, mixed)
+    # a number written as text in one row: datasets stores the column as JSON text, 7.5 for "7.5"
+    quoted = _jsonl(tmp_path / "q.jsonl", [{"score_chosen": 1.0, "score_rejected": 0.5},
+                                           {"score_chosen": "7.5", "score_rejected": 0.5}])
+    with pytest.raises(DataError, match=r"'score_chosen' must hold numbers \(float64 scores\), but it holds values of "
+                                        r"mixed types; some rows hold their score as text, such as \"7.5\" in quotes"):
+        _analyze(tmp_path, quoted)
+    # 04_compare names its own parameter
+    from repro import compare
+    from repro.parameters import CompareParams, build
+
+    with pytest.raises(DataError, match=r"the reference: column 'score_chosen' must hold numbers .*point `reference` "):
+        compare.compare(build(CompareParams, {
+            "run_dir": str(tmp_path / "c"), "bootstrap_resamples": 200,
+            "reference": _jsonl(tmp_path / "r.jsonl", [{"prompt": f"p{i}", "chosen": "a", "rejected": "b",
+                                                       "score_chosen": "good", "score_rejected": 0.0} for i in range(3)]),
+            "candidate": _jsonl(tmp_path / "c.jsonl", [{"prompt": f"p{i}", "chosen": "a", "rejected": "b",
+                                                       "score_chosen": 1.0, "score_rejected": 0.0} for i in range(3)])}))
 
 
 def test_nonfinite_scores_are_an_error_unless_excluded(tmp_path):

@@ -265,10 +265,10 @@ def _renamed(column: str, columns: Sequence[str]) -> str | None:
     return next((c for c in columns if c != column and set(re.split(r"[^a-z]+", c.lower())) - {""} == words), None)
 
 
-def _scores(table: pa.Table, rows: np.ndarray, where: str) -> dict[str, np.ndarray] | None:
-    if not all(c in table.column_names for c in SCORE_COLUMNS):
+def _scores(side: Side, rows: np.ndarray) -> dict[str, np.ndarray] | None:
+    if not all(c in side.table.column_names for c in SCORE_COLUMNS):
         return None
-    return {c: score_array(table, c, where)[rows] for c in SCORE_COLUMNS}
+    return {c: score_array(side.table, c, f"the {side.name}", side.name)[rows] for c in SCORE_COLUMNS}
 
 
 def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
@@ -324,8 +324,8 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
                                 crossed[0] | crossed[1]], np.arange(5), 5).astype(np.int64)
     return Aligned(texts=texts, prompt_ids=(values_at(reference.table, "prompt_id", a.first_rows),
                                             values_at(candidate.table, "prompt_id", a.second_rows)),
-                   ref_scores=_scores(reference.table, a.first_rows, "the reference"),
-                   cand_scores=_scores(candidate.table, a.second_rows, "the candidate"), categories=categories)
+                   ref_scores=_scores(reference, a.first_rows), cand_scores=_scores(candidate, a.second_rows),
+                   categories=categories)
 
 
 def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) -> dict[str, Any]:

@@ -87,8 +87,9 @@ class AnalysisResult:
         return headline(self.metrics)
 
 
-def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
-    """One score column as float64 (missing values become NaN); a DataError if it does not hold numbers."""
+def score_array(table: pa.Table, column: str, where: str, parameter: str = "dataset") -> np.ndarray:
+    """One score column as float64 (missing values become NaN); a DataError (naming `parameter`, the dataset's) if
+    it does not hold numbers."""
     col = table.column(column)
     kind = col.type
     if pa.types.is_null(kind):
@@ -96,15 +97,18 @@ def score_array(table: pa.Table, column: str, where: str) -> np.ndarray:
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     values = col.to_pylist()
-    if isinstance(kind, pa.BaseExtensionType):  # datasets' Json feature: mixed values stored as JSON text
+    mixed = isinstance(kind, pa.BaseExtensionType)  # datasets' Json feature: mixed values stored as JSON text
+    if mixed:
         values = [json.loads(v) if isinstance(v, str) else v for v in values]
     bad = next(((i, v) for i, v in enumerate(values)
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))), None)
-    detail = f"; row {bad[0]} holds {bad[1]!r}" if bad else ""
+    # (a number written as text, "7.5", is stored as 7.5 in such a column: which row held it cannot be told)
+    detail = f"; row {bad[0]} holds {bad[1]!r}" if bad else \
+        "; some rows hold their score as text, such as \"7.5\" in quotes" if mixed else ""
     raise DataError(
-        f"{where}: column {column!r} must hold numbers (float64 scores), but it holds {kind} values{detail}. "
-        f"Convert the column to numbers (missing scores as null) or point `dataset` at a preference dataset "
-        f"whose {column} is numeric.")
+        f"{where}: column {column!r} must hold numbers (float64 scores), but it holds "
+        f"{'values of mixed types' if mixed else f'{kind} values'}{detail}. Convert the column to numbers (missing "
+        f"scores as null) or point `{parameter}` at a preference dataset whose {column} is numeric.")
 
 
 def scores_digest(table: pa.Table) -> str:
