@@ -51,6 +51,14 @@ def test_yaml_pitfalls_are_caught_or_cast(tmp_path):
     # `1e-5` is a string in YAML; the schema casts it for a float parameter
     f.write_text("temperature: 1e-5\n")
     assert validate_all(load_params_file(f))["generation"].temperature == pytest.approx(1e-5)
+    # a key given twice kept the last value without a word; an empty file ran every default (the published recipe)
+    f.write_text("source: demo\nlimit: 5\nsource: other.jsonl\n")
+    with pytest.raises(ParameterError, match=r"p.yaml sets 'source' twice \(lines 1 and 3\): keep one"):
+        load_params_file(f)
+    for empty in ("", "# only a comment\n"):
+        f.write_text(empty)
+        with pytest.raises(ParameterError, match=r"p.yaml is empty: it sets no parameter.*params/demo.yaml"):
+            load_params_file(f)
 
 
 def test_set_overrides_and_bad_set():

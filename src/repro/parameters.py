@@ -494,12 +494,32 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+class _OnceLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that gives a key twice (YAML keeps the last value without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ParameterError(f"sets {key!r} twice (lines {seen[key]} and {key_node.start_mark.line + 1}): "
+                                     f"keep one.")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
 def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """A params file's values over those of the files its `include:` names (paths from its folder, in order)."""
     try:
-        values = yaml.safe_load(path.read_text()) or {}
+        values = yaml.load(path.read_text(), Loader=_OnceLoader)
     except yaml.YAMLError as exc:
         raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
+    except ParameterError as exc:
+        raise ParameterError(f"Params file {path} {exc}") from None
+    if values is None:
+        raise ParameterError(f"Params file {path} is empty: it sets no parameter, and a run of every default builds "
+                             f"the published recipe's data with PairRM. Start from params/demo.yaml (`repro run demo` "
+                             f"runs it) and change what you need.")
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
     _refuse_unknown(values, str(path))  # named in the file that holds it, included or not
