@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	touch $(STAMP)
 
 $(BYTECODE): $(STAMP)
-	-$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1
+	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 	touch $(BYTECODE)
 
 demo: install $(BYTECODE)
