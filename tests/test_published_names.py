@@ -13,7 +13,17 @@ def test_a_local_path_is_published_by_its_last_name_only():
     assert public_name("/home/bob/models/PairRM-hf") == "PairRM-hf"
     assert public_name("~/x/dataset") == "dataset"
     assert public_name("llm-blender/PairRM-hf") == "llm-blender/PairRM-hf"
-    # the agreement block of metrics.json names the primary scorer; its table and figure are published
+
+
+
+def test_a_runs_dataset_folder_is_published_with_the_runs_name(tmp_path):
+    # a card of runs/demo/dataset carded from another run said "This card describes `dataset`"
+    run = tmp_path / "demo"
+    (run / "dataset").mkdir(parents=True)
+    (run / "manifest.json").write_text("{}")
+    assert public_name(str(run / "dataset")) == "demo/dataset"
+    (tmp_path / "bob" / "dataset").mkdir(parents=True)  # not a run's: the folder above may be a user's name
+    assert public_name(str(tmp_path / "bob" / "dataset")) == "dataset"    # the agreement block of metrics.json names the primary scorer; its table and figure are published
     assert primary_scorer_name({"model": "/home/bob/models/PairRM-hf"}) == "PairRM-hf"
     assert primary_scorer_name({"model": "builtin:tiny-pairrm"}) == "builtin:tiny-pairrm"
 

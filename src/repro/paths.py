@@ -64,9 +64,13 @@ def wait_advice(holder: str) -> str:
 
 
 def public_name(value: str) -> str:
-    """A user-given path as a published file may show it: its last name (no machine path, no user name)."""
+    """A user-given path as a published file may show it: its last name (no machine path, no user name); a run's
+    dataset/ folder as <run>/dataset."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
-        return Path(value.replace("\\", "/")).name or value
+        path = Path(value.replace("\\", "/"))
+        if path.name == "dataset" and (path.expanduser().parent / MANIFEST_JSON).is_file():
+            return f"{path.parent.name}/dataset"
+        return path.name or value
     return value
 
 
