@@ -43,6 +43,20 @@ def test_the_interruption_is_recorded_for_every_unfinished_entry(tmp_path):
     assert "running" not in json.dumps(data)
 
 
+def test_ctrl_c_while_the_command_loads_its_libraries_is_one_line(monkeypatch, capsys):
+    # Ctrl-C in the first second or two (torch and datasets importing for the command's options) printed a traceback
+    import importlib
+
+    from repro.cli import main
+
+    def interrupted(name, *args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    assert main(["score", "--help"]) == 130
+    assert capsys.readouterr().err == "repro score: interrupted; run the same command again to continue.\n"
+
+
 def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tmp_path, repro_run):
     out = tmp_path / "demo"
     arguments = ["demo", "--out", str(out), "--set", "notebooks=[01_construct]"]

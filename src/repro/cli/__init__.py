@@ -45,14 +45,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(next((a for a in argv if a in COMMANDS), None))
-    args = parser.parse_args(argv)
-    try:
+    command = next((a for a in argv if a in COMMANDS), None)
+    try:  # (the command's module loads torch and datasets for its options: Ctrl-C may come then too)
+        args = build_parser(command).parse_args(argv)
         return int(importlib.import_module(args._module).main(args) or 0)
     except ReproError as exc:
-        print(f"repro {args.command}: error: {exc}", file=sys.stderr)
+        print(f"repro {command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside a notebook (a notebook's own is handled by repro run)
-        print(f"repro {args.command}: interrupted; run the same command again to continue.", file=sys.stderr)
+        print(f"repro {command}: interrupted; run the same command again to continue.", file=sys.stderr)
         return 130
 
