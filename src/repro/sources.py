@@ -92,18 +92,19 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
             raise DataError(f"{where}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet.")
         if path.stat().st_size == 0:
             raise DataError(f"{where} is an empty file: it holds no rows.")
-        if suffix != ".parquet":  # datasets takes bytes that are not UTF-8 into its strings, and reads a .gz as is
-            for _ in text_lines(path, where):
-                pass
         try:
             if suffix == ".parquet":
                 return _from_parquet([str(path)])
-            return datasets.Dataset.from_json(str(path))
+            loaded = datasets.Dataset.from_json(str(path))
+            loaded.data.table.validate(full=True)  # datasets takes bytes that are not UTF-8 into its strings
+            return loaded
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
             if suffix == ".parquet":
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
+            for _ in text_lines(path, where):  # a line that is not UTF-8 (or a .gz that is not compressed)
+                pass
             if suffix.startswith(".jsonl"):  # raises naming the first broken line
                 for line, row in iter_jsonl(path, option=parameter, name=where):
                     if not isinstance(row, dict):
