@@ -73,11 +73,12 @@ durations: install $(BYTECODE)
 
 # JupyterLab at the project root (so `runs/demo` in a notebook is the folder the file browser shows), on this
 # machine only; kernels get CurveZMQ-encrypted connections, as `repro run` gives them.
-# LAB_ARGS: more options for jupyter lab (e.g. --no-browser --port 8890); as root (a container) --allow-root
-LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+# LAB_ARGS: more options for jupyter lab (e.g. --no-browser --port 8890); as root (a container) --allow-root too
+LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: install $(BYTECODE)
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir="$(CURDIR)" \
-		--KernelManager.transport_encryption=auto $(LAB_ARGS)
+		--KernelManager.transport_encryption=auto $(LAB_ROOT) $(LAB_ARGS)
 
 # Re-resolve the whole environment (Linux x86-64, Python 3.11, extras dev) after changing pyproject.toml's
 # dependencies; tests/test_lock.py checks that the two agree.

@@ -36,6 +36,10 @@ def test_grid_arguments_read_values_as_yaml():
         "mini_index": [0, 1, 2, 3], "scorer_model": ["builtin:tiny-pairrm", "x/y"]}
     with pytest.raises(ParameterError, match="--grid expects KEY=VALUE1,VALUE2"):
         fam.parse_grid_args(["mini_index"])
+    # a key given twice: the last list replaced the first, and its members were left out without a word
+    with pytest.raises(ParameterError, match=r"--grid mini_index=2: mini_index is set twice on the command line "
+                                             r"\(--grid mini_index=0,1 before\): give its values in one --grid"):
+        fam.parse_grid_args(["mini_index=0,1", "mini_index=2"])
 
 
 def test_a_grid_expands_to_the_product_in_the_order_written(tmp_path):

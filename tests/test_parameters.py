@@ -55,10 +55,23 @@ def test_yaml_pitfalls_are_caught_or_cast(tmp_path):
     f.write_text("source: demo\nlimit: 5\nsource: other.jsonl\n")
     with pytest.raises(ParameterError, match=r"p.yaml sets 'source' twice \(lines 1 and 3\): keep one"):
         load_params_file(f)
-    for empty in ("", "# only a comment\n"):
+    for empty in ("", "# only a comment\n", "{}\n"):
         f.write_text(empty)
         with pytest.raises(ParameterError, match=r"p.yaml is empty: it sets no parameter.*params/demo.yaml"):
             load_params_file(f)
+    f.write_text("{limit: 5, limit: 6}\n")
+    with pytest.raises(ParameterError, match=r"p.yaml sets 'limit' twice \(line 1\): keep one"):
+        load_params_file(f)
+    # saved as latin-1 (a comment with an accent): a traceback of UnicodeDecodeError
+    f.write_bytes("source: demo\n# café\n".encode("latin-1"))
+    with pytest.raises(ParameterError, match=r"Params file \S*p.yaml is not UTF-8 text \(byte 0xe9 on line 2\): save "
+                                             r"it as UTF-8"):
+        load_params_file(f)
+    # a key given twice on the command line: the last won without a word, as in a file
+    f.write_text("source: demo\n")
+    with pytest.raises(ParameterError, match=r"--set limit=8: limit is set twice on the command line \(--set limit=5 "
+                                             r"before\): keep one"):
+        load_params_file(f, ["limit=5", "limit=8"])
 
 
 def test_set_overrides_and_bad_set():

@@ -16,7 +16,7 @@ from . import __version__
 from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
 from .manifest import Manifest
-from .parameters import all_fields, resolve_parameters, validate_all
+from .parameters import all_fields, once, resolve_parameters, validate_all
 from .paths import default_run_dir, resolve_user_path
 from .revisions import local_content
 
@@ -67,11 +67,13 @@ class Family:
 def parse_grid_args(items: list[str]) -> dict[str, list[Any]]:
     """`--grid KEY=V1,V2,...` items as a grid (values read as YAML: `--grid mini_index=0,1,2,3`)."""
     grid: dict[str, list[Any]] = {}
+    given: dict[str, str] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ParameterError(f"--grid expects KEY=VALUE1,VALUE2,..., got {item!r}; for example "
                                  f"--grid mini_index=0,1,2,3")
+        once(given, key.strip(), f"--grid {item}", "give its values in one --grid")
         try:
             values = yaml.safe_load(f"[{raw}]")
         except yaml.YAMLError as exc:

@@ -12,7 +12,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 
 from .errors import ParameterError, did_you_mean
-from .paths import DEMO, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of
+from .paths import DEMO, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of, utf8_text
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -482,16 +482,25 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
 def parse_set(items: list[str]) -> dict[str, Any]:
     """Parse `--set key=value` items (unknown keys refused); values are YAML scalars (types: the schemas check them)."""
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for item in items:
         if "=" not in item:
             raise ParameterError(f"--set expects KEY=VALUE, got {item!r}; for example --set mini_index=1")
         key, raw = item.split("=", 1)
         _refuse_unknown([key.strip()], f"--set {item}")  # named where the user typed it, not as if in the file
+        once(given, key.strip(), f"--set {item}", "keep one")
         try:
             out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             out[key.strip()] = raw
     return out
+
+
+def once(given: dict[str, str], key: str, item: str, fix: str) -> None:
+    """Record command-line `item` for `key`, refusing a key set twice (the last would win without a word)."""
+    if key in given:
+        raise ParameterError(f"{item}: {key} is set twice on the command line ({given[key]} before): {fix}.")
+    given[key] = item
 
 
 class _OnceLoader(yaml.SafeLoader):
@@ -502,8 +511,9 @@ class _OnceLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise ParameterError(f"sets {key!r} twice (lines {seen[key]} and {key_node.start_mark.line + 1}): "
-                                     f"keep one.")
+                lines = sorted({seen[key], key_node.start_mark.line + 1})
+                raise ParameterError(f"sets {key!r} twice (line{'s' if len(lines) > 1 else ''} "
+                                     f"{' and '.join(map(str, lines))}): keep one.")
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 
@@ -511,12 +521,12 @@ class _OnceLoader(yaml.SafeLoader):
 def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """A params file's values over those of the files its `include:` names (paths from its folder, in order)."""
     try:
-        values = yaml.load(path.read_text(), Loader=_OnceLoader)
+        values = yaml.load(utf8_text(path, "Params file"), Loader=_OnceLoader)
     except yaml.YAMLError as exc:
         raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
     except ParameterError as exc:
         raise ParameterError(f"Params file {path} {exc}") from None
-    if values is None:
+    if values is None or values == {}:
         raise ParameterError(f"Params file {path} is empty: it sets no parameter, and a run of every default builds "
                              f"the published recipe's data with PairRM. Start from params/demo.yaml (`repro run demo` "
                              f"runs it) and change what you need.")

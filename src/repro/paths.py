@@ -63,6 +63,17 @@ def wait_advice(holder: str) -> str:
                                       "Kernel > Shut Down Kernel)" if holder.startswith(KERNEL) else "")
 
 
+def utf8_text(path: Path, what: str, error: type[Exception] = ParameterError) -> str:
+    """A text file's content (a byte order mark is no text); `error` naming its line where it is not UTF-8."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise error(f"{what} {path} is not UTF-8 text (byte {raw[exc.start]:#04x} on line {line}): save it as UTF-8, "
+                    f"then run again.") from None
+
+
 def public_name(value: str) -> str:
     """A user-given path as a published file may show it: its last name (no machine path, no user name); a run's
     dataset/ folder as <run>/dataset."""

@@ -18,7 +18,7 @@ from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_text, is_main_process, world_size
 from ..parameters import PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
-from ..paths import nearest_existing
+from ..paths import nearest_existing, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import iter_jsonl
@@ -125,7 +125,7 @@ def main(args: argparse.Namespace) -> int:
     if args.chat_template is not None:
         if not args.chat_template.is_file():
             raise DataError(f"--chat-template {args.chat_template} does not exist (a Jinja template file).")
-        options["chat_template"] = args.chat_template.read_text(encoding="utf-8")
+        options["chat_template"] = utf8_text(args.chat_template, "--chat-template", DataError)
     if args.output_index is not None:
         options["output_index"] = args.output_index
     work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")  # a re-run continues from it
