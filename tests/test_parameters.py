@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,20 @@ def test_yaml_pitfalls_are_caught_or_cast(tmp_path):
     with pytest.raises(ParameterError, match=r"--set limit=8: limit is set twice on the command line \(--set limit=5 "
                                              r"before\): keep one"):
         load_params_file(f, ["limit=5", "limit=8"])
+
+
+def test_generated_candidates_are_the_ones_ranked():
+    # generate: true with n_candidates 2 and the default four candidate_columns ranked two policy texts with the
+    # source's resp2/resp3, and the card said all four were generated; n_candidates 5 with three columns left two
+    # generated texts unranked
+    for n, columns in ((2, ["resp0", "resp1", "resp2", "resp3"]), (5, ["resp0", "resp1", "resp2"])):
+        with pytest.raises(ParameterError, match=rf"candidate_columns {re.escape(str(columns))}: with generate: true the "
+                                                 rf"candidates are the n_candidates={n} generated ones, resp0 .. resp{n - 1}: set "
+                                                 rf"candidate_columns: \[{', '.join(f'resp{k}' for k in range(n))}\]"):
+            validate_all({"generate": True, "n_candidates": n, "candidate_columns": columns})
+    assert validate_all({"generate": True, "n_candidates": 2, "candidate_columns": ["resp1", "resp0"]})
+    assert validate_all({"generate": True, "n_candidates": 0, "generate_reference": True, "candidate_columns": []})
+    assert validate_all({"candidate_columns": ["resp0", "resp1", "resp2"]})  # not generated: the source's
 
 
 def test_set_overrides_and_bad_set():

@@ -444,7 +444,21 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
 def validate_all(values: dict[str, Any], where: str = "the parameters",
                  set_keys: Collection[str] = ()) -> dict[str, _Params]:
     """Validate a whole params file against every schema; returns one object per section."""
-    return {name: build(schema, values, where, set_keys) for name, schema in SCHEMAS.items()}
+    sections = {name: build(schema, values, where, set_keys) for name, schema in SCHEMAS.items()}
+    check_generated_columns(sections["construct"], sections["generation"])
+    return sections
+
+
+def check_generated_columns(construct: "ConstructParams", generation: "GenerationParams") -> None:
+    """With `generate`, the candidates ranked are exactly the generated resp0 .. resp{n-1} (a source's own columns
+    beside them would be ranked as if generated; a generated one left out, generated for nothing)."""
+    made = [f"resp{k}" for k in range(generation.n_candidates)]
+    if construct.generate and sorted(construct.candidate_columns) != sorted(made):
+        raise ParameterError(
+            f"candidate_columns {construct.candidate_columns}: with generate: true the candidates are the "
+            f"n_candidates={generation.n_candidates} generated ones, resp0 .. resp{generation.n_candidates - 1}: set "
+            f"candidate_columns: [{', '.join(made)}] (or n_candidates to the number of columns). To rank a source's "
+            f"own responses, set generate: false.")
 
 
 def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from ..dataset_io import row_prompt_id, write_split
 from ..errors import DataError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
-from ..parameters import TIE_RULE, ConstructParams, GenerationParams
+from ..parameters import TIE_RULE, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
 from ..revisions import local_content, pinned_model
 from ..slicing import plan_slice
@@ -74,6 +74,8 @@ def rows_for_test_split(p: ConstructParams, available: int, where: str | None = 
 def begin(params: ConstructParams, generation: GenerationParams | None = None) -> Context:
     """Open the run directory and its manifest (started here, with the generation cell's parameters too, when
     papermill runs the notebook on its own)."""
+    if generation is not None:
+        check_generated_columns(params, generation)
     run, notebook = RunDir(params.run_root), "01_construct"
     manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
     manifest.refuse_other_parameters(parameters, notebook)
