@@ -119,6 +119,17 @@ def test_04_compare_without_a_reference_is_refused_before_the_run(bare_machine):
     assert not check.ok and check.detail.startswith("Parameter reference is not set: name the published dataset")
 
 
+
+def test_the_analysis_of_a_selm_layout_is_refused_before_the_run(bare_machine):
+    # output_format: selm with the default notebooks built the data, then 02_analyze failed for want of scores
+    values = resolve_parameters({"notebooks": ["01_construct", "02_analyze", "03_card"], "output_format": "selm",
+                                 "scorer_model": "builtin:tiny-pairrm"})
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}["02_analyze"]
+    assert not check.ok and check.detail.startswith("output_format: selm writes SELM's columns, which carry no scores")
+    values["notebooks"] = ["01_construct", "03_card"]
+    assert "02_analyze" not in {c.what for c in preflight.preflight(values, bare_machine / "run")}
+
+
 def test_the_scorer_prompts_tokenizer_is_a_need_only_when_its_template_is_used(bare_machine):
     values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm",
                                  "scorer_prompt": "chat_template", "scorer_prompt_tokenizer": "owner/chat-tokenizer"})

@@ -217,11 +217,18 @@ def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
             and "01_construct" not in notebooks[:notebooks.index(name)]]
 
 
-def unset_checks(values: dict[str, Any]) -> list[Check]:
-    """A notebook's input that has no default and is not set (04_compare's reference)."""
-    if "04_compare" not in (values.get("notebooks") or ()) or values.get("reference"):
-        return []
-    return [Check("reference", False, prose("compare", "no_reference"))]
+def combination_checks(values: dict[str, Any]) -> list[Check]:
+    """Notebooks that cannot run with these values: 04_compare without a reference (it has no default), 02_analyze of
+    this run's dataset in SELM's layout (which carries no scores)."""
+    notebooks, checks = values.get("notebooks") or (), []
+    if "04_compare" in notebooks and not values.get("reference"):
+        checks.append(Check("reference", False, prose("compare", "no_reference")))
+    if "02_analyze" in notebooks and "01_construct" in notebooks and not values.get("dataset") and \
+            values.get("output_format") == "selm":
+        checks.append(Check("02_analyze", False, "output_format: selm writes SELM's columns, which carry no scores: "
+                                                 "02_analyze has none to analyse. Leave it out of notebooks (SELM's "
+                                                 "recipe lists 01_construct and 03_card), or choose another format"))
+    return checks
 
 
 def estimated_bytes(values: dict[str, Any]) -> int:
@@ -253,7 +260,7 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
 def preflight(values: dict[str, Any], run_root: Path) -> list[Check]:
     """Every check, in the order a user fixes them: machine, packages, inputs, disk."""
     inputs, download = input_checks(values)
-    return [*device_checks(values), *package_checks(values), *unset_checks(values), *inputs,
+    return [*device_checks(values), *package_checks(values), *combination_checks(values), *inputs,
             *run_dataset_checks(values, run_root),
             *publish_checks(values), disk_check(values, run_root, download)]
 
