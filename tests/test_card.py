@@ -408,6 +408,32 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert "所有分数都是 0：常数分数无法排序（每一对都是平局）；请检查打分模型和数据" in body
 
 
+def test_a_recipe_layout_built_here_shows_to_trl_and_its_background(tmp_path):
+    # a Snorkel-layout run built here: "How to use" said to check its format against TRL's (to_trl reads it), and
+    # "Background" called the data's background unknown, for rows this run built from UltraFeedback prompts
+    from repro.construct.pairs import build_row
+    from repro.exporters import export_rows
+
+    rows, picks = [], []
+    for r in seed_rows(12):
+        texts = [r["chosen"][-1]["content"], r["rejected"][-1]["content"], "A third answer."]
+        scores = [r["score_chosen"], r["score_rejected"], 0.0]
+        picks.append((0, 1))
+        rows.append(build_row(r, r["prompt"], texts, scores, messages="chosen", keep_all_candidates=True, pick=(0, 1)))
+    ds = export_rows("snorkel", rows, picks)
+    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    def part(text, heading):  # up to the next second-level heading (the code's comments start with "# ")
+        start = text.index(heading + "\n") + len(heading)
+        return text[start:text.index("\n## ", start)]
+
+    use = part(en, "## How to use")
+    assert "train = to_trl(ds)" in use and "check its format against TRL's dataset formats" not in use
+    assert 'row["score_chosen"]' not in use  # the seed's columns, which this layout lacks, are not in its code
+    assert "belongs to a family built on UltraFeedback" in part(en, "## Background")
+    assert "train = to_trl(ds)" in part(zh, "## 使用方法")
+
+
 def test_the_chinese_half_is_chinese(tmp_path):
     make_run(tmp_path / "run")
     _, card_path = card_for(tmp_path / "run")
