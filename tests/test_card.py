@@ -560,6 +560,17 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     assert "数据行不含可分析的分数" in zh
 
 
+def test_generation_with_a_seed_per_candidate_names_those_seeds(tmp_path):
+    # SPPO draws candidate k with seed candidate_seeds[k]; the card said "seed 0" (generation_seed, unused then)
+    run = make_run(tmp_path / "run", metrics=False)["run"]
+    Manifest(run).record("generation", {"policy_model": "builtin:tiny-policy", "stand_in": True, "n_candidates": 3,
+                                        "generate_reference": False, "max_new_tokens": 64, "temperature": 1.0,
+                                        "top_p": 0.9, "generation_seed": 0, "candidate_seeds": [0, 50, 100]})
+    en, zh = halves(card_for(run.root)[1])
+    assert "3 per prompt, temperature 1, top_p 0.9, at most 64 new tokens, seeds 0, 50, 100 (one per candidate)." in en
+    assert "最多 64 个新 token，随机种子 0、50、100（每个候选一个）。" in zh
+
+
 def test_preview_links_the_figures_from_the_notebook_and_the_card_keeps_relative_links(tmp_path, monkeypatch):
     make_run(tmp_path / "run")
     facts, card_path = card_for(tmp_path / "run")
