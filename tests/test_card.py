@@ -558,6 +558,10 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     assert "> **Stand-in scores.** The scores that chose `chosen` and `rejected` come from `builtin:tiny-pairrm`" in en
     assert "the rows carry no scores to analyse" in en and "02_analyze.ipynb` on this run" not in en
     assert "数据行不含可分析的分数" in zh
+    # the generated reference is described as generated, not "carried over from the source"
+    assert "A reference response to the prompt, generated here by `builtin:tiny-policy`, greedily (temperature 0)." in en
+    assert "提示词的参考回复，由 `builtin:tiny-policy` 在本项目中以贪心方式（temperature 0）生成。" in zh
+    assert "carried over from the source" not in en
 
 
 def test_generation_with_a_seed_per_candidate_names_those_seeds(tmp_path):
