@@ -357,6 +357,12 @@ def test_a_reward_models_scores_are_not_expected_to_keep_pairrms_invariants(tmp_
     Manifest(run).record("scorer", {"model": "llm-blender/PairRM"})  # PairRM's kind: its invariants are expected
     m = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)).metrics
     assert m["invariants"]["expected_to_hold"] is True and "as PairRM's are" in m["scale"]["sentence"]
+    # a pair rule other than best vs worst: the sign order is not the pair's to keep (the headline says why)
+    Manifest(run).update(parameters={"selection": "best_second"})
+    m = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)).metrics
+    assert m["invariants"]["selection"] == "best_second"
+    assert ("the pair is not each row's best and worst (selection best_second), so score_chosen >= 0 >= "
+            "score_rejected need not hold") in analysis.headline(m)
 
 
 def test_dataset_split_names_another_split_of_the_runs_own_dataset(tmp_path):

@@ -399,6 +399,18 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert body.count("not applicable: the scores are ratings, not PairRM scores.") == 3
     assert "the scores are ratings on a grid of 0.5 from 1 to 10 (19 distinct values)" in body
     assert "分数是以 0.5 为间隔、从 1 到 10 的评分（19 个不同取值）" in body
+    # a pair that is not each row's best and worst (selection best_second): the sign order and "chosen is the best"
+    # are not PairRM's to keep, and were reported broken in every row; the sum over a row's candidates still holds
+    facts.metrics["invariants"].update(expected_to_hold=True, sign_order_fails=20, selection="best_second")
+    facts.metrics["scale"] = {"kind": "logit", "grid_step": 0.5, "grid_fraction": 0.0, "min": -1.0, "max": 1.0,
+                              "distinct_values": 40}
+    body = repro_card.render_body(facts)
+    assert body.count("not applicable: the pair is not each row's best and worst (selection `best_second`).") == 2
+    assert "a row's candidate scores sum to 0: holds in 24 of 24 rows." in body and facts.sign_order_fails == 0
+    assert "break PairRM's sign order" not in body
+    assert body.count("不适用：每行的偏好对不是最高分与最低分（selection `best_second`）。") == 2
+    del facts.metrics["invariants"]["selection"]
+    facts.metrics["invariants"]["expected_to_hold"] = False
     # constant scores (a scorer that gave every text 0): not ratings, as the analysis used to say
     facts.metrics["scale"] = {"kind": "constant", "grid_step": 0.5, "grid_fraction": 1.0, "min": 0.0, "max": 0.0,
                               "distinct_values": 1}

@@ -48,6 +48,7 @@ class ScoreData:
     excluded_reasons: dict[str, int]
     table: pa.Table = field(repr=False)
     scorer: dict[str, Any] | None = None
+    selection: str | None = None  # the pair rule of the dataset's making (its manifest's), when recorded
     # per-row response lengths of the kept rows that have both responses (`length_rows` marks them), or why not
     lengths: dict[str, np.ndarray] | None = field(default=None, repr=False)
     length_rows: np.ndarray | None = field(default=None, repr=False)
@@ -186,12 +187,14 @@ def load(p: AnalyzeParams) -> ScoreData:
     lengths, length_rows, why = response_lengths(table, keep)
     try:  # the scorer the manifest of the dataset's making records (this run's, or that of the run `dataset` names)
         manifest = run.manifest if p.dataset is None else run_manifest_of(p.dataset)
-        scorer = json.loads(manifest.read_text()).get("scorer")
+        recorded = json.loads(manifest.read_text())
+        scorer, selection = recorded.get("scorer"), (recorded.get("parameters") or {}).get("selection")
     except (AttributeError, OSError, ValueError):  # no manifest, or not one
-        scorer = None
+        scorer = selection = None
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, digest=scores_digest(table),
                      score_chosen=chosen, score_rejected=rejected, row_index=keep, excluded_reasons=reasons,
-                     table=table, scorer=scorer if isinstance(scorer, dict) else None, lengths=lengths,
+                     table=table, scorer=scorer if isinstance(scorer, dict) else None,
+                     selection=selection if isinstance(selection, str) else None, lengths=lengths,
                      length_rows=length_rows, length_reason=why)
 
 
@@ -277,6 +280,7 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, data.pairwise)
     ragged = candidate_score_lists(data.table, CANDIDATE_SCORES, data.row_index)
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit" and data.pairwise,
+                             **({"selection": data.selection} if data.selection not in (None, "best_worst") else {}),
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
                              "candidate_scores": None if ragged is None else stats.candidate_score_invariants(
                                  *ragged, data.score_chosen, data.score_rejected)}

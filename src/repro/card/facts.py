@@ -195,8 +195,9 @@ class CardFacts:
         if inv.get("expected_to_hold") is False:
             kind = str(_get(m, "scale", "kind"))
             return [{"check": c, "not_applicable": "not_pairrm", "kind": kind} for c in ("sign", "antisymmetry", "sum")]
-        out = []
-        if isinstance(inv.get("sign_order_fails"), int):
+        rule = inv.get("selection")  # a pair rule other than best vs worst: no row's pair need be its extremes
+        out = [{"check": "sign", "not_applicable": "selection", "rule": rule}] if rule else []
+        if isinstance(inv.get("sign_order_fails"), int) and not rule:
             out.append({"check": "sign", "holds": [n - inv["sign_order_fails"], n]})
         cand = inv.get("candidate_scores")
         two = _get(cand, "two_candidate_rows")
@@ -213,7 +214,9 @@ class CardFacts:
             out.append({"check": "antisymmetry", "not_applicable": "no_candidate_scores"})
         if isinstance(_get(cand, "sum_to_zero_holds"), int):
             for check, key in (("sum", "sum_to_zero_holds"), ("best", "chosen_is_best_and_rejected_is_worst")):
-                if isinstance(cand.get(key), int):
+                if check == "best" and rule:
+                    out.append({"check": check, "not_applicable": "selection", "rule": rule})
+                elif isinstance(cand.get(key), int):
                     out.append({"check": check, "holds": [cand[key], cand.get("rows", n)]})
         else:
             out.append({"check": "sum", "not_applicable": "no_candidate_scores"})
@@ -236,7 +239,8 @@ class CardFacts:
     def sign_order_fails(self) -> int:
         """The rows breaking PairRM's sign order, where the analysis expected it to hold (else 0)."""
         invariants = _get(self.metrics, "invariants") or {}
-        return invariants.get("sign_order_fails") or 0 if invariants.get("expected_to_hold") else 0
+        expected = invariants.get("expected_to_hold") and not invariants.get("selection")
+        return invariants.get("sign_order_fails") or 0 if expected else 0
 
     @property
     def pairrm_scores(self) -> bool:
