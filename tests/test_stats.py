@@ -290,6 +290,10 @@ def test_detect_scale():
     logits = stats.detect_scale(np.abs(rng.normal(size=50)), -np.abs(rng.normal(size=50)))
     assert logits["kind"] == "logit" and "logits" in logits["sentence"]
     assert stats.detect_scale(np.array([40.0, 90.0]), np.array([10.0, 50.0]))["kind"] == "unclear"  # 0-100 points
+    # labels of 1 and 0 (or two values on the grid): no rating scale can be told from two values, and no tie is
+    # "common" among them
+    for chosen, rejected in ((np.ones(30), np.zeros(30)), (np.full(30, 5.0), np.r_[np.full(29, 5.0), 5.5])):
+        assert stats.detect_scale(chosen, rejected)["kind"] == "unclear"
     # every score one value (on the rating grid, inside 1-10 too): constant, not ratings
     for value in (0.0, 5.0):
         constant = stats.detect_scale(np.full(60, value), np.full(60, value))

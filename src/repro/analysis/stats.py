@@ -273,8 +273,8 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise:
     lo, hi = float(v.min()), float(v.max())
     distinct = int(np.unique(v).size)
     in_range = RATING_RANGE[0] <= lo and hi <= RATING_RANGE[1]
-    kind = ("constant" if distinct == 1 else "rating" if grid_fraction == 1.0 and in_range else
-            "logit" if grid_fraction < 0.5 else "unclear")
+    kind = ("constant" if distinct == 1 else "rating" if grid_fraction == 1.0 and in_range and distinct >= 3 else
+            "logit" if grid_fraction < 0.5 else "unclear")  # (two values: labels, or too few to tell a scale)
     sentence = prose("report", "scale_sentence", kind, v.size, RATING_GRID_STEP, lo, hi, distinct, grid_fraction,
                      pairwise)
     return {"kind": kind, "grid_step": RATING_GRID_STEP, "grid_fraction": grid_fraction, "distinct_values": distinct,
