@@ -484,6 +484,12 @@ def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     flagged = table.loc[[rows[k]["prompt_id"] for k in (3, 5, 8)]]
     assert list(flagged["explanation"]) == ["a NaN, infinite or missing score (left out of the score agreement)"] * 3
     assert list(flagged["max_abs_score_difference"]) == [0, 0, 0] and len(table) == 3  # of the finite ones
+    for r in rows:  # every reference score NaN: said so, not only "0 score(s) of the same text"
+        r["score_chosen"] = r["score_rejected"] = float("nan")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    reason = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result[
+        "scores"]["reason"]
+    assert reason == "only 0 score(s) of the same text on both sides (80 more NaN, infinite or missing on one side)"
     from repro.card import CardFacts, render_section
 
     facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,

@@ -380,7 +380,10 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
                                             np.bincount(m["which"][ok], minlength=3).tolist())),
                            "difference": "candidate − reference"}
     if ok.sum() < 2:
-        return {**out, "available": False, "reason": f"only {int(ok.sum())} score(s) of the same text on both sides"}
+        left_out = f" ({out['excluded_nonfinite']} more NaN, infinite or missing on one side)" \
+            if out["excluded_nonfinite"] else ""
+        return {**out, "available": False,
+                "reason": f"only {int(ok.sum())} score(s) of the same text on both sides{left_out}"}
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
     mr, mc = (m[al.categories == 0] for m in al.margins())
