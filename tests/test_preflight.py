@@ -111,6 +111,11 @@ def test_a_folder_without_a_dataset_is_missing_before_the_run(bare_machine):
     values = resolve_parameters({"notebooks": ["04_compare"], "reference": str(folder), "candidate": str(folder)})
     check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"reference: {folder}"]
     assert not check.ok and check.detail.startswith("holds no data files (.jsonl, .json, .parquet")
+    table = bare_machine / "one.csv"  # a type the loader does not read: said before the run, not at its load
+    table.write_text("prompt,score_chosen\np,1\n")
+    values = resolve_parameters({"notebooks": ["02_analyze"], "dataset": str(table)})
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"dataset: {table}"]
+    assert not check.ok and check.detail == "unsupported file type '.csv'; use .jsonl, .json or .parquet"
 
 
 def test_04_compare_without_a_reference_is_refused_before_the_run(bare_machine):

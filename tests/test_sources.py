@@ -72,6 +72,20 @@ def test_a_folder_without_a_dataset_is_said_to_hold_none(tmp_path):
     for folder in (report, tmp_path / "figures"):
         with pytest.raises(DataError, match=r"holds no data files \(\.jsonl, \.json, \.parquet"):
             load_source(str(folder), "train_prefs", "reference")
+    # a run's own subfolders, a folder of runs, and a family's folder
+    (run / "dataset").mkdir()
+    (run / "tables").mkdir()
+    (run / "tables" / "summary_statistics.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(DataError, match=r"is the tables/ folder of the run \S*run, not a dataset: give the run "
+                                        r"directory itself"):
+        load_source(str(run / "tables"), "train_prefs", "dataset")
+    with pytest.raises(DataError, match=r"holds run directories, not one dataset: give one of them"):
+        load_source(str(tmp_path), "train_prefs", "dataset")
+    family = tmp_path / "fam"
+    family.mkdir()
+    (family / "manifest.json").write_text('{"notebooks": {"05_family": {"status": "done"}}}')
+    with pytest.raises(DataError, match=r"is a family's folder: give one of its members"):
+        load_source(str(family), "train_prefs", "dataset")
     mine = tmp_path / "mine"  # a folder of the user's data files still loads
     mine.mkdir()
     (mine / "rows.jsonl").write_text('{"prompt": "p"}\n')

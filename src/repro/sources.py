@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 
 from .dataset_io import split_files
 from .errors import DataError, DatasetLoadError
-from .paths import DEMO, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id
+from .parameters import FAMILY_NOTEBOOK
+from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id
 from .revisions import check_revision_target, hub_offline
 
 
@@ -61,13 +62,37 @@ def _dataset_of(path: Path) -> Path:
 DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
 
 
+FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
+
+
+def _suffix(path: Path) -> str:
+    return "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
+
+
+def file_problem(path: Path) -> str | None:
+    """Why file `path` cannot be a dataset (a type this loader does not read, no bytes), or None."""
+    if _suffix(path) not in FILE_SUFFIXES:
+        return f": unsupported file type {_suffix(path)!r}; use .jsonl, .json or .parquet"
+    return " is an empty file: it holds no rows" if path.stat().st_size == 0 else None
+
+
 def folder_problem(path: Path) -> str | None:
     """Why folder `path` holds no dataset to read (a run directory without one; no data files but this package's
     own records), or None."""
-    run = RunDir(path)
+    run, parent = RunDir(path), RunDir(path.parent)
     if run.manifest.is_file() and not run.dataset.is_dir():
+        try:
+            family = list(json.loads(run.manifest.read_text()).get("notebooks") or ()) == [FAMILY_NOTEBOOK]
+        except (OSError, ValueError, AttributeError):
+            family = False
+        if family:
+            return "is a family's folder: give one of its members (a folder in it), or a list of them"
         return (f"is a run directory without a dataset (no {run.dataset.name}/: its 01_construct has not finished); "
                 f"build it first (`repro run` with 01_construct), or give the path of a dataset")
+    if parent.manifest.is_file() and path.name in ("work", "tables", "figures", "notebooks"):
+        return f"is the {path.name}/ folder of the run {path.parent}, not a dataset: give the run directory itself"
+    if not run.manifest.is_file() and any((child / MANIFEST_JSON).is_file() for child in path.iterdir()):
+        return "holds run directories, not one dataset: give one of them (04_compare's reference takes a list)"
     own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
     if not any(f.suffix in DATA_SUFFIXES and f not in own and f.is_file() for f in path.rglob("*")):
         return ("holds no data files (.jsonl, .json, .parquet, .csv, .arrow; a save_to_disk folder; "
@@ -87,11 +112,9 @@ def local_splits(path: Path) -> list[str] | None:
 def _load_local(path: Path, split: str, parameter: str, split_parameter: str) -> datasets.Dataset:
     where = f"{parameter} {str(path)!r}"
     if path.is_file():
-        suffix = "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
-        if suffix not in (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet"):
-            raise DataError(f"{where}: unsupported file type {suffix!r}; use .jsonl, .json or .parquet.")
-        if path.stat().st_size == 0:
-            raise DataError(f"{where} is an empty file: it holds no rows.")
+        if why := file_problem(path):
+            raise DataError(f"{where}{why}.")
+        suffix = _suffix(path)
         try:
             if suffix == ".parquet":
                 return _from_parquet([str(path)])

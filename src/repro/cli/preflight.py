@@ -16,7 +16,7 @@ from ..errors import DataError, ReproError
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS
 from ..paths import beside_hint, is_hub_id, nearest_existing
 from ..revisions import hub_offline, publish_blocker
-from ..sources import folder_problem, local_splits
+from ..sources import file_problem, folder_problem, local_splits
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -140,9 +140,10 @@ def _input_check(need: Need) -> tuple[Check, int]:
         if lacking := [(key, split) for key, split in need.splits if splits and split not in splits]:
             return Check(what, False, "; ".join(f"local dataset without split {split!r} (it has {splits}): set {key} "
                                                 f"to one of those" for key, split in lacking)), 0
-        if there and need.repo_type == "dataset" and not splits and Path(need.value).is_dir() and \
-                (why := folder_problem(Path(need.value))):
-            return Check(what, False, why), 0
+        path = Path(need.value)
+        if there and need.repo_type == "dataset" and not splits and \
+                (why := folder_problem(path) if path.is_dir() else file_problem(path)):
+            return Check(what, False, why.removeprefix(": ").strip()), 0
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
                      + beside_hint(need.value)), 0
