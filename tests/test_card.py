@@ -910,6 +910,14 @@ def test_a_foreign_card_from_scores_alone_claims_nothing_it_was_not_told(tmp_pat
     en, zh = halves(card_path)
     assert "The licence of this dataset is not stated" in en and "Its sources are not known to this project." in en
     assert "本数据集的许可未说明" in zh and "本项目不了解其来源" in zh
+    # one score written as text: datasets makes the column JSON text, which the card would publish as is
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(json.dumps({"score_chosen": "7.5" if i == 5 else 1.0, "score_rejected": 0.0}) + "\n"
+                             for i in range(12)))
+    with pytest.raises(DataError, match=r"card_dataset '\S*mixed.jsonl': column 'score_chosen' must hold numbers .*"
+                                        r"point `card_dataset` at"):
+        card_for(tmp_path / "run2", card_dataset=str(mixed))
+    assert not (tmp_path / "run2").exists()
     told_nothing = ("UltraFeedback", "PairRM", "HuggingFaceH4", "MIT", "mit", "GPT-4", "llm-blender", "SELM",
                     "SPPO", "Zephyr", "ZHLiu627")
     for text in (en, zh, card.data.to_yaml()):

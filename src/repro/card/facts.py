@@ -13,7 +13,7 @@ from typing import Any
 import datasets
 from datasets import Features
 
-from ..analysis.report import NONFINITE, SCORE_COLUMNS, scores_digest
+from ..analysis.report import NONFINITE, SCORE_COLUMNS, score_array, scores_digest
 from ..dataset_io import SEED_FEATURES, prompt_id_of, split_files, write_split
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
@@ -291,6 +291,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
     # read before anything is written: a missing or unreadable card_dataset writes nothing (not even the folder)
     foreign = None if card_dataset is None else load_source(card_dataset, params.card_split, "card_dataset",
                                                             "card_split")
+    if foreign is not None:  # scores of another type than numbers would be published as such (a Json column)
+        scored = [c for c in SCORE_COLUMNS if c in foreign.column_names]
+        table = foreign.select_columns(scored).with_format("arrow")[:] if scored else None
+        for column in scored:
+            score_array(table, column, f"card_dataset {card_dataset!r}", "card_dataset")
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
