@@ -678,6 +678,22 @@ def test_gather_facts_reads_what_the_run_recorded(tmp_path):
     assert facts.comparison == comparison and facts.built_here
 
 
+def test_the_rows_another_scorer_cut_are_stated_too(tmp_path):
+    # a second reward model (max_length 512) cut 23 of 30 rows' conversations, so 7 rows had every candidate scored
+    # alike; the card stated the primary scorer's truncation only
+    make_run(tmp_path / "run")
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["scorers"] = [
+        {"name": "primary", "column": "candidate_scores", "decides_pairs": True, "model": "builtin:tiny-pairrm"},
+        {"name": "rm_deb", "column": "candidate_scores_rm_deb", "decides_pairs": False, "kind": "sequence_classifier",
+         "model": "builtin:tiny-reward-deberta", "max_length": 512, "rows_truncated": 23}]
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "`rm_deb` cut the conversations of 23 rows to their first 512 tokens (candidates cut alike score alike)." in en
+    assert "`rm_deb` 将 23 行的对话截断为前 512 个 token（截断后相同的候选得分相同）。" in zh
+
+
 def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
     make_run(tmp_path / "run", stand_in=True)
     _, card_path = card_for(tmp_path / "run")
