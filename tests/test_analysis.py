@@ -361,6 +361,8 @@ def test_a_reward_models_scores_are_not_expected_to_keep_pairrms_invariants(tmp_
     Manifest(run).update(parameters={"selection": "best_second"})
     m = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)).metrics
     assert m["invariants"]["selection"] == "best_second"
+    assert "so score_chosen >= 0 >= score_rejected need not hold" in m["scale"]["sentence"]
+    assert "are expected to hold" not in m["scale"]["sentence"]
     assert ("the pair is not each row's best and worst (selection best_second), so score_chosen >= 0 >= "
             "score_rejected need not hold") in analysis.headline(m)
 

@@ -408,6 +408,7 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert body.count("not applicable: the pair is not each row's best and worst (selection `best_second`).") == 2
     assert "a row's candidate scores sum to 0: holds in 24 of 24 rows." in body and facts.sign_order_fails == 0
     assert "break PairRM's sign order" not in body
+    assert "ties should be rare and PairRM's invariants should hold" not in body and "ties should be rare." in body
     assert body.count("不适用：每行的偏好对不是最高分与最低分（selection `best_second`）。") == 2
     del facts.metrics["invariants"]["selection"]
     facts.metrics["invariants"]["expected_to_hold"] = False

@@ -40,6 +40,13 @@ def test_grid_arguments_read_values_as_yaml():
     with pytest.raises(ParameterError, match=r"--grid mini_index=2: mini_index is set twice on the command line "
                                              r"\(--grid mini_index=0,1 before\): give its values in one --grid"):
         fam.parse_grid_args(["mini_index=0,1", "mini_index=2"])
+    # --set and --grid of one key: the grid's values won, the --set value was dropped without a word
+    from repro import cli
+
+    args = cli.build_parser("run").parse_args(["run", str(ROOT / "params" / "demo.yaml"), "--set", "limit=5", "--grid",
+                                               "limit=6,7", "--check"])  # (imports repro.cli.family)
+    with pytest.raises(ParameterError, match=r"--grid and --set both give limit: a member takes the grid's value"):
+        cli.family.main(args)
 
 
 def test_a_grid_expands_to_the_product_in_the_order_written(tmp_path):

@@ -65,7 +65,7 @@ def test_yaml_pitfalls_are_caught_or_cast(tmp_path):
         load_params_file(f)
     # saved as latin-1 (a comment with an accent): a traceback of UnicodeDecodeError
     f.write_bytes("source: demo\n# café\n".encode("latin-1"))
-    with pytest.raises(ParameterError, match=r"Params file \S*p.yaml is not UTF-8 text \(byte 0xe9 on line 2\): save "
+    with pytest.raises(ParameterError, match=r"^Params file \S*p.yaml is not UTF-8 text \(byte 0xe9 on line 2\): save "
                                              r"it as UTF-8"):
         load_params_file(f)
     # a key given twice on the command line: the last won without a word, as in a file

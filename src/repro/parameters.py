@@ -534,8 +534,9 @@ class _OnceLoader(yaml.SafeLoader):
 
 def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """A params file's values over those of the files its `include:` names (paths from its folder, in order)."""
+    text = utf8_text(path, "Params file")
     try:
-        values = yaml.load(utf8_text(path, "Params file"), Loader=_OnceLoader)
+        values = yaml.load(text, Loader=_OnceLoader)
     except yaml.YAMLError as exc:
         raise ParameterError(f"Params file {path} is not valid YAML: {exc}") from None
     except ParameterError as exc:

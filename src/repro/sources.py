@@ -86,7 +86,7 @@ def folder_problem(path: Path) -> str | None:
         except (OSError, ValueError, AttributeError):
             family = False
         if family:
-            return "is a family's folder: give one of its members (a folder in it), or a list of them"
+            return "is a family's folder: give one of its members (a folder in it)"
         return (f"is a run directory without a dataset (no {run.dataset.name}/: its 01_construct has not finished); "
                 f"build it first (`repro run` with 01_construct), or give the path of a dataset")
     if parent.manifest.is_file() and path.name in ("work", "tables", "figures", "notebooks"):

@@ -277,10 +277,11 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             "response": "the last assistant message of chosen / rejected (or the text itself)",
             "tokens": "whitespace-separated tokens, as str.split() counts them",
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
-    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, data.pairwise)
+    rule = data.selection if data.selection not in (None, "best_worst") else None
+    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, data.pairwise, rule)
     ragged = candidate_score_lists(data.table, CANDIDATE_SCORES, data.row_index)
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit" and data.pairwise,
-                             **({"selection": data.selection} if data.selection not in (None, "best_worst") else {}),
+                             **({"selection": rule} if rule else {}),
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
                              "candidate_scores": None if ragged is None else stats.candidate_score_invariants(
                                  *ragged, data.score_chosen, data.score_rejected)}

@@ -15,7 +15,8 @@ from typing import Any
 from ..cache import check_format
 from ..errors import ParameterError
 from ..family import Family, Member, is_done, parse_grid_args, plan_family
-from ..parameters import FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, resolve_parameters, validate_all
+from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
+                          validate_all)
 from ..paths import RunDir, find_params
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -155,6 +156,9 @@ def main(args: argparse.Namespace) -> int:
     params_file = find_params(args.params)
     values = load_params_file(params_file, args.overrides)
     grid_args = parse_grid_args(args.grid)
+    if both := sorted(set(grid_args) & set(parse_set(args.overrides or []))):  # the grid's value would win unsaid
+        raise ParameterError(f"--grid and --set both give {', '.join(both)}: a member takes the grid's value; give "
+                             f"it once.")
     row_cache = validate_all(values)["construct"].row_cache
     if row_cache is not None:  # a row cache of another key format (repro.cache) is refused before any notebook runs
         check_format(row_cache)
