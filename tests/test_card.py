@@ -695,6 +695,21 @@ def test_the_rows_another_scorer_cut_are_stated_too(tmp_path):
     assert "`rm_deb` 将 23 行的对话截断为前 512 个 token（截断后相同的候选得分相同）。" in zh
 
 
+def test_the_selection_paragraph_gives_the_rules_own_values(tmp_path):
+    # best_random said "seed `selection_seed`" (its value only in the parameters table) and then the best/worst
+    # tie rule ("rejected = the last with the lowest"), which is not this rule's
+    make_run(tmp_path / "run")
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["parameters"].update(selection="best_random", selection_seed=3)
+    manifest.setdefault("stages", {})["pairs"] = {"tie_rule": "chosen = first highest score, rejected = last lowest"}
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "`rejected` a candidate of another text drawn at random (seed `selection_seed`, per `prompt_id`). " \
+           "`selection_seed` is 3." in en
+    assert "Ties:" not in en and "`selection_seed` 为 3。" in zh
+
+
 def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
     make_run(tmp_path / "run", stand_in=True)
     _, card_path = card_for(tmp_path / "run")
