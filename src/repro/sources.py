@@ -89,7 +89,7 @@ def folder_problem(path: Path) -> str | None:
             return "is a family's folder: give one of its members (a folder in it)"
         return (f"is a run directory without a dataset (no {run.dataset.name}/: its 01_construct has not finished); "
                 f"build it first (`repro run` with 01_construct), or give the path of a dataset")
-    if parent.manifest.is_file() and path.name in ("work", "tables", "figures", "notebooks"):
+    if parent.manifest.is_file() and path in (parent.work, parent.tables, parent.figures, parent.notebooks):
         return f"is the {path.name}/ folder of the run {path.parent}, not a dataset: give the run directory itself"
     if not run.manifest.is_file() and any((child / MANIFEST_JSON).is_file() for child in path.iterdir()):
         return "holds run directories, not one dataset: give one of them (04_compare's reference takes a list)"

@@ -72,13 +72,12 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: 
             raise DataError(f"selection {rule!r} needs the candidates' texts (one per score) to measure lengths.")
         return best_worst([s - p.length_penalty * len(t) for s, t in zip(scores, texts)])
     # a candidate whose text another has already is no second choice: the rules below pick among distinct texts
-    distinct = list(range(n)) if texts is None else list({t: i for i, t in reversed(list(enumerate(texts)))}.values())
+    distinct = list(range(n)) if texts is None else sorted({t: i for i, t in reversed(list(enumerate(texts)))}.values())
     if rule == "random_pair":
-        distinct.sort()
         a, b = (distinct[int(i)] for i in row_rng(p.selection_seed, key).choice(len(distinct), size=2, replace=False))
         return (a, b) if scores[a] >= scores[b] else (b, a)
     chosen = max(range(n), key=scores.__getitem__)  # best_second, best_random: the (first) best against another
-    others = [i for i in sorted(distinct) if i != chosen and (texts is None or texts[i] != texts[chosen])]
+    others = [i for i in distinct if i != chosen and (texts is None or texts[i] != texts[chosen])]
     if rule == "best_second":
         return chosen, max(others, key=scores.__getitem__)
     return chosen, others[int(row_rng(p.selection_seed, key).integers(len(others)))]
