@@ -392,19 +392,20 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert "两个候选的行中 `score_chosen` = −`score_rejected`：不适用：没有恰好两个候选的行（每行有 3 到 4 个候选）。" in body
     assert "a row's candidate scores sum to 0: holds in 24 of 24 rows." in body
     # ratings (H4's GPT-4 scores): none of PairRM's invariants applies
+    def with_scale(kind, lo, hi, distinct, fraction):  # the card of these facts, the analysis reading `kind`
+        facts.metrics["scale"] = {"kind": kind, "grid_step": 0.5, "grid_fraction": fraction, "min": lo, "max": hi,
+                                  "distinct_values": distinct}
+        return repro_card.render_body(facts)
+
     facts.metrics["invariants"]["expected_to_hold"] = False
-    facts.metrics["scale"] = {"kind": "rating", "grid_step": 0.5, "grid_fraction": 1.0, "min": 1.0, "max": 10.0,
-                              "distinct_values": 19}
-    body = repro_card.render_body(facts)
+    body = with_scale("rating", 1.0, 10.0, 19, 1.0)
     assert body.count("not applicable: the scores are ratings, not PairRM scores.") == 3
     assert "the scores are ratings on a grid of 0.5 from 1 to 10 (19 distinct values)" in body
     assert "分数是以 0.5 为间隔、从 1 到 10 的评分（19 个不同取值）" in body
     # a pair that is not each row's best and worst (selection best_second): the sign order and "chosen is the best"
     # are not PairRM's to keep, and were reported broken in every row; the sum over a row's candidates still holds
     facts.metrics["invariants"].update(expected_to_hold=True, sign_order_fails=20, selection="best_second")
-    facts.metrics["scale"] = {"kind": "logit", "grid_step": 0.5, "grid_fraction": 0.0, "min": -1.0, "max": 1.0,
-                              "distinct_values": 40}
-    body = repro_card.render_body(facts)
+    body = with_scale("logit", -1.0, 1.0, 40, 0.0)
     assert body.count("not applicable: the pair is not each row's best and worst (selection `best_second`).") == 2
     assert "a row's candidate scores sum to 0: holds in 24 of 24 rows." in body and facts.sign_order_fails == 0
     assert "break PairRM's sign order" not in body
@@ -413,9 +414,7 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     del facts.metrics["invariants"]["selection"]
     facts.metrics["invariants"]["expected_to_hold"] = False
     # constant scores (a scorer that gave every text 0): not ratings, as the analysis used to say
-    facts.metrics["scale"] = {"kind": "constant", "grid_step": 0.5, "grid_fraction": 1.0, "min": 0.0, "max": 0.0,
-                              "distinct_values": 1}
-    body = repro_card.render_body(facts)
+    body = with_scale("constant", 0.0, 0.0, 1, 1.0)
     assert body.count("not applicable: the scores are constant (every pair a tie), not PairRM scores.") == 3
     assert "every score is 0: constant scores rank nothing (every pair is a tie); check the scorer and the data" in body
     assert "所有分数都是 0：常数分数无法排序（每一对都是平局）；请检查打分模型和数据" in body
