@@ -52,6 +52,9 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     assert "REFUSED  run directory" in err
     assert "holds a run with other parameters: limit (None there, 8 now). Give another --out" in err  # chunk_size:
     assert "Give another --out for this run, or pass --force" in err
+    # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates
+    assert ("pass --force: its outputs are removed first (its work/ stays: changed generation or scoring values make "
+            "their work again; the rest is reused where it can be)") in " ".join(err.split())
     assert files_of(previous_run.root) == before
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), "--set", "limit=8"]) == 1
     assert "REFUSED  run directory" in capsys.readouterr().out

@@ -16,6 +16,11 @@ from ..revisions import local_content
 from .preflight import Check
 
 
+# what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
+REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
+          "it can be")
+
+
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter of a notebook both runs execute (an added one is none)."""
     return Manifest(run).changed_parameters(parameters, parameters.get("notebooks") or ())
@@ -104,10 +109,9 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     changes = listed(changed)
     if not Manifest(run).made_results():
         return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({changes}) "
-                                            f"that made nothing but its notebooks: it is replaced (its resumable "
-                                            f"work/ is kept)")
+                                            f"that made nothing but its notebooks: it is replaced ({REUSED})")
     # a run without 01_construct keeps the dataset: its notebooks make their own outputs again, whole
-    replaced = ("its outputs are removed first (its resumable work/ is kept)" if rebuilds(notebooks) else
+    replaced = (f"its outputs are removed first ({REUSED})" if rebuilds(notebooks) else
                 f"the notebooks listed ({', '.join(notebooks)}) run again with the new values and make their outputs "
                 f"anew (the dataset and the other notebooks' outputs stay)")
     if force:

@@ -16,7 +16,7 @@ from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
 from .preflight import preflight, require
-from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
+from .rerun import REUSED, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
 
@@ -153,7 +153,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "print the list and exit: 0 when all is there, 1 when something is missing")
     parser.add_argument("--force", action="store_true",
                         help="replace a run with other parameters in the run directory (its outputs are removed "
-                             "first; its resumable work/ is kept)")
+                             f"first; {REUSED})")
 
 
 def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, Any]) -> int:
