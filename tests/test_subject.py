@@ -50,6 +50,11 @@ def test_a_dataset_of_no_run_gets_a_run_directory_of_its_own(project):
     assert build(CardParams, {"card_dataset": "mine.jsonl"}).run_root == root / "runs" / "mine"
     assert build(CompareParams, {"candidate": "mine.jsonl"}).run_root == root / "runs" / "mine"
     assert build(AnalyzeParams, {"dataset": "mine.jsonl", "run_dir": "runs/x"}).run_root == root / "runs" / "x"
+    # the run is named as its folder (run_name names the folder of a run that describes no dataset)
+    assert build(AnalyzeParams, {"dataset": "mine.jsonl"}).run_name == "mine"
+    assert build(CardParams, {"card_dataset": str(run.dataset)}).run_name == run.root.name
+    assert build(AnalyzeParams, {"dataset": "mine.jsonl", "run_dir": "runs/x", "run_name": "y"}).run_name == "y"
+    assert build(AnalyzeParams, {}).run_name == "demo"
 
 
 def test_no_notebook_writes_another_dataset_into_a_run_directory(project):
@@ -71,6 +76,8 @@ def test_no_notebook_writes_another_dataset_into_a_run_directory(project):
     own = RunDir(root / "runs" / "mine")
     assert json.loads(own.metrics.read_text())["n"] == 60
     assert Manifest(own).read()["subject"] == {"dataset": str(mine), "parameter": "dataset"}
+    # its record named the run after run_name's default, "demo", though the run is runs/mine
+    assert Manifest(own).read()["parameters"]["run_name"] == "mine"
     gather_facts(build(CardParams, {"card_dataset": str(mine)}))
     other = root / "other.jsonl"
     shutil.copyfile(mine, other)

@@ -71,6 +71,13 @@ class _Params(BaseModel):
             return Path(self.run_dir)
         return run_dir_of(getattr(self, self.subject) if self.subject else None, self.run_name)
 
+    @model_validator(mode="after")
+    def _named_as_its_folder(self):
+        """A notebook on a dataset, without run_dir, writes that dataset's run: it records that run's name."""
+        if not self.run_dir and self.subject and getattr(self, self.subject) is not None:
+            self.__dict__["run_name"] = self.run_root.name  # (not an assignment: that would validate again)
+        return self
+
     def _repr_markdown_(self) -> str:
         """A notebook's `p` cell: the run directory, then each value, with its default where it differs."""
         notebook = next(nb for nb, sections in NOTEBOOK_SECTIONS.items() if self.section in sections)
