@@ -81,7 +81,7 @@ def test_collect_candidates_drops_rows_with_too_few_distinct():
     assert cs.candidates == [["a", "b"], ["x", "y", "z"]]
     assert cs.names[1] == ["resp0", "resp1", "reference_response"]
     assert cs.dropped == {"fewer_than_two_distinct_candidates": 2}
-    with pytest.raises(DataError, match="source row 1"):
+    with pytest.raises(DataError, match=r"source row 1 \(from 0\)"):
         collect_candidates(rows, ConstructParams(candidate_columns=["resp0", "resp1"], too_few_candidates="error"))
 
 

@@ -77,7 +77,7 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_o
     cs = CandidateSet()
     for i, row in enumerate(rows):
         pid = row.get("prompt_id")
-        where = f"source row {row_offset + i}" + (f" (prompt_id {pid})" if pid not in (None, "") else "")
+        where = f"source row {row_offset + i} (from 0)" + (f" (prompt_id {pid})" if pid not in (None, "") else "")
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
@@ -134,7 +134,7 @@ def check_prompt_ids(prompt_ids: Sequence[str], policy: str, row_offset: int = 0
         if pid in first:
             if policy == "error":
                 raise DataError(
-                    f"prompt_id {pid} appears at source rows {row_offset + first[pid]} and {row_offset + i}. "
+                    f"prompt_id {pid} appears at source rows {row_offset + first[pid]} and {row_offset + i} (from 0). "
                     f"Deduplicate the source, or set duplicate_prompt_ids: keep_first.")
             continue
         first[pid] = i
