@@ -88,7 +88,7 @@ def test_empty_candidate_is_an_error_by_default(tmp_path, real_run):
     src, _ = real_run
     p = _params(tmp_path, source=str(src), candidate_columns=[], include_original_pair=True)
     ctx = construct.begin(p)
-    with pytest.raises(DataError, match=r"source row \d+ \(prompt_id \w+\), candidate 'original_\w+' is empty"):
+    with pytest.raises(DataError, match=r"source row \d+ \(from 0; prompt_id \w+\), candidate 'original_\w+' is empty"):
         construct.candidates(ctx, construct.slice_rows(ctx, construct.load(ctx)))
 
 

@@ -77,7 +77,7 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_o
     cs = CandidateSet()
     for i, row in enumerate(rows):
         pid = row.get("prompt_id")
-        where = f"source row {row_offset + i} (from 0)" + (f" (prompt_id {pid})" if pid not in (None, "") else "")
+        where = f"source row {row_offset + i} (from 0" + (f"; prompt_id {pid})" if pid not in (None, "") else ")")
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
