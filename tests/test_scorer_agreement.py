@@ -120,7 +120,9 @@ def test_no_comparable_rows_gives_undefined_statistics():
     s = sa.pair_summary("a", "b", sa.compare_rows(*ragged([[1], [2, 3]]), *ragged([[1], [2]])))
     assert s["rows"] == 0 and s["rows_excluded"] == 2
     assert s["same_chosen"] == {"count": 0, "fraction": None} and s["kendall_tau"]["mean"] is None
-    assert s["margin_correlation"] == {"margin": s["margin_correlation"]["margin"], "pearson": None, "spearman": None}
+    undefined = {"statistic": None, "pvalue": None}
+    assert s["margin_correlation"] == {"margin": s["margin_correlation"]["margin"], "pearson": undefined,
+                                       "spearman": undefined}
 
 
 # --------------------------------------------------------------------------------------------

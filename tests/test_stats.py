@@ -66,6 +66,9 @@ def test_describe_matches_numpy_moments(paired):
 def test_describe_constant_data_has_no_shape():
     d = stats.describe(np.full(10, 7.0))
     assert d["std"] == 0.0 and d["skewness"] is None and d["kurtosis"] is None
+    # 30 scores of 0.7: the mean came out 0.6999999999999997, the std 2.3e-16, skewness 1 and kurtosis -2 (noise)
+    d = stats.describe(np.full(30, 0.7))
+    assert (d["mean"], d["std"], d["skewness"], d["kurtosis"]) == (0.7, 0.0, None, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,6 +227,11 @@ def test_all_ties_leave_tests_undefined_with_a_note():
     t = stats.paired_tests(np.zeros(6))
     assert t["wilcoxon"]["pvalue"] is None and "zero" in t["wilcoxon"]["note"]
     assert t["sign_test"]["pvalue"] is None and t["paired_t"]["statistic"] is None
+    # equal non-zero margins (0.7 - 0.2 in every row): the t statistic is undefined, and so is its p (it said p = 0)
+    equal = np.full(30, 0.7) - np.full(30, 0.2)
+    assert stats.paired_tests(equal)["paired_t"] | {"note": ""} == {
+        "statistic": None, "pvalue": None, "df": 29, "alternative": "two-sided", "note": ""}
+    assert stats.effect_sizes(equal)["cohens_dz"] is None
     assert stats.effect_sizes(np.zeros(6)) == {"cohens_dz": None, "rank_biserial": None}
 
 
@@ -239,6 +247,9 @@ def test_correlations(paired):
     r, n = out["pearson"]["statistic"], len(chosen)
     t = r * math.sqrt((n - 2) / (1 - r * r))
     assert out["pearson"]["pvalue"] == pytest.approx(2 * sps.t.sf(abs(t), n - 2), rel=1e-6)
+    # two rows: r is ±1 whatever the scores (it said r = 1, p = 1)
+    two = stats.correlations(np.array([1.0, 2.0]), np.array([-1.0, -3.0]))
+    assert two == {k: {"statistic": None, "pvalue": None} for k in ("pearson", "spearman")}
 
 
 # --------------------------------------------------------------------------------------------

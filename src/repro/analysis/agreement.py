@@ -125,7 +125,7 @@ def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[st
         "kendall_tau": tau_summary(c.tau),
         "margin_correlation": {
             "margin": "best - worst candidate score, each scorer on its own scale",
-            **(correlations(*c.margin) if c.rows.size >= 2 else {"pearson": None, "spearman": None})},
+            **correlations(*c.margin)},
     })
 
 

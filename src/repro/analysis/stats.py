@@ -50,6 +50,10 @@ def _quiet(fn, *args, **kwargs):
 
 def describe(x: np.ndarray) -> dict[str, float | None]:
     """Mean, sample std (ddof 1), median, quartiles, range, skewness (g1) and excess kurtosis (g2) of `x`."""
+    if x.size and x.min() == x.max():  # no spread: exact values, not the rounding noise of a mean and moments
+        value = float(x[0])
+        return clean({"mean": value, "std": 0.0 if x.size > 1 else None, "median": value, "q25": value, "q75": value,
+                      "min": value, "max": value, "skewness": None, "kurtosis": None})
     q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])
     return clean({
         "mean": x.mean(), "std": x.std(ddof=1) if x.size > 1 else None, "median": median, "q25": q25, "q75": q75,
@@ -165,8 +169,9 @@ def wilcoxon_test(margin: np.ndarray) -> dict[str, Any]:
 def paired_t_test(margin: np.ndarray) -> dict[str, Any]:
     """Two-sided paired t-test of mean margin = 0 (the one-sample t-test on chosen − rejected)."""
     res = _quiet(sps.ttest_1samp, margin, 0.0)
-    out = {"statistic": clean(res.statistic), "pvalue": clean(res.pvalue), "df": int(margin.size - 1),
-           "alternative": "two-sided"}
+    spread = margin.size > 1 and margin.min() < margin.max()  # equal margins: a "t" of rounding noise, or inf
+    out = {"statistic": clean(res.statistic) if spread else None, "pvalue": clean(res.pvalue) if spread else None,
+           "df": int(margin.size - 1), "alternative": "two-sided"}
     if out["statistic"] is None:
         out["note"] = "all margins are equal (zero variance): the t statistic is undefined"
     return out
@@ -189,7 +194,7 @@ def paired_tests(margin: np.ndarray) -> dict[str, dict[str, Any]]:
 
 def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     """Cohen's d_z (mean margin / its sample std) and the matched-pairs rank-biserial correlation."""
-    sd = margin.std(ddof=1) if margin.size > 1 else 0.0
+    sd = margin.std(ddof=1) if margin.size > 1 and margin.min() < margin.max() else 0.0
     r_plus, r_minus, used = signed_rank_sums(margin)
     return clean({
         "cohens_dz": margin.mean() / sd if sd > 0 else None,
@@ -199,7 +204,10 @@ def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
 
 
 def correlations(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, dict[str, float | None]]:
-    """Pearson and Spearman correlation (with two-sided p-values) between score_chosen and score_rejected."""
+    """Pearson and Spearman correlation (with two-sided p-values) between score_chosen and score_rejected; undefined
+    for fewer than three rows (two points are always on a line)."""
+    if score_chosen.size < 3:
+        return {name: {"statistic": None, "pvalue": None} for name in ("pearson", "spearman")}
     pearson = _quiet(sps.pearsonr, score_chosen, score_rejected)
     spearman = _quiet(sps.spearmanr, score_chosen, score_rejected)
     return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue},
