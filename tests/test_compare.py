@@ -17,7 +17,7 @@ import pytest
 from scipy import stats as sps
 
 from repro import compare
-from repro.analysis import stats
+from repro.analysis import number, stats
 from repro.dataset_io import output_features, prompt_id_of, write_split
 from repro.errors import DataError, DatasetLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
@@ -205,6 +205,9 @@ def test_the_main_figures_read_as_one_table(compared):
     assert value[("scores of the same texts (70)", "max |difference|")] == "0.5"
     assert value[("scores of the same texts (70)", "within 0.01")] == "94.3 %"  # 66 of 70
     assert ("margins of the same pairs (30)", "Spearman ρ") in value
+    roles = compared[0].result["scores"]["by_role"]
+    assert value[("scores of the same texts (70)", "Pearson r within chosen / rejected")] == \
+        f"{roles['chosen']['pearson']:.4g} / {roles['rejected']['pearson']:.4g}"
 
 
 def test_the_disagreements_read_in_a_notebook(compared):
@@ -498,6 +501,51 @@ def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 3 |" in render_section(facts, "reproduction", "zh")
 
 
+def test_noise_scores_are_not_hidden_by_the_gap_between_chosen_and_rejected(published, tmp_path):
+    # a reference of the same texts whose chosen scores are shuffled across rows (rejected = -chosen): pooled over
+    # chosen and rejected, r was high (chosen scores are the high ones on both sides), and the verdict and the card
+    # gave only that; each role's r and the margins' r show the scores do not agree
+    rows = copy.deepcopy(published["rows"])
+    shuffled = np.random.default_rng(0).permutation([r["score_chosen"] for r in rows])
+    for r, value in zip(rows, shuffled):
+        r["score_chosen"], r["score_rejected"] = float(abs(value)), -float(abs(value))
+    candidate = copy.deepcopy(rows)
+    for r, original in zip(candidate, published["rows"]):
+        r["score_chosen"], r["score_rejected"] = abs(original["score_chosen"]), -abs(original["score_chosen"])
+    out = compare.compare(params(tmp_path, reference=write_rows(rows, tmp_path / "ref"),
+                                 candidate=write_rows(candidate, tmp_path / "cand")))
+    s = out.result["scores"]
+    x = np.array([r["score_chosen"] for r in rows])
+    y = np.array([r["score_chosen"] for r in candidate])
+    assert s["scores"]["pearson"] > 0.6  # pooled: the role gap
+    assert s["by_role"]["chosen"] == {"n": 40, "pearson": pytest.approx(sps.pearsonr(x, y).statistic),
+                                      "spearman": pytest.approx(sps.spearmanr(x, y).statistic)}
+    assert abs(s["by_role"]["chosen"]["pearson"]) < 0.4 and s["by_role"]["rejected"]["n"] == 40
+    assert s["margin"]["pearson"] == pytest.approx(sps.pearsonr(2 * x, 2 * y).statistic)
+    role, margin = (number(v) for v in (s["by_role"]["chosen"]["pearson"], s["margin"]["pearson"]))
+    assert f"(chosen alone {role}, rejected alone" in out.result["verdict"]
+    assert f"margins of the same pairs: r = {margin} over 40 rows" in out.result["verdict"]
+    from repro.card import CardFacts, render_section
+
+    facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
+                      license="mit", language=["en"], comparison=json.loads(json.dumps(out.result)))
+    en, zh = (render_section(facts, "reproduction", lang) for lang in ("en", "zh"))
+    assert f"| Pearson r within each role (chosen / rejected) | {role} / " in en
+    assert f"| 各角色内的 Pearson r（chosen / rejected） | {role} / " in zh
+    assert f"| Pearson r of the same pairs' margins | {margin} [" in en and f"| 相同回复对的差值的 Pearson r | {margin} [" in zh
+
+
+def test_too_few_values_give_no_statistics_and_too_few_rows_no_interval(published, tmp_path):
+    # one reference row (its chosen and rejected): r = 1, ρ = 1, CCC 1 and an interval [1, 1] over one row
+    one = compare.compare(params(tmp_path, reference=write_rows(published["rows"][:1], tmp_path / "one"),
+                                 candidate=published["candidate"])).result["scores"]
+    assert one["available"] is False and one["reason"] == "only 2 score(s) of the same text on both sides"
+    two = compare.compare(params(tmp_path, reference=write_rows(published["rows"][:2], tmp_path / "two"),
+                                 candidate=published["candidate"])).result["scores"]["scores"]
+    assert two["n"] == 4 and two["ci95"] == dict.fromkeys(two["ci95"])
+    assert two["bootstrap"]["note"] == "fewer than three rows: no interval"
+
+
 def test_an_unreachable_hub_id_offline(published, tmp_path):
     with pytest.raises(DatasetLoadError, match=r"Parameter reference='nobody/nothing-here'.*HF_HUB_OFFLINE.*hf download"):
         compare.compare(params(tmp_path, reference="nobody/nothing-here", candidate=published["candidate"]))
@@ -556,7 +604,7 @@ def test_card_section_in_both_languages(compared):
     def values(table):  # the value column (names may hold escaped pipes)
         return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
 
-    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 14  # 3 coverage, 5 pair, 6 score lines
+    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 16  # 3 coverage, 5 pair, 8 score lines
 
 
 def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(repro_run, demo_run_copy, tmp_path):

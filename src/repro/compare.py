@@ -379,18 +379,23 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
                            "from": dict(zip(("chosen", "rejected", "crossed"),
                                             np.bincount(m["which"][ok], minlength=3).tolist())),
                            "difference": "candidate − reference"}
-    if ok.sum() < 2:
+    if ok.sum() < 3:
         left_out = f" ({out['excluded_nonfinite']} more NaN, infinite or missing on one side)" \
             if out["excluded_nonfinite"] else ""
         return {**out, "available": False,
                 "reason": f"only {int(ok.sum())} score(s) of the same text on both sides{left_out}"}
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
+    # pooled, the gap between chosen and rejected scores raises r whatever the scores: each role's and the margins'
+    out["by_role"] = {}
+    for which, role in enumerate(("chosen", "rejected")):
+        own = ok & (m["which"] == which)
+        r = stats.correlations(m["reference"][own], m["candidate"][own])
+        out["by_role"][role] = {"n": int(own.sum()), **{name: r[name]["statistic"] for name in r}}
     mr, mc = (m[al.categories == 0] for m in al.margins())
     fine = np.isfinite(mr) & np.isfinite(mc)
-    out["margin"] = (stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
-                                                p.bootstrap_seed) if fine.sum() >= 2 else
-                     {"n": int(fine.sum()), "note": "fewer than two rows with the same pair"})
+    out["margin"] = stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
+                                               p.bootstrap_seed)
     return stats.clean(out)
 
 
@@ -498,6 +503,9 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
              for column in ("reference_response", "messages") if (same := pairs.get(column))]
     if scores.get("available"):
         rows += _statistics(f"scores of the same texts ({scores['scores']['n']})", scores["scores"])
+        roles = scores["by_role"]
+        rows.append((f"scores of the same texts ({scores['scores']['n']})", "Pearson r within chosen / rejected",
+                     f"{number(roles['chosen']['pearson'])} / {number(roles['rejected']['pearson'])}"))
         rows += _statistics(f"margins of the same pairs ({scores['margin']['n']})", scores["margin"])
         if scores["excluded_nonfinite"]:
             rows.append(("scores", "left out: NaN, infinite or missing", str(scores["excluded_nonfinite"])))

@@ -203,13 +203,12 @@ def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     })
 
 
-def correlations(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, dict[str, float | None]]:
-    """Pearson and Spearman correlation (with two-sided p-values) between score_chosen and score_rejected; undefined
-    for fewer than three rows (two points are always on a line)."""
-    if score_chosen.size < 3:
+def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float | None]]:
+    """Pearson and Spearman correlation (with two-sided p-values) of x and y (metrics.json: score_chosen and
+    score_rejected); undefined for fewer than three values (two points are always on a line)."""
+    if x.size < 3:
         return {name: {"statistic": None, "pvalue": None} for name in ("pearson", "spearman")}
-    pearson = _quiet(sps.pearsonr, score_chosen, score_rejected)
-    spearman = _quiet(sps.spearmanr, score_chosen, score_rejected)
+    pearson, spearman = _quiet(sps.pearsonr, x, y), _quiet(sps.spearmanr, x, y)
     return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue},
                   "spearman": {"statistic": spearman.statistic, "pvalue": spearman.pvalue}})
 
@@ -351,6 +350,9 @@ class _WeightedRanks:
         return out
 
 
+AGREEMENT_INTERVALS = ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")
+
+
 def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], resamples: int, seed: int,
                          clusters: np.ndarray | None = None, level: float = CI_LEVEL) -> dict[str, Any]:
     """How well y reproduces x (Pearson, Spearman, Lin's CCC, Bland–Altman, max |y − x|, fraction within each
@@ -358,8 +360,8 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     n = x.size
     d = y - x
     out: dict[str, Any] = {"n": n}
-    if n < 2:
-        return {**out, "note": "fewer than two values: agreement statistics are undefined"}
+    if n < 3:  # two points are always on a line
+        return {**out, "note": "fewer than three values: agreement statistics are undefined"}
     pearson, spearman = _quiet(sps.pearsonr, x, y), _quiet(sps.spearmanr, x, y)
     out.update({"pearson": clean(pearson.statistic), "spearman": clean(spearman.statistic),
                 "lin_ccc": clean(_lin(*_weighted_moments(x, y, np.ones(n)))), "bland_altman": bland_altman(x, y),
@@ -368,10 +370,15 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     clusters = np.arange(n) if clusters is None else np.asarray(clusters)
     _, cluster = np.unique(clusters, return_inverse=True)
     n_clusters = int(cluster.max()) + 1
+    out["bootstrap"] = {"resamples": resamples, "seed": seed, "level": level, "method": "percentile",
+                        "unit": "row (a row's values are resampled together)", "clusters": n_clusters}
+    if n_clusters < 3:  # resamples of one or two rows give a degenerate interval
+        out["ci95"] = dict.fromkeys(AGREEMENT_INTERVALS)
+        out["bootstrap"]["note"] = "fewer than three rows: no interval"
+        return out
     rng = np.random.default_rng(seed)
     rank_x, rank_y = _WeightedRanks(x), _WeightedRanks(y)
-    draws = {name: np.empty(resamples)
-             for name in ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")}
+    draws = {name: np.empty(resamples) for name in AGREEMENT_INTERVALS}
     for b in range(resamples):
         w = np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)[cluster].astype(np.float64)
         total = w.sum()
@@ -385,6 +392,4 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     tail = (1.0 - level) / 2.0
     out["ci95"] = {name: clean(np.nanquantile(v, [tail, 1 - tail])) if np.isfinite(v).any() else None
                    for name, v in draws.items()}
-    out["bootstrap"] = {"resamples": resamples, "seed": seed, "level": level, "method": "percentile",
-                        "unit": "row (a row's values are resampled together)", "clusters": n_clusters}
     return out
