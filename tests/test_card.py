@@ -96,6 +96,12 @@ def analysis_metrics(ds: datasets.Dataset, figures: dict) -> dict:
     length["margin_vs_length_difference"] = {
         u: dict(zip(("spearman", "pvalue"), map(float, stats.spearmanr(margin, lengths("chosen", u) - lengths("rejected", u)))))
         for u in ("chars", "tokens")}
+    length["chosen_longer_test"] = {}
+    for u in ("chars", "tokens"):
+        d = lengths("chosen", u) - lengths("rejected", u)
+        longer, shorter = int((d > 0).sum()), int((d < 0).sum())
+        length["chosen_longer_test"][u] = {"positive": longer, "negative": shorter, "pvalue": float(
+            stats.binomtest(longer, longer + shorter).pvalue), "zeros_discarded": len(d) - longer - shorter}
     return {
         "metrics_version": 1, "dataset": {"source": "test", "split": "train_prefs", "rows": len(ds)},
         "n": len(ds), "n_excluded": 0, "excluded_reasons": {},
@@ -494,20 +500,58 @@ def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
     repro_card.check_card(card_path)
 
 
-@pytest.mark.parametrize("chars, tokens, verdict", [
-    ((0.30, 0.001), (0.05, 0.4), "the scores favour longer responses"),
-    ((-0.25, 0.01), (-0.05, 0.6), "the scores favour shorter responses"),
-    ((0.30, 0.20), (0.12, 0.30), "no clear length bias"),  # large but not significant (few rows)
-    ((0.04, 0.001), (0.02, 0.01), "no clear length bias"),  # significant but negligible (many rows)
+@pytest.mark.parametrize("chars, tokens, longer, verdict", [
+    ((0.30, 0.001), (0.05, 0.4), (22, 18), "the scores favour longer responses"),
+    ((-0.25, 0.01), (-0.05, 0.6), (20, 20), "the scores favour shorter responses"),
+    ((0.30, 0.20), (0.12, 0.30), (22, 18), "no clear length bias"),  # large but not significant (few rows)
+    ((0.04, 0.001), (0.02, 0.01), (22, 18), "no clear length bias"),  # significant but negligible (many rows)
+    ((0.50, None), (0.50, None), (22, 18), "no clear length bias"),  # rho without a p: it was called a bias
+    # the chosen response nearly always the longer, its margin unrelated to length: it said "no clear length bias"
+    ((0.05, 0.7), (0.04, 0.8), (38, 2), "the chosen response is the longer one in at least 60.0 % of them"),
+    ((0.05, 0.7), (0.04, 0.8), (6, 34), "the chosen response is the shorter one in at least 60.0 % of them"),
+    ((0.05, 0.7), (0.04, 0.8), (24, 16), "no clear length bias"),  # 60 % of 40, p = 0.27
 ])
-def test_length_bias_verdict(tmp_path, chars, tokens, verdict):
+def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
     make_run(tmp_path / "run", metrics=True)
     facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
-    facts.metrics["length"]["margin_vs_length_difference"] = {
+    length = facts.metrics["length"]
+    assert set(length["chosen_longer_test"]) == {"chars", "tokens"}
+    length["n"] = 40
+    length["margin_vs_length_difference"] = {
         "chars": {"spearman": chars[0], "pvalue": chars[1]}, "tokens": {"spearman": tokens[0], "pvalue": tokens[1]}}
+    sign = {"positive": longer[0], "negative": longer[1], "zeros_discarded": 40 - sum(longer),
+            "pvalue": stats.binomtest(longer[0], sum(longer)).pvalue}
+    length["chosen_longer_test"] = {"chars": sign, "tokens": sign}
     body = repro_card.render_body(facts)
     [line] = [x for x in body.splitlines() if x.startswith("- Length bias")]
-    assert verdict in line and f"{chars[0]:g} (characters, p = {chars[1]:g})" in line
+    about = f"characters, p = {chars[1]:g}" if chars[1] is not None else "characters"
+    assert verdict in line and f"{chars[0]:g} ({about})" in line, line
+    share = f"{100 * longer[0] / sum(longer):.1f} %"
+    assert f"the chosen response is the longer one in {share} (characters, sign test p = {sign['pvalue']:.4g})" in line
+
+
+def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_construction(tmp_path):
+    # a best-vs-worst pair's margin is never below 0: the card gave Wilcoxon, t and sign-test p-values (1.8e-12 in
+    # the demo) with nothing to say that they measure how few ties there are, not a preference
+    make_run(tmp_path / "run", metrics=True)
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    en, zh = (repro_card.phrases(lang).tests_by_construction for lang in ("en", "zh"))
+    assert facts.built_here and facts.parameters.get("selection", "best_worst") == "best_worst"
+    body = repro_card.render_body(facts)
+    assert en in body and zh in body and body.index(en) > body.index("Wilcoxon signed-rank p")
+    facts.parameters["selection"] = "best_second"
+    assert en not in repro_card.render_body(facts)
+    facts.parameters["selection"], facts.built_here = "best_worst", False
+    assert en not in repro_card.render_body(facts)
+
+
+def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
+    # two or three rows: rho = -1 with p = 0 (scipy's t approximation) or no p made the card say "p < 0.05"
+    make_run(tmp_path / "run", metrics=True)
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    facts.metrics["length"].update(n=3, margin_vs_length_difference={"chars": {"spearman": -1.0, "pvalue": 0.0}})
+    lines = [x for x in repro_card.render_body(facts).splitlines() if x.startswith(("- Length bias", "- 长度偏差"))]
+    assert lines == ["- Length bias: not judged on 3 rows (it takes at least 10).", "- 长度偏差：仅 3 行，不作判断（至少需要 10 行）。"]
 
 
 def test_no_machine_path_in_the_card_or_the_upload(tmp_path):

@@ -269,6 +269,10 @@ def test_length_statistics():
     # token differences [2, -1, 1, 3] and margins [2, -1, 0.5, 3] have the same order: Spearman 1
     assert out["margin_vs_length_difference"]["tokens"]["spearman"] == pytest.approx(1.0)
     assert out["chosen_longer_fraction_tokens"] == 0.75
+    # how often the chosen response is the longer: 3 of 4 by tokens, a sign test over the 4 that differ
+    test = out["chosen_longer_test"]["tokens"]
+    assert (test["positive"], test["negative"], test["zeros_discarded"]) == (3, 1, 0)
+    assert test["pvalue"] == pytest.approx(sps.binomtest(3, 4).pvalue)  # = 0.625
     ref = pd.Series(margin).corr(pd.Series(lengths["chosen_chars"] - lengths["rejected_chars"]), method="spearman")
     assert out["margin_vs_length_difference"]["chars"]["spearman"] == pytest.approx(ref)
 

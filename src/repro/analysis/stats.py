@@ -214,7 +214,8 @@ def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float | No
 
 
 def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
-    """Mean/median of chosen and rejected lengths (`{side}_{chars|tokens}`), Spearman of margin vs their difference."""
+    """Mean/median of chosen and rejected lengths (`{side}_{chars|tokens}`), Spearman of margin vs their difference,
+    and the sign test of that difference (positive: the chosen response is the longer)."""
     out: dict[str, Any] = {}
     for side in ("chosen", "rejected"):
         out[side] = {unit: {"mean": np.mean(lengths[f"{side}_{unit}"]), "median": np.median(lengths[f"{side}_{unit}"])}
@@ -225,6 +226,7 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
         rho = _quiet(sps.spearmanr, margin, diff)
         out["margin_vs_length_difference"][unit] = {"spearman": rho.statistic, "pvalue": rho.pvalue}
         out[f"chosen_longer_fraction_{unit}"] = float((diff > 0).mean())
+        out.setdefault("chosen_longer_test", {})[unit] = sign_test(diff)
     return clean(out)
 
 

@@ -36,6 +36,10 @@ SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
 # |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
 LENGTH_BIAS_RHO = 0.1
 LENGTH_BIAS_P = 0.05
+# a length bias is also called when the chosen response is the longer (or the shorter) in at least this share of
+# the pairs whose lengths differ; on fewer rows than LENGTH_BIAS_ROWS none is judged
+LENGTH_BIAS_SHARE = 0.6
+LENGTH_BIAS_ROWS = 10
 
 
 @dataclass
@@ -253,22 +257,42 @@ class CardFacts:
         return told and not self.sign_order_fails and (self.scale or {}).get("kind") != "rating"
 
     @property
+    def margins_by_construction(self) -> bool:
+        """Built here as each row's best- against its worst-scored candidate: no margin can be below 0."""
+        return self.built_here and self.parameters.get("selection", "best_worst") == "best_worst"
+
+    @property
     def length_rhos(self) -> list[tuple[str, float, float | None]]:
         """(unit, Spearman rho, p-value) of margin vs length difference (`length.margin_vs_length_difference`)."""
         by_unit = _get(self.metrics, "length", "margin_vs_length_difference") or {}
         return [(unit, v["spearman"], v["pvalue"]) for unit, v in by_unit.items() if v["spearman"] is not None]
 
     @property
+    def length_shares(self) -> list[tuple[str, float, float | None]]:
+        """(unit, share of the pairs whose lengths differ where chosen is the longer, sign test p-value)."""
+        tests = _get(self.metrics, "length", "chosen_longer_test") or {}
+        return [(unit, t["positive"] / (t["positive"] + t["negative"]), t["pvalue"]) for unit, t in tests.items()
+                if t["positive"] + t["negative"]]
+
+    @property
     def length_bias(self) -> dict[str, Any]:
-        """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `none`, `longer`, `shorter`."""
+        """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `few` (rows), `none`,
+        `longer`, `shorter` (by the margin's correlation with length), `longer_share`, `shorter_share` (by how often
+        the chosen response is the longer one)."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
         if not self.length_rhos:
             return {"verdict": "absent", "reason": _get(self.metrics, "length", "reason")}
-        # a bias is called only when a unit's rho is both large enough and significant (p unknown: rho alone)
-        marked = [rho for _, rho, p in self.length_rhos
-                  if abs(rho) >= LENGTH_BIAS_RHO and (p is None or p < LENGTH_BIAS_P)]
-        return {"verdict": "none" if not marked else ("longer" if max(marked, key=abs) > 0 else "shorter")}
+        if (n := _get(self.metrics, "length", "n") or 0) < LENGTH_BIAS_ROWS:
+            return {"verdict": "few", "n": n}
+        # a bias is called only when an effect is both large enough and significant
+        marked = [rho for _, rho, p in self.length_rhos if abs(rho) >= LENGTH_BIAS_RHO and p is not None
+                  and p < LENGTH_BIAS_P]
+        if marked:
+            return {"verdict": "longer" if max(marked, key=abs) > 0 else "shorter"}
+        shares = [share - 0.5 for _, share, p in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE - 0.5
+                  and p is not None and p < LENGTH_BIAS_P]
+        return {"verdict": "none" if not shares else "longer_share" if max(shares, key=abs) > 0 else "shorter_share"}
 
     @property
     def strict_preferences(self) -> int | None:
