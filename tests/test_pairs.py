@@ -100,6 +100,10 @@ def test_bad_candidates_name_the_row():
     cs = collect_candidates([{"prompt": "p", "resp0": "a", "resp1": " ", "resp2": "c"}],
                             ConstructParams(candidate_columns=["resp0", "resp1", "resp2"], empty_candidates="drop"))
     assert cs.candidates == [["a", "c"]]
+    # upstream's recipes (SPPO's rank.py, RLHFlow's get_rewards.py, SELM) rank an empty response like any text
+    cs = collect_candidates([{"prompt": "p", "resp0": "a", "resp1": "", "resp2": "c"}],
+                            ConstructParams(candidate_columns=["resp0", "resp1", "resp2"], empty_candidates="rank"))
+    assert cs.candidates == [["a", "", "c"]] and cs.names == [["resp0", "resp1", "resp2"]]
     with pytest.raises(DataError, match="prompt"):
         collect_candidates([{"prompt": "", "resp0": "a", "resp1": "b"}], TWO)
 

@@ -156,9 +156,12 @@ def test_sppo_published_rows_rank_the_original_pair_first_but_pair_and_list_the_
         last = np.array(row["rm_scores"][-3:])  # compute_prob.py: rm_scores[-5:], argmax / argmin
         assert row["chosen"][1]["content"] == generated[int(np.argmax(last))]
         assert row["rejected"][1]["content"] == generated[int(np.argmin(last))]
-        p = sppo_probabilities(last)
+        # compute_prob.py's from_ranks: probability over score[0..pairs-1], the FIRST ones (here the 2 originals
+        # and the first generated), indexed by the argmax / argmin of the last ones; it was over the last ones
+        p = sppo_probabilities(row["rm_scores"][:3])
         np.testing.assert_allclose(row["probability"], p, rtol=0, atol=1e-12)
         assert row["chosen_probs"] == pytest.approx(p[np.argmax(last)][np.argmin(last)])
+        assert row["chosen_probs_win"] == pytest.approx(p[np.argmax(last)].sum() / 3)
     # 04_compare and to_trl read it back with the generated scores (the last ones)
     view = seed_view(out)
     assert view["score_chosen"] == [max(r[-3:]) for r in out["rm_scores"]]

@@ -34,9 +34,10 @@ def sppo_probabilities(scores: Sequence[float]) -> np.ndarray:
 
 def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
     lead = row.get(SCORED_ONLY, 0)  # the original pair ranked first (first_scored_only): in rm_scores only
-    scores = row["candidate_scores"][lead:]
-    p = sppo_probabilities(scores)
-    n, chosen, rejected = len(scores), chosen - lead, rejected - lead
+    n, chosen, rejected = len(row["candidate_scores"]) - lead, chosen - lead, rejected - lead
+    # compute_prob.py: probability over score[0..pairs-1] (the first n: with the originals first, the two of them
+    # and the first generated ones), indexed by the argmax / argmin of rm_scores[-5:], the generated ones
+    p = sppo_probabilities(row["candidate_scores"][:n])
     out = {"prompt": row["prompt"], "prompt_id": row["prompt_id"], "chosen": row["chosen"], "rejected": row["rejected"]}
     for i, text in enumerate(row["candidates"][lead:]):
         out[f"generate_{i}"] = conversation(row["prompt"], text)
@@ -113,8 +114,8 @@ def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple
     sizes = {len(r["candidates"]) - r.get(SCORED_ONLY, 0) for r in rows} if fmt.name == "sppo" else {0}
     if len(sizes) > 1:
         raise DataError(f"output_format 'sppo' has one `generate_i` column per candidate, but rows hold "
-                        f"{sorted(sizes)} candidates: give every row the same candidates (e.g. too_few_candidates: "
-                        f"error and empty_candidates: error), or choose another output_format.")
+                        f"{sorted(sizes)} candidates: give every row the same candidates (empty_candidates: rank ranks an "
+                        f"empty response, as SPPO does, where drop leaves it out), or choose another output_format.")
     features = fmt.features(max(sizes), keep_all_candidates, more_scorers)
     out = ([{k: r[fmt.renames.get(k, k)] for k in features} for r in rows] if fmt.convert is None else
            [fmt.convert(r, c, j) for r, (c, j) in zip(rows, picks)])

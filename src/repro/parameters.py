@@ -154,7 +154,8 @@ class ConstructParams(_Params):
     # first_scored_only: first, ranked but never paired nor listed (SPPO's published 7 rm_scores for 5 generate_i)
     original_pair_position: Literal["last", "first", "first_scored_only"] = "last"
     too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
-    empty_candidates: Literal["error", "drop"] = "error"  # "drop": an empty/whitespace text is not a candidate
+    # an empty/whitespace text: "drop": not a candidate; "rank": ranked like any text (SPPO, SELM, RLHFlow)
+    empty_candidates: Literal["error", "drop", "rank"] = "error"
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
     # a hub id, a local folder, or "builtin:tiny-pairrm" (a stand-in)
     scorer_model: Annotated[ScorerPath, Field(min_length=1)] = "llm-blender/PairRM"

@@ -63,11 +63,12 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
         if not isinstance(text, str):
             raise DataError(f"{where}, candidate {name!r}: expected a string, got {type(text).__name__} "
                             f"({str(text)[:80]!r}). Fix the source column or leave it out of candidate_columns.")
-        if not text.strip():
+        if not text.strip() and p.empty_candidates != "rank":
             if p.empty_candidates == "drop":
                 continue
             raise DataError(f"{where}, candidate {name!r} is empty. Fix the source, or set "
-                            f"empty_candidates: drop to leave empty texts out of the ranking.")
+                            f"empty_candidates: drop to leave empty texts out of the ranking (rank: rank them, as the field's "
+                            f"recipes do).")
         kept.append((name, text))
     return kept
 
