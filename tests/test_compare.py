@@ -535,6 +535,27 @@ def test_noise_scores_are_not_hidden_by_the_gap_between_chosen_and_rejected(publ
     assert f"| Pearson r of the same pairs' margins | {margin} [" in en and f"| 相同回复对的差值的 Pearson r | {margin} [" in zh
 
 
+def test_stand_in_scores_and_scores_on_other_scales_are_said_in_the_verdict(published, tmp_path):
+    # a stand-in run compared with UltraFeedback's GPT-4 ratings: "r = -0.1356 ... mean difference -6.9", with
+    # nothing to say that the candidate's scores are noise and the two sides are not on one scale
+    rows = copy.deepcopy(published["rows"])
+    for k, r in enumerate(rows):
+        r["score_chosen"], r["score_rejected"] = float(6 + k % 5), float(1 + k % 4)
+    run = tmp_path / "candidate_run"
+    write_rows(published["rows"], run / "dataset")
+    (run / "manifest.json").write_text(json.dumps({"scorer": {"model": "builtin:tiny-pairrm", "stand_in": True}}))
+    out = compare.compare(params(tmp_path, reference=write_rows(rows, tmp_path / "ratings"), candidate=str(run)))
+    notes = out.result["notes"]
+    assert ("**Stand-in scores.** The candidate's scores come from a stand-in scorer (random weights): their "
+            "agreement with the reference's says nothing of a real scorer's.") in notes
+    assert ("**Different scales.** The reference's scores read as ratings on a grid, the candidate's as real-valued "
+            "logits: their differences, tolerances and near-ties compare unlike numbers.") in notes
+    assert notes[-1] in out.result["verdict"]
+    plain = compare.compare(params(tmp_path / "plain", reference=published["reference"],
+                                   candidate=published["candidate"]))
+    assert not any("Stand-in" in n or "scales" in n for n in plain.result["notes"])
+
+
 def test_too_few_values_give_no_statistics_and_too_few_rows_no_interval(published, tmp_path):
     # one reference row (its chosen and rejected): r = 1, ρ = 1, CCC 1 and an interval [1, 1] over one row
     one = compare.compare(params(tmp_path, reference=write_rows(published["rows"][:1], tmp_path / "one"),

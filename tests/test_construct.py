@@ -92,6 +92,17 @@ def test_empty_candidate_is_an_error_by_default(tmp_path, real_run):
         construct.candidates(ctx, construct.slice_rows(ctx, construct.load(ctx)))
 
 
+def test_a_source_that_does_not_exist_writes_nothing(tmp_path):
+    # 01_construct in JupyterLab with a mistyped source: the run directory, its manifest (failed) and its lock were
+    # made before the load stage found nothing there
+    (tmp_path / "train_prefs_1000.jsonl").write_text("")
+    p = _params(tmp_path, source=str(tmp_path / "train_prefs_100.jsonl"))
+    with pytest.raises(DataError, match=r"source '.*train_prefs_100.jsonl' is neither an existing file or folder nor "
+                                        r"a hub dataset id \(owner/name\)\. Did you mean 'train_prefs_1000.jsonl'\?"):
+        construct.begin(p)
+    assert not (tmp_path / "run").exists()
+
+
 def test_missing_candidate_column_is_a_clear_error(tmp_path):
     p = _params(tmp_path, source="demo", candidate_columns=["resp0", "answer"])
     ctx = construct.begin(p)

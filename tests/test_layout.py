@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from repro.parameters import NOTEBOOK_SECTIONS, SCHEMAS
+from repro.parameters import NOTEBOOK_SECTIONS, PARAMETERS_HEADER, SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELSPEC = {"name": "repro", "display_name": "Python (repro)", "language": "python"}
@@ -62,7 +62,10 @@ def test_notebook_parameters_cells_match_the_schemas():
         fields = {}
         for s in sections:
             fields.update(SCHEMAS[s].model_fields)
-        tree = ast.parse("".join(tagged[0]["source"]))
+        source = "".join(tagged[0]["source"])
+        # the line repro.parameters.cell_names finds the cell by in IPython's history (a re-run cell's names)
+        assert source.startswith(f"{PARAMETERS_HEADER}{path.name}"), f"{path.name}: its parameters cell's first line"
+        tree = ast.parse(source)
         for node in tree.body:
             assert isinstance(node, ast.Assign), f"{path.name}: the parameters cell holds only assignments"
             name = node.targets[0].id

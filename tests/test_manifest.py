@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from repro.errors import Interrupted
 from repro.manifest import Manifest, sha256_file
 
 
@@ -21,6 +22,24 @@ def test_stage_records_timing_counts_and_failure(tmp_path):
     data = m.read()
     assert data["stages"]["score"]["status"] == "failed" and "boom" in data["stages"]["score"]["error"]
     assert data["status"] == "failed"  # a failed stage never leaves the run looking complete
+
+
+def test_an_interrupted_stage_says_in_one_line_what_is_kept_and_how_to_go_on(tmp_path):
+    # Interrupt Kernel in JupyterLab during scoring showed a 275-line KeyboardInterrupt traceback, and nothing said
+    # that the finished chunks were safe
+    m = Manifest(tmp_path)
+    m.start_run({"a": 1}, ["01_construct"])
+    (tmp_path / "work" / "scoring").mkdir(parents=True)
+    for k in range(3):
+        (tmp_path / "work" / "scoring" / f"chunk-{k:06d}.json").write_text("[]")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        with m.stage("score"):
+            raise KeyboardInterrupt
+    assert isinstance(caught.value, Interrupted)
+    assert caught.value._render_traceback_() == [
+        f"\x1b[0;31mInterrupted\x1b[0m: stage 'score': 3 finished chunk(s) are safe in {tmp_path / 'work'}; run the "
+        f"notebook again to continue."]
+    assert m.read()["stages"]["score"]["status"] == "interrupted" and m.read()["status"] == "interrupted"
 
 
 def test_outputs_are_hashed(tmp_path):

@@ -95,6 +95,11 @@ def test_original_pair_candidates(train_rows):
 def test_bad_candidates_name_the_row():
     with pytest.raises(DataError, match=r"source row 7.*'resp1'.*string"):
         collect_candidates([{"prompt": "p", "resp0": "a", "resp1": 5}], TWO, row_offset=7)
+    # UltraFeedback's own chosen / rejected conversations named as candidate columns: the setting that ranks them
+    row = {"prompt": "p", "chosen": [{"content": "p", "role": "user"}, {"content": "a", "role": "assistant"}]}
+    with pytest.raises(DataError, match=r"candidate 'chosen': expected a string, got list .*conversation: "
+                                        r"include_original_pair: true ranks its last assistant message"):
+        collect_candidates([row], ConstructParams(candidate_columns=["chosen", "resp1"]))
     with pytest.raises(DataError, match=r"'resp1' is empty.*empty_candidates"):
         collect_candidates([{"prompt": "p", "resp0": "a", "resp1": "  "}], TWO)
     cs = collect_candidates([{"prompt": "p", "resp0": "a", "resp1": " ", "resp2": "c"}],

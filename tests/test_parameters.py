@@ -5,7 +5,7 @@ import pytest
 
 from repro.errors import ParameterError
 from repro.parameters import (AnalyzeParams, CardParams, ConstructParams, build, load_params_file, parse_set,
-                              validate_all, validate_namespace)
+                              cell_names, validate_all, validate_namespace)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -135,6 +135,49 @@ def test_validate_namespace_twice_in_one_notebook_and_on_rerun():
     ns["scores"] = [[0.1, -0.1]]  # a notebook variable made after the first validation
     gen = validate_namespace("generation", ns)
     assert gen.temperature == 0.5 and validate_namespace("construct", ns).limit == 3
+
+
+def test_a_failed_parameters_cell_leaves_nothing_of_the_previous_run_to_write_with():
+    # JupyterLab's Run All sends every cell at once, and the kernel aborts only some after the failed one: the later
+    # cells ran with the previous run's `ctx` and rewrote its folder (one deleted by hand came back)
+    import json
+
+    class Context:
+        run_dir = "runs/previous"
+
+    ns = {"json": json, "limit": 3}
+    ns["p"] = validate_namespace("construct", ns)
+    ns.update(ctx=Context(), rows=[1, 2], limit=-5)
+    with pytest.raises(ParameterError, match=r"limit: must be >= 1 \(got -5\)"):
+        ns["p"] = validate_namespace("construct", ns)
+    assert ns["json"] is json and ns["rows"] == [1, 2] and ns["limit"] == -5  # modules and values stay
+    for name in ("p", "ctx"):
+        with pytest.raises(ParameterError, match=rf"`{name}` is from before the parameters cell failed: fix it and "
+                                                 rf"run the notebook again"):
+            getattr(ns[name], "run_dir")
+    assert not hasattr(ns["ctx"], "_repr_html_")  # what IPython's display asks is simply absent
+    ns["limit"] = 4
+    assert validate_namespace("construct", ns).limit == 4
+
+
+def test_the_parameters_are_the_names_the_parameters_cell_assigns_as_it_last_ran():
+    # the cell run a second time in the same kernel: `limt = 10` was ignored (only the names of the first
+    # validation were read) and the run silently kept limit = 30; once fixed, the stale `limt` was still refused
+    header = "# Parameters of notebooks/01_construct.ipynb.\n"
+    ns = {"In": ["", header + "limit = 30\n", "p = validate_namespace('construct', globals())"], "limit": 30}
+    assert validate_namespace("construct", ns).limit == 30
+    ns["In"] += [header + "limt = 10\n", "p = validate_namespace('construct', globals())"]
+    ns["limt"], ns["scores"] = 10, [0.1]
+    with pytest.raises(ParameterError, match=r"Unknown parameter 'limt' in notebook construct\. Did you mean 'limit'"):
+        validate_namespace("construct", ns)
+    ns["In"] += [header + "limit = 120\n", "p = validate_namespace('construct', globals())"]
+    ns["limit"] = 120
+    assert validate_namespace("construct", ns).limit == 120  # `limt` and `scores` are still in the kernel
+    # papermill's injected cell after the notebook's own: its names count too
+    ns["In"] += ["# Parameters\nlimit = 7\nmini_count = 2\n", "p = validate_namespace('construct', globals())"]
+    ns.update(limit=7, mini_count=2)
+    assert validate_namespace("construct", ns).mini_count == 2
+    assert cell_names({"In": ["x = 1"]}) is None and cell_names({}) is None  # no such cell: the first names rule
 
 
 @pytest.mark.parametrize("key", ["device", "generation_device"])

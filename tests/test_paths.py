@@ -105,6 +105,11 @@ def test_a_file_beside_the_notebook_given_by_its_name_is_refused_with_the_path_t
                                         rf"{project}/notebooks/mine.jsonl exists: give 'notebooks/mine.jsonl'"):
         analysis.analyze(build(AnalyzeParams, {"dataset": "mine.jsonl"}))
     assert not (project / "runs").exists()
+    # `../data/rows.jsonl`, right from the notebooks' folder, resolved outside the project and got no hint
+    (project / "data").mkdir()
+    (project / "data" / "rows.jsonl").write_text('{"score_chosen": 1.0, "score_rejected": 0.0}\n')
+    with pytest.raises(DataError, match=rf"{project}/data/rows.jsonl exists: give 'data/rows.jsonl'"):
+        analysis.analyze(build(AnalyzeParams, {"dataset": "../data/rows.jsonl"}))
     monkeypatch.chdir(project)  # from the root, no such hint: the file is not beside the working folder
     with pytest.raises(DataError) as info:
         analysis.analyze(build(AnalyzeParams, {"dataset": "mine.jsonl"}))

@@ -551,6 +551,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     twins = {side: n for side in ("reference", "candidate")
              if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
     notes = [prose("compare", "duplicate_note", sides, twins)] if sides else []
+    notes += caveats(reference, candidate, al)
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
@@ -603,6 +604,25 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result = stats.clean(result)
     result["verdict"] = prose("compare", "verdict", result)  # aligned rows, pairs, scores, coverage, slice, notes
     return result, tables, al
+
+
+def caveats(reference: Side, candidate: Side, al: Aligned) -> list[str]:
+    """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), or the two
+    sides on different scales (ratings on a grid against real-valued logits)."""
+    notes = []
+    for side, other in ((reference, candidate), (candidate, reference)):
+        recorded = [json.loads(m.read_text()) for spec in side.specs if (m := run_manifest_of(spec)) is not None]
+        if any((r.get("scorer") or {}).get("stand_in") for r in recorded):
+            notes.append(prose("compare", "stand_in_note", side.name, other.name))
+    if al.scored:
+        kinds = []
+        for scores in (al.ref_scores, al.cand_scores):
+            chosen, rejected = scores["score_chosen"], scores["score_rejected"]
+            fine = np.isfinite(chosen) & np.isfinite(rejected)
+            kinds.append(stats.detect_scale(chosen[fine], rejected[fine])["kind"] if fine.any() else None)
+        if set(kinds) == {"rating", "logit"}:
+            notes.append(prose("compare", "scale_note", *kinds))
+    return notes
 
 
 def _public(spec: str) -> str:

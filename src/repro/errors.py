@@ -18,6 +18,12 @@ class ReproError(Exception):
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or Interrupt Kernel during a stage: a notebook cell shows the one line (what is kept, how to go on)."""
+
+    _render_traceback_ = ReproError._render_traceback_
+
+
 class ParameterError(ReproError, ValueError):
     """A parameter is unknown, missing or of the wrong type or value."""
 

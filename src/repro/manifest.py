@@ -19,8 +19,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import __version__
-from .errors import ParameterError
-from .jobs import atomic_write_json, json_default
+from .errors import Interrupted, ParameterError
+from .jobs import atomic_write_json, finished_chunks, json_default
 from .parameters import RUN_KEYS, notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
@@ -361,6 +361,9 @@ class Manifest:
             self._set_stage(name, {"status": ended(exc), "seconds": round(time.perf_counter() - t0, 3),
                                    "error": error, **info})
             self.finish_run(ended(exc), error=f"stage {name!r} {ended(exc)}: {error}")
+            if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Interrupted):
+                raise Interrupted(f"stage {name!r}: {len(finished_chunks(self.run.work))} finished chunk(s) are safe "
+                                  f"in {self.run.work}; run the notebook again to continue.") from None
             raise
         self._set_stage(name, {"status": "done", "seconds": round(time.perf_counter() - t0, 3), **info})
 

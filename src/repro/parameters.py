@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import inspect
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Literal
@@ -418,7 +421,7 @@ def _refuse_unknown(keys: Collection[str], where: str) -> None:
     for key in keys:
         if key not in known:
             raise ParameterError(f"Unknown parameter '{key}' in {where}.{did_you_mean(key, sorted(known))} Known "
-                                 f"parameters are listed in src/repro/parameters.py and documented in "
+                                 f"parameters are the fields of repro.parameters' schemas, documented in "
                                  f"params/demo.yaml; remove or rename it.")
 
 
@@ -483,16 +486,58 @@ _LITERAL_TYPES = (str, int, float, bool, type(None), list, dict, tuple)
 _SEEN = "_repro_parameter_names"  # names present at a notebook's first validation
 
 
+PARAMETERS_HEADER = "# Parameters of notebooks/"  # the first line of every notebook's parameters cell
+
+
+def cell_names(namespace: dict[str, Any]) -> set[str] | None:
+    """The names the parameters cell assigns as it last ran (and papermill's injected cell after it), read from
+    IPython's input history; None without a history that holds it."""
+    history = namespace.get("In")
+    starts = [i for i, cell in enumerate(history or ()) if str(cell).startswith(PARAMETERS_HEADER)]
+    if not isinstance(history, list) or not starts:
+        return None
+    names: set[str] = set()
+    for cell in history[starts[-1]:]:
+        if str(cell).startswith("# Parameters"):
+            with contextlib.suppress(SyntaxError):
+                names |= {target.id for node in ast.parse(cell).body if isinstance(node, ast.Assign)
+                          for target in node.targets if isinstance(target, ast.Name)}
+    return names
+
+
+class Stale:
+    """What a notebook name held when its parameters cell failed: JupyterLab's Run All may still run later cells,
+    which would write with the previous run's objects; any use of one says so instead."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_"):  # what IPython's display and copy ask: simply absent
+            raise AttributeError(attribute)
+        raise ParameterError(f"`{self._name}` is from before the parameters cell failed: fix it and run the notebook "
+                             f"again (this cell did nothing).")
+
+
 def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
-    """Validate a notebook's parameters from its globals (literal values only); names that appear after the first
-    validation are the notebook's own variables, so re-running the cell in Jupyter keeps working."""
-    seen = namespace.get(_SEEN)
+    """Validate a notebook's parameters from its globals (literal values only): the names its parameters cell
+    assigns as it last ran, else those present at the first validation (later ones are the notebook's own). On
+    failure the notebook's other objects become `Stale`."""
+    names = cell_names(namespace)
+    seen = namespace.get(_SEEN) if names is None else names
     values = {key: value for key, value in namespace.items()
               if not key.startswith("_") and key not in _IPYTHON_NAMES and isinstance(value, _LITERAL_TYPES)
               and (seen is None or key in seen)}
-    params = build(SCHEMAS[section], values, where=f"notebook {section}",
-                   advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY VALUE (a "
-                          "list: -y 'KEY: [a, b]').")
+    try:
+        params = build(SCHEMAS[section], values, where=f"notebook {section}",
+                       advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY VALUE "
+                              "(a list: -y 'KEY: [a, b]').")
+    except ParameterError:
+        for key, value in list(namespace.items()):
+            if not (key.startswith("_") or key in _IPYTHON_NAMES or isinstance(value, (*_LITERAL_TYPES, Stale))
+                    or inspect.ismodule(value) or callable(value)):
+                namespace[key] = Stale(key)
+        raise
     if seen is None:
         namespace[_SEEN] = set(namespace)
         if params.subject and getattr(params, params.subject) is not None and not params.run_dir:

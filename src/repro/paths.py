@@ -138,8 +138,8 @@ def beside_hint(path: str | Path) -> str:
     """For a path (by the path rule) that does not exist: a hint when the same relative path exists from the working
     folder instead (a notebook's folder in JupyterLab, a shell elsewhere), else ""."""
     root, here, given = project_root(), Path.cwd(), Path(path)
-    relative = given.relative_to(root) if given.is_relative_to(root) else None if given.is_absolute() else given
-    if relative is None or here.resolve() == root.resolve() or not (there := here / relative).exists():
+    relative = Path(os.path.relpath(given, root)) if given.is_absolute() else given  # ../x: outside the root
+    if here.resolve() == root.resolve() or not (there := Path(os.path.normpath(here / relative))).exists():
         return ""
     give = f"{os.path.relpath(there, root)!r} (or its absolute path)" if there.is_relative_to(root) else str(there)
     return (f" Relative paths are taken from the project root ({root}), not from the current folder; {there} "

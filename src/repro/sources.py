@@ -14,7 +14,7 @@ import datasets
 import pyarrow.parquet as pq
 
 from .dataset_io import split_files
-from .errors import DataError, DatasetLoadError
+from .errors import DataError, DatasetLoadError, did_you_mean
 from .parameters import FAMILY_NOTEBOOK
 from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id
 from .revisions import check_revision_target, hub_offline
@@ -45,12 +45,19 @@ def load_source(spec: str, split: str = SPLIT, parameter: str = "source",
     path = Path(os.path.expanduser(spec))
     if path.exists():
         return _load_local(path, split, parameter, split_parameter)
-    if is_hub_id(spec):
-        return _load_hub(spec, split, parameter, split_parameter, revision)
-    raise DataError(
-        f"{parameter} {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name). "
-        f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
-        f"'HuggingFaceH4/ultrafeedback_binarized'.{beside_hint(spec)}")
+    check_exists(spec, parameter)
+    return _load_hub(spec, split, parameter, split_parameter, revision)
+
+
+def check_exists(spec: str, parameter: str) -> None:
+    """Refuse a `parameter` that is neither `demo`, an existing file or folder, nor a hub id (before any work)."""
+    path = Path(os.path.expanduser(spec))
+    if spec != DEMO and not path.exists() and not is_hub_id(spec):
+        near = did_you_mean(path.name, [p.name for p in path.parent.iterdir()]) if path.parent.is_dir() else ""
+        raise DataError(
+            f"{parameter} {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name).{near} "
+            f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
+            f"'HuggingFaceH4/ultrafeedback_binarized'.{beside_hint(spec)}")
 
 
 def _dataset_of(path: Path) -> Path:

@@ -61,8 +61,10 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
     kept = []
     for name, text in out:
         if not isinstance(text, str):
+            hint = (" For a chosen / rejected conversation: include_original_pair: true ranks its last assistant "
+                    "message (with candidate_columns: [] alone).") if name in ("chosen", "rejected") else ""
             raise DataError(f"{where}, candidate {name!r}: expected a string, got {type(text).__name__} "
-                            f"({str(text)[:80]!r}). Fix the source column or leave it out of candidate_columns.")
+                            f"({str(text)[:80]!r}). Fix the source column or leave it out of candidate_columns.{hint}")
         if not text.strip() and p.empty_candidates != "rank":
             if p.empty_candidates == "drop":
                 continue

@@ -17,7 +17,7 @@ from ..parameters import TIE_RULE, ConstructParams, GenerationParams, check_gene
 from ..paths import RunDir
 from ..revisions import local_content, pinned_model
 from ..slicing import plan_slice
-from ..sources import load_source, require_columns
+from ..sources import check_exists, load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
 from .pairs import ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates
@@ -79,6 +79,7 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     run, notebook = RunDir(params.run_root), "01_construct"
     manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
     manifest.refuse_other_parameters(parameters, notebook)
+    check_exists(params.source, "source")  # a mistyped path writes nothing, not even the run directory
     claim(run, None, "source", building=True)
     manifest.ensure_started(parameters, notebook)
     return Context(params, run, manifest)
