@@ -170,7 +170,9 @@ def refresh(p: Any) -> Path | None:
     values.update(run_dir=str(run.root), run_name=p.run_name)
     try:
         facts = gather_facts(build(CardParams, values, where=f"the parameters recorded in {run.manifest}"))
-        return write_card(facts, refreshed=True)
+        written = write_card(facts, refreshed=True)
+        print(f"The dataset card {written} was written again with this notebook's results.")
+        return written
     except ReproError as exc:  # (03_card's input moved away since): the notebook's own work stands
         print(f"The card {run.card} was not written again: {exc} Run notebooks/03_card.ipynb to bring it up to date.")
         return None
