@@ -320,11 +320,12 @@ def _lin(mx: float, my: float, vx: float, vy: float, cov: float) -> float:
 
 
 def bland_altman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
-    """Bland–Altman of y − x: mean difference, its sample std, the 95 % limits of agreement mean ± 1.96·std."""
+    """Bland–Altman of y − x (04_compare: candidate − reference, as compare.json's `difference` says): mean
+    difference, its sample std, the 95 % limits of agreement mean ± 1.96·std."""
     d = y - x
     sd = d.std(ddof=1) if d.size > 1 else math.nan
     return clean({"mean_difference": d.mean(), "sd_difference": sd, "loa_low": d.mean() - Z_95 * sd,
-                  "loa_high": d.mean() + Z_95 * sd, "difference": "second − first"})
+                  "loa_high": d.mean() + Z_95 * sd})
 
 
 class _WeightedRanks:
