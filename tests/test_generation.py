@@ -348,3 +348,32 @@ def test_the_same_policy_in_another_folder_has_the_same_fingerprint_and_another_
     assert generation._Plan(texts, params(copy)).fingerprint == original
     (copy / "config.json").write_text((copy / "config.json").read_text().replace("}", ', "note": 1}', 1))
     assert generation._Plan(texts, params(copy)).fingerprint != original
+
+
+def test_vllm_gives_each_candidate_its_recipes_seed_for_every_prompt():
+    # SPPO's generate.py samples candidate p of EVERY prompt with vLLM's per-request seed p*50; each sequence got a
+    # seed hashed from the prompt instead, so no rebuild could give SPPO's texts, even on its vLLM and GPU
+    class FakeVllm:
+        @staticmethod
+        def SamplingParams(**kw):
+            return kw
+
+    class FakeLLM:
+        def generate(self, prompts, sampling, use_tqdm):
+            self.sampling = sampling
+            return [type("O", (), {"outputs": [type("C", (), {"text": " x ", "token_ids": [1]})]}) for _ in prompts]
+
+    engine = generation.VllmEngine.__new__(generation.VllmEngine)
+    engine.vllm, engine.eos_ids, engine.llm = FakeVllm, [2], FakeLLM()
+    sppo = GenerationParams(policy_model="builtin:tiny-policy", n_candidates=3, candidate_seeds=[0, 50, 100])
+    items = [{"ids": [5, 6], "keys": generation.candidate_keys("p", sppo)},
+             {"ids": [7], "keys": generation.candidate_keys("q", sppo)}]
+    seqs = generation.candidate_requests(items, sppo)
+    engine.generate(seqs, 4, 0.7, 0.9, lambda n, t: None)
+    assert [s["seed"] for s in engine.llm.sampling] == [0, 50, 100, 0, 50, 100]
+    plain = GenerationParams(policy_model="builtin:tiny-policy", n_candidates=2)
+    items = [{"ids": [5, 6], "keys": generation.candidate_keys("p", plain)}]
+    engine.generate(generation.candidate_requests(items, plain), 4, 0.7, 0.9, lambda n, t: None)
+    assert [s["seed"] for s in engine.llm.sampling] == [k[0] << 31 | k[1] for k in items[0]["keys"]]
+    greedy = GenerationParams(policy_model="builtin:tiny-policy", n_candidates=2, temperature=0)
+    assert [(s.key, s.seed) for s in generation.candidate_requests(items, greedy)] == [(None, None)]

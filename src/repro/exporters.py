@@ -114,8 +114,9 @@ def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple
     sizes = {len(r["candidates"]) - r.get(SCORED_ONLY, 0) for r in rows} if fmt.name == "sppo" else {0}
     if len(sizes) > 1:
         raise DataError(f"output_format 'sppo' has one `generate_i` column per candidate, but rows hold "
-                        f"{sorted(sizes)} candidates: give every row the same candidates (empty_candidates: rank ranks an "
-                        f"empty response, as SPPO does, where drop leaves it out), or choose another output_format.")
+                        f"{sorted(sizes)} candidates: give every row the same candidates (empty_candidates: rank "
+                        f"ranks an empty response, as SPPO does, where drop leaves it out), or choose another "
+                        f"output_format.")
     features = fmt.features(max(sizes), keep_all_candidates, more_scorers)
     out = ([{k: r[fmt.renames.get(k, k)] for k in features} for r in rows] if fmt.convert is None else
            [fmt.convert(r, c, j) for r, (c, j) in zip(rows, picks)])

@@ -530,8 +530,8 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
               and (seen is None or key in seen)}
     try:
         params = build(SCHEMAS[section], values, where=f"notebook {section}",
-                       advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY VALUE "
-                              "(a list: -y 'KEY: [a, b]').")
+                       advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY "
+                              "VALUE (a list: -y 'KEY: [a, b]').")
     except ParameterError:
         for key, value in list(namespace.items()):
             if not (key.startswith("_") or key in _IPYTHON_NAMES or isinstance(value, (*_LITERAL_TYPES, Stale))

@@ -252,10 +252,20 @@ def _gumbel_processor(keys, prompt_length: int):
 
 @dataclass
 class SequenceRequest:
-    """One sequence to generate: the prompt ids and, for a sampled one, its noise key."""
+    """One sequence to generate: the prompt ids and, for a sampled one, its noise key (and vLLM's seed)."""
 
     ids: list[int]
     key: list[int] | None  # None: greedy
+    seed: int | None = None  # vLLM's per-request seed: candidate_seeds[k] (SPPO), else one made from the key
+
+
+def candidate_requests(chunk: list[dict], params: GenerationParams) -> list[SequenceRequest]:
+    """The candidate sequences of a chunk's prompts, in order: one greedy sequence each (temperature 0), else one
+    per candidate, with its noise key and its `candidate_seeds` seed (the same for every prompt, as SPPO's vLLM)."""
+    if params.temperature == 0:
+        return [SequenceRequest(item["ids"], None) for item in chunk]
+    seeds = params.candidate_seeds or [None] * params.n_candidates
+    return [SequenceRequest(item["ids"], key, seed) for item in chunk for key, seed in zip(item["keys"], seeds)]
 
 
 class TransformersEngine:
@@ -347,7 +357,8 @@ class VllmEngine:
             sampled = temperature > 0 and s.key is not None
             params.append(self.vllm.SamplingParams(
                 temperature=temperature if sampled else 0.0, top_p=top_p if sampled else 1.0,
-                max_tokens=max_new_tokens, seed=(s.key[0] << 31 | s.key[1]) if sampled else None,
+                max_tokens=max_new_tokens, seed=(s.key[0] << 31 | s.key[1] if s.seed is None else s.seed) if sampled
+                else None,
                 stop_token_ids=self.eos_ids, skip_special_tokens=True))
         outputs = self.llm.generate([{"prompt_token_ids": s.ids} for s in seqs], params, use_tqdm=False)
         results = [(o.outputs[0].text.strip(), len(o.outputs[0].token_ids)) for o in outputs]
@@ -402,8 +413,7 @@ def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance
             r["reference_response"] = text
             r["tokens"] += tokens
     if params.n_candidates:
-        seqs = [SequenceRequest(item["ids"], key) for item in chunk for key in ([None] if greedy else item["keys"])]
-        outs = run(seqs, params.max_new_tokens, params.temperature)
+        outs = run(candidate_requests(chunk, params), params.max_new_tokens, params.temperature)
         for i, r in enumerate(results):
             mine = outs[i * n:(i + 1) * n]
             r["candidates"] = [text for text, _ in mine] * (params.n_candidates // n)
@@ -447,6 +457,9 @@ class _Plan:
             "backend": params.generation_backend, "device_type": self.device.split(":")[0], "dtype": self.dtype,
             "batch_size": params.generation_batch_size,
             "sampling": {k: getattr(params, k) for k in SAMPLING},
+            # vLLM samples candidate k of every prompt with candidate_seeds[k] itself (SPPO's generate.py)
+            **({"vllm_seeds": "candidate_seeds"} if params.generation_backend == "vllm" and params.candidate_seeds
+               else {}),
             "eos_ids": self.eos_ids,
             "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
         }

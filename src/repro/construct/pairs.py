@@ -68,9 +68,8 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
         if not text.strip() and p.empty_candidates != "rank":
             if p.empty_candidates == "drop":
                 continue
-            raise DataError(f"{where}, candidate {name!r} is empty. Fix the source, or set "
-                            f"empty_candidates: drop to leave empty texts out of the ranking (rank: rank them, as the field's "
-                            f"recipes do).")
+            raise DataError(f"{where}, candidate {name!r} is empty. Fix the source, or set empty_candidates: "
+                            f"drop to leave empty texts out of the ranking (rank: rank them, as the recipes do).")
         kept.append((name, text))
     return kept
 
