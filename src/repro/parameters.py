@@ -271,7 +271,8 @@ class GenerationParams(_Params):
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     max_new_tokens: Count = 1024
     generation_seed: int = 0
-    # candidate k drawn as the first of a run with generation_seed = candidate_seeds[k] (SPPO: 0, 50, ..., 200)
+    # a seed per candidate (SPPO: 0, 50, ..., 200): vLLM samples candidate k of every prompt with candidate_seeds[k];
+    # Transformers draws it as the first candidate of a run with generation_seed = candidate_seeds[k]
     candidate_seeds: list[int] | None = None
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
     max_prompt_tokens: Count | None = None  # default: the model's context minus the longest max_new_tokens
