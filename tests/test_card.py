@@ -545,6 +545,23 @@ def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_constructi
     assert en not in repro_card.render_body(facts)
 
 
+def test_length_bias_by_the_share_when_every_margin_is_the_same(tmp_path):
+    # 0.7 / 0.2 in every row: no correlation with length can be computed, and the card said "metrics.json reports
+    # no correlation" though the chosen response was the longer in 30 of 30 pairs
+    make_run(tmp_path / "run", metrics=True)
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    sign = {"positive": 30, "negative": 0, "zeros_discarded": 0, "pvalue": 1.86e-09}
+    facts.metrics["length"].update(n=30, chosen_longer_test={"chars": sign, "tokens": sign}, margin_vs_length_difference={
+        unit: {"spearman": None, "pvalue": None} for unit in ("chars", "tokens")})
+    assert facts.length_bias == {"verdict": "longer_share"}
+    lines = [x for x in repro_card.render_body(facts).splitlines() if x.startswith(("- Length bias", "- 长度偏差"))]
+    assert lines[0].startswith("- Length bias: the margin's correlation with the length difference is undefined (the "
+                               "margins, or the length differences, are all equal), and the chosen response is the "
+                               "longer one in 100.0 % (characters, sign test p = 1.86e-09)")
+    assert lines[0].endswith("the scores favour longer responses.")
+    assert lines[1].startswith("- 长度偏差：差值与长度差的相关系数无定义") and lines[1].endswith("分数偏向较长的回复。")
+
+
 def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
     # two or three rows: rho = -1 with p = 0 (scipy's t approximation) or no p made the card say "p < 0.05"
     make_run(tmp_path / "run", metrics=True)

@@ -98,7 +98,7 @@ def test_a_source_that_does_not_exist_writes_nothing(tmp_path):
     (tmp_path / "train_prefs_1000.jsonl").write_text("")
     p = _params(tmp_path, source=str(tmp_path / "train_prefs_100.jsonl"))
     with pytest.raises(DataError, match=r"source '.*train_prefs_100.jsonl' is neither an existing file or folder nor "
-                                        r"a hub dataset id \(owner/name\)\. Did you mean 'train_prefs_1000.jsonl'\?"):
+                                        rf"a hub dataset id \(owner/name\)\. Did you mean '{tmp_path}/train_prefs_1000.jsonl'\?"):
         construct.begin(p)
     assert not (tmp_path / "run").exists()
 

@@ -5,7 +5,7 @@ import pytest
 
 from repro.errors import ParameterError
 from repro.parameters import (AnalyzeParams, CardParams, ConstructParams, build, load_params_file, parse_set,
-                              cell_names, validate_all, validate_namespace)
+                              Stale, cell_names, validate_all, validate_namespace)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,12 +152,36 @@ def test_a_failed_parameters_cell_leaves_nothing_of_the_previous_run_to_write_wi
         ns["p"] = validate_namespace("construct", ns)
     assert ns["json"] is json and ns["rows"] == [1, 2] and ns["limit"] == -5  # modules and values stay
     for name in ("p", "ctx"):
-        with pytest.raises(ParameterError, match=rf"`{name}` is from before the parameters cell failed: fix it and "
-                                                 rf"run the notebook again"):
+        with pytest.raises(ParameterError, match=rf"`{name}` is from before a cell above failed: fix it and run the "
+                                                 rf"notebook again"):
             getattr(ns[name], "run_dir")
     assert not hasattr(ns["ctx"], "_repr_html_")  # what IPython's display asks is simply absent
     ns["limit"] = 4
     assert validate_namespace("construct", ns).limit == 4
+
+
+def test_in_a_kernel_a_cell_failing_with_repros_error_makes_the_notebooks_objects_stale():
+    # a missing source (01_construct's begin) or a failed stage: Run All went on with the earlier run's `ctx`,
+    # `candidate_set`, ... and wrote a dataset of the old candidates into the new run's folder
+    from types import SimpleNamespace
+
+    from repro.errors import DataError
+
+    hooks = []
+    shell = SimpleNamespace(events=SimpleNamespace(register=lambda event, fn: hooks.append((event, fn))))
+    ns = {"get_ipython": lambda: shell, "limit": 3}
+    validate_namespace("construct", ns)
+    validate_namespace("generation", ns)
+    assert [event for event, _ in hooks] == ["post_run_cell"]  # once per kernel
+    after = hooks[0][1]
+    ns["candidate_set"] = object()
+    after(SimpleNamespace(error_in_exec=AttributeError("a typo in a cell of one's own")))
+    assert not isinstance(ns["candidate_set"], Stale)  # exploring: only repro's failures make objects stale
+    after(SimpleNamespace(error_in_exec=DataError("source 'x' is neither ...")))
+    assert isinstance(ns["candidate_set"], Stale) and ns["limit"] == 3
+    ns["pairs"] = object()
+    after(SimpleNamespace(error_in_exec=KeyboardInterrupt()))
+    assert isinstance(ns["pairs"], Stale)
 
 
 def test_the_parameters_are_the_names_the_parameters_cell_assigns_as_it_last_ran():
@@ -178,6 +202,16 @@ def test_the_parameters_are_the_names_the_parameters_cell_assigns_as_it_last_ran
     ns.update(limit=7, mini_count=2)
     assert validate_namespace("construct", ns).mini_count == 2
     assert cell_names({"In": ["x = 1"]}) is None and cell_names({}) is None  # no such cell: the first names rule
+
+
+def test_nothing_to_generate_is_refused_only_when_generating():
+    # `--set generate=false` on SELM's recipe (n_candidates 0) with generate_reference false was refused for
+    # "nothing to generate", though nothing would be generated
+    quiet = {"n_candidates": 0, "generate_reference": False, "candidate_columns": ["resp0", "resp1"]}
+    assert validate_all({**quiet, "generate": False})["generation"].n_candidates == 0
+    with pytest.raises(ParameterError, match="generate is true, but n_candidates is 0 and generate_reference is "
+                                             "false: nothing to generate"):
+        validate_all({**quiet, "generate": True, "candidate_columns": []})
 
 
 @pytest.mark.parametrize("key", ["device", "generation_device"])

@@ -110,6 +110,9 @@ def test_a_file_beside_the_notebook_given_by_its_name_is_refused_with_the_path_t
     (project / "data" / "rows.jsonl").write_text('{"score_chosen": 1.0, "score_rejected": 0.0}\n')
     with pytest.raises(DataError, match=rf"{project}/data/rows.jsonl exists: give 'data/rows.jsonl'"):
         analysis.analyze(build(AnalyzeParams, {"dataset": "../data/rows.jsonl"}))
+    # a near name is offered as the parameter takes it, from the project root (it offered the bare file name)
+    with pytest.raises(DataError, match=r"Did you mean 'data/rows.jsonl'\?"):
+        analysis.analyze(build(AnalyzeParams, {"dataset": "data/row.jsonl"}))
     monkeypatch.chdir(project)  # from the root, no such hint: the file is not beside the working folder
     with pytest.raises(DataError) as info:
         analysis.analyze(build(AnalyzeParams, {"dataset": "mine.jsonl"}))

@@ -247,6 +247,9 @@ def test_correlations(paired):
     r, n = out["pearson"]["statistic"], len(chosen)
     t = r * math.sqrt((n - 2) / (1 - r * r))
     assert out["pearson"]["pvalue"] == pytest.approx(2 * sps.t.sf(abs(t), n - 2), rel=1e-6)
+    # three rows: rho = -1 and scipy's p = 0, where the exact p is 1/3; Spearman's p is given from 10 values on
+    three = stats.correlations(np.array([1.0, 2.0, 3.0]), np.array([3.0, 2.5, 1.0]))["spearman"]
+    assert three == {"statistic": -1.0, "pvalue": None}
     # two rows: r is ±1 whatever the scores (it said r = 1, p = 1)
     two = stats.correlations(np.array([1.0, 2.0]), np.array([-1.0, -3.0]))
     assert two == {k: {"statistic": None, "pvalue": None} for k in ("pearson", "spearman")}

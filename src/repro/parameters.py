@@ -14,7 +14,7 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
-from .errors import ParameterError, did_you_mean
+from .errors import ParameterError, ReproError, did_you_mean
 from .paths import DEMO, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of, utf8_text
 
 
@@ -288,8 +288,6 @@ class GenerationParams(_Params):
         if self.candidate_seeds is not None and len(self.candidate_seeds) != self.n_candidates:
             raise ValueError(f"candidate_seeds has {len(self.candidate_seeds)} seed(s) but n_candidates is "
                              f"{self.n_candidates}: give one seed per candidate, or null")
-        if self.n_candidates == 0 and not self.generate_reference:
-            raise ValueError("n_candidates is 0 and generate_reference is false: nothing to generate")
         return self
 
 
@@ -465,6 +463,9 @@ def check_generated_columns(construct: "ConstructParams", generation: "Generatio
     """With `generate`, the candidates ranked are exactly the generated resp0 .. resp{n-1} (a source's own columns
     beside them would be ranked as if generated; a generated one left out, generated for nothing)."""
     made = [f"resp{k}" for k in range(generation.n_candidates)]
+    if construct.generate and not made and not generation.generate_reference:
+        raise ParameterError("generate is true, but n_candidates is 0 and generate_reference is false: nothing to "
+                             "generate. Set n_candidates, or generate: false.")
     if construct.generate and sorted(construct.candidate_columns) != sorted(made):
         raise ParameterError(
             f"candidate_columns {construct.candidate_columns}: with generate: true the candidates are the "
@@ -485,6 +486,7 @@ def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
 _LITERAL_TYPES = (str, int, float, bool, type(None), list, dict, tuple)
 _SEEN = "_repro_parameter_names"  # names present at a notebook's first validation
+_HOOKED = "_repro_stale_after_failures"  # set once the kernel's post_run_cell hook is registered
 
 
 PARAMETERS_HEADER = "# Parameters of notebooks/"  # the first line of every notebook's parameters cell
@@ -507,8 +509,8 @@ def cell_names(namespace: dict[str, Any]) -> set[str] | None:
 
 
 class Stale:
-    """What a notebook name held when its parameters cell failed: JupyterLab's Run All may still run later cells,
-    which would write with the previous run's objects; any use of one says so instead."""
+    """What a notebook name held when one of its cells failed (the parameters cell, or a stage): JupyterLab's Run All
+    may still run later cells, which would write with objects of the earlier run; any use of one says so instead."""
 
     def __init__(self, name: str):
         self._name = name
@@ -516,14 +518,38 @@ class Stale:
     def __getattr__(self, attribute: str) -> Any:
         if attribute.startswith("_"):  # what IPython's display and copy ask: simply absent
             raise AttributeError(attribute)
-        raise ParameterError(f"`{self._name}` is from before the parameters cell failed: fix it and run the notebook "
-                             f"again (this cell did nothing).")
+        raise ParameterError(f"`{self._name}` is from before a cell above failed: fix it and run the notebook again "
+                             f"(this cell did nothing).")
+
+
+def make_stale(namespace: dict[str, Any]) -> None:
+    """Replace a notebook's objects (not its parameters' values, modules or functions) by `Stale` ones."""
+    for key, value in list(namespace.items()):
+        if not (key.startswith("_") or key in _IPYTHON_NAMES or isinstance(value, (*_LITERAL_TYPES, Stale))
+                or inspect.ismodule(value) or callable(value)):
+            namespace[key] = Stale(key)
+
+
+def _stale_after_failures(namespace: dict[str, Any]) -> None:
+    """In an IPython kernel, once: a cell that fails with repro's error (a stage's, the parameters') or an interrupt
+    makes the notebook's objects `Stale` before the next cell runs."""
+    shell = namespace.get("get_ipython", lambda: None)()
+    if shell is None or namespace.get(_HOOKED):
+        return
+
+    def after(result: Any) -> None:
+        if isinstance(result.error_in_exec, (ReproError, KeyboardInterrupt)):
+            make_stale(namespace)
+
+    shell.events.register("post_run_cell", after)
+    namespace[_HOOKED] = True
 
 
 def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     """Validate a notebook's parameters from its globals (literal values only): the names its parameters cell
     assigns as it last ran, else those present at the first validation (later ones are the notebook's own). On
-    failure the notebook's other objects become `Stale`."""
+    failure, the notebook's other objects become `Stale`, as after a failed stage."""
+    _stale_after_failures(namespace)
     names = cell_names(namespace)
     seen = namespace.get(_SEEN) if names is None else names
     values = {key: value for key, value in namespace.items()
@@ -534,10 +560,7 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
                        advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY "
                               "VALUE (a list: -y 'KEY: [a, b]').")
     except ParameterError:
-        for key, value in list(namespace.items()):
-            if not (key.startswith("_") or key in _IPYTHON_NAMES or isinstance(value, (*_LITERAL_TYPES, Stale))
-                    or inspect.ismodule(value) or callable(value)):
-                namespace[key] = Stale(key)
+        make_stale(namespace)
         raise
     if seen is None:
         namespace[_SEEN] = set(namespace)

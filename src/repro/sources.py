@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from .dataset_io import split_files
 from .errors import DataError, DatasetLoadError, did_you_mean
 from .parameters import FAMILY_NOTEBOOK
-from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id
+from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
 from .revisions import check_revision_target, hub_offline
 
 
@@ -53,7 +53,11 @@ def check_exists(spec: str, parameter: str) -> None:
     """Refuse a `parameter` that is neither `demo`, an existing file or folder, nor a hub id (before any work)."""
     path = Path(os.path.expanduser(spec))
     if spec != DEMO and not path.exists() and not is_hub_id(spec):
-        near = did_you_mean(path.name, [p.name for p in path.parent.iterdir()]) if path.parent.is_dir() else ""
+        root = project_root()  # a near name as the parameter takes it: from the project root (a relative path)
+
+        def shown(q: Path) -> str:
+            return os.path.relpath(q, root) if q.is_relative_to(root) else str(q)
+        near = did_you_mean(shown(path), [shown(q) for q in path.parent.iterdir()]) if path.parent.is_dir() else ""
         raise DataError(
             f"{parameter} {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name).{near} "
             f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "

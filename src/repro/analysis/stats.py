@@ -203,14 +203,23 @@ def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     })
 
 
+# below this many values scipy's t approximation of Spearman's p is far off (3 values, rho -1: p 0, exactly 1/3)
+SPEARMAN_P_VALUES = 10
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
+    """Spearman's rho of x and y, and its two-sided p-value from 10 values on (None below)."""
+    rho = _quiet(sps.spearmanr, x, y)
+    return clean({"statistic": rho.statistic, "pvalue": rho.pvalue if x.size >= SPEARMAN_P_VALUES else None})
+
+
 def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float | None]]:
     """Pearson and Spearman correlation (with two-sided p-values) of x and y (metrics.json: score_chosen and
     score_rejected); undefined for fewer than three values (two points are always on a line)."""
     if x.size < 3:
         return {name: {"statistic": None, "pvalue": None} for name in ("pearson", "spearman")}
-    pearson, spearman = _quiet(sps.pearsonr, x, y), _quiet(sps.spearmanr, x, y)
-    return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue},
-                  "spearman": {"statistic": spearman.statistic, "pvalue": spearman.pvalue}})
+    pearson = _quiet(sps.pearsonr, x, y)
+    return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue}, "spearman": spearman(x, y)})
 
 
 def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
@@ -223,8 +232,8 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
     out["margin_vs_length_difference"] = {}
     for unit in ("chars", "tokens"):
         diff = lengths[f"chosen_{unit}"] - lengths[f"rejected_{unit}"]
-        rho = _quiet(sps.spearmanr, margin, diff)
-        out["margin_vs_length_difference"][unit] = {"spearman": rho.statistic, "pvalue": rho.pvalue}
+        rho = spearman(margin, diff)
+        out["margin_vs_length_difference"][unit] = {"spearman": rho["statistic"], "pvalue": rho["pvalue"]}
         out[f"chosen_longer_fraction_{unit}"] = float((diff > 0).mean())
         out.setdefault("chosen_longer_test", {})[unit] = sign_test(diff)
     return clean(out)

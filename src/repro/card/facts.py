@@ -281,7 +281,7 @@ class CardFacts:
         the chosen response is the longer one)."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
-        if not self.length_rhos:
+        if not self.length_rhos and not self.length_shares:
             return {"verdict": "absent", "reason": _get(self.metrics, "length", "reason")}
         if (n := _get(self.metrics, "length", "n") or 0) < LENGTH_BIAS_ROWS:
             return {"verdict": "few", "n": n}
