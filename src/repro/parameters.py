@@ -550,6 +550,7 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     assigns as it last ran, else those present at the first validation (later ones are the notebook's own). On
     failure, the notebook's other objects become `Stale`, as after a failed stage."""
     _stale_after_failures(namespace)
+    first = namespace.get(_SEEN) is None
     names = cell_names(namespace)
     seen = namespace.get(_SEEN) if names is None else names
     values = {key: value for key, value in namespace.items()
@@ -562,7 +563,7 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     except ParameterError:
         make_stale(namespace)
         raise
-    if seen is None:
+    if first:
         namespace[_SEEN] = set(namespace)
         if params.subject and getattr(params, params.subject) is not None and not params.run_dir:
             print(f"run directory: {params.run_root} (the one of {params.subject}={getattr(params, params.subject)!r}; "
