@@ -150,7 +150,10 @@ def test_a_failed_parameters_cell_leaves_nothing_of_the_previous_run_to_write_wi
     ns.update(ctx=Context(), rows=[1, 2], limit=-5)
     with pytest.raises(ParameterError, match=r"limit: must be >= 1 \(got -5\)"):
         ns["p"] = validate_namespace("construct", ns)
-    assert ns["json"] is json and ns["rows"] == [1, 2] and ns["limit"] == -5  # modules and values stay
+    assert ns["json"] is json and ns["limit"] == -5  # modules and the parameters' values stay
+    with pytest.raises(ParameterError, match="`rows` is from before a cell above failed"):  # lists too (old scores)
+        len(ns["rows"])
+    assert repr(ns["rows"]) == "<rows: from before a cell above failed; run the notebook again>"
     for name in ("p", "ctx"):
         with pytest.raises(ParameterError, match=rf"`{name}` is from before a cell above failed: fix it and run the "
                                                  rf"notebook again"):
@@ -174,14 +177,50 @@ def test_in_a_kernel_a_cell_failing_with_repros_error_makes_the_notebooks_object
     validate_namespace("generation", ns)
     assert [event for event, _ in hooks] == ["post_run_cell"]  # once per kernel
     after = hooks[0][1]
+
+    def ran(cell="pairs.foo", before=None, error=None):
+        after(SimpleNamespace(error_before_exec=before, error_in_exec=error, info=SimpleNamespace(raw_cell=cell)))
+
     ns["candidate_set"] = object()
-    after(SimpleNamespace(error_in_exec=AttributeError("a typo in a cell of one's own")))
+    ran(error=AttributeError("a typo in a cell of one's own"))
     assert not isinstance(ns["candidate_set"], Stale)  # exploring: only repro's failures make objects stale
-    after(SimpleNamespace(error_in_exec=DataError("source 'x' is neither ...")))
+    ran(error=DataError("source 'x' is neither ..."))
     assert isinstance(ns["candidate_set"], Stale) and ns["limit"] == 3
     ns["pairs"] = object()
-    after(SimpleNamespace(error_in_exec=KeyboardInterrupt()))
+    ran(error=KeyboardInterrupt())
     assert isinstance(ns["pairs"], Stale)
+
+
+def test_a_parameters_cell_that_did_not_run_to_its_end_is_refused():
+    # `limit = 30)` (a SyntaxError) gave every default, and `limit = thirty` (a NameError before `chunk_size = 4`)
+    # ran with the earlier values: the next cell built a run of values the cell did not hold
+    from types import SimpleNamespace
+
+    hooks = []
+    shell = SimpleNamespace(events=SimpleNamespace(register=lambda event, fn: hooks.append(fn)))
+    header = "# Parameters of notebooks/01_construct.ipynb.\n"
+    ns = {"get_ipython": lambda: shell, "In": ["", header + "limit = 3\nchunk_size = 8\n"], "limit": 3,
+          "chunk_size": 8}
+    validate_namespace("construct", ns)
+    ns["ctx"] = object()
+    cell = header + "limit = thirty\nchunk_size = 4\n"
+    ns["In"].append(cell)
+    hooks[0](SimpleNamespace(error_before_exec=None, error_in_exec=NameError("thirty"),
+                             info=SimpleNamespace(raw_cell=cell)))
+    assert isinstance(ns["ctx"], Stale)
+    with pytest.raises(ParameterError, match="The parameters cell failed when it last ran"):
+        validate_namespace("construct", ns)
+    cell = header + "limit = 30\nchunk_size = 4\n"
+    ns["In"].append(cell)
+    ns.update(limit=30, chunk_size=4)
+    hooks[0](SimpleNamespace(error_before_exec=None, error_in_exec=None, info=SimpleNamespace(raw_cell=cell)))
+    assert validate_namespace("construct", ns).chunk_size == 4
+    # a fresh kernel (no hook yet): a name the cell sets is missing, or the cell does not parse
+    fresh = {"In": ["", header + "limit = thirty\nchunk_size = 4\n"]}
+    with pytest.raises(ParameterError, match="The parameters cell stopped before it set chunk_size"):
+        validate_namespace("construct", fresh)
+    with pytest.raises(ParameterError, match=r"The parameters cell does not parse \(line 2: unmatched '\)'\)"):
+        validate_namespace("construct", {"In": ["", header + "limit = 30)\n"], "limit": 3})
 
 
 def test_the_parameters_are_the_names_the_parameters_cell_assigns_as_it_last_ran():

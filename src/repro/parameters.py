@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import inspect
 import re
 from pathlib import Path
@@ -487,6 +486,7 @@ _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
 _LITERAL_TYPES = (str, int, float, bool, type(None), list, dict, tuple)
 _SEEN = "_repro_parameter_names"  # names present at a notebook's first validation
 _HOOKED = "_repro_stale_after_failures"  # set once the kernel's post_run_cell hook is registered
+_FAILED = "_repro_parameters_cell_failed"  # the parameters cell did not run to its end when it last ran
 
 
 PARAMETERS_HEADER = "# Parameters of notebooks/"  # the first line of every notebook's parameters cell
@@ -502,9 +502,13 @@ def cell_names(namespace: dict[str, Any]) -> set[str] | None:
     names: set[str] = set()
     for cell in history[starts[-1]:]:
         if str(cell).startswith("# Parameters"):
-            with contextlib.suppress(SyntaxError):
-                names |= {target.id for node in ast.parse(cell).body if isinstance(node, ast.Assign)
-                          for target in node.targets if isinstance(target, ast.Name)}
+            try:
+                tree = ast.parse(cell)
+            except SyntaxError as exc:
+                raise ParameterError(f"The parameters cell does not parse (line {exc.lineno}: {exc.msg}): fix it and "
+                                     f"run it again; nothing was written.") from None
+            names |= {target.id for node in tree.body if isinstance(node, ast.Assign)
+                      for target in node.targets if isinstance(target, ast.Name)}
     return names
 
 
@@ -515,30 +519,43 @@ class Stale:
     def __init__(self, name: str):
         self._name = name
 
-    def __getattr__(self, attribute: str) -> Any:
-        if attribute.startswith("_"):  # what IPython's display and copy ask: simply absent
-            raise AttributeError(attribute)
+    def _refuse(self, *args: Any) -> Any:
         raise ParameterError(f"`{self._name}` is from before a cell above failed: fix it and run the notebook again "
                              f"(this cell did nothing).")
 
+    __len__ = __iter__ = __getitem__ = _refuse
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_"):  # what IPython's display and copy ask: simply absent
+            raise AttributeError(attribute)
+        self._refuse()
+
+    def __repr__(self) -> str:
+        return f"<{self._name}: from before a cell above failed; run the notebook again>"
+
 
 def make_stale(namespace: dict[str, Any]) -> None:
-    """Replace a notebook's objects (not its parameters' values, modules or functions) by `Stale` ones."""
+    """Replace a notebook's objects (not its parameters, modules or functions) by `Stale` ones."""
+    keep = all_fields()
     for key, value in list(namespace.items()):
-        if not (key.startswith("_") or key in _IPYTHON_NAMES or isinstance(value, (*_LITERAL_TYPES, Stale))
+        if not (key.startswith("_") or key in _IPYTHON_NAMES or key in keep or isinstance(value, Stale)
                 or inspect.ismodule(value) or callable(value)):
             namespace[key] = Stale(key)
 
 
 def _stale_after_failures(namespace: dict[str, Any]) -> None:
-    """In an IPython kernel, once: a cell that fails with repro's error (a stage's, the parameters') or an interrupt
-    makes the notebook's objects `Stale` before the next cell runs."""
+    """In an IPython kernel, once: a cell that fails with repro's error (a stage's, the parameters') or an interrupt,
+    or a parameters cell that fails in any way, makes the notebook's objects `Stale` before the next cell runs (and
+    the parameters refused until that cell runs to its end)."""
     shell = namespace.get("get_ipython", lambda: None)()
     if shell is None or namespace.get(_HOOKED):
         return
 
     def after(result: Any) -> None:
-        if isinstance(result.error_in_exec, (ReproError, KeyboardInterrupt)):
+        failed = result.error_before_exec or result.error_in_exec
+        if str(getattr(result.info, "raw_cell", "")).startswith(PARAMETERS_HEADER):
+            namespace[_FAILED] = failed is not None
+        if isinstance(result.error_in_exec, (ReproError, KeyboardInterrupt)) or namespace.get(_FAILED):
             make_stale(namespace)
 
     shell.events.register("post_run_cell", after)
@@ -551,12 +568,18 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     failure, the notebook's other objects become `Stale`, as after a failed stage."""
     _stale_after_failures(namespace)
     first = namespace.get(_SEEN) is None
-    names = cell_names(namespace)
-    seen = namespace.get(_SEEN) if names is None else names
-    values = {key: value for key, value in namespace.items()
-              if not key.startswith("_") and key not in _IPYTHON_NAMES and isinstance(value, _LITERAL_TYPES)
-              and (seen is None or key in seen)}
     try:
+        names = cell_names(namespace)
+        if namespace.get(_FAILED):
+            raise ParameterError("The parameters cell failed when it last ran (see its error): fix it and run it "
+                                 "again; nothing was written.")
+        if names is not None and (unset := sorted(names - set(namespace))):
+            raise ParameterError(f"The parameters cell stopped before it set {unset[0]} (see its error): fix it and "
+                                 f"run it again; nothing was written.")
+        seen = namespace.get(_SEEN) if names is None else names
+        values = {key: value for key, value in namespace.items()
+                  if not key.startswith("_") and key not in _IPYTHON_NAMES and isinstance(value, _LITERAL_TYPES)
+                  and (seen is None or key in seen)}
         params = build(SCHEMAS[section], values, where=f"notebook {section}",
                        advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY "
                               "VALUE (a list: -y 'KEY: [a, b]').")
