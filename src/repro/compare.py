@@ -526,10 +526,15 @@ def disagreements(result: ComparisonResult) -> Any:
         "compare", "no_disagreement", result.result["disagreements"]["tolerance"]))
 
 
+def _recorded(spec: str) -> dict[str, Any]:
+    """The manifest of the run `spec` names (its folder or its `dataset/`), or {} for a dataset of no run."""
+    manifest = run_manifest_of(spec)
+    return {} if manifest is None else json.loads(manifest.read_text())
+
+
 def _hints(candidate_spec: str) -> dict[str, Any]:
     """The slicing parameters the candidate's run built it with (none unless it counted rows; a `limit` cuts)."""
-    manifest = run_manifest_of(candidate_spec)
-    recorded = {} if manifest is None else json.loads(manifest.read_text())
+    recorded = _recorded(candidate_spec)
     params = recorded.get("parameters") or {}
     if not recorded.get("counts") or params.get("limit") is not None:
         return {}
@@ -611,8 +616,7 @@ def caveats(reference: Side, candidate: Side, al: Aligned) -> list[str]:
     sides on different scales (ratings on a grid against real-valued logits)."""
     notes = []
     for side, other in ((reference, candidate), (candidate, reference)):
-        recorded = [json.loads(m.read_text()) for spec in side.specs if (m := run_manifest_of(spec)) is not None]
-        if any((r.get("scorer") or {}).get("stand_in") for r in recorded):
+        if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs):
             notes.append(prose("compare", "stand_in_note", side.name, other.name))
     if al.scored:
         kinds = []
