@@ -189,7 +189,7 @@ class ConstructParams(_Params):
     test_split: str | None = None  # a source split built as a test split; = source_split: a sample of the train rows
     test_rows: Count | None = None  # the first N test rows (a seeded sample with test_seed); null: all; capped by limit
     test_seed: int | None = None  # draw the test rows at random with this seed instead of taking the first ones
-    generate: bool = False  # generate the candidates (and optionally the reference) first (issue 7)
+    generate: bool = False  # generate the candidates (and optionally the reference) with policy_model first
     cache: bool = True  # the project's row cache (issue 22, repro.cache); false: compute every row here
     cache_dir: LocalPath | None = None  # None: $REPRO_ROW_CACHE, else $REPRO_CACHE, else cache/ in the project root
 
