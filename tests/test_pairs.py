@@ -85,6 +85,26 @@ def test_collect_candidates_drops_rows_with_too_few_distinct():
         collect_candidates(rows, ConstructParams(candidate_columns=["resp0", "resp1"], too_few_candidates="error"))
 
 
+def test_texts_that_differ_only_in_surrounding_whitespace_are_one_candidate():
+    rows = [{"prompt": "p", "resp0": "Paris.", "resp1": "Paris.\n"}, {"prompt": "q", "resp0": " a", "resp1": "b "}]
+    cs = collect_candidates(rows, TWO)
+    assert cs.rows == [1] and cs.dropped == {"fewer_than_two_distinct_candidates": 1}
+
+
+def test_too_few_candidates_keep_keeps_a_row_of_one_text_as_sppo_does():
+    rows = [{"prompt": "p0", "resp0": "same", "resp1": "same", "resp2": "same"},
+            {"prompt": "p1", "resp0": "x", "resp1": None, "resp2": None}]
+    p = ConstructParams(candidate_columns=["resp0", "resp1", "resp2"], too_few_candidates="keep")
+    cs = collect_candidates(rows, p)
+    assert cs.rows == [0] and cs.candidates == [["same"] * 3]  # a lone candidate still has nothing to pair with
+    assert cs.dropped == {"fewer_than_two_distinct_candidates": 1}
+    row = build_row(rows[0], "p0", cs.candidates[0], [0.5, 0.5, 0.5], messages="chosen", keep_all_candidates=False)
+    assert row["chosen"] == row["rejected"] and row["score_chosen"] == row["score_rejected"]
+    # the rules that pair the best with ANOTHER text have none to take
+    with pytest.raises(ValueError, match="too_few_candidates: keep.*best_worst"):
+        ConstructParams(too_few_candidates="keep", selection="best_second")
+
+
 def test_original_pair_candidates(train_rows):
     cs = collect_candidates(train_rows[:20], ConstructParams(candidate_columns=[], include_original_pair=True))
     assert all(n == ["original_chosen", "original_rejected"] for n in cs.names)

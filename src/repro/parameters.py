@@ -155,7 +155,9 @@ class ConstructParams(_Params):
     include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
     # first_scored_only: first, ranked but never paired nor listed (SPPO's published 7 rm_scores for 5 generate_i)
     original_pair_position: Literal["last", "first", "first_scored_only"] = "last"
-    too_few_candidates: Literal["drop", "error"] = "drop"  # rows with < 2 distinct candidates
+    # rows with < 2 distinct texts (surrounding whitespace aside); keep: 2 or more of one text are a pair, chosen =
+    # rejected, as SPPO's compute_prob.py keeps them (best_worst rules only)
+    too_few_candidates: Literal["drop", "error", "keep"] = "drop"
     # an empty/whitespace text: "drop": not a candidate; "rank": ranked like any text (SPPO, SELM, RLHFlow)
     empty_candidates: Literal["error", "drop", "rank"] = "error"
     duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
@@ -219,6 +221,9 @@ class ConstructParams(_Params):
         if self.selection in RANDOM_RULES and self.selection_seed is None:
             raise ValueError(f"selection {self.selection!r} draws candidates at random: set selection_seed (an "
                              f"integer) so that the pairs can be drawn again")
+        if self.too_few_candidates == "keep" and self.selection in ("best_second", *RANDOM_RULES):
+            raise ValueError(f"too_few_candidates: keep pairs a text with itself, which selection {self.selection!r} "
+                             f"never does (it pairs two different texts): use best_worst, or too_few_candidates: drop")
         if self.output_format in ALL_CANDIDATE_FORMATS and not self.keep_all_candidates:
             raise ValueError(f"output_format {self.output_format!r} publishes every candidate and its score: set "
                              f"keep_all_candidates: true")

@@ -75,7 +75,7 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
 
 
 def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_offset: int = 0) -> CandidateSet:
-    """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped or an error."""
+    """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped, an error, or kept."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
         pid = row.get("prompt_id")
@@ -84,8 +84,8 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_o
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
         pairs = row_candidates(row, p, where)
-        distinct = len({text for _, text in pairs})
-        if distinct < 2:
+        distinct = len({text.strip() for _, text in pairs})
+        if distinct < 2 and not (p.too_few_candidates == "keep" and len(pairs) > 1):
             if p.too_few_candidates == "error":
                 raise DataError(f"{where} has {distinct} distinct candidate(s) among {[n for n, _ in pairs]}; PairRM "
                                 f"needs two. Set too_few_candidates: drop to skip such rows.")

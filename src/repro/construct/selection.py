@@ -10,8 +10,8 @@ worst of `score - length_penalty * len(text)` (characters).
 `chosen` is the higher-scored of the pair (RLHFlow swaps). Equal scores are a tie: `ties: keep` keeps the pair, `ties:
 drop` leaves the row out (as RLHFlow does); a margin below `min_margin` leaves it out. Scores tied for best or worst:
 the FIRST highest and the LAST lowest, in candidate order (the seed's rule). Random draws depend on `selection_seed`
-and the row's prompt_id, never on row order. A text that two candidates share is one candidate to the rules that
-pick a second one (`best_second`, `best_random`, `random_pair`): a pair is never a text and its copy.
+and the row's prompt_id, never on row order. A text that two candidates share (surrounding whitespace aside) is one
+candidate to the rules that pick a second one (`best_second`, `best_random`, `random_pair`): never a text and its copy.
 """
 
 from __future__ import annotations
@@ -72,12 +72,13 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: 
             raise DataError(f"selection {rule!r} needs the candidates' texts (one per score) to measure lengths.")
         return best_worst([s - p.length_penalty * len(t) for s, t in zip(scores, texts)])
     # a candidate whose text another has already is no second choice: the rules below pick among distinct texts
-    distinct = list(range(n)) if texts is None else sorted({t: i for i, t in reversed(list(enumerate(texts)))}.values())
+    same = None if texts is None else [t.strip() for t in texts]  # surrounding whitespace aside
+    distinct = list(range(n)) if same is None else sorted({t: i for i, t in reversed(list(enumerate(same)))}.values())
     if rule == "random_pair":
         a, b = (distinct[int(i)] for i in row_rng(p.selection_seed, key).choice(len(distinct), size=2, replace=False))
         return (a, b) if scores[a] >= scores[b] else (b, a)
     chosen = max(range(n), key=scores.__getitem__)  # best_second, best_random: the (first) best against another
-    others = [i for i in distinct if i != chosen and (texts is None or texts[i] != texts[chosen])]
+    others = [i for i in distinct if i != chosen and (same is None or same[i] != same[chosen])]
     if rule == "best_second":
         return chosen, max(others, key=scores.__getitem__)
     return chosen, others[int(row_rng(p.selection_seed, key).integers(len(others)))]
