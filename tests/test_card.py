@@ -531,7 +531,7 @@ def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
 
 
 def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_construction(tmp_path):
-    # a best-vs-worst pair's margin is never below 0: the card gave Wilcoxon, t and sign-test p-values (1.8e-12 in
+    # a pair built here, chosen the higher-scored of its two, never has a margin below 0: the card gave Wilcoxon, t and sign-test p-values (1.8e-12 in
     # the demo) with nothing to say that they measure how few ties there are, not a preference
     make_run(tmp_path / "run", metrics=True)
     facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
@@ -539,9 +539,9 @@ def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_constructi
     assert facts.built_here and facts.parameters.get("selection", "best_worst") == "best_worst"
     body = repro_card.render_body(facts)
     assert en in body and zh in body and body.index(en) > body.index("Wilcoxon signed-rank p")
-    facts.parameters["selection"] = "best_second"
-    assert en not in repro_card.render_body(facts)
-    facts.parameters["selection"], facts.built_here = "best_worst", False
+    facts.parameters["selection"] = "best_second"  # every rule here orders its pair by score (selection.select)
+    assert en in repro_card.render_body(facts)
+    facts.built_here = False
     assert en not in repro_card.render_body(facts)
 
 

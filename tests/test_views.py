@@ -83,3 +83,17 @@ def test_rows_preview_shows_each_text_whole_to_its_bound():
     shown = views.rows_preview(rows, ["prompt", "resp0", "missing"])
     assert list(shown.data.columns) == ["prompt", "resp0"]
     assert f">{views.shorten('Why ' * 60)}<" in shown.to_html()
+
+
+def test_every_count_a_run_records_has_a_meaning_in_the_notebook_and_both_cards():
+    # a selection rule's drops (ties: drop, min_margin, first_scored_only) showed an empty meaning
+    from repro import card as repro_card
+    from repro.construct.selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE
+    counts = ["source", "part", "dropped", "after_drop", "sliced", "generated", "with_candidates", "scored", "kept",
+              "dropped_too_few_candidates", "dropped_duplicate_prompt_id"] + [
+        f"dropped_{r}" for r in (DROP_TIE, DROP_MARGIN, DROP_SINGLE)]
+    table = views.counts_table(dict.fromkeys(counts, 1)).data
+    assert table["meaning"].str.len().min() > 0, table[table["meaning"] == ""].index.tolist()
+    for lang in ("en", "zh"):
+        t = repro_card.phrases(lang)
+        assert [c for c in counts if not getattr(t, f"count_{c}", None)] == [], lang

@@ -1,5 +1,5 @@
-"""How far several scorers agree on the same candidates (per row: same chosen / rejected by the tie rule of
-`construct.pairs.select_pair`, Kendall's tau-b, margins correlated across rows): metrics.json's `agreement` block.
+"""How far several scorers agree on the same candidates (per row: same chosen / rejected by the seed's tie rule, first
+highest and last lowest; Kendall's tau-b; margins correlated across rows): metrics.json's `agreement` block.
 A scorer's scores come flat, with the number of candidates of each row (a `candidate_scores` column's layout)."""
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ COUNT_MEANINGS = {
     "generated": "rows after generation", "with_candidates": "rows with at least two distinct candidates",
     "dropped_too_few_candidates": "rows dropped: fewer than two distinct candidates",
     "dropped_duplicate_prompt_id": "rows dropped: a prompt_id seen before", "scored": "rows scored",
+    "dropped_tie": "rows dropped: chosen and rejected tied (ties: drop)",
+    "dropped_below_min_margin": "rows dropped: a margin below min_margin",
+    "dropped_fewer_than_two_candidates": "rows dropped: fewer than two candidates to pair",
     "kept": "rows written to the dataset"}
 
 

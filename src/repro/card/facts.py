@@ -258,8 +258,8 @@ class CardFacts:
 
     @property
     def margins_by_construction(self) -> bool:
-        """Built here as each row's best- against its worst-scored candidate: no margin can be below 0."""
-        return self.built_here and self.parameters.get("selection", "best_worst") == "best_worst"
+        """Built here, chosen the higher-scored of its pair by every rule (selection.select): no margin is below 0."""
+        return self.built_here
 
     @property
     def length_rhos(self) -> list[tuple[str, float, float | None]]:

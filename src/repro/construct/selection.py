@@ -24,9 +24,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import DataError
-from ..parameters import RANDOM_RULES, ConstructParams, SelectionRule
+from ..parameters import ConstructParams
 
-RULES: tuple[str, ...] = SelectionRule.__args__  # type: ignore[attr-defined]
 # the RLHFlow `choose_type` each rule corresponds to (for the card and the params files)
 RLHFLOW_NAMES = {"best_worst": "max_min", "best_second": "max_max", "best_random": "max_random",
                  "random_pair": "random", "best_worst_length_penalised": "max_min_p"}
@@ -61,10 +60,6 @@ def row_rng(seed: int, key: str) -> np.random.Generator:
 
 def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> tuple[int, int]:
     n, rule = len(scores), p.selection
-    if rule not in RULES:  # the schema checks these too; parameters built unchecked (model_construct) come here
-        raise DataError(f"selection {rule!r} is not a known rule; use one of {list(RULES)}.")
-    if rule in RANDOM_RULES and p.selection_seed is None:
-        raise DataError(f"selection {rule!r} draws candidates at random and needs selection_seed.")
     if rule == "best_worst":
         return best_worst(scores)
     if rule == "best_worst_length_penalised":
