@@ -65,6 +65,8 @@ def test_notebook_parameters_cells_match_the_schemas():
         source = "".join(tagged[0]["source"])
         # the line repro.parameters.cell_names finds the cell by in IPython's history (a re-run cell's names)
         assert source.startswith(f"{PARAMETERS_HEADER}{path.name}"), f"{path.name}: its parameters cell's first line"
+        # papermill skips (with a warning) a line with a second "=", comments too, and never passes it
+        assert [x for x in source.splitlines() if not x.startswith("#") and x.count("=") > 1] == [], path.name
         tree = ast.parse(source)
         for node in tree.body:
             assert isinstance(node, ast.Assign), f"{path.name}: the parameters cell holds only assignments"
