@@ -112,6 +112,9 @@ def test_real_sample_tables(real, train_rows):
     for _, row in extremes.iterrows():
         assert row["prompt_id"] == train_rows[row["row"]]["prompt_id"]
         assert row["margin"] == margins[row["row"]]
+        whole = " ".join(train_rows[row["row"]]["prompt"].split())  # one line; a cut one says so
+        assert row["prompt"] == whole if len(whole) <= 120 else row["prompt"] == whole[:119].rstrip() + "…"
+    assert any(p.endswith("…") for p in extremes["prompt"])
     # the notebook's view: the 64-character prompt_id cut short (it took the prompt's width), the prompt whole
     html = analysis.readable(result.extremes).to_html()
     first = result.extremes.iloc[0]

@@ -6,7 +6,7 @@ import datasets
 import numpy as np
 import pandas as pd
 
-from repro.analysis import views
+from repro.analysis import report, views
 from repro.dataset_io import output_features
 from repro.construct.pairs import CandidateSet, build_row
 
@@ -22,10 +22,10 @@ def _pairs(n: int = 9) -> datasets.Dataset:
 
 
 def test_shorten_makes_one_bounded_line():
-    assert views.shorten("a\n  b\tc") == "a b c"
-    long = views.shorten("word " * 100, width=40)
+    assert report.shorten("a\n  b\tc") == "a b c"
+    long = report.shorten("word " * 100, width=40)
     assert len(long) == 40 and long.endswith("…") and "\n" not in long
-    assert views.shorten(None) == ""
+    assert report.shorten(None) == ""
 
 
 def test_pair_examples_are_the_largest_middle_and_smallest_margin():
@@ -42,7 +42,7 @@ def test_pair_examples_are_the_largest_middle_and_smallest_margin():
     largest = int(np.argmax(margins))
     assert table.loc["largest margin", "chosen"].startswith(f"Answer {largest}a long")  # the assistant's response
     assert table.loc["largest margin", "rejected"] == f"Answer {largest}c"  # the last of the lowest scores
-    assert all(len(v) <= views.SHORT for v in table["prompt"]) and "\n" not in table.loc["largest margin", "prompt"]
+    assert all(len(v) <= report.SHORT for v in table["prompt"]) and "\n" not in table.loc["largest margin", "prompt"]
     one = views.pair_examples(_pairs(1)).data
     assert len(one) == 1  # a single pair is shown once
 
@@ -82,7 +82,7 @@ def test_rows_preview_shows_each_text_whole_to_its_bound():
     rows = datasets.Dataset.from_list([{"prompt": "Why " * 60, "resp0": "Because. " * 5, "other": "x"}])
     shown = views.rows_preview(rows, ["prompt", "resp0", "missing"])
     assert list(shown.data.columns) == ["prompt", "resp0"]
-    assert f">{views.shorten('Why ' * 60)}<" in shown.to_html()
+    assert f">{report.shorten('Why ' * 60)}<" in shown.to_html()
 
 
 def test_every_count_a_run_records_has_a_meaning_in_the_notebook_and_both_cards():

@@ -385,12 +385,23 @@ def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
 
 
 def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
-    """Each row's position, prompt_id and the start of its prompt (whitespace collapsed); None where absent."""
+    """Each row's position, prompt_id and the start of its prompt (shortened to one line); None where absent."""
     frame = pd.DataFrame({"row": rows.astype(np.int64)})
     for column in ("prompt_id", "prompt"):
         values = values_at(table, column, rows) or [None] * rows.size
-        frame[column] = [" ".join(str(v).split())[:120] if column == "prompt" and v is not None else v for v in values]
+        frame[column] = [shorten(v, 120) if column == "prompt" and v is not None else v for v in values]
     return frame
+
+
+SHORT = 160  # characters of a text shown in a table cell (the whole text is in the dataset)
+
+
+def shorten(text: Any, width: int = SHORT) -> str:
+    """One line of at most `width` characters: whitespace collapsed, the cut marked with an ellipsis."""
+    if text is None:
+        return ""
+    line = " ".join(str(text).split())
+    return line if len(line) <= width else line[:width - 1].rstrip() + "…"
 
 
 def values_at(table: pa.Table, column: str, rows: np.ndarray | Sequence[int]) -> list | None:

@@ -12,9 +12,8 @@ import pandas as pd
 
 from . import plots
 from ..exporters import seed_view
-from .report import readable, response_texts
+from .report import readable, response_texts, shorten
 
-SHORT = 160  # characters of a text shown in a table cell (the whole text is in the dataset)
 # what the notebook shows of the scorer (the manifest records everything)
 SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "seconds",
                  "chunks", "chunks_resumed", "processes", "prompts_computed")
@@ -32,14 +31,6 @@ COUNT_MEANINGS = {
     "dropped_below_min_margin": "rows dropped: a margin below min_margin",
     "dropped_fewer_than_two_candidates": "rows dropped: fewer than two candidates to pair",
     "kept": "rows written to the dataset"}
-
-
-def shorten(text: Any, width: int = SHORT) -> str:
-    """One line of at most `width` characters: whitespace collapsed, the cut marked with an ellipsis."""
-    if text is None:
-        return ""
-    line = " ".join(str(text).split())
-    return line if len(line) <= width else line[:width - 1].rstrip() + "…"
 
 
 def counts_table(counts: dict[str, Any]) -> Any:
