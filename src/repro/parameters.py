@@ -188,8 +188,8 @@ class ConstructParams(_Params):
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
     output_split: str | None = None  # default: the format's own split name (with `iteration`)
     iteration: Count = 1  # the round of an iterative recipe: split names, the manifest's lineage
-    test_split: str | None = None
     # a source split built as a test split; the source_split itself: a sample of the train rows
+    test_split: str | None = None
     test_rows: Count | None = None  # the first N test rows (a seeded sample with test_seed); null: all; capped by limit
     test_seed: int | None = None  # draw the test rows at random with this seed instead of taking the first ones
     generate: bool = False  # generate the candidates (and optionally the reference) with policy_model first
