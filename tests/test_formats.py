@@ -116,7 +116,18 @@ def test_to_trl_is_trls_explicit_conversational_preference_format(seed_ds):
         assert row["chosen"] == [seed_row["chosen"][1]] and row["chosen"][0]["role"] == "assistant"
         assert row["rejected"] == [seed_row["rejected"][1]] and row["rejected"][0]["role"] == "assistant"
         assert {k: row[k] for k in KEPT_COLUMNS} == {k: seed_row[k] for k in KEPT_COLUMNS}
-        assert row["margin"] == seed_row["score_chosen"] - seed_row["score_rejected"]
+        assert row["score_margin"] == seed_row["score_chosen"] - seed_row["score_rejected"]
+
+
+def test_trls_reward_trainer_does_not_take_the_score_margin_into_its_loss(seed_ds):
+    # a column named `margin` made RewardTrainer's loss -logsigmoid(r_c - r_r - margin) on the scorer's scale,
+    # silently, and SELM's null margins stopped it with a TypeError
+    from trl.trainer.reward_trainer import DataCollatorForPreference
+    rows = [{k: v for k, v in row.items() if k not in ("prompt", "chosen", "rejected")} | {"chosen_ids": [1, 2],
+            "rejected_ids": [3]} for row in to_trl(seed_ds).select(range(2))]
+    batch = DataCollatorForPreference(pad_token_id=0)(rows)
+    assert "margin" not in batch and batch["input_ids"].shape[0] == 4
+    assert "margin" in DataCollatorForPreference(pad_token_id=0)([r | {"margin": 1.0} for r in rows])
 
 
 def test_implicit_view_gives_the_same_pairs_through_trls_extract_prompt(seed_ds):
@@ -125,7 +136,7 @@ def test_implicit_view_gives_the_same_pairs_through_trls_extract_prompt(seed_ds)
     assert implicit["chosen"] == seed_ds["chosen"] and implicit["rejected"] == seed_ds["rejected"]
     extracted = implicit.map(extract_prompt)  # what DPOTrainer does to a dataset without `prompt`
     explicit = to_trl(seed_ds)
-    for key in ("prompt", "chosen", "rejected", "margin", "prompt_id"):
+    for key in ("prompt", "chosen", "rejected", "score_margin", "prompt_id"):
         assert extracted[key] == explicit[key], key
 
 

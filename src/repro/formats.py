@@ -2,7 +2,8 @@
 
 `to_trl`: the explicit-prompt conversational format TRL recommends (`prompt` = the user turn(s), `chosen` /
 `rejected` = the assistant turn); `to_trl_implicit`: whole conversations, no `prompt` (TRL's `extract_prompt` takes
-their common prefix). Both keep `prompt_id` and the scores and add `margin`. The seed's columns as they are do not
+their common prefix). Both keep `prompt_id` and the scores and add `score_margin` (not `margin`: TRL's
+`RewardTrainer` reads a `margin` column into its loss, on whatever scale it holds). The seed's columns as they are do not
 train: `trl.data_utils.is_conversational` judges a row by ONE key taken from a set, so a string `prompt` beside
 conversational `chosen` / `rejected` fails one way or another (docs/trl.md). Checked against TRL 1.16.0
 (`TESTED_TRL_VERSION`); tests/test_formats.py trains `DPOTrainer` on `to_trl`'s output.
@@ -29,7 +30,7 @@ KEPT_COLUMNS = ("prompt_id", "score_chosen", "score_rejected")
 
 TRL_FEATURES = Features({"prompt_id": Value("string"), "prompt": MESSAGE_LIST, "chosen": MESSAGE_LIST,
                          "rejected": MESSAGE_LIST, "score_chosen": Value("float64"),
-                         "score_rejected": Value("float64"), "margin": Value("float64")})
+                         "score_rejected": Value("float64"), "score_margin": Value("float64")})
 TRL_IMPLICIT_FEATURES = Features({k: v for k, v in TRL_FEATURES.items() if k != "prompt"})
 
 
@@ -83,12 +84,12 @@ def _margin(row: dict[str, Any], index: int) -> float | None:
 
 def _explicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
     prompt, chosen, rejected = split_turns(row, index)
-    return {"prompt": prompt, "chosen": [chosen], "rejected": [rejected], "margin": _margin(row, index)}
+    return {"prompt": prompt, "chosen": [chosen], "rejected": [rejected], "score_margin": _margin(row, index)}
 
 
 def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
     split_turns(row, index)
-    return {"margin": _margin(row, index)}
+    return {"score_margin": _margin(row, index)}
 
 
 def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
@@ -118,5 +119,5 @@ def to_trl(ds: datasets.Dataset) -> datasets.Dataset:
 
 
 def to_trl_implicit(ds: datasets.Dataset) -> datasets.Dataset:
-    """TRL's implicit-prompt format: chosen/rejected whole conversations, no `prompt` column, + margin."""
+    """TRL's implicit-prompt format: chosen/rejected whole conversations, no `prompt` column, + score_margin."""
     return _convert(ds, _implicit_row, TRL_IMPLICIT_FEATURES, "to_trl_implicit")
