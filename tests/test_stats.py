@@ -278,6 +278,10 @@ def test_length_statistics():
     assert test["pvalue"] == pytest.approx(sps.binomtest(3, 4).pvalue)  # = 0.625
     ref = pd.Series(margin).corr(pd.Series(lengths["chosen_chars"] - lengths["rejected_chars"]), method="spearman")
     assert out["margin_vs_length_difference"]["chars"]["spearman"] == pytest.approx(ref)
+    # responses of one length, margins all positive: the note blamed the margins
+    same = {k: np.full(4, 24.0) for k in lengths}
+    assert stats.length_statistics(same, margin)["chosen_longer_test"]["chars"]["note"] == \
+        "every length difference is zero: there is nothing to test"
 
 
 def test_pairrm_invariants_by_hand():

@@ -182,13 +182,13 @@ def paired_t_test(margin: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def sign_test(margin: np.ndarray) -> dict[str, Any]:
+def sign_test(margin: np.ndarray, what: str = "margin") -> dict[str, Any]:
     """Two-sided exact binomial sign test of P(margin > 0) = 1/2 over the non-zero margins (ties discarded)."""
     positive, negative = int((margin > 0).sum()), int((margin < 0).sum())
     out: dict[str, Any] = {"positive": positive, "negative": negative,
                            "zeros_discarded": int(margin.size - positive - negative), "alternative": "two-sided"}
     if positive + negative == 0:
-        return {**out, "pvalue": None, "note": "every margin is zero: there is nothing to test"}
+        return {**out, "pvalue": None, "note": f"every {what} is zero: there is nothing to test"}
     return {**out, "pvalue": clean(sps.binomtest(positive, positive + negative, 0.5).pvalue)}
 
 
@@ -240,7 +240,7 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
         rho = spearman(margin, diff)
         out["margin_vs_length_difference"][unit] = {"spearman": rho["statistic"], "pvalue": rho["pvalue"]}
         out[f"chosen_longer_fraction_{unit}"] = float((diff > 0).mean())
-        out.setdefault("chosen_longer_test", {})[unit] = sign_test(diff)
+        out.setdefault("chosen_longer_test", {})[unit] = sign_test(diff, "length difference")
     return clean(out)
 
 
