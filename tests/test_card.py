@@ -1055,6 +1055,9 @@ def test_a_built_card_names_its_own_sources_and_claims_a_licence_only_where_they
     assert "Its sources: `prefs.jsonl` (its licence is not known to this project: check it before publishing); the " \
            "scorer `rm` (see its model card for its licence)." in en and "alice" not in card_path.read_text()
     assert card.data.tags[-1] == "reward-model-scores" and "ultrafeedback" not in card.data.tags
+    # a local file's licence never rests on its folder's name: the same rows elsewhere got none
+    card, en, zh = built_from("/home/alice/ultrafeedback_sample/train_prefs_1000.jsonl", "llm-blender/PairRM")
+    assert card.data.license is None and "`train_prefs_1000.jsonl` (its licence is not known to this project" in en
 
 
 def test_a_foreign_dataset_never_replaces_a_built_one(tmp_path):

@@ -101,10 +101,11 @@ class CardFacts:
 
     @property
     def source_kind(self) -> str:
-        """What a built dataset's licence can rest on: `ultrafeedback` (MIT rows), `demo` (the rows repro ships) or
-        `other` (a source whose licence this project does not know)."""
+        """What a built dataset's licence can rest on: `ultrafeedback` (a hub dataset of UltraFeedback's MIT rows, by
+        its id), `demo` (the rows repro ships) or `other` (a local file, or a source this project does not know)."""
         source = str(self.parameters.get("source") or "")
-        return "demo" if source == DEMO else "ultrafeedback" if "ultrafeedback" in source.lower() else "other"
+        ultrafeedback = reads_as_hub_id(source) and "ultrafeedback" in source.lower()
+        return "demo" if source == DEMO else "ultrafeedback" if ultrafeedback else "other"
 
     @property
     def scorer_kind(self) -> str:
