@@ -121,10 +121,10 @@ def test_to_trl_reads_every_format():
     reference = to_trl(export_rows("seed", rows, picks, keep_all_candidates=True))
     for name in ("sppo", "snorkel", "rlhflow"):
         out = to_trl(export_rows(name, rows, picks))
-        for column in ("prompt", "chosen", "rejected", "margin"):
+        for column in ("prompt", "chosen", "rejected", "score_margin"):
             assert out[column] == reference[column], (name, column)
     selm = to_trl(export_rows("selm", rows, picks))
-    assert selm["chosen"] == reference["chosen"] and selm["margin"] == [None] * 3
+    assert selm["chosen"] == reference["chosen"] and selm["score_margin"] == [None] * 3
 
 
 def test_sppo_needs_the_same_number_of_candidates_in_every_row():
