@@ -1114,6 +1114,8 @@ def publishable(tmp_path) -> CardParams:
     """A run with its card written, and parameters asking to publish it."""
     make_run(tmp_path / "run", metrics=False)
     card_for(tmp_path / "run")
+    with Manifest(tmp_path / "run").edit() as data:  # as 03_card run alone (papermill, JupyterLab) leaves it
+        data.update(status="complete", driver="papermill", notebooks={"03_card": {"status": "done"}})
     return build(CardParams, {"run_dir": str(tmp_path / "run"), "push_to_hub": True, "hub_repo_id": "me/pairs"})
 
 
@@ -1129,6 +1131,10 @@ def test_publish_offline_fails_before_uploading(publishable, hub_calls):
     with pytest.raises(repro_card.PublishError, match="HF_HUB_OFFLINE"):
         repro_card.publish(publishable)
     assert hub_calls == []
+    # the run's record says so: it said complete, 03_card done, after a publish that failed
+    record = Manifest(publishable.run_root).read()
+    assert record["status"] == "failed" and record["notebooks"]["03_card"]["status"] == "failed"
+    assert record["stages"]["publish"]["status"] == "failed" and "HF_HUB_OFFLINE" in record["error"]
 
 
 def test_publish_without_token_fails_before_uploading(publishable, hub_calls, hub_switched_on, monkeypatch, tmp_path):
@@ -1168,6 +1174,8 @@ def test_publish_checks_the_token_then_uploads_the_folder(publishable, hub_switc
     upload = calls[2][1]
     assert upload["folder_path"] == str(publishable.run_root / "dataset") and upload["repo_type"] == "dataset"
     assert "https://huggingface.co/datasets/me/pairs" in capsys.readouterr().out
+    record = Manifest(publishable.run_root).read()
+    assert record["status"] == "complete" and record["stages"]["publish"]["url"] == "https://huggingface.co/datasets/me/pairs"
 
 
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):

@@ -245,19 +245,22 @@ def publish(params: "CardParams") -> str | None:
         raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
     from huggingface_hub import HfApi, get_token
 
-    why = publish_blocker()
-    if why:
-        raise PublishError(f"push_to_hub is true but {why}, or set push_to_hub: false. Nothing was uploaded.")
-    api = HfApi(token=get_token())
-    try:
-        user = api.whoami()  # checks token and network before anything is created or uploaded
-    except Exception as exc:  # the hub raises many types (HTTP, connection, offline); the user needs one message
-        raise PublishError(f"The Hugging Face hub did not accept the token or could not be reached "
-                           f"({type(exc).__name__}: {str(exc)[:300]}); nothing was uploaded.") from None
-    repo = api.create_repo(params.hub_repo_id, repo_type="dataset", exist_ok=True)
-    api.upload_folder(folder_path=str(run.dataset), repo_id=params.hub_repo_id, repo_type="dataset",
-                      allow_patterns=["README.md", f"{DATA_DIR}/*.parquet", f"{FIGURES_DIR}/*.png"],
-                      commit_message=f"Upload dataset and card from repro run {run.root.name}")
-    url = str(getattr(repo, "url", f"https://huggingface.co/datasets/{params.hub_repo_id}"))
+    manifest = Manifest(run)  # the upload is 03_card's work: a failed one fails the run's record too
+    with manifest.notebook(params.model_dump(), "03_card"), manifest.stage("publish") as info:
+        why = publish_blocker()
+        if why:
+            raise PublishError(f"push_to_hub is true but {why}, or set push_to_hub: false. Nothing was uploaded.")
+        api = HfApi(token=get_token())
+        try:
+            user = api.whoami()  # checks token and network before anything is created or uploaded
+        except Exception as exc:  # the hub raises many types (HTTP, connection, offline); the user needs one message
+            raise PublishError(f"The Hugging Face hub did not accept the token or could not be reached "
+                               f"({type(exc).__name__}: {str(exc)[:300]}); nothing was uploaded.") from None
+        repo = api.create_repo(params.hub_repo_id, repo_type="dataset", exist_ok=True)
+        api.upload_folder(folder_path=str(run.dataset), repo_id=params.hub_repo_id, repo_type="dataset",
+                          allow_patterns=["README.md", f"{DATA_DIR}/*.parquet", f"{FIGURES_DIR}/*.png"],
+                          commit_message=f"Upload dataset and card from repro run {run.root.name}")
+        url = str(getattr(repo, "url", f"https://huggingface.co/datasets/{params.hub_repo_id}"))
+        info.update(repo_id=params.hub_repo_id, url=url)
     print(f"Published to {url} as {user.get('name', 'unknown user')}.")
     return url
