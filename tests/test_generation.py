@@ -377,3 +377,18 @@ def test_vllm_gives_each_candidate_its_recipes_seed_for_every_prompt():
     assert [s["seed"] for s in engine.llm.sampling] == [k[0] << 31 | k[1] for k in items[0]["keys"]]
     greedy = GenerationParams(policy_model="builtin:tiny-policy", n_candidates=2, temperature=0)
     assert [(s.key, s.seed) for s in generation.candidate_requests(items, greedy)] == [(None, None)]
+
+
+def test_strip_responses_false_keeps_each_text_as_decoded(tmp_path, policy_dir, prompts, monkeypatch):
+    # SPPO's generate.py and RLHFlow's keep vLLM's text as it is (often with a leading space); every text was stripped
+    decode = generation.TransformersEngine._decode  # the byte stand-in seldom decodes a space: a tokenizer that does
+    monkeypatch.setattr(generation.TransformersEngine, "_decode",
+                        lambda self, ids: (" " + decode(self, ids)[0] + "\n", decode(self, ids)[1]))
+    stripped = generate_candidates(prompts, params(policy_dir, n_candidates=2), tmp_path / "a")
+    raw = generate_candidates(prompts, params(policy_dir, n_candidates=2, strip_responses=False), tmp_path / "b")
+    columns = ("reference_response", "resp0", "resp1")
+    assert all(r[c].strip() == s[c] for r, s in zip(raw, stripped) for c in columns)
+    assert all(r[c].startswith(" ") and r[c].endswith("\n") for r in raw for c in columns)
+    texts = [r["prompt"] for r in prompts]  # a cached row of the other kind is not reused
+    assert generation._Plan(texts, params(policy_dir, strip_responses=False)).fingerprint != \
+        generation._Plan(texts, params(policy_dir)).fingerprint

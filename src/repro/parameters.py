@@ -280,6 +280,7 @@ class GenerationParams(_Params):
     # Transformers draws it as the first candidate of a run with generation_seed = candidate_seeds[k]
     candidate_seeds: list[int] | None = None
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
+    strip_responses: bool = True  # false: each text as decoded, its leading space kept (SPPO's, RLHFlow's code)
     max_prompt_tokens: Count | None = None  # default: the model's context minus the longest max_new_tokens
     long_prompts: Literal["truncate_left", "skip"] = "truncate_left"  # skip: such rows are left out and counted
     generation_batch_size: Count = 16  # sequences per transformers `generate` call

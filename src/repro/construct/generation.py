@@ -324,7 +324,7 @@ class TransformersEngine:
         # the response ends at its first EOS (counted as generated); what follows is padding
         end = next((i + 1 for i, t in enumerate(ids) if t in self.eos_ids), len(ids))
         text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
-        return text.strip(), end
+        return text, end
 
 
 class VllmEngine:
@@ -361,7 +361,7 @@ class VllmEngine:
                 else None,
                 stop_token_ids=self.eos_ids, skip_special_tokens=True))
         outputs = self.llm.generate([{"prompt_token_ids": s.ids} for s in seqs], params, use_tqdm=False)
-        results = [(o.outputs[0].text.strip(), len(o.outputs[0].token_ids)) for o in outputs]
+        results = [(o.outputs[0].text, len(o.outputs[0].token_ids)) for o in outputs]
         on_batch(len(seqs), sum(n for _, n in results))
         return results
 
@@ -404,7 +404,7 @@ def _generate_chunk(engine, chunk: list[dict], params: GenerationParams, advance
         start = time.perf_counter()
         out = engine.generate(seqs, max_new_tokens, temperature, params.top_p, on_batch)
         counters["generate_seconds"] += time.perf_counter() - start
-        return out
+        return [(text.strip() if params.strip_responses else text, n) for text, n in out]
 
     results: list[dict] = [{"tokens": 0} for _ in chunk]
     if params.generate_reference:
@@ -460,6 +460,7 @@ class _Plan:
             # vLLM samples candidate k of every prompt with candidate_seeds[k] itself (SPPO's generate.py)
             **({"vllm_seeds": "candidate_seeds"} if params.generation_backend == "vllm" and params.candidate_seeds
                else {}),
+            **({} if params.strip_responses else {"strip_responses": False}),  # (the texts of before: stripped)
             "eos_ids": self.eos_ids,
             "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
         }
