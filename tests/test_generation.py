@@ -392,3 +392,35 @@ def test_strip_responses_false_keeps_each_text_as_decoded(tmp_path, policy_dir, 
     texts = [r["prompt"] for r in prompts]  # a cached row of the other kind is not reused
     assert generation._Plan(texts, params(policy_dir, strip_responses=False)).fingerprint != \
         generation._Plan(texts, params(policy_dir)).fingerprint
+
+
+def test_vllm_per_prompt_sends_one_request_of_n_samples_seeded_as_rlhflow_does():
+    # RLHFlow's gen_hf.py asks vLLM for n=8 samples of each prompt in ONE request with seed 42; each candidate was a
+    # request of its own, so no rebuild could give RLHFlow's texts
+    class FakeVllm:
+        @staticmethod
+        def SamplingParams(**kw):
+            return kw
+
+    class FakeLLM:
+        def generate(self, prompts, sampling, use_tqdm):
+            self.prompts, self.sampling = prompts, sampling
+            return [type("O", (), {"outputs": [type("C", (), {"text": f"{p['prompt_token_ids']} {k}",
+                                                              "token_ids": [1] * (k + 1)}) for k in range(s["n"])]})
+                    for p, s in zip(prompts, sampling)]
+
+    engine = generation.VllmEngine.__new__(generation.VllmEngine)
+    engine.vllm, engine.eos_ids, engine.llm = FakeVllm, [2], FakeLLM()
+    rlhflow = GenerationParams(policy_model="builtin:tiny-policy", generation_backend="vllm", n_candidates=3,
+                               generation_seed=42, vllm_requests="per_prompt", generate_reference=False)
+    chunk = [{"ids": [5, 6], "keys": generation.candidate_keys("p", rlhflow)},
+             {"ids": [7], "keys": generation.candidate_keys("q", rlhflow)}]
+    counters = {"tokens": 0, "sequences": 0, "generate_seconds": 0.0}
+    progress = type("P", (), {"add_tokens": lambda self, n: None})()
+    out = generation._generate_chunk(engine, chunk, rlhflow, lambda n: None, progress, counters)
+    assert [(s["n"], s["seed"]) for s in engine.llm.sampling] == [(3, 42), (3, 42)]
+    assert [r["candidates"] for r in out] == [["[5, 6] 0", "[5, 6] 1", "[5, 6] 2"], ["[7] 0", "[7] 1", "[7] 2"]]
+    assert counters["sequences"] == 6 and counters["tokens"] == 12
+    with pytest.raises(ValueError, match="vllm_requests: per_prompt.*candidate_seeds"):
+        GenerationParams(policy_model="builtin:tiny-policy", n_candidates=2, candidate_seeds=[0, 50],
+                         vllm_requests="per_prompt")

@@ -279,6 +279,9 @@ class GenerationParams(_Params):
     # a seed per candidate (SPPO: 0, 50, ..., 200): vLLM samples candidate k of every prompt with candidate_seeds[k];
     # Transformers draws it as the first candidate of a run with generation_seed = candidate_seeds[k]
     candidate_seeds: list[int] | None = None
+    # vLLM: per_prompt asks for a prompt's n_candidates samples in ONE request seeded with generation_seed (RLHFlow's
+    # gen_hf.py: n=8, seed 42); Transformers samples as ever
+    vllm_requests: Literal["per_candidate", "per_prompt"] = "per_candidate"
     use_chat_template: bool = True  # false: the prompt text is fed as it is (models without a template)
     strip_responses: bool = True  # false: each text as decoded, its leading space kept (SPPO's, RLHFlow's code)
     max_prompt_tokens: Count | None = None  # default: the model's context minus the longest max_new_tokens
@@ -294,6 +297,9 @@ class GenerationParams(_Params):
         if self.candidate_seeds is not None and len(self.candidate_seeds) != self.n_candidates:
             raise ValueError(f"candidate_seeds has {len(self.candidate_seeds)} seed(s) but n_candidates is "
                              f"{self.n_candidates}: give one seed per candidate, or null")
+        if self.vllm_requests == "per_prompt" and self.candidate_seeds is not None:
+            raise ValueError("vllm_requests: per_prompt seeds each prompt's request with generation_seed, and "
+                             "candidate_seeds seeds each candidate: set one of them")
         return self
 
 

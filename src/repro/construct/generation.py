@@ -257,6 +257,7 @@ class SequenceRequest:
     ids: list[int]
     key: list[int] | None  # None: greedy
     seed: int | None = None  # vLLM's per-request seed: candidate_seeds[k] (SPPO), else one made from the key
+    n: int = 1  # vLLM's samples of this request (vllm_requests: per_prompt), returned one after another
 
 
 def candidate_requests(chunk: list[dict], params: GenerationParams) -> list[SequenceRequest]:
@@ -264,6 +265,9 @@ def candidate_requests(chunk: list[dict], params: GenerationParams) -> list[Sequ
     per candidate, with its noise key and its `candidate_seeds` seed (the same for every prompt, as SPPO's vLLM)."""
     if params.temperature == 0:
         return [SequenceRequest(item["ids"], None) for item in chunk]
+    if params.generation_backend == "vllm" and params.vllm_requests == "per_prompt":
+        return [SequenceRequest(item["ids"], item["keys"][0], params.generation_seed, params.n_candidates)
+                for item in chunk]
     seeds = params.candidate_seeds or [None] * params.n_candidates
     return [SequenceRequest(item["ids"], key, seed) for item in chunk for key, seed in zip(item["keys"], seeds)]
 
@@ -358,11 +362,11 @@ class VllmEngine:
             params.append(self.vllm.SamplingParams(
                 temperature=temperature if sampled else 0.0, top_p=top_p if sampled else 1.0,
                 max_tokens=max_new_tokens, seed=(s.key[0] << 31 | s.key[1] if s.seed is None else s.seed) if sampled
-                else None,
+                else None, n=s.n,
                 stop_token_ids=self.eos_ids, skip_special_tokens=True))
         outputs = self.llm.generate([{"prompt_token_ids": s.ids} for s in seqs], params, use_tqdm=False)
-        results = [(o.outputs[0].text, len(o.outputs[0].token_ids)) for o in outputs]
-        on_batch(len(seqs), sum(n for _, n in results))
+        results = [(c.text, len(c.token_ids)) for o in outputs for c in o.outputs]
+        on_batch(len(results), sum(n for _, n in results))
         return results
 
 
@@ -460,6 +464,8 @@ class _Plan:
             # vLLM samples candidate k of every prompt with candidate_seeds[k] itself (SPPO's generate.py)
             **({"vllm_seeds": "candidate_seeds"} if params.generation_backend == "vllm" and params.candidate_seeds
                else {}),
+            **({"vllm_requests": "per_prompt"} if params.generation_backend == "vllm"
+               and params.vllm_requests == "per_prompt" else {}),
             **({} if params.strip_responses else {"strip_responses": False}),  # (the texts of before: stripped)
             "eos_ids": self.eos_ids,
             "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
