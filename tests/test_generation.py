@@ -350,9 +350,9 @@ def test_the_same_policy_in_another_folder_has_the_same_fingerprint_and_another_
     assert generation._Plan(texts, params(copy)).fingerprint != original
 
 
-def test_vllm_gives_each_candidate_its_recipes_seed_for_every_prompt():
-    # SPPO's generate.py samples candidate p of EVERY prompt with vLLM's per-request seed p*50; each sequence got a
-    # seed hashed from the prompt instead, so no rebuild could give SPPO's texts, even on its vLLM and GPU
+def stand_in_vllm() -> generation.VllmEngine:
+    """A VllmEngine over a stand-in of vLLM that records the sampling parameters it is sent; its sample k of a
+    request is the text "<prompt ids> k", k + 1 tokens long."""
     class FakeVllm:
         @staticmethod
         def SamplingParams(**kw):
@@ -361,10 +361,19 @@ def test_vllm_gives_each_candidate_its_recipes_seed_for_every_prompt():
     class FakeLLM:
         def generate(self, prompts, sampling, use_tqdm):
             self.sampling = sampling
-            return [type("O", (), {"outputs": [type("C", (), {"text": " x ", "token_ids": [1]})]}) for _ in prompts]
+            return [type("O", (), {"outputs": [type("C", (), {"text": f"{p['prompt_token_ids']} {k}",
+                                                              "token_ids": [1] * (k + 1)}) for k in range(s["n"])]})
+                    for p, s in zip(prompts, sampling)]
 
     engine = generation.VllmEngine.__new__(generation.VllmEngine)
     engine.vllm, engine.eos_ids, engine.llm = FakeVllm, [2], FakeLLM()
+    return engine
+
+
+def test_vllm_gives_each_candidate_its_recipes_seed_for_every_prompt():
+    # SPPO's generate.py samples candidate p of EVERY prompt with vLLM's per-request seed p*50; each sequence got a
+    # seed hashed from the prompt instead, so no rebuild could give SPPO's texts, even on its vLLM and GPU
+    engine = stand_in_vllm()
     sppo = GenerationParams(policy_model="builtin:tiny-policy", n_candidates=3, candidate_seeds=[0, 50, 100])
     items = [{"ids": [5, 6], "keys": generation.candidate_keys("p", sppo)},
              {"ids": [7], "keys": generation.candidate_keys("q", sppo)}]
@@ -397,20 +406,7 @@ def test_strip_responses_false_keeps_each_text_as_decoded(tmp_path, policy_dir, 
 def test_vllm_per_prompt_sends_one_request_of_n_samples_seeded_as_rlhflow_does():
     # RLHFlow's gen_hf.py asks vLLM for n=8 samples of each prompt in ONE request with seed 42; each candidate was a
     # request of its own, so no rebuild could give RLHFlow's texts
-    class FakeVllm:
-        @staticmethod
-        def SamplingParams(**kw):
-            return kw
-
-    class FakeLLM:
-        def generate(self, prompts, sampling, use_tqdm):
-            self.prompts, self.sampling = prompts, sampling
-            return [type("O", (), {"outputs": [type("C", (), {"text": f"{p['prompt_token_ids']} {k}",
-                                                              "token_ids": [1] * (k + 1)}) for k in range(s["n"])]})
-                    for p, s in zip(prompts, sampling)]
-
-    engine = generation.VllmEngine.__new__(generation.VllmEngine)
-    engine.vllm, engine.eos_ids, engine.llm = FakeVllm, [2], FakeLLM()
+    engine = stand_in_vllm()
     rlhflow = GenerationParams(policy_model="builtin:tiny-policy", generation_backend="vllm", n_candidates=3,
                                generation_seed=42, vllm_requests="per_prompt", generate_reference=False)
     chunk = [{"ids": [5, 6], "keys": generation.candidate_keys("p", rlhflow)},
