@@ -545,6 +545,19 @@ def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_constructi
     assert en not in repro_card.render_body(facts)
 
 
+def test_length_bias_is_not_measurable_when_the_lengths_never_differ(tmp_path):
+    # chosen and rejected of one length in every pair: the card said "metrics.json reports no correlation", which
+    # reads as "no bias found"
+    make_run(tmp_path / "run", metrics=True)
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    same = {"positive": 0, "negative": 0, "zeros_discarded": 30, "pvalue": None}
+    facts.metrics["length"].update(n=30, chosen_longer_test={"chars": same, "tokens": same}, margin_vs_length_difference={
+        unit: {"spearman": None, "pvalue": None} for unit in ("chars", "tokens")})
+    assert facts.length_bias == {"verdict": "same_lengths"}
+    body = repro_card.render_body(facts)
+    assert all(repro_card.phrases(lang).lim_length_same in body for lang in ("en", "zh"))
+
+
 def test_length_bias_by_the_share_when_every_margin_is_the_same(tmp_path):
     # 0.7 / 0.2 in every row: no correlation with length can be computed, and the card said "metrics.json reports
     # no correlation" though the chosen response was the longer in 30 of 30 pairs
@@ -1058,6 +1071,12 @@ def test_a_built_card_names_its_own_sources_and_claims_a_licence_only_where_they
     # a local file's licence never rests on its folder's name: the same rows elsewhere got none
     card, en, zh = built_from("/home/alice/ultrafeedback_sample/train_prefs_1000.jsonl", "llm-blender/PairRM")
     assert card.data.license is None and "`train_prefs_1000.jsonl` (its licence is not known to this project" in en
+    # nor a hub dataset's on its name: only the UltraFeedback datasets this project knows
+    card, en, zh = built_from("someone/ultrafeedback-gpt4-nc-outputs", "llm-blender/PairRM")
+    assert card.data.license is None and "`someone/ultrafeedback-gpt4-nc-outputs` (its licence is not known" in en
+    card, en, zh = built_from("HuggingFaceH4/ultrafeedback_binarized", "llm-blender/PairRM")
+    assert card.data.license == "mit" and "as binarised in `HuggingFaceH4/ultrafeedback_binarized` (MIT); the " in en
+    assert "经 `HuggingFaceH4/ultrafeedback_binarized`（MIT）二值化；" in zh
 
 
 def test_a_foreign_dataset_never_replaces_a_built_one(tmp_path):

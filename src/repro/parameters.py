@@ -330,7 +330,7 @@ class CardParams(_Params):
     card_split: str = SPLIT  # the split read from card_dataset
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # where the dataset is (or will be) published
-    # None: built here from a hub dataset of UltraFeedback's or the demo, mit; else not stated (cards claim only facts)
+    # None: built here from UltraFeedback's hub rows (card.facts.ULTRAFEEDBACK) or the demo, mit; else not stated
     license: str | None = None
     # language of the rows (the card's body is English + Chinese either way); one, as a string, is a list of one
     language: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] | None = None

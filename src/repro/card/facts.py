@@ -30,6 +30,9 @@ SEED_REPO = FORMATS["seed"].source
 # given: its sources' (UltraFeedback, H4's binarisation and PairRM are MIT; the rows are English); built from another
 # source, or not built here, neither is claimed unless given
 BUILT_LICENSE = "mit"
+# the hub datasets of UltraFeedback's rows whose MIT licence a built dataset's card may state (ZHLiu627's in parts too)
+ULTRAFEEDBACK = ("openbmb/UltraFeedback", "HuggingFaceH4/ultrafeedback_binarized",
+                 "ZHLiu627/ultrafeedback_binarized_with_response_full")
 BUILT_LANGUAGE = ["en"]
 # the score columns the analysis notebook describes (issue 4), in the card table's column order
 SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
@@ -101,10 +104,10 @@ class CardFacts:
 
     @property
     def source_kind(self) -> str:
-        """What a built dataset's licence can rest on: `ultrafeedback` (a hub dataset of UltraFeedback's MIT rows, by
-        its id), `demo` (the rows repro ships) or `other` (a local file, or a source this project does not know)."""
+        """What a built dataset's licence can rest on: `ultrafeedback` (one of the hub datasets of UltraFeedback's
+        MIT rows, by its id), `demo` (the rows repro ships) or `other` (a local file, another source)."""
         source = str(self.parameters.get("source") or "")
-        ultrafeedback = reads_as_hub_id(source) and "ultrafeedback" in source.lower()
+        ultrafeedback = any(source == known or source.startswith(f"{known}_part") for known in ULTRAFEEDBACK)
         return "demo" if source == DEMO else "ultrafeedback" if ultrafeedback else "other"
 
     @property
@@ -279,9 +282,12 @@ class CardFacts:
     def length_bias(self) -> dict[str, Any]:
         """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `few` (rows), `none`,
         `longer`, `shorter` (by the margin's correlation with length), `longer_share`, `shorter_share` (by how often
-        the chosen response is the longer one)."""
+        the chosen response is the longer one), `same_lengths` (never a difference to judge by)."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
+        tests = _get(self.metrics, "length", "chosen_longer_test") or {}
+        if tests and not any(t["positive"] + t["negative"] for t in tests.values()):
+            return {"verdict": "same_lengths"}
         if not self.length_rhos and not self.length_shares:
             return {"verdict": "absent", "reason": _get(self.metrics, "length", "reason")}
         if (n := _get(self.metrics, "length", "n") or 0) < LENGTH_BIAS_ROWS:
