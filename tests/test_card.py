@@ -1154,6 +1154,11 @@ def test_publish_offline_fails_before_uploading(publishable, hub_calls):
     record = Manifest(publishable.run_root).read()
     assert record["status"] == "failed" and record["notebooks"]["03_card"]["status"] == "failed"
     assert record["stages"]["publish"]["status"] == "failed" and "HF_HUB_OFFLINE" in record["error"]
+    # 03_card again without publishing: the failed upload is no longer this run's record
+    repro_card.write_card(repro_card.gather_facts(publishable.model_copy(update={"push_to_hub": False})))
+    repro_card.publish(publishable.model_copy(update={"push_to_hub": False}))
+    record = Manifest(publishable.run_root).read()
+    assert record["status"] == "complete" and "publish" not in record["stages"]
 
 
 def test_publish_without_token_fails_before_uploading(publishable, hub_calls, hub_switched_on, monkeypatch, tmp_path):

@@ -239,6 +239,9 @@ def publish(params: "CardParams") -> str | None:
     """Upload the run's dataset folder to `hub_repo_id` when `push_to_hub` is true; returns the URL."""
     run = RunDir(params.run_root)
     if not params.push_to_hub:
+        if run.manifest.is_file():  # an earlier upload's record is not this run's
+            with Manifest(run).edit() as data:
+                (data.get("stages") or {}).pop("publish", None)
         print(f"push_to_hub is false: nothing uploaded. {run.dataset} is ready to publish as it stands.")
         return None
     if not run.card.exists():
