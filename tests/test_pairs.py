@@ -97,7 +97,7 @@ def test_too_few_candidates_keep_keeps_a_row_of_one_text_as_sppo_does():
     p = ConstructParams(candidate_columns=["resp0", "resp1", "resp2"], too_few_candidates="keep")
     cs = collect_candidates(rows, p)
     assert cs.rows == [0] and cs.candidates == [["same"] * 3]  # a lone candidate still has nothing to pair with
-    assert cs.dropped == {"fewer_than_two_distinct_candidates": 1}
+    assert cs.dropped == {"fewer_than_two_distinct_candidates": 1} and cs.one_text == 1
     row = build_row(rows[0], "p0", cs.candidates[0], [0.5, 0.5, 0.5], messages="chosen", keep_all_candidates=False)
     assert row["chosen"] == row["rejected"] and row["score_chosen"] == row["score_rejected"]
     # the rules that pair the best with ANOTHER text have none to take

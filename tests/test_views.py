@@ -59,8 +59,10 @@ def test_counts_table_says_what_each_count_means():
 def test_candidates_table_counts_rows_by_candidates_and_drops():
     cs = CandidateSet(candidates=[["a", "b"], ["a", "b", "c"], ["x", "y"]], dropped={"fewer_than_two_distinct_candidates": 2})
     table = views.candidates_table(cs)
-    assert table["rows"].to_dict() == {"2 distinct candidates": 2, "3 distinct candidates": 1,
+    assert table["rows"].to_dict() == {"2 candidates": 2, "3 candidates": 1,
                                        "dropped: fewer than two distinct candidates": 2}
+    cs.one_text = 1  # too_few_candidates: keep
+    assert views.candidates_table(cs).loc["kept with one text: chosen = rejected", "rows"] == 1
 
 
 def test_score_and_margin_figures_are_inline_pngs():
@@ -90,7 +92,7 @@ def test_every_count_a_run_records_has_a_meaning_in_the_notebook_and_both_cards(
     from repro import card as repro_card
     from repro.construct.selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE
     counts = ["source", "part", "dropped", "after_drop", "sliced", "generated", "with_candidates", "scored", "kept",
-              "dropped_too_few_candidates", "dropped_duplicate_prompt_id"] + [
+              "dropped_too_few_candidates", "dropped_duplicate_prompt_id", "kept_one_text"] + [
         f"dropped_{r}" for r in (DROP_TIE, DROP_MARGIN, DROP_SINGLE)]
     table = views.counts_table(dict.fromkeys(counts, 1)).data
     assert table["meaning"].str.len().min() > 0, table[table["meaning"] == ""].index.tolist()

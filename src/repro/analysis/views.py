@@ -24,12 +24,13 @@ INLINE_DPI = 80  # 512 px wide: a figure beside the tables, not a full-width pos
 COUNT_MEANINGS = {
     "source": "rows in the source split", "part": "rows in the index part", "after_drop": "rows left after drop_rows",
     "sliced": "rows in the mini (after limit)", "dropped": "rows dropped by drop_rows",
-    "generated": "rows after generation", "with_candidates": "rows with at least two distinct candidates",
+    "generated": "rows after generation", "with_candidates": "rows with candidates to rank",
     "dropped_too_few_candidates": "rows dropped: fewer than two distinct candidates",
     "dropped_duplicate_prompt_id": "rows dropped: a prompt_id seen before", "scored": "rows scored",
     "dropped_tie": "rows dropped: chosen and rejected tied (ties: drop)",
     "dropped_below_min_margin": "rows dropped: a margin below min_margin",
     "dropped_fewer_than_two_candidates": "rows dropped: fewer than two candidates to pair",
+    "kept_one_text": "rows kept with one text (too_few_candidates: keep): chosen = rejected",
     "kept": "rows written to the dataset"}
 
 
@@ -49,7 +50,9 @@ def rows_preview(ds: datasets.Dataset, columns: Sequence[str], k: int = 3) -> An
 def candidates_table(candidate_set) -> pd.DataFrame:
     """How many rows have how many candidates, and how many rows were dropped and why."""
     sizes = pd.Series([len(c) for c in candidate_set.candidates], dtype="int64").value_counts().sort_index()
-    out = [{"rows": int(n), "what": f"{k} distinct candidates"} for k, n in sizes.items()]
+    out = [{"rows": int(n), "what": f"{k} candidates"} for k, n in sizes.items()]
+    if candidate_set.one_text:
+        out.append({"rows": candidate_set.one_text, "what": "kept with one text: chosen = rejected"})
     out += [{"rows": n, "what": f"dropped: {reason.replace('_', ' ')}"} for reason, n in candidate_set.dropped.items()]
     return pd.DataFrame(out).set_index("what")
 

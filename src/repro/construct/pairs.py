@@ -44,6 +44,7 @@ class CandidateSet:
     candidates: list[list[str]] = field(default_factory=list)
     names: list[list[str]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    one_text: int = 0  # rows kept although their candidates are one text (too_few_candidates: keep)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -85,6 +86,7 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_o
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
         pairs = row_candidates(row, p, where)
         distinct = len({text.strip() for _, text in pairs})
+        cs.one_text += distinct < 2 and p.too_few_candidates == "keep" and len(pairs) > 1
         if distinct < 2 and not (p.too_few_candidates == "keep" and len(pairs) > 1):
             if p.too_few_candidates == "error":
                 raise DataError(f"{where} has {distinct} distinct candidate(s) among {[n for n, _ in pairs]}; PairRM "

@@ -170,7 +170,8 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         info.update(rows=len(cs), dropped=cs.dropped,
                     candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
     ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(DROP_TOO_FEW, 0),
-                            dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0))
+                            dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0),
+                            **({"kept_one_text": cs.one_text} if p.too_few_candidates == "keep" else {}))
     return cs
 
 
