@@ -105,3 +105,39 @@ def test_readme_draws_the_package_as_ls_shows_it():
              if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
     assert shown <= drawn, f"the README's tree lacks {sorted(shown - drawn)}"
     assert {f"{p}/" for p in shown if (ROOT / "src/repro" / p).is_dir()} <= set(tree.split()), "packages end in /"
+
+
+def schema_comments() -> dict[str, str]:
+    """Each schema field's comment in src/repro/parameters.py: on its line, else the comment lines just above it."""
+    comments: dict[str, str] = {}
+    above: list[str] = []
+    for line in (ROOT / "src" / "repro" / "parameters.py").read_text().splitlines():
+        text = line.strip()
+        if text.startswith("#"):
+            above.append(text[1:].strip())
+            continue
+        target = line[4:].split(":")[0] if line.startswith("    ") and not line.startswith("     ") else ""
+        if target.isidentifier() and " = " in line:
+            inline = line.split("  # ", 1)[1] if "  # " in line else ""
+            comments[target] = inline or " ".join(above)  # (the last class naming it: ScorerSpec comes first)
+        above = []
+    return comments
+
+
+def test_a_parameters_cell_says_what_the_schema_says_of_each_parameter():
+    # 01_construct's cell kept "rows with < 2 distinct candidates" after the schema gained `keep`
+    told = schema_comments()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cell = next(c for c in json.loads(path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+        lines = "".join(cell["source"]).splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("#") or " = " not in line:
+                continue
+            name = line.split(" = ")[0]
+            said = line.split("  # ", 1)[1] if "  # " in line else ""
+            k = i
+            while not said and k and lines[k - 1].startswith("# ") and not lines[k - 1].startswith(PARAMETERS_HEADER):
+                k -= 1
+            said = said or " ".join(x[2:] for x in lines[k:i])
+            if told.get(name) and said:
+                assert said == told[name], f"{path.name}: {name}: the cell says {said!r}, the schema {told[name]!r}"

@@ -193,7 +193,7 @@ class ConstructParams(_Params):
     test_rows: Count | None = None  # the first N test rows (a seeded sample with test_seed); null: all; capped by limit
     test_seed: int | None = None  # draw the test rows at random with this seed instead of taking the first ones
     generate: bool = False  # generate the candidates (and optionally the reference) with policy_model first
-    cache: bool = True  # the project's row cache (issue 22, repro.cache); false: compute every row here
+    cache: bool = True  # the row cache (repro.cache): rows generated or scored before are reused; false: all made here
     cache_dir: LocalPath | None = None  # None: $REPRO_ROW_CACHE, else $REPRO_CACHE, else cache/ in the project root
 
     @property
@@ -309,11 +309,13 @@ class AnalyzeParams(_Params):
     section: ClassVar[str] = "analyze"
     subject: ClassVar[str | None] = "dataset"
 
-    dataset: UserPath | None = None  # default: this run's dataset; or a run dir, local file/dir, or hub id
+    # None: this run's dataset; or a run dir, a .jsonl/.parquet file, a saved dataset, a hub id
+    dataset: UserPath | None = None
     dataset_split: str = SPLIT
     bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95
     bootstrap_seed: int = 0
-    exclude_nonfinite: bool = False  # true: rows with NaN/inf scores are excluded and counted, else an error
+    # True: rows with NaN/inf/missing scores are left out and counted in n_excluded; False: they are an error
+    exclude_nonfinite: bool = False
 
 
 # the facts of a dataset's making that a card can state (known_recipe's keys), in the card's order
@@ -326,15 +328,16 @@ class CardParams(_Params):
     section: ClassVar[str] = "card"
     subject: ClassVar[str | None] = "card_dataset"
 
-    card_dataset: UserPath | None = None  # default: this run's dataset folder; else a dataset NOT built here (copied)
+    # None: this run's dataset; else a dataset NOT built here (hub id, local folder or file)
+    card_dataset: UserPath | None = None
     card_split: str = SPLIT  # the split read from card_dataset
     pretty_name: str | None = None
-    hub_repo_id: str | None = None  # where the dataset is (or will be) published
-    # None: built here from UltraFeedback's hub rows (card.facts.ULTRAFEEDBACK) or the demo, mit; else not stated
+    hub_repo_id: str | None = None  # owner/name where the dataset is (or will be) published
+    # None: mit if built here from demo or UltraFeedback's hub rows (card.facts.ULTRAFEEDBACK); else not stated
     license: str | None = None
-    # language of the rows (the card's body is English + Chinese either way); one, as a string, is a list of one
+    # None: ["en"] for a dataset built here; not stated for one that was not (the card is in English and Chinese)
     language: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] | None = None
-    # for datasets not built here: what is known of their making, as free text or as {RECIPE_FACTS key: fact}
+    # for card_dataset: text, or {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}
     known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
 
@@ -363,14 +366,14 @@ class CompareParams(_Params):
     # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
     reference: str | list[str] | None = None
     reference_split: str = "train_prefs"
-    candidate: UserPath | None = None  # default: this run's dataset
+    candidate: UserPath | None = None  # None: this run's dataset
     candidate_split: str = SPLIT
     # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
     compare_source: UserPath | None = None
     compare_source_split: str = "train_prefs"
     # fraction of same-text scores within each |difference|
     score_tolerances: Annotated[list[NonNegative], Field(min_length=1)] = [1e-6, 1e-3, 1e-2, 0.1]
-    disagreement_tolerance: NonNegative = 1e-3  # a same-text score further apart than this is a disagreement
+    disagreement_tolerance: NonNegative = 1e-3  # a score of the same text further apart than this is a disagreement
     near_tie: NonNegative = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
     max_mini_count: Count = 8  # slice inference tries 1..max_mini_count minis
     bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
