@@ -1,7 +1,8 @@
 """PairRM's network (DeBERTa-v2 backbone + llm-blender's head) and, for inference, DeBERTa-v3's disentangled attention
 with transformers' arithmetic but fewer L×L passes (`install_fast_attention`).
 
-The relative-position gather indices are built once per batch (`batch_context`), not per layer; the 1/√(3d) scale is
+The relative-position gather indices are built once per model for the longest batch seen (those of a shorter batch
+are their top-left block), not per layer or batch; the 1/√(3d) scale is
 applied to the L×2k position scores before the gather to L×L; a key-padding mask (skipped without padding) replaces
 the [b, 1, L, L] one; q/k/v stay views. On CPU these element-wise L×L passes cost as much as the matmuls.
 """
@@ -29,12 +30,13 @@ class PairRMModel(nn.Module):
                                         nn.Dropout(drop_out), nn.Linear(hidden, n_tasks))
         self.fast_attention = False
         self.batch: dict[str, Any] = {}  # per forward: what every layer's fast attention shares
+        self.positions: dict[str, torch.Tensor] = {}  # the gather indices of the longest batch so far
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 prefix_positions: torch.Tensor) -> torch.Tensor:
         """pair_logits [batch]: head(source, candidate1) − head(source, candidate2), averaged over tasks."""
         if self.fast_attention:
-            self.batch = batch_context(self.pretrained_model.encoder, attention_mask)
+            self.batch = self.batch_context(attention_mask)
         try:
             hidden = self.pretrained_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         finally:
@@ -45,19 +47,21 @@ class PairRMModel(nn.Module):
         right = self.head_layer(torch.cat([source, cand2], dim=-1))
         return (left - right).mean(dim=-1)
 
+    def batch_context(self, attention_mask: torch.Tensor) -> dict[str, Any]:
+        """What every layer's attention in one forward shares: the gather indices and the key-padding mask."""
+        from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
 
-def batch_context(encoder, attention_mask: torch.Tensor) -> dict[str, Any]:
-    """What every layer's attention in one forward shares: the gather indices and the key-padding mask."""
-    from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
-
-    length = attention_mask.shape[1]
-    probe = attention_mask.new_empty((1, length, 1), dtype=torch.float32)
-    relative_pos = build_relative_position(probe, probe, bucket_size=encoder.position_buckets,
-                                           max_position=encoder.max_relative_positions)[0]
-    span = encoder.position_buckets
-    return {"c2p_index": torch.clamp(relative_pos + span, 0, 2 * span - 1),
-            "p2c_index": torch.clamp(-relative_pos + span, 0, 2 * span - 1),
-            "key_padding": None if bool(attention_mask.all()) else ~attention_mask.bool()}
+        length, encoder = attention_mask.shape[1], self.pretrained_model.encoder
+        known = self.positions.get("c2p_index")
+        if known is None or known.shape[0] < length or known.device != attention_mask.device:
+            probe = attention_mask.new_empty((1, length, 1), dtype=torch.float32)
+            relative_pos = build_relative_position(probe, probe, bucket_size=encoder.position_buckets,
+                                                   max_position=encoder.max_relative_positions)[0]
+            span = encoder.position_buckets
+            self.positions = {"c2p_index": torch.clamp(relative_pos + span, 0, 2 * span - 1),
+                              "p2c_index": torch.clamp(-relative_pos + span, 0, 2 * span - 1)}
+        return {**{k: v[:length, :length] for k, v in self.positions.items()},
+                "key_padding": None if bool(attention_mask.all()) else ~attention_mask.bool()}
 
 
 def _fast_attention_forward(self, hidden_states, attention_mask, output_attentions=False, query_states=None,
