@@ -15,10 +15,9 @@ import pandas as pd
 import pyarrow as pa
 
 from .analysis import number, percent, plots, prose, stats
-from .analysis.report import (SCORE_COLUMNS, dataset_or_own, readable, response_texts, row_preview,  # noqa: F401
-                              score_array, show_figures, table_or_sentence, values_at,  # show_figures: a cell
-                              write_outputs)
-from .dataset_io import prompt_id_of
+from .analysis.report import (dataset_or_own, readable, response_texts, row_preview, show_figures,  # noqa: F401
+                              table_or_sentence, values_at, write_outputs)  # show_figures: a cell's
+from .dataset_io import SCORE_COLUMNS, prompt_id_of, score_array
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .manifest import Manifest

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from datasets import Features, List, Value
 from datasets.arrow_writer import get_writer_batch_size_from_data_size, get_writer_batch_size_from_features
 from datasets.utils.py_utils import convert_file_size_to_int
@@ -105,3 +109,41 @@ def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLI
         files.append(path)
     return {"split": split, "num_bytes": nbytes, "num_examples": len(ds),
             "download_size": sum(f.stat().st_size for f in files), "files": [str(f) for f in files]}
+
+
+# the paired scores of a preference dataset, as numbers (02_analyze reads them, 03_card checks metrics against them)
+SCORE_COLUMNS = ("score_chosen", "score_rejected")
+NONFINITE = "{} is NaN, infinite or missing"  # a row's exclusion reason (metrics.json's `excluded_reasons`)
+
+
+def score_array(table: pa.Table, column: str, where: str, parameter: str = "dataset") -> np.ndarray:
+    """One score column as float64 (missing values become NaN); a DataError (naming `parameter`, the dataset's) if
+    it does not hold numbers."""
+    col = table.column(column)
+    kind = col.type
+    if pa.types.is_null(kind):
+        return np.full(len(col), np.nan)
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    values = col.to_pylist()
+    mixed = isinstance(kind, pa.BaseExtensionType)  # datasets' Json feature: mixed values stored as JSON text
+    if mixed:
+        values = [json.loads(v) if isinstance(v, str) else v for v in values]
+    bad = next(((i, v) for i, v in enumerate(values)
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))), None)
+    # (a number written as text, "7.5", is stored as 7.5 in such a column: which row held it cannot be told)
+    detail = f"; row {bad[0]} holds {bad[1]!r}" if bad else \
+        "; some rows hold their score as text, such as \"7.5\" in quotes" if mixed else ""
+    raise DataError(
+        f"{where}: column {column!r} must hold numbers (float64 scores), but it holds "
+        f"{'values of mixed types' if mixed else f'{kind} values'}{detail}. Convert the column to numbers (missing "
+        f"scores as null) or point `{parameter}` at a preference dataset whose {column} is numeric.")
+
+
+def scores_digest(table: pa.Table) -> str:
+    """A sha256 (16 hex digits) of every row's scores as float64 (missing: NaN): metrics.json records it, and 03_card
+    refuses metrics whose scores are not its dataset's."""
+    digest = hashlib.sha256()
+    for column in SCORE_COLUMNS:
+        digest.update(score_array(table, column, "scores_digest").tobytes())
+    return digest.hexdigest()[:16]

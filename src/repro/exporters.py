@@ -1,7 +1,7 @@
 """Output formats: the columns and split names of each published dataset this field's recipes wrote (pure).
 
-Every format is computed from the same scored rows (`repro.construct.pairs.build_row`, with every candidate and its score)
-and the pair the selection rule picked; each layout is its upstream code's (`Format.source`; docs/recipes.md).
+Every format is computed from the same scored rows (`repro.construct.pairs.build_row`, with every candidate and its
+score) and the pair the selection rule picked; each layout is its upstream code's (`Format.source`; docs/recipes.md).
 Not obvious: SPPO's candidates ranked but never paired (`first_scored_only`, a row's `scored_only`) are in
 `rm_scores` only (its published 7 scores for 5 `generate_i`); SPPO's `prompt`, `prompt_id` columns and RLHFlow's
 split `train` are inferred (its data are jsonl files); SELM's split is named after the dataset's `_iter_N`.

@@ -13,6 +13,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from ..dataset_io import SCORE_COLUMNS
 from ..errors import DataError
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
@@ -21,7 +22,7 @@ from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir
 from ..sources import load_source
 from . import plots, prose
-from .report import SCORE_COLUMNS, table_or_sentence, validate_scores
+from .report import table_or_sentence, validate_scores
 from .stats import bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"

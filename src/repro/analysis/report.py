@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError
-from ..dataset_io import split_files
+from ..dataset_io import NONFINITE, SCORE_COLUMNS, score_array, scores_digest, split_files
 from ..exporters import seed_view
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
@@ -25,8 +24,6 @@ from ..sources import load_source, require_columns
 from ..subject import claim
 from . import agreement, plots, prose, stats
 
-SCORE_COLUMNS = ("score_chosen", "score_rejected")
-NONFINITE = "{} is NaN, infinite or missing"  # a row's exclusion reason (metrics.json's `excluded_reasons`)
 EXTREME_ROWS = 10
 ID_SHOWN = 11  # characters of a prompt id a notebook's table shows, then "…"
 METRICS_VERSION = 1
@@ -86,39 +83,6 @@ class AnalysisResult:
 
     def _repr_markdown_(self) -> str:
         return headline(self.metrics)
-
-
-def score_array(table: pa.Table, column: str, where: str, parameter: str = "dataset") -> np.ndarray:
-    """One score column as float64 (missing values become NaN); a DataError (naming `parameter`, the dataset's) if
-    it does not hold numbers."""
-    col = table.column(column)
-    kind = col.type
-    if pa.types.is_null(kind):
-        return np.full(len(col), np.nan)
-    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-        return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    values = col.to_pylist()
-    mixed = isinstance(kind, pa.BaseExtensionType)  # datasets' Json feature: mixed values stored as JSON text
-    if mixed:
-        values = [json.loads(v) if isinstance(v, str) else v for v in values]
-    bad = next(((i, v) for i, v in enumerate(values)
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))), None)
-    # (a number written as text, "7.5", is stored as 7.5 in such a column: which row held it cannot be told)
-    detail = f"; row {bad[0]} holds {bad[1]!r}" if bad else \
-        "; some rows hold their score as text, such as \"7.5\" in quotes" if mixed else ""
-    raise DataError(
-        f"{where}: column {column!r} must hold numbers (float64 scores), but it holds "
-        f"{'values of mixed types' if mixed else f'{kind} values'}{detail}. Convert the column to numbers (missing "
-        f"scores as null) or point `{parameter}` at a preference dataset whose {column} is numeric.")
-
-
-def scores_digest(table: pa.Table) -> str:
-    """A sha256 (16 hex digits) of every row's scores as float64 (missing: NaN): metrics.json records it, and 03_card
-    refuses metrics whose scores are not its dataset's."""
-    digest = hashlib.sha256()
-    for column in SCORE_COLUMNS:
-        digest.update(score_array(table, column, "scores_digest").tobytes())
-    return digest.hexdigest()[:16]
 
 
 def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool

@@ -13,8 +13,8 @@ from typing import Any
 import datasets
 from datasets import Features
 
-from ..analysis.report import NONFINITE, SCORE_COLUMNS, score_array, scores_digest
-from ..dataset_io import SEED_FEATURES, prompt_id_of, split_files, write_split
+from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, score_array, scores_digest,
+                          split_files, write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
 from ..manifest import NAMING, NOT_SHAPING, Manifest
