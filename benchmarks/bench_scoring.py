@@ -30,7 +30,7 @@ import torch
 from repro.construct.scoring import score_candidates
 from repro.errors import ParameterError
 from repro.jobs import build_once
-from repro.parameters import DEFAULT_BATCH_TOKENS
+from repro.parameters import default_batch_tokens
 from repro.paths import cache_root
 from repro.scorers import load_scorer
 from repro.scorers.blender_compat import BlenderScorer
@@ -39,7 +39,7 @@ from repro.scorers.sequence_classifier import SequenceClassifierScorer, reward_m
 from repro.scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
 from repro.sources import demo_path, iter_jsonl
 from repro.cli.score import RUN, read_rows
-from repro.cli.measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, Contender, alternate, engine_passes, gpu_use,
+from repro.cli.measure import (PART2_MINI_1_PROMPTS, Contender, alternate, engine_passes, gpu_use,
                       machine_info, pairrm_contenders)
 
 # Character-length quantiles (0, 5, ..., 100 %) of UltraFeedback `train_prefs` prompts and responses, measured on a
@@ -81,7 +81,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16")
     parser.add_argument("--batch-tokens", default=None,
                         help="the engine's token budget; a comma-separated list times each (the first one gives the "
-                             f"speed-ups); default: the engine's default on GPU, {CPU_BATCH_TOKENS} on CPU")
+                             f"speed-ups); default: the engine's on the device, {default_batch_tokens('cpu')} on CPU")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--job-prompts", type=int, default=None,
                         help=f"also time score_candidates alone on this many generated prompts x 2 candidates "
@@ -161,7 +161,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     reward = args.kind == "sequence_classifier"
-    default_budget = DEFAULT_BATCH_TOKENS if on_gpu else REWARD_CPU_BATCH_TOKENS if reward else CPU_BATCH_TOKENS
+    default_budget = REWARD_CPU_BATCH_TOKENS if reward and not on_gpu else default_batch_tokens(device.type)
     try:
         budgets = [int(b) for b in str(args.batch_tokens or default_budget).split(",") if b.strip()]
     except ValueError:

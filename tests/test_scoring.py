@@ -22,6 +22,7 @@ from repro.scorers.common import BudgetedBatches, ranks_from_scores
 from repro.construct.scoring import ScoringJob, job_fingerprint
 from scoring_defaults import run_scoring, with_run_defaults
 from repro.jobs import fingerprint_of
+from repro.parameters import ConstructParams, default_batch_tokens
 
 
 # short limits keep the tiny model fast; most real answers are truncated, exercising the per-prompt budget
@@ -77,6 +78,9 @@ def test_reference_run_scores_every_candidate_like_the_scorer_itself(job, refere
     assert (info["prompts"], info["chunks"], info["chunks_resumed"], info["processes"]) == (16, 4, 0, 1)
     assert info["dtype"] == "fp32" and info["device"] == "cpu" and info["prompts_per_second"] > 0
     assert len(_chunk_bytes(work)) == 4
+    # no budget given (the run's default): a CPU's, 1.6x faster there than a GPU's (benchmarks/RESULTS.md)
+    assert ConstructParams().batch_tokens is None and info["batch_tokens"] == default_batch_tokens("cpu") == 2048
+    assert default_batch_tokens("cuda") == 16384 and default_batch_tokens("mps") == 2048
 
 
 def test_shuffled_input_and_other_budgets_give_the_same_scores(job, reference, tiny_pairrm_dir, tmp_path):
@@ -165,7 +169,7 @@ def test_changed_parameters_or_inputs_invalidate_old_chunks(job, reference, tiny
 
 
 def test_the_fingerprint_covers_what_decides_the_scores_and_nothing_else(tiny_pairrm_dir):
-    settings = {k: v for k, v in with_run_defaults(kind="pairrm").items() if k != "num_processes"}
+    settings = {k: v for k, v in with_run_defaults(kind="pairrm", batch_tokens=2048).items() if k != "num_processes"}
     base = ScoringJob(model=str(tiny_pairrm_dir), work_dir="work/scoring", source_maxlength=None,
                       candidate_maxlength=None, progress=True, **settings)
     digest = fingerprint_of(job_fingerprint(base))

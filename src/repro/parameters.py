@@ -166,7 +166,7 @@ class ConstructParams(_Params):
     scorer_backend: ScorerBackend = "repro"
     device: Device = "auto"
     dtype: ScorerDtype = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
-    batch_tokens: Count = 16384  # token budget per forward batch
+    batch_tokens: Count | None = None  # token budget per forward batch; None: 16384 on a GPU, 2048 on a CPU
     chunk_size: Count = 256  # prompts per resumable chunk
     num_processes: Count = 1  # >1: torchrun workers on this node
     source_maxlength: TokenLimit | None = None  # None: the checkpoint's own (llm-blender's RankerConfig), else 1224
@@ -251,14 +251,21 @@ class ConstructParams(_Params):
                              f"beside `candidates`: set keep_all_candidates: true")
         pair = (self.source_maxlength or PAIRRM_LIMITS["source_maxlength"]) + \
             2 * (self.candidate_maxlength or PAIRRM_LIMITS["candidate_maxlength"])
-        if self.batch_tokens < pair:
+        if self.batch_tokens is not None and self.batch_tokens < pair:
             raise ValueError(f"batch_tokens={self.batch_tokens} cannot hold one pair of maximal length ({pair} "
                              f"tokens): raise it")
         return self
 
 
-# the scorers' token budget when none is given (`repro score`, `repro bench` on a GPU, a scorer's `score`)
-DEFAULT_BATCH_TOKENS: int = ConstructParams.model_fields["batch_tokens"].default
+# the scorers' token budget when none is given (a run, `repro score`, `repro bench`, a scorer's `score`): large on a
+# GPU; on a CPU a larger batch buys no parallelism, only padding (1.6x slower at 16384: benchmarks/RESULTS.md), and
+# 2048 holds one PairRM pass of maximal length (1224 + 2 x 412)
+BATCH_TOKENS = {"cuda": 16384, "cpu": 2048}
+
+
+def default_batch_tokens(device_type: str) -> int:
+    """The token budget per forward batch on a device of this type (cuda, cpu, mps: as a CPU)."""
+    return BATCH_TOKENS["cuda" if device_type == "cuda" else "cpu"]
 
 
 class GenerationParams(_Params):

@@ -18,9 +18,6 @@ from ..manifest import package_versions
 from ..scorers.common import torch_dtype
 
 PART2_MINI_1_PROMPTS = 5183
-# On a CPU a bigger batch buys no parallelism, only padding and cache misses: measured best of 2048, 4096 and
-# 16384 tokens (benchmarks/RESULTS.md). 2048 holds one pass of maximal length (1224 + 2 x 412).
-CPU_BATCH_TOKENS = 2048
 POSITION_BUCKETS = 256  # DeBERTa-v3 (PairRM): relative positions in 2 x 256 buckets
 
 

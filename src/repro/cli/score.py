@@ -49,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default=RUN["scorer_backend"], choices=get_args(ScorerBackend),
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
     parser.add_argument("--batch-tokens", type=int, default=RUN["batch_tokens"],
-                        help=f"token budget per forward batch, padding counted (default {RUN['batch_tokens']})")
+                        help="token budget per forward batch, padding counted (default 16384 on a GPU, 2048 on a CPU)")
     for side, what in (("source", "prompt"), ("candidate", "candidate")):
         parser.add_argument(f"--{side}-maxlength", type=int, default=None,
                             help=f"PairRM's {what} limit in tokens (default: the checkpoint's own, as llm-blender; "
@@ -113,7 +113,7 @@ def check_output(path: Path) -> None:
 def main(args: argparse.Namespace) -> int:
     for option, value in (("--batch-tokens", args.batch_tokens), ("--chunk-size", args.chunk_size),
                           ("--num-processes", args.num_processes)):
-        if value < 1:
+        if value is not None and value < 1:
             raise ParameterError(f"{option} {value} must be >= 1.")
     check_output(args.output)
     kind = resolve_kind(args.model, args.kind)

@@ -23,7 +23,7 @@ from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
-from ..parameters import DEFAULT_BATCH_TOKENS, ConstructParams, table_cell
+from ..parameters import ConstructParams, default_batch_tokens, table_cell
 from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root, public_name
 from ..revisions import hub_offline
 from ..scorers import load_scorer
@@ -31,7 +31,7 @@ from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
 from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS, WEIGHT_FILES
 from ..sources import demo_path, iter_jsonl
-from .measure import (CPU_BATCH_TOKENS, PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
+from .measure import (PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
                       pairrm_contenders)
 from .score import read_rows
 
@@ -308,7 +308,7 @@ class _Run:
     def __init__(self, report: SelfCheck, prompts: list[str], candidates: list[list[str]], device, reference, log):
         self.report, self.prompts, self.candidates, self.device, self.log = report, prompts, candidates, device, log
         self.reference = reference
-        self.budget = DEFAULT_BATCH_TOKENS if device.type == "cuda" else CPU_BATCH_TOKENS  # the engine's, as bench's
+        self.budget = default_batch_tokens(device.type)  # the engine's, as a run's and bench's
 
     def add(self, check: Check) -> Check:
         self.report.checks.append(check)

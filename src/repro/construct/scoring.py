@@ -12,6 +12,7 @@ from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError
 from ..jobs import chunk_share, run_chunked_with_stats, run_job
 from ..manifest import package_versions
+from ..parameters import default_batch_tokens
 from ..revisions import model_identity
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, check_inputs, resolve_device, resolve_dtype
@@ -80,7 +81,7 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
 
 
 def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str, device: str,
-                     dtype: str, batch_tokens: int, chunk_size: int, num_processes: int, work_dir: str | Path,
+                     dtype: str, batch_tokens: int | None, chunk_size: int, num_processes: int, work_dir: str | Path,
                      kind: str, source_maxlength: int | None = None, candidate_maxlength: int | None = None,
                      progress: bool = True, options: dict[str, Any] | None = None,
                      cache_dir: str | Path | None = None) -> ScoreResult:
@@ -93,6 +94,8 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         if value is not None and given != value:
             raise ParameterError(f"{name} is given twice ({value} and {given} in the scorer options): give it once.")
         limits[name] = given
+    if batch_tokens is None:  # (an unknown device fails here)
+        batch_tokens = default_batch_tokens(resolve_device(device).type)
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
                      chunk_size=int(chunk_size), work_dir=str(work_dir),
                      source_maxlength=_optional_int(limits["source_maxlength"]),

@@ -16,7 +16,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from ..errors import DataError, ModelLoadError
-from ..parameters import DEFAULT_BATCH_TOKENS
+from ..parameters import default_batch_tokens
 from .common import BudgetedBatches, check_inputs, resolve_device, resolve_dtype, torch_dtype
 from .pairrm_attention import PairRMModel
 from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, load_pairrm_model, read_config, resolve_model
@@ -94,7 +94,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
         cand_ids = dict(zip(texts, self.encode_texts([self._text(CANDIDATE_PREFIX, c) for c in texts])))
         cand_prefix = self.prefix_ids[CANDIDATE_PREFIX]
         slot_ids = (self.prefix_ids[CANDIDATE1_PREFIX], self.prefix_ids[CANDIDATE2_PREFIX])
-        passes: dict[tuple[str, str, str], int] = {}
+        passes: dict[tuple[bytes, bytes, bytes], int] = {}  # by tokens: texts that read alike share a pass
         plan: list[_Pass] = []
         truncated: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
         per_prompt: list[np.ndarray] = []
@@ -110,10 +110,11 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
                 slots.append(truncated[(c, budget)])
             index = np.full((len(cands), len(cands)), -1, dtype=np.int64)
             for (i, a), (j, b) in itertools.permutations(enumerate(cands), 2):
-                key = (prompt, a, b)
+                # ("" and " " are the same tokens: one pass, so exactly tied scores, as llm-blender's own passes)
+                key = (src.tobytes(), slots[i][0].tobytes(), slots[j][1].tobytes())
                 if key not in passes:
                     passes[key] = len(plan)
-                    plan.append(_Pass(src, slots[i][0], slots[j][1], key))
+                    plan.append(_Pass(src, slots[i][0], slots[j][1], (prompt, a, b)))
                 index[i, j] = passes[key]
             per_prompt.append(index)
         # longest first (memory limits met at once); ties by text: the batches (so the numbers) ignore input order
@@ -133,12 +134,13 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
         return logits.float().cpu().numpy()
 
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
-              batch_tokens: int = DEFAULT_BATCH_TOKENS, return_matrix: bool = False,
+              batch_tokens: int | None = None, return_matrix: bool = False,
               progress: Callable[[int], Any] | None = None):
         """PairRM scores per prompt (float64, input order), each M too with `return_matrix`; `progress(n)` as `_run`."""
         check_inputs(prompts, candidates)
         plan, order, per_prompt = self.plan(prompts, candidates)
-        logits = self._run(plan, order, batch_tokens, [index[index >= 0] for index in per_prompt], progress)
+        budget = default_batch_tokens(self.device.type) if batch_tokens is None else batch_tokens
+        logits = self._run(plan, order, budget, [index[index >= 0] for index in per_prompt], progress)
         matrices = [np.where(index >= 0, logits[np.maximum(index, 0)].astype(np.float64), 0.0) for index in per_prompt]
         scores = [scores_from_matrix(m) for m in matrices]
         return (scores, matrices) if return_matrix else scores

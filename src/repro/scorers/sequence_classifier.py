@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelLoadError, ParameterError
-from ..parameters import DEFAULT_BATCH_TOKENS
+from ..parameters import default_batch_tokens
 from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, resolve_device,
                      resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
@@ -200,10 +200,11 @@ class SequenceClassifierScorer(BudgetedBatches):
         return logits[:, self.output_index or 0].cpu().numpy()
 
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
-              batch_tokens: int = DEFAULT_BATCH_TOKENS,
+              batch_tokens: int | None = None,
               progress: Callable[[int], Any] | None = None) -> list[np.ndarray]:
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
         check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES["sequence_classifier"])
         plan, order, per_prompt = self.plan(prompts, candidates)
-        logits = self._run(plan, order, batch_tokens, per_prompt, progress)
+        budget = default_batch_tokens(self.device.type) if batch_tokens is None else batch_tokens
+        logits = self._run(plan, order, budget, per_prompt, progress)
         return [logits[index].astype(np.float64) for index in per_prompt]
