@@ -86,8 +86,9 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_o
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
         pairs = row_candidates(row, p, where)
         distinct = len({text.strip() for _, text in pairs})
-        cs.one_text += distinct < 2 and p.too_few_candidates == "keep" and len(pairs) > 1
-        if distinct < 2 and not (p.too_few_candidates == "keep" and len(pairs) > 1):
+        kept_alone = distinct < 2 and p.too_few_candidates == "keep" and len(pairs) > 1
+        cs.one_text += kept_alone
+        if distinct < 2 and not kept_alone:
             if p.too_few_candidates == "error":
                 raise DataError(f"{where} has {distinct} distinct candidate(s) among {[n for n, _ in pairs]}; PairRM "
                                 f"needs two. Set too_few_candidates: drop to skip such rows.")

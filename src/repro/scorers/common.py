@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence, get_args
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError
-from ..parameters import ScorerDtype
+from ..parameters import ScorerDtype, default_batch_tokens
 from ..paths import STAND_IN_MARKER, reads_as_hub_id
 
 DTYPE_NAMES = tuple(d for d in get_args(ScorerDtype) if d != "auto")
@@ -142,12 +142,15 @@ class BudgetedBatches:
             out.extend(np.asarray(ids, dtype=np.int64) for ids in batch["input_ids"])
         return out
 
-    def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int, needed: Sequence[Sequence[int]],
+    def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int | None, needed: Sequence[Sequence[int]],
              progress: Callable[[int], Any] | None) -> np.ndarray:
         """Each item's output; `progress(n)`: prompts whose `needed` items are newly all done. An out-of-memory halves
-        the budget and starts over (the result is that of a call with the halved budget: rounding depends on it)."""
+        the budget and starts over (the result is that of a call with the halved budget: rounding depends on it).
+        `batch_tokens` None: the device's (`repro.parameters.default_batch_tokens`)."""
         import torch
 
+        if batch_tokens is None:
+            batch_tokens = default_batch_tokens(self.device.type)
         if batch_tokens < 1:
             raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
         position = np.empty(len(plan), dtype=np.int64)

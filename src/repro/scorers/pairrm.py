@@ -16,7 +16,6 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from ..errors import DataError, ModelLoadError
-from ..parameters import default_batch_tokens
 from .common import BudgetedBatches, check_inputs, resolve_device, resolve_dtype, torch_dtype
 from .pairrm_attention import PairRMModel
 from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, load_pairrm_model, read_config, resolve_model
@@ -139,8 +138,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
         """PairRM scores per prompt (float64, input order), each M too with `return_matrix`; `progress(n)` as `_run`."""
         check_inputs(prompts, candidates)
         plan, order, per_prompt = self.plan(prompts, candidates)
-        budget = default_batch_tokens(self.device.type) if batch_tokens is None else batch_tokens
-        logits = self._run(plan, order, budget, [index[index >= 0] for index in per_prompt], progress)
+        logits = self._run(plan, order, batch_tokens, [index[index >= 0] for index in per_prompt], progress)
         matrices = [np.where(index >= 0, logits[np.maximum(index, 0)].astype(np.float64), 0.0) for index in per_prompt]
         scores = [scores_from_matrix(m) for m in matrices]
         return (scores, matrices) if return_matrix else scores

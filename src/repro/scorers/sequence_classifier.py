@@ -14,7 +14,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelLoadError, ParameterError
-from ..parameters import default_batch_tokens
 from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, resolve_device,
                      resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
@@ -205,6 +204,5 @@ class SequenceClassifierScorer(BudgetedBatches):
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
         check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES["sequence_classifier"])
         plan, order, per_prompt = self.plan(prompts, candidates)
-        budget = default_batch_tokens(self.device.type) if batch_tokens is None else batch_tokens
-        logits = self._run(plan, order, budget, per_prompt, progress)
+        logits = self._run(plan, order, batch_tokens, per_prompt, progress)
         return [logits[index].astype(np.float64) for index in per_prompt]
