@@ -17,7 +17,7 @@ from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_text, is_main_process, world_size
-from ..parameters import PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
+from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import nearest_existing, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
@@ -49,7 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default=RUN["scorer_backend"], choices=get_args(ScorerBackend),
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
     parser.add_argument("--batch-tokens", type=int, default=RUN["batch_tokens"],
-                        help="token budget per forward batch, padding counted (default 16384 on a GPU, 2048 on a CPU)")
+                        help=f"token budget per forward batch, padding counted (default {BATCH_TOKENS['cuda']} on a "
+                             f"GPU, {BATCH_TOKENS['cpu']} on a CPU)")
     for side, what in (("source", "prompt"), ("candidate", "candidate")):
         parser.add_argument(f"--{side}-maxlength", type=int, default=None,
                             help=f"PairRM's {what} limit in tokens (default: the checkpoint's own, as llm-blender; "
