@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     seqs = [generation.SequenceRequest(i, key) for p, i in zip(prompts, ids)
             for key in generation.sample_keys(p, 0, 2)]
     seqs.sort(key=lambda s: -len(s.ids))  # as the stage does: longest first
-    dtype = generation.resolve_dtype("auto", args.device)
+    dtype = generation.resolve_dtype("auto", generation.resolve_device(args.device), gpu_auto="bf16")
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     ours = generation.TransformersEngine(policy, tokenizer, eos_ids, args.device, dtype, batch_sizes[0])
     native = NativeSamplingEngine.__new__(NativeSamplingEngine)

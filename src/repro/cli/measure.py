@@ -66,10 +66,12 @@ def _sync(device_type: str) -> None:
 
 def alternate(contenders: list[Contender], prompts: list[str], candidates: list[list[str]], slice_size: int,
               device_type: str, log: Callable[[str], None]) -> None:
-    """After a warm-up call each (thread pools, kernels, caches), slice after slice every contender scores the slice
-    (rotating who goes first); times and peaks add up."""
+    """After a warm-up call each (thread pools, kernels, caches; on a GPU the first slice, so that the caching
+    allocator has grown and the slice's shapes are known to all before any timing), slice after slice every contender
+    scores the slice (rotating who goes first); times and peaks add up."""
+    warm = slice_size if device_type == "cuda" else 2
     for contender in contenders:
-        contender.run(prompts[:2], candidates[:2])
+        contender.run(prompts[:warm], candidates[:warm])
     starts = range(0, len(prompts), slice_size)
     for k, lo in enumerate(starts):
         p, c = prompts[lo:lo + slice_size], candidates[lo:lo + slice_size]
