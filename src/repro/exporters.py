@@ -123,9 +123,7 @@ def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple
     return datasets.Dataset.from_list(list(out), features=features)
 
 
-# --------------------------------------------------------------------------------------------
 # back to the seed's columns
-# --------------------------------------------------------------------------------------------
 def detect_format(columns: Sequence[str]) -> str:
     """Which format a table's columns are (by columns only, so a published copy is recognised too)."""
     have = set(columns)
@@ -173,8 +171,7 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
         # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin
         chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
     conv = (lambda t: None if t is None or prompt is None else conversation(prompt, t))
-    return {"prompt": prompt,
-            "prompt_id": row_prompt_id(row, prompt),
+    return {"prompt": prompt, "prompt_id": row_prompt_id(row, prompt),
             "score_chosen": _score_of(chosen, candidates, scores),
             "score_rejected": _score_of(rejected, candidates, scores),
             "chosen": conv(chosen), "rejected": conv(rejected)}

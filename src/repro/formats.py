@@ -1,11 +1,10 @@
 """The dataset as TRL's `DPOTrainer` reads it: the seed's columns turned into TRL's preference formats (pure).
 
-`to_trl`: the explicit-prompt conversational format TRL recommends (`prompt` = the user turn(s), `chosen` /
-`rejected` = the assistant turn); `to_trl_implicit`: whole conversations, no `prompt` (TRL's `extract_prompt` takes
-their common prefix). Both keep `prompt_id` and the scores and add `score_margin` (not `margin`: TRL's
-`RewardTrainer` reads a `margin` column into its loss, on whatever scale it holds). The seed's columns as they are
-do not train: `trl.data_utils.is_conversational` judges a row by ONE key taken from a set, so a string `prompt` beside
-conversational `chosen` / `rejected` fails one way or another (docs/trl.md). Checked against TRL 1.16.0
+`to_trl` (the explicit-prompt format TRL recommends) and `to_trl_implicit` (whole conversations: TRL's
+`extract_prompt` takes their common prefix) keep `prompt_id` and the scores and add `score_margin` (not `margin`:
+TRL's `RewardTrainer` reads a `margin` column into its loss, on whatever scale it holds). The seed's columns as they
+are do not train: `trl.data_utils.is_conversational` judges a row by ONE key taken from a set, so a string `prompt`
+beside conversational `chosen` / `rejected` fails one way or another (docs/trl.md). Checked against TRL 1.16.0
 (`TESTED_TRL_VERSION`); tests/test_formats.py trains `DPOTrainer` on `to_trl`'s output.
 """
 

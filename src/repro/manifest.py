@@ -24,12 +24,16 @@ from .jobs import atomic_write_json, finished_chunks, json_default
 from .parameters import RUN_KEYS, notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
-TRACKED_PACKAGES = (
-    "repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
-    "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm",
-)
+TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
+                    "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
 # what `repro selfcheck` writes (repro.cli.selfcheck); a run cites the latest one (`find_selfcheck`)
 SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "llm-blender")
+NOT_FROM_CHECKOUT = "not from a checkout"
+NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing: the folder's record keeps its own
+# 01_construct's parameters that decide how the work runs and where it keeps rows, not what the data holds (scores
+# do not depend on them beyond float rounding; chunks and processes give byte-identical rows), nor the run's folder
+NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes", "generation_batch_size",
+                                  "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -92,9 +96,6 @@ def lock_summary(status: dict[str, Any]) -> str:
                       for d in status["differs"][:8])
     more = f" and {len(status['differs']) - 8} more" if len(status["differs"]) > 8 else ""
     return f"differs from {status['file']} (sha256 {status['sha256'][:12]}): {shown}{more}"
-
-
-NOT_FROM_CHECKOUT = "not from a checkout"
 
 
 def git_commit(root: Path | None = None) -> dict[str, Any]:
@@ -176,13 +177,6 @@ def as_recorded(value: Any) -> Any:
     return json.loads(json.dumps(value, default=json_default))
 
 
-NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing: the folder's record keeps its own
-# 01_construct's parameters that decide how the work runs and where it keeps rows, not what the data holds (scores
-# do not depend on them beyond float rounding; chunks and processes give byte-identical rows), nor the run's folder
-NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes", "generation_batch_size",
-                                  "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
-
-
 def ended(exc: BaseException) -> str:
     """How a run or notebook stopped by `exc` ends: interrupted (Ctrl-C, a kernel interrupt) or failed."""
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
@@ -220,9 +214,8 @@ class Manifest:
 
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
-        """Begin (or re-begin) a run: `running`, environment recorded, stages kept. `merge` (notebooks added to a run,
-        or run again) keeps the record of the others: the parameters of the notebooks not run now, and, unless
-        01_construct runs, the environment that built the data (this one's goes beside the notebooks run now)."""
+        """Begin (or re-begin) a run: `running`, environment recorded, stages kept. `merge` keeps the record of the
+        notebooks not run now: their parameters and, unless 01_construct runs, the environment that built the data."""
         data = self.read()
         merge = merge and bool(data.get("parameters"))
         # merged: the notebooks that ran (a plan's `pending` ones that never started are not this run's)
@@ -254,9 +247,8 @@ class Manifest:
 
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
                            ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:
-        """{name: (recorded, new)} for each differing parameter of `notebooks` that the recorded run executed too (but
-        those in `ignore`: by default how the work ran, NOT_SHAPING). A failed notebook made no result to keep, and
-        binds nothing, but 01_construct: its finished work does."""
+        """{name: (recorded, new)} for each differing parameter, not in `ignore`, of `notebooks` the recorded run
+        executed too (a failed notebook binds nothing, but 01_construct: its finished work does)."""
         data = self.read()
         recorded = data.get("parameters") or {}
         done = {name: entry for name, entry in (data.get("notebooks") or {}).items()
@@ -275,8 +267,7 @@ class Manifest:
                 and notebook in data.get("notebooks", {}))
 
     def made_results(self) -> bool:
-        """Whether the recorded run made anything but executed notebooks (a failed one that did not: nothing to keep;
-        its resumable work/ stays in any case)."""
+        """Whether the recorded run made anything but executed notebooks (else nothing to keep; work/ stays anyway)."""
         outputs = self.read().get("outputs") or {}
         return bool(self.run.shards()) or any(Path(k).parts[0] != self.run.notebooks.name for k in outputs)
 

@@ -403,22 +403,11 @@ class FamilyViewParams(_Params):
     bootstrap_seed: int = 0
 
 
-SCHEMAS: dict[str, type[_Params]] = {
-    "construct": ConstructParams,
-    "generation": GenerationParams,
-    "analyze": AnalyzeParams,
-    "card": CardParams,
-    "compare": CompareParams,
-    "family_view": FamilyViewParams,
-}
+SCHEMAS: dict[str, type[_Params]] = {schema.section: schema for schema in (
+    ConstructParams, GenerationParams, AnalyzeParams, CardParams, CompareParams, FamilyViewParams)}
 # which parameter sections each notebook reads (the rest of a params file is not passed to it)
-NOTEBOOK_SECTIONS = {
-    "01_construct": ("construct", "generation"),
-    "02_analyze": ("analyze",),
-    "03_card": ("card",),
-    "04_compare": ("compare",),
-    "05_family": ("family_view",),
-}
+NOTEBOOK_SECTIONS = {"01_construct": ("construct", "generation"), "02_analyze": ("analyze",), "03_card": ("card",),
+                     "04_compare": ("compare",), "05_family": ("family_view",)}
 # keys only `repro run` reads (a `repro selfcheck` report, a grid of runs, params files this one overrides)
 RUN_KEYS = {"notebooks", "selfcheck", "family", "include"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
@@ -498,9 +487,7 @@ def check_generated_columns(construct: "ConstructParams", generation: "Generatio
 
 def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
     """Every parameter of every section with defaults filled in (what the manifest records and papermill injects)."""
-    resolved: dict[str, Any] = {}
-    for params in validate_all(values).values():
-        resolved.update(params.model_dump())
+    resolved = {k: v for params in validate_all(values).values() for k, v in params.model_dump().items()}
     resolved["notebooks"] = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
     return resolved
 
@@ -510,8 +497,6 @@ _LITERAL_TYPES = (str, int, float, bool, type(None), list, dict, tuple)
 _SEEN = "_repro_parameter_names"  # names present at a notebook's first validation
 _HOOKED = "_repro_stale_after_failures"  # set once the kernel's post_run_cell hook is registered
 _FAILED = "_repro_parameters_cell_failed"  # the parameters cell did not run to its end when it last ran
-
-
 PARAMETERS_HEADER = "# Parameters of notebooks/"  # the first line of every notebook's parameters cell
 
 
@@ -567,9 +552,8 @@ def make_stale(namespace: dict[str, Any]) -> None:
 
 
 def _stale_after_failures(namespace: dict[str, Any]) -> None:
-    """In an IPython kernel, once: a cell that fails with repro's error (a stage's, the parameters') or an interrupt,
-    or a parameters cell that fails in any way, makes the notebook's objects `Stale` before the next cell runs (and
-    the parameters refused until that cell runs to its end)."""
+    """In an IPython kernel, once: a cell failing with repro's error or an interrupt, or a parameters cell failing in
+    any way, makes the notebook's objects `Stale` (the parameters refused until that cell runs to its end)."""
     shell = namespace.get("get_ipython", lambda: None)()
     if shell is None or namespace.get(_HOOKED):
         return
@@ -586,9 +570,8 @@ def _stale_after_failures(namespace: dict[str, Any]) -> None:
 
 
 def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
-    """Validate a notebook's parameters from its globals (literal values only): the names its parameters cell
-    assigns as it last ran, else those present at the first validation (later ones are the notebook's own). On
-    failure, the notebook's other objects become `Stale`, as after a failed stage."""
+    """Validate a notebook's parameters from its globals (literal values only): the names its parameters cell last
+    assigned, else those present at the first validation; on failure the notebook's other objects become `Stale`."""
     _stale_after_failures(namespace)
     first = namespace.get(_SEEN) is None
     try:

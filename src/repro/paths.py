@@ -3,6 +3,7 @@ root, from a shell, papermill or JupyterLab alike), the notebooks and params fil
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fcntl
 import os
@@ -55,6 +56,9 @@ SELFCHECK_JSON = "selfcheck.json"
 SELFCHECK_MD = "selfcheck.md"
 SUMMARY_TABLE = "summary_statistics.csv"
 EXTREMES_TABLE = "extreme_margins.csv"
+LOCK_NAME = "requirements.lock"  # the environment, resolved once (make lock); the wheel carries a copy
+DATA_DIR = "data"  # a dataset folder's parquet shards, as `push_to_hub` lays them out
+SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")  # shard_name's names
 
 
 def wait_advice(holder: str) -> str:
@@ -94,9 +98,8 @@ def public_text(text: str) -> str:
 def checkout_root() -> Path | None:
     """The source checkout this package runs from (an editable install: src/repro beside notebooks/), else None."""
     root = _PACKAGE.parents[1]
-    if _PACKAGE.parent.name == "src" and (root / "notebooks").is_dir() and (root / "pyproject.toml").is_file():
-        return root
-    return None
+    checkout = _PACKAGE.parent.name == "src" and (root / "notebooks").is_dir() and (root / "pyproject.toml").is_file()
+    return root if checkout else None
 
 
 def project_root() -> Path:
@@ -110,10 +113,7 @@ def project_root() -> Path:
         return path
     checkout = checkout_root()
     cwd = Path.cwd().resolve()
-    for folder in (cwd, *cwd.parents):
-        if folder == checkout or (folder / PROJECT_MARKER).is_file():
-            return folder
-    return checkout or cwd
+    return next((f for f in (cwd, *cwd.parents) if f == checkout or (f / PROJECT_MARKER).is_file()), checkout or cwd)
 
 
 def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> str | None:
@@ -183,9 +183,6 @@ def dataset_run_name(dataset: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "dataset"
 
 
-LOCK_NAME = "requirements.lock"  # the environment, resolved once (make lock); the wheel carries a copy
-
-
 def shipped(name: str) -> Path:
     """The checkout's `name` (notebooks, params, LOCK_NAME), else the copy the installed package carries."""
     return (checkout_root() or _BUNDLED) / name
@@ -201,9 +198,8 @@ def find_params(name: str | Path) -> Path:
     if not given.suffix and not given.is_absolute():
         tried += [folder / sub / f"{given}.yaml" for folder in dict.fromkeys([project_root() / "params", examples])
                   for sub in ("", "recipes")]
-    for path in tried:
-        if path.is_file():
-            return path
+    if found := next((path for path in tried if path.is_file()), None):
+        return found
     folder = next((path for path in tried if path.is_dir()), None)
     if folder is not None:
         raise ParameterError(f"Params file {str(name)!r} is a folder, not a file; give a YAML file in it "
@@ -225,10 +221,6 @@ def _did_you_mean(given: Path, tried: list[Path], examples: Path) -> str:
         options.setdefault(path.stem, f"params/{path.relative_to(examples)}")
     close = difflib.get_close_matches(given.stem, list(options), n=1, cutoff=0.6)
     return f" Did you mean {options[close[0]]!r}?" if close else ""
-
-
-DATA_DIR = "data"  # a dataset folder's parquet shards, as `push_to_hub` lays them out
-SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")  # shard_name's names
 
 
 def shard_name(split: str, index: int, num_shards: int) -> str:
@@ -305,14 +297,11 @@ class RunDir:
         self._forget_removed()
         if self.root.resolve() in _HELD:
             return None
-        try:
-            with open(self.lock, encoding="utf-8") as lock:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return lock.read().strip() or "another process"
-        except FileNotFoundError:
-            pass
+        with contextlib.suppress(FileNotFoundError), open(self.lock, encoding="utf-8") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return lock.read().strip() or "another process"
         return None
 
 

@@ -37,9 +37,8 @@ def publish_blocker() -> str | None:
 
 def check_revision_target(spec: str | None, revision: str | None, parameter: str, target: str) -> None:
     """A revision needs a hub id: refuse it for a local path, a built-in stand-in or an unset model."""
-    if revision is None:
-        return
-    if not spec or spec.startswith("builtin:") or spec == "demo" or Path(os.path.expanduser(spec)).exists():
+    if revision is not None and (not spec or spec.startswith("builtin:") or spec == "demo"
+                                 or Path(os.path.expanduser(spec)).exists()):
         raise ParameterError(
             f"{parameter}={revision!r} pins a hub commit, but {target}={spec!r} is not a hub id (a local file or "
             f"folder, a built-in stand-in, or unset) and has no revisions: set {parameter}: null, or name the hub id.")
@@ -72,9 +71,8 @@ def local_content(value: str) -> dict[str, Any] | None:
 
 
 def model_identity(model: str) -> dict[str, Any]:
-    """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB), or the
-    hub commit (its config fetched when not cached, as its load would: a first run's work is a re-run's), or else
-    its name."""
+    """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB), else the
+    hub commit (its config fetched if not cached, as a load would: a first run's work is a re-run's), else its name."""
     path = Path(model).expanduser()
     if path.is_file():  # a local input (a source's jsonl): the same rule as a checkpoint's files
         return {"file": _file_identity(path)}

@@ -19,6 +19,9 @@ from .parameters import FAMILY_NOTEBOOK
 from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
 from .revisions import check_revision_target, hub_offline
 
+DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
+FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
+
 
 def demo_path() -> Path:
     """The embedded demo sample shipped with the package (prompts, reference, 3-4 candidates each)."""
@@ -70,12 +73,6 @@ def _dataset_of(path: Path) -> Path:
     return run.dataset if run.dataset.is_dir() and run.manifest.exists() else path
 
 
-DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
-
-
-FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
-
-
 def _suffix(path: Path) -> str:
     return "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
 
@@ -88,8 +85,7 @@ def file_problem(path: Path) -> str | None:
 
 
 def folder_problem(path: Path) -> str | None:
-    """Why folder `path` holds no dataset to read (a run directory without one; no data files but this package's
-    own records), or None."""
+    """Why folder `path` holds no dataset to read (a run directory without one, no data files but ours), or None."""
     run, parent = RunDir(path), RunDir(path.parent)
     if run.manifest.is_file() and not run.dataset.is_dir():
         try:
@@ -156,8 +152,7 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
             raise DataError(f"{where} looks like a save_to_disk folder but could not be loaded "
                             f"({type(exc).__name__}: {str(exc)[:300]}); it may be empty or damaged.") from None
         return _pick_split(saved, split, where, split_parameter)
-    files = sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet"))
-    if files:
+    if files := sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet")):
         return _from_parquet([str(f) for f in files])
     if why := folder_problem(path):
         raise DataError(f"{where} {why}.")
@@ -195,8 +190,7 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
 
 
 def iter_jsonl(path: Path, option: str = "--input", name: str | None = None) -> Iterator[tuple[str, Any]]:
-    """(where, value) for each non-empty line of a jsonl file; `where` names the line (of `name`, else the path)
-    for error messages."""
+    """(where, value) for each non-empty line of a jsonl file; `where` names the line (of `name`, else the path)."""
     if path.is_dir():
         raise DataError(f"{option} {path} is a folder; give the path of a jsonl file in it (one JSON object per line).")
     if not path.is_file():
@@ -234,6 +228,5 @@ def text_lines(path: Path, name: str) -> Iterator[tuple[int, str]]:
 def require_columns(ds: datasets.Dataset | Iterable[str], columns: Iterable[str], where: str, hint: str = "") -> None:
     """Raise DataError naming every missing column (and the columns that are there)."""
     have = list(ds.column_names) if isinstance(ds, datasets.Dataset) else list(ds)
-    missing = [c for c in columns if c not in have]
-    if missing:
+    if missing := [c for c in columns if c not in have]:
         raise DataError(f"{where} lacks column(s) {missing}; it has {have}. {hint}".strip())
