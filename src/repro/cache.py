@@ -2,8 +2,7 @@
 
 An entry is one row's result, keyed by its content and the stage's `namespace` (what else decides it), stored
 with the sha256 of its value: a damaged entry is moved to `<root>/damaged/` and recomputed. Writes are atomic and
-first-writer-wins (a hard link), so any number of processes fill one cache and every run gets the same bytes.
-"""
+first-writer-wins (a hard link), so any number of processes fill one cache and every run gets the same bytes."""
 
 from __future__ import annotations
 
@@ -107,8 +106,7 @@ class RowCache:
     """One stage's entries under one namespace (everything but the row that decides a row's result)."""
 
     def __init__(self, root: str | Path, stage: str, namespace: Any):
-        self.root = Path(root)
-        self.stage = stage
+        self.root, self.stage = Path(root), stage
         self.namespace_digest = _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": namespace}))
         self.folder = self.root / stage / self.namespace_digest[:32]
         self.counts = CacheCounts()
@@ -151,10 +149,6 @@ class RowCache:
             problem = "it is not valid JSON"
         if problem is None:
             return entry["value"]
-        self._set_aside(path, problem)
-        return _MISSING
-
-    def _set_aside(self, path: Path, problem: str) -> None:
         self.counts.damaged_entries += 1
         self.counts.damaged.append(path.name)
         target = self.root / DAMAGED_FOLDER / f"{path.stem}.{uuid.uuid4().hex[:8]}.json"
@@ -163,18 +157,17 @@ class RowCache:
             shutil.move(str(path), target)  # kept for a look; never deleted
         print(f"repro cache: the {self.stage} entry {path.name} is damaged ({problem}); it was moved to {target} "
               f"and its row is computed again.", file=sys.stderr, flush=True)
+        return _MISSING
 
     def put(self, key: str, value: Any) -> Any:
         """Store `value` unless an entry exists; returns the stored value (the first writer's)."""
         text = canonical_json(value)
         entry = canonical_json({"key_format": KEY_FORMAT, "key": key, "sha256": _sha256(text), "value": value})
-        if _write_once(self.path(key), entry):
-            return json.loads(text)  # what a reader gets back (JSON's values, not the caller's objects)
-        stored = self.get(key)
-        if stored is _MISSING:  # the existing entry was damaged and set aside: this value takes its place
-            _write_once(self.path(key), entry)
-            return json.loads(text)
-        return stored
+        if not _write_once(self.path(key), entry):
+            if (stored := self.get(key)) is not _MISSING:
+                return stored
+            _write_once(self.path(key), entry)  # the entry there was damaged and set aside: this one takes its place
+        return json.loads(text)  # what a reader gets back (JSON's values, not the caller's objects)
 
 
 def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Callable[[Any], Any],

@@ -117,8 +117,7 @@ NONFINITE = "{} is NaN, infinite or missing"  # a row's exclusion reason (metric
 
 
 def score_array(table: pa.Table, column: str, where: str, parameter: str = "dataset") -> np.ndarray:
-    """One score column as float64 (missing values become NaN); a DataError (naming `parameter`, the dataset's) if
-    it does not hold numbers."""
+    """One score column as float64 (missing: NaN); a DataError naming `parameter` (the dataset's) unless numeric."""
     col = table.column(column)
     kind = col.type
     if pa.types.is_null(kind):
@@ -141,8 +140,7 @@ def score_array(table: pa.Table, column: str, where: str, parameter: str = "data
 
 
 def scores_digest(table: pa.Table) -> str:
-    """A sha256 (16 hex digits) of every row's scores as float64 (missing: NaN): metrics.json records it, and 03_card
-    refuses metrics whose scores are not its dataset's."""
+    """sha256 (16 hex digits) of the float64 scores (missing: NaN): metrics.json records it, 03_card checks it."""
     digest = hashlib.sha256()
     for column in SCORE_COLUMNS:
         digest.update(score_array(table, column, "scores_digest").tobytes())

@@ -112,12 +112,9 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
 
 def _label(value: Any) -> str:
     """A value as a folder name may show it."""
-    if isinstance(value, str):
-        text = Path(value).name if ("/" in value and Path(value).exists()) else value
-    elif isinstance(value, (list, dict)):
+    if isinstance(value, (list, dict)):
         return "h" + fingerprint_of(value)[:8]
-    else:
-        text = str(value)
+    text = Path(value).name if isinstance(value, str) and "/" in value and Path(value).exists() else str(value)
     return _SAFE.sub("-", text).strip("-") or "empty"
 
 
@@ -131,11 +128,10 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
                   for key, (i, value) in combo.items()}
         if template:
             try:
-                name = template.format(**labels)
+                name = _SAFE.sub("-", template.format(**labels))
             except (KeyError, IndexError, ValueError) as exc:
                 raise ParameterError(f"family.member_name {template!r} in {where} cannot be filled ({exc!r}); it may "
                                      f"name the grid keys {sorted(combo)} in braces.") from None
-            name = _SAFE.sub("-", name)
         else:
             name = "__".join(labels[k] if isinstance(v, dict) else f"{k}-{labels[k]}" for k, (_, v) in combo.items())
         names.append(name)
@@ -164,8 +160,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     spec = values.get("family") or {}
     if not isinstance(spec, dict):
         raise ParameterError(f"family in {where} must be a mapping with {sorted(SPEC_KEYS)}, got {spec!r}.")
-    unknown = sorted(set(spec) - SPEC_KEYS)
-    if unknown:
+    if unknown := sorted(set(spec) - SPEC_KEYS):
         raise ParameterError(f"family in {where} has unknown key(s) {unknown}; it takes {sorted(SPEC_KEYS)}.")
     grid = spec.get("grid") or {}  # each checked where it was written, then --grid's keys replace the file's
     if grid or not grid_args:

@@ -401,9 +401,8 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
 
 
 def exit_process(code: int) -> None:
-    """Leave the interpreter with `code`. A torchrun rank leaves without C++ destructors: gloo's threads can abort
-    an ordinary exit after the work is written ("terminate called without an active exception", exit -6), which
-    torchrun would report as a failed rank."""
+    """Leave with `code`; a torchrun rank skips C++ destructors: gloo's threads can abort an ordinary exit after the
+    work is written ("terminate called without an active exception", exit -6), a rank torchrun reports as failed."""
     if world_size() > 1:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -413,11 +412,9 @@ def exit_process(code: int) -> None:
 
 def torchrun_worker(entry: str, job_path: str) -> int:
     """One torchrun worker: `entry(spec)` returns (results, stats); rank 0 writes the stats (results: the chunks)."""
-    fn = pkgutil.resolve_name(entry)
-    job_path = Path(job_path)
-    _, stats = fn(json.loads(job_path.read_text()))
+    _, stats = pkgutil.resolve_name(entry)(json.loads(Path(job_path).read_text()))
     if is_main_process():  # what the launching process reads back besides the chunks
-        atomic_write_json(job_path.parent / RESULT_FILE, {"result": stats})
+        atomic_write_json(Path(job_path).parent / RESULT_FILE, {"result": stats})
     return 0
 
 
@@ -426,10 +423,9 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
                     error: type[Exception] = WorkersFailed) -> Any:
     """Run `entry(spec)` in `num_processes` torchrun workers on this node; returns the stats of rank 0's call."""
     work_dir = Path(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
     job_path, result_path = work_dir / JOB_FILE, work_dir / RESULT_FILE
     result_path.unlink(missing_ok=True)
-    atomic_write_json(job_path, spec)
+    atomic_write_json(job_path, spec)  # (it makes the folder)
     env = dict(os.environ)
     if env_threads is not None:  # torchrun would give each worker one thread: CPU matrix products would round otherwise
         env.update(OMP_NUM_THREADS=str(env_threads), MKL_NUM_THREADS=str(env_threads))
@@ -440,7 +436,6 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
                "--no-python", sys.executable, "-c", worker]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        assert proc.stdout is not None
         for line in proc.stdout:  # relayed, so that progress shows in a notebook too
             tail.append(line.rstrip("\n"))
             if progress:
@@ -467,9 +462,8 @@ def _share_stats(run: ChunkedRun, extra: dict[str, Any]) -> dict[str, Any]:
 
 def merge_stats(stats: list[dict[str, Any]], summed: Sequence[str] = (),
                 slowest: Sequence[str] = ()) -> dict[str, Any]:
-    """Every process's stats as one: counts add up (a {name: count} map name by name), times are the slowest's
-    (they ran side by side), the rest is rank 0's; with `processes` and, where each names its `device`, the sorted
-    `devices`."""
+    """Every process's stats as one: counts add up (a {name: count} map name by name), times are the slowest's (they
+    ran side by side), the rest is rank 0's; with `processes` and, where each names its `device`, sorted `devices`."""
     merged = dict(stats[0])
     for key in ("chunks_resumed", "items_resumed", *summed):
         counts = [s[key] for s in stats]
@@ -493,10 +487,9 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
             error: type[Exception] = WorkersFailed) -> tuple[list[Any], dict[str, Any]]:
-    """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
-    all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
-    rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
-    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others)."""
+    """(results in input order, `merge_stats` of all processes) as a torchrun rank (each gets all results), in
+    `num_processes` torchrun workers whose `entry(spec)` calls back here as ranks, or here. `compute(device, share)`:
+    `run_chunked_with_stats` on `share` (None: all; device None: the job's) and its stats (summed, slowest, rest)."""
     if world_size() > 1:
         gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
                                device=device, compute=compute)

@@ -93,8 +93,7 @@ def load_tokenizer(policy: Policy):
 
 
 def context_length(policy: Policy, tokenizer) -> int | None:
-    """The longest sequence (prompt + new tokens) the model takes, from its config or its tokenizer; None if neither
-    says (a model without positions, such as Mamba)."""
+    """The longest sequence (prompt + new tokens), from the config or the tokenizer; None if neither says (Mamba)."""
     from transformers import AutoConfig
 
     config = _from_pretrained(policy, AutoConfig)
@@ -111,9 +110,7 @@ def eos_token_ids(policy: Policy, tokenizer) -> list[int]:
     """Token ids that end a response: the tokenizer's EOS and those of the model's generation config."""
     from transformers import GenerationConfig
 
-    ids = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
+    ids = set() if tokenizer.eos_token_id is None else {int(tokenizer.eos_token_id)}
     try:
         eos = GenerationConfig.from_pretrained(policy.path).eos_token_id
     except (OSError, ValueError):  # no generation_config.json: the tokenizer's EOS is all there is
@@ -283,12 +280,9 @@ class TransformersEngine:
                                         dtype=torch_dtype(dtype), device=device)
         else:
             model = _from_pretrained(policy, AutoModelForCausalLM, dtype=torch_dtype(dtype)).to(device)
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.eos_ids = eos_ids
+        self.model, self.tokenizer, self.eos_ids = model.eval(), tokenizer, eos_ids
+        self.device, self.batch_size = device, batch_size
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
-        self.device = device
-        self.batch_size = batch_size
         # the model's own generation defaults (sampling, penalties) are replaced by ours, never mixed in
         self.model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=self.pad_id,
                                                         bos_token_id=tokenizer.bos_token_id)
@@ -346,8 +340,7 @@ class VllmEngine:
             raise ParameterError(
                 f"generation_backend is 'vllm', which needs a CUDA GPU, but generation_device resolves to "
                 f"{device!r}. Run on a GPU machine, or set generation_backend: transformers.")
-        self.vllm = vllm
-        self.eos_ids = eos_ids
+        self.vllm, self.eos_ids = vllm, eos_ids
         self.llm = vllm.LLM(model=policy.path, tokenizer=policy.path, seed=seed, max_model_len=context,  # None: vLLM's
                             dtype={"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[dtype],
                             # a config-only stand-in: vLLM draws its own random weights
@@ -360,10 +353,9 @@ class VllmEngine:
         for s in seqs:
             sampled = temperature > 0 and s.key is not None
             params.append(self.vllm.SamplingParams(
-                temperature=temperature if sampled else 0.0, top_p=top_p if sampled else 1.0,
-                max_tokens=max_new_tokens, seed=(s.key[0] << 31 | s.key[1] if s.seed is None else s.seed) if sampled
-                else None, n=s.n,
-                stop_token_ids=self.eos_ids, skip_special_tokens=True))
+                temperature=temperature if sampled else 0.0, top_p=top_p if sampled else 1.0, n=s.n,
+                max_tokens=max_new_tokens, stop_token_ids=self.eos_ids, skip_special_tokens=True,
+                seed=(s.key[0] << 31 | s.key[1] if s.seed is None else s.seed) if sampled else None))
         outputs = self.llm.generate([{"prompt_token_ids": s.ids} for s in seqs], params, use_tqdm=False)
         results = [(c.text, len(c.token_ids)) for o in outputs for c in o.outputs]
         on_batch(len(results), sum(n for _, n in results))
@@ -481,12 +473,9 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
     @functools.cache
     def engine():  # loaded on the first chunk that needs computing: a fully resumed run never loads the model
         t0 = time.perf_counter()
-        if params.generation_backend == "vllm":
-            loaded = VllmEngine(plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype, plan.context,
-                                params.generation_seed)
-        else:
-            loaded = TransformersEngine(plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype,
-                                        params.generation_batch_size)
+        common = (plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype)
+        loaded = VllmEngine(*common, plan.context, params.generation_seed) if params.generation_backend == "vllm" \
+            else TransformersEngine(*common, params.generation_batch_size)
         counters["load_seconds"] = time.perf_counter() - t0
         return loaded
 
@@ -512,16 +501,13 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
     return run, counters
 
 
-GENERATION_ENTRY = "repro.construct.generation:generation_job"
-
-
 def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[list[dict], dict[str, Any]]:
     """The texts of `spec`'s prompts (plan order) and the merged stats via `repro.jobs.run_job` (torchrun's entry)."""
     params = GenerationParams(**spec["params"])
     plan = plan or _Plan(spec["prompts"], params)
     work_dir = Path(spec["work_dir"])
-    return run_job(GENERATION_ENTRY, spec, plan.kept, work_dir=work_dir, fingerprint=plan.fingerprint,
-                   chunk_size=params.generation_chunk_size, device=plan.device,
+    return run_job("repro.construct.generation:generation_job", spec, plan.kept, work_dir=work_dir,
+                   fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size, device=plan.device,
                    num_processes=params.generation_num_processes, summed=("tokens", "sequences"),
                    compute=functools.partial(_generate_share, plan, params, work_dir, cache_dir=spec["cache_dir"]),
                    slowest=("generate_seconds", "load_seconds"), what="generation")

@@ -133,15 +133,12 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
 
 def check_prompt_ids(prompt_ids: Sequence[str], policy: str, row_offset: int = 0) -> list[int]:
     """Positions to keep; duplicates are an error naming the rows, or only the first is kept."""
-    first: dict[str, int] = {}
-    keep: list[int] = []
+    first: dict[str, int] = {}  # each id's first position, in order: the positions kept
     for i, pid in enumerate(prompt_ids):
-        if pid in first:
-            if policy == "error":
-                raise DataError(
-                    f"prompt_id {pid} appears at source rows {row_offset + first[pid]} and {row_offset + i} (from 0). "
-                    f"Deduplicate the source, or set duplicate_prompt_ids: keep_first.")
-            continue
-        first[pid] = i
-        keep.append(i)
-    return keep
+        if pid not in first:
+            first[pid] = i
+        elif policy == "error":
+            raise DataError(
+                f"prompt_id {pid} appears at source rows {row_offset + first[pid]} and {row_offset + i} (from 0). "
+                f"Deduplicate the source, or set duplicate_prompt_ids: keep_first.")
+    return list(first.values())

@@ -50,16 +50,6 @@ class ScoringJob:
     cache_dir: str | None = None  # the project's row cache (repro.cache); None: no cache
 
 
-def _check_job(job: ScoringJob, num_processes: int) -> None:
-    # (an unknown backend: load_scorer's error, as the schema's and `repro score`'s choices keep it out)
-    if int(job.chunk_size) < 1:
-        raise ParameterError(f"chunk_size={job.chunk_size} must be >= 1 (prompts per resumable chunk).")
-    if int(num_processes) < 1:
-        raise ParameterError(f"num_processes={num_processes} must be >= 1.")
-    if int(job.batch_tokens) < 1:
-        raise ParameterError(f"batch_tokens={job.batch_tokens} must be >= 1 (tokens per forward batch).")
-
-
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
@@ -102,7 +92,13 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                      candidate_maxlength=_optional_int(limits["candidate_maxlength"]), progress=bool(progress),
                      kind=resolve_kind(model, kind), options=options,
                      cache_dir=None if cache_dir is None else str(cache_dir))
-    _check_job(job, num_processes)
+    # (an unknown backend: load_scorer's error, as the schema's and `repro score`'s choices keep it out)
+    if job.chunk_size < 1:
+        raise ParameterError(f"chunk_size={job.chunk_size} must be >= 1 (prompts per resumable chunk).")
+    if int(num_processes) < 1:
+        raise ParameterError(f"num_processes={num_processes} must be >= 1.")
+    if job.batch_tokens < 1:
+        raise ParameterError(f"batch_tokens={job.batch_tokens} must be >= 1 (tokens per forward batch).")
     if job.cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(job.cache_dir))
     check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES[job.kind])
@@ -130,8 +126,7 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
 
 
 def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]]:
-    """The scores of `spec`'s items and the merged stats, through `repro.jobs.run_job` (also every torchrun
-    worker's entry)."""
+    """The scores of `spec`'s items and the merged stats via `repro.jobs.run_job` (torchrun workers' entry too)."""
     job, items = ScoringJob(**spec["job"]), spec["items"]
     fingerprint = job_fingerprint(job)  # once: the same for the work dir, the row cache and every process
     desc = "PairRM scoring" if job.kind == "pairrm" else "reward-model scoring"
@@ -176,13 +171,10 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?"),
                      "batch_tokens_used": budgets_used, "rows_truncated": truncated}
 
-    return run_job(SCORING_ENTRY, spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
+    return run_job("repro.construct.scoring:scoring_job", spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
                    chunk_size=job.chunk_size, device=fingerprint["device_type"], num_processes=spec["num_processes"],
                    compute=compute, summed=("batch_tokens_used", "rows_truncated"), slowest=("load_seconds",),
                    progress=job.progress, what="scoring", error=ScoringError)
-
-
-SCORING_ENTRY = "repro.construct.scoring:scoring_job"
 
 
 __all__ = ["ScoreResult", "ScoringJob", "ScoringError", "score_candidates", "job_fingerprint"]

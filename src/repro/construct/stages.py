@@ -72,8 +72,7 @@ def rows_for_test_split(p: ConstructParams, available: int, where: str | None = 
 
 
 def begin(params: ConstructParams, generation: GenerationParams | None = None) -> Context:
-    """Open the run directory and its manifest (started here, with the generation cell's parameters too, when
-    papermill runs the notebook on its own)."""
+    """Open the run directory and manifest (started here, generation parameters too, when papermill runs it alone)."""
     if generation is not None:
         check_generated_columns(params, generation)
     run, notebook = RunDir(params.run_root), "01_construct"
