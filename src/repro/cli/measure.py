@@ -100,10 +100,8 @@ def pass_flops(length: int, *, hidden: int, layers: int, intermediate: int, span
 
 def gpu_use(useful_flops: float, seconds: float, device: str, dtype: str, n: int = 8192,
             repeats: int = 20) -> dict[str, float]:
-    """The engine's useful TFLOP/s against the TFLOP/s of an n x n x n matrix product in `dtype` measured now on
-    `device`: the roof the engine is measured against."""
-    a = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
-    b = torch.randn(n, n, device=device, dtype=torch_dtype(dtype))
+    """The engine's useful TFLOP/s against the roof: an n x n x n matrix product in `dtype`, timed now on `device`."""
+    a, b = (torch.randn(n, n, device=device, dtype=torch_dtype(dtype)) for _ in range(2))
     for _ in range(3):
         a @ b
     torch.cuda.synchronize()
@@ -156,6 +154,5 @@ def engine_passes(engine, prompts: list[str], candidates: list[list[str]]) -> tu
     backbone = engine.model.pretrained_model.config
     shape = dict(hidden=backbone.hidden_size, layers=backbone.num_hidden_layers,
                  intermediate=backbone.intermediate_size)
-    plan, _, _ = engine.plan(prompts, candidates)
-    lengths = [p.length for p in plan]
+    lengths = [p.length for p in engine.plan(prompts, candidates)[0]]
     return lengths, sum(pass_flops(n, **shape) for n in lengths)

@@ -64,8 +64,7 @@ def detect_kind(model: str | Path) -> str:
             f"Scorer model '{spec}' is neither a local folder nor in the hub cache, and the hub could not be asked "
             f"(offline?), so its kind cannot be read from its config.json. Fetch it once (`hf download {spec}`), "
             f"give a local folder, or set scorer_kind (`repro score --kind`) to 'pairrm' or 'sequence_classifier'.")
-    kind = kind_of_config(config)
-    if kind is None:
+    if (kind := kind_of_config(config)) is None:
         raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: its config.json names architectures "
                              f"{config.get('architectures')}, neither PairRM's nor a *ForSequenceClassification. Set "
                              f"scorer_kind (`repro score --kind`) to 'pairrm' or 'sequence_classifier'.")
@@ -89,12 +88,10 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
     cls = SCORERS.get((kind, backend), SequenceClassifierScorer)
     allowed = [p.name for p in inspect.signature(cls.load).parameters.values()  # the options: load's keywords
                if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "dtype")]
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
+    if unknown := sorted(set(options) - set(allowed)):
         what = f"a {kind} scorer" + (f" with backend {backend!r}" if kind == "pairrm" else "")
         raise ParameterError(f"Scorer option(s) {', '.join(unknown)} do not apply to {what} ('{model}'); "
                              f"its options are {', '.join(allowed)}.")
     if (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
-    # PairRM limits not given are the checkpoint's own, else 1224 / 412: `info["limits_from"]` says which
     return cls.load(model, device=device, dtype=dtype, **options)

@@ -98,12 +98,11 @@ class BlenderScorer(PairRMScorerBase):
         # llm-blender reads a limit that is not given from its RankerConfig: pass only the others
         overrides: dict[str, Any] = {k: v for k, v in limits.items() if origins[k] != "checkpoint config"}
         overrides["fp16"] = dtype_name == "fp16"
-        if layout == "llm-blender":
-            name = config.get("model_name") or ""
-            if name and (path / name).is_dir():  # repro.scorers.tiny's convention: the backbone beside the checkpoint
-                overrides["model_name"] = str((path / name).resolve())
-        else:
+        name = config.get("model_name") or ""
+        if layout != "llm-blender":
             overrides.update(ranker_type="pairranker", model_type="deberta", model_name=str(path.resolve()))
+        elif name and (path / name).is_dir():  # repro.scorers.tiny's convention: the backbone beside the checkpoint
+            overrides["model_name"] = str((path / name).resolve())
         llm_blender = import_llm_blender()
         # llm-blender halves the model only for the exact strings "cuda" and "mps"
         blender_device = torch_device.type if torch_device.index in (None, 0) else str(torch_device)

@@ -30,10 +30,8 @@ def resolve_device(device: str | None):
     import torch
 
     name = str(device or "auto").strip().lower()
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cpu":
-        return torch.device("cpu")
+    if name in ("auto", "cpu"):
+        return torch.device("cuda" if name == "auto" and torch.cuda.is_available() else "cpu")
     if name == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
             raise ParameterError("device='mps' was asked for but this torch sees no Apple GPU; use 'cpu' or 'auto'.")
@@ -96,8 +94,7 @@ def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:
 
 
 def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Path | None:
-    """The folder `spec` names (with a config.json, else `layout` says what is expected), None for a hub id; a
-    ModelLoadError naming the path when `spec` names a local path with no folder there."""
+    """The folder `spec` names (with a config.json, else `layout` says what is expected); None for a hub id."""
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -153,8 +150,7 @@ class BudgetedBatches:
             batch_tokens = default_batch_tokens(self.device.type)
         if batch_tokens < 1:
             raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
-        position = np.empty(len(plan), dtype=np.int64)
-        position[order] = np.arange(len(order))
+        position = np.argsort(order)  # where each item runs (`order` is a permutation of the items)
         # a prompt is done after its last item (one that needs none is never reported, as it has no pass to wait for)
         done_at = np.sort([position[items].max() if len(items) else -1 for items in needed])
         out = np.empty(len(plan), dtype=np.float32)

@@ -132,9 +132,8 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
             logits = self.model(*self._batch_tensors(batch))
         return logits.float().cpu().numpy()
 
-    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
-              batch_tokens: int | None = None, return_matrix: bool = False,
-              progress: Callable[[int], Any] | None = None):
+    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
+              return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
         """PairRM scores per prompt (float64, input order), each M too with `return_matrix`; `progress(n)` as `_run`."""
         check_inputs(prompts, candidates)
         plan, order, per_prompt = self.plan(prompts, candidates)

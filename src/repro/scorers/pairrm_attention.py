@@ -1,10 +1,9 @@
 """PairRM's network (DeBERTa-v2 backbone + llm-blender's head) and, for inference, DeBERTa-v3's disentangled attention
 with transformers' arithmetic but fewer L×L passes (`install_fast_attention`).
 
-The relative-position gather indices are built once per model for the longest batch seen (those of a shorter batch
-are their top-left block), not per layer or batch; the 1/√(3d) scale is
-applied to the L×2k position scores before the gather to L×L; a key-padding mask (skipped without padding) replaces
-the [b, 1, L, L] one; q/k/v stay views. On CPU these element-wise L×L passes cost as much as the matmuls.
+Relative-position gather indices are built once per model (a shorter batch takes the top-left block of the longest's);
+the 1/√(3d) scale is applied to the L×2k scores before the gather to L×L; a key-padding mask (none without padding)
+replaces the [b, 1, L, L] one; q/k/v stay views. On CPU these element-wise L×L passes cost as much as the matmuls.
 """
 
 from __future__ import annotations
@@ -77,8 +76,7 @@ def _fast_attention_forward(self, hidden_states, attention_mask, output_attentio
     query, key, value = (split(proj(hidden_states)) for proj in (self.query_proj, self.key_proj, self.value_proj))
     # transformers: sqrt(d * 3) computed in fp32, then cast to the model's dtype
     scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
-    span = self.pos_ebd_size
-    rel = rel_embeddings[: 2 * span, :].unsqueeze(0)
+    rel = rel_embeddings[: 2 * self.pos_ebd_size, :].unsqueeze(0)
     pos_key, pos_query = split(self.key_proj(rel)), split(self.query_proj(rel))  # [1, h, 2k, d]
     c2p = torch.matmul(query, pos_key.transpose(-1, -2)) / scale  # [b, h, L, 2k]
     c2p = torch.gather(c2p, -1, batch["c2p_index"].expand(b, heads, length, length))

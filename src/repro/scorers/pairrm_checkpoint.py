@@ -47,8 +47,7 @@ def _from_hub(repo_id: str) -> Path:
         if (folder / "config.json").is_file() and (folder / weights).is_file():
             return folder
         reasons.append(f"the snapshot at {folder} has no {weights}")
-    switch = hub_offline()
-    offline = f" ({switch} is set: the hub was not asked)" if switch else ""
+    offline = f" ({switch} is set: the hub was not asked)" if (switch := hub_offline()) else ""
     raise ModelLoadError(
         f"PairRM model '{repo_id}' could not be loaded: it is not a local directory (no folder "
         f"{resolve_user_path(repo_id, may_be_id=False)}), not in llm-blender's download folder ({legacy}) and not "
@@ -119,7 +118,6 @@ class PairRMScorerBase:
         self.spec, self.path, self.layout = spec, path, layout
         self.device, self.dtype, self.normalization = device, dtype, normalization
         self.source_maxlength, self.candidate_maxlength = int(source_maxlength), int(candidate_maxlength)
-        # where each limit came from: "explicit" | "checkpoint config" | "default" (checkpoint_limits)
         self.limits_from = dict(limits_from or dict.fromkeys(LIMIT_NAMES, "explicit"))
 
     @property
@@ -196,8 +194,7 @@ def load_pairrm_model(folder: Path, fast_attention: bool = True) -> tuple[PairRM
     if result.missing_keys or result.unexpected_keys:
         raise ModelLoadError(f"The weights in {folder} do not fit PairRM: missing {result.missing_keys[:5]}, "
                              f"unexpected {result.unexpected_keys[:5]}.")
-    embeddings = model.pretrained_model.embeddings
-    embeddings.position_ids = torch.arange(backbone.max_position_embeddings).expand((1, -1))
+    model.pretrained_model.embeddings.position_ids = torch.arange(backbone.max_position_embeddings).expand((1, -1))
     model.float().eval()
     if fast_attention:
         install_fast_attention(model)

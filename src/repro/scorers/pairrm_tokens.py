@@ -30,9 +30,8 @@ def restore_sentencepiece_normalizer(tokenizer, folder: Path | None = None) -> b
         if spm and Path(spm).is_file():
             proto = sentencepiece_model_pb2.ModelProto()
             proto.ParseFromString(Path(spm).read_bytes())
-            if proto.normalizer_spec.precompiled_charsmap:
-                tokenizer.backend_tokenizer.normalizer = sentencepiece_normalizer(
-                    proto.normalizer_spec.precompiled_charsmap)
+            if charsmap := proto.normalizer_spec.precompiled_charsmap:
+                tokenizer.backend_tokenizer.normalizer = sentencepiece_normalizer(charsmap)
                 return True
     return False
 

@@ -186,8 +186,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         ids = pad_sequence([torch.from_numpy(s.ids) for s in batch], batch_first=True, padding_value=pad)
         mask = torch.arange(ids.shape[1]) < torch.tensor([s.length for s in batch])[:, None]
         config = self.model.config
-        previous = config.pad_token_id
-        config.pad_token_id = pad  # the model's pooling finds each row's last real token by it
+        previous, config.pad_token_id = config.pad_token_id, pad  # pooling finds each row's last real token by it
         try:
             with torch.inference_mode():
                 out = self.model(input_ids=ids.to(self.device), attention_mask=mask.long().to(self.device),
@@ -198,8 +197,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         logits = logits.float().reshape(len(batch), -1)
         return logits[:, self.output_index or 0].cpu().numpy()
 
-    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *,
-              batch_tokens: int | None = None,
+    def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
               progress: Callable[[int], Any] | None = None) -> list[np.ndarray]:
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
         check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES["sequence_classifier"])

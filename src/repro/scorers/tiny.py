@@ -36,8 +36,7 @@ BACKBONE_DIR = "backbone"
 
 # The embedded corpus: assistant-style English plus the scripts and symbols scoring must survive.
 SENTENCES = tuple(json.loads((resources.files("repro") / "data" / "tiny_corpus.json").read_text(encoding="utf-8")))
-# English affixes recombined with the corpus' stems: enough distinct words for a few thousand pieces
-# (a mid-size benchmark model), with pieces shaped like English sub-words.
+# English affixes on the corpus' stems: words enough for a few thousand English-like pieces (a benchmark model)
 _PREFIXES = ("", "", "", "un", "re", "pre", "dis", "over", "under", "inter", "mis", "non", "sub", "super", "co",
              "anti", "auto", "semi", "trans")
 _SUFFIXES = ("", "", "s", "ed", "ing", "ly", "ness", "ment", "tion", "able", "er", "est", "ful", "less", "ous",
@@ -112,12 +111,11 @@ def _write_tokenizer(folder: Path, spm_model: bytes, with_prefixes: bool) -> int
         "tokenizer_class": "DebertaV2Tokenizer", "vocab_type": "spm", "do_lower_case": False,
         "split_by_punct": False, "model_max_length": 1000000000000000019884624838656, **SPECIAL_TOKENS})
     _write_json(folder / "special_tokens_map.json", SPECIAL_TOKENS)
-    n = tok.get_vocab_size(with_added_tokens=True)
     base = tok.get_vocab_size(with_added_tokens=False)
     added = {t: tok.token_to_id(t) for t in ("[MASK]",) + (PREFIX_TOKENS if with_prefixes else ())
              if tok.token_to_id(t) >= base}
     _write_json(folder / "added_tokens.json", added)
-    return n
+    return tok.get_vocab_size(with_added_tokens=True)
 
 
 def _backbone_config(vocab_size: int, hidden_size: int, num_layers: int, num_heads: int, **shape):
