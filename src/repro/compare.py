@@ -86,11 +86,10 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
 
 def row_keys(table: pa.Table) -> dict[str, list[str | None] | None]:
     """The three identities of every row: prompt_id, sha256 of the prompt, normalised prompt (None where absent)."""
-    has_id, has_prompt = "prompt_id" in table.column_names, "prompt" in table.column_names
     keys: dict[str, list[str | None] | None] = dict.fromkeys(KEY_KINDS)
-    if has_id:
+    if "prompt_id" in table.column_names:
         keys["prompt_id"] = [None if v is None else str(v) for v in table.column("prompt_id").to_pylist()]
-    if has_prompt:
+    if "prompt" in table.column_names:
         prompts = table.column("prompt").to_pylist()
         keys["prompt_sha256"] = [None if p is None else prompt_id_of(p) for p in prompts]  # the prompt_id rule
         keys["prompt_normalised"] = [None if p is None else " ".join(p.split()) for p in prompts]
@@ -543,8 +542,7 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
 def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
                      hints: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], Aligned]:
     """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written)."""
-    ref_keys = row_keys(reference.table)
-    cand_keys = row_keys(candidate.table)
+    ref_keys, cand_keys = row_keys(reference.table), row_keys(candidate.table)
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
     if a.n == 0:
         raise DataError(prose("compare", "no_match", reference, candidate, _examples(reference.table, np.arange(1)),

@@ -1,6 +1,5 @@
-"""How far several scorers agree on the same candidates (per row: same chosen / rejected by the seed's tie rule, first
-highest and last lowest; Kendall's tau-b; margins correlated across rows): metrics.json's `agreement` block.
-A scorer's scores come flat, with the number of candidates of each row (a `candidate_scores` column's layout)."""
+"""metrics.json's `agreement` block: how far scorers agree on the same candidates (per row: same chosen / rejected by
+the seed's tie rule, Kendall's tau-b; margins across rows), from each one's flat scores and candidates per row."""
 
 from __future__ import annotations
 
@@ -59,24 +58,20 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
         "a candidate score is NaN, infinite or missing": ~(_row_all(np.isfinite(flat_a), counts_a)
                                                            & _row_all(np.isfinite(flat_b), counts_b)),
     }
-    excluded = np.zeros(counts_a.size, dtype=bool)
-    excluded_reasons = {}
+    excluded, excluded_reasons = np.zeros(counts_a.size, dtype=bool), {}
     for reason, rows in reasons.items():  # each row is counted under its first reason
-        new = rows & ~excluded
-        if new.any():
+        if (new := rows & ~excluded).any():
             excluded_reasons[reason] = int(new.sum())
-        excluded |= new
+        excluded |= rows
     kept = np.flatnonzero(~excluded)
     starts_a, starts_b = row_starts(counts_a), row_starts(counts_b)
-    n = kept.size
+    n, k_of = kept.size, counts_a[kept]
     chosen, rejected, margin = np.empty((2, n), np.int64), np.empty((2, n), np.int64), np.empty((2, n))
     tau = np.empty(n)
-    k_of = counts_a[kept]
     for k in np.unique(k_of):  # rows with k candidates form (rows, k) matrices
         at = np.flatnonzero(k_of == k)
-        rows = kept[at]
-        offsets = np.arange(k)
-        matrices = (flat_a[starts_a[rows][:, None] + offsets], flat_b[starts_b[rows][:, None] + offsets])
+        rows = kept[at][:, None]
+        matrices = (flat_a[starts_a[rows] + np.arange(k)], flat_b[starts_b[rows] + np.arange(k)])
         for s, matrix in enumerate(matrices):
             chosen[s, at], rejected[s, at] = chosen_and_rejected(matrix)
             margin[s, at] = matrix.max(axis=1) - matrix.min(axis=1)
@@ -98,24 +93,22 @@ def tau_summary(tau: np.ndarray) -> dict[str, Any]:
     """Per-row tau's distribution: rows with a defined tau, undefined ones, statistics, signs and a histogram."""
     defined = tau[np.isfinite(tau)]
     statistics = describe(defined) if defined.size else {}
-    out: dict[str, Any] = {
+    counts, _ = np.histogram(defined, bins=TAU_BIN_EDGES)
+    return {
         "variant": "tau-b (scipy.stats.kendalltau's default), per row over its candidates",
         "rows": int(defined.size), "undefined": int(tau.size - defined.size),
         "undefined_means": "a scorer gave all of the row's candidates the same score",
         **{stat: statistics.get(stat) for stat in TAU_STATISTICS},
+        **{f"fraction_{sign}": float(mask.mean()) if defined.size else None
+           for sign, mask in (("positive", defined > 0), ("zero", defined == 0), ("negative", defined < 0))},
+        "histogram": {"edges": TAU_BIN_EDGES.tolist(), "counts": counts.tolist()},
     }
-    out.update({f"fraction_{sign}": float(mask.mean()) if defined.size else None
-                for sign, mask in (("positive", defined > 0), ("zero", defined == 0), ("negative", defined < 0))})
-    counts, _ = np.histogram(defined, bins=TAU_BIN_EDGES)
-    out["histogram"] = {"edges": TAU_BIN_EDGES.tolist(), "counts": counts.tolist()}
-    return out
 
 
 def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[str, Any]:
     """The JSON-ready agreement of one pair of scorers from their row comparison."""
-    c = comparison
+    c, k = comparison, comparison.candidates
     same_chosen, same_rejected = c.chosen[0] == c.chosen[1], c.rejected[0] == c.rejected[1]
-    k = c.candidates
     return clean({
         "scorers": [name_a, name_b], "rows": int(c.rows.size), "rows_excluded": sum(c.excluded_reasons.values()),
         "excluded_reasons": dict(c.excluded_reasons),

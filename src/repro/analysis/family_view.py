@@ -109,15 +109,11 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     }), margin
 
 
-def _drawn(margins: dict[str, np.ndarray]) -> str:
-    """"4", or "2 of 3" when a member has no margins to draw (not complete, or no scores)."""
-    drawn = sum(m.size > 0 for m in margins.values())
-    return str(drawn) if drawn == len(margins) else f"{drawn} of {len(margins)}"
-
-
 def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
     """The members' margin distributions side by side (a violin with quartiles per member, every row a dot)."""
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
+    drawn = sum(m.size > 0 for m in margins.values())  # "2 of 3" when a member has none (not complete, no scores)
+    drawn_members = str(drawn) if drawn == len(margins) else f"{drawn} of {len(margins)}"
     with plots.axes(figsize=(max(plots.FIGSIZE[0], 1.1 * len(margins) + 2), plots.FIGSIZE[1])) as (fig, ax):
         if len(long):
             sns.violinplot(data=long, x="member", y="margin", ax=ax, color="#c6dbef", inner="quart", cut=0)
@@ -129,7 +125,7 @@ def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
                 np.random.set_state(state)
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="member", ylabel="margin = score_chosen − score_rejected",
-               title=f"Margins of {_drawn(margins)} members (n = {len(long):,} rows)")
+               title=f"Margins of {drawn_members} members (n = {len(long):,} rows)")
         ax.tick_params(axis="x", rotation=30)
     return fig
 

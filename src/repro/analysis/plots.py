@@ -4,6 +4,7 @@ and a kernel), saved as byte-stable PNG and SVG."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -14,6 +15,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 HEXBIN_ABOVE = 2000  # above this many points, scatter plots become hexbins (readable, and small SVGs)
+GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a bar per point would be unreadable)
 FIGSIZE = (6.4, 4.4)
 DPI = 150  # 960 x 660 px: sharp at the ~600-800 px width a dataset card embeds
 COLORS = {"score_chosen": "#1b7837", "score_rejected": "#b2182b", "margin": "#2166ac"}
@@ -48,9 +50,6 @@ def _long(score_chosen: np.ndarray, score_rejected: np.ndarray) -> pd.DataFrame:
     sizes = [len(score_chosen), len(score_rejected)]
     return pd.DataFrame({"score": np.concatenate([score_chosen, score_rejected]),
                          "which": np.repeat(["score_chosen", "score_rejected"], sizes)})
-
-
-GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a bar per point would be unreadable)
 
 
 def value_grid(values: np.ndarray) -> np.ndarray | None:
@@ -215,9 +214,8 @@ def save_titled(fig: Figure, stem: Path) -> dict[str, Any]:
 
 def remove(figures_dir: Path, names: Iterable[str]) -> None:
     """Delete earlier PNG/SVG files of these figures, so that a failed stage leaves none that look current."""
-    for name in names:
-        for ext in (".png", ".svg"):
-            (figures_dir / name).with_suffix(ext).unlink(missing_ok=True)
+    for name, ext in itertools.product(names, (".png", ".svg")):
+        (figures_dir / name).with_suffix(ext).unlink(missing_ok=True)
 
 
 def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,

@@ -26,6 +26,7 @@ from . import agreement, plots, prose, stats
 
 EXTREME_ROWS = 10
 ID_SHOWN = 11  # characters of a prompt id a notebook's table shows, then "…"
+SHORT = 160  # characters of a text shown in a table cell (the whole text is in the dataset)
 METRICS_VERSION = 1
 CANDIDATE_SCORES = "candidate_scores"  # the primary scorer's; candidate_scores_<name> for each further scorer
 AGREEMENT = "scorer_agreement"  # the figure's and the table's name
@@ -121,9 +122,8 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
 
 def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
                    ) -> tuple[str, str]:
-    """(`value`, `split`), or when `value` is not set the run's own dataset, which must exist (else an error naming
-    `parameter`), and the split its 01_construct wrote (its output format's; `split` where none is recorded), or
-    another of its splits that `split` names (a recipe's test split)."""
+    """(`value`, `split`), or unset, the run's own dataset (else an error naming `parameter`) and the split its
+    01_construct wrote (`split` if none is recorded), or another of its splits that `split` names (a recipe's test)."""
     if value is not None:
         return value, split
     if not run.dataset.is_dir():
@@ -355,9 +355,6 @@ def row_preview(table: pa.Table, rows: np.ndarray) -> pd.DataFrame:
         values = values_at(table, column, rows) or [None] * rows.size
         frame[column] = [shorten(v, 120) if column == "prompt" and v is not None else v for v in values]
     return frame
-
-
-SHORT = 160  # characters of a text shown in a table cell (the whole text is in the dataset)
 
 
 def shorten(text: Any, width: int = SHORT) -> str:

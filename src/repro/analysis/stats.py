@@ -1,6 +1,5 @@
-"""Statistics of paired scores (score_chosen / score_rejected, margin = chosen − rejected): pure functions over
-float64 numpy arrays (as the analysis and the comparison read them) returning JSON-ready dicts (None, never NaN,
-where a statistic is undefined)."""
+"""Statistics of paired scores (margin = score_chosen − score_rejected): pure functions over float64 numpy arrays
+returning JSON-ready dicts (None, never NaN, where a statistic is undefined)."""
 
 from __future__ import annotations
 
@@ -23,6 +22,10 @@ RATING_GRID_STEP = 0.5
 RATING_RANGE = (0.0, 10.0)
 ANTISYMMETRY_ATOL = 1e-6
 SUM_TO_ZERO_ATOL = 1e-4  # sums of several float scores are not exactly 0 even when the scorer's are
+AGREEMENT_INTERVALS = ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")
+Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: Bland–Altman's limits of agreement
+# below this many values scipy's t approximation of Spearman's p is far off (3 values, rho -1: p 0, exactly 1/3)
+SPEARMAN_P_VALUES = 10
 
 
 def clean(value: Any) -> Any:
@@ -118,8 +121,7 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
         ranks[name] = np.empty(n, dtype=index_dtype)
         ranks[name][order] = np.arange(n, dtype=index_dtype)
     middle = [(n - 1) // 2, n // 2]  # the median of n sorted values is the mean of these two
-    means = {name: np.empty(resamples) for name in arrays}
-    medians = {name: np.empty(resamples) for name in arrays}
+    means, medians = ({name: np.empty(resamples) for name in arrays} for _ in range(2))
     for start in range(0, resamples, block):
         stop = min(resamples, start + block)
         rows = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)
@@ -208,10 +210,6 @@ def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     })
 
 
-# below this many values scipy's t approximation of Spearman's p is far off (3 values, rho -1: p 0, exactly 1/3)
-SPEARMAN_P_VALUES = 10
-
-
 def spearman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
     """Spearman's rho of x and y, and its two-sided p-value from 10 values on (None below)."""
     rho = _quiet(sps.spearmanr, x, y)
@@ -219,9 +217,8 @@ def spearman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
 
 
 def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float | None]]:
-    """Pearson and Spearman correlation (with two-sided p-values) of x and y (metrics.json: score_chosen and
-    score_rejected); undefined for fewer than three values (two points are always on a line)."""
-    if x.size < 3:
+    """Pearson and Spearman correlation of x and y with two-sided p-values; undefined for fewer than three values."""
+    if x.size < 3:  # two points are always on a line
         return {name: {"statistic": None, "pvalue": None} for name in ("pearson", "spearman")}
     pearson = _quiet(sps.pearsonr, x, y)
     return clean({"pearson": {"statistic": pearson.statistic, "pvalue": pearson.pvalue}, "spearman": spearman(x, y)})
@@ -305,9 +302,6 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise:
             "min": lo, "max": hi, "sentence": sentence}
 
 
-Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: Bland–Altman's limits of agreement
-
-
 def _dot(a: np.ndarray, b: np.ndarray) -> float:
     # einsum's plain loop, not BLAS: threaded BLAS on a handful of short vectors spins on a busy machine (10x slower)
     return float(np.einsum("i,i->", a, b))
@@ -334,8 +328,7 @@ def _lin(mx: float, my: float, vx: float, vy: float, cov: float) -> float:
 
 
 def bland_altman(x: np.ndarray, y: np.ndarray) -> dict[str, float | None]:
-    """Bland–Altman of y − x (04_compare: candidate − reference, as compare.json's `difference` says): mean
-    difference, its sample std, the 95 % limits of agreement mean ± 1.96·std."""
+    """Bland–Altman of y − x: mean difference, its sample std, the 95 % limits of agreement mean ± 1.96·std."""
     d = y - x
     sd = d.std(ddof=1) if d.size > 1 else math.nan
     return clean({"mean_difference": d.mean(), "sd_difference": sd, "loa_low": d.mean() - Z_95 * sd,
@@ -365,9 +358,6 @@ class _WeightedRanks:
         out = np.empty_like(average)
         out[self.order] = average
         return out
-
-
-AGREEMENT_INTERVALS = ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")
 
 
 def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], resamples: int, seed: int,
