@@ -1,6 +1,5 @@
-"""What the dataset card states: facts gathered from a run (or a dataset built elsewhere) and the judgements made
-on them (PairRM's invariant checks, the length-bias verdict, the schema against the seed's); the sentences are in
-`templates/`."""
+"""What the dataset card states: facts gathered from a run (or a dataset built elsewhere) and the judgements made on
+them (PairRM's invariant checks, the length-bias verdict, the schema against the seed's); the sentences: templates/."""
 
 from __future__ import annotations
 
@@ -26,14 +25,13 @@ from ..subject import claim, is_own_dataset
 CONFIG_NAME = "default"
 FIGURES_DIR = "figures"
 SEED_REPO = FORMATS["seed"].source
-# a dataset built here from UltraFeedback's rows (or the demo's, this project's), when `license` / `language` are not
-# given: its sources' (UltraFeedback, H4's binarisation and PairRM are MIT; the rows are English); built from another
-# source, or not built here, neither is claimed unless given
+# unless given, a dataset built here from UltraFeedback's rows or the demo's has its sources' licence and language
+# (UltraFeedback, H4's binarisation and PairRM are MIT; the rows are English); any other claims neither
 BUILT_LICENSE = "mit"
+BUILT_LANGUAGE = ["en"]
 # the hub datasets of UltraFeedback's rows whose MIT licence a built dataset's card may state (ZHLiu627's in parts too)
 ULTRAFEEDBACK = ("openbmb/UltraFeedback", "HuggingFaceH4/ultrafeedback_binarized",
                  "ZHLiu627/ultrafeedback_binarized_with_response_full")
-BUILT_LANGUAGE = ["en"]
 # the score columns the analysis notebook describes (issue 4), in the card table's column order
 SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
 # |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
@@ -104,8 +102,7 @@ class CardFacts:
 
     @property
     def source_kind(self) -> str:
-        """What a built dataset's licence can rest on: `ultrafeedback` (one of the hub datasets of UltraFeedback's
-        MIT rows, by its id), `demo` (the rows repro ships) or `other` (a local file, another source)."""
+        """What a built dataset's licence rests on: `ultrafeedback` (by hub id), `demo` (repro's rows) or `other`."""
         source = str(self.parameters.get("source") or "")
         ultrafeedback = any(source == known or source.startswith(f"{known}_part") for known in ULTRAFEEDBACK)
         return "demo" if source == DEMO else "ultrafeedback" if ultrafeedback else "other"
@@ -164,10 +161,9 @@ class CardFacts:
     @property
     def headline(self) -> dict[str, Any]:
         """The means of the score blocks, the margin's interval and its signs (None where the metrics lack them)."""
-        m = self.metrics or {}
-        means = [_get(m, b, "mean") for b in SCORE_BLOCKS]
-        ci = _get(m, "margin", "mean_ci95")
-        signs = _get(m, "margin_sign", "counts")
+        means = [_get(self.metrics, b, "mean") for b in SCORE_BLOCKS]
+        ci = _get(self.metrics, "margin", "mean_ci95")
+        signs = _get(self.metrics, "margin_sign", "counts")
         return {"means": means if all(isinstance(v, (int, float)) for v in means) else None,
                 "ci": ci if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci else None,
                 "signs": signs if isinstance(signs, dict) and all(
@@ -181,12 +177,11 @@ class CardFacts:
             values = [_get(m, b, stat) for b in SCORE_BLOCKS]
             if any(v is not None for v in values):
                 rows.append({"stat": stat, "values": values})
-        for test in ("wilcoxon", "paired_t", "sign_test"):
-            if _get(m, "tests", test, "pvalue") is not None:
-                rows.append({"stat": "p_" + test, "margin": _get(m, "tests", test, "pvalue")})
-        for effect in ("cohens_dz", "rank_biserial"):
-            if isinstance(m.get("effect_size"), dict) and effect in m["effect_size"]:
-                rows.append({"stat": effect, "margin": m["effect_size"][effect]})
+        rows += [{"stat": "p_" + test, "margin": p} for test in ("wilcoxon", "paired_t", "sign_test")
+                 if (p := _get(m, "tests", test, "pvalue")) is not None]
+        effects = m["effect_size"] if isinstance(m.get("effect_size"), dict) else {}
+        rows += [{"stat": effect, "margin": effects[effect]} for effect in ("cohens_dz", "rank_biserial")
+                 if effect in effects]
         ties = m.get("ties")
         if isinstance(ties, int) and isinstance(m.get("n"), int) and m["n"]:
             rows.append({"stat": "ties", "ties": ties, "percent": 100 * ties / m["n"]})
@@ -252,9 +247,8 @@ class CardFacts:
 
     @property
     def pairrm_scores(self) -> bool:
-        """The scores are known to be PairRM's (its checkpoint's, or a stand-in's of its architecture): built here by
-        its kind of scorer, or so the recipe says, and neither a rating scale nor a row breaking PairRM's sign order
-        (which its scores of a row's whole candidate set never do) says otherwise."""
+        """The scores are known to be PairRM's (or a stand-in's of its architecture): built here by its kind of scorer,
+        or so the recipe says and neither a rating scale nor a row breaking its sign order (they never do) says not."""
         if self.built_here:
             return self.scorer.get("kind", "pairrm") == "pairrm"
         told = "pairrm" in str(self.known_recipe.get("scorer", "")).lower()
@@ -340,12 +334,10 @@ def gather_facts(params: "CardParams") -> CardFacts:
     title = public_text(params.pretty_name or "") or (
         params.hub_repo_id.split("/")[-1] if params.hub_repo_id else run.root.resolve().name)
     facts = CardFacts(
-        run=run, title=title, features=features, splits=splits, built_here=built_here,
-        license=params.license,
+        run=run, title=title, features=features, splits=splits, built_here=built_here, license=params.license,
         language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
         card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
-        parameters_given=params.model_dump(),
-    )
+        parameters_given=params.model_dump())
     if built_here:
         facts.parameters = effective_parameters(manifest.get("parameters") or {})
         facts.license = facts.license or (BUILT_LICENSE if facts.source_kind != "other" else None)

@@ -28,8 +28,7 @@ from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams, build, table_cell
 from ..paths import DATA_DIR, RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
 from .facts import (CONFIG_NAME, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
-                    SCORE_BLOCKS, SEED_REPO,
-                    CardFacts, SplitFacts, gather_facts, public_value, shaping_parameters)
+                    SCORE_BLOCKS, SEED_REPO, CardFacts, SplitFacts, gather_facts, public_value, shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
@@ -96,8 +95,7 @@ def _environment(lang: str) -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
     words = env.get_template(f"{lang}.jinja").module
     env.filters.update(
-        json=json.dumps, code=lambda name: f"`{name}`", public=public_value,
-        cell=table_cell,
+        json=json.dumps, code=lambda name: f"`{name}`", public=public_value, cell=table_cell,
         v=lambda value: fmt(value, words.unknown),
         metric=lambda value: words.undefined if value is None else fmt(value, words.unknown))  # null: NaN/inf
     env.globals.update(t=words, config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,
@@ -138,8 +136,7 @@ def build_card(facts: CardFacts) -> DatasetCard:
 
 
 def write_card(facts: CardFacts, refreshed: bool = False) -> Path:
-    """Copy the figures into dataset/figures/, write dataset/README.md, and record both in the manifest (as
-    03_card's work; `refreshed`: as a stage of the notebook that writes the card again, `refresh`)."""
+    """Copy the figures to dataset/figures/, write dataset/README.md, record both (`refreshed`: as refresh's stage)."""
     run = facts.run
     figures_dir = run.dataset / FIGURES_DIR
     if figures_dir.exists():
@@ -158,10 +155,9 @@ def write_card(facts: CardFacts, refreshed: bool = False) -> Path:
 
 
 def refresh(p: Any) -> Path | None:
-    """Write the card of `p`'s run again (`p`: a notebook's parameters) when it has one, with the card parameters
-    the run recorded, so that it shows what the notebook changed (02_analyze's numbers, 04_compare's reproduction
-    section); None when 03_card has not run yet (it writes the card when it does), or when the card's input has
-    gone since (the reason printed: the notebook's own work stands)."""
+    """Write the card of `p`'s run (`p`: a notebook's parameters) again, with the card parameters the run recorded, to
+    show what the notebook changed; None when 03_card has not run yet, or when the card's input has gone since (the
+    reason printed: the notebook's own work stands)."""
     run = RunDir(p.run_root)
     if not run.card.is_file():
         return None
@@ -250,8 +246,7 @@ def publish(params: "CardParams") -> str | None:
 
     manifest = Manifest(run)  # the upload is 03_card's work: a failed one fails the run's record too
     with manifest.notebook(params.model_dump(), "03_card"), manifest.stage("publish") as info:
-        why = publish_blocker()
-        if why:
+        if why := publish_blocker():
             raise PublishError(f"push_to_hub is true but {why}, or set push_to_hub: false. Nothing was uploaded.")
         api = HfApi(token=get_token())
         try:

@@ -22,9 +22,6 @@ COMMANDS = {
 class _Version(argparse.Action):
     """`--version`, worked out only when asked (it may call git)."""
 
-    def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, help="print the version and where it runs from, then exit")
-
     def __call__(self, parser, namespace, values, option_string=None):
         print(version_line())
         parser.exit()
@@ -33,7 +30,8 @@ class _Version(argparse.Action):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported for its options (torch stays off `run` and `--help`)."""
     parser = argparse.ArgumentParser(prog="repro", description=__doc__)
-    parser.add_argument("--version", action=_Version)
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print the version and where it runs from, then exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

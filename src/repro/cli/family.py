@@ -28,8 +28,7 @@ GIVEN_AS = "run_dir for the family"
 
 
 def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, Any]]:
-    """What one member needs before it runs (its run directory, then the machine), and the changed parameters that
-    replace its run (with 01_construct among its notebooks)."""
+    """A member's checks (its run directory, then the machine), and the changed parameters that replace its run."""
     resolved, run = resolve_parameters(member.values), RunDir(member.run_dir)
     changed = changed_parameters(run, resolved)
     advice = "give the family another --out or run_dir (its members go into its folder, by name)"
@@ -87,10 +86,9 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
 
 def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
     """The command line that runs `member` alone: the same params, sets, grid and folder, plus --member."""
-    sets = [word for item in args.overrides for word in ("--set", item)]
-    grid = [word for item in args.grid for word in ("--grid", item)]
-    return ([sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name,
-             "--kernel", args.kernel, *sets, *grid] + (["--out", str(args.out)] if args.out else []))
+    return [sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name, "--kernel",
+            args.kernel, *(word for item in args.overrides for word in ("--set", item)),
+            *(word for item in args.grid for word in ("--grid", item)), *(["--out", str(args.out)] if args.out else [])]
 
 
 def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member) -> str:
@@ -110,8 +108,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     """Every member (one after another, or `jobs` at once in their own processes), then the family view."""
     start = time.monotonic()
     family.root.mkdir(parents=True, exist_ok=True)
-    jobs = args.jobs or family.jobs
-    if jobs == 1:  # Ctrl-C in a member stops the family there
+    if (jobs := args.jobs or family.jobs) == 1:  # Ctrl-C in a member stops the family there
         statuses = []
         for member in family.members:
             statuses.append(run_member(family, member, kernel=args.kernel, log_output=args.log_output))

@@ -42,8 +42,7 @@ def _as_ctrl_c(signum: int, frame: Any) -> None:
 
 
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` in a thread; on Ctrl-C (or SIGTERM) stop this process's kernels, then raise
-    `Interrupted`."""
+    """`fn(*args, **kwargs)` in a thread; on Ctrl-C (or SIGTERM) stop this process's kernels, raise `Interrupted`."""
     outcome: dict[str, Any] = {}
     done = threading.Event()  # not Thread.join: a KeyboardInterrupt inside join can leave is_alive() wrong
 

@@ -1,6 +1,5 @@
-"""Before any download or notebook, everything a run's parameters need, checked at once (a GPU, vLLM or
-llm-blender, each input local or in the hub cache or reachable, disk space): `repro run` refuses to start, naming
-every missing piece; `repro run --check` lists them."""
+"""Everything a run's parameters need (a GPU, vLLM or llm-blender, each input local, cached or reachable, disk space),
+checked at once before any download or notebook: `repro run` refuses to start, naming each; `--check` lists them."""
 
 from __future__ import annotations
 
@@ -84,9 +83,8 @@ def needs(values: dict[str, Any]) -> list[Need]:
 
 def device_checks(values: dict[str, Any]) -> list[Check]:
     """A CUDA GPU (enough of them) for every `cuda` device the run uses."""
-    notebooks = set(values.get("notebooks") or ())
     wanted = []
-    if "01_construct" in notebooks:
+    if "01_construct" in (values.get("notebooks") or ()):
         wanted.append(("device", values["device"], values["num_processes"]))
         if values.get("generate"):
             wanted.append(("generation_device", values["generation_device"], values["generation_num_processes"]))
@@ -98,8 +96,7 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     checks = []
     for key, device, processes in wanted:
-        index = int(device.split(":")[1]) if ":" in device else 0
-        need = max(index + 1, processes)
+        need = max(int(device.split(":")[1]) + 1 if ":" in device else 1, processes)
         what = f"{key}: {device}" + (f" with {processes} processes" if processes > 1 else "")
         if visible >= need:
             checks.append(Check(what, True, f"{visible} CUDA GPU(s) visible to torch {torch.__version__}"))
@@ -135,12 +132,12 @@ def _input_check(need: Need) -> tuple[Check, int]:
 
     what = f"{need.parameter}: {need.value}"
     if not is_hub_id(need.value):
-        there = Path(need.value).exists()
-        splits = _splits(Path(need.value)) if there and need.splits else None
+        path = Path(need.value)
+        there = path.exists()
+        splits = _splits(path) if there and need.splits else None
         if lacking := [(key, split) for key, split in need.splits if splits and split not in splits]:
             return Check(what, False, "; ".join(f"local dataset without split {split!r} (it has {splits}): set {key} "
                                                 f"to one of those" for key, split in lacking)), 0
-        path = Path(need.value)
         if there and need.repo_type == "dataset" and not splits and \
                 (why := folder_problem(path) if path.is_dir() else file_problem(path)):
             return Check(what, False, why.removeprefix(": ").strip()), 0
@@ -152,10 +149,7 @@ def _input_check(need: Need) -> tuple[Check, int]:
         return Check(what, True, f"hub {need.repo_type}, in the local hub cache"), 0
     except (LocalEntryNotFoundError, OSError, ValueError):
         pass
-    why = None
-    also = ["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else []
-    switch = hub_offline(*also)
-    if switch:
+    if switch := hub_offline(*(["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else [])):
         why = f"the hub is switched off here ({switch})"
     else:
         try:
@@ -166,10 +160,10 @@ def _input_check(need: Need) -> tuple[Check, int]:
             why = f"no such {need.repo_type} on the hub (or it is private): check the id"
         except Exception as exc:  # connection refused, DNS, timeouts: the hub cannot be reached from here
             why = f"the hub cannot be reached ({type(exc).__name__})"
-    if why is None:
-        size = sum(s.size for s in info.siblings or () if s.size is not None)
-        return Check(what, True, f"hub {need.repo_type}, reachable (downloaded on first use"
-                     + (f", {size / 1e9:.1f} GB)" if size else ")")), size
+        else:
+            size = sum(s.size for s in info.siblings or () if s.size is not None)
+            return Check(what, True, f"hub {need.repo_type}, reachable (downloaded on first use"
+                         + (f", {size / 1e9:.1f} GB)" if size else ")")), size
     kind = " --repo-type dataset" if need.repo_type == "dataset" else ""
     return Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With network: "
                               f"`hf download {need.value}{kind} --local-dir DIR`, then set {need.parameter} to DIR."
@@ -219,8 +213,7 @@ def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
 
 
 def combination_checks(values: dict[str, Any]) -> list[Check]:
-    """Notebooks that cannot run with these values: 04_compare without a reference (it has no default), 02_analyze of
-    this run's dataset in SELM's layout (which carries no scores)."""
+    """Notebooks that cannot run: 04_compare without a reference, 02_analyze of this run's dataset in SELM's layout."""
     notebooks, checks = values.get("notebooks") or (), []
     if "04_compare" in notebooks and not values.get("reference"):
         checks.append(Check("reference", False, prose("compare", "no_reference")))
@@ -242,10 +235,8 @@ def estimated_bytes(values: dict[str, Any]) -> int:
     if rows is None or "01_construct" not in (values.get("notebooks") or ()):
         return MARGIN_BYTES
     texts = len(values.get("candidate_columns") or ()) + 2  # + the prompt, the reference
-    per_text = BYTES_PER_TEXT
-    if values.get("generate"):
-        per_text = max(per_text, 4 * int(values.get("max_new_tokens") or 0))  # ~4 bytes a token at most
-    return MARGIN_BYTES + 3 * int(rows) * texts * per_text
+    generated = 4 * int(values.get("max_new_tokens") or 0) if values.get("generate") else 0  # ~4 bytes a token at most
+    return MARGIN_BYTES + 3 * int(rows) * texts * max(BYTES_PER_TEXT, generated)
 
 
 def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
@@ -262,8 +253,7 @@ def preflight(values: dict[str, Any], run_root: Path) -> list[Check]:
     """Every check, in the order a user fixes them: machine, packages, inputs, disk."""
     inputs, download = input_checks(values)
     return [*device_checks(values), *package_checks(values), *combination_checks(values), *inputs,
-            *run_dataset_checks(values, run_root),
-            *publish_checks(values), disk_check(values, run_root, download)]
+            *run_dataset_checks(values, run_root), *publish_checks(values), disk_check(values, run_root, download)]
 
 
 def report(checks: list[Check], params_file: str | Path) -> str:

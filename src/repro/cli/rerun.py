@@ -65,9 +65,8 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
 
 
 def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | None = None) -> list[Check]:
-    """A family's folder (05_family only: its members hold the runs) and a run's are never one folder: the family
-    would put its members and its record into the run's. The refusal (`advice`: what to do, else to give the run or
-    the family its own `given_as`), or nothing when `run` is new or alike."""
+    """The refusal of a run's folder for a family (05_family only) or the reverse, which would mix their records
+    (`advice`: what to do, else to give it its own `given_as`); nothing when `run` is new or alike."""
     recorded = list((Manifest(run).read().get("notebooks") or {}))
     family, held = notebooks == [FAMILY_NOTEBOOK], recorded == [FAMILY_NOTEBOOK]
     if not recorded or family == held:
@@ -95,8 +94,7 @@ def rebuilds(notebooks: Sequence[str]) -> bool:
 
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str,
                 parameters: dict[str, Any]) -> Check:
-    """Whether this run (its resolved `parameters`) may write into `run`: nobody else writing there, and new, the same
-    parameters (`changed`: none), or `force`."""
+    """Whether this run may write into `run`: nobody else writing there, and new, the same parameters, or `force`."""
     if (busy := run.writer()) is not None:
         return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
     if not changed and not run.manifest.is_file():

@@ -73,16 +73,14 @@ def kernel_config():
 
 def _failure_message(name: str, output: Path, exc: Exception) -> str:
     cell, count = getattr(exc, "cell_index", None), getattr(exc, "exec_count", None)
-    count_text = "" if count is None else f" (execution count {count})"
-    where = "start-up" if cell is None else f"cell {cell}{count_text}"
+    where = "start-up" if cell is None else f"cell {cell}" + ("" if count is None else f" (execution count {count})")
     return (f"Notebook {name} failed at {where}: {getattr(exc, 'ename', type(exc).__name__)}: "
             f"{getattr(exc, 'evalue', str(exc))}\n"
             f"The executed notebook, with the error and everything that ran before it, is saved at {output}.")
 
 
 def skip_rfc3987_grammar() -> None:
-    """Spare jsonschema (under papermill) the 1.3 s it spends at import compiling rfc3987-syntax's grammar: no notebook
-    schema checks an IRI format."""
+    """Spare jsonschema 1.3 s compiling rfc3987-syntax's grammar at import (no notebook schema checks an IRI format)."""
     sys.modules.setdefault("rfc3987_syntax", None)  # None: "not installed", which jsonschema handles
 
 

@@ -1,7 +1,5 @@
-"""`repro selfcheck`: does this package give llm-blender's PairRM numbers on this machine, and how fast?
-
-Verdict FAIL (exit 1), INCOMPLETE (exit 0; 2 when nothing could be checked) or PASS; see docs/selfcheck.md.
-"""
+"""`repro selfcheck`: does this package give llm-blender's PairRM numbers on this machine, and how fast? Verdict FAIL
+(exit 1), INCOMPLETE (exit 0; 2 when nothing could be checked) or PASS; see docs/selfcheck.md."""
 
 from __future__ import annotations
 
@@ -142,8 +140,7 @@ class SelfCheck:
 
 def hub_status(timeout: float = HUB_TIMEOUT_S) -> dict[str, Any]:
     """Whether the Hugging Face hub answers (HF_HUB_OFFLINE=1: not asked), within `timeout` seconds."""
-    switch = hub_offline()
-    if switch:
+    if switch := hub_offline():
         return {"offline": True, "reachable": None, "detail": f"{switch} is set: the hub was not asked"}
     url = f"{constants.ENDPOINT.rstrip('/')}/api/models/{DEFAULT_MODEL}"
     start = time.perf_counter()
@@ -310,11 +307,10 @@ class _Run:
         self.reference = reference
         self.budget = default_batch_tokens(device.type)  # the engine's, as a run's and bench's
 
-    def add(self, check: Check) -> Check:
+    def add(self, check: Check) -> None:
         self.report.checks.append(check)
         mark = {"pass": "ok", "fail": "FAILED"}.get(check.status, check.status)
         self.log(f"  {check.name}: {mark}: {check.detail}")
-        return check
 
     def load(self, spec: str, backend: str, dtype: str) -> tuple[Any, str]:
         """(a scorer through the run's loading code, ""), or (None, why) when it cannot load (also in `models`)."""
@@ -356,10 +352,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                   rows: int | None = None, input: str | Path | None = None,
                   report_dir: str | Path | None = DEFAULT_REPORT_DIR, timing: bool = True,
                   log: Callable[[str], None] | None = None) -> SelfCheck:
-    """Check this machine's PairRM path end to end; writes selfcheck.json/.md into `report_dir` (None: nowhere).
-
-    `reference_model`: "default" takes the other layout of a known hub id (PairRM-hf <-> PairRM), None none.
-    """
+    """Check this machine's PairRM path end to end, writing selfcheck.json/.md into `report_dir` (None: nowhere);
+    `reference_model` "default": the other layout of a known hub id (PairRM-hf <-> PairRM), None: none."""
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.perf_counter()
     torch_device = resolve_device(device)
@@ -557,11 +551,8 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
 
 def _tidy(text: Any) -> str:
     """A cell's text with the home folder written `~` and pipes escaped."""
-    out = str(text)
     home = str(Path.home())
-    if home and home != "/":
-        out = out.replace(home, "~")
-    return table_cell(out)
+    return table_cell(str(text).replace(home, "~") if home not in ("", "/") else str(text))
 
 
 REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
