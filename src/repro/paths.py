@@ -113,7 +113,10 @@ def project_root() -> Path:
         return path
     checkout = checkout_root()
     cwd = Path.cwd().resolve()
-    return next((f for f in (cwd, *cwd.parents) if f == checkout or (f / PROJECT_MARKER).is_file()), checkout or cwd)
+    for folder in (cwd, *cwd.parents):
+        if folder == checkout or (folder / PROJECT_MARKER).is_file():
+            return folder
+    return checkout or cwd
 
 
 def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> str | None:

@@ -39,9 +39,12 @@ def plan_slice(n_rows: int, p: ConstructParams) -> SlicePlan:
     part = stop - p.part_start
     if p.drop_rows >= part:
         raise DataError(f"drop_rows={p.drop_rows} would drop the whole part of {part} rows; lower it.")
-    at_end = p.drop_from == "end"  # else "start" (the schema allows no other)
-    kept_start, kept_stop = (p.part_start, stop - p.drop_rows) if at_end else (p.part_start + p.drop_rows, stop)
-    dropped = (kept_stop, stop) if at_end else (p.part_start, kept_start)
+    if p.drop_from == "end":
+        kept_start, kept_stop = p.part_start, stop - p.drop_rows
+        dropped = (kept_stop, stop)
+    else:  # "start" (the schema allows no other)
+        kept_start, kept_stop = p.part_start + p.drop_rows, stop
+        dropped = (p.part_start, kept_start)
     after_drop = kept_stop - kept_start
     if after_drop < p.mini_count:
         raise DataError(f"{after_drop} rows cannot be cut into mini_count={p.mini_count} minis; lower mini_count.")

@@ -121,7 +121,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
         ranks[name] = np.empty(n, dtype=index_dtype)
         ranks[name][order] = np.arange(n, dtype=index_dtype)
     middle = [(n - 1) // 2, n // 2]  # the median of n sorted values is the mean of these two
-    means, medians = ({name: np.empty(resamples) for name in arrays} for _ in range(2))
+    means = {name: np.empty(resamples) for name in arrays}
+    medians = {name: np.empty(resamples) for name in arrays}
     for start in range(0, resamples, block):
         stop = min(resamples, start + block)
         rows = rng.integers(0, n, size=(stop - start, n), dtype=index_dtype)

@@ -86,9 +86,10 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
 
 def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
     """The command line that runs `member` alone: the same params, sets, grid and folder, plus --member."""
-    return [sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name, "--kernel",
-            args.kernel, *(word for item in args.overrides for word in ("--set", item)),
-            *(word for item in args.grid for word in ("--grid", item)), *(["--out", str(args.out)] if args.out else [])]
+    sets = [word for item in args.overrides for word in ("--set", item)]
+    grid = [word for item in args.grid for word in ("--grid", item)]
+    return ([sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name,
+             "--kernel", args.kernel, *sets, *grid] + (["--out", str(args.out)] if args.out else []))
 
 
 def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member) -> str:

@@ -96,7 +96,8 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     checks = []
     for key, device, processes in wanted:
-        need = max(int(device.split(":")[1]) + 1 if ":" in device else 1, processes)
+        index = int(device.split(":")[1]) if ":" in device else 0
+        need = max(index + 1, processes)
         what = f"{key}: {device}" + (f" with {processes} processes" if processes > 1 else "")
         if visible >= need:
             checks.append(Check(what, True, f"{visible} CUDA GPU(s) visible to torch {torch.__version__}"))

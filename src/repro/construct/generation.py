@@ -473,9 +473,12 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
     @functools.cache
     def engine():  # loaded on the first chunk that needs computing: a fully resumed run never loads the model
         t0 = time.perf_counter()
-        common = (plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype)
-        loaded = VllmEngine(*common, plan.context, params.generation_seed) if params.generation_backend == "vllm" \
-            else TransformersEngine(*common, params.generation_batch_size)
+        if params.generation_backend == "vllm":
+            loaded = VllmEngine(plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype, plan.context,
+                                params.generation_seed)
+        else:
+            loaded = TransformersEngine(plan.policy, plan.tokenizer, plan.eos_ids, device, plan.dtype,
+                                        params.generation_batch_size)
         counters["load_seconds"] = time.perf_counter() - t0
         return loaded
 

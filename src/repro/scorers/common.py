@@ -30,8 +30,10 @@ def resolve_device(device: str | None):
     import torch
 
     name = str(device or "auto").strip().lower()
-    if name in ("auto", "cpu"):
-        return torch.device("cuda" if name == "auto" and torch.cuda.is_available() else "cpu")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
     if name == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
             raise ParameterError("device='mps' was asked for but this torch sees no Apple GPU; use 'cpu' or 'auto'.")
