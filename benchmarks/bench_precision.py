@@ -5,18 +5,21 @@ each pass alone (`batch_tokens=1`, no padding) and in the device's batches.
 
 Against fp32 with each pass alone, on the same rows and random checkpoint: the largest score difference and the share
 of rows whose chosen (best) and rejected (worst) candidate stay the same; and, within each precision, how far the
-batched scores are from the scores of each pass alone. Random weights give random score scales, so the figures bound
-the arithmetic, not PairRM's real margins. JSON: benchmarks/results/precision-*.json.
+batched scores are from the scores of each pass alone. bench_scoring's random models (initializer_range 1.0: attention
+near one-hot) can turn a rounding of 1e-3 into another score, so the figures are of such a model, not of PairRM's real
+weights. JSON: benchmarks/results/precision-*.json (with the settings that make fp32 products TF32 on a GPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_scoring import bench_model, generated_rows, max_abs_diff  # noqa: E402
@@ -52,7 +55,13 @@ def main() -> int:
            "command": "python benchmarks/bench_precision.py " + " ".join(sys.argv[1:]),
            "machine": machine_info(args.device), "model": f"random PairRM-architecture '{args.size}'",
            "prompts": args.prompts, "candidates_per_prompt": 2, "batched_tokens": batched,
-           "fp32_alone_max_abs_score": float(np.abs(reference).max()), "results": {}}
+           "fp32_alone_max_abs_score": float(np.abs(reference).max()),
+           # what decides whether fp32 matrix products round as TF32 on a GPU
+           "fp32_matmul": {"float32_matmul_precision": torch.get_float32_matmul_precision(),
+                           "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                           **{k: os.environ.get(k) for k in ("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+                                                             "NVIDIA_TF32_OVERRIDE")}},
+           "results": {}}
     for (dtype, budget), s in scores.items():
         a = np.array(s)
         r = out["results"][f"{dtype} batch_tokens={budget}"] = {
