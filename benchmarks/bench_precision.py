@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_scoring import bench_model, generated_rows, max_abs_diff  # noqa: E402
+from bench_scoring import generated_model, generated_rows, max_abs_diff  # noqa: E402
 from saved import save_json  # noqa: E402
 
 from repro.cli.measure import machine_info  # noqa: E402
@@ -40,8 +40,7 @@ def main() -> int:
     ap.add_argument("--dtypes", default="fp32,fp16,bf16")
     ap.add_argument("--output-dir", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args()
-    prompts, candidates = generated_rows(max(args.corpus_prompts, 500), seed=0)  # as bench_scoring builds its model
-    model = str(bench_model(args.size, [t for p, c in zip(prompts[:500], candidates) for t in [p, *c]], 0))
+    model = str(generated_model(args.size, args.corpus_prompts))
     prompts, candidates = generated_rows(args.prompts, seed=7)
     batched = default_batch_tokens(args.device.split(":")[0])
     scores: dict[tuple[str, int], list[list[float]]] = {}

@@ -124,6 +124,16 @@ def generated_rows(n: int, seed: int = 0, n_candidates: int = 2) -> tuple[list[s
     return prompts, candidates
 
 
+def corpus_of(prompts: list[str], candidates: list[list[str]]) -> list[str]:
+    """The texts a random model's tokenizer learns from: the first TOKENIZER_CORPUS_ROWS rows'."""
+    return [t for p, c in zip(prompts[:TOKENIZER_CORPUS_ROWS], candidates) for t in [p, *c]]
+
+
+def generated_model(size: str, prompts: int, seed: int = 0) -> Path:
+    """The random PairRM that `repro bench --size SIZE --prompts PROMPTS --seed SEED` builds on generated rows."""
+    return bench_model(size, corpus_of(*generated_rows(max(prompts, TOKENIZER_CORPUS_ROWS), seed=seed)), seed)
+
+
 def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None) -> Path:
     """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached."""
     shape = MODEL_SIZES[size]
@@ -197,8 +207,7 @@ def _inputs(args: argparse.Namespace, n: int) -> tuple[list[str], list[list[str]
     else:
         prompts, candidates = generated_rows(max(n, TOKENIZER_CORPUS_ROWS), seed=args.seed)
         source = f"generated (UltraFeedback character lengths, seed {args.seed})"
-    corpus = [t for p, c in zip(prompts[:TOKENIZER_CORPUS_ROWS], candidates) for t in [p, *c]]
-    return prompts[:n], candidates[:n], source, corpus
+    return prompts[:n], candidates[:n], source, corpus_of(prompts, candidates)
 
 
 def log(line: str) -> None:

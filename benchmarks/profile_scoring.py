@@ -15,7 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_scoring import bench_model, generated_rows  # noqa: E402
+from bench_scoring import TOKENIZER_CORPUS_ROWS, generated_model, generated_rows  # noqa: E402
 
 from repro.scorers import load_scorer  # noqa: E402
 
@@ -29,9 +29,10 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=128)
     ap.add_argument("--batch-tokens", type=int, default=16384)
     args = ap.parse_args()
-    prompts, candidates = generated_rows(max(args.corpus_prompts, 500), seed=0)  # as bench_scoring builds its model
-    model = str(bench_model(args.size, [t for p, c in zip(prompts[:500], candidates) for t in [p, *c]], 0))
-    prompts, candidates = prompts[:args.prompts], candidates[:args.prompts]
+    model = str(generated_model(args.size, args.corpus_prompts))
+    # the first rows of those the model's tokenizer learned from (the profile's recorded run: 128 of 512)
+    rows = generated_rows(max(args.corpus_prompts, TOKENIZER_CORPUS_ROWS), seed=0)
+    prompts, candidates = rows[0][:args.prompts], rows[1][:args.prompts]
     engine = load_scorer(model, device=args.device, dtype=args.dtype)
     engine.score(prompts, candidates, batch_tokens=args.batch_tokens)  # warm-up: allocator, kernels
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)

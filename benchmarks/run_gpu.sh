@@ -11,7 +11,8 @@ py=${PYTHON:-python3}
 if [ "${SMOKE:-0}" = 1 ]; then
     dev=cpu; size=(--size tiny); n=(--prompts 16 --slice 8); job=(--job-prompts 16); rsize=(--size tiny --prompts 8)
     gen=(--size tiny --device cpu --prompts 4 --max-new-tokens 8 --batch-sizes 2,4 --repeats 1)
-    prec=(--size tiny --corpus-prompts 16 --prompts 8 --dtypes fp32,bf16); prof=(--size tiny --dtype fp32 --corpus-prompts 16 --prompts 8)
+    prec=(--size tiny --corpus-prompts 16 --prompts 8 --dtypes fp32,bf16)
+    prof=(--size tiny --dtype fp32 --corpus-prompts 16 --prompts 8)
 else
     dev=cuda; size=(); n=(); job=(--job-prompts 5183); rsize=(); prec=(); prof=()
     gen=(--prompts 64 --max-new-tokens 128 --batch-sizes 16,64 --repeats 1)
