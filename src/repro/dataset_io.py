@@ -140,7 +140,8 @@ def score_array(table: pa.Table, column: str, where: str, parameter: str = "data
 
 
 def scores_digest(table: pa.Table) -> str:
-    """sha256 (16 hex digits) of the float64 scores (missing: NaN): metrics.json records it, 03_card checks it."""
+    """A sha256 (16 hex digits) of every row's scores as float64 (missing: NaN): metrics.json records it, and 03_card
+    refuses metrics whose scores are not its dataset's."""
     digest = hashlib.sha256()
     for column in SCORE_COLUMNS:
         digest.update(score_array(table, column, "scores_digest").tobytes())

@@ -487,9 +487,10 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
             error: type[Exception] = WorkersFailed) -> tuple[list[Any], dict[str, Any]]:
-    """(results in input order, `merge_stats` of all processes) as a torchrun rank (each gets all results), in
-    `num_processes` torchrun workers whose `entry(spec)` calls back here as ranks, or here. `compute(device, share)`:
-    `run_chunked_with_stats` on `share` (None: all; device None: the job's) and its stats (summed, slowest, rest)."""
+    """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
+    all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
+    rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
+    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others)."""
     if world_size() > 1:
         gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
                                device=device, compute=compute)

@@ -19,8 +19,9 @@ def is_own_dataset(run: RunDir, spec: str | None) -> bool:
 
 
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
-    """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own) and
-    hold `run` till the notebook ends; or refuse, before anything is written, another dataset or another writer."""
+    """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
+    and hold `run` until the notebook ends (on its own; under `repro run`, that run holds it); or refuse before
+    anything is written when it describes another dataset, or another process writes there."""
     mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
     manifest = Manifest(run).read()
     # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which

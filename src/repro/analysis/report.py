@@ -122,8 +122,9 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
 
 def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
                    ) -> tuple[str, str]:
-    """(`value`, `split`), or unset, the run's own dataset (else an error naming `parameter`) and the split its
-    01_construct wrote (`split` if none is recorded), or another of its splits that `split` names (a recipe's test)."""
+    """(`value`, `split`), or when `value` is not set the run's own dataset, which must exist (else an error naming
+    `parameter`), and the split its 01_construct wrote (its output format's; `split` where none is recorded), or
+    another of its splits that `split` names (a recipe's test split)."""
     if value is not None:
         return value, split
     if not run.dataset.is_dir():

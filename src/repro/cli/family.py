@@ -28,7 +28,8 @@ GIVEN_AS = "run_dir for the family"
 
 
 def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, Any]]:
-    """A member's checks (its run directory, then the machine), and the changed parameters that replace its run."""
+    """What one member needs before it runs (its run directory, then the machine), and the changed parameters that
+    replace its run (with 01_construct among its notebooks)."""
     resolved, run = resolve_parameters(member.values), RunDir(member.run_dir)
     changed = changed_parameters(run, resolved)
     advice = "give the family another --out or run_dir (its members go into its folder, by name)"

@@ -65,8 +65,9 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
 
 
 def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | None = None) -> list[Check]:
-    """The refusal of a run's folder for a family (05_family only) or the reverse, which would mix their records
-    (`advice`: what to do, else to give it its own `given_as`); nothing when `run` is new or alike."""
+    """A family's folder (05_family only: its members hold the runs) and a run's are never one folder: the family
+    would put its members and its record into the run's. The refusal (`advice`: what to do, else to give the run or
+    the family its own `given_as`), or nothing when `run` is new or alike."""
     recorded = list((Manifest(run).read().get("notebooks") or {}))
     family, held = notebooks == [FAMILY_NOTEBOOK], recorded == [FAMILY_NOTEBOOK]
     if not recorded or family == held:

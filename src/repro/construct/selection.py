@@ -80,7 +80,8 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: 
 
 
 def select(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> Pick:
-    """(chosen, rejected) by `p`'s selection, ties and min_margin, or why no pair; `key` (prompt_id) seeds draws."""
+    """(chosen, rejected) of one row's candidates by `p`'s selection, ties and min_margin, or why there is no pair;
+    `key` (the prompt_id) seeds the random rules' draw."""
     if any(math.isnan(s) for s in scores):
         raise DataError(f"scores contain NaN: {list(scores)}; the scorer failed on this row.")
     if len(scores) < 2:
