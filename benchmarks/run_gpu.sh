@@ -12,9 +12,9 @@ if [ "${SMOKE:-0}" = 1 ]; then
     dev=cpu; size=(--size tiny); n=(--prompts 16 --slice 8); job=(--job-prompts 16); rsize=(--size tiny --prompts 8)
     gen=(--size tiny --device cpu --prompts 4 --max-new-tokens 8 --batch-sizes 2,4 --repeats 1)
     prec=(--size tiny --corpus-prompts 16 --prompts 8 --dtypes fp32,bf16)
-    prof=(--size tiny --dtype fp32 --corpus-prompts 16 --prompts 8)
+    prof=(--size tiny --dtype fp32 --corpus-prompts 16 --prompts 8); att=(--size tiny --prompts 16)
 else
-    dev=cuda; size=(); n=(); job=(--job-prompts 5183); rsize=(); prec=(); prof=()
+    dev=cuda; size=(); n=(); job=(--job-prompts 5183); rsize=(); prec=(); prof=(); att=()
     gen=(--prompts 64 --max-new-tokens 128 --batch-sizes 16,64 --repeats 1)
     nvidia-smi -L
 fi
@@ -33,6 +33,8 @@ step 120 pairrm $py benchmarks/bench_scoring.py --device $dev --skip bs1,bs8 --b
     "${size[@]}" "${n[@]}" --job-prompts 0 --output-dir "$out"
 step 150 pairrm-job $py benchmarks/bench_scoring.py --device $dev --skip bs1,bs8 --batch-tokens 16384 \
     "${size[@]}" "${n[@]}" "${job[@]}" --output-dir "$out"
+# 1b. a fused attention (scaled_dot_product_attention, the position scores as its bias) against the engine's (fp16)
+step 90 attention $py benchmarks/bench_attention.py --device $dev "${att[@]}" --output-dir "$out"
 # 2. fp32, fp16 and bf16, each pass alone and batched: the scores and the chosen/rejected choices (step 1's model)
 step 100 precision $py benchmarks/bench_precision.py --device $dev "${prec[@]}" --output-dir "$out"
 # 3. where the engine's time goes (torch.profiler; fp16, step 1's model)

@@ -63,25 +63,31 @@ class PairRMModel(nn.Module):
                 "key_padding": None if bool(attention_mask.all()) else ~attention_mask.bool()}
 
 
-def _fast_attention_forward(self, hidden_states, attention_mask, output_attentions=False, query_states=None,
-                            relative_pos=None, rel_embeddings=None, *, owner: PairRMModel):
-    batch = owner.batch
-    b, length, _ = hidden_states.shape
-    heads = self.num_attention_heads
-    dtype = hidden_states.dtype
+def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """[b, L, h*d] -> [b, h, L, d], a view."""
+    return x.view(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
 
-    def split(x):  # [b, L, h*d] -> [b, h, L, d], a view
-        return x.view(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
 
-    query, key, value = (split(proj(hidden_states)) for proj in (self.query_proj, self.key_proj, self.value_proj))
-    # transformers: sqrt(d * 3) computed in fp32, then cast to the model's dtype
-    scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
-    rel = rel_embeddings[: 2 * self.pos_ebd_size, :].unsqueeze(0)
-    pos_key, pos_query = split(self.key_proj(rel)), split(self.query_proj(rel))  # [1, h, 2k, d]
+def position_scores(attention, query, key, rel_embeddings, scale, batch) -> torch.Tensor:
+    """DeBERTa's content->position plus position->content scores, divided by `scale`: [b, h, L, L]."""
+    (b, heads, length, _), span = query.shape, attention.pos_ebd_size
+    rel = rel_embeddings[: 2 * span, :].unsqueeze(0)
+    pos_key, pos_query = (split_heads(proj(rel), heads) for proj in (attention.key_proj, attention.query_proj))
     c2p = torch.matmul(query, pos_key.transpose(-1, -2)) / scale  # [b, h, L, 2k]
     c2p = torch.gather(c2p, -1, batch["c2p_index"].expand(b, heads, length, length))
     p2c = torch.matmul(key, pos_query.transpose(-1, -2)) / scale
     c2p += torch.gather(p2c, -1, batch["p2c_index"].expand(b, heads, length, length)).transpose(-1, -2)
+    return c2p
+
+
+def _fast_attention_forward(self, hidden_states, attention_mask, output_attentions=False, query_states=None,
+                            relative_pos=None, rel_embeddings=None, *, owner: PairRMModel):
+    batch, heads, dtype = owner.batch, self.num_attention_heads, hidden_states.dtype
+    query, key, value = (split_heads(proj(hidden_states), heads) for proj in (self.query_proj, self.key_proj,
+                                                                         self.value_proj))
+    # transformers: sqrt(d * 3) computed in fp32, then cast to the model's dtype
+    scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
+    c2p = position_scores(self, query, key, rel_embeddings, scale, batch)
     # in place, at most three L×L tensors at a time; the same sums as transformers' qk + (c2p + p2c)
     scores = torch.matmul(query, key.transpose(-1, -2) / scale)
     scores += c2p
@@ -90,8 +96,8 @@ def _fast_attention_forward(self, hidden_states, attention_mask, output_attentio
         scores.masked_fill_(batch["key_padding"][:, None, None, :], torch.finfo(dtype).min)
     probs = torch.softmax(scores, dim=-1)
     del scores
-    context = torch.matmul(probs, value).transpose(1, 2).reshape(b, length, -1)
-    return context, None
+    context = torch.matmul(probs, value).transpose(1, 2)
+    return context.reshape(context.shape[0], context.shape[1], -1), None
 
 
 def install_fast_attention(model: PairRMModel) -> bool:
