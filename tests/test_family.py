@@ -104,14 +104,14 @@ def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, mo
     done, other = family.members
     manifest = Manifest(RunDir(done.run_dir))
     manifest.start_run({}, ["01_construct"])
-    manifest.record("family", done.record(family.name))
+    manifest.update(family=done.record(family.name), fingerprint=done.fingerprint)
     manifest.finish_run("complete")
     assert family_cli.run_member(family, done) == "reused" and not ran
     assert "is complete with the same parameters" in capsys.readouterr().out
     # another fingerprint (the parameters changed since), or a run that did not finish: it runs
-    manifest.record("family", {**done.record(family.name), "fingerprint": "0" * 16})
+    manifest.update(fingerprint="0" * 16)
     assert family_cli.run_member(family, done) == "done"
-    manifest.record("family", done.record(family.name))
+    manifest.update(fingerprint=done.fingerprint)
     manifest.finish_run("failed")
     assert family_cli.run_member(family, done) == "done"
     assert family_cli.run_member(family, other) == "done"

@@ -127,6 +127,35 @@ def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_don
     assert main(["run", "demo", "--out", str(previous_run.root)]) == 0
 
 
+def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(demo_run_copy, capsys, monkeypatch):
+    # `repro run params/demo.yaml` twice: the second executed every notebook again (as long as the first)
+    from repro.cli import run as runner
+
+    started = []
+    monkeypatch.setattr(runner, "run_notebooks", lambda values, root, **kw: started.append(root) or 0)
+    again = ["run", "demo", "--out", str(demo_run_copy)]
+    before = files_of(demo_run_copy)
+    assert main(again) == 0 and not started and files_of(demo_run_copy) == before
+    assert f"nothing to do: {demo_run_copy} holds a complete run of these parameters" in capsys.readouterr().out
+    assert main([*again[:1], "--check", *again[1:]]) == 0 and not started
+    assert main([*again, "--force"]) == 0 and len(started) == 1  # --force: its notebooks again
+    # an output gone (or of another size), a self-check the card would cite now, a notebook run on its own since
+    # (it may have made other numbers): the run goes on
+    figure = next(demo_run_copy.glob("figures/*.png"))
+    figure.rename(figure.with_suffix(".bak"))
+    assert main(again) == 0 and len(started) == 2
+    figure.with_suffix(".bak").rename(figure)
+    assert main(again) == 0 and len(started) == 2
+    (demo_run_copy / "selfcheck.json").write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-04"}))
+    assert main(again) == 0 and len(started) == 3
+    (demo_run_copy / "selfcheck.json").unlink()
+    manifest = Manifest(demo_run_copy)
+    manifest.ensure_started(manifest.read()["parameters"], "02_analyze")  # 02_analyze opened in JupyterLab
+    manifest.notebook_ended("02_analyze")
+    assert manifest.read()["status"] == "complete" and "fingerprint" not in manifest.read()
+    assert main(again) == 0 and len(started) == 4
+
+
 def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):
     values = load_params_file(ROOT / "params" / "demo.yaml", ["limit=8"])
     values["run_dir"] = str(previous_run.root)

@@ -1,6 +1,6 @@
 """Families of runs (docs/families.md): a grid over parameters expanded into members, each a complete run directory
 `runs/<family>/<member>/` whose manifest records `family`; a member complete with the same fingerprint is not run
-again."""
+again (`Manifest.holds`)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,11 @@ from typing import Any
 
 import yaml
 
-from . import __version__
 from .errors import ParameterError, ReproError, did_you_mean
-from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import all_fields, once, resolve_parameters, validate_all
 from .paths import default_run_dir, resolve_user_path
-from .revisions import local_content
+from .revisions import run_fingerprint
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 # parameters a grid cannot vary: where a member goes is the family's to decide, and the notebooks are the same
@@ -43,8 +41,7 @@ class Member:
 
     def record(self, family: str) -> dict[str, Any]:
         """What the member's manifest records under `family`."""
-        return {"name": family, "member": self.name, "index": self.index, "grid": self.grid_values,
-                "fingerprint": self.fingerprint}
+        return {"name": family, "member": self.name, "index": self.index, "grid": self.grid_values}
 
 
 @dataclass
@@ -145,15 +142,6 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     return names
 
 
-def member_fingerprint(resolved: dict[str, Any]) -> str:
-    """What makes a finished member reusable: every resolved parameter but where it lives, the content of each local
-    file or folder one names (a source rewritten in place is other data), and the code's version."""
-    parameters = {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")}
-    local = {k: content for k, v in parameters.items()
-             if k != "cache_dir" and isinstance(v, str) and (content := local_content(v))}
-    return fingerprint_of({"parameters": parameters, "local_inputs": local, "repro": __version__})
-
-
 def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,
                 out: str | None = None, where: str = "the params file") -> Family:
     """The family the values declare (`family:`, and/or `--grid`), every member checked before any work."""
@@ -186,11 +174,10 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
             member_values.update({k: v for k, v in bundle.items() if k != "name"})
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})")
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
-                              run_dir=root / member, fingerprint=member_fingerprint(resolve_parameters(member_values))))
+                              run_dir=root / member, fingerprint=run_fingerprint(resolve_parameters(member_values))))
     return Family(name=name, root=root, members=members, jobs=jobs)
 
 
 def is_done(member: Member) -> bool:
     """Whether the member's run directory holds a complete run of the same fingerprint."""
-    data = Manifest(member.run_dir).read()
-    return data.get("status") == "complete" and (data.get("family") or {}).get("fingerprint") == member.fingerprint
+    return Manifest(member.run_dir).holds(member.fingerprint, member.values.get("selfcheck"))

@@ -239,11 +239,23 @@ class Manifest:
                 entry["environment"] = environment
             environment = data["environment"]
         nbs.update(entries)
+        data.pop("fingerprint", None)  # what the folder holds is this run's to say when it is complete
         data.update(status="running", driver=driver, started=now(), finished=None, error=None, parameters=params,
                     notebooks=nbs, environment=environment)
         for key in ("stages", "counts", "outputs"):
             data.setdefault(key, {})
         self.write(data)
+
+    def holds(self, fingerprint: str, selfcheck: str | Path | None = None) -> bool:
+        """Whether the folder holds a complete run of `fingerprint` (`revisions.run_fingerprint`), every output as
+        recorded (its size) and the self-check it cited still the one it would cite: a run again has nothing to do."""
+        data = self.read()
+        if data.get("status") != "complete" or data.get("fingerprint") != fingerprint:
+            return False
+        files = [(self.run.root / rel, out.get("bytes")) for rel, out in (data.get("outputs") or {}).items()]
+        cited = find_selfcheck(self.run.root, selfcheck)
+        return (all(p.is_file() and p.stat().st_size == size for p, size in files)
+                and (data.get("selfcheck") or {}).get("sha256") == (cited and sha256_file(cited)))
 
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
                            ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:

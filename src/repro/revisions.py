@@ -11,7 +11,9 @@ from typing import Any
 import huggingface_hub
 from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 
+from . import __version__
 from .errors import ModelLoadError, ParameterError
+from .jobs import fingerprint_of
 from .manifest import sha256_file
 
 
@@ -68,6 +70,15 @@ def local_content(value: str) -> dict[str, Any] | None:
     """The content identity (as `model_identity`) of the local file or folder a parameter's (absolute) value names,
     so that the same path holding other rows or weights is told apart; None for the demo rows, hub ids, names."""
     return model_identity(value) if Path(value).is_absolute() and Path(value).exists() else None
+
+
+def run_fingerprint(resolved: dict[str, Any]) -> str:
+    """What a complete run of these parameters holds: every resolved parameter but where it lives, the content of each
+    local file or folder one names (a source rewritten in place is other data), and the code's version."""
+    parameters = {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")}
+    local = {k: content for k, v in parameters.items()
+             if k != "cache_dir" and isinstance(v, str) and (content := local_content(v))}
+    return fingerprint_of({"parameters": parameters, "local_inputs": local, "repro": __version__})
 
 
 def model_identity(model: str) -> dict[str, Any]:

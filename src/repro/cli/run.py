@@ -15,6 +15,7 @@ from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
+from ..revisions import run_fingerprint
 from .preflight import preflight, require
 from .rerun import REUSED, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 
@@ -104,6 +105,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     run = RunDir(run_root)
     run.notebooks.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)
+    fingerprint = run_fingerprint(values)  # of the inputs as they are now, recorded when the run is complete
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     manifest.update(**(record or {}))
@@ -133,6 +135,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
         manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
         manifest.add_outputs(output)
         print(f"repro run: {name} done -> {output}")
+    manifest.update(fingerprint=fingerprint)
     manifest.finish_run("complete")
     if last_line:
         print(f"repro run: complete -> {run.root}")
@@ -151,7 +154,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "print the list and exit: 0 when all is there, 1 when something is missing")
     parser.add_argument("--force", action="store_true",
                         help="replace a run with other parameters in the run directory (its outputs are removed "
-                             f"first; {REUSED})")
+                             f"first; {REUSED}); with the same parameters, run its notebooks again")
 
 
 def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, Any]) -> int:
@@ -170,6 +173,10 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     run = RunDir(run_root)
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
+    if not (changed or args.force) and Manifest(run).holds(run_fingerprint(resolved), values.get("selfcheck")):
+        print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs and "
+              f"repro version, with every output it recorded. --force runs its notebooks again.")
+        return 0
     checks = [*(kind_check(run, resolved["notebooks"], given_as)
                 or [rerun_check(run, changed, args.force, given_as, resolved)]),
               *preflight(resolved, run_root)]
