@@ -1,10 +1,13 @@
 """What identifies a model's weights for the reuse of old work (revisions.model_identity)."""
 
 import shutil
+from pathlib import Path
 
 from huggingface_hub import constants
 
-from repro.revisions import model_identity
+from repro import revisions
+from repro.parameters import load_params_file, resolve_parameters
+from repro.revisions import model_identity, run_fingerprint
 
 
 def test_model_identity_is_the_hub_commit_in_the_cache(tmp_path, monkeypatch):
@@ -70,3 +73,17 @@ def test_offline_a_hub_model_not_downloaded_is_known_by_its_name_and_the_hub_is_
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert model_identity("owner/fresh") == {"name": "owner/fresh"}
     assert asked == []
+
+
+def test_a_run_fingerprint_follows_the_code_the_notebooks_included(tmp_path, monkeypatch):
+    # an edited checkout kept its version: a run of its edited notebook was "complete" with the old one's outputs
+    notebooks = tmp_path / "notebooks"
+    shutil.copytree(revisions.shipped("notebooks"), notebooks)
+    monkeypatch.setattr(revisions, "shipped", lambda name: tmp_path / name)
+    demo = Path(__file__).resolve().parents[1] / "params" / "demo.yaml"
+    resolved = resolve_parameters({**load_params_file(demo), "run_dir": "x"})
+    first = run_fingerprint(resolved)
+    assert run_fingerprint({**resolved, "run_dir": "elsewhere", "run_name": "other"}) == first  # where: not what
+    analyze = notebooks / "02_analyze.ipynb"
+    analyze.write_text(analyze.read_text().replace("bootstrap", "bootstrap ", 1))
+    assert run_fingerprint(resolved) != first

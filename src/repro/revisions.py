@@ -4,6 +4,7 @@ what identifies a model's weights when no revision is pinned (`model_identity`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,10 @@ from typing import Any
 import huggingface_hub
 from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 
-from . import __version__
 from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
 from .manifest import sha256_file
+from .paths import shipped
 
 
 def hub_offline(*also: str) -> str | None:
@@ -72,13 +73,23 @@ def local_content(value: str) -> dict[str, Any] | None:
     return model_identity(value) if Path(value).is_absolute() and Path(value).exists() else None
 
 
+def code_digest() -> str:
+    """sha256 of the package's files and the notebooks it runs: an edited checkout is other code, whatever its
+    version says."""
+    digest = hashlib.sha256()
+    for folder in (Path(__file__).parent, shipped("notebooks")):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(f"{path.relative_to(folder)}\0{path.stat().st_size}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def run_fingerprint(resolved: dict[str, Any]) -> str:
     """What a complete run of these parameters holds: every resolved parameter but where it lives, the content of each
-    local file or folder one names (a source rewritten in place is other data), and the code's version."""
+    local file or folder one names (a source rewritten in place is other data), and the code (`code_digest`)."""
     parameters = {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")}
     local = {k: content for k, v in parameters.items()
              if k != "cache_dir" and isinstance(v, str) and (content := local_content(v))}
-    return fingerprint_of({"parameters": parameters, "local_inputs": local, "repro": __version__})
+    return fingerprint_of({"parameters": parameters, "local_inputs": local, "code": code_digest()})
 
 
 def model_identity(model: str) -> dict[str, Any]:
