@@ -83,6 +83,9 @@ def test_a_run_fingerprint_follows_the_code_the_notebooks_included(tmp_path, mon
     demo = Path(__file__).resolve().parents[1] / "params" / "demo.yaml"
     resolved = resolve_parameters({**load_params_file(demo), "run_dir": "x"})
     first = run_fingerprint(resolved)
+    (notebooks / ".ipynb_checkpoints").mkdir()  # JupyterLab's, as a notebook is opened: not the code
+    (notebooks / ".ipynb_checkpoints" / "02_analyze-checkpoint.ipynb").write_text("{}")
+    assert run_fingerprint(resolved) == first
     assert run_fingerprint({**resolved, "run_dir": "elsewhere", "run_name": "other"}) == first  # where: not what
     analyze = notebooks / "02_analyze.ipynb"
     analyze.write_text(analyze.read_text().replace("bootstrap", "bootstrap ", 1))

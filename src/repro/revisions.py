@@ -75,11 +75,13 @@ def local_content(value: str) -> dict[str, Any] | None:
 
 def code_digest() -> str:
     """sha256 of the package's files and the notebooks it runs: an edited checkout is other code, whatever its
-    version says."""
+    version says (bytecode and hidden files, such as JupyterLab's checkpoints, are not code)."""
     digest = hashlib.sha256()
     for folder in (Path(__file__).parent, shipped("notebooks")):
-        for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            digest.update(f"{path.relative_to(folder)}\0{path.stat().st_size}\0".encode() + path.read_bytes())
+        for path in sorted(folder.rglob("*")):
+            inside = path.relative_to(folder).parts
+            if path.is_file() and not any(part == "__pycache__" or part.startswith(".") for part in inside):
+                digest.update(f"{'/'.join(inside)}\0{path.stat().st_size}\0".encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
