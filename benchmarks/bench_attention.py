@@ -38,8 +38,8 @@ def fused_forward(self, hidden_states, attention_mask, output_attentions=False, 
                   relative_pos=None, rel_embeddings=None, *, owner):
     """The candidate: the engine's attention with its last steps (QKᵀ, softmax, × V) fused."""
     batch, heads, dtype = owner.batch, self.num_attention_heads, hidden_states.dtype
-    query, key, value = (split_heads(proj(hidden_states), heads) for proj in (self.query_proj, self.key_proj,
-                                                                              self.value_proj))
+    query, key, value = (split_heads(proj(hidden_states), heads)
+                         for proj in (self.query_proj, self.key_proj, self.value_proj))
     scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
     bias = position_scores(self, query, key, rel_embeddings, scale, batch)
     if batch["key_padding"] is not None:

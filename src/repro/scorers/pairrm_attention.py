@@ -83,8 +83,8 @@ def position_scores(attention, query, key, rel_embeddings, scale, batch) -> torc
 def _fast_attention_forward(self, hidden_states, attention_mask, output_attentions=False, query_states=None,
                             relative_pos=None, rel_embeddings=None, *, owner: PairRMModel):
     batch, heads, dtype = owner.batch, self.num_attention_heads, hidden_states.dtype
-    query, key, value = (split_heads(proj(hidden_states), heads) for proj in (self.query_proj, self.key_proj,
-                                                                         self.value_proj))
+    query, key, value = (split_heads(proj(hidden_states), heads)
+                         for proj in (self.query_proj, self.key_proj, self.value_proj))
     # transformers: sqrt(d * 3) computed in fp32, then cast to the model's dtype
     scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
     c2p = position_scores(self, query, key, rel_embeddings, scale, batch)
