@@ -7,7 +7,7 @@ Against fp32 with each pass alone, on the same rows and random checkpoint: the l
 of rows whose chosen (best) and rejected (worst) candidate stay the same; and, within each precision, how far the
 batched scores are from the scores of each pass alone. bench_scoring's random models (initializer_range 1.0: attention
 near one-hot) can turn a rounding of 1e-3 into another score, so the figures are of such a model, not of PairRM's real
-weights. JSON: benchmarks/results/precision-*.json (with the settings that make fp32 products TF32 on a GPU).
+weights; `--initializer-range 0.1` builds one that does not magnify rounding (smaller scores: see RESULTS.md). JSON: benchmarks/results/precision-*.json (with the settings that make fp32 products TF32 on a GPU).
 """
 
 from __future__ import annotations
@@ -38,9 +38,11 @@ def main() -> int:
                     help="bench_scoring's --prompts, whose rows its random model's tokenizer learned from")
     ap.add_argument("--prompts", type=int, default=128)
     ap.add_argument("--dtypes", default="fp32,fp16,bf16")
+    ap.add_argument("--initializer-range", type=float, default=1.0,
+                    help="of the random model's weights: 1.0 (bench_scoring's) magnifies rounding, 0.1 does not")
     ap.add_argument("--output-dir", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args()
-    model = str(generated_model(args.size, args.corpus_prompts))
+    model = str(generated_model(args.size, args.corpus_prompts, init=args.initializer_range))
     prompts, candidates = generated_rows(args.prompts, seed=7)
     batched = default_batch_tokens(args.device.split(":")[0])
     scores: dict[tuple[str, int], list[list[float]]] = {}
@@ -53,6 +55,7 @@ def main() -> int:
     out = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "command": "python benchmarks/bench_precision.py " + " ".join(sys.argv[1:]),
            "machine": machine_info(args.device), "model": f"random PairRM-architecture '{args.size}'",
+           "initializer_range": args.initializer_range,
            "prompts": args.prompts, "candidates_per_prompt": 2, "batched_tokens": batched,
            "fp32_alone_max_abs_score": float(np.abs(reference).max()),
            # what decides whether fp32 matrix products round as TF32 on a GPU

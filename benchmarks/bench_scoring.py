@@ -129,17 +129,22 @@ def corpus_of(prompts: list[str], candidates: list[list[str]]) -> list[str]:
     return [t for p, c in zip(prompts[:TOKENIZER_CORPUS_ROWS], candidates) for t in [p, *c]]
 
 
-def generated_model(size: str, prompts: int, seed: int = 0) -> Path:
-    """The random PairRM that `repro bench --size SIZE --prompts PROMPTS --seed SEED` builds on generated rows."""
-    return bench_model(size, corpus_of(*generated_rows(max(prompts, TOKENIZER_CORPUS_ROWS), seed=seed)), seed)
+def generated_model(size: str, prompts: int, seed: int = 0, init: float = 1.0) -> Path:
+    """The random PairRM that `repro bench --size SIZE --prompts PROMPTS --seed SEED` builds on generated rows
+    (`init`: its weights' initializer_range)."""
+    return bench_model(size, corpus_of(*generated_rows(max(prompts, TOKENIZER_CORPUS_ROWS), seed=seed)), seed,
+                       init=init)
 
 
-def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None) -> Path:
-    """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached."""
+def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = None, init: float = 1.0) -> Path:
+    """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached.
+    `init` 1.0 spreads the scores but magnifies rounding; 0.1 does not (benchmarks/RESULTS.md)."""
     shape = MODEL_SIZES[size]
-    key = hashlib.sha256(json.dumps([BUILDER_VERSION, size, shape, seed, corpus]).encode()).hexdigest()[:12]
+    described = [BUILDER_VERSION, size, shape, seed, corpus] + ([init] if init != 1.0 else [])
+    key = hashlib.sha256(json.dumps(described).encode()).hexdigest()[:12]
     target = (cache or cache_root() / "bench") / f"pairrm-{size}-{key}"
-    return build_once(target, lambda folder: build_tiny_pairrm(folder, seed=seed, extra_corpus=corpus, **shape))
+    return build_once(target, lambda folder: build_tiny_pairrm(folder, seed=seed, extra_corpus=corpus,
+                                                               initializer_range=init, **shape))
 
 
 def bench_reward_model(size: str, seed: int) -> Path:

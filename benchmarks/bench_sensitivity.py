@@ -30,13 +30,15 @@ def main() -> int:
     ap.add_argument("--corpus-prompts", type=int, default=512, help="as in bench_precision.py")
     ap.add_argument("--rows", type=int, default=6, help="the first rows of bench_precision.py's")
     ap.add_argument("--eps", default="1e-7,1e-6")
+    ap.add_argument("--initializer-range", type=float, default=1.0, help="as in bench_precision.py")
     args = ap.parse_args()
     prompts, candidates = (x[:args.rows] for x in generated_rows(128, seed=7))
-    engine = load_scorer(str(generated_model(args.size, args.corpus_prompts)), device="cpu", dtype="fp32")
+    model = generated_model(args.size, args.corpus_prompts, init=args.initializer_range)
+    engine = load_scorer(str(model), device="cpu", dtype="fp32")
     base = np.array(engine.score(prompts, candidates, batch_tokens=1))
     state = {k: v.clone() for k, v in engine.model.state_dict().items()}
     out = {"command": "python benchmarks/bench_sensitivity.py " + " ".join(sys.argv[1:]), "size": args.size,
-           "rows": args.rows, "max_abs_score": float(np.abs(base).max()), "results": {}}
+           "initializer_range": args.initializer_range, "rows": args.rows, "max_abs_score": float(np.abs(base).max()), "results": {}}
     for eps in [float(x) for x in args.eps.split(",")]:
         g = torch.Generator().manual_seed(0)
         with torch.no_grad():

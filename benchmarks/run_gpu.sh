@@ -35,8 +35,10 @@ step 150 pairrm-job $py benchmarks/bench_scoring.py --device $dev --skip bs1,bs8
     "${size[@]}" "${n[@]}" "${job[@]}" --output-dir "$out"
 # 1b. a fused attention (scaled_dot_product_attention, the position scores as its bias) against the engine's (fp16)
 step 90 attention $py benchmarks/bench_attention.py --device $dev "${att[@]}" --output-dir "$out"
-# 2. fp32, fp16 and bf16, each pass alone and batched: the scores and the chosen/rejected choices (step 1's model)
-step 100 precision $py benchmarks/bench_precision.py --device $dev "${prec[@]}" --output-dir "$out"
+# 2. fp32, fp16 and bf16, each pass alone and batched: the scores and the chosen/rejected choices (step 1's shape,
+#    initializer_range 0.1: a model that does not magnify rounding, so that batched fp32 against alone tells a fault)
+step 120 precision $py benchmarks/bench_precision.py --device $dev "${prec[@]}" --initializer-range 0.1 \
+    --output-dir "$out"
 # 3. where the engine's time goes (torch.profiler; fp16, step 1's model)
 step 60 profile $py benchmarks/profile_scoring.py --device $dev "${prof[@]}"
 # 4. a sequence-classifier reward model (random TinyLlama-1.1B shape, bf16) against padded batches of 8
