@@ -75,7 +75,7 @@ def test_offline_a_hub_model_not_downloaded_is_known_by_its_name_and_the_hub_is_
     assert asked == []
 
 
-def test_a_run_fingerprint_follows_the_code_the_notebooks_included(tmp_path, monkeypatch):
+def test_a_run_fingerprint_follows_the_code_the_notebooks_included_and_the_packages(tmp_path, monkeypatch):
     # an edited checkout kept its version: a run of its edited notebook was "complete" with the old one's outputs
     notebooks = tmp_path / "notebooks"
     shutil.copytree(revisions.shipped("notebooks"), notebooks)
@@ -87,6 +87,10 @@ def test_a_run_fingerprint_follows_the_code_the_notebooks_included(tmp_path, mon
     (notebooks / ".ipynb_checkpoints" / "02_analyze-checkpoint.ipynb").write_text("{}")
     assert run_fingerprint(resolved) == first
     assert run_fingerprint({**resolved, "run_dir": "elsewhere", "run_name": "other"}) == first  # where: not what
+    installed = revisions.package_versions()  # another torch (or transformers, ...): other numbers
+    monkeypatch.setattr(revisions, "package_versions", lambda: {**installed, "torch": "0.0.1"})
+    assert run_fingerprint(resolved) != first
+    monkeypatch.setattr(revisions, "package_versions", lambda: installed)
     analyze = notebooks / "02_analyze.ipynb"
     analyze.write_text(analyze.read_text().replace("bootstrap", "bootstrap ", 1))
     assert run_fingerprint(resolved) != first

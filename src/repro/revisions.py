@@ -14,7 +14,7 @@ from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 
 from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
-from .manifest import sha256_file
+from .manifest import package_versions, sha256_file
 from .paths import shipped
 
 
@@ -87,11 +87,13 @@ def code_digest() -> str:
 
 def run_fingerprint(resolved: dict[str, Any]) -> str:
     """What a complete run of these parameters holds: every resolved parameter but where it lives, the content of each
-    local file or folder one names (a source rewritten in place is other data), and the code (`code_digest`)."""
+    local file or folder one names (a source rewritten in place is other data), the code (`code_digest`) and the
+    versions of the packages that decide the numbers."""
     parameters = {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")}
     local = {k: content for k, v in parameters.items()
              if k != "cache_dir" and isinstance(v, str) and (content := local_content(v))}
-    return fingerprint_of({"parameters": parameters, "local_inputs": local, "code": code_digest()})
+    return fingerprint_of({"parameters": parameters, "local_inputs": local, "code": code_digest(),
+                           "packages": package_versions()})
 
 
 def model_identity(model: str) -> dict[str, Any]:

@@ -174,8 +174,8 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
     if not (changed or args.force) and Manifest(run).holds(run_fingerprint(resolved), values.get("selfcheck")):
-        print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs and "
-              f"code, with every output it recorded. --force runs its notebooks again.")
+        print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs, "
+              f"code and packages, with every output it recorded. --force runs its notebooks again.")
         return 0
     checks = [*(kind_check(run, resolved["notebooks"], given_as)
                 or [rerun_check(run, changed, args.force, given_as, resolved)]),
