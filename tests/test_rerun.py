@@ -138,22 +138,28 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
     assert main(again) == 0 and not started and files_of(demo_run_copy) == before
     assert f"nothing to do: {demo_run_copy} holds a complete run of these parameters" in capsys.readouterr().out
     assert main([*again[:1], "--check", *again[1:]]) == 0 and not started
+    assert main([*again, "--set", "chunk_size=8", "--set", "cache=false"]) == 0 and not started  # how it runs
     assert main([*again, "--force"]) == 0 and len(started) == 1  # --force: its notebooks again
-    # an output gone (or of another size), a self-check the card would cite now, a notebook run on its own since
+    # an output gone or edited, a self-check the card would cite now, a notebook run on its own since
     # (it may have made other numbers): the run goes on
     figure = next(demo_run_copy.glob("figures/*.png"))
     figure.rename(figure.with_suffix(".bak"))
     assert main(again) == 0 and len(started) == 2
     figure.with_suffix(".bak").rename(figure)
     assert main(again) == 0 and len(started) == 2
-    (demo_run_copy / "selfcheck.json").write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-04"}))
+    metrics = demo_run_copy / "metrics.json"  # an output edited in place, its size kept
+    kept = metrics.read_bytes()
+    metrics.write_bytes(kept.replace(b"1", b"2", 1))
     assert main(again) == 0 and len(started) == 3
+    metrics.write_bytes(kept)
+    (demo_run_copy / "selfcheck.json").write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-04"}))
+    assert main(again) == 0 and len(started) == 4
     (demo_run_copy / "selfcheck.json").unlink()
     manifest = Manifest(demo_run_copy)
     manifest.ensure_started(manifest.read()["parameters"], "02_analyze")  # 02_analyze opened in JupyterLab
     manifest.notebook_ended("02_analyze")
     assert manifest.read()["status"] == "complete" and "fingerprint" not in manifest.read()
-    assert main(again) == 0 and len(started) == 4
+    assert main(again) == 0 and len(started) == 5
 
 
 def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):

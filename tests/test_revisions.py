@@ -94,3 +94,19 @@ def test_a_run_fingerprint_follows_the_code_the_notebooks_included_and_the_packa
     analyze = notebooks / "02_analyze.ipynb"
     analyze.write_text(analyze.read_text().replace("bootstrap", "bootstrap ", 1))
     assert run_fingerprint(resolved) != first
+
+
+def test_a_run_fingerprint_leaves_out_how_the_work_runs_but_not_the_batches_nor_local_inputs_in_lists(tmp_path):
+    demo = Path(__file__).resolve().parents[1] / "params" / "demo.yaml"
+    resolved = resolve_parameters({**load_params_file(demo), "run_dir": "x"})
+    first = run_fingerprint(resolved)
+    # the same data in other chunks, processes or with the row cache off: the run is the same
+    assert run_fingerprint({**resolved, "chunk_size": 3, "num_processes": 2, "cache": False}) == first
+    assert run_fingerprint({**resolved, "batch_tokens": 4096}) != first  # other batches round otherwise
+    # a local folder named in a list (04_compare's `reference`) rewritten in place is another input
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref" / "rows.jsonl").write_text('{"prompt": "a"}\n')
+    listed = {**resolved, "reference": [str(tmp_path / "ref")]}
+    before = run_fingerprint(listed)
+    (tmp_path / "ref" / "rows.jsonl").write_text('{"prompt": "b"}\n')
+    assert run_fingerprint(listed) != before

@@ -34,6 +34,7 @@ NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing
 # do not depend on them beyond float rounding; chunks and processes give byte-identical rows), nor the run's folder
 NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes", "generation_batch_size",
                                   "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
+ROUNDING = ("batch_tokens", "generation_batch_size")  # of those, the ones whose batches decide the float rounding
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -248,13 +249,13 @@ class Manifest:
 
     def holds(self, fingerprint: str, selfcheck: str | Path | None = None) -> bool:
         """Whether the folder holds a complete run of `fingerprint` (`revisions.run_fingerprint`), every output as
-        recorded (its size) and the self-check it cited still the one it would cite: a run again has nothing to do."""
+        recorded (its sha256) and the self-check it cited still the one it would cite: a run again has nothing to do."""
         data = self.read()
         if data.get("status") != "complete" or data.get("fingerprint") != fingerprint:
             return False
-        files = [(self.run.root / rel, out.get("bytes")) for rel, out in (data.get("outputs") or {}).items()]
+        files = [(self.run.root / rel, out.get("sha256")) for rel, out in (data.get("outputs") or {}).items()]
         cited = find_selfcheck(self.run.root, selfcheck)
-        return (all(p.is_file() and p.stat().st_size == size for p, size in files)
+        return (all(p.is_file() and sha256_file(p) == digest for p, digest in files)
                 and (data.get("selfcheck") or {}).get("sha256") == (cited and sha256_file(cited)))
 
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],

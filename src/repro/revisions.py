@@ -14,7 +14,7 @@ from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 
 from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
-from .manifest import package_versions, sha256_file
+from .manifest import NOT_SHAPING, ROUNDING, package_versions, sha256_file
 from .paths import shipped
 
 
@@ -85,13 +85,20 @@ def code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def _local_inputs(value: Any, where: str) -> dict[str, Any]:
+    """The content of each local file or folder named in a parameter's value, in its lists and mappings too."""
+    if isinstance(value, str):
+        return {where: content} if (content := local_content(value)) else {}
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return {k: v for key, item in items for k, v in _local_inputs(item, f"{where}.{key}").items()}
+
+
 def run_fingerprint(resolved: dict[str, Any]) -> str:
-    """What a complete run of these parameters holds: every resolved parameter but where it lives, the content of each
-    local file or folder one names (a source rewritten in place is other data), the code (`code_digest`) and the
-    versions of the packages that decide the numbers."""
-    parameters = {k: v for k, v in resolved.items() if k not in ("run_dir", "run_name")}
-    local = {k: content for k, v in parameters.items()
-             if k != "cache_dir" and isinstance(v, str) and (content := local_content(v))}
+    """What a complete run of these parameters holds: every resolved parameter but where it lives and how the work
+    runs (batch sizes excepted: they decide the rounding), the content of each local file or folder one names (a
+    source rewritten in place is other data), the code (`code_digest`) and the packages that decide the numbers."""
+    parameters = {k: v for k, v in resolved.items() if k not in NOT_SHAPING or k in ROUNDING}
+    local = {k: content for key, value in parameters.items() for k, content in _local_inputs(value, key).items()}
     return fingerprint_of({"parameters": parameters, "local_inputs": local, "code": code_digest(),
                            "packages": package_versions()})
 

@@ -9,7 +9,7 @@ import shutil
 from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError
-from ..manifest import NAMING, Manifest, listed
+from ..manifest import NAMING, ROUNDING, Manifest, listed
 from ..parameters import FAMILY_NOTEBOOK
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content
@@ -32,7 +32,7 @@ def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
     if not changed:
         return ""
     said = f"; how the work runs differs: {listed(changed)}"
-    if budget := [k for k in ("batch_tokens", "generation_batch_size") if k in changed]:
+    if budget := [k for k in ROUNDING if k in changed]:
         return (f"{said}: finished work of another {' or '.join(budget)} is set aside in work/ and computed again "
                 f"(the batches, hence the float rounding, follow it)")
     if chunks := [k for k in ("chunk_size", "generation_chunk_size") if k in changed]:
