@@ -154,8 +154,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "print the list and exit: 0 when all is there, 1 when something is missing")
     parser.add_argument("--force", action="store_true",
                         help="replace a run with other parameters in the run directory (its outputs are removed "
-                             f"first; {REUSED}); with the same parameters, run its notebooks again (a family's complete "
-                             "members are still reused)")
+                             f"first; {REUSED}); with the same parameters, run its notebooks again (a family's "
+                             "complete members are still reused)")
 
 
 def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, Any]) -> int:
