@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -77,6 +78,15 @@ def test_a_grid_expands_to_the_product_in_the_order_written(tmp_path):
     # --grid adds keys to the file's grid, and replaces the values of a key it names
     more = _plan(values, tmp_path, grid_args={"bootstrap_seed": [9]})
     assert [m.name for m in more.members] == ["mini_index-0__bootstrap_seed-9", "mini_index-1__bootstrap_seed-9"]
+
+
+def test_a_grid_over_list_values_names_each_member_by_a_hash_of_its_list(tmp_path):
+    # a list is no folder name: the member is named by a hash of it (a NameError once the hash's import was lost)
+    values = {**load_params_file(DEMO),
+              "family": {"grid": {"candidate_columns": [["resp0", "resp1"], ["resp2", "resp3"]]}}}
+    names = [m.name for m in _plan(values, tmp_path).members]
+    assert len(set(names)) == 2 and all(re.fullmatch(r"candidate_columns-h[0-9a-f]{8}", n) for n in names)
+    assert names == [m.name for m in _plan(values, tmp_path).members]
 
 
 def test_bundles_set_several_parameters_together_and_name_members(tmp_path):

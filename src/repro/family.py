@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from .errors import ParameterError, ReproError, did_you_mean
+from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import all_fields, once, resolve_parameters, validate_all
 from .paths import default_run_dir, resolve_user_path
