@@ -8,7 +8,6 @@ alternated, with one loaded stand-in so that the job's own work is as large a sh
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import datasets
-import pytest
 
 from repro.cli import main as cli_main
 from repro.manifest import sha256_file
