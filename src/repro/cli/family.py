@@ -81,7 +81,8 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
           f"-> {member.run_dir}", flush=True)
     with writing(RunDir(member.run_dir), GIVEN_AS):
         code = run_notebooks(resolve_parameters(member.values), member.run_dir, kernel=kernel, log_output=log_output,
-                             selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)})
+                             selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)},
+                             fingerprint=member.fingerprint)
     return ended(code)
 
 

@@ -94,9 +94,10 @@ def import_papermill():
 
 
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
-                  log_output: bool = False, selfcheck: str | None = None,
-                  record: dict[str, Any] | None = None, last_line: bool = True) -> int:
-    """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run and `record`
+                  log_output: bool = False, selfcheck: str | None = None, record: dict[str, Any] | None = None,
+                  last_line: bool = True, fingerprint: str | None = None) -> int:
+    """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run, `record` and,
+    when it is complete, its `fingerprint` (the caller's, else `run_fingerprint` of the inputs as they are now)
     (`last_line`: say "complete" at the end, unless the caller says what its run came to)."""
     papermill = import_papermill()
 
@@ -105,7 +106,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     run = RunDir(run_root)
     run.notebooks.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)
-    fingerprint = run_fingerprint(values)  # of the inputs as they are now, recorded when the run is complete
+    fingerprint = fingerprint or run_fingerprint(values)
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     manifest.update(**(record or {}))
@@ -174,7 +175,8 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     run = RunDir(run_root)
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
-    if not (changed or args.force) and Manifest(run).holds(run_fingerprint(resolved), values.get("selfcheck")):
+    fingerprint = run_fingerprint(resolved)  # the inputs as they are before any work (hashed once)
+    if not (changed or args.force) and Manifest(run).holds(fingerprint, values.get("selfcheck")):
         print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs, "
               f"code and packages, with every output it recorded. --force runs its notebooks again.")
         return 0
@@ -188,7 +190,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
             replace_run(run, args.force)  # nothing of it may outlive it
         print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
-                             selfcheck=values.get("selfcheck"))
+                             selfcheck=values.get("selfcheck"), fingerprint=fingerprint)
 
 
 def check_run_root(run_root: Path, given_as: str) -> None:
