@@ -6,7 +6,7 @@ side in one process.
     python benchmarks/bench_attention.py --device cuda                   (the random 'large' PairRM, fp16)
     .venv/bin/python benchmarks/bench_attention.py --model builtin:tiny-pairrm
 
-Both take the engine's projections and position scores (`repro.scorers.pairrm_attention.position_scores`); only the
+Both take the engine's `projections` and `position_scores` (`repro.scorers.pairrm_attention`); only the
 last step differs. Rows: bench_scoring's generated rows with UltraFeedback's lengths. Slices alternate, who goes
 first rotating (`repro.cli.measure.alternate`). Printed and saved (benchmarks/results/attention-*.json): seconds,
 the peak memory above what was in use, the ratio, the largest score difference and the rows whose chosen differs.
@@ -31,16 +31,14 @@ from saved import save_json  # noqa: E402
 from repro.cli.measure import Contender, alternate, engine_passes, machine_info  # noqa: E402
 from repro.parameters import default_batch_tokens  # noqa: E402
 from repro.scorers import load_scorer, pairrm_attention  # noqa: E402
-from repro.scorers.pairrm_attention import position_scores, split_heads  # noqa: E402
+from repro.scorers.pairrm_attention import position_scores, projections  # noqa: E402
 
 
 def fused_forward(self, hidden_states, attention_mask, output_attentions=False, query_states=None,
                   relative_pos=None, rel_embeddings=None, *, owner):
     """The candidate: the engine's attention with its last steps (QKᵀ, softmax, × V) fused."""
-    batch, heads, dtype = owner.batch, self.num_attention_heads, hidden_states.dtype
-    query, key, value = (split_heads(proj(hidden_states), heads)
-                         for proj in (self.query_proj, self.key_proj, self.value_proj))
-    scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
+    batch, dtype = owner.batch, hidden_states.dtype
+    query, key, value, scale = projections(self, hidden_states)
     bias = position_scores(self, query, key, rel_embeddings, scale, batch)
     if batch["key_padding"] is not None:
         bias.masked_fill_(batch["key_padding"][:, None, None, :], torch.finfo(dtype).min)

@@ -63,16 +63,25 @@ class PairRMModel(nn.Module):
                 "key_padding": None if bool(attention_mask.all()) else ~attention_mask.bool()}
 
 
-def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     """[b, L, h*d] -> [b, h, L, d], a view."""
     return x.view(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
+
+
+def projections(attention, hidden_states) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Query, key and value [b, h, L, d] (views), and transformers' scale: √(3d) computed in fp32, then cast to the
+    model's dtype."""
+    query, key, value = (_split_heads(proj(hidden_states), attention.num_attention_heads)
+                         for proj in (attention.query_proj, attention.key_proj, attention.value_proj))
+    scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=hidden_states.dtype)
+    return query, key, value, scale
 
 
 def position_scores(attention, query, key, rel_embeddings, scale, batch) -> torch.Tensor:
     """DeBERTa's content->position plus position->content scores, divided by `scale`: [b, h, L, L]."""
     (b, heads, length, _), span = query.shape, attention.pos_ebd_size
     rel = rel_embeddings[: 2 * span, :].unsqueeze(0)
-    pos_key, pos_query = (split_heads(proj(rel), heads) for proj in (attention.key_proj, attention.query_proj))
+    pos_key, pos_query = (_split_heads(proj(rel), heads) for proj in (attention.key_proj, attention.query_proj))
     c2p = torch.matmul(query, pos_key.transpose(-1, -2)) / scale  # [b, h, L, 2k]
     c2p = torch.gather(c2p, -1, batch["c2p_index"].expand(b, heads, length, length))
     p2c = torch.matmul(key, pos_query.transpose(-1, -2)) / scale
@@ -82,11 +91,8 @@ def position_scores(attention, query, key, rel_embeddings, scale, batch) -> torc
 
 def _fast_attention_forward(self, hidden_states, attention_mask, output_attentions=False, query_states=None,
                             relative_pos=None, rel_embeddings=None, *, owner: PairRMModel):
-    batch, heads, dtype = owner.batch, self.num_attention_heads, hidden_states.dtype
-    query, key, value = (split_heads(proj(hidden_states), heads)
-                         for proj in (self.query_proj, self.key_proj, self.value_proj))
-    # transformers: sqrt(d * 3) computed in fp32, then cast to the model's dtype
-    scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=dtype)
+    batch, dtype = owner.batch, hidden_states.dtype
+    query, key, value, scale = projections(self, hidden_states)
     c2p = position_scores(self, query, key, rel_embeddings, scale, batch)
     # in place, at most three L×L tensors at a time; the same sums as transformers' qk + (c2p + p2c)
     scores = torch.matmul(query, key.transpose(-1, -2) / scale)
