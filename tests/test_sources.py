@@ -130,3 +130,21 @@ def test_errors_about_another_notebooks_dataset_name_its_parameter(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(DataError, match=r"^card_dataset '\S*empty\.jsonl' is an empty file"):
         load_source(str(tmp_path / "empty.jsonl"), "train_prefs", "card_dataset")
+
+
+def test_a_rewritten_dataset_keeps_one_arrow_copy_in_the_cache(tmp_path, monkeypatch):
+    # datasets caches an Arrow copy of every parquet it reads, keyed by the file's modification time: a run's
+    # dataset written again (every re-run of 01_construct) added a copy to the shared cache each time
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    row = {"prompt": "p", "prompt_id": "i", "messages": [], "score_chosen": 1.0, "score_rejected": 0.0,
+           "reference_response": None, "chosen": [], "rejected": []}
+    for n in (3, 5, 4):
+        write_split(datasets.Dataset.from_list([row] * n, features=SEED_FEATURES), tmp_path / "ds")
+        assert len(load_source(str(tmp_path / "ds"))) == n
+        arrows = list((tmp_path / "hf").rglob("*.arrow"))
+        assert len(arrows) == 1, arrows
+    other = tmp_path / "other.parquet"  # another dataset keeps its own copy
+    datasets.Dataset.from_list([row] * 2, features=SEED_FEATURES).to_parquet(str(other))
+    assert len(load_source(str(other))) == 2 and len(list((tmp_path / "hf").rglob("*.arrow"))) == 2
+    assert len(load_source(str(tmp_path / "ds"))) == 4  # and the first reads its copy again, unchanged
+    assert len(list((tmp_path / "hf" / "repro").glob("*/*.lock"))) == 2  # locks of removed copies go with them

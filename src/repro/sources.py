@@ -4,11 +4,13 @@ hub's parquet layout, or a run directory."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
+import shutil
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import datasets
 import pyarrow.parquet as pq
@@ -19,6 +21,7 @@ from .parameters import FAMILY_NOTEBOOK
 from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
 from .revisions import check_revision_target, hub_offline
 
+D = TypeVar("D")
 DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
 FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
 
@@ -124,7 +127,7 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
         suffix = _suffix(path)
         try:
             if suffix == ".parquet":
-                return _from_parquet([str(path)])
+                return read_parquet([str(path)])
             loaded = datasets.Dataset.from_json(str(path))
             loaded.data.table.validate(full=True)  # datasets takes bytes that are not UTF-8 into its strings
             return loaded
@@ -153,7 +156,7 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
                             f"({type(exc).__name__}: {str(exc)[:300]}); it may be empty or damaged.") from None
         return _pick_split(saved, split, where, split_parameter)
     if files := sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet")):
-        return _from_parquet([str(f) for f in files])
+        return read_parquet([str(f) for f in files])
     if why := folder_problem(path):
         raise DataError(f"{where} {why}.")
     try:
@@ -165,12 +168,29 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
 
 
-def _from_parquet(files: list[str]) -> datasets.Dataset:
+def read_parquet(files: list[str]) -> datasets.Dataset:
     """`Dataset.from_parquet`, except that files with columns but no rows load as an empty dataset (datasets refuses
     them: "corresponds to no data"), which the caller then refuses by name."""
     if sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
-    return datasets.Dataset.from_parquet(files)
+    return own_arrow_cache(files, lambda cache: datasets.Dataset.from_parquet(files, cache_dir=cache))
+
+
+def own_arrow_cache(where: list[str], load: Callable[[str], D]) -> D:
+    """`load(cache_dir)` with datasets' Arrow copy of the files or folder `where` in a cache folder of their own,
+    from which the copies of their earlier contents are removed: datasets keys a copy by the files' modification
+    time, so a run's dataset written again (each re-run) would add one to its shared cache every time."""
+    cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
+        "\n".join(map(os.path.abspath, where)).encode()).hexdigest()[:16])
+    loaded = load(str(cache))
+    kept = {Path(f["filename"]).relative_to(cache).parts[1] for f in loaded.cache_files}  # <builder>/<config>/...
+    for old in cache.glob("*/*"):
+        if old.name not in kept:
+            shutil.rmtree(old, ignore_errors=True)
+    for lock in cache.glob("*.lock"):  # datasets' lock files beside them, named after the folders
+        if not any(f"_{config}_" in lock.name for config in kept):
+            lock.unlink(missing_ok=True)
+    return loaded
 
 
 def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, revision: str | None) -> datasets.Dataset:

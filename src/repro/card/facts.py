@@ -19,7 +19,7 @@ from ..exporters import FORMATS, detect_format, seed_view
 from ..manifest import NAMING, NOT_SHAPING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams
 from ..paths import DATA_DIR, DEMO, RunDir, public_name, public_text, reads_as_hub_id
-from ..sources import load_source
+from ..sources import load_source, read_parquet
 from ..subject import claim, is_own_dataset
 
 CONFIG_NAME = "default"
@@ -381,7 +381,7 @@ def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, 
     for split, paths in files.items():
         # loaded through the datasets builder (Arrow cache), as a user loads data before push_to_hub:
         # its _estimate_nbytes() is the num_bytes push_to_hub records (a bare pyarrow read differs slightly)
-        ds = datasets.Dataset.from_parquet([str(p) for p in paths])
+        ds = read_parquet([str(p) for p in paths])
         if features is not None and ds.features != features:
             raise DataError(f"Split {split!r} in {dataset_dir} has features {ds.features}, other splits have "
                             f"{features}; one card (one config) needs the same features in every split.")
