@@ -1371,3 +1371,22 @@ def test_a_card_whose_input_has_gone_is_left_as_it_was_with_the_reason(tmp_path,
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) is None
     assert f"The card {card_path} was not written again: card_dataset " in capsys.readouterr().out
     assert card_path.read_bytes() == before
+
+
+def test_a_drop_is_called_the_published_recipes_only_for_the_published_slice(tmp_path):
+    """The published part2 datasets drop 400 of the 21,135 rows of [40000:61135] without saying why: the card says
+    so for that slice, and of any other drop only what was done."""
+    make_run(tmp_path / "run")  # 2 rows dropped from [0:]
+    for half in halves(card_for(tmp_path / "run")[1]):
+        assert "2" in half and "published" not in half.replace("unpublished", "") and "已发布" not in half
+        assert "`drop_rows`" in half
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["parameters"].update(part_start=40000, part_stop=61135, drop_rows=400, drop_from="start")
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "The published part2 datasets drop 400 rows of this part too; their authors do not document why, or " \
+           "which." in en
+    assert "as the published part2 datasets drop 400 rows of this part without saying why or which" in en
+    assert "已发布的 part2 数据集也从这一部分丢弃了 400 行；其作者没有说明原因，也没有说明是哪些行。" in zh
+    assert "已发布的 part2 数据集同样从这一部分丢弃了 400 行，其作者未说明原因与具体哪些行" in zh

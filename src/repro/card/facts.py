@@ -25,6 +25,7 @@ from ..subject import claim, is_own_dataset
 CONFIG_NAME = "default"
 FIGURES_DIR = "figures"
 SEED_REPO = FORMATS["seed"].source
+PUBLISHED_PART2_DROP = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400}  # 21,135 -> 20,735 rows
 # unless given, a dataset built here from UltraFeedback's rows or the demo's has its sources' licence and language
 # (UltraFeedback, H4's binarisation and PairRM are MIT; the rows are English); any other claims neither
 BUILT_LICENSE = "mit"
@@ -90,6 +91,11 @@ class CardFacts:
     def num_examples(self) -> int:
         """Rows of the first split: the one built as the train rows, analysed and counted in the manifest."""
         return self.splits[0].num_examples
+
+    @property
+    def drop_as_published(self) -> bool:
+        """The slice and drop of the published part2 datasets, whose authors do not say why, or which rows."""
+        return all(self.parameters.get(name) == value for name, value in PUBLISHED_PART2_DROP.items())
 
     @property
     def stand_in(self) -> bool:
