@@ -762,3 +762,24 @@ def test_a_score_that_differs_because_other_candidates_were_ranked_is_explained(
     table = result.tables["disagreements"].set_index("prompt_id")["explanation"]
     assert table.to_dict() == {rows[2]["prompt_id"]: "other candidates ranked (a PairRM score depends on every "
                                                      "candidate of its row)", rows[4]["prompt_id"]: "unexplained"}
+
+
+def test_a_near_tie_does_not_explain_a_score_that_moved(tmp_path):
+    """A row whose margin changes sign near zero is a near-tie; but when a same-text score also moved by more than
+    disagreement_tolerance, the near-tie does not explain that, and the row is not called explained."""
+    rows = []
+    for line in demo_path().read_text().splitlines()[:4]:
+        src = json.loads(line)
+        cands = [src[c] for c in ("resp0", "resp1")]
+        rows.append(build_row(src, src["prompt"], cands, [0.02, -0.02], messages="chosen", keep_all_candidates=True))
+    ref = copy.deepcopy(rows)
+    ref[1]["score_chosen"] = ref[1]["candidate_scores"][0] = -0.1  # sign flip near zero, the score moved by 0.12
+    ref[2]["score_chosen"] = ref[2]["candidate_scores"][0] = -0.03  # sign flip near zero, moved 0.05: within 0.06
+    folders = []
+    for name, side in (("reference", ref), ("candidate", rows)):
+        write_split(datasets.Dataset.from_list(side, features=output_features(keep_all_candidates=True)),
+                    tmp_path / name)
+        folders.append(str(tmp_path / name))
+    result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1],
+                                    disagreement_tolerance=0.06)).result
+    assert result["disagreements"]["explanations"] == {"a near-tie (|margin| < 0.05)": 2, "unexplained": 1}

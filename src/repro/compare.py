@@ -443,6 +443,8 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
             (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
+        if reasons and worst[k] > p.disagreement_tolerance and all(why.startswith("a near-tie") for why in reasons):
+            reasons.append("unexplained")  # a near-tie explains a sign, not a same-text score that moved
         records.append({"prompt_id": ref_ids[k], "candidate_prompt_id": cand_ids[k],
                         "reference_row": int(a.first_rows[k]), "candidate_row": int(a.second_rows[k]),
                         "matched_by": KEY_KINDS[a.matched_by[k]],
