@@ -178,18 +178,18 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
 
 def own_arrow_cache(where: list[str], load: Callable[[str], D]) -> D:
     """`load(cache_dir)` with datasets' Arrow copy of the files or folder `where` in a cache folder of their own,
-    from which the copies of their earlier contents are removed: datasets keys a copy by the files' modification
-    time, so a run's dataset written again (each re-run) would add one to its shared cache every time."""
+    emptied first when their data files changed: datasets keys a copy by the files' modification time, so a run's
+    dataset written again (each re-run) would add one to its shared cache every time."""
+    paths = [Path(os.path.abspath(w)) for w in where]
     cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
-        "\n".join(map(os.path.abspath, where)).encode()).hexdigest()[:16])
+        "\n".join(map(str, paths)).encode()).hexdigest()[:16])
+    files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*"))
+                   if f.is_file() and f.suffix in DATA_SUFFIXES)
+    state, stamp = json.dumps([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]), cache / "sources.json"
+    if stamp.is_file() and stamp.read_text() != state:
+        shutil.rmtree(cache, ignore_errors=True)
     loaded = load(str(cache))
-    kept = {Path(f["filename"]).relative_to(cache).parts[1] for f in loaded.cache_files}  # <builder>/<config>/...
-    for old in cache.glob("*/*"):
-        if old.name not in kept:
-            shutil.rmtree(old, ignore_errors=True)
-    for lock in cache.glob("*.lock"):  # datasets' lock files beside them, named after the folders
-        if not any(f"_{config}_" in lock.name for config in kept):
-            lock.unlink(missing_ok=True)
+    stamp.write_text(state)
     return loaded
 
 
