@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
 
+from repro import subject
 from repro.cli import preflight
 from repro.cli import main
 from repro.parameters import load_params_file
 from repro.cli.run import resolve_parameters
+from repro.errors import ParameterError
+from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_FIND_SPEC = importlib.util.find_spec
@@ -270,3 +274,35 @@ def test_a_folder_named_like_a_hub_id_beside_the_shell_is_judged_as_the_run_judg
     assert not check.ok and "hub dataset not in the local hub cache" in check.detail
     assert check.detail.endswith(f" Relative paths are taken from the project root ({project_root()}), not from the "
                                  f"current folder; {shell / 'mydata' / 'uf'} exists: give {shell / 'mydata' / 'uf'}.")
+
+
+def test_a_folder_holding_what_a_run_writes_but_no_run_is_refused_before_anything_is_written(bare_machine, capsys):
+    """`--out .` ran the demo over the project's own notebooks/; a folder of a user's files the same: a run would
+    write over them, and --force remove them. Only a folder a run claims (its manifest) is a run's to replace."""
+    out = bare_machine / "mine"
+    (out / "notebooks").mkdir(parents=True)
+    (out / "notebooks" / "01_construct.ipynb").write_text("mine")
+    (out / "metrics.json").write_text('{"mine": 1}')
+    (out / "notes.txt").write_text("kept")
+    assert main(["run", "--check", "demo", "--out", str(out)]) == 1
+    assert "holds metrics.json, notebooks/ but no manifest.json" in capsys.readouterr().out
+    for more in ([], ["--force"]):
+        assert main(["run", "demo", "--out", str(out), *more]) == 2
+        assert "a run would write over them (and --force remove them)" in capsys.readouterr().err
+    assert (out / "metrics.json").read_text() == '{"mine": 1}'
+    assert (out / "notebooks" / "01_construct.ipynb").read_text() == "mine"
+    for path in (out / "notebooks" / "01_construct.ipynb", out / "notebooks", out / "metrics.json"):
+        path.unlink() if path.is_file() else path.rmdir()
+    assert main(["run", "--check", "demo", "--out", str(out)]) == 0  # other files: the run writes beside them
+    with pytest.raises(ParameterError, match="holds notebooks/ but no manifest.json"):
+        subject.claim(RunDir(ROOT), None, "run_dir", building=True)  # a notebook on its own: the same rule
+
+
+def test_a_folder_that_cannot_be_written_is_missing_before_the_run(bare_machine, monkeypatch, capsys):
+    out = bare_machine / "ro" / "run"
+    out.parent.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == out.parent and mode == os.W_OK
+                        else real_access(p, mode, **kw))  # a read-only mount, as root sees one too
+    assert main(["run", "--check", "demo", "--out", str(out)]) == 1
+    assert f"cannot write into {out.parent}" in capsys.readouterr().out

@@ -252,6 +252,22 @@ class RunDir:
         """`path` (under the run) as the run's files name it: relative to its root."""
         return str(Path(path).resolve().relative_to(self.root.resolve()))
 
+    def foreign(self, building: bool) -> list[str]:
+        """What a folder that no run claims (no manifest) holds where a run writes: a run would write over it. A
+        dataset/ is the input of notebooks that do not build one (`building`), but for the card 03_card writes."""
+        if self.manifest.exists():
+            return []
+        mine = (self.notebooks, self.figures, self.tables, self.metrics, self.compare,
+                *((self.dataset,) if building else (self.card, self.dataset / "figures")))
+        return [self.relative(p) + "/" * p.is_dir() for p in sorted(mine) if p.exists()]
+
+    def foreign_refusal(self, building: bool) -> str:
+        """Why a run may not write into this folder (`foreign`), and what to do; "" when it may."""
+        if not (held := self.foreign(building)):
+            return ""
+        return (f"{self.root} holds {', '.join(held)} but no manifest.json, so no repro run made them: a run would "
+                f"write over them (and --force remove them). Give a new or empty folder, or move them out first")
+
     def shards(self, split: str = SPLIT) -> list[Path]:
         return sorted(self.data.glob(f"{split}-*.parquet"))
 

@@ -22,6 +22,8 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
     """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
     and hold `run` until the notebook ends (on its own; under `repro run`, that run holds it); or refuse before
     anything is written when it describes another dataset, or another process writes there."""
+    if why := run.foreign_refusal(building):
+        raise ParameterError(f"run_dir: {why}; nothing was written.")
     mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
     manifest = Manifest(run).read()
     # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which

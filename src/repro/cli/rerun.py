@@ -68,6 +68,8 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
     """A family's folder (05_family only: its members hold the runs) and a run's are never one folder: the family
     would put its members and its record into the run's. The refusal (`advice`: what to do, else to give the run or
     the family its own `given_as`), or nothing when `run` is new or alike."""
+    if why := run.foreign_refusal(rebuilds(notebooks)):
+        return [Check("run directory", False, why, problem="REFUSED")]
     recorded = list((Manifest(run).read().get("notebooks") or {}))
     family, held = notebooks == [FAMILY_NOTEBOOK], recorded == [FAMILY_NOTEBOOK]
     if not recorded or family == held:
