@@ -298,6 +298,17 @@ CASES = [
          lambda t: run(t, "--set", "cache_dir=" + str(write(t / "cache" / "cache-format.json", '{"key_format": 99}').parent)),
          r"row cache \S*cache was written with key format 99; this version of repro reads and writes key format 1\. "
          r"Nothing in it was changed", after=nothing_written),
+    # folders written into: refused before any work (selfcheck crashed after all its checks had run)
+    Case("selfcheck --report is a file",
+         lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--no-timing", "--report", str(write(t / "a", "x"))],
+         r"--report \S*a is an existing file, not a folder\. The report .*give a new or existing folder"),
+    Case("selfcheck --report inside a file",
+         lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--report", str(write(t / "a", "x") / "sub")],
+         r"--report \S*a/sub lies inside \S*a, which is a file"),
+    Case("score --work-dir is a file", lambda t: score(t, "--work-dir", str(write(t / "wd", "x"))),
+         r"--work-dir \S*wd is an existing file, not a folder\. .*finished chunks"),
+    Case("repro notebooks where notebooks/ is a file", lambda t: ["notebooks", str(write(t / "p" / "notebooks", "x").parent)],
+         r"\S*p/notebooks is an existing file, not a folder\. Give a new or existing folder"),
 ]
 
 

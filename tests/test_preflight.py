@@ -304,5 +304,5 @@ def test_a_folder_that_cannot_be_written_is_missing_before_the_run(bare_machine,
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == out.parent and mode == os.W_OK
                         else real_access(p, mode, **kw))  # a read-only mount, as root sees one too
-    assert main(["run", "--check", "demo", "--out", str(out)]) == 1
-    assert f"cannot write into {out.parent}" in capsys.readouterr().out
+    assert main(["run", "--check", "demo", "--out", str(out)]) == 2
+    assert f"--out {out} cannot be written ({out.parent} is read-only, or not yours)" in capsys.readouterr().err

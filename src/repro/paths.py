@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from .errors import ParameterError
+from .errors import ParameterError, ReproError
 
 SPLIT = "train_prefs"
 # every stand-in model (policy or scorer) carries this file, saying how it was built; for a policy
@@ -152,6 +152,19 @@ def beside_hint(path: str | Path) -> str:
 def nearest_existing(path: Path) -> Path:
     """`path` itself, or its nearest parent that exists."""
     return next((p for p in (path, *path.parents) if p.exists()), path)
+
+
+def check_folder(folder: Path, given_as: str, advice: str) -> None:
+    """Refuse, before any work, a folder to write into that is (or lies inside) a file, or that cannot be written."""
+    existing = nearest_existing(folder)
+    if not existing.is_dir():
+        what = ("is an existing file, not a folder" if existing == folder
+                else f"lies inside {existing}, which is a file, so that folder cannot be made")
+    elif not os.access(existing, os.W_OK):  # a read-only mount (as root too), another user's folder
+        what = f"cannot be written ({existing} is read-only, or not yours)"
+    else:
+        return
+    raise ReproError(f"{given_as} {folder} {what}. {advice}")
 
 
 def reads_as_hub_id(spec: str | None) -> bool:

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import ReproError
-from ..paths import PROJECT_MARKER, shipped
+from ..paths import PROJECT_MARKER, check_folder, shipped
 
 MARKER_TEXT = ("This folder is a repro project (made by `repro notebooks`): relative paths given to the notebooks'\n"
                "parameters mean this folder, and runs go to runs/<name>/ here.\n")
@@ -21,8 +21,8 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
     plan = [(src, root / "notebooks" / src.name) for src in sorted(shipped("notebooks").glob("*.ipynb"))]
     params = shipped("params")
     plan += [(src, root / "params" / src.relative_to(params)) for src in sorted(params.glob("**/*.yaml"))]
-    if root.exists() and not root.is_dir():
-        raise ReproError(f"{root} exists and is not a folder: give a new or existing folder for the notebooks.")
+    for folder in sorted({dst.parent for _, dst in plan}):
+        check_folder(folder, "The folder", "Give a new or existing folder for the notebooks (repro notebooks DIR).")
     changed = [dst for src, dst in plan if dst.exists() and dst.read_bytes() != src.read_bytes()]
     if changed and not force:
         raise ReproError(

@@ -14,7 +14,7 @@ from .interrupt import EXIT_INTERRUPTED, Interrupted, record_interruption, run_i
 from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
-from ..paths import RunDir, default_run_dir, nearest_existing, project_root, resolve_user_path, shipped
+from ..paths import RunDir, check_folder, default_run_dir, project_root, resolve_user_path, shipped
 from ..revisions import run_fingerprint
 from .preflight import preflight, require
 from .rerun import REUSED, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -194,12 +194,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
 
 
 def check_run_root(run_root: Path, given_as: str) -> None:
-    """Refuse, before any work, a run directory that is (or lies inside) an existing file."""
-    existing = nearest_existing(run_root)
-    if not existing.is_dir():
-        what = ("is an existing file, not a folder" if existing == run_root
-                else f"lies inside {existing}, which is a file, so that folder cannot be made")
-        raise ReproError(
-            f"{given_as} {run_root} {what}. A run directory holds a run's notebooks, data and manifest: give a new "
-            f"or existing folder instead (for example runs/<name>).")
+    """Refuse, before any work, a run directory that is (or lies inside) an existing file, or cannot be written."""
+    check_folder(run_root, given_as, "A run directory holds a run's notebooks, data and manifest: give a new or "
+                                     "existing folder that can be written instead (for example runs/<name>).")
 

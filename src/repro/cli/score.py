@@ -18,7 +18,7 @@ from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_text, is_main_process, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
-from ..paths import nearest_existing, utf8_text
+from ..paths import check_folder, nearest_existing, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import iter_jsonl
@@ -109,6 +109,7 @@ def check_output(path: Path) -> None:
                         f"--output {path / 'scored.jsonl'}.")
     if not existing.is_dir() and existing != path:
         raise DataError(f"--output {path} lies inside {existing}, which is a file; give a path in a folder.")
+    check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -130,6 +131,8 @@ def main(args: argparse.Namespace) -> int:
     if args.output_index is not None:
         options["output_index"] = args.output_index
     work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")  # a re-run continues from it
+    check_folder(work_dir, "--work-dir" if args.work_dir else "The work folder",
+                 "It keeps the finished chunks a re-run continues from: give a new or existing folder (--work-dir).")
     result = score_candidates(
         [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
         device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,

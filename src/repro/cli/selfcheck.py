@@ -22,7 +22,8 @@ from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
-from ..paths import SELFCHECK_JSON, SELFCHECK_MD, cache_root, is_hub_id, project_root, public_name
+from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, is_hub_id, project_root,
+                     public_name)
 from ..revisions import hub_offline
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -359,6 +360,10 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     torch_device = resolve_device(device)
     run_dtype = resolve_dtype("auto", torch_device)
     prompts, candidates, source = selfcheck_rows(input, rows)  # bad input is an error before any model loads
+    if report_dir is not None:
+        report_dir = Path(report_dir) if Path(report_dir).is_absolute() else project_root() / report_dir
+        check_folder(report_dir, "--report", "The report (selfcheck.md, selfcheck.json) goes into a folder: give a "
+                                             "new or existing folder that can be written, or a run directory.")
     model = str(model)
     reference = default_reference(model) if reference_model == "default" else (
         str(reference_model) if reference_model not in (None, "", "none") else None)
@@ -544,7 +549,7 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
     report.seconds = time.perf_counter() - started
     if report_dir is not None:
         # a relative folder means the same from a shell or a notebook kernel: under the project root
-        report.write(report_dir if Path(report_dir).is_absolute() else project_root() / report_dir)
+        report.write(report_dir)
         log(f"repro selfcheck: report -> {report.md_path} and {report.json_path.name}")
     return report
 
