@@ -298,6 +298,11 @@ CASES = [
          lambda t: run(t, "--set", "cache_dir=" + str(write(t / "cache" / "cache-format.json", '{"key_format": 99}').parent)),
          r"row cache \S*cache was written with key format 99; this version of repro reads and writes key format 1\. "
          r"Nothing in it was changed", after=nothing_written),
+    Case("a damaged manifest.json", lambda t: run(t, "--check") if write(t / "run" / "manifest.json", "[1, 2]") else 0,
+         r"\S*run/manifest.json holds a JSON list, not a run's record: restore it .*nothing was written"),
+    Case("a truncated manifest.json",
+         lambda t: run(t, "--check") if write(t / "run" / "manifest.json", '{"status": "comp') else 0,
+         r"\S*run/manifest.json is not JSON \(Unterminated string.*\), not a run's record"),
     # folders written into: refused before any work (selfcheck crashed after all its checks had run)
     Case("selfcheck --report is a file",
          lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--no-timing", "--report", str(write(t / "a", "x"))],

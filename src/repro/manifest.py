@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import __version__
-from .errors import Interrupted, ParameterError
+from .errors import DataError, Interrupted, ParameterError
 from .jobs import atomic_write_json, finished_chunks, json_default
 from .parameters import RUN_KEYS, notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
@@ -196,7 +196,17 @@ class Manifest:
         self.path = self.run.manifest
 
     def read(self) -> dict[str, Any]:
-        return json.loads(self.path.read_text()) if self.path.exists() else {}
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = exc
+        if not isinstance(data, dict):  # a damaged record: nothing can be told of what the folder holds
+            why = f"is not JSON ({data})" if isinstance(data, Exception) else f"holds a JSON {type(data).__name__}"
+            raise DataError(f"{self.path} {why}, not a run's record: restore it (a copy, version control), or "
+                            f"give the run another folder; nothing was written.")
+        return data
 
     def write(self, data: dict[str, Any]) -> None:
         atomic_write_json(self.path, data, indent=2, default=json_default)
