@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from repro.cli.interrupt import record_interruption
@@ -104,3 +106,30 @@ def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path, repro_run):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and "running" not in json.dumps(manifest)
     assert not (out / ".repro-run.lock").read_text()  # the lock given back
+
+
+def test_a_kernel_killed_during_scoring_is_said_so_and_the_same_command_continues(tmp_path, repro_run):
+    """What the out-of-memory killer does (kill -9 of the kernel): the run said "failed at start-up" and left its
+    scoring stage `running`; now it names the cell, the finished chunks kept and how to continue."""
+    out = tmp_path / "demo"
+    arguments = ["demo", "--out", str(out), "--set", "notebooks=[01_construct]", "--set", "chunk_size=4"]
+    proc = subprocess.Popen([sys.executable, "-m", "repro.cli", "run", *arguments], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list((out / "work" / "scoring").glob("chunk-*.json")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no scoring chunk was written"
+        time.sleep(0.2)
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        if any("ipykernel" in part for part in child.cmdline()):
+            child.kill()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stdout + stderr
+    kept = len(list((out / "work" / "scoring").glob("chunk-*.json")))
+    assert re.search(r"Notebook 01_construct's kernel died during cell \d+ \(", stderr), stderr
+    assert f"{kept} finished chunk(s) are safe in {out / 'work'}; run the same command to continue" in stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "running" not in json.dumps(manifest)
+    assert manifest["stages"]["score"]["status"] == "failed"
+    again = repro_run(*arguments)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((out / "manifest.json").read_text())["scorer"]["chunks_resumed"] >= kept

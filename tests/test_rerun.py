@@ -393,3 +393,21 @@ def test_a_family_never_goes_into_a_runs_folder_nor_a_run_into_a_familys(previou
     assert main(["run", "demo", "--set", "mini_count=4", "--grid", "mini_index=0,1", "--out", str(members),
                  "--check"]) == 1
     assert f"{members / 'mini_index-0'} holds a family's folder (05_family), not a run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("status, said", [("running", "stopped without finishing (killed?)"), ("failed", "failed"),
+                                          ("interrupted", "was interrupted"), ("complete", None)])
+def test_check_says_how_the_last_run_ended_and_what_it_kept(tmp_path, status, said, capsys):
+    """`--check` on a folder whose run was killed said only "continues the run there, same parameters"."""
+    out = tmp_path / "run"
+    values = resolve_parameters({**load_params_file("params/demo.yaml"), "run_dir": str(out)})
+    manifest = Manifest(RunDir(out))
+    manifest.start_run(values, values["notebooks"])
+    manifest.update(status=status)
+    for k in range(3):
+        (out / "work" / "scoring" / f"chunk-{k:06d}.json").parent.mkdir(parents=True, exist_ok=True)
+        (out / "work" / "scoring" / f"chunk-{k:06d}.json").write_text("{}")
+    assert main(["run", "--check", "demo", "--out", str(out)]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
+    assert "continues the run there, same parameters" in line
+    assert (f"the last run {said}; 3 finished chunk(s) are kept" in line) == (said is not None), line

@@ -344,8 +344,8 @@ class Manifest:
         """Close the run as `complete` or `failed` (with the error paragraph, which a running notebook shares)."""
         with self.edit() as data:
             data.update(status=status, finished=now(), error=error)
-            for entry in (data.get("notebooks") or {}).values():
-                if status != "complete" and entry.get("status") == "running":
+            for entry in [*(data.get("notebooks") or {}).values(), *(data.get("stages") or {}).values()]:
+                if status != "complete" and entry.get("status") == "running":  # (a stage: its kernel died)
                     entry.update(status=status, error=error)
         self.run.release(kernel=True)  # a notebook on its own ends its run here
 

@@ -9,11 +9,14 @@ import shutil
 from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError
+from ..jobs import finished_chunks
 from ..manifest import NAMING, ROUNDING, Manifest, listed
 from ..parameters import FAMILY_NOTEBOOK
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content
 from .preflight import Check
+
+LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
 
 
 # what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
@@ -103,9 +106,11 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if not changed and not run.manifest.is_file():
         return Check("run directory", True, f"{run.root} (new)")
     if not changed:
+        last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
+        ended = f"; the last run {last}; {len(finished_chunks(run.work))} finished chunk(s) are kept" if last else ""
         return Check("run directory", True, f"{run.root} (continues the run there, same {'data ' if how else ''}"
-                                            f"parameters{how})")
+                                            f"parameters{how}{ended})")
     notebooks = parameters["notebooks"]
     changes = listed(changed)
     if not Manifest(run).made_results():

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ReproError, did_you_mean
 from .interrupt import EXIT_INTERRUPTED, Interrupted, record_interruption, run_interruptible
-from ..jobs import PROGRESS_LINES_ENV
+from ..jobs import PROGRESS_LINES_ENV, finished_chunks
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, default_run_dir, project_root, resolve_user_path, shipped
@@ -72,12 +72,19 @@ def kernel_config():
     return config
 
 
-def _failure_message(name: str, output: Path, exc: Exception) -> str:
+def _failure_message(name: str, output: Path, exc: Exception, run: RunDir) -> str:
+    saved = f"The executed notebook, with the error and everything that ran before it, is saved at {output}."
+    if type(exc).__name__ == "DeadKernelError":  # killed from outside, in the last cell papermill started
+        cells = json.loads(output.read_text(encoding="utf-8"))["cells"] if output.is_file() else []
+        cell = next((f"cell {i}" for i, c in reversed(list(enumerate(cells)))
+                     if c.get("metadata", {}).get("papermill", {}).get("start_time")), "a cell")
+        return (f"Notebook {name}'s kernel died during {cell} (killed from outside: the out-of-memory killer, a "
+                f"scheduler's limit, kill -9): {len(finished_chunks(run.work))} finished chunk(s) are safe in "
+                f"{run.work}; run the same command to continue.\n{saved}")
     cell, count = getattr(exc, "cell_index", None), getattr(exc, "exec_count", None)
     where = "start-up" if cell is None else f"cell {cell}" + ("" if count is None else f" (execution count {count})")
     return (f"Notebook {name} failed at {where}: {getattr(exc, 'ename', type(exc).__name__)}: "
-            f"{getattr(exc, 'evalue', str(exc))}\n"
-            f"The executed notebook, with the error and everything that ran before it, is saved at {output}.")
+            f"{getattr(exc, 'evalue', str(exc))}\n{saved}")
 
 
 def skip_rfc3987_grammar() -> None:
@@ -126,7 +133,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
             print(record_interruption(manifest, name), file=sys.stderr)
             return EXIT_INTERRUPTED
         except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
-            message = _failure_message(name, output, exc)
+            message = _failure_message(name, output, exc, run)
             manifest.notebook_status(name, "failed", error=message)
             manifest.finish_run("failed", error=message)
             if output.exists():
