@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from repro.errors import DataError
 from repro.jobs import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
                         finished_chunks, launch_torchrun, merge_stats, num_chunks, run_chunked, run_chunked_with_stats)
 
@@ -107,7 +108,11 @@ def test_collect_chunks_refuses_missing_or_foreign_work(tmp_path, prompts):
 def test_a_chunk_file_of_the_wrong_length_is_an_error_not_silently_used(tmp_path, prompts):
     run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
     chunk_path(tmp_path, 1).write_text(json.dumps(["only one"]))
-    with pytest.raises(RuntimeError, match="chunk-000001.json holds 1 results, expected 10"):
+    with pytest.raises(DataError, match="chunk-000001.json holds 1 results, expected 10"):
+        run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    chunk_path(tmp_path, 1).write_text('{"trunc')  # damaged on disk (chunks are written whole): the same advice
+    with pytest.raises(DataError, match=r"chunk-000001.json is not JSON \(Unterminated string.*\); delete it to "
+                                        r"recompute that chunk"):
         run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
-from .errors import ReproError
+from .errors import DataError, ReproError
 from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -276,10 +276,14 @@ def _load_chunk(work_dir: Path, index: int, num_items: int, chunk_size: int, des
     path = chunk_path(work_dir, index)
     if not path.exists():
         return None
-    out, expected = json.loads(path.read_text()), min(num_items, (index + 1) * chunk_size) - index * chunk_size
+    expected = min(num_items, (index + 1) * chunk_size) - index * chunk_size
+    try:
+        out = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{desc}: {path} is not JSON ({exc}); delete it to recompute that chunk.") from None
     if not isinstance(out, list) or len(out) != expected:
-        raise RuntimeError(f"{desc}: {path} holds {len(out) if isinstance(out, list) else 'no list of'} results, "
-                           f"expected {expected}; delete it to recompute that chunk")
+        raise DataError(f"{desc}: {path} holds {len(out) if isinstance(out, list) else 'no list of'} results, "
+                        f"expected {expected}; delete it to recompute that chunk.")
     return out
 
 
