@@ -298,6 +298,11 @@ CASES = [
          lambda t: run(t, "--set", "cache_dir=" + str(write(t / "cache" / "cache-format.json", '{"key_format": 99}').parent)),
          r"row cache \S*cache was written with key format 99; this version of repro reads and writes key format 1\. "
          r"Nothing in it was changed", after=nothing_written),
+    Case("a params key YAML reads as a boolean", lambda t: run(t, params=str(write(t / "p.yaml", "source: demo\nno: 3\n"))),
+         r"\S*p.yaml has the key False on line 2 \(bool, as YAML reads it\), not a name: quote it or fix the line",
+         after=nothing_written),
+    Case("a params key YAML reads as a number", lambda t: run(t, params=str(write(t / "p.yaml", "source: demo\n1: x\n"))),
+         r"\S*p.yaml has the key 1 on line 2 \(int, as YAML reads it\)", after=nothing_written),
     Case("a damaged manifest.json", lambda t: run(t, "--check") if write(t / "run" / "manifest.json", "[1, 2]") else 0,
          r"\S*run/manifest.json holds a JSON list, not a run's record: restore it .*nothing was written"),
     Case("a truncated manifest.json",

@@ -631,6 +631,9 @@ class _OnceLoader(yaml.SafeLoader):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str):  # YAML reads no, yes, on, off as booleans, 1 as a number, {x} as a mapping
+                raise ParameterError(f"has the key {key!r} on line {key_node.start_mark.line + 1} "
+                                     f"({type(key).__name__}, as YAML reads it), not a name: quote it or fix the line.")
             if key in seen:
                 lines = sorted({seen[key], key_node.start_mark.line + 1})
                 raise ParameterError(f"sets {key!r} twice (line{'s' if len(lines) > 1 else ''} "
