@@ -154,3 +154,13 @@ def test_a_rewritten_dataset_keeps_one_arrow_copy_in_the_cache(tmp_path, monkeyp
         loaded = own_arrow_cache([folder], lambda cache: datasets.load_dataset(folder, split="train_prefs",
                                                                                cache_dir=cache))
         assert len(loaded) == n and len(list((tmp_path / "hf").rglob("*.arrow"))) == 3
+
+
+def test_a_split_is_not_read_from_files_of_another_split_that_begins_with_its_name(tmp_path):
+    """`train` also read train_prefs.parquet beside train.parquet (a `{split}*` glob), with no word."""
+    row = {"prompt": "p", "prompt_id": "i", "messages": [], "score_chosen": 1.0, "score_rejected": 0.0,
+           "reference_response": None, "chosen": [], "rejected": []}
+    for name, n in (("train", 2), ("train_prefs", 3), ("train-00001-of-00002", 4)):
+        datasets.Dataset.from_list([row] * n, features=SEED_FEATURES).to_parquet(str(tmp_path / f"{name}.parquet"))
+    assert len(load_source(str(tmp_path), "train")) == 6
+    assert len(load_source(str(tmp_path), "train_prefs")) == 3

@@ -155,7 +155,8 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
             raise DataError(f"{where} looks like a save_to_disk folder but could not be loaded "
                             f"({type(exc).__name__}: {str(exc)[:300]}); it may be empty or damaged.") from None
         return _pick_split(saved, split, where, split_parameter)
-    if files := sorted(path.glob(f"data/{split}-*.parquet")) or sorted(path.glob(f"{split}*.parquet")):
+    if files := sorted(path.glob(f"data/{split}-*.parquet")) or sorted(
+            [*path.glob(f"{split}.parquet"), *path.glob(f"{split}-*.parquet")]):  # not train_prefs.parquet for train
         return read_parquet([str(f) for f in files])
     if why := folder_problem(path):
         raise DataError(f"{where} {why}.")
