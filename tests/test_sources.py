@@ -164,3 +164,12 @@ def test_a_split_is_not_read_from_files_of_another_split_that_begins_with_its_na
         datasets.Dataset.from_list([row] * n, features=SEED_FEATURES).to_parquet(str(tmp_path / f"{name}.parquet"))
     assert len(load_source(str(tmp_path), "train")) == 6
     assert len(load_source(str(tmp_path), "train_prefs")) == 3
+
+
+def test_a_folder_of_several_formats_is_refused_not_read_in_part(tmp_path):
+    (tmp_path / "mixed").mkdir()
+    datasets.Dataset.from_list([{"prompt": "p"}] * 8).to_parquet(str(tmp_path / "mixed" / "a.parquet"))
+    (tmp_path / "mixed" / "b.jsonl").write_text('{"prompt": "q"}\n')
+    with pytest.raises(DataError, match=r"holds data files of 2 formats \(.jsonl, .parquet\), of which datasets would "
+                                        r"read one and leave the others out without a word"):
+        load_source(str(tmp_path / "mixed"), "train")

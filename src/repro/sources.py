@@ -104,9 +104,13 @@ def folder_problem(path: Path) -> str | None:
     if not run.manifest.is_file() and any((child / MANIFEST_JSON).is_file() for child in path.iterdir()):
         return "holds run directories, not one dataset: give one of them (04_compare's reference takes a list)"
     own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
-    if not any(f.suffix in DATA_SUFFIXES and f not in own and f.is_file() for f in path.rglob("*")):
+    kinds = sorted({_suffix(f) for f in path.rglob("*") if f.suffix in DATA_SUFFIXES and f not in own and f.is_file()})
+    if not kinds:
         return ("holds no data files (.jsonl, .json, .parquet, .csv, .arrow; a save_to_disk folder; "
                 "data/<split>-*.parquet): give the folder or file that holds the dataset")
+    if len(kinds) > 1:  # datasets' folder loader reads the most common format and leaves the others out
+        return (f"holds data files of {len(kinds)} formats ({', '.join(kinds)}), of which datasets would read one "
+                f"and leave the others out without a word: give one file, or a folder of one format")
     return None
 
 
