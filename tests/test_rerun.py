@@ -42,6 +42,7 @@ def previous_run(tmp_path):
     run.work.mkdir()
     (run.work / "kept.txt").write_text("resumable work lives here")
     (run.root / "selfcheck.json").write_text("{}")
+    Manifest(run).update(status="complete")
     return run
 
 
@@ -90,7 +91,7 @@ def test_a_source_rewritten_in_place_is_recorded_and_told_by_the_check(tmp_path,
     assert recorded == {"file": hashlib.sha256(source.read_bytes()).hexdigest()} == local_content(str(source))
     args = ["run", "--check", "demo", "--out", str(tmp_path / "r"), "--set", f"source={source}",
             "--set", "notebooks=[01_construct]"]
-    assert main(args) == 0 and "continues the run there, same parameters)" in capsys.readouterr().out
+    assert main(args) == 0 and "continues the run there, same parameters;" in capsys.readouterr().out  # (+ how it ended)
     source.write_text(source.read_text().replace("Python", "Rust"))
     assert main(args) == 0
     assert ("same data parameters; the source's content changed since the run was built from it: 01_construct "

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Literal
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      field_validator, model_validator)
 
 from .errors import ParameterError, ReproError, did_you_mean
 from .paths import DEMO, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of, utf8_text
@@ -19,12 +19,21 @@ from .paths import DEMO, SPLIT, find_params, resolve_user_path, row_cache_dir, r
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
 PAIRRM_LIMITS = {"source_maxlength": 1224, "candidate_maxlength": 412}
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # YAML reads yes, no, on and off as booleans; pydantic would take them as 1 and 0
+        raise ValueError("must be a number, not true or false (YAML reads yes, no, on and off as those)")
+    return value
+
+
 # ranges checked by pydantic where the value enters; `build` words them as "must be >= 1"
-Count = Annotated[int, Field(ge=1)]
-Index = Annotated[int, Field(ge=0)]
-NonNegative = Annotated[float, Field(ge=0)]
-Resamples = Annotated[int, Field(ge=100)]  # fewer and a 95% interval means nothing
-TokenLimit = Annotated[int, Field(ge=3)]  # [CLS], the prefix token and [SEP]
+Integer = Annotated[int, BeforeValidator(_not_a_bool)]  # `limit: yes` was a run of one row
+Count = Annotated[Integer, Field(ge=1)]
+Index = Annotated[Integer, Field(ge=0)]
+NonNegative = Annotated[float, BeforeValidator(_not_a_bool), Field(ge=0)]
+Resamples = Annotated[Integer, Field(ge=100)]  # fewer and a 95% interval means nothing
+TokenLimit = Annotated[Integer, Field(ge=3)]  # [CLS], the prefix token and [SEP]
 # the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
 LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
@@ -58,12 +67,22 @@ def _device(value: str) -> str:
 Device = Annotated[str, AfterValidator(_device)]
 
 
+def _folder_name(name: str) -> str:
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        raise ValueError("must be one folder's name (the run goes to runs/<run_name>): not empty, no / or \\, not . "
+                         "or ..; a path goes in run_dir")
+    return name
+
+
+RunName = Annotated[str, AfterValidator(_folder_name)]
+
+
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
     section: ClassVar[str] = ""
     subject: ClassVar[str | None] = None  # the parameter naming the dataset this notebook describes, if any
 
-    run_name: str = "demo"
+    run_name: RunName = "demo"
     run_dir: LocalPath | None = None  # default: runs/<run_name>
 
     @property
@@ -144,7 +163,7 @@ class ConstructParams(_Params):
     source_revision: str | None = None  # a hub dataset's commit (or tag/branch), passed to every load; recorded
     # slicing: index part [part_start:part_stop] -> drop `drop_rows` -> mini `mini_index` of `mini_count`
     part_start: Index = 0
-    part_stop: int | None = None
+    part_stop: Integer | None = None
     drop_rows: Index = 0
     drop_from: Literal["end", "start"] = "end"
     mini_index: Index = 0
@@ -179,7 +198,7 @@ class ConstructParams(_Params):
     scorer_prompt: Literal["raw", "chat_template"] = "raw"
     scorer_prompt_tokenizer: PolicyPath | None = None  # hub id or folder of the tokenizer whose template is used
     selection: SelectionRule = "best_worst"  # which two scored candidates become chosen / rejected
-    selection_seed: int | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
+    selection_seed: Integer | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
     length_penalty: NonNegative = 0.0  # best_worst_length_penalised: score - length_penalty * characters
     min_margin: NonNegative = 0.0  # pairs with score_chosen - score_rejected below it are left out
     ties: Literal["keep", "drop"] = "keep"  # equal scores: keep the pair (seed), or leave the row out (RLHFlow)
@@ -191,7 +210,7 @@ class ConstructParams(_Params):
     # a source split built as a test split; the source_split itself: a sample of the train rows
     test_split: str | None = None
     test_rows: Count | None = None  # the first N test rows (a seeded sample with test_seed); null: all; capped by limit
-    test_seed: int | None = None  # draw the test rows at random with this seed instead of taking the first ones
+    test_seed: Integer | None = None  # draw the test rows at random with this seed instead of taking the first ones
     generate: bool = False  # generate the candidates (and optionally the reference) with policy_model first
     cache: bool = True  # the row cache (repro.cache): rows generated or scored before are reused; false: all made here
     cache_dir: LocalPath | None = None  # None: $REPRO_ROW_CACHE, else $REPRO_CACHE, else cache/ in the project root
@@ -280,9 +299,9 @@ class GenerationParams(_Params):
     reference_max_new_tokens: Count = 1024
     n_candidates: Index = 2  # columns resp0 .. resp{n-1}
     temperature: NonNegative = 0.7  # 0: greedy
-    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    top_p: Annotated[float, BeforeValidator(_not_a_bool), Field(gt=0, le=1)] = 1.0
     max_new_tokens: Count = 1024
-    generation_seed: int = 0
+    generation_seed: Integer = 0
     # a seed per candidate (SPPO: 0, 50, ..., 200): vLLM samples candidate k of every prompt with candidate_seeds[k];
     # Transformers draws it as the first candidate of a run with generation_seed = candidate_seeds[k]
     candidate_seeds: list[int] | None = None
@@ -320,7 +339,7 @@ class AnalyzeParams(_Params):
     dataset: UserPath | None = None
     dataset_split: str = SPLIT
     bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95
-    bootstrap_seed: int = 0
+    bootstrap_seed: Integer = 0
     # True: rows with NaN/inf/missing scores are left out and counted in n_excluded; False: they are an error
     exclude_nonfinite: bool = False
 
@@ -384,7 +403,7 @@ class CompareParams(_Params):
     near_tie: NonNegative = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
     max_mini_count: Count = 8  # slice inference tries 1..max_mini_count minis
     bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
-    bootstrap_seed: int = 0
+    bootstrap_seed: Integer = 0
 
     @field_validator("reference")
     @classmethod
@@ -400,7 +419,7 @@ class FamilyViewParams(_Params):
     section: ClassVar[str] = "family_view"
 
     bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for each member's mean margin interval
-    bootstrap_seed: int = 0
+    bootstrap_seed: Integer = 0
 
 
 SCHEMAS: dict[str, type[_Params]] = {schema.section: schema for schema in (
