@@ -44,6 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, type=Path,
                         help="jsonl rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and 'rejected')")
     parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
+    parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
     parser.add_argument("--backend", default=RUN["scorer_backend"], choices=get_args(ScorerBackend),
@@ -101,9 +102,15 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
     return rows
 
 
-def check_output(path: Path) -> None:
-    """Refuse, before any scoring, an --output that cannot be written as a file."""
+def check_output(path: Path, input: Path, force: bool) -> None:
+    """Refuse, before any scoring, an --output that cannot be written as a file, is the input, or exists (unless
+    `force`)."""
     existing = nearest_existing(path)
+    if path.is_file() and path.resolve() == input.resolve():
+        raise DataError(f"--output {path} is the --input: the scored rows would replace the rows they score; give "
+                        f"another --output.")
+    if path.is_file() and not force:
+        raise DataError(f"--output {path} exists: give another --output, or pass --force to replace it.")
     if path.is_dir():
         raise DataError(f"--output {path} is a folder; give a file path for the scored rows, e.g. "
                         f"--output {path / 'scored.jsonl'}.")
@@ -117,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
                           ("--num-processes", args.num_processes)):
         if value is not None and value < 1:
             raise ParameterError(f"{option} {value} must be >= 1.")
-    check_output(args.output)
+    check_output(args.output, args.input, args.force)
     kind = resolve_kind(args.model, args.kind)
     if kind != "pairrm" and (args.source_maxlength is not None or args.candidate_maxlength is not None):
         raise ParameterError("--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier "
