@@ -177,6 +177,9 @@ CASES = [
     Case("params: include of a missing file", lambda t: run(t, params=str(write(t / "p.yaml", "include: base.yml\n"))),
          r"'include: base.yml' in \S*p.yaml: \S*base.yml does not exist; give the path of a params file",
          after=nothing_written),
+    Case("params: include of a folder", lambda t: run(t, params=str(write(t / "p.yaml", "include: recipes\n"))) if (
+        t / "recipes").mkdir() is None else 0,
+         r"'include: recipes' in \S*p.yaml: \S*recipes is a folder; give the path of a params file", after=nothing_written),
     Case("params: an include cycle", lambda t: run(t, params=str(write(t / "p.yaml", "include: p.yaml\n"))),
          r"'include: p.yaml' in \S*p.yaml makes a cycle .*remove one of these includes", after=nothing_written),
     # a notebook run on its own (papermill, JupyterLab) on an input that is missing or not one: no run folder made

@@ -689,8 +689,9 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
             raise ParameterError(f"'include: {name}' in {path} makes a cycle ({' -> '.join(str(p) for p in chain)} "
                                  f"-> {other}): remove one of these includes.")
         if not other.is_file():
-            raise ParameterError(f"'include: {name}' in {path}: {other} does not exist; give the path of a params "
-                                 f"file, from {path.parent}.")
+            what = "is a folder" if other.is_dir() else "does not exist"
+            raise ParameterError(f"'include: {name}' in {path}: {other} {what}; give the path of a params file, "
+                                 f"from {path.parent}.")
         merged.update(read_params_yaml(other, chain))
     return {**merged, **values}
 
