@@ -62,7 +62,8 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     # the same parameters continue the run there; so do values of how the work runs (chunk_size, batch_tokens,
     # num_processes, the row cache): they do not change the data, and the check says which differ and what they cost
     assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 0
-    assert "continues the run there, same parameters)" in capsys.readouterr().out
+    assert ("continues the run there, same parameters; it completed, but nothing records what made it (a notebook "
+            "run on its own since, or an older repro): its notebooks run again)") in capsys.readouterr().out
     how = ["--set", "chunk_size=4", "--set", "num_processes=2", "--set", "batch_tokens=4096"]
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), *how]) == 0
     out = capsys.readouterr().out
@@ -145,9 +146,19 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
     # (it may have made other numbers): the run goes on
     figure = next(demo_run_copy.glob("figures/*.png"))
     figure.rename(figure.with_suffix(".bak"))
+    capsys.readouterr()
+    assert main([*again[:1], "--check", *again[1:]]) == 0  # and --check says why
+    assert (f"it completed, but its output {figure.relative_to(demo_run_copy)} is gone or was changed: its notebooks "
+            f"run again") in capsys.readouterr().out
     assert main(again) == 0 and len(started) == 2
     figure.with_suffix(".bak").rename(figure)
     assert main(again) == 0 and len(started) == 2
+    from repro import revisions
+    with monkeypatch.context() as m:  # a notebook's code edited, or another torch installed
+        m.setattr(revisions, "code_digest", lambda: "edited")
+        m.setattr(revisions, "package_versions", lambda: {"torch": "0.0.1"})
+        assert main([*again[:1], "--check", *again[1:]]) == 0 and len(started) == 2
+        assert "it completed, but its code and packages changed: its notebooks run again" in capsys.readouterr().out
     metrics = demo_run_copy / "metrics.json"  # an output edited in place, its size kept
     kept = metrics.read_bytes()
     metrics.write_bytes(kept.replace(b"1", b"2", 1))

@@ -1,5 +1,6 @@
 """What identifies a model's weights for the reuse of old work (revisions.model_identity)."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -92,7 +93,18 @@ def test_a_run_fingerprint_follows_the_code_the_notebooks_included_and_the_packa
     assert run_fingerprint(resolved) != first
     monkeypatch.setattr(revisions, "package_versions", lambda: installed)
     analyze = notebooks / "02_analyze.ipynb"
-    analyze.write_text(analyze.read_text().replace("bootstrap", "bootstrap ", 1))
+    nb = json.loads(analyze.read_text())
+    for k, cell in enumerate(nb["cells"]):  # JupyterLab saves what it ran: outputs, counts, metadata; not code
+        cell.setdefault("metadata", {})["collapsed"] = True
+        if cell["cell_type"] == "code":
+            cell.update(execution_count=k, outputs=[{"output_type": "stream", "name": "stdout", "text": ["x\n"]}])
+    nb["metadata"]["widgets"] = {"state": {}}
+    analyze.write_text(json.dumps(nb, indent=2))
+    assert run_fingerprint(resolved) == first
+    code = next(cell for cell in nb["cells"] if cell["cell_type"] == "code" and "parameters" not in
+                cell["metadata"].get("tags", []))
+    code["source"] = ["x = 1\n", *code["source"]]
+    analyze.write_text(json.dumps(nb, indent=2))
     assert run_fingerprint(resolved) != first
 
 

@@ -38,7 +38,7 @@ class Member:
     grid_values: dict[str, Any]  # the grid key -> this member's value (a mapping for a bundle key)
     values: dict[str, Any]  # the params file's values with the member's applied (what `repro run` validates)
     run_dir: Path
-    fingerprint: str
+    fingerprint: dict[str, str]
 
     def record(self, family: str) -> dict[str, Any]:
         """What the member's manifest records under `family`."""
@@ -181,4 +181,4 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
 
 def is_done(member: Member) -> bool:
     """Whether the member's run directory holds a complete run of the same fingerprint."""
-    return Manifest(member.run_dir).holds(member.fingerprint, member.values.get("selfcheck"))
+    return not Manifest(member.run_dir).unheld(member.fingerprint, member.values.get("selfcheck"))

@@ -257,16 +257,24 @@ class Manifest:
             data.setdefault(key, {})
         self.write(data)
 
-    def holds(self, fingerprint: str, selfcheck: str | Path | None = None) -> bool:
-        """Whether the folder holds a complete run of `fingerprint` (`revisions.run_fingerprint`), every output as
-        recorded (its sha256) and the self-check it cited still the one it would cite: a run again has nothing to do."""
+    def unheld(self, fingerprint: dict[str, str], selfcheck: str | Path | None = None) -> str:
+        """Why the folder does not hold a complete run of `fingerprint` (`revisions.run_fingerprint`), every output
+        as recorded (its sha256) and the self-check it cited still the one it would cite; "" when it does: a run
+        again then has nothing to do."""
         data = self.read()
-        if data.get("status") != "complete" or data.get("fingerprint") != fingerprint:
-            return False
-        files = [(self.run.root / rel, out.get("sha256")) for rel, out in (data.get("outputs") or {}).items()]
+        if data.get("status") != "complete":
+            return f"it is {data.get('status') or 'not started'}"
+        if not isinstance(recorded := data.get("fingerprint"), dict):
+            return "nothing records what made it (a notebook run on its own since, or an older repro)"
+        if changed := [part for part, digest in fingerprint.items() if recorded.get(part) != digest]:
+            return f"its {' and '.join([', '.join(changed[:-1]), changed[-1]] if changed[1:] else changed)} changed"
+        for relative, out in (data.get("outputs") or {}).items():
+            if not (self.run.root / relative).is_file() or sha256_file(self.run.root / relative) != out.get("sha256"):
+                return f"its output {relative} is gone or was changed"
         cited = find_selfcheck(self.run.root, selfcheck)
-        return (all(p.is_file() and sha256_file(p) == digest for p, digest in files)
-                and (data.get("selfcheck") or {}).get("sha256") == (cited and sha256_file(cited)))
+        if (data.get("selfcheck") or {}).get("sha256") != (cited and sha256_file(cited)):
+            return "the self-check it would cite is another"
+        return ""
 
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
                            ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:

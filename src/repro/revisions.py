@@ -5,6 +5,7 @@ what identifies a model's weights when no revision is pinned (`model_identity`).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -73,15 +74,26 @@ def local_content(value: str) -> dict[str, Any] | None:
     return model_identity(value) if Path(value).is_absolute() and Path(value).exists() else None
 
 
+def _notebook_code(path: Path) -> bytes:
+    """A notebook's code cells and their tags: not the outputs, counts and metadata JupyterLab saves as it runs."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (ValueError, KeyError, TypeError):  # not a notebook nbformat reads: its bytes
+        return path.read_bytes()
+    return json.dumps([(c.get("source"), c.get("metadata", {}).get("tags")) for c in cells
+                       if c.get("cell_type") == "code"]).encode()
+
+
 def code_digest() -> str:
-    """sha256 of the package's files and the notebooks it runs: an edited checkout is other code, whatever its
-    version says (bytecode and hidden files, such as JupyterLab's checkpoints, are not code)."""
+    """sha256 of the package's files and the notebooks' code: an edited checkout is other code, whatever its version
+    says (bytecode, hidden files such as JupyterLab's checkpoints, and what JupyterLab saves of a run are not)."""
     digest = hashlib.sha256()
     for folder in (Path(__file__).parent, shipped("notebooks")):
         for path in sorted(folder.rglob("*")):
             inside = path.relative_to(folder).parts
             if path.is_file() and not any(part == "__pycache__" or part.startswith(".") for part in inside):
-                digest.update(f"{'/'.join(inside)}\0{path.stat().st_size}\0".encode() + path.read_bytes())
+                code = _notebook_code(path) if path.suffix == ".ipynb" else path.read_bytes()
+                digest.update(f"{'/'.join(inside)}\0{len(code)}\0".encode() + code)
     return digest.hexdigest()[:16]
 
 
@@ -93,14 +105,15 @@ def _local_inputs(value: Any, where: str) -> dict[str, Any]:
     return {k: v for key, item in items for k, v in _local_inputs(item, f"{where}.{key}").items()}
 
 
-def run_fingerprint(resolved: dict[str, Any]) -> str:
-    """What a complete run of these parameters holds: every resolved parameter but where it lives and how the work
-    runs (batch sizes excepted: they decide the rounding), the content of each local file or folder one names (a
-    source rewritten in place is other data), the code (`code_digest`) and the packages that decide the numbers."""
+def run_fingerprint(resolved: dict[str, Any]) -> dict[str, str]:
+    """What a complete run of these parameters holds, a digest each: every resolved parameter but where it lives and
+    how the work runs (batch sizes excepted: they decide the rounding), the content of each local file or folder one
+    names (a source rewritten in place is other data), the code (`code_digest`) and the packages that decide the
+    numbers."""
     parameters = {k: v for k, v in resolved.items() if k not in NOT_SHAPING or k in ROUNDING}
     local = {k: content for key, value in parameters.items() for k, content in _local_inputs(value, key).items()}
-    return fingerprint_of({"parameters": parameters, "local_inputs": local, "code": code_digest(),
-                           "packages": package_versions()})
+    return {"parameters": fingerprint_of(parameters), "local inputs": fingerprint_of(local), "code": code_digest(),
+            "packages": fingerprint_of(package_versions())}
 
 
 def model_identity(model: str) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def rebuilds(notebooks: Sequence[str]) -> bool:
 
 
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str,
-                parameters: dict[str, Any]) -> Check:
+                parameters: dict[str, Any], stale: str = "") -> Check:
     """Whether this run may write into `run`: nobody else writing there, and new, the same parameters, or `force`."""
     if (busy := run.writer()) is not None:
         return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
@@ -108,7 +108,8 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if not changed:
         last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
-        ended = f"; the last run {last}; {len(finished_chunks(run.work))} finished chunk(s) are kept" if last else ""
+        ended = (f"; the last run {last}; {len(finished_chunks(run.work))} finished chunk(s) are kept" if last else
+                 f"; it completed, but {stale}: its notebooks run again" if stale else "")
         return Check("run directory", True, f"{run.root} (continues the run there, same {'data ' if how else ''}"
                                             f"parameters{how}{ended})")
     notebooks = parameters["notebooks"]

@@ -102,7 +102,7 @@ def import_papermill():
 
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
                   log_output: bool = False, selfcheck: str | None = None, record: dict[str, Any] | None = None,
-                  last_line: bool = True, fingerprint: str | None = None) -> int:
+                  last_line: bool = True, fingerprint: dict[str, str] | None = None) -> int:
     """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run, `record` and,
     when it is complete, its `fingerprint` (the caller's, else `run_fingerprint` of the inputs as they are now)
     (`last_line`: say "complete" at the end, unless the caller says what its run came to)."""
@@ -183,12 +183,13 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
     fingerprint = run_fingerprint(resolved)  # the inputs as they are before any work (hashed once)
-    if not (changed or args.force) and Manifest(run).holds(fingerprint, values.get("selfcheck")):
+    stale = Manifest(run).unheld(fingerprint, values.get("selfcheck"))
+    if not (changed or args.force or stale):
         print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs, "
               f"code and packages, with every output it recorded. --force runs its notebooks again.")
         return 0
     checks = [*(kind_check(run, resolved["notebooks"], given_as)
-                or [rerun_check(run, changed, args.force, given_as, resolved)]),
+                or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),
               *preflight(resolved, run_root)]
     if (code := require(checks, params_file, args.check)) is not None:
         return code
