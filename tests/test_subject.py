@@ -106,3 +106,24 @@ def test_plain_papermill_on_a_foreign_dataset_leaves_the_demo_run_byte_identical
     assert json.loads((root / "runs" / "mine" / "metrics.json").read_text())["n"] == 60
     first = next(o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", []))
     assert "".join(first["text"]).startswith(f"run directory: {root / 'runs' / 'mine'} (the one of dataset=")
+
+
+def test_a_runs_own_parquet_file_means_that_run_and_same_named_datasets_get_possible_advice(project):
+    """JupyterLab's file browser shows runs/demo/dataset/data/train_prefs-00000-of-00001.parquet: given as `dataset`,
+    it made runs/train_prefs-00000-of-00001/, which every run's file of that name then shared; the second was refused
+    with "leave run_dir unset (the notebook then writes runs/train_prefs-...)", as run_dir already was."""
+    root, run, mine = project
+    shard = run.shards()[0]
+    assert run_dir_of(str(shard), "x") == run.root and build(AnalyzeParams, {"dataset": str(shard)}).run_root == run.root
+    analysis.analyze(build(AnalyzeParams, {"dataset": str(shard), "bootstrap_resamples": 100}))
+    assert json.loads(run.metrics.read_text())["n"] == 30 and not (root / "runs" / shard.stem).exists()
+    (root / "b").mkdir()
+    shutil.copyfile(mine, root / "b" / "mine.jsonl")  # another dataset of the same file name
+    analysis.analyze(build(AnalyzeParams, {"dataset": str(mine), "bootstrap_resamples": 100}))
+    with pytest.raises(ParameterError, match=r"runs/mine' describes .*Give this notebook a run_dir of its own") as info:
+        analysis.analyze(build(AnalyzeParams, {"dataset": str(root / "b" / "mine.jsonl"), "bootstrap_resamples": 100}))
+    assert "Leave run_dir unset" not in str(info.value)
+    for inside in (run.dataset, run.data, run.figures):  # a folder of the run, as the file browser shows it
+        with pytest.raises(ParameterError, match=rf"run_dir: is the {inside.relative_to(run.root)}/ folder of the run "
+                                                 rf"{run.root}, not a run directory: give run_dir {run.root}"):
+            build(AnalyzeParams, {"run_dir": str(inside)})

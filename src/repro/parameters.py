@@ -14,7 +14,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 
 from .errors import ParameterError, ReproError, did_you_mean
-from .paths import DEMO, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of, utf8_text
+from .paths import DEMO, MANIFEST_JSON, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of, utf8_text
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -91,6 +91,16 @@ class _Params(BaseModel):
         if self.run_dir:
             return Path(self.run_dir)
         return run_dir_of(getattr(self, self.subject) if self.subject else None, self.run_name)
+
+    @field_validator("run_dir")
+    @classmethod
+    def _a_run_not_a_folder_in_it(cls, value: str | None) -> str | None:
+        path = Path(value or ".")  # the folders JupyterLab's file browser shows inside a run
+        if value and path.name in ("dataset", "data", "notebooks", "figures", "tables", "work") and (
+                (run := next((p for p in path.parents[:2] if (p / MANIFEST_JSON).is_file()), None)) is not None):
+            raise ValueError(f"is the {path.relative_to(run)}/ folder of the run {run}, not a run directory: give "
+                             f"run_dir {run}")
+        return value
 
     @model_validator(mode="after")
     def _named_as_its_folder(self):

@@ -338,7 +338,10 @@ class RunDir:
 
 
 def run_manifest_of(spec: str | Path) -> Path | None:
-    """The manifest.json of the run directory `spec` names (the run itself, or its `dataset/` folder); else None."""
+    """The manifest.json of the run directory `spec` names (the run itself, its `dataset/` folder or one of its
+    train split's files, as JupyterLab's file browser shows them); else None."""
     path = Path(spec).expanduser()
-    candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == "dataset" else [])]
+    shard = path.name.startswith(f"{SPLIT}-") and path.parent.name == DATA_DIR and path.parent.parent.name == "dataset"
+    candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == "dataset" else []),
+                  *([path.parents[2] / MANIFEST_JSON] if shard else [])]
     return next((candidate for candidate in candidates if candidate.is_file()), None)

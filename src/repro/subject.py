@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .errors import ParameterError
 from .manifest import Manifest
-from .paths import KERNEL, RunDir, dataset_run_name, wait_advice
+from .paths import KERNEL, RunDir, dataset_run_name, default_run_dir, wait_advice
 
 OWN = None  # the subject of a run that built its own dataset
 
@@ -15,7 +15,8 @@ OWN = None  # the subject of a run that built its own dataset
 def is_own_dataset(run: RunDir, spec: str | None) -> bool:
     """Whether `spec` names `run` itself or its dataset folder (the run's own dataset, named explicitly)."""
     path = Path(spec).expanduser() if spec is not None else None
-    return path is not None and path.exists() and path.resolve() in (run.root.resolve(), run.dataset.resolve())
+    return path is not None and path.exists() and path.resolve() in (run.root.resolve(), run.dataset.resolve(),
+                                                                     *(shard.resolve() for shard in run.shards()))
 
 
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
@@ -36,8 +37,9 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
             what, fix = "01_construct would build a dataset of its own there", "Give this run another run_dir"
         else:
             what = f"{parameter}={mine!r} is another dataset"
-            fix = (f"Leave run_dir unset (the notebook then writes runs/{dataset_run_name(mine)}) or give a "
-                   f"run_dir of its own")
+            own = default_run_dir(dataset_run_name(mine))
+            fix = ("Give this notebook a run_dir of its own" if run.root.resolve() == own.resolve() else
+                   f"Leave run_dir unset (the notebook then writes {own}) or give a run_dir of its own")
         described = f"its own dataset (built there by 01_construct, in {run.dataset})" if theirs is OWN else \
             repr(theirs)
         raise ParameterError(
