@@ -20,7 +20,7 @@ from repro.errors import ReproError
 from repro.analysis.report import analyze
 from repro.card import gather_facts
 from repro.compare import compare
-from repro.parameters import AnalyzeParams, CardParams, CompareParams, ConstructParams
+from repro.parameters import AnalyzeParams, CardParams, CompareParams, ConstructParams, build
 from repro.construct import stages
 from repro.construct.scorer_prompt import load_prompt_tokenizer
 from repro.slicing import plan_slice
@@ -324,6 +324,12 @@ CASES = [
     Case("a run_name that leaves runs/", lambda t: ["run", DEMO, "--set", "run_name=../../etc", "--check"],
          r"run_name \(from --set\): must be one folder's name .*a path goes in run_dir \(got '../../etc'\)",
          after=nothing_written),
+    Case("a card of rows that are no pairs", lambda t: lambda: gather_facts(build(CardParams, {
+        "card_dataset": str(jsonl(t / "big.jsonl", [{"prompt": "p", "resp0": "a", "resp1": "b"}])),
+        "run_dir": str(t / "run")})),
+         r"card_dataset '\S*big.jsonl' has no `chosen` and `rejected` columns, nor their scores \(it has prompt, resp0, "
+         r"resp1\): "
+         r"03_card describes preference pairs.*nothing was written", after=nothing_written),
     Case("a damaged manifest.json", lambda t: run(t, "--check") if write(t / "run" / "manifest.json", "[1, 2]") else 0,
          r"\S*run/manifest.json holds a JSON list, not a run's record: restore it .*nothing was written"),
     Case("a truncated manifest.json",

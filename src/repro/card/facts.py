@@ -322,6 +322,12 @@ def gather_facts(params: "CardParams") -> CardFacts:
     # read before anything is written: a missing or unreadable card_dataset writes nothing (not even the folder)
     foreign = None if card_dataset is None else load_source(card_dataset, params.card_split, "card_dataset",
                                                             "card_split")
+    if foreign is not None and detect_format(foreign.column_names) == "seed" and not any(
+            set(pair) <= set(foreign.column_names) for pair in (("chosen", "rejected"), SCORE_COLUMNS)):
+        raise DataError(f"card_dataset {card_dataset!r} has no `chosen` and `rejected` columns, nor their scores (it "
+                        f"has {', '.join(foreign.column_names)}): 03_card describes preference pairs, in the seed's "
+                        f"columns or SPPO's, Snorkel's, RLHFlow's or SELM's. Give the pairs, or rank these rows into "
+                        f"pairs with 01_construct (source, candidate_columns); nothing was written.")
     if foreign is not None:  # scores of another type than numbers would be published as such (a Json column)
         scored = [c for c in SCORE_COLUMNS if c in foreign.column_names]
         table = foreign.select_columns(scored).with_format("arrow")[:] if scored else None
