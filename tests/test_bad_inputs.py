@@ -330,6 +330,8 @@ CASES = [
          r"card_dataset '\S*big.jsonl' has no `chosen` and `rejected` columns, nor their scores \(it has prompt, resp0, "
          r"resp1\): "
          r"03_card describes preference pairs.*nothing was written", after=nothing_written),
+    Case("a licence in capitals", lambda t: lambda: build(CardParams, {"license": "MIT"}),
+         r"license: the Hub's licence identifiers are lower case: did you mean 'mit'\?"),
     Case("a damaged manifest.json", lambda t: run(t, "--check") if write(t / "run" / "manifest.json", "[1, 2]") else 0,
          r"\S*run/manifest.json holds a JSON list, not a run's record: restore it .*nothing was written"),
     Case("a truncated manifest.json",

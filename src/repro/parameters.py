@@ -377,6 +377,14 @@ class CardParams(_Params):
     known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
 
+    @field_validator("license")
+    @classmethod
+    def _as_the_hub_writes_it(cls, v: str | None) -> str | None:
+        if v is not None and v != v.lower():  # every identifier of the Hub's licence list is lower case
+            raise ValueError(f"the Hub's licence identifiers are lower case: did you mean {v.lower()!r}? (the list: "
+                             f"https://huggingface.co/docs/hub/repositories-licenses)")
+        return v
+
     @field_validator("known_recipe")
     @classmethod
     def _recipe_keys(cls, v):
