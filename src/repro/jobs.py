@@ -159,7 +159,7 @@ class Progress(contextlib.AbstractContextManager):
         self.stream = stream if stream is not None else sys.stderr
         kernel = _kernel() if stream is None else None  # a notebook's own output, not a given stream
         live = bool(getattr(kernel, "_allow_stdin", False))  # JupyterLab allows stdin, nbclient (papermill) never does
-        widget = bar is None and live
+        self.widget = widget = bar is None and live
         self.bar = bar if bar is not None else widget or bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = max(float(every_percent), 0.1)
         self.done = self.skipped = 0
@@ -224,6 +224,10 @@ class Progress(contextlib.AbstractContextManager):
         """Show the final line (once: a closed bar is disabled)."""
         if self._tqdm is not None:
             self._tqdm.close()
+            if self.widget and self._tqdm.n == self.total:  # a saved notebook keeps the widget's first text, "0%"
+                from IPython.display import display
+
+                display({"text/plain": self._line(final=True)}, raw=True)
         elif self.enabled:
             self._print(self._line(final=True))
         self.enabled = False
