@@ -52,7 +52,8 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     err = capsys.readouterr().err
     assert "REFUSED  run directory" in err
     assert "holds a run with other parameters: limit (None there, 8 now). Give another --out" in err  # chunk_size:
-    assert "Give another --out for this run, or pass --force" in err
+    assert ("Give another --out for this run, continue that one with its values (`--set limit=null`), or pass "
+            "--force") in err
     # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates
     assert ("pass --force: its outputs are removed first (its work/ stays: changed generation or scoring values make "
             "their work again; the rest is reused where it can be)") in " ".join(err.split())
@@ -92,7 +93,7 @@ def test_a_source_rewritten_in_place_is_recorded_and_told_by_the_check(tmp_path,
     assert recorded == {"file": hashlib.sha256(source.read_bytes()).hexdigest()} == local_content(str(source))
     args = ["run", "--check", "demo", "--out", str(tmp_path / "r"), "--set", f"source={source}",
             "--set", "notebooks=[01_construct]"]
-    assert main(args) == 0 and "continues the run there, same parameters;" in capsys.readouterr().out  # (+ how it ended)
+    assert main(args) == 0 and "continues the run there, same parameters;" in capsys.readouterr().out
     source.write_text(source.read_text().replace("Python", "Rust"))
     assert main(args) == 0
     assert ("same data parameters; the source's content changed since the run was built from it: 01_construct "

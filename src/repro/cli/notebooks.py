@@ -44,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
     written = make_project(args.folder, force=args.force)
     root = Path(args.folder).expanduser().resolve()
     print(f"repro notebooks: {len(written)} files in {root}\n"
-          f"  open them: cd {root} && jupyter lab{' --allow-root' if os.geteuid() == 0 else ''}     (kernel "
-          f"'Python (repro)')\n"
+          f"  open them: cd {root} && jupyter lab --KernelManager.transport_encryption=auto"
+          f"{' --allow-root' if os.geteuid() == 0 else ''}     (kernel 'Python (repro)')\n"
           f"  or run them: cd {root} && repro run params/demo.yaml     (writes runs/demo/ there)")
     return 0

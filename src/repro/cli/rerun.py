@@ -4,6 +4,7 @@ its own; other values are refused unless `--force`, which removes the old run's 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from typing import Any, Iterator, Sequence
@@ -124,9 +125,10 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if force:
         return Check("run directory", True, f"{run.root} holds a run with other parameters ({changes}); --force: "
                                             f"{replaced}")
+    sets = " ".join(f"--set {key}={json.dumps(old)}" for key, (old, _) in changed.items())  # YAML reads JSON
     return Check("run directory", False,
                  f"{run.root} holds a run with other parameters: {changes}. Give another {given_as} for this run, "
-                 f"or pass --force: {replaced}", problem="REFUSED")
+                 f"continue that one with its values (`{sets}`), or pass --force: {replaced}", problem="REFUSED")
 
 
 def clear_previous_run(run: RunDir) -> list[str]:
