@@ -209,8 +209,10 @@ def test_01_construct_alone_refuses_a_run_directory_with_other_parameters(previo
     own = {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}
     Manifest(previous_run).finish_run("complete")
     before = files_of(previous_run.root)
-    with pytest.raises(ParameterError, match=r"holds a run with other parameters: limit \(None there, 8 now\)\. "
-                                             r"Give this notebook another run_dir"):
+    with pytest.raises(ParameterError, match=r"holds a run with other parameters: limit \(None there, 8 now\)\. Set "
+                                             r"those values in the parameters cell to continue it \(a notebook's "
+                                             r"defaults are the published recipe's, not a params file's.*give this "
+                                             r"notebook another run_dir"):
         stages.begin(build(ConstructParams, {**own, "limit": 8, "chunk_size": 4}, "test"))
     assert files_of(previous_run.root) == before  # nothing written
     ctx = stages.begin(build(ConstructParams, own, "test"))  # the same parameters continue the run there

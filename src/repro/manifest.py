@@ -308,9 +308,11 @@ class Manifest:
                 or not self.made_results()):
             return
         raise ParameterError(
-            f"run_dir {str(self.run.root)!r} holds a run with other parameters: {listed(changed)}. Give this notebook "
-            f"another run_dir, or remove that folder to replace its run (`repro run PARAMS --out DIR --force` does so "
-            f"and keeps its resumable work/); nothing was written.")
+            f"run_dir {str(self.run.root)!r} holds a run with other parameters: {listed(changed)}. Set those values in "
+            f"the parameters cell to continue it (a notebook's defaults are the published recipe's, not a params "
+            f"file's: `repro run PARAMS` runs a file), give this notebook another run_dir, or remove that folder to "
+            f"replace its run (`repro run PARAMS --out DIR --force` does so and keeps its resumable work/); nothing "
+            f"was written.")
 
     def ensure_started(self, parameters: dict[str, Any], notebook: str) -> bool:
         """Mark `notebook` running; on its own (plain papermill, JupyterLab) its parameters and environment join the
