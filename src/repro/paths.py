@@ -266,13 +266,15 @@ class RunDir:
         return str(Path(path).resolve().relative_to(self.root.resolve()))
 
     def foreign(self, building: bool) -> list[str]:
-        """What a folder that no run claims (no manifest) holds where a run writes: a run would write over it. A
-        dataset/ is the input of notebooks that do not build one (`building`), but for the card 03_card writes."""
-        if self.manifest.exists():
+        """What a folder that no run claims (no manifest, no lock: a run stopped before its manifest leaves that) holds
+        where a run writes: a run would write over it. A dataset/ is the input of notebooks that do not build one
+        (`building`), but for the card 03_card writes. Empty folders hold nothing."""
+        if self.manifest.exists() or self.lock.exists():
             return []
         mine = (self.notebooks, self.figures, self.tables, self.metrics, self.compare,
                 *((self.dataset,) if building else (self.card, self.dataset / "figures")))
-        return [self.relative(p) + "/" * p.is_dir() for p in sorted(mine) if p.exists()]
+        return [self.relative(p) + "/" * p.is_dir() for p in sorted(mine)
+                if p.is_file() or p.is_dir() and any(p.iterdir())]
 
     def foreign_refusal(self, building: bool) -> str:
         """Why a run may not write into this folder (`foreign`), and what to do; "" when it may."""
