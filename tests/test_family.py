@@ -18,6 +18,7 @@ from repro.analysis import family_view as family_view_module
 from repro.analysis.family_view import differing_parameters, family_view, origins, verdicts
 from repro import cli
 from repro.cli import family as family_cli
+from repro.cli import main
 from repro.errors import ParameterError
 from repro.manifest import Manifest
 from repro.parameters import FamilyViewParams, load_params_file
@@ -147,6 +148,11 @@ def test_ctrl_c_in_a_member_stops_the_family(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "family demo: interrupted in member mini_index-0; mini_index-1 not run" in err
     assert "Run the same command again to continue" in err and "FAILED" not in err
+    # one member alone (a Slurm array task) exited 0 when interrupted, so `afterok` went on as if it were done
+    member = ["run", str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=2", "--out", str(tmp_path / "f")]
+    for code in (130, 1, 0):
+        monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, code=code, **kw: code)
+        assert main([*member, "--member", "1"]) == code
 
 
 def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch, capsys):

@@ -175,7 +175,8 @@ def main(args: argparse.Namespace) -> int:
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:
         return code
-    if args.member:
-        return 0 if run_member(family, members[0], kernel=args.kernel, log_output=args.log_output) != "failed" else 1
+    if args.member:  # its exit status says how it ended (a Slurm array's afterok must not follow an interruption)
+        status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output)
+        return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED}.get(status, 0)
     print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
     return run_family(args, family)
