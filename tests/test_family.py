@@ -405,6 +405,11 @@ def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_pa
     assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--force"]) == 0
     assert f"--force: removed the previous run's dataset, manifest.json from {member.root}" in capsys.readouterr().out
     assert not member.shards() and Manifest(member).read()["parameters"]["chunk_size"] == 16
+    # a complete member that will run again: --check says why, as for a run (it said only "same parameters")
+    (member.notebooks / "02_analyze.ipynb").write_text('{"edited": true}')
+    assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--check"]) == 0
+    assert ("it completed, but its output notebooks/02_analyze.ipynb is gone or was changed: its notebooks run again"
+            in capsys.readouterr().out)
 
 
 def test_the_family_margins_figure_is_byte_stable_and_leaves_numpys_random_state_alone(tmp_path):

@@ -179,6 +179,10 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     return Family(name=name, root=root, members=members, jobs=jobs)
 
 
+def why_run_again(member: Member) -> str:
+    """Why the member's run directory does not hold a complete run of the same fingerprint; "" when it does."""
+    return Manifest(member.run_dir).unheld(member.fingerprint, member.values.get("selfcheck"))
+
+
 def is_done(member: Member) -> bool:
-    """Whether the member's run directory holds a complete run of the same fingerprint."""
-    return not Manifest(member.run_dir).unheld(member.fingerprint, member.values.get("selfcheck"))
+    return not why_run_again(member)

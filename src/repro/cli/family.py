@@ -14,7 +14,7 @@ from typing import Any
 
 from ..cache import check_format
 from ..errors import ParameterError
-from ..family import Family, Member, is_done, parse_grid_args, plan_family
+from ..family import Family, Member, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
 from ..paths import RunDir, find_params
@@ -34,7 +34,7 @@ def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, A
     changed = changed_parameters(run, resolved)
     advice = "give the family another --out or run_dir (its members go into its folder, by name)"
     checks = kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [
-        rerun_check(run, changed, force, GIVEN_AS, resolved)]
+        rerun_check(run, changed, force, GIVEN_AS, resolved, why_run_again(member))]
     return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
 
 
