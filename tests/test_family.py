@@ -190,7 +190,7 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
 
 
 def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict,
-            scorer: dict | None = None) -> None:
+            scorer: dict | None = None, generation: dict | None = None) -> None:
     run = RunDir(root / name)
     run.data.mkdir(parents=True)
     chosen = np.linspace(0.5, 1.0, len(margins))
@@ -198,6 +198,7 @@ def _member(root: Path, name: str, index: int, margins: list[float], parameters:
         run.data / "train_prefs-00000-of-00001.parquet")
     Manifest(run).write({"status": "complete", "parameters": parameters, "counts": {"scored": len(margins)},
                          "stages": {"score": {"cache": cache}}, **({"scorer": scorer} if scorer else {}),
+                         **({"generation": generation} if generation else {}),
                          "family": {"name": "fam", "member": name, "index": index, "grid": {"seed": index}}})
 
 
@@ -235,6 +236,15 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert written == json.loads(json.dumps(view.summary))
     assert (root / "figures" / "family_margins.png").stat().st_size > 0
     assert written["figures"]["family_margins"]["svg"] == "figures/family_margins.svg"
+    # members that generated: their rows as generation records them (the view read an empty `stages.generate`)
+    for name, computed in (("a", 4), ("b", 0)):
+        data = json.loads((root / name / "manifest.json").read_text())
+        data["generation"] = {"prompts": 4, "prompts_resumed": 0, "cache": {"rows_computed": computed,
+                                                                             "rows_from_cache": 4 - computed}}
+        (root / name / "manifest.json").write_text(json.dumps(data))
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
+    assert view.summary["rows_generated"] == {"computed": 4, "from_cache": 4, "from_work": 0}
+    assert origins(view).data.loc["rows generated", "from the row cache"] == 4
 
 
 def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_path):

@@ -58,9 +58,9 @@ def differing_parameters(manifests: list[dict[str, Any]]) -> list[str]:
             if len({json.dumps(m.get("parameters", {}).get(k), sort_keys=True, default=str) for m in manifests}) > 1]
 
 
-def _row_counts(data: dict[str, Any], stage: str) -> dict[str, int | None]:
-    """A stage's rows: computed in the member's run, taken from the row cache, taken back from its own work/."""
-    info = data.get("stages", {}).get(stage) or {}
+def _row_counts(info: dict[str, Any]) -> dict[str, int | None]:
+    """A stage's rows (its record: the score stage's, the manifest's `generation`): computed in the member's run,
+    taken from the row cache, taken back from its own work/."""
     cache = info.get("cache") or {}
     resumed = info.get("prompts_resumed")
     if resumed is None and "prompts_computed" in info:
@@ -104,7 +104,8 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
         "scored": counts.get("scored"), "generated": counts.get("generated"),
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
         "ties": int((margin == 0).sum()) if margin.size else None,
-        "scored_rows": _row_counts(data, "score"), "generated_rows": _row_counts(data, "generate"),
+        "scored_rows": _row_counts(data.get("stages", {}).get("score") or {}),
+        "generated_rows": _row_counts(data.get("generation") or {}),
         "agreement_same_chosen": _agreement(metrics), "verdict": verdict,
     }), margin
 
