@@ -245,6 +245,10 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
     assert view.summary["rows_generated"] == {"computed": 4, "from_cache": 4, "from_work": 0}
     assert origins(view).data.loc["rows generated", "from the row cache"] == 4
+    # the grid changed since: a member's folder of the old grid stays, but is no member of the family as it stands
+    Manifest(RunDir(root)).update(members=["b"])  # as `repro run` records the members it planned
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
+    assert [m["member"] for m in view.summary["members"]] == ["b"] and view.summary["rows_scored"]["from_cache"] == 3
 
 
 def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_path):

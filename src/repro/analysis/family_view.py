@@ -39,9 +39,12 @@ class FamilyView:
 
 
 def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
-    """Every member run under `root` (a folder whose manifest records `family`), in the family's order."""
+    """Every member run under `root` (a folder whose manifest records `family`), in the family's order; of the
+    members `repro run` last planned there (the family folder's record), when it says."""
+    planned = Manifest(root).read().get("members")  # a grid changed since: its old members' folders stay
     found = [(RunDir(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
-             if (data := json.loads(manifest.read_text())).get("family")]
+             if (data := json.loads(manifest.read_text())).get("family")
+             and (planned is None or data["family"].get("member") in planned)]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
                         f"first (repro run params/demo_family.yaml), or give run_dir = the family's folder.")

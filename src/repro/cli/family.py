@@ -131,7 +131,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     # the family folder's own record holds the family view's parameters only (the members hold theirs)
     view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items() if k != "run_dir"}).model_dump()
     code = run_notebooks({**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}, family.root,
-                         kernel=args.kernel, log_output=args.log_output, last_line=False)  # the summary follows
+                         kernel=args.kernel, log_output=args.log_output, last_line=False,  # the summary follows
+                         record={"members": [m.name for m in family.members]})  # not the folders of a past grid
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed, in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:
