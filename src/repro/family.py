@@ -143,6 +143,12 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     return names
 
 
+def grid_keys(grid: dict[str, Any]) -> set[str]:
+    """The parameters a grid sets in its members: its keys, a bundle's (dict values) in place of its own."""
+    return {key for name, values in grid.items() for value in (values if isinstance(values, list) else [values])
+            for key in ((set(value) - {"name"}) if isinstance(value, dict) else {name})}
+
+
 def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,
                 out: str | None = None, where: str = "the params file") -> Family:
     """The family the values declare (`family:`, and/or `--grid`), every member checked before any work."""

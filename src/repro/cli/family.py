@@ -14,7 +14,7 @@ from typing import Any
 
 from ..cache import check_format
 from ..errors import ParameterError
-from ..family import Family, Member, is_done, parse_grid_args, plan_family, why_run_again
+from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
 from ..paths import RunDir, find_params
@@ -34,7 +34,7 @@ def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, A
     changed = changed_parameters(run, resolved)
     advice = "give the family another --out or run_dir (its members go into its folder, by name)"
     checks = kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [
-        rerun_check(run, changed, force, GIVEN_AS, resolved, why_run_again(member))]
+        rerun_check(run, changed, force, GIVEN_AS, resolved, why_run_again(member), member=True)]
     return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
 
 
@@ -157,9 +157,14 @@ def main(args: argparse.Namespace) -> int:
     params_file = find_params(args.params)
     values = load_params_file(params_file, args.overrides)
     grid_args = parse_grid_args(args.grid)
-    if both := sorted(set(grid_args) & set(parse_set(args.overrides or []))):  # the grid's value would win unsaid
+    sets = set(parse_set(args.overrides or []))
+    if both := sorted(set(grid_args) & sets):  # the grid's value would win unsaid
         raise ParameterError(f"--grid and --set both give {', '.join(both)}: a member takes the grid's value; give "
                              f"it once.")
+    family_grid = (values.get("family") or {}).get("grid") if isinstance(values.get("family"), dict) else None
+    if both := sorted(grid_keys(family_grid if isinstance(family_grid, dict) else {}) & sets):  # (else planning says)
+        raise ParameterError(f"--set {', '.join(both)}: the family's grid in {params_file} gives each member its own "
+                             f"value, which wins; change the grid there, or give --grid {both[0]}=V1,V2,... instead.")
     row_cache = validate_all(values)["construct"].row_cache
     if row_cache is not None:  # a row cache of another key format (repro.cache) is refused before any notebook runs
         check_format(row_cache)

@@ -100,7 +100,7 @@ def rebuilds(notebooks: Sequence[str]) -> bool:
 
 
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str,
-                parameters: dict[str, Any], stale: str = "") -> Check:
+                parameters: dict[str, Any], stale: str = "", member: bool = False) -> Check:
     """Whether this run may write into `run`: nobody else writing there, and new, the same parameters, or `force`."""
     if (busy := run.writer()) is not None:
         return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
@@ -126,9 +126,10 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         return Check("run directory", True, f"{run.root} holds a run with other parameters ({changes}); --force: "
                                             f"{replaced}")
     sets = " ".join(f"--set {key}={json.dumps(old)}" for key, (old, _) in changed.items())  # YAML reads JSON
+    again = "" if member else f"continue that one with its values (`{sets}`), "  # (a member's may be its grid's)
     return Check("run directory", False,
                  f"{run.root} holds a run with other parameters: {changes}. Give another {given_as} for this run, "
-                 f"continue that one with its values (`{sets}`), or pass --force: {replaced}", problem="REFUSED")
+                 f"{again}or pass --force: {replaced}", problem="REFUSED")
 
 
 def clear_previous_run(run: RunDir) -> list[str]:
