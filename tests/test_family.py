@@ -349,6 +349,7 @@ def test_a_demo_family_scores_every_row_once_and_each_member_equals_its_run_alon
     again = _repro(*family)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert again.stdout.count("is complete with the same parameters") == 2
+    assert "nothing to do: every member and the family view are complete" in again.stdout  # 05_family not run again
     assert {p: _sha(p) for p in files} == files
 
     # a member of the whole family started alone into another folder (one Slurm array task) takes every row from

@@ -17,7 +17,9 @@ from ..errors import ParameterError
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
+from ..manifest import Manifest
 from ..paths import RunDir, find_params
+from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED
@@ -130,9 +132,14 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
     # the family folder's own record holds the family view's parameters only (the members hold theirs)
     view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items() if k != "run_dir"}).model_dump()
-    code = run_notebooks({**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}, family.root,
-                         kernel=args.kernel, log_output=args.log_output, last_line=False,  # the summary follows
-                         record={"members": [m.name for m in family.members]})  # not the folders of a past grid
+    view = {**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}
+    planned, fingerprint, record = [m.name for m in family.members], run_fingerprint(view), Manifest(family.root)
+    if set(statuses) == {"reused"} and record.read().get("members") == planned and not record.unheld(fingerprint):
+        print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
+              f"these parameters, code and packages -> {family.root}")
+        return 0
+    code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
+                         record={"members": planned}, fingerprint=fingerprint)  # not the folders of a past grid
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed, in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:
