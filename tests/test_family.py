@@ -420,6 +420,16 @@ def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_pa
     assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--force"]) == 0
     assert f"--force: removed the previous run's dataset, manifest.json from {member.root}" in capsys.readouterr().out
     assert not member.shards() and Manifest(member).read()["parameters"]["chunk_size"] == 16
+    # every member and the view complete: nothing to do; a member run again alone (--member, as the Slurm recipe
+    # does) since the view was made: the view runs again (it said "nothing to do" over the old numbers)
+    family = ["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root)]
+    assert cli.main(family) == 0 and "nothing to do: every member and the family view" in capsys.readouterr().out
+    redone = Manifest(member)
+    (member.notebooks / "02_analyze.ipynb").write_text('{"rerun": true}')
+    redone.add_outputs(member.notebooks / "02_analyze.ipynb")  # as its run again records it
+    assert cli.main(family) == 0
+    out = capsys.readouterr().out
+    assert "nothing to do" not in out and "mini_1 is complete with the same parameters" in out
     # a complete member that will run again: --check says why, as for a run (it said only "same parameters")
     (member.notebooks / "02_analyze.ipynb").write_text('{"edited": true}')
     assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--check"]) == 0

@@ -17,6 +17,7 @@ from ..errors import ParameterError
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
+from ..jobs import fingerprint_of
 from ..manifest import Manifest
 from ..paths import RunDir, find_params
 from ..revisions import run_fingerprint
@@ -134,12 +135,17 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items() if k != "run_dir"}).model_dump()
     view = {**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}
     planned, fingerprint, record = [m.name for m in family.members], run_fingerprint(view), Manifest(family.root)
-    if set(statuses) == {"reused"} and record.read().get("members") == planned and not record.unheld(fingerprint):
+    # what the members hold now (a member run again alone, with --member, since the view was made: not the same)
+    state = fingerprint_of([Manifest(m.run_dir).read().get(key) for m in family.members for key in ("fingerprint",
+                                                                                                   "outputs")])
+    seen = record.read()
+    if set(statuses) == {"reused"} and (seen.get("members"), seen.get("members_state")) == (planned, state) and \
+            not record.unheld(fingerprint):
         print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
               f"these parameters, code and packages -> {family.root}")
         return 0
     code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
-                         record={"members": planned}, fingerprint=fingerprint)  # not the folders of a past grid
+                         record={"members": planned, "members_state": state}, fingerprint=fingerprint)
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed, in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:
