@@ -16,6 +16,7 @@ from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, ROUNDING, package_versions, sha256_file
+from .parameters import NOTEBOOK_SECTIONS
 from .paths import shipped
 
 
@@ -81,16 +82,19 @@ def _notebook_code(path: Path) -> bytes:
     except (ValueError, KeyError, TypeError):  # not a notebook nbformat reads: its bytes
         return path.read_bytes()
     return json.dumps([(c.get("source"), c.get("metadata", {}).get("tags")) for c in cells
-                       if c.get("cell_type") == "code"]).encode()
+                       if c.get("cell_type") == "code" and "".join(c.get("source") or "").strip()]).encode()
 
 
 def code_digest() -> str:
-    """sha256 of the package's files and the notebooks' code: an edited checkout is other code, whatever its version
-    says (bytecode, hidden files such as JupyterLab's checkpoints, and what JupyterLab saves of a run are not)."""
+    """sha256 of the package's files and the code of the notebooks it runs: an edited checkout is other code, whatever
+    its version says (bytecode, hidden files such as JupyterLab's checkpoints, what JupyterLab saves of a run, empty
+    cells and a notebook's copies, such as File > Duplicate's, are not)."""
     digest = hashlib.sha256()
     for folder in (Path(__file__).parent, shipped("notebooks")):
         for path in sorted(folder.rglob("*")):
             inside = path.relative_to(folder).parts
+            if path.suffix == ".ipynb" and path.stem not in NOTEBOOK_SECTIONS:
+                continue
             if path.is_file() and not any(part == "__pycache__" or part.startswith(".") for part in inside):
                 code = _notebook_code(path) if path.suffix == ".ipynb" else path.read_bytes()
                 digest.update(f"{'/'.join(inside)}\0{len(code)}\0".encode() + code)
