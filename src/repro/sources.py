@@ -3,6 +3,7 @@ hub's parquet layout, or a run directory."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -10,7 +11,7 @@ import os
 import shutil
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Iterable, Iterator
 
 import datasets
 import pyarrow.parquet as pq
@@ -21,7 +22,6 @@ from .parameters import FAMILY_NOTEBOOK
 from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
 from .revisions import check_revision_target, hub_offline
 
-D = TypeVar("D")
 DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
 FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
 
@@ -175,25 +175,26 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str) ->
 
 def read_parquet(files: list[str]) -> datasets.Dataset:
     """`Dataset.from_parquet`, except that files with columns but no rows load as an empty dataset (datasets refuses
-    them: "corresponds to no data"), which the caller then refuses by name."""
+    them: "corresponds to no data"), which the caller then refuses by name; and that the Arrow copy datasets makes
+    is kept in a cache folder of these files' own, emptied when they change (datasets keys a copy by the files'
+    modification time: a run's dataset written again, each re-run, added one to its shared cache every time), and
+    removed once they are gone."""
     if sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
-    return own_arrow_cache(files, lambda cache: datasets.Dataset.from_parquet(files, cache_dir=cache))
-
-
-def own_arrow_cache(where: list[str], load: Callable[[str], D]) -> D:
-    """`load(cache_dir)` with datasets' Arrow copy of the files or folder `where` in a cache folder of their own,
-    emptied first when their data files changed: datasets keys a copy by the files' modification time, so a run's
-    dataset written again (each re-run) would add one to its shared cache every time."""
-    paths = [Path(os.path.abspath(w)) for w in where]
+    paths = [Path(os.path.abspath(f)) for f in files]
     cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
         "\n".join(map(str, paths)).encode()).hexdigest()[:16])
-    files = sorted(f for p in paths for f in ([p] if p.is_file() else p.rglob("*"))
-                   if f.is_file() and f.suffix in DATA_SUFFIXES)
-    state, stamp = json.dumps([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]), cache / "sources.json"
+    state, stamp = json.dumps([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]), cache / "sources.json"
+    for other in cache.parent.glob("*/sources.json"):  # copies of files deleted since (a run removed)
+        with contextlib.suppress(OSError, ValueError):
+            if not any(Path(name).exists() for name, *_ in json.loads(other.read_text())):
+                shutil.rmtree(other.parent, ignore_errors=True)
     if stamp.is_file() and stamp.read_text() != state:
         shutil.rmtree(cache, ignore_errors=True)
-    loaded = load(str(cache))
+    try:
+        loaded = datasets.Dataset.from_parquet(files, cache_dir=str(cache))
+    except FileNotFoundError:  # another process emptied the folder as the files changed: once more
+        loaded = datasets.Dataset.from_parquet(files, cache_dir=str(cache))
     stamp.write_text(state)
     return loaded
 

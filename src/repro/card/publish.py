@@ -10,6 +10,7 @@ import math
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,6 @@ from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams, build, table_cell
 from ..paths import DATA_DIR, RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
-from ..sources import own_arrow_cache
 from .facts import (CONFIG_NAME, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
                     SCORE_BLOCKS, SEED_REPO, CardFacts, SplitFacts, gather_facts, public_value, shaping_parameters)
 
@@ -184,14 +184,14 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
     info = DatasetInfosDict.from_dataset_card_data(card.data)[CONFIG_NAME]
     configs = MetadataConfigs.from_dataset_card_data(card.data)
     report: dict[str, Any] = {"card": str(card_path), "configs": dict(configs), "splits": {}}
-    for split in info.splits.values():
-        ds = own_arrow_cache([str(card_path.parent)], lambda cache: datasets.load_dataset(
-            str(card_path.parent), split=split.name, cache_dir=cache))
-        if ds.features != info.features or len(ds) != split.num_examples:
-            raise DataError(
-                f"{card_path} says split {split.name!r} has {split.num_examples} rows with features "
-                f"{info.features}, but load_dataset gives {len(ds)} rows with {ds.features}; re-run this notebook.")
-        report["splits"][split.name] = {"num_examples": len(ds), "num_bytes": split.num_bytes}
+    with tempfile.TemporaryDirectory() as cache:  # a check: no Arrow copy kept (02_analyze's is sources')
+        for split in info.splits.values():
+            ds = datasets.load_dataset(str(card_path.parent), split=split.name, cache_dir=cache)
+            if ds.features != info.features or len(ds) != split.num_examples:
+                raise DataError(
+                    f"{card_path} says split {split.name!r} has {split.num_examples} rows with features "
+                    f"{info.features}, but load_dataset gives {len(ds)} rows with {ds.features}; re-run this notebook.")
+            report["splits"][split.name] = {"num_examples": len(ds), "num_bytes": split.num_bytes}
     report["features"] = list(info.features)
     report["placeholders"] = placeholders(card.text)
     if report["placeholders"]:
