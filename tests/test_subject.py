@@ -114,7 +114,8 @@ def test_a_runs_own_parquet_file_means_that_run_and_same_named_datasets_get_poss
     with "leave run_dir unset (the notebook then writes runs/train_prefs-...)", as run_dir already was."""
     root, run, mine = project
     shard = run.shards()[0]
-    assert run_dir_of(str(shard), "x") == run.root and build(AnalyzeParams, {"dataset": str(shard)}).run_root == run.root
+    assert run_dir_of(str(shard), "x") == run.root
+    assert build(AnalyzeParams, {"dataset": str(shard)}).run_root == run.root
     analysis.analyze(build(AnalyzeParams, {"dataset": str(shard), "bootstrap_resamples": 100}))
     assert json.loads(run.metrics.read_text())["n"] == 30 and not (root / "runs" / shard.stem).exists()
     (root / "b").mkdir()
@@ -127,3 +128,19 @@ def test_a_runs_own_parquet_file_means_that_run_and_same_named_datasets_get_poss
         with pytest.raises(ParameterError, match=rf"run_dir: is the {inside.relative_to(run.root)}/ folder of the run "
                                                  rf"{run.root}, not a run directory: give run_dir {run.root}"):
             build(AnalyzeParams, {"run_dir": str(inside)})
+
+
+def test_a_runs_own_dataset_named_by_a_notebook_is_recorded_as_its_own(project, tmp_path):
+    """02_analyze on its own with dataset = the run (or its dataset/, or a file of the split it built) recorded
+    that path, so the run's next `repro run` was refused for `dataset` ('...' there, None now)."""
+    root, run, mine = project
+    for given in (run.root, run.dataset, run.shards()[0]):
+        p = build(AnalyzeParams, {"dataset": str(given)})
+        assert (p.dataset, p.run_root, p.run_name) == (None, run.root, run.root.name)
+    other = build(AnalyzeParams, {"dataset": str(run.root), "run_dir": str(root / "runs" / "x")})
+    assert other.dataset == str(run.root)  # into another folder it stays what it was given
+    # a run whose split is not train_prefs (output_split, a recipe's `train`): its files mean the run too
+    Manifest(run).update(dataset={"split": "train"})
+    (run.data / "train-00000-of-00001.parquet").write_bytes(run.shards()[0].read_bytes())
+    assert run_dir_of(str(run.data / "train-00000-of-00001.parquet"), "x") == run.root
+    assert run_dir_of(str(run.shards()[0]), "x") != run.root  # now another split's file: not the run's own data

@@ -14,7 +14,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 
 from .errors import ParameterError, ReproError, did_you_mean
-from .paths import DEMO, MANIFEST_JSON, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of, utf8_text
+from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of,
+                    run_manifest_of, utf8_text)
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -104,9 +105,16 @@ class _Params(BaseModel):
 
     @model_validator(mode="after")
     def _named_as_its_folder(self):
-        """A notebook on a dataset, without run_dir, writes that dataset's run: it records that run's name."""
-        if not self.run_dir and self.subject and getattr(self, self.subject) is not None:
-            self.__dict__["run_name"] = self.run_root.name  # (not an assignment: that would validate again)
+        """A notebook on a dataset, without run_dir, writes that dataset's run: it records that run's name. A run's
+        own dataset (the run, its dataset/ folder or a file of it) is that run's, recorded as its own (None), so the
+        run's `repro run` does not find another value of it (not an assignment: that would validate again)."""
+        given = getattr(self, self.subject) if self.subject else None
+        manifest = run_manifest_of(given) if given is not None and Path(given).is_absolute() else None
+        if manifest is not None and (not self.run_dir or Path(self.run_dir).resolve() == manifest.parent.resolve()):
+            run = manifest.parent
+            self.__dict__.update({self.subject: None, "run_dir": str(run), "run_name": run.name})
+        elif not self.run_dir and given is not None:
+            self.__dict__["run_name"] = self.run_root.name
         return self
 
     def _repr_markdown_(self) -> str:

@@ -4,6 +4,7 @@ root, from a shell, papermill or JupyterLab alike), the notebooks and params fil
 from __future__ import annotations
 
 import contextlib
+import json
 import difflib
 import fcntl
 import os
@@ -340,10 +341,13 @@ class RunDir:
 
 
 def run_manifest_of(spec: str | Path) -> Path | None:
-    """The manifest.json of the run directory `spec` names (the run itself, its `dataset/` folder or one of its
-    train split's files, as JupyterLab's file browser shows them); else None."""
+    """The manifest.json of the run directory `spec` names (the run itself, its `dataset/` folder or one of the files
+    of the split it built, as JupyterLab's file browser shows them); else None."""
     path = Path(spec).expanduser()
-    shard = path.name.startswith(f"{SPLIT}-") and path.parent.name == DATA_DIR and path.parent.parent.name == "dataset"
-    candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == "dataset" else []),
-                  *([path.parents[2] / MANIFEST_JSON] if shard else [])]
+    candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == "dataset" else [])]
+    if path.suffix == ".parquet" and path.parent.name == DATA_DIR and path.parent.parent.name == "dataset":
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # (a damaged manifest: not this run's file)
+            built = json.loads((path.parents[2] / MANIFEST_JSON).read_text()).get("dataset") or {}
+            if path.name.startswith(f"{built.get('split') or SPLIT}-"):
+                candidates.append(path.parents[2] / MANIFEST_JSON)
     return next((candidate for candidate in candidates if candidate.is_file()), None)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .errors import ParameterError
 from .manifest import Manifest
-from .paths import KERNEL, RunDir, dataset_run_name, default_run_dir, wait_advice
+from .paths import KERNEL, RunDir, dataset_run_name, default_run_dir, run_manifest_of, wait_advice
 
 OWN = None  # the subject of a run that built its own dataset
 
@@ -15,8 +15,8 @@ OWN = None  # the subject of a run that built its own dataset
 def is_own_dataset(run: RunDir, spec: str | None) -> bool:
     """Whether `spec` names `run` itself or its dataset folder (the run's own dataset, named explicitly)."""
     path = Path(spec).expanduser() if spec is not None else None
-    return path is not None and path.exists() and path.resolve() in (run.root.resolve(), run.dataset.resolve(),
-                                                                     *(shard.resolve() for shard in run.shards()))
+    return path is not None and path.exists() and (path.resolve() in (run.root.resolve(), run.dataset.resolve()) or (
+        (manifest := run_manifest_of(path)) is not None and manifest.parent.resolve() == run.root.resolve()))
 
 
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
