@@ -315,6 +315,8 @@ CASES = [
     Case("a count that YAML reads as a boolean", lambda t: ["run", DEMO, "--set", "limit=yes", "--check"],
          r"limit \(from --set\): must be a number, not true or false \(YAML reads yes, no, on and off as those\) "
          r"\(got True\)", after=nothing_written),  # pydantic took it as 1: a run of one row
+    Case("seeds that YAML reads as booleans", lambda t: ["run", DEMO, "--set", "candidate_seeds=[on, off]", "--check"],
+         r"candidate_seeds\.0 \(from --set\): must be a number, not true or false", after=nothing_written),
     Case("a count given as a fraction", lambda t: ["run", DEMO, "--set", "chunk_size=2.5", "--check"],
          r"chunk_size \(from --set\): Input should be a valid integer, got a number with a fractional part \(got 2.5\)",
          after=nothing_written),

@@ -322,7 +322,7 @@ class GenerationParams(_Params):
     generation_seed: Integer = 0
     # a seed per candidate (SPPO: 0, 50, ..., 200): vLLM samples candidate k of every prompt with candidate_seeds[k];
     # Transformers draws it as the first candidate of a run with generation_seed = candidate_seeds[k]
-    candidate_seeds: list[int] | None = None
+    candidate_seeds: list[Integer] | None = None
     # vLLM: per_prompt asks for a prompt's n_candidates samples in ONE request seeded with generation_seed (RLHFlow's
     # gen_hf.py: n=8, seed 42); Transformers samples as ever
     vllm_requests: Literal["per_candidate", "per_prompt"] = "per_candidate"
