@@ -282,7 +282,8 @@ class RunDir:
         if not (held := self.foreign(building)):
             return ""
         return (f"{self.root} holds {', '.join(held)} but no manifest.json, so no repro run made them: a run would "
-                f"write over them (and --force remove them). Give a new or empty folder, or move them out first")
+                f"write over them (`repro run --force` would remove them). Give the run another folder (--out, or "
+                f"run_dir in a notebook), or move them out first")
 
     def shards(self, split: str = SPLIT) -> list[Path]:
         return sorted(self.data.glob(f"{split}-*.parquet"))
