@@ -30,14 +30,14 @@ from .run import configure as configure_run
 GIVEN_AS = "run_dir for the family"
 
 
-def member_checks(member: Member, force: bool) -> tuple[list[Check], dict[str, Any]]:
-    """What one member needs before it runs (its run directory, then the machine), and the changed parameters that
-    replace its run (with 01_construct among its notebooks)."""
+def member_checks(member: Member, force: bool, why: str) -> tuple[list[Check], dict[str, Any]]:
+    """What one member needs before it runs (its run directory, then the machine; `why`: why it runs again), and the
+    changed parameters that replace its run (with 01_construct among its notebooks)."""
     resolved, run = resolve_parameters(member.values), RunDir(member.run_dir)
     changed = changed_parameters(run, resolved)
     advice = "give the family another --out or run_dir (its members go into its folder, by name)"
     checks = kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [
-        rerun_check(run, changed, force, GIVEN_AS, resolved, why_run_again(member), member=True)]
+        rerun_check(run, changed, force, GIVEN_AS, resolved, why, member=True)]
     return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
 
 
@@ -55,8 +55,9 @@ def grouped(per_member: dict[str, list[Check]]) -> list[Check]:
 def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member]) -> int | None:
     """Check the family's folder and every member that will run before any runs (`--check`: print the list, return
     the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing)."""
-    pending = [m for m in members if not is_done(m)]
-    found = {m.name: member_checks(m, args.force) for m in pending}
+    why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
+    pending = [m for m in members if why[m.name]]
+    found = {m.name: member_checks(m, args.force, why[m.name]) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
     checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out" if args.out else GIVEN_AS)
     if done := [m.name for m in members if m not in pending]:
