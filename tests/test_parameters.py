@@ -284,3 +284,16 @@ def test_a_notebook_shows_its_parameters_as_a_table_with_the_defaults_it_left(tm
     assert "| `bootstrap_seed` | `0` |" in shown and "run_name" not in shown
     card = build(CardParams, {"run_dir": str(tmp_path / "run"), "known_recipe": "x | y"})._repr_markdown_()
     assert "| `known_recipe` | `'x \\| y'` (default `None`) |" in card  # a | in a value does not split the row
+
+
+def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):
+    """`<<: *anchor` (YAML's merge key) was refused as "not valid YAML"; a key the merge gives and the mapping sets
+    again is the mapping's (YAML's rule), while a key set twice by hand is still refused."""
+    f = tmp_path / "p.yaml"
+    f.write_text("source: demo\nmini_count: 2\nfamily:\n  grid:\n    part:\n"
+                 "      - &small {name: a, mini_index: 0, limit: 6}\n"
+                 "      - {<<: *small, name: b, mini_index: 1}\n")
+    assert load_params_file(f)["family"]["grid"]["part"][1] == {"name": "b", "mini_index": 1, "limit": 6}
+    f.write_text("source: demo\nlimit: 3\nlimit: 4\n")
+    with pytest.raises(ParameterError, match="sets 'limit' twice"):
+        load_params_file(f)

@@ -675,6 +675,8 @@ class _OnceLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys are the mapping's to override
+                continue
             key = self.construct_object(key_node, deep=True)
             if not isinstance(key, str):  # YAML reads no, yes, on, off as booleans, 1 as a number, {x} as a mapping
                 raise ParameterError(f"has the key {key!r} on line {key_node.start_mark.line + 1} "
