@@ -4,9 +4,9 @@ root, from a shell, papermill or JupyterLab alike), the notebooks and params fil
 from __future__ import annotations
 
 import contextlib
-import json
 import difflib
 import fcntl
+import json
 import os
 import re
 import time

@@ -137,8 +137,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     view = {**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}
     planned, fingerprint, record = [m.name for m in family.members], run_fingerprint(view), Manifest(family.root)
     # what the members hold now (a member run again alone, with --member, since the view was made: not the same)
-    state = fingerprint_of([Manifest(m.run_dir).read().get(key) for m in family.members for key in ("fingerprint",
-                                                                                                   "outputs")])
+    state = fingerprint_of([(d.get("fingerprint"), d.get("outputs")) for d in (Manifest(m.run_dir).read()
+                                                                                 for m in family.members)])
     seen = record.read()
     if set(statuses) == {"reused"} and (seen.get("members"), seen.get("members_state")) == (planned, state) and \
             not record.unheld(fingerprint):
