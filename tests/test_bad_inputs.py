@@ -228,7 +228,7 @@ CASES = [
          r"--output \S*outdir is a folder; give a file path for the scored rows, e.g\. --output \S*outdir/scored.jsonl",
          after=no_file_in("outdir")),
     Case("score --output inside a file", lambda t: score(t, output=write(t / "f", "x") / "out.jsonl"),
-         r"--output \S*f/out.jsonl lies inside \S*f, which is a file"),
+         r"--output's folder \S*/f is an existing file, not a folder"),
     Case("score --output is the input", lambda t: score(t, "--force", output=t / "in.jsonl"),
          r"--output \S*in.jsonl is the --input: the scored rows would replace the rows they score",
          after=lambda t: json.loads((t / "in.jsonl").read_text()) == GOOD_ROW or pytest.fail("input changed")),

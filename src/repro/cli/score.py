@@ -18,7 +18,7 @@ from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_text, is_main_process, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
-from ..paths import check_folder, nearest_existing, utf8_text
+from ..paths import check_folder, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import iter_jsonl
@@ -105,7 +105,6 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
 def check_output(path: Path, input: Path, force: bool) -> None:
     """Refuse, before any scoring, an --output that cannot be written as a file, is the input, or exists (unless
     `force`)."""
-    existing = nearest_existing(path)
     if path.is_file() and path.resolve() == input.resolve():
         raise DataError(f"--output {path} is the --input: the scored rows would replace the rows they score; give "
                         f"another --output.")
@@ -114,8 +113,6 @@ def check_output(path: Path, input: Path, force: bool) -> None:
     if path.is_dir():
         raise DataError(f"--output {path} is a folder; give a file path for the scored rows, e.g. "
                         f"--output {path / 'scored.jsonl'}.")
-    if not existing.is_dir() and existing != path:
-        raise DataError(f"--output {path} lies inside {existing}, which is a file; give a path in a folder.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
 
 
