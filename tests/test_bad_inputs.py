@@ -317,6 +317,12 @@ CASES = [
          r"\(got True\)", after=nothing_written),  # pydantic took it as 1: a run of one row
     Case("seeds that YAML reads as booleans", lambda t: ["run", DEMO, "--set", "candidate_seeds=[on, off]", "--check"],
          r"candidate_seeds\.0 \(from --set\): must be a number, not true or false", after=nothing_written),
+    Case("a scorer option that YAML reads as a boolean",
+         lambda t: ["run", DEMO, "--set", "scorer_options={output_index: yes}", "--check"],
+         r"scorer_options\.output_index \(from --set\): must be a number, not true or false", after=nothing_written),
+    Case("a misspelt scorer option",
+         lambda t: ["run", DEMO, "--set", "scorers=[{name: b, model: x, options: {outptu_index: 1}}]", "--check"],
+         r"scorers\.0\.options\.outptu_index \(from --set\): unknown name: check its spelling", after=nothing_written),
     Case("a count given as a fraction", lambda t: ["run", DEMO, "--set", "chunk_size=2.5", "--check"],
          r"chunk_size \(from --set\): Input should be a valid integer, got a number with a fractional part \(got 2.5\)",
          after=nothing_written),

@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Collection, Literal
 import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       field_validator, model_validator)
+from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
 from .errors import ParameterError, ReproError, did_you_mean
 from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of,
@@ -147,6 +148,18 @@ ScorerDtype = Literal["auto", "fp32", "fp16", "bf16"]
 ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
 
 
+class ScorerOptions(TypedDict, total=False):
+    """A scorer's load options, typed where they enter (load_scorer says which apply to its kind)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+    chat_template: str  # sequence classifiers: a Jinja template over `messages`
+    trust_remote_code: bool
+    output_index: Index  # which output of a multi-output reward model is the reward
+    max_length: Count  # tokens per conversation
+    source_maxlength: TokenLimit  # PairRM's limits (default: the run's)
+    candidate_maxlength: TokenLimit
+
+
 class ScorerSpec(BaseModel):
     """One more scorer of a run (an item of `scorers:`): its scores go to the column `candidate_scores_<name>`."""
 
@@ -155,9 +168,7 @@ class ScorerSpec(BaseModel):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]  # the column and work/scoring/<name>/
     model: ScorerPath  # hub id, local dir, or a built-in stand-in (builtin:tiny-pairrm, builtin:tiny-reward-llama, ...)
     kind: ScorerKind = "auto"
-    # a sequence classifier's chat_template, trust_remote_code, output_index, max_length;
-    # PairRM's source_maxlength, candidate_maxlength (default: the run's)
-    options: dict[str, Any] = {}
+    options: ScorerOptions = {}
     backend: ScorerBackend = "repro"
     dtype: ScorerDtype = "auto"
     batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last: the card's table of
@@ -209,7 +220,7 @@ class ConstructParams(_Params):
     source_maxlength: TokenLimit | None = None  # None: the checkpoint's own (llm-blender's RankerConfig), else 1224
     candidate_maxlength: TokenLimit | None = None  # likewise, else 412
     scorer_kind: ScorerKind = "auto"
-    scorer_options: dict[str, Any] = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
+    scorer_options: ScorerOptions = {}
     scorers: list[ScorerSpec] = []  # more scorers, scores in candidate_scores_<name>; scorer_model decides the pairs
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
     # chat_template: SPPO's rank.py, apply_chat_template([user: prompt, assistant: "None"]).split("None")[0]
@@ -483,7 +494,7 @@ def _refuse_unknown(keys: Collection[str], where: str) -> None:
 RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
                "less_than_equal": "must be <= {le}", "too_short": "must hold at least {min_length} item(s)",
                "string_pattern_mismatch": "must match {pattern} (lower-case letters, digits and _)",
-               "string_too_short": "must not be empty"}
+               "string_too_short": "must not be empty", "extra_forbidden": "unknown name: check its spelling"}
 
 
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
@@ -501,7 +512,7 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
-            msg = RANGE_WORDS[kind].format(**err["ctx"]) if kind in RANGE_WORDS \
+            msg = RANGE_WORDS[kind].format(**err.get("ctx", {})) if kind in RANGE_WORDS \
                 else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
             lines.append(f"  - {loc}: {msg}{got}")
         raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) + advice) from None
