@@ -178,19 +178,18 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
     them: "corresponds to no data"), which the caller then refuses by name; and that the Arrow copy datasets makes
     is kept in a cache folder of these files' own, emptied when they change (datasets keys a copy by the files'
     modification time: a run's dataset written again, each re-run, added one to its shared cache every time), and
-    removed once they are gone."""
+    removed at the next new copy once they are gone."""
     if sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
     paths = [Path(os.path.abspath(f)) for f in files]
     cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
         "\n".join(map(str, paths)).encode()).hexdigest()[:16])
     state, stamp = json.dumps([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]), cache / "sources.json"
-    for other in cache.parent.glob("*/sources.json"):  # copies of files deleted since (a run removed)
-        with contextlib.suppress(OSError, ValueError):
-            if not any(Path(name).exists() for name, *_ in json.loads(other.read_text())):
-                shutil.rmtree(other.parent, ignore_errors=True)
-    if stamp.is_file() and stamp.read_text() != state:
-        shutil.rmtree(cache, ignore_errors=True)
+    if not stamp.is_file() or stamp.read_text() != state:  # a new copy: this one's old one, and copies of files
+        for other in cache.parent.glob("*/sources.json"):  # deleted since (a run removed), go first
+            with contextlib.suppress(OSError, ValueError):
+                if other == stamp or not any(Path(name).exists() for name, *_ in json.loads(other.read_text())):
+                    shutil.rmtree(other.parent, ignore_errors=True)
     try:
         loaded = datasets.Dataset.from_parquet(files, cache_dir=str(cache))
     except FileNotFoundError:  # another process emptied the folder as the files changed: once more
