@@ -331,6 +331,29 @@ def test_a_candidate_slice_that_is_every_row_of_several_minis_reproduces_them():
     assert gap["hints_reproduce"]["exact"] is False  # rows 10-19 are in the candidate's slice, in no mini
 
 
+def test_a_slice_that_starts_inside_the_source_is_found():
+    # rows [10:30] of 40: the search tried only the whole source and said "no parameters reproduce it"
+    out = compare.infer_slice([np.arange(10, 30)], 40, max_mini_count=8)
+    first = {"part_start": 10, "part_stop": 30, "drop_rows": 0, "drop_from": "end", "mini_index": 0, "mini_count": 1}
+    assert out["groups"][0]["solutions"][0] == first
+    assert "group 0: reproduced exactly by part_start=10, part_stop=30, drop_rows=0" in out["sentence"]
+    for s in out["groups"][0]["solutions"]:
+        plan = plan_slice(40, ConstructParams(**s))
+        assert (plan.start, plan.stop) == (10, 30)
+
+
+def test_reference_rows_not_in_the_source_are_never_reproduced_exactly():
+    # a reference of source rows [20:40] and 10 prompts the source lacks: "reproduced exactly by part_start=20"
+    hints = {"part_start": 20, "drop_rows": 0, "drop_from": "end", "mini_index": 0, "mini_count": 1}
+    out = compare.infer_slice([np.arange(20, 40)], 40, max_mini_count=8, hints=hints, not_in_source=[10],
+                              names=["local:other"])
+    assert out["not_in_source"] == 10 and out["hints_reproduce"]["exact"] is False
+    assert "exactly" not in out["sentence"]
+    assert "10 of the reference's 30 rows are not in the source" in out["sentence"]
+    assert ("local:other: no slice of the source reproduces it (10 of its 30 rows are not in the source); its other "
+            "20 rows are those of part_start=20") in out["sentence"]
+
+
 def test_invalid_hints_say_why_without_advice_meant_for_a_params_file():
     # the candidate run's own parameters, recorded in its manifest: nothing to fix "with --set" in a comparison
     out = compare.infer_slice([np.arange(100, 200)], N_SOURCE, max_mini_count=2,

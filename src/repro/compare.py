@@ -193,20 +193,30 @@ def _block(rows: np.ndarray) -> dict[str, Any]:
     return {"count": int(rows.size), "ranges": ranges, "contiguous": len(ranges) <= 1}
 
 
+def _departures(setting: dict[str, Any], n_source: int) -> int:
+    """How many of a slice setting's values are not plan_slice's defaults (the simplest explanation first)."""
+    return sum((setting["part_start"] != 0, setting["part_stop"] != n_source, setting["drop_rows"] != 0,
+                setting["drop_rows"] != 0 and setting["drop_from"] != "end", setting["mini_count"] != 1))
+
+
 def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: int,
                 candidate: np.ndarray | None = None, hints: dict[str, Any] | None = None,
-                names: Sequence[str] | None = None, max_listed: int = 20) -> dict[str, Any]:
+                names: Sequence[str] | None = None, max_listed: int = 20,
+                not_in_source: Sequence[int] | None = None) -> dict[str, Any]:
     """Where the reference's rows (source indices, a group per mini) lie in the source, and which slicing parameters
-    give exactly those rows; `hints` (the candidate run's own parameters) are checked first."""
+    give exactly those rows; `hints` (the candidate run's own parameters) are checked first; `not_in_source`: each
+    group's rows the source lacks (no slice gives those)."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     names = list(names or [f"group {g}" for g in range(len(groups))])
+    lacking = list(not_in_source or [0] * len(groups))
     every = np.unique(np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
     if every.size == 0:
         return {"located": 0, "sentence": "No reference row was found in the source: nothing to infer."}
     lo, hi = int(every[0]), int(every[-1]) + 1
     family = len(groups) > 1
     bounds = [(int(hints["part_start"]), int(hints.get("part_stop") or n_source))] if "part_start" in hints else []
-    bounds += [(lo, hi), (lo, n_source), (0, n_source)] if family else [(0, n_source)]
+    # the parts searched, most natural first: the whole source; the reference's span; from either end of it
+    bounds += [(0, n_source), (lo, hi), (lo, n_source), (0, hi)]
     bounds = list(dict.fromkeys(b for b in bounds if 0 <= b[0] < b[1] <= n_source))
     counts = sorted({*range(1, max_mini_count + 1), *([int(hints["mini_count"])] if "mini_count" in hints else []),
                      len(groups)})
@@ -217,11 +227,13 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         # first: what the hints say; for several minis, mini `position` of as many minis as were given
         solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
                                       -(family and s["mini_count"] == len(groups) and s["mini_index"] == position),
+                                      _departures(s, n_source), bounds.index((s["part_start"], s["part_stop"])),
                                       s["mini_count"], s["drop_rows"], s["drop_from"] != "end"))
         gaps = [[a[1], b[0]] for a, b in zip(ranges, ranges[1:])]
         why_none = (prose("compare", "not_contiguous", len(ranges), gaps) if len(ranges) != 1 else
                     None if solutions else prose("compare", "no_solution", bounds, max(counts), *ranges[0]))
-        out_groups.append({"name": name, "rows": int(np.asarray(indices).size), "source_ranges": ranges,
+        out_groups.append({"name": name, "rows": int(np.asarray(indices).size),
+                           "not_in_source": lacking[position], "source_ranges": ranges,
                            "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
                            "solutions": solutions[:max_listed], "why_none": why_none})
         family_settings.append({tuple((k, v) for k, v in s.items() if k != "mini_index") for s in solutions
@@ -229,7 +241,8 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
-        "source_rows": n_source, "located": int(every.size), "span": [lo, hi], "before_span": lo,
+        "source_rows": n_source, "located": int(every.size), "not_in_source": sum(lacking), "span": [lo, hi],
+        "before_span": lo,
         "after_span": n_source - hi, "inside_span_not_in_reference": _block(missing),
         "inside_span_in_neither": _block(neither), "groups": out_groups,
         "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
@@ -239,7 +252,8 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         try:
             plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
             rows = [plan.start, plan.stop]
-            exact = rows == [lo, hi] and missing.size == 0  # every reference row (of every mini), and no other
+            # every reference row (of every mini), and no other
+            exact = rows == [lo, hi] and missing.size == 0 and not sum(lacking)
             out["hints_reproduce"] = {"parameters": given, "rows": rows, "exact": exact}
         except ReproError as exc:
             out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
@@ -599,8 +613,9 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         located = ref_index >= 0
         groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
         result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
-                                      max_mini_count=p.max_mini_count, names=result["reference"]["specs"])
-        result["slice"]["not_in_source"] = int((~located).sum())
+                                      max_mini_count=p.max_mini_count, names=result["reference"]["specs"],
+                                      not_in_source=[int((~located & (reference.group == g)).sum())
+                                                     for g in range(len(reference.specs))])
         tables["reference_source_index"] = pd.DataFrame({
             "reference_row": np.arange(reference.rows), "group": reference.group,
             "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": ref_index})
