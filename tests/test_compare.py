@@ -273,6 +273,18 @@ def test_duplicate_prompt_ids_are_reported_not_merged(published, tmp_path):
     assert 3 not in set(pd.read_csv(tmp_path / "run" / "tables" / "compare_only_candidate.csv")["row"])
 
 
+def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_path):
+    # the dataset twice over (several pairs per prompt): "They hold different prompts", with equal ids as its example
+    twice = write_rows(copy.deepcopy(published["rows"][:10]) * 2, tmp_path / "twice")
+    with pytest.raises(DataError, match=r"No row could be aligned: every prompt of the reference \(20 rows\) is "
+                                        r"shared by several rows, .* deduplicate it"):
+        compare.compare(params(tmp_path, reference=twice, candidate=published["candidate"]))
+    # two repeated keys: the example names the rows of one key, not of both
+    some = write_rows(copy.deepcopy(published["rows"][:10] + published["rows"][:2]), tmp_path / "some")
+    verdict = compare.compare(params(tmp_path, reference=some, candidate=published["candidate"])).result["verdict"]
+    assert "4 reference rows share 2 prompt_id value(s) (e.g. rows 0, 10 with " in verdict
+
+
 def test_order_of_rows_does_not_matter(published):
     rows = published["rows"]
     keys = compare.row_keys(pa.Table.from_pylist(rows))

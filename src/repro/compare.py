@@ -560,12 +560,13 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written)."""
     ref_keys, cand_keys = row_keys(reference.table), row_keys(candidate.table)
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
-    if a.n == 0:
-        raise DataError(prose("compare", "no_match", reference, candidate, _examples(reference.table, np.arange(1)),
-                              _examples(candidate.table, np.arange(1))))
-    al = gather(reference, candidate, a)
     sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
              if (rows := [d for d in a.duplicates if d["side"] == side and d["rows_with_key"] > 1])]
+    if a.n == 0:
+        raise DataError(prose("compare", "all_duplicated", sides, reference.rows) if sides else prose(
+            "compare", "no_match", reference, candidate, _examples(reference.table, np.arange(1)),
+            _examples(candidate.table, np.arange(1))))
+    al = gather(reference, candidate, a)
     twins = {side: n for side in ("reference", "candidate")
              if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
     notes = [prose("compare", "duplicate_note", sides, twins)] if sides else []
