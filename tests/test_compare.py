@@ -695,6 +695,19 @@ def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(repro_run,
     section = card.split("## Reproduction")[1].split("\n## ")[0]
     assert f"| rows aligned (of the reference's {n - 2}) | {n - 2} |" in section
     assert "`local:published`" in section and str(tmp_path) not in section
+    # compared again with a dataset of other prompts: it fails, and nothing of the first comparison looks current
+    # (the card kept its Reproduction section, tables/ the old disagreements, the manifest their records)
+    other = copy.deepcopy(rows)
+    for row in other:
+        row["prompt"], row["prompt_id"] = "Another " + row["prompt"], "x" + row["prompt_id"]
+    proc = repro_run("params/demo.yaml", "--out", run_dir, "--set", "notebooks=[04_compare]", "--force", "--set",
+                     f"reference={write_rows_with(other, tmp_path / 'other', rows)}")
+    assert proc.returncode == 1 and "No row of the candidate" in proc.stderr, proc.stderr[-3000:]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert [name for name in manifest["outputs"] if "compare" in name] == ["notebooks/04_compare.ipynb"]  # its error
+    assert not (run_dir / "compare.json").exists() and not list((run_dir / "tables").glob("compare_*"))
+    card = (run_dir / "dataset" / "README.md").read_text()
+    assert "## Reproduction" not in card and "## 复现对比" not in card and "## Characteristics" in card
 
 
 def write_rows_with(rows: list[dict], folder, like: list[dict]) -> str:

@@ -665,9 +665,9 @@ def compare(p: CompareParams) -> ComparisonResult:
         p.compare_source, p.compare_source_split, "compare_source", columns=("prompt_id", "prompt"))
     claim(run, p.candidate, "candidate")
     run.root.mkdir(parents=True, exist_ok=True)
-    run.compare.unlink(missing_ok=True)  # a failed comparison must not leave an old verdict that looks current
-    plots.remove(run.figures, FIGURES)
-    manifest = Manifest(run)
+    manifest = Manifest(run)  # a failed comparison must not leave an old verdict that looks current
+    manifest.remove_outputs(run.compare, *plots.figure_files(run.figures, FIGURES),
+                            *(run.tables / f"compare_{name}.csv" for name in TABLES))
     with manifest.notebook(p.model_dump(), "04_compare"), manifest.stage("compare") as info:
         result, tables, al = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
         if p.compare_source is not None:

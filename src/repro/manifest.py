@@ -404,6 +404,15 @@ class Manifest:
         """Store a top-level fact (e.g. `scorer`, `generation`) for later notebooks and the card."""
         self.update(**{key: value})
 
+    def remove_outputs(self, *paths: Path) -> None:
+        """Delete earlier output files and their records: a stage that fails must leave none that look current."""
+        for path in paths:
+            path.unlink(missing_ok=True)
+        if self.path.exists():
+            with self.edit() as data:
+                for path in paths:
+                    (data.get("outputs") or {}).pop(self.run.relative(path), None)
+
     def add_outputs(self, *paths: str | Path) -> None:
         """Record sha256 and size of output files, keyed by their path relative to the run directory."""
         with self.edit() as data:

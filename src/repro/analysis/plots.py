@@ -212,10 +212,9 @@ def save_titled(fig: Figure, stem: Path) -> dict[str, Any]:
     return {**save(fig, stem), "title": fig.get_suptitle() or fig.axes[0].get_title()}
 
 
-def remove(figures_dir: Path, names: Iterable[str]) -> None:
-    """Delete earlier PNG/SVG files of these figures, so that a failed stage leaves none that look current."""
-    for name, ext in itertools.product(names, (".png", ".svg")):
-        (figures_dir / name).with_suffix(ext).unlink(missing_ok=True)
+def figure_files(figures_dir: Path, names: Iterable[str]) -> list[Path]:
+    """The PNG and SVG files of these figures."""
+    return [(figures_dir / name).with_suffix(ext) for name, ext in itertools.product(names, (".png", ".svg"))]
 
 
 def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,

@@ -385,10 +385,9 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     data = load(p)
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
-    run.metrics.unlink(missing_ok=True)
-    plots.remove(run.figures, (*plots.FIGURE_NAMES, AGREEMENT))  # an earlier analysis's must not outlive it
-    (run.tables / f"{AGREEMENT}.csv").unlink(missing_ok=True)
     manifest = Manifest(run)
+    manifest.remove_outputs(run.metrics, *plots.figure_files(run.figures, (*plots.FIGURE_NAMES, AGREEMENT)),
+                            run.tables / f"{AGREEMENT}.csv")  # an earlier analysis's must not outlive it
     with manifest.notebook(p.model_dump(), "02_analyze"), manifest.stage("analyze") as info:
         info.update(dataset=data.source, split=data.split, rows=data.n_rows)
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)
