@@ -141,3 +141,20 @@ def test_scores_all_equal_draw_every_figure_without_a_density(tmp_path):
     ax = plots.margin_distribution(same - same).axes[0]
     assert sum(p.get_height() for p in ax.patches) == 6
     assert [line.get_label() for line in ax.lines] == ["margin = 0 (tie)"]
+
+
+@pytest.mark.parametrize("draw", ["compare_scores", "compare_bland_altman"])
+def test_a_comparisons_legend_covers_no_point(draw):
+    # the Bland–Altman legend sat in the upper left, over the five rows whose scores had moved by +0.2
+    reference = np.linspace(-1.0, 1.0, 40)
+    candidate = reference.copy()
+    candidate[:5] += 0.2 if draw == "compare_bland_altman" else 1.5  # the rows that disagree: upper left
+    fig = getattr(plots, draw)(reference, candidate, *([{"mean_difference": 0.025, "loa_low": -0.1, "loa_high": 0.15}]
+                                                       if draw == "compare_bland_altman" else []))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    points = ax.transData.transform(np.concatenate([c.get_offsets() for c in ax.collections]))
+    inside = ((points[:, 0] >= legend.x0) & (points[:, 0] <= legend.x1) & (points[:, 1] >= legend.y0)
+              & (points[:, 1] <= legend.y1))
+    assert not inside.any(), points[inside]

@@ -111,14 +111,19 @@ def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
         sns.scatterplot(x=x, y=y, s=14, alpha=0.5, color=color, edgecolor="none", ax=ax)
 
 
-def _versus(x: np.ndarray, y: np.ndarray, identity: str, **labels: str) -> Figure:
-    """y against x (a hexbin when there are many) with the line y = x labelled `identity`."""
+# a legend beside the axes, for figures whose points may lie anywhere (those that disagree, the ones to see)
+BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.02, 1), "borderaxespad": 0}
+
+
+def _versus(x: np.ndarray, y: np.ndarray, identity: str, legend: dict | None = None, **labels: str) -> Figure:
+    """y against x (a hexbin when there are many) with the line y = x labelled `identity`; the legend upper left
+    (or as `legend` says)."""
     with axes() as (fig, ax):
         _scatter_or_hexbin(ax, x, y, COLORS["margin"])
         lo, hi = float(min(np.min(x), np.min(y))), float(max(np.max(x), np.max(y)))
         pad = 0.02 * (hi - lo or 1.0)
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1, label=identity)
-        ax.legend(loc="upper left")
+        ax.legend(**(legend or {"loc": "upper left"}))
         ax.set(**labels)
     return fig
 
@@ -163,7 +168,8 @@ def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure
 
 def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
     """A reproduction's scores against the published ones for the same texts, with the identity line."""
-    return _versus(reference, candidate, "y = x (same score)", xlabel="reference score", ylabel="candidate score",
+    return _versus(reference, candidate, "y = x (same score)", BESIDE, xlabel="reference score",
+                   ylabel="candidate score",
                    title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
 
 
@@ -175,7 +181,7 @@ def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: 
                                   ("loa_high", "--", None)):
             if summary.get(key) is not None:
                 ax.axhline(summary[key], color="0.25", linestyle=style, linewidth=1, label=label)
-        ax.legend(loc="upper left")
+        ax.legend(**BESIDE)
         ax.set(xlabel="mean of reference and candidate score", ylabel="candidate − reference",
                title=f"Bland–Altman ({_n(len(reference))} scores)")
     return fig
