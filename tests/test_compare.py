@@ -831,3 +831,21 @@ def test_a_near_tie_does_not_explain_a_score_that_moved(tmp_path):
     result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1],
                                     disagreement_tolerance=0.06)).result
     assert result["disagreements"]["explanations"] == {"a near-tie (|margin| < 0.05)": 2, "unexplained": 1}
+
+
+def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
+    # texts swapped, scores kept: a real disagreement of two best-vs-worst rankings, called only "unexplained"
+    rows = []
+    for line in demo_path().read_text().splitlines()[:4]:
+        src = json.loads(line)
+        cands = [src[c] for c in ("resp0", "resp1")]
+        rows.append(build_row(src, src["prompt"], cands, [0.4, -0.4], messages="chosen", keep_all_candidates=False))
+    ref = copy.deepcopy(rows)
+    ref[1]["chosen"], ref[1]["rejected"] = ref[1]["rejected"], ref[1]["chosen"]
+    folders = []
+    for name, side in (("reference", ref), ("candidate", rows)):
+        write_split(datasets.Dataset.from_list(side, features=output_features()), tmp_path / name)
+        folders.append(str(tmp_path / name))
+    result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1])).result
+    assert result["disagreements"]["explanations"] == {
+        "chosen and rejected the other way round, their scores moved": 1, "unexplained": 1}

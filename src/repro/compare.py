@@ -451,14 +451,15 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
             (categories[k] >= 2, "a different candidate text"),
             (None not in sets and None not in (sets[0][k], sets[1][k]) and sets[0][k] != sets[1][k],
              "other candidates ranked (a PairRM score depends on every candidate of its row)"),
-            (categories[k] == 1 and not worst[k] > p.disagreement_tolerance,
-             "chosen and rejected the other way round" + (", the same scores (one side's chosen scored lower)"
-                                                           if al.scored else "")),
+            (categories[k] == 1, "chosen and rejected the other way round" + (
+                "" if not al.scored else ", their scores moved" if worst[k] > p.disagreement_tolerance
+                else ", the same scores (one side's chosen scored lower)")),
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
             (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
-        if reasons and worst[k] > p.disagreement_tolerance and all(why.startswith("a near-tie") for why in reasons):
-            reasons.append("unexplained")  # a near-tie explains a sign, not a same-text score that moved
+        # a near-tie or a swap explains a sign, not a same-text score that moved
+        if worst[k] > p.disagreement_tolerance and all(why.startswith(("a near-tie", "chosen and")) for why in reasons):
+            reasons.append("unexplained")
         records.append({"prompt_id": ref_ids[k], "candidate_prompt_id": cand_ids[k],
                         "reference_row": int(a.first_rows[k]), "candidate_row": int(a.second_rows[k]),
                         "matched_by": KEY_KINDS[a.matched_by[k]],
