@@ -144,3 +144,14 @@ def test_a_runs_own_dataset_named_by_a_notebook_is_recorded_as_its_own(project, 
     (run.data / "train-00000-of-00001.parquet").write_bytes(run.shards()[0].read_bytes())
     assert run_dir_of(str(run.data / "train-00000-of-00001.parquet"), "x") == run.root
     assert run_dir_of(str(run.shards()[0]), "x") != run.root  # now another split's file: not the run's own data
+
+
+def test_the_advice_to_leave_run_dir_unset_names_where_the_notebook_then_writes(project):
+    # the dataset of a run outside runs/: "the notebook then writes runs/x", where it writes that run's folder
+    root, run, mine = project
+    other = RunDir(root / "elsewhere" / "x")
+    shutil.copytree(run.dataset, other.dataset)
+    Manifest(other).update(status="complete", counts={"kept": 30}, scorer={"model": "builtin:tiny-pairrm"})
+    with pytest.raises(ParameterError, match=rf"Leave run_dir unset \(the notebook then writes {other.root}\)"):
+        analysis.analyze(build(AnalyzeParams, {"run_dir": str(run.root), "dataset": str(other.root)}))
+    assert build(AnalyzeParams, {"dataset": str(other.root)}).run_root == other.root

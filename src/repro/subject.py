@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .errors import ParameterError
 from .manifest import Manifest
-from .paths import KERNEL, RunDir, dataset_run_name, default_run_dir, run_manifest_of, wait_advice
+from .paths import KERNEL, RunDir, run_dir_of, run_manifest_of, wait_advice
 
 OWN = None  # the subject of a run that built its own dataset
 
@@ -37,7 +37,7 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
             what, fix = "01_construct would build a dataset of its own there", "Give this run another run_dir"
         else:
             what = f"{parameter}={mine!r} is another dataset"
-            own = default_run_dir(dataset_run_name(mine))
+            own = run_dir_of(mine, "")  # (a dataset is given: run_name does not count)
             fix = ("Give this notebook a run_dir of its own" if run.root.resolve() == own.resolve() else
                    f"Leave run_dir unset (the notebook then writes {own}) or give a run_dir of its own")
         described = f"its own dataset (built there by 01_construct, in {run.dataset})" if theirs is OWN else \
