@@ -85,7 +85,8 @@ class _Params(BaseModel):
     subject: ClassVar[str | None] = None  # the parameter naming the dataset this notebook describes, if any
 
     run_name: RunName = "demo"
-    run_dir: LocalPath | None = None  # default: runs/<run_name>
+    # default: runs/<run_name>, or the run of the dataset given (of no run: runs/<its name>)
+    run_dir: LocalPath | None = None
 
     @property
     def run_root(self) -> Path:
