@@ -285,6 +285,18 @@ def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_
     assert "4 reference rows share 2 prompt_id value(s) (e.g. rows 0, 10 with " in verdict
 
 
+def test_rows_aligned_by_prompt_id_whose_prompts_differ_are_said(published, tmp_path):
+    # the same prompt_id on two rows of other prompts: "100 % same pairs", not a word of the prompts
+    ref = copy.deepcopy(published["rows"][:10])
+    for row in ref[2:4]:
+        row["prompt"] = "A different question altogether."
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert result["alignment"]["prompt_differs"] == 2
+    assert ("**Prompts differ.** 2 rows aligned by prompt_id hold other prompt texts on the two sides (e.g. reference "
+            "rows 2, 3)") in result["verdict"]
+
+
 def test_order_of_rows_does_not_matter(published):
     rows = published["rows"]
     keys = compare.row_keys(pa.Table.from_pylist(rows))

@@ -571,6 +571,11 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     twins = {side: n for side in ("reference", "candidate")
              if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
     notes = [prose("compare", "duplicate_note", sides, twins)] if sides else []
+    by_id = a.first_rows[a.matched_by == 0]  # rows aligned by prompt_id: do their prompts agree?
+    differs = [] if ref_keys["prompt_normalised"] is None or cand_keys["prompt_normalised"] is None else [
+        int(i) for i, j in zip(by_id, a.second_rows[a.matched_by == 0])
+        if ref_keys["prompt_normalised"][i] != cand_keys["prompt_normalised"][j]]
+    notes += [prose("compare", "prompt_note", differs)] if differs else []
     notes += caveats(reference, candidate, al)
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
@@ -579,6 +584,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         "parameters": p.model_dump(include={"score_tolerances", "disagreement_tolerance", "near_tie",
                                             "bootstrap_resamples", "bootstrap_seed"}),
         "alignment": {"aligned": a.n, "matched_by": a.counts(), "duplicates": len(a.duplicates),
+                      "prompt_differs": len(differs),
                       "order": "rows are matched by key; the order of rows on either side does not matter"},
         "coverage": {"in_both": a.n, "only_reference": int(a.only_first.size),
                      "only_candidate": int(a.only_second.size),
