@@ -141,6 +141,16 @@ def test_find_params_by_path_or_by_example_name(monkeypatch, tmp_path):
     assert str(tmp_path / "nothing.yaml") in str(err.value) and "demo_generate" in str(err.value)
 
 
+def test_outside_a_project_the_suggested_params_file_is_one_that_works_there(monkeypatch, tmp_path):
+    # an installed package, from a folder of one's own: "Did you mean 'params/demo.yaml'?" of params/demo.yaml itself
+    monkeypatch.setenv("REPRO_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for given, meant in (("params/demo.yaml", "demo"), ("sppo_iter1.yaml", "sppo_iter1")):
+        with pytest.raises(ParameterError, match=rf"Did you mean '{meant}'\?"):
+            paths.find_params(given)
+        assert paths.find_params(meant).is_file()
+
+
 def test_a_bare_name_in_a_project_is_the_projects_own_copy(monkeypatch, tmp_path):
     """`repro notebooks DIR` copies the params files and the recipes; `repro run demo` there runs the copy the
     researcher edited, not the package's."""

@@ -234,8 +234,9 @@ def _did_you_mean(given: Path, tried: list[Path], examples: Path) -> str:
     for folder in dict.fromkeys(p.parent for p in tried[:2]):  # the user's own paths, then the examples
         for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
             options.setdefault(path.stem, str(given.parent / path.name))
-    for path in sorted(examples.glob("**/*.yaml")):
-        options.setdefault(path.stem, f"params/{path.relative_to(examples)}")
+    for path in sorted(examples.glob("**/*.yaml")):  # as a path where the project has it, else by its bare name
+        written = f"params/{path.relative_to(examples)}"
+        options.setdefault(path.stem, written if (project_root() / written).is_file() else path.stem)
     close = difflib.get_close_matches(given.stem, list(options), n=1, cutoff=0.6)
     return f" Did you mean {options[close[0]]!r}?" if close else ""
 
