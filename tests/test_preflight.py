@@ -51,6 +51,16 @@ def test_check_names_the_gpu_vllm_and_the_three_downloads_in_one_message(bare_ma
     assert not (bare_machine / "run").exists()
 
 
+def test_without_a_checkout_the_fixes_are_pip_lines(bare_machine, capsys, monkeypatch):
+    # an installed wheel has no Makefile and no README beside it: "make install EXTRAS=vllm" cannot be run
+    monkeypatch.setattr(preflight, "checkout_root", lambda: None)
+    assert main(["run", "--check", "params/part2_mini_1.yaml", "--out", str(bare_machine / "run")]) == 1
+    out = capsys.readouterr().out
+    assert "make install" not in out and "README" not in out
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" in out
+    assert "pip install vllm" in out
+
+
 def test_a_run_stops_before_any_notebook_with_every_missing_piece(bare_machine, capsys):
     assert main(["run", "params/part2_mini_1.yaml", "--out", str(bare_machine / "run")]) == 2
     err = capsys.readouterr().err

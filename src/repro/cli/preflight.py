@@ -13,7 +13,7 @@ from typing import Any
 from ..analysis import prose
 from ..errors import DataError, ReproError
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS
-from ..paths import beside_hint, is_hub_id, nearest_existing
+from ..paths import beside_hint, checkout_root, is_hub_id, nearest_existing
 from ..revisions import hub_offline, publish_blocker
 from ..sources import file_problem, folder_problem, local_splits
 
@@ -21,8 +21,12 @@ HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
 BYTES_PER_TEXT = 4096
 MARGIN_BYTES = 64 << 20  # executed notebooks, figures, tables (the demo writes about 2 MB of them)
-INSTALL_CUDA_TORCH = ('make install TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" '
-                      "(see the README's GPU quick start)")
+CUDA_TORCH = "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+
+
+def install_line(make: str, pip: str) -> str:
+    """How to install something here: `make install ...` in a checkout, `pip install ...` for an installed package."""
+    return f"`make install {make}`" if checkout_root() else f"`pip install {pip}`"
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
     import torch  # only when a GPU is asked for
 
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    checks = []
+    checks, cuda_torch = [], install_line("TORCH_SPEC=\"" + CUDA_TORCH + "\"", CUDA_TORCH)
     for key, device, processes in wanted:
         index = int(device.split(":")[1]) if ":" in device else 0
         need = max(index + 1, processes)
@@ -103,7 +107,7 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
             checks.append(Check(what, True, f"{visible} CUDA GPU(s) visible to torch {torch.__version__}"))
         elif visible == 0:
             checks.append(Check(what, False, f"no CUDA GPU: torch {torch.__version__} sees none. On a GPU machine "
-                                             f"install CUDA torch: {INSTALL_CUDA_TORCH}; or set {key}: cpu"))
+                                             f"install CUDA torch: {cuda_torch}; or set {key}: cpu"))
         else:
             checks.append(Check(what, False, f"needs {need} CUDA GPU(s), torch sees {visible}: lower the number "
                                              f"of processes or pick a visible device"))
@@ -116,11 +120,11 @@ def package_checks(values: dict[str, Any]) -> list[Check]:
         return []
     wanted = []  # (what, module, name, how to get it)
     if values.get("generate") and values.get("generation_backend") == "vllm":
-        wanted.append(("generation_backend: vllm", "vllm", "vLLM", ": `make install EXTRAS=vllm` (a CUDA machine), "
-                       "or set generation_backend: transformers"))
+        wanted.append(("generation_backend: vllm", "vllm", "vLLM", f": {install_line('EXTRAS=vllm', 'vllm')} (a CUDA "
+                       "machine), or set generation_backend: transformers"))
     if "llm-blender" in [values.get("scorer_backend")] + [s.get("backend") for s in values.get("scorers") or ()]:
         wanted.append(("scorer_backend: llm-blender", "llm_blender", "llm-blender", " (it needs an environment of "
-                       "its own: see the README), or set the backend to repro"))
+                       "its own, with transformers 4.57), or set the backend to repro"))
     found = [importlib.util.find_spec(module) is not None for _, module, _, _ in wanted]
     return [Check(what, ok, f"{name} is installed" if ok else f"{name} is not installed{fix}")
             for (what, _, name, fix), ok in zip(wanted, found)]
