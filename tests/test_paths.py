@@ -2,6 +2,7 @@
 from a JupyterLab kernel in notebooks/; hub ids and built-in specs are left alone; nothing lands elsewhere."""
 
 import json
+import sys
 import uuid
 from pathlib import Path
 
@@ -205,3 +206,18 @@ def test_a_params_path_that_does_not_exist_is_an_error_with_the_nearest_file(mon
     with pytest.raises(ParameterError, match=r"Did you mean 'params/demo.yaml'\?"):
         paths.find_params("demo.yaml")
     assert paths.find_params("demo") == ROOT / "params" / "demo.yaml"
+
+
+def test_repro_notebooks_says_how_edited_copies_run(tmp_path, capsys):
+    # it said "or run them: repro run params/demo.yaml", which runs the package's notebooks, not the edited copies
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from repro.cli import main
+
+    assert main(["notebooks", str(tmp_path / "mine")]) == 0
+    out = capsys.readouterr().out
+    assert f"cd {tmp_path / 'mine'} && papermill notebooks/01_construct.ipynb out.ipynb -f params/demo.yaml" in out
+    assert "repro run executes the package's notebooks, not edited copies" in out
+    # the kernel the copies declare is there for papermill and JupyterLab (plain papermill failed: NoSuchKernel)
+    spec = KernelSpecManager().get_kernel_spec("repro")
+    assert Path(spec.argv[0]).resolve() == Path(sys.executable).resolve()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import ReproError
 from ..paths import PROJECT_MARKER, check_folder, shipped
+from .run import ensure_kernel
 
 MARKER_TEXT = ("This folder is a repro project (made by `repro notebooks`): relative paths given to the notebooks'\n"
                "parameters mean this folder, and runs go to runs/<name>/ here.\n")
@@ -43,8 +44,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     written = make_project(args.folder, force=args.force)
     root = Path(args.folder).expanduser().resolve()
+    ensure_kernel()  # the notebooks' kernel, for JupyterLab and plain papermill too
     print(f"repro notebooks: {len(written)} files in {root}\n"
           f"  open them: cd {root} && jupyter lab --KernelManager.transport_encryption=auto"
-          f"{' --allow-root' if os.geteuid() == 0 else ''}     (kernel 'Python (repro)')\n"
-          f"  or run them: cd {root} && repro run params/demo.yaml     (writes runs/demo/ there)")
+          f"{' --allow-root' if os.geteuid() == 0 else ''}     (kernel 'Python (repro)': this environment)\n"
+          f"  run a copy as it is now: cd {root} && papermill notebooks/01_construct.ipynb out.ipynb -f "
+          f"params/demo.yaml\n"
+          f"  or the package's notebooks on these params: cd {root} && repro run params/demo.yaml     (writes "
+          f"runs/demo/ there; repro run executes the package's notebooks, not edited copies)")
     return 0
