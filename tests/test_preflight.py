@@ -298,7 +298,7 @@ def test_a_folder_holding_what_a_run_writes_but_no_run_is_refused_before_anythin
     assert "holds metrics.json, notebooks/ but no manifest.json" in capsys.readouterr().out
     for more in ([], ["--force"]):
         assert main(["run", "demo", "--out", str(out), *more]) == 2
-        assert "a run would write over them (`repro run --force` would remove them). Give the run another folder" \
+        assert "a run would write over them, so it is refused, with --force too. Give the run another folder" \
             in capsys.readouterr().err
     assert (out / "metrics.json").read_text() == '{"mine": 1}'
     assert (out / "notebooks" / "01_construct.ipynb").read_text() == "mine"

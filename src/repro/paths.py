@@ -283,7 +283,7 @@ class RunDir:
         if not (held := self.foreign(building)):
             return ""
         return (f"{self.root} holds {', '.join(held)} but no manifest.json, so no repro run made them: a run would "
-                f"write over them (`repro run --force` would remove them). Give the run another folder (--out, or "
+                f"write over them, so it is refused, with --force too. Give the run another folder (--out, or "
                 f"run_dir in a notebook), or move them out first")
 
     def shards(self, split: str = SPLIT) -> list[Path]:
