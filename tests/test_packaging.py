@@ -107,7 +107,8 @@ def test_repro_run_demo_from_an_empty_folder(installed, tmp_path):
         assert all(c["metadata"].get("papermill", {}).get("exception") in (None, False) for c in executed["cells"])
         assert manifest["notebooks"][name]["status"] == "done"
     assert json.loads((run / "metrics.json").read_text())["n"] == len(ds)
-    assert (run / "dataset" / "README.md").is_file()
+    card = (run / "dataset" / "README.md").read_text()  # it read "git commit `not from a checkout` (uncommitted ...)"
+    assert "repro installed as a package, not from a git checkout" in card and "uncommitted changes: unknown" not in card
     for rel, out in manifest["outputs"].items():
         assert sha256_file(run / rel) == out["sha256"], rel
 
