@@ -141,6 +141,16 @@ def test_a_model_without_chat_template_needs_one_given(tmp_path, rows):
         np.testing.assert_allclose(g, e, rtol=0, atol=TOLERANCE)
 
 
+@pytest.mark.parametrize("template, why", [("{% for m in messages %}{{ m.content ", "TemplateSyntaxError"),
+                                            ('{{ raise_exception("nope") }}', "nope"),
+                                            ("{{ messages[5].content }}", "no element 5")])
+def test_a_chat_template_that_cannot_render_is_refused_at_load(tmp_path, template, why):
+    """A broken template ended in a raw jinja2 traceback from inside the scoring job; it is rendered once at load."""
+    folder = build_tiny_reward_model(tmp_path / "bare", "llama", chat_template=False)
+    with pytest.raises(ParameterError, match=r"given as chat_template .*" + why + r".*--chat-template FILE"):
+        load_scorer(folder, device="cpu", chat_template=template)
+
+
 def test_remote_code_is_run_only_when_asked_and_the_error_says_so(tmp_path, reward_dirs):
     folder = tmp_path / "custom"
     shutil.copytree(reward_dirs["llama"], folder)
