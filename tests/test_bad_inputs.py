@@ -246,6 +246,10 @@ CASES = [
     Case("score --chunk-size 0", lambda t: score(t, "--chunk-size", "0"), r"--chunk-size 0 must be >= 1\."),
     Case("score --chat-template missing", lambda t: score(t, "--chat-template", str(t / "nope.jinja")),
          r"--chat-template \S*nope.jinja does not exist \(a Jinja template file\)\.", after=nothing_written),
+    Case("score --chat-template empty", lambda t: score(t, "--chat-template", str(write(t / "e.jinja", " \n"))),
+         r"--chat-template \S*e.jinja is empty: .*Jinja template", after=nothing_written),
+    Case("score --chat-template a folder", lambda t: score(t, "--chat-template", str(t)),
+         r"--chat-template \S+ is a folder; give the path of the Jinja template file", after=nothing_written),
     Case("score PairRM limits for a sequence classifier",
          lambda t: score(t, "--source-maxlength", "64")[:2] + ["builtin:tiny-reward-llama"]
          + score(t, "--source-maxlength", "64")[3:],

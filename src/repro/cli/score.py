@@ -129,9 +129,15 @@ def main(args: argparse.Namespace) -> int:
     rows = read_rows(args.input, min_candidates=MIN_CANDIDATES[kind])
     options: dict[str, Any] = {"trust_remote_code": True} if args.trust_remote_code else {}
     if args.chat_template is not None:
+        if args.chat_template.is_dir():
+            raise DataError(f"--chat-template {args.chat_template} is a folder; give the path of the Jinja template "
+                            f"file in it.")
         if not args.chat_template.is_file():
             raise DataError(f"--chat-template {args.chat_template} does not exist (a Jinja template file).")
         options["chat_template"] = utf8_text(args.chat_template, "--chat-template", DataError)
+        if not options["chat_template"].strip():
+            raise DataError(f"--chat-template {args.chat_template} is empty: give a file holding the Jinja template "
+                            f"the model was trained with (a tokenizer_config.json's chat_template).")
     if args.output_index is not None:
         options["output_index"] = args.output_index
     work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")  # a re-run continues from it
