@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -119,3 +120,18 @@ def test_an_interrupted_score_continues_where_it_stopped(tmp_path, tiny_pairrm_d
     assert main(argv) == 0
     assert resumed[0].info["chunks_resumed"] == 3 and len(out.read_text().splitlines()) == len(sppo_rows)
     assert not (tmp_path / "scored.jsonl.work").exists()  # the output holds it all: nothing left beside it
+
+
+def test_chunks_of_other_settings_are_set_aside_with_a_line_saying_so(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
+    """A re-run with another --batch-tokens moved the finished chunks to stale-<hash>/ and scored all again without a
+    word: one line now says how many, which settings differ, and where they were kept."""
+    src, work = write_jsonl(tmp_path / "in.jsonl", sppo_rows), tmp_path / "work"
+    argv = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(tmp_path / "o.jsonl"),
+            "--device", "cpu", "--chunk-size", "4", "--work-dir", str(work), "--force"]
+    assert main(argv) == 0 and "set aside" not in capsys.readouterr().err
+    assert main([*argv, "--batch-tokens", "4096"]) == 0
+    err = capsys.readouterr().err
+    stale = next(work.glob("stale-*"))
+    assert re.search(rf"3 finished chunk\(s\) in {work} were made with other settings: batch_tokens \(\d+ there, "
+                     rf"4096 now\); they are set aside in {stale} \(not reused\)\.\n", err), err
+    assert len(list(stale.glob("chunk-*.json"))) == 3
