@@ -227,6 +227,15 @@ CASES = [
     Case("score --output is a folder", lambda t: score(t, output=(t / "outdir").mkdir() or t / "outdir"),
          r"--output \S*outdir is a folder; give a file path for the scored rows, e.g\. --output \S*outdir/scored.jsonl",
          after=no_file_in("outdir")),
+    Case("score --output a new folder/", lambda t: [*score(t)[:6], f"{t / 'newdir'}/", *score(t)[7:]],
+         r"--output \S*newdir/ names a folder; give a file path for the scored rows, e.g\. "
+         r"--output \S*newdir/scored.jsonl",
+         after=lambda t: not (t / "newdir").exists() or pytest.fail("a file named newdir was written")),
+    *[Case(f"score --output {suffix}", lambda t, suffix=suffix: score(t, output=t / f"out{suffix}"),
+           rf"--output \S*out{re.escape(suffix)} names another format \({suffix}\), but repro score writes JSON lines: "
+           r"name the output \.jsonl, e\.g\. --output \S*out\.jsonl",
+           after=lambda t, suffix=suffix: not (t / f"out{suffix}").exists() or pytest.fail("written"))
+      for suffix in (".parquet", ".csv", ".arrow")],
     Case("score --output inside a file", lambda t: score(t, output=write(t / "f", "x") / "out.jsonl"),
          r"--output's folder \S*/f is an existing file, not a folder"),
     Case("score --output is the input", lambda t: score(t, "--force", output=t / "in.jsonl"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from itertools import islice
@@ -21,7 +22,7 @@ from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBac
 from ..paths import check_folder, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
-from ..sources import iter_jsonl
+from ..sources import DATA_SUFFIXES, iter_jsonl
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 
@@ -43,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sequence classifiers with several outputs: the one that is the reward")
     parser.add_argument("--input", required=True, type=Path,
                         help="jsonl rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and 'rejected')")
-    parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
+    parser.add_argument("--output", required=True, help="jsonl: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
@@ -102,18 +103,23 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
     return rows
 
 
-def check_output(path: Path, input: Path, force: bool) -> None:
-    """Refuse, before any scoring, an --output that cannot be written as a file, is the input, or exists (unless
-    `force`)."""
+def check_output(given: str, input: Path, force: bool) -> Path:
+    """--output as a path; refused, before any scoring, where it cannot be written as a file, names a folder or
+    another format than JSON lines, is the input, or exists (unless `force`)."""
+    path = Path(given)
     if path.is_file() and path.resolve() == input.resolve():
         raise DataError(f"--output {path} is the --input: the scored rows would replace the rows they score; give "
                         f"another --output.")
     if path.is_file() and not force:
         raise DataError(f"--output {path} exists: give another --output, or pass --force to replace it.")
-    if path.is_dir():
-        raise DataError(f"--output {path} is a folder; give a file path for the scored rows, e.g. "
-                        f"--output {path / 'scored.jsonl'}.")
+    if path.is_dir() or given.endswith(("/", os.sep)):  # (a new folder/: Path drops the slash, a file was written)
+        raise DataError(f"--output {given} {'is' if path.is_dir() else 'names'} a folder; give a file path for the "
+                        f"scored rows, e.g. --output {path / 'scored.jsonl'}.")
+    if path.suffix in DATA_SUFFIXES - {".jsonl", ".json", ".txt"}:
+        raise DataError(f"--output {given} names another format ({path.suffix}), but repro score writes JSON lines: "
+                        f"name the output .jsonl, e.g. --output {path.with_suffix('.jsonl')}.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
+    return path
 
 
 def main(args: argparse.Namespace) -> int:
@@ -121,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
                           ("--num-processes", args.num_processes)):
         if value is not None and value < 1:
             raise ParameterError(f"{option} {value} must be >= 1.")
-    check_output(args.output, args.input, args.force)
+    args.output = check_output(args.output, args.input, args.force)
     kind = resolve_kind(args.model, args.kind)
     if kind != "pairrm" and (args.source_maxlength is not None or args.candidate_maxlength is not None):
         raise ParameterError("--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier "
