@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from repro.cli import main
@@ -274,6 +276,11 @@ CASES = [
         ("a list, not an object", '["p", ["a", "b"]]', r"line 2 of .*JSON list; expected an object"),
         ("broken JSON", '{"prompt": "p", "candidates": ', r"line 2 of \S*in.jsonl is not valid JSON .*fix or remove that line"),
     ]],
+    Case("score a parquet row without a prompt", lambda t: score(t, input=pq.write_table(pa.Table.from_pylist(
+        [GOOD_ROW, {"prompt": None, "candidates": ["a", "b"]}]), t / "in.parquet") or t / "in.parquet"),
+         r"row 1 of \S*in.parquet: 'prompt' is null; expected a string\.", after=nothing_written),
+    Case("score a damaged parquet input", lambda t: score(t, input=write(t / "in.parquet", b"PAR1 not parquet")),
+         r"--input \S*in.parquet could not be read as parquet .*truncated or damaged", after=nothing_written),
     Case("score an input that is not UTF-8", lambda t: score(t, input=write(t / "in.jsonl", b'{"prompt": "\xff"}\n')),
          r"line 1 of \S*in.jsonl is not UTF-8 text \(byte 0xff at column 13\)", after=nothing_written),
     # families (repro.family) and the row cache (repro.cache): refused before any member runs

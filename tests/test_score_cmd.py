@@ -135,3 +135,17 @@ def test_chunks_of_other_settings_are_set_aside_with_a_line_saying_so(tmp_path, 
     assert re.search(rf"3 finished chunk\(s\) in {work} were made with other settings: batch_tokens \(\d+ there, "
                      rf"4096 now\); they are set aside in {stale} \(not reused\)\.\n", err), err
     assert len(list(stale.glob("chunk-*.json"))) == 3
+
+
+def test_a_parquet_input_is_scored_like_the_same_rows_in_jsonl(tmp_path, tiny_pairrm_dir, sppo_rows):
+    """--input rows.parquet was read as jsonl: 'line 1 of …parquet is not UTF-8 text'. Its rows are scored now."""
+    import datasets
+
+    datasets.Dataset.from_list(sppo_rows[:5]).to_parquet(tmp_path / "in.parquet")
+    outputs = []
+    for src in (write_jsonl(tmp_path / "in.jsonl", sppo_rows[:5]), tmp_path / "in.parquet"):
+        out = tmp_path / f"{src.suffix[1:]}.jsonl"
+        assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out),
+                     "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+        outputs.append(out.read_text(encoding="utf-8"))
+    assert outputs[0] == outputs[1] and len(outputs[1].splitlines()) == 5

@@ -14,6 +14,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, get_args
 
+import pyarrow.parquet as pq
+
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
@@ -43,7 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-index", type=int, default=None,
                         help="sequence classifiers with several outputs: the one that is the reward")
     parser.add_argument("--input", required=True, type=Path,
-                        help="jsonl rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and 'rejected')")
+                        help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and "
+                             "'rejected')")
     parser.add_argument("--output", required=True, help="jsonl: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
@@ -76,12 +79,25 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
     return text
 
 
+def _rows_of(path: Path, option: str):
+    """(where, row) of each row: a .parquet file's rows (numbered from 0), else the jsonl file's lines."""
+    if path.suffix != ".parquet" or not path.is_file():
+        return iter_jsonl(path, option)
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ...: the file, not a row
+        raise DataError(f"{option} {path} could not be read as parquet ({type(exc).__name__}: {str(exc)[:300]}); the "
+                        f"file is truncated or damaged. Write it again (e.g. Dataset.to_parquet).") from None
+    return ((f"row {n} of {path}", row) for n, row in enumerate(table.to_pylist()))
+
+
 def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
               option: str = "--input") -> list[dict[str, Any]]:
-    """The first `limit` jsonl rows, each checked: an object with a string `prompt` and >= 2 (or `min_candidates`)
-    strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its `candidates`."""
+    """The first `limit` rows of a jsonl (or .parquet) file, each checked: an object with a string `prompt` and >= 2
+    (or `min_candidates`) strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its
+    `candidates`."""
     rows = []
-    for where, row in islice(iter_jsonl(path, option), limit):
+    for where, row in islice(_rows_of(path, option), limit):
         if not isinstance(row, dict):
             raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
                             f"'candidates'.")
