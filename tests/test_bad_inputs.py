@@ -261,6 +261,9 @@ CASES = [
          r"--chat-template \S*e.jinja is empty: .*Jinja template", after=nothing_written),
     Case("score --chat-template a folder", lambda t: score(t, "--chat-template", str(t)),
          r"--chat-template \S+ is a folder; give the path of the Jinja template file", after=nothing_written),
+    Case("score a PairRM stand-in as a sequence classifier", lambda t: score(t, "--kind", "sequence_classifier"),
+         r"kind='sequence_classifier' \(scorer_kind, `repro score --kind`\) does not match 'builtin:tiny-pairrm': it "
+         r"is a PairRM stand-in\. Set the kind to 'auto' or 'pairrm'\.", after=nothing_written),
     Case("score PairRM limits for a sequence classifier",
          lambda t: score(t, "--source-maxlength", "64")[:2] + ["builtin:tiny-reward-llama"]
          + score(t, "--source-maxlength", "64")[3:],

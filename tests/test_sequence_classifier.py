@@ -180,6 +180,17 @@ def test_kind_is_read_from_the_checkpoint(tmp_path, reward_dirs, tiny_pairrm_dir
         load_scorer(reward_dirs["llama"], device="cpu", source_maxlength=64)
 
 
+def test_a_kind_that_does_not_match_the_model_is_refused_naming_both(reward_dirs):
+    """A PairRM stand-in as a sequence classifier was 'not a directory ... or a built-in stand-in' (it is one), and a
+    Llama reward model as PairRM was 'neither llm-blender's RankerConfig ...' without the model or the fix."""
+    with pytest.raises(ParameterError, match=r"kind='sequence_classifier' .*does not match 'builtin:tiny-pairrm': it "
+                                             r"is a PairRM stand-in\. Set the kind to 'auto' or 'pairrm'"):
+        load_scorer("builtin:tiny-pairrm", kind="sequence_classifier", device="cpu")
+    with pytest.raises(ParameterError, match=rf"kind='pairrm' .*does not match '{reward_dirs['llama']}': it is a "
+                                             r"sequence-classifier checkpoint .*'auto' or 'sequence_classifier'"):
+        load_scorer(reward_dirs["llama"], kind="pairrm", device="cpu")
+
+
 @pytest.mark.parametrize("kind", ["auto", "pairrm", "sequence_classifier"])
 def test_a_local_path_that_does_not_exist_is_named(tmp_path, kind):
     missing = tmp_path / "models" / "my-rm"
