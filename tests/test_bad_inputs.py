@@ -277,6 +277,8 @@ CASES = [
         ("a null prompt", '{"prompt": null, "candidates": ["a", "b"]}', r"line 2 of .*'prompt' is null; expected a"),
         ("a null candidate", '{"prompt": "p", "candidates": ["a", null]}', r"line 2 of .*at least two strings"),
         ("a list, not an object", '["p", ["a", "b"]]', r"line 2 of .*JSON list; expected an object"),
+        ("chosen without rejected", '{"prompt": "p", "chosen": "a"}',
+         r"line 2 of \S*: 'rejected' is missing; an H4 row gives both 'chosen' and 'rejected'"),
         ("broken JSON", '{"prompt": "p", "candidates": ', r"line 2 of \S*in.jsonl is not valid JSON .*fix or remove that line"),
     ]],
     Case("score a parquet row without a prompt", lambda t: score(t, input=pq.write_table(pa.Table.from_pylist(

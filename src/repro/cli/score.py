@@ -105,7 +105,11 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
         if not isinstance(prompt, str):
             what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
             raise DataError(f"{where}: 'prompt' is {what}; expected a string.")
-        if cands is None and "chosen" in row and "rejected" in row:
+        missing = [side for side in ("chosen", "rejected") if side not in row]
+        if cands is None and len(missing) == 1:
+            raise DataError(f"{where}: '{missing[0]}' is missing; an H4 row gives both 'chosen' and 'rejected' (or "
+                            f"give 'candidates').")
+        if cands is None and not missing:
             cands = [_assistant_text(row[side], where, side) for side in ("chosen", "rejected")]
             row = {**row, "candidates": cands}
         if not isinstance(cands, list) or len(cands) < min_candidates or not all(isinstance(c, str) for c in cands):
