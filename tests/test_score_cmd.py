@@ -149,3 +149,15 @@ def test_a_parquet_input_is_scored_like_the_same_rows_in_jsonl(tmp_path, tiny_pa
                      "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
         outputs.append(out.read_text(encoding="utf-8"))
     assert outputs[0] == outputs[1] and len(outputs[1].splitlines()) == 5
+
+
+def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_path, capsys):
+    """The cut was told as a raw RuntimeWarning with its source line, and the summary said '1 prompts scored'."""
+    src, out = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "word " * 3000, "candidates": ["Yes."]}]), tmp_path / "o"
+    assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out),
+                 "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^repro score: warning: 1 row\(s\) had conversation\(s\) longer than max_length=2048 tokens, "
+                     r"cut to their first 2048 tokens \(candidates cut alike score alike\)\.$", err, flags=re.M), err
+    assert "RuntimeWarning" not in err and "warnings.warn" not in err
+    assert "repro score: 1 prompt scored with builtin:tiny-reward-llama" in err

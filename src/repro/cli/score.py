@@ -184,6 +184,6 @@ def main(args: argparse.Namespace) -> int:
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info = result.info
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
-    print(f"repro score: {len(rows)} prompts scored with {info['model']} ({info['backend']}, {info['device']}, "
-          f"{info['dtype']}) -> {args.output}{note}", file=sys.stderr)
+    print(f"repro score: {len(rows)} prompt{'s' * (len(rows) != 1)} scored with {info['model']} ({info['backend']}, "
+          f"{info['device']}, {info['dtype']}) -> {args.output}{note}", file=sys.stderr)
     return 0
