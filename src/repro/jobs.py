@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
-from .errors import DataError, ReproError
+from .errors import DataError, ReproError, listed
 from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -98,8 +98,6 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
     work_dir.mkdir(parents=True, exist_ok=True)
     digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
     if fp_path.exists() and (old := _digest_on_disk(work_dir)) != digest:
-        from .manifest import listed  # (manifest imports this module)
-
         stale, chunks, differ = work_dir / f"{STALE_PREFIX}{old}", list(work_dir.glob(CHUNK_GLOB)), ""
         stale.mkdir(exist_ok=True)
         with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # what they were made with, if told
