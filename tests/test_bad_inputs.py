@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from repro.cli import main
@@ -227,6 +229,15 @@ CASES = [
     Case("score --output is a folder", lambda t: score(t, output=(t / "outdir").mkdir() or t / "outdir"),
          r"--output \S*outdir is a folder; give a file path for the scored rows, e.g\. --output \S*outdir/scored.jsonl",
          after=no_file_in("outdir")),
+    Case("score --output a new folder/", lambda t: [*score(t)[:6], f"{t / 'newdir'}/", *score(t)[7:]],
+         r"--output \S*newdir/ names a folder; give a file path for the scored rows, e.g\. "
+         r"--output \S*newdir/scored.jsonl",
+         after=lambda t: not (t / "newdir").exists() or pytest.fail("a file named newdir was written")),
+    *[Case(f"score --output {suffix}", lambda t, suffix=suffix: score(t, output=t / f"out{suffix}"),
+           rf"--output \S*out{re.escape(suffix)} names another format \({suffix}\), but repro score writes JSON lines: "
+           r"name the output \.jsonl, e\.g\. --output \S*out\.jsonl",
+           after=lambda t, suffix=suffix: not (t / f"out{suffix}").exists() or pytest.fail("written"))
+      for suffix in (".parquet", ".csv", ".arrow")],
     Case("score --output inside a file", lambda t: score(t, output=write(t / "f", "x") / "out.jsonl"),
          r"--output's folder \S*/f is an existing file, not a folder"),
     Case("score --output is the input", lambda t: score(t, "--force", output=t / "in.jsonl"),
@@ -246,6 +257,13 @@ CASES = [
     Case("score --chunk-size 0", lambda t: score(t, "--chunk-size", "0"), r"--chunk-size 0 must be >= 1\."),
     Case("score --chat-template missing", lambda t: score(t, "--chat-template", str(t / "nope.jinja")),
          r"--chat-template \S*nope.jinja does not exist \(a Jinja template file\)\.", after=nothing_written),
+    Case("score --chat-template empty", lambda t: score(t, "--chat-template", str(write(t / "e.jinja", " \n"))),
+         r"--chat-template \S*e.jinja is empty: .*Jinja template", after=nothing_written),
+    Case("score --chat-template a folder", lambda t: score(t, "--chat-template", str(t)),
+         r"--chat-template \S+ is a folder; give the path of the Jinja template file", after=nothing_written),
+    Case("score a PairRM stand-in as a sequence classifier", lambda t: score(t, "--kind", "sequence_classifier"),
+         r"kind='sequence_classifier' \(scorer_kind, `repro score --kind`\) does not match 'builtin:tiny-pairrm': it "
+         r"is a PairRM stand-in\. Set the kind to 'auto' or 'pairrm'\.", after=nothing_written),
     Case("score PairRM limits for a sequence classifier",
          lambda t: score(t, "--source-maxlength", "64")[:2] + ["builtin:tiny-reward-llama"]
          + score(t, "--source-maxlength", "64")[3:],
@@ -259,8 +277,15 @@ CASES = [
         ("a null prompt", '{"prompt": null, "candidates": ["a", "b"]}', r"line 2 of .*'prompt' is null; expected a"),
         ("a null candidate", '{"prompt": "p", "candidates": ["a", null]}', r"line 2 of .*at least two strings"),
         ("a list, not an object", '["p", ["a", "b"]]', r"line 2 of .*JSON list; expected an object"),
+        ("chosen without rejected", '{"prompt": "p", "chosen": "a"}',
+         r"line 2 of \S*: 'rejected' is missing; an H4 row gives both 'chosen' and 'rejected'"),
         ("broken JSON", '{"prompt": "p", "candidates": ', r"line 2 of \S*in.jsonl is not valid JSON .*fix or remove that line"),
     ]],
+    Case("score a parquet row without a prompt", lambda t: score(t, input=pq.write_table(pa.Table.from_pylist(
+        [GOOD_ROW, {"prompt": None, "candidates": ["a", "b"]}]), t / "in.parquet") or t / "in.parquet"),
+         r"row 1 of \S*in.parquet: 'prompt' is null; expected a string\.", after=nothing_written),
+    Case("score a damaged parquet input", lambda t: score(t, input=write(t / "in.parquet", b"PAR1 not parquet")),
+         r"--input \S*in.parquet could not be read as parquet .*truncated or damaged", after=nothing_written),
     Case("score an input that is not UTF-8", lambda t: score(t, input=write(t / "in.jsonl", b'{"prompt": "\xff"}\n')),
          r"line 1 of \S*in.jsonl is not UTF-8 text \(byte 0xff at column 13\)", after=nothing_written),
     # families (repro.family) and the row cache (repro.cache): refused before any member runs

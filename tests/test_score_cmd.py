@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -119,3 +120,44 @@ def test_an_interrupted_score_continues_where_it_stopped(tmp_path, tiny_pairrm_d
     assert main(argv) == 0
     assert resumed[0].info["chunks_resumed"] == 3 and len(out.read_text().splitlines()) == len(sppo_rows)
     assert not (tmp_path / "scored.jsonl.work").exists()  # the output holds it all: nothing left beside it
+
+
+def test_chunks_of_other_settings_are_set_aside_with_a_line_saying_so(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
+    """A re-run with another --batch-tokens moved the finished chunks to stale-<hash>/ and scored all again without a
+    word: one line now says how many, which settings differ, and where they were kept."""
+    src, work = write_jsonl(tmp_path / "in.jsonl", sppo_rows), tmp_path / "work"
+    argv = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(tmp_path / "o.jsonl"),
+            "--device", "cpu", "--chunk-size", "4", "--work-dir", str(work), "--force"]
+    assert main(argv) == 0 and "set aside" not in capsys.readouterr().err
+    assert main([*argv, "--batch-tokens", "4096"]) == 0
+    err = capsys.readouterr().err
+    stale = next(work.glob("stale-*"))
+    assert re.search(rf"3 finished chunk\(s\) in {work} were made with other settings: batch_tokens \(\d+ there, "
+                     rf"4096 now\); they are set aside in {stale} \(not reused\)\.\n", err), err
+    assert len(list(stale.glob("chunk-*.json"))) == 3
+
+
+def test_a_parquet_input_is_scored_like_the_same_rows_in_jsonl(tmp_path, tiny_pairrm_dir, sppo_rows):
+    """--input rows.parquet was read as jsonl: 'line 1 of …parquet is not UTF-8 text'. Its rows are scored now."""
+    import datasets
+
+    datasets.Dataset.from_list(sppo_rows[:5]).to_parquet(tmp_path / "in.parquet")
+    outputs = []
+    for src in (write_jsonl(tmp_path / "in.jsonl", sppo_rows[:5]), tmp_path / "in.parquet"):
+        out = tmp_path / f"{src.suffix[1:]}.jsonl"
+        assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out),
+                     "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+        outputs.append(out.read_text(encoding="utf-8"))
+    assert outputs[0] == outputs[1] and len(outputs[1].splitlines()) == 5
+
+
+def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_path, capsys):
+    """The cut was told as a raw RuntimeWarning with its source line, and the summary said '1 prompts scored'."""
+    src, out = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "word " * 3000, "candidates": ["Yes."]}]), tmp_path / "o"
+    assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out),
+                 "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^repro score: warning: 1 row\(s\) had conversation\(s\) longer than max_length=2048 tokens, "
+                     r"cut to their first 2048 tokens \(candidates cut alike score alike\)\.$", err, flags=re.M), err
+    assert "RuntimeWarning" not in err and "warnings.warn" not in err
+    assert "repro score: 1 prompt scored with builtin:tiny-reward-llama" in err

@@ -141,6 +141,16 @@ def test_a_model_without_chat_template_needs_one_given(tmp_path, rows):
         np.testing.assert_allclose(g, e, rtol=0, atol=TOLERANCE)
 
 
+@pytest.mark.parametrize("template, why", [("{% for m in messages %}{{ m.content ", "TemplateSyntaxError"),
+                                            ('{{ raise_exception("nope") }}', "nope"),
+                                            ("{{ messages[5].content }}", "no element 5")])
+def test_a_chat_template_that_cannot_render_is_refused_at_load(tmp_path, template, why):
+    """A broken template ended in a raw jinja2 traceback from inside the scoring job; it is rendered once at load."""
+    folder = build_tiny_reward_model(tmp_path / "bare", "llama", chat_template=False)
+    with pytest.raises(ParameterError, match=r"given as chat_template .*" + why + r".*--chat-template FILE"):
+        load_scorer(folder, device="cpu", chat_template=template)
+
+
 def test_remote_code_is_run_only_when_asked_and_the_error_says_so(tmp_path, reward_dirs):
     folder = tmp_path / "custom"
     shutil.copytree(reward_dirs["llama"], folder)
@@ -168,6 +178,17 @@ def test_kind_is_read_from_the_checkpoint(tmp_path, reward_dirs, tiny_pairrm_dir
         load_scorer(reward_dirs["llama"], kind="ranker")
     with pytest.raises(ParameterError, match="source_maxlength do not apply to a sequence_classifier"):
         load_scorer(reward_dirs["llama"], device="cpu", source_maxlength=64)
+
+
+def test_a_kind_that_does_not_match_the_model_is_refused_naming_both(reward_dirs):
+    """A PairRM stand-in as a sequence classifier was 'not a directory ... or a built-in stand-in' (it is one), and a
+    Llama reward model as PairRM was 'neither llm-blender's RankerConfig ...' without the model or the fix."""
+    with pytest.raises(ParameterError, match=r"kind='sequence_classifier' .*does not match 'builtin:tiny-pairrm': it "
+                                             r"is a PairRM stand-in\. Set the kind to 'auto' or 'pairrm'"):
+        load_scorer("builtin:tiny-pairrm", kind="sequence_classifier", device="cpu")
+    with pytest.raises(ParameterError, match=rf"kind='pairrm' .*does not match '{reward_dirs['llama']}': it is a "
+                                             r"sequence-classifier checkpoint .*'auto' or 'sequence_classifier'"):
+        load_scorer(reward_dirs["llama"], kind="pairrm", device="cpu")
 
 
 @pytest.mark.parametrize("kind", ["auto", "pairrm", "sequence_classifier"])

@@ -58,8 +58,9 @@ def test_missing_chunks_are_recomputed_and_only_they(tmp_path, prompts):
 
 
 @pytest.mark.parametrize("change", ["fingerprint", "chunk_size", "items"])
-def test_changed_work_never_mixes_with_old_chunks(tmp_path, prompts, change):
+def test_changed_work_never_mixes_with_old_chunks(tmp_path, prompts, change, capsys):
     run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    assert capsys.readouterr().err == ""
     fingerprint, chunk_size, items = {"job": "a"}, 10, prompts
     if change == "fingerprint":
         fingerprint = {"job": "b"}
@@ -73,6 +74,10 @@ def test_changed_work_never_mixes_with_old_chunks(tmp_path, prompts, change):
     assert out == _digest_all(items)
     stale = list(tmp_path.glob("stale-*"))
     assert len(stale) == 1 and len(list(stale[0].glob("chunk-*.json"))) == 6
+    differ = {"fingerprint": "job ('a' there, 'b' now)", "chunk_size": "chunk_size (10 there, 7 now)",
+              "items": "the rows"}[change]  # the chunks were set aside without a word
+    assert capsys.readouterr().err == (f"6 finished chunk(s) in {tmp_path} were made with other settings: {differ}; "
+                                       f"they are set aside in {stale[0]} (not reused).\n")
 
 
 def test_shares_cover_the_chunks_once_and_merge_to_the_single_process_result(tmp_path, prompts):

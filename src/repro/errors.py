@@ -1,7 +1,7 @@
 """The one exception type users see: a paragraph that names the parameter or row and says what to do."""
 
 import difflib
-from typing import Iterable
+from typing import Any, Iterable
 
 
 def did_you_mean(name: str, options: Iterable[str]) -> str:
@@ -38,3 +38,8 @@ class ModelLoadError(ReproError, OSError):
 
 class DatasetLoadError(ReproError, OSError):
     """A dataset could not be found or downloaded (hub id unknown, offline hub); not a problem of its rows."""
+
+
+def listed(changed: dict[str, tuple[Any, Any]]) -> str:
+    """Changed parameters as the refusals name them: "limit (None there, 8 now), ..."."""
+    return ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
-from .errors import DataError, ReproError
+from .errors import DataError, ReproError, listed
 from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -98,12 +98,20 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
     work_dir.mkdir(parents=True, exist_ok=True)
     digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
     if fp_path.exists() and (old := _digest_on_disk(work_dir)) != digest:
-        stale = work_dir / f"{STALE_PREFIX}{old}"
+        stale, chunks, differ = work_dir / f"{STALE_PREFIX}{old}", list(work_dir.glob(CHUNK_GLOB)), ""
         stale.mkdir(exist_ok=True)
-        for p in list(work_dir.glob(CHUNK_GLOB)) + [fp_path]:
+        with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # what they were made with, if told
+            was, now = ({**f, **f["work"]} for f in (json.loads(fp_path.read_text())["fingerprint"], fingerprint))
+            keys = [k for k in {**was, **now} if k not in ("work", "items") and was.get(k) != now.get(k)]
+            differ = ", ".join(filter(None, [listed({k: (was.get(k), now.get(k)) for k in keys}),
+                                             "the rows" * (was["items"] != now["items"])]))
+        for p in chunks + [fp_path]:
             # several ranks on one shared folder may race to move the same file
             with contextlib.suppress(FileNotFoundError):
                 shutil.move(str(p), stale / p.name)
+        if chunks:
+            print(f"{len(chunks)} finished chunk(s) in {work_dir} were made with other settings"
+                  f"{': ' + differ if differ else ''}; they are set aside in {stale} (not reused).", file=sys.stderr)
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest

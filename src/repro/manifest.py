@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import __version__
-from .errors import DataError, Interrupted, ParameterError
+from .errors import DataError, Interrupted, ParameterError, listed
 from .jobs import atomic_write_json, finished_chunks, json_default
 from .parameters import RUN_KEYS, notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
@@ -181,11 +181,6 @@ def as_recorded(value: Any) -> Any:
 def ended(exc: BaseException) -> str:
     """How a run or notebook stopped by `exc` ends: interrupted (Ctrl-C, a kernel interrupt) or failed."""
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-
-
-def listed(changed: dict[str, tuple[Any, Any]]) -> str:
-    """Changed parameters as the refusals name them: "limit (None there, 8 now), ..."."""
-    return ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())
 
 
 class Manifest:

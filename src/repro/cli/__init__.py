@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
+from pathlib import Path
 
 from ..errors import ReproError
 from ..manifest import version_line
 
+PACKAGE = str(Path(__file__).resolve().parents[1])  # repro's own code, whose warnings are shown as one line
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
 COMMANDS = {
     "run": ("repro.cli.family", "execute the notebooks a params file lists through papermill (a family: every member)"),
@@ -46,7 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if a in COMMANDS), None)
     try:  # (the command's module loads torch and datasets for its options: Ctrl-C may come then too)
         args = build_parser(command).parse_args(argv)
-        return int(importlib.import_module(args._module).main(args) or 0)
+        with warnings.catch_warnings():  # repro's own warnings as one line each, as its errors (no source line)
+            shown = warnings.showwarning
+            warnings.showwarning = lambda message, category, filename, *rest: (
+                print(f"repro {command}: warning: {message}", file=sys.stderr)
+                if str(Path(filename).resolve()).startswith(PACKAGE) else shown(message, category, filename, *rest))
+            return int(importlib.import_module(args._module).main(args) or 0)
     except ReproError as exc:
         print(f"repro {command}: error: {exc}", file=sys.stderr)
         return 2

@@ -9,9 +9,9 @@ import os
 import shutil
 from typing import Any, Iterator, Sequence
 
-from ..errors import ReproError
+from ..errors import ReproError, listed
 from ..jobs import finished_chunks
-from ..manifest import NAMING, ROUNDING, Manifest, listed
+from ..manifest import NAMING, ROUNDING, Manifest
 from ..parameters import FAMILY_NOTEBOOK
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content

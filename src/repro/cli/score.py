@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from itertools import islice
 from pathlib import Path
 from typing import Any, get_args
+
+import pyarrow.parquet as pq
 
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
@@ -21,7 +24,7 @@ from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBac
 from ..paths import check_folder, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
-from ..sources import iter_jsonl
+from ..sources import DATA_SUFFIXES, iter_jsonl
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 
@@ -42,8 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-index", type=int, default=None,
                         help="sequence classifiers with several outputs: the one that is the reward")
     parser.add_argument("--input", required=True, type=Path,
-                        help="jsonl rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and 'rejected')")
-    parser.add_argument("--output", required=True, type=Path, help="jsonl: the input rows + 'scores' and 'ranks'")
+                        help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and "
+                             "'rejected')")
+    parser.add_argument("--output", required=True, help="jsonl: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
@@ -75,12 +79,25 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
     return text
 
 
+def _rows_of(path: Path, option: str):
+    """(where, row) of each row: a .parquet file's rows (numbered from 0), else the jsonl file's lines."""
+    if path.suffix != ".parquet" or not path.is_file():
+        return iter_jsonl(path, option)
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ...: the file, not a row
+        raise DataError(f"{option} {path} could not be read as parquet ({type(exc).__name__}: {str(exc)[:300]}); the "
+                        f"file is truncated or damaged. Write it again (e.g. Dataset.to_parquet).") from None
+    return ((f"row {n} of {path}", row) for n, row in enumerate(table.to_pylist()))
+
+
 def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
               option: str = "--input") -> list[dict[str, Any]]:
-    """The first `limit` jsonl rows, each checked: an object with a string `prompt` and >= 2 (or `min_candidates`)
-    strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its `candidates`."""
+    """The first `limit` rows of a jsonl (or .parquet) file, each checked: an object with a string `prompt` and >= 2
+    (or `min_candidates`) strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its
+    `candidates`."""
     rows = []
-    for where, row in islice(iter_jsonl(path, option), limit):
+    for where, row in islice(_rows_of(path, option), limit):
         if not isinstance(row, dict):
             raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
                             f"'candidates'.")
@@ -88,7 +105,11 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
         if not isinstance(prompt, str):
             what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
             raise DataError(f"{where}: 'prompt' is {what}; expected a string.")
-        if cands is None and "chosen" in row and "rejected" in row:
+        missing = [side for side in ("chosen", "rejected") if side not in row]
+        if cands is None and len(missing) == 1:
+            raise DataError(f"{where}: '{missing[0]}' is missing; an H4 row gives both 'chosen' and 'rejected' (or "
+                            f"give 'candidates').")
+        if cands is None and not missing:
             cands = [_assistant_text(row[side], where, side) for side in ("chosen", "rejected")]
             row = {**row, "candidates": cands}
         if not isinstance(cands, list) or len(cands) < min_candidates or not all(isinstance(c, str) for c in cands):
@@ -102,18 +123,23 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
     return rows
 
 
-def check_output(path: Path, input: Path, force: bool) -> None:
-    """Refuse, before any scoring, an --output that cannot be written as a file, is the input, or exists (unless
-    `force`)."""
+def check_output(given: str, input: Path, force: bool) -> Path:
+    """--output as a path; refused, before any scoring, where it cannot be written as a file, names a folder or
+    another format than JSON lines, is the input, or exists (unless `force`)."""
+    path = Path(given)
     if path.is_file() and path.resolve() == input.resolve():
         raise DataError(f"--output {path} is the --input: the scored rows would replace the rows they score; give "
                         f"another --output.")
     if path.is_file() and not force:
         raise DataError(f"--output {path} exists: give another --output, or pass --force to replace it.")
-    if path.is_dir():
-        raise DataError(f"--output {path} is a folder; give a file path for the scored rows, e.g. "
-                        f"--output {path / 'scored.jsonl'}.")
+    if path.is_dir() or given.endswith(("/", os.sep)):  # (a new folder/: Path drops the slash, a file was written)
+        raise DataError(f"--output {given} {'is' if path.is_dir() else 'names'} a folder; give a file path for the "
+                        f"scored rows, e.g. --output {path / 'scored.jsonl'}.")
+    if path.suffix in DATA_SUFFIXES - {".jsonl", ".json", ".txt"}:
+        raise DataError(f"--output {given} names another format ({path.suffix}), but repro score writes JSON lines: "
+                        f"name the output .jsonl, e.g. --output {path.with_suffix('.jsonl')}.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
+    return path
 
 
 def main(args: argparse.Namespace) -> int:
@@ -121,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
                           ("--num-processes", args.num_processes)):
         if value is not None and value < 1:
             raise ParameterError(f"{option} {value} must be >= 1.")
-    check_output(args.output, args.input, args.force)
+    args.output = check_output(args.output, args.input, args.force)
     kind = resolve_kind(args.model, args.kind)
     if kind != "pairrm" and (args.source_maxlength is not None or args.candidate_maxlength is not None):
         raise ParameterError("--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier "
@@ -129,9 +155,15 @@ def main(args: argparse.Namespace) -> int:
     rows = read_rows(args.input, min_candidates=MIN_CANDIDATES[kind])
     options: dict[str, Any] = {"trust_remote_code": True} if args.trust_remote_code else {}
     if args.chat_template is not None:
+        if args.chat_template.is_dir():
+            raise DataError(f"--chat-template {args.chat_template} is a folder; give the path of the Jinja template "
+                            f"file in it.")
         if not args.chat_template.is_file():
             raise DataError(f"--chat-template {args.chat_template} does not exist (a Jinja template file).")
         options["chat_template"] = utf8_text(args.chat_template, "--chat-template", DataError)
+        if not options["chat_template"].strip():
+            raise DataError(f"--chat-template {args.chat_template} is empty: give a file holding the Jinja template "
+                            f"the model was trained with (a tokenizer_config.json's chat_template).")
     if args.output_index is not None:
         options["output_index"] = args.output_index
     work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")  # a re-run continues from it
@@ -152,6 +184,6 @@ def main(args: argparse.Namespace) -> int:
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info = result.info
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
-    print(f"repro score: {len(rows)} prompts scored with {info['model']} ({info['backend']}, {info['device']}, "
-          f"{info['dtype']}) -> {args.output}{note}", file=sys.stderr)
+    print(f"repro score: {len(rows)} prompt{'s' * (len(rows) != 1)} scored with {info['model']} ({info['backend']}, "
+          f"{info['device']}, {info['dtype']}) -> {args.output}{note}", file=sys.stderr)
     return 0

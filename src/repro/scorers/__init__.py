@@ -10,7 +10,7 @@ import inspect
 from pathlib import Path
 from typing import Any, get_args
 
-from ..errors import ModelLoadError, ParameterError
+from ..errors import ModelLoadError, ParameterError, ReproError
 from ..parameters import ScorerKind
 from .blender_compat import BlenderScorer
 from .common import local_checkpoint
@@ -75,7 +75,20 @@ def resolve_kind(model: str | Path, kind: str = "auto") -> str:
     """`kind` checked; 'auto' read from the checkpoint (`detect_kind`)."""
     if kind not in KINDS:
         raise ParameterError(f"kind={kind!r} is not a scorer kind: expected one of {', '.join(KINDS)}.")
-    return detect_kind(model) if kind == "auto" else kind
+    if kind == "auto":
+        return detect_kind(model)
+    spec = str(model).strip()
+    try:  # a stand-in's or a local folder's own kind (a hub id's config is not fetched for this)
+        own = detect_kind(spec) if spec.startswith("builtin:") or Path(spec).expanduser().is_dir() else kind
+    except ReproError:  # unreadable, or of neither kind: the loader says what it lacks
+        own = kind
+    if own != kind:
+        raise ParameterError(
+            f"kind={kind!r} (scorer_kind, `repro score --kind`) does not match '{spec}': it is a "
+            f"{'PairRM' if own == 'pairrm' else 'sequence-classifier'} "
+            f"{'stand-in' if spec.startswith('builtin:') else 'checkpoint (by its config.json)'}. Set the kind to "
+            f"'auto' or {own!r}.")
+    return kind
 
 
 def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro", device: str = "auto",

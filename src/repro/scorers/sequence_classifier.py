@@ -20,6 +20,7 @@ from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
                  "and a scale of its own (not comparable with PairRM's scores)")
+SAMPLE_TURNS = [{"role": "user", "content": "Name a prime number."}, {"role": "assistant", "content": "Seven."}]
 
 
 class _Sequence:
@@ -109,8 +110,6 @@ class SequenceClassifierScorer(BudgetedBatches):
                                  f"(0..{n_out - 1}).")
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-            module = AutoModelForSequenceClassification.from_pretrained(
-                path, config=config, dtype=torch_dtype(dtype_name), trust_remote_code=trust_remote_code)
         except Exception as exc:
             raise _load_error(spec, exc, trust_remote_code) from None
         template = chat_template or getattr(tokenizer, "chat_template", None)
@@ -122,6 +121,19 @@ class SequenceClassifierScorer(BudgetedBatches):
                 f"`chat_template`, `repro score --chat-template FILE`).")
         if isinstance(template, dict):  # several named templates: the default one renders conversations
             template = template.get("default") or next(iter(template.values()))
+        try:  # once on a sample, before any weights load: a broken template fails here, not inside the scoring job
+            tokenizer.apply_chat_template(SAMPLE_TURNS, chat_template=template, tokenize=False)
+        except Exception as exc:  # jinja2's syntax and undefined errors, raise_exception(...), a TypeError in it
+            source = "given as chat_template" if chat_template else f"of reward model '{spec}'"
+            raise ParameterError(
+                f"The chat template {source} cannot render a conversation of a user and an assistant turn "
+                f"({type(exc).__name__}: {str(exc).rstrip('.')}). Fix it, or pass one that renders as chat_template "
+                f"(scorer option `chat_template`, `repro score --chat-template FILE`).") from None
+        try:
+            module = AutoModelForSequenceClassification.from_pretrained(
+                path, config=config, dtype=torch_dtype(dtype_name), trust_remote_code=trust_remote_code)
+        except Exception as exc:
+            raise _load_error(spec, exc, trust_remote_code) from None
         module.to(torch_device).eval()
         max_length = max_length or getattr(config, "max_position_embeddings", None)
         return cls(module, tokenizer, spec=spec, path=path, device=torch_device, dtype=dtype_name, template=template,
