@@ -149,6 +149,15 @@ def test_a_parquet_input_is_scored_like_the_same_rows_in_jsonl(tmp_path, tiny_pa
                      "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
         outputs.append(out.read_text(encoding="utf-8"))
     assert outputs[0] == outputs[1] and len(outputs[1].splitlines()) == 5
+    # a column JSON has no type for (a timestamp) is kept as its text, not a TypeError once every row is scored
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist(sppo_rows[:2]).append_column("made", pa.array([0, 1], pa.timestamp("s")))
+    pq.write_table(table, tmp_path / "dated.parquet")
+    assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(tmp_path / "dated.parquet"), "--output",
+                 str(tmp_path / "dated.jsonl"), "--device", "cpu"]) == 0
+    assert json.loads((tmp_path / "dated.jsonl").read_text().splitlines()[1])["made"] == "1970-01-01 00:00:01"
 
 
 def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_path, capsys):

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
-from ..jobs import atomic_write_text, is_main_process, world_size
+from ..jobs import atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import check_folder, utf8_text
 from ..scorers import resolve_kind
@@ -118,8 +118,8 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
                             f"rows), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
         rows.append(row)
     if not rows:
-        raise DataError(f"{option} {path} holds no rows (it is empty or blank): nothing to score. Give a jsonl file "
-                        f'with one {{"prompt": "...", "candidates": ["...", "..."]}} object per line.')
+        raise DataError(f"{option} {path} holds no rows (it is empty or blank): nothing to score. Give a file "
+                        f'(jsonl, or parquet) with one {{"prompt": "...", "candidates": ["...", "..."]}} object per line.')
     return rows
 
 
@@ -177,7 +177,8 @@ def main(args: argparse.Namespace) -> int:
     if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
         return 0
     # atomically: a crash never leaves half an output file
-    lines = (json.dumps({**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}, ensure_ascii=False) + "\n"
+    lines = (json.dumps({**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}, ensure_ascii=False,
+                        default=json_default) + "\n"
              for row, s in zip(rows, result.scores))
     atomic_write_text(args.output, "".join(lines))
     if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
