@@ -119,7 +119,7 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
         rows.append(row)
     if not rows:
         raise DataError(f"{option} {path} holds no rows (it is empty or blank): nothing to score. Give a file "
-                        f'(jsonl, or parquet) with one {{"prompt": "...", "candidates": ["...", "..."]}} object per line.')
+                        f'(jsonl, or parquet) of {{"prompt": "...", "candidates": ["...", "..."]}} rows.')
     return rows
 
 
