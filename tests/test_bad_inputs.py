@@ -247,7 +247,7 @@ CASES = [
          r"--output \S*old.jsonl exists: give another --output, or pass --force to replace it\.",
          after=lambda t: (t / "old.jsonl").read_text() == "kept\n" or pytest.fail("output replaced")),
     Case("score an empty input", lambda t: score(t, input=write(t / "empty.jsonl", "\n\n")),
-         r"--input \S*empty.jsonl holds no rows .*nothing to score\. Give a jsonl file", after=nothing_written),
+         r"--input \S*empty.jsonl holds no rows .*nothing to score\. Give a file \(jsonl, or parquet\)", after=nothing_written),
     Case("score a missing input", lambda t: score(t, input=t / "nope.jsonl"),
          r"--input \S*nope.jsonl does not exist; check the path .*give an existing jsonl file", after=nothing_written),
     Case("score an input that is a folder", lambda t: score(t, input=t),

@@ -41,7 +41,8 @@ def test_prompt_candidates_rows_and_bad_rows(tmp_path, train_rows):
     assert read_rows(path) == rows
 
     path.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"prompt": "p", "chosen": "only one side"}) + "\n")
-    with pytest.raises(DataError, match="line 2 of .*'candidates' must be .*, or give 'chosen' and 'rejected'"):
+    with pytest.raises(DataError, match="line 2 of .*: 'rejected' is missing; an H4 row gives both 'chosen' and "
+                                        "'rejected' \\(or give 'candidates'\\)"):
         read_rows(path)
     path.write_text(json.dumps({"prompt": "p", "candidates": ["just one"]}) + "\n")
     with pytest.raises(DataError, match="line 1 .* at least two strings"):
