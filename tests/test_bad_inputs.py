@@ -167,6 +167,13 @@ CASES = [
         ("candidate_seeds not one per candidate", ["generate=true", "policy_model=builtin:tiny-policy",
                                                    "candidate_seeds=[1, 2, 3]"],
          r"candidate_seeds has 3 seed\(s\) but n_candidates is 2: give one seed per candidate"),
+        ("no candidate generated and nothing else ranked", ["generate=true", "policy_model=builtin:tiny-policy",
+                                                           "n_candidates=0", "candidate_columns=[]"],
+         r"generate is true, but 0 candidates would be ranked \(n_candidates=0; include_reference false, "
+         r"include_original_pair false\): a pair needs two\. Set n_candidates: 2"),
+        ("generated columns not the candidates", ["generate=true", "policy_model=builtin:tiny-policy",
+                                                  "n_candidates=0", "include_original_pair=true"],
+         r"the n_candidates=0 generated ones \(none\): set candidate_columns: \[\]"),
         ("test_rows without test_split", ["test_rows=500"],
          r"test_rows / test_seed are set but test_split is not: name the source split of the test prompts"),
         ("a test split of the source split without test_rows", ["test_split=train_prefs"],

@@ -534,10 +534,17 @@ def check_generated_columns(construct: "ConstructParams", generation: "Generatio
     if construct.generate and not made and not generation.generate_reference:
         raise ParameterError("generate is true, but n_candidates is 0 and generate_reference is false: nothing to "
                              "generate. Set n_candidates, or generate: false.")
+    ranked = len(made) + construct.include_reference + 2 * construct.include_original_pair
+    if construct.generate and ranked < 2:
+        raise ParameterError(
+            f"generate is true, but {ranked} candidate{'s' * (ranked != 1)} would be ranked (n_candidates="
+            f"{generation.n_candidates}; include_reference {str(construct.include_reference).lower()}, "
+            f"include_original_pair {str(construct.include_original_pair).lower()}): a pair needs two. Set "
+            f"n_candidates: 2 (or more), or include_reference / include_original_pair: true.")
     if construct.generate and sorted(construct.candidate_columns) != sorted(made):
         raise ParameterError(
             f"candidate_columns {construct.candidate_columns}: with generate: true the candidates are the "
-            f"n_candidates={generation.n_candidates} generated ones, resp0 .. resp{generation.n_candidates - 1}: set "
+            f"n_candidates={generation.n_candidates} generated ones ({', '.join(made) or 'none'}): set "
             f"candidate_columns: [{', '.join(made)}] (or n_candidates to the number of columns). To rank a source's "
             f"own responses, set generate: false.")
 
