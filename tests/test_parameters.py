@@ -81,11 +81,13 @@ def test_generated_candidates_are_the_ones_ranked():
     # generated texts unranked
     for n, columns in ((2, ["resp0", "resp1", "resp2", "resp3"]), (5, ["resp0", "resp1", "resp2"])):
         with pytest.raises(ParameterError, match=rf"candidate_columns {re.escape(str(columns))}: with generate: true the "
-                                                 rf"candidates are the n_candidates={n} generated ones, resp0 .. resp{n - 1}: set "
+                                                 rf"candidates are the n_candidates={n} generated ones "
+                                                 rf"\({', '.join(f'resp{k}' for k in range(n))}\): set "
                                                  rf"candidate_columns: \[{', '.join(f'resp{k}' for k in range(n))}\]"):
             validate_all({"generate": True, "n_candidates": n, "candidate_columns": columns})
     assert validate_all({"generate": True, "n_candidates": 2, "candidate_columns": ["resp1", "resp0"]})
-    assert validate_all({"generate": True, "n_candidates": 0, "generate_reference": True, "candidate_columns": []})
+    assert validate_all({"generate": True, "n_candidates": 0, "generate_reference": True, "candidate_columns": [],
+                         "include_reference": True, "include_original_pair": True})  # SELM's: the greedy text + the pair
     assert validate_all({"candidate_columns": ["resp0", "resp1", "resp2"]})  # not generated: the source's
 
 
