@@ -648,6 +648,9 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     assert "A reference response to the prompt, generated here by `builtin:tiny-policy`, greedily (temperature 0)." in en
     assert "提示词的参考回复，由 `builtin:tiny-policy` 在本项目中以贪心方式（temperature 0）生成。" in zh
     assert "carried over from the source" not in en
+    # to_trl reads SELM's rows; and no score column is there to be "`score_chosen` = −`score_rejected`"
+    assert "train = to_trl(ds)" in en and "check its format against TRL's dataset formats" not in en
+    assert "Scale of the scores" not in en and "`score_chosen` = −`score_rejected`" not in en
 
 
 def test_generation_with_a_seed_per_candidate_names_those_seeds(tmp_path):

@@ -89,6 +89,10 @@ def test_a_test_split_from_another_source_split_is_built_scored_and_described_as
     assert "`train_iteration_1` 划分 4 行, `test_iteration_1` 划分 3 行" in card
     assert "Split `test_iteration_1` holds 3 rows built from the source's split `test_prefs`" in card
     assert "划分 `test_iteration_1` 含 3 行，由源数据的划分 `test_prefs` 构建" in card
+    assert "the statistics describe" not in card and "统计结果仅描述" not in card  # none: 02_analyze did not run
+    report.analyze(AnalyzeParams(run_dir=str(run), bootstrap_resamples=100))
+    analysed = write_card(gather_facts(CardParams(run_dir=str(run)))).read_text(encoding="utf-8")
+    assert "the statistics describe split `train_iteration_1` only." in analysed and "统计结果仅描述" in analysed
     assert "The rows are in split `train_iteration_1`." in card
     # the published layout: load_dataset sees two splits (the card's configs), to_trl converts each
     both = datasets.load_dataset(str(run / "dataset"))

@@ -127,6 +127,12 @@ class CardFacts:
         return detect_format(list(self.features))
 
     @property
+    def trl_ready(self) -> bool:
+        """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores)."""
+        scores = sum(c in self.features for c in SCORE_COLUMNS)
+        return self.layout != "seed" or (self.has_columns("prompt", "prompt_id", "chosen", "rejected") and scores != 1)
+
+    @property
     def schema(self) -> dict[str, Any]:
         """The columns against the seed's: `same`, `seed_plus` (its columns then `extra`), or `differs`."""
         extra = [c for c in self.features if c not in SEED_FEATURES]
