@@ -299,3 +299,21 @@ def test_yaml_anchors_and_merge_keys_share_values_between_bundles(tmp_path):
     f.write_text("source: demo\nlimit: 3\nlimit: 4\n")
     with pytest.raises(ParameterError, match="sets 'limit' twice"):
         load_params_file(f)
+
+
+def test_every_scorer_load_option_is_a_typed_scorer_option():
+    # ScorerOptions refused fast_attention, which PairRM's load takes (and a run at 0a6e7dc passed on)
+    import inspect
+
+    from repro.parameters import ScorerOptions
+    from repro.scorers import SCORERS, SequenceClassifierScorer
+
+    taken = {p.name for cls in {*SCORERS.values(), SequenceClassifierScorer}
+             for p in inspect.signature(cls.load).parameters.values()
+             if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "dtype")}
+    assert taken == set(ScorerOptions.__annotations__)
+    assert validate_all({"scorer_options": {"fast_attention": False}})["construct"].scorer_options == {
+        "fast_attention": False}
+    with pytest.raises(ParameterError, match=r"scorer_options\.fast_atention: unknown name: check its spelling\. Did "
+                                             r"you mean 'fast_attention'\?"):
+        validate_all({"scorer_options": {"fast_atention": False}})

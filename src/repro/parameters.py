@@ -159,6 +159,9 @@ class ScorerOptions(TypedDict, total=False):
     max_length: Count  # tokens per conversation
     source_maxlength: TokenLimit  # PairRM's limits (default: the run's)
     candidate_maxlength: TokenLimit
+    fast_attention: bool  # PairRM's engine: false for transformers' attention (slower)
+    batch_size: Count  # backend llm-blender: Blender.rank's
+    restore_normalizer: bool
 
 
 class ScorerSpec(BaseModel):
@@ -515,6 +518,9 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
             msg = RANGE_WORDS[kind].format(**err.get("ctx", {})) if kind in RANGE_WORDS \
                 else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
+            if kind == "extra_forbidden":  # (a scorers: item's key, or a scorer option)
+                msg += "." + did_you_mean(str(err["loc"][-1]), [*ScorerOptions.__annotations__,
+                                                                *ScorerSpec.model_fields])
             lines.append(f"  - {loc}: {msg}{got}")
         raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) + advice) from None
 
