@@ -146,14 +146,16 @@ def test_scores_all_equal_draw_every_figure_without_a_density(tmp_path):
 @pytest.mark.parametrize("draw", ["compare_scores", "compare_bland_altman"])
 def test_a_comparisons_legend_covers_no_point(draw):
     # the Bland–Altman legend sat in the upper left, over the five rows whose scores had moved by +0.2
-    reference = np.linspace(-1.0, 1.0, 40)
+    reference = np.linspace(-1.0, 1.0, 80)
     candidate = reference.copy()
     candidate[:5] += 0.2 if draw == "compare_bland_altman" else 1.5  # the rows that disagree: upper left
     fig = getattr(plots, draw)(reference, candidate, *([{"mean_difference": 0.025, "loa_low": -0.1, "loa_high": 0.15}]
                                                        if draw == "compare_bland_altman" else []))
     fig.canvas.draw()
     ax = fig.axes[0]
-    legend = ax.get_legend().get_window_extent()
+    legend = fig.legends[0].get_window_extent()
+    title, whole = ax.title.get_window_extent(), fig.bbox  # beside the axes, the legend pushed the title off the left
+    assert whole.x0 <= title.x0 and title.x1 <= whole.x1
     points = ax.transData.transform(np.concatenate([c.get_offsets() for c in ax.collections]))
     inside = ((points[:, 0] >= legend.x0) & (points[:, 0] <= legend.x1) & (points[:, 1] >= legend.y0)
               & (points[:, 1] <= legend.y1))

@@ -111,19 +111,20 @@ def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
         sns.scatterplot(x=x, y=y, s=14, alpha=0.5, color=color, edgecolor="none", ax=ax)
 
 
-# a legend beside the axes, for figures whose points may lie anywhere (those that disagree, the ones to see)
-BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.02, 1), "borderaxespad": 0}
+def _legend_below(ax) -> None:
+    """The legend under the figure, for figures whose points may lie anywhere (those that disagree, the ones to see)."""
+    ax.figure.legend(loc="outside lower center", ncols=3)
 
 
-def _versus(x: np.ndarray, y: np.ndarray, identity: str, legend: dict | None = None, **labels: str) -> Figure:
+def _versus(x: np.ndarray, y: np.ndarray, identity: str, below: bool = False, **labels: str) -> Figure:
     """y against x (a hexbin when there are many) with the line y = x labelled `identity`; the legend upper left
-    (or as `legend` says)."""
+    (or `below` the figure)."""
     with axes() as (fig, ax):
         _scatter_or_hexbin(ax, x, y, COLORS["margin"])
         lo, hi = float(min(np.min(x), np.min(y))), float(max(np.max(x), np.max(y)))
         pad = 0.02 * (hi - lo or 1.0)
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.3", linestyle="--", linewidth=1, label=identity)
-        ax.legend(**(legend or {"loc": "upper left"}))
+        _legend_below(ax) if below else ax.legend(loc="upper left")
         ax.set(**labels)
     return fig
 
@@ -168,7 +169,7 @@ def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure
 
 def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
     """A reproduction's scores against the published ones for the same texts, with the identity line."""
-    return _versus(reference, candidate, "y = x (same score)", BESIDE, xlabel="reference score",
+    return _versus(reference, candidate, "y = x (same score)", True, xlabel="reference score",
                    ylabel="candidate score",
                    title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
 
@@ -181,7 +182,7 @@ def compare_bland_altman(reference: np.ndarray, candidate: np.ndarray, summary: 
                                   ("loa_high", "--", None)):
             if summary.get(key) is not None:
                 ax.axhline(summary[key], color="0.25", linestyle=style, linewidth=1, label=label)
-        ax.legend(**BESIDE)
+        _legend_below(ax)
         ax.set(xlabel="mean of reference and candidate score", ylabel="candidate − reference",
                title=f"Bland–Altman ({_n(len(reference))} scores)")
     return fig
