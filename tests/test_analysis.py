@@ -138,6 +138,18 @@ def test_real_sample_outputs_are_recorded_and_reproducible(real, sample_dir, tmp
     assert {k: v["sha256"] for k, v in again_outputs.items()} == {k: v["sha256"] for k, v in recorded.items()}
 
 
+def test_a_failed_analysis_leaves_nothing_of_the_earlier_one(sample_dir, tmp_path, monkeypatch):
+    # its tables (summary_statistics.csv, extreme_margins.csv) and their records stayed, looking current
+    p = AnalyzeParams(dataset=str(sample_dir / "train_prefs.jsonl"), run_dir=str(tmp_path / "run"),
+                      bootstrap_resamples=100)
+    analysis.analyze(p)
+    monkeypatch.setattr(analysis.plots, "draw_all", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        analysis.analyze(p)
+    run = RunDir(tmp_path / "run")
+    assert not run.metrics.exists() and not list(run.tables.glob("*")) and not list(run.figures.glob("*"))
+    assert not json.loads(run.manifest.read_text())["outputs"]
+
 
 def test_an_analysis_on_its_own_records_its_parameters_environment_and_status(real, sample_dir, tmp_path):
     """02_analyze alone (papermill, JupyterLab) is in the run's record as 01_construct alone is: its parameters,

@@ -1368,8 +1368,8 @@ def test_a_card_whose_input_has_gone_is_left_as_it_was_with_the_reason(tmp_path,
     before = card_path.read_bytes()
     # while it is there, the card is written again and the notebook says so (it showed a bare PosixPath(...))
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) == card_path
-    assert capsys.readouterr().out.endswith(f"The dataset card {card_path} was written again with this notebook's "
-                                            f"results.\n")
+    assert capsys.readouterr().out.endswith(f"The dataset card {card_path} was written again with what the "
+                                            f"run holds now.\n")
     rows.unlink()
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) is None
     assert f"The card {card_path} was not written again: card_dataset " in capsys.readouterr().out

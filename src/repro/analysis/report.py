@@ -385,9 +385,9 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     data = load(p)
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
-    manifest = Manifest(run)
+    manifest = Manifest(run)  # an earlier analysis's outputs must not outlive it
     manifest.remove_outputs(run.metrics, *plots.figure_files(run.figures, (*plots.FIGURE_NAMES, AGREEMENT)),
-                            run.tables / f"{AGREEMENT}.csv")  # an earlier analysis's must not outlive it
+                            *(run.tables / name for name in (SUMMARY_TABLE, EXTREMES_TABLE, f"{AGREEMENT}.csv")))
     with manifest.notebook(p.model_dump(), "02_analyze"), manifest.stage("analyze") as info:
         info.update(dataset=data.source, split=data.split, rows=data.n_rows)
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)

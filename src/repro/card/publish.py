@@ -168,7 +168,7 @@ def refresh(p: Any) -> Path | None:
     try:
         facts = gather_facts(build(CardParams, values, where=f"the parameters recorded in {run.manifest}"))
         written = write_card(facts, refreshed=True)
-        print(f"The dataset card {written} was written again with this notebook's results.")
+        print(f"The dataset card {written} was written again with what the run holds now.")
         return written
     except ReproError as exc:  # (03_card's input moved away since): the notebook's own work stands
         print(f"The card {run.card} was not written again: {exc} Run notebooks/03_card.ipynb to bring it up to date.")
