@@ -241,10 +241,11 @@ CASES = [
          r"--output \S*newdir/scored.jsonl",
          after=lambda t: not (t / "newdir").exists() or pytest.fail("a file named newdir was written")),
     *[Case(f"score --output {suffix}", lambda t, suffix=suffix: score(t, output=t / f"out{suffix}"),
-           rf"--output \S*out{re.escape(suffix)} names another format \({suffix}\), but repro score writes JSON lines: "
+           rf"--output \S*out{re.escape(suffix)} names another format \({re.escape('.' + suffix.split('.')[-1])}\), but "
+           r"repro score writes JSON lines: "
            r"name the output \.jsonl, e\.g\. --output \S*out\.jsonl",
            after=lambda t, suffix=suffix: not (t / f"out{suffix}").exists() or pytest.fail("written"))
-      for suffix in (".parquet", ".csv", ".arrow")],
+      for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz")],
     Case("score --output inside a file", lambda t: score(t, output=write(t / "f", "x") / "out.jsonl"),
          r"--output's folder \S*/f is an existing file, not a folder"),
     Case("score --output is the input", lambda t: score(t, "--force", output=t / "in.jsonl"),

@@ -16,7 +16,7 @@ PACKAGE = str(Path(__file__).resolve().parents[1])  # repro's own code, whose wa
 COMMANDS = {
     "run": ("repro.cli.family", "execute the notebooks a params file lists through papermill (a family: every member)"),
     "notebooks": ("repro.cli.notebooks", "copy the notebooks and example params into a folder to open in JupyterLab"),
-    "score": ("repro.cli.score", "score {prompt, candidates} rows of a jsonl file with PairRM or a reward model"),
+    "score": ("repro.cli.score", "score {prompt, candidates} rows (jsonl, parquet) with PairRM or a reward model"),
     "bench": ("repro.cli.bench", "time the PairRM engine against llm-blender (a reward model: against padded batches)"),
     "selfcheck": ("repro.cli.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }

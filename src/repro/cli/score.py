@@ -1,4 +1,5 @@
-"""`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl file, for SPPO-style scripts.
+"""`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl (or parquet) file, for
+SPPO-style scripts.
 
 Each output line is the input row plus `scores` (higher is better) and `ranks` (1 = best, ties share), in input order.
 """
@@ -81,7 +82,7 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 def _rows_of(path: Path, option: str):
     """(where, row) of each row: a .parquet file's rows (numbered from 0), else the jsonl file's lines."""
-    if path.suffix != ".parquet" or not path.is_file():
+    if path.suffix.lower() != ".parquet" or not path.is_file():
         return iter_jsonl(path, option)
     try:
         table = pq.read_table(path)
@@ -135,9 +136,9 @@ def check_output(given: str, input: Path, force: bool) -> Path:
     if path.is_dir() or given.endswith(("/", os.sep)):  # (a new folder/: Path drops the slash, a file was written)
         raise DataError(f"--output {given} {'is' if path.is_dir() else 'names'} a folder; give a file path for the "
                         f"scored rows, e.g. --output {path / 'scored.jsonl'}.")
-    if path.suffix in DATA_SUFFIXES - {".jsonl", ".json", ".txt"}:
+    if path.suffix.lower() in DATA_SUFFIXES - {".jsonl", ".json", ".txt"}:
         raise DataError(f"--output {given} names another format ({path.suffix}), but repro score writes JSON lines: "
-                        f"name the output .jsonl, e.g. --output {path.with_suffix('.jsonl')}.")
+                        f"name the output .jsonl, e.g. --output {path.parent / path.name.split('.')[0]}.jsonl.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
     return path
 
