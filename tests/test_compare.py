@@ -374,6 +374,8 @@ def test_reference_rows_not_in_the_source_are_never_reproduced_exactly():
     assert out["not_in_source"] == 10 and out["hints_reproduce"]["exact"] is False
     assert "exactly" not in out["sentence"]
     assert "10 of the reference's 30 rows are not in the source" in out["sentence"]
+    assert ("The candidate's own parameters (part_start=20, drop_rows=0, drop_from=end, mini_index=0, mini_count=1) "
+            "give source rows [20:40], the located ones, but not the 10 the source lacks.") in out["sentence"]
     assert ("local:other: no slice of the source reproduces it (10 of its 30 rows are not in the source); its other "
             "20 rows are those of part_start=20") in out["sentence"]
 
