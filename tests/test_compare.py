@@ -800,6 +800,22 @@ def test_margin_signs_compare_the_order_of_the_same_two_texts(published, tmp_pat
     assert "margin signs agree in 84.2 %" in result["verdict"]
 
 
+def demo_pairs(scores: list[float], keep_all_candidates: bool) -> list[dict]:
+    """The first four demo prompts' rows, resp0 and resp1 scored `scores`."""
+    return [build_row(src, src["prompt"], [src["resp0"], src["resp1"]], scores, messages="chosen",
+                      keep_all_candidates=keep_all_candidates)
+            for src in map(json.loads, demo_path().read_text().splitlines()[:4])]
+
+
+def write_sides(tmp_path, reference: list[dict], candidate: list[dict]) -> list[str]:
+    """The two sides' rows written as datasets (with candidates where the rows keep them): [reference, candidate]."""
+    keep = "candidates" in candidate[0]
+    for name, side in (("reference", reference), ("candidate", candidate)):
+        write_split(datasets.Dataset.from_list(side, features=output_features(keep_all_candidates=keep)),
+                    tmp_path / name)
+    return [str(tmp_path / "reference"), str(tmp_path / "candidate")]
+
+
 def test_a_score_that_differs_because_other_candidates_were_ranked_is_explained(tmp_path):
     """The same pair, scored among other candidates on one side (a reference response added): PairRM's score is a
     mean over the row's candidates, so the same texts' scores differ; 04_compare called such rows unexplained."""
@@ -815,11 +831,7 @@ def test_a_score_that_differs_because_other_candidates_were_ranked_is_explained(
     ref[2]["candidate_scores"] = [*ref[2]["candidate_scores"], 0.0]
     ref[2]["score_chosen"] += 0.3
     ref[4]["score_chosen"] += 0.3  # the same candidates: nothing explains it
-    folders = []
-    for name, side in (("reference", ref), ("candidate", rows)):
-        write_split(datasets.Dataset.from_list(side, features=output_features(keep_all_candidates=True)),
-                    tmp_path / name)
-        folders.append(str(tmp_path / name))
+    folders = write_sides(tmp_path, ref, rows)
     result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1]))
     table = result.tables["disagreements"].set_index("prompt_id")["explanation"]
     assert table.to_dict() == {rows[2]["prompt_id"]: "other candidates ranked (a PairRM score depends on every "
@@ -829,19 +841,11 @@ def test_a_score_that_differs_because_other_candidates_were_ranked_is_explained(
 def test_a_near_tie_does_not_explain_a_score_that_moved(tmp_path):
     """A row whose margin changes sign near zero is a near-tie; but when a same-text score also moved by more than
     disagreement_tolerance, the near-tie does not explain that, and the row is not called explained."""
-    rows = []
-    for line in demo_path().read_text().splitlines()[:4]:
-        src = json.loads(line)
-        cands = [src[c] for c in ("resp0", "resp1")]
-        rows.append(build_row(src, src["prompt"], cands, [0.02, -0.02], messages="chosen", keep_all_candidates=True))
+    rows = demo_pairs([0.02, -0.02], keep_all_candidates=True)
     ref = copy.deepcopy(rows)
     ref[1]["score_chosen"] = ref[1]["candidate_scores"][0] = -0.1  # sign flip near zero, the score moved by 0.12
     ref[2]["score_chosen"] = ref[2]["candidate_scores"][0] = -0.03  # sign flip near zero, moved 0.05: within 0.06
-    folders = []
-    for name, side in (("reference", ref), ("candidate", rows)):
-        write_split(datasets.Dataset.from_list(side, features=output_features(keep_all_candidates=True)),
-                    tmp_path / name)
-        folders.append(str(tmp_path / name))
+    folders = write_sides(tmp_path, ref, rows)
     result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1],
                                     disagreement_tolerance=0.06)).result
     assert result["disagreements"]["explanations"] == {"a near-tie (|margin| < 0.05)": 2, "unexplained": 1}
@@ -849,17 +853,10 @@ def test_a_near_tie_does_not_explain_a_score_that_moved(tmp_path):
 
 def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
     # texts swapped, scores kept: a real disagreement of two best-vs-worst rankings, called only "unexplained"
-    rows = []
-    for line in demo_path().read_text().splitlines()[:4]:
-        src = json.loads(line)
-        cands = [src[c] for c in ("resp0", "resp1")]
-        rows.append(build_row(src, src["prompt"], cands, [0.4, -0.4], messages="chosen", keep_all_candidates=False))
+    rows = demo_pairs([0.4, -0.4], keep_all_candidates=False)
     ref = copy.deepcopy(rows)
     ref[1]["chosen"], ref[1]["rejected"] = ref[1]["rejected"], ref[1]["chosen"]
-    folders = []
-    for name, side in (("reference", ref), ("candidate", rows)):
-        write_split(datasets.Dataset.from_list(side, features=output_features()), tmp_path / name)
-        folders.append(str(tmp_path / name))
+    folders = write_sides(tmp_path, ref, rows)
     result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1])).result
     assert result["disagreements"]["explanations"] == {
         "chosen and rejected the other way round, their scores moved": 1, "unexplained": 1}
