@@ -14,7 +14,7 @@ import pytest
 
 from repro.analysis import report as analysis
 from repro.dataset_io import SEED_COLUMNS, output_features, write_split
-from repro.errors import DataError, ParameterError
+from repro.errors import DataError, Interrupted, ParameterError
 from repro.manifest import Manifest, sha256_file
 from repro.parameters import AnalyzeParams
 from repro.paths import RunDir
@@ -149,6 +149,14 @@ def test_a_failed_analysis_leaves_nothing_of_the_earlier_one(sample_dir, tmp_pat
     run = RunDir(tmp_path / "run")
     assert not run.metrics.exists() and not list(run.tables.glob("*")) and not list(run.figures.glob("*"))
     assert not json.loads(run.manifest.read_text())["outputs"]
+    # stopped (Ctrl-C, JupyterLab's interrupt): it said "3 finished chunk(s) are safe ...; run the notebook again to
+    # continue", of 01_construct's chunks, though an analysis keeps nothing to continue from
+    (run.work / "scoring").mkdir(parents=True)
+    (run.work / "scoring" / "chunk-000000.json").write_text("{}")
+    monkeypatch.setattr(analysis.plots, "draw_all", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(Interrupted, match=r"^stage 'analyze' was stopped, and keeps nothing to continue from: run the "
+                                          r"notebook again\.$"):
+        analysis.analyze(p)
 
 
 def test_an_analysis_on_its_own_records_its_parameters_environment_and_status(real, sample_dir, tmp_path):

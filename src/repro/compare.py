@@ -675,7 +675,7 @@ def compare(p: CompareParams) -> ComparisonResult:
     manifest = Manifest(run)  # a failed comparison must not leave an old verdict that looks current
     manifest.remove_outputs(run.compare, *plots.figure_files(run.figures, FIGURES),
                             *(run.tables / f"compare_{name}.csv" for name in TABLES))
-    with manifest.notebook(p.model_dump(), "04_compare"), manifest.stage("compare") as info:
+    with manifest.notebook(p.model_dump(), "04_compare"), manifest.stage("compare", resumable=False) as info:
         result, tables, al = compare_datasets(reference, candidate, p, source, _hints(candidate_spec))
         if p.compare_source is not None:
             result["slice"]["source"] = _public(p.compare_source)

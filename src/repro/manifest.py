@@ -368,8 +368,9 @@ class Manifest:
         self.run.release(kernel=True)  # a notebook on its own gives the run directory back when it ends
 
     @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[dict[str, Any]]:
-        """Time one stage; the yielded dict's items are stored with it (counts, settings)."""
+    def stage(self, name: str, resumable: bool = True) -> Iterator[dict[str, Any]]:
+        """Time one stage; the yielded dict's items are stored with it (counts, settings); `resumable`: a run again
+        continues it from its finished chunks."""
         info: dict[str, Any] = {}
         t0 = time.perf_counter()
         self._set_stage(name, {"status": "running", "started": now()})
@@ -382,7 +383,9 @@ class Manifest:
             self.finish_run(ended(exc), error=f"stage {name!r} {ended(exc)}: {error}")
             if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Interrupted):
                 raise Interrupted(f"stage {name!r}: {len(finished_chunks(self.run.work))} finished chunk(s) are safe "
-                                  f"in {self.run.work}; run the notebook again to continue.") from None
+                                  f"in {self.run.work}; run the notebook again to continue." if resumable else
+                                  f"stage {name!r} was stopped, and keeps nothing to continue from: run the notebook "
+                                  f"again.") from None
             raise
         self._set_stage(name, {"status": "done", "seconds": round(time.perf_counter() - t0, 3), **info})
 

@@ -388,7 +388,7 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     manifest = Manifest(run)  # an earlier analysis's outputs must not outlive it
     manifest.remove_outputs(run.metrics, *plots.figure_files(run.figures, (*plots.FIGURE_NAMES, AGREEMENT)),
                             *(run.tables / name for name in (SUMMARY_TABLE, EXTREMES_TABLE, f"{AGREEMENT}.csv")))
-    with manifest.notebook(p.model_dump(), "02_analyze"), manifest.stage("analyze") as info:
+    with manifest.notebook(p.model_dump(), "02_analyze"), manifest.stage("analyze", resumable=False) as info:
         info.update(dataset=data.source, split=data.split, rows=data.n_rows)
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)
         lengths = data.lengths

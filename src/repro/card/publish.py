@@ -147,7 +147,7 @@ def write_card(facts: CardFacts, refreshed: bool = False) -> Path:
     copies = [Path(shutil.copy2(png, figures_dir / png.name)) for png, _ in facts.figures]
     manifest = Manifest(run)
     notebook = contextlib.nullcontext() if refreshed else manifest.notebook(facts.parameters_given, "03_card")
-    with notebook, manifest.stage("card") as info:
+    with notebook, manifest.stage("card", resumable=False) as info:
         build_card(facts).save(run.card)
         info.update(card=str(run.card), figures=len(copies), left_out=[s for s, _ in facts.left_out],
                     stand_in=facts.stand_in, built_here=facts.built_here)
@@ -247,7 +247,7 @@ def publish(params: "CardParams") -> str | None:
     from huggingface_hub import HfApi, get_token
 
     manifest = Manifest(run)  # the upload is 03_card's work: a failed one fails the run's record too
-    with manifest.notebook(params.model_dump(), "03_card"), manifest.stage("publish") as info:
+    with manifest.notebook(params.model_dump(), "03_card"), manifest.stage("publish", resumable=False) as info:
         if why := publish_blocker():
             raise PublishError(f"push_to_hub is true but {why}, or set push_to_hub: false. Nothing was uploaded.")
         api = HfApi(token=get_token())
