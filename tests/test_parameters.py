@@ -233,7 +233,7 @@ def test_the_parameters_are_the_names_the_parameters_cell_assigns_as_it_last_ran
     assert validate_namespace("construct", ns).limit == 30
     ns["In"] += [header + "limt = 10\n", "p = validate_namespace('construct', globals())"]
     ns["limt"], ns["scores"] = 10, [0.1]
-    with pytest.raises(ParameterError, match=r"Unknown parameter 'limt' in notebook construct\. Did you mean 'limit'"):
+    with pytest.raises(ParameterError, match=r"Unknown parameter 'limt' in notebook 01_construct's parameters cell\. Did you mean 'limit'"):
         validate_namespace("construct", ns)
     ns["In"] += [header + "limit = 120\n", "p = validate_namespace('construct', globals())"]
     ns["limit"] = 120

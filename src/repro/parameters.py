@@ -656,7 +656,8 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
         values = {key: value for key, value in namespace.items()
                   if not key.startswith("_") and key not in _IPYTHON_NAMES and isinstance(value, _LITERAL_TYPES)
                   and (seen is None or key in seen)}
-        params = build(SCHEMAS[section], values, where=f"notebook {section}",
+        notebook = next(name for name, sections in NOTEBOOK_SECTIONS.items() if section in sections)
+        params = build(SCHEMAS[section], values, where=f"notebook {notebook}'s parameters cell",
                        advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY "
                               "VALUE (a list: -y 'KEY: [a, b]').")
     except ParameterError:
