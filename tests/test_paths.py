@@ -206,6 +206,10 @@ def test_a_params_path_that_does_not_exist_is_an_error_with_the_nearest_file(mon
     with pytest.raises(ParameterError, match=r"Did you mean 'params/demo.yaml'\?"):
         paths.find_params("demo.yaml")
     assert paths.find_params("demo") == ROOT / "params" / "demo.yaml"
+    # two examples equally near: both named, not the first found
+    with pytest.raises(ParameterError, match=r"Did you mean 'params/recipes/sppo_iter1.yaml' or "
+                                             r"'params/recipes/sppo_iter2.yaml'\?"):
+        paths.find_params("sppo_iter")
 
 
 def test_repro_notebooks_says_how_edited_copies_run(tmp_path, capsys):

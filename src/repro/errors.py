@@ -1,13 +1,16 @@
 """The one exception type users see: a paragraph that names the parameter or row and says what to do."""
 
 import difflib
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 
-def did_you_mean(name: str, options: Iterable[str]) -> str:
-    """" Did you mean 'x'?" for the option nearest `name` (an error's hint for a misspelt name), else ""."""
-    close = difflib.get_close_matches(name, list(options), n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
+def did_you_mean(name: str, options: Iterable[str] | Mapping[str, str]) -> str:
+    """" Did you mean 'x'?" (or "'x' or 'y'", all as near) for a misspelt name, else ""; a mapping's values are how
+    the hint writes its keys."""
+    shown = options if isinstance(options, Mapping) else {option: option for option in options}
+    near = {c: difflib.SequenceMatcher(None, c, name).ratio() for c in difflib.get_close_matches(name, list(shown))}
+    best = [repr(shown[c]) for c in shown if c in near and near[c] == max(near.values())]  # in the options' order
+    return f" Did you mean {' or '.join(best)}?" if best else ""
 
 
 class ReproError(Exception):

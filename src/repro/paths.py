@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from .errors import ParameterError, ReproError
+from .errors import ParameterError, ReproError, did_you_mean
 
 SPLIT = "train_prefs"
 # every stand-in model (policy or scorer) carries this file, saying how it was built; for a policy
@@ -237,8 +237,7 @@ def _did_you_mean(given: Path, tried: list[Path], examples: Path) -> str:
     for path in sorted(examples.glob("**/*.yaml")):  # as a path where the project has it, else by its bare name
         written = f"params/{path.relative_to(examples)}"
         options.setdefault(path.stem, written if (project_root() / written).is_file() else path.stem)
-    close = difflib.get_close_matches(given.stem, list(options), n=1, cutoff=0.6)
-    return f" Did you mean {options[close[0]]!r}?" if close else ""
+    return did_you_mean(given.stem, options)
 
 
 def shard_name(split: str, index: int, num_shards: int) -> str:
