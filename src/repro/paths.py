@@ -4,7 +4,6 @@ root, from a shell, papermill or JupyterLab alike), the notebooks and params fil
 from __future__ import annotations
 
 import contextlib
-import difflib
 import fcntl
 import json
 import os
