@@ -114,6 +114,12 @@ def test_a_file_beside_the_notebook_given_by_its_name_is_refused_with_the_path_t
     # a near name is offered as the parameter takes it, from the project root (it offered the bare file name)
     with pytest.raises(DataError, match=r"Did you mean 'data/rows.jsonl'\?"):
         analysis.analyze(build(AnalyzeParams, {"dataset": "data/row.jsonl"}))
+    # names are compared, not paths: their shared folder made any sibling "near" (reference.parquet for a missing
+    # candidate.parquet)
+    (project / "data" / "reference.parquet").write_bytes(b"")
+    with pytest.raises(DataError) as info:
+        analysis.analyze(build(AnalyzeParams, {"dataset": "data/candidate.parquet"}))
+    assert "Did you mean" not in str(info.value)
     monkeypatch.chdir(project)  # from the root, no such hint: the file is not beside the working folder
     with pytest.raises(DataError) as info:
         analysis.analyze(build(AnalyzeParams, {"dataset": "mine.jsonl"}))
