@@ -120,6 +120,9 @@ CASES = [
          r"Unknown parameter 'mini_idx' in --set mini_idx=1\. Did you mean 'mini_index'\?", after=nothing_written),
     Case("unknown key in the file", lambda t: run(t, params=str(write(t / "p.yaml", "mini_idx: 1\n"))),
          r"Unknown parameter 'mini_idx' in \S*p.yaml\. Did you mean 'mini_index'\?", after=nothing_written),
+    Case("hub_repo_id not a repository id", lambda t: run(t, "--set", "hub_repo_id=a/b/c"),
+         r"  - hub_repo_id \(from --set\): not a hub repository id: give owner/name \(letters, digits, -, _ and \., "
+         r"no -- or \.\., at most 96 characters\) \(got 'a/b/c'\)", after=nothing_written),
     Case("chunk_size 0", lambda t: run(t, params=str(write(t / "p.yaml", "chunk_size: 0\n"))),
          r"Invalid construct parameters in \S*p.yaml:\n  - chunk_size: must be >= 1 \(got 0\)\nFix the value",
          after=nothing_written),

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Literal
 
 import yaml
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       field_validator, model_validator)
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
@@ -399,6 +401,15 @@ class CardParams(_Params):
     # for card_dataset: text, or {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}
     known_recipe: str | dict[str, str] | None = None
     push_to_hub: bool = False
+
+    @field_validator("hub_repo_id")
+    @classmethod
+    def _a_repository_id(cls, v: str | None) -> str | None:
+        try:  # the hub's own rule, checked offline, before the card names it and an upload tries it
+            return v if v is None else validate_repo_id(v) or v
+        except HFValidationError:
+            raise ValueError("not a hub repository id: give owner/name (letters, digits, -, _ and ., no -- or .., "
+                             "at most 96 characters)") from None
 
     @field_validator("license")
     @classmethod
