@@ -1200,6 +1200,8 @@ def test_publish_checks_the_token_then_uploads_the_folder(publishable, hub_switc
     assert calls[1][1:] == ("me/pairs", "dataset")
     upload = calls[2][1]
     assert upload["folder_path"] == str(publishable.run_root / "dataset") and upload["repo_type"] == "dataset"
+    # an earlier push's shards of the same split go (a re-push with fewer shards served stale rows); other splits stay
+    assert upload["delete_patterns"] == ["data/train_prefs-*.parquet"]
     assert "https://huggingface.co/datasets/me/pairs" in capsys.readouterr().out
     record = Manifest(publishable.run_root).read()
     assert record["status"] == "complete" and record["stages"]["publish"]["url"] == "https://huggingface.co/datasets/me/pairs"

@@ -22,6 +22,7 @@ from datasets.splits import SplitDict, SplitInfo
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from ..dataset_io import split_files
 from ..errors import DataError, ReproError
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
@@ -259,6 +260,8 @@ def publish(params: "CardParams") -> str | None:
         repo = api.create_repo(params.hub_repo_id, repo_type="dataset", exist_ok=True)
         api.upload_folder(folder_path=str(run.dataset), repo_id=params.hub_repo_id, repo_type="dataset",
                           allow_patterns=["README.md", f"{DATA_DIR}/*.parquet", f"{FIGURES_DIR}/*.png"],
+                          # an earlier push's shards of these splits, as datasets' push_to_hub deletes them
+                          delete_patterns=[f"{DATA_DIR}/{split}-*.parquet" for split in split_files(run.dataset)],
                           commit_message=f"Upload dataset and card from repro run {run.root.name}")
         url = str(getattr(repo, "url", f"https://huggingface.co/datasets/{params.hub_repo_id}"))
         info.update(repo_id=params.hub_repo_id, url=url)
