@@ -441,6 +441,29 @@ def test_slice_inference_through_the_comparison(source_keys, tmp_path):
     assert result["pairs"]["available"] is False and result["scores"]["available"] is False
 
 
+def test_a_prompt_the_source_holds_twice_is_placed_at_its_copy_among_the_rows_around_it():
+    # source rows 0..39; row 30 repeats row 12's prompt: the reference [10:20] was "1 row not in the source"
+    prompts = [f"prompt {i}" for i in range(40)]
+    prompts[30] = prompts[12]
+    source = {"prompt": prompts, "prompt_id": [str(i) for i in range(40)]}
+    del source["prompt_id"]  # matched by the prompt, as a source without ids is
+    keys = compare.row_keys(pa.table({"prompt": prompts[10:20]}))
+    index = compare.locate(keys, compare.row_keys(pa.table(source)), 10)
+    assert list(index) == list(range(10, 20))
+    # from the other end of the source, its other copy
+    assert list(compare.locate(compare.row_keys(pa.table({"prompt": prompts[25:35]})),
+                               compare.row_keys(pa.table(source)), 10)) == list(range(25, 35))
+    # a reference holding one source row twice: both copies are placed, and no slice gives it exactly
+    twice = compare.row_keys(pa.table({"prompt": prompts[10:16] + prompts[15:20]}))
+    index = compare.locate(twice, compare.row_keys(pa.table(source)), 11)
+    assert list(index) == [*range(10, 16), *range(15, 20)]
+    out = compare.infer_slice([index], 40, max_mini_count=2, hints={"part_start": 10, "part_stop": 20})
+    assert out["repeated"] == 1 and out["hints_reproduce"]["exact"] is False and "exactly" not in out["sentence"]
+    assert out["inside_span_not_in_reference"]["count"] == 0
+    assert out["sentence"].startswith("1 of the reference's 11 rows repeats a source row another reference row holds: "
+                                      "no slice repeats a row.")
+
+
 @pytest.mark.parametrize("decimals", [1, 12])  # with ties, and without
 def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
     rng = np.random.default_rng(0)

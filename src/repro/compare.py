@@ -153,6 +153,24 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
                      only_first=np.flatnonzero(free[0]), only_second=np.flatnonzero(free[1]), duplicates=duplicates)
 
 
+def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n: int) -> np.ndarray:
+    """The source row of each of `n` rows (-1 where none), by prompt_id, then sha256(prompt), then normalised prompt;
+    a key the source holds several times is placed at its copy nearest where the row's placed neighbours put it."""
+    index, options = np.full(n, -1, dtype=np.int64), {}
+    for kind in KEY_KINDS:
+        if keys.get(kind) is None or source_keys.get(kind) is None:
+            continue
+        where = _rows_of(source_keys[kind], np.ones(len(source_keys[kind]), dtype=bool))
+        for i in np.flatnonzero(index < 0):
+            if i not in options and (found := where.get(keys[kind][i])):
+                index[i], options[i] = (found[0], None) if len(found) == 1 else (-1, found)
+    placed = np.flatnonzero(index >= 0)
+    for i, found in ((i, found) for i, found in options.items() if found):
+        j = placed[np.argmin(np.abs(placed - i))] if placed.size else i
+        index[i] = min(found, key=lambda row: abs(row - (index[j] + i - j if placed.size else 0)))
+    return index
+
+
 def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[dict[str, Any]]:
     present = [c for c in ("prompt_id", "prompt") if c in table.column_names]
     return row_preview(table, rows[:limit])[["row", *present]].to_dict("records")
@@ -209,7 +227,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     names = list(names or [f"group {g}" for g in range(len(groups))])
     lacking = list(not_in_source or [0] * len(groups))
-    every = np.unique(np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
+    every = np.unique(located := np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
     if every.size == 0:
         return {"located": 0, "sentence": "No reference row was found in the source: nothing to infer."}
     lo, hi = int(every[0]), int(every[-1]) + 1
@@ -233,6 +251,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         why_none = (prose("compare", "not_contiguous", len(ranges), gaps) if len(ranges) != 1 else
                     None if solutions else prose("compare", "no_solution", bounds, max(counts), *ranges[0]))
         out_groups.append({"name": name, "rows": int(np.asarray(indices).size),
+                           "repeated": int(np.asarray(indices).size - np.unique(indices).size),
                            "not_in_source": lacking[position], "source_ranges": ranges,
                            "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
                            "solutions": solutions[:max_listed], "why_none": why_none})
@@ -241,7 +260,8 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
-        "source_rows": n_source, "located": int(every.size), "not_in_source": sum(lacking), "span": [lo, hi],
+        "source_rows": n_source, "located": int(located.size), "repeated": int(located.size - every.size),
+        "not_in_source": sum(lacking), "span": [lo, hi],
         "before_span": lo,
         "after_span": n_source - hi, "inside_span_not_in_reference": _block(missing),
         "inside_span_in_neither": _block(neither), "groups": out_groups,
@@ -253,7 +273,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
             plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
             rows = [plan.start, plan.stop]
             # every reference row (of every mini), and no other
-            exact = rows == [lo, hi] and missing.size == 0 and not sum(lacking)
+            exact = rows == [lo, hi] and missing.size == 0 and not sum(lacking) and located.size == every.size
             out["hints_reproduce"] = {"parameters": given, "rows": rows, "exact": exact}
         except ReproError as exc:
             out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
@@ -613,11 +633,8 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["slice"] = None
     if source is not None:
         source_keys = row_keys(source)
-        # the source row of every row (-1 where not found), by the same alignment as the comparison
-        ref_index, cand_index = (np.full(side.rows, -1, dtype=np.int64) for side in (reference, candidate))
-        for keys, index in ((ref_keys, ref_index), (cand_keys, cand_index)):
-            found = align(keys, source_keys, index.size, source.num_rows, names=("dataset", "source"))
-            index[found.first_rows] = found.second_rows
+        ref_index, cand_index = (locate(keys, source_keys, side.rows)
+                                 for keys, side in ((ref_keys, reference), (cand_keys, candidate)))
         located = ref_index >= 0
         groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
         result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
