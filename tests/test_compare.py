@@ -883,3 +883,10 @@ def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
     result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1])).result
     assert result["disagreements"]["explanations"] == {
         "chosen and rejected the other way round, their scores moved": 1, "unexplained": 1}
+    # a reference without scores: a swap is only a swap (it read "the same scores")
+    for row in ref:
+        row["score_chosen"] = row["score_rejected"] = None
+    folders = write_sides(tmp_path / "unscored", ref, rows)
+    result = compare.compare(params(tmp_path / "unscored", reference=folders[0], candidate=folders[1])).result
+    assert result["disagreements"]["explanations"]["chosen and rejected the other way round"] == 1
+    assert not any("same scores" in why for why in result["disagreements"]["explanations"])

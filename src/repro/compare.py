@@ -471,9 +471,9 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
             (categories[k] >= 2, "a different candidate text"),
             (None not in sets and None not in (sets[0][k], sets[1][k]) and sets[0][k] != sets[1][k],
              "other candidates ranked (a PairRM score depends on every candidate of its row)"),
-            (categories[k] == 1, "chosen and rejected the other way round" + (
-                "" if not al.scored else ", their scores moved" if worst[k] > p.disagreement_tolerance
-                else ", the same scores (one side's chosen scored lower)")),
+            (categories[k] == 1, "chosen and rejected the other way round" + (  # scores: a shared text's, finite
+                "" if not (al.scored and np.isfinite(worst[k])) else ", their scores moved"
+                if worst[k] > p.disagreement_tolerance else ", the same scores (one side's chosen scored lower)")),
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
             (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
