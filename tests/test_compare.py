@@ -464,6 +464,18 @@ def test_a_prompt_the_source_holds_twice_is_placed_at_its_copy_among_the_rows_ar
                                       "no slice repeats a row.")
 
 
+def test_no_row_in_common_still_says_where_each_side_lies_in_the_source(source_keys, tmp_path):
+    # the wrong mini: nothing to compare, but the source says which rows each side holds (that was lost)
+    source = pa.table(source_keys)
+    sides = [compare.Side(name, [name], "train_prefs", pa.table({"prompt": source_keys["prompt"][lo:hi]}),
+                          np.zeros(hi - lo, dtype=np.int64)) for name, lo, hi in (("ref", 45183, 50366),
+                                                                                  ("cand", 40000, 45183))]
+    with pytest.raises(DataError, match=r"No row of the candidate .* The reference's 5183 located rows span source "
+                                        r"rows \[45183:50366\] .* The candidate's rows are source rows "
+                                        r"\[\[40000, 45183\]\]"):
+        compare.compare_datasets(*sides, params(tmp_path, reference="x"), source)
+
+
 @pytest.mark.parametrize("decimals", [1, 12])  # with ties, and without
 def test_weighted_ranks_equal_ranking_the_drawn_copies(decimals):
     rng = np.random.default_rng(0)

@@ -583,10 +583,11 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
     sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
              if (rows := [d for d in a.duplicates if d["side"] == side and d["rows_with_key"] > 1])]
+    where = None if source is None else locate_in_source(reference, candidate, ref_keys, cand_keys, source, p, hints)
     if a.n == 0:
         raise DataError(prose("compare", "all_duplicated", sides, reference.rows) if sides else prose(
             "compare", "no_match", reference, candidate, _examples(reference.table, np.arange(1)),
-            _examples(candidate.table, np.arange(1))))
+            _examples(candidate.table, np.arange(1)), where and where[0]))
     al = gather(reference, candidate, a)
     twins = {side: n for side in ("reference", "candidate")
              if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
@@ -631,23 +632,29 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
               "disagreements": disagreements}
     tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
     result["slice"] = None
-    if source is not None:
-        source_keys = row_keys(source)
-        ref_index, cand_index = (locate(keys, source_keys, side.rows)
-                                 for keys, side in ((ref_keys, reference), (cand_keys, candidate)))
-        located = ref_index >= 0
-        groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
-        result["slice"] = infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
-                                      max_mini_count=p.max_mini_count, names=result["reference"]["specs"],
-                                      not_in_source=[int((~located & (reference.group == g)).sum())
-                                                     for g in range(len(reference.specs))])
+    if where is not None:
+        result["slice"] = where[0]
         tables["reference_source_index"] = pd.DataFrame({
             "reference_row": np.arange(reference.rows), "group": reference.group,
-            "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": ref_index})
+            "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": where[1]})
     result["notes"] = notes
     result = stats.clean(result)
     result["verdict"] = prose("compare", "verdict", result)  # aligned rows, pairs, scores, coverage, slice, notes
     return result, tables, al
+
+
+def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys: dict, source: pa.Table,
+                     p: CompareParams, hints: dict[str, Any] | None) -> tuple[dict[str, Any], np.ndarray]:
+    """infer_slice of the reference's rows in the source, and the source row of each reference row (-1: none)."""
+    source_keys = row_keys(source)
+    ref_index, cand_index = (locate(keys, source_keys, side.rows)
+                             for keys, side in ((ref_keys, reference), (cand_keys, candidate)))
+    located = ref_index >= 0
+    groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
+    return infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
+                       max_mini_count=p.max_mini_count, names=[_public(s) for s in reference.specs],
+                       not_in_source=[int((~located & (reference.group == g)).sum())
+                                      for g in range(len(reference.specs))]), ref_index
 
 
 def caveats(reference: Side, candidate: Side, al: Aligned) -> list[str]:
