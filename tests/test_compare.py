@@ -895,6 +895,8 @@ def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
     result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1])).result
     assert result["disagreements"]["explanations"] == {
         "chosen and rejected the other way round, their scores moved": 1, "unexplained": 1}
+    assert ("1 aligned row disagrees (a row may have several reasons: chosen and rejected the other way round, their "
+            "scores moved: 1, unexplained: 1)") in result["verdict"]
     # a reference without scores: a swap is only a swap (it read "the same scores")
     for row in ref:
         row["score_chosen"] = row["score_rejected"] = None
