@@ -897,6 +897,10 @@ def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
         "chosen and rejected the other way round, their scores moved": 1, "unexplained": 1}
     assert ("1 aligned row disagrees (a row may have several reasons: chosen and rejected the other way round, their "
             "scores moved: 1, unexplained: 1)") in result["verdict"]
+    assert "; `reference_response` equal in 4 of 4; `messages` equal in 4 of 4;" in result["verdict"]
+    # two candidates a row on both sides (score_rejected = -score_chosen): a zero mean difference says nothing
+    assert result["scores"]["scores"]["bland_altman"]["mean_difference"] == pytest.approx(0)
+    assert any(note.startswith("**Mean difference 0 by construction.**") for note in result["notes"])
     # a reference without scores: a swap is only a swap (it read "the same scores")
     for row in ref:
         row["score_chosen"] = row["score_rejected"] = None

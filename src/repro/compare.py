@@ -658,20 +658,23 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
 
 
 def caveats(reference: Side, candidate: Side, al: Aligned) -> list[str]:
-    """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), or the two
-    sides on different scales (ratings on a grid against real-valued logits)."""
+    """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), the two sides
+    on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
     notes = []
     for side, other in ((reference, candidate), (candidate, reference)):
         if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs):
             notes.append(prose("compare", "stand_in_note", side.name, other.name))
     if al.scored:
-        kinds = []
+        kinds, opposite = [], []
         for scores in (al.ref_scores, al.cand_scores):
             chosen, rejected = scores["score_chosen"], scores["score_rejected"]
             fine = np.isfinite(chosen) & np.isfinite(rejected)
             kinds.append(stats.detect_scale(chosen[fine], rejected[fine])["kind"] if fine.any() else None)
+            opposite.append(fine.any() and np.allclose(chosen[fine], -rejected[fine], rtol=0, atol=1e-6))
         if set(kinds) == {"rating", "logit"}:
             notes.append(prose("compare", "scale_note", *kinds))
+        if all(opposite):  # PairRM of two candidates: a row's two differences cancel
+            notes.append(prose("compare", "opposite_note"))
     return notes
 
 
