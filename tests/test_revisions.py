@@ -103,6 +103,12 @@ def test_a_run_fingerprint_follows_the_code_the_notebooks_included_and_the_packa
     analyze.write_text(json.dumps(nb, indent=2))
     shutil.copyfile(analyze, notebooks / "02_analyze-Copy1.ipynb")  # JupyterLab's File > Duplicate: never run
     assert run_fingerprint(resolved) == first
+    # the parameters cell edited, as the README's JupyterLab workflow does (and autosaves): `repro run` injects
+    # every value, so it is not code (it made every finished run of the project "its code changed")
+    cell = next(cell for cell in nb["cells"] if "parameters" in cell["metadata"].get("tags", []))
+    cell["source"] = ["run_name = 'mytry'\n", *cell["source"]]
+    analyze.write_text(json.dumps(nb, indent=2))
+    assert run_fingerprint(resolved) == first
     code = next(cell for cell in nb["cells"] if cell["cell_type"] == "code" and "parameters" not in
                 cell["metadata"].get("tags", []))
     code["source"] = ["x = 1\n", *code["source"]]

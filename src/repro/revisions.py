@@ -76,13 +76,15 @@ def local_content(value: str) -> dict[str, Any] | None:
 
 
 def _notebook_code(path: Path) -> bytes:
-    """A notebook's code cells and their tags: not the outputs, counts and metadata JupyterLab saves as it runs."""
+    """A notebook's code cells and their tags: not the outputs, counts and metadata JupyterLab saves as it runs, nor
+    the parameters cell's values (`repro run` injects every one: a person edits them in JupyterLab)."""
     try:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     except (ValueError, KeyError, TypeError):  # not a notebook nbformat reads: its bytes
         return path.read_bytes()
     return json.dumps([(c.get("source"), c.get("metadata", {}).get("tags")) for c in cells
-                       if c.get("cell_type") == "code" and "".join(c.get("source") or "").strip()]).encode()
+                       if c.get("cell_type") == "code" and "".join(c.get("source") or "").strip()
+                       and "parameters" not in c.get("metadata", {}).get("tags", [])]).encode()
 
 
 def code_digest() -> str:
