@@ -19,7 +19,7 @@ from repro.analysis.family_view import differing_parameters, family_view, origin
 from repro import cli
 from repro.cli import family as family_cli
 from repro.cli import main
-from repro.errors import ParameterError
+from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest
 from repro.parameters import FamilyViewParams, load_params_file
 from repro.paths import RunDir
@@ -200,6 +200,16 @@ def _member(root: Path, name: str, index: int, margins: list[float], parameters:
                          "stages": {"score": {"cache": cache}}, **({"scorer": scorer} if scorer else {}),
                          **({"generation": generation} if generation else {}),
                          "family": {"name": "fam", "member": name, "index": index, "grid": {"seed": index}}})
+
+
+def test_the_family_view_of_a_missing_folder_or_of_a_member_says_which_folder_to_give(tmp_path):
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3], {"seed": 0, "source": "demo"}, {"rows_computed": 2, "rows_from_cache": 0})
+    # both said "holds no member of a family"
+    with pytest.raises(DataError, match=r"fma does not exist\. Did you mean '\S*/fam'\?"):
+        family_view(FamilyViewParams(run_dir=str(tmp_path / "fma")))
+    with pytest.raises(DataError, match=rf"{root}/a is member a of family fam: give run_dir = {root}, the family's"):
+        family_view(FamilyViewParams(run_dir=str(root / "a")))
 
 
 def test_the_family_view_tables_members_and_writes_family_json(tmp_path):

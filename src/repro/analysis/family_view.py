@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from ..dataset_io import SCORE_COLUMNS
-from ..errors import DataError
+from ..errors import DataError, did_you_mean
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import FamilyViewParams
@@ -41,7 +41,14 @@ class FamilyView:
 def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     """Every member run under `root` (a folder whose manifest records `family`), in the family's order; of the
     members `repro run` last planned there (the family folder's record), when it says."""
-    planned = Manifest(root).read().get("members")  # a grid changed since: its old members' folders stay
+    if not root.is_dir():
+        siblings = {q.name: str(q) for q in root.parent.iterdir() if q.is_dir()} if root.parent.is_dir() else {}
+        raise DataError(f"{root} does not exist.{did_you_mean(root.name, siblings)} Run the family first (repro run "
+                        f"params/demo_family.yaml), or give run_dir = the family's folder.")
+    if member := (record := Manifest(root).read()).get("family"):
+        raise DataError(f"{root} is member {member.get('member')} of family {member.get('name')}: give run_dir = "
+                        f"{root.parent}, the family's folder.")
+    planned = record.get("members")  # a grid changed since: its old members' folders stay
     found = [(RunDir(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
              if (data := json.loads(manifest.read_text())).get("family")
              and (planned is None or data["family"].get("member") in planned)]
