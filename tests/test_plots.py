@@ -160,3 +160,15 @@ def test_a_comparisons_legend_covers_no_point(draw):
     inside = ((points[:, 0] >= legend.x0) & (points[:, 0] <= legend.x1) & (points[:, 1] >= legend.y0)
               & (points[:, 1] <= legend.y1))
     assert not inside.any(), points[inside]
+
+
+@pytest.mark.parametrize("margins", ["best_worst", "symmetric"])
+def test_the_margin_legend_covers_no_bar(margins):
+    # best-vs-worst margins pile up just above 0: the legend in the upper left hid the tallest bars
+    rng = np.random.default_rng(0)
+    margin = rng.exponential(0.3, 157) if margins == "best_worst" else rng.normal(0, 0.3, 157)
+    fig = plots.margin_distribution(margin)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert not [bar for bar in ax.patches if bar.get_height() and legend.overlaps(bar.get_window_extent())]
