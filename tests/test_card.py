@@ -1368,10 +1368,16 @@ def test_a_card_whose_input_has_gone_is_left_as_it_was_with_the_reason(tmp_path,
     with Manifest(RunDir(tmp_path / "run")).edit() as data:  # what 03_card on its own records
         data["parameters"] = {**data.get("parameters", {}), "card_dataset": str(rows)}
     before = card_path.read_bytes()
-    # while it is there, the card is written again and the notebook says so (it showed a bare PosixPath(...))
+    # while it is there, the card is written again and the notebook says so (it showed a bare PosixPath(...)); the
+    # same card says it is (04_compare refused for an unset reference said "written again")
+    assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) == card_path
+    assert capsys.readouterr().out.endswith(f"The dataset card {card_path} already says what the run holds.\n")
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:  # an analysis' new figures: another card
+        data["parameters"]["pretty_name"] = "Renamed"
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) == card_path
     assert capsys.readouterr().out.endswith(f"The dataset card {card_path} was written again with what the "
                                             f"run holds now.\n")
+    card_path.write_bytes(before)
     rows.unlink()
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) is None
     assert f"The card {card_path} was not written again: card_dataset " in capsys.readouterr().out

@@ -168,8 +168,10 @@ def refresh(p: Any) -> Path | None:
     values.update(run_dir=str(run.root), run_name=p.run_name)
     try:
         facts = gather_facts(build(CardParams, values, where=f"the parameters recorded in {run.manifest}"))
+        before = run.card.read_bytes()
         written = write_card(facts, refreshed=True)
-        print(f"The dataset card {written} was written again with what the run holds now.")
+        print(f"The dataset card {written} " + ("already says what the run holds." if written.read_bytes() == before
+                                                 else "was written again with what the run holds now."))
         return written
     except ReproError as exc:  # (03_card's input moved away since): the notebook's own work stands
         print(f"The card {run.card} was not written again: {exc} Run notebooks/03_card.ipynb to bring it up to date.")
