@@ -434,6 +434,13 @@ def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_pa
     # does) since the view was made: the view runs again (it said "nothing to do" over the old numbers)
     family = ["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root)]
     assert cli.main(family) == 0 and "nothing to do: every member and the family view" in capsys.readouterr().out
+    # 05_family run by hand since, with other values (as JupyterLab leaves it): made again, and the run says so
+    with Manifest(root).edit() as data:
+        data["parameters"]["bootstrap_resamples"] = 7
+        data.pop("fingerprint", None)
+    assert cli.main(family) == 0
+    assert ("family demo_family: its family view was made with other values (bootstrap_resamples (7 there, 200 "
+            "now)): it is made again with these") in capsys.readouterr().out
     redone = Manifest(member)
     (member.notebooks / "02_analyze.ipynb").write_text('{"rerun": true}')
     redone.add_outputs(member.notebooks / "02_analyze.ipynb")  # as its run again records it

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import check_format
-from ..errors import ParameterError
+from ..errors import ParameterError, listed
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
@@ -145,6 +145,11 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
               f"these parameters, code and packages -> {family.root}")
         return 0
+    made = seen.get("parameters") or {}  # a view made by 05_family on its own (JupyterLab) is not left silently
+    if other := {k: (made[k], v) for k, v in view.items()
+                 if k in made and made[k] != v and k not in ("run_dir", "run_name", "notebooks")}:
+        print(f"repro run: family {family.name}: its family view was made with other values ({listed(other)}): it is "
+              f"made again with these")
     code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
                          record={"members": planned, "members_state": state}, fingerprint=fingerprint)
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
