@@ -53,6 +53,22 @@ def test_bad_sources(tmp_path, monkeypatch):
         load_source("someone/not-here-offline")
 
 
+def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkeypatch, train_rows):
+    # README step 2 downloads into the hub cache (`hf download ... --repo-type dataset`), and `--check` says "in the
+    # local hub cache"; datasets' load_dataset, offline, reads only its own prepared copies: the run failed
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "hub" / "datasets--someone--cached" / "snapshots" / "0123abcd"
+    write_split(datasets.Dataset.from_list(train_rows[:3]), snapshot, "train_prefs")
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert load_source("someone/cached", "train_prefs")["prompt"] == [r["prompt"] for r in train_rows[:3]]
+    with pytest.raises(DataError, match="no split 'test_prefs'"):
+        load_source("someone/cached", "test_prefs")
+
+
 def test_a_folder_without_a_dataset_is_said_to_hold_none(tmp_path):
     # a run directory whose 01_construct has not run, and a `repro selfcheck --report` folder: their own JSON files
     # were read as one data row ("has no split 'train_prefs'; it has ['train']", then "neither a prompt_id nor ...")

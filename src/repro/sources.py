@@ -15,6 +15,8 @@ from typing import Any, Iterable, Iterator
 
 import datasets
 import pyarrow.parquet as pq
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import LocalEntryNotFoundError
 
 from .dataset_io import split_files
 from .errors import DataError, DatasetLoadError, did_you_mean
@@ -199,6 +201,14 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
     return loaded
 
 
+def hub_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
+    """The folder of a hub dataset in the local hub cache (where `hf download` puts it), or None."""
+    try:
+        return Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        return None
+
+
 def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, revision: str | None) -> datasets.Dataset:
     try:
         return datasets.load_dataset(repo_id, split=split, revision=revision)
@@ -207,6 +217,8 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
             raise DataError(f"hub dataset {repo_id!r} has no split {split!r} ({exc}). Set {split_parameter} to one "
                             f"of its splits.") from None
         switch = hub_offline("HF_DATASETS_OFFLINE")
+        if switch and (cached := hub_snapshot(repo_id, revision)):  # offline, datasets reads only its own copies
+            return _load_local(cached, split, parameter, split_parameter)
         why = (f"the hub is switched off ({switch} is set)" if switch
                else "the hub could not be reached or the id is wrong")
         raise DatasetLoadError(
