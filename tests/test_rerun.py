@@ -70,12 +70,13 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     out = capsys.readouterr().out
     assert ("continues the run there, same data parameters; how the work runs differs: batch_tokens (2048 there, "
             "4096 now), chunk_size (16 there, 4 now), num_processes (1 there, 2 now)") in out
-    assert "finished work of another batch_tokens is set aside in work/ and computed again" in out
+    assert "finished work of another batch_tokens or chunk_size is set aside in work/ and computed again" in out
     chunks = ["--set", "chunk_size=4"]  # the row cache (on by default) keeps rows whatever the chunks
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), *chunks]) == 0
-    assert "of another chunk_size is set aside in work/; the row cache gives its rows back" in capsys.readouterr().out
+    assert ("of another chunk_size is set aside in work/ (the batches, hence the float rounding, follow it); the row "
+            "cache gives back the rows it holds, as they were scored") in capsys.readouterr().out
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), *chunks, "--set", "cache=false"]) == 0
-    assert "of another chunk_size is set aside in work/ and computed again (cache: false)" in capsys.readouterr().out
+    assert "of another chunk_size is set aside in work/ and computed again (the batches" in capsys.readouterr().out
 
 
 def test_a_source_rewritten_in_place_is_recorded_and_told_by_the_check(tmp_path, capsys):
@@ -141,8 +142,9 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
     assert main(again) == 0 and not started and files_of(demo_run_copy) == before
     assert f"nothing to do: {demo_run_copy} holds a complete run of these parameters" in capsys.readouterr().out
     assert main([*again[:1], "--check", *again[1:]]) == 0 and not started
-    assert main([*again, "--set", "chunk_size=8", "--set", "cache=false"]) == 0 and not started  # how it runs
-    assert main([*again, "--force"]) == 0 and len(started) == 1  # --force: its notebooks again
+    assert main([*again, "--set", "num_processes=2", "--set", "cache=false"]) == 0 and not started  # how it runs
+    assert main([*again, "--set", "chunk_size=8"]) == 0 and len(started) == 1  # other batches: other rounding
+    assert main([*again, "--force"]) == 0 and len(started) == 2  # --force: its notebooks again
     # an output gone or edited, a self-check the card would cite now, a notebook run on its own since
     # (it may have made other numbers): the run goes on
     figure = next(demo_run_copy.glob("figures/*.png"))
@@ -151,28 +153,28 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
     assert main([*again[:1], "--check", *again[1:]]) == 0  # and --check says why
     assert (f"it completed, but its output {figure.relative_to(demo_run_copy)} is gone or was changed: its notebooks "
             f"run again") in capsys.readouterr().out
-    assert main(again) == 0 and len(started) == 2
+    assert main(again) == 0 and len(started) == 3
     figure.with_suffix(".bak").rename(figure)
-    assert main(again) == 0 and len(started) == 2
+    assert main(again) == 0 and len(started) == 3
     from repro import revisions
     with monkeypatch.context() as m:  # a notebook's code edited, or another torch installed
         m.setattr(revisions, "code_digest", lambda: "edited")
         m.setattr(revisions, "package_versions", lambda: {"torch": "0.0.1"})
-        assert main([*again[:1], "--check", *again[1:]]) == 0 and len(started) == 2
+        assert main([*again[:1], "--check", *again[1:]]) == 0 and len(started) == 3
         assert "it completed, but its code and packages changed: its notebooks run again" in capsys.readouterr().out
     metrics = demo_run_copy / "metrics.json"  # an output edited in place, its size kept
     kept = metrics.read_bytes()
     metrics.write_bytes(kept.replace(b"1", b"2", 1))
-    assert main(again) == 0 and len(started) == 3
+    assert main(again) == 0 and len(started) == 4
     metrics.write_bytes(kept)
     (demo_run_copy / "selfcheck.json").write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-04"}))
-    assert main(again) == 0 and len(started) == 4
+    assert main(again) == 0 and len(started) == 5
     (demo_run_copy / "selfcheck.json").unlink()
     manifest = Manifest(demo_run_copy)
     manifest.ensure_started(manifest.read()["parameters"], "02_analyze")  # 02_analyze opened in JupyterLab
     manifest.notebook_ended("02_analyze")
     assert manifest.read()["status"] == "complete" and "fingerprint" not in manifest.read()
-    assert main(again) == 0 and len(started) == 5
+    assert main(again) == 0 and len(started) == 6
 
 
 def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):
@@ -426,3 +428,8 @@ def test_check_says_how_the_last_run_ended_and_what_it_kept(tmp_path, status, sa
     line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
     assert "continues the run there, same parameters" in line
     assert (f"the last run {said}; 3 finished chunk(s) are kept" in line) == (said is not None), line
+    # with another chunk_size they are set aside: not "kept" beside "set aside" (it said both)
+    if said:
+        assert main(["run", "--check", "demo", "--out", str(out), "--set", "chunk_size=5"]) == 0
+        line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
+        assert f"the last run {said})" in line and "set aside" in line and "are kept" not in line, line

@@ -120,9 +120,13 @@ def test_a_run_fingerprint_leaves_out_how_the_work_runs_but_not_the_batches_nor_
     demo = Path(__file__).resolve().parents[1] / "params" / "demo.yaml"
     resolved = resolve_parameters({**load_params_file(demo), "run_dir": "x"})
     first = run_fingerprint(resolved)
-    # the same data in other chunks, processes or with the row cache off: the run is the same
-    assert run_fingerprint({**resolved, "chunk_size": 3, "num_processes": 2, "cache": False}) == first
+    # the same data in other processes or with the row cache off: the run is the same
+    assert run_fingerprint({**resolved, "num_processes": 2, "cache": False}) == first
     assert run_fingerprint({**resolved, "batch_tokens": 4096}) != first  # other batches round otherwise
+    # and so do other chunks: a chunk's rows are batched together (38 of the demo's 40 rows differed in the last bits
+    # between chunk_size 2 and 5, where a complete run of another chunk_size had "nothing to do")
+    assert run_fingerprint({**resolved, "chunk_size": 3}) != first
+    assert run_fingerprint({**resolved, "generation_chunk_size": 3}) != first
     # a local folder named in a list (04_compare's `reference`) rewritten in place is another input
     (tmp_path / "ref").mkdir()
     (tmp_path / "ref" / "rows.jsonl").write_text('{"prompt": "a"}\n')

@@ -31,10 +31,11 @@ SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "llm-blender")
 NOT_FROM_CHECKOUT = "not from a checkout"
 NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing: the folder's record keeps its own
 # 01_construct's parameters that decide how the work runs and where it keeps rows, not what the data holds (scores
-# do not depend on them beyond float rounding; chunks and processes give byte-identical rows), nor the run's folder
+# do not depend on them beyond float rounding; processes give byte-identical rows), nor the run's folder
 NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes", "generation_batch_size",
                                   "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
-ROUNDING = ("batch_tokens", "generation_batch_size")  # of those, the ones whose batches decide the float rounding
+# of those, the ones whose batches decide the float rounding (a chunk's rows are batched together)
+ROUNDING = ("batch_tokens", "chunk_size", "generation_batch_size", "generation_chunk_size")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

@@ -36,14 +36,13 @@ def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
     if not changed:
         return ""
     said = f"; how the work runs differs: {listed(changed)}"
-    if budget := [k for k in ROUNDING if k in changed]:
-        return (f"{said}: finished work of another {' or '.join(budget)} is set aside in work/ and computed again "
-                f"(the batches, hence the float rounding, follow it)")
-    if chunks := [k for k in ("chunk_size", "generation_chunk_size") if k in changed]:
-        kept = ("; the row cache gives its rows back" if parameters.get("cache", True) else
-                " and computed again (cache: false)")
-        return f"{said}: finished work of another {' or '.join(chunks)} is set aside in work/{kept}"
-    return said
+    if not (budget := [k for k in ROUNDING if k in changed]):
+        return said
+    # the row cache's key holds the budgets, not the chunks: it gives back rows of another chunk_size
+    cached = parameters.get("cache", True) and not {"batch_tokens", "generation_batch_size"} & set(budget)
+    return (f"{said}: finished work of another {' or '.join(budget)} is set aside in work/"
+            f"{'' if cached else ' and computed again'} (the batches, hence the float rounding, follow it)"
+            f"{'; the row cache gives back the rows it holds, as they were scored' if cached else ''}")
 
 
 def _busy(given_as: str, holder: str) -> str:
@@ -109,7 +108,8 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if not changed:
         last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
-        ended = (f"; the last run {last}; {len(finished_chunks(run.work))} finished chunk(s) are kept" if last else
+        kept = "" if "set aside" in how else f"; {len(finished_chunks(run.work))} finished chunk(s) are kept"
+        ended = (f"; the last run {last}{kept}" if last else
                  f"; it completed, but {stale}: its notebooks run again" if stale else "")
         return Check("run directory", True, f"{run.root} (continues the run there, same {'data ' if how else ''}"
                                             f"parameters{how}{ended})")
