@@ -22,8 +22,11 @@ from scipy import stats
 from repro import card as repro_card
 from repro.analysis.stats import detect_scale
 from repro.card.facts import SEED_REPO
+from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
+from repro.exporters import FORMATS, export_rows
+from repro.formats import to_trl
 from repro.manifest import Manifest
 from repro.parameters import CardParams, build
 from repro.paths import RunDir
@@ -168,6 +171,16 @@ def make_run(root: Path, rows: list[dict] | None = None, features=SEED_FEATURES,
     return {"run": run, "ds": ds, "split": split}
 
 
+def recipe_rows(fmt: str, n: int = 12) -> datasets.Dataset:
+    """seed_rows(n) in a recipe's layout (repro.exporters): each pair and a third candidate, the pair picked."""
+    rows = []
+    for r in seed_rows(n):
+        texts = [r["chosen"][-1]["content"], r["rejected"][-1]["content"], "A third answer."]
+        scores = [r["score_chosen"], r["score_rejected"], 0.0]
+        rows.append(build_row(r, r["prompt"], texts, scores, messages="chosen", keep_all_candidates=True, pick=(0, 1)))
+    return export_rows(fmt, rows, [(0, 1)] * n)
+
+
 def card_for(root: Path, **params) -> tuple[repro_card.CardFacts, Path]:
     p = build(CardParams, {"run_dir": str(root), **params})
     facts = repro_card.gather_facts(p)
@@ -197,6 +210,11 @@ def section(text: str, heading: str) -> str:
     end = re.search(r"^#+ ", text[start:], flags=re.M)
     return text[start:start + end.start()] if end else text[start:]
 
+
+def part(text: str, heading: str) -> str:
+    """The text under a second-level heading, up to the next one (code comments in it start with "# ")."""
+    start = text.index(heading + "\n") + len(heading)
+    return text[start:text.index("\n## ", start)]
 
 def as_numbers(cell: str) -> list[float]:
     return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", cell)]
@@ -429,22 +447,9 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
 def test_a_recipe_layout_built_here_shows_to_trl_and_its_background(tmp_path):
     # a Snorkel-layout run built here: "How to use" said to check its format against TRL's (to_trl reads it), and
     # "Background" called the data's background unknown, for rows this run built from UltraFeedback prompts
-    from repro.construct.pairs import build_row
-    from repro.exporters import export_rows
-
-    rows, picks = [], []
-    for r in seed_rows(12):
-        texts = [r["chosen"][-1]["content"], r["rejected"][-1]["content"], "A third answer."]
-        scores = [r["score_chosen"], r["score_rejected"], 0.0]
-        picks.append((0, 1))
-        rows.append(build_row(r, r["prompt"], texts, scores, messages="chosen", keep_all_candidates=True, pick=(0, 1)))
-    ds = export_rows("snorkel", rows, picks)
+    ds = recipe_rows("snorkel")
     make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
     en, zh = halves(card_for(tmp_path / "run")[1])
-    def part(text, heading):  # up to the next second-level heading (the code's comments start with "# ")
-        start = text.index(heading + "\n") + len(heading)
-        return text[start:text.index("\n## ", start)]
-
     use = part(en, "## How to use")
     assert "train = to_trl(ds)" in use and "check its format against TRL's dataset formats" not in use
     assert 'row["score_chosen"]' not in use  # the seed's columns, which this layout lacks, are not in its code
@@ -627,8 +632,6 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     # SELM: one greedy reference generated, the pair ranked by a stand-in, no score columns, no 02_analyze. Its card
     # said "0 [candidates] per prompt ... at most 1024 new tokens", that score_chosen and score_rejected (absent)
     # came from the stand-in, and to run 02_analyze, which has no scores to read
-    from repro.exporters import FORMATS
-
     rows = [{k: r[k] for k in FORMATS["selm"].columns} for r in seed_rows(12)]
     run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False)["run"]
     Manifest(run).record("generation", {"policy_model": "builtin:tiny-policy", "stand_in": True, "n_candidates": 0,
@@ -651,6 +654,19 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     # to_trl reads SELM's rows; and no score column is there to be "`score_chosen` = −`score_rejected`"
     assert "train = to_trl(ds)" in en and "check its format against TRL's dataset formats" not in en
     assert "Scale of the scores" not in en and "`score_chosen` = −`score_rejected`" not in en
+
+
+def test_a_selm_cards_trl_paragraph_has_no_scores_to_filter_by(tmp_path):
+    # SELM's layout has no scores (to_trl gives null margins), yet "How to use" printed the tie filter
+    # `row["score_margin"] > 0`, a TypeError on its rows, and promised to keep `score_chosen`, `score_rejected`
+    rows = [{k: r[k] for k in FORMATS["selm"].columns} for r in seed_rows(12)]
+    run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False)["run"]
+    en, zh = halves(card_for(run.root)[1])
+    use_en, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
+    assert set(to_trl(datasets.Dataset.from_list(rows, features=FORMATS["selm"].columns))["score_margin"]) == {None}
+    assert "score_margin" not in use_en and "score_margin" not in use_zh
+    assert "`score_chosen`" not in use_en and "`score_chosen`" not in use_zh
+    assert "train = to_trl(ds)" in use_en and "keeping `prompt_id`." in use_en and "保留 `prompt_id`。" in use_zh
 
 
 def test_generation_with_a_seed_per_candidate_names_those_seeds(tmp_path):
@@ -853,7 +869,6 @@ def test_rows_without_a_score_are_said_and_dropped_by_the_usage_snippet(tmp_path
     # 02_analyze with exclude_nonfinite: the card printed the reasons as a Python dict (English in the Chinese half)
     # and its code stopped on the unscored rows (TypeError in `ds.map`, DataError in `to_trl`)
     from repro.analysis import report as analysis
-    from repro.formats import to_trl
     from repro.parameters import AnalyzeParams
 
     rows = seed_rows(24)

@@ -127,6 +127,11 @@ class CardFacts:
         return detect_format(list(self.features))
 
     @property
+    def scored(self) -> bool:
+        """The rows carry scores: a recipe's candidates' or the seed's two columns (SELM's layout has none)."""
+        return self.layout != "seed" or self.has_columns(*SCORE_COLUMNS)
+
+    @property
     def trl_ready(self) -> bool:
         """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores)."""
         scores = sum(c in self.features for c in SCORE_COLUMNS)
@@ -375,12 +380,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     facts.metrics = _read_metrics(run, facts, ds)
-    unscored = facts.layout == "selm" or (facts.layout == "seed" and not facts.has_columns(*SCORE_COLUMNS))
     if facts.metrics is None:  # (SELM's rows, and other rows without scores, have nothing for 02_analyze to read)
-        facts.left_out.append(("characteristics", "no_scores" if unscored else "no_metrics"))
+        facts.left_out.append(("characteristics", "no_metrics" if facts.scored else "no_scores"))
     facts.figures = _figures(run, facts.metrics)
     if not facts.figures:
-        facts.left_out.append(("figures", "no_scores" if unscored else "no_figures"))
+        facts.left_out.append(("figures", "no_figures" if facts.scored else "no_scores"))
     if run.compare.is_file():
         facts.comparison = json.loads(run.compare.read_text())
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
