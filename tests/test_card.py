@@ -669,6 +669,24 @@ def test_a_selm_cards_trl_paragraph_has_no_scores_to_filter_by(tmp_path):
     assert "train = to_trl(ds)" in use_en and "keeping `prompt_id`." in use_en and "保留 `prompt_id`。" in use_zh
 
 
+def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
+    # RLHFlow's `prompt` is the conversation and `chosen` / `rejected` are strings, and its rows have no `prompt_id`
+    # (to_trl adds the prompt's sha256); the card said the reverse of the first and to keep the missing column
+    ds = recipe_rows("rlhflow")
+    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    use_en, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
+    assert "prompt_id" not in ds.column_names and isinstance(ds[0]["prompt"], list) and isinstance(ds[0]["chosen"], str)
+    converted = to_trl(ds)
+    assert converted["prompt_id"] == [hashlib.sha256(p[0]["content"].encode()).hexdigest() for p in ds["prompt"]]
+    assert "Beside the string `chosen` / `rejected`, the conversational `prompt` makes TRL" in use_en
+    assert "the string `prompt`" not in use_en and "keeping `prompt_id`" not in use_en
+    assert "Keep `prompt_id` as the key" not in use_en
+    assert "adding `prompt_id` = the sha256 of the prompt (the rows have none)" in use_en
+    assert "`chosen` / `rejected` 为字符串，而 `prompt` 为对话式" in use_zh and "保留 `prompt_id`" not in use_zh
+    assert "请以 `prompt_id` 作为键" not in use_zh and "新增 `prompt_id` = 提示词的 sha256（数据行中没有）" in use_zh
+
+
 def test_generation_with_a_seed_per_candidate_names_those_seeds(tmp_path):
     # SPPO draws candidate k with seed candidate_seeds[k]; the card said "seed 0" (generation_seed, unused then)
     run = make_run(tmp_path / "run", metrics=False)["run"]
