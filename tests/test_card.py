@@ -805,6 +805,27 @@ def test_the_rows_another_scorer_cut_are_stated_too(tmp_path):
     assert "`rm_deb` 将 23 行的对话截断为前 512 个 token（截断后相同的候选得分相同）。" in zh
 
 
+def test_stand_in_scorers_are_marked_among_several(tmp_path):
+    # the primary stand-in was called "(PairRM)" and the further stand-ins were not marked at all
+    make_run(tmp_path / "run")
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["scorers"] = [
+        {"name": "primary", "column": "candidate_scores", "decides_pairs": True, "model": "builtin:tiny-pairrm",
+         "stand_in": True},
+        {"name": "deb", "column": "candidate_scores_deb", "decides_pairs": False, "kind": "sequence_classifier",
+         "model": "builtin:tiny-reward-deberta", "stand_in": True},
+        {"name": "real", "column": "candidate_scores_real", "decides_pairs": False, "kind": "sequence_classifier",
+         "model": "my-org/reward-8b", "stand_in": False}]
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "decided by the primary scorer `builtin:tiny-pairrm` (a stand-in, not PairRM)." in en
+    assert "`deb`: `builtin:tiny-reward-deberta` (a stand-in, not PairRM) (column `candidate_scores_deb`)" in en
+    assert "`real`: `my-org/reward-8b` (column `candidate_scores_real`)" in en and "(PairRM)" not in en
+    assert "由主评分模型 `builtin:tiny-pairrm`（替身评分器，并非 PairRM）决定。" in zh and "（PairRM）" not in zh
+    assert "`deb`：`builtin:tiny-reward-deberta`（替身评分器，并非 PairRM）（列 `candidate_scores_deb`）" in zh
+
+
 def test_the_selection_paragraph_gives_the_rules_own_values(tmp_path):
     # best_random said "seed `selection_seed`" (its value only in the parameters table) and then the best/worst
     # tie rule ("rejected = the last with the lowest"), which is not this rule's

@@ -158,7 +158,8 @@ class CardFacts:
         def public(s: dict[str, Any]) -> dict[str, Any]:  # a local folder by its name only
             spec = str(s.get("model") or "?")
             local = not spec.startswith("builtin:") and not reads_as_hub_id(spec)
-            return {**s, "model": public_name(spec) if local else spec, "local": local, "kind": s.get("kind", "pairrm")}
+            return {**s, "model": public_name(spec) if local else spec, "local": local, "kind": s.get("kind", "pairrm"),
+                    "stand_in": bool(s.get("stand_in")) or spec.startswith("builtin:")}
 
         return {"decided": public(next(s for s in scorers if s.get("decides_pairs"))),
                 "others": [public(s) for s in scorers if not s.get("decides_pairs")],
