@@ -826,6 +826,18 @@ def test_stand_in_scorers_are_marked_among_several(tmp_path):
     assert "`deb`：`builtin:tiny-reward-deberta`（替身评分器，并非 PairRM）（列 `candidate_scores_deb`）" in zh
 
 
+def test_one_row_is_one_row(tmp_path):
+    # a one-row run's card said "A preference dataset of 1 rows", "Small size: 1 rows", ...
+    make_run(tmp_path / "run", seed_rows(1), metrics=False)
+    manifest = Manifest(RunDir(tmp_path / "run"))
+    manifest.update(parameters={**manifest.read()["parameters"], "limit": 1})
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "A preference dataset of 1 row in split `train_prefs`," in en and "Small size: 1 row, out of 6 rows" in en
+    assert "Only the first 1 row of the mini was kept (`limit`)." in en and "2 candidates in 1 row." in en
+    assert re.findall(r"(?<!of )(?<!// )\b1 rows", en) == []  # ("1 of 1 rows", "n // 1 rows" read as they should)
+    assert "`train_prefs` 划分 1 行" in zh and "规模较小：1 行" in zh
+
+
 def test_the_selection_paragraph_gives_the_rules_own_values(tmp_path):
     # best_random said "seed `selection_seed`" (its value only in the parameters table) and then the best/worst
     # tie rule ("rejected = the last with the lowest"), which is not this rule's
