@@ -86,6 +86,7 @@ class CardFacts:
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
+    analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
 
     @property
     def num_examples(self) -> int:
@@ -381,11 +382,15 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     facts.metrics = _read_metrics(run, facts, ds)
+    analysis = (manifest.get("notebooks") or {}).get("02_analyze") or {}
+    if facts.metrics is None and analysis.get("status") == "failed" and analysis.get("error"):
+        facts.analysis_error = public_text(analysis["error"].splitlines()[0])  # (then: where it is saved)
+    failed = "analysis_failed" if facts.analysis_error else None
     if facts.metrics is None:  # (SELM's rows, and other rows without scores, have nothing for 02_analyze to read)
-        facts.left_out.append(("characteristics", "no_metrics" if facts.scored else "no_scores"))
+        facts.left_out.append(("characteristics", (failed or "no_metrics") if facts.scored else "no_scores"))
     facts.figures = _figures(run, facts.metrics)
     if not facts.figures:
-        facts.left_out.append(("figures", "no_figures" if facts.scored else "no_scores"))
+        facts.left_out.append(("figures", (failed or "no_figures") if facts.scored else "no_scores"))
     if run.compare.is_file():
         facts.comparison = json.loads(run.compare.read_text())
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
