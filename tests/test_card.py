@@ -457,6 +457,37 @@ def test_a_recipe_layout_built_here_shows_to_trl_and_its_background(tmp_path):
     assert "train = to_trl(ds)" in part(zh, "## 使用方法")
 
 
+RECIPE_WORKS = {"sppo": ("SPPO", "arXiv:2405.00675"), "snorkel": ("Snorkel", "https://huggingface.co/datasets/snorkelai/"
+                "Snorkel-Mistral-PairRM-DPO-Dataset"), "selm": ("SELM", "arXiv:2405.19332"),
+                "rlhflow": ("RLHFlow", "arXiv:2405.07863")}
+
+
+@pytest.mark.parametrize("fmt", ["seed", *RECIPE_WORKS])
+def test_a_recipes_card_cites_the_recipe_and_names_it_as_its_background(tmp_path, fmt):
+    # every recipe's card cited UltraFeedback, Zephyr and LLM-Blender only (one fixed block) and carried the seed's
+    # Background ("The seed then ranked ... with PairRM ... parts and minis"); RLHFlow's reward model is no PairRM
+    ds = recipe_rows(fmt) if fmt != "seed" else datasets.Dataset.from_list(seed_rows(12), features=SEED_FEATURES)
+    run = make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)["run"]
+    manifest = Manifest(run)
+    manifest.update(parameters={**manifest.read()["parameters"], "output_format": fmt})
+    if fmt == "rlhflow":
+        manifest.record("scorer", {"model": "builtin:tiny-reward-llama", "kind": "sequence_classifier",
+                                   "stand_in": True})
+    en, zh = halves(card_for(run.root)[1])
+    background, bibtex = part(en, "## Background"), en[en.index("```bibtex"):].split("\n```")[0]
+    assert "cui2023ultrafeedback" in bibtex and "tunstall2023zephyr" in bibtex
+    assert ("jiang2023llmblender" in bibtex) == (fmt != "rlhflow") and bibtex in zh
+    if fmt == "seed":
+        assert "The seed then ranked" in background and "@misc" not in bibtex and "2405." not in bibtex
+        return
+    name, reference = RECIPE_WORKS[fmt]
+    assert reference in bibtex and sum(work[1] in bibtex for work in RECIPE_WORKS.values()) == 1
+    assert "The seed then ranked" not in background and "parts and minis" not in background
+    said = f"This dataset follows the layout of {name}'s data (read from `{FORMATS[fmt].source}`)"
+    assert said in background and background.strip().count(". ") == 0  # one sentence
+    assert f"本数据集沿用 {name} 数据的格式（取自 `{FORMATS[fmt].source}`）" in part(zh, "## 背景概述")
+
+
 def test_the_chinese_half_is_chinese(tmp_path):
     make_run(tmp_path / "run")
     _, card_path = card_for(tmp_path / "run")
