@@ -22,8 +22,11 @@ from scipy import stats
 from repro import card as repro_card
 from repro.analysis.stats import detect_scale
 from repro.card.facts import SEED_REPO
+from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
+from repro.exporters import FORMATS, export_rows
+from repro.formats import to_trl
 from repro.manifest import Manifest
 from repro.parameters import CardParams, build
 from repro.paths import RunDir
@@ -168,6 +171,16 @@ def make_run(root: Path, rows: list[dict] | None = None, features=SEED_FEATURES,
     return {"run": run, "ds": ds, "split": split}
 
 
+def recipe_rows(fmt: str, n: int = 12) -> datasets.Dataset:
+    """seed_rows(n) in a recipe's layout (repro.exporters): each pair and a third candidate, the pair picked."""
+    rows = []
+    for r in seed_rows(n):
+        texts = [r["chosen"][-1]["content"], r["rejected"][-1]["content"], "A third answer."]
+        scores = [r["score_chosen"], r["score_rejected"], 0.0]
+        rows.append(build_row(r, r["prompt"], texts, scores, messages="chosen", keep_all_candidates=True, pick=(0, 1)))
+    return export_rows(fmt, rows, [(0, 1)] * n)
+
+
 def card_for(root: Path, **params) -> tuple[repro_card.CardFacts, Path]:
     p = build(CardParams, {"run_dir": str(root), **params})
     facts = repro_card.gather_facts(p)
@@ -197,6 +210,11 @@ def section(text: str, heading: str) -> str:
     end = re.search(r"^#+ ", text[start:], flags=re.M)
     return text[start:start + end.start()] if end else text[start:]
 
+
+def part(text: str, heading: str) -> str:
+    """The text under a second-level heading, up to the next one (code comments in it start with "# ")."""
+    start = text.index(heading + "\n") + len(heading)
+    return text[start:text.index("\n## ", start)]
 
 def as_numbers(cell: str) -> list[float]:
     return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", cell)]
@@ -429,27 +447,45 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
 def test_a_recipe_layout_built_here_shows_to_trl_and_its_background(tmp_path):
     # a Snorkel-layout run built here: "How to use" said to check its format against TRL's (to_trl reads it), and
     # "Background" called the data's background unknown, for rows this run built from UltraFeedback prompts
-    from repro.construct.pairs import build_row
-    from repro.exporters import export_rows
-
-    rows, picks = [], []
-    for r in seed_rows(12):
-        texts = [r["chosen"][-1]["content"], r["rejected"][-1]["content"], "A third answer."]
-        scores = [r["score_chosen"], r["score_rejected"], 0.0]
-        picks.append((0, 1))
-        rows.append(build_row(r, r["prompt"], texts, scores, messages="chosen", keep_all_candidates=True, pick=(0, 1)))
-    ds = export_rows("snorkel", rows, picks)
+    ds = recipe_rows("snorkel")
     make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
     en, zh = halves(card_for(tmp_path / "run")[1])
-    def part(text, heading):  # up to the next second-level heading (the code's comments start with "# ")
-        start = text.index(heading + "\n") + len(heading)
-        return text[start:text.index("\n## ", start)]
-
     use = part(en, "## How to use")
     assert "train = to_trl(ds)" in use and "check its format against TRL's dataset formats" not in use
     assert 'row["score_chosen"]' not in use  # the seed's columns, which this layout lacks, are not in its code
     assert "belongs to a family built on UltraFeedback" in part(en, "## Background")
     assert "train = to_trl(ds)" in part(zh, "## 使用方法")
+
+
+RECIPE_WORKS = {"sppo": ("SPPO", "arXiv:2405.00675"), "snorkel": ("Snorkel", "https://huggingface.co/datasets/snorkelai/"
+                "Snorkel-Mistral-PairRM-DPO-Dataset"), "selm": ("SELM", "arXiv:2405.19332"),
+                "rlhflow": ("RLHFlow", "arXiv:2405.07863")}
+
+
+@pytest.mark.parametrize("fmt", ["seed", *RECIPE_WORKS])
+def test_a_recipes_card_cites_the_recipe_and_names_it_as_its_background(tmp_path, fmt):
+    # every recipe's card cited UltraFeedback, Zephyr and LLM-Blender only (one fixed block) and carried the seed's
+    # Background ("The seed then ranked ... with PairRM ... parts and minis"); RLHFlow's reward model is no PairRM
+    ds = recipe_rows(fmt) if fmt != "seed" else datasets.Dataset.from_list(seed_rows(12), features=SEED_FEATURES)
+    run = make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)["run"]
+    manifest = Manifest(run)
+    manifest.update(parameters={**manifest.read()["parameters"], "output_format": fmt})
+    if fmt == "rlhflow":
+        manifest.record("scorer", {"model": "builtin:tiny-reward-llama", "kind": "sequence_classifier",
+                                   "stand_in": True})
+    en, zh = halves(card_for(run.root)[1])
+    background, bibtex = part(en, "## Background"), en[en.index("```bibtex"):].split("\n```")[0]
+    assert "cui2023ultrafeedback" in bibtex and "tunstall2023zephyr" in bibtex
+    assert ("jiang2023llmblender" in bibtex) == (fmt != "rlhflow") and bibtex in zh
+    if fmt == "seed":
+        assert "The seed then ranked" in background and "@misc" not in bibtex and "2405." not in bibtex
+        return
+    name, reference = RECIPE_WORKS[fmt]
+    assert reference in bibtex and sum(work[1] in bibtex for work in RECIPE_WORKS.values()) == 1
+    assert "The seed then ranked" not in background and "parts and minis" not in background
+    said = f"This dataset follows the layout of {name}'s data (read from `{FORMATS[fmt].source}`)"
+    assert said in background and background.strip().count(". ") == 0  # one sentence
+    assert f"本数据集沿用 {name} 数据的格式（取自 `{FORMATS[fmt].source}`）" in part(zh, "## 背景概述")
 
 
 def test_the_chinese_half_is_chinese(tmp_path):
@@ -627,8 +663,6 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     # SELM: one greedy reference generated, the pair ranked by a stand-in, no score columns, no 02_analyze. Its card
     # said "0 [candidates] per prompt ... at most 1024 new tokens", that score_chosen and score_rejected (absent)
     # came from the stand-in, and to run 02_analyze, which has no scores to read
-    from repro.exporters import FORMATS
-
     rows = [{k: r[k] for k in FORMATS["selm"].columns} for r in seed_rows(12)]
     run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False)["run"]
     Manifest(run).record("generation", {"policy_model": "builtin:tiny-policy", "stand_in": True, "n_candidates": 0,
@@ -651,6 +685,37 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     # to_trl reads SELM's rows; and no score column is there to be "`score_chosen` = −`score_rejected`"
     assert "train = to_trl(ds)" in en and "check its format against TRL's dataset formats" not in en
     assert "Scale of the scores" not in en and "`score_chosen` = −`score_rejected`" not in en
+
+
+def test_a_selm_cards_trl_paragraph_has_no_scores_to_filter_by(tmp_path):
+    # SELM's layout has no scores (to_trl gives null margins), yet "How to use" printed the tie filter
+    # `row["score_margin"] > 0`, a TypeError on its rows, and promised to keep `score_chosen`, `score_rejected`
+    rows = [{k: r[k] for k in FORMATS["selm"].columns} for r in seed_rows(12)]
+    run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False)["run"]
+    en, zh = halves(card_for(run.root)[1])
+    use_en, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
+    assert set(to_trl(datasets.Dataset.from_list(rows, features=FORMATS["selm"].columns))["score_margin"]) == {None}
+    assert "score_margin" not in use_en and "score_margin" not in use_zh
+    assert "`score_chosen`" not in use_en and "`score_chosen`" not in use_zh
+    assert "train = to_trl(ds)" in use_en and "keeping `prompt_id`." in use_en and "保留 `prompt_id`。" in use_zh
+
+
+def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
+    # RLHFlow's `prompt` is the conversation and `chosen` / `rejected` are strings, and its rows have no `prompt_id`
+    # (to_trl adds the prompt's sha256); the card said the reverse of the first and to keep the missing column
+    ds = recipe_rows("rlhflow")
+    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    use_en, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
+    assert "prompt_id" not in ds.column_names and isinstance(ds[0]["prompt"], list) and isinstance(ds[0]["chosen"], str)
+    converted = to_trl(ds)
+    assert converted["prompt_id"] == [hashlib.sha256(p[0]["content"].encode()).hexdigest() for p in ds["prompt"]]
+    assert "Beside the string `chosen` / `rejected`, the conversational `prompt` makes TRL" in use_en
+    assert "the string `prompt`" not in use_en and "keeping `prompt_id`" not in use_en
+    assert "Keep `prompt_id` as the key" not in use_en
+    assert "adding `prompt_id` = the sha256 of the prompt (the rows have none)" in use_en
+    assert "`chosen` / `rejected` 为字符串，而 `prompt` 为对话式" in use_zh and "保留 `prompt_id`" not in use_zh
+    assert "请以 `prompt_id` 作为键" not in use_zh and "新增 `prompt_id` = 提示词的 sha256（数据行中没有）" in use_zh
 
 
 def test_generation_with_a_seed_per_candidate_names_those_seeds(tmp_path):
@@ -771,6 +836,39 @@ def test_the_rows_another_scorer_cut_are_stated_too(tmp_path):
     assert "`rm_deb` 将 23 行的对话截断为前 512 个 token（截断后相同的候选得分相同）。" in zh
 
 
+def test_stand_in_scorers_are_marked_among_several(tmp_path):
+    # the primary stand-in was called "(PairRM)" and the further stand-ins were not marked at all
+    make_run(tmp_path / "run")
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["scorers"] = [
+        {"name": "primary", "column": "candidate_scores", "decides_pairs": True, "model": "builtin:tiny-pairrm",
+         "stand_in": True},
+        {"name": "deb", "column": "candidate_scores_deb", "decides_pairs": False, "kind": "sequence_classifier",
+         "model": "builtin:tiny-reward-deberta", "stand_in": True},
+        {"name": "real", "column": "candidate_scores_real", "decides_pairs": False, "kind": "sequence_classifier",
+         "model": "my-org/reward-8b", "stand_in": False}]
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "decided by the primary scorer `builtin:tiny-pairrm` (a stand-in, not PairRM)." in en
+    assert "`deb`: `builtin:tiny-reward-deberta` (a stand-in, not PairRM) (column `candidate_scores_deb`)" in en
+    assert "`real`: `my-org/reward-8b` (column `candidate_scores_real`)" in en and "(PairRM)" not in en
+    assert "由主评分模型 `builtin:tiny-pairrm`（替身评分器，并非 PairRM）决定。" in zh and "（PairRM）" not in zh
+    assert "`deb`：`builtin:tiny-reward-deberta`（替身评分器，并非 PairRM）（列 `candidate_scores_deb`）" in zh
+
+
+def test_one_row_is_one_row(tmp_path):
+    # a one-row run's card said "A preference dataset of 1 rows", "Small size: 1 rows", ...
+    make_run(tmp_path / "run", seed_rows(1), metrics=False)
+    manifest = Manifest(RunDir(tmp_path / "run"))
+    manifest.update(parameters={**manifest.read()["parameters"], "limit": 1})
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "A preference dataset of 1 row in split `train_prefs`," in en and "Small size: 1 row, out of 6 rows" in en
+    assert "Only the first 1 row of the mini was kept (`limit`)." in en and "2 candidates in 1 row." in en
+    assert re.findall(r"(?<!of )(?<!// )\b1 rows", en) == []  # ("1 of 1 rows", "n // 1 rows" read as they should)
+    assert "`train_prefs` 划分 1 行" in zh and "规模较小：1 行" in zh
+
+
 def test_the_selection_paragraph_gives_the_rules_own_values(tmp_path):
     # best_random said "seed `selection_seed`" (its value only in the parameters table) and then the best/worst
     # tie rule ("rejected = the last with the lowest"), which is not this rule's
@@ -853,7 +951,6 @@ def test_rows_without_a_score_are_said_and_dropped_by_the_usage_snippet(tmp_path
     # 02_analyze with exclude_nonfinite: the card printed the reasons as a Python dict (English in the Chinese half)
     # and its code stopped on the unscored rows (TypeError in `ds.map`, DataError in `to_trl`)
     from repro.analysis import report as analysis
-    from repro.formats import to_trl
     from repro.parameters import AnalyzeParams
 
     rows = seed_rows(24)
@@ -890,6 +987,28 @@ def test_missing_metrics_leaves_sections_out_and_says_why(tmp_path):
     assert "Length bias: not measured" in en
     assert not (card_path.parent / "figures").exists()
     repro_card.check_card(card_path)  # still a loadable, complete card
+
+
+def test_a_failed_analysis_is_said_with_its_reason_not_to_be_run_again(tmp_path):
+    # 02_analyze failed (one row: it needs two); the card said metrics.json was not found and to run 02_analyze on
+    # this run, which fails again. The manifest's record of the failure, as `repro run` writes it, gives the reason
+    run = make_run(tmp_path / "run", seed_rows(1), metrics=False)["run"]
+    error = (f"Notebook 02_analyze failed at cell 6 (execution count 5): DataError: dataset '{run.dataset}' (split "
+             f"'train_prefs') has 1 row(s) with finite scores (of 1); the analysis needs at least 2.\nThe executed "
+             f"notebook, with the error and everything that ran before it, is saved at {run.notebooks}/02_analyze.ipynb.")
+    Manifest(run).notebook_status("02_analyze", "failed", error=error)
+    facts, card_path = card_for(run.root)
+    en, zh = halves(card_path)
+    said = ("`notebooks/02_analyze.ipynb` failed on this run, so there is no `metrics.json`: Notebook 02_analyze failed "
+            "at cell 6 (execution count 5): DataError: dataset 'run/dataset' (split 'train_prefs') has 1 row(s) with "
+            "finite scores (of 1); the analysis needs at least 2.")
+    assert said in en and "was not found" not in en and "writes them." not in en
+    assert "本次运行的 `notebooks/02_analyze.ipynb` 执行失败，因此没有 `metrics.json`：Notebook 02_analyze" in zh
+    assert str(tmp_path) not in DatasetCard.load(card_path).text and "saved at" not in en
+    assert [s for s, _ in facts.left_out] == ["characteristics", "figures"]
+    # once the analysis has run, its failure is history: a card of the run's metrics
+    Manifest(run).notebook_status("02_analyze", "done")
+    assert "failed on this run" not in halves(card_for(run.root)[1])[0]
 
 
 def test_metrics_of_other_data_are_refused(tmp_path):

@@ -26,6 +26,7 @@ from repro.analysis import report as analysis
 from repro import card as repro_card
 from repro.dataset_io import output_features, write_split
 from repro.errors import DataError
+from repro.exporters import FORMATS
 from repro.formats import KEPT_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES, to_trl, to_trl_implicit
 from repro.manifest import Manifest
 from repro.construct.pairs import build_row, collect_candidates
@@ -185,6 +186,18 @@ def test_the_seeds_columns_as_they_are_still_fail_in_the_pinned_trl(seed_ds, trl
     # which error depends on the key TRL's is_conversational pops from a set (string hashing): both are failures
     with pytest.raises((TypeError, AttributeError), match="str|endswith"):
         trl.DPOTrainer(model=model, args=dpo_config(tmp_path), train_dataset=seed_ds, processing_class=tokenizer)
+
+
+def test_rlhflows_columns_as_they_are_fail_in_the_pinned_trl_with_a_type_error(seed_ds, trl_policy, tmp_path):
+    """RLHFlow's card says so: its conversational `prompt` beside string `chosen` / `rejected` is a TypeError
+    whichever key TRL's is_conversational pops (the turns and a text are concatenated one way or the other)."""
+    model, tokenizer = trl_policy
+    texts = [(r["prompt"], r["chosen"][-1]["content"], r["rejected"][-1]["content"]) for r in seed_ds.select(range(4))]
+    rows = [{"prompt": [{"content": p, "role": "user"}], "responses": [c, j], "rewards": [1.0, 0.0], "chosen": c,
+             "rejected": j, "margin": 1.0} for p, c, j in texts]
+    raw = datasets.Dataset.from_list(rows, features=FORMATS["rlhflow"].columns)
+    with pytest.raises(TypeError, match="concatenate"):
+        trl.DPOTrainer(model=model, args=dpo_config(tmp_path), train_dataset=raw, processing_class=tokenizer)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -86,6 +86,7 @@ class CardFacts:
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
+    analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
 
     @property
     def num_examples(self) -> int:
@@ -127,6 +128,11 @@ class CardFacts:
         return detect_format(list(self.features))
 
     @property
+    def scored(self) -> bool:
+        """The rows carry scores: a recipe's candidates' or the seed's two columns (SELM's layout has none)."""
+        return self.layout != "seed" or self.has_columns(*SCORE_COLUMNS)
+
+    @property
     def trl_ready(self) -> bool:
         """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores)."""
         scores = sum(c in self.features for c in SCORE_COLUMNS)
@@ -153,7 +159,8 @@ class CardFacts:
         def public(s: dict[str, Any]) -> dict[str, Any]:  # a local folder by its name only
             spec = str(s.get("model") or "?")
             local = not spec.startswith("builtin:") and not reads_as_hub_id(spec)
-            return {**s, "model": public_name(spec) if local else spec, "local": local, "kind": s.get("kind", "pairrm")}
+            return {**s, "model": public_name(spec) if local else spec, "local": local, "kind": s.get("kind", "pairrm"),
+                    "stand_in": bool(s.get("stand_in")) or spec.startswith("builtin:")}
 
         return {"decided": public(next(s for s in scorers if s.get("decides_pairs"))),
                 "others": [public(s) for s in scorers if not s.get("decides_pairs")],
@@ -375,12 +382,15 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     facts.metrics = _read_metrics(run, facts, ds)
-    unscored = facts.layout == "selm" or (facts.layout == "seed" and not facts.has_columns(*SCORE_COLUMNS))
+    analysis = (manifest.get("notebooks") or {}).get("02_analyze") or {}
+    if facts.metrics is None and analysis.get("status") == "failed" and analysis.get("error"):
+        facts.analysis_error = public_text(analysis["error"].splitlines()[0])  # (then: where it is saved)
+    failed = "analysis_failed" if facts.analysis_error else None
     if facts.metrics is None:  # (SELM's rows, and other rows without scores, have nothing for 02_analyze to read)
-        facts.left_out.append(("characteristics", "no_scores" if unscored else "no_metrics"))
+        facts.left_out.append(("characteristics", (failed or "no_metrics") if facts.scored else "no_scores"))
     facts.figures = _figures(run, facts.metrics)
     if not facts.figures:
-        facts.left_out.append(("figures", "no_scores" if unscored else "no_figures"))
+        facts.left_out.append(("figures", (failed or "no_figures") if facts.scored else "no_scores"))
     if run.compare.is_file():
         facts.comparison = json.loads(run.compare.read_text())
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:

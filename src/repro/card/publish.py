@@ -24,6 +24,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from ..dataset_io import split_files
 from ..errors import DataError, ReproError
+from ..exporters import FORMATS
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams, build, table_cell
@@ -35,6 +36,7 @@ from .facts import (CONFIG_NAME, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LE
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
 PLACEHOLDERS = ("More Information needed", "需补充更多信息", "{{", "}}", "TODO", "TBD")
+BIBTEX_ENTRY_RE = re.compile(r"^@\w+\{(?P<key>[^,\s]+),.*?^\}$", re.M | re.S)  # citations.bib's entries, by key
 FIGURE_LINK_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<src>" + FIGURES_DIR + r"/[^)\s]+\.png)\)")
 
 
@@ -106,7 +108,9 @@ def _environment(lang: str) -> jinja2.Environment:
                        length_bias_share=LENGTH_BIAS_SHARE, length_bias_rows=LENGTH_BIAS_ROWS,
                        recipe_facts=RECIPE_FACTS, our_tie_rule=TIE_RULE, trl_features=TRL_FEATURES,
                        shaping_parameters=shaping_parameters,
-                       citations=(TEMPLATES / "citations.md").read_text(encoding="utf-8").strip("\n"))
+                       format_sources={name: f.source for name, f in FORMATS.items()},
+                       citations={m["key"]: m[0] for m in BIBTEX_ENTRY_RE.finditer(
+                           (TEMPLATES / "citations.bib").read_text(encoding="utf-8"))})
     return env
 
 
