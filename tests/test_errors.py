@@ -34,5 +34,6 @@ def test_did_you_mean_names_every_option_as_near_as_the_nearest_and_how_it_is_wr
     from repro.errors import did_you_mean
     assert did_you_mean("mini_idx", ["mini_index", "mini_count", "limit"]) == " Did you mean 'mini_index'?"
     assert did_you_mean("iter", ["iter1", "iter2", "other"]) == " Did you mean 'iter1' or 'iter2'?"
-    assert did_you_mean("demo", {"demo2": "params/demo2.yaml"}) == " Did you mean 'params/demo2.yaml'?"
+    assert did_you_mean("demo", ["demo2"], {"demo2": "params/demo2.yaml"}) == " Did you mean 'params/demo2.yaml'?"
+    assert did_you_mean("tiny-pairm", {"tiny-pairrm": "pairrm"}) == " Did you mean 'tiny-pairrm'?"  # a dict's keys
     assert did_you_mean("zzz", ["mini_index"]) == ""

@@ -4,12 +4,12 @@ import difflib
 from typing import Any, Iterable, Mapping
 
 
-def did_you_mean(name: str, options: Iterable[str] | Mapping[str, str]) -> str:
-    """" Did you mean 'x'?" (or "'x' or 'y'", all as near) for a misspelt name, else ""; a mapping's values are how
-    the hint writes its keys."""
-    shown = options if isinstance(options, Mapping) else {option: option for option in options}
-    near = {c: difflib.SequenceMatcher(None, c, name).ratio() for c in difflib.get_close_matches(name, list(shown))}
-    best = [repr(shown[c]) for c in shown if c in near and near[c] == max(near.values())]  # in the options' order
+def did_you_mean(name: str, options: Iterable[str], shown: Mapping[str, str] | None = None) -> str:
+    """" Did you mean 'x'?" (or "'x' or 'y'", all as near) for a misspelt name, else ""; `shown`: how the hint
+    writes an option (default: as it is)."""
+    options, shown = list(options), shown or {}
+    near = {c: difflib.SequenceMatcher(None, c, name).ratio() for c in difflib.get_close_matches(name, options)}
+    best = [repr(shown.get(c, c)) for c in options if c in near and near[c] == max(near.values())]  # options' order
     return f" Did you mean {' or '.join(best)}?" if best else ""
 
 

@@ -236,7 +236,7 @@ def _did_you_mean(given: Path, tried: list[Path], examples: Path) -> str:
     for path in sorted(examples.glob("**/*.yaml")):  # as a path where the project has it, else by its bare name
         written = f"params/{path.relative_to(examples)}"
         options.setdefault(path.stem, written if (project_root() / written).is_file() else path.stem)
-    return did_you_mean(given.stem, options)
+    return did_you_mean(given.stem, options, options)
 
 
 def shard_name(split: str, index: int, num_shards: int) -> str:

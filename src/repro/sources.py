@@ -66,7 +66,7 @@ def check_exists(spec: str, parameter: str) -> None:
         def shown(q: Path) -> str:
             return os.path.relpath(q, root) if q.is_relative_to(root) else str(q)
         siblings = {q.name: shown(q) for q in path.parent.iterdir()} if path.parent.is_dir() else {}
-        near = did_you_mean(path.name, siblings)
+        near = did_you_mean(path.name, siblings, siblings)
         raise DataError(
             f"{parameter} {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name).{near} "
             f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
