@@ -21,9 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from saved import save_json
+from saved import add_sample, save_json
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "ultrafeedback_sample" / "train_prefs_1000.jsonl"
 
 
 def folder_bytes(folder: Path) -> int:
@@ -34,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=5183)  # part2_mini_1's rows
     parser.add_argument("--rewrites", type=int, default=6)
-    parser.add_argument("--sample", type=Path, default=SAMPLE)
+    add_sample(parser)
     args = parser.parse_args(argv)
     os.environ["HF_HUB_OFFLINE"] = "1"
     import datasets

@@ -2,7 +2,7 @@
 runs 01_construct on real rows: the engine's position indices built for every forward (as before) against built
 once per model for the longest batch (`PairRMModel.batch_context`), at the budgets 2048 and 16384 tokens.
 
-    .venv/bin/python benchmarks/bench_cpu_stand_in.py [--prompts 40] [--rounds 2]
+    .venv/bin/python benchmarks/bench_cpu_stand_in.py [--prompts 40] [--rounds 2] [--sample PATH]
 
 Rows: every 25th row of ../shared/data/ultrafeedback_sample/train_prefs_1000.jsonl, its chosen and rejected answers
 as the two candidates (`include_original_pair: true`). Contenders run one after another in rotating order, `rounds`
@@ -22,13 +22,12 @@ import torch
 
 from repro.scorers import load_scorer
 from repro.sources import iter_jsonl
-from saved import save_json
-
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "ultrafeedback_sample" / "train_prefs_1000.jsonl"
+from saved import add_sample, save_json
 
 
-def rows(n: int) -> tuple[list[str], list[list[str]]]:
-    picked = [r for i, (_, r) in enumerate(iter_jsonl(SAMPLE)) if i % 25 == 0][:n]
+
+def rows(sample: Path, n: int) -> tuple[list[str], list[list[str]]]:
+    picked = [r for i, (_, r) in enumerate(iter_jsonl(sample)) if i % 25 == 0][:n]
     return [r["prompt"] for r in picked], [[r["chosen"][-1]["content"], r["rejected"][-1]["content"]] for r in picked]
 
 
@@ -36,8 +35,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
+    add_sample(parser)
     args = parser.parse_args()
-    prompts, candidates = rows(args.prompts)
+    prompts, candidates = rows(args.sample, args.prompts)
     scorer = load_scorer("builtin:tiny-pairrm", device="cpu", dtype="fp32")
     model, cached = scorer.model, type(scorer.model).batch_context
 
