@@ -35,7 +35,7 @@ from repro.paths import cache_root
 from repro.scorers import load_scorer
 from repro.scorers.blender_compat import BlenderScorer
 from repro.scorers.common import resolve_device, resolve_dtype
-from repro.scorers.sequence_classifier import SequenceClassifierScorer, reward_model_dtype
+from repro.scorers.sequence_classifier import reward_model_dtype
 from repro.scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
 from repro.sources import demo_path, iter_jsonl
 from repro.cli.score import RUN, read_rows
@@ -176,7 +176,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
     reward = args.kind == "sequence_classifier"
-    default_budget = REWARD_CPU_BATCH_TOKENS if reward and not on_gpu else default_batch_tokens(device.type)
+    default_budget = default_batch_tokens(device.type)  # what a run uses (it timed 4096 for reward models on CPU)
     try:
         budgets = [int(b) for b in str(args.batch_tokens or default_budget).split(",") if b.strip()]
     except ValueError:
@@ -308,7 +308,6 @@ REWARD_SIZES = {
     "1b": dict(hidden_size=2048, num_layers=22, num_heads=32, intermediate_size=5632),
 }
 BASELINE_BATCH = 8
-REWARD_CPU_BATCH_TOKENS = 4096  # conversations of up to 2048 tokens: two of the longest per batch
 
 
 def baseline(engine, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
@@ -326,7 +325,7 @@ def baseline(engine, prompts: list[str], candidates: list[list[str]]) -> list[np
 
 def _bench_reward(args, s: Settings, model: str, prompts, candidates, results: dict[str, Any]) -> None:
     """The sequence-classifier engine against padded batches of 8."""
-    engine = SequenceClassifierScorer.load(model, device=str(s.device), dtype=s.dtype)
+    engine = load_scorer(model, kind="sequence_classifier", device=str(s.device), dtype=s.dtype)  # as a run loads it
     lengths = [p.length for p in engine.plan(prompts, candidates)[0]]
     contenders = [*(Contender(f"repro (batch_tokens={b})", partial(engine.score, batch_tokens=b)) for b in s.budgets),
                   Contender(f"padded batches of {BASELINE_BATCH}", partial(baseline, engine))]
