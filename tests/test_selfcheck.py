@@ -4,6 +4,7 @@ that disagrees, and what a run and its card cite of it. No timing is asserted.""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -115,6 +116,17 @@ def test_the_gpu_run_dtype_path_compares_choices_and_says_why_llm_blender_was_no
     assert checks["engine_vs_llm_blender_run_dtype"].detail.startswith(refused)
     speed = checks["speed"].detail
     assert speed.startswith("engine ") and "; ;" not in speed and f"llm-blender not timed: {refused}" in speed
+
+
+def test_timing_on_a_busy_machine_says_its_figures_are_not_a_measurement(two_rows, monkeypatch):
+    # a verifier's selfcheck beside other jobs: 0.89 prompts/s against 19.9 quiet, and nothing said so
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.0 * os.cpu_count(), 1.0, 1.0))
+    report = run_selfcheck("builtin:tiny-pairrm", None, device="cpu", input=two_rows, report_dir=None,
+                           log=lambda line: None)
+    speed = next(c for c in report.checks if c.name == "speed")
+    assert speed.data["load_average"] == [3.0 * os.cpu_count()] * 2
+    assert (f"the machine was busy (load {3.0 * os.cpu_count():.1f} on {os.cpu_count()} cores): these times are not "
+            f"a measurement; run again on a quiet machine") in speed.detail
 
 
 def test_a_reference_with_other_weights_fails_and_names_the_rows(tmp_path, two_rows, tiny_pairrm_dir, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
@@ -500,6 +501,7 @@ def _choices_check(scores_rd, scores32, dtype: str, prompts: Sequence[str]) -> C
 def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender_why: str) -> Check:
     """The engine against llm-blender at batch sizes 1 and 8 (bench's alternation), memory, TFLOP/s, projection."""
     prompts, candidates, device = run.prompts, run.candidates, run.device
+    load = [round(os.getloadavg()[0], 2)]  # other jobs beside the timing make it no measurement
     contenders = pairrm_contenders(engine, [run.budget], blender)
     run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
@@ -510,7 +512,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     timing: dict[str, Any] = {
         "device": str(device), "dtype": dtype, "prompts": len(prompts), "passes": len(lengths),
         "mean_tokens_per_pass": round(statistics.mean(lengths), 1), "batch_tokens": run.budget,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads(), "load_average": [*load, round(os.getloadavg()[0], 2)],
         "contenders": {c.name: {
             "seconds": round(c.seconds, 3), "prompts_per_second": round(len(prompts) / c.seconds, 3),
             "peak_memory_mb": round(c.peak_extra_bytes / 2 ** 20, 1),
@@ -538,6 +540,9 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
         detail += (f"; {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % of "
                    f"the measured {dtype} matmul peak")
     detail += f"; part2_mini_1 projected {engine_t['projected_part2_mini_1_seconds'] / 60:.1f} min"
+    if (busiest := max(timing["load_average"])) > (cores := os.cpu_count() or 1):
+        detail += (f"; the machine was busy (load {busiest:.1f} on {cores} cores): these times are not a measurement; "
+                   f"run again on a quiet machine")
     return Check("speed", "speed against llm-blender (batch sizes 1 and 8)", "measured", detail, data=timing)
 
 
