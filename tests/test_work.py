@@ -80,6 +80,18 @@ def test_changed_work_never_mixes_with_old_chunks(tmp_path, prompts, change, cap
                                        f"they are set aside in {stale[0]} (not reused).\n")
 
 
+def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, prompts, capsys):
+    # a truncated fingerprint.json read as "made with other settings" (stale-None), which nothing had changed
+    run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    (tmp_path / "fingerprint.json").write_text('{"dig')
+    fn = CountingFn()
+    assert run_chunked(prompts, fn, work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10) == _digest_all(prompts)
+    assert sum(len(c) for c in fn.calls) == len(prompts)  # no telling what they were made with: made again
+    assert capsys.readouterr().err == (f"6 finished chunk(s) in {tmp_path} cannot be told to be this work's: its "
+                                       f"fingerprint.json is damaged (not JSON); they are set aside in "
+                                       f"{tmp_path / 'stale-damaged'} (not reused).\n")
+
+
 def test_shares_cover_the_chunks_once_and_merge_to_the_single_process_result(tmp_path, prompts):
     for n_chunks in (0, 1, 5, 6, 17):
         for world in (1, 2, 3, 8):

@@ -86,10 +86,13 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
 
 
 def _digest_on_disk(work_dir: Path) -> str | None:
-    """The digest of the work in `work_dir`, or None where there is none (or another process is moving it now)."""
+    """The digest of the work in `work_dir`, None where there is none (or another process is moving it now), or
+    "damaged" for a file that is not JSON."""
     try:
         return json.loads((work_dir / FINGERPRINT_FILE).read_text()).get("digest")
-    except (json.JSONDecodeError, FileNotFoundError):
+    except json.JSONDecodeError:
+        return "damaged"
+    except FileNotFoundError:
         return None
 
 
@@ -110,8 +113,10 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
             with contextlib.suppress(FileNotFoundError):
                 shutil.move(str(p), stale / p.name)
         if chunks:
-            print(f"{len(chunks)} finished chunk(s) in {work_dir} were made with other settings"
-                  f"{': ' + differ if differ else ''}; they are set aside in {stale} (not reused).", file=sys.stderr)
+            why = (f"cannot be told to be this work's: its {FINGERPRINT_FILE} is damaged (not JSON)" if old == "damaged"
+                   else f"were made with other settings{': ' + differ if differ else ''}")
+            print(f"{len(chunks)} finished chunk(s) in {work_dir} {why}; they are set aside in {stale} (not reused).",
+                  file=sys.stderr)
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
