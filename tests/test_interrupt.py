@@ -59,6 +59,28 @@ def test_ctrl_c_while_the_command_loads_its_libraries_is_one_line(monkeypatch, c
     assert capsys.readouterr().err == "repro score: interrupted; run the same command again to continue.\n"
 
 
+@pytest.mark.parametrize("when", ["kernel", "between"])
+def test_ctrl_c_outside_a_notebook_is_recorded_as_an_interruption(tmp_path, monkeypatch, capsys, when):
+    # while the kernel was set up (or between two notebooks) the manifest stayed `running`: "killed?" said --check
+    from repro.cli import main
+    from repro.cli import run as runner
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if when == "kernel":
+        monkeypatch.setattr(runner, "ensure_kernel", interrupt)
+    else:
+        monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+        monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
+        monkeypatch.setattr(runner.Manifest, "add_outputs", interrupt)  # as 01_construct has just finished
+    assert main(["run", "demo", "--out", str(tmp_path / "run")]) == 130
+    data = Manifest(RunDir(tmp_path / "run")).read()
+    assert data["status"] == "interrupted" and "running" not in json.dumps(data)
+    started = "before 01_construct started" if when == "kernel" else "before 02_analyze started"
+    assert f"repro run: interrupted {started}: 0 finished chunk(s) are safe" in capsys.readouterr().err
+
+
 def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tmp_path, repro_run):
     out = tmp_path / "demo"
     arguments = ["demo", "--out", str(out), "--set", "notebooks=[01_construct]"]

@@ -80,16 +80,19 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return outcome.get("value")
 
 
-def record_interruption(manifest: Manifest, notebook: str) -> str:
-    """Mark the interrupted notebook, its unfinished stages and the run `interrupted`; returns the line to print."""
+def record_interruption(manifest: Manifest, notebook: str | None, started: bool = True) -> str:
+    """Mark the interrupted notebook (`started`: else it had not started: the one next, None after the last), its
+    unfinished stages and the run `interrupted`; returns the line to print."""
     data = manifest.read()
     stages = [name for name, stage in (data.get("stages") or {}).items()
               if stage.get("status") in ("running", INTERRUPTED)]  # a stage records a KeyboardInterrupt as interrupted
     for name in stages:
         data["stages"][name].update(status=INTERRUPTED, error="interrupted (Ctrl-C)")
-    data.setdefault("notebooks", {}).setdefault(notebook, {}).update(status=INTERRUPTED)
-    data.update(status=INTERRUPTED, error=f"interrupted (Ctrl-C) in {notebook}")
+    if started:
+        data.setdefault("notebooks", {}).setdefault(notebook, {}).update(status=INTERRUPTED)
+    when = f"in {notebook}" if started else f"before {notebook} started" if notebook else "after its last notebook"
+    data.update(status=INTERRUPTED, error=f"interrupted (Ctrl-C) {when}")
     manifest.write(data)
-    where = f"{notebook}, stage {stages[-1]}" if stages else notebook
-    return (f"repro run: interrupted in {where}: {len(finished_chunks(manifest.run.work))} finished chunk(s) are safe "
+    where = f"{when}, stage {stages[-1]}" if stages else when
+    return (f"repro run: interrupted {where}: {len(finished_chunks(manifest.run.work))} finished chunk(s) are safe "
             f"in {manifest.run.work}; run the same command to continue.")

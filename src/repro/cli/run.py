@@ -117,32 +117,38 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     manifest.update(**(record or {}))
-    kernel = ensure_kernel(kernel)
-    if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
-        os.environ[PROGRESS_LINES_ENV] = "1"
-    for name in notebooks:
-        output = run.notebooks / f"{name}.ipynb"
-        manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
-        try:
-            run_interruptible(
-                papermill.execute_notebook,
-                str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
-                kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
-                config=kernel_config())
-        except Interrupted:  # Ctrl-C: the kernel is stopped; what finished is on disk
-            print(record_interruption(manifest, name), file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
-            message = _failure_message(name, output, exc, run)
-            manifest.notebook_status(name, "failed", error=message)
-            manifest.finish_run("failed", error=message)
-            if output.exists():
-                manifest.add_outputs(output)
-            print(f"repro run: FAILED\n{message}", file=sys.stderr)
-            return 1
-        manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
-        manifest.add_outputs(output)
-        print(f"repro run: {name} done -> {output}")
+    upcoming = notebooks[0]  # Ctrl-C as the kernel starts or between notebooks: before this one started
+    try:
+        kernel = ensure_kernel(kernel)
+        if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
+            os.environ[PROGRESS_LINES_ENV] = "1"
+        for k, name in enumerate(notebooks):
+            output = run.notebooks / f"{name}.ipynb"
+            manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
+            try:
+                run_interruptible(
+                    papermill.execute_notebook,
+                    str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
+                    kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
+                    config=kernel_config())
+            except Interrupted:  # Ctrl-C: the kernel is stopped; what finished is on disk
+                print(record_interruption(manifest, name), file=sys.stderr)
+                return EXIT_INTERRUPTED
+            except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
+                message = _failure_message(name, output, exc, run)
+                manifest.notebook_status(name, "failed", error=message)
+                manifest.finish_run("failed", error=message)
+                if output.exists():
+                    manifest.add_outputs(output)
+                print(f"repro run: FAILED\n{message}", file=sys.stderr)
+                return 1
+            manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
+            upcoming = notebooks[k + 1] if k + 1 < len(notebooks) else None
+            manifest.add_outputs(output)
+            print(f"repro run: {name} done -> {output}")
+    except KeyboardInterrupt:
+        print(record_interruption(manifest, upcoming, started=False), file=sys.stderr)
+        return EXIT_INTERRUPTED
     manifest.update(fingerprint=fingerprint)
     manifest.finish_run("complete")
     if last_line:
