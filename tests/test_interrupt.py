@@ -81,6 +81,28 @@ def test_ctrl_c_outside_a_notebook_is_recorded_as_an_interruption(tmp_path, monk
     assert f"repro run: interrupted {started}: 0 finished chunk(s) are safe" in capsys.readouterr().err
 
 
+def test_a_run_directory_that_cannot_be_written_fails_in_one_paragraph(tmp_path, monkeypatch, capsys):
+    # made read-only partway: the failure's own record raised again, a 60-line traceback
+    from repro.cli import main
+    from repro.cli import run as runner
+
+    def unwritable(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "run" / ".manifest.json.tmp"))
+
+    def fails(src, out, **kw):
+        monkeypatch.setattr(runner.Manifest, "notebook_status", unwritable)
+        raise PermissionError(13, "Permission denied", out)
+
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook", fails)
+    assert main(["run", "demo", "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("repro run: FAILED\n")
+    assert (f"The run directory could not record the failure (PermissionError: [Errno 13] Permission denied: "
+            f"'{tmp_path / 'run' / '.manifest.json.tmp'}'): make {tmp_path / 'run'} writable, then run the same "
+            f"command to continue.") in err
+
+
 def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tmp_path, repro_run):
     out = tmp_path / "demo"
     arguments = ["demo", "--out", str(out), "--set", "notebooks=[01_construct]"]

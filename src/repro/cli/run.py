@@ -136,10 +136,14 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                 return EXIT_INTERRUPTED
             except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
                 message = _failure_message(name, output, exc, run)
-                manifest.notebook_status(name, "failed", error=message)
-                manifest.finish_run("failed", error=message)
-                if output.exists():
-                    manifest.add_outputs(output)
+                try:
+                    manifest.notebook_status(name, "failed", error=message)
+                    manifest.finish_run("failed", error=message)
+                    if output.exists():
+                        manifest.add_outputs(output)
+                except OSError as unwritable:  # (the run directory made read-only partway)
+                    message += (f"\nThe run directory could not record the failure ({type(unwritable).__name__}: "
+                                f"{unwritable}): make {run.root} writable, then run the same command to continue.")
                 print(f"repro run: FAILED\n{message}", file=sys.stderr)
                 return 1
             manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
