@@ -394,7 +394,7 @@ class CardParams(_Params):
     card_split: str = SPLIT  # the split read from card_dataset
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # owner/name where the dataset is (or will be) published
-    # None: mit if built here from demo or UltraFeedback's hub rows (card.facts.ULTRAFEEDBACK); else not stated
+    # None: mit if built here from demo or UltraFeedback's hub rows (card.facts.ULTRAFEEDBACK), no policy's outputs
     license: str | None = None
     # None: ["en"] for a dataset built here; not stated for one that was not (the card is in English and Chinese)
     language: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] | None = None

@@ -365,9 +365,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
         parameters_given=params.model_dump())
     if built_here:
         facts.parameters = effective_parameters(manifest.get("parameters") or {})
-        facts.license = facts.license or (BUILT_LICENSE if facts.source_kind != "other" else None)
         for name in ("counts", "scorer", "generation", "stages", "environment"):
             setattr(facts, name, dict(manifest.get(name) or {}))
+        # MIT where the texts are UltraFeedback's or the demo's (or a stand-in policy's); a policy's are its outputs
+        mine = facts.source_kind != "other" and (not facts.generation or facts.generation.get("stand_in"))
+        facts.license = facts.license or (BUILT_LICENSE if mine else None)
         facts.scorers = list(manifest.get("scorers") or [])
         facts.selfcheck = manifest.get("selfcheck") or None
         facts.test_split = manifest.get("test_split") or None
