@@ -41,11 +41,11 @@ def test_check_names_the_gpu_vllm_and_the_three_downloads_in_one_message(bare_ma
     head = out.splitlines()[0]
     assert "5 thing(s) to fix" in head
     for what in ("device: cuda", "generation_backend: vllm", "source: ZHLiu627/ultrafeedback_binarized_with_response_full",
-                 "policy_model: HuggingFaceH4/mistral-7b-sft-beta", "scorer_model: llm-blender/PairRM"):
+                 "policy_model: alignment-handbook/zephyr-7b-sft-full", "scorer_model: llm-blender/PairRM"):
         assert what in head
     assert "no CUDA GPU" in out and "make install EXTRAS=vllm" in out
     assert "hf download ZHLiu627/ultrafeedback_binarized_with_response_full --repo-type dataset" in out
-    assert "hf download HuggingFaceH4/mistral-7b-sft-beta --local-dir DIR" in out
+    assert "hf download alignment-handbook/zephyr-7b-sft-full --local-dir DIR" in out
     assert "hf download llm-blender/PairRM --local-dir DIR" in out
     assert "ok       disk space" in out
     assert not (bare_machine / "run").exists()
