@@ -380,6 +380,16 @@ def test_reference_rows_not_in_the_source_are_never_reproduced_exactly():
             "20 rows are those of part_start=20") in out["sentence"]
 
 
+def test_a_candidate_cut_by_limit_says_its_own_parameters_are_not_checked():
+    # its parameters were dropped without a word ("limit" cuts the slice they give)
+    hints = {"part_start": 20, "part_stop": 40, "mini_count": 1, "limit": 5}
+    out = compare.infer_slice([np.arange(20, 40)], 40, max_mini_count=2, hints=hints)
+    assert "hints_reproduce" not in out and out["hints_limited"] == 5
+    assert ("The candidate's run kept only its first 5 rows (`limit`): its own parameters are not checked against "
+            "the reference's.") in out["sentence"]
+    assert out["groups"][0]["solutions"][0]["part_start"] == 20  # still the first tried
+
+
 def test_invalid_hints_say_why_without_advice_meant_for_a_params_file():
     # the candidate run's own parameters, recorded in its manifest: nothing to fix "with --set" in a comparison
     out = compare.infer_slice([np.arange(100, 200)], N_SOURCE, max_mini_count=2,
@@ -791,10 +801,10 @@ def test_the_candidate_runs_slicing_parameters_are_the_hints(tmp_path):
     m.start_run(recipe, ["01_construct"])
     assert compare._hints(str(run.root)) == {}  # nothing built yet: no counts
     m.set_counts(source=61135, kept=5183)
-    expected = {k: v for k, v in recipe.items() if k not in ("limit", "source")}
+    expected = {k: v for k, v in recipe.items() if k != "source"}
     assert compare._hints(str(run.root)) == expected == compare._hints(str(run.dataset))
-    m.update(parameters={**recipe, "limit": 10})
-    assert compare._hints(str(run.root)) == {}  # a limited run keeps a prefix of the mini
+    m.update(parameters={**recipe, "limit": 10})  # a limited run keeps a prefix of the mini: infer_slice says so
+    assert compare._hints(str(run.root)) == {**expected, "limit": 10}
     assert compare._hints(str(tmp_path / "elsewhere.jsonl")) == {}
 
 

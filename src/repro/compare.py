@@ -225,6 +225,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     give exactly those rows; `hints` (the candidate run's own parameters) are checked first; `not_in_source`: each
     group's rows the source lacks (no slice gives those)."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
+    limit = hints.pop("limit", None)  # a candidate cut by `limit`: its parameters give more rows than it holds
     names = list(names or [f"group {g}" for g in range(len(groups))])
     lacking = list(not_in_source or [0] * len(groups))
     every = np.unique(located := np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
@@ -267,7 +268,9 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         "inside_span_in_neither": _block(neither), "groups": out_groups,
         "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
         "hints": hints}
-    if hints:
+    if limit:
+        out["hints_limited"] = limit
+    elif hints:
         given = {k: hints[k] for k in SLICE_KEYS if k in hints}
         try:
             plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
@@ -568,12 +571,10 @@ def _recorded(spec: str) -> dict[str, Any]:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters the candidate's run built it with (none unless it counted rows; a `limit` cuts)."""
+    """The slicing parameters (and `limit`) the candidate's run built it with (none unless it counted rows)."""
     recorded = _recorded(candidate_spec)
     params = recorded.get("parameters") or {}
-    if not recorded.get("counts") or params.get("limit") is not None:
-        return {}
-    return {k: params[k] for k in SLICE_KEYS if k in params}
+    return {k: params[k] for k in (*SLICE_KEYS, "limit") if k in params} if recorded.get("counts") else {}
 
 
 def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
