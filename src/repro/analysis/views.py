@@ -15,8 +15,8 @@ from ..exporters import seed_view
 from .report import readable, response_texts, shorten
 
 # what the notebook shows of the scorer (the manifest records everything)
-SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "seconds",
-                 "chunks", "chunks_resumed", "processes", "prompts_computed")
+SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "scoring_seconds",
+                 "load_seconds", "chunks", "chunks_resumed", "processes", "prompts_computed")
 CACHE_FIELDS = {"rows_from_cache": "rows from the row cache", "rows_computed": "rows computed",
                 "damaged_entries": "damaged row-cache entries (computed again)"}
 INLINE_DPI = 80  # 512 px wide: a figure beside the tables, not a full-width poster
