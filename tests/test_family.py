@@ -223,6 +223,7 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
         {"scorers": ["primary", "llama_rm"], "same_chosen": {"count": 3, "fraction": 0.75}}]}}))
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
     assert list(view.table["member"]) == ["a", "b"]  # the family's order, not the folders'
+    assert list(view.table["margin mean"]) == [0.225, 0.2]  # to its interval's 4 significant digits (it had 6)
     a, b = view.summary["members"]
     assert (a["rows"], a["ties"], b["ties"]) == (4, 1, 1)
     assert a["margin_mean"] == pytest.approx(0.225) and b["margin_mean"] == pytest.approx(0.2)

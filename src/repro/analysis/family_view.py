@@ -149,7 +149,8 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
         rows.append({"member": m["member"], **{k: json.dumps(v) if isinstance(v, (dict, list)) else v
                                                for k, v in m["grid"].items()},
                      "scorer": (m["scorer"]["model"] or "") + (" (STAND-IN: noise)" if m["scorer"]["stand_in"] else ""),
-                     "status": m["status"], "rows": m["rows"], "margin mean": m["margin_mean"],
+                     "status": m["status"], "rows": m["rows"],
+                     "margin mean": None if m["margin_mean"] is None else float(f"{m['margin_mean']:.4g}"),  # as its CI
                      "95% CI": f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci[0] is not None else "",
                      "ties": m["ties"], "scored here": m["scored_rows"]["computed"],
                      "scored from cache": m["scored_rows"]["from_cache"],
