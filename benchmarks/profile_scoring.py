@@ -17,7 +17,9 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_scoring import TOKENIZER_CORPUS_ROWS, generated_model, generated_rows  # noqa: E402
 
+from repro.errors import ParameterError  # noqa: E402
 from repro.scorers import load_scorer  # noqa: E402
+from repro.scorers.common import resolve_device, resolve_dtype  # noqa: E402
 
 
 def main() -> int:
@@ -29,6 +31,10 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=128)
     ap.add_argument("--batch-tokens", type=int, default=16384)
     args = ap.parse_args()
+    try:  # before building the model (a minute): a CUDA device on a machine without one is refused at once
+        resolve_dtype(args.dtype, resolve_device(args.device))
+    except ParameterError as exc:
+        ap.error(str(exc))
     model = str(generated_model(args.size, args.corpus_prompts))
     # the first rows of those the model's tokenizer learned from (the profile's recorded run: 128 of 512)
     rows = generated_rows(max(args.corpus_prompts, TOKENIZER_CORPUS_ROWS), seed=0)
