@@ -463,6 +463,18 @@ def test_a_prompt_the_source_holds_twice_is_placed_at_its_copy_among_the_rows_ar
     # from the other end of the source, its other copy
     assert list(compare.locate(compare.row_keys(pa.table({"prompt": prompts[25:35]})),
                                compare.row_keys(pa.table(source)), 10)) == list(range(25, 35))
+    # in any order (a test split is a random sample): the copy among where the other rows lie, not the row order's
+    # neighbours (it picked the wrong copy in 45 of 200 shuffles)
+    near = [f"prompt {i}" for i in range(40)]
+    near[27] = near[23]  # the copies close together: the reference [25:35] holds the second
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        order = rng.permutation(10)
+        keys = compare.row_keys(pa.table({"prompt": [near[25 + k] for k in order]}))
+        assert list(compare.locate(keys, compare.row_keys(pa.table({"prompt": near})), 10)) == [25 + k for k in order]
+    # both copies in the reference: each row gets its own
+    keys = compare.row_keys(pa.table({"prompt": prompts[10:32]}))
+    assert sorted(compare.locate(keys, compare.row_keys(pa.table(source)), 22)) == list(range(10, 32))
     # a reference holding one source row twice: both copies are placed, and no slice gives it exactly
     twice = compare.row_keys(pa.table({"prompt": prompts[10:16] + prompts[15:20]}))
     index = compare.locate(twice, compare.row_keys(pa.table(source)), 11)

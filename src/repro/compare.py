@@ -153,9 +153,11 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
                      only_first=np.flatnonzero(free[0]), only_second=np.flatnonzero(free[1]), duplicates=duplicates)
 
 
-def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n: int) -> np.ndarray:
+def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n: int,
+           groups: np.ndarray | None = None) -> np.ndarray:
     """The source row of each of `n` rows (-1 where none), by prompt_id, then sha256(prompt), then normalised prompt;
-    a key the source holds several times is placed at its copy nearest where the row's placed neighbours put it."""
+    a key the source holds several times goes to a copy not yet taken nearest the median of its group's other rows
+    (whatever their order: a test split is a random sample)."""
     index, options = np.full(n, -1, dtype=np.int64), {}
     for kind in KEY_KINDS:
         if keys.get(kind) is None or source_keys.get(kind) is None:
@@ -164,10 +166,12 @@ def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n:
         for i in np.flatnonzero(index < 0):
             if i not in options and (found := where.get(keys[kind][i])):
                 index[i], options[i] = (found[0], None) if len(found) == 1 else (-1, found)
-    placed = np.flatnonzero(index >= 0)
+    groups = np.zeros(n, dtype=np.int64) if groups is None else groups
+    placed, taken = index >= 0, set(index[index >= 0].tolist())
     for i, found in ((i, found) for i, found in options.items() if found):
-        j = placed[np.argmin(np.abs(placed - i))] if placed.size else i
-        index[i] = min(found, key=lambda row: abs(row - (index[j] + i - j if placed.size else 0)))
+        anchor = np.median(index[placed & (groups == groups[i])]) if (placed & (groups == groups[i])).any() else 0
+        index[i] = min(found, key=lambda row: (row in taken, abs(row - anchor)))
+        taken.add(int(index[i]))
     return index
 
 
@@ -648,7 +652,7 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
                      p: CompareParams, hints: dict[str, Any] | None) -> tuple[dict[str, Any], np.ndarray]:
     """infer_slice of the reference's rows in the source, and the source row of each reference row (-1: none)."""
     source_keys = row_keys(source)
-    ref_index, cand_index = (locate(keys, source_keys, side.rows)
+    ref_index, cand_index = (locate(keys, source_keys, side.rows, side.group)
                              for keys, side in ((ref_keys, reference), (cand_keys, candidate)))
     located = ref_index >= 0
     groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
