@@ -59,7 +59,7 @@ def test_ctrl_c_while_the_command_loads_its_libraries_is_one_line(monkeypatch, c
     assert capsys.readouterr().err == "repro score: interrupted; run the same command again to continue.\n"
 
 
-@pytest.mark.parametrize("when", ["kernel", "between"])
+@pytest.mark.parametrize("when", ["kernel", "between", "after"])
 def test_ctrl_c_outside_a_notebook_is_recorded_as_an_interruption(tmp_path, monkeypatch, capsys, when):
     # while the kernel was set up (or between two notebooks) the manifest stayed `running`: "killed?" said --check
     from repro.cli import main
@@ -73,11 +73,15 @@ def test_ctrl_c_outside_a_notebook_is_recorded_as_an_interruption(tmp_path, monk
     else:
         monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
         monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
-        monkeypatch.setattr(runner.Manifest, "add_outputs", interrupt)  # as 01_construct has just finished
+        if when == "between":  # as 01_construct has just finished: 02_analyze is not left `running`
+            monkeypatch.setattr(runner.Manifest, "add_outputs", interrupt)
+        else:  # as the last one has finished, before the run is recorded complete
+            monkeypatch.setattr(runner.Manifest, "finish_run", interrupt)
     assert main(["run", "demo", "--out", str(tmp_path / "run")]) == 130
     data = Manifest(RunDir(tmp_path / "run")).read()
     assert data["status"] == "interrupted" and "running" not in json.dumps(data)
-    started = "before 01_construct started" if when == "kernel" else "before 02_analyze started"
+    started = {"kernel": "before 01_construct started", "between": "before 02_analyze started",
+               "after": "after its last notebook"}[when]
     assert f"repro run: interrupted {started}: 0 finished chunk(s) are safe" in capsys.readouterr().err
 
 

@@ -88,8 +88,8 @@ def record_interruption(manifest: Manifest, notebook: str | None, started: bool 
               if stage.get("status") in ("running", INTERRUPTED)]  # a stage records a KeyboardInterrupt as interrupted
     for name in stages:
         data["stages"][name].update(status=INTERRUPTED, error="interrupted (Ctrl-C)")
-    if started:
-        data.setdefault("notebooks", {}).setdefault(notebook, {}).update(status=INTERRUPTED)
+    if notebook:  # one that had not started yet may be marked running: it is pending
+        data.setdefault("notebooks", {}).setdefault(notebook, {}).update(status=INTERRUPTED if started else "pending")
     when = f"in {notebook}" if started else f"before {notebook} started" if notebook else "after its last notebook"
     data.update(status=INTERRUPTED, error=f"interrupted (Ctrl-C) {when}")
     manifest.write(data)

@@ -150,11 +150,11 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
             upcoming = notebooks[k + 1] if k + 1 < len(notebooks) else None
             manifest.add_outputs(output)
             print(f"repro run: {name} done -> {output}")
+        manifest.update(fingerprint=fingerprint)
+        manifest.finish_run("complete")
     except KeyboardInterrupt:
         print(record_interruption(manifest, upcoming, started=False), file=sys.stderr)
         return EXIT_INTERRUPTED
-    manifest.update(fingerprint=fingerprint)
-    manifest.finish_run("complete")
     if last_line:
         print(f"repro run: complete -> {run.root}")
     return 0
