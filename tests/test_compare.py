@@ -484,6 +484,7 @@ def test_a_prompt_the_source_holds_twice_is_placed_at_its_copy_among_the_rows_ar
     assert out["inside_span_not_in_reference"]["count"] == 0
     assert out["sentence"].startswith("1 of the reference's 11 rows repeats a source row another reference row holds: "
                                       "no slice repeats a row.")
+    assert "give source rows [10:20], the located ones, but not the reference's 1 repeated." in out["sentence"]
 
 
 def test_no_row_in_common_still_says_where_each_side_lies_in_the_source(source_keys, tmp_path):
@@ -494,7 +495,7 @@ def test_no_row_in_common_still_says_where_each_side_lies_in_the_source(source_k
                                                                                   ("cand", 40000, 45183))]
     with pytest.raises(DataError, match=r"No row of the candidate .* The reference's 5183 located rows span source "
                                         r"rows \[45183:50366\] .* The candidate's rows are source rows "
-                                        r"\[\[40000, 45183\]\]"):
+                                        r"\[40000:45183\]\."):
         compare.compare_datasets(*sides, params(tmp_path, reference="x"), source)
 
 
@@ -923,6 +924,12 @@ def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
     # two candidates a row on both sides (score_rejected = -score_chosen): a zero mean difference says nothing
     assert result["scores"]["scores"]["bland_altman"]["mean_difference"] == pytest.approx(0)
     assert any(note.startswith("**Mean difference 0 by construction.**") for note in result["notes"])
+    # a column null on both sides is not "equal in 0 of 0"
+    for row in [*ref, *rows]:
+        row["reference_response"] = None
+    folders = write_sides(tmp_path / "no_reference", ref, rows)
+    result = compare.compare(params(tmp_path / "no_reference", reference=folders[0], candidate=folders[1])).result
+    assert "`reference_response` equal" not in result["verdict"] and "`messages` equal in 4 of 4" in result["verdict"]
     # a reference without scores: a swap is only a swap (it read "the same scores")
     for row in ref:
         row["score_chosen"] = row["score_rejected"] = None
