@@ -208,6 +208,9 @@ def test_the_family_view_of_a_missing_folder_or_of_a_member_says_which_folder_to
     # both said "holds no member of a family"
     with pytest.raises(DataError, match=r"fma does not exist\. Did you mean '\S*/fam'\?"):
         family_view(FamilyViewParams(run_dir=str(tmp_path / "fma")))
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(DataError, match=r"notes.txt is a file\. Give run_dir = the family's folder"):
+        family_view(FamilyViewParams(run_dir=str(tmp_path / "notes.txt")))
     with pytest.raises(DataError, match=rf"{root}/a is member a of family fam: give run_dir = {root}, the family's"):
         family_view(FamilyViewParams(run_dir=str(root / "a")))
 

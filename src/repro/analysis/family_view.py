@@ -43,8 +43,9 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     members `repro run` last planned there (the family folder's record), when it says."""
     if not root.is_dir():
         siblings = {q.name: str(q) for q in root.parent.iterdir() if q.is_dir()} if root.parent.is_dir() else {}
-        raise DataError(f"{root} does not exist.{did_you_mean(root.name, siblings, siblings)} Run the family first "
-                        f"(repro run params/demo_family.yaml), or give run_dir = the family's folder.")
+        raise DataError(f"{root} {'is a file' if root.exists() else 'does not exist'}."
+                        f"{did_you_mean(root.name, siblings, siblings)} Give run_dir = the family's folder (the --out "
+                        f"of its `repro run` with a grid, e.g. params/demo_family.yaml), or run the family first.")
     if member := (record := Manifest(root).read()).get("family"):
         raise DataError(f"{root} is member {member.get('member')} of family {member.get('name')}: give run_dir = "
                         f"{root.parent}, the family's folder.")
