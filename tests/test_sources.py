@@ -53,7 +53,7 @@ def test_bad_sources(tmp_path, monkeypatch):
         load_source("someone/not-here-offline")
 
 
-def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkeypatch, train_rows):
+def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkeypatch, train_rows, capsys):
     # README step 2 downloads into the hub cache (`hf download ... --repo-type dataset`), and `--check` says "in the
     # local hub cache"; datasets' load_dataset, offline, reads only its own prepared copies: the run failed
     from huggingface_hub import constants
@@ -65,8 +65,16 @@ def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkey
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     assert load_source("someone/cached", "train_prefs")["prompt"] == [r["prompt"] for r in train_rows[:3]]
-    with pytest.raises(DataError, match="no split 'test_prefs'"):
+    with pytest.raises(DataError, match="source 'someone/cached' has no split 'test_prefs'"):  # the id, not the path
         load_source("someone/cached", "test_prefs")
+    # a machine without network that is not told so (HF_HUB_OFFLINE unset): the cache too, and a line says so
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("no route")))
+    assert len(load_source("someone/cached", "train_prefs")) == 3
+    assert "source 'someone/cached': read from the local hub cache (ConnectionError from the hub)" in \
+        capsys.readouterr().err
 
 
 def test_a_folder_without_a_dataset_is_said_to_hold_none(tmp_path):

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -126,8 +127,9 @@ def local_splits(path: Path) -> list[str] | None:
     return sorted(split_files(path)) or None if path.is_dir() else None
 
 
-def _load_local(path: Path, split: str, parameter: str, split_parameter: str) -> datasets.Dataset:
-    where = f"{parameter} {str(path)!r}"
+def _load_local(path: Path, split: str, parameter: str, split_parameter: str, name: str | None = None
+                ) -> datasets.Dataset:
+    where = f"{parameter} {name or repr(str(path))}"  # `name`: a hub id read from the hub cache, quoted
     if path.is_file():
         if why := file_problem(path):
             raise DataError(f"{where}{why}.")
@@ -217,8 +219,11 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
             raise DataError(f"hub dataset {repo_id!r} has no split {split!r} ({exc}). Set {split_parameter} to one "
                             f"of its splits.") from None
         switch = hub_offline("HF_DATASETS_OFFLINE")
-        if switch and (cached := hub_snapshot(repo_id, revision)):  # offline, datasets reads only its own copies
-            return _load_local(cached, split, parameter, split_parameter)
+        if cached := hub_snapshot(repo_id, revision):  # offline (or unreachable), datasets reads only its own copies
+            if not switch:
+                print(f"{parameter} {repo_id!r}: read from the local hub cache ({type(exc).__name__} from the hub)",
+                      file=sys.stderr)
+            return _load_local(cached, split, parameter, split_parameter, name=repr(repo_id))
         why = (f"the hub is switched off ({switch} is set)" if switch
                else "the hub could not be reached or the id is wrong")
         raise DatasetLoadError(
