@@ -71,7 +71,8 @@ def test_repro_run_with_a_second_scorer_keeps_both_scores_and_the_primary_decide
     assert sorted(p.name for p in (out / "work" / "scoring" / "llama_rm").glob("chunk-*.json"))
     card = (out / "dataset" / "README.md").read_text()
     assert "decided by the primary scorer `builtin:tiny-pairrm`" in card
-    assert "`llama_rm`: `builtin:tiny-reward-llama` (a stand-in, not PairRM) (column `candidate_scores_llama_rm`)" in card
+    assert ("`llama_rm`: `builtin:tiny-reward-llama` (a stand-in, not a trained reward model) (column "
+            "`candidate_scores_llama_rm`)") in card
     assert "do not sum to zero" in card
     # 02_analyze reports how far the two scorers agree, and the card carries it
     metrics = json.loads((out / "metrics.json").read_text())
