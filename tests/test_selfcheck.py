@@ -127,6 +127,11 @@ def test_timing_on_a_busy_machine_says_its_figures_are_not_a_measurement(two_row
     assert speed.data["load_average"] == [3.0 * os.cpu_count()] * 2
     assert (f"the machine was busy (load {3.0 * os.cpu_count():.1f} on {os.cpu_count()} cores): these times are not "
             f"a measurement; run again on a quiet machine") in speed.detail
+    # the check's own threads alone (a quiet machine) are no other work
+    monkeypatch.setattr(os, "getloadavg", lambda: (float(os.cpu_count()) + 0.5, 1.0, 1.0))
+    report = run_selfcheck("builtin:tiny-pairrm", None, device="cpu", input=two_rows, report_dir=None,
+                           log=lambda line: None)
+    assert "busy" not in next(c for c in report.checks if c.name == "speed").detail
 
 
 def test_a_reference_with_other_weights_fails_and_names_the_rows(tmp_path, two_rows, tiny_pairrm_dir, capsys):

@@ -540,7 +540,8 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
         detail += (f"; {g['engine_useful_tflops']:.1f} useful TFLOP/s = {100 * g['engine_fraction_of_peak']:.1f} % of "
                    f"the measured {dtype} matmul peak")
     detail += f"; part2_mini_1 projected {engine_t['projected_part2_mini_1_seconds'] / 60:.1f} min"
-    if (busiest := max(timing["load_average"])) > (cores := os.cpu_count() or 1):
+    # its own threads are part of the load: a core's worth beyond them is other work
+    if (busiest := max(timing["load_average"])) > max(cores := os.cpu_count() or 1, torch.get_num_threads()) + 1:
         detail += (f"; the machine was busy (load {busiest:.1f} on {cores} cores): these times are not a measurement; "
                    f"run again on a quiet machine")
     return Check("speed", "speed against llm-blender (batch sizes 1 and 8)", "measured", detail, data=timing)
