@@ -11,6 +11,7 @@ import pytest
 
 from repro.cache import FORMAT_FILE, KEY_FORMAT, CacheError, RowCache, cached_chunk_fn, check_format
 from repro.construct.generation import generate_candidates
+from repro.errors import ReproError
 from repro.manifest import Manifest
 from repro.parameters import GenerationParams
 from repro.paths import RunDir
@@ -89,8 +90,13 @@ def test_a_cache_of_another_key_format_is_refused_before_any_work_and_left_as_it
         RowCache.open(tmp_path, "scores", "ns")
     assert json.loads((tmp_path / FORMAT_FILE).read_text()) == {"key_format": KEY_FORMAT + 1}
     (tmp_path / "file").write_text("x")
-    with pytest.raises(CacheError, match="is a file, not a folder"):
+    with pytest.raises(ReproError, match="The row cache \\S+file is an existing file, not a folder"):
         check_format(tmp_path / "file")
+    # a folder inside a file: it was a NotADirectoryError traceback
+    with pytest.raises(ReproError, match="The row cache \\S+file/sub lies inside \\S+file, which is a file"):
+        check_format(tmp_path / "file" / "sub")
+    check_format(tmp_path / "new", create=False)  # (--check) nothing written
+    assert not (tmp_path / "new").exists()
 
 
 def _writer(args):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import ReproError
+from .paths import check_folder
 
 KEY_FORMAT = 1  # raise when the meaning of a key or the layout of an entry changes
 FORMAT_FILE = "cache-format.json"
@@ -61,15 +62,16 @@ class CacheCounts:
         self.damaged.extend(d.get("damaged", []))
 
 
-def check_format(root: Path) -> None:
-    """Make `root` a cache of this key format, or refuse one of another format (before any work)."""
-    if root.exists() and not root.is_dir():
-        raise CacheError(f"The row cache {root} is a file, not a folder. Set cache_dir (or $REPRO_ROW_CACHE) to a "
-                         f"folder, or move the file away.")
+def check_format(root: Path, create: bool = True) -> None:
+    """Make `root` a cache of this key format (`create`: else only check it, as `--check` does), or refuse one of
+    another format, or a path that is or lies inside a file (before any work)."""
+    check_folder(root, "The row cache", "Set cache_dir (or $REPRO_ROW_CACHE) to a folder, or move the file away.")
     path = root / FORMAT_FILE
     try:
         found = json.loads(path.read_text()).get("key_format")
     except FileNotFoundError:
+        if not create:
+            return
         _write_once(path, canonical_json({"key_format": KEY_FORMAT}))  # (it makes the folders)
         found = json.loads(path.read_text()).get("key_format")
     except (json.JSONDecodeError, AttributeError):
