@@ -136,10 +136,11 @@ def num_chunks(num_items: int, chunk_size: int) -> int:
 
 
 def chunk_share(n_chunks: int, rank: int, world_size: int) -> range:
-    """The contiguous chunk indices process `rank` of `world_size` computes (balanced to within one)."""
+    """The contiguous chunk indices process `rank` of `world_size` computes (balanced to within one; the larger
+    shares first: rank 0 shows the progress)."""
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
-    return range(rank * n_chunks // world_size, (rank + 1) * n_chunks // world_size)
+    return range(-(-rank * n_chunks // world_size), -(-(rank + 1) * n_chunks // world_size))
 
 
 def _format_seconds(seconds: float) -> str:
