@@ -203,10 +203,10 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
     return loaded
 
 
-def hub_snapshot(repo_id: str, revision: str | None = None) -> Path | None:
-    """The folder of a hub dataset in the local hub cache (where `hf download` puts it), or None."""
+def hub_snapshot(repo_id: str, revision: str | None = None, repo_type: str = "dataset") -> Path | None:
+    """The folder of a hub repository in the local hub cache (where `hf download` puts it), or None."""
     try:
-        return Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, local_files_only=True))
+        return Path(snapshot_download(repo_id, repo_type=repo_type, revision=revision, local_files_only=True))
     except (LocalEntryNotFoundError, OSError, ValueError):
         return None
 

@@ -15,7 +15,7 @@ from ..errors import DataError, ReproError
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS
 from ..paths import beside_hint, checkout_root, is_hub_id, nearest_existing
 from ..revisions import hub_offline, publish_blocker
-from ..sources import file_problem, folder_problem, local_splits
+from ..sources import file_problem, folder_problem, hub_snapshot, local_splits
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -132,8 +132,8 @@ def package_checks(values: dict[str, Any]) -> list[Check]:
 
 def _input_check(need: Need) -> tuple[Check, int]:
     """(the check of one input, bytes to download): a local path, or a hub id cached here or reachable."""
-    from huggingface_hub import HfApi, snapshot_download  # the hub client only for a run's checks
-    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+    from huggingface_hub import HfApi  # the hub client only for a run's checks
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
     what = f"{need.parameter}: {need.value}"
     if not is_hub_id(need.value):
@@ -149,11 +149,8 @@ def _input_check(need: Need) -> tuple[Check, int]:
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
                      + beside_hint(need.value)), 0
-    try:
-        snapshot_download(need.value, repo_type=need.repo_type, local_files_only=True)
+    if hub_snapshot(need.value, repo_type=need.repo_type):
         return Check(what, True, f"hub {need.repo_type}, in the local hub cache"), 0
-    except (LocalEntryNotFoundError, OSError, ValueError):
-        pass
     if switch := hub_offline(*(["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else [])):
         why = f"the hub is switched off here ({switch})"
     else:
