@@ -475,6 +475,10 @@ def test_a_prompt_the_source_holds_twice_is_placed_at_its_copy_among_the_rows_ar
     # both copies in the reference: each row gets its own
     keys = compare.row_keys(pa.table({"prompt": prompts[10:32]}))
     assert sorted(compare.locate(keys, compare.row_keys(pa.table(source)), 22)) == list(range(10, 32))
+    # a row the reference holds twice, whose prompt the source holds again far off: the copy among its rows, twice
+    # (the untaken far copy made the rows two ranges)
+    keys = compare.row_keys(pa.table({"prompt": prompts[:20] + [prompts[12]]}))
+    assert list(compare.locate(keys, compare.row_keys(pa.table(source)), 21)) == [*range(20), 12]
     # a reference holding one source row twice: both copies are placed, and no slice gives it exactly
     twice = compare.row_keys(pa.table({"prompt": prompts[10:16] + prompts[15:20]}))
     index = compare.locate(twice, compare.row_keys(pa.table(source)), 11)

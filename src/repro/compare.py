@@ -156,8 +156,8 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
 def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n: int,
            groups: np.ndarray | None = None) -> np.ndarray:
     """The source row of each of `n` rows (-1 where none), by prompt_id, then sha256(prompt), then normalised prompt;
-    a key the source holds several times goes to a copy not yet taken nearest the median of its group's other rows
-    (whatever their order: a test split is a random sample)."""
+    a key the source holds several times goes to a copy within (or next to) the span of its group's other rows, one
+    not yet taken first, the nearest their median (whatever their order: a test split is a random sample)."""
     index, options = np.full(n, -1, dtype=np.int64), {}
     for kind in KEY_KINDS:
         if keys.get(kind) is None or source_keys.get(kind) is None:
@@ -169,8 +169,9 @@ def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n:
     groups = np.zeros(n, dtype=np.int64) if groups is None else groups
     placed, taken = index >= 0, set(index[index >= 0].tolist())
     for i, found in ((i, found) for i, found in options.items() if found):
-        anchor = np.median(index[placed & (groups == groups[i])]) if (placed & (groups == groups[i])).any() else 0
-        index[i] = min(found, key=lambda row: (row in taken, abs(row - anchor)))
+        near = index[placed & (groups == groups[i])]
+        lo, anchor, hi = (near.min(), np.median(near), near.max()) if near.size else (0, 0, 0)
+        index[i] = min(found, key=lambda row: (not lo - 1 <= row <= hi + 1, row in taken, abs(row - anchor)))
         taken.add(int(index[i]))
     return index
 
