@@ -122,7 +122,11 @@ CASES = [
          r"Unknown parameter 'mini_idx' in \S*p.yaml\. Did you mean 'mini_index'\?", after=nothing_written),
     Case("hub_repo_id not a repository id", lambda t: run(t, "--set", "hub_repo_id=a/b/c"),
          r"  - hub_repo_id \(from --set\): not a hub repository id: give owner/name \(letters, digits, -, _ and \., "
-         r"no -- or \.\., at most 96 characters\) \(got 'a/b/c'\)", after=nothing_written),
+         r"neither starting nor ending with - or \., no -- or \.\., at most 96 characters\) \(got 'a/b/c'\)",
+         after=nothing_written),
+    Case("hub_repo_id ending with a dot", lambda t: run(t, "--set", "hub_repo_id=owner/name."),
+         r"  - hub_repo_id \(from --set\): not a hub repository id: .*neither starting nor ending with - or \.",
+         after=nothing_written),
     Case("chunk_size 0", lambda t: run(t, params=str(write(t / "p.yaml", "chunk_size: 0\n"))),
          r"Invalid construct parameters in \S*p.yaml:\n  - chunk_size: must be >= 1 \(got 0\)\nFix the value",
          after=nothing_written),

@@ -408,8 +408,8 @@ class CardParams(_Params):
         try:  # the hub's own rule, checked offline, before the card names it and an upload tries it
             return v if v is None else validate_repo_id(v) or v
         except HFValidationError:
-            raise ValueError("not a hub repository id: give owner/name (letters, digits, -, _ and ., no -- or .., "
-                             "at most 96 characters)") from None
+            raise ValueError("not a hub repository id: give owner/name (letters, digits, -, _ and ., neither "
+                             "starting nor ending with - or ., no -- or .., at most 96 characters)") from None
 
     @field_validator("license")
     @classmethod
