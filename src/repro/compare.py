@@ -160,11 +160,12 @@ def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n:
     not yet taken first, the nearest their median (whatever their order: a test split is a random sample)."""
     index, options = np.full(n, -1, dtype=np.int64), {}
     for kind in KEY_KINDS:
-        if keys.get(kind) is None or source_keys.get(kind) is None:
+        todo = [i for i in np.flatnonzero(index < 0) if i not in options]  # (none left: no source index to build)
+        if not todo or keys.get(kind) is None or source_keys.get(kind) is None:
             continue
         where = _rows_of(source_keys[kind], np.ones(len(source_keys[kind]), dtype=bool))
-        for i in np.flatnonzero(index < 0):
-            if i not in options and (found := where.get(keys[kind][i])):
+        for i in todo:
+            if found := where.get(keys[kind][i]):
                 index[i], options[i] = (found[0], None) if len(found) == 1 else (-1, found)
     groups = np.zeros(n, dtype=np.int64) if groups is None else groups
     placed, taken = index >= 0, set(index[index >= 0].tolist())
