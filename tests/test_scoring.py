@@ -83,6 +83,25 @@ def test_reference_run_scores_every_candidate_like_the_scorer_itself(job, refere
     assert default_batch_tokens("cuda") == 16384 and default_batch_tokens("mps") == 2048
 
 
+def test_a_run_whose_chunks_are_all_done_loads_no_weights(job, reference, tiny_pairrm_dir, monkeypatch):
+    # a re-run after an interruption in 02_analyze or 03_card executes 01_construct again: on a GPU, loading PairRM's
+    # 1.7 GB (or an 8B reward model, per process) for no chunk to score
+    prompts, candidates = job
+    result, work = reference
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("the weights were loaded")
+
+    monkeypatch.setattr("repro.scorers.pairrm.load_pairrm_model", no_weights)
+    resumed = run_scoring(prompts, candidates, model=str(tiny_pairrm_dir), work_dir=work, chunk_size=5,
+                          progress=False, **LIMITS)
+    assert resumed.info["chunks_resumed"] == 4 and resumed.scores == result.scores
+    timings = ("seconds", "scoring_seconds", "load_seconds", "prompts_per_second", "prompts_computed",
+               "chunks_resumed")
+    assert {k: v for k, v in resumed.info.items() if k not in timings} == {
+        k: v for k, v in result.info.items() if k not in timings}
+
+
 def test_shuffled_input_and_other_budgets_give_the_same_scores(job, reference, tiny_pairrm_dir, tmp_path):
     prompts, candidates = job
     expected = reference[0].scores

@@ -235,6 +235,10 @@ def test_kill_9_and_resume_gives_the_same_bytes(reward_dirs, rows, tmp_path, kil
     assert json.dumps(resumed.scores) == json.dumps(reference.scores)
 
 
+def _no_weights(*args, **kwargs):
+    raise AssertionError("the weights were loaded")
+
+
 def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, rows, tmp_path):
     # a prompt longer than max_length cut every candidate's conversation to the same tokens: equal scores, taken for
     # ties and dropped, with a warning in the notebook as the only trace
@@ -248,10 +252,14 @@ def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, r
     # a re-run that resumes every chunk, and a run whose rows all come from the row cache, count the same rows
     kwargs = dict(model=str(reward_dirs["llama"]), kind="sequence_classifier", device="cpu", dtype="fp32",
                   options={"max_length": 64}, progress=False)
-    resumed = run_scoring(long, candidates, work_dir=tmp_path / "w", **kwargs)
     run_scoring(long, candidates, work_dir=tmp_path / "c1", cache_dir=tmp_path / "cache", **kwargs)
-    cached = run_scoring(long, candidates, work_dir=tmp_path / "c2", cache_dir=tmp_path / "cache", **kwargs)
+    with pytest.MonkeyPatch.context() as patch:  # nothing left to score: the tokenizer counts, no weights load
+        patch.setattr("transformers.AutoModelForSequenceClassification.from_pretrained", _no_weights)
+        resumed = run_scoring(long, candidates, work_dir=tmp_path / "w", **kwargs)
+        cached = run_scoring(long, candidates, work_dir=tmp_path / "c2", cache_dir=tmp_path / "cache", **kwargs)
     assert resumed.info["prompts_computed"] == 0 and resumed.info["rows_truncated"] == 12
+    assert {k: resumed.info[k] for k in ("architecture", "device", "dtype", "max_length", "chat_template")} == {
+        k: result.info[k] for k in ("architecture", "device", "dtype", "max_length", "chat_template")}
     assert cached.info["cache"]["rows_from_cache"] == len(long) and cached.info["rows_truncated"] == 12
     assert len(set(result.scores[0])) == 1  # the long prompt's candidates: all cut to its first 64 tokens
     # at the model's own limit: the rows with a conversation longer than it, as the tokenizer counts them

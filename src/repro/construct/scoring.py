@@ -134,19 +134,28 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         "source_maxlength": job.source_maxlength, "candidate_maxlength": job.candidate_maxlength}
 
     def compute(device: str | None, share: tuple[int, int] | None):
-        start = time.monotonic()
-        scorer = load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
-                             dtype=job.dtype, **limits, **job.options)
-        load_seconds = time.monotonic() - start
+        scorer, load_seconds = None, 0.0
+
+        def load(weights: bool = True):
+            """The scorer: with its weights at the first chunk left to score, else its record and tokenizer only (a
+            re-run whose chunks are all done loads no model: on a GPU, PairRM or an 8B reward model per process)."""
+            nonlocal scorer, load_seconds
+            start = time.monotonic()
+            scorer = load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
+                                 dtype=job.dtype, weights=weights, **limits, **job.options)
+            load_seconds = time.monotonic() - start
+            return scorer
+
         budgets_used: dict[str, int] = {}
         computed: set[int] = set()  # the items scored now (by id): the scorer counts their cut rows itself
 
         def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
             computed.update(map(id, chunk))
-            out = scorer.score([p for p, _ in chunk], [c for _, c in chunk], batch_tokens=job.batch_tokens,
-                               progress=advance)
-            if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
-                key = str(scorer.effective_batch_tokens(job.batch_tokens))
+            current = scorer if scorer is not None else load()
+            out = current.score([p for p, _ in chunk], [c for _, c in chunk], batch_tokens=job.batch_tokens,
+                                progress=advance)
+            if hasattr(current, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
+                key = str(current.effective_batch_tokens(job.batch_tokens))
                 budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
             # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
             return [[float(x) for x in row] for row in out]
@@ -158,6 +167,10 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
             desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
             progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
             unit="prompt", prepare=share is None, cache=cache)
+        if scorer is None:
+            load(weights=False)
+        else:  # loaded inside the first chunk: its seconds are the loading's, not the scoring's
+            run.seconds = max(0.0, run.seconds - load_seconds)
         truncated = getattr(scorer, "rows_truncated", 0)
         if hasattr(scorer, "count_truncated"):  # rows resumed or from the row cache: counted, not scored
             indices = range(run.chunks_total) if share is None else chunk_share(run.chunks_total, *share)

@@ -92,19 +92,21 @@ def resolve_kind(model: str | Path, kind: str = "auto") -> str:
 
 
 def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro", device: str = "auto",
-                dtype: str = "auto", **options):
+                dtype: str = "auto", weights: bool = True, **options):
     """A scorer of `model`: PairRM (backend "repro", the engine, or "llm-blender", the original code) or a
-    sequence-classifier reward model (options: chat_template, trust_remote_code, output_index, max_length)."""
+    sequence-classifier reward model (options: chat_template, trust_remote_code, output_index, max_length);
+    `weights=False`: its record and tokenizer only, where the class can (nothing left to score)."""
     kind = resolve_kind(model, kind)
     if kind == "pairrm" and (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
     cls = SCORERS.get((kind, backend), SequenceClassifierScorer)
     allowed = [p.name for p in inspect.signature(cls.load).parameters.values()  # the options: load's keywords
-               if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "dtype")]
+               if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "dtype", "weights")]
     if unknown := sorted(set(options) - set(allowed)):
         what = f"a {kind} scorer" + (f" with backend {backend!r}" if kind == "pairrm" else "")
         raise ParameterError(f"Scorer option(s) {', '.join(unknown)} do not apply to {what} ('{model}'); "
                              f"its options are {', '.join(allowed)}.")
     if (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
-    return cls.load(model, device=device, dtype=dtype, **options)
+    light = {} if weights or "weights" not in inspect.signature(cls.load).parameters else {"weights": False}
+    return cls.load(model, device=device, dtype=dtype, **light, **options)

@@ -18,7 +18,8 @@ from torch.nn.utils.rnn import pad_sequence
 from ..errors import DataError, ModelLoadError
 from .common import BudgetedBatches, check_inputs, resolve_device, resolve_dtype, torch_dtype
 from .pairrm_attention import PairRMModel
-from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, load_pairrm_model, read_config, resolve_model
+from .pairrm_checkpoint import (PairRMScorerBase, checkpoint_limits, detect_layout, load_pairrm_model, read_config,
+                               resolve_model)
 from .pairrm_tokens import (CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX, PREFIX_TOKENS, SOURCE_PREFIX,
                             load_tokenizer)
 
@@ -60,21 +61,26 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
              source_maxlength: int | None = None, candidate_maxlength: int | None = None,
-             fast_attention: bool = True) -> "PairRM":
+             fast_attention: bool = True, weights: bool = True) -> "PairRM":
         """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`); limits left None
-        are the checkpoint's own (`checkpoint_limits`); `fast_attention=False`: transformers' attention (slower)."""
+        are the checkpoint's own (`checkpoint_limits`); `fast_attention=False`: transformers' attention (slower);
+        `weights=False`: no model, for a run whose every chunk is done."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         path = resolve_model(model)
-        limits, origins = checkpoint_limits(read_config(path), source_maxlength, candidate_maxlength)
-        module, facts = load_pairrm_model(path, fast_attention=fast_attention)
+        config = read_config(path)
+        limits, origins = checkpoint_limits(config, source_maxlength, candidate_maxlength)
+        module, facts = load_pairrm_model(path, fast_attention=fast_attention) if weights else (
+            None, {"config": config, "layout": detect_layout(config)})
         name = facts["config"].get("model_name") or "microsoft/deberta-v3-large"
         fallback = (path / name if (path / name).is_dir() else name) if facts["layout"] == "llm-blender" else None
         tokenizer, how = load_tokenizer(path, fallback)
-        if len(tokenizer) > facts["backbone"].vocab_size:
-            raise ModelLoadError(f"The tokenizer of {path} has {len(tokenizer)} tokens but the model's embeddings "
-                                 f"only {facts['backbone'].vocab_size}: tokenizer and weights do not belong together.")
-        module.to(device=torch_device, dtype=torch_dtype(dtype_name))
+        if module is not None:
+            if len(tokenizer) > facts["backbone"].vocab_size:
+                raise ModelLoadError(f"The tokenizer of {path} has {len(tokenizer)} tokens but the model's embeddings "
+                                     f"only {facts['backbone'].vocab_size}: tokenizer and weights do not belong "
+                                     f"together.")
+            module.to(device=torch_device, dtype=torch_dtype(dtype_name))
         return cls(module, tokenizer, spec=str(model), path=path, layout=facts["layout"], device=torch_device,
                    dtype=dtype_name, normalization=how, limits_from=origins, **limits)
 

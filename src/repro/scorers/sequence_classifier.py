@@ -70,22 +70,23 @@ class SequenceClassifierScorer(BudgetedBatches):
     label, unit, shrink_hint = "reward model", "sequence", "a smaller max_length"
     add_special_tokens = False  # the chat template places them
 
-    def __init__(self, model, tokenizer, *, spec: str, path: str, device, dtype: str, template: str,
+    def __init__(self, model, tokenizer, *, config, spec: str, path: str, device, dtype: str, template: str,
                  template_source: str, output_index: int | None, max_length: int | None, trust_remote_code: bool):
-        self.model, self.tokenizer = model, tokenizer
+        self.model, self.tokenizer, self.config = model, tokenizer, config  # model None: loaded without weights
         self.spec, self.path = spec, path
         self.device, self.dtype = device, dtype
         self.template, self.template_source = template, template_source
         self.output_index, self.max_length = output_index, max_length
         self.trust_remote_code = trust_remote_code
-        self.pad_id = getattr(model.config, "pad_token_id", None)
+        self.pad_id = getattr(config, "pad_token_id", None)
         self.rows_truncated = 0  # rows scored so far with a conversation cut at max_length
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto", chat_template: str | None = None,
              trust_remote_code: bool = False, output_index: int | None = None,
-             max_length: int | None = None) -> "SequenceClassifierScorer":
-        """Load a checkpoint (hub id, folder, or `builtin:tiny-reward-llama` / `builtin:tiny-reward-deberta`)."""
+             max_length: int | None = None, weights: bool = True) -> "SequenceClassifierScorer":
+        """Load a checkpoint (hub id, folder, or `builtin:tiny-reward-llama` / `builtin:tiny-reward-deberta`);
+        `weights=False`: its config and tokenizer only, for a run whose every chunk is done."""
         from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
         torch_device = resolve_device(device)
@@ -129,22 +130,25 @@ class SequenceClassifierScorer(BudgetedBatches):
                 f"The chat template {source} cannot render a conversation of a user and an assistant turn "
                 f"({type(exc).__name__}: {str(exc).rstrip('.')}). Fix it, or pass one that renders as chat_template "
                 f"(scorer option `chat_template`, `repro score --chat-template FILE`).") from None
-        try:
-            module = AutoModelForSequenceClassification.from_pretrained(
-                path, config=config, dtype=torch_dtype(dtype_name), trust_remote_code=trust_remote_code)
-        except Exception as exc:
-            raise _load_error(spec, exc, trust_remote_code) from None
-        module.to(torch_device).eval()
+        module = None
+        if weights:
+            try:
+                module = AutoModelForSequenceClassification.from_pretrained(
+                    path, config=config, dtype=torch_dtype(dtype_name), trust_remote_code=trust_remote_code)
+            except Exception as exc:
+                raise _load_error(spec, exc, trust_remote_code) from None
+            module.to(torch_device).eval()
         max_length = max_length or getattr(config, "max_position_embeddings", None)
-        return cls(module, tokenizer, spec=spec, path=path, device=torch_device, dtype=dtype_name, template=template,
-                   template_source="given" if chat_template else "the model's", output_index=output_index,
-                   max_length=int(max_length) if max_length else None, trust_remote_code=bool(trust_remote_code))
+        return cls(module, tokenizer, config=config, spec=spec, path=path, device=torch_device, dtype=dtype_name,
+                   template=template, template_source="given" if chat_template else "the model's",
+                   output_index=output_index, max_length=int(max_length) if max_length else None,
+                   trust_remote_code=bool(trust_remote_code))
 
     @property
     def info(self) -> dict[str, Any]:
         """What produced the scores, for the run manifest."""
         return {"model": self.spec, "path": self.path, "kind": self.kind, "backend": self.backend,
-                "architecture": (getattr(self.model.config, "architectures", None) or [type(self.model).__name__])[0],
+                "architecture": (getattr(self.config, "architectures", None) or [type(self.model).__name__])[0],
                 "device": str(self.device), "dtype": self.dtype, "chat_template": self.template_source,
                 "output_index": self.output_index, "max_length": self.max_length,
                 "trust_remote_code": self.trust_remote_code, "stand_in": is_stand_in(self.path),
