@@ -203,6 +203,10 @@ def test_analysis_reports_the_agreement_of_two_scorers(two_scorers):
     assert table.loc[0, "same_chosen"] == pair["same_chosen"]["count"] and table.loc[0, "kendall_tau_undefined"] == 12
     assert table.loc[0, "margin_spearman"] == pytest.approx(pair["margin_correlation"]["spearman"]["statistic"])
     assert f"same chosen in {pair['same_chosen']['fraction']:.1%}" in analysis.headline(m)
+    # every finding its own bullet: the agreement's had been glued to the end of the invariants' line
+    lines = analysis.headline(m).splitlines()
+    assert [line[:31] for line in lines if line.startswith("- PairRM's") or "Scorers `" in line] == [
+        "- PairRM's invariants: score_ch", "- Scorers `builtin:tiny-pairrm`"]
 
 
 def test_notebook_cell_shows_the_table(two_scorers, capsys):
