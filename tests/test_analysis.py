@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import datasets
@@ -289,6 +290,30 @@ def test_empty_and_single_row_datasets(tmp_path):
     with pytest.raises(DataError, match=r"needs at least 2 .*Point `dataset` at more rows, or, for this run's own "
                                         r"dataset, build more \(a higher `limit`, a larger slice\)\."):
         _analyze(tmp_path, one)
+
+
+def _pairs(n: int, shift: float, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    return [{"prompt": f"p{i}", "chosen": "w " * (i % 7 + 2), "rejected": "d", "score_chosen": c,
+             "score_rejected": c - shift - abs(d)} for i, (c, d) in enumerate(rng.normal(0, 1, (n, 2)).tolist())]
+
+
+def test_few_rows_and_p_values_below_the_smallest_float_are_said_as_such(tmp_path):
+    # 5 rows: a percentile bootstrap's 95% interval covers the mean about 86% of the time on normal data, shown as a
+    # 95% interval without a word; 3000 clearly apart: p-values underflow to 0, printed "p = 0"
+    few = _analyze(tmp_path / "few", _jsonl(tmp_path / "few.jsonl", _pairs(5, 0.1, 1)), bootstrap_resamples=200)
+    assert few.metrics["bootstrap"]["few_rows"] is True
+    assert "With 5 rows, these percentile-bootstrap 95% intervals are too narrow" in analysis.headline(few.metrics)
+    many = _analyze(tmp_path / "many", _jsonl(tmp_path / "many.jsonl", _pairs(3000, 5.0, 2)), bootstrap_resamples=200)
+    tests = many.metrics["tests"]
+    assert [tests[t]["pvalue"] for t in ("wilcoxon", "paired_t", "sign_test")] == [0.0, 0.0, 0.0]
+    headline = analysis.headline(many.metrics)
+    assert "Wilcoxon signed-rank p < 1e-300 (" in headline and "paired t p < 1e-300, sign test p < 1e-300;" in headline
+    assert not re.search(r"p = 0(?![.\d])", headline) and "too narrow" not in headline and many.metrics["bootstrap"]["few_rows"] is False
+    # two rows: no Spearman of margin vs length (two points are always in order), as correlations has none
+    two = _analyze(tmp_path / "two", _jsonl(tmp_path / "two.jsonl", _pairs(2, 0.1, 3)), bootstrap_resamples=200)
+    assert two.metrics["length"]["margin_vs_length_difference"]["tokens"] == {"spearman": None, "pvalue": None}
+    assert "Spearman of margin vs token length difference = n/a (p = n/a)" in analysis.headline(two.metrics)
 
 
 def test_no_dataset_and_no_run_dataset(tmp_path):

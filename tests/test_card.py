@@ -1541,3 +1541,28 @@ def test_a_drop_is_called_the_published_recipes_only_for_the_published_slice(tmp
     assert "as the published part2 datasets drop 400 rows of this part without saying why or which" in en
     assert "已发布的 part2 数据集也从这一部分丢弃了 400 行；其作者没有说明原因，也没有说明是哪些行。" in zh
     assert "已发布的 part2 数据集同样从这一部分丢弃了 400 行，其作者未说明原因与具体哪些行" in zh
+
+
+def test_few_rows_and_p_values_below_the_smallest_float_on_the_card(tmp_path):
+    """5 rows: the card's 95% bootstrap intervals are too narrow, and it says so in both languages; 3000 rows far
+    apart: its p-values underflow to 0, shown as "< 1e-300", not as a p of 0."""
+    from repro.analysis import report as analysis
+    from repro.parameters import AnalyzeParams
+
+    rng = np.random.default_rng(4)
+    for name, n, shift in (("few", 5, 0.1), ("many", 3000, 5.0)):
+        rows = [{"prompt": f"p{i}", "chosen": "w " * (i % 5 + 1), "rejected": "d", "score_chosen": c,
+                 "score_rejected": c - shift - abs(d)} for i, (c, d) in enumerate(rng.normal(0, 1, (n, 2)).tolist())]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        run = tmp_path / name
+        p = build(CardParams, {"run_dir": str(run), "card_dataset": str(tmp_path / f"{name}.jsonl")})
+        repro_card.gather_facts(p)  # the rows into the run's dataset/, then 02_analyze on them
+        analysis.analyze(build(AnalyzeParams, {"run_dir": str(run), "bootstrap_resamples": 100}))
+        en, zh = halves(card_for(run, card_dataset=str(tmp_path / f"{name}.jsonl"))[1])
+        if name == "few":
+            assert "With 5 rows, the 95% bootstrap intervals above are too narrow" in en
+            assert "只有 5 行时，上表的 95% 自助法区间偏窄" in zh
+        else:
+            assert "too narrow" not in en and "偏窄" not in zh
+            for half in (en, zh):
+                assert half.count("| < 1e-300 |") == 3 and not re.search(r"\| 0 \|\n", half)

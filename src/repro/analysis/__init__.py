@@ -20,7 +20,12 @@ def percent(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f} %"
 
 
-_ENV.filters.update(g=number, percent=percent)
+def p_value(x: float | None, spec: str = ".3g") -> str:
+    """What follows "p": "= 0.0123", or "< 1e-300" for a p-value computed as 0 (below the smallest float)."""
+    return "< 1e-300" if x == 0 else f"= {number(x, spec)}"
+
+
+_ENV.filters.update(g=number, percent=percent, p=p_value)
 
 
 def prose(template: str, macro: str, *args: Any) -> str:

@@ -222,7 +222,7 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
         "n_excluded": data.n_rows - data.n, "excluded_reasons": dict(data.excluded_reasons),
         "scorer": data.scorer, "scores_from_stand_in": bool(scorer["stand_in"]) if "stand_in" in scorer else None,
         "bootstrap": {"resamples": resamples, "seed": seed, "level": stats.CI_LEVEL, "method": "percentile",
-                      "paired": True,
+                      "paired": True, "few_rows": data.n < stats.BOOTSTRAP_FEW_ROWS,
                       "about": "rows are resampled with replacement; the same rows for all three series"},
         "conventions": {"margin": "score_chosen - score_rejected", "std": "sample standard deviation (ddof = 1)",
                         "quantiles": "linear interpolation (numpy default)",

@@ -22,6 +22,7 @@ from datasets.splits import SplitDict, SplitInfo
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from ..analysis import p_value
 from ..dataset_io import split_files
 from ..errors import DataError, ReproError
 from ..exporters import FORMATS
@@ -101,7 +102,8 @@ def _environment(lang: str) -> jinja2.Environment:
     env.filters.update(
         json=json.dumps, code=lambda name: f"`{name}`", public=public_value, cell=table_cell,
         v=lambda value: fmt(value, words.unknown),
-        metric=lambda value: words.undefined if value is None else fmt(value, words.unknown))  # null: NaN/inf
+        metric=lambda value: words.undefined if value is None else fmt(value, words.unknown),  # null: NaN/inf
+        p=lambda value: p_value(value, ".6g"))
     env.globals.update(t=words, config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,
                        seed_repo=SEED_REPO, score_blocks=SCORE_BLOCKS, required_columns=REQUIRED_COLUMNS,
                        trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
