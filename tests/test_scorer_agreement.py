@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 
 import datasets
@@ -209,10 +210,13 @@ def test_analysis_reports_the_agreement_of_two_scorers(two_scorers):
         "- PairRM's invariants: score_ch", "- Scorers `builtin:tiny-pairrm`"]
 
 
-def test_notebook_cell_shows_the_table(two_scorers, capsys):
-    analysis.show_agreement(two_scorers[2])  # outside IPython, display() prints the objects
-    shown = capsys.readouterr().out
-    assert "tiny-seqcls" in shown and "margin_spearman" in shown
+def test_notebook_cell_shows_the_table(two_scorers, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *objects: shown.extend(objects))
+    analysis.show_agreement(two_scorers[2])
+    html = shown[1].to_html()  # as the other tables: numbers to 4 decimals, no 0, 1, ... index (it was wider than
+    assert "tiny-seqcls" in html and "margin_spearman" in html  # JupyterLab's panel)
+    assert shown[1].hide_index_ == [True] and not re.search(r"\d\.\d{5}", html)
 
 
 def test_agreement_figure_and_table_are_recorded(two_scorers):

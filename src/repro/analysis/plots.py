@@ -146,7 +146,8 @@ def margin_distribution(margin: np.ndarray) -> Figure:
     return fig
 
 
-def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray, unit: str = "tokens") -> Figure:
+def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray,
+                     unit: str = "whitespace-separated tokens") -> Figure:
     """Margin against the chosen − rejected response length difference (the length-bias picture)."""
     with axes() as (fig, ax):
         _scatter_or_hexbin(ax, length_difference, margin, COLORS["margin"])
@@ -225,7 +226,7 @@ def figure_files(figures_dir: Path, names: Iterable[str]) -> list[Path]:
 
 
 def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,
-             length_difference: np.ndarray | None = None, length_unit: str = "tokens",
+             length_difference: np.ndarray | None = None, length_unit: str = "whitespace-separated tokens",
              length_margin: np.ndarray | None = None) -> dict[str, dict[str, object]]:
     """Draw and save every figure as {name: {"png", "svg", "title"}}; margin_vs_length only with lengths (of the
     rows `length_margin` describes, default all)."""

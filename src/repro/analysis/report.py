@@ -316,7 +316,7 @@ def show_agreement(result: AnalysisResult) -> None:
         return
     block = result.metrics["agreement"]
     display(Markdown(f"Scorers: {', '.join(f'`{s}`' for s in block['scorers'])}. {block['decided_by']}."),
-            result.agreement)
+            readable(result.agreement))
 
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
