@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import random
+import re
+import shlex
 import shutil
 import unicodedata
 import warnings
@@ -155,6 +158,12 @@ def test_missing_models_say_where_they_were_looked_for_and_how_to_provide_them(t
     assert str(tmp_path / "hub") in text and "HF_HUB_OFFLINE" in text and "hf download llm-blender/PairRM" in text
     # the folder the path rule reads (the project root's), not one under the kernel's working directory
     assert f"no folder {tmp_path / 'llm-blender' / 'PairRM'})" in text and "notebooks/llm-blender" not in text
+    # the command fetches what a checkpoint needs: `hf download` drops --include when file names are given too, so
+    # `--include '*.json' spm.model model.safetensors` fetched no config.json
+    command = shlex.split(re.search(r"`(hf download [^`]+)`", text)[1])
+    assert command[:3] == ["hf", "download", "llm-blender/PairRM"] and command[3::2] == ["--include"] * 3
+    assert all(any(fnmatch.fnmatch(name, p) for p in command[4::2]) for name in ("config.json", "spm.model",
+                                                                              "model.safetensors"))
     with pytest.raises(ModelLoadError, match="not a directory"):
         resolve_model(str(tmp_path / "nowhere"))
     (tmp_path / "empty").mkdir()
