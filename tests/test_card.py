@@ -791,9 +791,9 @@ def test_environment_states_the_lock(tmp_path):
     manifest_path.write_text(json.dumps(manifest))
     en, zh = halves(card_for(tmp_path / "run")[1])
     assert (f"The environment differs from the locked one (`requirements.lock`, sha256 {sha[:12]}): torch locked "
-            f"2.13.0+cpu, installed 2.13.0+cu128; vllm locked 0.11.0, installed not installed.") in en
+            f"2.13.0+cpu, installed 2.13.0+cu128; vllm locked 0.11.0, not installed.") in en
     assert (f"运行环境与锁定的环境（`requirements.lock`，sha256 {sha[:12]}）不同：torch 锁定为 2.13.0+cpu，实际安装 "
-            f"2.13.0+cu128；vllm 锁定为 0.11.0，实际安装 未安装。") in zh
+            f"2.13.0+cu128；vllm 锁定为 0.11.0，未安装。") in zh
     assert sha[:13] not in en + zh
 
 

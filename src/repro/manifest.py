@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Collection, Iterator
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -75,16 +76,33 @@ def _same_version(a: str, b: str | None) -> bool:
         return a == b
 
 
-def lock_status(path: str | Path | None = None) -> dict[str, Any]:
-    """Whether the installed packages are the lock's: its sha256, and each pinned package that differs."""
+def runtime_packages() -> set[str]:
+    """The packages repro needs to run: its requirements without extras, theirs, and so on (as installed)."""
+    needed, todo = set(), ["repro"]
+    while todo:
+        if (name := canonicalize_name(todo.pop())) in needed:
+            continue
+        needed.add(name)
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            todo += [r.name for r in map(Requirement, metadata.requires(name) or [])
+                     if r.marker is None or r.marker.evaluate({"extra": ""})]
+    return needed
+
+
+def lock_status(path: str | Path | None = None, installed: dict[str, str] | None = None) -> dict[str, Any]:
+    """Whether the installed packages (default: this environment's) are the lock's: its sha256, and each pinned
+    package that differs; one not installed counts only where repro needs it (not the lock's dev tools)."""
     path = Path(path) if path else shipped(LOCK_NAME)
     if not path.is_file():
         return {"file": LOCK_NAME, "sha256": None, "locked": False, "differs": [],
                 "missing": f"no {LOCK_NAME} beside this installation"}
-    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()
-                 if d.metadata["Name"]}
+    if installed is None:
+        installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()
+                     if d.metadata["Name"]}
+    needed = runtime_packages()
     differs = [{"package": name, "locked": version, "installed": installed.get(name)}
-               for name, version in sorted(read_lock(path).items()) if not _same_version(version, installed.get(name))]
+               for name, version in sorted(read_lock(path).items())
+               if not _same_version(version, installed.get(name)) and (name in installed or name in needed)]
     return {"file": LOCK_NAME, "sha256": sha256_file(path), "locked": not differs, "differs": differs}
 
 
