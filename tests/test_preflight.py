@@ -61,12 +61,14 @@ def test_without_a_checkout_the_fixes_are_pip_lines(bare_machine, capsys, monkey
     assert "pip install vllm" in out
 
 
-def test_a_run_stops_before_any_notebook_with_every_missing_piece(bare_machine, capsys):
+def test_a_run_stops_before_any_notebook_with_every_missing_piece(bare_machine, capsys, monkeypatch):
+    monkeypatch.setenv("REPRO_ROW_CACHE", str(bare_machine / "cache"))
     assert main(["run", "params/part2_mini_1.yaml", "--out", str(bare_machine / "run")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("repro run: error: ")
     assert err.count("MISSING") == 5 and "nothing was downloaded or run" in err and "--check" in err
     assert not (bare_machine / "run").exists()
+    assert not (bare_machine / "cache").exists()  # "nothing has been written": the row cache's folder was
 
 
 def test_the_demo_needs_nothing_more(bare_machine, capsys):

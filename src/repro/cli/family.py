@@ -186,7 +186,7 @@ def main(args: argparse.Namespace) -> int:
                              f"value, which wins; change the grid there, or give --grid {both[0]}=V1,V2,... instead.")
     row_cache = validate_all(values)["construct"].row_cache
     if row_cache is not None:  # a row cache of another key format (repro.cache) is refused before any notebook runs
-        check_format(row_cache, create=not args.check)  # (--check writes nothing)
+        check_format(row_cache, create=False)  # (nothing written here: generation and scoring make it)
     if not values.get("family") and not grid_args:
         if args.member or args.jobs:
             raise ParameterError(f"--member and --jobs run members of a family, and {params_file} declares none: add "
