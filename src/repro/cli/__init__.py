@@ -17,7 +17,8 @@ COMMANDS = {
     "run": ("repro.cli.family", "execute the notebooks a params file lists through papermill (a family: every member)"),
     "notebooks": ("repro.cli.notebooks", "copy the notebooks and example params into a folder to open in JupyterLab"),
     "score": ("repro.cli.score", "score {prompt, candidates} rows (jsonl, parquet) with PairRM or a reward model"),
-    "bench": ("repro.cli.bench", "time the PairRM engine against llm-blender (a reward model: against padded batches)"),
+    "bench": ("repro.cli.bench",
+              "time the PairRM engine against llm-blender (a reward model: against padded batches; from a checkout)"),
     "selfcheck": ("repro.cli.selfcheck", "check that PairRM gives llm-blender's numbers on this machine, and how fast"),
 }
 

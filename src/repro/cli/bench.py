@@ -27,15 +27,16 @@ def harness() -> ModuleType | None:
     return module
 
 
+def _harness_here() -> ModuleType:
+    if (module := harness()) is None:  # said before argparse reads the options (it knows none of the harness's)
+        raise ParameterError(f"repro bench runs {HARNESS.as_posix()} of a checkout of repro, and none is here: clone "
+                             "the repository and run it from there (an installed wheel holds no benchmarks).")
+    return module
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    if (module := harness()) is not None:
-        module.configure(parser)
-    else:  # no options to offer: --help says why
-        parser.description = f"not available here: it runs {HARNESS.as_posix()} of a checkout of repro"
+    _harness_here().configure(parser)
 
 
 def main(args: argparse.Namespace) -> int:
-    if (module := harness()) is None:
-        raise ParameterError(f"repro bench runs {HARNESS.as_posix()} of a checkout of repro, and none is here: clone "
-                             "the repository and run it from there (an installed wheel holds no benchmarks).")
-    return module.main(args)
+    return _harness_here().main(args)
