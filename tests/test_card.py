@@ -1566,3 +1566,13 @@ def test_few_rows_and_p_values_below_the_smallest_float_on_the_card(tmp_path):
             assert "too narrow" not in en and "偏窄" not in zh
             for half in (en, zh):
                 assert half.count("| < 1e-300 |") == 3 and not re.search(r"\| 0 \|\n", half)
+
+
+def test_a_source_of_one_file_is_not_said_to_have_a_split(tmp_path):
+    # "built ... from `uf 1.jsonl` (split `train_prefs`)": a single file has no splits (source_split is ignored)
+    run = make_run(tmp_path / "run")["run"]
+    en, zh = halves(card_for(run.root)[1])
+    assert "from `demo` (split `train_prefs`)." in en and "基于 `demo`（划分 `train_prefs`）" in zh
+    Manifest(run).update(stages={"load": {"status": "done", "source": "/data/uf 1.jsonl", "split": None}})
+    en, zh = halves(card_for(run.root)[1])
+    assert "from `demo`. For each prompt" in en and "由 `repro` 包基于 `demo` 构建。" in zh

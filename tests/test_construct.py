@@ -53,6 +53,8 @@ def test_real_rows_integration(real_run):
     assert len(rows) == 300 and too_few >= 4  # 4 identical pairs in train alone, plus empty responses
     counts = ctx.manifest.read()["counts"]
     assert counts["source"] == 300 and counts["sliced"] == 300
+    assert ctx.manifest.read()["stages"]["load"]["split"] is None  # one file: no split was read (source_split's
+    # default, train_prefs, had been recorded, and the card named it)
     assert counts["dropped_too_few_candidates"] == too_few
     assert counts["kept"] == len(out) == 300 - too_few
     assert out.column_names == SEED_COLUMNS + ["candidates", "candidate_scores"]

@@ -4,6 +4,7 @@ score -> pairs -> write. Each records its counts and timing in the run's manifes
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import datasets
@@ -113,7 +114,8 @@ def load(ctx: Context) -> datasets.Dataset:
         if p.include_original_pair:
             require_columns(ds, ["chosen", "rejected"], f"source {p.source!r}",
                             hint="Set include_original_pair: false for sources without chosen/rejected.")
-        info.update(source=p.source, split=p.source_split, revision=p.source_revision, rows=len(ds),
+        info.update(source=p.source, split=None if Path(p.source).is_file() else p.source_split,  # a file: no split
+                    revision=p.source_revision, rows=len(ds),
                     columns=ds.column_names, **({"content": content} if (content := local_content(p.source)) else {}))
     ctx.manifest.set_counts(source=len(ds))
     return ds
