@@ -306,11 +306,11 @@ def test_every_scorer_load_option_is_a_typed_scorer_option():
     import inspect
 
     from repro.parameters import ScorerOptions
-    from repro.scorers import SCORERS, SequenceClassifierScorer
+    from repro.scorers import LOAD_SETTINGS, SCORERS, SequenceClassifierScorer
 
     taken = {p.name for cls in {*SCORERS.values(), SequenceClassifierScorer}
              for p in inspect.signature(cls.load).parameters.values()
-             if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "dtype")}
+             if p.kind is p.KEYWORD_ONLY and p.name not in LOAD_SETTINGS}
     assert taken == set(ScorerOptions.__annotations__)
     assert validate_all({"scorer_options": {"fast_attention": False}})["construct"].scorer_options == {
         "fast_attention": False}

@@ -91,6 +91,9 @@ def resolve_kind(model: str | Path, kind: str = "auto") -> str:
     return kind
 
 
+LOAD_SETTINGS = ("device", "dtype", "weights")  # the keywords of a scorer's `load` that are not its options
+
+
 def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro", device: str = "auto",
                 dtype: str = "auto", weights: bool = True, **options):
     """A scorer of `model`: PairRM (backend "repro", the engine, or "llm-blender", the original code) or a
@@ -101,7 +104,7 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
         raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
     cls = SCORERS.get((kind, backend), SequenceClassifierScorer)
     allowed = [p.name for p in inspect.signature(cls.load).parameters.values()  # the options: load's keywords
-               if p.kind is p.KEYWORD_ONLY and p.name not in ("device", "dtype", "weights")]
+               if p.kind is p.KEYWORD_ONLY and p.name not in LOAD_SETTINGS]
     if unknown := sorted(set(options) - set(allowed)):
         what = f"a {kind} scorer" + (f" with backend {backend!r}" if kind == "pairrm" else "")
         raise ParameterError(f"Scorer option(s) {', '.join(unknown)} do not apply to {what} ('{model}'); "
