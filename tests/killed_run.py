@@ -59,3 +59,9 @@ def kill_while_scoring_the_third_chunk(tmp_path: Path, scorer_class: str, prompt
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def sleep_in_worker(spec: dict) -> None:
+    """A torchrun worker entry that announces itself (a file named by its pid) and then waits to be stopped."""
+    Path(spec["folder"], f"worker-{os.getpid()}").write_text("")
+    time.sleep(600)

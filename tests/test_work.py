@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 from repro.errors import DataError
@@ -211,6 +218,31 @@ def test_failed_torchrun_workers_raise_a_clear_error_that_keeps_the_work(tmp_pat
                         what="demo")
     assert (tmp_path / "chunk-000000.json").read_text() == "[1]"
     assert json.loads((tmp_path / JOB_FILE).read_text()) == {"x": 1}
+
+
+def test_torchrun_workers_stop_when_the_process_that_launched_them_dies(tmp_path, torchrun_processes):
+    # a kernel restarted in JupyterLab (SIGKILL), or a process killed: its workers went on to the end, on GPUs a
+    # re-run would share
+    launcher = (f"from repro.jobs import launch_torchrun; launch_torchrun({{'folder': {str(tmp_path)!r}}}, "
+                f"{torchrun_processes}, 'killed_run:sleep_in_worker', work_dir={str(tmp_path)!r}, progress=False)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", launcher], env=env)
+    try:
+        deadline = time.monotonic() + 180
+        while len(workers := [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]) < torchrun_processes:
+            assert proc.poll() is None and time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.2)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while alive := [pid for pid in workers if psutil.pid_exists(pid) and
+                        psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]:
+            assert time.monotonic() < deadline, f"workers {alive} still run after the launching process died"
+            time.sleep(0.2)
+    finally:
+        for pid in [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
 
 
 class _Kernel:

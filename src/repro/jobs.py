@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import hashlib
 import json
 import math
 import os
 import pkgutil
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -440,6 +442,13 @@ def torchrun_worker(entry: str, job_path: str) -> int:
     return 0
 
 
+def _stop_with_parent() -> None:
+    """In the torchrun launcher before it starts (Linux): SIGTERM when the process that started it dies, even by
+    SIGKILL (a kernel restarted in JupyterLab); torchrun then stops its workers."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, work_dir: str | Path,
                     env_threads: int | None = None, progress: bool = True, what: str = "work",
                     error: type[Exception] = WorkersFailed) -> Any:
@@ -456,7 +465,8 @@ def launch_torchrun(spec: dict[str, Any], num_processes: int, entry: str, *, wor
               f"exit_process(torchrun_worker({entry!r}, {str(job_path)!r}))")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={num_processes}",
                "--no-python", sys.executable, "-c", worker]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            preexec_fn=_stop_with_parent if sys.platform == "linux" else None)
     try:
         for line in proc.stdout:  # relayed, so that progress shows in a notebook too
             tail.append(line.rstrip("\n"))
