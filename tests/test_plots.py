@@ -49,8 +49,16 @@ def test_score_ecdf_is_the_fraction_of_rows_at_or_below(small):
 def test_chosen_vs_rejected_scatter_and_diagonal(small):
     ax = _labelled(plots.chosen_vs_rejected(*small), 37)
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("score_chosen", "score_rejected")
+    # ratings repeat on their grid: one marker per pair of values, its area growing with its rows (at alpha 0.5, a
+    # point of 2 rows looked as one of 200)
+    pairs, rows = np.unique(np.column_stack(small), axis=0, return_counts=True)
+    assert rows.max() > 1
     points = [c for c in ax.collections if isinstance(c, PathCollection)][0]
-    assert np.array_equal(points.get_offsets(), np.column_stack(small))
+    shown = {tuple(xy): size for xy, size in zip(points.get_offsets().tolist(), points.get_sizes())}
+    assert shown.keys() == {tuple(xy) for xy in pairs.tolist()}
+    by_rows = sorted(zip(rows, (shown[tuple(xy)] for xy in pairs.tolist())))
+    assert all(a[1] < b[1] for a, b in zip(by_rows, by_rows[1:]) if a[0] < b[0])
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["1 row", f"{rows.max()} rows"]
     diagonal = [line for line in ax.lines if line.get_label() == "y = x (tie)"][0]
     assert np.array_equal(diagonal.get_xdata(), diagonal.get_ydata())
 

@@ -104,7 +104,19 @@ def score_ecdf(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
 
 
 def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
-    if len(x) > HEXBIN_ABOVE:
+    points = pd.DataFrame({"x": x, "y": y}).value_counts(sort=False).rename("rows").reset_index()
+    if len(points) < len(x) and value_grid(x) is not None and value_grid(y) is not None:
+        # values on grids (ratings) repeat: one marker per pair of values, its area growing with its rows
+        most = int(points["rows"].max())
+
+        def area(rows):  # 1 row: a plain scatter point's
+            return 14 + 300 * (np.asarray(rows) - 1) / (most - 1)
+
+        ax.scatter(points["x"], points["y"], s=area(points["rows"]), alpha=0.6, color=color, edgecolor="none")
+        for rows in sorted({1, (most + 1) // 2, most}):  # the legend's key to the areas
+            ax.scatter([], [], s=area(rows), alpha=0.6, color=color, edgecolor="none",
+                       label=f"{rows:,} row{'s' * (rows > 1)}")
+    elif len(x) > HEXBIN_ABOVE:
         hb = ax.hexbin(x, y, gridsize=40, mincnt=1, cmap="viridis", bins="log")
         ax.figure.colorbar(hb, ax=ax, label="rows (log scale)")
     else:
