@@ -309,6 +309,9 @@ def test_few_rows_and_p_values_below_the_smallest_float_are_said_as_such(tmp_pat
     assert [tests[t]["pvalue"] for t in ("wilcoxon", "paired_t", "sign_test")] == [0.0, 0.0, 0.0]
     headline = analysis.headline(many.metrics)
     assert "Wilcoxon signed-rank p < 1e-300 (" in headline and "paired t p < 1e-300, sign test p < 1e-300;" in headline
+    # a dataset from another tool: its scores read as PairRM's, said as a reading, not as a fact
+    assert "as PairRM's are (no record names the scorer: read as PairRM's)" in many.metrics["scale"]["sentence"]
+    assert "are expected to hold if PairRM made them." in many.metrics["scale"]["sentence"]
     assert not re.search(r"p = 0(?![.\d])", headline) and "too narrow" not in headline and many.metrics["bootstrap"]["few_rows"] is False
     # two rows: no Spearman of margin vs length (two points are always in order), as correlations has none
     two = _analyze(tmp_path / "two", _jsonl(tmp_path / "two.jsonl", _pairs(2, 0.1, 3)), bootstrap_resamples=200)

@@ -243,7 +243,8 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             "tokens": "whitespace-separated tokens, as str.split() counts them",
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
     rule = data.selection if data.selection not in (None, "best_worst") else None
-    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, data.pairwise, rule)
+    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected,
+                                          data.pairwise if data.scorer else None, rule)
     ragged = candidate_score_lists(data.table, CANDIDATE_SCORES, data.row_index)
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit" and data.pairwise,
                              **({"selection": rule} if rule else {}),

@@ -290,10 +290,11 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
     }
 
 
-def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise: bool = True,
+def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise: bool | None = True,
                  rule: str | None = None) -> dict[str, Any]:
     """Say whether the scores look like a 1–10 rating grid or real-valued logits (PairRM's, unless `pairwise` is
-    false: a reward model's), and what follows (`rule`: a pair rule other than best vs worst)."""
+    false: a reward model's; None: no scorer recorded, read as PairRM's), and what follows (`rule`: a pair rule other
+    than best vs worst)."""
     v = np.concatenate([score_chosen, score_rejected])
     on_grid = np.isclose(v / RATING_GRID_STEP, np.round(v / RATING_GRID_STEP), rtol=0.0, atol=1e-9)
     grid_fraction = float(on_grid.mean())
