@@ -372,6 +372,14 @@ CASES = [
     Case("a run_name that leaves runs/", lambda t: ["run", DEMO, "--set", "run_name=../../etc", "--check"],
          r"run_name \(from --set\): must be one folder's name .*a path goes in run_dir \(got '../../etc'\)",
          after=nothing_written),
+    # text that YAML reads as a number: how to quote it where it was given, with the value as typed where known
+    Case("a run_name that YAML reads as a number", lambda t: ["run", DEMO, "--set", "run_name=001", "--check"],
+         r"run_name \(from --set\): Input should be a valid string \(got 1\): YAML reads 001 as a number; quote it: "
+         r"'--set run_name=\"001\"'", after=nothing_written),
+    Case("a split that YAML reads as a number in a params file",
+         lambda t: run(t, "--check", params=str(write(t / "p.yaml", "source: demo\nsource_split: 2024\n"))),
+         r"source_split: Input should be a valid string \(got 2024\): YAML reads it as a number; quote it in the file "
+         r"\(source_split: \"\.\.\.\", as you wrote it\)", after=nothing_written),
     Case("a card of rows that are no pairs", lambda t: lambda: gather_facts(build(CardParams, {
         "card_dataset": str(jsonl(t / "big.jsonl", [{"prompt": "p", "resp0": "a", "resp1": "b"}])),
         "run_dir": str(t / "run")})),

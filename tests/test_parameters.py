@@ -125,6 +125,14 @@ def test_a_notebooks_bad_value_is_explained_in_a_notebooks_words():
         validate_namespace("analyze", {"bootstrap_resamples": 5})
 
 
+def test_text_that_papermill_reads_as_a_number_names_its_raw_option():
+    # `papermill ... -p dataset_split 2024`: -p made it a number; -r passes the text as typed
+    with pytest.raises(ParameterError, match=r"dataset_split: Input should be a valid string \(got 2024\): the "
+                                             r"parameters cell or papermill's -p read it as a number; quote it in the "
+                                             r"cell, or pass it with -r dataset_split VALUE \(as typed\)"):
+        validate_namespace("analyze", {"dataset_split": 2024})
+
+
 def test_missing_params_file():
     with pytest.raises(ParameterError, match="does not exist"):
         load_params_file("nope.yaml")

@@ -7,7 +7,7 @@ import ast
 import inspect
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Collection, Literal
+from typing import Annotated, Any, ClassVar, Collection, Literal, Mapping
 
 import yaml
 from huggingface_hub.errors import HFValidationError
@@ -513,9 +513,10 @@ RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be
 
 
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
-          set_keys: Collection[str] = (), advice: str = "\nFix the value in the params file or with --set KEY=VALUE."
-          ) -> _Params:
-    """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error)."""
+          set_keys: Mapping[str, str] = {}, advice: str = "\nFix the value in the params file or with --set KEY=VALUE.",
+          quote: str = 'YAML reads it as {what}; quote it in the file ({key}: "...", as you wrote it)') -> _Params:
+    """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error); `set_keys`: the
+    keys given with --set, each with its value as typed; `quote`: how to give text that was read as a number there."""
     _refuse_unknown(values, where)
     try:
         return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
@@ -523,7 +524,8 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
         lines = []
         for err in exc.errors():
             loc = ".".join(str(x) for x in err["loc"]) or "(parameters)"
-            loc += " (from --set)" if err["loc"] and str(err["loc"][0]) in set_keys else ""
+            key = str(err["loc"][0]) if err["loc"] else ""
+            loc += " (from --set)" if key in set_keys else ""
             # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
@@ -532,12 +534,19 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             if kind == "extra_forbidden":  # (a scorers: item's key, or a scorer option)
                 msg += "." + did_you_mean(str(err["loc"][-1]), [*ScorerOptions.__annotations__,
                                                                 *ScorerSpec.model_fields])
+            if kind == "string_type" and isinstance(err["input"], (bool, int, float)):  # `run_name: 001` is 1
+                what = "true or false" if isinstance(err["input"], bool) else "a number"
+                typed = set_keys.get(key, "").strip()
+                got += ": " + (quote.format(key=key, what=what) if key not in set_keys else
+                               f"YAML reads {typed} as {what}; quote it: '--set {key}=\"{typed}\"'"
+                               if isinstance(values[key], (bool, int, float)) else
+                               f"YAML reads it as {what}; quote it in '--set {key}={typed}'")
             lines.append(f"  - {loc}: {msg}{got}")
         raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) + advice) from None
 
 
 def validate_all(values: dict[str, Any], where: str = "the parameters",
-                 set_keys: Collection[str] = ()) -> dict[str, _Params]:
+                 set_keys: Mapping[str, str] = {}) -> dict[str, _Params]:
     """Validate a whole params file against every schema; returns one object per section."""
     sections = {name: build(schema, values, where, set_keys) for name, schema in SCHEMAS.items()}
     check_generated_columns(sections["construct"], sections["generation"])
@@ -670,7 +679,9 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
         notebook = next(name for name, sections in NOTEBOOK_SECTIONS.items() if section in sections)
         params = build(SCHEMAS[section], values, where=f"notebook {notebook}'s parameters cell",
                        advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY "
-                              "VALUE (a list: -y 'KEY: [a, b]').")
+                              "VALUE (a list: -y 'KEY: [a, b]').",
+                       quote="the parameters cell or papermill's -p read it as {what}; quote it in the cell, or pass "
+                             "it with -r {key} VALUE (as typed)")
     except ParameterError:
         make_stale(namespace)
         raise
@@ -767,8 +778,9 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
     values = read_params_yaml(path)
     set_values = parse_set(overrides or [])
     values.update(set_values)
+    typed = {key.strip(): raw for key, raw in (item.split("=", 1) for item in overrides or [])}
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
         raise ParameterError(f"'notebooks' in {path} must be a non-empty list of notebook names, got {nbs!r}.")
-    validate_all(values, where=str(path), set_keys=set(set_values))
+    validate_all(values, where=str(path), set_keys=typed)
     return values
