@@ -380,6 +380,9 @@ CASES = [
          lambda t: run(t, "--check", params=str(write(t / "p.yaml", "source: demo\nsource_split: 2024\n"))),
          r"source_split: Input should be a valid string \(got 2024\): YAML reads it as a number; quote it in the file "
          r"\(source_split: \"\.\.\.\", as you wrote it\)", after=nothing_written),
+    Case("include given with --set", lambda t: run(t, "--set", "include=missing.yaml", "--check"),
+         r"--set include=missing.yaml: include: goes in a params file .*: add 'include: missing.yaml' to \S*demo.yaml",
+         after=nothing_written),  # (it was read after the file's includes: ignored, the run went ahead)
     Case("a card of rows that are no pairs", lambda t: lambda: gather_facts(build(CardParams, {
         "card_dataset": str(jsonl(t / "big.jsonl", [{"prompt": "p", "resp0": "a", "resp1": "b"}])),
         "run_dir": str(t / "run")})),

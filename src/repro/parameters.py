@@ -777,8 +777,12 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
     path = find_params(path)  # a folder or a missing file: the error `repro run` gives
     values = read_params_yaml(path)
     set_values = parse_set(overrides or [])
-    values.update(set_values)
     typed = {key.strip(): raw for key, raw in (item.split("=", 1) for item in overrides or [])}
+    if "include" in typed:  # the file's includes are read before --set applies: it would be ignored
+        raise ParameterError(f"--set include={typed['include']}: include: goes in a params file (its files are read "
+                             f"before --set applies): add 'include: {typed['include'].strip()}' to {path}, or give "
+                             f"the values you need with --set.")
+    values.update(set_values)
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
         raise ParameterError(f"'notebooks' in {path} must be a non-empty list of notebook names, got {nbs!r}.")
