@@ -27,6 +27,23 @@ def test_recipe_params_say_what_the_recipe_is():
     assert "undocumented" in (ROOT / "params" / "part2_mini_1.yaml").read_text()
 
 
+def test_keys_no_listed_notebook_reads_are_named_in_one_line_not_refused(tmp_path, capsys):
+    (tmp_path / "base.yaml").write_text("reference: a/b\nlanguage: [en]\n")  # a shared base: keys for every notebook
+    child = tmp_path / "child.yaml"
+    child.write_text("include: base.yaml\nnotebooks: [01_construct, 02_analyze]\ncompare_source: demo\n")
+    values = load_params_file(child, ["near_tie=0.1", "limit=3"])
+    assert (values["compare_source"], values["near_tie"], values["reference"]) == ("demo", 0.1, "a/b")
+    note = capsys.readouterr().err
+    assert note.count("\n") == 1 and "reference" not in note and "limit" not in note, note  # (the base's: by design)
+    assert re.search(r"compare_source \(read by 04_compare\), near_tie \(read by 04_compare; from --set\) are set "
+                     r"but not used: the run's notebooks are 01_construct, 02_analyze \(add the one that reads them to "
+                     r"notebooks, or remove them\)", note), note
+    load_params_file(child, ["notebooks=[01_construct, 04_compare]"])  # listed: nothing to say
+    for path in sorted((ROOT / "params").glob("**/*.yaml")):  # nor about the shipped files
+        load_params_file(path)
+    assert capsys.readouterr().err == ""
+
+
 def test_unknown_parameter_names_the_key_and_suggests(tmp_path):
     f = tmp_path / "p.yaml"
     f.write_text("mini_idx: 1\n")

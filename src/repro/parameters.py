@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Literal, Mapping
 
@@ -737,8 +738,8 @@ class _OnceLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A params file's values over those of the files its `include:` names (paths from its folder, in order)."""
+def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The values of the files a params file's `include:` names (paths from its folder, in order), and its own."""
     text = utf8_text(path, "Params file")
     try:
         values = yaml.load(text, Loader=_OnceLoader)
@@ -768,14 +769,16 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
             what = "is a folder" if other.is_dir() else "does not exist"
             raise ParameterError(f"'include: {name}' in {path}: {other} {what}; give the path of a params file, "
                                  f"from {path.parent}.")
-        merged.update(read_params_yaml(other, chain))
-    return {**merged, **values}
+        included, own = read_params_yaml(other, chain)
+        merged.update({**included, **own})
+    return merged, values
 
 
 def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """A params YAML file (with its `include:` files) and `--set` overrides, every key validated; the merged dict."""
     path = find_params(path)  # a folder or a missing file: the error `repro run` gives
-    values = read_params_yaml(path)
+    included, own = read_params_yaml(path)
+    values = {**included, **own}
     set_values = parse_set(overrides or [])
     typed = {key.strip(): raw for key, raw in (item.split("=", 1) for item in overrides or [])}
     if "include" in typed:  # the file's includes are read before --set applies: it would be ignored
@@ -787,4 +790,13 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
         raise ParameterError(f"'notebooks' in {path} must be a non-empty list of notebook names, got {nbs!r}.")
     validate_all(values, where=str(path), set_keys=typed)
+    # said, not refused: a mistake (a notebook left out) or a key kept for another run (a shared base's are not named)
+    used = notebook_fields(*nbs, *[FAMILY_NOTEBOOK] * ("family" in values)) | RUN_KEYS
+    if unused := [key for key in {**own, **set_values} if key not in used]:
+        them = "it" if len(unused) == 1 else "them"
+        print(f"repro run: {path}: " + ", ".join(
+            f"{key} (read by {' and '.join(nb for nb in NOTEBOOK_SECTIONS if key in notebook_fields(nb))}"
+            f"{'; from --set' * (key in set_values)})" for key in unused) + f" {'is' if them == 'it' else 'are'} set "
+            f"but not used: the run's notebooks are {', '.join(nbs)} (add the one that reads {them} to notebooks, or "
+            f"remove {them}).", file=sys.stderr)
     return values
