@@ -761,7 +761,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str
                              f"them, got {names!r}.")
     chain, merged = (*chain, path.resolve()), {}
     for name in names:
-        other = (path.parent / name).resolve()
+        other = (path.parent / Path(name).expanduser()).resolve()
         if other in chain:
             raise ParameterError(f"'include: {name}' in {path} makes a cycle ({' -> '.join(str(p) for p in chain)} "
                                  f"-> {other}): remove one of these includes.")
