@@ -51,6 +51,21 @@ def test_unknown_parameter_names_the_key_and_suggests(tmp_path):
         load_params_file(f)
 
 
+def test_messages_name_the_examples_where_this_user_has_them(tmp_path, monkeypatch):
+    # an installed wheel, in a folder of one's own: no params/ nor notebooks/ there until `repro notebooks DIR`
+    f = tmp_path / "p.yaml"
+    for home, elsewhere in ((ROOT, False), (tmp_path, True)):
+        monkeypatch.setenv("REPRO_HOME", str(home))
+        for text, named in (("", "Start from params/demo.yaml"), ("mini_idx: 1\n", "parameters cell (notebooks/")):
+            f.write_text(text)
+            with pytest.raises(ParameterError) as err:
+                load_params_file(f)
+            assert named in str(err.value), err.value
+            assert ("`repro notebooks DIR` copies it into DIR" in str(err.value)) == elsewhere, err.value
+        with pytest.raises(ParameterError, match=r"is a folder, not a file; .* or an example's name, e.g\. demo\."):
+            load_params_file(tmp_path)  # (the name works in both; params/demo.yaml only in a project)
+
+
 def test_mistyped_values_name_the_key(tmp_path):
     f = tmp_path / "p.yaml"
     f.write_text("mini_index: one\n")

@@ -18,8 +18,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
 from .errors import ParameterError, ReproError, did_you_mean
-from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of,
-                    run_manifest_of, utf8_text)
+from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, project_root, resolve_user_path, row_cache_dir,
+                    run_dir_of, run_manifest_of, utf8_text)
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -497,14 +497,21 @@ def all_fields() -> set[str]:
     return set(RUN_KEYS).union(*(schema.model_fields for schema in SCHEMAS.values()))
 
 
+def copy_hint(name: str) -> str:
+    """"" where the project holds `name` (params/demo.yaml, notebooks/: a checkout, a folder `repro notebooks` made),
+    else how to get a copy (a wheel's user has none in their own folder)."""
+    return "" if (project_root() / name).exists() else "; `repro notebooks DIR` copies it into DIR"
+
+
 def _refuse_unknown(keys: Collection[str], where: str) -> None:
     """Raise for the first key no notebook accepts (in `where`), with the nearest known name."""
     known = all_fields()
     for key in keys:
         if key not in known:
             raise ParameterError(f"Unknown parameter '{key}' in {where}.{did_you_mean(key, sorted(known))} Known "
-                                 f"parameters are the fields of repro.parameters' schemas, documented in "
-                                 f"params/demo.yaml; remove or rename it.")
+                                 f"parameters are the fields of repro.parameters' schemas, each with its default in "
+                                 f"its notebook's parameters cell (notebooks/{copy_hint('notebooks')}); remove or "
+                                 f"rename it.")
 
 
 RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
@@ -750,7 +757,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str
     if values is None or values == {}:
         raise ParameterError(f"Params file {path} is empty: it sets no parameter, and a run of every default builds "
                              f"the published recipe's data with PairRM. Start from params/demo.yaml (`repro run demo` "
-                             f"runs it) and change what you need.")
+                             f"runs it{copy_hint('params/demo.yaml')}) and change what you need.")
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
     _refuse_unknown(values, str(path))  # named in the file that holds it, included or not
