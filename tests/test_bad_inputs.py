@@ -113,8 +113,16 @@ CASES = [
     Case("params file is a list", lambda t: run(t, params=str(write(t / "p.yaml", "- limit\n- 3\n"))),
          r"Params file \S*p.yaml must be a mapping of parameter names to values\.", after=nothing_written),
     Case("notebooks not a list", lambda t: run(t, "--set", "notebooks=01_construct"),
-         r"'notebooks' in \S*demo.yaml must be a non-empty list of notebook names, got '01_construct'\.",
+         r"--set notebooks=01_construct: notebooks must be a non-empty list of notebook names, got '01_construct': "
+         r"give '--set notebooks=\[01_construct\]'\.", after=nothing_written),
+    Case("notebooks not a list in a params file", lambda t: run(t, params=str(write(t / "p.yaml", "notebooks: 02_x\n"))),
+         r"'notebooks' in \S*p.yaml must be a non-empty list of notebook names, got '02_x': give notebooks: \[02_x\]\.",
          after=nothing_written),
+    Case("a notebook listed twice", lambda t: run(t, "--set", "notebooks=[01_construct, 02_analyze, 01_construct]"),
+         r"--set notebooks=\[01_construct, 02_analyze, 01_construct\]: notebooks lists 01_construct twice: list each "
+         r"notebook once", after=nothing_written),  # (--check passed; a run made it twice)
+    Case("a grid value listed twice", lambda t: run(t, "--grid", "limit=5,5", "--check"),
+         r"family.grid.limit in --grid lists 5 twice: give each value once", after=nothing_written),
     # repro run: parameters, all checked before any notebook runs
     Case("unknown key in --set", lambda t: run(t, "--set", "limit=3", "--set", "mini_idx=1"),
          r"Unknown parameter 'mini_idx' in --set mini_idx=1\. Did you mean 'mini_index'\?", after=nothing_written),

@@ -794,8 +794,15 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
                              f"the values you need with --set.")
     values.update(set_values)
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
+    given = f"--set notebooks={typed['notebooks']}: notebooks" if "notebooks" in typed else f"'notebooks' in {path}"
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
-        raise ParameterError(f"'notebooks' in {path} must be a non-empty list of notebook names, got {nbs!r}.")
+        names = ", ".join(map(str, nbs if isinstance(nbs, list) else [nbs] if isinstance(nbs, str) else [])) or \
+            ", ".join(DEFAULT_NOTEBOOKS)
+        raise ParameterError(f"{given} must be a non-empty list of notebook names, got {nbs!r}: give " +
+                             (f"'--set notebooks=[{names}]'." if "notebooks" in typed else f"notebooks: [{names}]."))
+    stems = [Path(n).stem for n in nbs]
+    if twice := next((n for k, n in enumerate(stems) if n in stems[:k]), None):
+        raise ParameterError(f"{given} lists {twice} twice: list each notebook once (they run in that order).")
     validate_all(values, where=str(path), set_keys=typed)
     # said, not refused: a mistake (a notebook left out) or a key kept for another run (a shared base's are not named)
     used = notebook_fields(*nbs, *[FAMILY_NOTEBOOK] * ("family" in values)) | RUN_KEYS
