@@ -113,8 +113,16 @@ CASES = [
     Case("params file is a list", lambda t: run(t, params=str(write(t / "p.yaml", "- limit\n- 3\n"))),
          r"Params file \S*p.yaml must be a mapping of parameter names to values\.", after=nothing_written),
     Case("notebooks not a list", lambda t: run(t, "--set", "notebooks=01_construct"),
-         r"'notebooks' in \S*demo.yaml must be a non-empty list of notebook names, got '01_construct'\.",
+         r"--set notebooks=01_construct: notebooks must be a non-empty list of notebook names, got '01_construct': "
+         r"give '--set notebooks=\[01_construct\]'\.", after=nothing_written),
+    Case("notebooks not a list in a params file", lambda t: run(t, params=str(write(t / "p.yaml", "notebooks: 02_x\n"))),
+         r"'notebooks' in \S*p.yaml must be a non-empty list of notebook names, got '02_x': give notebooks: \[02_x\]\.",
          after=nothing_written),
+    Case("a notebook listed twice", lambda t: run(t, "--set", "notebooks=[01_construct, 02_analyze, 01_construct]"),
+         r"--set notebooks=\[01_construct, 02_analyze, 01_construct\]: notebooks lists 01_construct twice: list each "
+         r"notebook once", after=nothing_written),  # (--check passed; a run made it twice)
+    Case("a grid value listed twice", lambda t: run(t, "--grid", "limit=5,5", "--check"),
+         r"family.grid.limit in --grid lists 5 twice: give each value once", after=nothing_written),
     # repro run: parameters, all checked before any notebook runs
     Case("unknown key in --set", lambda t: run(t, "--set", "limit=3", "--set", "mini_idx=1"),
          r"Unknown parameter 'mini_idx' in --set mini_idx=1\. Did you mean 'mini_index'\?", after=nothing_written),
@@ -372,6 +380,17 @@ CASES = [
     Case("a run_name that leaves runs/", lambda t: ["run", DEMO, "--set", "run_name=../../etc", "--check"],
          r"run_name \(from --set\): must be one folder's name .*a path goes in run_dir \(got '../../etc'\)",
          after=nothing_written),
+    # text that YAML reads as a number: how to quote it where it was given, with the value as typed where known
+    Case("a run_name that YAML reads as a number", lambda t: ["run", DEMO, "--set", "run_name=001", "--check"],
+         r"run_name \(from --set\): Input should be a valid string \(got 1\): YAML reads 001 as a number; quote it: "
+         r"'--set run_name=\"001\"'", after=nothing_written),
+    Case("a split that YAML reads as a number in a params file",
+         lambda t: run(t, "--check", params=str(write(t / "p.yaml", "source: demo\nsource_split: 2024\n"))),
+         r"source_split: Input should be a valid string \(got 2024\): YAML reads it as a number; quote it in the file "
+         r"\(source_split: \"\.\.\.\", as you wrote it\)", after=nothing_written),
+    Case("include given with --set", lambda t: run(t, "--set", "include=missing.yaml", "--check"),
+         r"--set include=missing.yaml: include: goes in a params file .*: add 'include: missing.yaml' to \S*demo.yaml",
+         after=nothing_written),  # (it was read after the file's includes: ignored, the run went ahead)
     Case("a card of rows that are no pairs", lambda t: lambda: gather_facts(build(CardParams, {
         "card_dataset": str(jsonl(t / "big.jsonl", [{"prompt": "p", "resp0": "a", "resp1": "b"}])),
         "run_dir": str(t / "run")})),

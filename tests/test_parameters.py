@@ -27,11 +27,43 @@ def test_recipe_params_say_what_the_recipe_is():
     assert "undocumented" in (ROOT / "params" / "part2_mini_1.yaml").read_text()
 
 
+def test_keys_no_listed_notebook_reads_are_named_in_one_line_not_refused(tmp_path, capsys):
+    (tmp_path / "base.yaml").write_text("reference: a/b\nlanguage: [en]\n")  # a shared base: keys for every notebook
+    child = tmp_path / "child.yaml"
+    child.write_text("include: base.yaml\nnotebooks: [01_construct, 02_analyze]\ncompare_source: demo\n")
+    values = load_params_file(child, ["near_tie=0.1", "limit=3"])
+    assert (values["compare_source"], values["near_tie"], values["reference"]) == ("demo", 0.1, "a/b")
+    note = capsys.readouterr().err
+    assert note.count("\n") == 1 and "reference" not in note and "limit" not in note, note  # (the base's: by design)
+    assert re.search(r"compare_source \(read by 04_compare\), near_tie \(read by 04_compare; from --set\) are set "
+                     r"but not used: the run's notebooks are 01_construct, 02_analyze \(add the one that reads them to "
+                     r"notebooks, or remove them\)", note), note
+    load_params_file(child, ["notebooks=[01_construct, 04_compare]"])  # listed: nothing to say
+    for path in sorted((ROOT / "params").glob("**/*.yaml")):  # nor about the shipped files
+        load_params_file(path)
+    assert capsys.readouterr().err == ""
+
+
 def test_unknown_parameter_names_the_key_and_suggests(tmp_path):
     f = tmp_path / "p.yaml"
     f.write_text("mini_idx: 1\n")
     with pytest.raises(ParameterError, match=r"Unknown parameter 'mini_idx'.*Did you mean 'mini_index'"):
         load_params_file(f)
+
+
+def test_messages_name_the_examples_where_this_user_has_them(tmp_path, monkeypatch):
+    # an installed wheel, in a folder of one's own: no params/ nor notebooks/ there until `repro notebooks DIR`
+    f = tmp_path / "p.yaml"
+    for home, elsewhere in ((ROOT, False), (tmp_path, True)):
+        monkeypatch.setenv("REPRO_HOME", str(home))
+        for text, named in (("", "Start from params/demo.yaml"), ("mini_idx: 1\n", "parameters cell (notebooks/")):
+            f.write_text(text)
+            with pytest.raises(ParameterError) as err:
+                load_params_file(f)
+            assert named in str(err.value), err.value
+            assert ("`repro notebooks DIR` copies it into DIR" in str(err.value)) == elsewhere, err.value
+        with pytest.raises(ParameterError, match=r"is a folder, not a file; .* or an example's name, e.g\. demo\."):
+            load_params_file(tmp_path)  # (the name works in both; params/demo.yaml only in a project)
 
 
 def test_mistyped_values_name_the_key(tmp_path):
@@ -123,6 +155,14 @@ def test_a_notebooks_bad_value_is_explained_in_a_notebooks_words():
                                              r"notebook's parameters cell, or pass it to papermill: -p KEY VALUE "
                                              r"\(a list: -y 'KEY: \[a, b\]'\)\.$"):
         validate_namespace("analyze", {"bootstrap_resamples": 5})
+
+
+def test_text_that_papermill_reads_as_a_number_names_its_raw_option():
+    # `papermill ... -p dataset_split 2024`: -p made it a number; -r passes the text as typed
+    with pytest.raises(ParameterError, match=r"dataset_split: Input should be a valid string \(got 2024\): the "
+                                             r"parameters cell or papermill's -p read it as a number; quote it in the "
+                                             r"cell, or pass it with -r dataset_split VALUE \(as typed\)"):
+        validate_namespace("analyze", {"dataset_split": 2024})
 
 
 def test_missing_params_file():

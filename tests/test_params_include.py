@@ -34,6 +34,13 @@ def test_included_values_are_overridden_by_the_file_then_by_set(tmp_path):
     assert load_params_file(write(tmp_path / "ab.yaml", "include: [a.yaml, b.yaml]\n")) == {"limit": 2, "mini_count": 5}
 
 
+def test_an_include_may_start_from_the_home_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    write(tmp_path / "home" / "base.yaml", "limit: 4\n")
+    child = write(tmp_path / "p" / "child.yaml", "include: ~/base.yaml\nmini_count: 2\n")
+    assert load_params_file(child) == {"limit": 4, "mini_count": 2}
+
+
 def test_iteration_2_of_sppo_is_iteration_1_with_its_own_prompts_and_policy():
     first, second = (yaml.safe_load((RECIPES / f"{n}.yaml").read_text()) for n in ("sppo_iter1", "sppo_iter2"))
     assert second.pop("include") == "sppo_iter1.yaml"

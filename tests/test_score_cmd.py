@@ -170,3 +170,15 @@ def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_p
                      r"cut to their first 2048 tokens \(candidates cut alike score alike\)\.$", err, flags=re.M), err
     assert "RuntimeWarning" not in err and "warnings.warn" not in err
     assert "repro score: 1 prompt scored with builtin:tiny-reward-llama" in err
+
+
+def test_paths_from_the_home_folder_as_typed(tmp_path, monkeypatch, capsys):
+    # `--output=~/s.jsonl` and a quoted '~/rows.jsonl': no shell expands the ~ there
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    home.mkdir()
+    write_jsonl(home / "rows.jsonl", [{"prompt": "Name a prime.", "candidates": ["Seven.", "Eight."]}])
+    assert main(["score", "--model", "builtin:tiny-pairrm", "--input", "~/rows.jsonl", "--output=~/s.jsonl",
+                 "--device", "cpu"]) == 0, capsys.readouterr().err
+    assert len((home / "s.jsonl").read_text().splitlines()) == 1 and not (tmp_path / "~").exists()

@@ -90,6 +90,8 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
         if not isinstance(values, list) or not values:
             raise ParameterError(f"family.grid.{key} in {where} must be a non-empty list of values, got {values!r}: "
                                  f"a family needs at least one value per key.")
+        if twice := next((v for k, v in enumerate(values) if v in values[:k]), None):  # (two members, one name)
+            raise ParameterError(f"family.grid.{key} in {where} lists {twice!r} twice: give each value once.")
         if key in NOT_IN_GRID:
             raise ParameterError(f"family.grid.{key} in {where}: {key} cannot vary within a family (members go to "
                                  f"runs/<family>/<member>/ and run the same notebooks); remove it from the grid.")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import sys
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Collection, Literal
+from typing import Annotated, Any, ClassVar, Collection, Literal, Mapping
 
 import yaml
 from huggingface_hub.errors import HFValidationError
@@ -17,8 +18,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
 from .errors import ParameterError, ReproError, did_you_mean
-from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, resolve_user_path, row_cache_dir, run_dir_of,
-                    run_manifest_of, utf8_text)
+from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, project_root, resolve_user_path, row_cache_dir,
+                    run_dir_of, run_manifest_of, utf8_text)
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -496,14 +497,21 @@ def all_fields() -> set[str]:
     return set(RUN_KEYS).union(*(schema.model_fields for schema in SCHEMAS.values()))
 
 
+def copy_hint(name: str) -> str:
+    """"" where the project holds `name` (params/demo.yaml, notebooks/: a checkout, a folder `repro notebooks` made),
+    else how to get a copy (a wheel's user has none in their own folder)."""
+    return "" if (project_root() / name).exists() else "; `repro notebooks DIR` copies it into DIR"
+
+
 def _refuse_unknown(keys: Collection[str], where: str) -> None:
     """Raise for the first key no notebook accepts (in `where`), with the nearest known name."""
     known = all_fields()
     for key in keys:
         if key not in known:
             raise ParameterError(f"Unknown parameter '{key}' in {where}.{did_you_mean(key, sorted(known))} Known "
-                                 f"parameters are the fields of repro.parameters' schemas, documented in "
-                                 f"params/demo.yaml; remove or rename it.")
+                                 f"parameters are the fields of repro.parameters' schemas, each with its default in "
+                                 f"its notebook's parameters cell (notebooks/{copy_hint('notebooks')}); remove or "
+                                 f"rename it.")
 
 
 RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
@@ -513,9 +521,10 @@ RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be
 
 
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
-          set_keys: Collection[str] = (), advice: str = "\nFix the value in the params file or with --set KEY=VALUE."
-          ) -> _Params:
-    """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error)."""
+          set_keys: Mapping[str, str] = {}, advice: str = "\nFix the value in the params file or with --set KEY=VALUE.",
+          quote: str = 'YAML reads it as {what}; quote it in the file ({key}: "...", as you wrote it)') -> _Params:
+    """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error); `set_keys`: the
+    keys given with --set, each with its value as typed; `quote`: how to give text that was read as a number there."""
     _refuse_unknown(values, where)
     try:
         return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
@@ -523,7 +532,8 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
         lines = []
         for err in exc.errors():
             loc = ".".join(str(x) for x in err["loc"]) or "(parameters)"
-            loc += " (from --set)" if err["loc"] and str(err["loc"][0]) in set_keys else ""
+            key = str(err["loc"][0]) if err["loc"] else ""
+            loc += " (from --set)" if key in set_keys else ""
             # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
@@ -532,12 +542,19 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             if kind == "extra_forbidden":  # (a scorers: item's key, or a scorer option)
                 msg += "." + did_you_mean(str(err["loc"][-1]), [*ScorerOptions.__annotations__,
                                                                 *ScorerSpec.model_fields])
+            if kind == "string_type" and isinstance(err["input"], (bool, int, float)):  # `run_name: 001` is 1
+                what = "true or false" if isinstance(err["input"], bool) else "a number"
+                typed = set_keys.get(key, "").strip()
+                got += ": " + (quote.format(key=key, what=what) if key not in set_keys else
+                               f"YAML reads {typed} as {what}; quote it: '--set {key}=\"{typed}\"'"
+                               if isinstance(values[key], (bool, int, float)) else
+                               f"YAML reads it as {what}; quote it in '--set {key}={typed}'")
             lines.append(f"  - {loc}: {msg}{got}")
         raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) + advice) from None
 
 
 def validate_all(values: dict[str, Any], where: str = "the parameters",
-                 set_keys: Collection[str] = ()) -> dict[str, _Params]:
+                 set_keys: Mapping[str, str] = {}) -> dict[str, _Params]:
     """Validate a whole params file against every schema; returns one object per section."""
     sections = {name: build(schema, values, where, set_keys) for name, schema in SCHEMAS.items()}
     check_generated_columns(sections["construct"], sections["generation"])
@@ -670,7 +687,9 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
         notebook = next(name for name, sections in NOTEBOOK_SECTIONS.items() if section in sections)
         params = build(SCHEMAS[section], values, where=f"notebook {notebook}'s parameters cell",
                        advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY "
-                              "VALUE (a list: -y 'KEY: [a, b]').")
+                              "VALUE (a list: -y 'KEY: [a, b]').",
+                       quote="the parameters cell or papermill's -p read it as {what}; quote it in the cell, or pass "
+                             "it with -r {key} VALUE (as typed)")
     except ParameterError:
         make_stale(namespace)
         raise
@@ -726,8 +745,8 @@ class _OnceLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A params file's values over those of the files its `include:` names (paths from its folder, in order)."""
+def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The values of the files a params file's `include:` names (paths from its folder, in order), and its own."""
     text = utf8_text(path, "Params file")
     try:
         values = yaml.load(text, Loader=_OnceLoader)
@@ -738,7 +757,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
     if values is None or values == {}:
         raise ParameterError(f"Params file {path} is empty: it sets no parameter, and a run of every default builds "
                              f"the published recipe's data with PairRM. Start from params/demo.yaml (`repro run demo` "
-                             f"runs it) and change what you need.")
+                             f"runs it{copy_hint('params/demo.yaml')}) and change what you need.")
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
     _refuse_unknown(values, str(path))  # named in the file that holds it, included or not
@@ -749,7 +768,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
                              f"them, got {names!r}.")
     chain, merged = (*chain, path.resolve()), {}
     for name in names:
-        other = (path.parent / name).resolve()
+        other = (path.parent / Path(name).expanduser()).resolve()
         if other in chain:
             raise ParameterError(f"'include: {name}' in {path} makes a cycle ({' -> '.join(str(p) for p in chain)} "
                                  f"-> {other}): remove one of these includes.")
@@ -757,18 +776,41 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
             what = "is a folder" if other.is_dir() else "does not exist"
             raise ParameterError(f"'include: {name}' in {path}: {other} {what}; give the path of a params file, "
                                  f"from {path.parent}.")
-        merged.update(read_params_yaml(other, chain))
-    return {**merged, **values}
+        included, own = read_params_yaml(other, chain)
+        merged.update({**included, **own})
+    return merged, values
 
 
 def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """A params YAML file (with its `include:` files) and `--set` overrides, every key validated; the merged dict."""
     path = find_params(path)  # a folder or a missing file: the error `repro run` gives
-    values = read_params_yaml(path)
+    included, own = read_params_yaml(path)
+    values = {**included, **own}
     set_values = parse_set(overrides or [])
+    typed = {key.strip(): raw for key, raw in (item.split("=", 1) for item in overrides or [])}
+    if "include" in typed:  # the file's includes are read before --set applies: it would be ignored
+        raise ParameterError(f"--set include={typed['include']}: include: goes in a params file (its files are read "
+                             f"before --set applies): add 'include: {typed['include'].strip()}' to {path}, or give "
+                             f"the values you need with --set.")
     values.update(set_values)
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
+    given = f"--set notebooks={typed['notebooks']}: notebooks" if "notebooks" in typed else f"'notebooks' in {path}"
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
-        raise ParameterError(f"'notebooks' in {path} must be a non-empty list of notebook names, got {nbs!r}.")
-    validate_all(values, where=str(path), set_keys=set(set_values))
+        names = ", ".join(map(str, nbs if isinstance(nbs, list) else [nbs] if isinstance(nbs, str) else [])) or \
+            ", ".join(DEFAULT_NOTEBOOKS)
+        raise ParameterError(f"{given} must be a non-empty list of notebook names, got {nbs!r}: give " +
+                             (f"'--set notebooks=[{names}]'." if "notebooks" in typed else f"notebooks: [{names}]."))
+    stems = [Path(n).stem for n in nbs]
+    if twice := next((n for k, n in enumerate(stems) if n in stems[:k]), None):
+        raise ParameterError(f"{given} lists {twice} twice: list each notebook once (they run in that order).")
+    validate_all(values, where=str(path), set_keys=typed)
+    # said, not refused: a mistake (a notebook left out) or a key kept for another run (a shared base's are not named)
+    used = notebook_fields(*nbs, *[FAMILY_NOTEBOOK] * ("family" in values)) | RUN_KEYS
+    if unused := [key for key in {**own, **set_values} if key not in used]:
+        them = "it" if len(unused) == 1 else "them"
+        print(f"repro run: {path}: " + ", ".join(
+            f"{key} (read by {' and '.join(nb for nb in NOTEBOOK_SECTIONS if key in notebook_fields(nb))}"
+            f"{'; from --set' * (key in set_values)})" for key in unused) + f" {'is' if them == 'it' else 'are'} set "
+            f"but not used: the run's notebooks are {', '.join(nbs)} (add the one that reads {them} to notebooks, or "
+            f"remove {them}).", file=sys.stderr)
     return values

@@ -219,7 +219,7 @@ def find_params(name: str | Path) -> Path:
     folder = next((path for path in tried if path.is_dir()), None)
     if folder is not None:
         raise ParameterError(f"Params file {str(name)!r} is a folder, not a file; give a YAML file in it "
-                             f"{sorted(p.name for p in folder.glob('*.yaml'))[:5]} or e.g. params/demo.yaml.")
+                             f"{sorted(p.name for p in folder.glob('*.yaml'))[:5]} or an example's name, e.g. demo.")
     known = sorted(str(p.relative_to(examples).with_suffix("")) for p in examples.glob("**/*.yaml"))
     raise ParameterError(
         f"Params file {str(name)!r} does not exist: looked at " + ", ".join(str(p) for p in dict.fromkeys(tried)) +

@@ -45,7 +45,7 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
         siblings = {q.name: str(q) for q in root.parent.iterdir() if q.is_dir()} if root.parent.is_dir() else {}
         raise DataError(f"{root} {'is a file' if root.exists() else 'does not exist'}."
                         f"{did_you_mean(root.name, siblings, siblings)} Give run_dir = the family's folder (the --out "
-                        f"of its `repro run` with a grid, e.g. params/demo_family.yaml), or run the family first.")
+                        f"of its `repro run` with a grid, e.g. of demo_family), or run the family first.")
     if member := (record := Manifest(root).read()).get("family"):
         raise DataError(f"{root} is member {member.get('member')} of family {member.get('name')}: give run_dir = "
                         f"{root.parent}, the family's folder.")
@@ -55,7 +55,7 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
              and (planned is None or data["family"].get("member") in planned)]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
-                        f"first (repro run params/demo_family.yaml), or give run_dir = the family's folder.")
+                        f"first (e.g. repro run demo_family), or give run_dir = the family's folder.")
     names = {data["family"]["name"] for _, data in found}
     if len(names) > 1:
         raise DataError(f"{root} holds members of several families {sorted(names)}: give each family its own folder.")

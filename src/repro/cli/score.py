@@ -30,6 +30,11 @@ from ..sources import DATA_SUFFIXES, iter_jsonl
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 
 
+def typed_path(text: str) -> Path:
+    """A path option: `~` is the home folder where no shell made it so (`--output=~/s.jsonl`, a quoted '~/x')."""
+    return Path(text).expanduser()
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
                         help="hub id (llm-blender/PairRM, llm-blender/PairRM-hf, a sequence-classifier reward "
@@ -38,14 +43,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", default=RUN["scorer_kind"], choices=get_args(ScorerKind),
                         help="auto (read from the checkpoint's config.json), pairrm, or sequence_classifier "
                              "(AutoModelForSequenceClassification with one output: its logits are the scores)")
-    parser.add_argument("--chat-template", type=Path, default=None,
+    parser.add_argument("--chat-template", type=typed_path, default=None,
                         help="sequence classifiers without a chat template: a Jinja file rendering the user and "
                              "assistant turns as the model was trained")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="sequence classifiers that ship their own code (e.g. ArmoRM): run it")
     parser.add_argument("--output-index", type=int, default=None,
                         help="sequence classifiers with several outputs: the one that is the reward")
-    parser.add_argument("--input", required=True, type=Path,
+    parser.add_argument("--input", required=True, type=typed_path,
                         help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and "
                              "'rejected')")
     parser.add_argument("--output", required=True, help="jsonl: the input rows + 'scores' and 'ranks'")
@@ -65,7 +70,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-processes", type=int, default=RUN["num_processes"],
                         help=f"torchrun workers on this node, e.g. one per GPU (default {RUN['num_processes']}); under "
                              "your own torchrun (several nodes) leave it at 1: every rank runs this command")
-    parser.add_argument("--work-dir", type=Path, default=None,
+    parser.add_argument("--work-dir", type=typed_path, default=None,
                         help="keep finished chunks here, so that re-running the command continues after a crash or "
                              "Ctrl-C (default: OUTPUT.work/, removed once OUTPUT is written by one process)")
     parser.add_argument("--chunk-size", type=int, default=RUN["chunk_size"],
@@ -127,7 +132,7 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
 def check_output(given: str, input: Path, force: bool) -> Path:
     """--output as a path; refused, before any scoring, where it cannot be written as a file, names a folder or
     another format than JSON lines, is the input, or exists (unless `force`)."""
-    path = Path(given)
+    path = typed_path(given)
     if path.is_file() and path.resolve() == input.resolve():
         raise DataError(f"--output {path} is the --input: the scored rows would replace the rows they score; give "
                         f"another --output.")
