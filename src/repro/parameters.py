@@ -498,8 +498,8 @@ def all_fields() -> set[str]:
 
 
 def copy_hint(name: str) -> str:
-    """"" where the project holds `name` (params/demo.yaml, notebooks/: a checkout, a folder `repro notebooks` made),
-    else how to get a copy (a wheel's user has none in their own folder)."""
+    """Nothing where the project holds `name` (params/demo.yaml, notebooks/: a checkout, a folder `repro notebooks`
+    made), else how to get a copy (a wheel's user has none in their own folder)."""
     return "" if (project_root() / name).exists() else "; `repro notebooks DIR` copies it into DIR"
 
 
