@@ -315,3 +315,11 @@ def test_without_input_it_scores_the_embedded_demos_rows():
     assert prompts == [row["prompt"] for row in demo]
     assert candidates == [list(dict.fromkeys(row[c] for c in ("resp0", "resp1", "resp2", "resp3"))) for row in demo]
     assert "embedded demo" in source
+
+
+def test_paths_from_the_home_folder_as_typed():
+    # `--report=~/check` and a quoted '~/rows.jsonl': no shell expands the ~ there (a folder named ~ was made)
+    from repro.cli import build_parser
+
+    args = build_parser("selfcheck").parse_args(["selfcheck", "--report=~/check", "--input", "~/rows.jsonl"])
+    assert (args.report, args.input) == (Path.home() / "check", Path.home() / "rows.jsonl")

@@ -119,6 +119,11 @@ def project_root() -> Path:
     return checkout or cwd
 
 
+def typed_path(text: str) -> Path:
+    """A command-line path option: `~` is the home folder where no shell made it so (`--output=~/s.jsonl`, '~/x')."""
+    return Path(text).expanduser()
+
+
 def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> str | None:
     """`value` by the path rule: a relative path becomes absolute from the project root; None, "", an absolute path,
     and (with `may_be_id`) "demo", "builtin:*" and hub ids (owner/name with no such local path) stay as they are."""

@@ -22,17 +22,12 @@ from ..dataset_io import response_text
 from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
-from ..paths import check_folder, utf8_text
+from ..paths import check_folder, typed_path, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, iter_jsonl
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
-
-
-def typed_path(text: str) -> Path:
-    """A path option: `~` is the home folder where no shell made it so (`--output=~/s.jsonl`, a quoted '~/x')."""
-    return Path(text).expanduser()
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

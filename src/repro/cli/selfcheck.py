@@ -23,8 +23,8 @@ from ..errors import DataError, ParameterError
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
-from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, is_hub_id, project_root,
-                     public_name)
+from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, is_hub_id, project_root, public_name,
+                     typed_path)
 from ..revisions import hub_offline
 from ..scorers import load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -587,10 +587,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "'none' for none. llm-blender's own code runs on it (else on --model)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
     parser.add_argument("--rows", type=int, default=None, help=f"rows to score (default {DEFAULT_ROWS})")
-    parser.add_argument("--input", type=Path, default=None,
+    parser.add_argument("--input", type=typed_path, default=None,
                         help="jsonl of {prompt, candidates} rows or H4 rows (prompt, chosen, rejected); default: "
                              "the embedded demo's prompts")
-    parser.add_argument("--report", type=Path, default=DEFAULT_REPORT_DIR,
+    parser.add_argument("--report", type=typed_path, default=DEFAULT_REPORT_DIR,
                         help=f"where selfcheck.json and selfcheck.md go, relative to the project root (default "
                              f"{DEFAULT_REPORT_DIR}); give a run directory and `repro run` into it cites the check")
     parser.add_argument("--no-timing", dest="timing", action="store_false", help="skip the speed measurements")
