@@ -41,6 +41,41 @@ def test_same_parameters_give_byte_identical_datasets(demo_run, repro_run, tmp_p
     assert sha256_file(tmp_path / "again" / SHARD) == sha256_file(demo_run / SHARD)
 
 
+def test_what_the_notebooks_say_on_stderr_reaches_the_terminal(repro_run, tmp_path):
+    # a batch run's only trace of chunks set aside (here: another chunk_size), a damaged row-cache entry, a source
+    # read from the local hub cache or rows cut at max_length was a line inside the executed notebook
+    out = tmp_path / "run"
+    first = repro_run(DEMO, "--out", out, "--set", "notebooks=[01_construct]", "--set", "cache=false")
+    assert first.returncode == 0, first.stderr
+    assert "repro run: 01_construct: " not in first.stderr  # nothing to say
+    again = repro_run(DEMO, "--out", out, "--set", "notebooks=[01_construct]", "--set", "cache=false",
+                      "--set", "chunk_size=5")
+    assert again.returncode == 0, again.stderr
+    said = [line for line in again.stderr.splitlines() if line.startswith("repro run: 01_construct: ")]
+    assert len(said) == 1 and "finished chunk(s) in" in said[0] and "set aside in" in said[0], again.stderr
+
+
+def test_the_notices_of_a_notebook_are_repros_own_lines_and_warnings_once(tmp_path):
+    import warnings
+
+    import nbformat
+
+    from repro.cli.run import notices
+    from repro.construct import scoring
+
+    ours = warnings.formatwarning("12 row(s) had conversation(s) longer than max_length=64 tokens", RuntimeWarning,
+                                  scoring.__file__, 157, "out = current.score(...)")
+    theirs = warnings.formatwarning("Some weights were not initialized", UserWarning, "/site-packages/x/y.py", 3)
+    stderr = nbformat.v4.new_output("stream", name="stderr", text="repro: source 'a/b': read from the local hub "
+                                    "cache (OSError from the hub)\n" + ours + theirs + ours)
+    stdout = nbformat.v4.new_output("stream", name="stdout", text="repro: printed on stdout\n")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[stderr, stdout])])
+    nbformat.write(notebook, tmp_path / "x.ipynb")
+    assert notices(tmp_path / "x.ipynb") == [
+        "source 'a/b': read from the local hub cache (OSError from the hub)",
+        "RuntimeWarning: 12 row(s) had conversation(s) longer than max_length=64 tokens"]
+
+
 def test_a_failed_run_says_so_and_keeps_its_notebook(repro_run, tmp_path):
     proc = repro_run(DEMO, "--out", tmp_path / "bad", "--set", "candidate_columns=[resp0, answer]")
     assert proc.returncode == 1

@@ -11,13 +11,12 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import ReproError
+from .errors import ReproError, notice
 from .paths import check_folder
 
 KEY_FORMAT = 1  # raise when the meaning of a key or the layout of an entry changes
@@ -157,8 +156,8 @@ class RowCache:
         target.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):  # another process set it aside first
             shutil.move(str(path), target)  # kept for a look; never deleted
-        print(f"repro cache: the {self.stage} entry {path.name} is damaged ({problem}); it was moved to {target} "
-              f"and its row is computed again.", file=sys.stderr, flush=True)
+        notice(f"row cache: the {self.stage} entry {path.name} is damaged ({problem}); it was moved to {target} and "
+               f"its row is computed again.")
         return _MISSING
 
     def put(self, key: str, value: Any) -> Any:

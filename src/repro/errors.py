@@ -1,7 +1,15 @@
 """The one exception type users see: a paragraph that names the parameter or row and says what to do."""
 
 import difflib
+import sys
 from typing import Any, Iterable, Mapping
+
+NOTICE = "repro: "  # the start of what the package says on stderr beside its work (`repro run` repeats it)
+
+
+def notice(text: str) -> None:
+    """Say `text` on stderr, as the package's own: a notebook shows it, and `repro run` repeats it on the terminal."""
+    print(NOTICE + text, file=sys.stderr, flush=True)
 
 
 def did_you_mean(name: str, options: Iterable[str], shown: Mapping[str, str] | None = None) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
-from .errors import DataError, ReproError, listed
+from .errors import DataError, ReproError, listed, notice
 from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -117,8 +117,7 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
         if chunks:
             why = (f"cannot be told to be this work's: its {FINGERPRINT_FILE} is damaged (not JSON)" if old == "damaged"
                    else f"were made with other settings{': ' + differ if differ else ''}")
-            print(f"{len(chunks)} finished chunk(s) in {work_dir} {why}; they are set aside in {stale} (not reused).",
-                  file=sys.stderr)
+            notice(f"{len(chunks)} finished chunk(s) in {work_dir} {why}; they are set aside in {stale} (not reused).")
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest

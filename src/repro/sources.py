@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -20,7 +19,7 @@ from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from .dataset_io import split_files
-from .errors import DataError, DatasetLoadError, did_you_mean
+from .errors import DataError, DatasetLoadError, did_you_mean, notice
 from .parameters import FAMILY_NOTEBOOK
 from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
 from .revisions import check_revision_target, hub_offline
@@ -221,8 +220,7 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
         switch = hub_offline("HF_DATASETS_OFFLINE")
         if cached := hub_snapshot(repo_id, revision):  # offline (or unreachable), datasets reads only its own copies
             if not switch:
-                print(f"{parameter} {repo_id!r}: read from the local hub cache ({type(exc).__name__} from the hub)",
-                      file=sys.stderr)
+                notice(f"{parameter} {repo_id!r}: read from the local hub cache ({type(exc).__name__} from the hub)")
             return _load_local(cached, split, parameter, split_parameter, name=repr(repo_id))
         why = (f"the hub is switched off ({switch} is set)" if switch
                else "the hub could not be reached or the id is wrong")

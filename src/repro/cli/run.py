@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReproError, did_you_mean
+import nbformat
+
+from ..errors import NOTICE, ReproError, did_you_mean
+from . import PACKAGE
 from .interrupt import EXIT_INTERRUPTED, Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV, finished_chunks
 from ..manifest import Manifest, find_selfcheck
@@ -100,6 +105,34 @@ def import_papermill():
     return papermill
 
 
+# a warning as a kernel prints it on stderr: "/path/file.py:12: RuntimeWarning: text"
+WARNING_LINE = re.compile(r"(?P<path>/\S+\.py):\d+: (?P<kind>\w*Warning): (?P<text>.+)")
+NOTICES_SHOWN = 10
+
+
+def notices(notebook: Path) -> list[str]:
+    """What repro said on stderr in an executed notebook (its notices and warnings, each once), which a terminal
+    running the notebook through papermill does not show."""
+    said = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        for out in cell.get("outputs", []):
+            for line in out.get("text", "").splitlines() if out.get("name") == "stderr" else []:
+                if line.startswith(NOTICE):
+                    said.append(line[len(NOTICE):])
+                elif (match := WARNING_LINE.fullmatch(line)) and match["path"].startswith(PACKAGE):
+                    said.append(f"{match['kind']}: {match['text']}")
+    return list(dict.fromkeys(said))
+
+
+def _say_notices(name: str, notebook: Path) -> None:
+    with contextlib.suppress(OSError, ValueError):  # (a notebook papermill could not write: nothing to repeat)
+        said = notices(notebook)
+        for line in said[:NOTICES_SHOWN]:
+            print(f"repro run: {name}: {line}", file=sys.stderr)
+        if len(said) > NOTICES_SHOWN:
+            print(f"repro run: {name}: and {len(said) - NOTICES_SHOWN} more in {notebook}", file=sys.stderr)
+
+
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
                   log_output: bool = False, selfcheck: str | None = None, record: dict[str, Any] | None = None,
                   last_line: bool = True, fingerprint: dict[str, str] | None = None) -> int:
@@ -135,6 +168,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                 print(record_interruption(manifest, name), file=sys.stderr)
                 return EXIT_INTERRUPTED
             except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
+                if not log_output:  # (with it, papermill showed the notebook's output as it came)
+                    _say_notices(name, output)
                 message = _failure_message(name, output, exc, run)
                 try:
                     manifest.notebook_status(name, "failed", error=message)
@@ -147,6 +182,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                 print(f"repro run: FAILED\n{message}", file=sys.stderr)
                 return 1
             manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
+            if not log_output:
+                _say_notices(name, output)
             upcoming = notebooks[k + 1] if k + 1 < len(notebooks) else None
             manifest.add_outputs(output)
             print(f"repro run: {name} done -> {output}")
