@@ -102,6 +102,20 @@ def test_a_run_whose_chunks_are_all_done_loads_no_weights(job, reference, tiny_p
         k: v for k, v in result.info.items() if k not in timings}
 
 
+def test_a_bad_setting_fails_before_the_finished_work_is_touched(job, tiny_pairrm_dir, tmp_path):
+    # with the weights loaded at the first chunk, a typo (here a limit below 3) set the finished chunks aside, as
+    # work of other settings, before its error: the corrected command then scored everything again
+    prompts, candidates = job
+    work = tmp_path / "work"
+    kwargs = dict(model=str(tiny_pairrm_dir), work_dir=work, chunk_size=5, progress=False)
+    run_scoring(prompts, candidates, **kwargs, **LIMITS)
+    before = sorted(p.name for p in work.iterdir())
+    with pytest.raises(ParameterError, match="candidate_maxlength=2"):
+        run_scoring(prompts, candidates, **kwargs, **{**LIMITS, "candidate_maxlength": 2})
+    assert sorted(p.name for p in work.iterdir()) == before  # no stale-*/
+    assert run_scoring(prompts, candidates, **kwargs, **LIMITS).info["chunks_resumed"] == 4
+
+
 def test_shuffled_input_and_other_budgets_give_the_same_scores(job, reference, tiny_pairrm_dir, tmp_path):
     prompts, candidates = job
     expected = reference[0].scores

@@ -143,7 +143,11 @@ def test_a_model_without_chat_template_needs_one_given(tmp_path, rows):
 
 @pytest.mark.parametrize("template, why", [("{% for m in messages %}{{ m.content ", "TemplateSyntaxError"),
                                             ('{{ raise_exception("nope") }}', "nope"),
-                                            ("{{ messages[5].content }}", "no element 5")])
+                                            ("{{ messages[5].content }}", "no element 5"),
+                                            # rendered empty (a ZeroDivisionError inside the batching), or with no
+                                            # response: every candidate scores alike
+                                            ("{% raw %}{% endraw %}", "renders a conversation without the assistant"),
+                                            ("{{ messages[0].content }}", "without the assistant's response")])
 def test_a_chat_template_that_cannot_render_is_refused_at_load(tmp_path, template, why):
     """A broken template ended in a raw jinja2 traceback from inside the scoring job; it is rendered once at load."""
     folder = build_tiny_reward_model(tmp_path / "bare", "llama", chat_template=False)

@@ -220,6 +220,27 @@ def test_failed_torchrun_workers_raise_a_clear_error_that_keeps_the_work(tmp_pat
     assert json.loads((tmp_path / JOB_FILE).read_text()) == {"x": 1}
 
 
+def test_setup_runs_once_before_the_first_row_computed_and_its_time_is_not_the_bars(tmp_path, prompts, monkeypatch):
+    # scoring loads its weights there: a model loading inside the first chunk had counted as scoring time in the
+    # bar's rate and ETA (an 8B reward model: minutes), and a run with nothing to compute loads nothing
+    clock = iter(range(0, 10_000, 1))
+    monkeypatch.setattr("repro.jobs.time.monotonic", lambda: float(next(clock)))
+    calls = []
+
+    def setup():
+        calls.append(1)
+        for _ in range(100):  # 100 ticks of the fake clock
+            next(clock)
+
+    bar = Progress(len(prompts), desc="work", enabled=False)
+    run = run_chunked_with_stats(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": 1}, chunk_size=10,
+                                 progress=bar, setup=setup)
+    assert calls == [1] and run.seconds < 100 and bar.elapsed < 100
+    again = run_chunked_with_stats(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": 1}, chunk_size=10,
+                                   setup=setup)
+    assert calls == [1] and again.chunks_resumed == again.chunks_total  # every chunk done: no setup
+
+
 def test_torchrun_workers_stop_when_the_process_that_launched_them_dies(tmp_path, torchrun_processes):
     # a kernel restarted in JupyterLab (SIGKILL), or a process killed: its workers went on to the end, on GPUs a
     # re-run would share

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
 from .errors import DataError, ReproError, listed, notice
@@ -207,6 +207,17 @@ class Progress(contextlib.AbstractContextManager):
     def elapsed(self) -> float:
         return time.monotonic() - self._start
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time spent inside (a model loading before the first item computed) left out of elapsed, rate and ETA."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self._start += time.monotonic() - start
+            if self._tqdm is not None:
+                self._tqdm.unpause()
+
     def skip(self, n: int) -> None:
         """Count `n` items resumed from earlier work as done."""
         if n <= 0:
@@ -319,11 +330,26 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            progress: bool | Progress = False, fn_reports_progress: bool = False,
                            share: tuple[int, int] | None = None, unit: str = "item",
                            prepare: bool = True, cache: RowCache | None = None,
-                           cache_key: Callable[[Any], Any] = lambda item: item) -> ChunkedRun:
+                           cache_key: Callable[[Any], Any] = lambda item: item,
+                           setup: Callable[[], Any] | None = None) -> ChunkedRun:
     """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
     `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
-    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are not computed, the others are added to it."""
-    start_time = time.monotonic()
+    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are not computed, the others are added to it;
+    `setup()`: called once before the first row computed (none for rows resumed or cached), its time left out of the
+    bar's and the run's."""
+    start_time, setup_seconds = time.monotonic(), 0.0
+    if setup is not None:
+        compute = fn
+
+        def fn(chunk: list[Any], *advance: Any) -> list[Any]:
+            nonlocal setup, setup_seconds
+            if setup is not None:
+                start = time.monotonic()
+                with bar.paused():
+                    setup()
+                setup, setup_seconds = None, time.monotonic() - start
+            return compute(chunk, *advance)
+
     if cache is not None:  # issue 22: rows another run computed come from the project's row cache
         fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress)
     work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
@@ -356,7 +382,7 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
         if bar is not progress:
             bar.close()
     return ChunkedRun(results=results, digest=digest, chunks_total=n_chunks, chunks_resumed=len(done),
-                      items_resumed=items_resumed, seconds=time.monotonic() - start_time,
+                      items_resumed=items_resumed, seconds=time.monotonic() - start_time - setup_seconds,
                       cache=cache.counts.as_dict() if cache is not None else None)
 
 

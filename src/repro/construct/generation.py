@@ -496,7 +496,7 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
-                                     unit="prompt", share=share, prepare=share is None, cache=cache,
+                                     unit="prompt", share=share, prepare=share is None, cache=cache, setup=engine,
                                      # a row's texts: its prompt tokens and noise keys, not its row number
                                      cache_key=lambda item: {"ids": item["ids"], "keys": item["keys"]})
     finally:

@@ -134,28 +134,30 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         "source_maxlength": job.source_maxlength, "candidate_maxlength": job.candidate_maxlength}
 
     def compute(device: str | None, share: tuple[int, int] | None):
-        scorer, load_seconds = None, 0.0
+        # the scorer's record and tokenizer, before any work: a model, option or template that fails, fails here,
+        # with the work dir untouched; its weights load at the first row left to score (a re-run whose chunks are all
+        # done loads no model: on a GPU, PairRM or an 8B reward model per process)
+        start = time.monotonic()
+        scorer = load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
+                             dtype=job.dtype, weights=False, **limits, **job.options)
+        load_seconds = time.monotonic() - start
 
-        def load(weights: bool = True):
-            """The scorer: with its weights at the first chunk left to score, else its record and tokenizer only (a
-            re-run whose chunks are all done loads no model: on a GPU, PairRM or an 8B reward model per process)."""
-            nonlocal scorer, load_seconds
+        def load_weights() -> None:
+            nonlocal load_seconds
             start = time.monotonic()
-            scorer = load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
-                                 dtype=job.dtype, weights=weights, **limits, **job.options)
-            load_seconds = time.monotonic() - start
-            return scorer
+            if getattr(scorer, "model", "loaded") is None:  # (llm-blender's backend loads whole)
+                scorer.load_weights()
+            load_seconds += time.monotonic() - start
 
         budgets_used: dict[str, int] = {}
         computed: set[int] = set()  # the items scored now (by id): the scorer counts their cut rows itself
 
         def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
             computed.update(map(id, chunk))
-            current = scorer if scorer is not None else load()
-            out = current.score([p for p, _ in chunk], [c for _, c in chunk], batch_tokens=job.batch_tokens,
-                                progress=advance)
-            if hasattr(current, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
-                key = str(current.effective_batch_tokens(job.batch_tokens))
+            out = scorer.score([p for p, _ in chunk], [c for _, c in chunk], batch_tokens=job.batch_tokens,
+                               progress=advance)
+            if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
+                key = str(scorer.effective_batch_tokens(job.batch_tokens))
                 budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
             # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
             return [[float(x) for x in row] for row in out]
@@ -166,11 +168,7 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
             items, score_chunk, work_dir=job.work_dir, fingerprint=fingerprint, chunk_size=job.chunk_size,
             desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
             progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
-            unit="prompt", prepare=share is None, cache=cache)
-        if scorer is None:
-            load(weights=False)
-        else:  # loaded inside the first chunk: its seconds are the loading's, not the scoring's
-            run.seconds = max(0.0, run.seconds - load_seconds)
+            unit="prompt", prepare=share is None, cache=cache, setup=load_weights)
         truncated = getattr(scorer, "rows_truncated", 0)
         if hasattr(scorer, "count_truncated"):  # rows resumed or from the row cache: counted, not scored
             indices = range(run.chunks_total) if share is None else chunk_share(run.chunks_total, *share)

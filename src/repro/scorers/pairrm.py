@@ -51,9 +51,9 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
 
     label, unit, shrink_hint = "PairRM", "pass", "smaller source_maxlength/candidate_maxlength"
 
-    def __init__(self, model: PairRMModel, tokenizer, **facts):
+    def __init__(self, model: PairRMModel | None, tokenizer, fast_attention: bool = True, **facts):
         super().__init__(**facts)
-        self.model, self.tokenizer = model, tokenizer
+        self.model, self.tokenizer, self.fast_attention = model, tokenizer, fast_attention
         self.prefix_ids = dict(zip(PREFIX_TOKENS, tokenizer.convert_tokens_to_ids(list(PREFIX_TOKENS))))
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.sep_token = tokenizer.sep_token or "[SEP]"
@@ -64,25 +64,29 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
              fast_attention: bool = True, weights: bool = True) -> "PairRM":
         """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`); limits left None
         are the checkpoint's own (`checkpoint_limits`); `fast_attention=False`: transformers' attention (slower);
-        `weights=False`: no model, for a run whose every chunk is done."""
+        `weights=False`: its record and tokenizer only (`load_weights` adds the model)."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         path = resolve_model(model)
         config = read_config(path)
         limits, origins = checkpoint_limits(config, source_maxlength, candidate_maxlength)
-        module, facts = load_pairrm_model(path, fast_attention=fast_attention) if weights else (
-            None, {"config": config, "layout": detect_layout(config)})
-        name = facts["config"].get("model_name") or "microsoft/deberta-v3-large"
-        fallback = (path / name if (path / name).is_dir() else name) if facts["layout"] == "llm-blender" else None
+        layout = detect_layout(config)
+        name = config.get("model_name") or "microsoft/deberta-v3-large"
+        fallback = (path / name if (path / name).is_dir() else name) if layout == "llm-blender" else None
         tokenizer, how = load_tokenizer(path, fallback)
-        if module is not None:
-            if len(tokenizer) > facts["backbone"].vocab_size:
-                raise ModelLoadError(f"The tokenizer of {path} has {len(tokenizer)} tokens but the model's embeddings "
-                                     f"only {facts['backbone'].vocab_size}: tokenizer and weights do not belong "
-                                     f"together.")
-            module.to(device=torch_device, dtype=torch_dtype(dtype_name))
-        return cls(module, tokenizer, spec=str(model), path=path, layout=facts["layout"], device=torch_device,
-                   dtype=dtype_name, normalization=how, limits_from=origins, **limits)
+        scorer = cls(None, tokenizer, fast_attention, spec=str(model), path=path, layout=layout, device=torch_device,
+                     dtype=dtype_name, normalization=how, limits_from=origins, **limits)
+        return scorer.load_weights() if weights else scorer
+
+    def load_weights(self) -> "PairRM":
+        """The model of the checkpoint, on the scorer's device and dtype (`load(weights=False)` had none)."""
+        module, facts = load_pairrm_model(self.path, fast_attention=self.fast_attention)
+        if len(self.tokenizer) > facts["backbone"].vocab_size:
+            raise ModelLoadError(f"The tokenizer of {self.path} has {len(self.tokenizer)} tokens but the model's "
+                                 f"embeddings only {facts['backbone'].vocab_size}: tokenizer and weights do not belong "
+                                 f"together.")
+        self.model = module.to(device=self.device, dtype=torch_dtype(self.dtype))
+        return self
 
     def _text(self, prefix: str, text: str) -> str:
         # llm-blender's collator turns the separator token inside texts into a space

@@ -86,8 +86,8 @@ class SequenceClassifierScorer(BudgetedBatches):
              trust_remote_code: bool = False, output_index: int | None = None,
              max_length: int | None = None, weights: bool = True) -> "SequenceClassifierScorer":
         """Load a checkpoint (hub id, folder, or `builtin:tiny-reward-llama` / `builtin:tiny-reward-deberta`);
-        `weights=False`: its config and tokenizer only, for a run whose every chunk is done."""
-        from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+        `weights=False`: its config and tokenizer only (`load_weights` adds the model)."""
+        from transformers import AutoConfig, AutoTokenizer
 
         torch_device = resolve_device(device)
         dtype_name = reward_model_dtype(dtype, torch_device)
@@ -122,27 +122,38 @@ class SequenceClassifierScorer(BudgetedBatches):
                 f"`chat_template`, `repro score --chat-template FILE`).")
         if isinstance(template, dict):  # several named templates: the default one renders conversations
             template = template.get("default") or next(iter(template.values()))
+        source = "given as chat_template" if chat_template else f"of reward model '{spec}'"
         try:  # once on a sample, before any weights load: a broken template fails here, not inside the scoring job
-            tokenizer.apply_chat_template(SAMPLE_TURNS, chat_template=template, tokenize=False)
+            rendered = tokenizer.apply_chat_template(SAMPLE_TURNS, chat_template=template, tokenize=False)
         except Exception as exc:  # jinja2's syntax and undefined errors, raise_exception(...), a TypeError in it
-            source = "given as chat_template" if chat_template else f"of reward model '{spec}'"
             raise ParameterError(
                 f"The chat template {source} cannot render a conversation of a user and an assistant turn "
                 f"({type(exc).__name__}: {str(exc).rstrip('.')}). Fix it, or pass one that renders as chat_template "
                 f"(scorer option `chat_template`, `repro score --chat-template FILE`).") from None
-        module = None
-        if weights:
-            try:
-                module = AutoModelForSequenceClassification.from_pretrained(
-                    path, config=config, dtype=torch_dtype(dtype_name), trust_remote_code=trust_remote_code)
-            except Exception as exc:
-                raise _load_error(spec, exc, trust_remote_code) from None
-            module.to(torch_device).eval()
+        if SAMPLE_TURNS[-1]["content"] not in rendered:  # (an empty rendering divided by zero inside the batching)
+            raise ParameterError(
+                f"The chat template {source} renders a conversation without the assistant's response "
+                f"({rendered[:120]!r} for {SAMPLE_TURNS!r}): every candidate would score alike. Fix it, or pass one "
+                f"that renders both turns as chat_template (scorer option `chat_template`, `repro score "
+                f"--chat-template FILE`).")
         max_length = max_length or getattr(config, "max_position_embeddings", None)
-        return cls(module, tokenizer, config=config, spec=spec, path=path, device=torch_device, dtype=dtype_name,
-                   template=template, template_source="given" if chat_template else "the model's",
-                   output_index=output_index, max_length=int(max_length) if max_length else None,
-                   trust_remote_code=bool(trust_remote_code))
+        scorer = cls(None, tokenizer, config=config, spec=spec, path=path, device=torch_device, dtype=dtype_name,
+                     template=template, template_source="given" if chat_template else "the model's",
+                     output_index=output_index, max_length=int(max_length) if max_length else None,
+                     trust_remote_code=bool(trust_remote_code))
+        return scorer.load_weights() if weights else scorer
+
+    def load_weights(self) -> "SequenceClassifierScorer":
+        """The model of the checkpoint, on the scorer's device and dtype (`load(weights=False)` had none)."""
+        from transformers import AutoModelForSequenceClassification
+
+        try:
+            module = AutoModelForSequenceClassification.from_pretrained(
+                self.path, config=self.config, dtype=torch_dtype(self.dtype), trust_remote_code=self.trust_remote_code)
+        except Exception as exc:
+            raise _load_error(self.spec, exc, self.trust_remote_code) from None
+        self.model = module.to(self.device).eval()
+        return self
 
     @property
     def info(self) -> dict[str, Any]:
