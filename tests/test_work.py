@@ -83,8 +83,8 @@ def test_changed_work_never_mixes_with_old_chunks(tmp_path, prompts, change, cap
     assert len(stale) == 1 and len(list(stale[0].glob("chunk-*.json"))) == 6
     differ = {"fingerprint": "job ('a' there, 'b' now)", "chunk_size": "chunk_size (10 there, 7 now)",
               "items": "the rows"}[change]  # the chunks were set aside without a word
-    assert capsys.readouterr().err == (f"repro: 6 finished chunk(s) in {tmp_path} were made with other settings: {differ}; "
-                                       f"they are set aside in {stale[0]} (not reused).\n")
+    assert capsys.readouterr().err == (f"repro: 6 finished chunk(s) in {tmp_path} were made with other settings: "
+                                       f"{differ}; they are set aside in {stale[0]} (not reused).\n")
 
 
 def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, prompts, capsys):
@@ -94,8 +94,8 @@ def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, pr
     fn = CountingFn()
     assert run_chunked(prompts, fn, work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10) == _digest_all(prompts)
     assert sum(len(c) for c in fn.calls) == len(prompts)  # no telling what they were made with: made again
-    assert capsys.readouterr().err == (f"repro: 6 finished chunk(s) in {tmp_path} cannot be told to be this work's: its "
-                                       f"fingerprint.json is damaged (not JSON); they are set aside in "
+    assert capsys.readouterr().err == (f"repro: 6 finished chunk(s) in {tmp_path} cannot be told to be this work's: "
+                                       f"its fingerprint.json is damaged (not JSON); they are set aside in "
                                        f"{tmp_path / 'stale-damaged'} (not reused).\n")
 
 
