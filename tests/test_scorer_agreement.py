@@ -214,9 +214,11 @@ def test_notebook_cell_shows_the_table(two_scorers, monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda *objects: shown.extend(objects))
     analysis.show_agreement(two_scorers[2])
-    html = shown[1].to_html()  # as the other tables: numbers to 4 decimals, no 0, 1, ... index (it was wider than
-    assert "tiny-seqcls" in html and "margin_spearman" in html  # JupyterLab's panel)
-    assert shown[1].hide_index_ == [True] and not re.search(r"\d\.\d{5}", html)
+    # a column per pair, a row per measure (15 columns were twice as wide as JupyterLab's panel), numbers to 4
+    # decimals as in the other tables
+    assert list(shown[1].data.columns) == ["builtin:tiny-pairrm vs tiny-seqcls"]
+    assert list(shown[1].data.index) == [c for c in two_scorers[2].agreement.columns if c not in ("scorer_a", "scorer_b")]
+    assert not re.search(r"\d\.\d{5}", shown[1].to_html()) and re.search(r">60</td>", shown[1].to_html())  # rows
 
 
 def test_agreement_figure_and_table_are_recorded(two_scorers):

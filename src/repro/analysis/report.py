@@ -315,9 +315,12 @@ def show_agreement(result: AnalysisResult) -> None:
     if result.agreement is None:
         display(Markdown("One scorer's scores only (no `candidate_scores_<name>` column): no agreement to report."))
         return
-    block = result.metrics["agreement"]
+    block, table = result.metrics["agreement"], result.agreement
+    # a column per pair of scorers, a row per measure: 15 columns were twice as wide as JupyterLab's panel
+    shown = table.drop(columns=["scorer_a", "scorer_b"]).astype(object).set_axis(  # (counts stay integers)
+        table["scorer_a"] + " vs " + table["scorer_b"]).T
     display(Markdown(f"Scorers: {', '.join(f'`{s}`' for s in block['scorers'])}. {block['decided_by']}."),
-            readable(result.agreement))
+            readable(shown.rename_axis("measure")))
 
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
