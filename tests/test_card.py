@@ -1576,3 +1576,6 @@ def test_a_source_of_one_file_is_not_said_to_have_a_split(tmp_path):
     Manifest(run).update(stages={"load": {"status": "done", "source": "/data/uf 1.jsonl", "split": None}})
     en, zh = halves(card_for(run.root)[1])
     assert "from `demo`. For each prompt" in en and "由 `repro` 包基于 `demo` 构建。" in zh
+    assert "source split" not in en and "源数据划分" not in zh  # the slice, the counts table, the size
+    assert "Rows [0:end] of the source file were taken" in en and "取源文件的第 [0:末尾] 行" in zh
+    assert "| rows in the source file |" in en and "out of 29 rows in the source file." in en

@@ -89,6 +89,11 @@ class CardFacts:
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
 
     @property
+    def source_from_file(self) -> bool:
+        """Whether the run read its source from one file (which has no splits: source_split went unused)."""
+        return "split" in (load := self.stages.get("load") or {}) and load["split"] is None
+
+    @property
     def num_examples(self) -> int:
         """Rows of the first split: the one built as the train rows, analysed and counted in the manifest."""
         return self.splits[0].num_examples
