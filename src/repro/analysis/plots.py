@@ -109,10 +109,13 @@ def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
         # values on grids (ratings) repeat: one marker per pair of values, its area growing with its rows
         most = int(points["rows"].max())
 
-        def area(rows):  # 1 row: a plain scatter point's
-            return 14 + 300 * (np.asarray(rows) - 1) / (most - 1)
+        def area(rows):  # 1 row: a plain scatter point's; in proportion to the rows while the largest fits
+            rows = np.asarray(rows)
+            return 14 * rows if 14 * most <= 320 else 14 + 306 * (rows - 1) / (most - 1)
 
-        ax.scatter(points["x"], points["y"], s=area(points["rows"]), alpha=0.6, color=color, edgecolor="none")
+        # above the y = x line: a tie of one row was a dot under its dashes
+        ax.scatter(points["x"], points["y"], s=area(points["rows"]), alpha=0.6, color=color, edgecolor="none",
+                   zorder=3)
         for rows in sorted({1, (most + 1) // 2, most}):  # the legend's key to the areas
             ax.scatter([], [], s=area(rows), alpha=0.6, color=color, edgecolor="none",
                        label=f"{rows:,} row{'s' * (rows > 1)}")
