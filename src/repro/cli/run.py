@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from ..errors import NOTICE, ReproError, did_you_mean
 from . import PACKAGE
 from .interrupt import EXIT_INTERRUPTED, Interrupted, record_interruption, run_interruptible
@@ -114,9 +112,10 @@ def notices(notebook: Path) -> list[str]:
     """What repro said on stderr in an executed notebook (its notices and warnings, each once), which a terminal
     running the notebook through papermill does not show."""
     said = []
-    for cell in nbformat.read(notebook, as_version=4).cells:
+    for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):  # (nbformat: jsonschema's import)
         for out in cell.get("outputs", []):
-            for line in out.get("text", "").splitlines() if out.get("name") == "stderr" else []:
+            text = out.get("text", "") if out.get("name") == "stderr" else ""
+            for line in ("".join(text) if isinstance(text, list) else text).splitlines():
                 if line.startswith(NOTICE):
                     said.append(line[len(NOTICE):])
                 elif (match := WARNING_LINE.fullmatch(line)) and match["path"].startswith(PACKAGE):
@@ -125,7 +124,7 @@ def notices(notebook: Path) -> list[str]:
 
 
 def _say_notices(name: str, notebook: Path) -> None:
-    with contextlib.suppress(OSError, ValueError):  # (a notebook papermill could not write: nothing to repeat)
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # (a notebook papermill could not write)
         said = notices(notebook)
         for line in said[:NOTICES_SHOWN]:
             print(f"repro run: {name}: {line}", file=sys.stderr)
