@@ -241,6 +241,13 @@ def test_setup_runs_once_before_the_first_row_computed_and_its_time_is_not_the_b
     assert calls == [1] and again.chunks_resumed == again.chunks_total  # every chunk done: no setup
 
 
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # (gone between the look-up and the status)
+        return False
+
+
 def test_torchrun_workers_stop_when_the_process_that_launched_them_dies(tmp_path, torchrun_processes):
     # a kernel restarted in JupyterLab (SIGKILL), or a process killed: its workers went on to the end, on GPUs a
     # re-run would share
@@ -256,8 +263,7 @@ def test_torchrun_workers_stop_when_the_process_that_launched_them_dies(tmp_path
         proc.kill()
         proc.wait(timeout=30)
         deadline = time.monotonic() + 60
-        while alive := [pid for pid in workers if psutil.pid_exists(pid) and
-                        psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]:
+        while alive := [pid for pid in workers if _running(pid)]:
             assert time.monotonic() < deadline, f"workers {alive} still run after the launching process died"
             time.sleep(0.2)
     finally:
