@@ -248,10 +248,14 @@ def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, r
     # ties and dropped, with a warning in the notebook as the only trace
     prompts, candidates = rows
     long = ["word " * 400 + prompts[0]] + prompts[1:]
-    with pytest.warns(RuntimeWarning, match=r"12 row\(s\) had conversation\(s\) longer than max_length=64"):
+    # one warning with the total, naming the scorer (one per chunk had shown only the first chunk's count)
+    with pytest.warns(RuntimeWarning) as caught:
         result = run_scoring(long, candidates, model=str(reward_dirs["llama"]), kind="sequence_classifier",
                              device="cpu", dtype="fp32", work_dir=tmp_path / "w", options={"max_length": 64},
-                             progress=False)
+                             progress=False, chunk_size=4)
+    assert [str(w.message) for w in caught if "max_length" in str(w.message)] == [
+        f"reward model '{reward_dirs['llama']}': 12 row(s) had conversation(s) longer than max_length=64 tokens, cut "
+        f"to their first 64 tokens (candidates cut alike score alike)."]
     assert result.info["max_length"] == 64 and result.info["rows_truncated"] == 12  # 64 tokens: every row here
     # a re-run that resumes every chunk, and a run whose rows all come from the row cache, count the same rows
     kwargs = dict(model=str(reward_dirs["llama"]), kind="sequence_classifier", device="cpu", dtype="fp32",
@@ -259,7 +263,8 @@ def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, r
     run_scoring(long, candidates, work_dir=tmp_path / "c1", cache_dir=tmp_path / "cache", **kwargs)
     with pytest.MonkeyPatch.context() as patch:  # nothing left to score: the tokenizer counts, no weights load
         patch.setattr("transformers.AutoModelForSequenceClassification.from_pretrained", _no_weights)
-        resumed = run_scoring(long, candidates, work_dir=tmp_path / "w", **kwargs)
+        with pytest.warns(RuntimeWarning, match=r"12 row\(s\) had"):  # said again, as the record says it
+            resumed = run_scoring(long, candidates, work_dir=tmp_path / "w", chunk_size=4, **kwargs)
         cached = run_scoring(long, candidates, work_dir=tmp_path / "c2", cache_dir=tmp_path / "cache", **kwargs)
     assert resumed.info["prompts_computed"] == 0 and resumed.info["rows_truncated"] == 12
     assert {k: resumed.info[k] for k in ("architecture", "device", "dtype", "max_length", "chat_template")} == {

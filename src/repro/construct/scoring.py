@@ -4,6 +4,7 @@ processes give byte-identical scores (a chunk holds the same prompts, and a prom
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from ..parameters import default_batch_tokens
 from ..revisions import model_identity
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, check_inputs, resolve_device, resolve_dtype
-from ..scorers.sequence_classifier import reward_model_dtype
+from ..scorers.sequence_classifier import cut_rows, reward_model_dtype
 
 
 class ScoringError(ReproError, RuntimeError):
@@ -116,8 +117,11 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         **({"devices": stats["devices"]} if stats["processes"] > 1 else {}),
         **({"cache": stats["cache"]} if "cache" in stats else {}),
     }
-    if job.kind == "sequence_classifier":  # rows with a conversation cut at max_length (of those scored now)
+    if job.kind == "sequence_classifier":  # rows with a conversation cut at max_length (every row, resumed too)
         info["rows_truncated"] = stats["rows_truncated"]
+        if info["rows_truncated"]:  # once for the job (a warning per chunk showed the first chunk's count alone)
+            warnings.warn(cut_rows(str(model), info["rows_truncated"], info["max_length"]), RuntimeWarning,
+                          stacklevel=2)
     if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)}:
         # prompts scored per budget, every process's: after an out-of-memory, which chunks a re-run at the lower
         # budget matches
@@ -141,6 +145,7 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         scorer = load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
                              dtype=job.dtype, weights=False, **limits, **job.options)
         load_seconds = time.monotonic() - start
+        scorer.warn_cut = False  # (score_candidates says the job's total once)
 
         def load_weights() -> None:
             nonlocal load_seconds

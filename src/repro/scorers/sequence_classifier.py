@@ -62,6 +62,12 @@ def reward_model_dtype(dtype: str | None, device) -> str:
     return resolve_dtype(dtype, device, "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp16")
 
 
+def cut_rows(model: str, rows: int, max_length: int) -> str:
+    """The warning for rows whose conversation was cut at max_length."""
+    return (f"reward model '{model}': {rows} row(s) had conversation(s) longer than max_length={max_length} tokens, "
+            f"cut to their first {max_length} tokens (candidates cut alike score alike).")
+
+
 class SequenceClassifierScorer(BudgetedBatches):
     """A one-output sequence-classification reward model: load with `SequenceClassifierScorer.load(model, ...)`."""
 
@@ -80,6 +86,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         self.trust_remote_code = trust_remote_code
         self.pad_id = getattr(config, "pad_token_id", None)
         self.rows_truncated = 0  # rows scored so far with a conversation cut at max_length
+        self.warn_cut = True  # a warning per call to `score` that cut rows
 
     @classmethod
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto", chat_template: str | None = None,
@@ -187,9 +194,8 @@ class SequenceClassifierScorer(BudgetedBatches):
         plan = [_Sequence(i[:self.max_length], key) for i, key in zip(ids, keys)]
         if rows:
             self.rows_truncated += rows
-            warnings.warn(f"{rows} row(s) had conversation(s) longer than max_length={self.max_length} tokens, cut to "
-                          f"their first {self.max_length} tokens (candidates cut alike score alike).", RuntimeWarning,
-                          stacklevel=3)
+            if self.warn_cut:  # (a scoring job says its total once)
+                warnings.warn(cut_rows(self.spec, rows, self.max_length), RuntimeWarning, stacklevel=3)
         index = {key: k for k, key in enumerate(keys)}
         per_prompt = [np.array([index[(p, c)] for c in cands], dtype=np.int64) for p, cands in zip(prompts, candidates)]
         order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
