@@ -37,3 +37,14 @@ def test_did_you_mean_names_every_option_as_near_as_the_nearest_and_how_it_is_wr
     assert did_you_mean("demo", ["demo2"], {"demo2": "params/demo2.yaml"}) == " Did you mean 'params/demo2.yaml'?"
     assert did_you_mean("tiny-pairm", {"tiny-pairrm": "pairrm"}) == " Did you mean 'tiny-pairrm'?"  # a dict's keys
     assert did_you_mean("zzz", ["mini_index"]) == ""
+
+
+def test_changed_values_are_named_as_a_params_file_writes_them():
+    # a mapping showed as a Python dict ({'max_length': 64}) beside a suggested `--set scorer_options={"max_length":
+    # 64}`; strings and numbers keep their repr
+    from repro.errors import listed
+
+    assert listed({"scorer_options": ({"max_length": 64}, {"max_length": 64, "output_index": 2}),
+                   "limit": (None, 8), "source": ("demo", "x.jsonl")}) == (
+        'scorer_options ({"max_length": 64} there, {"max_length": 64, "output_index": 2} now), limit (None there, 8 '
+        "now), source ('demo' there, 'x.jsonl' now)")

@@ -1,6 +1,7 @@
 """The one exception type users see: a paragraph that names the parameter or row and says what to do."""
 
 import difflib
+import json
 import sys
 from typing import Any, Iterable, Mapping
 
@@ -53,4 +54,7 @@ class DatasetLoadError(ReproError, OSError):
 
 def listed(changed: dict[str, tuple[Any, Any]]) -> str:
     """Changed parameters as the refusals name them: "limit (None there, 8 now), ..."."""
-    return ", ".join(f"{key} ({old!r} there, {new!r} now)" for key, (old, new) in changed.items())
+    def shown(value: Any) -> str:  # a mapping or list as a params file writes it (JSON), the rest as Python does
+        return json.dumps(value, default=str) if isinstance(value, (dict, list)) else repr(value)
+
+    return ", ".join(f"{key} ({shown(old)} there, {shown(new)} now)" for key, (old, new) in changed.items())
