@@ -104,8 +104,9 @@ def score_ecdf(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
 
 
 def _scatter_or_hexbin(ax, x: np.ndarray, y: np.ndarray, color: str) -> None:
-    points = pd.DataFrame({"x": x, "y": y}).value_counts(sort=False).rename("rows").reset_index()
-    if len(points) < len(x) and value_grid(x) is not None and value_grid(y) is not None:
+    on_grids = value_grid(x) is not None and value_grid(y) is not None  # (counted only then: 61,135 rows are not)
+    points = pd.DataFrame({"x": x, "y": y}).value_counts(sort=False).rename("rows").reset_index() if on_grids else None
+    if points is not None and len(points) < len(x):
         # values on grids (ratings) repeat: one marker per pair of values, its area growing with its rows
         most = int(points["rows"].max())
 

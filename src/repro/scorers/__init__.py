@@ -103,7 +103,8 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
     if kind == "pairrm" and (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
     cls = SCORERS.get((kind, backend), SequenceClassifierScorer)
-    allowed = [p.name for p in inspect.signature(cls.load).parameters.values()  # the options: load's keywords
+    keywords = inspect.signature(cls.load).parameters
+    allowed = [p.name for p in keywords.values()  # the options: load's keywords
                if p.kind is p.KEYWORD_ONLY and p.name not in LOAD_SETTINGS]
     if unknown := sorted(set(options) - set(allowed)):
         what = f"a {kind} scorer" + (f" with backend {backend!r}" if kind == "pairrm" else "")
@@ -111,5 +112,5 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
                              f"its options are {', '.join(allowed)}.")
     if (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
-    light = {} if weights or "weights" not in inspect.signature(cls.load).parameters else {"weights": False}
+    light = {} if weights or "weights" not in keywords else {"weights": False}
     return cls.load(model, device=device, dtype=dtype, **light, **options)
