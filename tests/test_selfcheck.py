@@ -95,6 +95,8 @@ def test_both_layouts_of_one_checkpoint_agree(tmp_path, two_rows, tiny_pairrm_di
     assert checks["engine_vs_llm_blender_fp32"].status == "pass"
     assert report.models["reference llm-blender fp32"]["layout"] == "transformers"
     assert report.exit_code == 0 and report.verdict == "INCOMPLETE"  # stand-in: no card example
+    # timing switched off is the user's choice, not something missing: only the card example is named
+    assert checks["speed"].status == "not run" and [c.name for c in report.gaps] == ["card_example"]
 
 
 def test_the_gpu_run_dtype_path_compares_choices_and_says_why_llm_blender_was_not_timed(two_rows, monkeypatch):

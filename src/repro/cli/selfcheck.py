@@ -477,7 +477,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
 
     # 5. speed on the same rows, in the run dtype
     if not timing:
-        run.add(_not_run("speed", "speed against llm-blender", "timing was switched off (--no-timing)"))
+        run.add(_not_run("speed", "speed against llm-blender", "timing was switched off (--no-timing)", gap=False))
     elif engine_rd is None:
         run.add(_not_run("speed", "speed against llm-blender", f"the engine could not be loaded in {run_dtype}"))
     else:
