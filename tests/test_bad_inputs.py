@@ -199,8 +199,12 @@ CASES = [
          r"include_original_pair: true"),
     ]],
     Case("params: include of a missing file", lambda t: run(t, params=str(write(t / "p.yaml", "include: base.yml\n"))),
-         r"'include: base.yml' in \S*p.yaml: \S*base.yml does not exist; give the path of a params file",
-         after=nothing_written),
+         r"'include: base.yml' in \S*p.yaml: \S*base.yml does not exist; give the path of a params file \(a relative "
+         r"one is read from /\S*\)\.$", after=nothing_written),
+    Case("params: include of a missing file in the home folder",
+         lambda t: run(t, params=str(write(t / "p.yaml", "include: ~/repro-tests-absent.yml\n"))),
+         r"'include: ~/repro-tests-absent.yml' in \S*p.yaml: /\S*/repro-tests-absent.yml does not exist; give the path "
+         r"of a params file\.$", after=nothing_written),
     Case("params: include of a folder", lambda t: run(t, params=str(write(t / "p.yaml", "include: recipes\n"))) if (
         t / "recipes").mkdir() is None else 0,
          r"'include: recipes' in \S*p.yaml: \S*recipes is a folder; give the path of a params file", after=nothing_written),

@@ -774,8 +774,8 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str
                                  f"-> {other}): remove one of these includes.")
         if not other.is_file():
             what = "is a folder" if other.is_dir() else "does not exist"
-            raise ParameterError(f"'include: {name}' in {path}: {other} {what}; give the path of a params file, "
-                                 f"from {path.parent}.")
+            where = "" if Path(name).expanduser().is_absolute() else f" (a relative one is read from {path.parent})"
+            raise ParameterError(f"'include: {name}' in {path}: {other} {what}; give the path of a params file{where}.")
         included, own = read_params_yaml(other, chain)
         merged.update({**included, **own})
     return merged, values
