@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from repro.errors import DataError
-from repro.exporters import FORMATS, detect_format, export_rows, seed_view, sppo_probabilities
+from repro.exporters import FORMATS, SCORED_ONLY, detect_format, export_rows, seed_view, sppo_probabilities
 from repro.formats import to_trl
 from repro.parameters import ConstructParams
 from repro.construct.pairs import build_row
@@ -64,6 +64,25 @@ def test_sppo_probability_columns_equal_compute_prob_py():
                                        {"content": f"answer 3 to {PROMPTS[k]}", "role": "assistant"}]
     assert ds["rm_scores"] == SCORES
     assert np.allclose(np.diag(sppo_probabilities(SCORES[0])), 0.5)
+
+
+def test_sppo_seven_scores_with_tied_lowest_index_probability_as_compute_prob_py():
+    # the original pair's 2 scores first, then 5 generated; generate_0 and generate_4 tie at the lowest (one text
+    # sampled twice): compute_prob.py indexes `probability` (over the FIRST 5 scores) by np.argmin, the first of them
+    scores = [[0.8, -0.6, -0.3, 0.9, 0.1, 0.2, -0.3]]
+    generated = scores[0][2:]
+    pick = select(generated, None, "", ConstructParams(lowest_tie="first"))
+    lead = 2
+    row = build_row({"prompt_id": "id"}, PROMPTS[0], ["orig c", "orig r", *[f"g{k}" for k in range(5)]], scores[0],
+                    messages="chosen", keep_all_candidates=True, pick=(pick.chosen + lead, pick.rejected + lead))
+    ds = export_rows("sppo", [row | {SCORED_ONLY: lead}], [(pick.chosen + lead, pick.rejected + lead)])
+    probs, maxmin, chosen_probs, win, lose = compute_prob_transcription(scores)
+    assert maxmin == [[1, 0]] and (pick.chosen, pick.rejected) == (1, 0)
+    assert ds["probability"] == probs and ds["rm_scores"] == scores
+    np.testing.assert_array_equal(ds["chosen_probs"], chosen_probs)
+    np.testing.assert_allclose(ds["chosen_probs_win"], win, rtol=1e-15)
+    np.testing.assert_allclose(ds["chosen_probs_lose"], lose, rtol=1e-15)
+    assert ds[0]["rejected"][1]["content"] == "g0"
 
 
 def test_each_format_writes_its_published_columns_and_split_names():
@@ -125,6 +144,13 @@ def test_to_trl_reads_every_format():
             assert out[column] == reference[column], (name, column)
     selm = to_trl(export_rows("selm", rows, picks))
     assert selm["chosen"] == reference["chosen"] and selm["score_margin"] == [None] * 3
+    # SPPO's `_score` table (UCLAML/synthetic_data_..._score): the pair and its probabilities, no scores
+    score_table = export_rows("sppo", rows, picks).select_columns(
+        ["chosen", "rejected", "chosen_probs", "chosen_probs_win", "chosen_probs_lose"])
+    out = to_trl(score_table)
+    for column in ("prompt", "chosen", "rejected"):
+        assert out[column] == reference[column], column
+    assert out["score_margin"] == [None] * 3
 
 
 def test_sppo_needs_the_same_number_of_candidates_in_every_row():

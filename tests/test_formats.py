@@ -223,8 +223,8 @@ def _broken(ds: datasets.Dataset, index: int, column: str, turn: int, content: s
 @pytest.mark.parametrize(("column", "turn", "change", "says"), [
     ("chosen", 0, {"content": "Some other question?"}, "`chosen` does not start with the prompt's user turn"),
     ("rejected", 0, {"role": "system"}, "`rejected` does not start with the prompt's user turn"),
-    ("rejected", 1, {"content": "   "}, "the assistant turn of `rejected` is empty"),
-    ("chosen", 1, {"content": ""}, "the assistant turn of `chosen` is empty"),
+    ("chosen", 1, {"content": ""}, "the assistant turn of `chosen` is empty ('')"),
+    ("chosen", 1, {"content": "  "}, "the assistant turn of `chosen` is empty ('  '): DPO learns toward"),
     ("chosen", 1, {"role": "user"}, "the last turn of `chosen` must be the assistant's response"),
 ])
 def test_a_bad_row_is_named(seed_ds, column, turn, change, says):
@@ -235,6 +235,19 @@ def test_a_bad_row_is_named(seed_ds, column, turn, change, says):
         message = str(err.value)
         assert message.startswith(f"Row 5 (prompt_id {seed_ds[5]['prompt_id']})") and says in message
         assert "fix the row or leave it out" in message
+
+
+def test_an_empty_rejected_response_converts(seed_ds):
+    # SPPO's and RLHFlow's recipes rank an empty response like any text (empty_candidates: rank): the worst is a pair
+    # their trainers learn from
+    rows = seed_ds.to_list()
+    rows[4]["rejected"][-1]["content"] = ""
+    rows[6]["rejected"][-1]["content"] = None
+    out = to_trl(datasets.Dataset.from_list(rows[:6], features=seed_ds.features))
+    assert out[4]["rejected"] == [{"content": "", "role": "assistant"}] and out[4]["chosen"] == [rows[4]["chosen"][-1]]
+    with pytest.raises(DataError, match=r"^Row 0 \(prompt_id [0-9a-f]{64}\): the assistant turn of `rejected` is not a "
+                                        r"text \(None\)"):
+        to_trl(datasets.Dataset.from_list(rows[6:7], features=seed_ds.features))
 
 
 def test_a_row_whose_conversations_are_short_or_differ_is_named(seed_ds):

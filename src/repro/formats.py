@@ -40,7 +40,8 @@ def _short(text: Any, limit: int = 80) -> str:
 
 def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict]:
     """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked: the same turns before
-    a non-empty assistant turn in both, beginning with the user turn holding the row's `prompt`."""
+    an assistant turn in both (non-empty in `chosen`: an empty `rejected` is a bad answer to learn from, as the
+    recipes that rank empty responses train on it), beginning with the user turn holding the row's `prompt`."""
     where = f"Row {index} (prompt_id {row.get('prompt_id') or '?'})"
     fix = ("Each row needs `chosen` and `rejected` = [user turn with the `prompt` text, ..., assistant turn], as "
            "this project writes them; fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) "
@@ -55,9 +56,11 @@ def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict
         if last.get("role") != "assistant":
             raise DataError(f"{where}: the last turn of `{column}` must be the assistant's response, but its role "
                             f"is {last.get('role')!r} ({_short(last.get('content'))}). {fix}")
-        if not isinstance(last.get("content"), str) or not last["content"].strip():
-            raise DataError(f"{where}: the assistant turn of `{column}` is empty ({_short(last.get('content'))}); "
-                            f"DPO has nothing to learn from an empty response. {fix}")
+        content = last.get("content")
+        if not isinstance(content, str) or (column == "chosen" and not content.strip()):
+            why = ("is empty ({}): DPO learns toward the chosen response, so it needs one (an empty `rejected` is "
+                   "fine)" if isinstance(content, str) else "is not a text ({})").format(_short(content))
+            raise DataError(f"{where}: the assistant turn of `{column}` {why}. {fix}")
         first = value[0]
         if first.get("role") != "user" or first.get("content") != row.get("prompt"):
             raise DataError(
@@ -95,10 +98,12 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
     if isinstance(ds, datasets.DatasetDict):  # several splits (a recipe's train and test): each converted
         return datasets.DatasetDict({k: _convert(v, row_fn, features, function) for k, v in ds.items()})
     ds = seed_view(ds)  # SPPO's, Snorkel's, RLHFlow's columns as the seed's
-    if "chosen" in ds.column_names and not {"score_chosen", "score_rejected"} & set(ds.column_names):
-        # SELM's format has no scores: null scores and margins, marked so that _margin does not refuse them
+    scores = [c for c in ("score_chosen", "score_rejected") if c in ds.column_names]
+    if "chosen" in ds.column_names and len(ds) and not any(v is not None for c in scores for v in ds[c]):
+        # a format without scores (SELM's; SPPO's `_score` table, pairs and probabilities only): null scores and
+        # margins, marked so that _margin does not refuse them
         nulls = [None] * len(ds)
-        ds = ds.add_column("score_chosen", nulls).add_column("score_rejected", nulls) \
+        ds = ds.remove_columns(scores).add_column("score_chosen", nulls).add_column("score_rejected", nulls) \
             .add_column(NO_SCORES, [True] * len(ds))
     require_columns(ds, REQUIRED_COLUMNS, f"The dataset given to repro.formats.{function}",
                     "It needs the seed's columns (see repro.dataset_io.SEED_FEATURES): load the dataset this "
