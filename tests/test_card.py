@@ -870,7 +870,7 @@ def test_one_row_is_one_row(tmp_path):
     manifest.update(parameters={**manifest.read()["parameters"], "limit": 1})
     en, zh = halves(card_for(tmp_path / "run")[1])
     assert "A preference dataset of 1 row in split `train_prefs`," in en and "Small size: 1 row, out of 6 rows" in en
-    assert "Only the first 1 row of the mini was kept (`limit`)." in en and "2 candidates in 1 row." in en
+    assert "Only the first 1 row was kept (`limit`)." in en and "2 candidates in 1 row." in en
     assert re.findall(r"(?<!of )(?<!// )\b1 rows", en) == []  # ("1 of 1 rows", "n // 1 rows" read as they should)
     assert "`train_prefs` 划分 1 行" in zh and "规模较小：1 行" in zh
 
@@ -1533,9 +1533,19 @@ def test_a_drop_is_called_the_published_recipes_only_for_the_published_slice(tmp
         assert "`drop_rows`" in half
     manifest_path = tmp_path / "run" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    manifest["parameters"].update(part_start=40000, part_stop=61135, drop_rows=400, drop_from="start")
+    # nothing dropped, one mini: the slice sentence says what was taken and no step that did nothing
+    manifest["parameters"].update(drop_rows=0, limit=None)
     manifest_path.write_text(json.dumps(manifest))
     en, zh = halves(card_for(tmp_path / "run")[1])
+    assert re.search(r"Rows \[0:end\] of the source split were taken\.\s", en)
+    assert "dropped from the" not in en and "mini 0 of 1" not in en and "n // 1" not in en
+    assert "端丢弃" not in zh and "1 个 mini" not in zh
+    manifest["parameters"].update(part_start=40000, part_stop=61135, drop_rows=400, drop_from="start", mini_index=1,
+                                  mini_count=4)
+    manifest_path.write_text(json.dumps(manifest))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "400 rows were dropped from the start (`drop_rows`); then mini 1 of 4 was kept (minis count from 0;" in en
+    assert "再保留 4 个 mini 中的第 1 个" in zh
     assert "The published part2 datasets drop 400 rows of this part too; their authors do not document why, or " \
            "which." in en
     assert "as the published part2 datasets drop 400 rows of this part without saying why or which" in en

@@ -3,6 +3,7 @@
 import math
 from typing import get_args
 
+import numpy as np
 import pytest
 
 from repro.errors import DataError
@@ -28,6 +29,22 @@ TABLE = [
 def test_rules_on_a_hand_made_table(rule, scores, texts, expected):
     pick = select(scores, texts, "", ConstructParams(selection=rule, length_penalty=0.1))
     assert (pick.chosen, pick.rejected) == expected and pick.dropped is None
+
+
+@pytest.mark.parametrize("rule, scores, texts", [
+    ("best_worst", [1.0, 1.0, -2.0, 0.5, -2.0], None),
+    ("best_worst", [0.0, 0.0, 0.0], None),  # a full tie: numpy pairs candidate 0 with itself
+    ("best_worst", [-1.0, 3.0, -1.0], None),
+    # penalised: 1.0 - 0.5 = 0.5, 0.3 - 0.4 = -0.1, 0.9 - 1.0 = -0.1, 2.0 - 0.1 = 1.9
+    ("best_worst_length_penalised", [1.0, 0.3, 0.9, 2.0], ["x" * 5, "y" * 4, "z" * 10, "w"]),
+])
+def test_lowest_tie_first_is_numpys_argmax_and_argmin(rule, scores, texts):
+    # SPPO's compute_prob.py, RLHFlow's run_dpo.py and SELM's online_feedback.py take np.argmax / np.argmin
+    ranked = scores if texts is None else [s - 0.1 * len(t) for s, t in zip(scores, texts)]
+    pick = select(scores, texts, "", ConstructParams(selection=rule, length_penalty=0.1, lowest_tie="first"))
+    assert (pick.chosen, pick.rejected) == (int(np.argmax(ranked)), int(np.argmin(ranked)))
+    last = select(scores, texts, "", ConstructParams(selection=rule, length_penalty=0.1))
+    assert last.rejected == max(i for i, s in enumerate(ranked) if s == min(ranked))  # the seed's rule, unchanged
 
 
 def test_every_rule_orders_the_pair_by_score_and_a_single_candidate_yields_none():

@@ -144,7 +144,9 @@ def table_cell(text: Any) -> str:
 # output formats (repro.exporters: the seed's, and those of the field's published recipes)
 SelectionRule = Literal["best_worst", "best_random", "random_pair", "best_second", "best_worst_length_penalised"]
 RANDOM_RULES = ("best_random", "random_pair")
-TIE_RULE = "chosen = first highest score, rejected = last lowest score"  # as the manifest records it, for the card
+# lowest_tie -> the tie rule as the manifest records it, for the card
+TIE_RULES = {"last": "chosen = first highest score, rejected = last lowest score",
+             "first": "chosen = first highest score, rejected = first lowest score"}
 OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
 ScorerKind = Literal["auto", "pairrm", "sequence_classifier"]  # auto: read from the checkpoint (repro.scorers)
 ScorerBackend = Literal["repro", "llm-blender"]  # PairRM's: the engine, or llm-blender's own code
@@ -238,6 +240,8 @@ class ConstructParams(_Params):
     length_penalty: NonNegative = 0.0  # best_worst_length_penalised: score - length_penalty * characters
     min_margin: NonNegative = 0.0  # pairs with score_chosen - score_rejected below it are left out
     ties: Literal["keep", "drop"] = "keep"  # equal scores: keep the pair (seed), or leave the row out (RLHFlow)
+    # candidates tied for the lowest score: rejected is the last (seed) or the first (np.argmin: SPPO, RLHFlow, SELM)
+    lowest_tie: Literal["last", "first"] = "last"
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm

@@ -28,7 +28,7 @@ from ..errors import DataError, ReproError
 from ..exporters import FORMATS
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
-from ..parameters import RECIPE_FACTS, TIE_RULE, CardParams, build, table_cell
+from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, table_cell
 from ..paths import DATA_DIR, RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
 from .facts import (CONFIG_NAME, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
@@ -108,7 +108,8 @@ def _environment(lang: str) -> jinja2.Environment:
                        seed_repo=SEED_REPO, score_blocks=SCORE_BLOCKS, required_columns=REQUIRED_COLUMNS,
                        trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
                        length_bias_share=LENGTH_BIAS_SHARE, length_bias_rows=LENGTH_BIAS_ROWS,
-                       recipe_facts=RECIPE_FACTS, our_tie_rule=TIE_RULE, trl_features=TRL_FEATURES,
+                       recipe_facts=RECIPE_FACTS, our_tie_rules={rule: key for key, rule in TIE_RULES.items()},
+                       trl_features=TRL_FEATURES,
                        shaping_parameters=shaping_parameters,
                        format_sources={name: f.source for name, f in FORMATS.items()},
                        citations={m["key"]: m[0] for m in BIBTEX_ENTRY_RE.finditer(

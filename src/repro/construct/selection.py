@@ -9,7 +9,9 @@ worst of `score - length_penalty * len(text)` (characters).
 
 `chosen` is the higher-scored of the pair (RLHFlow swaps). Equal scores are a tie: `ties: keep` keeps the pair, `ties:
 drop` leaves the row out (as RLHFlow does); a margin below `min_margin` leaves it out. Scores tied for best or worst:
-the FIRST highest and the LAST lowest, in candidate order (the seed's rule). Random draws depend on `selection_seed`
+the FIRST highest and the LAST lowest, in candidate order (the seed's rule), or with `lowest_tie: first` the FIRST
+lowest (numpy's argmax / argmin, as SPPO, RLHFlow and SELM; a full tie pairs candidate 0 with itself, as theirs do,
+unless `ties: drop`). Random draws depend on `selection_seed`
 and the row's prompt_id, never on row order. A text that two candidates share (surrounding whitespace aside) is one
 candidate to the rules that pick a second one (`best_second`, `best_random`, `random_pair`): never a text and its copy.
 """
@@ -46,10 +48,11 @@ class Pick:
     dropped: str | None = None
 
 
-def best_worst(scores: Sequence[float]) -> tuple[int, int]:
-    """(first of the highest, last of the lowest); a full tie gives (0, last)."""
+def best_worst(scores: Sequence[float], lowest: str = "last") -> tuple[int, int]:
+    """(first of the highest, `lowest` of the lowest); a full tie gives (0, last) or (0, 0)."""
     best, worst = max(scores), min(scores)
-    return next(i for i, s in enumerate(scores) if s == best), max(i for i, s in enumerate(scores) if s == worst)
+    tied = [i for i, s in enumerate(scores) if s == worst]
+    return next(i for i, s in enumerate(scores) if s == best), tied[-1 if lowest == "last" else 0]
 
 
 def row_rng(seed: int, key: str) -> np.random.Generator:
@@ -61,11 +64,11 @@ def row_rng(seed: int, key: str) -> np.random.Generator:
 def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> tuple[int, int]:
     n, rule = len(scores), p.selection
     if rule == "best_worst":
-        return best_worst(scores)
+        return best_worst(scores, p.lowest_tie)
     if rule == "best_worst_length_penalised":
         if texts is None or len(texts) != n:
             raise DataError(f"selection {rule!r} needs the candidates' texts (one per score) to measure lengths.")
-        return best_worst([s - p.length_penalty * len(t) for s, t in zip(scores, texts)])
+        return best_worst([s - p.length_penalty * len(t) for s, t in zip(scores, texts)], p.lowest_tie)
     # a candidate whose text another has already is no second choice: the rules below pick among distinct texts
     same = None if texts is None else [t.strip() for t in texts]  # surrounding whitespace aside
     distinct = list(range(n)) if same is None else sorted({t: i for i, t in reversed(list(enumerate(same)))}.values())

@@ -14,7 +14,7 @@ from ..dataset_io import row_prompt_id, write_split
 from ..errors import DataError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
-from ..parameters import TIE_RULE, ConstructParams, GenerationParams, check_generated_columns
+from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
 from ..revisions import local_content, pinned_model
 from ..slicing import plan_slice
@@ -243,7 +243,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
         out = export_rows(p.output_format, rows, picks, p.keep_all_candidates, list(ctx.more_scores))
         info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=RLHFLOW_NAMES[p.selection],
                     ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
-                    tie_rule=TIE_RULE)
+                    tie_rule=TIE_RULES[p.lowest_tie])
     ctx.manifest.set_counts(kept=len(out), **{f"dropped_{reason}": n for reason, n in sorted(dropped.items())})
     return out
 
