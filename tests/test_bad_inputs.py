@@ -349,6 +349,36 @@ CASES = [
          after=nothing_written),
     Case("a member that cannot run", lambda t: run(t, "--grid", "mini_index=0,4", "--set", "mini_count=4"),
          r"member 'mini_index-4' of family 'demo'.*mini_index=4 must be < mini_count=4", after=nothing_written),
+    # a bundle's key won over a plain grid key unsaid: two members, one mini_index, one fingerprint
+    Case("a parameter set by two grid keys",
+         lambda t: run(t, params=str(write(t / "f.yaml", "family: {grid: {mini_index: [0, 1], part: [{name: p, "
+                                                         "mini_index: 3, mini_count: 4}]}}\n"))),
+         r"family\.grid in \S*f\.yaml: mini_index is set by both grid keys mini_index and part: each member would "
+         r"take part's value; set it in one", after=nothing_written),
+    Case("a --grid key a bundle of the file's grid sets too",
+         lambda t: run(t, "--grid", "mini_index=0,1", params=str(write(
+             t / "f.yaml", "family: {grid: {part: [{name: p, mini_index: 3, mini_count: 4}]}}\n"))),
+         r"family\.grid in \S*f\.yaml and --grid: mini_index is set by both grid keys part and mini_index",
+         after=nothing_written),
+    Case("two bundles alike but for their name",
+         lambda t: run(t, params=str(write(t / "f.yaml", "family: {grid: {part: [{name: a, limit: 3}, "
+                                                         "{name: b, limit: 3}]}}\n"))),
+         r"family\.grid\.part in \S*f\.yaml lists \{'limit': 3\} twice \(their names aside\): give each value once",
+         after=nothing_written),
+    Case("a falsy grid value listed twice", lambda t: run(t, "--grid", "mini_index=0,0", "--check"),
+         r"family\.grid\.mini_index in --grid lists 0 twice: give each value once", after=nothing_written),
+    Case("a grid over a key no member's notebook reads",
+         lambda t: run(t, "--set", "notebooks=[01_construct, 02_analyze]", "--grid", "reference=a.jsonl,b.jsonl",
+                       "--check"),
+         r"family\.grid\.reference in --grid: reference is read by 04_compare, which the members do not run "
+         r"\(notebooks: 01_construct, 02_analyze\): they would be the same run", after=nothing_written),
+    Case("--grid without --out on a file of no family", lambda t: ["run", DEMO, "--grid", "mini_index=0,1", "--set",
+                                                                   "mini_count=2", "--check"],
+         r"--grid on \S*demo\.yaml, which declares no family: its members would go into \S*runs/demo, its run's "
+         r"folder; give the family its own --out DIR"),
+    Case("a wrong type in --grid", lambda t: run(t, "--grid", "mini_index=a,b"),
+         r"mini_index: Input should be a valid integer.*\nFix the value in the family's grid \(family\.grid in the "
+         r"params file, or --grid\)", after=nothing_written),
     Case("--member not in the family",
          lambda t: run(t, "--grid", "mini_index=0,1", "--set", "mini_count=2", "--member", "mini_index-7"),
          r"--member 'mini_index-7' is not a member of family 'demo'; its members are mini_index-0, mini_index-1 \(or their index, 0 to 1\)\.",

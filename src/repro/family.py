@@ -15,13 +15,16 @@ import yaml
 from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
 from .manifest import Manifest
-from .parameters import all_fields, once, resolve_parameters, validate_all
+from .parameters import (DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once, resolve_parameters,
+                         validate_all)
 from .paths import default_run_dir, resolve_user_path
 from .revisions import run_fingerprint
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 # parameters a grid cannot vary: where a member goes is the family's to decide, and the notebooks are the same
 NOT_IN_GRID = {"run_name", "run_dir", "notebooks", "family", "selfcheck"}
+GRID_ADVICE = ("\nFix the value in the family's grid (family.grid in the params file, or --grid), else "
+               "with --set KEY=VALUE.")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -90,8 +93,11 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
         if not isinstance(values, list) or not values:
             raise ParameterError(f"family.grid.{key} in {where} must be a non-empty list of values, got {values!r}: "
                                  f"a family needs at least one value per key.")
-        if twice := next((v for k, v in enumerate(values) if v in values[:k]), None):  # (two members, one name)
-            raise ParameterError(f"family.grid.{key} in {where} lists {twice!r} twice: give each value once.")
+        # two members of one run (a bundle's `name` only names the folder)
+        bare = [{k: x for k, x in v.items() if k != "name"} if isinstance(v, dict) else v for v in values]
+        if (twice := next((k for k, v in enumerate(bare) if v in bare[:k]), None)) is not None:
+            raise ParameterError(f"family.grid.{key} in {where} lists {bare[twice]!r} twice"
+                                 f"{' (their names aside)' * (bare[twice] != values[twice])}: give each value once.")
         if key in NOT_IN_GRID:
             raise ParameterError(f"family.grid.{key} in {where}: {key} cannot vary within a family (members go to "
                                  f"runs/<family>/<member>/ and run the same notebooks); remove it from the grid.")
@@ -151,6 +157,24 @@ def grid_keys(grid: dict[str, Any]) -> set[str]:
             for key in ((set(value) - {"name"}) if isinstance(value, dict) else {name})}
 
 
+def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where: dict[str, str]) -> None:
+    """Each parameter the grid sets is set by one key (a bundle's would win over a plain key's unsaid) and read by
+    a notebook the members run (else members differing in it are the same run); `where`: each key's origin."""
+    setters: dict[str, str] = {}
+    for key, values in grid.items():
+        for param in sorted(grid_keys({key: values})):
+            if (first := setters.setdefault(param, key)) != key:
+                raise ParameterError(f"family.grid in {' and '.join(dict.fromkeys((where[first], where[key])))}: "
+                                     f"{param} is set by both grid keys {first} and {key}: each member would take "
+                                     f"{key}'s value; set it in one.")
+            if param not in notebook_fields(*notebooks):
+                readers = " and ".join(nb for nb in NOTEBOOK_SECTIONS if param in notebook_fields(nb)) or "none"
+                raise ParameterError(f"family.grid.{key} in {where[key]}: {param} is read by {readers}, which the "
+                                     f"members do not run (notebooks: {', '.join(notebooks)}): they would be the same "
+                                     f"run, once per value. Add that notebook to notebooks, or take {param} out of "
+                                     f"the grid.")
+
+
 def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,
                 out: str | None = None, where: str = "the params file") -> Family:
     """The family the values declare (`family:`, and/or `--grid`), every member checked before any work."""
@@ -163,6 +187,8 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     if grid or not grid_args:
         check_grid(grid, where)
     grid = {**grid, **(check_grid(grid_args, "--grid") if grid_args else {})}
+    check_members_differ(grid, [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)],
+                         {key: "--grid" if key in (grid_args or {}) else where for key in grid})
     jobs = spec.get("jobs", 1)
     if not isinstance(jobs, int) or jobs < 1:
         raise ParameterError(f"family.jobs in {where} must be a whole number >= 1, got {jobs!r}.")
@@ -170,6 +196,10 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     if _SAFE.sub("-", name) != name:
         raise ParameterError(f"family.name {name!r} in {where} names a folder: use letters, digits, '.', '_' or '-'.")
     root = Path(resolve_user_path(out or values.get("run_dir"), may_be_id=False) or default_run_dir(name))
+    if grid_args and not spec and not out:  # the folder the file's own run goes to
+        raise ParameterError(f"--grid on {where}, which declares no family: its members would go into {root}, its "
+                             f"run's folder; give the family its own --out DIR (a family's folder and a run's are "
+                             f"never one).")
 
     combos = [dict(zip(grid, c)) for c in itertools.product(*map(enumerate, grid.values()))]
     names = member_names(combos, spec.get("member_name"), where)
@@ -181,7 +211,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         for key, value in grid_values.items():
             bundle = value if isinstance(value, dict) else {key: value}  # a bundle's `name` only names the folder
             member_values.update({k: v for k, v in bundle.items() if k != "name"})
-        validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})")
+        validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})", advice=GRID_ADVICE)
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
                               run_dir=root / member, fingerprint=run_fingerprint(resolve_parameters(member_values))))
     return Family(name=name, root=root, members=members, jobs=jobs)

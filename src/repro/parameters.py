@@ -524,8 +524,11 @@ RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be
                "string_too_short": "must not be empty", "extra_forbidden": "unknown name: check its spelling"}
 
 
+SET_ADVICE = "\nFix the value in the params file or with --set KEY=VALUE."
+
+
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
-          set_keys: Mapping[str, str] = {}, advice: str = "\nFix the value in the params file or with --set KEY=VALUE.",
+          set_keys: Mapping[str, str] = {}, advice: str = SET_ADVICE,
           quote: str = 'YAML reads it as {what}; quote it in the file ({key}: "...", as you wrote it)') -> _Params:
     """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error); `set_keys`: the
     keys given with --set, each with its value as typed; `quote`: how to give text that was read as a number there."""
@@ -557,10 +560,10 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
         raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) + advice) from None
 
 
-def validate_all(values: dict[str, Any], where: str = "the parameters",
-                 set_keys: Mapping[str, str] = {}) -> dict[str, _Params]:
+def validate_all(values: dict[str, Any], where: str = "the parameters", set_keys: Mapping[str, str] = {},
+                 advice: str = SET_ADVICE) -> dict[str, _Params]:
     """Validate a whole params file against every schema; returns one object per section."""
-    sections = {name: build(schema, values, where, set_keys) for name, schema in SCHEMAS.items()}
+    sections = {name: build(schema, values, where, set_keys, advice) for name, schema in SCHEMAS.items()}
     check_generated_columns(sections["construct"], sections["generation"])
     return sections
 

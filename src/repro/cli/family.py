@@ -59,7 +59,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     pending = [m for m in members if why[m.name]]
     found = {m.name: member_checks(m, args.force, why[m.name]) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
-    checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out" if args.out else GIVEN_AS)
+    checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out")  # (the fix, whatever gave the folder)
     if done := [m.name for m in members if m not in pending]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
