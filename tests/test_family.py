@@ -293,6 +293,16 @@ def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_pa
     assert family_view_module.margins_figure(view.margins).axes[0].get_title() == "Margins of 1 of 2 members (n = 3 rows)"
     # rows taken back from the member's own work/ chunks count too (they were counted nowhere)
     assert done["scored_rows"] == {"computed": 1, "from_cache": 0, "from_work": 2}
+    # `cache: false`: no cache record; the stages' own numbers count (0 rows scored and an empty table before)
+    for name in ("t07", "t10"):
+        with Manifest(RunDir(root / name)).edit() as data:
+            del data["stages"]["score"]["cache"]
+            data["generation"] = {"prompts": 3, "prompts_generated": 3, "prompts_resumed": 1}
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
+    assert view.summary["members"][0]["scored_rows"] == {"computed": 1, "from_cache": None, "from_work": 2}
+    assert view.summary["rows_generated"] == {"computed": 4, "from_cache": 0, "from_work": 2}
+    assert origins(view).data.loc["rows scored"].to_dict() == {
+        "computed in the members' runs": 2, "from the row cache": 0, "from their own earlier runs (work/)": 4}
 
 
 def test_the_verdicts_say_in_a_sentence_that_no_member_compared(tmp_path):
