@@ -155,6 +155,32 @@ def test_ctrl_c_in_a_member_stops_the_family(tmp_path, monkeypatch, capsys):
         assert main([*member, "--member", "1"]) == code
 
 
+def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_refused_there(tmp_path, monkeypatch,
+                                                                                             capsys):
+    # the plan was recorded by 05_family only: after an interruption, 05_family on its own left out the new member
+    root = tmp_path / "f"
+    grid = ["run", str(DEMO), "--set", "mini_count=3", "--out", str(root), "--grid"]
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: 130)
+    assert main([*grid, "mini_index=0,1"]) == 130
+    assert Manifest(RunDir(root)).read()["members"] == ["mini_index-0", "mini_index-1"]
+    capsys.readouterr()
+    assert main([*grid, "mini_index=0,2", "--member", "1"]) == 130
+    assert Manifest(RunDir(root)).read()["members"] == ["mini_index-0", "mini_index-2"]
+    assert "family demo: mini_index-1 of its last plan is no longer in the grid: left out of the family view (its " \
+           "folder stays)" in capsys.readouterr().out
+    # a family of another name into that folder took it over unsaid (family.json, figures, the members shown)
+    other = tmp_path / "other.yaml"
+    other.write_text(f"include: {DEMO}\nmini_count: 3\nfamily: {{name: other, grid: {{mini_index: [0, 1]}}}}\n")
+    assert main(["run", str(other), "--out", str(root), "--check"]) == 1
+    assert f"REFUSED  family folder: {root} holds family demo's record, not other's: give this family its own " \
+           f"--out, or pass --force" in capsys.readouterr().out
+    assert main(["run", str(other), "--out", str(root), "--force"]) == 130
+    assert Manifest(RunDir(root)).read()["family_name"] == "other"
+    # nor does a run go into a family's folder whose view never ran
+    assert main(["run", str(DEMO), "--out", str(root), "--check"]) == 1
+    assert "holds a family's folder" in capsys.readouterr().out
+
+
 def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch, capsys):
     import argparse
 

@@ -52,6 +52,32 @@ def grouped(per_member: dict[str, list[Check]]) -> list[Check]:
             for check, (_, names) in sorted(found.items(), key=lambda item: item[1][0])]
 
 
+def plan_check(family: Family, force: bool) -> list[Check]:
+    """A family's folder holding another family's record (its members would drop out of the family view, its
+    family.json and figures be replaced): refused unless --force."""
+    if (other := Manifest(family.root).read().get("family_name", family.name)) == family.name:
+        return []
+    held = f"{family.root} holds family {other}'s record, not {family.name}'s"
+    if force:
+        return [Check("family folder", True, f"{held}; --force: it becomes {family.name}'s (the members of {other} "
+                                             f"stay in their folders, left out of the family view)")]
+    return [Check("family folder", False, f"{held}: give this family its own --out, or pass --force to make the "
+                                          f"folder {family.name}'s", problem="REFUSED")]
+
+
+def record_plan(family: Family) -> None:
+    """Record the members planned, before any runs (05_family, on its own too, shows those), saying which of the last
+    plan are left out now."""
+    record, planned = Manifest(family.root), [m.name for m in family.members]
+    seen = record.read()
+    if dropped := [name for name in seen.get("members") or () if name not in planned]:
+        one = len(dropped) == 1
+        print(f"repro run: family {family.name}: {', '.join(dropped)} of its last plan {'is' if one else 'are'} no "
+              f"longer in the grid: left out of the family view ({'its folder stays' if one else 'their folders stay'})")
+    if (seen.get("members"), seen.get("family_name")) != (planned, family.name):
+        record.update(members=planned, family_name=family.name)
+
+
 def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member]) -> int | None:
     """Check the family's folder and every member that will run before any runs (`--check`: print the list, return
     the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing)."""
@@ -59,7 +85,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     pending = [m for m in members if why[m.name]]
     found = {m.name: member_checks(m, args.force, why[m.name]) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
-    checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out")  # (the fix, whatever gave the folder)
+    checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out") or plan_check(family, args.force)
     if done := [m.name for m in members if m not in pending]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
@@ -200,6 +226,7 @@ def main(args: argparse.Namespace) -> int:
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:
         return code
+    record_plan(family)
     if args.member:  # its exit status says how it ended (a Slurm array's afterok must not follow an interruption)
         status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output)
         return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED}.get(status, 0)

@@ -73,7 +73,8 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
     the family its own `given_as`), or nothing when `run` is new or alike."""
     if why := run.foreign_refusal(rebuilds(notebooks)):
         return [Check("run directory", False, why, problem="REFUSED")]
-    recorded = list((Manifest(run).read().get("notebooks") or {}))
+    data = Manifest(run).read()  # (a family's plan, recorded before its members run, marks its folder too)
+    recorded = list(data.get("notebooks") or [FAMILY_NOTEBOOK] * ("members" in data))
     family, held = notebooks == [FAMILY_NOTEBOOK], recorded == [FAMILY_NOTEBOOK]
     if not recorded or family == held:
         return []
