@@ -71,9 +71,9 @@ def record_plan(family: Family) -> None:
     record, planned = Manifest(family.root), [m.name for m in family.members]
     seen = record.read()
     if dropped := [name for name in seen.get("members") or () if name not in planned]:
-        one = len(dropped) == 1
-        print(f"repro run: family {family.name}: {', '.join(dropped)} of its last plan {'is' if one else 'are'} no "
-              f"longer in the grid: left out of the family view ({'its folder stays' if one else 'their folders stay'})")
+        is_, its = ("is", "its folder stays") if len(dropped) == 1 else ("are", "their folders stay")
+        print(f"repro run: family {family.name}: {', '.join(dropped)} of its last plan {is_} no longer in the grid: "
+              f"left out of the family view ({its})")
     if (seen.get("members"), seen.get("family_name")) != (planned, family.name):
         record.update(members=planned, family_name=family.name)
 
