@@ -494,6 +494,25 @@ def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_pa
             in capsys.readouterr().out)
 
 
+@pytest.mark.parametrize("length", [2, 12, 31, 48])
+def test_the_family_margins_figure_makes_room_for_long_member_names(tmp_path, length):
+    # the figure's height was fixed: names as t1.0_builtin-tiny-reward-deberta squeezed the axes, clipping the y label
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from repro.analysis import plots
+
+    margins = {f"{k}_" + "t1.0_builtin-tiny-reward-deberta__limit-300__seed-7"[:length - 2]: np.linspace(-1, 1, 5)
+               for k in range(4)}
+    fig = family_view_module.margins_figure(margins)
+    plots.save(fig, tmp_path / "m")
+    (canvas := FigureCanvasAgg(fig)).draw()  # as saved (the labels are placed when drawn)
+    renderer, (ax,) = canvas.get_renderer(), fig.axes
+    for text in (ax.yaxis.label, ax.title, ax.xaxis.label, *ax.get_xticklabels()):
+        box = text.get_window_extent(renderer)
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, \
+            (text.get_text(), box, fig.bbox)
+
+
 def test_the_family_margins_figure_is_byte_stable_and_leaves_numpys_random_state_alone(tmp_path):
     """seaborn's strip plot jitters the dots with numpy's global random state: two drawings of the same margins gave
     two different family_margins.png (every other figure is byte-stable), and a notebook's own draws moved it."""

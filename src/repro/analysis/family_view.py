@@ -129,7 +129,10 @@ def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
     drawn = sum(m.size > 0 for m in margins.values())  # "2 of 3" when a member has none (not complete, no scores)
     drawn_members = str(drawn) if drawn == len(margins) else f"{drawn} of {len(margins)}"
-    with plots.axes(figsize=(max(plots.FIGSIZE[0], 1.1 * len(margins) + 2), plots.FIGSIZE[1])) as (fig, ax):
+    longest = max(map(len, margins), default=0)  # a name at 30 degrees: ~0.075 in wide and 0.045 in high a character
+    size = (max(plots.FIGSIZE[0], 1.1 * len(margins) + 2, 0.075 * longest + 2.5),
+            plots.FIGSIZE[1] + 0.045 * max(0, longest - 12))
+    with plots.axes(figsize=size) as (fig, ax):
         if len(long):
             sns.violinplot(data=long, x="member", y="margin", ax=ax, color="#c6dbef", inner="quart", cut=0)
             state = np.random.get_state()  # seaborn jitters the dots with numpy's global random state: a fixed one
@@ -141,7 +144,8 @@ def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
         ax.set(xlabel="member", ylabel="margin = score_chosen − score_rejected",
                title=f"Margins of {drawn_members} members (n = {len(long):,} rows)")
-        ax.tick_params(axis="x", rotation=30)
+        for label in ax.get_xticklabels():  # each name ends at its tick
+            label.set(rotation=30, ha="right", rotation_mode="anchor")
     return fig
 
 
