@@ -132,6 +132,11 @@ def finished_chunks(work: Path) -> list[Path]:
     return [p for p in work.rglob(CHUNK_GLOB) if not any(x.startswith(STALE_PREFIX) for x in p.relative_to(work).parts)]
 
 
+def safe_chunks(work: Path) -> str:
+    """What a stopped run keeps to continue from: the finished chunks of all its stages (generation's and scoring's)."""
+    return f"{len(finished_chunks(work))} finished chunk(s) (every stage's) are safe in {work}"
+
+
 def num_chunks(num_items: int, chunk_size: int) -> int:
     return math.ceil(num_items / max(1, int(chunk_size)))
 

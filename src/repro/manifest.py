@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import __version__
 from .errors import DataError, Interrupted, ParameterError, listed
-from .jobs import atomic_write_json, finished_chunks, json_default
+from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
@@ -401,8 +401,8 @@ class Manifest:
                                    "error": error, **info})
             self.finish_run(ended(exc), error=f"stage {name!r} {ended(exc)}: {error}")
             if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Interrupted):
-                raise Interrupted(f"stage {name!r}: {len(finished_chunks(self.run.work))} finished chunk(s) are safe "
-                                  f"in {self.run.work}; run the notebook again to continue." if resumable else
+                raise Interrupted(f"stage {name!r}: {safe_chunks(self.run.work)}; run the notebook again to "
+                                  f"continue." if resumable else
                                   f"stage {name!r} was stopped, and keeps nothing to continue from: run the notebook "
                                   f"again.") from None
             raise

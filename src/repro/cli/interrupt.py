@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import psutil
 
-from ..jobs import finished_chunks
+from ..jobs import safe_chunks
 from ..manifest import Manifest
 
 GRACE_S = 20.0  # how long an interrupted kernel gets to stop its cell before it is killed
@@ -94,5 +94,4 @@ def record_interruption(manifest: Manifest, notebook: str | None, started: bool 
     data.update(status=INTERRUPTED, error=f"interrupted (Ctrl-C) {when}")
     manifest.write(data)
     where = f"{when}, stage {stages[-1]}" if stages else when
-    return (f"repro run: interrupted {where}: {len(finished_chunks(manifest.run.work))} finished chunk(s) are safe "
-            f"in {manifest.run.work}; run the same command to continue.")
+    return f"repro run: interrupted {where}: {safe_chunks(manifest.run.work)}; run the same command to continue."
