@@ -528,3 +528,12 @@ def test_the_family_margins_figure_is_byte_stable_and_leaves_numpys_random_state
     second = plots.save(margins_figure(margins), tmp_path / "two")
     for kind in ("png", "svg"):
         assert first[kind].read_bytes() == second[kind].read_bytes(), kind
+
+
+def test_the_family_notebooks_parameters_cell_says_which_folder_to_set():
+    # it read "default: runs/<run_name>, or the run of the dataset given" (05_family reads no dataset), and Run All
+    # with its defaults stopped at "runs/demo does not exist" (runs/demo is the demo's run, not a family)
+    nb = json.loads((ROOT / "notebooks" / "05_family.ipynb").read_text())
+    cell = "".join(next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))["source"])
+    assert "dataset" not in cell
+    assert re.search(r"# run_dir: the family's folder.*set it.*'runs/demo_family'", cell), cell
