@@ -183,3 +183,24 @@ def test_paths_from_the_home_folder_as_typed(tmp_path, monkeypatch, capsys):
     assert main(["score", "--model", "builtin:tiny-pairrm", "--input", "~/rows.jsonl", "--output=~/s.jsonl",
                  "--device", "cpu"]) == 0, capsys.readouterr().err
     assert len((home / "s.jsonl").read_text().splitlines()) == 1 and not (tmp_path / "~").exists()
+
+
+def test_nan_scores_are_refused_with_the_row_named_before_any_output(tmp_path, capsys):
+    """A reward model whose head gives NaN (fp16/bf16 overflow) was written as `"scores": [NaN, NaN], "ranks": [1, 1]`
+    (not JSON) with exit 0; now the first such row and its prompt are named, with what to try, and nothing is
+    written."""
+    from safetensors.torch import load_file, save_file
+
+    from repro.scorers.tiny import build_tiny_reward_model
+
+    folder = build_tiny_reward_model(tmp_path / "nan")
+    weights = load_file(folder / "model.safetensors")
+    weights["score.weight"][:] = float("nan")
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    src = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "Name a prime.", "candidates": ["Seven.", "Eight."]}] * 2)
+    out = tmp_path / "out.jsonl"
+    assert main(["score", "--model", str(folder), "--input", str(src), "--output", str(out), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"row 1 of 2 \(prompt 'Name a prime\.'\): the scores contain NaN \(\[nan, nan\]\): the scorer "
+                     r"failed on this row\..*fp32", err), err
+    assert not out.exists()

@@ -178,9 +178,9 @@ def main(args: argparse.Namespace) -> int:
     if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
         return 0
     # atomically: a crash never leaves half an output file
-    lines = (json.dumps({**row, "scores": s, "ranks": ranks_from_scores(s).tolist()}, ensure_ascii=False,
-                        default=json_default) + "\n"
-             for row, s in zip(rows, result.scores))
+    lines = (json.dumps({**row, "scores": s, "ranks": ranks_from_scores(
+        s, f"--input {args.input}, row {k + 1} of {len(rows)} (prompt {row['prompt']!r:.80})").tolist()},
+        ensure_ascii=False, default=json_default) + "\n" for k, (row, s) in enumerate(zip(rows, result.scores)))
     atomic_write_text(args.output, "".join(lines))
     if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now

@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..dataset_io import SEED_COLUMNS, conversation, response_text, row_prompt_id
 from ..errors import DataError
 from ..parameters import ConstructParams
+from ..scorers.common import check_scores
 from .selection import DROP_TOO_FEW, best_worst
 
 REFERENCE = "reference_response"
@@ -30,8 +30,7 @@ def select_pair(scores: Sequence[float]) -> tuple[int, int]:
     """Indices (chosen, rejected): first of the highest score, last of the lowest (see the module's tie rule)."""
     if len(scores) < 2:
         raise DataError(f"select_pair needs at least two scores, got {len(scores)}.")
-    if any(math.isnan(s) for s in scores):
-        raise DataError(f"scores contain NaN: {list(scores)}; the scorer failed on this row.")
+    check_scores(scores)
     return best_worst(scores)  # distinct: with >= 2 scores, a full tie gives (0, last)
 
 

@@ -19,7 +19,6 @@ candidate to the rules that pick a second one (`best_second`, `best_random`, `ra
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..parameters import ConstructParams
+from ..scorers.common import check_scores
 
 # the RLHFlow `choose_type` each rule corresponds to (for the card and the params files)
 RLHFLOW_NAMES = {"best_worst": "max_min", "best_second": "max_max", "best_random": "max_random",
@@ -85,8 +85,7 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: 
 def select(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> Pick:
     """(chosen, rejected) of one row's candidates by `p`'s selection, ties and min_margin, or why there is no pair;
     `key` (the prompt_id) seeds the random rules' draw."""
-    if any(math.isnan(s) for s in scores):
-        raise DataError(f"scores contain NaN: {list(scores)}; the scorer failed on this row.")
+    check_scores(scores, f"The row of prompt_id {key!r}")
     if len(scores) < 2:
         return Pick(dropped=DROP_SINGLE)
     chosen, rejected = _indices(scores, texts, key, p)

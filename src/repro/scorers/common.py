@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from pathlib import Path
@@ -89,8 +90,17 @@ def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidat
                 raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a string.")
 
 
-def ranks_from_scores(scores: Sequence[float]) -> np.ndarray:
-    """1 = best; equal scores share the better rank (llm-blender's get_ranks_from_scores)."""
+def check_scores(scores: Sequence[float], where: str = "A row") -> None:
+    """A DataError naming `where` (a row) if one of its scores is NaN: the scorer failed there; no rank or pair."""
+    if any(math.isnan(s) for s in scores):
+        raise DataError(f"{where}: the scores contain NaN ({[float(s) for s in scores]}): the scorer failed on this "
+                        f"row. A reward model's head can overflow to NaN in fp16 or bf16: score in fp32 (--dtype fp32, "
+                        f"or dtype: fp32 in the parameters), or try another dtype.")
+
+
+def ranks_from_scores(scores: Sequence[float], where: str = "A row") -> np.ndarray:
+    """1 = best; equal scores share the better rank (llm-blender's get_ranks_from_scores); NaN refused (`where`)."""
+    check_scores(scores, where)
     s = np.asarray(scores, dtype=np.float64)
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
 
