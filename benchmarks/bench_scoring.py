@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import torch
@@ -30,9 +30,9 @@ import torch
 from repro.construct.scoring import score_candidates
 from repro.errors import ParameterError
 from repro.jobs import build_once
-from repro.parameters import default_batch_tokens
+from repro.parameters import ScorerKind, default_batch_tokens
 from repro.paths import cache_root
-from repro.scorers import load_scorer
+from repro.scorers import load_scorer, resolve_kind
 from repro.scorers.blender_compat import BlenderScorer
 from repro.scorers.common import resolve_device, resolve_dtype
 from repro.scorers.sequence_classifier import reward_model_dtype
@@ -72,11 +72,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slice", type=int, default=None, dest="slice_size",
                         help="prompts per alternation slice (default: 8 on CPU, 128 on GPU)")
     parser.add_argument("--model", default=None,
-                        help="a PairRM checkpoint (hub id or directory) instead of the random one built for the device")
+                        help="a checkpoint (hub id or directory; PairRM or a sequence-classifier reward model) instead of "
+                             "the random one built for the device")
     parser.add_argument("--size", choices=sorted(set(MODEL_SIZES) | {"1b"}), default=None,
                         help="random model to build (default: mid on CPU; on GPU large, or 1b for a reward model)")
-    parser.add_argument("--kind", default="pairrm", choices=["pairrm", "sequence_classifier"],
-                        help="pairrm: the engine vs llm-blender; sequence_classifier: vs padded batches of 8")
+    parser.add_argument("--kind", default="auto", choices=get_args(ScorerKind),
+                        help="auto (--model's, from its config.json, as repro score; pairrm without --model), pairrm: "
+                             "the engine vs llm-blender; sequence_classifier: vs padded batches of 8")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16")
     parser.add_argument("--batch-tokens", default=None,
@@ -222,6 +224,7 @@ def log(line: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write the JSON; the last lines are the speed-ups."""
+    args.kind = resolve_kind(args.model, args.kind) if args.model else "pairrm" if args.kind == "auto" else args.kind
     s = _settings(args)
     if args.threads:
         torch.set_num_threads(int(args.threads))

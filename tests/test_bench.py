@@ -141,6 +141,15 @@ def test_repro_bench_kind_sequence_classifier_times_the_engine_against_padded_ba
     assert list((tmp_path / "cache" / "bench").glob("reward-llama-tiny-*"))
 
 
+def test_repro_bench_reads_the_kind_from_the_model_as_repro_score_does(tmp_path, h4_file, monkeypatch):
+    # --kind defaulted to pairrm: a sequence classifier's folder crashed with an AttributeError ('pretrained_model')
+    monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))
+    assert cli.main(["bench", "--model", "builtin:tiny-reward-llama", "--data", str(h4_file), "--prompts", "2",
+                     "--slice", "2", "--threads", "1", "--output-dir", str(tmp_path / "results")]) == 0
+    [result_file] = (tmp_path / "results").glob("bench-reward-cpu-*.json")
+    assert json.loads(result_file.read_text())["kind"] == "sequence_classifier"
+
+
 def test_repro_bench_outside_a_checkout_says_where_the_harness_is(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli.bench, "harness", lambda: None)
     for argv in (["bench"], ["bench", "--model", "builtin:tiny-pairrm"], ["bench", "--help"]):  # options: argparse's
