@@ -72,8 +72,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slice", type=int, default=None, dest="slice_size",
                         help="prompts per alternation slice (default: 8 on CPU, 128 on GPU)")
     parser.add_argument("--model", default=None,
-                        help="a checkpoint (hub id or directory; PairRM or a sequence-classifier reward model) instead of "
-                             "the random one built for the device")
+                        help="a checkpoint (hub id or directory; PairRM or a sequence-classifier reward model) instead "
+                             "of the random one built for the device")
     parser.add_argument("--size", choices=sorted(set(MODEL_SIZES) | {"1b"}), default=None,
                         help="random model to build (default: mid on CPU; on GPU large, or 1b for a reward model)")
     parser.add_argument("--kind", default="auto", choices=get_args(ScorerKind),
