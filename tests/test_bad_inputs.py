@@ -289,7 +289,7 @@ CASES = [
     Case("score --chat-template a folder", lambda t: score(t, "--chat-template", str(t)),
          r"--chat-template \S+ is a folder; give the path of the Jinja template file", after=nothing_written),
     Case("score a PairRM stand-in as a sequence classifier", lambda t: score(t, "--kind", "sequence_classifier"),
-         r"kind='sequence_classifier' \(scorer_kind, `repro score --kind`\) does not match 'builtin:tiny-pairrm': it "
+         r"kind='sequence_classifier' \(scorer_kind, or --kind on the command line\) does not match 'builtin:tiny-pairrm': it "
          r"is a PairRM stand-in\. Set the kind to 'auto' or 'pairrm'\.", after=nothing_written),
     Case("score PairRM limits for a sequence classifier",
          lambda t: score(t, "--source-maxlength", "64")[:2] + ["builtin:tiny-reward-llama"]
@@ -443,6 +443,13 @@ CASES = [
          lambda t: run(t, "--check") if write(t / "run" / "manifest.json", '{"status": "comp') else 0,
          r"\S*run/manifest.json is not JSON \(Unterminated string.*\), not a run's record"),
     # folders written into: refused before any work (selfcheck crashed after all its checks had run)
+    # selfcheck has no --kind: it said "Set the kind to 'auto' or 'sequence_classifier'" in its report
+    Case("selfcheck of a reward model", lambda t: ["selfcheck", "--model", "builtin:tiny-reward-llama", "--report",
+                                                   str(t / "rep")],
+         r"--model builtin:tiny-reward-llama is a sequence-classifier reward model; repro selfcheck checks PairRM "
+         r"against llm-blender only\. Score it with `repro score --model builtin:tiny-reward-llama --input \.\.\.` "
+         r"and time it with `repro bench --model builtin:tiny-reward-llama`\.",
+         after=lambda t: not (t / "rep").exists() or pytest.fail("a report was written")),
     Case("selfcheck --report is a file",
          lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--no-timing", "--report", str(write(t / "a", "x"))],
          r"--report \S*a is an existing file, not a folder\. The report .*give a new or existing folder"),

@@ -19,14 +19,14 @@ import torch
 from huggingface_hub import constants, get_session, try_to_load_from_cache
 
 from ..construct.pairs import collect_candidates, select_pair
-from ..errors import DataError, ParameterError
+from ..errors import DataError, ParameterError, ReproError
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
 from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, is_hub_id, project_root, public_name,
                      typed_path)
 from ..revisions import hub_offline
-from ..scorers import load_scorer
+from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
 from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS, WEIGHT_FILES
@@ -366,6 +366,14 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
         check_folder(report_dir, "--report", "The report (selfcheck.md, selfcheck.json) goes into a folder: give a "
                                              "new or existing folder that can be written, or a run directory.")
     model = str(model)
+    try:  # (a checkpoint that cannot be read: its load says why, in the report)
+        kind = detect_kind(model)
+    except ReproError:
+        kind = "pairrm"
+    if kind != "pairrm":
+        raise ParameterError(f"--model {model} is a sequence-classifier reward model; repro selfcheck checks PairRM "
+                             f"against llm-blender only. Score it with `repro score --model {model} --input ...` and "
+                             f"time it with `repro bench --model {model}`.")
     reference = default_reference(model) if reference_model == "default" else (
         str(reference_model) if reference_model not in (None, "", "none") else None)
     if reference == model:

@@ -63,11 +63,11 @@ def detect_kind(model: str | Path) -> str:
         raise ModelLoadError(
             f"Scorer model '{spec}' is neither a local folder nor in the hub cache, and the hub could not be asked "
             f"(offline?), so its kind cannot be read from its config.json. Fetch it once (`hf download {spec}`), "
-            f"give a local folder, or set scorer_kind (`repro score --kind`) to 'pairrm' or 'sequence_classifier'.")
+            f"give a local folder, or set scorer_kind (or --kind on the command line) to 'pairrm' or 'sequence_classifier'.")
     if (kind := kind_of_config(config)) is None:
         raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: its config.json names architectures "
                              f"{config.get('architectures')}, neither PairRM's nor a *ForSequenceClassification. Set "
-                             f"scorer_kind (`repro score --kind`) to 'pairrm' or 'sequence_classifier'.")
+                             f"scorer_kind (or --kind on the command line) to 'pairrm' or 'sequence_classifier'.")
     return kind
 
 
@@ -84,7 +84,7 @@ def resolve_kind(model: str | Path, kind: str = "auto") -> str:
         own = kind
     if own != kind:
         raise ParameterError(
-            f"kind={kind!r} (scorer_kind, `repro score --kind`) does not match '{spec}': it is a "
+            f"kind={kind!r} (scorer_kind, or --kind on the command line) does not match '{spec}': it is a "
             f"{'PairRM' if own == 'pairrm' else 'sequence-classifier'} "
             f"{'stand-in' if spec.startswith('builtin:') else 'checkpoint (by its config.json)'}. Set the kind to "
             f"'auto' or {own!r}.")
