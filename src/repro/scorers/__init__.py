@@ -63,7 +63,8 @@ def detect_kind(model: str | Path) -> str:
         raise ModelLoadError(
             f"Scorer model '{spec}' is neither a local folder nor in the hub cache, and the hub could not be asked "
             f"(offline?), so its kind cannot be read from its config.json. Fetch it once (`hf download {spec}`), "
-            f"give a local folder, or set scorer_kind (or --kind on the command line) to 'pairrm' or 'sequence_classifier'.")
+            f"give a local folder, or set scorer_kind (or --kind on the command line) to 'pairrm' or "
+            f"'sequence_classifier'.")
     if (kind := kind_of_config(config)) is None:
         raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: its config.json names architectures "
                              f"{config.get('architectures')}, neither PairRM's nor a *ForSequenceClassification. Set "
