@@ -278,7 +278,14 @@ CASES = [
     Case("score a missing input", lambda t: score(t, input=t / "nope.jsonl"),
          r"--input \S*nope.jsonl does not exist; check the path .*give an existing jsonl file", after=nothing_written),
     Case("score an input that is a folder", lambda t: score(t, input=t),
-         r"--input \S+ is a folder; give the path of a jsonl file in it", after=nothing_written),
+         r"--input \S+ is a folder \(it holds no data file\); give the path of one jsonl or parquet file", after=nothing_written),
+    Case("score a folder of two splits", lambda t: score(t, input=[pq.write_table(pa.Table.from_pylist([GOOD_ROW]), write(
+        t / "ds" / "data" / f"{split}-00000-of-00001.parquet", b"")) for split in ("train", "test")] and t / "ds"),
+         r"--input \S*ds is a folder \(its data files: data/test-00000-of-00001.parquet, "
+         r"data/train-00000-of-00001.parquet\); give the path of one jsonl or parquet file", after=nothing_written),
+    # it said the folder "does not exist"
+    Case("selfcheck --input a folder", lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--input", str(t)],
+         r"--input \S+ is a folder \(it holds no data file\); give the path of one jsonl or parquet file"),
     Case("score --batch-tokens 0", lambda t: score(t, "--batch-tokens", "0"), r"--batch-tokens 0 must be >= 1\.",
          after=nothing_written),
     Case("score --chunk-size 0", lambda t: score(t, "--chunk-size", "0"), r"--chunk-size 0 must be >= 1\."),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from repro.cli import main
+from repro.dataset_io import write_split
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
 
@@ -158,6 +159,21 @@ def test_a_parquet_input_is_scored_like_the_same_rows_in_jsonl(tmp_path, tiny_pa
     assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(tmp_path / "dated.parquet"), "--output",
                  str(tmp_path / "dated.jsonl"), "--device", "cpu"]) == 0
     assert json.loads((tmp_path / "dated.jsonl").read_text().splitlines()[1])["made"] == "1970-01-01 00:00:01"
+
+
+def test_a_dataset_folder_of_one_split_is_scored_like_its_parquet_file(tmp_path, tiny_pairrm_dir, sppo_rows):
+    """A hub-layout folder (data/train-00000-of-00001.parquet) was refused: "give the path of a jsonl file in it"."""
+    import datasets
+
+    folder = tmp_path / "hub"
+    write_split(datasets.Dataset.from_list(sppo_rows[:3]), folder, "train")
+    outputs = []
+    for src in (folder, folder / "data" / "train-00000-of-00001.parquet"):
+        out = tmp_path / f"{src.name}.jsonl"
+        assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out),
+                     "--device", "cpu"]) == 0
+        outputs.append(out.read_text(encoding="utf-8"))
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 3
 
 
 def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_path, capsys):

@@ -25,7 +25,7 @@ from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBac
 from ..paths import check_folder, typed_path, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
-from ..sources import DATA_SUFFIXES, iter_jsonl
+from ..sources import DATA_SUFFIXES, iter_jsonl, load_source, local_splits
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 
@@ -47,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sequence classifiers with several outputs: the one that is the reward")
     parser.add_argument("--input", required=True, type=typed_path,
                         help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and "
-                             "'rejected')")
+                             "'rejected'), or a dataset folder of one split (data/<split>-*.parquet)")
     parser.add_argument("--output", required=True, help="jsonl: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
@@ -81,7 +81,16 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 
 def _rows_of(path: Path, option: str):
-    """(where, row) of each row: a .parquet file's rows (numbered from 0), else the jsonl file's lines."""
+    """(where, row) of each row: a .parquet file's rows (numbered from 0), a dataset folder's one split (hub layout,
+    a run directory, save_to_disk: as 02_analyze reads them), else the jsonl file's lines."""
+    if path.is_dir():
+        if len(splits := local_splits(path) or []) == 1:
+            return ((f"row {n} of {path} (split {splits[0]})", row)
+                    for n, row in enumerate(load_source(str(path), splits[0], option)))
+        files = sorted(f.relative_to(path).as_posix() for f in path.rglob("*") if f.suffix in DATA_SUFFIXES)
+        found = f"its data files: {', '.join(files[:6])}{', ...' * (len(files) > 6)}" if files else \
+            "it holds no data file"
+        raise DataError(f"{option} {path} is a folder ({found}); give the path of one jsonl or parquet file in it.")
     if path.suffix.lower() != ".parquet" or not path.is_file():
         return iter_jsonl(path, option)
     try:

@@ -203,7 +203,7 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tup
     if n < 1:
         raise ParameterError(f"--rows {n}: score at least one row.")
     if input is not None:
-        if not Path(input).is_file():
+        if not Path(input).exists():
             raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
                             f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
         rows = read_rows(Path(input), limit=n)
