@@ -301,7 +301,10 @@ CASES = [
     Case("score PairRM limits for a sequence classifier",
          lambda t: score(t, "--source-maxlength", "64")[:2] + ["builtin:tiny-reward-llama"]
          + score(t, "--source-maxlength", "64")[3:],
-         r"--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier takes its own",
+         r"--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier takes its own "
+         r"\(--max-length\)", after=nothing_written),
+    Case("score --max-length for PairRM", lambda t: score(t, "--max-length", "64"),
+         r"--max-length is a sequence classifier's limit; PairRM takes --source-maxlength / --candidate-maxlength",
          after=nothing_written),
     # repro score: bad lines, each named by its line number
     *[Case(f"score line: {why}", lambda t, line=line: score(t, input=write(t / "in.jsonl", json.dumps(GOOD_ROW) + "\n" + line + "\n")),

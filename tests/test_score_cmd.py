@@ -189,6 +189,14 @@ def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_p
     assert "repro score: 1 prompt scored with builtin:tiny-reward-llama" in err
 
 
+def test_max_length_is_the_reward_models_limit(tmp_path, capsys):
+    # the cut's message said "scorer option max_length", which repro score had no option for
+    src, out = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "word " * 40, "candidates": ["Yes."]}]), tmp_path / "o"
+    assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out),
+                 "--device", "cpu", "--max-length", "16"]) == 0
+    assert "longer than max_length=16 tokens, cut to their first 16 tokens" in capsys.readouterr().err
+
+
 def test_paths_from_the_home_folder_as_typed(tmp_path, monkeypatch, capsys):
     # `--output=~/s.jsonl` and a quoted '~/rows.jsonl': no shell expands the ~ there
     home = tmp_path / "home"

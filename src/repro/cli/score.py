@@ -45,6 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sequence classifiers that ship their own code (e.g. ArmoRM): run it")
     parser.add_argument("--output-index", type=int, default=None,
                         help="sequence classifiers with several outputs: the one that is the reward")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="sequence classifiers: tokens per conversation, longer ones cut (default: its config's "
+                             "max_position_embeddings)")
     parser.add_argument("--input", required=True, type=typed_path,
                         help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and "
                              "'rejected'), or a dataset folder of one split (data/<split>-*.parquet)")
@@ -154,14 +157,17 @@ def check_output(given: str, input: Path, force: bool) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     for option, value in (("--batch-tokens", args.batch_tokens), ("--chunk-size", args.chunk_size),
-                          ("--num-processes", args.num_processes)):
+                          ("--num-processes", args.num_processes), ("--max-length", args.max_length)):
         if value is not None and value < 1:
             raise ParameterError(f"{option} {value} must be >= 1.")
     args.output = check_output(args.output, args.input, args.force)
     kind = resolve_kind(args.model, args.kind)
     if kind != "pairrm" and (args.source_maxlength is not None or args.candidate_maxlength is not None):
         raise ParameterError("--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier "
-                             "takes its own (scorer option max_length). Leave them out with this model.")
+                             "takes its own (--max-length). Leave them out with this model.")
+    if kind == "pairrm" and args.max_length is not None:
+        raise ParameterError("--max-length is a sequence classifier's limit; PairRM takes --source-maxlength / "
+                             "--candidate-maxlength. Leave it out with this model.")
     rows = read_rows(args.input, min_candidates=MIN_CANDIDATES[kind])
     options: dict[str, Any] = {"trust_remote_code": True} if args.trust_remote_code else {}
     if args.chat_template is not None:
@@ -174,8 +180,7 @@ def main(args: argparse.Namespace) -> int:
         if not options["chat_template"].strip():
             raise DataError(f"--chat-template {args.chat_template} is empty: give a file holding the Jinja template "
                             f"the model was trained with (a tokenizer_config.json's chat_template).")
-    if args.output_index is not None:
-        options["output_index"] = args.output_index
+    options |= {name: value for name in ("output_index", "max_length") if (value := getattr(args, name)) is not None}
     work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")  # a re-run continues from it
     check_folder(work_dir, "--work-dir" if args.work_dir else "The work folder",
                  "It keeps the finished chunks a re-run continues from: give a new or existing folder (--work-dir).")
