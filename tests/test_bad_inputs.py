@@ -468,6 +468,9 @@ CASES = [
          r"--report \S*a/sub lies inside \S*a, which is a file"),
     Case("score --work-dir is a file", lambda t: score(t, "--work-dir", str(write(t / "wd", "x"))),
          r"--work-dir \S*wd is an existing file, not a folder\. .*finished chunks"),
+    Case("repro notebooks into the checkout", lambda t: ["notebooks", str(ROOT)],  # a shutil.SameFileError
+         r"\S+ is the folder these notebooks and params are copied from: open them there \(cd \S+ && jupyter lab\), "
+         r"or give another folder for a project of your own\."),
     Case("repro notebooks where notebooks/ is a file", lambda t: ["notebooks", str(write(t / "p" / "notebooks", "x").parent)],
          r"\S*p/notebooks is an existing file, not a folder\. Give a new or existing folder"),
 ]

@@ -228,6 +228,9 @@ def test_repro_notebooks_says_how_edited_copies_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"cd {tmp_path / 'mine'} && papermill notebooks/01_construct.ipynb out.ipynb -f params/demo.yaml" in out
     assert "repro run executes the package's notebooks, not edited copies" in out
+    # a folder with a space: the printed commands quote it (they were pasted as two words)
+    assert main(["notebooks", str(tmp_path / "x sp" / "proj")]) == 0
+    assert f"cd '{tmp_path / 'x sp' / 'proj'}' && jupyter lab" in capsys.readouterr().out
     # the kernel the copies declare is there for papermill and JupyterLab (plain papermill failed: NoSuchKernel)
     spec = KernelSpecManager().get_kernel_spec("repro")
     assert Path(spec.argv[0]).resolve() == Path(sys.executable).resolve()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -22,6 +23,9 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
     plan = [(src, root / "notebooks" / src.name) for src in sorted(shipped("notebooks").glob("*.ipynb"))]
     params = shipped("params")
     plan += [(src, root / "params" / src.relative_to(params)) for src in sorted(params.glob("**/*.yaml"))]
+    if any(dst.exists() and dst.samefile(src) for src, dst in plan):  # (the checkout itself: nothing to copy)
+        raise ReproError(f"{root} is the folder these notebooks and params are copied from: open them there (cd "
+                         f"{shlex.quote(str(root))} && jupyter lab), or give another folder for a project of your own.")
     for folder in sorted({dst.parent for _, dst in plan}):
         check_folder(folder, "The folder", "Give a new or existing folder for the notebooks (repro notebooks DIR).")
     changed = [dst for src, dst in plan if dst.exists() and dst.read_bytes() != src.read_bytes()]
@@ -43,9 +47,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     written = make_project(args.folder, force=args.force)
-    root = Path(args.folder).expanduser().resolve()
+    folder = Path(args.folder).expanduser().resolve()
+    root = shlex.quote(str(folder))  # (pasted into a shell)
     ensure_kernel()  # the notebooks' kernel, for JupyterLab and plain papermill too
-    print(f"repro notebooks: {len(written)} files in {root}\n"
+    print(f"repro notebooks: {len(written)} files in {folder}\n"
           f"  open them: cd {root} && jupyter lab --KernelManager.transport_encryption=auto"
           f"{' --allow-root' if os.geteuid() == 0 else ''}     (kernel 'Python (repro)': this environment)\n"
           f"  run a copy as it is now: cd {root} && papermill notebooks/01_construct.ipynb out.ipynb -f "
