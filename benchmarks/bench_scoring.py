@@ -31,7 +31,7 @@ from repro.construct.scoring import score_candidates
 from repro.errors import ParameterError
 from repro.jobs import build_once
 from repro.parameters import ScorerKind, default_batch_tokens
-from repro.paths import cache_root
+from repro.paths import cache_root, check_folder
 from repro.scorers import load_scorer, resolve_kind
 from repro.scorers.blender_compat import BlenderScorer
 from repro.scorers.common import resolve_device, resolve_dtype
@@ -226,6 +226,8 @@ def main(args: argparse.Namespace) -> int:
     """Run the benchmark, print the table, write the JSON; the last lines are the speed-ups."""
     args.kind = resolve_kind(args.model, args.kind) if args.model else "pairrm" if args.kind == "auto" else args.kind
     s = _settings(args)
+    check_folder(args.output_dir, "--output-dir", "The results (a JSON file) go into a folder: give a new or "
+                                                  "existing folder that can be written.")
     if args.threads:
         torch.set_num_threads(int(args.threads))
     started = time.perf_counter()

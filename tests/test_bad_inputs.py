@@ -468,6 +468,9 @@ CASES = [
          r"--report \S*a/sub lies inside \S*a, which is a file"),
     Case("score --work-dir is a file", lambda t: score(t, "--work-dir", str(write(t / "wd", "x"))),
          r"--work-dir \S*wd is an existing file, not a folder\. .*finished chunks"),
+    Case("bench --output-dir is a file", lambda t: ["bench", "--size", "tiny", "--prompts", "1", "--slice", "1",
+                                                    "--output-dir", str(write(t / "res", "x"))],  # after the whole run
+         r"--output-dir \S*res is an existing file, not a folder\. The results \(a JSON file\) go into a folder"),
     Case("repro notebooks into the checkout", lambda t: ["notebooks", str(ROOT)],  # a shutil.SameFileError
          r"\S+ is the folder these notebooks and params are copied from: open them there \(cd \S+ && jupyter lab\), "
          r"or give another folder for a project of your own\."),
