@@ -321,6 +321,18 @@ CASES = [
     Case("score a parquet row without a prompt", lambda t: score(t, input=pq.write_table(pa.Table.from_pylist(
         [GOOD_ROW, {"prompt": None, "candidates": ["a", "b"]}]), t / "in.parquet") or t / "in.parquet"),
          r"row 1 of \S*in.parquet: 'prompt' is null; expected a string\.", after=nothing_written),
+    # they said what was wrong, not what repro score reads
+    Case("score a csv input", lambda t: score(t, input=write(t / "rows.csv", "prompt,candidates\na,\"['x', 'y']\"\n")),
+         r"--input \S*rows.csv is a \.csv file; rows are read from jsonl \(one JSON object per line\) or parquet",
+         after=nothing_written),
+    Case("score a JSON array file", lambda t: score(t, input=write(t / "rows.json", json.dumps([GOOD_ROW, GOOD_ROW]))),
+         r"line 1 of \S*rows.json is a JSON list; expected an object with 'prompt' and 'candidates'\. jsonl is one "
+         r"JSON object per line \(not a JSON array of them\); rows are read from jsonl or parquet",
+         after=nothing_written),
+    Case("score a parquet without candidates", lambda t: score(t, input=pq.write_table(pa.Table.from_pylist(
+        [{"prompt": "p", "cands": ["a", "b"]}]), t / "in.parquet") or t / "in.parquet"),
+         r"row 0 of \S*in.parquet: 'candidates' is missing \(the row's fields: 'prompt', 'cands'\); give "
+         r"'candidates'", after=nothing_written),
     Case("score a damaged parquet input", lambda t: score(t, input=write(t / "in.parquet", b"PAR1 not parquet")),
          r"--input \S*in.parquet could not be read as parquet .*truncated or damaged", after=nothing_written),
     Case("score an input that is not UTF-8", lambda t: score(t, input=write(t / "in.jsonl", b'{"prompt": "\xff"}\n')),

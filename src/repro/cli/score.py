@@ -94,6 +94,9 @@ def _rows_of(path: Path, option: str):
         found = f"its data files: {', '.join(files[:6])}{', ...' * (len(files) > 6)}" if files else \
             "it holds no data file"
         raise DataError(f"{option} {path} is a folder ({found}); give the path of one jsonl or parquet file in it.")
+    if path.suffix.lower() in DATA_SUFFIXES - {".jsonl", ".json", ".txt", ".gz", ".parquet"}:
+        raise DataError(f"{option} {path} is a {path.suffix} file; rows are read from jsonl (one JSON object per "
+                        f"line) or parquet: convert it to one of those.")
     if path.suffix.lower() != ".parquet" or not path.is_file():
         return iter_jsonl(path, option)
     try:
@@ -113,7 +116,8 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
     for where, row in islice(_rows_of(path, option), limit):
         if not isinstance(row, dict):
             raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
-                            f"'candidates'.")
+                            f"'candidates'. jsonl is one JSON object per line (not a JSON array of them); rows are "
+                            f"read from jsonl or parquet.")
         prompt, cands = row.get("prompt"), row.get("candidates")
         if not isinstance(prompt, str):
             what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
@@ -122,6 +126,9 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
         if cands is None and len(missing) == 1:
             raise DataError(f"{where}: '{missing[0]}' is missing; an H4 row gives both 'chosen' and 'rejected' (or "
                             f"give 'candidates').")
+        if cands is None and len(missing) == 2 and "candidates" not in row:
+            raise DataError(f"{where}: 'candidates' is missing (the row's fields: {', '.join(map(repr, row))}); give "
+                            f"'candidates' (a list of the texts to score), or 'chosen' and 'rejected' (H4 rows).")
         if cands is None and not missing:
             cands = [_assistant_text(row[side], where, side) for side in ("chosen", "rejected")]
             row = {**row, "candidates": cands}
