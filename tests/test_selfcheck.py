@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -325,3 +326,13 @@ def test_paths_from_the_home_folder_as_typed():
 
     args = build_parser("selfcheck").parse_args(["selfcheck", "--report=~/check", "--input", "~/rows.jsonl"])
     assert (args.report, args.input) == (Path.home() / "check", Path.home() / "rows.jsonl")
+
+
+def test_one_row_is_said_as_one_row(tmp_path, two_rows, capsys):
+    # "1 rows from ...", "on 1 rows", "Speed on these 1 rows"
+    assert cli.main(["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--rows", "1", "--input",
+                     str(two_rows), "--report", str(tmp_path)]) == 0
+    out = capsys.readouterr()
+    text = out.out + out.err + (tmp_path / "selfcheck.md").read_text()
+    assert "on 1 row;" in text and "1 row from" in text and "Speed on this row (" in text
+    assert not re.search(r"\b1 rows\b", text), text

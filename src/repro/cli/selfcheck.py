@@ -197,6 +197,11 @@ def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
     return env
 
 
+def n_rows(n: int) -> str:
+    """'1 row', '2 rows'."""
+    return f"{n} row{'s' * (n != 1)}"
+
+
 def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tuple[list[str], list[list[str]], str]:
     """(prompts, candidates, where from): the first `n` rows of the embedded demo, or of a jsonl file."""
     n = DEFAULT_ROWS if n is None else int(n)
@@ -267,7 +272,7 @@ def _equivalence_check(name: str, title: str, scores, reference, dtype: str, pro
     found.update(compare_scores(scores, reference, dtype))
     bad, tolerance = found["rows_beyond_tolerance"], f"{found['atol']:g} + {found['rtol']:g}·|score|"
     where = f"llm-blender on `{found['llm_blender_model']}`: " if blender_spec else ""
-    detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on {found['rows']} rows; "
+    detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on {n_rows(found['rows'])}; "
               f"ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
         detail = f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; " + detail
@@ -388,7 +393,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     report.rows = {"source": source, "prompts": len(prompts),
                    "candidates_per_prompt": sorted({len(c) for c in candidates})}
     log(f"repro selfcheck: {model}{f' and {reference}' if reference else ''} on {torch_device} "
-        f"(run dtype {run_dtype}), {len(prompts)} rows from {source}")
+        f"(run dtype {run_dtype}), {n_rows(len(prompts))} from {source}")
     report.environment = env = environment_report(torch_device, [model] + ([reference] if reference else []))
     run = _Run(report, prompts, candidates, torch_device, reference, log)
 
@@ -419,7 +424,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     real = None  # drop the references: the models are freed below
 
     # 3. fp32: the two layouts, then llm-blender's own Blender.rank(batch_size=1)
-    log(f"repro selfcheck: scoring {len(prompts)} rows (engine, fp32) ...")
+    log(f"repro selfcheck: scoring {n_rows(len(prompts))} (engine, fp32) ...")
     scores32 = run.score(engine)
     if comparable_reference:
         run.add(_equivalence_check(
@@ -445,7 +450,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
             blender_errors.append(f"{spec}: {error}")
     title32 = "engine vs llm-blender Blender.rank(batch_size=1), fp32"
     if blender32 is not None:
-        log(f"repro selfcheck: scoring {len(prompts)} rows (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
+        log(f"repro selfcheck: scoring {n_rows(len(prompts))} (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
         run.add(_equivalence_check("engine_vs_llm_blender_fp32", title32, scores32, run.score(blender32), "fp32",
                                    prompts, blender_spec))
     else:
@@ -469,7 +474,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
             run.add(_not_run("engine_vs_llm_blender_run_dtype", title, why))
             run.add(_not_run("run_dtype_vs_fp32_choices", f"chosen/rejected, {run_dtype} vs fp32", why))
         else:
-            log(f"repro selfcheck: scoring {len(prompts)} rows (engine, {run_dtype}) ...")
+            log(f"repro selfcheck: scoring {n_rows(len(prompts))} (engine, {run_dtype}) ...")
             scores_rd = run.score(engine_rd)
             if blender_rd is not None:
                 run.add(_equivalence_check("engine_vs_llm_blender_run_dtype", title, scores_rd, run.score(blender_rd),
@@ -496,7 +501,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
 def _choices_check(scores_rd, scores32, dtype: str, prompts: Sequence[str]) -> Check:
     found = {**compare_choices(scores_rd, scores32, dtype), **compare_scores(scores_rd, scores32, dtype)}
     title = f"chosen/rejected, {dtype} vs fp32 (engine)"
-    detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {found['rows']} rows; max |diff| "
+    detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {n_rows(found['rows'])}; max |diff| "
               f"{found['max_abs_diff']:.2e}")
     if found["decisive_rows"]:
         detail = (f"other chosen/rejected where fp32 separates the candidates: "
@@ -511,7 +516,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     prompts, candidates, device = run.prompts, run.candidates, run.device
     load = [round(os.getloadavg()[0], 2)]  # other jobs beside the timing make it no measurement
     contenders = pairrm_contenders(engine, [run.budget], blender)
-    run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {len(prompts)} rows ...")
+    run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {n_rows(len(prompts))} ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
     if blender is not None:
         blender.batch_size = 1
@@ -577,7 +582,7 @@ def _tidy(text: Any) -> str:
 REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
                             keep_trailing_newline=True, autoescape=False)
-REPORT.filters.update(tidy=_tidy, label=_model_label, lock_summary=lock_summary, f=format)
+REPORT.filters.update(rows=n_rows, tidy=_tidy, label=_model_label, lock_summary=lock_summary, f=format)
 
 
 def render_markdown(record: dict[str, Any]) -> str:
