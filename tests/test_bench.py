@@ -214,6 +214,9 @@ def test_side_by_side_timing_warms_each_contender_up_before_any_slice_is_timed(d
 
     contenders = [contender("a"), contender("b")]
     prompts, candidates = [f"p{i}" for i in range(10)], [["x", "y"]] * 10
-    measure.alternate(contenders, prompts, candidates, 4, device_type, lambda line: None)
+    lines: list[str] = []
+    measure.alternate(contenders, prompts, candidates, 4, device_type, lines.append)
     assert calls == {"a": [warm_rows, 4, 4, 2], "b": [warm_rows, 4, 4, 2]}
+    # the times are running totals, not the slice's: the line says so
+    assert re.fullmatch(r"  slice 3/3, time so far: a \d+\.\ds, b \d+\.\ds", lines[-1]), lines
     assert [len(c.scores) for c in contenders] == [10, 10]  # the warm-up's scores are not kept
