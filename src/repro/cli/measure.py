@@ -86,7 +86,8 @@ def alternate(contenders: list[Contender], prompts: list[str], candidates: list[
             if base is not None:  # the peak above the memory in use before the call
                 contender.peak_extra_bytes = max(contender.peak_extra_bytes, _peak(device_type) - base)
             contender.scores.extend([float(x) for x in s] for s in out)
-        log(f"  slice {k + 1}/{len(starts)}, time so far: " + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
+        log(f"  slice {k + 1}/{len(starts)}, time so far: "
+            + ", ".join(f"{x.name} {x.seconds:.1f}s" for x in contenders))
 
 
 def pass_flops(length: int, *, hidden: int, layers: int, intermediate: int, span: int = POSITION_BUCKETS) -> float:
