@@ -19,6 +19,15 @@ TORCH_SPEC ?=
 EXTRAS ?=
 LOCK_TORCH := torch==2.13.0+cpu
 STAMP := $(VENV)/.installed
+# TORCH_SPEC and EXTRAS as the last install took them: given with other values, on an installed .venv too, the
+# install runs again (the preflight's hints say `make install EXTRAS=vllm` to someone who has run make already)
+INSTALLED_WITH := $(VENV)/.installed-with
+WITH := $(strip $(TORCH_SPEC) $(if $(EXTRAS),EXTRAS=$(EXTRAS)))
+ifneq ($(WITH),)
+ifneq ($(WITH),$(strip $(file < $(INSTALLED_WITH))))
+.PHONY: $(STAMP)
+endif
+endif
 # Byte-compiled once after install: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines) every new
 # interpreter (the suite starts about a hundred: kernels, torchrun workers, `repro run`) would otherwise compile
 # torch and transformers again. Errors are the libraries' own files for other Pythons, skipped as pip skips them.
@@ -37,6 +46,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(UV) pip install --quiet --python $(PY) --no-deps -e .
 	$(if $(EXTRAS),$(UV) pip install --quiet --python $(PY) -e '.[$(EXTRAS)]')
 	$(PY) -m ipykernel install --sys-prefix --name repro --display-name "Python (repro)" >/dev/null
+	printf '%s\n' '$(WITH)' > $(INSTALLED_WITH)
 	touch $(STAMP)
 
 $(BYTECODE): $(STAMP)

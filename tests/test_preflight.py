@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,25 @@ def test_check_names_the_gpu_vllm_and_the_three_downloads_in_one_message(bare_ma
     assert "hf download llm-blender/PairRM --local-dir DIR" in out
     assert "ok       disk space" in out
     assert not (bare_machine / "run").exists()
+
+
+def test_the_make_install_hints_work_on_an_installed_venv(tmp_path):
+    # the hints go to someone who has run make already: `make install EXTRAS=vllm` said "Nothing to be done"
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed").touch()  # newer than the lock and pyproject.toml: installed
+
+    def plan(*given: str) -> str:
+        done = subprocess.run(["make", "-n", "install", f"VENV={venv}", *given], cwd=ROOT, capture_output=True,
+                              text=True, check=True)
+        return done.stdout
+
+    assert "Nothing to be done" in plan() or plan() == ""
+    extras = plan("EXTRAS=vllm")
+    assert "uv pip sync" in extras and "-e '.[vllm]'" in extras
+    assert "--index-url https://download.pytorch.org/whl/cu128" in plan(f"TORCH_SPEC={preflight.CUDA_TORCH}")
+    (venv / ".installed-with").write_text("EXTRAS=vllm\n")  # as the install above records it
+    assert "uv pip" not in plan("EXTRAS=vllm") and "uv pip" not in plan()
 
 
 def test_without_a_checkout_the_fixes_are_pip_lines(bare_machine, capsys, monkeypatch):
