@@ -46,7 +46,7 @@ def previous_run(tmp_path):
     return run
 
 
-def test_other_parameters_are_refused_naming_them(previous_run, capsys):
+def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypatch):
     before = files_of(previous_run.root)
     assert main(["run", "demo", "--out", str(previous_run.root), "--set", "limit=8", "--set", "chunk_size=4"]) == 2
     err = capsys.readouterr().err
@@ -58,6 +58,12 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys):
     assert ("pass --force: its outputs are removed first (its work/ stays: changed generation or scoring values make "
             "their work again; the rest is reused where it can be)") in " ".join(err.split())
     assert files_of(previous_run.root) == before
+    # into the default folder (no --out, no run_dir in the file): the flag that changes it is --out, not "run_dir"
+    monkeypatch.setattr("repro.cli.run.default_run_dir", lambda name: previous_run.root)
+    assert main(["run", "demo", "--set", "limit=8"]) == 2
+    assert "Give another --out for this run" in capsys.readouterr().err
+    assert main(["run", "demo", "--set", f"run_dir={previous_run.root}", "--set", "limit=8"]) == 2
+    assert "Give another run_dir for this run" in capsys.readouterr().err
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), "--set", "limit=8"]) == 1
     assert "REFUSED  run directory" in capsys.readouterr().out
     # the same parameters continue the run there; so do values of how the work runs (chunk_size, batch_tokens,
@@ -154,6 +160,10 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
     assert (f"it completed, but its output {figure.relative_to(demo_run_copy)} is gone or was changed: its notebooks "
             f"run again") in capsys.readouterr().out
     assert main(again) == 0 and len(started) == 3
+    # a plain run says it too (it ran everything again unsaid)
+    assert (f"  run directory: {demo_run_copy} (continues the run there, same parameters; it completed, but its output "
+            f"{figure.relative_to(demo_run_copy)} is gone or was changed: its notebooks run again)"
+            in capsys.readouterr().out)
     figure.with_suffix(".bak").rename(figure)
     assert main(again) == 0 and len(started) == 3
     from repro import revisions

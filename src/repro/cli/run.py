@@ -215,9 +215,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, Any]) -> int:
     """`repro run` of one params file (`values`: its parameters, --set applied) into its run directory."""
     values.setdefault("run_name", params_file.stem)
+    given_as = "run_dir" if values.get("run_dir") and not args.out else "--out"  # where a user changes it
     if args.out:
         values["run_dir"] = args.out
-    given_as = "--out" if args.out else "run_dir"
     run_root = Path(resolve_user_path(values.get("run_dir"), may_be_id=False) or default_run_dir(values["run_name"]))
     check_run_root(run_root, given_as)
     values["run_dir"] = str(run_root)
@@ -243,6 +243,10 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         if changed and rebuilds(resolved["notebooks"]):  # --force or a run that made nothing (else require refused)
             replace_run(run, args.force)  # nothing of it may outlive it
         print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
+        where = checks[0]  # why a complete run runs again, what a run there reuses (a replaced one: said above)
+        if where.what == "run directory" and not where.detail.endswith("(new)") and not (
+                changed and rebuilds(resolved["notebooks"])):
+            print(f"  run directory: {where.detail}")
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"), fingerprint=fingerprint)
 
