@@ -79,7 +79,8 @@ def test_offline_a_hub_model_not_downloaded_is_known_by_its_name_and_the_hub_is_
 def test_a_run_fingerprint_follows_the_code_the_notebooks_included_and_the_packages(tmp_path, monkeypatch):
     # an edited checkout kept its version: a run of its edited notebook was "complete" with the old one's outputs
     notebooks = tmp_path / "notebooks"
-    shutil.copytree(revisions.shipped("notebooks"), notebooks)
+    # (without the checkout's own .ipynb_checkpoints/: JupyterLab makes one as `make lab` opens a notebook)
+    shutil.copytree(revisions.shipped("notebooks"), notebooks, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     monkeypatch.setattr(revisions, "shipped", lambda name: tmp_path / name)
     demo = Path(__file__).resolve().parents[1] / "params" / "demo.yaml"
     resolved = resolve_parameters({**load_params_file(demo), "run_dir": "x"})
