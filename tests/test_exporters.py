@@ -151,6 +151,11 @@ def test_to_trl_reads_every_format():
     for column in ("prompt", "chosen", "rejected"):
         assert out[column] == reference[column], column
     assert out["score_margin"] == [None] * 3
+    # by the layout, not the values: a seed table whose scores are null is refused, an empty SELM split converts
+    nulls = export_rows("seed", rows, picks).map(lambda r: {"score_chosen": None, "score_rejected": None})
+    with pytest.raises(DataError, match="must be numbers, got \\[None, None\\]"):
+        to_trl(nulls)
+    assert len(to_trl(export_rows("selm", rows, picks).select([]))) == 0
 
 
 def test_sppo_needs_the_same_number_of_candidates_in_every_row():

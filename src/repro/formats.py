@@ -26,6 +26,8 @@ NO_SCORES = "_repro_no_scores"
 # what to_trl / to_trl_implicit need from the seed's columns (messages, reference_response are not used)
 REQUIRED_COLUMNS = ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")
 KEPT_COLUMNS = ("prompt_id", "score_chosen", "score_rejected")
+# a table with none of these publishes no scores (SELM's; SPPO's `_score` table): its margins are null, not refused
+SCORE_COLUMNS = {"score_chosen", "score_rejected", "rm_scores", "all_rm_scores", "rewards", "margin"}
 
 TRL_FEATURES = Features({"prompt_id": Value("string"), "prompt": MESSAGE_LIST, "chosen": MESSAGE_LIST,
                          "rejected": MESSAGE_LIST, "score_chosen": Value("float64"),
@@ -97,13 +99,12 @@ def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
 def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
     if isinstance(ds, datasets.DatasetDict):  # several splits (a recipe's train and test): each converted
         return datasets.DatasetDict({k: _convert(v, row_fn, features, function) for k, v in ds.items()})
+    scoreless = not SCORE_COLUMNS & set(ds.column_names)  # SELM's layout; SPPO's `_score` table (pairs, probabilities)
     ds = seed_view(ds)  # SPPO's, Snorkel's, RLHFlow's columns as the seed's
-    scores = [c for c in ("score_chosen", "score_rejected") if c in ds.column_names]
-    if "chosen" in ds.column_names and len(ds) and not any(v is not None for c in scores for v in ds[c]):
-        # a format without scores (SELM's; SPPO's `_score` table, pairs and probabilities only): null scores and
-        # margins, marked so that _margin does not refuse them
+    if "chosen" in ds.column_names and scoreless:  # null scores and margins, marked so that _margin takes them
         nulls = [None] * len(ds)
-        ds = ds.remove_columns(scores).add_column("score_chosen", nulls).add_column("score_rejected", nulls) \
+        ds = ds.remove_columns([c for c in ("score_chosen", "score_rejected") if c in ds.column_names])
+        ds = ds.add_column("score_chosen", nulls).add_column("score_rejected", nulls) \
             .add_column(NO_SCORES, [True] * len(ds))
     require_columns(ds, REQUIRED_COLUMNS, f"The dataset given to repro.formats.{function}",
                     "It needs the seed's columns (see repro.dataset_io.SEED_FEATURES): load the dataset this "
