@@ -10,6 +10,7 @@ import pytest
 
 from repro.cli import main
 from repro.dataset_io import write_split
+from repro.errors import DataError
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
 
@@ -167,13 +168,14 @@ def test_a_dataset_folder_of_one_split_is_scored_like_its_parquet_file(tmp_path,
 
     folder = tmp_path / "hub"
     write_split(datasets.Dataset.from_list(sppo_rows[:3]), folder, "train")
+    datasets.Dataset.from_list(sppo_rows[:3]).save_to_disk(tmp_path / "saved")  # one Dataset: no split
     outputs = []
-    for src in (folder, folder / "data" / "train-00000-of-00001.parquet"):
+    for src in (folder, folder / "data" / "train-00000-of-00001.parquet", tmp_path / "saved"):
         out = tmp_path / f"{src.name}.jsonl"
         assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out),
                      "--device", "cpu"]) == 0
         outputs.append(out.read_text(encoding="utf-8"))
-    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 3
+    assert outputs[0] == outputs[1] == outputs[2] and len(outputs[0].splitlines()) == 3
 
 
 def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_path, capsys):
@@ -195,6 +197,11 @@ def test_max_length_is_the_reward_models_limit(tmp_path, capsys):
     assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out),
                  "--device", "cpu", "--max-length", "16"]) == 0
     assert "longer than max_length=16 tokens, cut to their first 16 tokens" in capsys.readouterr().err
+    # beyond the positions the model has: refused before any work (100000 was killed for memory)
+    assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out), "--force",
+                 "--device", "cpu", "--max-length", "100000"]) == 2
+    assert re.search(r"max_length=100000: reward model 'builtin:tiny-reward-llama' reads at most \d+ tokens \(its "
+                     r"max_position_embeddings\)", capsys.readouterr().err)
 
 
 def test_paths_from_the_home_folder_as_typed(tmp_path, monkeypatch, capsys):
@@ -225,6 +232,10 @@ def test_nan_scores_are_refused_with_the_row_named_before_any_output(tmp_path, c
     out = tmp_path / "out.jsonl"
     assert main(["score", "--model", str(folder), "--input", str(src), "--output", str(out), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
-    assert re.search(r"row 1 of 2 \(prompt 'Name a prime\.'\): the scores contain NaN \(\[nan, nan\]\): the scorer "
-                     r"failed on this row\..*fp32", err), err
+    assert re.search(r"row 1 of 2 \(prompt 'Name a prime\.'\): the scores contain NaN or infinity \(\[nan, nan\]\): "
+                     r"the scorer failed on this row\..*fp32", err), err
     assert not out.exists()
+    # an overflow to infinity is no score either (JSON has no Infinity)
+    for bad in ([float("inf"), 1.0], [0.0, float("-inf")]):
+        with pytest.raises(DataError, match=r"contain NaN or infinity"):
+            ranks_from_scores(bad)

@@ -91,11 +91,11 @@ def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidat
 
 
 def check_scores(scores: Sequence[float], where: str = "A row") -> None:
-    """A DataError naming `where` (a row) if one of its scores is NaN: the scorer failed there; no rank or pair."""
-    if any(math.isnan(s) for s in scores):
-        raise DataError(f"{where}: the scores contain NaN ({[float(s) for s in scores]}): the scorer failed on this "
-                        f"row. A reward model's head can overflow to NaN in fp16 or bf16: score in fp32 (--dtype fp32, "
-                        f"or dtype: fp32 in the parameters), or try another dtype.")
+    """A DataError naming `where` (a row) if a score is NaN or infinite: the scorer failed there; no rank or pair."""
+    if not all(math.isfinite(s) for s in scores):
+        raise DataError(f"{where}: the scores contain NaN or infinity ({[float(s) for s in scores]}): the scorer "
+                        f"failed on this row. A reward model's head can overflow in fp16 or bf16: score in fp32 "
+                        f"(--dtype fp32, or dtype: fp32 in the parameters), or try another dtype.")
 
 
 def ranks_from_scores(scores: Sequence[float], where: str = "A row") -> np.ndarray:

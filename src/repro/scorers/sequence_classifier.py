@@ -143,7 +143,11 @@ class SequenceClassifierScorer(BudgetedBatches):
                 f"({rendered[:120]!r} for {SAMPLE_TURNS!r}): every candidate would score alike. Fix it, or pass one "
                 f"that renders both turns as chat_template (scorer option `chat_template`, `repro score "
                 f"--chat-template FILE`).")
-        max_length = max_length or getattr(config, "max_position_embeddings", None)
+        positions = getattr(config, "max_position_embeddings", None)
+        if max_length is not None and positions and int(max_length) > positions:  # (an index error, or all memory)
+            raise ParameterError(f"max_length={max_length}: reward model '{spec}' reads at most {positions} tokens (its "
+                                 f"max_position_embeddings): give at most {positions}, or leave max_length out.")
+        max_length = max_length or positions
         scorer = cls(None, tokenizer, config=config, spec=spec, path=path, device=torch_device, dtype=dtype_name,
                      template=template, template_source="given" if chat_template else "the model's",
                      output_index=output_index, max_length=int(max_length) if max_length else None,
