@@ -127,6 +127,9 @@ class CardFacts:
     def has_columns(self, *names: str) -> bool:
         return set(names) <= set(self.features)
 
+    def count_columns(self, prefix: str) -> int:  # SPPO's generate_i
+        return sum(name.startswith(prefix) for name in self.features)
+
     @property
     def layout(self) -> str:
         """Whose columns the dataset has (`repro.exporters.detect_format`): their descriptions are that layout's."""
