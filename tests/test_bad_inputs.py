@@ -394,6 +394,9 @@ CASES = [
                        "--check"),
          r"family\.grid\.reference in --grid: reference is read by 04_compare, which the members do not run "
          r"\(notebooks: 01_construct, 02_analyze\): they would be the same run", after=nothing_written),
+    Case("include in a grid", lambda t: run(t, "--grid", "include=a.yaml,b.yaml"),
+         r"family\.grid\.include in --grid: include cannot vary within a family \(a params file's includes are read "
+         r"once, before the grid: vary the parameters they set\)", after=nothing_written),
     Case("--grid without --out on a file of no family", lambda t: ["run", DEMO, "--grid", "mini_index=0,1", "--set",
                                                                    "mini_count=2", "--check"],
          r"--grid on \S*demo\.yaml, which declares no family: its members would go into \S*runs/demo, its run's "
@@ -471,6 +474,11 @@ CASES = [
          r"--model builtin:tiny-reward-llama is a sequence-classifier reward model; repro selfcheck checks PairRM "
          r"against llm-blender only\. Score it with `repro score --model builtin:tiny-reward-llama --input \.\.\.` "
          r"and time it with `repro bench --model builtin:tiny-reward-llama`\.",
+         after=lambda t: not (t / "rep").exists() or pytest.fail("a report was written")),
+    Case("selfcheck with a reward model as the reference",
+         lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--reference-model", "builtin:tiny-reward-llama",
+                    "--report", str(t / "rep")],
+         r"--reference-model builtin:tiny-reward-llama is a sequence-classifier reward model; repro selfcheck checks",
          after=lambda t: not (t / "rep").exists() or pytest.fail("a report was written")),
     Case("selfcheck --report is a file",
          lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--no-timing", "--report", str(write(t / "a", "x"))],

@@ -81,6 +81,21 @@ def test_a_grid_expands_to_the_product_in_the_order_written(tmp_path):
     assert [m.name for m in more.members] == ["mini_index-0__bootstrap_seed-9", "mini_index-1__bootstrap_seed-9"]
 
 
+def test_a_bundle_that_varies_a_parameter_the_members_read_is_planned(tmp_path):
+    # one of its parameters read (mini_index), another not (hub_repo_id: 03_card's, not run): the members differ
+    values = {**load_params_file(DEMO), "mini_count": 4, "notebooks": ["01_construct"],
+              "family": {"grid": {"part": [{"name": "a", "mini_index": 0, "hub_repo_id": "x/y"},
+                                           {"name": "b", "mini_index": 1}]}}}
+    assert [m.values["mini_index"] for m in _plan(values, tmp_path).members] == [0, 1]
+
+
+def test_grid_on_a_file_of_no_family_goes_where_out_or_set_run_dir_says(tmp_path, capsys):
+    # --set run_dir=NEW is the family's folder as --out is (it was refused as "its run's folder")
+    for where in (["--out", str(tmp_path / "a")], ["--set", f"run_dir={tmp_path / 'b'}"]):
+        assert main(["run", str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=4", *where, "--check"]) == 0, \
+            capsys.readouterr().err
+
+
 def test_a_grid_over_list_values_names_each_member_by_a_hash_of_its_list(tmp_path):
     # a list is no folder name: the member is named by a hash of it (a NameError once the hash's import was lost)
     values = {**load_params_file(DEMO),

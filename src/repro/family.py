@@ -22,7 +22,7 @@ from .revisions import run_fingerprint
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 # parameters a grid cannot vary: where a member goes is the family's to decide, and the notebooks are the same
-NOT_IN_GRID = {"run_name", "run_dir", "notebooks", "family", "selfcheck"}
+NOT_IN_GRID = {"run_name", "run_dir", "notebooks", "family", "selfcheck", "include"}
 GRID_ADVICE = ("\nFix the value in the family's grid (family.grid in the params file, or --grid), else "
                "with --set KEY=VALUE.")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -99,8 +99,10 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
             raise ParameterError(f"family.grid.{key} in {where} lists {bare[twice]!r} twice"
                                  f"{' (their names aside)' * (bare[twice] != values[twice])}: give each value once.")
         if key in NOT_IN_GRID:
-            raise ParameterError(f"family.grid.{key} in {where}: {key} cannot vary within a family (members go to "
-                                 f"runs/<family>/<member>/ and run the same notebooks); remove it from the grid.")
+            why = ("a params file's includes are read once, before the grid: vary the parameters they set" if
+                   key == "include" else "members go to runs/<family>/<member>/ and run the same notebooks")
+            raise ParameterError(f"family.grid.{key} in {where}: {key} cannot vary within a family ({why}); remove it "
+                                 f"from the grid.")
         if key in known:
             continue
         if not all(isinstance(v, dict) for v in values):
@@ -161,18 +163,21 @@ def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where
     """Each parameter the grid sets is set by one key (a bundle's would win over a plain key's unsaid) and read by
     a notebook the members run (else members differing in it are the same run); `where`: each key's origin."""
     setters: dict[str, str] = {}
+    read = notebook_fields(*notebooks)
     for key, values in grid.items():
-        for param in sorted(grid_keys({key: values})):
+        params = sorted(grid_keys({key: values}))
+        for param in params:
             if (first := setters.setdefault(param, key)) != key:
                 raise ParameterError(f"family.grid in {' and '.join(dict.fromkeys((where[first], where[key])))}: "
                                      f"{param} is set by both grid keys {first} and {key}: each member would take "
                                      f"{key}'s value; set it in one.")
-            if param not in notebook_fields(*notebooks):
-                readers = " and ".join(nb for nb in NOTEBOOK_SECTIONS if param in notebook_fields(nb)) or "none"
-                raise ParameterError(f"family.grid.{key} in {where[key]}: {param} is read by {readers}, which the "
-                                     f"members do not run (notebooks: {', '.join(notebooks)}): they would be the same "
-                                     f"run, once per value. Add that notebook to notebooks, or take {param} out of "
-                                     f"the grid.")
+        if not read & set(params):  # (a bundle differs where any of its parameters is read)
+            param = params[0]
+            readers = " and ".join(nb for nb in NOTEBOOK_SECTIONS if param in notebook_fields(nb)) or "none"
+            raise ParameterError(f"family.grid.{key} in {where[key]}: {param} is read by {readers}, which the "
+                                 f"members do not run (notebooks: {', '.join(notebooks)}): they would be the same "
+                                 f"run, once per value. Add that notebook to notebooks, or take {param} out of "
+                                 f"the grid.")
 
 
 def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,

@@ -221,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise ParameterError(f"--jobs {args.jobs} must be >= 1 (members run at once).")
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
-                         out=args.out, where=str(params_file))
+                         out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file))
     check_run_root(family.root, "--out" if args.out else "run_dir")
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:

@@ -87,10 +87,13 @@ def _rows_of(path: Path, option: str):
     """(where, row) of each row: a .parquet file's rows (numbered from 0), a dataset folder's one split (hub layout,
     a run directory, save_to_disk: as 02_analyze reads them), else the jsonl file's lines."""
     if path.is_dir():
+        if (path / "state.json").is_file():  # one Dataset's save_to_disk: no split
+            return ((f"row {n} of {path}", row) for n, row in enumerate(load_source(str(path), "", option)))
         if len(splits := local_splits(path) or []) == 1:
             return ((f"row {n} of {path} (split {splits[0]})", row)
                     for n, row in enumerate(load_source(str(path), splits[0], option)))
-        files = sorted(f.relative_to(path).as_posix() for f in path.rglob("*") if f.suffix in DATA_SUFFIXES)
+        files = sorted(f.relative_to(path).as_posix() for f in path.rglob("*")
+                       if f.suffix in DATA_SUFFIXES - {".json"})
         found = f"its data files: {', '.join(files[:6])}{', ...' * (len(files) > 6)}" if files else \
             "it holds no data file"
         raise DataError(f"{option} {path} is a folder ({found}); give the path of one jsonl or parquet file in it.")

@@ -371,16 +371,17 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
         check_folder(report_dir, "--report", "The report (selfcheck.md, selfcheck.json) goes into a folder: give a "
                                              "new or existing folder that can be written, or a run directory.")
     model = str(model)
-    try:  # (a checkpoint that cannot be read: its load says why, in the report)
-        kind = detect_kind(model)
-    except ReproError:
-        kind = "pairrm"
-    if kind != "pairrm":
-        raise ParameterError(f"--model {model} is a sequence-classifier reward model; repro selfcheck checks PairRM "
-                             f"against llm-blender only. Score it with `repro score --model {model} --input ...` and "
-                             f"time it with `repro bench --model {model}`.")
     reference = default_reference(model) if reference_model == "default" else (
         str(reference_model) if reference_model not in (None, "", "none") else None)
+    for option, spec in (("--model", model), ("--reference-model", reference)):
+        try:  # (a checkpoint that cannot be read: its load says why, in the report)
+            kind = detect_kind(spec) if spec else "pairrm"
+        except ReproError:
+            kind = "pairrm"
+        if kind != "pairrm":
+            raise ParameterError(f"{option} {spec} is a sequence-classifier reward model; repro selfcheck checks "
+                                 f"PairRM against llm-blender only. Score it with `repro score --model {spec} --input "
+                                 f"...` and time it with `repro bench --model {spec}`.")
     if reference == model:
         reference = None
     argv = sys.argv[1:]
