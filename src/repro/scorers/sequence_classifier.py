@@ -145,8 +145,8 @@ class SequenceClassifierScorer(BudgetedBatches):
                 f"--chat-template FILE`).")
         positions = getattr(config, "max_position_embeddings", None)
         if max_length is not None and positions and int(max_length) > positions:  # (an index error, or all memory)
-            raise ParameterError(f"max_length={max_length}: reward model '{spec}' reads at most {positions} tokens (its "
-                                 f"max_position_embeddings): give at most {positions}, or leave max_length out.")
+            raise ParameterError(f"max_length={max_length}: reward model '{spec}' reads at most {positions} tokens "
+                                 f"(its max_position_embeddings): give at most {positions}, or leave max_length out.")
         max_length = max_length or positions
         scorer = cls(None, tokenizer, config=config, spec=spec, path=path, device=torch_device, dtype=dtype_name,
                      template=template, template_source="given" if chat_template else "the model's",
