@@ -11,22 +11,21 @@ UV_VERSION := $(shell sed -n 's/^uv==\([^ ]*\).*/\1/p' $(LOCK))
 # The lock pins torch's CPU build (torch==2.13.0+cpu). uv looks for it on this project's machines' disk when
 # that folder is there, else on PyTorch's CPU wheel page (the same file).
 TORCH_FIND_LINKS ?= $(firstword $(wildcard /opt/wheels) https://download.pytorch.org/whl/cpu/torch/)
+# TORCH_SPEC and EXTRAS as the last install took them (.venv/.torch-spec, .venv/.extras) are the defaults: every
+# later install keeps them, and other values given install again on an installed .venv too (the preflight's hints
+# say `make install EXTRAS=vllm` to someone who has run make already); TORCH_SPEC= goes back to the lock's torch.
+TORCH_SPEC_FILE := $(VENV)/.torch-spec
+EXTRAS_FILE := $(VENV)/.extras
 # A GPU machine replaces the locked CPU torch after the sync, e.g.
 #   make install TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 # (the manifest, the card and `repro selfcheck` then say that torch differs from the lock).
-TORCH_SPEC ?=
+TORCH_SPEC ?= $(strip $(file < $(TORCH_SPEC_FILE)))
 # Optional extras installed on top of the lock, unlocked: EXTRAS=vllm (vLLM generation, a GPU machine).
-EXTRAS ?=
+EXTRAS ?= $(strip $(file < $(EXTRAS_FILE)))
 LOCK_TORCH := torch==2.13.0+cpu
 STAMP := $(VENV)/.installed
-# TORCH_SPEC and EXTRAS as the last install took them: given with other values, on an installed .venv too, the
-# install runs again (the preflight's hints say `make install EXTRAS=vllm` to someone who has run make already)
-INSTALLED_WITH := $(VENV)/.installed-with
-WITH := $(strip $(TORCH_SPEC) $(if $(EXTRAS),EXTRAS=$(EXTRAS)))
-ifneq ($(WITH),)
-ifneq ($(WITH),$(strip $(file < $(INSTALLED_WITH))))
+ifneq ($(strip $(TORCH_SPEC)) $(strip $(EXTRAS)),$(strip $(file < $(TORCH_SPEC_FILE))) $(strip $(file < $(EXTRAS_FILE))))
 .PHONY: $(STAMP)
-endif
 endif
 # Byte-compiled once after install: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines) every new
 # interpreter (the suite starts about a hundred: kernels, torchrun workers, `repro run`) would otherwise compile
@@ -46,7 +45,8 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(UV) pip install --quiet --python $(PY) --no-deps -e .
 	$(if $(EXTRAS),$(UV) pip install --quiet --python $(PY) -e '.[$(EXTRAS)]')
 	$(PY) -m ipykernel install --sys-prefix --name repro --display-name "Python (repro)" >/dev/null
-	printf '%s\n' '$(WITH)' > $(INSTALLED_WITH)
+	printf '%s\n' '$(strip $(TORCH_SPEC))' > $(TORCH_SPEC_FILE)
+	printf '%s\n' '$(strip $(EXTRAS))' > $(EXTRAS_FILE)
 	touch $(STAMP)
 
 $(BYTECODE): $(STAMP)

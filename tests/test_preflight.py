@@ -67,8 +67,13 @@ def test_the_make_install_hints_work_on_an_installed_venv(tmp_path):
     extras = plan("EXTRAS=vllm")
     assert "uv pip sync" in extras and "-e '.[vllm]'" in extras
     assert "--index-url https://download.pytorch.org/whl/cu128" in plan(f"TORCH_SPEC={preflight.CUDA_TORCH}")
-    (venv / ".installed-with").write_text("EXTRAS=vllm\n")  # as the install above records it
+    (venv / ".extras").write_text("vllm\n")  # as the install above records it
     assert "uv pip" not in plan("EXTRAS=vllm") and "uv pip" not in plan()
+    # the other hint after it keeps it (the sync would remove vLLM, which the lock does not hold)
+    both = plan(f"TORCH_SPEC={preflight.CUDA_TORCH}")
+    assert "-e '.[vllm]'" in both and "--index-url https://download.pytorch.org/whl/cu128" in both
+    (venv / ".torch-spec").write_text(preflight.CUDA_TORCH + "\n")
+    assert "uv pip" not in plan() and "uv pip" in plan("TORCH_SPEC=")  # empty: the lock's CPU torch again
 
 
 def test_without_a_checkout_the_fixes_are_pip_lines(bare_machine, capsys, monkeypatch):
