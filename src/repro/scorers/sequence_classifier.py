@@ -144,9 +144,11 @@ class SequenceClassifierScorer(BudgetedBatches):
                 f"that renders both turns as chat_template (scorer option `chat_template`, `repro score "
                 f"--chat-template FILE`).")
         positions = getattr(config, "max_position_embeddings", None)
-        if max_length is not None and positions and int(max_length) > positions:  # (an index error, or all memory)
-            raise ParameterError(f"max_length={max_length}: reward model '{spec}' reads at most {positions} tokens "
-                                 f"(its max_position_embeddings): give at most {positions}, or leave max_length out.")
+        if max_length is not None and positions and int(max_length) > positions:  # (DeBERTa's relative positions
+            # read further; absolute ones fail, and 100000 tokens took all memory)
+            warnings.warn(f"max_length={max_length} is above the max_position_embeddings ({positions}) "
+                          f"of reward model '{spec}': longer conversations score only where the model reads beyond "
+                          f"it, and each costs memory.", RuntimeWarning, stacklevel=2)
         max_length = max_length or positions
         scorer = cls(None, tokenizer, config=config, spec=spec, path=path, device=torch_device, dtype=dtype_name,
                      template=template, template_source="given" if chat_template else "the model's",
