@@ -87,6 +87,11 @@ def test_a_bundle_that_varies_a_parameter_the_members_read_is_planned(tmp_path):
               "family": {"grid": {"part": [{"name": "a", "mini_index": 0, "hub_repo_id": "x/y"},
                                            {"name": "b", "mini_index": 1}]}}}
     assert [m.values["mini_index"] for m in _plan(values, tmp_path).members] == [0, 1]
+    # alike in what the members read, unlike in the rest: one run twice
+    values["family"]["grid"]["part"][1].update(mini_index=0, hub_repo_id="z/w")
+    with pytest.raises(ParameterError, match=r"family\.grid\.part in .*: hub_repo_id is read by 03_card, which the "
+                                             r"members do not run \(notebooks: 01_construct\)"):
+        _plan(values, tmp_path)
 
 
 def test_grid_on_a_file_of_no_family_goes_where_out_or_set_run_dir_says(tmp_path, capsys):

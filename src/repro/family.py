@@ -171,8 +171,10 @@ def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where
                 raise ParameterError(f"family.grid in {' and '.join(dict.fromkeys((where[first], where[key])))}: "
                                      f"{param} is set by both grid keys {first} and {key}: each member would take "
                                      f"{key}'s value; set it in one.")
-        if not read & set(params):  # (a bundle differs where any of its parameters is read)
-            param = params[0]
+        seen = [{k: v for k, v in (value if isinstance(value, dict) else {key: value}).items() if k in read}
+                for value in values]  # what the members' notebooks read of each value
+        if any(one in seen[:i] for i, one in enumerate(seen)):  # two values alike there: one run twice
+            param = next(p for p in params if p not in read)
             readers = " and ".join(nb for nb in NOTEBOOK_SECTIONS if param in notebook_fields(nb)) or "none"
             raise ParameterError(f"family.grid.{key} in {where[key]}: {param} is read by {readers}, which the "
                                  f"members do not run (notebooks: {', '.join(notebooks)}): they would be the same "
