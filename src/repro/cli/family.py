@@ -27,7 +27,7 @@ from .interrupt import EXIT_INTERRUPTED, INTERRUPTED
 from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
 from .run import configure as configure_run
 
-GIVEN_AS = "run_dir for the family"
+GIVEN_AS = "--out (the family's folder)"  # what a member's refusal says to change
 
 
 def member_checks(member: Member, force: bool, why: str) -> tuple[list[Check], dict[str, Any]]:
@@ -222,7 +222,7 @@ def main(args: argparse.Namespace) -> int:
         raise ParameterError(f"--jobs {args.jobs} must be >= 1 (members run at once).")
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
                          out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file))
-    check_run_root(family.root, "--out" if args.out else "run_dir")
+    check_run_root(family.root, "run_dir" if values.get("run_dir") and not args.out else "--out")
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:
         return code
