@@ -283,6 +283,13 @@ CASES = [
         t / "ds" / "data" / f"{split}-00000-of-00001.parquet", b"")) for split in ("train", "test")] and t / "ds"),
          r"--input \S*ds is a folder \(its data files: data/test-00000-of-00001.parquet, "
          r"data/train-00000-of-00001.parquet\); give the path of one jsonl or parquet file", after=nothing_written),
+    Case("score a saved DatasetDict of two splits", lambda t: score(t, input=[  # (its progress bars not in stderr)
+        datasets.disable_progress_bars(), datasets.DatasetDict({s: datasets.Dataset.from_list([GOOD_ROW]) for s in (
+            "train", "test")}).save_to_disk(t / "dd"), datasets.enable_progress_bars()] and t / "dd"),
+         r"--input \S*dd holds splits (train, test|test, train): give one of their folders, e\.g\. --input \S*dd/\w+\.",
+         after=nothing_written),
+    Case("score a folder of rows.json", lambda t: score(t, input=write(t / "js" / "rows.json", "{}\n").parent),
+         r"--input \S*js is a folder \(its data files: rows\.json\)", after=nothing_written),
     # it said the folder "does not exist"
     Case("selfcheck --input a folder", lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--input", str(t)],
          r"--input \S+ is a folder \(it holds no data file\); give the path of one jsonl or parquet file"),

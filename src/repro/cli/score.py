@@ -28,6 +28,9 @@ from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, iter_jsonl, load_source, local_splits
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
+# the json files of a dataset or run folder that hold no rows
+SIDECARS = {"state.json", "dataset_info.json", "dataset_dict.json", "manifest.json", "metrics.json", "family.json",
+            "compare.json", "fingerprint.json"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -92,8 +95,11 @@ def _rows_of(path: Path, option: str):
         if len(splits := local_splits(path) or []) == 1:
             return ((f"row {n} of {path} (split {splits[0]})", row)
                     for n, row in enumerate(load_source(str(path), splits[0], option)))
+        if len(splits) > 1 and (path / splits[0]).is_dir():  # a DatasetDict's save_to_disk: a folder per split
+            raise DataError(f"{option} {path} holds splits {', '.join(splits)}: give one of their folders, e.g. "
+                            f"{option} {path / splits[0]}.")
         files = sorted(f.relative_to(path).as_posix() for f in path.rglob("*")
-                       if f.suffix in DATA_SUFFIXES - {".json"})
+                       if f.suffix in DATA_SUFFIXES and f.name not in SIDECARS)
         found = f"its data files: {', '.join(files[:6])}{', ...' * (len(files) > 6)}" if files else \
             "it holds no data file"
         raise DataError(f"{option} {path} is a folder ({found}); give the path of one jsonl or parquet file in it.")
