@@ -179,8 +179,9 @@ def test_sppo_published_rows_rank_the_original_pair_first_but_pair_and_list_the_
     assert "（由 `builtin:tiny-policy` 生成的 3 个回复；源数据原有的" in card
     assert "`resp0`" not in card  # (the parameters table lists candidate_columns)
     # what `probability` and `chosen_probs` mean in a 7-score row
-    assert ("then the 3 generated ones' (SPPO's published rows hold 7 scores so): as `compute_prob.py` reads such a "
-            "row, `probability` is over the first 3 scores (the two originals and the first 1 generated response) and "
+    assert ("then the 3 generated ones' (as SPPO's published rows hold 7 scores for 5 responses): as `compute_prob.py` "
+            "reads such a row, `probability` is over the first 3 scores (the two originals and the first generated "
+            "response) and "
             "is indexed by the generated responses' positions, so `chosen_probs` is not the probability that") in card
     assert "再列出 3 条生成回复的得分" in card and "基于前 3 个得分（两条原始回复与前 1 条生成回复），并按生成回复的位置索引" in card
     # the source's reference_response among the candidates is not said to be generated (generate_reference false)
