@@ -202,6 +202,18 @@ def test_max_length_is_the_reward_models_limit(tmp_path, capsys):
                  "--force", "--device", "cpu", "--max-length", "100000"]) == 0
     assert re.search(r"max_length=100000 is above the max_position_embeddings \(\d+\) of reward "
                      r"model 'builtin:tiny-reward-deberta'", capsys.readouterr().err)
+    # absolute positions (GPT-2's) fail beyond them: refused before any work (it was an IndexError in the job)
+    from transformers import AutoTokenizer, GPT2Config, GPT2ForSequenceClassification
+
+    from repro.scorers.tiny import build_builtin
+    tokenizer = AutoTokenizer.from_pretrained(build_builtin("builtin:tiny-reward-llama"))
+    GPT2ForSequenceClassification(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=16, n_layer=1, n_head=2,
+                                             num_labels=1, pad_token_id=tokenizer.pad_token_id)).save_pretrained(
+        tmp_path / "gpt2")
+    tokenizer.save_pretrained(tmp_path / "gpt2")
+    assert main(["score", "--model", str(tmp_path / "gpt2"), "--input", str(src), "--output", str(out), "--force",
+                 "--device", "cpu", "--max-length", "256"]) == 2
+    assert "max_length=256 is above the max_position_embeddings (64) of reward model" in capsys.readouterr().err
 
 
 def test_paths_from_the_home_folder_as_typed(tmp_path, monkeypatch, capsys):

@@ -144,11 +144,16 @@ class SequenceClassifierScorer(BudgetedBatches):
                 f"that renders both turns as chat_template (scorer option `chat_template`, `repro score "
                 f"--chat-template FILE`).")
         positions = getattr(config, "max_position_embeddings", None)
-        if max_length is not None and positions and int(max_length) > positions:  # (DeBERTa's relative positions
-            # read further; absolute ones fail, and 100000 tokens took all memory)
-            warnings.warn(f"max_length={max_length} is above the max_position_embeddings ({positions}) "
-                          f"of reward model '{spec}': longer conversations score only where the model reads beyond "
-                          f"it, and each costs memory.", RuntimeWarning, stacklevel=2)
+        if max_length is not None and positions and int(max_length) > positions:
+            beyond = (f"max_length={max_length} is above the max_position_embeddings ({positions}) of reward model "
+                      f"'{spec}'")
+            # rotary (Llama's) or relative (DeBERTa's) positions read further; absolute ones (GPT-2's) fail there
+            if not (getattr(config, "rope_theta", None) or getattr(config, "rope_parameters", None) or getattr(
+                    config, "rope_scaling", None) or getattr(config, "relative_attention", False)):
+                raise ParameterError(f"{beyond}, whose positions are absolute: give at most {positions}, or leave "
+                                     f"max_length out.")
+            warnings.warn(f"{beyond}: longer conversations score only where the model reads beyond it, and each "
+                          f"costs memory.", RuntimeWarning, stacklevel=2)
         max_length = max_length or positions
         scorer = cls(None, tokenizer, config=config, spec=spec, path=path, device=torch_device, dtype=dtype_name,
                      template=template, template_source="given" if chat_template else "the model's",
