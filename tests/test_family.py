@@ -88,7 +88,8 @@ def test_a_bundle_that_varies_a_parameter_the_members_read_is_planned(tmp_path):
                                            {"name": "b", "mini_index": 1}]}}}
     assert [m.values["mini_index"] for m in _plan(values, tmp_path).members] == [0, 1]
     # alike in what the members read, unlike in the rest: one run twice
-    values["family"]["grid"]["part"][1].update(mini_index=0, hub_repo_id="z/w")
+    values["family"]["grid"]["part"][0]["card_split"] = values["family"]["grid"]["part"][1]["card_split"] = "t"
+    values["family"]["grid"]["part"][1].update(mini_index=0, hub_repo_id="z/w")  # (card_split alike: not named)
     with pytest.raises(ParameterError, match=r"family\.grid\.part in .*: hub_repo_id is read by 03_card, which the "
                                              r"members do not run \(notebooks: 01_construct\)"):
         _plan(values, tmp_path)

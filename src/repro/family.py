@@ -173,8 +173,9 @@ def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where
                                      f"{key}'s value; set it in one.")
         seen = [{k: v for k, v in (value if isinstance(value, dict) else {key: value}).items() if k in read}
                 for value in values]  # what the members' notebooks read of each value
-        if any(one in seen[:i] for i, one in enumerate(seen)):  # two values alike there: one run twice
-            param = next(p for p in params if p not in read)
+        if (i := next((i for i, one in enumerate(seen) if one in seen[:i]), None)) is not None:  # one run twice
+            a, b = ((v if isinstance(v, dict) else {key: v}) for v in (values[seen.index(seen[i])], values[i]))
+            param = next(p for p in params if p not in read and a.get(p) != b.get(p))  # (what tells them apart)
             readers = " and ".join(nb for nb in NOTEBOOK_SECTIONS if param in notebook_fields(nb)) or "none"
             raise ParameterError(f"family.grid.{key} in {where[key]}: {param} is read by {readers}, which the "
                                  f"members do not run (notebooks: {', '.join(notebooks)}): they would be the same "
