@@ -288,7 +288,8 @@ CASES = [
             "train", "test")}).save_to_disk(t / "dd"), datasets.enable_progress_bars()] and t / "dd"),
          r"--input \S*dd holds splits (train, test|test, train): give one of their folders, e\.g\. --input \S*dd/\w+\.",
          after=nothing_written),
-    Case("score a folder of rows.json", lambda t: score(t, input=write(t / "js" / "rows.json", "{}\n").parent),
+    Case("score a folder of rows.json", lambda t: score(t, input=[write(t / "js" / "rows.json", "{}\n"), write(
+        t / "js" / "work" / "scoring" / "chunk-000000.json", "{}"), write(t / "js" / "stray.txt", "")] and t / "js"),
          r"--input \S*js is a folder \(its data files: rows\.json\)", after=nothing_written),
     # it said the folder "does not exist"
     Case("selfcheck --input a folder", lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--input", str(t)],

@@ -98,8 +98,9 @@ def _rows_of(path: Path, option: str):
         if len(splits) > 1 and (path / splits[0]).is_dir():  # a DatasetDict's save_to_disk: a folder per split
             raise DataError(f"{option} {path} holds splits {', '.join(splits)}: give one of their folders, e.g. "
                             f"{option} {path / splits[0]}.")
-        files = sorted(f.relative_to(path).as_posix() for f in path.rglob("*")
-                       if f.suffix in DATA_SUFFIXES and f.name not in SIDECARS)
+        files = sorted(f.relative_to(path).as_posix() for f in path.rglob("*")  # rows: not a run's work/ chunks
+                       if f.suffix in {".jsonl", ".json", ".parquet"} and f.name not in SIDECARS
+                       and "work" not in f.relative_to(path).parts)
         found = f"its data files: {', '.join(files[:6])}{', ...' * (len(files) > 6)}" if files else \
             "it holds no data file"
         raise DataError(f"{option} {path} is a folder ({found}); give the path of one jsonl or parquet file in it.")
