@@ -94,7 +94,7 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
             raise ParameterError(f"family.grid.{key} in {where} must be a non-empty list of values, got {values!r}: "
                                  f"a family needs at least one value per key.")
         # two members of one run (a bundle's `name` only names the folder)
-        bare = [{k: x for k, x in v.items() if k != "name"} if isinstance(v, dict) else v for v in values]
+        bare = [settings_of(key, v) if isinstance(v, dict) else v for v in values]
         if (twice := next((k for k, v in enumerate(bare) if v in bare[:k]), None)) is not None:
             raise ParameterError(f"family.grid.{key} in {where} lists {bare[twice]!r} twice"
                                  f"{' (their names aside)' * (bare[twice] != values[twice])}: give each value once.")
@@ -153,10 +153,15 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     return names
 
 
+def settings_of(key: str, value: Any) -> dict[str, Any]:
+    """The parameters one value of grid key `key` sets: a bundle's (its `name` only names the folder), else its own."""
+    return {k: v for k, v in value.items() if k != "name"} if isinstance(value, dict) else {key: value}
+
+
 def grid_keys(grid: dict[str, Any]) -> set[str]:
     """The parameters a grid sets in its members: its keys, a bundle's (dict values) in place of its own."""
-    return {key for name, values in grid.items() for value in (values if isinstance(values, list) else [values])
-            for key in ((set(value) - {"name"}) if isinstance(value, dict) else {name})}
+    return {param for key, values in grid.items() for value in (values if isinstance(values, list) else [values])
+            for param in settings_of(key, value)}
 
 
 def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where: dict[str, str]) -> None:
@@ -171,10 +176,10 @@ def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where
                 raise ParameterError(f"family.grid in {' and '.join(dict.fromkeys((where[first], where[key])))}: "
                                      f"{param} is set by both grid keys {first} and {key}: each member would take "
                                      f"{key}'s value; set it in one.")
-        seen = [{k: v for k, v in (value if isinstance(value, dict) else {key: value}).items() if k in read}
-                for value in values]  # what the members' notebooks read of each value
+        seen = [{k: v for k, v in settings_of(key, value).items() if k in read}  # what the members read of each
+                for value in values]
         if (i := next((i for i, one in enumerate(seen) if one in seen[:i]), None)) is not None:  # one run twice
-            a, b = ((v if isinstance(v, dict) else {key: v}) for v in (values[seen.index(seen[i])], values[i]))
+            a, b = (settings_of(key, v) for v in (values[seen.index(seen[i])], values[i]))
             param = next(p for p in params if p not in read and a.get(p) != b.get(p))  # (what tells them apart)
             readers = " and ".join(nb for nb in NOTEBOOK_SECTIONS if param in notebook_fields(nb)) or "none"
             raise ParameterError(f"family.grid.{key} in {where[key]}: {param} is read by {readers}, which the "
@@ -217,8 +222,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         grid_values = {k: v for k, (_, v) in combo.items()}
         member_values = dict(base, run_name=f"{name}-{member}", run_dir=str(root / member))
         for key, value in grid_values.items():
-            bundle = value if isinstance(value, dict) else {key: value}  # a bundle's `name` only names the folder
-            member_values.update({k: v for k, v in bundle.items() if k != "name"})
+            member_values.update(settings_of(key, value))
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})", advice=GRID_ADVICE)
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
                               run_dir=root / member, fingerprint=run_fingerprint(resolve_parameters(member_values))))
