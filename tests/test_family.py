@@ -128,6 +128,29 @@ def test_bundles_set_several_parameters_together_and_name_members(tmp_path):
         _plan({**values, "family": {**values["family"], "member_name": "{parts}"}}, tmp_path)
 
 
+def test_a_grid_over_a_parameter_whose_values_are_mappings_gives_that_parameter_each_mapping(tmp_path):
+    # known_recipe's mappings were spread as bundles: the members' `source` became "a" and "b", known_recipe unset
+    recipes = [{"source": "a", "slice": "all"}, {"source": "b", "slice": "all"}]
+    values = {**load_params_file(DEMO), "family": {"grid": {"known_recipe": recipes}}}
+    family = _plan(values, tmp_path)
+    assert [m.values["known_recipe"] for m in family.members] == recipes
+    assert {m.values["source"] for m in family.members} == {values["source"]}
+    assert all(re.fullmatch(r"known_recipe-h[0-9a-f]{8}", m.name) for m in family.members)
+    assert family.members[1].grid_values == {"known_recipe": recipes[1]}
+    assert fam.grid_keys({"known_recipe": recipes}) == {"known_recipe"}
+    # (scorer_options' were refused: output_index is no parameter a member can set)
+    options = _plan({**values, "family": {"grid": {"scorer_options": [{"output_index": 0}, {"output_index": 1}]}}},
+                    tmp_path)
+    assert [m.values["scorer_options"] for m in options.members] == [{"output_index": 0}, {"output_index": 1}]
+    # alike in what is read: the duplicate checks still say so
+    with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .* lists \{'source': 'a', 'slice': "
+                                             r"'all'\} twice: give each value once"):
+        _plan({**values, "family": {"grid": {"known_recipe": [recipes[0], dict(recipes[0])]}}}, tmp_path)
+    with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .*: known_recipe is read by 03_card, "
+                                             r"which the members do not run"):
+        _plan({**values, "notebooks": ["01_construct"]}, tmp_path)
+
+
 def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, monkeypatch, capsys):
     values = {**load_params_file(DEMO), "mini_count": 2, "family": {"grid": {"mini_index": [0, 1]}}}
     family = _plan(values, tmp_path)

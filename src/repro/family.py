@@ -94,7 +94,7 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
             raise ParameterError(f"family.grid.{key} in {where} must be a non-empty list of values, got {values!r}: "
                                  f"a family needs at least one value per key.")
         # two members of one run (a bundle's `name` only names the folder)
-        bare = [settings_of(key, v) if isinstance(v, dict) else v for v in values]
+        bare = [settings_of(key, v) if is_bundle(key, v) else v for v in values]
         if (twice := next((k for k, v in enumerate(bare) if v in bare[:k]), None)) is not None:
             raise ParameterError(f"family.grid.{key} in {where} lists {bare[twice]!r} twice"
                                  f"{' (their names aside)' * (bare[twice] != values[twice])}: give each value once.")
@@ -132,7 +132,7 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     names = []
     for combo in combos:
         # a bundle by its own name, else its position in the list
-        labels = {key: _label(value.get("name", f"{key}{i}") if isinstance(value, dict) else value)
+        labels = {key: _label(value.get("name", f"{key}{i}") if is_bundle(key, value) else value)
                   for key, (i, value) in combo.items()}
         if template:
             try:
@@ -141,7 +141,7 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
                 raise ParameterError(f"family.member_name {template!r} in {where} cannot be filled ({exc!r}); it may "
                                      f"name the grid keys {sorted(combo)} in braces.") from None
         else:
-            name = "__".join(labels[k] if isinstance(v, dict) else f"{k}-{labels[k]}" for k, (_, v) in combo.items())
+            name = "__".join(labels[k] if is_bundle(k, v) else f"{k}-{labels[k]}" for k, (_, v) in combo.items())
         names.append(name)
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -153,13 +153,19 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     return names
 
 
+def is_bundle(key: str, value: Any) -> bool:
+    """Whether a value of grid key `key` is a bundle: a mapping under a key that is no parameter (the mappings of a
+    parameter that takes one, known_recipe or scorer_options, are that parameter's values)."""
+    return isinstance(value, dict) and key not in all_fields()
+
+
 def settings_of(key: str, value: Any) -> dict[str, Any]:
     """The parameters one value of grid key `key` sets: a bundle's (its `name` only names the folder), else its own."""
-    return {k: v for k, v in value.items() if k != "name"} if isinstance(value, dict) else {key: value}
+    return {k: v for k, v in value.items() if k != "name"} if is_bundle(key, value) else {key: value}
 
 
 def grid_keys(grid: dict[str, Any]) -> set[str]:
-    """The parameters a grid sets in its members: its keys, a bundle's (dict values) in place of its own."""
+    """The parameters a grid sets in its members: its keys, a bundle's in place of its own."""
     return {param for key, values in grid.items() for value in (values if isinstance(values, list) else [values])
             for param in settings_of(key, value)}
 
