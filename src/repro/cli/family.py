@@ -19,7 +19,7 @@ from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_
                           validate_all)
 from ..jobs import fingerprint_of
 from ..manifest import Manifest
-from ..paths import RunDir, find_params
+from ..paths import RunDir, find_params, folder_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -36,6 +36,9 @@ def member_checks(member: Member, force: bool, why: str) -> tuple[list[Check], d
     resolved, run = resolve_parameters(member.values), RunDir(member.run_dir)
     changed = changed_parameters(run, resolved)
     advice = "give the family another --out or run_dir (its members go into its folder, by name)"
+    if what := folder_problem(member.run_dir):  # (a file there: each check below would fail on it)
+        return [Check("run directory", False, f"{member.run_dir} {what}: a member's run goes into its own folder "
+                                              f"there. Move what is in the way, or {advice}", problem="REFUSED")], {}
     checks = kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [
         rerun_check(run, changed, force, GIVEN_AS, resolved, why, member=True)]
     return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
