@@ -481,6 +481,27 @@ def test_the_seed_family_params_give_the_published_sizes_and_counterparts():
     assert [m.fingerprint for m in part2.members] == [m.fingerprint for m in siblings.members[8:]]
 
 
+def test_a_members_refusal_names_how_the_familys_folder_was_given(tmp_path, capsys, monkeypatch):
+    # the params file's run_dir made the folder (no --out): the refusal said "Give another --out"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root, params = tmp_path / "fam", tmp_path / "fam.yaml"
+    params.write_text(f"include: {DEMO_FAMILY}\nrun_dir: {root}\n")
+    member = RunDir(root / "mini_1")
+    Manifest(member).start_run({**load_params_file(DEMO), "run_dir": str(member.root)}, ["01_construct"])
+    member.data.mkdir(parents=True)
+    (member.data / "train_prefs-00000-of-00001.parquet").write_bytes(b"rows")
+    (root / "mini_2").write_text("x")
+    assert cli.main(["run", str(params), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "REFUSED  run directory (member mini_1)" in out and "--out" not in out
+    assert "Give another run_dir (the family's folder) for this run" in out
+    assert "Move what is in the way, or give the family another run_dir (its members go into its folder" in out
+    assert cli.main(["run", str(params), "--out", str(root), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "Give another --out (the family's folder) for this run" in out and "run_dir" not in out
+    assert "Move what is in the way, or give the family another --out (its members go into its folder" in out
+
+
 def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_path, capsys, monkeypatch):
     # `repro run FAMILY --check` ran the whole family (no preflight, no run-directory check for members)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

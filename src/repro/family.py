@@ -54,6 +54,7 @@ class Family:
     root: Path
     members: list[Member] = field(default_factory=list)
     jobs: int = 1
+    given_as: str = "--out"  # how its folder was given (--out, or run_dir): what a refusal says to change
 
     def member(self, name: str) -> Member:
         """The member called `name`, or at that index from 0 (a Slurm array task id); else an error listing them."""
@@ -195,7 +196,7 @@ def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where
 
 
 def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,
-                out: str | None = None, where: str = "the params file") -> Family:
+                out: str | None = None, where: str = "the params file", given_as: str = "--out") -> Family:
     """The family the values declare (`family:`, and/or `--grid`), every member checked before any work."""
     spec = values.get("family") or {}
     if not isinstance(spec, dict):
@@ -232,7 +233,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})", advice=GRID_ADVICE)
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
                               run_dir=root / member, fingerprint=run_fingerprint(resolve_parameters(member_values))))
-    return Family(name=name, root=root, members=members, jobs=jobs)
+    return Family(name=name, root=root, members=members, jobs=jobs, given_as=given_as)
 
 
 def why_run_again(member: Member) -> str:
