@@ -335,6 +335,25 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert [m["member"] for m in view.summary["members"]] == ["b"] and view.summary["rows_scored"]["from_cache"] == 3
 
 
+def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_unknown(tmp_path):
+    # an interrupted family: the plan recorded, one member run, the others never started; the view left them out
+    root = tmp_path / "fam"
+    _member(root, "b", 1, [0.1, 0.3], {"seed": 1, "source": "demo"}, {"rows_computed": 2, "rows_from_cache": 0})
+    Manifest(RunDir(root)).update(members=["a", "b", "c"], family_name="fam")  # as `repro run` records its plan
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert [m["member"] for m in view.summary["members"]] == ["a", "b", "c"]  # in the plan's order
+    a, b, c = view.summary["members"]
+    assert (a["status"], b["status"], c["status"]) == ("not started", "complete", "not started")
+    assert (a["rows"], b["rows"], c["rows"]) == (None, 2, None) and a["margin_mean"] is None
+    assert list(view.table["status"]) == ["not started", "complete", "not started"]
+    assert view.summary["complete"] == 1 and view.summary["parameters_that_differ"] == []  # (none to compare with)
+    assert view.summary["rows_scored"] == {"computed": 2, "from_cache": 0, "from_work": 0}
+    # none started yet: the plan alone, every member not started (it said "holds no member of a family")
+    (root / "b" / "manifest.json").unlink()
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert view.summary["family"] == "fam" and {m["status"] for m in view.summary["members"]} == {"not started"}
+
+
 def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_path):
     # an RLHFlow (or SPPO, Snorkel) family: every member complete, yet the table said 0 rows and no margins, as it
     # read `train_prefs` shards and the seed's score columns only
