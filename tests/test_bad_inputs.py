@@ -416,6 +416,14 @@ CASES = [
          lambda t: run(t, "--grid", "mini_index=0,1", "--set", "mini_count=2", "--member", "mini_index-7"),
          r"--member 'mini_index-7' is not a member of family 'demo'; its members are mini_index-0, mini_index-1 \(or their index, 0 to 1\)\.",
          after=nothing_written),
+    # a file where a member's folder goes: a NotADirectoryError in the member's check, a traceback
+    Case("a file where a member's folder goes",
+         lambda t: run(t, "--grid", "mini_index=0,1", "--set", "mini_count=2") if write(t / "run" / "mini_index-0",
+                                                                                      "x") else 0,
+         r"REFUSED  run directory \(member mini_index-0\): \S*run/mini_index-0 is an existing file, not a folder: "
+         r"a member's run goes into its own folder there\. Move what is in the way, or give the family another --out",
+         after=lambda t: (t / "run" / "mini_index-0").read_text() == "x" and not (t / "run" / "mini_index-1").exists()
+         or pytest.fail("written")),
     Case("--member without a family", lambda t: run(t, "--member", "x"), r"declares none: add family",
          after=nothing_written),
     Case("a row cache of another key format",

@@ -128,6 +128,29 @@ def test_bundles_set_several_parameters_together_and_name_members(tmp_path):
         _plan({**values, "family": {**values["family"], "member_name": "{parts}"}}, tmp_path)
 
 
+def test_a_grid_over_a_parameter_whose_values_are_mappings_gives_that_parameter_each_mapping(tmp_path):
+    # known_recipe's mappings were spread as bundles: the members' `source` became "a" and "b", known_recipe unset
+    recipes = [{"source": "a", "slice": "all"}, {"source": "b", "slice": "all"}]
+    values = {**load_params_file(DEMO), "family": {"grid": {"known_recipe": recipes}}}
+    family = _plan(values, tmp_path)
+    assert [m.values["known_recipe"] for m in family.members] == recipes
+    assert {m.values["source"] for m in family.members} == {values["source"]}
+    assert all(re.fullmatch(r"known_recipe-h[0-9a-f]{8}", m.name) for m in family.members)
+    assert family.members[1].grid_values == {"known_recipe": recipes[1]}
+    assert fam.grid_keys({"known_recipe": recipes}) == {"known_recipe"}
+    # (scorer_options' were refused: output_index is no parameter a member can set)
+    options = _plan({**values, "family": {"grid": {"scorer_options": [{"output_index": 0}, {"output_index": 1}]}}},
+                    tmp_path)
+    assert [m.values["scorer_options"] for m in options.members] == [{"output_index": 0}, {"output_index": 1}]
+    # alike in what is read: the duplicate checks still say so
+    with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .* lists \{'source': 'a', 'slice': "
+                                             r"'all'\} twice: give each value once"):
+        _plan({**values, "family": {"grid": {"known_recipe": [recipes[0], dict(recipes[0])]}}}, tmp_path)
+    with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .*: known_recipe is read by 03_card, "
+                                             r"which the members do not run"):
+        _plan({**values, "notebooks": ["01_construct"]}, tmp_path)
+
+
 def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, monkeypatch, capsys):
     values = {**load_params_file(DEMO), "mini_count": 2, "family": {"grid": {"mini_index": [0, 1]}}}
     family = _plan(values, tmp_path)
@@ -312,6 +335,25 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert [m["member"] for m in view.summary["members"]] == ["b"] and view.summary["rows_scored"]["from_cache"] == 3
 
 
+def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_unknown(tmp_path):
+    # an interrupted family: the plan recorded, one member run, the others never started; the view left them out
+    root = tmp_path / "fam"
+    _member(root, "b", 1, [0.1, 0.3], {"seed": 1, "source": "demo"}, {"rows_computed": 2, "rows_from_cache": 0})
+    Manifest(RunDir(root)).update(members=["a", "b", "c"], family_name="fam")  # as `repro run` records its plan
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert [m["member"] for m in view.summary["members"]] == ["a", "b", "c"]  # in the plan's order
+    a, b, c = view.summary["members"]
+    assert (a["status"], b["status"], c["status"]) == ("not started", "complete", "not started")
+    assert (a["rows"], b["rows"], c["rows"]) == (None, 2, None) and a["margin_mean"] is None
+    assert list(view.table["status"]) == ["not started", "complete", "not started"]
+    assert view.summary["complete"] == 1 and view.summary["parameters_that_differ"] == []  # (none to compare with)
+    assert view.summary["rows_scored"] == {"computed": 2, "from_cache": 0, "from_work": 0}
+    # none started yet: the plan alone, every member not started (it said "holds no member of a family")
+    (root / "b" / "manifest.json").unlink()
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert view.summary["family"] == "fam" and {m["status"] for m in view.summary["members"]} == {"not started"}
+
+
 def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_path):
     # an RLHFlow (or SPPO, Snorkel) family: every member complete, yet the table said 0 rows and no margins, as it
     # read `train_prefs` shards and the seed's score columns only
@@ -456,6 +498,27 @@ def test_the_seed_family_params_give_the_published_sizes_and_counterparts():
         assert m.values["reference"] == f"YYYYYYibo/ultrafeedback_binarized_dataset_offline_pairrm_{m.name}"
     # part2's members are the siblings' part2 members, parameter for parameter
     assert [m.fingerprint for m in part2.members] == [m.fingerprint for m in siblings.members[8:]]
+
+
+def test_a_members_refusal_names_how_the_familys_folder_was_given(tmp_path, capsys, monkeypatch):
+    # the params file's run_dir made the folder (no --out): the refusal said "Give another --out"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root, params = tmp_path / "fam", tmp_path / "fam.yaml"
+    params.write_text(f"include: {DEMO_FAMILY}\nrun_dir: {root}\n")
+    member = RunDir(root / "mini_1")
+    Manifest(member).start_run({**load_params_file(DEMO), "run_dir": str(member.root)}, ["01_construct"])
+    member.data.mkdir(parents=True)
+    (member.data / "train_prefs-00000-of-00001.parquet").write_bytes(b"rows")
+    (root / "mini_2").write_text("x")
+    assert cli.main(["run", str(params), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "REFUSED  run directory (member mini_1)" in out and "--out" not in out
+    assert "Give another run_dir (the family's folder) for this run" in out
+    assert "Move what is in the way, or give the family another run_dir (its members go into its folder" in out
+    assert cli.main(["run", str(params), "--out", str(root), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "Give another --out (the family's folder) for this run" in out and "run_dir" not in out
+    assert "Move what is in the way, or give the family another --out (its members go into its folder" in out
 
 
 def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_path, capsys, monkeypatch):

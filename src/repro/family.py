@@ -54,6 +54,7 @@ class Family:
     root: Path
     members: list[Member] = field(default_factory=list)
     jobs: int = 1
+    given_as: str = "--out"  # how its folder was given (--out, or run_dir): what a refusal says to change
 
     def member(self, name: str) -> Member:
         """The member called `name`, or at that index from 0 (a Slurm array task id); else an error listing them."""
@@ -94,7 +95,7 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
             raise ParameterError(f"family.grid.{key} in {where} must be a non-empty list of values, got {values!r}: "
                                  f"a family needs at least one value per key.")
         # two members of one run (a bundle's `name` only names the folder)
-        bare = [settings_of(key, v) if isinstance(v, dict) else v for v in values]
+        bare = [settings_of(key, v) if is_bundle(key, v) else v for v in values]
         if (twice := next((k for k, v in enumerate(bare) if v in bare[:k]), None)) is not None:
             raise ParameterError(f"family.grid.{key} in {where} lists {bare[twice]!r} twice"
                                  f"{' (their names aside)' * (bare[twice] != values[twice])}: give each value once.")
@@ -132,7 +133,7 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     names = []
     for combo in combos:
         # a bundle by its own name, else its position in the list
-        labels = {key: _label(value.get("name", f"{key}{i}") if isinstance(value, dict) else value)
+        labels = {key: _label(value.get("name", f"{key}{i}") if is_bundle(key, value) else value)
                   for key, (i, value) in combo.items()}
         if template:
             try:
@@ -141,7 +142,7 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
                 raise ParameterError(f"family.member_name {template!r} in {where} cannot be filled ({exc!r}); it may "
                                      f"name the grid keys {sorted(combo)} in braces.") from None
         else:
-            name = "__".join(labels[k] if isinstance(v, dict) else f"{k}-{labels[k]}" for k, (_, v) in combo.items())
+            name = "__".join(labels[k] if is_bundle(k, v) else f"{k}-{labels[k]}" for k, (_, v) in combo.items())
         names.append(name)
     for i, name in enumerate(names):
         if name in names[:i]:
@@ -153,13 +154,19 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     return names
 
 
+def is_bundle(key: str, value: Any) -> bool:
+    """Whether a value of grid key `key` is a bundle: a mapping under a key that is no parameter (the mappings of a
+    parameter that takes one, known_recipe or scorer_options, are that parameter's values)."""
+    return isinstance(value, dict) and key not in all_fields()
+
+
 def settings_of(key: str, value: Any) -> dict[str, Any]:
     """The parameters one value of grid key `key` sets: a bundle's (its `name` only names the folder), else its own."""
-    return {k: v for k, v in value.items() if k != "name"} if isinstance(value, dict) else {key: value}
+    return {k: v for k, v in value.items() if k != "name"} if is_bundle(key, value) else {key: value}
 
 
 def grid_keys(grid: dict[str, Any]) -> set[str]:
-    """The parameters a grid sets in its members: its keys, a bundle's (dict values) in place of its own."""
+    """The parameters a grid sets in its members: its keys, a bundle's in place of its own."""
     return {param for key, values in grid.items() for value in (values if isinstance(values, list) else [values])
             for param in settings_of(key, value)}
 
@@ -189,7 +196,7 @@ def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where
 
 
 def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,
-                out: str | None = None, where: str = "the params file") -> Family:
+                out: str | None = None, where: str = "the params file", given_as: str = "--out") -> Family:
     """The family the values declare (`family:`, and/or `--grid`), every member checked before any work."""
     spec = values.get("family") or {}
     if not isinstance(spec, dict):
@@ -226,7 +233,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})", advice=GRID_ADVICE)
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
                               run_dir=root / member, fingerprint=run_fingerprint(resolve_parameters(member_values))))
-    return Family(name=name, root=root, members=members, jobs=jobs)
+    return Family(name=name, root=root, members=members, jobs=jobs, given_as=given_as)
 
 
 def why_run_again(member: Member) -> str:

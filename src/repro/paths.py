@@ -159,17 +159,21 @@ def nearest_existing(path: Path) -> Path:
     return next((p for p in (path, *path.parents) if p.exists()), path)
 
 
-def check_folder(folder: Path, given_as: str, advice: str) -> None:
-    """Refuse, before any work, a folder to write into that is (or lies inside) a file, or that cannot be written."""
+def folder_problem(folder: Path) -> str:
+    """Why `folder` cannot be written into: it is (or lies inside) a file, or cannot be written; "" when it can."""
     existing = nearest_existing(folder)
     if not existing.is_dir():
-        what = ("is an existing file, not a folder" if existing == folder
+        return ("is an existing file, not a folder" if existing == folder
                 else f"lies inside {existing}, which is a file, so that folder cannot be made")
-    elif not os.access(existing, os.W_OK):  # a read-only mount (as root too), another user's folder
-        what = f"cannot be written ({existing} is read-only, or not yours)"
-    else:
-        return
-    raise ReproError(f"{given_as} {folder} {what}. {advice}")
+    if not os.access(existing, os.W_OK):  # a read-only mount (as root too), another user's folder
+        return f"cannot be written ({existing} is read-only, or not yours)"
+    return ""
+
+
+def check_folder(folder: Path, given_as: str, advice: str) -> None:
+    """Refuse, before any work, a folder to write into that is (or lies inside) a file, or that cannot be written."""
+    if what := folder_problem(folder):
+        raise ReproError(f"{given_as} {folder} {what}. {advice}")
 
 
 def reads_as_hub_id(spec: str | None) -> bool:

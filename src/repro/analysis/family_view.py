@@ -26,6 +26,7 @@ from .report import table_or_sentence, validate_scores
 from .stats import bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
+NOT_STARTED = "not started"  # a member's status while the family's plan holds it and its run has not begun
 
 
 @dataclass
@@ -53,12 +54,16 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     found = [(RunDir(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
              if (data := json.loads(manifest.read_text())).get("family")
              and (planned is None or data["family"].get("member") in planned)]
-    if not found:
-        raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
-                        f"first (e.g. repro run demo_family), or give run_dir = the family's folder.")
     names = {data["family"]["name"] for _, data in found}
     if len(names) > 1:
         raise DataError(f"{root} holds members of several families {sorted(names)}: give each family its own folder.")
+    started = {data["family"]["member"] for _, data in found}  # a member of the plan not started yet: shown so
+    found += [(RunDir(root / name), {"status": NOT_STARTED, "family": {"name": record.get("family_name") or root.name,
+                                                                       "member": name, "index": index}})
+              for index, name in enumerate(planned or ()) if name not in started]
+    if not found:
+        raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
+                        f"first (e.g. repro run demo_family), or give run_dir = the family's folder.")
     return sorted(found, key=lambda item: item[1]["family"].get("index", 0))
 
 
@@ -179,7 +184,7 @@ def family_view(params: FamilyViewParams) -> FamilyView:
         figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), family.run.figures / MARGIN_FIGURE)}
         summary = {
             "family": found[0][1]["family"]["name"], "members": members,
-            "parameters_that_differ": differing_parameters([data for _, data in found]),
+            "parameters_that_differ": differing_parameters([data for _, data in found if "parameters" in data]),
             "complete": sum(m["status"] == "complete" for m in members),
             "stand_in_members": [m["member"] for m in members if m["scorer"]["stand_in"]],
             **{f"rows_{what}": {k: sum(m[f"{what}_rows"][k] or 0 for m in members)

@@ -19,25 +19,30 @@ from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_
                           validate_all)
 from ..jobs import fingerprint_of
 from ..manifest import Manifest
-from ..paths import RunDir, find_params
+from ..paths import RunDir, find_params, folder_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED
-from .run import KERNEL_NAME, check_run_root, run_notebooks, run_params
+from .run import KERNEL_NAME, check_run_root, folder_given_as, run_notebooks, run_params
 from .run import configure as configure_run
 
-GIVEN_AS = "--out (the family's folder)"  # what a member's refusal says to change
+def member_given_as(family: Family) -> str:
+    """What a member's refusal says to change: the family's folder, as it was given (--out or run_dir)."""
+    return f"{family.given_as} (the family's folder)"
 
 
-def member_checks(member: Member, force: bool, why: str) -> tuple[list[Check], dict[str, Any]]:
+def member_checks(family: Family, member: Member, force: bool, why: str) -> tuple[list[Check], dict[str, Any]]:
     """What one member needs before it runs (its run directory, then the machine; `why`: why it runs again), and the
     changed parameters that replace its run (with 01_construct among its notebooks)."""
-    resolved, run = resolve_parameters(member.values), RunDir(member.run_dir)
+    resolved, run, given_as = resolve_parameters(member.values), RunDir(member.run_dir), member_given_as(family)
     changed = changed_parameters(run, resolved)
-    advice = "give the family another --out or run_dir (its members go into its folder, by name)"
-    checks = kind_check(run, resolved["notebooks"], GIVEN_AS, advice) or [
-        rerun_check(run, changed, force, GIVEN_AS, resolved, why, member=True)]
+    advice = f"give the family another {family.given_as} (its members go into its folder, by name)"
+    if what := folder_problem(member.run_dir):  # (a file there: each check below would fail on it)
+        return [Check("run directory", False, f"{member.run_dir} {what}: a member's run goes into its own folder "
+                                              f"there. Move what is in the way, or {advice}", problem="REFUSED")], {}
+    checks = kind_check(run, resolved["notebooks"], given_as, advice) or [
+        rerun_check(run, changed, force, given_as, resolved, why, member=True)]
     return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
 
 
@@ -83,7 +88,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing)."""
     why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
     pending = [m for m in members if why[m.name]]
-    found = {m.name: member_checks(m, args.force, why[m.name]) for m in pending}
+    found = {m.name: member_checks(family, m, args.force, why[m.name]) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
     checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out") or plan_check(family, args.force)
     if done := [m.name for m in members if m not in pending]:
@@ -91,7 +96,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     if (code := require(checks, params_file, args.check)) is not None:
         return code
     for run in (RunDir(m.run_dir) for m in pending if found[m.name][1]):
-        with writing(run, GIVEN_AS):
+        with writing(run, member_given_as(family)):
             replace_run(run, args.force)
     return None
 
@@ -109,7 +114,7 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
         return "reused"
     print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
           f"-> {member.run_dir}", flush=True)
-    with writing(RunDir(member.run_dir), GIVEN_AS):
+    with writing(RunDir(member.run_dir), member_given_as(family)):
         code = run_notebooks(resolve_parameters(member.values), member.run_dir, kernel=kernel, log_output=log_output,
                              selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)},
                              fingerprint=member.fingerprint)
@@ -221,8 +226,9 @@ def main(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise ParameterError(f"--jobs {args.jobs} must be >= 1 (members run at once).")
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
-                         out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file))
-    check_run_root(family.root, "run_dir" if values.get("run_dir") and not args.out else "--out")
+                         out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file),
+                         given_as=folder_given_as(args, values))
+    check_run_root(family.root, family.given_as)
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:
         return code

@@ -215,7 +215,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, Any]) -> int:
     """`repro run` of one params file (`values`: its parameters, --set applied) into its run directory."""
     values.setdefault("run_name", params_file.stem)
-    given_as = "run_dir" if values.get("run_dir") and not args.out else "--out"  # where a user changes it
+    given_as = folder_given_as(args, values)
     if args.out:
         values["run_dir"] = args.out
     run_root = Path(resolve_user_path(values.get("run_dir"), may_be_id=False) or default_run_dir(values["run_name"]))
@@ -248,6 +248,11 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
             print(f"  run directory: {where.detail}")
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"), fingerprint=fingerprint)
+
+
+def folder_given_as(args: argparse.Namespace, values: dict[str, Any]) -> str:
+    """How the run's (or family's) folder was given, where a user changes it: run_dir, unless --out was given."""
+    return "run_dir" if values.get("run_dir") and not args.out else "--out"
 
 
 def check_run_root(run_root: Path, given_as: str) -> None:
