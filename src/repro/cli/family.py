@@ -27,6 +27,7 @@ from .interrupt import EXIT_INTERRUPTED, INTERRUPTED
 from .run import KERNEL_NAME, check_run_root, folder_given_as, run_notebooks, run_params
 from .run import configure as configure_run
 
+
 def member_given_as(family: Family) -> str:
     """What a member's refusal says to change: the family's folder, as it was given (--out or run_dir)."""
     return f"{family.given_as} (the family's folder)"
