@@ -22,7 +22,7 @@ from repro.errors import ReproError
 from repro.analysis.report import analyze
 from repro.card import gather_facts
 from repro.compare import compare
-from repro.parameters import AnalyzeParams, CardParams, CompareParams, ConstructParams, build
+from repro.parameters import AnalyzeParams, CardParams, CompareParams, ConstructParams, GenerationParams, build
 from repro.construct import stages
 from repro.construct.scorer_prompt import load_prompt_tokenizer
 from repro.slicing import plan_slice
@@ -70,6 +70,16 @@ def candidates_of(tmp: Path, rows: list[dict]) -> Any:
                         candidate_columns=["resp0", "resp1"], scorer_model="builtin:tiny-pairrm", device="cpu")
     ctx = stages.begin(p)
     return stages.candidates(ctx, stages.slice_rows(ctx, stages.load(ctx)))
+
+
+def generated_of(tmp: Path, rows: list[dict], **values: Any) -> Any:
+    """01_construct's stages up to the generation (the stand-in policy, on the CPU), on `rows` as the source."""
+    values = dict(run_dir=str(tmp / "run"), source=str(jsonl(tmp / "src.jsonl", rows)), generate=True,
+                  candidate_columns=["resp0", "resp1"], scorer_model="builtin:tiny-pairrm", device="cpu",
+                  policy_model="builtin:tiny-policy", generation_device="cpu", **values)
+    p, generation = build(ConstructParams, values), build(GenerationParams, values)
+    ctx = stages.begin(p, generation)
+    return stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
 
 
 def broken_jsonl(tmp: Path) -> Path:
@@ -251,6 +261,15 @@ CASES = [
         {"prompt": f"Question {i}?", "resp0": "Same.", "resp1": "Same."} for i in range(3)]),
          r"No row is left to score: 3 of 3 rows have fewer than two distinct candidates in candidate_columns "
          r"\['resp0', 'resp1'\] \(equal texts count once\)\. Check candidate_columns against the source's columns"),
+    # include_reference without generate_reference ranks the source's own reference_response: a source without one
+    # lost it silently after the generation, and the card said it was ranked
+    Case("include_reference, generate_reference false, a source without reference_response",
+         lambda t: lambda: generated_of(t, [{"prompt": "Name a prime number."}], include_reference=True,
+                                        generate_reference=False),
+         r"source '\S*src.jsonl' lacks column\(s\) \['reference_response'\]; it has \['prompt'\]\. include_reference "
+         r"ranks the source's reference_response when generate_reference is false: set include_reference: false, "
+         r"or generate_reference: true, or use a source with reference responses\.",
+         after=lambda t: not (t / "run" / "work" / "generation").exists() or pytest.fail("generated")),
     # repro score: output and input checked before the model is loaded
     Case("score --output is a folder", lambda t: score(t, output=(t / "outdir").mkdir() or t / "outdir"),
          r"--output \S*outdir is a folder; give a file path for the scored rows, e.g\. --output \S*outdir/scored.jsonl",

@@ -19,6 +19,7 @@ from scipy import stats as sps
 from repro import compare
 from repro.analysis import number, stats
 from repro.dataset_io import output_features, prompt_id_of, write_split
+from repro.exporters import export_rows
 from repro.errors import DataError, DatasetLoadError, ParameterError
 from repro.manifest import Manifest, sha256_file
 from repro.construct.pairs import build_row
@@ -941,3 +942,54 @@ def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
     result = compare.compare(params(tmp_path / "unscored", reference=folders[0], candidate=folders[1])).result
     assert result["disagreements"]["explanations"]["chosen and rejected the other way round"] == 1
     assert not any("same scores" in why for why in result["disagreements"]["explanations"])
+
+
+def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
+    """SPPO's `probability` / `chosen_probs` columns: a rebuild with the same scores and pairs but other
+    probabilities read "100 % same pairs" and nothing else; both sides' probability columns are compared too."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for line in demo_path().read_text().splitlines()[:6]:
+        src = json.loads(line)
+        cands = [src[c] for c in ("resp0", "resp1", "resp2")]
+        rows.append(build_row(src, src["prompt"], cands, [round(float(s), 6) for s in rng.normal(0, 1, 3)],
+                              messages="chosen", keep_all_candidates=True))
+    picks = [(r["candidates"].index(assistant(r, "chosen")), r["candidates"].index(assistant(r, "rejected")))
+             for r in rows]
+    candidate = export_rows("sppo", rows, picks)
+    ref = candidate.to_list()
+    ref[1]["chosen_probs"] += 0.25
+    ref[4]["chosen_probs"] -= 0.125
+    ref[2]["probability"][0][1] += 0.5
+    ref[3]["probability"] = [[0.5]]  # another shape: it differs
+    write_split(datasets.Dataset.from_list(ref, features=candidate.features), tmp_path / "reference")
+    write_split(candidate, tmp_path / "candidate")
+    p = params(tmp_path, reference=str(tmp_path / "reference"), candidate=str(tmp_path / "candidate"))
+    result = compare.compare(p).result
+    assert result["pairs"]["fractions"]["same"] == 1.0
+    probs = result["probabilities"]
+    assert probs["chosen_probs"] == {"rows": 6, "missing": 0, "other_shape": 0, "differ": 2,
+                                     "max_abs_difference": pytest.approx(0.25),
+                                     "within": {"1e-06": 4 / 6, "0.001": 4 / 6, "0.01": 4 / 6, "0.1": 4 / 6}}
+    assert (probs["probability"]["differ"], probs["probability"]["other_shape"]) == (2, 1)
+    assert probs["probability"]["max_abs_difference"] == pytest.approx(0.5)
+    assert probs["chosen_probs_win"]["differ"] == probs["chosen_probs_lose"]["differ"] == 0
+    assert ("; SPPO's probabilities further apart than 0.001: `probability` in 2 of 6 rows (max |diff| 0.5, 1 of "
+            "another shape), "
+            "`chosen_probs` in 2 of 6 rows (max |diff| 0.25), `chosen_probs_win` in 0 of 6 rows (max |diff| 0), "
+            "`chosen_probs_lose` in 0 of 6 rows (max |diff| 0);") in result["verdict"]
+    table = compare.summary_table(result)
+    assert table.loc[("SPPO probabilities", "`chosen_probs` further apart than 0.001"), "value"] == \
+        "2 of 6 rows (max |difference| 0.25)"
+    # the card's Reproduction section says it too, in both languages
+    from repro.card import CardFacts, render_section
+    facts = CardFacts(run=RunDir(p.run_root), title="t", features=None, splits=[], built_here=True, license="mit",
+                      language=["en"], comparison=json.loads((p.run_root / "compare.json").read_text()))
+    en, zh = (render_section(facts, "reproduction", lang) for lang in ("en", "zh"))
+    assert "| `chosen_probs` further apart than 0.001 (rows of 6); max \\|difference\\| | 2; 0.25 |" in en
+    assert "| `chosen_probs` 相差超过 0.001 的行（共 6 行）；最大 \\|差值\\| | 2; 0.25 |" in zh
+    # a side without them: nothing compared, nothing said
+    write_split(datasets.Dataset.from_list(rows, features=output_features(keep_all_candidates=True)), tmp_path / "seed")
+    plain = compare.compare(params(tmp_path / "plain", reference=str(tmp_path / "seed"),
+                                   candidate=str(tmp_path / "candidate"))).result
+    assert plain["probabilities"] == {} and "probabilities" not in plain["verdict"]

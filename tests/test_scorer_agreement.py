@@ -18,7 +18,8 @@ from repro import card as repro_card
 from repro.dataset_io import output_features, write_split
 from repro.manifest import Manifest, sha256_file
 from repro.construct.pairs import select_pair
-from repro.parameters import AnalyzeParams, CardParams, build
+from repro.construct.selection import best_worst
+from repro.parameters import TIE_RULES, AnalyzeParams, CardParams, build
 from repro.paths import RunDir
 
 
@@ -56,16 +57,16 @@ def test_picks_follow_select_pairs_tie_rule():
     rng = np.random.default_rng(1)
     for k in (2, 3, 5):
         matrix = rng.integers(0, 3, size=(200, k)).astype(float)
-        chosen, rejected = sa.chosen_and_rejected(matrix)
+        chosen, rejected = sa.chosen_and_rejected(matrix, "last")
         assert [select_pair(list(row)) for row in matrix] == list(zip(chosen.tolist(), rejected.tolist()))
-    chosen, rejected = sa.chosen_and_rejected(np.array([[1, 3, 3, 0, 0], [2, 2, 2, 2, 2], [5, 1, 9, 1, 9]]))
+    chosen, rejected = sa.chosen_and_rejected(np.array([[1, 3, 3, 0, 0], [2, 2, 2, 2, 2], [5, 1, 9, 1, 9]]), "last")
     assert chosen.tolist() == [1, 0, 2] and rejected.tolist() == [4, 4, 3]
 
 
 def test_ragged_rows_are_compared_row_by_row_and_bad_rows_counted():
     rows_a = [[1, 2], [0.3, 0.1, 0.2], [5, 5, 5, 1], [1], [1, 2, 3], [1, float("nan")], [2, 1], [1, 2, 3, 4]]
     rows_b = [[2, 1], [0.9, 0.1, 0.5], [1, 2, 3, 0], [1], [1, 2], [1, 2], [9, 8], [4, 3, 2, 1]]
-    c = sa.compare_rows(*ragged(rows_a), *ragged(rows_b))
+    c = sa.compare_rows(*ragged(rows_a), *ragged(rows_b), "last")
     assert c.rows.tolist() == [0, 1, 2, 6, 7] and c.candidates.tolist() == [2, 3, 4, 2, 4]
     assert c.excluded_reasons == {"fewer than 2 candidate scores": 1,
                                   "the scorers scored different numbers of candidates": 1,
@@ -85,7 +86,7 @@ def test_pair_summary_by_hand():
     # picks (chosen, rejected): a (0,1) (0,1) (2,0) (0,1); b (0,2) (0,1) (0,1) (0,1), row 3 a full tie for both
     # (first highest, last lowest). tau: row 0 [3,1,2] vs [9,8,0]: 2 concordant, 1 discordant -> 1/3;
     # row 1 -> 1; row 2 [0,1,2] vs [5,0,1]: 1 concordant, 2 discordant -> -1/3; row 3 constant -> undefined.
-    s = sa.pair_summary("a", "b", sa.compare_rows(*ragged(a), *ragged(b)))
+    s = sa.pair_summary("a", "b", sa.compare_rows(*ragged(a), *ragged(b), "last"))
     assert s["scorers"] == ["a", "b"] and s["rows"] == 4 and s["rows_excluded"] == 0
     assert s["candidates_per_row"] == {"min": 2, "max": 3, "mean": 2.5}
     assert s["same_chosen"] == {"count": 3, "fraction": 0.75}  # rows 0, 1, 3
@@ -109,16 +110,16 @@ def test_every_pair_of_three_scorers_and_too_few():
     rng = np.random.default_rng(2)
     counts = np.full(50, 3)
     scores = {name: (rng.normal(size=150), counts) for name in ("p", "q", "r")}
-    block = sa.agreement(scores, primary="p")
+    block = sa.agreement(scores, "p", "last")
     assert block["scorers"] == ["p", "q", "r"] and block["primary"] == "p"
     assert [pair["scorers"] for pair in block["pairs"]] == [["p", "q"], ["p", "r"], ["q", "r"]]
     assert "p (the primary scorer)" in block["decided_by"]
     with pytest.raises(ValueError, match="at least two scorers"):
-        sa.agreement({"p": scores["p"]}, primary="p")
+        sa.agreement({"p": scores["p"]}, "p", "last")
 
 
 def test_no_comparable_rows_gives_undefined_statistics():
-    s = sa.pair_summary("a", "b", sa.compare_rows(*ragged([[1], [2, 3]]), *ragged([[1], [2]])))
+    s = sa.pair_summary("a", "b", sa.compare_rows(*ragged([[1], [2, 3]]), *ragged([[1], [2]]), "last"))
     assert s["rows"] == 0 and s["rows_excluded"] == 2
     assert s["same_chosen"] == {"count": 0, "fraction": None} and s["kendall_tau"]["mean"] is None
     undefined = {"statistic": None, "pvalue": None}
@@ -208,6 +209,24 @@ def test_analysis_reports_the_agreement_of_two_scorers(two_scorers):
     lines = analysis.headline(m).splitlines()
     assert [line[:31] for line in lines if line.startswith("- PairRM's") or "Scorers `" in line] == [
         "- PairRM's invariants: score_ch", "- Scorers `builtin:tiny-pairrm`"]
+
+
+def test_same_rejected_follows_the_runs_lowest_tie(two_scorers, tmp_path):
+    """A run with lowest_tie: first (SPPO's, RLHFlow's, SELM's) picked the first of tied lowest scores; the agreement
+    had picked the last whatever the run's rule, and said so as if it were the run's."""
+    rows, run_last, _ = two_scorers
+    run = _run(tmp_path, rows, "first")
+    Manifest(run).update(parameters={"lowest_tie": "first"})
+    (pair,) = analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=200)).metrics["agreement"][
+        "pairs"]
+    a, b = [r["candidate_scores"] for r in rows], [r[SECOND] for r in rows]
+    assert pair["same_rejected"]["count"] == sum(best_worst(x, "first")[1] == best_worst(y, "first")[1]
+                                                 for x, y in zip(a, b))
+    last = json.loads(run_last.metrics.read_text())["agreement"]
+    assert pair["same_rejected"] != last["pairs"][0]["same_rejected"]  # the tied rows of the second scorer
+    block = json.loads(run.metrics.read_text())["agreement"]
+    assert (block["lowest_tie"], block["tie_rule"]) == ("first", TIE_RULES["first"])
+    assert (last["lowest_tie"], last["tie_rule"]) == ("last", TIE_RULES["last"])  # the manifest's, else the default
 
 
 def test_notebook_cell_shows_the_table(two_scorers, monkeypatch):

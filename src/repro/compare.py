@@ -37,6 +37,7 @@ PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_ch
 EXAMPLES = 5
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
+PROBABILITIES = ("probability", "chosen_probs", "chosen_probs_win", "chosen_probs_lose")  # SPPO's (compute_prob.py)
 SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
 
 
@@ -61,14 +62,18 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
         ds = load_source(spec, split, parameter)
     except ReproError as exc:
         raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
-    ds = seed_view(ds)
+    original, ds = ds, seed_view(ds)
     if "prompt_id" not in ds.column_names and "prompt" not in ds.column_names:
         raise DataError(f"Parameter {parameter}={spec!r} has neither a prompt_id nor a prompt column (it has "
                         f"{ds.column_names}), so its rows cannot be matched with the other dataset's. Point it at a "
                         f"preference dataset.")
     if columns is not None:
         ds = ds.select_columns([c for c in columns if c in ds.column_names])
-    return ds.with_format("arrow")[:]
+    table = ds.with_format("arrow")[:]
+    for column in PROBABILITIES if columns is None else ():  # SPPO's, kept beside its seed view
+        if column in original.column_names and column not in table.column_names:
+            table = table.append_column(column, original.with_format("arrow")[column])
+    return table
 
 
 def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
@@ -440,6 +445,31 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     return stats.clean(out)
 
 
+def _largest_difference(reference: Any, candidate: Any) -> float:
+    """max |candidate − reference| over a value or a matrix (NaN: missing on a side; inf: another shape)."""
+    if reference is None or candidate is None:
+        return np.nan
+    r, c = np.asarray(reference, dtype=np.float64), np.asarray(candidate, dtype=np.float64)
+    return float(np.abs(c - r).max(initial=0.0)) if r.shape == c.shape else np.inf
+
+
+def probability_agreement(reference: Side, candidate: Side, a: Alignment, p: CompareParams) -> dict[str, Any]:
+    """SPPO's probability columns both sides hold, each aligned row's largest difference: rows further apart than
+    disagreement_tolerance (a matrix of another shape among them), max |difference| (of the same shapes), the share
+    within each score tolerance (missing on a side: left out)."""
+    out = {}
+    for column in PROBABILITIES:
+        ref, cand = values_at(reference.table, column, a.first_rows), values_at(candidate.table, column, a.second_rows)
+        if ref is not None and cand is not None:
+            d = np.array([_largest_difference(r, c) for r, c in zip(ref, cand)])
+            d, shaped = d[~np.isnan(d)], d[np.isfinite(d)]
+            out[column] = {"rows": d.size, "missing": len(ref) - d.size, "other_shape": d.size - shaped.size,
+                           "differ": (d > p.disagreement_tolerance).sum(),
+                           "max_abs_difference": shaped.max() if shaped.size else None,
+                           "within": {f"{t:g}": (d <= t).mean() if d.size else None for t in p.score_tolerances}}
+    return stats.clean(out)
+
+
 def over_length_limit(prompt: str | None, response: str | None) -> bool:
     """Whether PairRM certainly truncates `response`: more words (each at least a token) than the most tokens it
     keeps (the candidate budget plus half the source budget a prompt of as many tokens as words leaves)."""
@@ -555,6 +585,10 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
             rows.append(("scores", "left out: NaN, infinite or missing", str(scores["excluded_nonfinite"])))
     else:
         rows.append(("scores", "not compared", scores["reason"]))
+    tolerance = number(result["parameters"]["disagreement_tolerance"])
+    rows += [("SPPO probabilities", f"`{column}` further apart than {tolerance}",
+              f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])})")
+             for column, d in result.get("probabilities", {}).items()]
     return pd.DataFrame(rows, columns=["section", "measure", "value"]).set_index(["section", "measure"])
 
 
@@ -624,6 +658,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     }
     result["pairs"] = pair_agreement(reference, candidate, a, al)
     result["scores"] = score_agreement(al, p, reference, candidate)
+    result["probabilities"] = probability_agreement(reference, candidate, a, p)
     if not result["scores"]["available"]:
         notes.append("**Scores not compared.** " + result["scores"]["reason"])
     if not result["pairs"]["available"]:

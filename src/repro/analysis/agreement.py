@@ -1,5 +1,6 @@
 """metrics.json's `agreement` block: how far scorers agree on the same candidates (per row: same chosen / rejected by
-the seed's tie rule, Kendall's tau-b; margins across rows), from each one's flat scores and candidates per row."""
+the run's tie rule, `lowest_tie`; Kendall's tau-b; margins across rows), from each one's flat scores and candidates
+per row."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..parameters import TIE_RULES
 from .stats import clean, correlations, describe, row_starts
 
 # Histogram of per-row tau: 21 bins centred on -1.0, -0.9, ..., 1.0, so the values small candidate counts give
@@ -30,10 +32,12 @@ class RowComparison:
     margin: np.ndarray  # (2, rows): best − worst
 
 
-def chosen_and_rejected(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a (rows, k) score matrix: (chosen, rejected) candidate indices, first highest and last lowest."""
+def chosen_and_rejected(matrix: np.ndarray, lowest_tie: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a (rows, k) score matrix: (chosen, rejected) candidate indices, the first highest and the
+    `lowest_tie` (last or first) of the lowest, as repro.construct.selection.best_worst picks them."""
     # argmax/argmin return the first of equal extremes
-    return np.argmax(matrix, axis=1), matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
+    last = matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
+    return np.argmax(matrix, axis=1), last if lowest_tie == "last" else np.argmin(matrix, axis=1)
 
 
 def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -47,8 +51,10 @@ def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(denominator > 0, numerator / denominator, np.nan)
 
 
-def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, counts_b: np.ndarray) -> RowComparison:
-    """Compare two scorers row by row; rows without two comparable, finite score lists are excluded and counted."""
+def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, counts_b: np.ndarray,
+                 lowest_tie: str) -> RowComparison:
+    """Compare two scorers row by row (picks by `lowest_tie`); rows without two comparable, finite score lists are
+    excluded and counted."""
     counts_a, counts_b = np.asarray(counts_a, dtype=np.int64), np.asarray(counts_b, dtype=np.int64)
     if counts_a.size != counts_b.size:
         raise ValueError(f"compare_rows needs the same rows for both scorers, got {counts_a.size} and {counts_b.size}")
@@ -73,7 +79,7 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
         rows = kept[at][:, None]
         matrices = (flat_a[starts_a[rows] + np.arange(k)], flat_b[starts_b[rows] + np.arange(k)])
         for s, matrix in enumerate(matrices):
-            chosen[s, at], rejected[s, at] = chosen_and_rejected(matrix)
+            chosen[s, at], rejected[s, at] = chosen_and_rejected(matrix, lowest_tie)
             margin[s, at] = matrix.max(axis=1) - matrix.min(axis=1)
         tau[at] = kendall_tau_b(*matrices)
     return RowComparison(rows=kept, excluded_reasons=excluded_reasons, candidates=k_of, chosen=chosen,
@@ -122,17 +128,18 @@ def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[st
     })
 
 
-def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | None) -> dict[str, Any]:
+def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | None, lowest_tie: str) -> dict[str, Any]:
     """The `agreement` block over every pair of `{name: (flat scores, candidates per row)}`; `primary` picked the
-    pairs (None: not among these)."""
+    pairs (None: not among these); each scorer's picks break ties by `lowest_tie`, the run's parameter."""
     names = list(scores)
     if len(names) < 2:
         raise ValueError(f"agreement needs at least two scorers, got {names}")
-    pairs = [pair_summary(a, b, compare_rows(*scores[a], *scores[b])) for a, b in itertools.combinations(names, 2)]
+    pairs = [pair_summary(a, b, compare_rows(*scores[a], *scores[b], lowest_tie))
+             for a, b in itertools.combinations(names, 2)]
     return {
         "scorers": names, "primary": primary,
         "decided_by": (f"{primary} (the primary scorer) picked chosen and rejected" if primary is not None else
                        "the scorer that picked chosen and rejected is not among these"),
-        "tie_rule": "chosen = first candidate with the highest score, rejected = last with the lowest",
+        "lowest_tie": lowest_tie, "tie_rule": TIE_RULES[lowest_tie],
         "pairs": pairs,
     }

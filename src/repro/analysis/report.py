@@ -18,7 +18,7 @@ from ..dataset_io import NONFINITE, SCORE_COLUMNS, score_array, scores_digest, s
 from ..exporters import seed_view
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
-from ..parameters import AnalyzeParams
+from ..parameters import AnalyzeParams, ConstructParams
 from ..paths import EXTREMES_TABLE, SPLIT, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
 from ..subject import claim
@@ -47,6 +47,7 @@ class ScoreData:
     table: pa.Table = field(repr=False)
     scorer: dict[str, Any] | None = None
     selection: str | None = None  # the pair rule of the dataset's making (its manifest's), when recorded
+    lowest_tie: str | None = None  # the tie rule of its pairs: the manifest's lowest_tie (unrecorded: the default)
     # per-row response lengths of the kept rows that have both responses (`length_rows` marks them), or why not
     lengths: dict[str, np.ndarray] | None = field(default=None, repr=False)
     length_rows: np.ndarray | None = field(default=None, repr=False)
@@ -153,13 +154,16 @@ def load(p: AnalyzeParams) -> ScoreData:
     try:  # the scorer the manifest of the dataset's making records (this run's, or that of the run `dataset` names)
         manifest = run.manifest if p.dataset is None else run_manifest_of(p.dataset)
         recorded = json.loads(manifest.read_text())
-        scorer, selection = recorded.get("scorer"), (recorded.get("parameters") or {}).get("selection")
+        parameters = recorded.get("parameters") or {}
+        scorer, selection, lowest_tie = (recorded.get("scorer"), parameters.get("selection"),
+                                         parameters.get("lowest_tie"))
     except (AttributeError, OSError, ValueError):  # no manifest, or not one
-        scorer = selection = None
+        scorer = selection = lowest_tie = None
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, digest=scores_digest(table),
                      score_chosen=chosen, score_rejected=rejected, row_index=keep, excluded_reasons=reasons,
                      table=table, scorer=scorer if isinstance(scorer, dict) else None,
                      selection=selection if isinstance(selection, str) else None, lengths=lengths,
+                     lowest_tie=lowest_tie or ConstructParams.model_fields["lowest_tie"].default,
                      length_rows=length_rows, length_reason=why)
 
 
@@ -292,7 +296,7 @@ def candidate_agreement(data: ScoreData) -> dict[str, Any] | None:
     if len(lists) < 2:
         return None
     primary = next((name for name in lists if columns[name] == CANDIDATE_SCORES), None)
-    return {**agreement.agreement(lists, primary=primary), "columns": {name: columns[name] for name in lists}}
+    return {**agreement.agreement(lists, primary, data.lowest_tie), "columns": {name: columns[name] for name in lists}}
 
 
 def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:

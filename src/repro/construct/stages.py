@@ -140,6 +140,11 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
     p = ctx.params
     if not p.generate:
         return ds
+    if p.include_reference and not generation.generate_reference:  # the source's own, kept beside the generated ones
+        require_columns(ds, ["reference_response"], f"source {p.source!r}",
+                        hint="include_reference ranks the source's reference_response when generate_reference is "
+                             "false: set include_reference: false, or generate_reference: true, or use a source "
+                             "with reference responses.")
     with ctx.manifest.stage("generate") as info:
         rows = generate_candidates(ds.to_list(), generation, ctx.run.work / (ctx.work + "generation"), ctx.manifest,
                                    cache_dir=p.row_cache)
