@@ -17,7 +17,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
-from .errors import ParameterError, ReproError, did_you_mean
+from .errors import ParameterError, ReproError, counted, did_you_mean
 from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, project_root, resolve_user_path, row_cache_dir,
                     run_dir_of, run_manifest_of, utf8_text)
 
@@ -578,7 +578,7 @@ def check_generated_columns(construct: "ConstructParams", generation: "Generatio
     ranked = len(made) + construct.include_reference + 2 * construct.include_original_pair
     if construct.generate and ranked < 2:
         raise ParameterError(
-            f"generate is true, but {ranked} candidate{'s' * (ranked != 1)} would be ranked (n_candidates="
+            f"generate is true, but {counted(ranked, 'candidate')} would be ranked (n_candidates="
             f"{generation.n_candidates}; include_reference {str(construct.include_reference).lower()}, "
             f"include_original_pair {str(construct.include_original_pair).lower()}): a pair needs two. Set "
             f"n_candidates: 2 (or more), or include_reference / include_original_pair: true.")
