@@ -59,7 +59,7 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
             "their work again; the rest is reused where it can be)") in " ".join(err.split())
     assert files_of(previous_run.root) == before
     # into the default folder (no --out, no run_dir in the file): the flag that changes it is --out, not "run_dir"
-    monkeypatch.setattr("repro.cli.run.default_run_dir", lambda name: previous_run.root)
+    monkeypatch.setattr("repro.paths.default_run_dir", lambda name: previous_run.root)
     assert main(["run", "demo", "--set", "limit=8"]) == 2
     assert "Give another --out for this run" in capsys.readouterr().err
     assert main(["run", "demo", "--set", f"run_dir={previous_run.root}", "--set", "limit=8"]) == 2
