@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from repro.construct.scoring import score_candidates
-from repro.errors import ParameterError
+from repro.errors import ParameterError, counted
 from repro.jobs import build_once
 from repro.parameters import ScorerKind, default_batch_tokens
 from repro.paths import cache_root, check_folder
@@ -271,9 +271,10 @@ def _bench_pairrm(args, s: Settings, model: str, prompts, candidates, results: d
     blender = BlenderScorer.load(model, device=str(s.device), dtype=s.dtype) if s.skip != {"bs1", "bs8"} else None
     contenders = pairrm_contenders(engine, s.budgets, blender,
                                    [bs for tag, bs in (("bs1", 1), ("bs8", 8)) if tag not in s.skip])
-    log(f"repro bench: {len(prompts)} prompts x {len(candidates[0])} candidates, {len(lengths)} passes of "
+    log(f"repro bench: {counted(len(prompts), 'prompt')} x {counted(len(candidates[0]), 'candidate')}, "
+        f"{len(lengths)} passes of "
         f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {s.device} {s.dtype}, "
-        f"{torch.get_num_threads()} thread(s); slices of {s.slice_size} prompts")
+        f"{torch.get_num_threads()} thread(s); slices of {counted(s.slice_size, 'prompt')}")
     alternate(contenders, prompts, candidates, s.slice_size, s.device.type, log)
 
     first = contenders[0]
@@ -290,7 +291,8 @@ def _bench_pairrm(args, s: Settings, model: str, prompts, candidates, results: d
         log("repro bench: measuring the matmul peak ...")
         results["gpu"] = gpu_use(useful_flops, first.seconds, str(s.device), s.dtype)
     if s.job_prompts:
-        log(f"repro bench: a job of {s.job_prompts} generated prompts x 2 candidates through score_candidates ...")
+        log(f"repro bench: a job of {counted(s.job_prompts, 'generated prompt')} x 2 candidates through "
+            f"score_candidates ...")
         job_p, job_c = generated_rows(s.job_prompts, seed=args.seed + 1)
         with tempfile.TemporaryDirectory() as work:
             start = time.perf_counter()
@@ -334,8 +336,9 @@ def _bench_reward(args, s: Settings, model: str, prompts, candidates, results: d
     lengths = [p.length for p in engine.plan(prompts, candidates)[0]]
     contenders = [*(Contender(f"repro (batch_tokens={b})", partial(engine.score, batch_tokens=b)) for b in s.budgets),
                   Contender(f"padded batches of {BASELINE_BATCH}", partial(baseline, engine))]
-    log(f"repro bench: {len(prompts)} prompts, {len(lengths)} conversations of {statistics.mean(lengths):.0f} tokens "
-        f"on average (max {max(lengths)}), {s.device} {s.dtype}, {torch.get_num_threads()} thread(s)")
+    log(f"repro bench: {counted(len(prompts), 'prompt')}, {counted(len(lengths), 'conversation')} of "
+        f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {s.device} {s.dtype}, "
+        f"{torch.get_num_threads()} thread(s)")
     alternate(contenders, prompts, candidates, s.slice_size, s.device.type, log)
     ours, base = contenders[0], contenders[-1]  # the first budget gives the speed-up
     results.update({
@@ -365,7 +368,8 @@ def _print_report(results: dict[str, Any], out_path: Path) -> None:
     if "job" in results:
         j = results["job"]
         size = " (part2_mini_1's size)" if j["prompts"] == PART2_MINI_1_PROMPTS else ""
-        print(f"a job of {j['prompts']} prompts x 2 candidates{size} through score_candidates: {j['seconds']:.0f} s")
+        print(f"a job of {counted(j['prompts'], 'prompt')} x 2 candidates{size} through score_candidates: "
+              f"{j['seconds']:.0f} s")
     print(f"results: {out_path}")
     for bs in (1, 8):
         ratio = results["speedup"].get(f"llm-blender (batch_size={bs})")

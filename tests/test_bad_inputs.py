@@ -136,6 +136,9 @@ CASES = [
     # repro run: parameters, all checked before any notebook runs
     Case("unknown key in --set", lambda t: run(t, "--set", "limit=3", "--set", "mini_idx=1"),
          r"Unknown parameter 'mini_idx' in --set mini_idx=1\. Did you mean 'mini_index'\?", after=nothing_written),
+    Case("unknown keys in --set, all in one error", lambda t: run(t, "--set", "foo=1", "--set", "mini_idx=1"),
+         r"Unknown parameter 'foo' in --set foo=1\. Unknown parameter 'mini_idx' in --set mini_idx=1\. Did you mean "
+         r"'mini_index'\? Known parameters .*; remove or rename them\.", after=nothing_written),
     Case("unknown key in the file", lambda t: run(t, params=str(write(t / "p.yaml", "mini_idx: 1\n"))),
          r"Unknown parameter 'mini_idx' in \S*p.yaml\. Did you mean 'mini_index'\?", after=nothing_written),
     Case("hub_repo_id not a repository id", lambda t: run(t, "--set", "hub_repo_id=a/b/c"),

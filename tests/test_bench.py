@@ -150,6 +150,19 @@ def test_repro_bench_reads_the_kind_from_the_model_as_repro_score_does(tmp_path,
     assert json.loads(result_file.read_text())["kind"] == "sequence_classifier"
 
 
+def test_repro_bench_says_one_prompt_in_the_singular(tmp_path, h4_file, monkeypatch, capsys):
+    # its own lines said "1 prompts" (and "slices of 1 prompts")
+    monkeypatch.setenv("REPRO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    common = ["--size", "tiny", "--data", str(h4_file), "--prompts", "1", "--slice", "1", "--threads", "1",
+              "--output-dir", str(tmp_path / "results")]
+    assert cli.main(["bench", *common, "--skip", "bs1,bs8"]) == 0
+    err = capsys.readouterr().err
+    assert "repro bench: 1 prompt x 2 candidates," in err and "slices of 1 prompt\n" in err
+    assert cli.main(["bench", "--kind", "sequence_classifier", *common]) == 0
+    assert "repro bench: 1 prompt, 2 conversations" in capsys.readouterr().err
+
+
 def test_repro_bench_outside_a_checkout_says_where_the_harness_is(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli.bench, "harness", lambda: None)
     for argv in (["bench"], ["bench", "--model", "builtin:tiny-pairrm"], ["bench", "--help"]):  # options: argparse's

@@ -151,6 +151,12 @@ def test_to_trl_reads_every_format():
     for column in ("prompt", "chosen", "rejected"):
         assert out[column] == reference[column], column
     assert out["score_margin"] == [None] * 3
+    # RLHFlow's pair table (its DPO data: prompt, chosen, rejected, margin): refused as if its scores were not
+    # numbers; its margin is the score_margin, the scores it does not hold are null
+    pairs = to_trl(export_rows("rlhflow", rows, picks).select_columns(["prompt", "chosen", "rejected", "margin"]))
+    for column in ("prompt", "chosen", "rejected", "score_margin"):
+        assert pairs[column] == reference[column], column
+    assert pairs["score_chosen"] == pairs["score_rejected"] == [None] * 3
     # by the layout, not the values: a seed table whose scores are null is refused, an empty SELM split converts
     nulls = export_rows("seed", rows, picks).map(lambda r: {"score_chosen": None, "score_rejected": None})
     with pytest.raises(DataError, match="must be numbers, got \\[None, None\\]"):

@@ -159,6 +159,31 @@ def test_a_folder_without_a_dataset_is_missing_before_the_run(bare_machine):
     assert not check.ok and check.detail == "unsupported file type '.csv'; use .jsonl, .json or .parquet"
 
 
+def test_a_candidate_not_built_yet_is_to_be_built_first_by_the_params_file_beside_that_builds_it(bare_machine, capsys,
+                                                                                                 monkeypatch):
+    # `repro run params/verify_part2_mini_1.yaml` before the rebuild: the candidate "holds no data files"
+    monkeypatch.chdir(bare_machine)
+    built = bare_machine / "runs" / "rebuild"
+    (bare_machine / "params").mkdir()
+    rebuild = bare_machine / "params" / "rebuild.yaml"
+    rebuild.write_text(f"run_dir: {built}\nlimit: 3\n")
+    verify = bare_machine / "params" / "verify.yaml"
+    verify.write_text(f"notebooks: [04_compare]\nreference: demo\ncandidate: {built}\n")
+    check = ["run", "--check", "params/verify.yaml", "--out", str(bare_machine / "verify")]
+    assert main(check) == 1
+    assert (f"candidate: {built}: does not exist yet: build it first (`repro run params/rebuild.yaml`), or give the "
+            f"path of a dataset") in capsys.readouterr().out
+    built.mkdir(parents=True)
+    (built / "selfcheck.json").write_text("{}")  # `repro selfcheck --report runs/rebuild` made the folder
+    assert main(check) == 1
+    assert (f"candidate: {built}: holds no dataset yet: build it first (`repro run params/rebuild.yaml`), or give the "
+            f"path of a dataset") in capsys.readouterr().out
+    rebuild.unlink()  # no params file beside builds it: the candidate (a rebuild) is still to be built
+    assert main(check) == 1
+    assert (f"candidate: {built}: holds no dataset yet: build it first (`repro run` with 01_construct), or give the "
+            f"path of a dataset") in capsys.readouterr().out
+
+
 def test_04_compare_without_a_reference_is_refused_before_the_run(bare_machine):
     values = resolve_parameters({"notebooks": ["04_compare"], "candidate": "demo"})
     check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}["reference"]

@@ -59,7 +59,7 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
             "their work again; the rest is reused where it can be)") in " ".join(err.split())
     assert files_of(previous_run.root) == before
     # into the default folder (no --out, no run_dir in the file): the flag that changes it is --out, not "run_dir"
-    monkeypatch.setattr("repro.cli.run.default_run_dir", lambda name: previous_run.root)
+    monkeypatch.setattr("repro.paths.default_run_dir", lambda name: previous_run.root)
     assert main(["run", "demo", "--set", "limit=8"]) == 2
     assert "Give another --out for this run" in capsys.readouterr().err
     assert main(["run", "demo", "--set", f"run_dir={previous_run.root}", "--set", "limit=8"]) == 2
@@ -70,7 +70,8 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
     # num_processes, the row cache): they do not change the data, and the check says which differ and what they cost
     assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 0
     assert ("continues the run there, same parameters; it completed, but nothing records what made it (a notebook "
-            "run on its own since, or an older repro): its notebooks run again)") in capsys.readouterr().out
+            "run on its own since, or an older repro): 01_construct, 02_analyze, 03_card run again)"
+            ) in capsys.readouterr().out
     how = ["--set", "chunk_size=4", "--set", "num_processes=2", "--set", "batch_tokens=4096"]
     assert main(["run", "--check", "demo", "--out", str(previous_run.root), *how]) == 0
     out = capsys.readouterr().out
@@ -157,12 +158,12 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
     figure.rename(figure.with_suffix(".bak"))
     capsys.readouterr()
     assert main([*again[:1], "--check", *again[1:]]) == 0  # and --check says why
-    assert (f"it completed, but its output {figure.relative_to(demo_run_copy)} is gone or was changed: its notebooks "
-            f"run again") in capsys.readouterr().out
+    assert (f"it completed, but its output {figure.relative_to(demo_run_copy)} is gone or was changed: 01_construct, "
+            f"02_analyze, 03_card run again") in capsys.readouterr().out
     assert main(again) == 0 and len(started) == 3
     # a plain run says it too (it ran everything again unsaid)
     assert (f"  run directory: {demo_run_copy} (continues the run there, same parameters; it completed, but its output "
-            f"{figure.relative_to(demo_run_copy)} is gone or was changed: its notebooks run again)"
+            f"{figure.relative_to(demo_run_copy)} is gone or was changed: 01_construct, 02_analyze, 03_card run again)"
             in capsys.readouterr().out)
     figure.with_suffix(".bak").rename(figure)
     assert main(again) == 0 and len(started) == 3
@@ -171,7 +172,8 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
         m.setattr(revisions, "code_digest", lambda: "edited")
         m.setattr(revisions, "package_versions", lambda: {"torch": "0.0.1"})
         assert main([*again[:1], "--check", *again[1:]]) == 0 and len(started) == 3
-        assert "it completed, but its code and packages changed: its notebooks run again" in capsys.readouterr().out
+        assert ("it completed, but its code and packages changed: 01_construct, 02_analyze, 03_card run again"
+                in capsys.readouterr().out)
     metrics = demo_run_copy / "metrics.json"  # an output edited in place, its size kept
     kept = metrics.read_bytes()
     metrics.write_bytes(kept.replace(b"1", b"2", 1))
@@ -185,6 +187,31 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
     manifest.notebook_ended("02_analyze")
     assert manifest.read()["status"] == "complete" and "fingerprint" not in manifest.read()
     assert main(again) == 0 and len(started) == 6
+
+
+def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and_what_runs_again(demo_run_copy,
+                                                                                                  capsys, monkeypatch):
+    # other notebooks, or a value only a notebook the last run did not run reads: the line said "same parameters; it
+    # completed, but its parameters changed" (two comparisons: the notebooks both run, and the whole fingerprint)
+    from repro.cli import run as runner
+
+    started = []
+    monkeypatch.setattr(runner, "run_notebooks", lambda values, root, **kw: started.append(values["notebooks"]) or 0)
+    again = ["run", "demo", "--out", str(demo_run_copy)]
+
+    def said() -> str:
+        return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  run directory: "))
+
+    assert main([*again, "--set", "notebooks=[01_construct, 02_analyze]"]) == 0
+    line = said()
+    assert "same parameters" not in line and ('other notebooks (["01_construct", "02_analyze", "03_card"] there, '
+                                              '["01_construct", "02_analyze"] now)') in line
+    assert line.endswith("its parameters changed: 01_construct, 02_analyze run again)")
+    assert main([*again, "--set", "near_tie=0.5"]) == 0  # read by 04_compare alone
+    line = said()
+    assert "same parameters" not in line and "other near_tie (0.05 there, 0.5 now)" in line
+    assert line.endswith(": 01_construct, 02_analyze, 03_card run again)")
+    assert started == [["01_construct", "02_analyze"], ["01_construct", "02_analyze", "03_card"]]
 
 
 def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):

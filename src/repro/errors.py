@@ -52,6 +52,11 @@ class DatasetLoadError(ReproError, OSError):
     """A dataset could not be found or downloaded (hub id unknown, offline hub); not a problem of its rows."""
 
 
+def counted(n: int, noun: str) -> str:
+    """'1 row', '2 rows' (`noun` in the singular, made plural with an s)."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def listed(changed: dict[str, tuple[Any, Any]]) -> str:
     """Changed parameters as the refusals name them: "limit (None there, 8 now), ..."."""
     def shown(value: Any) -> str:  # a mapping or list as a params file writes it (JSON), the rest as Python does

@@ -17,7 +17,7 @@ from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import (DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once, resolve_parameters,
                          validate_all)
-from .paths import default_run_dir, resolve_user_path
+from .paths import run_folder
 from .revisions import run_fingerprint
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
@@ -215,7 +215,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     name = str(spec.get("name") or default_name)
     if _SAFE.sub("-", name) != name:
         raise ParameterError(f"family.name {name!r} in {where} names a folder: use letters, digits, '.', '_' or '-'.")
-    root = Path(resolve_user_path(out or values.get("run_dir"), may_be_id=False) or default_run_dir(name))
+    root = run_folder(out or values.get("run_dir"), name)
     if grid_args and not spec and not out:  # the folder the file's own run goes to
         raise ParameterError(f"--grid on {where}, which declares no family: its members would go into {root}, its "
                              f"run's folder; give the family its own --out DIR (a family's folder and a run's are "

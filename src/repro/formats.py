@@ -21,12 +21,13 @@ from .exporters import seed_view
 from .sources import require_columns
 
 TESTED_TRL_VERSION = "1.16.0"
-NO_SCORES = "_repro_no_scores"
+GIVEN_MARGIN = "_repro_given_margin"  # a layout's own margin, where it publishes no pair scores (null: none)
 
 # what to_trl / to_trl_implicit need from the seed's columns (messages, reference_response are not used)
 REQUIRED_COLUMNS = ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")
 KEPT_COLUMNS = ("prompt_id", "score_chosen", "score_rejected")
-# a table with none of these publishes no scores (SELM's; SPPO's `_score` table): its margins are null, not refused
+# a table with none of these publishes no scores (SELM's; SPPO's `_score` table): its margins are null, not refused;
+# with `margin` alone (RLHFlow's pair table: prompt, chosen, rejected, margin), its margin is the score_margin
 SCORE_COLUMNS = {"score_chosen", "score_rejected", "rm_scores", "all_rm_scores", "rewards", "margin"}
 
 TRL_FEATURES = Features({"prompt_id": Value("string"), "prompt": MESSAGE_LIST, "chosen": MESSAGE_LIST,
@@ -78,8 +79,8 @@ def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict
 
 def _margin(row: dict[str, Any], index: int) -> float | None:
     scores = [row.get("score_chosen"), row.get("score_rejected")]
-    if row.get(NO_SCORES):  # a format that publishes no scores (SELM's): no margin either
-        return None
+    if GIVEN_MARGIN in row:  # a format without pair scores: its own margin (RLHFlow's pairs), else none (SELM's)
+        return row[GIVEN_MARGIN]
     if not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
         raise DataError(f"Row {index} (prompt_id {row.get('prompt_id') or '?'}): `score_chosen` and `score_rejected` "
                         f"must be numbers, got {scores}; fix the row or leave it out before converting.")
@@ -99,13 +100,13 @@ def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
 def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
     if isinstance(ds, datasets.DatasetDict):  # several splits (a recipe's train and test): each converted
         return datasets.DatasetDict({k: _convert(v, row_fn, features, function) for k, v in ds.items()})
-    scoreless = not SCORE_COLUMNS & set(ds.column_names)  # SELM's layout; SPPO's `_score` table (pairs, probabilities)
+    scores = SCORE_COLUMNS & set(ds.column_names)  # none: SELM's layout, SPPO's `_score` table (pairs, probabilities)
+    given = list(ds["margin"]) if scores == {"margin"} else [None] * len(ds)  # RLHFlow's pairs: their margins
     ds = seed_view(ds)  # SPPO's, Snorkel's, RLHFlow's columns as the seed's
-    if "chosen" in ds.column_names and scoreless:  # null scores and margins, marked so that _margin takes them
+    if "chosen" in ds.column_names and scores <= {"margin"}:  # null scores, the given margins for _margin to take
         nulls = [None] * len(ds)
         ds = ds.remove_columns([c for c in ("score_chosen", "score_rejected") if c in ds.column_names])
-        ds = ds.add_column("score_chosen", nulls).add_column("score_rejected", nulls) \
-            .add_column(NO_SCORES, [True] * len(ds))
+        ds = ds.add_column("score_chosen", nulls).add_column("score_rejected", nulls).add_column(GIVEN_MARGIN, given)
     require_columns(ds, REQUIRED_COLUMNS, f"The dataset given to repro.formats.{function}",
                     "It needs the seed's columns (see repro.dataset_io.SEED_FEATURES): load the dataset this "
                     "project writes (`datasets.load_dataset(folder_or_hub_id, split='train_prefs')`) or rename "

@@ -17,7 +17,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
-from .errors import ParameterError, ReproError, did_you_mean
+from .errors import ParameterError, ReproError, counted, did_you_mean
 from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, project_root, resolve_user_path, row_cache_dir,
                     run_dir_of, run_manifest_of, utf8_text)
 
@@ -507,15 +507,15 @@ def copy_hint(name: str) -> str:
     return "" if (project_root() / name).exists() else "; `repro notebooks DIR` copies it into DIR"
 
 
-def _refuse_unknown(keys: Collection[str], where: str) -> None:
-    """Raise for the first key no notebook accepts (in `where`), with the nearest known name."""
+def _refuse_unknown(given: Mapping[str, str]) -> None:
+    """Raise for every key no notebook accepts at once (`given`: each key -> where it was given), each with the
+    nearest known name."""
     known = all_fields()
-    for key in keys:
-        if key not in known:
-            raise ParameterError(f"Unknown parameter '{key}' in {where}.{did_you_mean(key, sorted(known))} Known "
-                                 f"parameters are the fields of repro.parameters' schemas, each with its default in "
-                                 f"its notebook's parameters cell (notebooks/{copy_hint('notebooks')}); remove or "
-                                 f"rename it.")
+    if unknown := [f"Unknown parameter '{key}' in {where}.{did_you_mean(key, sorted(known))}"
+                   for key, where in given.items() if key not in known]:
+        raise ParameterError(f"{' '.join(unknown)} Known parameters are the fields of repro.parameters' schemas, each "
+                             f"with its default in its notebook's parameters cell (notebooks/"
+                             f"{copy_hint('notebooks')}); remove or rename {'them' if unknown[1:] else 'it'}.")
 
 
 RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
@@ -532,7 +532,7 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
           quote: str = 'YAML reads it as {what}; quote it in the file ({key}: "...", as you wrote it)') -> _Params:
     """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error); `set_keys`: the
     keys given with --set, each with its value as typed; `quote`: how to give text that was read as a number there."""
-    _refuse_unknown(values, where)
+    _refuse_unknown(dict.fromkeys(values, where))
     try:
         return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
     except ValidationError as exc:
@@ -578,7 +578,7 @@ def check_generated_columns(construct: "ConstructParams", generation: "Generatio
     ranked = len(made) + construct.include_reference + 2 * construct.include_original_pair
     if construct.generate and ranked < 2:
         raise ParameterError(
-            f"generate is true, but {ranked} candidate{'s' * (ranked != 1)} would be ranked (n_candidates="
+            f"generate is true, but {counted(ranked, 'candidate')} would be ranked (n_candidates="
             f"{generation.n_candidates}; include_reference {str(construct.include_reference).lower()}, "
             f"include_original_pair {str(construct.include_original_pair).lower()}): a pair needs two. Set "
             f"n_candidates: 2 (or more), or include_reference / include_original_pair: true.")
@@ -716,12 +716,12 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ParameterError(f"--set expects KEY=VALUE, got {item!r}; for example --set mini_index=1")
         key, raw = item.split("=", 1)
-        _refuse_unknown([key.strip()], f"--set {item}")  # named where the user typed it, not as if in the file
         once(given, key.strip(), f"--set {item}", "keep one")
         try:
             out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             out[key.strip()] = raw
+    _refuse_unknown(given)  # each named where the user typed it, not as if in the file
     return out
 
 
@@ -767,7 +767,7 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str
                              f"runs it{copy_hint('params/demo.yaml')}) and change what you need.")
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
-    _refuse_unknown(values, str(path))  # named in the file that holds it, included or not
+    _refuse_unknown(dict.fromkeys(values, str(path)))  # named in the file that holds it, included or not
     names = values.pop("include", None) or []
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

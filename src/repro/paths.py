@@ -191,6 +191,11 @@ def default_run_dir(run_name: str) -> Path:
     return project_root() / "runs" / run_name
 
 
+def run_folder(run_dir: str | Path | None, run_name: str) -> Path:
+    """A run's folder: `run_dir` (by the path rule), else runs/<run_name> of the project root."""
+    return Path(resolve_user_path(run_dir, may_be_id=False) or default_run_dir(run_name))
+
+
 def run_dir_of(dataset: str | None, run_name: str) -> Path:
     """Where a notebook on `dataset` writes without run_dir: the run it belongs to, else runs/<its name> (never
     another run's folder); with no dataset, runs/<run_name>."""

@@ -90,6 +90,18 @@ def file_problem(path: Path) -> str | None:
     return " is an empty file: it holds no rows" if path.stat().st_size == 0 else None
 
 
+def build_first(how: str | None = None) -> str:
+    """What to do about a dataset not built yet (`how`: the command that builds it)."""
+    return f"build it first ({how or '`repro run` with 01_construct'}), or give the path of a dataset"
+
+
+def data_suffixes(path: Path) -> list[str]:
+    """The kinds of data files folder `path` holds (".jsonl", ".parquet", ...), a run's own records left out."""
+    run = RunDir(path)
+    own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
+    return sorted({_suffix(f) for f in path.rglob("*") if f.suffix in DATA_SUFFIXES and f not in own and f.is_file()})
+
+
 def folder_problem(path: Path) -> str | None:
     """Why folder `path` holds no dataset to read (a run directory without one, no data files but ours), or None."""
     run, parent = RunDir(path), RunDir(path.parent)
@@ -101,14 +113,12 @@ def folder_problem(path: Path) -> str | None:
         if family:
             return "is a family's folder: give one of its members (a folder in it)"
         return (f"is a run directory without a dataset (no {run.dataset.name}/: its 01_construct has not finished); "
-                f"build it first (`repro run` with 01_construct), or give the path of a dataset")
+                f"{build_first()}")
     if parent.manifest.is_file() and path in (parent.work, parent.tables, parent.figures, parent.notebooks):
         return f"is the {path.name}/ folder of the run {path.parent}, not a dataset: give the run directory itself"
     if not run.manifest.is_file() and any((child / MANIFEST_JSON).is_file() for child in path.iterdir()):
         return "holds run directories, not one dataset: give one of them (04_compare's reference takes a list)"
-    own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
-    kinds = sorted({_suffix(f) for f in path.rglob("*") if f.suffix in DATA_SUFFIXES and f not in own and f.is_file()})
-    if not kinds:
+    if not (kinds := data_suffixes(path)):
         return ("holds no data files (.jsonl, .json, .parquet, .csv, .arrow; a save_to_disk folder; "
                 "data/<split>-*.parquet): give the folder or file that holds the dataset")
     if len(kinds) > 1:  # datasets' folder loader reads the most common format and leaves the others out

@@ -3,7 +3,9 @@ checked at once before any download or notebook: `repro run` refuses to start, n
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -12,10 +14,10 @@ from typing import Any
 
 from ..analysis import prose
 from ..errors import DataError, ReproError
-from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS
-from ..paths import beside_hint, checkout_root, is_hub_id, nearest_existing
+from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
+from ..paths import beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
 from ..revisions import hub_offline, publish_blocker
-from ..sources import file_problem, folder_problem, hub_snapshot, local_splits
+from ..sources import build_first, data_suffixes, file_problem, folder_problem, hub_snapshot, local_splits
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -130,8 +132,20 @@ def package_checks(values: dict[str, Any]) -> list[Check]:
             for (what, _, name, fix), ok in zip(wanted, found)]
 
 
-def _input_check(need: Need) -> tuple[Check, int]:
-    """(the check of one input, bytes to download): a local path, or a hub id cached here or reachable."""
+def builder(folder: Path, params_file: Path | None) -> str | None:
+    """`repro run F` for the params file F beside `params_file` whose run directory is `folder`, else None."""
+    for other in sorted(params_file.parent.glob("*.yaml")) if params_file else ():
+        with contextlib.suppress(ReproError, TypeError):  # (a file that does not read builds nothing)
+            included, own = read_params_yaml(other)
+            values = {**included, **own}
+            if run_folder(values.get("run_dir"), values.get("run_name") or other.stem).resolve() == folder.resolve():
+                return f"`repro run {os.path.relpath(other) if other.is_relative_to(Path.cwd()) else other}`"
+    return None
+
+
+def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, int]:
+    """(the check of one input, bytes to download): a local path, or a hub id cached here or reachable; a dataset
+    not built yet says which params file beside `params_file` builds it."""
     from huggingface_hub import HfApi  # the hub client only for a run's checks
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
@@ -139,6 +153,11 @@ def _input_check(need: Need) -> tuple[Check, int]:
     if not is_hub_id(need.value):
         path = Path(need.value)
         there = path.exists()
+        # missing or without data files: a rebuild (04_compare's candidate), or a run a params file beside makes
+        if need.repo_type == "dataset" and (not there or path.is_dir() and not data_suffixes(path)) and \
+                ((how := builder(path, params_file)) or "candidate" in need.parameter.split(" and ")):
+            return Check(what, False, f"{'holds no dataset' if there else 'does not exist'} yet: "
+                                      f"{build_first(how)}"), 0
         splits = _splits(path) if there and need.splits else None
         if lacking := [(key, split) for key, split in need.splits if splits and split not in splits]:
             return Check(what, False, "; ".join(f"local dataset without split {split!r} (it has {splits}): set {key} "
@@ -179,11 +198,11 @@ def _splits(path: Path) -> list[str] | None:
         return None
 
 
-def input_checks(values: dict[str, Any]) -> tuple[list[Check], int]:
+def input_checks(values: dict[str, Any], params_file: Path | None = None) -> tuple[list[Check], int]:
     """(checks, bytes to download) of every input; all hub ids are asked at the same time."""
     inputs = needs(values)
     with ThreadPoolExecutor(max_workers=max(1, len(inputs))) as pool:
-        found = list(pool.map(_input_check, inputs))
+        found = list(pool.map(_input_check, inputs, [params_file] * len(inputs)))
     return [check for check, _ in found], sum(size for _, size in found)
 
 
@@ -251,9 +270,10 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
                                                                                   "another --out")
 
 
-def preflight(values: dict[str, Any], run_root: Path) -> list[Check]:
-    """Every check, in the order a user fixes them: machine, packages, inputs, disk."""
-    inputs, download = input_checks(values)
+def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:
+    """Every check, in the order a user fixes them: machine, packages, inputs, disk (`params_file`: the one run,
+    beside which a params file may build a dataset the run reads)."""
+    inputs, download = input_checks(values, params_file)
     return [*device_checks(values), *package_checks(values), *combination_checks(values), *inputs,
             *run_dataset_checks(values, run_root), *publish_checks(values), disk_check(values, run_root, download)]
 

@@ -11,7 +11,7 @@ from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError, listed
 from ..jobs import finished_chunks
-from ..manifest import NAMING, ROUNDING, Manifest
+from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, as_recorded
 from ..parameters import FAMILY_NOTEBOOK
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content
@@ -28,6 +28,14 @@ REUSED = ("its work/ stays: changed generation or scoring values make their work
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter of a notebook both runs execute (an added one is none)."""
     return Manifest(run).changed_parameters(parameters, parameters.get("notebooks") or ())
+
+
+def unread_changes(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """{name: (recorded, new)} for each differing parameter that shapes the data, whichever notebook reads it (none
+    does for `notebooks`): `changed_parameters` compares only those of a notebook both runs execute."""
+    recorded, new = Manifest(run).read().get("parameters") or {}, as_recorded(parameters)
+    return {key: (recorded[key], new[key]) for key in sorted(recorded.keys() & new.keys() - NOT_SHAPING)
+            if recorded[key] != new[key]}
 
 
 def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
@@ -111,9 +119,11 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
         kept = "" if "set aside" in how else f"; {len(finished_chunks(run.work))} finished chunk(s) are kept"
         ended = (f"; the last run {last}{kept}" if last else
-                 f"; it completed, but {stale}: its notebooks run again" if stale else "")
+                 f"; it completed, but {stale}: {', '.join(parameters['notebooks'])} run again" if stale else "")
+        other = unread_changes(run, parameters)  # (`notebooks`, values of a notebook only one of the runs executes)
+        same = f"values for the notebooks both runs execute, other {listed(other)}" if other else "parameters"
         return Check("run directory", True, f"{run.root} (continues the run there, same {'data ' if how else ''}"
-                                            f"parameters{how}{ended})")
+                                            f"{same}{how}{ended})")
     notebooks = parameters["notebooks"]
     changes = listed(changed)
     if not Manifest(run).made_results():

@@ -17,7 +17,7 @@ from .interrupt import EXIT_INTERRUPTED, Interrupted, record_interruption, run_i
 from ..jobs import PROGRESS_LINES_ENV, safe_chunks
 from ..manifest import Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
-from ..paths import RunDir, check_folder, default_run_dir, project_root, resolve_user_path, shipped
+from ..paths import RunDir, check_folder, project_root, run_folder, shipped
 from ..revisions import run_fingerprint
 from .preflight import preflight, require
 from .rerun import REUSED, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -218,7 +218,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     given_as = folder_given_as(args, values)
     if args.out:
         values["run_dir"] = args.out
-    run_root = Path(resolve_user_path(values.get("run_dir"), may_be_id=False) or default_run_dir(values["run_name"]))
+    run_root = run_folder(values.get("run_dir"), values["run_name"])
     check_run_root(run_root, given_as)
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
@@ -236,7 +236,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         return 0
     checks = [*(kind_check(run, resolved["notebooks"], given_as)
                 or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),
-              *preflight(resolved, run_root)]
+              *preflight(resolved, run_root, params_file)]
     if (code := require(checks, params_file, args.check)) is not None:
         return code
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
-from ..errors import DataError, ParameterError
+from ..errors import DataError, ParameterError, counted
 from ..jobs import atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import check_folder, typed_path, utf8_text
@@ -217,6 +217,6 @@ def main(args: argparse.Namespace) -> int:
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info = result.info
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
-    print(f"repro score: {len(rows)} prompt{'s' * (len(rows) != 1)} scored with {info['model']} ({info['backend']}, "
+    print(f"repro score: {counted(len(rows), 'prompt')} scored with {info['model']} ({info['backend']}, "
           f"{info['device']}, {info['dtype']}) -> {args.output}{note}", file=sys.stderr)
     return 0

@@ -19,7 +19,7 @@ import torch
 from huggingface_hub import constants, get_session, try_to_load_from_cache
 
 from ..construct.pairs import collect_candidates, select_pair
-from ..errors import DataError, ParameterError, ReproError
+from ..errors import DataError, ParameterError, ReproError, counted
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
@@ -199,7 +199,7 @@ def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
 
 def n_rows(n: int) -> str:
     """'1 row', '2 rows'."""
-    return f"{n} row{'s' * (n != 1)}"
+    return counted(n, "row")
 
 
 def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tuple[list[str], list[list[str]], str]:
