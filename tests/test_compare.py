@@ -298,6 +298,17 @@ def test_rows_aligned_by_prompt_id_whose_prompts_differ_are_said(published, tmp_
             "rows 2, 3)") in result["verdict"]
 
 
+def test_one_row_is_said_in_the_singular(published, tmp_path):
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[2]["prompt"] = "A different question altogether."
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert ("**Prompts differ.** 1 row aligned by prompt_id holds another prompt text on the two sides (e.g. "
+            "reference row 2)") in result["verdict"]
+    sentence = compare.infer_slice([np.array([1, 2, 4, 5])], 7, max_mini_count=1)["sentence"]
+    assert "span source rows [1:6] (1 source row before, 1 after). 1 source row inside the span is in no " in sentence
+
+
 def test_order_of_rows_does_not_matter(published):
     rows = published["rows"]
     keys = compare.row_keys(pa.Table.from_pylist(rows))
