@@ -131,7 +131,8 @@ def test_pair_agreement_of_a_perturbed_copy(compared):
     # `messages` is the chosen conversation (the same list in build_row's rows): the 3 edited chosen texts change
     # it; swapping chosen and rejected does not
     assert pairs["messages"]["equal"] == 37 - 3
-    assert pairs["reference_response"] == {"equal": 37, "different": 0, "missing": 0, "fraction_equal": 1.0}
+    assert pairs["reference_response"] == {"equal": 37, "different": 0, "missing": 0,
+                                          "missing_reference": 0, "missing_candidate": 0, "fraction_equal": 1.0}
     # over the 34 rows with the same two texts (30 same, 4 swapped), in the reference's order: the swapped rows'
     # scores were swapped with their texts, so both sides order the two texts alike
     assert pairs["margin_sign"] == {"n": 34, "agree": 34, "fraction": 1.0}
@@ -953,6 +954,29 @@ def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
     result = compare.compare(params(tmp_path / "unscored", reference=folders[0], candidate=folders[1])).result
     assert result["disagreements"]["explanations"]["chosen and rejected the other way round"] == 1
     assert not any("same scores" in why for why in result["disagreements"]["explanations"])
+
+
+def test_a_column_null_on_one_side_is_said(tmp_path):
+    # `reference_response` filled in the reference, null throughout the candidate: "same reference_response 0 of 0"
+    # and not a word in the verdict
+    rows = demo_pairs([0.4, -0.4], keep_all_candidates=False)
+    candidate = copy.deepcopy(rows)
+    for row in candidate[1:]:
+        row["reference_response"] = None
+    folders = write_sides(tmp_path, rows, candidate)
+    result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1])).result
+    assert result["pairs"]["reference_response"] == {"equal": 1, "different": 0, "missing": 3, "missing_reference": 0,
+                                                     "missing_candidate": 3, "fraction_equal": 0.25}
+    value = compare.summary_table(result)["value"].to_dict()
+    assert value[("pairs", "same reference_response")] == "1 of 1; missing in the candidate in 3 rows"
+    assert ("**`reference_response` missing.** Of the 4 aligned rows, 3 in the candidate hold no `reference_response` "
+            "(null): they are not compared on it.") in result["notes"]
+    for row in rows + candidate:  # null on both sides: nothing to say in the verdict, "missing on both sides" then
+        row["reference_response"] = None
+    folders = write_sides(tmp_path / "both", rows, candidate)
+    result = compare.compare(params(tmp_path / "both", reference=folders[0], candidate=folders[1])).result
+    assert compare.summary_table(result)["value"][("pairs", "same reference_response")] == "missing on both sides"
+    assert "missing" not in result["verdict"]
 
 
 def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):

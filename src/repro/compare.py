@@ -324,6 +324,7 @@ def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -
     missing = sum(r is None or c is None for r, c in zip(ref, cand))
     equal = sum(r is not None and r == c for r, c in zip(ref, cand))
     return {"equal": equal, "different": len(ref) - equal - missing, "missing": missing,
+            "missing_reference": ref.count(None), "missing_candidate": cand.count(None),
             "fraction_equal": equal / len(ref) if ref else None}
 
 
@@ -573,8 +574,13 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append(("pairs", "not compared", pairs["reason"]))
     if sign := pairs.get("margin_sign"):
         rows.append(("pairs", "margin signs agree", f"{sign['agree']} of {sign['n']} ({percent(sign['fraction'])})"))
-    rows += [("pairs", f"same {column}", f"{same['equal']} of {same['equal'] + same['different']}")
-             for column in ("reference_response", "messages") if (same := pairs.get(column))]
+    for column in ("reference_response", "messages"):
+        if same := pairs.get(column):
+            n, gone = same["equal"] + same["different"], {s: same[f"missing_{s}"] for s in ("reference", "candidate")}
+            said = [f"{same['equal']} of {n}"] * bool(n) + [f"missing in the {side} in {k} row{'s' * (k != 1)}"
+                                                            for side, k in gone.items() if k]
+            rows.append(("pairs", f"same {column}", "missing on both sides" if set(gone.values()) == {pairs["n"]}
+                         else "; ".join(said)))
     if scores.get("available"):
         rows += _statistics(f"scores of the same texts ({scores['scores']['n']})", scores["scores"])
         roles = scores["by_role"]
@@ -661,6 +667,9 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["probabilities"] = probability_agreement(reference, candidate, a, p)
     if not result["scores"]["available"]:
         notes.append("**Scores not compared.** " + result["scores"]["reason"])
+    notes += [prose("compare", "missing_note", column, d, a.n) for column in ("reference_response", "messages")
+              if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
+              and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
     if not result["pairs"]["available"]:
         notes.append("**Pairs not compared.** " + result["pairs"]["reason"] + ".")
     disagreements = explain_rows(a, al, p)
