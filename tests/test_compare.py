@@ -979,6 +979,21 @@ def test_a_column_null_on_one_side_is_said(tmp_path):
     assert "missing" not in result["verdict"]
 
 
+def test_rows_whose_messages_or_reference_response_differ_are_listed(tmp_path):
+    # one prompt's whitespace changed in `messages` (same prompt_id, same pair): "`messages` equal in 3 of 4" and an
+    # empty disagreements table, no row named anywhere
+    rows = demo_pairs([0.4, -0.4], keep_all_candidates=False)
+    ref = copy.deepcopy(rows)
+    ref[1]["messages"][0]["content"] += "  "
+    ref[2]["reference_response"] += " (edited)"
+    folders = write_sides(tmp_path, ref, rows)
+    result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1]))
+    table = result.tables["disagreements"].set_index("prompt_id")
+    assert table["explanation"].to_dict() == {rows[1]["prompt_id"]: "other `messages`",
+                                              rows[2]["prompt_id"]: "another `reference_response`"}
+    assert set(table["pair"]) == {"same"} and result.result["disagreements"]["rows"] == 2
+
+
 def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
     """SPPO's `probability` / `chosen_probs` columns: a rebuild with the same scores and pairs but other
     probabilities read "100 % same pairs" and nothing else; both sides' probability columns are compared too."""

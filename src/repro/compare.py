@@ -38,6 +38,7 @@ EXAMPLES = 5
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
 PROBABILITIES = ("probability", "chosen_probs", "chosen_probs_win", "chosen_probs_lose")  # SPPO's (compute_prob.py)
+COLUMNS_COMPARED = ("reference_response", "messages")  # equal or not, row by row
 SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
 
 
@@ -317,8 +318,8 @@ def _scores(side: Side, rows: np.ndarray) -> dict[str, np.ndarray] | None:
     return {c: score_array(side.table, c, f"the {side.name}", side.name)[rows] for c in SCORE_COLUMNS}
 
 
-def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
-    ref, cand = values_at(reference.table, column, a.first_rows), values_at(candidate.table, column, a.second_rows)
+def _equal_column(al: Aligned, column: str) -> dict[str, Any] | None:
+    ref, cand = al.texts[f"reference_{column}"], al.texts[f"candidate_{column}"]
     if ref is None or cand is None:
         return None
     missing = sum(r is None or c is None for r, c in zip(ref, cand))
@@ -332,7 +333,7 @@ def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -
 class Aligned:
     """The aligned rows' texts, prompt ids and scores, side by side (reference first)."""
 
-    texts: dict[str, list | None]  # TEXTS, and the candidate's prompt
+    texts: dict[str, list | None]  # TEXTS, the candidate's prompt, each side's candidates and COLUMNS_COMPARED
     prompt_ids: tuple[list | None, list | None]
     ref_scores: dict[str, np.ndarray] | None
     cand_scores: dict[str, np.ndarray] | None
@@ -361,7 +362,8 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
              ((reference, a.first_rows), (candidate, a.second_rows)) for col in ("chosen", "rejected")}
     texts["prompt"] = values_at(candidate.table, "prompt", a.second_rows)
     for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):  # every text each row ranked
-        texts[f"{side.name}_candidates"] = values_at(side.table, "candidates", rows)
+        for column in ("candidates", *COLUMNS_COMPARED):
+            texts[f"{side.name}_{column}"] = values_at(side.table, column, rows)
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
     if all(texts[k] is not None for k in TEXTS):
         rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in TEXTS)
@@ -385,7 +387,7 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
         counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
         out.update(available=True, categories={c: int(n) for c, n in zip(PAIR_CATEGORIES, counts)},
                    fractions={c: float(n / max(a.n, 1)) for c, n in zip(PAIR_CATEGORIES, counts)})
-    out.update({c: _equal_column(reference, candidate, a, c) for c in ("reference_response", "messages")})
+    out.update({c: _equal_column(al, c) for c in COLUMNS_COMPARED})
     out["margin_sign"] = None
     if al.scored:
         mr, mc = al.ordered_margins()
@@ -500,7 +502,13 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
         nonfinite[m["row"][~fine]] = True
     worst[worst == -np.inf] = np.nan
     sign_differs = np.isfinite(mr) & np.isfinite(ordered) & (np.sign(mr) != np.sign(ordered))
+    # other messages, with the same chosen text (the chosen conversation, as a row's messages often is, or no texts)
+    other = {c: np.array([None not in (r, s) and r != s for r, s in zip(t[f"reference_{c}"] or [None] * n,
+                                                                        t[f"candidate_{c}"] or [None] * n)], dtype=bool)
+             for c in COLUMNS_COMPARED}
+    other["messages"] &= np.isin(categories, (-1, 0, 2))
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance) | nonfinite
+    disagree |= other["messages"] | other["reference_response"]
     records = []
     for k in np.flatnonzero(disagree):
         truncated = al.categories is not None and any(
@@ -516,7 +524,9 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
                 if worst[k] > p.disagreement_tolerance else ", the same scores (one side's chosen scored lower)")),
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
-            (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
+            (truncated, "a candidate over PairRM's length limits (truncated)"),
+            (other["messages"][k], "other `messages`"),
+            (other["reference_response"][k], "another `reference_response`")) if holds]
         # a near-tie or a swap explains a sign, not a same-text score that moved
         if worst[k] > p.disagreement_tolerance and all(why.startswith(("a near-tie", "chosen and")) for why in reasons):
             reasons.append("unexplained")
@@ -574,7 +584,7 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append(("pairs", "not compared", pairs["reason"]))
     if sign := pairs.get("margin_sign"):
         rows.append(("pairs", "margin signs agree", f"{sign['agree']} of {sign['n']} ({percent(sign['fraction'])})"))
-    for column in ("reference_response", "messages"):
+    for column in COLUMNS_COMPARED:
         if same := pairs.get(column):
             n, gone = same["equal"] + same["different"], {s: same[f"missing_{s}"] for s in ("reference", "candidate")}
             said = [f"{same['equal']} of {n}"] * bool(n) + [f"missing in the {side} in {k} row{'s' * (k != 1)}"
@@ -667,7 +677,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["probabilities"] = probability_agreement(reference, candidate, a, p)
     if not result["scores"]["available"]:
         notes.append("**Scores not compared.** " + result["scores"]["reason"])
-    notes += [prose("compare", "missing_note", column, d, a.n) for column in ("reference_response", "messages")
+    notes += [prose("compare", "missing_note", column, d, a.n) for column in COLUMNS_COMPARED
               if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
               and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
     if not result["pairs"]["available"]:
