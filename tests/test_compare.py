@@ -578,6 +578,18 @@ def test_a_renamed_score_column_is_named_with_the_fix(published, tmp_path):
            "both columns on both sides" in result["scores"]["reason"]
 
 
+def test_seed_columns_on_one_side_only_are_named(published, tmp_path):
+    # a renamed prompt_id or reference_response got no word (the "same reference_response" row just went away)
+    names = {"prompt_id": "id", "reference_response": "response"}
+    path = tmp_path / "renamed.jsonl"
+    path.write_text("".join(json.dumps({names.get(k, k): v for k, v in r.items()}) + "\n" for r in published["rows"]))
+    for reference, candidate, only in ((str(path), published["candidate"], "candidate"),
+                                       (published["candidate"], str(path), "reference")):
+        result = compare.compare(params(tmp_path / only, reference=reference, candidate=candidate)).result
+        assert (f"**Seed columns on one side only.** Only the {only} has `prompt_id`, `reference_response`: they are "
+                "not compared (if one was renamed on the other side, rename it back).") in result["notes"]
+
+
 def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_path):
     path = tmp_path / "noscores.jsonl"
     path.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"

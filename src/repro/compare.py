@@ -17,7 +17,7 @@ import pyarrow as pa
 from .analysis import number, percent, plots, prose, stats
 from .analysis.report import (dataset_or_own, readable, response_texts, row_preview, show_figures,  # noqa: F401
                               table_or_sentence, values_at, write_outputs)  # show_figures: a cell's
-from .dataset_io import SCORE_COLUMNS, prompt_id_of, score_array
+from .dataset_io import SCORE_COLUMNS, SEED_COLUMNS, prompt_id_of, score_array
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .manifest import Manifest
@@ -655,6 +655,9 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         if ref_keys["prompt_normalised"][i] != cand_keys["prompt_normalised"][j]]
     notes += [prose("compare", "prompt_note", differs)] if differs else []
     notes += caveats(reference, candidate, al)
+    only = {side.name: [c for c in SEED_COLUMNS if c in side.table.column_names and c not in other.table.column_names]
+            for side, other in ((reference, candidate), (candidate, reference))}
+    notes += [prose("compare", "columns_note", only)] if any(only.values()) else []
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
