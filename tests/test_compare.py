@@ -687,6 +687,12 @@ def test_stand_in_scores_and_scores_on_other_scales_are_said_in_the_verdict(publ
     assert ("**Different scales.** The reference's scores read as ratings on a grid, the candidate's as real-valued "
             "logits: their differences, tolerances and near-ties compare unlike numbers.") in notes
     assert notes[-1] in out.result["verdict"]
+    en, zh = card_sections(out.result)  # the card lists the notes, in both languages
+    assert "- Stand-in scores: this dataset's scores come from a stand-in scorer (random weights)" in en
+    assert "- 替身分数：本数据集的分数来自替身评分器（随机权重）" in zh
+    assert "- Different scales: the reference's scores read as ratings on a grid, this dataset's as real-valued " \
+           "logits" in en
+    assert "- 尺度不同：参考数据集的分数是网格上的评分，本数据集的是实数 logit" in zh
     plain = compare.compare(params(tmp_path / "plain", reference=published["reference"],
                                    candidate=published["candidate"]))
     assert not any("Stand-in" in n or "scales" in n for n in plain.result["notes"])
@@ -761,7 +767,46 @@ def test_card_section_in_both_languages(compared):
     def values(table):  # the value column (names may hold escaped pipes)
         return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
 
-    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 16  # 3 coverage, 5 pair, 8 score lines
+    assert "| rows that disagree | 12 |" in en[2] and "| 不一致的行 | 12 |" in zh[2]
+    assert "| same `messages` | 34 / 37 |" in en[2] and "| `messages` 相同 | 34 / 37 |" in zh[2]
+    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 19  # 4 coverage, 7 pair, 8 score lines
+
+
+def card_sections(result: dict) -> tuple[str, str]:
+    """The Reproduction section of a card with this compare.json, in English and in Chinese."""
+    from repro.card import CardFacts, render_section
+
+    facts = CardFacts(run=RunDir("x"), title="t", features=None, splits=[], built_here=True, license="mit",
+                      language=["en"], comparison=json.loads(json.dumps(result)))
+    return render_section(facts, "reproduction", "en"), render_section(facts, "reproduction", "zh")
+
+
+def test_the_cards_slice_notes_and_missing_scores_are_in_each_language(source_keys, tmp_path):
+    # the slice sentence and the reason scores were not compared were English in the Chinese half; the notes were
+    # left out of both
+    source = pa.table(source_keys)
+    ids, prompts = source_keys["prompt_id"][100:150], source_keys["prompt"][100:150]
+    ref = compare.Side("reference", ["ref"], "train_prefs", pa.table({"prompt": prompts, "prompt_id": ids}),
+                       np.zeros(50, dtype=np.int64))
+    cand = compare.Side("candidate", ["cand"], "train_prefs", pa.table({"prompt": prompts[:49]}),
+                        np.zeros(49, dtype=np.int64))
+    result = compare.compare_datasets(ref, cand, params(tmp_path, reference="x"), source,
+                                      hints={"part_start": 100, "part_stop": 150})[0]
+    en, zh = card_sections(result)
+    assert ("Slice: the reference's 50 rows found in the source span source rows [100:150] (100 before, "
+            f"{N_SOURCE - 150} after), none missing inside. This dataset's parameters (part_start=100, "
+            "part_stop=150) reproduce the reference's rows exactly.") in en
+    assert (f"切片：参考数据集在源数据中找到的 50 行位于源数据第 [100:150] 行（之前 100 行，之后 {N_SOURCE - 150} 行），"
+            "其间无缺行。本数据集的参数（part_start=100, part_stop=150）恰好复现参考数据集的行。") in zh
+    assert "Scores were not compared: the reference lacks score_chosen and score_rejected; this dataset lacks" in en
+    assert "未比较得分：参考数据集缺少 score_chosen 与 score_rejected；本数据集缺少" in zh
+    assert "- Seed columns on one side only: the reference alone has `prompt_id`." in en
+    assert "- 仅一侧有的种子列：只有参考数据集有 `prompt_id`。" in zh
+    assert not re.search(r"[A-Za-z]{3,} [a-z]{3,} [a-z]{3,}", zh.replace("part_start", "")), zh  # no English prose
+    assert "candidate" not in en
+
+
+
 
 
 def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(repro_run, demo_run_copy, tmp_path):

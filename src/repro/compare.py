@@ -416,9 +416,10 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
     lacking = [side for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
     if lacking:  # each side's missing columns, and a column of its own that looks like one renamed
-        return {"available": False, "reason": prose("compare", "no_scores", [
-            (side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names) for c in missing})
-            for side in lacking if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])])}
+        lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names)
+                                                                  for c in missing})
+                   for side in lacking if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]
+        return {"available": False, "reason": prose("compare", "no_scores", lacking), "lacking": lacking}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
     m = matched_scores(al)
@@ -648,16 +649,18 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     al = gather(reference, candidate, a)
     twins = {side: n for side in ("reference", "candidate")
              if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
-    notes = [prose("compare", "duplicate_note", sides, twins)] if sides else []
+    notes: list[list] = [["duplicate_note", [  # [macro, *its arguments]: each side's rows, keys, an example
+        (side, len(rows), keys, rows[0]["key_kind"], [d["row"] for d in rows if d["key"] == rows[0]["key"]][:4],
+         rows[0]["key"][:16]) for side, rows, keys in sides], twins]] if sides else []
     by_id = a.first_rows[a.matched_by == 0]  # rows aligned by prompt_id: do their prompts agree?
     differs = [] if ref_keys["prompt_normalised"] is None or cand_keys["prompt_normalised"] is None else [
         int(i) for i, j in zip(by_id, a.second_rows[a.matched_by == 0])
         if ref_keys["prompt_normalised"][i] != cand_keys["prompt_normalised"][j]]
-    notes += [prose("compare", "prompt_note", differs)] if differs else []
+    notes += [["prompt_note", len(differs), differs[:4]]] if differs else []
     notes += caveats(reference, candidate, al)
     only = {side.name: [c for c in SEED_COLUMNS if c in side.table.column_names and c not in other.table.column_names]
             for side, other in ((reference, candidate), (candidate, reference))}
-    notes += [prose("compare", "columns_note", only)] if any(only.values()) else []
+    notes += [["columns_note", only]] if any(only.values()) else []
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
@@ -678,13 +681,10 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["pairs"] = pair_agreement(reference, candidate, a, al)
     result["scores"] = score_agreement(al, p, reference, candidate)
     result["probabilities"] = probability_agreement(reference, candidate, a, p)
-    if not result["scores"]["available"]:
-        notes.append("**Scores not compared.** " + result["scores"]["reason"])
-    notes += [prose("compare", "missing_note", column, d, a.n) for column in COLUMNS_COMPARED
+    notes += [["missing_note", column, d, a.n] for column in COLUMNS_COMPARED
               if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
               and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
-    if not result["pairs"]["available"]:
-        notes.append("**Pairs not compared.** " + result["pairs"]["reason"] + ".")
+    notes += [[f"{name}_note", result[name]["reason"]] for name in ("scores", "pairs") if not result[name]["available"]]
     disagreements = explain_rows(a, al, p)
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
@@ -701,7 +701,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         tables["reference_source_index"] = pd.DataFrame({
             "reference_row": np.arange(reference.rows), "group": reference.group,
             "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": where[1]})
-    result["notes"] = notes
+    result["notes"], result["note_facts"] = [prose("compare", name, *args) for name, *args in notes], notes
     result = stats.clean(result)
     result["verdict"] = prose("compare", "verdict", result)  # aligned rows, pairs, scores, coverage, slice, notes
     return result, tables, al
@@ -721,13 +721,13 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
                                       for g in range(len(reference.specs))]), ref_index
 
 
-def caveats(reference: Side, candidate: Side, al: Aligned) -> list[str]:
+def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
     """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), the two sides
     on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
     notes = []
     for side, other in ((reference, candidate), (candidate, reference)):
         if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs):
-            notes.append(prose("compare", "stand_in_note", side.name, other.name))
+            notes.append(["stand_in_note", side.name, other.name])
     if al.scored:
         kinds, opposite = [], []
         for scores in (al.ref_scores, al.cand_scores):
@@ -736,9 +736,9 @@ def caveats(reference: Side, candidate: Side, al: Aligned) -> list[str]:
             kinds.append(stats.detect_scale(chosen[fine], rejected[fine])["kind"] if fine.any() else None)
             opposite.append(fine.any() and np.allclose(chosen[fine], -rejected[fine], rtol=0, atol=1e-6))
         if set(kinds) == {"rating", "logit"}:
-            notes.append(prose("compare", "scale_note", *kinds))
+            notes.append(["scale_note", *kinds])
         if all(opposite):  # PairRM of two candidates: a row's two differences cancel
-            notes.append(prose("compare", "opposite_note"))
+            notes.append(["opposite_note"])
     return notes
 
 
