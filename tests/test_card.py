@@ -567,7 +567,8 @@ def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
     about = f"characters, p = {chars[1]:g}" if chars[1] is not None else "characters"
     assert verdict in line and f"{chars[0]:g} ({about})" in line, line
     share = f"{100 * longer[0] / sum(longer):.1f} %"
-    assert f"the chosen response is the longer one in {share} (characters, sign test p = {sign['pvalue']:.4g})" in line
+    assert f"the chosen response is the longer one in {share} ({longer[0]} of {sum(longer)}, characters, sign test p = " \
+           f"{sign['pvalue']:.4g})" in line
 
 
 def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_construction(tmp_path):
@@ -610,9 +611,10 @@ def test_length_bias_by_the_share_when_every_margin_is_the_same(tmp_path):
     lines = [x for x in repro_card.render_body(facts).splitlines() if x.startswith(("- Length bias", "- 长度偏差"))]
     assert lines[0].startswith("- Length bias: the margin's correlation with the length difference is undefined (the "
                                "margins, or the length differences, are all equal), and the chosen response is the "
-                               "longer one in 100.0 % (characters, sign test p = 1.86e-09)")
+                               "longer one in 100.0 % (30 of 30, characters, sign test p = 1.86e-09)")
     assert lines[0].endswith("the scores favour longer responses.")
     assert lines[1].startswith("- 长度偏差：差值与长度差的相关系数无定义") and lines[1].endswith("分数偏向较长的回复。")
+    assert "chosen 较长的占 100.0 % (30 对中的 30 对、字符、" in lines[1]  # the share's count too
 
 
 def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):

@@ -131,7 +131,8 @@ def test_pair_agreement_of_a_perturbed_copy(compared):
     # `messages` is the chosen conversation (the same list in build_row's rows): the 3 edited chosen texts change
     # it; swapping chosen and rejected does not
     assert pairs["messages"]["equal"] == 37 - 3
-    assert pairs["reference_response"] == {"equal": 37, "different": 0, "missing": 0, "fraction_equal": 1.0}
+    assert pairs["reference_response"] == {"equal": 37, "different": 0, "missing": 0,
+                                          "missing_reference": 0, "missing_candidate": 0, "fraction_equal": 1.0}
     # over the 34 rows with the same two texts (30 same, 4 swapped), in the reference's order: the swapped rows'
     # scores were swapped with their texts, so both sides order the two texts alike
     assert pairs["margin_sign"] == {"n": 34, "agree": 34, "fraction": 1.0}
@@ -296,6 +297,17 @@ def test_rows_aligned_by_prompt_id_whose_prompts_differ_are_said(published, tmp_
     assert result["alignment"]["prompt_differs"] == 2
     assert ("**Prompts differ.** 2 rows aligned by prompt_id hold other prompt texts on the two sides (e.g. reference "
             "rows 2, 3)") in result["verdict"]
+
+
+def test_one_row_is_said_in_the_singular(published, tmp_path):
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[2]["prompt"] = "A different question altogether."
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert ("**Prompts differ.** 1 row aligned by prompt_id holds another prompt text on the two sides (e.g. "
+            "reference row 2)") in result["verdict"]
+    sentence = compare.infer_slice([np.array([1, 2, 4, 5])], 7, max_mini_count=1)["sentence"]
+    assert "span source rows [1:6] (1 source row before, 1 after). 1 source row inside the span is in no " in sentence
 
 
 def test_order_of_rows_does_not_matter(published):
@@ -566,6 +578,18 @@ def test_a_renamed_score_column_is_named_with_the_fix(published, tmp_path):
            "both columns on both sides" in result["scores"]["reason"]
 
 
+def test_seed_columns_on_one_side_only_are_named(published, tmp_path):
+    # a renamed prompt_id or reference_response got no word (the "same reference_response" row just went away)
+    names = {"prompt_id": "id", "reference_response": "response"}
+    path = tmp_path / "renamed.jsonl"
+    path.write_text("".join(json.dumps({names.get(k, k): v for k, v in r.items()}) + "\n" for r in published["rows"]))
+    for reference, candidate, only in ((str(path), published["candidate"], "candidate"),
+                                       (published["candidate"], str(path), "reference")):
+        result = compare.compare(params(tmp_path / only, reference=reference, candidate=candidate)).result
+        assert (f"**Seed columns on one side only.** Only the {only} has `prompt_id`, `reference_response`: they are "
+                "not compared (if one was renamed on the other side, rename it back).") in result["notes"]
+
+
 def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_path):
     path = tmp_path / "noscores.jsonl"
     path.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
@@ -663,6 +687,12 @@ def test_stand_in_scores_and_scores_on_other_scales_are_said_in_the_verdict(publ
     assert ("**Different scales.** The reference's scores read as ratings on a grid, the candidate's as real-valued "
             "logits: their differences, tolerances and near-ties compare unlike numbers.") in notes
     assert notes[-1] in out.result["verdict"]
+    en, zh = card_sections(out.result)  # the card lists the notes, in both languages
+    assert "- Stand-in scores: this dataset's scores come from a stand-in scorer (random weights)" in en
+    assert "- 替身分数：本数据集的分数来自替身评分器（随机权重）" in zh
+    assert "- Different scales: the reference's scores read as ratings on a grid, this dataset's as real-valued " \
+           "logits" in en
+    assert "- 尺度不同：参考数据集的分数是网格上的评分，本数据集的是实数 logit" in zh
     plain = compare.compare(params(tmp_path / "plain", reference=published["reference"],
                                    candidate=published["candidate"]))
     assert not any("Stand-in" in n or "scales" in n for n in plain.result["notes"])
@@ -737,7 +767,46 @@ def test_card_section_in_both_languages(compared):
     def values(table):  # the value column (names may hold escaped pipes)
         return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
 
-    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 16  # 3 coverage, 5 pair, 8 score lines
+    assert "| rows that disagree | 12 |" in en[2] and "| 不一致的行 | 12 |" in zh[2]
+    assert "| same `messages` | 34 / 37 |" in en[2] and "| `messages` 相同 | 34 / 37 |" in zh[2]
+    assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 19  # 4 coverage, 7 pair, 8 score lines
+
+
+def card_sections(result: dict) -> tuple[str, str]:
+    """The Reproduction section of a card with this compare.json, in English and in Chinese."""
+    from repro.card import CardFacts, render_section
+
+    facts = CardFacts(run=RunDir("x"), title="t", features=None, splits=[], built_here=True, license="mit",
+                      language=["en"], comparison=json.loads(json.dumps(result)))
+    return render_section(facts, "reproduction", "en"), render_section(facts, "reproduction", "zh")
+
+
+def test_the_cards_slice_notes_and_missing_scores_are_in_each_language(source_keys, tmp_path):
+    # the slice sentence and the reason scores were not compared were English in the Chinese half; the notes were
+    # left out of both
+    source = pa.table(source_keys)
+    ids, prompts = source_keys["prompt_id"][100:150], source_keys["prompt"][100:150]
+    ref = compare.Side("reference", ["ref"], "train_prefs", pa.table({"prompt": prompts, "prompt_id": ids}),
+                       np.zeros(50, dtype=np.int64))
+    cand = compare.Side("candidate", ["cand"], "train_prefs", pa.table({"prompt": prompts[:49]}),
+                        np.zeros(49, dtype=np.int64))
+    result = compare.compare_datasets(ref, cand, params(tmp_path, reference="x"), source,
+                                      hints={"part_start": 100, "part_stop": 150})[0]
+    en, zh = card_sections(result)
+    assert ("Slice: the reference's 50 rows found in the source span source rows [100:150] (100 before, "
+            f"{N_SOURCE - 150} after), none missing inside. This dataset's parameters (part_start=100, "
+            "part_stop=150) reproduce the reference's rows exactly.") in en
+    assert (f"切片：参考数据集在源数据中找到的 50 行位于源数据第 [100:150] 行（之前 100 行，之后 {N_SOURCE - 150} 行），"
+            "其间无缺行。本数据集的参数（part_start=100, part_stop=150）恰好复现参考数据集的行。") in zh
+    assert "Scores were not compared: the reference lacks score_chosen and score_rejected; this dataset lacks" in en
+    assert "未比较得分：参考数据集缺少 score_chosen 与 score_rejected；本数据集缺少" in zh
+    assert "- Seed columns on one side only: the reference alone has `prompt_id`." in en
+    assert "- 仅一侧有的种子列：只有参考数据集有 `prompt_id`。" in zh
+    assert not re.search(r"[A-Za-z]{3,} [a-z]{3,} [a-z]{3,}", zh.replace("part_start", "")), zh  # no English prose
+    assert "candidate" not in en
+
+
+
 
 
 def test_repro_run_with_04_compare_on_a_demo_run_and_a_perturbed_copy(repro_run, demo_run_copy, tmp_path):
@@ -942,6 +1011,44 @@ def test_a_swapped_pair_whose_scores_moved_says_both(tmp_path):
     result = compare.compare(params(tmp_path / "unscored", reference=folders[0], candidate=folders[1])).result
     assert result["disagreements"]["explanations"]["chosen and rejected the other way round"] == 1
     assert not any("same scores" in why for why in result["disagreements"]["explanations"])
+
+
+def test_a_column_null_on_one_side_is_said(tmp_path):
+    # `reference_response` filled in the reference, null throughout the candidate: "same reference_response 0 of 0"
+    # and not a word in the verdict
+    rows = demo_pairs([0.4, -0.4], keep_all_candidates=False)
+    candidate = copy.deepcopy(rows)
+    for row in candidate[1:]:
+        row["reference_response"] = None
+    folders = write_sides(tmp_path, rows, candidate)
+    result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1])).result
+    assert result["pairs"]["reference_response"] == {"equal": 1, "different": 0, "missing": 3, "missing_reference": 0,
+                                                     "missing_candidate": 3, "fraction_equal": 0.25}
+    value = compare.summary_table(result)["value"].to_dict()
+    assert value[("pairs", "same reference_response")] == "1 of 1; missing in the candidate in 3 rows"
+    assert ("**`reference_response` missing.** Of the 4 aligned rows, 3 in the candidate hold no `reference_response` "
+            "(null): they are not compared on it.") in result["notes"]
+    for row in rows + candidate:  # null on both sides: nothing to say in the verdict, "missing on both sides" then
+        row["reference_response"] = None
+    folders = write_sides(tmp_path / "both", rows, candidate)
+    result = compare.compare(params(tmp_path / "both", reference=folders[0], candidate=folders[1])).result
+    assert compare.summary_table(result)["value"][("pairs", "same reference_response")] == "missing on both sides"
+    assert "missing" not in result["verdict"]
+
+
+def test_rows_whose_messages_or_reference_response_differ_are_listed(tmp_path):
+    # one prompt's whitespace changed in `messages` (same prompt_id, same pair): "`messages` equal in 3 of 4" and an
+    # empty disagreements table, no row named anywhere
+    rows = demo_pairs([0.4, -0.4], keep_all_candidates=False)
+    ref = copy.deepcopy(rows)
+    ref[1]["messages"][0]["content"] += "  "
+    ref[2]["reference_response"] += " (edited)"
+    folders = write_sides(tmp_path, ref, rows)
+    result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1]))
+    table = result.tables["disagreements"].set_index("prompt_id")
+    assert table["explanation"].to_dict() == {rows[1]["prompt_id"]: "other `messages`",
+                                              rows[2]["prompt_id"]: "another `reference_response`"}
+    assert set(table["pair"]) == {"same"} and result.result["disagreements"]["rows"] == 2
 
 
 def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):

@@ -87,6 +87,11 @@ def test_a_folder_without_a_dataset_is_said_to_hold_none(tmp_path):
     with pytest.raises(DataError, match=r"candidate '\S*run' is a run directory without a dataset \(no dataset/: "
                                         r"its 01_construct has not finished\); build it first"):
         load_source(str(run), "train_prefs", "candidate")
+    # a comparison-only run never had a 01_construct to finish: the run that built the dataset is what to give
+    (run / "manifest.json").write_text('{"notebooks": {"04_compare": {"status": "done"}}}')
+    with pytest.raises(DataError, match=r"candidate '\S*run' is a run directory without a dataset of its own \(its "
+                                        r"notebooks: 04_compare; no 01_construct\): give the run that built it"):
+        load_source(str(run), "train_prefs", "candidate")
     report = tmp_path / "selfcheck"
     report.mkdir()
     (report / "selfcheck.json").write_text('{"tool": "repro selfcheck"}')

@@ -17,7 +17,7 @@ import pyarrow as pa
 from .analysis import number, percent, plots, prose, stats
 from .analysis.report import (dataset_or_own, readable, response_texts, row_preview, show_figures,  # noqa: F401
                               table_or_sentence, values_at, write_outputs)  # show_figures: a cell's
-from .dataset_io import SCORE_COLUMNS, prompt_id_of, score_array
+from .dataset_io import SCORE_COLUMNS, SEED_COLUMNS, prompt_id_of, score_array
 from .errors import DataError, ParameterError, ReproError
 from .exporters import seed_view
 from .manifest import Manifest
@@ -38,6 +38,7 @@ EXAMPLES = 5
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
 PROBABILITIES = ("probability", "chosen_probs", "chosen_probs_win", "chosen_probs_lose")  # SPPO's (compute_prob.py)
+COLUMNS_COMPARED = ("reference_response", "messages")  # equal or not, row by row
 SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
 
 
@@ -317,13 +318,14 @@ def _scores(side: Side, rows: np.ndarray) -> dict[str, np.ndarray] | None:
     return {c: score_array(side.table, c, f"the {side.name}", side.name)[rows] for c in SCORE_COLUMNS}
 
 
-def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -> dict[str, Any] | None:
-    ref, cand = values_at(reference.table, column, a.first_rows), values_at(candidate.table, column, a.second_rows)
+def _equal_column(al: Aligned, column: str) -> dict[str, Any] | None:
+    ref, cand = al.texts[f"reference_{column}"], al.texts[f"candidate_{column}"]
     if ref is None or cand is None:
         return None
     missing = sum(r is None or c is None for r, c in zip(ref, cand))
     equal = sum(r is not None and r == c for r, c in zip(ref, cand))
     return {"equal": equal, "different": len(ref) - equal - missing, "missing": missing,
+            "missing_reference": ref.count(None), "missing_candidate": cand.count(None),
             "fraction_equal": equal / len(ref) if ref else None}
 
 
@@ -331,7 +333,7 @@ def _equal_column(reference: Side, candidate: Side, a: Alignment, column: str) -
 class Aligned:
     """The aligned rows' texts, prompt ids and scores, side by side (reference first)."""
 
-    texts: dict[str, list | None]  # TEXTS, and the candidate's prompt
+    texts: dict[str, list | None]  # TEXTS, the candidate's prompt, each side's candidates and COLUMNS_COMPARED
     prompt_ids: tuple[list | None, list | None]
     ref_scores: dict[str, np.ndarray] | None
     cand_scores: dict[str, np.ndarray] | None
@@ -360,7 +362,8 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
              ((reference, a.first_rows), (candidate, a.second_rows)) for col in ("chosen", "rejected")}
     texts["prompt"] = values_at(candidate.table, "prompt", a.second_rows)
     for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):  # every text each row ranked
-        texts[f"{side.name}_candidates"] = values_at(side.table, "candidates", rows)
+        for column in ("candidates", *COLUMNS_COMPARED):
+            texts[f"{side.name}_{column}"] = values_at(side.table, column, rows)
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
     if all(texts[k] is not None for k in TEXTS):
         rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in TEXTS)
@@ -384,7 +387,7 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
         counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
         out.update(available=True, categories={c: int(n) for c, n in zip(PAIR_CATEGORIES, counts)},
                    fractions={c: float(n / max(a.n, 1)) for c, n in zip(PAIR_CATEGORIES, counts)})
-    out.update({c: _equal_column(reference, candidate, a, c) for c in ("reference_response", "messages")})
+    out.update({c: _equal_column(al, c) for c in COLUMNS_COMPARED})
     out["margin_sign"] = None
     if al.scored:
         mr, mc = al.ordered_margins()
@@ -413,9 +416,10 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
     lacking = [side for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
     if lacking:  # each side's missing columns, and a column of its own that looks like one renamed
-        return {"available": False, "reason": prose("compare", "no_scores", [
-            (side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names) for c in missing})
-            for side in lacking if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])])}
+        lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names)
+                                                                  for c in missing})
+                   for side in lacking if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]
+        return {"available": False, "reason": prose("compare", "no_scores", lacking), "lacking": lacking}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
     m = matched_scores(al)
@@ -499,7 +503,13 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
         nonfinite[m["row"][~fine]] = True
     worst[worst == -np.inf] = np.nan
     sign_differs = np.isfinite(mr) & np.isfinite(ordered) & (np.sign(mr) != np.sign(ordered))
+    # other messages, with the same chosen text (the chosen conversation, as a row's messages often is, or no texts)
+    other = {c: np.array([None not in (r, s) and r != s for r, s in zip(t[f"reference_{c}"] or [None] * n,
+                                                                        t[f"candidate_{c}"] or [None] * n)], dtype=bool)
+             for c in COLUMNS_COMPARED}
+    other["messages"] &= np.isin(categories, (-1, 0, 2))
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance) | nonfinite
+    disagree |= other["messages"] | other["reference_response"]
     records = []
     for k in np.flatnonzero(disagree):
         truncated = al.categories is not None and any(
@@ -515,7 +525,9 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
                 if worst[k] > p.disagreement_tolerance else ", the same scores (one side's chosen scored lower)")),
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
-            (truncated, "a candidate over PairRM's length limits (truncated)")) if holds]
+            (truncated, "a candidate over PairRM's length limits (truncated)"),
+            (other["messages"][k], "other `messages`"),
+            (other["reference_response"][k], "another `reference_response`")) if holds]
         # a near-tie or a swap explains a sign, not a same-text score that moved
         if worst[k] > p.disagreement_tolerance and all(why.startswith(("a near-tie", "chosen and")) for why in reasons):
             reasons.append("unexplained")
@@ -573,8 +585,13 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append(("pairs", "not compared", pairs["reason"]))
     if sign := pairs.get("margin_sign"):
         rows.append(("pairs", "margin signs agree", f"{sign['agree']} of {sign['n']} ({percent(sign['fraction'])})"))
-    rows += [("pairs", f"same {column}", f"{same['equal']} of {same['equal'] + same['different']}")
-             for column in ("reference_response", "messages") if (same := pairs.get(column))]
+    for column in COLUMNS_COMPARED:
+        if same := pairs.get(column):
+            n, gone = same["equal"] + same["different"], {s: same[f"missing_{s}"] for s in ("reference", "candidate")}
+            said = [f"{same['equal']} of {n}"] * bool(n) + [f"missing in the {side} in {k} row{'s' * (k != 1)}"
+                                                            for side, k in gone.items() if k]
+            rows.append(("pairs", f"same {column}", "missing on both sides" if set(gone.values()) == {pairs["n"]}
+                         else "; ".join(said)))
     if scores.get("available"):
         rows += _statistics(f"scores of the same texts ({scores['scores']['n']})", scores["scores"])
         roles = scores["by_role"]
@@ -632,13 +649,18 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     al = gather(reference, candidate, a)
     twins = {side: n for side in ("reference", "candidate")
              if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
-    notes = [prose("compare", "duplicate_note", sides, twins)] if sides else []
+    notes: list[list] = [["duplicate_note", [  # [macro, *its arguments]: each side's rows, keys, an example
+        (side, len(rows), keys, rows[0]["key_kind"], [d["row"] for d in rows if d["key"] == rows[0]["key"]][:4],
+         rows[0]["key"][:16]) for side, rows, keys in sides], twins]] if sides else []
     by_id = a.first_rows[a.matched_by == 0]  # rows aligned by prompt_id: do their prompts agree?
     differs = [] if ref_keys["prompt_normalised"] is None or cand_keys["prompt_normalised"] is None else [
         int(i) for i, j in zip(by_id, a.second_rows[a.matched_by == 0])
         if ref_keys["prompt_normalised"][i] != cand_keys["prompt_normalised"][j]]
-    notes += [prose("compare", "prompt_note", differs)] if differs else []
+    notes += [["prompt_note", len(differs), differs[:4]]] if differs else []
     notes += caveats(reference, candidate, al)
+    only = {side.name: [c for c in SEED_COLUMNS if c in side.table.column_names and c not in other.table.column_names]
+            for side, other in ((reference, candidate), (candidate, reference))}
+    notes += [["columns_note", only]] if any(only.values()) else []
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
@@ -659,10 +681,10 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result["pairs"] = pair_agreement(reference, candidate, a, al)
     result["scores"] = score_agreement(al, p, reference, candidate)
     result["probabilities"] = probability_agreement(reference, candidate, a, p)
-    if not result["scores"]["available"]:
-        notes.append("**Scores not compared.** " + result["scores"]["reason"])
-    if not result["pairs"]["available"]:
-        notes.append("**Pairs not compared.** " + result["pairs"]["reason"] + ".")
+    notes += [["missing_note", column, d, a.n] for column in COLUMNS_COMPARED
+              if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
+              and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
+    notes += [[f"{name}_note", result[name]["reason"]] for name in ("scores", "pairs") if not result[name]["available"]]
     disagreements = explain_rows(a, al, p)
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
@@ -679,7 +701,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         tables["reference_source_index"] = pd.DataFrame({
             "reference_row": np.arange(reference.rows), "group": reference.group,
             "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": where[1]})
-    result["notes"] = notes
+    result["notes"], result["note_facts"] = [prose("compare", name, *args) for name, *args in notes], notes
     result = stats.clean(result)
     result["verdict"] = prose("compare", "verdict", result)  # aligned rows, pairs, scores, coverage, slice, notes
     return result, tables, al
@@ -699,13 +721,13 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
                                       for g in range(len(reference.specs))]), ref_index
 
 
-def caveats(reference: Side, candidate: Side, al: Aligned) -> list[str]:
+def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
     """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), the two sides
     on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
     notes = []
     for side, other in ((reference, candidate), (candidate, reference)):
         if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs):
-            notes.append(prose("compare", "stand_in_note", side.name, other.name))
+            notes.append(["stand_in_note", side.name, other.name])
     if al.scored:
         kinds, opposite = [], []
         for scores in (al.ref_scores, al.cand_scores):
@@ -714,9 +736,9 @@ def caveats(reference: Side, candidate: Side, al: Aligned) -> list[str]:
             kinds.append(stats.detect_scale(chosen[fine], rejected[fine])["kind"] if fine.any() else None)
             opposite.append(fine.any() and np.allclose(chosen[fine], -rejected[fine], rtol=0, atol=1e-6))
         if set(kinds) == {"rating", "logit"}:
-            notes.append(prose("compare", "scale_note", *kinds))
+            notes.append(["scale_note", *kinds])
         if all(opposite):  # PairRM of two candidates: a row's two differences cancel
-            notes.append(prose("compare", "opposite_note"))
+            notes.append(["opposite_note"])
     return notes
 
 

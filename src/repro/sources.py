@@ -107,11 +107,14 @@ def folder_problem(path: Path) -> str | None:
     run, parent = RunDir(path), RunDir(path.parent)
     if run.manifest.is_file() and not run.dataset.is_dir():
         try:
-            family = list(json.loads(run.manifest.read_text()).get("notebooks") or ()) == [FAMILY_NOTEBOOK]
+            notebooks = list(json.loads(run.manifest.read_text()).get("notebooks") or ())
         except (OSError, ValueError, AttributeError):
-            family = False
-        if family:
+            notebooks = []
+        if notebooks == [FAMILY_NOTEBOOK]:
             return "is a family's folder: give one of its members (a folder in it)"
+        if notebooks and "01_construct" not in notebooks:  # a comparison-only run: it never builds a dataset
+            return (f"is a run directory without a dataset of its own (its notebooks: {', '.join(notebooks)}; no "
+                    f"01_construct): give the run that built it (or the path of a dataset)")
         return (f"is a run directory without a dataset (no {run.dataset.name}/: its 01_construct has not finished); "
                 f"{build_first()}")
     if parent.manifest.is_file() and path in (parent.work, parent.tables, parent.figures, parent.notebooks):

@@ -293,11 +293,12 @@ class CardFacts:
         return [(unit, v["spearman"], v["pvalue"]) for unit, v in by_unit.items() if v["spearman"] is not None]
 
     @property
-    def length_shares(self) -> list[tuple[str, float, float | None]]:
-        """(unit, share of the pairs whose lengths differ where chosen is the longer, sign test p-value)."""
+    def length_shares(self) -> list[tuple[str, float, float | None, int, int]]:
+        """(unit, share of the pairs whose lengths differ where chosen is the longer, sign test p-value, how many
+        pairs that is, of how many)."""
         tests = _get(self.metrics, "length", "chosen_longer_test") or {}
-        return [(unit, t["positive"] / (t["positive"] + t["negative"]), t["pvalue"]) for unit, t in tests.items()
-                if t["positive"] + t["negative"]]
+        return [(unit, t["positive"] / n, t["pvalue"], t["positive"], n) for unit, t in tests.items()
+                if (n := t["positive"] + t["negative"])]
 
     @property
     def length_bias(self) -> dict[str, Any]:
@@ -318,7 +319,7 @@ class CardFacts:
                   and p < LENGTH_BIAS_P]
         if marked:
             return {"verdict": "longer" if max(marked, key=abs) > 0 else "shorter"}
-        shares = [share - 0.5 for _, share, p in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE - 0.5
+        shares = [share - 0.5 for _, share, p, *_ in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE - 0.5
                   and p is not None and p < LENGTH_BIAS_P]
         return {"verdict": "none" if not shares else "longer_share" if max(shares, key=abs) > 0 else "shorter_share"}
 
