@@ -149,6 +149,12 @@ def test_a_grid_over_a_parameter_whose_values_are_mappings_gives_that_parameter_
     with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .*: known_recipe is read by 03_card, "
                                              r"which the members do not run"):
         _plan({**values, "notebooks": ["01_construct"]}, tmp_path)
+    # a bundle under the name of a parameter that takes no mapping is a bundle still (it was refused as that
+    # parameter's value: "part_start: Input should be a valid integer")
+    parts = [{"name": "p0", "part_start": 0, "part_stop": 20}, {"name": "p1", "part_start": 20, "part_stop": 40}]
+    family = _plan({**values, "family": {"grid": {"part_start": parts}}}, tmp_path)
+    assert [m.name for m in family.members] == ["p0", "p1"]
+    assert [(m.values["part_start"], m.values["part_stop"]) for m in family.members] == [(0, 20), (20, 40)]
 
 
 def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, monkeypatch, capsys):

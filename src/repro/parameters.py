@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Collection, Literal, Mapping
 import yaml
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError,
                       field_validator, model_validator)
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
@@ -488,6 +488,11 @@ NOTEBOOK_SECTIONS = {"01_construct": ("construct", "generation"), "02_analyze": 
 RUN_KEYS = {"notebooks", "selfcheck", "family", "include"}
 DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 FAMILY_NOTEBOOK = "05_family"  # a family's folder runs only this one (its members hold the runs)
+
+
+# the parameters whose value is a mapping (known_recipe, scorer_options): a family's grid gives them its mappings whole
+MAPPING_FIELDS = {name for schema in SCHEMAS.values() for name, field in schema.model_fields.items()
+                  if TypeAdapter(field.annotation).validator.isinstance_python({})}
 
 
 def notebook_fields(*notebooks: str) -> set[str]:
