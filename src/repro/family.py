@@ -109,6 +109,11 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
                 f"family.grid.{key} in {where}: {key!r} is not a parameter.{did_you_mean(key, sorted(known))} A grid "
                 f"key is a parameter, or a name of your own whose values are mappings of parameters set together "
                 f"(e.g. part: [{{part_start: 0, part_stop: 20000}}, ...]).")
+        if key in MAPPING_FIELDS and (named := next((v for v in values if isinstance(v, dict) and "name" in v), None)):
+            raise ParameterError(f"family.grid.{key} in {where}: {named!r} holds 'name': a mapping there is the value "
+                                 f"of {key}, not a bundle (members are named by a hash of it, or by "
+                                 f"family.member_name). To name them, give bundles under a key of your own, e.g. "
+                                 f"opts: [{{name: {named['name']}, {key}: {{...}}}}, ...].")
         for value in (v for v in values if is_bundle(key, v)):
             for k in value:
                 if k != "name" and (k not in known or k in NOT_IN_GRID):

@@ -551,9 +551,9 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
             msg = RANGE_WORDS[kind].format(**err.get("ctx", {})) if kind in RANGE_WORDS \
                 else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
-            if kind == "extra_forbidden":  # (a scorers: item's key, or a scorer option)
-                msg += "." + did_you_mean(str(err["loc"][-1]), [*ScorerOptions.__annotations__,
-                                                                *ScorerSpec.model_fields])
+            if kind == "extra_forbidden":  # a scorer option, else a scorers: item's key
+                msg += "." + did_you_mean(str(err["loc"][-1]), ScorerOptions.__annotations__ if str(
+                    err["loc"][-2]).endswith("options") else ScorerSpec.model_fields)
             if kind == "string_type" and isinstance(err["input"], (bool, int, float)):  # `run_name: 001` is 1
                 what = "true or false" if isinstance(err["input"], bool) else "a number"
                 typed = set_keys.get(key, "").strip()
