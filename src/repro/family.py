@@ -56,6 +56,11 @@ class Family:
     jobs: int = 1
     given_as: str = "--out"  # how its folder was given (--out, or run_dir): what a refusal says to change
 
+    @property
+    def plan(self) -> dict[str, dict[str, Any]]:
+        """Each member's name -> its grid values, in order (what the family folder's manifest records as `members`)."""
+        return {m.name: m.grid_values for m in self.members}
+
     def member(self, name: str) -> Member:
         """The member called `name`, or at that index from 0 (a Slurm array task id); else an error listing them."""
         if found := next((m for m in self.members if m.name == name), None):
