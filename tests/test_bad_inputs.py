@@ -417,6 +417,14 @@ CASES = [
                                                          "{name: b, limit: 3}]}}\n"))),
          r"family\.grid\.part in \S*f\.yaml lists \{'limit': 3\} twice \(their names aside\): give each value once",
          after=nothing_written),
+    # written as bundles, the mappings are scorer_options' values: the error offered 'name' for `name`
+    Case("a grid value of a parameter that takes a mapping, named as a bundle",
+         lambda t: run(t, params=str(write(t / "f.yaml", "family: {grid: {scorer_options: [{name: short, "
+                                                         "candidate_maxlength: 64}, {name: long}]}}\n"))),
+         r"family\.grid\.scorer_options in \S*f\.yaml: \{'name': 'short', 'candidate_maxlength': 64\} holds 'name': "
+         r"a mapping there is the value of scorer_options, not a bundle"
+         r".*members are named .*family\.member_name",
+         after=nothing_written),
     Case("a falsy grid value listed twice", lambda t: run(t, "--grid", "mini_index=0,0", "--check"),
          r"family\.grid\.mini_index in --grid lists 0 twice: give each value once", after=nothing_written),
     Case("a grid over a key no member's notebook reads",

@@ -149,6 +149,12 @@ def test_a_grid_over_a_parameter_whose_values_are_mappings_gives_that_parameter_
     with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .*: known_recipe is read by 03_card, "
                                              r"which the members do not run"):
         _plan({**values, "notebooks": ["01_construct"]}, tmp_path)
+    # a bundle under the name of a parameter that takes no mapping is a bundle still (it was refused as that
+    # parameter's value: "part_start: Input should be a valid integer")
+    parts = [{"name": "p0", "part_start": 0, "part_stop": 20}, {"name": "p1", "part_start": 20, "part_stop": 40}]
+    family = _plan({**values, "family": {"grid": {"part_start": parts}}}, tmp_path)
+    assert [m.name for m in family.members] == ["p0", "p1"]
+    assert [(m.values["part_start"], m.values["part_stop"]) for m in family.members] == [(0, 20), (20, 40)]
 
 
 def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, monkeypatch, capsys):
@@ -206,10 +212,12 @@ def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_
     grid = ["run", str(DEMO), "--set", "mini_count=3", "--out", str(root), "--grid"]
     monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: 130)
     assert main([*grid, "mini_index=0,1"]) == 130
-    assert Manifest(RunDir(root)).read()["members"] == ["mini_index-0", "mini_index-1"]
+    # each member with its grid values (05_family shows them for a member not started: the names alone were kept)
+    assert Manifest(RunDir(root)).read()["members"] == {"mini_index-0": {"mini_index": 0},
+                                                        "mini_index-1": {"mini_index": 1}}
     capsys.readouterr()
     assert main([*grid, "mini_index=0,2", "--member", "1"]) == 130
-    assert Manifest(RunDir(root)).read()["members"] == ["mini_index-0", "mini_index-2"]
+    assert list(Manifest(RunDir(root)).read()["members"]) == ["mini_index-0", "mini_index-2"]
     assert "family demo: mini_index-1 of its last plan is no longer in the grid: left out of the family view (its " \
            "folder stays)" in capsys.readouterr().out
     # a family of another name into that folder took it over unsaid (family.json, figures, the members shown)
@@ -348,6 +356,18 @@ def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_
     assert list(view.table["status"]) == ["not started", "complete", "not started"]
     assert view.summary["complete"] == 1 and view.summary["parameters_that_differ"] == []  # (none to compare with)
     assert view.summary["rows_scored"] == {"computed": 2, "from_cache": 0, "from_work": 0}
+    # a plan recording each member's grid values: a member not started shows its own; counts stay whole numbers,
+    # unknown where unknown, in the table and its CSV (a not-started member turned every count column float: 10.0, NaN)
+    Manifest(RunDir(root)).update(members={name: {"seed": i} for i, name in enumerate("abc")})
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert [m["grid"] for m in view.summary["members"]] == [{"seed": 0}, {"seed": 1}, {"seed": 2}]
+    assert list(view.table["seed"]) == [0, 1, 2]
+    for column in ("seed", "rows", "ties", "scored here", "scored from cache", "scored before (work/)"):
+        assert view.table[column].dtype == "Int64", column
+    assert view.table["rows"].isna().tolist() == [True, False, True] and view.table["rows"][1] == 2
+    csv = view.table.to_csv(index=False)
+    assert "\nb,1,,complete,2,0.2," in csv and '",0,2,0,,\nc,2,,not started,,,,,,,,\n' in csv
+    assert '"rows": 2,' in (root / "family.json").read_text()
     # none started yet: the plan alone, every member not started (it said "holds no member of a family")
     (root / "b" / "manifest.json").unlink()
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))

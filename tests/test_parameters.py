@@ -357,3 +357,11 @@ def test_every_scorer_load_option_is_a_typed_scorer_option():
     with pytest.raises(ParameterError, match=r"scorer_options\.fast_atention: unknown name: check its spelling\. Did "
                                              r"you mean 'fast_attention'\?"):
         validate_all({"scorer_options": {"fast_atention": False}})
+    # a scorer option is suggested among the scorer options only (`name`, a scorers: item's, was offered for `name`)
+    with pytest.raises(ParameterError) as raised:
+        validate_all({"scorer_options": {"name": "short"}})
+    assert "scorer_options.name: unknown name: check its spelling. (got 'short')" in str(raised.value)
+    with pytest.raises(ParameterError, match=r"scorers\.0\.options\.batchsize: .* Did you mean 'batch_size'\?"):
+        validate_all({"scorers": [{"name": "b", "model": "builtin:tiny-pairrm", "options": {"batchsize": 2}}]})
+    with pytest.raises(ParameterError, match=r"scorers\.0\.modle: .* Did you mean 'model'\?"):
+        validate_all({"scorers": [{"name": "b", "modle": "builtin:tiny-pairrm"}]})

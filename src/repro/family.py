@@ -15,8 +15,8 @@ import yaml
 from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
 from .manifest import Manifest
-from .parameters import (DEFAULT_NOTEBOOKS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once, resolve_parameters,
-                         validate_all)
+from .parameters import (DEFAULT_NOTEBOOKS, MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once,
+                         resolve_parameters, validate_all)
 from .paths import run_folder
 from .revisions import run_fingerprint
 
@@ -55,6 +55,11 @@ class Family:
     members: list[Member] = field(default_factory=list)
     jobs: int = 1
     given_as: str = "--out"  # how its folder was given (--out, or run_dir): what a refusal says to change
+
+    @property
+    def plan(self) -> dict[str, dict[str, Any]]:
+        """Each member's name -> its grid values, in order (what the family folder's manifest records as `members`)."""
+        return {m.name: m.grid_values for m in self.members}
 
     def member(self, name: str) -> Member:
         """The member called `name`, or at that index from 0 (a Slurm array task id); else an error listing them."""
@@ -104,14 +109,17 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
                    key == "include" else "members go to runs/<family>/<member>/ and run the same notebooks")
             raise ParameterError(f"family.grid.{key} in {where}: {key} cannot vary within a family ({why}); remove it "
                                  f"from the grid.")
-        if key in known:
-            continue
-        if not all(isinstance(v, dict) for v in values):
+        if key not in known and not all(isinstance(v, dict) for v in values):
             raise ParameterError(
                 f"family.grid.{key} in {where}: {key!r} is not a parameter.{did_you_mean(key, sorted(known))} A grid "
                 f"key is a parameter, or a name of your own whose values are mappings of parameters set together "
                 f"(e.g. part: [{{part_start: 0, part_stop: 20000}}, ...]).")
-        for value in values:
+        if key in MAPPING_FIELDS and (named := next((v for v in values if isinstance(v, dict) and "name" in v), None)):
+            raise ParameterError(f"family.grid.{key} in {where}: {named!r} holds 'name': a mapping there is the value "
+                                 f"of {key}, not a bundle (members are named by a hash of it, or by "
+                                 f"family.member_name). To name them, give bundles under a key of your own, e.g. "
+                                 f"opts: [{{name: {named['name']}, {key}: {{...}}}}, ...].")
+        for value in (v for v in values if is_bundle(key, v)):
             for k in value:
                 if k != "name" and (k not in known or k in NOT_IN_GRID):
                     raise ParameterError(f"family.grid.{key} in {where}: {k!r} in {value!r} is not a parameter a "
@@ -155,9 +163,9 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
 
 
 def is_bundle(key: str, value: Any) -> bool:
-    """Whether a value of grid key `key` is a bundle: a mapping under a key that is no parameter (the mappings of a
-    parameter that takes one, known_recipe or scorer_options, are that parameter's values)."""
-    return isinstance(value, dict) and key not in all_fields()
+    """Whether a value of grid key `key` is a bundle: a mapping, unless under a parameter that takes one
+    (known_recipe, scorer_options: the mapping is that parameter's value)."""
+    return isinstance(value, dict) and key not in MAPPING_FIELDS
 
 
 def settings_of(key: str, value: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Collection, Literal, Mapping
 import yaml
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError,
                       field_validator, model_validator)
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
@@ -490,6 +490,11 @@ DEFAULT_NOTEBOOKS = ["01_construct", "02_analyze", "03_card"]
 FAMILY_NOTEBOOK = "05_family"  # a family's folder runs only this one (its members hold the runs)
 
 
+# the parameters whose value is a mapping (known_recipe, scorer_options): a family's grid gives them its mappings whole
+MAPPING_FIELDS = {name for schema in SCHEMAS.values() for name, field in schema.model_fields.items()
+                  if TypeAdapter(field.annotation).validator.isinstance_python({})}
+
+
 def notebook_fields(*notebooks: str) -> set[str]:
     """The parameter names the named notebooks read (one not in NOTEBOOK_SECTIONS: every section's)."""
     sections = [s for nb in notebooks for s in NOTEBOOK_SECTIONS.get(Path(nb).stem, SCHEMAS)]
@@ -546,9 +551,9 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
             msg = RANGE_WORDS[kind].format(**err.get("ctx", {})) if kind in RANGE_WORDS \
                 else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
-            if kind == "extra_forbidden":  # (a scorers: item's key, or a scorer option)
-                msg += "." + did_you_mean(str(err["loc"][-1]), [*ScorerOptions.__annotations__,
-                                                                *ScorerSpec.model_fields])
+            if kind == "extra_forbidden":  # a scorer option, else a scorers: item's key
+                msg += "." + did_you_mean(str(err["loc"][-1]), ScorerOptions.__annotations__ if str(
+                    err["loc"][-2]).endswith("options") else ScorerSpec.model_fields)
             if kind == "string_type" and isinstance(err["input"], (bool, int, float)):  # `run_name: 001` is 1
                 what = "true or false" if isinstance(err["input"], bool) else "a number"
                 typed = set_keys.get(key, "").strip()

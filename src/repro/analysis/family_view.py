@@ -51,6 +51,8 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
         raise DataError(f"{root} is member {member.get('member')} of family {member.get('name')}: give run_dir = "
                         f"{root.parent}, the family's folder.")
     planned = record.get("members")  # a grid changed since: its old members' folders stay
+    if isinstance(planned, list):  # a plan of names only (before each member's grid values were recorded)
+        planned = dict.fromkeys(planned, {})
     found = [(RunDir(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
              if (data := json.loads(manifest.read_text())).get("family")
              and (planned is None or data["family"].get("member") in planned)]
@@ -59,8 +61,8 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
         raise DataError(f"{root} holds members of several families {sorted(names)}: give each family its own folder.")
     started = {data["family"]["member"] for _, data in found}  # a member of the plan not started yet: shown so
     found += [(RunDir(root / name), {"status": NOT_STARTED, "family": {"name": record.get("family_name") or root.name,
-                                                                       "member": name, "index": index}})
-              for index, name in enumerate(planned or ()) if name not in started]
+                                                                       "member": name, "index": index, "grid": grid}})
+              for index, (name, grid) in enumerate((planned or {}).items()) if name not in started]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
                         f"first (e.g. repro run demo_family), or give run_dir = the family's folder.")
@@ -170,7 +172,10 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
                      "scored before (work/)": m["scored_rows"]["from_work"],
                      **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
                      "verdict": m["verdict"] or ""})
-    return pd.DataFrame(rows)
+    # counts and a grid's whole numbers stay whole, a member's unknown <NA> (NaN made such a column float)
+    frame, counts = pd.DataFrame(rows), {"rows", "ties", "scored here", "scored from cache", "scored before (work/)"}
+    return frame.astype({c: "Int64" for c in frame
+                         if c in counts or {type(row.get(c)) for row in rows} - {type(None)} == {int}})
 
 
 def family_view(params: FamilyViewParams) -> FamilyView:

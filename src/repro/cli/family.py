@@ -74,7 +74,7 @@ def plan_check(family: Family, force: bool) -> list[Check]:
 def record_plan(family: Family) -> None:
     """Record the members planned, before any runs (05_family, on its own too, shows those), saying which of the last
     plan are left out now."""
-    record, planned = Manifest(family.root), [m.name for m in family.members]
+    record, planned = Manifest(family.root), family.plan
     seen = record.read()
     if dropped := [name for name in seen.get("members") or () if name not in planned]:
         is_, its = ("is", "its folder stays") if len(dropped) == 1 else ("are", "their folders stay")
@@ -167,7 +167,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     # the family folder's own record holds the family view's parameters only (the members hold theirs)
     view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items() if k != "run_dir"}).model_dump()
     view = {**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}
-    planned, fingerprint, record = [m.name for m in family.members], run_fingerprint(view), Manifest(family.root)
+    planned, fingerprint, record = family.plan, run_fingerprint(view), Manifest(family.root)
     # what the members hold now (a member run again alone, with --member, since the view was made: not the same)
     state = fingerprint_of([(d.get("fingerprint"), d.get("outputs")) for d in (Manifest(m.run_dir).read()
                                                                                  for m in family.members)])
