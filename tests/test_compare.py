@@ -1088,6 +1088,11 @@ def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
     table = compare.summary_table(result)
     assert table.loc[("SPPO probabilities", "`chosen_probs` further apart than 0.001"), "value"] == \
         "2 of 6 rows (max |difference| 0.25)"
+    # each row that differs is listed, with the columns that differ as its explanation
+    listed = pd.read_csv(p.run_root / "tables" / "compare_disagreements.csv").set_index("prompt_id")["explanation"]
+    assert listed.to_dict() == {ref[1]["prompt_id"]: "other `chosen_probs`", ref[2]["prompt_id"]: "other `probability`",
+                                ref[3]["prompt_id"]: "other `probability`", ref[4]["prompt_id"]: "other `chosen_probs`"}
+    assert result["disagreements"]["rows"] == 4
     # the card's Reproduction section says it too, in both languages
     from repro.card import CardFacts, render_section
     facts = CardFacts(run=RunDir(p.run_root), title="t", features=None, splits=[], built_here=True, license="mit",
