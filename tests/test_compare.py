@@ -1100,6 +1100,17 @@ def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
     en, zh = (render_section(facts, "reproduction", lang) for lang in ("en", "zh"))
     assert "| `chosen_probs` further apart than 0.001 (rows of 6); max \\|difference\\| | 2; 0.25 |" in en
     assert "| `chosen_probs` 相差超过 0.001 的行（共 6 行）；最大 \\|差值\\| | 2; 0.25 |" in zh
+    # a reference in two parts, the second without `probability`: compared over the first part's rows, the others
+    # said to be missing on a side
+    parts = [tmp_path / "part_a", tmp_path / "part_b"]
+    write_split(datasets.Dataset.from_list(ref[:3], features=candidate.features), parts[0])
+    write_split(datasets.Dataset.from_list(ref[3:], features=candidate.features).remove_columns("probability"),
+                parts[1])
+    p = params(tmp_path / "parts", reference=[str(f) for f in parts], candidate=str(tmp_path / "candidate"))
+    result = compare.compare(p).result
+    assert {k: result["probabilities"]["probability"][k] for k in ("rows", "missing", "differ")} == \
+        {"rows": 3, "missing": 3, "differ": 1}
+    assert result["probabilities"]["chosen_probs"]["differ"] == 2
     # a side without them: nothing compared, nothing said
     write_split(datasets.Dataset.from_list(rows, features=output_features(keep_all_candidates=True)), tmp_path / "seed")
     plain = compare.compare(params(tmp_path / "plain", reference=str(tmp_path / "seed"),

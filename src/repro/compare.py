@@ -78,11 +78,14 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
 
 
 def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
-    """Load one side, given by the parameter `name` (several specs concatenated, each a group: a family's minis)."""
+    """Load one side, given by the parameter `name` (several specs concatenated, each a group: a family's minis; the
+    columns they all hold, and SPPO's probabilities any holds: null in the rows of a spec without them)."""
     specs = [specs] if isinstance(specs, str) else list(specs)
     tables = [_load_one(s, split, name) for s in specs]
-    common = [c for c in tables[0].column_names if all(c in t.column_names for t in tables)]
-    table = pa.concat_tables([t.select(common) for t in tables], promote_options="permissive")
+    kept = [c for c in dict.fromkeys(c for t in tables for c in t.column_names)
+            if c in PROBABILITIES or all(c in t.column_names for t in tables)]
+    table = pa.concat_tables([t.select([c for c in kept if c in t.column_names]) for t in tables],
+                             promote_options="permissive")
     group = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
     if table.num_rows == 0:
         raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
