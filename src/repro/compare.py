@@ -614,7 +614,9 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append(("scores", "not compared", scores["reason"]))
     tolerance = number(result["parameters"]["disagreement_tolerance"])
     rows += [("SPPO probabilities", f"`{column}` further apart than {tolerance}",
-              f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])})")
+              f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])}" + "".join(
+                  f", {d[k]} {words}" for k, words in (("other_shape", "of another shape"),
+                                                       ("missing", "missing on a side")) if d[k]) + ")")
              for column, d in result.get("probabilities", {}).items()]
     return pd.DataFrame(rows, columns=["section", "measure", "value"]).set_index(["section", "measure"])
 
