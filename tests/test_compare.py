@@ -1088,13 +1088,42 @@ def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
     table = compare.summary_table(result)
     assert table.loc[("SPPO probabilities", "`chosen_probs` further apart than 0.001"), "value"] == \
         "2 of 6 rows (max |difference| 0.25)"
+    assert table.loc[("SPPO probabilities", "`probability` further apart than 0.001"), "value"] == \
+        "2 of 6 rows (max |difference| 0.5, 1 of another shape)"
+    # each row that differs is listed, with the columns that differ as its explanation
+    listed = pd.read_csv(p.run_root / "tables" / "compare_disagreements.csv").set_index("prompt_id")["explanation"]
+    assert listed.to_dict() == {ref[1]["prompt_id"]: "other `chosen_probs`", ref[2]["prompt_id"]: "other `probability`",
+                                ref[3]["prompt_id"]: "other `probability`", ref[4]["prompt_id"]: "other `chosen_probs`"}
+    assert result["disagreements"]["rows"] == 4
     # the card's Reproduction section says it too, in both languages
     from repro.card import CardFacts, render_section
     facts = CardFacts(run=RunDir(p.run_root), title="t", features=None, splits=[], built_here=True, license="mit",
                       language=["en"], comparison=json.loads((p.run_root / "compare.json").read_text()))
     en, zh = (render_section(facts, "reproduction", lang) for lang in ("en", "zh"))
-    assert "| `chosen_probs` further apart than 0.001 (rows of 6); max \\|difference\\| | 2; 0.25 |" in en
-    assert "| `chosen_probs` 相差超过 0.001 的行（共 6 行）；最大 \\|差值\\| | 2; 0.25 |" in zh
+    assert "| `chosen_probs` apart by more than 0.001 | 2 of 6 rows; max \\|difference\\| 0.25 |" in en
+    assert "| `probability` apart by more than 0.001 | 2 of 6 rows (1 of another shape); max \\|difference\\| 0.5 |" \
+        in en
+    assert "| `chosen_probs` 相差超过 0.001 | 6 行中有 2 行；最大 \\|差值\\| 0.25 |" in zh
+    assert "| `probability` 相差超过 0.001 | 6 行中有 2 行（其中 1 行形状不同）；最大 \\|差值\\| 0.5 |" in zh
+    # a reference in two parts, the second without `probability`: compared over the first part's rows, the others
+    # said to be missing on a side (in compare.json, the summary table and the card)
+    parts = [tmp_path / "part_a", tmp_path / "part_b"]
+    write_split(datasets.Dataset.from_list(ref[:3], features=candidate.features), parts[0])
+    write_split(datasets.Dataset.from_list(ref[3:], features=candidate.features).remove_columns("probability"),
+                parts[1])
+    p = params(tmp_path / "parts", reference=[str(f) for f in parts], candidate=str(tmp_path / "candidate"))
+    result = compare.compare(p).result
+    assert {k: result["probabilities"]["probability"][k] for k in ("rows", "missing", "differ")} == \
+        {"rows": 3, "missing": 3, "differ": 1}
+    assert result["probabilities"]["chosen_probs"]["differ"] == 2
+    assert compare.summary_table(result)["value"][("SPPO probabilities", "`probability` further apart than 0.001")] \
+        == "1 of 3 rows (max |difference| 0.5, 3 missing on a side)"
+    facts = dataclasses.replace(facts, run=RunDir(p.run_root),
+                                comparison=json.loads((p.run_root / "compare.json").read_text()))
+    en, zh = (render_section(facts, "reproduction", lang) for lang in ("en", "zh"))
+    assert "| `probability` apart by more than 0.001 | 1 of 3 rows; max \\|difference\\| 0.5; 3 more rows missing " \
+        "on a side |" in en
+    assert "| `probability` 相差超过 0.001 | 3 行中有 1 行；最大 \\|差值\\| 0.5；另有 3 行在一侧缺失 |" in zh
     # a side without them: nothing compared, nothing said
     write_split(datasets.Dataset.from_list(rows, features=output_features(keep_all_candidates=True)), tmp_path / "seed")
     plain = compare.compare(params(tmp_path / "plain", reference=str(tmp_path / "seed"),

@@ -78,11 +78,14 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
 
 
 def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
-    """Load one side, given by the parameter `name` (several specs concatenated, each a group: a family's minis)."""
+    """Load one side, given by the parameter `name` (several specs concatenated, each a group: a family's minis; the
+    columns they all hold, and SPPO's probabilities any holds: null in the rows of a spec without them)."""
     specs = [specs] if isinstance(specs, str) else list(specs)
     tables = [_load_one(s, split, name) for s in specs]
-    common = [c for c in tables[0].column_names if all(c in t.column_names for t in tables)]
-    table = pa.concat_tables([t.select(common) for t in tables], promote_options="permissive")
+    kept = [c for c in dict.fromkeys(c for t in tables for c in t.column_names)
+            if c in PROBABILITIES or all(c in t.column_names for t in tables)]
+    table = pa.concat_tables([t.select([c for c in kept if c in t.column_names]) for t in tables],
+                             promote_options="permissive")
     group = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
     if table.num_rows == 0:
         raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
@@ -333,7 +336,7 @@ def _equal_column(al: Aligned, column: str) -> dict[str, Any] | None:
 class Aligned:
     """The aligned rows' texts, prompt ids and scores, side by side (reference first)."""
 
-    texts: dict[str, list | None]  # TEXTS, the candidate's prompt, each side's candidates and COLUMNS_COMPARED
+    texts: dict[str, list | None]  # TEXTS, the prompt, each side's candidates, COLUMNS_COMPARED, PROBABILITIES
     prompt_ids: tuple[list | None, list | None]
     ref_scores: dict[str, np.ndarray] | None
     cand_scores: dict[str, np.ndarray] | None
@@ -362,7 +365,7 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
              ((reference, a.first_rows), (candidate, a.second_rows)) for col in ("chosen", "rejected")}
     texts["prompt"] = values_at(candidate.table, "prompt", a.second_rows)
     for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):  # every text each row ranked
-        for column in ("candidates", *COLUMNS_COMPARED):
+        for column in ("candidates", *COLUMNS_COMPARED, *PROBABILITIES):
             texts[f"{side.name}_{column}"] = values_at(side.table, column, rows)
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
     if all(texts[k] is not None for k in TEXTS):
@@ -457,20 +460,24 @@ def _largest_difference(reference: Any, candidate: Any) -> float:
     return float(np.abs(c - r).max(initial=0.0)) if r.shape == c.shape else np.inf
 
 
-def probability_agreement(reference: Side, candidate: Side, a: Alignment, p: CompareParams) -> dict[str, Any]:
+def probability_differences(al: Aligned) -> dict[str, np.ndarray]:
+    """Each SPPO probability column both sides hold: every aligned row's largest difference (_largest_difference)."""
+    return {column: np.array([_largest_difference(r, c) for r, c in zip(ref, cand)], dtype=np.float64)
+            for column in PROBABILITIES
+            if None not in (ref := al.texts[f"reference_{column}"], cand := al.texts[f"candidate_{column}"])}
+
+
+def probability_agreement(al: Aligned, p: CompareParams) -> dict[str, Any]:
     """SPPO's probability columns both sides hold, each aligned row's largest difference: rows further apart than
     disagreement_tolerance (a matrix of another shape among them), max |difference| (of the same shapes), the share
     within each score tolerance (missing on a side: left out)."""
     out = {}
-    for column in PROBABILITIES:
-        ref, cand = values_at(reference.table, column, a.first_rows), values_at(candidate.table, column, a.second_rows)
-        if ref is not None and cand is not None:
-            d = np.array([_largest_difference(r, c) for r, c in zip(ref, cand)])
-            d, shaped = d[~np.isnan(d)], d[np.isfinite(d)]
-            out[column] = {"rows": d.size, "missing": len(ref) - d.size, "other_shape": d.size - shaped.size,
-                           "differ": (d > p.disagreement_tolerance).sum(),
-                           "max_abs_difference": shaped.max() if shaped.size else None,
-                           "within": {f"{t:g}": (d <= t).mean() if d.size else None for t in p.score_tolerances}}
+    for column, every in probability_differences(al).items():
+        d, shaped = every[~np.isnan(every)], every[np.isfinite(every)]
+        out[column] = {"rows": d.size, "missing": every.size - d.size, "other_shape": d.size - shaped.size,
+                       "differ": (d > p.disagreement_tolerance).sum(),
+                       "max_abs_difference": shaped.max() if shaped.size else None,
+                       "within": {f"{t:g}": (d <= t).mean() if d.size else None for t in p.score_tolerances}}
     return stats.clean(out)
 
 
@@ -485,7 +492,8 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
 
 
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
-    """Every aligned row that disagrees (pair, margin sign or a same-text score) with why, where it can tell."""
+    """Every aligned row that disagrees (pair, margin sign, a same-text score, `messages`, `reference_response` or
+    an SPPO probability) with why, where it can tell."""
     n, t = a.n, al.texts
     sets = [None if texts is None else [None if c is None else sorted(c) for c in texts]
             for texts in (t["reference_candidates"], t["candidate_candidates"])]
@@ -509,7 +517,8 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
              for c in COLUMNS_COMPARED}
     other["messages"] &= np.isin(categories, (-1, 0, 2))
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance) | nonfinite
-    disagree |= other["messages"] | other["reference_response"]
+    probabilities = {c: d > p.disagreement_tolerance for c, d in probability_differences(al).items()}  # NaN: missing
+    disagree |= np.logical_or.reduce([*other.values(), *probabilities.values()])
     records = []
     for k in np.flatnonzero(disagree):
         truncated = al.categories is not None and any(
@@ -531,6 +540,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
         # a near-tie or a swap explains a sign, not a same-text score that moved
         if worst[k] > p.disagreement_tolerance and all(why.startswith(("a near-tie", "chosen and")) for why in reasons):
             reasons.append("unexplained")
+        reasons += [f"other `{c}`" for c, apart in probabilities.items() if apart[k]]  # they explain no score
         records.append({"prompt_id": ref_ids[k], "candidate_prompt_id": cand_ids[k],
                         "reference_row": int(a.first_rows[k]), "candidate_row": int(a.second_rows[k]),
                         "matched_by": KEY_KINDS[a.matched_by[k]],
@@ -604,7 +614,9 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append(("scores", "not compared", scores["reason"]))
     tolerance = number(result["parameters"]["disagreement_tolerance"])
     rows += [("SPPO probabilities", f"`{column}` further apart than {tolerance}",
-              f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])})")
+              f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])}" + "".join(
+                  f", {d[k]} {words}" for k, words in (("other_shape", "of another shape"),
+                                                       ("missing", "missing on a side")) if d[k]) + ")")
              for column, d in result.get("probabilities", {}).items()]
     return pd.DataFrame(rows, columns=["section", "measure", "value"]).set_index(["section", "measure"])
 
@@ -680,7 +692,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     }
     result["pairs"] = pair_agreement(reference, candidate, a, al)
     result["scores"] = score_agreement(al, p, reference, candidate)
-    result["probabilities"] = probability_agreement(reference, candidate, a, p)
+    result["probabilities"] = probability_agreement(al, p)
     notes += [["missing_note", column, d, a.n] for column in COLUMNS_COMPARED
               if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
               and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
