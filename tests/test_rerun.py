@@ -450,6 +450,12 @@ def test_a_family_never_goes_into_a_runs_folder_nor_a_run_into_a_familys(previou
     assert main([*grid, "--force"]) == 2  # --force replaces a run of other parameters, never another kind of folder
     assert "give the family its own --out" in capsys.readouterr().err
     assert files_of(previous_run.root) == before
+    # the family's folder given as run_dir in its params file: the refusal says run_dir (it said --out)
+    given = tmp_path / "fam.yaml"
+    given.write_text(f"include: {ROOT / 'params' / 'demo_family.yaml'}\nrun_dir: {previous_run.root}\n")
+    assert main(["run", str(given), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "give the family its own run_dir" in out and "--out" not in out
     family = RunDir(tmp_path / "fam")
     Manifest(family).start_run({"run_name": "fam"}, ["05_family"])
     Manifest(family).notebook_status("05_family", "done")
