@@ -178,10 +178,22 @@ def test_a_candidate_not_built_yet_is_to_be_built_first_by_the_params_file_besid
     assert main(check) == 1
     assert (f"candidate: {built}: holds no dataset yet: build it first (`repro run params/rebuild.yaml`), or give the "
             f"path of a dataset") in capsys.readouterr().out
-    rebuild.unlink()  # no params file beside builds it: the candidate (a rebuild) is still to be built
+    # a run there whose 01_construct failed (a manifest, no dataset): its own message, not "holds no dataset yet"
+    (built / "manifest.json").write_text('{"notebooks": {"01_construct": {"status": "failed"}}, "status": "failed"}')
     assert main(check) == 1
-    assert (f"candidate: {built}: holds no dataset yet: build it first (`repro run` with 01_construct), or give the "
-            f"path of a dataset") in capsys.readouterr().out
+    assert (f"candidate: {built}: is a run directory without a dataset (no dataset/: its 01_construct has not "
+            f"finished)") in capsys.readouterr().out
+    # no params file beside builds it: a folder without data says so, a missing path (a typo) is a missing path
+    rebuild.unlink()
+    (built / "manifest.json").unlink()
+    assert main(check) == 1
+    out = capsys.readouterr().out
+    assert f"candidate: {built}: holds no data files" in out and "build it first" not in out
+    verify.write_text(f"notebooks: [04_compare]\nreference: demo\ncandidate: {built}-typo\n")
+    assert main(check) == 1
+    out = capsys.readouterr().out
+    assert f"candidate: {built}-typo: no such file or folder; give an existing path" in out
+    assert "build it first" not in out
 
 
 def test_04_compare_without_a_reference_is_refused_before_the_run(bare_machine):
