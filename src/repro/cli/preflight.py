@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import prose
-from ..errors import DataError, ReproError
+from ..errors import DataError, ReproError, counted
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
 from ..revisions import hub_offline, publish_blocker
@@ -284,7 +284,7 @@ def report(checks: list[Check], params_file: str | Path) -> str:
     """The checks as lines, with a verdict line first."""
     missing = [c for c in checks if not c.ok]
     head = (f"{params_file}: everything the run needs is here" if not missing else
-            f"{params_file}: {len(missing)} thing(s) to fix ({'; '.join(c.what for c in missing)}); "
+            f"{params_file}: {counted(len(missing), 'thing')} to fix ({'; '.join(c.what for c in missing)}); "
             f"nothing was downloaded or run")
     return "\n".join([head, *(c.line() for c in checks)])
 
