@@ -274,7 +274,7 @@ def _bench_pairrm(args, s: Settings, model: str, prompts, candidates, results: d
     log(f"repro bench: {counted(len(prompts), 'prompt')} x {counted(len(candidates[0]), 'candidate')}, "
         f"{len(lengths)} passes of "
         f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {s.device} {s.dtype}, "
-        f"{torch.get_num_threads()} thread(s); slices of {counted(s.slice_size, 'prompt')}")
+        f"{counted(torch.get_num_threads(), 'thread')}; slices of {counted(s.slice_size, 'prompt')}")
     alternate(contenders, prompts, candidates, s.slice_size, s.device.type, log)
 
     first = contenders[0]
@@ -338,7 +338,7 @@ def _bench_reward(args, s: Settings, model: str, prompts, candidates, results: d
                   Contender(f"padded batches of {BASELINE_BATCH}", partial(baseline, engine))]
     log(f"repro bench: {counted(len(prompts), 'prompt')}, {counted(len(lengths), 'conversation')} of "
         f"{statistics.mean(lengths):.0f} tokens on average (max {max(lengths)}), {s.device} {s.dtype}, "
-        f"{torch.get_num_threads()} thread(s)")
+        f"{counted(torch.get_num_threads(), 'thread')}")
     alternate(contenders, prompts, candidates, s.slice_size, s.device.type, log)
     ours, base = contenders[0], contenders[-1]  # the first budget gives the speed-up
     results.update({

@@ -141,6 +141,14 @@ CASES = [
          r"'mini_index'\? Known parameters .*; remove or rename them\.", after=nothing_written),
     Case("unknown key in the file", lambda t: run(t, params=str(write(t / "p.yaml", "mini_idx: 1\n"))),
          r"Unknown parameter 'mini_idx' in \S*p.yaml\. Did you mean 'mini_index'\?", after=nothing_written),
+    Case("unknown keys in a file, its include and --set, all in one error",  # (one source at a time)
+         lambda t: write(t / "base.yaml", "foo: 1\n") and run(
+             t, "--set", "qux=1", params=str(write(t / "p.yaml", "include: base.yaml\nbaz: 1\n"))),
+         r"Unknown parameter 'baz' in \S*p.yaml\. Unknown parameter 'foo' in \S*base.yaml\. Unknown parameter 'qux' "
+         r"in --set qux=1\. Known parameters .*; remove or rename them\.", after=nothing_written),
+    Case("unknown grid keys, all in one error", lambda t: run(t, "--grid", "foo=1,2", "--grid", "bar=1,2", "--check"),
+         r"family.grid.foo in --grid: 'foo' is not a parameter\. family.grid.bar in --grid: 'bar' is not a parameter\. "
+         r"A grid key is a parameter, or a name of your own", after=nothing_written),
     Case("hub_repo_id not a repository id", lambda t: run(t, "--set", "hub_repo_id=a/b/c"),
          r"  - hub_repo_id \(from --set\): not a hub repository id: give owner/name \(letters, digits, -, _ and \., "
          r"neither starting nor ending with - or \., no -- or \.\., at most 96 characters\) \(got 'a/b/c'\)",

@@ -158,9 +158,10 @@ def test_repro_bench_says_one_prompt_in_the_singular(tmp_path, h4_file, monkeypa
               "--output-dir", str(tmp_path / "results")]
     assert cli.main(["bench", *common, "--skip", "bs1,bs8"]) == 0
     err = capsys.readouterr().err
-    assert "repro bench: 1 prompt x 2 candidates," in err and "slices of 1 prompt\n" in err
+    assert "repro bench: 1 prompt x 2 candidates," in err and "1 thread; slices of 1 prompt\n" in err
     assert cli.main(["bench", "--kind", "sequence_classifier", *common]) == 0
-    assert "repro bench: 1 prompt, 2 conversations" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "repro bench: 1 prompt, 2 conversations" in err and "cpu fp32, 1 thread\n" in err
 
 
 def test_repro_bench_outside_a_checkout_says_where_the_harness_is(tmp_path, monkeypatch, capsys):

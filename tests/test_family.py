@@ -226,6 +226,11 @@ def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_
     assert main(["run", str(other), "--out", str(root), "--check"]) == 1
     assert f"REFUSED  family folder: {root} holds family demo's record, not other's: give this family its own " \
            f"--out, or pass --force" in capsys.readouterr().out
+    given = tmp_path / "other_given.yaml"  # the folder given as run_dir: the refusal says so (it said --out)
+    given.write_text(f"include: {other}\nrun_dir: {root}\n")
+    assert main(["run", str(given), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "give this family its own run_dir, or pass --force" in out and "--out" not in out
     assert main(["run", str(other), "--out", str(root), "--force"]) == 130
     assert Manifest(RunDir(root)).read()["family_name"] == "other"
     # nor does a run go into a family's folder whose view never ran

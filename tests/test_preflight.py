@@ -40,7 +40,7 @@ def test_check_names_the_gpu_vllm_and_the_three_downloads_in_one_message(bare_ma
     assert main(["run", "--check", "params/part2_mini_1.yaml", "--out", str(bare_machine / "run")]) == 1
     out = capsys.readouterr().out
     head = out.splitlines()[0]
-    assert "5 thing(s) to fix" in head
+    assert "5 things to fix" in head
     for what in ("device: cuda", "generation_backend: vllm", "source: ZHLiu627/ultrafeedback_binarized_with_response_full",
                  "policy_model: alignment-handbook/zephyr-7b-sft-full", "scorer_model: llm-blender/PairRM"):
         assert what in head
@@ -178,10 +178,23 @@ def test_a_candidate_not_built_yet_is_to_be_built_first_by_the_params_file_besid
     assert main(check) == 1
     assert (f"candidate: {built}: holds no dataset yet: build it first (`repro run params/rebuild.yaml`), or give the "
             f"path of a dataset") in capsys.readouterr().out
-    rebuild.unlink()  # no params file beside builds it: the candidate (a rebuild) is still to be built
+    # a run there whose 01_construct failed (a manifest, no dataset): its own message, not "holds no dataset yet"
+    (built / "manifest.json").write_text('{"notebooks": {"01_construct": {"status": "failed"}}, "status": "failed"}')
     assert main(check) == 1
-    assert (f"candidate: {built}: holds no dataset yet: build it first (`repro run` with 01_construct), or give the "
-            f"path of a dataset") in capsys.readouterr().out
+    assert (f"candidate: {built}: is a run directory without a dataset (no dataset/: its 01_construct has not "
+            f"finished)") in capsys.readouterr().out
+    # no params file beside builds it: a folder without data says so, a missing path (a typo) is a missing path
+    rebuild.unlink()
+    (built / "manifest.json").unlink()
+    assert main(check) == 1
+    out = capsys.readouterr().out
+    assert f"candidate: {built}: holds no data files" in out and "build it first" not in out
+    assert "verify.yaml: 1 thing to fix (candidate" in out
+    verify.write_text(f"notebooks: [04_compare]\nreference: demo\ncandidate: {built}-typo\n")
+    assert main(check) == 1
+    out = capsys.readouterr().out
+    assert f"candidate: {built}-typo: no such file or folder; give an existing path" in out
+    assert "build it first" not in out
 
 
 def test_04_compare_without_a_reference_is_refused_before_the_run(bare_machine):
@@ -237,7 +250,7 @@ def test_a_notebook_reading_this_runs_dataset_needs_01_construct_or_a_built_run(
     out = bare_machine / "run"
     assert main(["run", "--check", "demo", "--out", str(out), "--set", "notebooks=[02_analyze, 03_card]"]) == 1
     text = capsys.readouterr().out
-    assert "2 thing(s) to fix (dataset: this run's dataset; card_dataset: this run's dataset)" in text
+    assert "2 things to fix (dataset: this run's dataset; card_dataset: this run's dataset)" in text
     assert (f"MISSING  dataset: this run's dataset: {out / 'dataset'} does not exist yet: add 01_construct to "
             f"notebooks (before 02_analyze), or set dataset") in text
     # with 01_construct listed first, or a dataset named, or a run that built it, there is nothing to fix

@@ -200,18 +200,32 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
     again = ["run", "demo", "--out", str(demo_run_copy)]
 
     def said() -> str:
-        return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  run directory: "))
+        return next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
 
     assert main([*again, "--set", "notebooks=[01_construct, 02_analyze]"]) == 0
     line = said()
     assert "same parameters" not in line and ('other notebooks (["01_construct", "02_analyze", "03_card"] there, '
                                               '["01_construct", "02_analyze"] now)') in line
     assert line.endswith("its parameters changed: 01_construct, 02_analyze run again)")
-    assert main([*again, "--set", "near_tie=0.5"]) == 0  # read by 04_compare alone
+    # a value no notebook of the run reads (04_compare's): nothing to do (the fingerprint hashed every value)
+    for unread in ("near_tie=0.5", "reference=foo/bar"):
+        assert main([*again, "--set", unread]) == 0
+        assert "nothing to do" in capsys.readouterr().out
+    assert started == [["01_construct", "02_analyze"]]
+    # a notebook added: the others run again, it runs (it never ran there)
+    assert main(["run", "--check", "demo", "--out", str(demo_run_copy), "--set",
+                 "notebooks=[01_construct, 02_analyze, 03_card, 04_compare]", "--set", "reference=foo/bar"]) in (0, 1)
+    assert said().endswith("its parameters changed: 01_construct, 02_analyze, 03_card run again; 04_compare runs "
+                           "for the first time)")
+    # other batches: the part that changed is said, never "same ... parameters" beside "its parameters changed"
+    assert main([*again, "--set", "chunk_size=8"]) == 0
     line = said()
-    assert "same parameters" not in line and "other near_tie (0.05 there, 0.5 now)" in line
-    assert line.endswith(": 01_construct, 02_analyze, 03_card run again)")
-    assert started == [["01_construct", "02_analyze"], ["01_construct", "02_analyze", "03_card"]]
+    assert "same data parameters" in line and "its batch sizes changed: 01_construct" in line
+    manifest = Manifest(demo_run_copy)
+    manifest.update(fingerprint={**manifest.read()["fingerprint"], "parameters": "other"})  # (as another repro's)
+    assert main([*again]) == 0
+    line = said()
+    assert "same parameters" not in line and "its parameters changed: 01_construct" in line
 
 
 def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):
@@ -436,6 +450,12 @@ def test_a_family_never_goes_into_a_runs_folder_nor_a_run_into_a_familys(previou
     assert main([*grid, "--force"]) == 2  # --force replaces a run of other parameters, never another kind of folder
     assert "give the family its own --out" in capsys.readouterr().err
     assert files_of(previous_run.root) == before
+    # the family's folder given as run_dir in its params file: the refusal says run_dir (it said --out)
+    given = tmp_path / "fam.yaml"
+    given.write_text(f"include: {ROOT / 'params' / 'demo_family.yaml'}\nrun_dir: {previous_run.root}\n")
+    assert main(["run", str(given), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "give the family its own run_dir" in out and "--out" not in out
     family = RunDir(tmp_path / "fam")
     Manifest(family).start_run({"run_name": "fam"}, ["05_family"])
     Manifest(family).notebook_status("05_family", "done")

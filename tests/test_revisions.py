@@ -131,7 +131,11 @@ def test_a_run_fingerprint_leaves_out_how_the_work_runs_but_not_the_batches_nor_
     # a local folder named in a list (04_compare's `reference`) rewritten in place is another input
     (tmp_path / "ref").mkdir()
     (tmp_path / "ref" / "rows.jsonl").write_text('{"prompt": "a"}\n')
-    listed = {**resolved, "reference": [str(tmp_path / "ref")]}
+    listed = {**resolved, "reference": [str(tmp_path / "ref")], "notebooks": [*resolved["notebooks"], "04_compare"]}
     before = run_fingerprint(listed)
     (tmp_path / "ref" / "rows.jsonl").write_text('{"prompt": "b"}\n')
     assert run_fingerprint(listed) != before
+    # a value no notebook of the run reads is no part of it (04_compare's, 03_card's where it does not run)
+    assert run_fingerprint({**resolved, "reference": [str(tmp_path / "ref")], "near_tie": 0.5}) == first
+    alone = {**resolved, "notebooks": ["01_construct", "02_analyze"]}
+    assert run_fingerprint({**alone, "pretty_name": "Foo"}) == run_fingerprint(alone) != first

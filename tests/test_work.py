@@ -158,6 +158,10 @@ def test_progress_lines_every_few_percent_not_every_update():
     assert len(lines) == 20  # 5 %, 10 %, ..., 95 %, then the final line
     assert lines[0].startswith("scoring:   5% (10/200 prompts), ") and "ETA" in lines[0]
     assert lines[-1].startswith("scoring: 100% (200/200 prompts), ") and " in " in lines[-1]
+    one = Progress(1, desc="scoring", unit="prompt", stream=stream)  # not "(1/1 prompts)"
+    one.advance(1)
+    one.close()
+    assert stream.getvalue().splitlines()[-1].startswith("scoring: 100% (1/1 prompt), ")
 
 
 def test_progress_counts_resumed_items_but_not_in_the_rate(tmp_path, prompts):

@@ -94,7 +94,7 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
     if not isinstance(grid, dict) or not grid:
         raise ParameterError(f"family.grid in {where} must map parameters to lists of values, e.g. "
                              f"grid: {{mini_index: [0, 1, 2, 3]}}; got {grid!r}.")
-    known = all_fields()
+    known, unknown = all_fields(), []  # (every one named at once)
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ParameterError(f"family.grid.{key} in {where} must be a non-empty list of values, got {values!r}: "
@@ -110,10 +110,9 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
             raise ParameterError(f"family.grid.{key} in {where}: {key} cannot vary within a family ({why}); remove it "
                                  f"from the grid.")
         if key not in known and not all(isinstance(v, dict) for v in values):
-            raise ParameterError(
-                f"family.grid.{key} in {where}: {key!r} is not a parameter.{did_you_mean(key, sorted(known))} A grid "
-                f"key is a parameter, or a name of your own whose values are mappings of parameters set together "
-                f"(e.g. part: [{{part_start: 0, part_stop: 20000}}, ...]).")
+            unknown.append(f"family.grid.{key} in {where}: {key!r} is not a parameter."
+                           f"{did_you_mean(key, sorted(known))}")
+            continue
         if key in MAPPING_FIELDS and (named := next((v for v in values if isinstance(v, dict) and "name" in v), None)):
             raise ParameterError(f"family.grid.{key} in {where}: {named!r} holds 'name': a mapping there is the value "
                                  f"of {key}, not a bundle (members are named by a hash of it, or by "
@@ -124,6 +123,10 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
                 if k != "name" and (k not in known or k in NOT_IN_GRID):
                     raise ParameterError(f"family.grid.{key} in {where}: {k!r} in {value!r} is not a parameter a "
                                          f"member can set.")
+    if unknown:
+        raise ParameterError(f"{' '.join(unknown)} A grid key is a parameter, or a name of your own whose values are "
+                             f"mappings of parameters set together (e.g. part: [{{part_start: 0, part_stop: 20000}}, "
+                             f"...]).")
     return grid
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
-from .errors import DataError, ReproError, listed, notice
+from .errors import DataError, ReproError, counted, listed, notice
 from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
@@ -236,7 +236,7 @@ class Progress(contextlib.AbstractContextManager):
             self._tqdm.last_print_n += n
             self._tqdm.refresh()
         elif self.enabled:
-            self._print(f"{self.desc}: {self.done}/{self.total} {self.unit}s resumed from earlier work")
+            self._print(f"{self.desc}: {self.done}/{counted(self.total, self.unit)} resumed from earlier work")
             self._next_percent = self._percent_after(self.done)
 
     def advance(self, n: int) -> None:
@@ -276,8 +276,8 @@ class Progress(contextlib.AbstractContextManager):
             f"elapsed {_format_seconds(self.elapsed)}, ETA {_format_seconds(eta)}"
         resumed = f", {self.skipped} resumed" if self.skipped else ""
         speed = f"{rate:.2f} {self.unit}s/s, " if self.done > self.skipped else ""  # none computed: no rate
-        return (f"{self.desc}: {self._percent(self.done):3.0f}% ({self.done}/{self.total} {self.unit}s{resumed}), "
-                f"{speed}{tail}")
+        return (f"{self.desc}: {self._percent(self.done):3.0f}% ({self.done}/{counted(self.total, self.unit)}"
+                f"{resumed}), {speed}{tail}")
 
     def _print(self, line: str) -> None:
         if not self._in_place:

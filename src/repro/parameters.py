@@ -713,8 +713,9 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     return params
 
 
-def parse_set(items: list[str]) -> dict[str, Any]:
-    """Parse `--set key=value` items (unknown keys refused); values are YAML scalars (types: the schemas check them)."""
+def parse_set(items: list[str], keys: dict[str, str] | None = None) -> dict[str, Any]:
+    """Parse `--set key=value` items (unknown keys refused, or added to `keys`, {key: where}, for the caller to refuse
+    with the others); values are YAML scalars (types: the schemas check them)."""
     out: dict[str, Any] = {}
     given: dict[str, str] = {}
     for item in items:
@@ -726,7 +727,10 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             out[key.strip()] = raw
-    _refuse_unknown(given)  # each named where the user typed it, not as if in the file
+    if keys is None:  # each named where the user typed it, not as if in the file
+        _refuse_unknown(given)
+    else:
+        keys.update(given)
     return out
 
 
@@ -757,8 +761,10 @@ class _OnceLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The values of the files a params file's `include:` names (paths from its folder, in order), and its own."""
+def read_params_yaml(path: Path, chain: tuple[Path, ...] = (), keys: dict[str, str] | None = None
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The values of the files a params file's `include:` names (paths from its folder, in order), and its own; the
+    unknown keys of them all refused at once (or added to `keys`, {key: file}, for the caller to refuse)."""
     text = utf8_text(path, "Params file")
     try:
         values = yaml.load(text, Loader=_OnceLoader)
@@ -772,7 +778,8 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str
                              f"runs it{copy_hint('params/demo.yaml')}) and change what you need.")
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
-    _refuse_unknown(dict.fromkeys(values, str(path)))  # named in the file that holds it, included or not
+    given = {} if keys is None else keys
+    given.update({key: str(path) for key in values if key not in given})  # named in the file that holds it
     names = values.pop("include", None) or []
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -788,17 +795,21 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str
             what = "is a folder" if other.is_dir() else "does not exist"
             where = "" if Path(name).expanduser().is_absolute() else f" (a relative one is read from {path.parent})"
             raise ParameterError(f"'include: {name}' in {path}: {other} {what}; give the path of a params file{where}.")
-        included, own = read_params_yaml(other, chain)
+        included, own = read_params_yaml(other, chain, given)
         merged.update({**included, **own})
+    if keys is None:
+        _refuse_unknown(given)
     return merged, values
 
 
 def load_params_file(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """A params YAML file (with its `include:` files) and `--set` overrides, every key validated; the merged dict."""
     path = find_params(path)  # a folder or a missing file: the error `repro run` gives
-    included, own = read_params_yaml(path)
+    keys: dict[str, str] = {}  # every key given, where: the unknown ones of the files and --set refused at once
+    included, own = read_params_yaml(path, keys=keys)
     values = {**included, **own}
-    set_values = parse_set(overrides or [])
+    set_values = parse_set(overrides or [], keys)
+    _refuse_unknown(keys)
     typed = {key.strip(): raw for key, raw in (item.split("=", 1) for item in overrides or [])}
     if "include" in typed:  # the file's includes are read before --set applies: it would be ignored
         raise ParameterError(f"--set include={typed['include']}: include: goes in a params file (its files are read "

@@ -16,7 +16,7 @@ from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, ROUNDING, package_versions, sha256_file
-from .parameters import NOTEBOOK_SECTIONS
+from .parameters import NOTEBOOK_SECTIONS, RUN_KEYS, notebook_fields
 from .paths import shipped
 
 
@@ -112,13 +112,15 @@ def _local_inputs(value: Any, where: str) -> dict[str, Any]:
 
 
 def run_fingerprint(resolved: dict[str, Any]) -> dict[str, str]:
-    """What a complete run of these parameters holds, a digest each: every resolved parameter but where it lives and
-    how the work runs (batch sizes excepted: they decide the rounding), the content of each local file or folder one
-    names (a source rewritten in place is other data), the code (`code_digest`) and the packages that decide the
-    numbers."""
-    parameters = {k: v for k, v in resolved.items() if k not in NOT_SHAPING or k in ROUNDING}
+    """What a complete run of these parameters holds, a digest each: the notebooks and every parameter they read but
+    where it lives and how the work runs, the batch sizes (they decide the rounding), the content of each local file
+    or folder one names (a source rewritten in place is other data), the code (`code_digest`) and the packages that
+    decide the numbers (a value no notebook of the run reads is none of it: the manifest does not record it)."""
+    read = notebook_fields(*resolved["notebooks"]) | RUN_KEYS
+    parameters = {k: v for k, v in resolved.items() if k in read and k not in NOT_SHAPING}
     local = {k: content for key, value in parameters.items() for k, content in _local_inputs(value, key).items()}
-    return {"parameters": fingerprint_of(parameters), "local inputs": fingerprint_of(local), "code": code_digest(),
+    return {"parameters": fingerprint_of(parameters), "batch sizes": fingerprint_of(
+        {k: resolved[k] for k in ROUNDING if k in read}), "local inputs": fingerprint_of(local), "code": code_digest(),
             "packages": fingerprint_of(package_versions())}
 
 

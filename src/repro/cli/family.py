@@ -67,8 +67,8 @@ def plan_check(family: Family, force: bool) -> list[Check]:
     if force:
         return [Check("family folder", True, f"{held}; --force: it becomes {family.name}'s (the members of {other} "
                                              f"stay in their folders, left out of the family view)")]
-    return [Check("family folder", False, f"{held}: give this family its own --out, or pass --force to make the "
-                                          f"folder {family.name}'s", problem="REFUSED")]
+    return [Check("family folder", False, f"{held}: give this family its own {family.given_as}, or pass --force to "
+                                          f"make the folder {family.name}'s", problem="REFUSED")]
 
 
 def record_plan(family: Family) -> None:
@@ -91,7 +91,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     pending = [m for m in members if why[m.name]]
     found = {m.name: member_checks(family, m, args.force, why[m.name]) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
-    checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], "--out") or plan_check(family, args.force)
+    checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], family.given_as) or plan_check(family, args.force)
     if done := [m.name for m in members if m not in pending]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:

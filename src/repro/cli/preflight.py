@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import prose
-from ..errors import DataError, ReproError
+from ..errors import DataError, ReproError, counted
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
-from ..paths import beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
+from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
 from ..revisions import hub_offline, publish_blocker
 from ..sources import build_first, data_suffixes, file_problem, folder_problem, hub_snapshot, local_splits
 
@@ -153,9 +153,11 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
     if not is_hub_id(need.value):
         path = Path(need.value)
         there = path.exists()
-        # missing or without data files: a rebuild (04_compare's candidate), or a run a params file beside makes
-        if need.repo_type == "dataset" and (not there or path.is_dir() and not data_suffixes(path)) and \
-                ((how := builder(path, params_file)) or "candidate" in need.parameter.split(" and ")):
+        # missing or without data files nor a run's record (folder_problem says what one lacks): a run a params file
+        # beside makes (else a missing path, a typo as likely as a rebuild to come, is told as one)
+        if need.repo_type == "dataset" and (not there or path.is_dir() and not data_suffixes(path)
+                                            and not RunDir(path).manifest.is_file()) and \
+                (how := builder(path, params_file)):
             return Check(what, False, f"{'holds no dataset' if there else 'does not exist'} yet: "
                                       f"{build_first(how)}"), 0
         splits = _splits(path) if there and need.splits else None
@@ -282,7 +284,7 @@ def report(checks: list[Check], params_file: str | Path) -> str:
     """The checks as lines, with a verdict line first."""
     missing = [c for c in checks if not c.ok]
     head = (f"{params_file}: everything the run needs is here" if not missing else
-            f"{params_file}: {len(missing)} thing(s) to fix ({'; '.join(c.what for c in missing)}); "
+            f"{params_file}: {counted(len(missing), 'thing')} to fix ({'; '.join(c.what for c in missing)}); "
             f"nothing was downloaded or run")
     return "\n".join([head, *(c.line() for c in checks)])
 

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Sequence
 from ..errors import ReproError, listed
 from ..jobs import finished_chunks
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, as_recorded
-from ..parameters import FAMILY_NOTEBOOK
+from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content
 from .preflight import Check
@@ -31,11 +31,21 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
 
 
 def unread_changes(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """{name: (recorded, new)} for each differing parameter that shapes the data, whichever notebook reads it (none
-    does for `notebooks`): `changed_parameters` compares only those of a notebook both runs execute."""
+    """{name: (recorded, new)} for each differing parameter that shapes the data and a notebook of this run reads
+    (`notebooks` too): `changed_parameters` compares only those of a notebook both runs execute."""
     recorded, new = Manifest(run).read().get("parameters") or {}, as_recorded(parameters)
-    return {key: (recorded[key], new[key]) for key in sorted(recorded.keys() & new.keys() - NOT_SHAPING)
+    read = notebook_fields(*parameters["notebooks"]) | RUN_KEYS
+    return {key: (recorded[key], new[key]) for key in sorted(recorded.keys() & new.keys() & read - NOT_SHAPING)
             if recorded[key] != new[key]}
+
+
+def runs_again(run: RunDir, notebooks: Sequence[str]) -> str:
+    """Which of `notebooks` (run_notebooks runs them all) ran there before and run again, and which run there first."""
+    before = Manifest(run).read().get("notebooks") or {}
+    again = [nb for nb in notebooks if nb in before]
+    new = [nb for nb in notebooks if nb not in again]
+    return "; ".join(f"{', '.join(nbs)} run{'s' * (len(nbs) == 1)}{how}"
+                     for nbs, how in ((again, " again"), (new, " for the first time")) if nbs)
 
 
 def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
@@ -119,11 +129,12 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
         kept = "" if "set aside" in how else f"; {len(finished_chunks(run.work))} finished chunk(s) are kept"
         ended = (f"; the last run {last}{kept}" if last else
-                 f"; it completed, but {stale}: {', '.join(parameters['notebooks'])} run again" if stale else "")
+                 f"; it completed, but {stale}: {runs_again(run, parameters['notebooks'])}" if stale else "")
         other = unread_changes(run, parameters)  # (`notebooks`, values of a notebook only one of the runs executes)
-        same = f"values for the notebooks both runs execute, other {listed(other)}" if other else "parameters"
-        return Check("run directory", True, f"{run.root} (continues the run there, same {'data ' if how else ''}"
-                                            f"{same}{how}{ended})")
+        same = (f", same {'data ' if how else ''}values for the notebooks both runs execute, other {listed(other)}"
+                if other else "" if stale.startswith("its parameters") else  # (recorded by another repro: unsaid)
+                f", same {'data ' if how else ''}parameters")
+        return Check("run directory", True, f"{run.root} (continues the run there{same}{how}{ended})")
     notebooks = parameters["notebooks"]
     changes = listed(changed)
     if not Manifest(run).made_results():
