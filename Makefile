@@ -82,13 +82,15 @@ durations: install $(BYTECODE)
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --store-durations
 
 # JupyterLab at the project root (so `runs/demo` in a notebook is the folder the file browser shows), on this
-# machine only; kernels get CurveZMQ-encrypted connections, as `repro run` gives them.
+# machine only; kernels get CurveZMQ-encrypted connections, as `repro run` gives them; notebooks/ is saved without
+# outputs (the tracked notebooks stay clean: repro.cli.notebooks.pre_save_hook).
 # LAB_ARGS: more options for jupyter lab (e.g. --no-browser --port 8890); as root (a container) --allow-root too
 LAB_ARGS ?=
 LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: install $(BYTECODE)
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir="$(CURDIR)" \
-		--KernelManager.transport_encryption=auto $(LAB_ROOT) $(LAB_ARGS)
+		--KernelManager.transport_encryption=auto --ContentsManager.pre_save_hook=repro.cli.notebooks.pre_save_hook \
+		$(LAB_ROOT) $(LAB_ARGS)
 
 # Re-resolve the whole environment (Linux x86-64, Python 3.11, extras dev) after changing pyproject.toml's
 # dependencies; tests/test_lock.py checks that the two agree.

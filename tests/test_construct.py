@@ -8,8 +8,8 @@ import pytest
 
 from repro.construct import stages as construct
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, prompt_id_of
-from repro.errors import DataError
-from repro.parameters import ConstructParams, build
+from repro.errors import DataError, ParameterError
+from repro.parameters import ConstructParams, GenerationParams, build
 
 
 def _params(tmp_path, **kw):
@@ -102,6 +102,22 @@ def test_a_source_that_does_not_exist_writes_nothing(tmp_path):
     with pytest.raises(DataError, match=r"source '.*train_prefs_100.jsonl' is neither an existing file or folder nor "
                                         rf"a hub dataset id \(owner/name\)\. Did you mean '{tmp_path}/train_prefs_1000.jsonl'\?"):
         construct.begin(p)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_device_this_machine_lacks_is_refused_where_the_notebook_begins(tmp_path, monkeypatch):
+    # 01_construct on its own (JupyterLab) with device='cuda' and no GPU loaded, sliced and generated (hours with a
+    # real policy) before scoring said so; `repro run`'s preflight had been the only earlier check
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ParameterError, match=r"device='cuda' was asked for but no CUDA GPU is visible"):
+        construct.begin(_params(tmp_path, source="demo", device="cuda"))
+    p = _params(tmp_path, source="demo", generate=True, candidate_columns=["resp0", "resp1"])
+    generation = build(GenerationParams, {"policy_model": "builtin:tiny-policy", "n_candidates": 2,
+                                          "generation_device": "cuda:1"})
+    with pytest.raises(ParameterError, match=r"generation_device='cuda:1' was asked for but no CUDA GPU"):
+        construct.begin(p, generation)
     assert not (tmp_path / "run").exists()
 
 

@@ -1,3 +1,4 @@
+import os
 import re
 from pathlib import Path
 
@@ -231,6 +232,26 @@ def test_in_a_kernel_a_cell_failing_with_repros_error_makes_the_notebooks_object
     ns["pairs"] = object()
     ran(error=KeyboardInterrupt())
     assert isinstance(ns["pairs"], Stale)
+
+
+def test_a_cell_failing_with_repros_error_stops_run_all_in_the_kernel():
+    """ReproError's short display (_render_traceback_) keeps the reply 'error': the kernel aborts the cells Run All
+    queued behind it (a verifier saw later cells run in JupyterLab; the kernel, given them at once, runs none)."""
+    from jupyter_client.manager import start_new_kernel
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    km, kc = start_new_kernel(kernel_name="python3", env=env, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+    try:
+        cells = ["from repro.errors import DataError", "raise DataError('the load cell failed')", "1", "2"]
+        ids = [kc.execute(code, stop_on_error=True) for code in cells]  # as JupyterLab's Run All sends them
+        replies = {}
+        while len(replies) < len(ids):
+            msg = kc.get_shell_msg(timeout=60)
+            replies[msg["parent_header"].get("msg_id")] = msg["content"]["status"]
+        assert [replies[i] for i in ids] == ["ok", "error", "aborted", "aborted"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
 
 
 def test_a_parameters_cell_that_did_not_run_to_its_end_is_refused():

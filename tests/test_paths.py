@@ -2,6 +2,7 @@
 from a JupyterLab kernel in notebooks/; hub ids and built-in specs are left alone; nothing lands elsewhere."""
 
 import json
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -135,6 +136,35 @@ def test_make_project_keeps_changed_copies_unless_forced(tmp_path):
     assert mine.read_text() == "run_name: mine\n"
     make_project(tmp_path, force=True)
     assert mine.read_bytes() == (ROOT / "params" / "demo.yaml").read_bytes()
+
+
+def test_notebooks_are_copied_without_the_outputs_a_run_in_the_checkout_saved(monkeypatch, tmp_path, capsys):
+    # JupyterLab's autosave in `make lab` wrote 02_analyze's outputs (608 KB) into the checkout's notebooks, and
+    # `repro notebooks DIR` copied them, executed, into the new project without a word
+    import repro.cli.notebooks as cli_notebooks
+
+    shipped = tmp_path / "pkg" / "notebooks"
+    shipped.mkdir(parents=True)
+    for src in NOTEBOOKS.glob("*.ipynb"):
+        (shipped / src.name).write_bytes(src.read_bytes())
+    ran = json.loads((NOTEBOOKS / "02_analyze.ipynb").read_text())
+    code = [c for c in ran["cells"] if c["cell_type"] == "code"]
+    code[0].update(execution_count=7, outputs=[{"output_type": "stream", "name": "stdout", "text": ["x\n"]}])
+    (shipped / "02_analyze.ipynb").write_text(json.dumps(ran))
+    monkeypatch.setattr(cli_notebooks, "shipped", lambda name: shipped if name == "notebooks" else paths.shipped(name))
+    cli_notebooks.make_project(tmp_path / "mine")
+    assert "02_analyze.ipynb: copied without its outputs" in capsys.readouterr().err
+    for copy in (tmp_path / "mine" / "notebooks").glob("*.ipynb"):  # every copy as the package ships it
+        assert copy.read_bytes() == (NOTEBOOKS / copy.name).read_bytes(), copy.name
+    cli_notebooks.make_project(tmp_path / "mine")  # the copies made are not "changed" ones
+    # `make lab` (the checkout's JupyterLab) saves notebooks/ without outputs; other folders as they are
+    model = {"type": "notebook", "content": json.loads(json.dumps(ran))}
+    cli_notebooks.pre_save_hook(model=model, path="runs/x/nb.ipynb", contents_manager=None)
+    assert model["content"] == ran
+    cli_notebooks.pre_save_hook(model=model, path="notebooks/02_analyze.ipynb", contents_manager=None)
+    assert model["content"] == json.loads((NOTEBOOKS / "02_analyze.ipynb").read_text())
+    hook = re.search(r"pre_save_hook=(\S+)", (ROOT / "Makefile").read_text()).group(1)
+    assert hook == "repro.cli.notebooks.pre_save_hook"
 
 
 def test_find_params_by_path_or_by_example_name(monkeypatch, tmp_path):

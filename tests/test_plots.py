@@ -182,3 +182,14 @@ def test_the_margin_legend_covers_no_bar(margins):
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent()
     assert not [bar for bar in ax.patches if bar.get_height() and legend.overlaps(bar.get_window_extent())]
+
+
+def test_axes_of_row_counts_have_whole_ticks():
+    # a few rows drew 0.5, 1.5 rows on the histograms' count axis
+    margin = np.array([0.1, 0.5, 0.9])
+    for fig, axis in ((plots.margin_distribution(margin), "y"), (plots.score_distributions(margin, margin - 1), "y"),
+                      (plots.compare_agreement({"same pair": 1, "swapped": 2}), "x")):
+        ax = fig.axes[0]
+        getattr(ax, f"get_{axis}lim")()  # the view as drawn
+        ticks = getattr(ax, f"get_{axis}ticks")()
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks

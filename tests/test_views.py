@@ -47,6 +47,25 @@ def test_pair_examples_are_the_largest_middle_and_smallest_margin():
     assert len(one) == 1  # a single pair is shown once
 
 
+def test_pair_examples_with_the_candidates_show_every_candidates_score_and_the_pair():
+    # 01_construct showed counts and three chosen/rejected pairs: no row's full candidate list with its scores
+    pairs = _pairs()
+    cs = CandidateSet(rows=list(range(len(pairs))), prompts=pairs["prompt"], candidates=pairs["candidates"],
+                      names=[["resp0", "resp1", "resp2"]] * len(pairs))
+    shown = views.pair_examples(pairs, cs, pairs["candidate_scores"])
+    assert ">largest margin<" in shown.to_html()  # a notebook can show it
+    table = shown.data
+    assert list(dict.fromkeys(table.index.get_level_values(0))) == ["largest margin", "middle margin",
+                                                                   "smallest margin"]
+    largest, smallest = table.loc["largest margin"], table.loc["smallest margin"]
+    i = int(np.argmax(np.asarray(pairs["score_chosen"]) - np.asarray(pairs["score_rejected"])))
+    assert largest.index.tolist() == ["resp0", "resp1", "resp2"]
+    assert largest["score"].tolist() == [round(s, 4) for s in pairs[i]["candidate_scores"]]
+    assert largest["pair"].tolist() == ["chosen", "", "rejected"]  # the last of the two lowest scores
+    assert largest["text"].tolist()[1] == f"Answer {i}b" and largest["prompt"].tolist()[0].startswith(f"Question {i}")
+    assert smallest["pair"].tolist() == ["chosen", "", "rejected"]  # all tied: the first and the last
+
+
 def test_counts_table_says_what_each_count_means():
     shown = views.counts_table({"source": 40, "sliced": 10, "kept": 9})
     table = shown.data

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 HEXBIN_ABOVE = 2000  # above this many points, scatter plots become hexbins (readable, and small SVGs)
 GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a bar per point would be unreadable)
@@ -40,6 +41,11 @@ def axes(figsize: tuple[float, float] = FIGSIZE) -> Iterator[tuple[Figure, Any]]
 def _untitled_legend(ax) -> None:
     if (legend := ax.get_legend()) is not None:
         legend.set_title(None)
+
+
+def _whole(axis) -> None:
+    """Ticks of a count of rows at whole numbers (a few rows drew 0.5, 1.5 rows)."""
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _n(n: int) -> str:
@@ -87,6 +93,7 @@ def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) ->
         sns.histplot(data=data, x="score", hue="which", bins=_bins(scores), kde=_spread(scores),
                      stat="count", common_bins=True, element="step", alpha=0.3, palette=COLORS, ax=ax)
         _untitled_legend(ax)
+        _whole(ax.yaxis)
         ax.set(xlabel="score", ylabel="rows", title=f"Distribution of scores ({_n(len(score_chosen))} pairs)")
     return fig
 
@@ -157,6 +164,7 @@ def margin_distribution(margin: np.ndarray) -> Figure:
         sns.histplot(x=margin, bins=_bins(margin), kde=_spread(margin), color=COLORS["margin"], ax=ax)
         ax.axvline(0.0, color="0.2", linestyle="--", linewidth=1.2, label="margin = 0 (tie)")
         ax.legend(loc="best")  # where it hides fewest bars: best-vs-worst margins pile up just above 0
+        _whole(ax.yaxis)
         ax.set(xlabel="margin = score_chosen − score_rejected", ylabel="rows",
                title=f"Distribution of the margin ({_n(len(margin))} pairs)")
     return fig
@@ -213,6 +221,7 @@ def compare_agreement(counts: dict[str, int]) -> Figure:
         for i, value in enumerate(counts.values()):
             ax.text(value, i, f" {value:,} ({value / max(total, 1):.1%})", va="center", fontsize=9)
         ax.set_xlim(0, max(max(counts.values()), 1) * 1.3)
+        _whole(ax.xaxis)
         ax.set(xlabel="aligned rows", ylabel="", title=f"Pair agreement ({_n(total)} aligned rows)")
     return fig
 

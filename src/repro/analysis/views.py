@@ -91,8 +91,9 @@ def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
     return None if margin is None else figure(plots.margin_distribution(margin))
 
 
-def pair_examples(pairs: datasets.Dataset) -> Any:
-    """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows)."""
+def pair_examples(pairs: datasets.Dataset, candidate_set=None, scores: Sequence[Sequence[float]] | None = None) -> Any:
+    """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows); given
+    the rows' candidates and scores (01_construct), each of these rows' candidates, its score, chosen and rejected."""
     pairs = seed_view(pairs)
     chosen, rejected = (response_texts(pairs.data.table.column(c)).to_pylist() for c in ("chosen", "rejected"))
     margin = _margin(pairs)
@@ -109,4 +110,16 @@ def pair_examples(pairs: datasets.Dataset) -> Any:
         for row, i in zip(rows, picks):
             row.update(score_chosen=round(float(pairs[i]["score_chosen"]), 4),
                        score_rejected=round(float(pairs[i]["score_rejected"]), 4), margin=round(float(margin[i]), 4))
+    if candidate_set is not None:  # one line per candidate of each pair's row
+        where, pairs_rows, rows = {prompt: k for k, prompt in enumerate(candidate_set.prompts)}, rows, []
+        for (i, label), pair in zip(picks.items(), pairs_rows):
+            k = where[pairs[i]["prompt"]]
+            texts = candidate_set.candidates[k]
+            marks = {}  # the first candidate of the chosen text, and of the rejected one
+            for which, text in (("chosen", chosen[i]), ("rejected", rejected[i])):
+                marks.setdefault(texts.index(text), []).append(which)
+            rows += [{"": label, "prompt": pair["prompt"] if j == 0 else "", "candidate": name,
+                      "score": round(float(score), 4), "pair": " and ".join(marks.get(j, [])), "text": shorten(text)}
+                     for j, (name, text, score) in enumerate(zip(candidate_set.names[k], texts, scores[k]))]
+        return readable(pd.DataFrame(rows).set_index(["", "candidate"]))
     return readable(pd.DataFrame(rows).set_index(""))

@@ -4,12 +4,13 @@ the recipes, to open in JupyterLab; relative paths in its notebooks' parameters 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
-import shutil
 from pathlib import Path
+from typing import Any
 
-from ..errors import ReproError
+from ..errors import ReproError, notice
 from ..paths import PROJECT_MARKER, check_folder, shipped
 from .run import ensure_kernel
 
@@ -28,16 +29,39 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
                          f"{shlex.quote(str(root))} && jupyter lab), or give another folder for a project of your own.")
     for folder in sorted({dst.parent for _, dst in plan}):
         check_folder(folder, "The folder", "Give a new or existing folder for the notebooks (repro notebooks DIR).")
-    changed = [dst for src, dst in plan if dst.exists() and dst.read_bytes() != src.read_bytes()]
+    data, emptied = {dst: src.read_bytes() for src, dst in plan}, []
+    for dst in [dst for dst in data if dst.suffix == ".ipynb"]:
+        if strip_outputs(nb := json.loads(data[dst])):  # (a run saved in the package's notebooks folder)
+            data[dst] = (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
+            emptied.append(dst.name)
+    changed = [dst for dst in data if dst.exists() and dst.read_bytes() != data[dst]]
     if changed and not force:
         raise ReproError(
             f"{len(changed)} file(s) in {root} differ from this package's copies and would be overwritten: "
             + ", ".join(str(p) for p in changed) + ". Choose another folder, or pass --force to overwrite them.")
-    for src, dst in plan:
+    for dst, content in data.items():
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+        dst.write_bytes(content)
     (root / PROJECT_MARKER).write_text(MARKER_TEXT)
-    return [dst for _, dst in plan]
+    for name in emptied:
+        notice(f"{name}: copied without its outputs (a run saved them in {shipped('notebooks')})")
+    return list(data)
+
+
+def strip_outputs(nb: dict[str, Any]) -> bool:
+    """Empty every code cell's outputs and execution count, as the package ships a notebook; whether any were set."""
+    code = [cell for cell in nb.get("cells", ()) if cell.get("cell_type") == "code"]
+    held = any(cell.get("outputs") or cell.get("execution_count") is not None for cell in code)
+    for cell in code:
+        cell.update(outputs=[], execution_count=None)
+    return held
+
+
+def pre_save_hook(model: dict[str, Any], path: str, **_: Any) -> None:
+    """`make lab`'s FileContentsManager.pre_save_hook: the checkout's notebooks/ are saved without outputs (a run
+    there leaves the tracked files clean but for edits); other notebooks as they are."""
+    if model.get("type") == "notebook" and path.strip("/").startswith("notebooks/"):
+        strip_outputs(model["content"])
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -443,7 +443,7 @@ class _Plan:
         self.context = context_length(policy, self.tokenizer)
         self.limit = prompt_limit(params, self.context)
         self.eos_ids = eos_token_ids(policy, self.tokenizer)
-        torch_device = resolve_device(params.generation_device)
+        torch_device = resolve_device(params.generation_device, "generation_device")
         self.device = str(torch_device)
         self.dtype = resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
         self.kept, self.skipped, self.truncated = plan_prompts(prompts, params, self.tokenizer, self.limit)

@@ -17,6 +17,7 @@ from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
 from ..revisions import local_content, pinned_model
+from ..scorers.common import resolve_device
 from ..slicing import plan_slice
 from ..sources import check_exists, load_source, require_columns
 from ..subject import claim
@@ -76,6 +77,9 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     """Open the run directory and manifest (started here, generation parameters too, when papermill runs it alone)."""
     if generation is not None:
         check_generated_columns(params, generation)
+    resolve_device(params.device)  # a device this machine lacks: refused here, not at scoring (after generation)
+    if generation is not None and params.generate:
+        resolve_device(generation.generation_device, "generation_device")
     run, notebook = RunDir(params.run_root), "01_construct"
     manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
     manifest.refuse_other_parameters(parameters, notebook)

@@ -26,8 +26,9 @@ def torch_dtype(name: str):
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
-def resolve_device(device: str | None):
-    """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps; any letter case."""
+def resolve_device(device: str | None, key: str = "device"):
+    """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps; any letter case (`key`: the parameter
+    an error names)."""
     import torch
 
     name = str(device or "auto").strip().lower()
@@ -37,19 +38,19 @@ def resolve_device(device: str | None):
         return torch.device("cpu")
     if name == "mps":
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-            raise ParameterError("device='mps' was asked for but this torch sees no Apple GPU; use 'cpu' or 'auto'.")
+            raise ParameterError(f"{key}='mps' was asked for but this torch sees no Apple GPU; use 'cpu' or 'auto'.")
         return torch.device("mps")
     match = re.fullmatch(r"cuda(?::(\d+))?", name)
     if not match:
-        raise ParameterError(f"device={device!r} is not a device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.")
+        raise ParameterError(f"{key}={device!r} is not a device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.")
     if not torch.cuda.is_available():
         raise ParameterError(
-            f"device={device!r} was asked for but no CUDA GPU is visible (torch {torch.__version__}, "
-            f"torch.cuda.is_available() is False). Use device='cpu' or 'auto', or install a CUDA build of torch "
+            f"{key}={device!r} was asked for but no CUDA GPU is visible (torch {torch.__version__}, "
+            f"torch.cuda.is_available() is False). Use {key}='cpu' or 'auto', or install a CUDA build of torch "
             f"on a GPU machine.")
     index = int(match.group(1) or 0)
     if index >= torch.cuda.device_count():
-        raise ParameterError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible.")
+        raise ParameterError(f"{key}={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible.")
     return torch.device(f"cuda:{index}")
 
 
