@@ -64,6 +64,9 @@ def test_pair_examples_with_the_candidates_show_every_candidates_score_and_the_p
     assert largest["pair"].tolist() == ["chosen", "", "rejected"]  # the last of the two lowest scores
     assert largest["text"].tolist()[1] == f"Answer {i}b" and largest["prompt"].tolist()[0].startswith(f"Question {i}")
     assert smallest["pair"].tolist() == ["chosen", "", "rejected"]  # all tied: the first and the last
+    # candidates of other prompts (a set that does not hold these rows): the pairs as without candidates
+    other = CandidateSet(rows=[0], prompts=["another prompt"], candidates=[["x", "y"]], names=[["resp0", "resp1"]])
+    assert views.pair_examples(pairs, other, [[0.0, 1.0]]).data.equals(views.pair_examples(pairs).data)
 
 
 def test_counts_table_says_what_each_count_means():

@@ -113,13 +113,17 @@ def pair_examples(pairs: datasets.Dataset, candidate_set=None, scores: Sequence[
     if candidate_set is not None:  # one line per candidate of each pair's row
         where, pairs_rows, rows = {prompt: k for k, prompt in enumerate(candidate_set.prompts)}, rows, []
         for (i, label), pair in zip(picks.items(), pairs_rows):
-            k = where[pairs[i]["prompt"]]
+            if (k := where.get(pairs[i]["prompt"])) is None:  # (a prompt the candidates do not hold: none to show)
+                continue
             texts = candidate_set.candidates[k]
             marks = {}  # the first candidate of the chosen text, and of the rejected one
             for which, text in (("chosen", chosen[i]), ("rejected", rejected[i])):
-                marks.setdefault(texts.index(text), []).append(which)
+                if text in texts:
+                    marks.setdefault(texts.index(text), []).append(which)
             rows += [{"": label, "prompt": pair["prompt"] if j == 0 else "", "candidate": name,
                       "score": round(float(score), 4), "pair": " and ".join(marks.get(j, [])), "text": shorten(text)}
                      for j, (name, text, score) in enumerate(zip(candidate_set.names[k], texts, scores[k]))]
-        return readable(pd.DataFrame(rows).set_index(["", "candidate"]))
+        if rows:
+            return readable(pd.DataFrame(rows).set_index(["", "candidate"]))
+        rows = pairs_rows
     return readable(pd.DataFrame(rows).set_index(""))
