@@ -308,6 +308,29 @@ def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, caps
     assert Manifest(run).read()["parameters"]["mini_count"] == 1  # the notebook alone replaces it too
 
 
+def test_01_construct_alone_replacing_a_failed_run_keeps_none_of_its_record(tmp_path):
+    # generate=True failed at the score stage (device 'cuda', no GPU) after generating; run again with
+    # generate=False, the replaced run kept `generation`, stages.generate and counts.generated, and its card said that
+    # builtin:tiny-policy had generated the candidates (next to `generate | false`)
+    run = RunDir(tmp_path / "nb_gen")
+    own = {"run_dir": str(run.root), "source": "demo", "limit": 3, "candidate_columns": ["resp0", "resp1"],
+           "scorer_model": "builtin:tiny-pairrm", "device": "cpu"}
+    generation = build(GenerationParams, {"policy_model": "builtin:tiny-policy", "max_new_tokens": 16,
+                                          "reference_max_new_tokens": 16, "generation_device": "cpu"})
+    ctx = stages.begin(build(ConstructParams, {**own, "generate": True, "device": "cuda"}), generation)
+    stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
+    Manifest(run).finish_run("failed", "stage 'score' failed: no GPU")
+    assert {"generation", "scorer"} & set(Manifest(run).read()) == {"generation"}
+    ctx = stages.begin(build(ConstructParams, own), generation)
+    data = Manifest(run).read()
+    assert "generation" not in data and not data["stages"] and not data["counts"]
+    assert data["parameters"]["generate"] is False and list(data["notebooks"]) == ["01_construct"]
+    stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
+    assert Manifest(run).read()["counts"]["sliced"] == 3
+    stages.begin(build(ConstructParams, own), generation)  # the same parameters continue it: its record stays
+    assert Manifest(run).read()["stages"]["slice"]["status"] == "done"
+
+
 def test_a_notebook_alone_refuses_a_run_directory_a_repro_run_is_writing(previous_run, monkeypatch):
     # JupyterLab beside a long `repro run` into the same folder: both wrote the manifest and the dataset
     import subprocess

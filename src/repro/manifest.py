@@ -239,9 +239,13 @@ class Manifest:
 
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
-        """Begin (or re-begin) a run: `running`, environment recorded, stages kept. `merge` keeps the record of the
-        notebooks not run now: their parameters and, unless 01_construct runs, the environment that built the data."""
+        """Begin a run: `running`, environment recorded; of an earlier record only the subject a notebook has just
+        claimed (`subject.claim`) stays. `merge` re-begins the run there, keeping its record (stages, counts) and
+        that of the notebooks not run now: their parameters and, unless 01_construct runs, the environment that built
+        the data."""
         data = self.read()
+        if not merge:
+            data = {key: data[key] for key in ("subject",) if key in data}
         merge = merge and bool(data.get("parameters"))
         # merged: the notebooks that ran (a plan's `pending` ones that never started are not this run's)
         nbs = {k: v for k, v in data.get("notebooks", {}).items() if v.get("status") != "pending"} if merge else {}
@@ -316,11 +320,13 @@ class Manifest:
         outputs = self.read().get("outputs") or {}
         return bool(self.run.shards()) or any(Path(k).parts[0] != self.run.notebooks.name for k in outputs)
 
-    def refuse_other_parameters(self, parameters: dict[str, Any], notebook: str) -> None:
-        """A notebook on its own (papermill, JupyterLab) refuses a run of other parameters there, as `repro run`."""
-        if (self._under_repro_run(notebook) or not (changed := self.changed_parameters(parameters, [notebook]))
-                or not self.made_results()):
-            return
+    def refuse_other_parameters(self, parameters: dict[str, Any], notebook: str) -> dict[str, tuple[Any, Any]]:
+        """A notebook on its own (papermill, JupyterLab) refuses a run of other parameters there, as `repro run`;
+        one that made nothing but its notebooks is replaced: its changed parameters (`ensure_started` replaces it)."""
+        if self._under_repro_run(notebook) or not (changed := self.changed_parameters(parameters, [notebook])):
+            return {}
+        if not self.made_results():
+            return changed
         raise ParameterError(
             f"run_dir {str(self.run.root)!r} holds a run with other parameters: {listed(changed)}. Set those values in "
             f"the parameters cell to continue it (a notebook's defaults are the published recipe's, not a params "
@@ -328,12 +334,14 @@ class Manifest:
             f"replace its run (`repro run PARAMS --out DIR --force` does so and keeps its resumable work/); nothing "
             f"was written.")
 
-    def ensure_started(self, parameters: dict[str, Any], notebook: str) -> bool:
+    def ensure_started(self, parameters: dict[str, Any], notebook: str,
+                       replacing: dict[str, tuple[Any, Any]] | None = None) -> bool:
         """Mark `notebook` running; on its own (plain papermill, JupyterLab) its parameters and environment join the
-        run's record first (`repro run` has recorded them). Whether it runs on its own."""
+        run's record first (`repro run` has recorded them), or begin it anew where it is `replacing` a run of other
+        parameters (`refuse_other_parameters`). Whether it runs on its own."""
         alone = not self._under_repro_run(notebook)
         if alone:
-            self.start_run(parameters, [notebook], driver="papermill", merge=True)
+            self.start_run(parameters, [notebook], driver="papermill", merge=not replacing)
         self.notebook_status(notebook, "running")
         return alone
 
