@@ -63,6 +63,21 @@ def test_standalone_notebook_completes_and_merges_parameters(tmp_path):
     assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
 
 
+def test_01_construct_run_again_counts_only_the_stages_this_attempt_reached(tmp_path):
+    # 01_construct's "Rows at each stage" table, right after the slice of an attempt, listed an earlier attempt's
+    # with_candidates beside this one's sliced rows
+    m = Manifest(tmp_path)
+    m.ensure_started({"source": "demo"}, "01_construct")
+    m.set_counts(source=40, sliced=40, with_candidates=39)
+    m.notebook_ended("01_construct", "interrupted")
+    m.ensure_started({"source": "demo"}, "01_construct")
+    m.set_counts(source=40, sliced=40)
+    assert m.read()["counts"] == {"source": 40, "sliced": 40}
+    m.notebook_ended("01_construct")
+    m.ensure_started({"bootstrap_resamples": 10}, "02_analyze")  # a later notebook keeps 01_construct's counts
+    assert m.read()["counts"] == {"source": 40, "sliced": 40}
+
+
 def test_a_notebook_alone_keeps_the_runs_name(tmp_path):
     # 02_analyze opened in JupyterLab with run_dir set kept the notebook's default run_name ('demo'), which
     # replaced the run's, so the same `repro run` was then refused for "run_name ('demo' there, 'foo' now)"

@@ -273,6 +273,8 @@ class Manifest:
                     notebooks=nbs, environment=environment)
         for key in ("stages", "counts", "outputs"):
             data.setdefault(key, {})
+        if "01_construct" in notebooks:  # the counts of the stages this attempt reaches (an earlier one's are gone)
+            data["counts"] = {}
         self.write(data)
 
     def unheld(self, fingerprint: dict[str, str], selfcheck: str | Path | None = None) -> str:
