@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import __version__
-from .errors import DataError, Interrupted, ParameterError, listed
+from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, notebook_fields
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
@@ -37,6 +37,10 @@ NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes",
                                   "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
 # of those, the ones whose batches decide the float rounding (a chunk's rows are batched together)
 ROUNDING = ("batch_tokens", "chunk_size", "generation_batch_size", "generation_chunk_size")
+LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
+# what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
+REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
+          "it can be")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -342,6 +346,10 @@ class Manifest:
         run's record first (`repro run` has recorded them), or begin it anew where it is `replacing` a run of other
         parameters (`refuse_other_parameters`). Whether it runs on its own."""
         alone = not self._under_repro_run(notebook)
+        if alone and replacing:
+            last = LAST_RUN.get(self.read().get("status"), "made nothing but its notebooks")
+            notice(f"The run in {self.run.root} is replaced: it {last}, and its parameters changed "
+                   f"({listed(replacing)}); {REUSED}.")
         if alone:
             self.start_run(parameters, [notebook], driver="papermill", merge=not replacing)
         self.notebook_status(notebook, "running")

@@ -11,18 +11,11 @@ from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError, listed
 from ..jobs import finished_chunks
-from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, as_recorded
+from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, REUSED, ROUNDING, Manifest, as_recorded
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content
 from .preflight import Check
-
-LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
-
-
-# what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
-REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
-          "it can be")
 
 
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
