@@ -18,6 +18,7 @@ from repro.parameters import ConstructParams, GenerationParams, build, load_para
 from repro.paths import KERNEL, RunDir
 from repro.cli.rerun import changed_parameters, clear_previous_run
 from repro.cli.run import resolve_parameters
+from repro.revisions import run_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -335,6 +336,25 @@ def test_01_construct_alone_replacing_a_failed_run_keeps_none_of_its_record(tmp_
     stages.begin(build(ConstructParams, own), generation)  # the same parameters continue it: its record stays
     assert "replaced" not in capsys.readouterr().err
     assert Manifest(run).read()["stages"]["slice"]["status"] == "done"
+
+
+def test_generation_values_are_compared_only_where_a_run_generates(tmp_path, capsys):
+    # `repro run --check params/demo.yaml` against a run 01_construct made on its own with generate=False was refused
+    # for max_new_tokens (16 there, 1024 now), policy_model and reference_max_new_tokens: values that shaped nothing
+    run = RunDir(tmp_path / "c2")
+    resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run.root)})
+    made = {**resolved, "policy_model": "builtin:tiny-policy", "max_new_tokens": 16, "reference_max_new_tokens": 16}
+    Manifest(run).start_run(made, resolved["notebooks"])
+    run.data.mkdir(parents=True)
+    (run.data / "train_prefs-00000-of-00001.parquet").write_bytes(b"rows")
+    Manifest(run).finish_run("failed", "DataError: stand-in")
+    assert main(["run", "--check", "demo", "--out", str(run.root)]) == 0
+    assert "(continues the run there, same parameters; the last run failed" in capsys.readouterr().out
+    assert run_fingerprint(made) == run_fingerprint(resolved)
+    generating = {**resolved, "generate": True}  # where a run generates, they count
+    assert list(changed_parameters(run, generating)) == ["generate", "max_new_tokens", "policy_model",
+                                                         "reference_max_new_tokens"]
+    assert run_fingerprint({**made, "generate": True}) != run_fingerprint(generating)
 
 
 def test_a_notebook_alone_refuses_a_run_directory_a_repro_run_is_writing(previous_run, monkeypatch):

@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 from . import __version__
 from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
-from .parameters import RUN_KEYS, notebook_fields
+from .parameters import RUN_KEYS, notebook_fields, unused_generation
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
@@ -303,7 +303,8 @@ class Manifest:
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
                            ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:
         """{name: (recorded, new)} for each differing parameter, not in `ignore`, of `notebooks` the recorded run
-        executed too (a failed notebook binds nothing, but 01_construct: its finished work does)."""
+        executed too (a failed notebook binds nothing, but 01_construct: its finished work does); generation's only
+        where one of them generates (`unused_generation`)."""
         data = self.read()
         recorded = data.get("parameters") or {}
         done = {name: entry for name, entry in (data.get("notebooks") or {}).items()
@@ -313,7 +314,7 @@ class Manifest:
         for name in (name for name in notebooks if name in done):
             theirs = {**recorded, **(done[name].get("parameters") or {})}
             changed.update({key: (theirs[key], new[key]) for key in notebook_fields(name) & set(theirs) & set(new)
-                            - set(ignore) if theirs[key] != new[key]})
+                            - set(ignore) - unused_generation(theirs, new) if theirs[key] != new[key]})
         return dict(sorted(changed.items()))
 
     def _under_repro_run(self, notebook: str) -> bool:
