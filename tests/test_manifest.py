@@ -40,6 +40,10 @@ def test_an_interrupted_stage_says_in_one_line_what_is_kept_and_how_to_go_on(tmp
         f"\x1b[0;31mInterrupted\x1b[0m: stage 'score': 3 finished chunk(s) (every stage's) are safe in {tmp_path / 'work'}; run the "
         f"notebook again to continue."]
     assert m.read()["stages"]["score"]["status"] == "interrupted" and m.read()["status"] == "interrupted"
+    # (it read "stage 'score' interrupted: KeyboardInterrupt: ", nothing after the colon)
+    data = m.read()
+    assert (data["error"], data["stages"]["score"]["error"]) == ("stage 'score' interrupted: KeyboardInterrupt",
+                                                                 "KeyboardInterrupt")
 
 
 def test_outputs_are_hashed(tmp_path):
@@ -168,8 +172,9 @@ def test_a_failed_stage_fails_the_notebook_that_ran_it(tmp_path):
     assert "boom" in data["notebooks"]["02_analyze"]["error"]
 
 
-@pytest.mark.parametrize("error, status", [(OSError("disk full"), "failed"), (KeyboardInterrupt(), "interrupted")])
-def test_a_notebook_alone_that_fails_outside_a_stage_is_not_left_running(tmp_path, error, status):
+@pytest.mark.parametrize("error, status, said", [(OSError("disk full"), "failed", "OSError: disk full"),
+                                                 (KeyboardInterrupt(), "interrupted", "KeyboardInterrupt")])
+def test_a_notebook_alone_that_fails_outside_a_stage_is_not_left_running(tmp_path, error, status, said):
     # 05_family failing to write family.json (no stage around it) left the notebook and the run `running` for good
     m = Manifest(tmp_path)
     with pytest.raises(type(error)):
@@ -177,7 +182,7 @@ def test_a_notebook_alone_that_fails_outside_a_stage_is_not_left_running(tmp_pat
             raise error
     data = m.read()
     assert data["notebooks"]["05_family"]["status"] == data["status"] == status
-    assert data["notebooks"]["05_family"]["error"] == data["error"] == f"{type(error).__name__}: {error}"
+    assert data["notebooks"]["05_family"]["error"] == data["error"] == said
 
 
 def test_under_repro_run_a_notebook_stays_running_until_repro_run_says_done(tmp_path):

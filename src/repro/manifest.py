@@ -206,6 +206,11 @@ def ended(exc: BaseException) -> str:
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
 
 
+def stopped_by(exc: BaseException) -> str:
+    """`exc` as a record says it: its class, and its message where it has one (a Ctrl-C has none)."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 class Manifest:
     """Read-modify-write access to one run's `manifest.json`."""
 
@@ -365,7 +370,7 @@ class Manifest:
             yield
         except BaseException as exc:  # outside a stage (a stage has recorded its own failure)
             if alone and self.read()["notebooks"][notebook].get("status") == "running":
-                self.notebook_ended(notebook, ended(exc), f"{type(exc).__name__}: {exc}")
+                self.notebook_ended(notebook, ended(exc), stopped_by(exc))
             raise
         if alone:
             self.notebook_ended(notebook)
@@ -415,7 +420,7 @@ class Manifest:
         try:
             yield info
         except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = stopped_by(exc)
             self._set_stage(name, {"status": ended(exc), "seconds": round(time.perf_counter() - t0, 3),
                                    "error": error, **info})
             self.finish_run(ended(exc), error=f"stage {name!r} {ended(exc)}: {error}")
