@@ -40,6 +40,10 @@ def test_an_interrupted_stage_says_in_one_line_what_is_kept_and_how_to_go_on(tmp
         f"\x1b[0;31mInterrupted\x1b[0m: stage 'score': 3 finished chunk(s) (every stage's) are safe in {tmp_path / 'work'}; run the "
         f"notebook again to continue."]
     assert m.read()["stages"]["score"]["status"] == "interrupted" and m.read()["status"] == "interrupted"
+    # (it read "stage 'score' interrupted: KeyboardInterrupt: ", nothing after the colon)
+    data = m.read()
+    assert (data["error"], data["stages"]["score"]["error"]) == ("stage 'score' interrupted: KeyboardInterrupt",
+                                                                 "KeyboardInterrupt")
 
 
 def test_outputs_are_hashed(tmp_path):
@@ -61,6 +65,21 @@ def test_standalone_notebook_completes_and_merges_parameters(tmp_path):
     assert data["status"] == "running"
     m.notebook_ended("02_analyze")
     assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_01_construct_run_again_counts_only_the_stages_this_attempt_reached(tmp_path):
+    # 01_construct's "Rows at each stage" table, right after the slice of an attempt, listed an earlier attempt's
+    # with_candidates beside this one's sliced rows
+    m = Manifest(tmp_path)
+    m.ensure_started({"source": "demo"}, "01_construct")
+    m.set_counts(source=40, sliced=40, with_candidates=39)
+    m.notebook_ended("01_construct", "interrupted")
+    m.ensure_started({"source": "demo"}, "01_construct")
+    m.set_counts(source=40, sliced=40)
+    assert m.read()["counts"] == {"source": 40, "sliced": 40}
+    m.notebook_ended("01_construct")
+    m.ensure_started({"bootstrap_resamples": 10}, "02_analyze")  # a later notebook keeps 01_construct's counts
+    assert m.read()["counts"] == {"source": 40, "sliced": 40}
 
 
 def test_a_notebook_alone_keeps_the_runs_name(tmp_path):
@@ -153,8 +172,9 @@ def test_a_failed_stage_fails_the_notebook_that_ran_it(tmp_path):
     assert "boom" in data["notebooks"]["02_analyze"]["error"]
 
 
-@pytest.mark.parametrize("error, status", [(OSError("disk full"), "failed"), (KeyboardInterrupt(), "interrupted")])
-def test_a_notebook_alone_that_fails_outside_a_stage_is_not_left_running(tmp_path, error, status):
+@pytest.mark.parametrize("error, status, said", [(OSError("disk full"), "failed", "OSError: disk full"),
+                                                 (KeyboardInterrupt(), "interrupted", "KeyboardInterrupt")])
+def test_a_notebook_alone_that_fails_outside_a_stage_is_not_left_running(tmp_path, error, status, said):
     # 05_family failing to write family.json (no stage around it) left the notebook and the run `running` for good
     m = Manifest(tmp_path)
     with pytest.raises(type(error)):
@@ -162,7 +182,7 @@ def test_a_notebook_alone_that_fails_outside_a_stage_is_not_left_running(tmp_pat
             raise error
     data = m.read()
     assert data["notebooks"]["05_family"]["status"] == data["status"] == status
-    assert data["notebooks"]["05_family"]["error"] == data["error"] == f"{type(error).__name__}: {error}"
+    assert data["notebooks"]["05_family"]["error"] == data["error"] == said
 
 
 def test_under_repro_run_a_notebook_stays_running_until_repro_run_says_done(tmp_path):

@@ -18,6 +18,7 @@ from repro.parameters import ConstructParams, GenerationParams, build, load_para
 from repro.paths import KERNEL, RunDir
 from repro.cli.rerun import changed_parameters, clear_previous_run
 from repro.cli.run import resolve_parameters
+from repro.revisions import run_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -306,6 +307,54 @@ def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, caps
     resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run.root)})
     stages.begin(build(ConstructParams, {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}))
     assert Manifest(run).read()["parameters"]["mini_count"] == 1  # the notebook alone replaces it too
+
+
+def test_01_construct_alone_replacing_a_failed_run_keeps_none_of_its_record(tmp_path, capsys):
+    # generate=True failed at the score stage (device 'cuda', no GPU) after generating; run again with
+    # generate=False, the replaced run kept `generation`, stages.generate and counts.generated, and its card said that
+    # builtin:tiny-policy had generated the candidates (next to `generate | false`)
+    run = RunDir(tmp_path / "nb_gen")
+    own = {"run_dir": str(run.root), "source": "demo", "limit": 3, "candidate_columns": ["resp0", "resp1"],
+           "scorer_model": "builtin:tiny-pairrm", "device": "cpu"}
+    generation = build(GenerationParams, {"policy_model": "builtin:tiny-policy", "max_new_tokens": 16,
+                                          "reference_max_new_tokens": 16, "generation_device": "cpu"})
+    ctx = stages.begin(build(ConstructParams, {**own, "generate": True, "device": "cuda"}), generation)
+    stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
+    Manifest(run).finish_run("failed", "stage 'score' failed: no GPU")
+    assert {"generation", "scorer"} & set(Manifest(run).read()) == {"generation"}
+    capsys.readouterr()
+    ctx = stages.begin(build(ConstructParams, own), generation)
+    assert capsys.readouterr().err == (  # (it was replaced without a word)
+        f"repro: The run in {run.root} is replaced: it failed, and its parameters changed (device ('cuda' there, 'cpu' "
+        f"now), generate (True there, False now)); its work/ stays: changed generation or scoring values make their "
+        f"work again; the rest is reused where it can be.\n")
+    data = Manifest(run).read()
+    assert "generation" not in data and not data["stages"] and not data["counts"]
+    assert data["parameters"]["generate"] is False and list(data["notebooks"]) == ["01_construct"]
+    stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
+    assert Manifest(run).read()["counts"]["sliced"] == 3
+    stages.begin(build(ConstructParams, own), generation)  # the same parameters continue it: its record stays
+    assert "replaced" not in capsys.readouterr().err
+    assert Manifest(run).read()["stages"]["slice"]["status"] == "done"
+
+
+def test_generation_values_are_compared_only_where_a_run_generates(tmp_path, capsys):
+    # `repro run --check params/demo.yaml` against a run 01_construct made on its own with generate=False was refused
+    # for max_new_tokens (16 there, 1024 now), policy_model and reference_max_new_tokens: values that shaped nothing
+    run = RunDir(tmp_path / "c2")
+    resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run.root)})
+    made = {**resolved, "policy_model": "builtin:tiny-policy", "max_new_tokens": 16, "reference_max_new_tokens": 16}
+    Manifest(run).start_run(made, resolved["notebooks"])
+    run.data.mkdir(parents=True)
+    (run.data / "train_prefs-00000-of-00001.parquet").write_bytes(b"rows")
+    Manifest(run).finish_run("failed", "DataError: stand-in")
+    assert main(["run", "--check", "demo", "--out", str(run.root)]) == 0
+    assert "(continues the run there, same parameters; the last run failed" in capsys.readouterr().out
+    assert run_fingerprint(made) == run_fingerprint(resolved)
+    generating = {**resolved, "generate": True}  # where a run generates, they count
+    assert list(changed_parameters(run, generating)) == ["generate", "max_new_tokens", "policy_model",
+                                                         "reference_max_new_tokens"]
+    assert run_fingerprint({**made, "generate": True}) != run_fingerprint(generating)
 
 
 def test_a_notebook_alone_refuses_a_run_directory_a_repro_run_is_writing(previous_run, monkeypatch):

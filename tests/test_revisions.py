@@ -127,7 +127,9 @@ def test_a_run_fingerprint_leaves_out_how_the_work_runs_but_not_the_batches_nor_
     # and so do other chunks: a chunk's rows are batched together (38 of the demo's 40 rows differed in the last bits
     # between chunk_size 2 and 5, where a complete run of another chunk_size had "nothing to do")
     assert run_fingerprint({**resolved, "chunk_size": 3}) != first
-    assert run_fingerprint({**resolved, "generation_chunk_size": 3}) != first
+    generating = {**resolved, "generate": True}
+    assert run_fingerprint({**generating, "generation_chunk_size": 3}) != run_fingerprint(generating)
+    assert run_fingerprint({**resolved, "generation_chunk_size": 3}) == first  # (the demo generates nothing)
     # a local folder named in a list (04_compare's `reference`) rewritten in place is another input
     (tmp_path / "ref").mkdir()
     (tmp_path / "ref" / "rows.jsonl").write_text('{"prompt": "a"}\n')

@@ -20,9 +20,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import __version__
-from .errors import DataError, Interrupted, ParameterError, listed
+from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
-from .parameters import RUN_KEYS, notebook_fields
+from .parameters import RUN_KEYS, notebook_fields, unused_generation
 from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
@@ -37,6 +37,10 @@ NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes",
                                   "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
 # of those, the ones whose batches decide the float rounding (a chunk's rows are batched together)
 ROUNDING = ("batch_tokens", "chunk_size", "generation_batch_size", "generation_chunk_size")
+LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
+# what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
+REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
+          "it can be")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -202,6 +206,11 @@ def ended(exc: BaseException) -> str:
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
 
 
+def stopped_by(exc: BaseException) -> str:
+    """`exc` as a record says it: its class, and its message where it has one (a Ctrl-C has none)."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 class Manifest:
     """Read-modify-write access to one run's `manifest.json`."""
 
@@ -239,9 +248,13 @@ class Manifest:
 
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
-        """Begin (or re-begin) a run: `running`, environment recorded, stages kept. `merge` keeps the record of the
-        notebooks not run now: their parameters and, unless 01_construct runs, the environment that built the data."""
+        """Begin a run: `running`, environment recorded; of an earlier record only the subject a notebook has just
+        claimed (`subject.claim`) stays. `merge` re-begins the run there, keeping its record (stages, counts) and
+        that of the notebooks not run now: their parameters and, unless 01_construct runs, the environment that built
+        the data."""
         data = self.read()
+        if not merge:
+            data = {key: data[key] for key in ("subject",) if key in data}
         merge = merge and bool(data.get("parameters"))
         # merged: the notebooks that ran (a plan's `pending` ones that never started are not this run's)
         nbs = {k: v for k, v in data.get("notebooks", {}).items() if v.get("status") != "pending"} if merge else {}
@@ -269,6 +282,8 @@ class Manifest:
                     notebooks=nbs, environment=environment)
         for key in ("stages", "counts", "outputs"):
             data.setdefault(key, {})
+        if "01_construct" in notebooks:  # the counts of the stages this attempt reaches (an earlier one's are gone)
+            data["counts"] = {}
         self.write(data)
 
     def unheld(self, fingerprint: dict[str, str], selfcheck: str | Path | None = None) -> str:
@@ -293,7 +308,8 @@ class Manifest:
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
                            ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:
         """{name: (recorded, new)} for each differing parameter, not in `ignore`, of `notebooks` the recorded run
-        executed too (a failed notebook binds nothing, but 01_construct: its finished work does)."""
+        executed too (a failed notebook binds nothing, but 01_construct: its finished work does); generation's only
+        where one of them generates (`unused_generation`)."""
         data = self.read()
         recorded = data.get("parameters") or {}
         done = {name: entry for name, entry in (data.get("notebooks") or {}).items()
@@ -303,7 +319,7 @@ class Manifest:
         for name in (name for name in notebooks if name in done):
             theirs = {**recorded, **(done[name].get("parameters") or {})}
             changed.update({key: (theirs[key], new[key]) for key in notebook_fields(name) & set(theirs) & set(new)
-                            - set(ignore) if theirs[key] != new[key]})
+                            - set(ignore) - unused_generation(theirs, new) if theirs[key] != new[key]})
         return dict(sorted(changed.items()))
 
     def _under_repro_run(self, notebook: str) -> bool:
@@ -316,11 +332,13 @@ class Manifest:
         outputs = self.read().get("outputs") or {}
         return bool(self.run.shards()) or any(Path(k).parts[0] != self.run.notebooks.name for k in outputs)
 
-    def refuse_other_parameters(self, parameters: dict[str, Any], notebook: str) -> None:
-        """A notebook on its own (papermill, JupyterLab) refuses a run of other parameters there, as `repro run`."""
-        if (self._under_repro_run(notebook) or not (changed := self.changed_parameters(parameters, [notebook]))
-                or not self.made_results()):
-            return
+    def refuse_other_parameters(self, parameters: dict[str, Any], notebook: str) -> dict[str, tuple[Any, Any]]:
+        """A notebook on its own (papermill, JupyterLab) refuses a run of other parameters there, as `repro run`;
+        one that made nothing but its notebooks is replaced: its changed parameters (`ensure_started` replaces it)."""
+        if self._under_repro_run(notebook) or not (changed := self.changed_parameters(parameters, [notebook])):
+            return {}
+        if not self.made_results():
+            return changed
         raise ParameterError(
             f"run_dir {str(self.run.root)!r} holds a run with other parameters: {listed(changed)}. Set those values in "
             f"the parameters cell to continue it (a notebook's defaults are the published recipe's, not a params "
@@ -328,12 +346,18 @@ class Manifest:
             f"replace its run (`repro run PARAMS --out DIR --force` does so and keeps its resumable work/); nothing "
             f"was written.")
 
-    def ensure_started(self, parameters: dict[str, Any], notebook: str) -> bool:
+    def ensure_started(self, parameters: dict[str, Any], notebook: str,
+                       replacing: dict[str, tuple[Any, Any]] | None = None) -> bool:
         """Mark `notebook` running; on its own (plain papermill, JupyterLab) its parameters and environment join the
-        run's record first (`repro run` has recorded them). Whether it runs on its own."""
+        run's record first (`repro run` has recorded them), or begin it anew where it is `replacing` a run of other
+        parameters (`refuse_other_parameters`). Whether it runs on its own."""
         alone = not self._under_repro_run(notebook)
+        if alone and replacing:
+            last = LAST_RUN.get(self.read().get("status"), "made nothing but its notebooks")
+            notice(f"The run in {self.run.root} is replaced: it {last}, and its parameters changed "
+                   f"({listed(replacing)}); {REUSED}.")
         if alone:
-            self.start_run(parameters, [notebook], driver="papermill", merge=True)
+            self.start_run(parameters, [notebook], driver="papermill", merge=not replacing)
         self.notebook_status(notebook, "running")
         return alone
 
@@ -346,7 +370,7 @@ class Manifest:
             yield
         except BaseException as exc:  # outside a stage (a stage has recorded its own failure)
             if alone and self.read()["notebooks"][notebook].get("status") == "running":
-                self.notebook_ended(notebook, ended(exc), f"{type(exc).__name__}: {exc}")
+                self.notebook_ended(notebook, ended(exc), stopped_by(exc))
             raise
         if alone:
             self.notebook_ended(notebook)
@@ -396,7 +420,7 @@ class Manifest:
         try:
             yield info
         except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = stopped_by(exc)
             self._set_stage(name, {"status": ended(exc), "seconds": round(time.perf_counter() - t0, 3),
                                    "error": error, **info})
             self.finish_run(ended(exc), error=f"stage {name!r} {ended(exc)}: {error}")

@@ -501,6 +501,11 @@ def notebook_fields(*notebooks: str) -> set[str]:
     return set().union(*(SCHEMAS[s].model_fields for s in sections))
 
 
+def unused_generation(*parameters: Mapping[str, Any]) -> set[str]:
+    """Generation's parameters where none of `parameters` generates (they shape nothing then), else none."""
+    return set() if any(p.get("generate") for p in parameters) else set(GenerationParams.model_fields)
+
+
 def all_fields() -> set[str]:
     """Every parameter name any notebook accepts."""
     return set(RUN_KEYS).union(*(schema.model_fields for schema in SCHEMAS.values()))

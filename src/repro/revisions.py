@@ -16,7 +16,7 @@ from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, ROUNDING, package_versions, sha256_file
-from .parameters import NOTEBOOK_SECTIONS, RUN_KEYS, notebook_fields
+from .parameters import NOTEBOOK_SECTIONS, RUN_KEYS, notebook_fields, unused_generation
 from .paths import shipped
 
 
@@ -115,8 +115,9 @@ def run_fingerprint(resolved: dict[str, Any]) -> dict[str, str]:
     """What a complete run of these parameters holds, a digest each: the notebooks and every parameter they read but
     where it lives and how the work runs, the batch sizes (they decide the rounding), the content of each local file
     or folder one names (a source rewritten in place is other data), the code (`code_digest`) and the packages that
-    decide the numbers (a value no notebook of the run reads is none of it: the manifest does not record it)."""
-    read = notebook_fields(*resolved["notebooks"]) | RUN_KEYS
+    decide the numbers (a value no notebook of the run reads is none of it: the manifest does not record it; nor is
+    generation's where the run does not generate)."""
+    read = (notebook_fields(*resolved["notebooks"]) | RUN_KEYS) - unused_generation(resolved)
     parameters = {k: v for k, v in resolved.items() if k in read and k not in NOT_SHAPING}
     local = {k: content for key, value in parameters.items() for k, content in _local_inputs(value, key).items()}
     return {"parameters": fingerprint_of(parameters), "batch sizes": fingerprint_of(

@@ -17,7 +17,7 @@ from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of,
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
 from ..manifest import NAMING, NOT_SHAPING, Manifest
-from ..parameters import CardParams, ConstructParams, GenerationParams
+from ..parameters import CardParams, ConstructParams, GenerationParams, unused_generation
 from ..paths import DATA_DIR, DEMO, RunDir, public_name, public_text, reads_as_hub_id
 from ..sources import load_source, read_parquet
 from ..subject import claim, is_own_dataset
@@ -457,8 +457,9 @@ def public_value(value: Any) -> Any:
 
 def _fields(parameters: dict[str, Any]) -> dict[str, Any]:
     """The construction parameters' fields, and the generation ones when the run generated."""
-    schemas = [ConstructParams] + ([GenerationParams] if parameters.get("generate") else [])
-    return {k: f for schema in schemas for k, f in schema.model_fields.items()}
+    unused = unused_generation(parameters)
+    return {k: f for schema in (ConstructParams, GenerationParams) for k, f in schema.model_fields.items()
+            if k not in unused}
 
 
 def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:

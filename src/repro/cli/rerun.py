@@ -11,18 +11,11 @@ from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError, listed
 from ..jobs import finished_chunks
-from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, as_recorded
-from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields
+from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, REUSED, ROUNDING, Manifest, as_recorded
+from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content
 from .preflight import Check
-
-LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
-
-
-# what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
-REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
-          "it can be")
 
 
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -34,7 +27,7 @@ def unread_changes(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[A
     """{name: (recorded, new)} for each differing parameter that shapes the data and a notebook of this run reads
     (`notebooks` too): `changed_parameters` compares only those of a notebook both runs execute."""
     recorded, new = Manifest(run).read().get("parameters") or {}, as_recorded(parameters)
-    read = notebook_fields(*parameters["notebooks"]) | RUN_KEYS
+    read = (notebook_fields(*parameters["notebooks"]) | RUN_KEYS) - unused_generation(recorded, new)
     return {key: (recorded[key], new[key]) for key in sorted(recorded.keys() & new.keys() & read - NOT_SHAPING)
             if recorded[key] != new[key]}
 

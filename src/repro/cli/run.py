@@ -15,12 +15,12 @@ from ..errors import NOTICE, ReproError, did_you_mean
 from . import PACKAGE
 from .interrupt import EXIT_INTERRUPTED, Interrupted, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV, safe_chunks
-from ..manifest import Manifest, find_selfcheck
+from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, project_root, run_folder, shipped
 from ..revisions import run_fingerprint
 from .preflight import preflight, require
-from .rerun import REUSED, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
+from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
 

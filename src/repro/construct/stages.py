@@ -82,10 +82,10 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
         resolve_device(generation.generation_device, "generation_device")
     run, notebook = RunDir(params.run_root), "01_construct"
     manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
-    manifest.refuse_other_parameters(parameters, notebook)
+    replacing = manifest.refuse_other_parameters(parameters, notebook)
     check_exists(params.source, "source")  # a mistyped path writes nothing, not even the run directory
     claim(run, None, "source", building=True)
-    manifest.ensure_started(parameters, notebook)
+    manifest.ensure_started(parameters, notebook, replacing)
     return Context(params, run, manifest)
 
 
