@@ -310,7 +310,7 @@ def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, caps
 
 
 def test_01_construct_alone_replacing_a_failed_run_keeps_none_of_its_record(tmp_path, capsys):
-    # generate=True failed at the score stage (device 'cuda', no GPU) after generating; run again with
+    # generate=True failed at the score stage after generating (there: device 'cuda', no GPU); run again with
     # generate=False, the replaced run kept `generation`, stages.generate and counts.generated, and its card said that
     # builtin:tiny-policy had generated the candidates (next to `generate | false`)
     run = RunDir(tmp_path / "nb_gen")
@@ -318,16 +318,16 @@ def test_01_construct_alone_replacing_a_failed_run_keeps_none_of_its_record(tmp_
            "scorer_model": "builtin:tiny-pairrm", "device": "cpu"}
     generation = build(GenerationParams, {"policy_model": "builtin:tiny-policy", "max_new_tokens": 16,
                                           "reference_max_new_tokens": 16, "generation_device": "cpu"})
-    ctx = stages.begin(build(ConstructParams, {**own, "generate": True, "device": "cuda"}), generation)
+    ctx = stages.begin(build(ConstructParams, {**own, "generate": True, "limit": 2}), generation)
     stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
     Manifest(run).finish_run("failed", "stage 'score' failed: no GPU")
     assert {"generation", "scorer"} & set(Manifest(run).read()) == {"generation"}
     capsys.readouterr()
     ctx = stages.begin(build(ConstructParams, own), generation)
     assert capsys.readouterr().err == (  # (it was replaced without a word)
-        f"repro: The run in {run.root} is replaced: it failed, and its parameters changed (device ('cuda' there, 'cpu' "
-        f"now), generate (True there, False now)); its work/ stays: changed generation or scoring values make their "
-        f"work again; the rest is reused where it can be.\n")
+        f"repro: The run in {run.root} is replaced: it failed, and its parameters changed (generate (True there, False "
+        f"now), limit (2 there, 3 now)); its work/ stays: changed generation or scoring values make their work again; "
+        f"the rest is reused where it can be.\n")
     data = Manifest(run).read()
     assert "generation" not in data and not data["stages"] and not data["counts"]
     assert data["parameters"]["generate"] is False and list(data["notebooks"]) == ["01_construct"]
