@@ -1028,6 +1028,11 @@ def test_a_column_null_on_one_side_is_said(tmp_path):
     assert value[("pairs", "same reference_response")] == "1 of 1; missing in the candidate in 3 rows"
     assert ("**`reference_response` missing.** Of the 4 aligned rows, 3 in the candidate hold no `reference_response` "
             "(null): they are not compared on it.") in result["notes"]
+    candidate[2]["reference_response"] = candidate[3]["reference_response"] = rows[1]["reference_response"]
+    folders = write_sides(tmp_path / "one", rows, candidate)  # one row: "1 in the candidate holds", not "hold"
+    result = compare.compare(params(tmp_path / "one", reference=folders[0], candidate=folders[1])).result
+    assert any("Of the 4 aligned rows, 1 in the candidate holds no `reference_response` (null)" in note
+               for note in result["notes"])
     for row in rows + candidate:  # null on both sides: nothing to say in the verdict, "missing on both sides" then
         row["reference_response"] = None
     folders = write_sides(tmp_path / "both", rows, candidate)
