@@ -149,6 +149,11 @@ CASES = [
     Case("unknown grid keys, all in one error", lambda t: run(t, "--grid", "foo=1,2", "--grid", "bar=1,2", "--check"),
          r"family.grid.foo in --grid: 'foo' is not a parameter\. family.grid.bar in --grid: 'bar' is not a parameter\. "
          r"A grid key is a parameter, or a name of your own", after=nothing_written),
+    Case("an unknown grid key and a bundle's unknown key, in one error",  # (the bundle's alone, no suggestion)
+         lambda t: run(t, "--grid", "mini_indx=0,1", "--grid", "foo={part_strt: 0}", "--check"),
+         r"family.grid.mini_indx in --grid: 'mini_indx' is not a parameter\. Did you mean 'mini_index'\? "
+         r"family.grid.foo in --grid: 'part_strt' in \{'part_strt': 0\} is not a parameter a member can set\. Did you "
+         r"mean 'part_start'\?", after=nothing_written),
     Case("hub_repo_id not a repository id", lambda t: run(t, "--set", "hub_repo_id=a/b/c"),
          r"  - hub_repo_id \(from --set\): not a hub repository id: give owner/name \(letters, digits, -, _ and \., "
          r"neither starting nor ending with - or \., no -- or \.\., at most 96 characters\) \(got 'a/b/c'\)",

@@ -94,7 +94,7 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
     if not isinstance(grid, dict) or not grid:
         raise ParameterError(f"family.grid in {where} must map parameters to lists of values, e.g. "
                              f"grid: {{mini_index: [0, 1, 2, 3]}}; got {grid!r}.")
-    known, unknown = all_fields(), []  # (every one named at once)
+    known, unknown, inside = all_fields(), [], []  # (every one named at once: grid keys, keys inside bundles)
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ParameterError(f"family.grid.{key} in {where} must be a non-empty list of values, got {values!r}: "
@@ -118,15 +118,14 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
                                  f"of {key}, not a bundle (members are named by a hash of it, or by "
                                  f"family.member_name). To name them, give bundles under a key of your own, e.g. "
                                  f"opts: [{{name: {named['name']}, {key}: {{...}}}}, ...].")
-        for value in (v for v in values if is_bundle(key, v)):
-            for k in value:
-                if k != "name" and (k not in known or k in NOT_IN_GRID):
-                    raise ParameterError(f"family.grid.{key} in {where}: {k!r} in {value!r} is not a parameter a "
-                                         f"member can set.")
-    if unknown:
-        raise ParameterError(f"{' '.join(unknown)} A grid key is a parameter, or a name of your own whose values are "
-                             f"mappings of parameters set together (e.g. part: [{{part_start: 0, part_stop: 20000}}, "
-                             f"...]).")
+        inside += [f"family.grid.{key} in {where}: {k!r} in {value!r} is not a parameter a member can set."
+                   f"{did_you_mean(k, sorted(known - NOT_IN_GRID)) if k not in known else ''}"
+                   for value in values if is_bundle(key, value)
+                   for k in value if k != "name" and (k not in known or k in NOT_IN_GRID)]
+    if unknown or inside:
+        raise ParameterError(" ".join([*unknown, *inside]) + (
+            " A grid key is a parameter, or a name of your own whose values are mappings of parameters set together "
+            "(e.g. part: [{part_start: 0, part_stop: 20000}, ...])." if unknown else ""))
     return grid
 
 
