@@ -373,6 +373,11 @@ def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_
     csv = view.table.to_csv(index=False)
     assert "\nb,1,,complete,2,0.2," in csv and '",0,2,0,,\nc,2,,not started,,,,,,,,\n' in csv
     assert '"rows": 2,' in (root / "family.json").read_text()
+    # the caption compares the members that started (a member not started records no parameters); a bundle by name
+    assert origins(view).caption == "Parameters that differ between the members that started: none"
+    Manifest(RunDir(root)).update(members={"a": {"part": {"name": "lo", "part_start": 0}}, "b": {}, "c": {}})
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert view.table["part"][0] == "lo"  # (it showed the bundle's JSON)
     # none started yet: the plan alone, every member not started (it said "holds no member of a family")
     (root / "b" / "manifest.json").unlink()
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))

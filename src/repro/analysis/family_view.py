@@ -161,7 +161,8 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for m in members:
         ci = m["margin_mean_ci95"] or [None, None]
-        rows.append({"member": m["member"], **{k: json.dumps(v) if isinstance(v, (dict, list)) else v
+        rows.append({"member": m["member"], **{k: v["name"] if isinstance(v, dict) and "name" in v  # a bundle's
+                                               else json.dumps(v) if isinstance(v, (dict, list)) else v
                                                for k, v in m["grid"].items()},
                      "scorer": (m["scorer"]["model"] or "") + (" (STAND-IN: noise)" if m["scorer"]["stand_in"] else ""),
                      "status": m["status"], "rows": m["rows"],
@@ -219,7 +220,8 @@ def origins(view: FamilyView) -> Any:
         columns={"computed": "computed in the members' runs", "from_cache": "from the row cache",
                  "from_work": "from their own earlier runs (work/)"})
     differ = ", ".join(view.summary["parameters_that_differ"]) or "none"
-    return table.style.set_caption(f"Parameters that differ between the members: {differ}")
+    started = " that started" if any(m["status"] == NOT_STARTED for m in view.summary["members"]) else ""
+    return table.style.set_caption(f"Parameters that differ between the members{started}: {differ}")
 
 
 def verdicts(view: FamilyView) -> Any:
