@@ -7,6 +7,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import papermill
 import pytest
 
 from repro import paths
@@ -147,13 +148,19 @@ def test_notebooks_are_copied_without_the_outputs_a_run_in_the_checkout_saved(mo
     shipped.mkdir(parents=True)
     for src in NOTEBOOKS.glob("*.ipynb"):
         (shipped / src.name).write_bytes(src.read_bytes())
-    ran = json.loads((NOTEBOOKS / "02_analyze.ipynb").read_text())
+    # as papermill saves a run: its injected `# Parameters` cell (an earlier run's run_dir, which the copy then
+    # quietly defaulted to) and its metadata, kept by the copy that said "without its outputs"
+    papermill.execute_notebook(str(NOTEBOOKS / "02_analyze.ipynb"), str(tmp_path / "ran.ipynb"),
+                               parameters={"run_dir": "runs/earlier"}, prepare_only=True, progress_bar=False)
+    ran = json.loads((tmp_path / "ran.ipynb").read_text())
+    assert "injected-parameters" in json.dumps(ran) and "papermill" in ran["metadata"]
     code = [c for c in ran["cells"] if c["cell_type"] == "code"]
     code[0].update(execution_count=7, outputs=[{"output_type": "stream", "name": "stdout", "text": ["x\n"]}])
+    code[0]["metadata"]["execution"] = {"iopub.status.busy": "2026-12-05T09:14:37.005646Z"}  # nbclient's timing
     (shipped / "02_analyze.ipynb").write_text(json.dumps(ran))
     monkeypatch.setattr(cli_notebooks, "shipped", lambda name: shipped if name == "notebooks" else paths.shipped(name))
     cli_notebooks.make_project(tmp_path / "mine")
-    assert "02_analyze.ipynb: copied without its outputs" in capsys.readouterr().err
+    assert "02_analyze.ipynb: copied without a run's outputs and papermill's parameters" in capsys.readouterr().err
     for copy in (tmp_path / "mine" / "notebooks").glob("*.ipynb"):  # every copy as the package ships it
         assert copy.read_bytes() == (NOTEBOOKS / copy.name).read_bytes(), copy.name
     cli_notebooks.make_project(tmp_path / "mine")  # the copies made are not "changed" ones

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import datasets
 import numpy as np
 import pandas as pd
 
 from repro.analysis import report, views
+from repro.construct import stages
 from repro.dataset_io import output_features
 from repro.construct.pairs import CandidateSet, build_row
+from repro.parameters import ConstructParams
 
 
 def _pairs(n: int = 9) -> datasets.Dataset:
@@ -47,12 +51,25 @@ def test_pair_examples_are_the_largest_middle_and_smallest_margin():
     assert len(one) == 1  # a single pair is shown once
 
 
-def test_pair_examples_with_the_candidates_show_every_candidates_score_and_the_pair():
+def _built(tmp_path, rows: list[dict], scores: list[list[float]], **params):
+    """01_construct's cells up to its pairs cell on `rows` (a JSON-lines source), `scores` in place of a scorer's:
+    the pairs, the candidates, the scores and the context the notebook passes to pair_examples."""
+    source = tmp_path / "source.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    ctx = stages.begin(ConstructParams(run_dir=str(tmp_path / "run"), source=str(source), device="cpu", **params))
+    prompt_rows = stages.slice_rows(ctx, stages.load(ctx))
+    cs = stages.candidates(ctx, prompt_rows)
+    return stages.build(ctx, prompt_rows, cs, scores), cs, scores, ctx
+
+
+def test_pair_examples_with_the_candidates_show_every_candidates_score_and_the_pair(tmp_path):
     # 01_construct showed counts and three chosen/rejected pairs: no row's full candidate list with its scores
-    pairs = _pairs()
-    cs = CandidateSet(rows=list(range(len(pairs))), prompts=pairs["prompt"], candidates=pairs["candidates"],
-                      names=[["resp0", "resp1", "resp2"]] * len(pairs))
-    shown = views.pair_examples(pairs, cs, pairs["candidate_scores"])
+    rows = [{"prompt": f"Question {i}:\n  explain   topic {i} " + "in detail " * 30, "prompt_id": f"p{i}",
+             "resp0": f"Answer {i}a " + "long " * 50, "resp1": f"Answer {i}b", "resp2": f"Answer {i}c"}
+            for i in range(9)]
+    pairs, cs, scores, ctx = _built(tmp_path, rows, [[0.1 * i, -0.05 * i, -0.05 * i] for i in range(9)],
+                                    candidate_columns=["resp0", "resp1", "resp2"])
+    shown = views.pair_examples(pairs, cs, scores, ctx.picks, ctx.params)
     assert ">largest margin<" in shown.to_html()  # a notebook can show it
     table = shown.data
     assert list(dict.fromkeys(table.index.get_level_values(0))) == ["largest margin", "middle margin",
@@ -60,13 +77,59 @@ def test_pair_examples_with_the_candidates_show_every_candidates_score_and_the_p
     largest, smallest = table.loc["largest margin"], table.loc["smallest margin"]
     i = int(np.argmax(np.asarray(pairs["score_chosen"]) - np.asarray(pairs["score_rejected"])))
     assert largest.index.tolist() == ["resp0", "resp1", "resp2"]
-    assert largest["score"].tolist() == [round(s, 4) for s in pairs[i]["candidate_scores"]]
+    assert largest["score"].tolist() == [round(s, 4) for s in scores[i]]
     assert largest["pair"].tolist() == ["chosen", "", "rejected"]  # the last of the two lowest scores
     assert largest["text"].tolist()[1] == f"Answer {i}b" and largest["prompt"].tolist()[0].startswith(f"Question {i}")
     assert smallest["pair"].tolist() == ["chosen", "", "rejected"]  # all tied: the first and the last
-    # candidates of other prompts (a set that does not hold these rows): the pairs as without candidates
-    other = CandidateSet(rows=[0], prompts=["another prompt"], candidates=[["x", "y"]], names=[["resp0", "resp1"]])
-    assert views.pair_examples(pairs, other, [[0.0, 1.0]]).data.equals(views.pair_examples(pairs).data)
+    assert "score − 0 × characters" not in table.columns  # no length penalty decided these pairs
+    # without the picks build made (or picks of other pairs): the pairs as without candidates
+    assert views.pair_examples(pairs, cs, scores).data.equals(views.pair_examples(pairs).data)
+    assert views.pair_examples(pairs, cs, scores, ctx.picks[:1]).data.equals(views.pair_examples(pairs).data)
+
+
+def test_pair_examples_show_the_candidates_of_the_row_each_pair_comes_from_though_another_has_its_prompt(tmp_path):
+    # two rows of one prompt text: the smallest margin showed the first row's candidates under the second's pair
+    rows = [{"prompt": "Same question?", "prompt_id": "p2", "resp0": "first a", "resp1": "first b"},
+            {"prompt": "Another question?", "prompt_id": "p3", "resp0": "third a", "resp1": "third b"},
+            {"prompt": "Same question?", "prompt_id": "p2dup", "resp0": "second a", "resp1": "second b"}]
+    pairs, cs, scores, ctx = _built(tmp_path, rows, [[1.0, -1.0], [0.5, -0.5], [0.1, 0.2]],
+                                    candidate_columns=["resp0", "resp1"])
+    table = views.pair_examples(pairs, cs, scores, ctx.picks, ctx.params).data
+    largest, smallest = table.loc["largest margin"], table.loc["smallest margin"]
+    assert largest["text"].tolist() == ["first a", "first b"] and largest["pair"].tolist() == ["chosen", "rejected"]
+    assert smallest["text"].tolist() == ["second a", "second b"]
+    assert smallest["score"].tolist() == [0.1, 0.2] and smallest["pair"].tolist() == ["rejected", "chosen"]
+
+
+def test_pair_examples_mark_the_paired_candidate_not_an_original_of_the_same_text(tmp_path):
+    # SPPO's layout (the original pair ranked first, never paired): original_chosen, of resp1's text, was "chosen"
+    rows = [{"prompt": f"Question {i}?", "prompt_id": f"p{i}", "resp0": f"short {i}", "resp1": f"best {i}",
+             "resp2": f"worst {i}", "chosen": [{"role": "user", "content": f"Question {i}?"},
+                                               {"role": "assistant", "content": f"best {i}"}],
+             "rejected": [{"role": "user", "content": f"Question {i}?"},
+                          {"role": "assistant", "content": f"worst {i}"}]} for i in range(3)]
+    pairs, cs, scores, ctx = _built(tmp_path, rows, [[0.9, -0.9, 0.1, 0.9, -0.9]] * 3, output_format="sppo",
+                                    candidate_columns=["resp0", "resp1", "resp2"], include_original_pair=True,
+                                    original_pair_position="first_scored_only", keep_all_candidates=True)
+    table = views.pair_examples(pairs, cs, scores, ctx.picks, ctx.params).data
+    block = table.loc["largest margin"]
+    assert block.index.tolist() == ["original_chosen", "original_rejected", "resp0", "resp1", "resp2"]
+    assert block["pair"].tolist() == ["", "", "", "chosen", "rejected"]
+
+
+def test_pair_examples_show_the_length_penalised_score_that_picked_the_pair(tmp_path):
+    # best_worst_length_penalised: the marks sat on candidates that are not the highest / lowest score shown
+    rows = [{"prompt": f"Question {i}?", "prompt_id": f"p{i}", "resp0": "long " * 40, "resp1": "short",
+             "resp2": "mid " * 10} for i in range(3)]
+    pairs, cs, scores, ctx = _built(tmp_path, rows, [[1.0, 0.5, -0.8]] * 3,
+                                    candidate_columns=["resp0", "resp1", "resp2"],
+                                    selection="best_worst_length_penalised", length_penalty=0.01)
+    table = views.pair_examples(pairs, cs, scores, ctx.picks, ctx.params).data
+    block = table.loc["largest margin"]
+    penalised = block["score − 0.01 × characters"]
+    assert penalised.tolist() == [round(s - 0.01 * len(t), 4) for s, t in zip(scores[0], cs.candidates[0])]
+    assert block["pair"].tolist() == ["", "chosen", "rejected"]  # by the penalised score, not the score
+    assert penalised.idxmax() == "resp1" and penalised.idxmin() == "resp2" and block["score"].idxmax() == "resp0"
 
 
 def test_counts_table_says_what_each_count_means():

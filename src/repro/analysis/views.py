@@ -91,39 +91,38 @@ def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
     return None if margin is None else figure(plots.margin_distribution(margin))
 
 
-def pair_examples(pairs: datasets.Dataset, candidate_set=None, scores: Sequence[Sequence[float]] | None = None) -> Any:
+def pair_examples(pairs: datasets.Dataset, candidate_set=None, scores: Sequence[Sequence[float]] | None = None,
+                  picks: Sequence[tuple[int, int, int]] | None = None, params=None) -> Any:
     """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows); given
-    the rows' candidates and scores (01_construct), each of these rows' candidates, its score, chosen and rejected."""
+    the rows' candidates, scores and `picks` (01_construct: stages.build's candidate row, chosen and rejected of each
+    pair), each of these rows' candidates, its score, chosen and rejected, and with `params`' selection
+    best_worst_length_penalised the penalised score that picked them."""
     pairs = seed_view(pairs)
     chosen, rejected = (response_texts(pairs.data.table.column(c)).to_pylist() for c in ("chosen", "rejected"))
     margin = _margin(pairs)
     if margin is None:
-        picks = {0: "first", len(pairs) // 2: "middle", len(pairs) - 1: "last"}
+        shown = {0: "first", len(pairs) // 2: "middle", len(pairs) - 1: "last"}
     else:
         order = np.argsort(-margin, kind="stable")
-        picks = {}
+        shown = {}
         for label, i in zip(("largest margin", "middle margin", "smallest margin"), order[[0, len(order) // 2, -1]]):
-            picks.setdefault(int(i), label)
+            shown.setdefault(int(i), label)
     rows = [{"": label, "prompt": shorten(pairs[i]["prompt"]), "chosen": shorten(chosen[i]),
-             "rejected": shorten(rejected[i])} for i, label in picks.items()]
+             "rejected": shorten(rejected[i])} for i, label in shown.items()]
     if margin is not None:
-        for row, i in zip(rows, picks):
+        for row, i in zip(rows, shown):
             row.update(score_chosen=round(float(pairs[i]["score_chosen"]), 4),
                        score_rejected=round(float(pairs[i]["score_rejected"]), 4), margin=round(float(margin[i]), 4))
-    if candidate_set is not None:  # one line per candidate of each pair's row
-        where, pairs_rows, rows = {prompt: k for k, prompt in enumerate(candidate_set.prompts)}, rows, []
-        for (i, label), pair in zip(picks.items(), pairs_rows):
-            if (k := where.get(pairs[i]["prompt"])) is None:  # (a prompt the candidates do not hold: none to show)
-                continue
-            texts = candidate_set.candidates[k]
-            marks = {}  # the first candidate of the chosen text, and of the rejected one
-            for which, text in (("chosen", chosen[i]), ("rejected", rejected[i])):
-                if text in texts:
-                    marks.setdefault(texts.index(text), []).append(which)
-            rows += [{"": label, "prompt": pair["prompt"] if j == 0 else "", "candidate": name,
-                      "score": round(float(score), 4), "pair": " and ".join(marks.get(j, [])), "text": shorten(text)}
-                     for j, (name, text, score) in enumerate(zip(candidate_set.names[k], texts, scores[k]))]
-        if rows:
-            return readable(pd.DataFrame(rows).set_index(["", "candidate"]))
-        rows = pairs_rows
-    return readable(pd.DataFrame(rows).set_index(""))
+    if candidate_set is None or picks is None or len(picks) != len(pairs):  # (no candidates of these pairs to show)
+        return readable(pd.DataFrame(rows).set_index(""))
+    penalty = params.length_penalty if getattr(params, "selection", None) == "best_worst_length_penalised" else None
+    lines = []  # one line per candidate of each pair's row
+    for (i, label), pair in zip(shown.items(), rows):
+        k, marks = picks[i][0], dict(zip(("chosen", "rejected"), picks[i][1:]))
+        for j, (name, text, score) in enumerate(zip(candidate_set.names[k], candidate_set.candidates[k], scores[k])):
+            line = {"": label, "prompt": pair["prompt"] if j == 0 else "", "candidate": name,
+                    "score": round(float(score), 4)}
+            if penalty is not None:  # what best_worst_length_penalised ranked
+                line[f"score − {penalty:g} × characters"] = round(float(score) - penalty * len(text), 4)
+            lines.append(line | {"pair": " and ".join(m for m, at in marks.items() if at == j), "text": shorten(text)})
+    return readable(pd.DataFrame(lines).set_index(["", "candidate"]))

@@ -44,22 +44,30 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
         dst.write_bytes(content)
     (root / PROJECT_MARKER).write_text(MARKER_TEXT)
     for name in emptied:
-        notice(f"{name}: copied without its outputs (a run saved them in {shipped('notebooks')})")
+        notice(f"{name}: copied without a run's outputs and papermill's parameters and metadata (a run saved them "
+               f"in {shipped('notebooks')})")
     return list(data)
 
 
 def strip_outputs(nb: dict[str, Any]) -> bool:
-    """Empty every code cell's outputs and execution count, as the package ships a notebook; whether any were set."""
-    code = [cell for cell in nb.get("cells", ()) if cell.get("cell_type") == "code"]
-    held = any(cell.get("outputs") or cell.get("execution_count") is not None for cell in code)
-    for cell in code:
-        cell.update(outputs=[], execution_count=None)
-    return held
+    """Empty every code cell's outputs and execution count and drop what a papermill run adds (its injected
+    `# Parameters` cell, its and nbclient's metadata), as the package ships a notebook; whether any were there."""
+    before = json.dumps(nb)
+    nb["cells"] = [cell for cell in nb.get("cells", ())
+                   if "injected-parameters" not in cell.get("metadata", {}).get("tags", ())]
+    nb.get("metadata", {}).pop("papermill", None)
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {})
+        for key in ("papermill", "execution") + (("tags",) if meta.get("tags") == [] else ()):
+            meta.pop(key, None)
+        if cell.get("cell_type") == "code":
+            cell.update(outputs=[], execution_count=None)
+    return json.dumps(nb) != before
 
 
 def pre_save_hook(model: dict[str, Any], path: str, **_: Any) -> None:
-    """`make lab`'s FileContentsManager.pre_save_hook: the checkout's notebooks/ are saved without outputs (a run
-    there leaves the tracked files clean but for edits); other notebooks as they are."""
+    """`make lab`'s FileContentsManager.pre_save_hook: the checkout's notebooks/ are saved as strip_outputs leaves
+    them (a run there leaves the tracked files clean but for edits); other notebooks as they are."""
     if model.get("type") == "notebook" and path.strip("/").startswith("notebooks/"):
         strip_outputs(model["content"])
 

@@ -41,6 +41,8 @@ class Context:
     slice_stop: int = 0
     test_source: datasets.Dataset | None = None  # the rows of `test_split` (another split than source_split)
     work: str = ""  # "test/": the test split's work folders (work/test/scoring, ...)
+    picks: list[tuple[int, int, int]] = field(default_factory=list)  # build(): each pair's candidate row, (chosen,
+    # rejected) indices in it, in the dataset's row order (what 01_construct shows of a pair's candidates)
 
 
 class PrefixedManifest:
@@ -225,7 +227,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
     """Rows in the output format's columns (default the seed's): the pair the `selection` rule picks."""
     p = ctx.params
     with ctx.manifest.stage("pairs") as info:
-        rows, picks, dropped = [], [], {}
+        rows, picks, kept, dropped = [], [], [], {}
         for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores)):
             source_row = ds[int(i)]
             lead = sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in cs.names[k]) \
@@ -235,6 +237,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
                 dropped[pick.dropped] = dropped.get(pick.dropped, 0) + 1
                 continue
             picks.append((pick.chosen + lead, pick.rejected + lead))
+            kept.append(k)
             rows.append(build_row(source_row, prompt, cands, s, messages=p.messages,
                                   keep_all_candidates=p.keep_all_candidates,
                                   more_scores={name: more[k] for name, more in ctx.more_scores.items()},
@@ -250,6 +253,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
             raise DataError(f"No row is left to write: {counts}. To keep rows, {fix}; the scores are kept, so a run "
                             f"with the new values does not score again.")
         out = export_rows(p.output_format, rows, picks, p.keep_all_candidates, list(ctx.more_scores))
+        ctx.picks = [(k, *pick) for k, pick in zip(kept, picks)]
         info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=RLHFLOW_NAMES[p.selection],
                     ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
                     tie_rule=TIE_RULES[p.lowest_tie])
