@@ -218,6 +218,21 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
                  "notebooks=[01_construct, 02_analyze, 03_card, 04_compare]", "--set", "reference=foo/bar"]) in (0, 1)
     assert said().endswith("its parameters changed: 01_construct, 02_analyze, 03_card run again; 04_compare runs "
                            "for the first time)")
+    # a subset of the notebooks, none of which reads a batch size (alone or with another chunk_size): the line said
+    # "its parameters and batch sizes changed" with no batch size changed (the fingerprint hashed none of them)
+    for more in ([], ["--set", "chunk_size=8"]):
+        assert main([*again[:1], "--check", *again[1:], "--set", "notebooks=[02_analyze]", *more]) == 0
+        line = said()
+        assert 'other notebooks (["01_construct", "02_analyze", "03_card"] there, ["02_analyze"] now)' in line
+        assert "batch sizes" not in line and line.endswith("its parameters changed: 02_analyze runs again)")
+    manifest = Manifest(demo_run_copy)
+    recorded = manifest.read()["fingerprint"]  # and back: a complete run of 02_analyze alone, then all of them
+    subset = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml", ["notebooks=[02_analyze]"]),
+                                 "run_dir": str(demo_run_copy)})
+    manifest.update(fingerprint=run_fingerprint(subset))
+    assert main([*again[:1], "--check", *again[1:]]) == 0
+    assert said().endswith("it completed, but its parameters changed: 01_construct, 02_analyze, 03_card run again)")
+    manifest.update(fingerprint=recorded)
     # other batches: the part that changed is said, never "same ... parameters" beside "its parameters changed"
     assert main([*again, "--set", "chunk_size=8"]) == 0
     line = said()
