@@ -121,6 +121,18 @@ def test_a_device_this_machine_lacks_is_refused_where_the_notebook_begins(tmp_pa
     assert not (tmp_path / "run").exists()
 
 
+def test_a_scorer_option_of_another_kind_of_scorer_is_refused_where_the_notebook_begins(tmp_path):
+    # scorer_options={chat_template: x} on PairRM passed `repro run --check` and the notebook's start, and failed at
+    # scoring: after generation (params/demo_generate.yaml: the whole generate stage wasted)
+    with pytest.raises(ParameterError, match=r"Scorer option\(s\) chat_template do not apply to a pairrm scorer"):
+        construct.begin(_params(tmp_path, source="demo", scorer_options={"chat_template": "x"}))
+    extra = [{"name": "b", "model": "builtin:tiny-reward-llama", "options": {"fast_attention": True}}]
+    with pytest.raises(ParameterError, match=r"fast_attention do not apply to a sequence_classifier scorer"):
+        construct.begin(_params(tmp_path, source="demo", scorers=extra, keep_all_candidates=True))
+    assert not (tmp_path / "run").exists()
+    construct.begin(_params(tmp_path, source="demo", scorer_options={"fast_attention": False, "source_maxlength": 64}))
+
+
 def test_missing_candidate_column_is_a_clear_error(tmp_path):
     p = _params(tmp_path, source="demo", candidate_columns=["resp0", "answer"])
     ctx = construct.begin(p)

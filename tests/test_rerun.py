@@ -218,6 +218,21 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
                  "notebooks=[01_construct, 02_analyze, 03_card, 04_compare]", "--set", "reference=foo/bar"]) in (0, 1)
     assert said().endswith("its parameters changed: 01_construct, 02_analyze, 03_card run again; 04_compare runs "
                            "for the first time)")
+    # a subset of the notebooks, none of which reads a batch size (alone or with another chunk_size): the line said
+    # "its parameters and batch sizes changed" with no batch size changed (the fingerprint hashed none of them)
+    for more in ([], ["--set", "chunk_size=8"]):
+        assert main([*again[:1], "--check", *again[1:], "--set", "notebooks=[02_analyze]", *more]) == 0
+        line = said()
+        assert 'other notebooks (["01_construct", "02_analyze", "03_card"] there, ["02_analyze"] now)' in line
+        assert "batch sizes" not in line and line.endswith("its parameters changed: 02_analyze runs again)")
+    manifest = Manifest(demo_run_copy)
+    recorded = manifest.read()["fingerprint"]  # and back: a complete run of 02_analyze alone, then all of them
+    subset = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml", ["notebooks=[02_analyze]"]),
+                                 "run_dir": str(demo_run_copy)})
+    manifest.update(fingerprint=run_fingerprint(subset))
+    assert main([*again[:1], "--check", *again[1:]]) == 0
+    assert said().endswith("it completed, but its parameters changed: 01_construct, 02_analyze, 03_card run again)")
+    manifest.update(fingerprint=recorded)
     # other batches: the part that changed is said, never "same ... parameters" beside "its parameters changed"
     assert main([*again, "--set", "chunk_size=8"]) == 0
     line = said()
@@ -291,7 +306,7 @@ def test_01_construct_alone_records_and_checks_its_generation_parameters(tmp_pat
         stages.begin(build(ConstructParams, own), build(GenerationParams, {**generation, "temperature": 1.0}))
 
 
-def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, capsys):
+def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, capsys, monkeypatch):
     # mini_count=100 failed on 40 rows ("lower mini_count"); lowering it was then refused as "other parameters"
     run = RunDir(tmp_path / "demo")
     values = {**load_params_file(ROOT / "params" / "demo.yaml", ["mini_count=100"]), "run_dir": str(run.root)}
@@ -303,7 +318,16 @@ def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, caps
     assert main(["run", "--check", "demo", "--out", str(run.root)]) == 0
     out = capsys.readouterr().out
     assert "ok       run directory" in out and "mini_count (100 there, 1 now)" in out
-    assert "made nothing but its notebooks: it is replaced" in out
+    assert "made nothing but its notebooks and failed: it is replaced" in out
+    # the run itself said only which files it removed: not that the old run failed, what changed, nor that work/ stays
+    from repro.cli import run as runner
+    monkeypatch.setattr(runner, "run_notebooks", lambda values, root, **kw: 0)
+    assert main(["run", "demo", "--out", str(run.root)]) == 0
+    assert (f"  run directory: {run.root} holds an unfinished run with other parameters (mini_count (100 there, 1 "
+            f"now)) that made nothing but its notebooks and failed: it is replaced (its work/ stays"
+            ) in capsys.readouterr().out
+    Manifest(run).start_run(resolve_parameters(values), ["01_construct", "02_analyze", "03_card"])
+    Manifest(run).finish_run("failed", "DataError: 40 rows cannot be cut into mini_count=100 minis")
     resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run.root)})
     stages.begin(build(ConstructParams, {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}))
     assert Manifest(run).read()["parameters"]["mini_count"] == 1  # the notebook alone replaces it too

@@ -295,7 +295,8 @@ class Manifest:
             return f"it is {data.get('status') or 'not started'}"
         if not isinstance(recorded := data.get("fingerprint"), dict):
             return "nothing records what made it (a notebook run on its own since, or an older repro)"
-        if changed := [part for part, digest in fingerprint.items() if recorded.get(part) != digest]:
+        if changed := [part for part, digest in fingerprint.items()  # ("": one of the runs reads none of the part)
+                       if recorded.get(part) != digest and "" not in (digest, recorded.get(part))]:
             return f"its {' and '.join([', '.join(changed[:-1]), changed[-1]] if changed[1:] else changed)} changed"
         for relative, out in (data.get("outputs") or {}).items():
             if not (self.run.root / relative).is_file() or sha256_file(self.run.root / relative) != out.get("sha256"):

@@ -116,12 +116,13 @@ def run_fingerprint(resolved: dict[str, Any]) -> dict[str, str]:
     where it lives and how the work runs, the batch sizes (they decide the rounding), the content of each local file
     or folder one names (a source rewritten in place is other data), the code (`code_digest`) and the packages that
     decide the numbers (a value no notebook of the run reads is none of it: the manifest does not record it; nor is
-    generation's where the run does not generate)."""
+    generation's where the run does not generate; the batch sizes "" where it reads none: nothing to compare)."""
     read = (notebook_fields(*resolved["notebooks"]) | RUN_KEYS) - unused_generation(resolved)
     parameters = {k: v for k, v in resolved.items() if k in read and k not in NOT_SHAPING}
     local = {k: content for key, value in parameters.items() for k, content in _local_inputs(value, key).items()}
-    return {"parameters": fingerprint_of(parameters), "batch sizes": fingerprint_of(
-        {k: resolved[k] for k in ROUNDING if k in read}), "local inputs": fingerprint_of(local), "code": code_digest(),
+    batches = {k: resolved[k] for k in ROUNDING if k in read}
+    return {"parameters": fingerprint_of(parameters), "batch sizes": fingerprint_of(batches) if batches else "",
+            "local inputs": fingerprint_of(local), "code": code_digest(),
             "packages": fingerprint_of(package_versions())}
 
 

@@ -131,8 +131,9 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     notebooks = parameters["notebooks"]
     changes = listed(changed)
     if not Manifest(run).made_results():
+        ended = f" and {last}" if (last := LAST_RUN.get(Manifest(run).read().get("status"))) else ""
         return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({changes}) "
-                                            f"that made nothing but its notebooks: it is replaced ({REUSED})")
+                                            f"that made nothing but its notebooks{ended}: it is replaced ({REUSED})")
     # a run without 01_construct keeps the dataset: its notebooks make their own outputs again, whole
     replaced = (f"its outputs are removed first ({REUSED})" if rebuilds(notebooks) else
                 f"the notebooks listed ({', '.join(notebooks)}) run again with the new values and make their outputs "

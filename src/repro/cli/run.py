@@ -240,11 +240,11 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     if (code := require(checks, params_file, args.check)) is not None:
         return code
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
-        if replaced := bool(changed and rebuilds(resolved["notebooks"])):  # --force or a run that made nothing
+        if changed and rebuilds(resolved["notebooks"]):  # --force or a run that made nothing
             replace_run(run, args.force)  # nothing of it may outlive it (else require refused)
         print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
-        where = checks[0]  # why a complete run runs again, what a run there reuses (a replaced one: said above)
-        if where.what == "run directory" and not where.detail.endswith("(new)") and not replaced:
+        where = checks[0]  # why a complete run runs again, what a run there reuses, why one was replaced
+        if where.what == "run directory" and not where.detail.endswith("(new)"):
             print(f"  run directory: {where.detail}")
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"), fingerprint=fingerprint)

@@ -14,9 +14,10 @@ from ..dataset_io import row_prompt_id, write_split
 from ..errors import DataError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
-from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
+from ..parameters import PAIRRM_LIMITS, TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
 from ..revisions import local_content, pinned_model
+from ..scorers import scorer_class
 from ..scorers.common import resolve_device
 from ..slicing import plan_slice
 from ..sources import check_exists, load_source, require_columns
@@ -82,6 +83,11 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     resolve_device(params.device)  # a device this machine lacks: refused here, not at scoring (after generation)
     if generation is not None and params.generate:
         resolve_device(generation.generation_device, "generation_device")
+    scorers = [(params.scorer_model, params.scorer_kind, params.scorer_backend, params.scorer_options),
+               *((s.model, s.kind, s.backend, s.options) for s in params.scorers)]
+    for model, kind, backend, options in scorers:  # an option of another kind of scorer: refused here, not at scoring
+        if options := set(options) - set(PAIRRM_LIMITS):  # (score_candidates passes the limits as its arguments)
+            scorer_class(model, kind, backend, options)
     run, notebook = RunDir(params.run_root), "01_construct"
     manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
     replacing = manifest.refuse_other_parameters(parameters, notebook)

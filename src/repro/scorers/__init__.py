@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Iterable, get_args
 
 from ..errors import ModelLoadError, ParameterError, ReproError
 from ..parameters import ScorerKind
@@ -100,12 +100,19 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
     """A scorer of `model`: PairRM (backend "repro", the engine, or "llm-blender", the original code) or a
     sequence-classifier reward model (options: chat_template, trust_remote_code, output_index, max_length);
     `weights=False`: its record and tokenizer only, where the class can (nothing left to score)."""
+    cls = scorer_class(model, kind, backend, options)
+    light = {} if weights or "weights" not in inspect.signature(cls.load).parameters else {"weights": False}
+    return cls.load(model, device=device, dtype=dtype, **light, **options)
+
+
+def scorer_class(model: str | Path, kind: str = "auto", backend: str = "repro", options: Iterable[str] = ()) -> type:
+    """The class that loads `model` (its kind read as `resolve_kind` does, no weights loaded); refuses a backend
+    or an option (a keyword of the class's `load`) that does not apply to it."""
     kind = resolve_kind(model, kind)
     if kind == "pairrm" and (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
     cls = SCORERS.get((kind, backend), SequenceClassifierScorer)
-    keywords = inspect.signature(cls.load).parameters
-    allowed = [p.name for p in keywords.values()  # the options: load's keywords
+    allowed = [p.name for p in inspect.signature(cls.load).parameters.values()  # the options: load's keywords
                if p.kind is p.KEYWORD_ONLY and p.name not in LOAD_SETTINGS]
     if unknown := sorted(set(options) - set(allowed)):
         what = f"a {kind} scorer" + (f" with backend {backend!r}" if kind == "pairrm" else "")
@@ -113,5 +120,4 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
                              f"its options are {', '.join(allowed)}.")
     if (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
-    light = {} if weights or "weights" not in keywords else {"weights": False}
-    return cls.load(model, device=device, dtype=dtype, **light, **options)
+    return cls
