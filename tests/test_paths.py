@@ -158,6 +158,9 @@ def test_notebooks_are_copied_without_the_outputs_a_run_in_the_checkout_saved(mo
     code = [c for c in ran["cells"] if c["cell_type"] == "code"]
     code[0].update(execution_count=7, outputs=[{"output_type": "stream", "name": "stdout", "text": ["x\n"]}])
     code[0]["metadata"]["execution"] = {"iopub.status.busy": "2026-12-05T09:14:37.005646Z"}  # nbclient's timing
+    ran["metadata"]["language_info"] = {"name": "python", "version": "3.11.7", "pygments_lexer": "ipython3"}
+    ran["cells"].insert(0, {"cell_type": "markdown", "id": "papermill-error-cell-tag", "metadata": {  # a failed run's
+        "tags": ["papermill-error-cell-tag"]}, "source": "<span style='color:red'>An Exception was encountered</span>"})
     (shipped / "02_analyze.ipynb").write_text(json.dumps(ran))
     monkeypatch.setattr(cli_notebooks, "shipped", lambda name: shipped if name == "notebooks" else paths.shipped(name))
     cli_notebooks.make_project(tmp_path / "mine")

@@ -51,11 +51,14 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
 
 def strip_outputs(nb: dict[str, Any]) -> bool:
     """Empty every code cell's outputs and execution count and drop what a papermill run adds (its injected
-    `# Parameters` cell, its and nbclient's metadata), as the package ships a notebook; whether any were there."""
+    `# Parameters` cell, its error cells, its and nbclient's metadata: the kernel's language_info reduced to its
+    name), as the package ships a notebook; whether any were there."""
     before = json.dumps(nb)
-    nb["cells"] = [cell for cell in nb.get("cells", ())
-                   if "injected-parameters" not in cell.get("metadata", {}).get("tags", ())]
+    added = {"injected-parameters", "papermill-error-cell-tag"}
+    nb["cells"] = [cell for cell in nb.get("cells", ()) if not added & set(cell.get("metadata", {}).get("tags", ()))]
     nb.get("metadata", {}).pop("papermill", None)
+    if isinstance(language := nb.get("metadata", {}).get("language_info"), dict) and "name" in language:
+        nb["metadata"]["language_info"] = {"name": language["name"]}
     for cell in nb["cells"]:
         meta = cell.get("metadata", {})
         for key in ("papermill", "execution") + (("tags",) if meta.get("tags") == [] else ()):
