@@ -129,6 +129,14 @@ def test_a_scorer_option_of_another_kind_of_scorer_is_refused_where_the_notebook
     extra = [{"name": "b", "model": "builtin:tiny-reward-llama", "options": {"fast_attention": True}}]
     with pytest.raises(ParameterError, match=r"fast_attention do not apply to a sequence_classifier scorer"):
         construct.begin(_params(tmp_path, source="demo", scorers=extra, keep_all_candidates=True))
+    # PairRM's limit in a sequence classifier's options (it was accepted and recorded, and changed nothing); a limit
+    # given twice (it failed at scoring, after generation)
+    with pytest.raises(ParameterError, match=r"source_maxlength do not apply to a sequence_classifier scorer"):
+        construct.begin(_params(tmp_path, source="demo", scorer_model="builtin:tiny-reward-llama",
+                                scorer_options={"source_maxlength": 100}))
+    with pytest.raises(ParameterError, match=r"source_maxlength is given twice \(200 and 100 in the scorer options\)"):
+        construct.begin(_params(tmp_path, source="demo", scorer_options={"source_maxlength": 100},
+                                source_maxlength=200))
     assert not (tmp_path / "run").exists()
     construct.begin(_params(tmp_path, source="demo", scorer_options={"fast_attention": False, "source_maxlength": 64}))
 

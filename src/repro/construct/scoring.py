@@ -71,6 +71,19 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
             "candidate_maxlength": _optional_int(job.candidate_maxlength)}
 
 
+def split_limits(options: dict[str, Any] | None, source_maxlength: int | None,
+                 candidate_maxlength: int | None) -> tuple[dict[str, int | None], dict[str, Any]]:
+    """(PairRM's limits, the other scorer options): a limit inside the options too is one value, the argument's."""
+    options = dict(options or {})
+    limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
+    for name, value in limits.items():
+        given = options.pop(name, value)
+        if value is not None and given != value:
+            raise ParameterError(f"{name} is given twice ({value} and {given} in the scorer options): give it once.")
+        limits[name] = given
+    return limits, options
+
+
 def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: str, backend: str, device: str,
                      dtype: str, batch_tokens: int | None, chunk_size: int, num_processes: int, work_dir: str | Path,
                      kind: str, source_maxlength: int | None = None, candidate_maxlength: int | None = None,
@@ -78,13 +91,7 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                      cache_dir: str | Path | None = None) -> ScoreResult:
     """Score every candidate of every prompt (PairRM or a sequence classifier), resumably, in one or several processes;
     PairRM limits left None are the checkpoint's own; `cache_dir`: the project's row cache."""
-    options = dict(options or {})
-    limits = {"source_maxlength": source_maxlength, "candidate_maxlength": candidate_maxlength}
-    for name, value in limits.items():  # a limit inside the scorer options too: one value, passed as the argument
-        given = options.pop(name, value)
-        if value is not None and given != value:
-            raise ParameterError(f"{name} is given twice ({value} and {given} in the scorer options): give it once.")
-        limits[name] = given
+    limits, options = split_limits(options, source_maxlength, candidate_maxlength)
     if batch_tokens is None:  # (an unknown device fails here)
         batch_tokens = default_batch_tokens(resolve_device(device).type)
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),

@@ -14,7 +14,7 @@ from ..dataset_io import row_prompt_id, write_split
 from ..errors import DataError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
-from ..parameters import PAIRRM_LIMITS, TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
+from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
 from ..revisions import local_content, pinned_model
 from ..scorers import scorer_class
@@ -25,7 +25,7 @@ from ..subject import claim
 from .generation import generate_candidates
 from .pairs import ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
-from .scoring import score_candidates
+from .scoring import score_candidates, split_limits
 from .selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
 
 
@@ -85,8 +85,9 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
         resolve_device(generation.generation_device, "generation_device")
     scorers = [(params.scorer_model, params.scorer_kind, params.scorer_backend, params.scorer_options),
                *((s.model, s.kind, s.backend, s.options) for s in params.scorers)]
+    split_limits(params.scorer_options, params.source_maxlength, params.candidate_maxlength)  # (a limit given twice)
     for model, kind, backend, options in scorers:  # an option of another kind of scorer: refused here, not at scoring
-        if options := set(options) - set(PAIRRM_LIMITS):  # (score_candidates passes the limits as its arguments)
+        if options:  # (PairRM's limits among them: a sequence classifier has none)
             scorer_class(model, kind, backend, options)
     run, notebook = RunDir(params.run_root), "01_construct"
     manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
