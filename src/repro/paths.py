@@ -159,7 +159,7 @@ def nearest_existing(path: Path) -> Path:
     return next((p for p in (path, *path.parents) if p.exists()), path)
 
 
-def folder_problem(folder: Path) -> str:
+def write_problem(folder: Path) -> str:
     """Why `folder` cannot be written into: it is (or lies inside) a file, or cannot be written; "" when it can."""
     existing = nearest_existing(folder)
     if not existing.is_dir():
@@ -172,7 +172,7 @@ def folder_problem(folder: Path) -> str:
 
 def check_folder(folder: Path, given_as: str, advice: str) -> None:
     """Refuse, before any work, a folder to write into that is (or lies inside) a file, or that cannot be written."""
-    if what := folder_problem(folder):
+    if what := write_problem(folder):
         raise ReproError(f"{given_as} {folder} {what}. {advice}")
 
 

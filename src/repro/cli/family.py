@@ -19,7 +19,7 @@ from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_
                           validate_all)
 from ..jobs import fingerprint_of
 from ..manifest import Manifest
-from ..paths import RunDir, find_params, folder_problem
+from ..paths import RunDir, find_params, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -39,7 +39,7 @@ def member_checks(family: Family, member: Member, force: bool, why: str) -> tupl
     resolved, run, given_as = resolve_parameters(member.values), RunDir(member.run_dir), member_given_as(family)
     changed = changed_parameters(run, resolved)
     advice = f"give the family another {family.given_as} (its members go into its folder, by name)"
-    if what := folder_problem(member.run_dir):  # (a file there: each check below would fail on it)
+    if what := write_problem(member.run_dir):  # (a file there: each check below would fail on it)
         return [Check("run directory", False, f"{member.run_dir} {what}: a member's run goes into its own folder "
                                               f"there. Move what is in the way, or {advice}", problem="REFUSED")], {}
     checks = kind_check(run, resolved["notebooks"], given_as, advice) or [
