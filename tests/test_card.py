@@ -1591,3 +1591,20 @@ def test_a_source_of_one_file_is_not_said_to_have_a_split(tmp_path):
     assert "source split" not in en and "源数据划分" not in zh  # the slice, the counts table, the size
     assert "Rows [0:end] of the source file were taken" in en and "取源文件的第 [0:末尾] 行" in zh
     assert "| rows in the source file |" in en and "out of 29 rows in the source file." in en
+
+
+def _template_names(path: Path) -> set[str]:
+    text = path.read_text(encoding="utf-8")
+    return set(re.findall(r"\{%-?\s*macro\s+(\w+)\(", text)) | set(re.findall(r"\{%-?\s*set\s+(\w+)\s*=", text))
+
+
+def test_each_language_defines_every_sentence_and_every_note_of_the_comparison():
+    # a sentence in en.jinja alone left the Chinese half without it; the card's Reproduction notes are rendered only
+    # where the language defines the note (a note 04_compare adds and the templates lack would vanish unsaid)
+    templates = Path(repro_card.__file__).parent / "templates"
+    en, zh = _template_names(templates / "en.jinja"), _template_names(templates / "zh.jinja")
+    assert en == zh, {"en only": sorted(en - zh), "zh only": sorted(zh - en)}
+    compare_notes = {name for name in _template_names(templates.parent.parent / "analysis" / "templates" /
+                                                     "compare.jinja") if name.endswith("_note")}
+    # "Scores not compared" is the card's own paragraph (scores_missing), not a note in its list
+    assert compare_notes - en == {"scores_note"}
