@@ -7,6 +7,7 @@ import itertools
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -346,6 +347,14 @@ class Aligned:
     def scored(self) -> bool:
         return self.ref_scores is not None and self.cand_scores is not None
 
+    @cached_property
+    def probability_differences(self) -> dict[str, np.ndarray]:
+        """Each SPPO probability column both sides hold: every aligned row's largest difference (_largest_difference;
+        computed once, for the agreement and the disagreements)."""
+        return {column: np.array([_largest_difference(r, c) for r, c in zip(ref, cand)], dtype=np.float64)
+                for column in PROBABILITIES
+                if None not in (ref := self.texts[f"reference_{column}"], cand := self.texts[f"candidate_{column}"])}
+
     def margins(self) -> tuple[np.ndarray, np.ndarray]:
         """(reference, candidate) margin of each aligned row (when both sides have scores)."""
         return tuple(s["score_chosen"] - s["score_rejected"] for s in (self.ref_scores, self.cand_scores))
@@ -460,19 +469,12 @@ def _largest_difference(reference: Any, candidate: Any) -> float:
     return float(np.abs(c - r).max(initial=0.0)) if r.shape == c.shape else np.inf
 
 
-def probability_differences(al: Aligned) -> dict[str, np.ndarray]:
-    """Each SPPO probability column both sides hold: every aligned row's largest difference (_largest_difference)."""
-    return {column: np.array([_largest_difference(r, c) for r, c in zip(ref, cand)], dtype=np.float64)
-            for column in PROBABILITIES
-            if None not in (ref := al.texts[f"reference_{column}"], cand := al.texts[f"candidate_{column}"])}
-
-
 def probability_agreement(al: Aligned, p: CompareParams) -> dict[str, Any]:
     """SPPO's probability columns both sides hold, each aligned row's largest difference: rows further apart than
     disagreement_tolerance (a matrix of another shape among them), max |difference| (of the same shapes), the share
     within each score tolerance (missing on a side: left out)."""
     out = {}
-    for column, every in probability_differences(al).items():
+    for column, every in al.probability_differences.items():
         d, shaped = every[~np.isnan(every)], every[np.isfinite(every)]
         out[column] = {"rows": d.size, "missing": every.size - d.size, "other_shape": d.size - shaped.size,
                        "differ": (d > p.disagreement_tolerance).sum(),
@@ -517,7 +519,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
              for c in COLUMNS_COMPARED}
     other["messages"] &= np.isin(categories, (-1, 0, 2))
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance) | nonfinite
-    probabilities = {c: d > p.disagreement_tolerance for c, d in probability_differences(al).items()}  # NaN: missing
+    probabilities = {c: d > p.disagreement_tolerance for c, d in al.probability_differences.items()}  # NaN: missing
     disagree |= np.logical_or.reduce([*other.values(), *probabilities.values()])
     records = []
     for k in np.flatnonzero(disagree):
