@@ -136,8 +136,7 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
     if path.is_absolute():
         return os.path.normpath(path)
     root = project_root()
-    if (may_be_id and _HUB_ID.match(text) and not text.endswith(_FILE_SUFFIXES) and path.parts[0] != "runs"
-            and not (root / text).exists() and not (root / path.parts[0]).is_dir()):
+    if may_be_id and is_hub_id(text) and path.parts[0] != "runs" and not (root / path.parts[0]).is_dir():
         return text  # a hub id: no such local file, nor a local folder it would be in, nor a run's
     return os.path.normpath(root / path)
 
@@ -225,9 +224,9 @@ def find_params(name: str | Path) -> Path:
     tried = [given.resolve()]
     if not given.is_absolute():
         tried.append(project_root() / given)
-    if not given.suffix and not given.is_absolute():
-        tried += [folder / sub / f"{given}.yaml" for folder in dict.fromkeys([project_root() / "params", examples])
-                  for sub in ("", "recipes")]
+        if not given.suffix:
+            tried += [folder / sub / f"{given}.yaml" for folder in dict.fromkeys([project_root() / "params", examples])
+                      for sub in ("", "recipes")]
     if found := next((path for path in tried if path.is_file()), None):
         return found
     folder = next((path for path in tried if path.is_dir()), None)
