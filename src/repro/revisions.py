@@ -17,7 +17,7 @@ from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, ROUNDING, package_versions, sha256_file
 from .parameters import NOTEBOOK_SECTIONS, RUN_KEYS, notebook_fields, unused_generation
-from .paths import shipped
+from .paths import DEMO, shipped
 
 
 def hub_offline(*also: str) -> str | None:
@@ -31,8 +31,7 @@ def hub_offline(*also: str) -> str | None:
 
 def publish_blocker() -> str | None:
     """Why nothing can be uploaded to the hub from here (it is switched off, no token), with what to do; else None."""
-    switch = hub_offline()
-    if switch:
+    if switch := hub_offline():
         return f"the Hugging Face hub is switched off ({switch} is set): unset {switch} on a machine with network"
     if not huggingface_hub.get_token():
         return ("no Hugging Face token was found (HF_TOKEN or `hf auth login`): log in with `hf auth login` (a token "
@@ -42,8 +41,8 @@ def publish_blocker() -> str | None:
 
 def check_revision_target(spec: str | None, revision: str | None, parameter: str, target: str) -> None:
     """A revision needs a hub id: refuse it for a local path, a built-in stand-in or an unset model."""
-    if revision is not None and (not spec or spec.startswith("builtin:") or spec == "demo"
-                                 or Path(os.path.expanduser(spec)).exists()):
+    if revision is not None and (not spec or spec.startswith("builtin:") or spec == DEMO
+                                 or Path(spec).expanduser().exists()):
         raise ParameterError(
             f"{parameter}={revision!r} pins a hub commit, but {target}={spec!r} is not a hub id (a local file or "
             f"folder, a built-in stand-in, or unset) and has no revisions: set {parameter}: null, or name the hub id.")
