@@ -130,9 +130,9 @@ class _Params(BaseModel):
             value, default = getattr(self, name), field.get_default(call_default_factory=True)
             note = "" if value == default else f" (default {table_cell(f'`{default!r}`')})"
             if name not in _Params.model_fields:
-                rows.append(f"| `{name}` | {table_cell(f'`{value!r}`')}{note}")
+                rows.append(f"| `{name}` | {table_cell(f'`{value!r}`')}{note} |")
         return (f"**Parameters** of {notebook}, run directory `{self.run_root}`:\n\n| parameter | value |\n|---|---|\n"
-                + "\n".join(f"{row} |" for row in rows))
+                + "\n".join(rows))
 
 
 def table_cell(text: Any) -> str:
@@ -296,7 +296,7 @@ class ConstructParams(_Params):
                 f"test rows would repeat the train rows. Use a folder with data/{self.test_split}-*.parquet beside the "
                 f"train split, set test_split: {self.source_split} (a seeded sample of the built rows), or set "
                 f"test_split: null and test_rows: null (no test split)")
-        if self.test_split is not None and self.test_split == self.source_split and self.test_rows is None:
+        if self.test_split == self.source_split and self.test_rows is None:
             raise ValueError(f"test_split {self.test_split!r} is the source split, so the test rows are a sample of "
                              f"the built train rows (SPPO's way): set test_rows (SPPO: 500) and test_seed")
         if self.original_pair_position == "first_scored_only" and not self.include_original_pair:
@@ -512,14 +512,12 @@ def all_fields() -> set[str]:
 
 
 def copy_hint(name: str) -> str:
-    """Nothing where the project holds `name` (params/demo.yaml, notebooks/: a checkout, a folder `repro notebooks`
-    made), else how to get a copy (a wheel's user has none in their own folder)."""
+    """How to get a copy of `name` where the project lacks one (a wheel's user has none in their folder), else ""."""
     return "" if (project_root() / name).exists() else "; `repro notebooks DIR` copies it into DIR"
 
 
 def _refuse_unknown(given: Mapping[str, str]) -> None:
-    """Raise for every key no notebook accepts at once (`given`: each key -> where it was given), each with the
-    nearest known name."""
+    """Refuse every key no notebook accepts at once (`given`: key -> where), each with the nearest known name."""
     known = all_fields()
     if unknown := [f"Unknown parameter '{key}' in {where}.{did_you_mean(key, sorted(known))}"
                    for key, where in given.items() if key not in known]:
@@ -812,7 +810,6 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
     path = find_params(path)  # a folder or a missing file: the error `repro run` gives
     keys: dict[str, str] = {}  # every key given, where: the unknown ones of the files and --set refused at once
     included, own = read_params_yaml(path, keys=keys)
-    values = {**included, **own}
     set_values = parse_set(overrides or [], keys)
     _refuse_unknown(keys)
     typed = {key.strip(): raw for key, raw in (item.split("=", 1) for item in overrides or [])}
@@ -820,7 +817,7 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
         raise ParameterError(f"--set include={typed['include']}: include: goes in a params file (its files are read "
                              f"before --set applies): add 'include: {typed['include'].strip()}' to {path}, or give "
                              f"the values you need with --set.")
-    values.update(set_values)
+    values = {**included, **own, **set_values}
     nbs = values.get("notebooks", DEFAULT_NOTEBOOKS)
     given = f"--set notebooks={typed['notebooks']}: notebooks" if "notebooks" in typed else f"'notebooks' in {path}"
     if not isinstance(nbs, list) or not all(isinstance(n, str) for n in nbs) or not nbs:
