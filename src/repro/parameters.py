@@ -576,21 +576,23 @@ def validate_all(values: dict[str, Any], where: str = "the parameters", set_keys
     return sections
 
 
-def check_generated_columns(construct: "ConstructParams", generation: "GenerationParams") -> None:
+def check_generated_columns(construct: ConstructParams, generation: GenerationParams) -> None:
     """With `generate`, the candidates ranked are exactly the generated resp0 .. resp{n-1} (a source's own columns
     beside them would be ranked as if generated; a generated one left out, generated for nothing)."""
+    if not construct.generate:
+        return
     made = [f"resp{k}" for k in range(generation.n_candidates)]
-    if construct.generate and not made and not generation.generate_reference:
+    if not made and not generation.generate_reference:
         raise ParameterError("generate is true, but n_candidates is 0 and generate_reference is false: nothing to "
                              "generate. Set n_candidates, or generate: false.")
     ranked = len(made) + construct.include_reference + 2 * construct.include_original_pair
-    if construct.generate and ranked < 2:
+    if ranked < 2:
         raise ParameterError(
             f"generate is true, but {counted(ranked, 'candidate')} would be ranked (n_candidates="
             f"{generation.n_candidates}; include_reference {str(construct.include_reference).lower()}, "
             f"include_original_pair {str(construct.include_original_pair).lower()}): a pair needs two. Set "
             f"n_candidates: 2 (or more), or include_reference / include_original_pair: true.")
-    if construct.generate and sorted(construct.candidate_columns) != sorted(made):
+    if sorted(construct.candidate_columns) != sorted(made):
         raise ParameterError(
             f"candidate_columns {construct.candidate_columns}: with generate: true the candidates are the "
             f"n_candidates={generation.n_candidates} generated ones ({', '.join(made) or 'none'}): set "
