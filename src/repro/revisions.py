@@ -132,8 +132,7 @@ def model_identity(model: str) -> dict[str, Any]:
     if path.is_file():  # a local input (a source's jsonl): the same rule as a checkpoint's files
         return {"file": _file_identity(path)}
     if path.is_dir():
-        return {"files": {str(f.relative_to(path)): _file_identity(f)
-                          for f in sorted(p for p in path.rglob("*") if p.is_file())}}
+        return {"files": {str(f.relative_to(path)): _file_identity(f) for f in sorted(path.rglob("*")) if f.is_file()}}
     try:
         cached = try_to_load_from_cache(model, "config.json")
         if not isinstance(cached, str) and not hub_offline():
