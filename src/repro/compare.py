@@ -29,6 +29,7 @@ from .sources import load_source
 from .subject import claim
 
 COMPARE_VERSION = 1
+SIDES = ("reference", "candidate")  # Side.name of each, in this order
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 TEXTS = ("reference_chosen", "reference_rejected", "candidate_chosen", "candidate_rejected")  # of Aligned.texts
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
@@ -47,7 +48,7 @@ SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index",
 class Side:
     """One dataset of the comparison: its rows as an Arrow table, and the group (file) of every row."""
 
-    name: str  # "reference" or "candidate"
+    name: str  # of SIDES
     specs: list[str]
     split: str
     table: pa.Table = field(repr=False)
@@ -134,8 +135,7 @@ def _rows_of(keys: list[str | None], free: np.ndarray) -> dict[str, list[int]]:
     return rows_of
 
 
-def align(first: dict[str, list | None], second: dict[str, list | None], n_first: int, n_second: int,
-          names: tuple[str, str] = ("reference", "candidate")) -> Alignment:
+def align(first: dict[str, list | None], second: dict[str, list | None], n_first: int, n_second: int) -> Alignment:
     """Match rows by prompt_id, then sha256(prompt), then normalised prompt; duplicated keys are never merged."""
     free = [np.ones(n_first, dtype=bool), np.ones(n_second, dtype=bool)]
     pairs: list[tuple[int, int, int]] = []
@@ -147,10 +147,10 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
         # rows sharing a key, and the other side's rows of that key (no telling which copy each is), are taken out
         for key in [key for key in {**a, **b} if max(len(a.get(key, ())), len(b.get(key, ()))) > 1]:
             rows = a.pop(key, []), b.pop(key, [])
-            shared = ", ".join(name for name, r in zip(names, rows) if len(r) > 1)
+            shared = ", ".join(name for name, r in zip(SIDES, rows) if len(r) > 1)
             for side in range(2):
                 free[side][rows[side]] = False
-                duplicates += [{"side": names[side], "row": i, "key_kind": kind, "key": key,
+                duplicates += [{"side": SIDES[side], "row": i, "key_kind": kind, "key": key,
                                 "rows_with_key": len(rows[side]), "duplicated_in": shared} for i in rows[side]]
         for key, [i] in a.items():
             if (found := b.get(key)) is not None:
@@ -599,7 +599,7 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append(("pairs", "margin signs agree", f"{sign['agree']} of {sign['n']} ({percent(sign['fraction'])})"))
     for column in COLUMNS_COMPARED:
         if same := pairs.get(column):
-            n, gone = same["equal"] + same["different"], {s: same[f"missing_{s}"] for s in ("reference", "candidate")}
+            n, gone = same["equal"] + same["different"], {s: same[f"missing_{s}"] for s in SIDES}
             said = [f"{same['equal']} of {n}"] * bool(n) + [f"missing in the {side} in {k} row{'s' * (k != 1)}"
                                                             for side, k in gone.items() if k]
             rows.append(("pairs", f"same {column}", "missing on both sides" if set(gone.values()) == {pairs["n"]}
@@ -653,7 +653,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written)."""
     ref_keys, cand_keys = row_keys(reference.table), row_keys(candidate.table)
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
-    sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
+    sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in SIDES
              if (rows := [d for d in a.duplicates if d["side"] == side and d["rows_with_key"] > 1])]
     where = None if source is None else locate_in_source(reference, candidate, ref_keys, cand_keys, source, p, hints)
     if a.n == 0:
@@ -661,7 +661,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
             "compare", "no_match", reference, candidate, _examples(reference.table, np.arange(1)),
             _examples(candidate.table, np.arange(1)), where and where[0]))
     al = gather(reference, candidate, a)
-    twins = {side: n for side in ("reference", "candidate")
+    twins = {side: n for side in SIDES
              if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
     notes: list[list] = [["duplicate_note", [  # [macro, *its arguments]: each side's rows, keys, an example
         (side, len(rows), keys, rows[0]["key_kind"], [d["row"] for d in rows if d["key"] == rows[0]["key"]][:4],
@@ -687,7 +687,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         "coverage": {"in_both": a.n, "only_reference": int(a.only_first.size),
                      "only_candidate": int(a.only_second.size),
                      **{f"duplicates_{side}": len({d["row"] for d in a.duplicates if d["side"] == side})
-                        for side in ("reference", "candidate")},
+                        for side in SIDES},
                      "fraction_of_reference": a.n / reference.rows, "fraction_of_candidate": a.n / candidate.rows,
                      "examples": {"only_reference": _examples(reference.table, a.only_first),
                                   "only_candidate": _examples(candidate.table, a.only_second)}},
