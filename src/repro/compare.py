@@ -37,6 +37,7 @@ PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_ch
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
               "different": "different candidates"}
 EXAMPLES = 5
+SOLUTIONS_LISTED = 20  # a group's slice settings compare.json lists (solutions_total counts them all)
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
 PROBABILITIES = ("probability", "chosen_probs", "chosen_probs_win", "chosen_probs_lose")  # SPPO's (compute_prob.py)
@@ -187,9 +188,9 @@ def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n:
     return index
 
 
-def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[dict[str, Any]]:
+def _examples(table: pa.Table, rows: np.ndarray) -> list[dict[str, Any]]:
     present = [c for c in ("prompt_id", "prompt") if c in table.column_names]
-    return row_preview(table, rows[:limit])[["row", *present]].to_dict("records")
+    return row_preview(table, rows[:EXAMPLES])[["row", *present]].to_dict("records")
 
 
 def runs(indices: np.ndarray) -> list[list[int]]:
@@ -235,8 +236,7 @@ def _departures(setting: dict[str, Any], n_source: int) -> int:
 
 def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: int,
                 candidate: np.ndarray | None = None, hints: dict[str, Any] | None = None,
-                names: Sequence[str] | None = None, max_listed: int = 20,
-                not_in_source: Sequence[int] | None = None) -> dict[str, Any]:
+                names: Sequence[str] | None = None, not_in_source: Sequence[int] | None = None) -> dict[str, Any]:
     """Where the reference's rows (source indices, a group per mini) lie in the source, and which slicing parameters
     give exactly those rows; `hints` (the candidate run's own parameters) are checked first; `not_in_source`: each
     group's rows the source lacks (no slice gives those)."""
@@ -271,7 +271,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                            "repeated": int(np.asarray(indices).size - np.unique(indices).size),
                            "not_in_source": lacking[position], "source_ranges": ranges,
                            "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
-                           "solutions": solutions[:max_listed], "why_none": why_none})
+                           "solutions": solutions[:SOLUTIONS_LISTED], "why_none": why_none})
         family_settings.append({tuple((k, v) for k, v in s.items() if k != "mini_index") for s in solutions
                                 if s["mini_index"] == position and s["mini_count"] == len(groups)})
     missing = np.setdiff1d(np.arange(lo, hi), every)
