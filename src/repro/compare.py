@@ -278,9 +278,8 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
         "source_rows": n_source, "located": int(located.size), "repeated": int(located.size - every.size),
-        "not_in_source": sum(lacking), "span": [lo, hi],
-        "before_span": lo,
-        "after_span": n_source - hi, "inside_span_not_in_reference": _block(missing),
+        "not_in_source": sum(lacking), "span": [lo, hi], "before_span": lo, "after_span": n_source - hi,
+        "inside_span_not_in_reference": _block(missing),
         "inside_span_in_neither": _block(neither), "groups": out_groups,
         "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
         "hints": hints}
