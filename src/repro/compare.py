@@ -369,12 +369,11 @@ class Aligned:
 
 def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     """Texts (last assistant message of chosen/rejected) and scores of the aligned rows."""
-    texts = {f"{side.name}_{col}": _texts(side.table, col, rows) for side, rows in
-             ((reference, a.first_rows), (candidate, a.second_rows)) for col in ("chosen", "rejected")}
-    texts["prompt"] = values_at(candidate.table, "prompt", a.second_rows)
-    for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):  # every text each row ranked
-        for column in ("candidates", *COLUMNS_COMPARED, *PROBABILITIES):
-            texts[f"{side.name}_{column}"] = values_at(side.table, column, rows)
+    texts = {"prompt": values_at(candidate.table, "prompt", a.second_rows)}
+    for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):
+        texts |= {f"{side.name}_{column}": _texts(side.table, column, rows) for column in ("chosen", "rejected")}
+        texts |= {f"{side.name}_{column}": values_at(side.table, column, rows)  # candidates: every text each row ranked
+                  for column in ("candidates", *COLUMNS_COMPARED, *PROBABILITIES)}
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
     if all(texts[k] is not None for k in TEXTS):
         rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in TEXTS)
