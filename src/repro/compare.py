@@ -424,11 +424,11 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
 
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
-    lacking = [side for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
-    if lacking:  # each side's missing columns, and a column of its own that looks like one renamed
-        lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names)
-                                                                  for c in missing})
-                   for side in lacking if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]
+    # each side's missing columns, and a column of its own that looks like one renamed
+    lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names) for c in missing})
+               for side in (reference, candidate)
+               if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]
+    if lacking:
         return {"available": False, "reason": prose("compare", "no_scores", lacking), "lacking": lacking}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
