@@ -706,13 +706,11 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key",
                                                                 "duplicated_in"]),
               "disagreements": disagreements}
-    tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
-    result["slice"] = None
-    if where is not None:
-        result["slice"] = where[0]
-        tables["reference_source_index"] = pd.DataFrame({
-            "reference_row": np.arange(reference.rows), "group": reference.group,
-            "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": where[1]})
+    tables["reference_source_index"] = pd.DataFrame({} if where is None else {
+        "reference_row": np.arange(reference.rows), "group": reference.group,
+        "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": where[1]},
+        columns=["reference_row", "group", "prompt_id", "source_index"])
+    result["slice"] = None if where is None else where[0]
     result["notes"], result["note_facts"] = [prose("compare", name, *args) for name, *args in notes], notes
     result = stats.clean(result)
     result["verdict"] = prose("compare", "verdict", result)  # aligned rows, pairs, scores, coverage, slice, notes
