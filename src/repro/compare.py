@@ -723,12 +723,11 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
     source_keys = row_keys(source)
     ref_index, cand_index = (locate(keys, source_keys, side.rows, side.group)
                              for keys, side in ((ref_keys, reference), (cand_keys, candidate)))
-    located = ref_index >= 0
-    groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
-    return infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
-                       max_mini_count=p.max_mini_count, names=[_public(s) for s in reference.specs],
-                       not_in_source=[int((~located & (reference.group == g)).sum())
-                                      for g in range(len(reference.specs))]), ref_index
+    located, members = ref_index >= 0, [reference.group == g for g in range(len(reference.specs))]
+    return infer_slice([ref_index[located & m] for m in members], source.num_rows, hints=hints,
+                       candidate=cand_index[cand_index >= 0], max_mini_count=p.max_mini_count,
+                       names=[_public(s) for s in reference.specs],
+                       not_in_source=[int((~located & m).sum()) for m in members]), ref_index
 
 
 def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
