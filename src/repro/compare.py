@@ -29,6 +29,7 @@ from .sources import load_source
 from .subject import claim
 
 COMPARE_VERSION = 1
+SIDES = ("reference", "candidate")  # Side.name of each, in this order
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 TEXTS = ("reference_chosen", "reference_rejected", "candidate_chosen", "candidate_rejected")  # of Aligned.texts
 PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
@@ -36,6 +37,7 @@ PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_ch
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
               "different": "different candidates"}
 EXAMPLES = 5
+SOLUTIONS_LISTED = 20  # a group's slice settings compare.json lists (solutions_total counts them all)
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
 PROBABILITIES = ("probability", "chosen_probs", "chosen_probs_win", "chosen_probs_lose")  # SPPO's (compute_prob.py)
@@ -47,7 +49,7 @@ SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index",
 class Side:
     """One dataset of the comparison: its rows as an Arrow table, and the group (file) of every row."""
 
-    name: str  # "reference" or "candidate"
+    name: str  # of SIDES
     specs: list[str]
     split: str
     table: pa.Table = field(repr=False)
@@ -134,8 +136,7 @@ def _rows_of(keys: list[str | None], free: np.ndarray) -> dict[str, list[int]]:
     return rows_of
 
 
-def align(first: dict[str, list | None], second: dict[str, list | None], n_first: int, n_second: int,
-          names: tuple[str, str] = ("reference", "candidate")) -> Alignment:
+def align(first: dict[str, list | None], second: dict[str, list | None], n_first: int, n_second: int) -> Alignment:
     """Match rows by prompt_id, then sha256(prompt), then normalised prompt; duplicated keys are never merged."""
     free = [np.ones(n_first, dtype=bool), np.ones(n_second, dtype=bool)]
     pairs: list[tuple[int, int, int]] = []
@@ -147,10 +148,10 @@ def align(first: dict[str, list | None], second: dict[str, list | None], n_first
         # rows sharing a key, and the other side's rows of that key (no telling which copy each is), are taken out
         for key in [key for key in {**a, **b} if max(len(a.get(key, ())), len(b.get(key, ()))) > 1]:
             rows = a.pop(key, []), b.pop(key, [])
-            shared = ", ".join(name for name, r in zip(names, rows) if len(r) > 1)
+            shared = ", ".join(name for name, r in zip(SIDES, rows) if len(r) > 1)
             for side in range(2):
                 free[side][rows[side]] = False
-                duplicates += [{"side": names[side], "row": i, "key_kind": kind, "key": key,
+                duplicates += [{"side": SIDES[side], "row": i, "key_kind": kind, "key": key,
                                 "rows_with_key": len(rows[side]), "duplicated_in": shared} for i in rows[side]]
         for key, [i] in a.items():
             if (found := b.get(key)) is not None:
@@ -187,9 +188,9 @@ def locate(keys: dict[str, list | None], source_keys: dict[str, list | None], n:
     return index
 
 
-def _examples(table: pa.Table, rows: np.ndarray, limit: int = EXAMPLES) -> list[dict[str, Any]]:
+def _examples(table: pa.Table, rows: np.ndarray) -> list[dict[str, Any]]:
     present = [c for c in ("prompt_id", "prompt") if c in table.column_names]
-    return row_preview(table, rows[:limit])[["row", *present]].to_dict("records")
+    return row_preview(table, rows[:EXAMPLES])[["row", *present]].to_dict("records")
 
 
 def runs(indices: np.ndarray) -> list[list[int]]:
@@ -235,8 +236,7 @@ def _departures(setting: dict[str, Any], n_source: int) -> int:
 
 def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: int,
                 candidate: np.ndarray | None = None, hints: dict[str, Any] | None = None,
-                names: Sequence[str] | None = None, max_listed: int = 20,
-                not_in_source: Sequence[int] | None = None) -> dict[str, Any]:
+                names: Sequence[str] | None = None, not_in_source: Sequence[int] | None = None) -> dict[str, Any]:
     """Where the reference's rows (source indices, a group per mini) lie in the source, and which slicing parameters
     give exactly those rows; `hints` (the candidate run's own parameters) are checked first; `not_in_source`: each
     group's rows the source lacks (no slice gives those)."""
@@ -271,16 +271,15 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                            "repeated": int(np.asarray(indices).size - np.unique(indices).size),
                            "not_in_source": lacking[position], "source_ranges": ranges,
                            "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
-                           "solutions": solutions[:max_listed], "why_none": why_none})
+                           "solutions": solutions[:SOLUTIONS_LISTED], "why_none": why_none})
         family_settings.append({tuple((k, v) for k, v in s.items() if k != "mini_index") for s in solutions
                                 if s["mini_index"] == position and s["mini_count"] == len(groups)})
     missing = np.setdiff1d(np.arange(lo, hi), every)
     neither = missing if candidate is None else np.setdiff1d(missing, candidate)
     out: dict[str, Any] = {
         "source_rows": n_source, "located": int(located.size), "repeated": int(located.size - every.size),
-        "not_in_source": sum(lacking), "span": [lo, hi],
-        "before_span": lo,
-        "after_span": n_source - hi, "inside_span_not_in_reference": _block(missing),
+        "not_in_source": sum(lacking), "span": [lo, hi], "before_span": lo, "after_span": n_source - hi,
+        "inside_span_not_in_reference": _block(missing),
         "inside_span_in_neither": _block(neither), "groups": out_groups,
         "search": {"part_bounds": [list(b) for b in bounds], "mini_counts": counts, "drop_from": ["end", "start"]},
         "hints": hints}
@@ -370,12 +369,11 @@ class Aligned:
 
 def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     """Texts (last assistant message of chosen/rejected) and scores of the aligned rows."""
-    texts = {f"{side.name}_{col}": _texts(side.table, col, rows) for side, rows in
-             ((reference, a.first_rows), (candidate, a.second_rows)) for col in ("chosen", "rejected")}
-    texts["prompt"] = values_at(candidate.table, "prompt", a.second_rows)
-    for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):  # every text each row ranked
-        for column in ("candidates", *COLUMNS_COMPARED, *PROBABILITIES):
-            texts[f"{side.name}_{column}"] = values_at(side.table, column, rows)
+    texts = {"prompt": values_at(candidate.table, "prompt", a.second_rows)}
+    for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):
+        texts |= {f"{side.name}_{column}": _texts(side.table, column, rows) for column in ("chosen", "rejected")}
+        texts |= {f"{side.name}_{column}": values_at(side.table, column, rows)  # candidates: every text each row ranked
+                  for column in ("candidates", *COLUMNS_COMPARED, *PROBABILITIES)}
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
     if all(texts[k] is not None for k in TEXTS):
         rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in TEXTS)
@@ -426,11 +424,11 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
 
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
-    lacking = [side for side, s in ((reference, al.ref_scores), (candidate, al.cand_scores)) if s is None]
-    if lacking:  # each side's missing columns, and a column of its own that looks like one renamed
-        lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names)
-                                                                  for c in missing})
-                   for side in lacking if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]
+    # each side's missing columns, and a column of its own that looks like one renamed
+    lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names) for c in missing})
+               for side in (reference, candidate)
+               if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]
+    if lacking:
         return {"available": False, "reason": prose("compare", "no_scores", lacking), "lacking": lacking}
     if al.categories is None:
         return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
@@ -599,7 +597,7 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append(("pairs", "margin signs agree", f"{sign['agree']} of {sign['n']} ({percent(sign['fraction'])})"))
     for column in COLUMNS_COMPARED:
         if same := pairs.get(column):
-            n, gone = same["equal"] + same["different"], {s: same[f"missing_{s}"] for s in ("reference", "candidate")}
+            n, gone = same["equal"] + same["different"], {s: same[f"missing_{s}"] for s in SIDES}
             said = [f"{same['equal']} of {n}"] * bool(n) + [f"missing in the {side} in {k} row{'s' * (k != 1)}"
                                                             for side, k in gone.items() if k]
             rows.append(("pairs", f"same {column}", "missing on both sides" if set(gone.values()) == {pairs["n"]}
@@ -653,7 +651,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written)."""
     ref_keys, cand_keys = row_keys(reference.table), row_keys(candidate.table)
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
-    sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in ("reference", "candidate")
+    sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in SIDES
              if (rows := [d for d in a.duplicates if d["side"] == side and d["rows_with_key"] > 1])]
     where = None if source is None else locate_in_source(reference, candidate, ref_keys, cand_keys, source, p, hints)
     if a.n == 0:
@@ -661,7 +659,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
             "compare", "no_match", reference, candidate, _examples(reference.table, np.arange(1)),
             _examples(candidate.table, np.arange(1)), where and where[0]))
     al = gather(reference, candidate, a)
-    twins = {side: n for side in ("reference", "candidate")
+    twins = {side: n for side in SIDES
              if (n := sum(d["side"] == side and d["rows_with_key"] == 1 for d in a.duplicates))}
     notes: list[list] = [["duplicate_note", [  # [macro, *its arguments]: each side's rows, keys, an example
         (side, len(rows), keys, rows[0]["key_kind"], [d["row"] for d in rows if d["key"] == rows[0]["key"]][:4],
@@ -687,7 +685,7 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         "coverage": {"in_both": a.n, "only_reference": int(a.only_first.size),
                      "only_candidate": int(a.only_second.size),
                      **{f"duplicates_{side}": len({d["row"] for d in a.duplicates if d["side"] == side})
-                        for side in ("reference", "candidate")},
+                        for side in SIDES},
                      "fraction_of_reference": a.n / reference.rows, "fraction_of_candidate": a.n / candidate.rows,
                      "examples": {"only_reference": _examples(reference.table, a.only_first),
                                   "only_candidate": _examples(candidate.table, a.only_second)}},
@@ -708,13 +706,11 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key",
                                                                 "duplicated_in"]),
               "disagreements": disagreements}
-    tables["reference_source_index"] = pd.DataFrame(columns=["reference_row", "group", "prompt_id", "source_index"])
-    result["slice"] = None
-    if where is not None:
-        result["slice"] = where[0]
-        tables["reference_source_index"] = pd.DataFrame({
-            "reference_row": np.arange(reference.rows), "group": reference.group,
-            "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": where[1]})
+    tables["reference_source_index"] = pd.DataFrame({} if where is None else {
+        "reference_row": np.arange(reference.rows), "group": reference.group,
+        "prompt_id": ref_keys["prompt_id"] or ref_keys["prompt_sha256"], "source_index": where[1]},
+        columns=["reference_row", "group", "prompt_id", "source_index"])
+    result["slice"] = None if where is None else where[0]
     result["notes"], result["note_facts"] = [prose("compare", name, *args) for name, *args in notes], notes
     result = stats.clean(result)
     result["verdict"] = prose("compare", "verdict", result)  # aligned rows, pairs, scores, coverage, slice, notes
@@ -727,12 +723,11 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
     source_keys = row_keys(source)
     ref_index, cand_index = (locate(keys, source_keys, side.rows, side.group)
                              for keys, side in ((ref_keys, reference), (cand_keys, candidate)))
-    located = ref_index >= 0
-    groups = [ref_index[located & (reference.group == g)] for g in range(len(reference.specs))]
-    return infer_slice(groups, source.num_rows, candidate=cand_index[cand_index >= 0], hints=hints,
-                       max_mini_count=p.max_mini_count, names=[_public(s) for s in reference.specs],
-                       not_in_source=[int((~located & (reference.group == g)).sum())
-                                      for g in range(len(reference.specs))]), ref_index
+    located, members = ref_index >= 0, [reference.group == g for g in range(len(reference.specs))]
+    return infer_slice([ref_index[located & m] for m in members], source.num_rows, hints=hints,
+                       candidate=cand_index[cand_index >= 0], max_mini_count=p.max_mini_count,
+                       names=[_public(s) for s in reference.specs],
+                       not_in_source=[int((~located & m).sum()) for m in members]), ref_index
 
 
 def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:

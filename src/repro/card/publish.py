@@ -109,8 +109,7 @@ def _environment(lang: str) -> jinja2.Environment:
                        trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
                        length_bias_share=LENGTH_BIAS_SHARE, length_bias_rows=LENGTH_BIAS_ROWS,
                        recipe_facts=RECIPE_FACTS, our_tie_rules={rule: key for key, rule in TIE_RULES.items()},
-                       trl_features=TRL_FEATURES,
-                       shaping_parameters=shaping_parameters,
+                       trl_features=TRL_FEATURES, shaping_parameters=shaping_parameters,
                        format_sources={name: f.source for name, f in FORMATS.items()},
                        citations={m["key"]: m[0] for m in BIBTEX_ENTRY_RE.finditer(
                            (TEMPLATES / "citations.bib").read_text(encoding="utf-8"))})
