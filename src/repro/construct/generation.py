@@ -321,8 +321,7 @@ class TransformersEngine:
     def _decode(self, ids: list[int]) -> tuple[str, int]:
         # the response ends at its first EOS (counted as generated); what follows is padding
         end = next((i + 1 for i, t in enumerate(ids) if t in self.eos_ids), len(ids))
-        text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
-        return text, end
+        return self.tokenizer.decode(ids[:end], skip_special_tokens=True), end
 
 
 class VllmEngine:

@@ -61,14 +61,13 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
     device = resolve_device(job.device)  # an unknown or unavailable device or dtype fails here, before any work
     dtype = (reward_model_dtype if job.kind == "sequence_classifier" else resolve_dtype)(job.dtype, device)
     common = {"model": model_identity(job.model), "device_type": device.type, "dtype": dtype,
-              "batch_tokens": int(job.batch_tokens), "options": job.options,  # llm-blender's batch_size changes scores
+              "batch_tokens": job.batch_tokens, "options": job.options,  # llm-blender's batch_size changes scores
               "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "repro")}}
     if job.kind == "sequence_classifier":
         return {"what": "sequence-classifier-scores", **common}
     # limits None: the checkpoint's own, which `model` identifies
-    return {"what": "pairrm-scores", **common, "backend": job.backend,
-            "source_maxlength": _optional_int(job.source_maxlength),
-            "candidate_maxlength": _optional_int(job.candidate_maxlength)}
+    return {"what": "pairrm-scores", **common, "backend": job.backend, "source_maxlength": job.source_maxlength,
+            "candidate_maxlength": job.candidate_maxlength}
 
 
 def split_limits(options: dict[str, Any] | None, source_maxlength: int | None,
@@ -199,5 +198,3 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
                    compute=compute, summed=("batch_tokens_used", "rows_truncated"), slowest=("load_seconds",),
                    progress=job.progress, what="scoring", error=ScoringError)
 
-
-__all__ = ["ScoreResult", "ScoringJob", "ScoringError", "score_candidates", "job_fingerprint"]
