@@ -15,6 +15,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from .stats import has_spread
+
 HEXBIN_ABOVE = 2000  # above this many points, scatter plots become hexbins (readable, and small SVGs)
 GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a bar per point would be unreadable)
 FIGSIZE = (6.4, 4.4)
@@ -80,17 +82,12 @@ def _bins(values: np.ndarray) -> int | np.ndarray:
     return min(60, max(10, int(np.sqrt(values.size))))
 
 
-def _spread(values: np.ndarray) -> bool:
-    """Whether the values differ at all: a density of one value has nothing to estimate (scipy's KDE fails)."""
-    return bool(np.ptp(values) > 0) if len(values) else False
-
-
 def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Overlaid histograms with KDE of score_chosen and score_rejected."""
     with axes() as (fig, ax):
         data = _long(score_chosen, score_rejected)
         scores = data["score"].to_numpy()
-        sns.histplot(data=data, x="score", hue="which", bins=_bins(scores), kde=_spread(scores),
+        sns.histplot(data=data, x="score", hue="which", bins=_bins(scores), kde=has_spread(scores),
                      stat="count", common_bins=True, element="step", alpha=0.3, palette=COLORS, ax=ax)
         _untitled_legend(ax)
         _whole(ax.yaxis)
@@ -161,7 +158,7 @@ def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> 
 def margin_distribution(margin: np.ndarray) -> Figure:
     """Histogram with KDE of margin = score_chosen − score_rejected, with 0 marked."""
     with axes() as (fig, ax):
-        sns.histplot(x=margin, bins=_bins(margin), kde=_spread(margin), color=COLORS["margin"], ax=ax)
+        sns.histplot(x=margin, bins=_bins(margin), kde=has_spread(margin), color=COLORS["margin"], ax=ax)
         ax.axvline(0.0, color="0.2", linestyle="--", linewidth=1.2, label="margin = 0 (tie)")
         ax.legend(loc="best")  # where it hides fewest bars: best-vs-worst margins pile up just above 0
         _whole(ax.yaxis)

@@ -54,14 +54,15 @@ def _quiet(fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-def _spread(x: np.ndarray) -> bool:
-    """Whether `x` holds two different values (else a mean, a std or a t is rounding noise, or undefined)."""
-    return x.size > 1 and x.min() < x.max()
+def has_spread(x: np.ndarray) -> bool:
+    """Whether `x` holds two different values (else a mean, a std or a t is rounding noise, or undefined, and a
+    density has nothing to estimate: scipy's KDE fails)."""
+    return bool(x.size > 1 and x.min() < x.max())
 
 
 def describe(x: np.ndarray) -> dict[str, float | None]:
     """Mean, sample std (ddof 1), median, quartiles, range, skewness (g1) and excess kurtosis (g2) of `x`."""
-    if x.size and not _spread(x):  # no spread: exact values, not the rounding noise of a mean and moments
+    if x.size and not has_spread(x):  # no spread: exact values, not the rounding noise of a mean and moments
         value = float(x[0])
         return clean({"mean": value, "std": 0.0 if x.size > 1 else None, "median": value, "q25": value, "q75": value,
                       "min": value, "max": value, "skewness": None, "kurtosis": None})
@@ -180,7 +181,7 @@ def wilcoxon_test(margin: np.ndarray) -> dict[str, Any]:
 def paired_t_test(margin: np.ndarray) -> dict[str, Any]:
     """Two-sided paired t-test of mean margin = 0 (the one-sample t-test on chosen − rejected)."""
     res = _quiet(sps.ttest_1samp, margin, 0.0)
-    spread = _spread(margin)  # equal margins: a "t" of rounding noise, or inf
+    spread = has_spread(margin)  # equal margins: a "t" of rounding noise, or inf
     out = {"statistic": clean(res.statistic) if spread else None, "pvalue": clean(res.pvalue) if spread else None,
            "df": int(margin.size - 1), "alternative": "two-sided"}
     if out["statistic"] is None:
@@ -205,7 +206,7 @@ def paired_tests(margin: np.ndarray) -> dict[str, dict[str, Any]]:
 
 def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     """Cohen's d_z (mean margin / its sample std) and the matched-pairs rank-biserial correlation."""
-    sd = margin.std(ddof=1) if _spread(margin) else 0.0
+    sd = margin.std(ddof=1) if has_spread(margin) else 0.0
     r_plus, r_minus, used = signed_rank_sums(margin)
     return clean({
         "cohens_dz": margin.mean() / sd if sd > 0 else None,
