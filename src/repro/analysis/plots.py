@@ -248,8 +248,8 @@ def figure_files(figures_dir: Path, names: Iterable[str]) -> list[Path]:
 
 
 def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,
-             length_difference: np.ndarray | None = None, length_unit: str = "whitespace-separated tokens",
-             length_margin: np.ndarray | None = None) -> dict[str, dict[str, object]]:
+             length_difference: np.ndarray | None = None, length_margin: np.ndarray | None = None
+             ) -> dict[str, dict[str, object]]:
     """Draw and save every figure as {name: {"png", "svg", "title"}}; margin_vs_length only with lengths (of the
     rows `length_margin` describes, default all)."""
     margin = score_chosen - score_rejected
@@ -259,7 +259,7 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
         "score_ecdf": lambda: score_ecdf(score_chosen, score_rejected),
         "chosen_vs_rejected": lambda: chosen_vs_rejected(score_chosen, score_rejected),
         "margin_distribution": lambda: margin_distribution(margin),
-        "margin_vs_length": lambda: margin_vs_length(length_margin, length_difference, length_unit),
+        "margin_vs_length": lambda: margin_vs_length(length_margin, length_difference),
         "score_violin": lambda: score_violin(score_chosen, score_rejected),
     }
     return {name: save_titled(build(), Path(figures_dir) / name) for name, build in builders.items()
