@@ -266,12 +266,17 @@ def row_starts(counts: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
+def row_sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each row's sum of a flat array of rows with `counts` values each (0 for an empty row)."""
+    return np.bincount(np.repeat(np.arange(counts.size), counts), weights=values, minlength=counts.size)
+
+
 def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
                                score_rejected: np.ndarray, atol: float = SUM_TO_ZERO_ATOL) -> dict[str, Any]:
     """PairRM checks needing every candidate's score (flat, with counts per row): sums, two-candidate rows, extremes."""
     flat, c, r = flat_scores, score_chosen, score_rejected
     counts = np.asarray(candidates_per_row, dtype=np.int64)
-    sums = np.bincount(np.repeat(np.arange(counts.size), counts), weights=flat, minlength=counts.size)
+    sums = row_sums(flat, counts)
     filled = counts > 0
     starts = row_starts(counts)[filled]
     best, worst = np.full(counts.size, np.nan), np.full(counts.size, np.nan)
