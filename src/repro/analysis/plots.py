@@ -167,14 +167,13 @@ def margin_distribution(margin: np.ndarray) -> Figure:
     return fig
 
 
-def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray,
-                     unit: str = "whitespace-separated tokens") -> Figure:
+def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray) -> Figure:
     """Margin against the chosen − rejected response length difference (the length-bias picture)."""
     with axes() as (fig, ax):
         _scatter_or_hexbin(ax, length_difference, margin, COLORS["margin"])
         ax.axhline(0.0, color="0.3", linestyle="--", linewidth=1)
         ax.axvline(0.0, color="0.3", linestyle=":", linewidth=1)
-        ax.set(xlabel=f"length difference, chosen − rejected ({unit})",
+        ax.set(xlabel="length difference, chosen − rejected (whitespace-separated tokens)",
                ylabel="margin = score_chosen − score_rejected",
                title=f"Margin vs response length difference ({_n(len(margin))} pairs)")
     return fig
