@@ -137,8 +137,7 @@ def _legend_below(ax) -> None:
 
 
 def _versus(x: np.ndarray, y: np.ndarray, identity: str, below: bool = False, **labels: str) -> Figure:
-    """y against x (a hexbin when there are many) with the line y = x labelled `identity`; the legend upper left
-    (or `below` the figure)."""
+    """y against x (a hexbin when many), the line y = x labelled `identity`, the legend upper left or `below`."""
     with axes() as (fig, ax):
         _scatter_or_hexbin(ax, x, y, COLORS["margin"])
         lo, hi = float(min(np.min(x), np.min(y))), float(max(np.max(x), np.max(y)))

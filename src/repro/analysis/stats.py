@@ -56,8 +56,7 @@ def _quiet(fn, *args, **kwargs):
 
 
 def has_spread(x: np.ndarray) -> bool:
-    """Whether `x` holds two different values (else a mean, a std or a t is rounding noise, or undefined, and a
-    density has nothing to estimate: scipy's KDE fails)."""
+    """Whether `x` holds two different values (else a mean, a std, a t is rounding noise or undefined; a KDE fails)."""
     return bool(x.size > 1 and x.min() < x.max())
 
 
