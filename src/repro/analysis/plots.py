@@ -4,7 +4,6 @@ and a kernel), saved as byte-stable PNG and SVG."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -242,7 +241,7 @@ def save_titled(fig: Figure, stem: Path) -> dict[str, Any]:
 
 def figure_files(figures_dir: Path, names: Iterable[str]) -> list[Path]:
     """The PNG and SVG files of these figures."""
-    return [(figures_dir / name).with_suffix(ext) for name, ext in itertools.product(names, (".png", ".svg"))]
+    return [(figures_dir / name).with_suffix(ext) for name in names for ext in (".png", ".svg")]
 
 
 def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,
