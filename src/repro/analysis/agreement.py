@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..parameters import TIE_RULES
-from .stats import clean, correlations, describe, row_starts
+from .stats import clean, correlations, describe, row_starts, row_sums
 
 # Histogram of per-row tau: 21 bins centred on -1.0, -0.9, ..., 1.0, so the values small candidate counts give
 # (±1, ±1/3, 0, ±0.5, ...) fall inside bins, never on an edge.
@@ -61,8 +61,8 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
     reasons = {
         "fewer than 2 candidate scores": (np.minimum(counts_a, counts_b) < 2),
         "the scorers scored different numbers of candidates": (counts_a != counts_b),
-        "a candidate score is NaN, infinite or missing": ~(_row_all(np.isfinite(flat_a), counts_a)
-                                                           & _row_all(np.isfinite(flat_b), counts_b)),
+        "a candidate score is NaN, infinite or missing": (row_sums(~np.isfinite(flat_a), counts_a)
+                                                          + row_sums(~np.isfinite(flat_b), counts_b)) > 0,
     }
     excluded, excluded_reasons = np.zeros(counts_a.size, dtype=bool), {}
     for reason, rows in reasons.items():  # each row is counted under its first reason
@@ -84,11 +84,6 @@ def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, c
         tau[at] = kendall_tau_b(*matrices)
     return RowComparison(rows=kept, excluded_reasons=excluded_reasons, candidates=k_of, chosen=chosen,
                          rejected=rejected, tau=tau, margin=margin)
-
-
-def _row_all(flags: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Whether every value of each row is True (rows of length 0 count as True)."""
-    return np.bincount(np.repeat(np.arange(counts.size), counts), weights=~flags, minlength=counts.size) == 0
 
 
 def _count(mask: np.ndarray) -> dict[str, Any]:

@@ -212,8 +212,7 @@ def show_figures(view: FamilyView) -> None:
 
 
 def origins(view: FamilyView) -> Any:
-    """Rows scored (and generated) in the members' own runs or taken from the row cache, over the family, with the
-    parameters that differ between the members as the caption."""
+    """The family's rows scored (and generated) by where they came from, captioned with the parameters that differ."""
     counts = {f"rows {what}": view.summary[f"rows_{what}"] for what in ("scored", "generated")
               if any(m[f"{what}_rows"]["computed"] is not None for m in view.summary["members"])}
     table = pd.DataFrame.from_dict(counts, orient="index", columns=["computed", "from_cache", "from_work"]).rename(

@@ -4,7 +4,6 @@ and a kernel), saved as byte-stable PNG and SVG."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -14,6 +13,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+
+from .stats import has_spread
 
 HEXBIN_ABOVE = 2000  # above this many points, scatter plots become hexbins (readable, and small SVGs)
 GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a bar per point would be unreadable)
@@ -80,17 +81,12 @@ def _bins(values: np.ndarray) -> int | np.ndarray:
     return min(60, max(10, int(np.sqrt(values.size))))
 
 
-def _spread(values: np.ndarray) -> bool:
-    """Whether the values differ at all: a density of one value has nothing to estimate (scipy's KDE fails)."""
-    return bool(np.ptp(values) > 0) if len(values) else False
-
-
 def score_distributions(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure:
     """Overlaid histograms with KDE of score_chosen and score_rejected."""
     with axes() as (fig, ax):
         data = _long(score_chosen, score_rejected)
         scores = data["score"].to_numpy()
-        sns.histplot(data=data, x="score", hue="which", bins=_bins(scores), kde=_spread(scores),
+        sns.histplot(data=data, x="score", hue="which", bins=_bins(scores), kde=has_spread(scores),
                      stat="count", common_bins=True, element="step", alpha=0.3, palette=COLORS, ax=ax)
         _untitled_legend(ax)
         _whole(ax.yaxis)
@@ -140,8 +136,7 @@ def _legend_below(ax) -> None:
 
 
 def _versus(x: np.ndarray, y: np.ndarray, identity: str, below: bool = False, **labels: str) -> Figure:
-    """y against x (a hexbin when there are many) with the line y = x labelled `identity`; the legend upper left
-    (or `below` the figure)."""
+    """y against x (a hexbin when many), the line y = x labelled `identity`, the legend upper left or `below`."""
     with axes() as (fig, ax):
         _scatter_or_hexbin(ax, x, y, COLORS["margin"])
         lo, hi = float(min(np.min(x), np.min(y))), float(max(np.max(x), np.max(y)))
@@ -161,7 +156,7 @@ def chosen_vs_rejected(score_chosen: np.ndarray, score_rejected: np.ndarray) -> 
 def margin_distribution(margin: np.ndarray) -> Figure:
     """Histogram with KDE of margin = score_chosen − score_rejected, with 0 marked."""
     with axes() as (fig, ax):
-        sns.histplot(x=margin, bins=_bins(margin), kde=_spread(margin), color=COLORS["margin"], ax=ax)
+        sns.histplot(x=margin, bins=_bins(margin), kde=has_spread(margin), color=COLORS["margin"], ax=ax)
         ax.axvline(0.0, color="0.2", linestyle="--", linewidth=1.2, label="margin = 0 (tie)")
         ax.legend(loc="best")  # where it hides fewest bars: best-vs-worst margins pile up just above 0
         _whole(ax.yaxis)
@@ -170,14 +165,13 @@ def margin_distribution(margin: np.ndarray) -> Figure:
     return fig
 
 
-def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray,
-                     unit: str = "whitespace-separated tokens") -> Figure:
+def margin_vs_length(margin: np.ndarray, length_difference: np.ndarray) -> Figure:
     """Margin against the chosen − rejected response length difference (the length-bias picture)."""
     with axes() as (fig, ax):
         _scatter_or_hexbin(ax, length_difference, margin, COLORS["margin"])
         ax.axhline(0.0, color="0.3", linestyle="--", linewidth=1)
         ax.axvline(0.0, color="0.3", linestyle=":", linewidth=1)
-        ax.set(xlabel=f"length difference, chosen − rejected ({unit})",
+        ax.set(xlabel="length difference, chosen − rejected (whitespace-separated tokens)",
                ylabel="margin = score_chosen − score_rejected",
                title=f"Margin vs response length difference ({_n(len(margin))} pairs)")
     return fig
@@ -247,12 +241,12 @@ def save_titled(fig: Figure, stem: Path) -> dict[str, Any]:
 
 def figure_files(figures_dir: Path, names: Iterable[str]) -> list[Path]:
     """The PNG and SVG files of these figures."""
-    return [(figures_dir / name).with_suffix(ext) for name, ext in itertools.product(names, (".png", ".svg"))]
+    return [(figures_dir / name).with_suffix(ext) for name in names for ext in (".png", ".svg")]
 
 
 def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,
-             length_difference: np.ndarray | None = None, length_unit: str = "whitespace-separated tokens",
-             length_margin: np.ndarray | None = None) -> dict[str, dict[str, object]]:
+             length_difference: np.ndarray | None = None, length_margin: np.ndarray | None = None
+             ) -> dict[str, dict[str, object]]:
     """Draw and save every figure as {name: {"png", "svg", "title"}}; margin_vs_length only with lengths (of the
     rows `length_margin` describes, default all)."""
     margin = score_chosen - score_rejected
@@ -262,7 +256,7 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
         "score_ecdf": lambda: score_ecdf(score_chosen, score_rejected),
         "chosen_vs_rejected": lambda: chosen_vs_rejected(score_chosen, score_rejected),
         "margin_distribution": lambda: margin_distribution(margin),
-        "margin_vs_length": lambda: margin_vs_length(length_margin, length_difference, length_unit),
+        "margin_vs_length": lambda: margin_vs_length(length_margin, length_difference),
         "score_violin": lambda: score_violin(score_chosen, score_rejected),
     }
     return {name: save_titled(build(), Path(figures_dir) / name) for name, build in builders.items()

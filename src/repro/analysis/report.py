@@ -133,8 +133,7 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
             f"Parameter {parameter} is not set, so the {stage} reads this run's dataset at {run.dataset}, which "
             f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
             f"{parameter} to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
-    manifest = Manifest(run).read() if run.manifest.exists() else {}
-    recorded = (manifest.get("dataset") or {}).get("split")
+    recorded = (Manifest(run).read().get("dataset") or {}).get("split")
     if split != SPLIT and run.shards(split):  # named: that split of the run's dataset
         return str(run.dataset), split
     if split in (SPLIT, recorded) or not recorded:  # the default: the split 01_construct wrote
