@@ -95,8 +95,7 @@ def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLI
         old.unlink()
     ds = ds.flatten_indices() if ds._indices is not None else ds
     nbytes = ds._estimate_nbytes()
-    max_shard = convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)
-    num_shards = int(nbytes / max_shard) + 1
+    num_shards = int(nbytes / convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)) + 1
     batch_size = (get_writer_batch_size_from_features(ds.features)
                   or get_writer_batch_size_from_data_size(len(ds), nbytes))
     files = []

@@ -38,13 +38,12 @@ def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
     # compute_prob.py: probability over score[0..pairs-1] (the first n: with the originals first, the two of them
     # and the first generated ones), indexed by the argmax / argmin of rm_scores[-5:], the generated ones
     p = sppo_probabilities(row["candidate_scores"][:n])
-    out = {"prompt": row["prompt"], "prompt_id": row["prompt_id"], "chosen": row["chosen"], "rejected": row["rejected"]}
-    for i, text in enumerate(row["candidates"][lead:]):
-        out[f"generate_{i}"] = conversation(row["prompt"], text)
-    out.update(probability=p.tolist(), rm_scores=[float(s) for s in row["candidate_scores"]],
-               chosen_probs=float(p[chosen][rejected]), chosen_probs_win=float(p[chosen].sum() / n),
-               chosen_probs_lose=float(p[rejected].sum() / n))
-    return out
+    return {"prompt": row["prompt"], "prompt_id": row["prompt_id"], "chosen": row["chosen"],
+            "rejected": row["rejected"],
+            **{f"generate_{i}": conversation(row["prompt"], text) for i, text in enumerate(row["candidates"][lead:])},
+            "probability": p.tolist(), "rm_scores": [float(s) for s in row["candidate_scores"]],
+            "chosen_probs": float(p[chosen][rejected]), "chosen_probs_win": float(p[chosen].sum() / n),
+            "chosen_probs_lose": float(p[rejected].sum() / n)}
 
 
 def _rlhflow(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
@@ -120,7 +119,7 @@ def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple
     features = fmt.features(max(sizes), keep_all_candidates, more_scorers)
     out = ([{k: r[fmt.renames.get(k, k)] for k in features} for r in rows] if fmt.convert is None else
            [fmt.convert(r, c, j) for r, (c, j) in zip(rows, picks)])
-    return datasets.Dataset.from_list(list(out), features=features)
+    return datasets.Dataset.from_list(out, features=features)
 
 
 # back to the seed's columns

@@ -43,11 +43,11 @@ REUSED = ("its work/ stays: changed generation or scoring values make their work
           "it can be")
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | Path) -> str:
     """The sha256 hex digest of a file's bytes."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(chunk):
+        while block := f.read(1 << 20):
             h.update(block)
     return h.hexdigest()
 
@@ -241,10 +241,9 @@ class Manifest:
         yield data
         self.write(data)
 
-    def update(self, **fields: Any) -> dict[str, Any]:
+    def update(self, **fields: Any) -> None:
         with self.edit() as data:
             data.update(fields)
-        return data
 
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
