@@ -175,8 +175,8 @@ def read_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-def load_pairrm_model(folder: Path, fast_attention: bool = True) -> tuple[PairRMModel, dict[str, Any]]:
-    """Build the model of a checkpoint directory (either layout) in fp32 on CPU; returns (model, facts)."""
+def load_pairrm_model(folder: Path, fast_attention: bool = True) -> PairRMModel:
+    """Build the model of a checkpoint directory (either layout) in fp32 on CPU."""
     config = read_config(folder)
     layout = detect_layout(config)
     state = _read_state_dict(folder)
@@ -198,4 +198,4 @@ def load_pairrm_model(folder: Path, fast_attention: bool = True) -> tuple[PairRM
     model.float().eval()
     if fast_attention:
         install_fast_attention(model)
-    return model, {"layout": layout, "config": config, "backbone": backbone}
+    return model
