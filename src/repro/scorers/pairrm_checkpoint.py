@@ -114,11 +114,11 @@ class PairRMScorerBase:
     backend = "repro"
 
     def __init__(self, *, spec: str, path: Path, layout: str, device, dtype: str, normalization: str,
-                 source_maxlength: int, candidate_maxlength: int, limits_from: dict[str, str] | None = None):
+                 source_maxlength: int, candidate_maxlength: int, limits_from: dict[str, str]):
         self.spec, self.path, self.layout = spec, path, layout
         self.device, self.dtype, self.normalization = device, dtype, normalization
         self.source_maxlength, self.candidate_maxlength = int(source_maxlength), int(candidate_maxlength)
-        self.limits_from = dict(limits_from or dict.fromkeys(LIMIT_NAMES, "explicit"))
+        self.limits_from = limits_from
 
     @property
     def info(self) -> dict[str, Any]:
