@@ -80,15 +80,12 @@ def detect_layout(config: dict[str, Any]) -> str:
                          "DebertaV2PairRM config (model_type: deberta-v2 with source_prefix_id).")
 
 
-LIMIT_NAMES = ("source_maxlength", "candidate_maxlength")
-
-
 def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = None,
                       candidate_maxlength: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
     """The limits and where each came from: "explicit", "checkpoint config" (llm-blender's RankerConfig, as
     `Blender.rank` reads it), or "default" (1224 / 412, what PairRM-hf's card uses: its config carries none)."""
     limits, origins = {}, {}
-    for name, value in zip(LIMIT_NAMES, (source_maxlength, candidate_maxlength)):
+    for name, value in (("source_maxlength", source_maxlength), ("candidate_maxlength", candidate_maxlength)):
         if value is not None:
             limits[name], origins[name] = int(value), "explicit"
         elif config.get(name) is not None:
