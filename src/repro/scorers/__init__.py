@@ -15,9 +15,9 @@ from ..parameters import ScorerKind
 from .blender_compat import BlenderScorer
 from .common import local_checkpoint
 from .pairrm import PairRM
-from .pairrm_checkpoint import BUILTIN_TINY, KNOWN_HUB_IDS, read_config
+from .pairrm_checkpoint import KNOWN_HUB_IDS, read_config
 from .sequence_classifier import SequenceClassifierScorer
-from .tiny import BUILTIN_REWARD_MODELS
+from .tiny import BUILTIN_REWARD_MODELS, BUILTIN_TINY
 
 KINDS = get_args(ScorerKind)
 SCORERS = {("pairrm", "repro"): PairRM, ("pairrm", "llm-blender"): BlenderScorer,

@@ -113,11 +113,11 @@ def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Pat
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"{what} folder {path} has no config.json: expected {layout}")
         return path
-    if not path.exists() and reads_as_hub_id(spec):
-        return None
     if path.exists():
         raise ModelLoadError(f"{what} '{spec}' is not a directory (looked for {path.resolve()}): pass the "
                              f"checkpoint's folder (config.json, weights, tokenizer), not a file in it.")
+    if reads_as_hub_id(spec):
+        return None
     raise ModelLoadError(f"{what} '{spec}' is not a directory: it names a local path, and nothing is at "
                          f"{path.resolve()}. Check the path (it is read relative to the directory you run in), or "
                          f"pass a hub id such as {hub_example}, or a built-in stand-in (builtin:tiny-pairrm, "

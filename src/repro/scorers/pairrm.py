@@ -80,11 +80,11 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
 
     def load_weights(self) -> "PairRM":
         """The model of the checkpoint, on the scorer's device and dtype (`load(weights=False)` had none)."""
-        module, facts = load_pairrm_model(self.path, fast_attention=self.fast_attention)
-        if len(self.tokenizer) > facts["backbone"].vocab_size:
+        module = load_pairrm_model(self.path, fast_attention=self.fast_attention)
+        vocab_size = module.pretrained_model.config.vocab_size
+        if len(self.tokenizer) > vocab_size:
             raise ModelLoadError(f"The tokenizer of {self.path} has {len(self.tokenizer)} tokens but the model's "
-                                 f"embeddings only {facts['backbone'].vocab_size}: tokenizer and weights do not belong "
-                                 f"together.")
+                                 f"embeddings only {vocab_size}: tokenizer and weights do not belong together.")
         self.model = module.to(device=self.device, dtype=torch_dtype(self.dtype))
         return self
 

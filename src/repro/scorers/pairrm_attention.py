@@ -106,7 +106,7 @@ def _fast_attention_forward(self, hidden_states, attention_mask, output_attentio
     return context.reshape(context.shape[0], context.shape[1], -1), None
 
 
-def install_fast_attention(model: PairRMModel) -> bool:
+def install_fast_attention(model: PairRMModel) -> None:
     """Route the backbone's attention through `_fast_attention_forward` (DeBERTa-v3's settings only)."""
     from transformers.models.deberta_v2.modeling_deberta_v2 import DisentangledSelfAttention
 
@@ -115,7 +115,7 @@ def install_fast_attention(model: PairRMModel) -> bool:
     if not (getattr(config, "relative_attention", False) and getattr(config, "share_att_key", False)
             and set(config.pos_att_type or []) == {"c2p", "p2c"} and getattr(config, "position_buckets", -1) > 0
             and "layer_norm" in encoder.norm_rel_ebd and encoder.conv is None):
-        return False
+        return
     for module in model.pretrained_model.modules():
         if isinstance(module, DisentangledSelfAttention):
             module.forward = types.MethodType(functools.partial(_fast_attention_forward, owner=model), module)
@@ -123,4 +123,3 @@ def install_fast_attention(model: PairRMModel) -> bool:
     encoder.get_attention_mask = lambda attention_mask: attention_mask
     encoder.get_rel_pos = lambda hidden_states, query_states=None, relative_pos=None: None
     model.fast_attention = True
-    return True

@@ -80,15 +80,12 @@ def detect_layout(config: dict[str, Any]) -> str:
                          "DebertaV2PairRM config (model_type: deberta-v2 with source_prefix_id).")
 
 
-LIMIT_NAMES = ("source_maxlength", "candidate_maxlength")
-
-
 def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = None,
                       candidate_maxlength: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
     """The limits and where each came from: "explicit", "checkpoint config" (llm-blender's RankerConfig, as
     `Blender.rank` reads it), or "default" (1224 / 412, what PairRM-hf's card uses: its config carries none)."""
     limits, origins = {}, {}
-    for name, value in zip(LIMIT_NAMES, (source_maxlength, candidate_maxlength)):
+    for name, value in (("source_maxlength", source_maxlength), ("candidate_maxlength", candidate_maxlength)):
         if value is not None:
             limits[name], origins[name] = int(value), "explicit"
         elif config.get(name) is not None:
@@ -114,11 +111,11 @@ class PairRMScorerBase:
     backend = "repro"
 
     def __init__(self, *, spec: str, path: Path, layout: str, device, dtype: str, normalization: str,
-                 source_maxlength: int, candidate_maxlength: int, limits_from: dict[str, str] | None = None):
+                 source_maxlength: int, candidate_maxlength: int, limits_from: dict[str, str]):
         self.spec, self.path, self.layout = spec, path, layout
         self.device, self.dtype, self.normalization = device, dtype, normalization
         self.source_maxlength, self.candidate_maxlength = int(source_maxlength), int(candidate_maxlength)
-        self.limits_from = dict(limits_from or dict.fromkeys(LIMIT_NAMES, "explicit"))
+        self.limits_from = limits_from
 
     @property
     def info(self) -> dict[str, Any]:
@@ -175,8 +172,8 @@ def read_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-def load_pairrm_model(folder: Path, fast_attention: bool = True) -> tuple[PairRMModel, dict[str, Any]]:
-    """Build the model of a checkpoint directory (either layout) in fp32 on CPU; returns (model, facts)."""
+def load_pairrm_model(folder: Path, fast_attention: bool = True) -> PairRMModel:
+    """Build the model of a checkpoint directory (either layout) in fp32 on CPU."""
     config = read_config(folder)
     layout = detect_layout(config)
     state = _read_state_dict(folder)
@@ -198,4 +195,4 @@ def load_pairrm_model(folder: Path, fast_attention: bool = True) -> tuple[PairRM
     model.float().eval()
     if fast_attention:
         install_fast_attention(model)
-    return model, {"layout": layout, "config": config, "backbone": backbone}
+    return model
