@@ -202,6 +202,13 @@ def test_rows_dropped_on_the_way_are_counted_and_a_source_without_rows_is_refuse
                                         r"min_margin=1000 \(chosen minus rejected\)\. To keep rows, lower min_margin;"):
         _construct(_params(tmp_path / "c", source=str(src), duplicate_prompt_ids="keep_first", min_margin=1000.0))
 
+    # a row after a dropped duplicate is named by its source row, not by its place among the kept rows
+    rows[3]["resp1"] = rows[3]["resp0"]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"source row 3 \(from 0; prompt_id id-3\) has 1 distinct candidate"):
+        _construct(_params(tmp_path / "e", source=str(src), duplicate_prompt_ids="keep_first",
+                           too_few_candidates="error"))
+
     empty = tmp_path / "empty.parquet"
     datasets.Dataset.from_list(rows[:1]).select([]).to_parquet(empty)
     with pytest.raises(DataError, match=rf"source '{empty}' split 'train_prefs' has no rows"):

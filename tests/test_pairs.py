@@ -114,7 +114,7 @@ def test_original_pair_candidates(train_rows):
 
 def test_bad_candidates_name_the_row():
     with pytest.raises(DataError, match=r"source row 7.*'resp1'.*string"):
-        collect_candidates([{"prompt": "p", "resp0": "a", "resp1": 5}], TWO, row_offset=7)
+        collect_candidates([{"prompt": "p", "resp0": "a", "resp1": 5}], TWO, row_numbers=[7])
     # UltraFeedback's own chosen / rejected conversations named as candidate columns: the setting that ranks them
     row = {"prompt": "p", "chosen": [{"content": "p", "role": "user"}, {"content": "a", "role": "assistant"}]}
     with pytest.raises(DataError, match=r"candidate 'chosen': expected a string, got list .*conversation: "

@@ -74,12 +74,15 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
     return kept
 
 
-def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams, row_offset: int = 0) -> CandidateSet:
-    """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped, an error, or kept."""
+def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
+                       row_numbers: Sequence[int] | None = None) -> CandidateSet:
+    """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped, an error, or kept. Errors
+    name a row by `row_numbers` (its source row; default its place in `rows`)."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
         pid = row.get("prompt_id")
-        where = f"source row {row_offset + i} (from 0" + (f"; prompt_id {pid})" if pid not in (None, "") else ")")
+        number = row_numbers[i] if row_numbers else i
+        where = f"source row {number} (from 0" + (f"; prompt_id {pid})" if pid not in (None, "") else ")")
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")

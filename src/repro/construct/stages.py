@@ -174,7 +174,7 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         rows = ds.to_list()
         ids = [row_prompt_id(r, r.get("prompt")) for r in rows]
         keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=ctx.slice_start)
-        cs = collect_candidates([rows[i] for i in keep], p, row_offset=ctx.slice_start)
+        cs = collect_candidates([rows[i] for i in keep], p, row_numbers=[ctx.slice_start + i for i in keep])
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
