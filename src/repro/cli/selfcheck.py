@@ -259,8 +259,7 @@ def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Seque
         differ.append(i)
         # the reference's own scores of the two picks: a flip between candidates it separates by more than the
         # run dtype's tolerance is an error; a flip between near-ties is what rounding does
-        gaps = [abs(b[m] - b[t]) for m, t in zip(mine, theirs)]
-        if max(gaps) > atol + rtol * max(abs(x) for x in b):
+        if max(abs(b[m] - b[t]) for m, t in zip(mine, theirs)) > atol + rtol * max(abs(x) for x in b):
             decisive.append(i)
     return {"rows": len(scores), "agreement": 1 - len(differ) / max(1, len(scores)), "rows_with_other_choices": differ,
             "decisive_rows": decisive}
