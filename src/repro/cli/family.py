@@ -212,7 +212,7 @@ def main(args: argparse.Namespace) -> int:
     if both := sorted(set(grid_args) & sets):  # the grid's value would win unsaid
         raise ParameterError(f"--grid and --set both give {', '.join(both)}: a member takes the grid's value; give "
                              f"it once.")
-    family_grid = (values.get("family") or {}).get("grid") if isinstance(values.get("family"), dict) else None
+    family_grid = values["family"].get("grid") if isinstance(values.get("family"), dict) else None
     if both := sorted(grid_keys(family_grid if isinstance(family_grid, dict) else {}) & sets):  # (else planning says)
         raise ParameterError(f"--set {', '.join(both)}: the family's grid in {params_file} gives each member its own "
                              f"value, which wins; change the grid there, or give --grid {both[0]}=V1,V2,... instead.")

@@ -268,8 +268,8 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
     free = shutil.disk_usage(existing).free
     need = estimated_bytes(values) + download
     detail = f"about {need / 1e9:.1f} GB to write, {free / 1e9:.1f} GB free at {existing}"
-    return Check("disk space", free >= need, detail if free >= need else detail + ": free some space or give "
-                                                                                  "another --out")
+    fix = "" if free >= need else ": free some space or give another --out"
+    return Check("disk space", free >= need, detail + fix)
 
 
 def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:

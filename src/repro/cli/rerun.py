@@ -117,8 +117,8 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
     if not changed and not run.manifest.is_file():
         return Check("run directory", True, f"{run.root} (new)")
+    last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
     if not changed:
-        last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
         kept = "" if "set aside" in how else f"; {len(finished_chunks(run.work))} finished chunk(s) are kept"
         ended = (f"; the last run {last}{kept}" if last else
@@ -131,7 +131,7 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     notebooks = parameters["notebooks"]
     changes = listed(changed)
     if not Manifest(run).made_results():
-        ended = f" and {last}" if (last := LAST_RUN.get(Manifest(run).read().get("status"))) else ""
+        ended = f" and {last}" if last else ""
         return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({changes}) "
                                             f"that made nothing but its notebooks{ended}: it is replaced ({REUSED})")
     # a run without 01_construct keeps the dataset: its notebooks make their own outputs again, whole

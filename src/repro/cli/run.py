@@ -47,12 +47,10 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
     """Register this interpreter's Jupyter kernel as `name` (in sys.prefix) unless it already points here."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-    try:
+    with contextlib.suppress(NoSuchKernel):
         spec = KernelSpecManager().get_kernel_spec(name)
         if spec.argv and Path(spec.argv[0]).resolve() == Path(sys.executable).resolve():
             return name
-    except NoSuchKernel:
-        pass
     from ipykernel.kernelspec import install
 
     install(kernel_name=name, display_name="Python (repro)", prefix=sys.prefix)

@@ -1,8 +1,6 @@
-"""`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl (or parquet) file, for
-SPPO-style scripts.
-
-Each output line is the input row plus `scores` (higher is better) and `ranks` (1 = best, ties share), in input order.
-"""
+"""`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl (or parquet) file, for SPPO-style
+scripts: each output line is the input row plus `scores` (higher is better) and `ranks` (1 = best, ties share), in input
+order."""
 
 from __future__ import annotations
 

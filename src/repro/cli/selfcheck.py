@@ -259,8 +259,7 @@ def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Seque
         differ.append(i)
         # the reference's own scores of the two picks: a flip between candidates it separates by more than the
         # run dtype's tolerance is an error; a flip between near-ties is what rounding does
-        gaps = [abs(b[m] - b[t]) for m, t in zip(mine, theirs)]
-        if max(gaps) > atol + rtol * max(abs(x) for x in b):
+        if max(abs(b[m] - b[t]) for m, t in zip(mine, theirs)) > atol + rtol * max(abs(x) for x in b):
             decisive.append(i)
     return {"rows": len(scores), "agreement": 1 - len(differ) / max(1, len(scores)), "rows_with_other_choices": differ,
             "decisive_rows": decisive}
@@ -366,7 +365,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     torch_device = resolve_device(device)
     run_dtype = resolve_dtype("auto", torch_device)
     prompts, candidates, source = selfcheck_rows(input, rows)  # bad input is an error before any model loads
-    if report_dir is not None:
+    if report_dir is not None:  # a relative folder: under the project root, from a shell or a notebook kernel alike
         report_dir = Path(report_dir) if Path(report_dir).is_absolute() else project_root() / report_dir
         check_folder(report_dir, "--report", "The report (selfcheck.md, selfcheck.json) goes into a folder: give a "
                                              "new or existing folder that can be written, or a run directory.")
@@ -519,8 +518,6 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     contenders = pairrm_contenders(engine, [run.budget], blender)
     run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {n_rows(len(prompts))} ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
-    if blender is not None:
-        blender.batch_size = 1
     lengths, useful_flops = engine_passes(engine, prompts, candidates)
     passes_per_job = PART2_MINI_1_PROMPTS * 2  # two candidates: two ordered pairs per prompt
     timing: dict[str, Any] = {
@@ -568,7 +565,6 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
             gap=False))
     report.seconds = time.perf_counter() - started
     if report_dir is not None:
-        # a relative folder means the same from a shell or a notebook kernel: under the project root
         report.write(report_dir)
         log(f"repro selfcheck: report -> {report.md_path} and {report.json_path.name}")
     return report
