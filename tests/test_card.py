@@ -1002,13 +1002,13 @@ def test_a_failed_analysis_is_said_with_its_reason_not_to_be_run_again(tmp_path)
     # this run, which fails again. The manifest's record of the failure, as `repro run` writes it, gives the reason
     run = make_run(tmp_path / "run", seed_rows(1), metrics=False)["run"]
     error = (f"Notebook 02_analyze failed at cell 6 (execution count 5): DataError: dataset '{run.dataset}' (split "
-             f"'train_prefs') has 1 row(s) with finite scores (of 1); the analysis needs at least 2.\nThe executed "
+             f"'train_prefs') has 1 row with finite scores (of 1); the analysis needs at least 2.\nThe executed "
              f"notebook, with the error and everything that ran before it, is saved at {run.notebooks}/02_analyze.ipynb.")
     Manifest(run).notebook_status("02_analyze", "failed", error=error)
     facts, card_path = card_for(run.root)
     en, zh = halves(card_path)
     said = ("`notebooks/02_analyze.ipynb` failed on this run, so there is no `metrics.json`: Notebook 02_analyze failed "
-            "at cell 6 (execution count 5): DataError: dataset 'run/dataset' (split 'train_prefs') has 1 row(s) with "
+            "at cell 6 (execution count 5): DataError: dataset 'run/dataset' (split 'train_prefs') has 1 row with "
             "finite scores (of 1); the analysis needs at least 2.")
     assert said in en and "was not found" not in en and "writes them." not in en
     assert "本次运行的 `notebooks/02_analyze.ipynb` 执行失败，因此没有 `metrics.json`：Notebook 02_analyze" in zh

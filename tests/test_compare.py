@@ -628,7 +628,7 @@ def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     reason = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result[
         "scores"]["reason"]
-    assert reason == "only 0 score(s) of the same text on both sides (80 more NaN, infinite or missing on one side)"
+    assert reason == "only 0 scores of the same text on both sides (80 more NaN, infinite or missing on one side)"
     from repro.card import CardFacts, render_section
 
     facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
@@ -702,7 +702,7 @@ def test_too_few_values_give_no_statistics_and_too_few_rows_no_interval(publishe
     # one reference row (its chosen and rejected): r = 1, ρ = 1, CCC 1 and an interval [1, 1] over one row
     one = compare.compare(params(tmp_path, reference=write_rows(published["rows"][:1], tmp_path / "one"),
                                  candidate=published["candidate"])).result["scores"]
-    assert one["available"] is False and one["reason"] == "only 2 score(s) of the same text on both sides"
+    assert one["available"] is False and one["reason"] == "only 2 scores of the same text on both sides"
     two = compare.compare(params(tmp_path, reference=write_rows(published["rows"][:2], tmp_path / "two"),
                                  candidate=published["candidate"])).result["scores"]["scores"]
     assert two["n"] == 4 and two["ci95"] == dict.fromkeys(two["ci95"])

@@ -21,6 +21,11 @@ from repro.paths import RunDir
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def safe(kept: int) -> str:
+    """What the interrupt's line says of `kept` finished chunks."""
+    return f"{kept} finished chunk{'s' * (kept != 1)} (every stage's) {'is' if kept == 1 else 'are'} safe"
+
+
 def test_the_interruption_is_recorded_for_every_unfinished_entry(tmp_path):
     run = RunDir(tmp_path / "run")
     manifest = Manifest(run)
@@ -39,7 +44,7 @@ def test_the_interruption_is_recorded_for_every_unfinished_entry(tmp_path):
     (run.work / "generation").mkdir()
     (run.work / "generation" / "chunk-000000.json").write_text("[]")  # generation's: counted, and said so
     line = record_interruption(manifest, "01_construct")
-    assert line == (f"repro run: interrupted in 01_construct, stage score: 4 finished chunk(s) (every stage's) are safe "
+    assert line == (f"repro run: interrupted in 01_construct, stage score: 4 finished chunks (every stage's) are safe "
                     f"in {run.work}; run the same command to continue.")
     data = manifest.read()
     assert data["status"] == "interrupted" and data["notebooks"]["01_construct"]["status"] == "interrupted"
@@ -84,7 +89,7 @@ def test_ctrl_c_outside_a_notebook_is_recorded_as_an_interruption(tmp_path, monk
     assert data["status"] == "interrupted" and "running" not in json.dumps(data)
     started = {"kernel": "before 01_construct started", "between": "before 02_analyze started",
                "after": "after its last notebook"}[when]
-    assert f"repro run: interrupted {started}: 0 finished chunk(s) (every stage's) are safe" in capsys.readouterr().err
+    assert f"repro run: interrupted {started}: 0 finished chunks (every stage's) are safe" in capsys.readouterr().err
 
 
 def test_a_run_directory_that_cannot_be_written_fails_in_one_paragraph(tmp_path, monkeypatch, capsys):
@@ -130,7 +135,7 @@ def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tm
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and "running" not in json.dumps(manifest)
     kept = len(list((out / "work" / "scoring").glob("chunk-*.json")))
-    assert kept >= 1 and f": {kept} finished chunk(s) (every stage's) are safe" in lines[0]
+    assert kept >= 1 and f": {safe(kept)}" in lines[0]
     again = repro_run(*arguments)
     assert again.returncode == 0, again.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
@@ -176,7 +181,7 @@ def test_a_kernel_killed_during_scoring_is_said_so_and_the_same_command_continue
     assert proc.returncode == 1, stdout + stderr
     kept = len(list((out / "work" / "scoring").glob("chunk-*.json")))
     assert re.search(r"Notebook 01_construct's kernel died during cell \d+ \(", stderr), stderr
-    assert f"{kept} finished chunk(s) (every stage's) are safe in {out / 'work'}; run the same command to continue" in stderr
+    assert f"{safe(kept)} in {out / 'work'}; run the same command to continue" in stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "running" not in json.dumps(manifest)
     assert manifest["stages"]["score"]["status"] == "failed"

@@ -37,7 +37,7 @@ def test_an_interrupted_stage_says_in_one_line_what_is_kept_and_how_to_go_on(tmp
             raise KeyboardInterrupt
     assert isinstance(caught.value, Interrupted)
     assert caught.value._render_traceback_() == [
-        f"\x1b[0;31mInterrupted\x1b[0m: stage 'score': 3 finished chunk(s) (every stage's) are safe in {tmp_path / 'work'}; run the "
+        f"\x1b[0;31mInterrupted\x1b[0m: stage 'score': 3 finished chunks (every stage's) are safe in {tmp_path / 'work'}; run the "
         f"notebook again to continue."]
     assert m.read()["stages"]["score"]["status"] == "interrupted" and m.read()["status"] == "interrupted"
     # (it read "stage 'score' interrupted: KeyboardInterrupt: ", nothing after the colon)

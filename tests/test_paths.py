@@ -96,6 +96,14 @@ def test_a_marked_project_is_the_root_from_its_notebooks_folder(monkeypatch, tmp
     assert build(AnalyzeParams, {"run_dir": "runs/demo"}).run_root == project / "runs" / "demo"
     monkeypatch.chdir(tmp_path)  # above the project: no marker, so the checkout this code runs from
     assert paths.project_root() == ROOT
+    edited = project / "notebooks" / "01_construct.ipynb"  # a person's edits are not overwritten unasked
+    edited.write_text(edited.read_text() + " ")
+    with pytest.raises(ReproError, match=rf"^1 file in {project} differs from this package's copies and would be "
+                                         rf"overwritten: {edited}\. Choose another folder, or pass --force to "
+                                         rf"overwrite it\.$"):
+        make_project(project)
+    make_project(project, force=True)
+    assert edited.read_text() == (NOTEBOOKS / "01_construct.ipynb").read_text()
 
 
 def test_a_file_beside_the_notebook_given_by_its_name_is_refused_with_the_path_to_give(monkeypatch, tmp_path):

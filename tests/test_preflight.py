@@ -292,7 +292,7 @@ def test_a_cuda_device_with_a_gpu_is_there(monkeypatch):
     assert [c.ok for c in preflight.device_checks(values)] == [True]
     values.update(num_processes=4)  # four torchrun workers need four GPUs
     (check,) = preflight.device_checks(values)
-    assert not check.ok and "needs 4 CUDA GPU(s), torch sees 2" in check.detail
+    assert not check.ok and "needs 4 CUDA GPUs, torch sees 2" in check.detail
 
 
 def test_disk_space_scales_with_the_rows_and_generated_text(monkeypatch, tmp_path):

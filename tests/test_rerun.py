@@ -557,7 +557,7 @@ def test_check_says_how_the_last_run_ended_and_what_it_kept(tmp_path, status, sa
     assert main(["run", "--check", "demo", "--out", str(out)]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
     assert "continues the run there, same parameters" in line
-    assert (f"the last run {said}; 3 finished chunk(s) are kept" in line) == (said is not None), line
+    assert (f"the last run {said}; 3 finished chunks are kept" in line) == (said is not None), line
     # with another chunk_size they are set aside: not "kept" beside "set aside" (it said both)
     if said:
         assert main(["run", "--check", "demo", "--out", str(out), "--set", "chunk_size=5"]) == 0

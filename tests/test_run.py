@@ -52,7 +52,7 @@ def test_what_the_notebooks_say_on_stderr_reaches_the_terminal(repro_run, tmp_pa
                       "--set", "chunk_size=5")
     assert again.returncode == 0, again.stderr
     said = [line for line in again.stderr.splitlines() if line.startswith("repro run: 01_construct: ")]
-    assert len(said) == 1 and "finished chunk(s) in" in said[0] and "set aside in" in said[0], again.stderr
+    assert len(said) == 1 and "finished chunks in" in said[0] and "set aside in" in said[0], again.stderr
 
 
 def test_the_notices_of_a_notebook_are_repros_own_lines_and_warnings_once(tmp_path):

@@ -17,7 +17,8 @@ import pytest
 
 from repro.errors import DataError
 from repro.jobs import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
-                        finished_chunks, launch_torchrun, merge_stats, num_chunks, run_chunked, run_chunked_with_stats)
+                        finished_chunks, launch_torchrun, merge_stats, num_chunks, run_chunked, run_chunked_with_stats,
+                        safe_chunks)
 
 
 def _digest_all(texts: list[str]) -> list[str]:
@@ -83,7 +84,7 @@ def test_changed_work_never_mixes_with_old_chunks(tmp_path, prompts, change, cap
     assert len(stale) == 1 and len(list(stale[0].glob("chunk-*.json"))) == 6
     differ = {"fingerprint": "job ('a' there, 'b' now)", "chunk_size": "chunk_size (10 there, 7 now)",
               "items": "the rows"}[change]  # the chunks were set aside without a word
-    assert capsys.readouterr().err == (f"repro: 6 finished chunk(s) in {tmp_path} were made with other settings: "
+    assert capsys.readouterr().err == (f"repro: 6 finished chunks in {tmp_path} were made with other settings: "
                                        f"{differ}; they are set aside in {stale[0]} (not reused).\n")
 
 
@@ -94,9 +95,16 @@ def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, pr
     fn = CountingFn()
     assert run_chunked(prompts, fn, work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10) == _digest_all(prompts)
     assert sum(len(c) for c in fn.calls) == len(prompts)  # no telling what they were made with: made again
-    assert capsys.readouterr().err == (f"repro: 6 finished chunk(s) in {tmp_path} cannot be told to be this work's: "
+    assert capsys.readouterr().err == (f"repro: 6 finished chunks in {tmp_path} cannot be told to be this work's: "
                                        f"its fingerprint.json is damaged (not JSON); they are set aside in "
                                        f"{tmp_path / 'stale-damaged'} (not reused).\n")
+    # one chunk: said in the singular ("1 finished chunk(s) ... they are" read like a form), here and when stopped
+    run_chunked(prompts[:3], CountingFn(), work_dir=tmp_path / "one", fingerprint={"job": "a"}, chunk_size=10)
+    run_chunked(prompts[:3], CountingFn(), work_dir=tmp_path / "one", fingerprint={"job": "b"}, chunk_size=10)
+    stale = next((tmp_path / "one").glob("stale-*"))
+    assert capsys.readouterr().err == (f"repro: 1 finished chunk in {tmp_path / 'one'} was made with other settings: "
+                                       f"job ('a' there, 'b' now); it is set aside in {stale} (not reused).\n")
+    assert safe_chunks(tmp_path / "one") == f"1 finished chunk (every stage's) is safe in {tmp_path / 'one'}"
 
 
 def test_shares_cover_the_chunks_once_and_merge_to_the_single_process_result(tmp_path, prompts):

@@ -19,7 +19,7 @@ from .analysis import number, percent, plots, prose, stats
 from .analysis.report import (dataset_or_own, readable, response_texts, row_preview, show_figures,  # noqa: F401
                               table_or_sentence, values_at, write_outputs)  # show_figures: a cell's
 from .dataset_io import SCORE_COLUMNS, SEED_COLUMNS, prompt_id_of, score_array
-from .errors import DataError, ParameterError, ReproError
+from .errors import DataError, ParameterError, ReproError, counted
 from .exporters import seed_view
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, build
@@ -443,7 +443,7 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
         left_out = f" ({out['excluded_nonfinite']} more NaN, infinite or missing on one side)" \
             if out["excluded_nonfinite"] else ""
         return {**out, "available": False,
-                "reason": f"only {int(ok.sum())} score(s) of the same text on both sides{left_out}"}
+                "reason": f"only {counted(int(ok.sum()), 'score')} of the same text on both sides{left_out}"}
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
     # pooled, the gap between chosen and rejected scores raises r whatever the scores: each role's and the margins'

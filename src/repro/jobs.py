@@ -115,9 +115,11 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
             with contextlib.suppress(FileNotFoundError):
                 shutil.move(str(p), stale / p.name)
         if chunks:
+            was, they = ("was", "it is") if len(chunks) == 1 else ("were", "they are")
             why = (f"cannot be told to be this work's: its {FINGERPRINT_FILE} is damaged (not JSON)" if old == "damaged"
-                   else f"were made with other settings{': ' + differ if differ else ''}")
-            notice(f"{len(chunks)} finished chunk(s) in {work_dir} {why}; they are set aside in {stale} (not reused).")
+                   else f"{was} made with other settings{': ' + differ if differ else ''}")
+            notice(f"{counted(len(chunks), 'finished chunk')} in {work_dir} {why}; {they} set aside in {stale} (not "
+                   f"reused).")
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
@@ -134,7 +136,8 @@ def finished_chunks(work: Path) -> list[Path]:
 
 def safe_chunks(work: Path) -> str:
     """What a stopped run keeps to continue from: the finished chunks of all its stages (generation's and scoring's)."""
-    return f"{len(finished_chunks(work))} finished chunk(s) (every stage's) are safe in {work}"
+    n = len(finished_chunks(work))
+    return f"{counted(n, 'finished chunk')} (every stage's) {'is' if n == 1 else 'are'} safe in {work}"
 
 
 def num_chunks(num_items: int, chunk_size: int) -> int:

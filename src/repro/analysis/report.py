@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DataError
+from ..errors import DataError, counted
 from ..dataset_io import NONFINITE, SCORE_COLUMNS, score_array, scores_digest, split_files
 from ..exporters import seed_view
 from ..jobs import atomic_write_json
@@ -115,7 +115,8 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     keep = np.flatnonzero(~bad)
     if keep.size < 2:
         raise DataError(
-            f"{where} has {keep.size} row(s) with finite scores (of {table.num_rows}); the analysis needs at least "
+            f"{where} has {counted(keep.size, 'row')} with finite scores (of {table.num_rows}); the analysis needs at "
+            f"least "
             f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, for this "
             f"run's own dataset, build more (a higher `limit`, a larger slice).")
     return chosen[keep], rejected[keep], keep, reasons

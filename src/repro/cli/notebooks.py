@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReproError, notice
+from ..errors import ReproError, counted, notice
 from ..paths import PROJECT_MARKER, check_folder, shipped
 from .run import ensure_kernel
 
@@ -36,9 +36,10 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
             emptied.append(dst.name)
     changed = [dst for dst in data if dst.exists() and dst.read_bytes() != data[dst]]
     if changed and not force:
+        differ, them = ("differs", "it") if len(changed) == 1 else ("differ", "them")
         raise ReproError(
-            f"{len(changed)} file(s) in {root} differ from this package's copies and would be overwritten: "
-            + ", ".join(str(p) for p in changed) + ". Choose another folder, or pass --force to overwrite them.")
+            f"{counted(len(changed), 'file')} in {root} {differ} from this package's copies and would be overwritten: "
+            + ", ".join(str(p) for p in changed) + f". Choose another folder, or pass --force to overwrite {them}.")
     for dst, content in data.items():
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_bytes(content)

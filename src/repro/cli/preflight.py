@@ -106,13 +106,13 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
         need = max(index + 1, processes)
         what = f"{key}: {device}" + (f" with {processes} processes" if processes > 1 else "")
         if visible >= need:
-            checks.append(Check(what, True, f"{visible} CUDA GPU(s) visible to torch {torch.__version__}"))
+            checks.append(Check(what, True, f"{counted(visible, 'CUDA GPU')} visible to torch {torch.__version__}"))
         elif visible == 0:
             checks.append(Check(what, False, f"no CUDA GPU: torch {torch.__version__} sees none. On a GPU machine "
                                              f"install CUDA torch: {cuda_torch}; or set {key}: cpu"))
         else:
-            checks.append(Check(what, False, f"needs {need} CUDA GPU(s), torch sees {visible}: lower the number "
-                                             f"of processes or pick a visible device"))
+            checks.append(Check(what, False, f"needs {counted(need, 'CUDA GPU')}, torch sees {visible}: lower the "
+                                             f"number of processes or pick a visible device"))
     return checks
 
 

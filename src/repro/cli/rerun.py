@@ -9,7 +9,7 @@ import os
 import shutil
 from typing import Any, Iterator, Sequence
 
-from ..errors import ReproError, listed
+from ..errors import ReproError, counted, listed
 from ..jobs import finished_chunks
 from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, REUSED, ROUNDING, Manifest, as_recorded
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
@@ -120,7 +120,8 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
     if not changed:
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
-        kept = "" if "set aside" in how else f"; {len(finished_chunks(run.work))} finished chunk(s) are kept"
+        n = len(finished_chunks(run.work))
+        kept = "" if "set aside" in how else f"; {counted(n, 'finished chunk')} {'is' if n == 1 else 'are'} kept"
         ended = (f"; the last run {last}{kept}" if last else
                  f"; it completed, but {stale}: {runs_again(run, parameters['notebooks'])}" if stale else "")
         other = unread_changes(run, parameters)  # (`notebooks`, values of a notebook only one of the runs executes)

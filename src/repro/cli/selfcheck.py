@@ -274,7 +274,7 @@ def _equivalence_check(name: str, title: str, scores, reference, dtype: str, pro
     detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on {n_rows(found['rows'])}; "
               f"ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
-        detail = f"{len(bad)} row(s) beyond tolerance: {_rows_text(bad, prompts)}; " + detail
+        detail = f"{counted(len(bad), 'row')} beyond tolerance: {_rows_text(bad, prompts)}; " + detail
     return Check(name, title, "fail" if bad else "pass", detail, data=found)
 
 

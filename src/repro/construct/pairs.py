@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..dataset_io import SEED_COLUMNS, conversation, response_text, row_prompt_id
-from ..errors import DataError
+from ..errors import DataError, counted
 from ..parameters import ConstructParams
 from ..scorers.common import check_scores
 from .selection import DROP_TOO_FEW, best_worst
@@ -92,8 +92,9 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
         cs.one_text += kept_alone
         if distinct < 2 and not kept_alone:
             if p.too_few_candidates == "error":
-                raise DataError(f"{where} has {distinct} distinct candidate(s) among {[n for n, _ in pairs]}; PairRM "
-                                f"needs two. Set too_few_candidates: drop to skip such rows.")
+                raise DataError(f"{where} has {counted(distinct, 'distinct candidate')} among "
+                                f"{[n for n, _ in pairs]}; PairRM needs two. Set too_few_candidates: drop to skip such "
+                                f"rows.")
             cs.dropped[DROP_TOO_FEW] = cs.dropped.get(DROP_TOO_FEW, 0) + 1
             continue
         cs.rows.append(i)
