@@ -154,6 +154,9 @@ CASES = [
          r"family.grid.mini_indx in --grid: 'mini_indx' is not a parameter\. Did you mean 'mini_index'\? "
          r"family.grid.foo in --grid: 'part_strt' in \{'part_strt': 0\} is not a parameter a member can set\. Did you "
          r"mean 'part_start'\?", after=nothing_written),
+    Case("a bundle's misspelt name", lambda t: run(t, "--grid", "foo={nme: a, part_start: 0}", "--check"),
+         r"family.grid.foo in --grid: 'nme' in \{'nme': 'a', 'part_start': 0\} is not a parameter a member can set\. "
+         r"Did you mean 'name'\?", after=nothing_written),
     Case("hub_repo_id not a repository id", lambda t: run(t, "--set", "hub_repo_id=a/b/c"),
          r"  - hub_repo_id \(from --set\): not a hub repository id: give owner/name \(letters, digits, -, _ and \., "
          r"neither starting nor ending with - or \., no -- or \.\., at most 96 characters\) \(got 'a/b/c'\)",

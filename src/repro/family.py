@@ -119,7 +119,7 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
                                  f"family.member_name). To name them, give bundles under a key of your own, e.g. "
                                  f"opts: [{{name: {named['name']}, {key}: {{...}}}}, ...].")
         inside += [f"family.grid.{key} in {where}: {k!r} in {value!r} is not a parameter a member can set."
-                   f"{did_you_mean(k, sorted(known - NOT_IN_GRID)) if k not in known else ''}"
+                   f"{did_you_mean(k, sorted(known - NOT_IN_GRID | {'name'})) if k not in known else ''}"
                    for value in values if is_bundle(key, value)
                    for k in value if k != "name" and (k not in known or k in NOT_IN_GRID)]
     if unknown or inside:
