@@ -582,7 +582,10 @@ def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_pa
     monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
     monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
     assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root), "--force"]) == 0
-    assert f"--force: removed the previous run's dataset, manifest.json from {member.root}" in capsys.readouterr().out
+    out = capsys.readouterr().out  # what went, then why (it said only what went)
+    assert (f"--force: removed the previous run's dataset, manifest.json from {member.root}\n  run directory (member "
+            f"mini_1): {member.root} holds a run with other parameters (mini_count (1 there, 4 now), mini_index (0 "
+            f"there, 1 now)); --force: its outputs are removed first") in out
     assert not member.shards() and Manifest(member).read()["parameters"]["chunk_size"] == 16
     # every member and the view complete: nothing to do; a member run again alone (--member, as the Slurm recipe
     # does) since the view was made: the view runs again (it said "nothing to do" over the old numbers)

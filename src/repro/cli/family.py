@@ -96,9 +96,10 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
         return code
-    for run in (RunDir(m.run_dir) for m in pending if found[m.name][1]):
-        with writing(run, member_given_as(family)):
-            replace_run(run, args.force)
+    for member in (m for m in pending if found[m.name][1]):
+        with writing(RunDir(member.run_dir), member_given_as(family)):
+            replace_run(RunDir(member.run_dir), args.force)
+        print(f"  run directory (member {member.name}): {found[member.name][0][0].detail}")  # why it was replaced
     return None
 
 
