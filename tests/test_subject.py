@@ -95,6 +95,33 @@ def test_01_construct_never_builds_into_a_run_directory_of_another_dataset(proje
         begin(build(ConstructParams, {"run_dir": "runs/mine"}))
 
 
+def test_repro_run_refuses_a_run_directory_of_another_dataset_before_it_records_anything(project, capsys):
+    """The notebooks refused it, but `repro run` had recorded its run first: the manifest said failed, with every
+    value of 01_construct, and its check had offered --set values and --force that could not work."""
+    from repro import cli
+
+    root, run, mine = project
+    analysis.analyze(build(AnalyzeParams, {"dataset": str(mine), "bootstrap_resamples": 100}))
+    own = RunDir(root / "runs" / "mine")
+    before = files_of(own.root)
+    for extra in ([], ["--force"], ["--check"]):
+        assert cli.main(["run", str(ROOT / "params" / "demo.yaml"), "--out", str(own.root), *extra]) in (1, 2)
+        said = "".join(capsys.readouterr())
+        assert (f"REFUSED  run directory: --out '{own.root}' describes '{mine}' (its manifest.json says so), but "
+                f"01_construct would build a dataset of its own there: writing it there would mix two datasets in one "
+                f"run directory. Give this run another --out") in said, said
+        assert "--set" not in said and files_of(own.root) == before
+    # a params file of 02_analyze on a third dataset, given the run's folder, likewise
+    other = root / "other.jsonl"
+    shutil.copyfile(mine, other)
+    params = root / "p.yaml"
+    params.write_text(f"notebooks: [02_analyze]\ndataset: {other}\nrun_dir: {own.root}\n")
+    assert cli.main(["run", str(params), "--check"]) == 1
+    assert (f"run_dir '{own.root}' describes '{mine}' (its manifest.json says so), but dataset='{other}' is another "
+            f"dataset" in capsys.readouterr().out)
+    assert files_of(own.root) == before
+
+
 def test_plain_papermill_on_a_foreign_dataset_leaves_the_demo_run_byte_identical(project, monkeypatch, run_notebook):
     root, run, mine = project
     before = files_of(run.root)

@@ -19,32 +19,45 @@ def is_own_dataset(run: RunDir, spec: str | None) -> bool:
         (manifest := run_manifest_of(path)) is not None and manifest.parent.resolve() == run.root.resolve()))
 
 
+def _subjects(run: RunDir, spec: str | None, building: bool) -> tuple[str | None, bool, str | None]:
+    """(what a notebook given `spec` describes, whether `run` describes a dataset yet, which one)."""
+    mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
+    manifest = Manifest(run).read()
+    # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which
+    if "subject" in manifest:
+        return mine, bool(manifest.get("outputs") or run.shards()), manifest["subject"]["dataset"]
+    # built here before subjects were recorded
+    return mine, bool(manifest.get("counts") or manifest.get("scorer") or run.shards()), OWN
+
+
+def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: bool = False,
+                    given_as: str = "run_dir") -> str | None:
+    """Why a notebook given `spec` (`parameter`; `building`: 01_construct's own) may not write into `run`, which
+    describes another dataset (the folder given as `given_as`); else None."""
+    mine, known, theirs = _subjects(run, spec, building)
+    if not (known and theirs != mine and (building or mine is not OWN)):
+        return None
+    if building:
+        what, fix = "01_construct would build a dataset of its own there", f"Give this run another {given_as}"
+    else:
+        what = f"{parameter}={mine!r} is another dataset"
+        own = run_dir_of(mine, "")  # (a dataset is given: run_name does not count)
+        fix = (f"Give this notebook a {given_as} of its own" if run.root.resolve() == own.resolve() else
+               f"Leave {given_as} unset (the notebook then writes {own}) or give a {given_as} of its own")
+    described = f"its own dataset (built there by 01_construct, in {run.dataset})" if theirs is OWN else repr(theirs)
+    return (f"{given_as} {str(run.root)!r} describes {described} (its manifest.json says so), but {what}: writing it "
+            f"there would mix two datasets in one run directory. {fix}")
+
+
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
     """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
     and hold `run` until the notebook ends (on its own; under `repro run`, that run holds it); or refuse before
     anything is written when it describes another dataset, or another process writes there."""
     if why := run.foreign_refusal(building):
         raise ParameterError(f"run_dir: {why}; nothing was written.")
-    mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
-    manifest = Manifest(run).read()
-    # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which
-    if "subject" in manifest:
-        known, theirs = bool(manifest.get("outputs") or run.shards()), manifest["subject"]["dataset"]
-    else:  # built here before subjects were recorded
-        known, theirs = bool(manifest.get("counts") or manifest.get("scorer") or run.shards()), OWN
-    if known and theirs != mine and (building or mine is not OWN):
-        if building:
-            what, fix = "01_construct would build a dataset of its own there", "Give this run another run_dir"
-        else:
-            what = f"{parameter}={mine!r} is another dataset"
-            own = run_dir_of(mine, "")  # (a dataset is given: run_name does not count)
-            fix = ("Give this notebook a run_dir of its own" if run.root.resolve() == own.resolve() else
-                   f"Leave run_dir unset (the notebook then writes {own}) or give a run_dir of its own")
-        described = f"its own dataset (built there by 01_construct, in {run.dataset})" if theirs is OWN else \
-            repr(theirs)
-        raise ParameterError(
-            f"run_dir {str(run.root)!r} describes {described} (its manifest.json says so), but {what}: "
-            f"writing it there would mix two datasets in one run directory. {fix}; nothing was written.")
+    if why := subject_refusal(run, spec, parameter, building):
+        raise ParameterError(f"{why}; nothing was written.")
+    mine, known, theirs = _subjects(run, spec, building)
     if (busy := run.hold(KERNEL, kernel=True)) is not None:  # held until the notebook ends
         raise ParameterError(f"run_dir {str(run.root)!r} is being written by {busy} now: {wait_advice(busy)}, or "
                              f"give this notebook another run_dir; nothing was written.")

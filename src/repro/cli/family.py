@@ -42,7 +42,7 @@ def member_checks(family: Family, member: Member, force: bool, why: str) -> tupl
     if what := write_problem(member.run_dir):  # (a file there: each check below would fail on it)
         return [Check("run directory", False, f"{member.run_dir} {what}: a member's run goes into its own folder "
                                               f"there. Move what is in the way, or {advice}", problem="REFUSED")], {}
-    checks = kind_check(run, resolved["notebooks"], given_as, advice) or [
+    checks = kind_check(run, resolved["notebooks"], given_as, advice, resolved) or [
         rerun_check(run, changed, force, given_as, resolved, why, member=True)]
     return [*checks, *preflight(resolved, run.root)], changed if rebuilds(resolved["notebooks"]) else {}
 

@@ -12,9 +12,10 @@ from typing import Any, Iterator, Sequence
 from ..errors import ReproError, counted, listed
 from ..jobs import finished_chunks
 from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, REUSED, ROUNDING, Manifest, as_recorded
-from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
+from ..parameters import FAMILY_NOTEBOOK, NOTEBOOK_SECTIONS, RUN_KEYS, SCHEMAS, notebook_fields, unused_generation
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content
+from ..subject import subject_refusal
 from .preflight import Check
 
 
@@ -78,11 +79,13 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
             os.environ[WRITING_ENV] = before
 
 
-def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | None = None) -> list[Check]:
+def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | None = None,
+               parameters: dict[str, Any] | None = None) -> list[Check]:
     """A family's folder (05_family only: its members hold the runs) and a run's are never one folder: the family
-    would put its members and its record into the run's. The refusal (`advice`: what to do, else to give the run or
-    the family its own `given_as`), or nothing when `run` is new or alike."""
-    if why := run.foreign_refusal(rebuilds(notebooks)):
+    would put its members and its record into the run's; nor is a run of another dataset (a notebook of `parameters`
+    describing another than `run` does). The refusal (`advice`: what to do, else to give the run or the family its
+    own `given_as`), or nothing when `run` is new or alike."""
+    if why := run.foreign_refusal(rebuilds(notebooks)) or _foreign_subject(run, notebooks, parameters or {}, given_as):
         return [Check("run directory", False, why, problem="REFUSED")]
     data = Manifest(run).read()  # (a family's plan, recorded before its members run, marks its folder too)
     recorded = list(data.get("notebooks") or [FAMILY_NOTEBOOK] * ("members" in data))
@@ -94,6 +97,18 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
     return [Check("run directory", False, f"{run.root} holds {kinds[held]} ({', '.join(recorded)}), not "
                                           f"{kinds[family]}: {advice} (--force replaces a run of other parameters, "
                                           f"not another kind of folder)", problem="REFUSED")]
+
+
+def _foreign_subject(run: RunDir, notebooks: list[str], parameters: dict[str, Any], given_as: str) -> str | None:
+    """Why a notebook of the run may not write into `run`, which describes another dataset (repro.subject); else
+    None. The notebooks refuse it too, but only once `repro run` has recorded the run it starts."""
+    for nb in notebooks if parameters else ():
+        building = nb == "01_construct"
+        subject = next((SCHEMAS[s].subject for s in NOTEBOOK_SECTIONS.get(nb, ()) if SCHEMAS[s].subject), None)
+        if (building or subject) and (why := subject_refusal(run, parameters.get(subject) if subject else None,
+                                                             subject or "source", building, given_as)):
+            return why
+    return None
 
 
 def source_changed(run: RunDir, parameters: dict[str, Any]) -> str:

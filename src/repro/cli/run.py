@@ -232,7 +232,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs, "
               f"code and packages, with every output it recorded. --force runs its notebooks again.")
         return 0
-    checks = [*(kind_check(run, resolved["notebooks"], given_as)
+    checks = [*(kind_check(run, resolved["notebooks"], given_as, parameters=resolved)
                 or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),
               *preflight(resolved, run_root, params_file)]
     if (code := require(checks, params_file, args.check)) is not None:
