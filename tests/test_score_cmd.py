@@ -134,7 +134,7 @@ def test_chunks_of_other_settings_are_set_aside_with_a_line_saying_so(tmp_path, 
     assert main([*argv, "--batch-tokens", "4096"]) == 0
     err = capsys.readouterr().err
     stale = next(work.glob("stale-*"))
-    assert re.search(rf"3 finished chunk\(s\) in {work} were made with other settings: batch_tokens \(\d+ there, "
+    assert re.search(rf"3 finished chunks in {work} were made with other settings: batch_tokens \(\d+ there, "
                      rf"4096 now\); they are set aside in {stale} \(not reused\)\.\n", err), err
     assert len(list(stale.glob("chunk-*.json"))) == 3
 
