@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -142,6 +144,25 @@ def test_a_local_dataset_without_the_split_asked_for_is_named_before_the_run(bar
     values = resolve_parameters({"notebooks": ["01_construct"], "source": str(bare_machine / "saved")})
     saved = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {bare_machine / 'saved'}"]
     assert not saved.ok and "without split 'train_prefs' (it has ['train'])" in saved.detail
+
+
+def test_a_folder_of_jsonl_files_has_the_splits_their_names_say(bare_machine, sample_dir):
+    """The fixtures' train_prefs.jsonl and test_prefs.jsonl copied into a folder: --check passed, then the run failed
+    ("has no split 'train_prefs'; it has ['test', 'train']": datasets reads those names as train and test)."""
+    from repro.sources import load_source
+
+    folder = bare_machine / "mydata"
+    folder.mkdir()
+    for name in ("train_prefs.jsonl", "test_prefs.jsonl"):
+        shutil.copyfile(sample_dir / name, folder / name)
+    rows = [json.loads(line) for line in (sample_dir / "test_prefs.jsonl").read_text().splitlines()]
+    assert load_source(str(folder), "test_prefs")["prompt"] == [r["prompt"] for r in rows]
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder)})
+    assert {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"].ok
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "source_split": "validation"})
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"]
+    assert not check.ok and check.detail == ("local dataset without split 'validation' (it has ['test', 'test_prefs', "
+                                             "'train', 'train_prefs']): set source_split to one of those")
 
 
 def test_a_folder_without_a_dataset_is_missing_before_the_run(bare_machine):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import datasets
+from datasets.data_files import get_data_patterns
 import pyarrow.parquet as pq
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
@@ -139,6 +140,14 @@ def local_splits(path: Path) -> list[str] | None:
     return sorted(split_files(path)) or None if path.is_dir() else None
 
 
+def folder_splits(path: Path) -> list[str]:
+    """The splits `_load_local` reads from a folder of data files: those named for a split (train_prefs.jsonl,
+    train_prefs-0.parquet), and the ones datasets tells from the other names (train_prefs.jsonl is also its "train")."""
+    named = {f.name.split(".")[0].split("-")[0] if f.suffix == ".parquet" else f.name.split(".")[0]
+             for f in path.iterdir() if f.is_file() and f.suffix in (".parquet", ".jsonl", ".json")}
+    return sorted(named | set(map(str, get_data_patterns(str(path)))))
+
+
 def _load_local(path: Path, split: str, parameter: str, split_parameter: str, name: str | None = None
                 ) -> datasets.Dataset:
     where = f"{parameter} {name or repr(str(path))}"  # `name`: a hub id read from the hub cache, quoted
@@ -179,6 +188,8 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
     if files := sorted(path.glob(f"data/{split}-*.parquet")) or sorted(
             [*path.glob(f"{split}.parquet"), *path.glob(f"{split}-*.parquet")]):  # not train_prefs.parquet for train
         return read_parquet([str(f) for f in files])
+    if len(named := [f for f in (path / f"{split}.jsonl", path / f"{split}.json") if f.is_file()]) == 1:
+        return _load_local(named[0], split, parameter, split_parameter)  # train_prefs.jsonl: not datasets' "train"
     if why := folder_problem(path):
         raise DataError(f"{where} {why}.")
     try:

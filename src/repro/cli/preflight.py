@@ -17,7 +17,8 @@ from ..errors import DataError, ReproError, counted
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
 from ..revisions import hub_offline, publish_blocker
-from ..sources import build_first, data_suffixes, file_problem, folder_problem, hub_snapshot, local_splits
+from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, hub_snapshot,
+                       local_splits)
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -195,7 +196,8 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
 
 def _splits(path: Path) -> list[str] | None:
     try:
-        return local_splits(path)
+        plain = path.is_dir() and not (path / "state.json").is_file() and data_suffixes(path)  # (a Dataset: no split)
+        return local_splits(path) or (folder_splits(path) if plain else None)
     except (DataError, OSError, ValueError):  # damaged shards or record: the run's own load says what is wrong
         return None
 
