@@ -280,7 +280,7 @@ def test_01_construct_alone_refuses_a_run_directory_with_other_parameters(previo
     before = files_of(previous_run.root)
     with pytest.raises(ParameterError, match=r"holds a run with other parameters: limit \(None there, 8 now\)\. Set "
                                              r"those values in the parameters cell to continue it \(a notebook's "
-                                             r"defaults are the published recipe's, not a params file's.*give this "
+                                             r"defaults are its own, not a params file's.*give this "
                                              r"notebook another run_dir"):
         stages.begin(build(ConstructParams, {**own, "limit": 8, "chunk_size": 4}, "test"))
     assert files_of(previous_run.root) == before  # nothing written

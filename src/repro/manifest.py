@@ -341,8 +341,8 @@ class Manifest:
             return changed
         raise ParameterError(
             f"run_dir {str(self.run.root)!r} holds a run with other parameters: {listed(changed)}. Set those values in "
-            f"the parameters cell to continue it (a notebook's defaults are the published recipe's, not a params "
-            f"file's: `repro run PARAMS` runs a file), give this notebook another run_dir, or remove that folder to "
+            f"the parameters cell to continue it (a notebook's defaults are its own, not a params file's: "
+            f"`repro run PARAMS` runs a file), give this notebook another run_dir, or remove that folder to "
             f"replace its run (`repro run PARAMS --out DIR --force` does so and keeps its resumable work/); nothing "
             f"was written.")
 
