@@ -397,6 +397,16 @@ CASES = [
          r"family in \S*f\.yaml must be a mapping with \[", after=nothing_written),
     Case("family with an unknown key", lambda t: run(t, params=str(write(t / "f.yaml", "family: {gird: {}}\n"))),
          r"family in \S*f\.yaml has unknown key\(s\) \['gird'\]; it takes \[", after=nothing_written),
+    # a member named ".." ran into the folder above the family's; "." into the family's own folder
+    Case("member_name ..", lambda t: run(t, params=str(write(t / "f.yaml", "mini_count: 2\nfamily: {grid: {mini_index: "
+                                                                           "[0]}, member_name: '..'}\n"))),
+         r"family\.member_name '\.\.' in \S*f\.yaml names a member '\.\.' \(\{'mini_index': 0\}\): a member's run goes "
+         r"into a folder of its own in the family's folder, not into that folder or the one above it\. Give it another "
+         r"name\.", after=nothing_written),
+    Case("member_name figures", lambda t: run(t, "--grid", "foo={name: figures, mini_index: 0}", "--set",
+                                              "mini_count=2", "--check"),
+         r"a bundle's name in \S+ names a member 'figures' .*and the family's folder holds its own figures "
+         r"\(05_family's\)\. Give it another name\.", after=nothing_written),
     Case("family grid not a mapping", lambda t: run(t, params=str(write(t / "f.yaml", "family: {grid: [0, 1]}\n"))),
          r"family\.grid in \S*f\.yaml must map parameters to lists of values", after=nothing_written),
     Case("family jobs 0", lambda t: run(t, params=str(write(t / "f.yaml", "mini_count: 2\n"

@@ -17,7 +17,7 @@ from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import (DEFAULT_NOTEBOOKS, MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once,
                          resolve_parameters, validate_all)
-from .paths import run_folder
+from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, run_folder
 from .revisions import run_fingerprint
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
@@ -26,6 +26,9 @@ NOT_IN_GRID = {"run_name", "run_dir", "notebooks", "family", "selfcheck", "inclu
 GRID_ADVICE = ("\nFix the value in the family's grid (family.grid in the params file, or --grid), else "
                "with --set KEY=VALUE.")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# names a member's folder cannot have: the family's folder itself, the one above it, what the family writes there
+NOT_MEMBER_NAMES = {"", ".", "..", FAMILY_JSON, FAMILY_LOGS} | {
+    path.name for path in vars(RunDir("family")).values() if isinstance(path, Path) and path.parent.name == "family"}
 
 
 class FamilyError(ReproError):
@@ -155,6 +158,13 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
             name = "__".join(labels[k] if is_bundle(k, v) else f"{k}-{labels[k]}" for k, (_, v) in combo.items())
         names.append(name)
     for i, name in enumerate(names):
+        if name in NOT_MEMBER_NAMES:
+            given = f"family.member_name {template!r}" if template else "a bundle's name"
+            raise ParameterError(
+                f"{given} in {where} names a member {name!r} ({ {k: v for k, (_, v) in combos[i].items()} }): a "
+                f"member's run goes into a folder of its own in the family's folder, "
+                + ("not into that folder or the one above it" if name in ("", ".", "..") else
+                   f"and the family's folder holds its own {name} (05_family's)") + ". Give it another name.")
         if name in names[:i]:
             a, b = ({k: v for k, (_, v) in combos[j].items()} for j in (names.index(name), i))
             raise ParameterError(

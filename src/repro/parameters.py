@@ -779,8 +779,9 @@ def read_params_yaml(path: Path, chain: tuple[Path, ...] = (), keys: dict[str, s
         raise ParameterError(f"Params file {path} {exc}") from None
     if values is None or values == {}:
         raise ParameterError(f"Params file {path} is empty: it sets no parameter, and a run of every default ranks "
-                             f"two of the demo's candidates per prompt with PairRM from the hub. Start from params/demo.yaml (`repro run demo` "
-                             f"runs it{copy_hint('params/demo.yaml')}) and change what you need.")
+                             f"two of the demo's candidates per prompt with PairRM from the hub. Start from "
+                             f"params/demo.yaml (`repro run demo` runs it{copy_hint('params/demo.yaml')}) and change "
+                             f"what you need.")
     if not isinstance(values, dict):
         raise ParameterError(f"Params file {path} must be a mapping of parameter names to values.")
     given = {} if keys is None else keys

@@ -52,6 +52,7 @@ _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv",
 DEMO = "demo"  # the source that names the demo rows shipped with the package (repro.sources)
 MANIFEST_JSON = "manifest.json"
 FAMILY_JSON = "family.json"  # a family's folder: its members side by side (notebooks/05_family)
+FAMILY_LOGS = "logs"  # a family's folder: each member's output when members run at once (--jobs)
 SELFCHECK_JSON = "selfcheck.json"
 SELFCHECK_MD = "selfcheck.md"
 SUMMARY_TABLE = "summary_statistics.csv"

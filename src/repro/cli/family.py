@@ -19,7 +19,7 @@ from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_
                           validate_all)
 from ..jobs import fingerprint_of
 from ..manifest import Manifest
-from ..paths import RunDir, find_params, write_problem
+from ..paths import FAMILY_LOGS, RunDir, find_params, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -134,7 +134,7 @@ def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
 def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member) -> str:
     if is_done(member):
         return run_member(family, member)  # says so, runs nothing
-    log = family.root / "logs" / f"{member.name}.log"
+    log = family.root / FAMILY_LOGS / f"{member.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"repro run: family {family.name}: {member.name} started (log: {log})", flush=True)
     with open(log, "w") as f:
