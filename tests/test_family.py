@@ -180,6 +180,21 @@ def test_a_complete_member_of_the_same_fingerprint_is_not_run_again(tmp_path, mo
     assert ran[-1][1] == {"family": other.record(family.name)}
 
 
+def test_a_view_value_the_members_differ_in_is_the_views_default_and_said(tmp_path, monkeypatch, capsys):
+    # a grid over bootstrap_resamples: every member's interval in the view had used the first member's 100, unsaid
+    values = {**load_params_file(DEMO), "mini_count": 2, "bootstrap_resamples": 300,
+              "family": {"grid": {"mini_index": [0, 1], "bootstrap_resamples": [100, 200]}}}
+    family = _plan(values, tmp_path)
+    views = []
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: views.append(values) or 0)
+    args = cli.build_parser("run").parse_args(["run", str(DEMO), "--out", str(tmp_path / "f")])
+    assert family_cli.run_family(args, family) == 0
+    assert views[-1]["notebooks"] == ["05_family"] and views[-1]["bootstrap_resamples"] == 1000
+    assert views[-1]["bootstrap_seed"] == 0
+    assert (f"family {family.name}: its members differ in bootstrap_resamples: the family view takes its default "
+            f"(bootstrap_resamples=1000) for its own intervals") in capsys.readouterr().out
+
+
 def test_ctrl_c_in_a_member_stops_the_family(tmp_path, monkeypatch, capsys):
     # one member after another: Ctrl-C stopped the member, then the next member and 05_family ran, and the
     # interrupted member was called FAILED (exit 1, 45 s later)

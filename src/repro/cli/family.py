@@ -165,8 +165,15 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
               "command again to continue (finished chunks and cached rows are kept).", file=sys.stderr)
         return EXIT_INTERRUPTED
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
-    # the family folder's own record holds the family view's parameters only (the members hold theirs)
-    view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items() if k != "run_dir"}).model_dump()
+    # the family folder's own record holds the family view's parameters only (the members hold theirs); a value the
+    # members differ in is none of the view's: it takes its default (it had taken the first member's, unsaid)
+    varied = sorted(k for k in FamilyViewParams.model_fields.keys() - {"run_dir", "run_name"}
+                    if len({repr(m.values.get(k)) for m in family.members}) > 1)
+    view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items()
+                                    if k != "run_dir" and k not in varied}).model_dump()
+    if varied:
+        print(f"repro run: family {family.name}: its members differ in {' and '.join(varied)}: the family view takes "
+              f"its default ({', '.join(f'{k}={view[k]!r}' for k in varied)}) for its own intervals")
     view = {**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}
     planned, fingerprint, record = family.plan, run_fingerprint(view), Manifest(family.root)
     # what the members hold now (a member run again alone, with --member, since the view was made: not the same)
