@@ -288,13 +288,14 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
 
 
 def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict,
-            scorer: dict | None = None, generation: dict | None = None) -> None:
+            scorer: dict | None = None, generation: dict | None = None, counts: dict | None = None) -> None:
     run = RunDir(root / name)
     run.data.mkdir(parents=True)
     chosen = np.linspace(0.5, 1.0, len(margins))
     pd.DataFrame({"score_chosen": chosen, "score_rejected": chosen - np.array(margins)}).to_parquet(
         run.data / "train_prefs-00000-of-00001.parquet")
-    Manifest(run).write({"status": "complete", "parameters": parameters, "counts": {"scored": len(margins)},
+    Manifest(run).write({"status": "complete", "parameters": parameters,
+                         "counts": {"scored": len(margins), **(counts or {})},
                          "stages": {"score": {"cache": cache}}, **({"scorer": scorer} if scorer else {}),
                          **({"generation": generation} if generation else {}),
                          "family": {"name": "fam", "member": name, "index": index, "grid": {"seed": index}}})
@@ -366,7 +367,9 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
 def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_unknown(tmp_path):
     # an interrupted family: the plan recorded, one member run, the others never started; the view left them out
     root = tmp_path / "fam"
-    _member(root, "b", 1, [0.1, 0.3], {"seed": 1, "source": "demo"}, {"rows_computed": 2, "rows_from_cache": 0})
+    _member(root, "b", 1, [0.1, 0.3], {"seed": 1, "source": "demo"}, {"rows_computed": 2, "rows_from_cache": 0},
+            counts={"sliced": 4, "dropped_too_few_candidates": 1, "dropped_duplicate_prompt_id": 1,
+                    "dropped_below_min_margin": 0})
     Manifest(RunDir(root)).update(members=["a", "b", "c"], family_name="fam")  # as `repro run` records its plan
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
     assert [m["member"] for m in view.summary["members"]] == ["a", "b", "c"]  # in the plan's order
@@ -382,11 +385,13 @@ def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
     assert [m["grid"] for m in view.summary["members"]] == [{"seed": 0}, {"seed": 1}, {"seed": 2}]
     assert list(view.table["seed"]) == [0, 1, 2]
-    for column in ("seed", "rows", "ties", "scored here", "scored from cache", "scored before (work/)"):
+    for column in ("seed", "rows in", "rows", "ties", "scored here", "scored from cache", "scored before (work/)"):
         assert view.table[column].dtype == "Int64", column
     assert view.table["rows"].isna().tolist() == [True, False, True] and view.table["rows"][1] == 2
     csv = view.table.to_csv(index=False)
-    assert "\nb,1,,complete,2,0.2," in csv and '",0,2,0,,\nc,2,,not started,,,,,,,,\n' in csv
+    # the rows in, and those dropped on the way by rule (a sweep over a dropping rule is read here; it was not shown)
+    assert "\nb,1,,complete,4,\"1 too few candidates, 1 duplicate prompt id\",2,0.2," in csv
+    assert '",0,2,0,,\nc,2,,not started,,,,,,,,,,\n' in csv
     assert '"rows": 2,' in (root / "family.json").read_text()
     # the caption compares the members that started (a member not started records no parameters); a bundle by name
     assert origins(view).caption == "Parameters that differ between the members that started: none"

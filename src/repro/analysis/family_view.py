@@ -122,7 +122,9 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
         "member": family["member"], "status": data.get("status"), "grid": family.get("grid", {}),
         "scorer": {"model": scorer.get("model"), "stand_in": bool(scorer.get("stand_in"))},
         "rows": int(margin.size) if data.get("status") == "complete" else None,
-        "scored": counts.get("scored"), "generated": counts.get("generated"),
+        "sliced": counts.get("sliced"), "scored": counts.get("scored"), "generated": counts.get("generated"),
+        # the rows the run's rules dropped on the way, by rule (a sweep over them is read here)
+        "dropped": {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n},
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
         "ties": int((margin == 0).sum()) if margin.size else None,
         "scored_rows": _row_counts(data.get("stages", {}).get("score") or {}),
@@ -165,7 +167,9 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
                                                else json.dumps(v) if isinstance(v, (dict, list)) else v
                                                for k, v in m["grid"].items()},
                      "scorer": (m["scorer"]["model"] or "") + (" (STAND-IN: noise)" if m["scorer"]["stand_in"] else ""),
-                     "status": m["status"], "rows": m["rows"],
+                     "status": m["status"], "rows in": m.get("sliced"),
+                     "dropped": ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in m.get("dropped", {}).items()),
+                     "rows": m["rows"],
                      "margin mean": None if m["margin_mean"] is None else float(f"{m['margin_mean']:.4g}"),  # as its CI
                      "95% CI": f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci[0] is not None else "",
                      "ties": m["ties"], "scored here": m["scored_rows"]["computed"],
@@ -174,7 +178,8 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
                      **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
                      "verdict": m["verdict"] or ""})
     # counts and a grid's whole numbers stay whole, a member's unknown <NA> (NaN made such a column float)
-    frame, counts = pd.DataFrame(rows), {"rows", "ties", "scored here", "scored from cache", "scored before (work/)"}
+    frame, counts = pd.DataFrame(rows), {"rows in", "rows", "ties", "scored here", "scored from cache",
+                                         "scored before (work/)"}
     return frame.astype({c: "Int64" for c in frame
                          if c in counts or {type(row.get(c)) for row in rows} - {type(None)} == {int}})
 
