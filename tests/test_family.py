@@ -285,6 +285,10 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
     child = parser.parse_args(started[0][4:])
     assert child.member in ("mini_index-0", "mini_index-1") and child.grid == args.grid and child.out == args.out
     assert (tmp_path / "f" / "logs" / "mini_index-1.log").read_text() == "a member's output\n"
+    # run again: the last run's log is kept above the new one's (it was overwritten: why it stopped was lost)
+    family_cli.run_family(args, family)
+    log = (tmp_path / "f" / "logs" / "mini_index-1.log").read_text()
+    assert re.fullmatch(r"a member's output\n\n--- repro run again, [-\d]+ [:\d]+ ---\na member's output\n", log), log
 
 
 def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict,

@@ -137,7 +137,10 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member)
     log = family.root / FAMILY_LOGS / f"{member.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"repro run: family {family.name}: {member.name} started (log: {log})", flush=True)
-    with open(log, "w") as f:
+    with open(log, "a") as f:  # a run again keeps the last one's log (why it stopped) above its own
+        if f.tell():
+            f.write(f"\n--- repro run again, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+            f.flush()
         code = subprocess.run(_member_command(args, member), stdout=f, stderr=subprocess.STDOUT).returncode
     print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'{ended(code)}, see {log}'}",
           flush=True)
