@@ -1373,6 +1373,13 @@ def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows
     [row] = table_rows(en, repro_card.phrases("en").stat_ties)
     ties = sum(r["score_chosen"] == r["score_rejected"] for r in train_rows)
     assert as_numbers(row[3])[0] == ties and ties > 0  # the rows' own ties
+    # a row with an empty chosen response: the card's `to_trl(ds)` failed on it; its code leaves such rows out first
+    empty = sum(r["chosen"][-1]["content"].strip() == "" for r in train_rows)
+    assert empty == facts.empty_chosen == 1
+    assert ("# 1 row with an empty chosen response: to_trl refuses it (DPO learns toward the chosen one)\n"
+            "ds = ds.filter(lambda row: row[\"chosen\"][-1][\"content\"].strip() != \"\")\ntrain = to_trl(ds)") in en
+    ds = datasets.load_dataset(str(run / "dataset"), split="train_prefs")
+    assert len(to_trl(ds.filter(lambda row: row["chosen"][-1]["content"].strip() != ""))) == 200 - empty
     repro_card.check_card(card_path)
 
 

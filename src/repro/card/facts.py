@@ -84,6 +84,7 @@ class CardFacts:
     figures: list[tuple[Path, str]] = field(default_factory=list)  # (PNG in the run's figures/, caption)
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (section key, reason key) pairs
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
+    empty_chosen: int = 0  # rows whose chosen response is empty: repro.formats.to_trl refuses them
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
@@ -392,6 +393,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
+    if "chosen" in ds.column_names:
+        facts.empty_chosen = sum(isinstance(turns, list) and bool(turns) and isinstance(turns[-1], dict) and
+                                 str(turns[-1].get("content") or "").strip() == "" for turns in ds["chosen"])
     facts.metrics = _read_metrics(run, facts, ds)
     analysis = (manifest.get("notebooks") or {}).get("02_analyze") or {}
     if facts.metrics is None and analysis.get("status") == "failed" and analysis.get("error"):
