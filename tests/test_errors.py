@@ -46,5 +46,5 @@ def test_changed_values_are_named_as_a_params_file_writes_them():
 
     assert listed({"scorer_options": ({"max_length": 64}, {"max_length": 64, "output_index": 2}),
                    "limit": (None, 8), "source": ("demo", "x.jsonl")}) == (
-        'scorer_options ({"max_length": 64} there, {"max_length": 64, "output_index": 2} now), limit (None there, 8 '
+        'scorer_options ({"max_length": 64} there, {"max_length": 64, "output_index": 2} now), limit (null there, 8 '
         "now), source ('demo' there, 'x.jsonl' now)")

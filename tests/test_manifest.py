@@ -119,7 +119,7 @@ def test_a_parameter_two_notebooks_read_is_recorded_for_each(tmp_path):
 
 def test_a_failed_notebook_does_not_bind_its_parameters_but_the_construction_does(tmp_path):
     # 04_compare added without a reference failed in the notebook; the corrected command (a reference now) was then
-    # refused for "reference (None there, ...)" and needed --force, as if the failed comparison were a result to keep
+    # refused for "reference (null there, ...)" and needed --force, as if the failed comparison were a result to keep
     m = Manifest(tmp_path)
     built = {"source": "demo", "bootstrap_resamples": 1000, "reference": None}
     m.start_run(built, ["01_construct", "02_analyze"])

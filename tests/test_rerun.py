@@ -52,7 +52,7 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
     assert main(["run", "demo", "--out", str(previous_run.root), "--set", "limit=8", "--set", "chunk_size=4"]) == 2
     err = capsys.readouterr().err
     assert "REFUSED  run directory" in err
-    assert "holds a run with other parameters: limit (None there, 8 now). Give another --out" in err  # chunk_size:
+    assert "holds a run with other parameters: limit (null there, 8 now). Give another --out" in err  # chunk_size:
     assert ("Give another --out for this run, continue that one with its values (`--set limit=null`), or pass "
             "--force") in err
     # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates
@@ -278,7 +278,7 @@ def test_01_construct_alone_refuses_a_run_directory_with_other_parameters(previo
     own = {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}
     Manifest(previous_run).finish_run("complete")
     before = files_of(previous_run.root)
-    with pytest.raises(ParameterError, match=r"holds a run with other parameters: limit \(None there, 8 now\)\. Set "
+    with pytest.raises(ParameterError, match=r"holds a run with other parameters: limit \(null there, 8 now\)\. Set "
                                              r"those values in the parameters cell to continue it \(a notebook's "
                                              r"defaults are its own, not a params file's.*give this "
                                              r"notebook another run_dir"):
@@ -349,7 +349,7 @@ def test_01_construct_alone_replacing_a_failed_run_keeps_none_of_its_record(tmp_
     capsys.readouterr()
     ctx = stages.begin(build(ConstructParams, own), generation)
     assert capsys.readouterr().err == (  # (it was replaced without a word)
-        f"repro: The run in {run.root} is replaced: it failed, and its parameters changed (generate (True there, False "
+        f"repro: The run in {run.root} is replaced: it failed, and its parameters changed (generate (true there, false "
         f"now), limit (2 there, 3 now)); its work/ stays: changed generation or scoring values make their work again; "
         f"the rest is reused where it can be.\n")
     data = Manifest(run).read()

@@ -159,7 +159,7 @@ def test_a_runs_own_parquet_file_means_that_run_and_same_named_datasets_get_poss
 
 def test_a_runs_own_dataset_named_by_a_notebook_is_recorded_as_its_own(project, tmp_path):
     """02_analyze on its own with dataset = the run (or its dataset/, or a file of the split it built) recorded
-    that path, so the run's next `repro run` was refused for `dataset` ('...' there, None now)."""
+    that path, so the run's next `repro run` was refused for `dataset` ('...' there, null now)."""
     root, run, mine = project
     for given in (run.root, run.dataset, run.shards()[0]):
         p = build(AnalyzeParams, {"dataset": str(given)})

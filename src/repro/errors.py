@@ -58,8 +58,8 @@ def counted(n: int, noun: str) -> str:
 
 
 def listed(changed: dict[str, tuple[Any, Any]]) -> str:
-    """Changed parameters as the refusals name them: "limit (None there, 8 now), ..."."""
-    def shown(value: Any) -> str:  # a mapping or list as a params file writes it (JSON), the rest as Python does
-        return json.dumps(value, default=str) if isinstance(value, (dict, list)) else repr(value)
+    """Changed parameters as the refusals name them: "limit (null there, 8 now), ..."."""
+    def shown(value: Any) -> str:  # as a params file writes it: a mapping or list as JSON, null, true, false
+        return json.dumps(value, default=str) if isinstance(value, (dict, list, bool)) or value is None else repr(value)
 
     return ", ".join(f"{key} ({shown(old)} there, {shown(new)} now)" for key, (old, new) in changed.items())
