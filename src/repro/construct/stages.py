@@ -11,13 +11,13 @@ import datasets
 import numpy as np
 
 from ..dataset_io import row_prompt_id, write_split
-from ..errors import DataError
+from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
 from ..revisions import local_content, pinned_model
-from ..scorers import scorer_class
+from ..scorers import known_kind, scorer_class
 from ..scorers.common import resolve_device
 from ..slicing import plan_slice
 from ..sources import check_exists, load_source, require_columns
@@ -89,6 +89,9 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     for model, kind, backend, options in scorers:  # an option of another kind of scorer: refused here, not at scoring
         if options:  # (PairRM's limits among them: a sequence classifier has none)
             scorer_class(model, kind, backend, options)
+    # scorer_kind auto: the checkpoint's kind, which the schema could not read (read only for chat_template)
+    if why := params.templated_twice(known_kind(model, kind) for model, kind, *_ in scorers):
+        raise ParameterError(why)
     run, notebook = RunDir(params.run_root), "01_construct"
     manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
     replacing = manifest.refuse_other_parameters(parameters, notebook)
