@@ -251,6 +251,12 @@ CASES = [
          {"keep_all_candidates": True, "scorers": [{"name": "rm", "model": "builtin:tiny-reward-llama"}]},
          r"but scorers entry 'rm' \('builtin:tiny-reward-llama'\) is a sequence classifier.*Set scorer_prompt: raw"),
       ]],
+    # RLHFlow's prompt sets hold the conversation (gen_hf.py's `context_messages`), not a `prompt` text
+    *[Case(f"a source with {column} but no prompt", lambda t, column=column: lambda: stages.load(stages.begin(
+        ConstructParams(run_dir=str(t / "run"), device="cpu", scorer_model="builtin:tiny-pairrm", source=str(jsonl(
+            t / "src.jsonl", [{column: [{"role": "user", "content": "Hi?"}], "resp0": "a", "resp1": "b"}]))))),
+         rf"lacks column\(s\) \['prompt'\]; it has \[.*\]\. Write the user turn of its `{column}` to a `prompt` "
+         r"column first") for column in ("context_messages", "messages")],
     Case("params: include of a missing file", lambda t: run(t, params=str(write(t / "p.yaml", "include: base.yml\n"))),
          r"'include: base.yml' in \S*p.yaml: \S*base.yml does not exist; give the path of a params file \(a relative "
          r"one is read from /\S*\)\.$", after=nothing_written),

@@ -113,7 +113,11 @@ def load(ctx: Context) -> datasets.Dataset:
             rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r} of source {p.source!r}")
         if len(ds) == 0:
             raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
-        require_columns(ds, ["prompt"], f"source {p.source!r}")
+        conversation = next((c for c in ("context_messages", "messages") if c in ds.column_names), None)
+        require_columns(ds, ["prompt"], f"source {p.source!r}", hint=(
+            f"Write the user turn of its `{conversation}` to a `prompt` column first (e.g. `ds.map(lambda r: "
+            f"{{'prompt': r['{conversation}'][0]['content']}})`, with the user turn first), and give that as "
+            f"source.") if conversation else "")
         if not p.generate:
             pair = {"chosen", "rejected"} <= set(ds.column_names) and not p.include_original_pair
             require_columns(ds, p.candidate_columns, f"source {p.source!r}",
