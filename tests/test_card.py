@@ -869,8 +869,10 @@ def test_one_row_is_one_row(tmp_path):
     # a one-row run's card said "A preference dataset of 1 rows", "Small size: 1 rows", ...
     make_run(tmp_path / "run", seed_rows(1), metrics=False)
     manifest = Manifest(RunDir(tmp_path / "run"))
-    manifest.update(parameters={**manifest.read()["parameters"], "limit": 1})
+    manifest.update(parameters={**manifest.read()["parameters"], "limit": 1, "ties": "drop", "min_margin": 0.5})
+    manifest.set_counts(dropped_tie=1, dropped_below_min_margin=1)
     en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "(`ties: drop`): 1 row." in en and "are left out: 1 row." in en
     assert "A preference dataset of 1 row in split `train_prefs`," in en and "Small size: 1 row, out of 6 rows" in en
     assert "Only the first 1 row was kept (`limit`)." in en and "2 candidates in 1 row." in en
     assert re.findall(r"(?<!of )(?<!// )\b1 rows", en) == []  # ("1 of 1 rows", "n // 1 rows" read as they should)
@@ -914,6 +916,11 @@ def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
     english, chinese = (half.strip().split("\n\n")[1] for half in halves(card_path))
     assert "builtin:tiny-reward-llama" in english and "sequence classifier" in english and "PairRM" not in english
     assert "序列分类器" in chinese and "PairRM" not in chinese
+    # nor is the stand-in it is said to be in the Limitations
+    en, zh = (section(half, heading) for half, heading in zip(halves(card_path), ("## Challenges and limitations",
+                                                                                    "## 当前挑战与局限")))
+    assert "Stand-in scorer: the scores come from a stand-in reward model built offline" in en and "PairRM" not in en
+    assert "替身奖励模型" in zh and "PairRM" not in zh
     # nowhere in the card are its scores PairRM's (its mechanics, scale or uses), nor are stand-in scores for training
     en, zh = halves(card_path)
     for said in ("PairRM compares every ordered pair", "PairRM scores are not ratings", "Studying PairRM",
