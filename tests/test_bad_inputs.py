@@ -29,6 +29,7 @@ from repro.slicing import plan_slice
 from repro.sources import load_source
 
 ROOT = Path(__file__).resolve().parents[1]
+CHAT_TEMPLATED = ["scorer_prompt=chat_template", "scorer_prompt_tokenizer=builtin:tiny-policy"]
 DEMO = str(ROOT / "params" / "demo.yaml")
 GOOD_ROW = {"prompt": "Name a prime number.", "candidates": ["Seven.", "Eight."]}
 SCORED = {"prompt_id": "p0", "prompt": "Name a prime number.", "chosen": "Seven.", "rejected": "Eight.",
@@ -226,7 +227,36 @@ CASES = [
         ("the original pair scored only but not included", ["original_pair_position=first_scored_only"],
          r"original_pair_position 'first_scored_only' ranks the source's chosen/rejected .*set "
          r"include_original_pair: true"),
+        # a reward model puts the prompt in its own chat template: SPPO's templated prompt would be templated twice
+        *[(f"chat_template for a sequence classifier{why}", [*CHAT_TEMPLATED, *sets], message)
+          for why, sets, message in [
+            ("", ["scorer_model=builtin:tiny-reward-llama", "scorer_kind=sequence_classifier"],
+             r"scorer_prompt is 'chat_template', but scorer_model 'builtin:tiny-reward-llama' is a sequence "
+             r"classifier, which puts the prompt in its own chat template.*Set scorer_prompt: raw"),
+            (" among scorers", ["keep_all_candidates=true", "scorers=[{name: rm, model: builtin:tiny-reward-llama, "
+                                                             "kind: sequence_classifier}]"],
+             r"scorer_prompt is 'chat_template', but scorers entry 'rm' \('builtin:tiny-reward-llama'\) is a sequence "
+             r"classifier.*Set scorer_prompt: raw"),
+        ]],
     ]],
+    # with scorer_kind auto, the kind read where 01_construct begins (before the run directory is made)
+    *[Case(f"chat_template for a sequence classifier of kind auto{why}", lambda t, values=values: lambda: stages.begin(
+        ConstructParams(run_dir=str(t / "run"), device="cpu", scorer_prompt="chat_template",
+                        scorer_prompt_tokenizer="builtin:tiny-policy", **values)), message, after=nothing_written)
+      for why, values, message in [
+        ("", {"scorer_model": "builtin:tiny-reward-llama"},
+         r"scorer_prompt is 'chat_template', but scorer_model 'builtin:tiny-reward-llama' is a sequence classifier.*"
+         r"Set scorer_prompt: raw \(a sequence classifier applies its own chat template"),
+        (" among scorers",
+         {"keep_all_candidates": True, "scorers": [{"name": "rm", "model": "builtin:tiny-reward-llama"}]},
+         r"but scorers entry 'rm' \('builtin:tiny-reward-llama'\) is a sequence classifier.*Set scorer_prompt: raw"),
+      ]],
+    # RLHFlow's prompt sets hold the conversation (gen_hf.py's `context_messages`), not a `prompt` text
+    *[Case(f"a source with {column} but no prompt", lambda t, column=column: lambda: stages.load(stages.begin(
+        ConstructParams(run_dir=str(t / "run"), device="cpu", scorer_model="builtin:tiny-pairrm", source=str(jsonl(
+            t / "src.jsonl", [{column: [{"role": "user", "content": "Hi?"}], "resp0": "a", "resp1": "b"}]))))),
+         rf"lacks column\(s\) \['prompt'\]; it has \[.*\]\. Write the user turn of its `{column}` to a `prompt` "
+         r"column first") for column in ("context_messages", "messages")],
     Case("params: include of a missing file", lambda t: run(t, params=str(write(t / "p.yaml", "include: base.yml\n"))),
          r"'include: base.yml' in \S*p.yaml: \S*base.yml does not exist; give the path of a params file \(a relative "
          r"one is read from /\S*\)\.$", after=nothing_written),

@@ -724,6 +724,36 @@ def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
     assert "请以 `prompt_id` 作为键" not in use_zh and "新增 `prompt_id` = 提示词的 sha256（数据行中没有）" in use_zh
 
 
+def test_an_sppo_card_says_what_its_scorer_saw_and_what_probability_is_over(tmp_path):
+    # SPPO's distinctive step, PairRM over the chat-templated prompt, was only in the parameters table; and with the
+    # original pair scored first (7 rm_scores for 5 generate_i) the Features table said `probability` was over "the
+    # candidates' scores" while Output format said (truly) the first 5 of `rm_scores`
+    ds = recipe_rows("sppo")
+    run = make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)["run"]
+    with Manifest(run).edit() as data:
+        data["parameters"].update(output_format="sppo", scorer_prompt="chat_template",
+                                  scorer_prompt_tokenizer="mistralai/Mistral-7B-Instruct-v0.2")
+    en, zh = (section(half, heading) for half, heading in zip(halves(card_for(run.root)[1]),
+                                                              ("### Candidates and scoring", "### 候选回复与打分")))
+    assert "The scorer saw each prompt as `mistralai/Mistral-7B-Instruct-v0.2`'s chat template renders it " \
+           "(`scorer_prompt: chat_template`, SPPO's `rank.py`)" in en
+    assert "评分器看到的每个提示词都经过 `mistralai/Mistral-7B-Instruct-v0.2` 的对话模板渲染" in zh
+    en, zh = halves(card_for(run.root)[1])
+    probability = table_rows(en, "`probability`")[0][-1]
+    assert "over the candidates" in probability and "s the candidates' scores" in probability
+    with Manifest(run).edit() as data:
+        data["parameters"].update(include_original_pair=True, original_pair_position="first_scored_only",
+                                  scorer_prompt="raw")
+    en, zh = halves(card_for(run.root)[1])
+    generated = sum(c.startswith("generate_") for c in ds.column_names)
+    assert f"`probability` is over the first {generated} scores" in en  # Output format
+    probability = table_rows(en, "`probability`")[0][-1]
+    assert f"over the first {generated} scores of `rm_scores`" in probability and "candidates" not in probability
+    assert f"前 {generated} 个 `rm_scores` 得分" in table_rows(zh, "`probability`")[0][-1]
+    assert all("candidates" not in table_rows(en, f"`{c}`")[0][-1] for c in ("chosen_probs_win", "chosen_probs_lose"))
+    assert "The scorer saw each prompt" not in en and "评分器看到的每个提示词" not in zh
+
+
 def test_generation_with_a_seed_per_candidate_names_those_seeds(tmp_path):
     # SPPO draws candidate k with seed candidate_seeds[k]; the card said "seed 0" (generation_seed, unused then)
     run = make_run(tmp_path / "run", metrics=False)["run"]
@@ -869,8 +899,10 @@ def test_one_row_is_one_row(tmp_path):
     # a one-row run's card said "A preference dataset of 1 rows", "Small size: 1 rows", ...
     make_run(tmp_path / "run", seed_rows(1), metrics=False)
     manifest = Manifest(RunDir(tmp_path / "run"))
-    manifest.update(parameters={**manifest.read()["parameters"], "limit": 1})
+    manifest.update(parameters={**manifest.read()["parameters"], "limit": 1, "ties": "drop", "min_margin": 0.5})
+    manifest.set_counts(dropped_tie=1, dropped_below_min_margin=1)
     en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "(`ties: drop`): 1 row." in en and "are left out: 1 row." in en
     assert "A preference dataset of 1 row in split `train_prefs`," in en and "Small size: 1 row, out of 6 rows" in en
     assert "Only the first 1 row was kept (`limit`)." in en and "2 candidates in 1 row." in en
     assert re.findall(r"(?<!of )(?<!// )\b1 rows", en) == []  # ("1 of 1 rows", "n // 1 rows" read as they should)
@@ -914,6 +946,11 @@ def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
     english, chinese = (half.strip().split("\n\n")[1] for half in halves(card_path))
     assert "builtin:tiny-reward-llama" in english and "sequence classifier" in english and "PairRM" not in english
     assert "序列分类器" in chinese and "PairRM" not in chinese
+    # nor is the stand-in it is said to be in the Limitations
+    en, zh = (section(half, heading) for half, heading in zip(halves(card_path), ("## Challenges and limitations",
+                                                                                    "## 当前挑战与局限")))
+    assert "Stand-in scorer: the scores come from a stand-in reward model built offline" in en and "PairRM" not in en
+    assert "替身奖励模型" in zh and "PairRM" not in zh
     # nowhere in the card are its scores PairRM's (its mechanics, scale or uses), nor are stand-in scores for training
     en, zh = halves(card_path)
     for said in ("PairRM compares every ordered pair", "PairRM scores are not ratings", "Studying PairRM",

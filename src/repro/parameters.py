@@ -8,7 +8,7 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Collection, Literal, Mapping
+from typing import Annotated, Any, ClassVar, Collection, Iterable, Literal, Mapping
 
 import yaml
 from huggingface_hub.errors import HFValidationError
@@ -260,6 +260,22 @@ class ConstructParams(_Params):
         """The row cache folder this run uses, or None with `cache: false`."""
         return row_cache_dir(self.cache_dir) if self.cache else None
 
+    def templated_twice(self, kinds: Iterable[str | None]) -> str | None:
+        """With scorer_prompt: chat_template, the refusal naming the sequence classifiers among the scorers (`kinds`:
+        scorer_model's, then each `scorers` entry's; None: not known), whose own chat template would wrap the
+        templated prompt; else None."""
+        if self.scorer_prompt != "chat_template":
+            return None
+        whose = [f"scorer_model {self.scorer_model!r}",
+                 *(f"scorers entry {s.name!r} ({s.model!r})" for s in self.scorers)]
+        if not (twice := [who for who, kind in zip(whose, kinds) if kind == "sequence_classifier"]):
+            return None
+        return (f"scorer_prompt is 'chat_template', but {' and '.join(twice)} "
+                f"{'is a sequence classifier' if len(twice) == 1 else 'are sequence classifiers'}, which puts the "
+                f"prompt in its own chat template: the user turn would already hold scorer_prompt_tokenizer's chat "
+                f"template, templated twice. Set scorer_prompt: raw (a sequence classifier applies its own chat "
+                f"template; chat_template is SPPO's prompt for PairRM)")
+
     @field_validator("candidate_columns")
     @classmethod
     def _columns(cls, v: list[str]) -> list[str]:
@@ -278,6 +294,8 @@ class ConstructParams(_Params):
             raise ValueError("scorer_prompt is 'chat_template' but scorer_prompt_tokenizer is not set: name the "
                              "tokenizer whose chat template the scorer's prompts go through (SPPO: the policy's, e.g. "
                              "mistralai/Mistral-7B-Instruct-v0.2), or set scorer_prompt: raw")
+        if why := self.templated_twice([self.scorer_kind, *(s.kind for s in self.scorers)]):
+            raise ValueError(why)
         if self.selection in RANDOM_RULES and self.selection_seed is None:
             raise ValueError(f"selection {self.selection!r} draws candidates at random: set selection_seed (an "
                              f"integer) so that the pairs can be drawn again")

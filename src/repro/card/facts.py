@@ -132,6 +132,14 @@ class CardFacts:
         return sum(name.startswith(prefix) for name in self.features)
 
     @property
+    def sppo_scored_first(self) -> int | None:
+        """SPPO's rows whose `rm_scores` hold the original pair's scores first (`first_scored_only`): the number of
+        generated responses, that of the first scores `probability` is over (compute_prob.py's reading); else None."""
+        p = self.parameters
+        scored_first = p.get("original_pair_position") == "first_scored_only" and p.get("include_original_pair")
+        return self.count_columns("generate_") if p.get("output_format") == "sppo" and scored_first else None
+
+    @property
     def layout(self) -> str:
         """Whose columns the dataset has (`repro.exporters.detect_format`): their descriptions are that layout's."""
         return detect_format(list(self.features))

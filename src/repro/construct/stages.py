@@ -11,13 +11,13 @@ import datasets
 import numpy as np
 
 from ..dataset_io import row_prompt_id, write_split
-from ..errors import DataError
+from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
 from ..revisions import local_content, pinned_model
-from ..scorers import scorer_class
+from ..scorers import known_kind, scorer_class
 from ..scorers.common import resolve_device
 from ..slicing import plan_slice
 from ..sources import check_exists, load_source, require_columns
@@ -89,6 +89,9 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     for model, kind, backend, options in scorers:  # an option of another kind of scorer: refused here, not at scoring
         if options:  # (PairRM's limits among them: a sequence classifier has none)
             scorer_class(model, kind, backend, options)
+    # scorer_kind auto: the checkpoint's kind, which the schema could not read (read only for chat_template)
+    if why := params.templated_twice(known_kind(model, kind) for model, kind, *_ in scorers):
+        raise ParameterError(why)
     run, notebook = RunDir(params.run_root), "01_construct"
     manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
     replacing = manifest.refuse_other_parameters(parameters, notebook)
@@ -110,7 +113,11 @@ def load(ctx: Context) -> datasets.Dataset:
             rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r} of source {p.source!r}")
         if len(ds) == 0:
             raise DataError(f"source {p.source!r} split {p.source_split!r} has no rows.")
-        require_columns(ds, ["prompt"], f"source {p.source!r}")
+        conversation = next((c for c in ("context_messages", "messages") if c in ds.column_names), None)
+        require_columns(ds, ["prompt"], f"source {p.source!r}", hint=(
+            f"Write the user turn of its `{conversation}` to a `prompt` column first (e.g. `ds.map(lambda r: "
+            f"{{'prompt': r['{conversation}'][0]['content']}})`, with the user turn first), and give that as "
+            f"source.") if conversation else "")
         if not p.generate:
             pair = {"chosen", "rejected"} <= set(ds.column_names) and not p.include_original_pair
             require_columns(ds, p.candidate_columns, f"source {p.source!r}",

@@ -92,6 +92,14 @@ def resolve_kind(model: str | Path, kind: str = "auto") -> str:
     return kind
 
 
+def known_kind(model: str | Path, kind: str = "auto") -> str | None:
+    """`resolve_kind`'s answer, or None where it cannot tell (the loader says why, when it loads the model)."""
+    try:
+        return resolve_kind(model, kind)
+    except ReproError:
+        return None
+
+
 LOAD_SETTINGS = ("device", "dtype", "weights")  # the keywords of a scorer's `load` that are not its options
 
 
