@@ -142,7 +142,8 @@ def test_score_agreement_of_a_perturbed_copy(compared, published):
     result = compared[0].result
     s = result["scores"]
     # 30 same pairs x 2 scores, 4 swapped pairs x 2 crossed scores, 2 rows with only rejected equal
-    assert s["values"] == 70 and s["rows"] == 36 and s["from"] == {"chosen": 30, "rejected": 32, "crossed": 8, "other": 0}
+    assert s["values"] == 70 and s["rows"] == 36
+    assert s["from"] == {"chosen": 30, "rejected": 32, "crossed": 8, "other": 0}  # no candidates listed: no other
     # an independent account: every same-text score pair from the rows themselves
     by_id = {r["prompt_id"]: r for r in published["rows"]}
     ref_x, cand_y = [], []
@@ -1080,7 +1081,7 @@ def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
     result = compare.compare(p).result
     assert result["pairs"]["fractions"]["same"] == 1.0
     probs = result["probabilities"]
-    assert probs["chosen_probs"] == {"rows": 6, "missing": 0, "other_shape": 0, "differ": 2,
+    assert probs["chosen_probs"] == {"rows": 6, "missing": 0, "other_candidates": 0, "other_shape": 0, "differ": 2,
                                      "max_abs_difference": pytest.approx(0.25),
                                      "within": {"1e-06": 4 / 6, "0.001": 4 / 6, "0.01": 4 / 6, "0.1": 4 / 6}}
     assert (probs["probability"]["differ"], probs["probability"]["other_shape"]) == (2, 1)
@@ -1179,3 +1180,22 @@ def test_the_same_candidates_ranked_otherwise_are_said_so(tmp_path, fmt):
     assert "| same candidates, ranked differently | 1 (25.0 %) |" in render_section(facts, "reproduction", "en")
     assert "| 候选回复相同，排序不同 | 1 (25.0 %) |" in render_section(facts, "reproduction", "zh")
 
+
+def test_sppo_probabilities_of_other_candidates_are_not_compared(tmp_path):
+    """SPPO's probabilities are over a row's candidates, in their order: those of other texts are not comparable,
+    yet the verdict said they differed (`probability` in 8 of 8 rows, for a rebuild of other candidates)."""
+    compared = ranked_otherwise(tmp_path, "sppo")
+    result = compared.result
+    probability = result["probabilities"]["probability"]
+    assert {k: probability[k] for k in ("rows", "differ", "missing", "other_candidates")} == \
+        {"rows": 3, "differ": 2, "missing": 0, "other_candidates": 1}
+    assert "`probability` in 2 of 3 rows (max |diff| " in result["verdict"]
+    assert "1 of other candidates, not comparable)" in result["verdict"]
+    assert "other `chosen_probs`" not in compared.tables["disagreements"]["explanation"].iloc[-1]
+    assert compare.summary_table(result)["value"][("SPPO probabilities", "`probability` further apart than 0.001")] \
+        .endswith(", 1 of other candidates, not comparable)")
+    from repro.card import CardFacts, render_section
+    facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
+                      license="mit", language=["en"], comparison=json.loads(json.dumps(result)))
+    assert "; 1 more row of other candidates (not comparable) |" in render_section(facts, "reproduction", "en")
+    assert "；另有 1 行的候选回复不同（不可比较） |" in render_section(facts, "reproduction", "zh")

@@ -350,10 +350,18 @@ class Aligned:
         return self.ref_scores is not None and self.cand_scores is not None
 
     @cached_property
+    def other_candidates(self) -> np.ndarray:
+        """Each row: both sides list their candidates, other texts or in another order (SPPO's probabilities, indexed
+        by them, are then not comparable)."""
+        ref, cand = (self.texts[f"{side}_candidates"] or [None] * len(self.same_candidates) for side in SIDES)
+        return np.array([None not in (r, c) and r != c for r, c in zip(ref, cand)], dtype=bool)
+
+    @cached_property
     def probability_differences(self) -> dict[str, np.ndarray]:
         """Each SPPO probability column both sides hold: every aligned row's largest difference (_largest_difference;
-        computed once, for the agreement and the disagreements)."""
-        return {column: np.array([_largest_difference(r, c) for r, c in zip(ref, cand)], dtype=np.float64)
+        NaN for other candidates; computed once, for the agreement and the disagreements)."""
+        return {column: np.array([np.nan if other else _largest_difference(r, c)
+                                  for r, c, other in zip(ref, cand, self.other_candidates)], dtype=np.float64)
                 for column in PROBABILITIES
                 if None not in (ref := self.texts[f"reference_{column}"], cand := self.texts[f"candidate_{column}"])}
 
@@ -486,11 +494,13 @@ def _largest_difference(reference: Any, candidate: Any) -> float:
 def probability_agreement(al: Aligned, p: CompareParams) -> dict[str, Any]:
     """SPPO's probability columns both sides hold, each aligned row's largest difference: rows further apart than
     disagreement_tolerance (a matrix of another shape among them), max |difference| (of the same shapes), the share
-    within each score tolerance (missing on a side: left out)."""
+    within each score tolerance (missing on a side, or of other candidates: left out, and counted)."""
     out = {}
     for column, every in al.probability_differences.items():
         d, shaped = every[~np.isnan(every)], every[np.isfinite(every)]
-        out[column] = {"rows": d.size, "missing": every.size - d.size, "other_shape": d.size - shaped.size,
+        other = int(al.other_candidates.sum())
+        out[column] = {"rows": d.size, "missing": every.size - d.size - other, "other_candidates": other,
+                       "other_shape": d.size - shaped.size,
                        "differ": (d > p.disagreement_tolerance).sum(),
                        "max_abs_difference": shaped.max() if shaped.size else None,
                        "within": {f"{t:g}": (d <= t).mean() if d.size else None for t in p.score_tolerances}}
@@ -632,7 +642,9 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
     rows += [("SPPO probabilities", f"`{column}` further apart than {tolerance}",
               f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])}" + "".join(
                   f", {d[k]} {words}" for k, words in (("other_shape", "of another shape"),
-                                                       ("missing", "missing on a side")) if d[k]) + ")")
+                                                       ("missing", "missing on a side"),
+                                                       ("other_candidates", "of other candidates, not comparable"))
+                  if d.get(k)) + ")")
              for column, d in result.get("probabilities", {}).items()]
     return pd.DataFrame(rows, columns=["section", "measure", "value"]).set_index(["section", "measure"])
 
