@@ -14,8 +14,10 @@ import pyarrow as pa
 import pytest
 
 from repro.analysis import report as analysis
+from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, output_features, write_split
 from repro.errors import DataError, Interrupted, ParameterError
+from repro.exporters import export_rows
 from repro.manifest import Manifest, sha256_file
 from repro.parameters import AnalyzeParams
 from repro.paths import RunDir
@@ -432,3 +434,35 @@ def test_dataset_split_names_another_split_of_the_runs_own_dataset(tmp_path):
     with pytest.raises(DataError, match=r"Parameter dataset_split='tset': this run's dataset at \S+ has no such split "
                                         r"\(it has \['test', 'train'\]\)\. Name one of those, or leave dataset_split"):
         analysis.analyze(AnalyzeParams(**p, dataset_split="tset"))
+
+
+@pytest.mark.parametrize("fmt", ["sppo", "snorkel", "rlhflow"])
+def test_a_formats_own_candidate_scores_are_checked(tmp_path, fmt):
+    """SPPO's rm_scores, Snorkel's all_rm_scores and RLHFlow's rewards are every candidate's score: the analysis (and
+    the card) said the dataset had no candidate scores. PairRM's scores sum to 0 over the candidates ranked together:
+    SPPO's published rows hold 7 (UltraFeedback's pair ranked with the 5 generate_i), so none is any candidate's."""
+    rng = np.random.default_rng(8)
+
+    def built(ranked: int) -> datasets.Dataset:  # 6 rows of 5 candidates, PairRM-like scores of `ranked` texts
+        rows, picks = [], []
+        for k in range(6):
+            s = rng.normal(0, 1, ranked)
+            s = s - s.mean()
+            picks.append((int(np.argmax(s[-5:])), int(np.argmin(s[-5:]))))
+            rows.append(build_row({"prompt_id": f"id{k}"}, f"question {k}", [f"answer {i} to {k}" for i in range(5)],
+                                  s[-5:].tolist(), messages="chosen", keep_all_candidates=True, pick=picks[-1]))
+            rows[-1]["all_ranked"] = s.tolist()
+        return export_rows(fmt, rows, picks).add_column("all_ranked", [r["all_ranked"] for r in rows])
+
+    ds = built(5).remove_columns("all_ranked")
+    ds.to_parquet(str(tmp_path / "five.parquet"))
+    checks = _analyze(tmp_path / "five", str(tmp_path / "five.parquet"), bootstrap_resamples=100).metrics[
+        "invariants"]["candidate_scores"]
+    assert checks["rows"] == checks["sum_to_zero_holds"] == checks["chosen_is_best_and_rejected_is_worst"] == 6
+    if fmt == "sppo":  # 7 rm_scores for 5 generate_i: not applicable, not broken
+        published = built(7)
+        published = published.remove_columns("rm_scores").rename_column("all_ranked", "rm_scores")
+        published.to_parquet(str(tmp_path / "seven.parquet"))
+        metrics = _analyze(tmp_path / "seven", str(tmp_path / "seven.parquet"), bootstrap_resamples=100).metrics
+        assert metrics["invariants"]["candidate_scores"] is None
+        assert "candidate scores sum to 0" not in analysis.headline(metrics)

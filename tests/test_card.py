@@ -20,6 +20,7 @@ from huggingface_hub import DatasetCard
 from scipy import stats
 
 from repro import card as repro_card
+from repro.analysis.report import analyze
 from repro.analysis.stats import detect_scale
 from repro.card.facts import SEED_REPO
 from repro.card.publish import placeholders
@@ -29,7 +30,7 @@ from repro.errors import DataError, ParameterError
 from repro.exporters import FORMATS, export_rows
 from repro.formats import to_trl
 from repro.manifest import Manifest
-from repro.parameters import CardParams, build
+from repro.parameters import AnalyzeParams, CardParams, build
 from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,7 +178,7 @@ def recipe_rows(fmt: str, n: int = 12) -> datasets.Dataset:
     rows = []
     for r in seed_rows(n):
         texts = [r["chosen"][-1]["content"], r["rejected"][-1]["content"], "A third answer."]
-        scores = [r["score_chosen"], r["score_rejected"], 0.0]
+        scores = [r["score_chosen"], r["score_rejected"], -r["score_chosen"] - r["score_rejected"]]  # sum 0, as PairRM's
         rows.append(build_row(r, r["prompt"], texts, scores, messages="chosen", keep_all_candidates=True, pick=(0, 1)))
     return export_rows(fmt, rows, [(0, 1)] * n)
 
@@ -459,6 +460,18 @@ def test_a_recipe_layout_built_here_shows_to_trl_and_its_background(tmp_path):
     assert 'row["score_chosen"]' not in use  # the seed's columns, which this layout lacks, are not in its code
     assert "belongs to a family built on UltraFeedback" in part(en, "## Background")
     assert "train = to_trl(ds)" in part(zh, "## 使用方法")
+
+
+@pytest.mark.parametrize("fmt", ["sppo", "snorkel"])
+def test_a_recipe_layouts_candidate_scores_are_checked_on_its_card(tmp_path, fmt):
+    # SPPO's rm_scores and Snorkel's all_rm_scores are every candidate's score; the card said "not applicable: the
+    # dataset has no `candidate_scores` column"
+    ds = recipe_rows(fmt)
+    run = make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)["run"]
+    analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100))
+    en, zh = halves(card_for(run.root)[1])
+    assert "a row's candidate scores sum to 0: holds in 12 of 12 rows." in en and "`candidate_scores` column" not in en
+    assert "每行候选得分之和为 0：在 12 行中有 12 行成立。" in zh
 
 
 RECIPE_WORKS = {"sppo": ("SPPO", "arXiv:2405.00675"), "snorkel": ("Snorkel", "https://huggingface.co/datasets/snorkelai/"
@@ -1507,8 +1520,8 @@ def test_scores_told_as_pairrm_that_break_its_sign_order_are_said_not_to_be_its(
     assert f"These scores break PairRM's sign order in {fails} of 30 rows." in en
     assert f"这些分数在 30 行中有 {fails} 行违反 PairRM 的符号顺序" in zh
     assert f"`score_chosen` ≥ 0 ≥ `score_rejected`: holds in {30 - fails} of 30 rows." in en
-    assert "`score_chosen` = −`score_rejected` in rows with two candidates: not applicable: the dataset has no " \
-           "`candidate_scores` column." in en
+    assert "`score_chosen` = −`score_rejected` in rows with two candidates: not applicable: no row gives each of its " \
+           "candidates one score (`candidate_scores`)." in en
     assert "PairRM scores are not ratings" not in en  # the scale of PairRM's scores is not claimed for these
     # the scores of a built run (PairRM's math) break nothing: no such sentence
     assert make_run(tmp_path / "built")["run"] and "sign order in" not in halves(card_for(tmp_path / "built")[1])[0]

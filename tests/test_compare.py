@@ -127,7 +127,7 @@ def test_alignment_and_coverage_of_a_perturbed_copy(compared, published):
 def test_pair_agreement_of_a_perturbed_copy(compared):
     pairs = compared[0].result["pairs"]
     assert pairs["categories"] == {"same": 30, "swapped": 4, "same_chosen_only": 0, "same_rejected_only": 2,
-                                   "one_shared_other_role": 0, "different": 1}
+                                   "one_shared_other_role": 0, "reranked": 0, "different": 1}
     # `messages` is the chosen conversation (the same list in build_row's rows): the 3 edited chosen texts change
     # it; swapping chosen and rejected does not
     assert pairs["messages"]["equal"] == 37 - 3
@@ -142,7 +142,8 @@ def test_score_agreement_of_a_perturbed_copy(compared, published):
     result = compared[0].result
     s = result["scores"]
     # 30 same pairs x 2 scores, 4 swapped pairs x 2 crossed scores, 2 rows with only rejected equal
-    assert s["values"] == 70 and s["rows"] == 36 and s["from"] == {"chosen": 30, "rejected": 32, "crossed": 8}
+    assert s["values"] == 70 and s["rows"] == 36
+    assert s["from"] == {"chosen": 30, "rejected": 32, "crossed": 8, "other": 0}  # no candidates listed: no other
     # an independent account: every same-text score pair from the rows themselves
     by_id = {r["prompt_id"]: r for r in published["rows"]}
     ref_x, cand_y = [], []
@@ -1080,7 +1081,7 @@ def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
     result = compare.compare(p).result
     assert result["pairs"]["fractions"]["same"] == 1.0
     probs = result["probabilities"]
-    assert probs["chosen_probs"] == {"rows": 6, "missing": 0, "other_shape": 0, "differ": 2,
+    assert probs["chosen_probs"] == {"rows": 6, "missing": 0, "other_candidates": 0, "other_shape": 0, "differ": 2,
                                      "max_abs_difference": pytest.approx(0.25),
                                      "within": {"1e-06": 4 / 6, "0.001": 4 / 6, "0.01": 4 / 6, "0.1": 4 / 6}}
     assert (probs["probability"]["differ"], probs["probability"]["other_shape"]) == (2, 1)
@@ -1134,3 +1135,67 @@ def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
     plain = compare.compare(params(tmp_path / "plain", reference=str(tmp_path / "seed"),
                                    candidate=str(tmp_path / "candidate"))).result
     assert plain["probabilities"] == {} and "probabilities" not in plain["verdict"]
+
+
+def ranked_otherwise(tmp_path, fmt: str) -> compare.ComparisonResult:
+    """Two sides in format `fmt` of 4 rows of 5 candidates: the same ranking, the reverse, another pair of the same
+    candidates (as another scorer prompt gives), and other texts (row 3: the reference's are edited)."""
+    order = {"reference": [[2, 1, 0, -1, -2]] * 4,
+             "candidate": [[2, 1, 0, -1, -2], [-2, -1, 0, 1, 2], [0, 2, 1, -2, -1], [-2, -1, 0, 1, 2]]}
+    folders = {}
+    for side, scores in order.items():
+        rows = []
+        for k, s in enumerate(scores):
+            texts = [f"answer {i} to question {k}" + (" (v2)" if side == "reference" and k == 3 else "")
+                     for i in range(5)]
+            rows.append(build_row({"prompt_id": f"id{k}"}, f"question {k}", texts, [float(x) for x in s],
+                                  messages="chosen", keep_all_candidates=True, pick=(s.index(2), s.index(-2))))
+        write_split(export_rows(fmt, rows, [(s.index(2), s.index(-2)) for s in scores]), tmp_path / side)
+        folders[side] = str(tmp_path / side)
+    return compare.compare(params(tmp_path, **folders))
+
+
+@pytest.mark.parametrize("fmt", ["sppo", "snorkel", "rlhflow"])
+def test_the_same_candidates_ranked_otherwise_are_said_so(tmp_path, fmt):
+    """Formats that publish every candidate and its score (SPPO's generate_i + rm_scores, Snorkel's
+    all_generated_responses + all_rm_scores, RLHFlow's responses + rewards): the same candidates scored otherwise (a
+    rebuild with another scorer prompt) read "different candidates" and "a different candidate text", and only the
+    pair's scores were compared."""
+    compared = ranked_otherwise(tmp_path, fmt)
+    result = compared.result
+    assert result["pairs"]["categories"] == {"same": 1, "swapped": 1, "same_chosen_only": 0, "same_rejected_only": 0,
+                                             "one_shared_other_role": 0, "reranked": 1, "different": 1}
+    assert ("25.0 % same pairs, 25.0 % swapped, 0.0 % with one text in common, 25.0 % same candidates ranked "
+            "differently, 25.0 % different candidates;") in result["verdict"]
+    explanations = result["disagreements"]["explanations"]
+    assert explanations["same candidates, ranked differently"] == 1 and explanations["a different candidate text"] == 1
+    assert explanations["other candidates ranked (a PairRM score depends on every candidate of its row)"] == 1
+    # every candidate's score of the same text, not only the pair's: 5 a row, but none in row 3
+    assert (result["scores"]["values"], result["scores"]["rows"]) == (15, 3)
+    assert result["scores"]["from"] == {"chosen": 1, "rejected": 1, "crossed": 2, "other": 11}
+    assert compare.summary_table(result)["value"][("pairs", "same candidates, ranked differently")] == "1 (25.0 %)"
+    from repro.card import CardFacts, render_section
+    facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
+                      license="mit", language=["en"], comparison=json.loads(json.dumps(result)))
+    assert "| same candidates, ranked differently | 1 (25.0 %) |" in render_section(facts, "reproduction", "en")
+    assert "| 候选回复相同，排序不同 | 1 (25.0 %) |" in render_section(facts, "reproduction", "zh")
+
+
+def test_sppo_probabilities_of_other_candidates_are_not_compared(tmp_path):
+    """SPPO's probabilities are over a row's candidates, in their order: those of other texts are not comparable,
+    yet the verdict said they differed (`probability` in 8 of 8 rows, for a rebuild of other candidates)."""
+    compared = ranked_otherwise(tmp_path, "sppo")
+    result = compared.result
+    probability = result["probabilities"]["probability"]
+    assert {k: probability[k] for k in ("rows", "differ", "missing", "other_candidates")} == \
+        {"rows": 3, "differ": 2, "missing": 0, "other_candidates": 1}
+    assert "`probability` in 2 of 3 rows (max |diff| " in result["verdict"]
+    assert "1 of other candidates, not comparable)" in result["verdict"]
+    assert "other `chosen_probs`" not in compared.tables["disagreements"]["explanation"].iloc[-1]
+    assert compare.summary_table(result)["value"][("SPPO probabilities", "`probability` further apart than 0.001")] \
+        .endswith(", 1 of other candidates, not comparable)")
+    from repro.card import CardFacts, render_section
+    facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
+                      license="mit", language=["en"], comparison=json.loads(json.dumps(result)))
+    assert "; 1 more row of other candidates (not comparable) |" in render_section(facts, "reproduction", "en")
+    assert "；另有 1 行的候选回复不同（不可比较） |" in render_section(facts, "reproduction", "zh")

@@ -120,6 +120,10 @@ def test_seed_view_maps_every_format_back_to_the_seed_columns():
             assert view[column] == seed[column], (name, column)
         if name != "rlhflow":
             assert view["prompt_id"] == seed["prompt_id"]
+        # every candidate and its score, which each of these formats holds (04_compare compares them, 02_analyze
+        # checks PairRM's sum over them); the seed's own columns for them
+        assert view["candidates"] == [r["candidates"] for r in rows], name
+        assert view["candidate_scores"] == [r["candidate_scores"] for r in rows], name
     assert detect_format(seed.column_names) == "seed" and seed_view(seed) is seed
 
 
@@ -133,6 +137,8 @@ def test_seed_view_takes_sppos_generated_scores_from_the_end():
 
     view = seed_view(datasets.Dataset.from_list(ds))
     assert view["score_chosen"] == [max(s) for s in SCORES]
+    # 7 scores for 5 texts: no score is said to be a candidate's (the 7 were ranked together, not the last 5)
+    assert view["candidates"] == [r["candidates"] for r in rows] and view["candidate_scores"] == [None] * 3
 
 
 def test_to_trl_reads_every_format():

@@ -32,10 +32,11 @@ COMPARE_VERSION = 1
 SIDES = ("reference", "candidate")  # Side.name of each, in this order
 KEY_KINDS = ("prompt_id", "prompt_sha256", "prompt_normalised")
 TEXTS = ("reference_chosen", "reference_rejected", "candidate_chosen", "candidate_rejected")  # of Aligned.texts
-PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "different")
+PAIR_CATEGORIES = ("same", "swapped", "same_chosen_only", "same_rejected_only", "one_shared_other_role", "reranked",
+                   "different")  # reranked: no text of the pair shared, but both sides ranked the same candidates
 PAIR_WORDS = {"same": "same chosen and rejected", "swapped": "swapped", "same_chosen_only": "only chosen equal",
               "same_rejected_only": "only rejected equal", "one_shared_other_role": "one text shared, other role",
-              "different": "different candidates"}
+              "reranked": "same candidates, ranked differently", "different": "different candidates"}
 EXAMPLES = 5
 SOLUTIONS_LISTED = 20  # a group's slice settings compare.json lists (solutions_total counts them all)
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
@@ -336,21 +337,31 @@ def _equal_column(al: Aligned, column: str) -> dict[str, Any] | None:
 class Aligned:
     """The aligned rows' texts, prompt ids and scores, side by side (reference first)."""
 
-    texts: dict[str, list | None]  # TEXTS, the prompt, each side's candidates, COLUMNS_COMPARED, PROBABILITIES
+    texts: dict[str, list | None]  # TEXTS, the prompt, each side's candidates and their scores, COLUMNS_COMPARED,
+    # PROBABILITIES
     prompt_ids: tuple[list | None, list | None]
     ref_scores: dict[str, np.ndarray] | None
     cand_scores: dict[str, np.ndarray] | None
     categories: np.ndarray | None
+    same_candidates: list[bool | None]  # each row: both sides ranked the same texts (None: a side does not list them)
 
     @property
     def scored(self) -> bool:
         return self.ref_scores is not None and self.cand_scores is not None
 
     @cached_property
+    def other_candidates(self) -> np.ndarray:
+        """Each row: both sides list their candidates, other texts or in another order (SPPO's probabilities, indexed
+        by them, are then not comparable)."""
+        ref, cand = (self.texts[f"{side}_candidates"] or [None] * len(self.same_candidates) for side in SIDES)
+        return np.array([None not in (r, c) and r != c for r, c in zip(ref, cand)], dtype=bool)
+
+    @cached_property
     def probability_differences(self) -> dict[str, np.ndarray]:
         """Each SPPO probability column both sides hold: every aligned row's largest difference (_largest_difference;
-        computed once, for the agreement and the disagreements)."""
-        return {column: np.array([_largest_difference(r, c) for r, c in zip(ref, cand)], dtype=np.float64)
+        NaN for other candidates; computed once, for the agreement and the disagreements)."""
+        return {column: np.array([np.nan if other else _largest_difference(r, c)
+                                  for r, c, other in zip(ref, cand, self.other_candidates)], dtype=np.float64)
                 for column in PROBABILITIES
                 if None not in (ref := self.texts[f"reference_{column}"], cand := self.texts[f"candidate_{column}"])}
 
@@ -373,18 +384,21 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):
         texts |= {f"{side.name}_{column}": _texts(side.table, column, rows) for column in ("chosen", "rejected")}
         texts |= {f"{side.name}_{column}": values_at(side.table, column, rows)  # candidates: every text each row ranked
-                  for column in ("candidates", *COLUMNS_COMPARED, *PROBABILITIES)}
+                  for column in ("candidates", "candidate_scores", *COLUMNS_COMPARED, *PROBABILITIES)}
+    same_candidates = [None if None in (r, c) else sorted(r) == sorted(c) for r, c in
+                       zip(*(texts[f"{side}_candidates"] or [None] * a.n for side in SIDES))]
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
     if all(texts[k] is not None for k in TEXTS):
         rc, rr, cc, cr = (np.array(texts[k], dtype=object) for k in TEXTS)
         same_chosen, same_rejected = (cc == rc).astype(bool), (cr == rr).astype(bool)
         crossed = ((cc == rr).astype(bool), (cr == rc).astype(bool))
         categories = np.select([same_chosen & same_rejected, crossed[0] & crossed[1], same_chosen, same_rejected,
-                                crossed[0] | crossed[1]], np.arange(5), 5).astype(np.int64)
+                                crossed[0] | crossed[1], np.array(same_candidates, dtype=bool)],  # None: False
+                               np.arange(6), 6).astype(np.int64)
     return Aligned(texts=texts, prompt_ids=(values_at(reference.table, "prompt_id", a.first_rows),
                                             values_at(candidate.table, "prompt_id", a.second_rows)),
                    ref_scores=_scores(reference, a.first_rows), cand_scores=_scores(candidate, a.second_rows),
-                   categories=categories)
+                   categories=categories, same_candidates=same_candidates)
 
 
 def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) -> dict[str, Any]:
@@ -408,16 +422,26 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
 
 
 def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
-    """(reference, candidate) score pairs of the same text: chosen = chosen, rejected = rejected, and crossed ones."""
+    """(reference, candidate) score pairs of the same text: chosen = chosen, rejected = rejected, crossed ones, and
+    (where both sides list every candidate's score) the other candidates both ranked."""
     t, r, c = al.texts, al.ref_scores, al.cand_scores
     ref, cand, row, which = [], [], [], []
+    lists = [t[f"{side}_{column}"] or [None] * len(al.same_candidates) for side in SIDES
+             for column in ("candidates", "candidate_scores")]
     for k, (rc, rr, cc, cr) in enumerate(zip(*(t[name] for name in TEXTS))):
-        for same, r_col, c_col, label in ((cc == rc, "score_chosen", "score_chosen", 0),
-                                          (cr == rr, "score_rejected", "score_rejected", 1),
-                                          (cc == rr and cc != rc, "score_rejected", "score_chosen", 2),
-                                          (cr == rc and cr != rr, "score_chosen", "score_rejected", 2)):
+        pairs = ((cc == rc, "score_chosen", "score_chosen", 0, cc),
+                 (cr == rr, "score_rejected", "score_rejected", 1, cr),
+                 (cc == rr and cc != rc, "score_rejected", "score_chosen", 2, cc),
+                 (cr == rc and cr != rr, "score_chosen", "score_rejected", 2, cr))
+        for same, r_col, c_col, label, _ in pairs:
             if same:
                 ref.append(r[r_col][k]), cand.append(c[c_col][k]), row.append(k), which.append(label)
+        texts, scores, other_texts, other_scores = (column[k] for column in lists)
+        if None not in (texts, scores, other_texts, other_scores):
+            paired = {text for same, *_, text in pairs if same}
+            for text in (x for x in dict.fromkeys(texts) if x in other_texts and x not in paired):
+                ref.append(scores[texts.index(text)]), cand.append(other_scores[other_texts.index(text)])
+                row.append(k), which.append(3)
     return {"reference": np.asarray(ref, dtype=np.float64), "candidate": np.asarray(cand, dtype=np.float64),
             "row": np.asarray(row, dtype=np.int64), "which": np.asarray(which, dtype=np.int64)}
 
@@ -436,8 +460,8 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
     out: dict[str, Any] = {"available": True, "values": int(ok.sum()), "excluded_nonfinite": int((~ok).sum()),
                            "rows": int(np.unique(m["row"][ok]).size),
-                           "from": dict(zip(("chosen", "rejected", "crossed"),
-                                            np.bincount(m["which"][ok], minlength=3).tolist())),
+                           "from": dict(zip(("chosen", "rejected", "crossed", "other"),
+                                            np.bincount(m["which"][ok], minlength=4).tolist())),
                            "difference": "candidate − reference"}
     if ok.sum() < 3:
         left_out = f" ({out['excluded_nonfinite']} more NaN, infinite or missing on one side)" \
@@ -470,11 +494,13 @@ def _largest_difference(reference: Any, candidate: Any) -> float:
 def probability_agreement(al: Aligned, p: CompareParams) -> dict[str, Any]:
     """SPPO's probability columns both sides hold, each aligned row's largest difference: rows further apart than
     disagreement_tolerance (a matrix of another shape among them), max |difference| (of the same shapes), the share
-    within each score tolerance (missing on a side: left out)."""
+    within each score tolerance (missing on a side, or of other candidates: left out, and counted)."""
     out = {}
     for column, every in al.probability_differences.items():
         d, shaped = every[~np.isnan(every)], every[np.isfinite(every)]
-        out[column] = {"rows": d.size, "missing": every.size - d.size, "other_shape": d.size - shaped.size,
+        other = int(al.other_candidates.sum())
+        out[column] = {"rows": d.size, "missing": every.size - d.size - other, "other_candidates": other,
+                       "other_shape": d.size - shaped.size,
                        "differ": (d > p.disagreement_tolerance).sum(),
                        "max_abs_difference": shaped.max() if shaped.size else None,
                        "within": {f"{t:g}": (d <= t).mean() if d.size else None for t in p.score_tolerances}}
@@ -494,9 +520,7 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     """Every aligned row that disagrees (pair, margin sign, a same-text score, `messages`, `reference_response` or
     an SPPO probability) with why, where it can tell."""
-    n, t = a.n, al.texts
-    sets = [None if texts is None else [None if c is None else sorted(c) for c in texts]
-            for texts in (t["reference_candidates"], t["candidate_candidates"])]
+    n, t, same_candidates = a.n, al.texts, al.same_candidates
     ref_ids, cand_ids = [ids or [None] * n for ids in al.prompt_ids]
     categories = al.categories if al.categories is not None else np.full(n, -1)
     mr, mc = al.margins() if al.scored else (np.full(n, np.nan),) * 2  # each side's own, as the table shows them
@@ -526,8 +550,9 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
         reasons = [why for holds, why in (
             (nonfinite[k], "a NaN, infinite or missing score (left out of the score agreement)"),
             (a.matched_by[k] == 2, "prompt matched only after whitespace normalisation"),
-            (categories[k] >= 2, "a different candidate text"),
-            (None not in sets and None not in (sets[0][k], sets[1][k]) and sets[0][k] != sets[1][k],
+            (categories[k] >= 2 and not same_candidates[k], "a different candidate text"),
+            (categories[k] >= 2 and same_candidates[k], "same candidates, ranked differently"),
+            (same_candidates[k] is False,
              "other candidates ranked (a PairRM score depends on every candidate of its row)"),
             (categories[k] == 1, "chosen and rejected the other way round" + (  # scores: a shared text's, finite
                 "" if not (al.scored and np.isfinite(worst[k])) else ", their scores moved"
@@ -537,8 +562,9 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
             (truncated, "a candidate over PairRM's length limits (truncated)"),
             (other["messages"][k], "other `messages`"),
             (other["reference_response"][k], "another `reference_response`")) if holds]
-        # a near-tie or a swap explains a sign, not a same-text score that moved
-        if worst[k] > p.disagreement_tolerance and all(why.startswith(("a near-tie", "chosen and")) for why in reasons):
+        # a near-tie, a swap or another pair of the same candidates explains a sign, not a same-text score that moved
+        if worst[k] > p.disagreement_tolerance and all(why.startswith(("a near-tie", "chosen and", "same candidates"))
+                                                       for why in reasons):
             reasons.append("unexplained")
         reasons += [f"other `{c}`" for c, apart in probabilities.items() if apart[k]]  # they explain no score
         records.append({"prompt_id": ref_ids[k], "candidate_prompt_id": cand_ids[k],
@@ -616,7 +642,9 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
     rows += [("SPPO probabilities", f"`{column}` further apart than {tolerance}",
               f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])}" + "".join(
                   f", {d[k]} {words}" for k, words in (("other_shape", "of another shape"),
-                                                       ("missing", "missing on a side")) if d[k]) + ")")
+                                                       ("missing", "missing on a side"),
+                                                       ("other_candidates", "of other candidates, not comparable"))
+                  if d.get(k)) + ")")
              for column, d in result.get("probabilities", {}).items()]
     return pd.DataFrame(rows, columns=["section", "measure", "value"]).set_index(["section", "measure"])
 

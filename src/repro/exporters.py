@@ -170,19 +170,24 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
         # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin
         chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
     conv = (lambda t: None if t is None or prompt is None else conversation(prompt, t))
+    ranked = row.get("rm_scores") if fmt == "sppo" else scores  # every score of the texts ranked together
     return {"prompt": prompt, "prompt_id": row_prompt_id(row, prompt),
             "score_chosen": _score_of(chosen, candidates, scores),
             "score_rejected": _score_of(rejected, candidates, scores),
-            "chosen": conv(chosen), "rejected": conv(rejected)}
+            "chosen": conv(chosen), "rejected": conv(rejected), "candidates": candidates or None,
+            # a score per candidate only where the format holds one each (not SPPO's 7 scores for 5 generate_i)
+            "candidate_scores": ranked if candidates and ranked and len(ranked) == len(candidates) else None}
 
 
-SEED_VIEW_FEATURES = Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "score_chosen", "score_rejected",
-                                                             "chosen", "rejected")})
+SEED_VIEW_FEATURES = Features({**{k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "score_chosen", "score_rejected",
+                                                                "chosen", "rejected")},
+                               "candidates": STRINGS, "candidate_scores": FLOATS})
 
 
 def seed_view(ds: datasets.Dataset) -> datasets.Dataset:
     """`ds` in the seed's column names, whatever format it is in (seed and SELM rows are returned as they are);
-    `prompt_id` = sha256 of the prompt where the format has none, a score null where its text is not listed."""
+    `prompt_id` = sha256 of the prompt where the format has none, a score null where its text is not listed;
+    `candidates` / `candidate_scores` the format's every candidate and its score (null where it has none)."""
     fmt = detect_format(ds.column_names)
     if fmt == "seed":
         return ds

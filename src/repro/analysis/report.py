@@ -253,7 +253,8 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit" and data.pairwise,
                              **({"selection": rule} if rule else {}),
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
-                             "candidate_scores": None if ragged is None else stats.candidate_score_invariants(
+                             "candidate_scores": None if ragged is None or not ragged[1].any() else  # none given
+                             stats.candidate_score_invariants(
                                  *ragged, data.score_chosen, data.score_rejected)}
     if (agreement := candidate_agreement(data)) is not None:  # several scorers; a one-scorer dataset has none
         metrics["agreement"] = agreement

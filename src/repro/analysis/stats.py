@@ -272,21 +272,17 @@ def row_sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
                                score_rejected: np.ndarray) -> dict[str, Any]:
-    """PairRM checks needing every candidate's score (flat, with counts per row): sums, two-candidate rows, extremes."""
-    flat, c, r = flat_scores, score_chosen, score_rejected
+    """PairRM checks needing every candidate's score (flat, with counts per row), over the rows that hold some (a row
+    without, 0: no score per candidate given, is not checked): sums, two-candidate rows, extremes."""
     counts = np.asarray(candidates_per_row, dtype=np.int64)
-    sums = row_sums(flat, counts)
-    filled = counts > 0
-    starts = row_starts(counts)[filled]
-    best, worst = np.full(counts.size, np.nan), np.full(counts.size, np.nan)
-    if flat.size:
-        best[filled] = np.maximum.reduceat(flat, starts)
-        worst[filled] = np.minimum.reduceat(flat, starts)
+    c, r, counts = score_chosen[counts > 0], score_rejected[counts > 0], counts[counts > 0]
+    sums, starts = row_sums(flat_scores, counts), row_starts(counts)
+    best, worst = np.maximum.reduceat(flat_scores, starts), np.minimum.reduceat(flat_scores, starts)
     two = counts == 2
     return {
         "rows": int(counts.size),
         "candidates_per_row": {"min": int(counts.min()), "max": int(counts.max()), "mean": float(counts.mean())},
-        "sum_to_zero_holds": int(np.isclose(sums, 0.0, rtol=0.0, atol=SUM_TO_ZERO_ATOL)[filled].sum()),
+        "sum_to_zero_holds": int(np.isclose(sums, 0.0, rtol=0.0, atol=SUM_TO_ZERO_ATOL).sum()),
         "sum_to_zero_atol": SUM_TO_ZERO_ATOL,
         "two_candidate_rows": int(two.sum()),
         "antisymmetry_holds_among_two_candidate_rows": int(
