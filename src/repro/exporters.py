@@ -179,18 +179,20 @@ def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
             "candidate_scores": ranked if candidates and ranked and len(ranked) == len(candidates) else None}
 
 
-SEED_VIEW_FEATURES = Features({**{k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "score_chosen", "score_rejected",
-                                                                "chosen", "rejected")},
-                               "candidates": STRINGS, "candidate_scores": FLOATS})
+PAIR_VIEW_FEATURES = Features({k: SEED_FEATURES[k] for k in ("prompt", "prompt_id", "score_chosen", "score_rejected",
+                                                             "chosen", "rejected")})
+SEED_VIEW_FEATURES = Features({**PAIR_VIEW_FEATURES, "candidates": STRINGS, "candidate_scores": FLOATS})
 
 
-def seed_view(ds: datasets.Dataset) -> datasets.Dataset:
+def seed_view(ds: datasets.Dataset, candidates: bool = True) -> datasets.Dataset:
     """`ds` in the seed's column names, whatever format it is in (seed and SELM rows are returned as they are);
     `prompt_id` = sha256 of the prompt where the format has none, a score null where its text is not listed;
-    `candidates` / `candidate_scores` the format's every candidate and its score (null where it has none)."""
+    `candidates` / `candidate_scores` the format's every candidate and its score (null where it has none; left out
+    with `candidates=False`, for a reader of the pairs alone)."""
     fmt = detect_format(ds.column_names)
     if fmt == "seed":
         return ds
-    rows = [_seed_row(r, fmt) for r in ds]
-    return datasets.Dataset.from_list(rows, features=SEED_VIEW_FEATURES) if rows else \
-        datasets.Dataset.from_dict({k: [] for k in SEED_VIEW_FEATURES}, features=SEED_VIEW_FEATURES)
+    features = SEED_VIEW_FEATURES if candidates else PAIR_VIEW_FEATURES
+    rows = [{k: v for k, v in _seed_row(r, fmt).items() if k in features} for r in ds]
+    return datasets.Dataset.from_list(rows, features=features) if rows else \
+        datasets.Dataset.from_dict({k: [] for k in features}, features=features)

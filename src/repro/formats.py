@@ -102,7 +102,7 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
         return datasets.DatasetDict({k: _convert(v, row_fn, features, function) for k, v in ds.items()})
     scores = SCORE_COLUMNS & set(ds.column_names)  # none: SELM's layout, SPPO's `_score` table (pairs, probabilities)
     given = list(ds["margin"]) if scores == {"margin"} else [None] * len(ds)  # RLHFlow's pairs: their margins
-    ds = seed_view(ds)  # SPPO's, Snorkel's, RLHFlow's columns as the seed's
+    ds = seed_view(ds, candidates=False)  # SPPO's, Snorkel's, RLHFlow's pairs in the seed's columns
     if "chosen" in ds.column_names and scores <= {"margin"}:  # null scores, the given margins for _margin to take
         nulls = [None] * len(ds)
         ds = ds.remove_columns([c for c in ("score_chosen", "score_rejected") if c in ds.column_names])
