@@ -735,6 +735,15 @@ def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
     assert "adding `prompt_id` = the sha256 of the prompt (the rows have none)" in use_en
     assert "`chosen` / `rejected` 为字符串，而 `prompt` 为对话式" in use_zh and "保留 `prompt_id`" not in use_zh
     assert "请以 `prompt_id` 作为键" not in use_zh and "新增 `prompt_id` = 提示词的 sha256（数据行中没有）" in use_zh
+    # an empty chosen text: the card's code leaves it out by RLHFlow's string column (it counted conversations only)
+    rows = ds.to_list()
+    rows[0]["chosen"] = ""
+    make_run(tmp_path / "empty", rows, ds.features, metrics=False)
+    use_en = part(halves(card_for(tmp_path / "empty")[1])[0], "## How to use")
+    assert ('# 1 row with an empty chosen response: to_trl refuses it (DPO learns toward the chosen one)\n'
+            'ds = ds.filter(lambda row: row["chosen"].strip() != "")\ntrain = to_trl(ds)') in use_en
+    empty = datasets.Dataset.from_list(rows, features=ds.features)
+    assert len(to_trl(empty.filter(lambda row: row["chosen"].strip() != ""))) == len(rows) - 1
 
 
 def test_an_sppo_card_says_what_its_scorer_saw_and_what_probability_is_over(tmp_path):

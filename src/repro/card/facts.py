@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from datasets import Features
+from datasets import Features, Value
 
-from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, score_array, scores_digest,
-                          split_files, write_split)
+from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_text, score_array,
+                          scores_digest, split_files, write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
 from ..manifest import NAMING, NOT_SHAPING, Manifest
@@ -85,6 +85,11 @@ class CardFacts:
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (section key, reason key) pairs
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     empty_chosen: int = 0  # rows whose chosen response is empty: repro.formats.to_trl refuses them
+
+    @property
+    def chosen_text(self) -> str:
+        """The card's code for a row's chosen response: a conversation's last turn, or the text itself."""
+        return 'row["chosen"]' if self.features.get("chosen") == Value("string") else 'row["chosen"][-1]["content"]'
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
@@ -401,9 +406,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
-    if "chosen" in ds.column_names:
-        facts.empty_chosen = sum(isinstance(turns, list) and bool(turns) and isinstance(turns[-1], dict) and
-                                 str(turns[-1].get("content") or "").strip() == "" for turns in ds["chosen"])
+    if "chosen" in ds.column_names:  # a conversation's last turn, or a text (RLHFlow's pairs)
+        facts.empty_chosen = sum(value is not None and (response_text(value) or "").strip() == ""
+                                 for value in ds["chosen"])
     facts.metrics = _read_metrics(run, facts, ds)
     analysis = (manifest.get("notebooks") or {}).get("02_analyze") or {}
     if facts.metrics is None and analysis.get("status") == "failed" and analysis.get("error"):
