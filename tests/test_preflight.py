@@ -163,6 +163,13 @@ def test_a_folder_of_jsonl_files_has_the_splits_their_names_say(bare_machine, sa
     check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"]
     assert not check.ok and check.detail == ("local dataset without split 'validation' (it has ['test', 'test_prefs', "
                                              "'train', 'train_prefs']): set source_split to one of those")
+    # a name with another dot is its own split, and datasets' train: --check had passed train_prefs, the run failed
+    (folder / "train_prefs.jsonl").rename(folder / "train_prefs.v2.jsonl")
+    (folder / "test_prefs.jsonl").unlink()
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder)})
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"]
+    assert not check.ok and "without split 'train_prefs' (it has ['train', 'train_prefs.v2'])" in check.detail
+    assert len(load_source(str(folder), "train_prefs.v2")) == len(load_source(str(folder), "train")) == 200
 
 
 def test_a_folder_without_a_dataset_is_missing_before_the_run(bare_machine):

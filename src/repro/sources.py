@@ -141,10 +141,13 @@ def local_splits(path: Path) -> list[str] | None:
 
 
 def folder_splits(path: Path) -> list[str]:
-    """The splits `_load_local` reads from a folder of data files: those named for a split (train_prefs.jsonl,
-    train_prefs-0.parquet), and the ones datasets tells from the other names (train_prefs.jsonl is also its "train")."""
-    named = {f.name.split(".")[0].split("-")[0] if f.suffix == ".parquet" else f.name.split(".")[0]
-             for f in path.iterdir() if f.is_file() and f.suffix in (".parquet", ".jsonl", ".json")}
+    """The splits `_load_local` reads from a folder of data files: by a file's name (<split>.jsonl, <split>.json,
+    <split>.parquet, <split>-*.parquet), and those datasets tells from the names (train_prefs.jsonl: also "train")."""
+    named = set()
+    for f in (f for f in path.iterdir() if f.is_file() and f.suffix in (".parquet", ".jsonl", ".json")):
+        named.add(f.name.removesuffix(f.suffix))
+        if f.suffix == ".parquet":  # <split>-*.parquet, for each - in the name
+            named.update(f.stem[:i] for i, c in enumerate(f.stem) if c == "-" and i)
     return sorted(named | set(map(str, get_data_patterns(str(path)))))
 
 
