@@ -1081,7 +1081,8 @@ def test_sppo_probabilities_are_compared_beside_the_scores(tmp_path):
     result = compare.compare(p).result
     assert result["pairs"]["fractions"]["same"] == 1.0
     probs = result["probabilities"]
-    assert probs["chosen_probs"] == {"rows": 6, "missing": 0, "other_candidates": 0, "other_shape": 0, "differ": 2,
+    assert probs["chosen_probs"] == {"rows": 6, "missing": 0, "other_candidates": 0, "other_order": 0, "other_shape": 0,
+                                     "differ": 2,
                                      "max_abs_difference": pytest.approx(0.25),
                                      "within": {"1e-06": 4 / 6, "0.001": 4 / 6, "0.01": 4 / 6, "0.1": 4 / 6}}
     assert (probs["probability"]["differ"], probs["probability"]["other_shape"]) == (2, 1)
@@ -1179,6 +1180,29 @@ def test_the_same_candidates_ranked_otherwise_are_said_so(tmp_path, fmt):
                       license="mit", language=["en"], comparison=json.loads(json.dumps(result)))
     assert "| same candidates, ranked differently | 1 (25.0 %) |" in render_section(facts, "reproduction", "en")
     assert "| 候选回复相同，排序不同 | 1 (25.0 %) |" in render_section(facts, "reproduction", "zh")
+
+
+def test_sppo_probabilities_of_the_same_candidates_in_another_order(tmp_path):
+    """The same candidates listed in another order, scored alike: the pair and its chosen_probs* are the same; only the
+    matrix `probability`, indexed by position, is not comparable (all four had read "of other candidates")."""
+    texts = [f"answer {i} to question 0" for i in range(5)]
+    scores = [2.0, 1.0, 0.0, -1.0, -2.0]
+    for side, order in (("reference", [0, 1, 2, 3, 4]), ("candidate", [4, 3, 2, 1, 0])):
+        s = [scores[i] for i in order]
+        row = build_row({"prompt_id": "id0"}, "question 0", [texts[i] for i in order], s, messages="chosen",
+                        keep_all_candidates=True, pick=(s.index(2.0), s.index(-2.0)))
+        write_split(export_rows("sppo", [row], [(s.index(2.0), s.index(-2.0))]), tmp_path / side)
+    result = compare.compare(params(tmp_path, reference=str(tmp_path / "reference"),
+                                    candidate=str(tmp_path / "candidate"))).result
+    assert result["pairs"]["categories"]["same"] == 1
+    probs = result["probabilities"]
+    assert {k: probs["probability"][k] for k in ("rows", "other_candidates", "other_order")} == \
+        {"rows": 0, "other_candidates": 0, "other_order": 1}
+    assert {k: probs["chosen_probs"][k] for k in ("rows", "differ", "other_candidates", "other_order")} == \
+        {"rows": 1, "differ": 0, "other_candidates": 0, "other_order": 0}
+    assert "1 of the same candidates in another order, not comparable" in result["verdict"]
+    assert "of other candidates" not in result["verdict"]
+    assert ("pairs", "same candidates, ranked differently") not in compare.summary_table(result).index  # none is
 
 
 def test_sppo_probabilities_of_other_candidates_are_not_compared(tmp_path):

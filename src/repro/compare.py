@@ -349,19 +349,33 @@ class Aligned:
     def scored(self) -> bool:
         return self.ref_scores is not None and self.cand_scores is not None
 
+    def _candidate_lists(self, same_texts: bool) -> np.ndarray:
+        """Each row: both sides list their candidates, other texts (`same_texts`: the same ones in another order)."""
+        ref, cand = (self.texts[f"{side}_candidates"] or [None] * len(self.same_candidates) for side in SIDES)
+        return np.array([None not in (r, c) and r != c and (sorted(r) == sorted(c)) == same_texts
+                         for r, c in zip(ref, cand)], dtype=bool)
+
     @cached_property
     def other_candidates(self) -> np.ndarray:
-        """Each row: both sides list their candidates, other texts or in another order (SPPO's probabilities, indexed
-        by them, are then not comparable)."""
-        ref, cand = (self.texts[f"{side}_candidates"] or [None] * len(self.same_candidates) for side in SIDES)
-        return np.array([None not in (r, c) and r != c for r, c in zip(ref, cand)], dtype=bool)
+        """Each row: both sides list other candidates (SPPO's probabilities of them are not comparable)."""
+        return self._candidate_lists(same_texts=False)
+
+    @cached_property
+    def other_order(self) -> np.ndarray:
+        """Each row: both sides list the same candidates in another order (SPPO's `probability` matrix, indexed by
+        them, is then not comparable; its per-pair columns are)."""
+        return self._candidate_lists(same_texts=True)
+
+    def not_comparable(self, column: str) -> np.ndarray:
+        """The rows whose SPPO `column` is not comparable: other candidates, or another order for the matrix."""
+        return self.other_candidates | (self.other_order if column == "probability" else False)
 
     @cached_property
     def probability_differences(self) -> dict[str, np.ndarray]:
         """Each SPPO probability column both sides hold: every aligned row's largest difference (_largest_difference;
-        NaN for other candidates; computed once, for the agreement and the disagreements)."""
+        NaN where not comparable; computed once, for the agreement and the disagreements)."""
         return {column: np.array([np.nan if other else _largest_difference(r, c)
-                                  for r, c, other in zip(ref, cand, self.other_candidates)], dtype=np.float64)
+                                  for r, c, other in zip(ref, cand, self.not_comparable(column))], dtype=np.float64)
                 for column in PROBABILITIES
                 if None not in (ref := self.texts[f"reference_{column}"], cand := self.texts[f"candidate_{column}"])}
 
@@ -498,8 +512,9 @@ def probability_agreement(al: Aligned, p: CompareParams) -> dict[str, Any]:
     out = {}
     for column, every in al.probability_differences.items():
         d, shaped = every[~np.isnan(every)], every[np.isfinite(every)]
-        other = int(al.other_candidates.sum())
-        out[column] = {"rows": d.size, "missing": every.size - d.size - other, "other_candidates": other,
+        other, order = int(al.other_candidates.sum()), int((al.not_comparable(column) & al.other_order).sum())
+        out[column] = {"rows": d.size, "missing": every.size - d.size - other - order, "other_candidates": other,
+                       "other_order": order,
                        "other_shape": d.size - shaped.size,
                        "differ": (d > p.disagreement_tolerance).sum(),
                        "max_abs_difference": shaped.max() if shaped.size else None,
@@ -616,7 +631,7 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
             ("rows", "disagreeing", str(result["disagreements"]["rows"]))]
     if pairs.get("available"):
         rows += [("pairs", PAIR_WORDS[k], f"{n} ({percent(pairs['fractions'][k])})")
-                 for k, n in pairs["categories"].items()]
+                 for k, n in pairs["categories"].items() if n or k != "reranked"]  # (said where some row is)
     else:
         rows.append(("pairs", "not compared", pairs["reason"]))
     if sign := pairs.get("margin_sign"):
@@ -643,7 +658,9 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
               f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])}" + "".join(
                   f", {d[k]} {words}" for k, words in (("other_shape", "of another shape"),
                                                        ("missing", "missing on a side"),
-                                                       ("other_candidates", "of other candidates, not comparable"))
+                                                       ("other_candidates", "of other candidates, not comparable"),
+                                                       ("other_order", "of the same candidates in another order, "
+                                                                       "not comparable"))
                   if d.get(k)) + ")")
              for column, d in result.get("probabilities", {}).items()]
     return pd.DataFrame(rows, columns=["section", "measure", "value"]).set_index(["section", "measure"])
@@ -816,7 +833,7 @@ def compare(p: CompareParams) -> ComparisonResult:
                                                                        result["scores"]["scores"]["bland_altman"])
         if result["pairs"].get("categories"):
             drawn["compare_agreement"] = plots.compare_agreement(
-                {PAIR_WORDS[k]: v for k, v in result["pairs"]["categories"].items()})
+                {PAIR_WORDS[k]: v for k, v in result["pairs"]["categories"].items() if v or k != "reranked"})
         figures = {name: plots.save_titled(fig, run.figures / name) for name, fig in drawn.items()}
         outputs = write_outputs(manifest, run.compare, result, figures,
                                 {name: (run.tables / f"compare_{name}.csv", frame) for name, frame in tables.items()})
