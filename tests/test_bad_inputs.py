@@ -435,8 +435,8 @@ CASES = [
          r"name\.", after=nothing_written),
     Case("member_name figures", lambda t: run(t, "--grid", "foo={name: figures, mini_index: 0}", "--set",
                                               "mini_count=2", "--check"),
-         r"a bundle's name in \S+ names a member 'figures' .*and the family's folder holds its own figures "
-         r"\(05_family's\)\. Give it another name\.", after=nothing_written),
+         r"a bundle's name in \S+ names a member 'figures' .*and figures is a name a run directory keeps for its own "
+         r"files \(the family's folder is one, 05_family's\)\. Give it another name\.", after=nothing_written),
     Case("family grid not a mapping", lambda t: run(t, params=str(write(t / "f.yaml", "family: {grid: [0, 1]}\n"))),
          r"family\.grid in \S*f\.yaml must map parameters to lists of values", after=nothing_written),
     Case("family jobs 0", lambda t: run(t, params=str(write(t / "f.yaml", "mini_count: 2\n"

@@ -120,6 +120,13 @@ def test_repro_run_refuses_a_run_directory_of_another_dataset_before_it_records_
     assert (f"run_dir '{own.root}' describes '{mine}' (its manifest.json says so), but dataset='{other}' is another "
             f"dataset" in capsys.readouterr().out)
     assert files_of(own.root) == before
+    # a family member's folder holding it: named as the member's, with the family's advice (it read "--out (the
+    # family's folder) '.../mini_0'")
+    shutil.copytree(own.root, root / "fam" / "mini_0")
+    assert cli.main(["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root / "fam"), "--check"]) == 1
+    said = capsys.readouterr().out
+    assert (f"REFUSED  run directory (member mini_0): the member's folder '{root / 'fam' / 'mini_0'}' describes "
+            f"'{mine}'") in said and "Move that run, or give the family another --out" in said, said
 
 
 def test_plain_papermill_on_a_foreign_dataset_leaves_the_demo_run_byte_identical(project, monkeypatch, run_notebook):

@@ -164,7 +164,8 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
                 f"{given} in {where} names a member {name!r} ({ {k: v for k, (_, v) in combos[i].items()} }): a "
                 f"member's run goes into a folder of its own in the family's folder, "
                 + ("not into that folder or the one above it" if name in ("", ".", "..") else
-                   f"and the family's folder holds its own {name} (05_family's)") + ". Give it another name.")
+                   f"and {name} is a name a run directory keeps for its own files (the family's folder is one, "
+                   f"05_family's)") + ". Give it another name.")
         if name in names[:i]:
             a, b = ({k: v for k, (_, v) in combos[j].items()} for j in (names.index(name), i))
             raise ParameterError(

@@ -31,9 +31,9 @@ def _subjects(run: RunDir, spec: str | None, building: bool) -> tuple[str | None
 
 
 def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: bool = False,
-                    given_as: str = "run_dir") -> str | None:
+                    given_as: str = "run_dir", advice: str | None = None) -> str | None:
     """Why a notebook given `spec` (`parameter`; `building`: 01_construct's own) may not write into `run`, which
-    describes another dataset (the folder given as `given_as`); else None."""
+    describes another dataset (the folder given as `given_as`; `advice`: what to do, a family member's); else None."""
     mine, known, theirs = _subjects(run, spec, building)
     if not (known and theirs != mine and (building or mine is not OWN)):
         return None
@@ -45,6 +45,8 @@ def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: boo
         fix = (f"Give this notebook a {given_as} of its own" if run.root.resolve() == own.resolve() else
                f"Leave {given_as} unset (the notebook then writes {own}) or give a {given_as} of its own")
     described = f"its own dataset (built there by 01_construct, in {run.dataset})" if theirs is OWN else repr(theirs)
+    if advice:  # a family member's folder: the family's folder is what was given
+        given_as, fix = "the member's folder", f"Move that run, or {advice}"
     return (f"{given_as} {str(run.root)!r} describes {described} (its manifest.json says so), but {what}: writing it "
             f"there would mix two datasets in one run directory. {fix}")
 

@@ -85,7 +85,8 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
     would put its members and its record into the run's; nor is a run of another dataset (a notebook of `parameters`
     describing another than `run` does). The refusal (`advice`: what to do, else to give the run or the family its
     own `given_as`), or nothing when `run` is new or alike."""
-    if why := run.foreign_refusal(rebuilds(notebooks)) or _foreign_subject(run, notebooks, parameters or {}, given_as):
+    if why := run.foreign_refusal(rebuilds(notebooks)) or _foreign_subject(run, notebooks, parameters or {}, given_as,
+                                                                            advice):
         return [Check("run directory", False, why, problem="REFUSED")]
     data = Manifest(run).read()  # (a family's plan, recorded before its members run, marks its folder too)
     recorded = list(data.get("notebooks") or [FAMILY_NOTEBOOK] * ("members" in data))
@@ -99,14 +100,16 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
                                           f"not another kind of folder)", problem="REFUSED")]
 
 
-def _foreign_subject(run: RunDir, notebooks: list[str], parameters: dict[str, Any], given_as: str) -> str | None:
-    """Why a notebook of the run may not write into `run`, which describes another dataset (repro.subject); else
-    None. The notebooks refuse it too, but only once `repro run` has recorded the run it starts."""
+def _foreign_subject(run: RunDir, notebooks: list[str], parameters: dict[str, Any], given_as: str,
+                     advice: str | None = None) -> str | None:
+    """Why a notebook of the run may not write into `run`, which describes another dataset (repro.subject; `advice`:
+    what to do instead, a family member's); else None. The notebooks refuse it too, but only once `repro run` has
+    recorded the run it starts."""
     for nb in notebooks if parameters else ():
         building = nb == "01_construct"
         subject = next((SCHEMAS[s].subject for s in NOTEBOOK_SECTIONS.get(nb, ()) if SCHEMAS[s].subject), None)
         if (building or subject) and (why := subject_refusal(run, parameters.get(subject) if subject else None,
-                                                             subject or "source", building, given_as)):
+                                                             subject or "source", building, given_as, advice)):
             return why
     return None
 
