@@ -55,6 +55,9 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
     assert "holds a run with other parameters: limit (null there, 8 now). Give another --out" in err  # chunk_size:
     assert ("Give another --out for this run, continue that one with its values (`--set limit=null`), or pass "
             "--force") in err
+    # a list's value quoted for a shell (it split `--set candidate_columns=["resp0", "resp1", ...]` at its spaces)
+    assert main(["run", "demo", "--out", str(previous_run.root), "--set", "candidate_columns=[resp0, resp1]"]) == 2
+    assert """(`--set 'candidate_columns=["resp0", "resp1", "resp2", "resp3"]'`)""" in capsys.readouterr().err
     # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates
     assert ("pass --force: its outputs are removed first (its work/ stays: changed generation or scoring values make "
             "their work again; the rest is reused where it can be)") in " ".join(err.split())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 from typing import Any, Iterator, Sequence
 
@@ -160,7 +161,8 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if force:
         return Check("run directory", True, f"{run.root} holds a run with other parameters ({changes}); --force: "
                                             f"{replaced}")
-    sets = " ".join(f"--set {key}={json.dumps(old)}" for key, (old, _) in changed.items())  # YAML reads JSON
+    # YAML reads JSON; quoted for a shell where it needs it (a list's spaces and quotes)
+    sets = " ".join(f"--set {shlex.quote(f'{key}={json.dumps(old)}')}" for key, (old, _) in changed.items())
     again = "" if member else f"continue that one with its values (`{sets}`), "  # (a member's may be its grid's)
     return Check("run directory", False,
                  f"{run.root} holds a run with other parameters: {changes}. Give another {given_as} for this run, "
