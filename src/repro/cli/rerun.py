@@ -13,11 +13,11 @@ from typing import Any, Iterator, Sequence
 from ..errors import ReproError, counted, listed
 from ..jobs import finished_chunks
 from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, REUSED, ROUNDING, Manifest, as_recorded
-from ..parameters import FAMILY_NOTEBOOK, NOTEBOOK_SECTIONS, RUN_KEYS, SCHEMAS, notebook_fields, unused_generation
+from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import local_content
 from ..subject import subject_refusal
-from .preflight import Check
+from .preflight import READS_RUN_DATASET, Check
 
 
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -108,7 +108,7 @@ def _foreign_subject(run: RunDir, notebooks: list[str], parameters: dict[str, An
     recorded the run it starts."""
     for nb in notebooks if parameters else ():
         building = nb == "01_construct"
-        subject = next((SCHEMAS[s].subject for s in NOTEBOOK_SECTIONS.get(nb, ()) if SCHEMAS[s].subject), None)
+        subject = READS_RUN_DATASET.get(nb)
         if (building or subject) and (why := subject_refusal(run, parameters.get(subject) if subject else None,
                                                              subject or "source", building, given_as, advice)):
             return why
