@@ -349,22 +349,17 @@ class Aligned:
     def scored(self) -> bool:
         return self.ref_scores is not None and self.cand_scores is not None
 
-    def _candidate_lists(self, same_texts: bool) -> np.ndarray:
-        """Each row: both sides list their candidates, other texts (`same_texts`: the same ones in another order)."""
-        ref, cand = (self.texts[f"{side}_candidates"] or [None] * len(self.same_candidates) for side in SIDES)
-        return np.array([None not in (r, c) and r != c and (sorted(r) == sorted(c)) == same_texts
-                         for r, c in zip(ref, cand)], dtype=bool)
-
     @cached_property
     def other_candidates(self) -> np.ndarray:
         """Each row: both sides list other candidates (SPPO's probabilities of them are not comparable)."""
-        return self._candidate_lists(same_texts=False)
+        return np.array([same is False for same in self.same_candidates], dtype=bool)
 
     @cached_property
     def other_order(self) -> np.ndarray:
         """Each row: both sides list the same candidates in another order (SPPO's `probability` matrix, indexed by
         them, is then not comparable; its per-pair columns are)."""
-        return self._candidate_lists(same_texts=True)
+        ref, cand = (self.texts[f"{side}_candidates"] or [None] * len(self.same_candidates) for side in SIDES)
+        return np.array([same is True and r != c for same, r, c in zip(self.same_candidates, ref, cand)], dtype=bool)
 
     def not_comparable(self, column: str) -> np.ndarray:
         """The rows whose SPPO `column` is not comparable: other candidates, or another order for the matrix."""
@@ -621,6 +616,12 @@ def _statistics(section: str, s: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows + [(section, f"within {t}", percent(f)) for t, f in s["within"].items()]
 
 
+def _said_categories(pairs: dict[str, Any]) -> dict[str, int]:
+    """The pair categories the summary and its figure show: every one, "reranked" only where some row is (a side
+    that lists no candidates cannot tell it)."""
+    return {k: n for k, n in pairs["categories"].items() if n or k != "reranked"}
+
+
 def summary_table(result: dict[str, Any]) -> pd.DataFrame:
     """compare.json's main figures as one table (section, measure -> value; 95% intervals in brackets)."""
     al, cov, pairs, scores = result["alignment"], result["coverage"], result["pairs"], result["scores"]
@@ -631,7 +632,7 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
             ("rows", "disagreeing", str(result["disagreements"]["rows"]))]
     if pairs.get("available"):
         rows += [("pairs", PAIR_WORDS[k], f"{n} ({percent(pairs['fractions'][k])})")
-                 for k, n in pairs["categories"].items() if n or k != "reranked"]  # (said where some row is)
+                 for k, n in _said_categories(pairs).items()]
     else:
         rows.append(("pairs", "not compared", pairs["reason"]))
     if sign := pairs.get("margin_sign"):
@@ -833,7 +834,7 @@ def compare(p: CompareParams) -> ComparisonResult:
                                                                        result["scores"]["scores"]["bland_altman"])
         if result["pairs"].get("categories"):
             drawn["compare_agreement"] = plots.compare_agreement(
-                {PAIR_WORDS[k]: v for k, v in result["pairs"]["categories"].items() if v or k != "reranked"})
+                {PAIR_WORDS[k]: v for k, v in _said_categories(result["pairs"]).items()})
         figures = {name: plots.save_titled(fig, run.figures / name) for name, fig in drawn.items()}
         outputs = write_outputs(manifest, run.compare, result, figures,
                                 {name: (run.tables / f"compare_{name}.csv", frame) for name, frame in tables.items()})
