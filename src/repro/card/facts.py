@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import pyarrow.compute as pc
 from datasets import Features, Value
 
-from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_text, score_array,
-                          scores_digest, split_files, write_split)
+from ..analysis.report import response_texts
+from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, score_array, scores_digest,
+                          split_files, write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
 from ..manifest import NAMING, NOT_SHAPING, Manifest
@@ -406,9 +408,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
-    if "chosen" in ds.column_names:  # a conversation's last turn, or a text (RLHFlow's pairs)
-        facts.empty_chosen = sum(value is not None and (response_text(value) or "").strip() == ""
-                                 for value in ds["chosen"])
+    # a conversation's last assistant turn, or a text (RLHFlow's pairs), read in Arrow as 02_analyze reads them
+    if "chosen" in ds.column_names and (texts := response_texts(ds.data.column("chosen"))) is not None:
+        facts.empty_chosen = pc.sum(pc.equal(pc.utf8_trim_whitespace(texts), "")).as_py() or 0
     facts.metrics = _read_metrics(run, facts, ds)
     analysis = (manifest.get("notebooks") or {}).get("02_analyze") or {}
     if facts.metrics is None and analysis.get("status") == "failed" and analysis.get("error"):
