@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 
 from repro import family as fam
@@ -218,6 +224,57 @@ def test_ctrl_c_in_a_member_stops_the_family(tmp_path, monkeypatch, capsys):
     for code in (130, 1, 0):
         monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, code=code, **kw: code)
         assert main([*member, "--member", "1"]) == code
+
+
+MEMBER_PROCESS = """
+import pathlib, signal, sys, time
+pathlib.Path(sys.argv[1]).touch()  # started
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(130))  # as repro run ends on a stop signal
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkeypatch, capsys, stop):
+    # --jobs 2 of four members: after Ctrl-C the two queued members still started, each running to its end while the
+    # command waited, and the one line said neither who stopped nor who never ran; SIGTERM to the command alone left
+    # its members running
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    family_cli.configure(parser)
+    args = parser.parse_args([str(DEMO), "--grid", "mini_index=0,1,2,3", "--set", "mini_count=4", "--jobs", "2",
+                              "--out", str(tmp_path / "f")])
+    family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
+                             grid_args=fam.parse_grid_args(args.grid), out=args.out)
+    monkeypatch.setattr(family_cli, "_member_command", lambda args, member: [
+        sys.executable, "-c", MEMBER_PROCESS, str(tmp_path / f"started-{member.name}")])
+    members = []
+
+    def press():
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("started-*"))) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.2)  # (their handlers set)
+        members.extend(p for p in psutil.Process().children() if str(tmp_path) in " ".join(p.cmdline()))
+        if stop == "ctrl-c":  # a terminal's Ctrl-C reaches the command and every member
+            for member in members:
+                member.send_signal(signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        else:  # a stop signal to the command alone
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=press, daemon=True).start()
+    assert family_cli.run_family(args, family) == 130
+    assert sorted(p.name for p in tmp_path.glob("started-*")) == ["started-mini_index-0", "started-mini_index-1"]
+    assert len(members) == 2 and not any(member.is_running() for member in members)
+    err = capsys.readouterr().err
+    assert ("family demo: interrupted in member mini_index-0, mini_index-1; mini_index-2, mini_index-3 not run; the "
+            "family view was not written") in err
 
 
 def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_refused_there(tmp_path, monkeypatch,

@@ -160,6 +160,9 @@ def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path, repro_run):
     assert "repro run: interrupted in 01_construct, stage score: " in stderr and "Traceback" not in stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and "running" not in json.dumps(manifest)
+    # the record names the signal (it had said "interrupted (Ctrl-C)", which nobody had pressed)
+    assert manifest["error"] == "interrupted (SIGTERM) in 01_construct"
+    assert manifest["stages"]["score"]["error"] == "interrupted (SIGTERM)"
     assert not (out / ".repro-run.lock").read_text()  # the lock given back
 
 

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import itertools
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -23,9 +26,11 @@ from ..paths import FAMILY_LOGS, RunDir, find_params, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
-from .interrupt import EXIT_INTERRUPTED, INTERRUPTED
+from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, cause, stop_signal_as_ctrl_c
 from .run import KERNEL_NAME, check_run_root, folder_given_as, run_notebooks, run_params
 from .run import configure as configure_run
+
+NOT_STARTED = "not started"  # a member of a family stopped before its turn
 
 
 def member_given_as(family: Family) -> str:
@@ -131,20 +136,59 @@ def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
              "--kernel", args.kernel, *sets, *grid] + (["--out", str(args.out)] if args.out else []))
 
 
-def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member) -> str:
+class _Started:
+    """The members' processes started so far, and whether the family is stopping (then no other starts)."""
+
+    def __init__(self) -> None:
+        self.lock, self.processes, self.stopping = threading.Lock(), [], False
+
+    def stop(self, how: str) -> None:
+        """No member starts after this; a stop signal to this process alone is passed on to the running ones (a
+        terminal's Ctrl-C has reached them itself)."""
+        with self.lock:
+            self.stopping = True
+        for process in self.processes if how == "SIGTERM" else ():
+            process.send_signal(signal.SIGTERM)
+
+
+def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member, started: _Started) -> str:
     if is_done(member):
         return run_member(family, member)  # says so, runs nothing
     log = family.root / FAMILY_LOGS / f"{member.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"repro run: family {family.name}: {member.name} started (log: {log})", flush=True)
-    with open(log, "a") as f:  # a run again keeps the last one's log (why it stopped) above its own
-        if f.tell():
-            f.write(f"\n--- repro run again, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
-            f.flush()
-        code = subprocess.run(_member_command(args, member), stdout=f, stderr=subprocess.STDOUT).returncode
+    with started.lock:
+        if started.stopping:
+            return NOT_STARTED
+        print(f"repro run: family {family.name}: {member.name} started (log: {log})", flush=True)
+        with open(log, "a") as f:  # a run again keeps the last one's log (why it stopped) above its own
+            if f.tell():
+                f.write(f"\n--- repro run again, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
+                f.flush()
+            started.processes.append(process := subprocess.Popen(_member_command(args, member), stdout=f,
+                                                                 stderr=subprocess.STDOUT))
+    code = process.wait()
     print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'{ended(code)}, see {log}'}",
           flush=True)
     return ended(code)
+
+
+def _run_at_once(args: argparse.Namespace, family: Family, jobs: int) -> list[str]:
+    """Every member's status, `jobs` members at once in their own processes; after Ctrl-C or SIGTERM no other starts
+    (they had started, each running to its end while the command waited) and the ones running stop."""
+    started, pool = _Started(), ThreadPoolExecutor(max_workers=jobs)
+    runs = [pool.submit(_run_in_subprocess, args, family, member, started) for member in family.members]
+    try:
+        with stop_signal_as_ctrl_c():
+            return [run.result() for run in runs]
+    except KeyboardInterrupt as stop:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:  # (the running members end themselves, their chunks kept: a second stop must not cut that short)
+            started.stop(cause(stop))
+            pool.shutdown(cancel_futures=True)
+        finally:
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
+        return [NOT_STARTED if run.cancelled() else run.result() for run in runs]
 
 
 def run_family(args: argparse.Namespace, family: Family) -> int:
@@ -158,11 +202,10 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
             if statuses[-1] == INTERRUPTED:
                 break
     else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            statuses = list(pool.map(lambda m: _run_in_subprocess(args, family, m), family.members))
+        statuses = _run_at_once(args, family, jobs)
     if INTERRUPTED in statuses:
         stopped = [m.name for m, s in zip(family.members, statuses) if s == INTERRUPTED]
-        left = [m.name for m in family.members[len(statuses):]]
+        left = [m.name for m, s in itertools.zip_longest(family.members, statuses) if s in (None, NOT_STARTED)]
         print(f"repro run: family {family.name}: interrupted in member {', '.join(stopped)}"
               + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written. Run the same "
               "command again to continue (finished chunks and cached rows are kept).", file=sys.stderr)

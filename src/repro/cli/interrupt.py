@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import psutil
 
@@ -20,7 +20,20 @@ EXIT_INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGI
 
 
 class Interrupted(Exception):
-    """Ctrl-C stopped the notebook being executed (its kernel is gone)."""
+    """Ctrl-C or a stop signal (`how`) stopped the notebook being executed (its kernel is gone)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's time limit, `kill`), raised as Ctrl-C's KeyboardInterrupt is: the run ends as for it."""
+
+
+def cause(stop: KeyboardInterrupt) -> str:
+    """What stopped the run, as its record says it."""
+    return "SIGTERM" if isinstance(stop, Terminated) else "Ctrl-C"
 
 
 def _is_kernel(child: psutil.Process) -> bool:
@@ -36,9 +49,21 @@ def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
             os.killpg(os.getpgid(kernel.pid), signum)  # the kernel's session: it and the workers it started
 
 
-def _as_ctrl_c(signum: int, frame: Any) -> None:
-    """A stop signal (a scheduler's time limit, `kill`) ends the run as Ctrl-C does: kernels stopped, recorded."""
-    raise KeyboardInterrupt
+def _terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def stop_signal_as_ctrl_c() -> Iterator[None]:
+    """Inside, SIGTERM raises `Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt (only the main
+    thread may set a handler: elsewhere nothing changes)."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
+    try:
+        yield
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -55,14 +80,13 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             done.set()
 
     threading.Thread(target=target, name="papermill", daemon=True).start()
-    main = threading.current_thread() is threading.main_thread()  # (only the main thread may set a handler)
-    stop = signal.signal(signal.SIGTERM, _as_ctrl_c) if main else None
     try:
-        while not done.wait(0.2):
-            pass
-    except KeyboardInterrupt:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second stop signal must not cut the kernels' stop short
+        with stop_signal_as_ctrl_c():
+            while not done.wait(0.2):
+                pass
+    except KeyboardInterrupt as stop:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # (a second stop signal must not cut the kernels' stop short)
         try:
             kernels = [child for child in psutil.Process().children() if _is_kernel(child)]  # Jupyter kernels
             _signal_groups(kernels, signal.SIGINT)  # the cell raises KeyboardInterrupt; papermill then ends
@@ -70,28 +94,26 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                 _signal_groups(kernels, signal.SIGKILL)
                 done.wait(GRACE_S)
         finally:
-            signal.signal(signal.SIGINT, previous)
-        raise Interrupted() from None
-    finally:
-        if main:
-            signal.signal(signal.SIGTERM, stop)
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
+        raise Interrupted(cause(stop)) from None
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
 
 
-def record_interruption(manifest: Manifest, notebook: str | None, started: bool = True) -> str:
+def record_interruption(manifest: Manifest, notebook: str | None, started: bool = True, how: str = "Ctrl-C") -> str:
     """Mark the interrupted notebook (`started`: else it had not started: the one next, None after the last), its
-    unfinished stages and the run `interrupted`; returns the line to print."""
+    unfinished stages and the run `interrupted` by `how`; returns the line to print."""
     data = manifest.read()
     stages = [name for name, stage in (data.get("stages") or {}).items()
               if stage.get("status") in ("running", INTERRUPTED)]  # a stage records a KeyboardInterrupt as interrupted
     for name in stages:
-        data["stages"][name].update(status=INTERRUPTED, error="interrupted (Ctrl-C)")
+        data["stages"][name].update(status=INTERRUPTED, error=f"interrupted ({how})")
     if notebook:  # one that had not started yet may be marked running: it is pending
         data.setdefault("notebooks", {}).setdefault(notebook, {}).update(status=INTERRUPTED if started else "pending")
     when = f"in {notebook}" if started else f"before {notebook} started" if notebook else "after its last notebook"
-    data.update(status=INTERRUPTED, error=f"interrupted (Ctrl-C) {when}")
+    data.update(status=INTERRUPTED, error=f"interrupted ({how}) {when}")
     manifest.write(data)
     where = f"{when}, stage {stages[-1]}" if stages else when
     return f"repro run: interrupted {where}: {safe_chunks(manifest.run.work)}; run the same command to continue."
