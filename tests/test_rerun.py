@@ -566,3 +566,19 @@ def test_check_says_how_the_last_run_ended_and_what_it_kept(tmp_path, status, sa
         assert main(["run", "--check", "demo", "--out", str(out), "--set", "chunk_size=5"]) == 0
         line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
         assert f"the last run {said})" in line and "set aside" in line and "are kept" not in line, line
+
+
+def test_check_of_a_folder_with_work_and_no_record_does_not_call_it_new(tmp_path, capsys):
+    """A folder whose record is gone (a --force replacement stopped before the run began, a manifest deleted) but whose
+    work/ holds finished chunks was "(new)": the chunks are used where they are of these values, else set aside."""
+    out = tmp_path / "run"
+    for k in range(2):
+        (out / "work" / "scoring" / f"chunk-{k:06d}.json").parent.mkdir(parents=True, exist_ok=True)
+        (out / "work" / "scoring" / f"chunk-{k:06d}.json").write_text("{}")
+    assert main(["run", "--check", "demo", "--out", str(out)]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
+    assert "(new)" not in line and f"{out} (no run recorded there; 2 finished chunks in work/" in line, line
+    (out / "work" / "scoring" / "chunk-000001.json").unlink()
+    (out / "work" / "scoring" / "chunk-000000.json").unlink()
+    assert main(["run", "--check", "demo", "--out", str(out)]) == 0
+    assert f"{out} (new)" in capsys.readouterr().out

@@ -134,8 +134,11 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     """Whether this run may write into `run`: nobody else writing there, and new, the same parameters, or `force`."""
     if (busy := run.writer()) is not None:
         return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
-    if not changed and not run.manifest.is_file():
-        return Check("run directory", True, f"{run.root} (new)")
+    if not changed and not run.manifest.is_file():  # (a replaced run's work/ stays: its record may be all that went)
+        n = len(finished_chunks(run.work))
+        return Check("run directory", True, f"{run.root} (new)" if not n else
+                     f"{run.root} (no run recorded there; {counted(n, 'finished chunk')} in work/: each is used if "
+                     f"it was made with these values, else set aside)")
     last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
     if not changed:
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
