@@ -53,8 +53,9 @@ $(BYTECODE): $(STAMP)
 	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 	touch $(BYTECODE)
 
+# ARGS go to repro run, e.g. make demo ARGS=--force (after params/demo.yaml was edited), ARGS=--check
 demo: install $(BYTECODE)
-	$(VENV)/bin/repro run params/demo.yaml
+	$(VENV)/bin/repro run params/demo.yaml $(ARGS)
 
 # everything (what the README and .ci/run use), with one xdist worker more than cores: its tests wait on
 # subprocesses (kernels starting, torchrun, a browser), and a waiting worker leaves its core idle (on 2 cores:
