@@ -735,3 +735,23 @@ def test_the_family_notebooks_parameters_cell_says_which_folder_to_set():
     cell = "".join(next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))["source"])
     assert "dataset" not in cell
     assert re.search(r"# run_dir: the family's folder.*set it.*'runs/demo_family'", cell), cell
+
+
+def test_the_family_margins_figure_shows_each_members_mean_with_its_interval_and_marks_a_stand_in():
+    # the figure showed the distributions alone: the mean and interval the table gives, and whether a member's scores
+    # were a stand-in's noise, were not in it
+    margins = {"a": np.array([0.5, 1.0, 1.5]), "b": np.array([], dtype=float), "c": np.array([-1.0, 0.0, 4.0])}
+    members = [{"member": "a", "margin_mean": 1.0, "margin_mean_ci95": [0.5, 1.5], "scorer": {"stand_in": False}},
+               {"member": "b", "margin_mean": None, "margin_mean_ci95": None, "scorer": {"stand_in": True}},
+               {"member": "c", "margin_mean": 1.0, "margin_mean_ci95": [-1.0, 4.0], "scorer": {"stand_in": True}}]
+    (ax,) = family_view_module.margins_figure(margins, members).axes
+    bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert [tuple(np.ravel(bar.lines[0].get_data())) for bar in bars] == [(0.0, 1.0), (1.0, 1.0)]  # a and c
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "c*"]
+    assert ax.get_xlabel() == "member (* a stand-in scorer: its scores are noise)"
+    table = family_view_module.table_of([{**m, "grid": {}, "status": "complete", "rows": 3, "ties": 0,
+                                          "scorer": {"model": "x", **m["scorer"]}, "verdict": None,
+                                          "scored_rows": {"computed": 3, "from_cache": 0, "from_work": 0},
+                                          "agreement_same_chosen": {}} for m in members])
+    assert list(table["95% CI"]) == ["[0.5000, 1.500]", "", "[-1.000, 4.000]"]  # four digits each

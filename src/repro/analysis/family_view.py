@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -133,8 +133,9 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     }), margin
 
 
-def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
-    """The members' margin distributions side by side (a violin with quartiles per member, every row a dot)."""
+def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, Any]] = ()) -> Figure:
+    """The members' margin distributions side by side (a violin with quartiles per member, every row a dot), with
+    each of `members`' (member_summary's) mean margin and its 95% interval, and a star on a stand-in's name."""
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
     drawn = sum(m.size > 0 for m in margins.values())  # "2 of 3" when a member has none (not complete, no scores)
     drawn_members = str(drawn) if drawn == len(margins) else f"{drawn} of {len(margins)}"
@@ -150,9 +151,22 @@ def margins_figure(margins: dict[str, np.ndarray]) -> Figure:
                 sns.stripplot(data=long, x="member", y="margin", ax=ax, color="#08519c", size=3, alpha=0.6)
             finally:
                 np.random.set_state(state)
+            drawn_names = list(dict.fromkeys(long["member"]))  # the violins' order
+            shown = [m for m in members if m["member"] in drawn_names and m["margin_mean_ci95"]]
+            for k, m in enumerate(shown):
+                mean, (low, high) = m["margin_mean"], m["margin_mean_ci95"]
+                ax.errorbar(drawn_names.index(m["member"]), mean, yerr=[[mean - low], [high - mean]], fmt="D",
+                            color="#d62728", ms=5, capsize=4, zorder=5, label=None if k else "mean, 95% CI")
+            if shown:
+                ax.legend(loc="best", fontsize="small")
+        stand_ins = {m["member"] for m in members if m["scorer"]["stand_in"]}
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
-        ax.set(xlabel="member", ylabel="margin = score_chosen − score_rejected",
+        ax.set(xlabel="member" + (" (* a stand-in scorer: its scores are noise)" if stand_ins else ""),
+               ylabel="margin = score_chosen − score_rejected",
                title=f"Margins of {drawn_members} members (n = {len(long):,} rows)")
+        if stand_ins:
+            ax.set_xticks(ax.get_xticks(), [f"{t.get_text()}*" if t.get_text() in stand_ins else t.get_text()
+                                            for t in ax.get_xticklabels()])
         for label in ax.get_xticklabels():  # each name ends at its tick
             label.set(rotation=30, ha="right", rotation_mode="anchor")
     return fig
@@ -171,7 +185,7 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
                      "dropped": ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in m.get("dropped", {}).items()),
                      "rows": m["rows"],
                      "margin mean": None if m["margin_mean"] is None else float(f"{m['margin_mean']:.4g}"),  # as its CI
-                     "95% CI": f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci[0] is not None else "",
+                     "95% CI": f"[{ci[0]:#.4g}, {ci[1]:#.4g}]" if ci[0] is not None else "",  # 0.1200, not 0.12
                      "ties": m["ties"], "scored here": m["scored_rows"]["computed"],
                      "scored from cache": m["scored_rows"]["from_cache"],
                      "scored before (work/)": m["scored_rows"]["from_work"],
@@ -192,7 +206,7 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
     family = Manifest(root)  # the family folder's own record
     with family.notebook(params.model_dump(), "05_family"):
-        figures = {MARGIN_FIGURE: plots.save(margins_figure(margins), family.run.figures / MARGIN_FIGURE)}
+        figures = {MARGIN_FIGURE: plots.save(margins_figure(margins, members), family.run.figures / MARGIN_FIGURE)}
         summary = {
             "family": found[0][1]["family"]["name"], "members": members,
             "parameters_that_differ": differing_parameters([data for _, data in found if "parameters" in data]),
