@@ -216,7 +216,7 @@ def _analyze(tmp_path, dataset, **kw):
 
 def test_missing_score_column(tmp_path):
     data = _jsonl(tmp_path / "d.jsonl", [{"score_chosen": 1.0, "score_reject": 0.0}] * 3)
-    with pytest.raises(DataError, match=r"lacks column\(s\) \['score_rejected'\]"):
+    with pytest.raises(DataError, match=r"lacks column \['score_rejected'\]"):
         _analyze(tmp_path, data)
     assert not (tmp_path / "run").exists()  # the input is read first: a dataset the analysis cannot read writes nothing
 

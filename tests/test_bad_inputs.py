@@ -177,7 +177,7 @@ CASES = [
     Case("negative chunk_size", lambda t: run(t, "--set", "chunk_size=-5"),
          r"  - chunk_size \(from --set\): must be >= 1 \(got -5\)\n", after=nothing_written),
     Case("a column named twice", lambda t: run(t, "--set", "candidate_columns=[resp0, resp0]"),
-         r"candidate_columns \(from --set\): names column\(s\) \['resp0'\] more than once \(got \['resp0', 'resp0'\]\)"),
+         r"candidate_columns \(from --set\): names \['resp0'\] more than once \(got \['resp0', 'resp0'\]\)"),
     Case("a misspelt notebook", lambda t: run(t, "--set", "notebooks=[01_construct, 02_analyse]"),
          r"Notebook '02_analyse' listed in 'notebooks' does not exist in \S*notebooks; known notebooks: "
          r"\['01_construct', '02_analyze', .*\]\. Did you mean '02_analyze'\?", after=nothing_written),
@@ -211,7 +211,7 @@ CASES = [
          r"output_format 'sppo' publishes every candidate and its score: set keep_all_candidates: true"),
         ("candidate_seeds not one per candidate", ["generate=true", "policy_model=builtin:tiny-policy",
                                                    "candidate_seeds=[1, 2, 3]"],
-         r"candidate_seeds has 3 seed\(s\) but n_candidates is 2: give one seed per candidate"),
+         r"candidate_seeds has 3 seeds but n_candidates is 2: give one seed per candidate"),
         ("no candidate generated and nothing else ranked", ["generate=true", "policy_model=builtin:tiny-policy",
                                                            "n_candidates=0", "candidate_columns=[]"],
          r"generate is true, but 0 candidates would be ranked \(n_candidates=0; include_reference false, "
@@ -255,7 +255,7 @@ CASES = [
     *[Case(f"a source with {column} but no prompt", lambda t, column=column: lambda: stages.load(stages.begin(
         ConstructParams(run_dir=str(t / "run"), device="cpu", scorer_model="builtin:tiny-pairrm", source=str(jsonl(
             t / "src.jsonl", [{column: [{"role": "user", "content": "Hi?"}], "resp0": "a", "resp1": "b"}]))))),
-         rf"lacks column\(s\) \['prompt'\]; it has \[.*\]\. Write the user turn of its `{column}` to a `prompt` "
+         rf"lacks column \['prompt'\]; it has \[.*\]\. Write the user turn of its `{column}` to a `prompt` "
          r"column first") for column in ("context_messages", "messages")],
     Case("params: include of a missing file", lambda t: run(t, params=str(write(t / "p.yaml", "include: base.yml\n"))),
          r"'include: base.yml' in \S*p.yaml: \S*base.yml does not exist; give the path of a params file \(a relative "
@@ -279,7 +279,7 @@ CASES = [
       ] for why, make, message in [
         ("a typo'd file", lambda t: str(t / "mnie.jsonl"), r" '\S*mnie.jsonl' is neither an existing file or folder"),
         ("not a preference dataset", lambda t: str(jsonl(t / "other.jsonl", [{"chosen_score": 1.0}])),
-         r"lacks column\(s\) \['score_chosen', 'score_rejected'\]|neither a prompt_id nor a prompt column"),
+         r"lacks columns \['score_chosen', 'score_rejected'\]|neither a prompt_id nor a prompt column"),
       ] if not (notebook == "03_card" and why == "not a preference dataset")],  # (any dataset has a card)
     Case("recipe: a prompt tokenizer folder without a tokenizer", lambda t: lambda: load_prompt_tokenizer(str(t)),
          r"scorer_prompt_tokenizer=\S+ could not be loaded .*Give a local tokenizer folder"),
@@ -315,7 +315,7 @@ CASES = [
     Case("include_reference, generate_reference false, a source without reference_response",
          lambda t: lambda: generated_of(t, [{"prompt": "Name a prime number."}], include_reference=True,
                                         generate_reference=False),
-         r"source '\S*src.jsonl' lacks column\(s\) \['reference_response'\]; it has \['prompt'\]\. include_reference "
+         r"source '\S*src.jsonl' lacks column \['reference_response'\]; it has \['prompt'\]\. include_reference "
          r"ranks the source's reference_response when generate_reference is false: set include_reference: false, "
          r"or generate_reference: true, or use a source with reference responses\.",
          after=lambda t: not (t / "run" / "work" / "generation").exists() or pytest.fail("generated")),
@@ -426,7 +426,7 @@ CASES = [
     Case("family not a mapping", lambda t: run(t, params=str(write(t / "f.yaml", "family: [0, 1]\n"))),
          r"family in \S*f\.yaml must be a mapping with \[", after=nothing_written),
     Case("family with an unknown key", lambda t: run(t, params=str(write(t / "f.yaml", "family: {gird: {}}\n"))),
-         r"family in \S*f\.yaml has unknown key\(s\) \['gird'\]; it takes \[", after=nothing_written),
+         r"family in \S*f\.yaml has unknown key \['gird'\]; it takes \[", after=nothing_written),
     # a member named ".." ran into the folder above the family's; "." into the family's own folder
     Case("member_name ..", lambda t: run(t, params=str(write(t / "f.yaml", "mini_count: 2\nfamily: {grid: {mini_index: "
                                                                            "[0]}, member_name: '..'}\n"))),

@@ -124,14 +124,14 @@ def test_a_device_this_machine_lacks_is_refused_where_the_notebook_begins(tmp_pa
 def test_a_scorer_option_of_another_kind_of_scorer_is_refused_where_the_notebook_begins(tmp_path):
     # scorer_options={chat_template: x} on PairRM passed `repro run --check` and the notebook's start, and failed at
     # scoring: after generation (params/demo_generate.yaml: the whole generate stage wasted)
-    with pytest.raises(ParameterError, match=r"Scorer option\(s\) chat_template do not apply to a pairrm scorer"):
+    with pytest.raises(ParameterError, match=r"Scorer option chat_template does not apply to a pairrm scorer"):
         construct.begin(_params(tmp_path, source="demo", scorer_options={"chat_template": "x"}))
     extra = [{"name": "b", "model": "builtin:tiny-reward-llama", "options": {"fast_attention": True}}]
-    with pytest.raises(ParameterError, match=r"fast_attention do not apply to a sequence_classifier scorer"):
+    with pytest.raises(ParameterError, match=r"fast_attention does not apply to a sequence_classifier scorer"):
         construct.begin(_params(tmp_path, source="demo", scorers=extra, keep_all_candidates=True))
     # PairRM's limit in a sequence classifier's options (it was accepted and recorded, and changed nothing); a limit
     # given twice (it failed at scoring, after generation)
-    with pytest.raises(ParameterError, match=r"source_maxlength do not apply to a sequence_classifier scorer"):
+    with pytest.raises(ParameterError, match=r"source_maxlength does not apply to a sequence_classifier scorer"):
         construct.begin(_params(tmp_path, source="demo", scorer_model="builtin:tiny-reward-llama",
                                 scorer_options={"source_maxlength": 100}))
     with pytest.raises(ParameterError, match=r"source_maxlength is given twice \(200 and 100 in the scorer options\)"):
@@ -144,7 +144,7 @@ def test_a_scorer_option_of_another_kind_of_scorer_is_refused_where_the_notebook
 def test_missing_candidate_column_is_a_clear_error(tmp_path):
     p = _params(tmp_path, source="demo", candidate_columns=["resp0", "answer"])
     ctx = construct.begin(p)
-    with pytest.raises(DataError, match=r"lacks column\(s\) \['answer'\].*candidate_columns"):
+    with pytest.raises(DataError, match=r"lacks column \['answer'\].*candidate_columns"):
         construct.load(ctx)
     assert ctx.manifest.read()["status"] == "failed"
 
@@ -153,13 +153,13 @@ def test_a_source_without_what_messages_and_candidate_columns_ask_is_refused_at_
     # messages: source without a messages column failed in the pairs stage, after the whole scoring pass; an H4-shaped
     # source (chosen/rejected lists, no resp*) was told only of candidate_columns and generate
     p = _params(tmp_path, source="demo", messages="source")
-    with pytest.raises(DataError, match=r"lacks column\(s\) \['messages'\].*Set messages: chosen"):
+    with pytest.raises(DataError, match=r"lacks column \['messages'\].*Set messages: chosen"):
         construct.load(construct.begin(p))
     h4 = tmp_path / "h4.jsonl"
     h4.write_text("".join(json.dumps({k: r[k] for k in ("prompt", "prompt_id", "chosen", "rejected")}) + "\n"
                           for r in train_rows[:3]))
     p = _params(tmp_path / "b", source=str(h4))
-    with pytest.raises(DataError, match=r"lacks column\(s\) \['resp0', .*This source has chosen/rejected "
+    with pytest.raises(DataError, match=r"lacks columns \['resp0', .*This source has chosen/rejected "
                                         r"conversations: candidate_columns: \[\] with include_original_pair: true"):
         construct.load(construct.begin(p))
 

@@ -180,7 +180,7 @@ def test_kind_is_read_from_the_checkpoint(tmp_path, reward_dirs, tiny_pairrm_dir
         detect_kind(policy)
     with pytest.raises(ParameterError, match="kind='ranker'"):
         load_scorer(reward_dirs["llama"], kind="ranker")
-    with pytest.raises(ParameterError, match="source_maxlength do not apply to a sequence_classifier"):
+    with pytest.raises(ParameterError, match="source_maxlength does not apply to a sequence_classifier"):
         load_scorer(reward_dirs["llama"], device="cpu", source_maxlength=64)
 
 
@@ -254,7 +254,7 @@ def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, r
                              device="cpu", dtype="fp32", work_dir=tmp_path / "w", options={"max_length": 64},
                              progress=False, chunk_size=4)
     assert [str(w.message) for w in caught if "max_length" in str(w.message)] == [
-        f"reward model '{reward_dirs['llama']}': 12 row(s) had conversation(s) longer than max_length=64 tokens, cut "
+        f"reward model '{reward_dirs['llama']}': 12 rows had conversations longer than max_length=64 tokens, cut "
         f"to their first 64 tokens (candidates cut alike score alike)."]
     assert result.info["max_length"] == 64 and result.info["rows_truncated"] == 12  # 64 tokens: every row here
     # a re-run that resumes every chunk, and a run whose rows all come from the row cache, count the same rows
@@ -263,7 +263,7 @@ def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, r
     run_scoring(long, candidates, work_dir=tmp_path / "c1", cache_dir=tmp_path / "cache", **kwargs)
     with pytest.MonkeyPatch.context() as patch:  # nothing left to score: the tokenizer counts, no weights load
         patch.setattr("transformers.AutoModelForSequenceClassification.from_pretrained", _no_weights)
-        with pytest.warns(RuntimeWarning, match=r"12 row\(s\) had"):  # said again, as the record says it
+        with pytest.warns(RuntimeWarning, match=r"12 rows had"):  # said again, as the record says it
             resumed = run_scoring(long, candidates, work_dir=tmp_path / "w", chunk_size=4, **kwargs)
         cached = run_scoring(long, candidates, work_dir=tmp_path / "c2", cache_dir=tmp_path / "cache", **kwargs)
     assert resumed.info["prompts_computed"] == 0 and resumed.info["rows_truncated"] == 12

@@ -223,7 +223,8 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     if not isinstance(spec, dict):
         raise ParameterError(f"family in {where} must be a mapping with {sorted(SPEC_KEYS)}, got {spec!r}.")
     if unknown := sorted(set(spec) - SPEC_KEYS):
-        raise ParameterError(f"family in {where} has unknown key(s) {unknown}; it takes {sorted(SPEC_KEYS)}.")
+        raise ParameterError(f"family in {where} has unknown key{'s' * (len(unknown) > 1)} {unknown}; it takes "
+                             f"{sorted(SPEC_KEYS)}.")
     grid = spec.get("grid") or {}  # each checked where it was written, then --grid's keys replace the file's
     if grid or not grid_args:
         check_grid(grid, where)

@@ -280,7 +280,7 @@ class ConstructParams(_Params):
     @classmethod
     def _columns(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
-            raise ValueError(f"names column(s) {sorted({c for c in v if v.count(c) > 1})} more than once")
+            raise ValueError(f"names {sorted({c for c in v if v.count(c) > 1})} more than once")
         return v
 
     @model_validator(mode="after")
@@ -379,7 +379,7 @@ class GenerationParams(_Params):
     @model_validator(mode="after")
     def _check_sampling(self):
         if self.candidate_seeds is not None and len(self.candidate_seeds) != self.n_candidates:
-            raise ValueError(f"candidate_seeds has {len(self.candidate_seeds)} seed(s) but n_candidates is "
+            raise ValueError(f"candidate_seeds has {counted(len(self.candidate_seeds), 'seed')} but n_candidates is "
                              f"{self.n_candidates}: give one seed per candidate, or null")
         if self.vllm_requests == "per_prompt" and self.candidate_seeds is not None:
             raise ValueError("vllm_requests: per_prompt seeds each prompt's request with generation_seed, and "
@@ -447,7 +447,8 @@ class CardParams(_Params):
     def _recipe_keys(cls, v):
         unknown = sorted(set(v) - set(RECIPE_FACTS)) if isinstance(v, dict) else []
         if unknown:
-            raise ValueError(f"unknown fact(s) {', '.join(map(repr, unknown))}.{did_you_mean(unknown[0], RECIPE_FACTS)}"
+            raise ValueError(f"unknown fact{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}."
+                             f"{did_you_mean(unknown[0], RECIPE_FACTS)}"
                              f" known_recipe takes {list(RECIPE_FACTS)}")
         return v
 

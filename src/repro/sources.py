@@ -297,4 +297,4 @@ def require_columns(ds: datasets.Dataset | Iterable[str], columns: Iterable[str]
     """Raise DataError naming every missing column (and the columns that are there)."""
     have = list(ds.column_names) if isinstance(ds, datasets.Dataset) else list(ds)
     if missing := [c for c in columns if c not in have]:
-        raise DataError(f"{where} lacks column(s) {missing}; it has {have}. {hint}".strip())
+        raise DataError(f"{where} lacks column{'s' * (len(missing) > 1)} {missing}; it has {have}. {hint}".strip())

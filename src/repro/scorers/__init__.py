@@ -124,7 +124,8 @@ def scorer_class(model: str | Path, kind: str = "auto", backend: str = "repro", 
                if p.kind is p.KEYWORD_ONLY and p.name not in LOAD_SETTINGS]
     if unknown := sorted(set(options) - set(allowed)):
         what = f"a {kind} scorer" + (f" with backend {backend!r}" if kind == "pairrm" else "")
-        raise ParameterError(f"Scorer option(s) {', '.join(unknown)} do not apply to {what} ('{model}'); "
+        raise ParameterError(f"Scorer option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
+                             f"{'does' if len(unknown) == 1 else 'do'} not apply to {what} ('{model}'); "
                              f"its options are {', '.join(allowed)}.")
     if (kind, backend) not in SCORERS:
         raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")

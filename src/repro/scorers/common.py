@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence, get_args
 
 import numpy as np
 
-from ..errors import DataError, ModelLoadError, ParameterError, ReproError
+from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted
 from ..parameters import ScorerDtype, default_batch_tokens
 from ..paths import STAND_IN_MARKER, reads_as_hub_id
 
@@ -49,8 +49,9 @@ def resolve_device(device: str | None, key: str = "device"):
             f"torch.cuda.is_available() is False). Use {key}='cpu' or 'auto', or install a CUDA build of torch "
             f"on a GPU machine.")
     index = int(match.group(1) or 0)
-    if index >= torch.cuda.device_count():
-        raise ParameterError(f"{key}={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible.")
+    if index >= (n := torch.cuda.device_count()):
+        raise ParameterError(f"{key}={device!r}: only {counted(n, 'CUDA device')} {'is' if n == 1 else 'are'} "
+                             f"visible.")
     return torch.device(f"cuda:{index}")
 
 
@@ -85,7 +86,7 @@ def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidat
         if len(cands) < min_candidates:
             need = ("PairRM compares pairs, so each prompt needs at least two" if min_candidates == 2
                     else f"each prompt needs at least {min_candidates}")
-            raise DataError(f"Row {row}: {len(cands)} candidate(s); {need}. Drop the row or add candidates.")
+            raise DataError(f"Row {row}: {counted(len(cands), 'candidate')}; {need}. Drop the row or add candidates.")
         for i, cand in enumerate(cands):
             if not isinstance(cand, str):
                 raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a string.")

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ModelLoadError, ParameterError
+from ..errors import ModelLoadError, ParameterError, counted
 from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, resolve_device,
                      resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
@@ -64,7 +64,8 @@ def reward_model_dtype(dtype: str | None, device) -> str:
 
 def cut_rows(model: str, rows: int, max_length: int) -> str:
     """The warning for rows whose conversation was cut at max_length."""
-    return (f"reward model '{model}': {rows} row(s) had conversation(s) longer than max_length={max_length} tokens, "
+    return (f"reward model '{model}': {counted(rows, 'row')} had {'a conversation' if rows == 1 else 'conversations'} "
+            f"longer than max_length={max_length} tokens, "
             f"cut to their first {max_length} tokens (candidates cut alike score alike).")
 
 
@@ -114,7 +115,7 @@ class SequenceClassifierScorer(BudgetedBatches):
                 f"{', ...' if n_out > 8 else ''}), but a reward model gives one score per response. If one output is "
                 f"the reward, pass output_index=K (scorer option `output_index`, `repro score --output-index K`).")
         if output_index is not None and not 0 <= int(output_index) < n_out:
-            raise ParameterError(f"output_index={output_index}: reward model '{spec}' has {n_out} output(s) "
+            raise ParameterError(f"output_index={output_index}: reward model '{spec}' has {counted(n_out, 'output')} "
                                  f"(0..{n_out - 1}).")
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
