@@ -1303,7 +1303,7 @@ def test_card_parameters_are_checked():
         build(CardParams, {"push_to_hub": True})
     with pytest.raises(ParameterError, match="known_recipe"):
         build(CardParams, {"known_recipe": {"source": "x", "recipie": "typo"}})
-    with pytest.raises(ParameterError, match=r"unknown fact\(s\) 'scorr'\. Did you mean 'scorer'\? known_recipe takes"):
+    with pytest.raises(ParameterError, match=r"unknown fact 'scorr'\. Did you mean 'scorer'\? known_recipe takes"):
         build(CardParams, {"known_recipe": {"scorr": "PairRM"}})
     assert build(CardParams, {}).push_to_hub is False
 

@@ -319,16 +319,21 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
                               str(tmp_path / "f"), "--jobs", "2"])
     family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
                              grid_args=fam.parse_grid_args(args.grid), out=args.out)
-    started, real_run = [], subprocess.run
+    started, real_popen = [], subprocess.Popen
 
-    def fake_run(cmd, stdout=None, stderr=None, **kwargs):
-        if "--member" not in cmd:  # not a member: the family view's (git, the kernel), run as it is
-            return real_run(cmd, stdout=stdout, stderr=stderr, **kwargs)
-        started.append(cmd)
-        stdout.write("a member's output\n")
-        return subprocess.CompletedProcess(cmd, 0 if "mini_index-0" in cmd else 1)
+    class Member:  # a member's process, ended at once: mini_index-0 done, mini_index-1 failed
+        def __init__(self, cmd, stdout=None, stderr=None):
+            started.append(cmd)
+            stdout.write("a member's output\n")
+            self.code = 0 if "mini_index-0" in cmd else 1
 
-    monkeypatch.setattr(family_cli.subprocess, "run", fake_run)
+        def wait(self):
+            return self.code
+
+    def fake_popen(cmd, *args, **kwargs):  # not a member: the family view's (git, the kernel), run as it is
+        return (Member if "--member" in cmd else real_popen)(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(family_cli.subprocess, "Popen", fake_popen)
     # the family view's notebook, executed as an empty one
     monkeypatch.setattr(cli.run, "run_interruptible", lambda execute, src, out, **k: Path(out).write_text("{}"))
     assert family_cli.run_family(args, family) == 1  # one member failed: the command says so

@@ -184,8 +184,8 @@ def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_p
     assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out),
                  "--device", "cpu"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"^repro score: warning: reward model 'builtin:tiny-reward-llama': 1 row\(s\) had "
-                     r"conversation\(s\) longer than max_length=2048 tokens, "
+    assert re.search(r"^repro score: warning: reward model 'builtin:tiny-reward-llama': 1 row had a "
+                     r"conversation longer than max_length=2048 tokens, "
                      r"cut to their first 2048 tokens \(candidates cut alike score alike\)\.$", err, flags=re.M), err
     assert "RuntimeWarning" not in err and "warnings.warn" not in err
     assert "repro score: 1 prompt scored with builtin:tiny-reward-llama" in err
