@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import datasets
-from datasets.data_files import get_data_patterns
+from datasets.data_files import FILES_TO_IGNORE, get_data_patterns
 import pyarrow.parquet as pq
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
@@ -27,6 +27,8 @@ from .revisions import check_revision_target, hub_offline
 
 DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
 FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
+# records beside data files, no rows: those datasets' folder loader leaves out, and a save_to_disk folder's state.json
+RECORDS = {*FILES_TO_IGNORE, "state.json"}
 
 
 def demo_path() -> Path:
@@ -97,10 +99,12 @@ def build_first(how: str | None = None) -> str:
 
 
 def data_suffixes(path: Path) -> list[str]:
-    """The kinds of data files folder `path` holds (".jsonl", ".parquet", ...), a run's own records left out."""
+    """The kinds of data files folder `path` holds (".jsonl", ".parquet", ...), a run's own records and a saved
+    dataset's (state.json, dataset_info.json) left out."""
     run = RunDir(path)
     own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
-    return sorted({_suffix(f) for f in path.rglob("*") if f.suffix in DATA_SUFFIXES and f not in own and f.is_file()})
+    return sorted({_suffix(f) for f in path.rglob("*")
+                   if f.suffix in DATA_SUFFIXES and f not in own and f.name not in RECORDS and f.is_file()})
 
 
 def folder_problem(path: Path) -> str | None:
