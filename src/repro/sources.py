@@ -20,7 +20,7 @@ from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from .dataset_io import split_files
-from .errors import DataError, DatasetLoadError, did_you_mean, notice
+from .errors import DataError, DatasetLoadError, counted, did_you_mean, notice
 from .parameters import FAMILY_NOTEBOOK
 from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
 from .revisions import check_revision_target, hub_offline
@@ -194,7 +194,22 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
         return _pick_split(saved, split, where, split_parameter)
     if files := sorted(path.glob(f"data/{split}-*.parquet")) or sorted(
             [*path.glob(f"{split}.parquet"), *path.glob(f"{split}-*.parquet")]):  # not train_prefs.parquet for train
-        return read_parquet([str(f) for f in files])
+        names, columns = [f.relative_to(path).as_posix() for f in files], []
+        try:  # (datasets says a bare DatasetGenerationError for shards whose columns differ)
+            for f in files:
+                columns.append(pq.read_schema(f).names)
+            if not (odd := next((i for i, c in enumerate(columns) if set(c) != set(columns[0])), 0)):
+                return read_parquet([str(f) for f in files])
+            why = f"their columns differ: {names[odd]} has {', '.join(columns[odd])}; {names[0]} has " \
+                  f"{', '.join(columns[0])}"
+        except Exception as exc:  # a damaged shard (named), or datasets' error: its cause says why (types that differ)
+            cause = exc.__cause__ or exc
+            why = (f"{names[len(columns)]}: " if len(columns) < len(names) else "") + \
+                f"{type(cause).__name__}: {str(cause)[:300]}"
+        raise DataError(f"{where}: the {counted(len(files), 'shard')} of split {split!r} ({', '.join(names[:4])}"
+                        f"{', ...' * (len(names) > 4)}) could not be read as one dataset ({why}). Every shard of a "
+                        f"split must have the same columns and types, and be whole: write the split again (e.g. "
+                        f"Dataset.to_parquet), or download it again.")
     if len(named := [f for f in (path / f"{split}.jsonl", path / f"{split}.json") if f.is_file()]) == 1:
         return _load_local(named[0], split, parameter, split_parameter)  # train_prefs.jsonl: not datasets' "train"
     if why := folder_problem(path):
