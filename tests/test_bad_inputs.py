@@ -313,6 +313,14 @@ CASES = [
     Case("truncated parquet source", lambda t: lambda: load_source(str(truncated_parquet(t))),
          r"source '\S*rows.parquet' could not be read as parquet .*truncated or damaged\. Write it again"),
     Case("empty jsonl source", lambda t: lambda: load_source(str(write(t / "e.jsonl", ""))), r"is an empty file"),
+    # datasets' "Instruction "train" corresponds to no data!"; and a split named, though a file has none
+    Case("jsonl source of blank lines", lambda t: lambda: load_source(str(write(t / "blank.jsonl", "\n  \n\n"))),
+         r"^source '\S*blank\.jsonl' holds no rows: give a file that has rows"),
+    Case("parquet source with no rows", lambda t: lambda: stages.load(stages.begin(ConstructParams(
+        run_dir=str(t / "run"), scorer_model="builtin:tiny-pairrm", device="cpu", candidate_columns=["resp0", "resp1"],
+        source=str(pq.write_table(pa.table({c: pa.array([], pa.string()) for c in ("prompt", "resp0", "resp1")}),
+                                  t / "zero.parquet") or t / "zero.parquet")))),
+         r"^source '\S*zero\.parquet' holds no rows: give a file that has rows"),
     # a hub-layout folder: a bare DatasetGenerationError ("An error occurred while generating the dataset")
     Case("hub-layout shards with different columns", lambda t: lambda: load_source(str(shards(
         t / "hub", [{"prompt": "p", "resp0": "a", "resp1": "b"}], [{"prompt": "q", "resp0": "a", "resp1": "b",

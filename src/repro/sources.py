@@ -161,20 +161,21 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
     if path.is_file():
         if why := file_problem(path):
             raise DataError(f"{where}{why}.")
-        suffix = _suffix(path)
+        suffix, no_rows = _suffix(path), f"{where} holds no rows: give a file that has rows (or write them again)."
         try:
             if suffix == ".parquet":
-                return read_parquet([str(path)])
-            loaded = datasets.Dataset.from_json(str(path))
-            loaded.data.table.validate(full=True)  # datasets takes bytes that are not UTF-8 into its strings
-            return loaded
+                loaded = read_parquet([str(path)])
+            else:
+                loaded = datasets.Dataset.from_json(str(path))
+                loaded.data.table.validate(full=True)  # datasets takes bytes that are not UTF-8 into its strings
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
             if suffix == ".parquet":
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
-            for _ in text_lines(path, where):  # a line that is not UTF-8 (or a .gz that is not compressed)
-                pass
+            # every line read: one that is not UTF-8 (or a .gz that is not compressed) raises; blank lines are no row
+            if all([not line.strip() for _, line in text_lines(path, where)]):
+                raise DataError(no_rows) from None
             if suffix.startswith(".jsonl"):  # raises naming the first broken line
                 for line, row in iter_jsonl(path, option=parameter, name=where):
                     if not isinstance(row, dict):
@@ -183,6 +184,9 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
                                         f"object (a row: {{\"prompt\": ...}}): fix or remove that line.") from None
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
+        if len(loaded) == 0:  # a parquet file of columns only (a file has no split to name)
+            raise DataError(no_rows)
+        return loaded
     if (dataset := _dataset_of(path)) != path:  # a run directory
         return _load_local(dataset, split, parameter, split_parameter)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
