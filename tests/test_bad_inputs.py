@@ -95,6 +95,14 @@ def truncated_parquet(tmp: Path) -> Path:
     return write(path, data[: len(data) // 2])
 
 
+def shards(folder: Path, *tables: list[dict] | bytes) -> Path:
+    """A folder in the hub's layout: data/train_prefs-0000i-of-0000n.parquet, one per table (rows, or raw bytes)."""
+    for i, table in enumerate(tables):
+        path = write(folder / "data" / f"train_prefs-{i:05d}-of-{len(tables):05d}.parquet", b"")
+        write(path, table) if isinstance(table, bytes) else pq.write_table(pa.Table.from_pylist(table), path)
+    return folder
+
+
 def nothing_written(tmp: Path) -> None:
     assert not (tmp / "run").exists() and not (tmp / "out.jsonl").exists()
 
@@ -305,6 +313,28 @@ CASES = [
     Case("truncated parquet source", lambda t: lambda: load_source(str(truncated_parquet(t))),
          r"source '\S*rows.parquet' could not be read as parquet .*truncated or damaged\. Write it again"),
     Case("empty jsonl source", lambda t: lambda: load_source(str(write(t / "e.jsonl", ""))), r"is an empty file"),
+    # datasets' "Instruction "train" corresponds to no data!"; and a split named, though a file has none
+    Case("jsonl source of blank lines", lambda t: lambda: load_source(str(write(t / "blank.jsonl", "\n  \n\n"))),
+         r"^source '\S*blank\.jsonl' holds no rows: give a file that has rows"),
+    Case("parquet source with no rows", lambda t: lambda: stages.load(stages.begin(ConstructParams(
+        run_dir=str(t / "run"), scorer_model="builtin:tiny-pairrm", device="cpu", candidate_columns=["resp0", "resp1"],
+        source=str(pq.write_table(pa.table({c: pa.array([], pa.string()) for c in ("prompt", "resp0", "resp1")}),
+                                  t / "zero.parquet") or t / "zero.parquet")))),
+         r"^source '\S*zero\.parquet' holds no rows: give a file that has rows"),
+    # a hub-layout folder: a bare DatasetGenerationError ("An error occurred while generating the dataset")
+    Case("hub-layout shards with different columns", lambda t: lambda: load_source(str(shards(
+        t / "hub", [{"prompt": "p", "resp0": "a", "resp1": "b"}], [{"prompt": "q", "resp0": "a", "resp1": "b",
+                                                                   "resp2": "c"}]))),
+         r"source '\S*hub': the 2 shards of split 'train_prefs' \(data/train_prefs-00000-of-00002\.parquet, "
+         r"data/train_prefs-00001-of-00002\.parquet\) could not be read as one dataset \(their columns differ: "
+         r"data/train_prefs-00001-of-00002\.parquet has prompt, resp0, resp1, resp2; "
+         r"data/train_prefs-00000-of-00002\.parquet has prompt, resp0, resp1\)\. Every shard of a split must have "
+         r"the same columns and types, and be whole: write the split again \(e\.g\. Dataset\.to_parquet\), or "
+         r"download it again\."),
+    Case("hub-layout folder with a damaged shard", lambda t: lambda: load_source(str(shards(
+        t / "hub", [{"prompt": "p", "resp0": "a", "resp1": "b"}], b"PAR1 not parquet"))),
+         r"source '\S*hub': the 2 shards of split 'train_prefs' \(.*\) could not be read as one dataset "
+         r"\(data/train_prefs-00001-of-00002\.parquet: ArrowInvalid: .*\)\. Every shard of a split"),
     # every row's candidates one text: all dropped, nothing to score (a figure failed with a TypeError on no data)
     Case("no row left with two distinct candidates", lambda t: lambda: candidates_of(t, [
         {"prompt": f"Question {i}?", "resp0": "Same.", "resp1": "Same."} for i in range(3)]),

@@ -146,6 +146,26 @@ def test_a_local_dataset_without_the_split_asked_for_is_named_before_the_run(bar
     assert not saved.ok and "without split 'train_prefs' (it has ['train'])" in saved.detail
 
 
+def test_a_saved_dataset_of_one_split_passes_the_check(bare_machine):
+    # README: "a saved dataset"; --check refused one Dataset's save_to_disk folder: its state.json and
+    # dataset_info.json counted as a second format beside the .arrow file ("holds data files of 2 formats")
+    import datasets
+
+    from repro.sources import load_source
+
+    saved = bare_machine / "saved"
+    datasets.Dataset.from_list([{"prompt": "p", "score_chosen": 1.0, "score_rejected": 0.0}]).save_to_disk(saved)
+    for values in ({"notebooks": ["01_construct"], "source": str(saved)},
+                   {"notebooks": ["01_construct"], "source": str(saved), "source_split": "test_prefs"},
+                   {"notebooks": ["02_analyze"], "dataset": str(saved)}):
+        checks = {c.what: c for c in preflight.preflight(resolve_parameters(values), bare_machine / "run")}
+        key = "source" if "source" in values else "dataset"
+        check = checks[f"{key}: {saved}"]
+        assert check.ok and check.detail == "local dataset", check.line()
+        # the loader reads its one Dataset whatever split is asked for, as the check lets it
+        assert load_source(str(saved), values.get("source_split", "train_prefs"))["prompt"] == ["p"]
+
+
 def test_a_folder_of_jsonl_files_has_the_splits_their_names_say(bare_machine, sample_dir):
     """The fixtures' train_prefs.jsonl and test_prefs.jsonl copied into a folder: --check passed, then the run failed
     ("has no split 'train_prefs'; it has ['test', 'train']": datasets reads those names as train and test)."""

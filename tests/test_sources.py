@@ -77,6 +77,25 @@ def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkey
         capsys.readouterr().err
 
 
+def test_a_hub_dataset_in_the_hub_cache_whose_shards_differ_is_named_by_its_id(tmp_path, monkeypatch):
+    # read from the hub cache as a local folder: a bare DatasetGenerationError and a long traceback
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "hub" / "datasets--someone--shards" / "snapshots" / "0123abcd"
+    for i, columns in enumerate((["prompt", "resp0"], ["prompt", "resp0", "resp1"])):
+        datasets.Dataset.from_list([dict.fromkeys(columns, "x")]).to_parquet(
+            snapshot / "data" / f"train_prefs-{i:05d}-of-00002.parquet")
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(DataError, match=r"^source 'someone/shards': the 2 shards of split 'train_prefs' .* could not "
+                                        r"be read as one dataset \(their columns differ: data/train_prefs-00001-of-"
+                                        r"00002\.parquet has prompt, resp0, resp1; data/train_prefs-00000-of-00002\."
+                                        r"parquet has prompt, resp0\)"):
+        load_source("someone/shards", "train_prefs")
+
+
 def test_a_folder_without_a_dataset_is_said_to_hold_none(tmp_path):
     # a run directory whose 01_construct has not run, and a `repro selfcheck --report` folder: their own JSON files
     # were read as one data row ("has no split 'train_prefs'; it has ['train']", then "neither a prompt_id nor ...")

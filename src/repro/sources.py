@@ -14,19 +14,21 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import datasets
-from datasets.data_files import get_data_patterns
+from datasets.data_files import FILES_TO_IGNORE, get_data_patterns
 import pyarrow.parquet as pq
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from .dataset_io import split_files
-from .errors import DataError, DatasetLoadError, did_you_mean, notice
+from .errors import DataError, DatasetLoadError, counted, did_you_mean, notice
 from .parameters import FAMILY_NOTEBOOK
 from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
 from .revisions import check_revision_target, hub_offline
 
 DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
 FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
+# records beside data files, no rows: those datasets' folder loader leaves out, and a save_to_disk folder's state.json
+RECORDS = {*FILES_TO_IGNORE, "state.json"}
 
 
 def demo_path() -> Path:
@@ -97,10 +99,12 @@ def build_first(how: str | None = None) -> str:
 
 
 def data_suffixes(path: Path) -> list[str]:
-    """The kinds of data files folder `path` holds (".jsonl", ".parquet", ...), a run's own records left out."""
+    """The kinds of data files folder `path` holds (".jsonl", ".parquet", ...), a run's own records and a saved
+    dataset's (state.json, dataset_info.json) left out."""
     run = RunDir(path)
     own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
-    return sorted({_suffix(f) for f in path.rglob("*") if f.suffix in DATA_SUFFIXES and f not in own and f.is_file()})
+    return sorted({_suffix(f) for f in path.rglob("*")
+                   if f.suffix in DATA_SUFFIXES and f not in own and f.name not in RECORDS and f.is_file()})
 
 
 def folder_problem(path: Path) -> str | None:
@@ -157,20 +161,21 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
     if path.is_file():
         if why := file_problem(path):
             raise DataError(f"{where}{why}.")
-        suffix = _suffix(path)
+        suffix, no_rows = _suffix(path), f"{where} holds no rows: give a file that has rows (or write them again)."
         try:
             if suffix == ".parquet":
-                return read_parquet([str(path)])
-            loaded = datasets.Dataset.from_json(str(path))
-            loaded.data.table.validate(full=True)  # datasets takes bytes that are not UTF-8 into its strings
-            return loaded
+                loaded = read_parquet([str(path)])
+            else:
+                loaded = datasets.Dataset.from_json(str(path))
+                loaded.data.table.validate(full=True)  # datasets takes bytes that are not UTF-8 into its strings
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
             if suffix == ".parquet":
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
-            for _ in text_lines(path, where):  # a line that is not UTF-8 (or a .gz that is not compressed)
-                pass
+            # every line read: one that is not UTF-8 (or a .gz that is not compressed) raises; blank lines are no row
+            if all([not line.strip() for _, line in text_lines(path, where)]):
+                raise DataError(no_rows) from None
             if suffix.startswith(".jsonl"):  # raises naming the first broken line
                 for line, row in iter_jsonl(path, option=parameter, name=where):
                     if not isinstance(row, dict):
@@ -179,6 +184,9 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
                                         f"object (a row: {{\"prompt\": ...}}): fix or remove that line.") from None
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
+        if len(loaded) == 0:  # a parquet file of columns only (a file has no split to name)
+            raise DataError(no_rows)
+        return loaded
     if (dataset := _dataset_of(path)) != path:  # a run directory
         return _load_local(dataset, split, parameter, split_parameter)
     if (path / "dataset_dict.json").exists() or (path / "state.json").exists():
@@ -190,7 +198,22 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
         return _pick_split(saved, split, where, split_parameter)
     if files := sorted(path.glob(f"data/{split}-*.parquet")) or sorted(
             [*path.glob(f"{split}.parquet"), *path.glob(f"{split}-*.parquet")]):  # not train_prefs.parquet for train
-        return read_parquet([str(f) for f in files])
+        names, columns = [f.relative_to(path).as_posix() for f in files], []
+        try:  # (datasets says a bare DatasetGenerationError for shards whose columns differ)
+            for f in files:
+                columns.append(pq.read_schema(f).names)
+            if not (odd := next((i for i, c in enumerate(columns) if set(c) != set(columns[0])), 0)):
+                return read_parquet([str(f) for f in files])
+            why = f"their columns differ: {names[odd]} has {', '.join(columns[odd])}; {names[0]} has " \
+                  f"{', '.join(columns[0])}"
+        except Exception as exc:  # a damaged shard (named), or datasets' error: its cause says why (types that differ)
+            cause = exc.__cause__ or exc
+            why = (f"{names[len(columns)]}: " if len(columns) < len(names) else "") + \
+                f"{type(cause).__name__}: {str(cause)[:300]}"
+        raise DataError(f"{where}: the {counted(len(files), 'shard')} of split {split!r} ({', '.join(names[:4])}"
+                        f"{', ...' * (len(names) > 4)}) could not be read as one dataset ({why}). Every shard of a "
+                        f"split must have the same columns and types, and be whole: write the split again (e.g. "
+                        f"Dataset.to_parquet), or download it again.")
     if len(named := [f for f in (path / f"{split}.jsonl", path / f"{split}.json") if f.is_file()]) == 1:
         return _load_local(named[0], split, parameter, split_parameter)  # train_prefs.jsonl: not datasets' "train"
     if why := folder_problem(path):
