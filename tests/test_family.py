@@ -232,7 +232,8 @@ pathlib.Path(sys.argv[1]).touch()  # started
 signal.signal(signal.SIGTERM, lambda *a: sys.exit(130))  # as repro run ends on a stop signal
 try:
     time.sleep(60)
-except KeyboardInterrupt:
+except (KeyboardInterrupt, SystemExit):
+    time.sleep(1)  # (its kernel stopping)
     sys.exit(130)
 """
 
@@ -252,7 +253,7 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
                              grid_args=fam.parse_grid_args(args.grid), out=args.out)
     monkeypatch.setattr(family_cli, "_member_command", lambda args, member: [
         sys.executable, "-c", MEMBER_PROCESS, str(tmp_path / f"started-{member.name}")])
-    members = []
+    members, sessions = [], []
 
     def press():
         deadline = time.monotonic() + 60
@@ -261,17 +262,17 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
             time.sleep(0.05)
         time.sleep(0.2)  # (their handlers set)
         members.extend(p for p in psutil.Process().children() if str(tmp_path) in " ".join(p.cmdline()))
-        if stop == "ctrl-c":  # a terminal's Ctrl-C reaches the command and every member
-            for member in members:
-                member.send_signal(signal.SIGINT)
-            os.kill(os.getpid(), signal.SIGINT)
-        else:  # a stop signal to the command alone
-            os.kill(os.getpid(), signal.SIGTERM)
+        sessions.extend(os.getsid(member.pid) == member.pid for member in members)  # (their own)
+        # to the command alone: `kill`, a scheduler, or a terminal's Ctrl-C (the members are in sessions of their own)
+        os.kill(os.getpid(), signal.SIGINT if stop == "ctrl-c" else signal.SIGTERM)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)  # pressed again while the members stop: changes nothing
 
     threading.Thread(target=press, daemon=True).start()
     assert family_cli.run_family(args, family) == 130
     assert sorted(p.name for p in tmp_path.glob("started-*")) == ["started-mini_index-0", "started-mini_index-1"]
     assert len(members) == 2 and not any(member.is_running() for member in members)
+    assert sessions == [True, True]
     err = capsys.readouterr().err
     assert ("family demo: interrupted in member mini_index-0, mini_index-1; mini_index-2, mini_index-3 not run; the "
             "family view was not written") in err
@@ -322,7 +323,7 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
     started, real_popen = [], subprocess.Popen
 
     class Member:  # a member's process, ended at once: mini_index-0 done, mini_index-1 failed
-        def __init__(self, cmd, stdout=None, stderr=None):
+        def __init__(self, cmd, stdout=None, stderr=None, **kwargs):
             started.append(cmd)
             stdout.write("a member's output\n")
             self.code = 0 if "mini_index-0" in cmd else 1
@@ -760,3 +761,25 @@ def test_the_family_margins_figure_shows_each_members_mean_with_its_interval_and
                                           "scored_rows": {"computed": 3, "from_cache": 0, "from_work": 0},
                                           "agreement_same_chosen": {}} for m in members])
     assert list(table["95% CI"]) == ["[0.5000, 1.500]", "", "[-1.000, 4.000]"]  # four digits each
+
+
+def test_a_family_another_repro_run_is_running_in_its_folder_is_refused(tmp_path, monkeypatch, capsys):
+    # two `repro run` of one family at once each ran its members and 05_family into the same folder, unrefused
+    root = tmp_path / "f"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.cli.rerun import writing; "
+                               "from repro.paths import RunDir; cm = writing(RunDir(sys.argv[1])); cm.__enter__(); "
+                               "print('held', flush=True); time.sleep(60)", str(root)],
+                              stdout=subprocess.PIPE, text=True)
+    ran = []
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append(root) or 0)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(grid) == 2 and ran == []
+        assert f"BUSY     family folder: `repro run` (pid {holder.pid}, since " in capsys.readouterr().err
+        assert main([*grid, "--check"]) == 1 and "BUSY     family folder" in capsys.readouterr().out
+        assert main([*grid, "--member", "0"]) == 0 and ran == [root / "mini_index-0"]  # a member alone runs beside
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(grid) == 0 and ran[1:] == [root / "mini_index-0", root / "mini_index-1", root]  # (stubs complete none)

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import signal
 import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,8 @@ from ..manifest import Manifest
 from ..paths import FAMILY_LOGS, RunDir, find_params, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
-from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
-from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, cause, stop_signal_as_ctrl_c
+from .rerun import busy, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
+from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, noting_stops
 from .run import KERNEL_NAME, check_run_root, folder_given_as, run_notebooks, run_params
 from .run import configure as configure_run
 
@@ -97,6 +98,8 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     found = {m.name: member_checks(family, m, args.force, why[m.name]) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
     checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], family.given_as) or plan_check(family, args.force)
+    if not args.member and (writer := RunDir(family.root).writer()):  # (a member alone runs beside the others)
+        checks.insert(0, Check("family folder", False, busy(family.given_as, writer), problem="BUSY"))
     if done := [m.name for m in members if m not in pending]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
@@ -143,12 +146,12 @@ class _Started:
         self.lock, self.processes, self.stopping = threading.Lock(), [], False
 
     def stop(self, how: str) -> None:
-        """No member starts after this; a stop signal to this process alone is passed on to the running ones (a
-        terminal's Ctrl-C has reached them itself)."""
+        """No member starts after this, and the running ones get the stop this process got (in sessions of their
+        own, a terminal's Ctrl-C reaches them through this process alone: once)."""
         with self.lock:
             self.stopping = True
-        for process in self.processes if how == "SIGTERM" else ():
-            process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            process.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
 
 
 def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member, started: _Started) -> str:
@@ -165,7 +168,7 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member,
                 f.write(f"\n--- repro run again, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n")
                 f.flush()
             started.processes.append(process := subprocess.Popen(_member_command(args, member), stdout=f,
-                                                                 stderr=subprocess.STDOUT))
+                                                                 stderr=subprocess.STDOUT, start_new_session=True))
     code = process.wait()
     print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'{ended(code)}, see {log}'}",
           flush=True)
@@ -177,18 +180,13 @@ def _run_at_once(args: argparse.Namespace, family: Family, jobs: int) -> list[st
     (they had started, each running to its end while the command waited) and the ones running stop."""
     started, pool = _Started(), ThreadPoolExecutor(max_workers=jobs)
     runs = [pool.submit(_run_in_subprocess, args, family, member, started) for member in family.members]
-    try:
-        with stop_signal_as_ctrl_c():
-            return [run.result() for run in runs]
-    except KeyboardInterrupt as stop:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:  # (the running members end themselves, their chunks kept: a second stop must not cut that short)
-            started.stop(cause(stop))
-            pool.shutdown(cancel_futures=True)
-        finally:
-            signal.signal(signal.SIGINT, previous[0])
-            signal.signal(signal.SIGTERM, previous[1])
-        return [NOT_STARTED if run.cancelled() else run.result() for run in runs]
+    with noting_stops() as stops:  # (one more while the members stop is noted, not raised: it cuts nothing short)
+        while not stops and wait(runs, timeout=0.2).not_done:
+            pass
+        if stops:  # the running members end as a run stopped so does, their chunks kept
+            started.stop(stops[0])
+        pool.shutdown(cancel_futures=True)
+    return [NOT_STARTED if run.cancelled() else run.result() for run in runs]
 
 
 def run_family(args: argparse.Namespace, family: Family) -> int:
@@ -287,9 +285,12 @@ def main(args: argparse.Namespace) -> int:
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:
         return code
-    record_plan(family)
-    if args.member:  # its exit status says how it ended (a Slurm array's afterok must not follow an interruption)
-        status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output)
-        return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED}.get(status, 0)
-    print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
-    return run_family(args, family)
+    # the whole family holds its folder (two at once would write one family view); a member alone (a Slurm array
+    # task, or one of --jobs) runs beside the others
+    with contextlib.nullcontext() if args.member else writing(RunDir(family.root), family.given_as):
+        record_plan(family)
+        if args.member:  # its exit status says how it ended (a Slurm array's afterok must not follow an interruption)
+            status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output)
+            return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED}.get(status, 0)
+        print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
+        return run_family(args, family)

@@ -17,6 +17,7 @@ from ..manifest import Manifest
 GRACE_S = 20.0  # how long an interrupted kernel gets to stop its cell before it is killed
 INTERRUPTED = "interrupted"
 EXIT_INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell gives)
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}  # as the records name them
 
 
 class Interrupted(Exception):
@@ -54,6 +55,24 @@ def _terminated(signum: int, frame: Any) -> None:
 
 
 @contextlib.contextmanager
+def noting_stops() -> Iterator[list[str]]:
+    """Inside, Ctrl-C and SIGTERM are noted in the list yielded ('Ctrl-C', 'SIGTERM'), not raised: the caller stops
+    its work when one comes, and a second one changes nothing (only the main thread may set a handler: elsewhere the
+    list stays empty)."""
+    stops: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield stops
+        return
+    previous = {signum: signal.signal(signum, lambda signum, frame: stops.append(STOP_SIGNALS[signum]))
+                for signum in STOP_SIGNALS}
+    try:
+        yield stops
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
 def stop_signal_as_ctrl_c() -> Iterator[None]:
     """Inside, SIGTERM raises `Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt (only the main
     thread may set a handler: elsewhere nothing changes)."""
@@ -80,23 +99,16 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             done.set()
 
     threading.Thread(target=target, name="papermill", daemon=True).start()
-    try:
-        with stop_signal_as_ctrl_c():
-            while not done.wait(0.2):
-                pass
-    except KeyboardInterrupt as stop:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        # (a second stop signal must not cut the kernels' stop short)
-        try:
+    with noting_stops() as stops:  # (one more while the kernels stop is noted, not raised: it cuts nothing short)
+        while not done.wait(0.2) and not stops:
+            pass
+        if stops:
             kernels = [child for child in psutil.Process().children() if _is_kernel(child)]  # Jupyter kernels
             _signal_groups(kernels, signal.SIGINT)  # the cell raises KeyboardInterrupt; papermill then ends
             if not done.wait(GRACE_S):
                 _signal_groups(kernels, signal.SIGKILL)
                 done.wait(GRACE_S)
-        finally:
-            signal.signal(signal.SIGINT, previous[0])
-            signal.signal(signal.SIGTERM, previous[1])
-        raise Interrupted(cause(stop)) from None
+            raise Interrupted(stops[0])
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")

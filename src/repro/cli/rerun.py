@@ -58,7 +58,8 @@ def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
             f"{'; the row cache gives back the rows it holds, as they were scored' if cached else ''}")
 
 
-def _busy(given_as: str, holder: str) -> str:
+def busy(given_as: str, holder: str) -> str:
+    """What a refusal says of `holder`, writing into the folder given as `given_as`."""
     return f"{holder} is writing to it now: {wait_advice(holder)}, or give another {given_as}"
 
 
@@ -67,7 +68,7 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
     """Hold `run` for this process while it writes there: another `repro run` (or a notebook on its own) into it is
     refused meanwhile. The lock goes with the process, however it ends (a killed run leaves nothing to clean up)."""
     if (holder := run.hold("`repro run`")) is not None:
-        raise ReproError(f"Run directory {run.root}: {_busy(given_as, holder)}.")
+        raise ReproError(f"Run directory {run.root}: {busy(given_as, holder)}.")
     before = os.environ.get(WRITING_ENV)
     os.environ[WRITING_ENV] = str(run.root)  # the notebooks' kernels this run starts are its own
     try:
@@ -132,8 +133,8 @@ def rebuilds(notebooks: Sequence[str]) -> bool:
 def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, given_as: str,
                 parameters: dict[str, Any], stale: str = "", member: bool = False) -> Check:
     """Whether this run may write into `run`: nobody else writing there, and new, the same parameters, or `force`."""
-    if (busy := run.writer()) is not None:
-        return Check("run directory", False, _busy(given_as, busy), problem="BUSY")
+    if (writer := run.writer()) is not None:
+        return Check("run directory", False, busy(given_as, writer), problem="BUSY")
     if not changed and not run.manifest.is_file():  # (a replaced run's work/ stays: its record may be all that went)
         n = len(finished_chunks(run.work))
         return Check("run directory", True, f"{run.root} (new)" if not n else
