@@ -27,7 +27,7 @@ from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, cause, stop_signal_as_ctrl_c
-from .run import KERNEL_NAME, check_run_root, folder_given_as, run_notebooks, run_params
+from .run import KERNEL_NAME, check_kernel, check_run_root, folder_given_as, run_notebooks, run_params
 from .run import configure as configure_run
 
 NOT_STARTED = "not started"  # a member of a family stopped before its turn
@@ -260,6 +260,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     params_file = find_params(args.params)
+    if args.kernel != KERNEL_NAME:  # a --kernel of no kernel or of another environment: refused before any work
+        check_kernel(args.kernel)
     values = load_params_file(params_file, args.overrides)
     grid_args = parse_grid_args(args.grid)
     sets = set(parse_set(args.overrides or []))
