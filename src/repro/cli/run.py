@@ -18,7 +18,7 @@ from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, record_interruptio
 from ..jobs import PROGRESS_LINES_ENV, safe_chunks
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
-from ..paths import RunDir, check_folder, project_root, run_folder, shipped
+from ..paths import RunDir, check_folder, here_path, project_root, run_folder, shipped
 from ..revisions import run_fingerprint
 from .preflight import preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -229,7 +229,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("params", help="a params YAML file, e.g. params/demo.yaml, or an example's name, e.g. demo")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one parameter (repeatable); VALUE is read as YAML")
-    parser.add_argument("--out", help="the run directory (default: runs/<run_name> of the project root)")
+    parser.add_argument("--out", type=here_path,
+                        help="the run directory, from the current folder (default: run_dir, else runs/<run_name> of "
+                             "the project root)")
     parser.add_argument("--kernel", default=KERNEL_NAME,
                         help=f"an existing Jupyter kernel of this environment to execute with (default: "
                              f"{KERNEL_NAME}, which repro run registers for this environment)")
