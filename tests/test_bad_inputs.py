@@ -448,6 +448,8 @@ CASES = [
          r"family\.name 'a/b' in \S*f\.yaml names a folder: use letters, digits", after=nothing_written),
     Case("--jobs 0", lambda t: run(t, "--grid", "mini_index=0,1", "--set", "mini_count=2", "--jobs", "0"),
          r"--jobs 0 must be >= 1 \(members run at once\)\.", after=nothing_written),
+    Case("--jobs 0 on a file of no family", lambda t: run(t, "--jobs", "0", "--check"),  # it ran, where 2 was refused
+         r"--jobs 0 must be >= 1 \(members run at once\)\.", after=nothing_written),
     Case("family grid over run_dir", lambda t: run(t, "--grid", "run_dir=a,b"), r"run_dir cannot vary within a family",
          after=nothing_written),
     Case("two members with the same name",
