@@ -332,7 +332,10 @@ CASES = [
            r"repro score writes JSON lines: "
            r"name the output \.jsonl, e\.g\. --output \S*out\.jsonl",
            after=lambda t, suffix=suffix: not (t / f"out{suffix}").exists() or pytest.fail("written"))
-      for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz")],
+      for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz", ".json", ".txt")],  # .json: JSON lines in it
+    Case("score --output without a suffix", lambda t: score(t, output=t / "out"),
+         r"--output \S*out has no \.jsonl suffix, but repro score writes JSON lines: name the output \.jsonl, e\.g\. "
+         r"--output \S*out\.jsonl", after=lambda t: not (t / "out").exists() or pytest.fail("written")),
     Case("score --output inside a file", lambda t: score(t, output=write(t / "f", "x") / "out.jsonl"),
          r"--output's folder \S*/f is an existing file, not a folder"),
     Case("score --output is the input", lambda t: score(t, "--force", output=t / "in.jsonl"),
