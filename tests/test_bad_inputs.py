@@ -598,6 +598,12 @@ CASES = [
     Case("bench --output-dir is a file", lambda t: ["bench", "--size", "tiny", "--prompts", "1", "--slice", "1",
                                                     "--output-dir", str(write(t / "res", "x"))],  # after the whole run
          r"--output-dir \S*res is an existing file, not a folder\. The results \(a JSON file\) go into a folder"),
+    Case("bench --dtype bf16 with llm-blender", lambda t: ["bench", "--size", "tiny", "--prompts", "1", "--slice", "1",
+                                                          "--device", "cpu", "--dtype", "bf16", "--output-dir",
+                                                          str(t / "res")],  # it said "(or backend='repro')"
+         r"--dtype bf16 on cpu: repro bench times llm-blender's code too, which runs fp16 on CUDA/MPS and fp32 "
+         r"otherwise; choose one of those, or --skip bs1,bs8 to time repro's engine alone\.",
+         after=lambda t: not (t / "res").exists() or pytest.fail("results written")),
     Case("repro notebooks into the checkout", lambda t: ["notebooks", str(ROOT)],  # a shutil.SameFileError
          r"\S+ is the folder these notebooks and params are copied from: open them there \(cd \S+ && jupyter lab\), "
          r"or give another folder for a project of your own\."),
