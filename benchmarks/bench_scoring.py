@@ -33,7 +33,7 @@ from repro.jobs import build_once
 from repro.parameters import ScorerKind, default_batch_tokens
 from repro.paths import cache_root, check_folder
 from repro.scorers import load_scorer, resolve_kind
-from repro.scorers.blender_compat import BlenderScorer
+from repro.scorers.blender_compat import BLENDER_DTYPES, BlenderScorer, blender_runs
 from repro.scorers.common import resolve_device, resolve_dtype
 from repro.scorers.sequence_classifier import reward_model_dtype
 from repro.scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
@@ -80,7 +80,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="auto (--model's, from its config.json, as repro score; pairrm without --model), pairrm: "
                              "the engine vs llm-blender; sequence_classifier: vs padded batches of 8")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    parser.add_argument("--dtype", default="auto", help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16")
+    parser.add_argument("--dtype", default="auto",
+                        help="auto (fp16 on CUDA as llm-blender, fp32 on CPU) | fp32 | fp16 | bf16 (not with "
+                             "llm-blender's contenders: --skip bs1,bs8, or --kind sequence_classifier)")
     parser.add_argument("--batch-tokens", default=None,
                         help="the engine's token budget; a comma-separated list times each (the first one gives the "
                              f"speed-ups); default: the engine's on the device, {default_batch_tokens('cpu')} on CPU")
@@ -197,8 +199,13 @@ def _settings(args: argparse.Namespace) -> Settings:
     if args.size is not None and args.size not in MODEL_SIZES:
         raise ParameterError(f"--size {args.size}: a random PairRM is built in sizes {', '.join(sorted(MODEL_SIZES))}; "
                              f"'{args.size}' is for --kind sequence_classifier.")
+    dtype = resolve_dtype(args.dtype, device)
+    if skip != {"bs1", "bs8"} and not blender_runs(dtype, device):  # (said before any model is built)
+        raise ParameterError(f"--dtype {args.dtype} on {device}: repro bench times llm-blender's code too, which "
+                             f"runs {BLENDER_DTYPES}; choose one of those, or --skip bs1,bs8 to time repro's engine "
+                             f"alone.")
     # on CPU one slice is one llm-blender batch of 8: 16 prompts keep a 2-core run under 5 minutes
-    return Settings(device=device, dtype=resolve_dtype(args.dtype, device), size=args.size or ("large" if on_gpu
+    return Settings(device=device, dtype=dtype, size=args.size or ("large" if on_gpu
                     else "mid"), prompts=args.prompts or (512 if on_gpu else 16),
                     slice_size=args.slice_size or (128 if on_gpu else 8), budgets=budgets,
                     job_prompts=PART2_MINI_1_PROMPTS if args.job_prompts is None and on_gpu

@@ -362,7 +362,10 @@ CASES = [
            r"repro score writes JSON lines: "
            r"name the output \.jsonl, e\.g\. --output \S*out\.jsonl",
            after=lambda t, suffix=suffix: not (t / f"out{suffix}").exists() or pytest.fail("written"))
-      for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz")],
+      for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz", ".json", ".txt")],  # .json: JSON lines in it
+    Case("score --output without a suffix", lambda t: score(t, output=t / "out"),
+         r"--output \S*out has no \.jsonl suffix, but repro score writes JSON lines: name the output \.jsonl, e\.g\. "
+         r"--output \S*out\.jsonl", after=lambda t: not (t / "out").exists() or pytest.fail("written")),
     Case("score --output inside a file", lambda t: score(t, output=write(t / "f", "x") / "out.jsonl"),
          r"--output's folder \S*/f is an existing file, not a folder"),
     Case("score --output is the input", lambda t: score(t, "--force", output=t / "in.jsonl"),
@@ -477,6 +480,8 @@ CASES = [
                                                                        "name: a/b}\n"))),
          r"family\.name 'a/b' in \S*f\.yaml names a folder: use letters, digits", after=nothing_written),
     Case("--jobs 0", lambda t: run(t, "--grid", "mini_index=0,1", "--set", "mini_count=2", "--jobs", "0"),
+         r"--jobs 0 must be >= 1 \(members run at once\)\.", after=nothing_written),
+    Case("--jobs 0 on a file of no family", lambda t: run(t, "--jobs", "0", "--check"),  # it ran, where 2 was refused
          r"--jobs 0 must be >= 1 \(members run at once\)\.", after=nothing_written),
     Case("family grid over run_dir", lambda t: run(t, "--grid", "run_dir=a,b"), r"run_dir cannot vary within a family",
          after=nothing_written),
@@ -623,6 +628,12 @@ CASES = [
     Case("bench --output-dir is a file", lambda t: ["bench", "--size", "tiny", "--prompts", "1", "--slice", "1",
                                                     "--output-dir", str(write(t / "res", "x"))],  # after the whole run
          r"--output-dir \S*res is an existing file, not a folder\. The results \(a JSON file\) go into a folder"),
+    Case("bench --dtype bf16 with llm-blender", lambda t: ["bench", "--size", "tiny", "--prompts", "1", "--slice", "1",
+                                                          "--device", "cpu", "--dtype", "bf16", "--output-dir",
+                                                          str(t / "res")],  # it said "(or backend='repro')"
+         r"--dtype bf16 on cpu: repro bench times llm-blender's code too, which runs fp16 on CUDA/MPS and fp32 "
+         r"otherwise; choose one of those, or --skip bs1,bs8 to time repro's engine alone\.",
+         after=lambda t: not (t / "res").exists() or pytest.fail("results written")),
     Case("repro notebooks into the checkout", lambda t: ["notebooks", str(ROOT)],  # a shutil.SameFileError
          r"\S+ is the folder these notebooks and params are copied from: open them there \(cd \S+ && jupyter lab\), "
          r"or give another folder for a project of your own\."),

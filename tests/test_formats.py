@@ -212,6 +212,22 @@ def test_a_dataset_without_the_seeds_columns_is_refused(seed_ds):
         to_trl_implicit(seed_ds.rename_column("prompt_id", "id"))
 
 
+@pytest.mark.parametrize(("given", "named", "says"), [
+    (lambda ds: ds.to_pandas(), "DataFrame", "datasets.Dataset.from_pandas(df)"),
+    (lambda ds: ds.to_list(), "list", "datasets.Dataset.from_list(rows)"),
+    (lambda ds: ds.to_iterable_dataset(), "IterableDataset", "without streaming=True"),
+    (lambda ds: None, "None", "datasets.Dataset.from_list(rows)"),
+])
+def test_what_is_not_a_dataset_is_refused_saying_how_to_make_one(seed_ds, given, named, says):
+    # AttributeError: 'DataFrame' object has no attribute 'column_names'; an IterableDataset: no len()
+    for convert in (to_trl, to_trl_implicit):
+        with pytest.raises(DataError) as err:
+            convert(given(seed_ds))
+        message = str(err.value)
+        assert f"repro.formats.{convert.__name__} needs a datasets.Dataset or DatasetDict, got {named}" in message
+        assert says in message
+
+
 def _broken(ds: datasets.Dataset, index: int, column: str, turn: int, content: str | None = None,
             role: str | None = None) -> datasets.Dataset:
     rows = ds.to_list()

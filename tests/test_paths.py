@@ -51,6 +51,19 @@ def test_repro_home_names_the_root(monkeypatch, tmp_path):
     assert build(ConstructParams, {"scorer_model": "models/pairrm"}).scorer_model == str(tmp_path / "models" / "pairrm")
 
 
+def test_a_command_line_folder_is_taken_from_the_current_folder(monkeypatch, tmp_path, capsys):
+    # `repro run --out rel` from a sub-folder wrote to <root>/rel, where score --output and bench --output-dir are
+    # the current folder's (a params file's run_dir stays the root's)
+    from repro.cli import main
+
+    monkeypatch.setenv(paths.HOME_ENV, str(tmp_path))
+    monkeypatch.chdir((tmp_path / "sub").mkdir() or tmp_path / "sub")
+    assert main(["run", "demo", "--out", "rel", "--check"]) == 0
+    assert f"run directory: {tmp_path / 'sub' / 'rel'} (new)" in capsys.readouterr().out
+    assert main(["run", "demo", "--set", "run_dir=rel", "--check"]) == 0
+    assert f"run directory: {tmp_path / 'rel'} (new)" in capsys.readouterr().out
+
+
 def test_a_missing_repro_home_is_an_error_naming_the_absolute_path(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(paths.HOME_ENV, "nowhere")

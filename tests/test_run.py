@@ -6,8 +6,11 @@ import sys
 from pathlib import Path
 
 import datasets
+import pytest
 
 from repro.cli import main as cli_main
+from repro.cli.run import KERNEL_NAME, ensure_kernel
+from repro.errors import ReproError
 from repro.manifest import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +98,61 @@ def test_bad_parameters_fail_before_running(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Unknown parameter 'mini_idx'" in err and "mini_index" in err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture
+def kernels(tmp_path, monkeypatch):
+    """Kernels of the test's own (JUPYTER_PATH is searched first), and a sys.prefix in tmp_path for what a run
+    registers (never the test's environment); `add(name, python)` writes one."""
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+
+    def add(name: str, python: str) -> None:
+        folder = tmp_path / "jupyter" / "kernels" / name
+        folder.mkdir(parents=True)
+        (folder / "kernel.json").write_text(json.dumps({"argv": [python, "-m", "ipykernel_launcher", "-f",
+                                                                 "{connection_file}"], "display_name": name,
+                                                        "language": "python"}))
+    return add
+
+
+def other_venv(tmp_path: Path) -> str:
+    """The python of another venv made from this one's base interpreter: a symlink to the same file."""
+    python = tmp_path / "other" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(Path(sys.executable).resolve())
+    (tmp_path / "other" / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).resolve().parent}\n")
+    return str(python)
+
+
+def test_kernel_that_does_not_exist_is_refused_naming_those_that_do(kernels, tmp_path, capsys):
+    # it was installed for this environment under that name, silently
+    kernels("mine", sys.executable)
+    assert cli_main(["run", str(DEMO), "--out", str(tmp_path / "run"), "--kernel", "mien", "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "--kernel 'mien': no Jupyter kernel has that name" in err and "mine" in err and "Did you mean 'mine'?" in err
+    assert "--kernel names an existing kernel of this environment" in err
+    assert not (tmp_path / "prefix").exists() and not (tmp_path / "run").exists()
+
+
+def test_kernel_of_another_venv_is_refused_though_both_pythons_are_one_file(kernels, tmp_path, capsys):
+    # a venv's bin/python is a symlink to the base interpreter: resolved, every venv of it looked like this one
+    python = other_venv(tmp_path)
+    kernels("other", python)
+    assert cli_main(["run", str(DEMO), "--out", str(tmp_path / "run"), "--kernel", "other", "--check"]) == 2
+    err = capsys.readouterr().err
+    assert f"runs {python}, another environment's Python, not this environment's {sys.executable}" in err, err
+    assert not (tmp_path / "run").exists()
+    kernels(KERNEL_NAME, python)  # the project's own name, found before this environment's: not re-registered away
+    with pytest.raises(ReproError, match=f"runs {python}, another environment's Python"):
+        ensure_kernel()
+
+
+def test_a_kernel_of_this_environment_is_used_as_it_is(kernels, tmp_path):
+    kernels("mine", sys.executable)
+    kernels("bare", "python")  # jupyter_client runs sys.executable for it
+    assert ensure_kernel("mine") == "mine" and ensure_kernel("bare") == "bare"
+    assert not (tmp_path / "prefix").exists()  # nothing registered
 
 
 def test_repro_run_imports_papermill_without_compiling_the_rfc3987_grammar():

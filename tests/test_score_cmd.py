@@ -180,7 +180,7 @@ def test_a_dataset_folder_of_one_split_is_scored_like_its_parquet_file(tmp_path,
 
 def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_path, capsys):
     """The cut was told as a raw RuntimeWarning with its source line, and the summary said '1 prompts scored'."""
-    src, out = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "word " * 3000, "candidates": ["Yes."]}]), tmp_path / "o"
+    src, out = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "word " * 3000, "candidates": ["Yes."]}]), tmp_path / "o.jsonl"
     assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out),
                  "--device", "cpu"]) == 0
     err = capsys.readouterr().err
@@ -193,7 +193,7 @@ def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_p
 
 def test_max_length_is_the_reward_models_limit(tmp_path, capsys):
     # the cut's message said "scorer option max_length", which repro score had no option for
-    src, out = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "word " * 40, "candidates": ["Yes."]}]), tmp_path / "o"
+    src, out = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "word " * 40, "candidates": ["Yes."]}]), tmp_path / "o.jsonl"
     assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out),
                  "--device", "cpu", "--max-length", "16"]) == 0
     assert "longer than max_length=16 tokens, cut to their first 16 tokens" in capsys.readouterr().err

@@ -328,6 +328,16 @@ def test_paths_from_the_home_folder_as_typed():
     assert (args.report, args.input) == (Path.home() / "check", Path.home() / "rows.jsonl")
 
 
+def test_a_relative_report_folder_is_taken_from_the_current_folder_as_the_input_is(tmp_path, two_rows, monkeypatch):
+    # `--input rows.jsonl --report rep` from a sub-folder: the input was read there, the report written at the root
+    monkeypatch.setenv("REPRO_HOME", str(tmp_path))
+    monkeypatch.chdir((tmp_path / "in").mkdir() or tmp_path / "in")
+    (tmp_path / "in" / "rows.jsonl").write_bytes(two_rows.read_bytes())
+    assert cli.main(["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--rows", "1", "--no-timing",
+                     "--input", "rows.jsonl", "--report", "rep"]) == 0
+    assert (tmp_path / "in" / "rep" / "selfcheck.md").is_file() and not (tmp_path / "rep").exists()
+
+
 def test_one_row_is_said_as_one_row(tmp_path, two_rows, capsys):
     # "1 rows from ...", "on 1 rows", "Speed on these 1 rows"
     assert cli.main(["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--rows", "1", "--input",

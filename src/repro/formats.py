@@ -98,6 +98,12 @@ def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
 
 
 def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
+    if not isinstance(ds, (datasets.Dataset, datasets.DatasetDict)):  # (a DataFrame has no column_names)
+        raise DataError(
+            f"repro.formats.{function} needs a datasets.Dataset or DatasetDict, got "
+            f"{'None' if ds is None else type(ds).__name__}: make one first, `datasets.Dataset.from_pandas(df)` of "
+            f"a DataFrame, `datasets.Dataset.from_list(rows)` of a list of rows, and load a dataset without "
+            f"streaming=True (an IterableDataset has no length, and every row is converted).")
     if isinstance(ds, datasets.DatasetDict):  # several splits (a recipe's train and test): each converted
         return datasets.DatasetDict({k: _convert(v, row_fn, features, function) for k, v in ds.items()})
     scores = SCORE_COLUMNS & set(ds.column_names)  # none: SELM's layout, SPPO's `_score` table (pairs, probabilities)

@@ -125,6 +125,12 @@ def typed_path(text: str) -> Path:
     return Path(text).expanduser()
 
 
+def here_path(text: str) -> Path:
+    """A command-line folder that the path rule would otherwise take from the project root (--out, --report): from the
+    current folder, as every path on the command line."""
+    return Path(os.path.abspath(typed_path(text)))
+
+
 def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> str | None:
     """`value` by the path rule: a relative path becomes absolute from the project root; None, "", an absolute path,
     and (with `may_be_id`) "demo", "builtin:*" and hub ids (owner/name with no such local path) stay as they are."""

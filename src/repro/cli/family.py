@@ -28,7 +28,7 @@ from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import busy, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, noting_stops
-from .run import KERNEL_NAME, check_run_root, folder_given_as, run_notebooks, run_params
+from .run import KERNEL_NAME, check_kernel, check_run_root, folder_given_as, run_notebooks, run_params
 from .run import configure as configure_run
 
 NOT_STARTED = "not started"  # a member of a family stopped before its turn
@@ -258,6 +258,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     params_file = find_params(args.params)
+    if args.kernel != KERNEL_NAME:  # a --kernel of no kernel or of another environment: refused before any work
+        check_kernel(args.kernel)
     values = load_params_file(params_file, args.overrides)
     grid_args = parse_grid_args(args.grid)
     sets = set(parse_set(args.overrides or []))
@@ -271,13 +273,13 @@ def main(args: argparse.Namespace) -> int:
     row_cache = validate_all(values)["construct"].row_cache
     if row_cache is not None:  # a row cache of another key format (repro.cache) is refused before any notebook runs
         check_format(row_cache, create=False)  # (nothing written here: generation and scoring make it)
+    if args.jobs is not None and args.jobs < 1:
+        raise ParameterError(f"--jobs {args.jobs} must be >= 1 (members run at once).")
     if not values.get("family") and not grid_args:
         if args.member or args.jobs:
             raise ParameterError(f"--member and --jobs run members of a family, and {params_file} declares none: add "
                                  f"family: {{grid: ...}} to it, or --grid KEY=V1,V2,...")
         return run_params(args, params_file, values)
-    if args.jobs is not None and args.jobs < 1:
-        raise ParameterError(f"--jobs {args.jobs} must be >= 1 (members run at once).")
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
                          out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file),
                          given_as=folder_given_as(args, values))

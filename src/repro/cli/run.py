@@ -18,7 +18,7 @@ from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, record_interruptio
 from ..jobs import PROGRESS_LINES_ENV, safe_chunks
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
-from ..paths import RunDir, check_folder, project_root, run_folder, shipped
+from ..paths import RunDir, check_folder, here_path, project_root, run_folder, shipped
 from ..revisions import run_fingerprint
 from .preflight import preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -44,22 +44,51 @@ def notebook_parameters(name: str, values: dict[str, Any], run_root: Path) -> di
             "run_name": values.get("run_name", run_root.name)}
 
 
-def ensure_kernel(name: str = KERNEL_NAME) -> str:
-    """Register this interpreter's Jupyter kernel as `name` (in sys.prefix) unless it already points here."""
+def this_environment(python: str) -> bool:
+    """Whether a kernel's python (its argv[0]) is this environment's: a bare `python` (jupyter_client runs
+    sys.executable for it) or one in the same bin folder (not the resolved file: a venv's bin/python is a symlink to
+    the base interpreter every venv made from it shares)."""
+    if python in ("python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])):
+        return True
+    return Path(python).absolute().parent.resolve() == Path(sys.executable).absolute().parent.resolve()
+
+
+def check_kernel(name: str, registered: bool = False) -> bool:
+    """Whether the Jupyter kernel `name` runs this environment's python; refused (ReproError) where it must: a
+    --kernel that names no kernel or another environment's (its notebooks would run that environment's code while
+    the manifest records this one's), and the project's own (KERNEL_NAME) once `registered` here."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-    with contextlib.suppress(NoSuchKernel):
-        spec = KernelSpecManager().get_kernel_spec(name)
-        if spec.argv and Path(spec.argv[0]).resolve() == Path(sys.executable).resolve():
-            return name
-    from ipykernel.kernelspec import install
-
-    install(kernel_name=name, display_name="Python (repro)", prefix=sys.prefix)
-    spec = KernelSpecManager().get_kernel_spec(name)
-    if Path(spec.argv[0]).resolve() != Path(sys.executable).resolve():
+    manager = KernelSpecManager()
+    own = name == KERNEL_NAME and not registered  # missing or another environment's: ensure_kernel registers it
+    try:
+        spec = manager.get_kernel_spec(name)
+    except NoSuchKernel:
+        if own:
+            return False
+        known = sorted(manager.find_kernel_specs())
         raise ReproError(
-            f"A Jupyter kernel named {name!r} at {spec.resource_dir} runs {spec.argv[0]}, not this environment's "
-            f"{sys.executable}. Remove it (`jupyter kernelspec remove {name}`) or pass --kernel with another name.")
+            f"--kernel {name!r}: no Jupyter kernel has that name; those that do (`jupyter kernelspec list`): "
+            f"{', '.join(known) or 'none'}.{did_you_mean(name, known)} --kernel names an existing kernel of this "
+            f"environment ({sys.executable}); left out, repro run registers and uses its own, "
+            f"{KERNEL_NAME!r}.") from None
+    if this_environment(spec.argv[0]) or own:
+        return this_environment(spec.argv[0])
+    raise ReproError(
+        f"The Jupyter kernel {name!r} ({spec.resource_dir}) runs {spec.argv[0]}, another environment's Python, not "
+        f"this environment's {sys.executable}: its notebooks would run that environment's code while the manifest "
+        f"records this one's. Remove it (`jupyter kernelspec remove {name}`), give --kernel a kernel of this "
+        f"environment, or run repro from that environment.")
+
+
+def ensure_kernel(name: str = KERNEL_NAME) -> str:
+    """`name`, a Jupyter kernel of this environment (check_kernel); the project's own (KERNEL_NAME) registered here
+    (in sys.prefix) unless it already runs this environment's python."""
+    if not check_kernel(name):
+        from ipykernel.kernelspec import install
+
+        install(kernel_name=name, display_name="Python (repro)", prefix=sys.prefix)
+        check_kernel(name, registered=True)  # another environment's may still come first on the Jupyter path
     return name
 
 
@@ -200,8 +229,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("params", help="a params YAML file, e.g. params/demo.yaml, or an example's name, e.g. demo")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one parameter (repeatable); VALUE is read as YAML")
-    parser.add_argument("--out", help="the run directory (default: runs/<run_name> of the project root)")
-    parser.add_argument("--kernel", default=KERNEL_NAME, help="Jupyter kernel to execute with (default: repro)")
+    parser.add_argument("--out", type=here_path,
+                        help="the run directory, from the current folder (default: run_dir, else runs/<run_name> of "
+                             "the project root)")
+    parser.add_argument("--kernel", default=KERNEL_NAME,
+                        help=f"an existing Jupyter kernel of this environment to execute with (default: "
+                             f"{KERNEL_NAME}, which repro run registers for this environment)")
     parser.add_argument("--log-output", action="store_true", help="stream the notebooks' output to the terminal")
     parser.add_argument("--check", action="store_true",
                         help="only check that everything the run needs is here (GPU, packages, downloads, disk), "

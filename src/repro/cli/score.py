@@ -52,7 +52,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, type=typed_path,
                         help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and "
                              "'rejected'), or a dataset folder of one split (data/<split>-*.parquet)")
-    parser.add_argument("--output", required=True, help="jsonl: the input rows + 'scores' and 'ranks'")
+    parser.add_argument("--output", required=True, help="a .jsonl file: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
@@ -163,9 +163,10 @@ def check_output(given: str, input: Path, force: bool) -> Path:
     if path.is_dir() or given.endswith(("/", os.sep)):  # (a new folder/: Path drops the slash, a file was written)
         raise DataError(f"--output {given} {'is' if path.is_dir() else 'names'} a folder; give a file path for the "
                         f"scored rows, e.g. --output {path / 'scored.jsonl'}.")
-    if path.suffix.lower() in DATA_SUFFIXES - {".jsonl", ".json", ".txt"}:
-        raise DataError(f"--output {given} names another format ({path.suffix}), but repro score writes JSON lines: "
-                        f"name the output .jsonl, e.g. --output {path.parent / path.name.split('.')[0]}.jsonl.")
+    if path.suffix.lower() != ".jsonl":  # (a .json file is read as one JSON document, not a row a line)
+        what = f"names another format ({path.suffix})" if path.suffix else "has no .jsonl suffix"
+        raise DataError(f"--output {given} {what}, but repro score writes JSON lines: name the output .jsonl, e.g. "
+                        f"--output {path.parent / path.name.split('.')[0]}.jsonl.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
     return path
 

@@ -23,8 +23,8 @@ from ..errors import DataError, ParameterError, ReproError, counted
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
-from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, is_hub_id, project_root, public_name,
-                     typed_path)
+from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id, project_root,
+                     public_name, typed_path)
 from ..revisions import hub_offline
 from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -365,7 +365,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     torch_device = resolve_device(device)
     run_dtype = resolve_dtype("auto", torch_device)
     prompts, candidates, source = selfcheck_rows(input, rows)  # bad input is an error before any model loads
-    if report_dir is not None:  # a relative folder: under the project root, from a shell or a notebook kernel alike
+    if report_dir is not None:  # a relative folder (from Python; --report's is absolute): under the project root
         report_dir = Path(report_dir) if Path(report_dir).is_absolute() else project_root() / report_dir
         check_folder(report_dir, "--report", "The report (selfcheck.md, selfcheck.json) goes into a folder: give a "
                                              "new or existing folder that can be written, or a run directory.")
@@ -600,9 +600,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", type=typed_path, default=None,
                         help="jsonl of {prompt, candidates} rows or H4 rows (prompt, chosen, rejected); default: "
                              "the embedded demo's prompts")
-    parser.add_argument("--report", type=typed_path, default=DEFAULT_REPORT_DIR,
-                        help=f"where selfcheck.json and selfcheck.md go, relative to the project root (default "
-                             f"{DEFAULT_REPORT_DIR}); give a run directory and `repro run` into it cites the check")
+    parser.add_argument("--report", type=here_path, default=DEFAULT_REPORT_DIR,
+                        help=f"where selfcheck.json and selfcheck.md go, from the current folder (default "
+                             f"{DEFAULT_REPORT_DIR} of the project root); give a run directory and `repro run` into it "
+                             f"cites the check")
     parser.add_argument("--no-timing", dest="timing", action="store_false", help="skip the speed measurements")
 
 

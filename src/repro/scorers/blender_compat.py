@@ -42,6 +42,14 @@ def install_transformers5_shim() -> list[str]:
     return restored
 
 
+BLENDER_DTYPES = "fp16 on CUDA/MPS and fp32 otherwise"  # what llm-blender runs in
+
+
+def blender_runs(dtype_name: str, device) -> bool:
+    """Whether llm-blender's code runs in `dtype_name` (resolved) on the torch `device`."""
+    return dtype_name == "fp32" or (dtype_name == "fp16" and device.type in ("cuda", "mps"))
+
+
 def import_llm_blender():
     """`import llm_blender`, after the transformers-5 shim."""
     install_transformers5_shim()
@@ -86,9 +94,9 @@ class BlenderScorer(PairRMScorerBase):
         `batch_size=1` is what SPPO uses (a budget per prompt)."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
-        if dtype_name == "bf16" or (dtype_name == "fp16" and torch_device.type not in ("cuda", "mps")):
-            raise ParameterError(f"dtype={dtype!r} on {torch_device}: llm-blender runs fp16 on CUDA/MPS and fp32 "
-                                 f"otherwise; choose one of those (or backend='repro').")
+        if not blender_runs(dtype_name, torch_device):
+            raise ParameterError(f"dtype={dtype!r} on {torch_device}: llm-blender runs {BLENDER_DTYPES}; choose one "
+                                 f"of those (or backend='repro').")
         if batch_size < 1:
             raise ParameterError(f"batch_size={batch_size} must be >= 1.")
         path = resolve_model(model)
