@@ -87,12 +87,17 @@ class AnalysisResult:
         return headline(self.metrics)
 
 
-def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
-    """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
+def require_scores(table: pa.Table, where: str) -> None:
+    """A DataError unless `table` has the score columns (a dataset the analysis cannot read at all)."""
     require_columns(table.column_names, SCORE_COLUMNS, where,
                     hint="The analysis needs the paired scores of a preference dataset: rename the columns, "
                          "or point `dataset` at a dataset that has them.")
+
+
+def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
+    require_scores(table, where)
     if table.num_rows == 0:
         raise DataError(f"{where} has no rows: there is nothing to analyse. Check `dataset` and `dataset_split`, "
                         f"or run the construction notebook first.")
@@ -144,11 +149,19 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
                     f"its default for the split 01_construct wrote ({recorded!r}).")
 
 
-def load(p: AnalyzeParams) -> ScoreData:
-    """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
-    run = RunDir(p.run_root)
-    spec, split = dataset_or_own(p.dataset, p.dataset_split, run)
+def read(p: AnalyzeParams) -> tuple[str, str, pa.Table]:
+    """(spec, split, rows) of the dataset `p.dataset` names (default: this run's own dataset), which must exist and
+    have the score columns."""
+    spec, split = dataset_or_own(p.dataset, p.dataset_split, RunDir(p.run_root))
     table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
+    require_scores(table, f"dataset {spec!r} (split {split!r})")
+    return spec, split, table
+
+
+def load(p: AnalyzeParams, given: tuple[str, str, pa.Table] | None = None) -> ScoreData:
+    """The dataset `p.dataset` names (`given`: as `read` gave it) with its scores validated."""
+    run = RunDir(p.run_root)
+    spec, split, table = given or read(p)
     chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
     try:  # the scorer the manifest of the dataset's making records (this run's, or that of the run `dataset` names)
@@ -391,14 +404,15 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir(p.run_root)
     # the input first: a dataset that is missing or not one (no scores) is an error before anything is written
-    data = load(p)
+    given = read(p)
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)  # an earlier analysis's outputs must not outlive it
     manifest.remove_outputs(run.metrics, *plots.figure_files(run.figures, (*plots.FIGURE_NAMES, AGREEMENT)),
                             *(run.tables / name for name in (SUMMARY_TABLE, EXTREMES_TABLE, f"{AGREEMENT}.csv")))
     with manifest.notebook(p.model_dump(), "02_analyze"), manifest.stage("analyze", resumable=False) as info:
-        info.update(dataset=data.source, split=data.split, rows=data.n_rows)
+        info.update(dataset=given[0], split=given[1], rows=given[2].num_rows)
+        data = load(p, given)  # its scores rejected (too few rows, NaN): a failed analysis, in the record
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)
         lengths = data.lengths
         figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures,
