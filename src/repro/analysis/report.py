@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -108,14 +109,10 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
                for column, b in zip(SCORE_COLUMNS, (bad_chosen, bad_rejected)) if b.any()}
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
-        shown = [int(i) for i in rows[:5]]
-        ids = values_at(table, "prompt_id", shown)
-        described = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" if ids else str(i)
-                              for i, pid in zip(shown, ids or shown))
         more = f" and {rows.size - 5} more" if rows.size > 5 else ""
         raise DataError(
             f"{where}: {rows.size} of {table.num_rows} rows have a NaN, infinite or missing score "
-            f"(rows {described}{more}). Fix those scores, or set the parameter "
+            f"(rows {rows_named(table, rows[:5])}{more}). Fix those scores, or set the parameter "
             f"exclude_nonfinite: true to leave them out (they are then counted in n_excluded in metrics.json).")
     keep = np.flatnonzero(~bad)
     if keep.size < 2:
@@ -124,7 +121,24 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
             f"least "
             f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, for this "
             f"run's own dataset, build more (a higher `limit`, a larger slice).")
+    magnitude = np.where(bad, 0.0, np.maximum(np.abs(chosen), np.abs(rejected)))
+    if magnitude.max() > stats.LARGEST_SCORE:  # (NaN rows excluded above)
+        row = int(magnitude.argmax())
+        column, value = max(zip(SCORE_COLUMNS, (chosen[row], rejected[row])), key=lambda item: abs(item[1]))
+        raise DataError(
+            f"{where}: {column} holds {value:g} at row {rows_named(table, [row])}, too large for the statistics: "
+            f"beyond ±{stats.LARGEST_SCORE:g} their squares and fourth powers overflow float64 (variances, t-tests, "
+            f"kurtosis and density curves would come out wrong or fail). Rescale the scores: divide score_chosen and "
+            f"score_rejected by one factor, such as {10.0 ** math.floor(math.log10(abs(value))):.0e} (margins keep "
+            f"their signs and order).")
     return chosen[keep], rejected[keep], keep, reasons
+
+
+def rows_named(table: pa.Table, rows: np.ndarray | Sequence[int]) -> str:
+    """Row positions as a message names them: each with the start of its prompt_id where the table has one."""
+    shown = [int(i) for i in rows]
+    ids = values_at(table, "prompt_id", shown)
+    return ", ".join(f"{i} (prompt_id {shorten(pid, 13)})" if ids else str(i) for i, pid in zip(shown, ids or shown))
 
 
 def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
