@@ -14,12 +14,13 @@ import pyarrow as pa
 import pytest
 
 from repro.analysis import report as analysis
+from repro.card import gather_facts
 from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, output_features, write_split
 from repro.errors import DataError, Interrupted, ParameterError
 from repro.exporters import export_rows
 from repro.manifest import Manifest, sha256_file
-from repro.parameters import AnalyzeParams
+from repro.parameters import AnalyzeParams, CardParams
 from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -292,6 +293,25 @@ def test_empty_and_single_row_datasets(tmp_path):
     with pytest.raises(DataError, match=r"needs at least 2 .*Point `dataset` at more rows, or, for this run's own "
                                         r"dataset, build more \(a higher `limit`, a larger slice\)\."):
         _analyze(tmp_path, one)
+
+
+@pytest.mark.parametrize("rows, said", [
+    ([{"score_chosen": 2.0, "score_rejected": 1.0}], r"needs at least 2 .*Point `dataset` at more rows"),
+    ([{"score_chosen": 2.0, "score_rejected": float("nan")}] + [{"score_chosen": 2.0, "score_rejected": 1.0}] * 2,
+     r"1 of 3 rows have a NaN.*set the parameter exclude_nonfinite: true"),
+])
+def test_a_dataset_the_validation_rejects_is_a_failed_analysis_in_the_record(tmp_path, rows, said):
+    # it failed before the manifest was touched: the run stayed `complete` (or had no record), and 03_card said that
+    # metrics.json was not found and to run 02_analyze again, which fails the same way
+    data = tmp_path / "d.parquet"
+    pd.DataFrame(rows).to_parquet(data)
+    with pytest.raises(DataError, match=said):
+        _analyze(tmp_path, str(data))
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["stages"]["analyze"]["status"] == "failed"
+    assert re.search("DataError: .*" + said, manifest["notebooks"]["02_analyze"]["error"])
+    facts = gather_facts(CardParams(run_dir=str(tmp_path / "run"), card_dataset=str(data)))
+    assert re.search(said, facts.analysis_error) and ("characteristics", "analysis_failed") in facts.left_out
 
 
 def _pairs(n: int, shift: float, seed: int) -> list[dict]:

@@ -289,6 +289,14 @@ CASES = [
         ("not a preference dataset", lambda t: str(jsonl(t / "other.jsonl", [{"chosen_score": 1.0}])),
          r"lacks columns \['score_chosen', 'score_rejected'\]|neither a prompt_id nor a prompt column"),
       ] if not (notebook == "03_card" and why == "not a preference dataset")],  # (any dataset has a card)
+    # scores too large for float64's arithmetic (±1e300, 1e200): every score finite, yet the density curve failed in
+    # scipy ("array must not contain infs or NaNs") and the variance overflowed (Cohen's d_z 0.0, the t-test's p 1.0)
+    *[Case(f"02_analyze, scores as large as {size:g}", lambda t, size=size: lambda: analyze(AnalyzeParams(
+        run_dir=str(t / "run"), dataset=str(jsonl(t / "huge.jsonl", [
+            dict(SCORED, prompt_id=f"p{i}", score_chosen=size * i, score_rejected=-2 * size * i) for i in range(5)])))),
+        rf"'\S*huge.jsonl' \(split 'train_prefs'\): score_rejected holds {-8 * size:g} at row 4 \(prompt_id p4\)"
+        .replace("+", r"\+") + r", too large for the statistics: .*Rescale the scores: divide score_chosen and "
+        rf"score_rejected by one factor, such as {size:.0e}".replace("+", r"\+")) for size in (1e300, 1e200, 1e80)],
     Case("recipe: a prompt tokenizer folder without a tokenizer", lambda t: lambda: load_prompt_tokenizer(str(t)),
          r"scorer_prompt_tokenizer=\S+ could not be loaded .*Give a local tokenizer folder"),
     # (a tokenizer without a chat template: tests/test_recipes.py builds one)

@@ -152,10 +152,19 @@ def test_validate_namespace_ignores_modules_and_other_notebooks_keys():
 def test_a_notebooks_bad_value_is_explained_in_a_notebooks_words():
     # `papermill ... -p language en`: refused, with advice to use --set, which papermill does not have
     assert validate_namespace("card", {"language": "en"}).language == ["en"]  # one language: a list of one
-    with pytest.raises(ParameterError, match=r"bootstrap_resamples: must be >= 100 \(got 5\)\nFix the value in the "
-                                             r"notebook's parameters cell, or pass it to papermill: -p KEY VALUE "
-                                             r"\(a list: -y 'KEY: \[a, b\]'\)\.$"):
+    # where the value came from cannot be told (no history of the cells): both places are named
+    with pytest.raises(ParameterError, match=r"bootstrap_resamples: must be >= 100 \(got 5\)\nFix the value where it "
+                                             r"was given: the notebook's parameters cell, or papermill's -p KEY VALUE "
+                                             r"\(a list: -y 'KEY: \[a, b\]'\), which overrides the cell\.$"):
         validate_namespace("analyze", {"bootstrap_resamples": 5})
+    # `papermill ... -p bootstrap_resamples 1`: it said to fix the value in the parameters cell, which held 1000
+    header = "# Parameters of notebooks/02_analyze.ipynb.\n"
+    cells = ["", header + "bootstrap_resamples = 1000\n", "# Parameters\nbootstrap_resamples = 1\n"]
+    with pytest.raises(ParameterError, match=r"^Invalid analyze parameters in notebook 02_analyze's parameters:\n  - "
+                                             r"bootstrap_resamples \(from papermill's -p/-y/-f\): must be >= 100 "):
+        validate_namespace("analyze", {"In": cells, "bootstrap_resamples": 1})
+    with pytest.raises(ParameterError, match=r"\n  - bootstrap_resamples \(from the parameters cell\): must be >= 100 "):
+        validate_namespace("analyze", {"In": ["", header + "bootstrap_resamples = 1\n"], "bootstrap_resamples": 1})
 
 
 def test_text_that_papermill_reads_as_a_number_names_its_raw_option():
@@ -294,7 +303,7 @@ def test_the_parameters_are_the_names_the_parameters_cell_assigns_as_it_last_ran
     assert validate_namespace("construct", ns).limit == 30
     ns["In"] += [header + "limt = 10\n", "p = validate_namespace('construct', globals())"]
     ns["limt"], ns["scores"] = 10, [0.1]
-    with pytest.raises(ParameterError, match=r"Unknown parameter 'limt' in notebook 01_construct's parameters cell\. Did you mean 'limit'"):
+    with pytest.raises(ParameterError, match=r"Unknown parameter 'limt' in notebook 01_construct's parameters\. Did you mean 'limit'"):
         validate_namespace("construct", ns)
     ns["In"] += [header + "limit = 120\n", "p = validate_namespace('construct', globals())"]
     ns["limit"] = 120

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -11,6 +12,7 @@ import datasets
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from scipy import stats as sps
 
 from repro.analysis import agreement as sa, plots, report as analysis
@@ -255,6 +257,21 @@ def test_agreement_figure_and_table_are_recorded(two_scorers):
     heights = sorted(round(p.get_height(), 9) for p in figure.axes[0].patches if p.get_height() > 0)
     counts = np.array(m["agreement"]["pairs"][0]["kendall_tau"]["histogram"]["counts"])
     assert heights == sorted(np.round(counts[counts > 0] / counts.sum(), 9).tolist())
+
+
+@pytest.mark.parametrize("names", [("p", "q"), ("builtin:tiny-pairrm", "rmllama", "rmdeberta"),
+                                   tuple(f"builtin:tiny-reward-deberta-{k}" for k in range(4))])
+def test_the_agreement_figures_pair_labels_do_not_overlap_and_fit(names):
+    # three scorers: 'builtin:tiny-pairrm vs rmllama' and the other pairs' names ran into each other below the bars
+    rng = np.random.default_rng(3)
+    block = sa.agreement({name: (rng.normal(size=60), np.full(20, 3)) for name in names}, names[0], "last")
+    figure = plots.scorer_agreement(block)
+    (canvas := FigureCanvasAgg(figure)).draw()  # as saved (the labels are placed when drawn)
+    boxes = [label.get_window_extent(canvas.get_renderer()) for label in figure.axes[1].get_xticklabels()]
+    assert len(boxes) == len(block["pairs"])
+    for box in boxes:
+        assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1 and figure.bbox.y0 <= box.y0, (box, figure.bbox)
+    assert not [(a, b) for a, b in itertools.combinations(boxes, 2) if a.overlaps(b)]
 
 
 def test_card_states_the_agreement_in_both_languages(two_scorers):

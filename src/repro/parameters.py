@@ -556,9 +556,11 @@ SET_ADVICE = "\nFix the value in the params file or with --set KEY=VALUE."
 
 def build(schema: type[_Params], values: dict[str, Any], where: str = "the parameters",
           set_keys: Mapping[str, str] = {}, advice: str = SET_ADVICE,
-          quote: str = 'YAML reads it as {what}; quote it in the file ({key}: "...", as you wrote it)') -> _Params:
+          quote: str = 'YAML reads it as {what}; quote it in the file ({key}: "...", as you wrote it)',
+          origins: Mapping[str, str] = {}) -> _Params:
     """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error); `set_keys`: the
-    keys given with --set, each with its value as typed; `quote`: how to give text that was read as a number there."""
+    keys given with --set, each with its value as typed; `quote`: how to give text that was read as a number there;
+    `origins`: where other keys were given (a notebook's cell or papermill)."""
     _refuse_unknown(dict.fromkeys(values, where))
     try:
         return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
@@ -567,7 +569,7 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
         for err in exc.errors():
             loc = ".".join(str(x) for x in err["loc"]) or "(parameters)"
             key = str(err["loc"][0]) if err["loc"] else ""
-            loc += " (from --set)" if key in set_keys else ""
+            loc += " (from --set)" if key in set_keys else f" (from {origins[key]})" if key in origins else ""
             # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
@@ -634,16 +636,16 @@ _FAILED = "_repro_parameters_cell_failed"  # the parameters cell did not run to 
 PARAMETERS_HEADER = "# Parameters of notebooks/"  # the first line of every notebook's parameters cell
 
 
-def cell_names(namespace: dict[str, Any]) -> set[str] | None:
-    """The names the parameters cell assigns as it last ran (and papermill's injected cell after it), read from
-    IPython's input history; None without a history that holds it."""
+def cell_names(namespace: dict[str, Any], injected: bool = False) -> set[str] | None:
+    """The names the parameters cell assigns as it last ran (and papermill's injected cell after it; `injected`: that
+    cell's only), read from IPython's input history; None without a history that holds it."""
     history = namespace.get("In")
     starts = [i for i, cell in enumerate(history or ()) if str(cell).startswith(PARAMETERS_HEADER)]
     if not isinstance(history, list) or not starts:
         return None
     names: set[str] = set()
     for cell in history[starts[-1]:]:
-        if str(cell).startswith("# Parameters"):
+        if str(cell).startswith("# Parameters") and not (injected and str(cell).startswith(PARAMETERS_HEADER)):
             try:
                 tree = ast.parse(cell)
             except SyntaxError as exc:
@@ -721,9 +723,12 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
                   if not key.startswith("_") and key not in _IPYTHON_NAMES and isinstance(value, _LITERAL_TYPES)
                   and (seen is None or key in seen)}
         notebook = next(name for name, sections in NOTEBOOK_SECTIONS.items() if section in sections)
-        params = build(SCHEMAS[section], values, where=f"notebook {notebook}'s parameters cell",
-                       advice="\nFix the value in the notebook's parameters cell, or pass it to papermill: -p KEY "
-                              "VALUE (a list: -y 'KEY: [a, b]').",
+        papermill = cell_names(namespace, injected=True) or set()  # (None: where each came from cannot be told)
+        params = build(SCHEMAS[section], values, where=f"notebook {notebook}'s parameters",
+                       origins={key: "papermill's -p/-y/-f" if key in papermill else "the parameters cell"
+                                for key in names or ()},
+                       advice="\nFix the value where it was given: the notebook's parameters cell, or papermill's -p "
+                              "KEY VALUE (a list: -y 'KEY: [a, b]'), which overrides the cell.",
                        quote="the parameters cell or papermill's -p read it as {what}; quote it in the cell, or pass "
                              "it with -r {key} VALUE (as typed)")
     except ParameterError:

@@ -272,12 +272,18 @@ def scorer_agreement(agreement: dict) -> Figure:
     taus = pd.DataFrame([{"pair": label, "tau": centre, "rows": count}
                          for label, p in zip(labels, pairs)
                          for centre, count in zip(centres, p["kendall_tau"]["histogram"]["counts"])])
+    def room(names: list[str]) -> float:  # the bars' panel as wide as their labels (~0.09 in a character)
+        return len(pairs) * (0.09 * max(len(line) for name in names for line in name.splitlines()) + 0.3) + 0.8
+
+    # a bar group's label: "a vs b" where it fits, else "a" over "vs b" (and the panel wider, as family_view's margins)
+    ticks = labels if room(labels) <= FIGSIZE[0] * 0.8 else [f"{a}\nvs {b}" for a, b in (p["scorers"] for p in pairs)]
     picks = pd.DataFrame([{"pair": label, "which": which.replace("_", " "), "fraction": p[which]["fraction"] or 0.0}
-                          for label, p in zip(labels, pairs) for which in ("same_chosen", "same_rejected")])
+                          for label, p in zip(ticks, pairs) for which in ("same_chosen", "same_rejected")])
     rows = max(p["rows"] for p in pairs)
+    widths = (FIGSIZE[0] * 1.2, max(FIGSIZE[0] * 0.8, room(ticks)))
     with theme():
-        fig = Figure(figsize=(FIGSIZE[0] * 2, FIGSIZE[1]), dpi=DPI, layout="constrained")
-        left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+        fig = Figure(figsize=(sum(widths), FIGSIZE[1]), dpi=DPI, layout="constrained")
+        left, right = fig.subplots(1, 2, width_ratios=widths)
         sns.histplot(data=taus, x="tau", weights="rows", hue="pair", bins=edges.tolist(), stat="proportion",
                      common_norm=False, multiple="dodge", shrink=0.85, ax=left, legend=len(pairs) > 1)
         undefined = ", ".join(f"{p['kendall_tau']['undefined']:,}" for p in pairs)

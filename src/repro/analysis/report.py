@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -87,12 +88,17 @@ class AnalysisResult:
         return headline(self.metrics)
 
 
-def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
-    """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
+def require_scores(table: pa.Table, where: str) -> None:
+    """A DataError unless `table` has the score columns (a dataset the analysis cannot read at all)."""
     require_columns(table.column_names, SCORE_COLUMNS, where,
                     hint="The analysis needs the paired scores of a preference dataset: rename the columns, "
                          "or point `dataset` at a dataset that has them.")
+
+
+def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
+    require_scores(table, where)
     if table.num_rows == 0:
         raise DataError(f"{where} has no rows: there is nothing to analyse. Check `dataset` and `dataset_split`, "
                         f"or run the construction notebook first.")
@@ -103,14 +109,10 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
                for column, b in zip(SCORE_COLUMNS, (bad_chosen, bad_rejected)) if b.any()}
     rows = np.flatnonzero(bad)
     if rows.size and not exclude_nonfinite:
-        shown = [int(i) for i in rows[:5]]
-        ids = values_at(table, "prompt_id", shown)
-        described = ", ".join(f"{i} (prompt_id {str(pid)[:12]}…)" if ids else str(i)
-                              for i, pid in zip(shown, ids or shown))
         more = f" and {rows.size - 5} more" if rows.size > 5 else ""
         raise DataError(
             f"{where}: {rows.size} of {table.num_rows} rows have a NaN, infinite or missing score "
-            f"(rows {described}{more}). Fix those scores, or set the parameter "
+            f"(rows {rows_named(table, rows[:5])}{more}). Fix those scores, or set the parameter "
             f"exclude_nonfinite: true to leave them out (they are then counted in n_excluded in metrics.json).")
     keep = np.flatnonzero(~bad)
     if keep.size < 2:
@@ -119,7 +121,24 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
             f"least "
             f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, for this "
             f"run's own dataset, build more (a higher `limit`, a larger slice).")
+    magnitude = np.where(bad, 0.0, np.maximum(np.abs(chosen), np.abs(rejected)))
+    if magnitude.max() > stats.LARGEST_SCORE:  # (NaN rows excluded above)
+        row = int(magnitude.argmax())
+        column, value = max(zip(SCORE_COLUMNS, (chosen[row], rejected[row])), key=lambda item: abs(item[1]))
+        raise DataError(
+            f"{where}: {column} holds {value:g} at row {rows_named(table, [row])}, too large for the statistics: "
+            f"beyond ±{stats.LARGEST_SCORE:g} their squares and fourth powers overflow float64 (variances, t-tests, "
+            f"kurtosis and density curves would come out wrong or fail). Rescale the scores: divide score_chosen and "
+            f"score_rejected by one factor, such as {10.0 ** math.floor(math.log10(abs(value))):.0e} (margins keep "
+            f"their signs and order).")
     return chosen[keep], rejected[keep], keep, reasons
+
+
+def rows_named(table: pa.Table, rows: np.ndarray | Sequence[int]) -> str:
+    """Row positions as a message names them: each with the start of its prompt_id where the table has one."""
+    shown = [int(i) for i in rows]
+    ids = values_at(table, "prompt_id", shown)
+    return ", ".join(f"{i} (prompt_id {shorten(pid, 13)})" if ids else str(i) for i, pid in zip(shown, ids or shown))
 
 
 def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
@@ -144,11 +163,19 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
                     f"its default for the split 01_construct wrote ({recorded!r}).")
 
 
-def load(p: AnalyzeParams) -> ScoreData:
-    """Load the dataset `p.dataset` names (default: this run's own dataset) and validate its scores."""
-    run = RunDir(p.run_root)
-    spec, split = dataset_or_own(p.dataset, p.dataset_split, run)
+def read(p: AnalyzeParams) -> tuple[str, str, pa.Table]:
+    """(spec, split, rows) of the dataset `p.dataset` names (default: this run's own dataset), which must exist and
+    have the score columns."""
+    spec, split = dataset_or_own(p.dataset, p.dataset_split, RunDir(p.run_root))
     table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
+    require_scores(table, f"dataset {spec!r} (split {split!r})")
+    return spec, split, table
+
+
+def load(p: AnalyzeParams, given: tuple[str, str, pa.Table] | None = None) -> ScoreData:
+    """The dataset `p.dataset` names (`given`: as `read` gave it) with its scores validated."""
+    run = RunDir(p.run_root)
+    spec, split, table = given or read(p)
     chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
     try:  # the scorer the manifest of the dataset's making records (this run's, or that of the run `dataset` names)
@@ -391,14 +418,15 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir(p.run_root)
     # the input first: a dataset that is missing or not one (no scores) is an error before anything is written
-    data = load(p)
+    given = read(p)
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)  # an earlier analysis's outputs must not outlive it
     manifest.remove_outputs(run.metrics, *plots.figure_files(run.figures, (*plots.FIGURE_NAMES, AGREEMENT)),
                             *(run.tables / name for name in (SUMMARY_TABLE, EXTREMES_TABLE, f"{AGREEMENT}.csv")))
     with manifest.notebook(p.model_dump(), "02_analyze"), manifest.stage("analyze", resumable=False) as info:
-        info.update(dataset=data.source, split=data.split, rows=data.n_rows)
+        info.update(dataset=given[0], split=given[1], rows=given[2].num_rows)
+        data = load(p, given)  # its scores rejected (too few rows, NaN): a failed analysis, in the record
         metrics = compute(data, p.bootstrap_resamples, p.bootstrap_seed)
         lengths = data.lengths
         figures = plots.draw_all(data.score_chosen, data.score_rejected, run.figures,

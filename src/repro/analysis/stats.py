@@ -30,6 +30,9 @@ AGREEMENT_INTERVALS = ("pearson", "spearman", "lin_ccc", "mean_difference", "loa
 Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: Bland–Altman's limits of agreement
 # below this many values scipy's t approximation of Spearman's p is far off (3 values, rho -1: p 0, exactly 1/3)
 SPEARMAN_P_VALUES = 10
+# beyond this magnitude a score's fourth power (kurtosis), then its square (variances), overflows float64 in sums
+# over up to 1e8 rows: the analysis refuses such scores (rescaled, every statistic holds)
+LARGEST_SCORE = 1e70
 
 
 def clean(value: Any) -> Any:
