@@ -442,6 +442,12 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert body.count("不适用：每行的偏好对不是最高分与最低分（selection `best_second`）。") == 2
     del facts.metrics["invariants"]["selection"]
     facts.metrics["invariants"]["expected_to_hold"] = False
+    # a classifier's or a judge's probabilities: not logits
+    body = with_scale("probability", 0.02, 0.97, 48, 0.0)
+    assert body.count("not applicable: the scores are probabilities, not PairRM scores.") == 3
+    assert ("the scores all lie in [0, 1] (48 distinct values from 0.02 to 0.97): a classifier's or a judge's "
+            "probabilities, not log-odds; PairRM's invariants do not apply.") in body
+    assert "分数全部落在 [0, 1] 内（48 个不同取值，从 0.02 到 0.97）：是分类器或评判模型给出的概率，而非对数几率" in body
     # constant scores (a scorer that gave every text 0): not ratings, as the analysis used to say
     body = with_scale("constant", 0.0, 0.0, 1, 1.0)
     assert body.count("not applicable: the scores are constant (every pair a tie), not PairRM scores.") == 3

@@ -278,7 +278,7 @@ class CardFacts:
 
     @property
     def scale(self) -> dict[str, Any] | None:
-        """What the analysis read of the scores' scale: {kind (rating, logit, unclear), sentence, ...}."""
+        """What the analysis read of the scores' scale: {kind (rating, logit, probability, constant, unclear), ...}."""
         return (self.metrics or {}).get("scale")
 
     @property
@@ -295,7 +295,7 @@ class CardFacts:
         if self.built_here:
             return self.scorer.get("kind", "pairrm") == "pairrm"
         told = "pairrm" in str(self.known_recipe.get("scorer", "")).lower()
-        return told and not self.sign_order_fails and (self.scale or {}).get("kind") != "rating"
+        return told and not self.sign_order_fails and (self.scale or {}).get("kind") not in ("rating", "probability")
 
     @property
     def margins_by_construction(self) -> bool:
