@@ -569,6 +569,15 @@ def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
     ((0.05, 0.7), (0.04, 0.8), (38, 2), "the chosen response is the longer one in at least 60.0 % of them"),
     ((0.05, 0.7), (0.04, 0.8), (6, 34), "the chosen response is the shorter one in at least 60.0 % of them"),
     ((0.05, 0.7), (0.04, 0.8), (24, 16), "no clear length bias"),  # 60 % of 40, p = 0.27
+    # the two signals opposite: the chosen response the longer in 75 % of the pairs, yet larger margins with shorter
+    # chosen responses; the card said only "the scores favour shorter responses" (the rho decided alone)
+    ((-0.12, 0.036), (-0.11, 0.04), (30, 10), "they point opposite ways: the chosen response is the longer one in at "
+     "least 60.0 % of them (sign test p < 0.05), while within the pairs larger margins go with shorter chosen "
+     "responses (|ρ| ≥ 0.1, p < 0.05)"),
+    ((0.15, 0.01), (0.12, 0.04), (8, 32), "they point opposite ways: the chosen response is the shorter one in at "
+     "least 60.0 % of them (sign test p < 0.05), while within the pairs larger margins go with longer chosen "
+     "responses (|ρ| ≥ 0.1, p < 0.05)"),
+    ((0.30, 0.001), (0.05, 0.4), (32, 8), "the scores favour longer responses"),  # the two agree: as before
 ])
 def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
     make_run(tmp_path / "run", metrics=True)
@@ -583,6 +592,9 @@ def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
     length["chosen_longer_test"] = {"chars": sign, "tokens": sign}
     body = repro_card.render_body(facts)
     [line] = [x for x in body.splitlines() if x.startswith("- Length bias")]
+    [zh_line] = [x for x in body.splitlines() if x.startswith("- 长度偏差")]
+    opposite = "opposite" in verdict  # then no one direction: neither "favour" verdict
+    assert ("相反" in zh_line) == opposite and not (opposite and "favour" in line), zh_line
     about = f"characters, p = {chars[1]:g}" if chars[1] is not None else "characters"
     assert verdict in line and f"{chars[0]:g} ({about})" in line, line
     share = f"{100 * longer[0] / sum(longer):.1f} %"

@@ -319,8 +319,10 @@ class CardFacts:
     @property
     def length_bias(self) -> dict[str, Any]:
         """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `few` (rows), `none`,
-        `longer`, `shorter` (by the margin's correlation with length), `longer_share`, `shorter_share` (by how often
-        the chosen response is the longer one), `same_lengths` (never a difference to judge by)."""
+        `longer`, `shorter` (by the margin's correlation with length, and the share where it agrees), `longer_share`,
+        `shorter_share` (by how often the chosen response is the longer one, the correlation not marked),
+        `longer_share_shorter_margins`, `shorter_share_longer_margins` (the two marked, in opposite directions),
+        `same_lengths` (never a difference to judge by)."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
         tests = _get(self.metrics, "length", "chosen_longer_test") or {}
@@ -331,13 +333,15 @@ class CardFacts:
         if (n := _get(self.metrics, "length", "n") or 0) < LENGTH_BIAS_ROWS:
             return {"verdict": "few", "n": n}
         # a bias is called only when an effect is both large enough and significant
-        marked = [rho for _, rho, p in self.length_rhos if abs(rho) >= LENGTH_BIAS_RHO and p is not None
-                  and p < LENGTH_BIAS_P]
-        if marked:
-            return {"verdict": "longer" if max(marked, key=abs) > 0 else "shorter"}
-        shares = [share - 0.5 for _, share, p, *_ in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE - 0.5
-                  and p is not None and p < LENGTH_BIAS_P]
-        return {"verdict": "none" if not shares else "longer_share" if max(shares, key=abs) > 0 else "shorter_share"}
+        rho = max((rho for _, rho, p in self.length_rhos if abs(rho) >= LENGTH_BIAS_RHO and p is not None
+                   and p < LENGTH_BIAS_P), key=abs, default=None)
+        share = max((share - 0.5 for _, share, p, *_ in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE
+                     - 0.5 and p is not None and p < LENGTH_BIAS_P), key=abs, default=None)
+        if rho is not None and share is not None and (rho > 0) != (share > 0):
+            return {"verdict": "longer_share_shorter_margins" if share > 0 else "shorter_share_longer_margins"}
+        if rho is not None:
+            return {"verdict": "longer" if rho > 0 else "shorter"}
+        return {"verdict": "none" if share is None else "longer_share" if share > 0 else "shorter_share"}
 
     @property
     def strict_preferences(self) -> int | None:
