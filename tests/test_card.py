@@ -657,6 +657,42 @@ def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
     assert lines == ["- Length bias: not judged on 3 rows (it takes at least 10).", "- 长度偏差：仅 3 行，不作判断（至少需要 10 行）。"]
 
 
+def test_each_figure_caption_counts_its_own_unit(tmp_path):
+    # the Chinese caption of the agreement figure said "（n = 40 对）" (pairs) where the English said 40 prompts
+    make_run(tmp_path / "run")
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    write_png(png := facts.run.figures / "scorer_agreement.png")
+    facts.figures.append((png, "Agreement between scorers (n = 20 prompts)"))
+    pair = {"scorers": ["a", "b"], "rows": 20, "same_chosen": {"count": 15, "fraction": 0.75},
+            "same_rejected": {"count": 10, "fraction": 0.5}, "kendall_tau": {"mean": 0.5, "median": 0.5, "undefined": 0},
+            "margin_correlation": {}}
+    facts.metrics["agreement"] = {"primary": "a", "pairs": [pair]}
+    body = repro_card.render_body(facts)
+    assert "![Agreement between scorers (n = 20 prompts)](figures/scorer_agreement.png)" in body
+    assert "![评分模型之间的一致性（n = 20 个提示词）](figures/scorer_agreement.png)" in body
+    assert "![分数分布（n = 24 对）](figures/score_distributions.png)" in body
+
+
+def test_a_prompt_id_never_the_prompts_hash_and_an_undefined_test_are_said_plainly(tmp_path):
+    # "It equals the sha256 ... in 0 of 2500 rows"; the t-test's row left out when undefined, d_z's kept as undefined
+    rows = seed_rows(24)
+    for i, r in enumerate(rows):
+        r["prompt_id"] = f"id-{i}"
+    make_run(tmp_path / "run", rows)
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    facts.metrics["tests"]["paired_t"].update(statistic=None, pvalue=None)
+    facts.metrics["effect_size"]["cohens_dz"] = None
+    body = repro_card.render_body(facts)
+    assert "It is not the sha256 hex digest of the UTF-8 `prompt` in any of the 24 rows." in body and "0 of" not in body
+    assert "24 行中没有一行等于 `prompt`（UTF-8）的 sha256 十六进制摘要。" in body
+    en, zh = body[:body.index("# 「")], body[body.index("# 「"):]
+    for lang, half in (("en", en), ("zh", zh)):
+        t = repro_card.phrases(lang)
+        for stat in (t.stat_p_paired_t, t.stat_cohens_dz):
+            [row] = table_rows(half, stat)
+            assert row[3] == t.undefined, (stat, row)
+
+
 def test_no_machine_path_in_the_card_or_the_upload(tmp_path):
     marker = "zq7-home-of-someone"
     root = tmp_path / marker / "runs" / "demo"

@@ -220,8 +220,8 @@ class CardFacts:
             values = [_get(m, b, stat) for b in SCORE_BLOCKS]
             if any(v is not None for v in values):
                 rows.append({"stat": stat, "values": values})
-        rows += [{"stat": "p_" + test, "margin": p} for test in ("wilcoxon", "paired_t", "sign_test")
-                 if (p := _get(m, "tests", test, "pvalue")) is not None]
+        rows += [{"stat": "p_" + test, "margin": _get(m, "tests", test, "pvalue")}
+                 for test in ("wilcoxon", "paired_t", "sign_test") if isinstance(_get(m, "tests", test), dict)]
         effects = m["effect_size"] if isinstance(m.get("effect_size"), dict) else {}
         rows += [{"stat": effect, "margin": effects[effect]} for effect in ("cohens_dz", "rank_biserial")
                  if effect in effects]
