@@ -657,6 +657,18 @@ def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
     assert lines == ["- Length bias: not judged on 3 rows (it takes at least 10).", "- 长度偏差：仅 3 行，不作判断（至少需要 10 行）。"]
 
 
+def test_the_size_is_called_small_only_when_it_is(tmp_path):
+    # "Small size: 61135 rows" on every card, whatever its size
+    make_run(tmp_path / "run")
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    body = repro_card.render_body(facts)
+    assert "- Small size: 24 rows, out of 29 rows in the source split." in body and "- 规模较小：24 行" in body
+    facts.splits[0].num_examples = facts.counts["source"] = 61135
+    body = repro_card.render_body(facts)
+    assert "Small size" not in body and "规模较小" not in body
+    assert "- Size: 61135 rows, out of 61135 rows in the source split." in body and "- 规模：61135 行" in body
+
+
 def test_each_figure_caption_counts_its_own_unit(tmp_path):
     # the Chinese caption of the agreement figure said "（n = 40 对）" (pairs) where the English said 40 prompts
     make_run(tmp_path / "run")

@@ -44,6 +44,8 @@ LENGTH_BIAS_P = 0.05
 # the pairs whose lengths differ; on fewer rows than LENGTH_BIAS_ROWS none is judged
 LENGTH_BIAS_SHARE = 0.6
 LENGTH_BIAS_ROWS = 10
+# a dataset of fewer rows than this is called small (the hub's smallest size category, n<1K)
+SMALL_ROWS = 1000
 
 
 @dataclass
