@@ -657,6 +657,60 @@ def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
     assert lines == ["- Length bias: not judged on 3 rows (it takes at least 10).", "- 长度偏差：仅 3 行，不作判断（至少需要 10 行）。"]
 
 
+def analysed_run(root: Path, rows: list[dict], **analysis) -> tuple[repro_card.CardFacts, str, str]:
+    """A run of `rows` not built here (no manifest), analysed by 02_analyze's own code; its facts and card halves."""
+    make_run(root, rows, metrics=False, manifest=False)
+    analyze(build(AnalyzeParams, {"run_dir": str(root), "bootstrap_resamples": 100, **analysis}))
+    facts, card_path = card_for(root)
+    return (facts, *halves(card_path))
+
+
+@pytest.mark.parametrize("rating", [False, True])
+def test_inverted_pairs_are_flagged_and_named_by_the_filter(tmp_path, monkeypatch, rating):
+    # 44 of 60 rows score_chosen < score_rejected: no limitation said so, the filter sentence called what it drops
+    # "ties" (there were none) and still recommended DPO; on integer ratings the checks lost their "Inversions" line
+    rows = seed_rows(60)
+    for i, r in enumerate(rows):
+        low, high = 2.0 + i % 3, 7.0 + i % 3
+        low, high = (low, high) if rating else (low / 3 + i / 997, high / 3 + i / 991)
+        r["score_chosen"], r["score_rejected"] = (low, high) if i < 44 else (high, low)
+    facts, en, zh = analysed_run(tmp_path / "run", rows)
+    assert facts.metrics["scale"]["kind"] == ("rating" if rating else "logit")
+    assert ("- Pairs without a preference for `chosen`: 44 of the 60 pairs are inverted (`score_chosen` < "
+            "`score_rejected`: the scores prefer `rejected`) and 0 are ties") in part(en, "## Challenges and limitations")
+    assert "60 对中有 44 对倒置" in part(zh, "## 当前挑战与局限")
+    assert "Inversions (`score_chosen` < `score_rejected`): 44 rows." in en and "倒置（`score_chosen` < `score_rejected`）：44 行。" in zh
+    use = part(en, "## How to use")
+    assert ("Ties and inverted pairs carry no preference for `chosen`: `train = train.filter(lambda row: "
+            "row[\"score_margin\"] > 0)` keeps the 16 of the 60 pairs whose `chosen` scored strictly higher, leaving "
+            "out 0 ties and 44 inverted pairs") in use
+    assert "保留 60 对中 `chosen` 得分严格更高的 16 对，去掉 0 对平局和 44 对倒置的偏好对" in part(zh, "## 使用方法")
+    monkeypatch.chdir(tmp_path / "run")
+    scope: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", use, flags=re.S)[0], scope)
+    scope["train"] = to_trl(scope["ds"])
+    exec(re.search(r"`(train = train\.filter\(.*?\))`", use)[1], scope)
+    assert len(scope["train"]) == 16
+    assert "Offline preference optimisation" in part(en, "## Typical uses")  # 16 pairs still prefer `chosen`
+
+
+def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
+    # every score equal: the card still recommended DPO, and "Ties carry no preference ... keeps the 0 of the 30 pairs"
+    rows = seed_rows(30)
+    for r in rows:
+        r["score_chosen"] = r["score_rejected"] = 0.5
+    facts, en, zh = analysed_run(tmp_path / "run", rows)
+    assert facts.metrics["scale"]["kind"] == "constant"
+    assert "0 of the 30 pairs are inverted (`score_chosen` < `score_rejected`: the scores prefer `rejected`) and 30 are " \
+           "ties" in part(en, "## Challenges and limitations")
+    uses, uses_zh = part(en, "## Typical uses"), part(zh, "## 常用场景")
+    assert "- Offline preference optimisation (DPO" not in uses and "上进行离线偏好优化" not in uses_zh
+    assert "no pair's `chosen` scored higher than its `rejected`" in uses and "没有一对的 `chosen` 得分高于" in uses_zh
+    # a few ties among many preferences: not called a limitation
+    facts, en, _ = analysed_run(tmp_path / "few", seed_rows(36))
+    assert 0 < facts.metrics["ties"] < 0.1 * 36 and "Pairs without a preference" not in en
+
+
 def test_the_size_is_called_small_only_when_it_is(tmp_path):
     # "Small size: 61135 rows" on every card, whatever its size
     make_run(tmp_path / "run")
@@ -807,7 +861,7 @@ def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
     make_run(tmp_path / "empty", rows, ds.features, metrics=False)
     use_en = part(halves(card_for(tmp_path / "empty")[1])[0], "## How to use")
     assert ('# 1 row with an empty chosen response: to_trl refuses it (DPO learns toward the chosen one)\n'
-            'ds = ds.filter(lambda row: row["chosen"].strip() != "")\ntrain = to_trl(ds)') in use_en
+            'ds = ds.filter(lambda row: row["chosen"].strip() != "")\n```') in use_en
     empty = datasets.Dataset.from_list(rows, features=ds.features)
     assert len(to_trl(empty.filter(lambda row: row["chosen"].strip() != ""))) == len(rows) - 1
 
@@ -1086,26 +1140,37 @@ def test_rows_without_a_score_are_said_and_dropped_by_the_usage_snippet(tmp_path
     from repro.analysis import report as analysis
     from repro.parameters import AnalyzeParams
 
+    # without metrics.json (02_analyze refused the rows) the card had no filter at all and its code failed; the
+    # counts it stated ("keeps the 181 of the 200 pairs") were not those of its code's rows (180 of 199)
     rows = seed_rows(24)
     for i in (3, 13):
         rows[i]["score_chosen"] = None
     rows[5]["score_rejected"] = None
+    rows[7]["score_rejected"] = float("nan")
+    rows[9]["chosen"][-1]["content"] = " "
+    make_run(tmp_path / "bare", rows, metrics=False)
     make_run(tmp_path / "run", rows, metrics=False)
     analysis.analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 100,
                                            "exclude_nonfinite": True}))
-    _, card_path = card_for(tmp_path / "run")
-    en, zh = halves(card_path)
-    assert "Excluded rows: 2 whose `score_chosen` is NaN, infinite or missing; 1 whose `score_rejected` is" in en
-    assert "被排除的行：`score_chosen` 为 NaN、无穷或缺失的 2 行；`score_rejected` 为 NaN、无穷或缺失的 1 行。" in zh
-    assert "{" not in section(en, "## Characteristics").split("|")[0]
-    monkeypatch.chdir(card_path.parent.parent)
-    for half in (en, zh):
-        load, _, plain = re.findall(r"```python\n(.*?)```", half, flags=re.S)[:3]
-        scope: dict = {}
-        exec(load, scope)
-        assert len(scope["ds"]) == 21 and len(to_trl(scope["ds"])) == 21
-        exec(plain, scope)
-        assert len(scope["train"]) == 21
+    for run in ("bare", "run"):
+        _, card_path = card_for(tmp_path / run)
+        en, zh = halves(card_path)
+        if run == "run":
+            assert "Excluded rows: 2 whose `score_chosen` is NaN, infinite or missing; 2 whose `score_rejected` is" in en
+            assert "被排除的行：`score_chosen` 为 NaN、无穷或缺失的 2 行；`score_rejected` 为 NaN、无穷或缺失的 2 行。" in zh
+            assert "{" not in section(en, "## Characteristics").split("|")[0]
+        assert "# 4 rows without a finite score in both columns: to_trl refuses them" in en
+        monkeypatch.chdir(card_path.parent.parent)
+        for half in (en, zh):
+            load, _, plain = re.findall(r"```python\n(.*?)```", half, flags=re.S)[:3]
+            scope: dict = {}
+            exec(load, scope)
+            train = to_trl(scope["ds"])
+            assert len(scope["ds"]) == len(train) == 19
+            exec(plain, scope)
+            assert len(scope["train"]) == 19
+        kept, n = map(int, re.search(r"keeps the (\d+) of the (\d+) pairs", en).groups())
+        assert (kept, n) == (len(train.filter(lambda row: row["score_margin"] > 0)), len(train))
 
 
 def test_missing_metrics_leaves_sections_out_and_says_why(tmp_path):
@@ -1502,7 +1567,7 @@ def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows
     empty = sum(r["chosen"][-1]["content"].strip() == "" for r in train_rows)
     assert empty == facts.empty_chosen == 1
     assert ("# 1 row with an empty chosen response: to_trl refuses it (DPO learns toward the chosen one)\n"
-            "ds = ds.filter(lambda row: row[\"chosen\"][-1][\"content\"].strip() != \"\")\ntrain = to_trl(ds)") in en
+            "ds = ds.filter(lambda row: row[\"chosen\"][-1][\"content\"].strip() != \"\")\n```") in en
     ds = datasets.load_dataset(str(run / "dataset"), split="train_prefs")
     assert len(to_trl(ds.filter(lambda row: row["chosen"][-1]["content"].strip() != ""))) == 200 - empty
     repro_card.check_card(card_path)
