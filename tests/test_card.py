@@ -442,6 +442,12 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert body.count("不适用：每行的偏好对不是最高分与最低分（selection `best_second`）。") == 2
     del facts.metrics["invariants"]["selection"]
     facts.metrics["invariants"]["expected_to_hold"] = False
+    # a classifier's or a judge's probabilities: not logits
+    body = with_scale("probability", 0.02, 0.97, 48, 0.0)
+    assert body.count("not applicable: the scores are probabilities, not PairRM scores.") == 3
+    assert ("the scores all lie in [0, 1] (48 distinct values from 0.02 to 0.97): a classifier's or a judge's "
+            "probabilities, not log-odds; PairRM's invariants do not apply.") in body
+    assert "分数全部落在 [0, 1] 内（48 个不同取值，从 0.02 到 0.97）：是分类器或评判模型给出的概率，而非对数几率" in body
     # constant scores (a scorer that gave every text 0): not ratings, as the analysis used to say
     body = with_scale("constant", 0.0, 0.0, 1, 1.0)
     assert body.count("not applicable: the scores are constant (every pair a tie), not PairRM scores.") == 3
@@ -563,6 +569,15 @@ def test_card_quotes_the_analysis_modules_own_metrics(tmp_path):
     ((0.05, 0.7), (0.04, 0.8), (38, 2), "the chosen response is the longer one in at least 60.0 % of them"),
     ((0.05, 0.7), (0.04, 0.8), (6, 34), "the chosen response is the shorter one in at least 60.0 % of them"),
     ((0.05, 0.7), (0.04, 0.8), (24, 16), "no clear length bias"),  # 60 % of 40, p = 0.27
+    # the two signals opposite: the chosen response the longer in 75 % of the pairs, yet larger margins with shorter
+    # chosen responses; the card said only "the scores favour shorter responses" (the rho decided alone)
+    ((-0.12, 0.036), (-0.11, 0.04), (30, 10), "they point opposite ways: the chosen response is the longer one in at "
+     "least 60.0 % of them (sign test p < 0.05), while within the pairs larger margins go with shorter chosen "
+     "responses (|ρ| ≥ 0.1, p < 0.05)"),
+    ((0.15, 0.01), (0.12, 0.04), (8, 32), "they point opposite ways: the chosen response is the shorter one in at "
+     "least 60.0 % of them (sign test p < 0.05), while within the pairs larger margins go with longer chosen "
+     "responses (|ρ| ≥ 0.1, p < 0.05)"),
+    ((0.30, 0.001), (0.05, 0.4), (32, 8), "the scores favour longer responses"),  # the two agree: as before
 ])
 def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
     make_run(tmp_path / "run", metrics=True)
@@ -577,6 +592,9 @@ def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
     length["chosen_longer_test"] = {"chars": sign, "tokens": sign}
     body = repro_card.render_body(facts)
     [line] = [x for x in body.splitlines() if x.startswith("- Length bias")]
+    [zh_line] = [x for x in body.splitlines() if x.startswith("- 长度偏差")]
+    opposite = "opposite" in verdict  # then no one direction: neither "favour" verdict
+    assert ("相反" in zh_line) == opposite and not (opposite and "favour" in line), zh_line
     about = f"characters, p = {chars[1]:g}" if chars[1] is not None else "characters"
     assert verdict in line and f"{chars[0]:g} ({about})" in line, line
     share = f"{100 * longer[0] / sum(longer):.1f} %"
@@ -637,6 +655,108 @@ def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
     facts.metrics["length"].update(n=3, margin_vs_length_difference={"chars": {"spearman": -1.0, "pvalue": 0.0}})
     lines = [x for x in repro_card.render_body(facts).splitlines() if x.startswith(("- Length bias", "- 长度偏差"))]
     assert lines == ["- Length bias: not judged on 3 rows (it takes at least 10).", "- 长度偏差：仅 3 行，不作判断（至少需要 10 行）。"]
+
+
+def analysed_run(root: Path, rows: list[dict], **analysis) -> tuple[repro_card.CardFacts, str, str]:
+    """A run of `rows` not built here (no manifest), analysed by 02_analyze's own code; its facts and card halves."""
+    make_run(root, rows, metrics=False, manifest=False)
+    analyze(build(AnalyzeParams, {"run_dir": str(root), "bootstrap_resamples": 100, **analysis}))
+    facts, card_path = card_for(root)
+    return (facts, *halves(card_path))
+
+
+@pytest.mark.parametrize("rating", [False, True])
+def test_inverted_pairs_are_flagged_and_named_by_the_filter(tmp_path, monkeypatch, rating):
+    # 44 of 60 rows score_chosen < score_rejected: no limitation said so, the filter sentence called what it drops
+    # "ties" (there were none) and still recommended DPO; on integer ratings the checks lost their "Inversions" line
+    rows = seed_rows(60)
+    for i, r in enumerate(rows):
+        low, high = 2.0 + i % 3, 7.0 + i % 3
+        low, high = (low, high) if rating else (low / 3 + i / 997, high / 3 + i / 991)
+        r["score_chosen"], r["score_rejected"] = (low, high) if i < 44 else (high, low)
+    facts, en, zh = analysed_run(tmp_path / "run", rows)
+    assert facts.metrics["scale"]["kind"] == ("rating" if rating else "logit")
+    assert ("- Pairs without a preference for `chosen`: 44 of the 60 pairs are inverted (`score_chosen` < "
+            "`score_rejected`: the scores prefer `rejected`) and 0 are ties") in part(en, "## Challenges and limitations")
+    assert "60 对中有 44 对倒置" in part(zh, "## 当前挑战与局限")
+    assert "Inversions (`score_chosen` < `score_rejected`): 44 rows." in en and "倒置（`score_chosen` < `score_rejected`）：44 行。" in zh
+    use = part(en, "## How to use")
+    assert ("Ties and inverted pairs carry no preference for `chosen`: `train = train.filter(lambda row: "
+            "row[\"score_margin\"] > 0)` keeps the 16 of the 60 pairs whose `chosen` scored strictly higher, leaving "
+            "out 0 ties and 44 inverted pairs") in use
+    assert "保留 60 对中 `chosen` 得分严格更高的 16 对，去掉 0 对平局和 44 对倒置的偏好对" in part(zh, "## 使用方法")
+    monkeypatch.chdir(tmp_path / "run")
+    scope: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", use, flags=re.S)[0], scope)
+    scope["train"] = to_trl(scope["ds"])
+    exec(re.search(r"`(train = train\.filter\(.*?\))`", use)[1], scope)
+    assert len(scope["train"]) == 16
+    assert "Offline preference optimisation" in part(en, "## Typical uses")  # 16 pairs still prefer `chosen`
+
+
+def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
+    # every score equal: the card still recommended DPO, and "Ties carry no preference ... keeps the 0 of the 30 pairs"
+    rows = seed_rows(30)
+    for r in rows:
+        r["score_chosen"] = r["score_rejected"] = 0.5
+    facts, en, zh = analysed_run(tmp_path / "run", rows)
+    assert facts.metrics["scale"]["kind"] == "constant"
+    assert "0 of the 30 pairs are inverted (`score_chosen` < `score_rejected`: the scores prefer `rejected`) and 30 are " \
+           "ties" in part(en, "## Challenges and limitations")
+    uses, uses_zh = part(en, "## Typical uses"), part(zh, "## 常用场景")
+    assert "- Offline preference optimisation (DPO" not in uses and "上进行离线偏好优化" not in uses_zh
+    assert "no pair's `chosen` scored higher than its `rejected`" in uses and "没有一对的 `chosen` 得分高于" in uses_zh
+    # a few ties among many preferences: not called a limitation
+    facts, en, _ = analysed_run(tmp_path / "few", seed_rows(36))
+    assert 0 < facts.metrics["ties"] < 0.1 * 36 and "Pairs without a preference" not in en
+
+
+def test_the_size_is_called_small_only_when_it_is(tmp_path):
+    # "Small size: 61135 rows" on every card, whatever its size
+    make_run(tmp_path / "run")
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    body = repro_card.render_body(facts)
+    assert "- Small size: 24 rows, out of 29 rows in the source split." in body and "- 规模较小：24 行" in body
+    facts.splits[0].num_examples = facts.counts["source"] = 61135
+    body = repro_card.render_body(facts)
+    assert "Small size" not in body and "规模较小" not in body
+    assert "- Size: 61135 rows, out of 61135 rows in the source split." in body and "- 规模：61135 行" in body
+
+
+def test_each_figure_caption_counts_its_own_unit(tmp_path):
+    # the Chinese caption of the agreement figure said "（n = 40 对）" (pairs) where the English said 40 prompts
+    make_run(tmp_path / "run")
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    write_png(png := facts.run.figures / "scorer_agreement.png")
+    facts.figures.append((png, "Agreement between scorers (n = 20 prompts)"))
+    pair = {"scorers": ["a", "b"], "rows": 20, "same_chosen": {"count": 15, "fraction": 0.75},
+            "same_rejected": {"count": 10, "fraction": 0.5}, "kendall_tau": {"mean": 0.5, "median": 0.5, "undefined": 0},
+            "margin_correlation": {}}
+    facts.metrics["agreement"] = {"primary": "a", "pairs": [pair]}
+    body = repro_card.render_body(facts)
+    assert "![Agreement between scorers (n = 20 prompts)](figures/scorer_agreement.png)" in body
+    assert "![评分模型之间的一致性（n = 20 个提示词）](figures/scorer_agreement.png)" in body
+    assert "![分数分布（n = 24 对）](figures/score_distributions.png)" in body
+
+
+def test_a_prompt_id_never_the_prompts_hash_and_an_undefined_test_are_said_plainly(tmp_path):
+    # "It equals the sha256 ... in 0 of 2500 rows"; the t-test's row left out when undefined, d_z's kept as undefined
+    rows = seed_rows(24)
+    for i, r in enumerate(rows):
+        r["prompt_id"] = f"id-{i}"
+    make_run(tmp_path / "run", rows)
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    facts.metrics["tests"]["paired_t"].update(statistic=None, pvalue=None)
+    facts.metrics["effect_size"]["cohens_dz"] = None
+    body = repro_card.render_body(facts)
+    assert "It is not the sha256 hex digest of the UTF-8 `prompt` in any of the 24 rows." in body and "0 of" not in body
+    assert "24 行中没有一行等于 `prompt`（UTF-8）的 sha256 十六进制摘要。" in body
+    en, zh = body[:body.index("# 「")], body[body.index("# 「"):]
+    for lang, half in (("en", en), ("zh", zh)):
+        t = repro_card.phrases(lang)
+        for stat in (t.stat_p_paired_t, t.stat_cohens_dz):
+            [row] = table_rows(half, stat)
+            assert row[3] == t.undefined, (stat, row)
 
 
 def test_no_machine_path_in_the_card_or_the_upload(tmp_path):
@@ -741,7 +861,7 @@ def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
     make_run(tmp_path / "empty", rows, ds.features, metrics=False)
     use_en = part(halves(card_for(tmp_path / "empty")[1])[0], "## How to use")
     assert ('# 1 row with an empty chosen response: to_trl refuses it (DPO learns toward the chosen one)\n'
-            'ds = ds.filter(lambda row: row["chosen"].strip() != "")\ntrain = to_trl(ds)') in use_en
+            'ds = ds.filter(lambda row: row["chosen"].strip() != "")\n```') in use_en
     empty = datasets.Dataset.from_list(rows, features=ds.features)
     assert len(to_trl(empty.filter(lambda row: row["chosen"].strip() != ""))) == len(rows) - 1
 
@@ -1020,26 +1140,37 @@ def test_rows_without_a_score_are_said_and_dropped_by_the_usage_snippet(tmp_path
     from repro.analysis import report as analysis
     from repro.parameters import AnalyzeParams
 
+    # without metrics.json (02_analyze refused the rows) the card had no filter at all and its code failed; the
+    # counts it stated ("keeps the 181 of the 200 pairs") were not those of its code's rows (180 of 199)
     rows = seed_rows(24)
     for i in (3, 13):
         rows[i]["score_chosen"] = None
     rows[5]["score_rejected"] = None
+    rows[7]["score_rejected"] = float("nan")
+    rows[9]["chosen"][-1]["content"] = " "
+    make_run(tmp_path / "bare", rows, metrics=False)
     make_run(tmp_path / "run", rows, metrics=False)
     analysis.analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 100,
                                            "exclude_nonfinite": True}))
-    _, card_path = card_for(tmp_path / "run")
-    en, zh = halves(card_path)
-    assert "Excluded rows: 2 whose `score_chosen` is NaN, infinite or missing; 1 whose `score_rejected` is" in en
-    assert "被排除的行：`score_chosen` 为 NaN、无穷或缺失的 2 行；`score_rejected` 为 NaN、无穷或缺失的 1 行。" in zh
-    assert "{" not in section(en, "## Characteristics").split("|")[0]
-    monkeypatch.chdir(card_path.parent.parent)
-    for half in (en, zh):
-        load, _, plain = re.findall(r"```python\n(.*?)```", half, flags=re.S)[:3]
-        scope: dict = {}
-        exec(load, scope)
-        assert len(scope["ds"]) == 21 and len(to_trl(scope["ds"])) == 21
-        exec(plain, scope)
-        assert len(scope["train"]) == 21
+    for run in ("bare", "run"):
+        _, card_path = card_for(tmp_path / run)
+        en, zh = halves(card_path)
+        if run == "run":
+            assert "Excluded rows: 2 whose `score_chosen` is NaN, infinite or missing; 2 whose `score_rejected` is" in en
+            assert "被排除的行：`score_chosen` 为 NaN、无穷或缺失的 2 行；`score_rejected` 为 NaN、无穷或缺失的 2 行。" in zh
+            assert "{" not in section(en, "## Characteristics").split("|")[0]
+        assert "# 4 rows without a finite score in both columns: to_trl refuses them" in en
+        monkeypatch.chdir(card_path.parent.parent)
+        for half in (en, zh):
+            load, _, plain = re.findall(r"```python\n(.*?)```", half, flags=re.S)[:3]
+            scope: dict = {}
+            exec(load, scope)
+            train = to_trl(scope["ds"])
+            assert len(scope["ds"]) == len(train) == 19
+            exec(plain, scope)
+            assert len(scope["train"]) == 19
+        kept, n = map(int, re.search(r"keeps the (\d+) of the (\d+) pairs", en).groups())
+        assert (kept, n) == (len(train.filter(lambda row: row["score_margin"] > 0)), len(train))
 
 
 def test_missing_metrics_leaves_sections_out_and_says_why(tmp_path):
@@ -1436,7 +1567,7 @@ def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows
     empty = sum(r["chosen"][-1]["content"].strip() == "" for r in train_rows)
     assert empty == facts.empty_chosen == 1
     assert ("# 1 row with an empty chosen response: to_trl refuses it (DPO learns toward the chosen one)\n"
-            "ds = ds.filter(lambda row: row[\"chosen\"][-1][\"content\"].strip() != \"\")\ntrain = to_trl(ds)") in en
+            "ds = ds.filter(lambda row: row[\"chosen\"][-1][\"content\"].strip() != \"\")\n```") in en
     ds = datasets.load_dataset(str(run / "dataset"), split="train_prefs")
     assert len(to_trl(ds.filter(lambda row: row["chosen"][-1]["content"].strip() != ""))) == 200 - empty
     repro_card.check_card(card_path)

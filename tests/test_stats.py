@@ -324,6 +324,11 @@ def test_detect_scale():
         assert constant["sentence"] == (f"All 120 scores are {value:g}: constant scores rank nothing (every pair is a "
                                         f"tie). Check the scorer and the data; the statistics below say nothing of a "
                                         f"preference.")
+    # a classifier's or a judge's probabilities (every score in [0, 1], off the rating grid): they read as PairRM's
+    # logits ("invariants expected to hold") though they are not log-odds
+    probability = stats.detect_scale(rng.uniform(0.5, 1.0, 50), rng.uniform(0.0, 0.5, 50))
+    assert probability["kind"] == "probability" and "probabilities" in probability["sentence"]
+    assert "logits" not in probability["sentence"] and "do not apply" in probability["sentence"]
 
 
 def test_clean_is_strict_json():

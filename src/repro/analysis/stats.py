@@ -296,9 +296,9 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
 
 def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise: bool | None = True,
                  rule: str | None = None) -> dict[str, Any]:
-    """Say whether the scores look like a 1–10 rating grid or real-valued logits (PairRM's, unless `pairwise` is
-    false: a reward model's; None: no scorer recorded, read as PairRM's), and what follows (`rule`: a pair rule other
-    than best vs worst)."""
+    """Say whether the scores look like a 1–10 rating grid, probabilities (real values all in [0, 1]: a classifier's
+    or a judge's) or real-valued logits (PairRM's, unless `pairwise` is false: a reward model's; None: no scorer
+    recorded, read as PairRM's), and what follows (`rule`: a pair rule other than best vs worst)."""
     v = np.concatenate([score_chosen, score_rejected])
     on_grid = np.isclose(v / RATING_GRID_STEP, np.round(v / RATING_GRID_STEP), rtol=0.0, atol=1e-9)
     grid_fraction = float(on_grid.mean())
@@ -306,6 +306,7 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise:
     distinct = int(np.unique(v).size)
     in_range = RATING_RANGE[0] <= lo and hi <= RATING_RANGE[1]
     kind = ("constant" if distinct == 1 else "rating" if grid_fraction == 1.0 and in_range and distinct >= 3 else
+            "probability" if grid_fraction < 0.5 and 0.0 <= lo and hi <= 1.0 else
             "logit" if grid_fraction < 0.5 else "unclear")  # (two values: labels, or too few to tell a scale)
     sentence = prose("report", "scale_sentence", kind, v.size, RATING_GRID_STEP, lo, hi, distinct, grid_fraction,
                      pairwise, rule)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Features, Value
 
@@ -44,6 +46,10 @@ LENGTH_BIAS_P = 0.05
 # the pairs whose lengths differ; on fewer rows than LENGTH_BIAS_ROWS none is judged
 LENGTH_BIAS_SHARE = 0.6
 LENGTH_BIAS_ROWS = 10
+# a dataset of fewer rows than this is called small (the hub's smallest size category, n<1K)
+SMALL_ROWS = 1000
+# ties are called a limitation from this share of the pairs on (inverted pairs from one on)
+MANY_TIES = 0.1
 
 
 @dataclass
@@ -86,7 +92,9 @@ class CardFacts:
     figures: list[tuple[Path, str]] = field(default_factory=list)  # (PNG in the run's figures/, caption)
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (section key, reason key) pairs
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
-    empty_chosen: int = 0  # rows whose chosen response is empty: repro.formats.to_trl refuses them
+    nonfinite_scores: int = 0  # rows whose score_chosen or score_rejected is not a finite number: to_trl refuses them
+    empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
+    pair_signs: dict[str, int] | None = None  # {positive, zero, negative} margins of the rows the card's code keeps
 
     @property
     def chosen_text(self) -> str:
@@ -220,8 +228,8 @@ class CardFacts:
             values = [_get(m, b, stat) for b in SCORE_BLOCKS]
             if any(v is not None for v in values):
                 rows.append({"stat": stat, "values": values})
-        rows += [{"stat": "p_" + test, "margin": p} for test in ("wilcoxon", "paired_t", "sign_test")
-                 if (p := _get(m, "tests", test, "pvalue")) is not None]
+        rows += [{"stat": "p_" + test, "margin": _get(m, "tests", test, "pvalue")}
+                 for test in ("wilcoxon", "paired_t", "sign_test") if isinstance(_get(m, "tests", test), dict)]
         effects = m["effect_size"] if isinstance(m.get("effect_size"), dict) else {}
         rows += [{"stat": effect, "margin": effects[effect]} for effect in ("cohens_dz", "rank_biserial")
                  if effect in effects]
@@ -238,9 +246,11 @@ class CardFacts:
         inv, n = m.get("invariants"), m.get("n")
         if not isinstance(inv, dict) or not isinstance(n, int):
             return []
+        inversions = [{"inversions": inv["inversions"]}] if isinstance(inv.get("inversions"), int) else []
         if inv.get("expected_to_hold") is False:
             kind = str(_get(m, "scale", "kind"))
-            return [{"check": c, "not_applicable": "not_pairrm", "kind": kind} for c in ("sign", "antisymmetry", "sum")]
+            return [{"check": c, "not_applicable": "not_pairrm", "kind": kind}
+                    for c in ("sign", "antisymmetry", "sum")] + inversions
         rule = inv.get("selection")  # a pair rule other than best vs worst: no row's pair need be its extremes
         out = [{"check": "sign", "not_applicable": "selection", "rule": rule}] if rule else []
         if isinstance(inv.get("sign_order_fails"), int) and not rule:
@@ -266,9 +276,7 @@ class CardFacts:
                     out.append({"check": check, "holds": [cand[key], cand.get("rows", n)]})
         else:
             out.append({"check": "sum", "not_applicable": "no_candidate_scores"})
-        if isinstance(inv.get("inversions"), int):
-            out.append({"inversions": inv["inversions"]})
-        return out
+        return out + inversions
 
     @property
     def agreement(self) -> dict[str, Any] | None:
@@ -278,7 +286,7 @@ class CardFacts:
 
     @property
     def scale(self) -> dict[str, Any] | None:
-        """What the analysis read of the scores' scale: {kind (rating, logit, unclear), sentence, ...}."""
+        """What the analysis read of the scores' scale: {kind (rating, logit, probability, constant, unclear), ...}."""
         return (self.metrics or {}).get("scale")
 
     @property
@@ -295,7 +303,7 @@ class CardFacts:
         if self.built_here:
             return self.scorer.get("kind", "pairrm") == "pairrm"
         told = "pairrm" in str(self.known_recipe.get("scorer", "")).lower()
-        return told and not self.sign_order_fails and (self.scale or {}).get("kind") != "rating"
+        return told and not self.sign_order_fails and (self.scale or {}).get("kind") not in ("rating", "probability")
 
     @property
     def margins_by_construction(self) -> bool:
@@ -319,8 +327,10 @@ class CardFacts:
     @property
     def length_bias(self) -> dict[str, Any]:
         """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `few` (rows), `none`,
-        `longer`, `shorter` (by the margin's correlation with length), `longer_share`, `shorter_share` (by how often
-        the chosen response is the longer one), `same_lengths` (never a difference to judge by)."""
+        `longer`, `shorter` (by the margin's correlation with length, and the share where it agrees), `longer_share`,
+        `shorter_share` (by how often the chosen response is the longer one, the correlation not marked),
+        `longer_share_shorter_margins`, `shorter_share_longer_margins` (the two marked, in opposite directions),
+        `same_lengths` (never a difference to judge by)."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
         tests = _get(self.metrics, "length", "chosen_longer_test") or {}
@@ -331,19 +341,21 @@ class CardFacts:
         if (n := _get(self.metrics, "length", "n") or 0) < LENGTH_BIAS_ROWS:
             return {"verdict": "few", "n": n}
         # a bias is called only when an effect is both large enough and significant
-        marked = [rho for _, rho, p in self.length_rhos if abs(rho) >= LENGTH_BIAS_RHO and p is not None
-                  and p < LENGTH_BIAS_P]
-        if marked:
-            return {"verdict": "longer" if max(marked, key=abs) > 0 else "shorter"}
-        shares = [share - 0.5 for _, share, p, *_ in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE - 0.5
-                  and p is not None and p < LENGTH_BIAS_P]
-        return {"verdict": "none" if not shares else "longer_share" if max(shares, key=abs) > 0 else "shorter_share"}
+        rho = max((rho for _, rho, p in self.length_rhos if abs(rho) >= LENGTH_BIAS_RHO and p is not None
+                   and p < LENGTH_BIAS_P), key=abs, default=None)
+        share = max((share - 0.5 for _, share, p, *_ in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE
+                     - 0.5 and p is not None and p < LENGTH_BIAS_P), key=abs, default=None)
+        if rho is not None and share is not None and (rho > 0) != (share > 0):
+            return {"verdict": "longer_share_shorter_margins" if share > 0 else "shorter_share_longer_margins"}
+        if rho is not None:
+            return {"verdict": "longer" if rho > 0 else "shorter"}
+        return {"verdict": "none" if share is None else "longer_share" if share > 0 else "shorter_share"}
 
     @property
-    def strict_preferences(self) -> int | None:
-        """Pairs with margin > 0, from metrics.json, when the analysis covered every row (else None)."""
-        positive = _get(self.metrics, "margin_sign", "counts", "positive")
-        return positive if _get(self.metrics, "n") == self.num_examples and isinstance(positive, int) else None
+    def no_preference(self) -> bool:
+        """Pairs whose `chosen` the scores do not prefer are a limitation: any inverted one, or ties from MANY_TIES."""
+        s = self.pair_signs
+        return bool(s and (s["negative"] or s["zero"] >= MANY_TIES * sum(s.values())))
 
     def _repr_markdown_(self) -> str:
         splits = ", ".join(f"`{s.name}` {s.num_examples} rows" for s in self.splits)
@@ -408,10 +420,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
-    # a conversation's last assistant turn, or a text (RLHFlow's pairs), read in Arrow as 02_analyze reads them
-    if "chosen" in ds.column_names and (texts := response_texts(ds.data.column("chosen"))) is not None:
-        facts.empty_chosen = pc.sum(pc.equal(pc.utf8_trim_whitespace(texts), "")).as_py() or 0
-    facts.metrics = _read_metrics(run, facts, ds)
+    view = seed_view(ds, candidates=False).with_format("arrow")[:]  # (a recipe's scores as the seed's columns)
+    _usable_rows(facts, ds, view)
+    facts.metrics = _read_metrics(run, facts, view)
     analysis = (manifest.get("notebooks") or {}).get("02_analyze") or {}
     if facts.metrics is None and analysis.get("status") == "failed" and analysis.get("error"):
         facts.analysis_error = public_text(analysis["error"].splitlines()[0])  # (then: where it is saved)
@@ -493,8 +504,27 @@ def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **recorded}
 
 
-def _read_metrics(run: RunDir, facts: CardFacts, ds: datasets.Dataset) -> dict[str, Any] | None:
-    """metrics.json, when it describes the rows of `ds` (the main split): as many, with the same scores."""
+def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> None:
+    """What the card's code leaves out before `to_trl` (rows without finite scores, then those with an empty chosen
+    response: it refuses both) and the signs of the margins it keeps (`view`: the main split in the seed's columns)."""
+    # a conversation's last assistant turn, or a text (RLHFlow's pairs), read in Arrow as 02_analyze reads them
+    texts = response_texts(ds.data.column("chosen")) if "chosen" in ds.column_names else None
+    empty = np.zeros(len(ds), bool) if texts is None else pc.fill_null(
+        pc.equal(pc.utf8_trim_whitespace(texts), ""), False).to_numpy(zero_copy_only=False)
+    if set(SCORE_COLUMNS) <= set(view.column_names):
+        chosen, rejected = (score_array(view, c, str(facts.run.dataset), "card_dataset") for c in SCORE_COLUMNS)
+        finite = np.isfinite(chosen) & np.isfinite(rejected)
+        if facts.has_columns(*SCORE_COLUMNS):  # (the card's code reads them by the seed's column names)
+            facts.nonfinite_scores, empty = int((~finite).sum()), empty & finite
+        margin = (chosen - rejected)[finite & ~empty]
+        facts.pair_signs = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
+                            "negative": int((margin < 0).sum())}
+    facts.empty_chosen = int(empty.sum())
+
+
+def _read_metrics(run: RunDir, facts: CardFacts, view: pa.Table) -> dict[str, Any] | None:
+    """metrics.json, when it describes the rows of `view` (the main split, in the seed's columns): as many, with the
+    same scores."""
     if not run.metrics.exists():
         return None
     try:
@@ -508,7 +538,7 @@ def _read_metrics(run: RunDir, facts: CardFacts, ds: datasets.Dataset) -> dict[s
             f"{run.metrics} describes {n} rows (+{excluded} excluded) but the dataset has "
             f"{facts.num_examples}: the metrics belong to other data. Re-run notebooks/02_analyze.ipynb on this run.")
     recorded = _get(metrics, "dataset", "scores_sha256")
-    if recorded and recorded != scores_digest(seed_view(ds).with_format("arrow")[:]):
+    if recorded and recorded != scores_digest(view):
         raise DataError(
             f"{run.metrics} describes other scores than {run.dataset} holds: the data changed after "
             f"notebooks/02_analyze.ipynb ran. Re-run it on this run, then this notebook.")

@@ -32,7 +32,8 @@ from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, table_cell
 from ..paths import DATA_DIR, RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
 from .facts import (CONFIG_NAME, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
-                    SCORE_BLOCKS, SEED_REPO, CardFacts, SplitFacts, gather_facts, public_value, shaping_parameters)
+                    SCORE_BLOCKS, SEED_REPO, SMALL_ROWS, CardFacts, SplitFacts, gather_facts, public_value,
+                    shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
@@ -107,7 +108,7 @@ def _environment(lang: str) -> jinja2.Environment:
     env.globals.update(t=words, config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,
                        seed_repo=SEED_REPO, score_blocks=SCORE_BLOCKS, required_columns=REQUIRED_COLUMNS,
                        trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
-                       length_bias_share=LENGTH_BIAS_SHARE, length_bias_rows=LENGTH_BIAS_ROWS,
+                       length_bias_share=LENGTH_BIAS_SHARE, length_bias_rows=LENGTH_BIAS_ROWS, small_rows=SMALL_ROWS,
                        recipe_facts=RECIPE_FACTS, our_tie_rules={rule: key for key, rule in TIE_RULES.items()},
                        trl_features=TRL_FEATURES, shaping_parameters=shaping_parameters,
                        format_sources={name: f.source for name, f in FORMATS.items()},
