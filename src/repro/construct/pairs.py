@@ -134,12 +134,13 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
     return row
 
 
-def check_prompt_ids(prompt_ids: Sequence[str], policy: str, row_offset: int = 0) -> list[int]:
-    """Positions to keep; duplicates are an error naming the rows, or only the first is kept."""
-    first: dict[str, int] = {}  # each id's first position, in order: the positions kept
+def check_prompt_ids(prompt_ids: Sequence[str | None], policy: str, row_offset: int = 0) -> list[int]:
+    """Positions to keep; duplicates are an error naming the rows, or only the first is kept. None is no id: its row
+    is kept (collect_candidates names its prompt)."""
+    first: dict[str | int, int] = {}  # each id's first position, in order: the positions kept (no id: by position)
     for i, pid in enumerate(prompt_ids):
-        if pid not in first:
-            first[pid] = i
+        if pid is None or pid not in first:
+            first[i if pid is None else pid] = i
         elif policy == "error":
             raise DataError(
                 f"prompt_id {pid} appears at source rows {row_offset + first[pid]} and {row_offset + i} (from 0). "
