@@ -160,7 +160,7 @@ def test_a_source_without_what_messages_and_candidate_columns_ask_is_refused_at_
                           for r in train_rows[:3]))
     p = _params(tmp_path / "b", source=str(h4))
     with pytest.raises(DataError, match=r"lacks columns \['resp0', .*This source has chosen/rejected "
-                                        r"conversations: candidate_columns: \[\] with include_original_pair: true"):
+                                        r"responses: candidate_columns: \[\] with include_original_pair: true"):
         construct.load(construct.begin(p))
 
 
@@ -181,6 +181,21 @@ def test_demo_with_all_candidates_sums_to_zero(tmp_path):
         assert row["score_chosen"] == max(row["candidate_scores"])
         assert row["score_rejected"] == min(row["candidate_scores"])
 
+
+
+def test_a_source_of_plain_text_pairs_is_ranked_as_its_hint_says(tmp_path):
+    # the hint said "candidate_columns: [] with include_original_pair: true ranks those two", which then failed on
+    # chosen / rejected held as texts ("no assistant message")
+    src = tmp_path / "pairs.jsonl"
+    src.write_text('{"prompt": "p1", "chosen": "good", "rejected": "bad"}\n'
+                   '{"prompt": "p2", "chosen": "good2", "rejected": "bad2"}\n')
+    with pytest.raises(DataError, match=r"This source has chosen/rejected responses: candidate_columns: \[\] with "
+                                        r"include_original_pair: true ranks those two"):
+        _construct(_params(tmp_path / "a", source=str(src), candidate_columns=["resp0"]))
+    _, out = _construct(_params(tmp_path / "b", source=str(src), candidate_columns=[], include_original_pair=True))
+    assert {r["prompt"]: {r["chosen"][-1]["content"], r["rejected"][-1]["content"]} for r in out} == \
+        {"p1": {"good", "bad"}, "p2": {"good2", "bad2"}}
+    assert all(r["chosen"][0] == {"content": r["prompt"], "role": "user"} for r in out)
 
 def test_rows_dropped_on_the_way_are_counted_and_a_source_without_rows_is_refused(tmp_path):
     rows = [{"prompt": f"Question {i}?", "prompt_id": "same" if i < 2 else f"id-{i}",

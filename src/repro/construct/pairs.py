@@ -19,10 +19,11 @@ ORIGINAL_REJECTED = "original_rejected"
 
 
 def last_assistant_text(messages: Any, where: str) -> str:
-    """The last assistant message of a `[{content, role}, ...]` list (the source's chosen/rejected)."""
-    text = response_text(messages) if isinstance(messages, list) else None
+    """The source's chosen/rejected as a response text: the text itself, or the last assistant message of a
+    `[{content, role}, ...]` list."""
+    text = response_text(messages)
     if text is None:
-        raise DataError(f"{where} has no assistant message; expected a list of {{content, role}} dicts.")
+        raise DataError(f"{where} has no assistant message; expected a text or a list of {{content, role}} dicts.")
     return text
 
 

@@ -123,7 +123,7 @@ def load(ctx: Context) -> datasets.Dataset:
             require_columns(ds, p.candidate_columns, f"source {p.source!r}",
                             hint="Set candidate_columns to the columns holding the responses to rank "
                                  "(or turn on generate to produce resp0..resp{n-1})." + (
-                                     " This source has chosen/rejected conversations: candidate_columns: [] with "
+                                     " This source has chosen/rejected responses: candidate_columns: [] with "
                                      "include_original_pair: true ranks those two." if pair else ""))
         if p.messages == "source":
             require_columns(ds, ["messages"], f"source {p.source!r}",
