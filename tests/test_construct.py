@@ -48,14 +48,18 @@ def real_run(tmp_path_factory, sample_dir):
 def test_real_rows_integration(real_run):
     src, (ctx, out) = real_run
     rows = [json.loads(line) for line in src.read_text().splitlines()]
-    texts = [{t for t in (r["chosen"][-1]["content"], r["rejected"][-1]["content"]) if t.strip()} for r in rows]
+    pairs = [(r["chosen"][-1]["content"], r["rejected"][-1]["content"]) for r in rows]
+    texts = [{t for t in pair if t.strip()} for pair in pairs]
     too_few = sum(len(t) < 2 for t in texts)
+    emptied = sum(len(t) < 2 and not all(x.strip() for x in pair) for t, pair in zip(texts, pairs))
     assert len(rows) == 300 and too_few >= 4  # 4 identical pairs in train alone, plus empty responses
     counts = ctx.manifest.read()["counts"]
     assert counts["source"] == 300 and counts["sliced"] == 300
     assert ctx.manifest.read()["stages"]["load"]["split"] is None  # one file: no split was read (source_split's
     # default, train_prefs, had been recorded, and the card named it)
-    assert counts["dropped_too_few_candidates"] == too_few
+    assert counts["dropped_too_few_candidates"] == too_few - emptied
+    assert counts["dropped_fewer_than_two_nonempty_candidates"] == emptied > 0
+    assert counts["empty_candidates_dropped"] == sum(not x.strip() for pair in pairs for x in pair)
     assert counts["kept"] == len(out) == 300 - too_few
     assert out.column_names == SEED_COLUMNS + ["candidates", "candidate_scores"]
     kept = {r["prompt_id"]: r for r in rows}
@@ -196,6 +200,29 @@ def test_a_source_of_plain_text_pairs_is_ranked_as_its_hint_says(tmp_path):
     assert {r["prompt"]: {r["chosen"][-1]["content"], r["rejected"][-1]["content"]} for r in out} == \
         {"p1": {"good", "bad"}, "p2": {"good2", "bad2"}}
     assert all(r["chosen"][0] == {"content": r["prompt"], "role": "user"} for r in out)
+
+
+def test_empty_candidates_dropped_are_counted_and_rows_they_empty_have_their_own_reason(tmp_path):
+    # empty_candidates: drop counted its empty texts nowhere, and a row it left with one candidate was "fewer than
+    # two distinct candidates", as one of equal texts is
+    rows = [{"prompt": "q0", "resp0": "a", "resp1": "", "resp2": "c"},
+            {"prompt": "q1", "resp0": "a", "resp1": " ", "resp2": ""},
+            {"prompt": "q2", "resp0": "z", "resp1": "z", "resp2": "z"},
+            {"prompt": "q3", "resp0": "q", "resp1": "r", "resp2": "s"}]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    values = dict(source=str(src), candidate_columns=["resp0", "resp1", "resp2"], empty_candidates="drop")
+    ctx, out = _construct(_params(tmp_path / "a", **values))
+    counts = ctx.manifest.read()["counts"]
+    assert {k: counts[k] for k in ("with_candidates", "dropped_too_few_candidates", "empty_candidates_dropped",
+                                   "dropped_fewer_than_two_nonempty_candidates", "kept")} == \
+        {"with_candidates": 2, "dropped_too_few_candidates": 1, "empty_candidates_dropped": 3,
+         "dropped_fewer_than_two_nonempty_candidates": 1, "kept": 2}
+    assert sorted(out["prompt"]) == ["q0", "q3"]
+    src.write_text(json.dumps(rows[1]) + "\n")
+    with pytest.raises(DataError, match=r"No row is left to score: 1 of 1 rows have fewer than two distinct non-empty "
+                                        r"candidates \(empty_candidates: drop left 2 empty texts out\)"):
+        _construct(_params(tmp_path / "b", **values))
 
 def test_rows_dropped_on_the_way_are_counted_and_a_source_without_rows_is_refused(tmp_path):
     rows = [{"prompt": f"Question {i}?", "prompt_id": "same" if i < 2 else f"id-{i}",

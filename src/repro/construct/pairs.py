@@ -11,7 +11,7 @@ from ..dataset_io import SEED_COLUMNS, conversation, response_text, row_prompt_i
 from ..errors import DataError, counted
 from ..parameters import ConstructParams
 from ..scorers.common import check_scores
-from .selection import DROP_TOO_FEW, best_worst
+from .selection import DROP_EMPTIED, DROP_TOO_FEW, best_worst
 
 REFERENCE = "reference_response"
 ORIGINAL_CHOSEN = "original_chosen"
@@ -45,14 +45,16 @@ class CandidateSet:
     names: list[list[str]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
     one_text: int = 0  # rows kept although their candidates are one text (too_few_candidates: keep)
+    empty_dropped: int = 0  # empty texts left out of the candidates (empty_candidates: drop)
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
 def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[tuple[str, str]]:
-    """(name, text) of a row's candidates in candidate order, skipping None; the source's chosen/rejected come last,
-    or first unless original_pair_position is last (SPPO's compute_prob.py ranks the last 5 of 7)."""
+    """(name, text) of a row's candidates in candidate order, skipping None (an empty text: an error with
+    empty_candidates: error); the source's chosen/rejected come last, or first unless original_pair_position is last
+    (SPPO's compute_prob.py ranks the last 5 of 7)."""
     names = list(p.candidate_columns) + ([REFERENCE] if p.include_reference else [])
     out = [(name, row[name]) for name in names if row.get(name) is not None]
     if p.include_original_pair:
@@ -66,9 +68,7 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
                     "message (with candidate_columns: [] alone).") if name in ("chosen", "rejected") else ""
             raise DataError(f"{where}, candidate {name!r}: expected a string, got {type(text).__name__} "
                             f"({str(text)[:80]!r}). Fix the source column or leave it out of candidate_columns.{hint}")
-        if not text.strip() and p.empty_candidates != "rank":
-            if p.empty_candidates == "drop":
-                continue
+        if not text.strip() and p.empty_candidates == "error":
             raise DataError(f"{where}, candidate {name!r} is empty. Fix the source, or set empty_candidates: "
                             f"drop to leave empty texts out of the ranking (rank: rank them, as the recipes do).")
         kept.append((name, text))
@@ -77,8 +77,9 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
 
 def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
                        row_numbers: Sequence[int] | None = None) -> CandidateSet:
-    """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped, an error, or kept. Errors
-    name a row by `row_numbers` (its source row; default its place in `rows`)."""
+    """Every row's candidates by `p` (empty texts left out and counted with empty_candidates: drop); rows with fewer
+    than two distinct texts are dropped, an error, or kept. Errors name a row by `row_numbers` (its source row; default
+    its place in `rows`)."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
         pid = row.get("prompt_id")
@@ -87,7 +88,9 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
-        pairs = row_candidates(row, p, where)
+        named = row_candidates(row, p, where)
+        pairs = [(name, text) for name, text in named if text.strip() or p.empty_candidates != "drop"]
+        cs.empty_dropped += len(named) - len(pairs)
         distinct = len({text.strip() for _, text in pairs})
         kept_alone = distinct < 2 and p.too_few_candidates == "keep" and len(pairs) > 1
         cs.one_text += kept_alone
@@ -96,7 +99,8 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
                 raise DataError(f"{where} has {counted(distinct, 'distinct candidate')} among "
                                 f"{[n for n, _ in pairs]}; PairRM needs two. Set too_few_candidates: drop to skip such "
                                 f"rows.")
-            cs.dropped[DROP_TOO_FEW] = cs.dropped.get(DROP_TOO_FEW, 0) + 1
+            reason = DROP_EMPTIED if len(pairs) < len(named) else DROP_TOO_FEW
+            cs.dropped[reason] = cs.dropped.get(reason, 0) + 1
             continue
         cs.rows.append(i)
         cs.prompts.append(prompt)

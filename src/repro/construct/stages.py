@@ -11,7 +11,7 @@ import datasets
 import numpy as np
 
 from ..dataset_io import row_prompt_id, write_split
-from ..errors import DataError, ParameterError
+from ..errors import DataError, ParameterError, counted
 from ..exporters import FORMATS, SCORED_ONLY, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
@@ -26,7 +26,7 @@ from .generation import generate_candidates
 from .pairs import ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates, split_limits
-from .selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
+from .selection import DROP_EMPTIED, DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
 
 
 @dataclass
@@ -188,6 +188,8 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
         if rows and not len(cs):  # nothing to score: say why here, not through an empty figure or dataset
             why = {DROP_TOO_FEW: f"fewer than two distinct candidates in candidate_columns {p.candidate_columns} "
                                  f"(equal texts count once)",
+                   DROP_EMPTIED: f"fewer than two distinct non-empty candidates (empty_candidates: drop left "
+                                 f"{counted(cs.empty_dropped, 'empty text')} out)",
                    "duplicate_prompt_id": "the prompt_id of an earlier row (duplicate_prompt_ids: keep_first)"}
             counts = " and ".join(f"{n} of {len(rows)} rows have {why.get(k, k)}" for k, n in cs.dropped.items())
             raise DataError(f"No row is left to score: {counts}. Check candidate_columns against the source's "
@@ -197,6 +199,9 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
                     candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
     ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(DROP_TOO_FEW, 0),
                             dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0),
+                            **({"empty_candidates_dropped": cs.empty_dropped,
+                                f"dropped_{DROP_EMPTIED}": cs.dropped.get(DROP_EMPTIED, 0)}
+                               if p.empty_candidates == "drop" else {}),
                             **({"kept_one_text": cs.one_text} if p.too_few_candidates == "keep" else {}))
     return cs
 
