@@ -147,4 +147,4 @@ def test_bad_candidates_name_the_row():
 def test_duplicate_prompt_ids():
     assert check_prompt_ids(["a", "b", "a"], "keep_first") == [0, 1]
     with pytest.raises(DataError, match="rows 10 and 12"):
-        check_prompt_ids(["a", "b", "a"], "error", row_offset=10)
+        check_prompt_ids(["a", "b", "a"], "error", [10, 11, 12])

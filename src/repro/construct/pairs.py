@@ -75,16 +75,22 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
     return kept
 
 
+def of_split(split: str | None) -> str:
+    """What follows a source row's number in an error: the split it is of, where that is not the train rows'."""
+    return f" of split {split!r}" if split else ""
+
+
 def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
-                       row_numbers: Sequence[int] | None = None) -> CandidateSet:
+                       row_numbers: Sequence[int] | None = None, split: str | None = None) -> CandidateSet:
     """Every row's candidates by `p` (empty texts left out and counted with empty_candidates: drop); rows with fewer
     than two distinct texts are dropped, an error, or kept. Errors name a row by `row_numbers` (its source row; default
-    its place in `rows`)."""
+    its place in `rows`), of `split` where given."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
         pid = row.get("prompt_id")
         number = row_numbers[i] if row_numbers else i
-        where = f"source row {number} (from 0" + (f"; prompt_id {pid})" if pid not in (None, "") else ")")
+        where = f"source row {number}{of_split(split)} (from 0" + (f"; prompt_id {pid})" if pid not in (None, "")
+                                                                    else ")")
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
@@ -139,15 +145,19 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
     return row
 
 
-def check_prompt_ids(prompt_ids: Sequence[str | None], policy: str, row_offset: int = 0) -> list[int]:
-    """Positions to keep; duplicates are an error naming the rows, or only the first is kept. None is no id: its row
-    is kept (collect_candidates names its prompt)."""
+def check_prompt_ids(prompt_ids: Sequence[str | None], policy: str, row_numbers: Sequence[int] | None = None,
+                     split: str | None = None) -> list[int]:
+    """Positions to keep; duplicates are an error naming the rows (by `row_numbers`, of `split`: as
+    collect_candidates), or only the first is kept. None is no id: its row is kept (collect_candidates names its
+    prompt)."""
+    numbers = row_numbers or range(len(prompt_ids))
     first: dict[str | int, int] = {}  # each id's first position, in order: the positions kept (no id: by position)
     for i, pid in enumerate(prompt_ids):
         if pid is None or pid not in first:
             first[i if pid is None else pid] = i
         elif policy == "error":
             raise DataError(
-                f"prompt_id {pid} appears at source rows {row_offset + first[pid]} and {row_offset + i} (from 0). "
+                f"prompt_id {pid} appears at source rows {numbers[first[pid]]} and {numbers[i]}{of_split(split)} "
+                f"(from 0). "
                 f"Deduplicate the source, or set duplicate_prompt_ids: keep_first.")
     return list(first.values())

@@ -36,12 +36,13 @@ class Context:
     params: ConstructParams
     run: RunDir
     manifest: Manifest
-    slice_start: int = 0  # source row number of the first sliced row, for error messages
+    slice_start: int = 0  # source row number of the first sliced row
     more_scores: dict[str, list[list[float]]] = field(default_factory=dict)  # `scorers:` by name, from score()
     prompt_tokenizer: Any = None  # scorer_prompt: chat_template's tokenizer, loaded (and checked) by load()
     slice_stop: int = 0
     test_source: datasets.Dataset | None = None  # the rows of `test_split` (another split than source_split)
     work: str = ""  # "test/": the test split's work folders (work/test/scoring, ...)
+    row_numbers: list[int] = field(default_factory=list)  # each row's number in its source split, for errors
     picks: list[tuple[int, int, int]] = field(default_factory=list)  # build(): each pair's candidate row, (chosen,
     # rejected) indices in it, in the dataset's row order (what 01_construct shows of a pair's candidates)
 
@@ -149,7 +150,7 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
         info.update(plan.counts, start=plan.start, stop=plan.stop, dropped_source_rows=list(plan.dropped))
         sliced = ds.select(plan.indices)
     ctx.manifest.set_counts(**{k: plan.counts[k] for k in ("part", "dropped", "after_drop")}, sliced=len(sliced))
-    ctx.slice_start, ctx.slice_stop = plan.start, plan.stop
+    ctx.slice_start, ctx.slice_stop, ctx.row_numbers = plan.start, plan.stop, list(plan.indices)
     if p.test_split == p.source_split:  # a sample of the built rows: at most the sliced ones
         rows_for_test_split(p, len(sliced), f"the slice of split {p.source_split!r} (the test rows are drawn from it)")
     return sliced
@@ -170,6 +171,8 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
                                    cache_dir=p.row_cache)
         out = datasets.Dataset.from_list(rows)
         info.update(rows_in=len(ds), rows_out=len(out))
+        given = iter(zip(ctx.row_numbers or range(len(ds)), ds["prompt"]))  # the rows left (long_prompts: skip)
+        ctx.row_numbers = [next(n for n, prompt in given if prompt == row["prompt"]) for row in rows]
     ctx.manifest.set_counts(generated=len(out))
     return out
 
@@ -180,8 +183,9 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
     with ctx.manifest.stage("candidates") as info:
         rows = ds.to_list()
         ids = [row_prompt_id(r, r.get("prompt")) for r in rows]
-        keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=ctx.slice_start)
-        cs = collect_candidates([rows[i] for i in keep], p, row_numbers=[ctx.slice_start + i for i in keep])
+        numbers, split = ctx.row_numbers or list(range(len(rows))), p.source_split if ctx.work else None
+        keep = check_prompt_ids(ids, p.duplicate_prompt_ids, numbers, split)
+        cs = collect_candidates([rows[i] for i in keep], p, row_numbers=[numbers[i] for i in keep], split=split)
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
@@ -288,9 +292,10 @@ def build_test(ctx: Context, generation: GenerationParams | None, train: dataset
         return None
     if p.test_split == p.source_split:
         return train.select(rows_for_test_split(p, len(train)))
+    numbers = rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r}")
     t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), work="test/", more_scores={},
-                manifest=PrefixedManifest(ctx.manifest), slice_start=0)
-    rows = ctx.test_source.select(rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r}"))
+                manifest=PrefixedManifest(ctx.manifest), slice_start=0, row_numbers=numbers)
+    rows = ctx.test_source.select(numbers)
     t.manifest.set_counts(source=len(ctx.test_source), sliced=len(rows))
     rows = generate(t, rows, generation)
     cs = candidates(t, rows)
