@@ -9,7 +9,9 @@ import pytest
 from repro.construct import stages as construct
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, prompt_id_of
 from repro.errors import DataError, ParameterError
-from repro.parameters import ConstructParams, GenerationParams, build
+from repro.card.facts import gather_facts
+from repro.card.publish import write_card
+from repro.parameters import CardParams, ConstructParams, GenerationParams, build
 
 
 def _params(tmp_path, **kw):
@@ -201,6 +203,44 @@ def test_a_source_of_plain_text_pairs_is_ranked_as_its_hint_says(tmp_path):
         {"p1": {"good", "bad"}, "p2": {"good2", "bad2"}}
     assert all(r["chosen"][0] == {"content": r["prompt"], "role": "user"} for r in out)
 
+
+
+@pytest.mark.parametrize("long_prompts", ["skip", "truncate_left"])
+def test_long_prompts_skipped_or_cut_are_counted_and_said_on_the_card(long_prompts, tmp_path):
+    # a prompt left out by the generation (long_prompts: skip) was in no count ("sliced 3, generated 2") and not on
+    # the card, and the card never said that the policy saw the end of a cut prompt only
+    rows = [{"prompt": f"Question {i}? " + "Tell me more. " * (60 if i == 1 else 0), "prompt_id": f"id-{i}"}
+            for i in range(3)]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    values = dict(source=str(src), generate=True, candidate_columns=["resp0", "resp1"], policy_model="builtin:tiny-policy",
+                  n_candidates=2, max_new_tokens=4, generate_reference=False, generation_device="cpu",
+                  long_prompts=long_prompts, max_prompt_tokens=100)
+    ctx, out = _construct(_params(tmp_path / "a", **values), build(GenerationParams, values))
+    counts = ctx.manifest.read()["counts"]
+    skipped = long_prompts == "skip"
+    assert (counts["sliced"], counts.get("dropped_long_prompts"), counts["generated"]) == \
+        ((3, 1, 2) if skipped else (3, None, 3))
+    assert len(out) == counts["kept"] == 3 - skipped
+    card = write_card(gather_facts(CardParams(run_dir=str(tmp_path / "a" / "run")))).read_text(encoding="utf-8")
+    if skipped:
+        assert "| `dropped_long_prompts` | 1 | rows dropped: a prompt longer than `max_prompt_tokens`, not generated " \
+               "for (`long_prompts: skip`) |" in card
+        assert "| `dropped_long_prompts` | 1 | 被丢弃：提示词长于 `max_prompt_tokens`，未生成回复（`long_prompts: skip`） |" \
+            in card
+        assert "Prompts longer than 100 tokens were left out, with no candidates generated (`long_prompts: skip`): " \
+               "1 row." in card
+        assert "长于 100 个 token 的提示词被略去，未生成候选（`long_prompts: skip`）：1 行。" in card
+    else:
+        assert "Prompts longer than 100 tokens were cut to their last 100 tokens for the policy " \
+               "(`long_prompts: truncate_left`): 1 row; `prompt` holds the whole text, which is what the scorer was given." in card
+        assert "长于 100 个 token 的提示词在交给策略模型前被截为最后 100 个 token（`long_prompts: truncate_left`）：1 行；" \
+               "`prompt` 保留全文，评分模型收到的也是全文。" in card
+    # a row after the skipped one is named by its source row (2), not by its place among the generated rows
+    rows[2]["prompt_id"] = "id-0"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"prompt_id id-0 appears at source rows 0 and 2 \(from 0\)"):
+        _construct(_params(tmp_path / "b", **values), build(GenerationParams, values))
 
 def test_empty_candidates_dropped_are_counted_and_rows_they_empty_have_their_own_reason(tmp_path):
     # empty_candidates: drop counted its empty texts nowhere, and a row it left with one candidate was "fewer than

@@ -173,7 +173,8 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
         info.update(rows_in=len(ds), rows_out=len(out))
         given = iter(zip(ctx.row_numbers or range(len(ds)), ds["prompt"]))  # the rows left (long_prompts: skip)
         ctx.row_numbers = [next(n for n, prompt in given if prompt == row["prompt"]) for row in rows]
-    ctx.manifest.set_counts(generated=len(out))
+    ctx.manifest.set_counts(**({"dropped_long_prompts": len(ds) - len(out)} if generation.long_prompts == "skip"
+                               else {}), generated=len(out))
     return out
 
 
