@@ -80,6 +80,12 @@ def of_split(split: str | None) -> str:
     return f" of split {split!r}" if split else ""
 
 
+def row_where(number: int, prompt_id: Any, split: str | None = None) -> str:
+    """How an error names a source row: by its number (of `split`), and its prompt_id where it has one."""
+    return f"source row {number}{of_split(split)} (from 0" + (f"; prompt_id {prompt_id})" if prompt_id not in (None, "")
+                                                              else ")")
+
+
 def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
                        row_numbers: Sequence[int] | None = None, split: str | None = None) -> CandidateSet:
     """Every row's candidates by `p` (empty texts left out and counted with empty_candidates: drop); rows with fewer
@@ -87,10 +93,7 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
     its place in `rows`), of `split` where given."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
-        pid = row.get("prompt_id")
-        number = row_numbers[i] if row_numbers else i
-        where = f"source row {number}{of_split(split)} (from 0" + (f"; prompt_id {pid})" if pid not in (None, "")
-                                                                    else ")")
+        where = row_where(row_numbers[i] if row_numbers else i, row.get("prompt_id"), split)
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")

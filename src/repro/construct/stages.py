@@ -12,7 +12,7 @@ import numpy as np
 
 from ..dataset_io import row_prompt_id, write_split
 from ..errors import DataError, ParameterError, counted
-from ..exporters import FORMATS, SCORED_ONLY, export_rows
+from ..exporters import FORMATS, SCORED_ONLY, check_same_candidates, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
@@ -23,7 +23,8 @@ from ..slicing import plan_slice
 from ..sources import check_exists, load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
-from .pairs import ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates
+from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
+                    row_where)
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates, split_limits
 from .selection import DROP_EMPTIED, DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
@@ -199,6 +200,12 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
             counts = " and ".join(f"{n} of {len(rows)} rows have {why.get(k, k)}" for k, n in cs.dropped.items())
             raise DataError(f"No row is left to score: {counts}. Check candidate_columns against the source's "
                             f"columns ({sorted(ds.column_names)}) and its texts.")
+        if p.output_format == "sppo":  # one generate_i column per candidate: checked here, not after the scoring
+            listed = [names[scored_only(names, p):] for names in cs.names]
+            most = max(listed, key=len)
+            odd = next((k for k, names in enumerate(listed) if len(names) < len(most)), 0)
+            where = row_where(numbers[cs.rows[odd]], rows[cs.rows[odd]].get("prompt_id"), split)
+            check_same_candidates([len(names) for names in listed], f": {where} has {listed[odd]} of {most}")
         sizes = [len(c) for c in cs.candidates]
         info.update(rows=len(cs), dropped=cs.dropped,
                     candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
@@ -209,6 +216,13 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
                                if p.empty_candidates == "drop" else {}),
                             **({"kept_one_text": cs.one_text} if p.too_few_candidates == "keep" else {}))
     return cs
+
+
+def scored_only(names: list[str], p: ConstructParams) -> int:
+    """How many of a row's first candidates are ranked, but never in the pair nor listed: the source's chosen/rejected
+    with original_pair_position: first_scored_only."""
+    return sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in names) \
+        if p.original_pair_position == "first_scored_only" else 0
 
 
 def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
@@ -254,8 +268,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
         rows, picks, kept, dropped = [], [], [], {}
         for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores)):
             source_row = ds[int(i)]
-            lead = sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in cs.names[k]) \
-                if p.original_pair_position == "first_scored_only" else 0  # ranked, but never in the pair
+            lead = scored_only(cs.names[k], p)
             pick = select(s[lead:], cands[lead:], row_prompt_id(source_row, prompt), p)
             if pick.dropped:
                 dropped[pick.dropped] = dropped.get(pick.dropped, 0) + 1
