@@ -348,6 +348,13 @@ CASES = [
         {"prompt": f"Question {i}?", "resp0": "Same.", "resp1": "Same."} for i in range(3)]),
          r"No row is left to score: 3 of 3 rows have fewer than two distinct candidates in candidate_columns "
          r"\['resp0', 'resp1'\] \(equal texts count once\)\. Check candidate_columns against the source's columns"),
+    # a prompt that is no text, in a source without prompt_id (an RLHFlow-format run's conversation list), had no
+    # prompt_id: the rows' "None" was a duplicate prompt_id, and keep_first then gave the prompt's own error
+    *[Case(f"prompts {kind}, no prompt_id", lambda t, prompt=prompt: lambda: candidates_of(t, [
+        {"prompt": prompt, "resp0": "Seven.", "resp1": "Eight."} for _ in range(2)]),
+        rf"source row 0 \(from 0\): 'prompt' must be a non-empty string, got {expected}")
+      for kind, prompt, expected in (("a conversation", [{"content": "Name a prime.", "role": "user"}], r"\[\{"),
+                                     ("empty", " ", "' '"))],
     # include_reference without generate_reference ranks the source's own reference_response: a source without one
     # lost it silently after the generation, and the card said it was ranked
     Case("include_reference, generate_reference false, a source without reference_response",

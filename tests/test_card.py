@@ -1051,6 +1051,25 @@ def test_one_row_is_one_row(tmp_path):
     assert "`train_prefs` 划分 1 行" in zh and "规模较小：1 行" in zh
 
 
+
+def test_the_counts_of_empty_candidates_dropped_are_explained(tmp_path):
+    # empty_candidates: drop's counts (its texts left out, the rows that left with fewer than two) and generation's
+    # skipped prompts showed in the counts table with no meaning
+    make_run(tmp_path / "run")
+    Manifest(RunDir(tmp_path / "run")).set_counts(empty_candidates_dropped=3,
+                                                  dropped_fewer_than_two_nonempty_candidates=1,
+                                                  test_empty_candidates_dropped=2)
+    for half, heading in zip(halves(card_for(tmp_path / "run")[1]), ("### Counts at each stage", "### 各阶段行数")):
+        table = section(half, heading)
+        for stage, value in (("empty_candidates_dropped", 3), ("dropped_fewer_than_two_nonempty_candidates", 1),
+                             ("test_empty_candidates_dropped", 2)):
+            [row] = table_rows(table, f"`{stage}`")
+            assert int(row[1]) == value and "empty_candidates" in row[2], row
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "| `empty_candidates_dropped` | 3 | candidates (not rows) left out: empty texts (`empty_candidates: drop`) |" \
+        in en
+    assert "| `empty_candidates_dropped` | 3 | 被略去的候选（非行）：空文本（`empty_candidates: drop`） |" in zh
+
 def test_the_selection_paragraph_gives_the_rules_own_values(tmp_path):
     # best_random said "seed `selection_seed`" (its value only in the parameters table) and then the best/worst
     # tie rule ("rejected = the last with the lowest"), which is not this rule's

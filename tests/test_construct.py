@@ -9,7 +9,9 @@ import pytest
 from repro.construct import stages as construct
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, prompt_id_of
 from repro.errors import DataError, ParameterError
-from repro.parameters import ConstructParams, GenerationParams, build
+from repro.card.facts import gather_facts
+from repro.card.publish import write_card
+from repro.parameters import CardParams, ConstructParams, GenerationParams, build
 
 
 def _params(tmp_path, **kw):
@@ -48,14 +50,18 @@ def real_run(tmp_path_factory, sample_dir):
 def test_real_rows_integration(real_run):
     src, (ctx, out) = real_run
     rows = [json.loads(line) for line in src.read_text().splitlines()]
-    texts = [{t for t in (r["chosen"][-1]["content"], r["rejected"][-1]["content"]) if t.strip()} for r in rows]
+    pairs = [(r["chosen"][-1]["content"], r["rejected"][-1]["content"]) for r in rows]
+    texts = [{t for t in pair if t.strip()} for pair in pairs]
     too_few = sum(len(t) < 2 for t in texts)
+    emptied = sum(len(t) < 2 and not all(x.strip() for x in pair) for t, pair in zip(texts, pairs))
     assert len(rows) == 300 and too_few >= 4  # 4 identical pairs in train alone, plus empty responses
     counts = ctx.manifest.read()["counts"]
     assert counts["source"] == 300 and counts["sliced"] == 300
     assert ctx.manifest.read()["stages"]["load"]["split"] is None  # one file: no split was read (source_split's
     # default, train_prefs, had been recorded, and the card named it)
-    assert counts["dropped_too_few_candidates"] == too_few
+    assert counts["dropped_too_few_candidates"] == too_few - emptied
+    assert counts["dropped_fewer_than_two_nonempty_candidates"] == emptied > 0
+    assert counts["empty_candidates_dropped"] == sum(not x.strip() for pair in pairs for x in pair)
     assert counts["kept"] == len(out) == 300 - too_few
     assert out.column_names == SEED_COLUMNS + ["candidates", "candidate_scores"]
     kept = {r["prompt_id"]: r for r in rows}
@@ -160,7 +166,7 @@ def test_a_source_without_what_messages_and_candidate_columns_ask_is_refused_at_
                           for r in train_rows[:3]))
     p = _params(tmp_path / "b", source=str(h4))
     with pytest.raises(DataError, match=r"lacks columns \['resp0', .*This source has chosen/rejected "
-                                        r"conversations: candidate_columns: \[\] with include_original_pair: true"):
+                                        r"responses: candidate_columns: \[\] with include_original_pair: true"):
         construct.load(construct.begin(p))
 
 
@@ -181,6 +187,98 @@ def test_demo_with_all_candidates_sums_to_zero(tmp_path):
         assert row["score_chosen"] == max(row["candidate_scores"])
         assert row["score_rejected"] == min(row["candidate_scores"])
 
+
+
+def test_a_source_of_plain_text_pairs_is_ranked_as_its_hint_says(tmp_path):
+    # the hint said "candidate_columns: [] with include_original_pair: true ranks those two", which then failed on
+    # chosen / rejected held as texts ("no assistant message")
+    src = tmp_path / "pairs.jsonl"
+    src.write_text('{"prompt": "p1", "chosen": "good", "rejected": "bad"}\n'
+                   '{"prompt": "p2", "chosen": "good2", "rejected": "bad2"}\n')
+    with pytest.raises(DataError, match=r"This source has chosen/rejected responses: candidate_columns: \[\] with "
+                                        r"include_original_pair: true ranks those two"):
+        _construct(_params(tmp_path / "a", source=str(src), candidate_columns=["resp0"]))
+    _, out = _construct(_params(tmp_path / "b", source=str(src), candidate_columns=[], include_original_pair=True))
+    assert {r["prompt"]: {r["chosen"][-1]["content"], r["rejected"][-1]["content"]} for r in out} == \
+        {"p1": {"good", "bad"}, "p2": {"good2", "bad2"}}
+    assert all(r["chosen"][0] == {"content": r["prompt"], "role": "user"} for r in out)
+
+
+
+@pytest.mark.parametrize("long_prompts", ["skip", "truncate_left"])
+def test_long_prompts_skipped_or_cut_are_counted_and_said_on_the_card(long_prompts, tmp_path):
+    # a prompt left out by the generation (long_prompts: skip) was in no count ("sliced 3, generated 2") and not on
+    # the card, and the card never said that the policy saw the end of a cut prompt only
+    rows = [{"prompt": f"Question {i}? " + "Tell me more. " * (60 if i == 1 else 0), "prompt_id": f"id-{i}"}
+            for i in range(3)]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    values = dict(source=str(src), generate=True, candidate_columns=["resp0", "resp1"], policy_model="builtin:tiny-policy",
+                  n_candidates=2, max_new_tokens=4, generate_reference=False, generation_device="cpu",
+                  long_prompts=long_prompts, max_prompt_tokens=100)
+    ctx, out = _construct(_params(tmp_path / "a", **values), build(GenerationParams, values))
+    counts = ctx.manifest.read()["counts"]
+    skipped = long_prompts == "skip"
+    assert (counts["sliced"], counts.get("dropped_long_prompts"), counts["generated"]) == \
+        ((3, 1, 2) if skipped else (3, None, 3))
+    assert len(out) == counts["kept"] == 3 - skipped
+    card = write_card(gather_facts(CardParams(run_dir=str(tmp_path / "a" / "run")))).read_text(encoding="utf-8")
+    if skipped:
+        assert "| `dropped_long_prompts` | 1 | rows dropped: a prompt longer than `max_prompt_tokens`, not generated " \
+               "for (`long_prompts: skip`) |" in card
+        assert "| `dropped_long_prompts` | 1 | 被丢弃：提示词长于 `max_prompt_tokens`，未生成回复（`long_prompts: skip`） |" \
+            in card
+        assert "Prompts longer than 100 tokens were left out, with no candidates generated (`long_prompts: skip`): " \
+               "1 row." in card
+        assert "长于 100 个 token 的提示词被略去，未生成候选（`long_prompts: skip`）：1 行。" in card
+    else:
+        assert "Prompts longer than 100 tokens were cut to their last 100 tokens for the policy " \
+               "(`long_prompts: truncate_left`): 1 row; `prompt` holds the whole text, which is what the scorer was given." in card
+        assert "长于 100 个 token 的提示词在交给策略模型前被截为最后 100 个 token（`long_prompts: truncate_left`）：1 行；" \
+               "`prompt` 保留全文，评分模型收到的也是全文。" in card
+    # a row after the skipped one is named by its source row (2), not by its place among the generated rows
+    rows[2]["prompt_id"] = "id-0"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"prompt_id id-0 appears at source rows 0 and 2 \(from 0\)"):
+        _construct(_params(tmp_path / "b", **values), build(GenerationParams, values))
+
+
+def test_sppo_rows_of_unequal_candidates_are_refused_before_scoring(tmp_path):
+    # output_format: sppo with a null candidate in one row failed at writing, after all the scoring; its hint named
+    # empty_candidates, which a null is not
+    rows = [{"prompt": f"Question {i}?", "resp0": f"A{i}.", "resp1": f"B{i}.", "resp2": None if i == 1 else f"C{i}."}
+            for i in range(3)]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"output_format 'sppo' has one `generate_i` column per candidate, but rows "
+                                        r"hold \[2, 3\] candidates: source row 1 \(from 0\) has \['resp0', 'resp1'\] "
+                                        r"of \['resp0', 'resp1', 'resp2'\]\. Give every row the same candidates: fill a null "
+                                        r"\(it is no candidate\) or leave its column out of candidate_columns"):
+        _construct(_params(tmp_path, source=str(src), candidate_columns=["resp0", "resp1", "resp2"],
+                           output_format="sppo", keep_all_candidates=True))
+    assert not (tmp_path / "run" / "work" / "scoring").exists()
+
+def test_empty_candidates_dropped_are_counted_and_rows_they_empty_have_their_own_reason(tmp_path):
+    # empty_candidates: drop counted its empty texts nowhere, and a row it left with one candidate was "fewer than
+    # two distinct candidates", as one of equal texts is
+    rows = [{"prompt": "q0", "resp0": "a", "resp1": "", "resp2": "c"},
+            {"prompt": "q1", "resp0": "a", "resp1": " ", "resp2": ""},
+            {"prompt": "q2", "resp0": "z", "resp1": "z", "resp2": "z"},
+            {"prompt": "q3", "resp0": "q", "resp1": "r", "resp2": "s"}]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    values = dict(source=str(src), candidate_columns=["resp0", "resp1", "resp2"], empty_candidates="drop")
+    ctx, out = _construct(_params(tmp_path / "a", **values))
+    counts = ctx.manifest.read()["counts"]
+    assert {k: counts[k] for k in ("with_candidates", "dropped_too_few_candidates", "empty_candidates_dropped",
+                                   "dropped_fewer_than_two_nonempty_candidates", "kept")} == \
+        {"with_candidates": 2, "dropped_too_few_candidates": 1, "empty_candidates_dropped": 3,
+         "dropped_fewer_than_two_nonempty_candidates": 1, "kept": 2}
+    assert sorted(out["prompt"]) == ["q0", "q3"]
+    src.write_text(json.dumps(rows[1]) + "\n")
+    with pytest.raises(DataError, match=r"No row is left to score: 1 of 1 rows have fewer than two distinct non-empty "
+                                        r"candidates \(empty_candidates: drop left 2 empty texts out\)"):
+        _construct(_params(tmp_path / "b", **values))
 
 def test_rows_dropped_on_the_way_are_counted_and_a_source_without_rows_is_refused(tmp_path):
     rows = [{"prompt": f"Question {i}?", "prompt_id": "same" if i < 2 else f"id-{i}",

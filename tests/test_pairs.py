@@ -112,6 +112,17 @@ def test_original_pair_candidates(train_rows):
     assert cs.candidates[0][0] == first_kept["chosen"][-1]["content"]
 
 
+
+def test_original_pair_of_plain_texts():
+    # chosen / rejected held as texts (as analysis' response_text reads them) were refused: "no assistant message"
+    rows = [{"prompt": "p1", "chosen": "good", "rejected": "bad"}]
+    cs = collect_candidates(rows, ConstructParams(candidate_columns=[], include_original_pair=True))
+    assert cs.candidates == [["good", "bad"]] and cs.names == [["original_chosen", "original_rejected"]]
+    with pytest.raises(DataError, match=r"source row 0 \(from 0\) column 'rejected' has no assistant message; "
+                                        r"expected a text or a list of \{content, role\} dicts"):
+        collect_candidates([{**rows[0], "rejected": 5}], ConstructParams(candidate_columns=[],
+                                                                         include_original_pair=True))
+
 def test_bad_candidates_name_the_row():
     with pytest.raises(DataError, match=r"source row 7.*'resp1'.*string"):
         collect_candidates([{"prompt": "p", "resp0": "a", "resp1": 5}], TWO, row_numbers=[7])
@@ -136,4 +147,4 @@ def test_bad_candidates_name_the_row():
 def test_duplicate_prompt_ids():
     assert check_prompt_ids(["a", "b", "a"], "keep_first") == [0, 1]
     with pytest.raises(DataError, match="rows 10 and 12"):
-        check_prompt_ids(["a", "b", "a"], "error", row_offset=10)
+        check_prompt_ids(["a", "b", "a"], "error", [10, 11, 12])

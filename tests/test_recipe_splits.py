@@ -124,6 +124,31 @@ def test_a_test_split_of_the_source_split_is_a_seeded_sample_of_the_built_rows(s
     assert "划分 `test` 含 5 行，抽取自划分 `train` 的行（种子 0）" in card
 
 
+
+def test_a_sampled_test_splits_errors_name_its_source_rows(tmp_path):
+    # a seeded sample of test_prefs named a bad row by its place in the sample ("source row 1"), as if of train_prefs
+    p = ConstructParams(run_dir=str(tmp_path / "run"), source=str(tmp_path / "uf"), part_stop=2, candidate_columns=[],
+                        include_original_pair=True, test_split="test_prefs", test_rows=5, test_seed=3, **STAND_IN)
+    test_rows = rows_of("test_prefs")
+    sample = stages.rows_for_test_split(p, len(test_rows))
+    assert sample != list(range(5))
+
+    def fails(bad: dict[int, dict], match: str) -> None:
+        (tmp_path / "uf" / "data").mkdir(parents=True, exist_ok=True)
+        for name, rows in (("train_prefs", rows_of("train_prefs")[:2]),
+                           ("test_prefs", [{**r, **bad.get(i, {})} for i, r in enumerate(test_rows)])):
+            datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "uf" / "data" / f"{name}-00000-of-00001.parquet"))
+        with pytest.raises(DataError, match=match):
+            construct(p.model_copy(update={"run_dir": str(tmp_path / f"run{len(match)}")}))
+
+    bad = sample[2]
+    fails({bad: {"rejected": test_rows[bad]["rejected"][:-1] + [{"content": " ", "role": "assistant"}]}},
+          rf"source row {bad} of split 'test_prefs' \(from 0; prompt_id {test_rows[bad]['prompt_id']}\), candidate "
+          r"'original_rejected' is empty")
+    fails({sample[3]: {"prompt_id": test_rows[sample[1]]["prompt_id"]}},
+          rf"prompt_id {test_rows[sample[1]]['prompt_id']} appears at source rows {sample[1]} and {sample[3]} of split "
+          r"'test_prefs' \(from 0\)")
+
 def test_limit_caps_the_test_rows_and_a_test_split_smaller_than_test_rows_is_refused_before_any_work(source, tmp_path):
     p = ConstructParams(run_dir=str(tmp_path / "run"), source=str(source), limit=2, candidate_columns=[],
                         include_original_pair=True, test_split="test_prefs", test_rows=50, **STAND_IN)

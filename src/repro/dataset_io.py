@@ -55,10 +55,11 @@ def prompt_id_of(prompt: str) -> str:
 
 
 def row_prompt_id(row: dict[str, Any], prompt: str | None) -> str | None:
-    """A row's `prompt_id` (as text: a number's too), else its prompt's (`prompt_id_of`); None for neither."""
+    """A row's `prompt_id` (as text: a number's too), else its prompt's (`prompt_id_of`); None for neither (a prompt
+    that is not a non-empty string has no id)."""
     if (given := row.get("prompt_id")) not in (None, ""):
         return str(given)
-    return prompt_id_of(prompt) if isinstance(prompt, str) else None
+    return prompt_id_of(prompt) if isinstance(prompt, str) and prompt.strip() else None
 
 
 def output_features(keep_all_candidates: bool = False, more_scorers: Sequence[str] = ()) -> Features:

@@ -106,16 +106,21 @@ FORMATS: dict[str, Format] = {
 assert tuple(FORMATS) == OutputFormat.__args__  # type: ignore[attr-defined]
 
 
+def check_same_candidates(sizes: Sequence[int], detail: str = "") -> None:
+    """output_format sppo: one `generate_i` column per candidate, so every row lists as many (`detail`: which not)."""
+    if len(set(sizes)) > 1:
+        raise DataError(f"output_format 'sppo' has one `generate_i` column per candidate, but rows hold "
+                        f"{sorted(set(sizes))} candidates{detail}. Give every row the same candidates: fill a null (it "
+                        f"is no candidate) or leave its column out of candidate_columns; empty_candidates: rank ranks "
+                        f"an empty response, as SPPO does, where drop leaves it out. Or choose another output_format.")
+
+
 def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple[int, int]],
                 keep_all_candidates: bool = False, more_scorers: Sequence[str] = ()) -> datasets.Dataset:
     """The seed rows (with `candidates` / `candidate_scores` where the format needs them) in format `name`."""
     fmt = FORMATS[name]
-    sizes = {len(r["candidates"]) - r.get(SCORED_ONLY, 0) for r in rows} if fmt.name == "sppo" else {0}
-    if len(sizes) > 1:
-        raise DataError(f"output_format 'sppo' has one `generate_i` column per candidate, but rows hold "
-                        f"{sorted(sizes)} candidates: give every row the same candidates (empty_candidates: rank "
-                        f"ranks an empty response, as SPPO does, where drop leaves it out), or choose another "
-                        f"output_format.")
+    sizes = [len(r["candidates"]) - r.get(SCORED_ONLY, 0) for r in rows] if fmt.name == "sppo" else [0]
+    check_same_candidates(sizes)
     features = fmt.features(max(sizes), keep_all_candidates, more_scorers)
     out = ([{k: r[fmt.renames.get(k, k)] for k in features} for r in rows] if fmt.convert is None else
            [fmt.convert(r, c, j) for r, (c, j) in zip(rows, picks)])

@@ -11,7 +11,7 @@ from ..dataset_io import SEED_COLUMNS, conversation, response_text, row_prompt_i
 from ..errors import DataError, counted
 from ..parameters import ConstructParams
 from ..scorers.common import check_scores
-from .selection import DROP_TOO_FEW, best_worst
+from .selection import DROP_EMPTIED, DROP_TOO_FEW, best_worst
 
 REFERENCE = "reference_response"
 ORIGINAL_CHOSEN = "original_chosen"
@@ -19,10 +19,11 @@ ORIGINAL_REJECTED = "original_rejected"
 
 
 def last_assistant_text(messages: Any, where: str) -> str:
-    """The last assistant message of a `[{content, role}, ...]` list (the source's chosen/rejected)."""
-    text = response_text(messages) if isinstance(messages, list) else None
+    """The source's chosen/rejected as a response text: the text itself, or the last assistant message of a
+    `[{content, role}, ...]` list."""
+    text = response_text(messages)
     if text is None:
-        raise DataError(f"{where} has no assistant message; expected a list of {{content, role}} dicts.")
+        raise DataError(f"{where} has no assistant message; expected a text or a list of {{content, role}} dicts.")
     return text
 
 
@@ -44,14 +45,16 @@ class CandidateSet:
     names: list[list[str]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> count
     one_text: int = 0  # rows kept although their candidates are one text (too_few_candidates: keep)
+    empty_dropped: int = 0  # empty texts left out of the candidates (empty_candidates: drop)
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
 def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[tuple[str, str]]:
-    """(name, text) of a row's candidates in candidate order, skipping None; the source's chosen/rejected come last,
-    or first unless original_pair_position is last (SPPO's compute_prob.py ranks the last 5 of 7)."""
+    """(name, text) of a row's candidates in candidate order, skipping None (an empty text: an error with
+    empty_candidates: error); the source's chosen/rejected come last, or first unless original_pair_position is last
+    (SPPO's compute_prob.py ranks the last 5 of 7)."""
     names = list(p.candidate_columns) + ([REFERENCE] if p.include_reference else [])
     out = [(name, row[name]) for name in names if row.get(name) is not None]
     if p.include_original_pair:
@@ -65,28 +68,38 @@ def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[
                     "message (with candidate_columns: [] alone).") if name in ("chosen", "rejected") else ""
             raise DataError(f"{where}, candidate {name!r}: expected a string, got {type(text).__name__} "
                             f"({str(text)[:80]!r}). Fix the source column or leave it out of candidate_columns.{hint}")
-        if not text.strip() and p.empty_candidates != "rank":
-            if p.empty_candidates == "drop":
-                continue
+        if not text.strip() and p.empty_candidates == "error":
             raise DataError(f"{where}, candidate {name!r} is empty. Fix the source, or set empty_candidates: "
                             f"drop to leave empty texts out of the ranking (rank: rank them, as the recipes do).")
         kept.append((name, text))
     return kept
 
 
+def of_split(split: str | None) -> str:
+    """What follows a source row's number in an error: the split it is of, where that is not the train rows'."""
+    return f" of split {split!r}" if split else ""
+
+
+def row_where(number: int, prompt_id: Any, split: str | None = None) -> str:
+    """How an error names a source row: by its number (of `split`), and its prompt_id where it has one."""
+    return f"source row {number}{of_split(split)} (from 0" + (f"; prompt_id {prompt_id})" if prompt_id not in (None, "")
+                                                              else ")")
+
+
 def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
-                       row_numbers: Sequence[int] | None = None) -> CandidateSet:
-    """Every row's candidates by `p`; rows with fewer than two distinct texts are dropped, an error, or kept. Errors
-    name a row by `row_numbers` (its source row; default its place in `rows`)."""
+                       row_numbers: Sequence[int] | None = None, split: str | None = None) -> CandidateSet:
+    """Every row's candidates by `p` (empty texts left out and counted with empty_candidates: drop); rows with fewer
+    than two distinct texts are dropped, an error, or kept. Errors name a row by `row_numbers` (its source row; default
+    its place in `rows`), of `split` where given."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
-        pid = row.get("prompt_id")
-        number = row_numbers[i] if row_numbers else i
-        where = f"source row {number} (from 0" + (f"; prompt_id {pid})" if pid not in (None, "") else ")")
+        where = row_where(row_numbers[i] if row_numbers else i, row.get("prompt_id"), split)
         prompt = row.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
-        pairs = row_candidates(row, p, where)
+        named = row_candidates(row, p, where)
+        pairs = [(name, text) for name, text in named if text.strip() or p.empty_candidates != "drop"]
+        cs.empty_dropped += len(named) - len(pairs)
         distinct = len({text.strip() for _, text in pairs})
         kept_alone = distinct < 2 and p.too_few_candidates == "keep" and len(pairs) > 1
         cs.one_text += kept_alone
@@ -95,7 +108,8 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
                 raise DataError(f"{where} has {counted(distinct, 'distinct candidate')} among "
                                 f"{[n for n, _ in pairs]}; PairRM needs two. Set too_few_candidates: drop to skip such "
                                 f"rows.")
-            cs.dropped[DROP_TOO_FEW] = cs.dropped.get(DROP_TOO_FEW, 0) + 1
+            reason = DROP_EMPTIED if len(pairs) < len(named) else DROP_TOO_FEW
+            cs.dropped[reason] = cs.dropped.get(reason, 0) + 1
             continue
         cs.rows.append(i)
         cs.prompts.append(prompt)
@@ -134,14 +148,19 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
     return row
 
 
-def check_prompt_ids(prompt_ids: Sequence[str], policy: str, row_offset: int = 0) -> list[int]:
-    """Positions to keep; duplicates are an error naming the rows, or only the first is kept."""
-    first: dict[str, int] = {}  # each id's first position, in order: the positions kept
+def check_prompt_ids(prompt_ids: Sequence[str | None], policy: str, row_numbers: Sequence[int] | None = None,
+                     split: str | None = None) -> list[int]:
+    """Positions to keep; duplicates are an error naming the rows (by `row_numbers`, of `split`: as
+    collect_candidates), or only the first is kept. None is no id: its row is kept (collect_candidates names its
+    prompt)."""
+    numbers = row_numbers or range(len(prompt_ids))
+    first: dict[str | int, int] = {}  # each id's first position, in order: the positions kept (no id: by position)
     for i, pid in enumerate(prompt_ids):
-        if pid not in first:
-            first[pid] = i
+        if pid is None or pid not in first:
+            first[i if pid is None else pid] = i
         elif policy == "error":
             raise DataError(
-                f"prompt_id {pid} appears at source rows {row_offset + first[pid]} and {row_offset + i} (from 0). "
+                f"prompt_id {pid} appears at source rows {numbers[first[pid]]} and {numbers[i]}{of_split(split)} "
+                f"(from 0). "
                 f"Deduplicate the source, or set duplicate_prompt_ids: keep_first.")
     return list(first.values())

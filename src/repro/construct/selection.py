@@ -37,6 +37,7 @@ DROP_TIE = "tie"
 DROP_MARGIN = "below_min_margin"
 DROP_SINGLE = "fewer_than_two_candidates"
 DROP_TOO_FEW = "fewer_than_two_distinct_candidates"  # a source row, before scoring (too_few_candidates: drop)
+DROP_EMPTIED = "fewer_than_two_nonempty_candidates"  # ... once empty_candidates: drop left its empty texts out
 
 
 @dataclass(frozen=True)

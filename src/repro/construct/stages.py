@@ -11,8 +11,8 @@ import datasets
 import numpy as np
 
 from ..dataset_io import row_prompt_id, write_split
-from ..errors import DataError, ParameterError
-from ..exporters import FORMATS, SCORED_ONLY, export_rows
+from ..errors import DataError, ParameterError, counted
+from ..exporters import FORMATS, SCORED_ONLY, check_same_candidates, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
@@ -23,10 +23,11 @@ from ..slicing import plan_slice
 from ..sources import check_exists, load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
-from .pairs import ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates
+from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
+                    row_where)
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates, split_limits
-from .selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
+from .selection import DROP_EMPTIED, DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
 
 
 @dataclass
@@ -36,12 +37,13 @@ class Context:
     params: ConstructParams
     run: RunDir
     manifest: Manifest
-    slice_start: int = 0  # source row number of the first sliced row, for error messages
+    slice_start: int = 0  # source row number of the first sliced row
     more_scores: dict[str, list[list[float]]] = field(default_factory=dict)  # `scorers:` by name, from score()
     prompt_tokenizer: Any = None  # scorer_prompt: chat_template's tokenizer, loaded (and checked) by load()
     slice_stop: int = 0
     test_source: datasets.Dataset | None = None  # the rows of `test_split` (another split than source_split)
     work: str = ""  # "test/": the test split's work folders (work/test/scoring, ...)
+    row_numbers: list[int] = field(default_factory=list)  # each row's number in its source split, for errors
     picks: list[tuple[int, int, int]] = field(default_factory=list)  # build(): each pair's candidate row, (chosen,
     # rejected) indices in it, in the dataset's row order (what 01_construct shows of a pair's candidates)
 
@@ -123,7 +125,7 @@ def load(ctx: Context) -> datasets.Dataset:
             require_columns(ds, p.candidate_columns, f"source {p.source!r}",
                             hint="Set candidate_columns to the columns holding the responses to rank "
                                  "(or turn on generate to produce resp0..resp{n-1})." + (
-                                     " This source has chosen/rejected conversations: candidate_columns: [] with "
+                                     " This source has chosen/rejected responses: candidate_columns: [] with "
                                      "include_original_pair: true ranks those two." if pair else ""))
         if p.messages == "source":
             require_columns(ds, ["messages"], f"source {p.source!r}",
@@ -149,7 +151,7 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
         info.update(plan.counts, start=plan.start, stop=plan.stop, dropped_source_rows=list(plan.dropped))
         sliced = ds.select(plan.indices)
     ctx.manifest.set_counts(**{k: plan.counts[k] for k in ("part", "dropped", "after_drop")}, sliced=len(sliced))
-    ctx.slice_start, ctx.slice_stop = plan.start, plan.stop
+    ctx.slice_start, ctx.slice_stop, ctx.row_numbers = plan.start, plan.stop, list(plan.indices)
     if p.test_split == p.source_split:  # a sample of the built rows: at most the sliced ones
         rows_for_test_split(p, len(sliced), f"the slice of split {p.source_split!r} (the test rows are drawn from it)")
     return sliced
@@ -170,7 +172,10 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
                                    cache_dir=p.row_cache)
         out = datasets.Dataset.from_list(rows)
         info.update(rows_in=len(ds), rows_out=len(out))
-    ctx.manifest.set_counts(generated=len(out))
+        given = iter(zip(ctx.row_numbers or range(len(ds)), ds["prompt"]))  # the rows left (long_prompts: skip)
+        ctx.row_numbers = [next(n for n, prompt in given if prompt == row["prompt"]) for row in rows]
+    ctx.manifest.set_counts(**({"dropped_long_prompts": len(ds) - len(out)} if generation.long_prompts == "skip"
+                               else {}), generated=len(out))
     return out
 
 
@@ -180,25 +185,44 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
     with ctx.manifest.stage("candidates") as info:
         rows = ds.to_list()
         ids = [row_prompt_id(r, r.get("prompt")) for r in rows]
-        keep = check_prompt_ids(ids, p.duplicate_prompt_ids, row_offset=ctx.slice_start)
-        cs = collect_candidates([rows[i] for i in keep], p, row_numbers=[ctx.slice_start + i for i in keep])
+        numbers, split = ctx.row_numbers or list(range(len(rows))), p.source_split if ctx.work else None
+        keep = check_prompt_ids(ids, p.duplicate_prompt_ids, numbers, split)
+        cs = collect_candidates([rows[i] for i in keep], p, row_numbers=[numbers[i] for i in keep], split=split)
         cs.rows = [keep[i] for i in cs.rows]
         if len(keep) < len(rows):
             cs.dropped["duplicate_prompt_id"] = len(rows) - len(keep)
         if rows and not len(cs):  # nothing to score: say why here, not through an empty figure or dataset
             why = {DROP_TOO_FEW: f"fewer than two distinct candidates in candidate_columns {p.candidate_columns} "
                                  f"(equal texts count once)",
+                   DROP_EMPTIED: f"fewer than two distinct non-empty candidates (empty_candidates: drop left "
+                                 f"{counted(cs.empty_dropped, 'empty text')} out)",
                    "duplicate_prompt_id": "the prompt_id of an earlier row (duplicate_prompt_ids: keep_first)"}
             counts = " and ".join(f"{n} of {len(rows)} rows have {why.get(k, k)}" for k, n in cs.dropped.items())
             raise DataError(f"No row is left to score: {counts}. Check candidate_columns against the source's "
                             f"columns ({sorted(ds.column_names)}) and its texts.")
+        if p.output_format == "sppo":  # one generate_i column per candidate: checked here, not after the scoring
+            listed = [names[scored_only(names, p):] for names in cs.names]
+            most = max(listed, key=len)
+            odd = next((k for k, names in enumerate(listed) if len(names) < len(most)), 0)
+            where = row_where(numbers[cs.rows[odd]], rows[cs.rows[odd]].get("prompt_id"), split)
+            check_same_candidates([len(names) for names in listed], f": {where} has {listed[odd]} of {most}")
         sizes = [len(c) for c in cs.candidates]
         info.update(rows=len(cs), dropped=cs.dropped,
                     candidates_per_row={str(k): sizes.count(k) for k in sorted(set(sizes))})
     ctx.manifest.set_counts(with_candidates=len(cs), dropped_too_few_candidates=cs.dropped.get(DROP_TOO_FEW, 0),
                             dropped_duplicate_prompt_id=cs.dropped.get("duplicate_prompt_id", 0),
+                            **({"empty_candidates_dropped": cs.empty_dropped,
+                                f"dropped_{DROP_EMPTIED}": cs.dropped.get(DROP_EMPTIED, 0)}
+                               if p.empty_candidates == "drop" else {}),
                             **({"kept_one_text": cs.one_text} if p.too_few_candidates == "keep" else {}))
     return cs
+
+
+def scored_only(names: list[str], p: ConstructParams) -> int:
+    """How many of a row's first candidates are ranked, but never in the pair nor listed: the source's chosen/rejected
+    with original_pair_position: first_scored_only."""
+    return sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in names) \
+        if p.original_pair_position == "first_scored_only" else 0
 
 
 def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
@@ -244,8 +268,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
         rows, picks, kept, dropped = [], [], [], {}
         for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores)):
             source_row = ds[int(i)]
-            lead = sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in cs.names[k]) \
-                if p.original_pair_position == "first_scored_only" else 0  # ranked, but never in the pair
+            lead = scored_only(cs.names[k], p)
             pick = select(s[lead:], cands[lead:], row_prompt_id(source_row, prompt), p)
             if pick.dropped:
                 dropped[pick.dropped] = dropped.get(pick.dropped, 0) + 1
@@ -283,9 +306,10 @@ def build_test(ctx: Context, generation: GenerationParams | None, train: dataset
         return None
     if p.test_split == p.source_split:
         return train.select(rows_for_test_split(p, len(train)))
+    numbers = rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r}")
     t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), work="test/", more_scores={},
-                manifest=PrefixedManifest(ctx.manifest), slice_start=0)
-    rows = ctx.test_source.select(rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r}"))
+                manifest=PrefixedManifest(ctx.manifest), slice_start=0, row_numbers=numbers)
+    rows = ctx.test_source.select(numbers)
     t.manifest.set_counts(source=len(ctx.test_source), sliced=len(rows))
     rows = generate(t, rows, generation)
     cs = candidates(t, rows)
