@@ -181,7 +181,8 @@ def test_every_count_a_run_records_has_a_meaning_in_the_notebook_and_both_cards(
     from repro import card as repro_card
     from repro.construct.selection import DROP_MARGIN, DROP_SINGLE, DROP_TIE
     counts = ["source", "part", "dropped", "after_drop", "sliced", "generated", "with_candidates", "scored", "kept",
-              "dropped_too_few_candidates", "dropped_duplicate_prompt_id", "kept_one_text"] + [
+              "dropped_too_few_candidates", "dropped_duplicate_prompt_id", "kept_one_text", "dropped_long_prompts",
+              "empty_candidates_dropped", "dropped_fewer_than_two_nonempty_candidates"] + [
         f"dropped_{r}" for r in (DROP_TIE, DROP_MARGIN, DROP_SINGLE)]
     table = views.counts_table(dict.fromkeys(counts, 1)).data
     assert table["meaning"].str.len().min() > 0, table[table["meaning"] == ""].index.tolist()

@@ -31,6 +31,10 @@ COUNT_MEANINGS = {
     "dropped_below_min_margin": "rows dropped: a margin below min_margin",
     "dropped_fewer_than_two_candidates": "rows dropped: fewer than two candidates to pair",
     "kept_one_text": "rows kept with one text (too_few_candidates: keep): chosen = rejected",
+    "dropped_long_prompts": "rows dropped: a prompt longer than max_prompt_tokens (long_prompts: skip)",
+    "empty_candidates_dropped": "candidates (not rows) left out: empty texts (empty_candidates: drop)",
+    "dropped_fewer_than_two_nonempty_candidates": "rows dropped: fewer than two distinct candidates once the empty "
+                                                  "ones were left out",
     "kept": "rows written to the dataset"}
 
 
