@@ -309,7 +309,7 @@ def test_rows_dropped_on_the_way_are_counted_and_a_source_without_rows_is_refuse
 
     empty = tmp_path / "empty.parquet"
     datasets.Dataset.from_list(rows[:1]).select([]).to_parquet(empty)
-    with pytest.raises(DataError, match=rf"source '{empty}' split 'train_prefs' has no rows"):
+    with pytest.raises(DataError, match=rf"source '{empty}' holds no rows: give a file that has rows"):
         _construct(_params(tmp_path / "c", source=str(empty)))
     with pytest.raises(DataError, match=r"reference_response.*Set include_reference: false"):
         _construct(_params(tmp_path / "d", source=str(src), include_reference=True))

@@ -218,3 +218,29 @@ def test_a_folder_of_several_formats_is_refused_not_read_in_part(tmp_path):
     with pytest.raises(DataError, match=r"holds data files of 2 formats \(.jsonl, .parquet\), of which datasets would "
                                         r"read one and leave the others out without a word"):
         load_source(str(tmp_path / "mixed"), "train")
+
+
+def test_the_hub_commit_a_run_read_is_recorded(tmp_path, monkeypatch, train_rows):
+    # a hub id read without source_revision recorded `revision: None` and nothing else: which data a rebuild used was
+    # unknown (a model's commit is known: revisions.model_identity)
+    from huggingface_hub import constants
+
+    from repro.construct import stages
+    from repro.manifest import Manifest
+    from repro.parameters import ConstructParams
+    from repro.paths import RunDir
+    from repro.sources import hub_commit
+
+    snapshot = tmp_path / "hub" / "datasets--someone--cached" / "snapshots" / "0123abcd"
+    write_split(datasets.Dataset.from_list(train_rows[:3]), snapshot, "train_prefs")
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert hub_commit("someone/cached") == "0123abcd"
+    assert hub_commit("someone/absent") is None and hub_commit(str(snapshot)) is None
+    p = ConstructParams(run_dir=str(tmp_path / "run"), source="someone/cached", candidate_columns=[],
+                        include_original_pair=True, scorer_model="builtin:tiny-pairrm", device="cpu")
+    stages.load(stages.begin(p))
+    load = Manifest(RunDir(tmp_path / "run")).read()["stages"]["load"]
+    assert load["revision"] is None and load["commit"] == "0123abcd"

@@ -260,6 +260,14 @@ def hub_snapshot(repo_id: str, revision: str | None = None, repo_type: str = "da
         return None
 
 
+def hub_commit(spec: str, revision: str | None = None) -> str | None:
+    """The commit of hub dataset `spec` (at `revision`, else the newest) in the local hub cache, which a load reads
+    (online too: datasets downloads into that cache); None for a local path, the demo rows, or one not cached."""
+    if spec == DEMO or not is_hub_id(spec):
+        return None
+    return cached.name if (cached := hub_snapshot(spec, revision)) else None
+
+
 def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, revision: str | None) -> datasets.Dataset:
     try:
         return datasets.load_dataset(repo_id, split=split, revision=revision)

@@ -20,7 +20,7 @@ from ..revisions import local_content, pinned_model
 from ..scorers import known_kind, scorer_class
 from ..scorers.common import resolve_device
 from ..slicing import plan_slice
-from ..sources import check_exists, load_source, require_columns
+from ..sources import check_exists, hub_commit, load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
 from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
@@ -138,7 +138,8 @@ def load(ctx: Context) -> datasets.Dataset:
                             hint="Set include_original_pair: false for sources without chosen/rejected.")
         info.update(source=p.source, split=None if Path(p.source).is_file() else p.source_split,  # a file: no split
                     revision=p.source_revision, rows=len(ds),
-                    columns=ds.column_names, **({"content": content} if (content := local_content(p.source)) else {}))
+                    columns=ds.column_names, **({"content": content} if (content := local_content(p.source)) else {}),
+                    **({"commit": commit} if (commit := hub_commit(p.source, p.source_revision)) else {}))
     ctx.manifest.set_counts(source=len(ds))
     return ds
 
