@@ -1,7 +1,9 @@
 import json
+from pathlib import Path
 
 import datasets
 import pytest
+from huggingface_hub import constants
 
 from repro.dataset_io import SEED_FEATURES, write_split
 from repro.errors import DataError, DatasetLoadError
@@ -53,17 +55,21 @@ def test_bad_sources(tmp_path, monkeypatch):
         load_source("someone/not-here-offline")
 
 
-def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkeypatch, train_rows, capsys):
-    # README step 2 downloads into the hub cache (`hf download ... --repo-type dataset`), and `--check` says "in the
-    # local hub cache"; datasets' load_dataset, offline, reads only its own prepared copies: the run failed
-    from huggingface_hub import constants
-
+def _in_the_hub_cache(tmp_path: Path, monkeypatch, rows: list[dict]) -> Path:
+    """Hub dataset someone/cached at commit 0123abcd, its train_prefs `rows`, in a hub cache of its own (offline)."""
     snapshot = tmp_path / "hub" / "datasets--someone--cached" / "snapshots" / "0123abcd"
-    write_split(datasets.Dataset.from_list(train_rows[:3]), snapshot, "train_prefs")
+    write_split(datasets.Dataset.from_list(rows), snapshot, "train_prefs")
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    return snapshot
+
+
+def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkeypatch, train_rows, capsys):
+    # README step 2 downloads into the hub cache (`hf download ... --repo-type dataset`), and `--check` says "in the
+    # local hub cache"; datasets' load_dataset, offline, reads only its own prepared copies: the run failed
+    _in_the_hub_cache(tmp_path, monkeypatch, train_rows[:3])
     assert load_source("someone/cached", "train_prefs")["prompt"] == [r["prompt"] for r in train_rows[:3]]
     with pytest.raises(DataError, match="source 'someone/cached' has no split 'test_prefs'"):  # the id, not the path
         load_source("someone/cached", "test_prefs")
@@ -79,8 +85,6 @@ def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkey
 
 def test_a_hub_dataset_in_the_hub_cache_whose_shards_differ_is_named_by_its_id(tmp_path, monkeypatch):
     # read from the hub cache as a local folder: a bare DatasetGenerationError and a long traceback
-    from huggingface_hub import constants
-
     snapshot = tmp_path / "hub" / "datasets--someone--shards" / "snapshots" / "0123abcd"
     for i, columns in enumerate((["prompt", "resp0"], ["prompt", "resp0", "resp1"])):
         datasets.Dataset.from_list([dict.fromkeys(columns, "x")]).to_parquet(
@@ -223,20 +227,13 @@ def test_a_folder_of_several_formats_is_refused_not_read_in_part(tmp_path):
 def test_the_hub_commit_a_run_read_is_recorded(tmp_path, monkeypatch, train_rows):
     # a hub id read without source_revision recorded `revision: None` and nothing else: which data a rebuild used was
     # unknown (a model's commit is known: revisions.model_identity)
-    from huggingface_hub import constants
-
     from repro.construct import stages
     from repro.manifest import Manifest
     from repro.parameters import ConstructParams
     from repro.paths import RunDir
     from repro.sources import hub_commit
 
-    snapshot = tmp_path / "hub" / "datasets--someone--cached" / "snapshots" / "0123abcd"
-    write_split(datasets.Dataset.from_list(train_rows[:3]), snapshot, "train_prefs")
-    (snapshot.parents[1] / "refs").mkdir()
-    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    snapshot = _in_the_hub_cache(tmp_path, monkeypatch, train_rows[:3])
     assert hub_commit("someone/cached") == "0123abcd"
     assert hub_commit("someone/absent") is None and hub_commit(str(snapshot)) is None
     p = ConstructParams(run_dir=str(tmp_path / "run"), source="someone/cached", candidate_columns=[],
