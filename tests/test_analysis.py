@@ -312,6 +312,12 @@ def test_a_dataset_the_validation_rejects_is_a_failed_analysis_in_the_record(tmp
     assert re.search("DataError: .*" + said, manifest["notebooks"]["02_analyze"]["error"])
     facts = gather_facts(CardParams(run_dir=str(tmp_path / "run"), card_dataset=str(data)))
     assert re.search(said, facts.analysis_error) and ("characteristics", "analysis_failed") in facts.left_out
+    assert facts.analysis_error.startswith("DataError: ")  # the error itself (not "stage 'analyze' failed: ...")
+    # as `repro run` records a notebook's failure: no "Notebook 02_analyze failed at cell 6 (execution count 5)"
+    Manifest(RunDir(tmp_path / "run")).notebook_status("02_analyze", "failed", error=(
+        f"Notebook 02_analyze failed at cell 6 (execution count 5): {manifest['stages']['analyze']['error']}\nsaved"))
+    facts = gather_facts(CardParams(run_dir=str(tmp_path / "run"), card_dataset=str(data)))
+    assert facts.analysis_error.startswith("DataError: ") and "cell 6" not in facts.analysis_error
 
 
 def _pairs(n: int, shift: float, seed: int) -> list[dict]:

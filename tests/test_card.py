@@ -23,7 +23,7 @@ from repro import card as repro_card
 from repro.analysis.report import analyze
 from repro.analysis.stats import detect_scale
 from repro.card.facts import SEED_REPO
-from repro.card.publish import placeholders
+from repro.card.publish import facts_card_data, placeholders
 from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
@@ -676,15 +676,15 @@ def test_inverted_pairs_are_flagged_and_named_by_the_filter(tmp_path, monkeypatc
         r["score_chosen"], r["score_rejected"] = (low, high) if i < 44 else (high, low)
     facts, en, zh = analysed_run(tmp_path / "run", rows)
     assert facts.metrics["scale"]["kind"] == ("rating" if rating else "logit")
-    assert ("- Pairs without a preference for `chosen`: 44 of the 60 pairs are inverted (`score_chosen` < "
-            "`score_rejected`: the scores prefer `rejected`) and 0 are ties") in part(en, "## Challenges and limitations")
+    assert ("- Pairs without a preference for `chosen`: of the 60 pairs, 44 are inverted (`score_chosen` < "
+            "`score_rejected`: the scores prefer `rejected`). DPO") in part(en, "## Challenges and limitations")
     assert "60 对中有 44 对倒置" in part(zh, "## 当前挑战与局限")
     assert "Inversions (`score_chosen` < `score_rejected`): 44 rows." in en and "倒置（`score_chosen` < `score_rejected`）：44 行。" in zh
     use = part(en, "## How to use")
     assert ("Ties and inverted pairs carry no preference for `chosen`: `train = train.filter(lambda row: "
             "row[\"score_margin\"] > 0)` keeps the 16 of the 60 pairs whose `chosen` scored strictly higher, leaving "
-            "out 0 ties and 44 inverted pairs") in use
-    assert "保留 60 对中 `chosen` 得分严格更高的 16 对，去掉 0 对平局和 44 对倒置的偏好对" in part(zh, "## 使用方法")
+            "out 44 inverted pairs (") in use
+    assert "保留 60 对中 `chosen` 得分严格更高的 16 对，去掉 44 对倒置的偏好对" in part(zh, "## 使用方法")
     monkeypatch.chdir(tmp_path / "run")
     scope: dict = {}
     exec(re.findall(r"```python\n(.*?)```", use, flags=re.S)[0], scope)
@@ -701,11 +701,24 @@ def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
         r["score_chosen"] = r["score_rejected"] = 0.5
     facts, en, zh = analysed_run(tmp_path / "run", rows)
     assert facts.metrics["scale"]["kind"] == "constant"
-    assert "0 of the 30 pairs are inverted (`score_chosen` < `score_rejected`: the scores prefer `rejected`) and 30 are " \
-           "ties" in part(en, "## Challenges and limitations")
+    assert "Pairs without a preference for `chosen`: of the 30 pairs, 30 are ties (`score_chosen` = `score_rejected`)." \
+        in part(en, "## Challenges and limitations") and "30 对中有 30 对为平局" in part(zh, "## 当前挑战与局限")
     uses, uses_zh = part(en, "## Typical uses"), part(zh, "## 常用场景")
     assert "- Offline preference optimisation (DPO" not in uses and "上进行离线偏好优化" not in uses_zh
     assert "no pair's `chosen` scored higher than its `rejected`" in uses and "没有一对的 `chosen` 得分高于" in uses_zh
+    assert "dpo" not in facts_card_data(facts).tags  # (it was tagged for DPO all the same)
+    # no row left by the card's code (every chosen response empty; every score null): no sentence of "0 of the 0
+    # pairs", and not "no pair's chosen scored higher" of pairs that all did
+    for name, change in (("empty", {"chosen": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}],
+                                    "score_chosen": 1.0, "score_rejected": 0.0}),
+                         ("null", {"score_chosen": None, "score_rejected": None})):
+        make_run(tmp_path / name, [{**r, **change} for r in seed_rows(20)], metrics=False, manifest=False)
+        facts, card_path = card_for(tmp_path / name)
+        en, zh = halves(card_path)
+        said = "20 with an empty chosen response" if name == "empty" else "20 without finite scores"
+        assert f"none of its 20 rows is a pair the code in \"How to use\" keeps ({said})" in en
+        assert "0 of the 0" not in en and "of the 0 pairs" not in en and "no pair's `chosen`" not in en
+        assert "Pairs without a preference" not in en and "0 对中" not in zh and "没有一行是" in zh
     # a few ties among many preferences: not called a limitation
     facts, en, _ = analysed_run(tmp_path / "few", seed_rows(36))
     assert 0 < facts.metrics["ties"] < 0.1 * 36 and "Pairs without a preference" not in en

@@ -132,6 +132,11 @@ def test_long_prompts_skipped_and_counted(tmp_path, short_context_dir, prompts):
     info = manifest.read()["generation"]
     assert info["skipped_long_prompts"] == len(prompts) - len(fits)
     assert info["prompts_generated"] == len(fits)
+    # every prompt too long: 01_construct went on with no row and failed in a table (a KeyError, or max() of nothing)
+    longest = [r for r, n in zip(prompts, lengths) if n > 96 - NEW_TOKENS]
+    with pytest.raises(DataError, match=rf"^Every prompt \({len(longest)} of {len(longest)}\) is longer than "
+                                        rf"max_prompt_tokens=84 tokens, and long_prompts: skip leaves each out"):
+        generate_candidates(longest, params(short_context_dir, long_prompts="skip"), tmp_path / "w2")
 
 
 def test_empty_prompt_is_an_error_naming_the_row(tmp_path, policy_dir, prompts):

@@ -354,8 +354,8 @@ class CardFacts:
     @property
     def no_preference(self) -> bool:
         """Pairs whose `chosen` the scores do not prefer are a limitation: any inverted one, or ties from MANY_TIES."""
-        s = self.pair_signs
-        return bool(s and (s["negative"] or s["zero"] >= MANY_TIES * sum(s.values())))
+        s = self.pair_signs  # (no pair left by the card's code: the uses say why, not this)
+        return bool(s and sum(s.values()) and (s["negative"] or s["zero"] >= MANY_TIES * sum(s.values())))
 
     def _repr_markdown_(self) -> str:
         splits = ", ".join(f"`{s.name}` {s.num_examples} rows" for s in self.splits)
@@ -425,7 +425,10 @@ def gather_facts(params: "CardParams") -> CardFacts:
     facts.metrics = _read_metrics(run, facts, view)
     analysis = (manifest.get("notebooks") or {}).get("02_analyze") or {}
     if facts.metrics is None and analysis.get("status") == "failed" and analysis.get("error"):
-        facts.analysis_error = public_text(analysis["error"].splitlines()[0])  # (then: where it is saved)
+        # the error itself, as the stage records it (not where the notebook failed: cell numbers mean nothing there)
+        stage = (manifest.get("stages") or {}).get("analyze") or {}
+        error = stage.get("error") if stage.get("status") == "failed" else None
+        facts.analysis_error = public_text((error or analysis["error"]).splitlines()[0])  # (then: where it is saved)
     failed = "analysis_failed" if facts.analysis_error else None
     if facts.metrics is None:  # (SELM's rows, and other rows without scores, have nothing for 02_analyze to read)
         facts.left_out.append(("characteristics", (failed or "no_metrics") if facts.scored else "no_scores"))

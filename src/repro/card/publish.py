@@ -67,7 +67,8 @@ def card_data(features: Features, splits: list[SplitFacts], **metadata: Any) -> 
 def facts_card_data(facts: CardFacts) -> DatasetCardData:
     """The card metadata for a run: the data's own YAML plus licence, language, size, task and tags."""
     preference = facts.has_columns("prompt", "chosen", "rejected")
-    tags = ["preference", "dpo", "rlhf"] if preference else []
+    learnable = not facts.pair_signs or facts.pair_signs["positive"] > 0  # (no pair prefers its chosen: not for DPO)
+    tags = ["preference", *(["dpo"] * learnable), "rlhf"] if preference else []
     if facts.built_here:  # what the data is known to be: its scorer's, its source's
         tags += [{"stand_in": "stand-in-scores", "pairrm": "pairrm"}.get(facts.scorer_kind, "reward-model-scores"),
                  *(["ultrafeedback"] if facts.source_kind == "ultrafeedback" and not facts.stand_in else [])]

@@ -428,6 +428,10 @@ def plan_prompts(prompts: Sequence[str], params: GenerationParams, tokenizer,
             ids = ids[-limit:]  # keep the end: the question and the assistant turn the template opens
             truncated += 1
         kept.append({"row": i, "ids": ids, "keys": candidate_keys(prompts[i], params)})
+    if prompts and not kept:  # nothing to generate for: said here, before any work (not as an empty dataset)
+        raise DataError(f"Every prompt ({skipped} of {len(prompts)}) is longer than max_prompt_tokens={limit} tokens, "
+                        f"and long_prompts: skip leaves each out: nothing is left to generate for. Raise "
+                        f"max_prompt_tokens, or set long_prompts: truncate_left (keeps each prompt's end).")
     # longest first: similar lengths share a batch (little padding), and memory trouble shows at once
     kept.sort(key=lambda item: (-len(item["ids"]), item["row"]))
     return kept, skipped, truncated
