@@ -378,6 +378,8 @@ CASES = [
            r"name the output \.jsonl, e\.g\. --output \S*out\.jsonl",
            after=lambda t, suffix=suffix: not (t / f"out{suffix}").exists() or pytest.fail("written"))
       for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz", ".json", ".txt")],  # .json: JSON lines in it
+    Case("score --output of two dots", lambda t: score(t, output=t / "out.v1.json"),  # (it said out.jsonl)
+         r"name the output \.jsonl, e\.g\. --output \S*/out\.v1\.jsonl\.$"),
     Case("score --output without a suffix", lambda t: score(t, output=t / "out"),
          r"--output \S*out has no \.jsonl suffix, but repro score writes JSON lines: name the output \.jsonl, e\.g\. "
          r"--output \S*out\.jsonl", after=lambda t: not (t / "out").exists() or pytest.fail("written")),

@@ -229,7 +229,8 @@ def test_ctrl_c_in_a_member_stops_the_family(tmp_path, monkeypatch, capsys):
 MEMBER_PROCESS = """
 import pathlib, signal, sys, time
 pathlib.Path(sys.argv[1]).touch()  # started
-signal.signal(signal.SIGTERM, lambda *a: sys.exit(130))  # as repro run ends on a stop signal
+if sys.argv[2] == "handled":  # as repro run ends on a stop signal; else as one stopped before it set its handlers
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(130))
 try:
     time.sleep(60)
 except (KeyboardInterrupt, SystemExit):
@@ -238,11 +239,11 @@ except (KeyboardInterrupt, SystemExit):
 """
 
 
-@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
-def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkeypatch, capsys, stop):
+@pytest.mark.parametrize("stop, handled", [("ctrl-c", True), ("sigterm", True), ("sigterm", False)])
+def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkeypatch, capsys, stop, handled):
     # --jobs 2 of four members: after Ctrl-C the two queued members still started, each running to its end while the
     # command waited, and the one line said neither who stopped nor who never ran; SIGTERM to the command alone left
-    # its members running
+    # its members running; a member the stop ended before its handlers were set was "failed", and the family went on
     import argparse
 
     parser = argparse.ArgumentParser()
@@ -252,7 +253,7 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
     family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
                              grid_args=fam.parse_grid_args(args.grid), out=args.out)
     monkeypatch.setattr(family_cli, "_member_command", lambda args, member: [
-        sys.executable, "-c", MEMBER_PROCESS, str(tmp_path / f"started-{member.name}")])
+        sys.executable, "-c", MEMBER_PROCESS, str(tmp_path / f"started-{member.name}"), "handled" * handled])
     members, sessions = [], []
 
     def press():
@@ -265,8 +266,9 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
         sessions.extend(os.getsid(member.pid) == member.pid for member in members)  # (their own)
         # to the command alone: `kill`, a scheduler, or a terminal's Ctrl-C (the members are in sessions of their own)
         os.kill(os.getpid(), signal.SIGINT if stop == "ctrl-c" else signal.SIGTERM)
-        time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGINT)  # pressed again while the members stop: changes nothing
+        if handled:  # (the members take a second to stop)
+            time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGINT)  # pressed again while the members stop: changes nothing
 
     threading.Thread(target=press, daemon=True).start()
     assert family_cli.run_family(args, family) == 130
@@ -274,7 +276,7 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
     assert len(members) == 2 and not any(member.is_running() for member in members)
     assert sessions == [True, True]
     err = capsys.readouterr().err
-    assert ("family demo: interrupted in member mini_index-0, mini_index-1; mini_index-2, mini_index-3 not run; the "
+    assert ("family demo: interrupted in members mini_index-0, mini_index-1; mini_index-2, mini_index-3 not run; the "
             "family view was not written") in err
 
 

@@ -92,6 +92,23 @@ def test_ctrl_c_outside_a_notebook_is_recorded_as_an_interruption(tmp_path, monk
     assert f"repro run: interrupted {started}: 0 finished chunks (every stage's) are safe" in capsys.readouterr().err
 
 
+def test_a_kernel_refused_as_the_run_starts_leaves_a_failed_run_not_a_running_one(tmp_path, monkeypatch, capsys):
+    # the project's kernel name held by another environment's kernel: refused after the run was recorded, which
+    # stayed `running` ("stopped without finishing (killed?)", said --check)
+    from repro.cli import main
+    from repro.cli import run as runner
+    from repro.errors import ReproError
+
+    def refused(name=runner.KERNEL_NAME):
+        raise ReproError(f"The Jupyter kernel {name!r} runs another environment's Python")
+
+    monkeypatch.setattr(runner, "ensure_kernel", refused)
+    assert main(["run", "demo", "--out", str(tmp_path / "run")]) == 2
+    assert "The Jupyter kernel 'repro' runs another environment's Python" in capsys.readouterr().err
+    data = Manifest(RunDir(tmp_path / "run")).read()
+    assert data["status"] == "failed" and "another environment's Python" in data["error"]
+
+
 def test_a_run_directory_that_cannot_be_written_fails_in_one_paragraph(tmp_path, monkeypatch, capsys):
     # made read-only partway: the failure's own record raised again, a 60-line traceback
     from repro.cli import main

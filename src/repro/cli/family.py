@@ -112,8 +112,10 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
 
 
 def ended(code: int) -> str:
-    """A member's run as its exit status says: 'done', 'interrupted' (Ctrl-C) or 'failed'."""
-    return "done" if code == 0 else INTERRUPTED if code == EXIT_INTERRUPTED else "failed"
+    """A member's run as its exit status says: 'done', 'interrupted' (Ctrl-C, a stop signal: handled, or before
+    its handlers were set, ending the process) or 'failed'."""
+    return "done" if code == 0 else INTERRUPTED if code in (EXIT_INTERRUPTED, -signal.SIGINT, -signal.SIGTERM) \
+        else "failed"
 
 
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
@@ -175,9 +177,10 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member,
     return ended(code)
 
 
-def _run_at_once(args: argparse.Namespace, family: Family, jobs: int) -> list[str]:
-    """Every member's status, `jobs` members at once in their own processes; after Ctrl-C or SIGTERM no other starts
-    (they had started, each running to its end while the command waited) and the ones running stop."""
+def _run_at_once(args: argparse.Namespace, family: Family, jobs: int) -> tuple[list[str], bool]:
+    """Every member's status, `jobs` members at once in their own processes, and whether the command was stopped:
+    after Ctrl-C or SIGTERM no other starts (they had started, each running to its end while the command waited) and
+    the ones running stop."""
     started, pool = _Started(), ThreadPoolExecutor(max_workers=jobs)
     runs = [pool.submit(_run_in_subprocess, args, family, member, started) for member in family.members]
     with noting_stops() as stops:  # (one more while the members stop is noted, not raised: it cuts nothing short)
@@ -186,13 +189,14 @@ def _run_at_once(args: argparse.Namespace, family: Family, jobs: int) -> list[st
         if stops:  # the running members end as a run stopped so does, their chunks kept
             started.stop(stops[0])
         pool.shutdown(cancel_futures=True)
-    return [NOT_STARTED if run.cancelled() else run.result() for run in runs]
+    return [NOT_STARTED if run.cancelled() else run.result() for run in runs], bool(stops)
 
 
 def run_family(args: argparse.Namespace, family: Family) -> int:
     """Every member (one after another, or `jobs` at once in their own processes), then the family view."""
     start = time.monotonic()
     family.root.mkdir(parents=True, exist_ok=True)
+    stopped = False  # (the command itself: with --jobs, its members may all have ended before they saw it)
     if (jobs := args.jobs or family.jobs) == 1:  # Ctrl-C in a member stops the family there
         statuses = []
         for member in family.members:
@@ -200,11 +204,12 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
             if statuses[-1] == INTERRUPTED:
                 break
     else:
-        statuses = _run_at_once(args, family, jobs)
-    if INTERRUPTED in statuses:
-        stopped = [m.name for m, s in zip(family.members, statuses) if s == INTERRUPTED]
+        statuses, stopped = _run_at_once(args, family, jobs)
+    if stopped or INTERRUPTED in statuses:
+        names = [m.name for m, s in zip(family.members, statuses) if s == INTERRUPTED]
         left = [m.name for m, s in itertools.zip_longest(family.members, statuses) if s in (None, NOT_STARTED)]
-        print(f"repro run: family {family.name}: interrupted in member {', '.join(stopped)}"
+        print(f"repro run: family {family.name}: interrupted"
+              + (f" in member{'s' * (len(names) > 1)} {', '.join(names)}" if names else "")
               + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written. Run the same "
               "command again to continue (finished chunks and cached rows are kept).", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -236,6 +241,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
               f"made again with these")
     code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
                          record={"members": planned, "members_state": state}, fingerprint=fingerprint)
+    if code == EXIT_INTERRUPTED:  # (its line said so: not a summary that reads as done)
+        return code
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed, in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:

@@ -63,8 +63,9 @@ def noting_stops() -> Iterator[list[str]]:
     if threading.current_thread() is not threading.main_thread():
         yield stops
         return
+    # (a signal ignored when the command started, as a shell starts a background job, stays ignored, as before)
     previous = {signum: signal.signal(signum, lambda signum, frame: stops.append(STOP_SIGNALS[signum]))
-                for signum in STOP_SIGNALS}
+                for signum in STOP_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN}
     try:
         yield stops
     finally:

@@ -180,7 +180,11 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     upcoming = notebooks[0]  # Ctrl-C as the kernel starts or between notebooks: before this one started
     with stop_signal_as_ctrl_c():  # SIGTERM as the kernel starts or between notebooks: recorded as Ctrl-C is
         try:
-            kernel = ensure_kernel(kernel)
+            try:
+                kernel = ensure_kernel(kernel)
+            except ReproError as refused:  # (another environment's kernel): the run is not left `running`
+                manifest.finish_run("failed", error=str(refused))
+                raise
             if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
                 os.environ[PROGRESS_LINES_ENV] = "1"
             for k, name in enumerate(notebooks):

@@ -165,8 +165,9 @@ def check_output(given: str, input: Path, force: bool) -> Path:
                         f"scored rows, e.g. --output {path / 'scored.jsonl'}.")
     if path.suffix.lower() != ".jsonl":  # (a .json file is read as one JSON document, not a row a line)
         what = f"names another format ({path.suffix})" if path.suffix else "has no .jsonl suffix"
+        stem = path.stem.removesuffix(".jsonl") if path.suffix else path.name  # (out.v1.json: out.v1.jsonl)
         raise DataError(f"--output {given} {what}, but repro score writes JSON lines: name the output .jsonl, e.g. "
-                        f"--output {path.parent / path.name.split('.')[0]}.jsonl.")
+                        f"--output {path.parent / stem}.jsonl.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
     return path
 
