@@ -707,6 +707,7 @@ def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
     assert "- Offline preference optimisation (DPO" not in uses and "上进行离线偏好优化" not in uses_zh
     assert "no pair's `chosen` scored higher than its `rejected`" in uses and "没有一对的 `chosen` 得分高于" in uses_zh
     assert "dpo" not in facts_card_data(facts).tags  # (it was tagged for DPO all the same)
+    assert "keeps the 0 of" not in en and "得分严格更高的 0 对" not in zh  # (a filter that keeps nothing: not offered)
     # no row left by the card's code (every chosen response empty; every score null): no sentence of "0 of the 0
     # pairs", and not "no pair's chosen scored higher" of pairs that all did
     for name, change in (("empty", {"chosen": [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}],
@@ -719,6 +720,7 @@ def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
         assert f"none of its 20 rows is a pair the code in \"How to use\" keeps ({said})" in en
         assert "0 of the 0" not in en and "of the 0 pairs" not in en and "no pair's `chosen`" not in en
         assert "Pairs without a preference" not in en and "0 对中" not in zh and "没有一行是" in zh
+        assert "Ties carry no preference" not in en  # (there were no ties, and the code above kept no row)
     # a few ties among many preferences: not called a limitation
     facts, en, _ = analysed_run(tmp_path / "few", seed_rows(36))
     assert 0 < facts.metrics["ties"] < 0.1 * 36 and "Pairs without a preference" not in en

@@ -66,6 +66,23 @@ def test_ctrl_c_while_the_command_loads_its_libraries_is_one_line(monkeypatch, c
     assert capsys.readouterr().err == "repro score: interrupted; run the same command again to continue.\n"
 
 
+def test_a_stop_signal_while_the_command_starts_is_one_line_as_ctrl_c(monkeypatch, capsys):
+    # SIGTERM in the first second (reading the params, the checks) killed the command with 143 and no word
+    import importlib
+
+    from repro.cli import main
+
+    def terminated(name, *args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # (the handler raises first)
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(importlib, "import_module", terminated)
+    assert main(["score", "--help"]) == 130
+    assert capsys.readouterr().err == "repro score: interrupted; run the same command again to continue.\n"
+    assert signal.getsignal(signal.SIGTERM) == before  # given back
+
+
 @pytest.mark.parametrize("when", ["kernel", "between", "after"])
 def test_ctrl_c_outside_a_notebook_is_recorded_as_an_interruption(tmp_path, monkeypatch, capsys, when):
     # while the kernel was set up (or between two notebooks) the manifest stayed `running`: "killed?" said --check

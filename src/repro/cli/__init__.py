@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import ReproError
 from ..manifest import version_line
+from .interrupt import stop_signal_as_ctrl_c
 
 PACKAGE = str(Path(__file__).resolve().parents[1])  # repro's own code, whose warnings are shown as one line
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
@@ -48,18 +49,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if a in COMMANDS), None)
-    try:  # (the command's module loads torch and datasets for its options: Ctrl-C may come then too)
-        args = build_parser(command).parse_args(argv)
-        with warnings.catch_warnings():  # repro's own warnings as one line each, as its errors (no source line)
-            shown = warnings.showwarning
-            warnings.showwarning = lambda message, category, filename, *rest: (
-                print(f"repro {command}: warning: {message}", file=sys.stderr)
-                if str(Path(filename).resolve()).startswith(PACKAGE) else shown(message, category, filename, *rest))
-            return int(importlib.import_module(args._module).main(args) or 0)
-    except ReproError as exc:
-        print(f"repro {command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # Ctrl-C outside a notebook (a notebook's own is handled by repro run)
-        print(f"repro {command}: interrupted; run the same command again to continue.", file=sys.stderr)
-        return 130
+    with stop_signal_as_ctrl_c():  # SIGTERM, from the first moment, ends the command as Ctrl-C does
+        try:  # (the command's module loads torch and datasets for its options: Ctrl-C may come then too)
+            args = build_parser(command).parse_args(argv)
+            with warnings.catch_warnings():  # repro's own warnings as one line each, as its errors (no source line)
+                shown = warnings.showwarning
+                warnings.showwarning = lambda message, category, filename, *rest: (
+                    print(f"repro {command}: warning: {message}", file=sys.stderr)
+                    if str(Path(filename).resolve()).startswith(PACKAGE) else shown(message, category, filename, *rest))
+                return int(importlib.import_module(args._module).main(args) or 0)
+        except ReproError as exc:
+            print(f"repro {command}: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:  # Ctrl-C outside a notebook (a notebook's own is handled by repro run)
+            print(f"repro {command}: interrupted; run the same command again to continue.", file=sys.stderr)
+            return 130
 
