@@ -13,8 +13,7 @@ from typing import Any
 
 from ..errors import NOTICE, ReproError, did_you_mean
 from . import PACKAGE
-from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible,
-                        stop_signal_as_ctrl_c)
+from .interrupt import EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible
 from ..jobs import PROGRESS_LINES_ENV, safe_chunks
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
@@ -72,8 +71,8 @@ def check_kernel(name: str, registered: bool = False) -> bool:
             f"{', '.join(known) or 'none'}.{did_you_mean(name, known)} --kernel names an existing kernel of this "
             f"environment ({sys.executable}); left out, repro run registers and uses its own, "
             f"{KERNEL_NAME!r}.") from None
-    if this_environment(spec.argv[0]) or own:
-        return this_environment(spec.argv[0])
+    if (mine := this_environment(spec.argv[0])) or own:
+        return mine
     raise ReproError(
         f"The Jupyter kernel {name!r} ({spec.resource_dir}) runs {spec.argv[0]}, another environment's Python, not "
         f"this environment's {sys.executable}: its notebooks would run that environment's code while the manifest "
@@ -177,53 +176,54 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     manifest.update(**(record or {}))
-    upcoming = notebooks[0]  # Ctrl-C as the kernel starts or between notebooks: before this one started
-    with stop_signal_as_ctrl_c():  # SIGTERM as the kernel starts or between notebooks: recorded as Ctrl-C is
+    # Ctrl-C (or SIGTERM: `repro`'s main raises it as Ctrl-C) as the kernel starts or between notebooks: before this
+    # one started
+    upcoming = notebooks[0]
+    try:
         try:
+            kernel = ensure_kernel(kernel)
+        except ReproError as refused:  # (another environment's kernel): the run is not left `running`
+            manifest.finish_run("failed", error=str(refused))
+            raise
+        if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
+            os.environ[PROGRESS_LINES_ENV] = "1"
+        for k, name in enumerate(notebooks):
+            output = run.notebooks / f"{name}.ipynb"
+            manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
             try:
-                kernel = ensure_kernel(kernel)
-            except ReproError as refused:  # (another environment's kernel): the run is not left `running`
-                manifest.finish_run("failed", error=str(refused))
-                raise
-            if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
-                os.environ[PROGRESS_LINES_ENV] = "1"
-            for k, name in enumerate(notebooks):
-                output = run.notebooks / f"{name}.ipynb"
-                manifest.notebook_status(name, "running", executed=str(output.relative_to(run.root)))
-                try:
-                    run_interruptible(
-                        papermill.execute_notebook,
-                        str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
-                        kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
-                        config=kernel_config())
-                except Interrupted as stop:  # Ctrl-C or SIGTERM: the kernel is stopped; what finished is on disk
-                    print(record_interruption(manifest, name, how=stop.how), file=sys.stderr)
-                    return EXIT_INTERRUPTED
-                except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
-                    if not log_output:  # (with it, papermill showed the notebook's output as it came)
-                        _say_notices(name, output)
-                    message = _failure_message(name, output, exc, run)
-                    try:
-                        manifest.notebook_status(name, "failed", error=message)
-                        manifest.finish_run("failed", error=message)
-                        if output.exists():
-                            manifest.add_outputs(output)
-                    except OSError as unwritable:  # (the run directory made read-only partway)
-                        message += (f"\nThe run directory could not record the failure ({type(unwritable).__name__}: "
-                                    f"{unwritable}): make {run.root} writable, then run the same command to continue.")
-                    print(f"repro run: FAILED\n{message}", file=sys.stderr)
-                    return 1
-                manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
-                if not log_output:
+                run_interruptible(
+                    papermill.execute_notebook,
+                    str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
+                    kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
+                    config=kernel_config())
+            except Interrupted as stop:  # Ctrl-C or SIGTERM: the kernel is stopped; what finished is on disk
+                print(record_interruption(manifest, name, how=stop.how), file=sys.stderr)
+                return EXIT_INTERRUPTED
+            except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
+                if not log_output:  # (with it, papermill showed the notebook's output as it came)
                     _say_notices(name, output)
-                upcoming = notebooks[k + 1] if k + 1 < len(notebooks) else None
-                manifest.add_outputs(output)
-                print(f"repro run: {name} done -> {output}")
-            manifest.update(fingerprint=fingerprint)
-            manifest.finish_run("complete")
-        except KeyboardInterrupt as stop:
-            print(record_interruption(manifest, upcoming, started=False, how=cause(stop)), file=sys.stderr)
-            return EXIT_INTERRUPTED
+                message = _failure_message(name, output, exc, run)
+                try:
+                    manifest.notebook_status(name, "failed", error=message)
+                    manifest.finish_run("failed", error=message)
+                    if output.exists():
+                        manifest.add_outputs(output)
+                except OSError as unwritable:  # (the run directory made read-only partway)
+                    message += (f"\nThe run directory could not record the failure ({type(unwritable).__name__}: "
+                                f"{unwritable}): make {run.root} writable, then run the same command to continue.")
+                print(f"repro run: FAILED\n{message}", file=sys.stderr)
+                return 1
+            manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
+            if not log_output:
+                _say_notices(name, output)
+            upcoming = notebooks[k + 1] if k + 1 < len(notebooks) else None
+            manifest.add_outputs(output)
+            print(f"repro run: {name} done -> {output}")
+        manifest.update(fingerprint=fingerprint)
+        manifest.finish_run("complete")
+    except KeyboardInterrupt as stop:
+        print(record_interruption(manifest, upcoming, started=False, how=cause(stop)), file=sys.stderr)
+        return EXIT_INTERRUPTED
     if last_line:
         print(f"repro run: complete -> {run.root}")
     return 0
