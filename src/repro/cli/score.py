@@ -18,17 +18,16 @@ import pyarrow.parquet as pq
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError, counted
-from ..jobs import atomic_write_text, is_main_process, json_default, world_size
+from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
-from ..paths import check_folder, typed_path, utf8_text
+from ..paths import FAMILY_JSON, MANIFEST_JSON, check_folder, typed_path, utf8_text
 from ..scorers import resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
-from ..sources import DATA_SUFFIXES, iter_jsonl, load_source, local_splits
+from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
-# the json files of a dataset or run folder that hold no rows
-SIDECARS = {"state.json", "dataset_info.json", "dataset_dict.json", "manifest.json", "metrics.json", "family.json",
-            "compare.json", "fingerprint.json"}
+# the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
+SIDECARS = {*RECORDS, MANIFEST_JSON, "metrics.json", FAMILY_JSON, "compare.json", FINGERPRINT_FILE}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
