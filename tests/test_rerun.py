@@ -582,3 +582,70 @@ def test_check_of_a_folder_with_work_and_no_record_does_not_call_it_new(tmp_path
     (out / "work" / "scoring" / "chunk-000000.json").unlink()
     assert main(["run", "--check", "demo", "--out", str(out)]) == 0
     assert f"{out} (new)" in capsys.readouterr().out
+
+
+def _hub_source(hub: Path, commit: str, replace: tuple[str, str] = ("", "")) -> None:
+    """Hub dataset someone/rows at `commit`, the demo's prompts (text replaced as `replace` says), the cache's newest."""
+    import datasets
+
+    from repro.dataset_io import write_split
+
+    rows = [json.loads(line.replace(*replace)) for line in
+            (ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text().splitlines()]
+    snapshot = hub / "datasets--someone--rows" / "snapshots" / commit
+    write_split(datasets.Dataset.from_list(rows), snapshot, "train_prefs")
+    (snapshot.parents[1] / "refs").mkdir(exist_ok=True)
+    (snapshot.parents[1] / "refs" / "main").write_text(commit)
+
+
+def test_a_hub_source_whose_newest_commit_in_the_cache_moved_is_built_again(tmp_path, capsys, monkeypatch):
+    # `hf download` of a hub source's new commit: a complete run's re-run said "nothing to do", a continued one built
+    # from the new rows without a word (the run's fingerprint held the content of local files only)
+    from huggingface_hub import constants
+
+    from repro.cli import run as runner
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    _hub_source(tmp_path / "hub", "a" * 40)
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
+    args = ["run", "demo", "--out", str(tmp_path / "r"), "--set", "source=someone/rows",
+            "--set", "notebooks=[01_construct]"]
+    assert main(args) == 0 and main(args) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    _hub_source(tmp_path / "hub", "b" * 40, ("Python", "Rust"))
+    assert main(["run", "--check", *args[1:]]) == 0
+    assert "it completed, but its hub commits changed: 01_construct runs again" in capsys.readouterr().out
+    # a run the new commit stopped short: the check says why its rows are others, and the lineage names the commit
+    values = {**load_params_file(ROOT / "params" / "demo.yaml"), "source": "someone/rows",
+              "run_dir": str(tmp_path / "r2"), "notebooks": ["01_construct"]}
+    own = {k: v for k, v in resolve_parameters(values).items() if k in ConstructParams.model_fields}
+    stages.load(ctx := stages.begin(build(ConstructParams, own, "test")))
+    assert Manifest(RunDir(tmp_path / "r2")).read()["stages"]["load"]["commit"] == "b" * 40
+    assert stages.lineage(ctx, "train_prefs")["source"] == f"someone/rows@{'b' * 40}"
+    (tmp_path / "hub" / "datasets--someone--rows" / "refs" / "main").write_text("a" * 40)
+    assert main(["run", "--check", *args[1:3], str(tmp_path / "r2"), *args[4:]]) == 0
+    assert (f"the source's hub commit ({'b' * 12} then, {'a' * 12} in the local hub cache now) changed since the run "
+            f"was built from it: 01_construct builds again from the new rows") in capsys.readouterr().out
+
+
+def test_a_first_run_records_the_hub_commits_it_downloaded(tmp_path, monkeypatch):
+    # online, a first run's hub ids are not in the cache when it starts: a fingerprint taken then made its re-run
+    # build again once
+    from huggingface_hub import constants
+
+    from repro.cli import run as runner
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    values = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "source": "someone/rows",
+                                 "run_dir": str(tmp_path / "r"), "notebooks": ["01_construct"]})
+    before = run_fingerprint(values)
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: _hub_source(tmp_path / "hub", "a" * 40)
+                        or Path(out).write_text("{}"))  # (the notebook downloads it)
+    assert runner.run_notebooks(values, tmp_path / "r", fingerprint=before) == 0
+    after = run_fingerprint(values)
+    assert after["hub commits"] != before["hub commits"]
+    assert Manifest(RunDir(tmp_path / "r")).read()["fingerprint"] == after
+    assert Manifest(RunDir(tmp_path / "r")).unheld(after) == ""

@@ -141,3 +141,21 @@ def test_a_run_fingerprint_leaves_out_how_the_work_runs_but_not_the_batches_nor_
     assert run_fingerprint({**resolved, "reference": [str(tmp_path / "ref")], "near_tie": 0.5}) == first
     alone = {**resolved, "notebooks": ["01_construct", "02_analyze"]}
     assert run_fingerprint({**alone, "pretty_name": "Foo"}) == run_fingerprint(alone) != first
+
+
+def test_a_hub_model_counts_by_the_caches_newest_commit_unless_a_revision_pins_it(tmp_path, monkeypatch):
+    assert _fake_hub(tmp_path, monkeypatch, "a" * 40) == []  # (the cache only: nothing is asked)
+    demo = Path(__file__).resolve().parents[1] / "params" / "demo.yaml"
+    resolved = resolve_parameters({**load_params_file(demo), "run_dir": "x"})
+    assert run_fingerprint(resolved)["hub commits"] == ""  # the demo reads no hub id
+    resolved["scorer_model"] = "owner/scorer"
+    snapshots = tmp_path / "models--owner--scorer" / "snapshots"
+    for commit in ("a" * 40, "b" * 40):
+        (snapshots / commit).mkdir(parents=True)
+    (snapshots.parent / "refs").mkdir()
+    (snapshots.parent / "refs" / "main").write_text("a" * 40)
+    first, pinned = run_fingerprint(resolved), run_fingerprint({**resolved, "scorer_revision": "a" * 40})
+    (snapshots.parent / "refs" / "main").write_text("b" * 40)  # `hf download` of its newer commit
+    moved = run_fingerprint(resolved)
+    assert moved["hub commits"] != first["hub commits"] and {**moved, "hub commits": ""} == {**first, "hub commits": ""}
+    assert run_fingerprint({**resolved, "scorer_revision": "a" * 40}) == pinned

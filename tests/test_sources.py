@@ -231,7 +231,7 @@ def test_the_hub_commit_a_run_read_is_recorded(tmp_path, monkeypatch, train_rows
     from repro.manifest import Manifest
     from repro.parameters import ConstructParams
     from repro.paths import RunDir
-    from repro.sources import hub_commit
+    from repro.revisions import hub_commit
 
     snapshot = _in_the_hub_cache(tmp_path, monkeypatch, train_rows[:3])
     assert hub_commit("someone/cached") == "0123abcd"

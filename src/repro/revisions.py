@@ -11,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import huggingface_hub
-from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
+from huggingface_hub import constants, hf_hub_download, snapshot_download, try_to_load_from_cache
+from huggingface_hub.errors import LocalEntryNotFoundError
 
 from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, ROUNDING, package_versions, sha256_file
 from .parameters import NOTEBOOK_SECTIONS, RUN_KEYS, notebook_fields, unused_generation
-from .paths import DEMO, shipped
+from .paths import DEMO, is_hub_id, shipped
+
+# the parameters that pin the hub id of another to a commit
+PINNED_BY = {"source": "source_revision", "policy_model": "policy_revision", "scorer_model": "scorer_revision"}
 
 
 def hub_offline(*also: str) -> str | None:
@@ -102,26 +106,65 @@ def code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def _local_inputs(value: Any, where: str) -> dict[str, Any]:
-    """The content of each local file or folder named in a parameter's value, in its lists and mappings too."""
+def hub_snapshot(repo_id: str, revision: str | None = None, repo_type: str = "dataset") -> Path | None:
+    """The folder of a hub repository in the local hub cache (where `hf download` puts it), or None."""
+    try:
+        return Path(snapshot_download(repo_id, repo_type=repo_type, revision=revision, local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        return None
+
+
+def hub_commit(spec: str, revision: str | None = None, repo_type: str = "dataset") -> str | None:
+    """The commit of hub repository `spec` (at `revision`, else the newest) in the local hub cache, which a load reads
+    (online too: it downloads into that cache); None for a local path, the demo rows, or one not cached."""
+    if spec == DEMO or not is_hub_id(spec):
+        return None
+    return cached.name if (cached := hub_snapshot(spec, revision, repo_type)) else None
+
+
+def _strings(value: Any, where: str) -> dict[str, str]:
+    """Each string in a parameter's value, in its lists and mappings too, by where it stands."""
     if isinstance(value, str):
-        return {where: content} if (content := local_content(value)) else {}
+        return {where: value}
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    return {k: v for key, item in items for k, v in _local_inputs(item, f"{where}.{key}").items()}
+    return {k: v for key, item in items for k, v in _strings(item, f"{where}.{key}").items()}
+
+
+def _read(resolved: dict[str, Any]) -> set[str]:
+    """The parameters a run's notebooks read (generation's only where it generates)."""
+    return (notebook_fields(*resolved["notebooks"]) | RUN_KEYS) - unused_generation(resolved)
+
+
+def _shaping(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a run's outputs depend on: those its notebooks read, but where it lives and how it runs."""
+    read = _read(resolved)
+    return {k: v for k, v in resolved.items() if k in read and k not in NOT_SHAPING}
+
+
+def hub_commits(resolved: dict[str, Any]) -> str:
+    """A digest of the commit in the local hub cache of each hub id the run reads without a pinned revision (as a
+    dataset and as a model: the id does not say which): a download that moves the cache's newest is other rows or
+    weights. Not known before a first download: a run records it as it completes (`repro run`). "": it reads none."""
+    parameters = _shaping(resolved)
+    commits = {where: [hub_commit(spec, None, kind) for kind in ("dataset", "model")]
+               for key, value in parameters.items() if not parameters.get(PINNED_BY.get(key, ""))
+               for where, spec in _strings(value, key).items() if is_hub_id(spec)}
+    return fingerprint_of(commits) if commits else ""
 
 
 def run_fingerprint(resolved: dict[str, Any]) -> dict[str, str]:
     """What a complete run of these parameters holds, a digest each: the notebooks and every parameter they read but
     where it lives and how the work runs, the batch sizes (they decide the rounding), the content of each local file
-    or folder one names (a source rewritten in place is other data), the code (`code_digest`) and the packages that
+    or folder one names (a source rewritten in place is other data), the commit of each hub id (`hub_commits`), the
+    code (`code_digest`) and the packages that
     decide the numbers (a value no notebook of the run reads is none of it: the manifest does not record it; nor is
     generation's where the run does not generate; the batch sizes "" where it reads none: nothing to compare)."""
-    read = (notebook_fields(*resolved["notebooks"]) | RUN_KEYS) - unused_generation(resolved)
-    parameters = {k: v for k, v in resolved.items() if k in read and k not in NOT_SHAPING}
-    local = {k: content for key, value in parameters.items() for k, content in _local_inputs(value, key).items()}
-    batches = {k: resolved[k] for k in ROUNDING if k in read}
+    parameters = _shaping(resolved)
+    local = {where: content for key, value in parameters.items() for where, spec in _strings(value, key).items()
+             if (content := local_content(spec))}
+    batches = {k: resolved[k] for k in ROUNDING if k in _read(resolved)}
     return {"parameters": fingerprint_of(parameters), "batch sizes": fingerprint_of(batches) if batches else "",
-            "local inputs": fingerprint_of(local), "code": code_digest(),
+            "local inputs": fingerprint_of(local), "hub commits": hub_commits(resolved), "code": code_digest(),
             "packages": fingerprint_of(package_versions())}
 
 

@@ -16,14 +16,12 @@ from typing import Any, Iterable, Iterator
 import datasets
 from datasets.data_files import FILES_TO_IGNORE, get_data_patterns
 import pyarrow.parquet as pq
-from huggingface_hub import snapshot_download
-from huggingface_hub.errors import LocalEntryNotFoundError
 
 from .dataset_io import split_files
 from .errors import DataError, DatasetLoadError, counted, did_you_mean, notice
 from .parameters import FAMILY_NOTEBOOK
 from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
-from .revisions import check_revision_target, hub_offline
+from .revisions import check_revision_target, hub_offline, hub_snapshot
 
 DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
 FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
@@ -250,22 +248,6 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
         loaded = datasets.Dataset.from_parquet(files, cache_dir=str(cache))
     stamp.write_text(state)
     return loaded
-
-
-def hub_snapshot(repo_id: str, revision: str | None = None, repo_type: str = "dataset") -> Path | None:
-    """The folder of a hub repository in the local hub cache (where `hf download` puts it), or None."""
-    try:
-        return Path(snapshot_download(repo_id, repo_type=repo_type, revision=revision, local_files_only=True))
-    except (LocalEntryNotFoundError, OSError, ValueError):
-        return None
-
-
-def hub_commit(spec: str, revision: str | None = None) -> str | None:
-    """The commit of hub dataset `spec` (at `revision`, else the newest) in the local hub cache, which a load reads
-    (online too: datasets downloads into that cache); None for a local path, the demo rows, or one not cached."""
-    if spec == DEMO or not is_hub_id(spec):
-        return None
-    return cached.name if (cached := hub_snapshot(spec, revision)) else None
 
 
 def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, revision: str | None) -> datasets.Dataset:

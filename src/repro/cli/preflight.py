@@ -16,9 +16,8 @@ from ..analysis import prose
 from ..errors import DataError, ReproError, counted
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
-from ..revisions import hub_offline, publish_blocker
-from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, hub_snapshot,
-                       local_splits)
+from ..revisions import hub_offline, hub_snapshot, publish_blocker
+from ..sources import build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale

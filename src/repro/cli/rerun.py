@@ -15,7 +15,7 @@ from ..jobs import finished_chunks
 from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, REUSED, ROUNDING, Manifest, as_recorded
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
 from ..paths import WRITING_ENV, RunDir, wait_advice
-from ..revisions import local_content
+from ..revisions import hub_commit, local_content
 from ..subject import subject_refusal
 from .preflight import READS_RUN_DATASET, Check
 
@@ -117,12 +117,18 @@ def _foreign_subject(run: RunDir, notebooks: list[str], parameters: dict[str, An
 
 
 def source_changed(run: RunDir, parameters: dict[str, Any]) -> str:
-    """What a continued run says when its local source's content is not what the run was built from; ""."""
-    built = ((Manifest(run).read().get("stages") or {}).get("load") or {}).get("content")
-    if not (built and rebuilds(parameters.get("notebooks") or ()) and built != local_content(parameters["source"])):
+    """What a continued run says when its source's content (a local one's) or commit (a hub one's, in the local hub
+    cache) is not what the run was built from; ""."""
+    built = (Manifest(run).read().get("stages") or {}).get("load") or {}
+    source, revision = parameters["source"], parameters.get("source_revision")
+    now = {"content": local_content(source), "commit": hub_commit(source, revision)}
+    changed = [k for k, v in now.items() if v and built.get(k) and built[k] != v]
+    if not (changed and rebuilds(parameters.get("notebooks") or ())):
         return ""
-    return ("; the source's content changed since the run was built from it: 01_construct builds again from the "
-            "new rows (work of the old ones is set aside)")
+    what = ("content" if "content" in changed else
+            f"hub commit ({built['commit'][:12]} then, {now['commit'][:12]} in the local hub cache now)")
+    return (f"; the source's {what} changed since the run was built from it: 01_construct builds again from the "
+            f"new rows (work of the old ones is set aside)")
 
 
 def rebuilds(notebooks: Sequence[str]) -> bool:

@@ -18,7 +18,7 @@ from ..jobs import PROGRESS_LINES_ENV, safe_chunks
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, here_path, project_root, run_folder, shipped
-from ..revisions import run_fingerprint
+from ..revisions import hub_commits, run_fingerprint
 from .preflight import preflight, require
 from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 
@@ -219,7 +219,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
             upcoming = notebooks[k + 1] if k + 1 < len(notebooks) else None
             manifest.add_outputs(output)
             print(f"repro run: {name} done -> {output}")
-        manifest.update(fingerprint=fingerprint)
+        # the hub commits as the run read them: a first run downloads what was not in the cache when it started
+        manifest.update(fingerprint={**fingerprint, "hub commits": hub_commits(values)})
         manifest.finish_run("complete")
     except KeyboardInterrupt as stop:
         print(record_interruption(manifest, upcoming, started=False, how=cause(stop)), file=sys.stderr)
@@ -269,7 +270,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     stale = Manifest(run).unheld(fingerprint, values.get("selfcheck"))
     if not (changed or args.force or stale):
         print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs, "
-              f"code and packages, with every output it recorded. --force runs its notebooks again.")
+              f"hub commits, code and packages, with every output it recorded. --force runs its notebooks again.")
         return 0
     checks = [*(kind_check(run, resolved["notebooks"], given_as, parameters=resolved)
                 or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),

@@ -16,11 +16,11 @@ from ..exporters import FORMATS, SCORED_ONLY, check_same_candidates, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
-from ..revisions import local_content, pinned_model
+from ..revisions import hub_commit, local_content, pinned_model
 from ..scorers import known_kind, scorer_class
 from ..scorers.common import resolve_device
 from ..slicing import plan_slice
-from ..sources import check_exists, hub_commit, load_source, require_columns
+from ..sources import check_exists, load_source, require_columns
 from ..subject import claim
 from .generation import generate_candidates
 from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row, check_prompt_ids, collect_candidates,
@@ -345,11 +345,12 @@ def _at(name: str | None, revision: str | None) -> str | None:
 
 
 def lineage(ctx: Context, split: str) -> dict[str, Any]:
-    """Iteration -> prompt shard -> policy (id@revision) -> scorer -> outputs: what links one round to the next."""
-    p = ctx.params
-    generation = ctx.manifest.read().get("generation") or {}
-    return {"iteration": p.iteration, "source": _at(p.source, p.source_revision), "source_split": p.source_split,
-            "prompt_shard": [ctx.slice_start, ctx.slice_stop],
+    """Iteration -> prompt shard -> policy (id@revision) -> scorer -> outputs: what links one round to the next (a hub
+    source unpinned: at the commit it was read at)."""
+    p, data = ctx.params, ctx.manifest.read()
+    generation, load = data.get("generation") or {}, (data.get("stages") or {}).get("load") or {}
+    return {"iteration": p.iteration, "source": _at(p.source, p.source_revision or load.get("commit")),
+            "source_split": p.source_split, "prompt_shard": [ctx.slice_start, ctx.slice_stop],
             "policy": _at(generation.get("policy_model"), generation.get("policy_revision")) if p.generate else None,
             "scorer": _at(p.scorer_model, p.scorer_revision), "selection": p.selection,
             "output_format": p.output_format, "split": split}
