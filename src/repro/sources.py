@@ -87,10 +87,18 @@ def _suffix(path: Path) -> str:
 
 
 def file_problem(path: Path) -> str | None:
-    """Why file `path` cannot be a dataset (a type this loader does not read, no bytes), or None."""
+    """Why file `path` cannot be a dataset (a type this loader does not read, no bytes, no rows), or None; reads a
+    parquet file's footer, a json file up to its first line that is not blank (a file that does not read: the load
+    says why)."""
     if _suffix(path) not in FILE_SUFFIXES:
         return f": unsupported file type {_suffix(path)!r}; use .jsonl, .json or .parquet"
-    return " is an empty file: it holds no rows" if path.stat().st_size == 0 else None
+    if path.stat().st_size == 0:
+        return " is an empty file: it holds no rows"
+    with contextlib.suppress(DataError, OSError, ValueError):  # (pyarrow's ArrowInvalid is a ValueError)
+        if not (pq.read_metadata(path).num_rows if path.suffix == ".parquet" else
+                any(line.strip() for _, line in text_lines(path, str(path)))):
+            return " holds no rows: give a file that has rows (or write them again)"
+    return None
 
 
 def build_first(how: str | None = None) -> str:
@@ -161,7 +169,7 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
     if path.is_file():
         if why := file_problem(path):
             raise DataError(f"{where}{why}.")
-        suffix, no_rows = _suffix(path), f"{where} holds no rows: give a file that has rows (or write them again)."
+        suffix = _suffix(path)
         try:
             if suffix == ".parquet":
                 loaded = read_parquet([str(path)])
@@ -173,9 +181,8 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
             if suffix == ".parquet":
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
-            # every line read: one that is not UTF-8 (or a .gz that is not compressed) raises; blank lines are no row
-            if all([not line.strip() for _, line in text_lines(path, where)]):
-                raise DataError(no_rows) from None
+            for _ in text_lines(path, where):  # every line read: one that is not UTF-8 (or a .gz not compressed) raises
+                pass
             if suffix.startswith(".jsonl"):  # raises naming the first broken line
                 for line, row in iter_jsonl(path, option=parameter, name=where):
                     if not isinstance(row, dict):
@@ -184,8 +191,6 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
                                         f"object (a row: {{\"prompt\": ...}}): fix or remove that line.") from None
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
-        if len(loaded) == 0:  # a parquet file of columns only (a file has no split to name)
-            raise DataError(no_rows)
         return loaded
     if (dataset := _dataset_of(path)) != path:  # a run directory
         return _load_local(dataset, split, parameter, split_parameter)
