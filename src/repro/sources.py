@@ -234,12 +234,15 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
 
 def read_parquet(files: list[str]) -> datasets.Dataset:
     """`Dataset.from_parquet`, except that files with columns but no rows load as an empty dataset (datasets refuses
-    them: "corresponds to no data"), which the caller then refuses by name; and that the Arrow copy datasets makes
+    them: "corresponds to no data"), which the caller then refuses by name, and a shard of no rows beside others is
+    left out (it adds none; datasets refuses one of an empty row group); and that the Arrow copy datasets makes
     is kept in a cache folder of these files' own, emptied when they change (datasets keys a copy by the files'
     modification time: a run's dataset written again, each re-run, added one to its shared cache every time), and
     removed at the next new copy once they are gone."""
-    if sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0:
+    rows = [pq.ParquetFile(f).metadata.num_rows for f in files]
+    if sum(rows) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
+    files = [f for f, n in zip(files, rows) if n]
     paths = [Path(os.path.abspath(f)) for f in files]
     cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
         "\n".join(map(str, paths)).encode()).hexdigest()[:16])
