@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 
 import datasets
 from datasets.data_files import FILES_TO_IGNORE, get_data_patterns
+import pyarrow as pa
 import pyarrow.parquet as pq
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
@@ -206,11 +207,12 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
         names, columns = [f.relative_to(path).as_posix() for f in files], []
         try:  # (datasets says a bare DatasetGenerationError for shards whose columns differ)
             for f in files:
-                columns.append(pq.read_schema(f).names)
-            if not (odd := next((i for i, c in enumerate(columns) if set(c) != set(columns[0])), 0)):
+                columns.append(pq.read_schema(f))
+            if odd := next((i for i, c in enumerate(columns) if set(c.names) != set(columns[0].names)), 0):
+                why = f"their columns differ: {names[odd]} has {', '.join(columns[odd].names)}; {names[0]} has " \
+                      f"{', '.join(columns[0].names)}"
+            elif not (why := _text_clash(columns, names)):
                 return read_parquet([str(f) for f in files])
-            why = f"their columns differ: {names[odd]} has {', '.join(columns[odd])}; {names[0]} has " \
-                  f"{', '.join(columns[0])}"
         except Exception as exc:  # a damaged shard (named), or datasets' error: its cause says why (types that differ)
             cause = exc.__cause__ or exc
             why = (f"{names[len(columns)]}: " if len(columns) < len(names) else "") + \
@@ -230,6 +232,19 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
     except Exception as exc:  # datasets raises many types here; the user needs one message
         raise DataError(f"{where}: could not read a dataset from this folder ({type(exc).__name__}: {exc}). "
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
+
+
+def _text_clash(schemas: list[pa.Schema], names: list[str]) -> str | None:
+    """A column that is text in one shard (of `names`) and not in another, which datasets would cast to the first
+    shard's type without a word ("1.5" to 1.5, 2.5 to "2.5"), said; else None. A column of nulls only has no type."""
+    seen: dict[str, tuple[str, pa.DataType]] = {}
+    for name, schema in zip(names, schemas):
+        for column, kind in zip(schema.names, schema.types):
+            if kind != pa.null():
+                first, first_kind = seen.setdefault(column, (name, kind))
+                if [str(k).removeprefix("large_") for k in (kind, first_kind)].count("string") == 1:
+                    return f"column {column!r} holds {kind} in {name} and {first_kind} in {first}"
+    return None
 
 
 def read_parquet(files: list[str]) -> datasets.Dataset:
