@@ -343,6 +343,12 @@ CASES = [
         t / "hub", [{"prompt": "p", "resp0": "a", "resp1": "b"}], b"PAR1 not parquet"))),
          r"source '\S*hub': the 2 shards of split 'train_prefs' \(.*\) could not be read as one dataset "
          r"\(data/train_prefs-00001-of-00002\.parquet: ArrowInvalid: .*\)\. Every shard of a split"),
+    # "1.5" beside 2.5: datasets casts every shard to the first one's types, numbers into text or text into numbers
+    Case("hub-layout shards with a column of text in one and numbers in another", lambda t: lambda: load_source(str(
+        shards(t / "hub", [{"prompt": "p", "score_chosen": 2.5}], [{"prompt": "q", "score_chosen": "1.5"}]))),
+         r"source '\S*hub': the 2 shards .* could not be read as one dataset \(column 'score_chosen' holds string in "
+         r"data/train_prefs-00001-of-00002\.parquet and double in data/train_prefs-00000-of-00002\.parquet\)\. Every "
+         r"shard of a split must have the same columns and types"),
     # every row's candidates one text: all dropped, nothing to score (a figure failed with a TypeError on no data)
     Case("no row left with two distinct candidates", lambda t: lambda: candidates_of(t, [
         {"prompt": f"Question {i}?", "resp0": "Same.", "resp1": "Same."} for i in range(3)]),

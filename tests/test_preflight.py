@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from repro import subject
@@ -205,6 +207,20 @@ def test_a_folder_without_a_dataset_is_missing_before_the_run(bare_machine):
     values = resolve_parameters({"notebooks": ["02_analyze"], "dataset": str(table)})
     check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"dataset: {table}"]
     assert not check.ok and check.detail == "unsupported file type '.csv'; use .jsonl, .json or .parquet"
+
+
+def test_a_source_file_of_no_rows_is_missing_before_the_run(bare_machine, capsys):
+    # blank lines, a parquet of columns only: --check said "everything the run needs is here", the run "holds no rows"
+    (bare_machine / "blank.jsonl").write_text("\n  \n\n")
+    pq.write_table(pa.table({c: pa.array([], pa.string()) for c in ("prompt", "resp0", "resp1")}),
+                   bare_machine / "zero.parquet")
+    for name in ("blank.jsonl", "zero.parquet"):
+        params = bare_machine / f"{name}.yaml"
+        params.write_text(f"notebooks: [01_construct]\nsource: {bare_machine / name}\nsource_split: train\n"
+                          "scorer_model: builtin:tiny-pairrm\ndevice: cpu\ncandidate_columns: [resp0, resp1]\n")
+        assert main(["run", "--check", str(params), "--out", str(bare_machine / "run")]) == 1
+        assert f"MISSING  source: {bare_machine / name}: holds no rows: give a file that has rows (or write them " \
+               f"again)" in capsys.readouterr().out
 
 
 def test_a_candidate_not_built_yet_is_to_be_built_first_by_the_params_file_beside_that_builds_it(bare_machine, capsys,

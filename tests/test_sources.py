@@ -2,6 +2,8 @@ import json
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from huggingface_hub import constants
 
@@ -182,6 +184,18 @@ def test_errors_about_another_notebooks_dataset_name_its_parameter(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(DataError, match=r"^card_dataset '\S*empty\.jsonl' is an empty file"):
         load_source(str(tmp_path / "empty.jsonl"), "train_prefs", "card_dataset")
+
+
+def test_an_empty_shard_beside_full_ones_adds_no_rows(tmp_path):
+    # a shard of columns and no rows (pyarrow writes one empty row group): datasets' "BatchSize must be greater than
+    # 0", and the folder was called damaged; the other shards' rows are the dataset
+    folder = tmp_path / "hubby" / "data"
+    folder.mkdir(parents=True)
+    full = pa.Table.from_pylist([{"prompt": f"p{i}", "score_chosen": 1.0} for i in range(3)])
+    pq.write_table(full, folder / "train-00000-of-00003.parquet")
+    pq.write_table(full.slice(0, 0), folder / "train-00001-of-00003.parquet")
+    pq.write_table(full.slice(1), folder / "train-00002-of-00003.parquet")
+    assert load_source(str(tmp_path / "hubby"), "train")["prompt"] == ["p0", "p1", "p2", "p1", "p2"]
 
 
 def test_a_rewritten_dataset_keeps_one_arrow_copy_in_the_cache(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Iterator
 
 import datasets
 from datasets.data_files import FILES_TO_IGNORE, get_data_patterns
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .dataset_io import split_files
@@ -85,10 +86,18 @@ def _suffix(path: Path) -> str:
 
 
 def file_problem(path: Path) -> str | None:
-    """Why file `path` cannot be a dataset (a type this loader does not read, no bytes), or None."""
+    """Why file `path` cannot be a dataset (a type this loader does not read, no bytes, no rows), or None; reads a
+    parquet file's footer, a json file up to its first line that is not blank (a file that does not read: the load
+    says why)."""
     if _suffix(path) not in FILE_SUFFIXES:
         return f": unsupported file type {_suffix(path)!r}; use .jsonl, .json or .parquet"
-    return " is an empty file: it holds no rows" if path.stat().st_size == 0 else None
+    if path.stat().st_size == 0:
+        return " is an empty file: it holds no rows"
+    with contextlib.suppress(DataError, OSError, ValueError):  # (pyarrow's ArrowInvalid is a ValueError)
+        if not (pq.read_metadata(path).num_rows if path.suffix == ".parquet" else
+                any(line.strip() for _, line in text_lines(path, str(path)))):
+            return " holds no rows: give a file that has rows (or write them again)"
+    return None
 
 
 def build_first(how: str | None = None) -> str:
@@ -159,7 +168,7 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
     if path.is_file():
         if why := file_problem(path):
             raise DataError(f"{where}{why}.")
-        suffix, no_rows = _suffix(path), f"{where} holds no rows: give a file that has rows (or write them again)."
+        suffix = _suffix(path)
         try:
             if suffix == ".parquet":
                 loaded = read_parquet([str(path)])
@@ -171,9 +180,8 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
             if suffix == ".parquet":
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
-            # every line read: one that is not UTF-8 (or a .gz that is not compressed) raises; blank lines are no row
-            if all([not line.strip() for _, line in text_lines(path, where)]):
-                raise DataError(no_rows) from None
+            for _ in text_lines(path, where):  # every line read: one that is not UTF-8 (or a .gz not compressed) raises
+                pass
             if suffix.startswith(".jsonl"):  # raises naming the first broken line
                 for line, row in iter_jsonl(path, option=parameter, name=where):
                     if not isinstance(row, dict):
@@ -182,8 +190,6 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
                                         f"object (a row: {{\"prompt\": ...}}): fix or remove that line.") from None
             raise DataError(f"{where} could not be read as {suffix} ({cause}). Check the file: one JSON object per "
                             f"line for .jsonl, every row with the same columns and types.") from None
-        if len(loaded) == 0:  # a parquet file of columns only (a file has no split to name)
-            raise DataError(no_rows)
         return loaded
     if (dataset := _dataset_of(path)) != path:  # a run directory
         return _load_local(dataset, split, parameter, split_parameter)
@@ -199,11 +205,12 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
         names, columns = [f.relative_to(path).as_posix() for f in files], []
         try:  # (datasets says a bare DatasetGenerationError for shards whose columns differ)
             for f in files:
-                columns.append(pq.read_schema(f).names)
-            if not (odd := next((i for i, c in enumerate(columns) if set(c) != set(columns[0])), 0)):
+                columns.append(pq.read_schema(f))
+            if odd := next((i for i, c in enumerate(columns) if set(c.names) != set(columns[0].names)), 0):
+                why = f"their columns differ: {names[odd]} has {', '.join(columns[odd].names)}; {names[0]} has " \
+                      f"{', '.join(columns[0].names)}"
+            elif not (why := _text_clash(columns, names)):
                 return read_parquet([str(f) for f in files])
-            why = f"their columns differ: {names[odd]} has {', '.join(columns[odd])}; {names[0]} has " \
-                  f"{', '.join(columns[0])}"
         except Exception as exc:  # a damaged shard (named), or datasets' error: its cause says why (types that differ)
             cause = exc.__cause__ or exc
             why = (f"{names[len(columns)]}: " if len(columns) < len(names) else "") + \
@@ -225,14 +232,30 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
 
 
+def _text_clash(schemas: list[pa.Schema], names: list[str]) -> str | None:
+    """A column that is text in one shard (of `names`) and not in another, which datasets would cast to the first
+    shard's type without a word ("1.5" to 1.5, 2.5 to "2.5"), said; else None. A column of nulls only has no type."""
+    seen: dict[str, tuple[str, pa.DataType]] = {}
+    for name, schema in zip(names, schemas):
+        for column, kind in zip(schema.names, schema.types):
+            if kind != pa.null():
+                first, first_kind = seen.setdefault(column, (name, kind))
+                if [str(k).removeprefix("large_") for k in (kind, first_kind)].count("string") == 1:
+                    return f"column {column!r} holds {kind} in {name} and {first_kind} in {first}"
+    return None
+
+
 def read_parquet(files: list[str]) -> datasets.Dataset:
     """`Dataset.from_parquet`, except that files with columns but no rows load as an empty dataset (datasets refuses
-    them: "corresponds to no data"), which the caller then refuses by name; and that the Arrow copy datasets makes
+    them: "corresponds to no data"), which the caller then refuses by name, and a shard of no rows beside others is
+    left out (it adds none; datasets refuses one of an empty row group); and that the Arrow copy datasets makes
     is kept in a cache folder of these files' own, emptied when they change (datasets keys a copy by the files'
     modification time: a run's dataset written again, each re-run, added one to its shared cache every time), and
     removed at the next new copy once they are gone."""
-    if sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 0:
+    rows = [pq.ParquetFile(f).metadata.num_rows for f in files]
+    if sum(rows) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
+    files = [f for f, n in zip(files, rows) if n]
     paths = [Path(os.path.abspath(f)) for f in files]
     cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
         "\n".join(map(str, paths)).encode()).hexdigest()[:16])
