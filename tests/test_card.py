@@ -480,6 +480,35 @@ def test_a_recipe_layouts_candidate_scores_are_checked_on_its_card(tmp_path, fmt
     assert "每行候选得分之和为 0：在 12 行中有 12 行成立。" in zh
 
 
+@pytest.mark.parametrize("fmt", ["sppo", "snorkel", "sppo_score"])
+def test_a_recipe_cards_code_runs_on_its_own_rows(tmp_path, monkeypatch, fmt):
+    # "How to use" offered `row["score_margin"] > 0` after to_trl on every recipe layout; SPPO's `_score` table (the
+    # pair and its probabilities, no rm_scores) has no scores, to_trl gives it no margin, and the card still promised
+    # `score_chosen`, `score_rejected` and a `score_margin`
+    ds = recipe_rows(fmt.removesuffix("_score"))
+    if fmt == "sppo_score":
+        ds = ds.select_columns(["prompt", "prompt_id", "chosen", "rejected", "chosen_probs", "chosen_probs_win",
+                                "chosen_probs_lose"])
+    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    monkeypatch.chdir(tmp_path / "run")
+    for half, heading in ((en, "## How to use"), (zh, "## 使用方法")):
+        use = part(half, heading)
+        scope: dict = {}
+        exec(re.findall(r"```python\n(.*?)```", use, flags=re.S)[0], scope)
+        scope["train"] = to_trl(scope["ds"])
+        filters = re.findall(r"`(train = train\.filter\(.*?\))`", use)
+        for code in filters:
+            exec(code, scope)
+        if fmt == "sppo_score":
+            assert not filters and "score_margin" not in use and "`score_chosen`" not in use
+            assert "score_margin" not in scope["train"].column_names and len(scope["train"]) == 12
+        else:  # (seed_rows(12): one tie)
+            assert len(filters) == 1 and len(scope["train"]) == 11
+    if fmt != "sppo_score":
+        assert "keeps the 11 of the 12 pairs whose `chosen` scored strictly higher, leaving out 1 tie." in en
+
+
 RECIPE_WORKS = {"sppo": ("SPPO", "arXiv:2405.00675"), "snorkel": ("Snorkel", "https://huggingface.co/datasets/snorkelai/"
                 "Snorkel-Mistral-PairRM-DPO-Dataset"), "selm": ("SELM", "arXiv:2405.19332"),
                 "rlhflow": ("RLHFlow", "arXiv:2405.07863")}
@@ -848,7 +877,8 @@ def test_a_selm_cards_trl_paragraph_has_no_scores_to_filter_by(tmp_path):
     run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False)["run"]
     en, zh = halves(card_for(run.root)[1])
     use_en, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
-    assert set(to_trl(datasets.Dataset.from_list(rows, features=FORMATS["selm"].columns))["score_margin"]) == {None}
+    converted = to_trl(datasets.Dataset.from_list(rows, features=FORMATS["selm"].columns))
+    assert converted.column_names == ["prompt_id", "prompt", "chosen", "rejected"]  # (null scores and margins before)
     assert "score_margin" not in use_en and "score_margin" not in use_zh
     assert "`score_chosen`" not in use_en and "`score_chosen`" not in use_zh
     assert "train = to_trl(ds)" in use_en and "keeping `prompt_id`." in use_en and "保留 `prompt_id`。" in use_zh
