@@ -709,6 +709,7 @@ def test_inverted_pairs_are_flagged_and_named_by_the_filter(tmp_path, monkeypatc
             "`score_rejected`: the scores prefer `rejected`). DPO") in part(en, "## Challenges and limitations")
     assert "60 对中有 44 对倒置" in part(zh, "## 当前挑战与局限")
     assert "Inversions (`score_chosen` < `score_rejected`): 44 rows." in en and "倒置（`score_chosen` < `score_rejected`）：44 行。" in zh
+    assert "The margin is positive in 16 rows and negative in 44." in en and "差值为正的有 16 行，为负的有 44 行。" in zh
     use = part(en, "## How to use")
     assert ("Ties and inverted pairs carry no preference for `chosen`: `train = train.filter(lambda row: "
             "row[\"score_margin\"] > 0)` keeps the 16 of the 60 pairs whose `chosen` scored strictly higher, leaving "
@@ -751,8 +752,11 @@ def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
         assert "Pairs without a preference" not in en and "0 对中" not in zh and "没有一行是" in zh
         assert "Ties carry no preference" not in en  # (there were no ties, and the code above kept no row)
     # a few ties among many preferences: not called a limitation
-    facts, en, _ = analysed_run(tmp_path / "few", seed_rows(36))
+    facts, en, zh = analysed_run(tmp_path / "few", seed_rows(36))
     assert 0 < facts.metrics["ties"] < 0.1 * 36 and "Pairs without a preference" not in en
+    # nor counted where there are none: "negative in 0", "Inversions (...): 0 rows"
+    assert "The margin is positive in 33 rows and zero (a tie) in 3." in en and "差值为正的有 33 行，为零（平局）的有 3 行。" in zh
+    assert "Inversions" not in en and "倒置（" not in zh and "negative in" not in en and "为负" not in zh
 
 
 def test_the_size_is_called_small_only_when_it_is(tmp_path):
