@@ -1873,3 +1873,8 @@ def test_each_language_defines_every_sentence_and_every_note_of_the_comparison()
                                                      "compare.jinja") if name.endswith("_note")}
     # "Scores not compared" is the card's own paragraph (scores_missing), not a note in its list
     assert compare_notes - en == {"scores_note"}
+    # each counted in the singular or the plural ("share 1 key value(s)")
+    note = repro_card.phrases("en").duplicate_note
+    assert "2 of the reference's rows share 1 key value: they" in note([("reference", 2, 1, "prompt_id", [3, 4], "ab")], {})
+    assert "; 4 of this dataset's rows share 2 key values:" in note(
+        [("reference", 2, 1, "prompt_id", [3, 4], "ab"), ("candidate", 4, 2, "prompt_id", [0, 1], "cd")], {})
