@@ -480,6 +480,35 @@ def test_a_recipe_layouts_candidate_scores_are_checked_on_its_card(tmp_path, fmt
     assert "每行候选得分之和为 0：在 12 行中有 12 行成立。" in zh
 
 
+@pytest.mark.parametrize("fmt", ["sppo", "snorkel", "sppo_score"])
+def test_a_recipe_cards_code_runs_on_its_own_rows(tmp_path, monkeypatch, fmt):
+    # "How to use" offered `row["score_margin"] > 0` after to_trl on every recipe layout; SPPO's `_score` table (the
+    # pair and its probabilities, no rm_scores) has no scores, to_trl gives it no margin, and the card still promised
+    # `score_chosen`, `score_rejected` and a `score_margin`
+    ds = recipe_rows(fmt.removesuffix("_score"))
+    if fmt == "sppo_score":
+        ds = ds.select_columns(["prompt", "prompt_id", "chosen", "rejected", "chosen_probs", "chosen_probs_win",
+                                "chosen_probs_lose"])
+    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    monkeypatch.chdir(tmp_path / "run")
+    for half, heading in ((en, "## How to use"), (zh, "## 使用方法")):
+        use = part(half, heading)
+        scope: dict = {}
+        exec(re.findall(r"```python\n(.*?)```", use, flags=re.S)[0], scope)
+        scope["train"] = to_trl(scope["ds"])
+        filters = re.findall(r"`(train = train\.filter\(.*?\))`", use)
+        for code in filters:
+            exec(code, scope)
+        if fmt == "sppo_score":
+            assert not filters and "score_margin" not in use and "`score_chosen`" not in use
+            assert "score_margin" not in scope["train"].column_names and len(scope["train"]) == 12
+        else:  # (seed_rows(12): one tie)
+            assert len(filters) == 1 and len(scope["train"]) == 11
+    if fmt != "sppo_score":
+        assert "keeps the 11 of the 12 pairs whose `chosen` scored strictly higher, leaving out 1 tie." in en
+
+
 RECIPE_WORKS = {"sppo": ("SPPO", "arXiv:2405.00675"), "snorkel": ("Snorkel", "https://huggingface.co/datasets/snorkelai/"
                 "Snorkel-Mistral-PairRM-DPO-Dataset"), "selm": ("SELM", "arXiv:2405.19332"),
                 "rlhflow": ("RLHFlow", "arXiv:2405.07863")}
@@ -680,6 +709,7 @@ def test_inverted_pairs_are_flagged_and_named_by_the_filter(tmp_path, monkeypatc
             "`score_rejected`: the scores prefer `rejected`). DPO") in part(en, "## Challenges and limitations")
     assert "60 对中有 44 对倒置" in part(zh, "## 当前挑战与局限")
     assert "Inversions (`score_chosen` < `score_rejected`): 44 rows." in en and "倒置（`score_chosen` < `score_rejected`）：44 行。" in zh
+    assert "The margin is positive in 16 rows and negative in 44." in en and "差值为正的有 16 行，为负的有 44 行。" in zh
     use = part(en, "## How to use")
     assert ("Ties and inverted pairs carry no preference for `chosen`: `train = train.filter(lambda row: "
             "row[\"score_margin\"] > 0)` keeps the 16 of the 60 pairs whose `chosen` scored strictly higher, leaving "
@@ -722,8 +752,11 @@ def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
         assert "Pairs without a preference" not in en and "0 对中" not in zh and "没有一行是" in zh
         assert "Ties carry no preference" not in en  # (there were no ties, and the code above kept no row)
     # a few ties among many preferences: not called a limitation
-    facts, en, _ = analysed_run(tmp_path / "few", seed_rows(36))
+    facts, en, zh = analysed_run(tmp_path / "few", seed_rows(36))
     assert 0 < facts.metrics["ties"] < 0.1 * 36 and "Pairs without a preference" not in en
+    # nor counted where there are none: "negative in 0", "Inversions (...): 0 rows"
+    assert "The margin is positive in 33 rows and zero (a tie) in 3." in en and "差值为正的有 33 行，为零（平局）的有 3 行。" in zh
+    assert "Inversions" not in en and "倒置（" not in zh and "negative in" not in en and "为负" not in zh
 
 
 def test_the_size_is_called_small_only_when_it_is(tmp_path):
@@ -848,7 +881,8 @@ def test_a_selm_cards_trl_paragraph_has_no_scores_to_filter_by(tmp_path):
     run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False)["run"]
     en, zh = halves(card_for(run.root)[1])
     use_en, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
-    assert set(to_trl(datasets.Dataset.from_list(rows, features=FORMATS["selm"].columns))["score_margin"]) == {None}
+    converted = to_trl(datasets.Dataset.from_list(rows, features=FORMATS["selm"].columns))
+    assert converted.column_names == ["prompt_id", "prompt", "chosen", "rejected"]  # (null scores and margins before)
     assert "score_margin" not in use_en and "score_margin" not in use_zh
     assert "`score_chosen`" not in use_en and "`score_chosen`" not in use_zh
     assert "train = to_trl(ds)" in use_en and "keeping `prompt_id`." in use_en and "保留 `prompt_id`。" in use_zh
@@ -1839,3 +1873,8 @@ def test_each_language_defines_every_sentence_and_every_note_of_the_comparison()
                                                      "compare.jinja") if name.endswith("_note")}
     # "Scores not compared" is the card's own paragraph (scores_missing), not a note in its list
     assert compare_notes - en == {"scores_note"}
+    # each counted in the singular or the plural ("share 1 key value(s)")
+    note = repro_card.phrases("en").duplicate_note
+    assert "2 of the reference's rows share 1 key value: they" in note([("reference", 2, 1, "prompt_id", [3, 4], "ab")], {})
+    assert "; 4 of this dataset's rows share 2 key values:" in note(
+        [("reference", 2, 1, "prompt_id", [3, 4], "ab"), ("candidate", 4, 2, "prompt_id", [0, 1], "cd")], {})

@@ -267,7 +267,7 @@ def test_duplicate_prompt_ids_are_reported_not_merged(published, tmp_path):
     # the candidate's row of that id is no row the reference lacks: it is left out with the two (it was counted
     # "only in the candidate", sending a reproducer after a row the rebuild does not have too many of)
     assert result["coverage"]["only_candidate"] == 31 and result["coverage"]["duplicates_candidate"] == 1
-    assert "**Duplicates.**" in result["verdict"] and "2 reference rows share 1 prompt_id" in result["verdict"]
+    assert "**Duplicates.**" in result["verdict"] and "2 reference rows share 1 prompt_id value (e.g." in result["verdict"]
     assert "and so was the 1 candidate row with such a key (not counted as only in the candidate)" in result["verdict"]
     dup = pd.read_csv(tmp_path / "run" / "tables" / "compare_duplicates.csv")
     assert sorted(zip(dup["side"], dup["row"], dup["rows_with_key"])) == [
@@ -285,7 +285,7 @@ def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_
     # two repeated keys: the example names the rows of one key, not of both
     some = write_rows(copy.deepcopy(published["rows"][:10] + published["rows"][:2]), tmp_path / "some")
     verdict = compare.compare(params(tmp_path, reference=some, candidate=published["candidate"])).result["verdict"]
-    assert "4 reference rows share 2 prompt_id value(s) (e.g. rows 0, 10 with " in verdict
+    assert "4 reference rows share 2 prompt_id values (e.g. rows 0, 10 with " in verdict
 
 
 def test_rows_aligned_by_prompt_id_whose_prompts_differ_are_said(published, tmp_path):

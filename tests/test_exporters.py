@@ -149,25 +149,27 @@ def test_to_trl_reads_every_format():
         for column in ("prompt", "chosen", "rejected", "score_margin"):
             assert out[column] == reference[column], (name, column)
     selm = to_trl(export_rows("selm", rows, picks))
-    assert selm["chosen"] == reference["chosen"] and selm["score_margin"] == [None] * 3
+    # no scores: no score columns (they were null, and `row["score_margin"] > 0` a TypeError on them)
+    assert selm["chosen"] == reference["chosen"] and selm.column_names == ["prompt_id", "prompt", "chosen", "rejected"]
     # SPPO's `_score` table (UCLAML/synthetic_data_..._score): the pair and its probabilities, no scores
     score_table = export_rows("sppo", rows, picks).select_columns(
         ["chosen", "rejected", "chosen_probs", "chosen_probs_win", "chosen_probs_lose"])
     out = to_trl(score_table)
     for column in ("prompt", "chosen", "rejected"):
         assert out[column] == reference[column], column
-    assert out["score_margin"] == [None] * 3
+    assert out.column_names == selm.column_names
     # RLHFlow's pair table (its DPO data: prompt, chosen, rejected, margin): refused as if its scores were not
-    # numbers; its margin is the score_margin, the scores it does not hold are null
+    # numbers; its margin is the score_margin, the scores it does not hold are not made up as null columns
     pairs = to_trl(export_rows("rlhflow", rows, picks).select_columns(["prompt", "chosen", "rejected", "margin"]))
     for column in ("prompt", "chosen", "rejected", "score_margin"):
         assert pairs[column] == reference[column], column
-    assert pairs["score_chosen"] == pairs["score_rejected"] == [None] * 3
+    assert pairs.column_names == [*selm.column_names, "score_margin"]
     # by the layout, not the values: a seed table whose scores are null is refused, an empty SELM split converts
     nulls = export_rows("seed", rows, picks).map(lambda r: {"score_chosen": None, "score_rejected": None})
     with pytest.raises(DataError, match="must be numbers, got \\[None, None\\]"):
         to_trl(nulls)
-    assert len(to_trl(export_rows("selm", rows, picks).select([]))) == 0
+    empty = to_trl(export_rows("selm", rows, picks).select([]))
+    assert len(empty) == 0 and empty.column_names == selm.column_names
 
 
 def test_sppo_needs_the_same_number_of_candidates_in_every_row():

@@ -145,6 +145,16 @@ def test_an_empty_dataset_keeps_the_columns(seed_ds):
     assert to_trl(seed_ds.select([])).features == TRL_FEATURES
 
 
+def test_rows_without_scores_get_no_score_columns(seed_ds):
+    # the seed's pairs without score_chosen / score_rejected (SELM's layout): to_trl gave score columns and a
+    # score_margin of nulls, on which the card's `row["score_margin"] > 0` is a TypeError
+    unscored = seed_ds.remove_columns(["score_chosen", "score_rejected"])
+    out, implicit = to_trl(unscored), to_trl_implicit(unscored)
+    assert out.column_names == ["prompt_id", "prompt", "chosen", "rejected"] and len(out) == len(seed_ds)
+    assert out["chosen"] == to_trl(seed_ds)["chosen"] and implicit.column_names == ["prompt_id", "chosen", "rejected"]
+    assert to_trl(unscored.select([])).column_names == out.column_names
+
+
 # ---------------------------------------------------------------------------------------------
 # DPOTrainer on the output
 # ---------------------------------------------------------------------------------------------

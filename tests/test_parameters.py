@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from repro.errors import ParameterError
-from repro.parameters import (AnalyzeParams, CardParams, ConstructParams, build, load_params_file, parse_set,
-                              Stale, cell_names, validate_all, validate_namespace)
+from repro.parameters import (AnalyzeParams, CardParams, CompareParams, ConstructParams, build, load_params_file,
+                              parse_set, Stale, cell_names, validate_all, validate_namespace)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,6 +74,13 @@ def test_mistyped_values_name_the_key(tmp_path):
         load_params_file(f)
     with pytest.raises(ParameterError, match="dtype"):
         load_params_file(f, ["mini_index=0", "dtype=float8"])
+
+
+
+def test_an_empty_list_says_how_many_items_it_needs():
+    # "must hold at least 1 item(s)": the count's noun, as every other message writes it
+    with pytest.raises(ParameterError, match=r"score_tolerances: must hold at least 1 item \(got \[\]\)"):
+        build(CompareParams, {"score_tolerances": []})
 
 
 def test_yaml_pitfalls_are_caught_or_cast(tmp_path):

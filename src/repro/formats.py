@@ -2,7 +2,8 @@
 
 `to_trl` (the explicit-prompt format TRL recommends) and `to_trl_implicit` (whole conversations: TRL's
 `extract_prompt` takes their common prefix) keep `prompt_id` and the scores and add `score_margin` (not `margin`:
-TRL's `RewardTrainer` reads a `margin` column into its loss, on whatever scale it holds). The seed's columns as they
+TRL's `RewardTrainer` reads a `margin` column into its loss, on whatever scale it holds); a table without scores
+gets no score columns (`holds_scores`), and a `score_margin` only from a margin of its own. The seed's columns as they
 are do not train: `trl.data_utils.is_conversational` judges a row by ONE key taken from a set, so a string `prompt`
 beside conversational `chosen` / `rejected` fails one way or another (docs/trl.md). Checked against TRL 1.16.0
 (`TESTED_TRL_VERSION`); tests/test_formats.py trains `DPOTrainer` on `to_trl`'s output.
@@ -26,14 +27,19 @@ GIVEN_MARGIN = "_repro_given_margin"  # a layout's own margin, where it publishe
 # what to_trl / to_trl_implicit need from the seed's columns (messages, reference_response are not used)
 REQUIRED_COLUMNS = ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")
 KEPT_COLUMNS = ("prompt_id", "score_chosen", "score_rejected")
-# a table with none of these publishes no scores (SELM's; SPPO's `_score` table): its margins are null, not refused;
-# with `margin` alone (RLHFlow's pair table: prompt, chosen, rejected, margin), its margin is the score_margin
+# a table with none of these publishes no scores (SELM's; SPPO's `_score` table): it gets no score columns, not
+# refused; with `margin` alone (RLHFlow's pair table: prompt, chosen, rejected, margin), its margin is the score_margin
 SCORE_COLUMNS = {"score_chosen", "score_rejected", "rm_scores", "all_rm_scores", "rewards", "margin"}
 
 TRL_FEATURES = Features({"prompt_id": Value("string"), "prompt": MESSAGE_LIST, "chosen": MESSAGE_LIST,
                          "rejected": MESSAGE_LIST, "score_chosen": Value("float64"),
                          "score_rejected": Value("float64"), "score_margin": Value("float64")})
 TRL_IMPLICIT_FEATURES = Features({k: v for k, v in TRL_FEATURES.items() if k != "prompt"})
+
+
+def holds_scores(columns: Any) -> bool:
+    """Whether a table of these columns holds its pairs' scores (to_trl keeps them and adds their difference)."""
+    return bool(set(columns) & (SCORE_COLUMNS - {"margin"}))
 
 
 def _short(text: Any, limit: int = 80) -> str:
@@ -106,10 +112,13 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
             f"streaming=True (an IterableDataset has no length, and every row is converted).")
     if isinstance(ds, datasets.DatasetDict):  # several splits (a recipe's train and test): each converted
         return datasets.DatasetDict({k: _convert(v, row_fn, features, function) for k, v in ds.items()})
-    scores = SCORE_COLUMNS & set(ds.column_names)  # none: SELM's layout, SPPO's `_score` table (pairs, probabilities)
-    given = list(ds["margin"]) if scores == {"margin"} else [None] * len(ds)  # RLHFlow's pairs: their margins
+    # no scores: SELM's layout, SPPO's `_score` table (pairs, probabilities); only a margin: RLHFlow's pairs
+    scored, given = holds_scores(ds.column_names), "margin" in ds.column_names
+    absent = [] if scored else ["score_chosen", "score_rejected"] + ["score_margin"] * (not given)  # (left out)
+    given = list(ds["margin"]) if given and not scored else [None] * len(ds)
+    features = Features({k: v for k, v in features.items() if k not in absent})
     ds = seed_view(ds, candidates=False)  # SPPO's, Snorkel's, RLHFlow's pairs in the seed's columns
-    if "chosen" in ds.column_names and scores <= {"margin"}:  # null scores, the given margins for _margin to take
+    if "chosen" in ds.column_names and not scored:  # null scores, the given margins for _margin to take
         nulls = [None] * len(ds)
         ds = ds.remove_columns([c for c in ("score_chosen", "score_rejected") if c in ds.column_names])
         ds = ds.add_column("score_chosen", nulls).add_column("score_rejected", nulls).add_column(GIVEN_MARGIN, given)
@@ -121,8 +130,8 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
         return datasets.Dataset.from_dict({name: [] for name in features}, features=features)
     dropped = [c for c in ds.column_names if c not in features]
     # features given: the output's types and column order are exactly `features`, whatever the rows hold
-    return ds.map(row_fn, with_indices=True, remove_columns=dropped, features=features,
-                  desc=f"repro.formats.{function}")
+    return ds.map(lambda row, i: {k: v for k, v in row_fn(row, i).items() if k not in absent}, with_indices=True,
+                  remove_columns=dropped, features=features, desc=f"repro.formats.{function}")
 
 
 def to_trl(ds: datasets.Dataset) -> datasets.Dataset:

@@ -546,7 +546,7 @@ def _refuse_unknown(given: Mapping[str, str]) -> None:
 
 
 RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
-               "less_than_equal": "must be <= {le}", "too_short": "must hold at least {min_length} item(s)",
+               "less_than_equal": "must be <= {le}", "too_short": "must hold at least {items}",
                "string_pattern_mismatch": "must match {pattern} (lower-case letters, digits and _)",
                "string_too_short": "must not be empty", "extra_forbidden": "unknown name: check its spelling"}
 
@@ -573,8 +573,10 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
-            msg = RANGE_WORDS[kind].format(**err.get("ctx", {})) if kind in RANGE_WORDS \
-                else err["msg"].removeprefix("Value error, ")  # pydantic's prefix for our own checks says nothing
+            ctx = err.get("ctx", {})  # (a list's least length: `items`, a count of them)
+            # pydantic's prefix for our own checks says nothing
+            msg = RANGE_WORDS[kind].format(**ctx, items=counted(ctx.get("min_length", 0), "item")) \
+                if kind in RANGE_WORDS else err["msg"].removeprefix("Value error, ")
             if kind == "extra_forbidden":  # a scorer option, else a scorers: item's key
                 msg += "." + did_you_mean(str(err["loc"][-1]), ScorerOptions.__annotations__ if str(
                     err["loc"][-2]).endswith("options") else ScorerSpec.model_fields)

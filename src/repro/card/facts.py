@@ -20,6 +20,7 @@ from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of,
                           split_files, write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
+from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams, unused_generation
 from ..paths import DATA_DIR, DEMO, RunDir, public_name, public_text, reads_as_hub_id
@@ -161,8 +162,9 @@ class CardFacts:
 
     @property
     def scored(self) -> bool:
-        """The rows carry scores: a recipe's candidates' or the seed's two columns (SELM's layout has none)."""
-        return self.layout != "seed" or self.has_columns(*SCORE_COLUMNS)
+        """The rows carry scores, to_trl's margins: the seed's two columns or a recipe's candidates' (SELM's layout,
+        SPPO's `_score` table and RLHFlow's pair table have none)."""
+        return self.has_columns(*SCORE_COLUMNS) if self.layout == "seed" else holds_scores(self.features)
 
     @property
     def trl_ready(self) -> bool:
@@ -246,7 +248,8 @@ class CardFacts:
         inv, n = m.get("invariants"), m.get("n")
         if not isinstance(inv, dict) or not isinstance(n, int):
             return []
-        inversions = [{"inversions": inv["inversions"]}] if isinstance(inv.get("inversions"), int) else []
+        inversions = [{"inversions": inv["inversions"]}] if isinstance(inv.get("inversions"), int) and inv[
+            "inversions"] else []  # (none: not said, as no count of 0 is)
         if inv.get("expected_to_hold") is False:
             kind = str(_get(m, "scale", "kind"))
             return [{"check": c, "not_applicable": "not_pairrm", "kind": kind}
@@ -514,7 +517,7 @@ def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> None
     texts = response_texts(ds.data.column("chosen")) if "chosen" in ds.column_names else None
     empty = np.zeros(len(ds), bool) if texts is None else pc.fill_null(
         pc.equal(pc.utf8_trim_whitespace(texts), ""), False).to_numpy(zero_copy_only=False)
-    if set(SCORE_COLUMNS) <= set(view.column_names):
+    if facts.scored:
         chosen, rejected = (score_array(view, c, str(facts.run.dataset), "card_dataset") for c in SCORE_COLUMNS)
         finite = np.isfinite(chosen) & np.isfinite(rejected)
         if facts.has_columns(*SCORE_COLUMNS):  # (the card's code reads them by the seed's column names)
