@@ -248,8 +248,8 @@ class CardFacts:
         inv, n = m.get("invariants"), m.get("n")
         if not isinstance(inv, dict) or not isinstance(n, int):
             return []
-        inversions = [{"inversions": inv["inversions"]}] if isinstance(inv.get("inversions"), int) and inv[
-            "inversions"] else []  # (none: not said, as no count of 0 is)
+        count = inv.get("inversions")
+        inversions = [{"inversions": count}] if isinstance(count, int) and count else []  # (none: unsaid, as 0s are)
         if inv.get("expected_to_hold") is False:
             kind = str(_get(m, "scale", "kind"))
             return [{"check": c, "not_applicable": "not_pairrm", "kind": kind}
