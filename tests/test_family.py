@@ -226,6 +226,28 @@ def test_ctrl_c_in_a_member_stops_the_family(tmp_path, monkeypatch, capsys):
         assert main([*member, "--member", "1"]) == code
 
 
+def test_ctrl_c_in_the_family_view_says_what_the_family_keeps(tmp_path, monkeypatch, capsys):
+    # it said "0 finished chunks (every stage's) are safe in <family>/work": a family's folder has no work/
+    from repro.cli import run as runner
+    from repro.cli.interrupt import Interrupted
+
+    args = cli.build_parser("run").parse_args(["run", str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=2",
+                                               "--out", str(tmp_path / "f")])
+    family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
+                             grid_args=fam.parse_grid_args(args.grid), out=args.out)
+    monkeypatch.setattr(family_cli, "run_member", lambda family, member, **kw: "done")
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+
+    def pressed(*args, **kwargs):
+        raise Interrupted("Ctrl-C")
+
+    monkeypatch.setattr(runner, "run_interruptible", pressed)
+    assert family_cli.run_family(args, family) == 130
+    assert capsys.readouterr().err == ("repro run: interrupted in 05_family: the members' runs are kept in their "
+                                       "folders; run the same command again to write the family view.\n")
+    assert Manifest(family.root).read()["status"] == "interrupted" and not (family.root / "work").exists()
+
+
 MEMBER_PROCESS = """
 import pathlib, signal, sys, time
 pathlib.Path(sys.argv[1]).touch()  # started

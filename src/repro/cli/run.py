@@ -13,8 +13,8 @@ from typing import Any
 
 from ..errors import NOTICE, ReproError, did_you_mean
 from . import PACKAGE
-from .interrupt import EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible
-from ..jobs import PROGRESS_LINES_ENV, safe_chunks
+from .interrupt import EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible, what_is_kept
+from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, here_path, project_root, run_folder, shipped
@@ -109,7 +109,7 @@ def _failure_message(name: str, output: Path, exc: Exception, run: RunDir) -> st
         cell = next((f"cell {i}" for i, c in reversed(list(enumerate(cells)))
                      if c.get("metadata", {}).get("papermill", {}).get("start_time")), "a cell")
         return (f"Notebook {name}'s kernel died during {cell} (killed from outside: the out-of-memory killer, a "
-                f"scheduler's limit, kill -9): {safe_chunks(run.work)}; run the same command to continue.\n"
+                f"scheduler's limit, kill -9): {what_is_kept(Manifest(run))}.\n"
                 f"{saved}")
     cell, count = getattr(exc, "cell_index", None), getattr(exc, "exec_count", None)
     where = "start-up" if cell is None else f"cell {cell}" + ("" if count is None else f" (execution count {count})")
