@@ -28,7 +28,8 @@ from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import busy, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, noting_stops
-from .run import KERNEL_NAME, check_kernel, check_run_root, folder_given_as, run_notebooks, run_params
+from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, run_notebooks,
+                  run_params)
 from .run import configure as configure_run
 
 NOT_STARTED = "not started"  # a member of a family stopped before its turn
@@ -106,6 +107,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
         return code
+    ensure_kernel(args.kernel)  # (another environment's: refused before anything is written, as --kernel's)
     for member in (m for m in pending if found[m.name][1]):
         with writing(RunDir(member.run_dir), member_given_as(family)):
             replace_run(RunDir(member.run_dir), args.force)

@@ -164,7 +164,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                   last_line: bool = True, fingerprint: dict[str, str] | None = None) -> int:
     """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run, `record` and,
     when it is complete, its `fingerprint` (the caller's, else `run_fingerprint` of the inputs as they are now)
-    (`last_line`: say "complete" at the end, unless the caller says what its run came to)."""
+    (`last_line`: say "complete" at the end, unless the caller says what its run came to; `kernel`: one ensure_kernel
+    accepted, before anything was written)."""
     papermill = import_papermill()
 
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
@@ -176,15 +177,10 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     manifest.update(**(record or {}))
-    # Ctrl-C (or SIGTERM: `repro`'s main raises it as Ctrl-C) as the kernel starts or between notebooks: before this
-    # one started
+    # Ctrl-C (or SIGTERM: `repro`'s main raises it as Ctrl-C) before a notebook or between two: before this one
+    # started
     upcoming = notebooks[0]
     try:
-        try:
-            kernel = ensure_kernel(kernel)
-        except ReproError as refused:  # (another environment's kernel): the run is not left `running`
-            manifest.finish_run("failed", error=str(refused))
-            raise
         if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
             os.environ[PROGRESS_LINES_ENV] = "1"
         for k, name in enumerate(notebooks):
@@ -276,6 +272,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
               *preflight(resolved, run_root, params_file)]
     if (code := require(checks, params_file, args.check)) is not None:
         return code
+    ensure_kernel(args.kernel)  # (another environment's: refused before the run's lock and record, as --kernel's)
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
         if changed and rebuilds(resolved["notebooks"]):  # --force or a run that made nothing
             replace_run(run, args.force)  # nothing of it may outlive it (else require refused)
