@@ -226,6 +226,28 @@ def test_ctrl_c_in_a_member_stops_the_family(tmp_path, monkeypatch, capsys):
         assert main([*member, "--member", "1"]) == code
 
 
+def test_ctrl_c_in_the_family_view_says_what_the_family_keeps(tmp_path, monkeypatch, capsys):
+    # it said "0 finished chunks (every stage's) are safe in <family>/work": a family's folder has no work/
+    from repro.cli import run as runner
+    from repro.cli.interrupt import Interrupted
+
+    args = cli.build_parser("run").parse_args(["run", str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=2",
+                                               "--out", str(tmp_path / "f")])
+    family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
+                             grid_args=fam.parse_grid_args(args.grid), out=args.out)
+    monkeypatch.setattr(family_cli, "run_member", lambda family, member, **kw: "done")
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+
+    def pressed(*args, **kwargs):
+        raise Interrupted("Ctrl-C")
+
+    monkeypatch.setattr(runner, "run_interruptible", pressed)
+    assert family_cli.run_family(args, family) == 130
+    assert capsys.readouterr().err == ("repro run: interrupted in 05_family: the members' runs are kept in their "
+                                       "folders; run the same command again to write the family view.\n")
+    assert Manifest(family.root).read()["status"] == "interrupted" and not (family.root / "work").exists()
+
+
 MEMBER_PROCESS = """
 import pathlib, signal, sys, time
 pathlib.Path(sys.argv[1]).touch()  # started
@@ -765,13 +787,18 @@ def test_the_family_margins_figure_shows_each_members_mean_with_its_interval_and
     assert list(table["95% CI"]) == ["[0.5000, 1.500]", "", "[-1.000, 4.000]"]  # four digits each
 
 
+def _hold(folder: Path) -> subprocess.Popen:
+    """Another process writing to `folder` (another `repro run`), holding it once it has printed "held"."""
+    return subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.cli.rerun import writing; "
+                             "from repro.paths import RunDir; cm = writing(RunDir(sys.argv[1])); cm.__enter__(); "
+                             "print('held', flush=True); time.sleep(60)", str(folder)],
+                            stdout=subprocess.PIPE, text=True)
+
+
 def test_a_family_another_repro_run_is_running_in_its_folder_is_refused(tmp_path, monkeypatch, capsys):
     # two `repro run` of one family at once each ran its members and 05_family into the same folder, unrefused
     root = tmp_path / "f"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.cli.rerun import writing; "
-                               "from repro.paths import RunDir; cm = writing(RunDir(sys.argv[1])); cm.__enter__(); "
-                               "print('held', flush=True); time.sleep(60)", str(root)],
-                              stdout=subprocess.PIPE, text=True)
+    holder = _hold(root)
     ran = []
     monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append(root) or 0)
     grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
@@ -785,3 +812,40 @@ def test_a_family_another_repro_run_is_running_in_its_folder_is_refused(tmp_path
         holder.kill()
         holder.wait()
     assert main(grid) == 0 and ran[1:] == [root / "mini_index-0", root / "mini_index-1", root]  # (stubs complete none)
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_a_member_another_command_runs_meanwhile_is_busy_not_failed(tmp_path, monkeypatch, capsys, jobs):
+    # `repro run --member 1` started after the family's checks: one after another, the family stopped at that member
+    # with an error (exit 2, the other members and the view not run); with --jobs it was "FAILED" ("their executed
+    # notebooks say why"), exit 1
+    root, holders, prepare, member_command = tmp_path / "f", [], family_cli.prepare, family_cli._member_command
+
+    def checked_then_held(*args):  # the member alone starts once the family has checked its members
+        code = prepare(*args)
+        holders.append(holder := _hold(root / "mini_index-1"))
+        assert holder.stdout.readline().strip() == "held"
+        return code
+
+    monkeypatch.setattr(family_cli, "prepare", checked_then_held)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: 0)  # (the other member, the view)
+    monkeypatch.setattr(family_cli, "_member_command", lambda args, member: member_command(args, member)
+                        if member.name == "mini_index-1" else [sys.executable, "-c", "pass"])
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    try:
+        assert main([*grid, *jobs]) == family_cli.EXIT_BUSY
+        out, err = capsys.readouterr()
+        assert "family demo: 1 run, 0 already complete, 0 failed, 1 being run by another command" in out
+        assert "FAILED" not in out + err and "error" not in err
+        assert ("repro run: BUSY members: mini_index-1: another command is running them; once it ends, the same "
+                "command again adds them to the family view") in err
+        said = (root / "logs" / "mini_index-1.log").read_text() if jobs else out
+        assert f"mini_index-1 is being run elsewhere: `repro run` (pid {holders[0].pid}, since " in said
+        assert not (root / "mini_index-1" / "manifest.json").exists()  # not touched
+        monkeypatch.setattr(family_cli, "prepare", prepare)  # the member alone, its folder held: the same status
+        assert main([*grid, "--member", "1"]) == family_cli.EXIT_BUSY
+        assert "mini_index-1 is being run elsewhere" in capsys.readouterr().out
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()

@@ -83,35 +83,31 @@ def test_a_stop_signal_while_the_command_starts_is_one_line_as_ctrl_c(monkeypatc
     assert signal.getsignal(signal.SIGTERM) == before  # given back
 
 
-@pytest.mark.parametrize("when", ["kernel", "between", "after"])
+@pytest.mark.parametrize("when", ["between", "after"])
 def test_ctrl_c_outside_a_notebook_is_recorded_as_an_interruption(tmp_path, monkeypatch, capsys, when):
-    # while the kernel was set up (or between two notebooks) the manifest stayed `running`: "killed?" said --check
+    # between two notebooks the manifest stayed `running`: "killed?" said --check
     from repro.cli import main
     from repro.cli import run as runner
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    if when == "kernel":
-        monkeypatch.setattr(runner, "ensure_kernel", interrupt)
-    else:
-        monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
-        monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
-        if when == "between":  # as 01_construct has just finished: 02_analyze is not left `running`
-            monkeypatch.setattr(runner.Manifest, "add_outputs", interrupt)
-        else:  # as the last one has finished, before the run is recorded complete
-            monkeypatch.setattr(runner.Manifest, "finish_run", interrupt)
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
+    if when == "between":  # as 01_construct has just finished: 02_analyze is not left `running`
+        monkeypatch.setattr(runner.Manifest, "add_outputs", interrupt)
+    else:  # as the last one has finished, before the run is recorded complete
+        monkeypatch.setattr(runner.Manifest, "finish_run", interrupt)
     assert main(["run", "demo", "--out", str(tmp_path / "run")]) == 130
     data = Manifest(RunDir(tmp_path / "run")).read()
     assert data["status"] == "interrupted" and "running" not in json.dumps(data)
-    started = {"kernel": "before 01_construct started", "between": "before 02_analyze started",
-               "after": "after its last notebook"}[when]
+    started = {"between": "before 02_analyze started", "after": "after its last notebook"}[when]
     assert f"repro run: interrupted {started}: 0 finished chunks (every stage's) are safe" in capsys.readouterr().err
 
 
-def test_a_kernel_refused_as_the_run_starts_leaves_a_failed_run_not_a_running_one(tmp_path, monkeypatch, capsys):
-    # the project's kernel name held by another environment's kernel: refused after the run was recorded, which
-    # stayed `running` ("stopped without finishing (killed?)", said --check)
+def test_a_kernel_refused_or_ctrl_c_as_it_is_checked_leaves_nothing(tmp_path, monkeypatch, capsys):
+    # the project's kernel name held by another environment's kernel: refused after the run was recorded (which
+    # stayed `running`: "stopped without finishing (killed?)", said --check; then `failed`); now before anything
     from repro.cli import main
     from repro.cli import run as runner
     from repro.errors import ReproError
@@ -119,11 +115,14 @@ def test_a_kernel_refused_as_the_run_starts_leaves_a_failed_run_not_a_running_on
     def refused(name=runner.KERNEL_NAME):
         raise ReproError(f"The Jupyter kernel {name!r} runs another environment's Python")
 
-    monkeypatch.setattr(runner, "ensure_kernel", refused)
-    assert main(["run", "demo", "--out", str(tmp_path / "run")]) == 2
-    assert "The Jupyter kernel 'repro' runs another environment's Python" in capsys.readouterr().err
-    data = Manifest(RunDir(tmp_path / "run")).read()
-    assert data["status"] == "failed" and "another environment's Python" in data["error"]
+    def interrupt(name=runner.KERNEL_NAME):
+        raise KeyboardInterrupt
+
+    for stop, code, said in ((refused, 2, "The Jupyter kernel 'repro' runs another environment's Python"),
+                             (interrupt, 130, "repro run: interrupted; run the same command again to continue.")):
+        monkeypatch.setattr(runner, "ensure_kernel", stop)
+        assert main(["run", "demo", "--out", str(tmp_path / "run")]) == code
+        assert said in capsys.readouterr().err and not (tmp_path / "run").exists()
 
 
 def test_a_run_directory_that_cannot_be_written_fails_in_one_paragraph(tmp_path, monkeypatch, capsys):

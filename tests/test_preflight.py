@@ -436,10 +436,13 @@ def test_a_folder_holding_what_a_run_writes_but_no_run_is_refused_before_anythin
     assert main(["run", "--check", "demo", "--out", str(out)]) == 0  # other files: the run writes beside them
     stopped = bare_machine / "stopped"  # Ctrl-C before the manifest: the run's lock and an empty notebooks/
     (stopped / "notebooks").mkdir(parents=True)
-    assert main(["run", "--check", "demo", "--out", str(stopped)]) == 0
-    (stopped / "notebooks" / "01_construct.ipynb").write_text("{}")
     RunDir(stopped).lock.write_text("")
     assert main(["run", "--check", "demo", "--out", str(stopped)]) == 0
+    # a run's manifest.json deleted by hand, its outputs and its emptied lock left: refused as without the lock (the
+    # lock is no record: a run leaves it behind, from its first moment)
+    (stopped / "notebooks" / "01_construct.ipynb").write_text("{}")
+    assert main(["run", "--check", "demo", "--out", str(stopped)]) == 1
+    assert "holds notebooks/ but no manifest.json" in capsys.readouterr().out
     with pytest.raises(ParameterError, match="holds notebooks/ but no manifest.json"):
         subject.claim(RunDir(ROOT), None, "run_dir", building=True)  # a notebook on its own: the same rule
 

@@ -146,6 +146,14 @@ def test_kernel_of_another_venv_is_refused_though_both_pythons_are_one_file(kern
     kernels(KERNEL_NAME, python)  # the project's own name, found before this environment's: not re-registered away
     with pytest.raises(ReproError, match=f"runs {python}, another environment's Python"):
         ensure_kernel()
+    # refused as `--kernel other` is, before anything is written (it was refused once the run's record was written:
+    # a run folder left with a `failed` run); the family's members too
+    family = ["--grid", "mini_index=0,1", "--set", "mini_count=2"]
+    for run, more in ((tmp_path / "run", []), (tmp_path / "family", family), (tmp_path / "member", [*family, "--member",
+                                                                                                     "1"])):
+        assert cli_main(["run", str(DEMO), "--out", str(run), *more]) == 2
+        assert f"The Jupyter kernel 'repro' ({tmp_path / 'jupyter'}" in capsys.readouterr().err
+        assert not run.exists()
 
 
 def test_a_kernel_of_this_environment_is_used_as_it_is(kernels, tmp_path):

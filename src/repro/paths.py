@@ -286,10 +286,10 @@ class RunDir:
         return str(Path(path).resolve().relative_to(self.root.resolve()))
 
     def foreign(self, building: bool) -> list[str]:
-        """What a folder that no run claims (no manifest, no lock: a run stopped before its manifest leaves that) holds
-        where a run writes: a run would write over it. A dataset/ is the input of notebooks that do not build one
-        (`building`), but for the card 03_card writes. Empty folders hold nothing."""
-        if self.manifest.exists() or self.lock.exists():
+        """What a folder that no run claims (no manifest; its lock is none: every run leaves it) holds where a run
+        writes: a run would write over it. A dataset/ is the input of notebooks that do not build one (`building`),
+        but for the card 03_card writes. Empty folders hold nothing (a run stopped before its manifest leaves one)."""
+        if self.manifest.exists():
             return []
         mine = (self.notebooks, self.figures, self.tables, self.metrics, self.compare,
                 *((self.dataset,) if building else (self.card, self.dataset / "figures")))

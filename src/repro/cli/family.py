@@ -28,10 +28,13 @@ from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import busy, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, noting_stops
-from .run import KERNEL_NAME, check_kernel, check_run_root, folder_given_as, run_notebooks, run_params
+from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, run_notebooks,
+                  run_params)
 from .run import configure as configure_run
 
 NOT_STARTED = "not started"  # a member of a family stopped before its turn
+BUSY = "busy"  # a member another command was running (a `repro run --member` started since the checks): not run
+EXIT_BUSY = 75  # the exit status of a family (or a member alone) that left a member to another command (EX_TEMPFAIL)
 
 
 def member_given_as(family: Family) -> str:
@@ -104,6 +107,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
         return code
+    ensure_kernel(args.kernel)  # (another environment's: refused before anything is written, as --kernel's)
     for member in (m for m in pending if found[m.name][1]):
         with writing(RunDir(member.run_dir), member_given_as(family)):
             replace_run(RunDir(member.run_dir), args.force)
@@ -113,17 +117,30 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
 
 def ended(code: int) -> str:
     """A member's run as its exit status says: 'done', 'interrupted' (Ctrl-C, a stop signal: handled, or before
-    its handlers were set, ending the process) or 'failed'."""
+    its handlers were set, ending the process), 'busy' (another command was running it) or 'failed'."""
     return "done" if code == 0 else INTERRUPTED if code in (EXIT_INTERRUPTED, -signal.SIGINT, -signal.SIGTERM) \
-        else "failed"
+        else BUSY if code == EXIT_BUSY else "failed"
+
+
+def run_elsewhere(family: Family, member: Member) -> bool:
+    """Whether another process writes in `member`'s folder now (a `repro run --member` started since the checks),
+    saying so: the member is left to it, not run here."""
+    if (writer := RunDir(member.run_dir).writer()) is None:
+        return False
+    print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
+          f"{member.run_dir}; not run here (busy, not failed)", flush=True)
+    return True
 
 
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
-    """Run one member here ('done' / 'failed' / 'interrupted'), or say it is already complete ('reused')."""
+    """Run one member here ('done' / 'failed' / 'interrupted'), or say it is already complete ('reused') or being
+    run by another command ('busy')."""
     if is_done(member):
         print(f"repro run: family {family.name}: {member.name} is complete with the same parameters -> "
               f"{member.run_dir} (not run again)")
         return "reused"
+    if run_elsewhere(family, member):
+        return BUSY
     print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
           f"-> {member.run_dir}", flush=True)
     with writing(RunDir(member.run_dir), member_given_as(family)):
@@ -243,14 +260,18 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
                          record={"members": planned, "members_state": state}, fingerprint=fingerprint)
     if code == EXIT_INTERRUPTED:  # (its line said so: not a summary that reads as done)
         return code
+    busy = [m.name for m, s in zip(family.members, statuses) if s == BUSY]
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
-          f"complete, {len(failed)} failed, in {time.monotonic() - start:.0f} s -> {family.root}")
+          f"complete, {len(failed)} failed" + (f", {len(busy)} being run by another command" if busy else "") +
+          f", in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:
         print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks say why and what to change. "
               f"Then the same command again continues them (finished chunks and cached rows are kept).",
               file=sys.stderr)
-        return 1
-    return code
+    if busy:
+        print(f"repro run: BUSY members: {', '.join(busy)}: another command is running them; once it ends, the same "
+              f"command again adds them to the family view.", file=sys.stderr)
+    return 1 if failed else EXIT_BUSY if busy else code
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -292,6 +313,8 @@ def main(args: argparse.Namespace) -> int:
                          given_as=folder_given_as(args, values))
     check_run_root(family.root, family.given_as)
     members = [family.member(args.member)] if args.member else family.members
+    if args.member and not args.check and run_elsewhere(family, members[0]):  # (one of --jobs: its family says so)
+        return EXIT_BUSY
     if (code := prepare(args, params_file, family, members)) is not None:
         return code
     # the whole family holds its folder (two at once would write one family view); a member alone (a Slurm array
@@ -300,6 +323,6 @@ def main(args: argparse.Namespace) -> int:
         record_plan(family)
         if args.member:  # its exit status says how it ended (a Slurm array's afterok must not follow an interruption)
             status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output)
-            return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED}.get(status, 0)
+            return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED, BUSY: EXIT_BUSY}.get(status, 0)
         print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
         return run_family(args, family)

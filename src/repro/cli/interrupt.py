@@ -115,6 +115,14 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return outcome.get("value")
 
 
+def what_is_kept(manifest: Manifest) -> str:
+    """What a stopped run keeps, and how to continue it (a family's folder, whose record names its members, holds no
+    work/: its members' folders hold their runs)."""
+    if "members" in manifest.read():
+        return "the members' runs are kept in their folders; run the same command again to write the family view"
+    return f"{safe_chunks(manifest.run.work)}; run the same command to continue"
+
+
 def record_interruption(manifest: Manifest, notebook: str | None, started: bool = True, how: str = "Ctrl-C") -> str:
     """Mark the interrupted notebook (`started`: else it had not started: the one next, None after the last), its
     unfinished stages and the run `interrupted` by `how`; returns the line to print."""
@@ -129,4 +137,4 @@ def record_interruption(manifest: Manifest, notebook: str | None, started: bool 
     data.update(status=INTERRUPTED, error=f"interrupted ({how}) {when}")
     manifest.write(data)
     where = f"{when}, stage {stages[-1]}" if stages else when
-    return f"repro run: interrupted {where}: {safe_chunks(manifest.run.work)}; run the same command to continue."
+    return f"repro run: interrupted {where}: {what_is_kept(manifest)}."

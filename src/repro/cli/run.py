@@ -13,8 +13,8 @@ from typing import Any
 
 from ..errors import NOTICE, ReproError, did_you_mean
 from . import PACKAGE
-from .interrupt import EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible
-from ..jobs import PROGRESS_LINES_ENV, safe_chunks
+from .interrupt import EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible, what_is_kept
+from ..jobs import PROGRESS_LINES_ENV
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, here_path, project_root, run_folder, shipped
@@ -109,7 +109,7 @@ def _failure_message(name: str, output: Path, exc: Exception, run: RunDir) -> st
         cell = next((f"cell {i}" for i, c in reversed(list(enumerate(cells)))
                      if c.get("metadata", {}).get("papermill", {}).get("start_time")), "a cell")
         return (f"Notebook {name}'s kernel died during {cell} (killed from outside: the out-of-memory killer, a "
-                f"scheduler's limit, kill -9): {safe_chunks(run.work)}; run the same command to continue.\n"
+                f"scheduler's limit, kill -9): {what_is_kept(Manifest(run))}.\n"
                 f"{saved}")
     cell, count = getattr(exc, "cell_index", None), getattr(exc, "exec_count", None)
     where = "start-up" if cell is None else f"cell {cell}" + ("" if count is None else f" (execution count {count})")
@@ -164,7 +164,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                   last_line: bool = True, fingerprint: dict[str, str] | None = None) -> int:
     """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run, `record` and,
     when it is complete, its `fingerprint` (the caller's, else `run_fingerprint` of the inputs as they are now)
-    (`last_line`: say "complete" at the end, unless the caller says what its run came to)."""
+    (`last_line`: say "complete" at the end, unless the caller says what its run came to; `kernel`: one ensure_kernel
+    accepted, before anything was written)."""
     papermill = import_papermill()
 
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
@@ -176,15 +177,10 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     manifest.update(**(record or {}))
-    # Ctrl-C (or SIGTERM: `repro`'s main raises it as Ctrl-C) as the kernel starts or between notebooks: before this
-    # one started
+    # Ctrl-C (or SIGTERM: `repro`'s main raises it as Ctrl-C) before a notebook or between two: before this one
+    # started
     upcoming = notebooks[0]
     try:
-        try:
-            kernel = ensure_kernel(kernel)
-        except ReproError as refused:  # (another environment's kernel): the run is not left `running`
-            manifest.finish_run("failed", error=str(refused))
-            raise
         if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal
             os.environ[PROGRESS_LINES_ENV] = "1"
         for k, name in enumerate(notebooks):
@@ -277,6 +273,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
               *preflight(resolved, run_root, params_file)]
     if (code := require(checks, params_file, args.check)) is not None:
         return code
+    ensure_kernel(args.kernel)  # (another environment's: refused before the run's lock and record, as --kernel's)
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
         if changed and rebuilds(resolved["notebooks"]):  # --force or a run that made nothing
             replace_run(run, args.force)  # nothing of it may outlive it (else require refused)
