@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.legend import Legend
 from scipy import stats as sps
 
 from repro.analysis import agreement as sa, plots, report as analysis
@@ -261,17 +262,31 @@ def test_agreement_figure_and_table_are_recorded(two_scorers):
 
 @pytest.mark.parametrize("names", [("p", "q"), ("builtin:tiny-pairrm", "rmllama", "rmdeberta"),
                                    tuple(f"builtin:tiny-reward-deberta-{k}" for k in range(4))])
-def test_the_agreement_figures_pair_labels_do_not_overlap_and_fit(names):
-    # three scorers: 'builtin:tiny-pairrm vs rmllama' and the other pairs' names ran into each other below the bars
+@pytest.mark.parametrize("agreeing", [True, False])
+def test_the_agreement_figure_is_readable_for_any_number_of_pairs(names, agreeing):
+    # three scorers: 'builtin:tiny-pairrm vs rmllama' and the other pairs' names ran into each other below the bars;
+    # four (6 pairs) drew a figure 27.6 inches wide; the legends lay over the tallest bars (the same picks' legend
+    # over scorers that mostly agree, the pairs' over the tau of scorers that do not)
     rng = np.random.default_rng(3)
-    block = sa.agreement({name: (rng.normal(size=60), np.full(20, 3)) for name in names}, names[0], "last")
+    base = rng.normal(size=240) if agreeing else np.zeros(240)
+    block = sa.agreement({name: (base + rng.normal(scale=0.1 * (i + 1) if agreeing else 1.0, size=240),
+                                 np.full(60, 4)) for i, name in enumerate(names)}, names[0], "last")
     figure = plots.scorer_agreement(block)
+    width, height = figure.get_size_inches()
+    assert width <= 12.8 and height <= 8.8, (width, height)
     (canvas := FigureCanvasAgg(figure)).draw()  # as saved (the labels are placed when drawn)
-    boxes = [label.get_window_extent(canvas.get_renderer()) for label in figure.axes[1].get_xticklabels()]
+    renderer = canvas.get_renderer()
+    boxes = [label.get_window_extent(renderer) for label in figure.axes[1].get_yticklabels()]
     assert len(boxes) == len(block["pairs"])
-    for box in boxes:
-        assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1 and figure.bbox.y0 <= box.y0, (box, figure.bbox)
     assert not [(a, b) for a, b in itertools.combinations(boxes, 2) if a.overlaps(b)]
+    legends = figure.findobj(Legend)
+    assert len(legends) == 1 + (len(names) > 2)  # same chosen / same rejected, and the pairs' colours
+    bars = [bar.get_window_extent(renderer) for ax in figure.axes for bar in ax.patches
+            if bar.get_height() > 0 and bar.get_width() > 0]
+    for box in boxes + [legend.get_window_extent(renderer) for legend in legends]:
+        assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1 and figure.bbox.y0 <= box.y0, (box, figure.bbox)
+    for legend in legends:
+        assert not [bar for bar in bars if legend.get_window_extent(renderer).overlaps(bar)], legend
 
 
 def test_card_states_the_agreement_in_both_languages(two_scorers):

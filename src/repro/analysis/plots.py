@@ -264,7 +264,8 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
 
 
 def scorer_agreement(agreement: dict) -> Figure:
-    """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks."""
+    """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks. As
+    wide for any number of pairs: a row per pair on the right, the legends under the panels, off the bars."""
     pairs = agreement["pairs"]
     labels = [" vs ".join(p["scorers"]) for p in pairs]
     edges = np.asarray(pairs[0]["kendall_tau"]["histogram"]["edges"])
@@ -272,26 +273,32 @@ def scorer_agreement(agreement: dict) -> Figure:
     taus = pd.DataFrame([{"pair": label, "tau": centre, "rows": count}
                          for label, p in zip(labels, pairs)
                          for centre, count in zip(centres, p["kendall_tau"]["histogram"]["counts"])])
-    def room(names: list[str]) -> float:  # the bars' panel as wide as their labels (~0.09 in a character)
-        return len(pairs) * (0.09 * max(len(line) for name in names for line in name.splitlines()) + 0.3) + 0.8
-
-    # a bar group's label: "a vs b" where it fits, else "a" over "vs b" (and the panel wider, as family_view's margins)
-    ticks = labels if room(labels) <= FIGSIZE[0] * 0.8 else [f"{a}\nvs {b}" for a, b in (p["scorers"] for p in pairs)]
+    # a pair's row label: "a vs b" where it fits in half the panel (~0.09 in a character), else "a" over "vs b"
+    wrap = 0.09 * max(map(len, labels)) > FIGSIZE[0] / 2
+    ticks = [f"{a}\nvs {b}" for a, b in (p["scorers"] for p in pairs)] if wrap else labels
     picks = pd.DataFrame([{"pair": label, "which": which.replace("_", " "), "fraction": p[which]["fraction"] or 0.0}
                           for label, p in zip(ticks, pairs) for which in ("same_chosen", "same_rejected")])
     rows = max(p["rows"] for p in pairs)
-    widths = (FIGSIZE[0] * 1.2, max(FIGSIZE[0] * 0.8, room(ticks)))
+    # the legend of pairs in as many columns as fit (~0.075 in a character, 0.6 in for the key)
+    columns = max(1, min(len(pairs), int(FIGSIZE[0] // (0.075 * max(map(len, labels)) + 0.6))))
+    # as tall as the pairs' rows (of two lines when wrapped) and the pairs' legend need
+    height = max(FIGSIZE[1], 2.2 + 0.3 * (1 + wrap) * len(pairs), 3.6 + 0.25 * -(-len(pairs) // columns))
     with theme():
-        fig = Figure(figsize=(sum(widths), FIGSIZE[1]), dpi=DPI, layout="constrained")
-        left, right = fig.subplots(1, 2, width_ratios=widths)
+        fig = Figure(figsize=(FIGSIZE[0] * 2, height), dpi=DPI, layout="constrained")
+        panels = fig.subfigures(1, 2)
+        left, right = (panel.add_subplot() for panel in panels)
         sns.histplot(data=taus, x="tau", weights="rows", hue="pair", bins=edges.tolist(), stat="proportion",
                      common_norm=False, multiple="dodge", shrink=0.85, ax=left, legend=len(pairs) > 1)
         undefined = ", ".join(f"{p['kendall_tau']['undefined']:,}" for p in pairs)
         left.set(xlabel="Kendall's tau-b per prompt", ylabel="fraction of prompts", xlim=(edges[0], edges[-1]),
                  title=f"Rank agreement per prompt (tau undefined, left out: {undefined})")
-        sns.barplot(data=picks, x="pair", y="fraction", hue="which", palette=[COLORS["score_chosen"],
+        sns.barplot(data=picks, y="pair", x="fraction", hue="which", orient="h", palette=[COLORS["score_chosen"],
                     COLORS["score_rejected"]], ax=right)
-        _untitled_legend(right)
-        right.set(xlabel="", ylabel="fraction of prompts", ylim=(0, 1), title="Same chosen / same rejected")
+        right.set(ylabel="", xlabel="fraction of prompts", xlim=(0, 1), title="Same chosen / same rejected")
+        for ax, panel, ncols in ((left, panels[0], columns), (right, panels[1], 2)):
+            if (legend := ax.get_legend()) is not None:
+                panel.legend(legend.legend_handles, [t.get_text() for t in legend.texts], loc="outside lower center",
+                             ncols=ncols)
+                legend.remove()
         fig.suptitle(f"Agreement between scorers ({_n(rows)} prompts)")
     return fig
