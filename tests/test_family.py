@@ -702,13 +702,28 @@ def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_pa
     # does) since the view was made: the view runs again (it said "nothing to do" over the old numbers)
     family = ["run", str(ROOT / "params" / "demo_family.yaml"), "--out", str(root)]
     assert cli.main(family) == 0 and "nothing to do: every member and the family view" in capsys.readouterr().out
-    # 05_family run by hand since, with other values (as JupyterLab leaves it): made again, and the run says so
+    # 05_family run by hand since, with other values (as JupyterLab leaves it): --check said everything was here and
+    # the run made the view again over it; now both refuse, naming the values, as for a run's notebook run again
+    (root / "family.json").write_text("{}")  # (what the stubs did not make)
+    Manifest(root).add_outputs(root / "family.json")
     with Manifest(root).edit() as data:
         data["parameters"]["bootstrap_resamples"] = 7
         data.pop("fingerprint", None)
-    assert cli.main(family) == 0
-    assert ("family demo_family: its family view was made with other values (bootstrap_resamples (7 there, 200 "
-            "now)): it is made again with these") in capsys.readouterr().out
+    view = {p: p.read_bytes() for p in root.glob("*.json")}
+    refusal = (f"REFUSED  family folder: {root} holds a family view of other parameters: bootstrap_resamples (7 "
+               f"there, 200 now). Give another --out for this run, or pass --force: 05_family makes the family view "
+               f"again with the new values (the members stay as they are)")
+    assert cli.main([*family, "--check"]) == 1
+    out = capsys.readouterr().out
+    assert refusal in out and "members: mini_0, mini_1, mini_2, mini_3: complete with the same parameters" in out
+    assert cli.main(family) == 2 and refusal in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in root.glob("*.json")} == view
+    assert cli.main([*family, "--force"]) == 0
+    out = capsys.readouterr().out
+    assert (f"family folder: {root} holds a family view of other parameters (bootstrap_resamples (7 there, 200 now)); "
+            f"--force: 05_family makes the family view again") in out and "not run again" in out
+    assert Manifest(root).read()["parameters"]["bootstrap_resamples"] == 200
+    assert cli.main([*family, "--check"]) == 0
     redone = Manifest(member)
     (member.notebooks / "02_analyze.ipynb").write_text('{"rerun": true}')
     redone.add_outputs(member.notebooks / "02_analyze.ipynb")  # as its run again records it

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import check_format
-from ..errors import ParameterError, listed
+from ..errors import ParameterError
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
@@ -80,6 +80,27 @@ def plan_check(family: Family, force: bool) -> list[Check]:
                                           f"make the folder {family.name}'s", problem="REFUSED")]
 
 
+def view_parameters(family: Family) -> tuple[dict[str, Any], list[str]]:
+    """05_family's parameters over `family`, and the values its members differ in. The family folder's own record
+    holds the view's parameters only (the members hold theirs); a value the members differ in is none of the view's:
+    it takes its default (it had taken the first member's, unsaid)."""
+    varied = sorted(k for k in FamilyViewParams.model_fields.keys() - {"run_dir", "run_name"}
+                    if len({repr(m.values.get(k)) for m in family.members}) > 1)
+    view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items()
+                                    if k != "run_dir" and k not in varied}).model_dump()
+    return {**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}, varied
+
+
+def view_check(family: Family, force: bool) -> list[Check]:
+    """A family view made with other values (05_family run again on its own since, as JupyterLab leaves it) is
+    refused unless --force, as a run's notebook run again with other values is."""
+    view, root = view_parameters(family)[0], RunDir(family.root)
+    if not (changed := changed_parameters(root, view)):
+        return []
+    # (member: no `--set` of the old values continues it, as for a member: they would be its members' too)
+    return [replace(rerun_check(root, changed, force, family.given_as, view, member=True), what="family folder")]
+
+
 def record_plan(family: Family) -> None:
     """Record the members planned, before any runs (05_family, on its own too, shows those), saying which of the last
     plan are left out now."""
@@ -101,8 +122,11 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     found = {m.name: member_checks(family, m, args.force, why[m.name]) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
     checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], family.given_as) or plan_check(family, args.force)
-    if not args.member and (writer := RunDir(family.root).writer()):  # (a member alone runs beside the others)
+    view = []  # (a member alone runs beside the others, and makes no family view)
+    if not args.member and (writer := RunDir(family.root).writer()):
         checks.insert(0, Check("family folder", False, busy(family.given_as, writer), problem="BUSY"))
+    elif not args.member:
+        checks[:0] = view = view_check(family, args.force)
     if done := [m.name for m in members if m not in pending]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
@@ -112,6 +136,8 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
         with writing(RunDir(member.run_dir), member_given_as(family)):
             replace_run(RunDir(member.run_dir), args.force)
         print(f"  run directory (member {member.name}): {found[member.name][0][0].detail}")  # why it was replaced
+    for check in view:  # (--force: why the view is made again)
+        print(f"  {check.what}: {check.detail}")
     return None
 
 
@@ -231,16 +257,10 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
               "command again to continue (finished chunks and cached rows are kept).", file=sys.stderr)
         return EXIT_INTERRUPTED
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
-    # the family folder's own record holds the family view's parameters only (the members hold theirs); a value the
-    # members differ in is none of the view's: it takes its default (it had taken the first member's, unsaid)
-    varied = sorted(k for k in FamilyViewParams.model_fields.keys() - {"run_dir", "run_name"}
-                    if len({repr(m.values.get(k)) for m in family.members}) > 1)
-    view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items()
-                                    if k != "run_dir" and k not in varied}).model_dump()
+    view, varied = view_parameters(family)
     if varied:
         print(f"repro run: family {family.name}: its members differ in {' and '.join(varied)}: the family view takes "
               f"its default ({', '.join(f'{k}={view[k]!r}' for k in varied)}) for its own intervals")
-    view = {**view, "run_name": family.name, "notebooks": [FAMILY_NOTEBOOK]}
     planned, fingerprint, record = family.plan, run_fingerprint(view), Manifest(family.root)
     # what the members hold now (a member run again alone, with --member, since the view was made: not the same)
     state = fingerprint_of([(d.get("fingerprint"), d.get("outputs")) for d in (Manifest(m.run_dir).read()
@@ -251,11 +271,6 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
               f"these parameters, code and packages -> {family.root}")
         return 0
-    made = seen.get("parameters") or {}  # a view made by 05_family on its own (JupyterLab) is not left silently
-    if other := {k: (made[k], v) for k, v in view.items()
-                 if k in made and made[k] != v and k not in ("run_dir", "run_name", "notebooks")}:
-        print(f"repro run: family {family.name}: its family view was made with other values ({listed(other)}): it is "
-              f"made again with these")
     code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
                          record={"members": planned, "members_state": state}, fingerprint=fingerprint)
     if code == EXIT_INTERRUPTED:  # (its line said so: not a summary that reads as done)

@@ -158,24 +158,28 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
                 if other else "" if stale.startswith("its parameters") else  # (recorded by another repro: unsaid)
                 f", same {'data ' if how else ''}parameters")
         return Check("run directory", True, f"{run.root} (continues the run there{same}{how}{ended})")
-    notebooks = parameters["notebooks"]
-    changes = listed(changed)
+    notebooks, changes = parameters["notebooks"], listed(changed)
+    view = notebooks == [FAMILY_NOTEBOOK]  # a family's folder: its view of members that stay as they are
+    held = "a family view of" if view else "a run with"
     if not Manifest(run).made_results():
         ended = f" and {last}" if last else ""
         return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({changes}) "
-                                            f"that made nothing but its notebooks{ended}: it is replaced ({REUSED})")
+                                            f"that made nothing but its notebooks{ended}: it is replaced "
+                                            f"({'the members stay as they are' if view else REUSED})")
     # a run without 01_construct keeps the dataset: its notebooks make their own outputs again, whole
     replaced = (f"its outputs are removed first ({REUSED})" if rebuilds(notebooks) else
+                f"{FAMILY_NOTEBOOK} makes the family view again with the new values (the members stay as they are)"
+                if view else
                 f"the notebooks listed ({', '.join(notebooks)}) run again with the new values and make their outputs "
                 f"anew (the dataset and the other notebooks' outputs stay)")
     if force:
-        return Check("run directory", True, f"{run.root} holds a run with other parameters ({changes}); --force: "
+        return Check("run directory", True, f"{run.root} holds {held} other parameters ({changes}); --force: "
                                             f"{replaced}")
     # YAML reads JSON; quoted for a shell where it needs it (a list's spaces and quotes)
     sets = " ".join(f"--set {shlex.quote(f'{key}={json.dumps(old)}')}" for key, (old, _) in changed.items())
     again = "" if member else f"continue that one with its values (`{sets}`), "  # (a member's may be its grid's)
     return Check("run directory", False,
-                 f"{run.root} holds a run with other parameters: {changes}. Give another {given_as} for this run, "
+                 f"{run.root} holds {held} other parameters: {changes}. Give another {given_as} for this run, "
                  f"{again}or pass --force: {replaced}", problem="REFUSED")
 
 
