@@ -606,6 +606,47 @@ def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_pat
     assert value[("pairs", "same chosen and rejected")] == "40 (100.0 %)"
 
 
+def test_what_was_not_compared_is_said_not_counted_as_agreement(published, tmp_path):
+    # chosen/rejected renamed, or no scores: "No aligned row disagrees: the same chosen and rejected, ... every score
+    # within 0.001", "disagreeing 0", "margin signs agree 0 of 0 (n/a)", "rows that disagree | 0" of pairs or scores
+    # never compared
+    names = {"chosen": "chosen_conv", "rejected": "rejected_conv"}
+    renamed, unscored = tmp_path / "renamed.jsonl", tmp_path / "unscored.jsonl"
+    renamed.write_text("".join(json.dumps({names.get(k, k): v for k, v in r.items()}) + "\n" for r in published["rows"]))
+    unscored.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
+                                for r in published["rows"]))
+    texts = compare.compare(params(tmp_path / "t", reference=str(renamed), candidate=published["candidate"]))
+    result = texts.result
+    assert result["pairs"]["margin_sign"] is None and "margin signs" not in result["verdict"]
+    assert "its `chosen_conv` may be `chosen` renamed, its `rejected_conv` may be `rejected` renamed: rename them " \
+           "back" in result["pairs"]["reason"]
+    assert result["disagreements"]["not_compared"] == {"pairs": result["pairs"]["reason"],
+                                                       "scores": result["scores"]["reason"]}
+    said = compare.disagreements(texts).data
+    assert "No aligned row disagrees:" not in said and "the same chosen and rejected" not in said
+    assert said.startswith("No aligned row was found to disagree, but pairs and scores were not compared: pairs: "
+                           "no chosen/rejected texts to compare (the reference lacks chosen and rejected;")
+    value = compare.summary_table(result)["value"].to_dict()
+    assert value[("rows", "disagreeing")] == "0 (pairs and scores not compared)"
+    assert ("pairs", "margin signs agree") not in value
+    en, zh = card_sections(result)
+    assert "| rows that disagree | 0 (pairs and scores not compared) |" in en and "margin signs" not in en
+    assert "| 不一致的行 | 0（未比较回复对与得分） |" in zh and "margin 符号" not in zh
+    assert "- Pairs not compared: the reference lacks chosen and rejected (its `chosen_conv` may be `chosen` renamed, " \
+           "its `rejected_conv` may be `rejected` renamed)." in en
+    assert "- 未比较回复对：参考数据集缺少 chosen 与 rejected（其 `chosen_conv` 可能是改了名的 `chosen`，" \
+           "其 `rejected_conv` 可能是改了名的 `rejected`）。" in zh
+
+    pairs_only = compare.compare(params(tmp_path / "u", reference=str(unscored), candidate=published["candidate"]))
+    said = compare.disagreements(pairs_only).data
+    assert said.startswith("No aligned row disagrees in what was compared: the same chosen and rejected. Scores were "
+                           "not compared: The reference lacks score_chosen and score_rejected")
+    assert "within disagreement_tolerance" not in said
+    assert compare.summary_table(pairs_only.result)["value"][("rows", "disagreeing")] == "0 (scores not compared)"
+    en, zh = card_sections(pairs_only.result)
+    assert "| rows that disagree | 0 (scores not compared) |" in en and "| 不一致的行 | 0（未比较得分） |" in zh
+
+
 def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     # a published copy with a NaN, an infinite and a missing score: the agreement is of the others, and the verdict,
     # the table, the card and each row's explanation say so (not a perfect r over "0 differences" and 3 unexplained)

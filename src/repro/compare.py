@@ -311,9 +311,13 @@ def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] |
 
 
 def _renamed(column: str, columns: Sequence[str]) -> str | None:
-    """A column of `columns` that looks like `column` renamed ("chosen_score", "Score-Chosen" for "score_chosen")."""
+    """A column of `columns` that looks like `column` renamed ("chosen_score", "Score-Chosen" for "score_chosen"; else
+    one of its words and more, no score nor known column: "chosen_conv" for "chosen")."""
     words = set(column.split("_"))
-    return next((c for c in columns if c != column and set(re.split(r"[^a-z]+", c.lower())) - {""} == words), None)
+    split = {c: set(re.split(r"[^a-z]+", c.lower())) - {""} for c in columns if c != column}
+    return next((c for c, w in split.items() if w == words), None) or next(
+        (c for c, w in split.items() if words < w and c not in (*SEED_COLUMNS, *SCORE_COLUMNS)
+         and not any("score" in word for word in w)), None)
 
 
 def _scores(side: Side, rows: np.ndarray) -> dict[str, np.ndarray] | None:
@@ -413,9 +417,14 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
 def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) -> dict[str, Any]:
     """Same / swapped / partly equal / different pairs, equal reference_response and messages, margin signs."""
     out: dict[str, Any] = {"n": a.n}
-    if al.categories is None:
-        missing = [name.replace("_", " ") for name in TEXTS if al.texts[name] is None]
-        out.update(available=False, reason=prose("compare", "no_texts", missing))
+    if al.categories is None:  # each side's text columns absent, or unreadable, and a column that looks one renamed
+        lacking = []
+        for side in (reference, candidate):
+            unread = [c for c in ("chosen", "rejected") if al.texts[f"{side.name}_{c}"] is None]
+            absent = [c for c in unread if c not in side.table.column_names]
+            lacking += [(side.name, absent, [c for c in unread if c not in absent],
+                         {c: near for c in absent if (near := _renamed(c, side.table.column_names))})] * bool(unread)
+        out.update(available=False, reason=prose("compare", "no_texts", lacking), lacking=lacking)
     else:
         counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
         out.update(available=True, categories={c: int(n) for c, n in zip(PAIR_CATEGORIES, counts)},
@@ -425,8 +434,8 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
     if al.scored:
         mr, mc = al.ordered_margins()
         ok = np.isfinite(mr) & np.isfinite(mc)
-        agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())
-        out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum() if ok.any() else None}
+        agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())  # none: no pair compared, no sign said
+        out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum()} if ok.any() else None
     return stats.clean(out)
 
 
@@ -464,7 +473,7 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     if lacking:
         return {"available": False, "reason": prose("compare", "no_scores", lacking), "lacking": lacking}
     if al.categories is None:
-        return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
+        return {"available": False, "reason": "No chosen/rejected texts: scores cannot be matched to the same text."}
     m = matched_scores(al)
     ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
     out: dict[str, Any] = {"available": True, "values": int(ok.sum()), "excluded_nonfinite": int((~ok).sum()),
@@ -626,10 +635,12 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
     """compare.json's main figures as one table (section, measure -> value; 95% intervals in brackets)."""
     al, cov, pairs, scores = result["alignment"], result["coverage"], result["pairs"], result["scores"]
     by = ", ".join(f"{n} by {k}" for k, n in al["matched_by"].items() if n)
+    unseen = result["disagreements"].get("not_compared") or {}
+    not_compared = f" ({' and '.join(unseen)} not compared)" if unseen else ""
     rows = [("rows", "aligned", f"{al['aligned']} of {result['reference']['rows']} reference rows ({by})"),
             ("rows", "only in the reference", str(cov["only_reference"])),
             ("rows", "only in the candidate", str(cov["only_candidate"])),
-            ("rows", "disagreeing", str(result["disagreements"]["rows"]))]
+            ("rows", "disagreeing", f"{result['disagreements']['rows']}" + not_compared)]
     if pairs.get("available"):
         rows += [("pairs", PAIR_WORDS[k], f"{n} ({percent(pairs['fractions'][k])})")
                  for k, n in _said_categories(pairs).items()]
@@ -675,8 +686,9 @@ def disagreements(result: ComparisonResult) -> Any:
     table = table[first + [c for c in table.columns if c not in first]]
     if table["candidate_prompt_id"].equals(table["prompt_id"]):
         table = table.drop(columns="candidate_prompt_id")
+    d = result.result["disagreements"]
     return readable(table) if len(table) else table_or_sentence(table, prose(
-        "compare", "no_disagreement", result.result["disagreements"]["tolerance"]))
+        "compare", "no_disagreement", d["tolerance"], d.get("not_compared") or {}))
 
 
 def _recorded(spec: str) -> dict[str, Any]:
@@ -742,9 +754,12 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     notes += [["missing_note", column, d, a.n] for column in COLUMNS_COMPARED
               if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
               and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
-    notes += [[f"{name}_note", result[name]["reason"]] for name in ("scores", "pairs") if not result[name]["available"]]
+    not_compared = {name: result[name]["reason"] for name in ("pairs", "scores") if not result[name]["available"]}
+    notes += [[f"{name}_note", not_compared[name], result[name].get("lacking")] for name in ("scores", "pairs")
+              if name in not_compared]
     disagreements = explain_rows(a, al, p)
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
+                               "not_compared": not_compared,  # none of its rows can disagree on these
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
                                                 .explode().value_counts().sort_index().items()}}
     tables = {"only_reference": row_preview(reference.table, a.only_first),
