@@ -465,6 +465,52 @@ def test_slice_inference_through_the_comparison(source_keys, tmp_path):
     assert result["pairs"]["available"] is False and result["scores"]["available"] is False
 
 
+def test_a_row_the_construction_dropped_is_no_slice_mismatch(source_keys, tmp_path):
+    # too_few_candidates: drop left source row 306 out of an exact rebuild of mini 2 of 8: "The candidate's own
+    # parameters (...) give source rows [224:336], not the reference's ... no parameters reproduce it: its rows are not
+    # one contiguous range"
+    run = RunDir(tmp_path / "rebuilt")
+    m = Manifest(run)
+    recipe = {"part_start": 0, "part_stop": None, "drop_rows": 100, "drop_from": "end", "mini_index": 2,
+              "mini_count": 8, "limit": None}
+    m.start_run(recipe, ["01_construct"])
+    m.set_counts(source=1000, dropped=100, sliced=112, dropped_too_few_candidates=1, dropped_duplicate_prompt_id=0,
+                 kept=111)
+    hints = compare._hints(str(run.root))
+    assert hints == {**recipe, "dropped": {"too_few_candidates": 1}}  # the part's own `dropped` is no row of its slice
+    source = pa.table({k: v[:1000] for k, v in source_keys.items()})
+    rows = np.setdiff1d(np.arange(224, 336), [306])
+    side = compare.Side("reference", ["ref"], "train_prefs", source.take(rows), np.zeros(rows.size, dtype=np.int64))
+    result = compare.compare_datasets(side, dataclasses.replace(side, name="candidate"), params(tmp_path, reference="x"),
+                                      source, hints=hints)[0]
+    s = result["slice"]
+    assert s["hints_reproduce"]["exact"] is True
+    assert s["hints_reproduce"]["dropped"] == {"count": 1, "ranges": [[306, 307]], "contiguous": True,
+                                               "reasons": {"too_few_candidates": 1}}
+    assert ("The candidate's own parameters (part_start=0, drop_rows=100, drop_from=end, mini_index=2, mini_count=8) "
+            "reproduce the reference's rows exactly: source rows [224:336] less the 1 row its construction dropped "
+            "([306:307]; too few candidates: 1), which the reference lacks too.") in s["sentence"]
+    assert ("ref: reproduced exactly by part_start=0, part_stop=1000, drop_rows=100, drop_from=end, mini_index=2, "
+            "mini_count=8 (") in s["sentence"]
+    assert s["sentence"].endswith(" settings in all), less 1 row the candidate's construction dropped too ([306:307]).")
+    assert "not one contiguous range" not in s["sentence"] and "not the reference's" not in s["sentence"]
+    en, zh = card_sections(result)
+    assert "reproduce the reference's rows exactly, less the 1 row its construction dropped too ([306:307])." in en
+    assert "ref: reproduced exactly by part_start=0, part_stop=1000, drop_rows=100, drop_from=end, mini_index=2, " \
+           "mini_count=8, less 1 row this dataset's construction dropped too." in en
+    assert "恰好复现参考数据集的行（除去其构建时丢弃、参考数据集也没有的 1 行：[306:307]）" in zh
+    assert "ref：由 part_start=0, part_stop=1000, drop_rows=100, drop_from=end, mini_index=2, mini_count=8 恰好复现" \
+           "（除去本数据集构建时也丢弃的 1 行）" in zh
+    # a count that is not the rows the candidate lacks: no telling which rows it dropped
+    other = compare.infer_slice([rows], 1000, max_mini_count=8, candidate=rows,
+                                hints={**hints, "dropped": {"too_few_candidates": 2}})
+    assert other["hints_reproduce"]["exact"] is False and "dropped" not in other["hints_reproduce"]
+    # the reference holds the row the candidate dropped: its slice is the parameters', the row only in the reference
+    whole = compare.infer_slice([np.arange(224, 336)], 1000, max_mini_count=8, candidate=rows, hints=hints)
+    assert whole["hints_reproduce"]["exact"] is True and whole["groups"][0]["solutions"][0]["mini_index"] == 2
+    assert "its construction dropped" in whole["sentence"] and "which the reference lacks too" not in whole["sentence"]
+
+
 def test_a_prompt_the_source_holds_twice_is_placed_at_its_copy_among_the_rows_around_it():
     # source rows 0..39; row 30 repeats row 12's prompt: the reference [10:20] was "1 row not in the source"
     prompts = [f"prompt {i}" for i in range(40)]

@@ -240,9 +240,21 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                 names: Sequence[str] | None = None, not_in_source: Sequence[int] | None = None) -> dict[str, Any]:
     """Where the reference's rows (source indices, a group per mini) lie in the source, and which slicing parameters
     give exactly those rows; `hints` (the candidate run's own parameters) are checked first; `not_in_source`: each
-    group's rows the source lacks (no slice gives those)."""
+    group's rows the source lacks (no slice gives those); `hints["dropped"]`: the counts of the rows the candidate's
+    construction dropped (too_few_candidates: drop, ...), its slice's rows it lacks where they are as many."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     limit = hints.pop("limit", None)  # a candidate cut by `limit`: its parameters give more rows than it holds
+    dropped, plan, why = hints.pop("dropped", None) or {}, None, None
+    given = {k: hints[k] for k in SLICE_KEYS if k in hints}
+    if given and not limit:
+        try:
+            plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
+        except ReproError as exc:
+            why = str(exc)
+    gone = np.empty(0, dtype=np.int64)  # the source rows the candidate's construction dropped, where known
+    if plan is not None and candidate is not None and dropped:
+        lacks = np.setdiff1d(np.arange(plan.start, plan.stop), candidate)
+        gone = lacks if lacks.size == sum(dropped.values()) else gone
     names = list(names or [f"group {g}" for g in range(len(groups))])
     lacking = list(not_in_source or [0] * len(groups))
     every = np.unique(located := np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
@@ -258,7 +270,10 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                      len(groups)})
     out_groups, family_settings = [], []  # per mini: the settings that make it mini `position` of len(groups)
     for position, (name, indices) in enumerate(zip(names, groups)):
-        ranges = runs(indices)
+        # a mini of the candidate's slice: the rows its construction dropped may be the ones the reference lacks too
+        inside = gone.size and np.size(indices) and plan.start <= np.min(indices) and np.max(indices) < plan.stop
+        filled = np.setdiff1d(gone, indices) if inside else gone[:0]
+        ranges = runs(np.union1d(indices, filled))
         solutions = find_slice_parameters(*ranges[0], n_source, bounds, counts) if len(ranges) == 1 else []
         # first: what the hints say; for several minis, mini `position` of as many minis as were given
         solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
@@ -272,7 +287,8 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                            "repeated": int(np.asarray(indices).size - np.unique(indices).size),
                            "not_in_source": lacking[position], "source_ranges": ranges,
                            "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
-                           "solutions": solutions[:SOLUTIONS_LISTED], "why_none": why_none})
+                           "solutions": solutions[:SOLUTIONS_LISTED], "why_none": why_none,
+                           **({"dropped_by_candidate": _block(filled)} if filled.size else {})})
         family_settings.append({tuple((k, v) for k, v in s.items() if k != "mini_index") for s in solutions
                                 if s["mini_index"] == position and s["mini_count"] == len(groups)})
     missing = np.setdiff1d(np.arange(lo, hi), every)
@@ -286,16 +302,16 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         "hints": hints}
     if limit:
         out["hints_limited"] = limit
-    elif hints:
-        given = {k: hints[k] for k in SLICE_KEYS if k in hints}
-        try:
-            plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
-            rows = [plan.start, plan.stop]
-            # every reference row (of every mini), and no other
-            exact = rows == [lo, hi] and missing.size == 0 and not sum(lacking) and located.size == every.size
-            out["hints_reproduce"] = {"parameters": given, "rows": rows, "exact": exact}
-        except ReproError as exc:
-            out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
+    elif plan is not None:
+        # every reference row (of every mini), and no other; or every one but those the construction dropped too
+        whole = np.arange(plan.start, plan.stop)
+        less = gone.size > 0 and np.array_equal(every, np.setdiff1d(whole, gone))
+        exact = (np.array_equal(every, whole) or less) and not sum(lacking) and located.size == every.size
+        out["hints_reproduce"] = {"parameters": given, "rows": [plan.start, plan.stop], "exact": exact}
+        if gone.size:
+            out["hints_reproduce"].update(dropped={**_block(gone), "reasons": dropped}, less_dropped=bool(less))
+    elif given:
+        out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": why}
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
     if family:
@@ -698,10 +714,14 @@ def _recorded(spec: str) -> dict[str, Any]:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters (and `limit`) the candidate's run built it with (none unless it counted rows)."""
+    """The slicing parameters (and `limit`) the candidate's run built it with, and the counts of the rows its
+    construction dropped (`dropped`; none unless it counted rows)."""
     recorded = _recorded(candidate_spec)
-    params = recorded.get("parameters") or {}
-    return {k: params[k] for k in (*SLICE_KEYS, "limit") if k in params} if recorded.get("counts") else {}
+    params, counts = recorded.get("parameters") or {}, recorded.get("counts") or {}
+    # the rows its construction dropped of its slice, by reason (`dropped` counts the part's drop_rows)
+    dropped = {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n}
+    return {**{k: params[k] for k in (*SLICE_KEYS, "limit") if k in params},
+            **({"dropped": dropped} if dropped else {})} if counts else {}
 
 
 def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
