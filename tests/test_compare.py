@@ -213,6 +213,35 @@ def test_the_main_figures_read_as_one_table(compared):
         f"{roles['chosen']['pearson']:.4g} / {roles['rejected']['pearson']:.4g}"
 
 
+def test_the_verdict_opens_with_its_conclusion(compared, published, tmp_path):
+    # the verdict ran from "37 of 39 reference rows aligned" through every statistic and never said whether the
+    # dataset was reproduced; the card's "rows that disagree" named neither the tolerance nor the split
+    verdict = compared[0].result["verdict"]
+    assert verdict.split("\n\n")[0] == (
+        "**Partly reproduced within 0.001: 25 of 39 reference rows agree**; 12 differ "
+        "(tables/compare_disagreements.csv), 2 only in the reference (tables/compare_only_reference.csv); the "
+        "candidate has 3 rows the reference lacks (tables/compare_only_candidate.csv).")
+    assert verdict.split("\n\n")[1].startswith("37 of 39 reference rows aligned")
+    en, zh = card_sections(compared[0].result)
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 12 |" in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 12 |" in zh
+    same = compare.compare(params(tmp_path / "same", reference=published["candidate"],
+                                  candidate=published["candidate"]))
+    assert same.result["verdict"].startswith("**Reproduced within 0.001: all 40 reference rows agree**.\n\n40 of 40")
+    unscored = tmp_path / "unscored.jsonl"
+    unscored.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
+                                for r in published["rows"][:10]))
+    pairs = compare.compare(params(tmp_path / "pairs", reference=str(unscored), candidate=published["candidate"]))
+    assert pairs.result["verdict"].startswith("**Reproduced on pairs only (scores not compared): all 10 reference rows "
+                                              "agree**; the candidate has 30 rows the reference lacks")
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text("".join(json.dumps({("chosen_conv" if k == "chosen" else k): v for k, v in r.items()}) + "\n"
+                               for r in published["rows"]))
+    texts = compare.compare(params(tmp_path / "texts", reference=str(renamed), candidate=published["candidate"]))
+    assert texts.result["verdict"].startswith("**Not compared: no pair nor score of the 40 aligned rows could be "
+                                              "compared** (see below).\n\n40 of 40")
+
+
 def test_the_disagreements_read_in_a_notebook(compared):
     # the two 64-character prompt ids took most of the width and pushed pair and explanation off the screen
     table = compared[0].tables["disagreements"]
@@ -237,7 +266,7 @@ def test_outputs_are_written_and_recorded(compared):
     run = RunDir(p.run_root)
     on_disk = json.loads((run.root / "compare.json").read_text())
     assert on_disk["alignment"] == result.result["alignment"]
-    assert on_disk["verdict"].startswith("37 of 39 reference rows aligned")
+    assert on_disk["verdict"].split("\n\n")[1].startswith("37 of 39 reference rows aligned")
     # of 37, every pair in one of the four (2 rows share only the rejected text)
     assert ("; 81.1 % same pairs, 10.8 % swapped, 5.4 % with one text in common, 2.7 % different candidates;"
             in on_disk["verdict"])
@@ -481,8 +510,8 @@ def test_a_row_the_construction_dropped_is_no_slice_mismatch(source_keys, tmp_pa
     source = pa.table({k: v[:1000] for k, v in source_keys.items()})
     rows = np.setdiff1d(np.arange(224, 336), [306])
     side = compare.Side("reference", ["ref"], "train_prefs", source.take(rows), np.zeros(rows.size, dtype=np.int64))
-    result = compare.compare_datasets(side, dataclasses.replace(side, name="candidate"), params(tmp_path, reference="x"),
-                                      source, hints=hints)[0]
+    result = compare.compare_datasets(side, dataclasses.replace(side, name="candidate"),
+                                      params(tmp_path, reference="x"), source, hints=hints)[0]
     s = result["slice"]
     assert s["hints_reproduce"]["exact"] is True
     assert s["hints_reproduce"]["dropped"] == {"count": 1, "ranges": [[306, 307]], "contiguous": True,
@@ -658,7 +687,8 @@ def test_what_was_not_compared_is_said_not_counted_as_agreement(published, tmp_p
     # never compared
     names = {"chosen": "chosen_conv", "rejected": "rejected_conv"}
     renamed, unscored = tmp_path / "renamed.jsonl", tmp_path / "unscored.jsonl"
-    renamed.write_text("".join(json.dumps({names.get(k, k): v for k, v in r.items()}) + "\n" for r in published["rows"]))
+    renamed.write_text("".join(json.dumps({names.get(k, k): v for k, v in r.items()}) + "\n"
+                               for r in published["rows"]))
     unscored.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
                                 for r in published["rows"]))
     texts = compare.compare(params(tmp_path / "t", reference=str(renamed), candidate=published["candidate"]))
@@ -676,10 +706,12 @@ def test_what_was_not_compared_is_said_not_counted_as_agreement(published, tmp_p
     assert value[("rows", "disagreeing")] == "0 (pairs and scores not compared)"
     assert ("pairs", "margin signs agree") not in value
     en, zh = card_sections(result)
-    assert "| rows that disagree | 0 (pairs and scores not compared) |" in en and "margin signs" not in en
-    assert "| 不一致的行 | 0（未比较回复对与得分） |" in zh and "margin 符号" not in zh
-    assert "- Pairs not compared: the reference lacks chosen and rejected (its `chosen_conv` may be `chosen` renamed, " \
-           "its `rejected_conv` may be `rejected` renamed)." in en
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 0 (pairs and scores not compared) |" in en
+    assert "margin signs" not in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 0（未比较回复对与得分） |" in zh
+    assert "margin 符号" not in zh
+    assert "- Pairs not compared: the reference lacks chosen and rejected (its `chosen_conv` may be `chosen` " \
+           "renamed, its `rejected_conv` may be `rejected` renamed)." in en
     assert "- 未比较回复对：参考数据集缺少 chosen 与 rejected（其 `chosen_conv` 可能是改了名的 `chosen`，" \
            "其 `rejected_conv` 可能是改了名的 `rejected`）。" in zh
 
@@ -690,7 +722,8 @@ def test_what_was_not_compared_is_said_not_counted_as_agreement(published, tmp_p
     assert "within disagreement_tolerance" not in said
     assert compare.summary_table(pairs_only.result)["value"][("rows", "disagreeing")] == "0 (scores not compared)"
     en, zh = card_sections(pairs_only.result)
-    assert "| rows that disagree | 0 (scores not compared) |" in en and "| 不一致的行 | 0（未比较得分） |" in zh
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 0 (scores not compared) |" in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 0（未比较得分） |" in zh
 
 
 def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
@@ -855,7 +888,8 @@ def test_card_section_in_both_languages(compared):
     def values(table):  # the value column (names may hold escaped pipes)
         return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
 
-    assert "| rows that disagree | 12 |" in en[2] and "| 不一致的行 | 12 |" in zh[2]
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 12 |" in en[2]
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 12 |" in zh[2]
     assert "| same `messages` | 34 / 37 |" in en[2] and "| `messages` 相同 | 34 / 37 |" in zh[2]
     assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 19  # 4 coverage, 7 pair, 8 score lines
 
@@ -964,7 +998,7 @@ def test_the_notebook_alone_under_papermill(run_notebook, published, tmp_path):
              if "text/markdown" in o.get("data", {})]
     assert shown[0].startswith("**Parameters** of 04_compare, run directory") and "| `bootstrap_resamples` | `200`" \
         " (default `1000`) |" in shown[0]  # the parameters as a table, then the verdict first of the results
-    assert shown[1].startswith("37 of 39 reference rows aligned")
+    assert shown[1].startswith("**Partly reproduced within 0.001: 25 of 39 reference rows agree**")
     assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section
 
 
