@@ -218,7 +218,7 @@ def test_the_verdict_opens_with_its_conclusion(compared, published, tmp_path):
     # dataset was reproduced; the card's "rows that disagree" named neither the tolerance nor the split
     verdict = compared[0].result["verdict"]
     assert verdict.split("\n\n")[0] == (
-        "**Partly reproduced within 0.001: 25 of 39 reference rows agree**; 12 differ "
+        "**Partly reproduced within 0.001: 25 of 39 reference rows (split `train_prefs`) agree**; 12 differ "
         "(tables/compare_disagreements.csv), 2 only in the reference (tables/compare_only_reference.csv); the "
         "candidate has 3 rows the reference lacks (tables/compare_only_candidate.csv).")
     assert verdict.split("\n\n")[1].startswith("37 of 39 reference rows aligned")
@@ -227,19 +227,51 @@ def test_the_verdict_opens_with_its_conclusion(compared, published, tmp_path):
     assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 12 |" in zh
     same = compare.compare(params(tmp_path / "same", reference=published["candidate"],
                                   candidate=published["candidate"]))
-    assert same.result["verdict"].startswith("**Reproduced within 0.001: all 40 reference rows agree**.\n\n40 of 40")
+    assert same.result["verdict"].startswith("**Reproduced within 0.001: all 40 reference rows (split `train_prefs`) "
+                                             "agree**.\n\n40 of 40")
     unscored = tmp_path / "unscored.jsonl"
     unscored.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
                                 for r in published["rows"][:10]))
     pairs = compare.compare(params(tmp_path / "pairs", reference=str(unscored), candidate=published["candidate"]))
     assert pairs.result["verdict"].startswith("**Reproduced on pairs only (scores not compared): all 10 reference rows "
-                                              "agree**; the candidate has 30 rows the reference lacks")
+                                              "(split `train_prefs`) agree**; the candidate has 30 rows the reference "
+                                              "lacks")
     renamed = tmp_path / "renamed.jsonl"
     renamed.write_text("".join(json.dumps({("chosen_conv" if k == "chosen" else k): v for k, v in r.items()}) + "\n"
                                for r in published["rows"]))
     texts = compare.compare(params(tmp_path / "texts", reference=str(renamed), candidate=published["candidate"]))
-    assert texts.result["verdict"].startswith("**Not compared: no pair nor score of the 40 aligned rows could be "
-                                              "compared** (see below).\n\n40 of 40")
+    assert texts.result["verdict"].startswith("**Not compared: no pair nor score of the 40 aligned rows (split "
+                                              "`train_prefs`) could be compared** (see below).\n\n40 of 40")
+
+
+def test_the_split_compared_is_named_and_the_others_are_said(published, tmp_path):
+    # a reference of two splits: the card and the verdict never said which was compared, nor that test_prefs was not
+    two = tmp_path / "two"
+    write_rows(copy.deepcopy(published["rows"]), two)
+    write_split(datasets.Dataset.from_list(copy.deepcopy(published["rows"][:10]), features=output_features()), two,
+                "test_prefs")
+    result = compare.compare(params(tmp_path / "a", reference=str(two), candidate=published["candidate"])).result
+    assert result["reference"]["other_splits"] == ["test_prefs"] and result["candidate"]["other_splits"] == []
+    assert result["verdict"].startswith("**Reproduced within 0.001: all 40 reference rows (split `train_prefs`) "
+                                        "agree**.")
+    assert ("**Other splits not compared.** Only split `train_prefs` was compared; the reference also has split "
+            "`test_prefs`: to compare another, set reference_split and candidate_split to it.") in result["notes"]
+    en, zh = card_sections(result)
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 0 |" in en
+    assert "- Other splits not compared: only split `train_prefs` was compared; the reference also has `test_prefs`." \
+           in en
+    assert "- 未比较的其他划分：只比较了划分 `train_prefs`；参考数据集另有 `test_prefs`。" in zh
+    # another split on each side: both named
+    other = compare.compare(params(tmp_path / "b", reference=published["candidate"], candidate=str(two),
+                                   candidate_split="test_prefs")).result
+    assert other["verdict"].startswith("**Partly reproduced within 0.001: 10 of 40 reference rows (split `train_prefs` "
+                                       "against the candidate's `test_prefs`) agree**; 30 only in the reference")
+    assert ("Only split `train_prefs` against the candidate's `test_prefs` was compared; the candidate also has split "
+            "`train_prefs`") in other["verdict"]
+    en, zh = card_sections(other)
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs` against this dataset's `test_prefs`) | 0 |" in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`，本数据集为 `test_prefs`） | 0 |" in zh
+    assert "本数据集另有 `train_prefs`" in zh
 
 
 def test_the_disagreements_read_in_a_notebook(compared):
@@ -998,7 +1030,7 @@ def test_the_notebook_alone_under_papermill(run_notebook, published, tmp_path):
              if "text/markdown" in o.get("data", {})]
     assert shown[0].startswith("**Parameters** of 04_compare, run directory") and "| `bootstrap_resamples` | `200`" \
         " (default `1000`) |" in shown[0]  # the parameters as a table, then the verdict first of the results
-    assert shown[1].startswith("**Partly reproduced within 0.001: 25 of 39 reference rows agree**")
+    assert shown[1].startswith("**Partly reproduced within 0.001: 25 of 39 reference rows (split `train_prefs`) agree**")
     assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section
 
 

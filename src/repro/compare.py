@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,8 +25,9 @@ from .exporters import seed_view
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, build
 from .paths import RunDir, is_hub_id, run_manifest_of
+from .revisions import hub_snapshot
 from .slicing import plan_slice
-from .sources import load_source
+from .sources import load_source, local_splits
 from .subject import claim
 
 COMPARE_VERSION = 1
@@ -55,6 +57,7 @@ class Side:
     split: str
     table: pa.Table = field(repr=False)
     group: np.ndarray = field(repr=False)  # index into specs, per row
+    other_splits: list[str] = field(default_factory=list)  # of its specs, not compared (where they can be told)
 
     @property
     def rows(self) -> int:
@@ -94,7 +97,16 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     if table.num_rows == 0:
         raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
                         f"rows: there is nothing to compare. Check the dataset and the split.")
-    return Side(name=name, specs=specs, split=split, table=table, group=group)
+    held = {s for spec in specs for s in _splits_of(spec)}
+    return Side(name=name, specs=specs, split=split, table=table, group=group, other_splits=sorted(held - {split}))
+
+
+def _splits_of(spec: str) -> list[str]:
+    """The splits of a dataset folder (hub layout, a saved DatasetDict, a run's), or of a hub id's copy in the local
+    hub cache, told without loading them; none for a file or a hub id not cached."""
+    path = Path(os.path.expanduser(spec))
+    folder = path if path.exists() else hub_snapshot(spec) if is_hub_id(spec) else None
+    return (local_splits(folder) or []) if folder else []
 
 
 def row_keys(table: pa.Table) -> dict[str, list[str | None] | None]:
@@ -751,10 +763,14 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     only = {side.name: [c for c in SEED_COLUMNS if c in side.table.column_names and c not in other.table.column_names]
             for side, other in ((reference, candidate), (candidate, reference))}
     notes += [["columns_note", only]] if any(only.values()) else []
+    if reference.other_splits or candidate.other_splits:
+        notes.append(["splits_note", {side.name: side.split for side in (reference, candidate)},
+                      {side.name: side.other_splits for side in (reference, candidate)}])
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
-                       "columns": side.table.column_names} for side in (reference, candidate)},
+                       "columns": side.table.column_names, "other_splits": side.other_splits}
+           for side in (reference, candidate)},
         "parameters": p.model_dump(include={"score_tolerances", "disagreement_tolerance", "near_tie",
                                             "bootstrap_resamples", "bootstrap_seed"}),
         "alignment": {"aligned": a.n, "matched_by": a.counts(), "duplicates": len(a.duplicates),
