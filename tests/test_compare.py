@@ -337,6 +337,29 @@ def test_duplicate_prompt_ids_are_reported_not_merged(published, tmp_path):
     assert 3 not in set(pd.read_csv(tmp_path / "run" / "tables" / "compare_only_candidate.csv")["row"])
 
 
+def test_rows_left_out_for_a_duplicated_key_are_counted_in_the_table_and_the_card(published, tmp_path):
+    # "aligned 8 of 10, only in the reference 0": the 2 reference rows (and 1 candidate row) of a duplicated key were
+    # in neither count, in the summary table nor in the card
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[4]["prompt_id"] = ref[3]["prompt_id"]
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert result["verdict"].startswith(
+        "**Partly reproduced within 0.001: 8 of 10 reference rows (split `train_prefs`) agree**; 2 left out, their key "
+        "duplicated (tables/compare_duplicates.csv); the candidate has 31 rows the reference lacks")
+    value = compare.summary_table(result)["value"].to_dict()
+    assert value[("rows", "left out, their key duplicated (reference / candidate)")] == "2 / 1"
+    en, zh = card_sections(result)
+    assert "| rows left out, their key duplicated (the reference / this dataset) | 2 / 1 |" in en
+    assert "| 因键重复而未对齐的行（参考数据集 / 本数据集） | 2 / 1 |" in zh
+    shown = [int(re.split(r"(?<!\\)\|", line)[2].split(" / ")[0]) for line in en.splitlines()
+             if line.startswith(("| rows aligned", "| rows only in the reference", "| rows left out"))]
+    assert sum(shown) == 10  # every reference row counted once
+    unique = compare.summary_table(compare.compare(params(tmp_path / "u", reference=published["candidate"],
+                                                          candidate=published["candidate"])).result)
+    assert not any("duplicated" in measure for _, measure in unique.index)
+
+
 def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_path):
     # the dataset twice over (several pairs per prompt): "They hold different prompts", with equal ids as its example
     twice = write_rows(copy.deepcopy(published["rows"][:10]) * 2, tmp_path / "twice")

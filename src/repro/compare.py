@@ -668,6 +668,9 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
     rows = [("rows", "aligned", f"{al['aligned']} of {result['reference']['rows']} reference rows ({by})"),
             ("rows", "only in the reference", str(cov["only_reference"])),
             ("rows", "only in the candidate", str(cov["only_candidate"])),
+            *[("rows", "left out, their key duplicated (reference / candidate)",
+               f"{cov['duplicates_reference']} / {cov['duplicates_candidate']}")] * bool(
+                cov["duplicates_reference"] or cov["duplicates_candidate"]),
             ("rows", "disagreeing", f"{result['disagreements']['rows']}" + not_compared)]
     if pairs.get("available"):
         rows += [("pairs", PAIR_WORDS[k], f"{n} ({percent(pairs['fractions'][k])})")
