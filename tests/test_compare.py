@@ -7,6 +7,7 @@ import dataclasses
 import json
 import random
 import re
+import unicodedata
 from pathlib import Path
 
 import datasets
@@ -781,6 +782,28 @@ def test_what_was_not_compared_is_said_not_counted_as_agreement(published, tmp_p
     assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 0（未比较得分） |" in zh
 
 
+def test_texts_the_same_but_for_whitespace_or_unicode_form_are_said_so(published, tmp_path):
+    # a reference whose texts differ only in surrounding whitespace or NFC vs NFD: "a different candidate text", and
+    # a prompt in NFD (its sha256 id another) "only in the reference"
+    nfd = unicodedata.normalize("NFD", " café")
+    cand, ref = copy.deepcopy(published["rows"][:5]), copy.deepcopy(published["rows"][:5])
+    ref[0]["chosen"][-1]["content"] = "\n " + ref[0]["chosen"][-1]["content"] + "  "
+    cand[1]["rejected"][-1]["content"] += " café"
+    ref[1]["rejected"][-1]["content"] += nfd
+    cand[2]["prompt"] += " café"
+    ref[2]["prompt"] += nfd
+    for row in (cand[2], ref[2]):
+        row["prompt_id"] = prompt_id_of(row["prompt"])
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=write_rows(cand, tmp_path / "cand")))
+    assert result.result["alignment"]["matched_by"] == {"prompt_id": 4, "prompt_sha256": 0, "prompt_normalised": 1}
+    assert result.result["coverage"]["only_reference"] == 0
+    why = dict(zip(result.tables["disagreements"]["reference_row"], result.tables["disagreements"]["explanation"]))
+    for row in (0, 1):
+        assert "the same texts but for whitespace/Unicode form" in why[row] and "different" not in why[row]
+    assert "the same texts but for whitespace/Unicode form: 2" in result.result["verdict"]
+
+
 def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     # a published copy with a NaN, an infinite and a missing score: the agreement is of the others, and the verdict,
     # the table, the card and each row's explanation say so (not a perfect r over "0 differences" and 3 unexplained)
@@ -1053,7 +1076,8 @@ def test_the_notebook_alone_under_papermill(run_notebook, published, tmp_path):
              if "text/markdown" in o.get("data", {})]
     assert shown[0].startswith("**Parameters** of 04_compare, run directory") and "| `bootstrap_resamples` | `200`" \
         " (default `1000`) |" in shown[0]  # the parameters as a table, then the verdict first of the results
-    assert shown[1].startswith("**Partly reproduced within 0.001: 25 of 39 reference rows (split `train_prefs`) agree**")
+    assert shown[1].startswith("**Partly reproduced within 0.001: 25 of 39 reference rows (split `train_prefs`) "
+                               "agree**")
     assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section
 
 
@@ -1228,8 +1252,9 @@ def test_rows_whose_messages_or_reference_response_differ_are_listed(tmp_path):
     folders = write_sides(tmp_path, ref, rows)
     result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1]))
     table = result.tables["disagreements"].set_index("prompt_id")
-    assert table["explanation"].to_dict() == {rows[1]["prompt_id"]: "other `messages`",
-                                              rows[2]["prompt_id"]: "another `reference_response`"}
+    assert table["explanation"].to_dict() == {
+        rows[1]["prompt_id"]: "`messages` the same but for whitespace/Unicode form",
+        rows[2]["prompt_id"]: "another `reference_response`"}
     assert set(table["pair"]) == {"same"} and result.result["disagreements"]["rows"] == 2
 
 

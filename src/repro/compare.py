@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -117,8 +118,18 @@ def row_keys(table: pa.Table) -> dict[str, list[str | None] | None]:
     if "prompt" in table.column_names:
         prompts = table.column("prompt").to_pylist()
         keys["prompt_sha256"] = [None if p is None else prompt_id_of(p) for p in prompts]  # the prompt_id rule
-        keys["prompt_normalised"] = [None if p is None else " ".join(p.split()) for p in prompts]
+        keys["prompt_normalised"] = [None if p is None else loose(p) for p in prompts]
     return keys
+
+
+def loose(value: Any) -> Any:
+    """`value` with every text's whitespace runs made one space (none around it) and its Unicode in NFC form: two
+    values equal so are the same but for whitespace/Unicode form (NFC against NFD)."""
+    if isinstance(value, str):
+        return " ".join(unicodedata.normalize("NFC", value).split())
+    if isinstance(value, (list, tuple)):
+        return [loose(v) for v in value]
+    return {k: loose(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 @dataclass
@@ -594,12 +605,23 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     for k in np.flatnonzero(disagree):
         truncated = al.categories is not None and any(
             over_length_limit(t["prompt"][k] if t["prompt"] else None, t[name][k]) for name in TEXTS)
+        near = None  # the pair the same but for whitespace/Unicode form: "" in the order, or crossed
+        if categories[k] >= 2:
+            rc, rr, cc, cr = (loose(t[name][k]) for name in TEXTS)
+            near = "" if (cc, cr) == (rc, rr) else ", chosen and rejected the other way round" if (cc, cr) == (
+                rr, rc) else None
+        lists = [t[f"{side}_candidates"][k] if t[f"{side}_candidates"] else None for side in SIDES]
+        listed = same_candidates[k] is False and sorted(loose(lists[0])) == sorted(loose(lists[1]))
+        columns = [(other[c][k], f"`{c}` the same but for whitespace/Unicode form" if other[c][k] and loose(
+            t[f"reference_{c}"][k]) == loose(t[f"candidate_{c}"][k]) else why)  # (other: both sides hold it)
+            for c, why in (("messages", "other `messages`"), ("reference_response", "another `reference_response`"))]
         reasons = [why for holds, why in (
             (nonfinite[k], "a NaN, infinite or missing score (left out of the score agreement)"),
-            (a.matched_by[k] == 2, "prompt matched only after whitespace normalisation"),
-            (categories[k] >= 2 and not same_candidates[k], "a different candidate text"),
-            (categories[k] >= 2 and same_candidates[k], "same candidates, ranked differently"),
-            (same_candidates[k] is False,
+            (a.matched_by[k] == 2, "prompt matched only after whitespace/Unicode normalisation"),
+            (categories[k] >= 2 and near is not None, f"the same texts but for whitespace/Unicode form{near}"),
+            (categories[k] >= 2 and near is None and not same_candidates[k], "a different candidate text"),
+            (categories[k] >= 2 and near is None and same_candidates[k], "same candidates, ranked differently"),
+            (same_candidates[k] is False and not listed,
              "other candidates ranked (a PairRM score depends on every candidate of its row)"),
             (categories[k] == 1, "chosen and rejected the other way round" + (  # scores: a shared text's, finite
                 "" if not (al.scored and np.isfinite(worst[k])) else ", their scores moved"
@@ -607,8 +629,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
             (truncated, "a candidate over PairRM's length limits (truncated)"),
-            (other["messages"][k], "other `messages`"),
-            (other["reference_response"][k], "another `reference_response`")) if holds]
+            *columns) if holds]
         # a near-tie, a swap or another pair of the same candidates explains a sign, not a same-text score that moved
         if worst[k] > p.disagreement_tolerance and all(why.startswith(("a near-tie", "chosen and", "same candidates"))
                                                        for why in reasons):
