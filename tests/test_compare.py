@@ -7,6 +7,7 @@ import dataclasses
 import json
 import random
 import re
+import unicodedata
 from pathlib import Path
 
 import datasets
@@ -213,6 +214,67 @@ def test_the_main_figures_read_as_one_table(compared):
         f"{roles['chosen']['pearson']:.4g} / {roles['rejected']['pearson']:.4g}"
 
 
+def test_the_verdict_opens_with_its_conclusion(compared, published, tmp_path):
+    # the verdict ran from "37 of 39 reference rows aligned" through every statistic and never said whether the
+    # dataset was reproduced; the card's "rows that disagree" named neither the tolerance nor the split
+    verdict = compared[0].result["verdict"]
+    assert verdict.split("\n\n")[0] == (
+        "**Partly reproduced within 0.001: 25 of 39 reference rows (split `train_prefs`) agree**; 12 differ "
+        "(tables/compare_disagreements.csv), 2 only in the reference (tables/compare_only_reference.csv); the "
+        "candidate has 3 rows the reference lacks (tables/compare_only_candidate.csv).")
+    assert verdict.split("\n\n")[1].startswith("37 of 39 reference rows aligned")
+    en, zh = card_sections(compared[0].result)
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 12 |" in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 12 |" in zh
+    same = compare.compare(params(tmp_path / "same", reference=published["candidate"],
+                                  candidate=published["candidate"]))
+    assert same.result["verdict"].startswith("**Reproduced within 0.001: all 40 reference rows (split `train_prefs`) "
+                                             "agree**.\n\n40 of 40")
+    unscored = tmp_path / "unscored.jsonl"
+    unscored.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
+                                for r in published["rows"][:10]))
+    pairs = compare.compare(params(tmp_path / "pairs", reference=str(unscored), candidate=published["candidate"]))
+    assert pairs.result["verdict"].startswith("**Reproduced on pairs only (scores not compared): all 10 reference rows "
+                                              "(split `train_prefs`) agree**; the candidate has 30 rows the reference "
+                                              "lacks")
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text("".join(json.dumps({("chosen_conv" if k == "chosen" else k): v for k, v in r.items()}) + "\n"
+                               for r in published["rows"]))
+    texts = compare.compare(params(tmp_path / "texts", reference=str(renamed), candidate=published["candidate"]))
+    assert texts.result["verdict"].startswith("**Not compared: no pair nor score of the 40 aligned rows (split "
+                                              "`train_prefs`) could be compared** (see below).\n\n40 of 40")
+
+
+def test_the_split_compared_is_named_and_the_others_are_said(published, tmp_path):
+    # a reference of two splits: the card and the verdict never said which was compared, nor that test_prefs was not
+    two = tmp_path / "two"
+    write_rows(copy.deepcopy(published["rows"]), two)
+    write_split(datasets.Dataset.from_list(copy.deepcopy(published["rows"][:10]), features=output_features()), two,
+                "test_prefs")
+    result = compare.compare(params(tmp_path / "a", reference=str(two), candidate=published["candidate"])).result
+    assert result["reference"]["other_splits"] == ["test_prefs"] and result["candidate"]["other_splits"] == []
+    assert result["verdict"].startswith("**Reproduced within 0.001: all 40 reference rows (split `train_prefs`) "
+                                        "agree**.")
+    assert ("**Other splits not compared.** Only split `train_prefs` was compared; the reference also has split "
+            "`test_prefs`: to compare another, set reference_split and candidate_split to it.") in result["notes"]
+    en, zh = card_sections(result)
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 0 |" in en
+    assert "- Other splits not compared: only split `train_prefs` was compared; the reference also has `test_prefs`." \
+           in en
+    assert "- 未比较的其他划分：只比较了划分 `train_prefs`；参考数据集另有 `test_prefs`。" in zh
+    # another split on each side: both named
+    other = compare.compare(params(tmp_path / "b", reference=published["candidate"], candidate=str(two),
+                                   candidate_split="test_prefs")).result
+    assert other["verdict"].startswith("**Partly reproduced within 0.001: 10 of 40 reference rows (split `train_prefs` "
+                                       "against the candidate's `test_prefs`) agree**; 30 only in the reference")
+    assert ("Only split `train_prefs` against the candidate's `test_prefs` was compared; the candidate also has split "
+            "`train_prefs`") in other["verdict"]
+    en, zh = card_sections(other)
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs` against this dataset's `test_prefs`) | 0 |" in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`，本数据集为 `test_prefs`） | 0 |" in zh
+    assert "本数据集另有 `train_prefs`" in zh
+
+
 def test_the_disagreements_read_in_a_notebook(compared):
     # the two 64-character prompt ids took most of the width and pushed pair and explanation off the screen
     table = compared[0].tables["disagreements"]
@@ -237,7 +299,7 @@ def test_outputs_are_written_and_recorded(compared):
     run = RunDir(p.run_root)
     on_disk = json.loads((run.root / "compare.json").read_text())
     assert on_disk["alignment"] == result.result["alignment"]
-    assert on_disk["verdict"].startswith("37 of 39 reference rows aligned")
+    assert on_disk["verdict"].split("\n\n")[1].startswith("37 of 39 reference rows aligned")
     # of 37, every pair in one of the four (2 rows share only the rejected text)
     assert ("; 81.1 % same pairs, 10.8 % swapped, 5.4 % with one text in common, 2.7 % different candidates;"
             in on_disk["verdict"])
@@ -274,6 +336,29 @@ def test_duplicate_prompt_ids_are_reported_not_merged(published, tmp_path):
         ("candidate", 3, 1), ("reference", 3, 2), ("reference", 4, 2)]
     assert set(dup["duplicated_in"]) == {"reference"}
     assert 3 not in set(pd.read_csv(tmp_path / "run" / "tables" / "compare_only_candidate.csv")["row"])
+
+
+def test_rows_left_out_for_a_duplicated_key_are_counted_in_the_table_and_the_card(published, tmp_path):
+    # "aligned 8 of 10, only in the reference 0": the 2 reference rows (and 1 candidate row) of a duplicated key were
+    # in neither count, in the summary table nor in the card
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[4]["prompt_id"] = ref[3]["prompt_id"]
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert result["verdict"].startswith(
+        "**Partly reproduced within 0.001: 8 of 10 reference rows (split `train_prefs`) agree**; 2 left out, their key "
+        "duplicated (tables/compare_duplicates.csv); the candidate has 31 rows the reference lacks")
+    value = compare.summary_table(result)["value"].to_dict()
+    assert value[("rows", "left out, their key duplicated (reference / candidate)")] == "2 / 1"
+    en, zh = card_sections(result)
+    assert "| rows left out, their key duplicated (the reference / this dataset) | 2 / 1 |" in en
+    assert "| 因键重复而未对齐的行（参考数据集 / 本数据集） | 2 / 1 |" in zh
+    shown = [int(re.split(r"(?<!\\)\|", line)[2].split(" / ")[0]) for line in en.splitlines()
+             if line.startswith(("| rows aligned", "| rows only in the reference", "| rows left out"))]
+    assert sum(shown) == 10  # every reference row counted once
+    unique = compare.summary_table(compare.compare(params(tmp_path / "u", reference=published["candidate"],
+                                                          candidate=published["candidate"])).result)
+    assert not any("duplicated" in measure for _, measure in unique.index)
 
 
 def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_path):
@@ -465,6 +550,52 @@ def test_slice_inference_through_the_comparison(source_keys, tmp_path):
     assert result["pairs"]["available"] is False and result["scores"]["available"] is False
 
 
+def test_a_row_the_construction_dropped_is_no_slice_mismatch(source_keys, tmp_path):
+    # too_few_candidates: drop left source row 306 out of an exact rebuild of mini 2 of 8: "The candidate's own
+    # parameters (...) give source rows [224:336], not the reference's ... no parameters reproduce it: its rows are not
+    # one contiguous range"
+    run = RunDir(tmp_path / "rebuilt")
+    m = Manifest(run)
+    recipe = {"part_start": 0, "part_stop": None, "drop_rows": 100, "drop_from": "end", "mini_index": 2,
+              "mini_count": 8, "limit": None}
+    m.start_run(recipe, ["01_construct"])
+    m.set_counts(source=1000, dropped=100, sliced=112, dropped_too_few_candidates=1, dropped_duplicate_prompt_id=0,
+                 kept=111)
+    hints = compare._hints(str(run.root))
+    assert hints == {**recipe, "dropped": {"too_few_candidates": 1}}  # the part's own `dropped` is no row of its slice
+    source = pa.table({k: v[:1000] for k, v in source_keys.items()})
+    rows = np.setdiff1d(np.arange(224, 336), [306])
+    side = compare.Side("reference", ["ref"], "train_prefs", source.take(rows), np.zeros(rows.size, dtype=np.int64))
+    result = compare.compare_datasets(side, dataclasses.replace(side, name="candidate"),
+                                      params(tmp_path, reference="x"), source, hints=hints)[0]
+    s = result["slice"]
+    assert s["hints_reproduce"]["exact"] is True
+    assert s["hints_reproduce"]["dropped"] == {"count": 1, "ranges": [[306, 307]], "contiguous": True,
+                                               "reasons": {"too_few_candidates": 1}}
+    assert ("The candidate's own parameters (part_start=0, drop_rows=100, drop_from=end, mini_index=2, mini_count=8) "
+            "reproduce the reference's rows exactly: source rows [224:336] less the 1 row its construction dropped "
+            "([306:307]; too few candidates: 1), which the reference lacks too.") in s["sentence"]
+    assert ("ref: reproduced exactly by part_start=0, part_stop=1000, drop_rows=100, drop_from=end, mini_index=2, "
+            "mini_count=8 (") in s["sentence"]
+    assert s["sentence"].endswith(" settings in all), less 1 row the candidate's construction dropped too ([306:307]).")
+    assert "not one contiguous range" not in s["sentence"] and "not the reference's" not in s["sentence"]
+    en, zh = card_sections(result)
+    assert "reproduce the reference's rows exactly, less the 1 row its construction dropped too ([306:307])." in en
+    assert "ref: reproduced exactly by part_start=0, part_stop=1000, drop_rows=100, drop_from=end, mini_index=2, " \
+           "mini_count=8, less 1 row this dataset's construction dropped too." in en
+    assert "恰好复现参考数据集的行（除去其构建时丢弃、参考数据集也没有的 1 行：[306:307]）" in zh
+    assert "ref：由 part_start=0, part_stop=1000, drop_rows=100, drop_from=end, mini_index=2, mini_count=8 恰好复现" \
+           "（除去本数据集构建时也丢弃的 1 行）" in zh
+    # a count that is not the rows the candidate lacks: no telling which rows it dropped
+    other = compare.infer_slice([rows], 1000, max_mini_count=8, candidate=rows,
+                                hints={**hints, "dropped": {"too_few_candidates": 2}})
+    assert other["hints_reproduce"]["exact"] is False and "dropped" not in other["hints_reproduce"]
+    # the reference holds the row the candidate dropped: its slice is the parameters', the row only in the reference
+    whole = compare.infer_slice([np.arange(224, 336)], 1000, max_mini_count=8, candidate=rows, hints=hints)
+    assert whole["hints_reproduce"]["exact"] is True and whole["groups"][0]["solutions"][0]["mini_index"] == 2
+    assert "its construction dropped" in whole["sentence"] and "which the reference lacks too" not in whole["sentence"]
+
+
 def test_a_prompt_the_source_holds_twice_is_placed_at_its_copy_among_the_rows_around_it():
     # source rows 0..39; row 30 repeats row 12's prompt: the reference [10:20] was "1 row not in the source"
     prompts = [f"prompt {i}" for i in range(40)]
@@ -604,6 +735,73 @@ def test_a_reference_without_scores_is_compared_on_pairs_only(published, tmp_pat
     value = compare.summary_table(result)["value"].to_dict()
     assert value[("scores", "not compared")] == result["scores"]["reason"]
     assert value[("pairs", "same chosen and rejected")] == "40 (100.0 %)"
+
+
+def test_what_was_not_compared_is_said_not_counted_as_agreement(published, tmp_path):
+    # chosen/rejected renamed, or no scores: "No aligned row disagrees: the same chosen and rejected, ... every score
+    # within 0.001", "disagreeing 0", "margin signs agree 0 of 0 (n/a)", "rows that disagree | 0" of pairs or scores
+    # never compared
+    names = {"chosen": "chosen_conv", "rejected": "rejected_conv"}
+    renamed, unscored = tmp_path / "renamed.jsonl", tmp_path / "unscored.jsonl"
+    renamed.write_text("".join(json.dumps({names.get(k, k): v for k, v in r.items()}) + "\n"
+                               for r in published["rows"]))
+    unscored.write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("score_")}) + "\n"
+                                for r in published["rows"]))
+    texts = compare.compare(params(tmp_path / "t", reference=str(renamed), candidate=published["candidate"]))
+    result = texts.result
+    assert result["pairs"]["margin_sign"] is None and "margin signs" not in result["verdict"]
+    assert "its `chosen_conv` may be `chosen` renamed, its `rejected_conv` may be `rejected` renamed: rename them " \
+           "back" in result["pairs"]["reason"]
+    assert result["disagreements"]["not_compared"] == {"pairs": result["pairs"]["reason"],
+                                                       "scores": result["scores"]["reason"]}
+    said = compare.disagreements(texts).data
+    assert "No aligned row disagrees:" not in said and "the same chosen and rejected" not in said
+    assert said.startswith("No aligned row was found to disagree, but pairs and scores were not compared: pairs: "
+                           "no chosen/rejected texts to compare (the reference lacks chosen and rejected;")
+    value = compare.summary_table(result)["value"].to_dict()
+    assert value[("rows", "disagreeing")] == "0 (pairs and scores not compared)"
+    assert ("pairs", "margin signs agree") not in value
+    en, zh = card_sections(result)
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 0 (pairs and scores not compared) |" in en
+    assert "margin signs" not in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 0（未比较回复对与得分） |" in zh
+    assert "margin 符号" not in zh
+    assert "- Pairs not compared: the reference lacks chosen and rejected (its `chosen_conv` may be `chosen` " \
+           "renamed, its `rejected_conv` may be `rejected` renamed)." in en
+    assert "- 未比较回复对：参考数据集缺少 chosen 与 rejected（其 `chosen_conv` 可能是改了名的 `chosen`，" \
+           "其 `rejected_conv` 可能是改了名的 `rejected`）。" in zh
+
+    pairs_only = compare.compare(params(tmp_path / "u", reference=str(unscored), candidate=published["candidate"]))
+    said = compare.disagreements(pairs_only).data
+    assert said.startswith("No aligned row disagrees in what was compared: the same chosen and rejected. Scores were "
+                           "not compared: The reference lacks score_chosen and score_rejected")
+    assert "within disagreement_tolerance" not in said
+    assert compare.summary_table(pairs_only.result)["value"][("rows", "disagreeing")] == "0 (scores not compared)"
+    en, zh = card_sections(pairs_only.result)
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 0 (scores not compared) |" in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 0（未比较得分） |" in zh
+
+
+def test_texts_the_same_but_for_whitespace_or_unicode_form_are_said_so(published, tmp_path):
+    # a reference whose texts differ only in surrounding whitespace or NFC vs NFD: "a different candidate text", and
+    # a prompt in NFD (its sha256 id another) "only in the reference"
+    nfd = unicodedata.normalize("NFD", " café")
+    cand, ref = copy.deepcopy(published["rows"][:5]), copy.deepcopy(published["rows"][:5])
+    ref[0]["chosen"][-1]["content"] = "\n " + ref[0]["chosen"][-1]["content"] + "  "
+    cand[1]["rejected"][-1]["content"] += " café"
+    ref[1]["rejected"][-1]["content"] += nfd
+    cand[2]["prompt"] += " café"
+    ref[2]["prompt"] += nfd
+    for row in (cand[2], ref[2]):
+        row["prompt_id"] = prompt_id_of(row["prompt"])
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=write_rows(cand, tmp_path / "cand")))
+    assert result.result["alignment"]["matched_by"] == {"prompt_id": 4, "prompt_sha256": 0, "prompt_normalised": 1}
+    assert result.result["coverage"]["only_reference"] == 0
+    why = dict(zip(result.tables["disagreements"]["reference_row"], result.tables["disagreements"]["explanation"]))
+    for row in (0, 1):
+        assert "the same texts but for whitespace/Unicode form" in why[row] and "different" not in why[row]
+    assert "the same texts but for whitespace/Unicode form: 2" in result.result["verdict"]
 
 
 def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
@@ -768,7 +966,8 @@ def test_card_section_in_both_languages(compared):
     def values(table):  # the value column (names may hold escaped pipes)
         return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
 
-    assert "| rows that disagree | 12 |" in en[2] and "| 不一致的行 | 12 |" in zh[2]
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 12 |" in en[2]
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 12 |" in zh[2]
     assert "| same `messages` | 34 / 37 |" in en[2] and "| `messages` 相同 | 34 / 37 |" in zh[2]
     assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 19  # 4 coverage, 7 pair, 8 score lines
 
@@ -877,7 +1076,8 @@ def test_the_notebook_alone_under_papermill(run_notebook, published, tmp_path):
              if "text/markdown" in o.get("data", {})]
     assert shown[0].startswith("**Parameters** of 04_compare, run directory") and "| `bootstrap_resamples` | `200`" \
         " (default `1000`) |" in shown[0]  # the parameters as a table, then the verdict first of the results
-    assert shown[1].startswith("37 of 39 reference rows aligned")
+    assert shown[1].startswith("**Partly reproduced within 0.001: 25 of 39 reference rows (split `train_prefs`) "
+                               "agree**")
     assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section
 
 
@@ -1052,8 +1252,9 @@ def test_rows_whose_messages_or_reference_response_differ_are_listed(tmp_path):
     folders = write_sides(tmp_path, ref, rows)
     result = compare.compare(params(tmp_path, reference=folders[0], candidate=folders[1]))
     table = result.tables["disagreements"].set_index("prompt_id")
-    assert table["explanation"].to_dict() == {rows[1]["prompt_id"]: "other `messages`",
-                                              rows[2]["prompt_id"]: "another `reference_response`"}
+    assert table["explanation"].to_dict() == {
+        rows[1]["prompt_id"]: "`messages` the same but for whitespace/Unicode form",
+        rows[2]["prompt_id"]: "another `reference_response`"}
     assert set(table["pair"]) == {"same"} and result.result["disagreements"]["rows"] == 2
 
 

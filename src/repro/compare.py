@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,8 +26,9 @@ from .exporters import seed_view
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, build
 from .paths import RunDir, is_hub_id, run_manifest_of
+from .revisions import hub_snapshot
 from .slicing import plan_slice
-from .sources import load_source
+from .sources import load_source, local_splits
 from .subject import claim
 
 COMPARE_VERSION = 1
@@ -55,6 +58,7 @@ class Side:
     split: str
     table: pa.Table = field(repr=False)
     group: np.ndarray = field(repr=False)  # index into specs, per row
+    other_splits: list[str] = field(default_factory=list)  # of its specs, not compared (where they can be told)
 
     @property
     def rows(self) -> int:
@@ -94,7 +98,16 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     if table.num_rows == 0:
         raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
                         f"rows: there is nothing to compare. Check the dataset and the split.")
-    return Side(name=name, specs=specs, split=split, table=table, group=group)
+    held = {s for spec in specs for s in _splits_of(spec)}
+    return Side(name=name, specs=specs, split=split, table=table, group=group, other_splits=sorted(held - {split}))
+
+
+def _splits_of(spec: str) -> list[str]:
+    """The splits of a dataset folder (hub layout, a saved DatasetDict, a run's), or of a hub id's copy in the local
+    hub cache, told without loading them; none for a file or a hub id not cached."""
+    path = Path(os.path.expanduser(spec))
+    folder = path if path.exists() else hub_snapshot(spec) if is_hub_id(spec) else None
+    return (local_splits(folder) or []) if folder else []
 
 
 def row_keys(table: pa.Table) -> dict[str, list[str | None] | None]:
@@ -105,8 +118,18 @@ def row_keys(table: pa.Table) -> dict[str, list[str | None] | None]:
     if "prompt" in table.column_names:
         prompts = table.column("prompt").to_pylist()
         keys["prompt_sha256"] = [None if p is None else prompt_id_of(p) for p in prompts]  # the prompt_id rule
-        keys["prompt_normalised"] = [None if p is None else " ".join(p.split()) for p in prompts]
+        keys["prompt_normalised"] = [None if p is None else loose(p) for p in prompts]
     return keys
+
+
+def loose(value: Any) -> Any:
+    """`value` with every text's whitespace runs made one space (none around it) and its Unicode in NFC form: two
+    values equal so are the same but for whitespace/Unicode form (NFC against NFD)."""
+    if isinstance(value, str):
+        return " ".join(unicodedata.normalize("NFC", value).split())
+    if isinstance(value, (list, tuple)):
+        return [loose(v) for v in value]
+    return {k: loose(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 @dataclass
@@ -240,9 +263,21 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                 names: Sequence[str] | None = None, not_in_source: Sequence[int] | None = None) -> dict[str, Any]:
     """Where the reference's rows (source indices, a group per mini) lie in the source, and which slicing parameters
     give exactly those rows; `hints` (the candidate run's own parameters) are checked first; `not_in_source`: each
-    group's rows the source lacks (no slice gives those)."""
+    group's rows the source lacks (no slice gives those); `hints["dropped"]`: the counts of the rows the candidate's
+    construction dropped (too_few_candidates: drop, ...), its slice's rows it lacks where they are as many."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     limit = hints.pop("limit", None)  # a candidate cut by `limit`: its parameters give more rows than it holds
+    dropped, plan, why = hints.pop("dropped", None) or {}, None, None
+    given = {k: hints[k] for k in SLICE_KEYS if k in hints}
+    if given and not limit:
+        try:
+            plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
+        except ReproError as exc:
+            why = str(exc)
+    gone = np.empty(0, dtype=np.int64)  # the source rows the candidate's construction dropped, where known
+    if plan is not None and candidate is not None and dropped:
+        lacks = np.setdiff1d(np.arange(plan.start, plan.stop), candidate)
+        gone = lacks if lacks.size == sum(dropped.values()) else gone
     names = list(names or [f"group {g}" for g in range(len(groups))])
     lacking = list(not_in_source or [0] * len(groups))
     every = np.unique(located := np.concatenate([np.asarray(g, dtype=np.int64) for g in groups]))
@@ -258,7 +293,10 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                      len(groups)})
     out_groups, family_settings = [], []  # per mini: the settings that make it mini `position` of len(groups)
     for position, (name, indices) in enumerate(zip(names, groups)):
-        ranges = runs(indices)
+        # a mini of the candidate's slice: the rows its construction dropped may be the ones the reference lacks too
+        inside = gone.size and np.size(indices) and plan.start <= np.min(indices) and np.max(indices) < plan.stop
+        filled = np.setdiff1d(gone, indices) if inside else gone[:0]
+        ranges = runs(np.union1d(indices, filled))
         solutions = find_slice_parameters(*ranges[0], n_source, bounds, counts) if len(ranges) == 1 else []
         # first: what the hints say; for several minis, mini `position` of as many minis as were given
         solutions.sort(key=lambda s: (-sum(s.get(k) == v for k, v in hints.items()),
@@ -272,7 +310,8 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                            "repeated": int(np.asarray(indices).size - np.unique(indices).size),
                            "not_in_source": lacking[position], "source_ranges": ranges,
                            "contiguous": len(ranges) == 1, "solutions_total": len(solutions),
-                           "solutions": solutions[:SOLUTIONS_LISTED], "why_none": why_none})
+                           "solutions": solutions[:SOLUTIONS_LISTED], "why_none": why_none,
+                           **({"dropped_by_candidate": _block(filled)} if filled.size else {})})
         family_settings.append({tuple((k, v) for k, v in s.items() if k != "mini_index") for s in solutions
                                 if s["mini_index"] == position and s["mini_count"] == len(groups)})
     missing = np.setdiff1d(np.arange(lo, hi), every)
@@ -286,16 +325,16 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
         "hints": hints}
     if limit:
         out["hints_limited"] = limit
-    elif hints:
-        given = {k: hints[k] for k in SLICE_KEYS if k in hints}
-        try:
-            plan = plan_slice(n_source, build(ConstructParams, given, "the candidate run's parameters", advice=""))
-            rows = [plan.start, plan.stop]
-            # every reference row (of every mini), and no other
-            exact = rows == [lo, hi] and missing.size == 0 and not sum(lacking) and located.size == every.size
-            out["hints_reproduce"] = {"parameters": given, "rows": rows, "exact": exact}
-        except ReproError as exc:
-            out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": str(exc)}
+    elif plan is not None:
+        # every reference row (of every mini), and no other; or every one but those the construction dropped too
+        whole = np.arange(plan.start, plan.stop)
+        less = gone.size > 0 and np.array_equal(every, np.setdiff1d(whole, gone))
+        exact = (np.array_equal(every, whole) or less) and not sum(lacking) and located.size == every.size
+        out["hints_reproduce"] = {"parameters": given, "rows": [plan.start, plan.stop], "exact": exact}
+        if gone.size:
+            out["hints_reproduce"].update(dropped={**_block(gone), "reasons": dropped}, less_dropped=bool(less))
+    elif given:
+        out["hints_reproduce"] = {"parameters": given, "rows": None, "exact": False, "why": why}
     if candidate is not None and np.asarray(candidate).size:
         out["candidate_ranges"] = runs(candidate)
     if family:
@@ -311,9 +350,13 @@ def _texts(table: pa.Table, column: str, rows: np.ndarray) -> list[str | None] |
 
 
 def _renamed(column: str, columns: Sequence[str]) -> str | None:
-    """A column of `columns` that looks like `column` renamed ("chosen_score", "Score-Chosen" for "score_chosen")."""
+    """A column of `columns` that looks like `column` renamed ("chosen_score", "Score-Chosen" for "score_chosen"; else
+    one of its words and more, no score nor known column: "chosen_conv" for "chosen")."""
     words = set(column.split("_"))
-    return next((c for c in columns if c != column and set(re.split(r"[^a-z]+", c.lower())) - {""} == words), None)
+    split = {c: set(re.split(r"[^a-z]+", c.lower())) - {""} for c in columns if c != column}
+    return next((c for c, w in split.items() if w == words), None) or next(
+        (c for c, w in split.items() if words < w and c not in (*SEED_COLUMNS, *SCORE_COLUMNS)
+         and not any("score" in word for word in w)), None)
 
 
 def _scores(side: Side, rows: np.ndarray) -> dict[str, np.ndarray] | None:
@@ -413,9 +456,14 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
 def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) -> dict[str, Any]:
     """Same / swapped / partly equal / different pairs, equal reference_response and messages, margin signs."""
     out: dict[str, Any] = {"n": a.n}
-    if al.categories is None:
-        missing = [name.replace("_", " ") for name in TEXTS if al.texts[name] is None]
-        out.update(available=False, reason=prose("compare", "no_texts", missing))
+    if al.categories is None:  # each side's text columns absent, or unreadable, and a column that looks one renamed
+        lacking = []
+        for side in (reference, candidate):
+            unread = [c for c in ("chosen", "rejected") if al.texts[f"{side.name}_{c}"] is None]
+            absent = [c for c in unread if c not in side.table.column_names]
+            lacking += [(side.name, absent, [c for c in unread if c not in absent],
+                         {c: near for c in absent if (near := _renamed(c, side.table.column_names))})] * bool(unread)
+        out.update(available=False, reason=prose("compare", "no_texts", lacking), lacking=lacking)
     else:
         counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
         out.update(available=True, categories={c: int(n) for c, n in zip(PAIR_CATEGORIES, counts)},
@@ -425,8 +473,8 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
     if al.scored:
         mr, mc = al.ordered_margins()
         ok = np.isfinite(mr) & np.isfinite(mc)
-        agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())
-        out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum() if ok.any() else None}
+        agree = int((np.sign(mr[ok]) == np.sign(mc[ok])).sum())  # none: no pair compared, no sign said
+        out["margin_sign"] = {"n": int(ok.sum()), "agree": agree, "fraction": agree / ok.sum()} if ok.any() else None
     return stats.clean(out)
 
 
@@ -464,7 +512,7 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     if lacking:
         return {"available": False, "reason": prose("compare", "no_scores", lacking), "lacking": lacking}
     if al.categories is None:
-        return {"available": False, "reason": "no chosen/rejected texts: scores cannot be matched to the same text"}
+        return {"available": False, "reason": "No chosen/rejected texts: scores cannot be matched to the same text."}
     m = matched_scores(al)
     ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
     out: dict[str, Any] = {"available": True, "values": int(ok.sum()), "excluded_nonfinite": int((~ok).sum()),
@@ -557,12 +605,23 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
     for k in np.flatnonzero(disagree):
         truncated = al.categories is not None and any(
             over_length_limit(t["prompt"][k] if t["prompt"] else None, t[name][k]) for name in TEXTS)
+        near = None  # the pair the same but for whitespace/Unicode form: "" in the order, or crossed
+        if categories[k] >= 2:
+            rc, rr, cc, cr = (loose(t[name][k]) for name in TEXTS)
+            near = "" if (cc, cr) == (rc, rr) else ", chosen and rejected the other way round" if (cc, cr) == (
+                rr, rc) else None
+        lists = [t[f"{side}_candidates"][k] if t[f"{side}_candidates"] else None for side in SIDES]
+        listed = same_candidates[k] is False and sorted(loose(lists[0])) == sorted(loose(lists[1]))
+        columns = [(other[c][k], f"`{c}` the same but for whitespace/Unicode form" if other[c][k] and loose(
+            t[f"reference_{c}"][k]) == loose(t[f"candidate_{c}"][k]) else why)  # (other: both sides hold it)
+            for c, why in (("messages", "other `messages`"), ("reference_response", "another `reference_response`"))]
         reasons = [why for holds, why in (
             (nonfinite[k], "a NaN, infinite or missing score (left out of the score agreement)"),
-            (a.matched_by[k] == 2, "prompt matched only after whitespace normalisation"),
-            (categories[k] >= 2 and not same_candidates[k], "a different candidate text"),
-            (categories[k] >= 2 and same_candidates[k], "same candidates, ranked differently"),
-            (same_candidates[k] is False,
+            (a.matched_by[k] == 2, "prompt matched only after whitespace/Unicode normalisation"),
+            (categories[k] >= 2 and near is not None, f"the same texts but for whitespace/Unicode form{near}"),
+            (categories[k] >= 2 and near is None and not same_candidates[k], "a different candidate text"),
+            (categories[k] >= 2 and near is None and same_candidates[k], "same candidates, ranked differently"),
+            (same_candidates[k] is False and not listed,
              "other candidates ranked (a PairRM score depends on every candidate of its row)"),
             (categories[k] == 1, "chosen and rejected the other way round" + (  # scores: a shared text's, finite
                 "" if not (al.scored and np.isfinite(worst[k])) else ", their scores moved"
@@ -570,8 +629,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
             ((categories[k] == 1 or sign_differs[k]) and min(abs(mr[k]), abs(mc[k])) < p.near_tie,
              f"a near-tie (|margin| < {p.near_tie:g})"),
             (truncated, "a candidate over PairRM's length limits (truncated)"),
-            (other["messages"][k], "other `messages`"),
-            (other["reference_response"][k], "another `reference_response`")) if holds]
+            *columns) if holds]
         # a near-tie, a swap or another pair of the same candidates explains a sign, not a same-text score that moved
         if worst[k] > p.disagreement_tolerance and all(why.startswith(("a near-tie", "chosen and", "same candidates"))
                                                        for why in reasons):
@@ -626,10 +684,15 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
     """compare.json's main figures as one table (section, measure -> value; 95% intervals in brackets)."""
     al, cov, pairs, scores = result["alignment"], result["coverage"], result["pairs"], result["scores"]
     by = ", ".join(f"{n} by {k}" for k, n in al["matched_by"].items() if n)
+    unseen = result["disagreements"].get("not_compared") or {}
+    not_compared = f" ({' and '.join(unseen)} not compared)" if unseen else ""
     rows = [("rows", "aligned", f"{al['aligned']} of {result['reference']['rows']} reference rows ({by})"),
             ("rows", "only in the reference", str(cov["only_reference"])),
             ("rows", "only in the candidate", str(cov["only_candidate"])),
-            ("rows", "disagreeing", str(result["disagreements"]["rows"]))]
+            *[("rows", "left out, their key duplicated (reference / candidate)",
+               f"{cov['duplicates_reference']} / {cov['duplicates_candidate']}")] * bool(
+                cov["duplicates_reference"] or cov["duplicates_candidate"]),
+            ("rows", "disagreeing", f"{result['disagreements']['rows']}" + not_compared)]
     if pairs.get("available"):
         rows += [("pairs", PAIR_WORDS[k], f"{n} ({percent(pairs['fractions'][k])})")
                  for k, n in _said_categories(pairs).items()]
@@ -675,8 +738,9 @@ def disagreements(result: ComparisonResult) -> Any:
     table = table[first + [c for c in table.columns if c not in first]]
     if table["candidate_prompt_id"].equals(table["prompt_id"]):
         table = table.drop(columns="candidate_prompt_id")
+    d = result.result["disagreements"]
     return readable(table) if len(table) else table_or_sentence(table, prose(
-        "compare", "no_disagreement", result.result["disagreements"]["tolerance"]))
+        "compare", "no_disagreement", d["tolerance"], d.get("not_compared") or {}))
 
 
 def _recorded(spec: str) -> dict[str, Any]:
@@ -686,10 +750,14 @@ def _recorded(spec: str) -> dict[str, Any]:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters (and `limit`) the candidate's run built it with (none unless it counted rows)."""
+    """The slicing parameters (and `limit`) the candidate's run built it with, and the counts of the rows its
+    construction dropped (`dropped`; none unless it counted rows)."""
     recorded = _recorded(candidate_spec)
-    params = recorded.get("parameters") or {}
-    return {k: params[k] for k in (*SLICE_KEYS, "limit") if k in params} if recorded.get("counts") else {}
+    params, counts = recorded.get("parameters") or {}, recorded.get("counts") or {}
+    # the rows its construction dropped of its slice, by reason (`dropped` counts the part's drop_rows)
+    dropped = {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n}
+    return {**{k: params[k] for k in (*SLICE_KEYS, "limit") if k in params},
+            **({"dropped": dropped} if dropped else {})} if counts else {}
 
 
 def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
@@ -719,10 +787,14 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     only = {side.name: [c for c in SEED_COLUMNS if c in side.table.column_names and c not in other.table.column_names]
             for side, other in ((reference, candidate), (candidate, reference))}
     notes += [["columns_note", only]] if any(only.values()) else []
+    if reference.other_splits or candidate.other_splits:
+        notes.append(["splits_note", {side.name: side.split for side in (reference, candidate)},
+                      {side.name: side.other_splits for side in (reference, candidate)}])
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
-                       "columns": side.table.column_names} for side in (reference, candidate)},
+                       "columns": side.table.column_names, "other_splits": side.other_splits}
+           for side in (reference, candidate)},
         "parameters": p.model_dump(include={"score_tolerances", "disagreement_tolerance", "near_tie",
                                             "bootstrap_resamples", "bootstrap_seed"}),
         "alignment": {"aligned": a.n, "matched_by": a.counts(), "duplicates": len(a.duplicates),
@@ -742,9 +814,12 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     notes += [["missing_note", column, d, a.n] for column in COLUMNS_COMPARED
               if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
               and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
-    notes += [[f"{name}_note", result[name]["reason"]] for name in ("scores", "pairs") if not result[name]["available"]]
+    not_compared = {name: result[name]["reason"] for name in ("pairs", "scores") if not result[name]["available"]}
+    notes += [[f"{name}_note", not_compared[name], result[name].get("lacking")] for name in ("scores", "pairs")
+              if name in not_compared]
     disagreements = explain_rows(a, al, p)
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
+                               "not_compared": not_compared,  # none of its rows can disagree on these
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
                                                 .explode().value_counts().sort_index().items()}}
     tables = {"only_reference": row_preview(reference.table, a.only_first),
