@@ -163,8 +163,9 @@ def check_output(given: str, input: Path, force: bool) -> Path:
         raise DataError(f"--output {given} {'is' if path.is_dir() else 'names'} a folder; give a file path for the "
                         f"scored rows, e.g. --output {path / 'scored.jsonl'}.")
     if path.suffix.lower() != ".jsonl":  # (a .json file is read as one JSON document, not a row a line)
-        what = f"names another format ({path.suffix})" if path.suffix else "has no .jsonl suffix"
-        stem = path.stem.removesuffix(".jsonl") if path.suffix else path.name  # (out.v1.json: out.v1.jsonl)
+        other = path.suffix.lower() in DATA_SUFFIXES  # out.parquet: out.jsonl; out.v1 (no format), out.: out.v1.jsonl
+        what = f"names another format ({path.suffix})" if other else "has no .jsonl suffix"
+        stem = path.stem.removesuffix(".jsonl") if other else path.name.rstrip(".")  # (out.v1.json: out.v1.jsonl)
         raise DataError(f"--output {given} {what}, but repro score writes JSON lines: name the output .jsonl, e.g. "
                         f"--output {path.parent / stem}.jsonl.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
