@@ -386,6 +386,10 @@ CASES = [
       for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz", ".json", ".txt")],  # .json: JSON lines in it
     Case("score --output of two dots", lambda t: score(t, output=t / "out.v1.json"),  # (it said out.jsonl)
          r"name the output \.jsonl, e\.g\. --output \S*/out\.v1\.jsonl\.$"),
+    *[Case(f"score --output {name}", lambda t, name=name: score(t, output=t / name),  # (it said out.jsonl, out..jsonl)
+           rf"--output \S*/{re.escape(name)} has no \.jsonl suffix, but repro score writes JSON lines: name the output "
+           rf"\.jsonl, e\.g\. --output \S*/{re.escape(want)}\.$")
+      for name, want in (("out.v1", "out.v1.jsonl"), ("out.", "out.jsonl"), ("out.jsonl.v2", "out.jsonl.v2.jsonl"))],
     Case("score --output without a suffix", lambda t: score(t, output=t / "out"),
          r"--output \S*out has no \.jsonl suffix, but repro score writes JSON lines: name the output \.jsonl, e\.g\. "
          r"--output \S*out\.jsonl", after=lambda t: not (t / "out").exists() or pytest.fail("written")),

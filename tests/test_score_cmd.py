@@ -251,3 +251,45 @@ def test_nan_scores_are_refused_with_the_row_named_before_any_output(tmp_path, c
     for bad in ([float("inf"), 1.0], [0.0, float("-inf")]):
         with pytest.raises(DataError, match=r"contain NaN or infinity"):
             ranks_from_scores(bad)
+
+
+def test_every_layout_repro_writes_is_scored_on_every_candidate_it_holds(tmp_path, tiny_pairrm_dir, sppo_rows,
+                                                                          capsys):
+    """An RLHFlow output was refused ("'prompt' is list; expected a string") and SPPO's and Snorkel's were scored on
+    their chosen/rejected pair alone; now each layout's every candidate is scored (SELM's rows hold only the pair),
+    as the same texts are in `{"prompt", "candidates"}` rows."""
+    from repro.construct.pairs import build_row
+    from repro.exporters import export_rows
+
+    rows = [r for r in sppo_rows if len(r["candidates"]) == 3][:3]
+    scored = [build_row({"prompt_id": r["prompt_id"]}, r["prompt"], r["candidates"], [0.5, -1.0, 2.0],
+                        messages="chosen", keep_all_candidates=True, pick=(2, 1)) for r in rows]
+    args = ["--model", str(tiny_pairrm_dir), "--device", "cpu", "--source-maxlength", "64",
+            "--candidate-maxlength", "32"]
+
+    def score(src, said="(3 candidates a prompt)"):  # the summary line says what was scored
+        out = tmp_path / f"{src.name}.scored.jsonl"
+        assert main(["score", "--input", str(src), "--output", str(out), *args]) == 0
+        assert f"-> {out} {said}" in capsys.readouterr().err
+        return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+    want = score(write_jsonl(tmp_path / "plain.jsonl", [{k: r[k] for k in ("prompt", "candidates")} for r in rows]))
+    said = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}
+    for name in ("seed", "sppo", "snorkel", "rlhflow", "selm"):
+        ds = export_rows(name, scored, [(2, 1)] * len(scored), keep_all_candidates=name == "seed")
+        files = [write_jsonl(tmp_path / f"{name}.jsonl", ds.to_list()), tmp_path / f"{name}.parquet"]
+        ds.to_parquet(files[1])
+        # the pair is all a SELM row holds: its chosen and rejected answers
+        texts = [[r["candidates"][2], r["candidates"][1]] for r in rows] if name == "selm" else \
+            [w["candidates"] for w in want]
+        for src in files:
+            got = score(src, "(2 candidates a prompt: their chosen and rejected)" if name == "selm" else
+                        f"(3 candidates a prompt, from {said[name]})" if name in said else "(3 candidates a prompt)")
+            # the input rows, in order, + the texts scored; RLHFlow's prompt (a [user] message) as the text scored
+            assert [{k: v for k, v in g.items() if k not in ("scores", "ranks")} for g in got] == \
+                [r | {"prompt": w["prompt"], "candidates": c} for r, w, c in zip(ds.to_list(), want, texts)], \
+                (name, src.suffix)
+            if name != "selm":
+                for g, w in zip(got, want):
+                    np.testing.assert_allclose(g["scores"], w["scores"], rtol=0, atol=1e-6)
+                    assert g["ranks"] == w["ranks"]

@@ -1,6 +1,7 @@
 """`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl (or parquet) file, for SPPO-style
 scripts: each output line is the input row plus `scores` (higher is better) and `ranks` (1 = best, ties share), in input
-order."""
+order. Rows of any layout repro writes (`repro.exporters`) are read: their every candidate is scored and written as
+`candidates` (an RLHFlow row's prompt as its text); H4 and SELM rows hold only their chosen/rejected pair."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, get_args
 
+import datasets
 import pyarrow.parquet as pq
 
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError, counted
+from ..exporters import detect_format, seed_view
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import FAMILY_JSON, MANIFEST_JSON, check_folder, typed_path, utf8_text
@@ -28,6 +31,7 @@ from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_spl
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
 SIDECARS = {*RECORDS, MANIFEST_JSON, "metrics.json", FAMILY_JSON, "compare.json", FINGERPRINT_FILE}
+SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,8 +53,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sequence classifiers: tokens per conversation, longer ones cut (default: its config's "
                              "max_position_embeddings)")
     parser.add_argument("--input", required=True, type=typed_path,
-                        help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 rows: 'chosen' and "
-                             "'rejected'), or a dataset folder of one split (data/<split>-*.parquet)")
+                        help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 and SELM rows: 'chosen' "
+                             "and 'rejected'; SPPO's, Snorkel's, RLHFlow's: every candidate they list), or a dataset "
+                             "folder of one split (data/<split>-*.parquet)")
     parser.add_argument("--output", required=True, help="a .jsonl file: the input rows + 'scores' and 'ranks'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
@@ -118,9 +123,20 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
               option: str = "--input") -> list[dict[str, Any]]:
     """The first `limit` rows of a jsonl (or .parquet) file, each checked: an object with a string `prompt` and >= 2
     (or `min_candidates`) strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its
-    `candidates`."""
-    rows = []
-    for where, row in islice(_rows_of(path, option), limit):
+    `candidates`; a row of another layout repro writes (`repro.exporters.seed_view`: SPPO's, Snorkel's, RLHFlow's) its
+    every candidate as `candidates` and its prompt's text as `prompt`."""
+    rows, found = [], list(islice(_rows_of(path, option), limit))
+    layout = detect_format(list(found[0][1])) if found and isinstance(found[0][1], dict) else "seed"
+    if layout != "seed" and all(isinstance(row, dict) for _, row in found):
+        try:
+            view = seed_view(datasets.Dataset.from_list([row for _, row in found]))
+        except Exception as exc:  # pyarrow's ArrowInvalid, ArrowTypeError, ...: rows that make no one table
+            raise DataError(f"{option} {path} holds {layout}'s layout (its first row's columns), but its rows make no "
+                            f"one table ({type(exc).__name__}: {str(exc)[:200]}); give every row the same columns "
+                            f"of the same types.") from None
+        found = [(where, row | {k: v[k] for k in ("prompt", "candidates") if v[k] is not None})
+                 for (where, row), v in zip(found, view)]
+    for where, row in found:
         if not isinstance(row, dict):
             raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
                             f"'candidates'. jsonl is one JSON object per line (not a JSON array of them); rows are "
@@ -128,7 +144,8 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
         prompt, cands = row.get("prompt"), row.get("candidates")
         if not isinstance(prompt, str):
             what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
-            raise DataError(f"{where}: 'prompt' is {what}; expected a string.")
+            turns = " (or, as in RLHFlow's rows, a conversation whose first message is the user's)" * (what == "list")
+            raise DataError(f"{where}: 'prompt' is {what}; expected a string{turns}.")
         missing = [side for side in ("chosen", "rejected") if side not in row]
         if cands is None and len(missing) == 1:
             raise DataError(f"{where}: '{missing[0]}' is missing; an H4 row gives both 'chosen' and 'rejected' (or "
@@ -141,8 +158,8 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
             row = {**row, "candidates": cands}
         if not isinstance(cands, list) or len(cands) < min_candidates or not all(isinstance(c, str) for c in cands):
             need = "at least two strings (PairRM compares pairs)" if min_candidates == 2 else "at least one string"
-            raise DataError(f"{where}: 'candidates' must be a list of {need}, or give 'chosen' and 'rejected' (H4 "
-                            f"rows), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
+            raise DataError(f"{where}: '{SCORED.get(layout, 'candidates')}' must be a list of {need}, or give "
+                            f"'chosen' and 'rejected' (H4 rows), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
         rows.append(row)
     if not rows:
         raise DataError(f"{option} {path} holds no rows (it is empty or blank): nothing to score. Give a file "
@@ -163,8 +180,9 @@ def check_output(given: str, input: Path, force: bool) -> Path:
         raise DataError(f"--output {given} {'is' if path.is_dir() else 'names'} a folder; give a file path for the "
                         f"scored rows, e.g. --output {path / 'scored.jsonl'}.")
     if path.suffix.lower() != ".jsonl":  # (a .json file is read as one JSON document, not a row a line)
-        what = f"names another format ({path.suffix})" if path.suffix else "has no .jsonl suffix"
-        stem = path.stem.removesuffix(".jsonl") if path.suffix else path.name  # (out.v1.json: out.v1.jsonl)
+        other = path.suffix.lower() in DATA_SUFFIXES  # out.parquet: out.jsonl; out.v1 (no format), out.: out.v1.jsonl
+        what = f"names another format ({path.suffix})" if other else "has no .jsonl suffix"
+        stem = path.stem.removesuffix(".jsonl") if other else path.name.rstrip(".")  # (out.v1.json: out.v1.jsonl)
         raise DataError(f"--output {given} {what}, but repro score writes JSON lines: name the output .jsonl, e.g. "
                         f"--output {path.parent / stem}.jsonl.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
@@ -214,8 +232,13 @@ def main(args: argparse.Namespace) -> int:
     atomic_write_text(args.output, "".join(lines))
     if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
-    info = result.info
+    info, few, most = result.info, min(map(len, cands := [r["candidates"] for r in rows])), max(map(len, cands))
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
+    # what was scored: the rows' pair (H4, SELM: no other candidates in them), else their layout's candidates
+    pair = all(r["candidates"] == [response_text(r.get(side)) for side in ("chosen", "rejected")] for r in rows)
+    scored = ": their chosen and rejected" if pair else \
+        f", from {SCORED[layout]}" if (layout := detect_format(list(rows[0]))) in SCORED else ""
     print(f"repro score: {counted(len(rows), 'prompt')} scored with {info['model']} ({info['backend']}, "
-          f"{info['device']}, {info['dtype']}) -> {args.output}{note}", file=sys.stderr)
+          f"{info['device']}, {info['dtype']}) -> {args.output} ({few}{f' to {most}' * (most > few)} candidates a "
+          f"prompt{scored}){note}", file=sys.stderr)
     return 0
