@@ -616,7 +616,7 @@ def test_a_hub_source_whose_newest_commit_in_the_cache_moved_is_built_again(tmp_
     assert "nothing to do" in capsys.readouterr().out
     _hub_source(tmp_path / "hub", "b" * 40, ("Python", "Rust"))
     assert main(["run", "--check", *args[1:]]) == 0
-    assert "it completed, but its hub commits changed: 01_construct runs again" in capsys.readouterr().out
+    assert "it completed, but its hub commits (source) changed: 01_construct runs again" in capsys.readouterr().out
     # a run the new commit stopped short: the check says why its rows are others, and the lineage names the commit
     values = {**load_params_file(ROOT / "params" / "demo.yaml"), "source": "someone/rows",
               "run_dir": str(tmp_path / "r2"), "notebooks": ["01_construct"]}

@@ -155,7 +155,15 @@ def test_a_hub_model_counts_by_the_caches_newest_commit_unless_a_revision_pins_i
     (snapshots.parent / "refs").mkdir()
     (snapshots.parent / "refs" / "main").write_text("a" * 40)
     first, pinned = run_fingerprint(resolved), run_fingerprint({**resolved, "scorer_revision": "a" * 40})
+    branch = run_fingerprint({**resolved, "scorer_revision": "main"})
+    assert first["hub commits"] == {"scorer_model": "a" * 40} == branch["hub commits"]
+    # where the card is published is no input (its own download made the run build again)
+    assert run_fingerprint({**resolved, "hub_repo_id": "owner/scorer"})["hub commits"] == first["hub commits"]
     (snapshots.parent / "refs" / "main").write_text("b" * 40)  # `hf download` of its newer commit
     moved = run_fingerprint(resolved)
-    assert moved["hub commits"] != first["hub commits"] and {**moved, "hub commits": ""} == {**first, "hub commits": ""}
-    assert run_fingerprint({**resolved, "scorer_revision": "a" * 40}) == pinned
+    assert moved["hub commits"] == {"scorer_model": "b" * 40} and {**moved, "hub commits": ""} == {
+        **first, "hub commits": ""}
+    assert run_fingerprint({**resolved, "scorer_revision": "a" * 40}) == pinned  # a commit pins it, a branch moves
+    assert run_fingerprint({**resolved, "scorer_revision": "main"})["hub commits"] == moved["hub commits"]
+    shutil.rmtree(snapshots.parent)  # a cache emptied: not known, no change (a run then downloads it, or says so)
+    assert run_fingerprint(resolved)["hub commits"] == ""

@@ -44,7 +44,7 @@ class Member:
     grid_values: dict[str, Any]  # the grid key -> this member's value (a mapping for a bundle key)
     values: dict[str, Any]  # the params file's values with the member's applied (what `repro run` validates)
     run_dir: Path
-    fingerprint: dict[str, str]
+    fingerprint: dict[str, Any]
 
     def record(self, family: str) -> dict[str, Any]:
         """What the member's manifest records under `family`."""

@@ -285,7 +285,7 @@ class Manifest:
             data["counts"] = {}
         self.write(data)
 
-    def unheld(self, fingerprint: dict[str, str], selfcheck: str | Path | None = None) -> str:
+    def unheld(self, fingerprint: dict[str, Any], selfcheck: str | Path | None = None) -> str:
         """Why the folder does not hold a complete run of `fingerprint` (`revisions.run_fingerprint`), every output
         as recorded (its sha256) and the self-check it cited still the one it would cite; "" when it does: a run
         again then has nothing to do."""
@@ -296,6 +296,9 @@ class Manifest:
             return "nothing records what made it (a notebook run on its own since, or an older repro)"
         if changed := [part for part, digest in fingerprint.items()  # ("": one of the runs reads none of the part)
                        if recorded.get(part) != digest and "" not in (digest, recorded.get(part))]:
+            changed = [f"{part} ({', '.join(k for k in now if now[k] != was.get(k))})"  # (which hub ids: by name)
+                       if isinstance(now := fingerprint[part], dict) and isinstance(was := recorded.get(part), dict)
+                       else part for part in changed]
             return f"its {' and '.join([', '.join(changed[:-1]), changed[-1]] if changed[1:] else changed)} changed"
         for relative, out in (data.get("outputs") or {}).items():
             if not (self.run.root / relative).is_file() or sha256_file(self.run.root / relative) != out.get("sha256"):

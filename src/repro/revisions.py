@@ -20,8 +20,9 @@ from .manifest import NOT_SHAPING, ROUNDING, package_versions, sha256_file
 from .parameters import NOTEBOOK_SECTIONS, RUN_KEYS, notebook_fields, unused_generation
 from .paths import DEMO, is_hub_id, shipped
 
-# the parameters that pin the hub id of another to a commit
-PINNED_BY = {"source": "source_revision", "policy_model": "policy_revision", "scorer_model": "scorer_revision"}
+# the revision (a commit, or a tag or branch, which moves) a hub id is read at; where a card is published: not read
+REVISION_OF = {"source": "source_revision", "policy_model": "policy_revision", "scorer_model": "scorer_revision"}
+HUB_OUTPUTS = frozenset({"hub_repo_id"})
 
 
 def hub_offline(*also: str) -> str | None:
@@ -141,18 +142,20 @@ def _shaping(resolved: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in resolved.items() if k in read and k not in NOT_SHAPING}
 
 
-def hub_commits(resolved: dict[str, Any]) -> str:
-    """A digest of the commit in the local hub cache of each hub id the run reads without a pinned revision (as a
-    dataset and as a model: the id does not say which): a download that moves the cache's newest is other rows or
-    weights. Not known before a first download: a run records it as it completes (`repro run`). "": it reads none."""
+def hub_commits(resolved: dict[str, Any]) -> dict[str, str] | str:
+    """{parameter: commit} of each hub id the run reads, at its revision (the newest without one), in the local hub
+    cache, as a dataset or else a model (the id does not say which): `hf download` of a newer commit is other rows or
+    weights. "" where it reads none, or one is not in the cache: nothing to compare (a run records them as it
+    completes: a first run downloads them)."""
     parameters = _shaping(resolved)
-    commits = {where: [hub_commit(spec, None, kind) for kind in ("dataset", "model")]
-               for key, value in parameters.items() if not parameters.get(PINNED_BY.get(key, ""))
+    commits = {where: hub_commit(spec, revision := parameters.get(REVISION_OF.get(key, "")), "dataset")
+               or hub_commit(spec, revision, "model")
+               for key, value in parameters.items() if key not in HUB_OUTPUTS
                for where, spec in _strings(value, key).items() if is_hub_id(spec)}
-    return fingerprint_of(commits) if commits else ""
+    return commits if commits and all(commits.values()) else ""
 
 
-def run_fingerprint(resolved: dict[str, Any]) -> dict[str, str]:
+def run_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
     """What a complete run of these parameters holds, a digest each: the notebooks and every parameter they read but
     where it lives and how the work runs, the batch sizes (they decide the rounding), the content of each local file
     or folder one names (a source rewritten in place is other data), the commit of each hub id (`hub_commits`), the

@@ -161,7 +161,7 @@ def _say_notices(name: str, notebook: Path) -> None:
 
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
                   log_output: bool = False, selfcheck: str | None = None, record: dict[str, Any] | None = None,
-                  last_line: bool = True, fingerprint: dict[str, str] | None = None) -> int:
+                  last_line: bool = True, fingerprint: dict[str, Any] | None = None) -> int:
     """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run, `record` and,
     when it is complete, its `fingerprint` (the caller's, else `run_fingerprint` of the inputs as they are now)
     (`last_line`: say "complete" at the end, unless the caller says what its run came to; `kernel`: one ensure_kernel

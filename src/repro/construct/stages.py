@@ -346,10 +346,10 @@ def _at(name: str | None, revision: str | None) -> str | None:
 
 def lineage(ctx: Context, split: str) -> dict[str, Any]:
     """Iteration -> prompt shard -> policy (id@revision) -> scorer -> outputs: what links one round to the next (a hub
-    source unpinned: at the commit it was read at)."""
+    source at the commit it was read at)."""
     p, data = ctx.params, ctx.manifest.read()
     generation, load = data.get("generation") or {}, (data.get("stages") or {}).get("load") or {}
-    return {"iteration": p.iteration, "source": _at(p.source, p.source_revision or load.get("commit")),
+    return {"iteration": p.iteration, "source": _at(p.source, load.get("commit") or p.source_revision),
             "source_split": p.source_split, "prompt_shard": [ctx.slice_start, ctx.slice_stop],
             "policy": _at(generation.get("policy_model"), generation.get("policy_revision")) if p.generate else None,
             "scorer": _at(p.scorer_model, p.scorer_revision), "selection": p.selection,
