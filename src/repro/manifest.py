@@ -279,10 +279,8 @@ class Manifest:
         data.pop("fingerprint", None)  # what the folder holds is this run's to say when it is complete
         data.update(status="running", driver=driver, started=now(), finished=None, error=None, parameters=params,
                     notebooks=nbs, environment=environment)
-        for key in ("stages", "counts", "outputs"):
+        for key in ("stages", "counts", "outputs"):  # (01_construct's load counts afresh: `stages.load`)
             data.setdefault(key, {})
-        if "01_construct" in notebooks:  # the counts of the stages this attempt reaches (an earlier one's are gone)
-            data["counts"] = {}
         self.write(data)
 
     def unheld(self, fingerprint: dict[str, str], selfcheck: str | Path | None = None) -> str:
