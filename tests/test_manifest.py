@@ -201,3 +201,22 @@ def test_under_repro_run_a_notebook_stays_running_until_repro_run_says_done(tmp_
     assert data["notebooks"]["03_card"] == {**data["notebooks"]["03_card"], "status": "running",
                                             "executed": "notebooks/03_card.ipynb"}
     assert data["parameters"] == {"pretty_name": None} and data["status"] == "running"  # repro run's record
+
+
+def test_01_construct_alone_on_a_run_with_the_same_parameters_says_it_continues_it(tmp_path, capsys):
+    # JupyterLab's Restart Kernel and Run All on a complete run rewrote it without a word ("40 resumed" in the
+    # progress bar only), where `repro run` says "(continues the run there, same parameters ...)"
+    m = Manifest(tmp_path)
+    m.ensure_started({"source": "demo"}, "01_construct")
+    assert capsys.readouterr().err == ""  # a new run: nothing to say
+    m.notebook_ended("01_construct")
+    m.ensure_started({"source": "demo"}, "01_construct")
+    assert capsys.readouterr().err == (
+        f"repro: The run in {tmp_path} continues (same parameters): it completed; its stages run again, reusing what "
+        f"its work/ and the row cache hold, and write its outputs anew.\n")
+    m.notebook_ended("01_construct", "interrupted")
+    m.ensure_started({"source": "demo"}, "01_construct")
+    assert "continues (same parameters): it was interrupted; its stages" in capsys.readouterr().err
+    m.notebook_ended("01_construct")
+    m.ensure_started({"bootstrap_resamples": 10}, "02_analyze")  # (its analysis, on the dataset: nothing to say)
+    assert capsys.readouterr().err == ""

@@ -349,11 +349,14 @@ class Manifest:
         """Mark `notebook` running; on its own (plain papermill, JupyterLab) its parameters and environment join the
         run's record first (`repro run` has recorded them), or begin it anew where it is `replacing` a run of other
         parameters (`refuse_other_parameters`). Whether it runs on its own."""
-        alone = not self._under_repro_run(notebook)
+        alone, status = not self._under_repro_run(notebook), self.read().get("status")
         if alone and replacing:
-            last = LAST_RUN.get(self.read().get("status"), "made nothing but its notebooks")
+            last = LAST_RUN.get(status, "made nothing but its notebooks")
             notice(f"The run in {self.run.root} is replaced: it {last}, and its parameters changed "
                    f"({listed(replacing)}); {REUSED}.")
+        elif alone and notebook == "01_construct" and status in ("complete", "failed", "interrupted"):
+            notice(f"The run in {self.run.root} continues (same parameters): it {LAST_RUN.get(status, 'completed')}; "
+                   f"its stages run again, reusing what its work/ and the row cache hold, and write its outputs anew.")
         if alone:
             self.start_run(parameters, [notebook], driver="papermill", merge=not replacing)
         self.notebook_status(notebook, "running")
