@@ -30,7 +30,7 @@ from repro.errors import DataError, ParameterError
 from repro.exporters import FORMATS, export_rows
 from repro.formats import to_trl
 from repro.manifest import Manifest
-from repro.parameters import AnalyzeParams, CardParams, build
+from repro.parameters import AnalyzeParams, CardParams, CompareParams, build
 from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1763,6 +1763,30 @@ def test_a_column_null_in_every_row_is_said_to_be(tmp_path):
     assert "本数据集每一行中均为空。" in zh and "Null in every row" not in table_rows(en, "`prompt`")[0][-1]
 
 
+def files_and_times(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Each file under `root`: its bytes and when it was last written (but the lock, which is no output)."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != ".repro-run.lock"}
+
+
+def test_a_comparison_that_fails_for_want_of_its_input_writes_no_card(tmp_path, capsys):
+    # 04_compare with a mistyped reference said "The dataset card /home/.../dataset/README.md was written again with
+    # what the run holds now." before its error, and wrote the card (the same text) and its record again: a notebook
+    # that fails for want of its input writes nothing
+    from repro import compare
+
+    make_run(tmp_path / "run")
+    card_path = card_for(tmp_path / "run")[1]
+    written = files_and_times(tmp_path / "run")
+    with pytest.raises(DataError, match="reference '.*nope.jsonl' is neither an existing file"):
+        try:
+            compare.compare(build(CompareParams, {"run_dir": str(tmp_path / "run"), "reference": "/tmp/nope.jsonl"}))
+        finally:  # (as 04_compare's cell)
+            assert repro_card.refresh(build(CompareParams, {"run_dir": str(tmp_path / "run")})) == card_path
+    assert files_and_times(tmp_path / "run") == written
+    assert capsys.readouterr().out == "The dataset card dataset/README.md already says what the run holds.\n"
+
+
 def test_a_card_whose_input_has_gone_is_left_as_it_was_with_the_reason(tmp_path, capsys):
     """02_analyze's last cell writes the card again from 03_card's recorded parameters; a card_dataset moved away
     since must not fail the analysis that has just been written: the card is left, and the notebook says why."""
@@ -1776,18 +1800,19 @@ def test_a_card_whose_input_has_gone_is_left_as_it_was_with_the_reason(tmp_path,
         data["parameters"] = {**data.get("parameters", {}), "card_dataset": str(rows)}
     before = card_path.read_bytes()
     # while it is there, the card is written again and the notebook says so (it showed a bare PosixPath(...)); the
-    # same card says it is (04_compare refused for an unset reference said "written again")
+    # same card says it is (04_compare refused for an unset reference said "written again"), named as the run names
+    # it (dataset/README.md), not by a machine's path
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) == card_path
-    assert capsys.readouterr().out.endswith(f"The dataset card {card_path} already says what the run holds.\n")
+    assert capsys.readouterr().out.endswith("The dataset card dataset/README.md already says what the run holds.\n")
     with Manifest(RunDir(tmp_path / "run")).edit() as data:  # an analysis' new figures: another card
         data["parameters"]["pretty_name"] = "Renamed"
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) == card_path
-    assert capsys.readouterr().out.endswith(f"The dataset card {card_path} was written again with what the "
-                                            f"run holds now.\n")
+    assert capsys.readouterr().out.endswith("The dataset card dataset/README.md was written again with what the "
+                                            "run holds now.\n")
     card_path.write_bytes(before)
     rows.unlink()
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) is None
-    assert f"The card {card_path} was not written again: card_dataset " in capsys.readouterr().out
+    assert "The card dataset/README.md was not written again: card_dataset " in capsys.readouterr().out
     assert card_path.read_bytes() == before
 
 

@@ -48,3 +48,26 @@ def test_changed_values_are_named_as_a_params_file_writes_them():
                    "limit": (None, 8), "source": ("demo", "x.jsonl")}) == (
         'scorer_options ({"max_length": 64} there, {"max_length": 64, "output_index": 2} now), limit (null there, 8 '
         "now), source ('demo' there, 'x.jsonl' now)")
+
+
+def test_a_name_a_failed_cell_never_set_says_so_in_one_line(shell, capsys):
+    # JupyterLab, Kernel > Interrupt during scoring: the cells after it showed raw NameError tracebacks
+    # ("name 'candidate_scores' is not defined"), and §5 said running the scoring cell again continues (it refuses)
+    import json
+    from pathlib import Path
+
+    shell.run_cell("from repro.parameters import validate_namespace\nlimit = 3\np = validate_namespace('construct', "
+                   "globals())\nctx = object()")
+    assert shell.run_cell("stages_fixed()").error_in_exec.__class__ is NameError  # exploring: the usual traceback
+    assert "Traceback" in capsys.readouterr().out
+    shell.run_cell("from repro.errors import Interrupted\nraise Interrupted('stage score: 1 finished chunk is safe')")
+    capsys.readouterr()
+    result = shell.run_cell("pairs = list(candidate_scores)\nprint('not reached')")
+    assert type(result.error_in_exec) is NameError  # the cell still fails (Run All stops there)
+    out = capsys.readouterr().out
+    assert "`candidate_scores` is not set: a cell above failed before it set it (see its error); fix it and run the " \
+           "notebook again." in out and "Traceback" not in out and "not reached" not in out
+    notebook = json.loads((Path(__file__).parents[1] / "notebooks" / "01_construct.ipynb").read_text())
+    scoring = next("".join(c["source"]) for c in notebook["cells"] if "".join(c["source"]).startswith("## 5 "))
+    assert "Finished chunks stay in `work/scoring/`: after an interrupt or a failure, Run All continues from them" \
+        in scoring

@@ -69,17 +69,22 @@ def test_standalone_notebook_completes_and_merges_parameters(tmp_path):
 
 def test_01_construct_run_again_counts_only_the_stages_this_attempt_reached(tmp_path):
     # 01_construct's "Rows at each stage" table, right after the slice of an attempt, listed an earlier attempt's
-    # with_candidates beside this one's sliced rows
-    m = Manifest(tmp_path)
-    m.ensure_started({"source": "demo"}, "01_construct")
+    # with_candidates beside this one's sliced rows; they are counted afresh from its load stage (its setup cell
+    # alone, begin, erases nothing: a complete run's counts were lost in JupyterLab)
+    from repro.construct import stages
+    from repro.parameters import ConstructParams
+
+    params = ConstructParams(run_dir=str(tmp_path), source="demo", scorer_model="builtin:tiny-pairrm")
+    m = stages.begin(params).manifest
     m.set_counts(source=40, sliced=40, with_candidates=39)
     m.notebook_ended("01_construct", "interrupted")
-    m.ensure_started({"source": "demo"}, "01_construct")
-    m.set_counts(source=40, sliced=40)
-    assert m.read()["counts"] == {"source": 40, "sliced": 40}
+    ctx = stages.begin(params)
+    assert m.read()["counts"]["with_candidates"] == 39
+    stages.slice_rows(ctx, stages.load(ctx))
+    assert m.read()["counts"] == {"source": 40, "part": 40, "dropped": 0, "after_drop": 40, "sliced": 40}
     m.notebook_ended("01_construct")
     m.ensure_started({"bootstrap_resamples": 10}, "02_analyze")  # a later notebook keeps 01_construct's counts
-    assert m.read()["counts"] == {"source": 40, "sliced": 40}
+    assert m.read()["counts"]["sliced"] == 40
 
 
 def test_a_notebook_alone_keeps_the_runs_name(tmp_path):
@@ -196,3 +201,22 @@ def test_under_repro_run_a_notebook_stays_running_until_repro_run_says_done(tmp_
     assert data["notebooks"]["03_card"] == {**data["notebooks"]["03_card"], "status": "running",
                                             "executed": "notebooks/03_card.ipynb"}
     assert data["parameters"] == {"pretty_name": None} and data["status"] == "running"  # repro run's record
+
+
+def test_01_construct_alone_on_a_run_with_the_same_parameters_says_it_continues_it(tmp_path, capsys):
+    # JupyterLab's Restart Kernel and Run All on a complete run rewrote it without a word ("40 resumed" in the
+    # progress bar only), where `repro run` says "(continues the run there, same parameters ...)"
+    m = Manifest(tmp_path)
+    m.ensure_started({"source": "demo"}, "01_construct")
+    assert capsys.readouterr().err == ""  # a new run: nothing to say
+    m.notebook_ended("01_construct")
+    m.ensure_started({"source": "demo"}, "01_construct")
+    assert capsys.readouterr().err == (
+        f"repro: The run in {tmp_path} continues (same parameters): it completed; its stages run again, reusing what "
+        f"its work/ and the row cache hold, and write its outputs anew.\n")
+    m.notebook_ended("01_construct", "interrupted")
+    m.ensure_started({"source": "demo"}, "01_construct")
+    assert "continues (same parameters): it was interrupted; its stages" in capsys.readouterr().err
+    m.notebook_ended("01_construct")
+    m.ensure_started({"bootstrap_resamples": 10}, "02_analyze")  # (its analysis, on the dataset: nothing to say)
+    assert capsys.readouterr().err == ""

@@ -649,3 +649,32 @@ def test_a_first_run_records_the_hub_commits_it_downloaded(tmp_path, monkeypatch
     assert after["hub commits"] != before["hub commits"]
     assert Manifest(RunDir(tmp_path / "r")).read()["fingerprint"] == after
     assert Manifest(RunDir(tmp_path / "r")).unheld(after) == ""
+
+
+def test_the_setup_cell_again_keeps_a_complete_runs_counts_and_a_write_cell_alone_refuses(tmp_path):
+    # JupyterLab, a complete run: the setup cell run again reset the manifest to `running` with counts {}; the last
+    # cell alone then rewrote the parquet, failed with a KeyError ("None of ['stage'] are in the columns") from the
+    # counts table, and left the run `complete` with no counts (03_card published an empty "Counts at each stage")
+    from repro.analysis import views
+
+    own = {"run_dir": str(tmp_path / "ooo"), "source": str(ROOT / "tests/fixtures/ultrafeedback/train_prefs.jsonl"),
+           "candidate_columns": [], "include_original_pair": True, "limit": 12, "scorer_model": "builtin:tiny-pairrm"}
+    ctx = stages.begin(build(ConstructParams, own), build(GenerationParams, {}))
+    cs = stages.candidates(ctx, sliced := stages.slice_rows(ctx, stages.load(ctx)))
+    pairs = stages.build(ctx, sliced, cs, stages.score(ctx, cs))
+    stages.write(ctx, pairs)
+    complete = Manifest(ctx.run).read()
+    assert complete["status"] == "complete" and complete["counts"]["kept"] == 12
+    before = files_of(ctx.run.dataset)
+    ctx = stages.begin(build(ConstructParams, own), build(GenerationParams, {}))  # the setup cell, again
+    assert Manifest(ctx.run).read()["counts"] == complete["counts"]  # nothing erased before a stage runs
+    with pytest.raises(ParameterError, match=r"The pairs were not built since the setup cell \(`ctx = stages.begin"
+                                             r"\(\.\.\.\)`\) last ran: run the cells above first, §1 Source rows to "
+                                             r"§6 Pairs \(or Run All\); nothing was written\."):
+        stages.write(ctx, pairs)
+    assert files_of(ctx.run.dataset) == before
+    data = Manifest(ctx.run).read()
+    assert data["status"] != "complete" and data["counts"] == complete["counts"]
+    assert views.counts_table({}).data.empty  # (the counts of a run no stage has counted yet: an empty table)
+    stages.load(ctx)  # the stages run again count afresh
+    assert Manifest(ctx.run).read()["counts"] == {"source": complete["counts"]["source"]}

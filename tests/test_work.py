@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from repro.cache import RowCache
 from repro.errors import DataError
 from repro.jobs import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
                         finished_chunks, launch_torchrun, merge_stats, num_chunks, run_chunked, run_chunked_with_stats,
@@ -368,3 +369,30 @@ def test_merged_stats_add_counts_and_count_maps_of_every_process_and_keep_the_sl
     assert merged["batch_tokens_used"] == {"16384": 10, "8192": 6}
     assert (merged["chunks_resumed"], merged["items_resumed"], merged["seconds"]) == (1, 4, 5.0)
     assert merged["processes"] == 2 and merged["devices"] == ["cuda:0", "cuda:1"]
+
+
+def test_rows_from_the_row_cache_are_not_counted_in_the_rate(tmp_path, prompts, monkeypatch):
+    # one scoring output showed "1.08 prompts/s" under the bar (rows from the row cache counted as computed) and
+    # prompts_per_second 0.5 in the table beneath it (rows computed / time): the line now counts as the table does
+    clock = [0.0]
+    monkeypatch.setattr("repro.jobs.time.monotonic", lambda: clock[0])
+
+    def fn(chunk, advance):
+        for _ in chunk:
+            clock[0] += 1.0  # a second a row computed
+            advance(1)
+        return _digest_all(chunk)
+
+    cache = RowCache.open(tmp_path / "cache", "scores", "ns")
+    run_chunked_with_stats(prompts[:30], fn, work_dir=tmp_path / "a", fingerprint={"job": 1}, chunk_size=10,
+                           cache=cache, fn_reports_progress=True)
+    stream = io.StringIO()
+    bar = Progress(len(prompts), desc="scoring", unit="prompt", stream=stream, every_percent=50)
+    run = run_chunked_with_stats(prompts, fn, work_dir=tmp_path / "b", fingerprint={"job": 1}, chunk_size=10,
+                                 progress=bar, cache=RowCache.open(tmp_path / "cache", "scores", "ns"),
+                                 fn_reports_progress=True)
+    bar.close()
+    assert (run.cache["rows_from_cache"], run.cache["rows_computed"], run.seconds) == (30, 23, 23.0)
+    assert bar.rate == 23 / run.seconds  # as score_candidates' prompts_per_second: rows computed / time
+    assert stream.getvalue().splitlines()[-1] == (f"scoring: 100% ({len(prompts)}/{len(prompts)} prompts, 30 from "
+                                                  f"the row cache), 1.00 prompts/s, in 0m23s")

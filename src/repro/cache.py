@@ -172,17 +172,19 @@ class RowCache:
 
 
 def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Callable[[Any], Any],
-                    reports_progress: bool = False) -> Callable[..., list[Any]]:
+                    reports_progress: bool = False,
+                    cached: Callable[[int], None] | None = None) -> Callable[..., list[Any]]:
     """`fn` over only the items of a chunk the cache lacks; every result is the stored entry's value (`cache.counts`
-    adds up where they came from). `reports_progress`: `fn` takes `(items, advance)`; cached rows advance at once."""
+    adds up where they came from). `reports_progress`: `fn` takes `(items, advance)`; cached rows advance at once,
+    or go to `cached(n)` where given (a bar's rate counts only the rows computed)."""
 
     def run(chunk: Sequence[Any], advance: Callable[[int], None] | None = None) -> list[Any]:
         keys = [cache.key(key_of(item)) for item in chunk]
         results = [cache.get(k) for k in keys]
         missing = [i for i, r in enumerate(results) if r is _MISSING]
         cache.counts.rows_from_cache += len(chunk) - len(missing)
-        if advance is not None and len(chunk) > len(missing):
-            advance(len(chunk) - len(missing))
+        if (counts := cached or advance) is not None and len(chunk) > len(missing):
+            counts(len(chunk) - len(missing))
         if missing:
             todo = [chunk[i] for i in missing]
             out = fn(todo, advance) if reports_progress else fn(todo)

@@ -185,7 +185,7 @@ class Progress(contextlib.AbstractContextManager):
         self.widget = widget = bar is None and live
         self.bar = bar if bar is not None else widget or bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = max(float(every_percent), 0.1)
-        self.done = self.skipped = 0
+        self.done = self.skipped = self.cached = 0  # skipped: resumed, and (`cached` of them) from the row cache
         self._start = time.monotonic()
         self._next_percent = self.every
         self._tqdm = self._display = None  # _display: the output updated in place, in an executed notebook
@@ -226,19 +226,20 @@ class Progress(contextlib.AbstractContextManager):
             if self._tqdm is not None:
                 self._tqdm.unpause()
 
-    def skip(self, n: int) -> None:
-        """Count `n` items resumed from earlier work as done."""
+    def skip(self, n: int, cached: bool = False) -> None:
+        """Count `n` items resumed from earlier work (`cached`: taken from the row cache, said in the line) as done."""
         if n <= 0:
             return
         self.done += n
         self.skipped += n
+        self.cached += n if cached else 0
         if self._tqdm is not None:
             # moving `initial` along keeps resumed items out of tqdm's rate and ETA
             self._tqdm.initial += n
             self._tqdm.n += n
             self._tqdm.last_print_n += n
             self._tqdm.refresh()
-        elif self.enabled:
+        elif self.enabled and not cached:
             self._print(f"{self.desc}: {self.done}/{counted(self.total, self.unit)} resumed from earlier work")
             self._next_percent = self._percent_after(self.done)
 
@@ -277,7 +278,8 @@ class Progress(contextlib.AbstractContextManager):
         eta = left / rate if rate > 0 else (0.0 if left == 0 else math.inf)
         tail = f"in {_format_seconds(self.elapsed)}" if final else \
             f"elapsed {_format_seconds(self.elapsed)}, ETA {_format_seconds(eta)}"
-        resumed = f", {self.skipped} resumed" if self.skipped else ""
+        resumed = "".join(f", {n} {how}" for n, how in ((self.skipped - self.cached, "resumed"),
+                                                         (self.cached, "from the row cache")) if n)
         speed = f"{rate:.2f} {self.unit}s/s, " if self.done > self.skipped else ""  # none computed: no rate
         return (f"{self.desc}: {self._percent(self.done):3.0f}% ({self.done}/{counted(self.total, self.unit)}"
                 f"{resumed}), {speed}{tail}")
@@ -359,7 +361,8 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             return compute(chunk, *advance)
 
     if cache is not None:  # issue 22: rows another run computed come from the project's row cache
-        fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress)
+        fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress,
+                             cached=lambda n: bar.skip(n, cached=True))  # (not computed: out of the rate)
     work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
     stored = _stored_fingerprint(fingerprint, items, chunk_size)
     digest = prepare_work_dir(work_dir, stored) if prepare else fingerprint_of(stored)

@@ -279,10 +279,8 @@ class Manifest:
         data.pop("fingerprint", None)  # what the folder holds is this run's to say when it is complete
         data.update(status="running", driver=driver, started=now(), finished=None, error=None, parameters=params,
                     notebooks=nbs, environment=environment)
-        for key in ("stages", "counts", "outputs"):
+        for key in ("stages", "counts", "outputs"):  # (01_construct's load counts afresh: `stages.load`)
             data.setdefault(key, {})
-        if "01_construct" in notebooks:  # the counts of the stages this attempt reaches (an earlier one's are gone)
-            data["counts"] = {}
         self.write(data)
 
     def unheld(self, fingerprint: dict[str, Any], selfcheck: str | Path | None = None) -> str:
@@ -354,11 +352,14 @@ class Manifest:
         """Mark `notebook` running; on its own (plain papermill, JupyterLab) its parameters and environment join the
         run's record first (`repro run` has recorded them), or begin it anew where it is `replacing` a run of other
         parameters (`refuse_other_parameters`). Whether it runs on its own."""
-        alone = not self._under_repro_run(notebook)
+        alone, status = not self._under_repro_run(notebook), self.read().get("status")
         if alone and replacing:
-            last = LAST_RUN.get(self.read().get("status"), "made nothing but its notebooks")
+            last = LAST_RUN.get(status, "made nothing but its notebooks")
             notice(f"The run in {self.run.root} is replaced: it {last}, and its parameters changed "
                    f"({listed(replacing)}); {REUSED}.")
+        elif alone and notebook == "01_construct" and status in ("complete", "failed", "interrupted"):
+            notice(f"The run in {self.run.root} continues (same parameters): it {LAST_RUN.get(status, 'completed')}; "
+                   f"its stages run again, reusing what its work/ and the row cache hold, and write its outputs anew.")
         if alone:
             self.start_run(parameters, [notebook], driver="papermill", merge=not replacing)
         self.notebook_status(notebook, "running")

@@ -703,7 +703,17 @@ def _stale_after_failures(namespace: dict[str, Any]) -> None:
         if isinstance(result.error_in_exec, (ReproError, KeyboardInterrupt)) or namespace.get(_FAILED):
             make_stale(namespace)
 
+    def unset(shell: Any, etype: type, value: NameError, tb: Any, tb_offset: int | None = None) -> None:
+        """A name a failed cell never set (Run All, or the cells below it run by hand): one line, not a traceback."""
+        if any(isinstance(v, Stale) for v in namespace.values()):
+            value._render_traceback_ = lambda: [f"\x1b[0;31mNameError\x1b[0m: `{value.name}` is not set: a cell above "
+                                                f"failed before it set it (see its error); fix it and run the "
+                                                f"notebook again."]
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
     shell.events.register("post_run_cell", after)
+    if getattr(shell, "custom_exceptions", None) == ():  # (an IPython shell with no handler of its own)
+        shell.set_custom_exc((NameError,), unset)
     namespace[_HOOKED] = True
 
 

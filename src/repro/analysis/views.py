@@ -41,7 +41,7 @@ COUNT_MEANINGS = {
 def counts_table(counts: dict[str, Any]) -> Any:
     """The rows left at each stage so far, with what each count means."""
     return readable(pd.DataFrame([{"stage": k, "rows": v, "meaning": COUNT_MEANINGS.get(k, "")}
-                                  for k, v in counts.items()]).set_index("stage"))
+                                  for k, v in counts.items()], columns=["stage", "rows", "meaning"]).set_index("stage"))
 
 
 def rows_preview(ds: datasets.Dataset, columns: Sequence[str], k: int = 3) -> Any:

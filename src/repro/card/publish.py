@@ -4,6 +4,7 @@ tests/golden guards the YAML), the body from the templates; then write, check, p
 from __future__ import annotations
 
 import contextlib
+import filecmp
 import functools
 import json
 import math
@@ -164,6 +165,14 @@ def write_card(facts: CardFacts, refreshed: bool = False) -> Path:
     return run.card
 
 
+def _written_already(facts: CardFacts) -> bool:
+    """Whether the run's dataset/ holds the card and figures `write_card` would write (a refresh then writes none)."""
+    figures = facts.run.dataset / FIGURES_DIR
+    return facts.run.card.read_bytes() == str(build_card(facts)).encode() and sorted(
+        p.name for p in figures.glob("*")) == sorted(png.name for png, _ in facts.figures) and all(
+        filecmp.cmp(png, figures / png.name, shallow=False) for png, _ in facts.figures)
+
+
 def refresh(p: Any) -> Path | None:
     """Write the card of `p`'s run (`p`: a notebook's parameters) again, with the card parameters the run recorded, to
     show what the notebook changed; None when 03_card has not run yet, or when the card's input has gone since (the
@@ -176,13 +185,15 @@ def refresh(p: Any) -> Path | None:
     values.update(run_dir=str(run.root), run_name=p.run_name)
     try:
         facts = gather_facts(build(CardParams, values, where=f"the parameters recorded in {run.manifest}"))
-        before = run.card.read_bytes()
-        written = write_card(facts, refreshed=True)
-        print(f"The dataset card {written} " + ("already says what the run holds." if written.read_bytes() == before
-                                                 else "was written again with what the run holds now."))
-        return written
+        if _written_already(facts):
+            print(f"The dataset card {run.relative(run.card)} already says what the run holds.")  # (none written)
+        else:
+            write_card(facts, refreshed=True)
+            print(f"The dataset card {run.relative(run.card)} was written again with what the run holds now.")
+        return run.card
     except ReproError as exc:  # (03_card's input moved away since): the notebook's own work stands
-        print(f"The card {run.card} was not written again: {exc} Run notebooks/03_card.ipynb to bring it up to date.")
+        print(f"The card {run.relative(run.card)} was not written again: {exc} Run notebooks/03_card.ipynb to bring "
+              f"it up to date.")
         return None
     finally:
         run.release(kernel=True)  # a notebook on its own has ended: the folder its card claimed is given back

@@ -140,7 +140,7 @@ def load(ctx: Context) -> datasets.Dataset:
                     revision=p.source_revision, rows=len(ds),
                     columns=ds.column_names, **({"content": content} if (content := local_content(p.source)) else {}),
                     **({"commit": commit} if (commit := hub_commit(p.source, p.source_revision)) else {}))
-    ctx.manifest.set_counts(source=len(ds))
+    ctx.manifest.update(counts={"source": len(ds)})  # the counts of the stages this attempt reaches (none earlier)
     return ds
 
 
@@ -321,6 +321,9 @@ def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct",
           test: datasets.Dataset | None = None) -> dict[str, Any]:
     """Write the dataset (and the `test` split) in push_to_hub's layout and record its files' hashes."""
     p, fmt = ctx.params, FORMATS[ctx.params.output_format]
+    if not ctx.picks:  # the setup cell ran again since `out` was built (JupyterLab): no stage has run with this ctx
+        raise ParameterError("The pairs were not built since the setup cell (`ctx = stages.begin(...)`) last ran: run "
+                             "the cells above first, §1 Source rows to §6 Pairs (or Run All); nothing was written.")
     split = fmt.split_name(p.iteration, p.output_split)
     with ctx.manifest.stage("write") as info:
         split_info = write_split(out, ctx.run.dataset, split)
