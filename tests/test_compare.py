@@ -925,7 +925,8 @@ def test_missing_reference_and_bad_parameters(tmp_path):
     # a side with no rows, and one whose rows cannot be matched (neither prompt_id nor prompt)
     empty = tmp_path / "empty.parquet"
     datasets.Dataset.from_dict({"prompt": [], "chosen": []}).to_parquet(empty)  # columns, no rows
-    with pytest.raises(DataError, match=rf"reference '{empty}' holds no rows"):  # (a file: no split to name)
+    # (a file: no split to name; and one prefix: it said "Parameter reference='...': reference '...' holds ...")
+    with pytest.raises(DataError, match=rf"^reference '{empty}' holds no rows"):
         compare.load_side("reference", str(empty), "train_prefs")
     anonymous = tmp_path / "anonymous.jsonl"
     anonymous.write_text(json.dumps({"text": "a", "score_chosen": 1.0}) + "\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -221,6 +222,45 @@ def test_a_source_file_of_no_rows_is_missing_before_the_run(bare_machine, capsys
         assert main(["run", "--check", str(params), "--out", str(bare_machine / "run")]) == 1
         assert f"MISSING  source: {bare_machine / name}: holds no rows: give a file that has rows (or write them " \
                f"again)" in capsys.readouterr().out
+
+
+def test_hub_layout_shards_of_no_rows_or_of_clashing_types_are_missing_before_the_run(bare_machine, capsys):
+    # --check said "ok" of shards whose footers say 0 rows, or a column of text in one and numbers in another; the
+    # run then stopped at its load ("split 'train_prefs' has no rows"), leaving a failed run folder
+    row = {"prompt": "p", "resp0": "a", "resp1": "b", "chosen": "a", "rejected": "b", "score_chosen": 2.5}
+    for name, second in (("empty", pa.Table.from_pylist([row]).slice(0, 0)),
+                         ("mixed", pa.Table.from_pylist([{**row, "score_chosen": "1.5"}]))):
+        first = pa.Table.from_pylist([row]).slice(0, 0 if name == "empty" else 1)
+        for i, table in enumerate((first, second)):
+            (bare_machine / name / "data").mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, bare_machine / name / "data" / f"train_prefs-{i:05d}-of-00002.parquet")
+    snapshot = bare_machine / "hub" / "datasets--someone--mixed" / "snapshots" / "0123abcd"  # a hub id, cached
+    shutil.copytree(bare_machine / "mixed", snapshot)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0123abcd")
+    shards = r"the 2 shards of split 'train_prefs' \(data/train_prefs-00000-of-00002\.parquet, data/train_prefs-00001-" \
+             r"of-00002\.parquet\) "
+    said = {"empty": shards + r"hold no rows: give a dataset that has rows \(or write the split again\)$",
+            "mixed": shards + r"could not be read as one dataset \(column 'score_chosen' holds string in data/\S+ and "
+                              r"double in data/\S+, which datasets would cast to double without a word\)\. Every "
+                              r"shard of a split must have the same columns and types, and be whole: write the split "
+                              r"again \(e\.g\. Dataset\.to_parquet\), or download it again$",
+            "someone/mixed": shards + r"could not be read .* these are the shards the hub publishes, so downloading "
+                                      r"them again gives the same: download them \(`hf download someone/mixed "
+                                      r"--repo-type dataset --local-dir DIR`\), write the split again"}
+    for spec in (str(bare_machine / "empty"), str(bare_machine / "mixed"), "someone/mixed"):
+        for parameter, notebook in (("source", "01_construct"), ("dataset", "02_analyze"), ("reference", "04_compare")):
+            values = resolve_parameters({"notebooks": [notebook], parameter: spec, "candidate": "demo",
+                                         "scorer_model": "builtin:tiny-pairrm", "device": "cpu",
+                                         "candidate_columns": ["resp0", "resp1"]})
+            check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"{parameter}: {spec}"]
+            assert not check.ok and re.match(said[spec.rpartition("/")[2] if spec[0] == "/" else spec], check.detail)
+    params = bare_machine / "empty.yaml"
+    params.write_text(f"notebooks: [01_construct]\nsource: {bare_machine / 'empty'}\nscorer_model: builtin:tiny-pairrm"
+                      f"\ndevice: cpu\ncandidate_columns: [resp0, resp1]\n")
+    assert main(["run", "--check", str(params), "--out", str(bare_machine / "run")]) == 1
+    assert f"MISSING  source: {bare_machine / 'empty'}: the 2 shards of split 'train_prefs'" in capsys.readouterr().out
+    assert not (bare_machine / "run").exists()
 
 
 def test_a_candidate_not_built_yet_is_to_be_built_first_by_the_params_file_beside_that_builds_it(bare_machine, capsys,

@@ -98,7 +98,9 @@ def test_a_hub_dataset_in_the_hub_cache_whose_shards_differ_is_named_by_its_id(t
     with pytest.raises(DataError, match=r"^source 'someone/shards': the 2 shards of split 'train_prefs' .* could not "
                                         r"be read as one dataset \(their columns differ: data/train_prefs-00001-of-"
                                         r"00002\.parquet has prompt, resp0, resp1; data/train_prefs-00000-of-00002\."
-                                        r"parquet has prompt, resp0\)"):
+                                        r"parquet has prompt, resp0\)\. .* these are the shards the hub publishes, "
+                                        r"so downloading them again gives the same: download them \(`hf download "
+                                        r"someone/shards --repo-type dataset --local-dir DIR`\)"):
         load_source("someone/shards", "train_prefs")
 
 
@@ -196,6 +198,25 @@ def test_an_empty_shard_beside_full_ones_adds_no_rows(tmp_path):
     pq.write_table(full.slice(0, 0), folder / "train-00001-of-00003.parquet")
     pq.write_table(full.slice(1), folder / "train-00002-of-00003.parquet")
     assert load_source(str(tmp_path / "hubby"), "train")["prompt"] == ["p0", "p1", "p2", "p1", "p2"]
+    # every shard empty: the dataset has no rows, said as of one file of none ("split 'train' has no rows" came later)
+    for i in (0, 2):
+        pq.write_table(full.slice(0, 0), folder / f"train-{i:05d}-of-00003.parquet")
+    with pytest.raises(DataError, match=r"^dataset '\S*hubby': the 3 shards of split 'train' \(data/train-00000-of-"
+                                        r"00003\.parquet, .*\) hold no rows: give a dataset that has rows"):
+        load_source(str(tmp_path / "hubby"), "train", "dataset")
+
+
+def test_shards_whose_numbers_differ_in_width_load_unchanged(tmp_path):
+    # only text beside numbers is refused (datasets casts it without a word); float32 or int64 beside float64 loads as
+    # float64, every value kept
+    folder = tmp_path / "hubby" / "data"
+    folder.mkdir(parents=True)
+    for name, kind in (("f32", pa.float32()), ("int", pa.int64())):
+        pq.write_table(pa.table({"prompt": ["p"], "score_chosen": pa.array([0.5], pa.float64())}),
+                       folder / f"{name}-00000-of-00002.parquet")
+        pq.write_table(pa.table({"prompt": ["q"], "score_chosen": pa.array([2], kind)}),
+                       folder / f"{name}-00001-of-00002.parquet")
+        assert load_source(str(tmp_path / "hubby"), name)["score_chosen"] == [0.5, 2.0]
 
 
 def test_a_rewritten_dataset_keeps_one_arrow_copy_in_the_cache(tmp_path, monkeypatch):

@@ -70,6 +70,8 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
     try:
         ds = load_source(spec, split, parameter)
     except ReproError as exc:
+        if str(exc).startswith(f"{parameter} "):  # most of load_source's errors name the parameter and spec already
+            raise
         raise type(exc)(f"Parameter {parameter}={spec!r}: {exc}") from None
     original, ds = ds, seed_view(ds)
     if "prompt_id" not in ds.column_names and "prompt" not in ds.column_names:

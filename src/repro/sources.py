@@ -164,7 +164,7 @@ def folder_splits(path: Path) -> list[str]:
 
 def _load_local(path: Path, split: str, parameter: str, split_parameter: str, name: str | None = None
                 ) -> datasets.Dataset:
-    where = f"{parameter} {name or repr(str(path))}"  # `name`: a hub id read from the hub cache, quoted
+    where = f"{parameter} {name or str(path)!r}"  # `name`: a hub id read from the hub cache
     if path.is_file():
         if why := file_problem(path):
             raise DataError(f"{where}{why}.")
@@ -200,25 +200,13 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
             raise DataError(f"{where} looks like a save_to_disk folder but could not be loaded "
                             f"({type(exc).__name__}: {str(exc)[:300]}); it may be empty or damaged.") from None
         return _pick_split(saved, split, where, split_parameter)
-    if files := sorted(path.glob(f"data/{split}-*.parquet")) or sorted(
-            [*path.glob(f"{split}.parquet"), *path.glob(f"{split}-*.parquet")]):  # not train_prefs.parquet for train
-        names, columns = [f.relative_to(path).as_posix() for f in files], []
-        try:  # (datasets says a bare DatasetGenerationError for shards whose columns differ)
-            for f in files:
-                columns.append(pq.read_schema(f))
-            if odd := next((i for i, c in enumerate(columns) if set(c.names) != set(columns[0].names)), 0):
-                why = f"their columns differ: {names[odd]} has {', '.join(columns[odd].names)}; {names[0]} has " \
-                      f"{', '.join(columns[0].names)}"
-            elif not (why := _text_clash(columns, names)):
+    if files := split_shards(path, split):
+        if not (why := shards_problem(path, split, name)):
+            try:
                 return read_parquet([str(f) for f in files])
-        except Exception as exc:  # a damaged shard (named), or datasets' error: its cause says why (types that differ)
-            cause = exc.__cause__ or exc
-            why = (f"{names[len(columns)]}: " if len(columns) < len(names) else "") + \
-                f"{type(cause).__name__}: {str(cause)[:300]}"
-        raise DataError(f"{where}: the {counted(len(files), 'shard')} of split {split!r} ({', '.join(names[:4])}"
-                        f"{', ...' * (len(names) > 4)}) could not be read as one dataset ({why}). Every shard of a "
-                        f"split must have the same columns and types, and be whole: write the split again (e.g. "
-                        f"Dataset.to_parquet), or download it again.")
+            except Exception as exc:  # (datasets says a bare DatasetGenerationError): its cause, the types that differ
+                why = shards_problem(path, split, name, exc)
+        raise DataError(f"{where}{why}.")
     if len(named := [f for f in (path / f"{split}.jsonl", path / f"{split}.json") if f.is_file()]) == 1:
         return _load_local(named[0], split, parameter, split_parameter)  # train_prefs.jsonl: not datasets' "train"
     if why := folder_problem(path):
@@ -232,17 +220,69 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
                         f"Expected data/{split}-*.parquet, a save_to_disk folder, or .jsonl/.parquet files.") from None
 
 
-def _text_clash(schemas: list[pa.Schema], names: list[str]) -> str | None:
-    """A column that is text in one shard (of `names`) and not in another, which datasets would cast to the first
-    shard's type without a word ("1.5" to 1.5, 2.5 to "2.5"), said; else None. A column of nulls only has no type."""
+def split_shards(path: Path, split: str) -> list[Path]:
+    """The parquet shards of `split` in folder `path`: data/<split>-*.parquet, else <split>.parquet and
+    <split>-*.parquet beside it (not train_prefs.parquet for train)."""
+    return sorted(path.glob(f"data/{split}-*.parquet")) or sorted(
+        [*path.glob(f"{split}.parquet"), *path.glob(f"{split}-*.parquet")])
+
+
+def shards_problem(path: Path, split: str, hub_id: str | None = None, failure: Exception | None = None) -> str | None:
+    """Why the shards of `split` in folder `path` (split_shards; a run directory's dataset) cannot be read as one
+    dataset, from their footers (no row read): a shard that does not read, columns that differ, a column of text in
+    one and not in another, no rows in any; with `failure` (the load's error), it and the types that differ; else
+    None (none without shards). `hub_id`: `path` is that hub dataset's copy in the hub cache."""
+    path = _dataset_of(path)
+    names, schemas, rows = [f.relative_to(path).as_posix() for f in split_shards(path, split)], [], 0
+    listing = f"{', '.join(names[:4])}{', ...' * (len(names) > 4)}"
+    clashes: list[tuple[str, bool]] = []
+    odd = 0
+    try:
+        for name in names:
+            footer = pq.ParquetFile(path / name)
+            schemas.append(footer.schema_arrow)
+            rows += footer.metadata.num_rows
+    except Exception as exc:  # (pyarrow's ArrowInvalid, OSError): a shard not whole, named
+        why = f"{names[len(schemas)]}: {type(exc).__name__}: {str(exc)[:300]}"
+    else:
+        clashes = _type_clashes(schemas, names)
+        if odd := next((i for i, c in enumerate(schemas) if set(c.names) != set(schemas[0].names)), 0):
+            why = f"their columns differ: {names[odd]} has {', '.join(schemas[odd].names)}; {names[0]} has " \
+                  f"{', '.join(schemas[0].names)}"
+        elif text := [said for said, is_text in clashes if is_text]:
+            why = text[0]
+        elif failure:
+            cause = failure.__cause__ or failure
+            why = "; ".join([f"{type(cause).__name__}: {str(cause)[:300]}", *(said for said, _ in clashes)])
+        elif names and not rows:
+            return f": the {counted(len(names), 'shard')} of split {split!r} ({listing}) hold no rows: give a " \
+                   f"dataset that has rows (or write the split again)"
+        else:
+            return None
+    advice = "write the split again (e.g. Dataset.to_parquet), or download it again"
+    if hub_id and (odd or clashes):  # the hub's own files: a new download gives the same
+        advice = (f"these are the shards the hub publishes, so downloading them again gives the same: download them "
+                  f"(`hf download {hub_id} --repo-type dataset --local-dir DIR`), write the split again with one type "
+                  f"a column (e.g. Dataset.to_parquet), and give that folder instead of the id")
+    return (f": the {counted(len(names), 'shard')} of split {split!r} ({listing}) could not be read as one dataset "
+            f"({why}). Every shard of a split must have the same columns and types, and be whole: {advice}")
+
+
+def _type_clashes(schemas: list[pa.Schema], names: list[str]) -> list[tuple[str, bool]]:
+    """Each column whose type differs between shards (of `names`), said, and whether it is text in one and not in
+    another, which datasets would cast to the first shard's type without a word ("1.5" to 1.5, 2 to "2"). A column
+    of nulls only has no type."""
     seen: dict[str, tuple[str, pa.DataType]] = {}
+    clashes: dict[str, tuple[str, bool]] = {}
     for name, schema in zip(names, schemas):
-        for column, kind in zip(schema.names, schema.types):
-            if kind != pa.null():
-                first, first_kind = seen.setdefault(column, (name, kind))
-                if [str(k).removeprefix("large_") for k in (kind, first_kind)].count("string") == 1:
-                    return f"column {column!r} holds {kind} in {name} and {first_kind} in {first}"
-    return None
+        for column, kind in ((c, k) for c, k in zip(schema.names, schema.types) if k != pa.null()):
+            first, first_kind = seen.setdefault(column, (name, kind))
+            if kind != first_kind:
+                text = [str(k).removeprefix("large_") for k in (kind, first_kind)].count("string") == 1
+                clashes.setdefault(column, (f"column {column!r} holds {kind} in {name} and {first_kind} in {first}"
+                                            + f", which datasets would cast to {first_kind} without a word" * text,
+                                            text))
+    return list(clashes.values())
 
 
 def read_parquet(files: list[str]) -> datasets.Dataset:
@@ -284,7 +324,7 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
         if cached := hub_snapshot(repo_id, revision):  # offline (or unreachable), datasets reads only its own copies
             if not switch:
                 notice(f"{parameter} {repo_id!r}: read from the local hub cache ({type(exc).__name__} from the hub)")
-            return _load_local(cached, split, parameter, split_parameter, name=repr(repo_id))
+            return _load_local(cached, split, parameter, split_parameter, name=repo_id)
         why = (f"the hub is switched off ({switch} is set)" if switch
                else "the hub could not be reached or the id is wrong")
         raise DatasetLoadError(

@@ -17,7 +17,8 @@ from ..errors import DataError, ReproError, counted
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
 from ..revisions import hub_offline, hub_snapshot, publish_blocker
-from ..sources import build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits
+from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
+                       shards_problem)
 
 HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
@@ -164,13 +165,15 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
         if lacking := [(key, split) for key, split in need.splits if splits and split not in splits]:
             return Check(what, False, "; ".join(f"local dataset without split {split!r} (it has {splits}): set {key} "
                                                 f"to one of those" for key, split in lacking)), 0
-        if there and need.repo_type == "dataset" and not splits and \
-                (why := folder_problem(path) if path.is_dir() else file_problem(path)):
+        if there and need.repo_type == "dataset" and (why := _shards_problem(path, need) if splits else
+                                                     folder_problem(path) if path.is_dir() else file_problem(path)):
             return Check(what, False, why.removeprefix(": ").strip()), 0
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
                      + beside_hint(need.value)), 0
-    if hub_snapshot(need.value, repo_type=need.repo_type):
+    if cached := hub_snapshot(need.value, repo_type=need.repo_type):
+        if why := need.repo_type == "dataset" and _shards_problem(cached, need, need.value):
+            return Check(what, False, why.removeprefix(": ")), 0
         return Check(what, True, f"hub {need.repo_type}, in the local hub cache"), 0
     if switch := hub_offline(*(["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else [])):
         why = f"the hub is switched off here ({switch})"
@@ -191,6 +194,11 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
     return Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With network: "
                               f"`hf download {need.value}{kind} --local-dir DIR`, then set {need.parameter} to DIR."
                               + beside_hint(need.value)), 0
+
+
+def _shards_problem(path: Path, need: Need, hub_id: str | None = None) -> str | None:
+    """Why the shards of a split `need` reads cannot be one dataset (no rows, types that differ), as its load says."""
+    return next(filter(None, (shards_problem(path, split, hub_id) for _, split in need.splits)), None)
 
 
 def _splits(path: Path) -> list[str] | None:
