@@ -660,6 +660,9 @@ def test_a_members_refusal_names_how_the_familys_folder_was_given(tmp_path, caps
     out = capsys.readouterr().out
     assert "Give another --out (the family's folder) for this run" in out and "run_dir" not in out
     assert "Move what is in the way, or give the family another --out (its members go into its folder" in out
+    # that member alone: a traceback (NotADirectoryError) where a folder's writer was looked for
+    assert cli.main(["run", str(params), "--member", "mini_2"]) == 2
+    assert "mini_2 is an existing file, not a folder: a member's run goes into its own" in capsys.readouterr().err
 
 
 def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_path, capsys, monkeypatch):
