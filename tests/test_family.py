@@ -660,6 +660,9 @@ def test_a_members_refusal_names_how_the_familys_folder_was_given(tmp_path, caps
     out = capsys.readouterr().out
     assert "Give another --out (the family's folder) for this run" in out and "run_dir" not in out
     assert "Move what is in the way, or give the family another --out (its members go into its folder" in out
+    # that member alone: a traceback (NotADirectoryError) where a folder's writer was looked for
+    assert cli.main(["run", str(params), "--member", "mini_2"]) == 2
+    assert "mini_2 is an existing file, not a folder: a member's run goes into its own" in capsys.readouterr().err
 
 
 def test_check_on_a_family_lists_what_every_member_needs_and_runs_nothing(tmp_path, capsys, monkeypatch):
@@ -864,3 +867,33 @@ def test_a_member_another_command_runs_meanwhile_is_busy_not_failed(tmp_path, mo
         for holder in holders:
             holder.kill()
             holder.wait()
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_a_member_another_command_runs_at_the_checks_is_busy_the_others_and_the_view_go_on(tmp_path, monkeypatch,
+                                                                                          capsys, jobs):
+    # a member's folder held when the family's checks ran refused the whole family ("BUSY run directory (member
+    # mini_index-1): ... or give another --out (the family's folder)", exit 2), though one held at its turn is busy
+    root, ran = tmp_path / "f", []
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append(root) or 0)
+    monkeypatch.setattr(family_cli, "_member_command", lambda args, member: [sys.executable, "-c", "pass"])
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    holder = _hold(root / "mini_index-1")
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main([*grid, "--check"]) == 0
+        out = capsys.readouterr().out
+        assert (f"ok       members: mini_index-1: busy, not run here (not failed): `repro run` (pid {holder.pid}, "
+                f"since ") in out and f"is writing to {root / 'mini_index-1'} now; wait for it to finish" in out
+        assert "BUSY" not in out and "(member mini_index-1)" not in out  # (its other checks: not made)
+        assert main([*grid, *jobs]) == family_cli.EXIT_BUSY
+        out, err = capsys.readouterr()
+        assert "family demo: 1 run, 0 already complete, 0 failed, 1 being run by another command" in out
+        assert f"mini_index-1 is being run elsewhere: `repro run` (pid {holder.pid}, since " in out
+        assert "repro run: BUSY members: mini_index-1: another command is running them" in err and "error" not in err
+        assert ran == [root] if jobs else ran == [root / "mini_index-0", root]  # the other member and the view
+        assert main([*grid, "--member", "1", "--check"]) == 0 and "mini_index-1: busy" in capsys.readouterr().out
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(grid) == 0 and ran[-3:] == [root / "mini_index-0", root / "mini_index-1", root]  # once it ended

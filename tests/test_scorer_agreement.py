@@ -261,12 +261,17 @@ def test_agreement_figure_and_table_are_recorded(two_scorers):
 
 
 @pytest.mark.parametrize("names", [("p", "q"), ("builtin:tiny-pairrm", "rmllama", "rmdeberta"),
-                                   tuple(f"builtin:tiny-reward-deberta-{k}" for k in range(4))])
+                                   tuple(f"builtin:tiny-reward-deberta-{k}" for k in range(4)),
+                                   ("llm-blender/PairRM", "skywork_reward_llama_3_1_8b_v0_2_bf16_run",
+                                    "armorm_llama3_8b_v0_1_multi_objective_rm", "c" * 30),
+                                   ("OpenAssistant/reward-model-deberta-v3-large-v2", "s" * 40, "t"),
+                                   ("x" * 60 + "/" + "y" * 40, "s" * 40, "t")])
 @pytest.mark.parametrize("agreeing", [True, False])
 def test_the_agreement_figure_is_readable_for_any_number_of_pairs(names, agreeing):
     # three scorers: 'builtin:tiny-pairrm vs rmllama' and the other pairs' names ran into each other below the bars;
     # four (6 pairs) drew a figure 27.6 inches wide; the legends lay over the tallest bars (the same picks' legend
-    # over scorers that mostly agree, the pairs' over the tau of scorers that do not)
+    # over scorers that mostly agree, the pairs' over the tau of scorers that do not); names as long as a scorer's
+    # may be (40 characters, a hub id's more) put the pairs' legend's colour keys and first letters off the figure
     rng = np.random.default_rng(3)
     base = rng.normal(size=240) if agreeing else np.zeros(240)
     block = sa.agreement({name: (base + rng.normal(scale=0.1 * (i + 1) if agreeing else 1.0, size=240),
@@ -285,6 +290,9 @@ def test_the_agreement_figure_is_readable_for_any_number_of_pairs(names, agreein
             if bar.get_height() > 0 and bar.get_width() > 0]
     for box in boxes + [legend.get_window_extent(renderer) for legend in legends]:
         assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1 and figure.bbox.y0 <= box.y0, (box, figure.bbox)
+    for legend, panel in ((legend, legend.figure) for legend in legends):  # each under its own panel
+        assert panel.bbox.x0 <= legend.get_window_extent(renderer).x0 <= legend.get_window_extent(renderer).x1 <= \
+            panel.bbox.x1, (legend.get_window_extent(renderer), panel.bbox)
     for legend in legends:
         assert not [bar for bar in bars if legend.get_window_extent(renderer).overlaps(bar)], legend
 

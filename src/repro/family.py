@@ -58,6 +58,7 @@ class Family:
     members: list[Member] = field(default_factory=list)
     jobs: int = 1
     given_as: str = "--out"  # how its folder was given (--out, or run_dir): what a refusal says to change
+    busy: dict[str, str] = field(default_factory=dict)  # member -> the other command writing there at the checks
 
     @property
     def plan(self) -> dict[str, dict[str, Any]]:

@@ -352,7 +352,7 @@ class RunDir:
         self._forget_removed()
         if self.root.resolve() in _HELD:
             return None
-        with contextlib.suppress(FileNotFoundError), open(self.lock, encoding="utf-8") as lock:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), open(self.lock, encoding="utf-8") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:

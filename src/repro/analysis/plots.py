@@ -263,6 +263,12 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
             if name != "margin_vs_length" or length_difference is not None}
 
 
+def _pair_label(a: str, b: str, chars: int, wrap: bool) -> str:
+    """'a vs b' (`wrap`: 'a' over 'vs b'), its lines cut at `chars` characters (a hub id may be longer)."""
+    lines = [a, f"vs {b}"] if wrap else [f"{a} vs {b}"]
+    return "\n".join(line[i:i + chars] for line in lines for i in range(0, len(line), chars))
+
+
 def scorer_agreement(agreement: dict) -> Figure:
     """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks. As
     wide for any number of pairs: a row per pair on the right, the legends under the panels, off the bars."""
@@ -273,16 +279,22 @@ def scorer_agreement(agreement: dict) -> Figure:
     taus = pd.DataFrame([{"pair": label, "tau": centre, "rows": count}
                          for label, p in zip(labels, pairs)
                          for centre, count in zip(centres, p["kendall_tau"]["histogram"]["counts"])])
-    # a pair's row label: "a vs b" where it fits in half the panel (~0.09 in a character), else "a" over "vs b"
+    # a pair's row label: "a vs b" where it fits in half the panel (~0.09 in a character), else "a" over "vs b"; no
+    # line wider than two thirds of the panel (the bars keep the rest)
     wrap = 0.09 * max(map(len, labels)) > FIGSIZE[0] / 2
-    ticks = [f"{a}\nvs {b}" for a, b in (p["scorers"] for p in pairs)] if wrap else labels
+    ticks = [_pair_label(*p["scorers"], chars=int(FIGSIZE[0] / 1.5 / 0.09), wrap=wrap) for p in pairs]
     picks = pd.DataFrame([{"pair": label, "which": which.replace("_", " "), "fraction": p[which]["fraction"] or 0.0}
                           for label, p in zip(ticks, pairs) for which in ("same_chosen", "same_rejected")])
     rows = max(p["rows"] for p in pairs)
-    # the legend of pairs in as many columns as fit (~0.075 in a character, 0.6 in for the key)
-    columns = max(1, min(len(pairs), int(FIGSIZE[0] // (0.075 * max(map(len, labels)) + 0.6))))
-    # as tall as the pairs' rows (of two lines when wrapped) and the pairs' legend need
-    height = max(FIGSIZE[1], 2.2 + 0.3 * (1 + wrap) * len(pairs), 3.6 + 0.25 * -(-len(pairs) // columns))
+    # the pairs' legend: a pair on one line where it fits across the panel (~0.08 in a character, 0.6 in for the
+    # key), else as its row (its key and first letters were off the figure); in as many columns as fit
+    fits = int((FIGSIZE[0] - 0.6) / 0.08)
+    keys = {label: label if len(label) <= fits else tick for label, tick in zip(labels, ticks)}
+    longest = max(len(line) for key in keys.values() for line in key.split("\n"))
+    columns = max(1, min(len(pairs), int(FIGSIZE[0] // (0.08 * longest + 0.6))))
+    # as tall as the pairs' rows (of their lines) and the pairs' legend need
+    height = max(FIGSIZE[1], 2.2 + 0.3 * sum(tick.count("\n") + 1 for tick in ticks),
+                 3.6 + 0.25 * max(key.count("\n") + 1 for key in keys.values()) * -(-len(pairs) // columns))
     with theme():
         fig = Figure(figsize=(FIGSIZE[0] * 2, height), dpi=DPI, layout="constrained")
         panels = fig.subfigures(1, 2)
@@ -297,8 +309,8 @@ def scorer_agreement(agreement: dict) -> Figure:
         right.set(ylabel="", xlabel="fraction of prompts", xlim=(0, 1), title="Same chosen / same rejected")
         for ax, panel, ncols in ((left, panels[0], columns), (right, panels[1], 2)):
             if (legend := ax.get_legend()) is not None:
-                panel.legend(legend.legend_handles, [t.get_text() for t in legend.texts], loc="outside lower center",
-                             ncols=ncols)
+                panel.legend(legend.legend_handles, [keys.get(t.get_text(), t.get_text()) for t in legend.texts],
+                             loc="outside lower center", ncols=ncols)
                 legend.remove()
         fig.suptitle(f"Agreement between scorers ({_n(rows)} prompts)")
     return fig

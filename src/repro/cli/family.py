@@ -23,7 +23,7 @@ from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_
                           validate_all)
 from ..jobs import fingerprint_of
 from ..manifest import Manifest
-from ..paths import FAMILY_LOGS, RunDir, find_params, write_problem
+from ..paths import FAMILY_LOGS, RunDir, find_params, wait_advice, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import busy, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -116,9 +116,11 @@ def record_plan(family: Family) -> None:
 
 def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member]) -> int | None:
     """Check the family's folder and every member that will run before any runs (`--check`: print the list, return
-    the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing)."""
+    the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing). A member
+    another command is writing to is busy: left to it (family.busy), unchecked, not run here."""
     why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
-    pending = [m for m in members if why[m.name]]
+    family.busy = {m.name: w for m in members if why[m.name] and (w := RunDir(m.run_dir).writer())}
+    pending = [m for m in members if why[m.name] and m.name not in family.busy]
     found = {m.name: member_checks(family, m, args.force, why[m.name]) for m in pending}
     checks = grouped({name: checks for name, (checks, _) in found.items()})
     checks[:0] = kind_check(RunDir(family.root), [FAMILY_NOTEBOOK], family.given_as) or plan_check(family, args.force)
@@ -127,7 +129,10 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
         checks.insert(0, Check("family folder", False, busy(family.given_as, writer), problem="BUSY"))
     elif not args.member:
         checks[:0] = view = view_check(family, args.force)
-    if done := [m.name for m in members if m not in pending]:
+    checks[:0] = [Check("members", True, f"{name}: busy, not run here (not failed): {writer} is writing to "
+                                         f"{family.member(name).run_dir} now; {wait_advice(writer)}, then run the "
+                                         f"same command again") for name, writer in family.busy.items()]
+    if done := [m.name for m in members if m not in pending and m.name not in family.busy]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
         return code
@@ -150,11 +155,12 @@ def ended(code: int) -> str:
 
 def run_elsewhere(family: Family, member: Member) -> bool:
     """Whether another process writes in `member`'s folder now (a `repro run --member` started since the checks),
-    saying so: the member is left to it, not run here."""
-    if (writer := RunDir(member.run_dir).writer()) is None:
+    or did at the family's checks (family.busy: unchecked), saying so: the member is left to it, not run here."""
+    if (writer := RunDir(member.run_dir).writer()) is None and member.name not in family.busy:
         return False
-    print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
-          f"{member.run_dir}; not run here (busy, not failed)", flush=True)
+    now = f"{writer} is writing to" if writer else f"{family.busy[member.name]} was writing to (at the checks)"
+    print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {now} {member.run_dir}; not run "
+          f"here (busy, not failed)", flush=True)
     return True
 
 
@@ -200,7 +206,7 @@ class _Started:
 
 
 def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member, started: _Started) -> str:
-    if is_done(member):
+    if is_done(member) or member.name in family.busy:
         return run_member(family, member)  # says so, runs nothing
     log = family.root / FAMILY_LOGS / f"{member.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
