@@ -190,7 +190,12 @@ def check_output(given: str, input: Path, force: bool) -> Path:
     if path.suffix.lower() != ".jsonl":  # (a .json file is read as one JSON document, not a row a line)
         other = path.suffix.lower() in DATA_SUFFIXES  # out.parquet: out.jsonl; out.v1 (no format), out.: out.v1.jsonl
         what = f"names another format ({path.suffix})" if other else "has no .jsonl suffix"
-        stem = path.stem.removesuffix(".jsonl") if other else path.name.rstrip(".")  # (out.v1.json: out.v1.jsonl)
+        stem = path.name.rstrip(".")  # less format suffixes: out.json.gz, out.jsonl. -> out, out.v1.json -> out.v1
+        while suffix := next((s for s in DATA_SUFFIXES if stem.lower().endswith(s)), None):
+            stem = stem[:-len(suffix)]
+        if not stem.strip("."):
+            raise DataError(f"--output {given} names no file, only a suffix: give the output a name, e.g. --output "
+                            f"{path.parent / 'scored.jsonl'}.")
         raise DataError(f"--output {given} {what}, but repro score writes JSON lines: name the output .jsonl, e.g. "
                         f"--output {path.parent / stem}.jsonl.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
