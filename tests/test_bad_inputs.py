@@ -394,13 +394,18 @@ CASES = [
            r"repro score writes JSON lines: "
            r"name the output \.jsonl, e\.g\. --output \S*out\.jsonl",
            after=lambda t, suffix=suffix: not (t / f"out{suffix}").exists() or pytest.fail("written"))
-      for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz", ".json", ".txt")],  # .json: JSON lines in it
+      for suffix in (".parquet", ".csv", ".arrow", ".Parquet", ".jsonl.gz", ".json", ".txt",
+                     ".json.gz")],  # .json: JSON lines in it; .json.gz: out.jsonl (it said out.json.jsonl)
     Case("score --output of two dots", lambda t: score(t, output=t / "out.v1.json"),  # (it said out.jsonl)
          r"name the output \.jsonl, e\.g\. --output \S*/out\.v1\.jsonl\.$"),
     *[Case(f"score --output {name}", lambda t, name=name: score(t, output=t / name),  # (it said out.jsonl, out..jsonl)
            rf"--output \S*/{re.escape(name)} has no \.jsonl suffix, but repro score writes JSON lines: name the output "
            rf"\.jsonl, e\.g\. --output \S*/{re.escape(want)}\.$")
-      for name, want in (("out.v1", "out.v1.jsonl"), ("out.", "out.jsonl"), ("out.jsonl.v2", "out.jsonl.v2.jsonl"))],
+      for name, want in (("out.v1", "out.v1.jsonl"), ("out.", "out.jsonl"), ("out.jsonl.v2", "out.jsonl.v2.jsonl"),
+                       ("out.jsonl.", "out.jsonl"))],  # (it said out.jsonl.jsonl)
+    Case("score --output .jsonl, no name", lambda t: score(t, output=t / ".jsonl"),  # (it said .jsonl.jsonl)
+         r"--output \S*/\.jsonl names no file, only a suffix: give the output a name, e\.g\. --output "
+         r"\S*/scored\.jsonl\.$"),
     Case("score --output without a suffix", lambda t: score(t, output=t / "out"),
          r"--output \S*out has no \.jsonl suffix, but repro score writes JSON lines: name the output \.jsonl, e\.g\. "
          r"--output \S*out\.jsonl", after=lambda t: not (t / "out").exists() or pytest.fail("written")),

@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 
 from repro.cli import main
+from repro.cli.score import read_rows
+from repro.construct.pairs import build_row
+from repro.exporters import export_rows
 from repro.dataset_io import write_split
 from repro.errors import DataError
 from repro.scorers.common import ranks_from_scores
@@ -293,3 +296,27 @@ def test_every_layout_repro_writes_is_scored_on_every_candidate_it_holds(tmp_pat
                 for g, w in zip(got, want):
                     np.testing.assert_allclose(g["scores"], w["scores"], rtol=0, atol=1e-6)
                     assert g["ranks"] == w["ranks"]
+
+
+def test_rows_of_another_layout_or_a_null_candidate_column_are_refused_not_scored_on_their_pair(tmp_path, sppo_rows):
+    """Each row is read by its own layout: a file whose layout changes is refused naming the row (it scored the
+    plain rows on the SPPO rows' pair alone, or said 'got [null, null, null]' of valid candidates); a row whose
+    layout's candidate column is null is refused naming it (it was scored on its chosen/rejected pair)."""
+    three, two = [r for r in sppo_rows if len(r["candidates"]) == 3][:2], [r for r in sppo_rows
+                                                                          if len(r["candidates"]) == 2][:2]
+    scored = [build_row({"prompt_id": r["prompt_id"]}, r["prompt"], r["candidates"], [2.0, -1.0, 0.5][:len(
+        r["candidates"])], messages="chosen", keep_all_candidates=True, pick=(0, 1)) for r in three + two]
+    plain = [{k: r[k] for k in ("prompt", "candidates")} for r in three + two]
+    sppo = [*export_rows("sppo", scored[:2], [(0, 1)] * 2).to_list(), *export_rows("sppo", scored[2:], [(0, 1)] * 2)
+            .to_list()]  # 3 generate_i columns, then 2
+    assert [r["candidates"] for r in read_rows(write_jsonl(tmp_path / "ragged.jsonl", sppo))] == \
+        [r["candidates"] for r in plain]
+    for name, rows in (("plain_sppo", plain[:2] + sppo[2:]), ("sppo_plain", sppo[:2] + plain[2:])):
+        with pytest.raises(DataError, match=r"line 3 of \S+ holds (sppo|seed)'s layout .*, but line 1 holds "
+                                            r"(seed|sppo)'s.*: give a file of one layout"):
+            read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
+    for name, column in (("snorkel", "all_generated_responses"), ("rlhflow", "responses"), ("seed", "candidates")):
+        rows = export_rows(name, scored, [(0, 1)] * 4, keep_all_candidates=True).to_list()
+        rows[1][column] = None
+        with pytest.raises(DataError, match=rf"line 2 of \S+: '{column}' is null.*not compare with"):
+            read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))

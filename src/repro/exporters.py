@@ -158,7 +158,8 @@ def _prompt_text(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
+def seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """One row of format `fmt` in the seed's column names (as `seed_view`, untyped)."""
     prompt = _prompt_text(row)
     chosen, rejected = response_text(row.get("chosen")), response_text(row.get("rejected"))
     if fmt == "sppo":
@@ -198,6 +199,6 @@ def seed_view(ds: datasets.Dataset, candidates: bool = True) -> datasets.Dataset
     if fmt == "seed":
         return ds
     features = SEED_VIEW_FEATURES if candidates else PAIR_VIEW_FEATURES
-    rows = [{k: v for k, v in _seed_row(r, fmt).items() if k in features} for r in ds]
+    rows = [{k: v for k, v in seed_row(r, fmt).items() if k in features} for r in ds]
     return datasets.Dataset.from_list(rows, features=features) if rows else \
         datasets.Dataset.from_dict({k: [] for k in features}, features=features)

@@ -14,13 +14,12 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, get_args
 
-import datasets
 import pyarrow.parquet as pq
 
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError, counted
-from ..exporters import detect_format, seed_view
+from ..exporters import detect_format, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import FAMILY_JSON, MANIFEST_JSON, check_folder, typed_path, utf8_text
@@ -123,24 +122,33 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
               option: str = "--input") -> list[dict[str, Any]]:
     """The first `limit` rows of a jsonl (or .parquet) file, each checked: an object with a string `prompt` and >= 2
     (or `min_candidates`) strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its
-    `candidates`; a row of another layout repro writes (`repro.exporters.seed_view`: SPPO's, Snorkel's, RLHFlow's) its
+    `candidates`; a row of another layout repro writes (`repro.exporters.seed_row`: SPPO's, Snorkel's, RLHFlow's) its
     every candidate as `candidates` and its prompt's text as `prompt`."""
-    rows, found = [], list(islice(_rows_of(path, option), limit))
-    layout = detect_format(list(found[0][1])) if found and isinstance(found[0][1], dict) else "seed"
-    if layout != "seed" and all(isinstance(row, dict) for _, row in found):
-        try:
-            view = seed_view(datasets.Dataset.from_list([row for _, row in found]))
-        except Exception as exc:  # pyarrow's ArrowInvalid, ArrowTypeError, ...: rows that make no one table
-            raise DataError(f"{option} {path} holds {layout}'s layout (its first row's columns), but its rows make no "
-                            f"one table ({type(exc).__name__}: {str(exc)[:200]}); give every row the same columns "
-                            f"of the same types.") from None
-        found = [(where, row | {k: v[k] for k in ("prompt", "candidates") if v[k] is not None})
-                 for (where, row), v in zip(found, view)]
+    rows, found, first = [], list(islice(_rows_of(path, option), limit)), None
     for where, row in found:
         if not isinstance(row, dict):
             raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
                             f"'candidates'. jsonl is one JSON object per line (not a JSON array of them); rows are "
                             f"read from jsonl or parquet.")
+        layout = detect_format(list(row))  # each row by its own columns: a file of one layout
+        first = first or (where.split(" of ")[0], layout)
+        if layout != first[1]:
+            raise DataError(f"{where} holds {layout}'s layout (candidates in '{SCORED.get(layout, 'candidates')}'), "
+                            f"but {first[0]} holds {first[1]}'s (in '{SCORED.get(first[1], 'candidates')}'): give a "
+                            f"file of one layout (split it where the layout changes).")
+        column = SCORED.get(layout, "candidates")
+        try:
+            view = seed_row(row, layout) if layout != "seed" else {}
+        except (TypeError, ValueError, IndexError) as exc:  # a column of another type than its layout's
+            raise DataError(f"{where} holds {layout}'s columns, but not of their types ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); give its every row the columns repro writes for {layout}.") from None
+        if view.get("candidates") is None and (layout != "seed" or "candidates" in row and row["candidates"] is None
+                                               and {"chosen", "rejected"} <= set(row)):  # not its pair instead
+            what = "null" if row.get(column, 0) is None else "empty" if column in row else "missing"
+            raise DataError(f"{where}: '{column}' is {what}; rows of {layout}'s layout are scored on their every "
+                            f"candidate, and its chosen and rejected alone would not compare with the other rows' "
+                            f"scores: give the row its candidates, or leave it out.")
+        row = row | {k: view[k] for k in ("prompt", "candidates") if view.get(k) is not None}
         prompt, cands = row.get("prompt"), row.get("candidates")
         if not isinstance(prompt, str):
             what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
@@ -158,7 +166,7 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
             row = {**row, "candidates": cands}
         if not isinstance(cands, list) or len(cands) < min_candidates or not all(isinstance(c, str) for c in cands):
             need = "at least two strings (PairRM compares pairs)" if min_candidates == 2 else "at least one string"
-            raise DataError(f"{where}: '{SCORED.get(layout, 'candidates')}' must be a list of {need}, or give "
+            raise DataError(f"{where}: '{column}' must be a list of {need}, or give "
                             f"'chosen' and 'rejected' (H4 rows), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
         rows.append(row)
     if not rows:
@@ -182,7 +190,12 @@ def check_output(given: str, input: Path, force: bool) -> Path:
     if path.suffix.lower() != ".jsonl":  # (a .json file is read as one JSON document, not a row a line)
         other = path.suffix.lower() in DATA_SUFFIXES  # out.parquet: out.jsonl; out.v1 (no format), out.: out.v1.jsonl
         what = f"names another format ({path.suffix})" if other else "has no .jsonl suffix"
-        stem = path.stem.removesuffix(".jsonl") if other else path.name.rstrip(".")  # (out.v1.json: out.v1.jsonl)
+        stem = path.name.rstrip(".")  # less format suffixes: out.json.gz, out.jsonl. -> out, out.v1.json -> out.v1
+        while suffix := next((s for s in DATA_SUFFIXES if stem.lower().endswith(s)), None):
+            stem = stem[:-len(suffix)]
+        if not stem.strip("."):
+            raise DataError(f"--output {given} names no file, only a suffix: give the output a name, e.g. --output "
+                            f"{path.parent / 'scored.jsonl'}.")
         raise DataError(f"--output {given} {what}, but repro score writes JSON lines: name the output .jsonl, e.g. "
                         f"--output {path.parent / stem}.jsonl.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
