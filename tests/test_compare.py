@@ -1441,6 +1441,8 @@ def test_a_score_nan_on_both_sides_at_the_same_place_is_no_difference(published,
     both = compare.compare(params(tmp_path / "both", reference=str(path), candidate=str(path)))
     assert conclusion(both.result) == "**Reproduced within 0.001: all 40 reference rows (split `train_prefs`) agree**."
     assert both.result["scores"]["excluded_nonfinite"] == 0 and len(both.tables["disagreements"]) == 0
+    assert "over 79 values (1 score NaN, infinite or missing alike on both sides: no difference)" in both.result[
+        "verdict"]
     one = compare.compare(params(tmp_path / "one", reference=str(path), candidate=published["candidate"])).result
     assert conclusion(one) == ("**Partly reproduced within 0.001: 39 of 40 reference rows (split `train_prefs`) "
                                "agree**; 1 differs (tables/compare_disagreements.csv).")
