@@ -179,13 +179,14 @@ def test_score_agreement_of_a_perturbed_copy(compared, published):
 def test_disagreements_are_listed_and_explained(compared):
     result, tables = compared[0].result, compared[0].tables
     table = tables["disagreements"]
-    # 4 swapped + 2 only-rejected + 1 different + 5 jittered (all over 1e-3); the row matched by its normalised
-    # prompt agrees in everything else, so it is not a disagreement
-    assert result["disagreements"]["rows"] == len(table) == 12
+    # 4 swapped + 2 only-rejected + 1 different + 5 jittered (all over 1e-3) + the row matched by its normalised
+    # prompt only (no proof of the same prompt, so no agreement)
+    assert result["disagreements"]["rows"] == len(table) == 13
     assert table["prompt_id"].notna().all()
     # the swapped rows, texts and scores swapped together, are said to be (they were "unexplained")
     assert result["disagreements"]["explanations"] == {
         "a different candidate text": 3, "unexplained": 5,
+        "prompt matched only after whitespace/Unicode normalisation": 1,
         "chosen and rejected the other way round, the same scores (one side's chosen scored lower)": 4}
     assert set(table.loc[table["pair"] == "same", "max_abs_score_difference"].round(6)) >= {0.01, 0.02, 0.003, 0.5}
     # a row that shares no text with its reference row has no same-text score to differ (it read 0.0)
@@ -219,13 +220,13 @@ def test_the_verdict_opens_with_its_conclusion(compared, published, tmp_path):
     # dataset was reproduced; the card's "rows that disagree" named neither the tolerance nor the split
     verdict = compared[0].result["verdict"]
     assert verdict.split("\n\n")[0] == (
-        "**Partly reproduced within 0.001: 25 of 39 reference rows (split `train_prefs`) agree**; 12 differ "
+        "**Partly reproduced within 0.001: 24 of 39 reference rows (split `train_prefs`) agree**; 13 differ "
         "(tables/compare_disagreements.csv), 2 only in the reference (tables/compare_only_reference.csv); the "
         "candidate has 3 rows the reference lacks (tables/compare_only_candidate.csv).")
     assert verdict.split("\n\n")[1].startswith("37 of 39 reference rows aligned")
     en, zh = card_sections(compared[0].result)
-    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 12 |" in en
-    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 12 |" in zh
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 13 |" in en
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 13 |" in zh
     same = compare.compare(params(tmp_path / "same", reference=published["candidate"],
                                   candidate=published["candidate"]))
     assert same.result["verdict"].startswith("**Reproduced within 0.001: all 40 reference rows (split `train_prefs`) "
@@ -967,8 +968,8 @@ def test_card_section_in_both_languages(compared):
     def values(table):  # the value column (names may hold escaped pipes)
         return [re.split(r"(?<!\\)\|", line)[2] for line in table.splitlines()[2:]]
 
-    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 12 |" in en[2]
-    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 12 |" in zh[2]
+    assert "| rows that disagree (tolerance 0.001; split `train_prefs`) | 13 |" in en[2]
+    assert "| 不一致的行（容差 0.001；划分 `train_prefs`） | 13 |" in zh[2]
     assert "| same `messages` | 34 / 37 |" in en[2] and "| `messages` 相同 | 34 / 37 |" in zh[2]
     assert values(en[2]) == values(zh[2]) and len(values(en[2])) == 19  # 4 coverage, 7 pair, 8 score lines
 
@@ -1077,7 +1078,7 @@ def test_the_notebook_alone_under_papermill(run_notebook, published, tmp_path):
              if "text/markdown" in o.get("data", {})]
     assert shown[0].startswith("**Parameters** of 04_compare, run directory") and "| `bootstrap_resamples` | `200`" \
         " (default `1000`) |" in shown[0]  # the parameters as a table, then the verdict first of the results
-    assert shown[1].startswith("**Partly reproduced within 0.001: 25 of 39 reference rows (split `train_prefs`) "
+    assert shown[1].startswith("**Partly reproduced within 0.001: 24 of 39 reference rows (split `train_prefs`) "
                                "agree**")
     assert not (tmp_path / "run" / "dataset" / "README.md").exists()  # no card yet: 03_card adds the section
 
@@ -1425,3 +1426,105 @@ def test_sppo_probabilities_of_other_candidates_are_not_compared(tmp_path):
                       license="mit", language=["en"], comparison=json.loads(json.dumps(result)))
     assert "; 1 more row of other candidates (not comparable) |" in render_section(facts, "reproduction", "en")
     assert "；另有 1 行的候选回复不同（不可比较） |" in render_section(facts, "reproduction", "zh")
+
+
+def conclusion(result: dict) -> str:
+    return result["verdict"].split("\n\n")[0]
+
+
+def test_a_score_nan_on_both_sides_at_the_same_place_is_no_difference(published, tmp_path):
+    # a dataset compared with itself, one score NaN on both sides: "Partly reproduced ... 39 of 40 agree; 1 differ"
+    # and "(1 scores NaN, infinite or missing on one side, left out)"
+    rows = copy.deepcopy(published["rows"])
+    rows[2]["score_chosen"] = float("nan")
+    path = tmp_path / "nan.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    both = compare.compare(params(tmp_path / "both", reference=str(path), candidate=str(path)))
+    assert conclusion(both.result) == "**Reproduced within 0.001: all 40 reference rows (split `train_prefs`) agree**."
+    assert both.result["scores"]["excluded_nonfinite"] == 0 and len(both.tables["disagreements"]) == 0
+    assert "over 79 values (1 score NaN, infinite or missing alike on both sides: no difference)" in both.result[
+        "verdict"]
+    one = compare.compare(params(tmp_path / "one", reference=str(path), candidate=published["candidate"])).result
+    assert conclusion(one) == ("**Partly reproduced within 0.001: 39 of 40 reference rows (split `train_prefs`) "
+                               "agree**; 1 differs (tables/compare_disagreements.csv).")
+    assert "(1 score NaN, infinite or missing on one side, left out)" in one["verdict"]
+
+
+def test_rows_of_another_prompt_or_matched_by_normalised_prompt_do_not_agree(published, tmp_path):
+    # "Reproduced ... all 40 agree" over a row aligned by prompt_id holding another prompt, or matched only by
+    # whitespace/Unicode-normalised prompt text
+    ref, cand = copy.deepcopy(published["rows"][:10]), copy.deepcopy(published["rows"][:10])
+    ref[2]["prompt"] = "A different question altogether."
+    cand[5]["prompt"] += " café"
+    ref[5]["prompt"] += unicodedata.normalize("NFD", " café")
+    for row in (cand[5], ref[5]):
+        row["prompt_id"] = prompt_id_of(row["prompt"])
+    out = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                 candidate=write_rows(cand, tmp_path / "cand")))
+    assert conclusion(out.result) == ("**Partly reproduced within 0.001: 8 of 10 reference rows (split `train_prefs`) "
+                                      "agree**; 2 differ (tables/compare_disagreements.csv).")
+    why = dict(zip(out.tables["disagreements"]["reference_row"], out.tables["disagreements"]["explanation"]))
+    assert why == {2: "another prompt text under the same prompt_id",
+                   5: "prompt matched only after whitespace/Unicode normalisation"}
+
+
+def test_a_score_of_fewer_than_three_values_is_still_compared_row_by_row(published, tmp_path):
+    # a 1-row reference whose only difference is a score: "Not reproduced on pairs only (scores not compared)"
+    ref = copy.deepcopy(published["rows"][:1])
+    ref[0]["score_chosen"] += 0.5
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert conclusion(result).startswith("**Not reproduced within 0.001: 0 of 1 reference row (split `train_prefs`) "
+                                         "agrees**; 1 differs (tables/compare_disagreements.csv)")
+    assert result["disagreements"]["not_compared"] == {} and result["scores"]["available"] is False
+    assert "**Scores not compared.**" not in result["verdict"]
+    assert compare.summary_table(result)["value"][("scores", "no statistics")] == \
+        "only 2 scores of the same text on both sides"
+    en, zh = card_sections(result)
+    assert "Scores were compared row by row only: only 2 scores of the same text on both sides, too few for " \
+           "statistics." in en and "未比较得分" not in zh and "得分只逐行比较：两侧相同文本的得分只有 2 个" in zh
+
+
+def test_the_not_compared_conclusion_still_counts_rows_that_differ_or_are_on_one_side(published, tmp_path):
+    # "Not compared: no pair nor score of the 35 aligned rows could be compared" and not a word of the 3 rows of
+    # other `messages` nor of the 5 rows only in the candidate
+    names = {"chosen": "chosen_conv", "rejected": "rejected_conv"}
+    rows = copy.deepcopy(published["rows"][5:])
+    for row in rows[:3]:
+        row["messages"][-1]["content"] = "other text"
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text("".join(json.dumps({names.get(k, k): v for k, v in r.items()}) + "\n" for r in rows))
+    result = compare.compare(params(tmp_path, reference=str(renamed), candidate=published["candidate"])).result
+    assert conclusion(result) == (
+        "**Not compared: no pair nor score of the 35 aligned rows (split `train_prefs`) could be compared** (see "
+        "below); 3 differ (tables/compare_disagreements.csv); the candidate has 5 rows the reference lacks "
+        "(tables/compare_only_candidate.csv).")
+
+
+def test_the_conclusion_counts_the_candidates_rows_left_out_for_a_duplicated_key(published, tmp_path):
+    rows = published["rows"]
+    cand = write_rows([*copy.deepcopy(rows), copy.deepcopy(rows[7])], tmp_path / "cand")
+    result = compare.compare(params(tmp_path, reference=published["candidate"], candidate=cand)).result
+    assert conclusion(result) == (
+        "**Partly reproduced within 0.001: 39 of 40 reference rows (split `train_prefs`) agree**; 1 left out, its key "
+        "duplicated (tables/compare_duplicates.csv); the candidate has 2 rows left out, their key duplicated "
+        "(tables/compare_duplicates.csv).")
+    extra = write_rows([*copy.deepcopy(rows[:7]), *copy.deepcopy(rows[8:]), *copy.deepcopy([rows[7]] * 2)],
+                       tmp_path / "extra")
+    ref = write_rows(copy.deepcopy(rows[:7] + rows[8:]), tmp_path / "ref")
+    result = compare.compare(params(tmp_path / "x", reference=ref, candidate=extra)).result
+    assert conclusion(result) == (
+        "**Reproduced within 0.001: all 39 reference rows (split `train_prefs`) agree**; the candidate has 2 rows "
+        "left out, their key duplicated (tables/compare_duplicates.csv).")
+
+
+def test_singular_words_and_the_cards_reason_for_scores_not_compared(published, tmp_path):
+    sentence = compare.infer_slice([np.array([1, 2, 4, 5])], 7, max_mini_count=1)["sentence"]
+    assert "; 1 of them is in neither dataset." in sentence
+    names = {"chosen": "chosen_conv", "rejected": "rejected_conv"}
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text("".join(json.dumps({names.get(k, k): v for k, v in r.items()}) + "\n"
+                               for r in published["rows"]))
+    result = compare.compare(params(tmp_path, reference=str(renamed), candidate=published["candidate"])).result
+    en, _ = card_sections(result)
+    assert "Scores were not compared: no chosen/rejected texts: scores cannot be matched to the same text.\n" in en

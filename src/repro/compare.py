@@ -501,8 +501,11 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
             for text in (x for x in dict.fromkeys(texts) if x in other_texts and x not in paired):
                 ref.append(scores[texts.index(text)]), cand.append(other_scores[other_texts.index(text)])
                 row.append(k), which.append(3)
-    return {"reference": np.asarray(ref, dtype=np.float64), "candidate": np.asarray(cand, dtype=np.float64),
-            "row": np.asarray(row, dtype=np.int64), "which": np.asarray(which, dtype=np.int64)}
+    ref, cand = np.asarray(ref, dtype=np.float64), np.asarray(cand, dtype=np.float64)
+    return {"reference": ref, "candidate": cand, "row": np.asarray(row, dtype=np.int64),
+            "which": np.asarray(which, dtype=np.int64),
+            # NaN (or missing) on both sides, or the same infinity: no difference, and not "on one side"
+            "same_nonfinite": (np.isnan(ref) & np.isnan(cand)) | (np.isinf(ref) & (ref == cand))}
 
 
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
@@ -517,7 +520,9 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
         return {"available": False, "reason": "No chosen/rejected texts: scores cannot be matched to the same text."}
     m = matched_scores(al)
     ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
-    out: dict[str, Any] = {"available": True, "values": int(ok.sum()), "excluded_nonfinite": int((~ok).sum()),
+    out: dict[str, Any] = {"available": True, "values": int(ok.sum()),
+                           "excluded_nonfinite": int((~ok & ~m["same_nonfinite"]).sum()),
+                           "nonfinite_on_both_sides": int(m["same_nonfinite"].sum()),
                            "rows": int(np.unique(m["row"][ok]).size),
                            "from": dict(zip(("chosen", "rejected", "crossed", "other"),
                                             np.bincount(m["which"][ok], minlength=4).tolist())),
@@ -577,9 +582,10 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
     return len(response.split()) > PAIRRM_LIMITS["candidate_maxlength"] + (source_max - prompt_tokens) // 2
 
 
-def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
+def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.ndarray | None = None) -> pd.DataFrame:
     """Every aligned row that disagrees (pair, margin sign, a same-text score, `messages`, `reference_response` or
-    an SPPO probability) with why, where it can tell."""
+    an SPPO probability; another prompt text under its prompt_id, `other_prompt`, or a prompt matched only once
+    normalised: no proof of the same prompt) with why, where it can tell."""
     n, t, same_candidates = a.n, al.texts, al.same_candidates
     ref_ids, cand_ids = [ids or [None] * n for ids in al.prompt_ids]
     categories = al.categories if al.categories is not None else np.full(n, -1)
@@ -592,7 +598,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
         diff = np.abs(m["candidate"] - m["reference"])
         fine = np.isfinite(diff)
         np.maximum.at(worst, m["row"][fine], diff[fine])
-        nonfinite[m["row"][~fine]] = True
+        nonfinite[m["row"][~fine & ~m["same_nonfinite"]]] = True
     worst[worst == -np.inf] = np.nan
     sign_differs = np.isfinite(mr) & np.isfinite(ordered) & (np.sign(mr) != np.sign(ordered))
     # other messages, with the same chosen text (the chosen conversation, as a row's messages often is, or no texts)
@@ -600,7 +606,9 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
                                                                         t[f"candidate_{c}"] or [None] * n)], dtype=bool)
              for c in COLUMNS_COMPARED}
     other["messages"] &= np.isin(categories, (-1, 0, 2))
-    disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance) | nonfinite
+    other_prompt = np.zeros(n, dtype=bool) if other_prompt is None else other_prompt
+    disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance) | nonfinite | other_prompt
+    disagree |= a.matched_by == 2
     probabilities = {c: d > p.disagreement_tolerance for c, d in al.probability_differences.items()}  # NaN: missing
     disagree |= np.logical_or.reduce([*other.values(), *probabilities.values()])
     records = []
@@ -619,6 +627,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams) -> pd.DataFrame:
             for c, why in (("messages", "other `messages`"), ("reference_response", "another `reference_response`"))]
         reasons = [why for holds, why in (
             (nonfinite[k], "a NaN, infinite or missing score (left out of the score agreement)"),
+            (other_prompt[k], "another prompt text under the same prompt_id"),
             (a.matched_by[k] == 2, "prompt matched only after whitespace/Unicode normalisation"),
             (categories[k] >= 2 and near is not None, f"the same texts but for whitespace/Unicode form{near}"),
             (categories[k] >= 2 and near is None and not same_candidates[k], "a different candidate text"),
@@ -718,7 +727,7 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         if scores["excluded_nonfinite"]:
             rows.append(("scores", "left out: NaN, infinite or missing", str(scores["excluded_nonfinite"])))
     else:
-        rows.append(("scores", "not compared", scores["reason"]))
+        rows.append(("scores", "no statistics" if scores.get("values") else "not compared", scores["reason"]))
     tolerance = number(result["parameters"]["disagreement_tolerance"])
     rows += [("SPPO probabilities", f"`{column}` further apart than {tolerance}",
               f"{d['differ']} of {d['rows']} rows (max |difference| {number(d['max_abs_difference'])}" + "".join(
@@ -780,10 +789,11 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     notes: list[list] = [["duplicate_note", [  # [macro, *its arguments]: each side's rows, keys, an example
         (side, len(rows), keys, rows[0]["key_kind"], [d["row"] for d in rows if d["key"] == rows[0]["key"]][:4],
          rows[0]["key"][:16]) for side, rows, keys in sides], twins]] if sides else []
-    by_id = a.first_rows[a.matched_by == 0]  # rows aligned by prompt_id: do their prompts agree?
-    differs = [] if ref_keys["prompt_normalised"] is None or cand_keys["prompt_normalised"] is None else [
-        int(i) for i, j in zip(by_id, a.second_rows[a.matched_by == 0])
-        if ref_keys["prompt_normalised"][i] != cand_keys["prompt_normalised"][j]]
+    # rows aligned by prompt_id: do their prompts agree?
+    other_prompt = np.zeros(a.n, dtype=bool) if None in (ref_keys["prompt_normalised"], cand_keys[
+        "prompt_normalised"]) else np.array([k == 0 and ref_keys["prompt_normalised"][i] != cand_keys[
+            "prompt_normalised"][j] for i, j, k in zip(a.first_rows, a.second_rows, a.matched_by)], dtype=bool)
+    differs = a.first_rows[other_prompt].tolist()
     notes += [["prompt_note", len(differs), differs[:4]]] if differs else []
     notes += caveats(reference, candidate, al)
     only = {side.name: [c for c in SEED_COLUMNS if c in side.table.column_names and c not in other.table.column_names]
@@ -816,10 +826,12 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     notes += [["missing_note", column, d, a.n] for column in COLUMNS_COMPARED
               if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
               and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
-    not_compared = {name: result[name]["reason"] for name in ("pairs", "scores") if not result[name]["available"]}
+    # scores of fewer than 3 values: no statistics, but each row's still compared (explain_rows)
+    not_compared = {name: result[name]["reason"] for name in ("pairs", "scores")
+                    if not result[name]["available"] and not result[name].get("values")}
     notes += [[f"{name}_note", not_compared[name], result[name].get("lacking")] for name in ("scores", "pairs")
               if name in not_compared]
-    disagreements = explain_rows(a, al, p)
+    disagreements = explain_rows(a, al, p, other_prompt)
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "not_compared": not_compared,  # none of its rows can disagree on these
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
