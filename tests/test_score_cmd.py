@@ -320,3 +320,20 @@ def test_rows_of_another_layout_or_a_null_candidate_column_are_refused_not_score
         rows[1][column] = None
         with pytest.raises(DataError, match=rf"line 2 of \S+: '{column}' is null.*not compare with"):
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
+
+
+def test_a_bad_row_is_counted_from_1_in_every_kind_of_input(tmp_path):
+    """A parquet file's, a dataset folder's and a saved dataset's rows were numbered from 0 ('row 1' was the second
+    row) where a jsonl file's lines count from 1; each says 'row 2' of the second row now, as a viewer numbers it."""
+    import datasets
+
+    rows = [{"prompt": "p", "candidates": ["a", "b"]}, {"prompt": None, "candidates": ["a", "b"]}]
+    ds = datasets.Dataset.from_list(rows)
+    ds.to_parquet(tmp_path / "in.parquet")
+    write_split(ds, tmp_path / "hub", "train")
+    ds.save_to_disk(tmp_path / "saved")
+    for src, where in ((write_jsonl(tmp_path / "in.jsonl", rows), "line 2"), (tmp_path / "in.parquet", "row 2"),
+                       (tmp_path / "hub", "row 2"), (tmp_path / "saved", "row 2")):
+        with pytest.raises(DataError, match=rf"^{where} of \S+( \(split train\))?: 'prompt' is null; expected a "
+                                            r"string\."):
+            read_rows(src)

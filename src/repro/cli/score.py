@@ -88,14 +88,14 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 
 def _rows_of(path: Path, option: str):
-    """(where, row) of each row: a .parquet file's rows (numbered from 0), a dataset folder's one split (hub layout,
-    a run directory, save_to_disk: as 02_analyze reads them), else the jsonl file's lines."""
+    """(where, row) of each row, numbered from 1 as a viewer numbers them: a .parquet file's rows, a dataset folder's
+    one split (hub layout, a run directory, save_to_disk: as 02_analyze reads them), else the jsonl file's lines."""
     if path.is_dir():
         if (path / "state.json").is_file():  # one Dataset's save_to_disk: no split
-            return ((f"row {n} of {path}", row) for n, row in enumerate(load_source(str(path), "", option)))
+            return ((f"row {n} of {path}", row) for n, row in enumerate(load_source(str(path), "", option), 1))
         if len(splits := local_splits(path) or []) == 1:
             return ((f"row {n} of {path} (split {splits[0]})", row)
-                    for n, row in enumerate(load_source(str(path), splits[0], option)))
+                    for n, row in enumerate(load_source(str(path), splits[0], option), 1))
         if len(splits) > 1 and (path / splits[0]).is_dir():  # a DatasetDict's save_to_disk: a folder per split
             raise DataError(f"{option} {path} holds splits {', '.join(splits)}: give one of their folders, e.g. "
                             f"{option} {path / splits[0]}.")
@@ -115,7 +115,7 @@ def _rows_of(path: Path, option: str):
     except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ...: the file, not a row
         raise DataError(f"{option} {path} could not be read as parquet ({type(exc).__name__}: {str(exc)[:300]}); the "
                         f"file is truncated or damaged. Write it again (e.g. Dataset.to_parquet).") from None
-    return ((f"row {n} of {path}", row) for n, row in enumerate(table.to_pylist()))
+    return ((f"row {n} of {path}", row) for n, row in enumerate(table.to_pylist(), 1))
 
 
 def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
