@@ -311,15 +311,25 @@ def test_rows_of_another_layout_or_a_null_candidate_column_are_refused_not_score
             .to_list()]  # 3 generate_i columns, then 2
     assert [r["candidates"] for r in read_rows(write_jsonl(tmp_path / "ragged.jsonl", sppo))] == \
         [r["candidates"] for r in plain]
-    for name, rows in (("plain_sppo", plain[:2] + sppo[2:]), ("sppo_plain", sppo[:2] + plain[2:])):
-        with pytest.raises(DataError, match=r"line 3 of \S+ holds (sppo|seed)'s layout .*, but line 1 holds "
-                                            r"(seed|sppo)'s.*: give a file of one layout"):
+    # each layout by the name its recipe has in the README, not repro's code name ("sppo's layout", "seed's")
+    sppo_in, seed_in = "SPPO's layout (candidates in 'generate_<i>')", \
+        "the seed dataset's layout (candidates in 'candidates')"
+    for name, rows, first, third in (("plain_sppo", plain[:2] + sppo[2:], seed_in, sppo_in),
+                                     ("sppo_plain", sppo[:2] + plain[2:], sppo_in, seed_in)):
+        says = f"{third}, but line 1 holds {first.replace(' layout (candidates in', ' (in')}"
+        with pytest.raises(DataError, match=rf"^line 3 of \S+ holds {re.escape(says)}: give a file of one layout"):
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
-    for name, column in (("snorkel", "all_generated_responses"), ("rlhflow", "responses"), ("seed", "candidates")):
+    for name, column, called in (("snorkel", "all_generated_responses", "Snorkel's"),
+                                 ("rlhflow", "responses", "RLHFlow's"), ("seed", "candidates", "the seed dataset's")):
         rows = export_rows(name, scored, [(0, 1)] * 4, keep_all_candidates=True).to_list()
         rows[1][column] = None
-        with pytest.raises(DataError, match=rf"line 2 of \S+: '{column}' is null.*not compare with"):
+        with pytest.raises(DataError, match=rf"line 2 of \S+: '{column}' is null; rows of {called} layout are scored "
+                                            r"on their every candidate.*not compare with"):
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
+    rows = [{**sppo[0], "generate_best": sppo[0]["generate_0"]}]  # a generate_ column not numbered
+    with pytest.raises(DataError, match=r"line 1 of \S+ holds SPPO's columns, but not of their types \(ValueError: .*"
+                                        r"give its every row the columns repro writes for SPPO's layout\."):
+        read_rows(write_jsonl(tmp_path / "unnumbered.jsonl", rows))
 
 
 def test_a_bad_row_is_counted_from_1_in_every_kind_of_input(tmp_path):

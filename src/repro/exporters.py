@@ -104,6 +104,10 @@ FORMATS: dict[str, Format] = {
                                                            "chosen", "rejected")})),
 }
 assert tuple(FORMATS) == OutputFormat.__args__  # type: ignore[attr-defined]
+# each layout as a researcher knows it (the recipe's name, as the README writes it), for messages: "SPPO's layout"
+CALLED = {"seed": "the seed dataset's", "sppo": "SPPO's", "snorkel": "Snorkel's", "rlhflow": "RLHFlow's",
+          "selm": "SELM's"}
+assert tuple(CALLED) == tuple(FORMATS)
 
 
 def check_same_candidates(sizes: Sequence[int], detail: str = "") -> None:

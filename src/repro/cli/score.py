@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError, counted
-from ..exporters import detect_format, seed_row
+from ..exporters import CALLED, detect_format, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import FAMILY_JSON, MANIFEST_JSON, check_folder, typed_path, utf8_text
@@ -133,19 +133,20 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
         layout = detect_format(list(row))  # each row by its own columns: a file of one layout
         first = first or (where.split(" of ")[0], layout)
         if layout != first[1]:
-            raise DataError(f"{where} holds {layout}'s layout (candidates in '{SCORED.get(layout, 'candidates')}'), "
-                            f"but {first[0]} holds {first[1]}'s (in '{SCORED.get(first[1], 'candidates')}'): give a "
-                            f"file of one layout (split it where the layout changes).")
+            raise DataError(f"{where} holds {CALLED[layout]} layout (candidates in '{SCORED.get(layout, 'candidates')}'"
+                            f"), but {first[0]} holds {CALLED[first[1]]} (in '{SCORED.get(first[1], 'candidates')}'): "
+                            f"give a file of one layout (split it where the layout changes).")
         column = SCORED.get(layout, "candidates")
         try:
             view = seed_row(row, layout) if layout != "seed" else {}
         except (TypeError, ValueError, IndexError) as exc:  # a column of another type than its layout's
-            raise DataError(f"{where} holds {layout}'s columns, but not of their types ({type(exc).__name__}: "
-                            f"{str(exc)[:200]}); give its every row the columns repro writes for {layout}.") from None
+            raise DataError(f"{where} holds {CALLED[layout]} columns, but not of their types ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); give its every row the columns repro writes for {CALLED[layout]} "
+                            f"layout.") from None
         if view.get("candidates") is None and (layout != "seed" or "candidates" in row and row["candidates"] is None
                                                and {"chosen", "rejected"} <= set(row)):  # not its pair instead
             what = "null" if row.get(column, 0) is None else "empty" if column in row else "missing"
-            raise DataError(f"{where}: '{column}' is {what}; rows of {layout}'s layout are scored on their every "
+            raise DataError(f"{where}: '{column}' is {what}; rows of {CALLED[layout]} layout are scored on their every "
                             f"candidate, and its chosen and rejected alone would not compare with the other rows' "
                             f"scores: give the row its candidates, or leave it out.")
         row = row | {k: view[k] for k in ("prompt", "candidates") if view.get(k) is not None}
