@@ -347,3 +347,33 @@ def test_a_bad_row_is_counted_from_1_in_every_kind_of_input(tmp_path):
         with pytest.raises(DataError, match=rf"^{where} of \S+( \(split train\))?: 'prompt' is null; expected a "
                                             r"string\."):
             read_rows(src)
+
+
+def test_a_null_candidate_of_a_layout_is_refused_naming_its_column_and_row(tmp_path):
+    """An SPPO table whose `generate_1` was null in one row was refused as "'generate_<i>' must be a list of at least
+    two strings …, or give 'chosen' and 'rejected'", naming no column (the row held both); now the column and the row
+    are named, and a null text in Snorkel's or RLHFlow's list is counted in it."""
+    import datasets
+
+    scored = [build_row({"prompt_id": f"p{k}"}, f"Prompt {k}?", ["One.", "Two.", "Three."], [2.0, -1.0, 0.5],
+                        messages="chosen", keep_all_candidates=True, pick=(0, 1)) for k in range(3)]
+    rows = export_rows("sppo", scored, [(0, 1)] * 3).to_list()
+    rows[1]["generate_1"] = None
+    jsonl, parquet = write_jsonl(tmp_path / "sppo.jsonl", rows), tmp_path / "sppo.parquet"
+    datasets.Dataset.from_list(rows).to_parquet(parquet)
+    for src, where in ((jsonl, "line 2"), (parquet, "row 2")):
+        with pytest.raises(DataError, match=rf"^{where} of \S+: 'generate_1' is null; rows of SPPO's layout are "
+                                            r"scored on their every candidate: fill it in, or leave the row out\.$"):
+            read_rows(src)
+    rows[1]["generate_1"], rows[2]["generate_0"] = rows[0]["generate_1"], rows[2]["generate_0"][:1]  # no answer
+    with pytest.raises(DataError, match=r"^line 3 of \S+: 'generate_0' is \[\{\"content\": \"Prompt 2\?\", \"role\": "
+                                        r"\"user\"\}\], not a conversation with an assistant message's text; rows "
+                                        r"of SPPO's layout"):
+        read_rows(write_jsonl(tmp_path / "unanswered.jsonl", rows))
+    for name, column, called in (("snorkel", "all_generated_responses", "Snorkel's"), ("rlhflow", "responses",
+                                                                                        "RLHFlow's")):
+        rows = export_rows(name, scored, [(0, 1)] * 3).to_list()
+        rows[2][column][1] = None
+        with pytest.raises(DataError, match=rf"^line 3 of \S+: candidate 2 of 3 in '{column}' is null; rows of "
+                                            rf"{called} layout are scored on their every candidate"):
+            read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError, counted
-from ..exporters import CALLED, detect_format, seed_row
+from ..exporters import CALLED, detect_format, generate_columns, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import FAMILY_JSON, MANIFEST_JSON, check_folder, typed_path, utf8_text
@@ -155,6 +155,17 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
             what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
             turns = " (or, as in RLHFlow's rows, a conversation whose first message is the user's)" * (what == "list")
             raise DataError(f"{where}: 'prompt' is {what}; expected a string{turns}.")
+        bad = next((k for k, text in enumerate(cands) if not isinstance(text, str)), None) \
+            if layout in SCORED and isinstance(cands, list) else None
+        if bad is not None:  # one candidate of the layout's is no text: named by its column, or its place in the list
+            name = generate_columns(row)[bad] if layout == "sppo" else None
+            value = row[name] if name else cands[bad]
+            shown = json.dumps(value, ensure_ascii=False, default=str)[:80]
+            what = "null" if value is None else f"{shown}, not a conversation with an assistant message's text" \
+                if name else f"{shown}, not a string"
+            subject = repr(name) if name else f"candidate {bad + 1} of {len(cands)} in {column!r}"
+            raise DataError(f"{where}: {subject} is {what}; rows of {CALLED[layout]} layout are scored on their every "
+                            f"candidate: fill it in, or leave the row out.")
         missing = [side for side in ("chosen", "rejected") if side not in row]
         if cands is None and len(missing) == 1:
             raise DataError(f"{where}: '{missing[0]}' is missing; an H4 row gives both 'chosen' and 'rejected' (or "
