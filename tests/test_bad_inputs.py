@@ -472,7 +472,7 @@ CASES = [
     ]],
     Case("score a parquet row without a prompt", lambda t: score(t, input=pq.write_table(pa.Table.from_pylist(
         [GOOD_ROW, {"prompt": None, "candidates": ["a", "b"]}]), t / "in.parquet") or t / "in.parquet"),
-         r"row 1 of \S*in.parquet: 'prompt' is null; expected a string\.", after=nothing_written),
+         r"row 2 of \S*in.parquet: 'prompt' is null; expected a string\.", after=nothing_written),
     # they said what was wrong, not what repro score reads
     Case("score a csv input", lambda t: score(t, input=write(t / "rows.csv", "prompt,candidates\na,\"['x', 'y']\"\n")),
          r"--input \S*rows.csv is a \.csv file; rows are read from jsonl \(one JSON object per line\) or parquet",
@@ -483,7 +483,7 @@ CASES = [
          after=nothing_written),
     Case("score a parquet without candidates", lambda t: score(t, input=pq.write_table(pa.Table.from_pylist(
         [{"prompt": "p", "cands": ["a", "b"]}]), t / "in.parquet") or t / "in.parquet"),
-         r"row 0 of \S*in.parquet: 'candidates' is missing \(the row's fields: 'prompt', 'cands'\); give "
+         r"row 1 of \S*in.parquet: 'candidates' is missing \(the row's fields: 'prompt', 'cands'\); give "
          r"'candidates'", after=nothing_written),
     Case("score a damaged parquet input", lambda t: score(t, input=write(t / "in.parquet", b"PAR1 not parquet")),
          r"--input \S*in.parquet could not be read as parquet .*truncated or damaged", after=nothing_written),

@@ -480,11 +480,12 @@ def test_a_recipe_layouts_candidate_scores_are_checked_on_its_card(tmp_path, fmt
     assert "每行候选得分之和为 0：在 12 行中有 12 行成立。" in zh
 
 
-@pytest.mark.parametrize("fmt", ["sppo", "snorkel", "sppo_score"])
+@pytest.mark.parametrize("fmt", ["sppo", "snorkel", "rlhflow", "sppo_score"])
 def test_a_recipe_cards_code_runs_on_its_own_rows(tmp_path, monkeypatch, fmt):
     # "How to use" offered `row["score_margin"] > 0` after to_trl on every recipe layout; SPPO's `_score` table (the
     # pair and its probabilities, no rm_scores) has no scores, to_trl gives it no margin, and the card still promised
-    # `score_chosen`, `score_rejected` and a `score_margin`
+    # `score_chosen`, `score_rejected` and a `score_margin`. The `rlhflow` format's table holds every candidate's
+    # `rewards`: scored (only RLHFlow's margin-only pair table, which repro does not write, is not)
     ds = recipe_rows(fmt.removesuffix("_score"))
     if fmt == "sppo_score":
         ds = ds.select_columns(["prompt", "prompt_id", "chosen", "rejected", "chosen_probs", "chosen_probs_win",

@@ -259,7 +259,7 @@ def test_a_bad_row_is_named(seed_ds, column, turn, change, says):
         with pytest.raises(DataError) as err:
             convert(bad)
         message = str(err.value)
-        assert message.startswith(f"Row 5 (prompt_id {seed_ds[5]['prompt_id']})") and says in message
+        assert message.startswith(f"Row 5 (from 0; prompt_id {seed_ds[5]['prompt_id']})") and says in message
         assert "fix the row or leave it out" in message
 
 
@@ -271,7 +271,7 @@ def test_an_empty_rejected_response_converts(seed_ds):
     rows[6]["rejected"][-1]["content"] = None
     out = to_trl(datasets.Dataset.from_list(rows[:6], features=seed_ds.features))
     assert out[4]["rejected"] == [{"content": "", "role": "assistant"}] and out[4]["chosen"] == [rows[4]["chosen"][-1]]
-    with pytest.raises(DataError, match=r"^Row 0 \(prompt_id [0-9a-f]{64}\): the assistant turn of `rejected` is not a "
+    with pytest.raises(DataError, match=r"^Row 0 \(from 0; prompt_id [0-9a-f]{64}\): the assistant turn of `rejected` is not a "
                                         r"text \(None\)"):
         to_trl(datasets.Dataset.from_list(rows[6:7], features=seed_ds.features))
 
@@ -287,13 +287,13 @@ def test_a_row_whose_conversations_are_short_or_differ_is_named(seed_ds):
         bad = datasets.Dataset.from_list([rows[index]], features=seed_ds.features)
         with pytest.raises(DataError) as err:
             to_trl(bad)
-        assert str(err.value).startswith(f"Row 0 (prompt_id {rows[index]['prompt_id']}): {says}"), str(err.value)
+        assert str(err.value).startswith(f"Row 0 (from 0; prompt_id {rows[index]['prompt_id']}): {says}"), str(err.value)
 
 
 def test_a_row_without_scores_is_named(seed_ds):
     rows = seed_ds.to_list()
     rows[2]["score_rejected"] = None
-    with pytest.raises(DataError, match=r"^Row 2 \(prompt_id [0-9a-f]{64}\): `score_chosen` and `score_rejected` must be numbers"):
+    with pytest.raises(DataError, match=r"^Row 2 \(from 0; prompt_id [0-9a-f]{64}\): `score_chosen` and `score_rejected` must be numbers"):
         to_trl(datasets.Dataset.from_list(rows, features=seed_ds.features))
 
 

@@ -311,12 +311,69 @@ def test_rows_of_another_layout_or_a_null_candidate_column_are_refused_not_score
             .to_list()]  # 3 generate_i columns, then 2
     assert [r["candidates"] for r in read_rows(write_jsonl(tmp_path / "ragged.jsonl", sppo))] == \
         [r["candidates"] for r in plain]
-    for name, rows in (("plain_sppo", plain[:2] + sppo[2:]), ("sppo_plain", sppo[:2] + plain[2:])):
-        with pytest.raises(DataError, match=r"line 3 of \S+ holds (sppo|seed)'s layout .*, but line 1 holds "
-                                            r"(seed|sppo)'s.*: give a file of one layout"):
+    # each layout by the name its recipe has in the README, not repro's code name ("sppo's layout", "seed's")
+    sppo_in, seed_in = "SPPO's layout (candidates in 'generate_<i>')", \
+        "the seed dataset's layout (candidates in 'candidates')"
+    for name, rows, first, third in (("plain_sppo", plain[:2] + sppo[2:], seed_in, sppo_in),
+                                     ("sppo_plain", sppo[:2] + plain[2:], sppo_in, seed_in)):
+        says = f"{third}, but line 1 holds {first.replace(' layout (candidates in', ' (in')}"
+        with pytest.raises(DataError, match=rf"^line 3 of \S+ holds {re.escape(says)}: give a file of one layout"):
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
-    for name, column in (("snorkel", "all_generated_responses"), ("rlhflow", "responses"), ("seed", "candidates")):
+    for name, column, called in (("snorkel", "all_generated_responses", "Snorkel's"),
+                                 ("rlhflow", "responses", "RLHFlow's"), ("seed", "candidates", "the seed dataset's")):
         rows = export_rows(name, scored, [(0, 1)] * 4, keep_all_candidates=True).to_list()
         rows[1][column] = None
-        with pytest.raises(DataError, match=rf"line 2 of \S+: '{column}' is null.*not compare with"):
+        with pytest.raises(DataError, match=rf"line 2 of \S+: '{column}' is null; rows of {called} layout are scored "
+                                            r"on their every candidate.*not compare with"):
+            read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
+    rows = [{**sppo[0], "generate_best": sppo[0]["generate_0"]}]  # a generate_ column not numbered
+    with pytest.raises(DataError, match=r"line 1 of \S+ holds SPPO's columns, but not of their types \(ValueError: .*"
+                                        r"give its every row the columns repro writes for SPPO's layout\."):
+        read_rows(write_jsonl(tmp_path / "unnumbered.jsonl", rows))
+
+
+def test_a_bad_row_is_counted_from_1_in_every_kind_of_input(tmp_path):
+    """A parquet file's, a dataset folder's and a saved dataset's rows were numbered from 0 ('row 1' was the second
+    row) where a jsonl file's lines count from 1; each says 'row 2' of the second row now, as a viewer numbers it."""
+    import datasets
+
+    rows = [{"prompt": "p", "candidates": ["a", "b"]}, {"prompt": None, "candidates": ["a", "b"]}]
+    ds = datasets.Dataset.from_list(rows)
+    ds.to_parquet(tmp_path / "in.parquet")
+    write_split(ds, tmp_path / "hub", "train")
+    ds.save_to_disk(tmp_path / "saved")
+    for src, where in ((write_jsonl(tmp_path / "in.jsonl", rows), "line 2"), (tmp_path / "in.parquet", "row 2"),
+                       (tmp_path / "hub", "row 2"), (tmp_path / "saved", "row 2")):
+        with pytest.raises(DataError, match=rf"^{where} of \S+( \(split train\))?: 'prompt' is null; expected a "
+                                            r"string\."):
+            read_rows(src)
+
+
+def test_a_null_candidate_of_a_layout_is_refused_naming_its_column_and_row(tmp_path):
+    """An SPPO table whose `generate_1` was null in one row was refused as "'generate_<i>' must be a list of at least
+    two strings …, or give 'chosen' and 'rejected'", naming no column (the row held both); now the column and the row
+    are named, and a null text in Snorkel's or RLHFlow's list is counted in it."""
+    import datasets
+
+    scored = [build_row({"prompt_id": f"p{k}"}, f"Prompt {k}?", ["One.", "Two.", "Three."], [2.0, -1.0, 0.5],
+                        messages="chosen", keep_all_candidates=True, pick=(0, 1)) for k in range(3)]
+    rows = export_rows("sppo", scored, [(0, 1)] * 3).to_list()
+    rows[1]["generate_1"] = None
+    jsonl, parquet = write_jsonl(tmp_path / "sppo.jsonl", rows), tmp_path / "sppo.parquet"
+    datasets.Dataset.from_list(rows).to_parquet(parquet)
+    for src, where in ((jsonl, "line 2"), (parquet, "row 2")):
+        with pytest.raises(DataError, match=rf"^{where} of \S+: 'generate_1' is null; rows of SPPO's layout are "
+                                            r"scored on their every candidate: fill it in, or leave the row out\.$"):
+            read_rows(src)
+    rows[1]["generate_1"], rows[2]["generate_0"] = rows[0]["generate_1"], rows[2]["generate_0"][:1]  # no answer
+    with pytest.raises(DataError, match=r"^line 3 of \S+: 'generate_0' is \[\{\"content\": \"Prompt 2\?\", \"role\": "
+                                        r"\"user\"\}\], not a conversation with an assistant message's text; rows "
+                                        r"of SPPO's layout"):
+        read_rows(write_jsonl(tmp_path / "unanswered.jsonl", rows))
+    for name, column, called in (("snorkel", "all_generated_responses", "Snorkel's"), ("rlhflow", "responses",
+                                                                                        "RLHFlow's")):
+        rows = export_rows(name, scored, [(0, 1)] * 3).to_list()
+        rows[2][column][1] = None
+        with pytest.raises(DataError, match=rf"^line 3 of \S+: candidate 2 of 3 in '{column}' is null; rows of "
+                                            rf"{called} layout are scored on their every candidate"):
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))

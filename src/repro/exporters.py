@@ -104,6 +104,10 @@ FORMATS: dict[str, Format] = {
                                                            "chosen", "rejected")})),
 }
 assert tuple(FORMATS) == OutputFormat.__args__  # type: ignore[attr-defined]
+# each layout as a researcher knows it (the recipe's name, as the README writes it), for messages: "SPPO's layout"
+CALLED = {"seed": "the seed dataset's", "sppo": "SPPO's", "snorkel": "Snorkel's", "rlhflow": "RLHFlow's",
+          "selm": "SELM's"}
+assert tuple(CALLED) == tuple(FORMATS)
 
 
 def check_same_candidates(sizes: Sequence[int], detail: str = "") -> None:
@@ -158,13 +162,17 @@ def _prompt_text(row: dict[str, Any]) -> str | None:
     return None
 
 
+def generate_columns(row: dict[str, Any]) -> list[str]:
+    """An SPPO row's candidate columns in their order: generate_0, generate_1, ... (a ValueError for generate_x)."""
+    return sorted((c for c in row if c.startswith("generate_")), key=lambda c: int(c.split("_")[1]))
+
+
 def seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
     """One row of format `fmt` in the seed's column names (as `seed_view`, untyped)."""
     prompt = _prompt_text(row)
     chosen, rejected = response_text(row.get("chosen")), response_text(row.get("rejected"))
     if fmt == "sppo":
-        candidates = [response_text(row[c]) for c in sorted((c for c in row if c.startswith("generate_")),
-                                                            key=lambda c: int(c.split("_")[1]))]
+        candidates = [response_text(row[c]) for c in generate_columns(row)]
         # SPPO's published rows hold 7 scores for 5 generate_i columns (its issue #27); compute_prob.py ranks the
         # last 5 (`rm_scores[-5:]`), so the generated responses' scores are the last ones
         scores = (row.get("rm_scores") or [])[-len(candidates):] if candidates else []

@@ -47,11 +47,16 @@ def _short(text: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 4] + "...'"
 
 
+def _where(row: dict[str, Any], index: int) -> str:
+    """A row by its index in the Dataset (counted from 0, as `ds[index]`) and its prompt_id."""
+    return f"Row {index} (from 0; prompt_id {row.get('prompt_id') or '?'})"
+
+
 def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict]:
     """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked: the same turns before
     an assistant turn in both (non-empty in `chosen`: an empty `rejected` is a bad answer to learn from, as the
     recipes that rank empty responses train on it), beginning with the user turn holding the row's `prompt`."""
-    where = f"Row {index} (prompt_id {row.get('prompt_id') or '?'})"
+    where = _where(row, index)
     fix = ("Each row needs `chosen` and `rejected` = [user turn with the `prompt` text, ..., assistant turn], as "
            "this project writes them; fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) "
            "before converting.")
@@ -88,8 +93,8 @@ def _margin(row: dict[str, Any], index: int) -> float | None:
     if GIVEN_MARGIN in row:  # a format without pair scores: its own margin (RLHFlow's pairs), else none (SELM's)
         return row[GIVEN_MARGIN]
     if not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
-        raise DataError(f"Row {index} (prompt_id {row.get('prompt_id') or '?'}): `score_chosen` and `score_rejected` "
-                        f"must be numbers, got {scores}; fix the row or leave it out before converting.")
+        raise DataError(f"{_where(row, index)}: `score_chosen` and `score_rejected` must be numbers, got {scores}; fix "
+                        f"the row or leave it out before converting.")
     return float(scores[0]) - float(scores[1])
 
 

@@ -162,8 +162,8 @@ class CardFacts:
 
     @property
     def scored(self) -> bool:
-        """The rows carry scores, to_trl's margins: the seed's two columns or a recipe's candidates' (SELM's layout,
-        SPPO's `_score` table and RLHFlow's pair table have none)."""
+        """The rows carry scores, to_trl's margins: the seed's two columns or a recipe's candidates' (the `rlhflow`
+        format's `rewards` too; SELM's layout, SPPO's `_score` table and RLHFlow's margin-only pair table have none)."""
         return self.has_columns(*SCORE_COLUMNS) if self.layout == "seed" else holds_scores(self.features)
 
     @property

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from ..construct.scoring import score_candidates
 from ..dataset_io import response_text
 from ..errors import DataError, ParameterError, counted
-from ..exporters import detect_format, seed_row
+from ..exporters import CALLED, detect_format, generate_columns, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import FAMILY_JSON, MANIFEST_JSON, check_folder, typed_path, utf8_text
@@ -88,14 +88,14 @@ def _assistant_text(turns: Any, where: str, column: str) -> str:
 
 
 def _rows_of(path: Path, option: str):
-    """(where, row) of each row: a .parquet file's rows (numbered from 0), a dataset folder's one split (hub layout,
-    a run directory, save_to_disk: as 02_analyze reads them), else the jsonl file's lines."""
+    """(where, row) of each row, numbered from 1 as a viewer numbers them: a .parquet file's rows, a dataset folder's
+    one split (hub layout, a run directory, save_to_disk: as 02_analyze reads them), else the jsonl file's lines."""
     if path.is_dir():
         if (path / "state.json").is_file():  # one Dataset's save_to_disk: no split
-            return ((f"row {n} of {path}", row) for n, row in enumerate(load_source(str(path), "", option)))
+            return ((f"row {n} of {path}", row) for n, row in enumerate(load_source(str(path), "", option), 1))
         if len(splits := local_splits(path) or []) == 1:
             return ((f"row {n} of {path} (split {splits[0]})", row)
-                    for n, row in enumerate(load_source(str(path), splits[0], option)))
+                    for n, row in enumerate(load_source(str(path), splits[0], option), 1))
         if len(splits) > 1 and (path / splits[0]).is_dir():  # a DatasetDict's save_to_disk: a folder per split
             raise DataError(f"{option} {path} holds splits {', '.join(splits)}: give one of their folders, e.g. "
                             f"{option} {path / splits[0]}.")
@@ -115,7 +115,7 @@ def _rows_of(path: Path, option: str):
     except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ...: the file, not a row
         raise DataError(f"{option} {path} could not be read as parquet ({type(exc).__name__}: {str(exc)[:300]}); the "
                         f"file is truncated or damaged. Write it again (e.g. Dataset.to_parquet).") from None
-    return ((f"row {n} of {path}", row) for n, row in enumerate(table.to_pylist()))
+    return ((f"row {n} of {path}", row) for n, row in enumerate(table.to_pylist(), 1))
 
 
 def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
@@ -133,19 +133,20 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
         layout = detect_format(list(row))  # each row by its own columns: a file of one layout
         first = first or (where.split(" of ")[0], layout)
         if layout != first[1]:
-            raise DataError(f"{where} holds {layout}'s layout (candidates in '{SCORED.get(layout, 'candidates')}'), "
-                            f"but {first[0]} holds {first[1]}'s (in '{SCORED.get(first[1], 'candidates')}'): give a "
-                            f"file of one layout (split it where the layout changes).")
+            raise DataError(f"{where} holds {CALLED[layout]} layout (candidates in '{SCORED.get(layout, 'candidates')}'"
+                            f"), but {first[0]} holds {CALLED[first[1]]} (in '{SCORED.get(first[1], 'candidates')}'): "
+                            f"give a file of one layout (split it where the layout changes).")
         column = SCORED.get(layout, "candidates")
         try:
             view = seed_row(row, layout) if layout != "seed" else {}
         except (TypeError, ValueError, IndexError) as exc:  # a column of another type than its layout's
-            raise DataError(f"{where} holds {layout}'s columns, but not of their types ({type(exc).__name__}: "
-                            f"{str(exc)[:200]}); give its every row the columns repro writes for {layout}.") from None
+            raise DataError(f"{where} holds {CALLED[layout]} columns, but not of their types ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); give its every row the columns repro writes for {CALLED[layout]} "
+                            f"layout.") from None
         if view.get("candidates") is None and (layout != "seed" or "candidates" in row and row["candidates"] is None
                                                and {"chosen", "rejected"} <= set(row)):  # not its pair instead
             what = "null" if row.get(column, 0) is None else "empty" if column in row else "missing"
-            raise DataError(f"{where}: '{column}' is {what}; rows of {layout}'s layout are scored on their every "
+            raise DataError(f"{where}: '{column}' is {what}; rows of {CALLED[layout]} layout are scored on their every "
                             f"candidate, and its chosen and rejected alone would not compare with the other rows' "
                             f"scores: give the row its candidates, or leave it out.")
         row = row | {k: view[k] for k in ("prompt", "candidates") if view.get(k) is not None}
@@ -154,6 +155,17 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
             what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
             turns = " (or, as in RLHFlow's rows, a conversation whose first message is the user's)" * (what == "list")
             raise DataError(f"{where}: 'prompt' is {what}; expected a string{turns}.")
+        bad = next((k for k, text in enumerate(cands) if not isinstance(text, str)), None) \
+            if layout in SCORED and isinstance(cands, list) else None
+        if bad is not None:  # one candidate of the layout's is no text: named by its column, or its place in the list
+            name = generate_columns(row)[bad] if layout == "sppo" else None
+            value = row[name] if name else cands[bad]
+            shown = json.dumps(value, ensure_ascii=False, default=str)[:80]
+            what = "null" if value is None else f"{shown}, not a conversation with an assistant message's text" \
+                if name else f"{shown}, not a string"
+            subject = repr(name) if name else f"candidate {bad + 1} of {len(cands)} in {column!r}"
+            raise DataError(f"{where}: {subject} is {what}; rows of {CALLED[layout]} layout are scored on their every "
+                            f"candidate: fill it in, or leave the row out.")
         missing = [side for side in ("chosen", "rejected") if side not in row]
         if cands is None and len(missing) == 1:
             raise DataError(f"{where}: '{missing[0]}' is missing; an H4 row gives both 'chosen' and 'rejected' (or "
