@@ -219,6 +219,22 @@ def test_shards_whose_numbers_differ_in_width_load_unchanged(tmp_path):
         assert load_source(str(tmp_path / "hubby"), name)["score_chosen"] == [0.5, 2.0]
 
 
+def test_shards_of_integers_and_whole_floats_load_as_floats(tmp_path):
+    """A column of integers in the first shard and whole floats in another loaded as int64 (2.0 read as 2: the float
+    shard's type lost); a column that is a float in any shard loads as float64, whichever shard comes first."""
+    folder = tmp_path / "hubby" / "data"
+    folder.mkdir(parents=True)
+    for i, (value, kind) in enumerate([(1, pa.int64()), (2.0, pa.float32()), (3, pa.int32())]):
+        pq.write_table(pa.table({"prompt": [f"p{i}"], "score_chosen": pa.array([value], kind)}),
+                       folder / f"train-0000{i}-of-00003.parquet")
+    ds = load_source(str(tmp_path / "hubby"), "train")
+    assert ds.features["score_chosen"] == datasets.Value("float64") and ds["score_chosen"] == [1.0, 2.0, 3.0]
+    assert [type(v) for v in ds["score_chosen"]] == [float] * 3
+    # a fraction beside integers failed the load ("Float value 1.5 was truncated converting to int64")
+    pq.write_table(pa.table({"prompt": ["p1"], "score_chosen": [1.5]}), folder / "train-00001-of-00003.parquet")
+    assert load_source(str(tmp_path / "hubby"), "train")["score_chosen"] == [1.0, 1.5, 3.0]
+
+
 def test_a_rewritten_dataset_keeps_one_arrow_copy_in_the_cache(tmp_path, monkeypatch):
     # datasets caches an Arrow copy of every parquet it reads, keyed by the file's modification time: a run's
     # dataset written again (every re-run of 01_construct) added a copy to the shared cache each time

@@ -302,6 +302,12 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
     if sum(rows) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
     files = [f for f, n in zip(files, rows) if n]
+    # numbers of another type in one shard than in another, a float in any: float64 (datasets took the first shard's)
+    schemas = [footer(f).schema.to_arrow_schema() for f in files]
+    kinds = {c: {s.field(c).type for s in schemas if c in s.names} - {pa.null()} for c in schemas[0].names}
+    floats = {c: datasets.Value("float64") for c, k in kinds.items() if len(k) > 1 and any(
+        map(pa.types.is_floating, k)) and all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in k)}
+    features = datasets.Features({**datasets.Features.from_arrow_schema(schemas[0]), **floats}) if floats else None
     paths = [Path(os.path.abspath(f)) for f in files]
     cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
         "\n".join(map(str, paths)).encode()).hexdigest()[:16])
@@ -312,9 +318,9 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
                 if other == stamp or not any(Path(name).exists() for name, *_ in json.loads(other.read_text())):
                     shutil.rmtree(other.parent, ignore_errors=True)
     try:
-        loaded = datasets.Dataset.from_parquet(files, cache_dir=str(cache))
+        loaded = datasets.Dataset.from_parquet(files, features=features, cache_dir=str(cache))
     except FileNotFoundError:  # another process emptied the folder as the files changed: once more
-        loaded = datasets.Dataset.from_parquet(files, cache_dir=str(cache))
+        loaded = datasets.Dataset.from_parquet(files, features=features, cache_dir=str(cache))
     stamp.write_text(state)
     return loaded
 
