@@ -7,6 +7,7 @@ with issue 4's keys computed by numpy/scipy, a PNG), so none depends on the othe
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import re
 from collections import Counter
@@ -1815,6 +1816,32 @@ def test_a_card_whose_input_has_gone_is_left_as_it_was_with_the_reason(tmp_path,
     assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")})) is None
     assert "The card dataset/README.md was not written again: card_dataset " in capsys.readouterr().out
     assert card_path.read_bytes() == before
+
+
+def test_a_refresh_renders_the_card_once_and_leaves_files_with_the_same_bytes_alone(tmp_path, monkeypatch, capsys):
+    """A refresh rendered the card twice when it had changed (once to compare, once to write), and wrote the
+    card_dataset's parquet again (the same bytes, a new file) even when nothing had changed: now one rendering, and
+    a file whose content is the same is left untouched (same inode, same mtime)."""
+    publish = importlib.import_module("repro.card.publish")  # (the module: repro.card.publish is its function)
+    rows = tmp_path / "mine.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"p{i}", "score_chosen": 1.0 + i, "score_rejected": -i / 2}) + "\n"
+                            for i in range(8)))
+    card_for(tmp_path / "run", card_dataset=str(rows))
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:  # what 03_card on its own records
+        data["parameters"] = {**data.get("parameters", {}), "card_dataset": str(rows)}
+    shards = sorted((tmp_path / "run" / "dataset" / "data").glob("*.parquet"))
+    stats_before = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in shards]
+    assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")}))
+    assert capsys.readouterr().out.endswith("already says what the run holds.\n")
+    assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in shards] == stats_before
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:  # another card
+        data["parameters"]["pretty_name"] = "Renamed"
+    rendered = []
+    monkeypatch.setattr(publish, "build_card", lambda facts: rendered.append(facts) or repro_card.build_card(facts))
+    assert repro_card.refresh(build(AnalyzeParams, {"run_dir": str(tmp_path / "run")}))
+    assert capsys.readouterr().out.endswith("was written again with what the run holds now.\n")
+    assert len(rendered) == 1 and "Renamed" in (tmp_path / "run" / "dataset" / "README.md").read_text()
+    assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in shards] == stats_before
 
 
 def test_a_drop_is_called_the_published_recipes_only_for_the_published_slice(tmp_path):

@@ -897,3 +897,48 @@ def test_a_member_another_command_runs_at_the_checks_is_busy_the_others_and_the_
         holder.kill()
         holder.wait()
     assert main(grid) == 0 and ran[-3:] == [root / "mini_index-0", root / "mini_index-1", root]  # once it ended
+
+
+def test_a_member_alone_looks_once_at_who_writes_in_its_folder(tmp_path, monkeypatch):
+    # `repro run --member 1` asked who writes in its folder three times (main, the checks, its turn): once now (at
+    # the checks; rerun_check's own look, a single run's as well, not counted)
+    root, looked, writer = tmp_path / "f", [], RunDir.writer
+
+    def spy(self):
+        if sys._getframe(1).f_globals["__name__"] == "repro.cli.family":
+            looked.append(self.root.name)
+        return writer(self)
+
+    monkeypatch.setattr(RunDir, "writer", spy)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: 0)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    assert main([*grid, "--member", "1"]) == 0 and looked.count("mini_index-1") == 1
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_a_member_busy_at_the_checks_and_free_at_its_turn_is_run(tmp_path, monkeypatch, capsys, jobs):
+    # a member whose folder another command held at the family's checks stayed "busy", not run, though that command
+    # had ended by its turn (exit 75: the same command again was needed); at its turn it is looked at again, and run
+    root, ran, prepare = tmp_path / "f", [], family_cli.prepare
+    holder = _hold(root / "mini_index-1")
+
+    def checked_then_released(*args):  # the other command ends once the family has checked its members
+        code = prepare(*args)
+        holder.kill()
+        holder.wait()
+        return code
+
+    monkeypatch.setattr(family_cli, "prepare", checked_then_released)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append(root) or 0)
+    monkeypatch.setattr(family_cli, "_member_command", lambda args, member: [sys.executable, "-c", "pass"])
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main([*grid, *jobs]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    out = capsys.readouterr().out
+    assert "being run elsewhere" not in out and "family demo: 2 run, 0 already complete, 0 failed" in out
+    assert ran == [root] if jobs else ran == [root / "mini_index-0", root / "mini_index-1", root]
+    assert ("mini_index-1 started" in out) == bool(jobs)

@@ -9,7 +9,7 @@ from huggingface_hub import constants
 
 from repro.dataset_io import SEED_FEATURES, write_split
 from repro.errors import DataError, DatasetLoadError
-from repro.sources import iter_jsonl, load_source, require_columns
+from repro.sources import iter_jsonl, load_source, require_columns, text_lines
 
 
 def test_demo_source_loads():
@@ -219,6 +219,22 @@ def test_shards_whose_numbers_differ_in_width_load_unchanged(tmp_path):
         assert load_source(str(tmp_path / "hubby"), name)["score_chosen"] == [0.5, 2.0]
 
 
+def test_shards_of_integers_and_whole_floats_load_as_floats(tmp_path):
+    """A column of integers in the first shard and whole floats in another loaded as int64 (2.0 read as 2: the float
+    shard's type lost); a column that is a float in any shard loads as float64, whichever shard comes first."""
+    folder = tmp_path / "hubby" / "data"
+    folder.mkdir(parents=True)
+    for i, (value, kind) in enumerate([(1, pa.int64()), (2.0, pa.float32()), (3, pa.int32())]):
+        pq.write_table(pa.table({"prompt": [f"p{i}"], "score_chosen": pa.array([value], kind)}),
+                       folder / f"train-0000{i}-of-00003.parquet")
+    ds = load_source(str(tmp_path / "hubby"), "train")
+    assert ds.features["score_chosen"] == datasets.Value("float64") and ds["score_chosen"] == [1.0, 2.0, 3.0]
+    assert [type(v) for v in ds["score_chosen"]] == [float] * 3
+    # a fraction beside integers failed the load ("Float value 1.5 was truncated converting to int64")
+    pq.write_table(pa.table({"prompt": ["p1"], "score_chosen": [1.5]}), folder / "train-00001-of-00003.parquet")
+    assert load_source(str(tmp_path / "hubby"), "train")["score_chosen"] == [1.0, 1.5, 3.0]
+
+
 def test_a_rewritten_dataset_keeps_one_arrow_copy_in_the_cache(tmp_path, monkeypatch):
     # datasets caches an Arrow copy of every parquet it reads, keyed by the file's modification time: a run's
     # dataset written again (every re-run of 01_construct) added a copy to the shared cache each time
@@ -276,3 +292,38 @@ def test_the_hub_commit_a_run_read_is_recorded(tmp_path, monkeypatch, train_rows
     stages.load(stages.begin(p))
     load = Manifest(RunDir(tmp_path / "run")).read()["stages"]["load"]
     assert load["revision"] is None and load["commit"] == "0123abcd"
+
+
+def test_a_load_looks_at_each_file_once(tmp_path, monkeypatch):
+    """A split's shards had their footers read twice (their check, then their row counts when read), and a file of
+    a line that is not UTF-8 was read to its first line (its check), then again to that line (the error): once now,
+    with the same messages."""
+    import sys
+
+    from repro import sources
+
+    looked: list[str] = []
+    for name in ("ParquetFile", "read_metadata"):  # (datasets' own reads of the files are not counted)
+        def spy(where, *args, real=getattr(pq, name), **kwargs):
+            if sys._getframe(1).f_globals["__name__"] == "repro.sources":
+                looked.append(Path(where).name)
+            return real(where, *args, **kwargs)
+        monkeypatch.setattr(pq, name, spy)
+    folder = tmp_path / "hubby" / "data"
+    folder.mkdir(parents=True)
+    for i in range(2):
+        pq.write_table(pa.table({"prompt": [f"p{i}"]}), folder / f"train-0000{i}-of-00002.parquet")
+    assert load_source(str(tmp_path / "hubby"), "train")["prompt"] == ["p0", "p1"]
+    assert sorted(looked) == ["train-00000-of-00002.parquet", "train-00001-of-00002.parquet"]
+    looked.clear()
+    pq.write_table(pa.table({"prompt": ["p"]}), tmp_path / "rows.parquet")
+    assert load_source(str(tmp_path / "rows.parquet"))["prompt"] == ["p"] and looked == ["rows.parquet"]
+    opened = []
+    monkeypatch.setattr(sources, "text_lines", lambda path, name: opened.append(path) or text_lines(path, name))
+    for suffix in (".jsonl", ".json"):
+        latin1 = tmp_path / f"latin1{suffix}"
+        latin1.write_bytes(b'{"prompt": "a"}\n' + '{"prompt": "caf\xe9"}\n'.encode("latin-1"))
+        with pytest.raises(DataError, match=rf"^line 2 of source '\S*latin1{suffix}' is not UTF-8 text \(byte 0xe9"):
+            load_source(str(latin1))
+        assert opened == [latin1]
+        opened.clear()

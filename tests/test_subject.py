@@ -189,3 +189,31 @@ def test_the_advice_to_leave_run_dir_unset_names_where_the_notebook_then_writes(
     with pytest.raises(ParameterError, match=rf"Leave run_dir unset \(the notebook then writes {other.root}\)"):
         analysis.analyze(build(AnalyzeParams, {"run_dir": str(run.root), "dataset": str(other.root)}))
     assert build(AnalyzeParams, {"dataset": str(other.root)}).run_root == other.root
+
+
+def test_a_claim_reads_the_runs_manifest_once(project, monkeypatch):
+    """claim read the run's manifest.json twice (its refusal's check, then what to record): once now, and it records
+    the same."""
+    import sys
+
+    from repro.subject import claim
+
+    root, run, mine = project
+    own, reads, read = RunDir(root / "runs" / "mine"), [], Manifest.read
+
+    def spy(self):
+        if sys._getframe(1).f_globals["__name__"] == "repro.subject":
+            reads.append(self.path)
+        return read(self)
+
+    monkeypatch.setattr(Manifest, "read", spy)
+    try:
+        claim(own, str(mine), "dataset")
+        assert reads == [own.manifest]
+        assert Manifest(own).read()["subject"] == {"dataset": str(mine), "parameter": "dataset"}
+        reads.clear()
+        claim(run, None, "dataset")
+        assert reads == [run.manifest]
+    finally:
+        own.release(kernel=True)
+        run.release(kernel=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import os
@@ -92,21 +93,21 @@ def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLI
     split's facts as it records them (`num_bytes`: in-memory Arrow size; `download_size`: parquet bytes) and files."""
     data_dir = Path(dataset_dir) / DATA_DIR
     data_dir.mkdir(parents=True, exist_ok=True)
-    for old in data_dir.glob(f"{split}-*.parquet"):
-        old.unlink()
     ds = ds.flatten_indices() if ds._indices is not None else ds
     nbytes = ds._estimate_nbytes()
     num_shards = int(nbytes / convert_file_size_to_int(datasets.config.MAX_SHARD_SIZE)) + 1
     batch_size = (get_writer_batch_size_from_features(ds.features)
                   or get_writer_batch_size_from_data_size(len(ds), nbytes))
-    files = []
-    for index in range(num_shards):
-        shard = ds.shard(num_shards=num_shards, index=index, contiguous=True)
-        path = data_dir / shard_name(split, index, num_shards)
+    files = [data_dir / shard_name(split, index, num_shards) for index in range(num_shards)]
+    for index, path in enumerate(files):
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        shard.to_parquet(str(tmp), batch_size=batch_size)
-        os.replace(tmp, path)
-        files.append(path)
+        ds.shard(num_shards=num_shards, index=index, contiguous=True).to_parquet(str(tmp), batch_size=batch_size)
+        if path.is_file() and filecmp.cmp(tmp, path, shallow=False):
+            tmp.unlink()  # the same bytes: the shard is left as it was (its time and inode with it)
+        else:
+            os.replace(tmp, path)
+    for old in set(data_dir.glob(f"{split}-*.parquet")) - set(files):
+        old.unlink()
     return {"split": split, "num_bytes": nbytes, "num_examples": len(ds),
             "download_size": sum(f.stat().st_size for f in files), "files": [str(f) for f in files]}
 

@@ -4,6 +4,7 @@ hub's parquet layout, or a run directory."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import json
@@ -85,19 +86,28 @@ def _suffix(path: Path) -> str:
     return "".join(path.suffixes[-2:]) if path.suffix == ".gz" else path.suffix
 
 
-def file_problem(path: Path) -> str | None:
+def file_problem(path: Path, name: str | None = None) -> str | None:
     """Why file `path` cannot be a dataset (a type this loader does not read, no bytes, no rows), or None; reads a
-    parquet file's footer, a json file up to its first line that is not blank (a file that does not read: the load
-    says why)."""
+    parquet file's footer, every line of a json file (with `name`, the load's: one that is not UTF-8 raises, named as
+    `name`'s; a file that does not read otherwise: the load says why)."""
     if _suffix(path) not in FILE_SUFFIXES:
         return f": unsupported file type {_suffix(path)!r}; use .jsonl, .json or .parquet"
     if path.stat().st_size == 0:
         return " is an empty file: it holds no rows"
-    with contextlib.suppress(DataError, OSError, ValueError):  # (pyarrow's ArrowInvalid is a ValueError)
-        if not (pq.read_metadata(path).num_rows if path.suffix == ".parquet" else
-                any(line.strip() for _, line in text_lines(path, str(path)))):
+    # (pyarrow's ArrowInvalid is a ValueError; so is the DataError the load's read of a json file raises, kept)
+    with contextlib.suppress(OSError, *[ValueError] * (not name or path.suffix == ".parquet")):
+        if not (footer(path).num_rows if path.suffix == ".parquet" else
+                sum(bool(line.strip()) for _, line in text_lines(path, name or str(path)))):
             return " holds no rows: give a file that has rows (or write them again)"
     return None
+
+
+def footer(path: str | Path) -> pq.FileMetaData:
+    """A parquet file's footer (rows, schema), read once while the file stays as it is (by a load's checks and load)."""
+    return _footer(str(path), ((st := os.stat(path)).st_ino, st.st_size, st.st_mtime_ns))
+
+
+_footer = functools.lru_cache(maxsize=1024)(lambda path, stamp: pq.read_metadata(path))
 
 
 def build_first(how: str | None = None) -> str:
@@ -166,7 +176,7 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
                 ) -> datasets.Dataset:
     where = f"{parameter} {name or str(path)!r}"  # `name`: a hub id read from the hub cache
     if path.is_file():
-        if why := file_problem(path):
+        if why := file_problem(path, where):  # (a line that is not UTF-8 raises, named)
             raise DataError(f"{where}{why}.")
         suffix = _suffix(path)
         try:
@@ -174,14 +184,11 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
                 loaded = read_parquet([str(path)])
             else:
                 loaded = datasets.Dataset.from_json(str(path))
-                loaded.data.table.validate(full=True)  # datasets takes bytes that are not UTF-8 into its strings
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
             if suffix == ".parquet":
                 raise DataError(f"{where} could not be read as parquet ({cause}); the file is truncated or damaged. "
                                 f"Write it again (e.g. Dataset.to_parquet) or download it again.") from None
-            for _ in text_lines(path, where):  # every line read: one that is not UTF-8 (or a .gz not compressed) raises
-                pass
             if suffix.startswith(".jsonl"):  # raises naming the first broken line
                 for line, row in iter_jsonl(path, option=parameter, name=where):
                     if not isinstance(row, dict):
@@ -239,9 +246,8 @@ def shards_problem(path: Path, split: str, hub_id: str | None = None, failure: E
     odd = 0
     try:
         for name in names:
-            footer = pq.ParquetFile(path / name)
-            schemas.append(footer.schema_arrow)
-            rows += footer.metadata.num_rows
+            schemas.append((meta := footer(path / name)).schema.to_arrow_schema())
+            rows += meta.num_rows
     except Exception as exc:  # (pyarrow's ArrowInvalid, OSError): a shard not whole, named
         why = f"{names[len(schemas)]}: {type(exc).__name__}: {str(exc)[:300]}"
     else:
@@ -292,10 +298,16 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
     is kept in a cache folder of these files' own, emptied when they change (datasets keys a copy by the files'
     modification time: a run's dataset written again, each re-run, added one to its shared cache every time), and
     removed at the next new copy once they are gone."""
-    rows = [pq.ParquetFile(f).metadata.num_rows for f in files]
+    rows = [footer(f).num_rows for f in files]
     if sum(rows) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
     files = [f for f, n in zip(files, rows) if n]
+    # numbers of another type in one shard than in another, a float in any: float64 (datasets took the first shard's)
+    schemas = [footer(f).schema.to_arrow_schema() for f in files]
+    kinds = {c: {s.field(c).type for s in schemas if c in s.names} - {pa.null()} for c in schemas[0].names}
+    floats = {c: datasets.Value("float64") for c, k in kinds.items() if len(k) > 1 and any(
+        map(pa.types.is_floating, k)) and all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in k)}
+    features = datasets.Features({**datasets.Features.from_arrow_schema(schemas[0]), **floats}) if floats else None
     paths = [Path(os.path.abspath(f)) for f in files]
     cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
         "\n".join(map(str, paths)).encode()).hexdigest()[:16])
@@ -306,9 +318,9 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
                 if other == stamp or not any(Path(name).exists() for name, *_ in json.loads(other.read_text())):
                     shutil.rmtree(other.parent, ignore_errors=True)
     try:
-        loaded = datasets.Dataset.from_parquet(files, cache_dir=str(cache))
+        loaded = datasets.Dataset.from_parquet(files, features=features, cache_dir=str(cache))
     except FileNotFoundError:  # another process emptied the folder as the files changed: once more
-        loaded = datasets.Dataset.from_parquet(files, cache_dir=str(cache))
+        loaded = datasets.Dataset.from_parquet(files, features=features, cache_dir=str(cache))
     stamp.write_text(state)
     return loaded
 

@@ -30,11 +30,12 @@ def _subjects(run: RunDir, spec: str | None, building: bool) -> tuple[str | None
     return mine, bool(manifest.get("counts") or manifest.get("scorer") or run.shards()), OWN
 
 
-def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: bool = False,
-                    given_as: str = "run_dir", advice: str | None = None) -> str | None:
-    """Why a notebook given `spec` (`parameter`; `building`: 01_construct's own) may not write into `run`, which
-    describes another dataset (the folder given as `given_as`; `advice`: what to do, a family member's); else None."""
-    mine, known, theirs = _subjects(run, spec, building)
+def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: bool = False, given_as: str = "run_dir",
+                    advice: str | None = None, subjects: tuple | None = None) -> str | None:
+    """Why a notebook given `spec` (`parameter`; `building`: 01_construct's own; `subjects`: _subjects', if read) may
+    not write into `run`, which describes another dataset (the folder given as `given_as`; `advice`: what to do, a
+    family member's); else None."""
+    mine, known, theirs = subjects or _subjects(run, spec, building)
     if not (known and theirs != mine and (building or mine is not OWN)):
         return None
     if building:
@@ -57,9 +58,9 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
     anything is written when it describes another dataset, or another process writes there."""
     if why := run.foreign_refusal(building):
         raise ParameterError(f"run_dir: {why}; nothing was written.")
-    if why := subject_refusal(run, spec, parameter, building):
+    mine, known, theirs = subjects = _subjects(run, spec, building)  # (the manifest read once)
+    if why := subject_refusal(run, spec, parameter, building, subjects=subjects):
         raise ParameterError(f"{why}; nothing was written.")
-    mine, known, theirs = _subjects(run, spec, building)
     if (busy := run.hold(KERNEL, kernel=True)) is not None:  # held until the notebook ends
         raise ParameterError(f"run_dir {str(run.root)!r} is being written by {busy} now: {wait_advice(busy)}, or "
                              f"give this notebook another run_dir; nothing was written.")

@@ -146,8 +146,8 @@ def build_card(facts: CardFacts) -> DatasetCard:
     return DatasetCard(f"---\n{facts_card_data(facts).to_yaml()}\n---\n{render_body(facts)}")
 
 
-def write_card(facts: CardFacts, refreshed: bool = False) -> Path:
-    """Copy the figures to dataset/figures/, write dataset/README.md, record both (`refreshed`: as refresh's stage)."""
+def write_card(facts: CardFacts, refreshed: bool = False, card: DatasetCard | None = None) -> Path:
+    """Copy the figures to dataset/figures/, write dataset/README.md (`card` if built), record both (`refreshed`)."""
     run = facts.run
     figures_dir = run.dataset / FIGURES_DIR
     if figures_dir.exists():
@@ -158,17 +158,17 @@ def write_card(facts: CardFacts, refreshed: bool = False) -> Path:
     manifest = Manifest(run)
     notebook = contextlib.nullcontext() if refreshed else manifest.notebook(facts.parameters_given, "03_card")
     with notebook, manifest.stage("card", resumable=False) as info:
-        build_card(facts).save(run.card)
+        (card or build_card(facts)).save(run.card)
         info.update(card=str(run.card), figures=len(copies), left_out=[s for s, _ in facts.left_out],
                     stand_in=facts.stand_in, built_here=facts.built_here)
     manifest.add_outputs(run.card, *copies)
     return run.card
 
 
-def _written_already(facts: CardFacts) -> bool:
-    """Whether the run's dataset/ holds the card and figures `write_card` would write (a refresh then writes none)."""
+def _written_already(facts: CardFacts, card: DatasetCard) -> bool:
+    """Whether the run's dataset/ holds `card` and the figures `write_card` would write (a refresh then writes none)."""
     figures = facts.run.dataset / FIGURES_DIR
-    return facts.run.card.read_bytes() == str(build_card(facts)).encode() and sorted(
+    return facts.run.card.read_bytes() == str(card).encode() and sorted(
         p.name for p in figures.glob("*")) == sorted(png.name for png, _ in facts.figures) and all(
         filecmp.cmp(png, figures / png.name, shallow=False) for png, _ in facts.figures)
 
@@ -185,10 +185,10 @@ def refresh(p: Any) -> Path | None:
     values.update(run_dir=str(run.root), run_name=p.run_name)
     try:
         facts = gather_facts(build(CardParams, values, where=f"the parameters recorded in {run.manifest}"))
-        if _written_already(facts):
+        if _written_already(facts, card := build_card(facts)):
             print(f"The dataset card {run.relative(run.card)} already says what the run holds.")  # (none written)
         else:
-            write_card(facts, refreshed=True)
+            write_card(facts, refreshed=True, card=card)
             print(f"The dataset card {run.relative(run.card)} was written again with what the run holds now.")
         return run.card
     except ReproError as exc:  # (03_card's input moved away since): the notebook's own work stands

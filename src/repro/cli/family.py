@@ -153,26 +153,42 @@ def ended(code: int) -> str:
         else BUSY if code == EXIT_BUSY else "failed"
 
 
-def run_elsewhere(family: Family, member: Member) -> bool:
-    """Whether another process writes in `member`'s folder now (a `repro run --member` started since the checks),
-    or did at the family's checks (family.busy: unchecked), saying so: the member is left to it, not run here."""
-    if (writer := RunDir(member.run_dir).writer()) is None and member.name not in family.busy:
+def run_elsewhere(family: Family, member: Member, now: bool = True) -> bool:
+    """Whether another process writes in `member`'s folder, looked at `now` (a `repro run --member` started since the
+    checks, or not ended since), else as the checks just made found (family.busy), saying so: left to it, not run."""
+    if not (writer := RunDir(member.run_dir).writer() if now else family.busy.get(member.name)):
         return False
-    now = f"{writer} is writing to" if writer else f"{family.busy[member.name]} was writing to (at the checks)"
-    print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {now} {member.run_dir}; not run "
-          f"here (busy, not failed)", flush=True)
+    print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
+          f"{member.run_dir}; not run here (busy, not failed)", flush=True)
     return True
 
 
-def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False) -> str:
+def checked_at_its_turn(family: Family, member: Member, force: bool) -> bool:
+    """Whether a member busy at the family's checks (unchecked then), free at its turn, passes its checks now, its
+    run replaced as prepare's would be (`force`); else it is not run, said why."""
+    checks, changed = member_checks(family, member, force, why_run_again(member))
+    if refused := [f"{c.what}: {c.detail}" for c in checks if not c.ok]:
+        print(f"repro run: family {family.name}: {member.name}, free at its turn, is not run: {'; '.join(refused)}",
+              file=sys.stderr, flush=True)
+        return False
+    if changed:
+        with writing(RunDir(member.run_dir), member_given_as(family)):
+            replace_run(RunDir(member.run_dir), force)
+    return True
+
+
+def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False,
+               force: bool = False, looked: bool = False) -> str:
     """Run one member here ('done' / 'failed' / 'interrupted'), or say it is already complete ('reused') or being
-    run by another command ('busy')."""
+    run by another command ('busy': looked at now, or `looked`, at the checks just made)."""
     if is_done(member):
         print(f"repro run: family {family.name}: {member.name} is complete with the same parameters -> "
               f"{member.run_dir} (not run again)")
         return "reused"
-    if run_elsewhere(family, member):
+    if run_elsewhere(family, member, now=not looked):
         return BUSY
+    if member.name in family.busy and not checked_at_its_turn(family, member, force):
+        return "failed"
     print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
           f"-> {member.run_dir}", flush=True)
     with writing(RunDir(member.run_dir), member_given_as(family)):
@@ -206,8 +222,10 @@ class _Started:
 
 
 def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member, started: _Started) -> str:
-    if is_done(member) or member.name in family.busy:
+    if is_done(member):
         return run_member(family, member)  # says so, runs nothing
+    if member.name in family.busy and run_elsewhere(family, member):  # (free now: its process checks it)
+        return BUSY
     log = family.root / FAMILY_LOGS / f"{member.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with started.lock:
@@ -249,7 +267,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     if (jobs := args.jobs or family.jobs) == 1:  # Ctrl-C in a member stops the family there
         statuses = []
         for member in family.members:
-            statuses.append(run_member(family, member, kernel=args.kernel, log_output=args.log_output))
+            statuses.append(run_member(family, member, kernel=args.kernel, log_output=args.log_output,
+                                       force=args.force))
             if statuses[-1] == INTERRUPTED:
                 break
     else:
@@ -334,16 +353,16 @@ def main(args: argparse.Namespace) -> int:
                          given_as=folder_given_as(args, values))
     check_run_root(family.root, family.given_as)
     members = [family.member(args.member)] if args.member else family.members
-    if args.member and not args.check and run_elsewhere(family, members[0]):  # (one of --jobs: its family says so)
-        return EXIT_BUSY
     if (code := prepare(args, params_file, family, members)) is not None:
         return code
+    if args.member and run_elsewhere(family, members[0], now=False):  # (as its checks found: nothing written)
+        return EXIT_BUSY
     # the whole family holds its folder (two at once would write one family view); a member alone (a Slurm array
     # task, or one of --jobs) runs beside the others
     with contextlib.nullcontext() if args.member else writing(RunDir(family.root), family.given_as):
         record_plan(family)
         if args.member:  # its exit status says how it ended (a Slurm array's afterok must not follow an interruption)
-            status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output)
+            status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output, looked=True)
             return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED, BUSY: EXIT_BUSY}.get(status, 0)
         print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
         return run_family(args, family)
