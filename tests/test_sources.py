@@ -327,3 +327,24 @@ def test_a_load_looks_at_each_file_once(tmp_path, monkeypatch):
             load_source(str(latin1))
         assert opened == [latin1]
         opened.clear()
+
+
+def test_the_checks_read_a_json_file_to_its_first_row_only(tmp_path, monkeypatch):
+    """`repro run --check` (file_problem without the load's name) asks whether a json file holds a row: it read
+    every line of the file since the load's check reads them all (a large source, read whole by a check)."""
+    from repro import sources
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("\n" + "".join(f'{{"prompt": "p{i}"}}\n' for i in range(500)))
+    read: list[int] = []
+
+    def counting(path, name):
+        for number, line in text_lines(path, name):
+            read.append(number)
+            yield number, line
+    monkeypatch.setattr(sources, "text_lines", counting)
+    assert sources.file_problem(rows) is None and read == [1, 2]
+    read.clear()
+    assert sources.file_problem(rows, "source 'rows.jsonl'") is None and len(read) == 501  # the load's: every line
+    (blank := tmp_path / "blank.jsonl").write_text("\n \n")
+    assert "holds no rows" in sources.file_problem(blank)

@@ -88,8 +88,8 @@ def _suffix(path: Path) -> str:
 
 def file_problem(path: Path, name: str | None = None) -> str | None:
     """Why file `path` cannot be a dataset (a type this loader does not read, no bytes, no rows), or None; reads a
-    parquet file's footer, every line of a json file (with `name`, the load's: one that is not UTF-8 raises, named as
-    `name`'s; a file that does not read otherwise: the load says why)."""
+    parquet file's footer, a json file to its first row (with `name`, the load's: every line, one that is not UTF-8
+    raising, named as `name`'s; a file that does not read otherwise: the load says why)."""
     if _suffix(path) not in FILE_SUFFIXES:
         return f": unsupported file type {_suffix(path)!r}; use .jsonl, .json or .parquet"
     if path.stat().st_size == 0:
@@ -97,7 +97,7 @@ def file_problem(path: Path, name: str | None = None) -> str | None:
     # (pyarrow's ArrowInvalid is a ValueError; so is the DataError the load's read of a json file raises, kept)
     with contextlib.suppress(OSError, *[ValueError] * (not name or path.suffix == ".parquet")):
         if not (footer(path).num_rows if path.suffix == ".parquet" else
-                sum(bool(line.strip()) for _, line in text_lines(path, name or str(path)))):
+                (sum if name else any)(bool(line.strip()) for _, line in text_lines(path, name or str(path)))):
             return " holds no rows: give a file that has rows (or write them again)"
     return None
 

@@ -305,8 +305,9 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
           f"complete, {len(failed)} failed" + (f", {len(busy)} being run by another command" if busy else "") +
           f", in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:
-        print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks say why and what to change. "
-              f"Then the same command again continues them (finished chunks and cached rows are kept).",
+        print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks (one refused at its turn: its "
+              f"line above) say why and what to change. Then the same command again continues them (finished chunks "
+              f"and cached rows are kept).",
               file=sys.stderr)
     if busy:
         print(f"repro run: BUSY members: {', '.join(busy)}: another command is running them; once it ends, the same "
