@@ -909,6 +909,20 @@ def test_too_few_values_give_no_statistics_and_too_few_rows_no_interval(publishe
     assert two["bootstrap"]["note"] == "fewer than three rows: no interval"
 
 
+def test_the_verdicts_conclusion_says_when_scores_are_too_few_for_statistics(published, tmp_path):
+    # one reference row: "**Reproduced within 0.001: all 1 reference row agrees**", not a word of the scores having
+    # no statistics (the summary table's "no statistics" and the card's "too few for statistics" said it)
+    out = compare.compare(params(tmp_path, reference=write_rows(published["rows"][:1], tmp_path / "one"),
+                                 candidate=published["candidate"])).result
+    assert out["verdict"].split("\n\n")[0] == (
+        "**Reproduced within 0.001: all 1 reference row (split `train_prefs`) agrees**; scores compared row by row "
+        "only, no statistics (only 2 scores of the same text on both sides); the candidate has 39 rows the reference "
+        "lacks (tables/compare_only_candidate.csv).")
+    enough = compare.compare(params(tmp_path / "two", reference=write_rows(published["rows"][:2], tmp_path / "two"),
+                                    candidate=published["candidate"])).result
+    assert "no statistics" not in enough["verdict"]
+
+
 def test_an_unreachable_hub_id_offline(published, tmp_path):
     with pytest.raises(DatasetLoadError, match=r"Parameter reference='nobody/nothing-here'.*HF_HUB_OFFLINE.*hf download"):
         compare.compare(params(tmp_path, reference="nobody/nothing-here", candidate=published["candidate"]))
@@ -1475,7 +1489,8 @@ def test_a_score_of_fewer_than_three_values_is_still_compared_row_by_row(publish
     result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
                                     candidate=published["candidate"])).result
     assert conclusion(result).startswith("**Not reproduced within 0.001: 0 of 1 reference row (split `train_prefs`) "
-                                         "agrees**; 1 differs (tables/compare_disagreements.csv)")
+                                         "agrees**; 1 differs (tables/compare_disagreements.csv); scores compared row "
+                                         "by row only, no statistics (only 2 scores of the same text on both sides)")
     assert result["disagreements"]["not_compared"] == {} and result["scores"]["available"] is False
     assert "**Scores not compared.**" not in result["verdict"]
     assert compare.summary_table(result)["value"][("scores", "no statistics")] == \
