@@ -837,6 +837,29 @@ def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 3 |" in render_section(facts, "reproduction", "zh")
 
 
+def test_the_cards_left_out_scores_count_those_missing_on_either_side_and_on_both(published, tmp_path):
+    # a score NaN on one side and another NaN on both: the card's "same-text scores left out (NaN, infinite or
+    # missing)" said 1, and with only the one NaN on both sides no row at all, though neither was compared
+    ref, cand = copy.deepcopy(published["rows"]), copy.deepcopy(published["rows"])
+    ref[3]["score_chosen"] = float("nan")  # one side
+    ref[5]["score_rejected"] = cand[5]["score_rejected"] = float("nan")  # both sides
+    paths = {}
+    for name, rows in (("ref", ref), ("cand", cand)):
+        paths[name] = tmp_path / f"{name}.jsonl"
+        paths[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = compare.compare(params(tmp_path, reference=str(paths["ref"]), candidate=str(paths["cand"]))).result
+    assert out["scores"]["scores"]["n"] == 78  # 80 same-text scores, 2 left out
+    assert compare.summary_table(out)["value"].to_dict()[("scores", "left out: NaN, infinite or missing")] == "2"
+    en, zh = card_sections(out)
+    assert "| same-text scores left out (NaN, infinite or missing) | 2 |" in en
+    assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 2 |" in zh
+    both = compare.compare(params(tmp_path / "both", reference=str(paths["cand"]), candidate=str(paths["cand"])))
+    assert both.result["scores"]["scores"]["n"] == 79 and both.result["scores"]["nonfinite_on_both_sides"] == 1
+    en, zh = card_sections(both.result)
+    assert "| same-text scores left out (NaN, infinite or missing) | 1 |" in en
+    assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 1 |" in zh
+
+
 def test_noise_scores_are_not_hidden_by_the_gap_between_chosen_and_rejected(published, tmp_path):
     # a reference of the same texts whose chosen scores are shuffled across rows (rejected = -chosen): pooled over
     # chosen and rejected, r was high (chosen scores are the high ones on both sides), and the verdict and the card

@@ -724,8 +724,8 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append((f"scores of the same texts ({scores['scores']['n']})", "Pearson r within chosen / rejected",
                      f"{number(roles['chosen']['pearson'])} / {number(roles['rejected']['pearson'])}"))
         rows += _statistics(f"margins of the same pairs ({scores['margin']['n']})", scores["margin"])
-        if scores["excluded_nonfinite"]:
-            rows.append(("scores", "left out: NaN, infinite or missing", str(scores["excluded_nonfinite"])))
+        if left_out := scores["excluded_nonfinite"] + scores.get("nonfinite_on_both_sides", 0):  # on one side or both
+            rows.append(("scores", "left out: NaN, infinite or missing", str(left_out)))
     else:
         rows.append(("scores", "no statistics" if scores.get("values") else "not compared", scores["reason"]))
     tolerance = number(result["parameters"]["disagreement_tolerance"])
