@@ -348,7 +348,7 @@ def test_rows_left_out_for_a_duplicated_key_are_counted_in_the_table_and_the_car
                                     candidate=published["candidate"])).result
     assert result["verdict"].startswith(
         "**Partly reproduced within 0.001: 8 of 10 reference rows (split `train_prefs`) agree**; 2 left out, their key "
-        "duplicated (tables/compare_duplicates.csv); the candidate has 31 rows the reference lacks")
+        "duplicated in the reference (tables/compare_duplicates.csv); the candidate has 31 rows the reference lacks")
     value = compare.summary_table(result)["value"].to_dict()
     assert value[("rows", "left out, their key duplicated (reference / candidate)")] == "2 / 1"
     en, zh = card_sections(result)
@@ -360,6 +360,32 @@ def test_rows_left_out_for_a_duplicated_key_are_counted_in_the_table_and_the_car
     unique = compare.summary_table(compare.compare(params(tmp_path / "u", reference=published["candidate"],
                                                           candidate=published["candidate"])).result)
     assert not any("duplicated" in measure for _, measure in unique.index)
+
+
+def test_rows_left_out_for_a_duplicated_key_name_the_side_that_holds_the_duplicate(published, tmp_path):
+    # a key twice in the reference: "the candidate has 1 row left out, its key duplicated", as though the candidate
+    # held it twice
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[4]["prompt_id"] = ref[3]["prompt_id"]
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert result["coverage"]["duplicated_in"] == {"reference": {"reference": 2}, "candidate": {"reference": 1}}
+    assert result["verdict"].split("\n\n")[0] == (
+        "**Partly reproduced within 0.001: 8 of 10 reference rows (split `train_prefs`) agree**; 2 left out, their key "
+        "duplicated in the reference (tables/compare_duplicates.csv); the candidate has 31 rows the reference lacks "
+        "(tables/compare_only_candidate.csv) and 1 row left out, its key duplicated in the reference "
+        "(tables/compare_duplicates.csv).")
+    # the other way round, and a key twice on both sides
+    cand = copy.deepcopy(published["rows"][:10])
+    cand[4]["prompt_id"] = cand[3]["prompt_id"]
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[7]["prompt_id"] = ref[6]["prompt_id"] = cand[7]["prompt_id"] = cand[6]["prompt_id"]
+    result = compare.compare(params(tmp_path / "c", reference=write_rows(ref, tmp_path / "r2"),
+                                    candidate=write_rows(cand, tmp_path / "c2"))).result
+    assert result["verdict"].split("\n\n")[0].endswith(
+        "3 left out, their key duplicated: 1 in the candidate and 2 on both sides (tables/compare_duplicates.csv); "
+        "the candidate has 4 rows left out, their key duplicated: 2 in the candidate and 2 on both sides "
+        "(tables/compare_duplicates.csv).")
 
 
 def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_path):
@@ -1545,15 +1571,15 @@ def test_the_conclusion_counts_the_candidates_rows_left_out_for_a_duplicated_key
     result = compare.compare(params(tmp_path, reference=published["candidate"], candidate=cand)).result
     assert conclusion(result) == (
         "**Partly reproduced within 0.001: 39 of 40 reference rows (split `train_prefs`) agree**; 1 left out, its key "
-        "duplicated (tables/compare_duplicates.csv); the candidate has 2 rows left out, their key duplicated "
-        "(tables/compare_duplicates.csv).")
+        "duplicated in the candidate (tables/compare_duplicates.csv); the candidate has 2 rows left out, their key "
+        "duplicated in the candidate (tables/compare_duplicates.csv).")
     extra = write_rows([*copy.deepcopy(rows[:7]), *copy.deepcopy(rows[8:]), *copy.deepcopy([rows[7]] * 2)],
                        tmp_path / "extra")
     ref = write_rows(copy.deepcopy(rows[:7] + rows[8:]), tmp_path / "ref")
     result = compare.compare(params(tmp_path / "x", reference=ref, candidate=extra)).result
     assert conclusion(result) == (
         "**Reproduced within 0.001: all 39 reference rows (split `train_prefs`) agree**; the candidate has 2 rows "
-        "left out, their key duplicated (tables/compare_duplicates.csv).")
+        "left out, their key duplicated in the candidate (tables/compare_duplicates.csv).")
 
 
 def test_singular_words_and_the_cards_reason_for_scores_not_compared(published, tmp_path):

@@ -4,6 +4,7 @@ scores compared, the source slice inferred). Everything but `load_*` and `compar
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 import json
 import os
 import re
@@ -816,6 +817,9 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
                      "only_candidate": int(a.only_second.size),
                      **{f"duplicates_{side}": len({d["row"] for d in a.duplicates if d["side"] == side})
                         for side in SIDES},
+                     # each side's rows left out, by the side(s) that hold their key several times
+                     "duplicated_in": {side: dict(Counter(d["duplicated_in"] for d in a.duplicates
+                                                          if d["side"] == side)) for side in SIDES},
                      "fraction_of_reference": a.n / reference.rows, "fraction_of_candidate": a.n / candidate.rows,
                      "examples": {"only_reference": _examples(reference.table, a.only_first),
                                   "only_candidate": _examples(candidate.table, a.only_second)}},
