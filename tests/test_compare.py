@@ -972,6 +972,31 @@ def test_the_verdicts_conclusion_says_when_scores_are_too_few_for_statistics(pub
     assert "no statistics" not in enough["verdict"]
 
 
+def test_a_hub_reference_is_named_with_the_commit_it_was_read_at(published, tmp_path, monkeypatch):
+    # compare.json and the card named the hub id only: a later `hf download` of a newer commit compares other rows
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    commit = "abcdef123456" + "0" * 28
+    snapshot = tmp_path / "hub" / "datasets--someone--published" / "snapshots" / commit
+    write_split(datasets.Dataset.from_list(published["ref"], features=output_features()), snapshot, "train_prefs")
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text(commit)
+    hub = compare.compare(params(tmp_path / "hub_run", reference="someone/published", candidate=published["candidate"]))
+    assert hub.result["reference"]["rows"] == 39 and hub.result["reference"]["commits"] == {"someone/published": commit}
+    assert json.loads((tmp_path / "hub_run" / "run" / "compare.json").read_text())["reference"]["commits"] == {
+        "someone/published": commit}
+    en, zh = card_sections(hub.result)
+    assert "This dataset was compared with `someone/published` at commit abcdef123456 (`compare.json`," in en
+    assert "本数据集已与 `someone/published` 的提交 abcdef123456 对比（`compare.json`，" in zh
+    local = compare.compare(params(tmp_path / "local", reference=published["reference"],
+                                   candidate=published["candidate"])).result
+    assert local["reference"]["commits"] == {}  # a local folder: no commit, the sentence as it was
+    en, zh = card_sections(local)
+    assert "This dataset was compared with `local:reference` (`compare.json`, made by " in en
+    assert "本数据集已与 `local:reference` 对比（`compare.json`，" in zh
+
+
 def test_an_unreachable_hub_id_offline(published, tmp_path):
     with pytest.raises(DatasetLoadError, match=r"Parameter reference='nobody/nothing-here'.*HF_HUB_OFFLINE.*hf download"):
         compare.compare(params(tmp_path, reference="nobody/nothing-here", candidate=published["candidate"]))
