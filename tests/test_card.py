@@ -410,6 +410,19 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
             (tmp_path / "run" / "figures" / f"{name}.png").read_bytes()
 
 
+def test_no_excluded_rows_are_not_counted_in_the_characteristics(tmp_path):
+    # "n = 24 rows analysed, 0 excluded" on every card of a run with no row excluded
+    make_run(tmp_path / "run")
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "02_analyze computes it again from this dataset): n = 24 rows analysed. `margin` =" in en
+    assert "02_analyze 可由本数据集重新算出）：分析了 n = 24 行。`margin` =" in zh
+    assert "0 excluded" not in en and "排除 0 行" not in zh
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps({**metrics, "n": 20, "n_excluded": 4}))
+    en, zh = halves(card_for(tmp_path / "run")[1])
+    assert "n = 20 rows analysed, 4 excluded. `margin` =" in en and "分析了 n = 20 行，排除 4 行。`margin` =" in zh
+
+
 def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     make_run(tmp_path / "run")
     facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))

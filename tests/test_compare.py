@@ -348,7 +348,7 @@ def test_rows_left_out_for_a_duplicated_key_are_counted_in_the_table_and_the_car
                                     candidate=published["candidate"])).result
     assert result["verdict"].startswith(
         "**Partly reproduced within 0.001: 8 of 10 reference rows (split `train_prefs`) agree**; 2 left out, their key "
-        "duplicated (tables/compare_duplicates.csv); the candidate has 31 rows the reference lacks")
+        "duplicated in the reference (tables/compare_duplicates.csv); the candidate has 31 rows the reference lacks")
     value = compare.summary_table(result)["value"].to_dict()
     assert value[("rows", "left out, their key duplicated (reference / candidate)")] == "2 / 1"
     en, zh = card_sections(result)
@@ -360,6 +360,32 @@ def test_rows_left_out_for_a_duplicated_key_are_counted_in_the_table_and_the_car
     unique = compare.summary_table(compare.compare(params(tmp_path / "u", reference=published["candidate"],
                                                           candidate=published["candidate"])).result)
     assert not any("duplicated" in measure for _, measure in unique.index)
+
+
+def test_rows_left_out_for_a_duplicated_key_name_the_side_that_holds_the_duplicate(published, tmp_path):
+    # a key twice in the reference: "the candidate has 1 row left out, its key duplicated", as though the candidate
+    # held it twice
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[4]["prompt_id"] = ref[3]["prompt_id"]
+    result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                    candidate=published["candidate"])).result
+    assert result["coverage"]["duplicated_in"] == {"reference": {"reference": 2}, "candidate": {"reference": 1}}
+    assert result["verdict"].split("\n\n")[0] == (
+        "**Partly reproduced within 0.001: 8 of 10 reference rows (split `train_prefs`) agree**; 2 left out, their key "
+        "duplicated in the reference (tables/compare_duplicates.csv); the candidate has 31 rows the reference lacks "
+        "(tables/compare_only_candidate.csv) and 1 row left out, its key duplicated in the reference "
+        "(tables/compare_duplicates.csv).")
+    # the other way round, and a key twice on both sides
+    cand = copy.deepcopy(published["rows"][:10])
+    cand[4]["prompt_id"] = cand[3]["prompt_id"]
+    ref = copy.deepcopy(published["rows"][:10])
+    ref[7]["prompt_id"] = ref[6]["prompt_id"] = cand[7]["prompt_id"] = cand[6]["prompt_id"]
+    result = compare.compare(params(tmp_path / "c", reference=write_rows(ref, tmp_path / "r2"),
+                                    candidate=write_rows(cand, tmp_path / "c2"))).result
+    assert result["verdict"].split("\n\n")[0].endswith(
+        "3 left out, their key duplicated: 1 in the candidate and 2 on both sides (tables/compare_duplicates.csv); "
+        "the candidate has 4 rows left out, their key duplicated: 2 in the candidate and 2 on both sides "
+        "(tables/compare_duplicates.csv).")
 
 
 def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_path):
@@ -837,6 +863,29 @@ def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 3 |" in render_section(facts, "reproduction", "zh")
 
 
+def test_the_cards_left_out_scores_count_those_missing_on_either_side_and_on_both(published, tmp_path):
+    # a score NaN on one side and another NaN on both: the card's "same-text scores left out (NaN, infinite or
+    # missing)" said 1, and with only the one NaN on both sides no row at all, though neither was compared
+    ref, cand = copy.deepcopy(published["rows"]), copy.deepcopy(published["rows"])
+    ref[3]["score_chosen"] = float("nan")  # one side
+    ref[5]["score_rejected"] = cand[5]["score_rejected"] = float("nan")  # both sides
+    paths = {}
+    for name, rows in (("ref", ref), ("cand", cand)):
+        paths[name] = tmp_path / f"{name}.jsonl"
+        paths[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = compare.compare(params(tmp_path, reference=str(paths["ref"]), candidate=str(paths["cand"]))).result
+    assert out["scores"]["scores"]["n"] == 78  # 80 same-text scores, 2 left out
+    assert compare.summary_table(out)["value"].to_dict()[("scores", "left out: NaN, infinite or missing")] == "2"
+    en, zh = card_sections(out)
+    assert "| same-text scores left out (NaN, infinite or missing) | 2 |" in en
+    assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 2 |" in zh
+    both = compare.compare(params(tmp_path / "both", reference=str(paths["cand"]), candidate=str(paths["cand"])))
+    assert both.result["scores"]["scores"]["n"] == 79 and both.result["scores"]["nonfinite_on_both_sides"] == 1
+    en, zh = card_sections(both.result)
+    assert "| same-text scores left out (NaN, infinite or missing) | 1 |" in en
+    assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 1 |" in zh
+
+
 def test_noise_scores_are_not_hidden_by_the_gap_between_chosen_and_rejected(published, tmp_path):
     # a reference of the same texts whose chosen scores are shuffled across rows (rejected = -chosen): pooled over
     # chosen and rejected, r was high (chosen scores are the high ones on both sides), and the verdict and the card
@@ -907,6 +956,45 @@ def test_too_few_values_give_no_statistics_and_too_few_rows_no_interval(publishe
                                  candidate=published["candidate"])).result["scores"]["scores"]
     assert two["n"] == 4 and two["ci95"] == dict.fromkeys(two["ci95"])
     assert two["bootstrap"]["note"] == "fewer than three rows: no interval"
+
+
+def test_the_verdicts_conclusion_says_when_scores_are_too_few_for_statistics(published, tmp_path):
+    # one reference row: "**Reproduced within 0.001: all 1 reference row agrees**", not a word of the scores having
+    # no statistics (the summary table's "no statistics" and the card's "too few for statistics" said it)
+    out = compare.compare(params(tmp_path, reference=write_rows(published["rows"][:1], tmp_path / "one"),
+                                 candidate=published["candidate"])).result
+    assert out["verdict"].split("\n\n")[0] == (
+        "**Reproduced within 0.001: all 1 reference row (split `train_prefs`) agrees**; scores compared row by row "
+        "only, no statistics (only 2 scores of the same text on both sides); the candidate has 39 rows the reference "
+        "lacks (tables/compare_only_candidate.csv).")
+    enough = compare.compare(params(tmp_path / "two", reference=write_rows(published["rows"][:2], tmp_path / "two"),
+                                    candidate=published["candidate"])).result
+    assert "no statistics" not in enough["verdict"]
+
+
+def test_a_hub_reference_is_named_with_the_commit_it_was_read_at(published, tmp_path, monkeypatch):
+    # compare.json and the card named the hub id only: a later `hf download` of a newer commit compares other rows
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    commit = "abcdef123456" + "0" * 28
+    snapshot = tmp_path / "hub" / "datasets--someone--published" / "snapshots" / commit
+    write_split(datasets.Dataset.from_list(published["ref"], features=output_features()), snapshot, "train_prefs")
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text(commit)
+    hub = compare.compare(params(tmp_path / "hub_run", reference="someone/published", candidate=published["candidate"]))
+    assert hub.result["reference"]["rows"] == 39 and hub.result["reference"]["commits"] == {"someone/published": commit}
+    assert json.loads((tmp_path / "hub_run" / "run" / "compare.json").read_text())["reference"]["commits"] == {
+        "someone/published": commit}
+    en, zh = card_sections(hub.result)
+    assert "This dataset was compared with `someone/published` at commit abcdef123456 (`compare.json`," in en
+    assert "本数据集已与 `someone/published` 的提交 abcdef123456 对比（`compare.json`，" in zh
+    local = compare.compare(params(tmp_path / "local", reference=published["reference"],
+                                   candidate=published["candidate"])).result
+    assert local["reference"]["commits"] == {}  # a local folder: no commit, the sentence as it was
+    en, zh = card_sections(local)
+    assert "This dataset was compared with `local:reference` (`compare.json`, made by " in en
+    assert "本数据集已与 `local:reference` 对比（`compare.json`，" in zh
 
 
 def test_an_unreachable_hub_id_offline(published, tmp_path):
@@ -1475,7 +1563,8 @@ def test_a_score_of_fewer_than_three_values_is_still_compared_row_by_row(publish
     result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
                                     candidate=published["candidate"])).result
     assert conclusion(result).startswith("**Not reproduced within 0.001: 0 of 1 reference row (split `train_prefs`) "
-                                         "agrees**; 1 differs (tables/compare_disagreements.csv)")
+                                         "agrees**; 1 differs (tables/compare_disagreements.csv); scores compared row "
+                                         "by row only, no statistics (only 2 scores of the same text on both sides)")
     assert result["disagreements"]["not_compared"] == {} and result["scores"]["available"] is False
     assert "**Scores not compared.**" not in result["verdict"]
     assert compare.summary_table(result)["value"][("scores", "no statistics")] == \
@@ -1507,15 +1596,15 @@ def test_the_conclusion_counts_the_candidates_rows_left_out_for_a_duplicated_key
     result = compare.compare(params(tmp_path, reference=published["candidate"], candidate=cand)).result
     assert conclusion(result) == (
         "**Partly reproduced within 0.001: 39 of 40 reference rows (split `train_prefs`) agree**; 1 left out, its key "
-        "duplicated (tables/compare_duplicates.csv); the candidate has 2 rows left out, their key duplicated "
-        "(tables/compare_duplicates.csv).")
+        "duplicated in the candidate (tables/compare_duplicates.csv); the candidate has 2 rows left out, their key "
+        "duplicated in the candidate (tables/compare_duplicates.csv).")
     extra = write_rows([*copy.deepcopy(rows[:7]), *copy.deepcopy(rows[8:]), *copy.deepcopy([rows[7]] * 2)],
                        tmp_path / "extra")
     ref = write_rows(copy.deepcopy(rows[:7] + rows[8:]), tmp_path / "ref")
     result = compare.compare(params(tmp_path / "x", reference=ref, candidate=extra)).result
     assert conclusion(result) == (
         "**Reproduced within 0.001: all 39 reference rows (split `train_prefs`) agree**; the candidate has 2 rows "
-        "left out, their key duplicated (tables/compare_duplicates.csv).")
+        "left out, their key duplicated in the candidate (tables/compare_duplicates.csv).")
 
 
 def test_singular_words_and_the_cards_reason_for_scores_not_compared(published, tmp_path):

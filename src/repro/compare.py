@@ -4,6 +4,7 @@ scores compared, the source slice inferred). Everything but `load_*` and `compar
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from .exporters import seed_view
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, build
 from .paths import RunDir, is_hub_id, run_manifest_of
-from .revisions import hub_snapshot
+from .revisions import hub_commit, hub_snapshot
 from .slicing import plan_slice
 from .sources import load_source, local_splits
 from .subject import claim
@@ -59,6 +60,7 @@ class Side:
     table: pa.Table = field(repr=False)
     group: np.ndarray = field(repr=False)  # index into specs, per row
     other_splits: list[str] = field(default_factory=list)  # of its specs, not compared (where they can be told)
+    commits: dict[str, str] = field(default_factory=dict)  # each hub id's commit it was read at (local hub cache)
 
     @property
     def rows(self) -> int:
@@ -101,7 +103,8 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
         raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
                         f"rows: there is nothing to compare. Check the dataset and the split.")
     held = {s for spec in specs for s in _splits_of(spec)}
-    return Side(name=name, specs=specs, split=split, table=table, group=group, other_splits=sorted(held - {split}))
+    return Side(name=name, specs=specs, split=split, table=table, group=group, other_splits=sorted(held - {split}),
+                commits={spec: commit for spec in specs if (commit := hub_commit(spec))})
 
 
 def _splits_of(spec: str) -> list[str]:
@@ -724,8 +727,8 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows.append((f"scores of the same texts ({scores['scores']['n']})", "Pearson r within chosen / rejected",
                      f"{number(roles['chosen']['pearson'])} / {number(roles['rejected']['pearson'])}"))
         rows += _statistics(f"margins of the same pairs ({scores['margin']['n']})", scores["margin"])
-        if scores["excluded_nonfinite"]:
-            rows.append(("scores", "left out: NaN, infinite or missing", str(scores["excluded_nonfinite"])))
+        if left_out := scores["excluded_nonfinite"] + scores.get("nonfinite_on_both_sides", 0):  # on one side or both
+            rows.append(("scores", "left out: NaN, infinite or missing", str(left_out)))
     else:
         rows.append(("scores", "no statistics" if scores.get("values") else "not compared", scores["reason"]))
     tolerance = number(result["parameters"]["disagreement_tolerance"])
@@ -805,7 +808,8 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     result: dict[str, Any] = {
         "compare_version": COMPARE_VERSION,
         **{side.name: {"specs": [_public(s) for s in side.specs], "split": side.split, "rows": side.rows,
-                       "columns": side.table.column_names, "other_splits": side.other_splits}
+                       "columns": side.table.column_names, "other_splits": side.other_splits,
+                       "commits": side.commits}
            for side in (reference, candidate)},
         "parameters": p.model_dump(include={"score_tolerances", "disagreement_tolerance", "near_tie",
                                             "bootstrap_resamples", "bootstrap_seed"}),
@@ -816,6 +820,9 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
                      "only_candidate": int(a.only_second.size),
                      **{f"duplicates_{side}": len({d["row"] for d in a.duplicates if d["side"] == side})
                         for side in SIDES},
+                     # each side's rows left out, by the side(s) that hold their key several times
+                     "duplicated_in": {side: dict(Counter(d["duplicated_in"] for d in a.duplicates
+                                                          if d["side"] == side)) for side in SIDES},
                      "fraction_of_reference": a.n / reference.rows, "fraction_of_candidate": a.n / candidate.rows,
                      "examples": {"only_reference": _examples(reference.table, a.only_first),
                                   "only_candidate": _examples(candidate.table, a.only_second)}},
