@@ -398,6 +398,13 @@ CASES = [
            rf"\.jsonl, e\.g\. --output \S*/{re.escape(want)}\.$")
       for name, want in (("out.v1", "out.v1.jsonl"), ("out.", "out.jsonl"), ("out.jsonl.v2", "out.jsonl.v2.jsonl"),
                        ("out.jsonl.", "out.jsonl"))],  # (it said out.jsonl.jsonl)
+    # a suggested --output is quoted for a shell: it said "e.g. --output data dir/x ü.jsonl"
+    Case("score --output of another format, in a folder with a space",
+         lambda t: score(t, output=t / "data dir" / "x ü.parquet"),
+         r"name the output \.jsonl, e\.g\. --output '\S*/data dir/x ü\.jsonl'\.$"),
+    Case("score --output is a folder with a space", lambda t: score(t, output=(t / "out dir").mkdir() or t / "out dir"),
+         r"--output \S*/out dir is a folder; give a file path for the scored rows, e\.g\. --output "
+         r"'\S*/out dir/scored\.jsonl'\.$"),
     Case("score --output .jsonl, no name", lambda t: score(t, output=t / ".jsonl"),  # (it said .jsonl.jsonl)
          r"--output \S*/\.jsonl names no file, only a suffix: give the output a name, e\.g\. --output "
          r"\S*/scored\.jsonl\.$"),
@@ -650,6 +657,11 @@ CASES = [
          r"against llm-blender only\. Score it with `repro score --model builtin:tiny-reward-llama --input \.\.\.` "
          r"and time it with `repro bench --model builtin:tiny-reward-llama`\.",
          after=lambda t: not (t / "rep").exists() or pytest.fail("a report was written")),
+    Case("selfcheck of a reward model in a folder with a space",
+         lambda t: ["selfcheck", "--model", str(write(t / "my rm" / "config.json", json.dumps(
+             {"architectures": ["LlamaForSequenceClassification"]})).parent), "--report", str(t / "rep")],
+         r"Score it with `repro score --model '\S*/my rm' --input \.\.\.` and time it with `repro bench --model "
+         r"'\S*/my rm'`\."),
     Case("selfcheck with a reward model as the reference",
          lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--reference-model", "builtin:tiny-reward-llama",
                     "--report", str(t / "rep")],

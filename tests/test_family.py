@@ -44,6 +44,13 @@ def test_grid_arguments_read_values_as_yaml():
         "mini_index": [0, 1, 2, 3], "scorer_model": ["builtin:tiny-pairrm", "x/y"]}
     with pytest.raises(ParameterError, match="--grid expects KEY=VALUE1,VALUE2"):
         fam.parse_grid_args(["mini_index"])
+    # a value is read as --set reads one: text YAML would cut at a ' #' or make a mapping of is taken as typed
+    assert fam.parse_grid_args(["source=data dir/a #1.jsonl, data dir/b.jsonl", "card_dataset=note: v2.jsonl,x",
+                                "scorers=[{name: a}], [{name: b}]", "known_recipe={a: b}, c: d"]) == {
+        "source": ["data dir/a #1.jsonl", "data dir/b.jsonl"], "card_dataset": ["note: v2.jsonl", "x"],
+        "scorers": [[{"name": "a"}], [{"name": "b"}]], "known_recipe": [{"a": "b"}, "c: d"]}
+    with pytest.raises(ParameterError, match="--grid scorers=.a, b: the values are not a YAML list"):
+        fam.parse_grid_args(["scorers=[a, b"])
     # a key given twice: the last list replaced the first, and its members were left out without a word
     with pytest.raises(ParameterError, match=r"--grid mini_index=2: mini_index is set twice on the command line "
                                              r"\(--grid mini_index=0,1 before\): give its values in one --grid"):

@@ -138,6 +138,21 @@ def test_set_overrides_and_bad_set():
         parse_set(["mini_index"])
 
 
+def test_set_takes_text_as_typed_where_yaml_would_drop_a_comment_or_make_a_mapping():
+    # `--set "run_dir=runs/exp #3"` ran in runs/exp; `source=data dir/note: v2.jsonl` became {'data dir/note': ...}
+    assert parse_set(["run_dir=runs/exp #3", "card_dataset=data dir/run #2.jsonl", "source=data dir/note: v2.jsonl",
+                      "known_recipe=scored with PairRM: best vs worst", "hub_repo_id=#1", "run_name=- a"]) == {
+        "run_dir": "runs/exp #3", "card_dataset": "data dir/run #2.jsonl", "source": "data dir/note: v2.jsonl",
+        "known_recipe": "scored with PairRM: best vs worst", "hub_repo_id": "#1", "run_name": "- a"}
+    # YAML's numbers, booleans, null, lists and mappings in brackets, quoted text: read as before
+    assert parse_set(["limit=3", "candidate_columns=[]", "scorers=[{name: a, model: 'x #1'}]", "push_to_hub=true",
+                      "known_recipe={source: 'a: b'}", "run_name=\"exp #3\"", "pretty_name=a#b", "mini_index= 1 "]) == {
+        "limit": 3, "candidate_columns": [], "scorers": [{"name": "a", "model": "x #1"}], "push_to_hub": True,
+        "known_recipe": {"source": "a: b"}, "run_name": "exp #3", "pretty_name": "a#b", "mini_index": 1}
+    with pytest.raises(ParameterError, match=r"limit \(from --set\): Input should be a valid integer.*'3 # three'"):
+        load_params_file(ROOT / "params" / "demo.yaml", ["limit=3 # three"])
+
+
 def test_cross_field_checks():
     with pytest.raises(ParameterError, match="mini_index"):
         build(ConstructParams, {"mini_index": 4, "mini_count": 4})

@@ -301,6 +301,18 @@ def test_a_candidate_not_built_yet_is_to_be_built_first_by_the_params_file_besid
     assert "build it first" not in out
 
 
+def test_the_params_file_to_build_a_candidate_is_named_quoted_for_a_shell(bare_machine, capsys, monkeypatch):
+    # it said `repro run my params/rebuild é.yaml`: pasted, a params file "my"
+    monkeypatch.chdir(bare_machine)
+    built = bare_machine / "runs" / "rebuild"
+    (bare_machine / "my params").mkdir()
+    (bare_machine / "my params" / "rebuild é.yaml").write_text(f"run_dir: {built}\nlimit: 3\n")
+    verify = bare_machine / "my params" / "verify.yaml"
+    verify.write_text(f"notebooks: [04_compare]\nreference: demo\ncandidate: {built}\n")
+    assert main(["run", "--check", str(verify), "--out", str(bare_machine / "verify")]) == 1
+    assert f"build it first (`repro run 'my params/rebuild é.yaml'`)" in capsys.readouterr().out
+
+
 def test_04_compare_without_a_reference_is_refused_before_the_run(bare_machine):
     values = resolve_parameters({"notebooks": ["04_compare"], "candidate": "demo"})
     check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}["reference"]

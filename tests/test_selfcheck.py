@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -336,6 +338,18 @@ def test_a_relative_report_folder_is_taken_from_the_current_folder_as_the_input_
     assert cli.main(["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--rows", "1", "--no-timing",
                      "--input", "rows.jsonl", "--report", "rep"]) == 0
     assert (tmp_path / "in" / "rep" / "selfcheck.md").is_file() and not (tmp_path / "rep").exists()
+
+
+def test_the_recorded_command_is_quoted_for_a_shell(tmp_path, two_rows, monkeypatch):
+    # selfcheck.md said `repro selfcheck ... --report runs/my run é`: pasted, a report in runs/my
+    report = tmp_path / "my run é"
+    argv = ["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--rows", "1", "--no-timing",
+            "--input", str(two_rows), "--report", str(report)]
+    monkeypatch.setattr(sys, "argv", ["repro", *argv])
+    assert cli.main(argv) == 0
+    command = json.loads((report / "selfcheck.json").read_text())["settings"]["command"]
+    assert command == "repro " + shlex.join(argv) and shlex.split(command)[1:] == argv
+    assert f"`{command}`" in (report / "selfcheck.md").read_text().replace(str(Path.home()), "~")
 
 
 def test_one_row_is_said_as_one_row(tmp_path, two_rows, capsys):

@@ -85,6 +85,24 @@ def test_no_notebook_writes_another_dataset_into_a_run_directory(project):
         analysis.analyze(build(AnalyzeParams, {"run_dir": str(own.root), "dataset": str(other)}))
 
 
+def test_a_dataset_named_in_any_script_gets_a_run_directory_and_card_title_of_its_name(project):
+    # 数据.jsonl and Ответы.jsonl were both runs/dataset (the second then refused), résumé prefs r-sum-prefs, and the
+    # card of 数据.jsonl was '# Dataset Card for "dataset"'
+    root, run, mine = project
+    names = {"数据": "数据", "Ответы": "Ответы", "données ü": "données-ü", "résumé prefs": "résumé-prefs",
+             "my rows 数据": "my-rows-数据", "my rows 结果": "my-rows-结果", "re\u0301sume\u0301": "résumé",
+             "my rows (v2)": "my-rows-v2", "?": "dataset"}
+    for name, folder in names.items():
+        assert run_dir_of(str(root / "data dir" / f"{name}.jsonl"), "demo") == root / "runs" / folder
+    (root / "data dir").mkdir()
+    for name in ("数据", "结果"):
+        shutil.copyfile(mine, root / "data dir" / f"{name}.jsonl")
+        facts = gather_facts(build(CardParams, {"card_dataset": str(root / "data dir" / f"{name}.jsonl")}))
+        assert facts.title == name and facts.run.root == root / "runs" / name
+        analysis.analyze(build(AnalyzeParams, {"dataset": str(root / "data dir" / f"{name}.jsonl"),
+                                               "bootstrap_resamples": 100}))
+
+
 def test_01_construct_never_builds_into_a_run_directory_of_another_dataset(project):
     from repro.construct.stages import begin
     from repro.parameters import ConstructParams

@@ -16,7 +16,7 @@ from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import (DEFAULT_NOTEBOOKS, MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once,
-                         resolve_parameters, validate_all)
+                         read_value, resolve_parameters, validate_all)
 from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, run_folder
 from .revisions import run_fingerprint
 
@@ -76,7 +76,7 @@ class Family:
 
 
 def parse_grid_args(items: list[str]) -> dict[str, list[Any]]:
-    """`--grid KEY=V1,V2,...` items as a grid (values read as YAML: `--grid mini_index=0,1,2,3`)."""
+    """`--grid KEY=V1,V2,...` items as a grid (each value read as --set reads one: `--grid mini_index=0,1,2,3`)."""
     grid: dict[str, list[Any]] = {}
     given: dict[str, str] = {}
     for item in items:
@@ -85,11 +85,14 @@ def parse_grid_args(items: list[str]) -> dict[str, list[Any]]:
             raise ParameterError(f"--grid expects KEY=VALUE1,VALUE2,..., got {item!r}; for example "
                                  f"--grid mini_index=0,1,2,3")
         once(given, key.strip(), f"--grid {item}", "give its values in one --grid")
-        try:
-            values = yaml.safe_load(f"[{raw}]")
+        try:  # each value read as --set reads one (text YAML would change is taken as typed)
+            text = f"[{raw}]"
+            grid[key.strip()] = [read_value(text[v.start_mark.index:v.end_mark.index])
+                                 for v in yaml.compose(text, Loader=yaml.SafeLoader).value]
         except yaml.YAMLError as exc:
-            raise ParameterError(f"--grid {item}: the values are not a YAML list ({exc}).") from None
-        grid[key.strip()] = values
+            if not re.search(r"(^|\s)#", raw):  # (a ' #' reads as a comment that swallows the list's end)
+                raise ParameterError(f"--grid {item}: the values are not a YAML list ({exc}).") from None
+            grid[key.strip()] = [read_value(value) for value in raw.split(",")]
     return grid
 
 

@@ -754,9 +754,24 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
     return params
 
 
+def read_value(raw: str) -> Any:
+    """A command-line VALUE read as YAML (3, true, null, [a, b], {k: v}, "quoted"), but the text as typed where YAML
+    would change it without a word: a ' #' it reads as a comment (`runs/exp #3` is not runs/exp), a `: ` or a leading
+    `- ` it reads as a mapping or list not in brackets (`notes: v2.jsonl`); unreadable YAML is text as typed too."""
+    raw = raw.strip()
+    try:
+        node = yaml.compose(raw, Loader=yaml.SafeLoader)
+        if node is None or node.end_mark.index < len(raw) or (
+                isinstance(node, yaml.CollectionNode) and not node.flow_style):
+            return raw
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
 def parse_set(items: list[str], keys: dict[str, str] | None = None) -> dict[str, Any]:
     """Parse `--set key=value` items (unknown keys refused, or added to `keys`, {key: where}, for the caller to refuse
-    with the others); values are YAML scalars (types: the schemas check them)."""
+    with the others); values are read by read_value (types: the schemas check them)."""
     out: dict[str, Any] = {}
     given: dict[str, str] = {}
     for item in items:
@@ -764,10 +779,7 @@ def parse_set(items: list[str], keys: dict[str, str] | None = None) -> dict[str,
             raise ParameterError(f"--set expects KEY=VALUE, got {item!r}; for example --set mini_index=1")
         key, raw = item.split("=", 1)
         once(given, key.strip(), f"--set {item}", "keep one")
-        try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = raw
+        out[key.strip()] = read_value(raw)
     if keys is None:  # each named where the user typed it, not as if in the file
         _refuse_unknown(given)
     else:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import time
+import unicodedata
 from pathlib import Path
 from typing import IO
 
@@ -212,11 +213,12 @@ def run_dir_of(dataset: str | None, run_name: str) -> Path:
 
 
 def dataset_run_name(dataset: str) -> str:
-    """The run name a dataset given by path or hub id gets: its file or repository name, without extension."""
-    name = Path(dataset.rstrip("/")).name
+    """The run name a dataset given by path or hub id gets: its file or repository name, without extension, its
+    letters and digits of any script kept (composed: é typed as e and an accent is é), each run of others one -."""
+    name = unicodedata.normalize("NFC", Path(dataset.rstrip("/")).name)
     for suffix in sorted(_FILE_SUFFIXES, key=len, reverse=True):
         name = name.removesuffix(suffix)
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "dataset"
+    return re.sub(r"[^\w.-]+", "-", name).strip(".-") or "dataset"
 
 
 def shipped(name: str) -> Path:

@@ -318,7 +318,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
 def configure(parser: argparse.ArgumentParser) -> None:
     configure_run(parser)
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                        help="run a family: one member per value (repeatable: the product); adds to family.grid")
+                        help="run a family: one member per value (repeatable: the product; each value read as --set "
+                             "reads one); adds to family.grid")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="run N members of a family at once, each in its own process (default: family.jobs or 1)")
     parser.add_argument("--member", metavar="NAME",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shlex
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -140,7 +141,8 @@ def builder(folder: Path, params_file: Path | None) -> str | None:
             included, own = read_params_yaml(other)
             values = {**included, **own}
             if run_folder(values.get("run_dir"), values.get("run_name") or other.stem).resolve() == folder.resolve():
-                return f"`repro run {os.path.relpath(other) if other.is_relative_to(Path.cwd()) else other}`"
+                shown = os.path.relpath(other) if other.is_relative_to(Path.cwd()) else str(other)
+                return f"`repro run {shlex.quote(shown)}`"
     return None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 from itertools import islice
@@ -198,7 +199,7 @@ def check_output(given: str, input: Path, force: bool) -> Path:
         raise DataError(f"--output {path} exists: give another --output, or pass --force to replace it.")
     if path.is_dir() or given.endswith(("/", os.sep)):  # (a new folder/: Path drops the slash, a file was written)
         raise DataError(f"--output {given} {'is' if path.is_dir() else 'names'} a folder; give a file path for the "
-                        f"scored rows, e.g. --output {path / 'scored.jsonl'}.")
+                        f"scored rows, e.g. --output {shlex.quote(str(path / 'scored.jsonl'))}.")
     if path.suffix.lower() != ".jsonl":  # (a .json file is read as one JSON document, not a row a line)
         other = path.suffix.lower() in DATA_SUFFIXES  # out.parquet: out.jsonl; out.v1 (no format), out.: out.v1.jsonl
         what = f"names another format ({path.suffix})" if other else "has no .jsonl suffix"
@@ -207,9 +208,9 @@ def check_output(given: str, input: Path, force: bool) -> Path:
             stem = stem[:-len(suffix)]
         if not stem.strip("."):
             raise DataError(f"--output {given} names no file, only a suffix: give the output a name, e.g. --output "
-                            f"{path.parent / 'scored.jsonl'}.")
+                            f"{shlex.quote(str(path.parent / 'scored.jsonl'))}.")
         raise DataError(f"--output {given} {what}, but repro score writes JSON lines: name the output .jsonl, e.g. "
-                        f"--output {path.parent / stem}.jsonl.")
+                        f"--output {shlex.quote(str(path.parent / stem) + '.jsonl')}.")
     check_folder(path.parent, "--output's folder", "Give an --output in a folder that can be written.")
     return path
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -379,12 +380,13 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
             kind = "pairrm"
         if kind != "pairrm":
             raise ParameterError(f"{option} {spec} is a sequence-classifier reward model; repro selfcheck checks "
-                                 f"PairRM against llm-blender only. Score it with `repro score --model {spec} --input "
-                                 f"...` and time it with `repro bench --model {spec}`.")
+                                 f"PairRM against llm-blender only. Score it with `repro score --model "
+                                 f"{shlex.quote(spec)} --input ...` and time it with `repro bench --model "
+                                 f"{shlex.quote(spec)}`.")
     if reference == model:
         reference = None
     argv = sys.argv[1:]
-    command = "repro " + " ".join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
+    command = "repro " + shlex.join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
     report = SelfCheck(settings={
         "model": model, "model_label": _model_label(model), "reference_model": reference,
         "reference_model_label": _model_label(reference) if reference else None, "device": str(torch_device),
