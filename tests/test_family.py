@@ -124,6 +124,17 @@ def test_a_grid_over_list_values_names_each_member_by_a_hash_of_its_list(tmp_pat
     assert names == [m.name for m in _plan(values, tmp_path).members]
 
 
+def test_members_and_families_named_in_any_script_keep_their_letters(tmp_path):
+    # a grid value in another script made a member "empty" (two of them: the same folder) and a family name of its
+    # letters was refused, as dataset run names were (repro.paths.dataset_run_name keeps them)
+    values = {**load_params_file(DEMO), "family": {"name": "数据族", "grid": {"source_split": ["训练 数据", "训练 结果"]}}}
+    family = fam.plan_family(values, default_name="f")  # (the family's folder: runs/<its name>)
+    assert family.root.name == "数据族" and family.name == "数据族"
+    assert [m.name for m in family.members] == ["source_split-训练-数据", "source_split-训练-结果"]
+    values["family"]["member_name"] = "{source_split} é"
+    assert [m.name for m in _plan(values, tmp_path).members] == ["训练-数据-é", "训练-结果-é"]
+
+
 def test_bundles_set_several_parameters_together_and_name_members(tmp_path):
     values = {**load_params_file(DEMO), "mini_count": 2, "family": {
         "grid": {"part": [{"name": "first", "part_start": 0, "part_stop": 20},

@@ -25,7 +25,7 @@ SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 NOT_IN_GRID = {"run_name", "run_dir", "notebooks", "family", "selfcheck", "include"}
 GRID_ADVICE = ("\nFix the value in the family's grid (family.grid in the params file, or --grid), else "
                "with --set KEY=VALUE.")
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SAFE = re.compile(r"[^\w.-]+")  # letters and digits of any script (as paths.dataset_run_name)
 # names a member's folder cannot have: the family's folder itself, the one above it, what the family writes there
 NOT_MEMBER_NAMES = {"", ".", "..", FAMILY_JSON, FAMILY_LOGS} | {
     path.name for path in vars(RunDir("family")).values() if isinstance(path, Path) and path.parent.name == "family"}
