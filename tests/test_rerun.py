@@ -678,3 +678,21 @@ def test_the_setup_cell_again_keeps_a_complete_runs_counts_and_a_write_cell_alon
     assert views.counts_table({}).data.empty  # (the counts of a run no stage has counted yet: an empty table)
     stages.load(ctx)  # the stages run again count afresh
     assert Manifest(ctx.run).read()["counts"] == {"source": complete["counts"]["source"]}
+
+
+def test_the_hint_to_continue_a_run_shows_its_path_as_typed_and_quoted_for_the_shell(previous_run, capsys):
+    # `--set 'source="/tmp/…/donn\u00e9es \u6570\u636e/…"'`: JSON's escapes, which no one types
+    import shlex
+
+    import yaml
+
+    source = previous_run.root.parent / "l'été données 数据" / "rows.jsonl"
+    source.parent.mkdir()
+    source.write_text((ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text())
+    Manifest(previous_run).update(parameters={**Manifest(previous_run).read()["parameters"], "source": str(source)})
+    assert main(["run", "demo", "--out", str(previous_run.root)]) == 2
+    err = capsys.readouterr().err
+    hint = err.split("continue that one with its values (`")[1].split("`)")[0]
+    assert "\\u" not in hint and "données 数据" in hint
+    flag, value = shlex.split(hint)  # as a shell reads it, then YAML (--set's VALUE)
+    assert flag == "--set" and value.startswith("source=") and yaml.safe_load(value[len("source="):]) == str(source)

@@ -175,8 +175,9 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if force:
         return Check("run directory", True, f"{run.root} holds {held} other parameters ({changes}); --force: "
                                             f"{replaced}")
-    # YAML reads JSON; quoted for a shell where it needs it (a list's spaces and quotes)
-    sets = " ".join(f"--set {shlex.quote(f'{key}={json.dumps(old)}')}" for key, (old, _) in changed.items())
+    # YAML reads JSON (its text as typed: no \u escapes); quoted for a shell where it needs it (spaces, quotes)
+    sets = " ".join(f"--set {shlex.quote(f'{key}={json.dumps(old, ensure_ascii=False)}')}"
+                    for key, (old, _) in changed.items())
     again = "" if member else f"continue that one with its values (`{sets}`), "  # (a member's may be its grid's)
     return Check("run directory", False,
                  f"{run.root} holds {held} other parameters: {changes}. Give another {given_as} for this run, "
