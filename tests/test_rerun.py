@@ -696,3 +696,59 @@ def test_the_hint_to_continue_a_run_shows_its_path_as_typed_and_quoted_for_the_s
     assert "\\u" not in hint and "données 数据" in hint
     flag, value = shlex.split(hint)  # as a shell reads it, then YAML (--set's VALUE)
     assert flag == "--set" and value.startswith("source=") and yaml.safe_load(value[len("source="):]) == str(source)
+
+
+def test_a_project_moved_or_copied_continues_its_runs_of_local_files(tmp_path, tiny_pairrm_dir, capsys, monkeypatch):
+    # a colleague's copy, a reproduction, a renamed folder: every run naming a local file was refused ("scorer_model
+    # ('/old/…/data dir/my scorer ü' there, '/new/…' now)"), though the same relative path names the same bytes
+    import shutil
+
+    from repro.cli import run as runner
+
+    executed = []
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook",
+                        lambda src, out, **kw: executed.append(Path(out).stem) or Path(out).write_text("{}"))
+    monkeypatch.delenv("REPRO_HOME", raising=False)
+    old, outside = tmp_path / "old" / "My proj", tmp_path / "shared rows.jsonl"
+    (old / "data dir").mkdir(parents=True)
+    (old / ".repro-project").write_text("a project")
+    demo_rows = (ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text()
+    (old / "data dir" / "rows 数据.jsonl").write_text(demo_rows)
+    outside.write_text(demo_rows)
+    shutil.copytree(tiny_pairrm_dir, old / "data dir" / "my scorer ü")
+    runs = {"inside": ["--set", "source=data dir/rows 数据.jsonl", "--set", "scorer_model=data dir/my scorer ü",
+                       "--set", "cache=false", "--out", "runs/local scorer"],
+            "outside": ["--set", f"source={outside}", "--out", "runs/shared rows"]}
+    monkeypatch.chdir(old)
+    for args in runs.values():
+        assert main(["run", "demo", *args]) == 0
+    assert len(executed) == 6
+
+    def again(project: Path, args: list[str], *more: str) -> str:
+        monkeypatch.chdir(project)
+        code = main(["run", "demo", *args, *more])
+        said = capsys.readouterr()
+        assert code == 0, said.err
+        return said.out
+
+    capsys.readouterr()
+    copy, moved = tmp_path / "copy" / "données", tmp_path / "moved"
+    shutil.copytree(old, copy, symlinks=True)
+    old.rename(moved)
+    for project in (copy, moved):
+        for args in runs.values():
+            assert "nothing to do" in again(project, args)
+    assert len(executed) == 6
+    # a run recorded before the manifest said where its project was: the run's own place in it tells
+    manifest = Manifest(moved / "runs" / "local scorer")
+    data = manifest.read()
+    assert data.pop("project") == str(tmp_path / "old" / "My proj")
+    manifest.write(data)
+    assert "nothing to do" in again(moved, runs["inside"])
+    # another file of the project is another parameter; the same file with other bytes is other data
+    (moved / "data dir" / "other.jsonl").write_text(demo_rows)
+    other = [arg.replace("rows 数据", "other") for arg in runs["inside"]]
+    assert "other parameters (source (" in again(moved, other, "--check")  # (its outputs stand-ins: it is replaced)
+    (moved / "data dir" / "rows 数据.jsonl").write_text(demo_rows.replace("Python", "Rust"))
+    assert "it completed, but its local inputs changed" in again(moved, runs["inside"], "--check")

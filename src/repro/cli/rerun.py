@@ -28,7 +28,8 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
 def unread_changes(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter that shapes the data and a notebook of this run reads
     (`notebooks` too): `changed_parameters` compares only those of a notebook both runs execute."""
-    recorded, new = Manifest(run).read().get("parameters") or {}, as_recorded(parameters)
+    manifest, new = Manifest(run), as_recorded(parameters)
+    recorded = manifest.recorded(manifest.read())  # (its paths in the project where it is now)
     read = (notebook_fields(*parameters["notebooks"]) | RUN_KEYS) - unused_generation(recorded, new)
     return {key: (recorded[key], new[key]) for key in sorted(recorded.keys() & new.keys() & read - NOT_SHAPING)
             if recorded[key] != new[key]}
