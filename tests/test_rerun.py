@@ -752,3 +752,37 @@ def test_a_project_moved_or_copied_continues_its_runs_of_local_files(tmp_path, t
     assert "other parameters (source (" in again(moved, other, "--check")  # (its outputs stand-ins: it is replaced)
     (moved / "data dir" / "rows 数据.jsonl").write_text(demo_rows.replace("Python", "Rust"))
     assert "it completed, but its local inputs changed" in again(moved, runs["inside"], "--check")
+
+
+def test_a_new_self_check_in_a_complete_run_makes_only_the_card_again(demo_run_copy, capsys, monkeypatch):
+    # `repro selfcheck --report runs/X` into a finished run: "it completed, but the self-check it would cite is
+    # another: 01_construct, 02_analyze, 03_card run again"; only the card cites it
+    from repro.cli import run as runner
+
+    executed = []
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook",
+                        lambda src, out, **kw: executed.append(Path(out).stem) or Path(out).write_text("{}"))
+    again = ["run", "demo", "--out", str(demo_run_copy)]
+    check = demo_run_copy / "selfcheck.json"
+    check.write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-04", "verdict": "pass"}))
+    assert main([*again[:1], "--check", *again[1:]]) == 0
+    assert ("same parameters; it completed, but the self-check it would cite is another: 03_card runs again)"
+            in capsys.readouterr().out)
+    assert main(again) == 0 and executed == ["03_card"]
+    recorded = Manifest(demo_run_copy).read()
+    assert recorded["status"] == "complete" and recorded["selfcheck"]["sha256"] == hashlib.sha256(
+        check.read_bytes()).hexdigest()
+    assert recorded["parameters"]["notebooks"] == ["01_construct", "02_analyze", "03_card"]
+    assert recorded["notebooks"]["01_construct"]["status"] == "done"
+    capsys.readouterr()
+    assert main(again) == 0 and "nothing to do" in capsys.readouterr().out
+    # --force: all of them again
+    assert main([*again, "--force"]) == 0 and executed == ["03_card", "01_construct", "02_analyze", "03_card"]
+    # a run without the card cites none: another self-check leaves it as it was
+    manifest, data = Manifest(demo_run_copy), Manifest(demo_run_copy).read()
+    check.write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-05", "verdict": "pass"}))
+    assert manifest.unheld(data["fingerprint"]) == "the self-check it would cite is another"
+    data["notebooks"].pop("03_card")
+    manifest.write(data)
+    assert manifest.unheld(data["fingerprint"]) == ""

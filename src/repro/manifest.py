@@ -38,6 +38,8 @@ NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes",
                                   "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
 # of those, the ones whose batches decide the float rounding (a chunk's rows are batched together)
 ROUNDING = ("batch_tokens", "chunk_size", "generation_batch_size", "generation_chunk_size")
+OTHER_SELFCHECK = "the self-check it would cite is another"  # (why a complete run is not as it was: `unheld`)
+CITES_SELFCHECK = ("03_card",)  # the notebooks that cite the self-check: the rest of a run holds without it
 LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
 # what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
 REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
@@ -308,9 +310,10 @@ class Manifest:
         for relative, out in (data.get("outputs") or {}).items():
             if not (self.run.root / relative).is_file() or sha256_file(self.run.root / relative) != out.get("sha256"):
                 return f"its output {relative} is gone or was changed"
-        cited = find_selfcheck(self.run.root, selfcheck)
-        if (data.get("selfcheck") or {}).get("sha256") != (cited and sha256_file(cited)):
-            return "the self-check it would cite is another"
+        cited = find_selfcheck(self.run.root, selfcheck)  # (a run without the card cites none)
+        if (data.get("selfcheck") or {}).get("sha256") != (cited and sha256_file(cited)) and any(
+                nb in CITES_SELFCHECK for nb in data.get("notebooks") or {}):
+            return OTHER_SELFCHECK
         return ""
 
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],

@@ -12,7 +12,8 @@ from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError, counted, listed
 from ..jobs import finished_chunks
-from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, REUSED, ROUNDING, Manifest, as_recorded
+from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
+                        as_recorded)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import hub_commit, local_content
@@ -42,6 +43,12 @@ def runs_again(run: RunDir, notebooks: Sequence[str]) -> str:
     new = [nb for nb in notebooks if nb not in again]
     return "; ".join(f"{', '.join(nbs)} run{'s' * (len(nbs) == 1)}{how}"
                      for nbs, how in ((again, " again"), (new, " for the first time")) if nbs)
+
+
+def executed(notebooks: Sequence[str], stale: str, force: bool = False) -> list[str]:
+    """The notebooks a run into a folder that holds one executes: all of them, but only those citing the self-check
+    (the card) where another self-check is all that changed since it completed (`stale`, `Manifest.unheld`)."""
+    return [nb for nb in notebooks if nb in CITES_SELFCHECK or force or stale != OTHER_SELFCHECK]
 
 
 def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
@@ -153,7 +160,8 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         n = len(finished_chunks(run.work))
         kept = "" if "set aside" in how else f"; {counted(n, 'finished chunk')} {'is' if n == 1 else 'are'} kept"
         ended = (f"; the last run {last}{kept}" if last else
-                 f"; it completed, but {stale}: {runs_again(run, parameters['notebooks'])}" if stale else "")
+                 f"; it completed, but {stale}: {runs_again(run, executed(parameters['notebooks'], stale, force))}"
+                 if stale else "")
         other = unread_changes(run, parameters)  # (`notebooks`, values of a notebook only one of the runs executes)
         same = (f", same {'data ' if how else ''}values for the notebooks both runs execute, other {listed(other)}"
                 if other else "" if stale.startswith("its parameters") else  # (recorded by another repro: unsaid)
