@@ -678,3 +678,111 @@ def test_the_setup_cell_again_keeps_a_complete_runs_counts_and_a_write_cell_alon
     assert views.counts_table({}).data.empty  # (the counts of a run no stage has counted yet: an empty table)
     stages.load(ctx)  # the stages run again count afresh
     assert Manifest(ctx.run).read()["counts"] == {"source": complete["counts"]["source"]}
+
+
+def test_the_hint_to_continue_a_run_shows_its_path_as_typed_and_quoted_for_the_shell(previous_run, capsys):
+    # `--set 'source="/tmp/…/donn\u00e9es \u6570\u636e/…"'`: JSON's escapes, which no one types
+    import shlex
+
+    import yaml
+
+    source = previous_run.root.parent / "l'été données 数据" / "rows.jsonl"
+    source.parent.mkdir()
+    source.write_text((ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text())
+    Manifest(previous_run).update(parameters={**Manifest(previous_run).read()["parameters"], "source": str(source)})
+    assert main(["run", "demo", "--out", str(previous_run.root)]) == 2
+    err = capsys.readouterr().err
+    hint = err.split("continue that one with its values (`")[1].split("`)")[0]
+    assert "\\u" not in hint and "données 数据" in hint
+    flag, value = shlex.split(hint)  # as a shell reads it, then YAML (--set's VALUE)
+    assert flag == "--set" and value.startswith("source=") and yaml.safe_load(value[len("source="):]) == str(source)
+
+
+def test_a_project_moved_or_copied_continues_its_runs_of_local_files(tmp_path, tiny_pairrm_dir, capsys, monkeypatch):
+    # a colleague's copy, a reproduction, a renamed folder: every run naming a local file was refused ("scorer_model
+    # ('/old/…/data dir/my scorer ü' there, '/new/…' now)"), though the same relative path names the same bytes
+    import shutil
+
+    from repro.cli import run as runner
+
+    executed = []
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook",
+                        lambda src, out, **kw: executed.append(Path(out).stem) or Path(out).write_text("{}"))
+    monkeypatch.delenv("REPRO_HOME", raising=False)
+    old, outside = tmp_path / "old" / "My proj", tmp_path / "shared rows.jsonl"
+    (old / "data dir").mkdir(parents=True)
+    (old / ".repro-project").write_text("a project")
+    demo_rows = (ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text()
+    (old / "data dir" / "rows 数据.jsonl").write_text(demo_rows)
+    outside.write_text(demo_rows)
+    shutil.copytree(tiny_pairrm_dir, old / "data dir" / "my scorer ü")
+    runs = {"inside": ["--set", "source=data dir/rows 数据.jsonl", "--set", "scorer_model=data dir/my scorer ü",
+                       "--set", "cache=false", "--out", "runs/local scorer"],
+            "outside": ["--set", f"source={outside}", "--out", "runs/shared rows"]}
+    monkeypatch.chdir(old)
+    for args in runs.values():
+        assert main(["run", "demo", *args]) == 0
+    assert len(executed) == 6
+
+    def again(project: Path, args: list[str], *more: str) -> str:
+        monkeypatch.chdir(project)
+        code = main(["run", "demo", *args, *more])
+        said = capsys.readouterr()
+        assert code == 0, said.err
+        return said.out
+
+    capsys.readouterr()
+    copy, moved = tmp_path / "copy" / "données", tmp_path / "moved"
+    shutil.copytree(old, copy, symlinks=True)
+    old.rename(moved)
+    for project in (copy, moved):
+        for args in runs.values():
+            assert "nothing to do" in again(project, args)
+    assert len(executed) == 6
+    # a run recorded before the manifest said where its project was: the run's own place in it tells
+    manifest = Manifest(moved / "runs" / "local scorer")
+    data = manifest.read()
+    assert data.pop("project") == str(tmp_path / "old" / "My proj")
+    manifest.write(data)
+    assert "nothing to do" in again(moved, runs["inside"])
+    # another file of the project is another parameter; the same file with other bytes is other data
+    (moved / "data dir" / "other.jsonl").write_text(demo_rows)
+    other = [arg.replace("rows 数据", "other") for arg in runs["inside"]]
+    assert "other parameters (source (" in again(moved, other, "--check")  # (its outputs stand-ins: it is replaced)
+    (moved / "data dir" / "rows 数据.jsonl").write_text(demo_rows.replace("Python", "Rust"))
+    assert "it completed, but its local inputs changed" in again(moved, runs["inside"], "--check")
+
+
+def test_a_new_self_check_in_a_complete_run_makes_only_the_card_again(demo_run_copy, capsys, monkeypatch):
+    # `repro selfcheck --report runs/X` into a finished run: "it completed, but the self-check it would cite is
+    # another: 01_construct, 02_analyze, 03_card run again"; only the card cites it
+    from repro.cli import run as runner
+
+    executed = []
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook",
+                        lambda src, out, **kw: executed.append(Path(out).stem) or Path(out).write_text("{}"))
+    again = ["run", "demo", "--out", str(demo_run_copy)]
+    check = demo_run_copy / "selfcheck.json"
+    check.write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-04", "verdict": "pass"}))
+    assert main([*again[:1], "--check", *again[1:]]) == 0
+    assert ("same parameters; it completed, but the self-check it would cite is another: 03_card runs again)"
+            in capsys.readouterr().out)
+    assert main(again) == 0 and executed == ["03_card"]
+    recorded = Manifest(demo_run_copy).read()
+    assert recorded["status"] == "complete" and recorded["selfcheck"]["sha256"] == hashlib.sha256(
+        check.read_bytes()).hexdigest()
+    assert recorded["parameters"]["notebooks"] == ["01_construct", "02_analyze", "03_card"]
+    assert recorded["notebooks"]["01_construct"]["status"] == "done"
+    capsys.readouterr()
+    assert main(again) == 0 and "nothing to do" in capsys.readouterr().out
+    # --force: all of them again
+    assert main([*again, "--force"]) == 0 and executed == ["03_card", "01_construct", "02_analyze", "03_card"]
+    # a run without the card cites none: another self-check leaves it as it was
+    manifest, data = Manifest(demo_run_copy), Manifest(demo_run_copy).read()
+    check.write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-05", "verdict": "pass"}))
+    assert manifest.unheld(data["fingerprint"]) == "the self-check it would cite is another"
+    data["notebooks"].pop("03_card")
+    manifest.write(data)
+    assert manifest.unheld(data["fingerprint"]) == ""

@@ -235,3 +235,27 @@ def test_a_claim_reads_the_runs_manifest_once(project, monkeypatch):
     finally:
         own.release(kernel=True)
         run.release(kernel=True)
+
+
+def test_a_project_moved_or_copied_describes_the_same_datasets(project, monkeypatch):
+    # a copy of the project (a colleague's, a reproduction): its run of mine.jsonl "describes
+    # '/old/…/mine.jsonl', but dataset='/new/…/mine.jsonl' is another dataset"
+    from repro.subject import claim, subject_refusal
+
+    root, _, mine = project
+    run = RunDir(root / "runs" / "mine")
+    claim(run, str(mine), "dataset")  # as 02_analyze on its own records it
+    Manifest(run).start_run({"dataset": str(mine), "run_dir": str(run.root)}, ["02_analyze"], driver="papermill")
+    run.release(kernel=True)
+    (run.root / "metrics.json").write_text("{}")
+    Manifest(run).add_outputs(run.root / "metrics.json")
+    copy = root.parent / "copy of the project"
+    shutil.copytree(root, copy)
+    monkeypatch.setenv("REPRO_HOME", str(copy))
+    moved = RunDir(copy / "runs" / "mine")
+    assert subject_refusal(moved, str(copy / "mine.jsonl"), "dataset") is None
+    Manifest(moved).start_run({"dataset": str(copy / "mine.jsonl"), "run_dir": str(moved.root)}, ["02_analyze"],
+                              driver="papermill", merge=True)  # the record follows the project where it is now
+    assert Manifest(moved).read()["subject"]["dataset"] == str(copy / "mine.jsonl")
+    (copy / "other.jsonl").write_bytes(mine.read_bytes())
+    assert "is another dataset" in subject_refusal(moved, str(copy / "other.jsonl"), "dataset")

@@ -23,7 +23,8 @@ from . import __version__
 from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, notebook_fields, unused_generation
-from .paths import LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, resolve_user_path, shipped
+from .paths import (LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, project_root, rebased, resolve_user_path,
+                    shipped)
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
                     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
@@ -37,6 +38,8 @@ NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes",
                                   "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
 # of those, the ones whose batches decide the float rounding (a chunk's rows are batched together)
 ROUNDING = ("batch_tokens", "chunk_size", "generation_batch_size", "generation_chunk_size")
+OTHER_SELFCHECK = "the self-check it would cite is another"  # (why a complete run is not as it was: `unheld`)
+CITES_SELFCHECK = ("03_card",)  # the notebooks that cite the self-check: the rest of a run holds without it
 LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
 # what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
 REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
@@ -252,13 +255,19 @@ class Manifest:
         that of the notebooks not run now: their parameters and, unless 01_construct runs, the environment that built
         the data."""
         data = self.read()
+        was, root = self.project(data), project_root()  # (a project moved or copied: its paths where it is now)
         if not merge:
             data = {key: data[key] for key in ("subject",) if key in data}
         merge = merge and bool(data.get("parameters"))
         # merged: the notebooks that ran (a plan's `pending` ones that never started are not this run's)
         nbs = {k: v for k, v in data.get("notebooks", {}).items() if v.get("status") != "pending"} if merge else {}
         entries: dict[str, dict[str, Any]] = {nb: {"status": "pending"} for nb in notebooks}
-        params = dict(data["parameters"]) if merge else dict(parameters)
+        params = rebased(data["parameters"], was, root) if merge else dict(parameters)
+        for entry in nbs.values():  # (a notebook's own values)
+            if "parameters" in entry:
+                entry["parameters"] = rebased(entry["parameters"], was, root)
+        if "subject" in data:
+            data["subject"] = rebased(data["subject"], was, root)
         if merge:  # (resolved parameters hold every notebook's defaults: only the notebooks run now say theirs)
             others = notebook_fields(*(nb for nb in nbs if nb not in notebooks))
             new = as_recorded(parameters)
@@ -278,7 +287,7 @@ class Manifest:
         nbs.update(entries)
         data.pop("fingerprint", None)  # what the folder holds is this run's to say when it is complete
         data.update(status="running", driver=driver, started=now(), finished=None, error=None, parameters=params,
-                    notebooks=nbs, environment=environment)
+                    notebooks=nbs, environment=environment, project=str(root))
         for key in ("stages", "counts", "outputs"):  # (01_construct's load counts afresh: `stages.load`)
             data.setdefault(key, {})
         self.write(data)
@@ -301,9 +310,10 @@ class Manifest:
         for relative, out in (data.get("outputs") or {}).items():
             if not (self.run.root / relative).is_file() or sha256_file(self.run.root / relative) != out.get("sha256"):
                 return f"its output {relative} is gone or was changed"
-        cited = find_selfcheck(self.run.root, selfcheck)
-        if (data.get("selfcheck") or {}).get("sha256") != (cited and sha256_file(cited)):
-            return "the self-check it would cite is another"
+        cited = find_selfcheck(self.run.root, selfcheck)  # (a run without the card cites none)
+        if (data.get("selfcheck") or {}).get("sha256") != (cited and sha256_file(cited)) and any(
+                nb in CITES_SELFCHECK for nb in data.get("notebooks") or {}):
+            return OTHER_SELFCHECK
         return ""
 
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
@@ -312,16 +322,31 @@ class Manifest:
         executed too (a failed notebook binds nothing, but 01_construct: its finished work does); generation's only
         where one of them generates (`unused_generation`)."""
         data = self.read()
-        recorded = data.get("parameters") or {}
         done = {name: entry for name, entry in (data.get("notebooks") or {}).items()
                 if entry.get("status") != "failed" or name == "01_construct"}
         new = as_recorded(parameters)
         changed = {}
         for name in (name for name in notebooks if name in done):
-            theirs = {**recorded, **(done[name].get("parameters") or {})}
+            theirs = {**self.recorded(data), **self.recorded(data, done[name])}
             changed.update({key: (theirs[key], new[key]) for key in notebook_fields(name) & set(theirs) & set(new)
                             - set(ignore) - unused_generation(theirs, new) if theirs[key] != new[key]})
         return dict(sorted(changed.items()))
+
+    def project(self, data: dict[str, Any]) -> Path:
+        """The project root the paths of the record `data` were taken from (`start_run` records it); of a record
+        from before that, the root its run_dir was in where the run is at the same place in its project now (a run
+        in <root>/runs/x: the project was moved or copied); else the project root now."""
+        if data.get("project"):
+            return Path(data["project"])
+        root, was = project_root(), Path((data.get("parameters") or {}).get("run_dir") or "").parts
+        here = self.run.root.resolve()
+        inside = here.relative_to(root).parts if here.is_relative_to(root) else ()
+        return Path(*was[:-len(inside)]) if inside and was[-len(inside):] == inside else root
+
+    def recorded(self, data: dict[str, Any], entry: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The parameters the record `data` holds (`entry`'s: a notebook's own), each path of its project (`project`)
+        in the project where it is now: the same parameter, wherever the project was moved or copied."""
+        return rebased((data if entry is None else entry).get("parameters") or {}, self.project(data), project_root())
 
     def _under_repro_run(self, notebook: str) -> bool:
         data = self.read()

@@ -11,7 +11,7 @@ import re
 import time
 import unicodedata
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .errors import ParameterError, ReproError, did_you_mean
 
@@ -147,6 +147,19 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
     if may_be_id and is_hub_id(text) and path.parts[0] != "runs" and not (root / path.parts[0]).is_dir():
         return text  # a hub id: no such local file, nor a local folder it would be in, nor a run's
     return os.path.normpath(root / path)
+
+
+def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
+    """`value` (a parameter's, its lists and mappings too) with each absolute path inside the project root `old` at
+    the same place under `new`: a project moved or copied names the same files (their content digests tell whether
+    they hold the same data); a path outside the project, and any other value, as it is."""
+    if isinstance(value, (list, dict)):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        moved = {key: rebased(item, old, new) for key, item in items}
+        return moved if isinstance(value, dict) else list(moved.values())
+    if isinstance(value, str) and os.path.isabs(value) and Path(value).is_relative_to(old):
+        return str(Path(new, Path(value).relative_to(old)))
+    return value
 
 
 def beside_hint(path: str | Path) -> str:

@@ -18,7 +18,7 @@ from .errors import ModelLoadError, ParameterError
 from .jobs import fingerprint_of
 from .manifest import NOT_SHAPING, ROUNDING, package_versions, sha256_file
 from .parameters import NOTEBOOK_SECTIONS, RUN_KEYS, notebook_fields, unused_generation
-from .paths import DEMO, is_hub_id, shipped
+from .paths import DEMO, is_hub_id, project_root, rebased, shipped
 
 # the revision (a commit, or a tag or branch, which moves) a hub id is read at; where a card is published: not read
 REVISION_OF = {"source": "source_revision", "policy_model": "policy_revision", "scorer_model": "scorer_revision"}
@@ -166,7 +166,8 @@ def run_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
     local = {where: content for key, value in parameters.items() for where, spec in _strings(value, key).items()
              if (content := local_content(spec))}
     batches = {k: resolved[k] for k in ROUNDING if k in _read(resolved)}
-    return {"parameters": fingerprint_of(parameters), "batch sizes": fingerprint_of(batches) if batches else "",
+    inside = rebased(parameters, project_root(), "<project>")  # (a project moved or copied: the same parameters)
+    return {"parameters": fingerprint_of(inside), "batch sizes": fingerprint_of(batches) if batches else "",
             "local inputs": fingerprint_of(local), "hub commits": hub_commits(resolved), "code": code_digest(),
             "packages": fingerprint_of(package_versions())}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .errors import ParameterError
 from .manifest import Manifest
-from .paths import KERNEL, RunDir, run_dir_of, run_manifest_of, wait_advice
+from .paths import KERNEL, RunDir, project_root, rebased, run_dir_of, run_manifest_of, wait_advice
 
 OWN = None  # the subject of a run that built its own dataset
 
@@ -24,8 +24,9 @@ def _subjects(run: RunDir, spec: str | None, building: bool) -> tuple[str | None
     mine = OWN if building or spec is None or is_own_dataset(run, spec) else spec
     manifest = Manifest(run).read()
     # whether the run directory describes a dataset yet (a subject nothing was written about binds nothing), which
-    if "subject" in manifest:
-        return mine, bool(manifest.get("outputs") or run.shards()), manifest["subject"]["dataset"]
+    if "subject" in manifest:  # (a dataset of the project: where the project is now)
+        theirs = rebased(manifest["subject"]["dataset"], Manifest(run).project(manifest), project_root())
+        return mine, bool(manifest.get("outputs") or run.shards()), theirs
     # built here before subjects were recorded
     return mine, bool(manifest.get("counts") or manifest.get("scorer") or run.shards()), OWN
 

@@ -12,7 +12,8 @@ from typing import Any, Iterator, Sequence
 
 from ..errors import ReproError, counted, listed
 from ..jobs import finished_chunks
-from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, REUSED, ROUNDING, Manifest, as_recorded
+from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
+                        as_recorded)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
 from ..paths import WRITING_ENV, RunDir, wait_advice
 from ..revisions import hub_commit, local_content
@@ -28,7 +29,8 @@ def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tup
 def unread_changes(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{name: (recorded, new)} for each differing parameter that shapes the data and a notebook of this run reads
     (`notebooks` too): `changed_parameters` compares only those of a notebook both runs execute."""
-    recorded, new = Manifest(run).read().get("parameters") or {}, as_recorded(parameters)
+    manifest, new = Manifest(run), as_recorded(parameters)
+    recorded = manifest.recorded(manifest.read())  # (its paths in the project where it is now)
     read = (notebook_fields(*parameters["notebooks"]) | RUN_KEYS) - unused_generation(recorded, new)
     return {key: (recorded[key], new[key]) for key in sorted(recorded.keys() & new.keys() & read - NOT_SHAPING)
             if recorded[key] != new[key]}
@@ -41,6 +43,12 @@ def runs_again(run: RunDir, notebooks: Sequence[str]) -> str:
     new = [nb for nb in notebooks if nb not in again]
     return "; ".join(f"{', '.join(nbs)} run{'s' * (len(nbs) == 1)}{how}"
                      for nbs, how in ((again, " again"), (new, " for the first time")) if nbs)
+
+
+def executed(notebooks: Sequence[str], stale: str, force: bool = False) -> list[str]:
+    """The notebooks a run into a folder that holds one executes: all of them, but only those citing the self-check
+    (the card) where another self-check is all that changed since it completed (`stale`, `Manifest.unheld`)."""
+    return [nb for nb in notebooks if nb in CITES_SELFCHECK or force or stale != OTHER_SELFCHECK]
 
 
 def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
@@ -152,7 +160,8 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         n = len(finished_chunks(run.work))
         kept = "" if "set aside" in how else f"; {counted(n, 'finished chunk')} {'is' if n == 1 else 'are'} kept"
         ended = (f"; the last run {last}{kept}" if last else
-                 f"; it completed, but {stale}: {runs_again(run, parameters['notebooks'])}" if stale else "")
+                 f"; it completed, but {stale}: {runs_again(run, executed(parameters['notebooks'], stale, force))}"
+                 if stale else "")
         other = unread_changes(run, parameters)  # (`notebooks`, values of a notebook only one of the runs executes)
         same = (f", same {'data ' if how else ''}values for the notebooks both runs execute, other {listed(other)}"
                 if other else "" if stale.startswith("its parameters") else  # (recorded by another repro: unsaid)
@@ -175,8 +184,9 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if force:
         return Check("run directory", True, f"{run.root} holds {held} other parameters ({changes}); --force: "
                                             f"{replaced}")
-    # YAML reads JSON; quoted for a shell where it needs it (a list's spaces and quotes)
-    sets = " ".join(f"--set {shlex.quote(f'{key}={json.dumps(old)}')}" for key, (old, _) in changed.items())
+    # YAML reads JSON (its text as typed: no \u escapes); quoted for a shell where it needs it (spaces, quotes)
+    sets = " ".join(f"--set {shlex.quote(f'{key}={json.dumps(old, ensure_ascii=False)}')}"
+                    for key, (old, _) in changed.items())
     again = "" if member else f"continue that one with its values (`{sets}`), "  # (a member's may be its grid's)
     return Check("run directory", False,
                  f"{run.root} holds {held} other parameters: {changes}. Give another {given_as} for this run, "

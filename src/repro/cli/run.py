@@ -20,7 +20,7 @@ from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, here_path, project_root, run_folder, shipped
 from ..revisions import hub_commits, run_fingerprint
 from .preflight import preflight, require
-from .rerun import changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
+from .rerun import changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
 
@@ -161,14 +161,17 @@ def _say_notices(name: str, notebook: Path) -> None:
 
 def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNEL_NAME,
                   log_output: bool = False, selfcheck: str | None = None, record: dict[str, Any] | None = None,
-                  last_line: bool = True, fingerprint: dict[str, Any] | None = None) -> int:
+                  last_line: bool = True, fingerprint: dict[str, Any] | None = None,
+                  only: list[str] | None = None) -> int:
     """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run, `record` and,
     when it is complete, its `fingerprint` (the caller's, else `run_fingerprint` of the inputs as they are now)
     (`last_line`: say "complete" at the end, unless the caller says what its run came to; `kernel`: one ensure_kernel
-    accepted, before anything was written)."""
+    accepted, before anything was written; `only`: of the params' notebooks, those to execute, the others' record
+    kept)."""
     papermill = import_papermill()
 
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
+    notebooks = [nb for nb in notebooks if only is None or nb in only]
     paths = {n: notebook_path(n) for n in notebooks}
     run = RunDir(run_root)
     run.notebooks.mkdir(parents=True, exist_ok=True)
@@ -283,7 +286,8 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         if where.what == "run directory" and not where.detail.endswith("(new)"):
             print(f"  run directory: {where.detail}")
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
-                             selfcheck=values.get("selfcheck"), fingerprint=fingerprint)
+                             selfcheck=values.get("selfcheck"), fingerprint=fingerprint,
+                             only=executed(resolved["notebooks"], "" if changed else stale, args.force))
 
 
 def folder_given_as(args: argparse.Namespace, values: dict[str, Any]) -> str:
