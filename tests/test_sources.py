@@ -348,3 +348,25 @@ def test_the_checks_read_a_json_file_to_its_first_row_only(tmp_path, monkeypatch
     assert sources.file_problem(rows, "source 'rows.jsonl'") is None and len(read) == 501  # the load's: every line
     (blank := tmp_path / "blank.jsonl").write_text("\n \n")
     assert "holds no rows" in sources.file_problem(blank)
+
+
+def test_shards_of_nulls_or_lists_of_other_numbers_load_as_one(tmp_path):
+    """A column of nulls only in the first shard (a chunk whose scores are all missing) refused the load ("Couldn't
+    cast array of type int64 to null", the message naming another column), and lists of integers beside lists of
+    floats were refused: each column now loads as every shard's types allow; text beside numbers stays refused."""
+    folder = tmp_path / "hubby" / "data"
+    folder.mkdir(parents=True)
+    first = datasets.Dataset.from_dict({"prompt": ["p0"], "score_chosen": [None], "scores": [[1, 2]]})
+    first.to_parquet(str(folder / "train-00000-of-00002.parquet"))  # (with datasets' own metadata: its features)
+    assert pq.read_schema(folder / "train-00000-of-00002.parquet").field("score_chosen").type == pa.null()
+    pq.write_table(pa.table({"prompt": ["p1"], "score_chosen": [2.5], "scores": [[0.5, 1.0]]}),
+                   folder / "train-00001-of-00002.parquet")
+    ds = load_source(str(tmp_path / "hubby"), "train")
+    assert ds["score_chosen"] == [None, 2.5] and ds["scores"] == [[1.0, 2.0], [0.5, 1.0]]
+    assert ds.features["score_chosen"] == datasets.Value("float64")
+    pq.write_table(pa.table({"prompt": ["p0"], "score_chosen": [1], "scores": [[1]]}),
+                   folder / "train-00000-of-00002.parquet")
+    pq.write_table(pa.table({"prompt": ["p1"], "score_chosen": ["2.5"], "scores": [[0.5]]}),
+                   folder / "train-00001-of-00002.parquet")
+    with pytest.raises(DataError, match=r"column 'score_chosen' holds string in .* and int64 in"):
+        load_source(str(tmp_path / "hubby"), "train")

@@ -302,12 +302,14 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
     if sum(rows) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
     files = [f for f, n in zip(files, rows) if n]
-    # numbers of another type in one shard than in another, a float in any: float64 (datasets took the first shard's)
+    # shards of other types (a column of nulls only, integers beside floats, lists of either): each column as the
+    # types of every shard allow (pyarrow's permissive promotion), where datasets took the first shard's (2.0 read as
+    # 2, nulls refusing the rest); text beside numbers does not unify: the load fails, and says why (shards_problem)
     schemas = [footer(f).schema.to_arrow_schema() for f in files]
-    kinds = {c: {s.field(c).type for s in schemas if c in s.names} - {pa.null()} for c in schemas[0].names}
-    floats = {c: datasets.Value("float64") for c, k in kinds.items() if len(k) > 1 and any(
-        map(pa.types.is_floating, k)) and all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in k)}
-    features = datasets.Features({**datasets.Features.from_arrow_schema(schemas[0]), **floats}) if floats else None
+    features = None
+    if any(not s.equals(schemas[0]) for s in schemas[1:]):
+        with contextlib.suppress(pa.ArrowTypeError, pa.ArrowInvalid):
+            features = datasets.Features.from_arrow_schema(pa.unify_schemas(schemas, promote_options="permissive"))
     paths = [Path(os.path.abspath(f)) for f in files]
     cache = Path(datasets.config.HF_DATASETS_CACHE, "repro", hashlib.sha256(
         "\n".join(map(str, paths)).encode()).hexdigest()[:16])
