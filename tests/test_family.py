@@ -49,6 +49,9 @@ def test_grid_arguments_read_values_as_yaml():
                                 "scorers=[{name: a}], [{name: b}]", "known_recipe={a: b}, c: d"]) == {
         "source": ["data dir/a #1.jsonl", "data dir/b.jsonl"], "card_dataset": ["note: v2.jsonl", "x"],
         "scorers": [[{"name": "a"}], [{"name": "b"}]], "known_recipe": [{"a": "b"}, "c: d"]}
+    # a ' #' cut the list's end off and the values were split at every comma, quoted ones too
+    assert fam.parse_grid_args(["known_recipe='PairRM, best vs worst',UF #2", 'x="data dir/a, b.jsonl",run #2']) == {
+        "known_recipe": ["PairRM, best vs worst", "UF #2"], "x": ["data dir/a, b.jsonl", "run #2"]}
     with pytest.raises(ParameterError, match="--grid scorers=.a, b: the values are not a YAML list"):
         fam.parse_grid_args(["scorers=[a, b"])
     # a key given twice: the last list replaced the first, and its members were left out without a word

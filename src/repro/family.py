@@ -92,7 +92,8 @@ def parse_grid_args(items: list[str]) -> dict[str, list[Any]]:
         except yaml.YAMLError as exc:
             if not re.search(r"(^|\s)#", raw):  # (a ' #' reads as a comment that swallows the list's end)
                 raise ParameterError(f"--grid {item}: the values are not a YAML list ({exc}).") from None
-            grid[key.strip()] = [read_value(value) for value in raw.split(",")]
+            # (split at the commas outside quotes: 'PairRM, best vs worst' is one value)
+            grid[key.strip()] = [read_value(v) for v in re.findall(r"""(?:'[^']*'|"[^"]*"|[^,'"])+""", raw)]
     return grid
 
 

@@ -756,13 +756,15 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
 
 def read_value(raw: str) -> Any:
     """A command-line VALUE read as YAML (3, true, null, [a, b], {k: v}, "quoted"), but the text as typed where YAML
-    would change it without a word: a ' #' it reads as a comment (`runs/exp #3` is not runs/exp), a `: ` or a leading
-    `- ` it reads as a mapping or list not in brackets (`notes: v2.jsonl`); unreadable YAML is text as typed too."""
+    would change it without a word: plain text it would cut at a ' #' (`runs/exp #3` is not runs/exp; `3 # three` is
+    3), a `: ` or a leading `- ` it reads as a mapping or list not in brackets (`notes: v2.jsonl`); unreadable YAML is
+    text as typed too."""
     raw = raw.strip()
     try:
         node = yaml.compose(raw, Loader=yaml.SafeLoader)
-        if node is None or node.end_mark.index < len(raw) or (
-                isinstance(node, yaml.CollectionNode) and not node.flow_style):
+        if node is None or (isinstance(node, yaml.CollectionNode) and not node.flow_style) or (
+                node.end_mark.index < len(raw) and isinstance(node, yaml.ScalarNode) and node.style is None
+                and node.tag == "tag:yaml.org,2002:str"):
             return raw
         return yaml.safe_load(raw)
     except yaml.YAMLError:
