@@ -960,3 +960,51 @@ def test_a_member_busy_at_the_checks_and_free_at_its_turn_is_run(tmp_path, monke
     assert "being run elsewhere" not in out and "family demo: 2 run, 0 already complete, 0 failed" in out
     assert ran == [root] if jobs else ran == [root / "mini_index-0", root / "mini_index-1", root]
     assert ("mini_index-1 started" in out) == bool(jobs)
+
+
+def _other_run(folder: Path) -> Path:
+    """A run of other parameters (limit: 5) that made a dataset in `folder`; the dataset's file."""
+    run = RunDir(folder)
+    Manifest(run).start_run({**load_params_file(DEMO), "run_dir": str(folder), "limit": 5}, ["01_construct"])
+    run.data.mkdir(parents=True)
+    (made := run.data / "train_prefs-00000-of-00001.parquet").write_bytes(b"rows")
+    return made
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_force_and_log_output_reach_a_member_busy_at_the_checks_run_at_its_turn(tmp_path, monkeypatch, capsys, jobs):
+    # with --jobs, a member another command held at the family's checks, free at its turn, was refused in its own
+    # process ("holds a run with other parameters: ... or pass --force"), --force given: its command left it out,
+    # and --log-output too (the notebooks' output missing from its log)
+    root, ran, prepare, member_command = tmp_path / "f", [], family_cli.prepare, family_cli._member_command
+    made = _other_run(root / "mini_index-1")
+    holder = _hold(root / "mini_index-1")
+
+    def checked_then_released(*args):  # the other command ends once the family has checked its members
+        code = prepare(*args)
+        holder.kill()
+        holder.wait()
+        return code
+
+    def member_alone(args, member):  # its own process, as the family starts it, but with its notebooks stubbed
+        if member.name != "mini_index-1":
+            return [sys.executable, "-c", "pass"]
+        return [sys.executable, "-c", "import sys; from repro.cli import family, main; family.run_notebooks = lambda "
+                "values, root, **kw: print('log_output', kw['log_output']) or 0; sys.exit(main(sys.argv[1:]))",
+                *member_command(args, member)[3:]]
+
+    monkeypatch.setattr(family_cli, "prepare", checked_then_released)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append(root) or 0)
+    monkeypatch.setattr(family_cli, "_member_command", member_alone)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main([*grid, *jobs, "--force", "--log-output"]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    out, err = capsys.readouterr()
+    said = (root / "logs" / "mini_index-1.log").read_text() if jobs else out
+    assert "family demo: 2 run, 0 already complete, 0 failed" in out and "FAILED" not in err, err + said
+    assert not made.exists() and "--force: removed the previous run" in said, said
+    assert "log_output True" in said if jobs else ran == [root / "mini_index-0", root / "mini_index-1", root]

@@ -199,11 +199,13 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
 
 
 def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
-    """The command line that runs `member` alone: the same params, sets, grid and folder, plus --member."""
+    """The command line that runs `member` alone: the same params, sets, grid, folder and options, plus --member
+    (--force: a member busy at the family's checks, free at its turn, is checked there, in its own process)."""
     sets = [word for item in args.overrides for word in ("--set", item)]
     grid = [word for item in args.grid for word in ("--grid", item)]
+    options = [option for option, given in (("--force", args.force), ("--log-output", args.log_output)) if given]
     return ([sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name,
-             "--kernel", args.kernel, *sets, *grid] + (["--out", str(args.out)] if args.out else []))
+             "--kernel", args.kernel, *sets, *grid, *options] + (["--out", str(args.out)] if args.out else []))
 
 
 class _Started:
