@@ -1008,3 +1008,47 @@ def test_force_and_log_output_reach_a_member_busy_at_the_checks_run_at_its_turn(
     assert "family demo: 2 run, 0 already complete, 0 failed" in out and "FAILED" not in err, err + said
     assert not made.exists() and "--force: removed the previous run" in said, said
     assert "log_output True" in said if jobs else ran == [root / "mini_index-0", root / "mini_index-1", root]
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_to_do(tmp_path, monkeypatch, capsys,
+                                                                                    jobs):
+    # the FAILED line named a member refused at its turn with the failed ones ("their executed notebooks (one refused
+    # at its turn: its line above) say why ... the same command again continues them"), said also when none was
+    # refused: the same command refuses it again, and with --jobs its refusal is in its log
+    root, prepare, member_command = tmp_path / "f", family_cli.prepare, family_cli._member_command
+    made = _other_run(root / "mini_index-1")
+    holder = _hold(root / "mini_index-1")
+
+    def checked_then_released(*args):  # the other command ends once the family has checked its members
+        code = prepare(*args)
+        holder.kill()
+        holder.wait()
+        return code
+
+    def member_alone(args, member):  # mini_index-0's notebooks fail; mini_index-1 in its own process, as started
+        if member.name != "mini_index-1":
+            return [sys.executable, "-c", "raise SystemExit(1)"]
+        return [sys.executable, "-c", "import sys; from repro.cli import family, main; family.run_notebooks = lambda "
+                "values, root, **kw: 0; sys.exit(main(sys.argv[1:]))", *member_command(args, member)[3:]]
+
+    monkeypatch.setattr(family_cli, "prepare", checked_then_released)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: int(root.name == "mini_index-0"))
+    monkeypatch.setattr(family_cli, "_member_command", member_alone)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main([*grid, *jobs]) == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    out, err = capsys.readouterr()
+    said = (root / "logs" / "mini_index-1.log").read_text() if jobs else err
+    assert made.exists() and "holds a run with other parameters: limit (5 there, null now)" in said
+    assert "family demo: 0 run, 0 already complete, 1 failed, 1 refused at its turn, in " in out
+    assert ("repro run: FAILED members: mini_index-0; their executed notebooks say why and what to change. Then the "
+            "same command again continues them (finished chunks and cached rows are kept).") in err
+    where = f"{root / 'logs' / 'mini_index-1.log'} says why" if jobs else "its line above says why"
+    assert (f"repro run: REFUSED members: mini_index-1: another command held its folder at the family's checks, and "
+            f"at its turn its own checks refused it ({where}). The same command again refuses it again: pass --force "
+            f"to replace a run of other parameters there, or give the family another --out.") in err
