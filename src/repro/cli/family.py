@@ -33,7 +33,7 @@ from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, fold
 from .run import configure as configure_run
 
 NOT_STARTED = "not started"  # a member of a family stopped before its turn
-BUSY = "busy"  # a member another command was running (a `repro run --member` started since the checks): not run
+BUSY = "busy"  # a member another command was running at its turn (a `repro run --member`, say): not run
 REFUSED = "refused"  # a member busy at the family's checks, free at its turn, that its own checks refused then
 EXIT_BUSY = 75  # the exit status of a family (or a member alone) that left a member to another command (EX_TEMPFAIL)
 
@@ -118,7 +118,7 @@ def record_plan(family: Family) -> None:
 def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member]) -> int | None:
     """Check the family's folder and every member that will run before any runs (`--check`: print the list, return
     the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing). A member
-    another command is writing to is busy: left to it (family.busy), unchecked, not run here."""
+    another command is writing to is busy (family.busy), unchecked: at its turn left to it, or, free then, checked."""
     why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
     family.busy = {m.name: w for m in members if why[m.name] and (w := RunDir(m.run_dir).writer())}
     pending = [m for m in members if why[m.name] and m.name not in family.busy]
@@ -130,9 +130,13 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
         checks.insert(0, Check("family folder", False, busy(family.given_as, writer), problem="BUSY"))
     elif not args.member:
         checks[:0] = view = view_check(family, args.force)
-    checks[:0] = [Check("members", True, f"{name}: busy, not run here (not failed): {writer} is writing to "
-                                         f"{family.member(name).run_dir} now; {wait_advice(writer)}, then run the "
-                                         f"same command again") for name, writer in family.busy.items()]
+    # (a member alone exits 75 then; one of a family is looked at again at its turn)
+    then = "" if args.member else ("if that has ended by its turn, it is checked and run then; else it is not run "
+                                   "here (not failed): ")
+    checks[:0] = [Check("members", True, f"{name}: busy, {'not checked' if then else 'not run here (not failed)'}: "
+                                         f"{writer} is writing to {family.member(name).run_dir} now; {then}"
+                                         f"{wait_advice(writer)}, then run the same command again")
+                  for name, writer in family.busy.items()]
     if done := [m.name for m in members if m not in pending and m.name not in family.busy]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
