@@ -904,8 +904,12 @@ def test_a_member_another_command_runs_at_the_checks_is_busy_the_others_and_the_
         assert holder.stdout.readline().strip() == "held"
         assert main([*grid, "--check"]) == 0
         out = capsys.readouterr().out
-        assert (f"ok       members: mini_index-1: busy, not run here (not failed): `repro run` (pid {holder.pid}, "
-                f"since ") in out and f"is writing to {root / 'mini_index-1'} now; wait for it to finish" in out
+        # (it said "not run here ...; wait for it to finish, then run the same command again": it runs at its turn if
+        # free by then)
+        assert (f"ok       members: mini_index-1: busy, not checked: `repro run` (pid {holder.pid}, since ") in out
+        assert (f"is writing to {root / 'mini_index-1'} now; if that has ended by its turn, it is checked and run "
+                f"then; else it is not run here (not failed): wait for it to finish, then run the same command again"
+                ) in out
         assert "BUSY" not in out and "(member mini_index-1)" not in out  # (its other checks: not made)
         assert main([*grid, *jobs]) == family_cli.EXIT_BUSY
         out, err = capsys.readouterr()
@@ -913,7 +917,9 @@ def test_a_member_another_command_runs_at_the_checks_is_busy_the_others_and_the_
         assert f"mini_index-1 is being run elsewhere: `repro run` (pid {holder.pid}, since " in out
         assert "repro run: BUSY members: mini_index-1: another command is running them" in err and "error" not in err
         assert ran == [root] if jobs else ran == [root / "mini_index-0", root]  # the other member and the view
-        assert main([*grid, "--member", "1", "--check"]) == 0 and "mini_index-1: busy" in capsys.readouterr().out
+        assert main([*grid, "--member", "1", "--check"]) == 0  # a member alone, its folder held, exits 75 at once
+        assert (f"mini_index-1: busy, not run here (not failed): `repro run` (pid {holder.pid}, since "
+                in (out := capsys.readouterr().out)) and "now; wait for it to finish, then run the same command" in out
     finally:
         holder.kill()
         holder.wait()
@@ -963,3 +969,95 @@ def test_a_member_busy_at_the_checks_and_free_at_its_turn_is_run(tmp_path, monke
     assert "being run elsewhere" not in out and "family demo: 2 run, 0 already complete, 0 failed" in out
     assert ran == [root] if jobs else ran == [root / "mini_index-0", root / "mini_index-1", root]
     assert ("mini_index-1 started" in out) == bool(jobs)
+
+
+def _other_run(folder: Path) -> Path:
+    """A run of other parameters (limit: 5) that made a dataset in `folder`; the dataset's file."""
+    run = RunDir(folder)
+    Manifest(run).start_run({**load_params_file(DEMO), "run_dir": str(folder), "limit": 5}, ["01_construct"])
+    run.data.mkdir(parents=True)
+    (made := run.data / "train_prefs-00000-of-00001.parquet").write_bytes(b"rows")
+    return made
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_force_and_log_output_reach_a_member_busy_at_the_checks_run_at_its_turn(tmp_path, monkeypatch, capsys, jobs):
+    # with --jobs, a member another command held at the family's checks, free at its turn, was refused in its own
+    # process ("holds a run with other parameters: ... or pass --force"), --force given: its command left it out,
+    # and --log-output too (the notebooks' output missing from its log)
+    root, ran, prepare, member_command = tmp_path / "f", [], family_cli.prepare, family_cli._member_command
+    made = _other_run(root / "mini_index-1")
+    holder = _hold(root / "mini_index-1")
+
+    def checked_then_released(*args):  # the other command ends once the family has checked its members
+        code = prepare(*args)
+        holder.kill()
+        holder.wait()
+        return code
+
+    def member_alone(args, member):  # its own process, as the family starts it, but with its notebooks stubbed
+        if member.name != "mini_index-1":
+            return [sys.executable, "-c", "pass"]
+        return [sys.executable, "-c", "import sys; from repro.cli import family, main; family.run_notebooks = lambda "
+                "values, root, **kw: print('log_output', kw['log_output']) or 0; sys.exit(main(sys.argv[1:]))",
+                *member_command(args, member)[3:]]
+
+    monkeypatch.setattr(family_cli, "prepare", checked_then_released)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append(root) or 0)
+    monkeypatch.setattr(family_cli, "_member_command", member_alone)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main([*grid, *jobs, "--force", "--log-output"]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    out, err = capsys.readouterr()
+    said = (root / "logs" / "mini_index-1.log").read_text() if jobs else out
+    assert "family demo: 2 run, 0 already complete, 0 failed" in out and "FAILED" not in err, err + said
+    assert not made.exists() and "--force: removed the previous run" in said, said
+    assert "log_output True" in said if jobs else ran == [root / "mini_index-0", root / "mini_index-1", root]
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]])
+def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_to_do(tmp_path, monkeypatch, capsys,
+                                                                                    jobs):
+    # the FAILED line named a member refused at its turn with the failed ones ("their executed notebooks (one refused
+    # at its turn: its line above) say why ... the same command again continues them"), said also when none was
+    # refused: the same command refuses it again, and with --jobs its refusal is in its log
+    root, prepare, member_command = tmp_path / "f", family_cli.prepare, family_cli._member_command
+    made = _other_run(root / "mini_index-1")
+    holder = _hold(root / "mini_index-1")
+
+    def checked_then_released(*args):  # the other command ends once the family has checked its members
+        code = prepare(*args)
+        holder.kill()
+        holder.wait()
+        return code
+
+    def member_alone(args, member):  # mini_index-0's notebooks fail; mini_index-1 in its own process, as started
+        if member.name != "mini_index-1":
+            return [sys.executable, "-c", "raise SystemExit(1)"]
+        return [sys.executable, "-c", "import sys; from repro.cli import family, main; family.run_notebooks = lambda "
+                "values, root, **kw: 0; sys.exit(main(sys.argv[1:]))", *member_command(args, member)[3:]]
+
+    monkeypatch.setattr(family_cli, "prepare", checked_then_released)
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: int(root.name == "mini_index-0"))
+    monkeypatch.setattr(family_cli, "_member_command", member_alone)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main([*grid, *jobs]) == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    out, err = capsys.readouterr()
+    said = (root / "logs" / "mini_index-1.log").read_text() if jobs else err
+    assert made.exists() and "holds a run with other parameters: limit (5 there, null now)" in said
+    assert "family demo: 0 run, 0 already complete, 1 failed, 1 refused at its turn, in " in out
+    assert ("repro run: FAILED members: mini_index-0; their executed notebooks say why and what to change. Then the "
+            "same command again continues them (finished chunks and cached rows are kept).") in err
+    where = f"{root / 'logs' / 'mini_index-1.log'} says why" if jobs else "its line above says why"
+    assert (f"repro run: REFUSED members: mini_index-1: another command held its folder at the family's checks, and "
+            f"at its turn its own checks refused it ({where}). The same command again refuses it again: pass --force "
+            f"to replace a run of other parameters there, or give the family another --out.") in err

@@ -33,7 +33,8 @@ from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, fold
 from .run import configure as configure_run
 
 NOT_STARTED = "not started"  # a member of a family stopped before its turn
-BUSY = "busy"  # a member another command was running (a `repro run --member` started since the checks): not run
+BUSY = "busy"  # a member another command was running at its turn (a `repro run --member`, say): not run
+REFUSED = "refused"  # a member busy at the family's checks, free at its turn, that its own checks refused then
 EXIT_BUSY = 75  # the exit status of a family (or a member alone) that left a member to another command (EX_TEMPFAIL)
 
 
@@ -117,7 +118,7 @@ def record_plan(family: Family) -> None:
 def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member]) -> int | None:
     """Check the family's folder and every member that will run before any runs (`--check`: print the list, return
     the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing). A member
-    another command is writing to is busy: left to it (family.busy), unchecked, not run here."""
+    another command is writing to is busy (family.busy), unchecked: at its turn left to it, or, free then, checked."""
     why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
     family.busy = {m.name: w for m in members if why[m.name] and (w := RunDir(m.run_dir).writer())}
     pending = [m for m in members if why[m.name] and m.name not in family.busy]
@@ -129,9 +130,13 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
         checks.insert(0, Check("family folder", False, busy(family.given_as, writer), problem="BUSY"))
     elif not args.member:
         checks[:0] = view = view_check(family, args.force)
-    checks[:0] = [Check("members", True, f"{name}: busy, not run here (not failed): {writer} is writing to "
-                                         f"{family.member(name).run_dir} now; {wait_advice(writer)}, then run the "
-                                         f"same command again") for name, writer in family.busy.items()]
+    # (a member alone exits 75 then; one of a family is looked at again at its turn)
+    then = "" if args.member else ("if that has ended by its turn, it is checked and run then; else it is not run "
+                                   "here (not failed): ")
+    checks[:0] = [Check("members", True, f"{name}: busy, {'not checked' if then else 'not run here (not failed)'}: "
+                                         f"{writer} is writing to {family.member(name).run_dir} now; {then}"
+                                         f"{wait_advice(writer)}, then run the same command again")
+                  for name, writer in family.busy.items()]
     if done := [m.name for m in members if m not in pending and m.name not in family.busy]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
     if (code := require(checks, params_file, args.check)) is not None:
@@ -179,8 +184,9 @@ def checked_at_its_turn(family: Family, member: Member, force: bool) -> bool:
 
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False,
                force: bool = False, looked: bool = False) -> str:
-    """Run one member here ('done' / 'failed' / 'interrupted'), or say it is already complete ('reused') or being
-    run by another command ('busy': looked at now, or `looked`, at the checks just made)."""
+    """Run one member here ('done' / 'failed' / 'interrupted'), or say it is already complete ('reused'), being run
+    by another command ('busy': looked at now, or `looked`, at the checks just made), or, busy at the checks and free
+    now, refused by its checks ('refused')."""
     if is_done(member):
         print(f"repro run: family {family.name}: {member.name} is complete with the same parameters -> "
               f"{member.run_dir} (not run again)")
@@ -188,7 +194,7 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
     if run_elsewhere(family, member, now=not looked):
         return BUSY
     if member.name in family.busy and not checked_at_its_turn(family, member, force):
-        return "failed"
+        return REFUSED
     print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
           f"-> {member.run_dir}", flush=True)
     with writing(RunDir(member.run_dir), member_given_as(family)):
@@ -199,11 +205,13 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
 
 
 def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
-    """The command line that runs `member` alone: the same params, sets, grid and folder, plus --member."""
+    """The command line that runs `member` alone: the same params, sets, grid, folder and options, plus --member
+    (--force: a member busy at the family's checks, free at its turn, is checked there, in its own process)."""
     sets = [word for item in args.overrides for word in ("--set", item)]
     grid = [word for item in args.grid for word in ("--grid", item)]
+    options = [option for option, given in (("--force", args.force), ("--log-output", args.log_output)) if given]
     return ([sys.executable, "-m", "repro.cli", "run", str(args.params), "--member", member.name,
-             "--kernel", args.kernel, *sets, *grid] + (["--out", str(args.out)] if args.out else []))
+             "--kernel", args.kernel, *sets, *grid, *options] + (["--out", str(args.out)] if args.out else []))
 
 
 class _Started:
@@ -238,10 +246,11 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member,
                 f.flush()
             started.processes.append(process := subprocess.Popen(_member_command(args, member), stdout=f,
                                                                  stderr=subprocess.STDOUT, start_new_session=True))
-    code = process.wait()
-    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'{ended(code)}, see {log}'}",
+    code = process.wait()  # (one busy at the checks, refused at its turn by its checks there: repro's error, exit 2)
+    status = REFUSED if code == 2 and member.name in family.busy else ended(code)
+    print(f"repro run: family {family.name}: {member.name} {'done' if code == 0 else f'{status}, see {log}'}",
           flush=True)
-    return ended(code)
+    return status
 
 
 def _run_at_once(args: argparse.Namespace, family: Family, jobs: int) -> tuple[list[str], bool]:
@@ -301,18 +310,28 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     if code == EXIT_INTERRUPTED:  # (its line said so: not a summary that reads as done)
         return code
     busy = [m.name for m, s in zip(family.members, statuses) if s == BUSY]
+    refused = [m.name for m, s in zip(family.members, statuses) if s == REFUSED]
+    one, logs = len(refused) == 1, family.root / FAMILY_LOGS
+    its, it, folders, says = ("its", "it", "folder", "says") if one else ("their", "them", "folders", "say")
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
-          f"complete, {len(failed)} failed" + (f", {len(busy)} being run by another command" if busy else "") +
+          f"complete, {len(failed)} failed" + (f", {len(refused)} refused at {its} turn" if refused else "") +
+          (f", {len(busy)} being run by another command" if busy else "") +
           f", in {time.monotonic() - start:.0f} s -> {family.root}")
     if failed:
-        print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks (one refused at its turn: its "
-              f"line above) say why and what to change. Then the same command again continues them (finished chunks "
-              f"and cached rows are kept).",
+        print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks say why and what to change. "
+              f"Then the same command again continues them (finished chunks and cached rows are kept).",
               file=sys.stderr)
+    if refused:  # (one after another, its refusal is a line of this command's; with --jobs, in its process's log)
+        where = (f"{its} line{'' if one else 's'} above" if jobs == 1 else
+                 logs / f"{refused[0]}.log" if one else f"their logs in {logs}")
+        print(f"repro run: REFUSED members: {', '.join(refused)}: another command held {its} {folders} at the "
+              f"family's checks, and at {its} turn {its} own checks refused {it} ({where} {says} why). The same "
+              f"command again refuses {it} again: pass --force to replace a run of other parameters there, or give "
+              f"the family another {family.given_as}.", file=sys.stderr)
     if busy:
         print(f"repro run: BUSY members: {', '.join(busy)}: another command is running them; once it ends, the same "
               f"command again adds them to the family view.", file=sys.stderr)
-    return 1 if failed else EXIT_BUSY if busy else code
+    return 1 if failed or refused else EXIT_BUSY if busy else code
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
