@@ -91,7 +91,9 @@ def test_a_dataset_named_in_any_script_gets_a_run_directory_and_card_title_of_it
     root, run, mine = project
     names = {"数据": "数据", "Ответы": "Ответы", "données ü": "données-ü", "résumé prefs": "résumé-prefs",
              "my rows 数据": "my-rows-数据", "my rows 结果": "my-rows-结果", "re\u0301sume\u0301": "résumé",
-             "my rows (v2)": "my-rows-v2", "?": "dataset"}
+             "my rows (v2)": "my-rows-v2", "?": "dataset",
+             # vowel signs are marks, not letters: डेटा was ड-ट, as डाटा (one folder), ข้อมูล ข-อม-ล
+             "डेटा": "डेटा", "डाटा": "डाटा", "ข้อมูล": "ข้อมูล", "தரவு": "தரவு"}
     for name, folder in names.items():
         assert run_dir_of(str(root / "data dir" / f"{name}.jsonl"), "demo") == root / "runs" / folder
     (root / "data dir").mkdir()

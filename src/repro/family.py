@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import (DEFAULT_NOTEBOOKS, MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once,
                          read_value, resolve_parameters, validate_all)
-from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, run_folder
+from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, folder_safe, run_folder
 from .revisions import run_fingerprint
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
@@ -25,7 +26,6 @@ SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 NOT_IN_GRID = {"run_name", "run_dir", "notebooks", "family", "selfcheck", "include"}
 GRID_ADVICE = ("\nFix the value in the family's grid (family.grid in the params file, or --grid), else "
                "with --set KEY=VALUE.")
-_SAFE = re.compile(r"[^\w.-]+")  # letters and digits of any script (as paths.dataset_run_name)
 # names a member's folder cannot have: the family's folder itself, the one above it, what the family writes there
 NOT_MEMBER_NAMES = {"", ".", "..", FAMILY_JSON, FAMILY_LOGS} | {
     path.name for path in vars(RunDir("family")).values() if isinstance(path, Path) and path.parent.name == "family"}
@@ -142,7 +142,7 @@ def _label(value: Any) -> str:
     if isinstance(value, (list, dict)):
         return "h" + fingerprint_of(value)[:8]
     text = Path(value).name if isinstance(value, str) and "/" in value and Path(value).exists() else str(value)
-    return _SAFE.sub("-", text).strip("-") or "empty"
+    return folder_safe(unicodedata.normalize("NFC", text)).strip("-") or "empty"
 
 
 def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None, where: str) -> list[str]:
@@ -155,7 +155,7 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
                   for key, (i, value) in combo.items()}
         if template:
             try:
-                name = _SAFE.sub("-", template.format(**labels))
+                name = folder_safe(template.format(**labels))
             except (KeyError, IndexError, ValueError) as exc:
                 raise ParameterError(f"family.member_name {template!r} in {where} cannot be filled ({exc!r}); it may "
                                      f"name the grid keys {sorted(combo)} in braces.") from None
@@ -240,7 +240,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     if not isinstance(jobs, int) or jobs < 1:
         raise ParameterError(f"family.jobs in {where} must be a whole number >= 1, got {jobs!r}.")
     name = str(spec.get("name") or default_name)
-    if _SAFE.sub("-", name) != name:
+    if folder_safe(name) != name:
         raise ParameterError(f"family.name {name!r} in {where} names a folder: use letters, digits, '.', '_' or '-'.")
     root = run_folder(out or values.get("run_dir"), name)
     if grid_args and not spec and not out:  # the folder the file's own run goes to

@@ -225,13 +225,20 @@ def run_dir_of(dataset: str | None, run_name: str) -> Path:
     return manifest.parent if manifest is not None else default_run_dir(dataset_run_name(dataset))
 
 
+def folder_safe(text: str) -> str:
+    """`text` as a folder's name may hold it: letters, digits and their marks (the vowel signs of डेटा) of any script,
+    '.', '_' and '-' kept, each run of other characters one '-'."""
+    kept = "".join(c if c.isalnum() or c in "._-" or unicodedata.category(c).startswith("M") else "/" for c in text)
+    return re.sub("/+", "-", kept)
+
+
 def dataset_run_name(dataset: str) -> str:
-    """The run name a dataset given by path or hub id gets: its file or repository name, without extension, its
-    letters and digits of any script kept (composed: é typed as e and an accent is é), each run of others one -."""
+    """The run name a dataset given by path or hub id gets: its file or repository name, without extension, as
+    `folder_safe` keeps it (composed: é typed as e and an accent is é)."""
     name = unicodedata.normalize("NFC", Path(dataset.rstrip("/")).name)
     for suffix in sorted(_FILE_SUFFIXES, key=len, reverse=True):
         name = name.removesuffix(suffix)
-    return re.sub(r"[^\w.-]+", "-", name).strip(".-") or "dataset"
+    return folder_safe(name).strip(".-") or "dataset"
 
 
 def shipped(name: str) -> Path:
