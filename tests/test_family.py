@@ -1066,3 +1066,19 @@ def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_t
     assert (f"repro run: REFUSED members: mini_index-1: another command held its folder at the family's checks, and "
             f"at its turn its own checks refused it ({where}). The same command again refuses it again: pass --force "
             f"to replace a run of other parameters there, or give the family another --out.") in err
+
+
+def test_a_member_whose_only_change_is_a_new_self_check_makes_only_its_card_again(tmp_path, monkeypatch, capsys):
+    # `repro selfcheck --report` into a complete member: --check said "03_card runs again", and the family ran its
+    # 01_construct, 02_analyze and 03_card (a run alone made only the card: rerun.executed)
+    from repro.manifest import OTHER_SELFCHECK
+
+    root, ran = tmp_path / "f", {}
+    monkeypatch.setattr(family_cli, "why_run_again",
+                        lambda member: OTHER_SELFCHECK if member.name == "mini_index-1" else "")
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.update({root: kw.get("only")}) or 0)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    assert main(grid) == 0, capsys.readouterr().err
+    assert ran == {root / "mini_index-1": ["03_card"], root: None}
+    ran.clear()
+    assert main([*grid, "--force"]) == 0 and ran[root / "mini_index-1"] == ["01_construct", "02_analyze", "03_card"]

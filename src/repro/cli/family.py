@@ -26,7 +26,8 @@ from ..manifest import Manifest
 from ..paths import FAMILY_LOGS, RunDir, find_params, wait_advice, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
-from .rerun import busy, changed_parameters, kind_check, rebuilds, replace_run, rerun_check, writing
+from .rerun import (busy, changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check,
+                    writing)
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, noting_stops
 from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, run_notebooks,
                   run_params)
@@ -187,7 +188,7 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
     """Run one member here ('done' / 'failed' / 'interrupted'), or say it is already complete ('reused'), being run
     by another command ('busy': looked at now, or `looked`, at the checks just made), or, busy at the checks and free
     now, refused by its checks ('refused')."""
-    if is_done(member):
+    if not (stale := why_run_again(member)):
         print(f"repro run: family {family.name}: {member.name} is complete with the same parameters -> "
               f"{member.run_dir} (not run again)")
         return "reused"
@@ -198,9 +199,10 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
     print(f"repro run: family {family.name}: member {member.index + 1}/{len(family.members)} {member.name} "
           f"-> {member.run_dir}", flush=True)
     with writing(RunDir(member.run_dir), member_given_as(family)):
-        code = run_notebooks(resolve_parameters(member.values), member.run_dir, kernel=kernel, log_output=log_output,
+        values = resolve_parameters(member.values)  # (a new self-check alone: only the card, as a run alone)
+        code = run_notebooks(values, member.run_dir, kernel=kernel, log_output=log_output,
                              selfcheck=member.values.get("selfcheck"), record={"family": member.record(family.name)},
-                             fingerprint=member.fingerprint)
+                             fingerprint=member.fingerprint, only=executed(values["notebooks"], stale, force))
     return ended(code)
 
 
@@ -383,7 +385,8 @@ def main(args: argparse.Namespace) -> int:
     with contextlib.nullcontext() if args.member else writing(RunDir(family.root), family.given_as):
         record_plan(family)
         if args.member:  # its exit status says how it ended (a Slurm array's afterok must not follow an interruption)
-            status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output, looked=True)
+            status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output, looked=True,
+                                force=args.force)
             return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED, BUSY: EXIT_BUSY}.get(status, 0)
         print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
         return run_family(args, family)
