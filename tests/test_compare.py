@@ -397,7 +397,7 @@ def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_
     # two repeated keys: the example names the rows of one key, not of both
     some = write_rows(copy.deepcopy(published["rows"][:10] + published["rows"][:2]), tmp_path / "some")
     verdict = compare.compare(params(tmp_path, reference=some, candidate=published["candidate"])).result["verdict"]
-    assert "4 reference rows share 2 prompt_id values (e.g. rows 0, 10 with " in verdict
+    assert "4 reference rows share 2 prompt_id values (e.g. rows 0, 10, counted from 0, with " in verdict
 
 
 def test_rows_aligned_by_prompt_id_whose_prompts_differ_are_said(published, tmp_path):
@@ -409,7 +409,7 @@ def test_rows_aligned_by_prompt_id_whose_prompts_differ_are_said(published, tmp_
                                     candidate=published["candidate"])).result
     assert result["alignment"]["prompt_differs"] == 2
     assert ("**Prompts differ.** 2 rows aligned by prompt_id hold other prompt texts on the two sides (e.g. reference "
-            "rows 2, 3)") in result["verdict"]
+            "rows 2, 3, counted from 0)") in result["verdict"]
 
 
 def test_one_row_is_said_in_the_singular(published, tmp_path):
@@ -418,7 +418,7 @@ def test_one_row_is_said_in_the_singular(published, tmp_path):
     result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
                                     candidate=published["candidate"])).result
     assert ("**Prompts differ.** 1 row aligned by prompt_id holds another prompt text on the two sides (e.g. "
-            "reference row 2)") in result["verdict"]
+            "reference row 2, counted from 0)") in result["verdict"]
     sentence = compare.infer_slice([np.array([1, 2, 4, 5])], 7, max_mini_count=1)["sentence"]
     assert "span source rows [1:6] (1 source row before, 1 after). 1 source row inside the span is in no " in sentence
 
