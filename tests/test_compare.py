@@ -854,7 +854,7 @@ def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     reason = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result[
         "scores"]["reason"]
-    assert reason == "only 0 scores of the same text on both sides (80 more NaN, infinite or missing on one side)"
+    assert reason == "Every score of the same texts is NaN, infinite or missing on one side or both (80 scores)."
     from repro.card import CardFacts, render_section
 
     facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
@@ -884,6 +884,26 @@ def test_the_cards_left_out_scores_count_those_missing_on_either_side_and_on_bot
     en, zh = card_sections(both.result)
     assert "| same-text scores left out (NaN, infinite or missing) | 1 |" in en
     assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 1 |" in zh
+
+
+def test_pairs_that_agree_with_every_score_null_are_reproduced_on_pairs_only(published, tmp_path):
+    # a reference whose scores are all null beside a candidate of the same pairs: the verdict said "Not reproduced on
+    # pairs only (scores not compared): 0 of 10 reference rows agree" though every pair was the same, the note "only 0
+    # scores of the same text on both sides (…)" with no full stop, and the Chinese card not why
+    ref = copy.deepcopy(published["rows"][:10])
+    for row in ref:
+        row["score_chosen"] = row["score_rejected"] = None
+    out = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                 candidate=write_rows(published["rows"][:10], tmp_path / "cand"))).result
+    assert out["pairs"]["fractions"]["same"] == 1 and out["scores"]["values"] == 0
+    assert out["verdict"].startswith("**Reproduced on pairs only (scores not compared): all 10 reference rows ")
+    why = "every score of the same texts is NaN, infinite or missing on one side or both (20 scores)"
+    assert f"**Scores not compared.** {why[0].upper()}{why[1:]}.\n" in out["verdict"] + "\n"
+    assert out["disagreements"]["rows"] == 0
+    en, zh = card_sections(out)
+    assert "| 0 (scores not compared) |" in en and "| 0（未比较得分） |" in zh
+    assert f"Scores were not compared: {why}." in en
+    assert "未比较得分：两侧相同文本的得分全部为 NaN、无穷或缺失（一侧或两侧；共 20 个）。" in zh
 
 
 def test_noise_scores_are_not_hidden_by_the_gap_between_chosen_and_rejected(published, tmp_path):
