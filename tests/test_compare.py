@@ -354,6 +354,12 @@ def test_rows_left_out_for_a_duplicated_key_are_counted_in_the_table_and_the_car
     en, zh = card_sections(result)
     assert "| rows left out, their key duplicated (the reference / this dataset) | 2 / 1 |" in en
     assert "| 因键重复而未对齐的行（参考数据集 / 本数据集） | 2 / 1 |" in zh
+    # the note said only "2 of the reference's rows share 1 key value" beside the table's "2 / 1": the candidate's row
+    # left out is one whose key is duplicated in the reference, and the note says so
+    assert ("- Duplicates: 2 of the reference's rows share 1 key value: they are left out of the alignment, not merged. "
+            "Also left out: 1 of this dataset's rows, its key duplicated in the reference.") in en
+    assert ("- 重复：参考数据集有 2 行共享 1 个键值：这些行未参与对齐，也未合并。另有本数据集的 1 行因键在参考数据集中重复，"
+            "同样未参与对齐。") in zh
     shown = [int(re.split(r"(?<!\\)\|", line)[2].split(" / ")[0]) for line in en.splitlines()
              if line.startswith(("| rows aligned", "| rows only in the reference", "| rows left out"))]
     assert sum(shown) == 10  # every reference row counted once
