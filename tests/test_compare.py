@@ -354,6 +354,12 @@ def test_rows_left_out_for_a_duplicated_key_are_counted_in_the_table_and_the_car
     en, zh = card_sections(result)
     assert "| rows left out, their key duplicated (the reference / this dataset) | 2 / 1 |" in en
     assert "| 因键重复而未对齐的行（参考数据集 / 本数据集） | 2 / 1 |" in zh
+    # the note said only "2 of the reference's rows share 1 key value" beside the table's "2 / 1": the candidate's row
+    # left out is one whose key is duplicated in the reference, and the note says so
+    assert ("- Duplicates: 2 of the reference's rows share 1 key value: they are left out of the alignment, not merged. "
+            "Also left out: 1 of this dataset's rows, its key duplicated in the reference.") in en
+    assert ("- 重复：参考数据集有 2 行共享 1 个键值：这些行未参与对齐，也未合并。另有本数据集的 1 行因键在参考数据集中重复，"
+            "同样未参与对齐。") in zh
     shown = [int(re.split(r"(?<!\\)\|", line)[2].split(" / ")[0]) for line in en.splitlines()
              if line.startswith(("| rows aligned", "| rows only in the reference", "| rows left out"))]
     assert sum(shown) == 10  # every reference row counted once
@@ -397,7 +403,7 @@ def test_a_reference_whose_every_prompt_repeats_is_named_as_such(published, tmp_
     # two repeated keys: the example names the rows of one key, not of both
     some = write_rows(copy.deepcopy(published["rows"][:10] + published["rows"][:2]), tmp_path / "some")
     verdict = compare.compare(params(tmp_path, reference=some, candidate=published["candidate"])).result["verdict"]
-    assert "4 reference rows share 2 prompt_id values (e.g. rows 0, 10 with " in verdict
+    assert "4 reference rows share 2 prompt_id values (e.g. rows 0, 10, counted from 0, with " in verdict
 
 
 def test_rows_aligned_by_prompt_id_whose_prompts_differ_are_said(published, tmp_path):
@@ -409,7 +415,7 @@ def test_rows_aligned_by_prompt_id_whose_prompts_differ_are_said(published, tmp_
                                     candidate=published["candidate"])).result
     assert result["alignment"]["prompt_differs"] == 2
     assert ("**Prompts differ.** 2 rows aligned by prompt_id hold other prompt texts on the two sides (e.g. reference "
-            "rows 2, 3)") in result["verdict"]
+            "rows 2, 3, counted from 0)") in result["verdict"]
 
 
 def test_one_row_is_said_in_the_singular(published, tmp_path):
@@ -418,7 +424,7 @@ def test_one_row_is_said_in_the_singular(published, tmp_path):
     result = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
                                     candidate=published["candidate"])).result
     assert ("**Prompts differ.** 1 row aligned by prompt_id holds another prompt text on the two sides (e.g. "
-            "reference row 2)") in result["verdict"]
+            "reference row 2, counted from 0)") in result["verdict"]
     sentence = compare.infer_slice([np.array([1, 2, 4, 5])], 7, max_mini_count=1)["sentence"]
     assert "span source rows [1:6] (1 source row before, 1 after). 1 source row inside the span is in no " in sentence
 
@@ -854,7 +860,7 @@ def test_non_finite_reference_scores_are_left_out_and_said(published, tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     reason = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result[
         "scores"]["reason"]
-    assert reason == "only 0 scores of the same text on both sides (80 more NaN, infinite or missing on one side)"
+    assert reason == "Every score of the same texts is NaN, infinite or missing on one side or both (80 scores)."
     from repro.card import CardFacts, render_section
 
     facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
@@ -884,6 +890,26 @@ def test_the_cards_left_out_scores_count_those_missing_on_either_side_and_on_bot
     en, zh = card_sections(both.result)
     assert "| same-text scores left out (NaN, infinite or missing) | 1 |" in en
     assert "| 因 NaN、无穷或缺失而未比较的相同文本得分 | 1 |" in zh
+
+
+def test_pairs_that_agree_with_every_score_null_are_reproduced_on_pairs_only(published, tmp_path):
+    # a reference whose scores are all null beside a candidate of the same pairs: the verdict said "Not reproduced on
+    # pairs only (scores not compared): 0 of 10 reference rows agree" though every pair was the same, the note "only 0
+    # scores of the same text on both sides (…)" with no full stop, and the Chinese card not why
+    ref = copy.deepcopy(published["rows"][:10])
+    for row in ref:
+        row["score_chosen"] = row["score_rejected"] = None
+    out = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
+                                 candidate=write_rows(published["rows"][:10], tmp_path / "cand"))).result
+    assert out["pairs"]["fractions"]["same"] == 1 and out["scores"]["values"] == 0
+    assert out["verdict"].startswith("**Reproduced on pairs only (scores not compared): all 10 reference rows ")
+    why = "every score of the same texts is NaN, infinite or missing on one side or both (20 scores)"
+    assert f"**Scores not compared.** {why[0].upper()}{why[1:]}.\n" in out["verdict"] + "\n"
+    assert out["disagreements"]["rows"] == 0
+    en, zh = card_sections(out)
+    assert "| 0 (scores not compared) |" in en and "| 0（未比较得分） |" in zh
+    assert f"Scores were not compared: {why}." in en
+    assert "未比较得分：两侧相同文本的得分全部为 NaN、无穷或缺失（一侧或两侧；共 20 个）。" in zh
 
 
 def test_noise_scores_are_not_hidden_by_the_gap_between_chosen_and_rejected(published, tmp_path):

@@ -311,12 +311,18 @@ def test_rows_of_another_layout_or_a_null_candidate_column_are_refused_not_score
             .to_list()]  # 3 generate_i columns, then 2
     assert [r["candidates"] for r in read_rows(write_jsonl(tmp_path / "ragged.jsonl", sppo))] == \
         [r["candidates"] for r in plain]
-    # each layout by the name its recipe has in the README, not repro's code name ("sppo's layout", "seed's")
-    sppo_in, seed_in = "SPPO's layout (candidates in 'generate_<i>')", \
+    # each layout by the name its recipe has in the README, not repro's code name ("sppo's layout", "seed's"); a
+    # plain row and an H4 row by what they are (both were "the seed dataset's (in 'candidates')", an H4 row has none)
+    sppo_in, plain_in = "SPPO's layout (candidates in 'generate_<i>')", "a row of prompt and candidates"
+    h4 = [{"prompt": r["prompt"], "chosen": r["candidates"][0], "rejected": r["candidates"][1]} for r in plain]
+    seed = export_rows("seed", scored, [(0, 1)] * 4, keep_all_candidates=True).to_list()
+    h4_in, seed_in = "an H4 row (candidates: its chosen and rejected)", \
         "the seed dataset's layout (candidates in 'candidates')"
-    for name, rows, first, third in (("plain_sppo", plain[:2] + sppo[2:], seed_in, sppo_in),
-                                     ("sppo_plain", sppo[:2] + plain[2:], sppo_in, seed_in)):
-        says = f"{third}, but line 1 holds {first.replace(' layout (candidates in', ' (in')}"
+    for name, rows, first, third in (("plain_sppo", plain[:2] + sppo[2:], plain_in, sppo_in),
+                                     ("sppo_plain", sppo[:2] + plain[2:], sppo_in, plain_in),
+                                     ("h4_sppo", h4[:2] + sppo[2:], h4_in, sppo_in),
+                                     ("sppo_seed", sppo[:2] + seed[2:], sppo_in, seed_in)):
+        says = f"{third}, but line 1 holds {first}"
         with pytest.raises(DataError, match=rf"^line 3 of \S+ holds {re.escape(says)}: give a file of one layout"):
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
     for name, column, called in (("snorkel", "all_generated_responses", "Snorkel's"),

@@ -530,11 +530,14 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
                            "from": dict(zip(("chosen", "rejected", "crossed", "other"),
                                             np.bincount(m["which"][ok], minlength=4).tolist())),
                            "difference": "candidate − reference"}
-    if ok.sum() < 3:
+    if ok.sum() < 3:  # 1 or 2: a reason "too few for statistics" ends; none: a sentence of why none
         left_out = f" ({out['excluded_nonfinite']} more NaN, infinite or missing on one side)" \
             if out["excluded_nonfinite"] else ""
-        return {**out, "available": False,
-                "reason": f"only {counted(int(ok.sum()), 'score')} of the same text on both sides{left_out}"}
+        unusable = out["excluded_nonfinite"] + out["nonfinite_on_both_sides"]
+        reason = f"only {counted(int(ok.sum()), 'score')} of the same text on both sides{left_out}" if ok.any() else (
+            f"Every score of the same texts is NaN, infinite or missing on one side or both "
+            f"({counted(unusable, 'score')})." if unusable else "No score of the same text is on both sides.")
+        return {**out, "available": False, "reason": reason}
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
     # pooled, the gap between chosen and rejected scores raises r whatever the scores: each role's and the margins'
@@ -601,7 +604,8 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.n
         diff = np.abs(m["candidate"] - m["reference"])
         fine = np.isfinite(diff)
         np.maximum.at(worst, m["row"][fine], diff[fine])
-        nonfinite[m["row"][~fine & ~m["same_nonfinite"]]] = True
+        if fine.any():  # else no score was compared: a NaN on a side is why, not a row's disagreement
+            nonfinite[m["row"][~fine & ~m["same_nonfinite"]]] = True
     worst[worst == -np.inf] = np.nan
     sign_differs = np.isfinite(mr) & np.isfinite(ordered) & (np.sign(mr) != np.sign(ordered))
     # other messages, with the same chosen text (the chosen conversation, as a row's messages often is, or no texts)

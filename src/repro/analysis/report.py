@@ -135,10 +135,14 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
 
 
 def rows_named(table: pa.Table, rows: np.ndarray | Sequence[int]) -> str:
-    """Row positions as a message names them: each with the start of its prompt_id where the table has one."""
+    """Row positions as a message names them, saying they count from 0 (as `ds[i]`, as to_trl names a row): each with
+    the start of its prompt_id where the table has one."""
     shown = [int(i) for i in rows]
     ids = values_at(table, "prompt_id", shown)
-    return ", ".join(f"{i} (prompt_id {shorten(pid, 13)})" if ids else str(i) for i, pid in zip(shown, ids or shown))
+    if not ids:
+        return f"{', '.join(map(str, shown))} (from 0)"
+    return ", ".join(f"{i} ({'from 0; ' if n == 0 else ''}prompt_id {shorten(pid, 13)})"
+                     for n, (i, pid) in enumerate(zip(shown, ids)))
 
 
 def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"

@@ -119,6 +119,16 @@ def _rows_of(path: Path, option: str):
     return ((f"row {n} of {path}", row) for n, row in enumerate(table.to_pylist(), 1))
 
 
+def _layout_named(row: dict[str, Any], layout: str) -> str:
+    """A row's layout as a message names it: the seed's reads a plain row and an H4 row too (chosen and rejected)."""
+    pair = {"chosen", "rejected"} <= set(row)
+    if layout == "seed" and "candidates" not in row and pair:
+        return "an H4 row (candidates: its chosen and rejected)"
+    if layout == "seed" and not pair:
+        return "a row of prompt and candidates"
+    return f"{CALLED[layout]} layout (candidates in '{SCORED.get(layout, 'candidates')}')"
+
+
 def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
               option: str = "--input") -> list[dict[str, Any]]:
     """The first `limit` rows of a jsonl (or .parquet) file, each checked: an object with a string `prompt` and >= 2
@@ -132,11 +142,10 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
                             f"'candidates'. jsonl is one JSON object per line (not a JSON array of them); rows are "
                             f"read from jsonl or parquet.")
         layout = detect_format(list(row))  # each row by its own columns: a file of one layout
-        first = first or (where.split(" of ")[0], layout)
+        first = first or (where.split(" of ")[0], layout, _layout_named(row, layout))
         if layout != first[1]:
-            raise DataError(f"{where} holds {CALLED[layout]} layout (candidates in '{SCORED.get(layout, 'candidates')}'"
-                            f"), but {first[0]} holds {CALLED[first[1]]} (in '{SCORED.get(first[1], 'candidates')}'): "
-                            f"give a file of one layout (split it where the layout changes).")
+            raise DataError(f"{where} holds {_layout_named(row, layout)}, but {first[0]} holds {first[2]}: give a file "
+                            f"of one layout (split it where the layout changes).")
         column = SCORED.get(layout, "candidates")
         try:
             view = seed_row(row, layout) if layout != "seed" else {}
