@@ -150,7 +150,8 @@ def test_a_reference_with_other_weights_fails_and_names_the_rows(tmp_path, two_r
     assert record["verdict"] == "FAIL"
     for name in ("layouts_fp32", "engine_vs_llm_blender_fp32"):
         assert checks[name]["status"] == "fail" and checks[name]["data"]["rows_beyond_tolerance"] == [0, 1], name
-        assert f"FAILED {name}: 2 rows beyond tolerance: row 0 (" in out and ", row 1 (" in out
+        # the rows as --input's lines count them, from 1 (repro score's messages do; the record keeps their indices)
+        assert f"FAILED {name}: 2 rows beyond tolerance: row 1 (" in out and ", row 2 (" in out
     assert out.strip().splitlines()[-1].startswith("repro selfcheck: FAIL")
     assert checks["speed"]["status"] == "not run" and "--no-timing" in checks["speed"]["detail"]
 

@@ -226,7 +226,8 @@ def default_reference(model: str) -> str | None:
 
 def _rows_text(rows: Sequence[int], prompts: Sequence[str]) -> str:
     texts = [" ".join(prompts[i].split()) for i in rows[:SHOWN_ROWS]]
-    shown = ", ".join(f"row {i} ({t[:40] + ('…' if len(t) > 40 else '')!r})" for i, t in zip(rows, texts))
+    # (numbered from 1, as --input's lines: read_rows' messages too)
+    shown = ", ".join(f"row {i + 1} ({t[:40] + ('…' if len(t) > 40 else '')!r})" for i, t in zip(rows, texts))
     return shown + (f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else "")
 
 
