@@ -138,6 +138,8 @@ def test_members_and_families_named_in_any_script_keep_their_letters(tmp_path):
     assert [m.name for m in _plan(values, tmp_path).members] == ["训练-数据-é", "训练-结果-é"]
     # vowel signs (marks): two values were one member's name ('known_recipe-ड-ट'), the family's name refused
     values["family"] = {"name": "डेटा", "grid": {"source_split": ["डेटा", "डाटा", "re\u0301sume\u0301"]}}
+    assert fam.plan_family({**values, "family": {"name": "cafe\u0301", "grid": {"mini_index": [0]}}},
+                           default_name="f").root.name == "caf\u00e9"  # (composed, as its members' names)
     family = fam.plan_family(values, default_name="f")
     assert family.name == "डेटा" and [m.name for m in family.members] == [
         "source_split-डेटा", "source_split-डाटा", "source_split-résumé"]

@@ -321,7 +321,10 @@ def test_rows_of_another_layout_or_a_null_candidate_column_are_refused_not_score
     for name, rows, first, third in (("plain_sppo", plain[:2] + sppo[2:], plain_in, sppo_in),
                                      ("sppo_plain", sppo[:2] + plain[2:], sppo_in, plain_in),
                                      ("h4_sppo", h4[:2] + sppo[2:], h4_in, sppo_in),
-                                     ("sppo_seed", sppo[:2] + seed[2:], sppo_in, seed_in)):
+                                     ("sppo_seed", sppo[:2] + seed[2:], sppo_in, seed_in),
+                                     # a row of neither was "a row of prompt and candidates" too
+                                     ("sppo_half", sppo[:2] + [{"prompt": "a", "chosen": "x"}],
+                                      sppo_in, "a row of neither 'candidates' nor 'chosen' and 'rejected'")):
         says = f"{third}, but line 1 holds {first}"
         with pytest.raises(DataError, match=rf"^line 3 of \S+ holds {re.escape(says)}: give a file of one layout"):
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))

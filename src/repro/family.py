@@ -239,7 +239,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     jobs = spec.get("jobs", 1)
     if not isinstance(jobs, int) or jobs < 1:
         raise ParameterError(f"family.jobs in {where} must be a whole number >= 1, got {jobs!r}.")
-    name = str(spec.get("name") or default_name)
+    name = unicodedata.normalize("NFC", str(spec.get("name") or default_name))  # (as its members' and datasets')
     if folder_safe(name) != name:
         raise ParameterError(f"family.name {name!r} in {where} names a folder: use letters, digits, '.', '_' or '-'.")
     root = run_folder(out or values.get("run_dir"), name)

@@ -125,7 +125,8 @@ def _layout_named(row: dict[str, Any], layout: str) -> str:
     if layout == "seed" and "candidates" not in row and pair:
         return "an H4 row (candidates: its chosen and rejected)"
     if layout == "seed" and not pair:
-        return "a row of prompt and candidates"
+        return "a row of prompt and candidates" if "candidates" in row else \
+            "a row of neither 'candidates' nor 'chosen' and 'rejected'"
     return f"{CALLED[layout]} layout (candidates in '{SCORED.get(layout, 'candidates')}')"
 
 
