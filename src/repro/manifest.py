@@ -324,10 +324,10 @@ class Manifest:
         data = self.read()
         done = {name: entry for name, entry in (data.get("notebooks") or {}).items()
                 if entry.get("status") != "failed" or name == "01_construct"}
-        new = as_recorded(parameters)
+        new, recorded = as_recorded(parameters), self.recorded(data)
         changed = {}
         for name in (name for name in notebooks if name in done):
-            theirs = {**self.recorded(data), **self.recorded(data, done[name])}
+            theirs = {**recorded, **self.recorded(data, done[name])}
             changed.update({key: (theirs[key], new[key]) for key in notebook_fields(name) & set(theirs) & set(new)
                             - set(ignore) - unused_generation(theirs, new) if theirs[key] != new[key]})
         return dict(sorted(changed.items()))

@@ -95,7 +95,8 @@ def file_problem(path: Path, name: str | None = None) -> str | None:
     if path.stat().st_size == 0:
         return " is an empty file: it holds no rows"
     # (pyarrow's ArrowInvalid is a ValueError; so is the DataError the load's read of a json file raises, kept)
-    with contextlib.suppress(OSError, *[ValueError] * (not name or path.suffix == ".parquet")):
+    unread = (OSError,) if name and path.suffix != ".parquet" else (OSError, ValueError)
+    with contextlib.suppress(*unread):
         if not (footer(path).num_rows if path.suffix == ".parquet" else
                 (sum if name else any)(bool(line.strip()) for _, line in text_lines(path, name or str(path)))):
             return " holds no rows: give a file that has rows (or write them again)"
