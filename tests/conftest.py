@@ -44,6 +44,21 @@ def read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def hub_source(hub: Path, commit: str, replace: tuple[str, str] = ("", "")) -> None:
+    """Hub dataset someone/rows at `commit` in the hub cache `hub`, the demo's prompts (text replaced as `replace`
+    says), the cache's newest (refs/main)."""
+    import datasets
+
+    from repro.dataset_io import write_split
+
+    rows = [json.loads(line.replace(*replace)) for line in
+            (ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text().splitlines()]
+    snapshot = hub / "datasets--someone--rows" / "snapshots" / commit
+    write_split(datasets.Dataset.from_list(rows), snapshot, "train_prefs")
+    (snapshot.parents[1] / "refs").mkdir(exist_ok=True)
+    (snapshot.parents[1] / "refs" / "main").write_text(commit)
+
+
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     """The committed folder of real UltraFeedback rows: train_prefs.jsonl (200 rows), test_prefs.jsonl (100)."""

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import hub_source
 from repro import subject
 from repro.cli import preflight
 from repro.cli import main
@@ -121,6 +122,99 @@ def test_a_hub_id_in_the_local_cache_and_a_local_path_that_is_not_there(bare_mac
     assert not gone.ok and "no such file or folder" in gone.detail
     elsewhere = checks["dataset: owner/elsewhere"]
     assert not elsewhere.ok and "hf download owner/elsewhere --repo-type dataset" in elsewhere.detail
+
+
+def test_check_reads_a_hub_id_at_the_revision_its_parameters_pin(bare_machine, capsys):
+    # source_revision pinned a commit not cached, a newer one was: --check said "in the local hub cache" (the newest
+    # commit's), then the run failed offline; its hint `hf download` fetched the newest commit again
+    from repro.errors import DataError, DatasetLoadError
+    from repro.sources import load_source
+
+    hub, old, new, gone = bare_machine / "hub", "a" * 40, "b" * 40, "c" * 40
+    hub_source(hub, old)
+    hub_source(hub, new)  # refs/main: the newest
+    (hub / "datasets--someone--rows" / "refs" / "v1").write_text(old)  # a tag
+    args = ["run", "--check", "demo", "--out", str(bare_machine / "run"), "--set", "source=someone/rows",
+            "--set", "notebooks=[01_construct]"]
+
+    def check(revision: str | None) -> tuple[int, str]:
+        code = main(args + (["--set", f"source_revision={revision}"] if revision else []))
+        return code, next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")
+                          and "source: someone/rows" in line)
+
+    assert check(None) == (0, "  ok       source: someone/rows: hub dataset, in the local hub cache")
+    for pinned in (old, new, "v1", "main"):
+        assert check(pinned) == (0, f"  ok       source: someone/rows: hub dataset at revision {pinned}, in the "
+                                    f"local hub cache")
+        assert len(load_source("someone/rows", "train_prefs", revision=pinned)) > 0  # as the run reads it
+    for pinned in (gone, "v2"):
+        code, line = check(pinned)
+        assert code == 1 and line.startswith(f"  MISSING  source: someone/rows: hub dataset not in the local hub "
+                                             f"cache at revision {pinned} and the hub is switched off here"), line
+        assert (f"`hf download someone/rows --repo-type dataset --revision {pinned} --local-dir DIR`, then set "
+                f"source to DIR and source_revision: null.") in line
+        with pytest.raises(DatasetLoadError, match="someone/rows"):  # the run fails too
+            load_source("someone/rows", "train_prefs", revision=pinned)
+    # the shards checked are the pinned commit's: the old commit's hold no rows, the newest's are whole
+    for shard in (hub / "datasets--someone--rows" / "snapshots" / old / "data").glob("*.parquet"):
+        pq.write_table(pq.read_table(shard).slice(0, 0), shard)
+    assert check(None)[0] == 0
+    code, line = check(old)
+    assert code == 1 and "hold no rows" in line, line
+    with pytest.raises(DataError, match="hold no rows"):
+        load_source("someone/rows", "train_prefs", revision=old)
+
+
+def test_a_pinned_model_is_checked_at_its_revision_and_one_id_at_two_revisions_is_two_checks(bare_machine,
+                                                                                            monkeypatch):
+    from repro.errors import ModelLoadError
+    from repro.revisions import pinned_model
+
+    repo = bare_machine / "hub" / "models--owner--policy"
+    for commit in ("a" * 40, "b" * 40):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("b" * 40)
+    values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "owner/policy",
+                                 "scorer_revision": "a" * 40, "generate": True, "policy_model": "owner/policy",
+                                 "policy_revision": "c" * 40, "scorer_prompt": "chat_template",
+                                 "scorer_prompt_tokenizer": "owner/policy"})
+    checks = [c for c in preflight.preflight(values, bare_machine / "run") if "owner/policy" in c.what]
+    assert [(c.what, c.ok) for c in checks] == [("policy_model: owner/policy", False),
+                                                ("scorer_model: owner/policy", True),
+                                                ("scorer_prompt_tokenizer: owner/policy", True)]
+    assert checks[0].detail.startswith(f"hub model not in the local hub cache at revision {'c' * 40}")
+    assert (f"`hf download owner/policy --revision {'c' * 40} --local-dir DIR`, then set policy_model to DIR and "
+            f"policy_revision: null.") in checks[0].detail
+    assert checks[1].detail == f"hub model at revision {'a' * 40}, in the local hub cache"
+    assert checks[2].detail == "hub model, in the local hub cache"  # (its tokenizer is read at the newest commit)
+    assert pinned_model("owner/policy", "a" * 40, "scorer_revision", "scorer_model").endswith("a" * 40)
+    with pytest.raises(ModelLoadError, match="c" * 40):
+        pinned_model("owner/policy", "c" * 40, "policy_revision", "policy_model")
+    monkeypatch.setattr(preflight, "hub_offline", lambda *also: None)
+    asked = []
+
+    class Hub:  # the hub, reachable: it is asked for the pinned revision
+        def repo_info(self, repo_id, **k):
+            asked.append(k.get("revision"))
+            return type("Info", (), {"siblings": []})()
+
+    monkeypatch.setattr("huggingface_hub.HfApi", Hub)
+    assert all(c.ok for c in preflight.input_checks(values)[0]) and asked == ["c" * 40]
+
+    class Moved(Hub):  # no such commit there (a typo, a branch deleted)
+        def repo_info(self, repo_id, **k):
+            import httpx2  # (huggingface_hub's own http client)
+            from huggingface_hub.errors import RevisionNotFoundError
+
+            response = httpx2.Response(404, request=httpx2.Request("GET", "https://huggingface.co"))
+            raise RevisionNotFoundError("404", response=response)
+
+    monkeypatch.setattr("huggingface_hub.HfApi", Moved)
+    (check,) = [c for c in preflight.input_checks(values)[0] if not c.ok]
+    assert check.detail.startswith(f"hub model not in the local hub cache at revision {'c' * 40} and the hub has no "
+                                   f"such revision: check the commit, tag or branch."), check.detail
 
 
 def test_a_local_dataset_without_the_split_asked_for_is_named_before_the_run(bare_machine):

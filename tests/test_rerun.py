@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import hub_source
 from repro.cli import main
 from repro.errors import ParameterError
 from repro.manifest import Manifest
@@ -584,20 +585,6 @@ def test_check_of_a_folder_with_work_and_no_record_does_not_call_it_new(tmp_path
     assert f"{out} (new)" in capsys.readouterr().out
 
 
-def _hub_source(hub: Path, commit: str, replace: tuple[str, str] = ("", "")) -> None:
-    """Hub dataset someone/rows at `commit`, the demo's prompts (text replaced as `replace` says), the cache's newest."""
-    import datasets
-
-    from repro.dataset_io import write_split
-
-    rows = [json.loads(line.replace(*replace)) for line in
-            (ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text().splitlines()]
-    snapshot = hub / "datasets--someone--rows" / "snapshots" / commit
-    write_split(datasets.Dataset.from_list(rows), snapshot, "train_prefs")
-    (snapshot.parents[1] / "refs").mkdir(exist_ok=True)
-    (snapshot.parents[1] / "refs" / "main").write_text(commit)
-
-
 def test_a_hub_source_whose_newest_commit_in_the_cache_moved_is_built_again(tmp_path, capsys, monkeypatch):
     # `hf download` of a hub source's new commit: a complete run's re-run said "nothing to do", a continued one built
     # from the new rows without a word (the run's fingerprint held the content of local files only)
@@ -607,14 +594,14 @@ def test_a_hub_source_whose_newest_commit_in_the_cache_moved_is_built_again(tmp_
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    _hub_source(tmp_path / "hub", "a" * 40)
+    hub_source(tmp_path / "hub", "a" * 40)
     monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
     monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
     args = ["run", "demo", "--out", str(tmp_path / "r"), "--set", "source=someone/rows",
             "--set", "notebooks=[01_construct]"]
     assert main(args) == 0 and main(args) == 0
     assert "nothing to do" in capsys.readouterr().out
-    _hub_source(tmp_path / "hub", "b" * 40, ("Python", "Rust"))
+    hub_source(tmp_path / "hub", "b" * 40, ("Python", "Rust"))
     assert main(["run", "--check", *args[1:]]) == 0
     assert "it completed, but its hub commits (source) changed: 01_construct runs again" in capsys.readouterr().out
     # a run the new commit stopped short: the check says why its rows are others, and the lineage names the commit
@@ -642,7 +629,7 @@ def test_a_first_run_records_the_hub_commits_it_downloaded(tmp_path, monkeypatch
                                  "run_dir": str(tmp_path / "r"), "notebooks": ["01_construct"]})
     before = run_fingerprint(values)
     monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
-    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: _hub_source(tmp_path / "hub", "a" * 40)
+    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: hub_source(tmp_path / "hub", "a" * 40)
                         or Path(out).write_text("{}"))  # (the notebook downloads it)
     assert runner.run_notebooks(values, tmp_path / "r", fingerprint=before) == 0
     after = run_fingerprint(values)

@@ -85,6 +85,17 @@ def test_offline_a_hub_dataset_in_the_hub_cache_is_read_from_it(tmp_path, monkey
         capsys.readouterr().err
 
 
+def test_offline_a_pinned_revision_not_in_the_hub_cache_says_to_download_that_revision(tmp_path, monkeypatch,
+                                                                                       train_rows):
+    # its hint `hf download ID --repo-type dataset --local-dir DIR` fetched the newest commit, and the folder with
+    # source_revision still set was then refused ("is not a hub id ... and has no revisions")
+    _in_the_hub_cache(tmp_path, monkeypatch, train_rows[:3])  # commit 0123abcd, the newest
+    with pytest.raises(DatasetLoadError) as failed:
+        load_source("someone/cached", "train_prefs", revision="c" * 40)
+    assert (f"run `hf download someone/cached --repo-type dataset --revision {'c' * 40} --local-dir DIR`, copy DIR "
+            f"here, and set source to that folder instead of the id (and source_revision: null)") in str(failed.value)
+
+
 def test_a_hub_dataset_in_the_hub_cache_whose_shards_differ_is_named_by_its_id(tmp_path, monkeypatch):
     # read from the hub cache as a local folder: a bare DatasetGenerationError and a long traceback
     snapshot = tmp_path / "hub" / "datasets--someone--shards" / "snapshots" / "0123abcd"

@@ -342,10 +342,12 @@ def _load_hub(repo_id: str, split: str, parameter: str, split_parameter: str, re
             return _load_local(cached, split, parameter, split_parameter, name=repo_id)
         why = (f"the hub is switched off ({switch} is set)" if switch
                else "the hub could not be reached or the id is wrong")
+        at = f" --revision {revision}" if revision else ""  # (a folder has no revisions: that one's, unpinned)
         raise DatasetLoadError(
             f"Could not load hub dataset {repo_id!r} ({parameter}): {why} ({type(exc).__name__}: {str(exc)[:300]}). "
-            f"On a machine with network run `hf download {repo_id} --repo-type dataset --local-dir DIR`, "
-            f"copy DIR here, and set {parameter} to that folder instead of the id.") from None
+            f"On a machine with network run `hf download {repo_id} --repo-type dataset{at} --local-dir DIR`, "
+            f"copy DIR here, and set {parameter} to that folder instead of the id"
+            + (f" (and {parameter}_revision: null)." if revision else ".")) from None
 
 
 def iter_jsonl(path: Path, option: str = "--input", name: str | None = None) -> Iterator[tuple[str, Any]]:

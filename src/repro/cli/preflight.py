@@ -17,7 +17,7 @@ from ..analysis import prose
 from ..errors import DataError, ReproError, counted
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
-from ..revisions import hub_offline, hub_snapshot, publish_blocker
+from ..revisions import REVISION_OF, hub_offline, hub_snapshot, publish_blocker
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
                        shards_problem)
 
@@ -48,26 +48,30 @@ class Check:
 
 @dataclass(frozen=True)
 class Need:
-    """One input a notebook reads: the parameter that names it, its value, and a dataset or a model."""
+    """One input a notebook reads: the parameter that names it, its value, a dataset or a model, and the revision
+    (commit, tag or branch) its parameters pin, read as the run reads it (None: the newest)."""
 
     parameter: str
     value: str
     repo_type: str  # "dataset" | "model"
     splits: tuple[tuple[str, str], ...] = ()  # a dataset's (split parameter, split asked for), each
+    revision: str | None = None
 
 
 def needs(values: dict[str, Any]) -> list[Need]:
     """The datasets and models the listed notebooks read (built-in stand-ins and the demo rows are no need); one
-    input that several parameters name is one need ("policy_model and scorer_prompt_tokenizer")."""
+    input that several parameters name at one revision is one need ("policy_model and scorer_prompt_tokenizer"),
+    at two revisions two."""
     notebooks = set(values.get("notebooks") or ())
-    # (value, repo_type, splits): the parameters naming it, in order
-    named: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[str]] = {}
+    # (value, repo_type, splits, revision): the parameters naming it, in order
+    named: dict[tuple[str, str, tuple[tuple[str, str], ...], str | None], list[str]] = {}
 
     def add(parameter: str, value: Any, repo_type: str, *splits: str) -> None:
         asked = tuple((split, values[split]) for split in splits if values.get(split))
+        revision = values.get(REVISION_OF.get(parameter, ""))
         for one in value if isinstance(value, list) else [value]:
             if one and one != "demo" and not str(one).startswith("builtin:"):
-                named.setdefault((str(one), repo_type, asked), []).append(parameter)
+                named.setdefault((str(one), repo_type, asked, revision), []).append(parameter)
 
     if "01_construct" in notebooks:  # (a test split is read from the source too)
         add("source", values.get("source"), "dataset", "source_split", "test_split")
@@ -85,8 +89,8 @@ def needs(values: dict[str, Any]) -> list[Need]:
     if "04_compare" in notebooks:
         for key in ("reference", "candidate", "compare_source"):
             add(key, values.get(key), "dataset", f"{key}_split")
-    return [Need(" and ".join(dict.fromkeys(parameters)), value, repo_type, splits)
-            for (value, repo_type, splits), parameters in named.items()]
+    return [Need(" and ".join(dict.fromkeys(parameters)), value, repo_type, splits, revision)
+            for (value, repo_type, splits, revision), parameters in named.items()]
 
 
 def device_checks(values: dict[str, Any]) -> list[Check]:
@@ -150,7 +154,7 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
     """(the check of one input, bytes to download): a local path, or a hub id cached here or reachable; a dataset
     not built yet says which params file beside `params_file` builds it."""
     from huggingface_hub import HfApi  # the hub client only for a run's checks
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
     what = f"{need.parameter}: {need.value}"
     if not is_hub_id(need.value):
@@ -173,29 +177,36 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
                      + beside_hint(need.value)), 0
-    if cached := hub_snapshot(need.value, repo_type=need.repo_type):
+    at = f" at revision {need.revision}" if need.revision else ""
+    if cached := hub_snapshot(need.value, need.revision, need.repo_type):
         if why := need.repo_type == "dataset" and _shards_problem(cached, need, need.value):
             return Check(what, False, why.removeprefix(": ")), 0
-        return Check(what, True, f"hub {need.repo_type}, in the local hub cache"), 0
+        return Check(what, True, f"hub {need.repo_type}{at}, in the local hub cache"), 0
     if switch := hub_offline(*(["HF_DATASETS_OFFLINE"] if need.repo_type == "dataset" else [])):
         why = f"the hub is switched off here ({switch})"
     else:
         try:
-            info = HfApi().repo_info(need.value, repo_type=need.repo_type, timeout=HUB_TIMEOUT_S, files_metadata=True)
+            info = HfApi().repo_info(need.value, repo_type=need.repo_type, revision=need.revision,
+                                     timeout=HUB_TIMEOUT_S, files_metadata=True)
         except GatedRepoError:
             why = "it is gated: accept its terms on the hub and log in (`hf auth login`)"
+        except RevisionNotFoundError:
+            why = "the hub has no such revision: check the commit, tag or branch"
         except RepositoryNotFoundError:
             why = f"no such {need.repo_type} on the hub (or it is private): check the id"
         except Exception as exc:  # connection refused, DNS, timeouts: the hub cannot be reached from here
             why = f"the hub cannot be reached ({type(exc).__name__})"
         else:
             size = sum(s.size for s in info.siblings or () if s.size is not None)
-            return Check(what, True, f"hub {need.repo_type}, reachable (downloaded on first use"
+            return Check(what, True, f"hub {need.repo_type}{at}, reachable (downloaded on first use"
                          + (f", {size / 1e9:.1f} GB)" if size else ")")), size
     kind = " --repo-type dataset" if need.repo_type == "dataset" else ""
-    return Check(what, False, f"hub {need.repo_type} not in the local hub cache and {why}. With network: "
-                              f"`hf download {need.value}{kind} --local-dir DIR`, then set {need.parameter} to DIR."
-                              + beside_hint(need.value)), 0
+    kind += f" --revision {need.revision}" if need.revision else ""  # (the folder of that revision)
+    # a folder has no revisions (the one downloaded is the pinned one's): the revision parameter is unset
+    pins = " and ".join(REVISION_OF[p] for p in need.parameter.split(" and ") if p in REVISION_OF)
+    return Check(what, False, f"hub {need.repo_type} not in the local hub cache{at} and {why}. With network: "
+                              f"`hf download {need.value}{kind} --local-dir DIR`, then set {need.parameter} to DIR"
+                              + (f" and {pins}: null." if need.revision else ".") + beside_hint(need.value)), 0
 
 
 def _shards_problem(path: Path, need: Need, hub_id: str | None = None) -> str | None:
