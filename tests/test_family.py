@@ -394,7 +394,7 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
     # the family view's own run does not end the output with "complete", above the family's "1 failed"
     assert "repro run: 05_family done" in out.out and "complete ->" not in out.out
     assert "family demo: 1 run, 0 already complete, 1 failed" in out.out.splitlines()[-1]
-    assert "FAILED members: mini_index-1" in out.err
+    assert "FAILED member: mini_index-1" in out.err
     assert sorted(cmd[cmd.index("--member") + 1] for cmd in started) == ["mini_index-0", "mini_index-1"]
     # each child is the same command for one member: parsed again, it plans the same member
     child = parser.parse_args(started[0][4:])
@@ -883,8 +883,8 @@ def test_a_member_another_command_runs_meanwhile_is_busy_not_failed(tmp_path, mo
         out, err = capsys.readouterr()
         assert "family demo: 1 run, 0 already complete, 0 failed, 1 being run by another command" in out
         assert "FAILED" not in out + err and "error" not in err
-        assert ("repro run: BUSY members: mini_index-1: another command is running them; once it ends, the same "
-                "command again adds them to the family view") in err
+        assert ("repro run: BUSY member: mini_index-1: another command is running it; once it ends, the same "
+                "command again adds it to the family view") in err
         said = (root / "logs" / "mini_index-1.log").read_text() if jobs else out
         assert f"mini_index-1 is being run elsewhere: `repro run` (pid {holders[0].pid}, since " in said
         assert not (root / "mini_index-1" / "manifest.json").exists()  # not touched
@@ -922,7 +922,7 @@ def test_a_member_another_command_runs_at_the_checks_is_busy_the_others_and_the_
         out, err = capsys.readouterr()
         assert "family demo: 1 run, 0 already complete, 0 failed, 1 being run by another command" in out
         assert f"mini_index-1 is being run elsewhere: `repro run` (pid {holder.pid}, since " in out
-        assert "repro run: BUSY members: mini_index-1: another command is running them" in err and "error" not in err
+        assert "repro run: BUSY member: mini_index-1: another command is running it" in err and "error" not in err
         assert ran == [root] if jobs else ran == [root / "mini_index-0", root]  # the other member and the view
         assert main([*grid, "--member", "1", "--check"]) == 0  # a member alone, its folder held, exits 75 at once
         assert (f"mini_index-1: busy, not run here (not failed): `repro run` (pid {holder.pid}, since "
@@ -1062,10 +1062,10 @@ def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_t
     said = (root / "logs" / "mini_index-1.log").read_text() if jobs else err
     assert made.exists() and "holds a run with other parameters: limit (5 there, null now)" in said
     assert "family demo: 0 run, 0 already complete, 1 failed, 1 refused at its turn, in " in out
-    assert ("repro run: FAILED members: mini_index-0; their executed notebooks say why and what to change. Then the "
-            "same command again continues them (finished chunks and cached rows are kept).") in err
+    assert ("repro run: FAILED member: mini_index-0; its executed notebooks say why and what to change. Then the "
+            "same command again continues it (finished chunks and cached rows are kept).") in err
     where = f"{root / 'logs' / 'mini_index-1.log'} says why" if jobs else "its line above says why"
-    assert (f"repro run: REFUSED members: mini_index-1: another command held its folder at the family's checks, and "
+    assert (f"repro run: REFUSED member: mini_index-1: another command held its folder at the family's checks, and "
             f"at its turn its own checks refused it ({where}). The same command again refuses it again: pass --force "
             f"to replace a run of other parameters there, or give the family another --out.") in err
 
@@ -1084,3 +1084,35 @@ def test_a_member_whose_only_change_is_a_new_self_check_makes_only_its_card_agai
     assert ran == {root / "mini_index-1": ["03_card"], root: None}
     ran.clear()
     assert main([*grid, "--force"]) == 0 and ran[root / "mini_index-1"] == ["01_construct", "02_analyze", "03_card"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_failed_refused_and_busy_lines_speak_of_one_member_in_the_singular_of_several_in_the_plural(
+        tmp_path, capsys, jobs):
+    # "BUSY members: mini_index-1: another command is running them" of one member (FAILED and REFUSED alike)
+    values = {**load_params_file(DEMO), "mini_count": 4, "family": {"grid": {"mini_index": [0, 1, 2, 3]}}}
+    family, logs = _plan(values, tmp_path), tmp_path / "f" / "logs"
+    family_cli.say_left(family, ["mini_index-0"], ["mini_index-1"], ["mini_index-2"], jobs)
+    one = capsys.readouterr().err.splitlines()
+    family_cli.say_left(family, ["mini_index-0", "mini_index-3"], ["mini_index-1", "mini_index-3"],
+                        ["mini_index-2", "mini_index-3"], jobs)
+    several = capsys.readouterr().err.splitlines()
+    assert one[0] == ("repro run: FAILED member: mini_index-0; its executed notebooks say why and what to change. "
+                      "Then the same command again continues it (finished chunks and cached rows are kept).")
+    assert several[0] == ("repro run: FAILED members: mini_index-0, mini_index-3; their executed notebooks say why and "
+                          "what to change. Then the same command again continues them (finished chunks and cached rows "
+                          "are kept).")
+    where = f"{logs / 'mini_index-1.log'} says" if jobs > 1 else "its line above says"
+    assert one[1] == (f"repro run: REFUSED member: mini_index-1: another command held its folder at the family's "
+                      f"checks, and at its turn its own checks refused it ({where} why). The same command again "
+                      f"refuses it again: pass --force to replace a run of other parameters there, or give the family "
+                      f"another --out.")
+    where = f"their logs in {logs} say" if jobs > 1 else "their lines above say"
+    assert several[1] == (f"repro run: REFUSED members: mini_index-1, mini_index-3: another command held their "
+                          f"folders at the family's checks, and at their turn their own checks refused them ({where} "
+                          f"why). The same command again refuses them again: pass --force to replace a run of other "
+                          f"parameters there, or give the family another --out.")
+    assert one[2] == ("repro run: BUSY member: mini_index-2: another command is running it; once it ends, the same "
+                      "command again adds it to the family view.")
+    assert several[2] == ("repro run: BUSY members: mini_index-2, mini_index-3: other commands are running them; once "
+                          "they end, the same command again adds them to the family view.")
