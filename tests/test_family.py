@@ -1116,3 +1116,42 @@ def test_the_failed_refused_and_busy_lines_speak_of_one_member_in_the_singular_o
                       "command again adds it to the family view.")
     assert several[2] == ("repro run: BUSY members: mini_index-2, mini_index-3: other commands are running them; once "
                           "they end, the same command again adds them to the family view.")
+
+
+def test_the_family_margins_figure_draws_no_members_name_as_boxes(tmp_path):
+    # members named in CJK (a grid over a source 数据.jsonl): matplotlib warned "Glyph 25968 missing from font(s)
+    # DejaVu Sans" and drew boxes for their names; a name is now drawn in installed fonts that have its letters,
+    # else as its row of the table (#2), said once in the axis's label
+    import warnings
+
+    from matplotlib import font_manager, ft2font
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from repro.analysis import plots
+
+    def installed(text: str) -> bool:  # whether installed fonts (not matplotlib's boxes) have every letter of text
+        fonts = [f.fname for f in font_manager.fontManager.ttflist if not f.name.startswith("Last Resort")]
+        return set(map(ord, text)) <= set().union(*(ft2font.FT2Font(f).get_charmap() for f in fonts))
+
+    names = ["mini-ᴕ", "数据", "𐘀-a", "plain"]  # ᴕ: DejaVu Serif has it, DejaVu Sans not; Linear A: no font here
+    assert not installed("𐘀") and installed("ᴕ")
+    margins = {name: np.linspace(-1, k, 5) for k, name in enumerate(names)}
+    members = [{"member": name, "margin_mean": None, "margin_mean_ci95": None,
+                "scorer": {"stand_in": name == "𐘀-a"}} for name in names]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = family_view_module.margins_figure(margins, members)
+        files = plots.save(fig, tmp_path / "m")
+    assert not [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    (ax,) = fig.axes
+    labels = ax.get_xticklabels()
+    assert [t.get_text() for t in labels] == ["mini-ᴕ", "数据" if installed("数据") else "#1", "#2*", "plain"]
+    assert labels[0].get_fontfamily() == ["DejaVu Sans", "DejaVu Serif"]  # its ᴕ from the font that has it
+    assert labels[3].get_fontfamily() == ["sans-serif"]  # as before
+    assert ax.get_xlabel() == ("member (* a stand-in scorer: its scores are noise)\n"
+                               "#k: row k of the table (names no installed font can draw)")
+    (canvas := FigureCanvasAgg(fig)).draw()  # as saved: all of the label in the figure
+    box = ax.xaxis.label.get_window_extent(canvas.get_renderer())
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0, box
+    assert files["png"].stat().st_size and files["svg"].stat().st_size
+
