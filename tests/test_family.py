@@ -1155,3 +1155,45 @@ def test_the_family_margins_figure_draws_no_members_name_as_boxes(tmp_path):
     assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0, box
     assert files["png"].stat().st_size and files["svg"].stat().st_size
 
+
+
+def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, monkeypatch, capsys):
+    # a grid over local files, given by their absolute paths: the copy's family names the copy's files; the family
+    # folder's record of the members (the old project's paths) is planned anew before it is compared
+    import shutil
+
+    ran = []
+
+    def complete(values, root, **kw):  # (a run that completes, recorded as repro run records one)
+        ran.append(Path(root).name)
+        manifest = Manifest(RunDir(root))
+        manifest.start_run({}, values["notebooks"])
+        manifest.update(**kw["record"], fingerprint=kw["fingerprint"])
+        manifest.finish_run("complete")
+        return 0
+
+    monkeypatch.setattr(family_cli, "ensure_kernel", lambda name=None: name)
+    monkeypatch.setattr(family_cli, "run_notebooks", complete)
+    monkeypatch.delenv("REPRO_HOME", raising=False)
+    old, copy = tmp_path / "old", tmp_path / "copy"
+    (old / "data").mkdir(parents=True)
+    (old / ".repro-project").write_text("a project")
+    rows = (ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text().splitlines(keepends=True)
+    (old / "data" / "a.jsonl").write_text("".join(rows[:20]))
+    (old / "data" / "b.jsonl").write_text("".join(rows[20:]))
+
+    def run(project: Path) -> str:
+        monkeypatch.chdir(project)
+        paths = ",".join(str(project / "data" / name) for name in ("a.jsonl", "b.jsonl"))
+        assert main(["run", str(DEMO), "--grid", f"source={paths}", "--out", "runs/f"]) == 0
+        return capsys.readouterr().out
+
+    run(old)
+    assert ran == ["source-a.jsonl", "source-b.jsonl", "f"]
+    shutil.copytree(old, copy, symlinks=True)
+    assert "family demo: nothing to do" in run(copy) and len(ran) == 3
+    planned = Manifest(copy / "runs" / "f").read()["members"]
+    assert planned["source-a.jsonl"] == {"source": str(copy / "data" / "a.jsonl")}
+    (copy / "data" / "b.jsonl").write_text("".join(rows[20:30]))  # a file changed after the copy: changed data
+    run(copy)
+    assert ran[3:] == ["source-b.jsonl", "f"]
