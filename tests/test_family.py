@@ -394,7 +394,7 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
     # the family view's own run does not end the output with "complete", above the family's "1 failed"
     assert "repro run: 05_family done" in out.out and "complete ->" not in out.out
     assert "family demo: 1 run, 0 already complete, 1 failed" in out.out.splitlines()[-1]
-    assert "FAILED members: mini_index-1" in out.err
+    assert "FAILED member: mini_index-1" in out.err
     assert sorted(cmd[cmd.index("--member") + 1] for cmd in started) == ["mini_index-0", "mini_index-1"]
     # each child is the same command for one member: parsed again, it plans the same member
     child = parser.parse_args(started[0][4:])
@@ -883,8 +883,8 @@ def test_a_member_another_command_runs_meanwhile_is_busy_not_failed(tmp_path, mo
         out, err = capsys.readouterr()
         assert "family demo: 1 run, 0 already complete, 0 failed, 1 being run by another command" in out
         assert "FAILED" not in out + err and "error" not in err
-        assert ("repro run: BUSY members: mini_index-1: another command is running them; once it ends, the same "
-                "command again adds them to the family view") in err
+        assert ("repro run: BUSY member: mini_index-1: another command is running it; once it ends, the same "
+                "command again adds it to the family view") in err
         said = (root / "logs" / "mini_index-1.log").read_text() if jobs else out
         assert f"mini_index-1 is being run elsewhere: `repro run` (pid {holders[0].pid}, since " in said
         assert not (root / "mini_index-1" / "manifest.json").exists()  # not touched
@@ -922,7 +922,7 @@ def test_a_member_another_command_runs_at_the_checks_is_busy_the_others_and_the_
         out, err = capsys.readouterr()
         assert "family demo: 1 run, 0 already complete, 0 failed, 1 being run by another command" in out
         assert f"mini_index-1 is being run elsewhere: `repro run` (pid {holder.pid}, since " in out
-        assert "repro run: BUSY members: mini_index-1: another command is running them" in err and "error" not in err
+        assert "repro run: BUSY member: mini_index-1: another command is running it" in err and "error" not in err
         assert ran == [root] if jobs else ran == [root / "mini_index-0", root]  # the other member and the view
         assert main([*grid, "--member", "1", "--check"]) == 0  # a member alone, its folder held, exits 75 at once
         assert (f"mini_index-1: busy, not run here (not failed): `repro run` (pid {holder.pid}, since "
@@ -1062,10 +1062,10 @@ def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_t
     said = (root / "logs" / "mini_index-1.log").read_text() if jobs else err
     assert made.exists() and "holds a run with other parameters: limit (5 there, null now)" in said
     assert "family demo: 0 run, 0 already complete, 1 failed, 1 refused at its turn, in " in out
-    assert ("repro run: FAILED members: mini_index-0; their executed notebooks say why and what to change. Then the "
-            "same command again continues them (finished chunks and cached rows are kept).") in err
+    assert ("repro run: FAILED member: mini_index-0; its executed notebooks say why and what to change. Then the "
+            "same command again continues it (finished chunks and cached rows are kept).") in err
     where = f"{root / 'logs' / 'mini_index-1.log'} says why" if jobs else "its line above says why"
-    assert (f"repro run: REFUSED members: mini_index-1: another command held its folder at the family's checks, and "
+    assert (f"repro run: REFUSED member: mini_index-1: another command held its folder at the family's checks, and "
             f"at its turn its own checks refused it ({where}). The same command again refuses it again: pass --force "
             f"to replace a run of other parameters there, or give the family another --out.") in err
 
@@ -1084,3 +1084,116 @@ def test_a_member_whose_only_change_is_a_new_self_check_makes_only_its_card_agai
     assert ran == {root / "mini_index-1": ["03_card"], root: None}
     ran.clear()
     assert main([*grid, "--force"]) == 0 and ran[root / "mini_index-1"] == ["01_construct", "02_analyze", "03_card"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_failed_refused_and_busy_lines_speak_of_one_member_in_the_singular_of_several_in_the_plural(
+        tmp_path, capsys, jobs):
+    # "BUSY members: mini_index-1: another command is running them" of one member (FAILED and REFUSED alike)
+    values = {**load_params_file(DEMO), "mini_count": 4, "family": {"grid": {"mini_index": [0, 1, 2, 3]}}}
+    family, logs = _plan(values, tmp_path), tmp_path / "f" / "logs"
+    family_cli.say_left(family, ["mini_index-0"], ["mini_index-1"], ["mini_index-2"], jobs)
+    one = capsys.readouterr().err.splitlines()
+    family_cli.say_left(family, ["mini_index-0", "mini_index-3"], ["mini_index-1", "mini_index-3"],
+                        ["mini_index-2", "mini_index-3"], jobs)
+    several = capsys.readouterr().err.splitlines()
+    assert one[0] == ("repro run: FAILED member: mini_index-0; its executed notebooks say why and what to change. "
+                      "Then the same command again continues it (finished chunks and cached rows are kept).")
+    assert several[0] == ("repro run: FAILED members: mini_index-0, mini_index-3; their executed notebooks say why and "
+                          "what to change. Then the same command again continues them (finished chunks and cached rows "
+                          "are kept).")
+    where = f"{logs / 'mini_index-1.log'} says" if jobs > 1 else "its line above says"
+    assert one[1] == (f"repro run: REFUSED member: mini_index-1: another command held its folder at the family's "
+                      f"checks, and at its turn its own checks refused it ({where} why). The same command again "
+                      f"refuses it again: pass --force to replace a run of other parameters there, or give the family "
+                      f"another --out.")
+    where = f"their logs in {logs} say" if jobs > 1 else "their lines above say"
+    assert several[1] == (f"repro run: REFUSED members: mini_index-1, mini_index-3: another command held their "
+                          f"folders at the family's checks, and at their turn their own checks refused them ({where} "
+                          f"why). The same command again refuses them again: pass --force to replace a run of other "
+                          f"parameters there, or give the family another --out.")
+    assert one[2] == ("repro run: BUSY member: mini_index-2: another command is running it; once it ends, the same "
+                      "command again adds it to the family view.")
+    assert several[2] == ("repro run: BUSY members: mini_index-2, mini_index-3: other commands are running them; once "
+                          "they end, the same command again adds them to the family view.")
+
+
+def test_the_family_margins_figure_draws_no_members_name_as_boxes(tmp_path):
+    # members named in CJK (a grid over a source 数据.jsonl): matplotlib warned "Glyph 25968 missing from font(s)
+    # DejaVu Sans" and drew boxes for their names; a name is now drawn in installed fonts that have its letters,
+    # else as its row of the table (#2), said once in the axis's label
+    import warnings
+
+    from matplotlib import font_manager, ft2font
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from repro.analysis import plots
+
+    def installed(text: str) -> bool:  # whether installed fonts (not matplotlib's boxes) have every letter of text
+        fonts = [f.fname for f in font_manager.fontManager.ttflist if not f.name.startswith("Last Resort")]
+        return set(map(ord, text)) <= set().union(*(ft2font.FT2Font(f).get_charmap() for f in fonts))
+
+    names = ["mini-ᴕ", "数据", "𐘀-a", "plain"]  # ᴕ: DejaVu Serif has it, DejaVu Sans not; Linear A: no font here
+    assert not installed("𐘀") and installed("ᴕ")
+    margins = {name: np.linspace(-1, k, 5) for k, name in enumerate(names)}
+    members = [{"member": name, "margin_mean": None, "margin_mean_ci95": None,
+                "scorer": {"stand_in": name == "𐘀-a"}} for name in names]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = family_view_module.margins_figure(margins, members)
+        files = plots.save(fig, tmp_path / "m")
+    assert not [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    (ax,) = fig.axes
+    labels = ax.get_xticklabels()
+    assert [t.get_text() for t in labels] == ["mini-ᴕ", "数据" if installed("数据") else "#1", "#2*", "plain"]
+    assert labels[0].get_fontfamily() == ["DejaVu Sans", "DejaVu Serif"]  # its ᴕ from the font that has it
+    assert labels[3].get_fontfamily() == ["sans-serif"]  # as before
+    assert ax.get_xlabel() == ("member (* a stand-in scorer: its scores are noise)\n"
+                               "#k: row k of the table (names no installed font can draw)")
+    (canvas := FigureCanvasAgg(fig)).draw()  # as saved: all of the label in the figure
+    box = ax.xaxis.label.get_window_extent(canvas.get_renderer())
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0, box
+    assert files["png"].stat().st_size and files["svg"].stat().st_size
+
+
+
+def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, monkeypatch, capsys):
+    # a grid over local files, given by their absolute paths: the copy's family names the copy's files; the family
+    # folder's record of the members (the old project's paths) is planned anew before it is compared
+    import shutil
+
+    ran = []
+
+    def complete(values, root, **kw):  # (a run that completes, recorded as repro run records one)
+        ran.append(Path(root).name)
+        manifest = Manifest(RunDir(root))
+        manifest.start_run({}, values["notebooks"])
+        manifest.update(**kw["record"], fingerprint=kw["fingerprint"])
+        manifest.finish_run("complete")
+        return 0
+
+    monkeypatch.setattr(family_cli, "ensure_kernel", lambda name=None: name)
+    monkeypatch.setattr(family_cli, "run_notebooks", complete)
+    monkeypatch.delenv("REPRO_HOME", raising=False)
+    old, copy = tmp_path / "old", tmp_path / "copy"
+    (old / "data").mkdir(parents=True)
+    (old / ".repro-project").write_text("a project")
+    rows = (ROOT / "src" / "repro" / "data" / "demo_prompts.jsonl").read_text().splitlines(keepends=True)
+    (old / "data" / "a.jsonl").write_text("".join(rows[:20]))
+    (old / "data" / "b.jsonl").write_text("".join(rows[20:]))
+
+    def run(project: Path) -> str:
+        monkeypatch.chdir(project)
+        paths = ",".join(str(project / "data" / name) for name in ("a.jsonl", "b.jsonl"))
+        assert main(["run", str(DEMO), "--grid", f"source={paths}", "--out", "runs/f"]) == 0
+        return capsys.readouterr().out
+
+    run(old)
+    assert ran == ["source-a.jsonl", "source-b.jsonl", "f"]
+    shutil.copytree(old, copy, symlinks=True)
+    assert "family demo: nothing to do" in run(copy) and len(ran) == 3
+    planned = Manifest(copy / "runs" / "f").read()["members"]
+    assert planned["source-a.jsonl"] == {"source": str(copy / "data" / "a.jsonl")}
+    (copy / "data" / "b.jsonl").write_text("".join(rows[20:30]))  # a file changed after the copy: changed data
+    run(copy)
+    assert ran[3:] == ["source-b.jsonl", "f"]

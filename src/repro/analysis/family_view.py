@@ -160,15 +160,23 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
             if shown:
                 ax.legend(loc="best", fontsize="small")
         stand_ins = {m["member"] for m in members if m["scorer"]["stand_in"]}
+        names = [t.get_text() for t in ax.get_xticklabels()]
+        font = ax.get_xticklabels()[0].get_fontproperties() if names else None
+        fonts = [plots.fonts_for(name, font) for name in names]  # None: no installed font has all its letters
+        # such a name is drawn as its row of the table (#2), said in the axis's label: never as boxes
+        labels = [(name if fonts[k] else f"#{list(margins).index(name)}") + "*" * (name in stand_ins)
+                  for k, name in enumerate(names)]
         ax.axhline(0.0, color="grey", lw=0.8, ls="--")
-        ax.set(xlabel="member" + (" (* a stand-in scorer: its scores are noise)" if stand_ins else ""),
+        ax.set(xlabel="member" + (" (* a stand-in scorer: its scores are noise)" if stand_ins else "")
+               + ("\n#k: row k of the table (names no installed font can draw)" if None in fonts else ""),
                ylabel="margin = score_chosen − score_rejected",
                title=f"Margins of {drawn_members} members (n = {len(long):,} rows)")
-        if stand_ins:
-            ax.set_xticks(ax.get_xticks(), [f"{t.get_text()}*" if t.get_text() in stand_ins else t.get_text()
-                                            for t in ax.get_xticklabels()])
-        for label in ax.get_xticklabels():  # each name ends at its tick
+        if labels != names:
+            ax.set_xticks(ax.get_xticks(), labels)
+        for label, families in zip(ax.get_xticklabels(), fonts):  # each name ends at its tick
             label.set(rotation=30, ha="right", rotation_mode="anchor")
+            if families and len(families) > 1:  # letters its font lacks: from installed fonts that have them
+                label.set_fontfamily(families)
     return fig
 
 

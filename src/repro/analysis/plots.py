@@ -4,6 +4,7 @@ and a kernel), saved as byte-stable PNG and SVG."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -11,6 +12,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib import font_manager, ft2font
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -21,6 +23,7 @@ GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a b
 FIGSIZE = (6.4, 4.4)
 DPI = 150  # 960 x 660 px: sharp at the ~600-800 px width a dataset card embeds
 COLORS = {"score_chosen": "#1b7837", "score_rejected": "#b2182b", "margin": "#2166ac"}
+NO_GLYPHS = "Last Resort"  # matplotlib's font of placeholder boxes: it maps every character and draws none
 FIGURE_NAMES = ("score_distributions", "score_ecdf", "chosen_vs_rejected", "margin_distribution",
                 "margin_vs_length", "score_violin")
 
@@ -37,6 +40,33 @@ def axes(figsize: tuple[float, float] = FIGSIZE) -> Iterator[tuple[Figure, Any]]
     with theme():
         fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
         yield fig, fig.add_subplot()
+
+
+@functools.cache
+def _glyphs(font_file: str) -> frozenset[int]:
+    """The characters the font file has a glyph for."""
+    return frozenset(ft2font.FT2Font(font_file).get_charmap())
+
+
+def fonts_for(text: str, font: font_manager.FontProperties) -> list[str] | None:
+    """The font families that draw every character of `text` in `font`'s style: its own, then installed fonts that
+    have the glyphs it lacks (matplotlib falls back along a list in font.family); None when no installed font has
+    some (matplotlib would draw boxes)."""
+    own, weights = font_manager.findfont(font), font_manager.weight_dict
+    missing, families = set(map(ord, text)) - _glyphs(own), [font_manager.get_font(own).family_name]
+    style = (font.get_style(), weights.get(font.get_weight(), font.get_weight()))
+    for entry in font_manager.fontManager.ttflist:  # (of `font`'s style: findfont then finds that face, unsaid)
+        if not missing:
+            break
+        if entry.name in families or entry.name.startswith(NO_GLYPHS) or \
+                (entry.style, weights.get(entry.weight, entry.weight)) != style:
+            continue
+        other = font.copy()
+        other.set_family(entry.name)
+        if has := missing & _glyphs(font_manager.findfont(other)):
+            families.append(entry.name)
+            missing -= has
+    return None if missing else families
 
 
 def _untitled_legend(ax) -> None:

@@ -313,27 +313,40 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         return code
     busy = [m.name for m, s in zip(family.members, statuses) if s == BUSY]
     refused = [m.name for m, s in zip(family.members, statuses) if s == REFUSED]
-    one, logs = len(refused) == 1, family.root / FAMILY_LOGS
-    its, it, folders, says = ("its", "it", "folder", "says") if one else ("their", "them", "folders", "say")
+    its, by = "its" if len(refused) == 1 else "their", "another command" if len(busy) == 1 else "other commands"
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed" + (f", {len(refused)} refused at {its} turn" if refused else "") +
-          (f", {len(busy)} being run by another command" if busy else "") +
+          (f", {len(busy)} being run by {by}" if busy else "") +
           f", in {time.monotonic() - start:.0f} s -> {family.root}")
+    say_left(family, failed, refused, busy, jobs)
+    return 1 if failed or refused else EXIT_BUSY if busy else code
+
+
+def say_left(family: Family, failed: list[str], refused: list[str], busy: list[str], jobs: int) -> None:
+    """On stderr, the members a family run left undone, FAILED, REFUSED and BUSY: each its line, of one member in
+    the singular, of several in the plural, with what to do."""
+    def of(names: list[str]) -> tuple[str, ...]:  # how a line speaks of its members
+        return ((f"members: {', '.join(names)}", "their", "them", "folders", "say") if len(names) > 1 else
+                (f"member: {names[0]}", "its", "it", "folder", "says"))
+
     if failed:
-        print(f"repro run: FAILED members: {', '.join(failed)}; their executed notebooks say why and what to change. "
-              f"Then the same command again continues them (finished chunks and cached rows are kept).",
-              file=sys.stderr)
+        members, its, it, _, _ = of(failed)
+        print(f"repro run: FAILED {members}; {its} executed notebooks say why and what to change. Then the same "
+              f"command again continues {it} (finished chunks and cached rows are kept).", file=sys.stderr)
     if refused:  # (one after another, its refusal is a line of this command's; with --jobs, in its process's log)
+        members, its, it, folders, says = of(refused)
+        logs, one = family.root / FAMILY_LOGS, len(refused) == 1
         where = (f"{its} line{'' if one else 's'} above" if jobs == 1 else
                  logs / f"{refused[0]}.log" if one else f"their logs in {logs}")
-        print(f"repro run: REFUSED members: {', '.join(refused)}: another command held {its} {folders} at the "
-              f"family's checks, and at {its} turn {its} own checks refused {it} ({where} {says} why). The same "
-              f"command again refuses {it} again: pass --force to replace a run of other parameters there, or give "
-              f"the family another {family.given_as}.", file=sys.stderr)
+        print(f"repro run: REFUSED {members}: another command held {its} {folders} at the family's checks, and at "
+              f"{its} turn {its} own checks refused {it} ({where} {says} why). The same command again refuses {it} "
+              f"again: pass --force to replace a run of other parameters there, or give the family another "
+              f"{family.given_as}.", file=sys.stderr)
     if busy:
-        print(f"repro run: BUSY members: {', '.join(busy)}: another command is running them; once it ends, the same "
-              f"command again adds them to the family view.", file=sys.stderr)
-    return 1 if failed or refused else EXIT_BUSY if busy else code
+        members, _, it, _, _ = of(busy)
+        running, ends = ("other commands are", "they end") if len(busy) > 1 else ("another command is", "it ends")
+        print(f"repro run: BUSY {members}: {running} running {it}; once {ends}, the same command again adds {it} to "
+              f"the family view.", file=sys.stderr)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
