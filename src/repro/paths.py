@@ -226,10 +226,16 @@ def run_dir_of(dataset: str | None, run_name: str) -> Path:
 
 
 def folder_safe(text: str) -> str:
-    """`text` as a folder's name may hold it: letters, digits and their marks (the vowel signs of डेटा) of any script,
-    '.', '_' and '-' kept, each run of other characters one '-'."""
-    kept = "".join(c if c.isalnum() or c in "._-" or unicodedata.category(c).startswith("M") else "/" for c in text)
-    return re.sub("/+", "-", kept)
+    """`text` (composed, NFC) as a folder's name may hold it: letters, digits and their marks (the vowel signs of
+    डेटा) of any script, '.', '_' and '-' kept, each run of other characters one '-'; a mark on no letter or digit
+    (a lone accent at the start, or after a character not kept) dropped."""
+    kept: list[str] = []
+    for c in unicodedata.normalize("NFC", text):
+        if not unicodedata.category(c).startswith("M"):
+            kept.append(c if c.isalnum() or c in "._-" else "/")
+        elif kept and (kept[-1].isalnum() or unicodedata.category(kept[-1]).startswith("M")):
+            kept.append(c)
+    return re.sub("/+", "-", "".join(kept))
 
 
 def dataset_run_name(dataset: str) -> str:
