@@ -25,7 +25,7 @@ from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
 from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id, project_root,
-                     public_name, typed_path)
+                     public_name, typed_path, unicode_twin)
 from ..revisions import hub_offline
 from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -213,7 +213,8 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None
     if input is not None:
         if not Path(input).exists():
             raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
-                            f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
+                            f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo."
+                            f"{unicode_twin(input)}")
         named = read_named_rows(Path(input), limit=n)
         return [r["prompt"] for _, r in named], [r["candidates"] for _, r in named], str(input), [w for w, _ in named]
     rows = [row for _, row in iter_jsonl(demo_path())][:n]
