@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from repro import family as fam
+from repro import paths
 from repro.analysis import family_view as family_view_module
 from repro.analysis.family_view import differing_parameters, family_view, origins, verdicts
 from repro import cli
@@ -143,6 +144,18 @@ def test_members_and_families_named_in_any_script_keep_their_letters(tmp_path):
     family = fam.plan_family(values, default_name="f")
     assert family.name == "डेटा" and [m.name for m in family.members] == [
         "source_split-डेटा", "source_split-डाटा", "source_split-résumé"]
+
+
+def test_a_name_starting_with_a_lone_combining_mark_drops_the_mark(tmp_path):
+    # "\u0301x" (an accent on no letter) made the folder "source_split-\u0301x", a name starting with a stray accent
+    values = {**load_params_file(DEMO), "family": {"grid": {"source_split": ["\u0301x", "\u0301", "a \u0301b"]}}}
+    assert [m.name for m in _plan(values, tmp_path).members] == [
+        "source_split-x", "source_split-empty", "source_split-a-b"]
+    values["family"] = {"grid": {"source_split": ["\u0301x"]}, "member_name": "\u0301{source_split}_e\u0301"}
+    assert [m.name for m in _plan(values, tmp_path).members] == ["x_\u00e9"]  # (and composed: é)
+    # a run named after its dataset's file: runs/x, not runs/\u0301x
+    assert paths.dataset_run_name("/data/\u0301x.jsonl") == "x" and paths.dataset_run_name("\u0301.jsonl") == "dataset"
+    assert paths.folder_safe("\u0301\u0301re\u0301sume\u0301") == "r\u00e9sum\u00e9"
 
 
 def test_bundles_set_several_parameters_together_and_name_members(tmp_path):

@@ -4,6 +4,7 @@ from a JupyterLab kernel in notebooks/; hub ids and built-in specs are left alon
 import json
 import re
 import sys
+import unicodedata
 import uuid
 from pathlib import Path
 
@@ -117,6 +118,39 @@ def test_a_marked_project_is_the_root_from_its_notebooks_folder(monkeypatch, tmp
         make_project(project)
     make_project(project, force=True)
     assert edited.read_text() == (NOTEBOOKS / "01_construct.ipynb").read_text()
+
+
+def test_a_name_typed_in_another_unicode_form_than_the_files_is_told_with_the_spelling_that_exists(tmp_path, capsys):
+    """A file named café.jsonl as macOS writes it (NFD: e and a combining accent), typed composed (NFC): the two paths
+    look the same, so "does not exist" alone leaves the user nowhere; the message names the form and the spelling."""
+    from repro import cli
+    from repro.errors import listed
+
+    nfd = unicodedata.normalize("NFD", "café")
+    (tmp_path / f"{nfd}.jsonl").write_text('{"score_chosen": 1.0, "score_rejected": 0.0}\n', encoding="utf-8")
+    (tmp_path / nfd).mkdir()
+    (tmp_path / nfd / "rows.jsonl").write_text('{"prompt": "p", "candidates": ["a", "b"]}\n', encoding="utf-8")
+    typed = tmp_path / "café.jsonl"
+    assert not typed.exists() and unicodedata.is_normalized("NFC", str(typed))
+    said = re.escape(f"{tmp_path / nfd}.jsonl exists with the same name in another Unicode form (NFD: "
+                     f"{ascii(str(tmp_path / nfd) + '.jsonl')})")
+    with pytest.raises(DataError, match=said):
+        analysis.analyze(build(AnalyzeParams, {"dataset": str(typed)}))
+    # repro score's --input (a folder in the other form too), and the run's recorded value against the given one
+    assert cli.main(["score", "--input", str(tmp_path / "café" / "rows.jsonl"), "--output",
+                     str(tmp_path / "out.jsonl"), "--model", "builtin:tiny-pairrm"]) == 2
+    assert re.escape(f"exists with the same name in another Unicode form (NFD: "
+                     f"{ascii(str(tmp_path / nfd / 'rows.jsonl'))})") in re.escape(capsys.readouterr().err)
+    assert cli.main(["selfcheck", "--input", str(tmp_path / "café.jsonl"), "--report", str(tmp_path / "r")]) == 2
+    assert f"another Unicode form (NFD: {ascii(str(tmp_path / nfd) + '.jsonl')})" in capsys.readouterr().err
+    # repro run --check: the source's check says it too
+    assert cli.main(["run", "--check", str(ROOT / "params" / "demo.yaml"), "--set", f"source={typed}", "--out",
+                     str(tmp_path / "run")]) == 1
+    assert f"another Unicode form (NFD: {ascii(str(tmp_path / nfd) + '.jsonl')})" in capsys.readouterr().out
+    assert listed({"source": (str(tmp_path / nfd), str(tmp_path / "café"))}) == (
+        f"source ({ascii(str(tmp_path / nfd))} there, {ascii(str(tmp_path / 'café'))} now: the same name in "
+        f"another Unicode form, NFD there, NFC now)")
+    assert listed({"limit": (None, 8)}) == "limit (null there, 8 now)"
 
 
 def test_a_file_beside_the_notebook_given_by_its_name_is_refused_with_the_path_to_give(monkeypatch, tmp_path):

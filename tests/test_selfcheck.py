@@ -150,10 +150,36 @@ def test_a_reference_with_other_weights_fails_and_names_the_rows(tmp_path, two_r
     assert record["verdict"] == "FAIL"
     for name in ("layouts_fp32", "engine_vs_llm_blender_fp32"):
         assert checks[name]["status"] == "fail" and checks[name]["data"]["rows_beyond_tolerance"] == [0, 1], name
-        # the rows as --input's lines count them, from 1 (repro score's messages do; the record keeps their indices)
-        assert f"FAILED {name}: 2 rows beyond tolerance: row 1 (" in out and ", row 2 (" in out
+        # the rows as --input's lines, as repro score's messages name them (the record keeps their indices)
+        assert f"FAILED {name}: 2 rows beyond tolerance: line 1 (" in out and ", line 2 (" in out
     assert out.strip().splitlines()[-1].startswith("repro selfcheck: FAIL")
     assert checks["speed"]["status"] == "not run" and "--no-timing" in checks["speed"]["detail"]
+
+
+def test_failed_rows_are_named_as_repro_score_names_them(tmp_path, two_rows, tiny_pairrm_dir, capsys):
+    # a blank line first and one between: the rows are the file's lines 2 and 4, as `repro score` calls them
+    lines = two_rows.read_text(encoding="utf-8").splitlines()
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n" + lines[0] + "\n\n" + lines[1] + "\n", encoding="utf-8")
+    other = build_tiny_pairrm(tmp_path / "other", seed=1, layout="transformers")
+    rc = cli.main(["selfcheck", "--model", str(tiny_pairrm_dir), "--reference-model", str(other), "--device", "cpu",
+                   "--input", str(blank), "--report", str(tmp_path / "report"), "--no-timing"])
+    streams = capsys.readouterr()
+    assert rc == 1
+    record = json.loads((tmp_path / "report" / "selfcheck.json").read_text())
+    detail = _checks(record)["layouts_fp32"]["detail"]
+    assert detail.startswith("2 rows beyond tolerance: line 2 (") and ", line 4 (" in detail
+    md = (tmp_path / "report" / "selfcheck.md").read_text()
+    assert "line 2 (" in md and "row 1 (" not in md and "row 2 (" not in md
+    assert "beyond tolerance: line 2 (" in streams.out + streams.err and "row 1 (" not in streams.out + streams.err
+    # a parquet file's rows are its rows, from 1, as `repro score` numbers them
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from repro.cli.selfcheck import selfcheck_rows
+
+    pq.write_table(pa.Table.from_pylist([json.loads(line) for line in lines]), tmp_path / "rows.parquet")
+    assert selfcheck_rows(tmp_path / "rows.parquet", 2)[3] == ["row 1", "row 2"]
+    assert selfcheck_rows(blank, 2)[3] == ["line 2", "line 4"]
 
 
 def test_a_model_that_cannot_load_is_reported_not_fatal(tmp_path, two_rows):
@@ -316,7 +342,8 @@ def test_without_input_it_scores_the_embedded_demos_rows():
     """`repro selfcheck` with no --input reads the first --rows rows of the demo the package carries."""
     from repro.cli.selfcheck import selfcheck_rows
 
-    prompts, candidates, source = selfcheck_rows(None, 3)
+    prompts, candidates, source, names = selfcheck_rows(None, 3)
+    assert names == ["row 1", "row 2", "row 3"]
     demo = [json.loads(line) for line in demo_path().read_text(encoding="utf-8").splitlines()[:3]]
     assert prompts == [row["prompt"] for row in demo]
     assert candidates == [list(dict.fromkeys(row[c] for c in ("resp0", "resp1", "resp2", "resp3"))) for row in demo]

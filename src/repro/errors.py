@@ -3,6 +3,7 @@
 import difflib
 import json
 import sys
+import unicodedata
 from typing import Any, Iterable, Mapping
 
 NOTICE = "repro: "  # the start of what the package says on stderr beside its work (`repro run` repeats it)
@@ -57,9 +58,22 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
+def unicode_form(text: str) -> str:
+    """Which Unicode form `text` is written in: 'NFD' (é as e and a combining accent, as macOS names files), 'NFC' (é
+    one character, as typed), or 'mixed'."""
+    return next((f for f in ("NFD", "NFC") if unicodedata.is_normalized(f, text)), "mixed")
+
+
 def listed(changed: dict[str, tuple[Any, Any]]) -> str:
     """Changed parameters as the refusals name them: "limit (null there, 8 now), ..."."""
     def shown(value: Any) -> str:  # as a params file writes it: a mapping or list as JSON, null, true, false
         return json.dumps(value, default=str) if isinstance(value, (dict, list, bool)) or value is None else repr(value)
 
-    return ", ".join(f"{key} ({shown(old)} there, {shown(new)} now)" for key, (old, new) in changed.items())
+    def pair(old: Any, new: Any) -> str:  # two spellings of a name (é: e and an accent, NFD, or one letter) look alike
+        if isinstance(old, str) and isinstance(new, str) and unicodedata.normalize("NFC", old) == \
+                unicodedata.normalize("NFC", new):
+            return (f"{ascii(old)} there, {ascii(new)} now: the same name in another Unicode form, "
+                    f"{unicode_form(old)} there, {unicode_form(new)} now")
+        return f"{shown(old)} there, {shown(new)} now"
+
+    return ", ".join(f"{key} ({pair(old, new)})" for key, (old, new) in changed.items())

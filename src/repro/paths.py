@@ -13,7 +13,7 @@ import unicodedata
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import ParameterError, ReproError, did_you_mean
+from .errors import ParameterError, ReproError, did_you_mean, unicode_form
 
 SPLIT = "train_prefs"
 # every stand-in model (policy or scorer) carries this file, saying how it was built; for a policy
@@ -162,10 +162,33 @@ def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
     return value
 
 
+def unicode_twin(path: str | Path) -> str:
+    """For a path that does not exist: a hint when it exists with a name in it (the file's, a folder's) written in
+    another Unicode form (macOS writes é as e and a combining accent, NFD; typed, é is one character, NFC), the two
+    paths looking the same; else ""."""
+    path = Path(path)
+    found = Path(path.anchor) if path.anchor else Path()
+    for part in path.parts[bool(path.anchor):]:
+        if not (found / part).exists():
+            same = unicodedata.normalize("NFC", part)
+            try:
+                part = next(q.name for q in found.iterdir()
+                            if q.name != part and unicodedata.normalize("NFC", q.name) == same)
+            except (OSError, StopIteration):  # (not a folder, unreadable, or no such name in any form)
+                return ""
+        found = found / part
+    return (f" {found} exists with the same name in another Unicode form ({unicode_form(str(found))}: "
+            f"{ascii(str(found))}): give the path in that spelling (a shell's tab completion types it), or rename "
+            f"the file or folder.")
+
+
 def beside_hint(path: str | Path) -> str:
-    """For a path (by the path rule) that does not exist: a hint when the same relative path exists from the working
-    folder instead (a notebook's folder in JupyterLab, a shell elsewhere), else ""."""
+    """For a path (by the path rule) that does not exist: a hint when it exists in another Unicode form
+    (`unicode_twin`), or the same relative path exists from the working folder instead (a notebook's folder in
+    JupyterLab, a shell elsewhere), else ""."""
     root, here, given = project_root(), Path.cwd(), Path(path)
+    if twin := unicode_twin(given if given.is_absolute() else root / given):
+        return twin
     relative = Path(os.path.relpath(given, root)) if given.is_absolute() else given  # ../x: outside the root
     if here.resolve() == root.resolve() or not (there := Path(os.path.normpath(here / relative))).exists():
         return ""
@@ -226,10 +249,16 @@ def run_dir_of(dataset: str | None, run_name: str) -> Path:
 
 
 def folder_safe(text: str) -> str:
-    """`text` as a folder's name may hold it: letters, digits and their marks (the vowel signs of डेटा) of any script,
-    '.', '_' and '-' kept, each run of other characters one '-'."""
-    kept = "".join(c if c.isalnum() or c in "._-" or unicodedata.category(c).startswith("M") else "/" for c in text)
-    return re.sub("/+", "-", kept)
+    """`text` (composed, NFC) as a folder's name may hold it: letters, digits and their marks (the vowel signs of
+    डेटा) of any script, '.', '_' and '-' kept, each run of other characters one '-'; a mark on no letter or digit
+    (a lone accent at the start, or after a character not kept) dropped."""
+    kept: list[str] = []
+    for c in unicodedata.normalize("NFC", text):
+        if not unicodedata.category(c).startswith("M"):
+            kept.append(c if c.isalnum() or c in "._-" else "/")
+        elif kept and (kept[-1].isalnum() or unicodedata.category(kept[-1]).startswith("M")):
+            kept.append(c)
+    return re.sub("/+", "-", "".join(kept))
 
 
 def dataset_run_name(dataset: str) -> str:

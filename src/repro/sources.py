@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from .dataset_io import split_files
 from .errors import DataError, DatasetLoadError, counted, did_you_mean, notice
 from .parameters import FAMILY_NOTEBOOK
-from .paths import DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root
+from .paths import (DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root,
+                    unicode_twin)
 from .revisions import check_revision_target, hub_offline, hub_snapshot
 
 DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
@@ -69,11 +70,12 @@ def check_exists(spec: str, parameter: str) -> None:
         def shown(q: Path) -> str:
             return os.path.relpath(q, root) if q.is_relative_to(root) else str(q)
         siblings = {q.name: shown(q) for q in path.parent.iterdir()} if path.parent.is_dir() else {}
-        near = did_you_mean(path.name, siblings, siblings)
+        twin = unicode_twin(path)  # (a near name that looks the same: said as such, not as "did you mean")
+        near = "" if twin else did_you_mean(path.name, siblings, siblings)
         raise DataError(
             f"{parameter} {spec!r} is neither an existing file or folder nor a hub dataset id (owner/name).{near} "
             f"Give a .jsonl/.parquet file, a saved dataset folder, a run directory, or an id like "
-            f"'HuggingFaceH4/ultrafeedback_binarized'.{beside_hint(spec)}")
+            f"'HuggingFaceH4/ultrafeedback_binarized'.{twin or beside_hint(spec)}")
 
 
 def _dataset_of(path: Path) -> Path:
@@ -356,7 +358,7 @@ def iter_jsonl(path: Path, option: str = "--input", name: str | None = None) -> 
         raise DataError(f"{option} {path} is a folder; give the path of a jsonl file in it (one JSON object per line).")
     if not path.is_file():
         raise DataError(f"{option} {path} does not exist; check the path (relative paths start from the current "
-                        f"directory) and give an existing jsonl file, one JSON object per line.")
+                        f"directory) and give an existing jsonl file, one JSON object per line.{unicode_twin(path)}")
     name = name or str(path)
     for line_no, line in text_lines(path, name):
         if not line.strip():

@@ -132,7 +132,14 @@ def _layout_named(row: dict[str, Any], layout: str) -> str:
 
 def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
               option: str = "--input") -> list[dict[str, Any]]:
-    """The first `limit` rows of a jsonl (or .parquet) file, each checked: an object with a string `prompt` and >= 2
+    """`read_named_rows`' rows."""
+    return [row for _, row in read_named_rows(path, min_candidates, limit, option)]
+
+
+def read_named_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
+                    option: str = "--input") -> list[tuple[str, dict[str, Any]]]:
+    """(name, row) as repro score's messages name it ("line 4": a jsonl file's line, "row 3": else, from 1) of
+    the first `limit` rows of a jsonl (or .parquet) file, each checked: an object with a string `prompt` and >= 2
     (or `min_candidates`) strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its
     `candidates`; a row of another layout repro writes (`repro.exporters.seed_row`: SPPO's, Snorkel's, RLHFlow's) its
     every candidate as `candidates` and its prompt's text as `prompt`."""
@@ -191,7 +198,7 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
             need = "at least two strings (PairRM compares pairs)" if min_candidates == 2 else "at least one string"
             raise DataError(f"{where}: '{column}' must be a list of {need}, or give "
                             f"'chosen' and 'rejected' (H4 rows), got {json.dumps(cands, ensure_ascii=False)[:80]}.")
-        rows.append(row)
+        rows.append((where.split(" of ")[0], row))
     if not rows:
         raise DataError(f"{option} {path} holds no rows (it is empty or blank): nothing to score. Give a file "
                         f'(jsonl, or parquet) of {{"prompt": "...", "candidates": ["...", "..."]}} rows.')

@@ -25,7 +25,7 @@ from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
 from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id, project_root,
-                     public_name, typed_path)
+                     public_name, typed_path, unicode_twin)
 from ..revisions import hub_offline
 from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -34,7 +34,7 @@ from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS, WEIGHT_FILES
 from ..sources import demo_path, iter_jsonl
 from .measure import (PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
                       pairrm_contenders)
-from .score import read_rows
+from .score import read_named_rows
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
@@ -203,20 +203,24 @@ def n_rows(n: int) -> str:
     return counted(n, "row")
 
 
-def selfcheck_rows(input: str | Path | None = None, n: int | None = None) -> tuple[list[str], list[list[str]], str]:
-    """(prompts, candidates, where from): the first `n` rows of the embedded demo, or of a jsonl file."""
+def selfcheck_rows(input: str | Path | None = None, n: int | None = None
+                   ) -> tuple[list[str], list[list[str]], str, list[str]]:
+    """(prompts, candidates, where from, each row's name): the first `n` rows of the embedded demo ("row 1", ...), or
+    of a jsonl (or parquet) file, named as repro score names them ("line 4": the file's line)."""
     n = DEFAULT_ROWS if n is None else int(n)
     if n < 1:
         raise ParameterError(f"--rows {n}: score at least one row.")
     if input is not None:
         if not Path(input).exists():
             raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
-                            f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo.")
-        rows = read_rows(Path(input), limit=n)
-        return [r["prompt"] for r in rows], [r["candidates"] for r in rows], str(input)
+                            f"rows (prompt, chosen, rejected), or leave --input out to use the embedded demo."
+                            f"{unicode_twin(input)}")
+        named = read_named_rows(Path(input), limit=n)
+        return [r["prompt"] for _, r in named], [r["candidates"] for _, r in named], str(input), [w for w, _ in named]
     rows = [row for _, row in iter_jsonl(demo_path())][:n]
     found = collect_candidates(rows, ConstructParams(candidate_columns=list(DEMO_CANDIDATE_COLUMNS)))
-    return found.prompts, found.candidates, "the embedded demo (src/repro/data/demo_prompts.jsonl)"
+    return (found.prompts, found.candidates, "the embedded demo (src/repro/data/demo_prompts.jsonl)",
+            [f"row {i}" for i in range(1, len(found.prompts) + 1)])
 
 
 def default_reference(model: str) -> str | None:
@@ -224,10 +228,10 @@ def default_reference(model: str) -> str | None:
     return next((other for other in KNOWN_HUB_IDS if other != model), None) if model in KNOWN_HUB_IDS else None
 
 
-def _rows_text(rows: Sequence[int], prompts: Sequence[str]) -> str:
-    texts = [" ".join(prompts[i].split()) for i in rows[:SHOWN_ROWS]]
-    # (numbered from 1, as --input's lines: read_rows' messages too)
-    shown = ", ".join(f"row {i + 1} ({t[:40] + ('…' if len(t) > 40 else '')!r})" for i, t in zip(rows, texts))
+def _rows_text(rows: Sequence[int], named: Sequence[tuple[str, str]]) -> str:
+    """The rows at these indices of `named`'s (name, prompt): named as `selfcheck_rows` (repro score) names them."""
+    texts = [" ".join(named[i][1].split()) for i in rows[:SHOWN_ROWS]]
+    shown = ", ".join(f"{named[i][0]} ({t[:40] + ('…' if len(t) > 40 else '')!r})" for i, t in zip(rows, texts))
     return shown + (f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else "")
 
 
@@ -267,7 +271,7 @@ def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Seque
             "decisive_rows": decisive}
 
 
-def _equivalence_check(name: str, title: str, scores, reference, dtype: str, prompts: Sequence[str],
+def _equivalence_check(name: str, title: str, scores, reference, dtype: str, named: Sequence[tuple[str, str]],
                        blender_spec: str | None = None) -> Check:
     found = {"llm_blender_model": _model_label(blender_spec)} if blender_spec else {}
     found.update(compare_scores(scores, reference, dtype))
@@ -276,7 +280,7 @@ def _equivalence_check(name: str, title: str, scores, reference, dtype: str, pro
     detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on {n_rows(found['rows'])}; "
               f"ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
-        detail = f"{counted(len(bad), 'row')} beyond tolerance: {_rows_text(bad, prompts)}; " + detail
+        detail = f"{counted(len(bad), 'row')} beyond tolerance: {_rows_text(bad, named)}; " + detail
     return Check(name, title, "fail" if bad else "pass", detail, data=found)
 
 
@@ -366,7 +370,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     started = time.perf_counter()
     torch_device = resolve_device(device)
     run_dtype = resolve_dtype("auto", torch_device)
-    prompts, candidates, source = selfcheck_rows(input, rows)  # bad input is an error before any model loads
+    prompts, candidates, source, names = selfcheck_rows(input, rows)  # bad input is an error before a model loads
+    named = list(zip(names, prompts))
     if report_dir is not None:  # a relative folder (from Python; --report's is absolute): under the project root
         report_dir = Path(report_dir) if Path(report_dir).is_absolute() else project_root() / report_dir
         check_folder(report_dir, "--report", "The report (selfcheck.md, selfcheck.json) goes into a folder: give a "
@@ -432,7 +437,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     if comparable_reference:
         run.add(_equivalence_check(
             "layouts_fp32", f"engine: --model vs --reference-model ({engine.info['layout']} vs "
-            f"{ref_engine.info['layout']} layout), fp32", scores32, run.score(ref_engine), "fp32", prompts))
+            f"{ref_engine.info['layout']} layout), fp32", scores32, run.score(ref_engine), "fp32", named))
     elif reference:
         why = ("--reference-model could not be loaded" if ref_engine is None else
                "one model is a stand-in and the other is not: their weights differ by design")
@@ -455,7 +460,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     if blender32 is not None:
         log(f"repro selfcheck: scoring {n_rows(len(prompts))} (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
         run.add(_equivalence_check("engine_vs_llm_blender_fp32", title32, scores32, run.score(blender32), "fp32",
-                                   prompts, blender_spec))
+                                   named, blender_spec))
     else:
         run.add(_not_run("engine_vs_llm_blender_fp32", title32, "; ".join(blender_errors)))
 
@@ -481,10 +486,10 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
             scores_rd = run.score(engine_rd)
             if blender_rd is not None:
                 run.add(_equivalence_check("engine_vs_llm_blender_run_dtype", title, scores_rd, run.score(blender_rd),
-                                           run_dtype, prompts, blender_spec))
+                                           run_dtype, named, blender_spec))
             else:
                 run.add(_not_run("engine_vs_llm_blender_run_dtype", title, "; ".join(blender_errors)))
-            run.add(_choices_check(scores_rd, scores32, run_dtype, prompts))
+            run.add(_choices_check(scores_rd, scores32, run_dtype, named))
             if not stand_in:  # the card's numbers are the real weights'
                 run.add(card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd},
                                            "card_example_run_dtype", f"model card example, {run_dtype}"))
@@ -501,16 +506,16 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     return _finish(report, started, report_dir, log)
 
 
-def _choices_check(scores_rd, scores32, dtype: str, prompts: Sequence[str]) -> Check:
+def _choices_check(scores_rd, scores32, dtype: str, named: Sequence[tuple[str, str]]) -> Check:
     found = {**compare_choices(scores_rd, scores32, dtype), **compare_scores(scores_rd, scores32, dtype)}
     title = f"chosen/rejected, {dtype} vs fp32 (engine)"
     detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {n_rows(found['rows'])}; max |diff| "
               f"{found['max_abs_diff']:.2e}")
     if found["decisive_rows"]:
         detail = (f"other chosen/rejected where fp32 separates the candidates: "
-                  f"{_rows_text(found['decisive_rows'], prompts)}; " + detail)
+                  f"{_rows_text(found['decisive_rows'], named)}; " + detail)
     elif found["rows_with_other_choices"]:
-        detail += f" (near-ties only: {_rows_text(found['rows_with_other_choices'], prompts)})"
+        detail += f" (near-ties only: {_rows_text(found['rows_with_other_choices'], named)})"
     return Check("run_dtype_vs_fp32_choices", title, "fail" if found["decisive_rows"] else "pass", detail, data=found)
 
 
