@@ -360,6 +360,48 @@ def test_bad_rows_are_named(scorer, prompts, candidates, match):
         scorer.score(prompts, candidates)
 
 
+def test_compare_checks_its_inputs_as_score_does(scorer):
+    """compare(['p1', 'p2'], 'ab', 'cd') compared the letters a/c and b/d; a generator or None as prompts gave a raw
+    TypeError (no len()), where score gives a DataError."""
+    for a, b, name in (("ab", ["c", "d"], "candidates_a"), (["a", "b"], "cd", "candidates_b")):
+        with pytest.raises(DataError, match=f"{name} is str, expected a list of strings"):
+            scorer.compare(["p1", "p2"], a, b)
+    with pytest.raises(DataError, match=r"prompts is generator, expected a list of strings.*wrap it in list\(\)"):
+        scorer.compare((p for p in ["p1", "p2"]), ["a", "b"], ["c", "d"])
+    with pytest.raises(DataError, match="prompts is NoneType, expected a list of strings"):
+        scorer.compare(None, ["a", "b"], ["c", "d"])
+    with pytest.raises(DataError, match="Row 1: candidate 1 is int"):
+        scorer.compare(["p1", "p2"], ["a", "b"], ["c", 4])
+    with pytest.raises(DataError, match="one candidate A and one candidate B per prompt: got 2 prompts, 1 A and 2 B"):
+        scorer.compare(["p1", "p2"], ["a"], ["c", "d"])
+
+
+def test_numpy_arrays_pandas_series_and_parquet_rows_are_lists_of_texts(scorer, tmp_path):
+    """np.array(prompts), a Series, and candidates read back from parquet (one ndarray per row, as after
+    load_dataset(...).to_pandas()) were refused ("prompts must be a list of strings, got ndarray")."""
+    import pandas as pd
+
+    prompts, candidates = cases(8, seed=9)
+    expected = scorer.score(prompts, candidates)
+    pd.DataFrame({"prompt": prompts, "candidates": candidates}).to_parquet(tmp_path / "rows.parquet")
+    table = pd.read_parquet(tmp_path / "rows.parquet")
+    assert isinstance(table["candidates"][0], np.ndarray)
+    for p, c in ((table["prompt"], table["candidates"]), (np.array(prompts), list(table["candidates"])),
+                 (tuple(prompts), [tuple(x) for x in candidates])):
+        for got, want in zip(scorer.score(p, c), expected):
+            np.testing.assert_array_equal(got, want)
+    assert [r.tolist() for r in scorer.rank(table["prompt"], table["candidates"])] == \
+        [common.ranks_from_scores(s).tolist() for s in expected]
+    a, b = table["candidates"].str[0], table["candidates"].str[1]
+    np.testing.assert_array_equal(scorer.compare(table["prompt"], a, b), scorer.compare(prompts, list(a), list(b)))
+    with pytest.raises(DataError, match=r"Row 0: candidates is generator, .*wrap it in list\(\)"):
+        scorer.score(["p"], [(c for c in ["a", "b"])])
+    with pytest.raises(DataError, match=r"Row 0: candidate 1 is NoneType"):
+        scorer.score(np.array(["p"]), [np.array(["a", None], dtype=object)])
+    with pytest.raises(DataError, match="prompts is str, expected a list of strings"):
+        scorer.score("p", [["a", "b"]])
+
+
 def test_bad_options_are_named(tiny_pairrm_dir, scorer):
     with pytest.raises(ParameterError, match="dtype='fp8'"):
         PairRM.load(tiny_pairrm_dir, device="cpu", dtype="fp8")

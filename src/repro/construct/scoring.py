@@ -108,8 +108,8 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         raise ParameterError(f"batch_tokens={job.batch_tokens} must be >= 1 (tokens per forward batch).")
     if job.cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(job.cache_dir))
-    check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES[job.kind])
-    items = [[p, list(c)] for p, c in zip(prompts, candidates)]
+    prompts, candidates = check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES[job.kind])
+    items = [[p, c] for p, c in zip(prompts, candidates)]
     start = time.monotonic()
     scores, stats = scoring_job({"job": asdict(job), "items": items, "num_processes": int(num_processes)})
     computed = len(items) - stats["items_resumed"] - stats.get("cache", {}).get("rows_from_cache", 0)
