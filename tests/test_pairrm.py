@@ -22,6 +22,7 @@ from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM, scores_from_matrix
 from repro.scorers.pairrm_checkpoint import resolve_model
 from repro.scorers.tiny import SENTENCES, build_tiny_pairrm
+from scoring_defaults import run_scoring
 
 S_MAX, C_MAX = 48, 24
 
@@ -87,8 +88,6 @@ def test_limits_not_given_are_the_checkpoints_own_else_the_defaults(tmp_path, ti
     assert (hf.source_maxlength, hf.candidate_maxlength) == (1224, 412)
     assert set(hf.info["limits_from"].values()) == {"default"}
     # the scoring job records them in the manifest's scorer entry
-    from scoring_defaults import run_scoring
-
     result = run_scoring(["A question?"], [["One answer.", "Another answer."]], model=str(own),
                          device="cpu", work_dir=tmp_path / "work", progress=False)
     assert (result.info["source_maxlength"], result.info["candidate_maxlength"]) == (64, 32)
@@ -400,6 +399,17 @@ def test_numpy_arrays_pandas_series_and_parquet_rows_are_lists_of_texts(scorer, 
         scorer.score(np.array(["p"]), [np.array(["a", None], dtype=object)])
     with pytest.raises(DataError, match="prompts is str, expected a list of strings"):
         scorer.score("p", [["a", "b"]])
+
+
+@pytest.mark.parametrize("budget", ["big", 2048.5, True])
+def test_a_batch_tokens_that_is_not_a_count_is_named(scorer, tiny_pairrm_dir, tmp_path, budget):
+    """batch_tokens='big' gave a raw TypeError: '<' not supported between instances of 'str' and 'int' (and
+    score_candidates a raw ValueError from int('big'); 2048.5 became 2048, True a budget of 1)."""
+    for score in (lambda: scorer.score(["p"], [["a", "b"]], batch_tokens=budget),
+                  lambda: run_scoring(["p"], [["a", "b"]], model=str(tiny_pairrm_dir), batch_tokens=budget,
+                                      work_dir=tmp_path, progress=False)):
+        with pytest.raises(ParameterError, match=re.escape(f"batch_tokens={budget!r} must be a whole number >= 1")):
+            score()
 
 
 def test_bad_options_are_named(tiny_pairrm_dir, scorer):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import warnings
 from pathlib import Path
@@ -120,6 +121,14 @@ def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
     return prompts, a, b
 
 
+def check_batch_tokens(batch_tokens: Any) -> int:
+    """`batch_tokens` as an int, or a ParameterError naming it (a string, a fraction, a bool, less than 1)."""
+    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, numbers.Integral) or batch_tokens < 1:
+        raise ParameterError(f"batch_tokens={batch_tokens!r} must be a whole number >= 1 (tokens per forward batch), "
+                             f"or None for the device's default.")
+    return int(batch_tokens)
+
+
 def check_scores(scores: Sequence[float], where: str = "A row") -> None:
     """A DataError naming `where` (a row) if a score is NaN or infinite: the scorer failed there; no rank or pair."""
     if not all(math.isfinite(s) for s in scores):
@@ -188,10 +197,8 @@ class BudgetedBatches:
         `batch_tokens` None: the device's (`repro.parameters.default_batch_tokens`)."""
         import torch
 
-        if batch_tokens is None:
-            batch_tokens = default_batch_tokens(self.device.type)
-        if batch_tokens < 1:
-            raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
+        batch_tokens = check_batch_tokens(default_batch_tokens(self.device.type) if batch_tokens is None else
+                                          batch_tokens)
         position = np.argsort(order)  # where each item runs (`order` is a permutation of the items)
         # a prompt is done after its last item (one that needs none is never reported, as it has no pass to wait for)
         done_at = np.sort([position[items].max() if len(items) else -1 for items in needed])
