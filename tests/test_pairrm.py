@@ -155,8 +155,9 @@ def test_missing_models_say_where_they_were_looked_for_and_how_to_provide_them(t
         resolve_model("llm-blender/PairRM")
     text = str(err.value)
     assert str(tmp_path / "hub") in text and "HF_HUB_OFFLINE" in text and "hf download llm-blender/PairRM" in text
-    # the folder the path rule reads (the project root's), not one under the kernel's working directory
-    assert f"no folder {tmp_path / 'llm-blender' / 'PairRM'})" in text and "notebooks/llm-blender" not in text
+    # the folder the loader looked in: load_scorer reads a relative path from the current folder, as transformers
+    # (a params file's paths reach it resolved from the project root); it named the project root's, never looked in
+    assert f"no folder {tmp_path / 'notebooks' / 'llm-blender' / 'PairRM'}: " in text
     # the command fetches what a checkpoint needs: `hf download` drops --include when file names are given too, so
     # `--include '*.json' spm.model model.safetensors` fetched no config.json
     command = shlex.split(re.search(r"`(hf download [^`]+)`", text)[1])
@@ -183,6 +184,25 @@ def test_weights_that_do_not_fit_are_refused(tmp_path, tiny_pairrm_dir):
     (broken / "model.safetensors").unlink()
     with pytest.raises(ModelLoadError, match="No weights"):
         PairRM.load(broken, device="cpu")
+
+
+def test_a_relative_folder_is_read_from_the_current_folder_and_the_error_names_that_folder(
+        tiny_pairrm_dir, tmp_path, monkeypatch):
+    """From a kernel whose current folder is not the project root, load_scorer read my-org/my-pairrm from the current
+    folder but its error said "no folder <project root>/my-org/my-pairrm", a folder it never looked in."""
+    project, here = tmp_path / "project", tmp_path / "notebooks"
+    shutil.copytree(tiny_pairrm_dir, project / "my-org" / "my-pairrm")  # only where the loader does not look
+    here.mkdir()
+    monkeypatch.setenv("REPRO_HOME", str(project))
+    monkeypatch.chdir(here)
+    with pytest.raises(ModelLoadError) as err:
+        load_scorer("my-org/my-pairrm", kind="pairrm", device="cpu")
+    text = str(err.value)
+    assert f"no folder {here / 'my-org' / 'my-pairrm'}" in text and "current folder" in text
+    assert str(project / "my-org") not in text
+    shutil.copytree(tiny_pairrm_dir, here / "my-org" / "my-pairrm")
+    scorer = load_scorer("my-org/my-pairrm", kind="pairrm", device="cpu")
+    assert Path(scorer.path).resolve() == (here / "my-org" / "my-pairrm").resolve()
 
 
 # -- tokenisation ---------------------------------------------------------------------------------

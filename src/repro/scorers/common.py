@@ -157,7 +157,7 @@ def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Pat
     if reads_as_hub_id(spec):
         return None
     raise ModelLoadError(f"{what} '{spec}' is not a directory: it names a local path, and nothing is at "
-                         f"{path.resolve()}. Check the path (it is read relative to the directory you run in), or "
+                         f"{path.resolve()}. Check the path (a relative path is read from the current folder), or "
                          f"pass a hub id such as {hub_example}, or a built-in stand-in (builtin:tiny-pairrm, "
                          f"builtin:tiny-reward-llama) for a run without any download (its scores are noise).")
 
