@@ -78,7 +78,7 @@ def text_list(value: Any, what: str, expected: str = "a list of strings") -> lis
         value = value.tolist()
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         return list(value)
-    how = (" (one text, not a list of them)" if isinstance(value, str) else
+    how = (": one text, not a list of texts; put it in a list" if isinstance(value, str) else
            ": a generator is read once; wrap it in list()" if isinstance(value, Iterator) else "")
     raise DataError(f"{what} is {type(value).__name__}, expected {expected} (a list, tuple, 1-d numpy array or "
                     f"pandas Series){how}.")
