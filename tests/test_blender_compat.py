@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 
+from repro.errors import DataError
 from repro.scorers.blender_compat import BlenderScorer, install_transformers5_shim
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
@@ -170,6 +171,19 @@ def test_compare_and_rank_agree_with_llm_blender(ours_small, ref_small):
     np.testing.assert_allclose(ours_small.compare(prompts, a, b), ref_small.compare(prompts, a, b), rtol=0, atol=1e-5)
     assert [r.tolist() for r in ours_small.rank(prompts, candidates)] == \
         [r.tolist() for r in ref_small.rank(prompts, candidates)]
+
+
+def test_compare_checks_its_inputs_as_score_does(ref_small):
+    """backend='llm-blender' compared a string's letters (compare(P, 'ab', 'cd')) and raised a raw TypeError for a
+    generator as prompts."""
+    with pytest.raises(DataError, match="candidates_a is str"):
+        ref_small.compare(["p1", "p2"], "ab", ["c", "d"])
+    with pytest.raises(DataError, match=r"prompts is generator, .*wrap it in list\(\)"):
+        ref_small.compare((p for p in ["p1"]), ["a"], ["b"])
+    prompts, candidates = crafted_cases(n_prompts=4, seed=3)
+    a, b = np.array([c[0] for c in candidates]), np.array([c[1] for c in candidates])
+    np.testing.assert_array_equal(ref_small.compare(np.array(prompts), a, b), ref_small.compare(prompts, list(a),
+                                                                                               list(b)))
 
 
 def test_transformers5_tokenizer_without_the_restored_table_loses_full_width_text(tiny_pairrm_dir):

@@ -22,6 +22,7 @@ from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM, scores_from_matrix
 from repro.scorers.pairrm_checkpoint import resolve_model
 from repro.scorers.tiny import SENTENCES, build_tiny_pairrm
+from scoring_defaults import run_scoring
 
 S_MAX, C_MAX = 48, 24
 
@@ -87,8 +88,6 @@ def test_limits_not_given_are_the_checkpoints_own_else_the_defaults(tmp_path, ti
     assert (hf.source_maxlength, hf.candidate_maxlength) == (1224, 412)
     assert set(hf.info["limits_from"].values()) == {"default"}
     # the scoring job records them in the manifest's scorer entry
-    from scoring_defaults import run_scoring
-
     result = run_scoring(["A question?"], [["One answer.", "Another answer."]], model=str(own),
                          device="cpu", work_dir=tmp_path / "work", progress=False)
     assert (result.info["source_maxlength"], result.info["candidate_maxlength"]) == (64, 32)
@@ -156,8 +155,9 @@ def test_missing_models_say_where_they_were_looked_for_and_how_to_provide_them(t
         resolve_model("llm-blender/PairRM")
     text = str(err.value)
     assert str(tmp_path / "hub") in text and "HF_HUB_OFFLINE" in text and "hf download llm-blender/PairRM" in text
-    # the folder the path rule reads (the project root's), not one under the kernel's working directory
-    assert f"no folder {tmp_path / 'llm-blender' / 'PairRM'})" in text and "notebooks/llm-blender" not in text
+    # the folder the loader looked in: load_scorer reads a relative path from the current folder, as transformers
+    # (a params file's paths reach it resolved from the project root); it named the project root's, never looked in
+    assert f"no folder {tmp_path / 'notebooks' / 'llm-blender' / 'PairRM'}: " in text
     # the command fetches what a checkpoint needs: `hf download` drops --include when file names are given too, so
     # `--include '*.json' spm.model model.safetensors` fetched no config.json
     command = shlex.split(re.search(r"`(hf download [^`]+)`", text)[1])
@@ -184,6 +184,25 @@ def test_weights_that_do_not_fit_are_refused(tmp_path, tiny_pairrm_dir):
     (broken / "model.safetensors").unlink()
     with pytest.raises(ModelLoadError, match="No weights"):
         PairRM.load(broken, device="cpu")
+
+
+def test_a_relative_folder_is_read_from_the_current_folder_and_the_error_names_that_folder(
+        tiny_pairrm_dir, tmp_path, monkeypatch):
+    """From a kernel whose current folder is not the project root, load_scorer read my-org/my-pairrm from the current
+    folder but its error said "no folder <project root>/my-org/my-pairrm", a folder it never looked in."""
+    project, here = tmp_path / "project", tmp_path / "notebooks"
+    shutil.copytree(tiny_pairrm_dir, project / "my-org" / "my-pairrm")  # only where the loader does not look
+    here.mkdir()
+    monkeypatch.setenv("REPRO_HOME", str(project))
+    monkeypatch.chdir(here)
+    with pytest.raises(ModelLoadError) as err:
+        load_scorer("my-org/my-pairrm", kind="pairrm", device="cpu")
+    text = str(err.value)
+    assert f"no folder {here / 'my-org' / 'my-pairrm'}" in text and "current folder" in text
+    assert str(project / "my-org") not in text
+    shutil.copytree(tiny_pairrm_dir, here / "my-org" / "my-pairrm")
+    scorer = load_scorer("my-org/my-pairrm", kind="pairrm", device="cpu")
+    assert Path(scorer.path).resolve() == (here / "my-org" / "my-pairrm").resolve()
 
 
 # -- tokenisation ---------------------------------------------------------------------------------
@@ -358,6 +377,59 @@ def test_out_of_memory_halves_the_budget_and_goes_on(scorer, monkeypatch):
 def test_bad_rows_are_named(scorer, prompts, candidates, match):
     with pytest.raises(DataError, match=match):
         scorer.score(prompts, candidates)
+
+
+def test_compare_checks_its_inputs_as_score_does(scorer):
+    """compare(['p1', 'p2'], 'ab', 'cd') compared the letters a/c and b/d; a generator or None as prompts gave a raw
+    TypeError (no len()), where score gives a DataError."""
+    for a, b, name in (("ab", ["c", "d"], "candidates_a"), (["a", "b"], "cd", "candidates_b")):
+        with pytest.raises(DataError, match=f"{name} is str, expected a list of strings"):
+            scorer.compare(["p1", "p2"], a, b)
+    with pytest.raises(DataError, match=r"prompts is generator, expected a list of strings.*wrap it in list\(\)"):
+        scorer.compare((p for p in ["p1", "p2"]), ["a", "b"], ["c", "d"])
+    with pytest.raises(DataError, match="prompts is NoneType, expected a list of strings"):
+        scorer.compare(None, ["a", "b"], ["c", "d"])
+    with pytest.raises(DataError, match="Row 1: candidate 1 is int"):
+        scorer.compare(["p1", "p2"], ["a", "b"], ["c", 4])
+    with pytest.raises(DataError, match="one candidate A and one candidate B per prompt: got 2 prompts, 1 A and 2 B"):
+        scorer.compare(["p1", "p2"], ["a"], ["c", "d"])
+
+
+def test_numpy_arrays_pandas_series_and_parquet_rows_are_lists_of_texts(scorer, tmp_path):
+    """np.array(prompts), a Series, and candidates read back from parquet (one ndarray per row, as after
+    load_dataset(...).to_pandas()) were refused ("prompts must be a list of strings, got ndarray")."""
+    import pandas as pd
+
+    prompts, candidates = cases(8, seed=9)
+    expected = scorer.score(prompts, candidates)
+    pd.DataFrame({"prompt": prompts, "candidates": candidates}).to_parquet(tmp_path / "rows.parquet")
+    table = pd.read_parquet(tmp_path / "rows.parquet")
+    assert isinstance(table["candidates"][0], np.ndarray)
+    for p, c in ((table["prompt"], table["candidates"]), (np.array(prompts), list(table["candidates"])),
+                 (tuple(prompts), [tuple(x) for x in candidates])):
+        for got, want in zip(scorer.score(p, c), expected):
+            np.testing.assert_array_equal(got, want)
+    assert [r.tolist() for r in scorer.rank(table["prompt"], table["candidates"])] == \
+        [common.ranks_from_scores(s).tolist() for s in expected]
+    a, b = table["candidates"].str[0], table["candidates"].str[1]
+    np.testing.assert_array_equal(scorer.compare(table["prompt"], a, b), scorer.compare(prompts, list(a), list(b)))
+    with pytest.raises(DataError, match=r"Row 0: candidates is generator, .*wrap it in list\(\)"):
+        scorer.score(["p"], [(c for c in ["a", "b"])])
+    with pytest.raises(DataError, match=r"Row 0: candidate 1 is NoneType"):
+        scorer.score(np.array(["p"]), [np.array(["a", None], dtype=object)])
+    with pytest.raises(DataError, match="prompts is str, expected a list of strings"):
+        scorer.score("p", [["a", "b"]])
+
+
+@pytest.mark.parametrize("budget", ["big", 2048.5, True])
+def test_a_batch_tokens_that_is_not_a_count_is_named(scorer, tiny_pairrm_dir, tmp_path, budget):
+    """batch_tokens='big' gave a raw TypeError: '<' not supported between instances of 'str' and 'int' (and
+    score_candidates a raw ValueError from int('big'); 2048.5 became 2048, True a budget of 1)."""
+    for score in (lambda: scorer.score(["p"], [["a", "b"]], batch_tokens=budget),
+                  lambda: run_scoring(["p"], [["a", "b"]], model=str(tiny_pairrm_dir), batch_tokens=budget,
+                                      work_dir=tmp_path, progress=False)):
+        with pytest.raises(ParameterError, match=re.escape(f"batch_tokens={budget!r} must be a whole number >= 1")):
+            score()
 
 
 def test_bad_options_are_named(tiny_pairrm_dir, scorer):

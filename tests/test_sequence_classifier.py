@@ -211,6 +211,22 @@ def test_a_single_candidate_is_scored_and_bad_rows_are_named(reward_dirs):
         scorer.score(["p", "q"], [["a"], []])
 
 
+def test_compare_is_the_reward_difference_and_rank_the_reward_order(reward_dirs, rows):
+    """A sequence classifier had no compare (AttributeError), though the docs show one interface for every scorer."""
+    scorer = load_scorer(reward_dirs["llama"], device="cpu")
+    prompts, candidates = rows
+    picked = [(p, c) for p, c in zip(prompts, candidates) if len(c) >= 2]
+    prompts, a, b = [p for p, _ in picked], [c[0] for _, c in picked], [c[1] for _, c in picked]
+    rewards = [scorer.score(prompts, [[x] for x in side]) for side in (a, b)]
+    margins = scorer.compare(prompts, a, b)
+    np.testing.assert_allclose(margins, [ra[0] - rb[0] for ra, rb in zip(*rewards)], rtol=0, atol=TOLERANCE)
+    np.testing.assert_array_equal(scorer.compare(prompts, b, a), -margins)
+    assert [r.tolist() for r in scorer.rank(prompts, [[x, y] for x, y in zip(a, b)])] == \
+        [[1, 2] if m > 0 else [2, 1] if m < 0 else [1, 1] for m in margins]
+    with pytest.raises(DataError, match="candidates_a is str"):
+        scorer.compare(["p"], "a", ["b"])
+
+
 def test_two_torchrun_processes_give_the_scores_of_one(reward_dirs, rows, tmp_path, torchrun_processes):
     prompts, candidates = rows
     common = dict(model=str(reward_dirs["llama"]), device="cpu", chunk_size=3, progress=False)

@@ -16,7 +16,7 @@ from ..manifest import package_versions
 from ..parameters import default_batch_tokens
 from ..revisions import model_identity
 from ..scorers import load_scorer, resolve_kind
-from ..scorers.common import MIN_CANDIDATES, check_inputs, resolve_device, resolve_dtype
+from ..scorers.common import MIN_CANDIDATES, check_batch_tokens, check_inputs, resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import cut_rows, reward_model_dtype
 
 
@@ -93,8 +93,8 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     limits, options = split_limits(options, source_maxlength, candidate_maxlength)
     if batch_tokens is None:  # (an unknown device fails here)
         batch_tokens = default_batch_tokens(resolve_device(device).type)
-    job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype, batch_tokens=int(batch_tokens),
-                     chunk_size=int(chunk_size), work_dir=str(work_dir),
+    job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype,
+                     batch_tokens=check_batch_tokens(batch_tokens), chunk_size=int(chunk_size), work_dir=str(work_dir),
                      source_maxlength=_optional_int(limits["source_maxlength"]),
                      candidate_maxlength=_optional_int(limits["candidate_maxlength"]), progress=bool(progress),
                      kind=resolve_kind(model, kind), options=options,
@@ -104,12 +104,10 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         raise ParameterError(f"chunk_size={job.chunk_size} must be >= 1 (prompts per resumable chunk).")
     if int(num_processes) < 1:
         raise ParameterError(f"num_processes={num_processes} must be >= 1.")
-    if job.batch_tokens < 1:
-        raise ParameterError(f"batch_tokens={job.batch_tokens} must be >= 1 (tokens per forward batch).")
     if job.cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(job.cache_dir))
-    check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES[job.kind])
-    items = [[p, list(c)] for p, c in zip(prompts, candidates)]
+    prompts, candidates = check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES[job.kind])
+    items = [[p, c] for p, c in zip(prompts, candidates)]
     start = time.monotonic()
     scores, stats = scoring_job({"job": asdict(job), "items": items, "num_processes": int(num_processes)})
     computed = len(items) - stats["items_resumed"] - stats.get("cache", {}).get("rows_from_cache", 0)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from .common import check_inputs, resolve_device, resolve_dtype
+from .common import check_inputs, check_pairs, resolve_device, resolve_dtype
 from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, detect_layout, read_config, resolve_model
 from .pairrm_tokens import restore_sentencepiece_normalizer
 
@@ -156,7 +156,7 @@ class BlenderScorer(PairRMScorerBase):
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
               return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
         """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` does not apply here."""
-        check_inputs(prompts, candidates)
+        prompts, candidates = check_inputs(prompts, candidates)
         scores: list[np.ndarray | None] = [None] * len(prompts)
         matrices: list[np.ndarray | None] = [None] * len(prompts)
         # llm-blender needs equal candidate counts in one call; calls of whole batches keep its batching
@@ -185,6 +185,6 @@ class BlenderScorer(PairRMScorerBase):
     def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
                 **kwargs) -> np.ndarray:
         """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A]."""
-        out = self.blender.compare(list(prompts), list(candidates_a), list(candidates_b), batch_size=self.batch_size,
+        out = self.blender.compare(*check_pairs(prompts, candidates_a, candidates_b), batch_size=self.batch_size,
                                    return_logits=True, mode="[A,B]+[B,A]", disable_tqdm=True)
         return np.asarray(out, dtype=np.float64)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence, get_args
+from typing import Any, Callable, Iterator, Sequence, get_args
 
 import numpy as np
 
@@ -70,19 +71,33 @@ def resolve_dtype(dtype: str | None, device, gpu_auto: str = "fp16") -> str:
     return name
 
 
-def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidates: int = 2) -> None:
-    """Raise a DataError naming the first bad row: non-strings, missing fields, too few candidates."""
-    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
-        raise DataError(f"prompts must be a list of strings, got {type(prompts).__name__}.")
-    if isinstance(candidates, str) or not isinstance(candidates, Sequence) or len(candidates) != len(prompts):
+def text_list(value: Any, what: str, expected: str = "a list of strings") -> list:
+    """`value` as a list: a list, a tuple, a numpy array or a pandas Series (parquet's rows hold arrays, and
+    `to_pandas()` gives Series); a DataError naming `what` for a bare string, a generator, None or anything else."""
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0) >= 1:  # numpy's and pandas' items become Python's
+        value = value.tolist()
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    how = (": one text, not a list of texts; put it in a list" if isinstance(value, str) else
+           ": a generator is read once; wrap it in list()" if isinstance(value, Iterator) else "")
+    raise DataError(f"{what} is {type(value).__name__}, expected {expected} (a list, tuple, 1-d numpy array or "
+                    f"pandas Series){how}.")
+
+
+def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any],
+                 min_candidates: int = 2) -> tuple[list[str], list[list[str]]]:
+    """The prompts and each row's candidates as lists (`text_list`); a DataError naming the argument or the first bad
+    row: non-strings, missing fields, too few candidates."""
+    prompts = text_list(prompts, "prompts")
+    candidates = text_list(candidates, "candidates", "one list of candidate texts per prompt")
+    if len(candidates) != len(prompts):
         raise DataError(f"candidates must be a list with one list of candidate texts per prompt "
-                        f"({len(prompts)} prompts), got {type(candidates).__name__} of length "
-                        f"{len(candidates) if isinstance(candidates, Sequence) else '?'}.")
+                        f"({len(prompts)} prompts), got {len(candidates)} lists.")
+    rows = []
     for row, (prompt, cands) in enumerate(zip(prompts, candidates)):
         if not isinstance(prompt, str):
             raise DataError(f"Row {row}: the prompt is {type(prompt).__name__} ({prompt!r:.60}), expected a string.")
-        if isinstance(cands, str) or not isinstance(cands, Sequence):
-            raise DataError(f"Row {row}: candidates is {type(cands).__name__}, expected a list of strings.")
+        rows.append(cands := text_list(cands, f"Row {row}: candidates"))
         if len(cands) < min_candidates:
             need = ("PairRM compares pairs, so each prompt needs at least two" if min_candidates == 2
                     else f"each prompt needs at least {min_candidates}")
@@ -90,6 +105,28 @@ def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidat
         for i, cand in enumerate(cands):
             if not isinstance(cand, str):
                 raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a string.")
+    return prompts, rows
+
+
+def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
+                candidates_b: Sequence[Any]) -> tuple[list[str], list[str], list[str]]:
+    """`compare`'s inputs as lists, checked as `score`'s (`check_inputs`): one candidate A and one B per prompt."""
+    prompts = text_list(prompts, "prompts")
+    a = text_list(candidates_a, "candidates_a", "a list of strings, one per prompt")
+    b = text_list(candidates_b, "candidates_b", "a list of strings, one per prompt")
+    if not len(a) == len(b) == len(prompts):
+        raise DataError(f"compare needs one candidate A and one candidate B per prompt: got {len(prompts)} "
+                        f"prompts, {len(a)} A and {len(b)} B.")
+    check_inputs(prompts, [[x, y] for x, y in zip(a, b)])
+    return prompts, a, b
+
+
+def check_batch_tokens(batch_tokens: Any) -> int:
+    """`batch_tokens` as an int, or a ParameterError naming it (a string, a fraction, a bool, less than 1)."""
+    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, numbers.Integral) or batch_tokens < 1:
+        raise ParameterError(f"batch_tokens={batch_tokens!r} must be a whole number >= 1 (tokens per forward batch), "
+                             f"or None for the device's default.")
+    return int(batch_tokens)
 
 
 def check_scores(scores: Sequence[float], where: str = "A row") -> None:
@@ -120,7 +157,7 @@ def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Pat
     if reads_as_hub_id(spec):
         return None
     raise ModelLoadError(f"{what} '{spec}' is not a directory: it names a local path, and nothing is at "
-                         f"{path.resolve()}. Check the path (it is read relative to the directory you run in), or "
+                         f"{path.resolve()}. Check the path (a relative path is read from the current folder), or "
                          f"pass a hub id such as {hub_example}, or a built-in stand-in (builtin:tiny-pairrm, "
                          f"builtin:tiny-reward-llama) for a run without any download (its scores are noise).")
 
@@ -160,10 +197,8 @@ class BudgetedBatches:
         `batch_tokens` None: the device's (`repro.parameters.default_batch_tokens`)."""
         import torch
 
-        if batch_tokens is None:
-            batch_tokens = default_batch_tokens(self.device.type)
-        if batch_tokens < 1:
-            raise ParameterError(f"batch_tokens={batch_tokens} must be >= 1.")
+        batch_tokens = check_batch_tokens(default_batch_tokens(self.device.type) if batch_tokens is None else
+                                          batch_tokens)
         position = np.argsort(order)  # where each item runs (`order` is a permutation of the items)
         # a prompt is done after its last item (one that needs none is never reported, as it has no pass to wait for)
         done_at = np.sort([position[items].max() if len(items) else -1 for items in needed])
@@ -201,6 +236,14 @@ class BudgetedBatches:
     def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
         """Ranks per prompt (1 = best, ties share), from `score`."""
         return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]
+
+    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
+                **kwargs) -> np.ndarray:
+        """score(A) − score(B) per prompt, A and B scored as its two candidates (> 0: A is better): PairRM's
+        M[A, B] − M[B, A] (llm-blender's compare mode "[A,B]+[B,A]"), a reward model's r(A) − r(B)."""
+        prompts, a, b = check_pairs(prompts, candidates_a, candidates_b)
+        scores = self.score(prompts, [[x, y] for x, y in zip(a, b)], **kwargs)
+        return np.array([s[0] - s[1] for s in scores], dtype=np.float64)
 
     def effective_batch_tokens(self, batch_tokens: int) -> int:
         """The budget a call with `batch_tokens` uses: lower after an out-of-memory (the scores depend on it)."""

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from ..errors import DataError, ModelLoadError
+from ..errors import ModelLoadError
 from .common import BudgetedBatches, check_inputs, resolve_device, resolve_dtype, torch_dtype
 from .pairrm_attention import PairRMModel
 from .pairrm_checkpoint import (PairRMScorerBase, checkpoint_limits, detect_layout, load_pairrm_model, read_config,
@@ -145,7 +145,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
               return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
         """PairRM scores per prompt (float64, input order), each M too with `return_matrix`; `progress(n)` as `_run`."""
-        check_inputs(prompts, candidates)
+        prompts, candidates = check_inputs(prompts, candidates)
         plan, order, per_prompt = self.plan(prompts, candidates)
         logits = self._run(plan, order, batch_tokens, [index[index >= 0] for index in per_prompt], progress)
         matrices = [np.where(index >= 0, logits[np.maximum(index, 0)].astype(np.float64), 0.0) for index in per_prompt]
@@ -154,17 +154,7 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
 
     def pass_inputs(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[dict]:
         """The input ids of every forward pass, per prompt: {(i, j): ids} for candidate i first, j second."""
-        check_inputs(prompts, candidates)
+        prompts, candidates = check_inputs(prompts, candidates)
         plan, _, per_prompt = self.plan(prompts, candidates)
         return [{(i, j): np.concatenate([plan[k].source, plan[k].first, plan[k].second])
                  for (i, j), k in np.ndenumerate(index) if k >= 0} for index in per_prompt]
-
-    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
-                **kwargs) -> np.ndarray:
-        """M[A, B] − M[B, A] per prompt (llm-blender's compare mode "[A,B]+[B,A]"): > 0 means A is better."""
-        if len(candidates_a) != len(prompts) or len(candidates_b) != len(prompts):
-            raise DataError(f"compare needs one candidate A and one candidate B per prompt: got {len(prompts)} "
-                            f"prompts, {len(candidates_a)} A and {len(candidates_b)} B.")
-        _, matrices = self.score(prompts, [[a, b] for a, b in zip(candidates_a, candidates_b)], return_matrix=True,
-                                 **kwargs)
-        return np.array([m[0, 1] - m[1, 0] for m in matrices], dtype=np.float64)

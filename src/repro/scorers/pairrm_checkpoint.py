@@ -11,7 +11,7 @@ import torch
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
-from ..paths import reads_as_hub_id, resolve_user_path
+from ..paths import reads_as_hub_id
 from ..revisions import hub_offline
 from .common import is_stand_in, local_checkpoint
 from .pairrm_attention import PairRMModel, install_fast_attention
@@ -50,7 +50,8 @@ def _from_hub(repo_id: str) -> Path:
     offline = f" ({switch} is set: the hub was not asked)" if (switch := hub_offline()) else ""
     raise ModelLoadError(
         f"PairRM model '{repo_id}' could not be loaded: it is not a local directory (no folder "
-        f"{resolve_user_path(repo_id, may_be_id=False)}), not in llm-blender's download folder ({legacy}) and not "
+        f"{Path(repo_id).expanduser().resolve()}: a relative path is read from the current folder), not in "
+        f"llm-blender's download folder ({legacy}) and not "
         f"in the Hugging Face hub cache ({constants.HF_HUB_CACHE}){offline}; {'; '.join(reasons)}. "
         f"{_how_to_provide(repo_id)}")
 

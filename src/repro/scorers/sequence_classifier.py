@@ -245,7 +245,7 @@ class SequenceClassifierScorer(BudgetedBatches):
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
               progress: Callable[[int], Any] | None = None) -> list[np.ndarray]:
         """One logit per candidate (float64 arrays, input order); `progress(n)` counts prompts finished."""
-        check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES["sequence_classifier"])
+        prompts, candidates = check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES["sequence_classifier"])
         plan, order, per_prompt = self.plan(prompts, candidates)
         logits = self._run(plan, order, batch_tokens, per_prompt, progress)
         return [logits[index].astype(np.float64) for index in per_prompt]
