@@ -3,6 +3,7 @@ reuse of complete members, the family view on hand-built members, and the demo f
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -374,6 +375,56 @@ def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_
     # nor does a run go into a family's folder whose view never ran
     assert main(["run", str(DEMO), "--out", str(root), "--check"]) == 1
     assert "holds a family's folder" in capsys.readouterr().out
+
+
+def test_members_an_older_repro_named_without_their_letters_keep_their_folders(tmp_path, monkeypatch, capsys):
+    # an older repro dropped letters outside ASCII from member names (Straße: pretty_name-Stra-e, Café: ...-Caf):
+    # after an upgrade every member was "(new)", the old ones "no longer in the grid", and each was built again
+    root = tmp_path / "f"
+    old = {"pretty_name-Stra-e": {"pretty_name": "Straße"}, "pretty_name-Caf": {"pretty_name": "Café"}}
+    Manifest(RunDir(root)).update(members=old, family_name="demo")  # the family folder's record, as it wrote it
+    command = ["run", str(DEMO), "--set", "mini_count=2", "--out", str(root), "--grid"]
+    values = {**load_params_file(DEMO), "mini_count": 2, "family": {"grid": {"pretty_name": ["Straße", "Café"]}}}
+    family = fam.plan_family(values, default_name="demo", out=str(root))
+    assert [m.name for m in family.members] == ["pretty_name-Stra-e", "pretty_name-Caf"]
+    assert [m.run_dir for m in family.members] == [root / "pretty_name-Stra-e", root / "pretty_name-Caf"]
+    done = family.members[0]  # a member complete there: held, not run again
+    manifest = Manifest(RunDir(done.run_dir))
+    manifest.start_run({}, ["01_construct"])
+    manifest.update(family=done.record(family.name), fingerprint=done.fingerprint)
+    manifest.finish_run("complete")
+    assert main([*command, "pretty_name=Straße,Café", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "members: pretty_name-Stra-e: complete with the same parameters, not run again" in out
+    assert "pretty_name-Straße" not in out and "pretty_name-Café" not in out  # (no member of the new name)
+    ran = []
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: ran.append(root) or 130)
+    assert main([*command, "pretty_name=Straße,Café", "--member", "pretty_name-Caf"]) == 130
+    assert main([*command, "pretty_name=Straße,Café", "--member", "0"]) == 0 and ran == [root / "pretty_name-Caf"]
+    out = capsys.readouterr().out
+    assert "no longer in the grid" not in out and "pretty_name-Stra-e is complete with the same parameters" in out
+    assert Manifest(RunDir(root)).read()["members"] == old
+    # --jobs: each member's own process plans the same name
+    args = argparse.Namespace(params=DEMO, overrides=["mini_count=2"], grid=["pretty_name=Straße,Café"], force=False,
+                              log_output=False, kernel="k", out=str(root))
+    assert family_cli._member_command(args, family.members[1])[5:7] == ["--member", "pretty_name-Caf"]
+    # a value really taken out of the grid is still told so; a new one gets a name of its letters
+    assert main([*command, "pretty_name=Straße,Wien,日本語", "--check"]) == 0
+    assert main([*command, "pretty_name=Straße,Wien,日本語", "--member", "2"]) == 130
+    out = capsys.readouterr().out
+    assert "family demo: pretty_name-Caf of its last plan is no longer in the grid: left out of the family view (its " \
+           "folder stays)" in out
+    assert list(Manifest(RunDir(root)).read()["members"]) == ["pretty_name-Stra-e", "pretty_name-Wien",
+                                                              "pretty_name-日本語"]
+    # a member renamed by another member_name (ASCII names: named alike by every repro) takes its new name
+    values["family"] = {"grid": {"mini_index": [0, 1]}, "member_name": "part{mini_index}"}
+    Manifest(RunDir(root)).update(members={"mini_index-0": {"mini_index": 0}})
+    assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == ["part0", "part1"]
+    # another family's record there names nothing of this one
+    Manifest(RunDir(root)).update(members=old, family_name="other")
+    values["family"] = {"grid": {"pretty_name": ["Straße", "Café"]}}
+    assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == [
+        "pretty_name-Straße", "pretty_name-Café"]
 
 
 def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch, capsys):

@@ -15,7 +15,7 @@ from repro.card import gather_facts
 from repro.dataset_io import SEED_COLUMNS, write_split
 from repro.errors import ParameterError
 from repro.manifest import Manifest
-from repro.parameters import AnalyzeParams, CardParams, CompareParams, build
+from repro.parameters import AnalyzeParams, CardParams, CompareParams, build, validate_namespace
 from repro.paths import RunDir, run_dir_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +103,34 @@ def test_a_dataset_named_in_any_script_gets_a_run_directory_and_card_title_of_it
         assert facts.title == name and facts.run.root == root / "runs" / name
         analysis.analyze(build(AnalyzeParams, {"dataset": str(root / "data dir" / f"{name}.jsonl"),
                                                "bootstrap_resamples": 100}))
+
+
+def test_a_datasets_run_an_older_repro_named_without_its_letters_is_used_and_said_so(project, capsys):
+    # an older repro named the run of données.jsonl runs/donn-es; after an upgrade the notebook wrote runs/données,
+    # the analysis done there unused, without a word
+    root, _, mine = project
+    data = root / "données.jsonl"
+    data.write_bytes(mine.read_bytes())
+    older = RunDir(root / "runs" / "donn-es")  # as an older repro left it, in the project where it was then
+    was = Path("/elsewhere/project")
+    older.root.mkdir(parents=True)
+    (older.root / "manifest.json").write_text(json.dumps({
+        "status": "complete", "subject": {"dataset": str(was / data.name), "parameter": "dataset"},
+        "parameters": {"dataset": str(was / data.name), "run_dir": str(was / "runs" / "donn-es")}}))
+    assert run_dir_of(str(data), "demo") == older.root
+    analysis.analyze(validate_namespace("analyze", {"dataset": str(data), "bootstrap_resamples": 100}))
+    assert json.loads(older.metrics.read_text())["n"] == 60 and not (root / "runs" / "données").exists()
+    assert capsys.readouterr().out.startswith(
+        f"run directory: {older.root} (the one of dataset='{data}', named by an older repro: a new run would be "
+        f"runs/données; set run_dir to choose another)\n")
+    # a dataset of the same old name but another subject, or one whose run of the new name exists: as before
+    other = root / "donnèes.jsonl"
+    other.write_bytes(mine.read_bytes())
+    assert run_dir_of(str(other), "demo") == root / "runs" / "donnèes"
+    (root / "runs" / "données").mkdir()
+    assert run_dir_of(str(data), "demo") == root / "runs" / "données"
+    analysis.analyze(validate_namespace("analyze", {"dataset": str(data), "bootstrap_resamples": 100}))
+    assert "older repro" not in capsys.readouterr().out
 
 
 def test_01_construct_never_builds_into_a_run_directory_of_another_dataset(project):

@@ -180,6 +180,16 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     return names
 
 
+def as_recorded(root: Path, family: str, grids: list[dict[str, Any]], names: list[str]) -> list[str]:
+    """`names`, each member's (of grid values `grids`), but a name the family folder's record planned for the same
+    grid values under another name: that member continues in its folder (an older repro dropped the letters outside
+    ASCII: Straße's was Stra-e). An ASCII name was named alike then: one recorded otherwise had another member_name."""
+    record = Manifest(root).read()
+    planned = record.get("members") if record.get("family_name", family) == family else None
+    old = {fingerprint_of(g): n for n, g in planned.items() if n not in names} if isinstance(planned, dict) else {}
+    return [name if name.isascii() else old.get(fingerprint_of(g), name) for name, g in zip(names, grids)]
+
+
 def is_bundle(key: str, value: Any) -> bool:
     """Whether a value of grid key `key` is a bundle: a mapping, unless under a parameter that takes one
     (known_recipe, scorer_options: the mapping is that parameter's value)."""
@@ -249,11 +259,11 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
                              f"never one).")
 
     combos = [dict(zip(grid, c)) for c in itertools.product(*map(enumerate, grid.values()))]
-    names = member_names(combos, spec.get("member_name"), where)
+    grids = [{k: v for k, (_, v) in combo.items()} for combo in combos]
+    names = as_recorded(root, name, grids, member_names(combos, spec.get("member_name"), where))
     base = {k: v for k, v in values.items() if k != "family"}
     members = []
-    for i, (combo, member) in enumerate(zip(combos, names)):
-        grid_values = {k: v for k, (_, v) in combo.items()}
+    for i, (grid_values, member) in enumerate(zip(grids, names)):
         member_values = dict(base, run_name=f"{name}-{member}", run_dir=str(root / member))
         for key, value in grid_values.items():
             member_values.update(settings_of(key, value))

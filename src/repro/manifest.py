@@ -23,8 +23,8 @@ from . import __version__
 from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, notebook_fields, unused_generation
-from .paths import (LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, project_root, rebased, resolve_user_path,
-                    shipped)
+from .paths import (LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, project_root, rebased, record_project,
+                    resolve_user_path, shipped)
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
                     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
@@ -333,15 +333,8 @@ class Manifest:
         return dict(sorted(changed.items()))
 
     def project(self, data: dict[str, Any]) -> Path:
-        """The project root the paths of the record `data` were taken from (`start_run` records it); of a record
-        from before that, the root its run_dir was in where the run is at the same place in its project now (a run
-        in <root>/runs/x: the project was moved or copied); else the project root now."""
-        if data.get("project"):
-            return Path(data["project"])
-        root, was = project_root(), Path((data.get("parameters") or {}).get("run_dir") or "").parts
-        here = self.run.root.resolve()
-        inside = here.relative_to(root).parts if here.is_relative_to(root) else ()
-        return Path(*was[:-len(inside)]) if inside and was[-len(inside):] == inside else root
+        """The project root the paths of the record `data` were taken from (`paths.record_project`)."""
+        return record_project(data, self.run.root)
 
     def recorded(self, data: dict[str, Any], entry: dict[str, Any] | None = None) -> dict[str, Any]:
         """The parameters the record `data` holds (`entry`'s: a notebook's own), each path of its project (`project`)

@@ -18,8 +18,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
 from .errors import ParameterError, ReproError, counted, did_you_mean
-from .paths import (DEMO, MANIFEST_JSON, SPLIT, find_params, project_root, resolve_user_path, row_cache_dir,
-                    run_dir_of, run_manifest_of, utf8_text)
+from .paths import (DEMO, MANIFEST_JSON, SPLIT, dataset_run_name, find_params, project_root, resolve_user_path,
+                    row_cache_dir, run_dir_of, run_manifest_of, utf8_text)
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -748,9 +748,11 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
         raise
     if first:
         namespace[_SEEN] = set(namespace)
-        if params.subject and getattr(params, params.subject) is not None and not params.run_dir:
-            print(f"run directory: {params.run_root} (the one of {params.subject}={getattr(params, params.subject)!r}; "
-                  f"set run_dir to choose another)")
+        if params.subject and (given := getattr(params, params.subject)) is not None and not params.run_dir:
+            named = dataset_run_name(given)  # (another: the run an older repro named so, run_dir_of)
+            older = f", named by an older repro: a new run would be runs/{named}" * (params.run_root.name != named)
+            print(f"run directory: {params.run_root} (the one of {params.subject}={given!r}{older}; set run_dir to "
+                  f"choose another)")
     return params
 
 

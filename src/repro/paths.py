@@ -11,7 +11,7 @@ import re
 import time
 import unicodedata
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from .errors import ParameterError, ReproError, did_you_mean, unicode_form
 
@@ -162,6 +162,18 @@ def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
     return value
 
 
+def record_project(data: dict[str, Any], run: Path) -> Path:
+    """The project root the paths of the run `run`'s record `data` were taken from (`start_run` records it); of a
+    record from before that, the root its run_dir was in where the run is at the same place in its project now (a run
+    in <root>/runs/x: the project was moved or copied); else the project root now."""
+    if data.get("project"):
+        return Path(data["project"])
+    root, was = project_root(), Path((data.get("parameters") or {}).get("run_dir") or "").parts
+    here = run.resolve()
+    inside = here.relative_to(root).parts if here.is_relative_to(root) else ()
+    return Path(*was[:-len(inside)]) if inside and was[-len(inside):] == inside else root
+
+
 def unicode_twin(path: str | Path) -> str:
     """For a path that does not exist: a hint when it exists with a name in it (the file's, a folder's) written in
     another Unicode form (macOS writes é as e and a combining accent, NFD; typed, é is one character, NFC), the two
@@ -241,11 +253,26 @@ def run_folder(run_dir: str | Path | None, run_name: str) -> Path:
 
 def run_dir_of(dataset: str | None, run_name: str) -> Path:
     """Where a notebook on `dataset` writes without run_dir: the run it belongs to, else runs/<its name> (never
-    another run's folder); with no dataset, runs/<run_name>."""
+    another run's folder), or the run of it an older repro named otherwise (`ascii_folder_safe`) where there is one
+    and none of its name now; with no dataset, runs/<run_name>."""
     if dataset is None:
         return default_run_dir(run_name)
     manifest = run_manifest_of(dataset) if Path(dataset).is_absolute() else None  # a local path, by the path rule
-    return manifest.parent if manifest is not None else default_run_dir(dataset_run_name(dataset))
+    if manifest is not None:
+        return manifest.parent
+    run, older = (default_run_dir(dataset_run_name(dataset, safe)) for safe in (folder_safe, ascii_folder_safe))
+    return older if not run.exists() and older != run and describes(older, dataset) else run
+
+
+def describes(run: Path, dataset: str) -> bool:
+    """Whether the record of the run directory `run` says it describes `dataset` (its subject, a path of its project
+    where the project is now)."""
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads((run / MANIFEST_JSON).read_text(encoding="utf-8"))
+        subject = data.get("subject") if isinstance(data, dict) else None
+        return isinstance(subject, dict) and rebased(subject.get("dataset"), record_project(data, run),
+                                                     project_root()) == dataset
+    return False
 
 
 def folder_safe(text: str) -> str:
@@ -261,13 +288,19 @@ def folder_safe(text: str) -> str:
     return re.sub("/+", "-", "".join(kept))
 
 
-def dataset_run_name(dataset: str) -> str:
+def ascii_folder_safe(text: str) -> str:
+    """`text` as a folder's name held it before repro kept letters outside ASCII (git 27efb89, Dec 5, and older):
+    ASCII letters and digits, '.', '_' and '-' kept, each run of other characters one '-' (Straße: Stra-e)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text)
+
+
+def dataset_run_name(dataset: str, safe: Callable[[str], str] = folder_safe) -> str:
     """The run name a dataset given by path or hub id gets: its file or repository name, without extension, as
-    `folder_safe` keeps it (composed: é typed as e and an accent is é)."""
-    name = unicodedata.normalize("NFC", Path(dataset.rstrip("/")).name)
+    `safe` keeps it (`folder_safe`: composed, é typed as e and an accent is é; `ascii_folder_safe`: as it was)."""
+    name = Path(dataset.rstrip("/")).name
     for suffix in sorted(_FILE_SUFFIXES, key=len, reverse=True):
         name = name.removesuffix(suffix)
-    return folder_safe(name).strip(".-") or "dataset"
+    return safe(name).strip(".-") or "dataset"
 
 
 def shipped(name: str) -> Path:
