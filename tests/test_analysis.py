@@ -258,7 +258,8 @@ def test_nonfinite_scores_are_an_error_unless_excluded(tmp_path):
     pd.DataFrame(rows).to_parquet(data)
     # the rows are named by their position counted from 0 (the second row, jsonl line 2, is row 1), and say so
     with pytest.raises(DataError, match=r"3 of 6 rows .*\(rows 1 \(from 0; prompt_id id1\), 3 \(prompt_id id3\), "
-                                        r"4 \(prompt_id id4\)\)\. .*exclude_nonfinite: true"):
+                                        r"4 \(prompt_id id4\); score_chosen: 2, score_rejected: 1\)\. "
+                                        r".*exclude_nonfinite: true"):
         _analyze(tmp_path, data)
     result = _analyze(tmp_path, data, exclude_nonfinite=True, bootstrap_resamples=100)
     m = result.metrics

@@ -1243,6 +1243,9 @@ def test_rows_without_a_score_are_said_and_dropped_by_the_usage_snippet(tmp_path
             assert "被排除的行：`score_chosen` 为 NaN、无穷或缺失的 2 行；`score_rejected` 为 NaN、无穷或缺失的 2 行。" in zh
             assert "{" not in section(en, "## Characteristics").split("|")[0]
         assert "# 4 rows without a finite score in both columns: to_trl refuses them" in en
+        for i in (3, 5, 7, 13):  # as it refuses each of them: the NaN one became a score_margin of nan
+            with pytest.raises(DataError, match="must be finite numbers"):
+                to_trl(datasets.Dataset.from_list([rows[i]], features=SEED_FEATURES))
         monkeypatch.chdir(card_path.parent.parent)
         for half in (en, zh):
             load, _, plain = re.findall(r"```python\n(.*?)```", half, flags=re.S)[:3]

@@ -166,7 +166,7 @@ def test_to_trl_reads_every_format():
     assert pairs.column_names == [*selm.column_names, "score_margin"]
     # by the layout, not the values: a seed table whose scores are null is refused, an empty SELM split converts
     nulls = export_rows("seed", rows, picks).map(lambda r: {"score_chosen": None, "score_rejected": None})
-    with pytest.raises(DataError, match="must be numbers, got \\[None, None\\]"):
+    with pytest.raises(DataError, match=r"must be finite numbers \(not null, NaN nor infinite\), got \[None, None\]"):
         to_trl(nulls)
     empty = to_trl(export_rows("selm", rows, picks).select([]))
     assert len(empty) == 0 and empty.column_names == selm.column_names

@@ -293,8 +293,30 @@ def test_a_row_whose_conversations_are_short_or_differ_is_named(seed_ds):
 def test_a_row_without_scores_is_named(seed_ds):
     rows = seed_ds.to_list()
     rows[2]["score_rejected"] = None
-    with pytest.raises(DataError, match=r"^Row 2 \(from 0; prompt_id [0-9a-f]{64}\): `score_chosen` and `score_rejected` must be numbers"):
+    with pytest.raises(DataError, match=r"^Row 2 \(from 0; prompt_id [0-9a-f]{64}\): `score_chosen` and `score_rejected` "
+                                        r"must be finite numbers"):
         to_trl(datasets.Dataset.from_list(rows, features=seed_ds.features))
+
+
+@pytest.mark.parametrize("index, column, value", [(1, "score_chosen", math.nan), (2, "score_rejected", math.inf)])
+def test_a_row_whose_score_is_not_finite_is_named(seed_ds, index, column, value):
+    # NaN and infinite scores converted to a score_margin of nan / inf, where the card says to_trl refuses them
+    rows = seed_ds.to_list()
+    rows[index][column] = value
+    for convert in (to_trl, to_trl_implicit):
+        with pytest.raises(DataError, match=rf"^Row {index} \(from 0; prompt_id [0-9a-f]{{64}}\): `score_chosen` and "
+                                            rf"`score_rejected` must be finite numbers \(not null, NaN nor infinite\), "
+                                            rf"got \[.*{value}.*\]"):
+            convert(datasets.Dataset.from_list(rows, features=seed_ds.features))
+
+
+def test_rlhflows_margin_that_is_not_finite_is_named(seed_ds):
+    texts = [(r["prompt"], r["chosen"][-1]["content"], r["rejected"][-1]["content"]) for r in seed_ds.select(range(3))]
+    rows = [{"prompt": [{"content": p, "role": "user"}], "chosen": c, "rejected": j, "margin": m}
+            for (p, c, j), m in zip(texts, (1.0, math.nan, None))]
+    with pytest.raises(DataError, match=r"^Row 1 \(from 0\b.*`margin` must be a finite number or null, got nan"):
+        to_trl(datasets.Dataset.from_list(rows))
+    assert to_trl(datasets.Dataset.from_list(rows[::2]))["score_margin"] == [1.0, None]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 
 from repro.analysis import plots
+from repro.errors import DataError
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +152,14 @@ def test_scores_all_equal_draw_every_figure_without_a_density(tmp_path):
     ax = plots.margin_distribution(same - same).axes[0]
     assert sum(p.get_height() for p in ax.patches) == 6
     assert [line.get_label() for line in ax.lines] == ["margin = 0 (tie)"]
+
+
+def test_draw_all_refuses_a_nan_score_naming_its_row(tmp_path):
+    # it titled "n = 3 pairs" and drew 2 points
+    with pytest.raises(DataError, match=r"^repro\.analysis\.plots\.draw_all: 1 of 4 rows have a NaN, infinite or "
+                                        r"missing score \(rows 1 \(from 0\); score_chosen: 1\)\. .*exclude_nonfinite"):
+        plots.draw_all(np.array([1.0, np.nan, 2.0, 4.0]), np.array([0.0, 0.0, 1.0, 1.0]), tmp_path)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("draw", ["compare_scores", "compare_bland_altman"])

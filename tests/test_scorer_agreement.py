@@ -19,6 +19,7 @@ from scipy import stats as sps
 from repro.analysis import agreement as sa, plots, report as analysis
 from repro import card as repro_card
 from repro.dataset_io import output_features, write_split
+from repro.errors import ParameterError
 from repro.manifest import Manifest, sha256_file
 from repro.construct.pairs import select_pair
 from repro.construct.selection import best_worst
@@ -119,6 +120,9 @@ def test_every_pair_of_three_scorers_and_too_few():
     assert "p (the primary scorer)" in block["decided_by"]
     with pytest.raises(ValueError, match="at least two scorers"):
         sa.agreement({"p": scores["p"]}, "p", "last")
+    # a tie rule not among lowest_tie's values was a raw KeyError: 'lowest' (after every pair was compared)
+    with pytest.raises(ParameterError, match=r"^lowest_tie must be 'last' or 'first' \(.*\), got 'lowest'\. Did you mean"):
+        sa.agreement(scores, "p", "lowest")
 
 
 def test_no_comparable_rows_gives_undefined_statistics():

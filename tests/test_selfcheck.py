@@ -358,6 +358,18 @@ def test_paths_from_the_home_folder_as_typed():
     assert (args.report, args.input) == (Path.home() / "check", Path.home() / "rows.jsonl")
 
 
+def test_selfcheck_json_writes_the_home_folder_as_the_markdown_does(tmp_path, two_rows, monkeypatch):
+    # selfcheck.json said "/root/.cache/repro" (the stand-in's folder) where selfcheck.md says ~/.cache/repro
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("REPRO_CACHE", raising=False)
+    run_selfcheck("builtin:tiny-pairrm", device="cpu", input=two_rows, rows=1, report_dir=tmp_path / "rep",
+                  timing=False, log=lambda line: None)
+    text, md = ((tmp_path / "rep" / name).read_text() for name in ("selfcheck.json", "selfcheck.md"))
+    assert str(home) not in text and str(home) not in md
+    assert '"~/.cache/repro/tiny-pairrm-v1"' in text and "built-in stand-in: ~/.cache/repro |" in md
+
+
 def test_a_relative_report_folder_is_taken_from_the_current_folder_as_the_input_is(tmp_path, two_rows, monkeypatch):
     # `--input rows.jsonl --report rep` from a sub-folder: the input was read there, the report written at the root
     monkeypatch.setenv("REPRO_HOME", str(tmp_path))

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from repro.analysis import stats
+from repro.errors import DataError
 
 # The hand-worked example: margins [2, 0, -2, 4, 1].
 CHOSEN = np.array([3.0, 5.0, 4.0, 6.0, 2.0])
@@ -329,6 +330,46 @@ def test_detect_scale():
     probability = stats.detect_scale(rng.uniform(0.5, 1.0, 50), rng.uniform(0.0, 0.5, 50))
     assert probability["kind"] == "probability" and "probabilities" in probability["sentence"]
     assert "logits" not in probability["sentence"] and "do not apply" in probability["sentence"]
+
+
+# --------------------------------------------------------------------------------------------
+# what the helpers are given, as a notebook gives it: NaN, unsigned integers, lists, nothing
+NAN_CHOSEN, NAN_REJECTED = np.array([1.0, np.nan, 2.0, 4.0]), np.array([0.0, 0.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("call", [
+    lambda c, r: stats.summarize_scores(c, r, 200, 0), lambda c, r: stats.margin_sign(c - r),
+    lambda c, r: stats.paired_tests(c - r), lambda c, r: stats.effect_sizes(c - r),
+    lambda c, r: stats.detect_scale(c, r), lambda c, r: stats.pairrm_invariants(c, r)])
+def test_a_nan_or_infinite_score_is_refused_naming_its_row_and_the_exclusion(call):
+    # summarize_scores gave score_chosen mean 1.0, std 0.0, max 1.0; paired_t said "all margins are equal"; the sign
+    # test counted the NaN as a zero
+    for chosen in (NAN_CHOSEN, np.where(np.isnan(NAN_CHOSEN), np.inf, NAN_CHOSEN)):
+        with pytest.raises(DataError, match=r"^repro\.analysis\.stats\.\w+: 1 of 4 rows have a NaN, infinite or "
+                                            r"missing score \(rows 1 \(from 0\); (score_chosen|margin): 1\)\. "
+                                            r".*exclude_nonfinite"):
+            call(chosen, NAN_REJECTED)
+
+
+def test_scores_are_read_as_float64_lists_and_unsigned_integers_too():
+    # uint8 [5, 7] - [4, 8] wrapped to a margin of 255 (mean 128.0); a list was a raw TypeError
+    out = stats.summarize_scores(np.array([5, 7], np.uint8), np.array([4, 8], np.uint8), 100, 0)
+    assert out["margin"]["mean"] == 0.0 and out["margin"]["min"] == -1.0
+    assert stats.summarize_scores([1.0, 2.0], [0.0, 1.0], 100, 0) == stats.summarize_scores(
+        np.array([1.0, 2.0]), np.array([0.0, 1.0]), 100, 0)
+    assert stats.margin_sign([1, 0, -2])["counts"] == {"positive": 1, "zero": 1, "negative": 1}
+
+
+def test_no_scores_or_unpaired_scores_are_a_clear_error():
+    # detect_scale raised a raw ValueError (min of an empty array), pairrm_invariants a ZeroDivisionError
+    for call in (stats.detect_scale, stats.pairrm_invariants):
+        with pytest.raises(DataError, match=r"^repro\.analysis\.stats\.\w+: score_chosen and score_rejected hold no "
+                                            r"rows: give one score per row"):
+            call(np.array([]), np.array([]))
+    with pytest.raises(DataError, match=r"must be flat, one score per row, as many in each; got 3 and 2 values"):
+        stats.summarize_scores([1.0, 2.0, 3.0], [0.0, 1.0], 100, 0)
+    with pytest.raises(DataError, match=r"score_chosen must hold numbers"):
+        stats.detect_scale(["high", "low"], [0.0, 1.0])
 
 
 def test_clean_is_strict_json():

@@ -11,6 +11,7 @@ beside conversational `chosen` / `rejected` fails one way or another (docs/trl.m
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import datasets
@@ -90,12 +91,20 @@ def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict
 
 def _margin(row: dict[str, Any], index: int) -> float | None:
     scores = [row.get("score_chosen"), row.get("score_rejected")]
+    fix = "fix the row or leave it out before converting."
     if GIVEN_MARGIN in row:  # a format without pair scores: its own margin (RLHFlow's pairs), else none (SELM's)
+        if row[GIVEN_MARGIN] is not None and not _finite(row[GIVEN_MARGIN]):
+            raise DataError(f"{_where(row, index)}: `margin` must be a finite number or null, got "
+                            f"{row[GIVEN_MARGIN]!r}; {fix}")
         return row[GIVEN_MARGIN]
-    if not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
-        raise DataError(f"{_where(row, index)}: `score_chosen` and `score_rejected` must be numbers, got {scores}; fix "
-                        f"the row or leave it out before converting.")
+    if not all(map(_finite, scores)):
+        raise DataError(f"{_where(row, index)}: `score_chosen` and `score_rejected` must be finite numbers (not null, "
+                        f"NaN nor infinite), got {scores}; {fix}")
     return float(scores[0]) - float(scores[1])
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _explicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:

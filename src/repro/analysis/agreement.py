@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ParameterError, did_you_mean
 from ..parameters import TIE_RULES
 from .stats import clean, correlations, describe, row_starts, row_sums
 
@@ -127,6 +128,10 @@ def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | N
     """The `agreement` block over every pair of `{name: (flat scores, candidates per row)}`; `primary` picked the
     pairs (None: not among these); each scorer's picks break ties by `lowest_tie`, the run's parameter."""
     names = list(scores)
+    if lowest_tie not in TIE_RULES:
+        raise ParameterError(
+            f"lowest_tie must be {' or '.join(map(repr, TIE_RULES))} (the run's parameter: which of equal lowest "
+            f"scores is rejected), got {lowest_tie!r}.{did_you_mean(str(lowest_tie), TIE_RULES)}")
     if len(names) < 2:
         raise ValueError(f"agreement needs at least two scorers, got {names}")
     pairs = [pair_summary(a, b, compare_rows(*scores[a], *scores[b], lowest_tie))

@@ -16,7 +16,7 @@ from matplotlib import font_manager, ft2font
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .stats import has_spread
+from .stats import has_spread, paired_scores
 
 HEXBIN_ABOVE = 2000  # above this many points, scatter plots become hexbins (readable, and small SVGs)
 GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a bar per point would be unreadable)
@@ -279,6 +279,8 @@ def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: 
              ) -> dict[str, dict[str, object]]:
     """Draw and save every figure as {name: {"png", "svg", "title"}}; margin_vs_length only with lengths (of the
     rows `length_margin` describes, default all)."""
+    score_chosen, score_rejected = paired_scores("plots.draw_all", score_chosen=score_chosen,
+                                                 score_rejected=score_rejected)
     margin = score_chosen - score_rejected
     length_margin = margin if length_margin is None else length_margin
     builders = {

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError, counted
-from ..dataset_io import NONFINITE, SCORE_COLUMNS, score_array, scores_digest, split_files
+from ..dataset_io import SCORE_COLUMNS, score_array, scores_digest, split_files
 from ..exporters import seed_view
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
@@ -103,17 +103,9 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
         raise DataError(f"{where} has no rows: there is nothing to analyse. Check `dataset` and `dataset_split`, "
                         f"or run the construction notebook first.")
     chosen, rejected = (score_array(table, column, where) for column in SCORE_COLUMNS)
-    bad_chosen, bad_rejected = ~np.isfinite(chosen), ~np.isfinite(rejected)
-    bad = bad_chosen | bad_rejected
-    reasons = {NONFINITE.format(column): int(b.sum())
-               for column, b in zip(SCORE_COLUMNS, (bad_chosen, bad_rejected)) if b.any()}
-    rows = np.flatnonzero(bad)
-    if rows.size and not exclude_nonfinite:
-        more = f" and {rows.size - 5} more" if rows.size > 5 else ""
-        raise DataError(
-            f"{where}: {rows.size} of {table.num_rows} rows have a NaN, infinite or missing score "
-            f"(rows {rows_named(table, rows[:5])}{more}). Fix those scores, or set the parameter "
-            f"exclude_nonfinite: true to leave them out (they are then counted in n_excluded in metrics.json).")
+    bad, reasons = stats.nonfinite_rows(where, dict(zip(SCORE_COLUMNS, (chosen, rejected))),
+                                        None if exclude_nonfinite else stats.EXCLUDE_NONFINITE,
+                                        lambda rows: rows_named(table, rows))
     keep = np.flatnonzero(~bad)
     if keep.size < 2:
         raise DataError(

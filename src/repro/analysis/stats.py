@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy import stats as sps
 
+from ..dataset_io import NONFINITE
+from ..errors import DataError
 from . import prose
 
 SERIES = ("score_chosen", "score_rejected", "margin")
@@ -33,6 +35,55 @@ SPEARMAN_P_VALUES = 10
 # beyond this magnitude a score's fourth power (kurtosis), then its square (variances), overflows float64 in sums
 # over up to 1e8 rows: the analysis refuses such scores (rescaled, every statistic holds)
 LARGEST_SCORE = 1e70
+
+
+# what a message about NaN, infinite or missing scores says to do: in 02_analyze, and to a caller of these helpers
+EXCLUDE_NONFINITE = ("Fix those scores, or set the parameter exclude_nonfinite: true to leave them out (they are then "
+                     "counted in n_excluded in metrics.json).")
+EXCLUDE_FIRST = ("Fix those scores, or leave those rows out first, as 02_analyze does with exclude_nonfinite: true "
+                 "(repro.analysis.report.validate_scores(table, where, exclude_nonfinite=True) returns the scores of "
+                 "the finite rows).")
+
+
+def nonfinite_rows(where: str, series: dict[str, np.ndarray], fix: str | None = EXCLUDE_NONFINITE,
+                   named: Callable[[np.ndarray], str] | None = None) -> tuple[np.ndarray, dict[str, int]]:
+    """(the rows holding a NaN, infinite or missing value in any of the paired `series`, how many each series holds
+    as metrics.json's excluded_reasons); with `fix`, a DataError instead saying how many rows, which (`named`: how the
+    message names rows) and in which series, then `fix`."""
+    bad = {name: ~np.isfinite(x) for name, x in series.items()}
+    rows = np.logical_or.reduce(list(bad.values()))
+    counts = {name: int(b.sum()) for name, b in bad.items() if b.any()}
+    if fix and rows.any():
+        at = np.flatnonzero(rows)
+        more = f" and {at.size - 5} more" if at.size > 5 else ""
+        shown = named(at[:5]) if named else f"{', '.join(map(str, at[:5]))} (from 0)"
+        raise DataError(f"{where}: {at.size} of {rows.size} rows have a NaN, infinite or missing score (rows {shown}"
+                        f"{more}; {', '.join(f'{name}: {n}' for name, n in counts.items())}). {fix}")
+    return rows, {NONFINITE.format(name): n for name, n in counts.items()}
+
+
+def paired_scores(function: str, **series: Any) -> list[np.ndarray]:
+    """The paired `series` a public helper (`function`: "stats.summarize_scores") was given, as float64 arrays (lists
+    and integers too: unsigned ones wrap in a difference); a DataError unless they hold numbers, one per row, as many
+    in each, at least one, all finite."""
+    where, names = f"repro.analysis.{function}", " and ".join(series)
+    arrays = {}
+    for name, x in series.items():
+        try:
+            arrays[name] = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"{where}: {name} must hold numbers, one score per row ({exc}); convert them first, a "
+                            f"missing score as NaN.") from None
+    shapes = [x.shape for x in arrays.values()]
+    if all(shape == (0,) for shape in shapes):
+        raise DataError(f"{where}: {names} hold{'s' * (len(shapes) == 1)} no rows: give one score per row, at least "
+                        f"one row.")
+    if any(len(shape) != 1 for shape in shapes) or len(set(shapes)) > 1:
+        raise DataError(f"{where}: {names} must be flat, one score per row{', as many in each' * (len(shapes) > 1)}; "
+                        f"got {' and '.join(str(s[0]) if len(s) == 1 else f'shape {s}' for s in shapes)} values. Give "
+                        f"them as 1-dimensional arrays or lists, row i of each the same pair.")
+    nonfinite_rows(where, arrays, EXCLUDE_FIRST)
+    return list(arrays.values())
 
 
 def clean(value: Any) -> Any:
@@ -143,6 +194,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
                      ) -> dict[str, dict[str, Any]]:
     """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected)."""
+    score_chosen, score_rejected = paired_scores("stats.summarize_scores", score_chosen=score_chosen,
+                                                 score_rejected=score_rejected)
     series = {"score_chosen": score_chosen, "score_rejected": score_rejected, "margin": score_chosen - score_rejected}
     intervals = bootstrap_intervals(series, resamples, seed)
     return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
@@ -150,6 +203,7 @@ def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resam
 
 def margin_sign(margin: np.ndarray) -> dict[str, dict[str, float]]:
     """Counts and fractions of rows with margin > 0 (chosen preferred), = 0 (tie) and < 0 (inversion)."""
+    margin, = paired_scores("stats.margin_sign", margin=margin)
     counts = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
               "negative": int((margin < 0).sum())}
     return {"counts": counts, "fractions": {k: v / margin.size for k, v in counts.items()}}
@@ -203,11 +257,13 @@ def sign_test(margin: np.ndarray, what: str = "margin") -> dict[str, Any]:
 
 def paired_tests(margin: np.ndarray) -> dict[str, dict[str, Any]]:
     """The `tests` block: Wilcoxon signed-rank, paired t and sign test on the margin."""
+    margin, = paired_scores("stats.paired_tests", margin=margin)
     return {"wilcoxon": wilcoxon_test(margin), "paired_t": paired_t_test(margin), "sign_test": sign_test(margin)}
 
 
 def effect_sizes(margin: np.ndarray) -> dict[str, float | None]:
     """Cohen's d_z (mean margin / its sample std) and the matched-pairs rank-biserial correlation."""
+    margin, = paired_scores("stats.effect_sizes", margin=margin)
     sd = margin.std(ddof=1) if has_spread(margin) else 0.0
     r_plus, r_minus, used = signed_rank_sums(margin)
     return clean({
@@ -252,6 +308,8 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
 
 def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, Any]:
     """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
+    score_chosen, score_rejected = paired_scores("stats.pairrm_invariants", score_chosen=score_chosen,
+                                                 score_rejected=score_rejected)
     c, r, n = score_chosen, score_rejected, score_chosen.size
     sign_fails = int((~((c >= 0) & (r <= 0))).sum())
     antisymmetric = int(np.isclose(c, -r, rtol=0.0, atol=ANTISYMMETRY_ATOL).sum())
@@ -299,6 +357,8 @@ def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise:
     """Say whether the scores look like a 1–10 rating grid, probabilities (real values all in [0, 1]: a classifier's
     or a judge's) or real-valued logits (PairRM's, unless `pairwise` is false: a reward model's; None: no scorer
     recorded, read as PairRM's), and what follows (`rule`: a pair rule other than best vs worst)."""
+    score_chosen, score_rejected = paired_scores("stats.detect_scale", score_chosen=score_chosen,
+                                                 score_rejected=score_rejected)
     v = np.concatenate([score_chosen, score_rejected])
     on_grid = np.isclose(v / RATING_GRID_STEP, np.round(v / RATING_GRID_STEP), rtol=0.0, atol=1e-9)
     grid_fraction = float(on_grid.mean())

@@ -123,10 +123,11 @@ class SelfCheck:
         return line
 
     def to_json(self) -> dict[str, Any]:
-        return {"tool": "repro selfcheck", "when": self.when, "verdict": self.verdict,
+        """The record selfcheck.json holds, home written `~` (as selfcheck.md writes it)."""
+        return _home_as_tilde({"tool": "repro selfcheck", "when": self.when, "verdict": self.verdict,
                 "verdict_line": self.verdict_line(), "settings": self.settings, "environment": self.environment,
                 "models": self.models, "rows": self.rows, "checks": [asdict(c) for c in self.checks],
-                "timing": self.timing, "seconds": round(self.seconds, 1)}
+                "timing": self.timing, "seconds": round(self.seconds, 1)})
 
     def to_markdown(self) -> str:
         """The report as markdown tables, home written `~`."""
@@ -578,10 +579,20 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
     return report
 
 
+def _home_as_tilde(value: Any) -> Any:
+    """`value` with the home folder written `~` in every text (paths as text), through dicts and lists."""
+    if isinstance(value, dict):
+        return {k: _home_as_tilde(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_home_as_tilde(v) for v in value]
+    home = str(Path.home())
+    text = str(value) if isinstance(value, Path) else value
+    return text.replace(home, "~") if isinstance(text, str) and home not in ("", "/") else text
+
+
 def _tidy(text: Any) -> str:
     """A cell's text with the home folder written `~` and pipes escaped."""
-    home = str(Path.home())
-    return table_cell(str(text).replace(home, "~") if home not in ("", "/") else str(text))
+    return table_cell(_home_as_tilde(str(text)))
 
 
 REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
