@@ -268,7 +268,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
     fingerprint = run_fingerprint(resolved)  # the inputs as they are before any work (hashed once)
-    stale = Manifest(run).unheld(fingerprint, values.get("selfcheck"))
+    stale = Manifest(run).unheld(fingerprint, values.get("selfcheck"), resolved)
     if not (changed or args.force or stale):
         print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs, "
               f"hub commits, code and packages, with every output it recorded. --force runs its notebooks again.")
