@@ -763,7 +763,7 @@ def test_a_run_an_older_repro_made_says_only_its_code_changed(tmp_path, capsys, 
     (project / ".repro-project").write_text("a project")
     shutil.copy(ROOT / "tests" / "fixtures" / "ultrafeedback" / "train_prefs.jsonl", project / "rows.jsonl")
     monkeypatch.chdir(project)
-    for name, reference in (("local", "rows.jsonl"),):
+    for name, reference in (("local", "rows.jsonl"), ("hub", "someone/rows")):
         params = project / f"{name}.yaml"
         params.write_text(f"notebooks: [04_compare]\nreference: {reference}\ncandidate: rows.jsonl\n")
         assert main(["run", str(params)]) == 0

@@ -303,8 +303,9 @@ class Manifest:
             return f"it is {data.get('status') or 'not started'}"
         if not isinstance(recorded := data.get("fingerprint"), dict):
             return "nothing records what made it (a notebook run on its own since, or an older repro)"
-        if changed := [part for part, digest in fingerprint.items()  # ("": one of the runs reads none of the part)
-                       if recorded.get(part) != digest and "" not in (digest, recorded.get(part)) and not (
+        # ("": one of the runs reads none of the part; a part not recorded: an older repro's record, unknown)
+        if changed := [part for part, digest in fingerprint.items()
+                       if recorded.get(part, digest) != digest and "" not in (digest, recorded[part]) and not (
                            part == "parameters" and not data.get("project") and parameters is not None
                            and not self.changed_parameters(parameters, parameters["notebooks"]))]:
             changed = [f"{part} ({', '.join(k for k in now if now[k] != was.get(k))})"  # (which hub ids: by name)
