@@ -763,7 +763,8 @@ def test_a_run_an_older_repro_made_says_only_its_code_changed(tmp_path, capsys, 
     (project / ".repro-project").write_text("a project")
     shutil.copy(ROOT / "tests" / "fixtures" / "ultrafeedback" / "train_prefs.jsonl", project / "rows.jsonl")
     monkeypatch.chdir(project)
-    for name, reference in (("local", "rows.jsonl"), ("hub", "someone/rows")):
+    for name, reference, parts in (("local", "rows.jsonl", "local inputs"),
+                                   ("hub", "someone/rows", "local inputs, hub commits")):
         params = project / f"{name}.yaml"
         params.write_text(f"notebooks: [04_compare]\nreference: {reference}\ncandidate: rows.jsonl\n")
         assert main(["run", str(params)]) == 0
@@ -778,6 +779,9 @@ def test_a_run_an_older_repro_made_says_only_its_code_changed(tmp_path, capsys, 
         said = capsys.readouterr().out
         assert "(continues the run there, same parameters; it completed, but its code changed: 04_compare runs " \
                "again)" in said, said
+        assert main(["run", str(params)]) == 0 and main(["run", str(params)]) == 0  # (its parts: those it reads)
+        assert (f"holds a complete run of these parameters, {parts}, code and packages, with every output"
+                in capsys.readouterr().out)
 
 
 def test_a_new_self_check_in_a_complete_run_makes_only_the_card_again(demo_run_copy, capsys, monkeypatch):
