@@ -152,7 +152,8 @@ def test_a_complete_run_asked_for_again_has_nothing_to_do_while_it_is_as_it_was(
     again = ["run", "demo", "--out", str(demo_run_copy)]
     before = files_of(demo_run_copy)
     assert main(again) == 0 and not started and files_of(demo_run_copy) == before
-    assert f"nothing to do: {demo_run_copy} holds a complete run of these parameters" in capsys.readouterr().out
+    assert (f"nothing to do: {demo_run_copy} holds a complete run of these parameters, code and packages, with every "
+            f"output it recorded") in capsys.readouterr().out  # (it reads no local file nor hub id)
     assert main([*again[:1], "--check", *again[1:]]) == 0 and not started
     assert main([*again, "--set", "num_processes=2", "--set", "cache=false"]) == 0 and not started  # how it runs
     assert main([*again, "--set", "chunk_size=8"]) == 0 and len(started) == 1  # other batches: other rounding
@@ -739,6 +740,48 @@ def test_a_project_moved_or_copied_continues_its_runs_of_local_files(tmp_path, t
     assert "other parameters (source (" in again(moved, other, "--check")  # (its outputs stand-ins: it is replaced)
     (moved / "data dir" / "rows 数据.jsonl").write_text(demo_rows.replace("Python", "Rust"))
     assert "it completed, but its local inputs changed" in again(moved, runs["inside"], "--check")
+
+
+def test_a_run_an_older_repro_made_says_only_its_code_changed(tmp_path, capsys, monkeypatch):
+    # a project's runs made by an older repro, checked by this one: "its parameters and code changed" (its record
+    # digested the absolute paths, this repro `<project>/...`) and "its hub commits and code changed" (its record has
+    # no `hub commits`), though no value and no hub commit changed: only the code did
+    import shutil
+
+    from huggingface_hub import constants
+
+    from repro.cli import run as runner
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub_source(tmp_path / "hub", "a" * 40)
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
+    monkeypatch.delenv("REPRO_HOME", raising=False)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".repro-project").write_text("a project")
+    shutil.copy(ROOT / "tests" / "fixtures" / "ultrafeedback" / "train_prefs.jsonl", project / "rows.jsonl")
+    monkeypatch.chdir(project)
+    for name, reference, parts in (("local", "rows.jsonl", "local inputs"),
+                                   ("hub", "someone/rows", "local inputs, hub commits")):
+        params = project / f"{name}.yaml"
+        params.write_text(f"notebooks: [04_compare]\nreference: {reference}\ncandidate: rows.jsonl\n")
+        assert main(["run", str(params)]) == 0
+        manifest = Manifest(project / "runs" / name)
+        data = manifest.read()  # as the older repro wrote it: no `project`, nor a fingerprint's `hub commits`
+        data.pop("project")
+        data["fingerprint"].pop("hub commits")
+        data["fingerprint"].update(parameters="5715d8c70b544d69", code="8338c9b39512ae82")  # (of the paths as such)
+        manifest.write(data)
+        capsys.readouterr()
+        assert main(["run", "--check", str(params)]) == 0
+        said = capsys.readouterr().out
+        assert "(continues the run there, same parameters; it completed, but its code changed: 04_compare runs " \
+               "again)" in said, said
+        assert main(["run", str(params)]) == 0 and main(["run", str(params)]) == 0  # (its parts: those it reads)
+        assert (f"holds a complete run of these parameters, {parts}, code and packages, with every output"
+                in capsys.readouterr().out)
 
 
 def test_a_new_self_check_in_a_complete_run_makes_only_the_card_again(demo_run_copy, capsys, monkeypatch):

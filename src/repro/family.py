@@ -275,7 +275,8 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
 
 def why_run_again(member: Member) -> str:
     """Why the member's run directory does not hold a complete run of the same fingerprint; "" when it does."""
-    return Manifest(member.run_dir).unheld(member.fingerprint, member.values.get("selfcheck"))
+    return Manifest(member.run_dir).unheld(member.fingerprint, member.values.get("selfcheck"),
+                                           resolve_parameters(member.values))
 
 
 def is_done(member: Member) -> bool:

@@ -292,17 +292,22 @@ class Manifest:
             data.setdefault(key, {})
         self.write(data)
 
-    def unheld(self, fingerprint: dict[str, Any], selfcheck: str | Path | None = None) -> str:
-        """Why the folder does not hold a complete run of `fingerprint` (`revisions.run_fingerprint`), every output
-        as recorded (its sha256) and the self-check it cited still the one it would cite; "" when it does: a run
-        again then has nothing to do."""
+    def unheld(self, fingerprint: dict[str, Any], selfcheck: str | Path | None = None,
+               parameters: dict[str, Any] | None = None) -> str:
+        """Why the folder does not hold a complete run of `fingerprint` (`revisions.run_fingerprint` of `parameters`),
+        every output as recorded (its sha256) and the self-check it cited still the one it would cite; "" when it
+        does: a run again then has nothing to do. A part an older repro did not record is unknown, not changed; its
+        `parameters` digested the paths as they were (no `project`): their values (`changed_parameters`) tell."""
         data = self.read()
         if data.get("status") != "complete":
             return f"it is {data.get('status') or 'not started'}"
         if not isinstance(recorded := data.get("fingerprint"), dict):
             return "nothing records what made it (a notebook run on its own since, or an older repro)"
-        if changed := [part for part, digest in fingerprint.items()  # ("": one of the runs reads none of the part)
-                       if recorded.get(part) != digest and "" not in (digest, recorded.get(part))]:
+        # ("": one of the runs reads none of the part; a part not recorded: an older repro's record, unknown)
+        if changed := [part for part, digest in fingerprint.items()
+                       if recorded.get(part, digest) != digest and "" not in (digest, recorded[part]) and not (
+                           part == "parameters" and not data.get("project") and parameters is not None
+                           and not self.changed_parameters(parameters, parameters["notebooks"]))]:
             changed = [f"{part} ({', '.join(k for k in now if now[k] != was.get(k))})"  # (which hub ids: by name)
                        if isinstance(now := fingerprint[part], dict) and isinstance(was := recorded.get(part), dict)
                        else part for part in changed]

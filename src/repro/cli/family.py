@@ -303,7 +303,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
                                                                                  for m in family.members)])
     seen = record.read()
     if set(statuses) == {"reused"} and (seen.get("members"), seen.get("members_state")) == (planned, state) and \
-            not record.unheld(fingerprint):
+            not record.unheld(fingerprint, parameters=view):
         print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
               f"these parameters, code and packages -> {family.root}")
         return 0

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import NOTICE, ReproError, did_you_mean
 from . import PACKAGE
 from .interrupt import EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible, what_is_kept
-from ..jobs import PROGRESS_LINES_ENV
+from ..jobs import PROGRESS_LINES_ENV, fingerprint_of
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, here_path, project_root, run_folder, shipped
@@ -268,10 +268,12 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     # before any download or notebook: the run directory, then the machine
     changed = changed_parameters(run, resolved)
     fingerprint = run_fingerprint(resolved)  # the inputs as they are before any work (hashed once)
-    stale = Manifest(run).unheld(fingerprint, values.get("selfcheck"))
+    stale = Manifest(run).unheld(fingerprint, values.get("selfcheck"), resolved)
     if not (changed or args.force or stale):
-        print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, local inputs, "
-              f"hub commits, code and packages, with every output it recorded. --force runs its notebooks again.")
+        read = "".join(f"{part}, " for part in ("local inputs", "hub commits")  # (those it reads: the demo none)
+                       if fingerprint[part] not in ("", fingerprint_of({})))
+        print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, {read}code and "
+              f"packages, with every output it recorded. --force runs its notebooks again.")
         return 0
     checks = [*(kind_check(run, resolved["notebooks"], given_as, parameters=resolved)
                 or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),
