@@ -376,3 +376,19 @@ def test_clean_is_strict_json():
     out = stats.clean({"a": np.float64("nan"), "b": [np.int64(3), np.inf], "c": np.bool_(True), "d": "x"})
     assert out == {"a": None, "b": [3, None], "c": True, "d": "x"}
     assert type(out["b"][0]) is int
+
+
+@pytest.mark.parametrize("call", [
+    lambda c, r: stats.summarize_scores(c, r, 50, 0), lambda c, r: stats.margin_sign(c - r),
+    lambda c, r: stats.paired_tests(c - r), lambda c, r: stats.effect_sizes(c - r),
+    lambda c, r: stats.detect_scale(c, r), lambda c, r: stats.pairrm_invariants(c, r)])
+def test_scores_02_analyze_refuses_as_too_large_are_refused_by_the_helpers_too(call):
+    # effect_sizes([1e200, 1, 2]) gave cohens_dz 0.0, paired_t statistic 0.0 and p 1.0, summarize_scores a margin
+    # std of None: 02_analyze refuses such scores (their squares overflow), the helpers said wrong numbers
+    with pytest.raises(DataError, match=r"^repro\.analysis\.stats\.\w+: (score_chosen|margin) holds 1e\+200 at row 0 "
+                                        r"\(from 0\), too large for the statistics: beyond ±1e\+70 .*Rescale the "
+                                        r"scores: divide (score_chosen and score_rejected|margin) by one factor, "
+                                        r"such as 1e\+200"):
+        call(np.array([1e200, 1.0, 2.0]), np.zeros(3))
+    assert stats.effect_sizes(np.array([1e70, 1.0, 2.0]))["cohens_dz"] == pytest.approx(0.5774, abs=1e-4)
+
