@@ -4,6 +4,7 @@ returning JSON-ready dicts (None, never NaN, where a statistic is undefined)."""
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from typing import Any, Callable
 
@@ -84,6 +85,11 @@ def refuse_too_large(where: str, series: dict[str, np.ndarray], named: Callable[
         f"factor, such as {10.0 ** math.floor(math.log10(abs(value))):.0e} (margins keep their signs and order).")
 
 
+def _not_a_score(value: Any) -> bool:
+    """Whether `value` cannot be a score: text, a bool, a complex number... (None is a missing one, as NaN)."""
+    return value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real))
+
+
 def paired_scores(function: str, **series: Any) -> list[np.ndarray]:
     """The paired `series` a public helper (`function`: "stats.summarize_scores") was given, as float64 arrays (lists
     and integers too: unsigned ones wrap in a difference); a DataError unless they hold numbers, one per row, as many
@@ -92,7 +98,13 @@ def paired_scores(function: str, **series: Any) -> list[np.ndarray]:
     arrays = {}
     for name, x in series.items():
         try:
-            arrays[name] = np.asarray(x, dtype=np.float64)
+            given = np.asarray(x)
+            if given.dtype.kind not in "iuf":  # text, bools, complex numbers; objects: a list holding None
+                values = np.asarray(x, dtype=object).ravel()  # (as given: numpy writes [1.0, "a"] as text)
+                bad = next((i for i, v in enumerate(values) if _not_a_score(v)), None)
+                if bad is not None:
+                    raise TypeError(f"row {bad} (from 0) holds {values[bad]!r}")
+            arrays[name] = given.astype(np.float64)
         except (TypeError, ValueError) as exc:
             raise DataError(f"{where}: {name} must hold numbers, one score per row ({exc}); convert them first, a "
                             f"missing score as NaN.") from None
