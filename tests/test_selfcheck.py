@@ -370,6 +370,19 @@ def test_selfcheck_json_writes_the_home_folder_as_the_markdown_does(tmp_path, tw
     assert '"~/.cache/repro/tiny-pairrm-v1"' in text and "built-in stand-in: ~/.cache/repro |" in md
 
 
+def test_only_the_home_folder_itself_is_written_as_tilde(tmp_path, two_rows, monkeypatch):
+    # with HOME=/home/al, /home/alice/rows.jsonl was written ~ice/rows.jsonl (and /rootfs ~fs): a wrong path
+    home = tmp_path / "home" / "al"
+    rows = tmp_path / "home" / "alice" / str(home).lstrip("/") / "rows.jsonl"  # home's name inside, not at its start
+    rows.parent.mkdir(parents=True)
+    rows.write_bytes(two_rows.read_bytes())
+    monkeypatch.setenv("HOME", str(home))
+    run_selfcheck("builtin:tiny-pairrm", device="cpu", input=rows, rows=1, report_dir=tmp_path / "rep",
+                  timing=False, log=lambda line: None)
+    record, md = json.loads((tmp_path / "rep" / "selfcheck.json").read_text()), (tmp_path / "rep" / "selfcheck.md")
+    assert record["rows"]["source"] == str(rows) and f"from {rows};" in md.read_text()
+
+
 def test_a_relative_report_folder_is_taken_from_the_current_folder_as_the_input_is(tmp_path, two_rows, monkeypatch):
     # `--input rows.jsonl --report rep` from a sub-folder: the input was read there, the report written at the root
     monkeypatch.setenv("REPRO_HOME", str(tmp_path))

@@ -376,3 +376,32 @@ def test_clean_is_strict_json():
     out = stats.clean({"a": np.float64("nan"), "b": [np.int64(3), np.inf], "c": np.bool_(True), "d": "x"})
     assert out == {"a": None, "b": [3, None], "c": True, "d": "x"}
     assert type(out["b"][0]) is int
+
+
+@pytest.mark.parametrize("call", [
+    lambda c, r: stats.summarize_scores(c, r, 50, 0), lambda c, r: stats.margin_sign(c - r),
+    lambda c, r: stats.paired_tests(c - r), lambda c, r: stats.effect_sizes(c - r),
+    lambda c, r: stats.detect_scale(c, r), lambda c, r: stats.pairrm_invariants(c, r)])
+def test_scores_02_analyze_refuses_as_too_large_are_refused_by_the_helpers_too(call):
+    # effect_sizes([1e200, 1, 2]) gave cohens_dz 0.0, paired_t statistic 0.0 and p 1.0, summarize_scores a margin
+    # std of None: 02_analyze refuses such scores (their squares overflow), the helpers said wrong numbers
+    with pytest.raises(DataError, match=r"^repro\.analysis\.stats\.\w+: (score_chosen|margin) holds 1e\+200 at row 0 "
+                                        r"\(from 0\), too large for the statistics: beyond ±1e\+70 .*Rescale the "
+                                        r"scores: divide (score_chosen and score_rejected|margin) by one factor, "
+                                        r"such as 1e\+200"):
+        call(np.array([1e200, 1.0, 2.0]), np.zeros(3))
+    assert stats.effect_sizes(np.array([1e70, 1.0, 2.0]))["cohens_dz"] == pytest.approx(0.5774, abs=1e-4)
+
+
+@pytest.mark.parametrize("given, holds", [
+    (["1", "-2"], "'1'"), ([True, False], "True"), (np.array([1 + 1j, 2.0]), r"\(1\+1j\)"),
+    ([1.0, "n/a"], "'n/a'"), ([2.0, None, False], "False")])
+def test_what_is_not_a_number_is_refused_not_parsed_or_counted(given, holds):
+    # margin_sign(['1', '-2']) parsed the text, [True, False] counted as 1 and 0, a complex margin lost its imaginary
+    # part (a ComplexWarning): all counted as scores
+    with pytest.raises(DataError, match=r"^repro\.analysis\.stats\.margin_sign: margin must hold numbers, one score "
+                                        rf"per row \(row \d \(from 0\) holds {holds}\); convert them first"):
+        stats.margin_sign(given)
+    with pytest.raises(DataError, match=r"NaN, infinite or missing score \(rows 1 \(from 0\); margin: 1\)"):
+        stats.margin_sign([2.0, None, -1])  # a missing score is one, as NaN is
+    assert stats.margin_sign(np.array([3, -1], np.int8))["counts"]["negative"] == 1

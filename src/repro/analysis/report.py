@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -103,9 +103,8 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
         raise DataError(f"{where} has no rows: there is nothing to analyse. Check `dataset` and `dataset_split`, "
                         f"or run the construction notebook first.")
     chosen, rejected = (score_array(table, column, where) for column in SCORE_COLUMNS)
-    bad, reasons = stats.nonfinite_rows(where, dict(zip(SCORE_COLUMNS, (chosen, rejected))),
-                                        None if exclude_nonfinite else stats.EXCLUDE_NONFINITE,
-                                        lambda rows: rows_named(table, rows))
+    series, named = dict(zip(SCORE_COLUMNS, (chosen, rejected))), partial(rows_named, table)
+    bad, reasons = stats.nonfinite_rows(where, series, None if exclude_nonfinite else stats.EXCLUDE_NONFINITE, named)
     keep = np.flatnonzero(~bad)
     if keep.size < 2:
         raise DataError(
@@ -113,16 +112,7 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
             f"least "
             f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, for this "
             f"run's own dataset, build more (a higher `limit`, a larger slice).")
-    magnitude = np.where(bad, 0.0, np.maximum(np.abs(chosen), np.abs(rejected)))
-    if magnitude.max() > stats.LARGEST_SCORE:  # (NaN rows excluded above)
-        row = int(magnitude.argmax())
-        column, value = max(zip(SCORE_COLUMNS, (chosen[row], rejected[row])), key=lambda item: abs(item[1]))
-        raise DataError(
-            f"{where}: {column} holds {value:g} at row {rows_named(table, [row])}, too large for the statistics: "
-            f"beyond ±{stats.LARGEST_SCORE:g} their squares and fourth powers overflow float64 (variances, t-tests, "
-            f"kurtosis and density curves would come out wrong or fail). Rescale the scores: divide score_chosen and "
-            f"score_rejected by one factor, such as {10.0 ** math.floor(math.log10(abs(value))):.0e} (margins keep "
-            f"their signs and order).")
+    stats.refuse_too_large(where, series, named)  # (NaN rows left out)
     return chosen[keep], rejected[keep], keep, reasons
 
 

@@ -4,6 +4,7 @@ returning JSON-ready dicts (None, never NaN, where a statistic is undefined)."""
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from typing import Any, Callable
 
@@ -56,21 +57,54 @@ def nonfinite_rows(where: str, series: dict[str, np.ndarray], fix: str | None = 
     if fix and rows.any():
         at = np.flatnonzero(rows)
         more = f" and {at.size - 5} more" if at.size > 5 else ""
-        shown = named(at[:5]) if named else f"{', '.join(map(str, at[:5]))} (from 0)"
-        raise DataError(f"{where}: {at.size} of {rows.size} rows have a NaN, infinite or missing score (rows {shown}"
-                        f"{more}; {', '.join(f'{name}: {n}' for name, n in counts.items())}). {fix}")
+        raise DataError(f"{where}: {at.size} of {rows.size} rows have a NaN, infinite or missing score (rows "
+                        f"{rows_shown(at[:5], named)}{more}; {', '.join(f'{name}: {n}' for name, n in counts.items())})"
+                        f". {fix}")
     return rows, {NONFINITE.format(name): n for name, n in counts.items()}
+
+
+def rows_shown(rows: np.ndarray, named: Callable[[np.ndarray], str] | None = None) -> str:
+    """Row positions as a message names them: by `named`, else counting from 0."""
+    return named(rows) if named else f"{', '.join(map(str, rows))} (from 0)"
+
+
+def refuse_too_large(where: str, series: dict[str, np.ndarray], named: Callable[[np.ndarray], str] | None = None
+                     ) -> None:
+    """A DataError when a score of the paired `series` (rows holding a NaN, infinite or missing one left out) is beyond
+    ±LARGEST_SCORE, naming it and its row (`named`: how the message names rows) and the factor to rescale by."""
+    finite = np.logical_and.reduce([np.isfinite(x) for x in series.values()])
+    magnitude = np.where(finite, np.max(np.abs(list(series.values())), axis=0), 0.0)
+    if magnitude.max() <= LARGEST_SCORE:
+        return
+    row = int(magnitude.argmax())
+    name, value = max(((name, x[row]) for name, x in series.items()), key=lambda item: abs(item[1]))
+    raise DataError(
+        f"{where}: {name} holds {value:g} at row {rows_shown(np.array([row]), named)}, too large for the statistics: "
+        f"beyond ±{LARGEST_SCORE:g} their squares and fourth powers overflow float64 (variances, t-tests, kurtosis and "
+        f"density curves would come out wrong or fail). Rescale the scores: divide {' and '.join(series)} by one "
+        f"factor, such as {10.0 ** math.floor(math.log10(abs(value))):.0e} (margins keep their signs and order).")
+
+
+def _not_a_score(value: Any) -> bool:
+    """Whether `value` cannot be a score: text, a bool, a complex number... (None is a missing one, as NaN)."""
+    return value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real))
 
 
 def paired_scores(function: str, **series: Any) -> list[np.ndarray]:
     """The paired `series` a public helper (`function`: "stats.summarize_scores") was given, as float64 arrays (lists
     and integers too: unsigned ones wrap in a difference); a DataError unless they hold numbers, one per row, as many
-    in each, at least one, all finite."""
+    in each, at least one, all finite and within ±LARGEST_SCORE (as 02_analyze refuses them)."""
     where, names = f"repro.analysis.{function}", " and ".join(series)
     arrays = {}
     for name, x in series.items():
         try:
-            arrays[name] = np.asarray(x, dtype=np.float64)
+            given = np.asarray(x)
+            if given.dtype.kind not in "iuf":  # text, bools, complex numbers; objects: a list holding None
+                values = np.asarray(x, dtype=object).ravel()  # (as given: numpy writes [1.0, "a"] as text)
+                bad = next((i for i, v in enumerate(values) if _not_a_score(v)), None)
+                if bad is not None:
+                    raise TypeError(f"row {bad} (from 0) holds {values[bad]!r}")
+            arrays[name] = given.astype(np.float64)
         except (TypeError, ValueError) as exc:
             raise DataError(f"{where}: {name} must hold numbers, one score per row ({exc}); convert them first, a "
                             f"missing score as NaN.") from None
@@ -83,6 +117,7 @@ def paired_scores(function: str, **series: Any) -> list[np.ndarray]:
                         f"got {' and '.join(str(s[0]) if len(s) == 1 else f'shape {s}' for s in shapes)} values. Give "
                         f"them as 1-dimensional arrays or lists, row i of each the same pair.")
     nonfinite_rows(where, arrays, EXCLUDE_FIRST)
+    refuse_too_large(where, arrays)
     return list(arrays.values())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import re
 import shlex
 import statistics
 import sys
@@ -579,15 +580,22 @@ def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
     return report
 
 
+# what may stand before a path or after a folder's name in a text: no folder name goes on past these
+PATH_EDGES = r"""\s'"`=:;,|()\[\]{}<>"""
+
+
 def _home_as_tilde(value: Any) -> Any:
-    """`value` with the home folder written `~` in every text (paths as text), through dicts and lists."""
+    """`value` with the home folder written `~` in every text (paths as text), through dicts and lists: only where it
+    is a whole path's start (/home/al/x, not /home/alice nor /data/home/al)."""
     if isinstance(value, dict):
         return {k: _home_as_tilde(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_home_as_tilde(v) for v in value]
-    home = str(Path.home())
+    home = str(Path.home()).rstrip("/\\")
     text = str(value) if isinstance(value, Path) else value
-    return text.replace(home, "~") if isinstance(text, str) and home not in ("", "/") else text
+    if not isinstance(text, str) or not home:
+        return text
+    return re.sub(rf"(?<![^{PATH_EDGES}]){re.escape(home)}(?=[/\\{PATH_EDGES}]|$)", "~", text)
 
 
 def _tidy(text: Any) -> str:
