@@ -601,3 +601,39 @@ def test_a_folder_that_cannot_be_written_is_missing_before_the_run(bare_machine,
                         else real_access(p, mode, **kw))  # a read-only mount, as root sees one too
     assert main(["run", "--check", "demo", "--out", str(out)]) == 2
     assert f"--out {out} cannot be written ({out.parent} is read-only, or not yours)" in capsys.readouterr().err
+
+
+def test_a_revision_pinned_for_a_local_folder_or_a_stand_in_is_refused_before_the_run(bare_machine, capsys):
+    # the advice half followed (`hf download ... --revision v1 --local-dir DIR`, source set to DIR, source_revision
+    # left at v1): --check said "everything the run needs is here", then the run failed and left a failed run folder
+    import datasets
+
+    from repro.dataset_io import write_split
+    from repro.sources import load_source
+
+    folder = bare_machine / "rows"
+    write_split(datasets.Dataset.from_list([{"prompt": "p", "chosen": "a", "rejected": "b"}]), folder, "train_prefs")
+    out = bare_machine / "runs" / "rvl"
+    args = ["run", "demo", "--set", f"source={folder}", "--set", "source_revision=v1", "--set", "limit=4",
+            "--set", "notebooks=[01_construct]", "--out", str(out)]
+    with pytest.raises(ParameterError) as run_refusal:  # as the run itself refuses it
+        load_source(str(folder), "train_prefs", revision="v1")
+    assert main([*args, "--check"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "1 thing to fix (source_revision)" in lines[0], lines[0]
+    assert f"  REFUSED  source_revision: {run_refusal.value}" in lines, lines
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "set source_revision: null" in err and "nothing was downloaded or run" in err
+    assert not out.exists()
+    # a model's revision too, for a local folder or a built-in stand-in; policy_revision only where it generates
+    values = {"notebooks": ["01_construct"], "source": str(folder), "scorer_model": "builtin:tiny-pairrm",
+              "scorer_revision": "v1", "policy_model": str(folder), "policy_revision": "v2"}
+    refused = {c.what: c.detail for c in preflight.preflight(resolve_parameters(values), out) if not c.ok}
+    assert list(refused) == ["scorer_revision"]
+    assert refused["scorer_revision"].startswith("scorer_revision='v1' pins a hub commit, but "
+                                                 "scorer_model='builtin:tiny-pairrm' is not a hub id")
+    refused = {c.what: c.detail for c in preflight.preflight(resolve_parameters({**values, "generate": True}), out)
+               if not c.ok}
+    assert list(refused) == ["policy_revision", "scorer_revision"]
+    assert f"policy_model={str(folder)!r} is not a hub id" in refused["policy_revision"]

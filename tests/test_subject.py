@@ -105,18 +105,25 @@ def test_a_dataset_named_in_any_script_gets_a_run_directory_and_card_title_of_it
                                                "bootstrap_resamples": 100}))
 
 
-def test_a_datasets_run_an_older_repro_named_without_its_letters_is_used_and_said_so(project, capsys):
-    # an older repro named the run of données.jsonl runs/donn-es; after an upgrade the notebook wrote runs/données,
-    # the analysis done there unused, without a word
-    root, _, mine = project
+def older_run(root: Path, mine: Path) -> tuple[Path, RunDir]:
+    """données.jsonl (`mine`'s rows) and its run as an older repro named it, runs/donn-es, recording it where the
+    project was then."""
     data = root / "données.jsonl"
     data.write_bytes(mine.read_bytes())
-    older = RunDir(root / "runs" / "donn-es")  # as an older repro left it, in the project where it was then
+    older = RunDir(root / "runs" / "donn-es")
     was = Path("/elsewhere/project")
     older.root.mkdir(parents=True)
     (older.root / "manifest.json").write_text(json.dumps({
         "status": "complete", "subject": {"dataset": str(was / data.name), "parameter": "dataset"},
         "parameters": {"dataset": str(was / data.name), "run_dir": str(was / "runs" / "donn-es")}}))
+    return data, older
+
+
+def test_a_datasets_run_an_older_repro_named_without_its_letters_is_used_and_said_so(project, capsys):
+    # an older repro named the run of données.jsonl runs/donn-es; after an upgrade the notebook wrote runs/données,
+    # the analysis done there unused, without a word
+    root, _, mine = project
+    data, older = older_run(root, mine)
     assert run_dir_of(str(data), "demo") == older.root
     analysis.analyze(validate_namespace("analyze", {"dataset": str(data), "bootstrap_resamples": 100}))
     assert json.loads(older.metrics.read_text())["n"] == 60 and not (root / "runs" / "données").exists()
@@ -131,6 +138,22 @@ def test_a_datasets_run_an_older_repro_named_without_its_letters_is_used_and_sai
     assert run_dir_of(str(data), "demo") == root / "runs" / "données"
     analysis.analyze(validate_namespace("analyze", {"dataset": str(data), "bootstrap_resamples": 100}))
     assert "older repro" not in capsys.readouterr().out
+
+
+def test_a_card_written_into_a_datasets_run_an_older_repro_named_is_titled_with_the_datasets_name(project):
+    # 03_card of données.jsonl wrote into runs/donn-es (an older repro's name for its run) and titled the card from
+    # the folder: 'pretty_name: donn-es', '# Dataset Card for "donn-es"', where a fresh project's card says données
+    from repro.card import write_card
+
+    root, _, mine = project
+    data, older = older_run(root, mine)
+    facts = gather_facts(build(CardParams, {"card_dataset": str(data)}))
+    assert facts.run.root == older.root and facts.title == "données"
+    card = write_card(facts).read_text(encoding="utf-8")
+    assert "pretty_name: données\n" in card and '# Dataset Card for "données"' in card and "「données」" in card
+    assert "donn-es" not in card.split("## ")[0]
+    # a folder of another name keeps its own, as before (the demo's card: its folder's)
+    assert gather_facts(build(CardParams, {"card_dataset": str(data), "run_dir": "runs/x"})).title == "x"
 
 
 def test_01_construct_never_builds_into_a_run_directory_of_another_dataset(project):

@@ -23,7 +23,8 @@ from ..exporters import FORMATS, detect_format, seed_view
 from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams, unused_generation
-from ..paths import DATA_DIR, DEMO, RunDir, public_name, public_text, reads_as_hub_id
+from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
+                     reads_as_hub_id)
 from ..sources import load_source, read_parquet
 from ..subject import claim, is_own_dataset
 
@@ -368,6 +369,15 @@ class CardFacts:
                 f"metrics: {'yes' if self.metrics else 'no'}; figures: {len(self.figures)}; left out: {left}")
 
 
+def folder_title(run: RunDir, card_dataset: str | None) -> str:
+    """A card's title without pretty_name nor hub_repo_id: its run folder's name; for the run of `card_dataset` an
+    older repro named without its letters outside ASCII (runs/donn-es for données.jsonl), the dataset's name now."""
+    name = run.root.resolve().name
+    if card_dataset and name == dataset_run_name(card_dataset, ascii_folder_safe) != dataset_run_name(card_dataset):
+        return dataset_run_name(card_dataset)
+    return name
+
+
 def gather_facts(params: "CardParams") -> CardFacts:
     """Read the data, manifest, metrics and figures of a run (copying in a foreign `card_dataset` first)."""
     run = RunDir(params.run_root)
@@ -397,7 +407,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
     features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"))
     title = public_text(params.pretty_name or "") or (
-        params.hub_repo_id.split("/")[-1] if params.hub_repo_id else run.root.resolve().name)
+        params.hub_repo_id.split("/")[-1] if params.hub_repo_id else folder_title(run, params.card_dataset))
     facts = CardFacts(
         run=run, title=title, features=features, splits=splits, built_here=built_here, license=params.license,
         language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import prose
-from ..errors import DataError, ReproError, counted
+from ..errors import DataError, ParameterError, ReproError, counted
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
-from ..revisions import REVISION_OF, hub_offline, hub_snapshot, publish_blocker
+from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
                        shards_problem)
 
@@ -270,6 +270,21 @@ def combination_checks(values: dict[str, Any]) -> list[Check]:
     return checks
 
 
+def revision_checks(values: dict[str, Any]) -> list[Check]:
+    """A revision 01_construct would read its source or a model at, pinned for a local path, a built-in stand-in or
+    an unset model: the run refuses it (`check_revision_target`), so refuse it before."""
+    if "01_construct" not in (values.get("notebooks") or ()):
+        return []
+    checks = []
+    for target, parameter in REVISION_OF.items():
+        if target != "policy_model" or values.get("generate"):  # (the policy is read where the run generates)
+            try:
+                check_revision_target(values.get(target), values.get(parameter), parameter, target)
+            except ParameterError as exc:
+                checks.append(Check(parameter, False, str(exc), problem="REFUSED"))
+    return checks
+
+
 def estimated_bytes(values: dict[str, Any]) -> int:
     """What the run will write into its run directory, roughly (texts of its rows, kept several times over; the
     margin alone when the row count is not known before loading the source)."""
@@ -298,8 +313,9 @@ def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None =
     """Every check, in the order a user fixes them: machine, packages, inputs, disk (`params_file`: the one run,
     beside which a params file may build a dataset the run reads)."""
     inputs, download = input_checks(values, params_file)
-    return [*device_checks(values), *package_checks(values), *combination_checks(values), *inputs,
-            *run_dataset_checks(values, run_root), *publish_checks(values), disk_check(values, run_root, download)]
+    return [*device_checks(values), *package_checks(values), *combination_checks(values), *revision_checks(values),
+            *inputs, *run_dataset_checks(values, run_root), *publish_checks(values),
+            disk_check(values, run_root, download)]
 
 
 def report(checks: list[Check], params_file: str | Path) -> str:
