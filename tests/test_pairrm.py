@@ -421,7 +421,18 @@ def test_numpy_arrays_pandas_series_and_parquet_rows_are_lists_of_texts(scorer, 
         scorer.score("p", [["a", "b"]])
 
 
-@pytest.mark.parametrize("budget", ["big", 2048.5, True])
+def test_a_whole_number_batch_tokens_of_another_type_is_that_count(scorer):
+    """batch_tokens=2048.0 (or numpy's 4096.0) was refused as 'not a whole number' (it scored before)."""
+    prompts, candidates = cases(6, seed=4)
+    for budget in (2048, 4096):
+        expected = scorer.score(prompts, candidates, batch_tokens=budget)
+        for same in (float(budget), np.float64(budget), np.int64(budget), np.float32(budget)):
+            for got, want in zip(scorer.score(prompts, candidates, batch_tokens=same), expected):
+                np.testing.assert_array_equal(got, want)
+    assert common.check_batch_tokens(np.float64(4096)) == 4096 and type(common.check_batch_tokens(2048.0)) is int
+
+
+@pytest.mark.parametrize("budget", ["big", 2048.5, True, "2048", 0, -1, 0.0, float("nan"), float("inf")])
 def test_a_batch_tokens_that_is_not_a_count_is_named(scorer, tiny_pairrm_dir, tmp_path, budget):
     """batch_tokens='big' gave a raw TypeError: '<' not supported between instances of 'str' and 'int' (and
     score_candidates a raw ValueError from int('big'); 2048.5 became 2048, True a budget of 1)."""

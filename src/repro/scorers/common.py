@@ -121,9 +121,14 @@ def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
     return prompts, a, b
 
 
-def check_batch_tokens(batch_tokens: Any) -> int:
-    """`batch_tokens` as an int, or a ParameterError naming it (a string, a fraction, a bool, less than 1)."""
-    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, numbers.Integral) or batch_tokens < 1:
+def check_batch_tokens(batch_tokens: Any) -> int | None:
+    """`batch_tokens` as an int (2048.0 and numpy's numbers too; None as it is), or a ParameterError naming it (a
+    string, a fraction, a bool, less than 1)."""
+    if batch_tokens is None:
+        return None
+    whole = isinstance(batch_tokens, numbers.Integral) or (isinstance(batch_tokens, numbers.Real)
+                                                           and float(batch_tokens).is_integer())
+    if isinstance(batch_tokens, bool) or not whole or batch_tokens < 1:
         raise ParameterError(f"batch_tokens={batch_tokens!r} must be a whole number >= 1 (tokens per forward batch), "
                              f"or None for the device's default.")
     return int(batch_tokens)
