@@ -389,10 +389,22 @@ def test_compare_checks_its_inputs_as_score_does(scorer):
         scorer.compare((p for p in ["p1", "p2"]), ["a", "b"], ["c", "d"])
     with pytest.raises(DataError, match="prompts is NoneType, expected a list of strings"):
         scorer.compare(None, ["a", "b"], ["c", "d"])
-    with pytest.raises(DataError, match="Row 1: candidate 1 is int"):
+    with pytest.raises(DataError, match=r"candidates_b\[1\] is int"):  # was 'Row 1: candidate 1': compare has none
         scorer.compare(["p1", "p2"], ["a", "b"], ["c", 4])
+    with pytest.raises(DataError, match=r"candidates_a\[0\] is NoneType"):
+        scorer.compare(["p1"], [None], ["c"])
     with pytest.raises(DataError, match="one candidate A and one candidate B per prompt: got 2 prompts, 1 A and 2 B"):
         scorer.compare(["p1", "p2"], ["a"], ["c", "d"])
+
+
+def test_candidates_of_another_length_are_said_to_be_what_they_are(scorer):
+    """A prompts Series and one array of candidate texts read 'got 3 lists' (they were 3 strings)."""
+    import pandas as pd
+
+    with pytest.raises(DataError, match=r"\(5 prompts\), got 3 items, the first a str\b"):
+        scorer.score(pd.Series(["p"] * 5), np.array(["a", "b", "c"]))
+    with pytest.raises(DataError, match=r"\(2 prompts\), got 1 item, the first a list\b"):
+        scorer.score(["p", "q"], [["a", "b"]])
 
 
 def test_numpy_arrays_pandas_series_and_parquet_rows_are_lists_of_texts(scorer, tmp_path):

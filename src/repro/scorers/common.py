@@ -84,15 +84,18 @@ def text_list(value: Any, what: str, expected: str = "a list of strings") -> lis
                     f"pandas Series){how}.")
 
 
-def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any],
-                 min_candidates: int = 2) -> tuple[list[str], list[list[str]]]:
+def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidates: int = 2,
+                 candidate: Callable[[int, int], str] = lambda row, i: f"Row {row}: candidate {i}",
+                 ) -> tuple[list[str], list[list[str]]]:
     """The prompts and each row's candidates as lists (`text_list`); a DataError naming the argument or the first bad
-    row: non-strings, missing fields, too few candidates."""
+    row: non-strings, missing fields, too few candidates (`candidate(row, i)`: how a message names one)."""
     prompts = text_list(prompts, "prompts")
     candidates = text_list(candidates, "candidates", "one list of candidate texts per prompt")
     if len(candidates) != len(prompts):
+        first = f", the first a {type(candidates[0]).__name__}" if candidates else ""
         raise DataError(f"candidates must be a list with one list of candidate texts per prompt "
-                        f"({len(prompts)} prompts), got {len(candidates)} lists.")
+                        f"({len(prompts)} prompts), got {counted(len(candidates), 'item')}{first}: give one list of "
+                        f"candidates per prompt.")
     rows = []
     for row, (prompt, cands) in enumerate(zip(prompts, candidates)):
         if not isinstance(prompt, str):
@@ -104,7 +107,7 @@ def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any],
             raise DataError(f"Row {row}: {counted(len(cands), 'candidate')}; {need}. Drop the row or add candidates.")
         for i, cand in enumerate(cands):
             if not isinstance(cand, str):
-                raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a string.")
+                raise DataError(f"{candidate(row, i)} is {type(cand).__name__} ({cand!r:.60}), expected a string.")
     return prompts, rows
 
 
@@ -117,7 +120,7 @@ def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
     if not len(a) == len(b) == len(prompts):
         raise DataError(f"compare needs one candidate A and one candidate B per prompt: got {len(prompts)} "
                         f"prompts, {len(a)} A and {len(b)} B.")
-    check_inputs(prompts, [[x, y] for x, y in zip(a, b)])
+    check_inputs(prompts, [[x, y] for x, y in zip(a, b)], candidate=lambda row, i: f"candidates_{'ab'[i]}[{row}]")
     return prompts, a, b
 
 
