@@ -397,6 +397,15 @@ def test_compare_checks_its_inputs_as_score_does(scorer):
         scorer.compare(["p1", "p2"], ["a"], ["c", "d"])
 
 
+def test_compare_gives_one_number_per_prompt_and_takes_score_s_settings(scorer):
+    """compare(..., return_matrix=True) passed it on to score and failed in numpy ('inhomogeneous shape')."""
+    with pytest.raises(TypeError, match="return_matrix"):
+        scorer.compare(["p"], ["a"], ["b"], return_matrix=True)
+    done = []
+    got = scorer.compare(["p", "q"], ["a", "b"], ["c", "d"], batch_tokens=64, progress=done.append)
+    assert got.shape == (2,) and sum(done) == 2
+
+
 def test_candidates_of_another_length_are_said_to_be_what_they_are(scorer):
     """A prompts Series and one array of candidate texts read 'got 3 lists' (they were 3 strings)."""
     import pandas as pd

@@ -245,12 +245,12 @@ class BudgetedBatches:
         """Ranks per prompt (1 = best, ties share), from `score`."""
         return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]
 
-    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
-                **kwargs) -> np.ndarray:
+    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str], *,
+                batch_tokens: int | None = None, progress: Callable[[int], Any] | None = None) -> np.ndarray:
         """score(A) − score(B) per prompt, A and B scored as its two candidates (> 0: A is better): PairRM's
         M[A, B] − M[B, A] (llm-blender's compare mode "[A,B]+[B,A]"), a reward model's r(A) − r(B)."""
         prompts, a, b = check_pairs(prompts, candidates_a, candidates_b)
-        scores = self.score(prompts, [[x, y] for x, y in zip(a, b)], **kwargs)
+        scores = self.score(prompts, [[x, y] for x, y in zip(a, b)], batch_tokens=batch_tokens, progress=progress)
         return np.array([s[0] - s[1] for s in scores], dtype=np.float64)
 
     def effective_batch_tokens(self, batch_tokens: int) -> int:
