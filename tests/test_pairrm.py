@@ -205,6 +205,17 @@ def test_a_relative_folder_is_read_from_the_current_folder_and_the_error_names_t
     assert Path(scorer.path).resolve() == (here / "my-org" / "my-pairrm").resolve()
 
 
+@pytest.mark.parametrize("kind", ["auto", "sequence_classifier", "pairrm"])
+def test_a_missing_relative_folder_shaped_as_a_hub_id_is_named(tmp_path, monkeypatch, kind):
+    """load_scorer('models/tp') from /tmp, with no folder models/tp there: kinds auto and sequence_classifier spoke
+    of the hub only ('neither a local folder nor in the hub cache', 'OSError: We couldn't connect ...'), never of
+    the folder they looked for; kind pairrm named it."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelLoadError) as err:
+        load_scorer("models/tp", kind=kind, device="cpu")
+    assert f"no folder {tmp_path / 'models' / 'tp'}: a relative path is read from the current folder" in str(err.value)
+
+
 # -- tokenisation ---------------------------------------------------------------------------------
 TRICKY = ["Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３", "ﬁnance ﬂow ﬀ", "emoji 😀 👩‍💻", "日本語 中文 한국어", "café Ångström",
           "zero\u200bwidth\ufeff ～ \ufffd end", "Ⅻ ① ¼ ™", "  spaced   out\t\ttabs\nlines  "]

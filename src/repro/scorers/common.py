@@ -152,6 +152,11 @@ def ranks_from_scores(scores: Sequence[float], where: str = "A row") -> np.ndarr
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
 
 
+def no_folder(spec: str) -> str:
+    """What a loader says of a model `spec` that is no local folder (a hub id's shape, models/rm, is a path too)."""
+    return f"no folder {Path(spec).expanduser().resolve()}: a relative path is read from the current folder"
+
+
 def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Path | None:
     """The folder `spec` names (with a config.json, else `layout` says what is expected); None for a hub id."""
     path = Path(spec).expanduser()
