@@ -186,6 +186,25 @@ def test_compare_checks_its_inputs_as_score_does(ref_small):
                                                                                                list(b)))
 
 
+def test_settings_are_checked_as_the_engine_checks_them(ref_small):
+    """batch_tokens='x' (score) and 0 (compare) gave scores here, where the engine refuses them; compare took
+    return_matrix and any other keyword without a word."""
+    from repro.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="batch_tokens='x' must be a whole number >= 1"):
+        ref_small.score(["hi"], [["a", "b"]], batch_tokens="x")
+    with pytest.raises(ParameterError, match="batch_tokens=0 must be a whole number >= 1"):
+        ref_small.compare(["hi"], ["a"], ["b"], batch_tokens=0)
+    with pytest.raises(TypeError, match="return_matrix"):
+        ref_small.compare(["hi"], ["a"], ["b"], return_matrix=True)
+    with pytest.raises(DataError, match=r"candidates_b\[0\] is NoneType"):
+        ref_small.compare(["hi"], ["a"], [None])
+    done = []
+    np.testing.assert_array_equal(ref_small.compare(["hi"], ["a"], ["b"], batch_tokens=2048.0, progress=done.append),
+                                  ref_small.compare(["hi"], ["a"], ["b"]))
+    assert done == [1]
+
+
 def test_transformers5_tokenizer_without_the_restored_table_loses_full_width_text(tiny_pairrm_dir):
     """Why the backend restores sentencepiece's table: transformers 5 alone maps full-width letters to [UNK]."""
     raw = BlenderScorer.load(tiny_pairrm_dir, device="cpu", restore_normalizer=False)

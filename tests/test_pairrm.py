@@ -205,6 +205,17 @@ def test_a_relative_folder_is_read_from_the_current_folder_and_the_error_names_t
     assert Path(scorer.path).resolve() == (here / "my-org" / "my-pairrm").resolve()
 
 
+@pytest.mark.parametrize("kind", ["auto", "sequence_classifier", "pairrm"])
+def test_a_missing_relative_folder_shaped_as_a_hub_id_is_named(tmp_path, monkeypatch, kind):
+    """load_scorer('models/tp') from /tmp, with no folder models/tp there: kinds auto and sequence_classifier spoke
+    of the hub only ('neither a local folder nor in the hub cache', 'OSError: We couldn't connect ...'), never of
+    the folder they looked for; kind pairrm named it."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelLoadError) as err:
+        load_scorer("models/tp", kind=kind, device="cpu")
+    assert f"no folder {tmp_path / 'models' / 'tp'}: a relative path is read from the current folder" in str(err.value)
+
+
 # -- tokenisation ---------------------------------------------------------------------------------
 TRICKY = ["Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３", "ﬁnance ﬂow ﬀ", "emoji 😀 👩‍💻", "日本語 中文 한국어", "café Ångström",
           "zero\u200bwidth\ufeff ～ \ufffd end", "Ⅻ ① ¼ ™", "  spaced   out\t\ttabs\nlines  "]
@@ -389,10 +400,31 @@ def test_compare_checks_its_inputs_as_score_does(scorer):
         scorer.compare((p for p in ["p1", "p2"]), ["a", "b"], ["c", "d"])
     with pytest.raises(DataError, match="prompts is NoneType, expected a list of strings"):
         scorer.compare(None, ["a", "b"], ["c", "d"])
-    with pytest.raises(DataError, match="Row 1: candidate 1 is int"):
+    with pytest.raises(DataError, match=r"candidates_b\[1\] is int"):  # was 'Row 1: candidate 1': compare has none
         scorer.compare(["p1", "p2"], ["a", "b"], ["c", 4])
+    with pytest.raises(DataError, match=r"candidates_a\[0\] is NoneType"):
+        scorer.compare(["p1"], [None], ["c"])
     with pytest.raises(DataError, match="one candidate A and one candidate B per prompt: got 2 prompts, 1 A and 2 B"):
         scorer.compare(["p1", "p2"], ["a"], ["c", "d"])
+
+
+def test_compare_gives_one_number_per_prompt_and_takes_score_s_settings(scorer):
+    """compare(..., return_matrix=True) passed it on to score and failed in numpy ('inhomogeneous shape')."""
+    with pytest.raises(TypeError, match="return_matrix"):
+        scorer.compare(["p"], ["a"], ["b"], return_matrix=True)
+    done = []
+    got = scorer.compare(["p", "q"], ["a", "b"], ["c", "d"], batch_tokens=64, progress=done.append)
+    assert got.shape == (2,) and sum(done) == 2
+
+
+def test_candidates_of_another_length_are_said_to_be_what_they_are(scorer):
+    """A prompts Series and one array of candidate texts read 'got 3 lists' (they were 3 strings)."""
+    import pandas as pd
+
+    with pytest.raises(DataError, match=r"\(5 prompts\), got 3 items, the first a str\b"):
+        scorer.score(pd.Series(["p"] * 5), np.array(["a", "b", "c"]))
+    with pytest.raises(DataError, match=r"\(2 prompts\), got 1 item, the first a list\b"):
+        scorer.score(["p", "q"], [["a", "b"]])
 
 
 def test_numpy_arrays_pandas_series_and_parquet_rows_are_lists_of_texts(scorer, tmp_path):
@@ -421,7 +453,18 @@ def test_numpy_arrays_pandas_series_and_parquet_rows_are_lists_of_texts(scorer, 
         scorer.score("p", [["a", "b"]])
 
 
-@pytest.mark.parametrize("budget", ["big", 2048.5, True])
+def test_a_whole_number_batch_tokens_of_another_type_is_that_count(scorer):
+    """batch_tokens=2048.0 (or numpy's 4096.0) was refused as 'not a whole number' (it scored before)."""
+    prompts, candidates = cases(6, seed=4)
+    for budget in (2048, 4096):
+        expected = scorer.score(prompts, candidates, batch_tokens=budget)
+        for same in (float(budget), np.float64(budget), np.int64(budget), np.float32(budget)):
+            for got, want in zip(scorer.score(prompts, candidates, batch_tokens=same), expected):
+                np.testing.assert_array_equal(got, want)
+    assert common.check_batch_tokens(np.float64(4096)) == 4096 and type(common.check_batch_tokens(2048.0)) is int
+
+
+@pytest.mark.parametrize("budget", ["big", 2048.5, True, "2048", 0, -1, 0.0, float("nan"), float("inf")])
 def test_a_batch_tokens_that_is_not_a_count_is_named(scorer, tiny_pairrm_dir, tmp_path, budget):
     """batch_tokens='big' gave a raw TypeError: '<' not supported between instances of 'str' and 'int' (and
     score_candidates a raw ValueError from int('big'); 2048.5 became 2048, True a budget of 1)."""

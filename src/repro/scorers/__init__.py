@@ -13,7 +13,7 @@ from typing import Any, Iterable, get_args
 from ..errors import ModelLoadError, ParameterError, ReproError
 from ..parameters import ScorerKind
 from .blender_compat import BlenderScorer
-from .common import local_checkpoint
+from .common import local_checkpoint, no_folder
 from .pairrm import PairRM
 from .pairrm_checkpoint import KNOWN_HUB_IDS, read_config
 from .sequence_classifier import SequenceClassifierScorer
@@ -61,10 +61,10 @@ def detect_kind(model: str | Path) -> str:
         if "pairrm" in spec.lower():  # its loader says how to fetch it
             return "pairrm"
         raise ModelLoadError(
-            f"Scorer model '{spec}' is neither a local folder nor in the hub cache, and the hub could not be asked "
-            f"(offline?), so its kind cannot be read from its config.json. Fetch it once (`hf download {spec}`), "
-            f"give a local folder, or set scorer_kind (or --kind on the command line) to 'pairrm' or "
-            f"'sequence_classifier'.")
+            f"Scorer model '{spec}' is neither a local folder ({no_folder(spec)}) nor in the hub cache, and the hub "
+            f"could not be asked (offline?), so its kind cannot be read from its config.json. Fetch it once (`hf "
+            f"download {spec}`), give a local folder, or set scorer_kind (or --kind on the command line) to 'pairrm' "
+            f"or 'sequence_classifier'.")
     if (kind := kind_of_config(config)) is None:
         raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: its config.json names architectures "
                              f"{config.get('architectures')}, neither PairRM's nor a *ForSequenceClassification. Set "

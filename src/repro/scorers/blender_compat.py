@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from .common import check_inputs, check_pairs, resolve_device, resolve_dtype
+from .common import check_batch_tokens, check_inputs, check_pairs, resolve_device, resolve_dtype
 from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, detect_layout, read_config, resolve_model
 from .pairrm_tokens import restore_sentencepiece_normalizer
 
@@ -155,8 +155,10 @@ class BlenderScorer(PairRMScorerBase):
 
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
               return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
-        """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` does not apply here."""
+        """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` does not apply here (it is
+        checked as the engine checks it)."""
         prompts, candidates = check_inputs(prompts, candidates)
+        check_batch_tokens(batch_tokens)
         scores: list[np.ndarray | None] = [None] * len(prompts)
         matrices: list[np.ndarray | None] = [None] * len(prompts)
         # llm-blender needs equal candidate counts in one call; calls of whole batches keep its batching
@@ -182,9 +184,14 @@ class BlenderScorer(PairRMScorerBase):
         return [np.asarray(get_ranks_from_scores(np.asarray(s, dtype=np.float32)), dtype=np.int64)
                 for s in self.score(prompts, candidates, **kwargs)]
 
-    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
-                **kwargs) -> np.ndarray:
-        """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A]."""
-        out = self.blender.compare(*check_pairs(prompts, candidates_a, candidates_b), batch_size=self.batch_size,
-                                   return_logits=True, mode="[A,B]+[B,A]", disable_tqdm=True)
+    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str], *,
+                batch_tokens: int | None = None, progress: Callable[[int], Any] | None = None) -> np.ndarray:
+        """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A] (`batch_tokens` as in
+        `score`)."""
+        pairs = check_pairs(prompts, candidates_a, candidates_b)
+        check_batch_tokens(batch_tokens)
+        out = self.blender.compare(*pairs, batch_size=self.batch_size, return_logits=True, mode="[A,B]+[B,A]",
+                                   disable_tqdm=True)
+        if progress is not None:
+            progress(len(pairs[0]))
         return np.asarray(out, dtype=np.float64)

@@ -84,15 +84,18 @@ def text_list(value: Any, what: str, expected: str = "a list of strings") -> lis
                     f"pandas Series){how}.")
 
 
-def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any],
-                 min_candidates: int = 2) -> tuple[list[str], list[list[str]]]:
+def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any], min_candidates: int = 2,
+                 candidate: Callable[[int, int], str] = lambda row, i: f"Row {row}: candidate {i}",
+                 ) -> tuple[list[str], list[list[str]]]:
     """The prompts and each row's candidates as lists (`text_list`); a DataError naming the argument or the first bad
-    row: non-strings, missing fields, too few candidates."""
+    row: non-strings, missing fields, too few candidates (`candidate(row, i)`: how a message names one)."""
     prompts = text_list(prompts, "prompts")
     candidates = text_list(candidates, "candidates", "one list of candidate texts per prompt")
     if len(candidates) != len(prompts):
+        first = f", the first a {type(candidates[0]).__name__}" if candidates else ""
         raise DataError(f"candidates must be a list with one list of candidate texts per prompt "
-                        f"({len(prompts)} prompts), got {len(candidates)} lists.")
+                        f"({len(prompts)} prompts), got {counted(len(candidates), 'item')}{first}: give one list of "
+                        f"candidates per prompt.")
     rows = []
     for row, (prompt, cands) in enumerate(zip(prompts, candidates)):
         if not isinstance(prompt, str):
@@ -104,7 +107,7 @@ def check_inputs(prompts: Sequence[Any], candidates: Sequence[Any],
             raise DataError(f"Row {row}: {counted(len(cands), 'candidate')}; {need}. Drop the row or add candidates.")
         for i, cand in enumerate(cands):
             if not isinstance(cand, str):
-                raise DataError(f"Row {row}: candidate {i} is {type(cand).__name__} ({cand!r:.60}), expected a string.")
+                raise DataError(f"{candidate(row, i)} is {type(cand).__name__} ({cand!r:.60}), expected a string.")
     return prompts, rows
 
 
@@ -117,13 +120,18 @@ def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
     if not len(a) == len(b) == len(prompts):
         raise DataError(f"compare needs one candidate A and one candidate B per prompt: got {len(prompts)} "
                         f"prompts, {len(a)} A and {len(b)} B.")
-    check_inputs(prompts, [[x, y] for x, y in zip(a, b)])
+    check_inputs(prompts, [[x, y] for x, y in zip(a, b)], candidate=lambda row, i: f"candidates_{'ab'[i]}[{row}]")
     return prompts, a, b
 
 
-def check_batch_tokens(batch_tokens: Any) -> int:
-    """`batch_tokens` as an int, or a ParameterError naming it (a string, a fraction, a bool, less than 1)."""
-    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, numbers.Integral) or batch_tokens < 1:
+def check_batch_tokens(batch_tokens: Any) -> int | None:
+    """`batch_tokens` as an int (2048.0 and numpy's numbers too; None as it is), or a ParameterError naming it (a
+    string, a fraction, a bool, less than 1)."""
+    if batch_tokens is None:
+        return None
+    whole = isinstance(batch_tokens, numbers.Integral) or (isinstance(batch_tokens, numbers.Real)
+                                                           and float(batch_tokens).is_integer())
+    if isinstance(batch_tokens, bool) or not whole or batch_tokens < 1:
         raise ParameterError(f"batch_tokens={batch_tokens!r} must be a whole number >= 1 (tokens per forward batch), "
                              f"or None for the device's default.")
     return int(batch_tokens)
@@ -142,6 +150,11 @@ def ranks_from_scores(scores: Sequence[float], where: str = "A row") -> np.ndarr
     check_scores(scores, where)
     s = np.asarray(scores, dtype=np.float64)
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
+
+
+def no_folder(spec: str) -> str:
+    """What a loader says of a model `spec` that is no local folder (a hub id's shape, models/rm, is a path too)."""
+    return f"no folder {Path(spec).expanduser().resolve()}: a relative path is read from the current folder"
 
 
 def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Path | None:
@@ -237,12 +250,12 @@ class BudgetedBatches:
         """Ranks per prompt (1 = best, ties share), from `score`."""
         return [ranks_from_scores(s) for s in self.score(prompts, candidates, **kwargs)]
 
-    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str],
-                **kwargs) -> np.ndarray:
+    def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str], *,
+                batch_tokens: int | None = None, progress: Callable[[int], Any] | None = None) -> np.ndarray:
         """score(A) − score(B) per prompt, A and B scored as its two candidates (> 0: A is better): PairRM's
         M[A, B] − M[B, A] (llm-blender's compare mode "[A,B]+[B,A]"), a reward model's r(A) − r(B)."""
         prompts, a, b = check_pairs(prompts, candidates_a, candidates_b)
-        scores = self.score(prompts, [[x, y] for x, y in zip(a, b)], **kwargs)
+        scores = self.score(prompts, [[x, y] for x, y in zip(a, b)], batch_tokens=batch_tokens, progress=progress)
         return np.array([s[0] - s[1] for s in scores], dtype=np.float64)
 
     def effective_batch_tokens(self, batch_tokens: int) -> int:

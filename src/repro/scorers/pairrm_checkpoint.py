@@ -13,7 +13,7 @@ from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS
 from ..paths import reads_as_hub_id
 from ..revisions import hub_offline
-from .common import is_stand_in, local_checkpoint
+from .common import is_stand_in, local_checkpoint, no_folder
 from .pairrm_attention import PairRMModel, install_fast_attention
 from .tiny import BUILTIN_TINY, DEBERTA_V3_LARGE, build_builtin
 
@@ -49,8 +49,7 @@ def _from_hub(repo_id: str) -> Path:
         reasons.append(f"the snapshot at {folder} has no {weights}")
     offline = f" ({switch} is set: the hub was not asked)" if (switch := hub_offline()) else ""
     raise ModelLoadError(
-        f"PairRM model '{repo_id}' could not be loaded: it is not a local directory (no folder "
-        f"{Path(repo_id).expanduser().resolve()}: a relative path is read from the current folder), not in "
+        f"PairRM model '{repo_id}' could not be loaded: it is not a local directory ({no_folder(repo_id)}), not in "
         f"llm-blender's download folder ({legacy}) and not "
         f"in the Hugging Face hub cache ({constants.HF_HUB_CACHE}){offline}; {'; '.join(reasons)}. "
         f"{_how_to_provide(repo_id)}")

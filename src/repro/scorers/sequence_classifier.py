@@ -14,8 +14,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelLoadError, ParameterError, counted
-from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, resolve_device,
-                     resolve_dtype, torch_dtype)
+from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, no_folder,
+                     resolve_device, resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
@@ -49,8 +49,8 @@ def _load_error(spec: str, exc: Exception, trust_remote_code: bool) -> ModelLoad
             f"needs trust_remote_code=True (scorer option `trust_remote_code: true`, `repro score "
             f"--trust-remote-code`). Set it only for a checkpoint whose code you trust.")
     where = "" if Path(spec).is_dir() else (
-        f" If it is a hub id, fetch it once on a machine with internet (`hf download {spec}`) into the hub cache "
-        f"(or set HF_HOME to a copy of it), or pass a local folder.")
+        f" It is not a local folder ({no_folder(spec)}). If it is a hub id, fetch it once on a machine with "
+        f"internet (`hf download {spec}`) into the hub cache (or set HF_HOME to a copy of it), or pass a local folder.")
     return ModelLoadError(f"Reward model '{spec}' could not be loaded ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}).{where}")
 
