@@ -386,3 +386,15 @@ def test_a_null_candidate_of_a_layout_is_refused_naming_its_column_and_row(tmp_p
         with pytest.raises(DataError, match=rf"^line 3 of \S+: candidate 2 of 3 in '{column}' is null; rows of "
                                             rf"{called} layout are scored on their every candidate"):
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
+
+
+def test_batch_tokens_typed_as_a_whole_float_is_that_count(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
+    """`--batch-tokens 2048.0` was "invalid int value", while a params file and the Python API take 2048.0."""
+    src = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:2])
+    argv = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--device", "cpu", "--force"]
+    assert main([*argv, "--output", str(tmp_path / "a.jsonl"), "--batch-tokens", "2048.0"]) == 0
+    assert main([*argv, "--output", str(tmp_path / "b.jsonl"), "--batch-tokens", "2048"]) == 0
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+    with pytest.raises(SystemExit):
+        main([*argv, "--output", str(tmp_path / "c.jsonl"), "--batch-tokens", "1.5"])
+    assert "--batch-tokens: invalid whole_number value: '1.5'" in capsys.readouterr().err

@@ -405,3 +405,14 @@ def test_what_is_not_a_number_is_refused_not_parsed_or_counted(given, holds):
     with pytest.raises(DataError, match=r"NaN, infinite or missing score \(rows 1 \(from 0\); margin: 1\)"):
         stats.margin_sign([2.0, None, -1])  # a missing score is one, as NaN is
     assert stats.margin_sign(np.array([3, -1], np.int8))["counts"]["negative"] == 1
+
+
+def test_decimal_scores_are_numbers_and_a_number_beyond_float64_is_told_to_rescale():
+    # a decimal128 column (to_pandas gives Decimals) was refused "must hold numbers" after the non-number check came,
+    # though 02_analyze reads it; an integer beyond float64 raised a bare OverflowError
+    from decimal import Decimal
+
+    assert stats.summarize_scores([Decimal("1.5"), Decimal("2"), Decimal("3.25")], [0.5, 2.5, 1.0], 50,
+                                  0)["score_chosen"]["mean"] == pytest.approx(2.25)
+    with pytest.raises(DataError, match=r"effect_sizes: margin holds a number too large for float64 .*rescale"):
+        stats.effect_sizes([10 ** 400, 1, 2])

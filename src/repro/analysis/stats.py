@@ -3,6 +3,7 @@ returning JSON-ready dicts (None, never NaN, where a statistic is undefined)."""
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import warnings
@@ -86,8 +87,10 @@ def refuse_too_large(where: str, series: dict[str, np.ndarray], named: Callable[
 
 
 def _not_a_score(value: Any) -> bool:
-    """Whether `value` cannot be a score: text, a bool, a complex number... (None is a missing one, as NaN)."""
-    return value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real))
+    """Whether `value` cannot be a score: text, a bool, a complex number... (None is a missing one, as NaN; a Decimal,
+    as a decimal128 column gives, is a number)."""
+    return value is not None and (isinstance(value, (bool, np.bool_))
+                                  or not isinstance(value, (numbers.Real, decimal.Decimal)))
 
 
 def paired_scores(function: str, **series: Any) -> list[np.ndarray]:
@@ -105,6 +108,9 @@ def paired_scores(function: str, **series: Any) -> list[np.ndarray]:
                 if bad is not None:
                     raise TypeError(f"row {bad} (from 0) holds {values[bad]!r}")
             arrays[name] = given.astype(np.float64)
+        except OverflowError as exc:  # (an int beyond float64's range)
+            raise DataError(f"{where}: {name} holds a number too large for float64 ({exc}): rescale the scores, "
+                            f"dividing them by one factor (margins keep their signs and order).") from None
         except (TypeError, ValueError) as exc:
             raise DataError(f"{where}: {name} must hold numbers, one score per row ({exc}); convert them first, a "
                             f"missing score as NaN.") from None

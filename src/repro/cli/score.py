@@ -62,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
     parser.add_argument("--backend", default=RUN["scorer_backend"], choices=get_args(ScorerBackend),
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
-    parser.add_argument("--batch-tokens", type=int, default=RUN["batch_tokens"],
+    parser.add_argument("--batch-tokens", type=whole_number, default=RUN["batch_tokens"],
                         help=f"token budget per forward batch, padding counted (default {BATCH_TOKENS['cuda']} on a "
                              f"GPU, {BATCH_TOKENS['cpu']} on a CPU)")
     for side, what in (("source", "prompt"), ("candidate", "candidate")):
@@ -78,6 +78,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "Ctrl-C (default: OUTPUT.work/, removed once OUTPUT is written by one process)")
     parser.add_argument("--chunk-size", type=int, default=RUN["chunk_size"],
                         help=f"prompts per resumable chunk and engine call (default {RUN['chunk_size']})")
+
+
+def whole_number(text: str) -> int:
+    """A count as typed: 2048, or 2048.0 as a params file or the Python API takes it (1.5: not a count)."""
+    if not (value := float(text)).is_integer():
+        raise ValueError(text)
+    return int(value)
 
 
 def _assistant_text(turns: Any, where: str, column: str) -> str:
