@@ -377,22 +377,29 @@ def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_
     assert "holds a family's folder" in capsys.readouterr().out
 
 
+def _older_member(folder: Path, grid: dict, index: int = 0, family: str = "demo") -> Manifest:
+    """A member's folder as an older repro left it: a run begun there, its record naming the family's member."""
+    manifest = Manifest(RunDir(folder))
+    manifest.start_run({}, ["01_construct"])
+    manifest.update(family={"name": family, "member": folder.name, "index": index, "grid": grid})
+    return manifest
+
+
 def test_members_an_older_repro_named_without_their_letters_keep_their_folders(tmp_path, monkeypatch, capsys):
     # an older repro dropped letters outside ASCII from member names (Straße: pretty_name-Stra-e, Café: ...-Caf):
     # after an upgrade every member was "(new)", the old ones "no longer in the grid", and each was built again
     root = tmp_path / "f"
     old = {"pretty_name-Stra-e": {"pretty_name": "Straße"}, "pretty_name-Caf": {"pretty_name": "Café"}}
     Manifest(RunDir(root)).update(members=old, family_name="demo")  # the family folder's record, as it wrote it
+    older = [_older_member(root / name, grid, index) for index, (name, grid) in enumerate(old.items())]
     command = ["run", str(DEMO), "--set", "mini_count=2", "--out", str(root), "--grid"]
     values = {**load_params_file(DEMO), "mini_count": 2, "family": {"grid": {"pretty_name": ["Straße", "Café"]}}}
     family = fam.plan_family(values, default_name="demo", out=str(root))
     assert [m.name for m in family.members] == ["pretty_name-Stra-e", "pretty_name-Caf"]
     assert [m.run_dir for m in family.members] == [root / "pretty_name-Stra-e", root / "pretty_name-Caf"]
-    done = family.members[0]  # a member complete there: held, not run again
-    manifest = Manifest(RunDir(done.run_dir))
-    manifest.start_run({}, ["01_construct"])
-    manifest.update(family=done.record(family.name), fingerprint=done.fingerprint)
-    manifest.finish_run("complete")
+    older[0].update(fingerprint=family.members[0].fingerprint)  # Straße's complete there: held, not run again
+    older[0].finish_run("complete")
+    older[1].finish_run("interrupted")  # Café's stopped: it continues there
     assert main([*command, "pretty_name=Straße,Café", "--check"]) == 0
     out = capsys.readouterr().out
     assert "members: pretty_name-Stra-e: complete with the same parameters, not run again" in out
@@ -416,15 +423,61 @@ def test_members_an_older_repro_named_without_their_letters_keep_their_folders(t
            "folder stays)" in out
     assert list(Manifest(RunDir(root)).read()["members"]) == ["pretty_name-Stra-e", "pretty_name-Wien",
                                                               "pretty_name-日本語"]
-    # a member renamed by another member_name (ASCII names: named alike by every repro) takes its new name
-    values["family"] = {"grid": {"mini_index": [0, 1]}, "member_name": "part{mini_index}"}
-    Manifest(RunDir(root)).update(members={"mini_index-0": {"mini_index": 0}})
-    assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == ["part0", "part1"]
-    # another family's record there names nothing of this one
-    Manifest(RunDir(root)).update(members=old, family_name="other")
-    values["family"] = {"grid": {"pretty_name": ["Straße", "Café"]}}
+    # a value taken out and put back finds its folder again (the last plan lacks it; its folder does not)
+    assert main([*command, "pretty_name=Straße,Café", "--check"]) == 0
+    assert "members: pretty_name-Stra-e: complete with the same parameters, not run again" in capsys.readouterr().out
     assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == [
+        "pretty_name-Stra-e", "pretty_name-Caf"]
+    # the folder of its name, where there is one (made since), is the member's; so is it in another family
+    (root / "pretty_name-Café").mkdir()
+    assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == [
+        "pretty_name-Stra-e", "pretty_name-Café"]
+    assert [m.name for m in fam.plan_family(values, default_name="other", out=str(root)).members] == [
         "pretty_name-Straße", "pretty_name-Café"]
+
+
+def test_every_member_follows_a_changed_member_name_whatever_its_letters(tmp_path):
+    # a family named by this repro ({pretty_name}), then given m_{pretty_name}: the members of letters outside ASCII
+    # kept their old names and folders ("complete, not run again"; --member m_数据集 "not a member"), the others not
+    root = tmp_path / "f"
+    values = {**load_params_file(DEMO), "mini_count": 2,
+              "family": {"grid": {"pretty_name": ["数据集", "डेटा", "🚀rocket", "plain"]},
+                         "member_name": "{pretty_name}"}}
+    family = fam.plan_family(values, default_name="demo", out=str(root))
+    assert [m.name for m in family.members] == ["数据集", "डेटा", "rocket", "plain"]
+    for member in family.members:
+        manifest = _older_member(member.run_dir, member.grid_values, member.index)
+        manifest.update(fingerprint=member.fingerprint)
+        manifest.finish_run("complete")
+    Manifest(RunDir(root)).update(members=family.plan, family_name="demo")
+    values["family"]["member_name"] = "m_{pretty_name}"
+    family = fam.plan_family(values, default_name="demo", out=str(root))
+    assert [m.name for m in family.members] == ["m_数据集", "m_डेटा", "m_rocket", "m_plain"]
+    assert family.member("m_数据集").run_dir == root / "m_数据集" and not fam.is_done(family.member("m_数据集"))
+
+
+def test_a_value_naming_the_folder_of_an_older_named_member_is_refused_before_anything_runs(tmp_path, monkeypatch,
+                                                                                             capsys):
+    # an older repro ran Straße in pretty_name-Stra-e; a grid of Straße and Stra-e moved Straße to a new folder and
+    # refused Stra-e's ("holds a run with other parameters ... or pass --force", which would destroy Straße's run)
+    root = tmp_path / "f"
+    Manifest(RunDir(root)).update(members={"pretty_name-Stra-e": {"pretty_name": "Straße"}}, family_name="demo")
+    _older_member(root / "pretty_name-Stra-e", {"pretty_name": "Straße"}).finish_run("complete")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    command = ["run", str(DEMO), "--set", "mini_count=2", "--out", str(root), "--grid", "pretty_name=Straße,Stra-e"]
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: pytest.fail(f"ran {root}"))
+    assert main([*command, "--check"]) == 2 and main(command) == 2
+    err = capsys.readouterr().err
+    folder = root / "pretty_name-Stra-e"
+    assert f"would share one folder, {folder}: it holds the run of {{'pretty_name': 'Straße'}}" in err
+    assert "{'pretty_name': 'Stra-e'} is named 'pretty_name-Stra-e'" in err and "family.member_name" in err
+    assert "--force" not in err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before  # nothing written
+    # another member_name tells them apart (Straße runs again in a folder of its letters)
+    values = {**load_params_file(DEMO), "mini_count": 2,
+              "family": {"grid": {"pretty_name": ["Straße", "Stra-e"]}, "member_name": "v_{pretty_name}"}}
+    assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == [
+        "v_Straße", "v_Stra-e"]
 
 
 def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch, capsys):
