@@ -434,6 +434,9 @@ def test_members_an_older_repro_named_without_their_letters_keep_their_folders(t
         "pretty_name-Stra-e", "pretty_name-Café"]
     assert [m.name for m in fam.plan_family(values, default_name="other", out=str(root)).members] == [
         "pretty_name-Straße", "pretty_name-Café"]
+    # a family of one member says so (it said "family demo of 1 members")
+    assert main([*command, "pretty_name=Straße"]) == 130  # (Straße's complete run held; the view stopped)
+    assert f"repro run: family demo of 1 member -> {root}\n" in capsys.readouterr().out
 
 
 def test_every_member_follows_a_changed_member_name_whatever_its_letters(tmp_path):
@@ -666,6 +669,8 @@ def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_pa
     assert done["rows"] == 3 and done["margin_mean"] == pytest.approx(np.mean([0.75, 1.5, 1.25]))
     assert stopped["rows"] is None and stopped["margin_mean"] is None  # not 0 rows: unknown until it is complete
     assert family_view_module.margins_figure(view.margins).axes[0].get_title() == "Margins of 1 of 2 members (n = 3 rows)"
+    one = family_view_module.margins_figure({"t07": np.array([0.5])}).axes[0].get_title()
+    assert one == "Margins of 1 member (n = 1 row)"  # (it said "1 members (n = 1 rows)")
     # rows taken back from the member's own work/ chunks count too (they were counted nowhere)
     assert done["scored_rows"] == {"computed": 1, "from_cache": 0, "from_work": 2}
     # `cache: false`: no cache record; the stages' own numbers count (0 rows scored and an empty table before)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import check_format
-from ..errors import ParameterError
+from ..errors import ParameterError, counted
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
@@ -401,5 +401,5 @@ def main(args: argparse.Namespace) -> int:
             status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output, looked=True,
                                 force=args.force)
             return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED, BUSY: EXIT_BUSY}.get(status, 0)
-        print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
+        print(f"repro run: family {family.name} of {counted(len(family.members), 'member')} -> {family.root}")
         return run_family(args, family)
