@@ -1313,7 +1313,9 @@ def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, m
     run(old)
     assert ran == ["source-a.jsonl", "source-b.jsonl", "f"]
     shutil.copytree(old, copy, symlinks=True)
-    assert "family demo: nothing to do" in run(copy) and len(ran) == 3
+    # (its line names the local inputs its members read, as a run's does)
+    assert ("family demo: nothing to do: every member and the family view are complete, of these parameters, local "
+            "inputs, code and packages") in run(copy) and len(ran) == 3
     planned = Manifest(copy / "runs" / "f").read()["members"]
     assert planned["source-a.jsonl"] == {"source": str(copy / "data" / "a.jsonl")}
     (copy / "data" / "b.jsonl").write_text("".join(rows[20:30]))  # a file changed after the copy: changed data
