@@ -377,22 +377,29 @@ def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_
     assert "holds a family's folder" in capsys.readouterr().out
 
 
+def _older_member(folder: Path, grid: dict, index: int = 0, family: str = "demo") -> Manifest:
+    """A member's folder as an older repro left it: a run begun there, its record naming the family's member."""
+    manifest = Manifest(RunDir(folder))
+    manifest.start_run({}, ["01_construct"])
+    manifest.update(family={"name": family, "member": folder.name, "index": index, "grid": grid})
+    return manifest
+
+
 def test_members_an_older_repro_named_without_their_letters_keep_their_folders(tmp_path, monkeypatch, capsys):
     # an older repro dropped letters outside ASCII from member names (Straße: pretty_name-Stra-e, Café: ...-Caf):
     # after an upgrade every member was "(new)", the old ones "no longer in the grid", and each was built again
     root = tmp_path / "f"
     old = {"pretty_name-Stra-e": {"pretty_name": "Straße"}, "pretty_name-Caf": {"pretty_name": "Café"}}
     Manifest(RunDir(root)).update(members=old, family_name="demo")  # the family folder's record, as it wrote it
+    older = [_older_member(root / name, grid, index) for index, (name, grid) in enumerate(old.items())]
     command = ["run", str(DEMO), "--set", "mini_count=2", "--out", str(root), "--grid"]
     values = {**load_params_file(DEMO), "mini_count": 2, "family": {"grid": {"pretty_name": ["Straße", "Café"]}}}
     family = fam.plan_family(values, default_name="demo", out=str(root))
     assert [m.name for m in family.members] == ["pretty_name-Stra-e", "pretty_name-Caf"]
     assert [m.run_dir for m in family.members] == [root / "pretty_name-Stra-e", root / "pretty_name-Caf"]
-    done = family.members[0]  # a member complete there: held, not run again
-    manifest = Manifest(RunDir(done.run_dir))
-    manifest.start_run({}, ["01_construct"])
-    manifest.update(family=done.record(family.name), fingerprint=done.fingerprint)
-    manifest.finish_run("complete")
+    older[0].update(fingerprint=family.members[0].fingerprint)  # Straße's complete there: held, not run again
+    older[0].finish_run("complete")
+    older[1].finish_run("interrupted")  # Café's stopped: it continues there
     assert main([*command, "pretty_name=Straße,Café", "--check"]) == 0
     out = capsys.readouterr().out
     assert "members: pretty_name-Stra-e: complete with the same parameters, not run again" in out
@@ -416,15 +423,64 @@ def test_members_an_older_repro_named_without_their_letters_keep_their_folders(t
            "folder stays)" in out
     assert list(Manifest(RunDir(root)).read()["members"]) == ["pretty_name-Stra-e", "pretty_name-Wien",
                                                               "pretty_name-日本語"]
-    # a member renamed by another member_name (ASCII names: named alike by every repro) takes its new name
-    values["family"] = {"grid": {"mini_index": [0, 1]}, "member_name": "part{mini_index}"}
-    Manifest(RunDir(root)).update(members={"mini_index-0": {"mini_index": 0}})
-    assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == ["part0", "part1"]
-    # another family's record there names nothing of this one
-    Manifest(RunDir(root)).update(members=old, family_name="other")
-    values["family"] = {"grid": {"pretty_name": ["Straße", "Café"]}}
+    # a value taken out and put back finds its folder again (the last plan lacks it; its folder does not)
+    assert main([*command, "pretty_name=Straße,Café", "--check"]) == 0
+    assert "members: pretty_name-Stra-e: complete with the same parameters, not run again" in capsys.readouterr().out
     assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == [
+        "pretty_name-Stra-e", "pretty_name-Caf"]
+    # the folder of its name, where there is one (made since), is the member's; so is it in another family
+    (root / "pretty_name-Café").mkdir()
+    assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == [
+        "pretty_name-Stra-e", "pretty_name-Café"]
+    assert [m.name for m in fam.plan_family(values, default_name="other", out=str(root)).members] == [
         "pretty_name-Straße", "pretty_name-Café"]
+    # a family of one member says so (it said "family demo of 1 members")
+    assert main([*command, "pretty_name=Straße"]) == 130  # (Straße's complete run held; the view stopped)
+    assert f"repro run: family demo of 1 member -> {root}\n" in capsys.readouterr().out
+
+
+def test_every_member_follows_a_changed_member_name_whatever_its_letters(tmp_path):
+    # a family named by this repro ({pretty_name}), then given m_{pretty_name}: the members of letters outside ASCII
+    # kept their old names and folders ("complete, not run again"; --member m_数据集 "not a member"), the others not
+    root = tmp_path / "f"
+    values = {**load_params_file(DEMO), "mini_count": 2,
+              "family": {"grid": {"pretty_name": ["数据集", "डेटा", "🚀rocket", "plain"]},
+                         "member_name": "{pretty_name}"}}
+    family = fam.plan_family(values, default_name="demo", out=str(root))
+    assert [m.name for m in family.members] == ["数据集", "डेटा", "rocket", "plain"]
+    for member in family.members:
+        manifest = _older_member(member.run_dir, member.grid_values, member.index)
+        manifest.update(fingerprint=member.fingerprint)
+        manifest.finish_run("complete")
+    Manifest(RunDir(root)).update(members=family.plan, family_name="demo")
+    values["family"]["member_name"] = "m_{pretty_name}"
+    family = fam.plan_family(values, default_name="demo", out=str(root))
+    assert [m.name for m in family.members] == ["m_数据集", "m_डेटा", "m_rocket", "m_plain"]
+    assert family.member("m_数据集").run_dir == root / "m_数据集" and not fam.is_done(family.member("m_数据集"))
+
+
+def test_a_value_naming_the_folder_of_an_older_named_member_is_refused_before_anything_runs(tmp_path, monkeypatch,
+                                                                                             capsys):
+    # an older repro ran Straße in pretty_name-Stra-e; a grid of Straße and Stra-e moved Straße to a new folder and
+    # refused Stra-e's ("holds a run with other parameters ... or pass --force", which would destroy Straße's run)
+    root = tmp_path / "f"
+    Manifest(RunDir(root)).update(members={"pretty_name-Stra-e": {"pretty_name": "Straße"}}, family_name="demo")
+    _older_member(root / "pretty_name-Stra-e", {"pretty_name": "Straße"}).finish_run("complete")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    command = ["run", str(DEMO), "--set", "mini_count=2", "--out", str(root), "--grid", "pretty_name=Straße,Stra-e"]
+    monkeypatch.setattr(family_cli, "run_notebooks", lambda values, root, **kw: pytest.fail(f"ran {root}"))
+    assert main([*command, "--check"]) == 2 and main(command) == 2
+    err = capsys.readouterr().err
+    folder = root / "pretty_name-Stra-e"
+    assert f"would share one folder, {folder}: it holds the run of {{'pretty_name': 'Straße'}}" in err
+    assert "{'pretty_name': 'Stra-e'} is named 'pretty_name-Stra-e'" in err and "family.member_name" in err
+    assert "--force" not in err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before  # nothing written
+    # another member_name tells them apart (Straße runs again in a folder of its letters)
+    values = {**load_params_file(DEMO), "mini_count": 2,
+              "family": {"grid": {"pretty_name": ["Straße", "Stra-e"]}, "member_name": "v_{pretty_name}"}}
+    assert [m.name for m in fam.plan_family(values, default_name="demo", out=str(root)).members] == [
+        "v_Straße", "v_Stra-e"]
 
 
 def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkeypatch, capsys):
@@ -613,6 +669,8 @@ def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_pa
     assert done["rows"] == 3 and done["margin_mean"] == pytest.approx(np.mean([0.75, 1.5, 1.25]))
     assert stopped["rows"] is None and stopped["margin_mean"] is None  # not 0 rows: unknown until it is complete
     assert family_view_module.margins_figure(view.margins).axes[0].get_title() == "Margins of 1 of 2 members (n = 3 rows)"
+    one = family_view_module.margins_figure({"t07": np.array([0.5])}).axes[0].get_title()
+    assert one == "Margins of 1 member (n = 1 row)"  # (it said "1 members (n = 1 rows)")
     # rows taken back from the member's own work/ chunks count too (they were counted nowhere)
     assert done["scored_rows"] == {"computed": 1, "from_cache": 0, "from_work": 2}
     # `cache: false`: no cache record; the stages' own numbers count (0 rows scored and an empty table before)
@@ -1255,7 +1313,9 @@ def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, m
     run(old)
     assert ran == ["source-a.jsonl", "source-b.jsonl", "f"]
     shutil.copytree(old, copy, symlinks=True)
-    assert "family demo: nothing to do" in run(copy) and len(ran) == 3
+    # (its line names the local inputs its members read, as a run's does)
+    assert ("family demo: nothing to do: every member and the family view are complete, of these parameters, local "
+            "inputs, code and packages") in run(copy) and len(ran) == 3
     planned = Manifest(copy / "runs" / "f").read()["members"]
     assert planned["source-a.jsonl"] == {"source": str(copy / "data" / "a.jsonl")}
     (copy / "data" / "b.jsonl").write_text("".join(rows[20:30]))  # a file changed after the copy: changed data

@@ -4,12 +4,13 @@ again (`Manifest.holds`)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -18,7 +19,7 @@ from .jobs import fingerprint_of
 from .manifest import Manifest
 from .parameters import (DEFAULT_NOTEBOOKS, MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once,
                          read_value, resolve_parameters, validate_all)
-from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, folder_safe, run_folder
+from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, ascii_folder_safe, folder_safe, run_folder
 from .revisions import run_fingerprint
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
@@ -137,32 +138,34 @@ def check_grid(grid: Any, where: str) -> dict[str, list[Any]]:
     return grid
 
 
-def _label(value: Any) -> str:
-    """A value as a folder name may show it."""
+def _label(value: Any, safe: Callable[[str], str]) -> str:
+    """A value as a folder name may show it (as `safe` keeps its letters)."""
     if isinstance(value, (list, dict)):
         return "h" + fingerprint_of(value)[:8]
     text = Path(value).name if isinstance(value, str) and "/" in value and Path(value).exists() else str(value)
-    return folder_safe(unicodedata.normalize("NFC", text)).strip("-") or "empty"
+    return safe(text).strip("-") or "empty"
 
 
-def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None, where: str) -> list[str]:
+def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None, where: str,
+                 safe: Callable[[str], str] = folder_safe) -> list[str]:
     """Each member's folder name: `template` filled with the values (a bundle by its `name`), or key-value pairs;
-    `combos` map each grid key to (the value's position in the key's list, the value)."""
+    `combos` map each grid key to (the value's position in the key's list, the value); `safe` keeps the letters
+    (`ascii_folder_safe`: the names an older repro gave, not checked)."""
     names = []
     for combo in combos:
         # a bundle by its own name, else its position in the list
-        labels = {key: _label(value.get("name", f"{key}{i}") if is_bundle(key, value) else value)
+        labels = {key: _label(value.get("name", f"{key}{i}") if is_bundle(key, value) else value, safe)
                   for key, (i, value) in combo.items()}
         if template:
             try:
-                name = folder_safe(template.format(**labels))
+                name = safe(template.format(**labels))
             except (KeyError, IndexError, ValueError) as exc:
                 raise ParameterError(f"family.member_name {template!r} in {where} cannot be filled ({exc!r}); it may "
                                      f"name the grid keys {sorted(combo)} in braces.") from None
         else:
             name = "__".join(labels[k] if is_bundle(k, v) else f"{k}-{labels[k]}" for k, (_, v) in combo.items())
         names.append(name)
-    for i, name in enumerate(names):
+    for i, name in enumerate(names if safe is folder_safe else ()):
         if name in NOT_MEMBER_NAMES:
             given = f"family.member_name {template!r}" if template else "a bundle's name"
             raise ParameterError(
@@ -180,14 +183,32 @@ def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None,
     return names
 
 
-def as_recorded(root: Path, family: str, grids: list[dict[str, Any]], names: list[str]) -> list[str]:
-    """`names`, each member's (of grid values `grids`), but a name the family folder's record planned for the same
-    grid values under another name: that member continues in its folder (an older repro dropped the letters outside
-    ASCII: Straße's was Stra-e). An ASCII name was named alike then: one recorded otherwise had another member_name."""
-    record = Manifest(root).read()
-    planned = record.get("members") if record.get("family_name", family) == family else None
-    old = {fingerprint_of(g): n for n, g in planned.items() if n not in names} if isinstance(planned, dict) else {}
-    return [name if name.isascii() else old.get(fingerprint_of(g), name) for name, g in zip(names, grids)]
+def holds_member(folder: Path, family: str, grid: dict[str, Any]) -> bool:
+    """Whether the record of run directory `folder` says it holds family `family`'s member of grid values `grid`."""
+    with contextlib.suppress(OSError, ReproError):
+        record = Manifest(folder).read().get("family")
+        return isinstance(record, dict) and (record.get("name"), fingerprint_of(record.get("grid"))) == (
+            family, fingerprint_of(grid))
+    return False
+
+
+def older_named(root: Path, family: str, grids: list[dict[str, Any]], names: list[str], older: list[str],
+                where: str) -> list[str]:
+    """`names`, but a name with letters outside ASCII whose folder does not exist, where the name an older repro gave
+    that member (`older`: the same member_name, without those letters: Straße's was Stra-e) is a folder holding this
+    family's member of the same grid values: that member continues there. Two members in one folder: refused."""
+    kept = [old if not name.isascii() and old not in NOT_MEMBER_NAMES and not (root / name).exists()
+            and holds_member(root / old, family, grid) else name for name, old, grid in zip(names, older, grids)]
+    for i, name in enumerate(kept):
+        if name in kept[:i]:
+            moved, other = sorted((kept.index(name), i), key=lambda k: kept[k] == names[k])
+            pattern = "v_" + "_".join(f"{{{key}}}" for key in grids[moved])
+            raise ParameterError(
+                f"Two members of the family in {where} would share one folder, {root / name}: it holds the run of "
+                f"{grids[moved]} that an older repro named without its letters outside ASCII, and {grids[other]} is "
+                f"named {name!r} now. Give family.member_name a pattern of your own that tells them apart (e.g. "
+                f"{pattern!r}): {grids[moved]} then runs again in a folder of its letters, and {name} stays as it is.")
+    return kept
 
 
 def is_bundle(key: str, value: Any) -> bool:
@@ -260,7 +281,8 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
 
     combos = [dict(zip(grid, c)) for c in itertools.product(*map(enumerate, grid.values()))]
     grids = [{k: v for k, (_, v) in combo.items()} for combo in combos]
-    names = as_recorded(root, name, grids, member_names(combos, spec.get("member_name"), where))
+    names = older_named(root, name, grids, member_names(combos, spec.get("member_name"), where),
+                        member_names(combos, spec.get("member_name"), where, ascii_folder_safe), where)
     base = {k: v for k, v in values.items() if k != "family"}
     members = []
     for i, (grid_values, member) in enumerate(zip(grids, names)):

@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from ..dataset_io import SCORE_COLUMNS
-from ..errors import DataError, did_you_mean
+from ..errors import DataError, counted, did_you_mean
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import FamilyViewParams
@@ -138,7 +138,7 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
     each of `members`' (member_summary's) mean margin and its 95% interval, and a star on a stand-in's name."""
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
     drawn = sum(m.size > 0 for m in margins.values())  # "2 of 3" when a member has none (not complete, no scores)
-    drawn_members = str(drawn) if drawn == len(margins) else f"{drawn} of {len(margins)}"
+    drawn_members = f"{drawn} of " * (drawn != len(margins)) + counted(len(margins), "member")
     longest = max(map(len, margins), default=0)  # a name at 30 degrees: ~0.075 in wide and 0.045 in high a character
     size = (max(plots.FIGSIZE[0], 1.1 * len(margins) + 2, 0.075 * longest + 2.5),
             plots.FIGSIZE[1] + 0.045 * max(0, longest - 12))
@@ -170,7 +170,7 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
         ax.set(xlabel="member" + (" (* a stand-in scorer: its scores are noise)" if stand_ins else "")
                + ("\n#k: row k of the table (names no installed font can draw)" if None in fonts else ""),
                ylabel="margin = score_chosen − score_rejected",
-               title=f"Margins of {drawn_members} members (n = {len(long):,} rows)")
+               title=f"Margins of {drawn_members} (n = {len(long):,} row{'s' * (len(long) != 1)})")
         if labels != names:
             ax.set_xticks(ax.get_xticks(), labels)
         for label, families in zip(ax.get_xticklabels(), fonts):  # each name ends at its tick

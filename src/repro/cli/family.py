@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import check_format
-from ..errors import ParameterError
+from ..errors import ParameterError, counted
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
@@ -29,8 +29,8 @@ from .preflight import Check, preflight, require
 from .rerun import (busy, changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check,
                     writing)
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, noting_stops
-from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, run_notebooks,
-                  run_params)
+from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, read_parts,
+                  run_notebooks, run_params)
 from .run import configure as configure_run
 
 NOT_STARTED = "not started"  # a member of a family stopped before its turn
@@ -305,7 +305,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     if set(statuses) == {"reused"} and (seen.get("members"), seen.get("members_state")) == (planned, state) and \
             not record.unheld(fingerprint, parameters=view):
         print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
-              f"these parameters, code and packages -> {family.root}")
+              f"these parameters, {read_parts(*(m.fingerprint for m in family.members))}code and packages -> "
+              f"{family.root}")
         return 0
     code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
                          record={"members": planned, "members_state": state}, fingerprint=fingerprint)
@@ -401,5 +402,5 @@ def main(args: argparse.Namespace) -> int:
             status = run_member(family, members[0], kernel=args.kernel, log_output=args.log_output, looked=True,
                                 force=args.force)
             return {"failed": 1, INTERRUPTED: EXIT_INTERRUPTED, BUSY: EXIT_BUSY}.get(status, 0)
-        print(f"repro run: family {family.name} of {len(family.members)} members -> {family.root}")
+        print(f"repro run: family {family.name} of {counted(len(family.members), 'member')} -> {family.root}")
         return run_family(args, family)

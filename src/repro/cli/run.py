@@ -270,10 +270,9 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     fingerprint = run_fingerprint(resolved)  # the inputs as they are before any work (hashed once)
     stale = Manifest(run).unheld(fingerprint, values.get("selfcheck"), resolved)
     if not (changed or args.force or stale):
-        read = "".join(f"{part}, " for part in ("local inputs", "hub commits")  # (those it reads: the demo none)
-                       if fingerprint[part] not in ("", fingerprint_of({})))
-        print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, {read}code and "
-              f"packages, with every output it recorded. --force runs its notebooks again.")
+        print(f"repro run: nothing to do: {run_root} holds a complete run of these parameters, "
+              f"{read_parts(fingerprint)}code and packages, with every output it recorded. --force runs its notebooks "
+              f"again.")
         return 0
     checks = [*(kind_check(run, resolved["notebooks"], given_as, parameters=resolved)
                 or [rerun_check(run, changed, args.force, given_as, resolved, stale)]),
@@ -291,6 +290,13 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"), fingerprint=fingerprint,
                              only=executed(resolved["notebooks"], "" if changed else stale, args.force))
+
+
+def read_parts(*fingerprints: dict[str, Any]) -> str:
+    """'local inputs, hub commits, ': those of the two a run of one of `fingerprints` reads (the demo's: none), as a
+    'nothing to do' names them."""
+    return "".join(f"{part}, " for part in ("local inputs", "hub commits")
+                   if any(fingerprint[part] not in ("", fingerprint_of({})) for fingerprint in fingerprints))
 
 
 def folder_given_as(args: argparse.Namespace, values: dict[str, Any]) -> str:
