@@ -46,6 +46,7 @@ class Member:
     values: dict[str, Any]  # the params file's values with the member's applied (what `repro run` validates)
     run_dir: Path
     fingerprint: dict[str, Any]
+    resolved: dict[str, Any]  # `values` resolved (`resolve_parameters`): what `fingerprint` hashes, once
 
     def record(self, family: str) -> dict[str, Any]:
         """What the member's manifest records under `family`."""
@@ -290,15 +291,15 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         for key, value in grid_values.items():
             member_values.update(settings_of(key, value))
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})", advice=GRID_ADVICE)
+        resolved = resolve_parameters(member_values)
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
-                              run_dir=root / member, fingerprint=run_fingerprint(resolve_parameters(member_values))))
+                              run_dir=root / member, fingerprint=run_fingerprint(resolved), resolved=resolved))
     return Family(name=name, root=root, members=members, jobs=jobs, given_as=given_as)
 
 
 def why_run_again(member: Member) -> str:
     """Why the member's run directory does not hold a complete run of the same fingerprint; "" when it does."""
-    return Manifest(member.run_dir).unheld(member.fingerprint, member.values.get("selfcheck"),
-                                           resolve_parameters(member.values))
+    return Manifest(member.run_dir).unheld(member.fingerprint, member.values.get("selfcheck"), member.resolved)
 
 
 def is_done(member: Member) -> bool:

@@ -47,7 +47,7 @@ def member_given_as(family: Family) -> str:
 def member_checks(family: Family, member: Member, force: bool, why: str) -> tuple[list[Check], dict[str, Any]]:
     """What one member needs before it runs (its run directory, then the machine; `why`: why it runs again), and the
     changed parameters that replace its run (with 01_construct among its notebooks)."""
-    resolved, run, given_as = resolve_parameters(member.values), RunDir(member.run_dir), member_given_as(family)
+    resolved, run, given_as = member.resolved, RunDir(member.run_dir), member_given_as(family)
     changed = changed_parameters(run, resolved)
     advice = f"give the family another {family.given_as} (its members go into its folder, by name)"
     if what := write_problem(member.run_dir):  # (a file there: each check below would fail on it)
