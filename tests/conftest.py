@@ -214,6 +214,30 @@ def demo_run_copy(demo_run, tmp_path) -> Path:
 
 
 @pytest.fixture
+def stubbed_notebooks(monkeypatch) -> list[str]:
+    """`repro run` with papermill stubbed (each notebook's output `{}`, the kernel taken as registered): the names of
+    the notebooks run, in order."""
+    from repro.cli import run as runner
+
+    executed: list[str] = []
+    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    monkeypatch.setattr("papermill.execute_notebook",
+                        lambda src, out, **kw: executed.append(Path(out).stem) or Path(out).write_text("{}"))
+    return executed
+
+
+@pytest.fixture
+def offline_hub_rows(tmp_path, monkeypatch) -> Path:
+    """Offline, with a hub cache of its own holding someone/rows at commit a…a (hub_source): the cache."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub_source(tmp_path / "hub", "a" * 40)
+    return tmp_path / "hub"
+
+
+@pytest.fixture
 def kill_during_scoring():
     """killed_run.kill_while_scoring_the_third_chunk: a scoring job in a subprocess, SIGKILLed in its third chunk."""
     from killed_run import kill_while_scoring_the_third_chunk

@@ -113,12 +113,11 @@ def test_a_source_rewritten_in_place_is_recorded_and_told_by_the_check(tmp_path,
             "builds again from the new rows") in capsys.readouterr().out
 
 
-def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_done(previous_run, capsys, monkeypatch):
+def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_done(previous_run, capsys,
+                                                                                  stubbed_notebooks):
     # two terminals, one run directory: the second run waited for nothing and wrote over the first one's manifest
     import subprocess
     import sys
-
-    from repro.cli import run as runner
 
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.cli.rerun import writing; "
                                "from repro.paths import RunDir; cm = writing(RunDir(sys.argv[1])); cm.__enter__(); "
@@ -138,8 +137,6 @@ def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_don
         holder.kill()
         holder.wait()
     # the holder gone (even killed), the directory is free: the run goes on (papermill stubbed)
-    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
-    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
     assert main(["run", "demo", "--out", str(previous_run.root)]) == 0
 
 
@@ -586,18 +583,10 @@ def test_check_of_a_folder_with_work_and_no_record_does_not_call_it_new(tmp_path
     assert f"{out} (new)" in capsys.readouterr().out
 
 
-def test_a_hub_source_whose_newest_commit_in_the_cache_moved_is_built_again(tmp_path, capsys, monkeypatch):
+def test_a_hub_source_whose_newest_commit_in_the_cache_moved_is_built_again(tmp_path, capsys, offline_hub_rows,
+                                                                            stubbed_notebooks):
     # `hf download` of a hub source's new commit: a complete run's re-run said "nothing to do", a continued one built
     # from the new rows without a word (the run's fingerprint held the content of local files only)
-    from huggingface_hub import constants
-
-    from repro.cli import run as runner
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    hub_source(tmp_path / "hub", "a" * 40)
-    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
-    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
     args = ["run", "demo", "--out", str(tmp_path / "r"), "--set", "source=someone/rows",
             "--set", "notebooks=[01_construct]"]
     assert main(args) == 0 and main(args) == 0
@@ -686,17 +675,13 @@ def test_the_hint_to_continue_a_run_shows_its_path_as_typed_and_quoted_for_the_s
     assert flag == "--set" and value.startswith("source=") and yaml.safe_load(value[len("source="):]) == str(source)
 
 
-def test_a_project_moved_or_copied_continues_its_runs_of_local_files(tmp_path, tiny_pairrm_dir, capsys, monkeypatch):
+def test_a_project_moved_or_copied_continues_its_runs_of_local_files(tmp_path, tiny_pairrm_dir, capsys, monkeypatch,
+                                                                     stubbed_notebooks):
     # a colleague's copy, a reproduction, a renamed folder: every run naming a local file was refused ("scorer_model
     # ('/old/…/data dir/my scorer ü' there, '/new/…' now)"), though the same relative path names the same bytes
     import shutil
 
-    from repro.cli import run as runner
-
-    executed = []
-    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
-    monkeypatch.setattr("papermill.execute_notebook",
-                        lambda src, out, **kw: executed.append(Path(out).stem) or Path(out).write_text("{}"))
+    executed = stubbed_notebooks
     monkeypatch.delenv("REPRO_HOME", raising=False)
     old, outside = tmp_path / "old" / "My proj", tmp_path / "shared rows.jsonl"
     (old / "data dir").mkdir(parents=True)
@@ -742,21 +727,13 @@ def test_a_project_moved_or_copied_continues_its_runs_of_local_files(tmp_path, t
     assert "it completed, but its local inputs changed" in again(moved, runs["inside"], "--check")
 
 
-def test_a_run_an_older_repro_made_says_only_its_code_changed(tmp_path, capsys, monkeypatch):
+def test_a_run_an_older_repro_made_says_only_its_code_changed(tmp_path, capsys, monkeypatch, offline_hub_rows,
+                                                              stubbed_notebooks):
     # a project's runs made by an older repro, checked by this one: "its parameters and code changed" (its record
     # digested the absolute paths, this repro `<project>/...`) and "its hub commits and code changed" (its record has
     # no `hub commits`), though no value and no hub commit changed: only the code did
     import shutil
 
-    from huggingface_hub import constants
-
-    from repro.cli import run as runner
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    hub_source(tmp_path / "hub", "a" * 40)
-    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
-    monkeypatch.setattr("papermill.execute_notebook", lambda src, out, **kw: Path(out).write_text("{}"))
     monkeypatch.delenv("REPRO_HOME", raising=False)
     project = tmp_path / "proj"
     project.mkdir()
@@ -784,15 +761,10 @@ def test_a_run_an_older_repro_made_says_only_its_code_changed(tmp_path, capsys, 
                 in capsys.readouterr().out)
 
 
-def test_a_new_self_check_in_a_complete_run_makes_only_the_card_again(demo_run_copy, capsys, monkeypatch):
+def test_a_new_self_check_in_a_complete_run_makes_only_the_card_again(demo_run_copy, capsys, stubbed_notebooks):
     # `repro selfcheck --report runs/X` into a finished run: "it completed, but the self-check it would cite is
     # another: 01_construct, 02_analyze, 03_card run again"; only the card cites it
-    from repro.cli import run as runner
-
-    executed = []
-    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
-    monkeypatch.setattr("papermill.execute_notebook",
-                        lambda src, out, **kw: executed.append(Path(out).stem) or Path(out).write_text("{}"))
+    executed = stubbed_notebooks
     again = ["run", "demo", "--out", str(demo_run_copy)]
     check = demo_run_copy / "selfcheck.json"
     check.write_text(json.dumps({"tool": "repro selfcheck", "when": "2026-12-04", "verdict": "pass"}))
