@@ -1,9 +1,6 @@
-"""Sequence-classifier reward models: any `AutoModelForSequenceClassification` checkpoint with one output.
-
-(prompt, candidate) is rendered as a user and an assistant turn with the chat template, tokenised without added
-special tokens, and scored as one sequence: its logit. Sequences run longest first (ties by text) in right-padded
-batches by token budget, so a score does not depend on the input order or its batch neighbours (to float rounding).
-"""
+"""Sequence-classifier reward models: any one-output `AutoModelForSequenceClassification`. (prompt, candidate), a user
+and an assistant turn through the chat template, tokenised without added special tokens, scores its logit; longest
+first (ties by text) in right-padded batches by token budget; order and neighbours change a score only by rounding."""
 
 from __future__ import annotations
 
