@@ -295,7 +295,6 @@ class TransformersEngine:
             width = max(len(s.ids) for s in batch)
             input_ids = torch.tensor([[self.pad_id] * (width - len(s.ids)) + s.ids for s in batch], dtype=torch.long)
             attention_mask = (torch.arange(width) >= torch.tensor([[width - len(s.ids)] for s in batch])).long()
-            # decoding is greedy; sampling is greedy over logits with counter noise added (`_gumbel_processor`)
             processors = LogitsProcessorList()
             if temperature > 0 and batch[0].key is not None:
                 keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
@@ -444,17 +443,15 @@ class _Plan:
         self.device = str(torch_device)
         self.dtype = resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
         self.kept, self.skipped, self.truncated = plan_prompts(prompts, params, self.tokenizer, self.limit)
+        vllm = params.generation_backend == "vllm"
         self.fingerprint = {
             # the policy by its content (or hub commit), not its name or folder: a copy elsewhere is the same work
             "stage": "generation", "model": model_identity(policy.path),
             "backend": params.generation_backend, "device_type": self.device.split(":")[0], "dtype": self.dtype,
-            "batch_size": params.generation_batch_size,
-            "sampling": {k: getattr(params, k) for k in SAMPLING},
+            "batch_size": params.generation_batch_size, "sampling": {k: getattr(params, k) for k in SAMPLING},
             # vLLM samples candidate k of every prompt with candidate_seeds[k] itself (SPPO's generate.py)
-            **({"vllm_seeds": "candidate_seeds"} if params.generation_backend == "vllm" and params.candidate_seeds
-               else {}),
-            **({"vllm_requests": "per_prompt"} if params.generation_backend == "vllm"
-               and params.vllm_requests == "per_prompt" else {}),
+            **({"vllm_seeds": "candidate_seeds"} if vllm and params.candidate_seeds else {}),
+            **({"vllm_requests": "per_prompt"} if vllm and params.vllm_requests == "per_prompt" else {}),
             **({} if params.strip_responses else {"strip_responses": False}),  # (the texts of before: stripped)
             "eos_ids": self.eos_ids,
             "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
@@ -487,7 +484,6 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
 
-    # issue 22: the row cache, keyed on the generation fingerprint and the row (prompt tokens, noise keys)
     cache = RowCache.open(cache_dir, "generation", plan.fingerprint) if cache_dir is not None else None
     try:
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
