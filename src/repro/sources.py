@@ -154,8 +154,7 @@ def folder_problem(path: Path) -> str | None:
 
 
 def local_splits(path: Path) -> list[str] | None:
-    """The splits of a local dataset folder (a run directory's, hub-layout shards, a save_to_disk folder), read
-    without loading it; None where they cannot be told so (a file: one split, whatever its name)."""
+    """A local dataset's splits (a folder or run directory), read without loading it; None where unknown (a file)."""
     path = _dataset_of(path)
     if (path / "dataset_dict.json").is_file():
         return list(json.loads((path / "dataset_dict.json").read_text()).get("splits") or []) or None
@@ -296,9 +295,8 @@ def read_parquet(files: list[str]) -> datasets.Dataset:
     if sum(rows) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
     files = [f for f, n in zip(files, rows) if n]
-    # shards of other types (a column of nulls only, integers beside floats, lists of either): each column as the
-    # types of every shard allow (pyarrow's permissive promotion), where datasets took the first shard's (2.0 read as
-    # 2, nulls refusing the rest); text beside numbers does not unify: the load fails, and says why (shards_problem)
+    # shards of other types (nulls only, integers beside floats): each column as every shard's types allow (pyarrow's
+    # permissive promotion), not as the first shard's (2.0 read as 2); text beside numbers fails (shards_problem says)
     schemas = [footer(f).schema.to_arrow_schema() for f in files]
     features = None
     if any(not s.equals(schemas[0]) for s in schemas[1:]):
