@@ -1,6 +1,5 @@
-"""The scorer stand-ins, built offline and byte-identically: a tiny random PairRM (either layout) whose sentencepiece
-tokenizer is trained here on an embedded corpus, and tiny random Llama / DeBERTa-v2 reward models. Their scores are
-noise; they run scoring, the llm-blender equivalence tests and benchmarks through the real code paths."""
+"""The scorer stand-ins, built offline and byte-identically (a tiny random PairRM of either layout, its tokenizer
+trained here; tiny random Llama / DeBERTa-v2 reward models): noise scores, through the real code paths."""
 
 from __future__ import annotations
 
