@@ -89,9 +89,8 @@ def _suffix(path: Path) -> str:
 
 
 def file_problem(path: Path, name: str | None = None) -> str | None:
-    """Why file `path` cannot be a dataset (a type this loader does not read, no bytes, no rows), or None; reads a
-    parquet file's footer, a json file to its first row (with `name`, the load's: every line, one that is not UTF-8
-    raising, named as `name`'s; a file that does not read otherwise: the load says why)."""
+    """Why file `path` cannot be a dataset (a type not read here, no bytes, no rows), or None; with `name` (the load's)
+    every json line is read, one that is not UTF-8 raising as `name`'s (other read errors: the load says why)."""
     if _suffix(path) not in FILE_SUFFIXES:
         return f": unsupported file type {_suffix(path)!r}; use .jsonl, .json or .parquet"
     if path.stat().st_size == 0:
@@ -119,8 +118,7 @@ def build_first(how: str | None = None) -> str:
 
 
 def data_suffixes(path: Path) -> list[str]:
-    """The kinds of data files folder `path` holds (".jsonl", ".parquet", ...), a run's own records and a saved
-    dataset's (state.json, dataset_info.json) left out."""
+    """The kinds of data files in folder `path` (".jsonl", ...), a run's and a saved dataset's own records aside."""
     run = RunDir(path)
     own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
     return sorted({_suffix(f) for f in path.rglob("*")
@@ -156,8 +154,7 @@ def folder_problem(path: Path) -> str | None:
 
 
 def local_splits(path: Path) -> list[str] | None:
-    """The splits of a local dataset folder (a run directory's, hub-layout shards, a save_to_disk folder), read
-    without loading it; None where they cannot be told so (a file: one split, whatever its name)."""
+    """A local dataset's splits (a folder or run directory), read without loading it; None where unknown (a file)."""
     path = _dataset_of(path)
     if (path / "dataset_dict.json").is_file():
         return list(json.loads((path / "dataset_dict.json").read_text()).get("splits") or []) or None
@@ -183,10 +180,7 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
             raise DataError(f"{where}{why}.")
         suffix = _suffix(path)
         try:
-            if suffix == ".parquet":
-                loaded = read_parquet([str(path)])
-            else:
-                loaded = datasets.Dataset.from_json(str(path))
+            loaded = read_parquet([str(path)]) if suffix == ".parquet" else datasets.Dataset.from_json(str(path))
         except Exception as exc:  # datasets wraps parse errors in several types, without the line
             cause = f"{type(exc).__name__}: {str(exc)[:300]}"
             if suffix == ".parquet":
@@ -238,10 +232,9 @@ def split_shards(path: Path, split: str) -> list[Path]:
 
 
 def shards_problem(path: Path, split: str, hub_id: str | None = None, failure: Exception | None = None) -> str | None:
-    """Why the shards of `split` in folder `path` (split_shards; a run directory's dataset) cannot be read as one
-    dataset, from their footers (no row read): a shard that does not read, columns that differ, a column of text in
-    one and not in another, no rows in any; with `failure` (the load's error), it and the types that differ; else
-    None (none without shards). `hub_id`: `path` is that hub dataset's copy in the hub cache."""
+    """Why the shards of `split` in folder `path` (a run directory's dataset) cannot be read as one dataset, from their
+    footers, or None (so without shards); with `failure` (the load's error), it and the types that differ. `hub_id`:
+    `path` is that hub dataset's copy in the hub cache."""
     path = _dataset_of(path)
     names, schemas, rows = [f.relative_to(path).as_posix() for f in split_shards(path, split)], [], 0
     listing = f"{', '.join(names[:4])}{', ...' * (len(names) > 4)}"
@@ -278,9 +271,8 @@ def shards_problem(path: Path, split: str, hub_id: str | None = None, failure: E
 
 
 def _type_clashes(schemas: list[pa.Schema], names: list[str]) -> list[tuple[str, bool]]:
-    """Each column whose type differs between shards (of `names`), said, and whether it is text in one and not in
-    another, which datasets would cast to the first shard's type without a word ("1.5" to 1.5, 2 to "2"). A column
-    of nulls only has no type."""
+    """Each column whose type differs between shards (of `names`), said, and whether it is text in one only (datasets
+    would cast it to the first shard's type without a word: "1.5" to 1.5); a column of nulls only has no type."""
     seen: dict[str, tuple[str, pa.DataType]] = {}
     clashes: dict[str, tuple[str, bool]] = {}
     for name, schema in zip(names, schemas):
@@ -295,19 +287,16 @@ def _type_clashes(schemas: list[pa.Schema], names: list[str]) -> list[tuple[str,
 
 
 def read_parquet(files: list[str]) -> datasets.Dataset:
-    """`Dataset.from_parquet`, except that files with columns but no rows load as an empty dataset (datasets refuses
-    them: "corresponds to no data"), which the caller then refuses by name, and a shard of no rows beside others is
-    left out (it adds none; datasets refuses one of an empty row group); and that the Arrow copy datasets makes
-    is kept in a cache folder of these files' own, emptied when they change (datasets keys a copy by the files'
-    modification time: a run's dataset written again, each re-run, added one to its shared cache every time), and
-    removed at the next new copy once they are gone."""
+    """`Dataset.from_parquet`, except that files of no rows load as an empty dataset (the caller refuses it by name),
+    a shard of no rows beside others is left out (datasets refuses both), and datasets' Arrow copy goes to a cache
+    folder of these files' own, emptied when they change and removed once they are gone (datasets keys a copy by the
+    files' modification time: each re-run of a run added one to its shared cache)."""
     rows = [footer(f).num_rows for f in files]
     if sum(rows) == 0:
         return datasets.Dataset(pq.read_table(files[0]))
     files = [f for f, n in zip(files, rows) if n]
-    # shards of other types (a column of nulls only, integers beside floats, lists of either): each column as the
-    # types of every shard allow (pyarrow's permissive promotion), where datasets took the first shard's (2.0 read as
-    # 2, nulls refusing the rest); text beside numbers does not unify: the load fails, and says why (shards_problem)
+    # shards of other types (nulls only, integers beside floats): each column as every shard's types allow (pyarrow's
+    # permissive promotion), not as the first shard's (2.0 read as 2); text beside numbers fails (shards_problem says)
     schemas = [footer(f).schema.to_arrow_schema() for f in files]
     features = None
     if any(not s.equals(schemas[0]) for s in schemas[1:]):

@@ -1,7 +1,5 @@
-"""Candidate generation: a greedy `reference_response` and n sampled candidates `resp0..resp{n-1}` per prompt.
-
-Sampling noise is a hash of (seed, prompt text, candidate, step, token), so a prompt's candidates do not depend on
-its batch, chunk or row order (docs/generation.md)."""
+"""Candidate generation: a greedy `reference_response` and n sampled candidates `resp0..resp{n-1}` per prompt, their
+noise a hash of (seed, prompt text, candidate, step, token): no batch, chunk or row order changes them."""
 
 from __future__ import annotations
 
@@ -184,8 +182,7 @@ def sample_keys(prompt: str, seed: int, n: int) -> list[list[int]]:
 
 
 def candidate_keys(prompt: str, params: GenerationParams) -> list[list[int]]:
-    """The noise keys of a prompt's candidates: from `generation_seed`, or with `candidate_seeds` candidate k
-    drawn as the first candidate of a run with generation_seed = candidate_seeds[k] (SPPO: a seed per index)."""
+    """The noise keys of a prompt's candidates; with `candidate_seeds`, candidate k's is the first one of seed k's."""
     if params.candidate_seeds is None:
         return sample_keys(prompt, params.generation_seed, params.n_candidates)
     return [sample_keys(prompt, seed, 1)[0] for seed in params.candidate_seeds]
@@ -201,10 +198,8 @@ def _mul32(x, c: int):
 
 def _mix32(x):
     # "lowbias32" integer hash (C. Wellons): a bijection on 32 bits, every input bit reaching every output bit
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
+    x = _mul32(x ^ (x >> 16), 0x7FEB352D)
+    x = _mul32(x ^ (x >> 15), 0x846CA68B)
     return x ^ (x >> 16)
 
 
@@ -258,8 +253,7 @@ class SequenceRequest:
 
 
 def candidate_requests(chunk: list[dict], params: GenerationParams) -> list[SequenceRequest]:
-    """The candidate sequences of a chunk's prompts, in order: one greedy sequence each (temperature 0), else one
-    per candidate, with its noise key and its `candidate_seeds` seed (the same for every prompt, as SPPO's vLLM)."""
+    """The candidate sequences of a chunk's prompts, in order: one greedy sequence each at temperature 0."""
     if params.temperature == 0:
         return [SequenceRequest(item["ids"], None) for item in chunk]
     if params.generation_backend == "vllm" and params.vllm_requests == "per_prompt":
@@ -301,7 +295,6 @@ class TransformersEngine:
             width = max(len(s.ids) for s in batch)
             input_ids = torch.tensor([[self.pad_id] * (width - len(s.ids)) + s.ids for s in batch], dtype=torch.long)
             attention_mask = (torch.arange(width) >= torch.tensor([[width - len(s.ids)] for s in batch])).long()
-            # decoding is greedy; sampling is greedy over logits with counter noise added (`_gumbel_processor`)
             processors = LogitsProcessorList()
             if temperature > 0 and batch[0].key is not None:
                 keys = torch.tensor([s.key for s in batch], dtype=torch.int64, device=self.device)
@@ -450,17 +443,15 @@ class _Plan:
         self.device = str(torch_device)
         self.dtype = resolve_dtype(params.generation_dtype, torch_device, gpu_auto="bf16")
         self.kept, self.skipped, self.truncated = plan_prompts(prompts, params, self.tokenizer, self.limit)
+        vllm = params.generation_backend == "vllm"
         self.fingerprint = {
             # the policy by its content (or hub commit), not its name or folder: a copy elsewhere is the same work
             "stage": "generation", "model": model_identity(policy.path),
             "backend": params.generation_backend, "device_type": self.device.split(":")[0], "dtype": self.dtype,
-            "batch_size": params.generation_batch_size,
-            "sampling": {k: getattr(params, k) for k in SAMPLING},
+            "batch_size": params.generation_batch_size, "sampling": {k: getattr(params, k) for k in SAMPLING},
             # vLLM samples candidate k of every prompt with candidate_seeds[k] itself (SPPO's generate.py)
-            **({"vllm_seeds": "candidate_seeds"} if params.generation_backend == "vllm" and params.candidate_seeds
-               else {}),
-            **({"vllm_requests": "per_prompt"} if params.generation_backend == "vllm"
-               and params.vllm_requests == "per_prompt" else {}),
+            **({"vllm_seeds": "candidate_seeds"} if vllm and params.candidate_seeds else {}),
+            **({"vllm_requests": "per_prompt"} if vllm and params.vllm_requests == "per_prompt" else {}),
             **({} if params.strip_responses else {"strip_responses": False}),  # (the texts of before: stripped)
             "eos_ids": self.eos_ids,
             "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
@@ -493,7 +484,6 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
 
-    # issue 22: the row cache, keyed on the generation fingerprint and the row (prompt tokens, noise keys)
     cache = RowCache.open(cache_dir, "generation", plan.fingerprint) if cache_dir is not None else None
     try:
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
@@ -521,8 +511,7 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
                         manifest: Any | None = None, cache_dir: str | Path | None = None) -> list[dict]:
-    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}` generated by the policy; resumable,
-    in torchrun workers (`repro.jobs.run_job`), reusing rows of the same fingerprint from the row cache."""
+    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}`: resumable, row-cached, via `run_job`."""
     start = time.monotonic()
     cache_dir = None if cache_dir is None else str(cache_dir)
     if cache_dir is not None:  # a cache of another key format is refused here, before any work

@@ -1,6 +1,5 @@
-"""Each row's candidates, and output rows in the seed's shape (pure: no model code). Tie rule (in the card):
-`chosen` is the FIRST candidate with the highest score, `rejected` the LAST with the lowest, in candidate order
-(`candidate_columns`, then the reference, then the source's chosen/rejected)."""
+"""Each row's candidates, and output rows in the seed's shape (pure). Tie rule (in the card): `chosen` is the FIRST
+candidate with the highest score, `rejected` the LAST with the lowest, in candidate order (`row_candidates`)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ ORIGINAL_REJECTED = "original_rejected"
 
 
 def last_assistant_text(messages: Any, where: str) -> str:
-    """The source's chosen/rejected as a response text: the text itself, or the last assistant message of a
-    `[{content, role}, ...]` list."""
+    """The source's chosen/rejected as text: itself, or the last assistant message of a [{content, role}] list."""
     text = response_text(messages)
     if text is None:
         raise DataError(f"{where} has no assistant message; expected a text or a list of {{content, role}} dicts.")
@@ -52,9 +50,8 @@ class CandidateSet:
 
 
 def row_candidates(row: dict[str, Any], p: ConstructParams, where: str) -> list[tuple[str, str]]:
-    """(name, text) of a row's candidates in candidate order, skipping None (an empty text: an error with
-    empty_candidates: error); the source's chosen/rejected come last, or first unless original_pair_position is last
-    (SPPO's compute_prob.py ranks the last 5 of 7)."""
+    """(name, text) of a row's candidates in order, None skipped (empty: an error with empty_candidates: error); the
+    source's chosen/rejected last if original_pair_position is last, else first (SPPO ranks the last 5 of 7)."""
     names = list(p.candidate_columns) + ([REFERENCE] if p.include_reference else [])
     out = [(name, row[name]) for name in names if row.get(name) is not None]
     if p.include_original_pair:
@@ -82,15 +79,14 @@ def of_split(split: str | None) -> str:
 
 def row_where(number: int, prompt_id: Any, split: str | None = None) -> str:
     """How an error names a source row: by its number (of `split`), and its prompt_id where it has one."""
-    return f"source row {number}{of_split(split)} (from 0" + (f"; prompt_id {prompt_id})" if prompt_id not in (None, "")
-                                                              else ")")
+    pid = f"; prompt_id {prompt_id}" if prompt_id not in (None, "") else ""
+    return f"source row {number}{of_split(split)} (from 0{pid})"
 
 
 def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
                        row_numbers: Sequence[int] | None = None, split: str | None = None) -> CandidateSet:
-    """Every row's candidates by `p` (empty texts left out and counted with empty_candidates: drop); rows with fewer
-    than two distinct texts are dropped, an error, or kept. Errors name a row by `row_numbers` (its source row; default
-    its place in `rows`), of `split` where given."""
+    """Every row's candidates by `p`; rows of fewer than two distinct texts dropped, an error, or kept. Errors name a
+    row by `row_numbers` (its source row; default its place in `rows`), of `split` where given."""
     cs = CandidateSet()
     for i, row in enumerate(rows):
         where = row_where(row_numbers[i] if row_numbers else i, row.get("prompt_id"), split)
@@ -105,9 +101,8 @@ def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
         cs.one_text += kept_alone
         if distinct < 2 and not kept_alone:
             if p.too_few_candidates == "error":
-                raise DataError(f"{where} has {counted(distinct, 'distinct candidate')} among "
-                                f"{[n for n, _ in pairs]}; PairRM needs two. Set too_few_candidates: drop to skip such "
-                                f"rows.")
+                raise DataError(f"{where} has {counted(distinct, 'distinct candidate')} among {[n for n, _ in pairs]}; "
+                                f"PairRM needs two. Set too_few_candidates: drop to skip such rows.")
             reason = DROP_EMPTIED if len(pairs) < len(named) else DROP_TOO_FEW
             cs.dropped[reason] = cs.dropped.get(reason, 0) + 1
             continue
@@ -129,16 +124,10 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
     msgs = source_row.get("messages") if messages == "source" else chosen
     if not isinstance(msgs, list):
         raise DataError("messages: source needs a 'messages' column of {content, role} lists in the source.")
-    row = {
-        "prompt": prompt,
-        "prompt_id": row_prompt_id(source_row, prompt),
-        "messages": msgs,
-        "score_chosen": float(scores[i_c]),
-        "score_rejected": float(scores[i_r]),
-        "reference_response": source_row.get(REFERENCE),
-        "chosen": chosen,
-        "rejected": conversation(prompt, candidates[i_r]),
-    }
+    row = {"prompt": prompt, "prompt_id": row_prompt_id(source_row, prompt), "messages": msgs,
+           "score_chosen": float(scores[i_c]), "score_rejected": float(scores[i_r]),
+           "reference_response": source_row.get(REFERENCE), "chosen": chosen,
+           "rejected": conversation(prompt, candidates[i_r])}
     assert list(row) == SEED_COLUMNS
     if keep_all_candidates:
         row["candidates"] = list(candidates)
@@ -150,9 +139,8 @@ def build_row(source_row: dict[str, Any], prompt: str, candidates: Sequence[str]
 
 def check_prompt_ids(prompt_ids: Sequence[str | None], policy: str, row_numbers: Sequence[int] | None = None,
                      split: str | None = None) -> list[int]:
-    """Positions to keep; duplicates are an error naming the rows (by `row_numbers`, of `split`: as
-    collect_candidates), or only the first is kept. None is no id: its row is kept (collect_candidates names its
-    prompt)."""
+    """Positions to keep: a duplicate id is an error naming the rows (as collect_candidates does), or only the first is
+    kept. None is no id: its row is kept (collect_candidates names its prompt)."""
     numbers = row_numbers or range(len(prompt_ids))
     first: dict[str | int, int] = {}  # each id's first position, in order: the positions kept (no id: by position)
     for i, pid in enumerate(prompt_ids):
@@ -161,6 +149,5 @@ def check_prompt_ids(prompt_ids: Sequence[str | None], policy: str, row_numbers:
         elif policy == "error":
             raise DataError(
                 f"prompt_id {pid} appears at source rows {numbers[first[pid]]} and {numbers[i]}{of_split(split)} "
-                f"(from 0). "
-                f"Deduplicate the source, or set duplicate_prompt_ids: keep_first.")
+                f"(from 0). Deduplicate the source, or set duplicate_prompt_ids: keep_first.")
     return list(first.values())

@@ -1,9 +1,5 @@
-"""The scorer's view of the prompt: the text as it is, or SPPO's chat-templated prompt (pure but for loading).
-
-uclaml/SPPO `scripts/rank.py` gives PairRM the prompt through the policy's chat template, cut before the
-assistant's turn: `apply_chat_template([user: prompt, assistant: "None"], tokenize=False).split("None")[0]`.
-Kept as SPPO wrote it, including its quirk: a prompt that itself contains "None" is cut there.
-"""
+"""The scorer's view of the prompt: the text as it is, or through the policy's chat template as uclaml/SPPO's
+`scripts/rank.py` gives it to PairRM, quirk kept: a prompt that itself contains "None" is cut there."""
 
 from __future__ import annotations
 

@@ -56,8 +56,7 @@ def _optional_int(value: Any) -> int | None:
 
 
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
-    """What the scores depend on (not where or how fast they are computed), the budget included: the batches, hence
-    the float rounding, follow it (`repro.jobs` adds the items and the chunk size)."""
+    """What the scores depend on, batch_tokens included (the batches, so the float rounding, follow it)."""
     device = resolve_device(job.device)  # an unknown or unavailable device or dtype fails here, before any work
     dtype = (reward_model_dtype if job.kind == "sequence_classifier" else resolve_dtype)(job.dtype, device)
     common = {"model": model_identity(job.model), "device_type": device.type, "dtype": dtype,
@@ -88,8 +87,7 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
                      kind: str, source_maxlength: int | None = None, candidate_maxlength: int | None = None,
                      progress: bool = True, options: dict[str, Any] | None = None,
                      cache_dir: str | Path | None = None) -> ScoreResult:
-    """Score every candidate of every prompt (PairRM or a sequence classifier), resumably, in one or several processes;
-    PairRM limits left None are the checkpoint's own; `cache_dir`: the project's row cache."""
+    """Score every candidate of every prompt, resumably, in one or several processes; `cache_dir`: the row cache."""
     limits, options = split_limits(options, source_maxlength, candidate_maxlength)
     if batch_tokens is None:  # (an unknown device fails here)
         batch_tokens = default_batch_tokens(resolve_device(device).type)
@@ -127,8 +125,7 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
             warnings.warn(cut_rows(str(model), info["rows_truncated"], info["max_length"]), RuntimeWarning,
                           stacklevel=2)
     if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)}:
-        # prompts scored per budget, every process's: after an out-of-memory, which chunks a re-run at the lower
-        # budget matches
+        # prompts per budget (every process's): after an out-of-memory, which chunks a re-run at the lower one matches
         info["batch_tokens_used"] = stats["batch_tokens_used"]
     return ScoreResult(scores=scores, info=info)
 
@@ -142,9 +139,8 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
         "source_maxlength": job.source_maxlength, "candidate_maxlength": job.candidate_maxlength}
 
     def compute(device: str | None, share: tuple[int, int] | None):
-        # the scorer's record and tokenizer, before any work: a model, option or template that fails, fails here,
-        # with the work dir untouched; its weights load at the first row left to score (a re-run whose chunks are all
-        # done loads no model: on a GPU, PairRM or an 8B reward model per process)
+        # record and tokenizer first: a model, option or template that fails, fails here with the work dir untouched;
+        # the weights load at the first row left to score (a re-run whose chunks are all done loads no model)
         start = time.monotonic()
         scorer = load_scorer(job.model, kind=job.kind, backend=job.backend, device=device or job.device,
                              dtype=job.dtype, weights=False, **limits, **job.options)

@@ -1,20 +1,5 @@
-"""Pair selection rules: which two of a prompt's scored candidates become `chosen` and `rejected` (pure).
-
-As in RLHFlow/Online-RLHF `dpo_iteration/run_dpo.py` `prepare_data` (`choose_type`: `RLHFLOW_NAMES`), uclaml/SPPO
-`scripts/compute_prob.py` and shenao-zhang/SELM `scripts/online_feedback.py`: `best_worst` (SPPO, SELM, Snorkel, the
-seed) the highest against the lowest score; `best_second` the highest against the second highest; `best_random` the
-highest against another drawn at random (RLHFlow takes candidate 0, or 1 when 0 is the best: its candidates are
-samples); `random_pair` two drawn at random (RLHFlow: candidates 0 and 1); `best_worst_length_penalised` best against
-worst of `score - length_penalty * len(text)` (characters).
-
-`chosen` is the higher-scored of the pair (RLHFlow swaps). Equal scores are a tie: `ties: keep` keeps the pair, `ties:
-drop` leaves the row out (as RLHFlow does); a margin below `min_margin` leaves it out. Scores tied for best or worst:
-the FIRST highest and the LAST lowest, in candidate order (the seed's rule), or with `lowest_tie: first` the FIRST
-lowest (numpy's argmax / argmin, as SPPO, RLHFlow and SELM; a full tie pairs candidate 0 with itself, as theirs do,
-unless `ties: drop`). Random draws depend on `selection_seed`
-and the row's prompt_id, never on row order. A text that two candidates share (surrounding whitespace aside) is one
-candidate to the rules that pick a second one (`best_second`, `best_random`, `random_pair`): never a text and its copy.
-"""
+"""Pair selection rules (pure): which two of a prompt's scored candidates become `chosen` and `rejected`, as RLHFlow's
+`choose_type` (`RLHFLOW_NAMES`), SPPO's compute_prob.py and SELM's online_feedback.py pick them (docs/recipes.md)."""
 
 from __future__ import annotations
 
@@ -84,8 +69,7 @@ def _indices(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: 
 
 
 def select(scores: Sequence[float], texts: Sequence[str] | None, key: str, p: ConstructParams) -> Pick:
-    """(chosen, rejected) of one row's candidates by `p`'s selection, ties and min_margin, or why there is no pair;
-    `key` (the prompt_id) seeds the random rules' draw."""
+    """The Pick of one row by `p`'s selection, ties and min_margin; `key` (the prompt_id) seeds the random draws."""
     check_scores(scores, f"The row of prompt_id {key!r}")
     if len(scores) < 2:
         return Pick(dropped=DROP_SINGLE)

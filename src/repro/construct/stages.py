@@ -220,15 +220,13 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
 
 
 def scored_only(names: list[str], p: ConstructParams) -> int:
-    """How many of a row's first candidates are ranked, but never in the pair nor listed: the source's chosen/rejected
-    with original_pair_position: first_scored_only."""
+    """How many of a row's first candidates are ranked but never paired nor listed (first_scored_only's originals)."""
     return sum(n in (ORIGINAL_CHOSEN, ORIGINAL_REJECTED) for n in names) \
         if p.original_pair_position == "first_scored_only" else 0
 
 
 def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
-    """Score every candidate with the primary scorer (resumable chunks under work/scoring), then with each of
-    `scorers` (work/scoring/<name>/); records them in the manifest. Returns the primary's scores."""
+    """The primary scorer's scores (work/scoring); each of `scorers` scores too (work/scoring/<name>/, in ctx)."""
     p = ctx.params
     prompts = scorer_prompts(cs.prompts, p.scorer_prompt, ctx.prompt_tokenizer)
     work = ctx.run.work / (ctx.work + "scoring")
@@ -300,8 +298,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
 
 
 def build_test(ctx: Context, generation: GenerationParams | None, train: datasets.Dataset) -> datasets.Dataset | None:
-    """The test split (`test_split`): a sample of the built train rows when it is the source split (SPPO's), else
-    its prompts through the same stages as the train rows, recorded in the manifest under `test_` names."""
+    """The test split: the built train rows sampled if it is the source split (SPPO's), else its rows built alike."""
     p = ctx.params
     if p.test_split is None:
         return None
@@ -348,8 +345,7 @@ def _at(name: str | None, revision: str | None) -> str | None:
 
 
 def lineage(ctx: Context, split: str) -> dict[str, Any]:
-    """Iteration -> prompt shard -> policy (id@revision) -> scorer -> outputs: what links one round to the next (a hub
-    source at the commit it was read at)."""
+    """Iteration -> prompt shard -> policy (id@revision) -> scorer -> outputs: what links one round to the next."""
     p, data = ctx.params, ctx.manifest.read()
     generation, load = data.get("generation") or {}, (data.get("stages") or {}).get("load") or {}
     return {"iteration": p.iteration, "source": _at(p.source, load.get("commit") or p.source_revision),

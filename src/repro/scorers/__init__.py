@@ -1,8 +1,5 @@
-"""Reward-model scorers behind one interface: `load_scorer(model, kind=..., device=..., dtype=...)` returns a
-scorer whose `score(prompts, candidates)` gives float64 arrays (one score per candidate, input order) and whose
-`info` says what produced them. PairRM's scores sum to 0 over a prompt's candidates; a sequence classifier's are
-its logits, on a scale of their own.
-"""
+"""Reward-model scorers behind one interface: `load_scorer(model, ...).score(prompts, candidates)` gives float64 arrays
+(a score per candidate, input order: PairRM's sum to 0 per prompt, a sequence classifier's are its logits)."""
 
 from __future__ import annotations
 
@@ -105,9 +102,8 @@ LOAD_SETTINGS = ("device", "dtype", "weights")  # the keywords of a scorer's `lo
 
 def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro", device: str = "auto",
                 dtype: str = "auto", weights: bool = True, **options):
-    """A scorer of `model`: PairRM (backend "repro", the engine, or "llm-blender", the original code) or a
-    sequence-classifier reward model (options: chat_template, trust_remote_code, output_index, max_length);
-    `weights=False`: its record and tokenizer only, where the class can (nothing left to score)."""
+    """A scorer of `model`: PairRM (backend "repro" or "llm-blender") or a sequence-classifier reward model (options:
+    its `load`'s keywords); `weights=False`: its record and tokenizer only, where the class can (nothing to score)."""
     cls = scorer_class(model, kind, backend, options)
     light = {} if weights or "weights" not in inspect.signature(cls.load).parameters else {"weights": False}
     return cls.load(model, device=device, dtype=dtype, **light, **options)

@@ -1,8 +1,5 @@
-"""The reference backend: llm-blender 0.0.2's own `Blender.loadranker` / `Blender.rank`, on transformers 5.
-
-Two names llm-blender imports from transformers < 5 are put back when this backend is used (never on `import
-repro`); `restore_normalizer=True` gives its tokenizer back the spm.model normaliser of transformers <= 4.57.
-"""
+"""The reference backend: llm-blender 0.0.2's own `Blender.loadranker` / `Blender.rank`, on transformers 5 (two names
+it imports from transformers < 5 put back when this backend is used, never on `import repro`)."""
 
 from __future__ import annotations
 
@@ -155,8 +152,7 @@ class BlenderScorer(PairRMScorerBase):
 
     def score(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], *, batch_tokens: int | None = None,
               return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
-        """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` does not apply here (it is
-        checked as the engine checks it)."""
+        """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` is only checked here."""
         prompts, candidates = check_inputs(prompts, candidates)
         check_batch_tokens(batch_tokens)
         scores: list[np.ndarray | None] = [None] * len(prompts)
@@ -186,8 +182,7 @@ class BlenderScorer(PairRMScorerBase):
 
     def compare(self, prompts: Sequence[str], candidates_a: Sequence[str], candidates_b: Sequence[str], *,
                 batch_tokens: int | None = None, progress: Callable[[int], Any] | None = None) -> np.ndarray:
-        """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A] (`batch_tokens` as in
-        `score`)."""
+        """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A]."""
         pairs = check_pairs(prompts, candidates_a, candidates_b)
         check_batch_tokens(batch_tokens)
         out = self.blender.compare(*pairs, batch_size=self.batch_size, return_logits=True, mode="[A,B]+[B,A]",

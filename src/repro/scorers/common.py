@@ -28,8 +28,7 @@ def torch_dtype(name: str):
 
 
 def resolve_device(device: str | None, key: str = "device"):
-    """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps; any letter case (`key`: the parameter
-    an error names)."""
+    """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps, any case; errors name `key`."""
     import torch
 
     name = str(device or "auto").strip().lower()
@@ -125,8 +124,7 @@ def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
 
 
 def check_batch_tokens(batch_tokens: Any) -> int | None:
-    """`batch_tokens` as an int (2048.0 and numpy's numbers too; None as it is), or a ParameterError naming it (a
-    string, a fraction, a bool, less than 1)."""
+    """`batch_tokens` as an int (2048.0 and numpy's numbers too; None as it is), or a ParameterError naming it."""
     if batch_tokens is None:
         return None
     whole = isinstance(batch_tokens, numbers.Integral) or (isinstance(batch_tokens, numbers.Real)
@@ -205,9 +203,8 @@ class BudgetedBatches:
 
     def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int | None, needed: Sequence[Sequence[int]],
              progress: Callable[[int], Any] | None) -> np.ndarray:
-        """Each item's output; `progress(n)`: prompts whose `needed` items are newly all done. An out-of-memory halves
-        the budget and starts over (the result is that of a call with the halved budget: rounding depends on it).
-        `batch_tokens` None: the device's (`repro.parameters.default_batch_tokens`)."""
+        """Each item's output; `progress(n)`: prompts whose `needed` items are newly all done; `batch_tokens` None: the
+        device's. An out-of-memory halves the budget and starts over (the rounding depends on the budget)."""
         import torch
 
         batch_tokens = check_batch_tokens(default_batch_tokens(self.device.type) if batch_tokens is None else

@@ -1,8 +1,6 @@
-"""PairRM's engine: llm-blender's pairwise reward model (`Blender.rank(..., return_scores=True)` at batch_size=1).
-
-One forward pass per ordered pair, `[CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP] [CLS] <|candidate2|> b
-[SEP]`, gives M[i, j]. Each distinct text is tokenised once, each distinct pass run once, longest first by token budget.
-"""
+"""PairRM's engine: llm-blender's pairwise reward model (`Blender.rank(..., return_scores=True)` at batch_size=1). A
+pass `[CLS] <|source|> prompt [SEP] [CLS] <|candidate1|> a [SEP] [CLS] <|candidate2|> b [SEP]` gives M[a, b]; each
+distinct text is tokenised once, each distinct pass run once, longest first by token budget."""
 
 from __future__ import annotations
 
@@ -62,9 +60,8 @@ class PairRM(PairRMScorerBase, BudgetedBatches):
     def load(cls, model: str | Path, *, device: str = "auto", dtype: str = "auto",
              source_maxlength: int | None = None, candidate_maxlength: int | None = None,
              fast_attention: bool = True, weights: bool = True) -> "PairRM":
-        """Load a PairRM checkpoint (hub id, directory of either layout, or `builtin:tiny-pairrm`); limits left None
-        are the checkpoint's own (`checkpoint_limits`); `fast_attention=False`: transformers' attention (slower);
-        `weights=False`: its record and tokenizer only (`load_weights` adds the model)."""
+        """Load a PairRM checkpoint (hub id, folder of either layout, `builtin:tiny-pairrm`); limits None: its own;
+        `fast_attention=False`: transformers' (slower); `weights=False`: no model yet (`load_weights` adds it)."""
         torch_device = resolve_device(device)
         dtype_name = resolve_dtype(dtype, torch_device)
         path = resolve_model(model)

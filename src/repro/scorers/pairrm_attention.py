@@ -1,10 +1,7 @@
 """PairRM's network (DeBERTa-v2 backbone + llm-blender's head) and, for inference, DeBERTa-v3's disentangled attention
-with transformers' arithmetic but fewer L×L passes (`install_fast_attention`).
-
-Relative-position gather indices are built once per model (a shorter batch takes the top-left block of the longest's);
-the 1/√(3d) scale is applied to the L×2k scores before the gather to L×L; a key-padding mask (none without padding)
-replaces the [b, 1, L, L] one; q/k/v stay views. On CPU these element-wise L×L passes cost as much as the matmuls.
-"""
+with transformers' arithmetic but fewer L×L passes (`install_fast_attention`), which on CPU cost as much as the
+matmuls: gather indices built once per model (a shorter batch takes the top-left block), the 1/√(3d) scale applied to
+the L×2k scores before the gather, a key-padding mask (none without padding) for the [b, 1, L, L] one, q/k/v views."""
 
 from __future__ import annotations
 
@@ -69,8 +66,7 @@ def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
 
 
 def projections(attention, hidden_states) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Query, key and value [b, h, L, d] (views), and transformers' scale: √(3d) computed in fp32, then cast to the
-    model's dtype."""
+    """Query, key and value [b, h, L, d] (views), and transformers' scale: √(3d) in fp32, cast to the model dtype."""
     query, key, value = (_split_heads(proj(hidden_states), attention.num_attention_heads)
                          for proj in (attention.query_proj, attention.key_proj, attention.value_proj))
     scale = torch.sqrt(torch.tensor(query.shape[-1] * 3, dtype=torch.float)).to(dtype=hidden_states.dtype)

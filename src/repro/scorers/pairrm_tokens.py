@@ -1,6 +1,5 @@
 """PairRM's text to tokens: the prefix tokens, and the DeBERTa-v3 tokenizer with sentencepiece's own normaliser
-(what transformers 4 gave it; transformers 5's NFC turns full-width letters and ligatures into [UNK]).
-"""
+(what transformers 4 gave it; transformers 5's NFC turns full-width letters and ligatures into [UNK])."""
 
 from __future__ import annotations
 

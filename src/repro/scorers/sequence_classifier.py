@@ -1,9 +1,6 @@
-"""Sequence-classifier reward models: any `AutoModelForSequenceClassification` checkpoint with one output.
-
-(prompt, candidate) is rendered as a user and an assistant turn with the chat template, tokenised without added
-special tokens, and scored as one sequence: its logit. Sequences run longest first (ties by text) in right-padded
-batches by token budget, so a score does not depend on the input order or its batch neighbours (to float rounding).
-"""
+"""Sequence-classifier reward models: any one-output `AutoModelForSequenceClassification`. (prompt, candidate), a user
+and an assistant turn through the chat template, tokenised without added special tokens, scores its logit; longest
+first (ties by text) in right-padded batches by token budget; order and neighbours change a score only by rounding."""
 
 from __future__ import annotations
 
@@ -42,17 +39,22 @@ def resolve_checkpoint(spec: str | Path) -> str:
     return spec if path is None else str(path)
 
 
-def _load_error(spec: str, exc: Exception, trust_remote_code: bool) -> ModelLoadError:
-    if "trust_remote_code" in str(exc) and not trust_remote_code:
-        return ModelLoadError(
-            f"Reward model '{spec}' ships its own modelling code (as ArmoRM does): loading it runs that code, so it "
-            f"needs trust_remote_code=True (scorer option `trust_remote_code: true`, `repro score "
-            f"--trust-remote-code`). Set it only for a checkpoint whose code you trust.")
-    where = "" if Path(spec).is_dir() else (
-        f" It is not a local folder ({no_folder(spec)}). If it is a hub id, fetch it once on a machine with "
-        f"internet (`hf download {spec}`) into the hub cache (or set HF_HOME to a copy of it), or pass a local folder.")
-    return ModelLoadError(f"Reward model '{spec}' could not be loaded ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}).{where}")
+def _from_pretrained(cls, spec: str, path: str, trust_remote_code: bool, **kwargs):
+    """`cls.from_pretrained(path)`; a failure (offline, not cached, remote code refused) says what to do for `spec`."""
+    try:
+        return cls.from_pretrained(path, trust_remote_code=trust_remote_code, **kwargs)
+    except Exception as exc:
+        if "trust_remote_code" in str(exc) and not trust_remote_code:
+            raise ModelLoadError(
+                f"Reward model '{spec}' ships its own modelling code (as ArmoRM does): loading it runs that code, so "
+                f"it needs trust_remote_code=True (scorer option `trust_remote_code: true`, `repro score "
+                f"--trust-remote-code`). Set it only for a checkpoint whose code you trust.") from None
+        where = "" if Path(spec).is_dir() else (
+            f" It is not a local folder ({no_folder(spec)}). If it is a hub id, fetch it once on a machine with "
+            f"internet (`hf download {spec}`) into the hub cache (or set HF_HOME to a copy of it), or pass a local "
+            f"folder.")
+        raise ModelLoadError(f"Reward model '{spec}' could not be loaded ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''}).{where}") from None
 
 
 def reward_model_dtype(dtype: str | None, device) -> str:
@@ -103,10 +105,7 @@ class SequenceClassifierScorer(BudgetedBatches):
             raise ParameterError(f"max_length={max_length} must be >= 1 (tokens per sequence) or None.")
         path = resolve_checkpoint(model)
         spec = str(model)
-        try:
-            config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
-        except Exception as exc:  # offline, not cached, remote code refused: each gets its message below
-            raise _load_error(spec, exc, trust_remote_code) from None
+        config = _from_pretrained(AutoConfig, spec, path, trust_remote_code)
         n_out = int(getattr(config, "num_labels", 1) or 1)
         if output_index is None and n_out != 1:
             labels = getattr(config, "id2label", None) or {}
@@ -117,10 +116,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         if output_index is not None and not 0 <= int(output_index) < n_out:
             raise ParameterError(f"output_index={output_index}: reward model '{spec}' has {counted(n_out, 'output')} "
                                  f"(0..{n_out - 1}).")
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        except Exception as exc:
-            raise _load_error(spec, exc, trust_remote_code) from None
+        tokenizer = _from_pretrained(AutoTokenizer, spec, path, trust_remote_code)
         template = chat_template or getattr(tokenizer, "chat_template", None)
         if not template:
             raise ModelLoadError(
@@ -166,11 +162,8 @@ class SequenceClassifierScorer(BudgetedBatches):
         """The model of the checkpoint, on the scorer's device and dtype (`load(weights=False)` had none)."""
         from transformers import AutoModelForSequenceClassification
 
-        try:
-            module = AutoModelForSequenceClassification.from_pretrained(
-                self.path, config=self.config, dtype=torch_dtype(self.dtype), trust_remote_code=self.trust_remote_code)
-        except Exception as exc:
-            raise _load_error(self.spec, exc, self.trust_remote_code) from None
+        module = _from_pretrained(AutoModelForSequenceClassification, self.spec, self.path, self.trust_remote_code,
+                                  config=self.config, dtype=torch_dtype(self.dtype))
         self.model = module.to(self.device).eval()
         return self
 

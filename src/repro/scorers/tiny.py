@@ -1,6 +1,5 @@
-"""The scorer stand-ins, built offline and byte-identically: a tiny random PairRM (either layout) whose sentencepiece
-tokenizer is trained here on an embedded corpus, and tiny random Llama / DeBERTa-v2 reward models. Their scores are
-noise; they run scoring, the llm-blender equivalence tests and benchmarks through the real code paths."""
+"""The scorer stand-ins, built offline and byte-identically (a tiny random PairRM of either layout, its tokenizer
+trained here; tiny random Llama / DeBERTa-v2 reward models): noise scores, through the real code paths."""
 
 from __future__ import annotations
 
@@ -138,8 +137,7 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
                       weights_format: str = "safetensors", extra_corpus: Iterable[str] = (),
                       source_maxlength: int = PAIRRM_LIMITS["source_maxlength"],
                       candidate_maxlength: int = PAIRRM_LIMITS["candidate_maxlength"]) -> Path:
-    """A random PairRM checkpoint in `out_dir`: llm-blender's layout (with its `backbone/` folder) or PairRM-hf's.
-
+    """A random PairRM checkpoint in `out_dir`: llm-blender's layout (with its `backbone/` folder) or PairRM-hf's;
     `initializer_range=1.0` spreads scores to about 0.1 (0.02 gives near-ties); `extra_corpus`: more tokenizer
     training text (realistic token counts in a benchmark); the limits go to the RankerConfig (PairRM-hf has none)."""
     import torch
@@ -240,8 +238,7 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
 
 
 def build_builtin(spec: str) -> Path:
-    """The built-in stand-in `spec` (BUILTIN_TINY or a BUILTIN_REWARD_MODELS name) at its defaults, built once in the
-    cache (atomically, safe with concurrent processes) and reused."""
+    """The built-in stand-in `spec` at its defaults, built once in the cache (atomically: safe across processes)."""
     if spec == BUILTIN_TINY:
         return build_once(cache_root() / f"tiny-pairrm-v{BUILDER_VERSION}", build_tiny_pairrm)
     arch = BUILTIN_REWARD_MODELS[spec]
