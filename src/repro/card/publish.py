@@ -174,9 +174,8 @@ def _written_already(facts: CardFacts, card: DatasetCard) -> bool:
 
 
 def refresh(p: Any) -> Path | None:
-    """Write the card of `p`'s run (`p`: a notebook's parameters) again, with the card parameters the run recorded, to
-    show what the notebook changed; None when 03_card has not run yet, or when the card's input has gone since (the
-    reason printed: the notebook's own work stands)."""
+    """Write the card of `p`'s run (a notebook's parameters) again with the card parameters it recorded; None when
+    03_card has not run yet, or its input has gone since (the reason printed: the notebook's own work stands)."""
     run = RunDir(p.run_root)
     if not run.card.is_file():
         return None
