@@ -1,6 +1,5 @@
 """metrics.json's `agreement` block: how far scorers agree on the same candidates (per row: same chosen / rejected by
-the run's tie rule, `lowest_tie`; Kendall's tau-b; margins across rows), from each one's flat scores and candidates
-per row."""
+the run's tie rule `lowest_tie`, Kendall's tau-b; margins across rows), from flat scores and candidates per row."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, counts_b: np.ndarray,
                  lowest_tie: str) -> RowComparison:
-    """Compare two scorers row by row (picks by `lowest_tie`); rows without two comparable, finite score lists are
-    excluded and counted."""
+    """Two scorers row by row (picks by `lowest_tie`); rows without two comparable, finite score lists: counted out."""
     counts_a, counts_b = np.asarray(counts_a, dtype=np.int64), np.asarray(counts_b, dtype=np.int64)
     if counts_a.size != counts_b.size:
         raise ValueError(f"compare_rows needs the same rows for both scorers, got {counts_a.size} and {counts_b.size}")

@@ -60,8 +60,7 @@ class ScoreData:
 
     @property
     def pairwise(self) -> bool:
-        """Whether the scores may be PairRM's: its kind of scorer made them, or an unknown one (then the scale
-        decides); a reward model's (a sequence classifier's) never keep PairRM's invariants."""
+        """Whether the scores may be PairRM's: its kind of scorer made them, or an unknown one (the scale decides)."""
         return (self.scorer or {}).get("kind", "pairrm") == "pairrm"
 
     @property
@@ -109,16 +108,14 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     if keep.size < 2:
         raise DataError(
             f"{where} has {counted(keep.size, 'row')} with finite scores (of {table.num_rows}); the analysis needs at "
-            f"least "
-            f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, for this "
-            f"run's own dataset, build more (a higher `limit`, a larger slice).")
+            f"least 2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, "
+            f"for this run's own dataset, build more (a higher `limit`, a larger slice).")
     stats.refuse_too_large(where, series, named)  # (NaN rows left out)
     return chosen[keep], rejected[keep], keep, reasons
 
 
 def rows_named(table: pa.Table, rows: np.ndarray | Sequence[int]) -> str:
-    """Row positions as a message names them, saying they count from 0 (as `ds[i]`, as to_trl names a row): each with
-    the start of its prompt_id where the table has one."""
+    """Row positions as a message names them (from 0, as `ds[i]`), each with the start of its prompt_id if any."""
     shown = [int(i) for i in rows]
     ids = values_at(table, "prompt_id", shown)
     if not ids:
@@ -150,8 +147,7 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
 
 
 def read(p: AnalyzeParams) -> tuple[str, str, pa.Table]:
-    """(spec, split, rows) of the dataset `p.dataset` names (default: this run's own dataset), which must exist and
-    have the score columns."""
+    """(spec, split, rows) of the dataset `p.dataset` names (default: this run's own), which must have the scores."""
     spec, split = dataset_or_own(p.dataset, p.dataset_split, RunDir(p.run_root))
     table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
     require_scores(table, f"dataset {spec!r} (split {split!r})")
@@ -435,8 +431,7 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
 
 def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figures: dict[str, dict[str, Any]],
                   tables: dict[str, tuple[Path, pd.DataFrame]]) -> list[Path]:
-    """Write the tables (CSV) and then `result` (JSON, listing figures and tables relative to the run) at `path`;
-    record them all with the figures in the run's manifest, and return their paths."""
+    """Write the tables (CSV), then `result` (JSON, listing figures and tables) at `path`; record, return them all."""
     run = manifest.run
     run.tables.mkdir(parents=True, exist_ok=True)
     for table, frame in tables.values():

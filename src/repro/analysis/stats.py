@@ -32,8 +32,7 @@ ANTISYMMETRY_ATOL = 1e-6
 SUM_TO_ZERO_ATOL = 1e-4  # sums of several float scores are not exactly 0 even when the scorer's are
 AGREEMENT_INTERVALS = ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")
 Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: Bland–Altman's limits of agreement
-# below this many values scipy's t approximation of Spearman's p is far off (3 values, rho -1: p 0, exactly 1/3)
-SPEARMAN_P_VALUES = 10
+SPEARMAN_P_VALUES = 10  # fewer values: scipy's t approximation of Spearman's p is far off (3, rho -1: p 0, not 1/3)
 # beyond this magnitude a score's fourth power (kurtosis), then its square (variances), overflows float64 in sums
 # over up to 1e8 rows: the analysis refuses such scores (rescaled, every statistic holds)
 LARGEST_SCORE = 1e70
@@ -49,9 +48,8 @@ EXCLUDE_FIRST = ("Fix those scores, or leave those rows out first, as 02_analyze
 
 def nonfinite_rows(where: str, series: dict[str, np.ndarray], fix: str | None = EXCLUDE_NONFINITE,
                    named: Callable[[np.ndarray], str] | None = None) -> tuple[np.ndarray, dict[str, int]]:
-    """(the rows holding a NaN, infinite or missing value in any of the paired `series`, how many each series holds
-    as metrics.json's excluded_reasons); with `fix`, a DataError instead saying how many rows, which (`named`: how the
-    message names rows) and in which series, then `fix`."""
+    """(the rows with a NaN, infinite or missing value in any paired `series`, metrics.json's excluded_reasons); with
+    `fix`, a DataError instead naming how many rows, which (`named`: how to name them), in which series, then `fix`."""
     bad = {name: ~np.isfinite(x) for name, x in series.items()}
     rows = np.logical_or.reduce(list(bad.values()))
     counts = {name: int(b.sum()) for name, b in bad.items() if b.any()}
@@ -87,8 +85,7 @@ def refuse_too_large(where: str, series: dict[str, np.ndarray], named: Callable[
 
 
 def _not_a_score(value: Any) -> bool:
-    """Whether `value` cannot be a score: text, a bool, a complex number... (None is a missing one, as NaN; a Decimal,
-    as a decimal128 column gives, is a number)."""
+    """Whether `value` cannot be a score: text, a bool, a complex number... (None is missing, a Decimal a number)."""
     return value is not None and (isinstance(value, (bool, np.bool_))
                                   or not isinstance(value, (numbers.Real, decimal.Decimal)))
 
@@ -333,10 +330,9 @@ def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float | No
 def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
     """Mean/median of chosen and rejected lengths (`{side}_{chars|tokens}`), Spearman of margin vs their difference,
     and the sign test of that difference (positive: the chosen response is the longer)."""
-    out: dict[str, Any] = {}
-    for side in ("chosen", "rejected"):
-        out[side] = {unit: {"mean": np.mean(lengths[f"{side}_{unit}"]), "median": np.median(lengths[f"{side}_{unit}"])}
-                     for unit in ("chars", "tokens")}
+    out: dict[str, Any] = {side: {unit: {"mean": np.mean(lengths[f"{side}_{unit}"]),
+                                         "median": np.median(lengths[f"{side}_{unit}"])}
+                                  for unit in ("chars", "tokens")} for side in ("chosen", "rejected")}
     out["margin_vs_length_difference"] = {}
     for unit in ("chars", "tokens"):
         diff = lengths[f"chosen_{unit}"] - lengths[f"rejected_{unit}"]
