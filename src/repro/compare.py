@@ -864,10 +864,9 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
 def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
     """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), the two sides
     on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
-    notes = []
-    for side, other in ((reference, candidate), (candidate, reference)):
-        if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs):
-            notes.append(["stand_in_note", side.name, other.name])
+    notes = [["stand_in_note", side.name, other.name]
+             for side, other in ((reference, candidate), (candidate, reference))
+             if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs)]
     if al.scored:
         kinds, opposite = [], []
         for scores in (al.ref_scores, al.cand_scores):

@@ -480,8 +480,7 @@ def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, st
 
 
 def public_value(value: Any) -> Any:
-    """A value as the published card may show it: a local path becomes its last name (no machine path, no user),
-    a chat template (Jinja text) its hash (no template source)."""
+    """A value as the published card may show it: a local path by its last name, a chat template by its hash."""
     if isinstance(value, (list, tuple)):
         return type(value)(public_value(v) for v in value)
     if isinstance(value, dict):  # e.g. one entry of `scorers`
