@@ -505,7 +505,6 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
 
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
-    # each side's missing columns, and a column of its own that looks like one renamed
     lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names) for c in missing})
                for side in (reference, candidate)
                if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]

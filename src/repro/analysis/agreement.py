@@ -33,8 +33,7 @@ class RowComparison:
 
 
 def chosen_and_rejected(matrix: np.ndarray, lowest_tie: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a (rows, k) score matrix: (chosen, rejected) candidate indices, the first highest and the
-    `lowest_tie` (last or first) of the lowest, as repro.construct.selection.best_worst picks them."""
+    """Per row of a (rows, k) score matrix: (chosen, rejected) indices: the first highest, the `lowest_tie` lowest."""
     # argmax/argmin return the first of equal extremes
     last = matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
     return np.argmax(matrix, axis=1), last if lowest_tie == "last" else np.argmin(matrix, axis=1)
@@ -116,9 +115,8 @@ def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[st
         "same_chosen": _count(same_chosen), "same_rejected": _count(same_rejected),
         "same_pair": _count(same_chosen & same_rejected),
         "kendall_tau": tau_summary(c.tau),
-        "margin_correlation": {
-            "margin": "best - worst candidate score, each scorer on its own scale",
-            **correlations(*c.margin)},
+        "margin_correlation": {"margin": "best - worst candidate score, each scorer on its own scale",
+                               **correlations(*c.margin)},
     })
 
 
@@ -132,12 +130,11 @@ def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | N
             f"scores is rejected), got {lowest_tie!r}.{did_you_mean(str(lowest_tie), TIE_RULES)}")
     if len(names) < 2:
         raise ValueError(f"agreement needs at least two scorers, got {names}")
-    pairs = [pair_summary(a, b, compare_rows(*scores[a], *scores[b], lowest_tie))
-             for a, b in itertools.combinations(names, 2)]
     return {
         "scorers": names, "primary": primary,
         "decided_by": (f"{primary} (the primary scorer) picked chosen and rejected" if primary is not None else
                        "the scorer that picked chosen and rejected is not among these"),
         "lowest_tie": lowest_tie, "tie_rule": TIE_RULES[lowest_tie],
-        "pairs": pairs,
+        "pairs": [pair_summary(a, b, compare_rows(*scores[a], *scores[b], lowest_tie))
+                  for a, b in itertools.combinations(names, 2)],
     }

@@ -217,8 +217,7 @@ def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure
 
 def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
     """A reproduction's scores against the published ones for the same texts, with the identity line."""
-    return _versus(reference, candidate, "y = x (same score)", True, xlabel="reference score",
-                   ylabel="candidate score",
+    return _versus(reference, candidate, "y = x (same score)", True, xlabel="reference score", ylabel="candidate score",
                    title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
 
 
@@ -301,8 +300,7 @@ def _pair_label(a: str, b: str, chars: int, wrap: bool) -> str:
 
 
 def scorer_agreement(agreement: dict) -> Figure:
-    """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks. As
-    wide for any number of pairs: a row per pair on the right, the legends under the panels, off the bars."""
+    """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks."""
     pairs = agreement["pairs"]
     labels = [" vs ".join(p["scorers"]) for p in pairs]
     edges = np.asarray(pairs[0]["kendall_tau"]["histogram"]["edges"])

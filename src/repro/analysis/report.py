@@ -231,8 +231,7 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics: dict[str, Any] = {
         "metrics_version": METRICS_VERSION,
         "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows, "scores_sha256": data.digest},
-        "n": data.n,
-        "n_excluded": data.n_rows - data.n, "excluded_reasons": dict(data.excluded_reasons),
+        "n": data.n, "n_excluded": data.n_rows - data.n, "excluded_reasons": dict(data.excluded_reasons),
         "scorer": data.scorer, "scores_from_stand_in": bool(scorer["stand_in"]) if "stand_in" in scorer else None,
         "bootstrap": {"resamples": resamples, "seed": seed, "level": stats.CI_LEVEL, "method": "percentile",
                       "paired": True, "few_rows": data.n < stats.BOOTSTRAP_FEW_ROWS,
@@ -446,8 +445,7 @@ def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figure
 
 
 def readable(frame: pd.DataFrame) -> Any:
-    """A table of rows as a notebook shows it: each prompt id cut to its start (the CSV holds it whole), texts
-    left-aligned and not cut further (pandas cuts at 50 characters), numbers to 4 decimals."""
+    """A table as a notebook shows it: prompt ids cut short, texts left-aligned and uncut, numbers to 4 decimals."""
     ids = [c for c in frame.columns if c.endswith("prompt_id")]
     shown = frame.assign(**{c: frame[c].map(lambda v: v[:ID_SHOWN] + "…" if isinstance(v, str) and len(v) > ID_SHOWN
                                              else v) for c in ids})

@@ -232,9 +232,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
                      ) -> dict[str, dict[str, Any]]:
     """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected)."""
-    score_chosen, score_rejected = paired_scores("stats.summarize_scores", score_chosen=score_chosen,
-                                                 score_rejected=score_rejected)
-    series = {"score_chosen": score_chosen, "score_rejected": score_rejected, "margin": score_chosen - score_rejected}
+    chosen, rejected = paired_scores("stats.summarize_scores", score_chosen=score_chosen, score_rejected=score_rejected)
+    series = {"score_chosen": chosen, "score_rejected": rejected, "margin": chosen - rejected}
     intervals = bootstrap_intervals(series, resamples, seed)
     return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
 
@@ -345,14 +344,12 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
 
 def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, Any]:
     """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
-    score_chosen, score_rejected = paired_scores("stats.pairrm_invariants", score_chosen=score_chosen,
-                                                 score_rejected=score_rejected)
-    c, r, n = score_chosen, score_rejected, score_chosen.size
+    c, r = paired_scores("stats.pairrm_invariants", score_chosen=score_chosen, score_rejected=score_rejected)
     sign_fails = int((~((c >= 0) & (r <= 0))).sum())
     antisymmetric = int(np.isclose(c, -r, rtol=0.0, atol=ANTISYMMETRY_ATOL).sum())
     return {
-        "sign_order_fails": sign_fails, "sign_order_fails_fraction": sign_fails / n,
-        "antisymmetry_holds": antisymmetric, "antisymmetry_holds_fraction": antisymmetric / n,
+        "sign_order_fails": sign_fails, "sign_order_fails_fraction": sign_fails / c.size,
+        "antisymmetry_holds": antisymmetric, "antisymmetry_holds_fraction": antisymmetric / c.size,
         "antisymmetry_atol": ANTISYMMETRY_ATOL, "inversions": int((c < r).sum()),
         "about": prose("report", "pairrm_about"),
     }
@@ -391,12 +388,9 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
 
 def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise: bool | None = True,
                  rule: str | None = None) -> dict[str, Any]:
-    """Say whether the scores look like a 1–10 rating grid, probabilities (real values all in [0, 1]: a classifier's
-    or a judge's) or real-valued logits (PairRM's, unless `pairwise` is false: a reward model's; None: no scorer
-    recorded, read as PairRM's), and what follows (`rule`: a pair rule other than best vs worst)."""
-    score_chosen, score_rejected = paired_scores("stats.detect_scale", score_chosen=score_chosen,
-                                                 score_rejected=score_rejected)
-    v = np.concatenate([score_chosen, score_rejected])
+    """Whether the scores look like a 1–10 rating grid, probabilities (all in [0, 1]) or logits (PairRM's; a reward
+    model's if `pairwise` is false; None: no scorer recorded, read as PairRM's); `rule`: a pair rule, not best_worst."""
+    v = np.concatenate(paired_scores("stats.detect_scale", score_chosen=score_chosen, score_rejected=score_rejected))
     on_grid = np.isclose(v / RATING_GRID_STEP, np.round(v / RATING_GRID_STEP), rtol=0.0, atol=1e-9)
     grid_fraction = float(on_grid.mean())
     lo, hi = float(v.min()), float(v.max())

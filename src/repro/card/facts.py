@@ -335,7 +335,6 @@ class CardFacts:
             return {"verdict": "absent", "reason": _get(self.metrics, "length", "reason")}
         if (n := _get(self.metrics, "length", "n") or 0) < LENGTH_BIAS_ROWS:
             return {"verdict": "few", "n": n}
-        # a bias is called only when an effect is both large enough and significant
         rho = max((rho for _, rho, p in self.length_rhos if abs(rho) >= LENGTH_BIAS_RHO and p is not None
                    and p < LENGTH_BIAS_P), key=abs, default=None)
         share = max((share - 0.5 for _, share, p, *_ in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE

@@ -213,8 +213,7 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
                     f"{card_path} says split {split.name!r} has {split.num_examples} rows with features "
                     f"{info.features}, but load_dataset gives {len(ds)} rows with {ds.features}; re-run this notebook.")
             report["splits"][split.name] = {"num_examples": len(ds), "num_bytes": split.num_bytes}
-    report["features"] = list(info.features)
-    report["placeholders"] = placeholders(card.text)
+    report.update(features=list(info.features), placeholders=placeholders(card.text))
     if report["placeholders"]:
         raise DataError(f"{card_path} still holds template text {report['placeholders']}; this is a bug in repro.card.")
     return report
