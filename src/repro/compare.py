@@ -90,8 +90,8 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
 
 
 def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
-    """Load one side, given by the parameter `name` (several specs concatenated, each a group: a family's minis; the
-    columns they all hold, and SPPO's probabilities any holds: null in the rows of a spec without them)."""
+    """One side, parameter `name`: its specs concatenated, a group each (a family's minis), in the columns all hold
+    (SPPO's probabilities: any, null in the rows of a spec without them)."""
     specs = [specs] if isinstance(specs, str) else list(specs)
     tables = [_load_one(s, split, name) for s in specs]
     kept = [c for c in dict.fromkeys(c for t in tables for c in t.column_names)
@@ -108,8 +108,7 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
 
 
 def _splits_of(spec: str) -> list[str]:
-    """The splits of a dataset folder (hub layout, a saved DatasetDict, a run's), or of a hub id's copy in the local
-    hub cache, told without loading them; none for a file or a hub id not cached."""
+    """A dataset folder's splits (or a hub id's in the local hub cache), unloaded; none for a file or an uncached id."""
     path = Path(os.path.expanduser(spec))
     folder = path if path.exists() else hub_snapshot(spec) if is_hub_id(spec) else None
     return (local_splits(folder) or []) if folder else []
@@ -128,8 +127,7 @@ def row_keys(table: pa.Table) -> dict[str, list[str | None] | None]:
 
 
 def loose(value: Any) -> Any:
-    """`value` with every text's whitespace runs made one space (none around it) and its Unicode in NFC form: two
-    values equal so are the same but for whitespace/Unicode form (NFC against NFD)."""
+    """`value` with every text's whitespace runs made one space (none around it) and its Unicode in NFC form."""
     if isinstance(value, str):
         return " ".join(unicodedata.normalize("NFC", value).split())
     if isinstance(value, (list, tuple)):
@@ -157,7 +155,6 @@ class Alignment:
 
 
 def _rows_of(keys: list[str | None], free: np.ndarray) -> dict[str, list[int]]:
-    """key -> the free rows that have it."""
     rows_of: dict[str, list[int]] = {}
     for i in np.flatnonzero(free):
         if keys[i] is not None:
@@ -267,9 +264,8 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
                 candidate: np.ndarray | None = None, hints: dict[str, Any] | None = None,
                 names: Sequence[str] | None = None, not_in_source: Sequence[int] | None = None) -> dict[str, Any]:
     """Where the reference's rows (source indices, a group per mini) lie in the source, and which slicing parameters
-    give exactly those rows; `hints` (the candidate run's own parameters) are checked first; `not_in_source`: each
-    group's rows the source lacks (no slice gives those); `hints["dropped"]`: the counts of the rows the candidate's
-    construction dropped (too_few_candidates: drop, ...), its slice's rows it lacks where they are as many."""
+    give exactly those; `hints` (the candidate run's parameters) first; `not_in_source`: each group's rows the source
+    lacks; `hints["dropped"]`: the candidate's rows dropped by reason, its slice's rows it lacks where as many."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     limit = hints.pop("limit", None)  # a candidate cut by `limit`: its parameters give more rows than it holds
     dropped, plan, why = hints.pop("dropped", None) or {}, None, None
@@ -385,8 +381,7 @@ def _equal_column(al: Aligned, column: str) -> dict[str, Any] | None:
 class Aligned:
     """The aligned rows' texts, prompt ids and scores, side by side (reference first)."""
 
-    texts: dict[str, list | None]  # TEXTS, the prompt, each side's candidates and their scores, COLUMNS_COMPARED,
-    # PROBABILITIES
+    texts: dict[str, list | None]  # TEXTS, prompt, each side's candidates and scores, COLUMNS_COMPARED, PROBABILITIES
     prompt_ids: tuple[list | None, list | None]
     ref_scores: dict[str, np.ndarray] | None
     cand_scores: dict[str, np.ndarray] | None
@@ -404,8 +399,7 @@ class Aligned:
 
     @cached_property
     def other_order(self) -> np.ndarray:
-        """Each row: both sides list the same candidates in another order (SPPO's `probability` matrix, indexed by
-        them, is then not comparable; its per-pair columns are)."""
+        """Each row: both sides list the same candidates in another order (SPPO's `probability` not comparable)."""
         ref, cand = (self.texts[f"{side}_candidates"] or [None] * len(self.same_candidates) for side in SIDES)
         return np.array([same is True and r != c for same, r, c in zip(self.same_candidates, ref, cand)], dtype=bool)
 
@@ -415,8 +409,7 @@ class Aligned:
 
     @cached_property
     def probability_differences(self) -> dict[str, np.ndarray]:
-        """Each SPPO probability column both sides hold: every aligned row's largest difference (_largest_difference;
-        NaN where not comparable; computed once, for the agreement and the disagreements)."""
+        """Each SPPO probability column both sides hold: each aligned row's largest difference (NaN: not comparable)."""
         return {column: np.array([np.nan if other else _largest_difference(r, c)
                                   for r, c, other in zip(ref, cand, self.not_comparable(column))], dtype=np.float64)
                 for column in PROBABILITIES
@@ -484,8 +477,7 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
 
 
 def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
-    """(reference, candidate) score pairs of the same text: chosen = chosen, rejected = rejected, crossed ones, and
-    (where both sides list every candidate's score) the other candidates both ranked."""
+    """(reference, candidate) scores of the same text: chosen, rejected, crossed, other candidates both sides scored."""
     t, r, c = al.texts, al.ref_scores, al.cand_scores
     ref, cand, row, which = [], [], [], []
     lists = [t[f"{side}_{column}"] or [None] * len(al.same_candidates) for side in SIDES
@@ -513,7 +505,6 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
 
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
-    # each side's missing columns, and a column of its own that looks like one renamed
     lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names) for c in missing})
                for side in (reference, candidate)
                if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]
@@ -562,16 +553,14 @@ def _largest_difference(reference: Any, candidate: Any) -> float:
 
 
 def probability_agreement(al: Aligned, p: CompareParams) -> dict[str, Any]:
-    """SPPO's probability columns both sides hold, each aligned row's largest difference: rows further apart than
-    disagreement_tolerance (a matrix of another shape among them), max |difference| (of the same shapes), the share
-    within each score tolerance (missing on a side, or of other candidates: left out, and counted)."""
+    """SPPO's probability columns both sides hold: rows further apart than disagreement_tolerance, max |difference| (of
+    the same shapes), the share within each score tolerance (missing or not comparable: left out, and counted)."""
     out = {}
     for column, every in al.probability_differences.items():
         d, shaped = every[~np.isnan(every)], every[np.isfinite(every)]
         other, order = int(al.other_candidates.sum()), int((al.not_comparable(column) & al.other_order).sum())
         out[column] = {"rows": d.size, "missing": every.size - d.size - other - order, "other_candidates": other,
-                       "other_order": order,
-                       "other_shape": d.size - shaped.size,
+                       "other_order": order, "other_shape": d.size - shaped.size,
                        "differ": (d > p.disagreement_tolerance).sum(),
                        "max_abs_difference": shaped.max() if shaped.size else None,
                        "within": {f"{t:g}": (d <= t).mean() if d.size else None for t in p.score_tolerances}}
@@ -589,9 +578,8 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
 
 
 def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.ndarray | None = None) -> pd.DataFrame:
-    """Every aligned row that disagrees (pair, margin sign, a same-text score, `messages`, `reference_response` or
-    an SPPO probability; another prompt text under its prompt_id, `other_prompt`, or a prompt matched only once
-    normalised: no proof of the same prompt) with why, where it can tell."""
+    """Every aligned row that disagrees (pair, margin sign, a same-text score, `messages`, `reference_response`, an SPPO
+    probability, another prompt under its prompt_id: `other_prompt`, a prompt matched only normalised), with why."""
     n, t, same_candidates = a.n, al.texts, al.same_candidates
     ref_ids, cand_ids = [ids or [None] * n for ids in al.prompt_ids]
     categories = al.categories if al.categories is not None else np.full(n, -1)
@@ -693,8 +681,7 @@ def _statistics(section: str, s: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def _said_categories(pairs: dict[str, Any]) -> dict[str, int]:
-    """The pair categories the summary and its figure show: every one, "reranked" only where some row is (a side
-    that lists no candidates cannot tell it)."""
+    """The pair categories the summary and its figure show: "reranked" only where some row is."""
     return {k: n for k, n in pairs["categories"].items() if n or k != "reranked"}
 
 
@@ -749,8 +736,7 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
 
 
 def disagreements(result: ComparisonResult) -> Any:
-    """The aligned rows that disagree, what explains them first (the candidate's prompt id only where it differs on
-    some row); a sentence when there is none."""
+    """The aligned rows that disagree, their explanation first; a sentence when there is none."""
     table = result.tables["disagreements"]
     first = ["prompt_id", "pair", "explanation", "margin_reference", "margin_candidate", "max_abs_score_difference"]
     table = table[first + [c for c in table.columns if c not in first]]
@@ -768,11 +754,10 @@ def _recorded(spec: str) -> dict[str, Any]:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters (and `limit`) the candidate's run built it with, and the counts of the rows its
-    construction dropped (`dropped`; none unless it counted rows)."""
+    """The slicing parameters (and `limit`) the candidate's run built it with, and the rows its construction dropped
+    of its slice by reason (`dropped`); none unless it counted rows."""
     recorded = _recorded(candidate_spec)
     params, counts = recorded.get("parameters") or {}, recorded.get("counts") or {}
-    # the rows its construction dropped of its slice, by reason (`dropped` counts the part's drop_rows)
     dropped = {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n}
     return {**{k: params[k] for k in (*SLICE_KEYS, "limit") if k in params},
             **({"dropped": dropped} if dropped else {})} if counts else {}
@@ -831,9 +816,8 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
                      "examples": {"only_reference": _examples(reference.table, a.only_first),
                                   "only_candidate": _examples(candidate.table, a.only_second)}},
     }
-    result["pairs"] = pair_agreement(reference, candidate, a, al)
-    result["scores"] = score_agreement(al, p, reference, candidate)
-    result["probabilities"] = probability_agreement(al, p)
+    result.update(pairs=pair_agreement(reference, candidate, a, al),
+                  scores=score_agreement(al, p, reference, candidate), probabilities=probability_agreement(al, p))
     notes += [["missing_note", column, d, a.n] for column in COLUMNS_COMPARED
               if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
               and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]
@@ -879,10 +863,9 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
 def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
     """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), the two sides
     on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
-    notes = []
-    for side, other in ((reference, candidate), (candidate, reference)):
-        if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs):
-            notes.append(["stand_in_note", side.name, other.name])
+    notes = [["stand_in_note", side.name, other.name]
+             for side, other in ((reference, candidate), (candidate, reference))
+             if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs)]
     if al.scored:
         kinds, opposite = [], []
         for scores in (al.ref_scores, al.cand_scores):

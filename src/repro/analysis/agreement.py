@@ -1,6 +1,5 @@
 """metrics.json's `agreement` block: how far scorers agree on the same candidates (per row: same chosen / rejected by
-the run's tie rule, `lowest_tie`; Kendall's tau-b; margins across rows), from each one's flat scores and candidates
-per row."""
+the run's tie rule `lowest_tie`, Kendall's tau-b; margins across rows), from flat scores and candidates per row."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ class RowComparison:
 
 
 def chosen_and_rejected(matrix: np.ndarray, lowest_tie: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a (rows, k) score matrix: (chosen, rejected) candidate indices, the first highest and the
-    `lowest_tie` (last or first) of the lowest, as repro.construct.selection.best_worst picks them."""
+    """Per row of a (rows, k) score matrix: (chosen, rejected) indices: the first highest, the `lowest_tie` lowest."""
     # argmax/argmin return the first of equal extremes
     last = matrix.shape[1] - 1 - np.argmin(matrix[:, ::-1], axis=1)
     return np.argmax(matrix, axis=1), last if lowest_tie == "last" else np.argmin(matrix, axis=1)
@@ -54,8 +52,7 @@ def kendall_tau_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def compare_rows(flat_a: np.ndarray, counts_a: np.ndarray, flat_b: np.ndarray, counts_b: np.ndarray,
                  lowest_tie: str) -> RowComparison:
-    """Compare two scorers row by row (picks by `lowest_tie`); rows without two comparable, finite score lists are
-    excluded and counted."""
+    """Two scorers row by row (picks by `lowest_tie`); rows without two comparable, finite score lists: counted out."""
     counts_a, counts_b = np.asarray(counts_a, dtype=np.int64), np.asarray(counts_b, dtype=np.int64)
     if counts_a.size != counts_b.size:
         raise ValueError(f"compare_rows needs the same rows for both scorers, got {counts_a.size} and {counts_b.size}")
@@ -118,9 +115,8 @@ def pair_summary(name_a: str, name_b: str, comparison: RowComparison) -> dict[st
         "same_chosen": _count(same_chosen), "same_rejected": _count(same_rejected),
         "same_pair": _count(same_chosen & same_rejected),
         "kendall_tau": tau_summary(c.tau),
-        "margin_correlation": {
-            "margin": "best - worst candidate score, each scorer on its own scale",
-            **correlations(*c.margin)},
+        "margin_correlation": {"margin": "best - worst candidate score, each scorer on its own scale",
+                               **correlations(*c.margin)},
     })
 
 
@@ -134,12 +130,11 @@ def agreement(scores: dict[str, tuple[np.ndarray, np.ndarray]], primary: str | N
             f"scores is rejected), got {lowest_tie!r}.{did_you_mean(str(lowest_tie), TIE_RULES)}")
     if len(names) < 2:
         raise ValueError(f"agreement needs at least two scorers, got {names}")
-    pairs = [pair_summary(a, b, compare_rows(*scores[a], *scores[b], lowest_tie))
-             for a, b in itertools.combinations(names, 2)]
     return {
         "scorers": names, "primary": primary,
         "decided_by": (f"{primary} (the primary scorer) picked chosen and rejected" if primary is not None else
                        "the scorer that picked chosen and rejected is not among these"),
         "lowest_tie": lowest_tie, "tie_rule": TIE_RULES[lowest_tie],
-        "pairs": pairs,
+        "pairs": [pair_summary(a, b, compare_rows(*scores[a], *scores[b], lowest_tie))
+                  for a, b in itertools.combinations(names, 2)],
     }

@@ -49,9 +49,8 @@ def _glyphs(font_file: str) -> frozenset[int]:
 
 
 def fonts_for(text: str, font: font_manager.FontProperties) -> list[str] | None:
-    """The font families that draw every character of `text` in `font`'s style: its own, then installed fonts that
-    have the glyphs it lacks (matplotlib falls back along a list in font.family); None when no installed font has
-    some (matplotlib would draw boxes)."""
+    """The font families that draw every character of `text` in `font`'s style: its own, then installed fonts with the
+    glyphs it lacks (matplotlib falls back along font.family); None when no installed font has some (boxes)."""
     own, weights = font_manager.findfont(font), font_manager.weight_dict
     missing, families = set(map(ord, text)) - _glyphs(own), [font_manager.get_font(own).family_name]
     style = (font.get_style(), weights.get(font.get_weight(), font.get_weight()))
@@ -218,8 +217,7 @@ def score_violin(score_chosen: np.ndarray, score_rejected: np.ndarray) -> Figure
 
 def compare_scores(reference: np.ndarray, candidate: np.ndarray) -> Figure:
     """A reproduction's scores against the published ones for the same texts, with the identity line."""
-    return _versus(reference, candidate, "y = x (same score)", True, xlabel="reference score",
-                   ylabel="candidate score",
+    return _versus(reference, candidate, "y = x (same score)", True, xlabel="reference score", ylabel="candidate score",
                    title=f"Scores of the same texts: candidate vs reference ({_n(len(reference))} scores)")
 
 
@@ -302,8 +300,7 @@ def _pair_label(a: str, b: str, chars: int, wrap: bool) -> str:
 
 
 def scorer_agreement(agreement: dict) -> Figure:
-    """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks. As
-    wide for any number of pairs: a row per pair on the right, the legends under the panels, off the bars."""
+    """Agreement of each pair of scorers (metrics.json's `agreement` block): per-prompt Kendall tau, same picks."""
     pairs = agreement["pairs"]
     labels = [" vs ".join(p["scorers"]) for p in pairs]
     edges = np.asarray(pairs[0]["kendall_tau"]["histogram"]["edges"])

@@ -60,8 +60,7 @@ class ScoreData:
 
     @property
     def pairwise(self) -> bool:
-        """Whether the scores may be PairRM's: its kind of scorer made them, or an unknown one (then the scale
-        decides); a reward model's (a sequence classifier's) never keep PairRM's invariants."""
+        """Whether the scores may be PairRM's: its kind of scorer made them, or an unknown one (the scale decides)."""
         return (self.scorer or {}).get("kind", "pairrm") == "pairrm"
 
     @property
@@ -109,16 +108,14 @@ def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
     if keep.size < 2:
         raise DataError(
             f"{where} has {counted(keep.size, 'row')} with finite scores (of {table.num_rows}); the analysis needs at "
-            f"least "
-            f"2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, for this "
-            f"run's own dataset, build more (a higher `limit`, a larger slice).")
+            f"least 2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, "
+            f"for this run's own dataset, build more (a higher `limit`, a larger slice).")
     stats.refuse_too_large(where, series, named)  # (NaN rows left out)
     return chosen[keep], rejected[keep], keep, reasons
 
 
 def rows_named(table: pa.Table, rows: np.ndarray | Sequence[int]) -> str:
-    """Row positions as a message names them, saying they count from 0 (as `ds[i]`, as to_trl names a row): each with
-    the start of its prompt_id where the table has one."""
+    """Row positions as a message names them (from 0, as `ds[i]`), each with the start of its prompt_id if any."""
     shown = [int(i) for i in rows]
     ids = values_at(table, "prompt_id", shown)
     if not ids:
@@ -150,8 +147,7 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
 
 
 def read(p: AnalyzeParams) -> tuple[str, str, pa.Table]:
-    """(spec, split, rows) of the dataset `p.dataset` names (default: this run's own dataset), which must exist and
-    have the score columns."""
+    """(spec, split, rows) of the dataset `p.dataset` names (default: this run's own), which must have the scores."""
     spec, split = dataset_or_own(p.dataset, p.dataset_split, RunDir(p.run_root))
     table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
     require_scores(table, f"dataset {spec!r} (split {split!r})")
@@ -235,8 +231,7 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics: dict[str, Any] = {
         "metrics_version": METRICS_VERSION,
         "dataset": {"source": data.source, "split": data.split, "rows": data.n_rows, "scores_sha256": data.digest},
-        "n": data.n,
-        "n_excluded": data.n_rows - data.n, "excluded_reasons": dict(data.excluded_reasons),
+        "n": data.n, "n_excluded": data.n_rows - data.n, "excluded_reasons": dict(data.excluded_reasons),
         "scorer": data.scorer, "scores_from_stand_in": bool(scorer["stand_in"]) if "stand_in" in scorer else None,
         "bootstrap": {"resamples": resamples, "seed": seed, "level": stats.CI_LEVEL, "method": "percentile",
                       "paired": True, "few_rows": data.n < stats.BOOTSTRAP_FEW_ROWS,
@@ -435,8 +430,7 @@ def analyze(p: AnalyzeParams) -> AnalysisResult:
 
 def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figures: dict[str, dict[str, Any]],
                   tables: dict[str, tuple[Path, pd.DataFrame]]) -> list[Path]:
-    """Write the tables (CSV) and then `result` (JSON, listing figures and tables relative to the run) at `path`;
-    record them all with the figures in the run's manifest, and return their paths."""
+    """Write the tables (CSV), then `result` (JSON, listing figures and tables) at `path`; record, return them all."""
     run = manifest.run
     run.tables.mkdir(parents=True, exist_ok=True)
     for table, frame in tables.values():
@@ -451,8 +445,7 @@ def write_outputs(manifest: Manifest, path: Path, result: dict[str, Any], figure
 
 
 def readable(frame: pd.DataFrame) -> Any:
-    """A table of rows as a notebook shows it: each prompt id cut to its start (the CSV holds it whole), texts
-    left-aligned and not cut further (pandas cuts at 50 characters), numbers to 4 decimals."""
+    """A table as a notebook shows it: prompt ids cut short, texts left-aligned and uncut, numbers to 4 decimals."""
     ids = [c for c in frame.columns if c.endswith("prompt_id")]
     shown = frame.assign(**{c: frame[c].map(lambda v: v[:ID_SHOWN] + "…" if isinstance(v, str) and len(v) > ID_SHOWN
                                              else v) for c in ids})

@@ -32,8 +32,7 @@ ANTISYMMETRY_ATOL = 1e-6
 SUM_TO_ZERO_ATOL = 1e-4  # sums of several float scores are not exactly 0 even when the scorer's are
 AGREEMENT_INTERVALS = ("pearson", "spearman", "lin_ccc", "mean_difference", "loa_low", "loa_high")
 Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: Bland–Altman's limits of agreement
-# below this many values scipy's t approximation of Spearman's p is far off (3 values, rho -1: p 0, exactly 1/3)
-SPEARMAN_P_VALUES = 10
+SPEARMAN_P_VALUES = 10  # fewer values: scipy's t approximation of Spearman's p is far off (3, rho -1: p 0, not 1/3)
 # beyond this magnitude a score's fourth power (kurtosis), then its square (variances), overflows float64 in sums
 # over up to 1e8 rows: the analysis refuses such scores (rescaled, every statistic holds)
 LARGEST_SCORE = 1e70
@@ -49,9 +48,8 @@ EXCLUDE_FIRST = ("Fix those scores, or leave those rows out first, as 02_analyze
 
 def nonfinite_rows(where: str, series: dict[str, np.ndarray], fix: str | None = EXCLUDE_NONFINITE,
                    named: Callable[[np.ndarray], str] | None = None) -> tuple[np.ndarray, dict[str, int]]:
-    """(the rows holding a NaN, infinite or missing value in any of the paired `series`, how many each series holds
-    as metrics.json's excluded_reasons); with `fix`, a DataError instead saying how many rows, which (`named`: how the
-    message names rows) and in which series, then `fix`."""
+    """(the rows with a NaN, infinite or missing value in any paired `series`, metrics.json's excluded_reasons); with
+    `fix`, a DataError instead naming how many rows, which (`named`: how to name them), in which series, then `fix`."""
     bad = {name: ~np.isfinite(x) for name, x in series.items()}
     rows = np.logical_or.reduce(list(bad.values()))
     counts = {name: int(b.sum()) for name, b in bad.items() if b.any()}
@@ -87,8 +85,7 @@ def refuse_too_large(where: str, series: dict[str, np.ndarray], named: Callable[
 
 
 def _not_a_score(value: Any) -> bool:
-    """Whether `value` cannot be a score: text, a bool, a complex number... (None is a missing one, as NaN; a Decimal,
-    as a decimal128 column gives, is a number)."""
+    """Whether `value` cannot be a score: text, a bool, a complex number... (None is missing, a Decimal a number)."""
     return value is not None and (isinstance(value, (bool, np.bool_))
                                   or not isinstance(value, (numbers.Real, decimal.Decimal)))
 
@@ -235,9 +232,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
                      ) -> dict[str, dict[str, Any]]:
     """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected)."""
-    score_chosen, score_rejected = paired_scores("stats.summarize_scores", score_chosen=score_chosen,
-                                                 score_rejected=score_rejected)
-    series = {"score_chosen": score_chosen, "score_rejected": score_rejected, "margin": score_chosen - score_rejected}
+    chosen, rejected = paired_scores("stats.summarize_scores", score_chosen=score_chosen, score_rejected=score_rejected)
+    series = {"score_chosen": chosen, "score_rejected": rejected, "margin": chosen - rejected}
     intervals = bootstrap_intervals(series, resamples, seed)
     return {name: {**describe(x), **intervals[name]} for name, x in series.items()}
 
@@ -333,10 +329,9 @@ def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float | No
 def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
     """Mean/median of chosen and rejected lengths (`{side}_{chars|tokens}`), Spearman of margin vs their difference,
     and the sign test of that difference (positive: the chosen response is the longer)."""
-    out: dict[str, Any] = {}
-    for side in ("chosen", "rejected"):
-        out[side] = {unit: {"mean": np.mean(lengths[f"{side}_{unit}"]), "median": np.median(lengths[f"{side}_{unit}"])}
-                     for unit in ("chars", "tokens")}
+    out: dict[str, Any] = {side: {unit: {"mean": np.mean(lengths[f"{side}_{unit}"]),
+                                         "median": np.median(lengths[f"{side}_{unit}"])}
+                                  for unit in ("chars", "tokens")} for side in ("chosen", "rejected")}
     out["margin_vs_length_difference"] = {}
     for unit in ("chars", "tokens"):
         diff = lengths[f"chosen_{unit}"] - lengths[f"rejected_{unit}"]
@@ -349,14 +344,12 @@ def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dic
 
 def pairrm_invariants(score_chosen: np.ndarray, score_rejected: np.ndarray) -> dict[str, Any]:
     """Counts of rows breaking PairRM's sign order and rows with two-candidate antisymmetry (reported only)."""
-    score_chosen, score_rejected = paired_scores("stats.pairrm_invariants", score_chosen=score_chosen,
-                                                 score_rejected=score_rejected)
-    c, r, n = score_chosen, score_rejected, score_chosen.size
+    c, r = paired_scores("stats.pairrm_invariants", score_chosen=score_chosen, score_rejected=score_rejected)
     sign_fails = int((~((c >= 0) & (r <= 0))).sum())
     antisymmetric = int(np.isclose(c, -r, rtol=0.0, atol=ANTISYMMETRY_ATOL).sum())
     return {
-        "sign_order_fails": sign_fails, "sign_order_fails_fraction": sign_fails / n,
-        "antisymmetry_holds": antisymmetric, "antisymmetry_holds_fraction": antisymmetric / n,
+        "sign_order_fails": sign_fails, "sign_order_fails_fraction": sign_fails / c.size,
+        "antisymmetry_holds": antisymmetric, "antisymmetry_holds_fraction": antisymmetric / c.size,
         "antisymmetry_atol": ANTISYMMETRY_ATOL, "inversions": int((c < r).sum()),
         "about": prose("report", "pairrm_about"),
     }
@@ -395,12 +388,9 @@ def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.n
 
 def detect_scale(score_chosen: np.ndarray, score_rejected: np.ndarray, pairwise: bool | None = True,
                  rule: str | None = None) -> dict[str, Any]:
-    """Say whether the scores look like a 1–10 rating grid, probabilities (real values all in [0, 1]: a classifier's
-    or a judge's) or real-valued logits (PairRM's, unless `pairwise` is false: a reward model's; None: no scorer
-    recorded, read as PairRM's), and what follows (`rule`: a pair rule other than best vs worst)."""
-    score_chosen, score_rejected = paired_scores("stats.detect_scale", score_chosen=score_chosen,
-                                                 score_rejected=score_rejected)
-    v = np.concatenate([score_chosen, score_rejected])
+    """Whether the scores look like a 1–10 rating grid, probabilities (all in [0, 1]) or logits (PairRM's; a reward
+    model's if `pairwise` is false; None: no scorer recorded, read as PairRM's); `rule`: a pair rule, not best_worst."""
+    v = np.concatenate(paired_scores("stats.detect_scale", score_chosen=score_chosen, score_rejected=score_rejected))
     on_grid = np.isclose(v / RATING_GRID_STEP, np.round(v / RATING_GRID_STEP), rtol=0.0, atol=1e-9)
     grid_fraction = float(on_grid.mean())
     lo, hi = float(v.min()), float(v.max())

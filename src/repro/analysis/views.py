@@ -97,10 +97,9 @@ def margin_distribution(pairs: datasets.Dataset) -> "Image | None":
 
 def pair_examples(pairs: datasets.Dataset, candidate_set=None, scores: Sequence[Sequence[float]] | None = None,
                   picks: Sequence[tuple[int, int, int]] | None = None, params=None) -> Any:
-    """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows); given
-    the rows' candidates, scores and `picks` (01_construct: stages.build's candidate row, chosen and rejected of each
-    pair), each of these rows' candidates, its score, chosen and rejected, and with `params`' selection
-    best_worst_length_penalised the penalised score that picked them."""
+    """Pairs to read, texts on one line: the largest, a middle and the smallest margin (without scores: rows); given the
+    rows' candidates, scores and `picks` (stages.build's candidate row, chosen, rejected of each pair), each candidate
+    with its score and role, and for selection best_worst_length_penalised the penalised score that picked them."""
     pairs = seed_view(pairs)
     chosen, rejected = (response_texts(pairs.data.table.column(c)).to_pylist() for c in ("chosen", "rejected"))
     margin = _margin(pairs)

@@ -39,19 +39,15 @@ BUILT_LANGUAGE = ["en"]
 # the hub datasets of UltraFeedback's rows whose MIT licence a built dataset's card may state (ZHLiu627's in parts too)
 ULTRAFEEDBACK = ("openbmb/UltraFeedback", "HuggingFaceH4/ultrafeedback_binarized",
                  "ZHLiu627/ultrafeedback_binarized_with_response_full")
-# the score columns the analysis notebook describes (issue 4), in the card table's column order
-SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")
-# |Spearman rho| below this is called negligible (the usual rule of thumb for rank correlations)
-LENGTH_BIAS_RHO = 0.1
+SCORE_BLOCKS = ("score_chosen", "score_rejected", "margin")  # the analysis notebook's (issue 4), the table's order
+LENGTH_BIAS_RHO = 0.1  # |Spearman rho| below this is negligible (the usual rule of thumb for rank correlations)
 LENGTH_BIAS_P = 0.05
 # a length bias is also called when the chosen response is the longer (or the shorter) in at least this share of
 # the pairs whose lengths differ; on fewer rows than LENGTH_BIAS_ROWS none is judged
 LENGTH_BIAS_SHARE = 0.6
 LENGTH_BIAS_ROWS = 10
-# a dataset of fewer rows than this is called small (the hub's smallest size category, n<1K)
-SMALL_ROWS = 1000
-# ties are called a limitation from this share of the pairs on (inverted pairs from one on)
-MANY_TIES = 0.1
+SMALL_ROWS = 1000  # a dataset of fewer rows is called small (the hub's smallest size category, n<1K)
+MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (inverted pairs from one on)
 
 
 @dataclass
@@ -97,14 +93,14 @@ class CardFacts:
     nonfinite_scores: int = 0  # rows whose score_chosen or score_rejected is not a finite number: to_trl refuses them
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
     pair_signs: dict[str, int] | None = None  # {positive, zero, negative} margins of the rows the card's code keeps
+    prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
+    test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
+    analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
 
     @property
     def chosen_text(self) -> str:
         """The card's code for a row's chosen response: a conversation's last turn, or the text itself."""
         return 'row["chosen"]' if self.features.get("chosen") == Value("string") else 'row["chosen"][-1]["content"]'
-    prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
-    test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
-    analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
 
     @property
     def source_from_file(self) -> bool:
@@ -145,16 +141,14 @@ class CardFacts:
     def has_columns(self, *names: str) -> bool:
         return set(names) <= set(self.features)
 
-    def count_columns(self, prefix: str) -> int:  # SPPO's generate_i
-        return sum(name.startswith(prefix) for name in self.features)
-
     @property
     def sppo_scored_first(self) -> int | None:
         """SPPO's rows whose `rm_scores` hold the original pair's scores first (`first_scored_only`): the number of
         generated responses, that of the first scores `probability` is over (compute_prob.py's reading); else None."""
         p = self.parameters
         scored_first = p.get("original_pair_position") == "first_scored_only" and p.get("include_original_pair")
-        return self.count_columns("generate_") if p.get("output_format") == "sppo" and scored_first else None
+        generated = sum(name.startswith("generate_") for name in self.features)  # SPPO's generate_i
+        return generated if p.get("output_format") == "sppo" and scored_first else None
 
     @property
     def layout(self) -> str:
@@ -284,7 +278,7 @@ class CardFacts:
 
     @property
     def agreement(self) -> dict[str, Any] | None:
-        """The agreement between scorers (metrics.json's `agreement`, present with several scorers)."""
+        """metrics.json's `agreement` between scorers (present with several)."""
         block = (self.metrics or {}).get("agreement")
         return block if isinstance(block, dict) and block.get("pairs") else None
 
@@ -295,7 +289,7 @@ class CardFacts:
 
     @property
     def sign_order_fails(self) -> int:
-        """The rows breaking PairRM's sign order, where the analysis expected it to hold (else 0)."""
+        """Rows breaking PairRM's sign order where the analysis expected it to hold, else 0."""
         invariants = _get(self.metrics, "invariants") or {}
         expected = invariants.get("expected_to_hold") and not invariants.get("selection")
         return invariants.get("sign_order_fails") or 0 if expected else 0
@@ -322,19 +316,16 @@ class CardFacts:
 
     @property
     def length_shares(self) -> list[tuple[str, float, float | None, int, int]]:
-        """(unit, share of the pairs whose lengths differ where chosen is the longer, sign test p-value, how many
-        pairs that is, of how many)."""
+        """(unit, share of the pairs of unequal lengths where chosen is longer, sign test p-value, those pairs, all)."""
         tests = _get(self.metrics, "length", "chosen_longer_test") or {}
         return [(unit, t["positive"] / n, t["pvalue"], t["positive"], n) for unit, t in tests.items()
                 if (n := t["positive"] + t["negative"])]
 
     @property
     def length_bias(self) -> dict[str, Any]:
-        """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `few` (rows), `none`,
-        `longer`, `shorter` (by the margin's correlation with length, and the share where it agrees), `longer_share`,
-        `shorter_share` (by how often the chosen response is the longer one, the correlation not marked),
-        `longer_share_shorter_margins`, `shorter_share_longer_margins` (the two marked, in opposite directions),
-        `same_lengths` (never a difference to judge by)."""
+        """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `few` (rows), `same_lengths`,
+        `none`, `longer`/`shorter` (by the margin's correlation with length), `longer_share`/`shorter_share` (by how
+        often chosen is the longer, the correlation not marked), or both marked, in opposite directions."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
         tests = _get(self.metrics, "length", "chosen_longer_test") or {}
@@ -344,7 +335,6 @@ class CardFacts:
             return {"verdict": "absent", "reason": _get(self.metrics, "length", "reason")}
         if (n := _get(self.metrics, "length", "n") or 0) < LENGTH_BIAS_ROWS:
             return {"verdict": "few", "n": n}
-        # a bias is called only when an effect is both large enough and significant
         rho = max((rho for _, rho, p in self.length_rhos if abs(rho) >= LENGTH_BIAS_RHO and p is not None
                    and p < LENGTH_BIAS_P), key=abs, default=None)
         share = max((share - 0.5 for _, share, p, *_ in self.length_shares if abs(share - 0.5) >= LENGTH_BIAS_SHARE
@@ -489,8 +479,7 @@ def _figures(run: RunDir, metrics: dict[str, Any] | None) -> list[tuple[Path, st
 
 
 def public_value(value: Any) -> Any:
-    """A value as the published card may show it: a local path becomes its last name (no machine path, no user),
-    a chat template (Jinja text) its hash (no template source)."""
+    """A value as the published card may show it: a local path by its last name, a chat template by its hash."""
     if isinstance(value, (list, tuple)):
         return type(value)(public_value(v) for v in value)
     if isinstance(value, dict):  # e.g. one entry of `scorers`
@@ -539,8 +528,7 @@ def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> None
 
 
 def _read_metrics(run: RunDir, facts: CardFacts, view: pa.Table) -> dict[str, Any] | None:
-    """metrics.json, when it describes the rows of `view` (the main split, in the seed's columns): as many, with the
-    same scores."""
+    """metrics.json, when it describes the rows of `view` (the main split, seed columns): as many, the same scores."""
     if not run.metrics.exists():
         return None
     try:

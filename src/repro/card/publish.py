@@ -174,9 +174,8 @@ def _written_already(facts: CardFacts, card: DatasetCard) -> bool:
 
 
 def refresh(p: Any) -> Path | None:
-    """Write the card of `p`'s run (`p`: a notebook's parameters) again, with the card parameters the run recorded, to
-    show what the notebook changed; None when 03_card has not run yet, or when the card's input has gone since (the
-    reason printed: the notebook's own work stands)."""
+    """Write the card of `p`'s run (a notebook's parameters) again with the card parameters it recorded; None when
+    03_card has not run yet, or its input has gone since (the reason printed: the notebook's own work stands)."""
     run = RunDir(p.run_root)
     if not run.card.is_file():
         return None
@@ -214,8 +213,7 @@ def check_card(card_path: str | Path) -> dict[str, Any]:
                     f"{card_path} says split {split.name!r} has {split.num_examples} rows with features "
                     f"{info.features}, but load_dataset gives {len(ds)} rows with {ds.features}; re-run this notebook.")
             report["splits"][split.name] = {"num_examples": len(ds), "num_bytes": split.num_bytes}
-    report["features"] = list(info.features)
-    report["placeholders"] = placeholders(card.text)
+    report.update(features=list(info.features), placeholders=placeholders(card.text))
     if report["placeholders"]:
         raise DataError(f"{card_path} still holds template text {report['placeholders']}; this is a bug in repro.card.")
     return report
