@@ -1,6 +1,5 @@
-"""Resumable, shardable work: finished chunks in `work_dir/chunk-NNNNNN.json`, skipped by a re-run of the same
-fingerprint (work of another is moved aside to `stale-<digest>/`); the one job runner of generation and scoring (in
-this process, as one torchrun rank, or launching torchrun workers); progress; atomic writes."""
+"""Resumable, shardable work of generation and scoring (finished chunks in `work_dir/chunk-NNNNNN.json`, another
+fingerprint's set aside in `stale-<digest>/`), here, as a torchrun rank or in its workers; progress; atomic writes."""
 
 from __future__ import annotations
 
@@ -88,8 +87,7 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
 
 
 def _digest_on_disk(work_dir: Path) -> str | None:
-    """The digest of the work in `work_dir`, None where there is none (or another process is moving it now), or
-    "damaged" for a file that is not JSON."""
+    """The digest of `work_dir`'s work: None where none is (or being moved now), "damaged" where it is not JSON."""
     try:
         return json.loads((work_dir / FINGERPRINT_FILE).read_text()).get("digest")
     except json.JSONDecodeError:
@@ -344,9 +342,8 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            setup: Callable[[], Any] | None = None) -> ChunkedRun:
     """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
     `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
-    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are not computed, the others are added to it;
-    `setup()`: called once before the first row computed (none for rows resumed or cached), its time left out of the
-    bar's and the run's."""
+    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are taken from it, the others added; `setup()`:
+    called before the first row computed (never for rows resumed or cached), its time left out of the bar and run."""
     start_time, setup_seconds = time.monotonic(), 0.0
     if setup is not None:
         compute = fn
