@@ -1,8 +1,6 @@
-"""The project's content-addressed cache of generated and scored rows, shared by every run of a project.
-
-An entry is one row's result, keyed by its content and the stage's `namespace` (what else decides it), stored
-with the sha256 of its value: a damaged entry is moved to `<root>/damaged/` and recomputed. Writes are atomic and
-first-writer-wins (a hard link), so any number of processes fill one cache and every run gets the same bytes."""
+"""The project's content-addressed cache of generated and scored rows: an entry is one row's result, keyed by its
+content and the stage's `namespace`, checksummed (a damaged one is moved to `<root>/damaged/` and recomputed);
+writes are atomic, first writer wins (a hard link): any number of processes fill one cache, all get the same bytes."""
 
 from __future__ import annotations
 
