@@ -44,8 +44,7 @@ _PACKAGE = Path(__file__).resolve().parent
 _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (RunDir.hold): the lock, a kernel's?
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
-# a hub repository id: owner/name, no more parts, nothing that only a path would hold
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
 _PATH_IN_TEXT = re.compile(r"(?<![\w.:/~-])(?:~|\.{1,2})?/[^\s/`'\"|,;()<>][^\s`'\"|,;()<>]*|"
                            r"(?<!\w)[A-Za-z]:[\\/][^\s`'\"|,;()<>]+")  # a local path inside text (public_text)
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
@@ -278,8 +277,7 @@ def folder_safe(text: str) -> str:
 
 
 def ascii_folder_safe(text: str) -> str:
-    """`text` as a folder's name held it before repro kept letters outside ASCII (git 27efb89, Dec 5, and older):
-    ASCII letters and digits, '.', '_' and '-' kept, each run of other characters one '-' (Straße: Stra-e)."""
+    """`text` as a folder name up to git 27efb89, before repro kept letters outside ASCII (Straße: Stra-e)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text)
 
 
@@ -308,8 +306,7 @@ def find_params(name: str | Path) -> Path:
                       for sub in ("", "recipes")]
     if found := next((path for path in tried if path.is_file()), None):
         return found
-    folder = next((path for path in tried if path.is_dir()), None)
-    if folder is not None:
+    if (folder := next((path for path in tried if path.is_dir()), None)) is not None:
         raise ParameterError(f"Params file {str(name)!r} is a folder, not a file; give a YAML file in it "
                              f"{sorted(p.name for p in folder.glob('*.yaml'))[:5]} or an example's name, e.g. demo.")
     known = sorted(str(p.relative_to(examples).with_suffix("")) for p in examples.glob("**/*.yaml"))
