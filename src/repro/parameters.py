@@ -768,8 +768,7 @@ def read_value(raw: str) -> Any:
 
 
 def parse_set(items: list[str], keys: dict[str, str] | None = None) -> dict[str, Any]:
-    """Parse `--set key=value` items (unknown keys refused, or added to `keys`, {key: where}, for the caller to refuse
-    with the others); values are read by read_value (types: the schemas check them)."""
+    """`--set KEY=VALUE` items, values by read_value; unknown keys refused, or added to `keys` ({key: where})."""
     out: dict[str, Any] = {}
     given: dict[str, str] = {}
     for item in items:
