@@ -432,8 +432,7 @@ class Manifest:
 
     @contextlib.contextmanager
     def stage(self, name: str, resumable: bool = True) -> Iterator[dict[str, Any]]:
-        """Time one stage; the yielded dict's items are stored with it (counts, settings); `resumable`: a run again
-        continues it from its finished chunks."""
+        """Time one stage, storing the yielded dict's items with it; `resumable`: a run again continues its chunks."""
         info: dict[str, Any] = {}
         t0 = time.perf_counter()
         self._set_stage(name, {"status": "running", "started": now()})
