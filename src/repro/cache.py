@@ -60,8 +60,7 @@ class CacheCounts:
 
 
 def check_format(root: Path, create: bool = True) -> None:
-    """Make `root` a cache of this key format (`create`: else only check it, as `--check` does), or refuse one of
-    another format, or a path that is or lies inside a file (before any work)."""
+    """Make `root` a cache of this key format (`create`: else only check, as `--check`); refuse another's, or a file."""
     check_folder(root, "The row cache", "Set cache_dir (or $REPRO_ROW_CACHE) to a folder, or move the file away.")
     path = root / FORMAT_FILE
     try:
