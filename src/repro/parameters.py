@@ -569,9 +569,8 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
             ctx = err.get("ctx", {})  # (a list's least length: `items`, a count of them)
-            # pydantic's prefix for our own checks says nothing
             msg = RANGE_WORDS[kind].format(**ctx, items=counted(ctx.get("min_length", 0), "item")) \
-                if kind in RANGE_WORDS else err["msg"].removeprefix("Value error, ")
+                if kind in RANGE_WORDS else err["msg"].removeprefix("Value error, ")  # (pydantic's, on our checks)
             if kind == "extra_forbidden":  # a scorer option, else a scorers: item's key
                 msg += "." + did_you_mean(str(err["loc"][-1]), ScorerOptions.__annotations__ if str(
                     err["loc"][-2]).endswith("options") else ScorerSpec.model_fields)
