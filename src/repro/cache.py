@@ -1,8 +1,6 @@
-"""The project's content-addressed cache of generated and scored rows, shared by every run of a project.
-
-An entry is one row's result, keyed by its content and the stage's `namespace` (what else decides it), stored
-with the sha256 of its value: a damaged entry is moved to `<root>/damaged/` and recomputed. Writes are atomic and
-first-writer-wins (a hard link), so any number of processes fill one cache and every run gets the same bytes."""
+"""The project's content-addressed cache of generated and scored rows: an entry is one row's result, keyed by its
+content and the stage's `namespace`, checksummed (a damaged one is moved to `<root>/damaged/` and recomputed);
+writes are atomic, first writer wins (a hard link): any number of processes fill one cache, all get the same bytes."""
 
 from __future__ import annotations
 
@@ -62,8 +60,7 @@ class CacheCounts:
 
 
 def check_format(root: Path, create: bool = True) -> None:
-    """Make `root` a cache of this key format (`create`: else only check it, as `--check` does), or refuse one of
-    another format, or a path that is or lies inside a file (before any work)."""
+    """Make `root` a cache of this key format (`create`: else only check, as `--check`); refuse another's, or a file."""
     check_folder(root, "The row cache", "Set cache_dir (or $REPRO_ROW_CACHE) to a folder, or move the file away.")
     path = root / FORMAT_FILE
     try:

@@ -22,8 +22,7 @@ from .paths import DATA_DIR, SHARD_RE, SPLIT, shard_name
 
 MESSAGE_LIST = List({"content": Value("string"), "role": Value("string")})
 
-# The seed dataset's columns, in its order (one source of truth for the output's shape).
-SEED_FEATURES = Features({
+SEED_FEATURES = Features({  # the seed dataset's columns, in its order (one source of truth for the output's shape)
     "prompt": Value("string"),
     "prompt_id": Value("string"),
     "messages": MESSAGE_LIST,

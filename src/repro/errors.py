@@ -15,8 +15,7 @@ def notice(text: str) -> None:
 
 
 def did_you_mean(name: str, options: Iterable[str], shown: Mapping[str, str] | None = None) -> str:
-    """" Did you mean 'x'?" (or "'x' or 'y'", all as near) for a misspelt name, else ""; `shown`: how the hint
-    writes an option (default: as it is)."""
+    """" Did you mean 'x'?" (or "'x' or 'y'", as near) for a misspelt name, else ""; `shown`: how to write an option."""
     options, shown = list(options), shown or {}
     near = {c: difflib.SequenceMatcher(None, c, name).ratio() for c in difflib.get_close_matches(name, options)}
     best = [repr(shown.get(c, c)) for c in options if c in near and near[c] == max(near.values())]  # options' order
@@ -59,8 +58,7 @@ def counted(n: int, noun: str) -> str:
 
 
 def unicode_form(text: str) -> str:
-    """Which Unicode form `text` is written in: 'NFD' (é as e and a combining accent, as macOS names files), 'NFC' (é
-    one character, as typed), or 'mixed'."""
+    """'NFD' (é as e and a combining accent, as macOS names files), 'NFC' (é one character, as typed), or 'mixed'."""
     return next((f for f in ("NFD", "NFC") if unicodedata.is_normalized(f, text)), "mixed")
 
 

@@ -1,12 +1,6 @@
-"""Output formats: the columns and split names of each published dataset this field's recipes wrote (pure).
-
-Every format is computed from the same scored rows (`repro.construct.pairs.build_row`, with every candidate and its
-score) and the pair the selection rule picked; each layout is its upstream code's (`Format.source`; docs/recipes.md).
-Not obvious: SPPO's candidates ranked but never paired (`first_scored_only`, a row's `scored_only`) are in
-`rm_scores` only (its published 7 scores for 5 `generate_i`); SPPO's `prompt`, `prompt_id` columns and RLHFlow's
-split `train` are inferred (its data are jsonl files); SELM's split is named after the dataset's `_iter_N`.
-`seed_view` maps any format back to the seed's columns (for 02_analyze, 04_compare and `to_trl`).
-"""
+"""Output formats (pure): each published layout of this field's recipes, as its upstream code writes it
+(`Format.source`; docs/recipes.md says what is inferred), from the same scored rows (`construct.pairs.build_row`) and
+the pair picked; `seed_view` maps any format back to the seed's columns (for 02_analyze, 04_compare and `to_trl`)."""
 
 from __future__ import annotations
 
@@ -199,10 +193,9 @@ SEED_VIEW_FEATURES = Features({**PAIR_VIEW_FEATURES, "candidates": STRINGS, "can
 
 
 def seed_view(ds: datasets.Dataset, candidates: bool = True) -> datasets.Dataset:
-    """`ds` in the seed's column names, whatever format it is in (seed and SELM rows are returned as they are);
-    `prompt_id` = sha256 of the prompt where the format has none, a score null where its text is not listed;
-    `candidates` / `candidate_scores` the format's every candidate and its score (null where it has none; left out
-    with `candidates=False`, for a reader of the pairs alone)."""
+    """`ds` in the seed's column names, whatever its format (seed and SELM rows as they are); `prompt_id` = sha256 of
+    the prompt where the format has none, a score null where its text is not listed; `candidates` / `candidate_scores`
+    every candidate and its score (null where none; left out with `candidates=False`, for a reader of the pairs)."""
     fmt = detect_format(ds.column_names)
     if fmt == "seed":
         return ds

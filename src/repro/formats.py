@@ -1,13 +1,6 @@
-"""The dataset as TRL's `DPOTrainer` reads it: the seed's columns turned into TRL's preference formats (pure).
-
-`to_trl` (the explicit-prompt format TRL recommends) and `to_trl_implicit` (whole conversations: TRL's
-`extract_prompt` takes their common prefix) keep `prompt_id` and the scores and add `score_margin` (not `margin`:
-TRL's `RewardTrainer` reads a `margin` column into its loss, on whatever scale it holds); a table without scores
-gets no score columns (`holds_scores`), and a `score_margin` only from a margin of its own. The seed's columns as they
-are do not train: `trl.data_utils.is_conversational` judges a row by ONE key taken from a set, so a string `prompt`
-beside conversational `chosen` / `rejected` fails one way or another (docs/trl.md). Checked against TRL 1.16.0
-(`TESTED_TRL_VERSION`); tests/test_formats.py trains `DPOTrainer` on `to_trl`'s output.
-"""
+"""The dataset as TRL's `DPOTrainer` reads it (the seed's columns as they are do not train): TRL's preference formats,
+keeping `prompt_id` and the scores, adding `score_margin` (not `margin`, which TRL's `RewardTrainer` puts in its loss;
+docs/trl.md says why). Checked against TRL 1.16.0; tests/test_formats.py trains `DPOTrainer` on `to_trl`'s output."""
 
 from __future__ import annotations
 
@@ -54,9 +47,8 @@ def _where(row: dict[str, Any], index: int) -> str:
 
 
 def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict]:
-    """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked: the same turns before
-    an assistant turn in both (non-empty in `chosen`: an empty `rejected` is a bad answer to learn from, as the
-    recipes that rank empty responses train on it), beginning with the user turn holding the row's `prompt`."""
+    """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked: the same turns, from the
+    user turn holding `prompt`, before an assistant turn in both (non-empty in `chosen`; `rejected` may be empty)."""
     where = _where(row, index)
     fix = ("Each row needs `chosen` and `rejected` = [user turn with the `prompt` text, ..., assistant turn], as "
            "this project writes them; fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) "

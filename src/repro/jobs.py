@@ -1,6 +1,5 @@
-"""Resumable, shardable work: finished chunks in `work_dir/chunk-NNNNNN.json`, skipped by a re-run of the same
-fingerprint (work of another is moved aside to `stale-<digest>/`); the one job runner of generation and scoring (in
-this process, as one torchrun rank, or launching torchrun workers); progress; atomic writes."""
+"""Resumable, shardable work of generation and scoring (finished chunks in `work_dir/chunk-NNNNNN.json`, another
+fingerprint's set aside in `stale-<digest>/`), here, as a torchrun rank or in its workers; progress; atomic writes."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ CHUNK_GLOB = "chunk-*.json"
 STALE_PREFIX = "stale-"
 JOB_FILE = "torchrun-job.json"
 RESULT_FILE = "torchrun-result.json"
-# ranks wait for each other once, at the end; a slow share must not hit the usual 10-30 minute timeout
-DIST_TIMEOUT = timedelta(hours=24)
+DIST_TIMEOUT = timedelta(hours=24)  # ranks wait for each other once, at the end: not the usual 10-30 minutes
 
 
 class WorkersFailed(ReproError, RuntimeError):
@@ -88,8 +86,7 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
 
 
 def _digest_on_disk(work_dir: Path) -> str | None:
-    """The digest of the work in `work_dir`, None where there is none (or another process is moving it now), or
-    "damaged" for a file that is not JSON."""
+    """The digest of `work_dir`'s work: None where none is (or being moved now), "damaged" where it is not JSON."""
     try:
         return json.loads((work_dir / FINGERPRINT_FILE).read_text()).get("digest")
     except json.JSONDecodeError:
@@ -111,8 +108,7 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
             differ = ", ".join(filter(None, [listed({k: (was.get(k), now.get(k)) for k in keys}),
                                              "the rows" * (was["items"] != now["items"])]))
         for p in chunks + [fp_path]:
-            # several ranks on one shared folder may race to move the same file
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError):  # ranks sharing a folder may race to move the same file
                 shutil.move(str(p), stale / p.name)
         if chunks:
             was, they = ("was", "it is") if len(chunks) == 1 else ("were", "they are")
@@ -145,8 +141,7 @@ def num_chunks(num_items: int, chunk_size: int) -> int:
 
 
 def chunk_share(n_chunks: int, rank: int, world_size: int) -> range:
-    """The contiguous chunk indices process `rank` of `world_size` computes (balanced to within one; the larger
-    shares first: rank 0 shows the progress)."""
+    """The contiguous chunks of rank `rank` of `world_size` (sizes within one, larger first: rank 0 shows progress)."""
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
     return range(-(-rank * n_chunks // world_size), -(-(rank + 1) * n_chunks // world_size))
@@ -160,8 +155,7 @@ def _format_seconds(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
-# set (by `repro run --log-output`) when a notebook's progress must reach the terminal as lines
-PROGRESS_LINES_ENV = "REPRO_PROGRESS_LINES"
+PROGRESS_LINES_ENV = "REPRO_PROGRESS_LINES"  # set by `repro run --log-output`: a notebook's progress as lines
 
 
 def _kernel() -> Any:
@@ -234,8 +228,7 @@ class Progress(contextlib.AbstractContextManager):
         self.skipped += n
         self.cached += n if cached else 0
         if self._tqdm is not None:
-            # moving `initial` along keeps resumed items out of tqdm's rate and ETA
-            self._tqdm.initial += n
+            self._tqdm.initial += n  # moving `initial` along keeps resumed items out of tqdm's rate and ETA
             self._tqdm.n += n
             self._tqdm.last_print_n += n
             self._tqdm.refresh()
@@ -344,9 +337,8 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            setup: Callable[[], Any] | None = None) -> ChunkedRun:
     """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
     `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
-    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are not computed, the others are added to it;
-    `setup()`: called once before the first row computed (none for rows resumed or cached), its time left out of the
-    bar's and the run's."""
+    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are taken from it, the others added; `setup()`:
+    called before the first row computed (never for rows resumed or cached), its time left out of the bar and run."""
     start_time, setup_seconds = time.monotonic(), 0.0
     if setup is not None:
         compute = fn
@@ -452,8 +444,7 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
         mine = {"results": run.results, "stats": _share_stats(run, extra), "rank": rank}
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, mine)
-        # nobody tears the group down while a peer still reads from it (gloo aborts on a closed socket)
-        dist.barrier()
+        dist.barrier()  # nobody tears the group down while a peer still reads from it (gloo aborts on a closed socket)
     finally:
         if created:
             dist.destroy_process_group()

@@ -57,12 +57,10 @@ def sha256_file(path: str | Path) -> str:
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions of the packages that decide a run's numbers (None where not installed)."""
-    out: dict[str, str | None] = {}
+    out: dict[str, str | None] = dict.fromkeys(TRACKED_PACKAGES)
     for name in TRACKED_PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
     return out
 
 
@@ -250,10 +248,9 @@ class Manifest:
 
     def start_run(self, parameters: dict[str, Any], notebooks: list[str], driver: str = "repro run",
                   merge: bool = False) -> None:
-        """Begin a run: `running`, environment recorded; of an earlier record only the subject a notebook has just
-        claimed (`subject.claim`) stays. `merge` re-begins the run there, keeping its record (stages, counts) and
-        that of the notebooks not run now: their parameters and, unless 01_construct runs, the environment that built
-        the data."""
+        """Begin a run: `running`, environment recorded; of an earlier record only its `subject` (`subject.claim`)
+        stays, or with `merge` its record (stages, counts) and the notebooks not run now: their parameters and, unless
+        01_construct runs, the environment that built the data."""
         data = self.read()
         was, root = self.project(data), project_root()  # (a project moved or copied: its paths where it is now)
         if not merge:
@@ -294,10 +291,9 @@ class Manifest:
 
     def unheld(self, fingerprint: dict[str, Any], selfcheck: str | Path | None = None,
                parameters: dict[str, Any] | None = None) -> str:
-        """Why the folder does not hold a complete run of `fingerprint` (`revisions.run_fingerprint` of `parameters`),
-        every output as recorded (its sha256) and the self-check it cited still the one it would cite; "" when it
-        does: a run again then has nothing to do. A part an older repro did not record is unknown, not changed; its
-        `parameters` digested the paths as they were (no `project`): their values (`changed_parameters`) tell."""
+        """Why the folder does not hold a complete run of `fingerprint` (`revisions.run_fingerprint` of `parameters`)
+        with every output as recorded and the self-check it would cite; "" when it does. A part an older repro did not
+        record is unknown, not changed; of a record with no `project` (paths digested as they were), the values tell."""
         data = self.read()
         if data.get("status") != "complete":
             return f"it is {data.get('status') or 'not started'}"
@@ -323,9 +319,8 @@ class Manifest:
 
     def changed_parameters(self, parameters: dict[str, Any], notebooks: Collection[str],
                            ignore: Collection[str] = NOT_SHAPING) -> dict[str, tuple[Any, Any]]:
-        """{name: (recorded, new)} for each differing parameter, not in `ignore`, of `notebooks` the recorded run
-        executed too (a failed notebook binds nothing, but 01_construct: its finished work does); generation's only
-        where one of them generates (`unused_generation`)."""
+        """{name: (recorded, new)} of each differing parameter, not in `ignore`, of `notebooks` the recorded run ran too
+        (a failed one binds nothing, but 01_construct's finished work does); generation's only where one generates."""
         data = self.read()
         done = {name: entry for name, entry in (data.get("notebooks") or {}).items()
                 if entry.get("status") != "failed" or name == "01_construct"}
@@ -342,8 +337,7 @@ class Manifest:
         return record_project(data, self.run.root)
 
     def recorded(self, data: dict[str, Any], entry: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The parameters the record `data` holds (`entry`'s: a notebook's own), each path of its project (`project`)
-        in the project where it is now: the same parameter, wherever the project was moved or copied."""
+        """The parameters the record `data` holds (`entry`'s: a notebook's own), `rebased` to where the project is."""
         return rebased((data if entry is None else entry).get("parameters") or {}, self.project(data), project_root())
 
     def _under_repro_run(self, notebook: str) -> bool:
@@ -372,9 +366,8 @@ class Manifest:
 
     def ensure_started(self, parameters: dict[str, Any], notebook: str,
                        replacing: dict[str, tuple[Any, Any]] | None = None) -> bool:
-        """Mark `notebook` running; on its own (plain papermill, JupyterLab) its parameters and environment join the
-        run's record first (`repro run` has recorded them), or begin it anew where it is `replacing` a run of other
-        parameters (`refuse_other_parameters`). Whether it runs on its own."""
+        """Mark `notebook` running; on its own (plain papermill, JupyterLab), first join its parameters and environment
+        to the run's record, or begin it anew where `replacing` another's (`refuse_other_parameters`). Whether alone."""
         alone, status = not self._under_repro_run(notebook), self.read().get("status")
         if alone and replacing:
             last = LAST_RUN.get(status, "made nothing but its notebooks")
@@ -439,8 +432,7 @@ class Manifest:
 
     @contextlib.contextmanager
     def stage(self, name: str, resumable: bool = True) -> Iterator[dict[str, Any]]:
-        """Time one stage; the yielded dict's items are stored with it (counts, settings); `resumable`: a run again
-        continues it from its finished chunks."""
+        """Time one stage, storing the yielded dict's items with it; `resumable`: a run again continues its chunks."""
         info: dict[str, Any] = {}
         t0 = time.perf_counter()
         self._set_stage(name, {"status": "running", "started": now()})
@@ -469,7 +461,7 @@ class Manifest:
             data.setdefault("counts", {}).update(counts)
 
     def record(self, key: str, value: Any) -> None:
-        """Store a top-level fact (e.g. `scorer`, `generation`) for later notebooks and the card."""
+        """Store a top-level fact (`scorer`, `generation`) for later notebooks and the card."""
         self.update(**{key: value})
 
     def remove_outputs(self, *paths: Path) -> None:

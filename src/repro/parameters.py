@@ -110,9 +110,8 @@ class _Params(BaseModel):
 
     @model_validator(mode="after")
     def _named_as_its_folder(self):
-        """A notebook on a dataset, without run_dir, writes that dataset's run: it records that run's name. A run's
-        own dataset (the run, its dataset/ folder or a file of it) is that run's, recorded as its own (None), so the
-        run's `repro run` does not find another value of it (not an assignment: that would validate again)."""
+        """Without run_dir, a notebook on a dataset writes that dataset's run, named as it; a run's own dataset (the
+        run, its dataset/ folder, a file of it) is recorded as its own, None (not assigned: that validates again)."""
         given = getattr(self, self.subject) if self.subject else None
         manifest = run_manifest_of(given) if given is not None and Path(given).is_absolute() else None
         if manifest is not None and (not self.run_dir or Path(self.run_dir).resolve() == manifest.parent.resolve()):
@@ -262,8 +261,7 @@ class ConstructParams(_Params):
 
     def templated_twice(self, kinds: Iterable[str | None]) -> str | None:
         """With scorer_prompt: chat_template, the refusal naming the sequence classifiers among the scorers (`kinds`:
-        scorer_model's, then each `scorers` entry's; None: not known), whose own chat template would wrap the
-        templated prompt; else None."""
+        scorer_model's, then each `scorers` entry's; None: not known), which template it twice; else None."""
         if self.scorer_prompt != "chat_template":
             return None
         whose = [f"scorer_model {self.scorer_model!r}",
@@ -549,8 +547,6 @@ RANGE_WORDS = {"greater_than_equal": "must be >= {ge}", "greater_than": "must be
                "less_than_equal": "must be <= {le}", "too_short": "must hold at least {items}",
                "string_pattern_mismatch": "must match {pattern} (lower-case letters, digits and _)",
                "string_too_short": "must not be empty", "extra_forbidden": "unknown name: check its spelling"}
-
-
 SET_ADVICE = "\nFix the value in the params file or with --set KEY=VALUE."
 
 
@@ -558,9 +554,8 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
           set_keys: Mapping[str, str] = {}, advice: str = SET_ADVICE,
           quote: str = 'YAML reads it as {what}; quote it in the file ({key}: "...", as you wrote it)',
           origins: Mapping[str, str] = {}) -> _Params:
-    """Validate and cast `values` (keys for other notebooks are ignored, unknown keys are an error); `set_keys`: the
-    keys given with --set, each with its value as typed; `quote`: how to give text that was read as a number there;
-    `origins`: where other keys were given (a notebook's cell or papermill)."""
+    """Validate and cast `values` (other notebooks' keys ignored, unknown ones refused); `set_keys`: --set's, each with
+    its value as typed; `quote`: how to give text read as a number; `origins`: where other keys were given."""
     _refuse_unknown(dict.fromkeys(values, where))
     try:
         return schema(**{k: v for k, v in values.items() if k in schema.model_fields})
@@ -574,9 +569,8 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
             kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
             ctx = err.get("ctx", {})  # (a list's least length: `items`, a count of them)
-            # pydantic's prefix for our own checks says nothing
             msg = RANGE_WORDS[kind].format(**ctx, items=counted(ctx.get("min_length", 0), "item")) \
-                if kind in RANGE_WORDS else err["msg"].removeprefix("Value error, ")
+                if kind in RANGE_WORDS else err["msg"].removeprefix("Value error, ")  # (pydantic's, on our checks)
             if kind == "extra_forbidden":  # a scorer option, else a scorers: item's key
                 msg += "." + did_you_mean(str(err["loc"][-1]), ScorerOptions.__annotations__ if str(
                     err["loc"][-2]).endswith("options") else ScorerSpec.model_fields)
@@ -593,7 +587,7 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
 
 def validate_all(values: dict[str, Any], where: str = "the parameters", set_keys: Mapping[str, str] = {},
                  advice: str = SET_ADVICE) -> dict[str, _Params]:
-    """Validate a whole params file against every schema; returns one object per section."""
+    """A whole params file validated against every schema: one object per section."""
     sections = {name: build(schema, values, where, set_keys, advice) for name, schema in SCHEMAS.items()}
     check_generated_columns(sections["construct"], sections["generation"])
     return sections
@@ -757,10 +751,9 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
 
 
 def read_value(raw: str) -> Any:
-    """A command-line VALUE read as YAML (3, true, null, [a, b], {k: v}, "quoted"), but the text as typed where YAML
-    would change it without a word: plain text it would cut at a ' #' (`runs/exp #3` is not runs/exp; `3 # three` is
-    3), a `: ` or a leading `- ` it reads as a mapping or list not in brackets (`notes: v2.jsonl`); unreadable YAML is
-    text as typed too."""
+    """A command-line VALUE read as YAML (3, true, null, [a, b], {k: v}, "quoted"), but as typed where YAML would
+    change it without a word: text cut at a ' #' (`runs/exp #3`; `3 # three` is 3), a mapping or list not in brackets
+    (`notes: v2.jsonl`, `- x`), and unreadable YAML."""
     raw = raw.strip()
     try:
         node = yaml.compose(raw, Loader=yaml.SafeLoader)
@@ -774,8 +767,7 @@ def read_value(raw: str) -> Any:
 
 
 def parse_set(items: list[str], keys: dict[str, str] | None = None) -> dict[str, Any]:
-    """Parse `--set key=value` items (unknown keys refused, or added to `keys`, {key: where}, for the caller to refuse
-    with the others); values are read by read_value (types: the schemas check them)."""
+    """`--set KEY=VALUE` items, values by read_value; unknown keys refused, or added to `keys` ({key: where})."""
     out: dict[str, Any] = {}
     given: dict[str, str] = {}
     for item in items:

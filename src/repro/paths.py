@@ -44,8 +44,7 @@ _PACKAGE = Path(__file__).resolve().parent
 _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (RunDir.hold): the lock, a kernel's?
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
-# a hub repository id: owner/name, no more parts, nothing that only a path would hold
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
 _PATH_IN_TEXT = re.compile(r"(?<![\w.:/~-])(?:~|\.{1,2})?/[^\s/`'\"|,;()<>][^\s`'\"|,;()<>]*|"
                            r"(?<!\w)[A-Za-z]:[\\/][^\s`'\"|,;()<>]+")  # a local path inside text (public_text)
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
@@ -81,8 +80,7 @@ def utf8_text(path: Path, what: str, error: type[Exception] = ParameterError) ->
 
 
 def public_name(value: str) -> str:
-    """A user-given path as a published file may show it: its last name (no machine path, no user name); a run's
-    dataset/ folder as <run>/dataset."""
+    """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset)."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
         path = Path(value.replace("\\", "/"))
         if path.name == "dataset" and (path.expanduser().parent / MANIFEST_JSON).is_file():
@@ -92,8 +90,7 @@ def public_name(value: str) -> str:
 
 
 def public_text(text: str) -> str:
-    """User-written text (a title, a recipe told in words) as a published file may show it: each local path in it
-    (/…, ~/…, ./…, C:\\…) by its last name."""
+    """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…) `public_name`d."""
     return _PATH_IN_TEXT.sub(lambda path: public_name(path.group()), text)
 
 
@@ -106,8 +103,7 @@ def checkout_root() -> Path | None:
 
 def project_root() -> Path:
     """$REPRO_HOME; else the nearest folder at or above this one marked a project or the checkout; else cwd."""
-    home = os.environ.get(HOME_ENV)
-    if home:
+    if home := os.environ.get(HOME_ENV):
         path = Path(home).expanduser().resolve()
         if not path.is_dir():
             raise ParameterError(f"{HOME_ENV}={home!r} names {path}, which is not a folder. Create it, or unset "
@@ -127,8 +123,7 @@ def typed_path(text: str) -> Path:
 
 
 def here_path(text: str) -> Path:
-    """A command-line folder that the path rule would otherwise take from the project root (--out, --report): from the
-    current folder, as every path on the command line."""
+    """A command-line folder (--out, --report): from the current folder, as every command-line path, not the root."""
     return Path(os.path.abspath(typed_path(text)))
 
 
@@ -150,9 +145,8 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
 
 
 def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
-    """`value` (a parameter's, its lists and mappings too) with each absolute path inside the project root `old` at
-    the same place under `new`: a project moved or copied names the same files (their content digests tell whether
-    they hold the same data); a path outside the project, and any other value, as it is."""
+    """`value` (a parameter's, in its lists and mappings too) with each absolute path under the project root `old` at
+    the same place under `new` (a project moved or copied names the same files); anything else as it is."""
     if isinstance(value, (list, dict)):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         moved = {key: rebased(item, old, new) for key, item in items}
@@ -163,9 +157,8 @@ def rebased(value: Any, old: str | Path, new: str | Path) -> Any:
 
 
 def record_project(data: dict[str, Any], run: Path) -> Path:
-    """The project root the paths of the run `run`'s record `data` were taken from (`start_run` records it); of a
-    record from before that, the root its run_dir was in where the run is at the same place in its project now (a run
-    in <root>/runs/x: the project was moved or copied); else the project root now."""
+    """The project root the paths of `run`'s record `data` were taken from (`start_run` records it); an older record's:
+    the root its run_dir was in, where the run lies at the same place in its project now; else the root now."""
     if data.get("project"):
         return Path(data["project"])
     root, was = project_root(), Path((data.get("parameters") or {}).get("run_dir") or "").parts
@@ -175,9 +168,8 @@ def record_project(data: dict[str, Any], run: Path) -> Path:
 
 
 def unicode_twin(path: str | Path) -> str:
-    """For a path that does not exist: a hint when it exists with a name in it (the file's, a folder's) written in
-    another Unicode form (macOS writes é as e and a combining accent, NFD; typed, é is one character, NFC), the two
-    paths looking the same; else ""."""
+    """For a path that does not exist: a hint where it exists with a name in it in another Unicode form (macOS writes é
+    as e and a combining accent, NFD; typed, é is one character, NFC), looking the same; else ""."""
     path = Path(path)
     found = Path(path.anchor) if path.anchor else Path()
     for part in path.parts[bool(path.anchor):]:
@@ -195,9 +187,8 @@ def unicode_twin(path: str | Path) -> str:
 
 
 def beside_hint(path: str | Path) -> str:
-    """For a path (by the path rule) that does not exist: a hint when it exists in another Unicode form
-    (`unicode_twin`), or the same relative path exists from the working folder instead (a notebook's folder in
-    JupyterLab, a shell elsewhere), else ""."""
+    """For a path (by the path rule) that does not exist: a hint where it exists in another Unicode form, or from the
+    working folder instead of the project root (a notebook's folder in JupyterLab, a shell elsewhere); else ""."""
     root, here, given = project_root(), Path.cwd(), Path(path)
     if twin := unicode_twin(given if given.is_absolute() else root / given):
         return twin
@@ -252,9 +243,8 @@ def run_folder(run_dir: str | Path | None, run_name: str) -> Path:
 
 
 def run_dir_of(dataset: str | None, run_name: str) -> Path:
-    """Where a notebook on `dataset` writes without run_dir: the run it belongs to, else runs/<its name> (never
-    another run's folder), or the run of it an older repro named otherwise (`ascii_folder_safe`) where there is one
-    and none of its name now; with no dataset, runs/<run_name>."""
+    """Where a notebook on `dataset` writes without run_dir: the run it belongs to, else runs/<its name>, or an older
+    repro's run of it (`ascii_folder_safe`) where none of that name exists; with no dataset, runs/<run_name>."""
     if dataset is None:
         return default_run_dir(run_name)
     manifest = run_manifest_of(dataset) if Path(dataset).is_absolute() else None  # a local path, by the path rule
@@ -265,8 +255,7 @@ def run_dir_of(dataset: str | None, run_name: str) -> Path:
 
 
 def describes(run: Path, dataset: str) -> bool:
-    """Whether the record of the run directory `run` says it describes `dataset` (its subject, a path of its project
-    where the project is now)."""
+    """Whether the record of the run directory `run` says it describes `dataset` (its subject, rebased)."""
     with contextlib.suppress(OSError, ValueError):
         data = json.loads((run / MANIFEST_JSON).read_text(encoding="utf-8"))
         subject = data.get("subject") if isinstance(data, dict) else None
@@ -277,8 +266,7 @@ def describes(run: Path, dataset: str) -> bool:
 
 def folder_safe(text: str) -> str:
     """`text` (composed, NFC) as a folder's name may hold it: letters, digits and their marks (the vowel signs of
-    डेटा) of any script, '.', '_' and '-' kept, each run of other characters one '-'; a mark on no letter or digit
-    (a lone accent at the start, or after a character not kept) dropped."""
+    डेटा) of any script, '.', '_' and '-' kept, each run of others one '-', a mark on no letter or digit dropped."""
     kept: list[str] = []
     for c in unicodedata.normalize("NFC", text):
         if not unicodedata.category(c).startswith("M"):
@@ -289,14 +277,12 @@ def folder_safe(text: str) -> str:
 
 
 def ascii_folder_safe(text: str) -> str:
-    """`text` as a folder's name held it before repro kept letters outside ASCII (git 27efb89, Dec 5, and older):
-    ASCII letters and digits, '.', '_' and '-' kept, each run of other characters one '-' (Straße: Stra-e)."""
+    """`text` as a folder name up to git 27efb89, before repro kept letters outside ASCII (Straße: Stra-e)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text)
 
 
 def dataset_run_name(dataset: str, safe: Callable[[str], str] = folder_safe) -> str:
-    """The run name a dataset given by path or hub id gets: its file or repository name, without extension, as
-    `safe` keeps it (`folder_safe`: composed, é typed as e and an accent is é; `ascii_folder_safe`: as it was)."""
+    """The run name of a dataset given by path or hub id: its file or repository name, without extension, `safe`."""
     name = Path(dataset.rstrip("/")).name
     for suffix in sorted(_FILE_SUFFIXES, key=len, reverse=True):
         name = name.removesuffix(suffix)
@@ -320,8 +306,7 @@ def find_params(name: str | Path) -> Path:
                       for sub in ("", "recipes")]
     if found := next((path for path in tried if path.is_file()), None):
         return found
-    folder = next((path for path in tried if path.is_dir()), None)
-    if folder is not None:
+    if (folder := next((path for path in tried if path.is_dir()), None)) is not None:
         raise ParameterError(f"Params file {str(name)!r} is a folder, not a file; give a YAML file in it "
                              f"{sorted(p.name for p in folder.glob('*.yaml'))[:5]} or an example's name, e.g. demo.")
     known = sorted(str(p.relative_to(examples).with_suffix("")) for p in examples.glob("**/*.yaml"))
@@ -370,9 +355,8 @@ class RunDir:
         return str(Path(path).resolve().relative_to(self.root.resolve()))
 
     def foreign(self, building: bool) -> list[str]:
-        """What a folder that no run claims (no manifest; its lock is none: every run leaves it) holds where a run
-        writes: a run would write over it. A dataset/ is the input of notebooks that do not build one (`building`),
-        but for the card 03_card writes. Empty folders hold nothing (a run stopped before its manifest leaves one)."""
+        """What a folder no run claims (no manifest) holds where a run writes, which it would write over; a dataset/
+        is only a notebook's input unless it is `building` one (but for 03_card's card); empty folders hold nothing."""
         if self.manifest.exists():
             return []
         mine = (self.notebooks, self.figures, self.tables, self.metrics, self.compare,
@@ -392,9 +376,8 @@ class RunDir:
         return sorted(self.data.glob(f"{split}-*.parquet"))
 
     def hold(self, who: str, kernel: bool = False) -> str | None:
-        """Take the run's lock for this process, `who` (and its pid) written in it for another writer to be told;
-        when another process holds it, its holder's text (nothing taken). `kernel`: a notebook's kernel, which takes
-        none under the `repro run` that started it. The lock goes with the process however it ends (a flock)."""
+        """Take the run's lock (a flock: it goes with the process), `who` and its pid written in it; where another
+        process holds it, its holder's text. `kernel`: a notebook's kernel, which takes none under its `repro run`."""
         self._forget_removed()
         key, mine = self.root.resolve(), os.environ.get(WRITING_ENV)
         if key in _HELD or (kernel and mine and Path(mine).resolve() == key):
@@ -424,8 +407,7 @@ class RunDir:
             held.close()
 
     def _forget_removed(self) -> None:
-        """Drop this process's hold on the run when its folder was removed meanwhile: its lock went with it (another
-        process could take a new one), so `hold` takes it again."""
+        """Drop this process's hold on the run where its folder (and lock) was removed meanwhile: `hold` takes anew."""
         key = self.root.resolve()
         if key in _HELD and not (self.lock.exists() and os.path.samestat(os.fstat(_HELD[key][0].fileno()),
                                                                           self.lock.stat())):
@@ -445,8 +427,7 @@ class RunDir:
 
 
 def run_manifest_of(spec: str | Path) -> Path | None:
-    """The manifest.json of the run directory `spec` names (the run itself, its `dataset/` folder or one of the files
-    of the split it built, as JupyterLab's file browser shows them); else None."""
+    """The manifest.json of the run `spec` names (the run, its dataset/ folder, a file of its built split), or None."""
     path = Path(spec).expanduser()
     candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == "dataset" else [])]
     if path.suffix == ".parquet" and path.parent.name == DATA_DIR and path.parent.parent.name == "dataset":

@@ -1,6 +1,5 @@
-"""Pinned hub revisions (`source_revision`, `policy_revision`, `scorer_revision`): a model at a revision is loaded
-from its snapshot folder, so every later load (config, tokenizer, weights, vLLM) reads exactly that commit; and
-what identifies a model's weights when no revision is pinned (`model_identity`)."""
+"""Pinned hub revisions (a model at one loads from its snapshot folder: every later load reads that commit), what
+identifies a model's weights where none is pinned (`model_identity`); what a complete run holds (`run_fingerprint`)."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ def _file_identity(path: Path) -> str:
 
 
 def local_content(value: str) -> dict[str, Any] | None:
-    """The content identity (as `model_identity`) of the local file or folder a parameter's (absolute) value names,
-    so that the same path holding other rows or weights is told apart; None for the demo rows, hub ids, names."""
+    """The `model_identity` of the local file or folder an absolute parameter value names; else None (demo, hub ids)."""
     return model_identity(value) if Path(value).is_absolute() and Path(value).exists() else None
 
 
@@ -92,9 +90,8 @@ def _notebook_code(path: Path) -> bytes:
 
 
 def code_digest() -> str:
-    """sha256 of the package's files and the code of the notebooks it runs: an edited checkout is other code, whatever
-    its version says (bytecode, hidden files such as JupyterLab's checkpoints, what JupyterLab saves of a run, empty
-    cells and a notebook's copies, such as File > Duplicate's, are not)."""
+    """sha256 of the package's files and its notebooks' code, whatever its version says; not of bytecode, hidden files
+    (JupyterLab's checkpoints), what JupyterLab saves of a run, empty cells, nor copies (File > Duplicate)."""
     digest = hashlib.sha256()
     for folder in (Path(__file__).parent, shipped("notebooks")):
         for path in sorted(folder.rglob("*")):
@@ -118,9 +115,7 @@ def hub_snapshot(repo_id: str, revision: str | None = None, repo_type: str = "da
 def hub_commit(spec: str, revision: str | None = None, repo_type: str = "dataset") -> str | None:
     """The commit of hub repository `spec` (at `revision`, else the newest) in the local hub cache, which a load reads
     (online too: it downloads into that cache); None for a local path, the demo rows, or one not cached."""
-    if spec == DEMO or not is_hub_id(spec):
-        return None
-    return cached.name if (cached := hub_snapshot(spec, revision, repo_type)) else None
+    return cached.name if is_hub_id(spec) and (cached := hub_snapshot(spec, revision, repo_type)) else None
 
 
 def _strings(value: Any, where: str) -> dict[str, str]:
@@ -143,10 +138,9 @@ def _shaping(resolved: dict[str, Any]) -> dict[str, Any]:
 
 
 def hub_commits(resolved: dict[str, Any]) -> dict[str, str] | str:
-    """{parameter: commit} of each hub id the run reads, at its revision (the newest without one), in the local hub
-    cache, as a dataset or else a model (the id does not say which): `hf download` of a newer commit is other rows or
-    weights. "" where it reads none, or one is not in the cache: nothing to compare (a run records them as it
-    completes: a first run downloads them)."""
+    """{parameter: commit} of each hub id the run reads, at its revision (else the newest), in the local hub cache, as
+    a dataset or else a model (the id does not say which); "" where it reads none, or one is not cached (a first run
+    downloads it): nothing to compare."""
     parameters = _shaping(resolved)
     commits = {where: hub_commit(spec, revision := parameters.get(REVISION_OF.get(key, "")), "dataset")
                or hub_commit(spec, revision, "model")
@@ -156,12 +150,10 @@ def hub_commits(resolved: dict[str, Any]) -> dict[str, str] | str:
 
 
 def run_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
-    """What a complete run of these parameters holds, a digest each: the notebooks and every parameter they read but
-    where it lives and how the work runs, the batch sizes (they decide the rounding), the content of each local file
-    or folder one names (a source rewritten in place is other data), the commit of each hub id (`hub_commits`), the
-    code (`code_digest`) and the packages that
-    decide the numbers (a value no notebook of the run reads is none of it: the manifest does not record it; nor is
-    generation's where the run does not generate; the batch sizes "" where it reads none: nothing to compare)."""
+    """What a complete run of these parameters holds, a digest each: every parameter its notebooks read (generation's
+    where it generates) but where it lives and how the work runs; the batch sizes (they decide the rounding; "" where
+    it reads none); the content of each local file or folder named (a source rewritten in place is other data); the
+    commit of each hub id (`hub_commits`), the code (`code_digest`) and the packages that decide the numbers."""
     parameters = _shaping(resolved)
     local = {where: content for key, value in parameters.items() for where, spec in _strings(value, key).items()
              if (content := local_content(spec))}

@@ -33,9 +33,8 @@ def _subjects(run: RunDir, spec: str | None, building: bool) -> tuple[str | None
 
 def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: bool = False, given_as: str = "run_dir",
                     advice: str | None = None, subjects: tuple | None = None) -> str | None:
-    """Why a notebook given `spec` (`parameter`; `building`: 01_construct's own; `subjects`: _subjects', if read) may
-    not write into `run`, which describes another dataset (the folder given as `given_as`; `advice`: what to do, a
-    family member's); else None."""
+    """Why a notebook given `spec` (`parameter`; `building`: 01_construct's own) may not write into `run` (given as
+    `given_as`), which describes another dataset (`advice`: a family member's; `subjects`: _subjects'); else None."""
     mine, known, theirs = subjects or _subjects(run, spec, building)
     if not (known and theirs != mine and (building or mine is not OWN)):
         return None
@@ -54,9 +53,8 @@ def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: boo
 
 
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
-    """Record that `run` describes `spec` (`parameter`; None: what it describes; `building`: 01_construct's own),
-    and hold `run` until the notebook ends (on its own; under `repro run`, that run holds it); or refuse before
-    anything is written when it describes another dataset, or another process writes there."""
+    """Record that `run` describes `spec` (`parameter`; `building`: 01_construct's own) and hold it until the notebook
+    ends (under `repro run`, that run holds it); or refuse, before any writing, another dataset or writer there."""
     if why := run.foreign_refusal(building):
         raise ParameterError(f"run_dir: {why}; nothing was written.")
     mine, known, theirs = subjects = _subjects(run, spec, building)  # (the manifest read once)
