@@ -51,9 +51,8 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
 
 
 def strip_outputs(nb: dict[str, Any]) -> bool:
-    """Empty every code cell's outputs and execution count and drop what a papermill run adds (its injected
-    `# Parameters` cell, its error cells, its and nbclient's metadata: the kernel's language_info reduced to its
-    name), as the package ships a notebook; whether any were there."""
+    """Empty every code cell's outputs and drop what a papermill run adds (its cells, its and nbclient's metadata,
+    language_info but its name), as the package ships a notebook; whether any were there."""
     before = json.dumps(nb)
     added = {"injected-parameters", "papermill-error-cell-tag"}
     nb["cells"] = [cell for cell in nb.get("cells", ()) if not added & set(cell.get("metadata", {}).get("tags", ()))]
