@@ -149,8 +149,7 @@ def _label(value: Any, safe: Callable[[str], str]) -> str:
 def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None, where: str,
                  safe: Callable[[str], str] = folder_safe) -> list[str]:
     """Each member's folder name: `template` filled with the values (a bundle by its `name`), or key-value pairs;
-    `combos` map each grid key to (the value's position in the key's list, the value); `safe` keeps the letters
-    (`ascii_folder_safe`: the names an older repro gave, not checked)."""
+    `combos`: grid key -> (position in its list, value); `safe` keeps the letters (ascii_folder_safe: older names)."""
     names = []
     for combo in combos:
         labels = {key: _label(value.get("name", f"{key}{i}") if is_bundle(key, value) else value, safe)
