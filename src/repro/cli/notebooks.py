@@ -69,8 +69,7 @@ def strip_outputs(nb: dict[str, Any]) -> bool:
 
 
 def pre_save_hook(model: dict[str, Any], path: str, **_: Any) -> None:
-    """`make lab`'s FileContentsManager.pre_save_hook: the checkout's notebooks/ are saved as strip_outputs leaves
-    them (a run there leaves the tracked files clean but for edits); other notebooks as they are."""
+    """`make lab`'s pre_save_hook: the checkout's notebooks/ saved as strip_outputs leaves them, others as they are."""
     if model.get("type") == "notebook" and path.strip("/").startswith("notebooks/"):
         strip_outputs(model["content"])
 
