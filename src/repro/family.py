@@ -1,6 +1,5 @@
-"""Families of runs (docs/families.md): a grid over parameters expanded into members, each a complete run directory
-`runs/<family>/<member>/` whose manifest records `family`; a member complete with the same fingerprint is not run
-again (`Manifest.holds`)."""
+"""Families of runs (docs/families.md): a grid over parameters expanded into members, each a run directory
+`runs/<family>/<member>/` whose manifest records `family`; one complete with the same fingerprint is not run again."""
 
 from __future__ import annotations
 
@@ -150,11 +149,9 @@ def _label(value: Any, safe: Callable[[str], str]) -> str:
 def member_names(combos: list[dict[str, tuple[int, Any]]], template: str | None, where: str,
                  safe: Callable[[str], str] = folder_safe) -> list[str]:
     """Each member's folder name: `template` filled with the values (a bundle by its `name`), or key-value pairs;
-    `combos` map each grid key to (the value's position in the key's list, the value); `safe` keeps the letters
-    (`ascii_folder_safe`: the names an older repro gave, not checked)."""
+    `combos`: grid key -> (position in its list, value); `safe` keeps the letters (ascii_folder_safe: older names)."""
     names = []
     for combo in combos:
-        # a bundle by its own name, else its position in the list
         labels = {key: _label(value.get("name", f"{key}{i}") if is_bundle(key, value) else value, safe)
                   for key, (i, value) in combo.items()}
         if template:
@@ -213,8 +210,7 @@ def older_named(root: Path, family: str, grids: list[dict[str, Any]], names: lis
 
 
 def is_bundle(key: str, value: Any) -> bool:
-    """Whether a value of grid key `key` is a bundle: a mapping, unless under a parameter that takes one
-    (known_recipe, scorer_options: the mapping is that parameter's value)."""
+    """Whether a value of grid key `key` is a bundle: a mapping, unless `key` takes one (as known_recipe does)."""
     return isinstance(value, dict) and key not in MAPPING_FIELDS
 
 
@@ -288,8 +284,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     members = []
     for i, (grid_values, member) in enumerate(zip(grids, names)):
         member_values = dict(base, run_name=f"{name}-{member}", run_dir=str(root / member))
-        for key, value in grid_values.items():
-            member_values.update(settings_of(key, value))
+        member_values.update(item for key, value in grid_values.items() for item in settings_of(key, value).items())
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})", advice=GRID_ADVICE)
         resolved = resolve_parameters(member_values)
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,

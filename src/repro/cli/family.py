@@ -70,8 +70,7 @@ def grouped(per_member: dict[str, list[Check]]) -> list[Check]:
 
 
 def plan_check(family: Family, force: bool) -> list[Check]:
-    """A family's folder holding another family's record (its members would drop out of the family view, its
-    family.json and figures be replaced): refused unless --force."""
+    """A family's folder holding another family's record (its view and family.json would go): refused unless --force."""
     if (other := Manifest(family.root).read().get("family_name", family.name)) == family.name:
         return []
     held = f"{family.root} holds family {other}'s record, not {family.name}'s"
@@ -83,9 +82,7 @@ def plan_check(family: Family, force: bool) -> list[Check]:
 
 
 def view_parameters(family: Family) -> tuple[dict[str, Any], list[str]]:
-    """05_family's parameters over `family`, and the values its members differ in. The family folder's own record
-    holds the view's parameters only (the members hold theirs); a value the members differ in is none of the view's:
-    it takes its default (it had taken the first member's, unsaid)."""
+    """05_family's parameters over `family` (a value its members differ in takes its default), and those values."""
     varied = sorted(k for k in FamilyViewParams.model_fields.keys() - {"run_dir", "run_name"}
                     if len({repr(m.values.get(k)) for m in family.members}) > 1)
     view = build(FamilyViewParams, {k: v for k, v in family.members[0].values.items()
@@ -94,8 +91,7 @@ def view_parameters(family: Family) -> tuple[dict[str, Any], list[str]]:
 
 
 def view_check(family: Family, force: bool) -> list[Check]:
-    """A family view made with other values (05_family run again on its own since, as JupyterLab leaves it) is
-    refused unless --force, as a run's notebook run again with other values is."""
+    """A family view made with other values (05_family run again on its own since): refused unless --force."""
     view, root = view_parameters(family)[0], RunDir(family.root)
     if not (changed := changed_parameters(root, view)):
         return []
@@ -104,8 +100,7 @@ def view_check(family: Family, force: bool) -> list[Check]:
 
 
 def record_plan(family: Family) -> None:
-    """Record the members planned, before any runs (05_family, on its own too, shows those), saying which of the last
-    plan are left out now."""
+    """Record the members planned before any runs (05_family shows those); say which of the last plan are dropped."""
     record, planned = Manifest(family.root), family.plan
     seen = record.read()
     if dropped := [name for name in seen.get("members") or () if name not in planned]:
@@ -117,9 +112,8 @@ def record_plan(family: Family) -> None:
 
 
 def prepare(args: argparse.Namespace, params_file: Path, family: Family, members: list[Member]) -> int | None:
-    """Check the family's folder and every member that will run before any runs (`--check`: print the list, return
-    the exit code); then remove what a replaced member run left (`--force`, or a run that made nothing). A member
-    another command is writing to is busy (family.busy), unchecked: at its turn left to it, or, free then, checked."""
+    """Check the family's folder and every member that will run, but those busy then (family.busy: checked at their
+    turn), before any runs (`--check`: print them, return the exit code); then remove what replaced members left."""
     why = {m.name: why_run_again(m) for m in members}  # (hashed once: the outputs of a complete run can be large)
     family.busy = {m.name: w for m in members if why[m.name] and (w := RunDir(m.run_dir).writer())}
     pending = [m for m in members if why[m.name] and m.name not in family.busy]
@@ -153,15 +147,13 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
 
 
 def ended(code: int) -> str:
-    """A member's run as its exit status says: 'done', 'interrupted' (Ctrl-C, a stop signal: handled, or before
-    its handlers were set, ending the process), 'busy' (another command was running it) or 'failed'."""
-    return "done" if code == 0 else INTERRUPTED if code in (EXIT_INTERRUPTED, -signal.SIGINT, -signal.SIGTERM) \
-        else BUSY if code == EXIT_BUSY else "failed"
+    """A member's run as its exit status says (a stop signal that ended the process came before its handlers)."""
+    return {0: "done", EXIT_INTERRUPTED: INTERRUPTED, -signal.SIGINT: INTERRUPTED, -signal.SIGTERM: INTERRUPTED,
+            EXIT_BUSY: BUSY}.get(code, "failed")
 
 
 def run_elsewhere(family: Family, member: Member, now: bool = True) -> bool:
-    """Whether another process writes in `member`'s folder, looked at `now` (a `repro run --member` started since the
-    checks, or not ended since), else as the checks just made found (family.busy), saying so: left to it, not run."""
+    """Whether another process writes in `member`'s folder, looked at `now` or at the checks (family.busy); says so."""
     if not (writer := RunDir(member.run_dir).writer() if now else family.busy.get(member.name)):
         return False
     print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
@@ -170,8 +162,7 @@ def run_elsewhere(family: Family, member: Member, now: bool = True) -> bool:
 
 
 def checked_at_its_turn(family: Family, member: Member, force: bool) -> bool:
-    """Whether a member busy at the family's checks (unchecked then), free at its turn, passes its checks now, its
-    run replaced as prepare's would be (`force`); else it is not run, said why."""
+    """Whether a member busy at the family's checks passes them at its turn (its run then replaced as by prepare)."""
     checks, changed = member_checks(family, member, force, why_run_again(member))
     if refused := [f"{c.what}: {c.detail}" for c in checks if not c.ok]:
         print(f"repro run: family {family.name}: {member.name}, free at its turn, is not run: {'; '.join(refused)}",
@@ -185,9 +176,8 @@ def checked_at_its_turn(family: Family, member: Member, force: bool) -> bool:
 
 def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log_output: bool = False,
                force: bool = False, looked: bool = False) -> str:
-    """Run one member here ('done' / 'failed' / 'interrupted'), or say it is already complete ('reused'), being run
-    by another command ('busy': looked at now, or `looked`, at the checks just made), or, busy at the checks and free
-    now, refused by its checks ('refused')."""
+    """Run one member here ('done' / 'failed' / 'interrupted'), or say it is complete ('reused'), run by another
+    command ('busy': looked at now, or at the checks if `looked`) or, busy at the checks, refused now ('refused')."""
     if not (stale := why_run_again(member)):
         print(f"repro run: family {family.name}: {member.name} is complete with the same parameters -> "
               f"{member.run_dir} (not run again)")
@@ -207,8 +197,7 @@ def run_member(family: Family, member: Member, *, kernel: str = KERNEL_NAME, log
 
 
 def _member_command(args: argparse.Namespace, member: Member) -> list[str]:
-    """The command line that runs `member` alone: the same params, sets, grid, folder and options, plus --member
-    (--force: a member busy at the family's checks, free at its turn, is checked there, in its own process)."""
+    """The command line that runs `member` alone: the same params, sets, grid, folder and options, plus --member."""
     sets = [word for item in args.overrides for word in ("--set", item)]
     grid = [word for item in args.grid for word in ("--grid", item)]
     options = [option for option, given in (("--force", args.force), ("--log-output", args.log_output)) if given]
@@ -256,9 +245,8 @@ def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member,
 
 
 def _run_at_once(args: argparse.Namespace, family: Family, jobs: int) -> tuple[list[str], bool]:
-    """Every member's status, `jobs` members at once in their own processes, and whether the command was stopped:
-    after Ctrl-C or SIGTERM no other starts (they had started, each running to its end while the command waited) and
-    the ones running stop."""
+    """Every member's status, `jobs` members at once in their own processes, and whether the command was stopped
+    (Ctrl-C or SIGTERM: no other member starts, the running ones stop)."""
     started, pool = _Started(), ThreadPoolExecutor(max_workers=jobs)
     runs = [pool.submit(_run_in_subprocess, args, family, member, started) for member in family.members]
     with noting_stops() as stops:  # (one more while the members stop is noted, not raised: it cuts nothing short)
@@ -324,8 +312,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
 
 
 def say_left(family: Family, failed: list[str], refused: list[str], busy: list[str], jobs: int) -> None:
-    """On stderr, the members a family run left undone, FAILED, REFUSED and BUSY: each its line, of one member in
-    the singular, of several in the plural, with what to do."""
+    """On stderr, a line for the members a family run left FAILED, REFUSED and BUSY each, saying what to do."""
     def of(names: list[str]) -> tuple[str, ...]:  # how a line speaks of its members
         return ((f"members: {', '.join(names)}", "their", "them", "folders", "say") if len(names) > 1 else
                 (f"member: {names[0]}", "its", "it", "folder", "says"))
@@ -394,8 +381,7 @@ def main(args: argparse.Namespace) -> int:
         return code
     if args.member and run_elsewhere(family, members[0], now=False):  # (as its checks found: nothing written)
         return EXIT_BUSY
-    # the whole family holds its folder (two at once would write one family view); a member alone (a Slurm array
-    # task, or one of --jobs) runs beside the others
+    # the whole family holds its folder (two would write one view); a member alone runs beside the others (--jobs)
     with contextlib.nullcontext() if args.member else writing(RunDir(family.root), family.given_as):
         record_plan(family)
         if args.member:  # its exit status says how it ended (a Slurm array's afterok must not follow an interruption)

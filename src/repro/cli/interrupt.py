@@ -56,9 +56,8 @@ def _terminated(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def noting_stops() -> Iterator[list[str]]:
-    """Inside, Ctrl-C and SIGTERM are noted in the list yielded ('Ctrl-C', 'SIGTERM'), not raised: the caller stops
-    its work when one comes, and a second one changes nothing (only the main thread may set a handler: elsewhere the
-    list stays empty)."""
+    """Inside, Ctrl-C and SIGTERM are noted in the list yielded ('Ctrl-C', 'SIGTERM'), not raised (only the main
+    thread may set a handler: elsewhere the list stays empty)."""
     stops: list[str] = []
     if threading.current_thread() is not threading.main_thread():
         yield stops
@@ -116,8 +115,7 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def what_is_kept(manifest: Manifest) -> str:
-    """What a stopped run keeps, and how to continue it (a family's folder, whose record names its members, holds no
-    work/: its members' folders hold their runs)."""
+    """What a stopped run keeps, and how to continue it (a family's folder holds no work/: its members hold theirs)."""
     if "members" in manifest.read():
         return "the members' runs are kept in their folders; run the same command again to write the family view"
     return f"{safe_chunks(manifest.run.work)}; run the same command to continue"

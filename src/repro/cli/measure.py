@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
@@ -31,10 +32,8 @@ def _start_peak(device_type: str) -> int | None:
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         return torch.cuda.memory_allocated()
-    try:  # freed heap pages back to the OS, so that the RSS before a call is what is really in use
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the baseline keeps some freed memory, peaks read a little low
-        pass
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: some freed memory stays, peaks read a little low
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed heap pages back to the OS: the RSS now is what is in use
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # the high-water mark VmHWM starts again from the RSS now
@@ -66,9 +65,8 @@ def _sync(device_type: str) -> None:
 
 def alternate(contenders: list[Contender], prompts: list[str], candidates: list[list[str]], slice_size: int,
               device_type: str, log: Callable[[str], None]) -> None:
-    """After a warm-up call each (thread pools, kernels, caches; on a GPU the first slice, so that the caching
-    allocator has grown and the slice's shapes are known to all before any timing), slice after slice every contender
-    scores the slice (rotating who goes first); times and peaks add up."""
+    """After a warm-up call each (on a GPU the first slice: the allocator grown, its shapes known to all), every
+    contender scores each slice in turn (rotating who goes first); times and peaks add up."""
     warm = slice_size if device_type == "cuda" else 2
     for contender in contenders:
         contender.run(prompts[:warm], candidates[:warm])

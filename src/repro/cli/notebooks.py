@@ -51,9 +51,8 @@ def make_project(folder: str | Path, force: bool = False) -> list[Path]:
 
 
 def strip_outputs(nb: dict[str, Any]) -> bool:
-    """Empty every code cell's outputs and execution count and drop what a papermill run adds (its injected
-    `# Parameters` cell, its error cells, its and nbclient's metadata: the kernel's language_info reduced to its
-    name), as the package ships a notebook; whether any were there."""
+    """Empty every code cell's outputs and drop what a papermill run adds (its cells, its and nbclient's metadata,
+    language_info but its name), as the package ships a notebook; whether any were there."""
     before = json.dumps(nb)
     added = {"injected-parameters", "papermill-error-cell-tag"}
     nb["cells"] = [cell for cell in nb.get("cells", ()) if not added & set(cell.get("metadata", {}).get("tags", ()))]
@@ -70,8 +69,7 @@ def strip_outputs(nb: dict[str, Any]) -> bool:
 
 
 def pre_save_hook(model: dict[str, Any], path: str, **_: Any) -> None:
-    """`make lab`'s FileContentsManager.pre_save_hook: the checkout's notebooks/ are saved as strip_outputs leaves
-    them (a run there leaves the tracked files clean but for edits); other notebooks as they are."""
+    """`make lab`'s pre_save_hook: the checkout's notebooks/ saved as strip_outputs leaves them, others as they are."""
     if model.get("type") == "notebook" and path.strip("/").startswith("notebooks/"):
         strip_outputs(model["content"])
 

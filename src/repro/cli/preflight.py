@@ -59,9 +59,8 @@ class Need:
 
 
 def needs(values: dict[str, Any]) -> list[Need]:
-    """The datasets and models the listed notebooks read (built-in stand-ins and the demo rows are no need); one
-    input that several parameters name at one revision is one need ("policy_model and scorer_prompt_tokenizer"),
-    at two revisions two."""
+    """The datasets and models the listed notebooks read (not stand-ins nor the demo); one input that several
+    parameters name at one revision is one need ("policy_model and scorer_prompt_tokenizer"), at two revisions two."""
     notebooks = set(values.get("notebooks") or ())
     # (value, repo_type, splits, revision): the parameters naming it, in order
     named: dict[tuple[str, str, tuple[tuple[str, str], ...], str | None], list[str]] = {}
@@ -160,8 +159,7 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
     if not is_hub_id(need.value):
         path = Path(need.value)
         there = path.exists()
-        # missing or without data files nor a run's record (folder_problem says what one lacks): a run a params file
-        # beside makes (else a missing path, a typo as likely as a rebuild to come, is told as one)
+        # a dataset not there yet that a params file beside builds (else a missing path, maybe a typo, is told as one)
         if need.repo_type == "dataset" and (not there or path.is_dir() and not data_suffixes(path)
                                             and not RunDir(path).manifest.is_file()) and \
                 (how := builder(path, params_file)):
@@ -271,8 +269,7 @@ def combination_checks(values: dict[str, Any]) -> list[Check]:
 
 
 def revision_checks(values: dict[str, Any]) -> list[Check]:
-    """A revision 01_construct would read its source or a model at, pinned for a local path, a built-in stand-in or
-    an unset model: the run refuses it (`check_revision_target`), so refuse it before."""
+    """A revision pinned for a local path, a stand-in or an unset model: refused before, as the run would."""
     if "01_construct" not in (values.get("notebooks") or ()):
         return []
     checks = []
@@ -310,8 +307,7 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
 
 
 def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:
-    """Every check, in the order a user fixes them: machine, packages, inputs, disk (`params_file`: the one run,
-    beside which a params file may build a dataset the run reads)."""
+    """Every check, in the order a user fixes them: machine, packages, inputs, disk (`params_file`: the one run)."""
     inputs, download = input_checks(values, params_file)
     return [*device_checks(values), *package_checks(values), *combination_checks(values), *revision_checks(values),
             *inputs, *run_dataset_checks(values, run_root), *publish_checks(values),

@@ -73,8 +73,8 @@ def busy(given_as: str, holder: str) -> str:
 
 @contextlib.contextmanager
 def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
-    """Hold `run` for this process while it writes there: another `repro run` (or a notebook on its own) into it is
-    refused meanwhile. The lock goes with the process, however it ends (a killed run leaves nothing to clean up)."""
+    """Hold `run` while this process writes there (others are refused); the lock goes with the process, however it
+    ends."""
     if (holder := run.hold("`repro run`")) is not None:
         raise ReproError(f"Run directory {run.root}: {busy(given_as, holder)}.")
     before = os.environ.get(WRITING_ENV)
@@ -91,10 +91,8 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
 
 def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | None = None,
                parameters: dict[str, Any] | None = None) -> list[Check]:
-    """A family's folder (05_family only: its members hold the runs) and a run's are never one folder: the family
-    would put its members and its record into the run's; nor is a run of another dataset (a notebook of `parameters`
-    describing another than `run` does). The refusal (`advice`: what to do, else to give the run or the family its
-    own `given_as`), or nothing when `run` is new or alike."""
+    """The refusal of `run` when it is a run and this a family (or the other way round), or a run of another dataset
+    (`advice`: what to do, else to give the run or the family its own `given_as`); [] when `run` is new or alike."""
     if why := run.foreign_refusal(rebuilds(notebooks)) or _foreign_subject(run, notebooks, parameters or {}, given_as,
                                                                             advice):
         return [Check("run directory", False, why, problem="REFUSED")]
@@ -112,9 +110,8 @@ def kind_check(run: RunDir, notebooks: list[str], given_as: str, advice: str | N
 
 def _foreign_subject(run: RunDir, notebooks: list[str], parameters: dict[str, Any], given_as: str,
                      advice: str | None = None) -> str | None:
-    """Why a notebook of the run may not write into `run`, which describes another dataset (repro.subject; `advice`:
-    what to do instead, a family member's); else None. The notebooks refuse it too, but only once `repro run` has
-    recorded the run it starts."""
+    """Why a notebook of the run may not write into `run`, which describes another dataset (repro.subject); else None.
+    (The notebooks refuse it too, but only once `repro run` has recorded the run it starts.)"""
     for nb in notebooks if parameters else ():
         building = nb == "01_construct"
         subject = READS_RUN_DATASET.get(nb)
@@ -125,8 +122,7 @@ def _foreign_subject(run: RunDir, notebooks: list[str], parameters: dict[str, An
 
 
 def source_changed(run: RunDir, parameters: dict[str, Any]) -> str:
-    """What a continued run says when its source's content (a local one's) or commit (a hub one's, in the local hub
-    cache) is not what the run was built from; ""."""
+    """What a continued run says when its source's content or hub commit is not what it was built from; ""."""
     built = (Manifest(run).read().get("stages") or {}).get("load") or {}
     source, revision = parameters["source"], parameters.get("source_revision")
     now = {"content": local_content(source), "commit": hub_commit(source, revision)}

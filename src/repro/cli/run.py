@@ -44,18 +44,16 @@ def notebook_parameters(name: str, values: dict[str, Any], run_root: Path) -> di
 
 
 def this_environment(python: str) -> bool:
-    """Whether a kernel's python (its argv[0]) is this environment's: a bare `python` (jupyter_client runs
-    sys.executable for it) or one in the same bin folder (not the resolved file: a venv's bin/python is a symlink to
-    the base interpreter every venv made from it shares)."""
+    """Whether a kernel's python (argv[0]) is this environment's: a bare `python` (jupyter_client runs sys.executable)
+    or one in the same bin folder (not the resolved file: every venv's bin/python links to its base interpreter)."""
     if python in ("python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])):
         return True
     return Path(python).absolute().parent.resolve() == Path(sys.executable).absolute().parent.resolve()
 
 
 def check_kernel(name: str, registered: bool = False) -> bool:
-    """Whether the Jupyter kernel `name` runs this environment's python; refused (ReproError) where it must: a
-    --kernel that names no kernel or another environment's (its notebooks would run that environment's code while
-    the manifest records this one's), and the project's own (KERNEL_NAME) once `registered` here."""
+    """Whether the Jupyter kernel `name` runs this environment's python; a ReproError for a --kernel of no kernel or
+    of another environment, and for the project's own (KERNEL_NAME) once `registered` here."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     manager = KernelSpecManager()
@@ -81,8 +79,7 @@ def check_kernel(name: str, registered: bool = False) -> bool:
 
 
 def ensure_kernel(name: str = KERNEL_NAME) -> str:
-    """`name`, a Jupyter kernel of this environment (check_kernel); the project's own (KERNEL_NAME) registered here
-    (in sys.prefix) unless it already runs this environment's python."""
+    """`name`, a kernel of this environment (check_kernel); the project's own registered in sys.prefix if need be."""
     if not check_kernel(name):
         from ipykernel.kernelspec import install
 
@@ -136,8 +133,7 @@ NOTICES_SHOWN = 10
 
 
 def notices(notebook: Path) -> list[str]:
-    """What repro said on stderr in an executed notebook (its notices and warnings, each once), which a terminal
-    running the notebook through papermill does not show."""
+    """repro's notices and warnings on stderr in an executed notebook, each once (papermill does not show them)."""
     said = []
     for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):  # (nbformat: jsonschema's import)
         for out in cell.get("outputs", []):
@@ -163,13 +159,10 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                   log_output: bool = False, selfcheck: str | None = None, record: dict[str, Any] | None = None,
                   last_line: bool = True, fingerprint: dict[str, Any] | None = None,
                   only: list[str] | None = None) -> int:
-    """Execute the params' notebooks in order into run_root/notebooks/; the manifest records the run, `record` and,
-    when it is complete, its `fingerprint` (the caller's, else `run_fingerprint` of the inputs as they are now)
-    (`last_line`: say "complete" at the end, unless the caller says what its run came to; `kernel`: one ensure_kernel
-    accepted, before anything was written; `only`: of the params' notebooks, those to execute, the others' record
-    kept)."""
+    """Execute the params' notebooks (`only`: those of them) in order into run_root/notebooks/; the manifest records
+    the run, `record` and, once complete, `fingerprint` (None: `run_fingerprint` of the inputs now); `last_line`: say
+    "complete" at the end; `kernel`: one ensure_kernel accepted."""
     papermill = import_papermill()
-
     notebooks = [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)]
     notebooks = [nb for nb in notebooks if only is None or nb in only]
     paths = {n: notebook_path(n) for n in notebooks}
@@ -180,8 +173,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     manifest.record_selfcheck(selfcheck)  # `selfcheck`, else the newest selfcheck.json in the run directory
     manifest.update(**(record or {}))
-    # Ctrl-C (or SIGTERM: `repro`'s main raises it as Ctrl-C) before a notebook or between two: before this one
-    # started
+    # Ctrl-C (or SIGTERM, raised as it) before a notebook or between two: before this one started
     upcoming = notebooks[0]
     try:
         if log_output:  # the kernels inherit it: progress as lines, which papermill streams to the terminal

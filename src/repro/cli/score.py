@@ -1,7 +1,5 @@
-"""`repro score`: reward-model scores for `{"prompt", "candidates"}` rows of a jsonl (or parquet) file, for SPPO-style
-scripts: each output line is the input row plus `scores` (higher is better) and `ranks` (1 = best, ties share), in input
-order. Rows of any layout repro writes (`repro.exporters`) are read: their every candidate is scored and written as
-`candidates` (an RLHFlow row's prompt as its text); H4 and SELM rows hold only their chosen/rejected pair."""
+"""`repro score`: reward-model scores of jsonl (or parquet) rows of any layout repro writes, for SPPO-style scripts:
+each output line is the input row plus `candidates`, `scores` (higher is better) and `ranks` (1 = best, ties share)."""
 
 from __future__ import annotations
 
@@ -145,11 +143,9 @@ def read_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
 
 def read_named_rows(path: Path, min_candidates: int = 2, limit: int | None = None,
                     option: str = "--input") -> list[tuple[str, dict[str, Any]]]:
-    """(name, row) as repro score's messages name it ("line 4": a jsonl file's line, "row 3": else, from 1) of
-    the first `limit` rows of a jsonl (or .parquet) file, each checked: an object with a string `prompt` and >= 2
-    (or `min_candidates`) strings in `candidates`; an H4 row (chosen/rejected answers) gets those two as its
-    `candidates`; a row of another layout repro writes (`repro.exporters.seed_row`: SPPO's, Snorkel's, RLHFlow's) its
-    every candidate as `candidates` and its prompt's text as `prompt`."""
+    """(name: "line 4" of a jsonl file, else "row 3", row) of the first `limit` rows of a jsonl (or .parquet) file, each
+    checked: a string `prompt` and >= `min_candidates` strings in `candidates` (an H4 row's chosen and rejected; a row
+    of another layout repro writes: its every candidate, its prompt's text as `prompt`, `repro.exporters.seed_row`)."""
     rows, found, first = [], list(islice(_rows_of(path, option), limit)), None
     for where, row in found:
         if not isinstance(row, dict):

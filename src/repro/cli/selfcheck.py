@@ -265,8 +265,7 @@ def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Seque
         if mine == theirs:
             continue
         differ.append(i)
-        # the reference's own scores of the two picks: a flip between candidates it separates by more than the
-        # run dtype's tolerance is an error; a flip between near-ties is what rounding does
+        # a flip between picks the reference separates beyond the tolerance is an error; between near-ties, rounding
         if max(abs(b[m] - b[t]) for m, t in zip(mine, theirs)) > atol + rtol * max(abs(x) for x in b):
             decisive.append(i)
     return {"rows": len(scores), "agreement": 1 - len(differ) / max(1, len(scores)), "rows_with_other_choices": differ,
@@ -300,12 +299,10 @@ def card_example_check(engines: dict[str, Any], name: str = "card_example",
         if diff > atol or prefers_a != CARD_PREFERS_A:
             failures.append(f"{label}: logits {[round(x, 4) for x in logits]} (card {CARD_LOGITS}), prefers A "
                             f"{prefers_a} (card {CARD_PREFERS_A})")
+    passed = [f"{k}: max |diff| {v['max_abs_diff']:.1e} <= {v['atol']:g}, preferences as the card"
+              for k, v in found.items()]
     found["card_logits"] = CARD_LOGITS
-    if failures:
-        return Check(name, title, "fail", "; ".join(failures), data=found)
-    return Check(name, title, "pass", "; ".join(
-        f"{k}: max |diff| {v['max_abs_diff']:.1e} <= {v['atol']:g}, preferences as the card"
-        for k, v in found.items() if k != "card_logits"), data=found)
+    return Check(name, title, "fail" if failures else "pass", "; ".join(failures or passed), data=found)
 
 
 def _model_label(spec: str) -> str:
@@ -417,10 +414,9 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                             ("engine_vs_llm_blender_run_dtype", f"engine vs llm-blender, run dtype ({run_dtype})"),
                             ("run_dtype_vs_fp32_choices", f"chosen/rejected, run dtype ({run_dtype}) vs fp32"),
                             ("speed", "speed against llm-blender")):
-            if run_dtype == "fp32" and "run_dtype" in name:
-                run.add(_not_run(name, title, fp32_only, gap=False))
-            else:
-                run.add(_not_run(name, title, "--model could not be loaded (see load_model)"))
+            skipped = run_dtype == "fp32" and "run_dtype" in name
+            run.add(_not_run(name, title, fp32_only if skipped else "--model could not be loaded (see load_model)",
+                             gap=not skipped))
         return _finish(report, started, report_dir, log)
     stand_in = bool(engine.info["stand_in"])
     comparable_reference = ref_engine is not None and bool(ref_engine.info["stand_in"]) == stand_in
