@@ -400,6 +400,30 @@ def test_the_recorded_command_is_quoted_for_a_shell(tmp_path, two_rows, monkeypa
     assert f"`{command}`" in (report / "selfcheck.md").read_text().replace(str(Path.home()), "~")
 
 
+def test_the_recorded_command_with_the_home_folder_as_tilde_runs_as_typed_in_a_shell(tmp_path, two_rows,
+                                                                                         monkeypatch):
+    # `--report '~/my run'`: the home folder written `~` inside the quotes, where a shell does not expand it (pasted, a
+    # report in a folder named ~ under the current one)
+    import subprocess
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    report, rows = home / "my run é", home / "rows (2).jsonl"
+    rows.parent.mkdir()
+    rows.write_bytes(two_rows.read_bytes())
+    argv = ["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--rows", "1", "--no-timing",
+            "--input", str(rows), "--report", str(report)]
+    monkeypatch.setattr(sys, "argv", ["repro", *argv])
+    assert cli.main(argv) == 0
+    for text in ((report / "selfcheck.json").read_text(), (report / "selfcheck.md").read_text()):
+        assert str(home) not in text
+    command = json.loads((report / "selfcheck.json").read_text())["settings"]["command"]
+    assert f"`{command}`" in (report / "selfcheck.md").read_text()
+    typed = subprocess.run(["bash", "-c", f"printf '%s\\n' {command}"], env={**os.environ, "HOME": str(home)},
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert typed == ["repro", *argv]
+
+
 def test_one_row_is_said_as_one_row(tmp_path, two_rows, capsys):
     # "1 rows from ...", "on 1 rows", "Speed on these 1 rows"
     assert cli.main(["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--rows", "1", "--input",

@@ -391,7 +391,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     if reference == model:
         reference = None
     argv = sys.argv[1:]
-    command = "repro " + shlex.join(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
+    command = _shell_command(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
     report = SelfCheck(settings={
         "model": model, "model_label": _model_label(model), "reference_model": reference,
         "reference_model_label": _model_label(reference) if reference else None, "device": str(torch_device),
@@ -592,6 +592,19 @@ def _home_as_tilde(value: Any) -> Any:
     if not isinstance(text, str) or not home:
         return text
     return re.sub(rf"(?<![^{PATH_EDGES}]){re.escape(home)}(?=[/\\{PATH_EDGES}]|$)", "~", text)
+
+
+def _shell_command(argv: Sequence[str]) -> str:
+    """`repro ARGV` as a shell reads it, a path in the home folder written `~/` outside its quotes (a shell expands it
+    there, never inside: `'~/my run'` is a folder named ~)."""
+    home = str(Path.home()).rstrip("/")
+
+    def word(arg: str) -> str:
+        if home and (arg == home or arg.startswith(home + "/")):
+            return "~/" + shlex.quote(arg[len(home) + 1:]) if arg != home else "~"
+        return shlex.quote(arg)
+
+    return " ".join(["repro", *map(word, argv)])
 
 
 def _tidy(text: Any) -> str:
