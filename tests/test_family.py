@@ -553,6 +553,29 @@ def test_the_family_view_of_a_missing_folder_or_of_a_member_says_which_folder_to
         family_view(FamilyViewParams(run_dir=str(root / "a")))
 
 
+def test_the_family_view_of_a_folder_that_holds_no_family_names_the_families_beside_it(tmp_path, monkeypatch):
+    # Run All of 05_family in JupyterLab with its defaults (runs/demo: the demo's run): "holds no member of a family
+    # ... give run_dir = the family's folder", naming none of the families the project holds
+    monkeypatch.setenv("REPRO_HOME", str(tmp_path))
+    runs = tmp_path / "runs"
+    Manifest(RunDir(runs / "demo")).write({"status": "complete", "parameters": {}})
+    for family in ("demo_family", "sweep b"):
+        _member(runs / family, "a", 0, [0.1, 0.3], {"seed": 0}, {"rows_computed": 2, "rows_from_cache": 0})
+    beside = "Families beside it: 'runs/demo_family', 'runs/sweep b' (give one of them as run_dir)."
+    with pytest.raises(DataError, match=r"runs/demo holds no member of a family .*" + re.escape(beside)):
+        family_view(FamilyViewParams())
+    with pytest.raises(DataError, match=r"runs/demo-family does not exist\. .*" + re.escape(beside)):
+        family_view(FamilyViewParams(run_dir="runs/demo-family"))
+    (runs / "sweep b").rename(tmp_path / "elsewhere")  # (none beside: no sentence)
+    with pytest.raises(DataError) as refused:
+        family_view(FamilyViewParams(run_dir=str(tmp_path / "runs" / "demo")))
+    assert str(refused.value).endswith(" A family beside it: 'runs/demo_family' (give it as run_dir).")
+    (runs / "demo_family").rename(tmp_path / "elsewhere2")
+    with pytest.raises(DataError) as refused:
+        family_view(FamilyViewParams())
+    assert "beside it" not in str(refused.value)
+
+
 def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     root = tmp_path / "fam"
     _member(root, "b", 1, [0.0, 0.2, 0.4], {"seed": 1, "source": "demo", "run_dir": "x"},

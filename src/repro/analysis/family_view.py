@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import FamilyViewParams
 from ..exporters import seed_view
-from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir
+from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..sources import load_source
 from . import plots, prose
 from .report import table_or_sentence, validate_scores
@@ -46,7 +47,8 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
         siblings = {q.name: str(q) for q in root.parent.iterdir() if q.is_dir()} if root.parent.is_dir() else {}
         raise DataError(f"{root} {'is a file' if root.exists() else 'does not exist'}."
                         f"{did_you_mean(root.name, siblings, siblings)} Give run_dir = the family's folder (the --out "
-                        f"of its `repro run` with a grid, e.g. of demo_family), or run the family first.")
+                        f"of its `repro run` with a grid, e.g. of demo_family), or run the family first."
+                        f"{families_beside(root)}")
     if member := (record := Manifest(root).read()).get("family"):
         raise DataError(f"{root} is member {member.get('member')} of family {member.get('name')}: give run_dir = "
                         f"{root.parent}, the family's folder.")
@@ -65,8 +67,23 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
               for index, (name, grid) in enumerate((planned or {}).items()) if name not in started]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
-                        f"first (e.g. repro run demo_family), or give run_dir = the family's folder.")
+                        f"first (e.g. repro run demo_family), or give run_dir = the family's folder."
+                        f"{families_beside(root)}")
     return sorted(found, key=lambda item: item[1]["family"].get("index", 0))
+
+
+def families_beside(root: Path) -> str:
+    """A sentence naming the folders beside `root` that hold a family's members, as run_dir takes them; "" if none."""
+    found = set()
+    for manifest in root.parent.glob(f"*/*/{MANIFEST_JSON}"):
+        with contextlib.suppress(OSError, ValueError):
+            if isinstance(data := json.loads(manifest.read_text(encoding="utf-8")), dict) and data.get("family"):
+                found.add(manifest.parent.parent)
+    home = project_root()
+    named = [repr(str(p.relative_to(home) if p.is_relative_to(home) else p)) for p in sorted(found)]
+    if len(named) == 1:
+        return f" A family beside it: {named[0]} (give it as run_dir)."
+    return f" Families beside it: {', '.join(named)} (give one of them as run_dir)." if named else ""
 
 
 def differing_parameters(manifests: list[dict[str, Any]]) -> list[str]:
