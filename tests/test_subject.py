@@ -152,6 +152,8 @@ def test_a_card_written_into_a_datasets_run_an_older_repro_named_is_titled_with_
     card = write_card(facts).read_text(encoding="utf-8")
     assert "pretty_name: données\n" in card and '# Dataset Card for "données"' in card and "「données」" in card
     assert "donn-es" not in card.split("## ")[0]
+    # the card made again in that run, run_dir given and card_dataset unset (its dataset/ now): titled as before
+    assert gather_facts(build(CardParams, {"run_dir": str(older.root)})).title == "données"
     # a folder of another name keeps its own, as before (the demo's card: its folder's)
     assert gather_facts(build(CardParams, {"card_dataset": str(data), "run_dir": "runs/x"})).title == "x"
 

@@ -359,12 +359,13 @@ class CardFacts:
                 f"metrics: {'yes' if self.metrics else 'no'}; figures: {len(self.figures)}; left out: {left}")
 
 
-def folder_title(run: RunDir, card_dataset: str | None) -> str:
-    """A card's title without pretty_name nor hub_repo_id: its run folder's name; for the run of `card_dataset` an
-    older repro named without its letters outside ASCII (runs/donn-es for données.jsonl), the dataset's name now."""
+def folder_title(run: RunDir, dataset: str | None) -> str:
+    """A card's title without pretty_name nor hub_repo_id: its run folder's name; for the run of `dataset` (its
+    card_dataset or recorded subject) an older repro named without its letters outside ASCII (runs/donn-es for
+    données.jsonl), the dataset's name now."""
     name = run.root.resolve().name
-    if card_dataset and name == dataset_run_name(card_dataset, ascii_folder_safe) != dataset_run_name(card_dataset):
-        return dataset_run_name(card_dataset)
+    if dataset and name == dataset_run_name(dataset, ascii_folder_safe) != dataset_run_name(dataset):
+        return dataset_run_name(dataset)
     return name
 
 
@@ -397,7 +398,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
     features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"))
     title = public_text(params.pretty_name or "") or (
-        params.hub_repo_id.split("/")[-1] if params.hub_repo_id else folder_title(run, params.card_dataset))
+        params.hub_repo_id.split("/")[-1] if params.hub_repo_id
+        else folder_title(run, params.card_dataset or (manifest.get("subject") or {}).get("dataset")))
     facts = CardFacts(
         run=run, title=title, features=features, splits=splits, built_here=built_here, license=params.license,
         language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
