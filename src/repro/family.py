@@ -46,6 +46,7 @@ class Member:
     run_dir: Path
     fingerprint: dict[str, Any]
     resolved: dict[str, Any]  # `values` resolved (`resolve_parameters`): what `fingerprint` hashes, once
+    name_now: str = ""  # the name it would get now, where it keeps the folder an older repro named (`older_named`)
 
     def record(self, family: str) -> dict[str, Any]:
         """What the member's manifest records under `family`."""
@@ -68,7 +69,7 @@ class Family:
 
     def member(self, name: str) -> Member:
         """The member called `name`, or at that index from 0 (a Slurm array task id); else an error listing them."""
-        if found := next((m for m in self.members if m.name == name), None):
+        if found := next((m for m in self.members if name in (m.name, m.name_now)), None):
             return found
         if name.isdigit() and int(name) < len(self.members):
             return self.members[int(name)]
@@ -278,17 +279,19 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
 
     combos = [dict(zip(grid, c)) for c in itertools.product(*map(enumerate, grid.values()))]
     grids = [{k: v for k, (_, v) in combo.items()} for combo in combos]
-    names = older_named(root, name, grids, member_names(combos, spec.get("member_name"), where),
+    names_now = member_names(combos, spec.get("member_name"), where)
+    names = older_named(root, name, grids, names_now,
                         member_names(combos, spec.get("member_name"), where, ascii_folder_safe), where)
     base = {k: v for k, v in values.items() if k != "family"}
     members = []
-    for i, (grid_values, member) in enumerate(zip(grids, names)):
+    for i, (grid_values, member, now) in enumerate(zip(grids, names, names_now)):
         member_values = dict(base, run_name=f"{name}-{member}", run_dir=str(root / member))
         member_values.update(item for key, value in grid_values.items() for item in settings_of(key, value).items())
         validate_all(member_values, where=f"member {member!r} of family {name!r} ({where})", advice=GRID_ADVICE)
         resolved = resolve_parameters(member_values)
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
-                              run_dir=root / member, fingerprint=run_fingerprint(resolved), resolved=resolved))
+                              run_dir=root / member, fingerprint=run_fingerprint(resolved), resolved=resolved,
+                              name_now=now if now != member else ""))
     return Family(name=name, root=root, members=members, jobs=jobs, given_as=given_as)
 
 
