@@ -230,6 +230,11 @@ def test_bad_requests_fail_before_any_work(job, tiny_pairrm_dir, tmp_path):
     common = dict(model=str(tiny_pairrm_dir), work_dir=tmp_path / "w", progress=False)
     with pytest.raises(ParameterError, match="num_processes=0"):
         run_scoring(prompts, candidates, num_processes=0, **common)
+    # the Python API: a count that is no whole number gave int()'s ValueError, or was cut (chunk_size=2.5: 2)
+    for name, value in (("chunk_size", "16"), ("chunk_size", 2.5), ("num_processes", "two"),
+                        ("source_maxlength", "long"), ("candidate_maxlength", 0)):
+        with pytest.raises(ParameterError, match=rf"^{name}={value!r} must be a whole number >= 1 \("):
+            run_scoring(prompts, candidates, **{**common, name: value})
     with pytest.raises(ParameterError, match="no CUDA GPU"):
         run_scoring(prompts, candidates, device="cuda", num_processes=2, **common)
     with pytest.raises(ParameterError, match="dtype='fp8'"):

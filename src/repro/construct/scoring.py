@@ -16,7 +16,8 @@ from ..manifest import package_versions
 from ..parameters import default_batch_tokens
 from ..revisions import model_identity
 from ..scorers import load_scorer, resolve_kind
-from ..scorers.common import MIN_CANDIDATES, check_batch_tokens, check_inputs, resolve_device, resolve_dtype
+from ..scorers.common import (MIN_CANDIDATES, check_batch_tokens, check_inputs, resolve_device, resolve_dtype,
+                              whole_count)
 from ..scorers.sequence_classifier import cut_rows, reward_model_dtype
 
 
@@ -49,10 +50,6 @@ class ScoringJob:
     kind: str  # 'pairrm' | 'sequence_classifier' (score_candidates resolves 'auto' before any work)
     options: dict[str, Any] = field(default_factory=dict)  # a sequence classifier's (chat_template, ...)
     cache_dir: str | None = None  # the project's row cache (repro.cache); None: no cache
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
@@ -91,23 +88,21 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     limits, options = split_limits(options, source_maxlength, candidate_maxlength)
     if batch_tokens is None:  # (an unknown device fails here)
         batch_tokens = default_batch_tokens(resolve_device(device).type)
+    limits = {name: whole_count(value, name, "tokens", "for the checkpoint's own") for name, value in limits.items()}
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype,
-                     batch_tokens=check_batch_tokens(batch_tokens), chunk_size=int(chunk_size), work_dir=str(work_dir),
-                     source_maxlength=_optional_int(limits["source_maxlength"]),
-                     candidate_maxlength=_optional_int(limits["candidate_maxlength"]), progress=bool(progress),
+                     batch_tokens=check_batch_tokens(batch_tokens), work_dir=str(work_dir),
+                     chunk_size=whole_count(chunk_size, "chunk_size", "prompts per resumable chunk"),
+                     **limits, progress=bool(progress),
                      kind=resolve_kind(model, kind), options=options,
                      cache_dir=None if cache_dir is None else str(cache_dir))
     # (an unknown backend: load_scorer's error, as the schema's and `repro score`'s choices keep it out)
-    if job.chunk_size < 1:
-        raise ParameterError(f"chunk_size={job.chunk_size} must be >= 1 (prompts per resumable chunk).")
-    if int(num_processes) < 1:
-        raise ParameterError(f"num_processes={num_processes} must be >= 1.")
+    num_processes = whole_count(num_processes, "num_processes", "processes")
     if job.cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(job.cache_dir))
     prompts, candidates = check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES[job.kind])
     items = [[p, c] for p, c in zip(prompts, candidates)]
     start = time.monotonic()
-    scores, stats = scoring_job({"job": asdict(job), "items": items, "num_processes": int(num_processes)})
+    scores, stats = scoring_job({"job": asdict(job), "items": items, "num_processes": num_processes})
     computed = len(items) - stats["items_resumed"] - stats.get("cache", {}).get("rows_from_cache", 0)
     info = {
         **stats["info"], "prompts": len(items), "prompts_computed": computed,

@@ -123,16 +123,21 @@ def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
     return prompts, a, b
 
 
-def check_batch_tokens(batch_tokens: Any) -> int | None:
-    """`batch_tokens` as an int (2048.0 and numpy's numbers too; None as it is), or a ParameterError naming it."""
-    if batch_tokens is None:
+def whole_count(value: Any, name: str, meaning: str, none: str = "") -> int | None:
+    """`value` as an int >= 1 (2048.0 and numpy's numbers too; None as it is where `none` says what it means), or a
+    ParameterError naming the parameter `name`."""
+    if value is None and none:
         return None
-    whole = isinstance(batch_tokens, numbers.Integral) or (isinstance(batch_tokens, numbers.Real)
-                                                           and float(batch_tokens).is_integer())
-    if isinstance(batch_tokens, bool) or not whole or batch_tokens < 1:
-        raise ParameterError(f"batch_tokens={batch_tokens!r} must be a whole number >= 1 (tokens per forward batch), "
-                             f"or None for the device's default.")
-    return int(batch_tokens)
+    whole = isinstance(value, numbers.Integral) or (isinstance(value, numbers.Real) and float(value).is_integer())
+    if isinstance(value, bool) or not whole or value < 1:
+        raise ParameterError(f"{name}={value!r} must be a whole number >= 1 ({meaning})"
+                             f"{f', or None {none}' if none else ''}.")
+    return int(value)
+
+
+def check_batch_tokens(batch_tokens: Any) -> int | None:
+    """`batch_tokens` as an int, or a ParameterError naming it."""
+    return whole_count(batch_tokens, "batch_tokens", "tokens per forward batch", "for the device's default")
 
 
 def check_scores(scores: Sequence[float], where: str = "A row") -> None:
