@@ -414,6 +414,8 @@ def test_members_an_older_repro_named_without_their_letters_keep_their_folders(t
     # by its name now, as `--check` of a fresh project would list it (it was refused: "not a member of family demo")
     assert main([*command, "pretty_name=Straße,Café", "--member", "pretty_name-Café"]) == 130
     assert ran == [root / "pretty_name-Caf"] * 2
+    with pytest.raises(fam.FamilyError, match="--member '' is not a member of family 'other'"):  # (none renamed)
+        fam.plan_family(values, default_name="other", out=str(root)).member("")
     # --jobs: each member's own process plans the same name
     args = argparse.Namespace(params=DEMO, overrides=["mini_count=2"], grid=["pretty_name=Straße,Café"], force=False,
                               log_output=False, kernel="k", out=str(root))

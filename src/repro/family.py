@@ -46,7 +46,7 @@ class Member:
     run_dir: Path
     fingerprint: dict[str, Any]
     resolved: dict[str, Any]  # `values` resolved (`resolve_parameters`): what `fingerprint` hashes, once
-    name_now: str = ""  # the name it would get now, where it keeps the folder an older repro named (`older_named`)
+    name_now: str | None = None  # its name now, where it keeps the folder an older repro named (`older_named`)
 
     def record(self, family: str) -> dict[str, Any]:
         """What the member's manifest records under `family`."""
@@ -291,7 +291,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         resolved = resolve_parameters(member_values)
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
                               run_dir=root / member, fingerprint=run_fingerprint(resolved), resolved=resolved,
-                              name_now=now if now != member else ""))
+                              name_now=now if now != member else None))
     return Family(name=name, root=root, members=members, jobs=jobs, given_as=given_as)
 
 
