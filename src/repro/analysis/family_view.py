@@ -76,8 +76,8 @@ def families_beside(root: Path) -> str:
     """A sentence naming the folders beside `root` that hold a family's members, as run_dir takes them; "" if none."""
     found = set()
     for manifest in root.parent.glob(f"*/*/{MANIFEST_JSON}"):
-        with contextlib.suppress(OSError, ValueError):
-            if isinstance(data := json.loads(manifest.read_text(encoding="utf-8")), dict) and data.get("family"):
+        with contextlib.suppress(OSError, DataError):  # a damaged record is no family's (as family.holds_member)
+            if Manifest(manifest.parent).read().get("family"):
                 found.add(manifest.parent.parent)
     home = project_root()
     named = [repr(str(p.relative_to(home) if p.is_relative_to(home) else p)) for p in sorted(found)]
