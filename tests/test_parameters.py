@@ -274,7 +274,10 @@ def test_a_cell_failing_with_repros_error_stops_run_all_in_the_kernel():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     km, kc = start_new_kernel(kernel_name="python3", env=env, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
     try:
-        cells = ["from repro.errors import DataError", "raise DataError('the load cell failed')", "1", "2"]
+        # the failing cell works a moment first, as a load cell does: the cells behind it are queued by then (failing
+        # at once, on a busy machine it could fail before they reached the kernel, which then had nothing to abort)
+        cells = ["from repro.errors import DataError", "import time; time.sleep(1); raise DataError('the load cell "
+                 "failed')", "1", "2"]
         ids = [kc.execute(code, stop_on_error=True) for code in cells]  # as JupyterLab's Run All sends them
         replies = {}  # by request: a late reply to the start's kernel_info requests is not one of ours
         while not replies.keys() >= set(ids):
