@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from repro.cache import FORMAT_FILE, KEY_FORMAT, CacheError, RowCache, cached_chunk_fn, check_format
+from repro.construct import generation, scoring
 from repro.construct.generation import generate_candidates
 from repro.errors import ReproError
 from repro.manifest import Manifest
 from repro.parameters import GenerationParams
 from repro.paths import RunDir
 from scoring_defaults import run_scoring
+from repro.scorers import pairrm
 from repro.scorers.tiny_policy import build_tiny_policy
 
 LIMITS = dict(source_maxlength=64, candidate_maxlength=32)
@@ -171,3 +174,46 @@ def test_generation_from_the_cache_computes_nothing_and_gives_the_same_rows(tmp_
     manifest2.start_run({}, ["01_construct"])
     generate_candidates(rows[:2], reseeded, tmp_path / "d", manifest=manifest2, cache_dir=cache)
     assert manifest2.read()["generation"]["cache"]["rows_computed"] == 2
+
+
+def edited_copy(folder, module_file, old: str = "", new: str = ""):
+    """A copy of a module of repro's in `folder`, `old` replaced by `new` once (the text must be there)."""
+    text = Path(module_file).read_text(encoding="utf-8")
+    assert old in text
+    folder.mkdir(parents=True)
+    copy = folder / Path(module_file).name
+    copy.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return copy
+
+
+def test_rows_made_by_other_scoring_or_generation_code_are_made_again_not_served(job, tiny_pairrm_dir, tmp_path,
+                                                                                 monkeypatch, train_rows):
+    # the key held repro's version (0.1.0), which does not move with the code: a fix to the scoring arithmetic,
+    # pulled from git, was served the scores the code before it made; a docstring, comment or layout edit decides no
+    # number and keeps the rows
+    prompts, candidates = job
+    common = dict(model=str(tiny_pairrm_dir), chunk_size=4, progress=False, cache_dir=tmp_path / "cache", **LIMITS)
+    docstring = pairrm.PairRM.__doc__.strip().splitlines()[0]
+    edits = [("", "", 4), (docstring, docstring + " (edited)", 0), ("\nclass PairRM(", "\n# a note\nclass PairRM(", 0),
+             ("\n\n\nclass PairRM(", "\n\nclass PairRM(", 0), ("\nclass PairRM(", "\nSOMETHING = 1\nclass PairRM(", 4)]
+    for n, (old, new, computed) in enumerate(edits):
+        code = (edited_copy(tmp_path / "code" / str(n), pairrm.__file__, old, new), Path(scoring.__file__))
+        monkeypatch.setattr(scoring, "SCORING_CODE", code)
+        again = run_scoring(prompts[:4], candidates[:4], work_dir=tmp_path / f"w{n}", **common)
+        assert again.info["cache"]["rows_computed"] == computed, (old, new)
+
+    policy = build_tiny_policy(tmp_path / "policy")
+    rows = [{"prompt": r["prompt"], "prompt_id": r["prompt_id"]}
+            for r in sorted(train_rows[:40], key=lambda r: len(r["prompt"]))[:2]]
+    p = GenerationParams(policy_model=str(policy), max_new_tokens=4, reference_max_new_tokens=4, n_candidates=2,
+                         generation_batch_size=2, generation_chunk_size=2, generation_device="cpu")
+    computed = []
+    policy_class = "\n@dataclass(frozen=True)\nclass Policy:"
+    for n, edit in enumerate([("", ""), ("", ""), (policy_class, "\nX = 1" + policy_class)]):
+        code = (edited_copy(tmp_path / "gen" / str(n), generation.__file__, *edit),)
+        monkeypatch.setattr(generation, "GENERATION_CODE", code)
+        manifest = Manifest(RunDir(tmp_path / f"run{n}"))
+        manifest.start_run({}, ["01_construct"])
+        generate_candidates(rows, p, tmp_path / f"g{n}", manifest=manifest, cache_dir=tmp_path / "cache")
+        computed.append(manifest.read()["generation"]["cache"]["rows_computed"])
+    assert computed == [2, 0, 2]

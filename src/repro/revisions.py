@@ -3,6 +3,7 @@ identifies a model's weights where none is pinned (`model_identity`); what a com
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -103,6 +104,22 @@ def code_digest() -> str:
                 digest.update(f"{'/'.join(inside)}\0{len(code)}\0".encode() + code)
     return digest.hexdigest()[:16]
 
+
+def python_digest(*paths: Path) -> str:
+    """sha256 of the Python code in `paths` (files, and folders' .py files) as the interpreter reads it: not its
+    docstrings, comments nor layout, which decide no number (a row cache keeps its rows across such edits)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            tree = ast.parse(file.read_bytes())
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                        isinstance(first := node.body[0], ast.Expr) and isinstance(first.value, ast.Constant) and \
+                        isinstance(first.value.value, str):
+                    node.body = node.body[1:] or [ast.Pass()]
+            name = file.relative_to(path).as_posix() if path.is_dir() else file.name
+            digest.update(f"{name}\0{ast.unparse(tree)}\0".encode())
+    return digest.hexdigest()[:16]
 
 def hub_snapshot(repo_id: str, revision: str | None = None, repo_type: str = "dataset") -> Path | None:
     """The folder of a hub repository in the local hub cache (where `hf download` puts it), or None."""

@@ -14,7 +14,8 @@ from ..errors import ParameterError, ReproError
 from ..jobs import chunk_share, run_chunked_with_stats, run_job
 from ..manifest import package_versions
 from ..parameters import default_batch_tokens
-from ..revisions import model_identity
+from ..revisions import model_identity, python_digest
+from .. import scorers
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import (MIN_CANDIDATES, check_batch_tokens, check_inputs, resolve_device, resolve_dtype,
                               whole_count)
@@ -52,13 +53,18 @@ class ScoringJob:
     cache_dir: str | None = None  # the project's row cache (repro.cache); None: no cache
 
 
+# the code that computes the scores: rows the code before a change made are computed again, not served
+SCORING_CODE = (Path(scorers.__file__).parent, Path(__file__))
+
+
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
     """What the scores depend on, batch_tokens included (the batches, so the float rounding, follow it)."""
     device = resolve_device(job.device)  # an unknown or unavailable device or dtype fails here, before any work
     dtype = (reward_model_dtype if job.kind == "sequence_classifier" else resolve_dtype)(job.dtype, device)
     common = {"model": model_identity(job.model), "device_type": device.type, "dtype": dtype,
               "batch_tokens": job.batch_tokens, "options": job.options,  # llm-blender's batch_size changes scores
-              "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "repro")}}
+              "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "repro")},
+              "code": python_digest(*SCORING_CODE)}
     if job.kind == "sequence_classifier":
         return {"what": "sequence-classifier-scores", **common}
     # limits None: the checkpoint's own, which `model` identifies
