@@ -56,7 +56,7 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     if isinstance(planned, list):  # a plan of names only (before each member's grid values were recorded)
         planned = dict.fromkeys(planned, {})
     found = [(RunDir(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
-             if (data := json.loads(manifest.read_text())).get("family")
+             if (data := Manifest(manifest.parent).read()).get("family")  # damaged: stops, not "not started"
              and (planned is None or data["family"].get("member") in planned)]
     names = {data["family"]["name"] for _, data in found}
     if len(names) > 1:
