@@ -647,6 +647,25 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert [m["member"] for m in view.summary["members"]] == ["b"] and view.summary["rows_scored"]["from_cache"] == 3
 
 
+def test_the_family_notebook_shows_its_figure_under_its_title_as_02_analyze_does(tmp_path, monkeypatch):
+    # 05_family showed the bare image (its own copy of report.show_figures, without the title line)
+    import IPython.display
+
+    root = tmp_path / "fam"
+    for index, name in enumerate("ab"):
+        _member(root, name, index, [0.1, 0.3, -0.2], {"seed": index}, {"rows_computed": 3, "rows_from_cache": 0})
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_figures(view)
+    title, image = shown
+    assert title.data == "**Margins of 2 members (n = 6 rows)** — `family_margins`"
+    assert image.data == (root / "figures" / "family_margins.png").read_bytes()
+    # family.json lists the figure's files as before
+    assert json.loads((root / "family.json").read_text())["figures"] == {
+        "family_margins": {"png": "figures/family_margins.png", "svg": "figures/family_margins.svg"}}
+
+
 def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_unknown(tmp_path):
     # an interrupted family: the plan recorded, one member run, the others never started; the view left them out
     root = tmp_path / "fam"
