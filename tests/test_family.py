@@ -581,6 +581,22 @@ def test_the_family_view_of_a_folder_that_holds_no_family_names_the_families_bes
     assert "beside it" not in str(refused.value)
 
 
+@pytest.mark.parametrize("damaged, why", [('{"status": "compl', r"is not JSON \(.*\)"),
+                                           ("[1, 2]", "holds a JSON list")])
+def test_the_family_view_of_a_damaged_members_record_names_that_file_and_says_to_restore_it(tmp_path, damaged, why):
+    # a truncated member record raised a bare JSONDecodeError, a non-dict one an AttributeError, from 05_family's code
+    root = tmp_path / "fam"
+    for index, name in enumerate("ab"):
+        _member(root, name, index, [0.1, 0.3], {"seed": index}, {"rows_computed": 2, "rows_from_cache": 0})
+    Manifest(RunDir(root)).update(members=["a", "b"], family_name="fam")  # (b was not shown as "not started")
+    (root / "b" / "manifest.json").write_text(damaged)
+    with pytest.raises(DataError, match=re.escape(f"{root / 'b' / 'manifest.json'} ") + why + re.escape(
+            ", not a run's record: restore it (a copy, version control), or give the run another folder; nothing "
+            "was written.")):
+        family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert not (root / "family.json").exists()
+
+
 def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     root = tmp_path / "fam"
     _member(root, "b", 1, [0.0, 0.2, 0.4], {"seed": 1, "source": "demo", "run_dir": "x"},
@@ -629,6 +645,25 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     Manifest(RunDir(root)).update(members=["b"])  # as `repro run` records the members it planned
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
     assert [m["member"] for m in view.summary["members"]] == ["b"] and view.summary["rows_scored"]["from_cache"] == 3
+
+
+def test_the_family_notebook_shows_its_figure_under_its_title_as_02_analyze_does(tmp_path, monkeypatch):
+    # 05_family showed the bare image (its own copy of report.show_figures, without the title line)
+    import IPython.display
+
+    root = tmp_path / "fam"
+    for index, name in enumerate("ab"):
+        _member(root, name, index, [0.1, 0.3, -0.2], {"seed": index}, {"rows_computed": 3, "rows_from_cache": 0})
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_figures(view)
+    title, image = shown
+    assert title.data == "**Margins of 2 members (n = 6 rows)** — `family_margins`"
+    assert image.data == (root / "figures" / "family_margins.png").read_bytes()
+    # family.json lists the figure's files as before
+    assert json.loads((root / "family.json").read_text())["figures"] == {
+        "family_margins": {"png": "figures/family_margins.png", "svg": "figures/family_margins.svg"}}
 
 
 def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_unknown(tmp_path):

@@ -23,7 +23,7 @@ from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..sources import load_source
 from . import plots, prose
-from .report import table_or_sentence, validate_scores
+from .report import show_figures, table_or_sentence, validate_scores  # noqa: F401 (show_figures: 05_family's)
 from .stats import bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
@@ -37,7 +37,7 @@ class FamilyView:
     summary: dict[str, Any]
     table: pd.DataFrame
     margins: dict[str, np.ndarray] = field(default_factory=dict)
-    figures: dict[str, dict[str, Path]] = field(default_factory=dict)
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # as report.show_figures shows them
 
 
 def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
@@ -56,7 +56,7 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     if isinstance(planned, list):  # a plan of names only (before each member's grid values were recorded)
         planned = dict.fromkeys(planned, {})
     found = [(RunDir(manifest.parent), data) for manifest in sorted(root.glob(f"*/{MANIFEST_JSON}"))
-             if (data := json.loads(manifest.read_text())).get("family")
+             if (data := Manifest(manifest.parent).read()).get("family")  # damaged: stops, not "not started"
              and (planned is None or data["family"].get("member") in planned)]
     names = {data["family"]["name"] for _, data in found}
     if len(names) > 1:
@@ -231,7 +231,8 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
     family = Manifest(root)  # the family folder's own record
     with family.notebook(params.model_dump(), "05_family"):
-        figures = {MARGIN_FIGURE: plots.save(margins_figure(margins, members), family.run.figures / MARGIN_FIGURE)}
+        figures = {MARGIN_FIGURE: plots.save_titled(margins_figure(margins, members),
+                                                    family.run.figures / MARGIN_FIGURE)}
         summary = {
             "family": found[0][1]["family"]["name"], "members": members,
             "parameters_that_differ": differing_parameters([data for _, data in found if "parameters" in data]),
@@ -239,20 +240,12 @@ def family_view(params: FamilyViewParams) -> FamilyView:
             "stand_in_members": [m["member"] for m in members if m["scorer"]["stand_in"]],
             **{f"rows_{what}": {k: sum(m[f"{what}_rows"][k] or 0 for m in members)
                                 for k in ("computed", "from_cache", "from_work")} for what in ("scored", "generated")},
-            "figures": {name: {k: str(p.relative_to(root)) for k, p in paths.items()}
+            "figures": {name: {k: str(paths[k].relative_to(root)) for k in ("png", "svg")}
                         for name, paths in figures.items()},
         }
         atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
-        family.add_outputs(root / FAMILY_JSON, *(p for f in figures.values() for p in f.values()))
+        family.add_outputs(root / FAMILY_JSON, *(f[k] for f in figures.values() for k in ("png", "svg")))
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
-
-
-def show_figures(view: FamilyView) -> None:
-    """Display the family's figures in the notebook."""
-    from IPython.display import Image, display
-
-    for paths in view.figures.values():
-        display(Image(filename=str(paths["png"])))
 
 
 def origins(view: FamilyView) -> Any:

@@ -465,7 +465,8 @@ def table_or_sentence(frame: pd.DataFrame, sentence: str) -> Any:
 
 
 def show_figures(result: Any) -> None:
-    """Display the saved PNG figures of a result (the analysis's, the comparison's) in the notebook, in order."""
+    """Display the saved PNG figures of a result (the analysis's, the comparison's, the family's) in the notebook, in
+    order, each under its title."""
     from IPython.display import Image, Markdown, display
 
     for name, fig in result.figures.items():
