@@ -365,9 +365,16 @@ CASES = [
     # prompt_id: the rows' "None" was a duplicate prompt_id, and keep_first then gave the prompt's own error
     *[Case(f"prompts {kind}, no prompt_id", lambda t, prompt=prompt: lambda: candidates_of(t, [
         {"prompt": prompt, "resp0": "Seven.", "resp1": "Eight."} for _ in range(2)]),
-        rf"source row 0 \(from 0\): 'prompt' must be a non-empty string, got {expected}")
-      for kind, prompt, expected in (("a conversation", [{"content": "Name a prime.", "role": "user"}], r"\[\{"),
-                                     ("empty", " ", "' '"))],
+        rf"source row 0 \(from 0\) has {expected}\. Every row needs its prompt, a non-empty text, in the 'prompt' "
+        r"column: fix or remove that row in the source\.$")
+      for kind, prompt, expected in (("a conversation", [{"content": "Name a prime.", "role": "user"}],
+                                      r"a 'prompt' of type list \(\[\{.*\}\]\), not a text"),
+                                     ("empty", " ", r"an empty 'prompt' \(' '\)"))],
+    # the generation named a bad prompt by its place among the rows it was given (the slice's), "Row 1 (counted from
+    # 0 in the rows given to generation)": the source row, as the candidates' check names it
+    Case("an empty prompt in a sliced source, generate on", lambda t: lambda: generated_of(t, [
+        {"prompt": f"Question {i}?", "prompt_id": f"q{i}"} for i in range(3)] + [{"prompt": "", "prompt_id": "q3"}],
+        part_start=2), r"^source row 3 \(from 0; prompt_id q3\) has an empty 'prompt' \(''\)\. Every row needs"),
     # include_reference without generate_reference ranks the source's own reference_response: a source without one
     # lost it silently after the generation, and the card said it was ranked
     Case("include_reference, generate_reference false, a source without reference_response",

@@ -10,10 +10,11 @@ import datasets
 import pytest
 
 from repro.construct import generation
+from repro.construct.pairs import collect_candidates
 from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.construct.generation import generate_candidates, prompt_token_ids
 from repro.manifest import Manifest
-from repro.parameters import GenerationParams
+from repro.parameters import ConstructParams, GenerationParams
 from repro.paths import STAND_IN_MARKER
 from repro.scorers.tiny_policy import build_tiny_policy
 
@@ -141,10 +142,32 @@ def test_long_prompts_skipped_and_counted(tmp_path, short_context_dir, prompts):
 
 def test_empty_prompt_is_an_error_naming_the_row(tmp_path, policy_dir, prompts):
     rows = prompts[:3] + [{"prompt": "  \n", "prompt_id": "abc123"}] + prompts[3:5]
-    with pytest.raises(DataError, match=r"Row 3 .*prompt_id abc123.*empty prompt"):
+    with pytest.raises(DataError, match=r"^source row 3 \(from 0; prompt_id abc123\) has an empty 'prompt'"):
         generate_candidates(rows, params(policy_dir), tmp_path / "w")
-    with pytest.raises(DataError, match=r"Row 1 .*no 'prompt' column"):
+    with pytest.raises(DataError, match=r"^source row 1 \(from 0\) has no 'prompt' column"):
         generate_candidates([prompts[0], {"text": "x"}], params(policy_dir), tmp_path / "w")
+
+
+def test_a_bad_prompt_gets_one_message_from_the_generation_and_from_the_candidates(tmp_path, policy_dir, prompts):
+    """The generation and collect_candidates each checked the prompt, in two messages (the first "Row 3 (counted
+    from 0 in the rows given to generation ...)", the second "'prompt' must be a non-empty string"): one check now."""
+    two = ConstructParams(candidate_columns=["resp0", "resp1"])
+    good = [{**r, "resp0": "Seven.", "resp1": "Eight."} for r in prompts[:3]]
+    for bad, what in (({"prompt": "  \n", "prompt_id": "abc123"}, "(from 0; prompt_id abc123) has an empty 'prompt' "
+                                                                   "('  \\n')"),
+                      ({"text": "x"}, "(from 0) has no 'prompt' column"),
+                      ({"prompt": [{"content": "Hi", "role": "user"}]},
+                       "(from 0) has a 'prompt' of type list ([{'content': 'Hi', 'role': 'user'}]), not a text")):
+        rows = good + [{**bad, "resp0": "Seven.", "resp1": "Eight."}]
+        for numbers, split, row in ((None, None, "source row 3 "), ([10, 11, 12, 13], "test", "source row 13 of split "
+                                                                                              "'test' ")):
+            with pytest.raises(DataError) as generated:
+                generate_candidates(rows, params(policy_dir), tmp_path / "w", row_numbers=numbers, split=split)
+            with pytest.raises(DataError) as collected:
+                collect_candidates(rows, two, row_numbers=numbers, split=split)
+            assert str(generated.value) == str(collected.value) == (
+                f"{row}{what}. Every row needs its prompt, a non-empty text, in the 'prompt' column: fix or remove "
+                f"that row in the source.")
 
 
 def test_interrupted_run_resumes_and_gives_identical_output(tmp_path, policy_dir, prompts, monkeypatch):

@@ -432,3 +432,34 @@ def test_one_row_is_said_as_one_row(tmp_path, two_rows, capsys):
     text = out.out + out.err + (tmp_path / "selfcheck.md").read_text()
     assert "on 1 row;" in text and "1 row from" in text and "Speed on this row (" in text
     assert not re.search(r"\b1 rows\b", text), text
+
+
+def test_each_check_has_one_title_however_it_ends(tmp_path, two_rows, tiny_pairrm_dir, offline_report, monkeypatch):
+    # a check was titled one way when it ran and another when it did not ("speed against llm-blender (batch sizes 1
+    # and 8)" measured, "speed against llm-blender" not run; the run dtype's two checks three and four ways)
+    import repro.cli.selfcheck as selfcheck
+    from repro.scorers import load_scorer
+
+    quiet = dict(device="cpu", input=two_rows, rows=1, report_dir=None, log=lambda line: None)
+    other = build_tiny_pairrm(tmp_path / "other", seed=1, layout="transformers")
+    reports = [run_selfcheck(str(tmp_path / "absent"), None, **quiet),  # --model not loaded: the rest not run
+               run_selfcheck(str(tiny_pairrm_dir), str(other), timing=False, **quiet),  # other weights: failures
+               run_selfcheck(str(tiny_pairrm_dir), str(tmp_path / "absent"), **quiet)]  # no reference: no layouts
+    resolve = selfcheck.resolve_dtype
+    monkeypatch.setattr(selfcheck, "resolve_dtype", lambda d, device, **k: "bf16" if d == "auto" else
+                        resolve(d, device, **k))
+    reports.append(run_selfcheck("builtin:tiny-pairrm", None, timing=False, **quiet))  # the GPU path's run dtype
+    checks = [(c.name, c.title, c.status) for r in reports for c in r.checks]
+    checks += [(c["name"], c["title"], c["status"]) for c in offline_report.record["checks"]]
+    card = selfcheck.card_example_check({"stand-in": load_scorer(tiny_pairrm_dir, device="cpu")})
+    checks.append((card.name, card.title, card.status))
+    titles = {name: {t for n, t, _ in checks if n == name} for name, _, _ in checks}
+    assert {name: t for name, t in titles.items() if len(t) > 1} == {}
+    ended = {name: {s for n, _, s in checks if n == name} for name in titles}  # the paths this test took
+    assert {name: s for name, s in ended.items() if len(s) > 1} == {
+        "load_model": {"pass", "not run"}, "load_reference": {"pass", "not run"}, "card_example": {"fail", "not run"},
+        "layouts_fp32": {"fail", "not run"}, "engine_vs_llm_blender_fp32": {"pass", "fail", "not run"},
+        "run_dtype_vs_fp32_choices": {"pass", "not run"}, "speed": {"measured", "not run"}}
+    # the report's table, the terminal (which prints it) and selfcheck.json: one title each
+    for c in offline_report.record["checks"]:
+        assert f"| {c['title']} | " in offline_report.md and f"| {c['title']} | " in offline_report.stdout

@@ -53,22 +53,39 @@ CARD_PREFERS_A = [True, False]
 TOLERANCE = {"fp32": (1e-4, 1e-4), "fp16": (5e-2, 2e-2), "bf16": (1e-1, 4e-2)}
 CARD_ATOL = {"fp32": 1e-3, "fp16": 5e-2, "bf16": 1e-1}
 SHOWN_ROWS = 10  # rows named in a failure line
+# each check's one title (selfcheck.md's table, selfcheck.json), however it ends: pass, fail, measured or not run
+TITLES = {
+    "load_model": "load --model (engine, fp32)",
+    "load_reference": "load --reference-model (engine, fp32)",
+    "card_example": "model card example (PairRM-hf)",
+    "layouts_fp32": "engine: --model vs --reference-model, fp32",
+    "engine_vs_llm_blender_fp32": "engine vs llm-blender Blender.rank(batch_size=1), fp32",
+    "engine_vs_llm_blender_run_dtype": "engine vs llm-blender Blender.rank(batch_size=1), run dtype",
+    "run_dtype_vs_fp32_choices": "chosen/rejected, run dtype vs fp32 (engine)",
+    "card_example_run_dtype": "model card example (PairRM-hf), run dtype",
+    "speed": "speed against llm-blender (batch sizes 1 and 8)",
+    "gpu_throughput": "useful TFLOP/s against a measured matmul",
+}
 
 
 @dataclass
 class Check:
-    """One step: `status` is pass | fail | not run | measured; `gap`: a not-run step makes it INCOMPLETE."""
+    """One step: `status` is pass | fail | not run | measured; `gap`: a not-run step makes it INCOMPLETE. Its title
+    is its name's in TITLES."""
 
     name: str
-    title: str
+    title: str = field(init=False)
     status: str
     detail: str
     gap: bool = False
     data: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.title = TITLES[self.name]
 
-def _not_run(name: str, title: str, why: str, gap: bool = True) -> Check:
-    return Check(name, title, "not run", why, gap=gap)
+
+def _not_run(name: str, why: str, gap: bool = True) -> Check:
+    return Check(name, "not run", why, gap=gap)
 
 
 @dataclass
@@ -272,7 +289,7 @@ def compare_choices(scores: Sequence[Sequence[float]], reference: Sequence[Seque
             "decisive_rows": decisive}
 
 
-def _equivalence_check(name: str, title: str, scores, reference, dtype: str, named: Sequence[tuple[str, str]],
+def _equivalence_check(name: str, scores, reference, dtype: str, named: Sequence[tuple[str, str]],
                        blender_spec: str | None = None) -> Check:
     found = {"llm_blender_model": _model_label(blender_spec)} if blender_spec else {}
     found.update(compare_scores(scores, reference, dtype))
@@ -282,11 +299,10 @@ def _equivalence_check(name: str, title: str, scores, reference, dtype: str, nam
               f"ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
         detail = f"{counted(len(bad), 'row')} beyond tolerance: {_rows_text(bad, named)}; " + detail
-    return Check(name, title, "fail" if bad else "pass", detail, data=found)
+    return Check(name, "fail" if bad else "pass", detail, data=found)
 
 
-def card_example_check(engines: dict[str, Any], name: str = "card_example",
-                       title: str = "model card example (PairRM-hf)") -> Check:
+def card_example_check(engines: dict[str, Any], name: str = "card_example") -> Check:
     """The PairRM-hf card's logits and preferences on each real (not stand-in) engine, within tolerance."""
     found, failures = {}, []
     for label, engine in engines.items():
@@ -302,7 +318,7 @@ def card_example_check(engines: dict[str, Any], name: str = "card_example",
     passed = [f"{k}: max |diff| {v['max_abs_diff']:.1e} <= {v['atol']:g}, preferences as the card"
               for k, v in found.items()]
     found["card_logits"] = CARD_LOGITS
-    return Check(name, title, "fail" if failures else "pass", "; ".join(failures or passed), data=found)
+    return Check(name, "fail" if failures else "pass", "; ".join(failures or passed), data=found)
 
 
 def _model_label(spec: str) -> str:
@@ -338,12 +354,11 @@ class _Run:
                                    "load_seconds": round(time.perf_counter() - start, 2)}
         return scorer, ""
 
-    def load_engine(self, name: str, option: str, spec: str):
+    def load_engine(self, name: str, spec: str):
         """The engine in fp32, and the check that says whether it loaded."""
         engine, error = self.load(spec, "repro", "fp32")
-        title = f"load {option} (engine, fp32)"
-        self.add(Check(name, title, "pass", f"{engine.info['layout']} layout, stand-in: {engine.info['stand_in']}")
-                 if engine else _not_run(name, title, error))
+        self.add(Check(name, "pass", f"{engine.info['layout']} layout, stand-in: {engine.info['stand_in']}")
+                 if engine else _not_run(name, error))
         return engine
 
     def score(self, scorer) -> list[np.ndarray]:
@@ -405,17 +420,14 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     run = _Run(report, prompts, candidates, torch_device, reference, log)
 
     # 1. loading, fp32, through load_scorer as a run loads
-    engine = run.load_engine("load_model", "--model", model)
-    ref_engine = run.load_engine("load_reference", "--reference-model", reference) if reference else None
+    engine = run.load_engine("load_model", model)
+    ref_engine = run.load_engine("load_reference", reference) if reference else None
     fp32_only = f"the run dtype on {torch_device.type} is fp32, checked above (fp16 is the CUDA path)"
     if engine is None:
-        for name, title in (("card_example", "model card example (PairRM-hf)"),
-                            ("engine_vs_llm_blender_fp32", "engine vs llm-blender Blender.rank(batch_size=1), fp32"),
-                            ("engine_vs_llm_blender_run_dtype", f"engine vs llm-blender, run dtype ({run_dtype})"),
-                            ("run_dtype_vs_fp32_choices", f"chosen/rejected, run dtype ({run_dtype}) vs fp32"),
-                            ("speed", "speed against llm-blender")):
+        for name in ("card_example", "engine_vs_llm_blender_fp32", "engine_vs_llm_blender_run_dtype",
+                     "run_dtype_vs_fp32_choices", "speed"):
             skipped = run_dtype == "fp32" and "run_dtype" in name
-            run.add(_not_run(name, title, fp32_only if skipped else "--model could not be loaded (see load_model)",
+            run.add(_not_run(name, fp32_only if skipped else "--model could not be loaded (see load_model)",
                              gap=not skipped))
         return _finish(report, started, report_dir, log)
     stand_in = bool(engine.info["stand_in"])
@@ -425,21 +437,18 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     real = {f"{role} ({e.info['layout']} layout, fp32)": e for role, e in (("model", engine), ("reference", ref_engine))
             if e is not None and not e.info["stand_in"]}
     run.add(card_example_check(real) if real else _not_run(
-        "card_example", "model card example (PairRM-hf)",
-        "stand-in: the card's logits are those of the real PairRM weights"))
+        "card_example", "stand-in: the card's logits are those of the real PairRM weights"))
     real = None  # drop the references: the models are freed below
 
     # 3. fp32: the two layouts, then llm-blender's own Blender.rank(batch_size=1)
     log(f"repro selfcheck: scoring {n_rows(len(prompts))} (engine, fp32) ...")
     scores32 = run.score(engine)
     if comparable_reference:
-        run.add(_equivalence_check(
-            "layouts_fp32", f"engine: --model vs --reference-model ({engine.info['layout']} vs "
-            f"{ref_engine.info['layout']} layout), fp32", scores32, run.score(ref_engine), "fp32", named))
+        run.add(_equivalence_check("layouts_fp32", scores32, run.score(ref_engine), "fp32", named))
     elif reference:
         why = ("--reference-model could not be loaded" if ref_engine is None else
                "one model is a stand-in and the other is not: their weights differ by design")
-        run.add(_not_run("layouts_fp32", "engine: --model vs --reference-model, fp32", why))
+        run.add(_not_run("layouts_fp32", why))
     ref_engine = None
     _free_memory()
 
@@ -454,18 +463,17 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                 blender_spec = spec
                 break
             blender_errors.append(f"{spec}: {error}")
-    title32 = "engine vs llm-blender Blender.rank(batch_size=1), fp32"
     if blender32 is not None:
         log(f"repro selfcheck: scoring {n_rows(len(prompts))} (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
-        run.add(_equivalence_check("engine_vs_llm_blender_fp32", title32, scores32, run.score(blender32), "fp32",
-                                   named, blender_spec))
+        run.add(_equivalence_check("engine_vs_llm_blender_fp32", scores32, run.score(blender32), "fp32", named,
+                                   blender_spec))
     else:
-        run.add(_not_run("engine_vs_llm_blender_fp32", title32, "; ".join(blender_errors)))
+        run.add(_not_run("engine_vs_llm_blender_fp32", "; ".join(blender_errors)))
 
     # 4. the run dtype (fp16 on CUDA, as llm-blender): against llm-blender in it, and its choices against fp32
     if run_dtype == "fp32":
-        run.add(_not_run("engine_vs_llm_blender_run_dtype", "engine vs llm-blender, run dtype", fp32_only, gap=False))
-        run.add(_not_run("run_dtype_vs_fp32_choices", "chosen/rejected, run dtype vs fp32", fp32_only, gap=False))
+        run.add(_not_run("engine_vs_llm_blender_run_dtype", fp32_only, gap=False))
+        run.add(_not_run("run_dtype_vs_fp32_choices", fp32_only, gap=False))
         engine_rd, blender_rd = engine, blender32
     else:
         blender32 = None
@@ -474,31 +482,30 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
         blender_rd, blender_rd_error = run.load(blender_spec, "llm-blender", run_dtype) if blender_spec else (None, "")
         if blender_spec and blender_rd is None:  # why llm-blender is neither compared nor timed in the run dtype
             blender_errors.append(f"{blender_spec} in {run_dtype}: {blender_rd_error}")
-        title = f"engine vs llm-blender Blender.rank(batch_size=1), {run_dtype}"
         if engine_rd is None:
             why = f"the engine could not be loaded in {run_dtype} (see models)"
-            run.add(_not_run("engine_vs_llm_blender_run_dtype", title, why))
-            run.add(_not_run("run_dtype_vs_fp32_choices", f"chosen/rejected, {run_dtype} vs fp32", why))
+            run.add(_not_run("engine_vs_llm_blender_run_dtype", why))
+            run.add(_not_run("run_dtype_vs_fp32_choices", why))
         else:
             log(f"repro selfcheck: scoring {n_rows(len(prompts))} (engine, {run_dtype}) ...")
             scores_rd = run.score(engine_rd)
             if blender_rd is not None:
-                run.add(_equivalence_check("engine_vs_llm_blender_run_dtype", title, scores_rd, run.score(blender_rd),
+                run.add(_equivalence_check("engine_vs_llm_blender_run_dtype", scores_rd, run.score(blender_rd),
                                            run_dtype, named, blender_spec))
             else:
-                run.add(_not_run("engine_vs_llm_blender_run_dtype", title, "; ".join(blender_errors)))
+                run.add(_not_run("engine_vs_llm_blender_run_dtype", "; ".join(blender_errors)))
             run.add(_choices_check(scores_rd, scores32, run_dtype, named))
             if not stand_in:  # the card's numbers are the real weights'
                 run.add(card_example_check({f"model ({engine_rd.info['layout']} layout, {run_dtype})": engine_rd},
-                                           "card_example_run_dtype", f"model card example, {run_dtype}"))
+                                           "card_example_run_dtype"))
     engine = None
     _free_memory()
 
     # 5. speed on the same rows, in the run dtype
     if not timing:
-        run.add(_not_run("speed", "speed against llm-blender", "timing was switched off (--no-timing)", gap=False))
+        run.add(_not_run("speed", "timing was switched off (--no-timing)", gap=False))
     elif engine_rd is None:
-        run.add(_not_run("speed", "speed against llm-blender", f"the engine could not be loaded in {run_dtype}"))
+        run.add(_not_run("speed", f"the engine could not be loaded in {run_dtype}"))
     else:
         run.add(_speed_check(run, engine_rd, blender_rd, run_dtype, stand_in, "; ".join(blender_errors)))
     return _finish(report, started, report_dir, log)
@@ -506,7 +513,6 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
 
 def _choices_check(scores_rd, scores32, dtype: str, named: Sequence[tuple[str, str]]) -> Check:
     found = {**compare_choices(scores_rd, scores32, dtype), **compare_scores(scores_rd, scores32, dtype)}
-    title = f"chosen/rejected, {dtype} vs fp32 (engine)"
     detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {n_rows(found['rows'])}; max |diff| "
               f"{found['max_abs_diff']:.2e}")
     if found["decisive_rows"]:
@@ -514,7 +520,7 @@ def _choices_check(scores_rd, scores32, dtype: str, named: Sequence[tuple[str, s
                   f"{_rows_text(found['decisive_rows'], named)}; " + detail)
     elif found["rows_with_other_choices"]:
         detail += f" (near-ties only: {_rows_text(found['rows_with_other_choices'], named)})"
-    return Check("run_dtype_vs_fp32_choices", title, "fail" if found["decisive_rows"] else "pass", detail, data=found)
+    return Check("run_dtype_vs_fp32_choices", "fail" if found["decisive_rows"] else "pass", detail, data=found)
 
 
 def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender_why: str) -> Check:
@@ -561,14 +567,12 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     if (busiest := max(timing["load_average"])) > max(cores := os.cpu_count() or 1, torch.get_num_threads()) + 1:
         detail += (f"; the machine was busy (load {busiest:.1f} on {cores} cores): these times are not a measurement; "
                    f"run again on a quiet machine")
-    return Check("speed", "speed against llm-blender (batch sizes 1 and 8)", "measured", detail, data=timing)
+    return Check("speed", "measured", detail, data=timing)
 
 
 def _finish(report: SelfCheck, started: float, report_dir, log) -> SelfCheck:
     if not report.settings["device"].startswith("cuda"):
-        report.checks.append(_not_run(
-            "gpu_throughput", "useful TFLOP/s against a measured matmul", "no CUDA device here (a GPU measure)",
-            gap=False))
+        report.checks.append(_not_run("gpu_throughput", "no CUDA device here (a GPU measure)", gap=False))
     report.seconds = time.perf_counter() - started
     if report_dir is not None:
         report.write(report_dir)

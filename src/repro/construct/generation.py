@@ -21,6 +21,7 @@ from ..scorers.common import resolve_device, resolve_dtype, torch_dtype
 from ..scorers import tiny_policy
 from ..scorers.tiny_policy import build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
+from .pairs import check_prompts
 
 # the parameters that decide the texts, in the fingerprint and the manifest
 SAMPLING = ("generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
@@ -121,21 +122,6 @@ def eos_token_ids(policy: Policy, tokenizer) -> list[int]:
         raise ParameterError(f"The policy {policy.name!r} names no EOS token (tokenizer or generation config): "
                              f"responses would never end. Use a model whose tokenizer has an eos_token.")
     return sorted(ids)
-
-
-def check_prompts(rows: Sequence[dict]) -> None:
-    """Every row needs a non-empty string `prompt`; the error names the first row that has none."""
-    for i, row in enumerate(rows):
-        prompt = row.get("prompt") if isinstance(row, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
-            pid = row.get("prompt_id") if isinstance(row, dict) else None
-            what = "has no 'prompt' column" if not isinstance(row, dict) or "prompt" not in row else \
-                f"has an empty prompt ({prompt!r})" if isinstance(prompt, str) else \
-                f"has a prompt of type {type(prompt).__name__}, not a string"
-            raise DataError(
-                f"Row {i} (counted from 0 in the rows given to generation"
-                f"{f', prompt_id {pid}' if pid else ''}) {what}. Generation needs a non-empty prompt text in "
-                f"every row: remove or fix that row in the source (or slice it away).")
 
 
 def prompt_token_ids(prompts: Sequence[str], tokenizer, use_chat_template: bool) -> list[list[int]]:
@@ -514,13 +500,15 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
 
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
-                        manifest: Any | None = None, cache_dir: str | Path | None = None) -> list[dict]:
-    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}`: resumable, row-cached, via `run_job`."""
+                        manifest: Any | None = None, cache_dir: str | Path | None = None,
+                        row_numbers: list[int] | None = None, split: str | None = None) -> list[dict]:
+    """New rows with `reference_response` (if asked) and `resp0..resp{n-1}`: resumable, row-cached, via `run_job`.
+    A bad prompt's error names its row as collect_candidates does (by `row_numbers`, of `split`)."""
     start = time.monotonic()
     cache_dir = None if cache_dir is None else str(cache_dir)
     if cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(cache_dir))
-    check_prompts(rows)
+    check_prompts(rows, row_numbers, split)
     prompts = [row["prompt"] for row in rows]
     plan = _Plan(prompts, params)
     results, stats = generation_job({"prompts": prompts, "params": params.model_dump(mode="json"),

@@ -83,16 +83,30 @@ def row_where(number: int, prompt_id: Any, split: str | None = None) -> str:
     return f"source row {number}{of_split(split)} (from 0{pid})"
 
 
+def check_prompts(rows: Sequence[Any], row_numbers: Sequence[int] | None = None, split: str | None = None) -> None:
+    """Every row needs a non-empty text `prompt` (the generation's and the candidates' check): the error names the
+    first row without one by `row_numbers` (its source row; default its place in `rows`), of `split` where given."""
+    for i, row in enumerate(rows):
+        prompt = row.get("prompt") if isinstance(row, dict) else None
+        if isinstance(prompt, str) and prompt.strip():
+            continue
+        what = "has no 'prompt' column" if not isinstance(row, dict) or "prompt" not in row else \
+            f"has an empty 'prompt' ({prompt!r})" if isinstance(prompt, str) else \
+            f"has a 'prompt' of type {type(prompt).__name__} ({prompt!r}), not a text"
+        pid = row.get("prompt_id") if isinstance(row, dict) else None
+        raise DataError(f"{row_where(row_numbers[i] if row_numbers else i, pid, split)} {what}. Every row needs its "
+                        f"prompt, a non-empty text, in the 'prompt' column: fix or remove that row in the source.")
+
+
 def collect_candidates(rows: Sequence[dict[str, Any]], p: ConstructParams,
                        row_numbers: Sequence[int] | None = None, split: str | None = None) -> CandidateSet:
     """Every row's candidates by `p`; rows of fewer than two distinct texts dropped, an error, or kept. Errors name a
     row by `row_numbers` (its source row; default its place in `rows`), of `split` where given."""
+    check_prompts(rows, row_numbers, split)
     cs = CandidateSet()
     for i, row in enumerate(rows):
         where = row_where(row_numbers[i] if row_numbers else i, row.get("prompt_id"), split)
-        prompt = row.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise DataError(f"{where}: 'prompt' must be a non-empty string, got {prompt!r}.")
+        prompt = row["prompt"]
         named = row_candidates(row, p, where)
         pairs = [(name, text) for name, text in named if text.strip() or p.empty_candidates != "drop"]
         cs.empty_dropped += len(named) - len(pairs)

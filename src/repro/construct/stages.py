@@ -170,7 +170,8 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
                              "with reference responses.")
     with ctx.manifest.stage("generate") as info:
         rows = generate_candidates(ds.to_list(), generation, ctx.run.work / (ctx.work + "generation"), ctx.manifest,
-                                   cache_dir=p.row_cache)
+                                   cache_dir=p.row_cache, row_numbers=ctx.row_numbers,
+                                   split=p.source_split if ctx.work else None)
         out = datasets.Dataset.from_list(rows)
         info.update(rows_in=len(ds), rows_out=len(out))
         given = iter(zip(ctx.row_numbers or range(len(ds)), ds["prompt"]))  # the rows left (long_prompts: skip)
