@@ -7,6 +7,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+from jupyter_core import paths as jupyter_paths
 
 from repro.cli import main as cli_main
 from repro.cli.run import KERNEL_NAME, ensure_kernel
@@ -106,6 +107,8 @@ def kernels(tmp_path, monkeypatch):
     registers (never the test's environment); `add(name, python)` writes one."""
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    # jupyter_core reads sys.prefix once, on import (here, at collection): its copy too, undone after the test
+    monkeypatch.setattr(jupyter_paths, "ENV_JUPYTER_PATH", [str(tmp_path / "prefix" / "share" / "jupyter")])
 
     def add(name: str, python: str) -> None:
         folder = tmp_path / "jupyter" / "kernels" / name
@@ -161,6 +164,18 @@ def test_a_kernel_of_this_environment_is_used_as_it_is(kernels, tmp_path):
     kernels("bare", "python")  # jupyter_client runs sys.executable for it
     assert ensure_kernel("mine") == "mine" and ensure_kernel("bare") == "bare"
     assert not (tmp_path / "prefix").exists()  # nothing registered
+
+
+def test_the_kernels_of_a_test_leave_this_environments_kernels_to_the_tests_after_it(tmp_path):
+    # a process whose first jupyter_core import came inside `kernels` took its tmp sys.prefix for this environment's
+    # for good: every later test in it met "NoSuchKernel: repro", and `repro run` re-registered it in the shared venv
+    first = f"{Path(__file__)}::test_kernel_that_does_not_exist_is_refused_naming_those_that_do"
+    code = ("import sys, pytest; assert 'jupyter_core' not in sys.modules; "
+            f"assert pytest.main(['-q', '-p', 'no:cacheprovider', '--basetemp', {str(tmp_path / 'in')!r}, {first!r}]) "
+            "== 0; from jupyter_client.kernelspec import KernelSpecManager; print(KernelSpecManager().kernel_dirs)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert str(Path(sys.prefix, "share", "jupyter", "kernels")) in proc.stdout.splitlines()[-1]
 
 
 def test_repro_run_imports_papermill_without_compiling_the_rfc3987_grammar():
