@@ -1,6 +1,7 @@
 """`repro run` and plain papermill over the real notebooks, asserting on the artifacts they write."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,39 @@ def test_a_kernel_of_this_environment_is_used_as_it_is(kernels, tmp_path):
     assert ensure_kernel("mine") == "mine" and ensure_kernel("bare") == "bare"
     assert not (tmp_path / "prefix").exists()  # nothing registered
 
+
+REGISTER_AT_ONCE = """
+import sys, time
+from pathlib import Path
+from jupyter_core import paths
+from repro.cli import run
+tmp, n = Path(sys.argv[1]), int(sys.argv[2])
+sys.prefix = str(tmp / "prefix")
+paths.ENV_JUPYTER_PATH = [str(tmp / "prefix" / "share" / "jupyter")]
+check, waited = run.check_kernel, []
+def check_then_wait(*args, **kwargs):  # every process finds no kernel before any registers one
+    found = check(*args, **kwargs)
+    if not waited:
+        waited.append((tmp / f"ready-{n}").touch())
+        while len(list(tmp.glob("ready-*"))) < int(sys.argv[3]):
+            time.sleep(0.005)
+    return found
+run.check_kernel = check_then_wait
+print(run.ensure_kernel())
+"""
+
+
+def test_runs_started_at_once_register_the_kernel_once_and_all_run(tmp_path):
+    # a Slurm array of `repro run`s in an environment without the kernel: each registered it (ipykernel removes the
+    # folder, then copies anew), and the others failed (FileExistsError, FileNotFoundError) before any notebook
+    env = {**os.environ, "JUPYTER_PATH": str(tmp_path / "jupyter")}
+    count = 4
+    procs = [subprocess.Popen([sys.executable, "-c", REGISTER_AT_ONCE, str(tmp_path), str(n), str(count)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(count)]
+    ended = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    assert all(rc == 0 and out.strip() == KERNEL_NAME for rc, out, _ in ended), ended
+    spec = json.loads((tmp_path / "prefix" / "share" / "jupyter" / "kernels" / KERNEL_NAME / "kernel.json").read_text())
+    assert spec["argv"][0] == sys.executable
 
 def test_the_kernels_of_a_test_leave_this_environments_kernels_to_the_tests_after_it(tmp_path):
     # a process whose first jupyter_core import came inside `kernels` took its tmp sys.prefix for this environment's

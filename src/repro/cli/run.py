@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -83,7 +84,12 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
     if not check_kernel(name):
         from ipykernel.kernelspec import install
 
-        install(kernel_name=name, display_name="Python (repro)", prefix=sys.prefix)
+        kernels = Path(sys.prefix, "share", "jupyter", "kernels")
+        kernels.mkdir(parents=True, exist_ok=True)
+        with open(kernels / f".{name}.lock", "a") as lock:  # runs started at once (a Slurm array): one registers
+            fcntl.flock(lock, fcntl.LOCK_EX)  # (ipykernel removes the folder, then copies anew)
+            if not check_kernel(name):
+                install(kernel_name=name, display_name="Python (repro)", prefix=sys.prefix)
         check_kernel(name, registered=True)  # another environment's may still come first on the Jupyter path
     return name
 
