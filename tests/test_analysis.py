@@ -222,6 +222,31 @@ def test_missing_score_column(tmp_path):
     assert not (tmp_path / "run").exists()  # the input is read first: a dataset the analysis cannot read writes nothing
 
 
+@pytest.mark.parametrize("layout", ["sppo_score", "rlhflow_pairs"])
+def test_a_recipes_pairs_without_scores_are_refused_as_such(tmp_path, layout):
+    """SPPO's `_score` table (compute_prob.py's pairs and probabilities) and RLHFlow's pair table (a margin) hold no
+    scores: 02_analyze said every row had a missing score and to set exclude_nonfinite, which then found 0 rows with
+    finite scores. A single file has no split: the message named one ('train_prefs')."""
+    rows = []
+    for k in range(6):
+        s = [0.5 * k, -1.0, 0.25]
+        rows.append(build_row({"prompt_id": f"id{k}"}, f"question {k}", [f"answer {i} to {k}" for i in range(3)], s,
+                              messages="chosen", keep_all_candidates=True, pick=(0, 1)))
+    name, columns, scored_in = {
+        "sppo_score": ("sppo", ["chosen", "rejected", "chosen_probs", "chosen_probs_win", "chosen_probs_lose"],
+                       "rm_scores"),
+        "rlhflow_pairs": ("rlhflow", ["prompt", "chosen", "rejected", "margin"], "rewards")}[layout]
+    export_rows(name, rows, [(0, 1)] * 6).select_columns(columns).to_parquet(str(tmp_path / "train.parquet"))
+    with pytest.raises(DataError) as info:
+        _analyze(tmp_path, str(tmp_path / "train.parquet"), exclude_nonfinite=True)
+    message = str(info.value)
+    assert message.startswith(f"dataset {str(tmp_path / 'train.parquet')!r} lacks columns "
+                              f"['score_chosen', 'score_rejected']; it has {columns}.")
+    assert "needs the paired scores" in message and f"`{scored_in}`" in message
+    assert "split" not in message and "exclude_nonfinite" not in message
+    assert not (tmp_path / "run").exists()
+
+
 def test_non_numeric_scores(tmp_path):
     words = _jsonl(tmp_path / "w.jsonl", [{"score_chosen": "good", "score_rejected": 1.0}] * 3)
     with pytest.raises(DataError, match=r"'score_chosen' must hold numbers .*row 0 holds 'good'"):

@@ -294,7 +294,7 @@ CASES = [
     *[Case(f"02_analyze, scores as large as {size:g}", lambda t, size=size: lambda: analyze(AnalyzeParams(
         run_dir=str(t / "run"), dataset=str(jsonl(t / "huge.jsonl", [
             dict(SCORED, prompt_id=f"p{i}", score_chosen=size * i, score_rejected=-2 * size * i) for i in range(5)])))),
-        rf"'\S*huge.jsonl' \(split 'train_prefs'\): score_rejected holds {-8 * size:g} "
+        rf"'\S*huge.jsonl': score_rejected holds {-8 * size:g} "
         rf"at row 4 \(from 0; prompt_id p4\)".replace("+", r"\+")
         + r", too large for the statistics: .*Rescale the scores: divide score_chosen and "
         rf"score_rejected by one factor, such as {size:.0e}".replace("+", r"\+")) for size in (1e300, 1e200, 1e80)],

@@ -189,6 +189,52 @@ def test_demo_with_all_candidates_sums_to_zero(tmp_path):
 
 
 
+def rlhflow_pair(choose_type: str, rewards: list[float], responses: list[str], length_penalty: float):
+    """RLHFlow/Online-RLHF dpo_iteration/run_dpo.py `prepare_data`: a row's (chosen, rejected), None for a tie."""
+    if choose_type == "random":
+        a, b = 0, 1
+    elif choose_type == "max_random":
+        a = int(np.argmax(rewards))
+        b = 1 if a == 0 else 0
+    elif choose_type == "max_max":
+        order = np.argsort(rewards)
+        a, b = int(order[-1]), int(order[-2])
+    else:
+        r = [s - (length_penalty if choose_type == "max_min_p" else 0) * len(t) for s, t in zip(rewards, responses)]
+        a, b = int(np.argmax(r)), int(np.argmin(r))
+    return None if rewards[a] == rewards[b] else (a, b) if rewards[a] > rewards[b] else (b, a)
+
+
+def test_the_manifest_names_rlhflow_choose_type_only_where_the_pairs_are_its(tmp_path):
+    # every run recorded an RLHFlow choose_type: "max_random" for best_random, whose draw (selection_seed) is not
+    # run_dpo.py's fixed candidate 0 (or 1), "max_min" with the seed's ties (the last of tied lowest scores, ties kept)
+    p = _params(tmp_path, source="demo", candidate_columns=["resp0", "resp1", "resp2", "resp3"],
+                keep_all_candidates=True, limit=12, length_penalty=0.002)
+    ctx = construct.begin(p)
+    ds = construct.slice_rows(ctx, construct.load(ctx))
+    cs = construct.candidates(ctx, ds)
+    scores = construct.score(ctx, cs)
+    rlhflow = dict(lowest_tie="first", ties="drop")
+    for settings, name, claimed in [
+            (dict(selection="best_worst", **rlhflow), "max_min", "max_min"),
+            (dict(selection="best_worst_length_penalised", **rlhflow), "max_min_p", "max_min_p"),
+            (dict(selection="best_worst"), None, "max_min"),  # the seed's ties
+            (dict(selection="best_worst", **rlhflow, min_margin=0.05), None, "max_min"),
+            (dict(selection="best_second", **rlhflow), None, "max_max"),
+            (dict(selection="best_random", selection_seed=1, **rlhflow), None, "max_random"),
+            (dict(selection="random_pair", selection_seed=1, **rlhflow), None, "random")]:
+        ctx.params = p.model_copy(update=settings)
+        construct.build(ctx, ds, cs, scores)
+        assert ctx.manifest.read()["stages"]["pairs"]["rlhflow_choose_type"] == name, settings
+        built = {k: (c, r) for k, c, r in ctx.picks}
+        theirs = {k: pair for k, (texts, s) in enumerate(zip(cs.candidates, scores))
+                  if (pair := rlhflow_pair(claimed, s, texts, 0.002)) is not None}
+        if name is not None:
+            assert built == theirs and len(built) == 12, settings
+        elif settings["selection"] in ("best_random", "random_pair"):  # (these rows hold no tied lowest score or
+            assert built != theirs, settings  # repeated best text, which would tell the other three apart)
+
+
 def test_a_source_of_plain_text_pairs_is_ranked_as_its_hint_says(tmp_path):
     # the hint said "candidate_columns: [] with include_original_pair: true ranks those two", which then failed on
     # chosen / rejected held as texts ("no assistant message")

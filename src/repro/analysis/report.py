@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 
 from ..errors import DataError, counted
 from ..dataset_io import SCORE_COLUMNS, score_array, scores_digest, split_files
-from ..exporters import seed_view
+from ..exporters import CALLED, detect_format, seed_view
+from ..formats import holds_scores
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import AnalyzeParams, ConstructParams
@@ -89,9 +90,13 @@ class AnalysisResult:
 
 def require_scores(table: pa.Table, where: str) -> None:
     """A DataError unless `table` has the score columns (a dataset the analysis cannot read at all)."""
+    layout = detect_format(table.column_names)  # a recipe's pairs without scores: its table of scores has them
+    scored = {"sppo": "rm_scores", "rlhflow": "rewards"}.get(layout)
     require_columns(table.column_names, SCORE_COLUMNS, where,
                     hint="The analysis needs the paired scores of a preference dataset: rename the columns, "
-                         "or point `dataset` at a dataset that has them.")
+                         "or point `dataset` at a dataset that has them" + (
+                             f": these are {CALLED[layout]} pairs without their scores, which its table with "
+                             f"`{scored}` (every candidate's score) holds." if scored else "."))
 
 
 def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
@@ -149,16 +154,23 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
 def read(p: AnalyzeParams) -> tuple[str, str, pa.Table]:
     """(spec, split, rows) of the dataset `p.dataset` names (default: this run's own), which must have the scores."""
     spec, split = dataset_or_own(p.dataset, p.dataset_split, RunDir(p.run_root))
-    table = seed_view(load_source(spec, split, "dataset")).with_format("arrow")[:]  # another recipe's: seed columns
-    require_scores(table, f"dataset {spec!r} (split {split!r})")
+    ds = load_source(spec, split, "dataset")
+    # another recipe's: seed columns (not of pairs without scores, SPPO's `_score` table: each score would be null)
+    table = (seed_view(ds) if holds_scores(ds.column_names) else ds).with_format("arrow")[:]
+    require_scores(table, dataset_named(spec, split))
     return spec, split, table
+
+
+def dataset_named(spec: str, split: str) -> str:
+    """`dataset` as a message names it: with its split, unless it is one file (which has none)."""
+    return f"dataset {spec!r}" + ("" if Path(spec).expanduser().is_file() else f" (split {split!r})")
 
 
 def load(p: AnalyzeParams, given: tuple[str, str, pa.Table] | None = None) -> ScoreData:
     """The dataset `p.dataset` names (`given`: as `read` gave it) with its scores validated."""
     run = RunDir(p.run_root)
     spec, split, table = given or read(p)
-    chosen, rejected, keep, reasons = validate_scores(table, f"dataset {spec!r} (split {split!r})", p.exclude_nonfinite)
+    chosen, rejected, keep, reasons = validate_scores(table, dataset_named(spec, split), p.exclude_nonfinite)
     lengths, length_rows, why = response_lengths(table, keep)
     try:  # the scorer the manifest of the dataset's making records (this run's, or that of the run `dataset` names)
         manifest = run.manifest if p.dataset is None else run_manifest_of(p.dataset)

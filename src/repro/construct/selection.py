@@ -13,9 +13,10 @@ from ..errors import DataError
 from ..parameters import ConstructParams
 from ..scorers.common import check_scores
 
-# the RLHFlow `choose_type` each rule corresponds to (for the card and the params files)
-RLHFLOW_NAMES = {"best_worst": "max_min", "best_second": "max_max", "best_random": "max_random",
-                 "random_pair": "random", "best_worst_length_penalised": "max_min_p"}
+# the RLHFlow `choose_type` (dpo_iteration/run_dpo.py) a rule makes the pairs of, with RLHFlow's ties (`rlhflow_name`);
+# none makes its max_max (a repeated best text ties and drops the row; best_second pairs another text), max_random or
+# random (the best against candidate 0, or 1; candidates 0 and 1: best_random and random_pair draw with a seed)
+RLHFLOW_NAMES = {"best_worst": "max_min", "best_worst_length_penalised": "max_min_p"}
 
 # why a row yields no pair (the manifest counts them under these names)
 DROP_TIE = "tie"
@@ -39,6 +40,12 @@ def best_worst(scores: Sequence[float], lowest: str = "last") -> tuple[int, int]
     best, worst = max(scores), min(scores)
     tied = [i for i, s in enumerate(scores) if s == worst]
     return next(i for i, s in enumerate(scores) if s == best), tied[-1 if lowest == "last" else 0]
+
+
+def rlhflow_name(p: ConstructParams) -> str | None:
+    """The RLHFlow choose_type whose pairs `p` makes (for the manifest), None where none: its ties are the first of
+    tied lowest rewards (np.argmin), tied pairs dropped, no margin threshold."""
+    return RLHFLOW_NAMES.get(p.selection) if (p.lowest_tie, p.ties, p.min_margin) == ("first", "drop", 0) else None
 
 
 def row_rng(seed: int, key: str) -> np.random.Generator:

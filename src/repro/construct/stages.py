@@ -27,7 +27,7 @@ from .pairs import (ORIGINAL_CHOSEN, ORIGINAL_REJECTED, CandidateSet, build_row,
                     row_where)
 from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates, split_limits
-from .selection import DROP_EMPTIED, DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, RLHFLOW_NAMES, select
+from .selection import DROP_EMPTIED, DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, rlhflow_name, select
 
 
 @dataclass
@@ -291,7 +291,7 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
                             f"with the new values does not score again.")
         out = export_rows(p.output_format, rows, picks, p.keep_all_candidates, list(ctx.more_scores))
         ctx.picks = [(k, *pick) for k, pick in zip(kept, picks)]
-        info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=RLHFLOW_NAMES[p.selection],
+        info.update(rows=len(out), selection=p.selection, rlhflow_choose_type=rlhflow_name(p),
                     ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
                     tie_rule=TIE_RULES[p.lowest_tie])
     ctx.manifest.set_counts(kept=len(out), **{f"dropped_{reason}": n for reason, n in sorted(dropped.items())})
