@@ -74,6 +74,9 @@ def test_notebook_parameters_cells_match_the_schemas():
             assert name in fields, f"{path.name}: parameter {name!r} is not in the {sections} schema"
             value = ast.literal_eval(node.value)  # literals only
             assert value == fields[name].default, f"{path.name}: {name} = {value!r} differs from the schema default"
+        # its first line says "every one, with its default": a schema field left out of the cell is missing
+        missing = set(fields) - {node.targets[0].id for node in tree.body}
+        assert not missing, f"{path.name}: its parameters cell lacks {sorted(missing)} of the {sections} schema"
         # JupyterLab opens them with the project's registered kernel, with no kernel picker
         assert nb["metadata"]["kernelspec"] == KERNELSPEC, f"{path.name} must declare the kernel {KERNELSPEC}"
 
