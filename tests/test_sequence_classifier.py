@@ -211,6 +211,8 @@ def test_a_kind_or_backend_without_a_scorer_class_is_refused_naming_those_there_
             "repro.scorers.SCORERS, which holds 'pairrm': set one of those, or register the kind's class there "
             "(docs/architecture.md: Adding a reward-model kind).")):
         load_scorer(reward_dirs["llama"], kind="sequence_classifier", device="cpu")
+    guide = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"  # where the message sends a developer
+    assert "\n## Adding a reward-model kind\n" in guide.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("kind", ["auto", "pairrm", "sequence_classifier"])
