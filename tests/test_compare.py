@@ -1097,6 +1097,17 @@ def card_sections(result: dict) -> tuple[str, str]:
     return render_section(facts, "reproduction", "en"), render_section(facts, "reproduction", "zh")
 
 
+def test_a_statistic_with_no_value_is_said_in_each_language_on_the_card(published, tmp_path):
+    # a candidate whose chosen scores are all one value has no Pearson r within chosen: the Chinese half said "n/a"
+    flat = [{**r, "score_chosen": 1.0} for r in published["rows"]]
+    result = compare.compare(params(tmp_path, reference=published["candidate"],
+                                    candidate=write_rows(flat, tmp_path / "flat"))).result
+    assert result["scores"]["by_role"]["chosen"]["pearson"] is None
+    en, zh = card_sections(result)
+    assert "| Pearson r within each role (chosen / rejected) | n/a / 1 |" in en
+    assert "| 各角色内的 Pearson r（chosen / rejected） | 无 / 1 |" in zh and "n/a" not in zh
+
+
 def test_the_cards_slice_notes_and_missing_scores_are_in_each_language(source_keys, tmp_path):
     # the slice sentence and the reason scores were not compared were English in the Chinese half; the notes were
     # left out of both

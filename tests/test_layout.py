@@ -2,6 +2,7 @@
 
 import ast
 import json
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -74,6 +75,9 @@ def test_notebook_parameters_cells_match_the_schemas():
             assert name in fields, f"{path.name}: parameter {name!r} is not in the {sections} schema"
             value = ast.literal_eval(node.value)  # literals only
             assert value == fields[name].default, f"{path.name}: {name} = {value!r} differs from the schema default"
+        # its first line says "every one, with its default": a schema field left out of the cell is missing
+        missing = set(fields) - {node.targets[0].id for node in tree.body}
+        assert not missing, f"{path.name}: its parameters cell lacks {sorted(missing)} of the {sections} schema"
         # JupyterLab opens them with the project's registered kernel, with no kernel picker
         assert nb["metadata"]["kernelspec"] == KERNELSPEC, f"{path.name} must declare the kernel {KERNELSPEC}"
 
@@ -105,6 +109,19 @@ def test_readme_draws_the_package_as_ls_shows_it():
              if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
     assert shown <= drawn, f"the README's tree lacks {sorted(shown - drawn)}"
     assert {f"{p}/" for p in shown if (ROOT / "src/repro" / p).is_dir()} <= set(tree.split()), "packages end in /"
+    # and inside each folder (cli/family.py, cli/templates/, data/tiny_corpus.json went unsaid): its line, `  name/ ...`
+    # with the deeper-indented lines under it, names its modules, its folders (templates/) and its data files
+    lines, name = {}, None
+    for line in tree.splitlines():
+        if not line.startswith("   "):  # a line of its own (under src/repro/ or not), else one continued
+            name = line.split()[0] if line.startswith("  ") else None
+        if name:
+            lines[name] = lines.get(name, "") + " " + line
+    for folder in sorted(p for p in (ROOT / "src/repro").iterdir() if p.is_dir() and p.name != "__pycache__"):
+        said = {w.rstrip(".") for w in re.split(r"[\s,;:()|]+", lines.get(f"{folder.name}/", ""))}
+        inside = {p.stem if p.suffix == ".py" else p.name + "/" * p.is_dir() for p in folder.iterdir()
+                  if not p.name.startswith("__")}
+        assert inside <= said, f"the README's {folder.name}/ line lacks {sorted(inside - said)}"
 
 
 def schema_comments() -> dict[str, str]:

@@ -189,17 +189,19 @@ def test_a_cut_conversation_is_one_warning_line_and_one_prompt_is_singular(tmp_p
     err = capsys.readouterr().err
     assert re.search(r"^repro score: warning: reward model 'builtin:tiny-reward-llama': 1 row had a "
                      r"conversation longer than max_length=2048 tokens, "
-                     r"cut to their first 2048 tokens \(candidates cut alike score alike\)\.$", err, flags=re.M), err
+                     r"cut to its first 2048 tokens \(candidates cut alike score alike\)\.$", err, flags=re.M), err
     assert "RuntimeWarning" not in err and "warnings.warn" not in err
     assert "repro score: 1 prompt scored with builtin:tiny-reward-llama" in err
 
 
 def test_max_length_is_the_reward_models_limit(tmp_path, capsys):
     # the cut's message said "scorer option max_length", which repro score had no option for
-    src, out = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "word " * 40, "candidates": ["Yes."]}]), tmp_path / "o.jsonl"
+    rows = [{"prompt": "word " * 40, "candidates": ["Yes."]}, {"prompt": "name " * 40, "candidates": ["No."]}]
+    src, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "o.jsonl"
     assert main(["score", "--model", "builtin:tiny-reward-llama", "--input", str(src), "--output", str(out),
                  "--device", "cpu", "--max-length", "16"]) == 0
-    assert "longer than max_length=16 tokens, cut to their first 16 tokens" in capsys.readouterr().err
+    assert "2 rows had conversations longer than max_length=16 tokens, cut to their first 16 tokens" \
+        in capsys.readouterr().err
     # beyond the positions the model has: said (DeBERTa reads further; 100000 was killed for memory)
     assert main(["score", "--model", "builtin:tiny-reward-deberta", "--input", str(src), "--output", str(out),
                  "--force", "--device", "cpu", "--max-length", "100000"]) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from repro.errors import DataError, ModelLoadError, ParameterError
+from repro import scorers
 from repro.scorers import detect_kind, load_scorer
 from repro.scorers.sequence_classifier import SequenceClassifierScorer
 from repro.scorers.tiny import DEBERTA_CHAT_TEMPLATE, build_tiny_pairrm, build_tiny_reward_model
@@ -193,6 +195,24 @@ def test_a_kind_that_does_not_match_the_model_is_refused_naming_both(reward_dirs
     with pytest.raises(ParameterError, match=rf"kind='pairrm' .*does not match '{reward_dirs['llama']}': it is a "
                                              r"sequence-classifier checkpoint .*'auto' or 'sequence_classifier'"):
         load_scorer(reward_dirs["llama"], kind="pairrm", device="cpu")
+
+
+def test_a_kind_or_backend_without_a_scorer_class_is_refused_naming_those_there_are(reward_dirs, monkeypatch):
+    """A sequence classifier with backend 'llm-blender', and a kind of parameters.ScorerKind missing from SCORERS (one
+    being added), were told "backend='repro' applies to PairRM only; sequence classifiers use 'repro'."."""
+    assert {k for k, _ in scorers.SCORERS} == set(scorers.KINDS) - {"auto"}  # ScorerKind and the registry agree
+    with pytest.raises(ParameterError, match=re.escape(
+            "backend='llm-blender' (scorer_backend, or --backend) does not apply to a sequence_classifier scorer "
+            "('builtin:tiny-reward-llama'): expected 'repro'.")):
+        load_scorer("builtin:tiny-reward-llama", backend="llm-blender", device="cpu")
+    monkeypatch.delitem(scorers.SCORERS, ("sequence_classifier", "repro"))
+    with pytest.raises(ParameterError, match=re.escape(
+            "kind='sequence_classifier' (scorer_kind, or --kind on the command line) has no scorer class in "
+            "repro.scorers.SCORERS, which holds 'pairrm': set one of those, or register the kind's class there "
+            "(docs/architecture.md: Adding a reward-model kind).")):
+        load_scorer(reward_dirs["llama"], kind="sequence_classifier", device="cpu")
+    guide = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"  # where the message sends a developer
+    assert "\n## Adding a reward-model kind\n" in guide.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("kind", ["auto", "pairrm", "sequence_classifier"])

@@ -1,4 +1,7 @@
-"""`repro run | notebooks | score | bench | selfcheck`: a thin command line over the package (no logic of its own)."""
+"""`repro run | notebooks | score | bench | selfcheck`: the command line, one module per command (`repro run`: run.py,
+with family.py for a family's members), and the logic that running notebooks from a shell needs: preflight (the checks
+before a run), rerun (continuing or replacing a run), interrupt (Ctrl-C), measure (selfcheck's and bench's timings),
+templates/ (selfcheck.md)."""
 
 from __future__ import annotations
 

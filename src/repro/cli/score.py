@@ -22,7 +22,7 @@ from ..exporters import CALLED, detect_format, generate_columns, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import FAMILY_JSON, MANIFEST_JSON, check_folder, typed_path, utf8_text
-from ..scorers import resolve_kind
+from ..scorers import either, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
 
@@ -38,8 +38,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "model), a local checkpoint directory, or a random stand-in whose scores are noise "
                              "(builtin:tiny-pairrm, builtin:tiny-reward-llama, builtin:tiny-reward-deberta)")
     parser.add_argument("--kind", default=RUN["scorer_kind"], choices=get_args(ScorerKind),
-                        help="auto (read from the checkpoint's config.json), pairrm, or sequence_classifier "
-                             "(AutoModelForSequenceClassification with one output: its logits are the scores)")
+                        help=f"auto (read from the checkpoint's config.json), or the kind: {either()}; a "
+                             "sequence_classifier is an AutoModelForSequenceClassification with one output: its "
+                             "logits are the scores")
     parser.add_argument("--chat-template", type=typed_path, default=None,
                         help="sequence classifiers without a chat template: a Jinja file rendering the user and "
                              "assistant turns as the model was trained")

@@ -17,8 +17,14 @@ from .sequence_classifier import SequenceClassifierScorer
 from .tiny import BUILTIN_REWARD_MODELS, BUILTIN_TINY
 
 KINDS = get_args(ScorerKind)
+# the one registry of scorer classes, by (kind, backend); adding a kind: docs/architecture.md
 SCORERS = {("pairrm", "repro"): PairRM, ("pairrm", "llm-blender"): BlenderScorer,
            ("sequence_classifier", "repro"): SequenceClassifierScorer}
+
+
+def either(kind: str | None = None) -> str:
+    """"'pairrm' or 'sequence_classifier'": the kinds SCORERS holds; with `kind`, that kind's backends."""
+    return " or ".join(map(repr, dict.fromkeys(b if kind else k for k, b in SCORERS if kind in (None, k))))
 
 
 def kind_of_config(config: dict[str, Any]) -> str | None:
@@ -60,12 +66,12 @@ def detect_kind(model: str | Path) -> str:
         raise ModelLoadError(
             f"Scorer model '{spec}' is neither a local folder ({no_folder(spec)}) nor in the hub cache, and the hub "
             f"could not be asked (offline?), so its kind cannot be read from its config.json. Fetch it once (`hf "
-            f"download {spec}`), give a local folder, or set scorer_kind (or --kind on the command line) to 'pairrm' "
-            f"or 'sequence_classifier'.")
+            f"download {spec}`), give a local folder, or set scorer_kind (or --kind on the command line) to "
+            f"{either()}.")
     if (kind := kind_of_config(config)) is None:
         raise ModelLoadError(f"Cannot tell what kind of scorer '{spec}' is: its config.json names architectures "
                              f"{config.get('architectures')}, neither PairRM's nor a *ForSequenceClassification. Set "
-                             f"scorer_kind (or --kind on the command line) to 'pairrm' or 'sequence_classifier'.")
+                             f"scorer_kind (or --kind on the command line) to {either()}.")
     return kind
 
 
@@ -113,9 +119,14 @@ def scorer_class(model: str | Path, kind: str = "auto", backend: str = "repro", 
     """The class that loads `model` (its kind read as `resolve_kind` does, no weights loaded); refuses a backend
     or an option (a keyword of the class's `load`) that does not apply to it."""
     kind = resolve_kind(model, kind)
-    if kind == "pairrm" and (kind, backend) not in SCORERS:
-        raise ParameterError(f"backend={backend!r} is not a PairRM backend: expected 'repro' or 'llm-blender'.")
-    cls = SCORERS.get((kind, backend), SequenceClassifierScorer)
+    if not any(k == kind for k, _ in SCORERS):
+        raise ParameterError(f"kind={kind!r} (scorer_kind, or --kind on the command line) has no scorer class in "
+                             f"repro.scorers.SCORERS, which holds {either()}: set one of those, or register the "
+                             f"kind's class there (docs/architecture.md: Adding a reward-model kind).")
+    if (kind, backend) not in SCORERS:
+        raise ParameterError(f"backend={backend!r} (scorer_backend, or --backend) does not apply to a {kind} scorer "
+                             f"('{model}'): expected {either(kind)}.")
+    cls = SCORERS[kind, backend]
     allowed = [p.name for p in inspect.signature(cls.load).parameters.values()  # the options: load's keywords
                if p.kind is p.KEYWORD_ONLY and p.name not in LOAD_SETTINGS]
     if unknown := sorted(set(options) - set(allowed)):
@@ -123,6 +134,4 @@ def scorer_class(model: str | Path, kind: str = "auto", backend: str = "repro", 
         raise ParameterError(f"Scorer option{'s' * (len(unknown) > 1)} {', '.join(unknown)} "
                              f"{'does' if len(unknown) == 1 else 'do'} not apply to {what} ('{model}'); "
                              f"its options are {', '.join(allowed)}.")
-    if (kind, backend) not in SCORERS:
-        raise ParameterError(f"backend={backend!r} applies to PairRM only; sequence classifiers use 'repro'.")
     return cls

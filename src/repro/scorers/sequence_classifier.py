@@ -66,9 +66,10 @@ def reward_model_dtype(dtype: str | None, device) -> str:
 
 def cut_rows(model: str, rows: int, max_length: int) -> str:
     """The warning for rows whose conversation was cut at max_length."""
-    return (f"reward model '{model}': {counted(rows, 'row')} had {'a conversation' if rows == 1 else 'conversations'} "
+    one = rows == 1
+    return (f"reward model '{model}': {counted(rows, 'row')} had {'a conversation' if one else 'conversations'} "
             f"longer than max_length={max_length} tokens, "
-            f"cut to their first {max_length} tokens (candidates cut alike score alike).")
+            f"cut to {'its' if one else 'their'} first {max_length} tokens (candidates cut alike score alike).")
 
 
 class SequenceClassifierScorer(BudgetedBatches):
