@@ -18,8 +18,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
 from .errors import ParameterError, ReproError, counted, did_you_mean
-from .paths import (DEMO, MANIFEST_JSON, SPLIT, dataset_run_name, find_params, project_root, resolve_user_path,
-                    row_cache_dir, run_dir_of, run_manifest_of, utf8_text)
+from .paths import (DEMO, SPLIT, RunDir, dataset_run_name, find_params, project_root, resolve_user_path, row_cache_dir,
+                    run_dir_of, run_manifest_of, utf8_text)
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -102,10 +102,10 @@ class _Params(BaseModel):
     @classmethod
     def _a_run_not_a_folder_in_it(cls, value: str | None) -> str | None:
         path = Path(value or ".")  # the folders JupyterLab's file browser shows inside a run
-        if value and path.name in ("dataset", "data", "notebooks", "figures", "tables", "work") and (
-                (run := next((p for p in path.parents[:2] if (p / MANIFEST_JSON).is_file()), None)) is not None):
-            raise ValueError(f"is the {path.relative_to(run)}/ folder of the run {run}, not a run directory: give "
-                             f"run_dir {run}")
+        if value and (run := next((r for r in map(RunDir, path.parents[:2])
+                                   if path in r.folders() and r.manifest.is_file()), None)) is not None:
+            raise ValueError(f"is the {run.relative(path)}/ folder of the run {run.root}, not a run directory: give "
+                             f"run_dir {run.root}")
         return value
 
     @model_validator(mode="after")
