@@ -1,9 +1,11 @@
+import ast
 import os
 import re
 from pathlib import Path
 
 import pytest
 
+from repro import parameters
 from repro.errors import ParameterError
 from repro.parameters import (AnalyzeParams, CardParams, CompareParams, ConstructParams, build, load_params_file,
                               parse_set, Stale, cell_names, validate_all, validate_namespace)
@@ -421,3 +423,20 @@ def test_every_scorer_load_option_is_a_typed_scorer_option():
         validate_all({"scorers": [{"name": "b", "model": "builtin:tiny-pairrm", "options": {"batchsize": 2}}]})
     with pytest.raises(ParameterError, match=r"scorers\.0\.modle: .* Did you mean 'model'\?"):
         validate_all({"scorers": [{"name": "b", "modle": "builtin:tiny-pairrm"}]})
+
+
+def test_defaults_several_schemas_share_are_written_once():
+    # bootstrap_resamples = 1000 and bootstrap_seed = 0 were written in each of 02_analyze's, 04_compare's and
+    # 05_family's schemas, and "train_prefs" in three split fields while the others took paths.SPLIT
+    tree = ast.parse(Path(parameters.__file__).read_text())
+    written = [node.target.id for node in ast.walk(tree) if isinstance(node, ast.AnnAssign) and node.value]
+    assert "bootstrap_resamples" not in written and "bootstrap_seed" not in written  # a shared type's default
+    assert not [node for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value == "train_prefs"]
+    for schema in (parameters.AnalyzeParams, parameters.CompareParams, parameters.FamilyViewParams):
+        assert schema.model_json_schema()["properties"]["bootstrap_resamples"] == {
+            "default": 1000, "ge": 100, "title": "Bootstrap Resamples", "type": "integer"}
+        assert schema.model_fields["bootstrap_seed"].default == 0
+    assert {name: field.default for schema in parameters.SCHEMAS.values() for name, field in schema.model_fields.items()
+            if name.endswith("_split") and field.default} == dict.fromkeys(
+        ["source_split", "dataset_split", "card_split", "reference_split", "candidate_split", "compare_source_split"],
+        "train_prefs")

@@ -1,6 +1,7 @@
 """The path rule: relative parameter paths mean the project root, from a shell at the root, from papermill and
 from a JupyterLab kernel in notebooks/; hub ids and built-in specs are left alone; nothing lands elsewhere."""
 
+import ast
 import json
 import re
 import sys
@@ -330,3 +331,36 @@ def test_repro_notebooks_says_how_edited_copies_run(tmp_path, capsys):
     # the kernel the copies declare is there for papermill and JupyterLab (plain papermill failed: NoSuchKernel)
     spec = KernelSpecManager().get_kernel_spec("repro")
     assert Path(spec.argv[0]).resolve() == Path(sys.executable).resolve()
+
+
+# a run's folders (and its work's) and files, as a module would spell them to find or make one
+RUN_FOLDERS = {"work", "generation", "scoring", "test", "figures", "tables", "dataset"}
+RUN_FILES = {"manifest.json", "metrics.json", "compare.json", "family.json", "selfcheck.json"}
+
+
+def _layout_literals(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of each run folder's name written where it decides a path (after `/`, compared with a path's name
+    or parts, a module's constant) and of each run file's name anywhere."""
+    found = []
+    for node in ast.walk(tree):
+        deciding: list[ast.AST] = []
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            deciding = [node.right]
+        elif isinstance(node, ast.Compare) and any(isinstance(side, ast.Attribute) and side.attr in ("name", "parts")
+                                                   for side in (node.left, *node.comparators)):
+            deciding = [node.left, *node.comparators]
+        elif isinstance(node, ast.Assign) and node in tree.body and isinstance(node.value, ast.Constant):
+            deciding = [node.value]
+        elif isinstance(node, ast.Constant) and node.value in RUN_FILES:
+            found.append((node.lineno, node.value))
+        found += [(leaf.lineno, leaf.value) for side in deciding for leaf in ast.walk(side)
+                  if isinstance(leaf, ast.Constant) and leaf.value in RUN_FOLDERS]
+    return found
+
+
+def test_a_runs_layout_is_decided_in_paths_alone():
+    # card/facts.py, cli/score.py, construct/stages.py, parameters.py ... each spelt run folders and files of their own
+    package = ROOT / "src" / "repro"
+    spelt = [f"{path.relative_to(package)}:{line}: {name!r}" for path in sorted(package.rglob("*.py"))
+             if path.name != "paths.py" for line, name in _layout_literals(ast.parse(path.read_text()))]
+    assert not spelt, "a run's layout is repro.paths's (RunDir, or a constant there):\n" + "\n".join(spelt)

@@ -26,7 +26,7 @@ from .errors import DataError, ParameterError, ReproError, counted
 from .exporters import seed_view
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, build
-from .paths import RunDir, is_hub_id, run_manifest_of
+from .paths import DATASET_DIR, RunDir, is_hub_id, run_manifest_of
 from .revisions import hub_commit, hub_snapshot
 from .slicing import plan_slice
 from .sources import load_source, local_splits
@@ -885,7 +885,7 @@ def _public(spec: str) -> str:
     if is_hub_id(spec):
         return spec
     path = Path(spec)
-    return f"local:{path.parent.name if path.name == 'dataset' else path.name}"
+    return f"local:{path.parent.name if path.name == DATASET_DIR else path.name}"
 
 
 def compare(p: CompareParams) -> ComparisonResult:

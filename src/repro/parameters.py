@@ -18,8 +18,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
 from .errors import ParameterError, ReproError, counted, did_you_mean
-from .paths import (DEMO, MANIFEST_JSON, SPLIT, dataset_run_name, find_params, project_root, resolve_user_path,
-                    row_cache_dir, run_dir_of, run_manifest_of, utf8_text)
+from .paths import (DEMO, SPLIT, RunDir, dataset_run_name, find_params, project_root, resolve_user_path, row_cache_dir,
+                    run_dir_of, run_manifest_of, utf8_text)
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -38,6 +38,9 @@ Count = Annotated[Integer, Field(ge=1)]
 Index = Annotated[Integer, Field(ge=0)]
 NonNegative = Annotated[float, BeforeValidator(_not_a_bool), Field(ge=0)]
 Resamples = Annotated[Integer, Field(ge=100)]  # fewer and a 95% interval means nothing
+# the percentile bootstrap of 02_analyze's, 04_compare's and 05_family's intervals: how many resamples, their seed
+BootstrapResamples = Annotated[Resamples, Field(default=1000)]
+BootstrapSeed = Annotated[Integer, Field(default=0)]
 TokenLimit = Annotated[Integer, Field(ge=3)]  # [CLS], the prefix token and [SEP]
 # the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
@@ -102,10 +105,10 @@ class _Params(BaseModel):
     @classmethod
     def _a_run_not_a_folder_in_it(cls, value: str | None) -> str | None:
         path = Path(value or ".")  # the folders JupyterLab's file browser shows inside a run
-        if value and path.name in ("dataset", "data", "notebooks", "figures", "tables", "work") and (
-                (run := next((p for p in path.parents[:2] if (p / MANIFEST_JSON).is_file()), None)) is not None):
-            raise ValueError(f"is the {path.relative_to(run)}/ folder of the run {run}, not a run directory: give "
-                             f"run_dir {run}")
+        if value and (run := next((r for r in map(RunDir, path.parents[:2])
+                                   if path in r.folders() and r.manifest.is_file()), None)) is not None:
+            raise ValueError(f"is the {run.relative(path)}/ folder of the run {run.root}, not a run directory: give "
+                             f"run_dir {run.root}")
         return value
 
     @model_validator(mode="after")
@@ -196,7 +199,7 @@ class ConstructParams(_Params):
     section: ClassVar[str] = "construct"
 
     source: Annotated[UserPath, Field(min_length=1)] = "demo"  # "demo", a hub dataset id, or a local file or folder
-    source_split: str = "train_prefs"
+    source_split: str = SPLIT
     source_revision: str | None = None  # a hub dataset's commit (or tag/branch), passed to every load; recorded
     # slicing: index part [part_start:part_stop] -> drop `drop_rows` -> mini `mini_index` of `mini_count`
     part_start: Index = 0
@@ -394,8 +397,8 @@ class AnalyzeParams(_Params):
     # None: this run's dataset; or a run dir, a .jsonl/.parquet file, a saved dataset, a hub id
     dataset: UserPath | None = None
     dataset_split: str = SPLIT
-    bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for mean_ci95 / median_ci95
-    bootstrap_seed: Integer = 0
+    bootstrap_resamples: BootstrapResamples  # for mean_ci95 / median_ci95
+    bootstrap_seed: BootstrapSeed
     # True: rows with NaN/inf/missing scores are left out and counted in n_excluded; False: they are an error
     exclude_nonfinite: bool = False
 
@@ -465,19 +468,19 @@ class CompareParams(_Params):
 
     # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
     reference: str | list[str] | None = None
-    reference_split: str = "train_prefs"
+    reference_split: str = SPLIT
     candidate: UserPath | None = None  # None: this run's dataset
     candidate_split: str = SPLIT
     # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
     compare_source: UserPath | None = None
-    compare_source_split: str = "train_prefs"
+    compare_source_split: str = SPLIT
     # fraction of same-text scores within each |difference|
     score_tolerances: Annotated[list[NonNegative], Field(min_length=1)] = [1e-6, 1e-3, 1e-2, 0.1]
     disagreement_tolerance: NonNegative = 1e-3  # a score of the same text further apart than this is a disagreement
     near_tie: NonNegative = 0.05  # |margin| below this is a near-tie (a small score change flips the pair)
     max_mini_count: Count = 8  # slice inference tries 1..max_mini_count minis
-    bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples (rows resampled) for the intervals
-    bootstrap_seed: Integer = 0
+    bootstrap_resamples: BootstrapResamples  # rows resampled, for the intervals
+    bootstrap_seed: BootstrapSeed
 
     @field_validator("reference")
     @classmethod
@@ -492,8 +495,8 @@ class FamilyViewParams(_Params):
 
     section: ClassVar[str] = "family_view"
 
-    bootstrap_resamples: Resamples = 1000  # percentile-bootstrap resamples for each member's mean margin interval
-    bootstrap_seed: Integer = 0
+    bootstrap_resamples: BootstrapResamples  # for each member's mean margin interval
+    bootstrap_seed: BootstrapSeed
 
 
 SCHEMAS: dict[str, type[_Params]] = {schema.section: schema for schema in (

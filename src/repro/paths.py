@@ -11,7 +11,7 @@ import re
 import time
 import unicodedata
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Literal
 
 from .errors import ParameterError, ReproError, did_you_mean, unicode_form
 
@@ -51,6 +51,11 @@ _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv",
 # the files of a run that more than one module names
 DEMO = "demo"  # the source that names the demo rows shipped with the package (repro.sources)
 MANIFEST_JSON = "manifest.json"
+METRICS_JSON = "metrics.json"
+COMPARE_JSON = "compare.json"
+DATASET_DIR = "dataset"  # a run's built dataset, as the hub gets it (its card, DATA_DIR, FIGURES_DIR)
+FIGURES_DIR = "figures"  # a run's figures (02_analyze), and the card's copies in its dataset/ (03_card)
+WORK_DIR = "work"  # a run's resumable work, not published (RunDir.stage_work)
 FAMILY_JSON = "family.json"  # a family's folder: its members side by side (notebooks/05_family)
 FAMILY_LOGS = "logs"  # a family's folder: each member's output when members run at once (--jobs)
 SELFCHECK_JSON = "selfcheck.json"
@@ -83,8 +88,8 @@ def public_name(value: str) -> str:
     """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset)."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
         path = Path(value.replace("\\", "/"))
-        if path.name == "dataset" and (path.expanduser().parent / MANIFEST_JSON).is_file():
-            return f"{path.parent.name}/dataset"
+        if path.name == DATASET_DIR and (path.expanduser().parent / MANIFEST_JSON).is_file():
+            return f"{path.parent.name}/{DATASET_DIR}"
         return path.name or value
     return value
 
@@ -340,15 +345,24 @@ class RunDir:
         self.root = Path(root)
         self.manifest = self.root / MANIFEST_JSON
         self.notebooks = self.root / "notebooks"
-        self.dataset = self.root / "dataset"
+        self.dataset = self.root / DATASET_DIR
         self.data = self.dataset / DATA_DIR
         self.card = self.dataset / "README.md"
-        self.metrics = self.root / "metrics.json"
-        self.figures = self.root / "figures"
+        self.card_figures = self.dataset / FIGURES_DIR  # the card's copies of the figures
+        self.metrics = self.root / METRICS_JSON
+        self.figures = self.root / FIGURES_DIR
         self.tables = self.root / "tables"
-        self.compare = self.root / "compare.json"
-        self.work = self.root / "work"  # resumable work (scored and generated chunks), not published
+        self.compare = self.root / COMPARE_JSON
+        self.work = self.root / WORK_DIR  # resumable work (scored and generated chunks), not published
         self.lock = self.root / ".repro-run.lock"  # held by the process writing here (`hold`)
+
+    def folders(self) -> tuple[Path, ...]:
+        """The folders inside the run (JupyterLab's file browser shows them), none of them a run."""
+        return self.dataset, self.data, self.card_figures, self.notebooks, self.figures, self.tables, self.work
+
+    def stage_work(self, stage: Literal["generation", "scoring"], test: bool = False) -> Path:
+        """Where `stage` keeps its resumable chunks: work/<stage>, and work/test/<stage> for a test_split of its own."""
+        return self.work / ("test" if test else "") / stage
 
     def relative(self, path: str | Path) -> str:
         """`path` (under the run) as the run's files name it: relative to its root."""
@@ -360,7 +374,7 @@ class RunDir:
         if self.manifest.exists():
             return []
         mine = (self.notebooks, self.figures, self.tables, self.metrics, self.compare,
-                *((self.dataset,) if building else (self.card, self.dataset / "figures")))
+                *((self.dataset,) if building else (self.card, self.card_figures)))
         return [self.relative(p) + "/" * p.is_dir() for p in sorted(mine)
                 if p.is_file() or p.is_dir() and any(p.iterdir())]
 
@@ -429,8 +443,8 @@ class RunDir:
 def run_manifest_of(spec: str | Path) -> Path | None:
     """The manifest.json of the run `spec` names (the run, its dataset/ folder, a file of its built split), or None."""
     path = Path(spec).expanduser()
-    candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == "dataset" else [])]
-    if path.suffix == ".parquet" and path.parent.name == DATA_DIR and path.parent.parent.name == "dataset":
+    candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == DATASET_DIR else [])]
+    if path.suffix == ".parquet" and path.parent.name == DATA_DIR and path.parent.parent.name == DATASET_DIR:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # (a damaged manifest: not this run's file)
             built = json.loads((path.parents[2] / MANIFEST_JSON).read_text()).get("dataset") or {}
             if path.name.startswith(f"{built.get('split') or SPLIT}-"):

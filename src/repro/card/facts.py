@@ -29,7 +29,6 @@ from ..sources import load_source, read_parquet
 from ..subject import claim, is_own_dataset
 
 CONFIG_NAME = "default"
-FIGURES_DIR = "figures"
 SEED_REPO = FORMATS["seed"].source
 PUBLISHED_PART2_DROP = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400}  # 21,135 -> 20,735 rows
 # unless given, a dataset built here from UltraFeedback's rows or the demo's has its sources' licence and language

@@ -30,9 +30,9 @@ from ..exporters import FORMATS
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, table_cell
-from ..paths import DATA_DIR, RunDir, reads_as_hub_id
+from ..paths import DATA_DIR, FIGURES_DIR, RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
-from .facts import (CONFIG_NAME, FIGURES_DIR, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
+from .facts import (CONFIG_NAME, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
                     SCORE_BLOCKS, SEED_REPO, SMALL_ROWS, CardFacts, SplitFacts, gather_facts, public_value,
                     shaping_parameters)
 
@@ -149,7 +149,7 @@ def build_card(facts: CardFacts) -> DatasetCard:
 def write_card(facts: CardFacts, refreshed: bool = False, card: DatasetCard | None = None) -> Path:
     """Copy the figures to dataset/figures/, write dataset/README.md (`card` if built), record both (`refreshed`)."""
     run = facts.run
-    figures_dir = run.dataset / FIGURES_DIR
+    figures_dir = run.card_figures
     if figures_dir.exists():
         shutil.rmtree(figures_dir)  # the folder is the card's own: stale figures must not be published
     if facts.figures:
@@ -167,7 +167,7 @@ def write_card(facts: CardFacts, refreshed: bool = False, card: DatasetCard | No
 
 def _written_already(facts: CardFacts, card: DatasetCard) -> bool:
     """Whether the run's dataset/ holds `card` and the figures `write_card` would write (a refresh then writes none)."""
-    figures = facts.run.dataset / FIGURES_DIR
+    figures = facts.run.card_figures
     return facts.run.card.read_bytes() == str(card).encode() and sorted(
         p.name for p in figures.glob("*")) == sorted(png.name for png, _ in facts.figures) and all(
         filecmp.cmp(png, figures / png.name, shallow=False) for png, _ in facts.figures)
@@ -278,7 +278,7 @@ def publish(params: "CardParams") -> str | None:
                                f"({type(exc).__name__}: {str(exc)[:300]}); nothing was uploaded.") from None
         repo = api.create_repo(params.hub_repo_id, repo_type="dataset", exist_ok=True)
         api.upload_folder(folder_path=str(run.dataset), repo_id=params.hub_repo_id, repo_type="dataset",
-                          allow_patterns=["README.md", f"{DATA_DIR}/*.parquet", f"{FIGURES_DIR}/*.png"],
+                          allow_patterns=[run.card.name, f"{DATA_DIR}/*.parquet", f"{FIGURES_DIR}/*.png"],
                           # an earlier push's shards of these splits, as datasets' push_to_hub deletes them
                           delete_patterns=[f"{DATA_DIR}/{split}-*.parquet" for split in split_files(run.dataset)],
                           commit_message=f"Upload dataset and card from repro run {run.root.name}")

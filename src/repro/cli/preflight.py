@@ -246,12 +246,12 @@ READS_RUN_DATASET = {notebook: SCHEMAS[sections[0]].subject for notebook, sectio
 def run_dataset_checks(values: dict[str, Any], run_root: Path) -> list[Check]:
     """A notebook that reads this run's dataset needs 01_construct before it, or a run that built it already."""
     notebooks = list(values.get("notebooks") or ())  # names without .ipynb (resolve_parameters)
-    built = (run_root / "dataset").is_dir()
+    dataset = RunDir(run_root).dataset
     return [Check(f"{parameter}: this run's dataset", False,
-                  f"{run_root / 'dataset'} does not exist yet: add 01_construct to notebooks (before {name}), or set "
+                  f"{dataset} does not exist yet: add 01_construct to notebooks (before {name}), or set "
                   f"{parameter} to a run directory, a file or a hub id")
             for name, parameter in READS_RUN_DATASET.items()
-            if name in notebooks and not values.get(parameter) and not built
+            if name in notebooks and not values.get(parameter) and not dataset.is_dir()
             and "01_construct" not in notebooks[:notebooks.index(name)]]
 
 

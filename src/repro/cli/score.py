@@ -21,14 +21,15 @@ from ..errors import DataError, ParameterError, counted
 from ..exporters import CALLED, detect_format, generate_columns, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
-from ..paths import FAMILY_JSON, MANIFEST_JSON, check_folder, typed_path, utf8_text
+from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, WORK_DIR, check_folder, typed_path,
+                     utf8_text)
 from ..scorers import either, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
-SIDECARS = {*RECORDS, MANIFEST_JSON, "metrics.json", FAMILY_JSON, "compare.json", FINGERPRINT_FILE}
+SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE}
 SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
 
 
@@ -108,7 +109,7 @@ def _rows_of(path: Path, option: str):
                             f"{option} {path / splits[0]}.")
         files = sorted(f.relative_to(path).as_posix() for f in path.rglob("*")  # rows: not a run's work/ chunks
                        if f.suffix in {".jsonl", ".json", ".parquet"} and f.name not in SIDECARS
-                       and "work" not in f.relative_to(path).parts)
+                       and WORK_DIR not in f.relative_to(path).parts)
         found = f"its data files: {', '.join(files[:6])}{', ...' * (len(files) > 6)}" if files else \
             "it holds no data file"
         raise DataError(f"{option} {path} is a folder ({found}); give the path of one jsonl or parquet file in it.")

@@ -42,7 +42,7 @@ class Context:
     prompt_tokenizer: Any = None  # scorer_prompt: chat_template's tokenizer, loaded (and checked) by load()
     slice_stop: int = 0
     test_source: datasets.Dataset | None = None  # the rows of `test_split` (another split than source_split)
-    work: str = ""  # "test/": the test split's work folders (work/test/scoring, ...)
+    test: bool = False  # the test split's stages (test_split other than source_split): their own work folders
     row_numbers: list[int] = field(default_factory=list)  # each row's number in its source split, for errors
     picks: list[tuple[int, int, int]] = field(default_factory=list)  # build(): each pair's candidate row, (chosen,
     # rejected) indices in it, in the dataset's row order (what 01_construct shows of a pair's candidates)
@@ -169,9 +169,9 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
                              "false: set include_reference: false, or generate_reference: true, or use a source "
                              "with reference responses.")
     with ctx.manifest.stage("generate") as info:
-        rows = generate_candidates(ds.to_list(), generation, ctx.run.work / (ctx.work + "generation"), ctx.manifest,
+        rows = generate_candidates(ds.to_list(), generation, ctx.run.stage_work("generation", ctx.test), ctx.manifest,
                                    cache_dir=p.row_cache, row_numbers=ctx.row_numbers,
-                                   split=p.source_split if ctx.work else None)
+                                   split=p.source_split if ctx.test else None)
         out = datasets.Dataset.from_list(rows)
         info.update(rows_in=len(ds), rows_out=len(out))
         given = iter(zip(ctx.row_numbers or range(len(ds)), ds["prompt"]))  # the rows left (long_prompts: skip)
@@ -187,7 +187,7 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
     with ctx.manifest.stage("candidates") as info:
         rows = ds.to_list()
         ids = [row_prompt_id(r, r.get("prompt")) for r in rows]
-        numbers, split = ctx.row_numbers or list(range(len(rows))), p.source_split if ctx.work else None
+        numbers, split = ctx.row_numbers or list(range(len(rows))), p.source_split if ctx.test else None
         keep = check_prompt_ids(ids, p.duplicate_prompt_ids, numbers, split)
         cs = collect_candidates([rows[i] for i in keep], p, row_numbers=[numbers[i] for i in keep], split=split)
         cs.rows = [keep[i] for i in cs.rows]
@@ -230,7 +230,7 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     """The primary scorer's scores (work/scoring); each of `scorers` scores too (work/scoring/<name>/, in ctx)."""
     p = ctx.params
     prompts = scorer_prompts(cs.prompts, p.scorer_prompt, ctx.prompt_tokenizer)
-    work = ctx.run.work / (ctx.work + "scoring")
+    work = ctx.run.stage_work("scoring", ctx.test)
     common = dict(device=p.device, chunk_size=p.chunk_size, num_processes=p.num_processes, cache_dir=p.row_cache)
     with ctx.manifest.stage("score") as info:
         model = pinned_model(p.scorer_model, p.scorer_revision, "scorer_revision", "scorer_model")
@@ -306,7 +306,7 @@ def build_test(ctx: Context, generation: GenerationParams | None, train: dataset
     if p.test_split == p.source_split:
         return train.select(rows_for_test_split(p, len(train)))
     numbers = rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r}")
-    t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), work="test/", more_scores={},
+    t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), test=True, more_scores={},
                 manifest=PrefixedManifest(ctx.manifest), slice_start=0, row_numbers=numbers)
     rows = ctx.test_source.select(numbers)
     t.manifest.set_counts(source=len(ctx.test_source), sliced=len(rows))
