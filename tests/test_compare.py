@@ -1643,3 +1643,60 @@ def test_singular_words_and_the_cards_reason_for_scores_not_compared(published, 
     result = compare.compare(params(tmp_path, reference=str(renamed), candidate=published["candidate"])).result
     en, _ = card_sections(result)
     assert "Scores were not compared: no chosen/rejected texts: scores cannot be matched to the same text.\n" in en
+
+
+def sppo_side(folder, scored_only: bool, shift: float = 0.0) -> list[dict]:
+    """4 SPPO rows of 5 generated texts, written to `folder`: with `scored_only`, in the published layout (prompt_id,
+    prompt, generate_0..4, probability, rm_scores) of 7 scores, the original chosen and rejected ranked first; else as
+    the default recipe writes them, 5 scores for the 5 texts (the same order, each `shift` higher)."""
+    rng, rows, picks = np.random.default_rng(5), [], []
+    for k in range(4):
+        texts = [f"original chosen {k}", f"original rejected {k}", *(f"answer {i} to question {k}" for i in range(5))]
+        scores = [round(float(s), 6) for s in rng.normal(0, 1, 7)]
+        lead = 2 if scored_only else 0
+        texts, scores = texts[2 - lead:], [s + shift * (not scored_only) for s in scores[2 - lead:]]
+        pick = (lead + int(np.argmax(scores[lead:])), lead + int(np.argmin(scores[lead:])))
+        rows.append({**build_row({"prompt_id": f"id{k}"}, f"question {k}", texts, scores, messages="chosen",
+                                 keep_all_candidates=True, pick=pick), "scored_only": lead})
+        picks.append(pick)
+    ds = export_rows("sppo", rows, picks)
+    if scored_only:
+        ds = ds.select_columns(["prompt_id", "prompt", *(f"generate_{i}" for i in range(5)), "probability",
+                                "rm_scores"])
+    write_split(ds, folder)
+    return rows
+
+
+def test_a_reference_that_ranked_more_texts_than_it_lists_names_the_cause_and_the_fix(tmp_path):
+    """SPPO's published rows hold 7 rm_scores for 5 generate_i (the original pair ranked first), the default recipe 5
+    for 5: a PairRM score is a mean over every text ranked with it, so a faithful rebuild's scores cannot match. The
+    verdict read "Not reproduced ... unexplained: 6, other `probability`: 6", with no word of why nor of the fix."""
+    sppo_side(tmp_path / "reference", scored_only=True)
+    sppo_side(tmp_path / "candidate", scored_only=False, shift=0.1)
+    out = compare.compare(params(tmp_path, reference=str(tmp_path / "reference"),
+                                 candidate=str(tmp_path / "candidate")))
+    result = out.result
+    why = "other texts ranked beside the same candidates (a PairRM score depends on every text ranked with it)"
+    assert set(out.tables["disagreements"]["explanation"]) <= {why, f"same candidates, ranked differently; {why}"}
+    assert result["disagreements"]["rows"] == 4 and result["disagreements"]["explanations"][why] == 4
+    assert "unexplained" not in result["disagreements"]["explanations"]
+    # the probabilities are over other texts (compute_prob.py: the first 5 of 7 scores): not comparable, not "other"
+    assert {k: result["probabilities"]["probability"][k] for k in ("rows", "other_candidates")} == \
+        {"rows": 0, "other_candidates": 4}
+    assert conclusion(result) == (
+        "**Not reproduced within 0.001: 0 of 4 reference rows (split `train_prefs`) agree**; 4 differ "
+        "(tables/compare_disagreements.csv), 4 of them because the reference ranked 7 texts for its 5 candidates and "
+        "the candidate 5 for 5 (see below).")
+    fix = "`--set include_original_pair=true --set original_pair_position=first_scored_only`"
+    note = next(n for n in result["notes"] if n.startswith("**Other texts ranked.**"))
+    assert fix in note and "2 more texts than it lists" in note and note in result["verdict"]
+    en, zh = card_sections(result)
+    assert "- Other texts ranked: in 4 aligned rows the reference ranked 7 texts for its 5 candidates" in en
+    assert fix in en and fix in zh and "- 排序的文本不同：" in zh
+    # the 7-score rebuild the note points to: the same texts ranked, nothing to explain
+    sppo_side(tmp_path / "seven", scored_only=True)
+    same = compare.compare(params(tmp_path / "same", reference=str(tmp_path / "reference"),
+                                  candidate=str(tmp_path / "seven"))).result
+    assert conclusion(same) == "**Reproduced within 0.001: all 4 reference rows (split `train_prefs`) agree**."
+    assert not any(n.startswith("**Other texts ranked.**") for n in same["notes"])
+
