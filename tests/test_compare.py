@@ -1700,3 +1700,50 @@ def test_a_reference_that_ranked_more_texts_than_it_lists_names_the_cause_and_th
     assert conclusion(same) == "**Reproduced within 0.001: all 4 reference rows (split `train_prefs`) agree**."
     assert not any(n.startswith("**Other texts ranked.**") for n in same["notes"])
 
+
+def test_a_tied_reference_row_a_tie_dropping_recipe_leaves_out_is_named_and_not_counted_against(tmp_path):
+    """RLHFlow's get_rewards.py keeps a row whose rewards all tie, its run_dpo.py (and the recipe: ties: drop) drops
+    it: a faithful rebuild read "Partly reproduced within 0.01: 4 of 5 reference rows agree; 1 only in the reference",
+    with no word that the row is an expected tie drop."""
+    rewards = [[1.5, -0.5, 0.25], [0.75] * 3, [-1.0, 2.0, 0.5], [0.125, 0.625, -0.375], [3.0, 1.0, 2.0]]
+    lines = [{"prompt": [{"content": f"question {k}", "role": "user"}],
+              "responses": [f"answer {i} to question {k}" for i in range(3)], "rewards": r}
+             for k, r in enumerate(rewards)]
+    reference = tmp_path / "uf_split0_responses_K8_reward.json"
+    reference.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    kept = [line for line in lines if len(set(line["rewards"])) > 1]
+    rows = [build_row({}, line["prompt"][0]["content"], line["responses"], line["rewards"], messages="chosen",
+                      keep_all_candidates=True) for line in kept]
+    picks = [(int(np.argmax(line["rewards"])), int(np.argmin(line["rewards"]))) for line in kept]
+    run = tmp_path / "rlhflow_iter1"
+    write_split(export_rows("rlhflow", rows, picks), run / "dataset")
+
+    def compared(ties: str | None, name: str) -> dict:
+        recorded = {"parameters": {"ties": ties}, "counts": {"kept": 4, "dropped_tie": 1}} if ties else {}
+        (run / "manifest.json").write_text(json.dumps(recorded))
+        return compare.compare(params(tmp_path / name, reference=str(reference), candidate=str(run),
+                                      disagreement_tolerance=0.01)).result
+
+    result = compared("drop", "drop")
+    assert result["coverage"]["only_reference"] == 1
+    assert conclusion(result) == (
+        "**Reproduced within 0.01: all 4 reference rows (split `train_prefs`) agree**; 1 more left out as the "
+        "candidate's recipe does, its chosen and rejected scores tied (`ties: drop`; "
+        "tables/compare_only_reference.csv).")
+    note = ("**Tied rows only in the reference.** 1 row only in the reference has its chosen and rejected scores "
+            "tied: the candidate's recipe leaves such rows out (`ties: drop`, as RLHFlow's run_dpo.py does), so it is expected "
+            "to be missing and is not counted against the reproduction.")
+    assert note in result["notes"]
+    en, zh = card_sections(result)
+    assert "- Tied rows only in the reference: 1 has its chosen and rejected scores tied" in en
+    assert "- 仅在参考数据集中的平局行：" in zh and "`ties: drop`" in zh
+    # the candidate's recipe not recorded: counted against it, and said what would explain it
+    unknown = compared(None, "unknown")
+    assert conclusion(unknown) == (
+        "**Partly reproduced within 0.01: 4 of 5 reference rows (split `train_prefs`) agree**; 1 only in the "
+        "reference (tables/compare_only_reference.csv; 1 of them with its chosen and rejected scores tied: see "
+        "below).")
+    assert any(n.startswith("**Tied rows only in the reference.**") and "not recorded" in n for n in unknown["notes"])
+    kept_ties = compared("keep", "keep")  # a recipe that keeps ties should hold the row
+    assert conclusion(kept_ties).startswith("**Partly reproduced within 0.01: 4 of 5 reference rows")
+    assert any("`ties: keep`" in n for n in kept_ties["notes"])

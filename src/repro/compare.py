@@ -271,6 +271,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     lacks; `hints["dropped"]`: the candidate's rows dropped by reason, its slice's rows it lacks where as many."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     limit = hints.pop("limit", None)  # a candidate cut by `limit`: its parameters give more rows than it holds
+    hints.pop("ties", None)  # no slicing parameter (compare_datasets reads it)
     dropped, plan, why = hints.pop("dropped", None) or {}, None, None
     given = {k: hints[k] for k in SLICE_KEYS if k in hints}
     if given and not limit:
@@ -772,12 +773,12 @@ def _recorded(spec: str) -> dict[str, Any]:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters (and `limit`) the candidate's run built it with, and the rows its construction dropped
-    of its slice by reason (`dropped`); none unless it counted rows."""
+    """The slicing parameters (and `limit`, `ties`) the candidate's run built it with, and the rows its construction
+    dropped of its slice by reason (`dropped`); none unless it counted rows."""
     recorded = _recorded(candidate_spec)
     params, counts = recorded.get("parameters") or {}, recorded.get("counts") or {}
     dropped = {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n}
-    return {**{k: params[k] for k in (*SLICE_KEYS, "limit") if k in params},
+    return {**{k: params[k] for k in (*SLICE_KEYS, "limit", "ties") if k in params},
             **({"dropped": dropped} if dropped else {})} if counts else {}
 
 
@@ -854,6 +855,12 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
         sides = {"reference": list(counts[:2]), "candidate": list(counts[2:])}  # (texts ranked, listed)
         result["disagreements"]["other_texts_ranked"] = {"rows": ranked, **sides}
         notes.append(["ranked_note", ranked, *sides.values()])
+    # a reference row of a tied pair, which a recipe with `ties: drop` leaves out (RLHFlow's run_dpo.py)
+    tied = _scores(reference, a.only_first)
+    if tied and (n_tied := int((tied["score_chosen"] == tied["score_rejected"]).sum())):
+        ties = (hints or {}).get("ties")
+        result["coverage"]["only_reference_tied"] = {"rows": n_tied, "candidate_ties": ties}
+        notes.append(["ties_note", n_tied, ties])
     tables = {"only_reference": row_preview(reference.table, a.only_first),
               "only_candidate": row_preview(candidate.table, a.only_second),
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key",
