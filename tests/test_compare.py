@@ -1654,3 +1654,107 @@ def test_singular_words_and_the_cards_reason_for_scores_not_compared(published, 
     result = compare.compare(params(tmp_path, reference=str(renamed), candidate=published["candidate"])).result
     en, _ = card_sections(result)
     assert "Scores were not compared: no chosen/rejected texts: scores cannot be matched to the same text.\n" in en
+
+
+def sppo_side(folder, scored_only: bool, shift: float = 0.0) -> list[dict]:
+    """4 SPPO rows of 5 generated texts, written to `folder`: with `scored_only`, in the published layout (prompt_id,
+    prompt, generate_0..4, probability, rm_scores) of 7 scores, the original chosen and rejected ranked first; else as
+    the default recipe writes them, 5 scores for the 5 texts (the same order, each `shift` higher)."""
+    rng, rows, picks = np.random.default_rng(5), [], []
+    for k in range(4):
+        texts = [f"original chosen {k}", f"original rejected {k}", *(f"answer {i} to question {k}" for i in range(5))]
+        scores = [round(float(s), 6) for s in rng.normal(0, 1, 7)]
+        lead = 2 if scored_only else 0
+        texts, scores = texts[2 - lead:], [s + shift * (not scored_only) for s in scores[2 - lead:]]
+        pick = (lead + int(np.argmax(scores[lead:])), lead + int(np.argmin(scores[lead:])))
+        rows.append({**build_row({"prompt_id": f"id{k}"}, f"question {k}", texts, scores, messages="chosen",
+                                 keep_all_candidates=True, pick=pick), "scored_only": lead})
+        picks.append(pick)
+    ds = export_rows("sppo", rows, picks)
+    if scored_only:
+        ds = ds.select_columns(["prompt_id", "prompt", *(f"generate_{i}" for i in range(5)), "probability",
+                                "rm_scores"])
+    write_split(ds, folder)
+    return rows
+
+
+def test_a_reference_that_ranked_more_texts_than_it_lists_names_the_cause_and_the_fix(tmp_path):
+    """SPPO's published rows hold 7 rm_scores for 5 generate_i (the original pair ranked first), the default recipe 5
+    for 5: a PairRM score is a mean over every text ranked with it, so a faithful rebuild's scores cannot match. The
+    verdict read "Not reproduced ... unexplained: 6, other `probability`: 6", with no word of why nor of the fix."""
+    sppo_side(tmp_path / "reference", scored_only=True)
+    sppo_side(tmp_path / "candidate", scored_only=False, shift=0.1)
+    out = compare.compare(params(tmp_path, reference=str(tmp_path / "reference"),
+                                 candidate=str(tmp_path / "candidate")))
+    result = out.result
+    why = "other texts ranked beside the same candidates (a PairRM score depends on every text ranked with it)"
+    assert set(out.tables["disagreements"]["explanation"]) <= {why, f"same candidates, ranked differently; {why}"}
+    assert result["disagreements"]["rows"] == 4 and result["disagreements"]["explanations"][why] == 4
+    assert "unexplained" not in result["disagreements"]["explanations"]
+    # the probabilities are over other texts (compute_prob.py: the first 5 of 7 scores): not comparable, not "other"
+    assert {k: result["probabilities"]["probability"][k] for k in ("rows", "other_candidates")} == \
+        {"rows": 0, "other_candidates": 4}
+    assert conclusion(result) == (
+        "**Not reproduced within 0.001: 0 of 4 reference rows (split `train_prefs`) agree**; 4 differ "
+        "(tables/compare_disagreements.csv), 4 of them because the reference ranked 7 texts for its 5 candidates and "
+        "the candidate 5 for 5 (see below).")
+    fix = "`--set include_original_pair=true --set original_pair_position=first_scored_only`"
+    note = next(n for n in result["notes"] if n.startswith("**Other texts ranked.**"))
+    assert fix in note and "2 more texts than it lists" in note and note in result["verdict"]
+    en, zh = card_sections(result)
+    assert "- Other texts ranked: in 4 aligned rows the reference ranked 7 texts for its 5 candidates" in en
+    assert fix in en and fix in zh and "- 排序的文本不同：" in zh
+    # the 7-score rebuild the note points to: the same texts ranked, nothing to explain
+    sppo_side(tmp_path / "seven", scored_only=True)
+    same = compare.compare(params(tmp_path / "same", reference=str(tmp_path / "reference"),
+                                  candidate=str(tmp_path / "seven"))).result
+    assert conclusion(same) == "**Reproduced within 0.001: all 4 reference rows (split `train_prefs`) agree**."
+    assert not any(n.startswith("**Other texts ranked.**") for n in same["notes"])
+
+
+def test_a_tied_reference_row_a_tie_dropping_recipe_leaves_out_is_named_and_not_counted_against(tmp_path):
+    """RLHFlow's get_rewards.py keeps a row whose rewards all tie, its run_dpo.py (and the recipe: ties: drop) drops
+    it: a faithful rebuild read "Partly reproduced within 0.01: 4 of 5 reference rows agree; 1 only in the reference",
+    with no word that the row is an expected tie drop."""
+    rewards = [[1.5, -0.5, 0.25], [0.75] * 3, [-1.0, 2.0, 0.5], [0.125, 0.625, -0.375], [3.0, 1.0, 2.0]]
+    lines = [{"prompt": [{"content": f"question {k}", "role": "user"}],
+              "responses": [f"answer {i} to question {k}" for i in range(3)], "rewards": r}
+             for k, r in enumerate(rewards)]
+    reference = tmp_path / "uf_split0_responses_K8_reward.json"
+    reference.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    kept = [line for line in lines if len(set(line["rewards"])) > 1]
+    rows = [build_row({}, line["prompt"][0]["content"], line["responses"], line["rewards"], messages="chosen",
+                      keep_all_candidates=True) for line in kept]
+    picks = [(int(np.argmax(line["rewards"])), int(np.argmin(line["rewards"]))) for line in kept]
+    run = tmp_path / "rlhflow_iter1"
+    write_split(export_rows("rlhflow", rows, picks), run / "dataset")
+
+    def compared(ties: str | None, name: str) -> dict:
+        recorded = {"parameters": {"ties": ties}, "counts": {"kept": 4, "dropped_tie": 1}} if ties else {}
+        (run / "manifest.json").write_text(json.dumps(recorded))
+        return compare.compare(params(tmp_path / name, reference=str(reference), candidate=str(run),
+                                      disagreement_tolerance=0.01)).result
+
+    result = compared("drop", "drop")
+    assert result["coverage"]["only_reference"] == 1
+    assert conclusion(result) == (
+        "**Reproduced within 0.01: all 4 reference rows (split `train_prefs`) agree**; 1 more left out as the "
+        "candidate's recipe does, its chosen and rejected scores tied (`ties: drop`; "
+        "tables/compare_only_reference.csv).")
+    note = ("**Tied rows only in the reference.** 1 row only in the reference has its chosen and rejected scores "
+            "tied: the candidate's recipe leaves such rows out (`ties: drop`, as RLHFlow's run_dpo.py does), so it is expected "
+            "to be missing and is not counted against the reproduction.")
+    assert note in result["notes"]
+    en, zh = card_sections(result)
+    assert "- Tied rows only in the reference: 1 has its chosen and rejected scores tied" in en
+    assert "- 仅在参考数据集中的平局行：" in zh and "`ties: drop`" in zh
+    # the candidate's recipe not recorded: counted against it, and said what would explain it
+    unknown = compared(None, "unknown")
+    assert conclusion(unknown) == (
+        "**Partly reproduced within 0.01: 4 of 5 reference rows (split `train_prefs`) agree**; 1 only in the "
+        "reference (tables/compare_only_reference.csv; 1 of them with its chosen and rejected scores tied: see "
+        "below).")
+    assert any(n.startswith("**Tied rows only in the reference.**") and "not recorded" in n for n in unknown["notes"])
+    kept_ties = compared("keep", "keep")  # a recipe that keeps ties should hold the row
+    assert conclusion(kept_ties).startswith("**Partly reproduced within 0.01: 4 of 5 reference rows")
+    assert any("`ties: keep`" in n for n in kept_ties["notes"])

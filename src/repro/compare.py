@@ -46,7 +46,10 @@ SOLUTIONS_LISTED = 20  # a group's slice settings compare.json lists (solutions_
 TABLES = ("only_reference", "only_candidate", "duplicates", "disagreements", "reference_source_index")
 FIGURES = ("compare_scores", "compare_bland_altman", "compare_agreement")
 PROBABILITIES = ("probability", "chosen_probs", "chosen_probs_win", "chosen_probs_lose")  # SPPO's (compute_prob.py)
+SPPO_KEPT = (*PROBABILITIES, "rm_scores")  # kept beside the seed view (rm_scores: every text ranked, listed or not)
 COLUMNS_COMPARED = ("reference_response", "messages")  # equal or not, row by row
+OTHER_TEXTS_RANKED = ("other texts ranked beside the same candidates (a PairRM score depends on every text ranked "
+                      "with it)")  # explain_rows: more texts ranked than listed on one side
 SLICE_KEYS = ("part_start", "part_stop", "drop_rows", "drop_from", "mini_index", "mini_count")
 
 
@@ -83,7 +86,7 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
     if columns is not None:
         ds = ds.select_columns([c for c in columns if c in ds.column_names])
     table = ds.with_format("arrow")[:]
-    for column in PROBABILITIES if columns is None else ():  # SPPO's, kept beside its seed view
+    for column in SPPO_KEPT if columns is None else ():  # SPPO's, kept beside its seed view
         if column in original.column_names and column not in table.column_names:
             table = table.append_column(column, original.with_format("arrow")[column])
     return table
@@ -95,7 +98,7 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     specs = [specs] if isinstance(specs, str) else list(specs)
     tables = [_load_one(s, split, name) for s in specs]
     kept = [c for c in dict.fromkeys(c for t in tables for c in t.column_names)
-            if c in PROBABILITIES or all(c in t.column_names for t in tables)]
+            if c in SPPO_KEPT or all(c in t.column_names for t in tables)]
     table = pa.concat_tables([t.select([c for c in kept if c in t.column_names]) for t in tables],
                              promote_options="permissive")
     group = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
@@ -268,6 +271,7 @@ def infer_slice(groups: Sequence[np.ndarray], n_source: int, *, max_mini_count: 
     lacks; `hints["dropped"]`: the candidate's rows dropped by reason, its slice's rows it lacks where as many."""
     hints = {k: v for k, v in (hints or {}).items() if v is not None}
     limit = hints.pop("limit", None)  # a candidate cut by `limit`: its parameters give more rows than it holds
+    hints.pop("ties", None)  # no slicing parameter (compare_datasets reads it)
     dropped, plan, why = hints.pop("dropped", None) or {}, None, None
     given = {k: hints[k] for k in SLICE_KEYS if k in hints}
     if given and not limit:
@@ -386,22 +390,36 @@ class Aligned:
     ref_scores: dict[str, np.ndarray] | None
     cand_scores: dict[str, np.ndarray] | None
     categories: np.ndarray | None
-    same_candidates: list[bool | None]  # each row: both sides ranked the same texts (None: a side does not list them)
+    same_candidates: list[bool | None]  # each row: both sides list the same texts (None: a side does not list them)
 
     @property
     def scored(self) -> bool:
         return self.ref_scores is not None and self.cand_scores is not None
 
     @cached_property
+    def ranked(self) -> list[tuple[int, int, int, int] | None]:
+        """Each row where both sides list the same candidates but one ranked more texts with them (SPPO's published 7
+        rm_scores for 5 generate_i): the reference's texts ranked and listed, then the candidate's; else None."""
+        n = len(self.same_candidates)
+        sides = [[(len(rm if rm is not None else scores), len(listed)) if listed and (rm or scores) else None
+                  for rm, scores, listed in zip(*(self.texts[f"{side}_{c}"] or [None] * n
+                                                  for c in ("rm_scores", "candidate_scores", "candidates")))]
+                 for side in SIDES]
+        return [(*r, *c) if same and r and c and r[0] != c[0] else None
+                for same, r, c in zip(self.same_candidates, *sides)]
+
+    @cached_property
     def other_candidates(self) -> np.ndarray:
-        """Each row: both sides list other candidates (SPPO's probabilities of them are not comparable)."""
-        return np.array([same is False for same in self.same_candidates], dtype=bool)
+        """Each row: both sides ranked other texts, listed or not (SPPO's probabilities of them are not comparable)."""
+        return np.array([same is False or ranked is not None for same, ranked in zip(self.same_candidates,
+                                                                                     self.ranked)], dtype=bool)
 
     @cached_property
     def other_order(self) -> np.ndarray:
-        """Each row: both sides list the same candidates in another order (SPPO's `probability` not comparable)."""
+        """Each row: both sides ranked the same candidates in another order (SPPO's `probability` not comparable)."""
         ref, cand = (self.texts[f"{side}_candidates"] or [None] * len(self.same_candidates) for side in SIDES)
-        return np.array([same is True and r != c for same, r, c in zip(self.same_candidates, ref, cand)], dtype=bool)
+        return np.array([same is True and r != c for same, r, c in zip(self.same_candidates, ref, cand)],
+                        dtype=bool) & ~self.other_candidates
 
     def not_comparable(self, column: str) -> np.ndarray:
         """The rows whose SPPO `column` is not comparable: other candidates, or another order for the matrix."""
@@ -434,7 +452,7 @@ def gather(reference: Side, candidate: Side, a: Alignment) -> Aligned:
     for side, rows in ((reference, a.first_rows), (candidate, a.second_rows)):
         texts |= {f"{side.name}_{column}": _texts(side.table, column, rows) for column in ("chosen", "rejected")}
         texts |= {f"{side.name}_{column}": values_at(side.table, column, rows)  # candidates: every text each row ranked
-                  for column in ("candidates", "candidate_scores", *COLUMNS_COMPARED, *PROBABILITIES)}
+                  for column in ("candidates", "candidate_scores", *COLUMNS_COMPARED, *SPPO_KEPT)}
     same_candidates = [None if None in (r, c) else sorted(r) == sorted(c) for r, c in
                        zip(*(texts[f"{side}_candidates"] or [None] * a.n for side in SIDES))]
     categories = None  # the PAIR_CATEGORIES index of each row, from its texts
@@ -629,6 +647,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.n
             (categories[k] >= 2 and near is None and same_candidates[k], "same candidates, ranked differently"),
             (same_candidates[k] is False and not listed,
              "other candidates ranked (a PairRM score depends on every candidate of its row)"),
+            (al.ranked[k] is not None, OTHER_TEXTS_RANKED),
             (categories[k] == 1, "chosen and rejected the other way round" + (  # scores: a shared text's, finite
                 "" if not (al.scored and np.isfinite(worst[k])) else ", their scores moved"
                 if worst[k] > p.disagreement_tolerance else ", the same scores (one side's chosen scored lower)")),
@@ -754,12 +773,12 @@ def _recorded(spec: str) -> dict[str, Any]:
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
-    """The slicing parameters (and `limit`) the candidate's run built it with, and the rows its construction dropped
-    of its slice by reason (`dropped`); none unless it counted rows."""
+    """The slicing parameters (and `limit`, `ties`) the candidate's run built it with, and the rows its construction
+    dropped of its slice by reason (`dropped`); none unless it counted rows."""
     recorded = _recorded(candidate_spec)
     params, counts = recorded.get("parameters") or {}, recorded.get("counts") or {}
     dropped = {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n}
-    return {**{k: params[k] for k in (*SLICE_KEYS, "limit") if k in params},
+    return {**{k: params[k] for k in (*SLICE_KEYS, "limit", "ties") if k in params},
             **({"dropped": dropped} if dropped else {})} if counts else {}
 
 
@@ -831,6 +850,17 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
                                "not_compared": not_compared,  # none of its rows can disagree on these
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
                                                 .explode().value_counts().sort_index().items()}}
+    if ranked := result["disagreements"]["explanations"].get(OTHER_TEXTS_RANKED):  # counts: the commonest
+        counts = Counter(r for r in al.ranked if r).most_common(1)[0][0]
+        sides = {"reference": list(counts[:2]), "candidate": list(counts[2:])}  # (texts ranked, listed)
+        result["disagreements"]["other_texts_ranked"] = {"rows": ranked, **sides}
+        notes.append(["ranked_note", ranked, *sides.values()])
+    # a reference row of a tied pair, which a recipe with `ties: drop` leaves out (RLHFlow's run_dpo.py)
+    tied = _scores(reference, a.only_first)
+    if tied and (n_tied := int((tied["score_chosen"] == tied["score_rejected"]).sum())):
+        ties = (hints or {}).get("ties")
+        result["coverage"]["only_reference_tied"] = {"rows": n_tied, "candidate_ties": ties}
+        notes.append(["ties_note", n_tied, ties])
     tables = {"only_reference": row_preview(reference.table, a.only_first),
               "only_candidate": row_preview(candidate.table, a.only_second),
               "duplicates": pd.DataFrame(a.duplicates, columns=["side", "row", "key_kind", "key", "rows_with_key",
