@@ -237,6 +237,31 @@ def offline_hub_rows(tmp_path, monkeypatch) -> Path:
     return tmp_path / "hub"
 
 
+PINNED, MAIN = "0123456789abcdef" * 2 + "01234567", "fedcba9876543210" * 2 + "fedcba98"
+
+
+@pytest.fixture
+def two_template_hub(tmp_path, monkeypatch) -> Path:
+    """Offline, with a hub cache of its own holding the model fakeorg/policy (the tiny stand-in policy's files, no
+    stand-in marker) at commit PINNED and at MAIN (refs/main), whose chat template differs: the repo's folder."""
+    from huggingface_hub import constants
+
+    from repro.paths import STAND_IN_MARKER
+    from repro.scorers.tiny_policy import build_tiny_policy
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = tmp_path / "hub" / "models--fakeorg--policy"
+    for commit in (PINNED, MAIN):
+        shutil.copytree(build_tiny_policy(), repo / "snapshots" / commit,
+                        ignore=shutil.ignore_patterns(STAND_IN_MARKER))
+    (repo / "snapshots" / MAIN / "chat_template.jinja").write_text(
+        "{% for m in messages %}{{ '### ' + m['role'] + ': ' + m['content'] + '\\n' }}{% endfor %}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(MAIN)
+    return repo
+
+
 @pytest.fixture
 def kill_during_scoring():
     """killed_run.kill_while_scoring_the_third_chunk: a scoring job in a subprocess, SIGKILLed in its third chunk."""

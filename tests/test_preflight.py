@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import hub_source
+from conftest import MAIN, PINNED, hub_source
 from repro import subject
 from repro.cli import preflight
 from repro.cli import main
@@ -181,14 +181,13 @@ def test_a_pinned_model_is_checked_at_its_revision_and_one_id_at_two_revisions_i
                                  "policy_revision": "c" * 40, "scorer_prompt": "chat_template",
                                  "scorer_prompt_tokenizer": "owner/policy"})
     checks = [c for c in preflight.preflight(values, bare_machine / "run") if "owner/policy" in c.what]
-    assert [(c.what, c.ok) for c in checks] == [("policy_model: owner/policy", False),
-                                                ("scorer_model: owner/policy", True),
-                                                ("scorer_prompt_tokenizer: owner/policy", True)]
+    # (the policy's tokenizer formats the scorer's prompts: it is read at policy_revision too)
+    assert [(c.what, c.ok) for c in checks] == [("policy_model and scorer_prompt_tokenizer: owner/policy", False),
+                                                ("scorer_model: owner/policy", True)]
     assert checks[0].detail.startswith(f"hub model not in the local hub cache at revision {'c' * 40}")
-    assert (f"`hf download owner/policy --revision {'c' * 40} --local-dir DIR`, then set policy_model to DIR and "
-            f"policy_revision: null.") in checks[0].detail
+    assert (f"`hf download owner/policy --revision {'c' * 40} --local-dir DIR`, then set policy_model and "
+            f"scorer_prompt_tokenizer to DIR and policy_revision: null.") in checks[0].detail
     assert checks[1].detail == f"hub model at revision {'a' * 40}, in the local hub cache"
-    assert checks[2].detail == "hub model, in the local hub cache"  # (its tokenizer is read at the newest commit)
     assert pinned_model("owner/policy", "a" * 40, "scorer_revision", "scorer_model").endswith("a" * 40)
     with pytest.raises(ModelLoadError, match="c" * 40):
         pinned_model("owner/policy", "c" * 40, "policy_revision", "policy_model")
@@ -432,6 +431,22 @@ def test_the_scorer_prompts_tokenizer_is_a_need_only_when_its_template_is_used(b
     values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm",
                                  "scorer_prompt": "raw", "scorer_prompt_tokenizer": "owner/chat-tokenizer"})
     assert not any(c.what.startswith("scorer_prompt_tokenizer") for c in preflight.preflight(values, bare_machine))
+
+
+def test_the_policys_tokenizer_for_the_scorer_is_looked_for_and_fingerprinted_at_policy_revision(bare_machine,
+                                                                                                   two_template_hub):
+    # SPPO's recipe with policy_revision pinned and only that snapshot cached: "MISSING scorer_prompt_tokenizer"
+    from repro.revisions import hub_commits
+
+    shutil.rmtree(two_template_hub / "snapshots" / MAIN)
+    (two_template_hub / "refs" / "main").unlink()
+    values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm", "generate": True,
+                                 "policy_model": "fakeorg/policy", "policy_revision": PINNED,
+                                 "scorer_prompt": "chat_template", "scorer_prompt_tokenizer": "fakeorg/policy"})
+    (check,) = [c for c in preflight.preflight(values, bare_machine / "run") if "fakeorg/policy" in c.what]
+    assert (check.what, check.ok) == ("policy_model and scorer_prompt_tokenizer: fakeorg/policy", True), check.line()
+    assert check.detail == f"hub model at revision {PINNED}, in the local hub cache"
+    assert hub_commits(values) == {"policy_model": PINNED, "scorer_prompt_tokenizer": PINNED}
 
 
 def test_one_model_two_parameters_name_is_one_check_and_one_download(bare_machine, monkeypatch):

@@ -21,6 +21,8 @@ from repro.parameters import ConstructParams, GenerationParams, load_params_file
 from repro.construct.scorer_prompt import chat_templated_prompt, load_prompt_tokenizer, scorer_prompts
 from repro.scorers.tiny_policy import build_tiny_policy
 
+from conftest import MAIN, PINNED
+
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "params" / "recipes").glob("*.yaml"))
 FIXTURE = ROOT / "tests" / "fixtures" / "ultrafeedback" / "train_prefs.jsonl"
@@ -113,6 +115,34 @@ def test_policy_revision_is_passed_to_the_policy_load(hub_spies, policy_dir):
         generation.resolve_policy(str(policy_dir), "rev9")
     with pytest.raises(ParameterError, match=r"source_revision='r' pins a hub commit, but source='demo'"):
         sources.load_source("demo", "train_prefs", revision="r")
+
+
+def test_a_scorer_prompt_tokenizer_naming_the_policy_is_read_at_policy_revision(two_template_hub, tiny_pairrm_dir,
+                                                                              tmp_path):
+    # SPPO's recipe pinned at policy_revision: the policy generated at the pin, PairRM's prompts went through main's
+    # template; now the policy's commit is the tokenizer's, and recorded
+    common = dict(source=str(FIXTURE), source_split="train", limit=3, candidate_columns=[], include_original_pair=True,
+                  scorer_model=str(tiny_pairrm_dir), scorer_kind="pairrm", device="cpu", dtype="fp32",
+                  batch_tokens=2048, cache=False, scorer_prompt="chat_template")
+    pinned = GenerationParams(policy_model="fakeorg/policy", policy_revision=PINNED)
+    scores, prompts, manifests = {}, {}, {}
+    for name, tokenizer, policy in (("pinned", "fakeorg/policy", pinned),
+                                    ("folder", str(two_template_hub / "snapshots" / PINNED), None),
+                                    ("main", "fakeorg/policy", None)):
+        p = ConstructParams(run_dir=str(tmp_path / name), scorer_prompt_tokenizer=tokenizer, **common)
+        ctx = construct.begin(p, policy)
+        rows = construct.slice_rows(ctx, construct.load(ctx))
+        cs = construct.candidates(ctx, rows)
+        scores[name] = construct.score(ctx, cs)
+        construct.write(ctx, construct.build(ctx, rows, cs, scores[name]))
+        prompts[name], manifests[name] = chat_templated_prompt("Hi", ctx.prompt_tokenizer), ctx.manifest.read()
+    assert prompts["pinned"] == prompts["folder"] == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert prompts["main"] == "### user: Hi\n### assistant: "
+    assert scores["pinned"] == scores["folder"] != scores["main"]  # PairRM scored the pinned template's prompts
+    assert manifests["pinned"]["scorer"]["scorer_prompt_tokenizer_commit"] == PINNED
+    assert manifests["pinned"]["lineage"]["scorer_prompt_tokenizer"] == f"fakeorg/policy@{PINNED}"
+    assert manifests["main"]["scorer"]["scorer_prompt_tokenizer_commit"] == MAIN  # unpinned: the commit read
+    assert "scorer_prompt_tokenizer_commit" not in manifests["folder"]["scorer"]  # (a folder: its files' digest)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -236,7 +236,8 @@ class ConstructParams(_Params):
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
     # chat_template: SPPO's rank.py, apply_chat_template([user: prompt, assistant: "None"]).split("None")[0]
     scorer_prompt: Literal["raw", "chat_template"] = "raw"
-    scorer_prompt_tokenizer: PolicyPath | None = None  # hub id or folder of the tokenizer whose template is used
+    # hub id or folder of the tokenizer whose template is used; policy_model's hub id is read at policy_revision
+    scorer_prompt_tokenizer: PolicyPath | None = None
     selection: SelectionRule = "best_worst"  # which two scored candidates become chosen / rejected
     selection_seed: Integer | None = None  # needed by best_random / random_pair (the draw depends on it and prompt_id)
     length_penalty: NonNegative = 0.0  # best_worst_length_penalised: score - length_penalty * characters

@@ -25,6 +25,15 @@ REVISION_OF = {"source": "source_revision", "policy_model": "policy_revision", "
 HUB_OUTPUTS = frozenset({"hub_repo_id"})
 
 
+def revision_of(parameter: str, values: dict[str, Any]) -> str | None:
+    """The revision the hub id `parameter` names is read at (REVISION_OF); scorer_prompt_tokenizer naming policy_model
+    is read at policy_revision (SPPO's rank.py templates with the policy's own tokenizer: one commit for both)."""
+    tokenizer = values.get("scorer_prompt_tokenizer")
+    if parameter == "scorer_prompt_tokenizer" and tokenizer and tokenizer == values.get("policy_model"):
+        parameter = "policy_model"
+    return values.get(REVISION_OF.get(parameter, ""))
+
+
 def hub_offline(*also: str) -> str | None:
     """The variable that switches the hub off (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE or one of `also`, set true as
     huggingface_hub reads it, now or when huggingface_hub was imported); None when the hub may be asked."""
@@ -159,7 +168,7 @@ def hub_commits(resolved: dict[str, Any]) -> dict[str, str] | str:
     a dataset or else a model (the id does not say which); "" where it reads none, or one is not cached (a first run
     downloads it): nothing to compare."""
     parameters = _shaping(resolved)
-    commits = {where: hub_commit(spec, revision := parameters.get(REVISION_OF.get(key, "")), "dataset")
+    commits = {where: hub_commit(spec, revision := revision_of(key, resolved), "dataset")
                or hub_commit(spec, revision, "model")
                for key, value in parameters.items() if key not in HUB_OUTPUTS
                for where, spec in _strings(value, key).items() if is_hub_id(spec)}

@@ -17,7 +17,7 @@ from ..analysis import prose
 from ..errors import DataError, ParameterError, ReproError, counted
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
-from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker
+from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker, revision_of
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
                        shards_problem)
 
@@ -67,7 +67,7 @@ def needs(values: dict[str, Any]) -> list[Need]:
 
     def add(parameter: str, value: Any, repo_type: str, *splits: str) -> None:
         asked = tuple((split, values[split]) for split in splits if values.get(split))
-        revision = values.get(REVISION_OF.get(parameter, ""))
+        revision = revision_of(parameter, values)
         for one in value if isinstance(value, list) else [value]:
             if one and one != "demo" and not str(one).startswith("builtin:"):
                 named.setdefault((str(one), repo_type, asked, revision), []).append(parameter)

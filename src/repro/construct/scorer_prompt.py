@@ -7,6 +7,7 @@ from typing import Sequence
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import BUILTIN_POLICIES
+from ..revisions import check_revision_target
 from ..scorers.tiny_policy import build_tiny_policy
 
 
@@ -17,17 +18,20 @@ def chat_templated_prompt(prompt: str, tokenizer) -> str:
     ).split("None")[0]
 
 
-def load_prompt_tokenizer(spec: str):
-    """The tokenizer whose chat template the scorer's prompts go through; an error unless it has a template."""
+def load_prompt_tokenizer(spec: str, revision: str | None = None):
+    """The tokenizer whose chat template the scorer's prompts go through, at `revision` (the policy's, where `spec` is
+    policy_model: revisions.revision_of); an error unless it has a template."""
     from transformers import AutoTokenizer  # kept off the light import path (torch)
 
+    check_revision_target(spec, revision, "policy_revision", "policy_model")
     path = str(build_tiny_policy(size=BUILTIN_POLICIES[spec])) if spec in BUILTIN_POLICIES else spec
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as exc:
+        download = f"hf download {spec}" + (f" --revision {revision}" if revision else "")
         raise ModelLoadError(
             f"scorer_prompt_tokenizer={spec!r} could not be loaded ({type(exc).__name__}: {str(exc)[:300]}). Give a "
-            f"local tokenizer folder, or a hub id that is cached (`hf download {spec}` where there is network)."
+            f"local tokenizer folder, or a hub id that is cached (`{download}` where there is network)."
         ) from None
     if not getattr(tokenizer, "chat_template", None):
         raise ParameterError(

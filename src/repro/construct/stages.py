@@ -16,7 +16,7 @@ from ..exporters import FORMATS, SCORED_ONLY, check_same_candidates, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
 from ..paths import RunDir
-from ..revisions import hub_commit, local_content, pinned_model
+from ..revisions import hub_commit, local_content, pinned_model, revision_of
 from ..scorers import known_kind, scorer_class
 from ..scorers.common import resolve_device
 from ..slicing import plan_slice
@@ -40,6 +40,7 @@ class Context:
     slice_start: int = 0  # source row number of the first sliced row
     more_scores: dict[str, list[list[float]]] = field(default_factory=dict)  # `scorers:` by name, from score()
     prompt_tokenizer: Any = None  # scorer_prompt: chat_template's tokenizer, loaded (and checked) by load()
+    prompt_revision: str | None = None  # the revision it is read at (revision_of: the policy's, where it names it)
     slice_stop: int = 0
     test_source: datasets.Dataset | None = None  # the rows of `test_split` (another split than source_split)
     test: bool = False  # the test split's stages (test_split other than source_split): their own work folders
@@ -100,7 +101,7 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     check_exists(params.source, "source")  # a mistyped path writes nothing, not even the run directory
     claim(run, None, "source", building=True)
     manifest.ensure_started(parameters, notebook, replacing)
-    return Context(params, run, manifest)
+    return Context(params, run, manifest, prompt_revision=revision_of("scorer_prompt_tokenizer", parameters))
 
 
 def load(ctx: Context) -> datasets.Dataset:
@@ -108,7 +109,7 @@ def load(ctx: Context) -> datasets.Dataset:
     p = ctx.params
     with ctx.manifest.stage("load") as info:
         if p.scorer_prompt == "chat_template":  # a tokenizer without a template fails here, before any work
-            ctx.prompt_tokenizer = load_prompt_tokenizer(p.scorer_prompt_tokenizer)
+            ctx.prompt_tokenizer = load_prompt_tokenizer(p.scorer_prompt_tokenizer, ctx.prompt_revision)
         ds = load_source(p.source, p.source_split, revision=p.source_revision)
         if p.test_split not in (None, p.source_split):  # its size checked here, before any work
             ctx.test_source = load_source(p.source, p.test_split, "source", "test_split", revision=p.source_revision)
@@ -239,10 +240,13 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
                                   candidate_maxlength=p.candidate_maxlength, kind=p.scorer_kind,
                                   options=p.scorer_options, **common)
         info.update(result.info, scorer_prompt=p.scorer_prompt)
-    # the model as the user named it (a pinned revision loads from a snapshot folder, which `path` keeps)
+    # the model as the user named it (a pinned revision loads from a snapshot folder, which `path` keeps); the hub
+    # commit whose chat template the prompts went through
+    commit = p.scorer_prompt == "chat_template" and hub_commit(p.scorer_prompt_tokenizer, ctx.prompt_revision, "model")
     ctx.manifest.record("scorer", {**result.info, "model": p.scorer_model, "revision": p.scorer_revision,
                                    "scorer_prompt": p.scorer_prompt,
-                                   "scorer_prompt_tokenizer": p.scorer_prompt_tokenizer})
+                                   "scorer_prompt_tokenizer": p.scorer_prompt_tokenizer,
+                                   **({"scorer_prompt_tokenizer_commit": commit} if commit else {})})
     ctx.manifest.set_counts(scored=len(result.scores))
     recorded = [{"name": "primary", "column": "candidate_scores", "decides_pairs": True, **result.info}]
     for spec in p.scorers:
@@ -346,14 +350,17 @@ def _at(name: str | None, revision: str | None) -> str | None:
 
 
 def lineage(ctx: Context, split: str) -> dict[str, Any]:
-    """Iteration -> prompt shard -> policy (id@revision) -> scorer -> outputs: what links one round to the next."""
+    """Iteration -> prompt shard -> policy (id@revision) -> scorer (and the tokenizer@commit templating its prompts)
+    -> outputs: what links one round to the next."""
     p, data = ctx.params, ctx.manifest.read()
     generation, load = data.get("generation") or {}, (data.get("stages") or {}).get("load") or {}
+    tokenizer = _at(p.scorer_prompt_tokenizer, (data.get("scorer") or {}).get("scorer_prompt_tokenizer_commit"))
     return {"iteration": p.iteration, "source": _at(p.source, load.get("commit") or p.source_revision),
             "source_split": p.source_split, "prompt_shard": [ctx.slice_start, ctx.slice_stop],
             "policy": _at(generation.get("policy_model"), generation.get("policy_revision")) if p.generate else None,
             "scorer": _at(p.scorer_model, p.scorer_revision), "selection": p.selection,
-            "output_format": p.output_format, "split": split}
+            "output_format": p.output_format, "split": split,
+            **({"scorer_prompt_tokenizer": tokenizer} if p.scorer_prompt == "chat_template" else {})}
 
 
 def summary(ctx: Context) -> dict[str, Any]:
