@@ -737,6 +737,7 @@ def test_inverted_pairs_are_flagged_and_named_by_the_filter(tmp_path, monkeypatc
     scope["train"] = to_trl(scope["ds"])
     exec(re.search(r"`(train = train\.filter\(.*?\))`", use)[1], scope)
     assert len(scope["train"]) == 16
+    en = halves(card_for(tmp_path / "run", known_recipe={"scorer": "my-org/rm"})[1])[0]  # (told what scored them)
     assert "Offline preference optimisation" in part(en, "## Typical uses")  # 16 pairs still prefer `chosen`
 
 
@@ -1545,6 +1546,21 @@ def test_a_copy_of_a_stand_in_dataset_keeps_its_warning_and_tags(tmp_path):
     top, top_zh, uses, _ = said(card_path)
     assert "(`repro_stand_in.json`)" in top and "Stand-in candidates" not in top and "Trying `repro`" in uses
     assert DatasetCard.load(card_path).data.tags[-1] == "stand-in-scores"
+
+
+def test_a_card_of_a_dataset_of_unknown_making_does_not_recommend_training_on_it(tmp_path):
+    """A dataset not built here, its scorer not given: Typical uses recommended DPO and reward models on it."""
+    make_run(tmp_path / "theirs", stand_in=False, manifest=False, metrics=False)
+    theirs = str(tmp_path / "theirs" / "dataset")
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=theirs)[1])
+    uses, uses_zh = part(en, "## Typical uses"), part(zh, "## 常用场景")
+    assert "Offline preference optimisation" not in uses and "离线偏好优化（DPO 及其变体）" not in uses_zh
+    assert "what scored these pairs is not known to this card" in uses and "本卡片不知道这些偏好对由什么评分" in uses_zh
+    assert "Stand-in" not in en and "替身" not in zh
+    # told its scorer: the uses of a preference dataset
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=theirs, known_recipe={"scorer": "my-org/rm"})[1])
+    assert "Offline preference optimisation" in part(en, "## Typical uses")
+    assert "离线偏好优化" in part(zh, "## 常用场景")
 
 
 def test_a_foreign_dataset_never_replaces_a_built_one(tmp_path):

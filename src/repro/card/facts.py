@@ -122,6 +122,11 @@ class CardFacts:
         return bool(self.scorer.get("stand_in")) or model.startswith("builtin:")
 
     @property
+    def scorer_unknown(self) -> bool:
+        """A dataset not built here whose scorer nothing told the card: not a declared stand-in, not in known_recipe."""
+        return not self.built_here and not self.scorer and not self.known_recipe.get("scorer")
+
+    @property
     def scorer_model(self) -> Any:
         return public_value(self.scorer.get("model") or self.parameters.get("scorer_model"))
 
