@@ -1833,6 +1833,20 @@ def test_a_stand_in_policys_banner_says_which_candidates_are_its_own(tmp_path, s
     assert "> **替身候选回复。** 候选回复由 `builtin:tiny-policy` 生成，这是离线构建的替身策略模型，不是值得模仿的语言模型。\n" in zh
 
 
+def test_a_reference_response_the_source_lacks_is_not_said_to_be_carried_over(tmp_path, sample_dir):
+    """The fixture has no `reference_response`: the seed's layout adds it empty, and the card said it was "carried
+    over from the source. Null in every row"."""
+    run = built_with_a_stand_in_policy(tmp_path / "run", sample_dir)
+    assert "reference_response" not in json.loads((sample_dir / "train_prefs.jsonl").read_text().splitlines()[0])
+    en, zh = halves(card_for(run.root)[1])
+    assert table_rows(en, "`reference_response`")[0][-1] == (
+        "A reference response to the prompt in the seed's schema; the source has no such column, so none was carried "
+        "over. Null in every row of this dataset.")
+    assert table_rows(zh, "`reference_response`")[0][-1] == (
+        "种子数据集结构中提示词的参考回复；源数据没有这一列，因此没有沿用任何内容。本数据集每一行中均为空。")
+    assert "carried over from the source" not in en and "沿用自源数据" not in zh
+
+
 def files_and_times(root: Path) -> dict[str, tuple[bytes, int]]:
     """Each file under `root`: its bytes and when it was last written (but the lock, which is no output)."""
     return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))
