@@ -303,7 +303,7 @@ except (KeyboardInterrupt, SystemExit):
 """
 
 
-@pytest.mark.parametrize("stop, handled", [("ctrl-c", True), ("sigterm", True), ("sigterm", False)])
+@pytest.mark.parametrize("stop, handled", [("ctrl-c", True), ("sigterm", True), ("sigterm", False), ("sighup", True)])
 def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkeypatch, capsys, stop, handled):
     # --jobs 2 of four members: after Ctrl-C the two queued members still started, each running to its end while the
     # command waited, and the one line said neither who stopped nor who never ran; SIGTERM to the command alone left
@@ -329,7 +329,7 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
         members.extend(p for p in psutil.Process().children() if str(tmp_path) in " ".join(p.cmdline()))
         sessions.extend(os.getsid(member.pid) == member.pid for member in members)  # (their own)
         # to the command alone: `kill`, a scheduler, or a terminal's Ctrl-C (the members are in sessions of their own)
-        os.kill(os.getpid(), signal.SIGINT if stop == "ctrl-c" else signal.SIGTERM)
+        os.kill(os.getpid(), {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}[stop])
         if handled:  # (the members take a second to stop)
             time.sleep(0.5)
             os.kill(os.getpid(), signal.SIGINT)  # pressed again while the members stop: changes nothing

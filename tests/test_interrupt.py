@@ -21,6 +21,14 @@ from repro.paths import RunDir
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def alive(process: psutil.Process) -> bool:
+    """Whether `process` still runs (one ended that nobody has reaped yet does not)."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def safe(kept: int) -> str:
     """What the interrupt's line says of `kept` finished chunks."""
     return f"{kept} finished chunk{'s' * (kept != 1)} (every stage's) {'is' if kept == 1 else 'are'} safe"
@@ -66,21 +74,35 @@ def test_ctrl_c_while_the_command_loads_its_libraries_is_one_line(monkeypatch, c
     assert capsys.readouterr().err == "repro score: interrupted; run the same command again to continue.\n"
 
 
-def test_a_stop_signal_while_the_command_starts_is_one_line_as_ctrl_c(monkeypatch, capsys):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_while_the_command_starts_is_one_line_as_ctrl_c(monkeypatch, capsys, signum):
     # SIGTERM in the first second (reading the params, the checks) killed the command with 143 and no word
     import importlib
 
     from repro.cli import main
 
     def terminated(name, *args):
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signum)
         time.sleep(5)  # (the handler raises first)
 
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signum)
     monkeypatch.setattr(importlib, "import_module", terminated)
     assert main(["score", "--help"]) == 130
     assert capsys.readouterr().err == "repro score: interrupted; run the same command again to continue.\n"
-    assert signal.getsignal(signal.SIGTERM) == before  # given back
+    assert signal.getsignal(signum) == before  # given back
+
+
+def test_a_command_started_with_nohup_ignores_sighup_still(monkeypatch):
+    # `nohup repro run ...`: SIGHUP ignored when the command starts stays ignored (the run goes on as the terminal
+    # closes); only a SIGHUP that would have killed the command ends it as Ctrl-C does
+    from repro.cli.interrupt import noting_stops, stop_signal_as_ctrl_c
+
+    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN if signum == signal.SIGHUP else None)
+    set_here = []
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: set_here.append(signum))
+    with stop_signal_as_ctrl_c(), noting_stops():
+        pass
+    assert signal.SIGHUP not in set_here and signal.SIGTERM in set_here and signal.SIGINT in set_here
 
 
 @pytest.mark.parametrize("when", ["between", "after"])
@@ -176,9 +198,11 @@ def test_ctrl_c_during_scoring_prints_one_line_and_the_same_command_continues(tm
     assert manifest["scorer"]["chunks_resumed"] >= kept  # the finished chunks were not scored again
 
 
-def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path, repro_run):
-    """SIGTERM to `repro run` alone (a scheduler's time limit, `kill PID`): before, it died at once and its manifest
-    said `running` for good; now its kernels are stopped and the interruption is recorded, as for Ctrl-C."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path, repro_run, signum):
+    """SIGTERM to `repro run` alone (a scheduler's time limit, `kill PID`), or SIGHUP (the terminal closed, an SSH
+    connection dropped): before, it died at once and its manifest said `running` for good, its lock naming a dead
+    process; now its kernels are stopped and the interruption is recorded, as for Ctrl-C."""
     out = tmp_path / "demo"
     command = [sys.executable, "-m", "repro.cli", "run", "demo", "--out", str(out), "--set", "notebooks=[01_construct]"]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -187,15 +211,19 @@ def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path, repro_run):
     while not list((out / "work" / "scoring").glob("chunk-*.json")) and proc.poll() is None:
         assert time.monotonic() < deadline, "no scoring chunk was written"
         time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
+    kernels = [child for child in psutil.Process(proc.pid).children(recursive=True)
+               if any("ipykernel" in part for part in child.cmdline())]
+    proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stdout + stderr
+    assert kernels and not any(alive(kernel) for kernel in kernels)  # the kernel stopped too
     assert "repro run: interrupted in 01_construct, stage score: " in stderr and "Traceback" not in stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and "running" not in json.dumps(manifest)
     # the record names the signal (it had said "interrupted (Ctrl-C)", which nobody had pressed)
-    assert manifest["error"] == "interrupted (SIGTERM) in 01_construct"
-    assert manifest["stages"]["score"]["error"] == "interrupted (SIGTERM)"
+    how = signal.Signals(signum).name
+    assert manifest["error"] == f"interrupted ({how}) in 01_construct"
+    assert manifest["stages"]["score"]["error"] == f"interrupted ({how})"
     assert not (out / ".repro-run.lock").read_text()  # the lock given back
 
 

@@ -60,8 +60,9 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
     assert main(["run", "demo", "--out", str(previous_run.root), "--set", "candidate_columns=[resp0, resp1]"]) == 2
     assert """(`--set 'candidate_columns=["resp0", "resp1", "resp2", "resp3"]'`)""" in capsys.readouterr().err
     # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates
-    assert ("pass --force: its outputs are removed first (its work/ stays: changed generation or scoring values make "
-            "their work again; the rest is reused where it can be)") in " ".join(err.split())
+    assert ("pass --force: its outputs are removed first (its work/ stays, and the rows it made come back from the row "
+            "cache where the generation and scoring values that made them are the same, whatever the rows or chunking "
+            "now; changed ones make their rows again)") in " ".join(err.split())
     assert files_of(previous_run.root) == before
     # into the default folder (no --out, no run_dir in the file): the flag that changes it is --out, not "run_dir"
     monkeypatch.setattr("repro.paths.default_run_dir", lambda name: previous_run.root)
@@ -333,6 +334,26 @@ def test_a_failed_run_that_made_nothing_is_replaced_without_force(tmp_path, caps
     resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run.root)})
     stages.begin(build(ConstructParams, {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}))
     assert Manifest(run).read()["parameters"]["mini_count"] == 1  # the notebook alone replaces it too
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_replaced_run_says_its_rows_come_back_from_the_row_cache(tmp_path, capsys, cache):
+    # an interrupted run of limit 300 checked with limit=64: "it is replaced (its work/ stays: changed generation or
+    # scoring values make their work again; ...)"; then all 64 rows came back from the row cache, none was made again
+    run = RunDir(tmp_path / "uf")
+    values = {**load_params_file(ROOT / "params" / "demo.yaml", ["limit=30", f"cache={str(cache).lower()}"]),
+              "run_dir": str(run.root)}
+    Manifest(run).start_run(resolve_parameters(values), ["01_construct", "02_analyze", "03_card"])
+    Manifest(run).finish_run("interrupted", "interrupted (Ctrl-C) in 01_construct")
+    assert main(["run", "--check", "demo", "--out", str(run.root), "--set", "limit=6"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("holds an unfinished run with other parameters (limit (30 there, 6 now)) that made nothing but its "
+            "notebooks and was interrupted: it is replaced (") in out
+    assert (("its work/ stays, and the rows it made come back from the row cache where the generation and scoring "
+             "values that made them are the same, whatever the rows or chunking now; changed ones make their rows "
+             "again)") if cache else  # the run there kept no rows in the row cache: nothing says they come back
+            "its work/ stays: changed generation or scoring values make their work again; the rest is reused where it "
+            "can be)") in out
 
 
 def test_01_construct_alone_replacing_a_failed_run_keeps_none_of_its_record(tmp_path, capsys):

@@ -89,6 +89,42 @@ def test_changed_work_never_mixes_with_old_chunks(tmp_path, prompts, change, cap
                                        f"{differ}; they are set aside in {stale[0]} (not reused).\n")
 
 
+def test_chunks_set_aside_say_the_rows_the_row_cache_gives_back(tmp_path, prompts, capsys):
+    # an interrupted run continued with a smaller limit: "2 finished chunks ... were made with other settings:
+    # num_items (300 there, 64 now), the rows; they are set aside in ... (not reused)", then every row came back from
+    # the row cache (rows_from_cache 64, rows_computed 0): the settings that decide a row had not changed
+    cache = RowCache.open(tmp_path / "cache", "scores", {"job": "a"})
+    run_chunked(prompts, CountingFn(), work_dir=tmp_path / "w", fingerprint={"job": "a"}, chunk_size=10, cache=cache)
+    capsys.readouterr()
+    fn, fewer = CountingFn(), prompts[:23] + ["a prompt never scored"]
+    cache = RowCache.open(tmp_path / "cache", "scores", {"job": "a"})
+    run = run_chunked_with_stats(fewer, fn, work_dir=tmp_path / "w", fingerprint={"job": "a"}, chunk_size=10,
+                                 cache=cache)
+    assert fn.calls == [["a prompt never scored"]] and run.results == _digest_all(fewer)
+    assert (run.cache["rows_from_cache"], run.cache["rows_computed"]) == (23, 1)
+    stale = next((tmp_path / "w").glob("stale-*"))
+    assert capsys.readouterr().err == (
+        f"repro: 6 finished chunks in {tmp_path / 'w'} were made with other settings: num_items (53 there, 24 now), "
+        f"the rows; they are set aside in {stale} (not reused as chunks, but the settings that decide a row are the "
+        f"same: the row cache in {tmp_path / 'cache'} gives back 23 of this run's 24 rows, not made again; the 1 row it "
+        f"lacks is made).\n")
+    # other settings that decide a row: the cache holds none of its rows, and nothing says it would give them back
+    cache = RowCache.open(tmp_path / "cache", "scores", {"job": "b"})
+    run = run_chunked_with_stats(fewer, CountingFn(), work_dir=tmp_path / "w", fingerprint={"job": "b"},
+                                 chunk_size=10, cache=cache)
+    (other,) = set((tmp_path / "w").glob("stale-*")) - {stale}
+    assert run.cache["rows_from_cache"] == 0
+    assert capsys.readouterr().err.endswith(f"job ('a' there, 'b' now); they are set aside in {other} (not reused).\n")
+    # the same settings, but the run that made the chunks kept no rows in this row cache (cache: false, another one)
+    run_chunked(prompts, CountingFn(), work_dir=tmp_path / "x", fingerprint={"job": "c"}, chunk_size=10)
+    cache = RowCache.open(tmp_path / "cache", "scores", {"job": "c"})
+    run = run_chunked_with_stats(fewer, CountingFn(), work_dir=tmp_path / "x", fingerprint={"job": "c"},
+                                 chunk_size=10, cache=cache)
+    assert run.cache["rows_computed"] == 24
+    assert capsys.readouterr().err.endswith(f"(not reused: the row cache in {tmp_path / 'cache'} holds none of this "
+                                            f"run's 24 rows).\n")
+
+
 def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, prompts, capsys):
     # a truncated fingerprint.json read as "made with other settings" (stale-None), which nothing had changed
     run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)

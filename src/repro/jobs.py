@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
 from .errors import DataError, ReproError, counted, listed, notice
@@ -95,18 +95,36 @@ def _digest_on_disk(work_dir: Path) -> str | None:
         return None
 
 
-def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
-    """Create `work_dir` for this fingerprint; move chunks of another fingerprint aside. Returns the digest."""
+def _from_row_cache(cache: RowCache, rows: Iterable[Any]) -> str:
+    """What a notice says of work set aside whose rows were made with the settings of this run: `cache` (whose
+    namespace those settings are) gives back the `rows` (their keys' contents) it holds; the others are made."""
+    rows = list(rows)
+    held = sum(cache.path(cache.key(row)).exists() for row in rows)
+    if not held:
+        return f"not reused: the row cache in {cache.root} holds none of this run's {counted(len(rows), 'row')}"
+    lacks = len(rows) - held
+    made = f"; the {counted(lacks, 'row')} it lacks {'is' if lacks == 1 else 'are'} made" if lacks else ""
+    return (f"not reused as chunks, but the settings that decide a row are the same: the row cache in {cache.root} "
+            f"gives back {held} of this run's {counted(len(rows), 'row')}, not made again{made}")
+
+
+def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCache | None = None,
+                     rows: Iterable[Any] = ()) -> str:
+    """Create `work_dir` for this fingerprint; move chunks of another fingerprint aside, saying so (`cache`: the row
+    cache this work uses, `rows` the keys' contents of its items). Returns the digest."""
     work_dir.mkdir(parents=True, exist_ok=True)
     digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
     if fp_path.exists() and (old := _digest_on_disk(work_dir)) != digest:
         stale, chunks, differ = work_dir / f"{STALE_PREFIX}{old}", list(work_dir.glob(CHUNK_GLOB)), ""
         stale.mkdir(exist_ok=True)
+        reused = "not reused"
         with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # what they were made with, if told
             was, now = ({**f, **f["work"]} for f in (json.loads(fp_path.read_text())["fingerprint"], fingerprint))
             keys = [k for k in {**was, **now} if k not in ("work", "items") and was.get(k) != now.get(k)]
             differ = ", ".join(filter(None, [listed({k: (was.get(k), now.get(k)) for k in keys}),
                                              "the rows" * (was["items"] != now["items"])]))
+            if cache is not None and fingerprint_of(was["work"]) == fingerprint_of(now["work"]):  # rows, chunking
+                reused = _from_row_cache(cache, rows)
         for p in chunks + [fp_path]:
             with contextlib.suppress(FileNotFoundError):  # ranks sharing a folder may race to move the same file
                 shutil.move(str(p), stale / p.name)
@@ -114,8 +132,8 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any]) -> str:
             was, they = ("was", "it is") if len(chunks) == 1 else ("were", "they are")
             why = (f"cannot be told to be this work's: its {FINGERPRINT_FILE} is damaged (not JSON)" if old == "damaged"
                    else f"{was} made with other settings{': ' + differ if differ else ''}")
-            notice(f"{counted(len(chunks), 'finished chunk')} in {work_dir} {why}; {they} set aside in {stale} (not "
-                   f"reused).")
+            notice(f"{counted(len(chunks), 'finished chunk')} in {work_dir} {why}; {they} set aside in {stale} "
+                   f"({reused}).")
     if not fp_path.exists():
         atomic_write_json(fp_path, {"digest": digest, "fingerprint": fingerprint})
     return digest
@@ -357,7 +375,7 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                              cached=lambda n: bar.skip(n, cached=True))  # (not computed: out of the rate)
     work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
     stored = _stored_fingerprint(fingerprint, items, chunk_size)
-    digest = prepare_work_dir(work_dir, stored) if prepare else fingerprint_of(stored)
+    digest = prepare_work_dir(work_dir, stored, cache, map(cache_key, items)) if prepare else fingerprint_of(stored)
     n_chunks = num_chunks(len(items), chunk_size)
     indices = chunk_share(n_chunks, *share) if share is not None else range(n_chunks)
     done = {index: out for index in indices

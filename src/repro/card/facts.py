@@ -21,7 +21,7 @@ from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of,
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
 from ..formats import holds_scores
-from ..manifest import NAMING, NOT_SHAPING, Manifest
+from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
 from ..parameters import CardParams, ConstructParams, GenerationParams, unused_generation
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id)
@@ -354,6 +354,22 @@ class CardFacts:
         """Pairs whose `chosen` the scores do not prefer are a limitation: any inverted one, or ties from MANY_TIES."""
         s = self.pair_signs  # (no pair left by the card's code: the uses say why, not this)
         return bool(s and sum(s.values()) and (s["negative"] or s["zero"] >= MANY_TIES * sum(s.values())))
+
+    @property
+    def rounding(self) -> dict[str, Any]:
+        """The batching values that decide the float rounding (generation's where it generated), as the run used
+        them: a budget left to the device's default by the one the scorer records. A byte-identical rebuild needs
+        them, though the parameters table leaves out how the work ran."""
+        used = {"batch_tokens": self.scorer.get("batch_tokens")}
+        fields = _fields(self.parameters)
+        return {k: v for k in ROUNDING if k in fields
+                if (v := used.get(k) if self.parameters.get(k) is None else self.parameters[k]) is not None}
+
+    @property
+    def source_sha256(self) -> str | None:
+        """The source file's sha256, as the load stage records it (a file over 64 MiB: its size and time, none)."""
+        digest = ((self.stages.get("load") or {}).get("content") or {}).get("file")
+        return digest if isinstance(digest, str) and len(digest) == 64 and digest.isalnum() else None
 
     def _repr_markdown_(self) -> str:
         splits = ", ".join(f"`{s.name}` {s.num_examples} rows" for s in self.splits)

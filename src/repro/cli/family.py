@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import (busy, changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check,
                     writing)
-from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, noting_stops
+from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS, noting_stops
 from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, read_parts,
                   run_notebooks, run_params)
 from .run import configure as configure_run
@@ -148,7 +147,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
 
 def ended(code: int) -> str:
     """A member's run as its exit status says (a stop signal that ended the process came before its handlers)."""
-    return {0: "done", EXIT_INTERRUPTED: INTERRUPTED, -signal.SIGINT: INTERRUPTED, -signal.SIGTERM: INTERRUPTED,
+    return {0: "done", EXIT_INTERRUPTED: INTERRUPTED, **{-signum: INTERRUPTED for signum in STOP_SIGNALS},
             EXIT_BUSY: BUSY}.get(code, "failed")
 
 
@@ -217,7 +216,7 @@ class _Started:
         with self.lock:
             self.stopping = True
         for process in self.processes:
-            process.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+            process.send_signal(next(signum for signum, name in STOP_SIGNALS.items() if name == how))
 
 
 def _run_in_subprocess(args: argparse.Namespace, family: Family, member: Member, started: _Started) -> str:

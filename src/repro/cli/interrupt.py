@@ -17,7 +17,8 @@ from ..manifest import Manifest
 GRACE_S = 20.0  # how long an interrupted kernel gets to stop its cell before it is killed
 INTERRUPTED = "interrupted"
 EXIT_INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell gives)
-STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}  # as the records name them
+# as the records name them; SIGHUP: the terminal closed (an SSH connection dropped)
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
 
 class Interrupted(Exception):
@@ -29,12 +30,17 @@ class Interrupted(Exception):
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler's time limit, `kill`), raised as Ctrl-C's KeyboardInterrupt is: the run ends as for it."""
+    """SIGTERM (a scheduler's time limit, `kill`) or SIGHUP (the terminal closed), raised as Ctrl-C's
+    KeyboardInterrupt is: the run ends as for it. `how`: the signal's name."""
+
+    def __init__(self, how: str = "SIGTERM") -> None:
+        super().__init__(how)
+        self.how = how
 
 
 def cause(stop: KeyboardInterrupt) -> str:
     """What stopped the run, as its record says it."""
-    return "SIGTERM" if isinstance(stop, Terminated) else "Ctrl-C"
+    return stop.how if isinstance(stop, Terminated) else "Ctrl-C"
 
 
 def _is_kernel(child: psutil.Process) -> bool:
@@ -51,20 +57,24 @@ def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
 
 
 def _terminated(signum: int, frame: Any) -> None:
-    raise Terminated
+    raise Terminated(STOP_SIGNALS[signum])
+
+
+def _handle(signals: list[int], handler: Callable[[int, Any], Any]) -> dict[int, Any]:
+    """`handler` for each of `signals` not ignored (as `nohup` or a shell's background job started the command:
+    they stay ignored); returns the handlers they had."""
+    return {signum: signal.signal(signum, handler) for signum in signals if signal.getsignal(signum) != signal.SIG_IGN}
 
 
 @contextlib.contextmanager
 def noting_stops() -> Iterator[list[str]]:
-    """Inside, Ctrl-C and SIGTERM are noted in the list yielded ('Ctrl-C', 'SIGTERM'), not raised (only the main
-    thread may set a handler: elsewhere the list stays empty)."""
+    """Inside, Ctrl-C, SIGTERM and SIGHUP are noted in the list yielded ('Ctrl-C', 'SIGTERM', 'SIGHUP'), not raised
+    (only the main thread may set a handler: elsewhere the list stays empty)."""
     stops: list[str] = []
     if threading.current_thread() is not threading.main_thread():
         yield stops
         return
-    # (a signal ignored when the command started, as a shell starts a background job, stays ignored, as before)
-    previous = {signum: signal.signal(signum, lambda signum, frame: stops.append(STOP_SIGNALS[signum]))
-                for signum in STOP_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN}
+    previous = _handle(list(STOP_SIGNALS), lambda signum, frame: stops.append(STOP_SIGNALS[signum]))
     try:
         yield stops
     finally:
@@ -74,19 +84,20 @@ def noting_stops() -> Iterator[list[str]]:
 
 @contextlib.contextmanager
 def stop_signal_as_ctrl_c() -> Iterator[None]:
-    """Inside, SIGTERM raises `Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt (only the main
-    thread may set a handler: elsewhere nothing changes)."""
+    """Inside, SIGTERM and SIGHUP raise `Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt (only the
+    main thread may set a handler: elsewhere nothing changes)."""
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
+    previous = _handle([signal.SIGTERM, signal.SIGHUP], _terminated) if main else {}
     try:
         yield
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` in a thread; on Ctrl-C (or SIGTERM) stop this process's kernels, raise `Interrupted`."""
+    """`fn(*args, **kwargs)` in a thread; on Ctrl-C (or SIGTERM, SIGHUP) stop this process's kernels, raise
+    `Interrupted`."""
     outcome: dict[str, Any] = {}
     done = threading.Event()  # not Thread.join: a KeyboardInterrupt inside join can leave is_alive() wrong
 

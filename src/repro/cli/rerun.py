@@ -15,7 +15,7 @@ from ..jobs import finished_chunks
 from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
                         as_recorded)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
-from ..paths import WRITING_ENV, RunDir, wait_advice
+from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import hub_commit, local_content
 from ..subject import subject_refusal
 from .preflight import READS_RUN_DATASET, Check
@@ -64,6 +64,18 @@ def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
     return (f"{said}: finished work of another {' or '.join(budget)} is set aside in work/"
             f"{'' if cached else ' and computed again'} (the batches, hence the float rounding, follow it)"
             f"{'; the row cache gives back the rows it holds, as they were scored' if cached else ''}")
+
+
+def reused(run: RunDir, parameters: dict[str, Any]) -> str:
+    """What a replaced run leaves the new one: `REUSED`, or, where both use the same row cache, that the rows it made
+    come back from it (whatever the rows or their chunking: a limit changed sets its work/ chunks aside)."""
+    manifest = Manifest(run)
+    recorded = manifest.recorded(manifest.read())
+    if not (parameters.get("cache", True) and recorded.get("cache", True)
+            and row_cache_dir(recorded.get("cache_dir")) == row_cache_dir(parameters.get("cache_dir"))):
+        return REUSED
+    return ("its work/ stays, and the rows it made come back from the row cache where the generation and scoring "
+            "values that made them are the same, whatever the rows or chunking now; changed ones make their rows again")
 
 
 def busy(given_as: str, holder: str) -> str:
@@ -170,9 +182,9 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         ended = f" and {last}" if last else ""
         return Check("run directory", True, f"{run.root} holds an unfinished run with other parameters ({changes}) "
                                             f"that made nothing but its notebooks{ended}: it is replaced "
-                                            f"({'the members stay as they are' if view else REUSED})")
+                                            f"({'the members stay as they are' if view else reused(run, parameters)})")
     # a run without 01_construct keeps the dataset: its notebooks make their own outputs again, whole
-    replaced = (f"its outputs are removed first ({REUSED})" if rebuilds(notebooks) else
+    replaced = (f"its outputs are removed first ({reused(run, parameters)})" if rebuilds(notebooks) else
                 f"{FAMILY_NOTEBOOK} makes the family view again with the new values (the members stay as they are)"
                 if view else
                 f"the notebooks listed ({', '.join(notebooks)}) run again with the new values and make their outputs "
