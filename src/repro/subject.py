@@ -3,13 +3,52 @@ notebook about another dataset is refused there before anything is written."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from .errors import ParameterError
 from .manifest import Manifest
-from .paths import KERNEL, RunDir, project_root, rebased, run_dir_of, run_manifest_of, wait_advice
+from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of, run_manifest_of,
+                    wait_advice)
 
 OWN = None  # the subject of a run that built its own dataset
+STAND_IN_TAGS = {"scorer": "stand-in-scores", "generation": "stand-in-candidates"}  # a card's tags for its stand-ins
+
+
+def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
+    """The stand-ins a dataset made elsewhere (`spec`: a local folder, or a file in one) declares it was made with:
+    {"scorer": ..., "generation": ...}, each with `stand_in` and `declared`, what declares it: the `manifest` of the
+    run that built it (which names the model), its own `card`'s tags (STAND_IN_TAGS), or a `marker` in its folder
+    (STAND_IN_MARKER, for the scorer); {} where nothing does (a hub id, a folder that says nothing)."""
+    path = Path(spec).expanduser() if spec else None
+    if path is None or not path.exists():
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no manifest beside it, or not one
+        recorded = json.loads(run_manifest_of(path).read_text())
+        scorer, generation = recorded.get("scorer") or {}, recorded.get("generation") or {}
+        if scorer.get("stand_in") or str(scorer.get("model") or "").startswith("builtin:"):
+            out["scorer"] = {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": True,
+                             "declared": "manifest"}
+        if generation.get("stand_in"):
+            out["generation"] = {"policy_model": generation.get("policy_model"), "stand_in": True,
+                                 "n_candidates": generation.get("n_candidates"), "declared": "manifest"}
+    folder = path if path.is_dir() else path.parents[1] if path.parent.name == DATA_DIR else None
+    if folder is None:
+        return out
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError, yaml.YAMLError):  # no card, or no YAML
+        text = (folder / "README.md").read_text(encoding="utf-8")
+        tags = yaml.safe_load(text[4:text.index("\n---", 3)] if text.startswith("---\n") else "").get("tags") or []
+        for key, tag in STAND_IN_TAGS.items():
+            if tag in tags:
+                out.setdefault(key, {"stand_in": True, "declared": "card"})
+    if (folder / STAND_IN_MARKER).is_file():
+        out.setdefault("scorer", {"stand_in": True, "declared": "marker"})
+    return out
 
 
 def is_own_dataset(run: RunDir, spec: str | None) -> bool:

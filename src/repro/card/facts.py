@@ -26,7 +26,7 @@ from ..parameters import CardParams, ConstructParams, GenerationParams, unused_g
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id)
 from ..sources import load_source, read_parquet
-from ..subject import claim, is_own_dataset
+from ..subject import claim, declared_stand_ins, is_own_dataset
 
 CONFIG_NAME = "default"
 SEED_REPO = FORMATS["seed"].source
@@ -120,6 +120,11 @@ class CardFacts:
     def stand_in(self) -> bool:
         model = str(self.scorer.get("model") or self.parameters.get("scorer_model") or "")
         return bool(self.scorer.get("stand_in")) or model.startswith("builtin:")
+
+    @property
+    def scorer_unknown(self) -> bool:
+        """A dataset not built here whose scorer nothing told the card: not a declared stand-in, not in known_recipe."""
+        return not self.built_here and not self.scorer and not self.known_recipe.get("scorer")
 
     @property
     def scorer_model(self) -> Any:
@@ -439,6 +444,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.known_recipe = {fact: public_text(str(told)) for fact, told in params.known_recipe.items()}
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
+    if not built_here:  # the stand-ins its own card, folder or the run that built it declare: said as built here
+        declared = declared_stand_ins(facts.card_dataset)
+        facts.scorer, facts.generation = declared.get("scorer", {}), declared.get("generation", {})
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     view = seed_view(ds, candidates=False).with_format("arrow")[:]  # (a recipe's scores as the seed's columns)
     _usable_rows(facts, ds, view)

@@ -32,6 +32,7 @@ from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, table_cell
 from ..paths import DATA_DIR, FIGURES_DIR, RunDir, reads_as_hub_id
 from ..revisions import publish_blocker
+from ..subject import STAND_IN_TAGS
 from .facts import (CONFIG_NAME, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
                     SCORE_BLOCKS, SEED_REPO, SMALL_ROWS, CardFacts, SplitFacts, gather_facts, public_value,
                     shaping_parameters)
@@ -70,9 +71,10 @@ def facts_card_data(facts: CardFacts) -> DatasetCardData:
     preference = facts.has_columns("prompt", "chosen", "rejected")
     learnable = not facts.pair_signs or facts.pair_signs["positive"] > 0  # (no pair prefers its chosen: not for DPO)
     tags = ["preference", *(["dpo"] * learnable), "rlhf"] if preference else []
-    if facts.built_here:  # what the data is known to be: its scorer's, its source's
-        tags += [{"stand_in": "stand-in-scores", "pairrm": "pairrm"}.get(facts.scorer_kind, "reward-model-scores"),
-                 *(["ultrafeedback"] if facts.source_kind == "ultrafeedback" and not facts.stand_in else [])]
+    if facts.built_here or facts.stand_in:  # what the data is known to be: its scorer's, its source's (or declared)
+        scores = {"stand_in": STAND_IN_TAGS["scorer"], "pairrm": "pairrm"}.get(facts.scorer_kind, "reward-model-scores")
+        tags += [scores, *(["ultrafeedback"] if facts.source_kind == "ultrafeedback" and not facts.stand_in else [])]
+    tags += [STAND_IN_TAGS["generation"]] * bool(facts.generation.get("stand_in"))
     source = (facts.parameters if facts.built_here else facts.known_recipe).get("source")
     return card_data(facts.features, facts.splits, language=facts.language or None, license=facts.license,
                      size_categories=[size_category(sum(s.num_examples for s in facts.splits))],  # every split
