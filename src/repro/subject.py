@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from huggingface_hub.repocard import metadata_load
 
 from .errors import ParameterError
 from .manifest import Manifest
@@ -41,8 +42,7 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
     if folder is None:
         return out
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError, yaml.YAMLError):  # no card, or no YAML
-        text = (folder / "README.md").read_text(encoding="utf-8")
-        tags = yaml.safe_load(text[4:text.index("\n---", 3)] if text.startswith("---\n") else "").get("tags") or []
+        tags = (metadata_load(folder / "README.md") or {}).get("tags") or []
         for key, tag in STAND_IN_TAGS.items():
             if tag in tags:
                 out.setdefault(key, {"stand_in": True, "declared": "card"})
