@@ -294,7 +294,8 @@ MEMBER_PROCESS = """
 import pathlib, signal, sys, time
 pathlib.Path(sys.argv[1]).touch()  # started
 if sys.argv[2] == "handled":  # as repro run ends on a stop signal; else as one stopped before it set its handlers
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(130))
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda *a: sys.exit(130))
 try:
     time.sleep(60)
 except (KeyboardInterrupt, SystemExit):
@@ -334,8 +335,10 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
             time.sleep(0.5)
             os.kill(os.getpid(), signal.SIGINT)  # pressed again while the members stop: changes nothing
 
-    threading.Thread(target=press, daemon=True).start()
+    pressing = threading.Thread(target=press, daemon=True)
+    pressing.start()
     assert family_cli.run_family(args, family) == 130
+    pressing.join()  # its second press landed in the test after it when the members ended at once (SIGHUP unhandled)
     assert sorted(p.name for p in tmp_path.glob("started-*")) == ["started-mini_index-0", "started-mini_index-1"]
     assert len(members) == 2 and not any(member.is_running() for member in members)
     assert sessions == [True, True]
