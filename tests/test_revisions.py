@@ -167,3 +167,17 @@ def test_a_hub_model_counts_by_the_caches_newest_commit_unless_a_revision_pins_i
     assert run_fingerprint({**resolved, "scorer_revision": "main"})["hub commits"] == moved["hub commits"]
     shutil.rmtree(snapshots.parent)  # a cache emptied: not known, no change (a run then downloads it, or says so)
     assert run_fingerprint(resolved)["hub commits"] == ""
+
+
+def test_a_code_digest_reads_code_not_docstrings_and_takes_an_empty_module(tmp_path):
+    # an empty module (an __init__.py with nothing in it) raised IndexError where the digest looked for its docstring
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text('"""A module."""\n\ndef f():\n    """Doc."""\n    return 1  # one\n')
+    first = revisions.python_digest(tmp_path / "pkg")
+    (tmp_path / "pkg" / "m.py").write_text('"""Another doc."""\n\n\ndef f():\n    return 1\n')
+    assert revisions.python_digest(tmp_path / "pkg") == first
+    (tmp_path / "pkg" / "m.py").write_text("def f():\n    return 2\n")
+    assert revisions.python_digest(tmp_path / "pkg") != first
+    (tmp_path / "pkg" / "m.py").write_text('def f():\n    """Only a docstring."""\n')
+    assert revisions.python_digest(tmp_path / "pkg") != first

@@ -123,12 +123,13 @@ def python_digest(*paths: Path) -> str:
             tree = ast.parse(file.read_bytes())
             for node in ast.walk(tree):
                 if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                        isinstance(first := node.body[0], ast.Expr) and isinstance(first.value, ast.Constant) and \
+                        node.body and isinstance(first := node.body[0], ast.Expr) and isinstance(first.value, ast.Constant) and \
                         isinstance(first.value.value, str):
                     node.body = node.body[1:] or [ast.Pass()]
             name = file.relative_to(path).as_posix() if path.is_dir() else file.name
             digest.update(f"{name}\0{ast.unparse(tree)}\0".encode())
     return digest.hexdigest()[:16]
+
 
 def hub_snapshot(repo_id: str, revision: str | None = None, repo_type: str = "dataset") -> Path | None:
     """The folder of a hub repository in the local hub cache (where `hf download` puts it), or None."""
