@@ -123,8 +123,8 @@ def python_digest(*paths: Path) -> str:
             tree = ast.parse(file.read_bytes())
             for node in ast.walk(tree):
                 if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                        node.body and isinstance(first := node.body[0], ast.Expr) and isinstance(first.value, ast.Constant) and \
-                        isinstance(first.value.value, str):
+                        node.body and isinstance(first := node.body[0], ast.Expr) and \
+                        isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
                     node.body = node.body[1:] or [ast.Pass()]
             name = file.relative_to(path).as_posix() if path.is_dir() else file.name
             digest.update(f"{name}\0{ast.unparse(tree)}\0".encode())

@@ -4,7 +4,6 @@ notebook about another dataset is refused there before anything is written."""
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
         return {}
     out: dict[str, dict[str, Any]] = {}
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no manifest beside it, or not one
-        recorded = json.loads(run_manifest_of(path).read_text())
+        recorded = Manifest(RunDir(run_manifest_of(path).parent)).read()
         scorer, generation = recorded.get("scorer") or {}, recorded.get("generation") or {}
         if scorer.get("stand_in") or str(scorer.get("model") or "").startswith("builtin:"):
             out["scorer"] = {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": True,
