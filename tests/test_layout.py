@@ -1,9 +1,12 @@
 """The project's shape: layout, environment.yml vs pyproject.toml, committed notebooks without outputs."""
 
 import ast
+import io
 import json
+import os
 import re
 import subprocess
+import tokenize
 import tomllib
 from pathlib import Path
 
@@ -54,32 +57,62 @@ def test_notebooks_have_no_outputs_or_execution_counts():
                 assert cell.get("execution_count") is None, f"{path.name} is committed with execution counts"
 
 
-def test_notebook_parameters_cells_match_the_schemas():
+def schema_comments() -> dict[tuple[str, str], tuple[list[str], str]]:
+    """Each field's comments in src/repro/parameters.py, by (class, field): the comment lines just above it (a
+    section's, e.g. "# slicing: ..."), and the one on its line."""
+    text = (ROOT / "src" / "repro" / "parameters.py").read_text()
+    lines = text.splitlines()
+    comments = {t.start[0]: t.string for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                if t.type == tokenize.COMMENT}
+    said = {}
+    for cls in (node for node in ast.parse(text).body if isinstance(node, ast.ClassDef)):
+        for node in (n for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)):
+            first = node.lineno
+            while lines[first - 2].lstrip().startswith("#"):
+                first -= 1
+            said[cls.name, node.target.id] = ([comments[k] for k in range(first, node.lineno)],
+                                              comments.get(node.lineno, ""))
+    return said
+
+
+def parameters_cell(notebook: str) -> str:
+    """A notebook's parameters cell as its schemas write it: each section's header (PARAMETERS_HEADER first, which
+    repro.parameters.cell_names finds the cell by), then each field once, `name = default` with its comments."""
+    said, lines, done = schema_comments(), [], set()
+    for section in NOTEBOOK_SECTIONS[notebook]:
+        schema = SCHEMAS[section]
+        lines.append(f"# {schema.__doc__.splitlines()[0]}" if lines else f"{PARAMETERS_HEADER}{notebook}.ipynb (every "
+                     f"one, with its default and range: repro.parameters.{schema.__name__}).")
+        for name, field in schema.model_fields.items():
+            if name not in done:
+                done.add(name)
+                above, inline = next(said[c.__name__, name] for c in schema.__mro__ if (c.__name__, name) in said)
+                lines += [*above, f"{name} = {field.default!r}" + f"  {inline}" * bool(inline)]
+    return "\n".join(lines)
+
+
+def test_notebook_parameters_cells_are_written_from_the_schemas():
+    # each parameter's comment was written twice, in the schema and in each cell, and the two drifted apart (01's cell
+    # kept "rows with < 2 distinct candidates" after the schema gained `keep`): the schema is now the one place
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text())
         tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
         assert len(tagged) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
-        sections = NOTEBOOK_SECTIONS[path.stem]
-        fields = {}
-        for s in sections:
-            fields.update(SCHEMAS[s].model_fields)
-        source = "".join(tagged[0]["source"])
-        # the line repro.parameters.cell_names finds the cell by in IPython's history (a re-run cell's names)
-        assert source.startswith(f"{PARAMETERS_HEADER}{path.name}"), f"{path.name}: its parameters cell's first line"
-        # papermill skips (with a warning) a line with a second "=", comments too, and never passes it
-        assert [x for x in source.splitlines() if not x.startswith("#") and x.count("=") > 1] == [], path.name
-        tree = ast.parse(source)
-        for node in tree.body:
-            assert isinstance(node, ast.Assign), f"{path.name}: the parameters cell holds only assignments"
-            name = node.targets[0].id
-            assert name in fields, f"{path.name}: parameter {name!r} is not in the {sections} schema"
-            value = ast.literal_eval(node.value)  # literals only
-            assert value == fields[name].default, f"{path.name}: {name} = {value!r} differs from the schema default"
-        # its first line says "every one, with its default": a schema field left out of the cell is missing
-        missing = set(fields) - {node.targets[0].id for node in tree.body}
-        assert not missing, f"{path.name}: its parameters cell lacks {sorted(missing)} of the {sections} schema"
         # JupyterLab opens them with the project's registered kernel, with no kernel picker
         assert nb["metadata"]["kernelspec"] == KERNELSPEC, f"{path.name} must declare the kernel {KERNELSPEC}"
+        cell = parameters_cell(path.stem)
+        if os.environ.get("REPRO_WRITE_CELLS") and "".join(tagged[0]["source"]) != cell:
+            tagged[0]["source"] = cell.splitlines(keepends=True)
+            path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        assert "".join(tagged[0]["source"]) == cell, (
+            f"{path.name}: its parameters cell is not the one src/repro/parameters.py writes (each parameter is "
+            f"described there, once): rewrite the cells with\n"
+            f"  REPRO_WRITE_CELLS=1 python -m pytest tests/test_layout.py -k cells")
+        # papermill skips (with a warning) a line with a second "=", comments too, and never passes it
+        assert [x for x in cell.splitlines() if not x.startswith("#") and x.count("=") > 1] == [], path.name
+        fields = {name: f for s in NOTEBOOK_SECTIONS[path.stem] for name, f in SCHEMAS[s].model_fields.items()}
+        for node in ast.parse(cell).body:  # only assignments of literals (papermill injects its own after them)
+            assert ast.literal_eval(node.value) == fields[node.targets[0].id].default, (path.name, ast.dump(node))
 
 
 def test_notebook_results_do_not_reuse_parameter_names():
@@ -122,39 +155,3 @@ def test_readme_draws_the_package_as_ls_shows_it():
         inside = {p.stem if p.suffix == ".py" else p.name + "/" * p.is_dir() for p in folder.iterdir()
                   if not p.name.startswith("__")}
         assert inside <= said, f"the README's {folder.name}/ line lacks {sorted(inside - said)}"
-
-
-def schema_comments() -> dict[str, str]:
-    """Each schema field's comment in src/repro/parameters.py: on its line, else the comment lines just above it."""
-    comments: dict[str, str] = {}
-    above: list[str] = []
-    for line in (ROOT / "src" / "repro" / "parameters.py").read_text().splitlines():
-        text = line.strip()
-        if text.startswith("#"):
-            above.append(text[1:].strip())
-            continue
-        target = line[4:].split(":")[0] if line.startswith("    ") and not line.startswith("     ") else ""
-        if target.isidentifier() and " = " in line:
-            inline = line.split("  # ", 1)[1] if "  # " in line else ""
-            comments[target] = inline or " ".join(above)  # (the last class naming it: ScorerSpec comes first)
-        above = []
-    return comments
-
-
-def test_a_parameters_cell_says_what_the_schema_says_of_each_parameter():
-    # 01_construct's cell kept "rows with < 2 distinct candidates" after the schema gained `keep`
-    told = schema_comments()
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        cell = next(c for c in json.loads(path.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
-        lines = "".join(cell["source"]).splitlines()
-        for i, line in enumerate(lines):
-            if line.startswith("#") or " = " not in line:
-                continue
-            name = line.split(" = ")[0]
-            said = line.split("  # ", 1)[1] if "  # " in line else ""
-            k = i
-            while not said and k and lines[k - 1].startswith("# ") and not lines[k - 1].startswith(PARAMETERS_HEADER):
-                k -= 1
-            said = said or " ".join(x[2:] for x in lines[k:i])
-            if told.get(name) and said:
-                assert said == told[name], f"{path.name}: {name}: the cell says {said!r}, the schema {told[name]!r}"

@@ -205,11 +205,11 @@ class ConstructParams(_Params):
     part_start: Index = 0
     part_stop: Integer | None = None
     drop_rows: Index = 0
-    drop_from: Literal["end", "start"] = "end"
+    drop_from: Literal["end", "start"] = "end"  # or 'start': where drop_rows are taken from
     mini_index: Index = 0
     mini_count: Count = 1
     limit: Count | None = None  # keep only the first N rows of the mini (quick tries)
-    candidate_columns: list[str] = ["resp0", "resp1"]
+    candidate_columns: list[str] = ["resp0", "resp1"]  # the source's response columns ranked
     include_reference: bool = False  # also rank `reference_response`
     include_original_pair: bool = False  # also rank the source's chosen/rejected assistant texts
     # first_scored_only: first, ranked but never paired nor listed (SPPO's published 7 rm_scores for 5 generate_i)
@@ -219,19 +219,19 @@ class ConstructParams(_Params):
     too_few_candidates: Literal["drop", "error", "keep"] = "drop"
     # an empty/whitespace text: "drop": not a candidate; "rank": ranked like any text (SPPO, SELM, RLHFlow)
     empty_candidates: Literal["error", "drop", "rank"] = "error"
-    duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
+    duplicate_prompt_ids: Literal["error", "keep_first"] = "error"  # or 'keep_first'
     # a hub id, a local folder, or "builtin:tiny-pairrm" (a stand-in)
     scorer_model: Annotated[ScorerPath, Field(min_length=1)] = "llm-blender/PairRM"
-    scorer_backend: ScorerBackend = "repro"
-    device: Device = "auto"
+    scorer_backend: ScorerBackend = "repro"  # PairRM's: repro's engine, or 'llm-blender' (its own code)
+    device: Device = "auto"  # auto, cpu, cuda, cuda:N or mps
     dtype: ScorerDtype = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
     batch_tokens: Count | None = None  # token budget per forward batch; None: 16384 on a GPU, 2048 on a CPU
     chunk_size: Count = 256  # prompts per resumable chunk
     num_processes: Count = 1  # >1: torchrun workers on this node
     source_maxlength: TokenLimit | None = None  # None: the checkpoint's own (llm-blender's RankerConfig), else 1224
     candidate_maxlength: TokenLimit | None = None  # likewise, else 412
-    scorer_kind: ScorerKind = "auto"
-    scorer_options: ScorerOptions = {}
+    scorer_kind: ScorerKind = "auto"  # auto: read from the checkpoint; or 'pairrm', 'sequence_classifier'
+    scorer_options: ScorerOptions = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
     scorers: list[ScorerSpec] = []  # more scorers, scores in candidate_scores_<name>; scorer_model decides the pairs
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
     # chat_template: SPPO's rank.py, apply_chat_template([user: prompt, assistant: "None"]).split("None")[0]
@@ -245,6 +245,7 @@ class ConstructParams(_Params):
     ties: Literal["keep", "drop"] = "keep"  # equal scores: keep the pair (seed), or leave the row out (RLHFlow)
     # candidates tied for the lowest score: rejected is the last (seed) or the first (np.argmin: SPPO, RLHFlow, SELM)
     lowest_tie: Literal["last", "first"] = "last"
+    # 'source': the source's `messages` column as it is; 'chosen': the chosen conversation
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
@@ -354,7 +355,7 @@ class GenerationParams(_Params):
 
     policy_model: PolicyPath | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy": noise stand-in
     policy_revision: str | None = None  # the policy's hub commit, passed to every load; recorded
-    generation_backend: Literal["transformers", "vllm"] = "transformers"
+    generation_backend: Literal["transformers", "vllm"] = "transformers"  # or 'vllm'
     generate_reference: bool = True  # greedy `reference_response` (temperature 0)
     reference_max_new_tokens: Count = 1024
     n_candidates: Index = 2  # columns resp0 .. resp{n-1}
@@ -397,6 +398,7 @@ class AnalyzeParams(_Params):
 
     # None: this run's dataset; or a run dir, a .jsonl/.parquet file, a saved dataset, a hub id
     dataset: UserPath | None = None
+    # with dataset None: the split 01_construct wrote, or another split of the run named here
     dataset_split: str = SPLIT
     bootstrap_resamples: BootstrapResamples  # for mean_ci95 / median_ci95
     bootstrap_seed: BootstrapSeed
@@ -496,7 +498,10 @@ class FamilyViewParams(_Params):
 
     section: ClassVar[str] = "family_view"
 
-    bootstrap_resamples: BootstrapResamples  # for each member's mean margin interval
+    # run_dir: the family's folder, the --out of its `repro run`: set it, e.g. 'runs/demo_family' (the default,
+    # runs/<run_name>, is runs/demo: the demo's run, not a family)
+    run_dir: LocalPath | None = None
+    bootstrap_resamples: BootstrapResamples  # percentile-bootstrap resamples for each member's mean margin interval
     bootstrap_seed: BootstrapSeed
 
 
