@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import ReproError
 from ..manifest import version_line
-from .interrupt import stop_signal_as_ctrl_c
+from .interrupt import say, stop_signal_as_ctrl_c
 
 PACKAGE = str(Path(__file__).resolve().parents[1])  # repro's own code, whose warnings are shown as one line
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
@@ -65,6 +65,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"repro {command}: error: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:  # Ctrl-C outside a notebook (a notebook's own is handled by repro run)
-            print(f"repro {command}: interrupted; run the same command again to continue.", file=sys.stderr)
+            say(f"repro {command}: interrupted; run the same command again to continue.")
             return 130
 

@@ -27,7 +27,7 @@ from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
 from .rerun import (busy, changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check,
                     writing)
-from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS, noting_stops
+from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS, noting_stops, say
 from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, read_parts,
                   run_notebooks, run_params)
 from .run import configure as configure_run
@@ -274,10 +274,10 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     if stopped or INTERRUPTED in statuses:
         names = [m.name for m, s in zip(family.members, statuses) if s == INTERRUPTED]
         left = [m.name for m, s in itertools.zip_longest(family.members, statuses) if s in (None, NOT_STARTED)]
-        print(f"repro run: family {family.name}: interrupted"
-              + (f" in member{'s' * (len(names) > 1)} {', '.join(names)}" if names else "")
-              + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written. Run the same "
-              "command again to continue (finished chunks and cached rows are kept).", file=sys.stderr)
+        say(f"repro run: family {family.name}: interrupted"
+            + (f" in member{'s' * (len(names) > 1)} {', '.join(names)}" if names else "")
+            + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written. Run the same "
+            "command again to continue (finished chunks and cached rows are kept).")
         return EXIT_INTERRUPTED
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
     view, varied = view_parameters(family)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from typing import Any, Callable, Iterator
 
@@ -41,6 +42,18 @@ class Terminated(KeyboardInterrupt):
 def cause(stop: KeyboardInterrupt) -> str:
     """What stopped the run, as its record says it."""
     return stop.how if isinstance(stop, Terminated) else "Ctrl-C"
+
+
+def say(line: str) -> None:
+    """Print a stopped run's last `line` to stderr. Where the terminal is gone (the SIGHUP that stopped it), stdout and
+    stderr then write nowhere, so that the exit status stays the run's (Python exits 1 on the write, 120 on a flush)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(nowhere, stream.fileno())
 
 
 def _is_kernel(child: psutil.Process) -> bool:

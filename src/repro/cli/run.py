@@ -14,7 +14,8 @@ from typing import Any
 
 from ..errors import NOTICE, ReproError, did_you_mean
 from . import PACKAGE
-from .interrupt import EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible, what_is_kept
+from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible, say,
+                        what_is_kept)
 from ..jobs import PROGRESS_LINES_ENV, fingerprint_of
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
@@ -194,7 +195,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                     kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
                     config=kernel_config())
             except Interrupted as stop:  # Ctrl-C or SIGTERM: the kernel is stopped; what finished is on disk
-                print(record_interruption(manifest, name, how=stop.how), file=sys.stderr)
+                say(record_interruption(manifest, name, how=stop.how))
                 return EXIT_INTERRUPTED
             except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
                 if not log_output:  # (with it, papermill showed the notebook's output as it came)
@@ -220,7 +221,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
         manifest.update(fingerprint={**fingerprint, "hub commits": hub_commits(values)})
         manifest.finish_run("complete")
     except KeyboardInterrupt as stop:
-        print(record_interruption(manifest, upcoming, started=False, how=cause(stop)), file=sys.stderr)
+        say(record_interruption(manifest, upcoming, started=False, how=cause(stop)))
         return EXIT_INTERRUPTED
     if last_line:
         print(f"repro run: complete -> {run.root}")
