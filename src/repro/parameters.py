@@ -231,7 +231,7 @@ class ConstructParams(_Params):
     source_maxlength: TokenLimit | None = None  # None: the checkpoint's own (llm-blender's RankerConfig), else 1224
     candidate_maxlength: TokenLimit | None = None  # likewise, else 412
     scorer_kind: ScorerKind = "auto"  # auto: read from the checkpoint; or 'pairrm', 'sequence_classifier'
-    scorer_options: ScorerOptions = {}  # a sequence classifier's chat_template, trust_remote_code, output_index
+    scorer_options: ScorerOptions = {}  # load options, by kind: repro.parameters.ScorerOptions lists them
     scorers: list[ScorerSpec] = []  # more scorers, scores in candidate_scores_<name>; scorer_model decides the pairs
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
     # chat_template: SPPO's rank.py, apply_chat_template([user: prompt, assistant: "None"]).split("None")[0]
