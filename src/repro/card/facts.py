@@ -127,6 +127,13 @@ class CardFacts:
         return not self.built_here and not self.scorer and not self.known_recipe.get("scorer")
 
     @property
+    def for_training(self) -> bool:
+        """Whether "Typical uses" offers the pairs for training: not a stand-in's scores, nor those of a scorer the
+        card does not know, nor pairs none of which prefers its chosen (or none left); where it advises against
+        training, the card neither tags the data `dpo` nor shows how to train on it."""
+        return not (self.stand_in or self.scorer_unknown or self.pair_signs and not self.pair_signs["positive"])
+
+    @property
     def scorer_model(self) -> Any:
         return public_value(self.scorer.get("model") or self.parameters.get("scorer_model"))
 
