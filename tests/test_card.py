@@ -1986,6 +1986,49 @@ def test_the_parameters_give_what_a_byte_identical_rebuild_needs(tmp_path, sampl
             "`--set name=value`) and the same device type") in en and "generation_chunk_size" not in en
 
 
+def test_a_budget_an_out_of_memory_lowered_is_the_one_the_card_gives(tmp_path, sample_dir, monkeypatch):
+    """On an out-of-memory the scorer halves batch_tokens and keeps the lower budget (the manifest's
+    `batch_tokens_used`); the card gave the budget asked, `batch_tokens=2048`, at which no prompt was scored."""
+    import torch
+    from repro.scorers.pairrm import PairRM
+
+    forward, score, calls = PairRM._forward, PairRM.score, {"score": 0, "failed": False}
+
+    def small_gpu(self, batch):  # over 1000 padded tokens at once: out of memory (from the second chunk on, `late`)
+        if sum(p.length for p in batch) > 1000 and (calls["score"] > 1 or not late) and not calls["failed"]:
+            calls["failed"] = late
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return forward(self, batch)
+
+    def counted(self, *args, **kwargs):
+        calls["score"] += 1
+        return score(self, *args, **kwargs)
+
+    monkeypatch.setattr(PairRM, "_forward", small_gpu)
+    monkeypatch.setattr(PairRM, "score", counted)
+    for late in (False, True):
+        calls.update(score=0, failed=False)
+        with pytest.warns(RuntimeWarning, match="out of memory"):  # (no row cache: every row scored here)
+            run = built_with_a_stand_in_policy(tmp_path / f"run_{late}", sample_dir, cache=False)
+        scorer = Manifest(run).read()["scorer"]
+        used = {int(b): n for b, n in scorer["batch_tokens_used"].items()}
+        assert scorer["batch_tokens"] == 2048 and min(used) < 2048
+        en, zh = (section(half, heading) for half, heading in zip(halves(card_for(run.root)[1]),
+                                                                  ("### Parameters of this run", "### 本次运行的参数")))
+        low = min(used)
+        if not late:  # every prompt at the lowered budget: that is the one to give
+            assert used == {low: 6} and f"`batch_tokens={low}`, `chunk_size=4`, `generation_batch_size=2`" in en
+            assert (f"The scorer started at `batch_tokens` = 2048; an out-of-memory lowered it, and the prompts were "
+                    f"scored at {low} (6 prompts).") in en
+            assert f"`batch_tokens={low}`、`chunk_size=4`" in zh and f"打分时用的是 {low}（6 个提示词）" in zh
+        else:  # the first chunk at 2048, the second lower: no one budget rebuilds both
+            assert "besides these values, `chunk_size=4`, `generation_batch_size=2`" in en
+            assert (f"the prompts were scored at 2048 (4 prompts), {low} (2 prompts), so no single `batch_tokens` "
+                    f"rebuilds them all byte for byte.") in en
+            assert f"2048（4 个提示词）、{low}（2 个提示词），因此没有哪一个 `batch_tokens` 能逐字节重建全部分数" in zh
+        assert "`batch_tokens=2048`" not in en and "`batch_tokens=2048`" not in zh
+
+
 def files_and_times(root: Path) -> dict[str, tuple[bytes, int]]:
     """Each file under `root`: its bytes and when it was last written (but the lock, which is no output)."""
     return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))

@@ -365,12 +365,21 @@ class CardFacts:
     @property
     def rounding(self) -> dict[str, Any]:
         """The batching values that decide the float rounding (generation's where it generated), as the run used
-        them: a budget left to the device's default by the one the scorer records. A byte-identical rebuild needs
+        them: a budget left to the device's default by the one the scorer records, one an out-of-memory lowered by
+        the one it scored at (none where it scored at several: `lowered_budgets`). A byte-identical rebuild needs
         them, though the parameters table leaves out how the work ran."""
-        used = {"batch_tokens": self.scorer.get("batch_tokens")}
+        budgets = list(self.lowered_budgets)
+        used = {**self.parameters, "batch_tokens": (budgets[0] if len(budgets) == 1 else None) if budgets
+                else self.parameters.get("batch_tokens") or self.scorer.get("batch_tokens")}
         fields = _fields(self.parameters)
-        return {k: v for k in ROUNDING if k in fields
-                if (v := used.get(k) if self.parameters.get(k) is None else self.parameters[k]) is not None}
+        return {k: used[k] for k in ROUNDING if k in fields and used.get(k) is not None}
+
+    @property
+    def lowered_budgets(self) -> dict[int, int]:
+        """{batch_tokens: prompts scored at it}, highest first, where an out-of-memory lowered the budget the scorer
+        started at (it records `batch_tokens_used` only then); {} where every prompt was scored at that one."""
+        used = self.scorer.get("batch_tokens_used")
+        return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True)) if isinstance(used, dict) else {}
 
     @property
     def source_sha256(self) -> str | None:
