@@ -2029,6 +2029,33 @@ def test_a_budget_an_out_of_memory_lowered_is_the_one_the_card_gives(tmp_path, s
         assert "`batch_tokens=2048`" not in en and "`batch_tokens=2048`" not in zh
 
 
+def test_rows_from_the_row_cache_are_said_not_to_follow_this_runs_chunks(tmp_path, sample_dir):
+    """With `cache: true` a row scored before comes from the row cache, whose key holds the scorer and its
+    `batch_tokens` but no chunk: it was batched with another run's rows. The card said a rebuild with this run's
+    `chunk_size` gives the same bytes, and nothing of the cache."""
+    first = built_with_a_stand_in_policy(tmp_path / "first", sample_dir)  # chunks of 4, generation's of 4
+    again = built_with_a_stand_in_policy(tmp_path / "again", sample_dir, chunk_size=2, generation_chunk_size=2)
+    recorded = Manifest(again).read()
+    assert recorded["scorer"]["cache"]["rows_from_cache"] == recorded["generation"]["cache"]["rows_from_cache"] == 6
+    assert Manifest(first).read()["scorer"]["cache"]["rows_from_cache"] == 0
+    scores = [datasets.Dataset.from_parquet(str(next(r.dataset.rglob("*.parquet"))))["candidate_scores"]
+              for r in (first, again)]
+    assert scores[0] == scores[1]  # the first run's values, bit for bit
+    en, zh = (section(half, heading) for half, heading in zip(halves(card_for(again.root)[1]),
+                                                              ("### Parameters of this run", "### 本次运行的参数")))
+    assert "`batch_tokens=2048`, `chunk_size=2`, `generation_batch_size=2`, `generation_chunk_size=2` (each" in en
+    assert ("6 of the 6 rows scored and the candidates of 6 of the 6 prompts generated for came from the row cache "
+            "(`cache: true`): earlier runs made them with the same settings (batch sizes included) but in chunks of "
+            "their own, batched with other rows; the rows made here beside them were batched without them. A rebuild "
+            "that makes every row afresh with the values above may differ from these rows in float rounding; only the "
+            "same row cache gives them back byte for byte.") in en
+    assert ("打分的 6 行中有 6 行，以及生成的 6 个提示词中有 6 个提示词的候选回复，来自行缓存（`cache: true`）" in zh
+            and "只有同一个行缓存才能逐字节还原它们" in zh)
+    # nothing from the cache (the first run): no such sentence
+    en = section(halves(card_for(first.root)[1])[0], "### Parameters of this run")
+    assert "row cache" not in en and "`chunk_size=4`" in en
+
+
 def files_and_times(root: Path) -> dict[str, tuple[bytes, int]]:
     """Each file under `root`: its bytes and when it was last written (but the lock, which is no output)."""
     return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))

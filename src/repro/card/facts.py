@@ -382,6 +382,14 @@ class CardFacts:
         return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True)) if isinstance(used, dict) else {}
 
     @property
+    def from_cache(self) -> dict[str, tuple[int, Any]]:
+        """{`scored` / `generated`: (rows the row cache gave, rows of the stage)} where it gave any: earlier runs
+        made them in chunks of their own (the cache's key holds no chunk), so the rebuild values do not decide them."""
+        stages = {"scored": (self.scorer, "prompts"), "generated": (self.generation, "prompts_generated")}
+        return {name: (k, record.get(rows)) for name, (record, rows) in stages.items()
+                if (k := (record.get("cache") or {}).get("rows_from_cache"))}
+
+    @property
     def source_sha256(self) -> str | None:
         """The source file's sha256, as the load stage records it (a file over 64 MiB: its size and time, none)."""
         digest = ((self.stages.get("load") or {}).get("content") or {}).get("file")
