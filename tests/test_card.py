@@ -307,7 +307,7 @@ def test_card_built_from_a_run(tmp_path):
     split, seed = built["split"], seed_card_yaml()
     expected = {
         "language": ["en"], "license": "mit", "size_categories": ["n<1K"], "task_categories": ["text-generation"],
-        "pretty_name": "run", "tags": ["preference", "dpo", "rlhf", "stand-in-scores"],
+        "pretty_name": "run", "tags": ["preference", "rlhf", "stand-in-scores"],  # (not `dpo`: a stand-in's scores)
         "dataset_info": {"features": seed["features"],
                          "splits": [{"name": "train_prefs", "num_bytes": split["num_bytes"], "num_examples": 24}],
                          "download_size": sum(f.stat().st_size for f in (tmp_path / "run" / "dataset" / "data").iterdir()),
@@ -475,7 +475,7 @@ def test_a_recipe_layout_built_here_shows_to_trl_and_its_background(tmp_path):
     # a Snorkel-layout run built here: "How to use" said to check its format against TRL's (to_trl reads it), and
     # "Background" called the data's background unknown, for rows this run built from UltraFeedback prompts
     ds = recipe_rows("snorkel")
-    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
+    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False, stand_in=False)
     en, zh = halves(card_for(tmp_path / "run")[1])
     use = part(en, "## How to use")
     assert "train = to_trl(ds)" in use and "check its format against TRL's dataset formats" not in use
@@ -506,7 +506,7 @@ def test_a_recipe_cards_code_runs_on_its_own_rows(tmp_path, monkeypatch, fmt):
     if fmt == "sppo_score":
         ds = ds.select_columns(["prompt", "prompt_id", "chosen", "rejected", "chosen_probs", "chosen_probs_win",
                                 "chosen_probs_lose"])
-    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
+    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False, stand_in=False)
     en, zh = halves(card_for(tmp_path / "run")[1])
     monkeypatch.chdir(tmp_path / "run")
     for half, heading in ((en, "## How to use"), (zh, "## 使用方法")):
@@ -722,6 +722,12 @@ def test_inverted_pairs_are_flagged_and_named_by_the_filter(tmp_path, monkeypatc
         r["score_chosen"], r["score_rejected"] = (low, high) if i < 44 else (high, low)
     facts, en, zh = analysed_run(tmp_path / "run", rows)
     assert facts.metrics["scale"]["kind"] == ("rating" if rating else "logit")
+    # what scored them not known: no recipe, so no filter for the limitation to point at
+    assert "For inspection only" in part(en, "## How to use") and "the filter by margin" not in en
+    assert "DPO on them as they stand learns toward their `chosen` response all the same." in en
+    assert "仍会朝其 `chosen` 回复学习。" in zh and "按差值的筛选" not in zh
+    facts, card_path = card_for(tmp_path / "run", known_recipe={"scorer": "my-org/rm"})  # (told what scored them)
+    en, zh = halves(card_path)
     assert ("- Pairs without a preference for `chosen`: of the 60 pairs, 44 are inverted (`score_chosen` < "
             "`score_rejected`: the scores prefer `rejected`). DPO") in part(en, "## Challenges and limitations")
     assert "60 对中有 44 对倒置" in part(zh, "## 当前挑战与局限")
@@ -887,8 +893,9 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     assert "A reference response to the prompt, generated here by `builtin:tiny-policy`, greedily (temperature 0)." in en
     assert "提示词的参考回复，由 `builtin:tiny-policy` 在本项目中以贪心方式（temperature 0）生成。" in zh
     assert "carried over from the source" not in en
-    # to_trl reads SELM's rows; and no score column is there to be "`score_chosen` = −`score_rejected`"
-    assert "train = to_trl(ds)" in en and "check its format against TRL's dataset formats" not in en
+    # to_trl reads SELM's rows (said, with no recipe: a stand-in ranked them); and no score column is there to be
+    # "`score_chosen` = −`score_rejected`"
+    assert "`repro.formats.to_trl(ds)` converts the rows" in en and "check its format against TRL's" not in en
     assert "Scale of the scores" not in en and "`score_chosen` = −`score_rejected`" not in en
 
 
@@ -896,7 +903,7 @@ def test_a_selm_cards_trl_paragraph_has_no_scores_to_filter_by(tmp_path):
     # SELM's layout has no scores (to_trl gives null margins), yet "How to use" printed the tie filter
     # `row["score_margin"] > 0`, a TypeError on its rows, and promised to keep `score_chosen`, `score_rejected`
     rows = [{k: r[k] for k in FORMATS["selm"].columns} for r in seed_rows(12)]
-    run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False)["run"]
+    run = make_run(tmp_path / "run", rows, FORMATS["selm"].columns, metrics=False, stand_in=False)["run"]
     en, zh = halves(card_for(run.root)[1])
     use_en, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
     converted = to_trl(datasets.Dataset.from_list(rows, features=FORMATS["selm"].columns))
@@ -910,7 +917,7 @@ def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
     # RLHFlow's `prompt` is the conversation and `chosen` / `rejected` are strings, and its rows have no `prompt_id`
     # (to_trl adds the prompt's sha256); the card said the reverse of the first and to keep the missing column
     ds = recipe_rows("rlhflow")
-    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False)
+    make_run(tmp_path / "run", ds.to_list(), ds.features, metrics=False, stand_in=False)
     en, zh = halves(card_for(tmp_path / "run")[1])
     use_en, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
     assert "prompt_id" not in ds.column_names and isinstance(ds[0]["prompt"], list) and isinstance(ds[0]["chosen"], str)
@@ -925,7 +932,7 @@ def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
     # an empty chosen text: the card's code leaves it out by RLHFlow's string column (it counted conversations only)
     rows = ds.to_list()
     rows[0]["chosen"] = ""
-    make_run(tmp_path / "empty", rows, ds.features, metrics=False)
+    make_run(tmp_path / "empty", rows, ds.features, metrics=False, stand_in=False)
     use_en = part(halves(card_for(tmp_path / "empty")[1])[0], "## How to use")
     assert ('# 1 row with an empty chosen response: to_trl refuses it (DPO learns toward the chosen one)\n'
             'ds = ds.filter(lambda row: row["chosen"].strip() != "")\n```') in use_en
@@ -1234,8 +1241,8 @@ def test_rows_without_a_score_are_said_and_dropped_by_the_usage_snippet(tmp_path
     rows[5]["score_rejected"] = None
     rows[7]["score_rejected"] = float("nan")
     rows[9]["chosen"][-1]["content"] = " "
-    make_run(tmp_path / "bare", rows, metrics=False)
-    make_run(tmp_path / "run", rows, metrics=False)
+    make_run(tmp_path / "bare", rows, metrics=False, stand_in=False)
+    make_run(tmp_path / "run", rows, metrics=False, stand_in=False)
     analysis.analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 100,
                                            "exclude_nonfinite": True}))
     for run in ("bare", "run"):
@@ -1569,6 +1576,30 @@ def test_a_card_of_a_dataset_of_unknown_making_does_not_recommend_training_on_it
     en, zh = halves(card_for(tmp_path / "run", card_dataset=theirs, known_recipe={"scorer": "my-org/rm"})[1])
     assert "Offline preference optimisation" in part(en, "## Typical uses")
     assert "离线偏好优化" in part(zh, "## 常用场景")
+
+
+def test_a_card_that_advises_against_training_neither_tags_nor_shows_training(tmp_path, sample_dir):
+    """A stand-in's scores ("do not train on them", "not for training"), a dataset whose scorer the card does not know
+    ("not recommended for training"): the YAML still tagged them `dpo` and "How to use" gave the DPOTrainer recipe."""
+    run = built_with_a_stand_in_policy(tmp_path / "run", sample_dir)  # real rows, the stand-in scorer and policy
+    bare = tmp_path / "theirs"  # its rows alone: nothing declares what scored them
+    shutil.copytree(run.dataset / "data", bare / "data")
+    for root, params in ((run.root, {}), (tmp_path / "foreign", {"card_dataset": str(bare)})):
+        facts, card_path = card_for(root, **params)
+        assert "dpo" not in DatasetCard.load(card_path).data.tags and "preference" in DatasetCard.load(card_path).data.tags
+        en, zh = halves(card_path)
+        use, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
+        assert ("**For inspection only**: \"Typical uses\" below advises against training on these pairs, so this card "
+                "gives no recipe for it; `repro.formats.to_trl(ds)` converts the rows to TRL's conversational "
+                "preference format, to look at them as a trainer would.") in use
+        assert "**仅供查看**：下文“常用场景”不建议在这些偏好对上训练，因此本卡片不给出训练方法" in use_zh
+        for text in (use, use_zh):
+            assert "DPOTrainer" not in text and "trainer.train()" not in text and "score_margin\"] > 0" not in text
+        assert 'load_dataset("' in use  # (loading them stays)
+    # told what scored them: the recipe and the tag
+    facts, card_path = card_for(tmp_path / "foreign", card_dataset=str(bare), known_recipe={"scorer": "my-org/rm"})
+    assert "dpo" in DatasetCard.load(card_path).data.tags
+    assert "DPOTrainer" in part(halves(card_path)[0], "## How to use") and "inspection" not in halves(card_path)[0]
 
 
 def test_a_foreign_dataset_never_replaces_a_built_one(tmp_path):
@@ -1953,6 +1984,76 @@ def test_the_parameters_give_what_a_byte_identical_rebuild_needs(tmp_path, sampl
     en = section(halves(card_for(run.root)[1])[0], "### Parameters of this run")
     assert ("a byte-identical rebuild needs, besides these values, `batch_tokens=2048`, `chunk_size=4` (each as "
             "`--set name=value`) and the same device type") in en and "generation_chunk_size" not in en
+
+
+def test_a_budget_an_out_of_memory_lowered_is_the_one_the_card_gives(tmp_path, sample_dir, monkeypatch):
+    """On an out-of-memory the scorer halves batch_tokens and keeps the lower budget (the manifest's
+    `batch_tokens_used`); the card gave the budget asked, `batch_tokens=2048`, at which no prompt was scored."""
+    import torch
+    from repro.scorers.pairrm import PairRM
+
+    forward, score, calls = PairRM._forward, PairRM.score, {"score": 0, "failed": False}
+
+    def small_gpu(self, batch):  # over 1000 padded tokens at once: out of memory (from the second chunk on, `late`)
+        if sum(p.length for p in batch) > 1000 and (calls["score"] > 1 or not late) and not calls["failed"]:
+            calls["failed"] = late
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return forward(self, batch)
+
+    def counted(self, *args, **kwargs):
+        calls["score"] += 1
+        return score(self, *args, **kwargs)
+
+    monkeypatch.setattr(PairRM, "_forward", small_gpu)
+    monkeypatch.setattr(PairRM, "score", counted)
+    for late in (False, True):
+        calls.update(score=0, failed=False)
+        with pytest.warns(RuntimeWarning, match="out of memory"):  # (no row cache: every row scored here)
+            run = built_with_a_stand_in_policy(tmp_path / f"run_{late}", sample_dir, cache=False)
+        scorer = Manifest(run).read()["scorer"]
+        used = {int(b): n for b, n in scorer["batch_tokens_used"].items()}
+        assert scorer["batch_tokens"] == 2048 and min(used) < 2048
+        en, zh = (section(half, heading) for half, heading in zip(halves(card_for(run.root)[1]),
+                                                                  ("### Parameters of this run", "### 本次运行的参数")))
+        low = min(used)
+        if not late:  # every prompt at the lowered budget: that is the one to give
+            assert used == {low: 6} and f"`batch_tokens={low}`, `chunk_size=4`, `generation_batch_size=2`" in en
+            assert (f"The scorer started at `batch_tokens` = 2048; an out-of-memory lowered it, and the prompts were "
+                    f"scored at {low} (6 prompts).") in en
+            assert f"`batch_tokens={low}`、`chunk_size=4`" in zh and f"打分时用的是 {low}（6 个提示词）" in zh
+        else:  # the first chunk at 2048, the second lower: no one budget rebuilds both
+            assert "besides these values, `chunk_size=4`, `generation_batch_size=2`" in en
+            assert (f"the prompts were scored at 2048 (4 prompts), {low} (2 prompts), so no single `batch_tokens` "
+                    f"rebuilds them all byte for byte.") in en
+            assert f"2048（4 个提示词）、{low}（2 个提示词），因此没有哪一个 `batch_tokens` 能逐字节重建全部分数" in zh
+        assert "`batch_tokens=2048`" not in en and "`batch_tokens=2048`" not in zh
+
+
+def test_rows_from_the_row_cache_are_said_not_to_follow_this_runs_chunks(tmp_path, sample_dir):
+    """With `cache: true` a row scored before comes from the row cache, whose key holds the scorer and its
+    `batch_tokens` but no chunk: it was batched with another run's rows. The card said a rebuild with this run's
+    `chunk_size` gives the same bytes, and nothing of the cache."""
+    first = built_with_a_stand_in_policy(tmp_path / "first", sample_dir)  # chunks of 4, generation's of 4
+    again = built_with_a_stand_in_policy(tmp_path / "again", sample_dir, chunk_size=2, generation_chunk_size=2)
+    recorded = Manifest(again).read()
+    assert recorded["scorer"]["cache"]["rows_from_cache"] == recorded["generation"]["cache"]["rows_from_cache"] == 6
+    assert Manifest(first).read()["scorer"]["cache"]["rows_from_cache"] == 0
+    scores = [datasets.Dataset.from_parquet(str(next(r.dataset.rglob("*.parquet"))))["candidate_scores"]
+              for r in (first, again)]
+    assert scores[0] == scores[1]  # the first run's values, bit for bit
+    en, zh = (section(half, heading) for half, heading in zip(halves(card_for(again.root)[1]),
+                                                              ("### Parameters of this run", "### 本次运行的参数")))
+    assert "`batch_tokens=2048`, `chunk_size=2`, `generation_batch_size=2`, `generation_chunk_size=2` (each" in en
+    assert ("6 of the 6 rows scored and the candidates of 6 of the 6 prompts generated for came from the row cache "
+            "(`cache: true`): earlier runs made them with the same settings (batch sizes included) but in chunks of "
+            "their own, batched with other rows; the rows made here beside them were batched without them. A rebuild "
+            "that makes every row afresh with the values above may differ from these rows in float rounding; only the "
+            "same row cache gives them back byte for byte.") in en
+    assert ("打分的 6 行中有 6 行，以及生成的 6 个提示词中有 6 个提示词的候选回复，来自行缓存（`cache: true`）" in zh
+            and "只有同一个行缓存才能逐字节还原它们" in zh)
+    # nothing from the cache (the first run): no such sentence
+    en = section(halves(card_for(first.root)[1])[0], "### Parameters of this run")
+    assert "row cache" not in en and "`chunk_size=4`" in en
 
 
 def files_and_times(root: Path) -> dict[str, tuple[bytes, int]]:

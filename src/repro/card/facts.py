@@ -127,6 +127,13 @@ class CardFacts:
         return not self.built_here and not self.scorer and not self.known_recipe.get("scorer")
 
     @property
+    def for_training(self) -> bool:
+        """Whether "Typical uses" offers the pairs for training: not a stand-in's scores, nor those of a scorer the
+        card does not know, nor pairs none of which prefers its chosen (or none left); where it advises against
+        training, the card neither tags the data `dpo` nor shows how to train on it."""
+        return not (self.stand_in or self.scorer_unknown or self.pair_signs and not self.pair_signs["positive"])
+
+    @property
     def scorer_model(self) -> Any:
         return public_value(self.scorer.get("model") or self.parameters.get("scorer_model"))
 
@@ -358,12 +365,29 @@ class CardFacts:
     @property
     def rounding(self) -> dict[str, Any]:
         """The batching values that decide the float rounding (generation's where it generated), as the run used
-        them: a budget left to the device's default by the one the scorer records. A byte-identical rebuild needs
+        them: a budget left to the device's default by the one the scorer records, one an out-of-memory lowered by
+        the one it scored at (none where it scored at several: `lowered_budgets`). A byte-identical rebuild needs
         them, though the parameters table leaves out how the work ran."""
-        used = {"batch_tokens": self.scorer.get("batch_tokens")}
+        budgets = list(self.lowered_budgets)
+        used = {**self.parameters, "batch_tokens": (budgets[0] if len(budgets) == 1 else None) if budgets
+                else self.parameters.get("batch_tokens") or self.scorer.get("batch_tokens")}
         fields = _fields(self.parameters)
-        return {k: v for k in ROUNDING if k in fields
-                if (v := used.get(k) if self.parameters.get(k) is None else self.parameters[k]) is not None}
+        return {k: used[k] for k in ROUNDING if k in fields and used.get(k) is not None}
+
+    @property
+    def lowered_budgets(self) -> dict[int, int]:
+        """{batch_tokens: prompts scored at it}, highest first, where an out-of-memory lowered the budget the scorer
+        started at (it records `batch_tokens_used` only then); {} where every prompt was scored at that one."""
+        used = self.scorer.get("batch_tokens_used")
+        return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True)) if isinstance(used, dict) else {}
+
+    @property
+    def from_cache(self) -> dict[str, tuple[int, Any]]:
+        """{`scored` / `generated`: (rows the row cache gave, rows of the stage)} where it gave any: earlier runs
+        made them in chunks of their own (the cache's key holds no chunk), so the rebuild values do not decide them."""
+        stages = {"scored": (self.scorer, "prompts"), "generated": (self.generation, "prompts_generated")}
+        return {name: (k, record.get(rows)) for name, (record, rows) in stages.items()
+                if (k := (record.get("cache") or {}).get("rows_from_cache"))}
 
     @property
     def source_sha256(self) -> str | None:

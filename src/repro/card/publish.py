@@ -69,8 +69,7 @@ def card_data(features: Features, splits: list[SplitFacts], **metadata: Any) -> 
 def facts_card_data(facts: CardFacts) -> DatasetCardData:
     """The card metadata for a run: the data's own YAML plus licence, language, size, task and tags."""
     preference = facts.has_columns("prompt", "chosen", "rejected")
-    learnable = not facts.pair_signs or facts.pair_signs["positive"] > 0  # (no pair prefers its chosen: not for DPO)
-    tags = ["preference", *(["dpo"] * learnable), "rlhf"] if preference else []
+    tags = ["preference", *(["dpo"] * facts.for_training), "rlhf"] if preference else []
     if facts.built_here or facts.stand_in:  # what the data is known to be: its scorer's, its source's (or declared)
         scores = {"stand_in": STAND_IN_TAGS["scorer"], "pairrm": "pairrm"}.get(facts.scorer_kind, "reward-model-scores")
         tags += [scores, *(["ultrafeedback"] if facts.source_kind == "ultrafeedback" and not facts.stand_in else [])]
