@@ -585,9 +585,12 @@ def test_the_family_view_of_a_folder_that_holds_no_family_names_the_families_bes
 
 
 @pytest.mark.parametrize("damaged, why", [('{"status": "compl', r"is not JSON \(.*\)"),
-                                           ("[1, 2]", "holds a JSON list")])
+                                           ("[1, 2]", "holds a JSON list"),
+                                           ('{"status": "complete", "family": "x"}', "holds a JSON str as its family"),
+                                           ('{"family": [1]}', "holds a JSON list as its family")])
 def test_the_family_view_of_a_damaged_members_record_names_that_file_and_says_to_restore_it(tmp_path, damaged, why):
-    # a truncated member record raised a bare JSONDecodeError, a non-dict one an AttributeError, from 05_family's code
+    # a truncated member record raised a bare JSONDecodeError, a non-dict one (or one whose family is no mapping) an
+    # AttributeError, from 05_family's code
     root = tmp_path / "fam"
     for index, name in enumerate("ab"):
         _member(root, name, index, [0.1, 0.3], {"seed": index}, {"rows_computed": 2, "rows_from_cache": 0})

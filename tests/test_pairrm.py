@@ -68,9 +68,10 @@ def test_the_three_checkpoint_forms_of_one_model_give_the_same_scores(tmp_path, 
 
 def test_info_says_what_produced_the_scores(scorer, tiny_pairrm_dir):
     info = scorer.info
-    assert info == {"model": str(tiny_pairrm_dir), "path": str(tiny_pairrm_dir), "layout": "llm-blender",
-                    "backend": "repro", "device": "cpu", "dtype": "fp32", "source_maxlength": S_MAX,
-                    "candidate_maxlength": C_MAX, "stand_in": True, "normalization": "sentencepiece",
+    assert info == {"model": str(tiny_pairrm_dir), "path": str(tiny_pairrm_dir), "kind": "pairrm",
+                    "layout": "llm-blender", "backend": "repro", "device": "cpu", "dtype": "fp32",
+                    "source_maxlength": S_MAX, "candidate_maxlength": C_MAX, "stand_in": True,
+                    "normalization": "sentencepiece",
                     "limits_from": {"source_maxlength": "explicit", "candidate_maxlength": "explicit"}}
 
 

@@ -161,6 +161,23 @@ def test_two_torchrun_processes_give_byte_identical_chunks_and_scores(job, refer
     assert "PairRM scoring (rank 0 of 2: its share)" in err  # the workers' progress is relayed
 
 
+def test_torchrun_processes_say_the_rows_the_row_cache_gives_back_of_work_set_aside(job, tiny_pairrm_dir, tmp_path,
+                                                                                     capfd, torchrun_processes):
+    # a run continued in 2 processes with more rows and another chunk size said "3 finished chunks ... they are set
+    # aside in ... (not reused)", then took the 12 rows it had made from the row cache (as one process says it does)
+    prompts, candidates = job
+    common = dict(model=str(tiny_pairrm_dir), work_dir=tmp_path / "w", cache_dir=tmp_path / "cache", progress=True,
+                  **LIMITS)
+    run_scoring(prompts[:12], candidates[:12], chunk_size=5, **common)
+    capfd.readouterr()
+    result = run_scoring(prompts, candidates, chunk_size=4, num_processes=torchrun_processes, **common)
+    assert (result.info["cache"]["rows_from_cache"], result.info["cache"]["rows_computed"]) == (12, 4)
+    (stale,) = (tmp_path / "w").glob("stale-*")
+    assert (f"they are set aside in {stale} (not reused as chunks, but the settings that decide a row are the same: "
+            f"the row cache in {tmp_path / 'cache'} gives back 12 of this run's 16 rows, not made again; the 4 rows it "
+            f"lacks are made).") in " ".join(capfd.readouterr().err.split())
+
+
 def test_a_run_killed_with_sigkill_resumes_to_byte_identical_results(job, reference, tiny_pairrm_dir, tmp_path,
                                                                     kill_during_scoring):
     prompts, candidates = job

@@ -18,7 +18,7 @@ from repro import card as repro_card
 from repro import cli
 from repro.errors import ParameterError
 from repro.manifest import Manifest, find_selfcheck
-from repro.paths import RunDir
+from repro.paths import RunDir, default_run_dir
 from repro.cli.selfcheck import compare_choices, compare_scores, hub_status, run_selfcheck, weights_location
 from repro.sources import demo_path
 from repro.scorers.tiny import build_tiny_pairrm
@@ -351,6 +351,16 @@ def test_paths_from_the_home_folder_as_typed():
 
     args = build_parser("selfcheck").parse_args(["selfcheck", "--report=~/check", "--input", "~/rows.jsonl"])
     assert (args.report, args.input) == (Path.home() / "check", Path.home() / "rows.jsonl")
+
+
+def test_the_report_goes_by_default_where_a_run_named_selfcheck_would(tmp_path, two_rows, monkeypatch):
+    # the default folder, runs/selfcheck of the project root, is the runs folder repro.paths keeps for every run
+    monkeypatch.setenv("REPRO_HOME", str(tmp_path))
+    args = cli.build_parser("selfcheck").parse_args(["selfcheck"])
+    run_selfcheck("builtin:tiny-pairrm", device="cpu", input=two_rows, rows=1, report_dir=args.report, timing=False,
+                  log=lambda line: None)
+    assert sorted(p.name for p in default_run_dir("selfcheck").iterdir()) == ["selfcheck.json", "selfcheck.md"]
+    assert default_run_dir("selfcheck") == tmp_path / "runs" / "selfcheck"
 
 
 def test_selfcheck_json_writes_the_home_folder_as_the_markdown_does(tmp_path, two_rows, monkeypatch):

@@ -215,6 +215,18 @@ def test_a_kind_or_backend_without_a_scorer_class_is_refused_naming_those_there_
     assert "\n## Adding a reward-model kind\n" in guide.read_text(encoding="utf-8")
 
 
+def test_every_scorer_records_its_kind_and_one_that_does_not_is_refused(monkeypatch):
+    # PairRM's record named no kind: the card and 02_analyze read a record without one as PairRM's, so a new kind
+    # whose info forgot it would have been taken for PairRM (its invariants, its licence line)
+    for model, kind in (("builtin:tiny-pairrm", "pairrm"), ("builtin:tiny-reward-llama", "sequence_classifier")):
+        assert load_scorer(model, device="cpu", weights=False).info["kind"] == kind
+    monkeypatch.setattr(SequenceClassifierScorer, "info", property(lambda self: {"model": self.spec}))
+    with pytest.raises(ModelLoadError, match=re.escape(
+            "SequenceClassifierScorer.info records kind None, not 'sequence_classifier' (its kind in "
+            "repro.scorers.SCORERS):")):
+        load_scorer("builtin:tiny-reward-llama", device="cpu", weights=False)
+
+
 @pytest.mark.parametrize("kind", ["auto", "pairrm", "sequence_classifier"])
 def test_a_local_path_that_does_not_exist_is_named(tmp_path, kind):
     missing = tmp_path / "models" / "my-rm"

@@ -439,9 +439,11 @@ def is_main_process() -> bool:
 
 
 def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
-                device: str, compute: Callable[..., tuple[ChunkedRun, dict]]) -> list[dict[str, Any]]:
+                device: str, compute: Callable[..., tuple[ChunkedRun, dict]], cache: RowCache | None = None,
+                cache_key: Callable[[Any], Any] = lambda item: item) -> list[dict[str, Any]]:
     """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after
-    rank 0 of each node prepared the work dir; every rank's results and stats, in rank order (shares are contiguous)."""
+    rank 0 of each node prepared the work dir (`cache`, `cache_key`: `prepare_work_dir`'s notice of the rows the row
+    cache gives back); every rank's results and stats, in rank order (shares are contiguous)."""
     import torch
     import torch.distributed as dist
 
@@ -456,7 +458,8 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
         dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo", timeout=DIST_TIMEOUT)
     try:
         if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
-            prepare_work_dir(Path(work_dir), _stored_fingerprint(fingerprint, items, max(1, int(chunk_size))))
+            prepare_work_dir(Path(work_dir), _stored_fingerprint(fingerprint, items, max(1, int(chunk_size))), cache,
+                             map(cache_key, items))
         dist.barrier()
         run, extra = compute(device, (rank, world))
         mine = {"results": run.results, "stats": _share_stats(run, extra), "rank": rank}
@@ -563,14 +566,16 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             fingerprint: dict[str, Any], chunk_size: int, device: str, num_processes: int,
             compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
-            error: type[Exception] = WorkersFailed) -> tuple[list[Any], dict[str, Any]]:
+            error: type[Exception] = WorkersFailed, cache: RowCache | None = None,
+            cache_key: Callable[[Any], Any] = lambda item: item) -> tuple[list[Any], dict[str, Any]]:
     """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
     all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
     rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
-    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others)."""
+    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others); `cache`, `cache_key`:
+    the row cache `compute` uses and its key of an item (`run_as_rank`'s notice of work set aside says them)."""
     if world_size() > 1:
         gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
-                               device=device, compute=compute)
+                               device=device, compute=compute, cache=cache, cache_key=cache_key)
         return [r for g in gathered for r in g["results"]], merge_stats([g["stats"] for g in gathered], summed,
                                                                          slowest)
     if num_processes > 1:

@@ -226,8 +226,10 @@ class Manifest:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             data = exc
-        if not isinstance(data, dict):  # a damaged record: nothing can be told of what the folder holds
-            why = f"is not JSON ({data})" if isinstance(data, Exception) else f"holds a JSON {type(data).__name__}"
+        family = data.get("family") or {} if isinstance(data, dict) else {}  # (a family member's record: a mapping)
+        if not isinstance(data, dict) or not isinstance(family, dict):  # damaged: nothing can be told of the folder
+            why = (f"is not JSON ({data})" if isinstance(data, Exception) else f"holds a JSON {type(data).__name__}"
+                   if not isinstance(data, dict) else f"holds a JSON {type(family).__name__} as its family")
             raise DataError(f"{self.path} {why}, not a run's record: restore it (a copy, version control), or "
                             f"give the run another folder; nothing was written.")
         return data

@@ -55,6 +55,7 @@ METRICS_JSON = "metrics.json"
 COMPARE_JSON = "compare.json"
 DATASET_DIR = "dataset"  # a run's built dataset, as the hub gets it (its card, DATA_DIR, FIGURES_DIR)
 FIGURES_DIR = "figures"  # a run's figures (02_analyze), and the card's copies in its dataset/ (03_card)
+RUNS_DIR = "runs"  # the project root's folder of runs (default_run_dir), families and self-check reports
 WORK_DIR = "work"  # a run's resumable work, not published (RunDir.stage_work)
 FAMILY_JSON = "family.json"  # a family's folder: its members side by side (notebooks/05_family)
 FAMILY_LOGS = "logs"  # a family's folder: each member's output when members run at once (--jobs)
@@ -144,7 +145,7 @@ def resolve_user_path(value: str | Path | None, *, may_be_id: bool = True) -> st
     if path.is_absolute():
         return os.path.normpath(path)
     root = project_root()
-    if may_be_id and is_hub_id(text) and path.parts[0] != "runs" and not (root / path.parts[0]).is_dir():
+    if may_be_id and is_hub_id(text) and path.parts[0] != RUNS_DIR and not (root / path.parts[0]).is_dir():
         return text  # a hub id: no such local file, nor a local folder it would be in, nor a run's
     return os.path.normpath(root / path)
 
@@ -239,7 +240,7 @@ def is_hub_id(value: str) -> bool:
 
 def default_run_dir(run_name: str) -> Path:
     """Where a run goes when no run_dir is given: runs/<run_name> of the project root."""
-    return project_root() / "runs" / run_name
+    return project_root() / RUNS_DIR / run_name
 
 
 def run_folder(run_dir: str | Path | None, run_name: str) -> Path:

@@ -25,8 +25,8 @@ from ..errors import DataError, ParameterError, ReproError, counted
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
-from ..paths import (SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id, project_root,
-                     public_name, typed_path, unicode_twin)
+from ..paths import (RUNS_DIR, SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id,
+                     project_root, public_name, typed_path, unicode_twin)
 from ..revisions import hub_offline
 from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -38,7 +38,7 @@ from .measure import (PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, m
 from .score import read_named_rows
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
-DEFAULT_REPORT_DIR = Path("runs") / "selfcheck"
+DEFAULT_REPORT_DIR = Path(RUNS_DIR) / "selfcheck"
 DEFAULT_ROWS = 40  # the embedded demo's prompts
 DEMO_CANDIDATE_COLUMNS = ("resp0", "resp1", "resp2", "resp3")
 HUB_TIMEOUT_S = 3.0

@@ -448,8 +448,13 @@ class _Plan:
         }
 
 
+def _cache_key(item: dict) -> dict:
+    """A row's key in the row cache: its prompt tokens and noise keys, not its row number."""
+    return {"ids": item["ids"], "keys": item["keys"]}
+
+
 def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, device: str | None,
-                    share: tuple[int, int] | None, *, cache_dir: str | None) -> tuple[Any, dict[str, Any]]:
+                    share: tuple[int, int] | None, *, cache: RowCache | None) -> tuple[Any, dict[str, Any]]:
     """Generate the chunks of `share` (all: None) not on disk yet on `device` (None: the plan's); the run, counters."""
     device = device or plan.device
     counters: dict[str, Any] = {"tokens": 0, "sequences": 0, "generate_seconds": 0.0, "load_seconds": 0.0}
@@ -474,14 +479,12 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
     def generate_chunk(chunk: list[dict], advance: Callable[[int], None]) -> list[dict]:
         return _generate_chunk(engine(), chunk, params, advance, progress, counters)
 
-    cache = RowCache.open(cache_dir, "generation", plan.fingerprint) if cache_dir is not None else None
     try:
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
                                      unit="prompt", share=share, prepare=share is None, cache=cache, setup=engine,
-                                     # a row's texts: its prompt tokens and noise keys, not its row number
-                                     cache_key=lambda item: {"ids": item["ids"], "keys": item["keys"]})
+                                     cache_key=_cache_key)
     finally:
         progress.close()
     return run, counters
@@ -491,12 +494,13 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
     """The texts of `spec`'s prompts (plan order) and the merged stats via `repro.jobs.run_job` (torchrun's entry)."""
     params = GenerationParams(**spec["params"])
     plan = plan or _Plan(spec["prompts"], params)
-    work_dir = Path(spec["work_dir"])
+    work_dir, cache_dir = Path(spec["work_dir"]), spec["cache_dir"]
+    cache = RowCache.open(cache_dir, "generation", plan.fingerprint) if cache_dir is not None else None
     return run_job("repro.construct.generation:generation_job", spec, plan.kept, work_dir=work_dir,
                    fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size, device=plan.device,
                    num_processes=params.generation_num_processes, summed=("tokens", "sequences"),
-                   compute=functools.partial(_generate_share, plan, params, work_dir, cache_dir=spec["cache_dir"]),
-                   slowest=("generate_seconds", "load_seconds"), what="generation")
+                   compute=functools.partial(_generate_share, plan, params, work_dir, cache=cache),
+                   slowest=("generate_seconds", "load_seconds"), what="generation", cache=cache, cache_key=_cache_key)
 
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,

@@ -138,6 +138,8 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
     desc = "PairRM scoring" if job.kind == "pairrm" else "reward-model scoring"
     limits = {} if job.kind == "sequence_classifier" else {
         "source_maxlength": job.source_maxlength, "candidate_maxlength": job.candidate_maxlength}
+    # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
+    cache = RowCache.open(job.cache_dir, "scores", fingerprint) if job.cache_dir is not None else None
 
     def compute(device: str | None, share: tuple[int, int] | None):
         # record and tokenizer first: a model, option or template that fails, fails here with the work dir untouched;
@@ -168,8 +170,6 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
             # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
             return [[float(x) for x in row] for row in out]
 
-        # issue 22: the row cache, keyed on the scorer's fingerprint and the row ([prompt, candidates])
-        cache = RowCache.open(job.cache_dir, "scores", fingerprint) if job.cache_dir is not None else None
         run = run_chunked_with_stats(
             items, score_chunk, work_dir=job.work_dir, fingerprint=fingerprint, chunk_size=job.chunk_size,
             desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
@@ -191,5 +191,5 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
     return run_job("repro.construct.scoring:scoring_job", spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
                    chunk_size=job.chunk_size, device=fingerprint["device_type"], num_processes=spec["num_processes"],
                    compute=compute, summed=("batch_tokens_used", "rows_truncated"), slowest=("load_seconds",),
-                   progress=job.progress, what="scoring", error=ScoringError)
+                   progress=job.progress, what="scoring", error=ScoringError, cache=cache)
 

@@ -112,7 +112,14 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
     its `load`'s keywords); `weights=False`: its record and tokenizer only, where the class can (nothing to score)."""
     cls = scorer_class(model, kind, backend, options)
     light = {} if weights or "weights" not in inspect.signature(cls.load).parameters else {"weights": False}
-    return cls.load(model, device=device, dtype=dtype, **light, **options)
+    scorer = cls.load(model, device=device, dtype=dtype, **light, **options)
+    kind = next(k for (k, _), c in SCORERS.items() if c is cls)
+    if (told := scorer.info.get("kind")) != kind:  # what reads a record without one takes it for PairRM's
+        raise ModelLoadError(f"{cls.__name__}.info records kind {told!r}, not {kind!r} (its kind in "
+                             f"repro.scorers.SCORERS): a run's record of its scorer names the kind, and the card and "
+                             f"02_analyze read a record without one as PairRM's (as repro wrote PairRM's before). Give "
+                             f"its info \"kind\": {kind!r} (docs/architecture.md: Adding a reward-model kind).")
+    return scorer
 
 
 def scorer_class(model: str | Path, kind: str = "auto", backend: str = "repro", options: Iterable[str] = ()) -> type:

@@ -120,10 +120,11 @@ class PairRMScorerBase:
     @property
     def info(self) -> dict[str, Any]:
         """What produced the scores, for the run manifest."""
-        return {"model": self.spec, "path": str(self.path), "layout": self.layout, "backend": self.backend,
-                "device": str(self.device), "dtype": self.dtype, "source_maxlength": self.source_maxlength,
-                "candidate_maxlength": self.candidate_maxlength, "limits_from": dict(self.limits_from),
-                "stand_in": is_stand_in(self.path), "normalization": self.normalization}
+        return {"model": self.spec, "path": str(self.path), "kind": self.kind, "layout": self.layout,
+                "backend": self.backend, "device": str(self.device), "dtype": self.dtype,
+                "source_maxlength": self.source_maxlength, "candidate_maxlength": self.candidate_maxlength,
+                "limits_from": dict(self.limits_from), "stand_in": is_stand_in(self.path),
+                "normalization": self.normalization}
 
 
 def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
