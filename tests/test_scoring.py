@@ -310,6 +310,36 @@ def test_progress_reports_each_prompt_once_when_its_last_item_is_done_across_an_
             assert reported == [1, 2, 2, 1]
 
 
+def test_rows_scored_after_an_out_of_memory_are_cached_as_the_lower_budgets(job, tiny_pairrm_dir, tmp_path,
+                                                                             monkeypatch):
+    """The row cache keyed them on the budget the scorer started at: a later run at that budget, on a machine that
+    had the memory, was served scores batched at the lower one (other float rounding) as its own."""
+    from repro.scorers.pairrm import PairRM
+
+    original = PairRM._forward
+
+    def small_gpu(self, batch):
+        if sum(p.length for p in batch) > 600:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return original(self, batch)
+
+    prompts, candidates = job
+    common = dict(model=str(tiny_pairrm_dir), chunk_size=5, device="cpu", progress=False, cache_dir=tmp_path / "c",
+                  **LIMITS)
+    with monkeypatch.context() as patch:
+        patch.setattr(PairRM, "_forward", small_gpu)
+        with pytest.warns(RuntimeWarning, match="out of memory"):
+            lowered = run_scoring(prompts, candidates, work_dir=tmp_path / "w1", batch_tokens=2000, **common)
+    used = lowered.info["batch_tokens_used"]
+    assert len(used) == 1 and sum(used.values()) == len(prompts)  # every prompt at one lower budget
+    budget = int(next(iter(used)))
+    again = run_scoring(prompts, candidates, work_dir=tmp_path / "w2", batch_tokens=2000, **common)
+    assert again.info["cache"]["rows_from_cache"] == 0  # scored at 2000 here, not served the lower budget's rows
+    at_lower = run_scoring(prompts, candidates, work_dir=tmp_path / "w3", batch_tokens=budget, **common)
+    assert at_lower.info["cache"]["rows_from_cache"] == len(prompts)  # the lower budget's own run is served them
+    assert at_lower.scores == lowered.scores
+
+
 def test_a_run_that_ran_out_of_memory_records_the_prompts_scored_at_each_budget(job, tiny_pairrm_dir, tmp_path,
                                                                                  monkeypatch):
     from repro.scorers.pairrm import PairRM

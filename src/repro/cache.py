@@ -105,20 +105,25 @@ class RowCache:
 
     def __init__(self, root: str | Path, stage: str, namespace: Any):
         self.root, self.stage = Path(root), stage
-        self.namespace_digest = _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": namespace}))
-        self.folder = self.root / stage / self.namespace_digest[:32]
         self.counts = CacheCounts()
+        self.rekey(namespace, describe=False)
 
     @classmethod
     def open(cls, root: str | Path, stage: str, namespace: Any) -> "RowCache":
         """The cache of `stage` under `namespace` in `root`, after checking `root`'s key format."""
         check_format(Path(root))
-        cache = cls(root, stage, namespace)
-        # what the folder holds, for people reading the cache (never read back to decide anything)
-        _write_once(cache.folder / "namespace.json", json.dumps(
-            {"key_format": KEY_FORMAT, "stage": stage, "namespace": namespace}, ensure_ascii=False, indent=1,
-            default=str) + "\n")
-        return cache
+        return cls(root, stage, None).rekey(namespace)
+
+    def rekey(self, namespace: Any, describe: bool = True) -> "RowCache":
+        """Rows got and put from now on are those of `namespace` (scores after an out-of-memory lowered the budget:
+        the lower budget's); `describe`: write what the folder holds, for people reading the cache (never read)."""
+        self.namespace_digest = _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": namespace}))
+        self.folder = self.root / self.stage / self.namespace_digest[:32]
+        if describe:
+            _write_once(self.folder / "namespace.json", json.dumps(
+                {"key_format": KEY_FORMAT, "stage": self.stage, "namespace": namespace}, ensure_ascii=False, indent=1,
+                default=str) + "\n")
+        return self
 
     def key(self, row: Any) -> str:
         """The key of a row's content in this namespace."""
@@ -187,8 +192,8 @@ def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Ca
             out = fn(todo, advance) if reports_progress else fn(todo)
             if len(out) != len(todo):
                 raise RuntimeError(f"{cache.stage}: {len(out)} results for {len(todo)} rows")
-            for i, value in zip(missing, out):
-                results[i] = cache.put(keys[i], value)
+            for i, value in zip(missing, out):  # keyed again: `fn` may have moved the cache to another namespace
+                results[i] = cache.put(cache.key(key_of(chunk[i])), value)
             cache.counts.rows_computed += len(missing)
         return results
 

@@ -165,8 +165,10 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
             out = scorer.score([p for p, _ in chunk], [c for _, c in chunk], batch_tokens=job.batch_tokens,
                                progress=advance)
             if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
-                key = str(scorer.effective_batch_tokens(job.batch_tokens))
-                budgets_used[key] = budgets_used.get(key, 0) + len(chunk)
+                budget = scorer.effective_batch_tokens(job.batch_tokens)
+                budgets_used[str(budget)] = budgets_used.get(str(budget), 0) + len(chunk)
+                if cache is not None and budget != job.batch_tokens:  # its rows are the lower budget's, as a run's
+                    cache.rekey({**fingerprint, "batch_tokens": budget})  # at it (which the rows after it read)
             # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
             return [[float(x) for x in row] for row in out]
 
