@@ -141,9 +141,17 @@ def check_batch_tokens(batch_tokens: Any) -> int | None:
 
 
 def check_scores(scores: Sequence[float], where: str = "A row") -> None:
-    """A DataError naming `where` (a row) if a score is NaN or infinite: the scorer failed there; no rank or pair."""
-    if not all(math.isfinite(s) for s in scores):
-        raise DataError(f"{where}: the scores contain NaN or infinity ({[float(s) for s in scores]}): the scorer "
+    """A DataError naming `where` (a row) unless `scores` is a list (`text_list`'s kinds) of numbers, none NaN or
+    infinite (the scorer failed there); no rank or pair."""
+    values = text_list(scores, f"{where}: the score list", "one number per candidate")
+    bad = next((i for i, s in enumerate(values) if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Real)),
+               None)
+    if bad is not None:
+        kind = "" if values[bad] is None else f" ({type(values[bad]).__name__})"
+        raise DataError(f"{where}: score {bad} (from 0) is {values[bad]!r:.60}{kind}, not a number: give one int or "
+                        f"float per candidate (text converted first; a row without its scores left out).")
+    if not all(math.isfinite(s) for s in values):
+        raise DataError(f"{where}: the scores contain NaN or infinity ({[float(s) for s in values]}): the scorer "
                         f"failed on this row. A reward model's head can overflow in fp16 or bf16: score in fp32 "
                         f"(--dtype fp32, or dtype: fp32 in the parameters), or try another dtype.")
 
