@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator, Sequence, get_args
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted
+from ..jobs import Progress
 from ..parameters import ScorerDtype, default_batch_tokens
 from ..paths import STAND_IN_MARKER, reads_as_hub_id
 
@@ -163,6 +164,16 @@ def ranks_from_scores(scores: Sequence[float], where: str = "A row") -> np.ndarr
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
 
 
+def with_progress(progress: Any, total: int, desc: str, run: Callable[[Callable[[int], Any] | None], Any]) -> Any:
+    """run(report) for a scorer's `progress` that is no function: True or False as score_candidates takes it (a bar
+    of `total` prompts, `Progress`, or none); anything else a ParameterError naming it."""
+    if not isinstance(progress, bool):
+        raise ParameterError(f"progress={progress!r:.60} is not a function: give True (a progress bar), False or None "
+                             f"(none), or a function called with the number of prompts newly done.")
+    with Progress(total, desc=desc, unit="prompt", enabled=progress) as bar:
+        return run(bar.advance)
+
+
 def no_folder(spec: str) -> str:
     """What a loader says of a model `spec` that is no local folder (a hub id's shape, models/rm, is a path too)."""
     return f"no folder {Path(spec).expanduser().resolve()}: a relative path is read from the current folder"
@@ -217,9 +228,16 @@ class BudgetedBatches:
     def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int | None, needed: Sequence[Sequence[int]],
              progress: Callable[[int], Any] | None) -> np.ndarray:
         """Each item's output; `progress(n)`: prompts whose `needed` items are newly all done; `batch_tokens` None: the
-        device's. An out-of-memory halves the budget and starts over (the rounding depends on the budget)."""
+        device's. An out-of-memory halves the budget and starts over (the rounding depends on the budget); `progress`
+        True or False as score_candidates takes it: a bar of the prompts (`Progress`), or none."""
         import torch
 
+        if getattr(self, "model", True) is None:
+            raise ParameterError(f"This {self.label} scorer was loaded with weights=False (its record and tokenizer "
+                                 f"only): call scorer.load_weights() first, then score.")
+        if progress is not None and not callable(progress):
+            return with_progress(progress, sum(len(items) > 0 for items in needed), f"{self.label} scoring",
+                                 lambda report: self._run(plan, order, batch_tokens, needed, report))
         batch_tokens = check_batch_tokens(default_batch_tokens(self.device.type) if batch_tokens is None else
                                           batch_tokens)
         position = np.argsort(order)  # where each item runs (`order` is a permutation of the items)
