@@ -370,6 +370,17 @@ def test_a_scorer_loaded_without_weights_says_to_load_them(tiny_pairrm_dir, scor
     assert np.array_equal(light.load_weights().score(["Hi?"], [["a", "b"]])[0], scorer.score(["Hi?"], [["a", "b"]])[0])
 
 
+@pytest.mark.parametrize("model", [None, "", "  ", 3])
+def test_no_model_is_refused_at_the_entry(model, tmp_path, monkeypatch):
+    """load_scorer(None) looked for a folder <cwd>/None, load_scorer('') read the current folder ("folder . has no
+    config.json")."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ParameterError, match=r"^model must be a hub id \(such as llm-blender/PairRM-hf\), a "
+                                             r"checkpoint's folder or a built-in stand-in \(builtin:tiny-pairrm, "
+                                             rf".*\); got {re.escape(repr(model))}\.$"):
+        load_scorer(model, device="cpu")
+
+
 def test_compare_is_both_orders_of_one_pair(scorer):
     prompts, candidates = cases(5, seed=2)
     a, b = [c[0] for c in candidates], [c[1] for c in candidates]
