@@ -323,6 +323,27 @@ def test_empty_and_single_row_datasets(tmp_path):
         _analyze(tmp_path, one)
 
 
+def test_validate_scores_takes_a_dataset_or_a_dataframe_as_a_table():
+    """docs/analysis.md tells a script to call validate_scores: a datasets.Dataset gave "AttributeError: 'Dataset'
+    object has no attribute 'column'", a DataFrame another AttributeError; now both are read as the table."""
+    rows = {"prompt_id": ["a", "b", "c", "d", "e"], "score_chosen": [2.0, float("nan"), 3.0, 1.0, 9.0],
+            "score_rejected": [1.0, 0.0, 3.5, 1.0, 0.0]}
+    table = pa.table(rows)
+    chosen, rejected, kept, reasons = analysis.validate_scores(table, "dataset 'x'", exclude_nonfinite=True)
+    assert chosen.tolist() == [2.0, 3.0, 1.0, 9.0] and rejected.tolist() == [1.0, 3.5, 1.0, 0.0]
+    assert kept.tolist() == [0, 2, 3, 4] and reasons == {"score_chosen is NaN, infinite or missing": 1}
+    for given in (datasets.Dataset.from_dict(rows), pd.DataFrame(rows)):
+        got = analysis.validate_scores(given, "dataset 'x'", exclude_nonfinite=True)
+        assert [x.tolist() for x in got[:3]] == [chosen.tolist(), rejected.tolist(), kept.tolist()]
+        assert got[3] == reasons
+    picked = datasets.Dataset.from_dict(rows).select([4, 3, 2, 1])  # its rows, not the whole table it maps into
+    got = analysis.validate_scores(picked, "dataset 'x'", exclude_nonfinite=True)
+    assert got[0].tolist() == [9.0, 1.0, 3.0] and got[2].tolist() == [0, 1, 2]
+    with pytest.raises(DataError, match=r"validate_scores: table is dict, expected a pyarrow\.Table, a datasets\."
+                                        r"Dataset or a pandas DataFrame"):
+        analysis.validate_scores(rows, "dataset 'x'", exclude_nonfinite=True)
+
+
 @pytest.mark.parametrize("rows, said", [
     ([{"score_chosen": 2.0, "score_rejected": 1.0}], r"needs at least 2 .*Point `dataset` at more rows"),
     ([{"score_chosen": 2.0, "score_rejected": float("nan")}] + [{"score_chosen": 2.0, "score_rejected": 1.0}] * 2,

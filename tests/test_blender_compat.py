@@ -205,6 +205,21 @@ def test_settings_are_checked_as_the_engine_checks_them(ref_small):
     assert done == [1]
 
 
+def test_progress_true_is_a_bar_here_too(ref_small, capsys):
+    """progress=True, as score_candidates takes it, raised "TypeError: 'bool' object is not callable" here too."""
+    from repro.errors import ParameterError
+
+    prompts, candidates = crafted_cases(n_prompts=3, seed=4)
+    expected = ref_small.score(prompts, candidates)
+    capsys.readouterr()
+    assert all(np.array_equal(x, y) for x, y in zip(ref_small.score(prompts, candidates, progress=True), expected))
+    assert ref_small.compare(["hi"], ["a"], ["b"], progress=True).shape == (1,)
+    err = capsys.readouterr().err
+    assert "PairRM scoring (llm-blender): 100% (3/3 prompts)" in err and "100% (1/1 prompt)" in err, err
+    with pytest.raises(ParameterError, match=r"^progress=1 is not a function"):
+        ref_small.score(prompts, candidates, progress=1)
+
+
 def test_transformers5_tokenizer_without_the_restored_table_loses_full_width_text(tiny_pairrm_dir):
     """Why the backend restores sentencepiece's table: transformers 5 alone maps full-width letters to [UNK]."""
     raw = BlenderScorer.load(tiny_pairrm_dir, device="cpu", restore_normalizer=False)

@@ -340,6 +340,48 @@ def test_each_distinct_pass_runs_once_and_progress_counts_prompts(scorer, monkey
     assert scores[2][0] == -scores[2][1]
 
 
+def test_progress_true_is_a_bar_false_is_none_and_a_non_function_is_named(scorer, capsys):
+    """score(..., progress=True), as score_candidates takes it, raised "TypeError: 'bool' object is not callable" deep
+    in _run; now True shows the prompts done (lines here, where stderr is no terminal), False nothing."""
+    prompts, candidates = cases(6, seed=3)
+    expected = scorer.score(prompts, candidates)
+    capsys.readouterr()
+    for progress, shown in ((True, True), (False, False)):
+        got = scorer.score(prompts, candidates, progress=progress)
+        assert all(np.array_equal(a, b) for a, b in zip(got, expected))
+        err = capsys.readouterr().err
+        assert bool(re.search(r"^PairRM scoring: 100% \(6/6 prompts\), .* in \S+$", err, re.M)) is shown, err
+    assert scorer.compare(prompts[:2], ["a", "b"], ["c", "d"], progress=True).shape == (2,)
+    assert "(2/2 prompts)" in capsys.readouterr().err
+    with pytest.raises(ParameterError, match=r"^progress='yes' is not a function: give True \(a progress bar\), "
+                                             r"False or None"):
+        scorer.score(prompts, candidates, progress="yes")
+
+
+def test_a_scorer_loaded_without_weights_says_to_load_them(tiny_pairrm_dir, scorer):
+    """load_scorer(..., weights=False).score(...) raised "TypeError: 'NoneType' object is not callable" at
+    self.model(...) in _forward."""
+    light = load_scorer(tiny_pairrm_dir, device="cpu", weights=False, source_maxlength=S_MAX,
+                        candidate_maxlength=C_MAX)
+    with pytest.raises(ParameterError, match=r"PairRM scorer was loaded with weights=False .*call "
+                                             r"scorer\.load_weights\(\) first"):
+        light.score(["Hi?"], [["a", "b"]])
+    with pytest.raises(ParameterError, match=r"weights=False"):
+        light.compare(["Hi?"], ["a"], ["b"])
+    assert np.array_equal(light.load_weights().score(["Hi?"], [["a", "b"]])[0], scorer.score(["Hi?"], [["a", "b"]])[0])
+
+
+@pytest.mark.parametrize("model", [None, "", "  ", 3])
+def test_no_model_is_refused_at_the_entry(model, tmp_path, monkeypatch):
+    """load_scorer(None) looked for a folder <cwd>/None, load_scorer('') read the current folder ("folder . has no
+    config.json")."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ParameterError, match=r"^model must be a hub id \(such as llm-blender/PairRM-hf\), a "
+                                             r"checkpoint's folder or a built-in stand-in \(builtin:tiny-pairrm, "
+                                             rf".*\); got {re.escape(repr(model))}\.$"):
+        load_scorer(model, device="cpu")
+
+
 def test_compare_is_both_orders_of_one_pair(scorer):
     prompts, candidates = cases(5, seed=2)
     a, b = [c[0] for c in candidates], [c[1] for c in candidates]

@@ -1,6 +1,7 @@
 import hashlib
 
 import datasets
+import numpy as np
 import pytest
 
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, output_features, prompt_id_of
@@ -28,6 +29,23 @@ def test_select_pair_rejects_nan_and_single():
         select_pair([float("nan"), 1.0])
     with pytest.raises(DataError):
         select_pair([1.0])
+
+
+@pytest.mark.parametrize("scores, said", [
+    ([0.3, None, 0.1], r"score 1 \(from 0\) is None, not a number"),
+    (["0.1", "0.3"], r"score 0 \(from 0\) is '0\.1' \(str\), not a number"),
+    ([1.0, True], r"score 1 \(from 0\) is True \(bool\), not a number"),
+    ([[0.1, 0.2], [0.3, 0.4]], r"score 0 \(from 0\) is \[0\.1, 0\.2\] \(list\), not a number"),
+    (np.zeros((2, 2)), r"score 0 \(from 0\) is \[0\.0, 0\.0\] \(list\), not a number"),
+    (0.5, r"the score list is float, expected one number per candidate \(a list, tuple"),
+    ("0.5", r"the score list is str, expected one number per candidate"),
+])
+def test_select_pair_refuses_what_is_not_a_list_of_numbers_naming_it(scores, said):
+    """select_pair([0.3, None, 0.1]) raised "TypeError: must be real number, not NoneType", a scalar "object of
+    type 'float' has no len()": a DataError as NaN's, saying what a score list is."""
+    with pytest.raises(DataError, match=r"^A row: " + said):
+        select_pair(scores)
+    assert select_pair(np.array([0.1, 0.9, np.float32(-0.5)])) == select_pair([0, 1, -1]) == (1, 2)
 
 
 def test_prompt_id_is_sha256_of_utf8_prompt(train_rows):

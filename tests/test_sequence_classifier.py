@@ -259,6 +259,23 @@ def test_compare_is_the_reward_difference_and_rank_the_reward_order(reward_dirs,
         scorer.compare(["p"], "a", ["b"])
 
 
+def test_progress_true_and_a_scorer_without_weights_as_pairrm_s(reward_dirs, rows, capsys):
+    """progress=True raised "TypeError: 'bool' object is not callable", a scorer loaded with weights=False
+    "'NoneType' object is not callable" at self.model(...)."""
+    prompts, candidates = rows
+    scorer = load_scorer(reward_dirs["llama"], device="cpu")
+    expected = scorer.score(prompts, candidates)
+    capsys.readouterr()
+    got = scorer.score(prompts, candidates, progress=True)
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected))
+    assert re.search(r"^reward model scoring: 100% \(12/12 prompts\)", capsys.readouterr().err, re.M)
+    light = load_scorer(reward_dirs["llama"], device="cpu", weights=False)
+    with pytest.raises(ParameterError, match=r"reward model scorer was loaded with weights=False .*call "
+                                             r"scorer\.load_weights\(\) first"):
+        light.score(prompts, candidates)
+    assert all(np.array_equal(a, b) for a, b in zip(light.load_weights().score(prompts, candidates), expected))
+
+
 def test_two_torchrun_processes_give_the_scores_of_one(reward_dirs, rows, tmp_path, torchrun_processes):
     prompts, candidates = rows
     common = dict(model=str(reward_dirs["llama"]), device="cpu", chunk_size=3, progress=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
@@ -143,6 +144,17 @@ def test_bootstrap_is_seeded(paired):
     a = stats.bootstrap_intervals({"x": paired[0]}, 200, seed=3)
     assert a == stats.bootstrap_intervals({"x": paired[0]}, 200, seed=3)
     assert a != stats.bootstrap_intervals({"x": paired[0]}, 200, seed=4)
+
+
+def test_one_row_has_no_intervals_and_no_spread():
+    """summarize_scores([1.0], [0.0], 1000, 0) gave mean_ci95 [1.0, 1.0]: a zero-width "95% interval" of one pair,
+    for which docs/analysis.md says intervals are undefined."""
+    out = stats.summarize_scores([1.0], [0.0], 1000, 0)
+    for name, value in (("score_chosen", 1.0), ("score_rejected", 0.0), ("margin", 1.0)):
+        assert out[name] == {"mean": value, "std": None, "median": value, "q25": value, "q75": value, "min": value,
+                             "max": value, "skewness": None, "kurtosis": None, "mean_ci95": None, "median_ci95": None}
+    assert json.loads(json.dumps(out, allow_nan=False)) == out
+    assert stats.bootstrap_intervals({"x": np.array([2.5])}, 200, 0) == {"x": {"mean_ci95": None, "median_ci95": None}}
 
 
 def test_summarize_scores_keys_and_margin(paired):

@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
+import datasets
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -99,9 +100,18 @@ def require_scores(table: pa.Table, where: str) -> None:
                              f"`{scored}` (every candidate's score) holds." if scored else "."))
 
 
-def validate_scores(table: pa.Table, where: str, exclude_nonfinite: bool
+def validate_scores(table: pa.Table | datasets.Dataset | pd.DataFrame, where: str, exclude_nonfinite: bool
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
-    """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue."""
+    """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue; `where`
+    names the rows in messages ("dataset 'x'")."""
+    if isinstance(table, datasets.Dataset):
+        table = table.with_format("arrow")[:]  # (its rows: `.data` is the whole table a select() maps into)
+    elif isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    if not isinstance(table, pa.Table):
+        raise DataError(f"repro.analysis.report.validate_scores: table is {type(table).__name__}, expected a "
+                        f"pyarrow.Table, a datasets.Dataset or a pandas DataFrame with columns score_chosen and "
+                        f"score_rejected: make one first (`pyarrow.table(columns)` of a dict of columns).")
     require_scores(table, where)
     if table.num_rows == 0:
         raise DataError(f"{where} has no rows: there is nothing to analyse. Check `dataset` and `dataset_split`, "

@@ -172,8 +172,11 @@ def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int
                         block_elements: int = BOOTSTRAP_BLOCK_ELEMENTS,
                         max_categories: int = BOOTSTRAP_MAX_CATEGORIES) -> dict[str, dict[str, list[float]]]:
     """Percentile bootstrap intervals of the mean and median of each paired series (the same rows for all): with
-    few distinct rows (ratings) as multinomial category counts, else over index matrices in bounded blocks."""
+    few distinct rows (ratings) as multinomial category counts, else over index matrices in bounded blocks; None for
+    one row (nothing to resample: no interval, not a zero-width one)."""
     arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}  # paired, n >= 1 (callers')
+    if len(next(iter(arrays.values()))) < 2:
+        return {name: {"mean_ci95": None, "median_ci95": None} for name in arrays}
     rng = np.random.default_rng(seed)
     values = None
     if all(np.unique(x).size <= max_categories for x in arrays.values()):
@@ -231,7 +234,8 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
 
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
                      ) -> dict[str, dict[str, Any]]:
-    """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected)."""
+    """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected); of one
+    row the std, shape and intervals are None (undefined)."""
     chosen, rejected = paired_scores("stats.summarize_scores", score_chosen=score_chosen, score_rejected=score_rejected)
     series = {"score_chosen": chosen, "score_rejected": rejected, "margin": chosen - rejected}
     intervals = bootstrap_intervals(series, resamples, seed)

@@ -27,9 +27,9 @@ def last_assistant_text(messages: Any, where: str) -> str:
 
 def select_pair(scores: Sequence[float]) -> tuple[int, int]:
     """Indices (chosen, rejected): first of the highest score, last of the lowest (see the module's tie rule)."""
+    check_scores(scores)
     if len(scores) < 2:
         raise DataError(f"select_pair needs at least two scores, got {len(scores)}.")
-    check_scores(scores)
     return best_worst(scores)  # distinct: with >= 2 scores, a full tie gives (0, last)
 
 

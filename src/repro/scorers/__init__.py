@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 from typing import Any, Iterable, get_args
 
@@ -110,6 +111,10 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
                 dtype: str = "auto", weights: bool = True, **options):
     """A scorer of `model`: PairRM (backend "repro" or "llm-blender") or a sequence-classifier reward model (options:
     its `load`'s keywords); `weights=False`: its record and tokenizer only, where the class can (nothing to score)."""
+    if not isinstance(model, (str, os.PathLike)) or not str(model).strip():  # None: no folder <cwd>/None; "": cwd
+        raise ParameterError(f"model must be a hub id (such as llm-blender/PairRM-hf), a checkpoint's folder or a "
+                             f"built-in stand-in ({', '.join([BUILTIN_TINY, *BUILTIN_REWARD_MODELS])}); got "
+                             f"{model!r}.")
     cls = scorer_class(model, kind, backend, options)
     light = {} if weights or "weights" not in inspect.signature(cls.load).parameters else {"weights": False}
     scorer = cls.load(model, device=device, dtype=dtype, **light, **options)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from .common import check_batch_tokens, check_inputs, check_pairs, resolve_device, resolve_dtype
+from .common import check_batch_tokens, check_inputs, check_pairs, resolve_device, resolve_dtype, with_progress
 from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, detect_layout, read_config, resolve_model
 from .pairrm_tokens import restore_sentencepiece_normalizer
 
@@ -155,6 +155,9 @@ class BlenderScorer(PairRMScorerBase):
         """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` is only checked here."""
         prompts, candidates = check_inputs(prompts, candidates)
         check_batch_tokens(batch_tokens)
+        if progress is not None and not callable(progress):
+            return with_progress(progress, len(prompts), "PairRM scoring (llm-blender)", lambda report: self.score(
+                prompts, candidates, batch_tokens=batch_tokens, return_matrix=return_matrix, progress=report))
         scores: list[np.ndarray | None] = [None] * len(prompts)
         matrices: list[np.ndarray | None] = [None] * len(prompts)
         # llm-blender needs equal candidate counts in one call; calls of whole batches keep its batching
@@ -185,6 +188,9 @@ class BlenderScorer(PairRMScorerBase):
         """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A]."""
         pairs = check_pairs(prompts, candidates_a, candidates_b)
         check_batch_tokens(batch_tokens)
+        if progress is not None and not callable(progress):
+            return with_progress(progress, len(pairs[0]), "PairRM scoring (llm-blender)",
+                                 lambda report: self.compare(*pairs, batch_tokens=batch_tokens, progress=report))
         out = self.blender.compare(*pairs, batch_size=self.batch_size, return_logits=True, mode="[A,B]+[B,A]",
                                    disable_tqdm=True)
         if progress is not None:

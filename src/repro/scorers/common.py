@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator, Sequence, get_args
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted
+from ..jobs import Progress
 from ..parameters import ScorerDtype, default_batch_tokens
 from ..paths import STAND_IN_MARKER, reads_as_hub_id
 
@@ -141,9 +142,17 @@ def check_batch_tokens(batch_tokens: Any) -> int | None:
 
 
 def check_scores(scores: Sequence[float], where: str = "A row") -> None:
-    """A DataError naming `where` (a row) if a score is NaN or infinite: the scorer failed there; no rank or pair."""
-    if not all(math.isfinite(s) for s in scores):
-        raise DataError(f"{where}: the scores contain NaN or infinity ({[float(s) for s in scores]}): the scorer "
+    """A DataError naming `where` (a row) unless `scores` is a list (`text_list`'s kinds) of numbers, none NaN or
+    infinite (the scorer failed there); no rank or pair."""
+    values = text_list(scores, f"{where}: the score list", "one number per candidate")
+    bad = next((i for i, s in enumerate(values) if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Real)),
+               None)
+    if bad is not None:
+        kind = "" if values[bad] is None else f" ({type(values[bad]).__name__})"
+        raise DataError(f"{where}: score {bad} (from 0) is {values[bad]!r:.60}{kind}, not a number: give one int or "
+                        f"float per candidate (text converted first; a row without its scores left out).")
+    if not all(math.isfinite(s) for s in values):
+        raise DataError(f"{where}: the scores contain NaN or infinity ({[float(s) for s in values]}): the scorer "
                         f"failed on this row. A reward model's head can overflow in fp16 or bf16: score in fp32 "
                         f"(--dtype fp32, or dtype: fp32 in the parameters), or try another dtype.")
 
@@ -153,6 +162,16 @@ def ranks_from_scores(scores: Sequence[float], where: str = "A row") -> np.ndarr
     check_scores(scores, where)
     s = np.asarray(scores, dtype=np.float64)
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
+
+
+def with_progress(progress: Any, total: int, desc: str, run: Callable[[Callable[[int], Any] | None], Any]) -> Any:
+    """run(report) for a scorer's `progress` that is no function: True or False as score_candidates takes it (a bar
+    of `total` prompts, `Progress`, or none); anything else a ParameterError naming it."""
+    if not isinstance(progress, bool):
+        raise ParameterError(f"progress={progress!r:.60} is not a function: give True (a progress bar), False or None "
+                             f"(none), or a function called with the number of prompts newly done.")
+    with Progress(total, desc=desc, unit="prompt", enabled=progress) as bar:
+        return run(bar.advance)
 
 
 def no_folder(spec: str) -> str:
@@ -209,9 +228,16 @@ class BudgetedBatches:
     def _run(self, plan: Sequence[Any], order: list[int], batch_tokens: int | None, needed: Sequence[Sequence[int]],
              progress: Callable[[int], Any] | None) -> np.ndarray:
         """Each item's output; `progress(n)`: prompts whose `needed` items are newly all done; `batch_tokens` None: the
-        device's. An out-of-memory halves the budget and starts over (the rounding depends on the budget)."""
+        device's. An out-of-memory halves the budget and starts over (the rounding depends on the budget); `progress`
+        True or False as score_candidates takes it: a bar of the prompts (`Progress`), or none."""
         import torch
 
+        if getattr(self, "model", True) is None:
+            raise ParameterError(f"This {self.label} scorer was loaded with weights=False (its record and tokenizer "
+                                 f"only): call scorer.load_weights() first, then score.")
+        if progress is not None and not callable(progress):
+            return with_progress(progress, sum(len(items) > 0 for items in needed), f"{self.label} scoring",
+                                 lambda report: self._run(plan, order, batch_tokens, needed, report))
         batch_tokens = check_batch_tokens(default_batch_tokens(self.device.type) if batch_tokens is None else
                                           batch_tokens)
         position = np.argsort(order)  # where each item runs (`order` is a permutation of the items)
