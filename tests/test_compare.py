@@ -1043,6 +1043,12 @@ def test_missing_reference_and_bad_parameters(tmp_path):
     # (a file: no split to name; and one prefix: it said "Parameter reference='...': reference '...' holds ...")
     with pytest.raises(DataError, match=rf"^reference '{empty}' holds no rows"):
         compare.load_side("reference", str(empty), "train_prefs")
+    with pytest.raises(DataError, match=rf"^reference '{empty}' holds no rows"):  # a Path as a str (it raised TypeError)
+        compare.load_side("reference", empty, "train_prefs")
+    with pytest.raises(ParameterError, match=r"^reference is a Dataset: give a dataset's hub id, folder or file \(a "
+                                             r"Dataset in memory: save it first, e.g. ds.to_parquet\('x.parquet'\)\), "
+                                             r"or a list of them\.$"):
+        compare.load_side("reference", datasets.Dataset.from_dict({"prompt": ["a"]}), "train_prefs")
     anonymous = tmp_path / "anonymous.jsonl"
     anonymous.write_text(json.dumps({"text": "a", "score_chosen": 1.0}) + "\n")
     with pytest.raises(DataError, match=rf"Parameter reference='{anonymous}' has neither a prompt_id nor a prompt "

@@ -587,7 +587,10 @@ def test_the_family_view_of_a_folder_that_holds_no_family_names_the_families_bes
 @pytest.mark.parametrize("damaged, why", [('{"status": "compl', r"is not JSON \(.*\)"),
                                            ("[1, 2]", "holds a JSON list"),
                                            ('{"status": "complete", "family": "x"}', "holds a JSON str as its family"),
-                                           ('{"family": [1]}', "holds a JSON list as its family")])
+                                           ('{"family": [1]}', "holds a JSON list as its family"),
+                                           ('{"family": {"name": "fam"}}', "holds a family without its member"),
+                                           ('{"family": {"member": "b", "name": 3}}',
+                                            "holds a family without its name")])
 def test_the_family_view_of_a_damaged_members_record_names_that_file_and_says_to_restore_it(tmp_path, damaged, why):
     # a truncated member record raised a bare JSONDecodeError, a non-dict one (or one whose family is no mapping) an
     # AttributeError, from 05_family's code

@@ -95,7 +95,11 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
 def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     """One side, parameter `name`: its specs concatenated, a group each (a family's minis), in the columns all hold
     (SPPO's probabilities: any, null in the rows of a spec without them)."""
-    specs = [specs] if isinstance(specs, str) else list(specs)
+    specs = [specs] if isinstance(specs, (str, os.PathLike)) else specs
+    if not isinstance(specs, (list, tuple)) or not all(isinstance(s, (str, os.PathLike)) for s in specs):
+        raise ParameterError(f"{name} is a {type(specs).__name__}: give a dataset's hub id, folder or file (a Dataset "
+                             f"in memory: save it first, e.g. ds.to_parquet('x.parquet')), or a list of them.")
+    specs = [str(s) for s in specs]
     tables = [_load_one(s, split, name) for s in specs]
     kept = [c for c in dict.fromkeys(c for t in tables for c in t.column_names)
             if c in SPPO_KEPT or all(c in t.column_names for t in tables)]

@@ -227,9 +227,12 @@ class Manifest:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             data = exc
         family = data.get("family") or {} if isinstance(data, dict) else {}  # (a family member's record: a mapping)
-        if not isinstance(data, dict) or not isinstance(family, dict):  # damaged: nothing can be told of the folder
+        lacks = [k for k in ("member", "name") if not isinstance(family.get(k), str)] if isinstance(family, dict) else []
+        # damaged: nothing can be told of what the folder holds
+        if not isinstance(data, dict) or not isinstance(family, dict) or family and lacks:
             why = (f"is not JSON ({data})" if isinstance(data, Exception) else f"holds a JSON {type(data).__name__}"
-                   if not isinstance(data, dict) else f"holds a JSON {type(family).__name__} as its family")
+                   if not isinstance(data, dict) else f"holds a JSON {type(family).__name__} as its family"
+                   if not isinstance(family, dict) else f"holds a family without its {lacks[0]}")
             raise DataError(f"{self.path} {why}, not a run's record: restore it (a copy, version control), or "
                             f"give the run another folder; nothing was written.")
         return data
