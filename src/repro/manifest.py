@@ -227,7 +227,7 @@ class Manifest:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             data = exc
         family = data.get("family") or {} if isinstance(data, dict) else {}  # (a family member's record: a mapping)
-        lacks = [k for k in ("member", "name") if not isinstance(family.get(k), str)] if isinstance(family, dict) else []
+        lacks = isinstance(family, dict) and [k for k in ("member", "name") if not isinstance(family.get(k), str)]
         # damaged: nothing can be told of what the folder holds
         if not isinstance(data, dict) or not isinstance(family, dict) or family and lacks:
             why = (f"is not JSON ({data})" if isinstance(data, Exception) else f"holds a JSON {type(data).__name__}"
