@@ -2222,3 +2222,21 @@ def test_each_language_defines_every_sentence_and_every_note_of_the_comparison()
     assert "2 of the reference's rows share 1 key value: they" in note([("reference", 2, 1, "prompt_id", [3, 4], "ab")], {})
     assert "; 4 of this dataset's rows share 2 key values:" in note(
         [("reference", 2, 1, "prompt_id", [3, 4], "ab"), ("candidate", 4, 2, "prompt_id", [0, 1], "cd")], {})
+
+
+def test_candidates_a_stand_in_policy_wrote_are_not_offered_for_training_even_scored_by_a_real_scorer(tmp_path):
+    """The banner said the texts are "not a language model worth imitating", while Typical uses recommended DPO on
+    them, the tags said `dpo` and How to use gave the DPOTrainer recipe (a real scorer, a stand-in policy)."""
+    run = make_run(tmp_path / "run", stand_in=False)["run"]
+    with Manifest(run).edit() as data:
+        data["parameters"].update(scorer_model="llm-blender/PairRM")
+        data["scorer"].update(model="llm-blender/PairRM", stand_in=False)
+        data["generation"] = {"policy_model": "builtin:tiny-policy", "stand_in": True, "n_candidates": 2}
+    facts, path = card_for(run.root)
+    en, zh = halves(path)
+    assert not facts.stand_in and "dpo" not in DatasetCard.load(path).data.tags
+    assert "Stand-in candidates" in en and "**For inspection only**" in en and "DPOTrainer" not in en
+    uses, uses_zh = part(en, "## Typical uses"), part(zh, "## 常用场景")
+    assert uses.strip() == ("- Trying `repro` itself: the pipeline, the analysis and the card on responses a stand-in "
+                            "policy wrote (not for training: their texts are no language model's).")
+    assert "试用 `repro`" in uses_zh and "离线偏好优化" not in uses_zh

@@ -128,10 +128,11 @@ class CardFacts:
 
     @property
     def for_training(self) -> bool:
-        """Whether "Typical uses" offers the pairs for training: not a stand-in's scores, nor those of a scorer the
-        card does not know, nor pairs none of which prefers its chosen (or none left); where it advises against
-        training, the card neither tags the data `dpo` nor shows how to train on it."""
-        return not (self.stand_in or self.scorer_unknown or self.pair_signs and not self.pair_signs["positive"])
+        """Whether "Typical uses" offers the pairs for training: not a stand-in's scores or candidates, nor the scores
+        of a scorer the card does not know, nor pairs none of which prefers its chosen (or none left); where it
+        advises against training, the card neither tags the data `dpo` nor shows how to train on it."""
+        return not (self.stand_in or self.generation.get("stand_in") or self.scorer_unknown
+                    or self.pair_signs and not self.pair_signs["positive"])
 
     @property
     def scorer_model(self) -> Any:
