@@ -198,26 +198,28 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
 
 
 def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
-    """The members as the notebook shows them: grid values, counts, mean margin with its interval, ties, cache."""
+    """The members as the notebook shows them: grid values, counts, mean margin with its interval, tied pairs, cache."""
     rows = []
     for m in members:
         ci = m["margin_mean_ci95"] or [None, None]
-        rows.append({"member": m["member"], **{k: v["name"] if isinstance(v, dict) and "name" in v  # a bundle's
+        own = {"scorer": (m["scorer"]["model"] or "") + (" (STAND-IN: noise)" if m["scorer"]["stand_in"] else ""),
+               "status": m["status"], "rows in": m.get("sliced"),
+               "dropped": ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in m.get("dropped", {}).items()),
+               "rows": m["rows"],
+               "margin mean": None if m["margin_mean"] is None else float(f"{m['margin_mean']:.4g}"),  # as its CI
+               "95% CI": f"[{ci[0]:#.4g}, {ci[1]:#.4g}]" if ci[0] is not None else "",  # 0.1200, not 0.12
+               "tied pairs": m["ties"], "scored here": m["scored_rows"]["computed"],
+               "scored from cache": m["scored_rows"]["from_cache"],
+               "scored before (work/)": m["scored_rows"]["from_work"],
+               **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
+               "verdict": m["verdict"] or ""}
+        # a grid key named as one of the table's own columns (a key of one's own, `rows`) is said to be the grid's
+        rows.append({"member": m["member"], **{f"{k} (grid)" if k in own or k == "member" else k:
+                                               v["name"] if isinstance(v, dict) and "name" in v  # a bundle's
                                                else json.dumps(v) if isinstance(v, (dict, list)) else v
-                                               for k, v in m["grid"].items()},
-                     "scorer": (m["scorer"]["model"] or "") + (" (STAND-IN: noise)" if m["scorer"]["stand_in"] else ""),
-                     "status": m["status"], "rows in": m.get("sliced"),
-                     "dropped": ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in m.get("dropped", {}).items()),
-                     "rows": m["rows"],
-                     "margin mean": None if m["margin_mean"] is None else float(f"{m['margin_mean']:.4g}"),  # as its CI
-                     "95% CI": f"[{ci[0]:#.4g}, {ci[1]:#.4g}]" if ci[0] is not None else "",  # 0.1200, not 0.12
-                     "ties": m["ties"], "scored here": m["scored_rows"]["computed"],
-                     "scored from cache": m["scored_rows"]["from_cache"],
-                     "scored before (work/)": m["scored_rows"]["from_work"],
-                     **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
-                     "verdict": m["verdict"] or ""})
+                                               for k, v in m["grid"].items()}, **own})
     # counts and a grid's whole numbers stay whole, a member's unknown <NA> (NaN made such a column float)
-    frame, counts = pd.DataFrame(rows), {"rows in", "rows", "ties", "scored here", "scored from cache",
+    frame, counts = pd.DataFrame(rows), {"rows in", "rows", "tied pairs", "scored here", "scored from cache",
                                          "scored before (work/)"}
     return frame.astype({c: "Int64" for c in frame
                          if c in counts or {type(row.get(c)) for row in rows} - {type(None)} == {int}})
