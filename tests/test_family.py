@@ -672,6 +672,16 @@ def test_a_grid_key_named_as_a_column_of_the_table_keeps_its_values(tmp_path):
     assert (a["grid"]["ties"], a["ties"], b["grid"]["ties"], b["ties"]) == ("keep", 1, "drop", 0)
 
 
+def test_the_family_figure_counts_each_members_rows_not_their_sum(tmp_path):
+    # four members of the same 16 prompts: "Margins of 4 members (n = 64 rows)", as if 64 rows had been drawn
+    same = [0.1, -0.2, 0.3, 0.0] * 4
+    title = family_view_module.margins_figure({f"m{k}": np.array(same) for k in range(4)}).axes[0].get_title()
+    assert title == "Margins of 4 members (n = 16 rows each)"
+    title = family_view_module.margins_figure({"a": np.array(same), "b": np.array(same[:13]),
+                                              "c": np.array([], dtype=float)}).axes[0].get_title()
+    assert title == "Margins of 2 of 3 members (n = 13 to 16 rows each)"
+
+
 def test_the_family_notebook_shows_its_figure_under_its_title_as_02_analyze_does(tmp_path, monkeypatch):
     # 05_family showed the bare image (its own copy of report.show_figures, without the title line)
     import IPython.display
@@ -684,7 +694,7 @@ def test_the_family_notebook_shows_its_figure_under_its_title_as_02_analyze_does
     monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
     family_view_module.show_figures(view)
     title, image = shown
-    assert title.data == "**Margins of 2 members (n = 6 rows)** — `family_margins`"
+    assert title.data == "**Margins of 2 members (n = 3 rows each)** — `family_margins`"
     assert image.data == (root / "figures" / "family_margins.png").read_bytes()
     # family.json lists the figure's files as before
     assert json.loads((root / "family.json").read_text())["figures"] == {

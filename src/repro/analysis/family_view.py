@@ -156,6 +156,10 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
     drawn = sum(m.size > 0 for m in margins.values())  # "2 of 3" when a member has none (not complete, no scores)
     drawn_members = f"{drawn} of " * (drawn != len(margins)) + counted(len(margins), "member")
+    # each member's rows, not their sum: members of one family often score the same prompts
+    sizes = sorted({m.size for m in margins.values() if m.size}) or [0]
+    rows = (f"{sizes[0]:,}" + f" to {sizes[-1]:,}" * (len(sizes) > 1) + f" row{'s' * (sizes[-1] != 1)}"
+            + " each" * (drawn > 1))
     longest = max(map(len, margins), default=0)  # a name at 30 degrees: ~0.075 in wide and 0.045 in high a character
     size = (max(plots.FIGSIZE[0], 1.1 * len(margins) + 2, 0.075 * longest + 2.5),
             plots.FIGSIZE[1] + 0.045 * max(0, longest - 12))
@@ -187,7 +191,7 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
         ax.set(xlabel="member" + (" (* a stand-in scorer: its scores are noise)" if stand_ins else "")
                + ("\n#k: row k of the table (names no installed font can draw)" if None in fonts else ""),
                ylabel="margin = score_chosen − score_rejected",
-               title=f"Margins of {drawn_members} (n = {len(long):,} row{'s' * (len(long) != 1)})")
+               title=f"Margins of {drawn_members} (n = {rows})")
         if labels != names:
             ax.set_xticks(ax.get_xticks(), labels)
         for label, families in zip(ax.get_xticklabels(), fonts):  # each name ends at its tick
