@@ -672,6 +672,40 @@ def test_a_grid_key_named_as_a_column_of_the_table_keeps_its_values(tmp_path):
     assert (a["grid"]["ties"], a["ties"], b["grid"]["ties"], b["ties"]) == ("keep", 1, "drop", 0)
 
 
+def test_the_family_view_says_which_members_intervals_are_too_narrow(tmp_path, monkeypatch):
+    # members of 4 and 8 rows: 02_analyze and the card say their 95% bootstrap intervals are too narrow, the family
+    # view (family.json, the notebook's table, the figure) showed the same intervals without a word
+    import IPython.display
+
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3, 0.0, 0.5], {"seed": 0}, {"rows_computed": 4})
+    _member(root, "b", 1, list(np.linspace(-0.5, 1.0, 25)), {"seed": 1}, {"rows_computed": 25})
+    _member(root, "c", 2, [0.2, 0.1] * 4, {"seed": 2}, {"rows_computed": 8})
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert [m["few_rows"] for m in view.summary["members"]] == [True, False, True]
+    assert [m["few_rows"] for m in json.loads((root / "family.json").read_text())["members"]] == [True, False, True]
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_members(view)
+    table, caveat = shown
+    assert table is view.table
+    assert caveat.data == ("With fewer than 20 rows (`a`: 4 rows, `c`: 8 rows), these members' percentile-bootstrap "
+                           "95% intervals are too narrow: on normal data they cover the mean about 75% of the time at "
+                           "3 rows, 84% at 5 and 90% at 10; read them as rough.")
+    (ax,) = family_view_module.margins_figure(view.margins, view.summary["members"]).axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI: too narrow (< 20 rows)",
+                                                                   "mean, 95% CI"]
+    # every member of 20 rows or more: the table alone, and the legend as before
+    (root / "a").rename(tmp_path / "a")
+    (root / "c").rename(tmp_path / "c")
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shown.clear()
+    family_view_module.show_members(view)
+    assert shown == [view.table]
+    (ax,) = family_view_module.margins_figure(view.margins, view.summary["members"]).axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI"]
+
+
 def test_the_family_figure_counts_each_members_rows_not_their_sum(tmp_path):
     # four members of the same 16 prompts: "Margins of 4 members (n = 64 rows)", as if 64 rows had been drawn
     same = [0.1, -0.2, 0.3, 0.0] * 4

@@ -24,7 +24,7 @@ from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..sources import load_source
 from . import plots, prose
 from .report import show_figures, table_or_sentence, validate_scores  # noqa: F401 (show_figures: 05_family's)
-from .stats import bootstrap_intervals, clean
+from .stats import BOOTSTRAP_FEW_ROWS, bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
 NOT_STARTED = "not started"  # a member's status while the family's plan holds it and its run has not begun
@@ -143,6 +143,7 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
         # the rows the run's rules dropped on the way, by rule (a sweep over them is read here)
         "dropped": {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n},
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
+        "few_rows": bool(margin.size < BOOTSTRAP_FEW_ROWS) if margin.size else None,  # its interval too narrow
         "ties": int((margin == 0).sum()) if margin.size else None,
         "scored_rows": _row_counts(data.get("stages", {}).get("score") or {}),
         "generated_rows": _row_counts(data.get("generation") or {}),
@@ -174,10 +175,13 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
                 np.random.set_state(state)
             drawn_names = list(dict.fromkeys(long["member"]))  # the violins' order
             shown = [m for m in members if m["member"] in drawn_names and m["margin_mean_ci95"]]
-            for k, m in enumerate(shown):
-                mean, (low, high) = m["margin_mean"], m["margin_mean_ci95"]
+            # a member of few rows: a hollow mean, its interval said too narrow (as 02_analyze and the card say)
+            labels = {False: "mean, 95% CI", True: f"mean, 95% CI: too narrow (< {BOOTSTRAP_FEW_ROWS} rows)"}
+            for m in shown:
+                mean, (low, high), few = m["margin_mean"], m["margin_mean_ci95"], bool(m.get("few_rows"))
                 ax.errorbar(drawn_names.index(m["member"]), mean, yerr=[[mean - low], [high - mean]], fmt="D",
-                            color="#d62728", ms=5, capsize=4, zorder=5, label=None if k else "mean, 95% CI")
+                            color="#d62728", mfc="white" if few else "#d62728", ms=5, capsize=4, zorder=5,
+                            label=labels.pop(few, None))
             if shown:
                 ax.legend(loc="best", fontsize="small")
         stand_ins = {m["member"] for m in members if m["scorer"]["stand_in"]}
@@ -252,6 +256,16 @@ def family_view(params: FamilyViewParams) -> FamilyView:
         atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
         family.add_outputs(root / FAMILY_JSON, *(f[k] for f in figures.values() for k in ("png", "svg")))
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
+
+
+def show_members(view: FamilyView) -> None:
+    """The members' table, and under it, where members have fewer rows than stats.BOOTSTRAP_FEW_ROWS, that their
+    intervals are too narrow (02_analyze and the card say so of each)."""
+    from IPython.display import Markdown, display
+
+    display(view.table)
+    if few := [(m["member"], m["rows"]) for m in view.summary["members"] if m["few_rows"]]:
+        display(Markdown(prose("report", "family_few_rows", few, BOOTSTRAP_FEW_ROWS)))
 
 
 def origins(view: FamilyView) -> Any:
