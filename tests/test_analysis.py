@@ -376,7 +376,7 @@ def _pairs(n: int, shift: float, seed: int) -> list[dict]:
 
 
 def test_few_rows_and_p_values_below_the_smallest_float_are_said_as_such(tmp_path):
-    # 5 rows: a percentile bootstrap's 95% interval covers the mean about 86% of the time on normal data, shown as a
+    # 5 rows: a percentile bootstrap's 95% interval covers the mean about 84% of the time on normal data, shown as a
     # 95% interval without a word; 3000 clearly apart: p-values underflow to 0, printed "p = 0"
     few = _analyze(tmp_path / "few", _jsonl(tmp_path / "few.jsonl", _pairs(5, 0.1, 1)), bootstrap_resamples=200)
     assert few.metrics["bootstrap"]["few_rows"] is True

@@ -783,6 +783,33 @@ def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
     assert "Inversions" not in en and "倒置（" not in zh and "negative in" not in en and "为负" not in zh
 
 
+def test_pairs_counted_after_the_empty_chosen_rows_say_so(tmp_path, train_rows):
+    # 40 real rows, one with an empty chosen response (a positive margin): Characteristics said "n = 40", "positive in
+    # 34 and zero (a tie) in 6", the limitation "of the 39 pairs, 6 are ties" and How to use "keeps the 33 of the 39
+    # pairs", two denominators with no word of the row the card's code leaves out
+    rows = train_rows[160:200]
+    assert sum(not r["chosen"][-1]["content"].strip() for r in rows) == 1
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": str(path), "bootstrap_resamples": 100}))
+    facts, card_path = card_for(tmp_path / "run", card_dataset=str(path), known_recipe={"scorer": "gpt-4"})
+    en, zh = halves(card_path)
+    assert facts.empty_chosen == 1 and facts.pair_signs == {"positive": 33, "zero": 6, "negative": 0}
+    assert "n = 40 rows analysed" in en and "The margin is positive in 34 rows and zero (a tie) in 6." in en
+    assert ("Pairs without a preference for `chosen`: of the 39 pairs (40 rows less the 1 with an empty chosen "
+            "response, which `to_trl` refuses), 6 are ties") in part(en, "## Challenges and limitations")
+    assert ("keeps the 33 of the 39 pairs (40 rows less the 1 with an empty chosen response, which `to_trl` refuses) "
+            "whose `chosen` scored strictly higher, leaving out 6 ties.") in part(en, "## How to use")
+    said_zh = "39 对（40 行减去 chosen 回复为空的 1 行，to_trl 不接受这些行）"
+    assert f"{said_zh}中有 6 对为平局" in part(zh, "## 当前挑战与局限")
+    assert f"保留 {said_zh}中 `chosen` 得分严格更高的 33 对" in part(zh, "## 使用方法")
+    # no empty chosen response: the pairs are the rows, said as before
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["chosen"][-1]["content"].strip()))
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run2"), "dataset": str(path), "bootstrap_resamples": 100}))
+    en, zh = halves(card_for(tmp_path / "run2", card_dataset=str(path), known_recipe={"scorer": "gpt-4"})[1])
+    assert "of the 39 pairs, 6 are ties" in en and "keeps the 33 of the 39 pairs whose" in en and "39 对中有 6 对" in zh
+
+
 def test_the_size_is_called_small_only_when_it_is(tmp_path):
     # "Small size: 61135 rows" on every card, whatever its size
     make_run(tmp_path / "run")

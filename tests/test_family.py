@@ -535,7 +535,8 @@ def test_members_run_at_once_are_started_as_their_own_repro_run(tmp_path, monkey
 
 
 def _member(root: Path, name: str, index: int, margins: list[float], parameters: dict, cache: dict,
-            scorer: dict | None = None, generation: dict | None = None, counts: dict | None = None) -> None:
+            scorer: dict | None = None, generation: dict | None = None, counts: dict | None = None,
+            grid: dict | None = None) -> None:
     run = RunDir(root / name)
     run.data.mkdir(parents=True)
     chosen = np.linspace(0.5, 1.0, len(margins))
@@ -545,7 +546,8 @@ def _member(root: Path, name: str, index: int, margins: list[float], parameters:
                          "counts": {"scored": len(margins), **(counts or {})},
                          "stages": {"score": {"cache": cache}}, **({"scorer": scorer} if scorer else {}),
                          **({"generation": generation} if generation else {}),
-                         "family": {"name": "fam", "member": name, "index": index, "grid": {"seed": index}}})
+                         "family": {"name": "fam", "member": name, "index": index,
+                                    "grid": {"seed": index} if grid is None else grid}})
 
 
 def test_the_family_view_of_a_missing_folder_or_of_a_member_says_which_folder_to_give(tmp_path):
@@ -656,6 +658,67 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     assert [m["member"] for m in view.summary["members"]] == ["b"] and view.summary["rows_scored"]["from_cache"] == 3
 
 
+def test_a_grid_key_named_as_a_column_of_the_table_keeps_its_values(tmp_path):
+    # a family over `ties: [keep, drop]`: the table's tie count overwrote the grid's value, so the two members looked
+    # the same (ties 0 and 0); a bundle key of one's own named as another column (`rows`) was lost the same way
+    root = tmp_path / "fam"
+    for index, (ties, margins) in enumerate((("keep", [0.1, 0.0, 0.3]), ("drop", [0.1, 0.3]))):
+        _member(root, f"ties-{ties}", index, margins, {"ties": ties}, {"rows_computed": len(margins)},
+                grid={"ties": ties, "rows": {"name": f"r{index}", "limit": 8 + index}})
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    table = view.table
+    assert list(table["ties"]) == ["keep", "drop"] and list(table["tied pairs"]) == [1, 0]
+    assert list(table["rows (grid)"]) == ["r0", "r1"] and list(table["rows"]) == [3, 2]
+    assert table["tied pairs"].dtype == "Int64"
+    # family.json keeps the grid apart, as it did
+    a, b = json.loads((root / "family.json").read_text())["members"]
+    assert (a["grid"]["ties"], a["ties"], b["grid"]["ties"], b["ties"]) == ("keep", 1, "drop", 0)
+
+
+def test_the_family_view_says_which_members_intervals_are_too_narrow(tmp_path, monkeypatch):
+    # members of 4 and 8 rows: 02_analyze and the card say their 95% bootstrap intervals are too narrow, the family
+    # view (family.json, the notebook's table, the figure) showed the same intervals without a word
+    import IPython.display
+
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3, 0.0, 0.5], {"seed": 0}, {"rows_computed": 4})
+    _member(root, "b", 1, list(np.linspace(-0.5, 1.0, 25)), {"seed": 1}, {"rows_computed": 25})
+    _member(root, "c", 2, [0.2, 0.1] * 4, {"seed": 2}, {"rows_computed": 8})
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert [m["few_rows"] for m in view.summary["members"]] == [True, False, True]
+    assert [m["few_rows"] for m in json.loads((root / "family.json").read_text())["members"]] == [True, False, True]
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_members(view)
+    table, caveat = shown
+    assert table is view.table
+    assert caveat.data == ("With fewer than 20 rows (`a`: 4 rows, `c`: 8 rows), these members' percentile-bootstrap "
+                           "95% intervals are too narrow: on normal data they cover the mean about 75% of the time at "
+                           "3 rows, 84% at 5 and 90% at 10; read them as rough.")
+    (ax,) = family_view_module.margins_figure(view.margins, view.summary["members"]).axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI: too narrow (< 20 rows)",
+                                                                   "mean, 95% CI"]
+    # every member of 20 rows or more: the table alone, and the legend as before
+    (root / "a").rename(tmp_path / "a")
+    (root / "c").rename(tmp_path / "c")
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shown.clear()
+    family_view_module.show_members(view)
+    assert shown == [view.table]
+    (ax,) = family_view_module.margins_figure(view.margins, view.summary["members"]).axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI"]
+
+
+def test_the_family_figure_counts_each_members_rows_not_their_sum(tmp_path):
+    # four members of the same 16 prompts: "Margins of 4 members (n = 64 rows)", as if 64 rows had been drawn
+    same = [0.1, -0.2, 0.3, 0.0] * 4
+    title = family_view_module.margins_figure({f"m{k}": np.array(same) for k in range(4)}).axes[0].get_title()
+    assert title == "Margins of 4 members (n = 16 rows each)"
+    title = family_view_module.margins_figure({"a": np.array(same), "b": np.array(same[:13]),
+                                              "c": np.array([], dtype=float)}).axes[0].get_title()
+    assert title == "Margins of 2 of 3 members (n = 13 to 16 rows each)"
+
+
 def test_the_family_notebook_shows_its_figure_under_its_title_as_02_analyze_does(tmp_path, monkeypatch):
     # 05_family showed the bare image (its own copy of report.show_figures, without the title line)
     import IPython.display
@@ -668,7 +731,7 @@ def test_the_family_notebook_shows_its_figure_under_its_title_as_02_analyze_does
     monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
     family_view_module.show_figures(view)
     title, image = shown
-    assert title.data == "**Margins of 2 members (n = 6 rows)** — `family_margins`"
+    assert title.data == "**Margins of 2 members (n = 3 rows each)** — `family_margins`"
     assert image.data == (root / "figures" / "family_margins.png").read_bytes()
     # family.json lists the figure's files as before
     assert json.loads((root / "family.json").read_text())["figures"] == {
@@ -696,7 +759,7 @@ def test_a_planned_member_that_never_started_is_shown_not_started_with_its_rows_
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
     assert [m["grid"] for m in view.summary["members"]] == [{"seed": 0}, {"seed": 1}, {"seed": 2}]
     assert list(view.table["seed"]) == [0, 1, 2]
-    for column in ("seed", "rows in", "rows", "ties", "scored here", "scored from cache", "scored before (work/)"):
+    for column in ("seed", "rows in", "rows", "tied pairs", "scored here", "scored from cache", "scored before (work/)"):
         assert view.table[column].dtype == "Int64", column
     assert view.table["rows"].isna().tolist() == [True, False, True] and view.table["rows"][1] == 2
     csv = view.table.to_csv(index=False)

@@ -24,7 +24,7 @@ from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..sources import load_source
 from . import plots, prose
 from .report import show_figures, table_or_sentence, validate_scores  # noqa: F401 (show_figures: 05_family's)
-from .stats import bootstrap_intervals, clean
+from .stats import BOOTSTRAP_FEW_ROWS, bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
 NOT_STARTED = "not started"  # a member's status while the family's plan holds it and its run has not begun
@@ -143,6 +143,7 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
         # the rows the run's rules dropped on the way, by rule (a sweep over them is read here)
         "dropped": {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n},
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
+        "few_rows": bool(margin.size < BOOTSTRAP_FEW_ROWS) if margin.size else None,  # its interval too narrow
         "ties": int((margin == 0).sum()) if margin.size else None,
         "scored_rows": _row_counts(data.get("stages", {}).get("score") or {}),
         "generated_rows": _row_counts(data.get("generation") or {}),
@@ -156,6 +157,10 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
     long = pd.DataFrame([{"member": name, "margin": v} for name, m in margins.items() for v in m])
     drawn = sum(m.size > 0 for m in margins.values())  # "2 of 3" when a member has none (not complete, no scores)
     drawn_members = f"{drawn} of " * (drawn != len(margins)) + counted(len(margins), "member")
+    # each member's rows, not their sum: members of one family often score the same prompts
+    sizes = sorted({m.size for m in margins.values() if m.size}) or [0]
+    rows = (f"{sizes[0]:,}" + f" to {sizes[-1]:,}" * (len(sizes) > 1) + f" row{'s' * (sizes[-1] != 1)}"
+            + " each" * (drawn > 1))
     longest = max(map(len, margins), default=0)  # a name at 30 degrees: ~0.075 in wide and 0.045 in high a character
     size = (max(plots.FIGSIZE[0], 1.1 * len(margins) + 2, 0.075 * longest + 2.5),
             plots.FIGSIZE[1] + 0.045 * max(0, longest - 12))
@@ -170,10 +175,13 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
                 np.random.set_state(state)
             drawn_names = list(dict.fromkeys(long["member"]))  # the violins' order
             shown = [m for m in members if m["member"] in drawn_names and m["margin_mean_ci95"]]
-            for k, m in enumerate(shown):
-                mean, (low, high) = m["margin_mean"], m["margin_mean_ci95"]
+            # a member of few rows: a hollow mean, its interval said too narrow (as 02_analyze and the card say)
+            labels = {False: "mean, 95% CI", True: f"mean, 95% CI: too narrow (< {BOOTSTRAP_FEW_ROWS} rows)"}
+            for m in shown:
+                mean, (low, high), few = m["margin_mean"], m["margin_mean_ci95"], bool(m.get("few_rows"))
                 ax.errorbar(drawn_names.index(m["member"]), mean, yerr=[[mean - low], [high - mean]], fmt="D",
-                            color="#d62728", ms=5, capsize=4, zorder=5, label=None if k else "mean, 95% CI")
+                            color="#d62728", mfc="white" if few else "#d62728", ms=5, capsize=4, zorder=5,
+                            label=labels.pop(few, None))
             if shown:
                 ax.legend(loc="best", fontsize="small")
         stand_ins = {m["member"] for m in members if m["scorer"]["stand_in"]}
@@ -187,7 +195,7 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
         ax.set(xlabel="member" + (" (* a stand-in scorer: its scores are noise)" if stand_ins else "")
                + ("\n#k: row k of the table (names no installed font can draw)" if None in fonts else ""),
                ylabel="margin = score_chosen − score_rejected",
-               title=f"Margins of {drawn_members} (n = {len(long):,} row{'s' * (len(long) != 1)})")
+               title=f"Margins of {drawn_members} (n = {rows})")
         if labels != names:
             ax.set_xticks(ax.get_xticks(), labels)
         for label, families in zip(ax.get_xticklabels(), fonts):  # each name ends at its tick
@@ -198,26 +206,28 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
 
 
 def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
-    """The members as the notebook shows them: grid values, counts, mean margin with its interval, ties, cache."""
+    """The members as the notebook shows them: grid values, counts, mean margin with its interval, tied pairs, cache."""
     rows = []
     for m in members:
         ci = m["margin_mean_ci95"] or [None, None]
-        rows.append({"member": m["member"], **{k: v["name"] if isinstance(v, dict) and "name" in v  # a bundle's
+        own = {"scorer": (m["scorer"]["model"] or "") + (" (STAND-IN: noise)" if m["scorer"]["stand_in"] else ""),
+               "status": m["status"], "rows in": m.get("sliced"),
+               "dropped": ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in m.get("dropped", {}).items()),
+               "rows": m["rows"],
+               "margin mean": None if m["margin_mean"] is None else float(f"{m['margin_mean']:.4g}"),  # as its CI
+               "95% CI": f"[{ci[0]:#.4g}, {ci[1]:#.4g}]" if ci[0] is not None else "",  # 0.1200, not 0.12
+               "tied pairs": m["ties"], "scored here": m["scored_rows"]["computed"],
+               "scored from cache": m["scored_rows"]["from_cache"],
+               "scored before (work/)": m["scored_rows"]["from_work"],
+               **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
+               "verdict": m["verdict"] or ""}
+        # a grid key named as one of the table's own columns (a key of one's own, `rows`) is said to be the grid's
+        rows.append({"member": m["member"], **{f"{k} (grid)" if k in own or k == "member" else k:
+                                               v["name"] if isinstance(v, dict) and "name" in v  # a bundle's
                                                else json.dumps(v) if isinstance(v, (dict, list)) else v
-                                               for k, v in m["grid"].items()},
-                     "scorer": (m["scorer"]["model"] or "") + (" (STAND-IN: noise)" if m["scorer"]["stand_in"] else ""),
-                     "status": m["status"], "rows in": m.get("sliced"),
-                     "dropped": ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in m.get("dropped", {}).items()),
-                     "rows": m["rows"],
-                     "margin mean": None if m["margin_mean"] is None else float(f"{m['margin_mean']:.4g}"),  # as its CI
-                     "95% CI": f"[{ci[0]:#.4g}, {ci[1]:#.4g}]" if ci[0] is not None else "",  # 0.1200, not 0.12
-                     "ties": m["ties"], "scored here": m["scored_rows"]["computed"],
-                     "scored from cache": m["scored_rows"]["from_cache"],
-                     "scored before (work/)": m["scored_rows"]["from_work"],
-                     **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
-                     "verdict": m["verdict"] or ""})
+                                               for k, v in m["grid"].items()}, **own})
     # counts and a grid's whole numbers stay whole, a member's unknown <NA> (NaN made such a column float)
-    frame, counts = pd.DataFrame(rows), {"rows in", "rows", "ties", "scored here", "scored from cache",
+    frame, counts = pd.DataFrame(rows), {"rows in", "rows", "tied pairs", "scored here", "scored from cache",
                                          "scored before (work/)"}
     return frame.astype({c: "Int64" for c in frame
                          if c in counts or {type(row.get(c)) for row in rows} - {type(None)} == {int}})
@@ -246,6 +256,16 @@ def family_view(params: FamilyViewParams) -> FamilyView:
         atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
         family.add_outputs(root / FAMILY_JSON, *(f[k] for f in figures.values() for k in ("png", "svg")))
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
+
+
+def show_members(view: FamilyView) -> None:
+    """The members' table, and under it, where members have fewer rows than stats.BOOTSTRAP_FEW_ROWS, that their
+    intervals are too narrow (02_analyze and the card say so of each)."""
+    from IPython.display import Markdown, display
+
+    display(view.table)
+    if few := [(m["member"], m["rows"]) for m in view.summary["members"] if m["few_rows"]]:
+        display(Markdown(prose("report", "family_few_rows", few, BOOTSTRAP_FEW_ROWS)))
 
 
 def origins(view: FamilyView) -> Any:
