@@ -189,3 +189,14 @@ def test_every_count_a_run_records_has_a_meaning_in_the_notebook_and_both_cards(
     for lang in ("en", "zh"):
         t = repro_card.phrases(lang)
         assert [c for c in counts if not getattr(t, f"count_{c}", None)] == [], lang
+
+
+def test_texts_in_a_notebook_table_are_shown_as_written_not_read_as_html():
+    """A response that explains `<textarea>` opened a live text box in 01's pair examples, which swallowed the rest
+    of the table (the smallest margin's example was gone): Styler does not escape cells unless told."""
+    texts = ["Explain the <textarea> element", "a <b>bold</b> & <script>x</script> answer"]
+    html = report.readable(pd.DataFrame({"prompt": texts, "margin": [0.5, -1.25]})).to_html()
+    assert "<textarea>" not in html and "<b>" not in html and "<script>" not in html
+    assert ">Explain the &lt;textarea&gt; element<" in html
+    assert ">a &lt;b&gt;bold&lt;/b&gt; &amp; &lt;script&gt;x&lt;/script&gt; answer<" in html
+    assert ">0.5000<" in html and ">-1.2500<" in html  # numbers as before

@@ -475,7 +475,8 @@ def readable(frame: pd.DataFrame) -> Any:
                                              else v) for c in ids})
     texts = [c for c in shown.columns if not pd.api.types.is_numeric_dtype(shown[c]) and c not in ids]
     wide = [c for c in texts if shown[c].astype(str).str.len().max() > 24]  # kept from being squeezed
-    styled = shown.style.format(precision=4, na_rep="").set_properties(subset=texts, **{"text-align": "left"}) \
+    styled = shown.style.format(precision=4, na_rep="", escape="html")  # texts as written (`<textarea>`, not a box)
+    styled = styled.set_properties(subset=texts, **{"text-align": "left"}) \
         .set_properties(subset=wide, **{"min-width": "12em", "overflow-wrap": "anywhere"}).set_table_styles(
             {c: [{"selector": "th", "props": "text-align: left"}] for c in texts}, overwrite=False)  # headers too
     return styled.hide(axis="index") if isinstance(frame.index, pd.RangeIndex) else styled  # positions say nothing
