@@ -96,8 +96,7 @@ def _digest_on_disk(work_dir: Path) -> str | None:
 
 
 def _from_row_cache(cache: RowCache, rows: Iterable[Any]) -> str:
-    """What a notice says of work set aside whose rows were made with the settings of this run: `cache` (whose
-    namespace those settings are) gives back the `rows` (their keys' contents) it holds; the others are made."""
+    """What a notice says of set-aside work of this run's settings: of `rows` (keys' contents), those `cache` holds."""
     rows = list(rows)
     held = sum(cache.path(cache.key(row)).exists() for row in rows)
     if not held:
@@ -441,9 +440,8 @@ def is_main_process() -> bool:
 def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
                 device: str, compute: Callable[..., tuple[ChunkedRun, dict]], cache: RowCache | None = None,
                 cache_key: Callable[[Any], Any] = lambda item: item) -> list[dict[str, Any]]:
-    """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after
-    rank 0 of each node prepared the work dir (`cache`, `cache_key`: `prepare_work_dir`'s notice of the rows the row
-    cache gives back); every rank's results and stats, in rank order (shares are contiguous)."""
+    """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after rank 0
+    of each node prepared the work dir (`cache`, `cache_key`: `run_job`'s); each rank's results and stats, by rank."""
     import torch
     import torch.distributed as dist
 

@@ -70,8 +70,7 @@ TITLES = {
 
 @dataclass
 class Check:
-    """One step: `status` is pass | fail | not run | measured; `gap`: a not-run step makes it INCOMPLETE. Its title
-    is its name's in TITLES."""
+    """One step: `status` is pass | fail | not run | measured; `gap`: a not-run step makes it INCOMPLETE."""
 
     name: str
     title: str = field(init=False)
@@ -217,11 +216,6 @@ def environment_report(device: Any, specs: Sequence[str]) -> dict[str, Any]:
     return env
 
 
-def n_rows(n: int) -> str:
-    """'1 row', '2 rows'."""
-    return counted(n, "row")
-
-
 def selfcheck_rows(input: str | Path | None = None, n: int | None = None
                    ) -> tuple[list[str], list[list[str]], str, list[str]]:
     """(prompts, candidates, where from, each row's name): the first `n` rows of the embedded demo ("row 1", ...), or
@@ -295,8 +289,8 @@ def _equivalence_check(name: str, scores, reference, dtype: str, named: Sequence
     found.update(compare_scores(scores, reference, dtype))
     bad, tolerance = found["rows_beyond_tolerance"], f"{found['atol']:g} + {found['rtol']:g}·|score|"
     where = f"llm-blender on `{found['llm_blender_model']}`: " if blender_spec else ""
-    detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on {n_rows(found['rows'])}; "
-              f"ranks agree on {100 * found['rank_agreement']:.1f} %")
+    detail = (f"{where}max |diff| {found['max_abs_diff']:.2e} (tolerance {tolerance}) on "
+              f"{counted(found['rows'], 'row')}; ranks agree on {100 * found['rank_agreement']:.1f} %")
     if bad:
         detail = f"{counted(len(bad), 'row')} beyond tolerance: {_rows_text(bad, named)}; " + detail
     return Check(name, "fail" if bad else "pass", detail, data=found)
@@ -385,7 +379,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     torch_device = resolve_device(device)
     run_dtype = resolve_dtype("auto", torch_device)
     prompts, candidates, source, names = selfcheck_rows(input, rows)  # bad input is an error before a model loads
-    named = list(zip(names, prompts))
+    named, n_rows = list(zip(names, prompts)), counted(len(prompts), "row")
     if report_dir is not None:  # a relative folder (from Python; --report's is absolute): under the project root
         report_dir = Path(report_dir) if Path(report_dir).is_absolute() else project_root() / report_dir
         check_folder(report_dir, "--report", "The report (selfcheck.md, selfcheck.json) goes into a folder: give a "
@@ -393,6 +387,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     model = str(model)
     reference = default_reference(model) if reference_model == "default" else (
         str(reference_model) if reference_model not in (None, "", "none") else None)
+    reference = None if reference == model else reference
     for option, spec in (("--model", model), ("--reference-model", reference)):
         try:  # (a checkpoint that cannot be read: its load says why, in the report)
             kind = detect_kind(spec) if spec else "pairrm"
@@ -403,8 +398,6 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                                  f"PairRM against llm-blender only. Score it with `repro score --model "
                                  f"{shlex.quote(spec)} --input ...` and time it with `repro bench --model "
                                  f"{shlex.quote(spec)}`.")
-    if reference == model:
-        reference = None
     argv = sys.argv[1:]
     command = _shell_command(argv) if argv[:1] == ["selfcheck"] else "repro.cli.selfcheck.run_selfcheck(...)"
     report = SelfCheck(settings={
@@ -415,7 +408,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     report.rows = {"source": source, "prompts": len(prompts),
                    "candidates_per_prompt": sorted({len(c) for c in candidates})}
     log(f"repro selfcheck: {model}{f' and {reference}' if reference else ''} on {torch_device} "
-        f"(run dtype {run_dtype}), {n_rows(len(prompts))} from {source}")
+        f"(run dtype {run_dtype}), {n_rows} from {source}")
     report.environment = env = environment_report(torch_device, [model] + ([reference] if reference else []))
     run = _Run(report, prompts, candidates, torch_device, reference, log)
 
@@ -441,7 +434,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
     real = None  # drop the references: the models are freed below
 
     # 3. fp32: the two layouts, then llm-blender's own Blender.rank(batch_size=1)
-    log(f"repro selfcheck: scoring {n_rows(len(prompts))} (engine, fp32) ...")
+    log(f"repro selfcheck: scoring {n_rows} (engine, fp32) ...")
     scores32 = run.score(engine)
     if comparable_reference:
         run.add(_equivalence_check("layouts_fp32", scores32, run.score(ref_engine), "fp32", named))
@@ -464,7 +457,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
                 break
             blender_errors.append(f"{spec}: {error}")
     if blender32 is not None:
-        log(f"repro selfcheck: scoring {n_rows(len(prompts))} (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
+        log(f"repro selfcheck: scoring {n_rows} (llm-blender on {blender_spec}, fp32, batch_size=1) ...")
         run.add(_equivalence_check("engine_vs_llm_blender_fp32", scores32, run.score(blender32), "fp32", named,
                                    blender_spec))
     else:
@@ -487,7 +480,7 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
             run.add(_not_run("engine_vs_llm_blender_run_dtype", why))
             run.add(_not_run("run_dtype_vs_fp32_choices", why))
         else:
-            log(f"repro selfcheck: scoring {n_rows(len(prompts))} (engine, {run_dtype}) ...")
+            log(f"repro selfcheck: scoring {n_rows} (engine, {run_dtype}) ...")
             scores_rd = run.score(engine_rd)
             if blender_rd is not None:
                 run.add(_equivalence_check("engine_vs_llm_blender_run_dtype", scores_rd, run.score(blender_rd),
@@ -513,8 +506,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
 
 def _choices_check(scores_rd, scores32, dtype: str, named: Sequence[tuple[str, str]]) -> Check:
     found = {**compare_choices(scores_rd, scores32, dtype), **compare_scores(scores_rd, scores32, dtype)}
-    detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {n_rows(found['rows'])}; max |diff| "
-              f"{found['max_abs_diff']:.2e}")
+    detail = (f"chosen/rejected agree on {100 * found['agreement']:.1f} % of {counted(found['rows'], 'row')}; "
+              f"max |diff| {found['max_abs_diff']:.2e}")
     if found["decisive_rows"]:
         detail = (f"other chosen/rejected where fp32 separates the candidates: "
                   f"{_rows_text(found['decisive_rows'], named)}; " + detail)
@@ -528,7 +521,7 @@ def _speed_check(run: _Run, engine, blender, dtype: str, stand_in: bool, blender
     prompts, candidates, device = run.prompts, run.candidates, run.device
     load = [round(os.getloadavg()[0], 2)]  # other jobs beside the timing make it no measurement
     contenders = pairrm_contenders(engine, [run.budget], blender)
-    run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {n_rows(len(prompts))} ...")
+    run.log(f"repro selfcheck: timing {', '.join(c.name for c in contenders)} on {counted(len(prompts), 'row')} ...")
     alternate(contenders, prompts, candidates, 8, device.type, run.log)
     lengths, useful_flops = engine_passes(engine, prompts, candidates)
     passes_per_job = PART2_MINI_1_PROMPTS * 2  # two candidates: two ordered pairs per prompt
@@ -611,15 +604,12 @@ def _shell_command(argv: Sequence[str]) -> str:
     return " ".join(["repro", *map(word, argv)])
 
 
-def _tidy(text: Any) -> str:
-    """A cell's text with the home folder written `~` and pipes escaped."""
-    return table_cell(_home_as_tilde(str(text)))
-
-
 REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
                             keep_trailing_newline=True, autoescape=False)
-REPORT.filters.update(rows=n_rows, tidy=_tidy, label=_model_label, lock_summary=lock_summary, f=format)
+# tidy: a cell's text with the home folder written `~` and pipes escaped
+REPORT.filters.update(rows=lambda n: counted(n, "row"), tidy=lambda text: table_cell(_home_as_tilde(str(text))),
+                      label=_model_label, lock_summary=lock_summary, f=format)
 
 
 def render_markdown(record: dict[str, Any]) -> str:

@@ -19,7 +19,6 @@ from ..paths import STAND_IN_MARKER
 from ..revisions import check_revision_target, model_identity, pinned_model, python_digest
 from ..scorers.common import resolve_device, resolve_dtype, torch_dtype
 from ..scorers import tiny_policy
-from ..scorers.tiny_policy import build_tiny_policy, init_random_weights
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
 from .pairs import check_prompts
 
@@ -53,7 +52,7 @@ def resolve_policy(policy_model: str | None, revision: str | None) -> Policy:
             "HuggingFaceH4/mistral-7b-sft-beta), a local model directory, or 'builtin:tiny-policy' for the "
             "offline noise stand-in; or turn `generate` off and take candidates from the source's columns.")
     if policy_model in BUILTIN_POLICIES:  # (the schema refuses any other builtin: name)
-        return _local_policy(policy_model, build_tiny_policy(size=BUILTIN_POLICIES[policy_model]))
+        return _local_policy(policy_model, tiny_policy.build_tiny_policy(size=BUILTIN_POLICIES[policy_model]))
     path = Path(policy_model).expanduser()
     if path.is_dir():
         return _local_policy(policy_model, path)
@@ -130,8 +129,7 @@ def prompt_token_ids(prompts: Sequence[str], tokenizer, use_chat_template: bool)
         raise ParameterError(
             "use_chat_template is true, but the policy's tokenizer has no chat template. Set "
             "use_chat_template: false to feed the prompt text as it is (base models), or use a chat model.")
-    out = []
-    bos = tokenizer.bos_token
+    out, bos = [], tokenizer.bos_token
     for prompt in prompts:
         text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                              add_generation_prompt=True) if use_chat_template else prompt
@@ -259,8 +257,8 @@ class TransformersEngine:
         from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
         if policy.random_init_seed is not None:
-            model = init_random_weights(_from_pretrained(policy, AutoConfig), policy.random_init_seed,
-                                        dtype=torch_dtype(dtype), device=device)
+            model = tiny_policy.init_random_weights(_from_pretrained(policy, AutoConfig), policy.random_init_seed,
+                                                    dtype=torch_dtype(dtype), device=device)
         else:
             model = _from_pretrained(policy, AutoModelForCausalLM, dtype=torch_dtype(dtype)).to(device)
         self.model, self.tokenizer, self.eos_ids = model.eval(), tokenizer, eos_ids
