@@ -1049,6 +1049,10 @@ def test_missing_reference_and_bad_parameters(tmp_path):
                                              r"Dataset in memory: save it first, e.g. ds.to_parquet\('x.parquet'\)\), "
                                              r"or a list of them\.$"):
         compare.load_side("reference", datasets.Dataset.from_dict({"prompt": ["a"]}), "train_prefs")
+    # an empty list, as CompareParams refuses it (it crashed: "ArrowInvalid: Must pass at least one table")
+    with pytest.raises(ParameterError, match=r"^reference is an empty list: name at least one dataset \(a hub id, "
+                                             r"folder or file\)\.$"):
+        compare.load_side("reference", [], "train_prefs")
     anonymous = tmp_path / "anonymous.jsonl"
     anonymous.write_text(json.dumps({"text": "a", "score_chosen": 1.0}) + "\n")
     with pytest.raises(DataError, match=rf"Parameter reference='{anonymous}' has neither a prompt_id nor a prompt "

@@ -709,6 +709,29 @@ def test_the_family_view_says_which_members_intervals_are_too_narrow(tmp_path, m
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI"]
 
 
+def test_a_member_of_one_row_is_shown_with_its_mean_and_no_interval(tmp_path, monkeypatch):
+    # `--set mini_count=40 --grid mini_index=0,1`: a member kept one row, and 05_family stopped ("member mini_index-0
+    # has 1 row with finite scores (of 1); the analysis needs at least 2"): no family.json, `repro run` failed
+    import IPython.display
+
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.4], {"seed": 0}, {"rows_computed": 1})
+    _member(root, "b", 1, [0.1, 0.3, 0.0], {"seed": 1}, {"rows_computed": 3})
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    a, b = json.loads((root / "family.json").read_text())["members"]
+    assert (a["rows"], a["margin_mean"], a["margin_mean_ci95"], a["ties"]) == (1, pytest.approx(0.4), None, 0)
+    assert b["rows"] == 3 and b["margin_mean_ci95"] is not None
+    assert list(view.table["rows"]) == [1, 3] and list(view.table["95% CI"])[0] == ""
+    assert view.margins["a"].tolist() == pytest.approx([0.4])
+    # its interval is not said to be too narrow: it has none
+    assert (a["few_rows"], b["few_rows"]) == (None, True)
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_members(view)
+    assert "`a`" not in shown[1].data and "`b`: 3 rows" in shown[1].data
+    assert (root / "figures" / "family_margins.png").stat().st_size > 0
+
+
 def test_the_family_figure_counts_each_members_rows_not_their_sum(tmp_path):
     # four members of the same 16 prompts: "Margins of 4 members (n = 64 rows)", as if 64 rows had been drawn
     same = [0.1, -0.2, 0.3, 0.0] * 4

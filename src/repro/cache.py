@@ -103,16 +103,16 @@ def _write_once(path: Path, text: str) -> bool:
 class RowCache:
     """One stage's entries under one namespace (everything but the row that decides a row's result)."""
 
-    def __init__(self, root: str | Path, stage: str, namespace: Any):
+    def __init__(self, root: str | Path, stage: str, namespace: Any, describe: bool = False):
         self.root, self.stage = Path(root), stage
         self.counts = CacheCounts()
-        self.rekey(namespace, describe=False)
+        self.rekey(namespace, describe)
 
     @classmethod
     def open(cls, root: str | Path, stage: str, namespace: Any) -> "RowCache":
         """The cache of `stage` under `namespace` in `root`, after checking `root`'s key format."""
         check_format(Path(root))
-        return cls(root, stage, None).rekey(namespace)
+        return cls(root, stage, namespace, describe=True)
 
     def rekey(self, namespace: Any, describe: bool = True) -> "RowCache":
         """Rows got and put from now on are those of `namespace` (scores after an out-of-memory lowered the budget:

@@ -99,6 +99,8 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     if not isinstance(specs, (list, tuple)) or not all(isinstance(s, (str, os.PathLike)) for s in specs):
         raise ParameterError(f"{name} is a {type(specs).__name__}: give a dataset's hub id, folder or file (a Dataset "
                              f"in memory: save it first, e.g. ds.to_parquet('x.parquet')), or a list of them.")
+    if not specs:
+        raise ParameterError(f"{name} is an empty list: name at least one dataset (a hub id, folder or file).")
     specs = [str(s) for s in specs]
     tables = [_load_one(s, split, name) for s in specs]
     kept = [c for c in dict.fromkeys(c for t in tables for c in t.column_names)

@@ -115,7 +115,7 @@ def member_margins(run: RunDir, data: dict[str, Any]) -> np.ndarray:
     table = seed_view(load_source(str(run.dataset), split, "dataset")).with_format("arrow")[:]
     if not set(SCORE_COLUMNS) <= set(table.column_names):
         return np.array([], dtype=np.float64)
-    chosen, rejected, _, _ = validate_scores(table, f"member {run.root.name}", exclude_nonfinite=True)
+    chosen, rejected, _, _ = validate_scores(table, f"member {run.root.name}", exclude_nonfinite=True, min_rows=1)
     return chosen - rejected
 
 
@@ -143,7 +143,7 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
         # the rows the run's rules dropped on the way, by rule (a sweep over them is read here)
         "dropped": {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_") and n},
         "margin_mean": float(margin.mean()) if margin.size else None, "margin_mean_ci95": ci,
-        "few_rows": bool(margin.size < BOOTSTRAP_FEW_ROWS) if margin.size else None,  # its interval too narrow
+        "few_rows": bool(margin.size < BOOTSTRAP_FEW_ROWS) if ci else None,  # its interval too narrow (1 row: none)
         "ties": int((margin == 0).sum()) if margin.size else None,
         "scored_rows": _row_counts(data.get("stages", {}).get("score") or {}),
         "generated_rows": _row_counts(data.get("generation") or {}),

@@ -100,10 +100,10 @@ def require_scores(table: pa.Table, where: str) -> None:
                              f"`{scored}` (every candidate's score) holds." if scored else "."))
 
 
-def validate_scores(table: pa.Table | datasets.Dataset | pd.DataFrame, where: str, exclude_nonfinite: bool
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+def validate_scores(table: pa.Table | datasets.Dataset | pd.DataFrame, where: str, exclude_nonfinite: bool,
+                    min_rows: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
     """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue; `where`
-    names the rows in messages ("dataset 'x'")."""
+    names the rows in messages ("dataset 'x'"); fewer than `min_rows` finite rows are refused (1: a mean alone)."""
     if isinstance(table, datasets.Dataset):
         table = table.with_format("arrow")[:]  # (its rows: `.data` is the whole table a select() maps into)
     elif isinstance(table, pd.DataFrame):
@@ -120,11 +120,12 @@ def validate_scores(table: pa.Table | datasets.Dataset | pd.DataFrame, where: st
     series, named = dict(zip(SCORE_COLUMNS, (chosen, rejected))), partial(rows_named, table)
     bad, reasons = stats.nonfinite_rows(where, series, None if exclude_nonfinite else stats.EXCLUDE_NONFINITE, named)
     keep = np.flatnonzero(~bad)
-    if keep.size < 2:
+    if keep.size < min_rows:
+        why = " (a spread, intervals and tests are undefined for one pair)" * (min_rows > 1)
         raise DataError(
             f"{where} has {counted(keep.size, 'row')} with finite scores (of {table.num_rows}); the analysis needs at "
-            f"least 2 (a spread, intervals and tests are undefined for one pair). Point `dataset` at more rows, or, "
-            f"for this run's own dataset, build more (a higher `limit`, a larger slice).")
+            f"least {min_rows}{why}. Point `dataset` at more rows, or, for this run's own dataset, build more (a "
+            f"higher `limit`, a larger slice).")
     stats.refuse_too_large(where, series, named)  # (NaN rows left out)
     return chosen[keep], rejected[keep], keep, reasons
 
