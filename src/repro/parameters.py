@@ -205,7 +205,7 @@ class ConstructParams(_Params):
     part_start: Index = 0
     part_stop: Integer | None = None
     drop_rows: Index = 0
-    drop_from: Literal["end", "start"] = "end"  # where drop_rows are taken from
+    drop_from: Literal["end", "start"] = "end"  # or 'start': where drop_rows are taken from
     mini_index: Index = 0
     mini_count: Count = 1
     limit: Count | None = None  # keep only the first N rows of the mini (quick tries)
@@ -219,7 +219,7 @@ class ConstructParams(_Params):
     too_few_candidates: Literal["drop", "error", "keep"] = "drop"
     # an empty/whitespace text: "drop": not a candidate; "rank": ranked like any text (SPPO, SELM, RLHFlow)
     empty_candidates: Literal["error", "drop", "rank"] = "error"
-    duplicate_prompt_ids: Literal["error", "keep_first"] = "error"
+    duplicate_prompt_ids: Literal["error", "keep_first"] = "error"  # or 'keep_first'
     # a hub id, a local folder, or "builtin:tiny-pairrm" (a stand-in)
     scorer_model: Annotated[ScorerPath, Field(min_length=1)] = "llm-blender/PairRM"
     scorer_backend: ScorerBackend = "repro"  # PairRM's: repro's engine, or 'llm-blender' (its own code)
@@ -230,7 +230,7 @@ class ConstructParams(_Params):
     num_processes: Count = 1  # >1: torchrun workers on this node
     source_maxlength: TokenLimit | None = None  # None: the checkpoint's own (llm-blender's RankerConfig), else 1224
     candidate_maxlength: TokenLimit | None = None  # likewise, else 412
-    scorer_kind: ScorerKind = "auto"  # auto: read from the checkpoint
+    scorer_kind: ScorerKind = "auto"  # auto: read from the checkpoint; or 'pairrm', 'sequence_classifier'
     scorer_options: ScorerOptions = {}  # load options, by kind: repro.parameters.ScorerOptions lists them
     scorers: list[ScorerSpec] = []  # more scorers, scores in candidate_scores_<name>; scorer_model decides the pairs
     scorer_revision: str | None = None  # the scorer's hub commit, passed to its load; recorded
@@ -355,7 +355,7 @@ class GenerationParams(_Params):
 
     policy_model: PolicyPath | None = None  # hub id or local dir of a causal LM; "builtin:tiny-policy": noise stand-in
     policy_revision: str | None = None  # the policy's hub commit, passed to every load; recorded
-    generation_backend: Literal["transformers", "vllm"] = "transformers"
+    generation_backend: Literal["transformers", "vllm"] = "transformers"  # or 'vllm'
     generate_reference: bool = True  # greedy `reference_response` (temperature 0)
     reference_max_new_tokens: Count = 1024
     n_candidates: Index = 2  # columns resp0 .. resp{n-1}
