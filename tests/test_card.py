@@ -815,11 +815,11 @@ def test_the_size_is_called_small_only_when_it_is(tmp_path):
     make_run(tmp_path / "run")
     facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
     body = repro_card.render_body(facts)
-    assert "- Small size: 24 rows, out of 29 rows in the source split." in body and "- 规模较小：24 行" in body
+    assert "- Small size: 24 rows, out of 29 rows in the source file." in body and "- 规模较小：24 行" in body
     facts.splits[0].num_examples = facts.counts["source"] = 61135
     body = repro_card.render_body(facts)
     assert "Small size" not in body and "规模较小" not in body
-    assert "- Size: 61135 rows, out of 61135 rows in the source split." in body and "- 规模：61135 行" in body
+    assert "- Size: 61135 rows, out of 61135 rows in the source file." in body and "- 规模：61135 行" in body
 
 
 def test_each_figure_caption_counts_its_own_unit(tmp_path):
@@ -2175,7 +2175,7 @@ def test_a_drop_is_called_the_published_recipes_only_for_the_published_slice(tmp
     manifest["parameters"].update(drop_rows=0, limit=None)
     manifest_path.write_text(json.dumps(manifest))
     en, zh = halves(card_for(tmp_path / "run")[1])
-    assert re.search(r"Rows \[0:end\] of the source split were taken\.\s", en)
+    assert re.search(r"Rows \[0:end\] of the source file were taken\.\s", en)
     assert "dropped from the" not in en and "mini 0 of 1" not in en and "n // 1" not in en
     assert "端丢弃" not in zh and "1 个 mini" not in zh
     manifest["parameters"].update(part_start=40000, part_stop=61135, drop_rows=400, drop_from="start", mini_index=1,
@@ -2217,16 +2217,24 @@ def test_few_rows_and_p_values_below_the_smallest_float_on_the_card(tmp_path):
 
 
 def test_a_source_of_one_file_is_not_said_to_have_a_split(tmp_path):
-    # "built ... from `uf 1.jsonl` (split `train_prefs`)": a single file has no splits (source_split is ignored)
+    # "built ... from `uf 1.jsonl` (split `train_prefs`)": a single file has no splits (source_split is ignored);
+    # the embedded demo is one file too: its card said "from `demo` (split `train_prefs`)"
     run = make_run(tmp_path / "run")["run"]
-    en, zh = halves(card_for(run.root)[1])
-    assert "from `demo` (split `train_prefs`)." in en and "基于 `demo`（划分 `train_prefs`）" in zh
-    Manifest(run).update(stages={"load": {"status": "done", "source": "/data/uf 1.jsonl", "split": None}})
-    en, zh = halves(card_for(run.root)[1])
-    assert "from `demo`. For each prompt" in en and "由 `repro` 包基于 `demo` 构建。" in zh
-    assert "source split" not in en and "源数据划分" not in zh  # the slice, the counts table, the size
-    assert "Rows [0:end] of the source file were taken" in en and "取源文件的第 [0:末尾] 行" in zh
-    assert "| rows in the source file |" in en and "out of 29 rows in the source file." in en
+
+    def built_from(source: str, split: str | None) -> tuple[str, str]:
+        parameters = {**Manifest(run).read()["parameters"], "source": source}
+        Manifest(run).update(parameters=parameters, stages={"load": {"status": "done", "source": source,
+                                                                     "split": split}})
+        return halves(card_for(run.root)[1])
+
+    en, zh = built_from("someone/uf", "train_prefs")  # a hub dataset's split
+    assert "from `someone/uf` (split `train_prefs`)." in en and "基于 `someone/uf`（划分 `train_prefs`）" in zh
+    for source, split in (("uf", None), ("demo", "train_prefs")):  # (a demo run's manifest records source_split)
+        en, zh = built_from(source, split)
+        assert f"from `{source}`. For each prompt" in en and f"由 `repro` 包基于 `{source}` 构建。" in zh, source
+        assert "source split" not in en and "源数据划分" not in zh  # the slice, the counts table, the size
+        assert "Rows [0:end] of the source file were taken" in en and "取源文件的第 [0:末尾] 行" in zh
+        assert "| rows in the source file |" in en and "out of 29 rows in the source file." in en
 
 
 def _template_names(path: Path) -> set[str]:

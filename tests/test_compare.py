@@ -212,7 +212,9 @@ def test_the_main_figures_read_as_one_table(compared):
     assert ("margins of the same pairs (30)", "Spearman ρ") in value
     roles = compared[0].result["scores"]["by_role"]
     assert value[("scores of the same texts (70)", "Pearson r within chosen / rejected")] == \
-        f"{roles['chosen']['pearson']:.4g} / {roles['rejected']['pearson']:.4g}"
+        f"{roles['chosen']['pearson']:.4g} (n = 30) / {roles['rejected']['pearson']:.4g} (n = 32)"
+    assert not any(measure == "95% intervals" for _, measure in value)  # 37 rows, 30 of them the same pairs'
+    assert "few_rows_note" not in [note[0] for note in compared[0].result["note_facts"]]
 
 
 def test_the_verdict_opens_with_its_conclusion(compared, published, tmp_path):
@@ -934,16 +936,63 @@ def test_noise_scores_are_not_hidden_by_the_gap_between_chosen_and_rejected(publ
     assert abs(s["by_role"]["chosen"]["pearson"]) < 0.4 and s["by_role"]["rejected"]["n"] == 40
     assert s["margin"]["pearson"] == pytest.approx(sps.pearsonr(2 * x, 2 * y).statistic)
     role, margin = (number(v) for v in (s["by_role"]["chosen"]["pearson"], s["margin"]["pearson"]))
-    assert f"(chosen alone {role}, rejected alone" in out.result["verdict"]
+    assert f"(chosen alone {role}, n = 40; rejected alone" in out.result["verdict"]
     assert f"margins of the same pairs: r = {margin} over 40 rows" in out.result["verdict"]
     from repro.card import CardFacts, render_section
 
     facts = CardFacts(run=RunDir(tmp_path / "run"), title="t", features=None, splits=[], built_here=True,
                       license="mit", language=["en"], comparison=json.loads(json.dumps(out.result)))
     en, zh = (render_section(facts, "reproduction", lang) for lang in ("en", "zh"))
-    assert f"| Pearson r within each role (chosen / rejected) | {role} / " in en
-    assert f"| 各角色内的 Pearson r（chosen / rejected） | {role} / " in zh
+    assert f"| Pearson r within each role (chosen / rejected) | {role} (n = 40) / " in en
+    assert f"| 各角色内的 Pearson r（chosen / rejected） | {role} (n = 40) / " in zh
     assert f"| Pearson r of the same pairs' margins | {margin} [" in en and f"| 相同回复对的差值的 Pearson r | {margin} [" in zh
+
+
+def test_statistics_of_few_rows_say_their_n_and_that_their_intervals_are_too_narrow(train_rows, tmp_path):
+    # a stand-in run of 12 fixture rows that ranked 9 of its pairs the other way round against the fixture: by_role
+    # held n: 3 per role, but the verdict said "(chosen alone 0.3292, rejected alone 0.9712)", the table and the card
+    # "0.3292 / 0.9712" and "Pearson r of the same pairs' margins 0.709 [0.709, 1]", not a word of their 3 rows
+    rows = copy.deepcopy(train_rows[:12])
+    rng = np.random.default_rng(0)
+    for k, r in enumerate(rows):
+        if k >= 3:
+            r["chosen"], r["rejected"] = r["rejected"], r["chosen"]
+        r["score_chosen"], r["score_rejected"] = sorted(rng.normal(0, 3, 2).tolist(), reverse=True)
+    candidate = tmp_path / "crossed.jsonl"
+    candidate.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = compare.compare(params(tmp_path, reference=str(ROOT / "tests/fixtures/ultrafeedback/train_prefs.jsonl"),
+                                 candidate=str(candidate))).result
+    s = out["scores"]
+    assert (s["by_role"]["chosen"]["n"], s["by_role"]["rejected"]["n"], s["margin"]["n"], s["rows"]) == (3, 3, 3, 12)
+    assert s["few_rows"] == {"scores": 12, "margin": 3, "chosen": 3, "rejected": 3}
+    chosen, rejected, margin = (number(v) for v in (s["by_role"]["chosen"]["pearson"],
+                                                    s["by_role"]["rejected"]["pearson"], s["margin"]["pearson"]))
+    assert f"(chosen alone {chosen}, n = 3; rejected alone {rejected}, n = 3)" in out["verdict"]
+    assert f"margins of the same pairs: r = {margin} over 3 rows" in out["verdict"]
+    note = ("**Few rows.** With fewer than 20 rows (scores of the same texts: 12; margins of the same pairs: 3; "
+            "chosen texts alone: 3; rejected texts alone: 3), these statistics are tentative, and their "
+            "percentile-bootstrap 95% intervals are too narrow: on normal data they cover the mean about 75% of the "
+            "time at 3 rows, 84% at 5 and 90% at 10; read them as rough.")
+    assert note in out["notes"] and note in out["verdict"]
+    value = compare.summary_table(out)["value"].to_dict()
+    assert value[("scores of the same texts (24)", "Pearson r within chosen / rejected")] == \
+        f"{chosen} (n = 3) / {rejected} (n = 3)"
+    low, high = (number(v) for v in s["margin"]["ci95"]["pearson"])
+    assert value[("margins of the same pairs (3)", "Pearson r")] == f"{margin} [{low}, {high}]"
+    for section, n in (("margins of the same pairs (3)", "3 rows"), ("scores of the same texts (24)", "12 rows")):
+        assert value[(section, "95% intervals")] == f"too narrow: {n}, fewer than 20 (read them as rough)"
+    en, zh = card_sections(out)
+    assert f"| Pearson r within each role (chosen / rejected) | {chosen} (n = 3) / {rejected} (n = 3) |" in en
+    assert f"| 各角色内的 Pearson r（chosen / rejected） | {chosen} (n = 3) / {rejected} (n = 3) |" in zh
+    assert f"| Pearson r of the same pairs' margins | {margin} [{low}, {high}] (n = 3) |" in en
+    assert f"| 相同回复对的差值的 Pearson r | {margin} [{low}, {high}] (n = 3) |" in zh
+    assert ("- Few rows: with fewer than 20 rows (scores of the same texts: 12; margins of the same pairs: 3; chosen "
+            "texts alone: 3; rejected texts alone: 3), these statistics are tentative, and their 95% bootstrap "
+            "intervals too narrow (on normal data they cover the mean about 75% of the time at 3 rows, 84% at 5 and "
+            "90% at 10): read them as rough.") in en
+    assert ("- 行数过少：少于 20 行（相同文本的得分：12；相同回复对的差值：3；仅 chosen 文本：3；仅 rejected 文本：3），"
+            "这些统计量只是初步结果，其 95% 自助法区间偏窄（在正态数据上，3 行时它约 75% 的情况下覆盖均值，5 行时约 84%，"
+            "10 行时约 90%）：请视为粗略估计。") in zh
 
 
 def test_stand_in_scores_and_scores_on_other_scales_are_said_in_the_verdict(published, tmp_path):
@@ -1114,8 +1163,8 @@ def test_a_statistic_with_no_value_is_said_in_each_language_on_the_card(publishe
                                     candidate=write_rows(flat, tmp_path / "flat"))).result
     assert result["scores"]["by_role"]["chosen"]["pearson"] is None
     en, zh = card_sections(result)
-    assert "| Pearson r within each role (chosen / rejected) | n/a / 1 |" in en
-    assert "| 各角色内的 Pearson r（chosen / rejected） | 无 / 1 |" in zh and "n/a" not in zh
+    assert "| Pearson r within each role (chosen / rejected) | n/a (n = 40) / 1 (n = 40) |" in en
+    assert "| 各角色内的 Pearson r（chosen / rejected） | 无 (n = 40) / 1 (n = 40) |" in zh and "n/a" not in zh
 
 
 def test_the_cards_slice_notes_and_missing_scores_are_in_each_language(source_keys, tmp_path):

@@ -115,6 +115,16 @@ def test_a_hub_dataset_in_the_hub_cache_whose_shards_differ_is_named_by_its_id(t
         load_source("someone/shards", "train_prefs")
 
 
+def test_a_mistyped_split_of_a_folder_of_data_files_lists_the_splits_that_load(sample_dir):
+    # "has no split 'test_pref'; it has ['test', 'train']": not the names of its files, which load
+    assert load_source(str(sample_dir), "test_prefs")["prompt"] == load_source(str(sample_dir / "test_prefs.jsonl"))[
+        "prompt"]
+    with pytest.raises(DataError, match=r"^source '\S*ultrafeedback' has no split 'test_pref'; it has \['test', "
+                                        r"'test_prefs', 'train', 'train_prefs'\]\. Did you mean 'test_prefs'\? Set "
+                                        r"source_split to one of those\.$"):
+        load_source(str(sample_dir), "test_pref")
+
+
 def test_a_folder_without_a_dataset_is_said_to_hold_none(tmp_path):
     # a run directory whose 01_construct has not run, and a `repro selfcheck --report` folder: their own JSON files
     # were read as one data row ("has no split 'train_prefs'; it has ['train']", then "neither a prompt_id nor ...")
@@ -190,7 +200,7 @@ def test_errors_about_another_notebooks_dataset_name_its_parameter(tmp_path):
         folder / "train-00000-of-00001.parquet")
     (folder / "test-00000-of-00001.parquet").write_bytes((folder / "train-00000-of-00001.parquet").read_bytes())
     with pytest.raises(DataError, match=r"^dataset '\S*hubby' has no split 'train_prefs'; it has \['test', 'train'\]"
-                                        r"\. Set dataset_split"):
+                                        r"\. Did you mean 'train'\? Set dataset_split"):
         load_source(str(tmp_path / "hubby"), "train_prefs", "dataset")
     with pytest.raises(DataError, match=r"^reference 'no/such/file\.jsonl' is neither an existing file"):
         load_source("no/such/file.jsonl", "train_prefs", "reference")

@@ -565,6 +565,9 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     fine = np.isfinite(mr) & np.isfinite(mc)
     out["margin"] = stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
                                                p.bootstrap_seed)
+    # the rows of each statistic below stats.BOOTSTRAP_FEW_ROWS (fewer than 3: none): tentative, intervals too narrow
+    rows = {"scores": out["rows"], "margin": out["margin"]["n"], **{k: v["n"] for k, v in out["by_role"].items()}}
+    out["few_rows"] = {k: n for k, n in rows.items() if 3 <= n < stats.BOOTSTRAP_FEW_ROWS}
     return stats.clean(out)
 
 
@@ -702,6 +705,9 @@ def _statistics(section: str, s: dict[str, Any]) -> list[tuple[str, str, str]]:
             for name, (value, key) in found.items()]
     rows += [(section, "limits of agreement", f"[{number(ba['loa_low'])}, {number(ba['loa_high'])}]"),
              (section, "max |difference|", number(s["max_abs_difference"]))]
+    if 3 <= (n := s["bootstrap"]["clusters"]) < stats.BOOTSTRAP_FEW_ROWS:  # (fewer than 3: no interval)
+        rows.append((section, "95% intervals", f"too narrow: {counted(n, 'row')}, fewer than "
+                                               f"{stats.BOOTSTRAP_FEW_ROWS} (read them as rough)"))
     return rows + [(section, f"within {t}", percent(f)) for t, f in s["within"].items()]
 
 
@@ -741,7 +747,8 @@ def summary_table(result: dict[str, Any]) -> pd.DataFrame:
         rows += _statistics(f"scores of the same texts ({scores['scores']['n']})", scores["scores"])
         roles = scores["by_role"]
         rows.append((f"scores of the same texts ({scores['scores']['n']})", "Pearson r within chosen / rejected",
-                     f"{number(roles['chosen']['pearson'])} / {number(roles['rejected']['pearson'])}"))
+                     " / ".join(f"{number(roles[role]['pearson'])} (n = {roles[role]['n']})"
+                                for role in ("chosen", "rejected"))))
         rows += _statistics(f"margins of the same pairs ({scores['margin']['n']})", scores["margin"])
         if left_out := scores["excluded_nonfinite"] + scores.get("nonfinite_on_both_sides", 0):  # on one side or both
             rows.append(("scores", "left out: NaN, infinite or missing", str(left_out)))
@@ -843,6 +850,8 @@ def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source:
     }
     result.update(pairs=pair_agreement(reference, candidate, a, al),
                   scores=score_agreement(al, p, reference, candidate), probabilities=probability_agreement(al, p))
+    if few := result["scores"].get("few_rows"):
+        notes.append(["few_rows_note", few, stats.BOOTSTRAP_FEW_ROWS])
     notes += [["missing_note", column, d, a.n] for column in COLUMNS_COMPARED
               if (d := result["pairs"][column])  # a null on one side only: the two sides' nulls not the same rows
               and not d["missing_reference"] == d["missing_candidate"] == d["missing"]]

@@ -37,10 +37,13 @@ def demo_path() -> Path:
     return Path(str(resources.files("repro") / "data" / "demo_prompts.jsonl"))
 
 
-def _pick_split(obj, split: str, where: str, split_parameter: str) -> datasets.Dataset:
+def _pick_split(obj, split: str, where: str, split_parameter: str, names: list[str] | None = None
+                ) -> datasets.Dataset:
+    """`obj`'s `split`; `names`: the splits to offer when it has none such (a folder's: also its files' names)."""
     if isinstance(obj, (datasets.DatasetDict, dict)):
         if split not in obj:
-            raise DataError(f"{where} has no split {split!r}; it has {sorted(obj)}. "
+            names = names or sorted(obj)
+            raise DataError(f"{where} has no split {split!r}; it has {names}.{did_you_mean(split, names)} "
                             f"Set {split_parameter} to one of those.")
         return obj[split]
     return obj
@@ -216,7 +219,7 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
     if why := folder_problem(path):
         raise DataError(f"{where} {why}.")
     try:
-        return _pick_split(datasets.load_dataset(str(path)), split, where, split_parameter)
+        return _pick_split(datasets.load_dataset(str(path)), split, where, split_parameter, folder_splits(path))
     except DataError:
         raise
     except Exception as exc:  # datasets raises many types here; the user needs one message

@@ -103,8 +103,10 @@ class CardFacts:
 
     @property
     def source_from_file(self) -> bool:
-        """Whether the run read its source from one file (which has no splits: source_split went unused)."""
-        return "split" in (load := self.stages.get("load") or {}) and load["split"] is None
+        """Whether the run read its source from one file (which has no splits: source_split went unused), the embedded
+        demo's included (its manifest records source_split)."""
+        load = self.stages.get("load") or {}
+        return self.source_kind == "demo" or "split" in load and load["split"] is None
 
     @property
     def num_examples(self) -> int:
