@@ -2267,3 +2267,21 @@ def test_candidates_a_stand_in_policy_wrote_are_not_offered_for_training_even_sc
     assert uses.strip() == ("- Trying `repro` itself: the pipeline, the analysis and the card on responses a stand-in "
                             "policy wrote (not for training: their texts are no language model's).")
     assert "试用 `repro`" in uses_zh and "离线偏好优化" not in uses_zh
+
+
+def test_prompts_of_an_unknown_budget_are_said_so_and_no_batch_tokens_is_given(tmp_path):
+    """Chunks resumed from a work dir an older repro left record no budget (`batch_tokens_unknown`): the card gave
+    `batch_tokens` as if every prompt had been scored at the one recorded for the others."""
+    make_run(tmp_path / "run")
+    for used, lowered in (({"2000": 20}, False), ({"448": 20}, True)):
+        with Manifest(RunDir(tmp_path / "run")).edit() as data:
+            data["scorer"].update(batch_tokens=2000, prompts=24, batch_tokens_used=used, batch_tokens_unknown=4)
+        en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
+                                                                  ("### Parameters of this run", "### 本次运行的参数")))
+        assert "`batch_tokens=" not in en and "`batch_tokens=" not in zh and "`chunk_size=" in en
+        assert ("The `batch_tokens` of 4 prompts is not known: they were resumed from chunks that an older `repro` "
+                "made, which do not record the budget they were scored at, so the values above leave it out.") in en
+        assert ("有 4 个提示词的 `batch_tokens` 不得而知：它们续自旧版 `repro` 生成的块，"
+                "这些块没有记录打分时所用的预算，因此上述取值未给出它。") in zh
+        assert ("an out-of-memory lowered it, and the prompts were scored at 448 (20 prompts)." in en) == lowered
+        assert ("打分时用的是 448（20 个提示词）" in zh) == lowered

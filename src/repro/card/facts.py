@@ -367,20 +367,30 @@ class CardFacts:
     def rounding(self) -> dict[str, Any]:
         """The batching values that decide the float rounding (generation's where it generated), as the run used
         them: a budget left to the device's default by the one the scorer records, one an out-of-memory lowered by
-        the one it scored at (none where it scored at several: `lowered_budgets`). A byte-identical rebuild needs
-        them, though the parameters table leaves out how the work ran."""
+        the one it scored at (none where it scored at several: `lowered_budgets`, or some prompts' is not known:
+        `budget_unknown`). A byte-identical rebuild needs them, though the parameters table leaves out how the work
+        ran."""
         budgets = list(self.lowered_budgets)
-        used = {**self.parameters, "batch_tokens": (budgets[0] if len(budgets) == 1 else None) if budgets
-                else self.parameters.get("batch_tokens") or self.scorer.get("batch_tokens")}
+        batch_tokens = (budgets[0] if len(budgets) == 1 else None) if budgets \
+            else self.parameters.get("batch_tokens") or self.scorer.get("batch_tokens")
+        used = {**self.parameters, "batch_tokens": None if self.budget_unknown else batch_tokens}
         fields = _fields(self.parameters)
         return {k: used[k] for k in ROUNDING if k in fields and used.get(k) is not None}
 
     @property
     def lowered_budgets(self) -> dict[int, int]:
         """{batch_tokens: prompts scored at it}, highest first, where an out-of-memory lowered the budget the scorer
-        started at (it records `batch_tokens_used` only then); {} where every prompt was scored at that one."""
+        started at (recorded only then, or where some prompts' is not known); {} where every known one is that one."""
         used = self.scorer.get("batch_tokens_used")
-        return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True)) if isinstance(used, dict) else {}
+        if not isinstance(used, dict) or {int(b) for b in used} <= {self.scorer.get("batch_tokens")}:
+            return {}
+        return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True))
+
+    @property
+    def budget_unknown(self) -> int:
+        """Prompts whose budget is not known: resumed from chunks an older repro made, which do not record it."""
+        n = self.scorer.get("batch_tokens_unknown")
+        return n if isinstance(n, int) else 0
 
     @property
     def from_cache(self) -> dict[str, tuple[int, Any]]:
