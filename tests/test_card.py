@@ -2073,11 +2073,10 @@ def test_rows_from_the_row_cache_are_said_not_to_follow_this_runs_chunks(tmp_pat
     assert "`batch_tokens=2048`, `chunk_size=2`, `generation_batch_size=2`, `generation_chunk_size=2` (each" in en
     assert ("6 of the 6 rows scored and the candidates of 6 of the 6 prompts generated for came from the row cache "
             "(`cache: true`): earlier runs made them with the same settings (batch sizes included) but in chunks of "
-            "their own, batched with other rows; the rows made here beside them were batched without them. A rebuild "
-            "that makes every row afresh with the values above may differ from these rows in float rounding; only the "
-            "same row cache gives them back byte for byte.") in en
+            "their own, batched with other rows. A rebuild that makes every row afresh with the values above may "
+            "differ from these rows in float rounding; only the same row cache gives them back byte for byte.") in en
     assert ("打分的 6 行中有 6 行，以及生成的 6 个提示词中有 6 个提示词的候选回复，来自行缓存（`cache: true`）" in zh
-            and "只有同一个行缓存才能逐字节还原它们" in zh)
+            and "只有同一个行缓存才能逐字节还原它们" in zh and "本次在它们旁边" not in zh)  # (every row: none here)
     # nothing from the cache (the first run): no such sentence
     en = section(halves(card_for(first.root)[1])[0], "### Parameters of this run")
     assert "row cache" not in en and "`chunk_size=4`" in en
@@ -2285,3 +2284,23 @@ def test_prompts_of_an_unknown_budget_are_said_so_and_no_batch_tokens_is_given(t
                 "这些块没有记录打分时所用的预算，因此上述取值未给出它。") in zh
         assert ("an out-of-memory lowered it, and the prompts were scored at 448 (20 prompts)." in en) == lowered
         assert ("打分时用的是 448（20 个提示词）" in zh) == lowered
+
+
+def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_here_only_where_some_were(tmp_path):
+    """With only generation rows from the row cache the sentence began in lowercase ("the candidates of 12 of the 12
+    prompts generated for came from the row cache"), and with every row from it, it spoke of "the rows made here
+    beside them", which did not exist."""
+    make_run(tmp_path / "run")
+    for cached, made_here in ((12, False), (5, True)):
+        with Manifest(RunDir(tmp_path / "run")).edit() as data:
+            data["generation"] = {"prompts_generated": 12, "cache": {"rows_from_cache": cached}}
+        en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
+                                                                  ("### Parameters of this run", "### 本次运行的参数")))
+        assert (f" The candidates of {cached} of the 12 prompts generated for came from the row cache (`cache: true`): "
+                f"earlier runs made them with the same settings (batch sizes included) but in chunks of their own, "
+                f"batched with other rows{'; the rows made here beside them were batched without them' * made_here}. "
+                f"A rebuild that makes") in en
+        assert (f"生成的 12 个提示词中有 {cached} 个提示词的候选回复，来自行缓存（`cache: true`）："
+                f"它们由先前的运行以相同设置（包括批大小）生成，但分在那些运行自己的块中、与其他行一起成批计算"
+                f"{'；本次在它们旁边计算的行则没有与它们同批' * made_here}。") in zh
+        assert ("the rows made here" in en) == made_here and ("本次在它们旁边" in zh) == made_here

@@ -401,6 +401,11 @@ class CardFacts:
                 if (k := (record.get("cache") or {}).get("rows_from_cache"))}
 
     @property
+    def all_from_cache(self) -> bool:
+        """Every row of the stages the row cache served came from it: none was made here beside them."""
+        return all(k == n for k, n in self.from_cache.values())
+
+    @property
     def source_sha256(self) -> str | None:
         """The source file's sha256, as the load stage records it (a file over 64 MiB: its size and time, none)."""
         digest = ((self.stages.get("load") or {}).get("content") or {}).get("file")
