@@ -2304,3 +2304,27 @@ def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_her
                 f"它们由先前的运行以相同设置（包括批大小）生成，但分在那些运行自己的块中、与其他行一起成批计算"
                 f"{'；本次在它们旁边计算的行则没有与它们同批' * made_here}。") in zh
         assert ("the rows made here" in en) == made_here and ("本次在它们旁边" in zh) == made_here
+
+
+def test_a_dataset_whose_known_recipe_names_a_built_in_stand_in_is_not_offered_for_training(tmp_path):
+    """known_recipe `{scorer: builtin:tiny-pairrm}` on rows made elsewhere: the card tagged them `dpo`, recommended
+    DPO and "Studying PairRM as a judge", gave the DPOTrainer recipe and no stand-in banner."""
+    make_run(tmp_path / "theirs", stand_in=False, manifest=False, metrics=False)  # nothing beside them declares it
+    theirs = str(tmp_path / "theirs" / "dataset")
+    facts, card_path = card_for(tmp_path / "run", card_dataset=theirs, known_recipe={"scorer": "builtin:tiny-pairrm"})
+    assert facts.stand_in and not facts.for_training
+    tags = DatasetCard.load(card_path).data.tags
+    assert "dpo" not in tags and "stand-in-scores" in tags
+    en, zh = halves(card_path)
+    assert ("> **Stand-in scores.** `score_chosen` and `score_rejected` come from `builtin:tiny-pairrm`, a stand-in "
+            "ranker that this project builds offline (PairRM's architecture, not its weights), as `known_recipe` "
+            "declares. They show the pipeline working") in en
+    assert ("来自 `builtin:tiny-pairrm`，这是本项目离线构建的替身排序器（采用 PairRM 的结构，但不是其权重）"
+            "（据 `known_recipe` 声明）。") in zh
+    assert "Studying PairRM" not in en and "Offline preference optimisation" not in part(en, "## Typical uses")
+    assert "DPOTrainer" not in part(en, "## How to use") and "DPOTrainer" not in part(zh, "## 使用方法")
+    # a reward-model stand-in by name; a built-in name this repro does not know: a stand-in all the same
+    for told, said in (("builtin:tiny-reward-llama", "a stand-in reward model that this project builds offline"),
+                       ("builtin:tiny-nothing", "come from a stand-in scorer, as `known_recipe` declares.")):
+        facts, card_path = card_for(tmp_path / "run", card_dataset=theirs, known_recipe={"scorer": told})
+        assert facts.stand_in and said in halves(card_path)[0] and "dpo" not in DatasetCard.load(card_path).data.tags

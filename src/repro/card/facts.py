@@ -22,7 +22,7 @@ from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
 from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
-from ..parameters import CardParams, ConstructParams, GenerationParams, unused_generation
+from ..parameters import BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, unused_generation
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id)
 from ..sources import load_source, read_parquet
@@ -487,6 +487,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
     if not built_here:  # the stand-ins its own card, folder or the run that built it declare: said as built here
         declared = declared_stand_ins(facts.card_dataset)
         facts.scorer, facts.generation = declared.get("scorer", {}), declared.get("generation", {})
+        told = facts.known_recipe.get("scorer", "").strip()
+        if told.startswith("builtin:") and not facts.scorer:  # a stand-in by its name: said as one, as declared there
+            kind = "pairrm" if BUILTIN_SCORERS.get(told) == "pairrm" else "sequence_classifier"
+            facts.scorer = {"stand_in": True, "declared": "known_recipe",
+                            **({"model": told, "kind": kind} if told in BUILTIN_SCORERS else {})}
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     view = seed_view(ds, candidates=False).with_format("arrow")[:]  # (a recipe's scores as the seed's columns)
     _usable_rows(facts, ds, view)
