@@ -2073,11 +2073,10 @@ def test_rows_from_the_row_cache_are_said_not_to_follow_this_runs_chunks(tmp_pat
     assert "`batch_tokens=2048`, `chunk_size=2`, `generation_batch_size=2`, `generation_chunk_size=2` (each" in en
     assert ("6 of the 6 rows scored and the candidates of 6 of the 6 prompts generated for came from the row cache "
             "(`cache: true`): earlier runs made them with the same settings (batch sizes included) but in chunks of "
-            "their own, batched with other rows; the rows made here beside them were batched without them. A rebuild "
-            "that makes every row afresh with the values above may differ from these rows in float rounding; only the "
-            "same row cache gives them back byte for byte.") in en
+            "their own, batched with other rows. A rebuild that makes every row afresh with the values above may "
+            "differ from these rows in float rounding; only the same row cache gives them back byte for byte.") in en
     assert ("打分的 6 行中有 6 行，以及生成的 6 个提示词中有 6 个提示词的候选回复，来自行缓存（`cache: true`）" in zh
-            and "只有同一个行缓存才能逐字节还原它们" in zh)
+            and "只有同一个行缓存才能逐字节还原它们" in zh and "本次在它们旁边" not in zh)  # (every row: none here)
     # nothing from the cache (the first run): no such sentence
     en = section(halves(card_for(first.root)[1])[0], "### Parameters of this run")
     assert "row cache" not in en and "`chunk_size=4`" in en
@@ -2275,3 +2274,65 @@ def test_candidates_a_stand_in_policy_wrote_are_not_offered_for_training_even_sc
     assert uses.strip() == ("- Trying `repro` itself: the pipeline, the analysis and the card on responses a stand-in "
                             "policy wrote (not for training: their texts are no language model's).")
     assert "试用 `repro`" in uses_zh and "离线偏好优化" not in uses_zh
+
+
+def test_prompts_of_an_unknown_budget_are_said_so_and_no_batch_tokens_is_given(tmp_path):
+    """Chunks resumed from a work dir an older repro left record no budget (`batch_tokens_unknown`): the card gave
+    `batch_tokens` as if every prompt had been scored at the one recorded for the others."""
+    make_run(tmp_path / "run")
+    for used, lowered in (({"2000": 20}, False), ({"448": 20}, True)):
+        with Manifest(RunDir(tmp_path / "run")).edit() as data:
+            data["scorer"].update(batch_tokens=2000, prompts=24, batch_tokens_used=used, batch_tokens_unknown=4)
+        en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
+                                                                  ("### Parameters of this run", "### 本次运行的参数")))
+        assert "`batch_tokens=" not in en and "`batch_tokens=" not in zh and "`chunk_size=" in en
+        assert ("The `batch_tokens` of 4 prompts is not known: they were resumed from chunks that an older `repro` "
+                "made, which do not record the budget they were scored at, so the values above leave it out.") in en
+        assert ("有 4 个提示词的 `batch_tokens` 不得而知：它们续自旧版 `repro` 生成的块，"
+                "这些块没有记录打分时所用的预算，因此上述取值未给出它。") in zh
+        assert ("an out-of-memory lowered it, and the prompts were scored at 448 (20 prompts)." in en) == lowered
+        assert ("打分时用的是 448（20 个提示词）" in zh) == lowered
+
+
+def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_here_only_where_some_were(tmp_path):
+    """With only generation rows from the row cache the sentence began in lowercase ("the candidates of 12 of the 12
+    prompts generated for came from the row cache"), and with every row from it, it spoke of "the rows made here
+    beside them", which did not exist."""
+    make_run(tmp_path / "run")
+    for cached, made_here in ((12, False), (5, True)):
+        with Manifest(RunDir(tmp_path / "run")).edit() as data:
+            data["generation"] = {"prompts_generated": 12, "cache": {"rows_from_cache": cached}}
+        en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
+                                                                  ("### Parameters of this run", "### 本次运行的参数")))
+        assert (f" The candidates of {cached} of the 12 prompts generated for came from the row cache (`cache: true`): "
+                f"earlier runs made them with the same settings (batch sizes included) but in chunks of their own, "
+                f"batched with other rows{'; the rows made here beside them were batched without them' * made_here}. "
+                f"A rebuild that makes") in en
+        assert (f"生成的 12 个提示词中有 {cached} 个提示词的候选回复，来自行缓存（`cache: true`）："
+                f"它们由先前的运行以相同设置（包括批大小）生成，但分在那些运行自己的块中、与其他行一起成批计算"
+                f"{'；本次在它们旁边计算的行则没有与它们同批' * made_here}。") in zh
+        assert ("the rows made here" in en) == made_here and ("本次在它们旁边" in zh) == made_here
+
+
+def test_a_dataset_whose_known_recipe_names_a_built_in_stand_in_is_not_offered_for_training(tmp_path):
+    """known_recipe `{scorer: builtin:tiny-pairrm}` on rows made elsewhere: the card tagged them `dpo`, recommended
+    DPO and "Studying PairRM as a judge", gave the DPOTrainer recipe and no stand-in banner."""
+    make_run(tmp_path / "theirs", stand_in=False, manifest=False, metrics=False)  # nothing beside them declares it
+    theirs = str(tmp_path / "theirs" / "dataset")
+    facts, card_path = card_for(tmp_path / "run", card_dataset=theirs, known_recipe={"scorer": "builtin:tiny-pairrm"})
+    assert facts.stand_in and not facts.for_training
+    tags = DatasetCard.load(card_path).data.tags
+    assert "dpo" not in tags and "stand-in-scores" in tags
+    en, zh = halves(card_path)
+    assert ("> **Stand-in scores.** `score_chosen` and `score_rejected` come from `builtin:tiny-pairrm`, a stand-in "
+            "ranker that this project builds offline (PairRM's architecture, not its weights), as `known_recipe` "
+            "declares. They show the pipeline working") in en
+    assert ("来自 `builtin:tiny-pairrm`，这是本项目离线构建的替身排序器（采用 PairRM 的结构，但不是其权重）"
+            "（据 `known_recipe` 声明）。") in zh
+    assert "Studying PairRM" not in en and "Offline preference optimisation" not in part(en, "## Typical uses")
+    assert "DPOTrainer" not in part(en, "## How to use") and "DPOTrainer" not in part(zh, "## 使用方法")
+    # a reward-model stand-in by name; a built-in name this repro does not know: a stand-in all the same
+    for told, said in (("builtin:tiny-reward-llama", "a stand-in reward model that this project builds offline"),
+                       ("builtin:tiny-nothing", "come from a stand-in scorer, as `known_recipe` declares.")):
+        facts, card_path = card_for(tmp_path / "run", card_dataset=theirs, known_recipe={"scorer": told})
+        assert facts.stand_in and said in halves(card_path)[0] and "dpo" not in DatasetCard.load(card_path).data.tags

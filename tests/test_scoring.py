@@ -8,6 +8,7 @@ import os
 import random
 import subprocess
 import sys
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -358,3 +359,59 @@ def test_a_run_that_ran_out_of_memory_records_the_prompts_scored_at_each_budget(
                            chunk_size=5, device="cpu", progress=False, **LIMITS).info
     used = info["batch_tokens_used"]
     assert sum(used.values()) == len(prompts) and min(map(int, used)) < 2000  # every prompt, at a lowered budget
+
+
+def test_a_resumed_run_records_the_budget_of_every_prompt_resumed_and_cached_too(job, tiny_pairrm_dir, tmp_path,
+                                                                                  monkeypatch):
+    """`batch_tokens_used` counted only the chunks scored in this call: a run stopped after a chunk scored at 2000
+    and resumed on a machine short of memory recorded {'<low>': 12} of 16 prompts, and one lowered, stopped and
+    resumed with memory enough recorded nothing (the card then gave one budget for every prompt). Each chunk's
+    budgets are kept beside it in the work dir; rows from the row cache count at the budget of their namespace."""
+    from repro.scorers.pairrm import PairRM
+
+    forward, score, state = PairRM._forward, PairRM.score, {"calls": 0, "stop_at": None, "small": False}
+
+    def device(self, batch):
+        if state["small"] and sum(p.length for p in batch) > 600:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return forward(self, batch)
+
+    def stopping(self, *args, **kwargs):  # a chunk's call; the one at `stop_at` is interrupted
+        state["calls"] += 1
+        if state["calls"] == state["stop_at"]:
+            raise KeyboardInterrupt
+        return score(self, *args, **kwargs)
+
+    monkeypatch.setattr(PairRM, "_forward", device)
+    monkeypatch.setattr(PairRM, "score", stopping)
+    prompts, candidates = job
+    common = dict(model=str(tiny_pairrm_dir), batch_tokens=2000, chunk_size=4, device="cpu", progress=False, **LIMITS)
+
+    def scored(work, stop_at=None, small=False, **more):
+        state.update(calls=0, stop_at=stop_at, small=small)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # (the out-of-memory's)
+            if stop_at is None:
+                return run_scoring(prompts, candidates, work_dir=work, **common, **more).info
+            with pytest.raises(KeyboardInterrupt):
+                run_scoring(prompts, candidates, work_dir=work, **common, **more)
+
+    low = int(next(iter(scored(tmp_path / "all_low", small=True)["batch_tokens_used"])))
+    assert low < 2000
+    scored(tmp_path / "a", stop_at=2)  # chunk 0 at 2000, then stopped
+    info = scored(tmp_path / "a", small=True)  # resumed short of memory
+    assert info["chunks_resumed"] == 1 and info["batch_tokens_used"] == {"2000": 4, str(low): 12}
+    assert "batch_tokens_unknown" not in info
+    scored(tmp_path / "b", stop_at=3, small=True)  # chunks 0 and 1 at the lowered budget, then stopped
+    info = scored(tmp_path / "b")  # resumed with memory enough
+    assert info["chunks_resumed"] == 2 and info["batch_tokens_used"] == {str(low): 8, "2000": 8}
+    # a work dir an older repro left (no record of its chunks' budgets): their prompts' budget is said not known
+    scored(tmp_path / "old", stop_at=2)
+    for note in (tmp_path / "old").glob("note-*.json"):
+        note.unlink()
+    info = scored(tmp_path / "old", small=True)
+    assert info["batch_tokens_used"] == {str(low): 12} and info["batch_tokens_unknown"] == 4
+    # rows from the row cache: the first chunk scored here (lowered), the rest from the lower budget's namespace
+    scored(tmp_path / "fill", small=True, cache_dir=tmp_path / "cache")
+    info = scored(tmp_path / "c", small=True, cache_dir=tmp_path / "cache")
+    assert info["cache"]["rows_from_cache"] == 12 and info["batch_tokens_used"] == {str(low): 16}

@@ -1,5 +1,6 @@
-"""Resumable, shardable work of generation and scoring (finished chunks in `work_dir/chunk-NNNNNN.json`, another
-fingerprint's set aside in `stale-<digest>/`), here, as a torchrun rank or in its workers; progress; atomic writes."""
+"""Resumable, shardable work of generation and scoring (finished chunks in `work_dir/chunk-NNNNNN.json`, what they
+were made with in `note-NNNNNN.json`, another fingerprint's set aside in `stale-<digest>/`), here, as a torchrun rank
+or in its workers; progress; atomic writes."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
 CHUNK_GLOB = "chunk-*.json"
+NOTE_GLOB = "note-*.json"  # beside a chunk: what it was made with (the scorer's budget), where the work keeps one
 STALE_PREFIX = "stale-"
 JOB_FILE = "torchrun-job.json"
 RESULT_FILE = "torchrun-result.json"
@@ -124,7 +126,7 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCach
                                              "the rows" * (was["items"] != now["items"])]))
             if cache is not None and fingerprint_of(was["work"]) == fingerprint_of(now["work"]):  # rows, chunking
                 reused = _from_row_cache(cache, rows)
-        for p in chunks + [fp_path]:
+        for p in chunks + list(work_dir.glob(NOTE_GLOB)) + [fp_path]:
             with contextlib.suppress(FileNotFoundError):  # ranks sharing a folder may race to move the same file
                 shutil.move(str(p), stale / p.name)
         if chunks:
@@ -140,6 +142,18 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCach
 
 def chunk_path(work_dir: Path, index: int) -> Path:
     return work_dir / f"chunk-{index:06d}.json"
+
+
+def note_path(work_dir: Path, index: int) -> Path:
+    return work_dir / f"note-{index:06d}.json"
+
+
+def read_note(work_dir: str | Path, index: int) -> Any:
+    """What chunk `index` was made with (`run_chunked_with_stats`' `note`), or None: none kept (an older repro's work,
+    a work without notes) or unreadable."""
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads(note_path(Path(work_dir), index).read_text(encoding="utf-8"))
+    return None
 
 
 def finished_chunks(work: Path) -> list[Path]:
@@ -351,11 +365,13 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            share: tuple[int, int] | None = None, unit: str = "item",
                            prepare: bool = True, cache: RowCache | None = None,
                            cache_key: Callable[[Any], Any] = lambda item: item,
-                           setup: Callable[[], Any] | None = None) -> ChunkedRun:
+                           setup: Callable[[], Any] | None = None,
+                           note: Callable[[list[Any]], Any] | None = None) -> ChunkedRun:
     """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
     `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
     ready; `cache`: rows the row cache holds (by `cache_key(item)`) are taken from it, the others added; `setup()`:
-    called before the first row computed (never for rows resumed or cached), its time left out of the bar and run."""
+    called before the first row computed (never for rows resumed or cached), its time left out of the bar and run;
+    `note(chunk)`: what a chunk made here was made with (JSON), kept beside it for `read_note` (None: nothing)."""
     start_time, setup_seconds = time.monotonic(), 0.0
     if setup is not None:
         compute = fn
@@ -395,6 +411,8 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             out = fn(chunk, bar.advance) if fn_reports_progress else fn(chunk)
             if len(out) != len(chunk):
                 raise RuntimeError(f"{desc}: chunk {index} returned {len(out)} results for {len(chunk)} items")
+            if note is not None and (made_with := note(chunk)) is not None:  # first: a chunk written has its note
+                atomic_write_json(note_path(work_dir, index), made_with)
             atomic_write_json(chunk_path(work_dir, index), out)
             bar.advance(before + len(chunk) - bar.done)
             results.extend(out)

@@ -22,7 +22,7 @@ from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, detect_format, seed_view
 from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
-from ..parameters import CardParams, ConstructParams, GenerationParams, unused_generation
+from ..parameters import BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, unused_generation
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id)
 from ..sources import load_source, read_parquet
@@ -369,20 +369,30 @@ class CardFacts:
     def rounding(self) -> dict[str, Any]:
         """The batching values that decide the float rounding (generation's where it generated), as the run used
         them: a budget left to the device's default by the one the scorer records, one an out-of-memory lowered by
-        the one it scored at (none where it scored at several: `lowered_budgets`). A byte-identical rebuild needs
-        them, though the parameters table leaves out how the work ran."""
+        the one it scored at (none where it scored at several: `lowered_budgets`, or some prompts' is not known:
+        `budget_unknown`). A byte-identical rebuild needs them, though the parameters table leaves out how the work
+        ran."""
         budgets = list(self.lowered_budgets)
-        used = {**self.parameters, "batch_tokens": (budgets[0] if len(budgets) == 1 else None) if budgets
-                else self.parameters.get("batch_tokens") or self.scorer.get("batch_tokens")}
+        batch_tokens = (budgets[0] if len(budgets) == 1 else None) if budgets \
+            else self.parameters.get("batch_tokens") or self.scorer.get("batch_tokens")
+        used = {**self.parameters, "batch_tokens": None if self.budget_unknown else batch_tokens}
         fields = _fields(self.parameters)
         return {k: used[k] for k in ROUNDING if k in fields and used.get(k) is not None}
 
     @property
     def lowered_budgets(self) -> dict[int, int]:
         """{batch_tokens: prompts scored at it}, highest first, where an out-of-memory lowered the budget the scorer
-        started at (it records `batch_tokens_used` only then); {} where every prompt was scored at that one."""
+        started at (recorded only then, or where some prompts' is not known); {} where every known one is that one."""
         used = self.scorer.get("batch_tokens_used")
-        return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True)) if isinstance(used, dict) else {}
+        if not isinstance(used, dict) or {int(b) for b in used} <= {self.scorer.get("batch_tokens")}:
+            return {}
+        return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True))
+
+    @property
+    def budget_unknown(self) -> int:
+        """Prompts whose budget is not known: resumed from chunks an older repro made, which do not record it."""
+        n = self.scorer.get("batch_tokens_unknown")
+        return n if isinstance(n, int) else 0
 
     @property
     def from_cache(self) -> dict[str, tuple[int, Any]]:
@@ -391,6 +401,11 @@ class CardFacts:
         stages = {"scored": (self.scorer, "prompts"), "generated": (self.generation, "prompts_generated")}
         return {name: (k, record.get(rows)) for name, (record, rows) in stages.items()
                 if (k := (record.get("cache") or {}).get("rows_from_cache"))}
+
+    @property
+    def all_from_cache(self) -> bool:
+        """Every row of the stages the row cache served came from it: none was made here beside them."""
+        return all(k == n for k, n in self.from_cache.values())
 
     @property
     def source_sha256(self) -> str | None:
@@ -474,6 +489,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
     if not built_here:  # the stand-ins its own card, folder or the run that built it declare: said as built here
         declared = declared_stand_ins(facts.card_dataset)
         facts.scorer, facts.generation = declared.get("scorer", {}), declared.get("generation", {})
+        told = facts.known_recipe.get("scorer", "").strip()
+        if told.startswith("builtin:") and not facts.scorer:  # a stand-in by its name: said as one, as declared there
+            kind = "pairrm" if BUILTIN_SCORERS.get(told) == "pairrm" else "sequence_classifier"
+            facts.scorer = {"stand_in": True, "declared": "known_recipe",
+                            **({"model": told, "kind": kind} if told in BUILTIN_SCORERS else {})}
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     view = seed_view(ds, candidates=False).with_format("arrow")[:]  # (a recipe's scores as the seed's columns)
     _usable_rows(facts, ds, view)

@@ -3,6 +3,7 @@ processes give byte-identical scores (a chunk holds the same prompts, and a prom
 
 from __future__ import annotations
 
+import collections
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -11,7 +12,7 @@ from typing import Any
 
 from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError
-from ..jobs import chunk_share, run_chunked_with_stats, run_job
+from ..jobs import chunk_share, read_note, run_chunked_with_stats, run_job
 from ..manifest import package_versions
 from ..parameters import default_batch_tokens
 from ..revisions import model_identity, python_digest
@@ -125,9 +126,12 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         if info["rows_truncated"]:  # once for the job (a warning per chunk showed the first chunk's count alone)
             warnings.warn(cut_rows(str(model), info["rows_truncated"], info["max_length"]), RuntimeWarning,
                           stacklevel=2)
-    if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)}:
-        # prompts per budget (every process's): after an out-of-memory, which chunks a re-run at the lower one matches
+    if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)} or stats["batch_tokens_unknown"]:
+        # prompts per budget (every process's, resumed and cached ones too): after an out-of-memory, which chunks a
+        # re-run at the lower one matches; unknown: prompts of chunks an older repro made, which keep no budget
         info["batch_tokens_used"] = stats["batch_tokens_used"]
+        if stats["batch_tokens_unknown"]:
+            info["batch_tokens_unknown"] = stats["batch_tokens_unknown"]
     return ScoreResult(scores=scores, info=info)
 
 
@@ -157,8 +161,8 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
                 scorer.load_weights()
             load_seconds += time.monotonic() - start
 
-        budgets_used: dict[str, int] = {}
         computed: set[int] = set()  # the items scored now (by id): the scorer counts their cut rows itself
+        cache_budget = job.batch_tokens  # that of the namespace the row cache serves (lowered with the scorer's)
 
         def score_chunk(chunk: list[list[Any]], advance) -> list[list[float]]:
             computed.update(map(id, chunk))
@@ -166,32 +170,50 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
                                progress=advance)
             if hasattr(scorer, "effective_batch_tokens"):  # an out-of-memory lowers it; each chunk is one budget's
                 budget = scorer.effective_batch_tokens(job.batch_tokens)
-                budgets_used[str(budget)] = budgets_used.get(str(budget), 0) + len(chunk)
                 if cache is not None and budget != job.batch_tokens:  # its rows are the lower budget's, as a run's
                     cache.rekey({**fingerprint, "batch_tokens": budget})  # at it (which the rows after it read)
             # Python floats: JSON writes them exactly (shortest repr round-trips), so chunks reload bit for bit
             return [[float(x) for x in row] for row in out]
 
+        def budgets_of(chunk: list[list[Any]]) -> dict[str, int] | None:
+            """{budget: prompts} of a chunk made here, kept beside it: its rows scored now at the scorer's budget,
+            those from the row cache at their namespace's (the one before the chunk: they were read first)."""
+            nonlocal cache_budget
+            if not hasattr(scorer, "effective_batch_tokens"):
+                return None
+            scored = sum(id(item) in computed for item in chunk)
+            was, cache_budget = cache_budget, scorer.effective_batch_tokens(job.batch_tokens)
+            counts = collections.Counter({str(was): len(chunk) - scored})
+            counts[str(cache_budget)] += scored
+            return {budget: n for budget, n in counts.items() if n}
+
         run = run_chunked_with_stats(
             items, score_chunk, work_dir=job.work_dir, fingerprint=fingerprint, chunk_size=job.chunk_size,
             desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
             progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
-            unit="prompt", prepare=share is None, cache=cache, setup=load_weights)
-        truncated = getattr(scorer, "rows_truncated", 0)
-        if hasattr(scorer, "count_truncated"):  # rows resumed or from the row cache: counted, not scored
-            indices = range(run.chunks_total) if share is None else chunk_share(run.chunks_total, *share)
-            size = job.chunk_size
-            for index in indices:
-                rest = [it for it in items[index * size:(index + 1) * size] if id(it) not in computed]
+            unit="prompt", prepare=share is None, cache=cache, setup=load_weights, note=budgets_of)
+        truncated, budgets_used, unknown = getattr(scorer, "rows_truncated", 0), collections.Counter(), 0
+        size = job.chunk_size
+        for index in range(run.chunks_total) if share is None else chunk_share(run.chunks_total, *share):
+            chunk = items[index * size:(index + 1) * size]
+            if hasattr(scorer, "count_truncated"):  # rows resumed or from the row cache: counted, not scored
+                rest = [it for it in chunk if id(it) not in computed]
                 truncated += scorer.count_truncated([p for p, _ in rest], [c for _, c in rest]) if rest else 0
+            if hasattr(scorer, "effective_batch_tokens"):  # every chunk's budgets, as kept beside it (resumed too)
+                made = read_note(job.work_dir, index)
+                if isinstance(made, dict) and all(isinstance(n, int) for n in made.values()):
+                    budgets_used.update(made)
+                else:  # a chunk an older repro made (or its note damaged): its budget is not known
+                    unknown += len(chunk)
         info = dict(scorer.info)
         if run.cache is not None:
             info["cache"] = run.cache  # this process's; score_candidates puts every process's counts in its place
         return run, {"info": info, "load_seconds": load_seconds, "device": info.get("device", "?"),
-                     "batch_tokens_used": budgets_used, "rows_truncated": truncated}
+                     "batch_tokens_used": dict(budgets_used), "batch_tokens_unknown": unknown,
+                     "rows_truncated": truncated}
 
     return run_job("repro.construct.scoring:scoring_job", spec, items, work_dir=job.work_dir, fingerprint=fingerprint,
                    chunk_size=job.chunk_size, device=fingerprint["device_type"], num_processes=spec["num_processes"],
-                   compute=compute, summed=("batch_tokens_used", "rows_truncated"), slowest=("load_seconds",),
-                   progress=job.progress, what="scoring", error=ScoringError, cache=cache)
+                   compute=compute, summed=("batch_tokens_used", "batch_tokens_unknown", "rows_truncated"),
+                   slowest=("load_seconds",), progress=job.progress, what="scoring", error=ScoringError, cache=cache)
 
