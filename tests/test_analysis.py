@@ -507,7 +507,8 @@ def test_dataset_split_names_another_split_of_the_runs_own_dataset(tmp_path):
     assert analysis.analyze(AnalyzeParams(**p)).metrics["dataset"]["split"] == "train"  # the default: 01's split
     assert analysis.analyze(AnalyzeParams(**p, dataset_split="test")).metrics["n"] == 4
     with pytest.raises(DataError, match=r"Parameter dataset_split='tset': this run's dataset at \S+ has no such split "
-                                        r"\(it has \['test', 'train'\]\)\. Name one of those, or leave dataset_split"):
+                                        r"\(it has \['test', 'train'\]\)\. Did you mean 'test'\? Name one of those, or "
+                                        r"leave dataset_split"):
         analysis.analyze(AnalyzeParams(**p, dataset_split="tset"))
 
 

@@ -228,7 +228,8 @@ def test_a_local_dataset_without_the_split_asked_for_is_named_before_the_run(bar
     values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "source_split": "train"})
     check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"]
     assert not check.ok and check.detail == ("local dataset without split 'train' (it has ['test_prefs', "
-                                             "'train_prefs']): set source_split to one of those")
+                                             "'train_prefs']): set source_split to one of those. Did you mean "
+                                             "'train_prefs'?")
     values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "source_split": "test_prefs"})
     assert {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"].ok
     values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "test_split": "test_iter",

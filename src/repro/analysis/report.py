@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DataError, counted
+from ..errors import DataError, counted, did_you_mean
 from ..dataset_io import SCORE_COLUMNS, score_array, scores_digest, split_files
 from ..exporters import CALLED, detect_format, seed_view
 from ..formats import holds_scores
@@ -158,8 +158,9 @@ def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = 
     if split in (SPLIT, recorded) or not recorded:  # the default: the split 01_construct wrote
         return str(run.dataset), recorded or split
     raise DataError(f"Parameter {parameter}_split={split!r}: this run's dataset at {run.dataset} has no such split "
-                    f"(it has {sorted(split_files(run.dataset))}). Name one of those, or leave {parameter}_split at "
-                    f"its default for the split 01_construct wrote ({recorded!r}).")
+                    f"(it has {(splits := sorted(split_files(run.dataset)))}).{did_you_mean(split, splits)} Name one "
+                    f"of those, or leave {parameter}_split at its default for the split 01_construct wrote "
+                    f"({recorded!r}).")
 
 
 def read(p: AnalyzeParams) -> tuple[str, str, pa.Table]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis import prose
-from ..errors import DataError, ParameterError, ReproError, counted
+from ..errors import DataError, ParameterError, ReproError, counted, did_you_mean
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
 from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker, revision_of
@@ -167,8 +167,9 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
                                       f"{build_first(how)}"), 0
         splits = _splits(path) if there and need.splits else None
         if lacking := [(key, split) for key, split in need.splits if splits and split not in splits]:
-            return Check(what, False, "; ".join(f"local dataset without split {split!r} (it has {splits}): set {key} "
-                                                f"to one of those" for key, split in lacking)), 0
+            said = [f"local dataset without split {split!r} (it has {splits}): set {key} to one of those"
+                    + (f".{near}" if (near := did_you_mean(split, splits)) else "") for key, split in lacking]
+            return Check(what, False, "; ".join(said)), 0
         if there and need.repo_type == "dataset" and (why := _shards_problem(path, need) if splits else
                                                      folder_problem(path) if path.is_dir() else file_problem(path)):
             return Check(what, False, why.removeprefix(": ").strip()), 0
