@@ -188,12 +188,14 @@ def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Ca
         if (counts := cached or advance) is not None and len(chunk) > len(missing):
             counts(len(chunk) - len(missing))
         if missing:
-            todo = [chunk[i] for i in missing]
+            todo, namespace = [chunk[i] for i in missing], cache.namespace_digest
             out = fn(todo, advance) if reports_progress else fn(todo)
             if len(out) != len(todo):
                 raise RuntimeError(f"{cache.stage}: {len(out)} results for {len(todo)} rows")
-            for i, value in zip(missing, out):  # keyed again: `fn` may have moved the cache to another namespace
-                results[i] = cache.put(cache.key(key_of(chunk[i])), value)
+            if cache.namespace_digest != namespace:  # `fn` moved the cache to another namespace (RowCache.rekey)
+                keys = [cache.key(key_of(item)) for item in chunk]
+            for i, value in zip(missing, out):
+                results[i] = cache.put(keys[i], value)
             cache.counts.rows_computed += len(missing)
         return results
 
