@@ -565,9 +565,9 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
     fine = np.isfinite(mr) & np.isfinite(mc)
     out["margin"] = stats.agreement_statistics(mr[fine], mc[fine], p.score_tolerances, p.bootstrap_resamples,
                                                p.bootstrap_seed)
-    # the rows of each statistic below stats.BOOTSTRAP_FEW_ROWS (fewer than 3: none): tentative, intervals too narrow
+    # the rows of each statistic with an interval too narrow to read as 95%: tentative
     rows = {"scores": out["rows"], "margin": out["margin"]["n"], **{k: v["n"] for k, v in out["by_role"].items()}}
-    out["few_rows"] = {k: n for k, n in rows.items() if 3 <= n < stats.BOOTSTRAP_FEW_ROWS}
+    out["few_rows"] = {k: n for k, n in rows.items() if stats.rough_interval(n)}
     return stats.clean(out)
 
 
@@ -705,7 +705,7 @@ def _statistics(section: str, s: dict[str, Any]) -> list[tuple[str, str, str]]:
             for name, (value, key) in found.items()]
     rows += [(section, "limits of agreement", f"[{number(ba['loa_low'])}, {number(ba['loa_high'])}]"),
              (section, "max |difference|", number(s["max_abs_difference"]))]
-    if 3 <= (n := s["bootstrap"]["clusters"]) < stats.BOOTSTRAP_FEW_ROWS:  # (fewer than 3: no interval)
+    if stats.rough_interval(n := s["bootstrap"]["clusters"]):
         rows.append((section, "95% intervals", f"too narrow: {counted(n, 'row')}, fewer than "
                                                f"{stats.BOOTSTRAP_FEW_ROWS} (read them as rough)"))
     return rows + [(section, f"within {t}", percent(f)) for t, f in s["within"].items()]

@@ -23,6 +23,8 @@ CI_QUANTILES = ((1.0 - CI_LEVEL) / 2.0, 1.0 - (1.0 - CI_LEVEL) / 2.0)  # a perce
 # of 20,000 simulated datasets of 3 rows, 83.9% of 5, 89.9% of 10, 92.3% of 20 and 93.4% of 30 (1,000 resamples
 # each: benchmarks/bench_coverage.py, benchmarks/results/coverage-20261206-122136.json)
 BOOTSTRAP_FEW_ROWS = 20
+# fewer rows: no agreement statistic (two points are always on a line), no interval (their resamples degenerate)
+AGREEMENT_MIN_ROWS = 3
 # resamples x rows of one bootstrap block: ~32 MB per float64 matrix; fixed, so intervals depend only on the data
 BOOTSTRAP_BLOCK_ELEMENTS = 1 << 22
 BOOTSTRAP_MAX_CATEGORIES = 4096  # up to this many distinct (paired) values, resample category counts, not rows
@@ -468,6 +470,11 @@ class _WeightedRanks:
         return out
 
 
+def rough_interval(n: int) -> bool:
+    """Whether an agreement interval of `n` rows exists but is too narrow to read as 95%."""
+    return AGREEMENT_MIN_ROWS <= n < BOOTSTRAP_FEW_ROWS
+
+
 def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], resamples: int, seed: int,
                          clusters: np.ndarray | None = None) -> dict[str, Any]:
     """How well y reproduces x (Pearson, Spearman, Lin's CCC, Bland–Altman, max |y − x|, fraction within each
@@ -475,7 +482,7 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     n = x.size
     d = y - x
     out: dict[str, Any] = {"n": n}
-    if n < 3:  # two points are always on a line
+    if n < AGREEMENT_MIN_ROWS:
         return {**out, "note": "fewer than three values: agreement statistics are undefined"}
     r = correlations(x, y)
     out.update({"pearson": r["pearson"]["statistic"], "spearman": r["spearman"]["statistic"],
@@ -487,7 +494,7 @@ def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], 
     n_clusters = int(cluster.max()) + 1
     out["bootstrap"] = {"resamples": resamples, "seed": seed, "level": CI_LEVEL, "method": "percentile",
                         "unit": "row (a row's values are resampled together)", "clusters": n_clusters}
-    if n_clusters < 3:  # resamples of one or two rows give a degenerate interval
+    if n_clusters < AGREEMENT_MIN_ROWS:
         out["ci95"] = dict.fromkeys(AGREEMENT_INTERVALS)
         out["bootstrap"]["note"] = "fewer than three rows: no interval"
         return out
