@@ -101,18 +101,16 @@ def _write_once(path: Path, text: str) -> bool:
 
 
 class RowCache:
-    """One stage's entries under one namespace (everything but the row that decides a row's result); `key_of(item)`:
-    what of a work item decides its result (generation's: not its row number), the row `key` hashes."""
+    """One stage's entries under one namespace (everything but the row that decides a row's result)."""
 
     def __init__(self, root: str | Path, stage: str, namespace: Any, describe: bool = False,
-                 key_of: Callable[[Any], Any] = lambda item: item):
+                 key_of: Callable = lambda item: item):
         self.root, self.stage, self.key_of = Path(root), stage, key_of
         self.counts = CacheCounts()
         self.rekey(namespace, describe)
 
     @classmethod
-    def open(cls, root: str | Path, stage: str, namespace: Any,
-             key_of: Callable[[Any], Any] = lambda item: item) -> "RowCache":
+    def open(cls, root: str | Path, stage: str, namespace: Any, key_of: Callable = lambda item: item) -> "RowCache":
         """The cache of `stage` under `namespace` in `root`, after checking `root`'s key format."""
         check_format(Path(root))
         return cls(root, stage, namespace, describe=True, key_of=key_of)
@@ -129,7 +127,7 @@ class RowCache:
         return self
 
     def key(self, item: Any) -> str:
-        """The key of an item's row (`key_of(item)`) in this namespace."""
+        """The key of an item in this namespace: of `key_of(item)`, what decides its result (not its row number)."""
         return _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": self.namespace_digest,
                                        "row": self.key_of(item)}))
 

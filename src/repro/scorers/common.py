@@ -167,17 +167,13 @@ def ranks_from_scores(scores: Sequence[float], where: str = "A row") -> np.ndarr
 
 @contextlib.contextmanager
 def with_progress(progress: Any, total: int, desc: str) -> Iterator[Callable[[int], Any]]:
-    """A scorer's `progress` as a function of the prompts newly done, while a call runs: a function as given, None
-    none; True or False as score_candidates takes it, a bar of `total` prompts (`Progress`) or none; anything else a
-    ParameterError naming it."""
-    if progress is None or callable(progress):
-        yield (lambda n: None) if progress is None else progress
-        return
-    if not isinstance(progress, bool):
+    """A scorer's `progress` while a call runs, as a function of the prompts newly done: a function as given; True a bar
+    of `total` prompts (`Progress`), False or None none (as score_candidates takes it); else a ParameterError."""
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
         raise ParameterError(f"progress={progress!r:.60} is not a function: give True (a progress bar), False or None "
                              f"(none), or a function called with the number of prompts newly done.")
-    with Progress(total, desc=desc, unit="prompt", enabled=progress) as bar:
-        yield bar.advance
+    with Progress(total, desc=desc, unit="prompt", enabled=progress is True) as bar:
+        yield progress if callable(progress) else bar.advance
 
 
 def no_folder(spec: str) -> str:
