@@ -218,6 +218,8 @@ def test_progress_true_is_a_bar_here_too(ref_small, capsys):
     assert "PairRM scoring (llm-blender): 100% (3/3 prompts)" in err and "100% (1/1 prompt)" in err, err
     with pytest.raises(ParameterError, match=r"^progress=1 is not a function"):
         ref_small.score(prompts, candidates, progress=1)
+    with pytest.raises(ParameterError, match=r"^progress='yes' is not a function: give True \(a progress bar\)"):
+        ref_small.compare(["hi"], ["a"], ["b"], progress="yes")
 
 
 def test_transformers5_tokenizer_without_the_restored_table_loses_full_width_text(tiny_pairrm_dir):

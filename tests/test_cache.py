@@ -51,7 +51,7 @@ def test_only_missing_rows_are_computed_in_one_call_and_counted(tmp_path):
         return [[float(x) ** 2] for x in items]
 
     cache = RowCache.open(tmp_path, "scores", "ns")
-    fn = cached_chunk_fn(square, cache, key_of=lambda x: x)
+    fn = cached_chunk_fn(square, cache)
     assert fn([1, 2, 3]) == [[1.0], [4.0], [9.0]]
     assert fn([2, 5, 3, 6]) == [[4.0], [25.0], [9.0], [36.0]]
     assert calls == [[1, 2, 3], [5, 6]]
@@ -60,7 +60,7 @@ def test_only_missing_rows_are_computed_in_one_call_and_counted(tmp_path):
     # progress: rows from the cache count as done at once, the computed ones by the function itself
     advanced = []
     fn2 = cached_chunk_fn(lambda items, advance: (advance(len(items)), [[0.0] for _ in items])[1],
-                          RowCache.open(tmp_path, "other", "ns"), key_of=lambda x: x, reports_progress=True)
+                          RowCache.open(tmp_path, "other", "ns"), reports_progress=True)
     fn2([1, 2], advanced.append)
     fn2([1, 2, 3], advanced.append)
     assert advanced == [2, 2, 1]
@@ -69,15 +69,14 @@ def test_only_missing_rows_are_computed_in_one_call_and_counted(tmp_path):
 @pytest.mark.parametrize("damage", ["flip a digit", "truncate", "another key"])
 def test_a_damaged_entry_is_said_set_aside_and_recomputed(tmp_path, capsys, damage):
     cache = RowCache.open(tmp_path, "scores", "ns")
-    fn = cached_chunk_fn(lambda items: [[0.25, -0.25] for _ in items], cache, key_of=lambda x: x)
+    fn = cached_chunk_fn(lambda items: [[0.25, -0.25] for _ in items], cache)
     fn(["row"])
     path = cache.path(cache.key("row"))
     text = path.read_text()
     path.write_text({"flip a digit": text.replace("0.25", "0.35", 1), "truncate": text[: len(text) // 2],
                      "another key": text.replace(cache.key("row"), "0" * 64)}[damage])
     fresh = RowCache.open(tmp_path, "scores", "ns")
-    assert cached_chunk_fn(lambda items: [[0.25, -0.25] for _ in items], fresh, key_of=lambda x: x)(["row"]) == \
-        [[0.25, -0.25]]
+    assert cached_chunk_fn(lambda items: [[0.25, -0.25] for _ in items], fresh)(["row"]) == [[0.25, -0.25]]
     assert (fresh.counts.damaged_entries, fresh.counts.rows_computed) == (1, 1)
     err = capsys.readouterr().err
     assert f"the scores entry {path.name} is damaged" in err and "computed again" in err

@@ -194,6 +194,15 @@ def test_disagreements_are_listed_and_explained(compared):
     assert (table["pair"] == "different").sum() == 1
 
 
+def test_compare_datasets_takes_what_load_side_takes(compared, published):
+    # a script's compare_datasets(path, path, p) raised "AttributeError: 'str' object has no attribute 'table'"
+    result, p = compared[0].result, compared[1]
+    got = compare.compare_datasets(published["reference"], [Path(published["candidate"])], p)[0]
+    assert got == {k: v for k, v in result.items() if k in got} and got["candidate"]["specs"] == ["local:candidate"]
+    with pytest.raises(ParameterError, match=r"^candidate is a DataFrame: give a dataset's hub id, folder or file"):
+        compare.compare_datasets(published["reference"], pd.DataFrame({"prompt": ["a"]}), p)
+
+
 def test_the_main_figures_read_as_one_table(compared):
     # the notebook showed compare.json's nested dict, 150 lines of it; the table is what a reader scans
     table = compare.summary_table(compared[0].result)

@@ -411,6 +411,12 @@ def test_out_of_memory_halves_the_budget_and_goes_on(scorer, monkeypatch):
     # the call started over at the lower budget: its scores are, bit for bit, those of that budget
     for a, b in zip(got, scorer.score(prompts, candidates, batch_tokens=scorer.max_batch_tokens)):
         np.testing.assert_array_equal(a, b)
+    # the warning names the caller's line, with a bar too (progress=True: it named repro/scorers/common.py)
+    for progress in (None, True):
+        monkeypatch.setattr(scorer, "max_batch_tokens", None)
+        with pytest.warns(RuntimeWarning, match="out of memory") as caught:
+            scorer.score(prompts, candidates, batch_tokens=2000, progress=progress)
+        assert {w.filename for w in caught} == {__file__}, progress
     monkeypatch.setattr(scorer, "_forward", lambda batch: (_ for _ in ()).throw(torch.OutOfMemoryError("oom")))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

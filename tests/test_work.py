@@ -125,6 +125,24 @@ def test_chunks_set_aside_say_the_rows_the_row_cache_gives_back(tmp_path, prompt
                                             f"run's 24 rows).\n")
 
 
+def test_a_row_cache_keys_rows_by_its_own_key_function_in_every_use(tmp_path, prompts, capsys):
+    # the key of an item was given twice (run_job's cache_key and run_chunked_with_stats'); the cache now carries it:
+    # rows numbered anew (generation's items: the row number is no part of the key) come back from the row cache,
+    # and the notice of chunks set aside counts them by the same key
+    items = [{"row": i, "text": t} for i, t in enumerate(prompts)]
+    texts = lambda chunk: _digest_all([item["text"] for item in chunk])  # noqa: E731
+    cache = RowCache.open(tmp_path / "cache", "scores", "ns", key_of=lambda item: item["text"])
+    run_chunked(items, texts, work_dir=tmp_path / "w", fingerprint={"job": "a"}, chunk_size=10, cache=cache)
+    capsys.readouterr()
+    renumbered = [{**item, "row": item["row"] + 1000} for item in items[:24]]
+    cache = RowCache.open(tmp_path / "cache", "scores", "ns", key_of=lambda item: item["text"])
+    run = run_chunked_with_stats(renumbered, texts, work_dir=tmp_path / "w", fingerprint={"job": "a"},
+                                 chunk_size=10, cache=cache)
+    assert run.results == _digest_all(prompts[:24])
+    assert (run.cache["rows_from_cache"], run.cache["rows_computed"]) == (24, 0)
+    assert "the row cache in" in (err := capsys.readouterr().err) and "gives back 24 of this run's 24 rows" in err
+
+
 def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, prompts, capsys):
     # a truncated fingerprint.json read as "made with other settings" (stale-None), which nothing had changed
     run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)

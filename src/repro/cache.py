@@ -103,16 +103,17 @@ def _write_once(path: Path, text: str) -> bool:
 class RowCache:
     """One stage's entries under one namespace (everything but the row that decides a row's result)."""
 
-    def __init__(self, root: str | Path, stage: str, namespace: Any, describe: bool = False):
-        self.root, self.stage = Path(root), stage
+    def __init__(self, root: str | Path, stage: str, namespace: Any, describe: bool = False,
+                 key_of: Callable = lambda item: item):
+        self.root, self.stage, self.key_of = Path(root), stage, key_of
         self.counts = CacheCounts()
         self.rekey(namespace, describe)
 
     @classmethod
-    def open(cls, root: str | Path, stage: str, namespace: Any) -> "RowCache":
+    def open(cls, root: str | Path, stage: str, namespace: Any, key_of: Callable = lambda item: item) -> "RowCache":
         """The cache of `stage` under `namespace` in `root`, after checking `root`'s key format."""
         check_format(Path(root))
-        return cls(root, stage, namespace, describe=True)
+        return cls(root, stage, namespace, describe=True, key_of=key_of)
 
     def rekey(self, namespace: Any, describe: bool = True) -> "RowCache":
         """Rows got and put from now on are those of `namespace` (scores after an out-of-memory lowered the budget:
@@ -125,9 +126,10 @@ class RowCache:
                 default=str) + "\n")
         return self
 
-    def key(self, row: Any) -> str:
-        """The key of a row's content in this namespace."""
-        return _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": self.namespace_digest, "row": row}))
+    def key(self, item: Any) -> str:
+        """The key of an item in this namespace: of `key_of(item)`, what decides its result (not its row number)."""
+        return _sha256(canonical_json({"key_format": KEY_FORMAT, "namespace": self.namespace_digest,
+                                       "row": self.key_of(item)}))
 
     def path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
@@ -173,15 +175,14 @@ class RowCache:
         return json.loads(text)  # what a reader gets back (JSON's values, not the caller's objects)
 
 
-def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Callable[[Any], Any],
-                    reports_progress: bool = False,
+def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, reports_progress: bool = False,
                     cached: Callable[[int], None] | None = None) -> Callable[..., list[Any]]:
     """`fn` over only the items of a chunk the cache lacks; every result is the stored entry's value (`cache.counts`
     adds up where they came from). `reports_progress`: `fn` takes `(items, advance)`; cached rows advance at once,
     or go to `cached(n)` where given (a bar's rate counts only the rows computed)."""
 
     def run(chunk: Sequence[Any], advance: Callable[[int], None] | None = None) -> list[Any]:
-        keys = [cache.key(key_of(item)) for item in chunk]
+        keys = [cache.key(item) for item in chunk]
         results = [cache.get(k) for k in keys]
         missing = [i for i, r in enumerate(results) if r is _MISSING]
         cache.counts.rows_from_cache += len(chunk) - len(missing)
@@ -193,7 +194,7 @@ def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, key_of: Ca
             if len(out) != len(todo):
                 raise RuntimeError(f"{cache.stage}: {len(out)} results for {len(todo)} rows")
             if cache.namespace_digest != namespace:  # `fn` moved the cache to another namespace (RowCache.rekey)
-                keys = [cache.key(key_of(item)) for item in chunk]
+                keys = [cache.key(item) for item in chunk]
             for i, value in zip(missing, out):
                 results[i] = cache.put(keys[i], value)
             cache.counts.rows_computed += len(missing)

@@ -795,9 +795,13 @@ def _hints(candidate_spec: str) -> dict[str, Any]:
             **({"dropped": dropped} if dropped else {})} if counts else {}
 
 
-def compare_datasets(reference: Side, candidate: Side, p: CompareParams, source: pa.Table | None = None,
+def compare_datasets(reference: Side | str | Sequence[str], candidate: Side | str | Sequence[str], p: CompareParams,
+                     source: pa.Table | None = None,
                      hints: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, pd.DataFrame], Aligned]:
-    """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written)."""
+    """Everything compare.json holds, the tables, and the aligned rows the figures draw (no files written); a side
+    that is no `Side` is what `load_side` takes, read at `p`'s split of it."""
+    reference, candidate = (side if isinstance(side, Side) else load_side(name, side, getattr(p, f"{name}_split"))
+                            for name, side in zip(SIDES, (reference, candidate)))
     ref_keys, cand_keys = row_keys(reference.table), row_keys(candidate.table)
     a = align(ref_keys, cand_keys, reference.rows, candidate.rows)
     sides = [(side, rows, len({(d["key_kind"], d["key"]) for d in rows})) for side in SIDES

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from .cache import CacheCounts, RowCache, cached_chunk_fn
 from .errors import DataError, ReproError, counted, listed, notice
@@ -97,9 +97,8 @@ def _digest_on_disk(work_dir: Path) -> str | None:
         return None
 
 
-def _from_row_cache(cache: RowCache, rows: Iterable[Any]) -> str:
-    """What a notice says of set-aside work of this run's settings: of `rows` (keys' contents), those `cache` holds."""
-    rows = list(rows)
+def _from_row_cache(cache: RowCache, rows: Sequence[Any]) -> str:
+    """What a notice says of set-aside work of this run's settings: of its items `rows`, those `cache` holds."""
     held = sum(cache.path(cache.key(row)).exists() for row in rows)
     if not held:
         return f"not reused: the row cache in {cache.root} holds none of this run's {counted(len(rows), 'row')}"
@@ -110,9 +109,9 @@ def _from_row_cache(cache: RowCache, rows: Iterable[Any]) -> str:
 
 
 def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCache | None = None,
-                     rows: Iterable[Any] = ()) -> str:
+                     rows: Sequence[Any] = ()) -> str:
     """Create `work_dir` for this fingerprint; move chunks of another fingerprint aside, saying so (`cache`: the row
-    cache this work uses, `rows` the keys' contents of its items). Returns the digest."""
+    cache this work uses, `rows` its items). Returns the digest."""
     work_dir.mkdir(parents=True, exist_ok=True)
     digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
     if fp_path.exists() and (old := _digest_on_disk(work_dir)) != digest:
@@ -364,12 +363,11 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            progress: bool | Progress = False, fn_reports_progress: bool = False,
                            share: tuple[int, int] | None = None, unit: str = "item",
                            prepare: bool = True, cache: RowCache | None = None,
-                           cache_key: Callable[[Any], Any] = lambda item: item,
                            setup: Callable[[], Any] | None = None,
                            note: Callable[[list[Any]], Any] | None = None) -> ChunkedRun:
     """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
     `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
-    ready; `cache`: rows the row cache holds (by `cache_key(item)`) are taken from it, the others added; `setup()`:
+    ready; `cache`: rows the row cache holds (by its `key_of(item)`) are taken from it, the others added; `setup()`:
     called before the first row computed (never for rows resumed or cached), its time left out of the bar and run;
     `note(chunk)`: what a chunk made here was made with (JSON), kept beside it for `read_note` (None: nothing)."""
     start_time, setup_seconds = time.monotonic(), 0.0
@@ -386,11 +384,11 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
             return compute(chunk, *advance)
 
     if cache is not None:  # issue 22: rows another run computed come from the project's row cache
-        fn = cached_chunk_fn(fn, cache, key_of=cache_key, reports_progress=fn_reports_progress,
+        fn = cached_chunk_fn(fn, cache, reports_progress=fn_reports_progress,
                              cached=lambda n: bar.skip(n, cached=True))  # (not computed: out of the rate)
     work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
     stored = _stored_fingerprint(fingerprint, items, chunk_size)
-    digest = prepare_work_dir(work_dir, stored, cache, map(cache_key, items)) if prepare else fingerprint_of(stored)
+    digest = prepare_work_dir(work_dir, stored, cache, items) if prepare else fingerprint_of(stored)
     n_chunks = num_chunks(len(items), chunk_size)
     indices = chunk_share(n_chunks, *share) if share is not None else range(n_chunks)
     done = {index: out for index in indices
@@ -456,10 +454,10 @@ def is_main_process() -> bool:
 
 
 def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict[str, Any], chunk_size: int,
-                device: str, compute: Callable[..., tuple[ChunkedRun, dict]], cache: RowCache | None = None,
-                cache_key: Callable[[Any], Any] = lambda item: item) -> list[dict[str, Any]]:
+                device: str, compute: Callable[..., tuple[ChunkedRun, dict]],
+                cache: RowCache | None = None) -> list[dict[str, Any]]:
     """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after rank 0
-    of each node prepared the work dir (`cache`, `cache_key`: `run_job`'s); each rank's results and stats, by rank."""
+    of each node prepared the work dir (`cache`: `run_job`'s); each rank's results and stats, by rank."""
     import torch
     import torch.distributed as dist
 
@@ -475,7 +473,7 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
     try:
         if local_rank == 0:  # one preparer per node: right with or without a file system shared by the nodes
             prepare_work_dir(Path(work_dir), _stored_fingerprint(fingerprint, items, max(1, int(chunk_size))), cache,
-                             map(cache_key, items))
+                             items)
         dist.barrier()
         run, extra = compute(device, (rank, world))
         mine = {"results": run.results, "stats": _share_stats(run, extra), "rank": rank}
@@ -582,16 +580,15 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             fingerprint: dict[str, Any], chunk_size: int, device: str, num_processes: int,
             compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
-            error: type[Exception] = WorkersFailed, cache: RowCache | None = None,
-            cache_key: Callable[[Any], Any] = lambda item: item) -> tuple[list[Any], dict[str, Any]]:
+            error: type[Exception] = WorkersFailed, cache: RowCache | None = None) -> tuple[list[Any], dict[str, Any]]:
     """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
     all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
     rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
-    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others); `cache`, `cache_key`:
-    the row cache `compute` uses and its key of an item (`run_as_rank`'s notice of work set aside says them)."""
+    the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others); `cache`: the row cache
+    `compute` uses (`run_as_rank`'s notice of work set aside says what it holds)."""
     if world_size() > 1:
         gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
-                               device=device, compute=compute, cache=cache, cache_key=cache_key)
+                               device=device, compute=compute, cache=cache)
         return [r for g in gathered for r in g["results"]], merge_stats([g["stats"] for g in gathered], summed,
                                                                          slowest)
     if num_processes > 1:

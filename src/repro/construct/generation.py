@@ -481,8 +481,7 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
-                                     unit="prompt", share=share, prepare=share is None, cache=cache, setup=engine,
-                                     cache_key=_cache_key)
+                                     unit="prompt", share=share, prepare=share is None, cache=cache, setup=engine)
     finally:
         progress.close()
     return run, counters
@@ -493,12 +492,12 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
     params = GenerationParams(**spec["params"])
     plan = plan or _Plan(spec["prompts"], params)
     work_dir, cache_dir = Path(spec["work_dir"]), spec["cache_dir"]
-    cache = RowCache.open(cache_dir, "generation", plan.fingerprint) if cache_dir is not None else None
+    cache = RowCache.open(cache_dir, "generation", plan.fingerprint, _cache_key) if cache_dir is not None else None
     return run_job("repro.construct.generation:generation_job", spec, plan.kept, work_dir=work_dir,
                    fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size, device=plan.device,
                    num_processes=params.generation_num_processes, summed=("tokens", "sequences"),
                    compute=functools.partial(_generate_share, plan, params, work_dir, cache=cache),
-                   slowest=("generate_seconds", "load_seconds"), what="generation", cache=cache, cache_key=_cache_key)
+                   slowest=("generate_seconds", "load_seconds"), what="generation", cache=cache)
 
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,

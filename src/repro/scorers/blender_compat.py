@@ -155,24 +155,21 @@ class BlenderScorer(PairRMScorerBase):
         """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` is only checked here."""
         prompts, candidates = check_inputs(prompts, candidates)
         check_batch_tokens(batch_tokens)
-        if progress is not None and not callable(progress):
-            return with_progress(progress, len(prompts), "PairRM scoring (llm-blender)", lambda report: self.score(
-                prompts, candidates, batch_tokens=batch_tokens, return_matrix=return_matrix, progress=report))
         scores: list[np.ndarray | None] = [None] * len(prompts)
         matrices: list[np.ndarray | None] = [None] * len(prompts)
         # llm-blender needs equal candidate counts in one call; calls of whole batches keep its batching
         step = 32 * self.batch_size
-        for rows in self.call_order(candidates):
-            for start in range(0, len(rows), step):
-                part = rows[start:start + step]
-                p, c = [prompts[r] for r in part], [list(candidates[r]) for r in part]
-                ranked = self.blender.rank(p, c, return_scores=True, batch_size=self.batch_size, disable_tqdm=True,
-                                           source_max_length=self.source_maxlength,
-                                           candidate_max_length=self.candidate_maxlength)
-                found = self.comparison_matrices(p, c) if return_matrix else [None] * len(part)
-                for r, s, m in zip(part, ranked, found):
-                    scores[r], matrices[r] = np.asarray(s, dtype=np.float64), m
-                if progress is not None:
+        with with_progress(progress, len(prompts), "PairRM scoring (llm-blender)") as progress:
+            for rows in self.call_order(candidates):
+                for start in range(0, len(rows), step):
+                    part = rows[start:start + step]
+                    p, c = [prompts[r] for r in part], [list(candidates[r]) for r in part]
+                    ranked = self.blender.rank(p, c, return_scores=True, batch_size=self.batch_size, disable_tqdm=True,
+                                               source_max_length=self.source_maxlength,
+                                               candidate_max_length=self.candidate_maxlength)
+                    found = self.comparison_matrices(p, c) if return_matrix else [None] * len(part)
+                    for r, s, m in zip(part, ranked, found):
+                        scores[r], matrices[r] = np.asarray(s, dtype=np.float64), m
                     progress(len(part))
         return (scores, matrices) if return_matrix else scores
 
@@ -188,11 +185,8 @@ class BlenderScorer(PairRMScorerBase):
         """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A]."""
         pairs = check_pairs(prompts, candidates_a, candidates_b)
         check_batch_tokens(batch_tokens)
-        if progress is not None and not callable(progress):
-            return with_progress(progress, len(pairs[0]), "PairRM scoring (llm-blender)",
-                                 lambda report: self.compare(*pairs, batch_tokens=batch_tokens, progress=report))
-        out = self.blender.compare(*pairs, batch_size=self.batch_size, return_logits=True, mode="[A,B]+[B,A]",
-                                   disable_tqdm=True)
-        if progress is not None:
+        with with_progress(progress, len(pairs[0]), "PairRM scoring (llm-blender)") as progress:
+            out = self.blender.compare(*pairs, batch_size=self.batch_size, return_logits=True, mode="[A,B]+[B,A]",
+                                       disable_tqdm=True)
             progress(len(pairs[0]))
         return np.asarray(out, dtype=np.float64)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import re
@@ -164,14 +165,15 @@ def ranks_from_scores(scores: Sequence[float], where: str = "A row") -> np.ndarr
     return np.array([1 + int(np.sum(s > x)) for x in s], dtype=np.int64)
 
 
-def with_progress(progress: Any, total: int, desc: str, run: Callable[[Callable[[int], Any] | None], Any]) -> Any:
-    """run(report) for a scorer's `progress` that is no function: True or False as score_candidates takes it (a bar
-    of `total` prompts, `Progress`, or none); anything else a ParameterError naming it."""
-    if not isinstance(progress, bool):
+@contextlib.contextmanager
+def with_progress(progress: Any, total: int, desc: str) -> Iterator[Callable[[int], Any]]:
+    """A scorer's `progress` while a call runs, as a function of the prompts newly done: a function as given; True a bar
+    of `total` prompts (`Progress`), False or None none (as score_candidates takes it); else a ParameterError."""
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
         raise ParameterError(f"progress={progress!r:.60} is not a function: give True (a progress bar), False or None "
                              f"(none), or a function called with the number of prompts newly done.")
-    with Progress(total, desc=desc, unit="prompt", enabled=progress) as bar:
-        return run(bar.advance)
+    with Progress(total, desc=desc, unit="prompt", enabled=progress is True) as bar:
+        yield progress if callable(progress) else bar.advance
 
 
 def no_folder(spec: str) -> str:
@@ -235,44 +237,42 @@ class BudgetedBatches:
         if getattr(self, "model", True) is None:
             raise ParameterError(f"This {self.label} scorer was loaded with weights=False (its record and tokenizer "
                                  f"only): call scorer.load_weights() first, then score.")
-        if progress is not None and not callable(progress):
-            return with_progress(progress, sum(len(items) > 0 for items in needed), f"{self.label} scoring",
-                                 lambda report: self._run(plan, order, batch_tokens, needed, report))
-        batch_tokens = check_batch_tokens(default_batch_tokens(self.device.type) if batch_tokens is None else
-                                          batch_tokens)
-        position = np.argsort(order)  # where each item runs (`order` is a permutation of the items)
-        # a prompt is done after its last item (one that needs none is never reported, as it has no pass to wait for)
-        done_at = np.sort([position[items].max() if len(items) else -1 for items in needed])
-        out = np.empty(len(plan), dtype=np.float32)
-        budget = self.effective_batch_tokens(batch_tokens)
-        reported = start = 0  # reported: how far into `order` progress went (a restart does not report again)
-        while start < len(order):
-            width = plan[order[start]].length  # the longest of the batch: items are sorted
-            stop = min(len(order), start + max(1, budget // width))
-            chunk = order[start:stop]
-            try:
-                out[chunk] = self._forward([plan[k] for k in chunk])
-            except torch.OutOfMemoryError:
-                if len(chunk) == 1:
-                    raise ReproError(
-                        f"Out of memory on {self.device} for a single {self.label} {self.unit} of {width} tokens "
-                        f"({self.dtype}). Use a GPU with more free memory, dtype='fp16' or 'bf16', or "
-                        f"{self.shrink_hint}.") from None
-                new_budget = max(width, (len(chunk) * width) // 2)
-                warnings.warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting "
-                              f"this call over with batch_tokens={new_budget}, kept from now on (scores depend on "
-                              f"the budget: set batch_tokens={new_budget}, or --batch-tokens {new_budget}, to "
-                              f"start there).", RuntimeWarning, stacklevel=3)
-                budget = self.max_batch_tokens = new_budget
-                if self.device.type == "cuda":
-                    torch.cuda.empty_cache()
-                start = 0
-                continue
-            finished = int(np.searchsorted(done_at, stop) - np.searchsorted(done_at, reported))
-            if progress is not None and finished > 0:
-                progress(finished)
-            reported, start = max(reported, stop), stop
-        return out
+        with with_progress(progress, sum(len(items) > 0 for items in needed), f"{self.label} scoring") as progress:
+            batch_tokens = check_batch_tokens(default_batch_tokens(self.device.type) if batch_tokens is None else
+                                              batch_tokens)
+            position = np.argsort(order)  # where each item runs (`order` is a permutation of the items)
+            # a prompt is done after its last item (one that needs none is never reported: it has no pass to wait for)
+            done_at = np.sort([position[items].max() if len(items) else -1 for items in needed])
+            out = np.empty(len(plan), dtype=np.float32)
+            budget = self.effective_batch_tokens(batch_tokens)
+            reported = start = 0  # reported: how far into `order` progress went (a restart does not report again)
+            while start < len(order):
+                width = plan[order[start]].length  # the longest of the batch: items are sorted
+                stop = min(len(order), start + max(1, budget // width))
+                chunk = order[start:stop]
+                try:
+                    out[chunk] = self._forward([plan[k] for k in chunk])
+                except torch.OutOfMemoryError:
+                    if len(chunk) == 1:
+                        raise ReproError(
+                            f"Out of memory on {self.device} for a single {self.label} {self.unit} of {width} tokens "
+                            f"({self.dtype}). Use a GPU with more free memory, dtype='fp16' or 'bf16', or "
+                            f"{self.shrink_hint}.") from None
+                    new_budget = max(width, (len(chunk) * width) // 2)
+                    warnings.warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting "
+                                  f"this call over with batch_tokens={new_budget}, kept from now on (scores depend on "
+                                  f"the budget: set batch_tokens={new_budget}, or --batch-tokens {new_budget}, to "
+                                  f"start there).", RuntimeWarning, stacklevel=3)
+                    budget = self.max_batch_tokens = new_budget
+                    if self.device.type == "cuda":
+                        torch.cuda.empty_cache()
+                    start = 0
+                    continue
+                finished = int(np.searchsorted(done_at, stop) - np.searchsorted(done_at, reported))
+                if finished > 0:
+                    progress(finished)
+                reported, start = max(reported, stop), stop
+            return out
 
     def rank(self, prompts: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs) -> list[np.ndarray]:
         """Ranks per prompt (1 = best, ties share), from `score`."""
