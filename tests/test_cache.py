@@ -216,3 +216,53 @@ def test_rows_made_by_other_scoring_or_generation_code_are_made_again_not_served
         generate_candidates(rows, p, tmp_path / f"g{n}", manifest=manifest, cache_dir=tmp_path / "cache")
         computed.append(manifest.read()["generation"]["cache"]["rows_computed"])
     assert computed == [2, 0, 2]
+
+
+def test_a_resumed_stage_counts_the_rows_the_row_cache_gave_its_interrupted_call(job, tiny_pairrm_dir, tmp_path,
+                                                                                 monkeypatch, train_rows):
+    # scoring and generation interrupted after chunks the row cache served, then resumed: the manifest (and the card)
+    # said 0 rows came from the row cache, counting only the resumed call's
+    prompts, candidates = job
+    common = dict(model=str(tiny_pairrm_dir), chunk_size=4, progress=False, cache_dir=tmp_path / "cache", **LIMITS)
+    run_scoring(prompts[:6], candidates[:6], work_dir=tmp_path / "fill", **common)
+    score, calls = pairrm.PairRM.score, []
+
+    def stops_at_the_second_chunk(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return score(self, *args, **kwargs)
+
+    monkeypatch.setattr(pairrm.PairRM, "score", stops_at_the_second_chunk)
+    with pytest.raises(KeyboardInterrupt):  # chunk 0 from the cache, chunk 1 half (2 rows scored), then stopped
+        run_scoring(prompts, candidates, work_dir=tmp_path / "a", **common)
+    monkeypatch.setattr(pairrm.PairRM, "score", score)
+    info = run_scoring(prompts, candidates, work_dir=tmp_path / "a", **common).info
+    assert info["chunks_resumed"] == 2 and info["prompts_computed"] == 4
+    assert (info["cache"]["rows_from_cache"], info["cache"]["resumed_from_cache"]) == (0, 6)
+
+    policy = build_tiny_policy(tmp_path / "policy")
+    rows = [{"prompt": r["prompt"], "prompt_id": r["prompt_id"]}
+            for r in sorted(train_rows[:40], key=lambda r: len(r["prompt"]))[:6]]
+    p = GenerationParams(policy_model=str(policy), max_new_tokens=8, reference_max_new_tokens=8, n_candidates=2,
+                         temperature=0.8, generation_batch_size=2, generation_chunk_size=2, generation_device="cpu")
+    kept = [item["row"] for item in generation._Plan([r["prompt"] for r in rows], p).kept]  # (longest first)
+    generate_candidates([rows[i] for i in kept[:3]], p, tmp_path / "g_fill", cache_dir=tmp_path / "cache")
+    chunk, calls = generation._generate_chunk, []
+
+    def stops_at_the_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return chunk(*args, **kwargs)
+
+    monkeypatch.setattr(generation, "_generate_chunk", stops_at_the_second)
+    with pytest.raises(KeyboardInterrupt):  # chunk 0 from the cache, chunk 1 half (1 row made), then stopped
+        generate_candidates(rows, p, tmp_path / "g", cache_dir=tmp_path / "cache")
+    monkeypatch.setattr(generation, "_generate_chunk", chunk)
+    manifest = Manifest(RunDir(tmp_path / "run"))
+    manifest.start_run({}, ["01_construct"])
+    generate_candidates(rows, p, tmp_path / "g", manifest=manifest, cache_dir=tmp_path / "cache")
+    entry = manifest.read()["generation"]
+    assert entry["prompts_resumed"] == 4 and entry["cache"]["resumed_from_cache"] == 3
+    assert (entry["cache"]["rows_from_cache"], entry["cache"]["rows_computed"]) == (0, 2)

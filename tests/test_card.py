@@ -2314,6 +2314,41 @@ def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_her
         assert ("the rows made here" in en) == made_here and ("本次在它们旁边" in zh) == made_here
 
 
+def test_the_further_scorers_budgets_and_rows_from_the_row_cache_are_stated_as_the_primarys(tmp_path):
+    """The rebuild sentences stated the primary scorer's lowered or unknown budgets and rows from the row cache only:
+    a further scorer (`scorers:`) whose budget an out-of-memory lowered, or whose rows came from the cache, went
+    unsaid; and the rows the cache gave a resumed run's interrupted call (`resumed_from_cache`) were counted as made
+    here, those of an older repro's chunks (`resumed_unknown`) too."""
+    make_run(tmp_path / "run")
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:
+        data["scorer"].update(batch_tokens=2000, prompts=24, cache={"rows_from_cache": 2, "resumed_from_cache": 3})
+        data["generation"] = {"prompts_generated": 24, "cache": {"rows_from_cache": 0, "resumed_unknown": 4}}
+        rm = {"model": "builtin:tiny-reward-llama", "kind": "sequence_classifier", "prompts": 24, "batch_tokens": 4096}
+        data["scorers"] = [
+            {"name": "primary", "column": "candidate_scores", "decides_pairs": True, **data["scorer"]},
+            {"name": "rm", "column": "candidate_scores_rm", "decides_pairs": False, **rm,
+             "batch_tokens_used": {"4096": 8, "2048": 12}, "batch_tokens_unknown": 4,
+             "cache": {"rows_from_cache": 6, "resumed_unknown": 8}},
+            {"name": "quiet", "column": "candidate_scores_quiet", "decides_pairs": False, **rm,
+             "cache": {"rows_from_cache": 0}}]
+    en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
+                                                              ("### Parameters of this run", "### 本次运行的参数")))
+    assert ("The scorer `rm` started at `batch_tokens` = 4096; an out-of-memory lowered it, and the prompts were "
+            "scored at 4096 (8 prompts), 2048 (12 prompts), so no single `batch_tokens` rebuilds them all byte for "
+            "byte. The `batch_tokens` of 4 prompts scored by `rm` is not known: they were resumed from chunks that an "
+            "older `repro` made, which do not record the budget they were scored at. 5 of the 24 rows scored and 6 of "
+            "the 24 rows scored by `rm` came from the row cache (`cache: true`): earlier runs made them") in en
+    assert ("Whether `rm`'s scores of 8 prompts came from the row cache is not known: they were resumed from chunks "
+            "that an older `repro` made, which do not record it. Whether the candidates of 4 prompts came from the "
+            "row cache is not known") in en
+    assert "`quiet`" not in en and "The scorer started" not in en and "`batch_tokens=2000`" in en
+    assert ("打分器 `rm` 起初用的是 `batch_tokens` = 4096；一次显存不足使其降低，打分时用的是 4096（8 个提示词）、"
+            "2048（12 个提示词），因此没有哪一个 `batch_tokens` 能逐字节重建全部分数。有 4 个提示词（`rm` 打分）的 "
+            "`batch_tokens` 不得而知：它们续自旧版 `repro` 生成的块，这些块没有记录打分时所用的预算。"
+            "打分的 24 行中有 5 行，以及由 `rm` 打分的 24 行中有 6 行，来自行缓存（`cache: true`）") in zh
+    assert ("有 8 个提示词的 `rm` 分数是否来自行缓存不得而知：它们续自旧版 `repro` 生成的块，这些块没有记录这一点。"
+            "有 4 个提示词的候选回复是否来自行缓存不得而知") in zh and "`quiet`" not in zh
+
 def test_a_dataset_whose_known_recipe_names_a_built_in_stand_in_is_not_offered_for_training(tmp_path):
     """known_recipe `{scorer: builtin:tiny-pairrm}` on rows made elsewhere: the card tagged them `dpo`, recommended
     DPO and "Studying PairRM as a judge", gave the DPOTrainer recipe and no stand-in banner."""

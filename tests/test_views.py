@@ -167,6 +167,9 @@ def test_score_and_margin_figures_are_inline_pngs():
     assert list(timed) == ["prompts", "prompts_per_second", "scoring_seconds", "load_seconds"]
     damaged = views.scorer_table({"cache": {"rows_from_cache": 0, "rows_computed": 2, "damaged_entries": 1}})
     assert damaged["value"].to_dict()["damaged row-cache entries (computed again)"] == "1"
+    # after a resume: the rows the row cache gave the interrupted call (they read as made here before)
+    resumed = views.scorer_table({"cache": {"rows_from_cache": 0, "rows_computed": 2, "resumed_from_cache": 6}})
+    assert resumed["value"].to_dict()["rows resumed that the row cache gave the call that made them"] == "6"
 
 
 def test_rows_preview_shows_each_text_whole_to_its_bound():

@@ -450,3 +450,40 @@ def test_rows_from_the_row_cache_are_not_counted_in_the_rate(tmp_path, prompts, 
     assert bar.rate == 23 / run.seconds  # as score_candidates' prompts_per_second: rows computed / time
     assert stream.getvalue().splitlines()[-1] == (f"scoring: 100% ({len(prompts)}/{len(prompts)} prompts, 30 from "
                                                   f"the row cache), 1.00 prompts/s, in 0m23s")
+
+
+def test_rows_the_row_cache_gave_an_interrupted_call_are_counted_when_its_chunks_are_resumed(tmp_path, prompts):
+    # after a resume, the rows the row cache gave the chunks an interrupted call finished were counted as made here
+    # (`rows_from_cache` is this call's): each chunk's note now keeps them; a chunk whose note does not (an older
+    # repro's) is counted as not known, not guessed
+    run_chunked(prompts[:15], _digest_all, work_dir=tmp_path / "fill", fingerprint={"job": 1}, chunk_size=10,
+                cache=RowCache.open(tmp_path / "cache", "scores", "ns"))
+    calls = []
+
+    def stops_at_the_second_call(chunk):
+        calls.append(chunk)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return _digest_all(chunk)
+
+    common = dict(work_dir=tmp_path / "a", fingerprint={"job": 1}, chunk_size=10)
+    with pytest.raises(KeyboardInterrupt):  # chunk 0 all from the cache, chunk 1 half, then stopped in chunk 2
+        run_chunked(prompts[:30], stops_at_the_second_call, cache=RowCache.open(tmp_path / "cache", "scores", "ns"),
+                    **common)
+    assert [len(c) for c in calls] == [5, 10]
+    run = run_chunked_with_stats(prompts[:30], _digest_all, cache=RowCache.open(tmp_path / "cache", "scores", "ns"),
+                                 **common)
+    assert run.results == _digest_all(prompts[:30]) and run.items_resumed == 20
+    assert (run.cache["rows_from_cache"], run.cache["rows_computed"], run.cache["resumed_from_cache"]) == (0, 10, 15)
+    assert "resumed_unknown" not in run.cache
+    # notes of an older repro (none): the 30 rows resumed are said to be of unknown origin
+    for note in (tmp_path / "a").glob("note-*.json"):
+        note.unlink()
+    run = run_chunked_with_stats(prompts[:30], _digest_all, cache=RowCache.open(tmp_path / "cache", "scores", "ns"),
+                                 **common)
+    assert run.cache["resumed_unknown"] == 30 and "resumed_from_cache" not in run.cache
+    # two processes' counts add up
+    assert merge_stats([{"chunks_resumed": 0, "items_resumed": 0, "seconds": 1.0, "cache": c} for c in (
+        {"rows_from_cache": 1, "resumed_from_cache": 2}, {"rows_from_cache": 0, "resumed_unknown": 4})])["cache"] == {
+        "rows_from_cache": 1, "rows_computed": 0, "damaged_entries": 0, "resumed_from_cache": 2, "resumed_unknown": 4,
+        "key_format": 1}

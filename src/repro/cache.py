@@ -38,23 +38,27 @@ def _sha256(text: str) -> str:
 
 @dataclass
 class CacheCounts:
-    """Rows a stage took from the cache, rows it computed, and damaged entries it found (and recomputed)."""
+    """Rows a stage took from the cache, rows it computed, and damaged entries it found (and recomputed); of the
+    chunks it resumed (`repro.jobs`), rows the cache gave the call that made them, and rows whose note does not say."""
 
     rows_from_cache: int = 0
     rows_computed: int = 0
     damaged_entries: int = 0
     damaged: list[str] = field(default_factory=list)  # entry names (not paths), at most a few
+    resumed_from_cache: int = 0
+    resumed_unknown: int = 0  # (an older repro's chunks: from the cache or not, not known)
 
     def as_dict(self) -> dict[str, Any]:
-        """What the manifest records for a stage (no path of this machine)."""
-        out = {k: v for k, v in asdict(self).items() if k != "damaged"} | {"key_format": KEY_FORMAT}
+        """What the manifest records for a stage (no path of this machine; the resumed counts where not 0)."""
+        out = {k: v for k, v in asdict(self).items()
+               if k != "damaged" and (v or not k.startswith("resumed"))} | {"key_format": KEY_FORMAT}
         if self.damaged:
             out["damaged"] = self.damaged[:10]
         return out
 
     def add(self, d: dict[str, Any]) -> None:
         """Add another process's counts (their `as_dict()`)."""
-        for name in ("rows_from_cache", "rows_computed", "damaged_entries"):
+        for name in ("rows_from_cache", "rows_computed", "damaged_entries", "resumed_from_cache", "resumed_unknown"):
             setattr(self, name, getattr(self, name) + int(d.get(name, 0)))
         self.damaged.extend(d.get("damaged", []))
 

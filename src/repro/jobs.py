@@ -29,7 +29,7 @@ from .paths import STAND_IN_MARKER
 
 FINGERPRINT_FILE = "fingerprint.json"
 CHUNK_GLOB = "chunk-*.json"
-NOTE_GLOB = "note-*.json"  # beside a chunk: what it was made with (the scorer's budget), where the work keeps one
+NOTE_GLOB = "note-*.json"  # beside a chunk: the rows the row cache gave it, what it was made with (the scorer's budget)
 STALE_PREFIX = "stale-"
 JOB_FILE = "torchrun-job.json"
 RESULT_FILE = "torchrun-result.json"
@@ -147,11 +147,14 @@ def note_path(work_dir: Path, index: int) -> Path:
     return work_dir / f"note-{index:06d}.json"
 
 
-def read_note(work_dir: str | Path, index: int) -> Any:
-    """What chunk `index` was made with (`run_chunked_with_stats`' `note`), or None: none kept (an older repro's work,
-    a work without notes) or unreadable."""
+def read_note(work_dir: str | Path, index: int, what: str = "made_with") -> Any:
+    """What chunk `index` was made with (`run_chunked_with_stats`' `note`; `what="rows_from_cache"`: the rows the row
+    cache gave it), or None: not kept (an older repro's note keeps what it was made with alone) or unreadable."""
     with contextlib.suppress(OSError, ValueError):
-        return json.loads(note_path(Path(work_dir), index).read_text(encoding="utf-8"))
+        kept = json.loads(note_path(Path(work_dir), index).read_text(encoding="utf-8"))
+        if isinstance(kept, dict) and "rows_from_cache" in kept:
+            return kept.get(what)
+        return kept if what == "made_with" else None
     return None
 
 
@@ -369,7 +372,8 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
     `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
     ready; `cache`: rows the row cache holds (by its `key_of(item)`) are taken from it, the others added; `setup()`:
     called before the first row computed (never for rows resumed or cached), its time left out of the bar and run;
-    `note(chunk)`: what a chunk made here was made with (JSON), kept beside it for `read_note` (None: nothing)."""
+    `note(chunk)`: what a chunk made here was made with (JSON), kept beside it for `read_note` (None: nothing), as
+    are the rows the row cache gave it (a resumed chunk's are counted in the run's `cache`: `resumed_from_cache`)."""
     start_time, setup_seconds = time.monotonic(), 0.0
     if setup is not None:
         compute = fn
@@ -405,21 +409,30 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                 results.extend(done[index])
                 continue
             chunk = list(items[index * chunk_size:(index + 1) * chunk_size])
-            before = bar.done
+            before, hits = bar.done, cache.counts.rows_from_cache if cache is not None else 0
             out = fn(chunk, bar.advance) if fn_reports_progress else fn(chunk)
             if len(out) != len(chunk):
                 raise RuntimeError(f"{desc}: chunk {index} returned {len(out)} results for {len(chunk)} items")
-            if note is not None and (made_with := note(chunk)) is not None:  # first: a chunk written has its note
-                atomic_write_json(note_path(work_dir, index), made_with)
+            hits = cache.counts.rows_from_cache - hits if cache is not None else 0
+            made_with = note(chunk) if note is not None else None  # first: a chunk written has its note
+            atomic_write_json(note_path(work_dir, index), {
+                "rows_from_cache": hits, **({"made_with": made_with} if made_with is not None else {})})
             atomic_write_json(chunk_path(work_dir, index), out)
             bar.advance(before + len(chunk) - bar.done)
             results.extend(out)
     finally:
         if bar is not progress:
             bar.close()
+    counts = CacheCounts()
+    if cache is not None:  # this call's, and what the notes of the chunks resumed say (an interrupted call's)
+        counts.add(cache.counts.as_dict())
+        for index, out in done.items():
+            cached = read_note(work_dir, index, "rows_from_cache")
+            counts.resumed_from_cache += cached if isinstance(cached, int) else 0
+            counts.resumed_unknown += 0 if isinstance(cached, int) else len(out)
     return ChunkedRun(results=results, digest=digest, chunks_total=n_chunks, chunks_resumed=len(done),
                       items_resumed=items_resumed, seconds=time.monotonic() - start_time - setup_seconds,
-                      cache=cache.counts.as_dict() if cache is not None else None)
+                      cache=counts.as_dict() if cache is not None else None)
 
 
 def run_chunked(items: Sequence[Any], fn: Callable[..., list[Any]], **kwargs: Any) -> list[Any]:

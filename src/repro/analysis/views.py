@@ -18,7 +18,9 @@ from .report import readable, response_texts, shorten
 SCORER_FIELDS = ("model", "stand_in", "backend", "device", "dtype", "prompts", "prompts_per_second", "scoring_seconds",
                  "load_seconds", "chunks", "chunks_resumed", "processes", "prompts_computed")
 CACHE_FIELDS = {"rows_from_cache": "rows from the row cache", "rows_computed": "rows computed",
-                "damaged_entries": "damaged row-cache entries (computed again)"}
+                "damaged_entries": "damaged row-cache entries (computed again)",
+                "resumed_from_cache": "rows resumed that the row cache gave the call that made them",
+                "resumed_unknown": "rows resumed from an older repro's chunks (from the row cache or not: not known)"}
 INLINE_DPI = 80  # 512 px wide: a figure beside the tables, not a full-width poster
 # what each count of the manifest means (the card says it in its own words, in templates/)
 COUNT_MEANINGS = {

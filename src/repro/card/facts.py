@@ -370,42 +370,45 @@ class CardFacts:
         """The batching values that decide the float rounding (generation's where it generated), as the run used
         them: a budget left to the device's default by the one the scorer records, one an out-of-memory lowered by
         the one it scored at (none where it scored at several: `lowered_budgets`, or some prompts' is not known:
-        `budget_unknown`). A byte-identical rebuild needs them, though the parameters table leaves out how the work
+        `scorer_budgets`). A byte-identical rebuild needs them, though the parameters table leaves out how the work
         ran."""
-        budgets = list(self.lowered_budgets)
+        budgets = list(lowered_budgets(self.scorer))
         batch_tokens = (budgets[0] if len(budgets) == 1 else None) if budgets \
             else self.parameters.get("batch_tokens") or self.scorer.get("batch_tokens")
-        used = {**self.parameters, "batch_tokens": None if self.budget_unknown else batch_tokens}
+        unknown = _whole(self.scorer.get("batch_tokens_unknown"))
+        used = {**self.parameters, "batch_tokens": None if unknown else batch_tokens}
         fields = _fields(self.parameters)
         return {k: used[k] for k in ROUNDING if k in fields and used.get(k) is not None}
 
     @property
-    def lowered_budgets(self) -> dict[int, int]:
-        """{batch_tokens: prompts scored at it}, highest first, where an out-of-memory lowered the budget the scorer
-        started at (recorded only then, or where some prompts' is not known); {} where every known one is that one."""
-        used = self.scorer.get("batch_tokens_used")
-        if not isinstance(used, dict) or {int(b) for b in used} <= {self.scorer.get("batch_tokens")}:
-            return {}
-        return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True))
+    def named_scorers(self) -> list[tuple[str | None, dict[str, Any]]]:
+        """(None, the primary scorer's record), then (name, record) of each further scorer (`scorers:`)."""
+        return [(None, self.scorer), *((s.get("name"), s) for s in self.scorers if not s.get("decides_pairs"))]
 
     @property
-    def budget_unknown(self) -> int:
-        """Prompts whose budget is not known: resumed from chunks an older repro made, which do not record it."""
-        n = self.scorer.get("batch_tokens_unknown")
-        return n if isinstance(n, int) else 0
+    def scorer_budgets(self) -> list[dict[str, Any]]:
+        """[{name, batch_tokens, lowered, unknown}] of each scorer (`named_scorers`) whose budget an out-of-memory
+        lowered (`lowered_budgets`) or some prompts' is not known: resumed from chunks an older repro made, which do
+        not record it."""
+        out = [{"name": name, "batch_tokens": s.get("batch_tokens"), "lowered": lowered_budgets(s),
+                "unknown": _whole(s.get("batch_tokens_unknown"))} for name, s in self.named_scorers]
+        return [b for b in out if b["lowered"] or b["unknown"]]
 
     @property
-    def from_cache(self) -> dict[str, tuple[int, Any]]:
-        """{`scored` / `generated`: (rows the row cache gave, rows of the stage)} where it gave any: earlier runs
-        made them in chunks of their own (the cache's key holds no chunk), so the rebuild values do not decide them."""
-        stages = {"scored": (self.scorer, "prompts"), "generated": (self.generation, "prompts_generated")}
-        return {name: (k, record.get(rows)) for name, (record, rows) in stages.items()
-                if (k := (record.get("cache") or {}).get("rows_from_cache"))}
+    def from_cache(self) -> list[dict[str, Any]]:
+        """[{what: `scored` (by `name`, None: the primary) / `generated`, k: rows the row cache gave (an interrupted
+        call whose chunks were resumed included), n: rows of the stage, unknown: rows resumed whose note does not say}]
+        where it gave any or some are not known: earlier runs made them in chunks of their own (the cache's key holds
+        no chunk), so the rebuild values do not decide them."""
+        stages = [*(("scored", name, s, "prompts") for name, s in self.named_scorers),
+                  ("generated", None, self.generation, "prompts_generated")]
+        return [{"what": what, "name": name, "k": cached[0], "n": record.get(rows), "unknown": cached[1]}
+                for what, name, record, rows in stages if any(cached := _cached(record))]
 
     @property
     def all_from_cache(self) -> bool:
         """Every row of the stages the row cache served came from it: none was made here beside them."""
-        return all(k == n for k, n in self.from_cache.values())
+        return all(c["k"] == c["n"] for c in self.from_cache if c["k"])
 
     @property
     def source_sha256(self) -> str | None:
@@ -560,6 +563,27 @@ def public_value(value: Any) -> Any:
     if not isinstance(value, str) or reads_as_hub_id(value) or "\n" in value:
         return value
     return public_name(value)
+
+
+def lowered_budgets(scorer: dict[str, Any]) -> dict[int, int]:
+    """{batch_tokens: prompts scored at it}, highest first, where an out-of-memory lowered the budget the scorer
+    started at (recorded only then, or where some prompts' is not known); {} where every known one is that one."""
+    used = scorer.get("batch_tokens_used")
+    if not isinstance(used, dict) or {int(b) for b in used} <= {scorer.get("batch_tokens")}:
+        return {}
+    return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True))
+
+
+def _whole(n: Any) -> int:
+    return n if isinstance(n, int) else 0
+
+
+def _cached(record: dict[str, Any]) -> tuple[int, int]:
+    """(rows the row cache gave a stage, this call's and a resumed interrupted call's; rows resumed whose note does
+    not say: an older repro's chunks)."""
+    cache = record.get("cache") or {}
+    return _whole(cache.get("rows_from_cache")) + _whole(cache.get("resumed_from_cache")), \
+        _whole(cache.get("resumed_unknown"))
 
 
 def _fields(parameters: dict[str, Any]) -> dict[str, Any]:
