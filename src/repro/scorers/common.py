@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 import numbers
 import re
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, get_args
 
 import numpy as np
 
-from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted
+from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted, warn
 from ..jobs import Progress
 from ..parameters import ScorerDtype, default_batch_tokens
 from ..paths import STAND_IN_MARKER, reads_as_hub_id
@@ -259,10 +258,9 @@ class BudgetedBatches:
                         f"({self.dtype}). Use a GPU with more free memory, dtype='fp16' or 'bf16', or "
                         f"{self.shrink_hint}.") from None
                 new_budget = max(width, (len(chunk) * width) // 2)
-                warnings.warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting "
-                              f"this call over with batch_tokens={new_budget}, kept from now on (scores depend on "
-                              f"the budget: set batch_tokens={new_budget}, or --batch-tokens {new_budget}, to "
-                              f"start there).", RuntimeWarning, stacklevel=3)
+                warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting this call "
+                     f"over with batch_tokens={new_budget}, kept from now on (scores depend on the budget: set "
+                     f"batch_tokens={new_budget}, or --batch-tokens {new_budget}, to start there).")
                 budget = self.max_batch_tokens = new_budget
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
