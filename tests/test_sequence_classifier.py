@@ -374,6 +374,32 @@ def test_warnings_point_at_the_line_of_the_callers_code(reward_dirs, rows, tmp_p
         [(Path(__file__), True)] * 4 + [(Path(__file__), False)] * 2
 
 
+def test_a_load_draws_no_weights_bar_and_leaves_the_bar_settings_as_they_were(reward_dirs, capfd):
+    # transformers 5 drew a "Loading weights" bar on every load of the weights: in a notebook or `repro run`, noise
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    was, hub_was = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    try:
+        for on in (True, False):
+            (hf_logging.enable_progress_bar if on else hf_logging.disable_progress_bar)()
+            load_scorer(reward_dirs["deberta"], device="cpu")
+            assert "Loading weights" not in capfd.readouterr().err
+            assert hf_logging.is_progress_bar_enabled() is on and hub_utils.are_progress_bars_disabled() is not on
+        hf_logging.enable_progress_bar()
+        hub_utils.disable_progress_bars()  # the hub's bars off, transformers' on: each as it was after the load
+        load_scorer(reward_dirs["deberta"], device="cpu")
+        assert hf_logging.is_progress_bar_enabled() and hub_utils.are_progress_bars_disabled()
+        hf_logging.enable_progress_bar()  # transformers' own bars still draw outside repro's loads
+        from transformers import AutoModelForSequenceClassification
+
+        AutoModelForSequenceClassification.from_pretrained(reward_dirs["deberta"])
+        assert "Loading weights" in capfd.readouterr().err
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+        (hub_utils.disable_progress_bars if hub_was else hub_utils.enable_progress_bars)()
+
+
 def test_repro_score_with_kind_writes_logits_and_ranks(reward_dirs, tmp_path):
     from repro.cli import main
 

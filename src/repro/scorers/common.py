@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import re
@@ -194,6 +195,25 @@ def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Pat
                          f"{path.resolve()}. Check the path (a relative path is read from the current folder), or "
                          f"pass a hub id such as {hub_example}, or a built-in stand-in (builtin:tiny-pairrm, "
                          f"builtin:tiny-reward-llama) for a run without any download (its scores are noise).")
+
+
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off (a load of weights draws a "Loading weights" bar: in a notebook or `repro run`,
+    noise on every load), and the hub's, which it turns off with them; after, each as it was."""
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    bar, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    if bar:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()  # (the hub's too: off again where they were)
+            if hub_off:
+                hub_utils.disable_progress_bars()
 
 
 def is_stand_in(spec: str | Path) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import ModelLoadError, ParameterError, counted, warn
 from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, no_folder,
-                     resolve_device, resolve_dtype, torch_dtype)
+                     no_progress_bars, resolve_device, resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
@@ -161,8 +161,9 @@ class SequenceClassifierScorer(BudgetedBatches):
         """The model of the checkpoint, on the scorer's device and dtype (`load(weights=False)` had none)."""
         from transformers import AutoModelForSequenceClassification
 
-        module = _from_pretrained(AutoModelForSequenceClassification, self.spec, self.path, self.trust_remote_code,
-                                  config=self.config, dtype=torch_dtype(self.dtype))
+        with no_progress_bars():
+            module = _from_pretrained(AutoModelForSequenceClassification, self.spec, self.path,
+                                      self.trust_remote_code, config=self.config, dtype=torch_dtype(self.dtype))
         self.model = module.to(self.device).eval()
         return self
 
