@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from repro.errors import DataError, ModelLoadError, ParameterError, ReproError
+from repro import scorers
 from repro.scorers import common, load_scorer
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM, scores_from_matrix
@@ -374,12 +375,16 @@ def test_a_scorer_loaded_without_weights_says_to_load_them(tiny_pairrm_dir, scor
 @pytest.mark.parametrize("model", [None, "", "  ", 3])
 def test_no_model_is_refused_at_the_entry(model, tmp_path, monkeypatch):
     """load_scorer(None) looked for a folder <cwd>/None, load_scorer('') read the current folder ("folder . has no
-    config.json")."""
+    config.json"); scorer_class, resolve_kind and detect_kind, which tell a model's kind before it loads, still
+    gave such a message about a path."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ParameterError, match=r"^model must be a hub id \(such as llm-blender/PairRM-hf\), a "
-                                             r"checkpoint's folder or a built-in stand-in \(builtin:tiny-pairrm, "
-                                             rf".*\); got {re.escape(repr(model))}\.$"):
-        load_scorer(model, device="cpu")
+    refusal = (r"^model must be a hub id \(such as llm-blender/PairRM-hf\), a checkpoint's folder or a built-in "
+               rf"stand-in \(builtin:tiny-pairrm, .*\); got {re.escape(repr(model))}\.$")
+    for entry in (lambda: load_scorer(model, device="cpu"), lambda: scorers.scorer_class(model),
+                  lambda: scorers.resolve_kind(model), lambda: scorers.resolve_kind(model, "sequence_classifier"),
+                  lambda: scorers.detect_kind(model)):
+        with pytest.raises(ParameterError, match=refusal):
+            entry()
 
 
 def test_compare_is_both_orders_of_one_pair(scorer):

@@ -67,18 +67,23 @@ def test_the_notices_of_a_notebook_are_repros_own_lines_and_warnings_once(tmp_pa
 
     from repro.cli.run import notices
     from repro.construct import scoring
+    from repro.errors import ReproWarning
 
     ours = warnings.formatwarning("12 row(s) had conversation(s) longer than max_length=64 tokens", RuntimeWarning,
                                   scoring.__file__, 157, "out = current.score(...)")
     theirs = warnings.formatwarning("Some weights were not initialized", UserWarning, "/site-packages/x/y.py", 3)
+    # repro's own warnings point at the line of the cell that called repro: told by their type
+    cell = warnings.formatwarning("1 row had a conversation longer than max_length=64 tokens", ReproWarning,
+                                  "/tmp/ipykernel_71/2301.py", 4, "result = construct(params)")
     stderr = nbformat.v4.new_output("stream", name="stderr", text="repro: source 'a/b': read from the local hub "
-                                    "cache (OSError from the hub)\n" + ours + theirs + ours)
+                                    "cache (OSError from the hub)\n" + ours + theirs + cell + ours)
     stdout = nbformat.v4.new_output("stream", name="stdout", text="repro: printed on stdout\n")
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[stderr, stdout])])
     nbformat.write(notebook, tmp_path / "x.ipynb")
     assert notices(tmp_path / "x.ipynb") == [
         "source 'a/b': read from the local hub cache (OSError from the hub)",
-        "RuntimeWarning: 12 row(s) had conversation(s) longer than max_length=64 tokens"]
+        "RuntimeWarning: 12 row(s) had conversation(s) longer than max_length=64 tokens",
+        "ReproWarning: 1 row had a conversation longer than max_length=64 tokens"]
 
 
 def test_a_failed_run_says_so_and_keeps_its_notebook(repro_run, tmp_path):

@@ -8,12 +8,14 @@ import json
 import random
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from repro.construct.scoring import score_candidates
 from repro.errors import DataError, ModelLoadError, ParameterError
 from repro import scorers
 from repro.scorers import detect_kind, load_scorer
@@ -348,6 +350,54 @@ def test_rows_cut_at_max_length_are_counted_in_the_scorers_record(reward_dirs, r
     whole = run_scoring(prompts, candidates, model=str(reward_dirs["llama"]), kind="sequence_classifier",
                         device="cpu", dtype="fp32", work_dir=tmp_path / "w2", progress=False)
     assert 0 < longer < 12 and whole.info["rows_truncated"] == longer
+
+
+def test_warnings_point_at_the_line_of_the_callers_code(reward_dirs, rows, tmp_path):
+    # their stacklevel was fixed: the warning of rows cut at max_length, from scorer.compare or scorer.rank, pointed at
+    # src/repro/scorers/common.py, and that of a max_length above the model's positions, from load_scorer, at
+    # src/repro/scorers/__init__.py; now each points at the line here that called repro
+    prompts, candidates = rows
+    long = ["word " * 400 + p for p in prompts[:3]]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scorer = load_scorer(reward_dirs["llama"], device="cpu", max_length=64)
+        scorer.score(long, candidates[:3])
+        scorer.compare(long, ["Yes."] * 3, ["No."] * 3)
+        scorer.rank(long, candidates[:3])
+        score_candidates(long, candidates[:3], **with_run_defaults(
+            model=str(reward_dirs["llama"]), device="cpu", work_dir=str(tmp_path / "w"), options={"max_length": 64},
+            progress=False))
+        SequenceClassifierScorer.load(reward_dirs["llama"], device="cpu", max_length=10 ** 6, weights=False)
+        load_scorer(reward_dirs["llama"], device="cpu", max_length=10 ** 6, weights=False)
+    ours = [w for w in caught if "max_length" in str(w.message)]
+    assert [(Path(w.filename), "longer than" in str(w.message)) for w in ours] == \
+        [(Path(__file__), True)] * 4 + [(Path(__file__), False)] * 2
+
+
+def test_a_load_draws_no_weights_bar_and_leaves_the_bar_settings_as_they_were(reward_dirs, capfd):
+    # transformers 5 drew a "Loading weights" bar on every load of the weights: in a notebook or `repro run`, noise
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    was, hub_was = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    try:
+        for on in (True, False):
+            (hf_logging.enable_progress_bar if on else hf_logging.disable_progress_bar)()
+            load_scorer(reward_dirs["deberta"], device="cpu")
+            assert "Loading weights" not in capfd.readouterr().err
+            assert hf_logging.is_progress_bar_enabled() is on and hub_utils.are_progress_bars_disabled() is not on
+        hf_logging.enable_progress_bar()
+        hub_utils.disable_progress_bars()  # the hub's bars off, transformers' on: each as it was after the load
+        load_scorer(reward_dirs["deberta"], device="cpu")
+        assert hf_logging.is_progress_bar_enabled() and hub_utils.are_progress_bars_disabled()
+        hf_logging.enable_progress_bar()  # transformers' own bars still draw outside repro's loads
+        from transformers import AutoModelForSequenceClassification
+
+        AutoModelForSequenceClassification.from_pretrained(reward_dirs["deberta"])
+        assert "Loading weights" in capfd.readouterr().err
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+        (hub_utils.disable_progress_bars if hub_was else hub_utils.enable_progress_bars)()
 
 
 def test_repro_score_with_kind_writes_logits_and_ranks(reward_dirs, tmp_path):

@@ -209,6 +209,22 @@ def test_errors_about_another_notebooks_dataset_name_its_parameter(tmp_path):
         load_source(str(tmp_path / "empty.jsonl"), "train_prefs", "card_dataset")
 
 
+def test_a_mistyped_split_of_a_folder_is_refused_from_the_file_names_alone(tmp_path):
+    # a folder of files by split, one of them garbage: a mistyped split read every file first, and the garbage one
+    # failed ("could not read a dataset from this folder") before the "Did you mean" could be said
+    parquet, jsonl = tmp_path / "by_parquet", tmp_path / "by_jsonl"
+    parquet.mkdir(), jsonl.mkdir()
+    pq.write_table(pa.table({"prompt": ["p"]}), parquet / "train_prefs-00000.parquet")
+    (parquet / "test_prefs-00000.parquet").write_bytes(b"not parquet at all")
+    (jsonl / "train_prefs.jsonl").write_text('{"prompt": "p"}\n')
+    (jsonl / "test_prefs.jsonl").write_text("not json at all\n")
+    for folder in (parquet, jsonl):
+        with pytest.raises(DataError, match=rf"^dataset '\S*{folder.name}' has no split 'train_pref'; it has \[.*"
+                                            r"'train_prefs'.*\]\. Did you mean 'train_prefs'\? Set dataset_split"):
+            load_source(str(folder), "train_pref", "dataset")
+        assert load_source(str(folder), "train_prefs", "dataset")["prompt"] == ["p"]
+
+
 def test_an_empty_shard_beside_full_ones_adds_no_rows(tmp_path):
     # a shard of columns and no rows (pyarrow writes one empty row group): datasets' "BatchSize must be greater than
     # 0", and the folder was called damaged; the other shards' rows are the dataset

@@ -2,16 +2,33 @@
 
 import difflib
 import json
+import os
 import sys
 import unicodedata
+import warnings
 from typing import Any, Iterable, Mapping
 
 NOTICE = "repro: "  # the start of what the package says on stderr beside its work (`repro run` repeats it)
+PACKAGE_DIR = os.path.dirname(__file__) + os.sep
 
 
 def notice(text: str) -> None:
     """Say `text` on stderr, as the package's own: a notebook shows it, and `repro run` repeats it on the terminal."""
     print(NOTICE + text, file=sys.stderr, flush=True)
+
+
+class ReproWarning(RuntimeWarning):
+    """What repro warns of (rows cut, a lower batch_tokens): `repro` commands and `repro run` tell it by its type, as it
+    points at the caller's line, not at repro's."""
+
+
+def warn(message: str) -> None:
+    """Warn of `message`, pointed at the first frame outside the repro package: the user's line that called repro,
+    however deep inside it the warning comes from (Python 3.12's skip_file_prefixes)."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, ReproWarning, stacklevel=level)
 
 
 def did_you_mean(name: str, options: Iterable[str], shown: Mapping[str, str] | None = None) -> str:

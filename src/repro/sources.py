@@ -37,16 +37,19 @@ def demo_path() -> Path:
     return Path(str(resources.files("repro") / "data" / "demo_prompts.jsonl"))
 
 
-def _pick_split(obj, split: str, where: str, split_parameter: str, names: list[str] | None = None
-                ) -> datasets.Dataset:
-    """`obj`'s `split`; `names`: the splits to offer when it has none such (a folder's: also its files' names)."""
+def _pick_split(obj, split: str, where: str, split_parameter: str) -> datasets.Dataset:
+    """`obj`'s `split`."""
     if isinstance(obj, (datasets.DatasetDict, dict)):
         if split not in obj:
-            names = names or sorted(obj)
-            raise DataError(f"{where} has no split {split!r}; it has {names}.{did_you_mean(split, names)} "
-                            f"Set {split_parameter} to one of those.")
+            raise _no_split(where, split, sorted(obj), split_parameter)
         return obj[split]
     return obj
+
+
+def _no_split(where: str, split: str, names: list[str], split_parameter: str) -> DataError:
+    """The refusal of a `split` the dataset has not; `names`: the splits to offer."""
+    return DataError(f"{where} has no split {split!r}; it has {names}.{did_you_mean(split, names)} "
+                     f"Set {split_parameter} to one of those.")
 
 
 def load_source(spec: str, split: str = SPLIT, parameter: str = "source",
@@ -218,8 +221,10 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
         return _load_local(named[0], split, parameter, split_parameter)  # train_prefs.jsonl: not datasets' "train"
     if why := folder_problem(path):
         raise DataError(f"{where} {why}.")
-    try:
-        return _pick_split(datasets.load_dataset(str(path)), split, where, split_parameter, folder_splits(path))
+    try:  # the splits datasets tells from the files' names (and a README's configs), before reading any rows
+        if split not in (found := datasets.load_dataset_builder(str(path)).config.data_files):
+            raise _no_split(where, split, sorted({*folder_splits(path), *map(str, found)}), split_parameter)
+        return datasets.load_dataset(str(path), split=split)
     except DataError:
         raise
     except Exception as exc:  # datasets raises many types here; the user needs one message

@@ -11,7 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..errors import ReproError
+from ..errors import ReproError, ReproWarning
 from ..manifest import version_line
 from .interrupt import say, stop_signal_as_ctrl_c
 
@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                 shown = warnings.showwarning
                 warnings.showwarning = lambda message, category, filename, *rest: (
                     print(f"repro {command}: warning: {message}", file=sys.stderr)
-                    if str(Path(filename).resolve()).startswith(PACKAGE) else shown(message, category, filename, *rest))
+                    if issubclass(category, ReproWarning) or str(Path(filename).resolve()).startswith(PACKAGE)
+                    else shown(message, category, filename, *rest))
                 return int(importlib.import_module(args._module).main(args) or 0)
         except ReproError as exc:
             print(f"repro {command}: error: {exc}", file=sys.stderr)

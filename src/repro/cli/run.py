@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import NOTICE, ReproError, did_you_mean
+from ..errors import NOTICE, ReproError, ReproWarning, did_you_mean
 from . import PACKAGE
 from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible, say,
                         what_is_kept)
@@ -134,8 +134,8 @@ def import_papermill():
     return papermill
 
 
-# a warning as a kernel prints it on stderr: "/path/file.py:12: RuntimeWarning: text"
-WARNING_LINE = re.compile(r"(?P<path>/\S+\.py):\d+: (?P<kind>\w*Warning): (?P<text>.+)")
+# a warning as a kernel prints it on stderr: "/path/file.py:12: RuntimeWarning: text" (repro's: at a cell's line)
+WARNING_LINE = re.compile(r"(?P<path>.+?):\d+: (?P<kind>\w*Warning): (?P<text>.+)")
 NOTICES_SHOWN = 10
 
 
@@ -148,7 +148,8 @@ def notices(notebook: Path) -> list[str]:
             for line in ("".join(text) if isinstance(text, list) else text).splitlines():
                 if line.startswith(NOTICE):
                     said.append(line[len(NOTICE):])
-                elif (match := WARNING_LINE.fullmatch(line)) and match["path"].startswith(PACKAGE):
+                elif (match := WARNING_LINE.fullmatch(line)) and (match["kind"] == ReproWarning.__name__
+                                                                  or match["path"].startswith(PACKAGE)):
                     said.append(f"{match['kind']}: {match['text']}")
     return list(dict.fromkeys(said))
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import collections
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..cache import RowCache, check_format
-from ..errors import ParameterError, ReproError
+from ..errors import ParameterError, ReproError, warn
 from ..jobs import chunk_share, read_note, run_chunked_with_stats, run_job
 from ..manifest import package_versions
 from ..parameters import default_batch_tokens
@@ -124,8 +123,7 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     if job.kind == "sequence_classifier":  # rows with a conversation cut at max_length (every row, resumed too)
         info["rows_truncated"] = stats["rows_truncated"]
         if info["rows_truncated"]:  # once for the job (a warning per chunk showed the first chunk's count alone)
-            warnings.warn(cut_rows(str(model), info["rows_truncated"], info["max_length"]), RuntimeWarning,
-                          stacklevel=2)
+            warn(cut_rows(str(model), info["rows_truncated"], info["max_length"]))
     if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)} or stats["batch_tokens_unknown"]:
         # prompts per budget (every process's, resumed and cached ones too): after an out-of-memory, which chunks a
         # re-run at the lower one matches; unknown: prompts of chunks an older repro made, which keep no budget

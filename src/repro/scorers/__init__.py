@@ -48,10 +48,19 @@ def _hub_config(spec: str) -> dict[str, Any] | None:
         return None
 
 
+def model_spec(model: str | Path) -> str:
+    """`model` as a stripped string; None, "" or not a path refused (not read as a folder <cwd>/None, or the cwd)."""
+    if not isinstance(model, (str, os.PathLike)) or not str(model).strip():
+        raise ParameterError(f"model must be a hub id (such as llm-blender/PairRM-hf), a checkpoint's folder or a "
+                             f"built-in stand-in ({', '.join([BUILTIN_TINY, *BUILTIN_REWARD_MODELS])}); got "
+                             f"{model!r}.")
+    return str(model).strip()
+
+
 def detect_kind(model: str | Path) -> str:
     """'pairrm' or 'sequence_classifier', read from the checkpoint's config (built-in stand-ins by name; a hub id
     whose config is neither cached nor reachable counts as PairRM, so that its loader says how to fetch it)."""
-    spec = str(model).strip()
+    spec = model_spec(model)
     if spec == BUILTIN_TINY or spec in KNOWN_HUB_IDS:
         return "pairrm"
     if spec in BUILTIN_REWARD_MODELS:
@@ -78,11 +87,11 @@ def detect_kind(model: str | Path) -> str:
 
 def resolve_kind(model: str | Path, kind: str = "auto") -> str:
     """`kind` checked; 'auto' read from the checkpoint (`detect_kind`)."""
+    spec = model_spec(model)
     if kind not in KINDS:
         raise ParameterError(f"kind={kind!r} is not a scorer kind: expected one of {', '.join(KINDS)}.")
     if kind == "auto":
         return detect_kind(model)
-    spec = str(model).strip()
     try:  # a stand-in's or a local folder's own kind (a hub id's config is not fetched for this)
         own = detect_kind(spec) if spec.startswith("builtin:") or Path(spec).expanduser().is_dir() else kind
     except ReproError:  # unreadable, or of neither kind: the loader says what it lacks
@@ -111,11 +120,7 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
                 dtype: str = "auto", weights: bool = True, **options):
     """A scorer of `model`: PairRM (backend "repro" or "llm-blender") or a sequence-classifier reward model (options:
     its `load`'s keywords); `weights=False`: its record and tokenizer only, where the class can (nothing to score)."""
-    if not isinstance(model, (str, os.PathLike)) or not str(model).strip():  # None: no folder <cwd>/None; "": cwd
-        raise ParameterError(f"model must be a hub id (such as llm-blender/PairRM-hf), a checkpoint's folder or a "
-                             f"built-in stand-in ({', '.join([BUILTIN_TINY, *BUILTIN_REWARD_MODELS])}); got "
-                             f"{model!r}.")
-    cls = scorer_class(model, kind, backend, options)
+    cls = scorer_class(model, kind, backend, options)  # (no model: refused there, by `model_spec`)
     light = {} if weights or "weights" not in inspect.signature(cls.load).parameters else {"weights": False}
     scorer = cls.load(model, device=device, dtype=dtype, **light, **options)
     kind = next(k for (k, _), c in SCORERS.items() if c is cls)

@@ -13,7 +13,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from .common import check_batch_tokens, check_inputs, check_pairs, resolve_device, resolve_dtype, with_progress
+from .common import (check_batch_tokens, check_inputs, check_pairs, no_progress_bars, resolve_device, resolve_dtype,
+                     with_progress)
 from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, detect_layout, read_config, resolve_model
 from .pairrm_tokens import restore_sentencepiece_normalizer
 
@@ -58,20 +59,14 @@ def import_llm_blender():
 @contextlib.contextmanager
 def _quiet_loading():
     """Mute llm-blender's construction warnings, its print, dataclasses_json's and transformers' bars."""
-    from transformers.utils import logging as hf_logging
-
     previous = logging.root.manager.disable
-    bar = hf_logging.is_progress_bar_enabled()
     logging.disable(logging.WARNING)
-    hf_logging.disable_progress_bar()
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(None):
+        with no_progress_bars(), warnings.catch_warnings(), contextlib.redirect_stdout(None):
             warnings.simplefilter("ignore")
             yield
     finally:
         logging.disable(previous)
-        if bar:
-            hf_logging.enable_progress_bar()
 
 
 class BlenderScorer(PairRMScorerBase):

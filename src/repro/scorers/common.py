@@ -6,13 +6,12 @@ import contextlib
 import math
 import numbers
 import re
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, get_args
 
 import numpy as np
 
-from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted
+from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted, warn
 from ..jobs import Progress
 from ..parameters import ScorerDtype, default_batch_tokens
 from ..paths import STAND_IN_MARKER, reads_as_hub_id
@@ -199,6 +198,25 @@ def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Pat
                          f"builtin:tiny-reward-llama) for a run without any download (its scores are noise).")
 
 
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off (a load of weights draws a "Loading weights" bar: in a notebook or `repro run`,
+    noise on every load), and the hub's, which it turns off with them; after, each as it was."""
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    bar, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    if bar:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()  # (the hub's too: off again where they were)
+            if hub_off:
+                hub_utils.disable_progress_bars()
+
+
 def is_stand_in(spec: str | Path) -> bool:
     """True for a random stand-in (`builtin:...`, or a directory `repro.scorers.tiny` built): its scores are noise."""
     spec = str(spec)
@@ -259,10 +277,9 @@ class BudgetedBatches:
                             f"({self.dtype}). Use a GPU with more free memory, dtype='fp16' or 'bf16', or "
                             f"{self.shrink_hint}.") from None
                     new_budget = max(width, (len(chunk) * width) // 2)
-                    warnings.warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting "
-                                  f"this call over with batch_tokens={new_budget}, kept from now on (scores depend on "
-                                  f"the budget: set batch_tokens={new_budget}, or --batch-tokens {new_budget}, to "
-                                  f"start there).", RuntimeWarning, stacklevel=3)
+                    warn(f"{self.label}: out of memory on {self.device} with batch_tokens={budget}; starting this "
+                         f"call over with batch_tokens={new_budget}, kept from now on (scores depend on the budget: "
+                         f"set batch_tokens={new_budget}, or --batch-tokens {new_budget}, to start there).")
                     budget = self.max_batch_tokens = new_budget
                     if self.device.type == "cuda":
                         torch.cuda.empty_cache()

@@ -4,15 +4,15 @@ first (ties by text) in right-padded batches by token budget; order and neighbou
 
 from __future__ import annotations
 
-import warnings
+import contextlib
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ModelLoadError, ParameterError, counted
+from ..errors import ModelLoadError, ParameterError, counted, warn
 from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, no_folder,
-                     resolve_device, resolve_dtype, torch_dtype)
+                     no_progress_bars, resolve_device, resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
 SCORE_MEANING = ("the reward model's logit for (prompt, candidate): no sum-to-zero over a prompt's candidates, "
@@ -150,8 +150,7 @@ class SequenceClassifierScorer(BudgetedBatches):
                     config, "rope_scaling", None) or getattr(config, "relative_attention", False)):
                 raise ParameterError(f"{beyond}, whose positions are absolute: give at most {positions}, or leave "
                                      f"max_length out.")
-            warnings.warn(f"{beyond}: longer conversations score only where the model reads beyond it, and each "
-                          f"costs memory.", RuntimeWarning, stacklevel=2)
+            warn(f"{beyond}: longer conversations score only where the model reads beyond it, and each costs memory.")
         max_length = max_length or positions
         scorer = cls(None, tokenizer, config=config, spec=spec, path=path, device=torch_device, dtype=dtype_name,
                      template=template, template_source="given" if chat_template else "the model's",
@@ -163,8 +162,10 @@ class SequenceClassifierScorer(BudgetedBatches):
         """The model of the checkpoint, on the scorer's device and dtype (`load(weights=False)` had none)."""
         from transformers import AutoModelForSequenceClassification
 
-        module = _from_pretrained(AutoModelForSequenceClassification, self.spec, self.path, self.trust_remote_code,
-                                  config=self.config, dtype=torch_dtype(self.dtype))
+        # a local folder's load draws no bar (noise on every load); a hub id's keeps the bars of its first download
+        with no_progress_bars() if Path(self.path).is_dir() else contextlib.nullcontext():
+            module = _from_pretrained(AutoModelForSequenceClassification, self.spec, self.path,
+                                      self.trust_remote_code, config=self.config, dtype=torch_dtype(self.dtype))
         self.model = module.to(self.device).eval()
         return self
 
@@ -201,7 +202,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         if rows:
             self.rows_truncated += rows
             if self.warn_cut:  # (a scoring job says its total once)
-                warnings.warn(cut_rows(self.spec, rows, self.max_length), RuntimeWarning, stacklevel=3)
+                warn(cut_rows(self.spec, rows, self.max_length))
         index = {key: k for k, key in enumerate(keys)}
         per_prompt = [np.array([index[(p, c)] for c in cands], dtype=np.int64) for p, cands in zip(prompts, candidates)]
         order = sorted(range(len(plan)), key=lambda k: (-plan[k].length, plan[k].order_key))
