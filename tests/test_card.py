@@ -1817,15 +1817,20 @@ def test_notebook_runs_under_papermill(run_notebook, tmp_path):
 
 
 def test_card_says_where_the_token_limits_came_from(tmp_path):
+    # the card said "at most 64 prompt tokens and 100 tokens per candidate", but PairRM gives each candidate
+    # candidate_maxlength + (source_maxlength - the prompt's tokens) // 2 (repro.scorers.pairrm, llm-blender's rule)
     make_run(tmp_path / "run", stand_in=False)
     manifest_path = tmp_path / "run" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     scorer = manifest["scorer"]
-    scorer.update(source_maxlength=64, candidate_maxlength=412,
+    scorer.update(source_maxlength=64, candidate_maxlength=100,
                   limits_from={"source_maxlength": "checkpoint config", "candidate_maxlength": "explicit"})
     manifest_path.write_text(json.dumps(manifest))
     en, zh = halves(card_for(tmp_path / "run")[1])
-    assert "at most 64 prompt tokens and 412 tokens per candidate" in en
+    assert ("device `cpu`, at most 64 prompt tokens and, per candidate, 100 tokens plus half of what the prompt "
+            "leaves unused of its 64.") in en
+    assert ("设备 `cpu`，提示词最多 64 个 token，每个候选最多 100 个 token "
+            "再加上提示词在其 64 个 token 中未用完部分的一半。") in zh
     assert "Prompt limit: the checkpoint's own config; candidate limit: given explicitly." in en
     assert "提示词上限取自检查点自身的配置，候选上限由参数显式指定。" in zh
     scorer["limits_from"] = {"source_maxlength": "default", "candidate_maxlength": "default"}
