@@ -1073,16 +1073,23 @@ def test_environment_states_the_lock(tmp_path):
 
 
 def test_every_language_says_the_same_things():
-    """A translation defines every word and sentence of the English templates, with the same blanks."""
+    """A translation defines every word and sentence of the English templates, with the same blanks in their order."""
     def said(lang):
         module = repro_card.phrases(lang)
-        return {name: sorted(getattr(value, "arguments", ())) for name, value in vars(module).items()
+        return {name: list(getattr(value, "arguments", ())) for name, value in vars(module).items()
                 if not name.startswith("_")}
 
     english = said("en")
-    assert len(english) > 150 and english["summary_built"] == sorted(
-        ["splits", "source", "source_split", "candidates", "scorer", "pair"])
-    assert said("zh") == english
+    assert len(english) > 150 and english["summary_built"] == [
+        "splits", "source", "source_split", "candidates", "scorer", "pair"]
+    chinese = said("zh")
+    assert chinese.keys() == english.keys()
+    # in the same order too: sections.jinja passes some by position (`t.k_of_n(k, n)`), and a translation that swapped
+    # them to (n, k) read "40 of 22" with its blanks all there
+    differ = {name: (", ".join(chinese[name]), ", ".join(english[name])) for name in english
+              if chinese[name] != english[name]}
+    assert not differ, "; ".join(f"zh.jinja has {name}({zh}), en.jinja {name}({en}): keep the arguments in English's "
+                                 f"order" for name, (zh, en) in differ.items())
 
 
 def test_gather_facts_reads_what_the_run_recorded(tmp_path):
