@@ -1092,6 +1092,23 @@ def test_every_language_says_the_same_things():
                                  f"order" for name, (zh, en) in differ.items())
 
 
+def test_an_edited_template_is_read_at_the_next_render(tmp_path, monkeypatch):
+    # the templates were read once per process: a translator who edited zh.jinja and ran 03_card again in the same
+    # kernel saw the old sentence until the kernel restarted
+    make_run(tmp_path / "run")
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    publish_module = importlib.import_module("repro.card.publish")
+    templates = tmp_path / "templates"
+    shutil.copytree(publish_module.TEMPLATES, templates)
+    monkeypatch.setattr(publish_module, "TEMPLATES", templates)
+    assert "\n## 数据集概述\n" in repro_card.render_body(facts)
+    zh = templates / "zh.jinja"
+    zh.write_text(zh.read_text(encoding="utf-8").replace("## 数据集概述", "## 概述"), encoding="utf-8")
+    body = repro_card.render_body(facts)
+    assert "\n## 概述\n" in body and "数据集概述" not in body and repro_card.phrases("zh").h_summary == "## 概述"
+    assert "A preference dataset of 24 rows" in repro_card.render_section(facts, "summary", "en")
+
+
 def test_gather_facts_reads_what_the_run_recorded(tmp_path):
     make_run(tmp_path / "run", stand_in=False)
     manifest_path = tmp_path / "run" / "manifest.json"
