@@ -1109,6 +1109,36 @@ def test_an_edited_template_is_read_at_the_next_render(tmp_path, monkeypatch):
     assert "A preference dataset of 24 rows" in repro_card.render_section(facts, "summary", "en")
 
 
+def test_the_chinese_half_joins_its_lists_and_clauses_with_its_own_marks(tmp_path):
+    """The Chinese half joined lists with English commas ("`train_prefs` 划分 24 行, `test` 划分 3 行", "软件包：repro
+    0.1.0, torch 2.4.0", "未运行的检查：`a`, `b`"), its schema's two clauses with a list's mark ("缺少
+    `reference_response`、种子数据集没有的列 `source_index`")."""
+    rows = [{**{k: v for k, v in r.items() if k != "reference_response"}, "source_index": i}
+            for i, r in enumerate(seed_rows(24))]
+    features = datasets.Features({**{k: v for k, v in SEED_FEATURES.items() if k != "reference_response"},
+                                  "source_index": datasets.Value("int64")})
+    make_run(tmp_path / "run", rows, features)
+    versions = {"repro": "0.1.0", "torch": "2.4.0"}
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:
+        data["environment"] = {"python": "3.11.7", "packages": versions, "git": {"commit": "abc123", "dirty": False}}
+        data["selfcheck"] = {"verdict": "INCOMPLETE", "device": "cpu", "dtype": "fp32", "model": "builtin:tiny-pairrm",
+                             "versions": versions, "not_run": ["card_example", "gpu_throughput"]}
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    facts.splits.append(repro_card.SplitFacts(name="test", num_bytes=10, num_examples=3, download_size=10))
+    body = repro_card.render_body(facts)
+    en, zh = body[:body.index("# 「")], body[body.index("# 「"):]
+    assert "A preference dataset of 24 rows in split `train_prefs`, 3 rows in split `test`, built" in en
+    assert "一个偏好数据集（`train_prefs` 划分 24 行、`test` 划分 3 行），" in zh
+    assert ("(the one this project rebuilds): missing `reference_response`; not in the seed `source_index`." in en)
+    assert "（本项目所重建的数据集）的结构不同：缺少 `reference_response`；种子数据集没有的列 `source_index`。" in zh
+    assert "Python 3.11.7; packages: repro 0.1.0, torch 2.4.0; git commit `abc123` (uncommitted changes: false)." in en
+    assert "Python 3.11.7；软件包：repro 0.1.0、torch 2.4.0；git 提交 `abc123`（存在未提交的修改：false）。" in zh
+    assert ("model `builtin:tiny-pairrm`; repro 0.1.0, torch 2.4.0. Checks not run: `card_example`, "
+            "`gpu_throughput`.") in en
+    assert ("模型 `builtin:tiny-pairrm`；repro 0.1.0、torch 2.4.0。未运行的检查："
+            "`card_example`、`gpu_throughput`。") in zh
+
+
 def test_gather_facts_reads_what_the_run_recorded(tmp_path):
     make_run(tmp_path / "run", stand_in=False)
     manifest_path = tmp_path / "run" / "manifest.json"
