@@ -436,6 +436,12 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
             "two candidates (rows have 3 to 4).") in body
     assert "两个候选的行中 `score_chosen` = −`score_rejected`：不适用：没有恰好两个候选的行（每行有 3 到 4 个候选）。" in body
     assert "a row's candidate scores sum to 0: holds in 24 of 24 rows." in body
+    # every row has as many candidates: it said "(rows have 5 to 5)"
+    facts.metrics["invariants"]["candidate_scores"]["candidates_per_row"] = {"min": 5, "max": 5}
+    body = repro_card.render_body(facts)
+    assert "not applicable: no row has exactly two candidates (every row has 5)." in body
+    assert "不适用：没有恰好两个候选的行（每行都有 5 个候选）。" in body
+    facts.metrics["invariants"]["candidate_scores"]["candidates_per_row"] = {"min": 3, "max": 4}
     # ratings (H4's GPT-4 scores): none of PairRM's invariants applies
     def with_scale(kind, lo, hi, distinct, fraction):  # the card of these facts, the analysis reading `kind`
         facts.metrics["scale"] = {"kind": kind, "grid_step": 0.5, "grid_fraction": fraction, "min": lo, "max": hi,
@@ -1198,11 +1204,16 @@ def test_one_row_is_one_row(tmp_path):
     manifest = Manifest(RunDir(tmp_path / "run"))
     manifest.update(parameters={**manifest.read()["parameters"], "limit": 1, "ties": "drop", "min_margin": 0.5})
     manifest.set_counts(dropped_tie=1, dropped_below_min_margin=1)
+    with manifest.edit() as data:
+        data["scorer"].update(batch_tokens=2048, prompts=1, cache={"rows_from_cache": 1})
     en, zh = halves(card_for(tmp_path / "run")[1])
+    assert " The 1 row scored came from the row cache (`cache: true`)" in en  # (it said "1 of the 1 rows scored")
+    assert "打分的 1 行，来自行缓存（`cache: true`）" in zh
     assert "(`ties: drop`): 1 row." in en and "are left out: 1 row." in en
     assert "A preference dataset of 1 row in split `train_prefs`," in en and "Small size: 1 row, out of 6 rows" in en
     assert "Only the first 1 row was kept (`limit`)." in en and "2 candidates in 1 row." in en
-    assert re.findall(r"(?<!of )(?<!// )\b1 rows", en) == []  # ("1 of 1 rows", "n // 1 rows" read as they should)
+    assert "It equals the sha256 hex digest of the UTF-8 `prompt` in the 1 row." in en  # (it said "in 1 of 1 rows")
+    assert re.findall(r"(?<!// )\b1 rows", en) == []  # ("n // 1 rows" reads as it should)
     assert "`train_prefs` 划分 1 行" in zh and "规模较小：1 行" in zh
 
 
@@ -2130,11 +2141,11 @@ def test_rows_from_the_row_cache_are_said_not_to_follow_this_runs_chunks(tmp_pat
     en, zh = (section(half, heading) for half, heading in zip(halves(card_for(again.root)[1]),
                                                               ("### Parameters of this run", "### 本次运行的参数")))
     assert "`batch_tokens=2048`, `chunk_size=2`, `generation_batch_size=2`, `generation_chunk_size=2` (each" in en
-    assert ("6 of the 6 rows scored and the candidates of 6 of the 6 prompts generated for came from the row cache "
+    assert ("All 6 rows scored and the candidates of all 6 prompts generated for came from the row cache "
             "(`cache: true`): earlier runs made them with the same settings (batch sizes included) but in chunks of "
             "their own, batched with other rows. A rebuild that makes every row afresh with the values above may "
             "differ from these rows in float rounding; only the same row cache gives them back byte for byte.") in en
-    assert ("打分的 6 行中有 6 行，以及生成的 6 个提示词中有 6 个提示词的候选回复，来自行缓存（`cache: true`）" in zh
+    assert ("打分的全部 6 行，以及生成的全部 6 个提示词的候选回复，来自行缓存（`cache: true`）" in zh
             and "只有同一个行缓存才能逐字节还原它们" in zh and "本次在它们旁边" not in zh)  # (every row: none here)
     # nothing from the cache (the first run): no such sentence
     en = section(halves(card_for(first.root)[1])[0], "### Parameters of this run")
@@ -2296,8 +2307,10 @@ def test_a_source_of_one_file_is_not_said_to_have_a_split(tmp_path):
 
 
 def _template_names(path: Path) -> set[str]:
+    """The words and sentences a language file defines (a name starting with _ is its own helper, as Jinja keeps it)."""
     text = path.read_text(encoding="utf-8")
-    return set(re.findall(r"\{%-?\s*macro\s+(\w+)\(", text)) | set(re.findall(r"\{%-?\s*set\s+(\w+)\s*=", text))
+    names = set(re.findall(r"\{%-?\s*macro\s+(\w+)\(", text)) | set(re.findall(r"\{%-?\s*set\s+(\w+)\s*=", text))
+    return {name for name in names if not name.startswith("_")}
 
 
 def test_each_language_defines_every_sentence_and_every_note_of_the_comparison():
@@ -2363,11 +2376,13 @@ def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_her
             data["generation"] = {"prompts_generated": 12, "cache": {"rows_from_cache": cached}}
         en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
                                                                   ("### Parameters of this run", "### 本次运行的参数")))
-        assert (f" The candidates of {cached} of the 12 prompts generated for came from the row cache (`cache: true`): "
+        of_12 = "all 12" if cached == 12 else f"{cached} of the 12"  # (it said "12 of the 12")
+        assert (f" The candidates of {of_12} prompts generated for came from the row cache (`cache: true`): "
                 f"earlier runs made them with the same settings (batch sizes included) but in chunks of their own, "
                 f"batched with other rows{'; the rows made here beside them were batched without them' * made_here}. "
                 f"A rebuild that makes") in en
-        assert (f"生成的 12 个提示词中有 {cached} 个提示词的候选回复，来自行缓存（`cache: true`）："
+        assert (("生成的全部 12 个提示词" if cached == 12 else f"生成的 12 个提示词中有 {cached} 个提示词")
+                + "的候选回复，来自行缓存（`cache: true`）："
                 f"它们由先前的运行以相同设置（包括批大小）生成，但分在那些运行自己的块中、与其他行一起成批计算"
                 f"{'；本次在它们旁边计算的行则没有与它们同批' * made_here}。") in zh
         assert ("the rows made here" in en) == made_here and ("本次在它们旁边" in zh) == made_here
