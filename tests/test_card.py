@@ -920,6 +920,7 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     assert "`reference_response` 由 `builtin:tiny-policy` 在本项目中以贪心方式（temperature 0）生成，最多 6 个新 token" in zh
     assert "`score_chosen` and `score_rejected` come from" not in en
     assert "> **Stand-in scores.** The scores that chose `chosen` and `rejected` come from `builtin:tiny-pairrm`" in en
+    assert "> **替身分数。** 决定 `chosen` 与 `rejected` 的分数来自 `builtin:tiny-pairrm`，" in zh  # (no space)
     assert "the rows carry no scores to analyse" in en and "02_analyze.ipynb` on this run" not in en
     assert "数据行不含可分析的分数" in zh
     # the generated reference is described as generated, not "carried over from the source"
@@ -1118,7 +1119,7 @@ def test_an_edited_template_is_read_at_the_next_render(tmp_path, monkeypatch):
 def test_the_chinese_half_joins_its_lists_and_clauses_with_its_own_marks(tmp_path):
     """The Chinese half joined lists with English commas ("`train_prefs` 划分 24 行, `test` 划分 3 行", "软件包：repro
     0.1.0, torch 2.4.0", "未运行的检查：`a`, `b`"), its schema's two clauses with a list's mark ("缺少
-    `reference_response`、种子数据集没有的列 `source_index`")."""
+    `reference_response`、种子数据集没有的列 `source_index`"), and wrote a boolean as "false"."""
     rows = [{**{k: v for k, v in r.items() if k != "reference_response"}, "source_index": i}
             for i, r in enumerate(seed_rows(24))]
     features = datasets.Features({**{k: v for k, v in SEED_FEATURES.items() if k != "reference_response"},
@@ -1138,7 +1139,7 @@ def test_the_chinese_half_joins_its_lists_and_clauses_with_its_own_marks(tmp_pat
     assert ("(the one this project rebuilds): missing `reference_response`; not in the seed `source_index`." in en)
     assert "（本项目所重建的数据集）的结构不同：缺少 `reference_response`；种子数据集没有的列 `source_index`。" in zh
     assert "Python 3.11.7; packages: repro 0.1.0, torch 2.4.0; git commit `abc123` (uncommitted changes: false)." in en
-    assert "Python 3.11.7；软件包：repro 0.1.0、torch 2.4.0；git 提交 `abc123`（存在未提交的修改：false）。" in zh
+    assert "Python 3.11.7；软件包：repro 0.1.0、torch 2.4.0；git 提交 `abc123`（存在未提交的修改：否）。" in zh
     assert ("model `builtin:tiny-pairrm`; repro 0.1.0, torch 2.4.0. Checks not run: `card_example`, "
             "`gpu_throughput`.") in en
     assert ("模型 `builtin:tiny-pairrm`；repro 0.1.0、torch 2.4.0。未运行的检查："
@@ -1443,16 +1444,21 @@ def test_a_damaged_run_is_refused_naming_what_to_redo(tmp_path):
 def test_a_dataset_with_other_columns_gets_its_own_columns(tmp_path):
     features = datasets.Features({"question": datasets.Value("string"),
                                   "answers": datasets.List(datasets.Value("string")),
-                                  "label": datasets.ClassLabel(names=["bad", "good"])})
-    rows = [{"question": f"q{i}", "answers": [f"a{i}", f"b{i}"], "label": i % 2} for i in range(10)]
+                                  "label": datasets.ClassLabel(names=["bad", "good"]),
+                                  "grid": datasets.List(datasets.List(datasets.Value("float64")))})
+    rows = [{"question": f"q{i}", "answers": [f"a{i}", f"b{i}"], "label": i % 2, "grid": [[0.5]]} for i in range(10)]
     make_run(tmp_path / "run", rows, features, metrics=False)
     facts, card_path = card_for(tmp_path / "run")
     card = DatasetCard.load(card_path)
-    assert [f["name"] for f in card.data.dataset_info["features"]] == ["question", "answers", "label"]
+    assert [f["name"] for f in card.data.dataset_info["features"]] == ["question", "answers", "label", "grid"]
     en, zh = halves(card_path)
     assert table_rows(en, "`question`")[0][1] == "string"
     assert table_rows(en, "`answers`")[0][1] == "list of string"
     assert table_rows(en, "`label`")[0][1] == "class label (bad, good)"
+    assert table_rows(en, "`grid`")[0][1] == "list of list of float64"
+    # Chinese said "列表，元素为 列表，元素为 float64" and "类别标签（bad, good）"
+    assert [table_rows(zh, f"`{name}`")[0][1] for name in ("answers", "label", "grid")] == [
+        "列表（元素为 string）", "类别标签（bad、good）", "列表（元素为列表（元素为 float64））"]
     assert "missing `prompt`, `prompt_id`," in en and "not in the seed `question`, `answers`, `label`" in en
     for absent in ("`score_chosen`", "`chosen`", "`prompt`"):
         assert not table_rows(en, absent)
@@ -1633,7 +1639,7 @@ def test_a_copy_of_a_stand_in_dataset_keeps_its_warning_and_tags(tmp_path):
                 "is not known to this card), not a language model worth imitating, as the card that came with the data "
                 "declares (its tag `stand-in-candidates`).") in top
         assert "替身分数" in top_zh and "请勿用于训练" in top_zh and "`unknown`" not in top and "`未知`" not in top_zh
-        assert "替身候选回复。** 生成的候选回复 来自一个替身策略模型（本卡片不知道是哪一个）" in top_zh
+        assert "替身候选回复。** 生成的候选回复来自一个替身策略模型（本卡片不知道是哪一个）" in top_zh
         assert "Trying `repro` itself" in uses and "Offline preference optimisation" not in uses
         assert "试用 `repro`" in uses_zh and "离线偏好优化" not in uses_zh
         shutil.copytree(tmp_path / "alice" / "dataset", tmp_path / "x" / "bob_ds", dirs_exist_ok=True)
@@ -2006,7 +2012,7 @@ def test_a_stand_in_policys_banner_says_which_candidates_are_its_own(tmp_path, s
                       "a stand-in policy built offline, not a language model worth imitating. The other candidates "
                       "ranked with them (the source's original `chosen`/`rejected` responses) are the source's own "
                       "texts.")
-    assert ("> **替身候选回复。** 生成的候选回复 来自 `builtin:tiny-policy`，这是离线构建的替身策略模型，"
+    assert ("> **替身候选回复。** 生成的候选回复来自 `builtin:tiny-policy`，这是离线构建的替身策略模型，"
             "不是值得模仿的语言模型。与之一同排序的其他候选回复"
             "（源数据原有的 `chosen`/`rejected` 回复）是源数据自己的文本。") in zh
     # (the rows say so too: originals among the chosen responses)
@@ -2029,7 +2035,7 @@ def test_a_stand_in_policys_banner_says_which_candidates_are_its_own(tmp_path, s
     en, zh = halves(card_for(run.root)[1])
     assert ("> **Stand-in candidates.** The candidate responses come from `builtin:tiny-policy`, a stand-in "
             "policy built offline, not a language model worth imitating.\n") in en
-    assert ("> **替身候选回复。** 候选回复 来自 `builtin:tiny-policy`，这是离线构建的替身策略模型，"
+    assert ("> **替身候选回复。** 候选回复来自 `builtin:tiny-policy`，这是离线构建的替身策略模型，"
             "不是值得模仿的语言模型。\n") in zh
     # a generated reference_response is stand-in text too: the banner said "Only the generated candidate responses"
     rerun = built_with_a_stand_in_policy(tmp_path / "with_reference", sample_dir, generate_reference=True,
@@ -2039,7 +2045,7 @@ def test_a_stand_in_policys_banner_says_which_candidates_are_its_own(tmp_path, s
             "`builtin:tiny-policy`, a stand-in policy built offline, not a language model worth imitating. The other "
             "candidates ranked with them (the source's original `chosen`/`rejected` responses) are the source's own "
             "texts.") in en
-    assert "生成的候选回复 与 `reference_response` 来自 `builtin:tiny-policy`" in zh
+    assert "生成的候选回复与 `reference_response` 来自 `builtin:tiny-policy`" in zh
 
 
 def test_a_reference_response_the_source_lacks_is_not_said_to_be_carried_over(tmp_path, sample_dir):
