@@ -436,6 +436,12 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
             "two candidates (rows have 3 to 4).") in body
     assert "两个候选的行中 `score_chosen` = −`score_rejected`：不适用：没有恰好两个候选的行（每行有 3 到 4 个候选）。" in body
     assert "a row's candidate scores sum to 0: holds in 24 of 24 rows." in body
+    # every row has as many candidates: it said "(rows have 5 to 5)"
+    facts.metrics["invariants"]["candidate_scores"]["candidates_per_row"] = {"min": 5, "max": 5}
+    body = repro_card.render_body(facts)
+    assert "not applicable: no row has exactly two candidates (every row has 5)." in body
+    assert "不适用：没有恰好两个候选的行（每行都有 5 个候选）。" in body
+    facts.metrics["invariants"]["candidate_scores"]["candidates_per_row"] = {"min": 3, "max": 4}
     # ratings (H4's GPT-4 scores): none of PairRM's invariants applies
     def with_scale(kind, lo, hi, distinct, fraction):  # the card of these facts, the analysis reading `kind`
         facts.metrics["scale"] = {"kind": kind, "grid_step": 0.5, "grid_fraction": fraction, "min": lo, "max": hi,
@@ -914,6 +920,7 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     assert "`reference_response` 由 `builtin:tiny-policy` 在本项目中以贪心方式（temperature 0）生成，最多 6 个新 token" in zh
     assert "`score_chosen` and `score_rejected` come from" not in en
     assert "> **Stand-in scores.** The scores that chose `chosen` and `rejected` come from `builtin:tiny-pairrm`" in en
+    assert "> **替身分数。** 决定 `chosen` 与 `rejected` 的分数来自 `builtin:tiny-pairrm`，" in zh  # (no space)
     assert "the rows carry no scores to analyse" in en and "02_analyze.ipynb` on this run" not in en
     assert "数据行不含可分析的分数" in zh
     # the generated reference is described as generated, not "carried over from the source"
@@ -1073,16 +1080,70 @@ def test_environment_states_the_lock(tmp_path):
 
 
 def test_every_language_says_the_same_things():
-    """A translation defines every word and sentence of the English templates, with the same blanks."""
+    """A translation defines every word and sentence of the English templates, with the same blanks in their order."""
     def said(lang):
         module = repro_card.phrases(lang)
-        return {name: sorted(getattr(value, "arguments", ())) for name, value in vars(module).items()
+        return {name: list(getattr(value, "arguments", ())) for name, value in vars(module).items()
                 if not name.startswith("_")}
 
     english = said("en")
-    assert len(english) > 150 and english["summary_built"] == sorted(
-        ["splits", "source", "source_split", "candidates", "scorer", "pair"])
-    assert said("zh") == english
+    assert len(english) > 150 and english["summary_built"] == [
+        "splits", "source", "source_split", "candidates", "scorer", "pair"]
+    chinese = said("zh")
+    assert chinese.keys() == english.keys()
+    # in the same order too: sections.jinja passes some by position (`t.k_of_n(k, n)`), and a translation that swapped
+    # them to (n, k) read "40 of 22" with its blanks all there
+    differ = {name: (", ".join(chinese[name]), ", ".join(english[name])) for name in english
+              if chinese[name] != english[name]}
+    assert not differ, "; ".join(f"zh.jinja has {name}({zh}), en.jinja {name}({en}): keep the arguments in English's "
+                                 f"order" for name, (zh, en) in differ.items())
+
+
+def test_an_edited_template_is_read_at_the_next_render(tmp_path, monkeypatch):
+    # the templates were read once per process: a translator who edited zh.jinja and ran 03_card again in the same
+    # kernel saw the old sentence until the kernel restarted
+    make_run(tmp_path / "run")
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    publish_module = importlib.import_module("repro.card.publish")
+    templates = tmp_path / "templates"
+    shutil.copytree(publish_module.TEMPLATES, templates)
+    monkeypatch.setattr(publish_module, "TEMPLATES", templates)
+    assert "\n## 数据集概述\n" in repro_card.render_body(facts)
+    zh = templates / "zh.jinja"
+    zh.write_text(zh.read_text(encoding="utf-8").replace("## 数据集概述", "## 概述"), encoding="utf-8")
+    body = repro_card.render_body(facts)
+    assert "\n## 概述\n" in body and "数据集概述" not in body and repro_card.phrases("zh").h_summary == "## 概述"
+    assert "A preference dataset of 24 rows" in repro_card.render_section(facts, "summary", "en")
+
+
+def test_the_chinese_half_joins_its_lists_and_clauses_with_its_own_marks(tmp_path):
+    """The Chinese half joined lists with English commas ("`train_prefs` 划分 24 行, `test` 划分 3 行", "软件包：repro
+    0.1.0, torch 2.4.0", "未运行的检查：`a`, `b`"), its schema's two clauses with a list's mark ("缺少
+    `reference_response`、种子数据集没有的列 `source_index`"), and wrote a boolean as "false"."""
+    rows = [{**{k: v for k, v in r.items() if k != "reference_response"}, "source_index": i}
+            for i, r in enumerate(seed_rows(24))]
+    features = datasets.Features({**{k: v for k, v in SEED_FEATURES.items() if k != "reference_response"},
+                                  "source_index": datasets.Value("int64")})
+    make_run(tmp_path / "run", rows, features)
+    versions = {"repro": "0.1.0", "torch": "2.4.0"}
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:
+        data["environment"] = {"python": "3.11.7", "packages": versions, "git": {"commit": "abc123", "dirty": False}}
+        data["selfcheck"] = {"verdict": "INCOMPLETE", "device": "cpu", "dtype": "fp32", "model": "builtin:tiny-pairrm",
+                             "versions": versions, "not_run": ["card_example", "gpu_throughput"]}
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
+    facts.splits.append(repro_card.SplitFacts(name="test", num_bytes=10, num_examples=3, download_size=10))
+    body = repro_card.render_body(facts)
+    en, zh = body[:body.index("# 「")], body[body.index("# 「"):]
+    assert "A preference dataset of 24 rows in split `train_prefs`, 3 rows in split `test`, built" in en
+    assert "一个偏好数据集（`train_prefs` 划分 24 行、`test` 划分 3 行），" in zh
+    assert ("(the one this project rebuilds): missing `reference_response`; not in the seed `source_index`." in en)
+    assert "（本项目所重建的数据集）的结构不同：缺少 `reference_response`；种子数据集没有的列 `source_index`。" in zh
+    assert "Python 3.11.7; packages: repro 0.1.0, torch 2.4.0; git commit `abc123` (uncommitted changes: false)." in en
+    assert "Python 3.11.7；软件包：repro 0.1.0、torch 2.4.0；git 提交 `abc123`（存在未提交的修改：否）。" in zh
+    assert ("model `builtin:tiny-pairrm`; repro 0.1.0, torch 2.4.0. Checks not run: `card_example`, "
+            "`gpu_throughput`.") in en
+    assert ("模型 `builtin:tiny-pairrm`；repro 0.1.0、torch 2.4.0。未运行的检查："
+            "`card_example`、`gpu_throughput`。") in zh
 
 
 def test_gather_facts_reads_what_the_run_recorded(tmp_path):
@@ -1144,11 +1205,16 @@ def test_one_row_is_one_row(tmp_path):
     manifest = Manifest(RunDir(tmp_path / "run"))
     manifest.update(parameters={**manifest.read()["parameters"], "limit": 1, "ties": "drop", "min_margin": 0.5})
     manifest.set_counts(dropped_tie=1, dropped_below_min_margin=1)
+    with manifest.edit() as data:
+        data["scorer"].update(batch_tokens=2048, prompts=1, cache={"rows_from_cache": 1})
     en, zh = halves(card_for(tmp_path / "run")[1])
+    assert " The 1 row scored came from the row cache (`cache: true`)" in en  # (it said "1 of the 1 rows scored")
+    assert "打分的 1 行，来自行缓存（`cache: true`）" in zh
     assert "(`ties: drop`): 1 row." in en and "are left out: 1 row." in en
     assert "A preference dataset of 1 row in split `train_prefs`," in en and "Small size: 1 row, out of 6 rows" in en
     assert "Only the first 1 row was kept (`limit`)." in en and "2 candidates in 1 row." in en
-    assert re.findall(r"(?<!of )(?<!// )\b1 rows", en) == []  # ("1 of 1 rows", "n // 1 rows" read as they should)
+    assert "It equals the sha256 hex digest of the UTF-8 `prompt` in the 1 row." in en  # (it said "in 1 of 1 rows")
+    assert re.findall(r"(?<!// )\b1 rows", en) == []  # ("n // 1 rows" reads as it should)
     assert "`train_prefs` 划分 1 行" in zh and "规模较小：1 行" in zh
 
 
@@ -1378,16 +1444,21 @@ def test_a_damaged_run_is_refused_naming_what_to_redo(tmp_path):
 def test_a_dataset_with_other_columns_gets_its_own_columns(tmp_path):
     features = datasets.Features({"question": datasets.Value("string"),
                                   "answers": datasets.List(datasets.Value("string")),
-                                  "label": datasets.ClassLabel(names=["bad", "good"])})
-    rows = [{"question": f"q{i}", "answers": [f"a{i}", f"b{i}"], "label": i % 2} for i in range(10)]
+                                  "label": datasets.ClassLabel(names=["bad", "good"]),
+                                  "grid": datasets.List(datasets.List(datasets.Value("float64")))})
+    rows = [{"question": f"q{i}", "answers": [f"a{i}", f"b{i}"], "label": i % 2, "grid": [[0.5]]} for i in range(10)]
     make_run(tmp_path / "run", rows, features, metrics=False)
     facts, card_path = card_for(tmp_path / "run")
     card = DatasetCard.load(card_path)
-    assert [f["name"] for f in card.data.dataset_info["features"]] == ["question", "answers", "label"]
+    assert [f["name"] for f in card.data.dataset_info["features"]] == ["question", "answers", "label", "grid"]
     en, zh = halves(card_path)
     assert table_rows(en, "`question`")[0][1] == "string"
     assert table_rows(en, "`answers`")[0][1] == "list of string"
     assert table_rows(en, "`label`")[0][1] == "class label (bad, good)"
+    assert table_rows(en, "`grid`")[0][1] == "list of list of float64"
+    # Chinese said "列表，元素为 列表，元素为 float64" and "类别标签（bad, good）"
+    assert [table_rows(zh, f"`{name}`")[0][1] for name in ("answers", "label", "grid")] == [
+        "列表（元素为 string）", "类别标签（bad、good）", "列表（元素为列表（元素为 float64））"]
     assert "missing `prompt`, `prompt_id`," in en and "not in the seed `question`, `answers`, `label`" in en
     for absent in ("`score_chosen`", "`chosen`", "`prompt`"):
         assert not table_rows(en, absent)
@@ -1568,7 +1639,7 @@ def test_a_copy_of_a_stand_in_dataset_keeps_its_warning_and_tags(tmp_path):
                 "is not known to this card), not a language model worth imitating, as the card that came with the data "
                 "declares (its tag `stand-in-candidates`).") in top
         assert "替身分数" in top_zh and "请勿用于训练" in top_zh and "`unknown`" not in top and "`未知`" not in top_zh
-        assert "替身候选回复。** 生成的候选回复 来自一个替身策略模型（本卡片不知道是哪一个）" in top_zh
+        assert "替身候选回复。** 生成的候选回复来自一个替身策略模型（本卡片不知道是哪一个）" in top_zh
         assert "Trying `repro` itself" in uses and "Offline preference optimisation" not in uses
         assert "试用 `repro`" in uses_zh and "离线偏好优化" not in uses_zh
         shutil.copytree(tmp_path / "alice" / "dataset", tmp_path / "x" / "bob_ds", dirs_exist_ok=True)
@@ -1817,15 +1888,20 @@ def test_notebook_runs_under_papermill(run_notebook, tmp_path):
 
 
 def test_card_says_where_the_token_limits_came_from(tmp_path):
+    # the card said "at most 64 prompt tokens and 100 tokens per candidate", but PairRM gives each candidate
+    # candidate_maxlength + (source_maxlength - the prompt's tokens) // 2 (repro.scorers.pairrm, llm-blender's rule)
     make_run(tmp_path / "run", stand_in=False)
     manifest_path = tmp_path / "run" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     scorer = manifest["scorer"]
-    scorer.update(source_maxlength=64, candidate_maxlength=412,
+    scorer.update(source_maxlength=64, candidate_maxlength=100,
                   limits_from={"source_maxlength": "checkpoint config", "candidate_maxlength": "explicit"})
     manifest_path.write_text(json.dumps(manifest))
     en, zh = halves(card_for(tmp_path / "run")[1])
-    assert "at most 64 prompt tokens and 412 tokens per candidate" in en
+    assert ("device `cpu`, at most 64 prompt tokens and, per candidate, 100 tokens plus half of what the prompt "
+            "leaves unused of its 64.") in en
+    assert ("设备 `cpu`，提示词最多 64 个 token，每个候选最多 100 个 token "
+            "再加上提示词在其 64 个 token 中未用完部分的一半。") in zh
     assert "Prompt limit: the checkpoint's own config; candidate limit: given explicitly." in en
     assert "提示词上限取自检查点自身的配置，候选上限由参数显式指定。" in zh
     scorer["limits_from"] = {"source_maxlength": "default", "candidate_maxlength": "default"}
@@ -1936,7 +2012,7 @@ def test_a_stand_in_policys_banner_says_which_candidates_are_its_own(tmp_path, s
                       "a stand-in policy built offline, not a language model worth imitating. The other candidates "
                       "ranked with them (the source's original `chosen`/`rejected` responses) are the source's own "
                       "texts.")
-    assert ("> **替身候选回复。** 生成的候选回复 来自 `builtin:tiny-policy`，这是离线构建的替身策略模型，"
+    assert ("> **替身候选回复。** 生成的候选回复来自 `builtin:tiny-policy`，这是离线构建的替身策略模型，"
             "不是值得模仿的语言模型。与之一同排序的其他候选回复"
             "（源数据原有的 `chosen`/`rejected` 回复）是源数据自己的文本。") in zh
     # (the rows say so too: originals among the chosen responses)
@@ -1959,7 +2035,7 @@ def test_a_stand_in_policys_banner_says_which_candidates_are_its_own(tmp_path, s
     en, zh = halves(card_for(run.root)[1])
     assert ("> **Stand-in candidates.** The candidate responses come from `builtin:tiny-policy`, a stand-in "
             "policy built offline, not a language model worth imitating.\n") in en
-    assert ("> **替身候选回复。** 候选回复 来自 `builtin:tiny-policy`，这是离线构建的替身策略模型，"
+    assert ("> **替身候选回复。** 候选回复来自 `builtin:tiny-policy`，这是离线构建的替身策略模型，"
             "不是值得模仿的语言模型。\n") in zh
     # a generated reference_response is stand-in text too: the banner said "Only the generated candidate responses"
     rerun = built_with_a_stand_in_policy(tmp_path / "with_reference", sample_dir, generate_reference=True,
@@ -1969,7 +2045,7 @@ def test_a_stand_in_policys_banner_says_which_candidates_are_its_own(tmp_path, s
             "`builtin:tiny-policy`, a stand-in policy built offline, not a language model worth imitating. The other "
             "candidates ranked with them (the source's original `chosen`/`rejected` responses) are the source's own "
             "texts.") in en
-    assert "生成的候选回复 与 `reference_response` 来自 `builtin:tiny-policy`" in zh
+    assert "生成的候选回复与 `reference_response` 来自 `builtin:tiny-policy`" in zh
 
 
 def test_a_reference_response_the_source_lacks_is_not_said_to_be_carried_over(tmp_path, sample_dir):
@@ -2071,11 +2147,11 @@ def test_rows_from_the_row_cache_are_said_not_to_follow_this_runs_chunks(tmp_pat
     en, zh = (section(half, heading) for half, heading in zip(halves(card_for(again.root)[1]),
                                                               ("### Parameters of this run", "### 本次运行的参数")))
     assert "`batch_tokens=2048`, `chunk_size=2`, `generation_batch_size=2`, `generation_chunk_size=2` (each" in en
-    assert ("6 of the 6 rows scored and the candidates of 6 of the 6 prompts generated for came from the row cache "
+    assert ("All 6 rows scored and the candidates of all 6 prompts generated for came from the row cache "
             "(`cache: true`): earlier runs made them with the same settings (batch sizes included) but in chunks of "
             "their own, batched with other rows. A rebuild that makes every row afresh with the values above may "
             "differ from these rows in float rounding; only the same row cache gives them back byte for byte.") in en
-    assert ("打分的 6 行中有 6 行，以及生成的 6 个提示词中有 6 个提示词的候选回复，来自行缓存（`cache: true`）" in zh
+    assert ("打分的全部 6 行，以及生成的全部 6 个提示词的候选回复，来自行缓存（`cache: true`）" in zh
             and "只有同一个行缓存才能逐字节还原它们" in zh and "本次在它们旁边" not in zh)  # (every row: none here)
     # nothing from the cache (the first run): no such sentence
     en = section(halves(card_for(first.root)[1])[0], "### Parameters of this run")
@@ -2237,8 +2313,10 @@ def test_a_source_of_one_file_is_not_said_to_have_a_split(tmp_path):
 
 
 def _template_names(path: Path) -> set[str]:
+    """The words and sentences a language file defines (a name starting with _ is its own helper, as Jinja keeps it)."""
     text = path.read_text(encoding="utf-8")
-    return set(re.findall(r"\{%-?\s*macro\s+(\w+)\(", text)) | set(re.findall(r"\{%-?\s*set\s+(\w+)\s*=", text))
+    names = set(re.findall(r"\{%-?\s*macro\s+(\w+)\(", text)) | set(re.findall(r"\{%-?\s*set\s+(\w+)\s*=", text))
+    return {name for name in names if not name.startswith("_")}
 
 
 def test_each_language_defines_every_sentence_and_every_note_of_the_comparison():
@@ -2304,11 +2382,13 @@ def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_her
             data["generation"] = {"prompts_generated": 12, "cache": {"rows_from_cache": cached}}
         en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
                                                                   ("### Parameters of this run", "### 本次运行的参数")))
-        assert (f" The candidates of {cached} of the 12 prompts generated for came from the row cache (`cache: true`): "
+        of_12 = "all 12" if cached == 12 else f"{cached} of the 12"  # (it said "12 of the 12")
+        assert (f" The candidates of {of_12} prompts generated for came from the row cache (`cache: true`): "
                 f"earlier runs made them with the same settings (batch sizes included) but in chunks of their own, "
                 f"batched with other rows{'; the rows made here beside them were batched without them' * made_here}. "
                 f"A rebuild that makes") in en
-        assert (f"生成的 12 个提示词中有 {cached} 个提示词的候选回复，来自行缓存（`cache: true`）："
+        assert (("生成的全部 12 个提示词" if cached == 12 else f"生成的 12 个提示词中有 {cached} 个提示词")
+                + "的候选回复，来自行缓存（`cache: true`）："
                 f"它们由先前的运行以相同设置（包括批大小）生成，但分在那些运行自己的块中、与其他行一起成批计算"
                 f"{'；本次在它们旁边计算的行则没有与它们同批' * made_here}。") in zh
         assert ("the rows made here" in en) == made_here and ("本次在它们旁边" in zh) == made_here

@@ -628,7 +628,7 @@ def test_a_row_the_construction_dropped_is_no_slice_mismatch(source_keys, tmp_pa
     assert "ref: reproduced exactly by part_start=0, part_stop=1000, drop_rows=100, drop_from=end, mini_index=2, " \
            "mini_count=8, less 1 row this dataset's construction dropped too." in en
     assert "恰好复现参考数据集的行（除去其构建时丢弃、参考数据集也没有的 1 行：[306:307]）" in zh
-    assert "ref：由 part_start=0, part_stop=1000, drop_rows=100, drop_from=end, mini_index=2, mini_count=8 恰好复现" \
+    assert "ref：由 part_start=0、part_stop=1000、drop_rows=100、drop_from=end、mini_index=2、mini_count=8 恰好复现" \
            "（除去本数据集构建时也丢弃的 1 行）" in zh
     # a count that is not the rows the candidate lacks: no telling which rows it dropped
     other = compare.infer_slice([rows], 1000, max_mini_count=8, candidate=rows,
@@ -1192,7 +1192,7 @@ def test_the_cards_slice_notes_and_missing_scores_are_in_each_language(source_ke
             f"{N_SOURCE - 150} after), none missing inside. This dataset's parameters (part_start=100, "
             "part_stop=150) reproduce the reference's rows exactly.") in en
     assert (f"切片：参考数据集在源数据中找到的 50 行位于源数据第 [100:150] 行（之前 100 行，之后 {N_SOURCE - 150} 行），"
-            "其间无缺行。本数据集的参数（part_start=100, part_stop=150）恰好复现参考数据集的行。") in zh
+            "其间无缺行。本数据集的参数（part_start=100、part_stop=150）恰好复现参考数据集的行。") in zh
     assert "Scores were not compared: the reference lacks score_chosen and score_rejected; this dataset lacks" in en
     assert "未比较得分：参考数据集缺少 score_chosen 与 score_rejected；本数据集缺少" in zh
     assert "- Seed columns on one side only: the reference alone has `prompt_id`." in en

@@ -88,7 +88,7 @@ def test_a_test_split_from_another_source_split_is_built_scored_and_described_as
     assert data.split == "train_iteration_1" and data.n_rows == 4
     card = write_card(gather_facts(CardParams(run_dir=str(run)))).read_text(encoding="utf-8")
     assert "4 rows in split `train_iteration_1`, 3 rows in split `test_iteration_1`" in card
-    assert "`train_iteration_1` 划分 4 行, `test_iteration_1` 划分 3 行" in card
+    assert "`train_iteration_1` 划分 4 行、`test_iteration_1` 划分 3 行" in card
     assert "Split `test_iteration_1` holds 3 rows built from the source's split `test_prefs`" in card
     assert "划分 `test_iteration_1` 含 3 行，由源数据的划分 `test_prefs` 构建" in card
     assert "the statistics describe" not in card and "统计结果仅描述" not in card  # none: 02_analyze did not run

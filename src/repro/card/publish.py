@@ -97,10 +97,16 @@ def fmt(value: Any, unknown: str = "unknown") -> str:
     return str(value)
 
 
-@functools.cache
 def _environment(lang: str) -> jinja2.Environment:
-    """The templates with `t` = the sentences of `lang` (templates/<lang>.jinja) and the card's filters."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+    """The templates with `t` = the sentences of `lang` (templates/<lang>.jinja) and the card's filters: built again
+    once a template file has changed (a translator's edit shows at the next render, in the same kernel)."""
+    return _environment_of(lang, TEMPLATES, tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size)
+                                                  for f in sorted(TEMPLATES.iterdir())))
+
+
+@functools.lru_cache(maxsize=len(LANGUAGES))  # (compiling both languages took 0.6 s, a card rendered 0.01 s)
+def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
     words = env.get_template(f"{lang}.jinja").module
     env.filters.update(
@@ -116,7 +122,7 @@ def _environment(lang: str) -> jinja2.Environment:
                        trl_features=TRL_FEATURES, shaping_parameters=shaping_parameters,
                        format_sources={name: f.source for name, f in FORMATS.items()},
                        citations={m["key"]: m[0] for m in BIBTEX_ENTRY_RE.finditer(
-                           (TEMPLATES / "citations.bib").read_text(encoding="utf-8"))})
+                           (templates / "citations.bib").read_text(encoding="utf-8"))})
     return env
 
 
