@@ -1479,3 +1479,14 @@ def test_a_copied_project_whose_family_is_complete_has_nothing_to_do(tmp_path, m
     (copy / "data" / "b.jsonl").write_text("".join(rows[20:30]))  # a file changed after the copy: changed data
     run(copy)
     assert ran[3:] == ["source-b.jsonl", "f"]
+
+
+def test_rows_the_row_cache_gave_an_interrupted_call_count_as_from_the_cache_in_the_family_table():
+    # a member resumed after an interruption: the card counts the rows the row cache gave the interrupted call as
+    # from the cache; the family table counted them as taken back from the member's own work/
+    score = {"prompts": 16, "prompts_computed": 0, "chunks_resumed": 4,
+             "cache": {"rows_computed": 0, "rows_from_cache": 0, "resumed_from_cache": 8}}
+    assert family_view_module._row_counts(score) == {"computed": 0, "from_cache": 8, "from_work": 8}
+    generation = {"prompts": 16, "prompts_generated": 16, "prompts_resumed": 16,
+                  "cache": {"rows_computed": 0, "rows_from_cache": 0, "resumed_from_cache": 6}}
+    assert family_view_module._row_counts(generation) == {"computed": 0, "from_cache": 6, "from_work": 10}

@@ -325,9 +325,14 @@ def test_vllm_backend_says_what_it_needs(tmp_path, policy_dir, prompts):
         generate_candidates(prompts, params(policy_dir, generation_backend="vllm"), tmp_path / "w")
 
 
-def test_progress_prints_lines_with_tokens_per_second_off_a_terminal(tmp_path, policy_dir, prompts, capsys):
+def test_progress_prints_lines_with_tokens_per_second_off_a_terminal(tmp_path, policy_dir, prompts, capfd):
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_progress_bar()
     generate_candidates(prompts, params(policy_dir), tmp_path / "w")
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("generation:")]
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err  # (transformers' bar of the policy's load: a dead bar left in 01_construct)
+    lines = [line for line in err.splitlines() if line.startswith("generation:")]
     assert lines and len(lines) <= 21
     assert lines[-1].startswith("generation: 100% (10/10 prompts)") and "tokens/s" in lines[-1]
 

@@ -8,6 +8,7 @@ import json
 import random
 import re
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -398,6 +399,25 @@ def test_a_load_draws_no_weights_bar_and_leaves_the_bar_settings_as_they_were(re
     finally:
         (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
         (hub_utils.disable_progress_bars if hub_was else hub_utils.enable_progress_bars)()
+
+
+def test_a_load_keeps_the_hubs_download_bars_and_says_nothing_where_the_environment_fixes_them(monkeypatch):
+    # a hub id's first load downloads: its bars stay; HF_HUB_DISABLE_PROGRESS_BARS=0 made every load warn
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    from repro.scorers.common import no_progress_bars
+
+    hf_logging.enable_progress_bar()
+    with no_progress_bars():
+        assert not hf_logging.is_progress_bar_enabled() and not hub_utils.are_progress_bars_disabled()
+    assert hf_logging.is_progress_bar_enabled()
+    hub_tqdm = sys.modules["huggingface_hub.utils.tqdm"]  # (the module: the package's name is its tqdm class)
+    monkeypatch.setattr(hub_tqdm, "HF_HUB_DISABLE_PROGRESS_BARS", False)  # (the variable as the hub read it: "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with no_progress_bars():
+            pass
 
 
 def test_repro_score_with_kind_writes_logits_and_ranks(reward_dirs, tmp_path):

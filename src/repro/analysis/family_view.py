@@ -95,15 +95,19 @@ def differing_parameters(manifests: list[dict[str, Any]]) -> list[str]:
 
 def _row_counts(info: dict[str, Any]) -> dict[str, int | None]:
     """A stage's rows (its record: the score stage's, the manifest's `generation`): computed in the member's run,
-    taken from the row cache, taken back from its own work/ (with `cache: false`, no cache record: its own counts)."""
+    taken from the row cache (by an interrupted call whose chunks it resumed too), taken back from its own work/ (with
+    `cache: false`, no cache record: its own counts)."""
     cache = info.get("cache") or {}
+    from_cache = cache.get("rows_from_cache", 0) + cache.get("resumed_from_cache", 0) if cache else None
     resumed = info.get("prompts_resumed")
-    if resumed is None and "prompts_computed" in info:
-        resumed = info["prompts"] - info["prompts_computed"] - cache.get("rows_from_cache", 0)
+    if resumed is not None:  # (generation's record: rows the cache gave its interrupted call are from the cache)
+        resumed -= cache.get("resumed_from_cache", 0)
+    elif "prompts_computed" in info:
+        resumed = info["prompts"] - info["prompts_computed"] - (from_cache or 0)
     computed = cache.get("rows_computed")
     if computed is None and "prompts" in info:  # generation: the rows it made, less those resumed
         computed = info.get("prompts_computed", info.get("prompts_generated", 0) - (resumed or 0))
-    return {"computed": computed, "from_cache": cache.get("rows_from_cache"), "from_work": resumed}
+    return {"computed": computed, "from_cache": from_cache, "from_work": resumed}
 
 
 def member_margins(run: RunDir, data: dict[str, Any]) -> np.ndarray:

@@ -17,7 +17,7 @@ from ..manifest import package_versions
 from ..parameters import BUILTIN_POLICIES, GenerationParams
 from ..paths import STAND_IN_MARKER
 from ..revisions import check_revision_target, model_identity, pinned_model, python_digest
-from ..scorers.common import resolve_device, resolve_dtype, torch_dtype
+from ..scorers.common import no_progress_bars, resolve_device, resolve_dtype, torch_dtype
 from ..scorers import tiny_policy
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
 from .pairs import check_prompts
@@ -260,7 +260,8 @@ class TransformersEngine:
             model = tiny_policy.init_random_weights(_from_pretrained(policy, AutoConfig), policy.random_init_seed,
                                                     dtype=torch_dtype(dtype), device=device)
         else:
-            model = _from_pretrained(policy, AutoModelForCausalLM, dtype=torch_dtype(dtype)).to(device)
+            with no_progress_bars():  # (no "Loading weights" bar left in the notebook)
+                model = _from_pretrained(policy, AutoModelForCausalLM, dtype=torch_dtype(dtype)).to(device)
         self.model, self.tokenizer, self.eos_ids = model.eval(), tokenizer, eos_ids
         self.device, self.batch_size = device, batch_size
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]

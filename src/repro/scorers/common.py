@@ -6,6 +6,7 @@ import contextlib
 import math
 import numbers
 import re
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, get_args
 
@@ -201,20 +202,25 @@ def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Pat
 @contextlib.contextmanager
 def no_progress_bars() -> Iterator[None]:
     """transformers' progress bars off (a load of weights draws a "Loading weights" bar: in a notebook or `repro run`,
-    noise on every load), and the hub's, which it turns off with them; after, each as it was."""
+    noise on every load), the hub's download bars as they were; after, transformers' as they were."""
     from huggingface_hub import utils as hub_utils
     from transformers.utils import logging as hf_logging
 
     bar, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
-    if bar:
-        hf_logging.disable_progress_bar()
+    with warnings.catch_warnings():  # (HF_HUB_DISABLE_PROGRESS_BARS set: the hub warns that it keeps its own way)
+        warnings.simplefilter("ignore")
+        hf_logging.disable_progress_bar()  # (the hub's too: on again, for a first download's bars)
+        if not hub_off:
+            hub_utils.enable_progress_bars()
     try:
         yield
     finally:
         if bar:
-            hf_logging.enable_progress_bar()  # (the hub's too: off again where they were)
-            if hub_off:
-                hub_utils.disable_progress_bars()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                hf_logging.enable_progress_bar()
+                if hub_off:
+                    hub_utils.disable_progress_bars()
 
 
 def is_stand_in(spec: str | Path) -> bool:

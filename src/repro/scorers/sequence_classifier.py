@@ -4,7 +4,6 @@ first (ties by text) in right-padded batches by token budget; order and neighbou
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -162,8 +161,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         """The model of the checkpoint, on the scorer's device and dtype (`load(weights=False)` had none)."""
         from transformers import AutoModelForSequenceClassification
 
-        # a local folder's load draws no bar (noise on every load); a hub id's keeps the bars of its first download
-        with no_progress_bars() if Path(self.path).is_dir() else contextlib.nullcontext():
+        with no_progress_bars():
             module = _from_pretrained(AutoModelForSequenceClassification, self.spec, self.path,
                                       self.trust_remote_code, config=self.config, dtype=torch_dtype(self.dtype))
         self.model = module.to(self.device).eval()
