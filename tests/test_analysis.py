@@ -247,6 +247,16 @@ def test_a_recipes_pairs_without_scores_are_refused_as_such(tmp_path, layout):
     assert not (tmp_path / "run").exists()
 
 
+def test_trls_reward_pairs_are_plain_pairs_not_rlhflows(tmp_path):
+    """TRL's reward-modelling rows (a string prompt, chosen, rejected and a `margin`, no prompt_id) were said to be
+    "RLHFlow's pairs without their scores", whose prompt is a conversation: they are pairs without scores."""
+    rows = [{"prompt": f"question {k}", "chosen": f"yes {k}", "rejected": "no", "margin": 1.0} for k in range(4)]
+    with pytest.raises(DataError) as info:
+        _analyze(tmp_path, _jsonl(tmp_path / "rm.jsonl", rows))
+    message = str(info.value)
+    assert "lacks columns ['score_chosen', 'score_rejected']" in message and "RLHFlow" not in message
+
+
 def test_non_numeric_scores(tmp_path):
     words = _jsonl(tmp_path / "w.jsonl", [{"score_chosen": "good", "score_rejected": 1.0}] * 3)
     with pytest.raises(DataError, match=r"'score_chosen' must hold numbers .*row 0 holds 'good'"):

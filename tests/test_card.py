@@ -1825,6 +1825,17 @@ def test_publish_checks_the_token_then_uploads_the_folder(publishable, hub_switc
     assert record["status"] == "complete" and record["stages"]["publish"]["url"] == "https://huggingface.co/datasets/me/pairs"
 
 
+def test_trls_conversational_rows_are_described_by_their_prompts_text(tmp_path, train_rows):
+    """to_trl's rows (`prompt` a [user] conversation, `chosen` / `rejected` the assistant turn) stopped 03_card with
+    "AttributeError: 'list' object has no attribute 'encode'"; their prompt is its user turn's text now."""
+    rows = [r for r in train_rows[:30] if r["chosen"][-1]["content"].strip()]
+    path = tmp_path / "trl.parquet"
+    to_trl(datasets.Dataset.from_list(rows)).to_parquet(str(path))
+    facts, card_path = card_for(tmp_path / "run", card_dataset=str(path))
+    assert facts.layout == "seed" and facts.num_examples == facts.prompt_id_sha256_rows == len(rows)
+    assert f"sha256 hex digest of the UTF-8 `prompt` in {len(rows)} of {len(rows)} rows." in halves(card_path)[0]
+
+
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):
     """H4-style rows (GPT-4 ratings, no reference_response, an extra source_index): the card says what they are."""
     from repro.analysis import report as analysis

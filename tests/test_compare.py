@@ -203,6 +203,18 @@ def test_compare_datasets_takes_what_load_side_takes(compared, published):
         compare.compare_datasets(published["reference"], pd.DataFrame({"prompt": ["a"]}), p)
 
 
+def test_trls_conversational_rows_match_the_rows_they_were_made_from(published, tmp_path):
+    """to_trl's rows (`prompt` a [user] conversation, `chosen` / `rejected` the assistant turn) stopped 04_compare
+    with "AttributeError: 'list' object has no attribute 'encode'"; their prompt is its user turn's text now."""
+    from repro.formats import to_trl
+
+    trl = tmp_path / "trl.parquet"
+    to_trl(datasets.load_dataset(published["candidate"], split="train_prefs")).to_parquet(str(trl))
+    result = compare.compare_datasets(published["candidate"], str(trl), params(tmp_path))[0]
+    assert result["alignment"]["aligned"] == 40 and result["pairs"]["categories"]["same"] == 40
+    assert result["alignment"]["matched_by"]["prompt_id"] == 40
+
+
 def test_the_main_figures_read_as_one_table(compared):
     # the notebook showed compare.json's nested dict, 150 lines of it; the table is what a reader scans
     table = compare.summary_table(compared[0].result)

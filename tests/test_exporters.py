@@ -1,6 +1,7 @@
 """Output formats against independent computations: SPPO's compute_prob.py transcribed in NumPy, the published
 column names and split names, and the way back to the seed's columns (seed_view, to_trl)."""
 
+import datasets
 import numpy as np
 import pandas as pd
 import pytest
@@ -187,3 +188,21 @@ def test_seed_view_pairs_scored_rows_that_have_no_pair_yet():
     view = seed_view(annotated)
     assert view[0]["chosen"][1]["content"] == "b" and view[0]["rejected"][1]["content"] == "c"
     assert (view[0]["score_chosen"], view[0]["score_rejected"]) == (2.0, -1.0) and view[0]["prompt"] == "Q"
+
+
+def test_trls_conversational_rows_read_as_the_seeds_and_its_reward_pairs_are_not_rlhflows():
+    """to_trl's own rows (`prompt` a [user] conversation, `chosen` / `rejected` the assistant turn) stopped 03_card and
+    04_compare ("'list' object has no attribute 'encode'"): they read as the seed's rows now, the prompt its user
+    turn's text. TRL's reward-modelling rows (a string prompt, chosen, rejected, and a `margin`) were taken for
+    RLHFlow's pair table, whose prompt is a conversation: "RLHFlow's pairs without their scores"."""
+    rows, picks = scored_rows()
+    seed = export_rows("seed", rows, picks)
+    trl = to_trl(seed)
+    view = seed_view(trl)
+    for column in ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected"):
+        assert view[column] == seed[column], column
+    assert view["score_margin"] == trl["score_margin"]  # its other columns kept
+    pairs = export_rows("rlhflow", rows, picks).select_columns(["prompt", "chosen", "rejected", "margin"])
+    reward = datasets.Dataset.from_list([{**r, "prompt": r["prompt"][0]["content"]} for r in pairs])
+    assert detect_format(pairs.features) == detect_format(pairs[0]) == "rlhflow"
+    assert detect_format(reward.features) == detect_format(reward[0]) == "seed" and seed_view(reward) is reward

@@ -11,6 +11,7 @@ import pytest
 from jupyter_core import paths as jupyter_paths
 
 from repro.cli import main as cli_main
+from repro.cli import run as run_cli
 from repro.cli.run import KERNEL_NAME, ensure_kernel
 from repro.errors import ReproError
 from repro.manifest import sha256_file
@@ -105,6 +106,16 @@ def test_bad_parameters_fail_before_running(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Unknown parameter 'mini_idx'" in err and "mini_index" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_the_parameters_echoed_show_a_path_as_typed(tmp_path, monkeypatch, capsys):
+    """A non-ASCII run directory was echoed as JSON escapes ("/tmp/\\u504f\\u597d"); now as it is named."""
+    monkeypatch.setattr(run_cli, "ensure_kernel", lambda kernel: None)
+    monkeypatch.setattr(run_cli, "run_notebooks", lambda *args, **kw: 0)  # the echo, not the notebooks
+    out = tmp_path / "偏好"
+    assert cli_main(["run", str(DEMO), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f'"run_dir": "{out}"' in said and "\\u" not in said
 
 
 @pytest.fixture

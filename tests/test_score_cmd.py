@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import re
 
+import datasets
 import numpy as np
 import pytest
 
+from repro.analysis.report import load
 from repro.cli import main
 from repro.cli.score import read_rows
 from repro.construct.pairs import build_row
 from repro.exporters import export_rows
 from repro.dataset_io import write_split
 from repro.errors import DataError
+from repro.formats import to_trl
+from repro.parameters import AnalyzeParams
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
 
@@ -290,10 +294,12 @@ def test_every_layout_repro_writes_is_scored_on_every_candidate_it_holds(tmp_pat
         for src in files:
             got = score(src, "(2 candidates a prompt: their chosen and rejected)" if name == "selm" else
                         f"(3 candidates a prompt, from {said[name]})" if name in said else "(3 candidates a prompt)")
-            # the input rows, in order, + the texts scored; RLHFlow's prompt (a [user] message) as the text scored
+            # the input rows, in order, + the texts scored; RLHFlow's prompt (a [user] message) as the text scored;
+            # a pair's scores (SELM's) as its score_chosen / score_rejected too
             assert [{k: v for k, v in g.items() if k not in ("scores", "ranks")} for g in got] == \
-                [r | {"prompt": w["prompt"], "candidates": c} for r, w, c in zip(ds.to_list(), want, texts)], \
-                (name, src.suffix)
+                [r | {"prompt": w["prompt"], "candidates": c} | (dict(zip(("score_chosen", "score_rejected"),
+                                                                          g["scores"])) if name == "selm" else {})
+                 for r, w, c, g in zip(ds.to_list(), want, texts, got)], (name, src.suffix)
             if name != "selm":
                 for g, w in zip(got, want):
                     np.testing.assert_allclose(g["scores"], w["scores"], rtol=0, atol=1e-6)
@@ -400,3 +406,45 @@ def test_batch_tokens_typed_as_a_whole_float_is_that_count(tmp_path, tiny_pairrm
     with pytest.raises(SystemExit):
         main([*argv, "--output", str(tmp_path / "c.jsonl"), "--batch-tokens", "1.5"])
     assert "--batch-tokens: invalid whole_number value: '1.5'" in capsys.readouterr().err
+
+
+def test_trls_rows_are_scored_on_their_pair_and_02_analyze_reads_the_new_scores(tmp_path, tiny_pairrm_dir,
+                                                                               train_rows, capsys):
+    """TRL's conversational rows (to_trl's: `prompt` [user turn], `chosen` / `rejected` [assistant turn]) were refused
+    ("'prompt' is list; expected a string (or, as in RLHFlow's rows, a conversation ...)"), its reward-modelling rows
+    (strings and a `margin`) taken for RLHFlow's ("'responses' is missing"); an H4 row's new `scores` were written
+    beside its GPT-4 `score_chosen` / `score_rejected`, which 02_analyze then read. Now each is scored on its pair,
+    its `score_chosen` / `score_rejected` (`score_margin`) are the new scores, the input's kept as `input_<name>`."""
+    h4 = [{k: r[k] for k in ("prompt", "prompt_id", "chosen", "rejected", "score_chosen", "score_rejected")}
+          for r in train_rows[:3]]
+    reward = [{"prompt": r["prompt"], "chosen": r["chosen"][-1]["content"], "rejected": r["rejected"][-1]["content"],
+               "margin": 1.5} for r in h4]
+    args = ["--model", str(tiny_pairrm_dir), "--device", "cpu", "--source-maxlength", "64",
+            "--candidate-maxlength", "32"]
+
+    def score(name, rows):
+        out = tmp_path / f"{name}.scored.jsonl"
+        assert main(["score", "--input", str(write_jsonl(tmp_path / f"{name}.jsonl", rows)), "--output", str(out),
+                     *args]) == 0
+        return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()], capsys.readouterr().err
+
+    want, said = score("h4", h4)
+    assert "their chosen and rejected" in said and "input_score_chosen" in said
+    for got, row, pair in zip(want, h4, reward):
+        assert got["candidates"] == [pair["chosen"], pair["rejected"]]
+        assert [got["score_chosen"], got["score_rejected"]] == got["scores"]
+        assert [got["input_score_chosen"], got["input_score_rejected"]] == [row["score_chosen"], row["score_rejected"]]
+    data = load(AnalyzeParams(dataset=str(tmp_path / "h4.scored.jsonl"), run_dir=str(tmp_path / "run")))
+    np.testing.assert_array_equal(data.score_chosen, [g["scores"][0] for g in want])
+    for name, rows in (("trl", to_trl(datasets.Dataset.from_list(h4)).to_list()), ("reward", reward)):
+        got, said = score(name, rows)
+        assert "their chosen and rejected" in said and ("input_score_chosen" in said) == (name == "trl")
+        for g, w, row in zip(got, want, rows):
+            assert g["prompt"] == w["prompt"] and g["candidates"] == w["candidates"], name
+            np.testing.assert_allclose(g["scores"], w["scores"], rtol=0, atol=1e-6)
+            assert [g["score_chosen"], g["score_rejected"]] == g["scores"]
+            # the input's fields kept (the prompt as its text); its own scores (to_trl's margin too) as input_<name>
+            ours = ("score_chosen", "score_rejected", "score_margin")
+            kept = {k: v for k, v in row.items() if k not in ("prompt", *ours)}
+            assert {k: g[k] for k in kept} == kept and [g.get(f"input_{k}") for k in ours] == [row.get(k) for k in ours]
+            assert g.get("score_margin") == (g["scores"][0] - g["scores"][1] if name == "trl" else None)

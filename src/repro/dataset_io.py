@@ -49,6 +49,19 @@ def response_text(value: Any) -> str | None:
                 None)
 
 
+def prompt_text(row: dict[str, Any]) -> str | None:
+    """A row's prompt as text: `prompt` itself, or the first user turn of a conversation in `prompt` (RLHFlow's,
+    TRL's conversational rows) or else in `chosen` (SPPO's score-only rows); else None."""
+    if isinstance(prompt := row.get("prompt"), str):
+        return prompt
+    for column in ("prompt", "chosen"):
+        turns = row.get(column)
+        for turn in turns if isinstance(turns, list) else []:
+            if isinstance(turn, dict) and turn.get("role") == "user":
+                return turn.get("content")
+    return None
+
+
 def prompt_id_of(prompt: str) -> str:
     """sha256 hex digest of the UTF-8 prompt (the rule HuggingFaceH4/ultrafeedback_binarized uses)."""
     return hashlib.sha256(prompt.encode("utf-8")).hexdigest()

@@ -5,13 +5,14 @@ the pair picked; `seed_view` maps any format back to the seed's columns (for 02_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import datasets
 import numpy as np
 from datasets import Features, List, Value
 
-from .dataset_io import MESSAGE_LIST, SEED_FEATURES, conversation, output_features, response_text, row_prompt_id
+from .dataset_io import (MESSAGE_LIST, SEED_FEATURES, conversation, output_features, prompt_text, response_text,
+                         row_prompt_id)
 from .errors import DataError
 from .parameters import OutputFormat
 
@@ -126,34 +127,30 @@ def export_rows(name: str, rows: Sequence[dict[str, Any]], picks: Sequence[tuple
 
 
 # back to the seed's columns
-def detect_format(columns: Sequence[str]) -> str:
-    """Which format a table's columns are (by columns only, so a published copy is recognised too)."""
+def detect_format(columns: Sequence[str] | Mapping[str, Any]) -> str:
+    """Which format a table is, by its columns (so a published copy is recognised too): their names, or a row or a
+    Dataset's features, whose `prompt` tells RLHFlow's pair table (a conversation) from TRL's reward-modelling pairs
+    (a string prompt, chosen, rejected and a `margin`: plain pairs, as names alone are read)."""
     have = set(columns)
     if {"chosen_probs", "chosen_probs_win", "chosen_probs_lose"} <= have or "rm_scores" in have:
         return "sppo"
     if {"all_generated_responses", "all_rm_scores"} <= have:
         return "snorkel"
-    if {"responses", "rewards"} <= have or ("margin" in have and "score_chosen" not in have
-                                               and "chosen" in have and "prompt_id" not in have):
+    if {"responses", "rewards"} <= have or (conversational(columns) and "margin" in have and "chosen" in have
+                                               and not {"score_chosen", "prompt_id"} & have):
         return "rlhflow"
     return "seed"
+
+
+def conversational(columns: Sequence[str] | Mapping[str, Any]) -> bool:
+    """Whether a row's `prompt`, or a Dataset's `prompt` feature, is a conversation (a list of messages)."""
+    return isinstance(columns.get("prompt") if isinstance(columns, Mapping) else None, (list, List))
 
 
 def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequence[float] | None) -> float | None:
     if text is None or not candidates or not scores or text not in candidates:
         return None
     return float(scores[list(candidates).index(text)])
-
-
-def _prompt_text(row: dict[str, Any]) -> str | None:
-    prompt = row.get("prompt")
-    if isinstance(prompt, str):
-        return prompt
-    for column in ("prompt", "chosen"):  # RLHFlow's [user] messages; SPPO's score-only rows
-        value = row.get(column)
-        if isinstance(value, list) and value and isinstance(value[0], dict) and value[0].get("role") == "user":
-            return value[0].get("content")
-    return None
 
 
 def generate_columns(row: dict[str, Any]) -> list[str]:
@@ -163,7 +160,7 @@ def generate_columns(row: dict[str, Any]) -> list[str]:
 
 def seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
     """One row of format `fmt` in the seed's column names (as `seed_view`, untyped)."""
-    prompt = _prompt_text(row)
+    prompt = prompt_text(row)
     chosen, rejected = response_text(row.get("chosen")), response_text(row.get("rejected"))
     if fmt == "sppo":
         candidates = [response_text(row[c]) for c in generate_columns(row)]
@@ -195,11 +192,17 @@ SEED_VIEW_FEATURES = Features({**PAIR_VIEW_FEATURES, "candidates": STRINGS, "can
 def seed_view(ds: datasets.Dataset, candidates: bool = True) -> datasets.Dataset:
     """`ds` in the seed's column names, whatever its format (seed and SELM rows as they are); `prompt_id` = sha256 of
     the prompt where the format has none, a score null where its text is not listed; `candidates` / `candidate_scores`
-    every candidate and its score (null where none; left out with `candidates=False`, for a reader of the pairs)."""
-    fmt = detect_format(ds.column_names)
-    if fmt == "seed":
+    every candidate and its score (null where none; left out with `candidates=False`, for a reader of the pairs); TRL's
+    conversational rows (`to_trl`'s) with their prompt's text and `chosen` / `rejected` conversations, as the seed's."""
+    fmt = detect_format(ds.features)
+    if fmt != "seed":
+        features = SEED_VIEW_FEATURES if candidates else PAIR_VIEW_FEATURES
+        rows = [{k: v for k, v in seed_row(r, fmt).items() if k in features} for r in ds]
+    elif conversational(ds.features):  # (their other columns kept: their scores, score_margin)
+        view = [c for c in ("prompt", "prompt_id", "chosen", "rejected") if c in ds.column_names or c == "prompt_id"]
+        features = Features({**ds.features, **{c: PAIR_VIEW_FEATURES[c] for c in view}})
+        rows = [r | {c: v for c, v in seed_row(r, fmt).items() if c in view} for r in ds]
+    else:
         return ds
-    features = SEED_VIEW_FEATURES if candidates else PAIR_VIEW_FEATURES
-    rows = [{k: v for k, v in seed_row(r, fmt).items() if k in features} for r in ds]
     return datasets.Dataset.from_list(rows, features=features) if rows else \
         datasets.Dataset.from_dict({k: [] for k in features}, features=features)

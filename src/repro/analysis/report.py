@@ -91,7 +91,8 @@ class AnalysisResult:
 
 def require_scores(table: pa.Table, where: str) -> None:
     """A DataError unless `table` has the score columns (a dataset the analysis cannot read at all)."""
-    layout = detect_format(table.column_names)  # a recipe's pairs without scores: its table of scores has them
+    # a recipe's pairs without scores: its table of scores has them
+    layout = detect_format(datasets.Features.from_arrow_schema(table.schema))
     scored = {"sppo": "rm_scores", "rlhflow": "rewards"}.get(layout)
     require_columns(table.column_names, SCORE_COLUMNS, where,
                     hint="The analysis needs the paired scores of a preference dataset: rename the columns, "

@@ -167,7 +167,7 @@ class CardFacts:
     @property
     def layout(self) -> str:
         """Whose columns the dataset has (`repro.exporters.detect_format`): their descriptions are that layout's."""
-        return detect_format(list(self.features))
+        return detect_format(self.features)
 
     @property
     def scored(self) -> bool:
@@ -441,7 +441,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     # read before anything is written: a missing or unreadable card_dataset writes nothing (not even the folder)
     foreign = None if card_dataset is None else load_source(card_dataset, params.card_split, "card_dataset",
                                                             "card_split")
-    if foreign is not None and detect_format(foreign.column_names) == "seed" and not any(
+    if foreign is not None and detect_format(foreign.features) == "seed" and not any(
             set(pair) <= set(foreign.column_names) for pair in (("chosen", "rejected"), SCORE_COLUMNS)):
         raise DataError(f"card_dataset {card_dataset!r} has no `chosen` and `rejected` columns, nor their scores (it "
                         f"has {', '.join(foreign.column_names)}): 03_card describes preference pairs, in the seed's "
@@ -516,7 +516,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
     if run.compare.is_file():
         facts.comparison = json.loads(run.compare.read_text())
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
-        facts.prompt_id_sha256_rows = sum(prompt_id_of(p) == i for p, i in zip(ds["prompt"], ds["prompt_id"]))
+        prompts = view.column("prompt").to_pylist()  # the text (TRL's conversational prompt: its user turn's)
+        facts.prompt_id_sha256_rows = sum(isinstance(p, str) and prompt_id_of(p) == i
+                                          for p, i in zip(prompts, view.column("prompt_id").to_pylist()))
     return facts
 
 

@@ -283,7 +283,8 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     with writing(run, given_as):  # from here to the end, no other `repro run` writes into this directory
         if changed and rebuilds(resolved["notebooks"]):  # --force or a run that made nothing
             replace_run(run, args.force)  # nothing of it may outlive it (else require refused)
-        print(f"repro run: {params_file} -> {run_root}\n  parameters: {json.dumps(values, default=str)}")
+        shown = json.dumps(values, ensure_ascii=False, default=str)  # (a path as it is named, not as \u escapes)
+        print(f"repro run: {params_file} -> {run_root}\n  parameters: {shown}")
         where = checks[0]  # why a complete run runs again, what a run there reuses, why one was replaced
         if where.what == "run directory" and not where.detail.endswith("(new)"):
             print(f"  run directory: {where.detail}")

@@ -1,5 +1,6 @@
 """`repro score`: reward-model scores of jsonl (or parquet) rows of any layout repro writes, for SPPO-style scripts:
-each output line is the input row plus `candidates`, `scores` (higher is better) and `ranks` (1 = best, ties share)."""
+each output line is the input row plus `candidates`, `scores` (higher is better) and `ranks` (1 = best, ties share);
+a pair's row (candidates: its chosen and rejected) gets them as its `score_chosen` / `score_rejected` too."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import shutil
 import sys
 from itertools import islice
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Sequence, get_args
 
 import pyarrow.parquet as pq
 
 from ..construct.scoring import score_candidates
-from ..dataset_io import response_text
+from ..dataset_io import prompt_text, response_text
 from ..errors import DataError, ParameterError, counted
 from ..exporters import CALLED, detect_format, generate_columns, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
@@ -31,6 +32,8 @@ RUN = {name: field.default for name, field in ConstructParams.model_fields.items
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
 SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE}
 SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
+# a pair's row: these hold the new scores (02_analyze reads them), the input's are renamed input_<name>
+PAIR_SCORES = ("score_chosen", "score_rejected", "score_margin")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +59,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="jsonl (or .parquet) rows with 'prompt' and 'candidates' (H4 and SELM rows: 'chosen' "
                              "and 'rejected'; SPPO's, Snorkel's, RLHFlow's: every candidate they list), or a dataset "
                              "folder of one split (data/<split>-*.parquet)")
-    parser.add_argument("--output", required=True, help="a .jsonl file: the input rows + 'scores' and 'ranks'")
+    parser.add_argument("--output", required=True,
+                        help="a .jsonl file: the input rows + 'scores' and 'ranks'; a pair's row (H4's, TRL's) gets "
+                             "them as its 'score_chosen' and 'score_rejected' (and 'score_margin', where it has one), "
+                             "the input's kept as 'input_score_chosen', ...")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
@@ -154,14 +160,14 @@ def read_named_rows(path: Path, min_candidates: int = 2, limit: int | None = Non
             raise DataError(f"{where} is a JSON {type(row).__name__}; expected an object with 'prompt' and "
                             f"'candidates'. jsonl is one JSON object per line (not a JSON array of them); rows are "
                             f"read from jsonl or parquet.")
-        layout = detect_format(list(row))  # each row by its own columns: a file of one layout
+        layout = detect_format(row)  # each row by its own columns: a file of one layout
         first = first or (where.split(" of ")[0], layout, _layout_named(row, layout))
         if layout != first[1]:
             raise DataError(f"{where} holds {_layout_named(row, layout)}, but {first[0]} holds {first[2]}: give a file "
                             f"of one layout (split it where the layout changes).")
         column = SCORED.get(layout, "candidates")
         try:
-            view = seed_row(row, layout) if layout != "seed" else {}
+            view = seed_row(row, layout) if layout != "seed" else {"prompt": prompt_text(row)}  # (TRL's turns)
         except (TypeError, ValueError, IndexError) as exc:  # a column of another type than its layout's
             raise DataError(f"{where} holds {CALLED[layout]} columns, but not of their types ({type(exc).__name__}: "
                             f"{str(exc)[:200]}); give its every row the columns repro writes for {CALLED[layout]} "
@@ -176,7 +182,7 @@ def read_named_rows(path: Path, min_candidates: int = 2, limit: int | None = Non
         prompt, cands = row.get("prompt"), row.get("candidates")
         if not isinstance(prompt, str):
             what = "missing" if "prompt" not in row else "null" if prompt is None else type(prompt).__name__
-            turns = " (or, as in RLHFlow's rows, a conversation whose first message is the user's)" * (what == "list")
+            turns = " (or, as in RLHFlow's and TRL's rows, a conversation with a user message)" * (what == "list")
             raise DataError(f"{where}: 'prompt' is {what}; expected a string{turns}.")
         bad = next((k for k, text in enumerate(cands) if not isinstance(text, str)), None) \
             if layout in SCORED and isinstance(cands, list) else None
@@ -208,6 +214,14 @@ def read_named_rows(path: Path, min_candidates: int = 2, limit: int | None = Non
         raise DataError(f"{option} {path} holds no rows (it is empty or blank): nothing to score. Give a file "
                         f'(jsonl, or parquet) of {{"prompt": "...", "candidates": ["...", "..."]}} rows.')
     return rows
+
+
+def scored_pair(row: dict[str, Any], scores: Sequence[float]) -> dict[str, Any]:
+    """A pair's row (candidates: its chosen and rejected) with their scores as its `score_chosen` / `score_rejected`,
+    which 02_analyze reads (their difference as its `score_margin`, to_trl's, if any); the input's as `input_<name>`."""
+    new = {"score_chosen": float(scores[0]), "score_rejected": float(scores[1])}
+    new |= {"score_margin": new["score_chosen"] - new["score_rejected"]} if "score_margin" in row else {}
+    return {**row, **{f"input_{name}": row[name] for name in PAIR_SCORES if name in row}, **new}
 
 
 def check_output(given: str, input: Path, force: bool) -> Path:
@@ -273,20 +287,25 @@ def main(args: argparse.Namespace) -> int:
         candidate_maxlength=args.candidate_maxlength, kind=kind, options=options)
     if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
         return 0
+    # what was scored: each row's pair (H4, SELM, TRL: no other candidates in them), else its layout's candidates
+    pairs = [r["candidates"] == [response_text(r.get(side)) for side in ("chosen", "rejected")] for r in rows]
     # atomically: a crash never leaves half an output file
-    lines = (json.dumps({**row, "scores": s, "ranks": ranks_from_scores(
+    lines = (json.dumps({**(scored_pair(row, s) if pair else row), "scores": s, "ranks": ranks_from_scores(
         s, f"--input {args.input}, row {k + 1} of {len(rows)} (prompt {row['prompt']!r:.80})").tolist()},
-        ensure_ascii=False, default=json_default) + "\n" for k, (row, s) in enumerate(zip(rows, result.scores)))
+        ensure_ascii=False, default=json_default) + "\n"
+        for k, (row, s, pair) in enumerate(zip(rows, result.scores, pairs)))
     atomic_write_text(args.output, "".join(lines))
     if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info, few, most = result.info, min(map(len, cands := [r["candidates"] for r in rows])), max(map(len, cands))
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
-    # what was scored: the rows' pair (H4, SELM: no other candidates in them), else their layout's candidates
-    pair = all(r["candidates"] == [response_text(r.get(side)) for side in ("chosen", "rejected")] for r in rows)
-    scored = ": their chosen and rejected" if pair else \
-        f", from {SCORED[layout]}" if (layout := detect_format(list(rows[0]))) in SCORED else ""
+    scored = ": their chosen and rejected" if all(pairs) else \
+        f", from {SCORED[layout]}" if (layout := detect_format(rows[0])) in SCORED else ""
+    renamed = [name for name in PAIR_SCORES if any(pair and name in row for row, pair in zip(rows, pairs))]
     print(f"repro score: {counted(len(rows), 'prompt')} scored with {info['model']} ({info['backend']}, "
           f"{info['device']}, {info['dtype']}) -> {args.output} ({few}{f' to {most}' * (most > few)} candidates a "
           f"prompt{scored}){note}", file=sys.stderr)
+    if renamed:  # (02_analyze reads score_chosen / score_rejected: the new scores, not the input's)
+        print(f"repro score: the pairs' {' / '.join(renamed)} hold these scores now; the input's are kept as "
+              f"{' / '.join('input_' + name for name in renamed)}.", file=sys.stderr)
     return 0
