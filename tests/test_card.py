@@ -2451,3 +2451,57 @@ def test_a_dataset_whose_known_recipe_names_a_built_in_stand_in_is_not_offered_f
                        ("builtin:tiny-nothing", "come from a stand-in scorer, as `known_recipe` declares.")):
         facts, card_path = card_for(tmp_path / "run", card_dataset=theirs, known_recipe={"scorer": told})
         assert facts.stand_in and said in halves(card_path)[0] and "dpo" not in DatasetCard.load(card_path).data.tags
+
+
+# ---------------------------------------------------------------------------------------------
+# datasets of the field's other shapes, carded as they are (real rows of tests/fixtures/ultrafeedback)
+# ---------------------------------------------------------------------------------------------
+def write_rows(path: Path, rows: list[dict]) -> str:
+    """`rows` as a .jsonl or .parquet file (by `path`'s suffix), as a dataset of another project comes."""
+    ds = datasets.Dataset.from_list(rows)
+    ds.to_json(path, force_ascii=False) if path.suffix == ".jsonl" else ds.to_parquet(path)
+    return str(path)
+
+
+def test_chosen_rejected_and_candidates_are_described_as_what_they_hold(tmp_path, train_rows):
+    """A TRL file of strings, to_trl's conversational rows (chosen: the assistant turn alone) and SPPO rows whose
+    generate_i are strings: each column was said to be a `[user prompt, assistant response]` conversation."""
+    rows = train_rows[:12]
+    text = {"chosen": "The preferred response's text.", "rejected": "The dispreferred response's text."}
+    trl = write_rows(tmp_path / "trl.jsonl", [{"prompt": r["prompt"], "chosen": r["chosen"][-1]["content"],
+                                               "rejected": r["rejected"][-1]["content"]} for r in rows])
+    en, zh = halves(card_for(tmp_path / "trl", card_dataset=trl)[1])
+    assert [table_rows(en, f"`{c}`")[0][1:] for c in text] == [["string", said] for said in text.values()]
+    assert [table_rows(zh, f"`{c}`")[0][2] for c in text] == ["优选回复的文本。", "待拒回复的文本。"]
+    # to_trl's rows without prompt_id: the prompt a [user] turn, chosen and rejected the assistant's turn alone
+    conversational = write_rows(tmp_path / "trlconv.parquet", [
+        {"prompt": r["chosen"][:1], "chosen": r["chosen"][1:], "rejected": r["rejected"][1:],
+         "score_chosen": r["score_chosen"], "score_rejected": r["score_rejected"]} for r in rows])
+    en, zh = halves(card_for(tmp_path / "trlconv", card_dataset=conversational)[1])
+    assert table_rows(en, "`chosen`")[0][2] == "The preferred conversation: `[assistant response]`."
+    assert table_rows(en, "`rejected`")[0][2] == "The dispreferred conversation: `[assistant response]`."
+    assert table_rows(zh, "`chosen`")[0][2] == "优选对话：`[助手回复]`。"
+    # a system turn first: said as the turns are, in each language
+    system = write_rows(tmp_path / "system.parquet", [
+        {**{k: r[k] for k in ("prompt", "prompt_id", "score_chosen", "score_rejected")},
+         "chosen": [{"content": "Be brief.", "role": "system"}, *r["chosen"]], "rejected": r["rejected"]}
+        for r in rows])
+    en, zh = halves(card_for(tmp_path / "system", card_dataset=system)[1])
+    assert table_rows(en, "`chosen`")[0][2] == (
+        "The preferred conversation: `[system prompt, user prompt, assistant response]`.")
+    assert table_rows(en, "`rejected`")[0][2] == "The dispreferred conversation: `[user prompt, assistant response]`."
+    assert table_rows(zh, "`chosen`")[0][2] == "优选对话：`[系统提示词, 用户提示词, 助手回复]`。"
+    # SPPO's columns with its candidates as text
+    sppo = write_rows(tmp_path / "sppo.parquet", [
+        {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "chosen": r["chosen"], "rejected": r["rejected"],
+         "generate_0": r["chosen"][-1]["content"], "generate_1": r["rejected"][-1]["content"],
+         "rm_scores": [r["score_chosen"], r["score_rejected"]]} for r in rows])
+    en, zh = halves(card_for(tmp_path / "sppo", card_dataset=sppo)[1])
+    assert table_rows(en, "`generate_1`")[0][1:] == ["string", "Candidate 1's text (SPPO's `generate_1`)."]
+    assert table_rows(zh, "`generate_1`")[0][2] == "第 1 个候选回复的文本（SPPO 的 `generate_1`）。"
+    assert table_rows(en, "`chosen`")[0][2] == "The preferred conversation: `[user prompt, assistant response]`."
+    # SPPO's own (conversations) as before
+    en, _ = halves(card_for(tmp_path / "sppo-own", card_dataset=write_rows(tmp_path / "own.parquet",
+                                                                           recipe_rows("sppo").to_list()))[1])
+    assert table_rows(en, "`generate_0`")[0][2] == (
+        "Candidate 0 as a `[user prompt, assistant response]` conversation (SPPO's `generate_0`).")

@@ -47,6 +47,7 @@ LENGTH_BIAS_SHARE = 0.6
 LENGTH_BIAS_ROWS = 10
 SMALL_ROWS = 1000  # a dataset of fewer rows is called small (the hub's smallest size category, n<1K)
 MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (inverted pairs from one on)
+TEXT_TYPES = (pa.string(), pa.large_string())
 
 
 @dataclass
@@ -95,6 +96,8 @@ class CardFacts:
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
+    # {chosen, rejected, generate_i: the roles of the first row's turns that has any, or None for a text column}
+    turns: dict[str, list[str] | None] = field(default_factory=dict)
 
     @property
     def chosen_text(self) -> str:
@@ -517,7 +520,21 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.comparison = json.loads(run.compare.read_text())
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
         facts.prompt_id_sha256_rows = sum(prompt_id_of(p) == i for p, i in zip(ds["prompt"], ds["prompt_id"]))
+    facts.turns = {c: _roles(ds.data.column(c)) for c in ds.column_names
+                   if c in ("chosen", "rejected") or c.startswith("generate_")}
     return facts
+
+
+def _roles(column: pa.ChunkedArray) -> list[str] | None:
+    """The roles of a conversation column's turns, as the first row with any turns has them ([]: no row has any, or
+    the column holds no turns); None for a column of text."""
+    if column.type in TEXT_TYPES:
+        return None
+    if not pa.types.is_list(column.type) and not pa.types.is_large_list(column.type) or not (
+            pa.types.is_struct(column.type.value_type) and column.type.value_type.get_field_index("role") >= 0):
+        return []
+    first = pc.index(pc.greater(pc.list_value_length(column), 0), True).as_py()
+    return [] if first < 0 else [turn["role"] for turn in column[first].as_py()]
 
 
 def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
