@@ -2505,3 +2505,32 @@ def test_chosen_rejected_and_candidates_are_described_as_what_they_hold(tmp_path
                                                                            recipe_rows("sppo").to_list()))[1])
     assert table_rows(en, "`generate_0`")[0][2] == (
         "Candidate 0 as a `[user prompt, assistant response]` conversation (SPPO's `generate_0`).")
+
+
+def test_scores_under_other_names_are_named_with_the_renaming_that_lets_them_be_analysed(tmp_path, train_rows):
+    """Argilla's cleaned layout: the scores as `chosen-rating` / `rejected-rating`. The card said the rows carry no
+    scores (their layout keeps only the pair); 02_analyze says which columns it lacks and to rename them."""
+    argilla = write_rows(tmp_path / "argilla.parquet", [
+        {"prompt": r["prompt"], "chosen": r["chosen"], "chosen-rating": r["score_chosen"], "chosen-model": "gpt-4",
+         "rejected": r["rejected"], "rejected-rating": r["score_rejected"]} for r in train_rows[:12]])
+    facts, card_path = card_for(tmp_path / "argilla", card_dataset=argilla)
+    en, zh = halves(card_path)
+    said = ("the rows lack `score_chosen`, `score_rejected`, which `notebooks/02_analyze.ipynb` reads the scores "
+            "from; of their columns, these hold numbers: `chosen-rating`, `rejected-rating`. Renaming the ones that "
+            "hold the scores to those names lets it analyse the rows.")
+    assert f"> - Characteristics (key statistics, tests, length bias): {said}" in en
+    assert "keeps only the pair" not in en
+    assert ("数据行缺少 `score_chosen`、`score_rejected`，而 `notebooks/02_analyze.ipynb` 从这些列读取分数；数据行中"
+            "为数值的列有 `chosen-rating`、`rejected-rating`：将存放分数的列重命名为上述列名，即可分析这些行。") in zh
+    # the renaming it names: the analysis reads the rows
+    from repro.analysis import report as analysis
+
+    renamed = write_rows(tmp_path / "renamed.parquet", datasets.Dataset.from_parquet(argilla).rename_columns(
+        {"chosen-rating": "score_chosen", "rejected-rating": "score_rejected"}).to_list())
+    assert analysis.analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "renamed"), "dataset": renamed,
+                                                  "bootstrap_resamples": 100})).metrics["n"] == 12
+    # pairs with no column of numbers at all: as before
+    trl = write_rows(tmp_path / "trl.jsonl", [{"prompt": r["prompt"], "chosen": r["chosen"][-1]["content"],
+                                               "rejected": r["rejected"][-1]["content"]} for r in train_rows[:12]])
+    en, _ = halves(card_for(tmp_path / "trl", card_dataset=trl)[1])
+    assert "the rows carry no scores to analyse (this layout keeps only the pair)." in en

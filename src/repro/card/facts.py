@@ -179,6 +179,16 @@ class CardFacts:
         return self.has_columns(*SCORE_COLUMNS) if self.layout == "seed" else holds_scores(self.features)
 
     @property
+    def unread_scores(self) -> tuple[list[str], list[str]]:
+        """(the score columns 02_analyze reads that rows of the seed's layout lack, their columns of numbers: the
+        scores under other names, as Argilla's `chosen-rating`, or not); ([], []) where the rows are scored."""
+        if self.scored or self.layout != "seed":
+            return [], []
+        numbers = [c for c, f in self.features.items() if isinstance(f, Value) and (
+            pa.types.is_integer(f.pa_type) or pa.types.is_floating(f.pa_type))]
+        return [c for c in SCORE_COLUMNS if c not in self.features], numbers
+
+    @property
     def trl_ready(self) -> bool:
         """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores)."""
         scores = sum(c in self.features for c in SCORE_COLUMNS)
