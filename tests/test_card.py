@@ -2534,3 +2534,30 @@ def test_scores_under_other_names_are_named_with_the_renaming_that_lets_them_be_
                                                "rejected": r["rejected"][-1]["content"]} for r in train_rows[:12]])
     en, _ = halves(card_for(tmp_path / "trl", card_dataset=trl)[1])
     assert "the rows carry no scores to analyse (this layout keeps only the pair)." in en
+
+
+def h4_folder(root: Path, train_rows: list[dict], test_rows: list[dict]) -> str:
+    """H4's layout: data/train_prefs-*.parquet and data/test_prefs-*.parquet."""
+    write_split(datasets.Dataset.from_list(train_rows), root, "train_prefs")
+    write_split(datasets.Dataset.from_list(test_rows), root, "test_prefs")
+    return str(root)
+
+
+def test_a_folder_of_several_splits_names_those_left_out_and_how_to_add_them(tmp_path, train_rows, test_rows):
+    """The card published card_split alone, with no word of the source's other splits."""
+    folder = h4_folder(tmp_path / "h4", train_rows[:20], test_rows[:10])
+    facts, card_path = card_for(tmp_path / "run", card_dataset=folder)
+    en, zh = halves(card_path)
+    said = ("`h4` has another split that this dataset leaves out: `test_prefs`. To add it, run "
+            "`notebooks/03_card.ipynb` on this run again with `card_split` set to it.")
+    assert said in section(en, "### Splits and sizes")
+    assert ("`h4` 还有 1 个本数据集未收录的划分：`test_prefs`。如需加入，请将 `card_split` 设为该划分的名称，在本运行上"
+            "再次运行 `notebooks/03_card.ipynb`。") in zh
+    facts, card_path = card_for(tmp_path / "run", card_dataset=folder, card_split="test_prefs")  # as it says
+    assert [(s.name, s.num_examples) for s in facts.splits] == [("test_prefs", 10), ("train_prefs", 20)]
+    en, zh = halves(card_path)
+    assert "leaves out" not in en and "未收录" not in zh
+    # one file has no other split to name
+    en, _ = halves(card_for(tmp_path / "file", card_dataset=str(ROOT / "tests" / "fixtures" / "ultrafeedback"
+                                                                 / "test_prefs.jsonl"))[1])
+    assert "leaves out" not in en

@@ -25,7 +25,7 @@ from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
 from ..parameters import BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, unused_generation
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id)
-from ..sources import load_source, read_parquet
+from ..sources import held_splits, load_source, read_parquet
 from ..subject import claim, declared_stand_ins, is_own_dataset
 
 CONFIG_NAME = "default"
@@ -95,6 +95,7 @@ class CardFacts:
     pair_signs: dict[str, int] | None = None  # {positive, zero, negative} margins of the rows the card's code keeps
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
+    other_splits: list[str] = field(default_factory=list)  # those of card_dataset that its copy here has not
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
     # {chosen, rejected, generate_i: the roles of the first row's turns that has any, or None for a text column}
     turns: dict[str, list[str] | None] = field(default_factory=dict)
@@ -502,6 +503,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.known_recipe = {fact: public_text(str(told)) for fact, told in params.known_recipe.items()}
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
+    if card_dataset is not None:
+        facts.other_splits = [s for s in held_splits(card_dataset) if s not in {split.name for split in splits}]
     if not built_here:  # the stand-ins its own card, folder or the run that built it declare: said as built here
         declared = declared_stand_ins(facts.card_dataset)
         facts.scorer, facts.generation = declared.get("scorer", {}), declared.get("generation", {})
