@@ -2561,3 +2561,55 @@ def test_a_folder_of_several_splits_names_those_left_out_and_how_to_add_them(tmp
     en, _ = halves(card_for(tmp_path / "file", card_dataset=str(ROOT / "tests" / "fixtures" / "ultrafeedback"
                                                                  / "test_prefs.jsonl"))[1])
     assert "leaves out" not in en
+
+
+def test_an_analysis_of_another_split_says_the_split_the_card_describes_and_what_to_set(tmp_path, train_rows,
+                                                                                          test_rows, capsys):
+    """02_analyze of test_prefs into a run carded from train_prefs: it printed "metrics.json describes 100 rows ...
+    Re-run notebooks/02_analyze.ipynb on this run." (the notebook that had just run), and 03_card failed the same."""
+    from repro.analysis import report as analysis
+
+    folder, run = h4_folder(tmp_path / "h4", train_rows[:20], test_rows[:10]), tmp_path / "run"
+
+    def analyse(split: str) -> AnalyzeParams:
+        p = build(AnalyzeParams, {"run_dir": str(run), "dataset": folder, "dataset_split": split,
+                                  "bootstrap_resamples": 100})
+        analysis.analyze(p)
+        return p
+
+    analyse("train_prefs")
+    card_for(run, card_dataset=folder)
+    capsys.readouterr()
+    assert repro_card.refresh(analyse("test_prefs")) is None  # (02_analyze's last cell)
+    printed = " ".join(capsys.readouterr().out.split())
+    said = (f"{run}/metrics.json describes split 'test_prefs' (02_analyze's dataset_split), but the card describes "
+            f"split 'train_prefs' (03_card's card_split): run notebooks/02_analyze.ipynb on this run with "
+            f"dataset_split 'train_prefs' to describe the card's split again, or notebooks/03_card.ipynb with "
+            f"card_split 'test_prefs' to add the split analysed to the card, which then describes it.")
+    assert said in printed
+    assert "Re-run notebooks/02_analyze.ipynb on this run" not in printed and "bring it up to date" not in printed
+    with pytest.raises(DataError) as refused:
+        card_for(run, card_dataset=folder)
+    assert said in " ".join(str(refused.value).split())
+    # either way out it names works: the split added to the card, which describes the split analysed ...
+    facts, card_path = card_for(run, card_dataset=folder, card_split="test_prefs")
+    assert [s.name for s in facts.splits] == ["test_prefs", "train_prefs"] and facts.metrics["n"] == 10
+    assert 'split="test_prefs"' in halves(card_path)[0]
+    # ... and the card's split analysed again: the card (its parameters as 03_card last ran) describes it
+    assert repro_card.refresh(analyse("train_prefs")) is not None
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(run), "card_dataset": folder,
+                                                       "card_split": "test_prefs"}))
+    assert [s.name for s in facts.splits] == ["train_prefs", "test_prefs"] and facts.metrics["n"] == 20
+
+    # a run built here: its card describes the split 01_construct wrote
+    built = make_run(tmp_path / "built", seed_rows(24), metrics=False)["run"]
+    Manifest(built).record("dataset", {"split": "train_prefs"})
+    write_split(datasets.Dataset.from_list(seed_rows(10), features=SEED_FEATURES), built.dataset, "test_prefs")
+    analysis.analyze(build(AnalyzeParams, {"run_dir": str(built.root), "dataset_split": "test_prefs",
+                                           "bootstrap_resamples": 100}))
+    with pytest.raises(DataError) as refused:
+        card_for(built.root)
+    assert " ".join(str(refused.value).split()) == (
+        f"{built.metrics} describes split 'test_prefs' (02_analyze's dataset_split), but the card describes split "
+        f"'train_prefs' (the one 01_construct wrote): run notebooks/02_analyze.ipynb on this run with dataset_split "
+        f"'train_prefs' to describe it again.")

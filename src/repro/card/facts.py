@@ -475,7 +475,10 @@ def gather_facts(params: "CardParams") -> CardFacts:
         raise ParameterError(
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
-    features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"))
+    # the split described: the one 01_construct wrote; of a dataset not built here, the one 02_analyze read (once
+    # 03_card has added it), else card_split
+    mains = [] if built_here else [_get(_metrics_json(run), "dataset", "split"), params.card_split]
+    features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"), *mains)
     title = public_text(params.pretty_name or "") or (
         params.hub_repo_id.split("/")[-1] if params.hub_repo_id
         else folder_title(run, params.card_dataset or (manifest.get("subject") or {}).get("dataset")))
@@ -550,13 +553,15 @@ def _roles(column: pa.ChunkedArray) -> list[str] | None:
     return [] if first < 0 else [turn["role"] for turn in column[first].as_py()]
 
 
-def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
-    """Each split's facts, `main` (the train split) first, and the main split's rows."""
+def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
+    """Each split's facts, the main split (the first of `mains` there is, else the first by name) first, and the main
+    split's rows."""
     files = split_files(dataset_dir)
     if not files:
         raise DataError(
             f"No dataset at {dataset_dir}: expected {DATA_DIR}/<split>-00000-of-00001.parquet there. Run "
             f"notebooks/01_construct.ipynb for this run first, or set card_dataset to the dataset to describe.")
+    main = next((split for split in mains if split in files), next(iter(files)))
     features, splits, first = None, [], None
     for split, paths in files.items():
         # loaded through the datasets builder (Arrow cache), as a user loads data before push_to_hub:
@@ -565,7 +570,7 @@ def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, 
         if features is not None and ds.features != features:
             raise DataError(f"Split {split!r} in {dataset_dir} has features {ds.features}, other splits have "
                             f"{features}; one card (one config) needs the same features in every split.")
-        features, first = ds.features, ds if split == main else first or ds
+        features, first = ds.features, ds if split == main else first
         splits.append(SplitFacts(name=split, num_bytes=ds._estimate_nbytes(), num_examples=len(ds),
                                  download_size=sum(p.stat().st_size for p in paths),
                                  files=[str(p.relative_to(dataset_dir)) for p in paths]))
@@ -653,6 +658,14 @@ def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> None
     facts.empty_chosen = int(empty.sum())
 
 
+def _metrics_json(run: RunDir) -> Any:
+    """metrics.json as it is, or None where it is missing or not JSON (`_read_metrics` says so)."""
+    try:
+        return json.loads(run.metrics.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _read_metrics(run: RunDir, facts: CardFacts, view: pa.Table) -> dict[str, Any] | None:
     """metrics.json, when it describes the rows of `view` (the main split, seed columns): as many, the same scores."""
     if not run.metrics.exists():
@@ -663,12 +676,23 @@ def _read_metrics(run: RunDir, facts: CardFacts, view: pa.Table) -> dict[str, An
         raise DataError(f"{run.metrics} is not valid JSON ({exc}); re-run notebooks/02_analyze.ipynb for this run "
                         f"or delete the file to get a card without the statistics.") from None
     n, excluded = metrics.get("n"), metrics.get("n_excluded", 0)
-    if isinstance(n, int) and n + excluded != facts.num_examples:
+    recorded = _get(metrics, "dataset", "scores_sha256")
+    counted = isinstance(n, int) and n + excluded != facts.num_examples  # other rows than the dataset's
+    changed = bool(recorded) and recorded != scores_digest(view)
+    analysed, described = _get(metrics, "dataset", "split"), facts.splits[0].name
+    if (counted or changed) and isinstance(analysed, str) and analysed != described:  # (a file's: any split name)
+        fix = (f"(the one 01_construct wrote): run notebooks/02_analyze.ipynb on this run with dataset_split "
+               f"{described!r} to describe it again." if facts.built_here else
+               f"(03_card's card_split): run notebooks/02_analyze.ipynb on this run with dataset_split {described!r} "
+               f"to describe the card's split again, or notebooks/03_card.ipynb with card_split {analysed!r} to add "
+               f"the split analysed to the card, which then describes it.")
+        raise DataError(f"{run.metrics} describes split {analysed!r} (02_analyze's dataset_split), but the card "
+                        f"describes split {described!r} {fix}")
+    if counted:
         raise DataError(
             f"{run.metrics} describes {n} rows (+{excluded} excluded) but the dataset has "
             f"{facts.num_examples}: the metrics belong to other data. Re-run notebooks/02_analyze.ipynb on this run.")
-    recorded = _get(metrics, "dataset", "scores_sha256")
-    if recorded and recorded != scores_digest(view):
+    if changed:
         raise DataError(
             f"{run.metrics} describes other scores than {run.dataset} holds: the data changed after "
             f"notebooks/02_analyze.ipynb ran. Re-run it on this run, then this notebook.")
