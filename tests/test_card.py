@@ -2613,3 +2613,28 @@ def test_an_analysis_of_another_split_says_the_split_the_card_describes_and_what
         f"{built.metrics} describes split 'test_prefs' (02_analyze's dataset_split), but the card describes split "
         f"'train_prefs' (the one 01_construct wrote): run notebooks/02_analyze.ipynb on this run with dataset_split "
         f"'train_prefs' to describe it again.")
+
+
+def test_prompts_shared_by_several_rows_are_stated_and_prompt_id_not_called_the_key(tmp_path, train_rows):
+    """10 rows sharing 5 prompt_ids: the card never said so, and called prompt_id "the key"; 04_compare reports it."""
+    rows = train_rows[:20] + train_rows[:5]
+    recipe = {"scorer": "GPT-4 (UltraFeedback's ratings)"}  # (a scorer known: "How to use" trains on the pairs)
+    facts, card_path = card_for(tmp_path / "run", card_dataset=write_rows(tmp_path / "rows.jsonl", rows),
+                                known_recipe=recipe)
+    en, zh = halves(card_path)
+    assert ("- Repeated prompts: 10 of the 25 rows share their `prompt_id` with another row (5 values occur more "
+            "than once): a prompt may have several pairs here.") in part(en, "## Challenges and limitations")
+    assert ("Keep `prompt_id` to check overlap with evaluation prompts; it is no key of these rows (10 share "
+            "theirs with another row).") in part(en, "## How to use")
+    assert "as the key" not in en and "作为键" not in zh
+    assert ("重复的提示词：25 行中有 10 行与其他行共用 `prompt_id`（5 个值出现不止一次）：同一提示词在此可能有多个"
+            "偏好对。") in zh
+    assert "它并非这些行的键（有 10 行与其他行共用同一值）。" in zh
+    # no prompt_id: the prompts repeat
+    no_ids = write_rows(tmp_path / "no_ids.jsonl", [{k: v for k, v in r.items() if k != "prompt_id"} for r in rows])
+    en, _ = halves(card_for(tmp_path / "no-ids", card_dataset=no_ids, known_recipe=recipe)[1])
+    assert "10 of the 25 rows share their `prompt` with another row (5 values occur more than once)" in en
+    # every prompt once: as before
+    en, _ = halves(card_for(tmp_path / "once", card_dataset=write_rows(tmp_path / "once.jsonl", train_rows[:20]),
+                            known_recipe=recipe)[1])
+    assert "Keep `prompt_id` as the key, to check overlap with evaluation prompts." in en and "Repeated" not in en

@@ -94,6 +94,9 @@ class CardFacts:
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
     pair_signs: dict[str, int] | None = None  # {positive, zero, negative} margins of the rows the card's code keeps
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
+    # {column (prompt_id, else prompt: to_trl's prompt_id is its sha256), rows, values}: the rows that share a value of
+    # it with another row, and the values they share; None where every row's is its own
+    repeated_prompts: dict[str, Any] | None = None
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
     other_splits: list[str] = field(default_factory=list)  # those of card_dataset that its copy here has not
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
@@ -536,6 +539,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.comparison = json.loads(run.compare.read_text())
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
         facts.prompt_id_sha256_rows = sum(prompt_id_of(p) == i for p, i in zip(ds["prompt"], ds["prompt_id"]))
+    key = next((c for c in ("prompt_id", "prompt") if c in ds.column_names), None)
+    if key and ds.data.column(key).type in TEXT_TYPES:
+        counts = pc.value_counts(ds.data.column(key).drop_null()).field("counts").to_numpy()
+        if (repeated := counts > 1).any():
+            facts.repeated_prompts = {"column": key, "rows": int(counts[repeated].sum()), "values": int(repeated.sum())}
     facts.turns = {c: _roles(ds.data.column(c)) for c in ds.column_names
                    if c in ("chosen", "rejected") or c.startswith("generate_")}
     return facts
