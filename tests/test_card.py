@@ -2462,3 +2462,190 @@ def test_a_dataset_whose_known_recipe_names_a_built_in_stand_in_is_not_offered_f
                        ("builtin:tiny-nothing", "come from a stand-in scorer, as `known_recipe` declares.")):
         facts, card_path = card_for(tmp_path / "run", card_dataset=theirs, known_recipe={"scorer": told})
         assert facts.stand_in and said in halves(card_path)[0] and "dpo" not in DatasetCard.load(card_path).data.tags
+
+
+# ---------------------------------------------------------------------------------------------
+# datasets of the field's other shapes, carded as they are (real rows of tests/fixtures/ultrafeedback)
+# ---------------------------------------------------------------------------------------------
+def write_rows(path: Path, rows: list[dict]) -> str:
+    """`rows` as a .jsonl or .parquet file (by `path`'s suffix), as a dataset of another project comes."""
+    ds = datasets.Dataset.from_list(rows)
+    ds.to_json(path, force_ascii=False) if path.suffix == ".jsonl" else ds.to_parquet(path)
+    return str(path)
+
+
+def test_chosen_rejected_and_candidates_are_described_as_what_they_hold(tmp_path, train_rows):
+    """A TRL file of strings, to_trl's conversational rows (chosen: the assistant turn alone) and SPPO rows whose
+    generate_i are strings: each column was said to be a `[user prompt, assistant response]` conversation."""
+    rows = train_rows[:12]
+    text = {"chosen": "The preferred response's text.", "rejected": "The dispreferred response's text."}
+    trl = write_rows(tmp_path / "trl.jsonl", [{"prompt": r["prompt"], "chosen": r["chosen"][-1]["content"],
+                                               "rejected": r["rejected"][-1]["content"]} for r in rows])
+    en, zh = halves(card_for(tmp_path / "trl", card_dataset=trl)[1])
+    assert [table_rows(en, f"`{c}`")[0][1:] for c in text] == [["string", said] for said in text.values()]
+    assert [table_rows(zh, f"`{c}`")[0][2] for c in text] == ["优选回复的文本。", "待拒回复的文本。"]
+    # to_trl's rows without prompt_id: the prompt a [user] turn, chosen and rejected the assistant's turn alone
+    conversational = write_rows(tmp_path / "trlconv.parquet", [
+        {"prompt": r["chosen"][:1], "chosen": r["chosen"][1:], "rejected": r["rejected"][1:],
+         "score_chosen": r["score_chosen"], "score_rejected": r["score_rejected"]} for r in rows])
+    en, zh = halves(card_for(tmp_path / "trlconv", card_dataset=conversational)[1])
+    assert table_rows(en, "`chosen`")[0][2] == "The preferred conversation: `[assistant response]`."
+    assert table_rows(en, "`rejected`")[0][2] == "The dispreferred conversation: `[assistant response]`."
+    assert table_rows(zh, "`chosen`")[0][2] == "优选对话：`[助手回复]`。"
+    # a system turn first: said as the turns are, in each language
+    system = write_rows(tmp_path / "system.parquet", [
+        {**{k: r[k] for k in ("prompt", "prompt_id", "score_chosen", "score_rejected")},
+         "chosen": [{"content": "Be brief.", "role": "system"}, *r["chosen"]], "rejected": r["rejected"]}
+        for r in rows])
+    en, zh = halves(card_for(tmp_path / "system", card_dataset=system)[1])
+    assert table_rows(en, "`chosen`")[0][2] == (
+        "The preferred conversation: `[system prompt, user prompt, assistant response]`.")
+    assert table_rows(en, "`rejected`")[0][2] == "The dispreferred conversation: `[user prompt, assistant response]`."
+    assert table_rows(zh, "`chosen`")[0][2] == "优选对话：`[系统提示词, 用户提示词, 助手回复]`。"
+    # SPPO's columns with its candidates as text
+    sppo = write_rows(tmp_path / "sppo.parquet", [
+        {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "chosen": r["chosen"], "rejected": r["rejected"],
+         "generate_0": r["chosen"][-1]["content"], "generate_1": r["rejected"][-1]["content"],
+         "rm_scores": [r["score_chosen"], r["score_rejected"]]} for r in rows])
+    en, zh = halves(card_for(tmp_path / "sppo", card_dataset=sppo)[1])
+    assert table_rows(en, "`generate_1`")[0][1:] == ["string", "Candidate 1's text (SPPO's `generate_1`)."]
+    assert table_rows(zh, "`generate_1`")[0][2] == "第 1 个候选回复的文本（SPPO 的 `generate_1`）。"
+    assert table_rows(en, "`chosen`")[0][2] == "The preferred conversation: `[user prompt, assistant response]`."
+    # SPPO's own (conversations) as before
+    en, _ = halves(card_for(tmp_path / "sppo-own", card_dataset=write_rows(tmp_path / "own.parquet",
+                                                                           recipe_rows("sppo").to_list()))[1])
+    assert table_rows(en, "`generate_0`")[0][2] == (
+        "Candidate 0 as a `[user prompt, assistant response]` conversation (SPPO's `generate_0`).")
+
+
+def test_scores_under_other_names_are_named_with_the_renaming_that_lets_them_be_analysed(tmp_path, train_rows):
+    """Argilla's cleaned layout: the scores as `chosen-rating` / `rejected-rating`. The card said the rows carry no
+    scores (their layout keeps only the pair); 02_analyze says which columns it lacks and to rename them."""
+    argilla = write_rows(tmp_path / "argilla.parquet", [
+        {"prompt": r["prompt"], "chosen": r["chosen"], "chosen-rating": r["score_chosen"], "chosen-model": "gpt-4",
+         "rejected": r["rejected"], "rejected-rating": r["score_rejected"]} for r in train_rows[:12]])
+    facts, card_path = card_for(tmp_path / "argilla", card_dataset=argilla)
+    en, zh = halves(card_path)
+    said = ("the rows lack `score_chosen`, `score_rejected`, which `notebooks/02_analyze.ipynb` reads the scores "
+            "from; of their columns, these hold numbers: `chosen-rating`, `rejected-rating`. Renaming the ones that "
+            "hold the scores to those names lets it analyse the rows.")
+    assert f"> - Characteristics (key statistics, tests, length bias): {said}" in en
+    assert "keeps only the pair" not in en
+    assert ("数据行缺少 `score_chosen`、`score_rejected`，而 `notebooks/02_analyze.ipynb` 从这些列读取分数；数据行中"
+            "为数值的列有 `chosen-rating`、`rejected-rating`：将存放分数的列重命名为上述列名，即可分析这些行。") in zh
+    # the renaming it names: the analysis reads the rows
+    from repro.analysis import report as analysis
+
+    renamed = write_rows(tmp_path / "renamed.parquet", datasets.Dataset.from_parquet(argilla).rename_columns(
+        {"chosen-rating": "score_chosen", "rejected-rating": "score_rejected"}).to_list())
+    assert analysis.analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "renamed"), "dataset": renamed,
+                                                  "bootstrap_resamples": 100})).metrics["n"] == 12
+    # pairs with no column of numbers at all: as before
+    trl = write_rows(tmp_path / "trl.jsonl", [{"prompt": r["prompt"], "chosen": r["chosen"][-1]["content"],
+                                               "rejected": r["rejected"][-1]["content"]} for r in train_rows[:12]])
+    en, _ = halves(card_for(tmp_path / "trl", card_dataset=trl)[1])
+    assert "the rows carry no scores to analyse (this layout keeps only the pair)." in en
+
+
+def h4_folder(root: Path, train_rows: list[dict], test_rows: list[dict]) -> str:
+    """H4's layout: data/train_prefs-*.parquet and data/test_prefs-*.parquet."""
+    write_split(datasets.Dataset.from_list(train_rows), root, "train_prefs")
+    write_split(datasets.Dataset.from_list(test_rows), root, "test_prefs")
+    return str(root)
+
+
+def test_a_folder_of_several_splits_names_those_left_out_and_how_to_add_them(tmp_path, train_rows, test_rows):
+    """The card published card_split alone, with no word of the source's other splits."""
+    folder = h4_folder(tmp_path / "h4", train_rows[:20], test_rows[:10])
+    facts, card_path = card_for(tmp_path / "run", card_dataset=folder)
+    en, zh = halves(card_path)
+    said = ("`h4` has another split that this dataset leaves out: `test_prefs`. To add it, run "
+            "`notebooks/03_card.ipynb` on this run again with `card_split` set to it.")
+    assert said in section(en, "### Splits and sizes")
+    assert ("`h4` 还有 1 个本数据集未收录的划分：`test_prefs`。如需加入，请将 `card_split` 设为该划分的名称，在本运行上"
+            "再次运行 `notebooks/03_card.ipynb`。") in zh
+    facts, card_path = card_for(tmp_path / "run", card_dataset=folder, card_split="test_prefs")  # as it says
+    assert [(s.name, s.num_examples) for s in facts.splits] == [("test_prefs", 10), ("train_prefs", 20)]
+    en, zh = halves(card_path)
+    assert "leaves out" not in en and "未收录" not in zh
+    # one file has no other split to name
+    en, _ = halves(card_for(tmp_path / "file", card_dataset=str(ROOT / "tests" / "fixtures" / "ultrafeedback"
+                                                                 / "test_prefs.jsonl"))[1])
+    assert "leaves out" not in en
+
+
+def test_an_analysis_of_another_split_says_the_split_the_card_describes_and_what_to_set(tmp_path, train_rows,
+                                                                                          test_rows, capsys):
+    """02_analyze of test_prefs into a run carded from train_prefs: it printed "metrics.json describes 100 rows ...
+    Re-run notebooks/02_analyze.ipynb on this run." (the notebook that had just run), and 03_card failed the same."""
+    from repro.analysis import report as analysis
+
+    folder, run = h4_folder(tmp_path / "h4", train_rows[:20], test_rows[:10]), tmp_path / "run"
+
+    def analyse(split: str) -> AnalyzeParams:
+        p = build(AnalyzeParams, {"run_dir": str(run), "dataset": folder, "dataset_split": split,
+                                  "bootstrap_resamples": 100})
+        analysis.analyze(p)
+        return p
+
+    analyse("train_prefs")
+    card_for(run, card_dataset=folder)
+    capsys.readouterr()
+    assert repro_card.refresh(analyse("test_prefs")) is None  # (02_analyze's last cell)
+    printed = " ".join(capsys.readouterr().out.split())
+    said = (f"{run}/metrics.json describes split 'test_prefs' (02_analyze's dataset_split), but the card describes "
+            f"split 'train_prefs' (03_card's card_split): run notebooks/02_analyze.ipynb on this run with "
+            f"dataset_split 'train_prefs' to describe the card's split again, or notebooks/03_card.ipynb with "
+            f"card_split 'test_prefs' to add the split analysed to the card, which then describes it.")
+    assert said in printed
+    assert "Re-run notebooks/02_analyze.ipynb on this run" not in printed and "bring it up to date" not in printed
+    with pytest.raises(DataError) as refused:
+        card_for(run, card_dataset=folder)
+    assert said in " ".join(str(refused.value).split())
+    # either way out it names works: the split added to the card, which describes the split analysed ...
+    facts, card_path = card_for(run, card_dataset=folder, card_split="test_prefs")
+    assert [s.name for s in facts.splits] == ["test_prefs", "train_prefs"] and facts.metrics["n"] == 10
+    assert 'split="test_prefs"' in halves(card_path)[0]
+    # ... and the card's split analysed again: the card (its parameters as 03_card last ran) describes it
+    assert repro_card.refresh(analyse("train_prefs")) is not None
+    facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(run), "card_dataset": folder,
+                                                       "card_split": "test_prefs"}))
+    assert [s.name for s in facts.splits] == ["train_prefs", "test_prefs"] and facts.metrics["n"] == 20
+
+    # a run built here: its card describes the split 01_construct wrote
+    built = make_run(tmp_path / "built", seed_rows(24), metrics=False)["run"]
+    Manifest(built).record("dataset", {"split": "train_prefs"})
+    write_split(datasets.Dataset.from_list(seed_rows(10), features=SEED_FEATURES), built.dataset, "test_prefs")
+    analysis.analyze(build(AnalyzeParams, {"run_dir": str(built.root), "dataset_split": "test_prefs",
+                                           "bootstrap_resamples": 100}))
+    with pytest.raises(DataError) as refused:
+        card_for(built.root)
+    assert " ".join(str(refused.value).split()) == (
+        f"{built.metrics} describes split 'test_prefs' (02_analyze's dataset_split), but the card describes split "
+        f"'train_prefs' (the one 01_construct wrote): run notebooks/02_analyze.ipynb on this run with dataset_split "
+        f"'train_prefs' to describe it again.")
+
+
+def test_prompts_shared_by_several_rows_are_stated_and_prompt_id_not_called_the_key(tmp_path, train_rows):
+    """10 rows sharing 5 prompt_ids: the card never said so, and called prompt_id "the key"; 04_compare reports it."""
+    rows = train_rows[:20] + train_rows[:5]
+    recipe = {"scorer": "GPT-4 (UltraFeedback's ratings)"}  # (a scorer known: "How to use" trains on the pairs)
+    facts, card_path = card_for(tmp_path / "run", card_dataset=write_rows(tmp_path / "rows.jsonl", rows),
+                                known_recipe=recipe)
+    en, zh = halves(card_path)
+    assert ("- Repeated prompts: 10 of the 25 rows share their `prompt_id` with another row (5 values occur more "
+            "than once): a prompt may have several pairs here.") in part(en, "## Challenges and limitations")
+    assert ("Keep `prompt_id` to check overlap with evaluation prompts; it is no key of these rows (10 share "
+            "theirs with another row).") in part(en, "## How to use")
+    assert "as the key" not in en and "作为键" not in zh
+    assert ("重复的提示词：25 行中有 10 行与其他行共用 `prompt_id`（5 个值出现不止一次）：同一提示词在此可能有多个"
+            "偏好对。") in zh
+    assert "它并非这些行的键（有 10 行与其他行共用同一值）。" in zh
+    # no prompt_id: the prompts repeat
+    no_ids = write_rows(tmp_path / "no_ids.jsonl", [{k: v for k, v in r.items() if k != "prompt_id"} for r in rows])
+    en, _ = halves(card_for(tmp_path / "no-ids", card_dataset=no_ids, known_recipe=recipe)[1])
+    assert "10 of the 25 rows share their `prompt` with another row (5 values occur more than once)" in en
+    # every prompt once: as before
+    en, _ = halves(card_for(tmp_path / "once", card_dataset=write_rows(tmp_path / "once.jsonl", train_rows[:20]),
+                            known_recipe=recipe)[1])
+    assert "Keep `prompt_id` as the key, to check overlap with evaluation prompts." in en and "Repeated" not in en

@@ -1838,3 +1838,31 @@ def test_a_tied_reference_row_a_tie_dropping_recipe_leaves_out_is_named_and_not_
     kept_ties = compared("keep", "keep")  # a recipe that keeps ties should hold the row
     assert conclusion(kept_ties).startswith("**Partly reproduced within 0.01: 4 of 5 reference rows")
     assert any("`ties: keep`" in n for n in kept_ties["notes"])
+
+
+def test_pairrms_length_limits_explain_rows_only_where_pairrm_may_have_scored(train_rows, tmp_path):
+    """GPT-4's ratings on both sides (H4's rows and an edited copy): a row whose pair differs was explained by "a
+    candidate over PairRM's length limits (truncated)", though PairRM scored neither side."""
+    rows = [{k: v for k, v in r.items() if k != "source_index"} for r in copy.deepcopy(train_rows)]
+    long = [3, 7, 11]
+    for i in long:  # a rejected response of more words than PairRM keeps
+        rows[i]["rejected"][-1]["content"] += " word" * 1300
+        assert compare.over_length_limit(rows[i]["prompt"], rows[i]["rejected"][-1]["content"])
+
+    def explanations(scale: float, offset: float) -> dict[str, int]:
+        ref = [{**r, "score_chosen": r["score_chosen"] * scale + offset,
+                "score_rejected": r["score_rejected"] * scale - offset} for r in rows]
+        cand = copy.deepcopy(ref)
+        for i in long:  # the pair the other way round
+            cand[i]["chosen"], cand[i]["rejected"] = cand[i]["rejected"], cand[i]["chosen"]
+        for name, side in (("reference", ref), ("candidate", cand)):
+            write_split(datasets.Dataset.from_list(side), tmp_path / name)
+        result = compare.compare_datasets(str(tmp_path / "reference"), str(tmp_path / "candidate"),
+                                          params(tmp_path))[0]
+        return result["disagreements"]["explanations"]
+
+    truncated = "a candidate over PairRM's length limits (truncated)"
+    ratings = explanations(1.0, 0.0)  # on a grid of 0.5 from 1 to 10: ratings, not PairRM's logits
+    assert sum(ratings.values()) >= len(long) and truncated not in ratings
+    logits = explanations(0.37, 0.0123)  # real-valued: PairRM's may be
+    assert logits.get(truncated) == len(long)

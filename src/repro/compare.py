@@ -604,9 +604,11 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
     return len(response.split()) > PAIRRM_LIMITS["candidate_maxlength"] + (source_max - prompt_tokens) // 2
 
 
-def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.ndarray | None = None) -> pd.DataFrame:
+def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.ndarray | None = None,
+                 pairrm: bool = True) -> pd.DataFrame:
     """Every aligned row that disagrees (pair, margin sign, a same-text score, `messages`, `reference_response`, an SPPO
-    probability, another prompt under its prompt_id: `other_prompt`, a prompt matched only normalised), with why."""
+    probability, another prompt under its prompt_id: `other_prompt`, a prompt matched only normalised), with why;
+    PairRM's length limits among the reasons only where it may have scored a side (`pairrm`)."""
     n, t, same_candidates = a.n, al.texts, al.same_candidates
     ref_ids, cand_ids = [ids or [None] * n for ids in al.prompt_ids]
     categories = al.categories if al.categories is not None else np.full(n, -1)
@@ -635,7 +637,7 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.n
     disagree |= np.logical_or.reduce([*other.values(), *probabilities.values()])
     records = []
     for k in np.flatnonzero(disagree):
-        truncated = al.categories is not None and any(
+        truncated = pairrm and al.categories is not None and any(
             over_length_limit(t["prompt"][k] if t["prompt"] else None, t[name][k]) for name in TEXTS)
         near = None  # the pair the same but for whitespace/Unicode form: "" in the order, or crossed
         if categories[k] >= 2:
@@ -864,7 +866,9 @@ def compare_datasets(reference: Side | str | Sequence[str], candidate: Side | st
                     if not result[name]["available"] and not result[name].get("values")}
     notes += [[f"{name}_note", not_compared[name], result[name].get("lacking")] for name in ("scores", "pairs")
               if name in not_compared]
-    disagreements = explain_rows(a, al, p, other_prompt)
+    pairrm = any(pairrm_may_have_scored(side, scores)
+                 for side, scores in ((reference, al.ref_scores), (candidate, al.cand_scores)))
+    disagreements = explain_rows(a, al, p, other_prompt, pairrm)
     result["disagreements"] = {"rows": len(disagreements), "tolerance": p.disagreement_tolerance,
                                "not_compared": not_compared,  # none of its rows can disagree on these
                                "explanations": {k: int(v) for k, v in disagreements["explanation"].str.split("; ")
@@ -909,6 +913,24 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
                        not_in_source=[int((~located & m).sum()) for m in members]), ref_index
 
 
+def pairrm_may_have_scored(side: Side, scores: dict[str, np.ndarray] | None) -> bool:
+    """Whether PairRM (or a scorer of its kind) may have scored `side`: its run records one, or none is recorded and its
+    scores, if any, are not on a scale PairRM's never are (ratings, probabilities: stats.detect_scale)."""
+    recorded = [s for spec in side.specs if isinstance(s := _recorded(spec).get("scorer"), dict)]
+    if recorded:
+        return any(s.get("kind", "pairrm") == "pairrm" for s in recorded)
+    return scale_kind(scores) not in ("rating", "probability", "constant")
+
+
+def scale_kind(scores: dict[str, np.ndarray] | None) -> str | None:
+    """The scale stats.detect_scale reads of the finite pairs of `scores`; None without any."""
+    if scores is None:
+        return None
+    chosen, rejected = scores["score_chosen"], scores["score_rejected"]
+    fine = np.isfinite(chosen) & np.isfinite(rejected)
+    return stats.detect_scale(chosen[fine], rejected[fine])["kind"] if fine.any() else None
+
+
 def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
     """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), the two sides
     on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
@@ -916,11 +938,10 @@ def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
              for side, other in ((reference, candidate), (candidate, reference))
              if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs)]
     if al.scored:
-        kinds, opposite = [], []
+        kinds, opposite = [scale_kind(al.ref_scores), scale_kind(al.cand_scores)], []
         for scores in (al.ref_scores, al.cand_scores):
             chosen, rejected = scores["score_chosen"], scores["score_rejected"]
             fine = np.isfinite(chosen) & np.isfinite(rejected)
-            kinds.append(stats.detect_scale(chosen[fine], rejected[fine])["kind"] if fine.any() else None)
             opposite.append(fine.any() and np.allclose(chosen[fine], -rejected[fine], rtol=0, atol=1e-6))
         if set(kinds) == {"rating", "logit"}:
             notes.append(["scale_note", *kinds])

@@ -167,6 +167,14 @@ def local_splits(path: Path) -> list[str] | None:
     return sorted(split_files(path)) or None if path.is_dir() else None
 
 
+def held_splits(spec: str) -> list[str]:
+    """The splits of the dataset `spec` names, unloaded: a local folder's or run directory's, or a hub id's in the
+    local hub cache; none for a file or an id not in the cache."""
+    path = Path(os.path.expanduser(spec))
+    folder = path if path.exists() else hub_snapshot(spec) if is_hub_id(spec) else None
+    return (local_splits(folder) or []) if folder else []
+
+
 def folder_splits(path: Path) -> list[str]:
     """The splits `_load_local` reads from a folder of data files: by a file's name (<split>.jsonl, <split>.json,
     <split>.parquet, <split>-*.parquet), and those datasets tells from the names (train_prefs.jsonl: also "train")."""

@@ -25,7 +25,7 @@ from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
 from ..parameters import BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, unused_generation
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id)
-from ..sources import load_source, read_parquet
+from ..sources import held_splits, load_source, read_parquet
 from ..subject import claim, declared_stand_ins, is_own_dataset
 
 CONFIG_NAME = "default"
@@ -47,6 +47,7 @@ LENGTH_BIAS_SHARE = 0.6
 LENGTH_BIAS_ROWS = 10
 SMALL_ROWS = 1000  # a dataset of fewer rows is called small (the hub's smallest size category, n<1K)
 MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (inverted pairs from one on)
+TEXT_TYPES = (pa.string(), pa.large_string())
 
 
 @dataclass
@@ -93,8 +94,14 @@ class CardFacts:
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
     pair_signs: dict[str, int] | None = None  # {positive, zero, negative} margins of the rows the card's code keeps
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
+    # {column (prompt_id, else prompt: to_trl's prompt_id is its sha256), rows, values}: the rows that share a value of
+    # it with another row, and the values they share; None where every row's is its own
+    repeated_prompts: dict[str, Any] | None = None
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
+    other_splits: list[str] = field(default_factory=list)  # those of card_dataset that its copy here has not
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
+    # {chosen, rejected, generate_i: the roles of the first row's turns that has any, or None for a text column}
+    turns: dict[str, list[str] | None] = field(default_factory=dict)
 
     @property
     def chosen_text(self) -> str:
@@ -174,6 +181,16 @@ class CardFacts:
         """The rows carry scores, to_trl's margins: the seed's two columns or a recipe's candidates' (the `rlhflow`
         format's `rewards` too; SELM's layout, SPPO's `_score` table and RLHFlow's margin-only pair table have none)."""
         return self.has_columns(*SCORE_COLUMNS) if self.layout == "seed" else holds_scores(self.features)
+
+    @property
+    def unread_scores(self) -> tuple[list[str], list[str]]:
+        """(the score columns 02_analyze reads that rows of the seed's layout lack, their columns of numbers: the
+        scores under other names, as Argilla's `chosen-rating`, or not); ([], []) where the rows are scored."""
+        if self.scored or self.layout != "seed":
+            return [], []
+        numbers = [c for c, f in self.features.items() if isinstance(f, Value) and (
+            pa.types.is_integer(f.pa_type) or pa.types.is_floating(f.pa_type))]
+        return [c for c in SCORE_COLUMNS if c not in self.features], numbers
 
     @property
     def trl_ready(self) -> bool:
@@ -461,7 +478,10 @@ def gather_facts(params: "CardParams") -> CardFacts:
         raise ParameterError(
             "known_recipe is for datasets this project did not build, but this run's manifest already records how "
             "its dataset was made; remove known_recipe (or set card_dataset to the other dataset).")
-    features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"))
+    # the split described: the one 01_construct wrote; of a dataset not built here, the one 02_analyze read (once
+    # 03_card has added it), else card_split
+    mains = [] if built_here else [_get(_metrics_json(run), "dataset", "split"), params.card_split]
+    features, splits, ds = _read_splits(run.dataset, (manifest.get("dataset") or {}).get("split"), *mains)
     title = public_text(params.pretty_name or "") or (
         params.hub_repo_id.split("/")[-1] if params.hub_repo_id
         else folder_title(run, params.card_dataset or (manifest.get("subject") or {}).get("dataset")))
@@ -489,6 +509,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.known_recipe = {fact: public_text(str(told)) for fact, told in params.known_recipe.items()}
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
+    if card_dataset is not None:
+        facts.other_splits = [s for s in held_splits(card_dataset) if s not in {split.name for split in splits}]
     if not built_here:  # the stand-ins its own card, folder or the run that built it declare: said as built here
         declared = declared_stand_ins(facts.card_dataset)
         facts.scorer, facts.generation = declared.get("scorer", {}), declared.get("generation", {})
@@ -519,16 +541,37 @@ def gather_facts(params: "CardParams") -> CardFacts:
         prompts = view.column("prompt").to_pylist()  # the text (TRL's conversational prompt: its user turn's)
         facts.prompt_id_sha256_rows = sum(isinstance(p, str) and prompt_id_of(p) == i
                                           for p, i in zip(prompts, view.column("prompt_id").to_pylist()))
+    key = next((c for c in ("prompt_id", "prompt") if c in ds.column_names), None)
+    if key and ds.data.column(key).type in TEXT_TYPES:
+        counts = pc.value_counts(ds.data.column(key).drop_null()).field("counts").to_numpy()
+        if (repeated := counts > 1).any():
+            facts.repeated_prompts = {"column": key, "rows": int(counts[repeated].sum()), "values": int(repeated.sum())}
+    facts.turns = {c: _roles(ds.data.column(c)) for c in ds.column_names
+                   if c in ("chosen", "rejected") or c.startswith("generate_")}
     return facts
 
 
-def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
-    """Each split's facts, `main` (the train split) first, and the main split's rows."""
+def _roles(column: pa.ChunkedArray) -> list[str] | None:
+    """The roles of a conversation column's turns, as the first row with any turns has them ([]: no row has any, or
+    the column holds no turns); None for a column of text."""
+    if column.type in TEXT_TYPES:
+        return None
+    if not pa.types.is_list(column.type) and not pa.types.is_large_list(column.type) or not (
+            pa.types.is_struct(column.type.value_type) and column.type.value_type.get_field_index("role") >= 0):
+        return []
+    first = pc.index(pc.greater(pc.list_value_length(column), 0), True).as_py()
+    return [] if first < 0 else [turn["role"] for turn in column[first].as_py()]
+
+
+def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
+    """Each split's facts, the main split (the first of `mains` there is, else the first by name) first, and the main
+    split's rows."""
     files = split_files(dataset_dir)
     if not files:
         raise DataError(
             f"No dataset at {dataset_dir}: expected {DATA_DIR}/<split>-00000-of-00001.parquet there. Run "
             f"notebooks/01_construct.ipynb for this run first, or set card_dataset to the dataset to describe.")
+    main = next((split for split in mains if split in files), next(iter(files)))
     features, splits, first = None, [], None
     for split, paths in files.items():
         # loaded through the datasets builder (Arrow cache), as a user loads data before push_to_hub:
@@ -537,7 +580,7 @@ def _read_splits(dataset_dir: Path, main: str | None = None) -> tuple[Features, 
         if features is not None and ds.features != features:
             raise DataError(f"Split {split!r} in {dataset_dir} has features {ds.features}, other splits have "
                             f"{features}; one card (one config) needs the same features in every split.")
-        features, first = ds.features, ds if split == main else first or ds
+        features, first = ds.features, ds if split == main else first
         splits.append(SplitFacts(name=split, num_bytes=ds._estimate_nbytes(), num_examples=len(ds),
                                  download_size=sum(p.stat().st_size for p in paths),
                                  files=[str(p.relative_to(dataset_dir)) for p in paths]))
@@ -625,6 +668,14 @@ def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> None
     facts.empty_chosen = int(empty.sum())
 
 
+def _metrics_json(run: RunDir) -> Any:
+    """metrics.json as it is, or None where it is missing or not JSON (`_read_metrics` says so)."""
+    try:
+        return json.loads(run.metrics.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _read_metrics(run: RunDir, facts: CardFacts, view: pa.Table) -> dict[str, Any] | None:
     """metrics.json, when it describes the rows of `view` (the main split, seed columns): as many, the same scores."""
     if not run.metrics.exists():
@@ -635,12 +686,23 @@ def _read_metrics(run: RunDir, facts: CardFacts, view: pa.Table) -> dict[str, An
         raise DataError(f"{run.metrics} is not valid JSON ({exc}); re-run notebooks/02_analyze.ipynb for this run "
                         f"or delete the file to get a card without the statistics.") from None
     n, excluded = metrics.get("n"), metrics.get("n_excluded", 0)
-    if isinstance(n, int) and n + excluded != facts.num_examples:
+    recorded = _get(metrics, "dataset", "scores_sha256")
+    counted = isinstance(n, int) and n + excluded != facts.num_examples  # other rows than the dataset's
+    changed = bool(recorded) and recorded != scores_digest(view)
+    analysed, described = _get(metrics, "dataset", "split"), facts.splits[0].name
+    if (counted or changed) and isinstance(analysed, str) and analysed != described:  # (a file's: any split name)
+        fix = (f"(the one 01_construct wrote): run notebooks/02_analyze.ipynb on this run with dataset_split "
+               f"{described!r} to describe it again." if facts.built_here else
+               f"(03_card's card_split): run notebooks/02_analyze.ipynb on this run with dataset_split {described!r} "
+               f"to describe the card's split again, or notebooks/03_card.ipynb with card_split {analysed!r} to add "
+               f"the split analysed to the card, which then describes it.")
+        raise DataError(f"{run.metrics} describes split {analysed!r} (02_analyze's dataset_split), but the card "
+                        f"describes split {described!r} {fix}")
+    if counted:
         raise DataError(
             f"{run.metrics} describes {n} rows (+{excluded} excluded) but the dataset has "
             f"{facts.num_examples}: the metrics belong to other data. Re-run notebooks/02_analyze.ipynb on this run.")
-    recorded = _get(metrics, "dataset", "scores_sha256")
-    if recorded and recorded != scores_digest(view):
+    if changed:
         raise DataError(
             f"{run.metrics} describes other scores than {run.dataset} holds: the data changed after "
             f"notebooks/02_analyze.ipynb ran. Re-run it on this run, then this notebook.")

@@ -198,8 +198,8 @@ def refresh(p: Any) -> Path | None:
             print(f"The dataset card {run.relative(run.card)} was written again with what the run holds now.")
         return run.card
     except ReproError as exc:  # (03_card's input moved away since): the notebook's own work stands
-        print(f"The card {run.relative(run.card)} was not written again: {exc} Run notebooks/03_card.ipynb to bring "
-              f"it up to date.")
+        then = "" if "notebooks/03_card.ipynb" in str(exc) else " Run notebooks/03_card.ipynb to bring it up to date."
+        print(f"The card {run.relative(run.card)} was not written again: {exc}{then}")
         return None
     finally:
         run.release(kernel=True)  # a notebook on its own has ended: the folder its card claimed is given back
