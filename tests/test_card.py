@@ -1144,6 +1144,12 @@ def test_the_chinese_half_joins_its_lists_and_clauses_with_its_own_marks(tmp_pat
             "`gpu_throughput`.") in en
     assert ("模型 `builtin:tiny-pairrm`；repro 0.1.0、torch 2.4.0。未运行的检查："
             "`card_example`、`gpu_throughput`。") in zh
+    # the length bias' asides, in each half's own brackets ("ρ = 0.06 (字符、p = 0.70)" had English ones)
+    bias_en = next(line for line in en.splitlines() if line.startswith("- Length bias:"))
+    bias_zh = next(line for line in zh.splitlines() if line.startswith("- 长度偏差："))
+    assert re.search(r"ρ = [-\d.]+ \(characters, p = ", bias_en) and re.search(r"ρ = [-\d.]+（字符、p = ", bias_zh)
+    assert re.search(r"% \(\d+ of \d+, characters, sign test p = ", bias_en)
+    assert re.search(r"%（\d+ 对中的 \d+ 对、字符、符号检验 p = ", bias_zh) and " (" not in bias_zh
 
 
 def test_gather_facts_reads_what_the_run_recorded(tmp_path):
