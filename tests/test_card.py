@@ -401,7 +401,9 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
         for stage, value in counts.items():
             [row] = table_rows(section(half, counts_heading), f"`{stage}`")
             assert int(row[1]) == value
-        assert f"ρ = {rhos['chars']['spearman']:.6g} (" in half and f"{rhos['tokens']['spearman']:.6g} (" in half
+        aside = t.aside(text="")[:-1].strip()  # each half's own opening bracket: " (" or "（"
+        assert f"ρ = {rhos['chars']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
+        assert f"{rhos['tokens']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
     en, zh = halves(card_path)
     # figures in metrics.json's order, captioned with its titles (in Chinese in the Chinese half), linked relatively
     ecdf = en.index("![ECDF of scores (24 pairs)](figures/score_ecdf.png)")
@@ -697,7 +699,7 @@ def test_length_bias_by_the_share_when_every_margin_is_the_same(tmp_path):
                                "longer one in 100.0 % (30 of 30, characters, sign test p = 1.86e-09)")
     assert lines[0].endswith("the scores favour longer responses.")
     assert lines[1].startswith("- 长度偏差：差值与长度差的相关系数无定义") and lines[1].endswith("分数偏向较长的回复。")
-    assert "chosen 较长的占 100.0 % (30 对中的 30 对、字符、" in lines[1]  # the share's count too
+    assert "chosen 较长的占 100.0 %（30 对中的 30 对、字符、" in lines[1]  # the share's count too
 
 
 def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
