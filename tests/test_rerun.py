@@ -588,6 +588,58 @@ def test_check_says_how_the_last_run_ended_and_what_it_kept(tmp_path, status, sa
         assert f"the last run {said})" in line and "set aside" in line and "are kept" not in line, line
 
 
+def test_check_says_which_chunks_other_code_made_and_whether_the_row_cache_gives_their_rows_back(
+        tmp_path, capsys, tiny_pairrm_dir, train_rows):
+    """Upgraded over a failed run an older repro made: --check (and the run's header) said "1 finished chunk is kept",
+    then the run set it aside: "made with other settings: code (null there, '7aaadc9d571f4cf6' now)"."""
+    from repro.family import Member
+    from repro.cli.rerun import kept_to_continue
+    from repro.paths import row_cache_dir
+    from scoring_defaults import run_scoring
+
+    out = tmp_path / "run"
+    values = resolve_parameters({**load_params_file("params/demo.yaml"), "run_dir": str(out)})
+    Manifest(RunDir(out)).start_run(values, values["notebooks"])
+    Manifest(RunDir(out)).update(status="failed")
+    rows = train_rows[120:124]
+    prompts, candidates = [r["prompt"] for r in rows], [[r["chosen"][-1]["content"], r["rejected"][-1]["content"]]
+                                                        for r in rows]
+    common = dict(model=str(tiny_pairrm_dir), chunk_size=2, progress=False, source_maxlength=64, candidate_maxlength=32)
+    run_scoring(prompts, candidates, work_dir=out / "work" / "scoring", **common)  # (no row cache)
+    run_scoring(prompts[:2], candidates[:2], work_dir=out / "work" / "scoring" / "rm", **common)  # this code's: kept
+    made = out / "work" / "scoring" / "fingerprint.json"
+    written = json.loads(made.read_text())
+    written["fingerprint"]["work"].pop("code")  # as the older repro wrote it
+    made.write_text(json.dumps(written))
+
+    def said() -> str:
+        assert main(["run", "--check", "demo", "--out", str(out)]) == 0
+        return next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
+
+    assert said().endswith(
+        "the last run failed; 1 finished chunk is kept; 2 finished chunks in work/scoring were made by an older repro "
+        "that did not record its code: they are set aside and computed again (the row cache holds none of their rows: "
+        "it keys them on the code too))")
+    member = Member(0, "mini_index-0", {}, values, out, {}, values)
+    assert kept_to_continue([member]) == ("finished chunks and cached rows are kept, but not the 2 finished chunks of "
+                                          "mini_index-0 that other scoring or generation code made (an older repro): "
+                                          "they are computed again")
+    # this code scored them since, elsewhere: the row cache gives their rows back
+    run_scoring(prompts, candidates, work_dir=tmp_path / "elsewhere", cache_dir=row_cache_dir(), **common)
+    written["fingerprint"]["work"]["code"] = "0123456789abcdef"
+    made.write_text(json.dumps(written))
+    assert said().endswith(
+        "the last run failed; 1 finished chunk is kept; 2 finished chunks in work/scoring were made by other scoring "
+        "code: they are set aside; their rows come back from the row cache where this code made them with these "
+        "values, the others are computed again)")
+    # all of them: none is kept
+    (out / "work" / "scoring" / "rm" / "chunk-000000.json").unlink()
+    assert "the last run failed; 2 finished chunks in work/scoring were made by other scoring code" in said()
+    made.unlink()  # no fingerprint: not told (the run sets them aside, saying why)
+    assert said().endswith("the last run failed; 2 finished chunks are kept)")
+    assert kept_to_continue([member]) == "finished chunks and cached rows are kept"
+
+
 def test_check_of_a_folder_with_work_and_no_record_does_not_call_it_new(tmp_path, capsys):
     """A folder whose record is gone (a --force replacement stopped before the run began, a manifest deleted) but whose
     work/ holds finished chunks was "(new)": the chunks are used where they are of these values, else set aside."""

@@ -14,8 +14,7 @@ from ..errors import ParameterError, ReproError, warn
 from ..jobs import chunk_share, read_note, run_chunked_with_stats, run_job
 from ..manifest import package_versions
 from ..parameters import default_batch_tokens
-from ..revisions import model_identity, python_digest
-from .. import scorers
+from ..revisions import SCORING_CODE, model_identity, python_digest
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import (MIN_CANDIDATES, check_batch_tokens, check_inputs, resolve_device, resolve_dtype,
                               whole_count)
@@ -51,10 +50,6 @@ class ScoringJob:
     kind: str  # 'pairrm' | 'sequence_classifier' (score_candidates resolves 'auto' before any work)
     options: dict[str, Any] = field(default_factory=dict)  # a sequence classifier's (chat_template, ...)
     cache_dir: str | None = None  # the project's row cache (repro.cache); None: no cache
-
-
-# the code that computes the scores: rows the code before a change made are computed again, not served
-SCORING_CODE = (Path(scorers.__file__).parent, Path(__file__))
 
 
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
