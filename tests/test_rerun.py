@@ -59,10 +59,11 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
     # a list's value quoted for a shell (it split `--set candidate_columns=["resp0", "resp1", ...]` at its spaces)
     assert main(["run", "demo", "--out", str(previous_run.root), "--set", "candidate_columns=[resp0, resp1]"]) == 2
     assert """(`--set 'candidate_columns=["resp0", "resp1", "resp2", "resp3"]'`)""" in capsys.readouterr().err
-    # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates
+    # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates; then "where
+    # the generation and scoring values that made them are the same", as if rows other code made came back too
     assert ("pass --force: its outputs are removed first (its work/ stays, and the rows it made come back from the row "
-            "cache where the generation and scoring values that made them are the same, whatever the rows or chunking "
-            "now; changed ones make their rows again)") in " ".join(err.split())
+            "cache where the generation and scoring values and the code that made them are the same, whatever the "
+            "rows or chunking now; changed ones make their rows again)") in " ".join(err.split())
     assert files_of(previous_run.root) == before
     # into the default folder (no --out, no run_dir in the file): the flag that changes it is --out, not "run_dir"
     monkeypatch.setattr("repro.paths.default_run_dir", lambda name: previous_run.root)
@@ -350,8 +351,8 @@ def test_a_replaced_run_says_its_rows_come_back_from_the_row_cache(tmp_path, cap
     assert ("holds an unfinished run with other parameters (limit (30 there, 6 now)) that made nothing but its "
             "notebooks and was interrupted: it is replaced (") in out
     assert (("its work/ stays, and the rows it made come back from the row cache where the generation and scoring "
-             "values that made them are the same, whatever the rows or chunking now; changed ones make their rows "
-             "again)") if cache else  # the run there kept no rows in the row cache: nothing says they come back
+             "values and the code that made them are the same, whatever the rows or chunking now; changed ones make "
+             "their rows again)") if cache else  # the run there kept no rows in the row cache: nothing says they come back
             "its work/ stays: changed generation or scoring values make their work again; the rest is reused where it "
             "can be)") in out
 

@@ -111,7 +111,8 @@ def reused(run: RunDir, parameters: dict[str, Any]) -> str:
             and row_cache_dir(recorded.get("cache_dir")) == row_cache_dir(parameters.get("cache_dir"))):
         return REUSED
     return ("its work/ stays, and the rows it made come back from the row cache where the generation and scoring "
-            "values that made them are the same, whatever the rows or chunking now; changed ones make their rows again")
+            "values and the code that made them are the same, whatever the rows or chunking now; changed ones make "
+            "their rows again")
 
 
 def busy(given_as: str, holder: str) -> str:
