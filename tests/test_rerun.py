@@ -211,7 +211,7 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
     line = said()
     assert "same parameters" not in line and ('other notebooks (["01_construct", "02_analyze", "03_card"] there, '
                                               '["01_construct", "02_analyze"] now)') in line
-    assert line.endswith("its parameters changed: 01_construct, 02_analyze run again)")
+    assert line.endswith("its notebook list differs: 01_construct, 02_analyze run again)")
     # a value no notebook of the run reads (04_compare's): nothing to do (the fingerprint hashed every value)
     for unread in ("near_tie=0.5", "reference=foo/bar"):
         assert main([*again, "--set", unread]) == 0
@@ -220,7 +220,7 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
     # a notebook added: the others run again, it runs (it never ran there)
     assert main(["run", "--check", "demo", "--out", str(demo_run_copy), "--set",
                  "notebooks=[01_construct, 02_analyze, 03_card, 04_compare]", "--set", "reference=foo/bar"]) in (0, 1)
-    assert said().endswith("its parameters changed: 01_construct, 02_analyze, 03_card run again; 04_compare runs "
+    assert said().endswith("its notebook list differs: 01_construct, 02_analyze, 03_card run again; 04_compare runs "
                            "for the first time)")
     # a subset of the notebooks, none of which reads a batch size (alone or with another chunk_size): the line said
     # "its parameters and batch sizes changed" with no batch size changed (the fingerprint hashed none of them)
@@ -228,7 +228,7 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
         assert main([*again[:1], "--check", *again[1:], "--set", "notebooks=[02_analyze]", *more]) == 0
         line = said()
         assert 'other notebooks (["01_construct", "02_analyze", "03_card"] there, ["02_analyze"] now)' in line
-        assert "batch sizes" not in line and line.endswith("its parameters changed: 02_analyze runs again)")
+        assert "batch sizes" not in line and line.endswith("its notebook list differs: 02_analyze runs again)")
     manifest = Manifest(demo_run_copy)
     recorded = manifest.read()["fingerprint"]  # and back: a complete run of 02_analyze alone, then all of them
     subset = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml", ["notebooks=[02_analyze]"]),
@@ -246,6 +246,24 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
     assert main([*again]) == 0
     line = said()
     assert "same parameters" not in line and "its parameters changed: 01_construct" in line
+
+
+def test_a_complete_run_asked_for_with_fewer_notebooks_says_the_list_differs(tmp_path, capsys, stubbed_notebooks):
+    # `--set 'notebooks=[03_card]'` on a complete run of a local file said "its parameters and local inputs changed",
+    # though nothing had changed but the notebook list (03_card reads other values, and no local input)
+    import shutil
+
+    shutil.copy(ROOT / "tests" / "fixtures" / "ultrafeedback" / "train_prefs.jsonl", tmp_path / "rows.jsonl")
+    params = tmp_path / "uf.yaml"
+    params.write_text(f"source: {tmp_path / 'rows.jsonl'}\ncandidate_columns: []\ninclude_original_pair: true\n"
+                      f"scorer_model: builtin:tiny-pairrm\ndevice: cpu\n")
+    again = ["run", "--check", str(params), "--out", str(tmp_path / "run")]
+    assert main(["run", *again[2:]]) == 0 and stubbed_notebooks == ["01_construct", "02_analyze", "03_card"]
+    capsys.readouterr()
+    main([*again, "--set", "notebooks=[03_card]"])  # (1: the stubs wrote no dataset for the card to read)
+    line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
+    assert line.endswith('other notebooks (["01_construct", "02_analyze", "03_card"] there, ["03_card"] now); it '
+                         'completed, but its notebook list differs: 03_card runs again)'), line
 
 
 def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):
