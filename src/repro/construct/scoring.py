@@ -119,9 +119,11 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         info["rows_truncated"] = stats["rows_truncated"]
         if info["rows_truncated"]:  # once for the job (a warning per chunk showed the first chunk's count alone)
             warn(cut_rows(str(model), info["rows_truncated"], info["max_length"]))
-    if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)} or stats["batch_tokens_unknown"]:
+    if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)} or stats["batch_tokens_unknown"] or \
+            stats["chunks_resumed"]:
         # prompts per budget (every process's, resumed and cached ones too): after an out-of-memory, which chunks a
-        # re-run at the lower one matches; unknown: prompts of chunks an older repro made, which keep no budget
+        # re-run at the lower one matches; unknown: prompts of chunks an older repro made, which keep no budget; where
+        # chunks were resumed, always (an older repro's record lacks it: its resumed prompts' budget is not known)
         info["batch_tokens_used"] = stats["batch_tokens_used"]
         if stats["batch_tokens_unknown"]:
             info["batch_tokens_unknown"] = stats["batch_tokens_unknown"]
