@@ -240,6 +240,8 @@ def test_a_resumed_stage_counts_the_rows_the_row_cache_gave_its_interrupted_call
     info = run_scoring(prompts, candidates, work_dir=tmp_path / "a", **common).info
     assert info["chunks_resumed"] == 2 and info["prompts_computed"] == 4
     assert (info["cache"]["rows_from_cache"], info["cache"]["resumed_from_cache"]) == (0, 6)
+    # where it resumed, every prompt's budget is recorded (a record without: an older repro's, which kept its call's)
+    assert info["batch_tokens_used"] == {str(info["batch_tokens"]): len(prompts)}
 
     policy = build_tiny_policy(tmp_path / "policy")
     rows = [{"prompt": r["prompt"], "prompt_id": r["prompt_id"]}

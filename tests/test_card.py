@@ -2391,6 +2391,28 @@ def test_prompts_of_an_unknown_budget_are_said_so_and_no_batch_tokens_is_given(t
         assert ("打分时用的是 448（20 个提示词）" in zh) == lowered
 
 
+def test_an_older_repros_resumed_run_states_no_budget_for_the_prompts_it_resumed(tmp_path):
+    """A run an older repro resumed records neither `batch_tokens_used` nor its chunks' budgets (only its own call's,
+    where an out-of-memory lowered them): its card said "a byte-identical rebuild needs `batch_tokens=2048`", though
+    the resumed prompts may have been scored at a lowered budget."""
+    make_run(tmp_path / "run")
+    old = dict(batch_tokens=2048, prompts=24, prompts_computed=8, chunks_resumed=2, chunk_size=8,
+               cache={"rows_from_cache": 4, "rows_computed": 8, "damaged_entries": 0, "key_format": 1})
+    for record, unknown in ((old, 12), ({**old, "batch_tokens_used": {"1024": 12}}, 12),
+                            ({**old, "batch_tokens_used": {"2048": 24}}, 0),  # (this repro's: every budget recorded)
+                            ({**old, "backend": "llm-blender"}, 0), ({**old, "chunks_resumed": 0}, 0)):
+        with Manifest(RunDir(tmp_path / "run")).edit() as data:
+            data["scorer"] = {**data["scorer"], **record}
+        en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
+                                                                  ("### Parameters of this run", "### 本次运行的参数")))
+        assert ("`batch_tokens=2048`" in en) == (not unknown) and ("`batch_tokens=2048`" in zh) == (not unknown), en
+        assert (f"The `batch_tokens` of {unknown} prompts is not known: they were resumed from chunks that an older "
+                f"`repro` made, which do not record the budget they were scored at, so the values above leave it "
+                f"out.") in en if unknown else "is not known" not in en
+        assert (f"有 {unknown} 个提示词的 `batch_tokens` 不得而知" in zh) == bool(unknown)
+        assert ("and the prompts were scored at 1024 (12 prompts)." in en) == ("1024" in str(record))
+
+
 def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_here_only_where_some_were(tmp_path):
     """With only generation rows from the row cache the sentence began in lowercase ("the candidates of 12 of the 12
     prompts generated for came from the row cache"), and with every row from it, it spoke of "the rows made here

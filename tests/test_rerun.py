@@ -59,10 +59,11 @@ def test_other_parameters_are_refused_naming_them(previous_run, capsys, monkeypa
     # a list's value quoted for a shell (it split `--set candidate_columns=["resp0", "resp1", ...]` at its spaces)
     assert main(["run", "demo", "--out", str(previous_run.root), "--set", "candidate_columns=[resp0, resp1]"]) == 2
     assert """(`--set 'candidate_columns=["resp0", "resp1", "resp2", "resp3"]'`)""" in capsys.readouterr().err
-    # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates
+    # it said "its resumable work/ is kept", as if a changed generation value would reuse the candidates; then "where
+    # the generation and scoring values that made them are the same", as if rows other code made came back too
     assert ("pass --force: its outputs are removed first (its work/ stays, and the rows it made come back from the row "
-            "cache where the generation and scoring values that made them are the same, whatever the rows or chunking "
-            "now; changed ones make their rows again)") in " ".join(err.split())
+            "cache where the generation and scoring values and the code that made them are the same, whatever the "
+            "rows or chunking now; changed ones make their rows again)") in " ".join(err.split())
     assert files_of(previous_run.root) == before
     # into the default folder (no --out, no run_dir in the file): the flag that changes it is --out, not "run_dir"
     monkeypatch.setattr("repro.paths.default_run_dir", lambda name: previous_run.root)
@@ -210,7 +211,7 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
     line = said()
     assert "same parameters" not in line and ('other notebooks (["01_construct", "02_analyze", "03_card"] there, '
                                               '["01_construct", "02_analyze"] now)') in line
-    assert line.endswith("its parameters changed: 01_construct, 02_analyze run again)")
+    assert line.endswith("its notebook list differs: 01_construct, 02_analyze run again)")
     # a value no notebook of the run reads (04_compare's): nothing to do (the fingerprint hashed every value)
     for unread in ("near_tie=0.5", "reference=foo/bar"):
         assert main([*again, "--set", unread]) == 0
@@ -219,7 +220,7 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
     # a notebook added: the others run again, it runs (it never ran there)
     assert main(["run", "--check", "demo", "--out", str(demo_run_copy), "--set",
                  "notebooks=[01_construct, 02_analyze, 03_card, 04_compare]", "--set", "reference=foo/bar"]) in (0, 1)
-    assert said().endswith("its parameters changed: 01_construct, 02_analyze, 03_card run again; 04_compare runs "
+    assert said().endswith("its notebook list differs: 01_construct, 02_analyze, 03_card run again; 04_compare runs "
                            "for the first time)")
     # a subset of the notebooks, none of which reads a batch size (alone or with another chunk_size): the line said
     # "its parameters and batch sizes changed" with no batch size changed (the fingerprint hashed none of them)
@@ -227,7 +228,7 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
         assert main([*again[:1], "--check", *again[1:], "--set", "notebooks=[02_analyze]", *more]) == 0
         line = said()
         assert 'other notebooks (["01_construct", "02_analyze", "03_card"] there, ["02_analyze"] now)' in line
-        assert "batch sizes" not in line and line.endswith("its parameters changed: 02_analyze runs again)")
+        assert "batch sizes" not in line and line.endswith("its notebook list differs: 02_analyze runs again)")
     manifest = Manifest(demo_run_copy)
     recorded = manifest.read()["fingerprint"]  # and back: a complete run of 02_analyze alone, then all of them
     subset = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml", ["notebooks=[02_analyze]"]),
@@ -245,6 +246,24 @@ def test_a_complete_run_asked_for_with_other_unread_values_says_what_changed_and
     assert main([*again]) == 0
     line = said()
     assert "same parameters" not in line and "its parameters changed: 01_construct" in line
+
+
+def test_a_complete_run_asked_for_with_fewer_notebooks_says_the_list_differs(tmp_path, capsys, stubbed_notebooks):
+    # `--set 'notebooks=[03_card]'` on a complete run of a local file said "its parameters and local inputs changed",
+    # though nothing had changed but the notebook list (03_card reads other values, and no local input)
+    import shutil
+
+    shutil.copy(ROOT / "tests" / "fixtures" / "ultrafeedback" / "train_prefs.jsonl", tmp_path / "rows.jsonl")
+    params = tmp_path / "uf.yaml"
+    params.write_text(f"source: {tmp_path / 'rows.jsonl'}\ncandidate_columns: []\ninclude_original_pair: true\n"
+                      f"scorer_model: builtin:tiny-pairrm\ndevice: cpu\n")
+    again = ["run", "--check", str(params), "--out", str(tmp_path / "run")]
+    assert main(["run", *again[2:]]) == 0 and stubbed_notebooks == ["01_construct", "02_analyze", "03_card"]
+    capsys.readouterr()
+    main([*again, "--set", "notebooks=[03_card]"])  # (1: the stubs wrote no dataset for the card to read)
+    line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
+    assert line.endswith('other notebooks (["01_construct", "02_analyze", "03_card"] there, ["03_card"] now); it '
+                         'completed, but its notebook list differs: 03_card runs again)'), line
 
 
 def test_force_removes_what_the_previous_run_made_and_keeps_its_work(previous_run):
@@ -350,8 +369,8 @@ def test_a_replaced_run_says_its_rows_come_back_from_the_row_cache(tmp_path, cap
     assert ("holds an unfinished run with other parameters (limit (30 there, 6 now)) that made nothing but its "
             "notebooks and was interrupted: it is replaced (") in out
     assert (("its work/ stays, and the rows it made come back from the row cache where the generation and scoring "
-             "values that made them are the same, whatever the rows or chunking now; changed ones make their rows "
-             "again)") if cache else  # the run there kept no rows in the row cache: nothing says they come back
+             "values and the code that made them are the same, whatever the rows or chunking now; changed ones make "
+             "their rows again)") if cache else  # the run there kept no rows in the row cache: nothing says they come back
             "its work/ stays: changed generation or scoring values make their work again; the rest is reused where it "
             "can be)") in out
 
@@ -586,6 +605,58 @@ def test_check_says_how_the_last_run_ended_and_what_it_kept(tmp_path, status, sa
         assert main(["run", "--check", "demo", "--out", str(out), "--set", "chunk_size=5"]) == 0
         line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
         assert f"the last run {said})" in line and "set aside" in line and "are kept" not in line, line
+
+
+def test_check_says_which_chunks_other_code_made_and_whether_the_row_cache_gives_their_rows_back(
+        tmp_path, capsys, tiny_pairrm_dir, train_rows):
+    """Upgraded over a failed run an older repro made: --check (and the run's header) said "1 finished chunk is kept",
+    then the run set it aside: "made with other settings: code (null there, '7aaadc9d571f4cf6' now)"."""
+    from repro.family import Member
+    from repro.cli.rerun import kept_to_continue
+    from repro.paths import row_cache_dir
+    from scoring_defaults import run_scoring
+
+    out = tmp_path / "run"
+    values = resolve_parameters({**load_params_file("params/demo.yaml"), "run_dir": str(out)})
+    Manifest(RunDir(out)).start_run(values, values["notebooks"])
+    Manifest(RunDir(out)).update(status="failed")
+    rows = train_rows[120:124]
+    prompts, candidates = [r["prompt"] for r in rows], [[r["chosen"][-1]["content"], r["rejected"][-1]["content"]]
+                                                        for r in rows]
+    common = dict(model=str(tiny_pairrm_dir), chunk_size=2, progress=False, source_maxlength=64, candidate_maxlength=32)
+    run_scoring(prompts, candidates, work_dir=out / "work" / "scoring", **common)  # (no row cache)
+    run_scoring(prompts[:2], candidates[:2], work_dir=out / "work" / "scoring" / "rm", **common)  # this code's: kept
+    made = out / "work" / "scoring" / "fingerprint.json"
+    written = json.loads(made.read_text())
+    written["fingerprint"]["work"].pop("code")  # as the older repro wrote it
+    made.write_text(json.dumps(written))
+
+    def said() -> str:
+        assert main(["run", "--check", "demo", "--out", str(out)]) == 0
+        return next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
+
+    assert said().endswith(
+        "the last run failed; 1 finished chunk is kept; 2 finished chunks in work/scoring were made by an older repro "
+        "that did not record its code: they are set aside and computed again (the row cache holds none of their rows: "
+        "it keys them on the code too))")
+    member = Member(0, "mini_index-0", {}, values, out, {}, values)
+    assert kept_to_continue([member]) == ("finished chunks and cached rows are kept, but not the 2 finished chunks of "
+                                          "mini_index-0 that other scoring or generation code made (an older repro): "
+                                          "they are computed again")
+    # this code scored them since, elsewhere: the row cache gives their rows back
+    run_scoring(prompts, candidates, work_dir=tmp_path / "elsewhere", cache_dir=row_cache_dir(), **common)
+    written["fingerprint"]["work"]["code"] = "0123456789abcdef"
+    made.write_text(json.dumps(written))
+    assert said().endswith(
+        "the last run failed; 1 finished chunk is kept; 2 finished chunks in work/scoring were made by other scoring "
+        "code: they are set aside; their rows come back from the row cache where this code made them with these "
+        "values, the others are computed again)")
+    # all of them: none is kept
+    (out / "work" / "scoring" / "rm" / "chunk-000000.json").unlink()
+    assert "the last run failed; 2 finished chunks in work/scoring were made by other scoring code" in said()
+    made.unlink()  # no fingerprint: not told (the run sets them aside, saying why)
+    assert said().endswith("the last run failed; 2 finished chunks are kept)")
+    assert kept_to_continue([member]) == "finished chunks and cached rows are kept"
 
 
 def test_check_of_a_folder_with_work_and_no_record_does_not_call_it_new(tmp_path, capsys):

@@ -98,9 +98,10 @@ def test_a_run_whose_chunks_are_all_done_loads_no_weights(job, reference, tiny_p
                           progress=False, **LIMITS)
     assert resumed.info["chunks_resumed"] == 4 and resumed.scores == result.scores
     timings = ("seconds", "scoring_seconds", "load_seconds", "prompts_per_second", "prompts_computed",
-               "chunks_resumed")
+               "chunks_resumed", "batch_tokens_used")  # (a resumed run records every prompt's budget)
     assert {k: v for k, v in resumed.info.items() if k not in timings} == {
         k: v for k, v in result.info.items() if k not in timings}
+    assert resumed.info["batch_tokens_used"] == {str(result.info["batch_tokens"]): len(prompts)}
 
 
 def test_a_bad_setting_fails_before_the_finished_work_is_touched(job, tiny_pairrm_dir, tmp_path):

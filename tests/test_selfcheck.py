@@ -385,7 +385,28 @@ def test_only_the_home_folder_itself_is_written_as_tilde(tmp_path, two_rows, mon
     run_selfcheck("builtin:tiny-pairrm", device="cpu", input=rows, rows=1, report_dir=tmp_path / "rep",
                   timing=False, log=lambda line: None)
     record, md = json.loads((tmp_path / "rep" / "selfcheck.json").read_text()), (tmp_path / "rep" / "selfcheck.md")
-    assert record["rows"]["source"] == str(rows) and f"from {rows};" in md.read_text()
+    assert record["rows"]["source"] == str(rows) and "from rows.jsonl;" in md.read_text()  # (no machine path there)
+    assert "~ice" not in md.read_text()
+
+
+def test_the_markdown_to_paste_into_an_issue_holds_no_path_of_this_machine(tmp_path, two_rows, monkeypatch):
+    # `repro selfcheck --no-timing` from a folder without the model: selfcheck.md said "no folder
+    # /tmp/v64/old/llm-blender/PairRM-hf" (the home folder alone was written ~)
+    monkeypatch.chdir((tmp_path / "old").mkdir() or tmp_path / "old")
+    rows = tmp_path / "elsewhere" / "rows.jsonl"
+    rows.parent.mkdir()
+    rows.write_bytes(two_rows.read_bytes())
+    argv = ["selfcheck", "--model", "llm-blender/PairRM-hf", "--reference-model", "none", "--device", "cpu",
+            "--input", str(rows), "--report", str(tmp_path / "old" / "rep"), "--no-timing"]
+    monkeypatch.setattr(sys, "argv", ["repro", *argv])
+    assert cli.main(argv) == 2
+    md = (tmp_path / "old" / "rep" / "selfcheck.md").read_text()
+    assert str(tmp_path) not in md and "no folder llm-blender/PairRM-hf: a relative path is read from the current " \
+                                       "folder" in md
+    assert "`repro selfcheck --model llm-blender/PairRM-hf --reference-model none --device cpu --input rows.jsonl " \
+           "--report rep --no-timing`" in md and "from rows.jsonl;" in md
+    record = json.loads((tmp_path / "old" / "rep" / "selfcheck.json").read_text())  # the record keeps them
+    assert record["rows"]["source"] == str(rows) and str(tmp_path / "old" / "llm-blender") in json.dumps(record)
 
 
 def test_a_relative_report_folder_is_taken_from_the_current_folder_as_the_input_is(tmp_path, two_rows, monkeypatch):
@@ -400,6 +421,7 @@ def test_a_relative_report_folder_is_taken_from_the_current_folder_as_the_input_
 
 def test_the_recorded_command_is_quoted_for_a_shell(tmp_path, two_rows, monkeypatch):
     # selfcheck.md said `repro selfcheck ... --report runs/my run é`: pasted, a report in runs/my
+    monkeypatch.chdir(tmp_path)
     report = tmp_path / "my run é"
     argv = ["selfcheck", "--model", "builtin:tiny-pairrm", "--device", "cpu", "--rows", "1", "--no-timing",
             "--input", str(two_rows), "--report", str(report)]
@@ -407,7 +429,9 @@ def test_the_recorded_command_is_quoted_for_a_shell(tmp_path, two_rows, monkeypa
     assert cli.main(argv) == 0
     command = json.loads((report / "selfcheck.json").read_text())["settings"]["command"]
     assert command == "repro " + shlex.join(argv) and shlex.split(command)[1:] == argv
-    assert f"`{command}`" in (report / "selfcheck.md").read_text().replace(str(Path.home()), "~")
+    # selfcheck.md (no machine path): the report folder from the current one, the input by its name
+    assert f"`{command.replace(str(tmp_path) + '/', '').replace(str(two_rows), two_rows.name)}`" in (
+        report / "selfcheck.md").read_text()
 
 
 def test_the_recorded_command_with_the_home_folder_as_tilde_runs_as_typed_in_a_shell(tmp_path, two_rows,

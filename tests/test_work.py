@@ -125,6 +125,23 @@ def test_chunks_set_aside_say_the_rows_the_row_cache_gives_back(tmp_path, prompt
                                             f"run's 24 rows).\n")
 
 
+def test_chunks_of_other_code_say_who_made_them_not_code_null_there(tmp_path, prompts, capsys):
+    # chunks an older repro made (its fingerprint holds no `code`), then upgraded: "were made with other settings: code
+    # (null there, '7aaadc9d571f4cf6' now)"; of other code it said "code ('a' there, 'b' now)"
+    scoring, generation = {"what": "pairrm-scores"}, {"stage": "generation", "batch_size": 2}
+    steps = [(scoring, {**scoring, "code": "a"}, "by an older repro that did not record its code"),
+             ({**scoring, "code": "a"}, {**scoring, "code": "b"}, "by other scoring code"),
+             (generation, {**generation, "code": "c"}, "by an older repro that did not record its code"),
+             ({**generation, "code": "c"}, {**generation, "batch_size": 4, "code": "d"},
+              "by other generation code and with other settings: batch_size (2 there, 4 now)")]
+    for n, (was, now, said) in enumerate(steps):
+        run_chunked(prompts, CountingFn(), work_dir=tmp_path / str(n), fingerprint=was, chunk_size=10)
+        run_chunked(prompts, CountingFn(), work_dir=tmp_path / str(n), fingerprint=now, chunk_size=10)
+        err = capsys.readouterr().err
+        assert f"repro: 6 finished chunks in {tmp_path / str(n)} were made {said}; they are set aside in " in err, err
+        assert "null there" not in err
+
+
 def test_a_row_cache_keys_rows_by_its_own_key_function_in_every_use(tmp_path, prompts, capsys):
     # the key of an item was given twice (run_job's cache_key and run_chunked_with_stats'); the cache now carries it:
     # rows numbered anew (generation's items: the row number is no part of the key) come back from the row cache,

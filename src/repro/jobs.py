@@ -108,6 +108,12 @@ def _from_row_cache(cache: RowCache, rows: Sequence[Any]) -> str:
             f"gives back {held} of this run's {counted(len(rows), 'row')}, not made again{made}")
 
 
+def made_by(code: str | None, stage: str | None) -> str:
+    """Who made work whose fingerprint holds another `code` digest (None: none) than this repro's for `stage`."""
+    return ("by an older repro that did not record its code" if code is None else
+            f"by other {'generation' if stage == 'generation' else 'scoring'} code")
+
+
 def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCache | None = None,
                      rows: Sequence[Any] = ()) -> str:
     """Create `work_dir` for this fingerprint; move chunks of another fingerprint aside, saying so (`cache`: the row
@@ -115,14 +121,15 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCach
     work_dir.mkdir(parents=True, exist_ok=True)
     digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
     if fp_path.exists() and (old := _digest_on_disk(work_dir)) != digest:
-        stale, chunks, differ = work_dir / f"{STALE_PREFIX}{old}", list(work_dir.glob(CHUNK_GLOB)), ""
+        stale, chunks, differ, by = work_dir / f"{STALE_PREFIX}{old}", list(work_dir.glob(CHUNK_GLOB)), "", ""
         stale.mkdir(exist_ok=True)
         reused = "not reused"
         with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # what they were made with, if told
             was, now = ({**f, **f["work"]} for f in (json.loads(fp_path.read_text())["fingerprint"], fingerprint))
-            keys = [k for k in {**was, **now} if k not in ("work", "items") and was.get(k) != now.get(k)]
+            keys = [k for k in {**was, **now} if k not in ("work", "items", "code") and was.get(k) != now.get(k)]
             differ = ", ".join(filter(None, [listed({k: (was.get(k), now.get(k)) for k in keys}),
                                              "the rows" * (was["items"] != now["items"])]))
+            by = "" if was.get("code") == now.get("code") else made_by(was.get("code"), now.get("stage"))
             if cache is not None and fingerprint_of(was["work"]) == fingerprint_of(now["work"]):  # rows, chunking
                 reused = _from_row_cache(cache, rows)
         for p in chunks + list(work_dir.glob(NOTE_GLOB)) + [fp_path]:
@@ -130,8 +137,9 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCach
                 shutil.move(str(p), stale / p.name)
         if chunks:
             was, they = ("was", "it is") if len(chunks) == 1 else ("were", "they are")
+            made = " and ".join(filter(None, [by, differ and f"with other settings: {differ}"]))
             why = (f"cannot be told to be this work's: its {FINGERPRINT_FILE} is damaged (not JSON)" if old == "damaged"
-                   else f"{was} made with other settings{': ' + differ if differ else ''}")
+                   else f"{was} made {made or 'with other settings'}")
             notice(f"{counted(len(chunks), 'finished chunk')} in {work_dir} {why}; {they} set aside in {stale} "
                    f"({reused}).")
     if not fp_path.exists():

@@ -312,7 +312,13 @@ class Manifest:
             changed = [f"{part} ({', '.join(k for k in now if now[k] != was.get(k))})"  # (which hub ids: by name)
                        if isinstance(now := fingerprint[part], dict) and isinstance(was := recorded.get(part), dict)
                        else part for part in changed]
-            return f"its {' and '.join([', '.join(changed[:-1]), changed[-1]] if changed[1:] else changed)} changed"
+            # other notebooks read other values and inputs (other digests): where no value of a notebook both runs
+            # execute changed, the list is what differs (a source changed too: `rerun.source_changed` says so)
+            if listed_apart := parameters is not None and (data.get("parameters") or {}).get("notebooks") != \
+                    parameters["notebooks"] and not self.changed_parameters(parameters, parameters["notebooks"]):
+                changed = [part for part in changed if part in ("code", "packages")]
+            said = f"its {' and '.join([', '.join(changed[:-1]), changed[-1]] if changed[1:] else changed)} changed"
+            return f"its notebook list differs{' and ' + said if changed else ''}" if listed_apart else said
         for relative, out in (data.get("outputs") or {}).items():
             if not (self.run.root / relative).is_file() or sha256_file(self.run.root / relative) != out.get("sha256"):
                 return f"its output {relative} is gone or was changed"

@@ -23,6 +23,11 @@ from .paths import DEMO, is_hub_id, project_root, rebased, shipped
 # the revision (a commit, or a tag or branch, which moves) a hub id is read at; where a card is published: not read
 REVISION_OF = {"source": "source_revision", "policy_model": "policy_revision", "scorer_model": "scorer_revision"}
 HUB_OUTPUTS = frozenset({"hub_repo_id"})
+# the code that computes the scores, and the code that makes the texts (a stand-in's weights too): work and rows the
+# code before a change made are made again, not served (`python_digest` in their fingerprints and row cache keys)
+_PACKAGE = Path(__file__).parent
+SCORING_CODE = (_PACKAGE / "scorers", _PACKAGE / "construct" / "scoring.py")
+GENERATION_CODE = (_PACKAGE / "construct" / "generation.py", _PACKAGE / "scorers" / "tiny_policy.py")
 
 
 def revision_of(parameter: str, values: dict[str, Any]) -> str | None:
@@ -103,7 +108,7 @@ def code_digest() -> str:
     """sha256 of the package's files and its notebooks' code, whatever its version says; not of bytecode, hidden files
     (JupyterLab's checkpoints), what JupyterLab saves of a run, empty cells, nor copies (File > Duplicate)."""
     digest = hashlib.sha256()
-    for folder in (Path(__file__).parent, shipped("notebooks")):
+    for folder in (_PACKAGE, shipped("notebooks")):
         for path in sorted(folder.rglob("*")):
             inside = path.relative_to(folder).parts
             if path.suffix == ".ipynb" and path.stem not in NOTEBOOK_SECTIONS:

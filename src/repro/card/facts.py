@@ -392,8 +392,7 @@ class CardFacts:
         budgets = list(lowered_budgets(self.scorer))
         batch_tokens = (budgets[0] if len(budgets) == 1 else None) if budgets \
             else self.parameters.get("batch_tokens") or self.scorer.get("batch_tokens")
-        unknown = _whole(self.scorer.get("batch_tokens_unknown"))
-        used = {**self.parameters, "batch_tokens": None if unknown else batch_tokens}
+        used = {**self.parameters, "batch_tokens": None if unknown_budget(self.scorer) else batch_tokens}
         fields = _fields(self.parameters)
         return {k: used[k] for k in ROUNDING if k in fields and used.get(k) is not None}
 
@@ -408,7 +407,7 @@ class CardFacts:
         lowered (`lowered_budgets`) or some prompts' is not known: resumed from chunks an older repro made, which do
         not record it."""
         out = [{"name": name, "batch_tokens": s.get("batch_tokens"), "lowered": lowered_budgets(s),
-                "unknown": _whole(s.get("batch_tokens_unknown"))} for name, s in self.named_scorers]
+                "unknown": unknown_budget(s)} for name, s in self.named_scorers]
         return [b for b in out if b["lowered"] or b["unknown"]]
 
     @property
@@ -617,6 +616,18 @@ def lowered_budgets(scorer: dict[str, Any]) -> dict[int, int]:
     if not isinstance(used, dict) or {int(b) for b in used} <= {scorer.get("batch_tokens")}:
         return {}
     return dict(sorted(((int(b), n) for b, n in used.items()), reverse=True))
+
+
+def unknown_budget(scorer: dict[str, Any]) -> int:
+    """Prompts whose budget is not known: resumed from chunks an older repro made, which keep none (the prompts not in
+    `batch_tokens_used`, which a repro records wherever it resumed); of a record such a repro wrote (it recorded only
+    its own call's budgets), the prompts it resumed: neither computed nor from the row cache (counted apart)."""
+    if not scorer.get("chunks_resumed") or scorer.get("backend") == "llm-blender":  # (llm-blender's: no budget)
+        return _whole(scorer.get("batch_tokens_unknown"))
+    used = scorer.get("batch_tokens_used")
+    known = sum(map(_whole, used.values())) if isinstance(used, dict) else _whole(scorer.get("prompts_computed")) + \
+        _whole((scorer.get("cache") or {}).get("rows_from_cache"))
+    return max(0, _whole(scorer.get("prompts")) - known)
 
 
 def _whole(n: Any) -> int:

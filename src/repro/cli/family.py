@@ -25,8 +25,8 @@ from ..manifest import Manifest
 from ..paths import FAMILY_LOGS, RunDir, find_params, wait_advice, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require
-from .rerun import (busy, changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check,
-                    writing)
+from .rerun import (busy, changed_parameters, executed, kept_to_continue, kind_check, rebuilds, replace_run,
+                    rerun_check, writing)
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS, noting_stops, say
 from .run import (KERNEL_NAME, check_kernel, check_run_root, ensure_kernel, folder_given_as, read_parts,
                   run_notebooks, run_params)
@@ -277,7 +277,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
         say(f"repro run: family {family.name}: interrupted"
             + (f" in member{'s' * (len(names) > 1)} {', '.join(names)}" if names else "")
             + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written. Run the same "
-            "command again to continue (finished chunks and cached rows are kept).")
+            f"command again to continue ({kept_to_continue(family.members)}).")
         return EXIT_INTERRUPTED
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
     view, varied = view_parameters(family)
@@ -319,7 +319,8 @@ def say_left(family: Family, failed: list[str], refused: list[str], busy: list[s
     if failed:
         members, its, it, _, _ = of(failed)
         print(f"repro run: FAILED {members}; {its} executed notebooks say why and what to change. Then the same "
-              f"command again continues {it} (finished chunks and cached rows are kept).", file=sys.stderr)
+              f"command again continues {it} ({kept_to_continue([m for m in family.members if m.name in failed])}).",
+              file=sys.stderr)
     if refused:  # (one after another, its refusal is a line of this command's; with --jobs, in its process's log)
         members, its, it, folders, says = of(refused)
         logs, one = family.root / FAMILY_LOGS, len(refused) == 1

@@ -3,6 +3,7 @@ its own; other values are refused unless `--force`, which removes the old run's 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -10,13 +11,15 @@ import shlex
 import shutil
 from typing import Any, Iterator, Sequence
 
+from ..cache import RowCache
 from ..errors import ReproError, counted, listed
-from ..jobs import finished_chunks
+from ..family import Member
+from ..jobs import FINGERPRINT_FILE, finished_chunks, made_by
 from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
                         as_recorded)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
-from ..revisions import hub_commit, local_content
+from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
 from ..subject import subject_refusal
 from .preflight import READS_RUN_DATASET, Check
 
@@ -66,6 +69,39 @@ def how_it_runs(run: RunDir, parameters: dict[str, Any]) -> str:
             f"{'; the row cache gives back the rows it holds, as they were scored' if cached else ''}")
 
 
+def made_by_other_code(run: RunDir, parameters: dict[str, Any]) -> list[tuple[int, str]]:
+    """(chunks, what a run does with them) of each job folder in work/ whose finished chunks other scoring or generation
+    code made (an older repro's record no code): set aside and computed again, their rows from the row cache only
+    where this code made them (its key holds the code too: a cache older code filled gives none back)."""
+    cache, out = row_cache_dir(parameters.get("cache_dir")) if parameters.get("cache", True) else None, []
+    for folder, n in sorted(collections.Counter(p.parent for p in finished_chunks(run.work)).items()):
+        with contextlib.suppress(OSError, LookupError, TypeError, ValueError):  # (none told: the run says what it does)
+            work = json.loads((folder / FINGERPRINT_FILE).read_text(encoding="utf-8"))["fingerprint"]["work"]
+            stage = "generation" if work.get("stage") == "generation" else "scores"
+            code = python_digest(*(GENERATION_CODE if stage == "generation" else SCORING_CODE))
+            if work.get("code") == code:
+                continue
+            held = cache is not None and RowCache(cache, stage, {**work, "code": code}).folder.is_dir()
+            its = "its" if n == 1 else "their"
+            rows = (f"; {its} rows come back from the row cache where this code made them with these values, the "
+                    f"others are computed again" if held else " and computed again" + f" (the row cache holds none of "
+                    f"{its} rows: it keys them on the code too)" * (cache is not None))
+            out.append((n, f"{counted(n, 'finished chunk')} in {folder.relative_to(run.root)} "
+                           f"{'was' if n == 1 else 'were'} made {made_by(work.get('code'), work.get('stage'))}: "
+                           f"{'it is' if n == 1 else 'they are'} set aside{rows}"))
+    return out
+
+
+def kept_to_continue(members: Sequence[Member]) -> str:
+    """What the same command again keeps of `members`' work: finished chunks and cached rows, but those other code
+    made (`made_by_other_code`)."""
+    other = {m.name: n for m in members
+             if (n := sum(k for k, _ in made_by_other_code(RunDir(m.run_dir), m.resolved)))}
+    return "finished chunks and cached rows are kept" + (
+        f", but not the {counted(sum(other.values()), 'finished chunk')} of {', '.join(other)} that other scoring or "
+        f"generation code made (an older repro): they are computed again" if other else "")
+
+
 def reused(run: RunDir, parameters: dict[str, Any]) -> str:
     """What a replaced run leaves the new one: `REUSED`, or, where both use the same row cache, that the rows it made
     come back from it (whatever the rows or their chunking: a limit changed sets its work/ chunks aside)."""
@@ -75,7 +111,8 @@ def reused(run: RunDir, parameters: dict[str, Any]) -> str:
             and row_cache_dir(recorded.get("cache_dir")) == row_cache_dir(parameters.get("cache_dir"))):
         return REUSED
     return ("its work/ stays, and the rows it made come back from the row cache where the generation and scoring "
-            "values that made them are the same, whatever the rows or chunking now; changed ones make their rows again")
+            "values and the code that made them are the same, whatever the rows or chunking now; changed ones make "
+            "their rows again")
 
 
 def busy(given_as: str, holder: str) -> str:
@@ -165,11 +202,14 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
     if not changed:
         how = how_it_runs(run, parameters) + source_changed(run, parameters)
-        n = len(finished_chunks(run.work))
-        kept = "" if "set aside" in how else f"; {counted(n, 'finished chunk')} {'is' if n == 1 else 'are'} kept"
+        runs = executed(parameters["notebooks"], stale, force)
+        made = made_by_other_code(run, parameters) if rebuilds(runs) else []  # (set aside, not kept)
+        n = len(finished_chunks(run.work)) - sum(k for k, _ in made)
+        kept = "" if "set aside" in how or made and not n else \
+            f"; {counted(n, 'finished chunk')} {'is' if n == 1 else 'are'} kept"
         ended = (f"; the last run {last}{kept}" if last else
-                 f"; it completed, but {stale}: {runs_again(run, executed(parameters['notebooks'], stale, force))}"
-                 if stale else "")
+                 f"; it completed, but {stale}: {runs_again(run, runs)}" if stale else "") + \
+            "".join(f"; {said}" for _, said in made)
         other = unread_changes(run, parameters)  # (`notebooks`, values of a notebook only one of the runs executes)
         same = (f", same {'data ' if how else ''}values for the notebooks both runs execute, other {listed(other)}"
                 if other else "" if stale.startswith("its parameters") else  # (recorded by another repro: unsaid)

@@ -591,6 +591,17 @@ def _home_as_tilde(value: Any) -> Any:
     return re.sub(rf"(?<![^{PATH_EDGES}]){re.escape(home)}(?=[/\\{PATH_EDGES}]|$)", "~", text)
 
 
+def _pasteable(text: str) -> str:
+    """`text` as selfcheck.md, to be pasted into an issue, shows it: no path of this machine (one in the current folder
+    relative to it, one in the home folder from `~`, any other by its last name: `public_name`)."""
+    cwd = str(Path.cwd()).rstrip("/\\")
+    if cwd and not Path.home().is_relative_to(cwd):  # (else the home folder's paths: from ~)
+        text = re.sub(rf"(?<![^{PATH_EDGES}]){re.escape(cwd)}([/\\]|(?=[{PATH_EDGES}]|$))",
+                      lambda path: "" if path[1] else ".", text)
+    return re.sub(rf"(?<![^{PATH_EDGES}])[/\\](?![/\\])[^{PATH_EDGES}]+", lambda path: public_name(path[0]),
+                  _home_as_tilde(text))
+
+
 def _shell_command(argv: Sequence[str]) -> str:
     """`repro ARGV` as a shell reads it, a path in the home folder written `~/` outside its quotes (a shell expands it
     there, never inside: `'~/my run'` is a folder named ~)."""
@@ -607,8 +618,8 @@ def _shell_command(argv: Sequence[str]) -> str:
 REPORT = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
                             keep_trailing_newline=True, autoescape=False)
-# tidy: a cell's text with the home folder written `~` and pipes escaped
-REPORT.filters.update(rows=lambda n: counted(n, "row"), tidy=lambda text: table_cell(_home_as_tilde(str(text))),
+# tidy: a cell's text with no path of this machine (`_pasteable`) and pipes escaped
+REPORT.filters.update(rows=lambda n: counted(n, "row"), tidy=lambda text: table_cell(_pasteable(str(text))),
                       label=_model_label, lock_summary=lock_summary, f=format)
 
 

@@ -16,7 +16,7 @@ from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import package_versions
 from ..parameters import BUILTIN_POLICIES, GenerationParams
 from ..paths import STAND_IN_MARKER
-from ..revisions import check_revision_target, model_identity, pinned_model, python_digest
+from ..revisions import GENERATION_CODE, check_revision_target, model_identity, pinned_model, python_digest
 from ..scorers.common import no_progress_bars, resolve_device, resolve_dtype, torch_dtype
 from ..scorers import tiny_policy
 from ..jobs import Progress, chunk_share, num_chunks, run_chunked_with_stats, run_job
@@ -25,8 +25,6 @@ from .pairs import check_prompts
 # the parameters that decide the texts, in the fingerprint and the manifest
 SAMPLING = ("generate_reference", "reference_max_new_tokens", "n_candidates", "temperature", "top_p",
             "max_new_tokens", "generation_seed", "candidate_seeds", "use_chat_template")
-# the code that makes the texts (a stand-in's weights too): rows the code before a change made are made again
-GENERATION_CODE = (Path(__file__), Path(tiny_policy.__file__))
 STAND_IN_NOTE = ("policy is a tiny RANDOM stand-in (repro.scorers.tiny_policy): reference_response and resp* are "
                  "noise, not model text")
 

@@ -14,8 +14,7 @@ from ..errors import ParameterError, ReproError, warn
 from ..jobs import chunk_share, read_note, run_chunked_with_stats, run_job
 from ..manifest import package_versions
 from ..parameters import default_batch_tokens
-from ..revisions import model_identity, python_digest
-from .. import scorers
+from ..revisions import SCORING_CODE, model_identity, python_digest
 from ..scorers import load_scorer, resolve_kind
 from ..scorers.common import (MIN_CANDIDATES, check_batch_tokens, check_inputs, resolve_device, resolve_dtype,
                               whole_count)
@@ -51,10 +50,6 @@ class ScoringJob:
     kind: str  # 'pairrm' | 'sequence_classifier' (score_candidates resolves 'auto' before any work)
     options: dict[str, Any] = field(default_factory=dict)  # a sequence classifier's (chat_template, ...)
     cache_dir: str | None = None  # the project's row cache (repro.cache); None: no cache
-
-
-# the code that computes the scores: rows the code before a change made are computed again, not served
-SCORING_CODE = (Path(scorers.__file__).parent, Path(__file__))
 
 
 def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
@@ -124,9 +119,11 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
         info["rows_truncated"] = stats["rows_truncated"]
         if info["rows_truncated"]:  # once for the job (a warning per chunk showed the first chunk's count alone)
             warn(cut_rows(str(model), info["rows_truncated"], info["max_length"]))
-    if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)} or stats["batch_tokens_unknown"]:
+    if set(stats["batch_tokens_used"]) - {str(job.batch_tokens)} or stats["batch_tokens_unknown"] or \
+            stats["chunks_resumed"]:
         # prompts per budget (every process's, resumed and cached ones too): after an out-of-memory, which chunks a
-        # re-run at the lower one matches; unknown: prompts of chunks an older repro made, which keep no budget
+        # re-run at the lower one matches; unknown: prompts of chunks an older repro made, which keep no budget; where
+        # chunks were resumed, always (an older repro's record lacks it: its resumed prompts' budget is not known)
         info["batch_tokens_used"] = stats["batch_tokens_used"]
         if stats["batch_tokens_unknown"]:
             info["batch_tokens_unknown"] = stats["batch_tokens_unknown"]
