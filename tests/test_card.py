@@ -1841,7 +1841,9 @@ def test_trls_conversational_rows_are_described_by_their_prompts_text(tmp_path, 
     to_trl(datasets.Dataset.from_list(rows)).to_parquet(str(path))
     facts, card_path = card_for(tmp_path / "run", card_dataset=str(path))
     assert facts.layout == "seed" and facts.num_examples == facts.prompt_id_sha256_rows == len(rows)
-    assert f"sha256 hex digest of the UTF-8 `prompt` in {len(rows)} of {len(rows)} rows." in halves(card_path)[0]
+    en, zh = halves(card_path)  # (of its user turn's text: the prompt is a conversation)
+    assert f"sha256 hex digest of the UTF-8 text of `prompt`'s user turn in {len(rows)} of {len(rows)} rows." in en
+    assert f"在 {len(rows)} 行中有 {len(rows)} 行等于 `prompt` 中用户轮次的文本（UTF-8）的 sha256 十六进制摘要。" in zh
 
 
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):

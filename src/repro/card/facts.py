@@ -19,7 +19,7 @@ from ..analysis.report import response_texts
 from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, score_array, scores_digest,
                           split_files, write_split)
 from ..errors import DataError, ParameterError
-from ..exporters import FORMATS, detect_format, seed_view
+from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
 from ..parameters import BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, unused_generation
@@ -175,6 +175,11 @@ class CardFacts:
     def layout(self) -> str:
         """Whose columns the dataset has (`repro.exporters.detect_format`): their descriptions are that layout's."""
         return detect_format(self.features)
+
+    @property
+    def prompt_in_turns(self) -> bool:
+        """`prompt` is a conversation (TRL's conversational rows): its text is its user turn's."""
+        return conversational(self.features)
 
     @property
     def scored(self) -> bool:
