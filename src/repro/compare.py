@@ -27,9 +27,9 @@ from .exporters import seed_view
 from .manifest import Manifest
 from .parameters import PAIRRM_LIMITS, CompareParams, ConstructParams, build
 from .paths import DATASET_DIR, RunDir, is_hub_id, run_manifest_of
-from .revisions import hub_commit, hub_snapshot
+from .revisions import hub_commit
 from .slicing import plan_slice
-from .sources import load_source, local_splits
+from .sources import held_splits, load_source
 from .subject import claim
 
 COMPARE_VERSION = 1
@@ -111,16 +111,9 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     if table.num_rows == 0:
         raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
                         f"rows: there is nothing to compare. Check the dataset and the split.")
-    held = {s for spec in specs for s in _splits_of(spec)}
+    held = {s for spec in specs for s in held_splits(spec)}
     return Side(name=name, specs=specs, split=split, table=table, group=group, other_splits=sorted(held - {split}),
                 commits={spec: commit for spec in specs if (commit := hub_commit(spec))})
-
-
-def _splits_of(spec: str) -> list[str]:
-    """A dataset folder's splits (or a hub id's in the local hub cache), unloaded; none for a file or an uncached id."""
-    path = Path(os.path.expanduser(spec))
-    folder = path if path.exists() else hub_snapshot(spec) if is_hub_id(spec) else None
-    return (local_splits(folder) or []) if folder else []
 
 
 def row_keys(table: pa.Table) -> dict[str, list[str | None] | None]:
