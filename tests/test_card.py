@@ -401,7 +401,7 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
         for stage, value in counts.items():
             [row] = table_rows(section(half, counts_heading), f"`{stage}`")
             assert int(row[1]) == value
-        aside = t.aside(text="")[:-1].strip()  # each half's own opening bracket: " (" or "（"
+        aside = t.aside(parts=[])[:-1].strip()  # each half's own opening bracket: " (" or "（"
         assert f"ρ = {rhos['chars']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
         assert f"{rhos['tokens']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
     en, zh = halves(card_path)
@@ -699,7 +699,7 @@ def test_length_bias_by_the_share_when_every_margin_is_the_same(tmp_path):
                                "longer one in 100.0 % (30 of 30, characters, sign test p = 1.86e-09)")
     assert lines[0].endswith("the scores favour longer responses.")
     assert lines[1].startswith("- 长度偏差：差值与长度差的相关系数无定义") and lines[1].endswith("分数偏向较长的回复。")
-    assert "chosen 较长的占 100.0 %（30 对中的 30 对、字符、" in lines[1]  # the share's count too
+    assert "chosen 较长的占 100.0 %（30 对中的 30 对，字符，" in lines[1]  # the share's count too
 
 
 def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
@@ -1146,12 +1146,13 @@ def test_the_chinese_half_joins_its_lists_and_clauses_with_its_own_marks(tmp_pat
             "`gpu_throughput`.") in en
     assert ("模型 `builtin:tiny-pairrm`；repro 0.1.0、torch 2.4.0。未运行的检查："
             "`card_example`、`gpu_throughput`。") in zh
-    # the length bias' asides, in each half's own brackets ("ρ = 0.06 (字符、p = 0.70)" had English ones)
+    # the length bias' asides, in each half's own brackets ("ρ = 0.06 (字符、p = 0.70)" had English ones), their
+    # facts (a count, a unit, a p-value) apart with the comma, not the mark of a list of one kind ("（字符、p = 0.70）")
     bias_en = next(line for line in en.splitlines() if line.startswith("- Length bias:"))
     bias_zh = next(line for line in zh.splitlines() if line.startswith("- 长度偏差："))
-    assert re.search(r"ρ = [-\d.]+ \(characters, p = ", bias_en) and re.search(r"ρ = [-\d.]+（字符、p = ", bias_zh)
+    assert re.search(r"ρ = [-\d.]+ \(characters, p = ", bias_en) and re.search(r"ρ = [-\d.]+（字符，p = ", bias_zh)
     assert re.search(r"% \(\d+ of \d+, characters, sign test p = ", bias_en)
-    assert re.search(r"%（\d+ 对中的 \d+ 对、字符、符号检验 p = ", bias_zh) and " (" not in bias_zh
+    assert re.search(r"%（\d+ 对中的 \d+ 对，字符，符号检验 p = ", bias_zh) and " (" not in bias_zh
 
 
 def test_gather_facts_reads_what_the_run_recorded(tmp_path):
