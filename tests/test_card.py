@@ -2438,6 +2438,24 @@ def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_her
         assert ("the rows made here" in en) == made_here and ("本次在它们旁边" in zh) == made_here
 
 
+def test_rows_from_the_row_cache_of_a_stage_whose_rows_are_not_counted(tmp_path):
+    """A scorer record without `prompts` (and a generation one without `prompts_generated`): the card read "5 of the
+    unknown rows scored and the candidates of 3 of the unknown prompts generated for came from the row cache ...; the
+    rows made here beside them", and "打分的 未知 行中有 5 行", though whether any row was made here is not known."""
+    make_run(tmp_path / "run")
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:
+        data["scorer"].update(batch_tokens=2048, cache={"rows_from_cache": 5})
+        data["generation"] = {"cache": {"rows_from_cache": 3}}
+    en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
+                                                              ("### Parameters of this run", "### 本次运行的参数")))
+    assert (" 5 rows scored and the candidates of 3 prompts generated for came from the row cache (`cache: true`): "
+            "earlier runs made them with the same settings (batch sizes included) but in chunks of their own, batched "
+            "with other rows. A rebuild that makes") in en
+    assert ("打分的行中有 5 行，以及生成的提示词中有 3 个提示词的候选回复，来自行缓存（`cache: true`）：它们由先前的运行以"
+            "相同设置（包括批大小）生成，但分在那些运行自己的块中、与其他行一起成批计算。") in zh
+    assert "unknown" not in en and "未知" not in zh
+
+
 def test_the_further_scorers_budgets_and_rows_from_the_row_cache_are_stated_as_the_primarys(tmp_path):
     """The rebuild sentences stated the primary scorer's lowered or unknown budgets and rows from the row cache only:
     a further scorer (`scorers:`) whose budget an out-of-memory lowered, or whose rows came from the cache, went

@@ -427,9 +427,9 @@ class CardFacts:
                 for what, name, record, rows in stages if any(cached := _cached(record))]
 
     @property
-    def all_from_cache(self) -> bool:
-        """Every row of the stages the row cache served came from it: none was made here beside them."""
-        return all(c["k"] == c["n"] for c in self.from_cache if c["k"])
+    def made_beside_cache(self) -> bool:
+        """A stage the row cache served made rows here beside them (not known of one whose rows are not counted)."""
+        return any(c["n"] is not None and c["k"] != c["n"] for c in self.from_cache if c["k"])
 
     @property
     def source_sha256(self) -> str | None:
