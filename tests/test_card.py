@@ -31,7 +31,7 @@ from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
 from repro.exporters import FORMATS, export_rows
-from repro.formats import to_trl
+from repro.formats import to_trl, to_trl_implicit
 from repro.manifest import Manifest
 from repro.parameters import AnalyzeParams, CardParams, CompareParams, ConstructParams, GenerationParams, build
 from repro.paths import STAND_IN_MARKER, RunDir
@@ -1845,6 +1845,64 @@ def test_trls_conversational_rows_are_described_by_their_prompts_text(tmp_path, 
     en, zh = halves(card_path)  # (of its user turn's text: the prompt is a conversation)
     assert f"sha256 hex digest of the UTF-8 text of `prompt`'s user turn in {len(rows)} of {len(rows)} rows." in en
     assert f"在 {len(rows)} 行中有 {len(rows)} 行等于 `prompt` 中用户轮次的文本（UTF-8）的 sha256 十六进制摘要。" in zh
+
+
+def test_rows_already_in_trls_format_are_said_to_be_so(tmp_path, monkeypatch, train_rows):
+    """to_trl's own rows, carded: "How to use" said `repro.formats.to_trl(ds)` converts them to TRL's conversational
+    format, which they are in (to_trl gives them back unchanged); told their scorer, it said their `prompt` is a string
+    TRL stops on, and its `ds.map` made every prompt empty (`chosen[:-1]` of the assistant turn alone). TRL's standard
+    rows (text) with a `prompt_id`: it said to_trl converts them, and gave `train = to_trl(ds)`, which refuses them."""
+    rows = [r for r in train_rows[:30] if r["chosen"][-1]["content"].strip()]
+    converted = to_trl(datasets.Dataset.from_list(rows))
+    assert to_trl(converted).to_list() == converted.to_list()  # in TRL's format already
+    path = tmp_path / "trl.parquet"
+    converted.to_parquet(str(path))
+
+    def use(root, spec, **params):
+        en, zh = halves(card_for(root, card_dataset=spec, **params)[1])
+        return part(en, "## How to use"), part(zh, "## 使用方法")
+
+    en, zh = use(tmp_path / "conv", str(path))
+    assert ("so this card gives no recipe for it; the rows are already in TRL's conversational preference "
+            "format.\n") in en and "converts" not in en
+    assert "因此本卡片不给出训练方法；数据行已是 TRL 的对话式偏好格式。\n" in zh and "转换" not in zh
+    assert "```\n\n**For inspection only**" in en and "```\n\n**仅供查看**" in zh  # (a paragraph of its own)
+    # told their scorer: DPOTrainer reads them as they are, to_trl checks them; no conversion of them
+    en, zh = use(tmp_path / "scored", str(path), known_recipe={"scorer": "my-org/rm"})
+    assert ("**With TRL's `DPOTrainer`** (tested with TRL 1.16.0): the rows are already in TRL's conversational "
+            "preference format, which `DPOTrainer` reads as they are; `repro.formats.to_trl` checks every row and "
+            "keeps that format, with `score_margin` = `score_chosen` − `score_rejected`. With this project's package "
+            "`repro` installed:") in en
+    assert ("**配合 TRL 的 `DPOTrainer` 使用**（已在 TRL 1.16.0 上测试）：数据行已是 TRL 的对话式偏好格式，"
+            "`DPOTrainer` 可按原样读取；`repro.formats.to_trl` 会逐行检查，并保持该格式，其中 `score_margin` = "
+            "`score_chosen` − `score_rejected`。已安装本项目的 `repro` 包时：") in zh
+    for text in (en, zh):
+        assert "string `prompt`" not in text and "ds.map(" not in text and "Keeping only" not in text
+    assert ("Then `trainer.train()`. `repro.formats.to_trl_implicit(ds)` gives TRL's implicit-prompt format "
+            "(`chosen` / `rejected` the whole conversations, no `prompt`), which trains too.") in en
+    assert ("然后调用 `trainer.train()`。`repro.formats.to_trl_implicit(ds)` 给出 TRL 的隐式提示词格式（`chosen` / "
+            "`rejected` 为完整对话，没有 `prompt`），同样可以训练。") in zh
+    monkeypatch.chdir(tmp_path / "scored")  # the card's code gives the rows back, the margin filter runs on them
+    scope: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", en, flags=re.S)[0], scope)
+    assert "\ntrain = to_trl(ds)\n" in en
+    scope["train"] = to_trl(scope["ds"])
+    assert scope["train"].to_list() == converted.to_list()
+    exec(re.search(r"`(train = train\.filter\(.*?\))`", en)[1], scope)
+    assert len(scope["train"]) == sum(r["score_chosen"] > r["score_rejected"] for r in rows)
+    assert to_trl_implicit(converted).to_list() == to_trl_implicit(datasets.Dataset.from_list(rows)).to_list()
+    # TRL's standard rows (text), a prompt_id beside them: no to_trl, which refuses them
+    standard = write_rows(tmp_path / "standard.jsonl", [
+        {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "chosen": r["chosen"][-1]["content"],
+         "rejected": r["rejected"][-1]["content"], "score_chosen": r["score_chosen"],
+         "score_rejected": r["score_rejected"]} for r in rows])
+    with pytest.raises(DataError, match="must be a list of at least two"):
+        to_trl(datasets.Dataset.from_json(standard))
+    en, zh = use(tmp_path / "standard", standard)
+    assert "gives no recipe for it; the rows are already in TRL's standard preference format.\n" in en
+    assert "因此本卡片不给出训练方法；数据行已是 TRL 的标准偏好格式。\n" in zh
+    en, zh = use(tmp_path / "standard-scored", standard, known_recipe={"scorer": "my-org/rm"})
+    assert "to_trl" not in en and "to_trl" not in zh and "check its format against TRL's dataset formats" in en
 
 
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):

@@ -199,9 +199,23 @@ class CardFacts:
 
     @property
     def trl_ready(self) -> bool:
-        """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores)."""
+        """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores),
+        `chosen` / `rejected` conversations (it refuses texts)."""
         scores = sum(c in self.features for c in SCORE_COLUMNS)
-        return self.layout != "seed" or (self.has_columns("prompt", "prompt_id", "chosen", "rejected") and scores != 1)
+        return self.layout != "seed" or (self.has_columns("prompt", "prompt_id", "chosen", "rejected") and scores != 1
+                                         and None not in (self.turns.get("chosen", []), self.turns.get("rejected", [])))
+
+    @property
+    def trl_format(self) -> str | None:
+        """Which of TRL's preference formats the rows are in as stored: `conversational` (as repro.formats.to_trl
+        writes them: `prompt` a conversation, `chosen` / `rejected` the assistant's turn alone), `standard` (texts);
+        None: neither (the seed's columns among them)."""
+        responses = [self.turns.get("chosen", []), self.turns.get("rejected", [])]
+        if self.layout != "seed" or not self.has_columns("prompt", "chosen", "rejected"):
+            return None
+        if self.prompt_in_turns:
+            return "conversational" if responses == [["assistant"]] * 2 else None
+        return "standard" if responses == [None, None] and self.features["prompt"] == Value("string") else None
 
     @property
     def schema(self) -> dict[str, Any]:
