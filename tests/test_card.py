@@ -31,7 +31,7 @@ from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
 from repro.exporters import FORMATS, export_rows
-from repro.formats import to_trl
+from repro.formats import to_trl, to_trl_implicit
 from repro.manifest import Manifest
 from repro.parameters import AnalyzeParams, CardParams, CompareParams, ConstructParams, GenerationParams, build
 from repro.paths import STAND_IN_MARKER, RunDir
@@ -401,7 +401,7 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
         for stage, value in counts.items():
             [row] = table_rows(section(half, counts_heading), f"`{stage}`")
             assert int(row[1]) == value
-        aside = t.aside(text="")[:-1].strip()  # each half's own opening bracket: " (" or "（"
+        aside = t.aside(parts=[])[:-1].strip()  # each half's own opening bracket: " (" or "（"
         assert f"ρ = {rhos['chars']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
         assert f"{rhos['tokens']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
     en, zh = halves(card_path)
@@ -699,7 +699,7 @@ def test_length_bias_by_the_share_when_every_margin_is_the_same(tmp_path):
                                "longer one in 100.0 % (30 of 30, characters, sign test p = 1.86e-09)")
     assert lines[0].endswith("the scores favour longer responses.")
     assert lines[1].startswith("- 长度偏差：差值与长度差的相关系数无定义") and lines[1].endswith("分数偏向较长的回复。")
-    assert "chosen 较长的占 100.0 %（30 对中的 30 对、字符、" in lines[1]  # the share's count too
+    assert "chosen 较长的占 100.0 %（30 对中的 30 对，字符，" in lines[1]  # the share's count too
 
 
 def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
@@ -1146,12 +1146,13 @@ def test_the_chinese_half_joins_its_lists_and_clauses_with_its_own_marks(tmp_pat
             "`gpu_throughput`.") in en
     assert ("模型 `builtin:tiny-pairrm`；repro 0.1.0、torch 2.4.0。未运行的检查："
             "`card_example`、`gpu_throughput`。") in zh
-    # the length bias' asides, in each half's own brackets ("ρ = 0.06 (字符、p = 0.70)" had English ones)
+    # the length bias' asides, in each half's own brackets ("ρ = 0.06 (字符、p = 0.70)" had English ones), their
+    # facts (a count, a unit, a p-value) apart with the comma, not the mark of a list of one kind ("（字符、p = 0.70）")
     bias_en = next(line for line in en.splitlines() if line.startswith("- Length bias:"))
     bias_zh = next(line for line in zh.splitlines() if line.startswith("- 长度偏差："))
-    assert re.search(r"ρ = [-\d.]+ \(characters, p = ", bias_en) and re.search(r"ρ = [-\d.]+（字符、p = ", bias_zh)
+    assert re.search(r"ρ = [-\d.]+ \(characters, p = ", bias_en) and re.search(r"ρ = [-\d.]+（字符，p = ", bias_zh)
     assert re.search(r"% \(\d+ of \d+, characters, sign test p = ", bias_en)
-    assert re.search(r"%（\d+ 对中的 \d+ 对、字符、符号检验 p = ", bias_zh) and " (" not in bias_zh
+    assert re.search(r"%（\d+ 对中的 \d+ 对，字符，符号检验 p = ", bias_zh) and " (" not in bias_zh
 
 
 def test_gather_facts_reads_what_the_run_recorded(tmp_path):
@@ -1846,6 +1847,64 @@ def test_trls_conversational_rows_are_described_by_their_prompts_text(tmp_path, 
     assert f"在 {len(rows)} 行中有 {len(rows)} 行等于 `prompt` 中用户轮次的文本（UTF-8）的 sha256 十六进制摘要。" in zh
 
 
+def test_rows_already_in_trls_format_are_said_to_be_so(tmp_path, monkeypatch, train_rows):
+    """to_trl's own rows, carded: "How to use" said `repro.formats.to_trl(ds)` converts them to TRL's conversational
+    format, which they are in (to_trl gives them back unchanged); told their scorer, it said their `prompt` is a string
+    TRL stops on, and its `ds.map` made every prompt empty (`chosen[:-1]` of the assistant turn alone). TRL's standard
+    rows (text) with a `prompt_id`: it said to_trl converts them, and gave `train = to_trl(ds)`, which refuses them."""
+    rows = [r for r in train_rows[:30] if r["chosen"][-1]["content"].strip()]
+    converted = to_trl(datasets.Dataset.from_list(rows))
+    assert to_trl(converted).to_list() == converted.to_list()  # in TRL's format already
+    path = tmp_path / "trl.parquet"
+    converted.to_parquet(str(path))
+
+    def use(root, spec, **params):
+        en, zh = halves(card_for(root, card_dataset=spec, **params)[1])
+        return part(en, "## How to use"), part(zh, "## 使用方法")
+
+    en, zh = use(tmp_path / "conv", str(path))
+    assert ("so this card gives no recipe for it; the rows are already in TRL's conversational preference "
+            "format.\n") in en and "converts" not in en
+    assert "因此本卡片不给出训练方法；数据行已是 TRL 的对话式偏好格式。\n" in zh and "转换" not in zh
+    assert "```\n\n**For inspection only**" in en and "```\n\n**仅供查看**" in zh  # (a paragraph of its own)
+    # told their scorer: DPOTrainer reads them as they are, to_trl checks them; no conversion of them
+    en, zh = use(tmp_path / "scored", str(path), known_recipe={"scorer": "my-org/rm"})
+    assert ("**With TRL's `DPOTrainer`** (tested with TRL 1.16.0): the rows are already in TRL's conversational "
+            "preference format, which `DPOTrainer` reads as they are; `repro.formats.to_trl` checks every row and "
+            "keeps that format, with `score_margin` = `score_chosen` − `score_rejected`. With this project's package "
+            "`repro` installed:") in en
+    assert ("**配合 TRL 的 `DPOTrainer` 使用**（已在 TRL 1.16.0 上测试）：数据行已是 TRL 的对话式偏好格式，"
+            "`DPOTrainer` 可按原样读取；`repro.formats.to_trl` 会逐行检查，并保持该格式，其中 `score_margin` = "
+            "`score_chosen` − `score_rejected`。已安装本项目的 `repro` 包时：") in zh
+    for text in (en, zh):
+        assert "string `prompt`" not in text and "ds.map(" not in text and "Keeping only" not in text
+    assert ("Then `trainer.train()`. `repro.formats.to_trl_implicit(ds)` gives TRL's implicit-prompt format "
+            "(`chosen` / `rejected` the whole conversations, no `prompt`), which trains too.") in en
+    assert ("然后调用 `trainer.train()`。`repro.formats.to_trl_implicit(ds)` 给出 TRL 的隐式提示词格式（`chosen` / "
+            "`rejected` 为完整对话，没有 `prompt`），同样可以训练。") in zh
+    monkeypatch.chdir(tmp_path / "scored")  # the card's code gives the rows back, the margin filter runs on them
+    scope: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", en, flags=re.S)[0], scope)
+    assert "\ntrain = to_trl(ds)\n" in en
+    scope["train"] = to_trl(scope["ds"])
+    assert scope["train"].to_list() == converted.to_list()
+    exec(re.search(r"`(train = train\.filter\(.*?\))`", en)[1], scope)
+    assert len(scope["train"]) == sum(r["score_chosen"] > r["score_rejected"] for r in rows)
+    assert to_trl_implicit(converted).to_list() == to_trl_implicit(datasets.Dataset.from_list(rows)).to_list()
+    # TRL's standard rows (text), a prompt_id beside them: no to_trl, which refuses them
+    standard = write_rows(tmp_path / "standard.jsonl", [
+        {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "chosen": r["chosen"][-1]["content"],
+         "rejected": r["rejected"][-1]["content"], "score_chosen": r["score_chosen"],
+         "score_rejected": r["score_rejected"]} for r in rows])
+    with pytest.raises(DataError, match="must be a list of at least two"):
+        to_trl(datasets.Dataset.from_json(standard))
+    en, zh = use(tmp_path / "standard", standard)
+    assert "gives no recipe for it; the rows are already in TRL's standard preference format.\n" in en
+    assert "因此本卡片不给出训练方法；数据行已是 TRL 的标准偏好格式。\n" in zh
+    en, zh = use(tmp_path / "standard-scored", standard, known_recipe={"scorer": "my-org/rm"})
+    assert "to_trl" not in en and "to_trl" not in zh and "check its format against TRL's dataset formats" in en
+
+
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):
     """H4-style rows (GPT-4 ratings, no reference_response, an extra source_index): the card says what they are."""
     from repro.analysis import report as analysis
@@ -2435,6 +2494,24 @@ def test_the_row_cache_sentence_begins_as_a_sentence_and_speaks_of_rows_made_her
                 f"它们由先前的运行以相同设置（包括批大小）生成，但分在那些运行自己的块中、与其他行一起成批计算"
                 f"{'；本次在它们旁边计算的行则没有与它们同批' * made_here}。") in zh
         assert ("the rows made here" in en) == made_here and ("本次在它们旁边" in zh) == made_here
+
+
+def test_rows_from_the_row_cache_of_a_stage_whose_rows_are_not_counted(tmp_path):
+    """A scorer record without `prompts` (and a generation one without `prompts_generated`): the card read "5 of the
+    unknown rows scored and the candidates of 3 of the unknown prompts generated for came from the row cache ...; the
+    rows made here beside them", and "打分的 未知 行中有 5 行", though whether any row was made here is not known."""
+    make_run(tmp_path / "run")
+    with Manifest(RunDir(tmp_path / "run")).edit() as data:
+        data["scorer"].update(batch_tokens=2048, cache={"rows_from_cache": 5})
+        data["generation"] = {"cache": {"rows_from_cache": 3}}
+    en, zh = (section(half, heading) for half, heading in zip(halves(card_for(tmp_path / "run")[1]),
+                                                              ("### Parameters of this run", "### 本次运行的参数")))
+    assert (" 5 rows scored and the candidates of 3 prompts generated for came from the row cache (`cache: true`): "
+            "earlier runs made them with the same settings (batch sizes included) but in chunks of their own, batched "
+            "with other rows. A rebuild that makes") in en
+    assert ("打分的行中有 5 行，以及生成的提示词中有 3 个提示词的候选回复，来自行缓存（`cache: true`）：它们由先前的运行以"
+            "相同设置（包括批大小）生成，但分在那些运行自己的块中、与其他行一起成批计算。") in zh
+    assert "unknown" not in en and "未知" not in zh
 
 
 def test_the_further_scorers_budgets_and_rows_from_the_row_cache_are_stated_as_the_primarys(tmp_path):

@@ -199,9 +199,23 @@ class CardFacts:
 
     @property
     def trl_ready(self) -> bool:
-        """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores)."""
+        """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores),
+        `chosen` / `rejected` conversations (it refuses texts)."""
         scores = sum(c in self.features for c in SCORE_COLUMNS)
-        return self.layout != "seed" or (self.has_columns("prompt", "prompt_id", "chosen", "rejected") and scores != 1)
+        return self.layout != "seed" or (self.has_columns("prompt", "prompt_id", "chosen", "rejected") and scores != 1
+                                         and None not in (self.turns.get("chosen", []), self.turns.get("rejected", [])))
+
+    @property
+    def trl_format(self) -> str | None:
+        """Which of TRL's preference formats the rows are in as stored: `conversational` (as repro.formats.to_trl
+        writes them: `prompt` a conversation, `chosen` / `rejected` the assistant's turn alone), `standard` (texts);
+        None: neither (the seed's columns among them)."""
+        responses = [self.turns.get("chosen", []), self.turns.get("rejected", [])]
+        if self.layout != "seed" or not self.has_columns("prompt", "chosen", "rejected"):
+            return None
+        if self.prompt_in_turns:
+            return "conversational" if responses == [["assistant"]] * 2 else None
+        return "standard" if responses == [None, None] and self.features["prompt"] == Value("string") else None
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -427,9 +441,9 @@ class CardFacts:
                 for what, name, record, rows in stages if any(cached := _cached(record))]
 
     @property
-    def all_from_cache(self) -> bool:
-        """Every row of the stages the row cache served came from it: none was made here beside them."""
-        return all(c["k"] == c["n"] for c in self.from_cache if c["k"])
+    def made_beside_cache(self) -> bool:
+        """A stage the row cache served made rows here beside them (not known of one whose rows are not counted)."""
+        return any(c["n"] is not None and c["k"] != c["n"] for c in self.from_cache if c["k"])
 
     @property
     def source_sha256(self) -> str | None:
