@@ -35,6 +35,37 @@ def test_a_local_path_inside_text_is_published_by_its_last_name_only():
     assert public_text(kept) == kept
 
 
+@pytest.mark.parametrize("told, shown", [
+    ("file:///home/alice/models/pairrm", "pairrm"),  # a file URI, its host too
+    ("file://vm/share/alice/uf.jsonl", "uf.jsonl"),
+    ("file:///C:/Users/alice/uf.jsonl", "uf.jsonl"),
+    ("alice@vm:/home/alice/uf.jsonl", "uf.jsonl"),  # scp's user@host: with it
+    ("alice@vm:~/uf.jsonl", "uf.jsonl"),
+    ("(source:/home/alice/raw/uf.jsonl)", "(source:uf.jsonl)"),  # key:/path
+    ("\\\\fileserver\\share\\alice\\uf.jsonl", "uf.jsonl"),  # UNC
+    ("rows 0:60 of C:\\Users\\Alice Secret\\uf.jsonl", "rows 0:60 of uf.jsonl"),  # a folder's name with a space
+    ("/tmp/my data/alice-Secret/x.jsonl", "x.jsonl"),
+    ("line 2 of /home/alice-Secret/Données privées/alice run:2/nan rows.jsonl: no score",
+     "line 2 of nan rows.jsonl: no score"),  # (its file's own name holds a space: seen whole)
+])
+def test_a_path_in_any_form_is_published_by_its_last_name_only(told, shown):
+    # a privacy audit: known_recipe {scorer: 'file:///home/alice/…', source: 'alice@vm:/home/alice/…'} printed whole
+    # in the card; a path with a space in it was cut there (C:\Users\Alice Secret\uf.jsonl: "Alice Secret\uf.jsonl")
+    assert public_text(told) == shown
+
+
+def test_prose_around_a_path_is_kept_as_it_is():
+    assert public_text("rows of /home/alice/uf.jsonl were scored by PairRM on 2 GPUs, then 1/2 kept") == \
+        "rows of uf.jsonl were scored by PairRM on 2 GPUs, then 1/2 kept"
+    assert public_text("from C:\\data\\uf.jsonl and ~/b.jsonl with chosen/rejected") == \
+        "from uf.jsonl and b.jsonl with chosen/rejected"
+    # two paths side by side stay two; URLs, hub ids and addresses are no local paths
+    assert public_text("compare /tmp/a /tmp/b, C:\\x D:\\y or /tmp/a key:/tmp/c") == "compare a b, x y or a key:c"
+    kept = ("https://huggingface.co/llm-blender/PairRM, hf://datasets/o/n, http://localhost:8888/tree/home/x, "
+            "mail alice@example.org: openbmb/UltraFeedback 1:2")
+    assert public_text(kept) == kept
+
+
 def test_a_scorer_in_a_windows_folder_is_named_by_the_folder_alone_in_the_card(tmp_path):
     # a manifest written on Windows, its card rendered elsewhere: no user name from the path
     facts = card.CardFacts(run=RunDir(tmp_path), title="t", features=None, splits=[], built_here=True, license="mit", language=["en"],
