@@ -6,6 +6,7 @@ from repro import card
 from repro.analysis.report import primary_scorer_name
 from repro.errors import ParameterError
 from repro.parameters import ConstructParams, ScorerSpec, build
+from repro.cli.selfcheck import render_markdown
 from repro.paths import RunDir, project_root, public_name, public_text
 
 
@@ -64,6 +65,16 @@ def test_prose_around_a_path_is_kept_as_it_is():
     kept = ("https://huggingface.co/llm-blender/PairRM, hf://datasets/o/n, http://localhost:8888/tree/home/x, "
             "mail alice@example.org: openbmb/UltraFeedback 1:2")
     assert public_text(kept) == kept
+
+
+def test_selfcheck_md_names_an_input_with_a_space_in_its_folder_by_its_last_name(tmp_path, monkeypatch):
+    # selfcheck.md said `--input 'Shared Data/alice-Secret/rows.jsonl'` and "3 rows from Shared Data/alice-Secret/…"
+    monkeypatch.chdir(tmp_path)
+    rows = "/srv/Shared Data/alice-Secret/rows.jsonl"
+    md = render_markdown({"verdict": "PASS", "checks": [], "rows": {"source": rows, "prompts": 3},
+                          "settings": {"command": f"repro selfcheck --input '{rows}' --report ./rep"}})
+    assert "alice" not in md and "`repro selfcheck --input 'rows.jsonl' --report ./rep`" in md
+    assert "3 rows from rows.jsonl;" in md
 
 
 def test_a_scorer_in_a_windows_folder_is_named_by_the_folder_alone_in_the_card(tmp_path):
