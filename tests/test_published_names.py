@@ -7,7 +7,7 @@ from repro.analysis.report import primary_scorer_name
 from repro.errors import ParameterError
 from repro.parameters import ConstructParams, ScorerSpec, build
 from repro.cli.selfcheck import render_markdown
-from repro.paths import RunDir, project_root, public_name, public_text
+from repro.paths import RunDir, project_root, public_name, public_text, without_folders
 
 
 def test_a_local_path_is_published_by_its_last_name_only():
@@ -65,6 +65,13 @@ def test_prose_around_a_path_is_kept_as_it_is():
     kept = ("https://huggingface.co/llm-blender/PairRM, hf://datasets/o/n, http://localhost:8888/tree/home/x, "
             "mail alice@example.org: openbmb/UltraFeedback 1:2")
     assert public_text(kept) == kept
+
+
+def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
+    home = tmp_path / "alice Secret"
+    assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \
+        f"rows-fromuf.jsonl; {home}ly/x"  # glued to a word: missed by public_text; another folder's name kept
+    assert without_folders("nothing here", home, "/") == "nothing here"
 
 
 def test_selfcheck_md_names_an_input_with_a_space_in_its_folder_by_its_last_name(tmp_path, monkeypatch):

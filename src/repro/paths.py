@@ -108,6 +108,16 @@ def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
         found["path"]), text)
 
 
+def without_folders(text: str, *folders: str | Path) -> str:
+    """`text` with each path in `folders` (this machine's home, the current folder) `public_name`d wherever it stands:
+    a last guard behind `public_text`, for a path in a route it did not catch."""
+    for folder in dict.fromkeys(str(f).rstrip("/\\") for f in folders):
+        if len(folder) > 1 and folder in text:  # (a search only where one is there)
+            text = re.sub(rf"{re.escape(folder)}(?![^{_ENDS}/\\]){_PATH_GOES_ON}", lambda path: public_name(path[0]),
+                          text)
+    return text
+
+
 def checkout_root() -> Path | None:
     """The source checkout this package runs from (an editable install: src/repro beside notebooks/), else None."""
     root = _PACKAGE.parents[1]
