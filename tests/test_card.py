@@ -1526,6 +1526,29 @@ def test_a_dataset_not_built_here(tmp_path):
     assert DatasetCard.load(card_path).data.pretty_name == "mine"
 
 
+def test_a_known_recipe_told_as_uris_scp_paths_or_paths_with_spaces_names_no_user_or_host(tmp_path, monkeypatch):
+    """A privacy audit: `known_recipe: {scorer: 'file:///home/alice/…', source: 'alice@vm:/home/alice/…'}` was
+    printed whole in both halves of the card, user and host; free text `(source:/home/alice/…)` too."""
+    make_run(tmp_path / "published", seed_rows(12), manifest=False, metrics=False)
+    theirs = str(tmp_path / "published" / "dataset")
+    recipe = {"scorer": "file:///home/alice/models/pairrm", "source": "alice@vm:/home/alice/uf.jsonl",
+              "candidates": "2 responses of C:\\Users\\Alice Secret\\my sft"}
+    _, card_path = card_for(tmp_path / "run", card_dataset=theirs, known_recipe=recipe)
+    en, zh = halves(card_path)
+    assert "alice" not in card_path.read_text().lower() and "vm:" not in card_path.read_text()
+    assert table_rows(en, "scorer model")[0][1] == "pairrm" and table_rows(en, "source dataset")[0][1] == "uf.jsonl"
+    assert "2 responses of my sft" in en and "2 responses of my sft" in zh
+    note = "Ranked rows (source:/home/alice/uf.jsonl)"
+    _, card_path = card_for(tmp_path / "run2", card_dataset=theirs, known_recipe=note)
+    en, zh = halves(card_path)
+    assert "Notes given with the dataset: Ranked rows (source:uf.jsonl)" in en and "(source:uf.jsonl)" in zh
+    # a path of this home folder by a route no rule above catches (glued to a word): the card is written without it
+    home = tmp_path / "alice-Secret"
+    monkeypatch.setenv("HOME", str(home))
+    _, card_path = card_for(tmp_path / "run3", card_dataset=theirs, known_recipe=f"rows-from{home}/raw data/uf.jsonl")
+    assert "alice-Secret" not in card_path.read_text() and "rows-fromuf.jsonl" in halves(card_path)[0]
+
+
 def test_a_foreign_card_from_scores_alone_claims_nothing_it_was_not_told(tmp_path):
     """Only `score_chosen` / `score_rejected`: no licence, language, source, scorer or family is claimed."""
     rows = tmp_path / "scores.jsonl"

@@ -6,7 +6,8 @@ from repro import card
 from repro.analysis.report import primary_scorer_name
 from repro.errors import ParameterError
 from repro.parameters import ConstructParams, ScorerSpec, build
-from repro.paths import RunDir, project_root, public_name, public_text
+from repro.cli.selfcheck import render_markdown
+from repro.paths import RunDir, project_root, public_name, public_text, without_folders
 
 
 def test_a_local_path_is_published_by_its_last_name_only():
@@ -33,6 +34,54 @@ def test_a_local_path_inside_text_is_published_by_its_last_name_only():
         "2 responses of my-sft, scored by PairRM (rm)"
     kept = "chosen/rejected of HuggingFaceH4/zephyr-7b-beta, 1/2 / 3, https://huggingface.co/llm-blender/PairRM"
     assert public_text(kept) == kept
+
+
+@pytest.mark.parametrize("told, shown", [
+    ("file:///home/alice/models/pairrm", "pairrm"),  # a file URI, its host too
+    ("file://vm/share/alice/uf.jsonl", "uf.jsonl"),
+    ("file:///C:/Users/alice/uf.jsonl", "uf.jsonl"),
+    ("alice@vm:/home/alice/uf.jsonl", "uf.jsonl"),  # scp's user@host: with it
+    ("alice@vm:~/uf.jsonl", "uf.jsonl"),
+    ("(source:/home/alice/raw/uf.jsonl)", "(source:uf.jsonl)"),  # key:/path
+    ("\\\\fileserver\\share\\alice\\uf.jsonl", "uf.jsonl"),  # UNC
+    ("rows 0:60 of C:\\Users\\Alice Secret\\uf.jsonl", "rows 0:60 of uf.jsonl"),  # a folder's name with a space
+    ("/tmp/my data/alice-Secret/x.jsonl", "x.jsonl"),
+    ("line 2 of /home/alice-Secret/Données privées/alice run:2/nan rows.jsonl: no score",
+     "line 2 of nan rows.jsonl: no score"),  # (its file's own name holds a space: seen whole)
+])
+def test_a_path_in_any_form_is_published_by_its_last_name_only(told, shown):
+    # a privacy audit: known_recipe {scorer: 'file:///home/alice/…', source: 'alice@vm:/home/alice/…'} printed whole
+    # in the card; a path with a space in it was cut there (C:\Users\Alice Secret\uf.jsonl: "Alice Secret\uf.jsonl")
+    assert public_text(told) == shown
+
+
+def test_prose_around_a_path_is_kept_as_it_is():
+    assert public_text("rows of /home/alice/uf.jsonl were scored by PairRM on 2 GPUs, then 1/2 kept") == \
+        "rows of uf.jsonl were scored by PairRM on 2 GPUs, then 1/2 kept"
+    assert public_text("from C:\\data\\uf.jsonl and ~/b.jsonl with chosen/rejected") == \
+        "from uf.jsonl and b.jsonl with chosen/rejected"
+    # two paths side by side stay two; URLs, hub ids and addresses are no local paths
+    assert public_text("compare /tmp/a /tmp/b, C:\\x D:\\y or /tmp/a key:/tmp/c") == "compare a b, x y or a key:c"
+    kept = ("https://huggingface.co/llm-blender/PairRM, hf://datasets/o/n, http://localhost:8888/tree/home/x, "
+            "mail alice@example.org: openbmb/UltraFeedback 1:2")
+    assert public_text(kept) == kept
+
+
+def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
+    home = tmp_path / "alice Secret"
+    assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \
+        f"rows-fromuf.jsonl; {home}ly/x"  # glued to a word: missed by public_text; another folder's name kept
+    assert without_folders("nothing here", home, "/") == "nothing here"
+
+
+def test_selfcheck_md_names_an_input_with_a_space_in_its_folder_by_its_last_name(tmp_path, monkeypatch):
+    # selfcheck.md said `--input 'Shared Data/alice-Secret/rows.jsonl'` and "3 rows from Shared Data/alice-Secret/…"
+    monkeypatch.chdir(tmp_path)
+    rows = "/srv/Shared Data/alice-Secret/rows.jsonl"
+    md = render_markdown({"verdict": "PASS", "checks": [], "rows": {"source": rows, "prompts": 3},
+                          "settings": {"command": f"repro selfcheck --input '{rows}' --report ./rep"}})
+    assert "alice" not in md and "`repro selfcheck --input 'rows.jsonl' --report ./rep`" in md
+    assert "3 rows from rows.jsonl;" in md
 
 
 def test_a_scorer_in_a_windows_folder_is_named_by_the_folder_alone_in_the_card(tmp_path):

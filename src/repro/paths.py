@@ -45,8 +45,14 @@ _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (Ru
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
-_PATH_IN_TEXT = re.compile(r"(?<![\w.:/~-])(?:~|\.{1,2})?/[^\s/`'\"|,;()<>][^\s`'\"|,;()<>]*|"
-                           r"(?<!\w)[A-Za-z]:[\\/][^\s`'\"|,;()<>]+")  # a local path inside text (public_text)
+_ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
+# a local path inside text: /…, ~/…, ./…, C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
+# (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator that starts
+# no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space)
+_PATH_GOES_ON = rf"[^{_ENDS}]*(?: (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
+_PATH_IN_TEXT = re.compile(
+    rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
+    rf"(?P<path>(?:(?:~|\.{{1,2}})?/[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]|\\\\[^{_ENDS}\\]){_PATH_GOES_ON})")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
 DEMO = "demo"  # the source that names the demo rows shipped with the package (repro.sources)
@@ -95,9 +101,21 @@ def public_name(value: str) -> str:
     return value
 
 
-def public_text(text: str) -> str:
-    """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…) `public_name`d."""
-    return _PATH_IN_TEXT.sub(lambda path: public_name(path.group()), text)
+def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
+    """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
+    user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is."""
+    return _PATH_IN_TEXT.sub(lambda found: found["path"] if found["path"].startswith(keep) else public_name(
+        found["path"]), text)
+
+
+def without_folders(text: str, *folders: str | Path) -> str:
+    """`text` with each path in `folders` (this machine's home, the current folder) `public_name`d wherever it stands:
+    a last guard behind `public_text`, for a path in a route it did not catch."""
+    for folder in dict.fromkeys(str(f).rstrip("/\\") for f in folders):
+        if len(folder) > 1 and folder in text:  # (a search only where one is there)
+            text = re.sub(rf"{re.escape(folder)}(?![^{_ENDS}/\\]){_PATH_GOES_ON}", lambda path: public_name(path[0]),
+                          text)
+    return text
 
 
 def checkout_root() -> Path | None:

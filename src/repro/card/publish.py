@@ -30,7 +30,7 @@ from ..exporters import FORMATS
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
 from ..manifest import Manifest
 from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, table_cell
-from ..paths import DATA_DIR, FIGURES_DIR, RunDir, reads_as_hub_id
+from ..paths import DATA_DIR, FIGURES_DIR, RunDir, reads_as_hub_id, without_folders
 from ..revisions import publish_blocker
 from ..subject import STAND_IN_TAGS
 from .facts import (CONFIG_NAME, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
@@ -149,8 +149,10 @@ def render_body(facts: CardFacts) -> str:
 
 
 def build_card(facts: CardFacts) -> DatasetCard:
-    """The whole card (YAML front matter + body) as a `huggingface_hub.DatasetCard`."""
-    return DatasetCard(f"---\n{facts_card_data(facts).to_yaml()}\n---\n{render_body(facts)}")
+    """The whole card (YAML front matter + body) as a `huggingface_hub.DatasetCard`; no path in this machine's home or
+    current folder left in it, whatever route it came by (each by its last name, as `public_text` names it)."""
+    text = f"---\n{facts_card_data(facts).to_yaml()}\n---\n{render_body(facts)}"
+    return DatasetCard(without_folders(text, Path.home(), Path.home().resolve(), Path.cwd()))
 
 
 def write_card(facts: CardFacts, refreshed: bool = False, card: DatasetCard | None = None) -> Path:

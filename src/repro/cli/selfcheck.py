@@ -26,7 +26,7 @@ from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
 from ..paths import (RUNS_DIR, SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id,
-                     project_root, public_name, typed_path, unicode_twin)
+                     project_root, public_name, public_text, typed_path, unicode_twin)
 from ..revisions import hub_offline
 from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
@@ -593,13 +593,12 @@ def _home_as_tilde(value: Any) -> Any:
 
 def _pasteable(text: str) -> str:
     """`text` as selfcheck.md, to be pasted into an issue, shows it: no path of this machine (one in the current folder
-    relative to it, one in the home folder from `~`, any other by its last name: `public_name`)."""
+    relative to it, one in the home folder from `~`, any other by its last name: `public_text`)."""
     cwd = str(Path.cwd()).rstrip("/\\")
     if cwd and not Path.home().is_relative_to(cwd):  # (else the home folder's paths: from ~)
         text = re.sub(rf"(?<![^{PATH_EDGES}]){re.escape(cwd)}([/\\]|(?=[{PATH_EDGES}]|$))",
                       lambda path: "" if path[1] else ".", text)
-    return re.sub(rf"(?<![^{PATH_EDGES}])[/\\](?![/\\])[^{PATH_EDGES}]+", lambda path: public_name(path[0]),
-                  _home_as_tilde(text))
+    return public_text(_home_as_tilde(text), keep=("~", "."))
 
 
 def _shell_command(argv: Sequence[str]) -> str:
