@@ -180,9 +180,8 @@ def folder_splits(path: Path) -> list[str]:
     <split>.parquet, <split>-*.parquet), and those datasets tells from the names (train_prefs.jsonl: also "train")."""
     named = set()
     for f in (f for f in path.iterdir() if f.is_file() and f.suffix in (".parquet", ".jsonl", ".json")):
-        named.add(f.name.removesuffix(f.suffix))
-        if f.suffix == ".parquet":  # <split>-*.parquet, for each - in the name
-            named.update(f.stem[:i] for i, c in enumerate(f.stem) if c == "-" and i)
+        # <split>-*.parquet: the name before its first "-" (a split's name has none), not the file's name cut at each
+        named.add(f.stem.split("-")[0] if f.suffix == ".parquet" else f.name.removesuffix(f.suffix))
     return sorted(named | set(map(str, get_data_patterns(str(path)))))
 
 
