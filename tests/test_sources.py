@@ -439,3 +439,24 @@ def test_a_mistyped_split_of_a_folder_of_shards_offers_split_names_not_file_stem
                                         r"mean 'test'\? Set source_split to one of those\.$"):
         load_source(str(plain), "tset")
 
+
+def test_the_splits_held_by_a_folder_of_loose_data_files_are_those_datasets_names(tmp_path):
+    """held_splits (the card's and 04_compare's "other splits") said none of a folder of train.jsonl and test.jsonl,
+    or of train_prefs.parquet and test_prefs.parquet, with no data/ folder; it names them as datasets does now, less
+    the split read (train_prefs.parquet is datasets' split train: not another split beside train_prefs)."""
+    from repro.compare import load_side
+    from repro.sources import held_splits
+
+    plain = _loose_folder(tmp_path / "plain", ["train.jsonl", "test.jsonl"])
+    prefs = _loose_folder(tmp_path / "prefs", ["train_prefs.parquet", "test_prefs.parquet"])
+    mixed = _loose_folder(tmp_path / "mixed", ["train_prefs.jsonl", "validation.jsonl", "test_prefs.jsonl"])
+    rows = _loose_folder(tmp_path / "rows", ["mine.jsonl", "yours.jsonl"])
+    for folder, want in ((plain, ["test", "train"]), (prefs, ["test", "train"]),
+                         (mixed, ["test", "train", "validation"]), (rows, ["train"])):
+        assert held_splits(str(folder)) == want, folder.name
+        assert sorted(datasets.load_dataset(str(folder))) == want  # as datasets itself names them
+    assert held_splits(str(prefs), ["train_prefs"]) == held_splits(str(prefs), ["train"]) == ["test"]
+    assert held_splits(str(mixed), ["test_prefs", "train"]) == ["validation"]
+    assert held_splits(str(plain / "train.jsonl")) == []  # a file has no splits
+    assert load_side("reference", str(prefs), "train_prefs").other_splits == ["test"]
+    assert load_side("reference", [str(plain), str(mixed)], "test").other_splits == ["train", "validation"]
