@@ -653,3 +653,21 @@ def test_a_revision_pinned_for_a_local_folder_or_a_stand_in_is_refused_before_th
                if not c.ok}
     assert list(refused) == ["policy_revision", "scorer_revision"]
     assert f"policy_model={str(folder)!r} is not a hub id" in refused["policy_revision"]
+
+
+def test_a_mistyped_split_of_a_folder_of_shards_is_told_the_split_names_not_file_stems(bare_machine):
+    """A folder of train_prefs-00000-of-00002.parquet ... (no data/): --check listed 'train_prefs-00000',
+    'train_prefs-00000-of', 'train_prefs-00000-of-00001' among its splits, its files' names cut at each '-'."""
+    import datasets
+
+    folder = bare_machine / "shards"
+    folder.mkdir()
+    for name in ("train_prefs-00000-of-00002", "train_prefs-00001-of-00002", "test_prefs-00000-of-00001"):
+        datasets.Dataset.from_list([{"prompt": name}]).to_parquet(folder / f"{name}.parquet")
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder), "source_split": "train_pref"})
+    check = {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"]
+    assert not check.ok and check.detail == ("local dataset without split 'train_pref' (it has ['test', 'test_prefs', "
+                                             "'train', 'train_prefs']): set source_split to one of those. Did you "
+                                             "mean 'train_prefs'?")
+    values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder)})
+    assert {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"].ok

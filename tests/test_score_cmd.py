@@ -295,11 +295,14 @@ def test_every_layout_repro_writes_is_scored_on_every_candidate_it_holds(tmp_pat
             got = score(src, "(2 candidates a prompt: their chosen and rejected)" if name == "selm" else
                         f"(3 candidates a prompt, from {said[name]})" if name in said else "(3 candidates a prompt)")
             # the input rows, in order, + the texts scored; RLHFlow's prompt (a [user] message) as the text scored;
-            # a pair's scores (SELM's) as its score_chosen / score_rejected too
-            assert [{k: v for k, v in g.items() if k not in ("scores", "ranks")} for g in got] == \
-                [r | {"prompt": w["prompt"], "candidates": c} | (dict(zip(("score_chosen", "score_rejected"),
-                                                                          g["scores"])) if name == "selm" else {})
-                 for r, w, c, g in zip(ds.to_list(), want, texts, got)], (name, src.suffix)
+            # a pair's scores (SELM's) as its score_chosen / score_rejected too; the columns the new scores replace
+            # (kept as input_<name>) aside: test_rows_that_list_every_candidate_get_their_pair_and_scores_...
+            new = [{k for k in g if k.startswith("input_") or f"input_{k}" in g} | {"scores", "ranks"} for g in got]
+            assert [{k: v for k, v in g.items() if k not in n} for g, n in zip(got, new)] == \
+                [{k: v for k, v in (r | {"prompt": w["prompt"], "candidates": c} | (dict(zip(
+                    ("score_chosen", "score_rejected"), g["scores"])) if name == "selm" else {})).items() if k not in n}
+                 for r, w, c, g, n in zip(ds.to_list(), want, texts, got, new)], (name, src.suffix)
+            assert bool(new[0] - {"scores", "ranks"}) == (name in ("seed", "snorkel", "rlhflow"))
             if name != "selm":
                 for g, w in zip(got, want):
                     np.testing.assert_allclose(g["scores"], w["scores"], rtol=0, atol=1e-6)
@@ -448,3 +451,50 @@ def test_trls_rows_are_scored_on_their_pair_and_02_analyze_reads_the_new_scores(
             kept = {k: v for k, v in row.items() if k not in ("prompt", *ours)}
             assert {k: g[k] for k in kept} == kept and [g.get(f"input_{k}") for k in ours] == [row.get(k) for k in ours]
             assert g.get("score_margin") == (g["scores"][0] - g["scores"][1] if name == "trl" else None)
+
+
+def test_rows_that_list_every_candidate_get_their_pair_and_scores_from_the_new_scores(tmp_path, tiny_pairrm_dir,
+                                                                                   sppo_rows, capsys):
+    """The seed's rows kept with every candidate (keep_all_candidates), Snorkel's and RLHFlow's were written with the
+    new `scores` beside their old `candidate_scores` (`all_rm_scores`, `rewards`), chosen / rejected and their scores,
+    which 02_analyze then read. Now those columns follow the new scores (chosen the best, rejected the worst, the
+    card's tie rule; messages the new chosen conversation), the input's kept as `input_<name>`."""
+    rows = [r for r in sppo_rows if len(r["candidates"]) == 3][:4]
+    old = [[2.0, 0.5, -1.0], [-1.0, 2.0, 0.5], [0.5, -1.0, 2.0], [2.0, -1.0, 0.5]]
+    built = [build_row({"prompt_id": r["prompt_id"], "reference_response": "Ref."}, r["prompt"], r["candidates"], s,
+                       messages="chosen", keep_all_candidates=True) for r, s in zip(rows, old)]
+    args = ["--model", str(tiny_pairrm_dir), "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength",
+            "32"]
+    listed = {"seed": "candidate_scores", "snorkel": "all_rm_scores", "rlhflow": "rewards"}
+    changed = 0
+    for name, column in listed.items():
+        given = export_rows(name, built, [(s.index(max(s)), s.index(min(s))) for s in old],
+                            keep_all_candidates=True).to_list()
+        src, out = write_jsonl(tmp_path / f"{name}.jsonl", given), tmp_path / f"{name}.scored.jsonl"
+        assert main(["score", "--input", str(src), "--output", str(out), *args]) == 0
+        said = capsys.readouterr().err
+        got = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        for g, row, r in zip(got, given, rows):
+            s = g["scores"]
+            best, worst = s.index(max(s)), len(s) - 1 - s[::-1].index(min(s))  # first best, last worst
+            text = {side: (r["candidates"][best], r["candidates"][worst])[k] for k, side in enumerate(("chosen",
+                                                                                                       "rejected"))}
+            as_given = {side: text[side] if isinstance(row[side], str) else
+                        [{"content": r["prompt"], "role": "user"}, {"content": text[side], "role": "assistant"}]
+                        for side in text}
+            assert g[column] == s and {side: g[side] for side in text} == as_given, name
+            assert g.get("score_chosen") == (s[best] if name == "seed" else None)
+            assert g.get("margin") == (s[best] - s[worst] if name == "rlhflow" else None)
+            if name == "seed":
+                assert g["score_rejected"] == s[worst] and g["messages"] == g["chosen"]
+                assert g["reference_response"] == "Ref." and g["prompt_id"] == row["prompt_id"]
+            # the input's values of what changed, as input_<name>
+            assert {k.removeprefix("input_"): v for k, v in g.items() if k.startswith("input_")} == \
+                {k: row[k] for k in (column, "chosen", "rejected", "score_chosen", "score_rejected", "margin",
+                                     "messages") if k in row}
+            changed += g["chosen"] != row["chosen"]
+        assert f"input_{column}" in said and "input_chosen" in said, name
+        data = load(AnalyzeParams(dataset=str(out), run_dir=str(tmp_path / f"run_{name}")))
+        np.testing.assert_array_equal(data.score_chosen, [max(g["scores"]) for g in got])
+        np.testing.assert_array_equal(data.score_rejected, [min(g["scores"]) for g in got])
+    assert changed  # (some pair is not the old one: the test tells the new from the old)

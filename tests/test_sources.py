@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import datasets
@@ -407,3 +408,55 @@ def test_shards_of_nulls_or_lists_of_other_numbers_load_as_one(tmp_path):
                    folder / "train-00001-of-00002.parquet")
     with pytest.raises(DataError, match=r"column 'score_chosen' holds string in .* and int64 in"):
         load_source(str(tmp_path / "hubby"), "train")
+
+
+def _loose_folder(folder: Path, names: list[str]) -> Path:
+    """A folder of data files straight in it (no data/), each named as given, of one row each."""
+    folder.mkdir()
+    for k, name in enumerate(names):
+        ds = datasets.Dataset.from_list([{"prompt": f"{name} {k}", "score_chosen": 1.0, "score_rejected": 0.0}])
+        ds.to_parquet(folder / name) if name.endswith(".parquet") else ds.to_json(folder / name)
+    return folder
+
+
+def test_a_mistyped_split_of_a_folder_of_shards_offers_split_names_not_file_stems(tmp_path):
+    """A folder of train_prefs-00000-of-00002.parquet ... (no data/ folder): a mistyped split was told "it has ['test',
+    'test_prefs', 'test_prefs-00000', 'test_prefs-00000-of', 'test_prefs-00000-of-00001', 'train', ...]", its files'
+    names cut at each '-'; it names the splits now, those that load (datasets' and the files' own), and no others
+    (`repro run --check`'s: tests/test_preflight.py)."""
+    shards = _loose_folder(tmp_path / "shards", ["train_prefs-00000-of-00002.parquet",
+                                                 "train_prefs-00001-of-00002.parquet",
+                                                 "test_prefs-00000-of-00001.parquet"])
+    for split in ("train_prefs", "train", "test_prefs", "test"):
+        assert len(load_source(str(shards), split)) == (2 if split.startswith("train") else 1), split
+    said = "has no split 'train_pref'; it has ['test', 'test_prefs', 'train', 'train_prefs']"
+    with pytest.raises(DataError, match=rf"^dataset '\S*shards' {re.escape(said)}\. Did you mean 'train_prefs'\? Set "
+                                        r"dataset_split to one of those\.$"):
+        load_source(str(shards), "train_pref", "dataset")
+    # a folder of train.jsonl and test.jsonl: the splits datasets names, which are the files' names
+    plain = _loose_folder(tmp_path / "plain", ["train.jsonl", "test.jsonl"])
+    with pytest.raises(DataError, match=r"^source '\S*plain' has no split 'tset'; it has \['test', 'train'\]\. Did you "
+                                        r"mean 'test'\? Set source_split to one of those\.$"):
+        load_source(str(plain), "tset")
+
+
+def test_the_splits_held_by_a_folder_of_loose_data_files_are_those_datasets_names(tmp_path):
+    """held_splits (the card's and 04_compare's "other splits") said none of a folder of train.jsonl and test.jsonl,
+    or of train_prefs.parquet and test_prefs.parquet, with no data/ folder; it names them as datasets does now, less
+    the split read (train_prefs.parquet is datasets' split train: not another split beside train_prefs)."""
+    from repro.compare import load_side
+    from repro.sources import held_splits
+
+    plain = _loose_folder(tmp_path / "plain", ["train.jsonl", "test.jsonl"])
+    prefs = _loose_folder(tmp_path / "prefs", ["train_prefs.parquet", "test_prefs.parquet"])
+    mixed = _loose_folder(tmp_path / "mixed", ["train_prefs.jsonl", "validation.jsonl", "test_prefs.jsonl"])
+    rows = _loose_folder(tmp_path / "rows", ["mine.jsonl", "yours.jsonl"])
+    for folder, want in ((plain, ["test", "train"]), (prefs, ["test", "train"]),
+                         (mixed, ["test", "train", "validation"]), (rows, ["train"])):
+        assert held_splits(str(folder)) == want, folder.name
+        assert sorted(datasets.load_dataset(str(folder))) == want  # as datasets itself names them
+    assert held_splits(str(prefs), ["train_prefs"]) == held_splits(str(prefs), ["train"]) == ["test"]
+    assert held_splits(str(mixed), ["test_prefs", "train"]) == ["validation"]
+    assert held_splits(str(plain / "train.jsonl")) == []  # a file has no splits
+    assert load_side("reference", str(prefs), "train_prefs").other_splits == ["test"]
+    assert load_side("reference", [str(plain), str(mixed)], "test").other_splits == ["train", "validation"]

@@ -111,8 +111,8 @@ def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
     if table.num_rows == 0:
         raise DataError(f"Parameter {name}={specs if len(specs) > 1 else specs[0]!r} (split {split!r}) has no "
                         f"rows: there is nothing to compare. Check the dataset and the split.")
-    held = {s for spec in specs for s in held_splits(spec)}
-    return Side(name=name, specs=specs, split=split, table=table, group=group, other_splits=sorted(held - {split}),
+    held = {s for spec in specs for s in held_splits(spec, [split])}
+    return Side(name=name, specs=specs, split=split, table=table, group=group, other_splits=sorted(held),
                 commits={spec: commit for spec in specs if (commit := hub_commit(spec))})
 
 

@@ -167,12 +167,40 @@ def local_splits(path: Path) -> list[str] | None:
     return sorted(split_files(path)) or None if path.is_dir() else None
 
 
-def held_splits(spec: str) -> list[str]:
+def held_splits(spec: str, but: Iterable[str] = ()) -> list[str]:
     """The splits of the dataset `spec` names, unloaded: a local folder's or run directory's, or a hub id's in the
-    local hub cache; none for a file or an id not in the cache."""
+    local hub cache (a folder of data files: as datasets names them, `loose_splits`); none for a file or an id not in
+    the cache. Less the splits `but` and, of a folder of data files, those that read the same files as one of them
+    (its train_prefs.jsonl is datasets' split train)."""
     path = Path(os.path.expanduser(spec))
     folder = path if path.exists() else hub_snapshot(spec) if is_hub_id(spec) else None
-    return (local_splits(folder) or []) if folder else []
+    if not folder:
+        return []
+    folder = _dataset_of(folder)
+    if (named := local_splits(folder)) or not folder.is_dir() or (folder / "state.json").exists() \
+            or folder_problem(folder):  # (one Dataset saved has no splits)
+        return [split for split in named or [] if split not in but]
+    try:
+        found = loose_splits(folder)
+    except Exception:  # (datasets raises many types: the load says why)
+        return []
+    read = {f for split in but for f in [f.resolve() for f in own_files(folder, split)] or found.get(split, ())}
+    return sorted(split for split, files in found.items() if split not in but and not read & files)
+
+
+def loose_splits(path: Path) -> dict[str, set[Path]]:
+    """A folder of data files' splits as datasets names them (a README's configs, else the files' names: train.jsonl
+    and test.jsonl are train and test, train_prefs.parquet is train, other names one split train), each with its
+    files; before reading any rows."""
+    found = datasets.load_dataset_builder(str(path)).config.data_files
+    return {str(split): {Path(f).resolve() for f in files} for split, files in found.items()}
+
+
+def own_files(path: Path, split: str) -> list[Path]:
+    """The files `_load_local` reads as `split` of folder `path` by their names, before datasets' names: its parquet
+    shards (`split_shards`), else its one <split>.jsonl or <split>.json."""
+    named = [f for f in (path / f"{split}.jsonl", path / f"{split}.json") if f.is_file()]
+    return split_shards(path, split) or named * (len(named) == 1)
 
 
 def folder_splits(path: Path) -> list[str]:
@@ -180,9 +208,8 @@ def folder_splits(path: Path) -> list[str]:
     <split>.parquet, <split>-*.parquet), and those datasets tells from the names (train_prefs.jsonl: also "train")."""
     named = set()
     for f in (f for f in path.iterdir() if f.is_file() and f.suffix in (".parquet", ".jsonl", ".json")):
-        named.add(f.name.removesuffix(f.suffix))
-        if f.suffix == ".parquet":  # <split>-*.parquet, for each - in the name
-            named.update(f.stem[:i] for i, c in enumerate(f.stem) if c == "-" and i)
+        # <split>-*.parquet: the name before its first "-" (a split's name has none), not the file's name cut at each
+        named.add(f.stem.split("-")[0] if f.suffix == ".parquet" else f.name.removesuffix(f.suffix))
     return sorted(named | set(map(str, get_data_patterns(str(path)))))
 
 
@@ -225,13 +252,13 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
             except Exception as exc:  # (datasets says a bare DatasetGenerationError): its cause, the types that differ
                 why = shards_problem(path, split, name, exc)
         raise DataError(f"{where}{why}.")
-    if len(named := [f for f in (path / f"{split}.jsonl", path / f"{split}.json") if f.is_file()]) == 1:
+    if named := own_files(path, split):  # (split_shards found none: its one <split>.jsonl or <split>.json)
         return _load_local(named[0], split, parameter, split_parameter)  # train_prefs.jsonl: not datasets' "train"
     if why := folder_problem(path):
         raise DataError(f"{where} {why}.")
     try:  # the splits datasets tells from the files' names (and a README's configs), before reading any rows
-        if split not in (found := datasets.load_dataset_builder(str(path)).config.data_files):
-            raise _no_split(where, split, sorted({*folder_splits(path), *map(str, found)}), split_parameter)
+        if split not in (found := loose_splits(path)):
+            raise _no_split(where, split, sorted({*folder_splits(path), *found}), split_parameter)
         return datasets.load_dataset(str(path), split=split)
     except DataError:
         raise

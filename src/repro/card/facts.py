@@ -528,7 +528,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
     elif params.known_recipe:
         facts.recipe_note = public_text(params.known_recipe)
     if card_dataset is not None:
-        facts.other_splits = [s for s in held_splits(card_dataset) if s not in {split.name for split in splits}]
+        facts.other_splits = held_splits(card_dataset, [split.name for split in splits])
     if not built_here:  # the stand-ins its own card, folder or the run that built it declare: said as built here
         declared = declared_stand_ins(facts.card_dataset)
         facts.scorer, facts.generation = declared.get("scorer", {}), declared.get("generation", {})

@@ -1,6 +1,7 @@
 """`repro score`: reward-model scores of jsonl (or parquet) rows of any layout repro writes, for SPPO-style scripts:
 each output line is the input row plus `candidates`, `scores` (higher is better) and `ranks` (1 = best, ties share);
-a pair's row (candidates: its chosen and rejected) gets them as its `score_chosen` / `score_rejected` too."""
+a pair's row (candidates: its chosen and rejected) gets them as its `score_chosen` / `score_rejected` too, and a row
+that lists every candidate's score (`LISTED`) its chosen / rejected and their scores picked again from them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from typing import Any, Sequence, get_args
 import pyarrow.parquet as pq
 
 from ..construct.scoring import score_candidates
-from ..dataset_io import prompt_text, response_text
+from ..construct.selection import best_worst
+from ..dataset_io import conversation, prompt_text, response_text
 from ..errors import DataError, ParameterError, counted
 from ..exporters import CALLED, detect_format, generate_columns, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
@@ -32,8 +34,9 @@ RUN = {name: field.default for name, field in ConstructParams.model_fields.items
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
 SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE}
 SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
-# a pair's row: these hold the new scores (02_analyze reads them), the input's are renamed input_<name>
-PAIR_SCORES = ("score_chosen", "score_rejected", "score_margin")
+# a layout's list of every candidate's score (the seed's keep_all_candidates rows, Snorkel's, RLHFlow's): the new
+# scores, and the pair picked again from them
+LISTED = {"seed": "candidate_scores", "snorkel": "all_rm_scores", "rlhflow": "rewards"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +65,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", required=True,
                         help="a .jsonl file: the input rows + 'scores' and 'ranks'; a pair's row (H4's, TRL's) gets "
                              "them as its 'score_chosen' and 'score_rejected' (and 'score_margin', where it has one), "
-                             "the input's kept as 'input_score_chosen', ...")
+                             "the input's kept as 'input_score_chosen', ...; a row that lists every candidate's "
+                             "score (the seed's 'candidate_scores', Snorkel's, RLHFlow's) gets them as that list and "
+                             "its chosen / rejected picked again from them, the input's kept as 'input_<name>'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
@@ -216,12 +221,29 @@ def read_named_rows(path: Path, min_candidates: int = 2, limit: int | None = Non
     return rows
 
 
-def scored_pair(row: dict[str, Any], scores: Sequence[float]) -> dict[str, Any]:
-    """A pair's row (candidates: its chosen and rejected) with their scores as its `score_chosen` / `score_rejected`,
-    which 02_analyze reads (their difference as its `score_margin`, to_trl's, if any); the input's as `input_<name>`."""
-    new = {"score_chosen": float(scores[0]), "score_rejected": float(scores[1])}
-    new |= {"score_margin": new["score_chosen"] - new["score_rejected"]} if "score_margin" in row else {}
-    return {**row, **{f"input_{name}": row[name] for name in PAIR_SCORES if name in row}, **new}
+def scored_row(row: dict[str, Any], scores: Sequence[float], pair: bool,
+               layout: str) -> tuple[dict[str, Any], list[str]]:
+    """The output row, and the names of its columns the new `scores` replaced (02_analyze reads them; the input's are
+    kept as `input_<name>`): a pair's row (candidates: its chosen and rejected) gets their scores as its
+    `score_chosen` / `score_rejected` (their difference as its `score_margin`, to_trl's, if any); any other row of a
+    `LISTED` layout, in the columns it has: `scores` as that list of every candidate's score, its `chosen` /
+    `rejected` picked again (the best and the worst: the card's tie rule; a text or a conversation, as the input's),
+    their scores and difference (`score_margin`, RLHFlow's `margin`), and the new chosen conversation as its
+    `messages` where those were the old (as 01_construct writes them)."""
+    if not pair and layout not in LISTED:
+        return row, []
+    i_c, i_r = (0, 1) if pair else best_worst(scores)
+    new: dict[str, Any] = {"score_chosen": float(scores[i_c]), "score_rejected": float(scores[i_r])}
+    new["score_margin"] = new["score_chosen"] - new["score_rejected"]
+    if not pair:
+        for side, k in (("chosen", i_c), ("rejected", i_r)):
+            text = row["candidates"][k]
+            new[side] = conversation(row["prompt"], text) if isinstance(row.get(side), list) else text
+        new |= {"margin": new["score_margin"], LISTED[layout]: [float(s) for s in scores]}
+        new |= {"messages": new["chosen"]} if row.get("messages") == row.get("chosen") else {}
+    new = {name: value for name, value in new.items() if name in row or pair and name != "score_margin"}
+    kept = [name for name in new if name in row]
+    return {**row, **{f"input_{name}": row[name] for name in kept}, **new}, kept
 
 
 def check_output(given: str, input: Path, force: bool) -> Path:
@@ -288,24 +310,28 @@ def main(args: argparse.Namespace) -> int:
     if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
         return 0
     # what was scored: each row's pair (H4, SELM, TRL: no other candidates in them), else its layout's candidates
-    pairs = [r["candidates"] == [response_text(r.get(side)) for side in ("chosen", "rejected")] for r in rows]
+    layout = detect_format(rows[0])
+    pairs = [LISTED.get(layout) not in r and r["candidates"] == [response_text(r.get(side))
+                                                                  for side in ("chosen", "rejected")] for r in rows]
+    ranks = [ranks_from_scores(s, f"--input {args.input}, row {k + 1} of {len(rows)} (prompt {row['prompt']!r:.80})")
+             .tolist() for k, (row, s) in enumerate(zip(rows, result.scores))]  # (refusing a NaN, naming its row)
+    written = [scored_row(row, s, pair, layout) for row, s, pair in zip(rows, result.scores, pairs)]
+    renamed = list(dict.fromkeys(name for _, names in written for name in names))
     # atomically: a crash never leaves half an output file
-    lines = (json.dumps({**(scored_pair(row, s) if pair else row), "scores": s, "ranks": ranks_from_scores(
-        s, f"--input {args.input}, row {k + 1} of {len(rows)} (prompt {row['prompt']!r:.80})").tolist()},
-        ensure_ascii=False, default=json_default) + "\n"
-        for k, (row, s, pair) in enumerate(zip(rows, result.scores, pairs)))
+    lines = (json.dumps({**row, "scores": s, "ranks": r}, ensure_ascii=False, default=json_default) + "\n"
+             for (row, _), s, r in zip(written, result.scores, ranks))
     atomic_write_text(args.output, "".join(lines))
     if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info, few, most = result.info, min(map(len, cands := [r["candidates"] for r in rows])), max(map(len, cands))
     note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
-    scored = ": their chosen and rejected" if all(pairs) else \
-        f", from {SCORED[layout]}" if (layout := detect_format(rows[0])) in SCORED else ""
-    renamed = [name for name in PAIR_SCORES if any(pair and name in row for row, pair in zip(rows, pairs))]
+    scored = ": their chosen and rejected" if all(pairs) else f", from {SCORED[layout]}" if layout in SCORED else ""
     print(f"repro score: {counted(len(rows), 'prompt')} scored with {info['model']} ({info['backend']}, "
           f"{info['device']}, {info['dtype']}) -> {args.output} ({few}{f' to {most}' * (most > few)} candidates a "
           f"prompt{scored}){note}", file=sys.stderr)
     if renamed:  # (02_analyze reads score_chosen / score_rejected: the new scores, not the input's)
-        print(f"repro score: the pairs' {' / '.join(renamed)} hold these scores now; the input's are kept as "
-              f"{' / '.join('input_' + name for name in renamed)}.", file=sys.stderr)
+        picked = " (chosen and rejected: the best and the worst by them)" * ("chosen" in renamed)
+        print(f"repro score: the {'pairs' if all(pairs) else 'rows'}' {' / '.join(renamed)} hold these scores "
+              f"now{picked}; the input's are kept as {' / '.join('input_' + name for name in renamed)}.",
+              file=sys.stderr)
     return 0
