@@ -2,6 +2,9 @@
 only between the layers the house allows, no private name of another module, no repro import inside a function."""
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -145,3 +148,15 @@ def test_no_module_imports_a_private_name_of_another():
 def test_no_repro_import_inside_a_function():
     nested = {m: sorted(t) for m, t in _graph(nested_only=True).items() if t}
     assert nested == {}
+
+
+def test_the_card_notebook_imports_neither_scipy_stats_nor_the_plotting_libraries():
+    # 03_card draws nothing and tests nothing: these cost each card's kernel about as much CPU as its own work
+    notebook = json.loads((SRC.parent / "notebooks" / "03_card.ipynb").read_text())
+    first_cell = "".join(next(c for c in notebook["cells"] if c["cell_type"] == "code")["source"])
+    heavy = ["scipy.stats", "seaborn", "matplotlib"]
+    for code in ("import repro.card", first_cell):
+        check = f"{code}\nimport sys\nprint([m for m in {heavy!r} if m in sys.modules])"
+        proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.splitlines()[-1] == "[]", (code, proc.stdout[-300:])

@@ -81,16 +81,30 @@ def _same_version(a: str, b: str | None) -> bool:
         return a == b
 
 
-def runtime_packages() -> set[str]:
-    """The packages repro needs to run: its requirements without extras, theirs, and so on (as installed)."""
+def installed_packages() -> dict[str, tuple[str, list[str]]]:
+    """This environment's distributions by canonical name: (version, requirements), each one's metadata parsed once;
+    of a name installed twice, the copy found first on sys.path (the one Python imports and metadata.version gives)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for dist in metadata.distributions():
+        meta = dist.metadata
+        if meta["Name"] and (name := canonicalize_name(meta["Name"])) not in found:
+            # an egg-info keeps them in requires.txt (dist.requires reads either, but parses the metadata again)
+            requires = meta.get_all("Requires-Dist") or (dist.read_text("requires.txt") and dist.requires) or []
+            found[name] = (meta["Version"], requires)
+    return found
+
+
+def runtime_packages(installed: dict[str, tuple[str, list[str]]] | None = None) -> set[str]:
+    """The packages repro needs to run: its requirements without extras, theirs, and so on (as `installed`, default
+    installed_packages(), has them)."""
+    installed = installed_packages() if installed is None else installed
     needed, todo = set(), ["repro"]
     while todo:
         if (name := canonicalize_name(todo.pop())) in needed:
             continue
         needed.add(name)
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            todo += [r.name for r in map(Requirement, metadata.requires(name) or [])
-                     if r.marker is None or r.marker.evaluate({"extra": ""})]
+        todo += [r.name for r in map(Requirement, installed.get(name, ("", []))[1])
+                 if r.marker is None or r.marker.evaluate({"extra": ""})]
     return needed
 
 
@@ -101,10 +115,10 @@ def lock_status(path: str | Path | None = None, installed: dict[str, str] | None
     if not path.is_file():
         return {"file": LOCK_NAME, "sha256": None, "locked": False, "differs": [],
                 "missing": f"no {LOCK_NAME} beside this installation"}
+    environment = installed_packages()  # (one pass over the distributions: every notebook's manifest asks)
     if installed is None:
-        installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()
-                     if d.metadata["Name"]}
-    needed = runtime_packages()
+        installed = {name: version for name, (version, _) in environment.items()}
+    needed = runtime_packages(environment)
     differs = [{"package": name, "locked": version, "installed": installed.get(name)}
                for name, version in sorted(read_lock(path).items())
                if not _same_version(version, installed.get(name)) and (name in installed or name in needed)]

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError, counted, did_you_mean
-from ..dataset_io import SCORE_COLUMNS, score_array, scores_digest, split_files
+from ..dataset_io import SCORE_COLUMNS, response_texts, score_array, scores_digest, split_files
 from ..exporters import CALLED, detect_format, seed_view
 from ..formats import holds_scores
 from ..jobs import atomic_write_json
@@ -201,28 +201,6 @@ def load(p: AnalyzeParams, given: tuple[str, str, pa.Table] | None = None) -> Sc
                      selection=selection if isinstance(selection, str) else None, lengths=lengths,
                      lowest_tie=lowest_tie or ConstructParams.model_fields["lowest_tie"].default,
                      length_rows=length_rows, length_reason=why)
-
-
-def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
-    """Each row's response: the text, or the last `assistant` message of a conversation (null when it has none);
-    None for a column that is neither text nor a list of {content, role} messages."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        return arr
-    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-        return None
-    item = arr.type.value_type
-    if not pa.types.is_struct(item) or item.get_field_index("content") < 0 or item.get_field_index("role") < 0:
-        return None
-    messages = arr.flatten()
-    parents = pc.list_parent_indices(arr).to_numpy()
-    is_assistant = pc.fill_null(pc.equal(messages.field("role"), "assistant"), False).to_numpy(zero_copy_only=False)
-    positions = np.flatnonzero(is_assistant)
-    owner = parents[positions]
-    last = np.r_[owner[1:] != owner[:-1], True] if owner.size else np.zeros(0, dtype=bool)
-    take = np.full(len(arr), -1, dtype=np.int64)
-    take[owner[last]] = positions[last]
-    return messages.field("content").take(pa.array(take, mask=take < 0))
 
 
 def text_lengths(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -15,9 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Features, Value
 
-from ..analysis.report import response_texts
-from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, score_array, scores_digest,
-                          split_files, write_split)
+from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_texts, score_array,
+                          scores_digest, split_files, write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
