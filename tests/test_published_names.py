@@ -62,6 +62,13 @@ def test_prose_around_a_path_is_kept_as_it_is():
         "from uf.jsonl and b.jsonl with chosen/rejected"
     # two paths side by side stay two; URLs, hub ids and addresses are no local paths
     assert public_text("compare /tmp/a /tmp/b, C:\\x D:\\y or /tmp/a key:/tmp/c") == "compare a b, x y or a key:c"
+    # a word with a slash after a path is prose, not more of the path (it ate "uf.jsonl chosen/"; "uf.jsonl and/or")
+    assert public_text("Rows from /home/alice/uf.jsonl chosen/rejected by GPT-4, w/o ties") == \
+        "Rows from uf.jsonl chosen/rejected by GPT-4, w/o ties"
+    assert public_text("scored /data/uf.jsonl and/or /data/b.jsonl; C:\\data\\uf.jsonl train/test") == \
+        "scored uf.jsonl and/or b.jsonl; uf.jsonl train/test"
+    assert public_text("models in /home/Alice Secret/models/rm and C:\\Users\\Alice Secret\\rm then") == \
+        "models in rm and rm then"  # a folder's name with a space, the path's end no file
     kept = ("https://huggingface.co/llm-blender/PairRM, hf://datasets/o/n, http://localhost:8888/tree/home/x, "
             "mail alice@example.org: openbmb/UltraFeedback 1:2")
     assert public_text(kept) == kept
