@@ -16,8 +16,8 @@ from typing import Any
 
 from ..errors import NOTICE, ReproError, ReproWarning, did_you_mean
 from . import PACKAGE
-from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible, say,
-                        what_is_kept)
+from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, kernel_manager, record_interruption, run_interruptible,
+                        say, what_is_kept)
 from ..jobs import PROGRESS_LINES_ENV, atomic_write_text, fingerprint_of
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
@@ -261,7 +261,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                     papermill.execute_notebook,
                     str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
                     kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
-                    config=kernel_config())
+                    config=kernel_config(), kernel_manager_class=kernel_manager())
             except Interrupted as stop:  # Ctrl-C or SIGTERM: the kernel is stopped; what finished is on disk
                 say(record_interruption(manifest, name, how=stop.how))
                 return EXIT_INTERRUPTED
