@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,6 +29,16 @@ def alive(process: psutil.Process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def kernels_of(pid: int) -> list[psutil.Process]:
+    """The Jupyter kernels process `pid` started."""
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # (one that has just ended)
+            if any("ipykernel" in part for part in child.cmdline()):
+                found.append(child)
+    return found
 
 
 def safe(kept: int) -> str:
@@ -233,6 +244,46 @@ def test_a_stop_signal_ends_the_run_as_ctrl_c_does(tmp_path, repro_run, signum):
     assert manifest["error"] == f"interrupted ({how}) in 01_construct"
     assert manifest["stages"]["score"]["error"] == f"interrupted ({how})"
     assert not (out / ".repro-run.lock").read_text()  # the lock given back
+
+
+def kernel_of(tmp_path: Path, code: str) -> dict[str, str]:
+    """A kernel 'k' of this environment that runs `code` (JUPYTER_PATH in tmp_path): the environment that finds it."""
+    folder = tmp_path / "jupyter" / "kernels" / "k"
+    folder.mkdir(parents=True)
+    (folder / "kernel.json").write_text(json.dumps({"argv": [sys.executable, "-c", code, "-f", "{connection_file}"],
+                                                    "display_name": "k", "language": "python"}))
+    return {**os.environ, "JUPYTER_PATH": str(tmp_path / "jupyter")}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
+def test_a_stop_while_the_kernel_starts_is_one_line(tmp_path, repro_run, signum):
+    # Ctrl-C or SIGTERM as a notebook's kernel started (still importing): its KeyboardInterrupt traceback, some 60
+    # lines, and "Kernel died before replying to kernel_info" came before the run's one line
+    env = kernel_of(tmp_path, "import time; time.sleep(120); from ipykernel import kernelapp; "
+                              "kernelapp.launch_new_instance()")  # (a kernel that takes its time to start)
+    out = tmp_path / "demo"
+    command = [sys.executable, "-m", "repro.cli", "run", "demo", "--out", str(out), "--set", "notebooks=[01_construct]",
+               "--kernel", "k"]
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    while not kernels_of(proc.pid):
+        assert proc.poll() is None and time.monotonic() < deadline, "no kernel was started"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signum)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    assert [line for line in stderr.splitlines() if line.strip()] == [
+        f"repro run: interrupted in 01_construct: {safe(0)} in {out / 'work'}; run the same command to continue."]
+
+
+def test_a_kernel_that_dies_as_it_starts_still_says_why(tmp_path, repro_run):
+    env = kernel_of(tmp_path, "import sys; sys.exit('this kernel cannot start: ipykernel is broken here')")
+    proc = repro_run("demo", "--out", tmp_path / "demo", "--set", "notebooks=[01_construct]", "--kernel", "k",
+                     env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = proc.stderr.index("this kernel cannot start: ipykernel is broken here\n")
+    assert said < proc.stderr.index("repro run: FAILED\nNotebook 01_construct failed at start-up: "), proc.stderr
 
 
 def test_a_kernel_killed_during_scoring_is_said_so_and_the_same_command_continues(tmp_path, repro_run):

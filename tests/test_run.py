@@ -1,5 +1,8 @@
 """`repro run` and plain papermill over the real notebooks, asserting on the artifacts they write."""
 
+import builtins
+import errno
+import io
 import json
 import os
 import subprocess
@@ -7,6 +10,7 @@ import sys
 from pathlib import Path
 
 import datasets
+import nbformat
 import pytest
 from jupyter_core import paths as jupyter_paths
 
@@ -99,6 +103,83 @@ def test_a_failed_run_says_so_and_keeps_its_notebook(repro_run, tmp_path):
     executed = json.loads((tmp_path / "bad" / "notebooks" / "01_construct.ipynb").read_text())
     [error] = [o for c in executed["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert len(error["traceback"]) == 1 and "answer" in error["traceback"][0]
+
+
+class HalfWritten:
+    """A file written on a disk that fills up: half of the text gets there, then ENOSPC."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+    def write(self, text):
+        self.handle.write(text[:len(text) // 2])
+        self.handle.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def fill_the_disk(monkeypatch, folder: Path, full=lambda: True) -> Path:
+    """Files this process writes in `folder` once `full()` get half their text, then ENOSPC; the disk's mount point."""
+    real = io.open
+
+    def opened(file, mode="r", *args, **kwargs):
+        handle = real(file, mode, *args, **kwargs)
+        inside = "w" in mode and isinstance(file, (str, os.PathLike)) and Path(file).is_relative_to(folder)
+        return HalfWritten(handle) if inside and full() else handle
+    monkeypatch.setattr(io, "open", opened)  # (pathlib's)
+    monkeypatch.setattr(builtins, "open", opened)
+    return next(p for p in (folder, *folder.parents) if os.path.ismount(p))
+
+
+def test_a_full_disk_leaves_the_earlier_runs_notebook_whole_and_says_to_free_space(tmp_path, monkeypatch, capsys):
+    # papermill saved the executed notebook in place: a full disk cut it off (not JSON: JupyterLab would not open
+    # it) where an earlier run's good copy was, and the run said "saved at", "failed at start-up", "make writable"
+    run = tmp_path / "run"
+    earlier = run / "notebooks" / "01_construct.ipynb"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text(text := nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])))
+    mount = fill_the_disk(monkeypatch, earlier.parent)
+    assert run_cli.run_notebooks({"notebooks": ["01_construct"]}, run, fingerprint={"given": 1}) == 1
+    assert earlier.read_text() == text and os.listdir(earlier.parent) == [earlier.name]  # (no temporary file left)
+    err = capsys.readouterr().err
+    assert "Notebook 01_construct failed at start-up: OSError: [Errno 28] No space left on device\n" in err, err
+    assert f"The disk is full: free space on {mount} (" in err and "writable" not in err
+    assert f"The executed notebook could not be saved: {earlier} is its last copy written whole." in err
+    assert "is saved at" not in err
+
+
+FILLS_THE_DISK = ["x = 1", "from pathlib import Path\nfrom repro.manifest import Manifest\n"
+                  "Manifest(run_dir).update(stages={'score': {'status': 'running'}})  # (its record on a full disk)\n"
+                  "Path(run_dir, 'full').touch()", "y = 2"]
+
+
+def test_a_disk_full_during_a_cell_is_said_where_and_the_notebook_stays_whole(run_notebook, tmp_path, monkeypatch,
+                                                                              capsys):
+    # the disk filled during scoring: "failed at start-up", a cut-off notebook, "make the run directory writable"
+    notebook = tmp_path / "fills.ipynb"
+    parameters = nbformat.v4.new_code_cell("run_dir = ''", metadata={"tags": ["parameters"]})
+    kernel = {"kernelspec": {"name": KERNEL_NAME, "language": "python", "display_name": "Python (repro)"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=[parameters, *map(nbformat.v4.new_code_cell, FILLS_THE_DISK)],
+                                            metadata=kernel), notebook)
+    monkeypatch.setattr(run_cli, "notebook_path", lambda name: notebook)
+    run = tmp_path / "run"
+    mount = fill_the_disk(monkeypatch, run, full=(run / "full").exists)
+    assert run_cli.run_notebooks({"notebooks": ["01_construct"]}, run, fingerprint={"given": 1}) == 1
+    err = capsys.readouterr().err
+    # cell 3: the one that filled it (0: parameters, 1: papermill's)
+    assert "Notebook 01_construct failed at cell 3 (execution count 4), stage score: OSError: [Errno 28] " in err, err
+    assert f"The disk is full: free space on {mount} (" in err and "writable" not in err
+    saved = run / "notebooks" / "01_construct.ipynb"
+    assert f"The executed notebook could not be saved: {saved} is its last copy written whole." in err
+    assert "is saved at" not in err
+    assert "The run directory could not record the failure (OSError: [Errno 28] No space left on device) " in err
+    cells = json.loads(saved.read_text())["cells"]  # whole: as saved when cell 3 started
+    assert [c["metadata"]["papermill"]["status"] for c in cells] == ["completed"] * 3 + ["running", "pending"]
 
 
 def test_bad_parameters_fail_before_running(tmp_path, capsys):

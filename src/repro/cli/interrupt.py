@@ -1,9 +1,11 @@
 """Ctrl-C during `repro run`: the kernel and its workers stopped (through its process group; papermill runs in a
-worker thread so Ctrl-C arrives as a plain KeyboardInterrupt), the interruption recorded, and how to continue."""
+worker thread so Ctrl-C arrives as a plain KeyboardInterrupt), the interruption recorded, and how to continue; the
+kernels' stderr reaches the terminal through this process, so that a kernel stopped as it starts stays quiet."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -20,6 +22,7 @@ INTERRUPTED = "interrupted"
 EXIT_INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell gives)
 # as the records name them; SIGHUP: the terminal closed (an SSH connection dropped)
 STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+QUIET = threading.Event()  # set while run_interruptible stops the kernels: what they write on stderr is not shown
 
 
 class Interrupted(Exception):
@@ -108,6 +111,41 @@ def stop_signal_as_ctrl_c() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def _forward(pipe: int) -> None:
+    """A kernel's stderr (the read end of its pipe) to this process's, line by line as it comes, but while QUIET."""
+    with open(pipe, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if not QUIET.is_set():
+                with contextlib.suppress(OSError, ValueError):  # (the terminal gone: SIGHUP)
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
+
+
+def kernel_manager() -> type:
+    """jupyter_client's AsyncKernelManager, its kernels' stderr forwarded (_forward): a kernel that dies by itself
+    says why, one that run_interruptible stops as it starts does not print a KeyboardInterrupt's traceback."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class Manager(AsyncKernelManager):
+        forwarder: threading.Thread | None = None
+
+        async def start_kernel(self, **kw: Any) -> None:
+            read, write = os.pipe()
+            self.forwarder = threading.Thread(target=_forward, args=(read,), name="kernel stderr", daemon=True)
+            self.forwarder.start()
+            try:
+                await super().start_kernel(**{**kw, "stderr": write})
+            finally:
+                os.close(write)  # (the kernel holds its own)
+
+        async def cleanup_resources(self, restart: bool = False) -> None:
+            await super().cleanup_resources(restart=restart)
+            if self.forwarder:  # the kernel's last words, before the run's (a process it forked may hold the pipe)
+                self.forwarder.join(2.0)
+
+    return Manager
+
+
 def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """`fn(*args, **kwargs)` in a thread; on Ctrl-C (or SIGTERM, SIGHUP) stop this process's kernels, raise
     `Interrupted`."""
@@ -128,10 +166,18 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             pass
         if stops:
             kernels = [child for child in psutil.Process().children() if _is_kernel(child)]  # Jupyter kernels
-            _signal_groups(kernels, signal.SIGINT)  # the cell raises KeyboardInterrupt; papermill then ends
-            if not done.wait(GRACE_S):
-                _signal_groups(kernels, signal.SIGKILL)
-                done.wait(GRACE_S)
+            # a kernel still starting prints its KeyboardInterrupt's traceback, nbclient "Kernel died before replying
+            # to kernel_info": neither is shown
+            QUIET.set()
+            logging.getLogger("papermill").disabled = True
+            try:
+                _signal_groups(kernels, signal.SIGINT)  # the cell raises KeyboardInterrupt; papermill then ends
+                if not done.wait(GRACE_S):
+                    _signal_groups(kernels, signal.SIGKILL)
+                    done.wait(GRACE_S)
+            finally:
+                QUIET.clear()
+                logging.getLogger("papermill").disabled = False
             raise Interrupted(stops[0])
     if "error" in outcome:
         raise outcome["error"]

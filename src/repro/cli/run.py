@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import NOTICE, ReproError, ReproWarning, did_you_mean
 from . import PACKAGE
-from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, record_interruption, run_interruptible, say,
-                        what_is_kept)
-from ..jobs import PROGRESS_LINES_ENV, fingerprint_of
+from .interrupt import (EXIT_INTERRUPTED, Interrupted, cause, kernel_manager, record_interruption, run_interruptible,
+                        say, what_is_kept)
+from ..jobs import PROGRESS_LINES_ENV, atomic_write_text, fingerprint_of
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
-from ..paths import RunDir, check_folder, here_path, project_root, run_folder, shipped
+from ..paths import RunDir, check_folder, here_path, nearest_existing, project_root, run_folder, shipped
 from ..revisions import hub_commits, run_fingerprint
 from .preflight import preflight, require
 from .rerun import changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check, writing
@@ -106,19 +108,52 @@ def kernel_config():
     return config
 
 
-def _failure_message(name: str, output: Path, exc: Exception, run: RunDir) -> str:
-    saved = f"The executed notebook, with the error and everything that ran before it, is saved at {output}."
+def _last_cell(notebook: str | None) -> tuple[int, int | None] | None:
+    """The index and execution count of the last cell papermill started in the `notebook` text; None if none."""
+    cells = json.loads(notebook)["cells"] if notebook else []
+    return next(((i, c.get("execution_count")) for i, c in reversed(list(enumerate(cells)))
+                 if c.get("metadata", {}).get("papermill", {}).get("start_time")), None)
+
+
+def _disk_full(exc: BaseException, run: RunDir) -> Path | None:
+    """The path on a full disk `exc` names (this process's OSError, or a kernel's as papermill reports it), else the
+    run directory; None where `exc` is not a full disk (ENOSPC)."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return Path(exc.filename or run.root)
+    said = re.fullmatch(rf"\[Errno {errno.ENOSPC}\] [^:]*(?:: '(.+)')?", str(getattr(exc, "evalue", "")))
+    return said and Path(said[1] or run.root)
+
+
+def free_space(path: Path) -> str:
+    """What to free for `path` on a full disk: its file system's mount point, and what is free there now."""
+    mount = nearest_existing(path.absolute())
+    while not os.path.ismount(mount):
+        mount = mount.parent
+    return f"free space on {mount} ({shutil.disk_usage(mount).free / 1e9:.1f} GB free now)"
+
+
+def _failure_message(name: str, output: Path, exc: Exception, run: RunDir, unsaved: str | None = None) -> str:
+    """What a failed notebook's run says; `unsaved`: the notebook papermill could not save (its last save failed)."""
+    saved = (f"The executed notebook, with the error and everything that ran before it, is saved at {output}."
+             if unsaved is None else "The executed notebook could not be saved"
+             + (f": {output} is its last copy written whole." if output.is_file() else "."))
+    executed = unsaved if unsaved is not None or not output.is_file() else output.read_text(encoding="utf-8")
     if type(exc).__name__ == "DeadKernelError":  # killed from outside, in the last cell papermill started
-        cells = json.loads(output.read_text(encoding="utf-8"))["cells"] if output.is_file() else []
-        cell = next((f"cell {i}" for i, c in reversed(list(enumerate(cells)))
-                     if c.get("metadata", {}).get("papermill", {}).get("start_time")), "a cell")
+        cell = f"cell {last[0]}" if (last := _last_cell(executed)) else "a cell"
         return (f"Notebook {name}'s kernel died during {cell} (killed from outside: the out-of-memory killer, a "
                 f"scheduler's limit, kill -9): {what_is_kept(Manifest(run))}.\n"
                 f"{saved}")
     cell, count = getattr(exc, "cell_index", None), getattr(exc, "exec_count", None)
+    if cell is None and unsaved is not None and (last := _last_cell(unsaved)):  # (a save failed after it started)
+        cell, count = last
     where = "start-up" if cell is None else f"cell {cell}" + ("" if count is None else f" (execution count {count})")
+    if cell is not None:  # the stage it was in, where its kernel could not record its end (a full disk)
+        stages = (Manifest(run).read().get("stages") or {}).items()
+        where += next((f", stage {stage}" for stage, entry in reversed(stages) if entry.get("status") == "running"), "")
+    full = _disk_full(exc, run)
     return (f"Notebook {name} failed at {where}: {getattr(exc, 'ename', type(exc).__name__)}: "
-            f"{getattr(exc, 'evalue', str(exc))}\n{saved}")
+            f"{getattr(exc, 'evalue', str(exc))}\n"
+            + (f"The disk is full: {free_space(full)}; {what_is_kept(Manifest(run))}.\n" if full else "") + saved)
 
 
 def skip_rfc3987_grammar() -> None:
@@ -126,11 +161,43 @@ def skip_rfc3987_grammar() -> None:
     sys.modules.setdefault("rfc3987_syntax", None)  # None: "not installed", which jsonschema handles
 
 
+class AtomicSaves:
+    """papermill's I/O of absolute paths, as its local handler's, but a notebook is saved to a file beside it, then
+    renamed over it: a full disk leaves the last copy written whole (an earlier run's too), never one cut off.
+    `unsaved`: by path, the notebook whose save failed last."""
+
+    def __init__(self) -> None:
+        self.unsaved: dict[str, str] = {}
+
+    def read(self, path: str) -> str:
+        return Path(path).read_text(encoding="utf-8")
+
+    def write(self, buf: str, path: str) -> None:
+        try:
+            atomic_write_text(path, buf)
+        except OSError:
+            self.unsaved[path] = buf
+            raise
+        self.unsaved.pop(path, None)
+
+    def listdir(self, path: str) -> list[str]:
+        return [os.path.join(path, name) for name in os.listdir(path)]
+
+    def pretty_path(self, path: str) -> str:
+        return path
+
+
+SAVES = AtomicSaves()
+
+
 def import_papermill():
-    """papermill, without the RFC 3987 grammar (skip_rfc3987_grammar)."""
+    """papermill, without the RFC 3987 grammar (skip_rfc3987_grammar), saving notebooks as AtomicSaves does."""
     skip_rfc3987_grammar()
     import papermill
+    from papermill.iorw import papermill_io
 
+    if not isinstance(papermill_io.get_handler("/"), AtomicSaves):
+        papermill_io.register("/", SAVES)  # (the handler of the longest scheme a path starts with: absolute paths)
     return papermill
 
 
@@ -194,22 +261,26 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
                     papermill.execute_notebook,
                     str(paths[name]), str(output), parameters=notebook_parameters(name, values, run.root),
                     kernel_name=kernel, progress_bar=False, log_output=log_output, cwd=str(project_root()),
-                    config=kernel_config())
+                    config=kernel_config(), kernel_manager_class=kernel_manager())
             except Interrupted as stop:  # Ctrl-C or SIGTERM: the kernel is stopped; what finished is on disk
                 say(record_interruption(manifest, name, how=stop.how))
                 return EXIT_INTERRUPTED
             except Exception as exc:  # papermill's PapermillExecutionError, or a kernel that died
-                if not log_output:  # (with it, papermill showed the notebook's output as it came)
+                unsaved = SAVES.unsaved.pop(str(output), None)  # (the notebook's last save failed: a full disk)
+                if not log_output and unsaved is None:  # (with it, papermill showed the notebook's output as it came)
                     _say_notices(name, output)
-                message = _failure_message(name, output, exc, run)
+                message = _failure_message(name, output, exc, run, unsaved)
                 try:
                     manifest.notebook_status(name, "failed", error=message)
                     manifest.finish_run("failed", error=message)
-                    if output.exists():
+                    if output.exists() and unsaved is None:
                         manifest.add_outputs(output)
-                except OSError as unwritable:  # (the run directory made read-only partway)
+                except OSError as unwritable:  # (the run directory made read-only partway, or its disk full)
+                    full = _disk_full(unwritable, run)
+                    fix = free_space(full) if full else f"make {run.root} writable"
                     message += (f"\nThe run directory could not record the failure ({type(unwritable).__name__}: "
-                                f"{unwritable}): make {run.root} writable, then run the same command to continue.")
+                                f"{unwritable})" + (" either." if full and _disk_full(exc, run) else
+                                                    f": {fix}, then run the same command to continue."))
                 print(f"repro run: FAILED\n{message}", file=sys.stderr)
                 return 1
             manifest.notebook_status(name, "done", executed=str(output.relative_to(run.root)))
