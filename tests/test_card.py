@@ -404,6 +404,7 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
             [row] = table_rows(section(half, counts_heading), f"`{stage}`")
             assert int(row[1]) == value
         aside = t.aside(parts=[])[:-1].strip()  # each half's own opening bracket: " (" or "（"
+        assert all(f"{aside}p " in r[3] and r[3].endswith(t.aside(parts=[])[-1]) for r in length_rows), length_rows
         assert f"ρ = {rhos['chars']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
         assert f"{rhos['tokens']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
     en, zh = halves(card_path)
