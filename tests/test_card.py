@@ -2744,17 +2744,19 @@ def test_a_folder_of_several_splits_names_those_left_out_and_how_to_add_them(tmp
     en, _ = halves(card_for(tmp_path / "file", card_dataset=str(ROOT / "tests" / "fixtures" / "ultrafeedback"
                                                                  / "test_prefs.jsonl"))[1])
     assert "leaves out" not in en
-    # a folder of train_prefs.jsonl and test_prefs.jsonl (no data/): it named none; now the one datasets calls test
-    # (not train, which is train_prefs.jsonl, the split described)
+    # a folder of train_prefs.jsonl and test_prefs.jsonl (no data/): it named none, then datasets' test (beside
+    # train_prefs: the splits' names mixed); now test_prefs, as the split described is named (not train, which is
+    # train_prefs.jsonl, the split described)
     loose = tmp_path / "loose"
     loose.mkdir()
     for name, rows in (("train_prefs", train_rows[:20]), ("test_prefs", test_rows[:10])):
         write_rows(loose / f"{name}.jsonl", rows)
     en, _ = halves(card_for(tmp_path / "loose_run", card_dataset=str(loose))[1])
-    assert ("`loose` has another split that this dataset leaves out: `test`. To add it, run `notebooks/03_card.ipynb` "
-            "on this run again with `card_split` set to it.") in section(en, "### Splits and sizes")
-    facts, card_path = card_for(tmp_path / "loose_run", card_dataset=str(loose), card_split="test")  # as it says
-    assert [(s.name, s.num_examples) for s in facts.splits] == [("test", 10), ("train_prefs", 20)]
+    assert ("`loose` has another split that this dataset leaves out: `test_prefs`. To add it, run "
+            "`notebooks/03_card.ipynb` on this run again with `card_split` set to it.") in \
+        section(en, "### Splits and sizes")
+    facts, card_path = card_for(tmp_path / "loose_run", card_dataset=str(loose), card_split="test_prefs")  # as it says
+    assert [(s.name, s.num_examples) for s in facts.splits] == [("test_prefs", 10), ("train_prefs", 20)]
     assert "leaves out" not in halves(card_path)[0]
 
 
