@@ -16,6 +16,8 @@ from pathlib import Path
 
 import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
@@ -402,6 +404,7 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
             [row] = table_rows(section(half, counts_heading), f"`{stage}`")
             assert int(row[1]) == value
         aside = t.aside(parts=[])[:-1].strip()  # each half's own opening bracket: " (" or "（"
+        assert all(f"{aside}p " in r[3] and r[3].endswith(t.aside(parts=[])[-1]) for r in length_rows), length_rows
         assert f"ρ = {rhos['chars']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
         assert f"{rhos['tokens']['spearman']:.6g}{' ' * (aside == '(')}{aside}" in half
     en, zh = halves(card_path)
@@ -1925,7 +1928,44 @@ def test_rows_already_in_trls_format_are_said_to_be_so(tmp_path, monkeypatch, tr
     assert "gives no recipe for it; the rows are already in TRL's standard preference format.\n" in en
     assert "因此本卡片不给出训练方法；数据行已是 TRL 的标准偏好格式。\n" in zh
     en, zh = use(tmp_path / "standard-scored", standard, known_recipe={"scorer": "my-org/rm"})
-    assert "to_trl" not in en and "to_trl" not in zh and "check its format against TRL's dataset formats" in en
+    assert "to_trl" not in en and "to_trl" not in zh and "check its format against TRL's" not in en
+
+
+def test_rows_in_trls_format_are_named_so_where_training_is_advised(tmp_path, monkeypatch, train_rows):
+    """Told their scorer (training advised), TRL's standard rows and to_trl's rows without a `prompt_id` (to_trl adds
+    it) read "check its format against TRL's dataset formats"; polars' large_string standard rows were not known as
+    TRL's standard format at all. Now they are named by their format, and to_trl's rows get `train = to_trl(ds)`."""
+    rows = [r for r in train_rows[:20] if r["chosen"][-1]["content"].strip()]
+    standard = [{"prompt": r["prompt"], "prompt_id": r["prompt_id"], "chosen": r["chosen"][-1]["content"],
+                 "rejected": r["rejected"][-1]["content"], "score_chosen": r["score_chosen"],
+                 "score_rejected": r["score_rejected"]} for r in rows]
+    table = pa.Table.from_pylist(standard)
+    large = table.cast(pa.schema([pa.field(f.name, pa.large_string() if f.type == pa.string() else f.type)
+                                  for f in table.schema]))
+    pq.write_table(table, tmp_path / "std.parquet")
+    pq.write_table(large, tmp_path / "std_large.parquet")
+    noid = tmp_path / "noid.parquet"
+    to_trl(datasets.Dataset.from_list(rows)).remove_columns("prompt_id").to_parquet(str(noid))
+    scored = {"known_recipe": {"scorer": "my-org/rm"}}
+    for name in ("std", "std_large"):
+        facts, card_path = card_for(tmp_path / name, card_dataset=str(tmp_path / f"{name}.parquet"), **scored)
+        assert facts.trl_format == "standard" and not facts.trl_ready and facts.chosen_text == 'row["chosen"]'
+        en, zh = (part(h, heading) for h, heading in zip(halves(card_path), ("## How to use", "## 使用方法")))
+        assert ("**With TRL's `DPOTrainer`** (tested with TRL 1.16.0): the rows are already in TRL's standard "
+                "preference format, which `DPOTrainer` reads as they are.") in en
+        assert ("**配合 TRL 的 `DPOTrainer` 使用**（已在 TRL 1.16.0 上测试）：数据行已是 TRL 的标准偏好格式，"
+                "`DPOTrainer` 可按原样读取。") in zh
+        assert "check its format" not in en and "to_trl" not in en and "to_trl" not in zh
+    facts, card_path = card_for(tmp_path / "noid", card_dataset=str(noid), **scored)
+    assert facts.trl_format == "conversational" and facts.trl_ready
+    en = part(halves(card_path)[0], "## How to use")
+    assert "the rows are already in TRL's conversational preference format" in en and "check its format" not in en
+    assert "Keep the `prompt_id` that `to_trl` adds" in en
+    monkeypatch.chdir(tmp_path / "noid")  # the card's code runs: to_trl takes the rows, adding their prompt_id
+    scope: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", en, flags=re.S)[0], scope)
+    assert "\ntrain = to_trl(ds)\n" in en
+    assert to_trl(scope["ds"])["prompt_id"] == [r["prompt_id"] for r in rows]
 
 
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):
@@ -2704,17 +2744,19 @@ def test_a_folder_of_several_splits_names_those_left_out_and_how_to_add_them(tmp
     en, _ = halves(card_for(tmp_path / "file", card_dataset=str(ROOT / "tests" / "fixtures" / "ultrafeedback"
                                                                  / "test_prefs.jsonl"))[1])
     assert "leaves out" not in en
-    # a folder of train_prefs.jsonl and test_prefs.jsonl (no data/): it named none; now the one datasets calls test
-    # (not train, which is train_prefs.jsonl, the split described)
+    # a folder of train_prefs.jsonl and test_prefs.jsonl (no data/): it named none, then datasets' test (beside
+    # train_prefs: the splits' names mixed); now test_prefs, as the split described is named (not train, which is
+    # train_prefs.jsonl, the split described)
     loose = tmp_path / "loose"
     loose.mkdir()
     for name, rows in (("train_prefs", train_rows[:20]), ("test_prefs", test_rows[:10])):
         write_rows(loose / f"{name}.jsonl", rows)
     en, _ = halves(card_for(tmp_path / "loose_run", card_dataset=str(loose))[1])
-    assert ("`loose` has another split that this dataset leaves out: `test`. To add it, run `notebooks/03_card.ipynb` "
-            "on this run again with `card_split` set to it.") in section(en, "### Splits and sizes")
-    facts, card_path = card_for(tmp_path / "loose_run", card_dataset=str(loose), card_split="test")  # as it says
-    assert [(s.name, s.num_examples) for s in facts.splits] == [("test", 10), ("train_prefs", 20)]
+    assert ("`loose` has another split that this dataset leaves out: `test_prefs`. To add it, run "
+            "`notebooks/03_card.ipynb` on this run again with `card_split` set to it.") in \
+        section(en, "### Splits and sizes")
+    facts, card_path = card_for(tmp_path / "loose_run", card_dataset=str(loose), card_split="test_prefs")  # as it says
+    assert [(s.name, s.num_examples) for s in facts.splits] == [("test_prefs", 10), ("train_prefs", 20)]
     assert "leaves out" not in halves(card_path)[0]
 
 

@@ -141,3 +141,18 @@ def test_a_package_installed_twice_is_checked_in_the_copy_python_imports(tmp_pat
     lock = tmp_path / "requirements.lock"
     lock.write_text("shadowed-pkg-xyz==1.0 \\\n    --hash=sha256:00\n")
     assert lock_status(lock)["differs"] == []
+
+
+def test_lock_status_of_given_versions_reads_no_installed_distribution(tmp_path, monkeypatch):
+    # given every locked package's version, it still parsed every installed distribution's metadata (for the
+    # packages repro needs, which matter only where a locked one is not installed); now only where one is missing
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("numpy==2.0.0 \\\n    --hash=sha256:00\npyyaml==6.0 \\\n    --hash=sha256:11\n")
+    reads = []
+    read_text = metadata.PathDistribution.read_text
+    monkeypatch.setattr(metadata.PathDistribution, "read_text",
+                        lambda self, filename: reads.append(filename) or read_text(self, filename))
+    status = lock_status(lock, installed={"numpy": "2.0.0", "pyyaml": "5.4"})
+    assert status["differs"] == [{"package": "pyyaml", "locked": "6.0", "installed": "5.4"}] and reads == []
+    status = lock_status(lock, installed={"numpy": "2.0.0"})  # pyyaml missing: whether repro needs it is read
+    assert status["differs"] == [{"package": "pyyaml", "locked": "6.0", "installed": None}] and reads

@@ -498,3 +498,38 @@ def test_rows_that_list_every_candidate_get_their_pair_and_scores_from_the_new_s
         np.testing.assert_array_equal(data.score_chosen, [max(g["scores"]) for g in got])
         np.testing.assert_array_equal(data.score_rejected, [min(g["scores"]) for g in got])
     assert changed  # (some pair is not the old one: the test tells the new from the old)
+
+
+def test_repicked_rows_keep_their_conversation_and_rows_without_the_list_keep_their_pair(tmp_path, tiny_pairrm_dir,
+                                                                                         sppo_rows, capsys):
+    """RLHFlow's rows with a system turn came back with chosen / rejected as [user, assistant] (the system turn gone);
+    the seed's rows with candidates but no candidate_scores had their pair picked again (docs/scoring.md re-picks only
+    rows that list every candidate's score). Now only the last assistant turn's content changes, and rows without the
+    list keep their chosen / rejected and scores."""
+    rows = [r for r in sppo_rows if len(r["candidates"]) == 3][:4]
+    system = {"role": "system", "content": "You are terse."}
+    rlhflow = [{"prompt": [system, {"role": "user", "content": r["prompt"]}], "responses": r["candidates"],
+                "rewards": [3.0, 1.0, -2.0], "margin": 5.0,
+                **{side: [system, {"role": "user", "content": r["prompt"]},
+                          {"role": "assistant", "content": r["candidates"][k]}]
+                   for side, k in (("chosen", 0), ("rejected", 2))}} for r in rows]
+    seed = [build_row({"prompt_id": r["prompt_id"], "reference_response": "Ref."}, r["prompt"], r["candidates"],
+                      [2.0, 0.5, -1.0], messages="chosen", keep_all_candidates=True) for r in rows]
+    seed = [{k: v for k, v in row.items() if k != "candidate_scores"} for row in seed]
+    args = ["--model", str(tiny_pairrm_dir), "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength",
+            "32"]
+    got = {}
+    for name, given in (("rlhflow", rlhflow), ("seed", seed)):
+        src, out = write_jsonl(tmp_path / f"{name}.jsonl", given), tmp_path / f"{name}.scored.jsonl"
+        assert main(["score", "--input", str(src), "--output", str(out), *args]) == 0
+        capsys.readouterr()
+        got[name] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    for g, row, r in zip(got["rlhflow"], rlhflow, rows):
+        s = g["scores"]
+        best, worst = s.index(max(s)), len(s) - 1 - s[::-1].index(min(s))
+        for side, k in (("chosen", best), ("rejected", worst)):
+            assert g[side] == row[side][:-1] + [{"role": "assistant", "content": r["candidates"][k]}]
+        assert g["input_chosen"] == row["chosen"] and g["rewards"] == s
+    for g, row in zip(got["seed"], seed):
+        assert {k: g[k] for k in row if k != "prompt"} == {k: v for k, v in row.items() if k != "prompt"}
+        assert not [k for k in g if k.startswith("input_")] and len(g["scores"]) == 3

@@ -455,8 +455,11 @@ def test_the_splits_held_by_a_folder_of_loose_data_files_are_those_datasets_name
                          (mixed, ["test", "train", "validation"]), (rows, ["train"])):
         assert held_splits(str(folder)) == want, folder.name
         assert sorted(datasets.load_dataset(str(folder))) == want  # as datasets itself names them
-    assert held_splits(str(prefs), ["train_prefs"]) == held_splits(str(prefs), ["train"]) == ["test"]
+    assert held_splits(str(prefs), ["train"]) == ["test"]
+    # beside the split read by its file's own name (train_prefs), the others by theirs: test_prefs, not datasets' test
+    assert held_splits(str(prefs), ["train_prefs"]) == ["test_prefs"]
+    assert held_splits(str(mixed), ["train_prefs"]) == ["test_prefs", "validation"]
     assert held_splits(str(mixed), ["test_prefs", "train"]) == ["validation"]
     assert held_splits(str(plain / "train.jsonl")) == []  # a file has no splits
-    assert load_side("reference", str(prefs), "train_prefs").other_splits == ["test"]
+    assert load_side("reference", str(prefs), "train_prefs").other_splits == ["test_prefs"]
     assert load_side("reference", [str(plain), str(mixed)], "test").other_splits == ["train", "validation"]

@@ -115,12 +115,14 @@ def lock_status(path: str | Path | None = None, installed: dict[str, str] | None
     if not path.is_file():
         return {"file": LOCK_NAME, "sha256": None, "locked": False, "differs": [],
                 "missing": f"no {LOCK_NAME} beside this installation"}
-    environment = installed_packages()  # (one pass over the distributions: every notebook's manifest asks)
+    lock = read_lock(path)
+    # (one pass over the distributions, every notebook's manifest asks; none where every locked version is given)
+    environment = installed_packages() if installed is None or lock.keys() - installed.keys() else {}
     if installed is None:
         installed = {name: version for name, (version, _) in environment.items()}
-    needed = runtime_packages(environment)
+    needed = runtime_packages(environment) if lock.keys() - installed.keys() else set()  # (of a locked one missing)
     differs = [{"package": name, "locked": version, "installed": installed.get(name)}
-               for name, version in sorted(read_lock(path).items())
+               for name, version in sorted(lock.items())
                if not _same_version(version, installed.get(name)) and (name in installed or name in needed)]
     return {"file": LOCK_NAME, "sha256": sha256_file(path), "locked": not differs, "differs": differs}
 

@@ -171,7 +171,8 @@ def held_splits(spec: str, but: Iterable[str] = ()) -> list[str]:
     """The splits of the dataset `spec` names, unloaded: a local folder's or run directory's, or a hub id's in the
     local hub cache (a folder of data files: as datasets names them, `loose_splits`); none for a file or an id not in
     the cache. Less the splits `but` and, of a folder of data files, those that read the same files as one of them
-    (its train_prefs.jsonl is datasets' split train)."""
+    (its train_prefs.jsonl is datasets' split train); beside a split of `but` read by its file's name, the others
+    named by their files too (test_prefs, not datasets' test)."""
     path = Path(os.path.expanduser(spec))
     folder = path if path.exists() else hub_snapshot(spec) if is_hub_id(spec) else None
     if not folder:
@@ -184,8 +185,12 @@ def held_splits(spec: str, but: Iterable[str] = ()) -> list[str]:
         found = loose_splits(folder)
     except Exception:  # (datasets raises many types: the load says why)
         return []
-    read = {f for split in but for f in [f.resolve() for f in own_files(folder, split)] or found.get(split, ())}
-    return sorted(split for split, files in found.items() if split not in but and not read & files)
+    own = {split: {f.resolve() for f in own_files(folder, split)} for split in [*but, *folder_splits(folder)]}
+    read = {f for split in but for f in own[split] or found.get(split, ())}
+    # beside a split read by its file's own name (train_prefs.jsonl as train_prefs), the others by theirs too
+    named = {frozenset(files): split for split, files in own.items() if files} if any(own[s] for s in but) else {}
+    return sorted(named.get(frozenset(files), split) for split, files in found.items()
+                  if split not in but and not read & files)
 
 
 def loose_splits(path: Path) -> dict[str, set[Path]]:

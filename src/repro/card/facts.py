@@ -49,6 +49,11 @@ MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (invert
 TEXT_TYPES = (pa.string(), pa.large_string())
 
 
+def _is_text(feature: Any) -> bool:
+    """A column of text, string or large_string (polars' parquet)."""
+    return getattr(feature, "pa_type", None) in TEXT_TYPES
+
+
 @dataclass
 class SplitFacts:
     """One split as `push_to_hub` records it."""
@@ -105,7 +110,7 @@ class CardFacts:
     @property
     def chosen_text(self) -> str:
         """The card's code for a row's chosen response: a conversation's last turn, or the text itself."""
-        return 'row["chosen"]' if self.features.get("chosen") == Value("string") else 'row["chosen"][-1]["content"]'
+        return 'row["chosen"]' if _is_text(self.features.get("chosen")) else 'row["chosen"][-1]["content"]'
 
     @property
     def source_from_file(self) -> bool:
@@ -199,9 +204,11 @@ class CardFacts:
     @property
     def trl_ready(self) -> bool:
         """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores),
-        `chosen` / `rejected` conversations (it refuses texts)."""
+        `chosen` / `rejected` conversations (it refuses texts), a `prompt_id` unless TRL's conversational rows' (it adds
+        theirs)."""
         scores = sum(c in self.features for c in SCORE_COLUMNS)
-        return self.layout != "seed" or (self.has_columns("prompt", "prompt_id", "chosen", "rejected") and scores != 1
+        keyed = self.has_columns("prompt_id") or self.prompt_in_turns
+        return self.layout != "seed" or (self.has_columns("prompt", "chosen", "rejected") and keyed and scores != 1
                                          and None not in (self.turns.get("chosen", []), self.turns.get("rejected", [])))
 
     @property
@@ -214,7 +221,7 @@ class CardFacts:
             return None
         if self.prompt_in_turns:
             return "conversational" if responses == [["assistant"]] * 2 else None
-        return "standard" if responses == [None, None] and self.features["prompt"] == Value("string") else None
+        return "standard" if responses == [None, None] and _is_text(self.features["prompt"]) else None
 
     @property
     def schema(self) -> dict[str, Any]:

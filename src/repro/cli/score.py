@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from ..construct.scoring import score_candidates
 from ..construct.selection import best_worst
-from ..dataset_io import conversation, prompt_text, response_text
+from ..dataset_io import prompt_text, response_text
 from ..errors import DataError, ParameterError, counted
 from ..exporters import CALLED, detect_format, generate_columns, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
@@ -221,16 +221,25 @@ def read_named_rows(path: Path, min_candidates: int = 2, limit: int | None = Non
     return rows
 
 
+def answered(turns: list[Any], text: str) -> list[Any]:
+    """A conversation with `text` as its last assistant turn's content, its other turns (a system turn) as they are."""
+    last = next((k for k in reversed(range(len(turns)))
+                 if isinstance(turns[k], dict) and turns[k].get("role") == "assistant"), None)
+    return turns + [{"content": text, "role": "assistant"}] if last is None else \
+        [*turns[:last], {**turns[last], "content": text}, *turns[last + 1:]]
+
+
 def scored_row(row: dict[str, Any], scores: Sequence[float], pair: bool,
                layout: str) -> tuple[dict[str, Any], list[str]]:
     """The output row, and the names of its columns the new `scores` replaced (02_analyze reads them; the input's are
     kept as `input_<name>`): a pair's row (candidates: its chosen and rejected) gets their scores as its
-    `score_chosen` / `score_rejected` (their difference as its `score_margin`, to_trl's, if any); any other row of a
-    `LISTED` layout, in the columns it has: `scores` as that list of every candidate's score, its `chosen` /
-    `rejected` picked again (the best and the worst: the card's tie rule; a text or a conversation, as the input's),
-    their scores and difference (`score_margin`, RLHFlow's `margin`), and the new chosen conversation as its
-    `messages` where those were the old (as 01_construct writes them)."""
-    if not pair and layout not in LISTED:
+    `score_chosen` / `score_rejected` (their difference as its `score_margin`, to_trl's, if any); any other row that
+    has its `LISTED` layout's list column, in the columns it has: `scores` as that list of every candidate's score, its
+    `chosen` / `rejected` picked again (the best and the worst: the card's tie rule; a text, or the input's
+    conversation with its last assistant turn's content replaced), their scores and difference (`score_margin`,
+    RLHFlow's `margin`), and the new chosen conversation as its `messages` where those were the old (as 01_construct
+    writes them); a row without the list keeps its pair."""
+    if not pair and LISTED.get(layout) not in row:  # (no list of every candidate's score: its pair is kept)
         return row, []
     i_c, i_r = (0, 1) if pair else best_worst(scores)
     new: dict[str, Any] = {"score_chosen": float(scores[i_c]), "score_rejected": float(scores[i_r])}
@@ -238,7 +247,7 @@ def scored_row(row: dict[str, Any], scores: Sequence[float], pair: bool,
     if not pair:
         for side, k in (("chosen", i_c), ("rejected", i_r)):
             text = row["candidates"][k]
-            new[side] = conversation(row["prompt"], text) if isinstance(row.get(side), list) else text
+            new[side] = answered(row[side], text) if isinstance(row.get(side), list) else text
         new |= {"margin": new["score_margin"], LISTED[layout]: [float(s) for s in scores]}
         new |= {"messages": new["chosen"]} if row.get("messages") == row.get("chosen") else {}
     new = {name: value for name, value in new.items() if name in row or pair and name != "score_margin"}
