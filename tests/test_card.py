@@ -702,6 +702,41 @@ def test_length_bias_by_the_share_when_every_margin_is_the_same(tmp_path):
     assert "chosen 较长的占 100.0 %（30 对中的 30 对，字符，" in lines[1]  # the share's count too
 
 
+@pytest.mark.parametrize("chosen_longer", [0, 2])
+def test_a_length_units_missing_figures_are_said_why(tmp_path, chosen_longer):
+    # the stand-in policy's responses are all 48 characters: metrics.json said "every length difference is zero:
+    # there is nothing to test" for characters, and the card gave whitespace tokens' figures only, without a word on
+    # characters; so for a chosen response 2 characters longer in every pair (a ρ undefined, a share of 100 %)
+    words = ["a" * 48, "a" * 23 + " " + "b" * 24, "a" * 15 + " " + "b" * 15 + " " + "c" * 16]  # 48 characters each
+    rows = seed_rows(30)
+    for i, r in enumerate(rows):
+        r["chosen"][-1]["content"] = words[i % 3] + "!" * chosen_longer
+        r["rejected"][-1]["content"] = words[i // 3 % 3]
+    make_run(tmp_path / "run", rows, metrics=False)
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 100}))
+    facts, card = card_for(tmp_path / "run")
+    chars = facts.metrics["length"]["chosen_longer_test"]["chars"]
+    assert (chars["positive"], chars["negative"]) == ((0, 0) if not chosen_longer else (30, 0))
+    assert facts.metrics["length"]["margin_vs_length_difference"]["chars"]["spearman"] is None
+    assert facts.metrics["length"]["margin_vs_length_difference"]["tokens"]["spearman"] is not None
+    en, zh = halves(card)
+    why, zh_why = (("chosen and rejected have the same length in every pair", "每一对中 chosen 与 rejected 的长度都相同")
+                   if not chosen_longer else ("every pair's length difference is the same", "每一对的长度差都相同"))
+    rows_en, rows_zh = table_rows(en, "length bias: Spearman ρ(margin, length difference)"), table_rows(zh, "长度偏差：Spearman ρ（差值，长度差）")
+    assert [r[-1] for r in rows_en][0] == f"characters: undefined ({why})"
+    assert rows_en[1][-1].startswith("whitespace tokens: ") and rows_zh[1][-1].startswith("空白分词：")
+    assert rows_zh[0][-1] == f"字符：无定义（{zh_why}）"
+    [line] = [x for x in en.splitlines() if x.startswith("- Length bias")]
+    [zh_line] = [x for x in zh.splitlines() if x.startswith("- 长度偏差")]
+    if not chosen_longer:
+        assert "whitespace tokens, p = " in line and "characters, sign test" not in line
+        assert f"of the pairs whose lengths differ; in characters, there is neither figure: {why}; " in line
+        assert f"；按字符计两者皆无：{zh_why}；" in zh_line
+    else:  # the share of characters given (30 of 30), the correlation said to be missing
+        assert "(30 of 30, characters, sign test p = " in line
+        assert f"; in characters, there is no correlation: {why}; " in line and f"；按字符计没有相关系数：{zh_why}；" in zh_line
+
+
 def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
     # two or three rows: rho = -1 with p = 0 (scipy's t approximation) or no p made the card say "p < 0.05"
     make_run(tmp_path / "run", metrics=True)

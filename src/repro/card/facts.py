@@ -283,7 +283,10 @@ class CardFacts:
         ties = m.get("ties")
         if isinstance(ties, int) and isinstance(m.get("n"), int) and m["n"]:
             rows.append({"stat": "ties", "ties": ties, "percent": 100 * ties / m["n"]})
-        rows += [{"stat": "length", "unit": unit, "rho": rho, "p": p} for unit, rho, p in self.length_rhos]
+        rhos = {unit: {"rho": rho, "p": p} for unit, rho, p in self.length_rhos}
+        gaps = self.length_gaps if rhos else {}  # (no unit's rho: the limitations say why)
+        rows += [{"stat": "length", "unit": unit, **(rhos[unit] if unit in rhos else {"gap": gaps[unit]})}
+                 for unit in self.length_units if unit in rhos or unit in gaps]
         return rows
 
     @property
@@ -370,6 +373,24 @@ class CardFacts:
         tests = _get(self.metrics, "length", "chosen_longer_test") or {}
         return [(unit, t["positive"] / n, t["pvalue"], t["positive"], n) for unit, t in tests.items()
                 if (n := t["positive"] + t["negative"])]
+
+    @property
+    def length_units(self) -> list[str]:
+        """The units metrics.json measures lengths in (chars, tokens), in its order."""
+        length = _get(self.metrics, "length") or {}
+        return list(dict.fromkeys([*(length.get("margin_vs_length_difference") or {}),
+                                   *(length.get("chosen_longer_test") or {})]))
+
+    @property
+    def length_gaps(self) -> dict[str, str]:
+        """{unit: why} of the units whose ρ (or share) is missing where another unit's is given: `same_lengths`
+        (chosen and rejected of one length in every pair: neither) or `equal_differences` (one length difference in
+        every pair, not 0: no ρ)."""
+        tests = _get(self.metrics, "length", "chosen_longer_test") or {}
+        rhos, shares = {u for u, *_ in self.length_rhos}, {u for u, *_ in self.length_shares}
+        return {unit: "same_lengths" if unit in tests and unit not in shares else "equal_differences"
+                for unit in self.length_units
+                if rhos and unit not in rhos or shares and unit in tests and unit not in shares}
 
     @property
     def length_bias(self) -> dict[str, Any]:
