@@ -659,16 +659,28 @@ def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
 def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_construction(tmp_path):
     # a pair built here, chosen the higher-scored of its two, never has a margin below 0: the card gave Wilcoxon, t and sign-test p-values (1.8e-12 in
     # the demo) with nothing to say that they measure how few ties there are, not a preference
-    make_run(tmp_path / "run", metrics=True)
+    make_run(tmp_path / "run", metrics=True)  # two candidates in every row, as its candidates stage records
     facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
-    en, zh = (repro_card.phrases(lang).tests_by_construction for lang in ("en", "zh"))
+    en, zh = (repro_card.phrases(lang).tests_by_construction("two") for lang in ("en", "zh"))
+    assert en.startswith("By construction (chosen is the higher-scored of the row's two candidates), no margin is "
+                         "below 0") and zh.startswith("按构造（chosen 为该行两个候选中得分较高者），差值不会小于 0")
     assert facts.built_here and facts.parameters.get("selection", "best_worst") == "best_worst"
     body = repro_card.render_body(facts)
     assert en in body and zh in body and body.index(en) > body.index("Wilcoxon signed-rank p")
     facts.parameters["selection"] = "best_second"  # every rule here orders its pair by score (selection.select)
     assert en in repro_card.render_body(facts)
+    # rows of 3 or 4 candidates (the demo's): it said "the higher-scored of the pair's two candidates"; the best of
+    # the row's, where the rule takes the best; the higher of the two it picked, where it draws or penalises length
+    facts.stages["candidates"]["candidates_per_row"] = {"3": 10, "4": 14}
+    for rule, said, zh_said in (("best_second", "the highest-scored of the row's candidates", "该行候选中得分最高者"),
+                                ("random_pair", "the higher-scored of the two candidates `selection` picked",
+                                 "`selection` 选出的两个候选中得分较高者")):
+        facts.parameters["selection"] = rule
+        body = repro_card.render_body(facts)
+        assert f"By construction (chosen is {said}), no margin is below 0" in body
+        assert f"按构造（chosen 为{zh_said}），差值不会小于 0" in body and en not in body and zh not in body
     facts.built_here = False
-    assert en not in repro_card.render_body(facts)
+    assert "By construction" not in repro_card.render_body(facts)
 
 
 def test_length_bias_is_not_measurable_when_the_lengths_never_differ(tmp_path):

@@ -314,8 +314,7 @@ class CardFacts:
         elif isinstance(two, int):
             holds = cand.get("antisymmetry_holds_among_two_candidate_rows")
             out.append({"check": "antisymmetry", "holds": [holds, two]})
-        elif isinstance(inv.get("antisymmetry_holds"), int) and set(
-                _get(self.stages, "candidates", "candidates_per_row") or ()) == {"2"}:  # every row, as recorded
+        elif isinstance(inv.get("antisymmetry_holds"), int) and self.two_per_row:  # every row, as recorded
             out.append({"check": "antisymmetry", "holds": [inv["antisymmetry_holds"], n]})
         else:  # neither the rows' candidate scores nor a record that each row had two candidates
             out.append({"check": "antisymmetry", "not_applicable": "no_candidate_scores"})
@@ -357,9 +356,19 @@ class CardFacts:
         return told and not self.sign_order_fails and (self.scale or {}).get("kind") not in ("rating", "probability")
 
     @property
-    def margins_by_construction(self) -> bool:
-        """Built here, chosen the higher-scored of its pair by every rule (selection.select): no margin is below 0."""
-        return self.built_here
+    def two_per_row(self) -> bool:
+        """Every row ranked two candidates, as the candidates stage records."""
+        return set(_get(self.stages, "candidates", "candidates_per_row") or ()) == {"2"}
+
+    @property
+    def margins_by_construction(self) -> str | None:
+        """Built here, chosen the higher-scored of its pair by every rule (selection.select), so no margin is below 0:
+        of what chosen is the best, `two` (the row's two candidates), `highest` (the row's candidates: the rules that
+        take the best) or `picked` (the two the rule picked); None where not built here."""
+        if not self.built_here:
+            return None
+        picked = self.parameters.get("selection") in ("random_pair", "best_worst_length_penalised")
+        return "two" if self.two_per_row else "picked" if picked else "highest"
 
     @property
     def length_rhos(self) -> list[tuple[str, float, float | None]]:
