@@ -13,6 +13,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import yaml
 from datasets import Features, Value
 
 from ..analysis.report import response_texts
@@ -22,9 +23,11 @@ from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
-from ..parameters import BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, unused_generation
+from ..parameters import (BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, read_params_yaml,
+                          resolve_parameters, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
-                     reads_as_hub_id)
+                     reads_as_hub_id, shipped)
+from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
 from ..subject import claim, declared_stand_ins, is_own_dataset
 
@@ -48,6 +51,7 @@ LENGTH_BIAS_ROWS = 10
 SMALL_ROWS = 1000  # a dataset of fewer rows is called small (the hub's smallest size category, n<1K)
 MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (inverted pairs from one on)
 TEXT_TYPES = (pa.string(), pa.large_string())
+REBUILD_FILE, REBUILD_OUT = "rebuild.yaml", "runs/rebuild"  # the card's command: its params file, its run folder
 
 
 @dataclass
@@ -446,6 +450,21 @@ class CardFacts:
         return {k: used[k] for k in ROUNDING if k in fields and used.get(k) is not None}
 
     @property
+    def rebuild_from(self) -> dict[str, Any]:
+        """The rows rebuilt afresh from a clone of repro: {file: the params file shipped with repro that shapes them
+        as this run's did, else None; yaml: else the shaping parameters other than the defaults (`source` always), to
+        save as REBUILD_FILE; local: the local files and folders these name (by last name); command}."""
+        shaping = shaping_parameters(self.parameters)
+        file = shipped_params_file(shaping, self.parameters.get("run_name"))
+        defaults = {k: f.get_default(call_default_factory=True) for k, f in _fields(self.parameters).items()}
+        own = [] if file else [k for k in shaping if k == "source" or shaping[k] != public_value(defaults.get(k))]
+        sets = "".join(f" --set {k}={v}" for k, v in {"cache": "false", **self.rounding}.items())
+        return {"file": file, "yaml": own and yaml.safe_dump({k: shaping[k] for k in own}, allow_unicode=True).strip(),
+                "local": sorted({public_value(v) for k in own for v in strings_in(self.parameters[k], k).values()
+                                 if public_value(v) != v}),
+                "command": f"repro run {file or REBUILD_FILE} --out {REBUILD_OUT}{sets}"}
+
+    @property
     def named_scorers(self) -> list[tuple[str | None, dict[str, Any]]]:
         """(None, the primary scorer's record), then (name, record) of each further scorer (`scorers:`)."""
         return [(None, self.scorer), *((s.get("name"), s) for s in self.scorers if not s.get("decides_pairs"))]
@@ -702,6 +721,19 @@ def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     """The parameters that shaped the dataset: construction ones, generation ones only when it generated."""
     fields = _fields(parameters).keys() - NOT_SHAPING
     return {k: public_value(v) for k, v in parameters.items() if k in fields}
+
+
+def shipped_params_file(shaping: dict[str, Any], run_name: Any) -> str | None:
+    """params/… of the params file shipped with repro (not a family's) of this run name (each names its runs after
+    itself) that builds rows of these shaping parameters (`shaping_parameters`), else None."""
+    folder = shipped("params")
+    for path in sorted(p for p in folder.glob("**/*.yaml") if p.stem == run_name):
+        included, own = read_params_yaml(path)
+        values = {**included, **own}
+        if "family" not in values and "01_construct" in (resolved := resolve_parameters(values))["notebooks"] and \
+                shaping_parameters(resolved) == shaping:
+            return f"params/{path.relative_to(folder).as_posix()}"
+    return None
 
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
