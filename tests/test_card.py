@@ -6,10 +6,12 @@ with issue 4's keys computed by numpy/scipy, a PNG), so none depends on the othe
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib
 import json
 import re
+import shlex
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -26,7 +28,8 @@ from scipy import stats
 from repro import card as repro_card
 from repro.analysis.report import analyze
 from repro.analysis.stats import detect_scale
-from repro.card.facts import SEED_REPO
+from repro.card.facts import SEED_REPO, shaping_parameters
+from repro.cli.run import configure
 from repro.card.publish import facts_card_data, placeholders
 from repro.construct import stages
 from repro.construct.pairs import build_row
@@ -35,7 +38,8 @@ from repro.errors import DataError, ParameterError
 from repro.exporters import FORMATS, export_rows
 from repro.formats import to_trl, to_trl_implicit
 from repro.manifest import Manifest
-from repro.parameters import AnalyzeParams, CardParams, CompareParams, ConstructParams, GenerationParams, build
+from repro.parameters import (AnalyzeParams, CardParams, CompareParams, ConstructParams, GenerationParams, build,
+                              load_params_file, resolve_parameters)
 from repro.paths import STAND_IN_MARKER, RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -396,7 +400,7 @@ def test_body_quotes_metrics_and_manifest(tmp_path):
         assert np.allclose([as_numbers(r[3]) for r in length_rows],
                            [[rhos[u]["spearman"], rhos[u]["pvalue"]] for u in ("chars", "tokens")], rtol=5e-6)
         # no dotted metric keys, no bootstrap set-up or raw group dumps: those stay in metrics.json
-        dotted = set(re.findall(r"`(\w+\.\w+)`", half)) - {"metrics.json", "README.md", "requirements.lock"}
+        dotted = set(re.findall(r"`(\w+\.\w+)`", half)) - {"metrics.json", "README.md", "requirements.lock", "rebuild.yaml"}
         assert not dotted and "zero_method" not in half and "`counts." not in half
         mean = metrics["margin"]["mean"]
         assert f"{mean:.6g}" in half.split(t.h_statistics)[0]  # the headline sentence quotes the mean margin
@@ -662,16 +666,28 @@ def test_length_bias_verdict(tmp_path, chars, tokens, longer, verdict):
 def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_construction(tmp_path):
     # a pair built here, chosen the higher-scored of its two, never has a margin below 0: the card gave Wilcoxon, t and sign-test p-values (1.8e-12 in
     # the demo) with nothing to say that they measure how few ties there are, not a preference
-    make_run(tmp_path / "run", metrics=True)
+    make_run(tmp_path / "run", metrics=True)  # two candidates in every row, as its candidates stage records
     facts = repro_card.gather_facts(build(CardParams, {"run_dir": str(tmp_path / "run")}))
-    en, zh = (repro_card.phrases(lang).tests_by_construction for lang in ("en", "zh"))
+    en, zh = (repro_card.phrases(lang).tests_by_construction("two") for lang in ("en", "zh"))
+    assert en.startswith("By construction (chosen is the higher-scored of the row's two candidates), no margin is "
+                         "below 0") and zh.startswith("按构造（chosen 为该行两个候选中得分较高者），差值不会小于 0")
     assert facts.built_here and facts.parameters.get("selection", "best_worst") == "best_worst"
     body = repro_card.render_body(facts)
     assert en in body and zh in body and body.index(en) > body.index("Wilcoxon signed-rank p")
     facts.parameters["selection"] = "best_second"  # every rule here orders its pair by score (selection.select)
     assert en in repro_card.render_body(facts)
+    # rows of 3 or 4 candidates (the demo's): it said "the higher-scored of the pair's two candidates"; the best of
+    # the row's, where the rule takes the best; the higher of the two it picked, where it draws or penalises length
+    facts.stages["candidates"]["candidates_per_row"] = {"3": 10, "4": 14}
+    for rule, said, zh_said in (("best_second", "the highest-scored of the row's candidates", "该行候选中得分最高者"),
+                                ("random_pair", "the higher-scored of the two candidates `selection` picked",
+                                 "`selection` 选出的两个候选中得分较高者")):
+        facts.parameters["selection"] = rule
+        body = repro_card.render_body(facts)
+        assert f"By construction (chosen is {said}), no margin is below 0" in body
+        assert f"按构造（chosen 为{zh_said}），差值不会小于 0" in body and en not in body and zh not in body
     facts.built_here = False
-    assert en not in repro_card.render_body(facts)
+    assert "By construction" not in repro_card.render_body(facts)
 
 
 def test_length_bias_is_not_measurable_when_the_lengths_never_differ(tmp_path):
@@ -703,6 +719,41 @@ def test_length_bias_by_the_share_when_every_margin_is_the_same(tmp_path):
     assert lines[0].endswith("the scores favour longer responses.")
     assert lines[1].startswith("- 长度偏差：差值与长度差的相关系数无定义") and lines[1].endswith("分数偏向较长的回复。")
     assert "chosen 较长的占 100.0 %（30 对中的 30 对，字符，" in lines[1]  # the share's count too
+
+
+@pytest.mark.parametrize("chosen_longer", [0, 2])
+def test_a_length_units_missing_figures_are_said_why(tmp_path, chosen_longer):
+    # the stand-in policy's responses are all 48 characters: metrics.json said "every length difference is zero:
+    # there is nothing to test" for characters, and the card gave whitespace tokens' figures only, without a word on
+    # characters; so for a chosen response 2 characters longer in every pair (a ρ undefined, a share of 100 %)
+    words = ["a" * 48, "a" * 23 + " " + "b" * 24, "a" * 15 + " " + "b" * 15 + " " + "c" * 16]  # 48 characters each
+    rows = seed_rows(30)
+    for i, r in enumerate(rows):
+        r["chosen"][-1]["content"] = words[i % 3] + "!" * chosen_longer
+        r["rejected"][-1]["content"] = words[i // 3 % 3]
+    make_run(tmp_path / "run", rows, metrics=False)
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "bootstrap_resamples": 100}))
+    facts, card = card_for(tmp_path / "run")
+    chars = facts.metrics["length"]["chosen_longer_test"]["chars"]
+    assert (chars["positive"], chars["negative"]) == ((0, 0) if not chosen_longer else (30, 0))
+    assert facts.metrics["length"]["margin_vs_length_difference"]["chars"]["spearman"] is None
+    assert facts.metrics["length"]["margin_vs_length_difference"]["tokens"]["spearman"] is not None
+    en, zh = halves(card)
+    why, zh_why = (("chosen and rejected have the same length in every pair", "每一对中 chosen 与 rejected 的长度都相同")
+                   if not chosen_longer else ("every pair's length difference is the same", "每一对的长度差都相同"))
+    rows_en, rows_zh = table_rows(en, "length bias: Spearman ρ(margin, length difference)"), table_rows(zh, "长度偏差：Spearman ρ（差值，长度差）")
+    assert [r[-1] for r in rows_en][0] == f"characters: undefined ({why})"
+    assert rows_en[1][-1].startswith("whitespace tokens: ") and rows_zh[1][-1].startswith("空白分词：")
+    assert rows_zh[0][-1] == f"字符：无定义（{zh_why}）"
+    [line] = [x for x in en.splitlines() if x.startswith("- Length bias")]
+    [zh_line] = [x for x in zh.splitlines() if x.startswith("- 长度偏差")]
+    if not chosen_longer:
+        assert "whitespace tokens, p = " in line and "characters, sign test" not in line
+        assert f"of the pairs whose lengths differ; in characters, there is neither figure: {why}; " in line
+        assert f"；按字符计两者皆无：{zh_why}；" in zh_line
+    else:  # the share of characters given (30 of 30), the correlation said to be missing
+        assert "(30 of 30, characters, sign test p = " in line
+        assert f"; in characters, there is no correlation: {why}; " in line and f"；按字符计没有相关系数：{zh_why}；" in zh_line
 
 
 def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
@@ -2205,7 +2256,37 @@ def test_a_reference_response_the_source_lacks_is_not_said_to_be_carried_over(tm
     assert "carried over from the source" not in en and "沿用自源数据" not in zh
 
 
-def test_the_parameters_give_what_a_byte_identical_rebuild_needs(tmp_path, sample_dir):
+def rebuilt_parameters(command: str) -> dict:
+    """The parameters `repro run` resolves for a card's command (its params file from the current folder or project
+    root), as the command line gives them."""
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    args = parser.parse_args(shlex.split(command)[2:])  # (after "repro run")
+    return resolve_parameters(load_params_file(args.params, args.overrides))
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)\n```$", text, re.M | re.S)
+
+
+def test_the_demo_card_gives_the_command_that_rebuilds_its_rows(demo_run):
+    """A referee rebuilt the demo from its card, which gave the parameters and `batch_tokens=2048`, `chunk_size=16`
+    "(each as `--set name=value`)" but no command; and it said chosen was "the higher-scored of the pair's two
+    candidates" of rows that have 3 or 4."""
+    en, zh = halves(demo_run / "dataset" / "README.md")
+    command = "repro run params/demo.yaml --out runs/rebuild --set cache=false --set batch_tokens=2048 --set chunk_size=16"
+    assert code_blocks(en, "bash") == code_blocks(zh, "bash") == [command] and "```yaml" not in en + zh
+    assert ("From a clone of repro at the git commit below, this command rebuilds every row afresh (`cache=false`) "
+            "into `runs/rebuild`:") in en
+    assert "在 repro 的克隆（检出下文的 git 提交）中，以下命令会重新计算每一行（`cache=false`），写入 `runs/rebuild`：" in zh
+    recorded, resolved = Manifest(RunDir(demo_run)).read()["parameters"], rebuilt_parameters(command)
+    assert shaping_parameters(resolved) == shaping_parameters(recorded) and resolved["cache"] is False
+    assert [resolved[k] for k in ("batch_tokens", "chunk_size")] == [recorded[k] for k in ("batch_tokens", "chunk_size")]
+    assert "By construction (chosen is the highest-scored of the row's candidates), no margin is below 0" in en
+    assert "按构造（chosen 为该行候选中得分最高者），差值不会小于 0" in zh
+
+
+def test_the_parameters_give_what_a_byte_identical_rebuild_needs(tmp_path, sample_dir, monkeypatch):
     """The parameters table leaves out how the work ran, yet the batches decide the float rounding: a rebuild from
     the card's values with the default chunks differed in 287 of 900 scores (by up to 3.8e-7), and nothing said
     which values to give; nor did the card name the source file but by its name."""
@@ -2216,20 +2297,41 @@ def test_the_parameters_give_what_a_byte_identical_rebuild_needs(tmp_path, sampl
     en, zh = (section(half, heading) for half, heading in zip(halves(card_for(run.root)[1]),
                                                               ("### Parameters of this run", "### 本次运行的参数")))
     assert ("The batching decides the float rounding: a byte-identical rebuild needs, besides these values, "
-            "`batch_tokens=2048`, `chunk_size=4`, `generation_batch_size=2`, `generation_chunk_size=4` (each as "
-            f"`--set name=value`), the source file of sha256 `{digest}` and the same device type, precision and "
-            "package versions (below).") in en
+            "`batch_tokens=2048`, `chunk_size=4`, `generation_batch_size=2`, `generation_chunk_size=4`, the source "
+            f"file of sha256 `{digest}` and the same device type, precision and package versions (below).") in en
     assert ("分批方式决定浮点舍入：要逐字节重建，除上述参数外还需 `batch_tokens=2048`、`chunk_size=4`、"
-            "`generation_batch_size=2`、`generation_chunk_size=4`（各以 `--set 名称=值` 给出）、sha256 为 "
+            "`generation_batch_size=2`、`generation_chunk_size=4`、sha256 为 "
             f"`{digest}` 的源文件，以及相同的设备类型、精度与软件包版本（见下文）。") in zh
+    # no command: no params file of repro's builds these rows, so the card gives the parameters to save as one (its
+    # local source by its last name, to put beside it: no path of this machine) and the command that reads it
+    command = ("repro run rebuild.yaml --out runs/rebuild --set cache=false --set batch_tokens=2048 --set chunk_size=4 "
+               "--set generation_batch_size=2 --set generation_chunk_size=4")
+    [saved] = code_blocks(en, "yaml")
+    assert code_blocks(en, "bash") == code_blocks(zh, "bash") == [command] and code_blocks(zh, "yaml") == [saved]
+    assert ("From a clone of repro at the git commit below, save these parameters (those above that are not repro's "
+            "defaults) as `rebuild.yaml` in its top folder, put `train_prefs.jsonl` there too (the card names a local "
+            "file or folder by its last name), then run the command: it rebuilds every row afresh") in en
+    assert "保存为其顶层目录下的 `rebuild.yaml`，并把 `train_prefs.jsonl` 也放在那里" in zh
+    assert str(tmp_path) not in en + zh and str(sample_dir) not in en + zh
+    clone = tmp_path / "clone"  # a project root: the saved file and the source beside it
+    clone.mkdir()
+    (clone / "rebuild.yaml").write_text(saved)
+    shutil.copy(sample_dir / "train_prefs.jsonl", clone)
+    monkeypatch.setenv("REPRO_HOME", str(clone))
+    monkeypatch.chdir(clone)
+    resolved = rebuilt_parameters(command)
+    assert resolved["source"] == str(clone / "train_prefs.jsonl") and resolved["cache"] is False
+    assert shaping_parameters(resolved) == shaping_parameters(manifest["parameters"])
+    assert [resolved[k] for k in ("batch_tokens", "chunk_size", "generation_batch_size", "generation_chunk_size")] == \
+        [2048, 4, 2, 4]
     # not generated, from the demo (no file of its own): the scoring's values alone
     with Manifest(run).edit() as data:
         data["parameters"].update(generate=False, source="demo")
         data["stages"]["load"].pop("content")
         data.pop("generation")
     en = section(halves(card_for(run.root)[1])[0], "### Parameters of this run")
-    assert ("a byte-identical rebuild needs, besides these values, `batch_tokens=2048`, `chunk_size=4` (each as "
-            "`--set name=value`) and the same device type") in en and "generation_chunk_size" not in en
+    assert ("a byte-identical rebuild needs, besides these values, `batch_tokens=2048`, `chunk_size=4` and the same "
+            "device type") in en and "generation_chunk_size" not in en
 
 
 def test_a_budget_an_out_of_memory_lowered_is_the_one_the_card_gives(tmp_path, sample_dir, monkeypatch):
@@ -2289,7 +2391,7 @@ def test_rows_from_the_row_cache_are_said_not_to_follow_this_runs_chunks(tmp_pat
     assert scores[0] == scores[1]  # the first run's values, bit for bit
     en, zh = (section(half, heading) for half, heading in zip(halves(card_for(again.root)[1]),
                                                               ("### Parameters of this run", "### 本次运行的参数")))
-    assert "`batch_tokens=2048`, `chunk_size=2`, `generation_batch_size=2`, `generation_chunk_size=2` (each" in en
+    assert "`batch_tokens=2048`, `chunk_size=2`, `generation_batch_size=2`, `generation_chunk_size=2`, the source" in en
     assert ("All 6 rows scored and the candidates of all 6 prompts generated for came from the row cache "
             "(`cache: true`): earlier runs made them with the same settings (batch sizes included) but in chunks of "
             "their own, batched with other rows. A rebuild that makes every row afresh with the values above may "

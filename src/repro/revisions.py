@@ -150,12 +150,12 @@ def hub_commit(spec: str, revision: str | None = None, repo_type: str = "dataset
     return cached.name if is_hub_id(spec) and (cached := hub_snapshot(spec, revision, repo_type)) else None
 
 
-def _strings(value: Any, where: str) -> dict[str, str]:
+def strings_in(value: Any, where: str) -> dict[str, str]:
     """Each string in a parameter's value, in its lists and mappings too, by where it stands."""
     if isinstance(value, str):
         return {where: value}
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    return {k: v for key, item in items for k, v in _strings(item, f"{where}.{key}").items()}
+    return {k: v for key, item in items for k, v in strings_in(item, f"{where}.{key}").items()}
 
 
 def _read(resolved: dict[str, Any]) -> set[str]:
@@ -177,7 +177,7 @@ def hub_commits(resolved: dict[str, Any]) -> dict[str, str] | str:
     commits = {where: hub_commit(spec, revision := revision_of(key, resolved), "dataset")
                or hub_commit(spec, revision, "model")
                for key, value in parameters.items() if key not in HUB_OUTPUTS
-               for where, spec in _strings(value, key).items() if is_hub_id(spec)}
+               for where, spec in strings_in(value, key).items() if is_hub_id(spec)}
     return commits if commits and all(commits.values()) else ""
 
 
@@ -187,7 +187,7 @@ def run_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
     it reads none); the content of each local file or folder named (a source rewritten in place is other data); the
     commit of each hub id (`hub_commits`), the code (`code_digest`) and the packages that decide the numbers."""
     parameters = _shaping(resolved)
-    local = {where: content for key, value in parameters.items() for where, spec in _strings(value, key).items()
+    local = {where: content for key, value in parameters.items() for where, spec in strings_in(value, key).items()
              if (content := local_content(spec))}
     batches = {k: resolved[k] for k in ROUNDING if k in _read(resolved)}
     inside = rebased(parameters, project_root(), "<project>")  # (a project moved or copied: the same parameters)

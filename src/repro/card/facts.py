@@ -13,6 +13,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import yaml
 from datasets import Features, Value
 
 from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_texts, score_array,
@@ -21,9 +22,11 @@ from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
-from ..parameters import BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, unused_generation
+from ..parameters import (BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, read_params_yaml,
+                          resolve_parameters, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
-                     reads_as_hub_id)
+                     reads_as_hub_id, shipped)
+from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
 from ..subject import claim, declared_stand_ins, is_own_dataset
 
@@ -47,6 +50,7 @@ LENGTH_BIAS_ROWS = 10
 SMALL_ROWS = 1000  # a dataset of fewer rows is called small (the hub's smallest size category, n<1K)
 MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (inverted pairs from one on)
 TEXT_TYPES = (pa.string(), pa.large_string())
+REBUILD_FILE, REBUILD_OUT = "rebuild.yaml", "runs/rebuild"  # the card's command: its params file, its run folder
 
 
 def _is_text(feature: Any) -> bool:
@@ -289,7 +293,10 @@ class CardFacts:
         ties = m.get("ties")
         if isinstance(ties, int) and isinstance(m.get("n"), int) and m["n"]:
             rows.append({"stat": "ties", "ties": ties, "percent": 100 * ties / m["n"]})
-        rows += [{"stat": "length", "unit": unit, "rho": rho, "p": p} for unit, rho, p in self.length_rhos]
+        rhos = {unit: {"rho": rho, "p": p} for unit, rho, p in self.length_rhos}
+        gaps = self.length_gaps if rhos else {}  # (no unit's rho: the limitations say why)
+        rows += [{"stat": "length", "unit": unit, **(rhos[unit] if unit in rhos else {"gap": gaps[unit]})}
+                 for unit in self.length_units if unit in rhos or unit in gaps]
         return rows
 
     @property
@@ -317,8 +324,7 @@ class CardFacts:
         elif isinstance(two, int):
             holds = cand.get("antisymmetry_holds_among_two_candidate_rows")
             out.append({"check": "antisymmetry", "holds": [holds, two]})
-        elif isinstance(inv.get("antisymmetry_holds"), int) and set(
-                _get(self.stages, "candidates", "candidates_per_row") or ()) == {"2"}:  # every row, as recorded
+        elif isinstance(inv.get("antisymmetry_holds"), int) and self.two_per_row:  # every row, as recorded
             out.append({"check": "antisymmetry", "holds": [inv["antisymmetry_holds"], n]})
         else:  # neither the rows' candidate scores nor a record that each row had two candidates
             out.append({"check": "antisymmetry", "not_applicable": "no_candidate_scores"})
@@ -360,9 +366,19 @@ class CardFacts:
         return told and not self.sign_order_fails and (self.scale or {}).get("kind") not in ("rating", "probability")
 
     @property
-    def margins_by_construction(self) -> bool:
-        """Built here, chosen the higher-scored of its pair by every rule (selection.select): no margin is below 0."""
-        return self.built_here
+    def two_per_row(self) -> bool:
+        """Every row ranked two candidates, as the candidates stage records."""
+        return set(_get(self.stages, "candidates", "candidates_per_row") or ()) == {"2"}
+
+    @property
+    def margins_by_construction(self) -> str | None:
+        """Built here, chosen the higher-scored of its pair by every rule (selection.select), so no margin is below 0:
+        of what chosen is the best, `two` (the row's two candidates), `highest` (the row's candidates: the rules that
+        take the best) or `picked` (the two the rule picked); None where not built here."""
+        if not self.built_here:
+            return None
+        picked = self.parameters.get("selection") in ("random_pair", "best_worst_length_penalised")
+        return "two" if self.two_per_row else "picked" if picked else "highest"
 
     @property
     def length_rhos(self) -> list[tuple[str, float, float | None]]:
@@ -376,6 +392,24 @@ class CardFacts:
         tests = _get(self.metrics, "length", "chosen_longer_test") or {}
         return [(unit, t["positive"] / n, t["pvalue"], t["positive"], n) for unit, t in tests.items()
                 if (n := t["positive"] + t["negative"])]
+
+    @property
+    def length_units(self) -> list[str]:
+        """The units metrics.json measures lengths in (chars, tokens), in its order."""
+        length = _get(self.metrics, "length") or {}
+        return list(dict.fromkeys([*(length.get("margin_vs_length_difference") or {}),
+                                   *(length.get("chosen_longer_test") or {})]))
+
+    @property
+    def length_gaps(self) -> dict[str, str]:
+        """{unit: why} of the units whose ρ (or share) is missing where another unit's is given: `same_lengths`
+        (chosen and rejected of one length in every pair: neither) or `equal_differences` (one length difference in
+        every pair, not 0: no ρ)."""
+        tests = _get(self.metrics, "length", "chosen_longer_test") or {}
+        rhos, shares = {u for u, *_ in self.length_rhos}, {u for u, *_ in self.length_shares}
+        return {unit: "same_lengths" if unit in tests and unit not in shares else "equal_differences"
+                for unit in self.length_units
+                if rhos and unit not in rhos or shares and unit in tests and unit not in shares}
 
     @property
     def length_bias(self) -> dict[str, Any]:
@@ -420,6 +454,21 @@ class CardFacts:
         used = {**self.parameters, "batch_tokens": None if unknown_budget(self.scorer) else batch_tokens}
         fields = _fields(self.parameters)
         return {k: used[k] for k in ROUNDING if k in fields and used.get(k) is not None}
+
+    @property
+    def rebuild_from(self) -> dict[str, Any]:
+        """The rows rebuilt afresh from a clone of repro: {file: the params file shipped with repro that shapes them
+        as this run's did, else None; yaml: else the shaping parameters other than the defaults (`source` always), to
+        save as REBUILD_FILE; local: the local files and folders these name (by last name); command}."""
+        shaping = shaping_parameters(self.parameters)
+        file = shipped_params_file(shaping, self.parameters.get("run_name"))
+        defaults = {k: f.get_default(call_default_factory=True) for k, f in _fields(self.parameters).items()}
+        own = [] if file else [k for k in shaping if k == "source" or shaping[k] != public_value(defaults.get(k))]
+        sets = "".join(f" --set {k}={v}" for k, v in {"cache": "false", **self.rounding}.items())
+        return {"file": file, "yaml": own and yaml.safe_dump({k: shaping[k] for k in own}, allow_unicode=True).strip(),
+                "local": sorted({public_value(v) for k in own for v in strings_in(self.parameters[k], k).values()
+                                 if public_value(v) != v}),
+                "command": f"repro run {file or REBUILD_FILE} --out {REBUILD_OUT}{sets}"}
 
     @property
     def named_scorers(self) -> list[tuple[str | None, dict[str, Any]]]:
@@ -678,6 +727,19 @@ def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     """The parameters that shaped the dataset: construction ones, generation ones only when it generated."""
     fields = _fields(parameters).keys() - NOT_SHAPING
     return {k: public_value(v) for k, v in parameters.items() if k in fields}
+
+
+def shipped_params_file(shaping: dict[str, Any], run_name: Any) -> str | None:
+    """params/… of the params file shipped with repro (not a family's) of this run name (each names its runs after
+    itself) that builds rows of these shaping parameters (`shaping_parameters`), else None."""
+    folder = shipped("params")
+    for path in sorted(p for p in folder.glob("**/*.yaml") if p.stem == run_name):
+        included, own = read_params_yaml(path)
+        values = {**included, **own}
+        if "family" not in values and "01_construct" in (resolved := resolve_parameters(values))["notebooks"] and \
+                shaping_parameters(resolved) == shaping:
+            return f"params/{path.relative_to(folder).as_posix()}"
+    return None
 
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:

@@ -34,8 +34,8 @@ from ..paths import DATA_DIR, FIGURES_DIR, RunDir, reads_as_hub_id, without_fold
 from ..revisions import publish_blocker
 from ..subject import STAND_IN_TAGS
 from .facts import (CONFIG_NAME, LENGTH_BIAS_P, LENGTH_BIAS_RHO, LENGTH_BIAS_ROWS, LENGTH_BIAS_SHARE,
-                    SCORE_BLOCKS, SEED_REPO, SMALL_ROWS, CardFacts, SplitFacts, gather_facts, public_value,
-                    shaping_parameters)
+                    REBUILD_FILE, REBUILD_OUT, SCORE_BLOCKS, SEED_REPO, SMALL_ROWS, CardFacts, SplitFacts,
+                    gather_facts, public_value, shaping_parameters)
 
 TEMPLATES = Path(__file__).parent / "templates"
 LANGUAGES = ("en", "zh")  # the body's halves, in this order; each has templates/<lang>.jinja
@@ -119,7 +119,8 @@ def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environm
                        trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
                        length_bias_share=LENGTH_BIAS_SHARE, length_bias_rows=LENGTH_BIAS_ROWS, small_rows=SMALL_ROWS,
                        recipe_facts=RECIPE_FACTS, our_tie_rules={rule: key for key, rule in TIE_RULES.items()},
-                       trl_features=TRL_FEATURES, shaping_parameters=shaping_parameters,
+                       trl_features=TRL_FEATURES, shaping_parameters=shaping_parameters, rebuild_file=REBUILD_FILE,
+                       rebuild_out=REBUILD_OUT,
                        format_sources={name: f.source for name, f in FORMATS.items()},
                        citations={m["key"]: m[0] for m in BIBTEX_ENTRY_RE.finditer(
                            (templates / "citations.bib").read_text(encoding="utf-8"))})
