@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 
 import datasets
 import pytest
@@ -199,6 +200,25 @@ def test_interrupted_run_resumes_and_gives_identical_output(tmp_path, policy_dir
                                   tmp_path / "resumed", manifest)
     assert manifest.read()["generation"]["chunks_resumed"] == 0
     assert [r["resp0"] for r in changed] != [r["resp0"] for r in whole]
+
+
+@pytest.mark.parametrize("damage", [lambda row: {**row, "candidates": row["candidates"][:1]},
+                                    lambda row: {k: v for k, v in row.items() if k != "reference_response"}])
+def test_a_chunk_of_the_right_length_with_a_row_short_of_its_texts_is_refused_naming_it(tmp_path, policy_dir,
+                                                                                      prompts, damage):
+    # a row's candidates cut to one was used as finished (a row without resp1); one without its reference: a KeyError
+    p = params(policy_dir, generation_chunk_size=4)
+    whole = generate_candidates(prompts, p, tmp_path / "w")
+    damaged = tmp_path / "w" / "chunk-000001.json"
+    rows = json.loads(damaged.read_text())
+    rows[1] = damage(rows[1])
+    damaged.write_text(json.dumps(rows))
+    with pytest.raises(DataError, match=rf"generation: {re.escape(str(damaged))} holds \{{\"tokens\": \d+, .* for its "
+                                        r"result 2 of 4, not a token count, a reference response and 2 candidate "
+                                        r"texts; delete it to recompute that chunk\.$"):
+        generate_candidates(prompts, p, tmp_path / "w")
+    damaged.unlink()
+    assert generate_candidates(prompts, p, tmp_path / "w") == whole
 
 
 def test_two_torchrun_processes_give_exactly_the_single_process_rows(tmp_path, prompts, monkeypatch, capfd,

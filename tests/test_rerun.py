@@ -595,7 +595,7 @@ def test_check_says_how_the_last_run_ended_and_what_it_kept(tmp_path, status, sa
     manifest.update(status=status)
     for k in range(3):
         (out / "work" / "scoring" / f"chunk-{k:06d}.json").parent.mkdir(parents=True, exist_ok=True)
-        (out / "work" / "scoring" / f"chunk-{k:06d}.json").write_text("{}")
+        (out / "work" / "scoring" / f"chunk-{k:06d}.json").write_text("[]")
     assert main(["run", "--check", "demo", "--out", str(out)]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
     assert "continues the run there, same parameters" in line
@@ -605,6 +605,41 @@ def test_check_says_how_the_last_run_ended_and_what_it_kept(tmp_path, status, sa
         assert main(["run", "--check", "demo", "--out", str(out), "--set", "chunk_size=5"]) == 0
         line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
         assert f"the last run {said})" in line and "set aside" in line and "are kept" not in line, line
+
+
+def test_check_names_damaged_chunk_and_fingerprint_files_and_what_the_run_does_with_them(tmp_path, capsys):
+    """`--check` said "5 finished chunks are kept", exit 0, over a truncated chunk file (the run then failed on it) or
+    a truncated fingerprint.json (the run then set every chunk of its folder aside)."""
+    out = tmp_path / "run"
+    values = resolve_parameters({**load_params_file("params/demo.yaml"), "run_dir": str(out)})
+    Manifest(RunDir(out)).start_run(values, values["notebooks"])
+    Manifest(RunDir(out)).update(status="interrupted")
+    scoring = out / "work" / "scoring"
+    scoring.mkdir(parents=True)
+    for k in range(3):
+        (scoring / f"chunk-{k:06d}.json").write_text("[[0.5, -0.5]]")
+    (scoring / "fingerprint.json").write_text('{"digest": "0123456789abcdef", "fingerprint": {}}')
+    (scoring / "chunk-000001.json").write_text("[[0.5, -0.")  # cut short (a full disk, a copy stopped)
+
+    def said(*extra: str) -> tuple[int, str]:
+        code = main(["run", "--check", "demo", "--out", str(out), *extra])
+        return code, next(line for line in capsys.readouterr().out.splitlines() if "run directory:" in line)
+
+    code, line = said()
+    damaged = scoring / "chunk-000001.json"
+    assert code == 1 and line.startswith(f"  DAMAGED  run directory: {damaged} is not JSON ("), line
+    assert line.endswith("); delete it to recompute that chunk: a run there stops at it (the other 2 finished chunks "
+                         "are kept)"), line
+    assert main(["run", "demo", "--out", str(out)]) == 2  # refused before any notebook runs
+    assert f"DAMAGED  run directory: {damaged} is not JSON" in capsys.readouterr().err
+    assert not (out / "notebooks").exists()
+    (scoring / "chunk-000001.json").write_text("[[0.5, -0.5]]")
+    (scoring / "fingerprint.json").write_text('{"dig')
+    code, line = said()
+    assert code == 0 and line.endswith(
+        "the last run was interrupted; 3 finished chunks in work/scoring cannot be told to be this run's: its "
+        "fingerprint.json is damaged (not JSON): they are set aside and computed again)"), line
+    assert "are kept" not in line
 
 
 def test_check_says_which_chunks_other_code_made_and_whether_the_row_cache_gives_their_rows_back(
@@ -665,7 +700,7 @@ def test_check_of_a_folder_with_work_and_no_record_does_not_call_it_new(tmp_path
     out = tmp_path / "run"
     for k in range(2):
         (out / "work" / "scoring" / f"chunk-{k:06d}.json").parent.mkdir(parents=True, exist_ok=True)
-        (out / "work" / "scoring" / f"chunk-{k:06d}.json").write_text("{}")
+        (out / "work" / "scoring" / f"chunk-{k:06d}.json").write_text("[]")
     assert main(["run", "--check", "demo", "--out", str(out)]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if "run directory" in line)
     assert "(new)" not in line and f"{out} (no run recorded there; 2 finished chunks in work/" in line, line

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shutil
 import subprocess
 import sys
 import warnings
@@ -102,6 +104,28 @@ def test_a_run_whose_chunks_are_all_done_loads_no_weights(job, reference, tiny_p
     assert {k: v for k, v in resumed.info.items() if k not in timings} == {
         k: v for k, v in result.info.items() if k not in timings}
     assert resumed.info["batch_tokens_used"] == {str(result.info["batch_tokens"]): len(prompts)}
+
+
+@pytest.mark.parametrize("damage, held", [(lambda row: row[:1], r"\[-?\d\S*\]"), (lambda row: None, "null")])
+def test_a_chunk_of_the_right_length_whose_row_is_no_scores_is_refused_naming_it(job, reference, tiny_pairrm_dir,
+                                                                                 tmp_path, damage, held):
+    # a row's scores cut to one was used as finished: the run ended "complete" a row short, its manifest saying it was
+    # dropped for "fewer_than_two_candidates"; scores null: a bare TypeError ('>' between NoneType) naming no file
+    prompts, candidates = job
+    work = tmp_path / "work"
+    shutil.copytree(reference[1], work)
+    damaged = work / "chunk-000001.json"
+    rows = json.loads(damaged.read_text())
+    rows[0] = damage(rows[0])
+    damaged.write_text(json.dumps(rows))
+    kwargs = dict(model=str(tiny_pairrm_dir), work_dir=work, chunk_size=5, progress=False, **LIMITS)
+    with pytest.raises(DataError, match=rf"PairRM scoring: {re.escape(str(damaged))} holds {held} for its result 1 of "
+                                        rf"5, not 3 scores \(one number per candidate\); delete it to recompute that "
+                                        rf"chunk\.$"):
+        run_scoring(prompts, candidates, **kwargs)
+    damaged.unlink()  # as said: that chunk alone is scored again
+    resumed = run_scoring(prompts, candidates, **kwargs)
+    assert resumed.info["chunks_resumed"] == 3 and resumed.scores == reference[0].scores
 
 
 def test_a_bad_setting_fails_before_the_finished_work_is_touched(job, tiny_pairrm_dir, tmp_path):

@@ -165,7 +165,8 @@ class RowCache:
         with contextlib.suppress(FileNotFoundError):  # another process set it aside first
             shutil.move(str(path), target)  # kept for a look; never deleted
         notice(f"row cache: the {self.stage} entry {path.name} is damaged ({problem}); it was moved to {target} and "
-               f"its row is computed again.")
+               f"its row is computed again, in this run's batch: it may differ from its first computation in the last "
+               f"bits (float rounding follows the batch).")
         return _MISSING
 
     def put(self, key: str, value: Any) -> Any:

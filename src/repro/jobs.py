@@ -345,19 +345,38 @@ class ChunkedRun:
     cache: dict[str, Any] | None = None  # rows from the row cache / computed (RowCache.counts), when one is used
 
 
-def _load_chunk(work_dir: Path, index: int, num_items: int, chunk_size: int, desc: str) -> list[Any] | None:
-    """Finished chunk `index`, or None where it is not on disk; an error where it holds another number of results."""
+def _damaged(path: Path, problem: str, desc: str = "") -> DataError:
+    """The error of a chunk file that cannot be resumed: what is wrong with it, and to delete it."""
+    return DataError(f"{desc}: " * bool(desc) + f"{path} {problem}; delete it to recompute that chunk.")
+
+
+def read_chunk(path: Path, desc: str = "") -> list[Any]:
+    """The results a chunk file holds; a DataError naming it (after `desc`), saying to delete it, where they are no
+    JSON list."""
+    try:
+        out = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # (not UTF-8 either)
+        raise _damaged(path, f"is not JSON ({exc})", desc) from None
+    if not isinstance(out, list):
+        raise _damaged(path, "holds no list of results", desc)
+    return out
+
+
+def _load_chunk(work_dir: Path, index: int, items: Sequence[Any], chunk_size: int, desc: str,
+                check: Callable[[Any, Any], str | None] | None = None) -> list[Any] | None:
+    """Finished chunk `index` of `items`, or None where it is not on disk; an error where it holds another number of
+    results, or (`check(item, result)`: what a result should be where it is not that) a result of another shape."""
     path = chunk_path(work_dir, index)
     if not path.exists():
         return None
-    expected = min(num_items, (index + 1) * chunk_size) - index * chunk_size
-    try:
-        out = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{desc}: {path} is not JSON ({exc}); delete it to recompute that chunk.") from None
-    if not isinstance(out, list) or len(out) != expected:
-        raise DataError(f"{desc}: {path} holds {len(out) if isinstance(out, list) else 'no list of'} results, "
-                        f"expected {expected}; delete it to recompute that chunk.")
+    mine = items[index * chunk_size:(index + 1) * chunk_size]
+    if len(out := read_chunk(path, desc)) != len(mine):
+        raise _damaged(path, f"holds {len(out)} results, expected {len(mine)}", desc)
+    for k, (item, result) in enumerate(zip(mine, out) if check is not None else ()):
+        if (want := check(item, result)) is not None:
+            held = json.dumps(result, ensure_ascii=False)
+            raise _damaged(path, f"holds {held if len(held) <= 60 else held[:57] + '...'} for its result {k + 1} of "
+                                 f"{len(out)}, not {want}", desc)
     return out
 
 
@@ -375,13 +394,15 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
                            share: tuple[int, int] | None = None, unit: str = "item",
                            prepare: bool = True, cache: RowCache | None = None,
                            setup: Callable[[], Any] | None = None,
-                           note: Callable[[list[Any]], Any] | None = None) -> ChunkedRun:
+                           note: Callable[[list[Any]], Any] | None = None,
+                           check: Callable[[Any, Any], str | None] | None = None) -> ChunkedRun:
     """`run_chunked`, returning a `ChunkedRun`. `fn_reports_progress`: `fn(chunk, advance)` moves the bar itself;
     `share=(rank, world)`: only that rank's contiguous chunks; `prepare=False`: another process made the work dir
     ready; `cache`: rows the row cache holds (by its `key_of(item)`) are taken from it, the others added; `setup()`:
     called before the first row computed (never for rows resumed or cached), its time left out of the bar and run;
     `note(chunk)`: what a chunk made here was made with (JSON), kept beside it for `read_note` (None: nothing), as
-    are the rows the row cache gave it (a resumed chunk's are counted in the run's `cache`: `resumed_from_cache`)."""
+    are the rows the row cache gave it (a resumed chunk's are counted in the run's `cache`: `resumed_from_cache`);
+    `check(item, result)`: what a result `fn` makes is, where one a resumed chunk holds is not that (None: it is)."""
     start_time, setup_seconds = time.monotonic(), 0.0
     if setup is not None:
         compute = fn
@@ -404,7 +425,7 @@ def run_chunked_with_stats(items: Sequence[Any], fn: Callable[..., list[Any]], *
     n_chunks = num_chunks(len(items), chunk_size)
     indices = chunk_share(n_chunks, *share) if share is not None else range(n_chunks)
     done = {index: out for index in indices
-            if (out := _load_chunk(work_dir, index, len(items), chunk_size, desc)) is not None}
+            if (out := _load_chunk(work_dir, index, items, chunk_size, desc, check)) is not None}
     items_resumed = sum(len(v) for v in done.values())
     share_items = sum(min(len(items), (i + 1) * chunk_size) - i * chunk_size for i in indices)
     bar = progress if isinstance(progress, Progress) else \
@@ -457,7 +478,7 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
         raise RuntimeError(f"{desc}: {work_dir} holds work of another fingerprint ({stored}, expected {digest})")
     results: list[Any] = []
     for index in range(num_chunks(len(items), chunk_size)):
-        out = _load_chunk(work_dir, index, len(items), chunk_size, desc)
+        out = _load_chunk(work_dir, index, items, chunk_size, desc)
         if out is None:
             raise RuntimeError(f"{desc}: chunk {index} is missing in {work_dir} after all processes finished")
         results.extend(out)

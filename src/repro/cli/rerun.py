@@ -9,12 +9,13 @@ import json
 import os
 import shlex
 import shutil
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..cache import RowCache
-from ..errors import ReproError, counted, listed
+from ..errors import DataError, ReproError, counted, listed
 from ..family import Member
-from ..jobs import FINGERPRINT_FILE, finished_chunks, made_by
+from ..jobs import FINGERPRINT_FILE, finished_chunks, made_by, read_chunk
 from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
                         as_recorded)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
@@ -90,6 +91,35 @@ def made_by_other_code(run: RunDir, parameters: dict[str, Any]) -> list[tuple[in
                            f"{'was' if n == 1 else 'were'} made {made_by(work.get('code'), work.get('stage'))}: "
                            f"{'it is' if n == 1 else 'they are'} set aside{rows}"))
     return out
+
+
+def damaged_work(run: RunDir) -> tuple[list[tuple[int, str]], list[str]]:
+    """Damaged files in work/: (chunks, what a run does with them) of each job folder whose fingerprint.json is not
+    JSON (they cannot be told to be its work: set aside), and what is wrong with each chunk file of the other folders
+    that holds no JSON list (a run stops at it)."""
+    folders: dict[Path, list[Path]] = collections.defaultdict(list)
+    for path in sorted(finished_chunks(run.work)):
+        folders[path.parent].append(path)
+    aside, broken = [], []
+    for folder, chunks in folders.items():
+        try:
+            json.loads((folder / FINGERPRINT_FILE).read_text(encoding="utf-8"))
+        except ValueError:
+            n, where = len(chunks), folder.relative_to(run.root)
+            aside.append((n, f"{counted(n, 'finished chunk')} in {where} cannot be told to be this run's: its "
+                             f"{FINGERPRINT_FILE} is damaged (not JSON): {'it is' if n == 1 else 'they are'} set "
+                             f"aside and computed again"))
+            continue
+        except OSError:  # none: a run writes its own and uses the chunks
+            pass
+        for path in chunks:
+            try:
+                read_chunk(path)
+            except DataError as exc:
+                broken.append(str(exc).removesuffix("."))
+            except OSError:  # (unreadable: the run says so)
+                continue
+    return aside, broken
 
 
 def kept_to_continue(members: Sequence[Member]) -> str:
@@ -194,6 +224,17 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     """Whether this run may write into `run`: nobody else writing there, and new, the same parameters, or `force`."""
     if (writer := run.writer()) is not None:
         return Check("run directory", False, busy(given_as, writer), problem="BUSY")
+    runs = executed(parameters["notebooks"], stale, force)
+    recorded = not changed and run.manifest.is_file()
+    how = how_it_runs(run, parameters) + source_changed(run, parameters) if recorded else ""
+    # chunks loaded as they are (not set aside as work of other values): a damaged one stops the run
+    aside, broken = damaged_work(run) if not changed and rebuilds(runs) and "set aside" not in how else ([], [])
+    if broken:
+        n = len(finished_chunks(run.work)) - len(broken) - sum(k for k, _ in aside)
+        return Check("run directory", False, f"{'; '.join(broken)}: a run there stops at "
+                                             f"{'it' if len(broken) == 1 else 'the first'} (the other "
+                                             f"{counted(n, 'finished chunk')} {'is' if n == 1 else 'are'} kept)",
+                     problem="DAMAGED")
     if not changed and not run.manifest.is_file():  # (a replaced run's work/ stays: its record may be all that went)
         n = len(finished_chunks(run.work))
         return Check("run directory", True, f"{run.root} (new)" if not n else
@@ -201,9 +242,7 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
                      f"it was made with these values, else set aside)")
     last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
     if not changed:
-        how = how_it_runs(run, parameters) + source_changed(run, parameters)
-        runs = executed(parameters["notebooks"], stale, force)
-        made = made_by_other_code(run, parameters) if rebuilds(runs) else []  # (set aside, not kept)
+        made = made_by_other_code(run, parameters) + aside if rebuilds(runs) else []  # (set aside, not kept)
         n = len(finished_chunks(run.work)) - sum(k for k, _ in made)
         kept = "" if "set aside" in how or made and not n else \
             f"; {counted(n, 'finished chunk')} {'is' if n == 1 else 'are'} kept"

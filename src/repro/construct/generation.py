@@ -450,6 +450,18 @@ def _cache_key(item: dict) -> dict:
     return {"ids": item["ids"], "keys": item["keys"]}
 
 
+def _not_generated(params: GenerationParams, item: dict, result: Any) -> str | None:
+    """What a finished chunk's result should be (`_generate_chunk`'s), where `result` is not that."""
+    n, got = params.n_candidates, result if isinstance(result, dict) else {}
+    texts, reference = got.get("candidates"), got.get("reference_response")
+    if type(got.get("tokens")) is int and (isinstance(reference, str) or not params.generate_reference) and \
+            (not n or isinstance(texts, list) and len(texts) == n and all(isinstance(t, str) for t in texts)):
+        return None
+    *told, last = ["a token count", *["a reference response"] * params.generate_reference,
+                   *[f"{n} candidate texts"] * bool(n)]  # (a run generates one of them at least)
+    return f"{', '.join(told)} and {last}"
+
+
 def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, device: str | None,
                     share: tuple[int, int] | None, *, cache: RowCache | None) -> tuple[Any, dict[str, Any]]:
     """Generate the chunks of `share` (all: None) not on disk yet on `device` (None: the plan's); the run, counters."""
@@ -480,7 +492,8 @@ def _generate_share(plan: _Plan, params: GenerationParams, work_dir: Path, devic
         run = run_chunked_with_stats(plan.kept, generate_chunk, work_dir=Path(work_dir),
                                      fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size,
                                      desc="generation", progress=progress, fn_reports_progress=True,
-                                     unit="prompt", share=share, prepare=share is None, cache=cache, setup=engine)
+                                     unit="prompt", share=share, prepare=share is None, cache=cache, setup=engine,
+                                     check=functools.partial(_not_generated, params))
     finally:
         progress.close()
     return run, counters

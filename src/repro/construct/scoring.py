@@ -130,6 +130,14 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     return ScoreResult(scores=scores, info=info)
 
 
+def _not_scores(item: list[Any], result: Any) -> str | None:
+    """What a finished chunk's result of `item` ([prompt, candidates]) should be, where `result` is not that."""
+    n = len(item[1])
+    if isinstance(result, list) and len(result) == n and all(type(x) in (int, float) for x in result):
+        return None
+    return f"{n} scores (one number per candidate)"
+
+
 def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]]:
     """The scores of `spec`'s items and the merged stats via `repro.jobs.run_job` (torchrun workers' entry too)."""
     job, items = ScoringJob(**spec["job"]), spec["items"]
@@ -186,7 +194,7 @@ def scoring_job(spec: dict[str, Any]) -> tuple[list[list[float]], dict[str, Any]
             items, score_chunk, work_dir=job.work_dir, fingerprint=fingerprint, chunk_size=job.chunk_size,
             desc=desc if share is None else f"{desc} (rank 0 of {share[1]}: its share)",
             progress=job.progress and (share is None or share[0] == 0), fn_reports_progress=True, share=share,
-            unit="prompt", prepare=share is None, cache=cache, setup=load_weights, note=budgets_of)
+            unit="prompt", prepare=share is None, cache=cache, setup=load_weights, note=budgets_of, check=_not_scores)
         truncated, budgets_used, unknown = getattr(scorer, "rows_truncated", 0), collections.Counter(), 0
         size = job.chunk_size
         for index in range(run.chunks_total) if share is None else chunk_share(run.chunks_total, *share):
