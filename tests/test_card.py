@@ -2055,7 +2055,7 @@ def test_scores_told_as_pairrm_that_break_its_sign_order_are_said_not_to_be_its(
     assert f"这些分数在 30 行中有 {fails} 行违反 PairRM 的符号顺序" in zh
     assert f"`score_chosen` ≥ 0 ≥ `score_rejected`: holds in {30 - fails} of 30 rows." in en
     assert "`score_chosen` = −`score_rejected` in rows with two candidates: not applicable: no row gives each of its " \
-           "candidates one score (`candidate_scores`)." in en
+           "candidates one score (`candidate_scores`, or the `scores` of `repro score`)." in en
     assert "PairRM scores are not ratings" not in en  # the scale of PairRM's scores is not claimed for these
     # the scores of a built run (PairRM's math) break nothing: no such sentence
     assert make_run(tmp_path / "built")["run"] and "sign order in" not in halves(card_for(tmp_path / "built")[1])[0]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import datasets
 import numpy as np
 import pytest
+from huggingface_hub import DatasetCard
 
-from repro.analysis.report import load
+from repro.analysis.report import analyze, load
+from repro.card import gather_facts, write_card
 from repro.cli import main
 from repro.cli.score import read_rows
 from repro.construct.pairs import build_row
@@ -17,7 +20,7 @@ from repro.exporters import export_rows
 from repro.dataset_io import write_split
 from repro.errors import DataError
 from repro.formats import to_trl
-from repro.parameters import AnalyzeParams
+from repro.parameters import AnalyzeParams, CardParams, build
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
 
@@ -498,3 +501,47 @@ def test_rows_that_list_every_candidate_get_their_pair_and_scores_from_the_new_s
         np.testing.assert_array_equal(data.score_chosen, [max(g["scores"]) for g in got])
         np.testing.assert_array_equal(data.score_rejected, [min(g["scores"]) for g in got])
     assert changed  # (some pair is not the old one: the test tells the new from the old)
+
+
+def score_h4(out, model, rows, *more):
+    """`repro score` of H4 rows (their pair: two candidates each) into `out`; the rows it wrote."""
+    src = write_jsonl(out.parent / f"input-{out.stem}.jsonl", rows)
+    assert main(["score", "--model", str(model), "--input", str(src), "--output", str(out), "--device", "cpu",
+                 "--source-maxlength", "64", "--candidate-maxlength", "32", *more]) == 0
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def analysed_and_carded(dataset, run, known_recipe=None):
+    """02_analyze's metrics and 03_card's two halves (English, Chinese) of `dataset` in run directory `run`."""
+    metrics = analyze(build(AnalyzeParams, {"dataset": str(dataset), "run_dir": str(run),
+                                            "bootstrap_resamples": 100})).metrics
+    params = build(CardParams, {"card_dataset": str(dataset), "run_dir": str(run), "known_recipe": known_recipe})
+    text = DatasetCard.load(write_card(gather_facts(params))).text
+    return metrics, text[:text.index("# 「")], text[text.index("# 「"):]
+
+
+@pytest.fixture(scope="module")
+def scored_h4(tmp_path_factory, tiny_pairrm_dir, train_rows):
+    """Six H4 rows of the fixture (GPT-4 ratings as their scores) scored by `repro score` with the tiny stand-in: its
+    folder, which each test copies, and the rows it wrote."""
+    out = tmp_path_factory.mktemp("scored") / "h4.jsonl"
+    return out.parent, score_h4(out, tiny_pairrm_dir, train_rows[:6])
+
+
+def test_the_pairrm_checks_of_rows_repro_score_wrote_count_its_scores(tmp_path, scored_h4):
+    """Rows `repro score` wrote give each candidate one score (`scores`), yet 02_analyze read none (`candidate_scores`
+    null) and the card said antisymmetry and the zero sum were "not applicable: no row gives each of its candidates
+    one score (`candidate_scores`)". Now both count them."""
+    folder, rows = scored_h4
+    metrics, en, zh = analysed_and_carded(shutil.copytree(folder, tmp_path / "scored") / "h4.jsonl", tmp_path / "run")
+    best = sum(r["scores"][0] >= r["scores"][1] for r in rows)  # the pairs kept H4's chosen: these scores may not
+    assert metrics["invariants"]["candidate_scores"] == {
+        "rows": 6, "candidates_per_row": {"min": 2, "max": 2, "mean": 2.0}, "sum_to_zero_holds": 6,
+        "sum_to_zero_atol": 1e-4, "two_candidate_rows": 6, "antisymmetry_holds_among_two_candidate_rows": 6,
+        "chosen_is_best_and_rejected_is_worst": best}
+    assert "- `score_chosen` = −`score_rejected` in rows with two candidates: holds in 6 of 6 rows." in en
+    assert "- a row's candidate scores sum to 0: holds in 6 of 6 rows." in en
+    assert f"- `chosen` is the best candidate and `rejected` the worst: holds in {best} of 6 rows." in en
+    assert "- 两个候选的行中 `score_chosen` = −`score_rejected`：在 6 行中有 6 行成立。" in zh
+    assert "- 每行候选得分之和为 0：在 6 行中有 6 行成立。" in zh
+    assert "not applicable" not in en and "不适用" not in zh
