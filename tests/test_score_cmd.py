@@ -21,8 +21,10 @@ from repro.dataset_io import write_split
 from repro.errors import DataError
 from repro.formats import to_trl
 from repro.parameters import AnalyzeParams, CardParams, build
+from repro.paths import STAND_IN_MARKER
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
+from repro.subject import declared_stand_ins
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -505,6 +507,7 @@ def test_rows_that_list_every_candidate_get_their_pair_and_scores_from_the_new_s
 
 def score_h4(out, model, rows, *more):
     """`repro score` of H4 rows (their pair: two candidates each) into `out`; the rows it wrote."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     src = write_jsonl(out.parent / f"input-{out.stem}.jsonl", rows)
     assert main(["score", "--model", str(model), "--input", str(src), "--output", str(out), "--device", "cpu",
                  "--source-maxlength", "64", "--candidate-maxlength", "32", *more]) == 0
@@ -545,3 +548,30 @@ def test_the_pairrm_checks_of_rows_repro_score_wrote_count_its_scores(tmp_path, 
     assert "- 两个候选的行中 `score_chosen` = −`score_rejected`：在 6 行中有 6 行成立。" in zh
     assert "- 每行候选得分之和为 0：在 6 行中有 6 行成立。" in zh
     assert "not applicable" not in en and "不适用" not in zh
+
+
+def test_a_stand_ins_scores_are_marked_beside_them_and_02_analyze_and_03_card_say_so(tmp_path, tiny_pairrm_dir,
+                                                                                       train_rows, capsys):
+    """`repro score` with a stand-in said "a random STAND-IN" on stderr only: 02_analyze on its output wrote scorer
+    null and scores_from_stand_in null, and 03_card had no stand-in banner nor tag. Now the repro_stand_in.json beside
+    the output names the file and its scorer (as a run's manifest names it), and both read it."""
+    out = tmp_path / "scored" / "h4.jsonl"
+    score_h4(out, tiny_pairrm_dir, train_rows[:4])
+    assert f"({STAND_IN_MARKER} beside it says so)" in capsys.readouterr().err
+    marked = json.loads((out.parent / STAND_IN_MARKER).read_text())["files"]["h4.jsonl"]
+    assert {k: marked[k] for k in ("model", "kind", "stand_in", "device", "dtype")} == {
+        "model": str(tiny_pairrm_dir), "kind": "pairrm", "stand_in": True, "device": "cpu", "dtype": "fp32"}
+    metrics, en, zh = analysed_and_carded(out, tmp_path / "run")
+    assert metrics["scores_from_stand_in"] is True and metrics["scorer"]["model"] == str(tiny_pairrm_dir)
+    assert (f"> **Stand-in scores.** `score_chosen` and `score_rejected` come from `{tiny_pairrm_dir.name}`, a "
+            f"stand-in ranker that this project builds offline (PairRM's architecture, not its weights), as a marker "
+            f"in its folder declares (`repro_stand_in.json`).") in en
+    assert f"> **替身分数。** `score_chosen` 与 `score_rejected` 来自 `{tiny_pairrm_dir.name}`" in zh
+    assert "stand-in-scores" in DatasetCard.load(tmp_path / "run" / "dataset" / "README.md").data.tags
+    # the folder's other files are not the stand-in's: the input beside it; nor its rows scored again by a
+    # checkpoint that is no stand-in, which takes the mark away
+    assert declared_stand_ins(str(out.parent / "input-h4.jsonl")) == {}
+    real = shutil.copytree(tiny_pairrm_dir, tmp_path / "no-stand-in", ignore=shutil.ignore_patterns(STAND_IN_MARKER))
+    score_h4(out, real, train_rows[:4], "--force")
+    assert "STAND-IN" not in capsys.readouterr().err and not (out.parent / STAND_IN_MARKER).exists()
+    assert declared_stand_ins(str(out)) == {}
