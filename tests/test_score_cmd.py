@@ -575,3 +575,35 @@ def test_a_stand_ins_scores_are_marked_beside_them_and_02_analyze_and_03_card_sa
     score_h4(out, real, train_rows[:4], "--force")
     assert "STAND-IN" not in capsys.readouterr().err and not (out.parent / STAND_IN_MARKER).exists()
     assert declared_stand_ins(str(out)) == {}
+
+
+def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):
+    """metrics.json's scale said "as PairRM's are (no record names the scorer: read as PairRM's) ... PairRM's invariants
+    ... are expected to hold if PairRM made them", the card of the same rows "as a reward model's logits are ... ties
+    should be rare", without the invariants. Now the card says what the analysis read, in both languages: PairRM's
+    (its stand-in marked beside the rows), read as PairRM's (the rows alone), a reward model's (one marked)."""
+    folder, _ = scored_h4
+    reward = {"model": "builtin:tiny-reward-llama", "kind": "sequence_classifier", "stand_in": True}
+    said = {  # rows: (metrics.json's sentence, the card's English and Chinese sentences)
+        "marked": ("These scores are real-valued logits, as PairRM's are: ",
+                   "as PairRM's logits are (12 distinct values", "ties should be rare and PairRM's invariants should "
+                   "hold.", "与 PairRM 的 logit 相同（12 个不同取值", "平局应当罕见，PairRM 的不变量应当成立。"),
+        "bare": ("as PairRM's are (no record names the scorer: read as PairRM's)",
+                 "off any rating grid; no record names the scorer: read as PairRM's)", "PairRM's invariants should "
+                 "hold if PairRM made them.", "没有记录说明评分模型：按 PairRM 的分数解读）",
+                 "PairRM 的不变量应当成立（如果分数出自 PairRM）。"),
+        "reward": ("as a reward model's logits are", "as a reward model's logits are (12 distinct values",
+                   "ties should be rare; a reward model's scores need not sum to 0 over a row's candidates, so "
+                   "`score_chosen` ≥ 0 ≥ `score_rejected` need not hold.", "与奖励模型的 logit 相同（12 个不同取值",
+                   "平局应当罕见；奖励模型的分数在一行的各候选之间不必和为 0，因此 "
+                   "`score_chosen` ≥ 0 ≥ `score_rejected` 不必成立。")}
+    for case, (sentence, *card) in said.items():
+        rows = shutil.copytree(folder, tmp_path / case, ignore=shutil.ignore_patterns(
+            *[STAND_IN_MARKER] * (case != "marked"))) / "h4.jsonl"
+        if case == "reward":
+            (rows.parent / STAND_IN_MARKER).write_text(json.dumps({"files": {"h4.jsonl": reward}}))
+        metrics, en, zh = analysed_and_carded(rows, tmp_path / f"run-{case}")
+        assert sentence in metrics["scale"]["sentence"], case
+        scale = next(line for line in en.splitlines() if line.startswith("- Scale, as the analysis reads it: "))
+        scale_zh = next(line for line in zh.splitlines() if line.startswith("- 分析给出的尺度判断："))
+        assert card[0] in scale and card[1] in scale and card[2] in scale_zh and card[3] in scale_zh, (case, scale)

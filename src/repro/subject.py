@@ -56,6 +56,13 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
     return out
 
 
+def read_as_pairrm(scorer: dict[str, Any] | None) -> bool | None:
+    """Whose logits 02_analyze reads the scores of `scorer` (the record of their making, metrics.json's `scorer`) as:
+    PairRM's (its kind of scorer), a reward model's (another), or None: no record names one (read as PairRM's, said
+    so); 03_card states the same."""
+    return scorer.get("kind", "pairrm") == "pairrm" if scorer else None
+
+
 def _marker(folder: Path) -> dict[str, Any]:
     """The STAND_IN_MARKER in `folder` ({"files": {name: its scorer}}, beside what repro score wrote), else {}."""
     try:

@@ -25,7 +25,7 @@ from ..parameters import BUILTIN_SCORERS, CardParams, ConstructParams, Generatio
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id)
 from ..sources import held_splits, load_source, read_parquet
-from ..subject import claim, declared_stand_ins, is_own_dataset
+from ..subject import claim, declared_stand_ins, is_own_dataset, read_as_pairrm
 
 CONFIG_NAME = "default"
 SEED_REPO = FORMATS["seed"].source
@@ -335,6 +335,12 @@ class CardFacts:
     def scale(self) -> dict[str, Any] | None:
         """What the analysis read of the scores' scale: {kind (rating, logit, probability, constant, unclear), ...}."""
         return (self.metrics or {}).get("scale")
+
+    @property
+    def scale_read_as_pairrm(self) -> bool | None:
+        """Whose logits the analysis read the scores as (PairRM's, a reward model's, None: PairRM's, no record naming
+        the scorer), from the scorer its metrics record: the card's scale is the one metrics.json states."""
+        return read_as_pairrm(_get(self.metrics, "scorer"))
 
     @property
     def sign_order_fails(self) -> int:
