@@ -607,3 +607,27 @@ def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):
         scale = next(line for line in en.splitlines() if line.startswith("- Scale, as the analysis reads it: "))
         scale_zh = next(line for line in zh.splitlines() if line.startswith("- 分析给出的尺度判断："))
         assert card[0] in scale and card[1] in scale and card[2] in scale_zh and card[3] in scale_zh, (case, scale)
+
+
+def test_the_card_describes_the_columns_repro_score_adds(tmp_path, scored_h4):
+    """The card's schema said of `scores`, `ranks`, `input_score_chosen` and `input_score_rejected` "Not a column of
+    the seed dataset's schema; no description is known", though repro score writes them (docs/scoring.md)."""
+    folder, _ = scored_h4
+    _, en, zh = analysed_and_carded(shutil.copytree(folder, tmp_path / "scored") / "h4.jsonl", tmp_path / "run")
+
+    def described(half):  # {column: its description} of the features table
+        rows = (line.strip().strip("|").split("|") for line in half.splitlines() if line.startswith("| `"))
+        return {cells[0].strip(" `"): cells[2].strip() for cells in rows if len(cells) == 3}
+
+    en, zh = described(en), described(zh)
+    assert en["scores"] == ("The score of each candidate by `repro score`, in the order of `candidates` (higher is "
+                            "better).")
+    assert en["ranks"] == ("The rank of each candidate by its score, in the order of `candidates` (1 = best; equal "
+                           "scores share the better rank).")
+    for side in ("chosen", "rejected"):
+        assert en[f"input_score_{side}"] == (f"The input's `score_{side}`, kept under this name by `repro score`, "
+                                             f"which wrote `score_{side}` anew from its own scores.")
+        assert zh[f"input_score_{side}"] == (f"输入数据原有的 `score_{side}`，由 `repro score` 以此列名保留；"
+                                             f"`score_{side}` 已按它自己的得分重新写出。")
+    assert zh["scores"] == "`repro score` 给每个候选回复的得分，顺序与 `candidates` 一致（越高越好）。"
+    assert zh["ranks"] == "每个候选回复按得分的名次，顺序与 `candidates` 一致（1 为最佳；得分相同者并列较好的名次）。"

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Features, Value
 
-from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_texts, score_array,
-                          scores_digest, split_files, write_split)
+from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_texts,
+                          score_array, scores_digest, split_files, write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
@@ -225,6 +225,15 @@ class CardFacts:
             return {"kind": "seed_plus" if extra else "same", "extra": extra}
         return {"kind": "differs", "extra": extra, "missing": [c for c in SEED_FEATURES if c not in self.features],
                 "changed": [c for c in SEED_FEATURES if c in self.features and self.features[c] != SEED_FEATURES[c]]}
+
+    @property
+    def rescored_columns(self) -> list[str]:
+        """The columns `repro score` added to the rows (beside the `candidates` it scored): `scores`, `ranks`, and the
+        input's values it kept as `input_<name>` where it wrote `<name>` anew from its scores."""
+        if not self.has_columns(*RESCORED_COLUMNS):
+            return []
+        return [c for c in self.features
+                if c in RESCORED_COLUMNS[1:] or c.startswith("input_") and c[6:] in self.features]
 
     @property
     def several_scorers(self) -> dict[str, Any] | None:
