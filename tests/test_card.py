@@ -179,7 +179,16 @@ def make_run(root: Path, rows: list[dict] | None = None, features=SEED_FEATURES,
             write_png(run.figures / f"{name}.png")
             figures[name] = {"png": f"figures/{name}.png", "svg": f"figures/{name}.svg", "title": title}
         run.metrics.write_text(json.dumps(analysis_metrics(ds, figures)))
+        if manifest:
+            record_scorer(run, Manifest(run).read()["scorer"])
     return {"run": run, "ds": ds, "split": split}
+
+
+def record_scorer(run: RunDir, scorer: dict) -> None:
+    """`scorer` in the run's manifest and, as 02_analyze then records what it read, in its metrics.json."""
+    Manifest(run).record("scorer", scorer)
+    if run.metrics.is_file():
+        run.metrics.write_text(json.dumps({**json.loads(run.metrics.read_text()), "scorer": scorer}))
 
 
 def recipe_rows(fmt: str, n: int = 12) -> datasets.Dataset:
@@ -469,7 +478,11 @@ def test_checks_that_do_not_apply_say_so_and_why(tmp_path):
     assert body.count("not applicable: the pair is not each row's best and worst (selection `best_second`).") == 2
     assert "a row's candidate scores sum to 0: holds in 24 of 24 rows." in body and facts.sign_order_fails == 0
     assert "break PairRM's sign order" not in body
-    assert "ties should be rare and PairRM's invariants should hold" not in body and "ties should be rare." in body
+    assert "ties should be rare and PairRM's invariants should hold" not in body  # the scale says why, as metrics do
+    assert ("ties should be rare; a row's candidate scores sum to 0, but the pair was chosen by selection "
+            "`best_second`, not as each row's best and worst, so `score_chosen` ≥ 0 ≥ `score_rejected` need not "
+            "hold.") in body
+    assert "平局应当罕见；每行候选得分之和为 0，但偏好对由 selection `best_second` 选出" in body
     assert body.count("不适用：每行的偏好对不是最高分与最低分（selection `best_second`）。") == 2
     del facts.metrics["invariants"]["selection"]
     facts.metrics["invariants"]["expected_to_hold"] = False
@@ -1331,8 +1344,8 @@ def test_stand_in_scorer_is_stated_at_the_top(tmp_path):
 
 def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
     make_run(tmp_path / "run", stand_in=True)
-    Manifest(RunDir(tmp_path / "run")).record("scorer", {"model": "builtin:tiny-reward-llama", "dtype": "fp32",
-                                                            "kind": "sequence_classifier", "stand_in": True})
+    record_scorer(RunDir(tmp_path / "run"), {"model": "builtin:tiny-reward-llama", "dtype": "fp32",
+                                             "kind": "sequence_classifier", "stand_in": True})
     _, card_path = card_for(tmp_path / "run")
     english, chinese = (half.strip().split("\n\n")[1] for half in halves(card_path))
     assert "builtin:tiny-reward-llama" in english and "sequence classifier" in english and "PairRM" not in english
@@ -1351,8 +1364,8 @@ def test_a_stand_in_reward_model_is_not_called_pairrm(tmp_path):
         assert said not in zh
     assert "Trying `repro` itself" in section(en, "## Typical uses") and "试用 `repro`" in section(zh, "## 常用场景")
     # a real reward model: the uses of a preference dataset, none of PairRM's
-    Manifest(RunDir(tmp_path / "run")).record("scorer", {"model": "my-org/reward-8b", "dtype": "bf16",
-                                                            "kind": "sequence_classifier", "stand_in": False})
+    record_scorer(RunDir(tmp_path / "run"), {"model": "my-org/reward-8b", "dtype": "bf16",
+                                             "kind": "sequence_classifier", "stand_in": False})
     Manifest(RunDir(tmp_path / "run")).update(parameters={**Manifest(RunDir(tmp_path / "run")).read()["parameters"],
                                                           "scorer_model": "my-org/reward-8b"})
     facts, card_path = card_for(tmp_path / "run")
@@ -2146,7 +2159,7 @@ def test_scores_told_as_pairrm_that_break_its_sign_order_are_said_not_to_be_its(
     assert f"这些分数在 30 行中有 {fails} 行违反 PairRM 的符号顺序" in zh
     assert f"`score_chosen` ≥ 0 ≥ `score_rejected`: holds in {30 - fails} of 30 rows." in en
     assert "`score_chosen` = −`score_rejected` in rows with two candidates: not applicable: no row gives each of its " \
-           "candidates one score (`candidate_scores`)." in en
+           "candidates one score (`candidate_scores`, or the `scores` of `repro score`)." in en
     assert "PairRM scores are not ratings" not in en  # the scale of PairRM's scores is not claimed for these
     # the scores of a built run (PairRM's math) break nothing: no such sentence
     assert make_run(tmp_path / "built")["run"] and "sign order in" not in halves(card_for(tmp_path / "built")[1])[0]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import datasets
 import numpy as np
 import pytest
+from huggingface_hub import DatasetCard
 
-from repro.analysis.report import load
+from repro.analysis.report import analyze, load
+from repro.card import gather_facts, write_card
 from repro.cli import main
 from repro.cli.score import read_rows
 from repro.construct.pairs import build_row
@@ -17,9 +20,11 @@ from repro.exporters import export_rows
 from repro.dataset_io import write_split
 from repro.errors import DataError
 from repro.formats import to_trl
-from repro.parameters import AnalyzeParams
+from repro.parameters import AnalyzeParams, CardParams, build
+from repro.paths import STAND_IN_MARKER
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
+from repro.subject import declared_stand_ins
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -533,3 +538,131 @@ def test_repicked_rows_keep_their_conversation_and_rows_without_the_list_keep_th
     for g, row in zip(got["seed"], seed):
         assert {k: g[k] for k in row if k != "prompt"} == {k: v for k, v in row.items() if k != "prompt"}
         assert not [k for k in g if k.startswith("input_")] and len(g["scores"]) == 3
+
+
+def score_h4(out, model, rows, *more):
+    """`repro score` of H4 rows (their pair: two candidates each) into `out`; the rows it wrote."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = write_jsonl(out.parent / f"input-{out.stem}.jsonl", rows)
+    assert main(["score", "--model", str(model), "--input", str(src), "--output", str(out), "--device", "cpu",
+                 "--source-maxlength", "64", "--candidate-maxlength", "32", *more]) == 0
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def analysed_and_carded(dataset, run, known_recipe=None):
+    """02_analyze's metrics and 03_card's two halves (English, Chinese) of `dataset` in run directory `run`."""
+    metrics = analyze(build(AnalyzeParams, {"dataset": str(dataset), "run_dir": str(run),
+                                            "bootstrap_resamples": 100})).metrics
+    params = build(CardParams, {"card_dataset": str(dataset), "run_dir": str(run), "known_recipe": known_recipe})
+    text = DatasetCard.load(write_card(gather_facts(params))).text
+    return metrics, text[:text.index("# 「")], text[text.index("# 「"):]
+
+
+@pytest.fixture(scope="module")
+def scored_h4(tmp_path_factory, tiny_pairrm_dir, train_rows):
+    """Six H4 rows of the fixture (GPT-4 ratings as their scores) scored by `repro score` with the tiny stand-in: its
+    folder, which each test copies, and the rows it wrote."""
+    out = tmp_path_factory.mktemp("scored") / "h4.jsonl"
+    return out.parent, score_h4(out, tiny_pairrm_dir, train_rows[:6])
+
+
+def test_the_pairrm_checks_of_rows_repro_score_wrote_count_its_scores(tmp_path, scored_h4):
+    """Rows `repro score` wrote give each candidate one score (`scores`), yet 02_analyze read none (`candidate_scores`
+    null) and the card said antisymmetry and the zero sum were "not applicable: no row gives each of its candidates
+    one score (`candidate_scores`)". Now both count them."""
+    folder, rows = scored_h4
+    metrics, en, zh = analysed_and_carded(shutil.copytree(folder, tmp_path / "scored") / "h4.jsonl", tmp_path / "run")
+    best = sum(r["scores"][0] >= r["scores"][1] for r in rows)  # the pairs kept H4's chosen: these scores may not
+    assert metrics["invariants"]["candidate_scores"] == {
+        "rows": 6, "candidates_per_row": {"min": 2, "max": 2, "mean": 2.0}, "sum_to_zero_holds": 6,
+        "sum_to_zero_atol": 1e-4, "two_candidate_rows": 6, "antisymmetry_holds_among_two_candidate_rows": 6,
+        "chosen_is_best_and_rejected_is_worst": best}
+    assert "- `score_chosen` = −`score_rejected` in rows with two candidates: holds in 6 of 6 rows." in en
+    assert "- a row's candidate scores sum to 0: holds in 6 of 6 rows." in en
+    assert f"- `chosen` is the best candidate and `rejected` the worst: holds in {best} of 6 rows." in en
+    assert "- 两个候选的行中 `score_chosen` = −`score_rejected`：在 6 行中有 6 行成立。" in zh
+    assert "- 每行候选得分之和为 0：在 6 行中有 6 行成立。" in zh
+    assert "not applicable" not in en and "不适用" not in zh
+
+
+def test_a_stand_ins_scores_are_marked_beside_them_and_02_analyze_and_03_card_say_so(tmp_path, tiny_pairrm_dir,
+                                                                                       train_rows, capsys):
+    """`repro score` with a stand-in said "a random STAND-IN" on stderr only: 02_analyze on its output wrote scorer
+    null and scores_from_stand_in null, and 03_card had no stand-in banner nor tag. Now the repro_stand_in.json beside
+    the output names the file and its scorer (as a run's manifest names it), and both read it."""
+    out = tmp_path / "scored" / "h4.jsonl"
+    score_h4(out, tiny_pairrm_dir, train_rows[:4])
+    assert f"({STAND_IN_MARKER} beside it says so)" in capsys.readouterr().err
+    marked = json.loads((out.parent / STAND_IN_MARKER).read_text())["files"]["h4.jsonl"]
+    assert {k: marked[k] for k in ("model", "kind", "stand_in", "device", "dtype")} == {
+        "model": str(tiny_pairrm_dir), "kind": "pairrm", "stand_in": True, "device": "cpu", "dtype": "fp32"}
+    metrics, en, zh = analysed_and_carded(out, tmp_path / "run")
+    assert metrics["scores_from_stand_in"] is True and metrics["scorer"]["model"] == str(tiny_pairrm_dir)
+    assert (f"> **Stand-in scores.** `score_chosen` and `score_rejected` come from `{tiny_pairrm_dir.name}`, a "
+            f"stand-in ranker that this project builds offline (PairRM's architecture, not its weights), as a marker "
+            f"in its folder declares (`repro_stand_in.json`).") in en
+    assert f"> **替身分数。** `score_chosen` 与 `score_rejected` 来自 `{tiny_pairrm_dir.name}`" in zh
+    assert "stand-in-scores" in DatasetCard.load(tmp_path / "run" / "dataset" / "README.md").data.tags
+    # the folder's other files are not the stand-in's: the input beside it; nor its rows scored again by a
+    # checkpoint that is no stand-in, which takes the mark away
+    assert declared_stand_ins(str(out.parent / "input-h4.jsonl")) == {}
+    real = shutil.copytree(tiny_pairrm_dir, tmp_path / "no-stand-in", ignore=shutil.ignore_patterns(STAND_IN_MARKER))
+    score_h4(out, real, train_rows[:4], "--force")
+    assert "STAND-IN" not in capsys.readouterr().err and not (out.parent / STAND_IN_MARKER).exists()
+    assert declared_stand_ins(str(out)) == {}
+
+
+def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):
+    """metrics.json's scale said "as PairRM's are (no record names the scorer: read as PairRM's) ... PairRM's invariants
+    ... are expected to hold if PairRM made them", the card of the same rows "as a reward model's logits are ... ties
+    should be rare", without the invariants. Now the card says what the analysis read, in both languages: PairRM's
+    (its stand-in marked beside the rows), read as PairRM's (the rows alone), a reward model's (one marked)."""
+    folder, _ = scored_h4
+    reward = {"model": "builtin:tiny-reward-llama", "kind": "sequence_classifier", "stand_in": True}
+    said = {  # rows: (metrics.json's sentence, the card's English and Chinese sentences)
+        "marked": ("These scores are real-valued logits, as PairRM's are: ",
+                   "as PairRM's logits are (12 distinct values", "ties should be rare and PairRM's invariants should "
+                   "hold.", "与 PairRM 的 logit 相同（12 个不同取值", "平局应当罕见，PairRM 的不变量应当成立。"),
+        "bare": ("as PairRM's are (no record names the scorer: read as PairRM's)",
+                 "off any rating grid; no record names the scorer: read as PairRM's)", "PairRM's invariants should "
+                 "hold if PairRM made them.", "没有记录说明评分模型：按 PairRM 的分数解读）",
+                 "PairRM 的不变量应当成立（如果分数出自 PairRM）。"),
+        "reward": ("as a reward model's logits are", "as a reward model's logits are (12 distinct values",
+                   "ties should be rare; a reward model's scores need not sum to 0 over a row's candidates, so "
+                   "`score_chosen` ≥ 0 ≥ `score_rejected` need not hold.", "与奖励模型的 logit 相同（12 个不同取值",
+                   "平局应当罕见；奖励模型的分数在一行的各候选之间不必和为 0，因此 "
+                   "`score_chosen` ≥ 0 ≥ `score_rejected` 不必成立。")}
+    for case, (sentence, *card) in said.items():
+        rows = shutil.copytree(folder, tmp_path / case, ignore=shutil.ignore_patterns(
+            *[STAND_IN_MARKER] * (case != "marked"))) / "h4.jsonl"
+        if case == "reward":
+            (rows.parent / STAND_IN_MARKER).write_text(json.dumps({"files": {"h4.jsonl": reward}}))
+        metrics, en, zh = analysed_and_carded(rows, tmp_path / f"run-{case}")
+        assert sentence in metrics["scale"]["sentence"], case
+        scale = next(line for line in en.splitlines() if line.startswith("- Scale, as the analysis reads it: "))
+        scale_zh = next(line for line in zh.splitlines() if line.startswith("- 分析给出的尺度判断："))
+        assert card[0] in scale and card[1] in scale and card[2] in scale_zh and card[3] in scale_zh, (case, scale)
+
+
+def test_the_card_describes_the_columns_repro_score_adds(tmp_path, scored_h4):
+    """The card's schema said of `scores`, `ranks`, `input_score_chosen` and `input_score_rejected` "Not a column of
+    the seed dataset's schema; no description is known", though repro score writes them (docs/scoring.md)."""
+    folder, _ = scored_h4
+    _, en, zh = analysed_and_carded(shutil.copytree(folder, tmp_path / "scored") / "h4.jsonl", tmp_path / "run")
+
+    def described(half):  # {column: its description} of the features table
+        rows = (line.strip().strip("|").split("|") for line in half.splitlines() if line.startswith("| `"))
+        return {cells[0].strip(" `"): cells[2].strip() for cells in rows if len(cells) == 3}
+
+    en, zh = described(en), described(zh)
+    assert en["scores"] == ("The score of each candidate by `repro score`, in the order of `candidates` (higher is "
+                            "better).")
+    assert en["ranks"] == ("The rank of each candidate by its score, in the order of `candidates` (1 = best; equal "
+                           "scores share the better rank).")
+    for side in ("chosen", "rejected"):
+        assert en[f"input_score_{side}"] == (f"The input's `score_{side}`, kept under this name by `repro score`, "
+                                             f"which wrote `score_{side}` anew from its own scores.")
+        assert zh[f"input_score_{side}"] == (f"输入数据原有的 `score_{side}`，由 `repro score` 以此列名保留；"
+                                             f"`score_{side}` 已按它自己的得分重新写出。")
+    assert zh["scores"] == "`repro score` 给每个候选回复的得分，顺序与 `candidates` 一致（越高越好）。"
+    assert zh["ranks"] == "每个候选回复按得分的名次，顺序与 `candidates` 一致（1 为最佳；得分相同者并列较好的名次）。"

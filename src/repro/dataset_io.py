@@ -148,6 +148,8 @@ def write_split(ds: datasets.Dataset, dataset_dir: str | Path, split: str = SPLI
 
 # the paired scores of a preference dataset, as numbers (02_analyze reads them, 03_card checks metrics against them)
 SCORE_COLUMNS = ("score_chosen", "score_rejected")
+# what `repro score` adds to each row it writes: the candidates scored, each one's score (higher is better) and rank
+RESCORED_COLUMNS = ("candidates", "scores", "ranks")
 NONFINITE = "{} is NaN, infinite or missing"  # a row's exclusion reason (metrics.json's `excluded_reasons`)
 
 

@@ -4,6 +4,7 @@ notebook about another dataset is refused there before anything is written."""
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import yaml
 from huggingface_hub.repocard import metadata_load
 
 from .errors import ParameterError
+from .jobs import atomic_write_json
 from .manifest import Manifest
 from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of, run_manifest_of,
                     wait_advice)
@@ -23,11 +25,15 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
     """The stand-ins a dataset made elsewhere (`spec`: a local folder, or a file in one) declares it was made with:
     {"scorer": ..., "generation": ...}, each with `stand_in` and `declared`, what declares it: the `manifest` of the
     run that built it (which names the model), its own `card`'s tags (STAND_IN_TAGS), or a `marker` in its folder
-    (STAND_IN_MARKER, for the scorer); {} where nothing does (a hub id, a folder that says nothing)."""
+    (STAND_IN_MARKER, for the scorer; beside a file `repro score` wrote, naming it and the model: `mark_stand_in`);
+    {} where nothing does (a hub id, a folder that says nothing)."""
     path = Path(spec).expanduser() if spec else None
     if path is None or not path.exists():
         return {}
     out: dict[str, dict[str, Any]] = {}
+    if isinstance(scorer := _marker(path.parent).get("files", {}).get(path.name), dict) and path.is_file():
+        out["scorer"] = {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": True,
+                         "declared": "marker"}
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no manifest beside it, or not one
         recorded = Manifest(RunDir(run_manifest_of(path).parent)).read()
         scorer, generation = recorded.get("scorer") or {}, recorded.get("generation") or {}
@@ -48,6 +54,39 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
     if (folder / STAND_IN_MARKER).is_file():
         out.setdefault("scorer", {"stand_in": True, "declared": "marker"})
     return out
+
+
+def read_as_pairrm(scorer: dict[str, Any] | None) -> bool | None:
+    """Whose logits 02_analyze reads the scores of `scorer` (the record of their making, metrics.json's `scorer`) as:
+    PairRM's (its kind of scorer), a reward model's (another), or None: no record names one (read as PairRM's, said
+    so); 03_card states the same."""
+    return scorer.get("kind", "pairrm") == "pairrm" if scorer else None
+
+
+def _marker(folder: Path) -> dict[str, Any]:
+    """The STAND_IN_MARKER in `folder` ({"files": {name: its scorer}}, beside what repro score wrote), else {}."""
+    try:
+        marker = json.loads((folder / STAND_IN_MARKER).read_text())
+    except (OSError, ValueError):
+        return {}
+    return marker if isinstance(marker, dict) and isinstance(marker.get("files", {}), dict) else {}
+
+
+def mark_stand_in(path: Path, scorer: dict[str, Any] | None) -> None:
+    """Say in the STAND_IN_MARKER beside file `path` that a stand-in made its scores (`scorer`: its record, as a run's
+    manifest keeps it), or, None, that none did: its name leaves the marker (and the marker, once it names no file)."""
+    marker = _marker(path.parent)
+    files = {name: record for name, record in marker.get("files", {}).items() if name != path.name}
+    if scorer is None and len(files) == len(marker.get("files", {})):  # the file was not marked
+        return
+    if scorer is not None:
+        files[path.name] = scorer
+    if not files:
+        (path.parent / STAND_IN_MARKER).unlink(missing_ok=True)
+        return
+    atomic_write_json(path.parent / STAND_IN_MARKER, {
+        "what": "these files' scores come from a random stand-in scorer: they are noise", **marker, "files": files},
+        indent=2)
 
 
 def is_own_dataset(run: RunDir, spec: str | None) -> bool:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError, counted, did_you_mean
-from ..dataset_io import SCORE_COLUMNS, response_texts, score_array, scores_digest, split_files
+from ..dataset_io import RESCORED_COLUMNS, SCORE_COLUMNS, response_texts, score_array, scores_digest, split_files
 from ..exporters import CALLED, detect_format, seed_view
 from ..formats import holds_scores
 from ..jobs import atomic_write_json
@@ -24,7 +24,7 @@ from ..manifest import Manifest
 from ..parameters import AnalyzeParams, ConstructParams
 from ..paths import EXTREMES_TABLE, SPLIT, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
-from ..subject import claim, declared_stand_ins
+from ..subject import claim, declared_stand_ins, read_as_pairrm
 from . import agreement, plots, prose, stats
 
 EXTREME_ROWS = 10
@@ -260,9 +260,11 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             "tokens": "whitespace-separated tokens, as str.split() counts them",
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
     rule = data.selection if data.selection not in (None, "best_worst") else None
-    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected,
-                                          data.pairwise if data.scorer else None, rule)
-    ragged = candidate_score_lists(data.table, CANDIDATE_SCORES, data.row_index)
+    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, read_as_pairrm(data.scorer), rule)
+    # every candidate's score: a run's (a recipe's, as seed_view names it), else the `scores` of repro score's rows
+    columns = data.table.column_names
+    own = CANDIDATE_SCORES in columns or not set(RESCORED_COLUMNS) <= set(columns)
+    ragged = candidate_score_lists(data.table, CANDIDATE_SCORES if own else "scores", data.row_index)
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit" and data.pairwise,
                              **({"selection": rule} if rule else {}),
                              **stats.pairrm_invariants(data.score_chosen, data.score_rejected),

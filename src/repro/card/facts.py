@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 import yaml
 from datasets import Features, Value
 
-from ..dataset_io import (NONFINITE, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_texts, score_array,
-                          scores_digest, split_files, write_split)
+from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_texts,
+                          score_array, scores_digest, split_files, write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
@@ -28,7 +28,7 @@ from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name
                      reads_as_hub_id, shipped)
 from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
-from ..subject import claim, declared_stand_ins, is_own_dataset
+from ..subject import claim, declared_stand_ins, is_own_dataset, read_as_pairrm
 
 CONFIG_NAME = "default"
 SEED_REPO = FORMATS["seed"].source
@@ -238,6 +238,15 @@ class CardFacts:
                 "changed": [c for c in SEED_FEATURES if c in self.features and self.features[c] != SEED_FEATURES[c]]}
 
     @property
+    def rescored_columns(self) -> list[str]:
+        """The columns `repro score` added to the rows (beside the `candidates` it scored): `scores`, `ranks`, and the
+        input's values it kept as `input_<name>` where it wrote `<name>` anew from its scores."""
+        if not self.has_columns(*RESCORED_COLUMNS):
+            return []
+        return [c for c in self.features
+                if c in RESCORED_COLUMNS[1:] or c.startswith("input_") and c[6:] in self.features]
+
+    @property
     def several_scorers(self) -> dict[str, Any] | None:
         """Which scorer decided and which others scored (None for a run scored by PairRM alone)."""
         scorers = self.scorers or [{"name": "primary", "column": "candidate_scores", "decides_pairs": True,
@@ -348,6 +357,12 @@ class CardFacts:
     def scale(self) -> dict[str, Any] | None:
         """What the analysis read of the scores' scale: {kind (rating, logit, probability, constant, unclear), ...}."""
         return (self.metrics or {}).get("scale")
+
+    @property
+    def scale_read_as_pairrm(self) -> bool | None:
+        """Whose logits the analysis read the scores as (PairRM's, a reward model's, None: PairRM's, no record naming
+        the scorer), from the scorer its metrics record: the card's scale is the one metrics.json states."""
+        return read_as_pairrm(_get(self.metrics, "scorer"))
 
     @property
     def sign_order_fails(self) -> int:

@@ -24,15 +24,16 @@ from ..errors import DataError, ParameterError, counted
 from ..exporters import CALLED, detect_format, generate_columns, seed_row
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
-from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, WORK_DIR, check_folder, typed_path,
-                     utf8_text)
+from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STAND_IN_MARKER, WORK_DIR, check_folder,
+                     typed_path, utf8_text)
 from ..scorers import either, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
+from ..subject import mark_stand_in
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
-SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE}
+SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE, STAND_IN_MARKER}
 SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
 # a layout's list of every candidate's score (the seed's keep_all_candidates rows, Snorkel's, RLHFlow's): the new
 # scores, and the pair picked again from them
@@ -330,10 +331,14 @@ def main(args: argparse.Namespace) -> int:
     lines = (json.dumps({**row, "scores": s, "ranks": r}, ensure_ascii=False, default=json_default) + "\n"
              for (row, _), s, r in zip(written, result.scores, ranks))
     atomic_write_text(args.output, "".join(lines))
+    # a stand-in's scores say so beside them, with the scorer as a run's manifest records it (02_analyze, 03_card)
+    mark_stand_in(args.output, {k: result.info[k] for k in ("model", "kind", "stand_in", "backend", "device", "dtype")
+                                if k in result.info} if result.info.get("stand_in") else None)
     if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info, few, most = result.info, min(map(len, cands := [r["candidates"] for r in rows])), max(map(len, cands))
-    note = " — a random STAND-IN: these scores are noise" if info.get("stand_in") else ""
+    note = f" — a random STAND-IN: these scores are noise ({STAND_IN_MARKER} beside it says so)" \
+        if info.get("stand_in") else ""
     scored = ": their chosen and rejected" if all(pairs) else f", from {SCORED[layout]}" if layout in SCORED else ""
     print(f"repro score: {counted(len(rows), 'prompt')} scored with {info['model']} ({info['backend']}, "
           f"{info['device']}, {info['dtype']}) -> {args.output} ({few}{f' to {most}' * (most > few)} candidates a "
