@@ -18,6 +18,7 @@ from conftest import MAIN, PINNED, hub_source
 from repro import subject
 from repro.cli import preflight
 from repro.cli import main
+from repro.cli import run as cli_run
 from repro.parameters import load_params_file
 from repro.cli.run import resolve_parameters
 from repro.errors import ParameterError
@@ -100,6 +101,31 @@ def test_a_run_stops_before_any_notebook_with_every_missing_piece(bare_machine, 
     assert err.count("MISSING") == 5 and "nothing was downloaded or run" in err and "--check" in err
     assert not (bare_machine / "run").exists()
     assert not (bare_machine / "cache").exists()  # "nothing has been written": the row cache's folder was
+
+
+def test_processes_that_would_get_no_chunk_are_said_by_the_check_and_at_the_runs_start(bare_machine, capsys,
+                                                                                        monkeypatch):
+    # a process takes whole chunks: part2_mini_1's generation on 8 GPUs gave chunks per rank [1,0,1,0,0,1,0,0] (the
+    # slowest 2048 prompts against an even 648), and nothing said so; the chunks decide the batches: not re-cut
+    params = bare_machine / "idle.yaml"
+    params.write_text(f"include: {ROOT / 'params' / 'demo.yaml'}\npart_stop: 40\nnum_processes: 8\n")
+    idle = ("  IDLE     num_processes: 8 processes, 3 chunks of scoring (40 prompts, chunk_size 16): 5 would be idle, "
+            "and one does 16 prompts where an even share is 5; set chunk_size ≤ 5 for all to work.")
+    assert main(["run", "--check", str(params), "--out", str(bare_machine / "run")]) == 0  # (not a thing to fix)
+    out = capsys.readouterr().out
+    assert "everything the run needs is here" in out and idle in out.splitlines()
+    monkeypatch.setattr(cli_run, "ensure_kernel", lambda name: name)
+    monkeypatch.setattr(cli_run, "run_notebooks", lambda *args, **kwargs: 0)
+    assert main(["run", str(params), "--out", str(bare_machine / "run")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("  parameters: ") and lines[2] == idle  # at the start, while a Ctrl-C costs nothing
+    # the recipe: generation reads generation_num_processes and generation_chunk_size (scoring's 21 chunks: all work)
+    main(["run", "--check", "params/part2_mini_1.yaml", "--out", str(bare_machine / "p2"), "--set",
+          "generation_num_processes=8", "--set", "num_processes=8"])
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  IDLE")]
+    assert said == ["  IDLE     generation_num_processes: 8 processes, 3 chunks of generation (5183 prompts, "
+                    "generation_chunk_size 2048): 5 would be idle, and one does 2048 prompts where an even share is "
+                    "648; set generation_chunk_size ≤ 740 for all to work (648: even shares)."]
 
 
 def test_the_demo_needs_nothing_more(bare_machine, capsys):

@@ -18,8 +18,8 @@ import pytest
 from repro.cache import RowCache
 from repro.errors import DataError
 from repro.jobs import (JOB_FILE, PROGRESS_LINES_ENV, Progress, WorkersFailed, chunk_path, chunk_share, collect_chunks,
-                        finished_chunks, launch_torchrun, merge_stats, num_chunks, run_chunked, run_chunked_with_stats,
-                        safe_chunks)
+                        finished_chunks, idle_processes, launch_torchrun, merge_stats, num_chunks, run_chunked,
+                        run_chunked_with_stats, safe_chunks)
 
 
 def _digest_all(texts: list[str]) -> list[str]:
@@ -291,6 +291,23 @@ def test_terminal_bar_shows_resumed_and_computed_items():
     final = stream.getvalue().split("\r")[-1]
     assert "40/40" in final and "prompt/s" in final
     assert bar._tqdm.initial == 30  # resumed items stay out of tqdm's rate
+
+
+def test_processes_that_get_no_chunk_are_said_with_the_chunk_size_that_gives_each_work():
+    # part2_mini_1's generation on 8 GPUs: chunks per rank [1, 0, 1, 0, 0, 1, 0, 0], and nothing said
+    assert [len(chunk_share(3, rank, 8)) for rank in range(8)] == [1, 0, 1, 0, 0, 1, 0, 0]
+    assert idle_processes(5183, 2048, 8, "generation", "generation_chunk_size") == (
+        "8 processes, 3 chunks of generation (5183 prompts, generation_chunk_size 2048): 5 would be idle, and one does "
+        "2048 prompts where an even share is 648; set generation_chunk_size ≤ 740 for all to work (648: even shares).")
+    assert num_chunks(5183, 740) == 8 and num_chunks(5183, 741) == 7  # the bound is exact
+    # `repro score --num-processes 2` on the demo's 40 prompts: rank 1 did nothing
+    assert idle_processes(40, 256, 2, "scoring") == (
+        "2 processes, 1 chunk of scoring (40 prompts, chunk_size 256): 1 would be idle, and one does 40 prompts where "
+        "an even share is 20; set chunk_size ≤ 39 for all to work (20: even shares).")
+    assert idle_processes(3, 256, 8, "scoring").endswith("; 3 prompts keep at most 3 busy: use fewer processes.")
+    # every process gets a chunk (an uneven tail is not idleness), or there is nothing to do: nothing said
+    assert idle_processes(40, 16, 3, "scoring") is None and idle_processes(40, 16, 1, "scoring") is None
+    assert idle_processes(0, 16, 8, "scoring") is None
 
 
 def test_failed_torchrun_workers_raise_a_clear_error_that_keeps_the_work(tmp_path, torchrun_processes):

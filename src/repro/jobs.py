@@ -188,6 +188,23 @@ def chunk_share(n_chunks: int, rank: int, world_size: int) -> range:
     return range(-(-rank * n_chunks // world_size), -(-(rank + 1) * n_chunks // world_size))
 
 
+def idle_processes(items: int, chunk_size: int, processes: int, what: str, size_name: str = "chunk_size") -> str | None:
+    """What `processes` leave idle on `items` prompts in chunks of `chunk_size` (a process takes whole chunks:
+    `chunk_share`), and the `size_name` that gives each work; None when every process gets a chunk."""
+    chunks = num_chunks(items, chunk_size)
+    if not 0 < chunks < processes:
+        return None
+    even = -(-items // processes)
+    said = (f"{processes} processes, {counted(chunks, 'chunk')} of {what} ({items} prompts, {size_name} {chunk_size}): "
+            f"{processes - chunks} would be idle, and one does {min(items, chunk_size)} prompts where an even share is "
+            f"{even}")
+    if items < processes:
+        return f"{said}; {counted(items, 'prompt')} keep at most {items} busy: use fewer processes."
+    most = (items - 1) // (processes - 1)  # the largest size that makes `processes` chunks or more
+    return said + f"; set {size_name} ≤ {most} for all to work" + (
+        f" ({even}: even shares)." if even < most and num_chunks(items, even) == processes else ".")
+
+
 def _format_seconds(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
@@ -622,13 +639,17 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             fingerprint: dict[str, Any], chunk_size: int, device: str, num_processes: int,
             compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
-            error: type[Exception] = WorkersFailed, cache: RowCache | None = None) -> tuple[list[Any], dict[str, Any]]:
+            error: type[Exception] = WorkersFailed, cache: RowCache | None = None,
+            chunk_size_name: str = "chunk_size") -> tuple[list[Any], dict[str, Any]]:
     """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
     all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
     rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
     the job's own) and returns (the run, its stats: `summed` counts, `slowest` times, others); `cache`: the row cache
-    `compute` uses (`run_as_rank`'s notice of work set aside says what it holds)."""
+    `compute` uses (`run_as_rank`'s notice of work set aside says what it holds); a process that would get no chunk
+    is said (`idle_processes`, of `chunk_size_name`)."""
     if world_size() > 1:
+        if is_main_process() and (idle := idle_processes(len(items), chunk_size, world_size(), what, chunk_size_name)):
+            notice(idle)  # (once: the workers launched below come back here, and rank 0's output is relayed)
         gathered = run_as_rank(items, work_dir=work_dir, fingerprint=fingerprint, chunk_size=chunk_size,
                                device=device, compute=compute, cache=cache)
         return [r for g in gathered for r in g["results"]], merge_stats([g["stats"] for g in gathered], summed,

@@ -24,7 +24,7 @@ from ..jobs import fingerprint_of
 from ..manifest import Manifest
 from ..paths import FAMILY_LOGS, RunDir, find_params, wait_advice, write_problem
 from ..revisions import run_fingerprint
-from .preflight import Check, preflight, require
+from .preflight import Check, preflight, require, say_notes
 from .rerun import (busy, changed_parameters, executed, kept_to_continue, kind_check, rebuilds, replace_run,
                     rerun_check, writing)
 from .interrupt import EXIT_INTERRUPTED, INTERRUPTED, STOP_SIGNALS, noting_stops, say
@@ -136,6 +136,7 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
     if (code := require(checks, params_file, args.check)) is not None:
         return code
     ensure_kernel(args.kernel)  # (another environment's: refused before anything is written, as --kernel's)
+    say_notes(checks)
     for member in (m for m in pending if found[m.name][1]):
         with writing(RunDir(member.run_dir), member_given_as(family)):
             replace_run(RunDir(member.run_dir), args.force)

@@ -15,9 +15,11 @@ from typing import Any
 
 from ..analysis import prose
 from ..errors import DataError, ParameterError, ReproError, counted, did_you_mean
+from ..jobs import idle_processes
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
 from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker, revision_of
+from ..slicing import mini_bounds
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
                        shards_problem)
 
@@ -41,9 +43,10 @@ class Check:
     ok: bool
     detail: str
     problem: str = "MISSING"  # the word a check that fails is shown with
+    note: str = ""  # the word of a check that passes but says what to weigh before the run (IDLE), shown at its start
 
     def line(self) -> str:
-        return f"  {'ok' if self.ok else self.problem:<7}  {self.what}: {self.detail}"
+        return f"  {self.note or 'ok' if self.ok else self.problem:<7}  {self.what}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -283,13 +286,31 @@ def revision_checks(values: dict[str, Any]) -> list[Check]:
     return checks
 
 
+def sliced_rows(values: dict[str, Any]) -> int | None:
+    """The rows the run's slice keeps (`limit` at most), as far as the parameters tell before the source is loaded
+    (None: to the source's end, unknown)."""
+    if values.get("part_stop") is None:
+        return values.get("limit")
+    start, stop = mini_bounds(values["part_stop"] - values["part_start"] - values["drop_rows"], values["mini_index"],
+                              values["mini_count"])
+    return min(stop - start, values.get("limit") or stop - start)
+
+
+def process_checks(values: dict[str, Any]) -> list[Check]:
+    """Processes that would get no chunk of the slice's prompts (a process takes whole chunks): an IDLE line each,
+    which does not stop the run (the chunks decide the batches, and so the rounding: repro does not cut them)."""
+    if "01_construct" not in (values.get("notebooks") or ()) or (rows := sliced_rows(values)) is None:
+        return []
+    jobs = [("generation_", "generation")] * bool(values.get("generate")) + [("", "scoring")]
+    said = [(f"{key}num_processes", idle_processes(rows, values[f"{key}chunk_size"], values[f"{key}num_processes"],
+                                                   what, f"{key}chunk_size")) for key, what in jobs]
+    return [Check(what, True, idle, note="IDLE") for what, idle in said if idle]
+
+
 def estimated_bytes(values: dict[str, Any]) -> int:
     """What the run will write into its run directory, roughly (texts of its rows, kept several times over; the
     margin alone when the row count is not known before loading the source)."""
-    rows = values.get("limit")
-    if rows is None and values.get("part_stop") is not None:
-        part = values["part_stop"] - values["part_start"] - values["drop_rows"]
-        rows = part // values["mini_count"] + part % values["mini_count"]
+    rows = sliced_rows(values)
     if rows is None or "01_construct" not in (values.get("notebooks") or ()):
         return MARGIN_BYTES
     texts = len(values.get("candidate_columns") or ()) + 2  # + the prompt, the reference
@@ -310,8 +331,8 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
 def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:
     """Every check, in the order a user fixes them: machine, packages, inputs, disk (`params_file`: the one run)."""
     inputs, download = input_checks(values, params_file)
-    return [*device_checks(values), *package_checks(values), *combination_checks(values), *revision_checks(values),
-            *inputs, *run_dataset_checks(values, run_root), *publish_checks(values),
+    return [*device_checks(values), *process_checks(values), *package_checks(values), *combination_checks(values),
+            *revision_checks(values), *inputs, *run_dataset_checks(values, run_root), *publish_checks(values),
             disk_check(values, run_root, download)]
 
 
@@ -322,6 +343,13 @@ def report(checks: list[Check], params_file: str | Path) -> str:
             f"{params_file}: {counted(len(missing), 'thing')} to fix ({'; '.join(c.what for c in missing)}); "
             f"nothing was downloaded or run")
     return "\n".join([head, *(c.line() for c in checks)])
+
+
+def say_notes(checks: list[Check]) -> None:
+    """The lines of the checks that passed with a note (IDLE): at a run's start, while a Ctrl-C costs nothing."""
+    for check in checks:
+        if check.ok and check.note:
+            print(check.line(), flush=True)
 
 
 def require(checks: list[Check], params_file: str | Path, list_only: bool = False) -> int | None:

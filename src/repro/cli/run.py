@@ -23,7 +23,7 @@ from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, here_path, nearest_existing, project_root, run_folder, shipped
 from ..revisions import hub_commits, run_fingerprint
-from .preflight import preflight, require
+from .preflight import preflight, require, say_notes
 from .rerun import changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check, writing
 
 KERNEL_NAME = "repro"
@@ -359,6 +359,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
         where = checks[0]  # why a complete run runs again, what a run there reuses, why one was replaced
         if where.what == "run directory" and not where.detail.endswith("(new)"):
             print(f"  run directory: {where.detail}")
+        say_notes(checks)
         return run_notebooks(resolved, run_root, kernel=args.kernel, log_output=args.log_output,
                              selfcheck=values.get("selfcheck"), fingerprint=fingerprint,
                              only=executed(resolved["notebooks"], "" if changed else stale, args.force))

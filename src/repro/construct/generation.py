@@ -509,7 +509,8 @@ def generation_job(spec: dict[str, Any], plan: _Plan | None = None) -> tuple[lis
                    fingerprint=plan.fingerprint, chunk_size=params.generation_chunk_size, device=plan.device,
                    num_processes=params.generation_num_processes, summed=("tokens", "sequences"),
                    compute=functools.partial(_generate_share, plan, params, work_dir, cache=cache),
-                   slowest=("generate_seconds", "load_seconds"), what="generation", cache=cache)
+                   slowest=("generate_seconds", "load_seconds"), what="generation", cache=cache,
+                   chunk_size_name="generation_chunk_size")
 
 
 def generate_candidates(rows: list[dict], params: GenerationParams, work_dir: Path,
