@@ -307,10 +307,11 @@ def test_card_states_the_agreement_in_both_languages(two_scorers):
     body = repro_card.render_body(facts)
     english, chinese = body.split("\n---\n", 1)
     pair = result.metrics["agreement"]["pairs"][0]
-    for half, heading in ((english, "### Agreement between scorers"), (chinese, "### 评分模型之间的一致性")):
+    for half, heading, aside in ((english, "### Agreement between scorers", " ("),
+                                 (chinese, "### 评分模型之间的一致性", "（")):  # (each half's own brackets)
         assert heading in half and "`builtin:tiny-pairrm`" in half
         row = next(line for line in half.splitlines() if line.startswith("| `builtin:tiny-pairrm` vs `tiny-seqcls`"))
-        assert f"| 60 | {pair['same_chosen']['count']} (" in row and "| 12 |" in row
+        assert f"| 60 | {pair['same_chosen']['count']}{aside}" in row and "| 12 |" in row
     assert "picked by the primary scorer `builtin:tiny-pairrm`" in english
     assert "figures/scorer_agreement.png" in english
 
