@@ -69,6 +69,9 @@ def test_prose_around_a_path_is_kept_as_it_is():
         "scored uf.jsonl and/or b.jsonl; uf.jsonl train/test"
     assert public_text("models in /home/Alice Secret/models/rm and C:\\Users\\Alice Secret\\rm then") == \
         "models in rm and rm then"  # a folder's name with a space, the path's end no file
+    # ... and a folder's (a user's name there): "model Alice Smith/pairrm-hf", "saved to my runs/demo"
+    assert public_text("model /home/a/Alice Smith/pairrm-hf: not found; saved to /home/a/my runs/demo (done)") == \
+        "model pairrm-hf: not found; saved to demo (done)"
     kept = ("https://huggingface.co/llm-blender/PairRM, hf://datasets/o/n, http://localhost:8888/tree/home/x, "
             "mail alice@example.org: openbmb/UltraFeedback 1:2")
     assert public_text(kept) == kept
