@@ -160,6 +160,16 @@ def test_a_row_cache_keys_rows_by_its_own_key_function_in_every_use(tmp_path, pr
     assert "the row cache in" in (err := capsys.readouterr().err) and "gives back 24 of this run's 24 rows" in err
 
 
+@pytest.mark.parametrize("damage", [b"\xff\xfe{", b"[]"])
+def test_a_fingerprint_file_not_utf8_or_no_mapping_is_damaged_too(tmp_path, prompts, capsys, damage):
+    # --check said "set aside" of them, then the run stopped on a UnicodeDecodeError (a list: AttributeError)
+    run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
+    (tmp_path / "fingerprint.json").write_bytes(damage)
+    assert run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10) == \
+        _digest_all(prompts)
+    assert "its fingerprint.json is damaged" in capsys.readouterr().err
+
+
 def test_a_damaged_fingerprint_file_sets_the_chunks_aside_saying_so(tmp_path, prompts, capsys):
     # a truncated fingerprint.json read as "made with other settings" (stale-None), which nothing had changed
     run_chunked(prompts, CountingFn(), work_dir=tmp_path, fingerprint={"job": "a"}, chunk_size=10)
@@ -304,7 +314,11 @@ def test_processes_that_get_no_chunk_are_said_with_the_chunk_size_that_gives_eac
     assert idle_processes(40, 256, 2, "scoring") == (
         "2 processes, 1 chunk of scoring (40 prompts, chunk_size 256): 1 would be idle, and one does 40 prompts where "
         "an even share is 20; set chunk_size ≤ 39 for all to work (20: even shares).")
-    assert idle_processes(3, 256, 8, "scoring").endswith("; 3 prompts keep at most 3 busy: use fewer processes.")
+    assert idle_processes(3, 256, 8, "scoring") == ("8 processes, 1 chunk of scoring (3 prompts, chunk_size 256): 7 "
+                                                    "would be idle: 3 prompts keep at most 3 busy; use 3 processes "
+                                                    "or fewer.")
+    assert idle_processes(5, 1, 8, "x") == ("8 processes, 5 chunks of x (5 prompts, chunk_size 1): 3 would be idle: "
+                                            "5 prompts keep at most 5 busy; use 5 processes or fewer.")
     # every process gets a chunk (an uneven tail is not idleness), or there is nothing to do: nothing said
     assert idle_processes(40, 16, 3, "scoring") is None and idle_processes(40, 16, 1, "scoring") is None
     assert idle_processes(0, 16, 8, "scoring") is None

@@ -90,11 +90,12 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
 def _digest_on_disk(work_dir: Path) -> str | None:
     """The digest of `work_dir`'s work: None where none is (or being moved now), "damaged" where it is not JSON."""
     try:
-        return json.loads((work_dir / FINGERPRINT_FILE).read_text()).get("digest")
-    except json.JSONDecodeError:
-        return "damaged"
+        found = json.loads((work_dir / FINGERPRINT_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+    except ValueError:  # (not JSON, not UTF-8)
+        return "damaged"
+    return found.get("digest") if isinstance(found, dict) else "damaged"
 
 
 def _from_row_cache(cache: RowCache, rows: Sequence[Any]) -> str:
@@ -195,11 +196,11 @@ def idle_processes(items: int, chunk_size: int, processes: int, what: str, size_
     if not 0 < chunks < processes:
         return None
     even = -(-items // processes)
-    said = (f"{processes} processes, {counted(chunks, 'chunk')} of {what} ({items} prompts, {size_name} {chunk_size}): "
-            f"{processes - chunks} would be idle, and one does {min(items, chunk_size)} prompts where an even share is "
-            f"{even}")
+    said = (f"{processes} processes, {counted(chunks, 'chunk')} of {what} ({counted(items, 'prompt')}, {size_name} "
+            f"{chunk_size}): {processes - chunks} would be idle")
     if items < processes:
-        return f"{said}; {counted(items, 'prompt')} keep at most {items} busy: use fewer processes."
+        return f"{said}: {counted(items, 'prompt')} keep at most {items} busy; use {items} processes or fewer."
+    said += f", and one does {min(items, chunk_size)} prompts where an even share is {even}"
     most = (items - 1) // (processes - 1)  # the largest size that makes `processes` chunks or more
     return said + f"; set {size_name} ≤ {most} for all to work" + (
         f" ({even}: even shares)." if even < most and num_chunks(items, even) == processes else ".")
@@ -640,7 +641,7 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
             compute: Callable[[str | None, tuple[int, int] | None], tuple[ChunkedRun, dict[str, Any]]],
             summed: Sequence[str] = (), slowest: Sequence[str] = (), progress: bool = True, what: str = "work",
             error: type[Exception] = WorkersFailed, cache: RowCache | None = None,
-            chunk_size_name: str = "chunk_size") -> tuple[list[Any], dict[str, Any]]:
+            chunk_size_name: str = "chunk_size (repro score: --chunk-size)") -> tuple[list[Any], dict[str, Any]]:
     """(results in input order, `merge_stats` of every process): as one rank inside a torchrun job (every rank gets
     all results); else in `num_processes` torchrun workers each calling `entry(spec)`, which comes back here as one
     rank; else here. `compute(device, share)` runs `run_chunked_with_stats` over `share` (None: all; device None:
