@@ -523,11 +523,11 @@ def test_repicked_rows_keep_their_conversation_and_rows_without_the_list_keep_th
     seed = [{k: v for k, v in row.items() if k != "candidate_scores"} for row in seed]
     args = ["--model", str(tiny_pairrm_dir), "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength",
             "32"]
-    got = {}
+    got, said = {}, {}
     for name, given in (("rlhflow", rlhflow), ("seed", seed)):
         src, out = write_jsonl(tmp_path / f"{name}.jsonl", given), tmp_path / f"{name}.scored.jsonl"
         assert main(["score", "--input", str(src), "--output", str(out), *args]) == 0
-        capsys.readouterr()
+        said[name] = capsys.readouterr().err
         got[name] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     for g, row, r in zip(got["rlhflow"], rlhflow, rows):
         s = g["scores"]
@@ -538,6 +538,12 @@ def test_repicked_rows_keep_their_conversation_and_rows_without_the_list_keep_th
     for g, row in zip(got["seed"], seed):
         assert {k: g[k] for k in row if k != "prompt"} == {k: v for k, v in row.items() if k != "prompt"}
         assert not [k for k in g if k.startswith("input_")] and len(g["scores"]) == 3
+    # the kept pair's scores are not the new `scores`: 02_analyze checks no invariant across the two (it counted
+    # "chosen is the best" of the given pair by the stand-in's scores: 0 of 30)
+    assert "4 rows keep the input's score_chosen / score_rejected" in said["seed"] and "keep the input's" not in said["rlhflow"]
+    metrics = analyze(build(AnalyzeParams, {"dataset": str(tmp_path / "seed.scored.jsonl"), "run_dir":
+                                            str(tmp_path / "run"), "bootstrap_resamples": 100})).metrics
+    assert metrics["invariants"]["candidate_scores"] is None, metrics["invariants"]
 
 
 def score_h4(out, model, rows, *more):

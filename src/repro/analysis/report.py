@@ -262,8 +262,9 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     rule = data.selection if data.selection not in (None, "best_worst") else None
     metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, read_as_pairrm(data.scorer), rule)
     # every candidate's score: a run's (a recipe's, as seed_view names it), else the `scores` of repro score's rows
+    # where they gave the pair's (the input's kept as input_score_chosen; a pair kept as given is another scorer's)
     columns = data.table.column_names
-    own = CANDIDATE_SCORES in columns or not set(RESCORED_COLUMNS) <= set(columns)
+    own = CANDIDATE_SCORES in columns or not {*RESCORED_COLUMNS, "input_score_chosen"} <= set(columns)
     ragged = candidate_score_lists(data.table, CANDIDATE_SCORES if own else "scores", data.row_index)
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit" and data.pairwise,
                              **({"selection": rule} if rule else {}),

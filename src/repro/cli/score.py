@@ -348,4 +348,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"repro score: the {'pairs' if all(pairs) else 'rows'}' {' / '.join(renamed)} hold these scores "
               f"now{picked}; the input's are kept as {' / '.join('input_' + name for name in renamed)}.",
               file=sys.stderr)
+    if kept := sum("score_chosen" in row and not names for row, names in written):  # (no list to pick again from)
+        print(f"repro score: {counted(kept, 'row')} keep the input's score_chosen / score_rejected (no list of every "
+              f"candidate's score to pick their pair again from): only their `scores` are this model's.",
+              file=sys.stderr)
     return 0
