@@ -699,6 +699,17 @@ def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_constructi
         body = repro_card.render_body(facts)
         assert f"By construction (chosen is {said}), no margin is below 0" in body
         assert f"按构造（chosen 为{zh_said}），差值不会小于 0" in body and en not in body and zh not in body
+    # the original pair ranked but never paired (first_scored_only, SPPO's 7 scores for 5 candidates): it said "the
+    # highest-scored of the row's candidates", false where an original outscores every candidate that may be paired
+    run = make_run(tmp_path / "sppo", metrics=True)["run"]
+    with Manifest(run).edit() as data:
+        data["parameters"].update(include_original_pair=True, original_pair_position="first_scored_only")
+        data["stages"]["candidates"]["candidates_per_row"] = {"7": 24}
+    body = repro_card.render_body(repro_card.gather_facts(build(CardParams, {"run_dir": str(run.root)})))
+    assert "By construction (chosen is the higher-scored of the two candidates `selection` picked), no margin is " \
+           "below 0" in body and "highest-scored" not in body
+    assert "按构造（chosen 为`selection` 选出的两个候选中得分较高者），差值不会小于 0" in body
+    assert "得分最高者" not in body
     facts.built_here = False
     assert "By construction" not in repro_card.render_body(facts)
 

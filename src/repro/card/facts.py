@@ -391,10 +391,13 @@ class CardFacts:
     def margins_by_construction(self) -> str | None:
         """Built here, chosen the higher-scored of its pair by every rule (selection.select), so no margin is below 0:
         of what chosen is the best, `two` (the row's two candidates), `highest` (the row's candidates: the rules that
-        take the best) or `picked` (the two the rule picked); None where not built here."""
+        take the best) or `picked` (the two the rule picked; the original pair ranked but never paired, as
+        first_scored_only does, may score higher); None where not built here."""
         if not self.built_here:
             return None
-        picked = self.parameters.get("selection") in ("random_pair", "best_worst_length_penalised")
+        p = self.parameters
+        picked = (p.get("selection") in ("random_pair", "best_worst_length_penalised")
+                  or p.get("original_pair_position") == "first_scored_only")  # (include_original_pair, validated)
         return "two" if self.two_per_row else "picked" if picked else "highest"
 
     @property
