@@ -699,6 +699,17 @@ def test_the_tests_of_margin_are_said_to_be_of_margins_nonnegative_by_constructi
         body = repro_card.render_body(facts)
         assert f"By construction (chosen is {said}), no margin is below 0" in body
         assert f"按构造（chosen 为{zh_said}），差值不会小于 0" in body and en not in body and zh not in body
+    # the original pair ranked but never paired (first_scored_only, SPPO's 7 scores for 5 candidates): it said "the
+    # highest-scored of the row's candidates", false where an original outscores every candidate that may be paired
+    run = make_run(tmp_path / "sppo", metrics=True)["run"]
+    with Manifest(run).edit() as data:
+        data["parameters"].update(include_original_pair=True, original_pair_position="first_scored_only")
+        data["stages"]["candidates"]["candidates_per_row"] = {"7": 24}
+    body = repro_card.render_body(repro_card.gather_facts(build(CardParams, {"run_dir": str(run.root)})))
+    assert "By construction (chosen is the higher-scored of the two candidates `selection` picked), no margin is " \
+           "below 0" in body and "highest-scored" not in body
+    assert "按构造（chosen 为`selection` 选出的两个候选中得分较高者），差值不会小于 0" in body
+    assert "得分最高者" not in body
     facts.built_here = False
     assert "By construction" not in repro_card.render_body(facts)
 
@@ -2128,6 +2139,36 @@ def test_the_summary_names_the_candidates_in_a_sentence_that_reads(tmp_path):
     assert ("For each prompt the candidates (the source's original `chosen`/`rejected` responses) were scored with "
             "`builtin:tiny-pairrm`") in section(en, "## Summary")
     assert "候选回复（源数据原有的 `chosen`/`rejected` 回复）由 `builtin:tiny-pairrm`" in section(zh, "## 数据集概述")
+
+
+def test_the_scale_of_scores_made_elsewhere_is_read_as_known_recipe_names_their_scorer(tmp_path):
+    """Rows made elsewhere, known_recipe naming a reward model (sfairXC/FsfairX-LLaMA3-RM-v0.1): the card's scale said
+    "as PairRM's logits are (…; no record names the scorer: read as PairRM's)" beside its own recipe table naming that
+    scorer; with llm-blender/PairRM named, "no record names the scorer" too. metrics.json records no scorer there."""
+    from repro.analysis import report as analysis
+    from repro.parameters import AnalyzeParams
+
+    rng = np.random.default_rng(2)
+    rows = [{"prompt": f"prompt {i}", "chosen": "a", "rejected": "b", "score_chosen": abs(c), "score_rejected": -abs(d)}
+            for i, (c, d) in enumerate(rng.normal(1.0, 1.0, (30, 2)).tolist())]  # PairRM's sign order, off any grid
+    (tmp_path / "theirs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = tmp_path / "theirs"
+    told = {"run_dir": str(run), "card_dataset": str(tmp_path / "theirs.jsonl")}
+    repro_card.gather_facts(build(CardParams, told))  # the rows into the run's dataset/, then 02_analyze on them
+    m = analysis.analyze(build(AnalyzeParams, {"run_dir": str(run), "bootstrap_resamples": 100})).metrics
+    assert m["scale"]["kind"] == "logit" and m["scorer"] is None
+    for scorer, en_said, zh_said in (
+            ("sfairXC/FsfairX-LLaMA3-RM-v0.1", "as a reward model's logits are", "与奖励模型的 logit 相同"),
+            ("llm-blender/PairRM", "as PairRM's logits are", "与 PairRM 的 logit 相同")):
+        en, zh = halves(card_for(run, **told, known_recipe={"scorer": scorer})[1])
+        assert f"the scores are real-valued, {en_said} (" in en
+        assert f"分数是实数，{zh_said}（" in zh
+        assert scorer in en and "no record names the scorer" not in en and "没有记录说明评分模型" not in zh
+        assert "if PairRM made them" not in en and "（如果分数出自 PairRM）" not in zh
+    # named by nothing: read as PairRM's, and said so
+    en, zh = halves(card_for(run, **told)[1])
+    assert "as PairRM's logits are (" in en and "no record names the scorer: read as PairRM's" in en
+    assert "没有记录说明评分模型：按 PairRM 的分数解读" in zh
 
 
 def test_scores_told_as_pairrm_that_break_its_sign_order_are_said_not_to_be_its(tmp_path):

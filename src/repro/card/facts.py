@@ -361,8 +361,10 @@ class CardFacts:
     @property
     def scale_read_as_pairrm(self) -> bool | None:
         """Whose logits the analysis read the scores as (PairRM's, a reward model's, None: PairRM's, no record naming
-        the scorer), from the scorer its metrics record: the card's scale is the one metrics.json states."""
-        return read_as_pairrm(_get(self.metrics, "scorer"))
+        the scorer), from the scorer its metrics record: the card's scale is the one metrics.json states; where they
+        record none, the scorer known_recipe names says whose (as `pairrm_scores`)."""
+        recorded = _get(self.metrics, "scorer")
+        return self.pairrm_scores if not recorded and self.known_recipe.get("scorer") else read_as_pairrm(recorded)
 
     @property
     def sign_order_fails(self) -> int:
@@ -389,10 +391,13 @@ class CardFacts:
     def margins_by_construction(self) -> str | None:
         """Built here, chosen the higher-scored of its pair by every rule (selection.select), so no margin is below 0:
         of what chosen is the best, `two` (the row's two candidates), `highest` (the row's candidates: the rules that
-        take the best) or `picked` (the two the rule picked); None where not built here."""
+        take the best) or `picked` (the two the rule picked; the original pair ranked but never paired, as
+        first_scored_only does, may score higher); None where not built here."""
         if not self.built_here:
             return None
-        picked = self.parameters.get("selection") in ("random_pair", "best_worst_length_penalised")
+        p = self.parameters
+        picked = (p.get("selection") in ("random_pair", "best_worst_length_penalised")
+                  or p.get("original_pair_position") == "first_scored_only")  # (include_original_pair, validated)
         return "two" if self.two_per_row else "picked" if picked else "highest"
 
     @property
