@@ -634,12 +634,13 @@ def test_check_names_damaged_chunk_and_fingerprint_files_and_what_the_run_does_w
     assert f"DAMAGED  run directory: {damaged} is not JSON" in capsys.readouterr().err
     assert not (out / "notebooks").exists()
     (scoring / "chunk-000001.json").write_text("[[0.5, -0.5]]")
-    (scoring / "fingerprint.json").write_text('{"dig')
-    code, line = said()
-    assert code == 0 and line.endswith(
-        "the last run was interrupted; 3 finished chunks in work/scoring cannot be told to be this run's: its "
-        "fingerprint.json is damaged (not JSON): they are set aside and computed again)"), line
-    assert "are kept" not in line
+    for damage in (b'{"dig', b"\xff\xfe{", b"[]"):  # (not UTF-8, no mapping: as the run reads them, damaged too)
+        (scoring / "fingerprint.json").write_bytes(damage)
+        code, line = said()
+        assert code == 0 and line.endswith(
+            "the last run was interrupted; 3 finished chunks in work/scoring cannot be told to be this run's: its "
+            "fingerprint.json is damaged (not JSON): they are set aside and computed again)"), line
+        assert "are kept" not in line
 
 
 def test_check_says_which_chunks_other_code_made_and_whether_the_row_cache_gives_their_rows_back(

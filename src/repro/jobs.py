@@ -87,7 +87,7 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
     return target
 
 
-def _digest_on_disk(work_dir: Path) -> str | None:
+def digest_on_disk(work_dir: Path) -> str | None:
     """The digest of `work_dir`'s work: None where none is (or being moved now), "damaged" where it is not JSON."""
     try:
         found = json.loads((work_dir / FINGERPRINT_FILE).read_text(encoding="utf-8"))
@@ -121,7 +121,7 @@ def prepare_work_dir(work_dir: Path, fingerprint: dict[str, Any], cache: RowCach
     cache this work uses, `rows` its items). Returns the digest."""
     work_dir.mkdir(parents=True, exist_ok=True)
     digest, fp_path = fingerprint_of(fingerprint), work_dir / FINGERPRINT_FILE
-    if fp_path.exists() and (old := _digest_on_disk(work_dir)) != digest:
+    if fp_path.exists() and (old := digest_on_disk(work_dir)) != digest:
         stale, chunks, differ, by = work_dir / f"{STALE_PREFIX}{old}", list(work_dir.glob(CHUNK_GLOB)), "", ""
         stale.mkdir(exist_ok=True)
         reused = "not reused"
@@ -491,7 +491,7 @@ def collect_chunks(items: Sequence[Any], *, work_dir: str | Path, fingerprint: d
                    desc: str = "work") -> list[Any]:
     """Read back every chunk of a finished job (other processes wrote them) in input order; error if any is missing."""
     work_dir, chunk_size = Path(work_dir), max(1, int(chunk_size))
-    digest, stored = fingerprint_of(_stored_fingerprint(fingerprint, items, chunk_size)), _digest_on_disk(work_dir)
+    digest, stored = fingerprint_of(_stored_fingerprint(fingerprint, items, chunk_size)), digest_on_disk(work_dir)
     if stored != digest:
         raise RuntimeError(f"{desc}: {work_dir} holds work of another fingerprint ({stored}, expected {digest})")
     results: list[Any] = []

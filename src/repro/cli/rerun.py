@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 from ..cache import RowCache
 from ..errors import DataError, ReproError, counted, listed
 from ..family import Member
-from ..jobs import FINGERPRINT_FILE, finished_chunks, made_by, read_chunk
+from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
 from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
                         as_recorded)
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
@@ -102,16 +102,12 @@ def damaged_work(run: RunDir) -> tuple[list[tuple[int, str]], list[str]]:
         folders[path.parent].append(path)
     aside, broken = [], []
     for folder, chunks in folders.items():
-        try:
-            json.loads((folder / FINGERPRINT_FILE).read_text(encoding="utf-8"))
-        except ValueError:
+        if digest_on_disk(folder) == "damaged":  # (as the run reads it; none: a run writes its own, uses the chunks)
             n, where = len(chunks), folder.relative_to(run.root)
             aside.append((n, f"{counted(n, 'finished chunk')} in {where} cannot be told to be this run's: its "
                              f"{FINGERPRINT_FILE} is damaged (not JSON): {'it is' if n == 1 else 'they are'} set "
                              f"aside and computed again"))
             continue
-        except OSError:  # none: a run writes its own and uses the chunks
-            pass
         for path in chunks:
             try:
                 read_chunk(path)
