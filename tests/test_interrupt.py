@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -157,6 +158,33 @@ def test_a_kernel_refused_or_ctrl_c_as_it_is_checked_leaves_nothing(tmp_path, mo
         monkeypatch.setattr(runner, "ensure_kernel", stop)
         assert main(["run", "demo", "--out", str(tmp_path / "run")]) == code
         assert said in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_a_kernel_started_after_the_stop_is_stopped_too(monkeypatch):
+    # a stop before papermill had started the kernel signalled no one, waited GRACE_S twice while the kernel it then
+    # started ran the notebook, and left that kernel running on after the run had said it was interrupted
+    from repro.cli import interrupt
+
+    monkeypatch.setattr(interrupt, "GRACE_S", 3.0)
+    started: list[subprocess.Popen] = []
+
+    def papermill() -> None:  # its kernel (in a session of its own, as jupyter_client starts one) comes after the stop
+        time.sleep(0.5)
+        started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)  # ipykernel"],
+                                        start_new_session=True))
+        started[0].wait()
+
+    timer = threading.Timer(0.1, signal.raise_signal, args=(signal.SIGINT,))
+    timer.start()
+    try:
+        with pytest.raises(interrupt.Interrupted):
+            interrupt.run_interruptible(papermill)
+    finally:
+        timer.cancel()
+        for kernel in started:
+            stopped = kernel.poll() is not None
+            kernel.kill()
+    assert started and stopped, "the kernel started after the stop still runs"
 
 
 def test_a_run_directory_that_cannot_be_written_fails_in_one_paragraph(tmp_path, monkeypatch, capsys):

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 import psutil
@@ -70,6 +71,20 @@ def _signal_groups(kernels: list[psutil.Process], signum: int) -> None:
     for kernel in kernels:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(os.getpgid(kernel.pid), signum)  # the kernel's session: it and the workers it started
+
+
+def _stop_kernels(done: threading.Event, signum: int) -> bool:
+    """`signum` to this process's kernels, and to one it starts meanwhile (a stop before papermill had started it),
+    until `done` (True) or GRACE_S passed (False)."""
+    sent: set[int] = set()
+    deadline = time.monotonic() + GRACE_S
+    while time.monotonic() < deadline:
+        kernels = [child for child in psutil.Process().children() if child.pid not in sent and _is_kernel(child)]
+        _signal_groups(kernels, signum)
+        sent.update(kernel.pid for kernel in kernels)
+        if done.wait(0.2):
+            return True
+    return False
 
 
 def _terminated(signum: int, frame: Any) -> None:
@@ -165,16 +180,12 @@ def run_interruptible(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         while not done.wait(0.2) and not stops:
             pass
         if stops:
-            kernels = [child for child in psutil.Process().children() if _is_kernel(child)]  # Jupyter kernels
             # a kernel still starting prints its KeyboardInterrupt's traceback, nbclient "Kernel died before replying
             # to kernel_info": neither is shown
             QUIET.set()
             logging.getLogger("papermill").disabled = True
-            try:
-                _signal_groups(kernels, signal.SIGINT)  # the cell raises KeyboardInterrupt; papermill then ends
-                if not done.wait(GRACE_S):
-                    _signal_groups(kernels, signal.SIGKILL)
-                    done.wait(GRACE_S)
+            try:  # the cell raises KeyboardInterrupt; papermill then ends
+                _stop_kernels(done, signal.SIGINT) or _stop_kernels(done, signal.SIGKILL)
             finally:
                 QUIET.clear()
                 logging.getLogger("papermill").disabled = False
