@@ -83,6 +83,16 @@ def test_prose_around_a_path_is_kept_as_it_is():
         "hf:org/name s3://b/k rm, note: rm; run_dir:rm"
 
 
+def test_a_home_folder_itself_is_published_as_a_tilde_not_by_the_users_name(tmp_path, monkeypatch):
+    # "rows in /home/alice" showed "rows in alice": a home folder's last name is its user's name
+    home = tmp_path / "alice-Secret"
+    monkeypatch.setenv("HOME", str(home))
+    assert public_text(f"rows in {home}, file://{home}/ and {home}.") == "rows in ~, ~ and ~."
+    assert public_text("/home/bob: 3 files; C:\\Users\\Bob and /Users/bob.") == "~: 3 files; ~ and ~."
+    assert without_folders(f"saved in {home}", home) == "saved in ~"
+    assert public_text("/home/bob/uf.jsonl, /home and /data/home/x") == "uf.jsonl, home and x"  # no home folder
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \

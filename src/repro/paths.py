@@ -45,6 +45,7 @@ _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (Ru
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
+_HOME = re.compile(r"(?:[A-Za-z]:)?/(?:home|users)/[^/]+", re.IGNORECASE)  # a home folder, on any machine
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 # a local path inside text: /…, ~/…, ./…, C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
 # (file://host, user@host:, host: whose name holds a digit, '.' or '-', as a key's seldom does) dropped with it;
@@ -96,9 +97,13 @@ def utf8_text(path: Path, what: str, error: type[Exception] = ParameterError) ->
 
 
 def public_name(value: str) -> str:
-    """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset)."""
+    """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset; a
+    home folder, this machine's or /home/<user>, /Users/<user>, C:\\Users\\<user>: ~, never its user's name)."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
         path = Path(value.replace("\\", "/"))
+        home = Path(str(path).rstrip(".:")).expanduser()  # (a full stop after it is prose)
+        if home in (Path.home(), Path.home().resolve()) or _HOME.fullmatch(str(home)):
+            return "~" + value[len(value.rstrip(".:")):]
         if path.name == DATASET_DIR and (path.expanduser().parent / MANIFEST_JSON).is_file():
             return f"{path.parent.name}/{DATASET_DIR}"
         return path.name or value
