@@ -42,6 +42,9 @@ def test_a_local_path_inside_text_is_published_by_its_last_name_only():
     ("file:///C:/Users/alice/uf.jsonl", "uf.jsonl"),
     ("alice@vm:/home/alice/uf.jsonl", "uf.jsonl"),  # scp's user@host: with it
     ("alice@vm:~/uf.jsonl", "uf.jsonl"),
+    ("gpu-node7:/data/alice/uf.jsonl", "uf.jsonl"),  # scp's host:/… without a user: the host's name with it
+    ("rows of login01.cluster.edu:~/uf.jsonl, 3:1", "rows of uf.jsonl, 3:1"),
+    ("(10.0.0.5:/srv/alice/rm)", "(rm)"),
     ("(source:/home/alice/raw/uf.jsonl)", "(source:uf.jsonl)"),  # key:/path
     ("\\\\fileserver\\share\\alice\\uf.jsonl", "uf.jsonl"),  # UNC
     ("rows 0:60 of C:\\Users\\Alice Secret\\uf.jsonl", "rows 0:60 of uf.jsonl"),  # a folder's name with a space
@@ -75,6 +78,30 @@ def test_prose_around_a_path_is_kept_as_it_is():
     kept = ("https://huggingface.co/llm-blender/PairRM, hf://datasets/o/n, http://localhost:8888/tree/home/x, "
             "mail alice@example.org: openbmb/UltraFeedback 1:2")
     assert public_text(kept) == kept
+    # a key before a path is prose (a host's name holds a digit, '.' or '-': gpu-node7:/…), as is a key and a space
+    assert public_text("hf:org/name s3://b/k C:/x/rm, note: /x/rm; run_dir:/x/rm") == \
+        "hf:org/name s3://b/k rm, note: rm; run_dir:rm"
+
+
+def test_a_word_with_a_slash_after_a_folder_that_is_here_is_prose(tmp_path):
+    # "rows in /runs/demo chosen/rejected" showed "rows in rejected": a path with no suffix took the word after it
+    for folder in ("runs/demo", "my runs/demo", "my"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+    assert public_text(f"rows in {tmp_path}/runs/demo chosen/rejected; saved to {tmp_path}/my runs/demo (done)") == \
+        "rows in demo chosen/rejected; saved to demo (done)"  # the longer path where it is here too
+    assert without_folders(f"rows-in{tmp_path}/runs/demo chosen/rejected", tmp_path) == "rows-indemo chosen/rejected"
+    # where neither is here, no rule tells a folder's name with a space from prose: the path is hidden whole
+    assert public_text(f"rows in {tmp_path}/gone/demo chosen/rejected") == "rows in rejected"
+
+
+def test_a_home_folder_itself_is_published_as_a_tilde_not_by_the_users_name(tmp_path, monkeypatch):
+    # "rows in /home/alice" showed "rows in alice": a home folder's last name is its user's name
+    home = tmp_path / "alice-Secret"
+    monkeypatch.setenv("HOME", str(home))
+    assert public_text(f"rows in {home}, file://{home}/ and {home}.") == "rows in ~, ~ and ~."
+    assert public_text("/home/bob: 3 files; C:\\Users\\Bob and /Users/bob.") == "~: 3 files; ~ and ~."
+    assert without_folders(f"saved in {home}", home) == "saved in ~"
+    assert public_text("/home/bob/uf.jsonl, /home and /data/home/x") == "uf.jsonl, home and x"  # no home folder
 
 
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):

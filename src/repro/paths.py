@@ -45,15 +45,18 @@ _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (Ru
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
+_HOME = re.compile(r"(?:[A-Za-z]:)?/(?:home|users)/[^/]+", re.IGNORECASE)  # a home folder, on any machine
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 # a local path inside text: /…, ~/…, ./…, C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
-# (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator that starts
-# no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), unless what it has
-# reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it)
+# (file://host, user@host:, host: whose name holds a digit, '.' or '-', as a key's seldom does) dropped with it;
+# a path goes on past a space into a word holding a separator that starts no path of its own (C:\Users\Alice Secret\x,
+# /my data/x: a folder's name with a space), unless what it has reached is a file (a suffix: "uf.jsonl
+# chosen/rejected", "uf.jsonl and/or" are prose after it) or, where not the whole, a path that is here (_shown)
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
 _PATH_IN_TEXT = re.compile(
-    rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
+    rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])(?:[\w.-]+@|(?=[\w-]*[\d.-]))[\w.-]+:(?=~?/)"
+    rf"|(?<![\w./\\~-]))"
     rf"(?P<path>(?:(?:~|\.{{1,2}})?/[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]|\\\\[^{_ENDS}\\]){_PATH_GOES_ON})")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
@@ -94,9 +97,13 @@ def utf8_text(path: Path, what: str, error: type[Exception] = ParameterError) ->
 
 
 def public_name(value: str) -> str:
-    """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset)."""
+    """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset; a
+    home folder, this machine's or /home/<user>, /Users/<user>, C:\\Users\\<user>: ~, never its user's name)."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
         path = Path(value.replace("\\", "/"))
+        home = Path(str(path).rstrip(".:")).expanduser()  # (a full stop after it is prose)
+        if home in (Path.home(), Path.home().resolve()) or _HOME.fullmatch(str(home)):
+            return "~" + value[len(value.rstrip(".:")):]
         if path.name == DATASET_DIR and (path.expanduser().parent / MANIFEST_JSON).is_file():
             return f"{path.parent.name}/{DATASET_DIR}"
         return path.name or value
@@ -106,8 +113,16 @@ def public_name(value: str) -> str:
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
     user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is."""
-    return _PATH_IN_TEXT.sub(lambda found: found["path"] if found["path"].startswith(keep) else public_name(
-        found["path"]), text)
+    return _PATH_IN_TEXT.sub(lambda found: found["path"] if found["path"].startswith(keep) else _shown(found["path"]),
+                             text)
+
+
+def _shown(path: str) -> str:
+    """A path found in text, `public_name`d: its longest part (the whole, else up to a space) that is a path on this
+    machine, the rest prose after it ("/runs/demo chosen/rejected"); where none is, the whole (hidden)."""
+    ends = [len(path), *(i for i in range(len(path) - 1, 0, -1) if path[i] == " ")]
+    end = next((end for end in ends if os.path.exists(os.path.expanduser(path[:end]))), len(path))
+    return public_name(path[:end]) + path[end:]
 
 
 def without_folders(text: str, *folders: str | Path) -> str:
@@ -115,7 +130,7 @@ def without_folders(text: str, *folders: str | Path) -> str:
     a last guard behind `public_text`, for a path in a route it did not catch."""
     for folder in dict.fromkeys(str(f).rstrip("/\\") for f in folders):
         if len(folder) > 1 and folder in text:  # (a search only where one is there)
-            text = re.sub(rf"{re.escape(folder)}(?![^{_ENDS}/\\]){_PATH_GOES_ON}", lambda path: public_name(path[0]),
+            text = re.sub(rf"{re.escape(folder)}(?![^{_ENDS}/\\]){_PATH_GOES_ON}", lambda path: _shown(path[0]),
                           text)
     return text
 
