@@ -36,6 +36,7 @@ from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
 from repro.exporters import FORMATS, export_rows
+from repro.family import plan_family
 from repro.formats import to_trl, to_trl_implicit
 from repro.manifest import Manifest
 from repro.parameters import (AnalyzeParams, CardParams, CompareParams, ConstructParams, GenerationParams, build,
@@ -2338,6 +2339,31 @@ def test_the_demo_card_gives_the_command_that_rebuilds_its_rows(demo_run):
     assert [resolved[k] for k in ("batch_tokens", "chunk_size")] == [recorded[k] for k in ("batch_tokens", "chunk_size")]
     assert "By construction (chosen is the highest-scored of the row's candidates), no margin is below 0" in en
     assert "按构造（chosen 为该行候选中得分最高者），差值不会小于 0" in zh
+
+
+@pytest.mark.parametrize("made_by", [("demo_family", None), ("demo", {"mini_index": [2]}), ("demo", None)])
+def test_a_member_or_a_renamed_run_is_rebuilt_from_the_shipped_file_and_its_differences(demo_run_copy, made_by):
+    """A member of params/demo_family.yaml, one of `repro run params/demo.yaml --set mini_count=4 --grid
+    mini_index=2` and `repro run params/demo.yaml --set run_name=renamed` got a block of eight values to save as
+    rebuild.yaml (no shipped file is named after `demo_family-mini_1`, `demo-mini_index-2` or `renamed`); now the
+    shipped file whose rows they differ from least, with `--set` for each value they differ in."""
+    name, grid = made_by
+    values = load_params_file(ROOT / "params" / f"{name}.yaml")
+    if name == "demo_family" or grid:
+        member = plan_family({**values, "mini_count": 4}, default_name=name, grid_args=grid,
+                             out=str(demo_run_copy.parent / "family")).members[1 if name == "demo_family" else 0]
+        parameters, family, sets = member.resolved, member.record(name), " --set mini_index=" \
+            f"{member.resolved['mini_index']} --set mini_count=4"
+    else:
+        parameters, family, sets = resolve_parameters({**values, "run_name": "renamed"}), None, ""
+    with Manifest(RunDir(demo_run_copy)).edit() as data:
+        data.update(parameters=parameters, family=family)
+    en, zh = halves(card_for(demo_run_copy)[1])
+    command = f"repro run params/demo.yaml --out runs/rebuild --set cache=false{sets} --set batch_tokens=2048 " \
+              f"--set chunk_size=16"
+    assert code_blocks(en, "bash") == code_blocks(zh, "bash") == [command] and "```yaml" not in en + zh
+    assert "this command rebuilds every row afresh (`cache=false`) into `runs/rebuild`:" in en
+    assert shaping_parameters(rebuilt_parameters(command)) == shaping_parameters(parameters)
 
 
 def test_the_parameters_give_what_a_byte_identical_rebuild_needs(tmp_path, sample_dir, monkeypatch):
