@@ -51,6 +51,7 @@ SMALL_ROWS = 1000  # a dataset of fewer rows is called small (the hub's smallest
 MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (inverted pairs from one on)
 TEXT_TYPES = (pa.string(), pa.large_string())
 REBUILD_FILE, REBUILD_OUT = "rebuild.yaml", "runs/rebuild"  # the card's command: its params file, its run folder
+TO_FILL = "FILL_IN"  # in the params file to save, where the reader puts a chat template the card names by its hash
 
 
 def _is_text(feature: Any) -> bool:
@@ -479,23 +480,29 @@ class CardFacts:
     def rebuild_from(self) -> dict[str, Any]:
         """The rows rebuilt afresh from a clone of repro: {file: the params file shipped with repro whose rows differ
         least from these (`closest_params_file`), where `--set` gives fewer values than a saved file would and none a
-        local path, else None; yaml: else the shaping parameters other than the defaults (`source` always), to save as
-        REBUILD_FILE; local: the local files and folders these name (by last name); command}."""
+        local path or a chat template, else None; yaml: else the shaping parameters other than the defaults (`source`
+        always), to save as REBUILD_FILE, a chat template as TO_FILL (the card names it by its hash); local: the local
+        files and folders these name (by last name); fill: TO_FILL where the reader puts a template; command}."""
         shaping = shaping_parameters(self.parameters)
         defaults = {k: f.get_default(call_default_factory=True) for k, f in _fields(self.parameters).items()}
         own = [k for k in shaping if k == "source" or shaping[k] != public_value(defaults.get(k))]
         file, differ = closest_params_file(shaping, self.parameters.get("run_name"))
-        if file is None or len(differ) >= len(own) or self.local_values(differ):
+        if file is None or len(differ) >= len(own) or any(self.named_in(differ)):
             file, differ = None, {}
+        local, templates = self.named_in(differ if file else own)
         sets = " ".join(set_option(k, v) for k, v in {"cache": False, **differ, **self.rounding}.items())
         text = None if file else yaml.safe_dump({k: shaping[k] for k in own}, allow_unicode=True).strip()
-        return {"file": file, "yaml": text, "local": [] if file else self.local_values(own),
+        for template in templates:
+            text = text.replace(public_value({"chat_template": template})["chat_template"], f"{TO_FILL}  # the chat "
+                                f"template given, sha256 {hashlib.sha256(template.encode()).hexdigest()}")
+        return {"file": file, "yaml": text, "local": local, "fill": TO_FILL if templates else "",
                 "command": f"repro run {file or REBUILD_FILE} --out {REBUILD_OUT} {sets}"}
 
-    def local_values(self, keys: Iterable[str]) -> list[str]:
-        """The local files and folders these parameters name, by last name."""
-        return sorted({public_value(v) for k in keys for v in strings_in(self.parameters[k], k).values()
-                       if public_value(v) != v})
+    def named_in(self, keys: Iterable[str]) -> tuple[list[str], list[str]]:
+        """The local files and folders these parameters name (by last name), and the chat templates they give."""
+        given = {where: v for k in keys for where, v in strings_in(self.parameters[k], k).items()}
+        templates = sorted({v for where, v in given.items() if where.endswith(".chat_template")})
+        return sorted({public_value(v) for v in given.values() if public_value(v) != v} - set(templates)), templates
 
     @property
     def named_scorers(self) -> list[tuple[str | None, dict[str, Any]]]:
