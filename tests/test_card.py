@@ -36,11 +36,13 @@ from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
 from repro.exporters import FORMATS, export_rows
+from repro.family import plan_family
 from repro.formats import to_trl, to_trl_implicit
 from repro.manifest import Manifest
 from repro.parameters import (AnalyzeParams, CardParams, CompareParams, ConstructParams, GenerationParams, build,
                               load_params_file, resolve_parameters)
 from repro.paths import STAND_IN_MARKER, RunDir
+from repro.scorers.tiny import DEBERTA_CHAT_TEMPLATE
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_CARD = Path(__file__).parent / "seed_card.yaml"  # the seed card's front matter
@@ -2338,6 +2340,60 @@ def test_the_demo_card_gives_the_command_that_rebuilds_its_rows(demo_run):
     assert [resolved[k] for k in ("batch_tokens", "chunk_size")] == [recorded[k] for k in ("batch_tokens", "chunk_size")]
     assert "By construction (chosen is the highest-scored of the row's candidates), no margin is below 0" in en
     assert "按构造（chosen 为该行候选中得分最高者），差值不会小于 0" in zh
+
+
+@pytest.mark.parametrize("made_by", [("demo_family", None), ("demo", {"mini_index": [2]}), ("demo", None)])
+def test_a_member_or_a_renamed_run_is_rebuilt_from_the_shipped_file_and_its_differences(demo_run_copy, made_by):
+    """A member of params/demo_family.yaml, one of `repro run params/demo.yaml --set mini_count=4 --grid
+    mini_index=2` and `repro run params/demo.yaml --set run_name=renamed` got a block of eight values to save as
+    rebuild.yaml (no shipped file is named after `demo_family-mini_1`, `demo-mini_index-2` or `renamed`); now the
+    shipped file whose rows they differ from least, with `--set` for each value they differ in."""
+    name, grid = made_by
+    values = load_params_file(ROOT / "params" / f"{name}.yaml")
+    if name == "demo_family" or grid:
+        member = plan_family({**values, "mini_count": 4}, default_name=name, grid_args=grid,
+                             out=str(demo_run_copy.parent / "family")).members[1 if name == "demo_family" else 0]
+        parameters, family, sets = member.resolved, member.record(name), " --set mini_index=" \
+            f"{member.resolved['mini_index']} --set mini_count=4"
+    else:
+        parameters, family, sets = resolve_parameters({**values, "run_name": "renamed"}), None, ""
+    with Manifest(RunDir(demo_run_copy)).edit() as data:
+        data.update(parameters=parameters, family=family)
+    en, zh = halves(card_for(demo_run_copy)[1])
+    command = f"repro run params/demo.yaml --out runs/rebuild --set cache=false{sets} --set batch_tokens=2048 " \
+              f"--set chunk_size=16"
+    assert code_blocks(en, "bash") == code_blocks(zh, "bash") == [command] and "```yaml" not in en + zh
+    assert "this command rebuilds every row afresh (`cache=false`) into `runs/rebuild`:" in en
+    assert shaping_parameters(rebuilt_parameters(command)) == shaping_parameters(parameters)
+
+
+def test_a_chat_template_named_by_its_hash_is_left_to_fill_in_the_rebuild_file(demo_run_copy, tmp_path, monkeypatch):
+    """A scorer given a chat_template showed in the rebuild block as `(given, sha256 …)`, which `repro run` reads as
+    the template itself: the block did not run as it stood, and nothing said so. Now a placeholder, the template's
+    sha256 beside it and the sentence before the command say what to put there (the card cannot hold the template:
+    its braces read as a template's leftovers)."""
+    template = DEBERTA_CHAT_TEMPLATE
+    parameters = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "scorers": [
+        {"name": "rm", "model": "builtin:tiny-reward-deberta", "options": {"chat_template": template}}]})
+    with Manifest(RunDir(demo_run_copy)).edit() as data:
+        data["parameters"] = parameters
+    en, zh = halves(card_for(demo_run_copy)[1])
+    [saved], [command] = code_blocks(en, "yaml"), code_blocks(en, "bash")
+    assert code_blocks(zh, "yaml") == [saved] and code_blocks(zh, "bash") == [command]
+    digest = hashlib.sha256(template.encode()).hexdigest()
+    assert f"    chat_template: FILL_IN  # the chat template given, sha256 {digest}" in saved.splitlines()
+    assert "(given" not in saved
+    assert ("as `rebuild.yaml` in its top folder, each `FILL_IN` in it replaced by the chat template the scorer was "
+            "given (the card gives only its sha256, in the comment beside it), then run the command") in en
+    assert ("保存为其顶层目录下的 `rebuild.yaml`（其中每个 `FILL_IN` 须换成评分模型所用的聊天模板："
+            "卡片只在其旁的注释中给出它的 sha256），再运行以下命令") in zh
+    clone = tmp_path / "clone"  # the block saved as the card says, the template put in place of FILL_IN
+    clone.mkdir()
+    (clone / "rebuild.yaml").write_text(saved.replace("FILL_IN", json.dumps(template)))
+    monkeypatch.setenv("REPRO_HOME", str(clone))
+    monkeypatch.chdir(clone)
+    assert command.startswith("repro run rebuild.yaml ")
+    assert shaping_parameters(rebuilt_parameters(command)) == shaping_parameters(parameters)
 
 
 def test_the_parameters_give_what_a_byte_identical_rebuild_needs(tmp_path, sample_dir, monkeypatch):

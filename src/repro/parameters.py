@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Collection, Iterable, Literal, Mapping
@@ -774,6 +776,13 @@ def read_value(raw: str) -> Any:
         return yaml.safe_load(raw)
     except yaml.YAMLError:
         return raw
+
+
+def set_option(key: str, value: Any) -> str:
+    """`--set KEY=VALUE` that read_value reads back as `value` (text as typed where it can be, else JSON: no \\u
+    escapes), quoted for a shell where it needs it (spaces, quotes)."""
+    typed = value if isinstance(value, str) and read_value(value) == value else json.dumps(value, ensure_ascii=False)
+    return f"--set {shlex.quote(f'{key}={typed}')}"
 
 
 def parse_set(items: list[str], keys: dict[str, str] | None = None) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import datasets
 import numpy as np
@@ -23,7 +23,7 @@ from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
 from ..parameters import (BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, read_params_yaml,
-                          resolve_parameters, unused_generation)
+                          resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id, shipped)
 from ..revisions import strings_in
@@ -51,6 +51,7 @@ SMALL_ROWS = 1000  # a dataset of fewer rows is called small (the hub's smallest
 MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (inverted pairs from one on)
 TEXT_TYPES = (pa.string(), pa.large_string())
 REBUILD_FILE, REBUILD_OUT = "rebuild.yaml", "runs/rebuild"  # the card's command: its params file, its run folder
+TO_FILL = "FILL_IN"  # in the params file to save, where the reader puts a chat template the card names by its hash
 
 
 def _is_text(feature: Any) -> bool:
@@ -477,18 +478,31 @@ class CardFacts:
 
     @property
     def rebuild_from(self) -> dict[str, Any]:
-        """The rows rebuilt afresh from a clone of repro: {file: the params file shipped with repro that shapes them
-        as this run's did, else None; yaml: else the shaping parameters other than the defaults (`source` always), to
-        save as REBUILD_FILE; local: the local files and folders these name (by last name); command}."""
+        """The rows rebuilt afresh from a clone of repro: {file: the params file shipped with repro whose rows differ
+        least from these (`closest_params_file`), where `--set` gives fewer values than a saved file would and none a
+        local path or a chat template, else None; yaml: else the shaping parameters other than the defaults (`source`
+        always), to save as REBUILD_FILE, a chat template as TO_FILL (the card names it by its hash); local: the local
+        files and folders these name (by last name); fill: TO_FILL where the reader puts a template; command}."""
         shaping = shaping_parameters(self.parameters)
-        file = shipped_params_file(shaping, self.parameters.get("run_name"))
         defaults = {k: f.get_default(call_default_factory=True) for k, f in _fields(self.parameters).items()}
-        own = [] if file else [k for k in shaping if k == "source" or shaping[k] != public_value(defaults.get(k))]
-        sets = "".join(f" --set {k}={v}" for k, v in {"cache": "false", **self.rounding}.items())
-        return {"file": file, "yaml": own and yaml.safe_dump({k: shaping[k] for k in own}, allow_unicode=True).strip(),
-                "local": sorted({public_value(v) for k in own for v in strings_in(self.parameters[k], k).values()
-                                 if public_value(v) != v}),
-                "command": f"repro run {file or REBUILD_FILE} --out {REBUILD_OUT}{sets}"}
+        own = [k for k in shaping if k == "source" or shaping[k] != public_value(defaults.get(k))]
+        file, differ = closest_params_file(shaping, self.parameters.get("run_name"))
+        if file is None or len(differ) >= len(own) or any(self.named_in(differ)):
+            file, differ = None, {}
+        local, templates = self.named_in(differ if file else own)
+        sets = " ".join(set_option(k, v) for k, v in {"cache": False, **differ, **self.rounding}.items())
+        text = None if file else yaml.safe_dump({k: shaping[k] for k in own}, allow_unicode=True).strip()
+        for template in templates:
+            text = text.replace(public_value({"chat_template": template})["chat_template"], f"{TO_FILL}  # the chat "
+                                f"template given, sha256 {hashlib.sha256(template.encode()).hexdigest()}")
+        return {"file": file, "yaml": text, "local": local, "fill": TO_FILL if templates else "",
+                "command": f"repro run {file or REBUILD_FILE} --out {REBUILD_OUT} {sets}"}
+
+    def named_in(self, keys: Iterable[str]) -> tuple[list[str], list[str]]:
+        """The local files and folders these parameters name (by last name), and the chat templates they give."""
+        given = {where: v for k in keys for where, v in strings_in(self.parameters[k], k).items()}
+        templates = sorted({v for where, v in given.items() if where.endswith(".chat_template")})
+        return sorted({public_value(v) for v in given.values() if public_value(v) != v} - set(templates)), templates
 
     @property
     def named_scorers(self) -> list[tuple[str | None, dict[str, Any]]]:
@@ -749,17 +763,19 @@ def shaping_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
     return {k: public_value(v) for k, v in parameters.items() if k in fields}
 
 
-def shipped_params_file(shaping: dict[str, Any], run_name: Any) -> str | None:
-    """params/… of the params file shipped with repro (not a family's) of this run name (each names its runs after
-    itself) that builds rows of these shaping parameters (`shaping_parameters`), else None."""
-    folder = shipped("params")
-    for path in sorted(p for p in folder.glob("**/*.yaml") if p.stem == run_name):
+def closest_params_file(shaping: dict[str, Any], run_name: Any) -> tuple[str | None, dict[str, Any]]:
+    """params/… of the params file shipped with repro (not a family's) whose rows differ from those of these shaping
+    parameters (`shaping_parameters`) in the fewest values, the one of this run name first (each names its runs
+    after itself), and those values of these; (None, {}) where none builds rows."""
+    folder, found = shipped("params"), []
+    for path in sorted(folder.glob("**/*.yaml")):
         included, own = read_params_yaml(path)
         values = {**included, **own}
-        if "family" not in values and "01_construct" in (resolved := resolve_parameters(values))["notebooks"] and \
-                shaping_parameters(resolved) == shaping:
-            return f"params/{path.relative_to(folder).as_posix()}"
-    return None
+        if "family" not in values and "01_construct" in (resolved := resolve_parameters(values))["notebooks"]:
+            theirs = shaping_parameters(resolved)
+            differ = {k: v for k, v in shaping.items() if theirs.get(k) != v}
+            found.append((len(differ), path.stem != run_name, f"params/{path.relative_to(folder).as_posix()}", differ))
+    return min(found, default=(0, 0, None, {}))[2:]
 
 
 def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:

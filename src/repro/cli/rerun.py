@@ -7,7 +7,6 @@ import collections
 import contextlib
 import json
 import os
-import shlex
 import shutil
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -18,7 +17,7 @@ from ..family import Member
 from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
 from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
                         as_recorded)
-from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, unused_generation
+from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, set_option, unused_generation
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
 from ..subject import subject_refusal
@@ -267,9 +266,7 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
     if force:
         return Check("run directory", True, f"{run.root} holds {held} other parameters ({changes}); --force: "
                                             f"{replaced}")
-    # YAML reads JSON (its text as typed: no \u escapes); quoted for a shell where it needs it (spaces, quotes)
-    sets = " ".join(f"--set {shlex.quote(f'{key}={json.dumps(old, ensure_ascii=False)}')}"
-                    for key, (old, _) in changed.items())
+    sets = " ".join(set_option(key, old) for key, (old, _) in changed.items())
     again = "" if member else f"continue that one with its values (`{sets}`), "  # (a member's may be its grid's)
     return Check("run directory", False,
                  f"{run.root} holds {held} other parameters: {changes}. Give another {given_as} for this run, "
