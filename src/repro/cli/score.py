@@ -33,7 +33,7 @@ from ..subject import mark_stand_in
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
-SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE, STAND_IN_MARKER}
+SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE}
 SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
 # a layout's list of every candidate's score (the seed's keep_all_candidates rows, Snorkel's, RLHFlow's): the new
 # scores, and the pair picked again from them
