@@ -609,13 +609,31 @@ def test_a_stand_ins_scores_are_marked_beside_them_and_02_analyze_and_03_card_sa
             f"in its folder declares (`repro_stand_in.json`).") in en
     assert f"> **替身分数。** `score_chosen` 与 `score_rejected` 来自 `{tiny_pairrm_dir.name}`" in zh
     assert "stand-in-scores" in DatasetCard.load(tmp_path / "run" / "dataset" / "README.md").data.tags
-    # the folder's other files are not the stand-in's: the input beside it; nor its rows scored again by a
-    # checkpoint that is no stand-in, which takes the mark away
-    assert declared_stand_ins(str(out.parent / "input-h4.jsonl")) == {}
+    assert declared_stand_ins(str(out.parent / "input-h4.jsonl")) == {}  # the folder's other file is no stand-in's
+
+
+def test_a_real_scorer_is_recorded_beside_repro_scores_output_and_02_analyze_and_03_card_read_it(
+        tmp_path, tiny_pairrm_dir, scored_h4, train_rows, capsys):
+    """A checkpoint that is no stand-in was recorded nowhere beside `repro score`'s output: 02_analyze wrote scorer null
+    and its scale "as PairRM's are (no record names the scorer: read as PairRM's)", as did the card. Now the marker
+    names every file's scorer (`stand_in` false for this one), which both read; scoring a stand-in's rows again with
+    it takes the stand-in flag away."""
+    out = shutil.copytree(scored_h4[0], tmp_path / "scored") / "h4.jsonl"  # a stand-in's, marked as one
     real = shutil.copytree(tiny_pairrm_dir, tmp_path / "no-stand-in", ignore=shutil.ignore_patterns(STAND_IN_MARKER))
-    score_h4(out, real, train_rows[:4], "--force")
-    assert "STAND-IN" not in capsys.readouterr().err and not (out.parent / STAND_IN_MARKER).exists()
-    assert declared_stand_ins(str(out)) == {}
+    score_h4(out, real, train_rows[:6], "--force")
+    assert "STAND-IN" not in capsys.readouterr().err
+    marked = json.loads((out.parent / STAND_IN_MARKER).read_text())["files"]["h4.jsonl"]
+    assert {k: marked[k] for k in ("model", "kind", "stand_in")} == {"model": str(real), "kind": "pairrm",
+                                                                      "stand_in": False}
+    assert declared_stand_ins(str(out)) == {} and declared_stand_ins(str(out.parent)) == {}
+    metrics, en, zh = analysed_and_carded(out, tmp_path / "run")
+    assert metrics["scorer"] == {"model": str(real), "kind": "pairrm", "stand_in": False, "declared": "marker"}
+    assert metrics["scores_from_stand_in"] is False
+    assert "These scores are real-valued logits, as PairRM's are: " in metrics["scale"]["sentence"]
+    assert "as PairRM's logits are (" in en and "与 PairRM 的 logit 相同（" in zh
+    assert "no record names the scorer" not in en + metrics["scale"]["sentence"] and "没有记录说明评分模型" not in zh
+    assert "Stand-in scores" not in en and "stand-in-scores" not in DatasetCard.load(
+        tmp_path / "run" / "dataset" / "README.md").data.tags
 
 
 def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):

@@ -11,7 +11,7 @@ from huggingface_hub import constants
 from repro.dataset_io import SEED_FEATURES, write_split
 from repro.errors import DataError, DatasetLoadError
 from repro.sources import held_splits, iter_jsonl, load_source, require_columns, text_lines
-from repro.subject import mark_stand_in
+from repro.subject import mark_scorer
 
 
 def test_demo_source_loads():
@@ -472,7 +472,7 @@ def test_the_stand_in_marker_beside_repro_scores_output_is_no_data_file(tmp_path
     rows = tmp_path / "scored" / "h4.jsonl"
     rows.parent.mkdir()
     rows.write_text("".join(json.dumps(r) + "\n" for r in train_rows[:5]))
-    mark_stand_in(rows, {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    mark_scorer(rows, {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
     assert load_source(str(rows.parent), "train")["prompt"] == [r["prompt"] for r in train_rows[:5]]
     assert held_splits(str(rows.parent)) == ["train"]
     with pytest.raises(DataError, match=r"has no split 'train_prefs'; it has \['h4', 'train'\]\."):

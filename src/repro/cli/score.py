@@ -29,7 +29,7 @@ from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STA
 from ..scorers import either, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
-from ..subject import mark_stand_in
+from ..subject import mark_scorer
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
@@ -331,9 +331,9 @@ def main(args: argparse.Namespace) -> int:
     lines = (json.dumps({**row, "scores": s, "ranks": r}, ensure_ascii=False, default=json_default) + "\n"
              for (row, _), s, r in zip(written, result.scores, ranks))
     atomic_write_text(args.output, "".join(lines))
-    # a stand-in's scores say so beside them, with the scorer as a run's manifest records it (02_analyze, 03_card)
-    mark_stand_in(args.output, {k: result.info[k] for k in ("model", "kind", "stand_in", "backend", "device", "dtype")
-                                if k in result.info} if result.info.get("stand_in") else None)
+    # the scorer beside the scores, as a run's manifest records it, a stand-in's said so (02_analyze, 03_card)
+    mark_scorer(args.output, {k: result.info[k] for k in ("model", "kind", "stand_in", "backend", "device", "dtype")
+                              if k in result.info})
     if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info, few, most = result.info, min(map(len, cands := [r["candidates"] for r in rows])), max(map(len, cands))
