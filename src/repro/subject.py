@@ -57,11 +57,15 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def read_as_pairrm(scorer: dict[str, Any] | None) -> bool | None:
-    """Whose logits 02_analyze reads the scores of `scorer` (the record of their making, metrics.json's `scorer`) as:
-    PairRM's (its kind of scorer), a reward model's (another), or None: no record names one (read as PairRM's, said
-    so); 03_card states the same."""
-    return scorer.get("kind", "pairrm") == "pairrm" if scorer else None
+def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_order: bool = False) -> bool | None:
+    """Whose logits 02_analyze and 03_card read the scores as: those of the record of their making (`scorer`,
+    metrics.json's), PairRM's (its kind of scorer) or a reward model's (another); where none records one, of the scorer
+    `told` (known_recipe's): PairRM's where it names PairRM and the scores keep its sign order (`breaks_sign_order`:
+    some score_chosen >= 0 >= score_rejected fails), else a reward model's; None: nothing names one (read as PairRM's,
+    said so)."""
+    if scorer:
+        return scorer.get("kind", "pairrm") == "pairrm"
+    return "pairrm" in str(told).lower() and not breaks_sign_order if told else None
 
 
 def _marker(folder: Path) -> dict[str, Any]:
