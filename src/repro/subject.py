@@ -57,6 +57,12 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
     return out
 
 
+def declared_scorer(spec: str | None) -> dict[str, Any] | None:
+    """The scorer a dataset made elsewhere (`spec`) declares: a stand-in (`declared_stand_ins`), else the one `repro
+    score` recorded beside the file (`marked_scorer`); None."""
+    return declared_stand_ins(spec).get("scorer") or (marked_scorer(Path(spec).expanduser()) if spec else None)
+
+
 def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_order: bool = False) -> bool | None:
     """Whose logits 02_analyze and 03_card read the scores as: those of the record of their making (`scorer`,
     metrics.json's), PairRM's (its kind of scorer) or a reward model's (another); where none records one, of the scorer

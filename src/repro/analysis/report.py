@@ -24,7 +24,7 @@ from ..manifest import Manifest
 from ..parameters import AnalyzeParams, ConstructParams
 from ..paths import EXTREMES_TABLE, SPLIT, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
-from ..subject import claim, declared_stand_ins, marked_scorer, read_as_pairrm
+from ..subject import claim, declared_scorer, read_as_pairrm
 from . import agreement, plots, prose, stats
 
 EXTREME_ROWS = 10
@@ -195,8 +195,7 @@ def load(p: AnalyzeParams, given: tuple[str, str, pa.Table] | None = None) -> Sc
     except (AttributeError, OSError, ValueError):  # no manifest, or not one
         scorer = selection = lowest_tie = None
     if scorer is None and p.dataset is not None:  # made elsewhere: a stand-in its card or folder declares, else the
-        # scorer `repro score` recorded beside the file
-        scorer = declared_stand_ins(p.dataset).get("scorer") or marked_scorer(Path(p.dataset).expanduser())
+        scorer = declared_scorer(p.dataset)  # scorer `repro score` recorded beside the file
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, digest=scores_digest(table),
                      score_chosen=chosen, score_rejected=rejected, row_index=keep, excluded_reasons=reasons,
                      table=table, scorer=scorer if isinstance(scorer, dict) else None,
