@@ -307,7 +307,7 @@ def test_every_layout_repro_writes_is_scored_on_every_candidate_it_holds(tmp_pat
                 [{k: v for k, v in (r | {"prompt": w["prompt"], "candidates": c} | (dict(zip(
                     ("score_chosen", "score_rejected"), g["scores"])) if name == "selm" else {})).items() if k not in n}
                  for r, w, c, g, n in zip(ds.to_list(), want, texts, got, new)], (name, src.suffix)
-            assert bool(new[0] - {"scores", "ranks"}) == (name in ("seed", "snorkel", "rlhflow"))
+            assert bool(new[0] - {"scores", "ranks"}) == (name in ("seed", "sppo", "snorkel", "rlhflow"))
             if name != "selm":
                 for g, w in zip(got, want):
                     np.testing.assert_allclose(g["scores"], w["scores"], rtol=0, atol=1e-6)
@@ -503,6 +503,44 @@ def test_rows_that_list_every_candidate_get_their_pair_and_scores_from_the_new_s
         np.testing.assert_array_equal(data.score_chosen, [max(g["scores"]) for g in got])
         np.testing.assert_array_equal(data.score_rejected, [min(g["scores"]) for g in got])
     assert changed  # (some pair is not the old one: the test tells the new from the old)
+
+
+def test_sppos_rows_get_their_pair_scores_and_probabilities_from_the_new_scores(tmp_path, tiny_pairrm_dir, sppo_rows,
+                                                                                 capsys):
+    """SPPO's rows came back with the new `scores` beside their old `rm_scores`, `probability`, `chosen_probs*` and
+    pair, which SPPO's trainer and 02_analyze read: the row said two things. Now these are computed from the new scores
+    as the recipe computes them (exporters.sppo_columns), the input's kept as `input_<name>`; a row of SPPO's published
+    layout, 7 scores for its 5 `generate_i` (two of texts not scored here), keeps them, and the run says so."""
+    rows = [r for r in sppo_rows if len(r["candidates"]) == 3][:4]
+    old = [[2.0, 0.5, -1.0], [-1.0, 2.0, 0.5], [0.5, -1.0, 2.0], [2.0, -1.0, 0.5]]
+    built = [build_row({"prompt_id": r["prompt_id"]}, r["prompt"], r["candidates"], s, messages="chosen",
+                       keep_all_candidates=True) for r, s in zip(rows, old)]
+    given = export_rows("sppo", built, [(s.index(max(s)), s.index(min(s))) for s in old]).to_list()
+    src, out = write_jsonl(tmp_path / "sppo.jsonl", given), tmp_path / "sppo.scored.jsonl"
+    assert main(["score", "--input", str(src), "--output", str(out), "--model", str(tiny_pairrm_dir), "--device", "cpu",
+                 "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+    said = capsys.readouterr().err
+    got = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    derived = ("chosen", "rejected", "probability", "rm_scores", "chosen_probs", "chosen_probs_win",
+               "chosen_probs_lose")
+    for g, row, r in zip(got, given, rows):
+        s = g["scores"]
+        # the row 01_construct writes in SPPO's layout from these scores and the pair they pick
+        pick = s.index(max(s)), len(s) - 1 - s[::-1].index(min(s))
+        want = export_rows("sppo", [build_row({"prompt_id": r["prompt_id"]}, r["prompt"], r["candidates"], s,
+                                              messages="chosen", keep_all_candidates=True, pick=pick)], [pick])[0]
+        assert {k: g[k] for k in derived} == {k: want[k] for k in derived}
+        assert {k: g[f"input_{k}"] for k in derived} == {k: row[k] for k in derived}
+    assert "the input's are kept as input_" in said and "keep the input's" not in said
+    np.testing.assert_array_equal(load(AnalyzeParams(dataset=str(out), run_dir=str(tmp_path / "run"))).score_chosen,
+                                  [max(g["scores"]) for g in got])
+    published = [{**row, "rm_scores": [9.0, -9.0, *row["rm_scores"]]} for row in given]  # SPPO's issue #27
+    assert main(["score", "--input", str(write_jsonl(tmp_path / "seven.jsonl", published)), "--output",
+                 str(tmp_path / "seven.scored.jsonl"), "--model", str(tiny_pairrm_dir), "--device", "cpu",
+                 "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+    assert "4 rows keep the input's rm_scores / probability / chosen_probs" in capsys.readouterr().err
+    kept = [json.loads(line) for line in (tmp_path / "seven.scored.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [{k: v for k, v in g.items() if k not in ("candidates", "scores", "ranks")} for g in kept] == published
 
 
 def test_repicked_rows_keep_their_conversation_and_rows_without_the_list_keep_their_pair(tmp_path, tiny_pairrm_dir,
