@@ -406,6 +406,27 @@ def test_few_rows_and_p_values_below_the_smallest_float_are_said_as_such(tmp_pat
     assert "Spearman of margin vs token length difference = n/a (p = n/a)" in analysis.headline(two.metrics)
 
 
+def test_the_scale_of_rows_made_elsewhere_is_read_as_known_recipe_names_their_scorer_as_the_card_reads_it(tmp_path):
+    """Rows made elsewhere, known_recipe naming their scorer: 02_analyze's scale said "as PairRM's are (no record names
+    the scorer: read as PairRM's)" whichever it named, where the card of the same rows and known_recipe read them as
+    that scorer's. Now 02_analyze takes known_recipe too and both read the scale through one function."""
+    rng = np.random.default_rng(2)
+    rows = _jsonl(tmp_path / "theirs.jsonl", [  # PairRM's sign order, off any grid
+        {"prompt": f"p{i}", "chosen": "a", "rejected": "b", "score_chosen": abs(c), "score_rejected": -abs(d)}
+        for i, (c, d) in enumerate(rng.normal(1.0, 1.0, (30, 2)).tolist())])
+    for k, (recipe, said, pairrm) in enumerate((
+            ({"scorer": "sfairXC/FsfairX-LLaMA3-RM-v0.1"}, "These scores are real-valued, as a reward model's logits "
+                                                           "are: ", False),
+            ({"scorer": "llm-blender/PairRM"}, "These scores are real-valued logits, as PairRM's are: ", True),
+            (None, "as PairRM's are (no record names the scorer: read as PairRM's)", None))):
+        run = tmp_path / f"run{k}"
+        m = analysis.analyze(AnalyzeParams(dataset=rows, run_dir=str(run), known_recipe=recipe,
+                                           bootstrap_resamples=100)).metrics
+        assert m["scorer"] is None and said in m["scale"]["sentence"], recipe
+        assert gather_facts(CardParams(run_dir=str(run), card_dataset=rows, known_recipe=recipe)
+                            ).scale_read_as_pairrm is pairrm, recipe
+
+
 def test_no_dataset_and_no_run_dataset(tmp_path):
     with pytest.raises(DataError, match="Run notebooks/01_construct.ipynb"):
         analysis.analyze(AnalyzeParams(run_dir=str(tmp_path / "nothing")))

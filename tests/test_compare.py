@@ -19,6 +19,7 @@ from scipy import stats as sps
 
 from repro import compare
 from repro.analysis import number, stats
+from repro.cli import main
 from repro.dataset_io import output_features, prompt_id_of, write_split
 from repro.exporters import export_rows
 from repro.errors import DataError, DatasetLoadError, ParameterError
@@ -28,6 +29,7 @@ from repro.parameters import CompareParams, ConstructParams, build
 from repro.paths import RunDir
 from repro.slicing import plan_slice
 from repro.sources import demo_path
+from repro.subject import mark_scorer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -1866,3 +1868,18 @@ def test_pairrms_length_limits_explain_rows_only_where_pairrm_may_have_scored(tr
     assert sum(ratings.values()) >= len(long) and truncated not in ratings
     logits = explanations(0.37, 0.0123)  # real-valued: PairRM's may be
     assert logits.get(truncated) == len(long)
+
+
+def test_a_stand_ins_repro_score_output_is_said_to_hold_a_stand_ins_scores(published, tiny_pairrm_dir, tmp_path):
+    """`repro score`'s output of a stand-in, compared with the published rows: the repro_stand_in.json beside it was
+    not read, so nothing said the candidate's scores were noise (a run's manifest saying stand-in was). Now it is."""
+    rows = tmp_path / "scored" / "rows.jsonl"
+    assert main(["score", "--model", str(tiny_pairrm_dir), "--input", published["candidate"], "--output", str(rows),
+                 "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+    out = compare.compare(params(tmp_path, reference=published["reference"], candidate=str(rows)))
+    assert ("**Stand-in scores.** The candidate's scores come from a stand-in scorer (random weights): their "
+            "agreement with the reference's says nothing of a real scorer's.") in out.result["notes"]
+    # the scores of a scorer that is none: no such note
+    mark_scorer(rows, {"model": "llm-blender/PairRM-hf", "kind": "pairrm", "stand_in": False})
+    out = compare.compare(params(tmp_path / "real", reference=published["reference"], candidate=str(rows)))
+    assert not any("Stand-in" in n for n in out.result["notes"])

@@ -194,8 +194,8 @@ def test_a_grid_over_a_parameter_whose_values_are_mappings_gives_that_parameter_
     with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .* lists \{'source': 'a', 'slice': "
                                              r"'all'\} twice: give each value once"):
         _plan({**values, "family": {"grid": {"known_recipe": [recipes[0], dict(recipes[0])]}}}, tmp_path)
-    with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .*: known_recipe is read by 03_card, "
-                                             r"which the members do not run"):
+    with pytest.raises(ParameterError, match=r"family\.grid\.known_recipe in .*: known_recipe is read by 02_analyze "
+                                             r"and 03_card, which the members do not run"):
         _plan({**values, "notebooks": ["01_construct"]}, tmp_path)
     # a bundle under the name of a parameter that takes no mapping is a bundle still (it was refused as that
     # parameter's value: "part_start: Input should be a valid integer")

@@ -307,7 +307,7 @@ def test_every_layout_repro_writes_is_scored_on_every_candidate_it_holds(tmp_pat
                 [{k: v for k, v in (r | {"prompt": w["prompt"], "candidates": c} | (dict(zip(
                     ("score_chosen", "score_rejected"), g["scores"])) if name == "selm" else {})).items() if k not in n}
                  for r, w, c, g, n in zip(ds.to_list(), want, texts, got, new)], (name, src.suffix)
-            assert bool(new[0] - {"scores", "ranks"}) == (name in ("seed", "snorkel", "rlhflow"))
+            assert bool(new[0] - {"scores", "ranks"}) == (name in ("seed", "sppo", "snorkel", "rlhflow"))
             if name != "selm":
                 for g, w in zip(got, want):
                     np.testing.assert_allclose(g["scores"], w["scores"], rtol=0, atol=1e-6)
@@ -505,6 +505,44 @@ def test_rows_that_list_every_candidate_get_their_pair_and_scores_from_the_new_s
     assert changed  # (some pair is not the old one: the test tells the new from the old)
 
 
+def test_sppos_rows_get_their_pair_scores_and_probabilities_from_the_new_scores(tmp_path, tiny_pairrm_dir, sppo_rows,
+                                                                                 capsys):
+    """SPPO's rows came back with the new `scores` beside their old `rm_scores`, `probability`, `chosen_probs*` and
+    pair, which SPPO's trainer and 02_analyze read: the row said two things. Now these are computed from the new scores
+    as the recipe computes them (exporters.sppo_columns), the input's kept as `input_<name>`; a row of SPPO's published
+    layout, 7 scores for its 5 `generate_i` (two of texts not scored here), keeps them, and the run says so."""
+    rows = [r for r in sppo_rows if len(r["candidates"]) == 3][:4]
+    old = [[2.0, 0.5, -1.0], [-1.0, 2.0, 0.5], [0.5, -1.0, 2.0], [2.0, -1.0, 0.5]]
+    built = [build_row({"prompt_id": r["prompt_id"]}, r["prompt"], r["candidates"], s, messages="chosen",
+                       keep_all_candidates=True) for r, s in zip(rows, old)]
+    given = export_rows("sppo", built, [(s.index(max(s)), s.index(min(s))) for s in old]).to_list()
+    src, out = write_jsonl(tmp_path / "sppo.jsonl", given), tmp_path / "sppo.scored.jsonl"
+    assert main(["score", "--input", str(src), "--output", str(out), "--model", str(tiny_pairrm_dir), "--device", "cpu",
+                 "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+    said = capsys.readouterr().err
+    got = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    derived = ("chosen", "rejected", "probability", "rm_scores", "chosen_probs", "chosen_probs_win",
+               "chosen_probs_lose")
+    for g, row, r in zip(got, given, rows):
+        s = g["scores"]
+        # the row 01_construct writes in SPPO's layout from these scores and the pair they pick
+        pick = s.index(max(s)), len(s) - 1 - s[::-1].index(min(s))
+        want = export_rows("sppo", [build_row({"prompt_id": r["prompt_id"]}, r["prompt"], r["candidates"], s,
+                                              messages="chosen", keep_all_candidates=True, pick=pick)], [pick])[0]
+        assert {k: g[k] for k in derived} == {k: want[k] for k in derived}
+        assert {k: g[f"input_{k}"] for k in derived} == {k: row[k] for k in derived}
+    assert "the input's are kept as input_" in said and "keep the input's" not in said
+    np.testing.assert_array_equal(load(AnalyzeParams(dataset=str(out), run_dir=str(tmp_path / "run"))).score_chosen,
+                                  [max(g["scores"]) for g in got])
+    published = [{**row, "rm_scores": [9.0, -9.0, *row["rm_scores"]]} for row in given]  # SPPO's issue #27
+    assert main(["score", "--input", str(write_jsonl(tmp_path / "seven.jsonl", published)), "--output",
+                 str(tmp_path / "seven.scored.jsonl"), "--model", str(tiny_pairrm_dir), "--device", "cpu",
+                 "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+    assert "4 rows keep the input's rm_scores / probability / chosen_probs" in capsys.readouterr().err
+    kept = [json.loads(line) for line in (tmp_path / "seven.scored.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [{k: v for k, v in g.items() if k not in ("candidates", "scores", "ranks")} for g in kept] == published
+
+
 def test_repicked_rows_keep_their_conversation_and_rows_without_the_list_keep_their_pair(tmp_path, tiny_pairrm_dir,
                                                                                          sppo_rows, capsys):
     """RLHFlow's rows with a system turn came back with chosen / rejected as [user, assistant] (the system turn gone);
@@ -609,13 +647,31 @@ def test_a_stand_ins_scores_are_marked_beside_them_and_02_analyze_and_03_card_sa
             f"in its folder declares (`repro_stand_in.json`).") in en
     assert f"> **替身分数。** `score_chosen` 与 `score_rejected` 来自 `{tiny_pairrm_dir.name}`" in zh
     assert "stand-in-scores" in DatasetCard.load(tmp_path / "run" / "dataset" / "README.md").data.tags
-    # the folder's other files are not the stand-in's: the input beside it; nor its rows scored again by a
-    # checkpoint that is no stand-in, which takes the mark away
-    assert declared_stand_ins(str(out.parent / "input-h4.jsonl")) == {}
+    assert declared_stand_ins(str(out.parent / "input-h4.jsonl")) == {}  # the folder's other file is no stand-in's
+
+
+def test_a_real_scorer_is_recorded_beside_repro_scores_output_and_02_analyze_and_03_card_read_it(
+        tmp_path, tiny_pairrm_dir, scored_h4, train_rows, capsys):
+    """A checkpoint that is no stand-in was recorded nowhere beside `repro score`'s output: 02_analyze wrote scorer null
+    and its scale "as PairRM's are (no record names the scorer: read as PairRM's)", as did the card. Now the marker
+    names every file's scorer (`stand_in` false for this one), which both read; scoring a stand-in's rows again with
+    it takes the stand-in flag away."""
+    out = shutil.copytree(scored_h4[0], tmp_path / "scored") / "h4.jsonl"  # a stand-in's, marked as one
     real = shutil.copytree(tiny_pairrm_dir, tmp_path / "no-stand-in", ignore=shutil.ignore_patterns(STAND_IN_MARKER))
-    score_h4(out, real, train_rows[:4], "--force")
-    assert "STAND-IN" not in capsys.readouterr().err and not (out.parent / STAND_IN_MARKER).exists()
-    assert declared_stand_ins(str(out)) == {}
+    score_h4(out, real, train_rows[:6], "--force")
+    assert "STAND-IN" not in capsys.readouterr().err
+    marked = json.loads((out.parent / STAND_IN_MARKER).read_text())["files"]["h4.jsonl"]
+    assert {k: marked[k] for k in ("model", "kind", "stand_in")} == {"model": str(real), "kind": "pairrm",
+                                                                      "stand_in": False}
+    assert declared_stand_ins(str(out)) == {} and declared_stand_ins(str(out.parent)) == {}
+    metrics, en, zh = analysed_and_carded(out, tmp_path / "run")
+    assert metrics["scorer"] == {"model": str(real), "kind": "pairrm", "stand_in": False, "declared": "marker"}
+    assert metrics["scores_from_stand_in"] is False
+    assert "These scores are real-valued logits, as PairRM's are: " in metrics["scale"]["sentence"]
+    assert "as PairRM's logits are (" in en and "与 PairRM 的 logit 相同（" in zh
+    assert "no record names the scorer" not in en + metrics["scale"]["sentence"] and "没有记录说明评分模型" not in zh
+    assert "Stand-in scores" not in en and "stand-in-scores" not in DatasetCard.load(
+        tmp_path / "run" / "dataset" / "README.md").data.tags
 
 
 def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):

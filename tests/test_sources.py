@@ -10,7 +10,8 @@ from huggingface_hub import constants
 
 from repro.dataset_io import SEED_FEATURES, write_split
 from repro.errors import DataError, DatasetLoadError
-from repro.sources import iter_jsonl, load_source, require_columns, text_lines
+from repro.sources import held_splits, iter_jsonl, load_source, require_columns, text_lines
+from repro.subject import mark_scorer
 
 
 def test_demo_source_loads():
@@ -445,7 +446,6 @@ def test_the_splits_held_by_a_folder_of_loose_data_files_are_those_datasets_name
     or of train_prefs.parquet and test_prefs.parquet, with no data/ folder; it names them as datasets does now, less
     the split read (train_prefs.parquet is datasets' split train: not another split beside train_prefs)."""
     from repro.compare import load_side
-    from repro.sources import held_splits
 
     plain = _loose_folder(tmp_path / "plain", ["train.jsonl", "test.jsonl"])
     prefs = _loose_folder(tmp_path / "prefs", ["train_prefs.parquet", "test_prefs.parquet"])
@@ -463,3 +463,17 @@ def test_the_splits_held_by_a_folder_of_loose_data_files_are_those_datasets_name
     assert held_splits(str(plain / "train.jsonl")) == []  # a file has no splits
     assert load_side("reference", str(prefs), "train_prefs").other_splits == ["test_prefs"]
     assert load_side("reference", [str(plain), str(mixed)], "test").other_splits == ["train", "validation"]
+
+
+def test_the_stand_in_marker_beside_repro_scores_output_is_no_data_file(tmp_path, train_rows):
+    """A folder of `repro score`'s output and the repro_stand_in.json it writes beside it, given as a folder, was
+    refused as "holds data files of 2 formats (.json, .jsonl)": the marker was counted (and datasets read it) as rows.
+    Now it is left out as datasets leaves out its own records: the folder's one split is its rows."""
+    rows = tmp_path / "scored" / "h4.jsonl"
+    rows.parent.mkdir()
+    rows.write_text("".join(json.dumps(r) + "\n" for r in train_rows[:5]))
+    mark_scorer(rows, {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    assert load_source(str(rows.parent), "train")["prompt"] == [r["prompt"] for r in train_rows[:5]]
+    assert held_splits(str(rows.parent)) == ["train"]
+    with pytest.raises(DataError, match=r"has no split 'train_prefs'; it has \['h4', 'train'\]\."):
+        load_source(str(rows.parent))

@@ -30,7 +30,7 @@ from .paths import DATASET_DIR, RunDir, is_hub_id, run_manifest_of
 from .revisions import hub_commit
 from .slicing import plan_slice
 from .sources import held_splits, load_source
-from .subject import claim
+from .subject import claim, declared_scorer
 
 COMPARE_VERSION = 1
 SIDES = ("reference", "candidate")  # Side.name of each, in this order
@@ -780,6 +780,11 @@ def _recorded(spec: str) -> dict[str, Any]:
     return {} if manifest is None else json.loads(manifest.read_text())
 
 
+def _scorer(spec: str) -> dict[str, Any] | None:
+    """The scorer of `spec`'s making: its run's manifest's, else the one it declares (a stand-in, `repro score`'s)."""
+    return _recorded(spec).get("scorer") or declared_scorer(spec)
+
+
 def _hints(candidate_spec: str) -> dict[str, Any]:
     """The slicing parameters (and `limit`, `ties`) the candidate's run built it with, and the rows its construction
     dropped of its slice by reason (`dropped`); none unless it counted rows."""
@@ -909,7 +914,7 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
 def pairrm_may_have_scored(side: Side, scores: dict[str, np.ndarray] | None) -> bool:
     """Whether PairRM (or a scorer of its kind) may have scored `side`: its run records one, or none is recorded and its
     scores, if any, are not on a scale PairRM's never are (ratings, probabilities: stats.detect_scale)."""
-    recorded = [s for spec in side.specs if isinstance(s := _recorded(spec).get("scorer"), dict)]
+    recorded = [s for spec in side.specs if isinstance(s := _scorer(spec), dict)]
     if recorded:
         return any(s.get("kind", "pairrm") == "pairrm" for s in recorded)
     return scale_kind(scores) not in ("rating", "probability", "constant")
@@ -929,7 +934,7 @@ def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
     on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
     notes = [["stand_in_note", side.name, other.name]
              for side, other in ((reference, candidate), (candidate, reference))
-             if any((_recorded(spec).get("scorer") or {}).get("stand_in") for spec in side.specs)]
+             if any((_scorer(spec) or {}).get("stand_in") for spec in side.specs)]
     if al.scored:
         kinds, opposite = [scale_kind(al.ref_scores), scale_kind(al.cand_scores)], []
         for scores in (al.ref_scores, al.cand_scores):

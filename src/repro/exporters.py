@@ -27,18 +27,25 @@ def sppo_probabilities(scores: Sequence[float]) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(s[None, :] - s[:, None]))
 
 
-def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
-    lead = row.get(SCORED_ONLY, 0)  # the original pair ranked first (first_scored_only): in rm_scores only
-    n, chosen, rejected = len(row["candidate_scores"]) - lead, chosen - lead, rejected - lead
+def sppo_columns(scores: Sequence[float], chosen: int, rejected: int, lead: int = 0) -> dict[str, Any]:
+    """SPPO's columns of a row's every score and the pair picked (their indices in `scores`), as compute_prob.py
+    writes them: `probability`, `rm_scores`, `chosen_probs`, `chosen_probs_win`, `chosen_probs_lose`; `lead`: the
+    original pair ranked first (first_scored_only), in rm_scores only."""
+    n, chosen, rejected = len(scores) - lead, chosen - lead, rejected - lead
     # compute_prob.py: probability over score[0..pairs-1] (the first n: with the originals first, the two of them
     # and the first generated ones), indexed by the argmax / argmin of rm_scores[-5:], the generated ones
-    p = sppo_probabilities(row["candidate_scores"][:n])
+    p = sppo_probabilities(scores[:n])
+    return {"probability": p.tolist(), "rm_scores": [float(s) for s in scores],
+            "chosen_probs": float(p[chosen][rejected]), "chosen_probs_win": float(p[chosen].sum() / n),
+            "chosen_probs_lose": float(p[rejected].sum() / n)}
+
+
+def _sppo(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:
+    lead = row.get(SCORED_ONLY, 0)
     return {"prompt": row["prompt"], "prompt_id": row["prompt_id"], "chosen": row["chosen"],
             "rejected": row["rejected"],
             **{f"generate_{i}": conversation(row["prompt"], text) for i, text in enumerate(row["candidates"][lead:])},
-            "probability": p.tolist(), "rm_scores": [float(s) for s in row["candidate_scores"]],
-            "chosen_probs": float(p[chosen][rejected]), "chosen_probs_win": float(p[chosen].sum() / n),
-            "chosen_probs_lose": float(p[rejected].sum() / n)}
+            **sppo_columns(row["candidate_scores"], chosen, rejected, lead)}
 
 
 def _rlhflow(row: dict[str, Any], chosen: int, rejected: int) -> dict[str, Any]:

@@ -392,6 +392,22 @@ class GenerationParams(_Params):
         return self
 
 
+# the facts of a dataset's making that a card can state (known_recipe's keys), in the card's order
+RECIPE_FACTS = ("source", "slice", "dropped", "candidates", "scorer", "precision", "selection", "tie_rule")
+
+
+def _recipe_keys(v: Any) -> Any:
+    unknown = sorted(set(v) - set(RECIPE_FACTS)) if isinstance(v, dict) else []
+    if unknown:
+        raise ValueError(f"unknown fact{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}."
+                         f"{did_you_mean(unknown[0], RECIPE_FACTS)}"
+                         f" known_recipe takes {list(RECIPE_FACTS)}")
+    return v
+
+
+KnownRecipe = Annotated[str | dict[str, str] | None, AfterValidator(_recipe_keys)]  # what is told of a making
+
+
 class AnalyzeParams(_Params):
     """Parameters of notebooks/02_analyze.ipynb."""
 
@@ -407,10 +423,10 @@ class AnalyzeParams(_Params):
     bootstrap_seed: BootstrapSeed
     # True: rows with NaN/inf/missing scores are left out and counted in n_excluded; False: they are an error
     exclude_nonfinite: bool = False
+    # for a dataset not built here, as 03_card takes it: its scorer says whose scores these are (the scale)
+    known_recipe: KnownRecipe = None
 
 
-# the facts of a dataset's making that a card can state (known_recipe's keys), in the card's order
-RECIPE_FACTS = ("source", "slice", "dropped", "candidates", "scorer", "precision", "selection", "tie_rule")
 
 
 class CardParams(_Params):
@@ -429,7 +445,7 @@ class CardParams(_Params):
     # None: ["en"] for a dataset built here; not stated for one that was not (the card is in English and Chinese)
     language: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] | None = None
     # for card_dataset: text, or {source, slice, dropped, candidates, scorer, precision, selection, tie_rule}
-    known_recipe: str | dict[str, str] | None = None
+    known_recipe: KnownRecipe = None
     push_to_hub: bool = False
 
     @field_validator("hub_repo_id")
@@ -447,16 +463,6 @@ class CardParams(_Params):
         if v is not None and v != v.lower():  # every identifier of the Hub's licence list is lower case
             raise ValueError(f"the Hub's licence identifiers are lower case: did you mean {v.lower()!r}? (the list: "
                              f"https://huggingface.co/docs/hub/repositories-licenses)")
-        return v
-
-    @field_validator("known_recipe")
-    @classmethod
-    def _recipe_keys(cls, v):
-        unknown = sorted(set(v) - set(RECIPE_FACTS)) if isinstance(v, dict) else []
-        if unknown:
-            raise ValueError(f"unknown fact{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}."
-                             f"{did_you_mean(unknown[0], RECIPE_FACTS)}"
-                             f" known_recipe takes {list(RECIPE_FACTS)}")
         return v
 
     @model_validator(mode="after")

@@ -17,7 +17,8 @@ from .errors import ParameterError, ReproError, did_you_mean, unicode_form
 
 SPLIT = "train_prefs"
 # every stand-in model (policy or scorer) carries this file, saying how it was built; for a policy
-# {"builder", "size", "seed", "random_init"}: random_init = no weights saved, drawn from the seed at load time
+# {"builder", "size", "seed", "random_init"}: random_init = no weights saved, drawn from the seed at load time; beside
+# the files `repro score` wrote, {"files": {name: its scorer, "stand_in" true or false}} (repro.subject.mark_scorer)
 STAND_IN_MARKER = "repro_stand_in.json"
 
 

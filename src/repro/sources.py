@@ -22,14 +22,15 @@ import pyarrow.parquet as pq
 from .dataset_io import split_files
 from .errors import DataError, DatasetLoadError, counted, did_you_mean, notice
 from .parameters import FAMILY_NOTEBOOK
-from .paths import (DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, RunDir, beside_hint, is_hub_id, project_root,
-                    unicode_twin)
+from .paths import (DEMO, MANIFEST_JSON, SELFCHECK_JSON, SPLIT, STAND_IN_MARKER, RunDir, beside_hint, is_hub_id,
+                    project_root, unicode_twin)
 from .revisions import check_revision_target, hub_offline, hub_snapshot
 
 DATA_SUFFIXES = {".jsonl", ".json", ".parquet", ".csv", ".tsv", ".arrow", ".txt", ".gz", ".zst"}
 FILE_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
-# records beside data files, no rows: those datasets' folder loader leaves out, and a save_to_disk folder's state.json
-RECORDS = {*FILES_TO_IGNORE, "state.json"}
+# records beside data files, no rows: those datasets' folder loader leaves out, a save_to_disk folder's state.json, and
+# the marker `repro score` writes beside its output (datasets would read it as rows: left out of its data_files here)
+RECORDS = {*FILES_TO_IGNORE, "state.json", STAND_IN_MARKER}
 
 
 def demo_path() -> Path:
@@ -182,7 +183,7 @@ def held_splits(spec: str, but: Iterable[str] = ()) -> list[str]:
             or folder_problem(folder):  # (one Dataset saved has no splits)
         return [split for split in named or [] if split not in but]
     try:
-        found = loose_splits(folder)
+        found = {split: {f.resolve() for f in files} for split, files in loose_splits(folder).items()}
     except Exception:  # (datasets raises many types: the load says why)
         return []
     own = {split: {f.resolve() for f in own_files(folder, split)} for split in [*but, *folder_splits(folder)]}
@@ -196,9 +197,9 @@ def held_splits(spec: str, but: Iterable[str] = ()) -> list[str]:
 def loose_splits(path: Path) -> dict[str, set[Path]]:
     """A folder of data files' splits as datasets names them (a README's configs, else the files' names: train.jsonl
     and test.jsonl are train and test, train_prefs.parquet is train, other names one split train), each with its
-    files; before reading any rows."""
+    files (as datasets lists them: not resolved), our RECORDS left out; before reading any rows."""
     found = datasets.load_dataset_builder(str(path)).config.data_files
-    return {str(split): {Path(f).resolve() for f in files} for split, files in found.items()}
+    return {str(split): {Path(f) for f in files if Path(f).name not in RECORDS} for split, files in found.items()}
 
 
 def own_files(path: Path, split: str) -> list[Path]:
@@ -212,7 +213,8 @@ def folder_splits(path: Path) -> list[str]:
     """The splits `_load_local` reads from a folder of data files: by a file's name (<split>.jsonl, <split>.json,
     <split>.parquet, <split>-*.parquet), and those datasets tells from the names (train_prefs.jsonl: also "train")."""
     named = set()
-    for f in (f for f in path.iterdir() if f.is_file() and f.suffix in (".parquet", ".jsonl", ".json")):
+    for f in (f for f in path.iterdir() if f.is_file() and f.suffix in (".parquet", ".jsonl", ".json")
+              and f.name not in RECORDS):
         # <split>-*.parquet: the name before its first "-" (a split's name has none), not the file's name cut at each
         named.add(f.stem.split("-")[0] if f.suffix == ".parquet" else f.name.removesuffix(f.suffix))
     return sorted(named | set(map(str, get_data_patterns(str(path)))))
@@ -264,7 +266,10 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
     try:  # the splits datasets tells from the files' names (and a README's configs), before reading any rows
         if split not in (found := loose_splits(path)):
             raise _no_split(where, split, sorted({*folder_splits(path), *found}), split_parameter)
-        return datasets.load_dataset(str(path), split=split)
+        # (datasets would read repro score's marker as rows: where there is one, the split's files without it; not
+        # always, as data_files given leave a README's features out)
+        files = {split: sorted(map(str, found[split]))} if any(path.rglob(STAND_IN_MARKER)) else None
+        return datasets.load_dataset(str(path), split=split, data_files=files)
     except DataError:
         raise
     except Exception as exc:  # datasets raises many types here; the user needs one message

@@ -25,15 +25,14 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
     """The stand-ins a dataset made elsewhere (`spec`: a local folder, or a file in one) declares it was made with:
     {"scorer": ..., "generation": ...}, each with `stand_in` and `declared`, what declares it: the `manifest` of the
     run that built it (which names the model), its own `card`'s tags (STAND_IN_TAGS), or a `marker` in its folder
-    (STAND_IN_MARKER, for the scorer; beside a file `repro score` wrote, naming it and the model: `mark_stand_in`);
+    (STAND_IN_MARKER, for the scorer; beside a file `repro score` wrote, naming it and the model: `marked_scorer`);
     {} where nothing does (a hub id, a folder that says nothing)."""
     path = Path(spec).expanduser() if spec else None
     if path is None or not path.exists():
         return {}
     out: dict[str, dict[str, Any]] = {}
-    if isinstance(scorer := _marker(path.parent).get("files", {}).get(path.name), dict) and path.is_file():
-        out["scorer"] = {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": True,
-                         "declared": "marker"}
+    if (scorer := marked_scorer(path)) and scorer["stand_in"]:
+        out["scorer"] = scorer
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no manifest beside it, or not one
         recorded = Manifest(RunDir(run_manifest_of(path).parent)).read()
         scorer, generation = recorded.get("scorer") or {}, recorded.get("generation") or {}
@@ -51,16 +50,28 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
         for key, tag in STAND_IN_TAGS.items():
             if tag in tags:
                 out.setdefault(key, {"stand_in": True, "declared": "card"})
-    if (folder / STAND_IN_MARKER).is_file():
+    files = _marker(folder).get("files") or {}  # (one naming no file, as before repro score named them: a stand-in)
+    if (folder / STAND_IN_MARKER).is_file() and not (files and all(
+            isinstance(scorer, dict) and scorer.get("stand_in") is False for scorer in files.values())):
         out.setdefault("scorer", {"stand_in": True, "declared": "marker"})
     return out
 
 
-def read_as_pairrm(scorer: dict[str, Any] | None) -> bool | None:
-    """Whose logits 02_analyze reads the scores of `scorer` (the record of their making, metrics.json's `scorer`) as:
-    PairRM's (its kind of scorer), a reward model's (another), or None: no record names one (read as PairRM's, said
-    so); 03_card states the same."""
-    return scorer.get("kind", "pairrm") == "pairrm" if scorer else None
+def declared_scorer(spec: str | None) -> dict[str, Any] | None:
+    """The scorer a dataset made elsewhere (`spec`) declares: a stand-in (`declared_stand_ins`), else the one `repro
+    score` recorded beside the file (`marked_scorer`); None."""
+    return declared_stand_ins(spec).get("scorer") or (marked_scorer(Path(spec).expanduser()) if spec else None)
+
+
+def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_order: bool = False) -> bool | None:
+    """Whose logits 02_analyze and 03_card read the scores as: those of the record of their making (`scorer`,
+    metrics.json's), PairRM's (its kind of scorer) or a reward model's (another); where none records one, of the scorer
+    `told` (known_recipe's): PairRM's where it names PairRM and the scores keep its sign order (`breaks_sign_order`:
+    some score_chosen >= 0 >= score_rejected fails), else a reward model's; None: nothing names one (read as PairRM's,
+    said so)."""
+    if scorer:
+        return scorer.get("kind", "pairrm") == "pairrm"
+    return "pairrm" in str(told).lower() and not breaks_sign_order if told else None
 
 
 def _marker(folder: Path) -> dict[str, Any]:
@@ -72,21 +83,21 @@ def _marker(folder: Path) -> dict[str, Any]:
     return marker if isinstance(marker, dict) and isinstance(marker.get("files", {}), dict) else {}
 
 
-def mark_stand_in(path: Path, scorer: dict[str, Any] | None) -> None:
-    """Say in the STAND_IN_MARKER beside file `path` that a stand-in made its scores (`scorer`: its record, as a run's
-    manifest keeps it), or, None, that none did: its name leaves the marker (and the marker, once it names no file)."""
+def marked_scorer(path: Path) -> dict[str, Any] | None:
+    """The scorer the STAND_IN_MARKER beside file `path` records for it (`mark_scorer`), `stand_in` true where a
+    stand-in made its scores; else None."""
+    scorer = _marker(path.parent).get("files", {}).get(path.name)
+    return {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": bool(
+        scorer.get("stand_in")), "declared": "marker"} if isinstance(scorer, dict) and path.is_file() else None
+
+
+def mark_scorer(path: Path, scorer: dict[str, Any]) -> None:
+    """Record in the STAND_IN_MARKER beside file `path` the scorer that made its scores (`scorer`: its record, as a
+    run's manifest keeps it, with `stand_in`), beside those of the other files there."""
     marker = _marker(path.parent)
-    files = {name: record for name, record in marker.get("files", {}).items() if name != path.name}
-    if scorer is None and len(files) == len(marker.get("files", {})):  # the file was not marked
-        return
-    if scorer is not None:
-        files[path.name] = scorer
-    if not files:
-        (path.parent / STAND_IN_MARKER).unlink(missing_ok=True)
-        return
     atomic_write_json(path.parent / STAND_IN_MARKER, {
-        "what": "these files' scores come from a random stand-in scorer: they are noise", **marker, "files": files},
-        indent=2)
+        **marker, "what": "the scorer of each file repro score wrote here; stand_in true: a random stand-in's scores, "
+                          "noise", "files": {**marker.get("files", {}), path.name: scorer}}, indent=2)
 
 
 def is_own_dataset(run: RunDir, spec: str | None) -> bool:

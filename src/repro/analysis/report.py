@@ -24,7 +24,7 @@ from ..manifest import Manifest
 from ..parameters import AnalyzeParams, ConstructParams
 from ..paths import EXTREMES_TABLE, SPLIT, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
-from ..subject import claim, declared_stand_ins, read_as_pairrm
+from ..subject import claim, declared_scorer, read_as_pairrm
 from . import agreement, plots, prose, stats
 
 EXTREME_ROWS = 10
@@ -49,6 +49,7 @@ class ScoreData:
     excluded_reasons: dict[str, int]
     table: pa.Table = field(repr=False)
     scorer: dict[str, Any] | None = None
+    told_scorer: str | None = None  # the scorer known_recipe names (where `scorer` records none)
     selection: str | None = None  # the pair rule of the dataset's making (its manifest's), when recorded
     lowest_tie: str | None = None  # the tie rule of its pairs: the manifest's lowest_tie (unrecorded: the default)
     # per-row response lengths of the kept rows that have both responses (`length_rows` marks them), or why not
@@ -193,11 +194,12 @@ def load(p: AnalyzeParams, given: tuple[str, str, pa.Table] | None = None) -> Sc
                                          parameters.get("lowest_tie"))
     except (AttributeError, OSError, ValueError):  # no manifest, or not one
         scorer = selection = lowest_tie = None
-    if scorer is None and p.dataset is not None:  # made elsewhere: a stand-in scorer its card or folder declares
-        scorer = declared_stand_ins(p.dataset).get("scorer")
+    if scorer is None and p.dataset is not None:  # made elsewhere: a stand-in its card or folder declares, else the
+        scorer = declared_scorer(p.dataset)  # scorer `repro score` recorded beside the file
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, digest=scores_digest(table),
                      score_chosen=chosen, score_rejected=rejected, row_index=keep, excluded_reasons=reasons,
                      table=table, scorer=scorer if isinstance(scorer, dict) else None,
+                     told_scorer=p.known_recipe.get("scorer") if isinstance(p.known_recipe, dict) else None,
                      selection=selection if isinstance(selection, str) else None, lengths=lengths,
                      lowest_tie=lowest_tie or ConstructParams.model_fields["lowest_tie"].default,
                      length_rows=length_rows, length_reason=why)
@@ -260,7 +262,9 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             "tokens": "whitespace-separated tokens, as str.split() counts them",
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
     rule = data.selection if data.selection not in (None, "best_worst") else None
-    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, read_as_pairrm(data.scorer), rule)
+    signs = stats.pairrm_invariants(data.score_chosen, data.score_rejected)
+    metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, read_as_pairrm(
+        data.scorer, data.told_scorer, bool(signs["sign_order_fails"])), rule)
     # every candidate's score: a run's (a recipe's, as seed_view names it), else the `scores` of repro score's rows
     # where they gave the pair's (the input's kept as input_score_chosen; a pair kept as given is another scorer's)
     columns = data.table.column_names
@@ -268,7 +272,7 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     ragged = candidate_score_lists(data.table, CANDIDATE_SCORES if own else "scores", data.row_index)
     metrics["invariants"] = {"expected_to_hold": metrics["scale"]["kind"] == "logit" and data.pairwise,
                              **({"selection": rule} if rule else {}),
-                             **stats.pairrm_invariants(data.score_chosen, data.score_rejected),
+                             **signs,
                              "candidate_scores": None if ragged is None or not ragged[1].any() else  # none given
                              stats.candidate_score_invariants(
                                  *ragged, data.score_chosen, data.score_rejected)}

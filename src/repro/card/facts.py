@@ -362,10 +362,9 @@ class CardFacts:
     @property
     def scale_read_as_pairrm(self) -> bool | None:
         """Whose logits the analysis read the scores as (PairRM's, a reward model's, None: PairRM's, no record naming
-        the scorer), from the scorer its metrics record: the card's scale is the one metrics.json states; where they
-        record none, the scorer known_recipe names says whose (as `pairrm_scores`)."""
-        recorded = _get(self.metrics, "scorer")
-        return self.pairrm_scores if not recorded and self.known_recipe.get("scorer") else read_as_pairrm(recorded)
+        the scorer), from the scorer its metrics record, else the one known_recipe names, as 02_analyze reads them."""
+        return read_as_pairrm(_get(self.metrics, "scorer"), self.known_recipe.get("scorer"),
+                              bool(self.sign_order_fails))
 
     @property
     def sign_order_fails(self) -> int:

@@ -21,7 +21,7 @@ from ..construct.scoring import score_candidates
 from ..construct.selection import best_worst
 from ..dataset_io import prompt_text, response_text
 from ..errors import DataError, ParameterError, counted
-from ..exporters import CALLED, detect_format, generate_columns, seed_row
+from ..exporters import CALLED, detect_format, generate_columns, seed_row, sppo_columns
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STAND_IN_MARKER, WORK_DIR, check_folder,
@@ -29,15 +29,15 @@ from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STA
 from ..scorers import either, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
-from ..subject import mark_stand_in
+from ..subject import mark_scorer
 
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
-SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE, STAND_IN_MARKER}
+SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE}
 SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
-# a layout's list of every candidate's score (the seed's keep_all_candidates rows, Snorkel's, RLHFlow's): the new
-# scores, and the pair picked again from them
-LISTED = {"seed": "candidate_scores", "snorkel": "all_rm_scores", "rlhflow": "rewards"}
+# a layout's list of every candidate's score (the seed's keep_all_candidates rows, SPPO's, Snorkel's, RLHFlow's): the
+# new scores, and the pair picked again from them
+LISTED = {"seed": "candidate_scores", "sppo": "rm_scores", "snorkel": "all_rm_scores", "rlhflow": "rewards"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -67,8 +67,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a .jsonl file: the input rows + 'scores' and 'ranks'; a pair's row (H4's, TRL's) gets "
                              "them as its 'score_chosen' and 'score_rejected' (and 'score_margin', where it has one), "
                              "the input's kept as 'input_score_chosen', ...; a row that lists every candidate's "
-                             "score (the seed's 'candidate_scores', Snorkel's, RLHFlow's) gets them as that list and "
-                             "its chosen / rejected picked again from them, the input's kept as 'input_<name>'")
+                             "score (the seed's 'candidate_scores', SPPO's, Snorkel's, RLHFlow's) gets them as that "
+                             "list and its chosen / rejected (SPPO's probabilities) picked again from them, the "
+                             "input's kept as 'input_<name>'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
     parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
@@ -238,9 +239,9 @@ def scored_row(row: dict[str, Any], scores: Sequence[float], pair: bool,
     has its `LISTED` layout's list column, in the columns it has: `scores` as that list of every candidate's score, its
     `chosen` / `rejected` picked again (the best and the worst: the card's tie rule; a text, or the input's
     conversation with its last assistant turn's content replaced), their scores and difference (`score_margin`,
-    RLHFlow's `margin`), and the new chosen conversation as its `messages` where those were the old (as 01_construct
-    writes them); a row without the list keeps its pair."""
-    if not pair and LISTED.get(layout) not in row:  # (no list of every candidate's score: its pair is kept)
+    RLHFlow's `margin`), SPPO's probabilities, and the new chosen conversation as its `messages` where those were the
+    old (as 01_construct writes them); a row without the list, or of one not a score per candidate, keeps its pair."""
+    if not pair and len(row.get(LISTED.get(layout)) or ()) != len(scores):  # (SPPO's 7 scores for 5: no list)
         return row, []
     i_c, i_r = (0, 1) if pair else best_worst(scores)
     new: dict[str, Any] = {"score_chosen": float(scores[i_c]), "score_rejected": float(scores[i_r])}
@@ -250,6 +251,7 @@ def scored_row(row: dict[str, Any], scores: Sequence[float], pair: bool,
             text = row["candidates"][k]
             new[side] = answered(row[side], text) if isinstance(row.get(side), list) else text
         new |= {"margin": new["score_margin"], LISTED[layout]: [float(s) for s in scores]}
+        new |= sppo_columns(scores, i_c, i_r) if layout == "sppo" else {}
         new |= {"messages": new["chosen"]} if row.get("messages") == row.get("chosen") else {}
     new = {name: value for name, value in new.items() if name in row or pair and name != "score_margin"}
     kept = [name for name in new if name in row]
@@ -331,9 +333,9 @@ def main(args: argparse.Namespace) -> int:
     lines = (json.dumps({**row, "scores": s, "ranks": r}, ensure_ascii=False, default=json_default) + "\n"
              for (row, _), s, r in zip(written, result.scores, ranks))
     atomic_write_text(args.output, "".join(lines))
-    # a stand-in's scores say so beside them, with the scorer as a run's manifest records it (02_analyze, 03_card)
-    mark_stand_in(args.output, {k: result.info[k] for k in ("model", "kind", "stand_in", "backend", "device", "dtype")
-                                if k in result.info} if result.info.get("stand_in") else None)
+    # the scorer beside the scores, as a run's manifest records it, a stand-in's said so (02_analyze, 03_card)
+    mark_scorer(args.output, {k: result.info[k] for k in ("model", "kind", "stand_in", "backend", "device", "dtype")
+                              if k in result.info})
     if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
         shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
     info, few, most = result.info, min(map(len, cands := [r["candidates"] for r in rows])), max(map(len, cands))
@@ -345,11 +347,12 @@ def main(args: argparse.Namespace) -> int:
           f"prompt{scored}){note}", file=sys.stderr)
     if renamed:  # (02_analyze reads score_chosen / score_rejected: the new scores, not the input's)
         picked = " (chosen and rejected: the best and the worst by them)" * ("chosen" in renamed)
-        print(f"repro score: the {'pairs' if all(pairs) else 'rows'}' {' / '.join(renamed)} hold these scores "
+        print(f"repro score: the {'pairs' if all(pairs) else 'rows'}' {' / '.join(renamed)} follow these scores "
               f"now{picked}; the input's are kept as {' / '.join('input_' + name for name in renamed)}.",
               file=sys.stderr)
-    if kept := sum("score_chosen" in row and not names for row, names in written):  # (no list to pick again from)
-        print(f"repro score: {counted(kept, 'row')} keep the input's score_chosen / score_rejected (no list of every "
-              f"candidate's score to pick their pair again from): only their `scores` are this model's.",
-              file=sys.stderr)
+    if kept := sum(bool({"score_chosen", "rm_scores"} & set(row)) and not names for row, names in written):
+        print(f"repro score: {counted(kept, 'row')} keep the input's "  # (no list to pick their pair again from)
+              f"{'rm_scores / probability / chosen_probs' if layout == 'sppo' else 'score_chosen / score_rejected'} "
+              f"(no list of every candidate's score, one each, to pick their pair again from): only their `scores` are "
+              f"this model's.", file=sys.stderr)
     return 0
