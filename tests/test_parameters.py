@@ -423,6 +423,13 @@ def test_every_scorer_load_option_is_a_typed_scorer_option():
         validate_all({"scorers": [{"name": "b", "model": "builtin:tiny-pairrm", "options": {"batchsize": 2}}]})
     with pytest.raises(ParameterError, match=r"scorers\.0\.modle: .* Did you mean 'model'\?"):
         validate_all({"scorers": [{"name": "b", "modle": "builtin:tiny-pairrm"}]})
+    # the card's rebuild file holds FILL_IN where the reader puts a chat template: left so, it was taken as the
+    # template itself and refused by the scorer inside 01_construct, after the run had started
+    left = {"chat_template": "FILL_IN"}
+    other = {"name": "b", "model": "builtin:tiny-pairrm", "options": left}
+    for given in ({"scorer_options": left}, {"scorers": [other]}):
+        with pytest.raises(ParameterError, match=r"chat_template: .*FILL_IN.*put the chat template .* sha256"):
+            validate_all(given)
 
 
 def test_defaults_several_schemas_share_are_written_once():

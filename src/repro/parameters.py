@@ -158,11 +158,21 @@ ScorerDtype = Literal["auto", "fp32", "fp16", "bf16"]
 ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
 
 
+TO_FILL = "FILL_IN"  # the card's rebuild file holds it where the reader puts the chat template it names by its hash
+
+
+def _filled(template: str) -> str:
+    if template.strip() == TO_FILL:
+        raise ValueError(f"is still {TO_FILL}, as the card's rebuild file gives it: put the chat template the scorer "
+                         "was given there (the card's comment beside it gives its sha256)")
+    return template
+
+
 class ScorerOptions(TypedDict, total=False):
     """A scorer's load options, typed where they enter (load_scorer says which apply to its kind)."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
-    chat_template: str  # sequence classifiers: a Jinja template over `messages`
+    chat_template: Annotated[str, AfterValidator(_filled)]  # sequence classifiers: a Jinja template over `messages`
     trust_remote_code: bool
     output_index: Index  # which output of a multi-output reward model is the reward
     max_length: Count  # tokens per conversation

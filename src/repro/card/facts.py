@@ -22,7 +22,7 @@ from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
-from ..parameters import (BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, read_params_yaml,
+from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id, shipped)
@@ -51,7 +51,6 @@ SMALL_ROWS = 1000  # a dataset of fewer rows is called small (the hub's smallest
 MANY_TIES = 0.1  # ties are a limitation from this share of the pairs on (inverted pairs from one on)
 TEXT_TYPES = (pa.string(), pa.large_string())
 REBUILD_FILE, REBUILD_OUT = "rebuild.yaml", "runs/rebuild"  # the card's command: its params file, its run folder
-TO_FILL = "FILL_IN"  # in the params file to save, where the reader puts a chat template the card names by its hash
 
 
 def _is_text(feature: Any) -> bool:
