@@ -83,17 +83,6 @@ def test_prose_around_a_path_is_kept_as_it_is():
         "hf:org/name s3://b/k rm, note: rm; run_dir:rm"
 
 
-def test_a_word_with_a_slash_after_a_folder_that_is_here_is_prose(tmp_path):
-    # "rows in /runs/demo chosen/rejected" showed "rows in rejected": a path with no suffix took the word after it
-    for folder in ("runs/demo", "my runs/demo", "my"):
-        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
-    assert public_text(f"rows in {tmp_path}/runs/demo chosen/rejected; saved to {tmp_path}/my runs/demo (done)") == \
-        "rows in demo chosen/rejected; saved to demo (done)"  # the longer path where it is here too
-    assert without_folders(f"rows-in{tmp_path}/runs/demo chosen/rejected", tmp_path) == "rows-indemo chosen/rejected"
-    # where neither is here, no rule tells a folder's name with a space from prose: the path is hidden whole
-    assert public_text(f"rows in {tmp_path}/gone/demo chosen/rejected") == "rows in rejected"
-
-
 def test_a_home_folder_itself_is_published_as_a_tilde_not_by_the_users_name(tmp_path, monkeypatch):
     # "rows in /home/alice" showed "rows in alice": a home folder's last name is its user's name
     home = tmp_path / "alice-Secret"

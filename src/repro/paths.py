@@ -52,7 +52,7 @@ _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 # (file://host, user@host:, host: whose name holds a digit, '.' or '-', as a key's seldom does) dropped with it;
 # a path goes on past a space into a word holding a separator that starts no path of its own (C:\Users\Alice Secret\x,
 # /my data/x: a folder's name with a space), unless what it has reached is a file (a suffix: "uf.jsonl
-# chosen/rejected", "uf.jsonl and/or" are prose after it) or, where not the whole, a path that is here (_shown)
+# chosen/rejected", "uf.jsonl and/or" are prose after it)
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
 _PATH_IN_TEXT = re.compile(
@@ -114,16 +114,8 @@ def public_name(value: str) -> str:
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
     user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is."""
-    return _PATH_IN_TEXT.sub(lambda found: found["path"] if found["path"].startswith(keep) else _shown(found["path"]),
-                             text)
-
-
-def _shown(path: str) -> str:
-    """A path found in text, `public_name`d: its longest part (the whole, else up to a space) that is a path on this
-    machine, the rest prose after it ("/runs/demo chosen/rejected"); where none is, the whole (hidden)."""
-    ends = [len(path), *(i for i in range(len(path) - 1, 0, -1) if path[i] == " ")]
-    end = next((end for end in ends if os.path.exists(os.path.expanduser(path[:end]))), len(path))
-    return public_name(path[:end]) + path[end:]
+    return _PATH_IN_TEXT.sub(lambda found: found["path"] if found["path"].startswith(keep) else public_name(
+        found["path"]), text)
 
 
 def without_folders(text: str, *folders: str | Path) -> str:
@@ -131,7 +123,7 @@ def without_folders(text: str, *folders: str | Path) -> str:
     a last guard behind `public_text`, for a path in a route it did not catch."""
     for folder in dict.fromkeys(str(f).rstrip("/\\") for f in folders):
         if len(folder) > 1 and folder in text:  # (a search only where one is there)
-            text = re.sub(rf"{re.escape(folder)}(?![^{_ENDS}/\\]){_PATH_GOES_ON}", lambda path: _shown(path[0]),
+            text = re.sub(rf"{re.escape(folder)}(?![^{_ENDS}/\\]){_PATH_GOES_ON}", lambda path: public_name(path[0]),
                           text)
     return text
 
