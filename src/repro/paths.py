@@ -49,15 +49,13 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more par
 _HOME = re.compile(r"(?:[A-Za-z]:)?/(?:home|users)/[^/]+", re.IGNORECASE)  # a home folder, on any machine
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 # a local path inside text: /…, ~/…, ./…, C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
-# (file://host, user@host:, host: whose name holds a digit, '.' or '-', as a key's seldom does) dropped with it;
-# a path goes on past a space into a word holding a separator that starts no path of its own (C:\Users\Alice Secret\x,
-# /my data/x: a folder's name with a space), unless what it has reached is a file (a suffix: "uf.jsonl
-# chosen/rejected", "uf.jsonl and/or" are prose after it)
+# (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator that starts
+# no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), unless what it has
+# reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it)
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
 _PATH_IN_TEXT = re.compile(
-    rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])(?:[\w.-]+@|(?=[\w-]*[\d.-]))[\w.-]+:(?=~?/)"
-    rf"|(?<![\w./\\~-]))"
+    rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
     rf"(?P<path>(?:(?:~|\.{{1,2}})?/[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]|\\\\[^{_ENDS}\\]){_PATH_GOES_ON})")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
