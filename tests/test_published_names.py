@@ -85,6 +85,10 @@ def test_a_home_folder_itself_is_published_as_a_tilde_not_by_the_users_name(tmp_
     assert public_text("/home/bob: 3 files; C:\\Users\\Bob and /Users/bob.") == "~: 3 files; ~ and ~."
     assert without_folders(f"saved in {home}", home) == "saved in ~"
     assert public_text("/home/bob/uf.jsonl, /home and /data/home/x") == "uf.jsonl, home and x"  # no home folder
+    # a machine that names no home folder (no HOME, the user not in the password file): Path.home() raises there
+    monkeypatch.delenv("HOME")
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
+    assert public_text("rows of /data/alice/uf.jsonl") == "rows of uf.jsonl"
 
 
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):

@@ -101,7 +101,8 @@ def public_name(value: str) -> str:
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
         path = Path(value.replace("\\", "/"))
         home = Path(str(path).rstrip(".:")).expanduser()  # (a full stop after it is prose)
-        if home in (Path.home(), Path.home().resolve()) or _HOME.fullmatch(str(home)):
+        here = Path(os.path.expanduser("~"))  # (not Path.home(): it raises on a machine that names no home)
+        if home in (here, here.resolve()) or _HOME.fullmatch(str(home)):
             return "~" + value[len(value.rstrip(".:")):]
         if path.name == DATASET_DIR and (path.expanduser().parent / MANIFEST_JSON).is_file():
             return f"{path.parent.name}/{DATASET_DIR}"
