@@ -13,6 +13,7 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -26,8 +27,10 @@ from huggingface_hub import DatasetCard
 from scipy import stats
 
 from repro import card as repro_card
+from repro import manifest as manifest_module
 from repro.analysis.report import analyze
 from repro.analysis.stats import detect_scale
+from repro.card import facts as card_facts
 from repro.card.facts import SEED_REPO, shaping_parameters
 from repro.cli.run import configure
 from repro.card.publish import facts_card_data, placeholders
@@ -2365,6 +2368,41 @@ def test_a_member_or_a_renamed_run_is_rebuilt_from_the_shipped_file_and_its_diff
     assert code_blocks(en, "bash") == code_blocks(zh, "bash") == [command] and "```yaml" not in en + zh
     assert "this command rebuilds every row afresh (`cache=false`) into `runs/rebuild`:" in en
     assert shaping_parameters(rebuilt_parameters(command)) == shaping_parameters(parameters)
+
+
+@pytest.mark.parametrize("own", ["untracked", "changed", "local source"])
+def test_the_rebuild_command_names_no_params_file_a_clone_lacks(demo_run_copy, tmp_path, monkeypatch, own):
+    """A member of a params file of the user's own (not committed), or of one changed since its commit, was rebuilt
+    with `repro run params/myexp.yaml …`, which a clone of repro lacks; a run whose source is a local file or folder
+    (`…/demo`, `…/my_prompts.jsonl`) from a shipped file whose source has the same last name (the built-in demo)."""
+    root = tmp_path / "checkout"
+    (root / "params").mkdir(parents=True)
+    values = {**load_params_file(ROOT / "params" / "demo.yaml"), "mini_count": 4}
+    (root / "params" / "demo.yaml").write_text((ROOT / "params" / "demo.yaml").read_text())
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git[:3], "init", "-q"], check=True)
+    subprocess.run([*git, "add", "params"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "params"], check=True)
+    if own == "untracked":
+        (root / "params" / "myexp.yaml").write_text(yaml.safe_dump(values))
+    elif own == "changed":
+        (root / "params" / "demo.yaml").write_text(yaml.safe_dump(values))
+    else:
+        values["source"] = str(tmp_path / "demo")
+        shutil.copytree(ROOT / "src" / "repro" / "data", tmp_path / "demo")
+    monkeypatch.setattr(card_facts, "shipped", lambda name: root / name)
+    monkeypatch.setattr(manifest_module, "checkout_root", lambda: root)
+    parameters = resolve_parameters({**values, "mini_index": 2, "run_name": "myexp-mini_index-2"})
+    with Manifest(RunDir(demo_run_copy)).edit() as data:
+        data["parameters"] = parameters
+    en, _ = halves(card_for(demo_run_copy)[1])
+    rounding = "--set batch_tokens=2048 --set chunk_size=16"
+    if own == "untracked":  # the committed file it differs least from
+        assert code_blocks(en, "bash") == [f"repro run params/demo.yaml --out runs/rebuild --set cache=false "
+                                           f"--set mini_index=2 --set mini_count=4 {rounding}"]
+    else:
+        assert code_blocks(en, "bash") == [f"repro run rebuild.yaml --out runs/rebuild --set cache=false {rounding}"]
+        assert "mini_index: 2" in code_blocks(en, "yaml")[0]
 
 
 def test_a_chat_template_named_by_its_hash_is_left_to_fill_in_the_rebuild_file(demo_run_copy, tmp_path, monkeypatch):

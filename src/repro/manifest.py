@@ -139,18 +139,33 @@ def lock_summary(status: dict[str, Any]) -> str:
     return f"differs from {status['file']} (sha256 {status['sha256'][:12]}): {shown}{more}"
 
 
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def git_commit(root: Path | None = None) -> dict[str, Any]:
     """The checkout's git commit and whether it had uncommitted changes (a wheel: not from a checkout)."""
     root = root or checkout_root()
     if root is None:
         return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-
     try:
-        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        return {"commit": _git(root, "rev-parse", "HEAD"),
+                "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
+
+
+def committed(paths: list[Path]) -> list[Path]:
+    """Those of `paths` (in the checkout) that its git commit holds as they are: a clone of it has them; all of them
+    where repro is no checkout (an installed package's copies), none where git cannot tell."""
+    if (root := checkout_root()) is None:
+        return paths
+    try:
+        tracked, changed = (set(_git(root, "ls-files", *more, "--", *map(str, paths)).splitlines())
+                            for more in ([], ["--modified"]))
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [p for p in paths if (name := p.relative_to(root).as_posix()) in tracked and name not in changed]
 
 
 def version_line() -> str:

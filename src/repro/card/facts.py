@@ -21,7 +21,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
-from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
+from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
@@ -485,9 +485,11 @@ class CardFacts:
         defaults = {k: f.get_default(call_default_factory=True) for k, f in _fields(self.parameters).items()}
         own = [k for k in shaping if k == "source" or shaping[k] != public_value(defaults.get(k))]
         file, differ = closest_params_file(shaping, self.parameters.get("run_name"))
-        if file is None or len(differ) >= len(own) or any(self.named_in(differ)):
+        local, templates = self.named_in(own)  # (a local file is compared by its last name: never a shipped file's)
+        if file and len(differ) < len(own) and not local and not self.named_in(differ)[1]:
+            templates = []
+        else:
             file, differ = None, {}
-        local, templates = self.named_in(differ if file else own)
         sets = " ".join(set_option(k, v) for k, v in {"cache": False, **differ, **self.rounding}.items())
         text = None if file else yaml.safe_dump({k: shaping[k] for k in own}, allow_unicode=True).strip()
         for template in templates:
@@ -766,7 +768,7 @@ def closest_params_file(shaping: dict[str, Any], run_name: Any) -> tuple[str | N
     parameters (`shaping_parameters`) in the fewest values, the one of this run name first (each names its runs
     after itself), and those values of these; (None, {}) where none builds rows."""
     folder, found = shipped("params"), []
-    for path in sorted(folder.glob("**/*.yaml")):
+    for path in committed(sorted(folder.glob("**/*.yaml"))):  # (one of this checkout's own: a clone has it not)
         included, own = read_params_yaml(path)
         values = {**included, **own}
         if "family" not in values and "01_construct" in (resolved := resolve_parameters(values))["notebooks"]:
