@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -140,17 +141,27 @@ def lock_summary(status: dict[str, Any]) -> str:
 
 
 def git_commit(root: Path | None = None) -> dict[str, Any]:
-    """The checkout's git commit and whether it had uncommitted changes (a wheel: not from a checkout)."""
+    """The checkout's git commit, whether it had uncommitted changes and its `origin` where public (a wheel: not from
+    a checkout)."""
     root = root or checkout_root()
     if root is None:
         return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    def git(*args: str, check: bool = True) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=check).stdout.strip()
 
     try:
-        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+                "origin": public_remote(git("remote", "get-url", "origin", check=False))}
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
+
+
+def public_remote(url: str) -> str | None:
+    """A git remote as a card may name it: https://host/… less any user:password@ or query (a token), git@host:path;
+    else None (a local path, file://, user@host:/path: this machine's, as public_text hides them)."""
+    if found := re.fullmatch(r"https://(?:[^@/\s]*@)?([^@/\s]+/[^?#\s]+)(?:[?#]\S*)?", url):
+        return f"https://{found[1]}"
+    return url if re.fullmatch(r"git@[\w.-]+:(?![/~])\S+", url) else None
 
 
 def version_line() -> str:
