@@ -444,6 +444,9 @@ class CardParams(_Params):
     @field_validator("hub_repo_id")
     @classmethod
     def _a_repository_id(cls, v: str | None) -> str | None:
+        if v is not None and "/" not in v:  # (the hub takes a name alone: the uploader's own repository)
+            raise ValueError(f"names no owner: give owner/name (your hub user or organisation, e.g. your-name/{v}): "
+                             f"the card's load_dataset and the upload need it")
         try:  # the hub's own rule, checked offline, before the card names it and an upload tries it
             return v if v is None else validate_repo_id(v) or v
         except HFValidationError:
