@@ -170,6 +170,11 @@ CASES = [
          r"  - hub_repo_id \(from --set\): not a hub repository id: give owner/name \(letters, digits, -, _ and \., "
          r"neither starting nor ending with - or \., no -- or \.\., at most 96 characters\) \(got 'a/b/c'\)",
          after=nothing_written),
+    # a name alone passed, and the card printed load_dataset("uf-demo", ...), which names nothing for anyone else
+    Case("hub_repo_id without its owner", lambda t: run(t, "--set", "hub_repo_id=uf-demo"),
+         r"  - hub_repo_id \(from --set\): names no owner: give owner/name \(your hub user or organisation, e\.g\. "
+         r"your-name/uf-demo\): the card's load_dataset and the upload need it \(got 'uf-demo'\)",
+         after=nothing_written),
     Case("hub_repo_id ending with a dot", lambda t: run(t, "--set", "hub_repo_id=owner/name."),
          r"  - hub_repo_id \(from --set\): not a hub repository id: .*neither starting nor ending with - or \.",
          after=nothing_written),

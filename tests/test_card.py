@@ -1014,7 +1014,7 @@ def test_a_selm_run_is_described_as_it_was_made(tmp_path):
     assert "carried over from the source" not in en
     # to_trl reads SELM's rows (said, with no recipe: a stand-in ranked them); and no score column is there to be
     # "`score_chosen` = −`score_rejected`"
-    assert "`repro.formats.to_trl(ds)` converts the rows" in en and "check its format against TRL's" not in en
+    assert "`repro.formats.to_trl(ds)` of this project's package `repro` (" in en and "check its format" not in en
     assert "Scale of the scores" not in en and "`score_chosen` = −`score_rejected`" not in en
 
 
@@ -1135,6 +1135,30 @@ def test_no_template_placeholders_and_nothing_unfilled(tmp_path):
     seed_placeholders = ["More Information needed", "需补充更多信息", "[More Information Needed]"]
     assert not [p for p in seed_placeholders + ["{{", "}}", "TODO"] if p.lower() in text.lower()]
     assert not re.search(r"\bNone\b|\bnan\b|\{[a-z_]+\}", DatasetCard.load(card_path).text)
+
+
+def test_the_card_says_where_the_repro_it_names_is(tmp_path):
+    """The card had readers install "this project's package `repro`" and never said where it is: `pip install repro`
+    installs an unrelated PyPI project without `repro.formats`. It names the checkout's origin and commit where the
+    manifest records them, else that it is not that PyPI package and is installed from its repository's clone."""
+    sha = "6c5767ef7429aff13475f1e0630d3a55879ef789"
+    for name, stand_in in (("trained", False), ("stand_in", True)):
+        make_run(tmp_path / name, stand_in=stand_in)
+    with Manifest(RunDir(tmp_path / "trained")).edit() as data:
+        data["environment"]["git"] = {"commit": sha, "dirty": False, "origin": "https://github.com/owner/repro.git"}
+    en, zh = (part(half, heading) for half, heading in zip(halves(card_for(tmp_path / "trained")[1]),
+                                                          ("## How to use", "## 使用方法")))
+    assert f"With this project's package `repro` (https://github.com/owner/repro.git, commit `{sha}`) installed:" in en
+    assert f"已安装本项目的 `repro`（https://github.com/owner/repro.git，提交 `{sha}`）包时：" in zh
+    with Manifest(RunDir(tmp_path / "stand_in")).edit() as data:
+        data["environment"]["git"] = {"commit": sha, "dirty": False}  # no public origin (none, or a local path)
+    en, zh = (part(half, heading) for half, heading in zip(halves(card_for(tmp_path / "stand_in")[1]),
+                                                          ("## How to use", "## 使用方法")))
+    assert ("`repro.formats.to_trl(ds)` of this project's package `repro` (not the PyPI package of that name: in a "
+            f"clone of its repository, check out commit `{sha}`, then install it with `pip install -e .` or "
+            "`make install`) converts the rows") in en
+    assert ("；本项目的 `repro`（不是 PyPI 上的同名包：请在其仓库的克隆中检出提交 "
+            f"`{sha}`，用 `pip install -e .` 或 `make install` 安装）包中的 `repro.formats.to_trl(ds)` 可将") in zh
 
 
 def test_environment_states_the_lock(tmp_path):
@@ -1803,8 +1827,8 @@ def test_a_card_that_advises_against_training_neither_tags_nor_shows_training(tm
         en, zh = halves(card_path)
         use, use_zh = part(en, "## How to use"), part(zh, "## 使用方法")
         assert ("**For inspection only**: \"Typical uses\" below advises against training on these pairs, so this card "
-                "gives no recipe for it; `repro.formats.to_trl(ds)` converts the rows to TRL's conversational "
-                "preference format, to look at them as a trainer would.") in use
+                "gives no recipe for it; `repro.formats.to_trl(ds)` of this project's package `repro` (") in use
+        assert ") converts the rows to TRL's conversational preference format, to look at them as a trainer would" in use
         assert "**仅供查看**：下文“常用场景”不建议在这些偏好对上训练，因此本卡片不给出训练方法" in use_zh
         for text in (use, use_zh):
             assert "DPOTrainer" not in text and "trainer.train()" not in text and "score_margin\"] > 0" not in text
@@ -1978,10 +2002,12 @@ def test_rows_already_in_trls_format_are_said_to_be_so(tmp_path, monkeypatch, tr
     assert ("**With TRL's `DPOTrainer`** (tested with TRL 1.16.0): the rows are already in TRL's conversational "
             "preference format, which `DPOTrainer` reads as they are; `repro.formats.to_trl` checks every row and "
             "keeps that format, with `score_margin` = `score_chosen` − `score_rejected`. With this project's package "
-            "`repro` installed:") in en
+            "`repro` (not the PyPI package of that name: in a clone of its repository, install it with `pip install "
+            "-e .` or `make install`) installed:") in en
     assert ("**配合 TRL 的 `DPOTrainer` 使用**（已在 TRL 1.16.0 上测试）：数据行已是 TRL 的对话式偏好格式，"
             "`DPOTrainer` 可按原样读取；`repro.formats.to_trl` 会逐行检查，并保持该格式，其中 `score_margin` = "
-            "`score_chosen` − `score_rejected`。已安装本项目的 `repro` 包时：") in zh
+            "`score_chosen` − `score_rejected`。已安装本项目的 `repro`（不是 PyPI 上的同名包：请在其仓库的克隆中用 "
+            "`pip install -e .` 或 `make install` 安装）包时：") in zh
     for text in (en, zh):
         assert "string `prompt`" not in text and "ds.map(" not in text and "Keeping only" not in text
     assert ("Then `trainer.train()`. `repro.formats.to_trl_implicit(ds)` gives TRL's implicit-prompt format "
@@ -2335,9 +2361,12 @@ def test_the_demo_card_gives_the_command_that_rebuilds_its_rows(demo_run):
     en, zh = halves(demo_run / "dataset" / "README.md")
     command = "repro run params/demo.yaml --out runs/rebuild --set cache=false --set batch_tokens=2048 --set chunk_size=16"
     assert code_blocks(en, "bash") == code_blocks(zh, "bash") == [command] and "```yaml" not in en + zh
-    assert ("From a clone of repro at the git commit below, this command rebuilds every row afresh (`cache=false`) "
-            "into `runs/rebuild`:") in en
-    assert "在 repro 的克隆（检出下文的 git 提交）中，以下命令会重新计算每一行（`cache=false`），写入 `runs/rebuild`：" in zh
+    git = Manifest(RunDir(demo_run)).read()["environment"]["git"]  # (the checkout's: its origin, where public)
+    repro = {lang: repro_card.phrases(lang).repro_is(commit=git["commit"], origin=git.get("origin"))
+             for lang in ("en", "zh")}
+    assert (f"From a clone of {repro['en']}, this command rebuilds every row afresh (`cache=false`) "
+            "into `runs/rebuild`:") in en and f"commit `{git['commit']}`" in repro["en"]
+    assert f"在 {repro['zh']}的克隆中，以下命令会重新计算每一行（`cache=false`），写入 `runs/rebuild`：" in zh
     recorded, resolved = Manifest(RunDir(demo_run)).read()["parameters"], rebuilt_parameters(command)
     assert shaping_parameters(resolved) == shaping_parameters(recorded) and resolved["cache"] is False
     assert [resolved[k] for k in ("batch_tokens", "chunk_size")] == [recorded[k] for k in ("batch_tokens", "chunk_size")]
@@ -2422,9 +2451,10 @@ def test_a_chat_template_named_by_its_hash_is_left_to_fill_in_the_rebuild_file(d
     assert f"    chat_template: FILL_IN  # the chat template given, sha256 {digest}" in saved.splitlines()
     assert "(given" not in saved
     assert ("as `rebuild.yaml` in its top folder, each `FILL_IN` in it replaced by the chat template the scorer was "
-            "given (the card gives only its sha256, in the comment beside it), then run the command") in en
-    assert ("保存为其顶层目录下的 `rebuild.yaml`（其中每个 `FILL_IN` 须换成评分模型所用的聊天模板："
-            "卡片只在其旁的注释中给出它的 sha256），再运行以下命令") in zh
+            "given, written as a JSON string in double quotes (the card gives only its sha256, in the comment beside "
+            "it), then run the command") in en
+    assert ("保存为其顶层目录下的 `rebuild.yaml`（其中每个 `FILL_IN` 须换成评分模型所用的聊天模板，写成双引号括起的 JSON "
+            "字符串：卡片只在其旁的注释中给出它的 sha256），再运行以下命令") in zh
     clone = tmp_path / "clone"  # the block saved as the card says, the template put in place of FILL_IN
     clone.mkdir()
     (clone / "rebuild.yaml").write_text(saved.replace("FILL_IN", json.dumps(template)))
@@ -2456,9 +2486,10 @@ def test_the_parameters_give_what_a_byte_identical_rebuild_needs(tmp_path, sampl
                "--set generation_batch_size=2 --set generation_chunk_size=4")
     [saved] = code_blocks(en, "yaml")
     assert code_blocks(en, "bash") == code_blocks(zh, "bash") == [command] and code_blocks(zh, "yaml") == [saved]
-    assert ("From a clone of repro at the git commit below, save these parameters (those above that are not repro's "
+    rebuild = next(line for line in en.splitlines() if line.startswith("From a clone of `repro` ("))
+    assert ("), save these parameters (those above that are not repro's "
             "defaults) as `rebuild.yaml` in its top folder, put `train_prefs.jsonl` there too (the card names a local "
-            "file or folder by its last name), then run the command: it rebuilds every row afresh") in en
+            "file or folder by its last name), then run the command: it rebuilds every row afresh") in rebuild
     assert "保存为其顶层目录下的 `rebuild.yaml`，并把 `train_prefs.jsonl` 也放在那里" in zh
     assert str(tmp_path) not in en + zh and str(sample_dir) not in en + zh
     clone = tmp_path / "clone"  # a project root: the saved file and the source beside it

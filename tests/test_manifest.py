@@ -1,9 +1,10 @@
 import json
+import subprocess
 
 import pytest
 
 from repro.errors import Interrupted
-from repro.manifest import Manifest, sha256_file
+from repro.manifest import Manifest, git_commit, sha256_file
 
 
 def test_stage_records_timing_counts_and_failure(tmp_path):
@@ -220,3 +221,27 @@ def test_01_construct_alone_on_a_run_with_the_same_parameters_says_it_continues_
     m.notebook_ended("01_construct")
     m.ensure_started({"bootstrap_resamples": 10}, "02_analyze")  # (its analysis, on the dataset: nothing to say)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("origin, published", [
+    ("https://github.com/owner/repro.git", "https://github.com/owner/repro.git"),
+    ("https://user:ghp_secret@gitlab.example.org/group/repro", "https://gitlab.example.org/group/repro"),
+    ("https://oauth2:tok@host.org/x/repro.git?private_token=tok", "https://host.org/x/repro.git"),
+    ("git@github.com:owner/repro.git", "git@github.com:owner/repro.git"),
+    ("/home/alice/src/repro", None), ("file:///srv/git/repro.git", None), ("../repro", None),
+    ("alice@box:/home/alice/repro.git", None), ("git@box:~/repro.git", None), (None, None)])
+def test_the_git_record_names_the_checkouts_origin_only_where_it_is_public(tmp_path, origin, published):
+    # a card pointed readers to "this project's package `repro`" and never said where it is (`pip install repro`
+    # installs another project): the manifest records the checkout's origin, less a password or token, where others
+    # can reach it, and no local path (a home folder names its user)
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("a")
+    git("add", "a.txt")
+    git("commit", "-qm", "a")
+    if origin:
+        git("remote", "add", "origin", origin)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert git_commit(tmp_path) == {"commit": head, "dirty": False, "origin": published}

@@ -3,9 +3,11 @@ import os
 import re
 from pathlib import Path
 
+import datasets
 import pytest
 
 from repro import parameters
+from repro.dataset_io import split_files, write_split
 from repro.errors import ParameterError
 from repro.parameters import (AnalyzeParams, CardParams, CompareParams, ConstructParams, build, load_params_file,
                               parse_set, Stale, cell_names, validate_all, validate_namespace)
@@ -351,6 +353,26 @@ def test_nothing_to_generate_is_refused_only_when_generating():
     with pytest.raises(ParameterError, match="generate is true, but n_candidates is 0 and generate_reference is "
                                              "false: nothing to generate"):
         validate_all({**quiet, "generate": True, "candidate_columns": []})
+
+
+@pytest.mark.parametrize("key", ["output_split", "card_split"])
+def test_a_written_split_name_that_datasets_refuses_is_refused_by_the_schema(tmp_path, key):
+    # output_split: train-prefs passed `repro run --check`; the run scored every row, wrote
+    # data/train-prefs-00000-of-00001.parquet, then 03_card said "No dataset at ...: Run 01_construct first" (false)
+    # and load_dataset refused the folder. card_split names the split 03_card writes a card_dataset's rows to.
+    demo = Path(parameters.__file__).parents[2] / "params" / "demo.yaml"
+    for bad, example in (("train-prefs", "train_prefs"), ("train prefs", "train_prefs"), ("v1/train", "v1_train"),
+                         ("-", "train_prefs"), (".train", "train")):
+        with pytest.raises(ParameterError, match=re.escape(
+                f"{key} (from --set): must be a split name datasets accepts (^\\w+(?:\\.\\w+)*$: letters, digits and "
+                f"_, parts joined by '.'), e.g. {example!r} (got {bad!r})")):
+            validate_all(load_params_file(demo, [f"{key}={bad}"]))
+    for good in ("train_prefs", "train_prefs_iter2", "test", "v1.train"):
+        sections = validate_all(load_params_file(demo, [f"{key}={good}"]))
+        assert getattr(sections["construct" if key == "output_split" else "card"], key) == good
+        # what the schema takes, the run reads back (a dotted name, which datasets takes, was no split here)
+        write_split(datasets.Dataset.from_dict({"prompt": ["p"]}), tmp_path / good, good)
+        assert list(split_files(tmp_path / good)) == [good]
 
 
 @pytest.mark.parametrize("key", ["device", "generation_device"])

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -139,18 +140,20 @@ def lock_summary(status: dict[str, Any]) -> str:
     return f"differs from {status['file']} (sha256 {status['sha256'][:12]}): {shown}{more}"
 
 
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+def _git(root: Path, *args: str, check: bool = True) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=check).stdout.strip()
 
 
 def git_commit(root: Path | None = None) -> dict[str, Any]:
-    """The checkout's git commit and whether it had uncommitted changes (a wheel: not from a checkout)."""
+    """The checkout's git commit, whether it had uncommitted changes and its `origin` where public (a wheel: not from
+    a checkout)."""
     root = root or checkout_root()
     if root is None:
         return {"commit": NOT_FROM_CHECKOUT, "dirty": None}
     try:
         return {"commit": _git(root, "rev-parse", "HEAD"),
-                "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no"))}
+                "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no")),
+                "origin": public_remote(_git(root, "remote", "get-url", "origin", check=False))}
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
 
@@ -166,6 +169,14 @@ def committed(paths: list[Path]) -> list[Path]:
     except (OSError, subprocess.CalledProcessError):
         return []
     return [p for p in paths if (name := p.relative_to(root).as_posix()) in tracked and name not in changed]
+
+
+def public_remote(url: str) -> str | None:
+    """A git remote as a card may name it: https://host/… less any user:password@ or query (a token), git@host:path;
+    else None (a local path, file://, user@host:/path: this machine's, as public_text hides them)."""
+    if found := re.fullmatch(r"https://(?:[^@/\s]*@)?([^@/\s]+/[^?#\s]+)(?:[?#]\S*)?", url):
+        return f"https://{found[1]}"
+    return url if re.fullmatch(r"git@[\w.-]+:(?![/~])\S+", url) else None
 
 
 def version_line() -> str:

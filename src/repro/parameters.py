@@ -20,8 +20,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
 from .errors import ParameterError, ReproError, counted, did_you_mean
-from .paths import (DEMO, SPLIT, RunDir, dataset_run_name, find_params, project_root, resolve_user_path, row_cache_dir,
-                    run_dir_of, run_manifest_of, utf8_text)
+from .paths import (DEMO, SPLIT, SPLIT_NAME, RunDir, dataset_run_name, find_params, project_root, resolve_user_path,
+                    row_cache_dir, run_dir_of, run_manifest_of, utf8_text)
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -85,6 +85,17 @@ def _folder_name(name: str) -> str:
 
 
 RunName = Annotated[str, AfterValidator(_folder_name)]
+
+
+def _split_name(name: str) -> str:
+    if not re.fullmatch(SPLIT_NAME, name):
+        example = "_".join(re.findall(r"[^\W_]+", name)) or SPLIT  # (its words: train-prefs, train_prefs)
+        raise ValueError(f"must be a split name datasets accepts (^{SPLIT_NAME}$: letters, digits and _, parts joined "
+                         f"by '.'), e.g. {example!r}")
+    return name
+
+
+SplitName = Annotated[str, AfterValidator(_split_name)]  # a split a run writes: data/<split>-*.parquet
 
 
 class _Params(BaseModel):
@@ -261,7 +272,7 @@ class ConstructParams(_Params):
     messages: Literal["chosen", "source"] = "chosen"
     keep_all_candidates: bool = False  # extra columns `candidates`, `candidate_scores`
     output_format: OutputFormat = "seed"  # the columns and split names of: seed | sppo | snorkel | rlhflow | selm
-    output_split: str | None = None  # default: the format's own split name (with `iteration`)
+    output_split: SplitName | None = None  # default: the format's own split name (with `iteration`)
     iteration: Count = 1  # the round of an iterative recipe: split names, the manifest's lineage
     # a source split built as a test split; the source_split itself: a sample of the train rows
     test_split: str | None = None
@@ -447,7 +458,7 @@ class CardParams(_Params):
 
     # None: this run's dataset; else a dataset NOT built here (hub id, local folder or file)
     card_dataset: UserPath | None = None
-    card_split: str = SPLIT  # the split read from card_dataset
+    card_split: SplitName = SPLIT  # the split read from card_dataset (and written as this run's)
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # owner/name where the dataset is (or will be) published
     # None: mit if built here from demo or UltraFeedback's hub rows (card.facts.ULTRAFEEDBACK), no policy's outputs
@@ -461,6 +472,9 @@ class CardParams(_Params):
     @field_validator("hub_repo_id")
     @classmethod
     def _a_repository_id(cls, v: str | None) -> str | None:
+        if v is not None and "/" not in v:  # (the hub takes a name alone: the uploader's own repository)
+            raise ValueError(f"names no owner: give owner/name (your hub user or organisation, e.g. your-name/{v}): "
+                             f"the card's load_dataset and the upload need it")
         try:  # the hub's own rule, checked offline, before the card names it and an upload tries it
             return v if v is None else validate_repo_id(v) or v
         except HFValidationError:

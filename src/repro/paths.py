@@ -75,7 +75,8 @@ SUMMARY_TABLE = "summary_statistics.csv"
 EXTREMES_TABLE = "extreme_margins.csv"
 LOCK_NAME = "requirements.lock"  # the environment, resolved once (make lock); the wheel carries a copy
 DATA_DIR = "data"  # a dataset folder's parquet shards, as `push_to_hub` lays them out
-SHARD_RE = re.compile(r"^(?P<split>\w+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")  # shard_name's names
+SPLIT_NAME = r"\w+(?:\.\w+)*"  # the split names datasets reads and writes (datasets.naming's rule)
+SHARD_RE = re.compile(rf"^(?P<split>{SPLIT_NAME})-(?P<index>\d{{5}})-of-(?P<count>\d{{5}})\.parquet$")  # shard_name's
 
 
 def wait_advice(holder: str) -> str:

@@ -89,7 +89,7 @@ class CardFacts:
     scorers: list[dict[str, Any]] = field(default_factory=list)  # the manifest's `scorers` (several scorers)
     generation: dict[str, Any] = field(default_factory=dict)  # present when candidates were generated here
     stages: dict[str, Any] = field(default_factory=dict)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)  # not built here: the card's run's (its repro)
     selfcheck: dict[str, Any] | None = None  # the `repro selfcheck` the run cites
     known_recipe: dict[str, str] = field(default_factory=dict)
     recipe_note: str | None = None  # known_recipe given as free text
@@ -596,10 +596,10 @@ def gather_facts(params: "CardParams") -> CardFacts:
         run=run, title=title, features=features, splits=splits, built_here=built_here, license=params.license,
         language=list(params.language or (BUILT_LANGUAGE if built_here else [])), hub_repo_id=params.hub_repo_id,
         card_dataset=card_dataset if card_dataset is not None else (None if built_here else str(run.dataset)),
-        parameters_given=params.model_dump())
+        parameters_given=params.model_dump(), environment=dict(manifest.get("environment") or {}))
     if built_here:
         facts.parameters = effective_parameters(manifest.get("parameters") or {})
-        for name in ("counts", "scorer", "generation", "stages", "environment"):
+        for name in ("counts", "scorer", "generation", "stages"):
             setattr(facts, name, dict(manifest.get(name) or {}))
         # MIT where the texts are UltraFeedback's or the demo's (or a stand-in policy's); a policy's are its outputs
         mine = facts.source_kind != "other" and (not facts.generation or facts.generation.get("stand_in"))
