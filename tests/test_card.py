@@ -2991,3 +2991,24 @@ def test_prompts_shared_by_several_rows_are_stated_and_prompt_id_not_called_the_
     en, _ = halves(card_for(tmp_path / "once", card_dataset=write_rows(tmp_path / "once.jsonl", train_rows[:20]),
                             known_recipe=recipe)[1])
     assert "Keep `prompt_id` as the key, to check overlap with evaluation prompts." in en and "Repeated" not in en
+
+
+def test_prompt_ids_not_all_text_are_compared_by_their_value(tmp_path, train_rows):
+    """A prompt_id of mixed types (datasets' Json column: JSON text) was never the prompt's sha256 ("in any of the 23
+    rows"), and ids not all text were never checked for repeats: integer ids shared by 4 rows were called the key."""
+    rows = [train_rows[0]] * 3 + train_rows[:20]  # rows 0-3 one prompt (and id)
+    recipe = {"scorer": "GPT-4 (UltraFeedback's ratings)"}
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(json.dumps({**r, "prompt_id": 777} if i == 5 else r) + "\n" for i, r in enumerate(rows)))
+    en, zh = halves(card_for(tmp_path / "mixed", card_dataset=str(mixed), known_recipe=recipe)[1])
+    assert "It equals the sha256 hex digest of the UTF-8 `prompt` in 22 of 23 rows." in en
+    assert "在 23 行中有 22 行等于 `prompt`（UTF-8）的 sha256 十六进制摘要。" in zh
+    assert "- Repeated prompts: 4 of the 23 rows share their `prompt_id` with another row (1 value occurs" in en
+    ints = write_rows(tmp_path / "ints.jsonl", [{**r, "prompt_id": 1000 if i < 4 else i} for i, r in enumerate(rows)])
+    en, _ = halves(card_for(tmp_path / "ints", card_dataset=ints, known_recipe=recipe)[1])
+    assert "- Repeated prompts: 4 of the 23 rows share their `prompt_id` with another row (1 value occurs" in en
+    assert "as the key" not in en and "it is no key of these rows (4 share theirs with another row)" in en
+    # no usable id (null in every row): the prompts are compared
+    no_ids = write_rows(tmp_path / "no_ids.jsonl", [{**r, "prompt_id": None} for r in rows])
+    en, _ = halves(card_for(tmp_path / "no-ids", card_dataset=no_ids, known_recipe=recipe)[1])
+    assert "4 of the 23 rows share their `prompt` with another row (1 value occurs more than once)" in en

@@ -161,10 +161,7 @@ def score_array(table: pa.Table, column: str, where: str, parameter: str = "data
         return np.full(len(col), np.nan)
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    values = col.to_pylist()
-    mixed = isinstance(kind, pa.BaseExtensionType)  # datasets' Json feature: mixed values stored as JSON text
-    if mixed:
-        values = [json.loads(v) if isinstance(v, str) else v for v in values]
+    values, mixed = column_values(col), isinstance(kind, pa.JsonType)
     bad = next(((i, v) for i, v in enumerate(values)
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))), None)
     # (a number written as text, "7.5", is stored as 7.5 in such a column: which row held it cannot be told)
@@ -174,6 +171,13 @@ def score_array(table: pa.Table, column: str, where: str, parameter: str = "data
         f"{where}: column {column!r} must hold numbers (float64 scores), but it holds "
         f"{'values of mixed types' if mixed else f'{kind} values'}{detail}. Convert the column to numbers (missing "
         f"scores as null) or point `{parameter}` at a preference dataset whose {column} is numeric.")
+
+
+def column_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """A column's values as Python's, those of datasets' Json feature (values of mixed types, stored as JSON text)
+    decoded."""
+    values = column.to_pylist()
+    return [None if v is None else json.loads(v) for v in values] if isinstance(column.type, pa.JsonType) else values
 
 
 def scores_digest(table: pa.Table) -> str:

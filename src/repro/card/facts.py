@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,8 @@ import pyarrow.compute as pc
 import yaml
 from datasets import Features, Value
 
-from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_texts,
-                          score_array, scores_digest, split_files, write_split)
+from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATURES, column_values, prompt_id_of,
+                          response_texts, score_array, scores_digest, split_files, write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
@@ -633,12 +634,13 @@ def gather_facts(params: "CardParams") -> CardFacts:
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
         prompts = view.column("prompt").to_pylist()  # the text (TRL's conversational prompt: its user turn's)
         facts.prompt_id_sha256_rows = sum(isinstance(p, str) and prompt_id_of(p) == i
-                                          for p, i in zip(prompts, view.column("prompt_id").to_pylist()))
-    key = next((c for c in ("prompt_id", "prompt") if c in ds.column_names), None)
-    if key and ds.data.column(key).type in TEXT_TYPES:
-        counts = pc.value_counts(ds.data.column(key).drop_null()).field("counts").to_numpy()
-        if (repeated := counts > 1).any():
-            facts.repeated_prompts = {"column": key, "rows": int(counts[repeated].sum()), "values": int(repeated.sum())}
+                                          for p, i in zip(prompts, column_values(view.column("prompt_id"))))
+    # ids compared by their value, whatever their type (a Json column's: its JSON text); none usable: the prompts
+    key = next((c for c in ("prompt_id", "prompt") if c in ds.column_names and ds.data.column(c).null_count < len(ds)
+                and not pa.types.is_nested(ds.data.column(c).type)), None)
+    counts = Counter(ds.data.column(key).to_pylist() if key else ())
+    if repeated := [k for value, k in counts.items() if k > 1 and value is not None]:
+        facts.repeated_prompts = {"column": key, "rows": sum(repeated), "values": len(repeated)}
     facts.turns = {c: _roles(ds.data.column(c)) for c in ds.column_names
                    if c in ("chosen", "rejected") or c.startswith("generate_")}
     return facts
