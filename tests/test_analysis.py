@@ -95,6 +95,8 @@ def test_real_sample_matches_an_independent_computation(real, train_rows):
         for unit in ("chars", "tokens"):
             x = lengths[f"{side}_{unit}"]
             assert m["length"][side][unit] == {"mean": pytest.approx(x.mean()), "median": np.median(x)}
+    # pairs whose chosen and rejected are one response (the fixture keeps 4 real ones): counted
+    assert m["same_responses"] == sum(_assistant(r["chosen"]) == _assistant(r["rejected"]) for r in train_rows) == 4
     diff = pd.Series(lengths["chosen_tokens"] - lengths["rejected_tokens"])
     assert m["length"]["margin_vs_length_difference"]["tokens"]["spearman"] == pytest.approx(
         pd.Series(margin).corr(diff, method="spearman"))

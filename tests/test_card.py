@@ -880,20 +880,22 @@ def test_pairs_counted_after_the_empty_chosen_rows_say_so(tmp_path, train_rows):
     analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": str(path), "bootstrap_resamples": 100}))
     facts, card_path = card_for(tmp_path / "run", card_dataset=str(path), known_recipe={"scorer": "gpt-4"})
     en, zh = halves(card_path)
-    assert facts.empty_chosen == 1 and facts.pair_signs == {"positive": 33, "zero": 6, "negative": 0}
+    # (2 of its pairs hold one response twice: rows 185 and 198, whose chosen scored higher, are not counted as such)
+    assert facts.empty_chosen == 1 and facts.pair_signs == {"positive": 31, "zero": 6, "negative": 0, "same": 2}
     assert "n = 40 rows analysed" in en and "The margin is positive in 34 rows and zero (a tie) in 6." in en
     assert ("Pairs without a preference for `chosen`: of the 39 pairs (40 rows less the 1 with an empty chosen "
             "response, which `to_trl` refuses), 6 are ties") in part(en, "## Challenges and limitations")
-    assert ("keeps the 33 of the 39 pairs (40 rows less the 1 with an empty chosen response, which `to_trl` refuses) "
-            "whose `chosen` scored strictly higher, leaving out 6 ties.") in part(en, "## How to use")
+    assert ("keeps the 31 of the 39 pairs (40 rows less the 1 with an empty chosen response, which `to_trl` refuses) "
+            "whose `chosen` scored strictly higher and differs from `rejected`, leaving out 6 ties and 2 pairs of one "
+            "response.") in part(en, "## How to use")
     said_zh = "39 对（40 行减去 chosen 回复为空的 1 行，to_trl 不接受这些行）"
     assert f"{said_zh}中有 6 对为平局" in part(zh, "## 当前挑战与局限")
-    assert f"保留 {said_zh}中 `chosen` 得分严格更高的 33 对" in part(zh, "## 使用方法")
+    assert f"保留 {said_zh}中 `chosen` 得分严格更高且与 `rejected` 不同的 31 对" in part(zh, "## 使用方法")
     # no empty chosen response: the pairs are the rows, said as before
     path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["chosen"][-1]["content"].strip()))
     analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run2"), "dataset": str(path), "bootstrap_resamples": 100}))
     en, zh = halves(card_for(tmp_path / "run2", card_dataset=str(path), known_recipe={"scorer": "gpt-4"})[1])
-    assert "of the 39 pairs, 6 are ties" in en and "keeps the 33 of the 39 pairs whose" in en and "39 对中有 6 对" in zh
+    assert "of the 39 pairs, 6 are ties" in en and "keeps the 31 of the 39 pairs whose" in en and "39 对中有 6 对" in zh
 
 
 def test_the_size_is_called_small_only_when_it_is(tmp_path):
@@ -3012,3 +3014,30 @@ def test_prompt_ids_not_all_text_are_compared_by_their_value(tmp_path, train_row
     no_ids = write_rows(tmp_path / "no_ids.jsonl", [{**r, "prompt_id": None} for r in rows])
     en, _ = halves(card_for(tmp_path / "no-ids", card_dataset=no_ids, known_recipe=recipe)[1])
     assert "4 of the 23 rows share their `prompt` with another row (1 value occurs more than once)" in en
+
+
+def test_pairs_of_one_response_twice_are_said_and_left_out_by_the_filter(tmp_path, train_rows):
+    """20 of 40 real rows whose `rejected` holds their chosen response: neither metrics.json nor the card said so, and
+    "How to use" kept "the 37 of the 40 pairs whose `chosen` scored strictly higher", counting them as usable."""
+    rows = json.loads(json.dumps(train_rows[:40]))
+    for r in rows[:20]:
+        r["rejected"][-1]["content"] = r["chosen"][-1]["content"]
+    margins = [r["score_chosen"] - r["score_rejected"] for r in rows[20:]]  # (the pairs of two responses)
+    kept, ties = sum(m > 0 for m in margins), sum(m == 0 for m in margins)
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": path, "bootstrap_resamples": 100}))
+    facts, card_path = card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "gpt-4"})
+    assert facts.metrics["same_responses"] == 20
+    en, zh = halves(card_path)
+    code = 'train = train.filter(lambda row: row["score_margin"] > 0 and row["chosen"] != row["rejected"])'
+    assert (f"Ties carry no preference, nor does a pair of one response: `{code}` keeps the {kept} of the 40 pairs "
+            f"whose `chosen` scored strictly higher and differs from `rejected`, leaving out {ties} tie and 20 pairs "
+            f"of one response.") in part(en, "## How to use")
+    assert ("- One response twice: of the 40 pairs, 20 hold the same response as `chosen` and as `rejected`: such a "
+            "pair carries no preference; the filter in \"How to use\" leaves them out.") in en
+    assert (f"`{code}` 保留 40 对中 `chosen` 得分严格更高且与 `rejected` 不同的 {kept} 对，去掉 {ties} 对平局和 20 对"
+            f"同一回复的偏好对。") in zh
+    assert ("- 同一回复出现两次：40 对中有 20 对的 `chosen` 与 `rejected` 是同一回复：这样的偏好对不含偏好信息；"
+            "“使用方法”中的筛选会去掉它们。") in zh
+    train = to_trl(datasets.Dataset.from_list(rows))  # the card's code keeps what it says
+    assert len(train.filter(lambda row: row["score_margin"] > 0 and row["chosen"] != row["rejected"])) == kept

@@ -71,6 +71,14 @@ def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     return messages.field("content").take(pa.array(take, mask=take < 0))
 
 
+def same_responses(table: pa.Table) -> np.ndarray:
+    """Each row: its chosen and rejected responses (`response_texts`) are one text (False where either has none)."""
+    texts = [response_texts(table.column(c)) if c in table.column_names else None for c in ("chosen", "rejected")]
+    if any(t is None for t in texts):
+        return np.zeros(table.num_rows, bool)
+    return pc.fill_null(pc.equal(*texts), False).to_numpy(zero_copy_only=False)
+
+
 def prompt_text(row: dict[str, Any]) -> str | None:
     """A row's prompt as text: `prompt` itself, or the first user turn of a conversation in `prompt` (RLHFlow's,
     TRL's conversational rows) or else in `chosen` (SPPO's score-only rows); else None."""

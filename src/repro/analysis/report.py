@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError, counted, did_you_mean
-from ..dataset_io import RESCORED_COLUMNS, SCORE_COLUMNS, response_texts, score_array, scores_digest, split_files
+from ..dataset_io import (RESCORED_COLUMNS, SCORE_COLUMNS, response_texts, same_responses, score_array, scores_digest,
+                          split_files)
 from ..exporters import CALLED, detect_format, seed_view
 from ..formats import holds_scores
 from ..jobs import atomic_write_json
@@ -249,6 +250,8 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics.update(stats.summarize_scores(data.score_chosen, data.score_rejected, resamples, seed))
     metrics["margin_sign"] = stats.margin_sign(margin)
     metrics["ties"] = metrics["margin_sign"]["counts"]["zero"]
+    if same := int(same_responses(data.table)[data.row_index].sum()):  # (none in a dataset built here: no key)
+        metrics["same_responses"] = same  # pairs whose chosen and rejected response are one text
     metrics.update(tests=stats.paired_tests(margin), effect_size=stats.effect_sizes(margin),
                    correlation=stats.correlations(data.score_chosen, data.score_rejected))
     if data.lengths is None:

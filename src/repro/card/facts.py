@@ -18,7 +18,8 @@ import yaml
 from datasets import Features, Value
 
 from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATURES, column_values, prompt_id_of,
-                          response_texts, score_array, scores_digest, split_files, write_split)
+                          response_texts, same_responses, score_array, scores_digest, split_files,
+                          write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
@@ -101,7 +102,9 @@ class CardFacts:
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     nonfinite_scores: int = 0  # rows whose score_chosen or score_rejected is not a finite number: to_trl refuses them
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
-    pair_signs: dict[str, int] | None = None  # {positive, zero, negative} margins of the rows the card's code keeps
+    # {positive, zero, negative} margins of the rows the card's code keeps, and `same`: those of one response twice
+    # (chosen's and rejected's one text), not counted by their margin
+    pair_signs: dict[str, int] | None = None
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     # {column (prompt_id, else prompt: to_trl's prompt_id is its sha256), rows, values}: the rows that share a value of
     # it with another row, and the values they share; None where every row's is its own
@@ -782,9 +785,10 @@ def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> None
         finite = np.isfinite(chosen) & np.isfinite(rejected)
         if facts.has_columns(*SCORE_COLUMNS):  # (the card's code reads them by the seed's column names)
             facts.nonfinite_scores, empty = int((~finite).sum()), empty & finite
-        margin = (chosen - rejected)[finite & ~empty]
+        same = same_responses(ds.data)[finite & ~empty]
+        margin = (chosen - rejected)[finite & ~empty][~same]
         facts.pair_signs = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
-                            "negative": int((margin < 0).sum())}
+                            "negative": int((margin < 0).sum()), "same": int(same.sum())}
     facts.empty_chosen = int(empty.sum())
 
 
