@@ -3041,3 +3041,16 @@ def test_pairs_of_one_response_twice_are_said_and_left_out_by_the_filter(tmp_pat
             "“使用方法”中的筛选会去掉它们。") in zh
     train = to_trl(datasets.Dataset.from_list(rows))  # the card's code keeps what it says
     assert len(train.filter(lambda row: row["score_margin"] > 0 and row["chosen"] != row["rejected"])) == kept
+
+
+def test_a_row_without_a_response_to_measure_is_named_beside_the_length_bias(tmp_path, train_rows):
+    """The lengths left out a row whose `rejected` has no assistant turn without a word; the card names it now."""
+    rows = json.loads(json.dumps(train_rows[:40]))
+    rows[5]["rejected"] = rows[5]["rejected"][:1]
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": path, "bootstrap_resamples": 100}))
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "gpt-4"})[1])
+    assert ("1 row is left out of these figures: no response to measure in its `chosen` or `rejected` (the first: "
+            "row 5, counted from 0, in `rejected`).") in part(en, "## Challenges and limitations")
+    assert "其中未计入 1 行：其 `chosen` 或 `rejected` 中没有可测量的回复（第一个：从 0 计第 5 行的 `rejected`）。" \
+        in zh

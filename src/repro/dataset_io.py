@@ -51,8 +51,16 @@ def response_text(value: Any) -> str | None:
 
 def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     """Each row's response: the text, or the last `assistant` message of a conversation (null when it has none);
-    None for a column that is neither text nor a list of {content, role} messages."""
+    None for a column that is neither text nor a list of {content, role} messages. Of a column of both (datasets'
+    Json: values of mixed types), each row as what it holds (another value: null)."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(arr.type, pa.JsonType):  # (a text as an assistant turn)
+        values = [[{"content": v, "role": "assistant"}] if isinstance(v, str) else v if isinstance(v, list) else None
+                  for v in column_values(arr)]
+        try:
+            return response_texts(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # lists of other things than {content, role} messages
+            return None
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return arr
     if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):

@@ -262,6 +262,9 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             "response": "the last assistant message of chosen / rejected (or the text itself)",
             "tokens": "whitespace-separated tokens, as str.split() counts them",
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
+        if (left := data.row_index[~data.length_rows]).size:  # no response to measure on one side: the first named
+            side = next(c for c in ("chosen", "rejected") if not response_texts(data.table.column(c))[left[0]].is_valid)
+            metrics["length"]["left_out"] = {"rows": int(left.size), "first_row": int(left[0]), "column": side}
     rule = data.selection if data.selection not in (None, "best_worst") else None
     metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, read_as_pairrm(data.scorer), rule)
     # every candidate's score: a run's (a recipe's, as seed_view names it), else the `scores` of repro score's rows
