@@ -3054,3 +3054,15 @@ def test_a_row_without_a_response_to_measure_is_named_beside_the_length_bias(tmp
             "row 5, counted from 0, in `rejected`).") in part(en, "## Challenges and limitations")
     assert "其中未计入 1 行：其 `chosen` 或 `rejected` 中没有可测量的回复（第一个：从 0 计第 5 行的 `rejected`）。" \
         in zh
+
+
+def test_a_conversation_column_is_described_by_the_turns_most_rows_have(tmp_path, train_rows):
+    """Only row 0's `chosen` starts with a system turn: the card described every row's as `[system prompt, user
+    prompt, assistant response]` (the first row's); now the shape most rows have, and how many rows differ."""
+    rows = json.loads(json.dumps(train_rows[:20]))
+    rows[0]["chosen"] = [{"content": "You answer briefly.", "role": "system"}, *rows[0]["chosen"]]
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=write_rows(tmp_path / "rows.jsonl", rows))[1])
+    assert table_rows(en, "`chosen`")[0][2] == ("The preferred conversation: `[user prompt, assistant response]` (the "
+                                                 "turns of 1 row differ).")
+    assert table_rows(en, "`rejected`")[0][2] == "The dispreferred conversation: `[user prompt, assistant response]`."
+    assert table_rows(zh, "`chosen`")[0][2] == "优选对话：`[用户提示词, 助手回复]`（有 1 行的轮次与此不同）。"

@@ -112,8 +112,10 @@ class CardFacts:
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
     other_splits: list[str] = field(default_factory=list)  # those of card_dataset that its copy here has not
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
-    # {chosen, rejected, generate_i: the roles of the first row's turns that has any, or None for a text column}
+    # {chosen, rejected, generate_i: the roles of the turns most rows have, or None for a text column}, and the rows
+    # whose turns differ from those
     turns: dict[str, list[str] | None] = field(default_factory=dict)
+    other_turns: dict[str, int] = field(default_factory=dict)
 
     @property
     def chosen_text(self) -> str:
@@ -644,21 +646,25 @@ def gather_facts(params: "CardParams") -> CardFacts:
     counts = Counter(ds.data.column(key).to_pylist() if key else ())
     if repeated := [k for value, k in counts.items() if k > 1 and value is not None]:
         facts.repeated_prompts = {"column": key, "rows": sum(repeated), "values": len(repeated)}
-    facts.turns = {c: _roles(ds.data.column(c)) for c in ds.column_names
-                   if c in ("chosen", "rejected") or c.startswith("generate_")}
+    for c in ds.column_names:
+        if c in ("chosen", "rejected") or c.startswith("generate_"):
+            facts.turns[c], facts.other_turns[c] = _roles(ds.data.column(c))
     return facts
 
 
-def _roles(column: pa.ChunkedArray) -> list[str] | None:
-    """The roles of a conversation column's turns, as the first row with any turns has them ([]: no row has any, or
-    the column holds no turns); None for a column of text."""
+def _roles(column: pa.ChunkedArray) -> tuple[list[str] | None, int]:
+    """(the roles of a conversation column's turns as most rows with any turns have them, []: no row has any, or the
+    column holds no turns, None: a column of text; the rows whose turns differ from those)."""
     if column.type in TEXT_TYPES:
-        return None
+        return None, 0
     if not pa.types.is_list(column.type) and not pa.types.is_large_list(column.type) or not (
             pa.types.is_struct(column.type.value_type) and column.type.value_type.get_field_index("role") >= 0):
-        return []
-    first = pc.index(pc.greater(pc.list_value_length(column), 0), True).as_py()
-    return [] if first < 0 else [turn["role"] for turn in column[first].as_py()]
+        return [], 0
+    arr = column.combine_chunks()
+    shapes = Counter(map(tuple, type(arr).from_arrays(arr.offsets, arr.values.field("role")).to_pylist()))
+    shapes.pop((), None)  # (rows without turns)
+    roles, most = shapes.most_common(1)[0] if shapes else ((), 0)
+    return list(roles), len(arr) - arr.null_count - most if shapes else 0
 
 
 def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
