@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
+from markdown_it import MarkdownIt
 from scipy import stats
 
 from repro import card as repro_card
@@ -3066,3 +3067,14 @@ def test_a_conversation_column_is_described_by_the_turns_most_rows_have(tmp_path
                                                  "turns of 1 row differ).")
     assert table_rows(en, "`rejected`")[0][2] == "The dispreferred conversation: `[user prompt, assistant response]`."
     assert table_rows(zh, "`chosen`")[0][2] == "优选对话：`[用户提示词, 助手回复]`（有 1 行的轮次与此不同）。"
+
+
+def test_a_file_name_with_backticks_stays_one_code_span(tmp_path, train_rows):
+    """A dataset file named we`ird|na<b>me #1.jsonl: its backtick closed the card's inline code (`we`ird...`), leaving
+    the rest of the name as markdown."""
+    name = "we`ird|na<b>me #1.jsonl"
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=write_rows(tmp_path / name, train_rows[:12]))[1])
+    for half, banner in ((en, "This card describes"), (zh, "本卡片描述")):
+        line = next(line for line in half.splitlines() if banner in line)
+        tokens = MarkdownIt().parseInline(line)[0].children
+        assert [t.content for t in tokens if t.type == "code_inline"][0] == name
