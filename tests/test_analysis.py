@@ -95,6 +95,8 @@ def test_real_sample_matches_an_independent_computation(real, train_rows):
         for unit in ("chars", "tokens"):
             x = lengths[f"{side}_{unit}"]
             assert m["length"][side][unit] == {"mean": pytest.approx(x.mean()), "median": np.median(x)}
+    # pairs whose chosen and rejected are one response (the fixture keeps 4 real ones): counted
+    assert m["same_responses"] == sum(_assistant(r["chosen"]) == _assistant(r["rejected"]) for r in train_rows) == 4
     diff = pd.Series(lengths["chosen_tokens"] - lengths["rejected_tokens"])
     assert m["length"]["margin_vs_length_difference"]["tokens"]["spearman"] == pytest.approx(
         pd.Series(margin).corr(diff, method="spearman"))
@@ -573,3 +575,29 @@ def test_a_formats_own_candidate_scores_are_checked(tmp_path, fmt):
         metrics = _analyze(tmp_path / "seven", str(tmp_path / "seven.parquet"), bootstrap_resamples=100).metrics
         assert metrics["invariants"]["candidate_scores"] is None
         assert "candidate scores sum to 0" not in analysis.headline(metrics)
+
+
+def test_lengths_are_measured_in_a_column_of_texts_and_conversations_and_a_row_without_one_is_named(tmp_path,
+                                                                                                 train_rows):
+    """One row whose `chosen` is a text among conversations (a column of mixed types) turned the whole length analysis
+    off ("column 'chosen' is extension<arrow.json>, neither text nor a list of {content, role} messages"), naming no
+    row; now that text is the row's response, as in a column of texts, and a row without a response to measure (here:
+    `rejected` without the assistant's turn), which the lengths left out unsaid, is named."""
+    rows = json.loads(json.dumps(train_rows[:40]))
+    rows[3]["chosen"] = rows[3]["chosen"][-1]["content"]
+    rows[5]["rejected"] = rows[5]["rejected"][:1]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = AnalyzeParams(dataset=str(path), run_dir=str(tmp_path / "run"), bootstrap_resamples=100)
+    m = analysis.analyze(p).metrics
+    read = rows[:5] + rows[6:]
+    margin = pd.Series([r["score_chosen"] - r["score_rejected"] for r in read])
+    diff = pd.Series([len(r["chosen"] if isinstance(r["chosen"], str) else _assistant(r["chosen"]))
+                      - len(_assistant(r["rejected"])) for r in read])
+    length = m["length"]
+    assert length["available"] and length["n"] == 39 and m["n"] == 40
+    assert length["left_out"] == {"rows": 1, "first_row": 5, "column": "rejected"}
+    assert length["margin_vs_length_difference"]["chars"]["spearman"] == pytest.approx(
+        margin.corr(diff, method="spearman"))
+    assert (length["chosen_longer_test"]["chars"]["positive"], length["chosen_longer_test"]["chars"]["negative"]) == (
+        (diff > 0).sum(), (diff < 0).sum())

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from huggingface_hub import DatasetCard
+from markdown_it import MarkdownIt
 from scipy import stats
 
 from repro import card as repro_card
@@ -885,20 +886,22 @@ def test_pairs_counted_after_the_empty_chosen_rows_say_so(tmp_path, train_rows):
     analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": str(path), "bootstrap_resamples": 100}))
     facts, card_path = card_for(tmp_path / "run", card_dataset=str(path), known_recipe={"scorer": "gpt-4"})
     en, zh = halves(card_path)
-    assert facts.empty_chosen == 1 and facts.pair_signs == {"positive": 33, "zero": 6, "negative": 0}
+    # (2 of its pairs hold one response twice: rows 185 and 198, whose chosen scored higher, are not counted as such)
+    assert facts.empty_chosen == 1 and facts.pair_signs == {"positive": 31, "zero": 6, "negative": 0, "same": 2}
     assert "n = 40 rows analysed" in en and "The margin is positive in 34 rows and zero (a tie) in 6." in en
     assert ("Pairs without a preference for `chosen`: of the 39 pairs (40 rows less the 1 with an empty chosen "
             "response, which `to_trl` refuses), 6 are ties") in part(en, "## Challenges and limitations")
-    assert ("keeps the 33 of the 39 pairs (40 rows less the 1 with an empty chosen response, which `to_trl` refuses) "
-            "whose `chosen` scored strictly higher, leaving out 6 ties.") in part(en, "## How to use")
+    assert ("keeps the 31 of the 39 pairs (40 rows less the 1 with an empty chosen response, which `to_trl` refuses) "
+            "whose `chosen` scored strictly higher and differs from `rejected`, leaving out 6 ties and 2 pairs of one "
+            "response.") in part(en, "## How to use")
     said_zh = "39 对（40 行减去 chosen 回复为空的 1 行，to_trl 不接受这些行）"
     assert f"{said_zh}中有 6 对为平局" in part(zh, "## 当前挑战与局限")
-    assert f"保留 {said_zh}中 `chosen` 得分严格更高的 33 对" in part(zh, "## 使用方法")
+    assert f"保留 {said_zh}中 `chosen` 得分严格更高且与 `rejected` 不同的 31 对" in part(zh, "## 使用方法")
     # no empty chosen response: the pairs are the rows, said as before
     path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["chosen"][-1]["content"].strip()))
     analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run2"), "dataset": str(path), "bootstrap_resamples": 100}))
     en, zh = halves(card_for(tmp_path / "run2", card_dataset=str(path), known_recipe={"scorer": "gpt-4"})[1])
-    assert "of the 39 pairs, 6 are ties" in en and "keeps the 33 of the 39 pairs whose" in en and "39 对中有 6 对" in zh
+    assert "of the 39 pairs, 6 are ties" in en and "keeps the 31 of the 39 pairs whose" in en and "39 对中有 6 对" in zh
 
 
 def test_the_size_is_called_small_only_when_it_is(tmp_path):
@@ -3116,3 +3119,87 @@ def test_prompts_shared_by_several_rows_are_stated_and_prompt_id_not_called_the_
     en, _ = halves(card_for(tmp_path / "once", card_dataset=write_rows(tmp_path / "once.jsonl", train_rows[:20]),
                             known_recipe=recipe)[1])
     assert "Keep `prompt_id` as the key, to check overlap with evaluation prompts." in en and "Repeated" not in en
+
+
+def test_prompt_ids_not_all_text_are_compared_by_their_value(tmp_path, train_rows):
+    """A prompt_id of mixed types (datasets' Json column: JSON text) was never the prompt's sha256 ("in any of the 23
+    rows"), and ids not all text were never checked for repeats: integer ids shared by 4 rows were called the key."""
+    rows = [train_rows[0]] * 3 + train_rows[:20]  # rows 0-3 one prompt (and id)
+    recipe = {"scorer": "GPT-4 (UltraFeedback's ratings)"}
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(json.dumps({**r, "prompt_id": 777} if i == 5 else r) + "\n" for i, r in enumerate(rows)))
+    en, zh = halves(card_for(tmp_path / "mixed", card_dataset=str(mixed), known_recipe=recipe)[1])
+    assert "It equals the sha256 hex digest of the UTF-8 `prompt` in 22 of 23 rows." in en
+    assert "在 23 行中有 22 行等于 `prompt`（UTF-8）的 sha256 十六进制摘要。" in zh
+    assert "- Repeated prompts: 4 of the 23 rows share their `prompt_id` with another row (1 value occurs" in en
+    ints = write_rows(tmp_path / "ints.jsonl", [{**r, "prompt_id": 1000 if i < 4 else i} for i, r in enumerate(rows)])
+    en, _ = halves(card_for(tmp_path / "ints", card_dataset=ints, known_recipe=recipe)[1])
+    assert "- Repeated prompts: 4 of the 23 rows share their `prompt_id` with another row (1 value occurs" in en
+    assert "as the key" not in en and "it is no key of these rows (4 share theirs with another row)" in en
+    # no usable id (null in every row): the prompts are compared
+    no_ids = write_rows(tmp_path / "no_ids.jsonl", [{**r, "prompt_id": None} for r in rows])
+    en, _ = halves(card_for(tmp_path / "no-ids", card_dataset=no_ids, known_recipe=recipe)[1])
+    assert "4 of the 23 rows share their `prompt` with another row (1 value occurs more than once)" in en
+
+
+def test_pairs_of_one_response_twice_are_said_and_left_out_by_the_filter(tmp_path, train_rows):
+    """20 of 40 real rows whose `rejected` holds their chosen response: neither metrics.json nor the card said so, and
+    "How to use" kept "the 37 of the 40 pairs whose `chosen` scored strictly higher", counting them as usable."""
+    rows = json.loads(json.dumps(train_rows[:40]))
+    for r in rows[:20]:
+        r["rejected"][-1]["content"] = r["chosen"][-1]["content"]
+    margins = [r["score_chosen"] - r["score_rejected"] for r in rows[20:]]  # (the pairs of two responses)
+    kept, ties = sum(m > 0 for m in margins), sum(m == 0 for m in margins)
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": path, "bootstrap_resamples": 100}))
+    facts, card_path = card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "gpt-4"})
+    assert facts.metrics["same_responses"] == 20
+    en, zh = halves(card_path)
+    code = 'train = train.filter(lambda row: row["score_margin"] > 0 and row["chosen"] != row["rejected"])'
+    assert (f"Ties carry no preference, nor does a pair of one response: `{code}` keeps the {kept} of the 40 pairs "
+            f"whose `chosen` scored strictly higher and differs from `rejected`, leaving out {ties} tie and 20 pairs "
+            f"of one response.") in part(en, "## How to use")
+    assert ("- One response twice: of the 40 pairs, 20 hold the same response as `chosen` and as `rejected`: such a "
+            "pair carries no preference; the filter in \"How to use\" leaves them out.") in en
+    assert (f"`{code}` 保留 40 对中 `chosen` 得分严格更高且与 `rejected` 不同的 {kept} 对，去掉 {ties} 对平局和 20 对"
+            f"同一回复的偏好对。") in zh
+    assert ("- 同一回复出现两次：40 对中有 20 对的 `chosen` 与 `rejected` 是同一回复：这样的偏好对不含偏好信息；"
+            "“使用方法”中的筛选会去掉它们。") in zh
+    train = to_trl(datasets.Dataset.from_list(rows))  # the card's code keeps what it says
+    assert len(train.filter(lambda row: row["score_margin"] > 0 and row["chosen"] != row["rejected"])) == kept
+
+
+def test_a_row_without_a_response_to_measure_is_named_beside_the_length_bias(tmp_path, train_rows):
+    """The lengths left out a row whose `rejected` has no assistant turn without a word; the card names it now."""
+    rows = json.loads(json.dumps(train_rows[:40]))
+    rows[5]["rejected"] = rows[5]["rejected"][:1]
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": path, "bootstrap_resamples": 100}))
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "gpt-4"})[1])
+    assert ("1 row is left out of these figures: no response to measure in its `chosen` or `rejected` (the first: "
+            "row 5, counted from 0, in `rejected`).") in part(en, "## Challenges and limitations")
+    assert "其中未计入 1 行：其 `chosen` 或 `rejected` 中没有可测量的回复（第一个：从 0 计第 5 行的 `rejected`）。" \
+        in zh
+
+
+def test_a_conversation_column_is_described_by_the_turns_most_rows_have(tmp_path, train_rows):
+    """Only row 0's `chosen` starts with a system turn: the card described every row's as `[system prompt, user
+    prompt, assistant response]` (the first row's); now the shape most rows have, and how many rows differ."""
+    rows = json.loads(json.dumps(train_rows[:20]))
+    rows[0]["chosen"] = [{"content": "You answer briefly.", "role": "system"}, *rows[0]["chosen"]]
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=write_rows(tmp_path / "rows.jsonl", rows))[1])
+    assert table_rows(en, "`chosen`")[0][2] == ("The preferred conversation: `[user prompt, assistant response]` (the "
+                                                 "turns of 1 row differ).")
+    assert table_rows(en, "`rejected`")[0][2] == "The dispreferred conversation: `[user prompt, assistant response]`."
+    assert table_rows(zh, "`chosen`")[0][2] == "优选对话：`[用户提示词, 助手回复]`（有 1 行的轮次与此不同）。"
+
+
+def test_a_file_name_with_backticks_stays_one_code_span(tmp_path, train_rows):
+    """A dataset file named we`ird|na<b>me #1.jsonl: its backtick closed the card's inline code (`we`ird...`), leaving
+    the rest of the name as markdown."""
+    name = "we`ird|na<b>me #1.jsonl"
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=write_rows(tmp_path / name, train_rows[:12]))[1])
+    for half, banner in ((en, "This card describes"), (zh, "本卡片描述")):
+        line = next(line for line in half.splitlines() if banner in line)
+        tokens = MarkdownIt().parseInline(line)[0].children
+        assert [t.content for t in tokens if t.type == "code_inline"][0] == name

@@ -378,3 +378,19 @@ def test_how_to_use_names_the_hub_id_when_known(demo_like_run):
         assert 'load_dataset("dataset"' not in published
         local = repro_card.render_section(facts, "use", lang)
         assert code_blocks(local)[0].splitlines()[-1] == 'ds = load_dataset("dataset", split="train_prefs")'
+
+
+def test_a_leading_system_turn_goes_into_the_prompt_as_trls_extract_prompt_puts_it(train_rows):
+    """A system turn before the user's in `chosen` / `rejected`: to_trl refused row 0 ("`chosen` does not start with
+    the prompt's user turn: its first turn is 'system'"), where the card offered it; TRL's extract_prompt puts that
+    turn in the prompt, and so does to_trl now."""
+    system = {"content": "You answer briefly.", "role": "system"}
+    rows = [{**r, "chosen": [system, *r["chosen"]], "rejected": [system, *r["rejected"]]} for r in train_rows[:10]]
+    ds = datasets.Dataset.from_list(rows)
+    out, trls = to_trl(ds), ds.select_columns(["chosen", "rejected"]).map(extract_prompt)
+    assert out[0]["prompt"] == [system, train_rows[0]["chosen"][0]]
+    for key in ("prompt", "chosen", "rejected"):
+        assert out[key] == trls[key], key
+    # a system turn alone before the response is still no prompt
+    with pytest.raises(DataError, match=r"`chosen` does not start with the prompt's user turn: .*'assistant'"):
+        to_trl(datasets.Dataset.from_list([{**rows[0], "chosen": [system, rows[0]["chosen"][-1]]}]))

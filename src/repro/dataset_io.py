@@ -51,8 +51,16 @@ def response_text(value: Any) -> str | None:
 
 def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     """Each row's response: the text, or the last `assistant` message of a conversation (null when it has none);
-    None for a column that is neither text nor a list of {content, role} messages."""
+    None for a column that is neither text nor a list of {content, role} messages. Of a column of both (datasets'
+    Json: values of mixed types), each row as what it holds (another value: null)."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(arr.type, pa.JsonType):  # (a text as an assistant turn)
+        values = [[{"content": v, "role": "assistant"}] if isinstance(v, str) else v if isinstance(v, list) else None
+                  for v in column_values(arr)]
+        try:
+            return response_texts(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # lists of other things than {content, role} messages
+            return None
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return arr
     if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
@@ -69,6 +77,14 @@ def response_texts(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     take = np.full(len(arr), -1, dtype=np.int64)
     take[owner[last]] = positions[last]
     return messages.field("content").take(pa.array(take, mask=take < 0))
+
+
+def same_responses(table: pa.Table) -> np.ndarray:
+    """Each row: its chosen and rejected responses (`response_texts`) are one text (False where either has none)."""
+    texts = [response_texts(table.column(c)) if c in table.column_names else None for c in ("chosen", "rejected")]
+    if any(t is None for t in texts):
+        return np.zeros(table.num_rows, bool)
+    return pc.fill_null(pc.equal(*texts), False).to_numpy(zero_copy_only=False)
 
 
 def prompt_text(row: dict[str, Any]) -> str | None:
@@ -161,10 +177,7 @@ def score_array(table: pa.Table, column: str, where: str, parameter: str = "data
         return np.full(len(col), np.nan)
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    values = col.to_pylist()
-    mixed = isinstance(kind, pa.BaseExtensionType)  # datasets' Json feature: mixed values stored as JSON text
-    if mixed:
-        values = [json.loads(v) if isinstance(v, str) else v for v in values]
+    values, mixed = column_values(col), isinstance(kind, pa.JsonType)
     bad = next(((i, v) for i, v in enumerate(values)
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))), None)
     # (a number written as text, "7.5", is stored as 7.5 in such a column: which row held it cannot be told)
@@ -174,6 +187,13 @@ def score_array(table: pa.Table, column: str, where: str, parameter: str = "data
         f"{where}: column {column!r} must hold numbers (float64 scores), but it holds "
         f"{'values of mixed types' if mixed else f'{kind} values'}{detail}. Convert the column to numbers (missing "
         f"scores as null) or point `{parameter}` at a preference dataset whose {column} is numeric.")
+
+
+def column_values(column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """A column's values as Python's, those of datasets' Json feature (values of mixed types, stored as JSON text)
+    decoded."""
+    values = column.to_pylist()
+    return [None if v is None else json.loads(v) for v in values] if isinstance(column.type, pa.JsonType) else values
 
 
 def scores_digest(table: pa.Table) -> str:

@@ -48,10 +48,11 @@ def _where(row: dict[str, Any], index: int) -> str:
 
 def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict]:
     """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked: the same turns, from the
-    user turn holding `prompt`, before an assistant turn in both (non-empty in `chosen`; `rejected` may be empty)."""
+    user turn holding `prompt` (system turns before it belong to the prompt, as TRL's extract_prompt takes them),
+    before an assistant turn in both (non-empty in `chosen`; `rejected` may be empty)."""
     where = _where(row, index)
-    fix = ("Each row needs `chosen` and `rejected` = [user turn with the `prompt` text, ..., assistant turn], as "
-           "this project writes them; fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) "
+    fix = ("Each row needs `chosen` and `rejected` = [(system turn,) user turn with the `prompt` text, ..., assistant "
+           "turn], as this project writes them; fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) "
            "before converting.")
     turns = {}
     for column in ("chosen", "rejected"):
@@ -68,11 +69,11 @@ def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict
             why = ("is empty ({}): DPO learns toward the chosen response, so it needs one (an empty `rejected` is "
                    "fine)" if isinstance(content, str) else "is not a text ({})").format(_short(content))
             raise DataError(f"{where}: the assistant turn of `{column}` {why}. {fix}")
-        first = value[0]
+        first = next(m for m in value if m.get("role") != "system")  # (the last turn is the assistant's)
         if first.get("role") != "user" or first.get("content") != row.get("prompt"):
             raise DataError(
-                f"{where}: `{column}` does not start with the prompt's user turn: its first turn is "
-                f"{first.get('role')!r} {_short(first.get('content'))}, the `prompt` column is "
+                f"{where}: `{column}` does not start with the prompt's user turn: its first turn (after any system "
+                f"turn) is {first.get('role')!r} {_short(first.get('content'))}, the `prompt` column is "
                 f"{_short(row.get('prompt'))}. {fix}")
         turns[column] = value
     if turns["chosen"][:-1] != turns["rejected"][:-1]:

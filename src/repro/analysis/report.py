@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError, counted, did_you_mean
-from ..dataset_io import RESCORED_COLUMNS, SCORE_COLUMNS, response_texts, score_array, scores_digest, split_files
+from ..dataset_io import (RESCORED_COLUMNS, SCORE_COLUMNS, response_texts, same_responses, score_array, scores_digest,
+                          split_files)
 from ..exporters import CALLED, detect_format, seed_view
 from ..formats import holds_scores
 from ..jobs import atomic_write_json
@@ -251,6 +252,8 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics.update(stats.summarize_scores(data.score_chosen, data.score_rejected, resamples, seed))
     metrics["margin_sign"] = stats.margin_sign(margin)
     metrics["ties"] = metrics["margin_sign"]["counts"]["zero"]
+    if same := int(same_responses(data.table)[data.row_index].sum()):  # (none in a dataset built here: no key)
+        metrics["same_responses"] = same  # pairs whose chosen and rejected response are one text
     metrics.update(tests=stats.paired_tests(margin), effect_size=stats.effect_sizes(margin),
                    correlation=stats.correlations(data.score_chosen, data.score_rejected))
     if data.lengths is None:
@@ -261,6 +264,9 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
             "response": "the last assistant message of chosen / rejected (or the text itself)",
             "tokens": "whitespace-separated tokens, as str.split() counts them",
             **stats.length_statistics(data.lengths, margin[data.length_rows])}
+        if (left := data.row_index[~data.length_rows]).size:  # no response to measure on one side: the first named
+            side = next(c for c in ("chosen", "rejected") if not response_texts(data.table.column(c))[left[0]].is_valid)
+            metrics["length"]["left_out"] = {"rows": int(left.size), "first_row": int(left[0]), "column": side}
     rule = data.selection if data.selection not in (None, "best_worst") else None
     signs = stats.pairrm_invariants(data.score_chosen, data.score_rejected)
     metrics["scale"] = stats.detect_scale(data.score_chosen, data.score_rejected, read_as_pairrm(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -16,8 +17,9 @@ import pyarrow.compute as pc
 import yaml
 from datasets import Features, Value
 
-from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATURES, prompt_id_of, response_texts,
-                          score_array, scores_digest, split_files, write_split)
+from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATURES, column_values, prompt_id_of,
+                          response_texts, same_responses, score_array, scores_digest, split_files,
+                          write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
@@ -100,7 +102,9 @@ class CardFacts:
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     nonfinite_scores: int = 0  # rows whose score_chosen or score_rejected is not a finite number: to_trl refuses them
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
-    pair_signs: dict[str, int] | None = None  # {positive, zero, negative} margins of the rows the card's code keeps
+    # {positive, zero, negative} margins of the rows the card's code keeps, and `same`: those of one response twice
+    # (chosen's and rejected's one text), not counted by their margin
+    pair_signs: dict[str, int] | None = None
     prompt_id_sha256_rows: int | None = None  # rows whose prompt_id is sha256(prompt)
     # {column (prompt_id, else prompt: to_trl's prompt_id is its sha256), rows, values}: the rows that share a value of
     # it with another row, and the values they share; None where every row's is its own
@@ -108,8 +112,10 @@ class CardFacts:
     test_split: dict[str, Any] | None = None  # the manifest's `test_split`: the second split and how it was made
     other_splits: list[str] = field(default_factory=list)  # those of card_dataset that its copy here has not
     analysis_error: str | None = None  # why 02_analyze failed, as the manifest records it (no metrics then)
-    # {chosen, rejected, generate_i: the roles of the first row's turns that has any, or None for a text column}
+    # {chosen, rejected, generate_i: the roles of the turns most rows have, or None for a text column}, and the rows
+    # whose turns differ from those
     turns: dict[str, list[str] | None] = field(default_factory=dict)
+    other_turns: dict[str, int] = field(default_factory=dict)
 
     @property
     def chosen_text(self) -> str:
@@ -647,27 +653,32 @@ def gather_facts(params: "CardParams") -> CardFacts:
     if "prompt" in ds.column_names and "prompt_id" in ds.column_names:
         prompts = view.column("prompt").to_pylist()  # the text (TRL's conversational prompt: its user turn's)
         facts.prompt_id_sha256_rows = sum(isinstance(p, str) and prompt_id_of(p) == i
-                                          for p, i in zip(prompts, view.column("prompt_id").to_pylist()))
-    key = next((c for c in ("prompt_id", "prompt") if c in ds.column_names), None)
-    if key and ds.data.column(key).type in TEXT_TYPES:
-        counts = pc.value_counts(ds.data.column(key).drop_null()).field("counts").to_numpy()
-        if (repeated := counts > 1).any():
-            facts.repeated_prompts = {"column": key, "rows": int(counts[repeated].sum()), "values": int(repeated.sum())}
-    facts.turns = {c: _roles(ds.data.column(c)) for c in ds.column_names
-                   if c in ("chosen", "rejected") or c.startswith("generate_")}
+                                          for p, i in zip(prompts, column_values(view.column("prompt_id"))))
+    # ids compared by their value, whatever their type (a Json column's: its JSON text); none usable: the prompts
+    key = next((c for c in ("prompt_id", "prompt") if c in ds.column_names and ds.data.column(c).null_count < len(ds)
+                and not pa.types.is_nested(ds.data.column(c).type)), None)
+    counts = Counter(ds.data.column(key).to_pylist() if key else ())
+    if repeated := [k for value, k in counts.items() if k > 1 and value is not None]:
+        facts.repeated_prompts = {"column": key, "rows": sum(repeated), "values": len(repeated)}
+    for c in ds.column_names:
+        if c in ("chosen", "rejected") or c.startswith("generate_"):
+            facts.turns[c], facts.other_turns[c] = _roles(ds.data.column(c))
     return facts
 
 
-def _roles(column: pa.ChunkedArray) -> list[str] | None:
-    """The roles of a conversation column's turns, as the first row with any turns has them ([]: no row has any, or
-    the column holds no turns); None for a column of text."""
+def _roles(column: pa.ChunkedArray) -> tuple[list[str] | None, int]:
+    """(the roles of a conversation column's turns as most rows with any turns have them, []: no row has any, or the
+    column holds no turns, None: a column of text; the rows whose turns differ from those)."""
     if column.type in TEXT_TYPES:
-        return None
+        return None, 0
     if not pa.types.is_list(column.type) and not pa.types.is_large_list(column.type) or not (
             pa.types.is_struct(column.type.value_type) and column.type.value_type.get_field_index("role") >= 0):
-        return []
-    first = pc.index(pc.greater(pc.list_value_length(column), 0), True).as_py()
-    return [] if first < 0 else [turn["role"] for turn in column[first].as_py()]
+        return [], 0
+    arr = column.combine_chunks()
+    shapes = Counter(map(tuple, type(arr).from_arrays(arr.offsets, arr.values.field("role")).to_pylist()))
+    shapes.pop((), None)  # (rows without turns)
+    roles, most = shapes.most_common(1)[0] if shapes else ((), 0)
+    return list(roles), len(arr) - arr.null_count - most if shapes else 0
 
 
 def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
@@ -796,9 +807,10 @@ def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> None
         finite = np.isfinite(chosen) & np.isfinite(rejected)
         if facts.has_columns(*SCORE_COLUMNS):  # (the card's code reads them by the seed's column names)
             facts.nonfinite_scores, empty = int((~finite).sum()), empty & finite
-        margin = (chosen - rejected)[finite & ~empty]
+        same = same_responses(ds.data)[finite & ~empty]
+        margin = (chosen - rejected)[finite & ~empty][~same]
         facts.pair_signs = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
-                            "negative": int((margin < 0).sum())}
+                            "negative": int((margin < 0).sum()), "same": int(same.sum())}
     facts.empty_chosen = int(empty.sum())
 
 

@@ -97,6 +97,15 @@ def fmt(value: Any, unknown: str = "unknown") -> str:
     return str(value)
 
 
+def code_span(name: Any) -> str:
+    """`name` as markdown's inline code, in a fence of more backticks than any run of them in it (spaced apart where it
+    starts or ends with one), which none of them closes."""
+    name = str(name)
+    fence = "`" * (max(map(len, re.findall("`+", name)), default=0) + 1)
+    space = " " * (name[:1] == "`" or name[-1:] == "`")
+    return f"{fence}{space}{name}{space}{fence}"
+
+
 def _environment(lang: str) -> jinja2.Environment:
     """The templates with `t` = the sentences of `lang` (templates/<lang>.jinja) and the card's filters: built again
     once a template file has changed (a translator's edit shows at the next render, in the same kernel)."""
@@ -110,7 +119,7 @@ def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environm
                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
     words = env.get_template(f"{lang}.jinja").module
     env.filters.update(
-        json=json.dumps, code=lambda name: f"`{name}`", public=public_value, cell=table_cell,
+        json=json.dumps, code=code_span, public=public_value, cell=table_cell,
         v=lambda value: fmt(value, words.unknown),
         metric=lambda value: words.undefined if value is None else fmt(value, words.unknown),  # null: NaN/inf
         p=lambda value: p_value(value, ".6g"))
