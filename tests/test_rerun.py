@@ -773,9 +773,10 @@ def test_the_setup_cell_again_keeps_a_complete_runs_counts_and_a_write_cell_alon
     before = files_of(ctx.run.dataset)
     ctx = stages.begin(build(ConstructParams, own), build(GenerationParams, {}))  # the setup cell, again
     assert Manifest(ctx.run).read()["counts"] == complete["counts"]  # nothing erased before a stage runs
-    with pytest.raises(ParameterError, match=r"The pairs were not built since the setup cell \(`ctx = stages.begin"
-                                             r"\(\.\.\.\)`\) last ran: run the cells above first, §1 Source rows to "
-                                             r"§6 Pairs \(or Run All\); nothing was written\."):
+    with pytest.raises(ParameterError, match=r"This cell was given results made before the setup cell \(`ctx = "
+                                             r"stages.begin\(\.\.\.\)`\) last ran, or before a cell above ran again: "
+                                             r"run the cells above first, §1 Source rows to §7 The test split \(or "
+                                             r"Run All\); nothing was written\."):
         stages.write(ctx, pairs)
     assert files_of(ctx.run.dataset) == before
     data = Manifest(ctx.run).read()
@@ -916,3 +917,37 @@ def test_a_new_self_check_in_a_complete_run_makes_only_the_card_again(demo_run_c
     data["notebooks"].pop("03_card")
     manifest.write(data)
     assert manifest.unheld(data["fingerprint"]) == ""
+
+
+def test_a_cell_given_rows_made_before_the_setup_cell_or_a_cell_above_ran_again_refuses(tmp_path):
+    # JupyterLab (the verifier's s9, s19): cells 1-16 with limit=12, then the parameters cell with limit=6 (or only
+    # min_margin changed), the setup cell and cells 16, 18, 20: build paired the 12 rows of the earlier ctx, the run
+    # ended `complete` with counts {'kept': 12}, no scorer record and limit 6, and 03_card carded the 12 rows as 6
+    own = {"run_dir": str(tmp_path / "part"), "source": str(ROOT / "tests/fixtures/ultrafeedback/train_prefs.jsonl"),
+           "candidate_columns": [], "include_original_pair": True, "limit": 12, "scorer_model": "builtin:tiny-pairrm"}
+    ctx = stages.begin(build(ConstructParams, own), generation := build(GenerationParams, {}))
+    rows = stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
+    cs = stages.candidates(ctx, rows)
+    pairs = stages.build(ctx, rows, cs, scores := stages.score(ctx, cs))
+    refused = (r"This cell was given results made before the setup cell \(`ctx = stages\.begin\(\.\.\.\)`\) last ran, "
+               r"or before a cell above ran again: run the cells above first, §1 Source rows to §{} \(or Run All\); "
+               r"nothing was written\.")
+    for changed in ({"limit": 6}, {"min_margin": 0.3}):
+        ctx = stages.begin(build(ConstructParams, {**own, **changed}), generation)  # the setup cell, again
+        for cell, section in ((lambda: stages.build(ctx, rows, cs, scores), "5 PairRM scores"),
+                              (lambda: stages.build_test(ctx, generation, pairs), "6 Pairs"),
+                              (lambda: stages.write(ctx, pairs), "7 The test split")):
+            with pytest.raises(ParameterError, match=refused.format(section)):
+                cell()
+        data = Manifest(ctx.run).read()
+        assert data["status"] == "running" and not data["counts"] and not (tmp_path / "part" / "dataset").exists()
+    # the same ctx: a cell above run again makes the results below it stale (scores of the candidates before)
+    ctx = stages.begin(build(ConstructParams, own), generation)
+    rows = stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
+    scores = stages.score(ctx, cs := stages.candidates(ctx, rows))
+    cs = stages.candidates(ctx, rows)
+    with pytest.raises(ParameterError, match=refused.format("5 PairRM scores")):
+        stages.build(ctx, rows, cs, scores)
+    stages.write(ctx, stages.build(ctx, rows, cs, stages.score(ctx, cs)))  # the cells in order: written
+    data = Manifest(ctx.run).read()
+    assert data["status"] == "complete" and data["counts"]["kept"] == 12 and data["scorer"]
