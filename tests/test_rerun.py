@@ -951,3 +951,36 @@ def test_a_cell_given_rows_made_before_the_setup_cell_or_a_cell_above_ran_again_
     stages.write(ctx, stages.build(ctx, rows, cs, stages.score(ctx, cs)))  # the cells in order: written
     data = Manifest(ctx.run).read()
     assert data["status"] == "complete" and data["counts"]["kept"] == 12 and data["scorer"]
+
+
+def test_a_stage_run_again_on_a_finished_run_reopens_it_and_03_card_refuses_it_until_the_write_cell(tmp_path):
+    # JupyterLab (the verifier's s20, s21): Run All, then §1 Source rows alone: the run stayed `complete` with counts
+    # {'source': 40}, and 03_card carded it with one count, its check of the kept rows silently skipped
+    from repro.card.facts import gather_facts
+    from repro.errors import DataError
+    from repro.parameters import CardParams
+
+    own = {"run_dir": str(tmp_path / "new1"), "source": str(ROOT / "tests/fixtures/ultrafeedback/train_prefs.jsonl"),
+           "candidate_columns": [], "include_original_pair": True, "limit": 4, "scorer_model": "builtin:tiny-pairrm"}
+    ctx = stages.begin(build(ConstructParams, own), generation := build(GenerationParams, {}))
+
+    def cells_from_slice(source_rows):
+        rows = stages.generate(ctx, stages.slice_rows(ctx, source_rows), generation)
+        cs = stages.candidates(ctx, rows)
+        pairs = stages.build(ctx, rows, cs, stages.score(ctx, cs))
+        stages.write(ctx, pairs, test=stages.build_test(ctx, generation, pairs))
+
+    cells_from_slice(stages.load(ctx))
+    card = build(CardParams, {"run_dir": own["run_dir"]})
+    assert gather_facts(card).counts["kept"] == 4
+    source_rows = stages.load(ctx)  # one cell run again
+    data = Manifest(ctx.run).read()
+    assert (data["status"], data["notebooks"]["01_construct"]["status"], data["counts"]) == (
+        "running", "running", {"source": 200})
+    with pytest.raises(DataError, match=rf"{ctx.run.root} holds a run whose 01_construct did not finish \(its "
+                                        r"manifest.json says running\): its record may not describe .*dataset\. Run "
+                                        r"notebooks/01_construct.ipynb to its end first \(Run All; a kernel still "
+                                        r"running it: wait for it\); nothing was written\."):
+        gather_facts(card)
+    cells_from_slice(source_rows)  # the cells below it, run again: the run is complete again, as its record says
+    assert Manifest(ctx.run).read()["status"] == "complete" and gather_facts(card).counts["kept"] == 4

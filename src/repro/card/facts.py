@@ -21,7 +21,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
-from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest
+from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, ROUNDING, Manifest
 from ..parameters import (BUILTIN_SCORERS, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
@@ -562,6 +562,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
         table = foreign.select_columns(scored).with_format("arrow")[:] if scored else None
         for column in scored:
             score_array(table, column, f"card_dataset {card_dataset!r}", "card_dataset")
+    built = ((Manifest(run).read().get("notebooks") or {}).get("01_construct") or {}).get("status")
+    if card_dataset is None and built in LAST_RUN:  # (a stage run again, or a kernel stopped, since it wrote)
+        raise DataError(f"{run.root} holds a run whose 01_construct did not finish (its manifest.json says {built}): "
+                        f"its record may not describe {run.dataset}. Run notebooks/01_construct.ipynb to its end "
+                        f"first (Run All; a kernel still running it: wait for it); nothing was written.")
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))

@@ -29,6 +29,7 @@ from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates, split_limits
 from .selection import DROP_EMPTIED, DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, rlhflow_name, select
 
+NOTEBOOK = "01_construct"
 # the stages in the notebook's order, each by its section (what a cell given results made before is told to run)
 SECTIONS = {"load": "§1 Source rows", "slice": "§2 Slice", "generate": "§3 Generate candidates",
             "candidates": "§4 Candidates", "score": "§5 PairRM scores", "pairs": "§6 Pairs",
@@ -53,6 +54,14 @@ class Context:
     picks: list[tuple[int, int, int]] = field(default_factory=list)  # build(): each pair's candidate row, (chosen,
     # rejected) indices in it, in the dataset's row order (what 01_construct shows of a pair's candidates)
     made: dict[str, Any] = field(default_factory=dict)  # each stage's result as it last ran with this ctx (`starts`)
+    parameters: dict[str, Any] = field(default_factory=dict)  # the notebook's values, generation's too (`start`)
+
+    def start(self) -> None:
+        """Mark the run running for the notebook (its record joined, or replaced: `ensure_started`), its folder held
+        until the notebook ends; or refuse a folder of other parameters that made results, or of another writer."""
+        replacing = self.manifest.refuse_other_parameters(self.parameters, NOTEBOOK)
+        claim(self.run, None, "source", building=True)
+        self.manifest.ensure_started(self.parameters, NOTEBOOK, replacing)
 
     def starts(self, stage: str, *given: Any) -> None:
         """Before `stage` writes: what it is `given` must be results of the stages above as they last ran with this ctx
@@ -65,6 +74,8 @@ class Context:
                 f"{SECTIONS[names[names.index(stage) - 1]]} (or Run All); nothing was written.")
         for later in names[names.index(stage):]:
             self.made.pop(later, None)
+        if (self.manifest.read().get("notebooks") or {}).get(NOTEBOOK, {}).get("status") != "running":
+            self.start()  # the notebook ended (its write cell, a failure): a stage run again opens the run anew
 
     def keep(self, stage: str, result: Any) -> Any:
         """`result`, kept as what `stage` last made with this ctx."""
@@ -118,13 +129,13 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     # scorer_kind auto: the checkpoint's kind, which the schema could not read (read only for chat_template)
     if why := params.templated_twice(known_kind(model, kind) for model, kind, *_ in scorers):
         raise ParameterError(why)
-    run, notebook = RunDir(params.run_root), "01_construct"
-    manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
-    replacing = manifest.refuse_other_parameters(parameters, notebook)
     check_exists(params.source, "source")  # a mistyped path writes nothing, not even the run directory
-    claim(run, None, "source", building=True)
-    manifest.ensure_started(parameters, notebook, replacing)
-    return Context(params, run, manifest, prompt_revision=revision_of("scorer_prompt_tokenizer", parameters))
+    parameters = {**params.model_dump(), **(generation.model_dump() if generation else {})}
+    run = RunDir(params.run_root)
+    ctx = Context(params, run, Manifest(run), parameters=parameters,
+                  prompt_revision=revision_of("scorer_prompt_tokenizer", parameters))
+    ctx.start()
+    return ctx
 
 
 def load(ctx: Context) -> datasets.Dataset:
@@ -349,7 +360,7 @@ def build_test(ctx: Context, generation: GenerationParams | None, train: dataset
     return ctx.keep("test", build(t, rows, cs, score(t, cs)))
 
 
-def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct",
+def write(ctx: Context, out: datasets.Dataset, notebook: str = NOTEBOOK,
           test: datasets.Dataset | None = None) -> dict[str, Any]:
     """Write the dataset (and the `test` split) in push_to_hub's layout and record its files' hashes."""
     p, fmt = ctx.params, FORMATS[ctx.params.output_format]
