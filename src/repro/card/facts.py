@@ -567,6 +567,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
         raise DataError(f"{run.root} holds a run whose 01_construct did not finish (its manifest.json says {built}): "
                         f"its record may not describe {run.dataset}. Run notebooks/01_construct.ipynb to its end "
                         f"first (Run All; a kernel still running it: wait for it); nothing was written.")
+    if foreign is None:  # (a missing dataset writes nothing, nor holds the folder)
+        _split_files(run.dataset)
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
@@ -661,14 +663,19 @@ def _roles(column: pa.ChunkedArray) -> list[str] | None:
     return [] if first < 0 else [turn["role"] for turn in column[first].as_py()]
 
 
-def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
-    """Each split's facts, the main split (the first of `mains` there is, else the first by name) first, and the main
-    split's rows."""
-    files = split_files(dataset_dir)
-    if not files:
+def _split_files(dataset_dir: Path) -> dict[str, list[Path]]:
+    """The dataset's parquet files by split; none is an error saying what to do."""
+    if not (files := split_files(dataset_dir)):
         raise DataError(
             f"No dataset at {dataset_dir}: expected {DATA_DIR}/<split>-00000-of-00001.parquet there. Run "
             f"notebooks/01_construct.ipynb for this run first, or set card_dataset to the dataset to describe.")
+    return files
+
+
+def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
+    """Each split's facts, the main split (the first of `mains` there is, else the first by name) first, and the main
+    split's rows."""
+    files = _split_files(dataset_dir)
     main = next((split for split in mains if split in files), next(iter(files)))
     features, splits, first = None, [], None
     for split, paths in files.items():
