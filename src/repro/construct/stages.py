@@ -56,12 +56,14 @@ class Context:
     made: dict[str, Any] = field(default_factory=dict)  # each stage's result as it last ran with this ctx (`starts`)
     parameters: dict[str, Any] = field(default_factory=dict)  # the notebook's values, generation's too (`start`)
 
-    def start(self) -> None:
+    def start(self, setup: bool = False) -> None:
         """Mark the run running for the notebook (its record joined, or replaced: `ensure_started`), its folder held
-        until the notebook ends; or refuse a folder of other parameters that made results, or of another writer."""
+        until the notebook ends; or refuse a folder of other parameters that made results, or of another writer. From
+        the setup cell (`setup`), a complete run of these values stays complete until a stage runs again."""
         replacing = self.manifest.refuse_other_parameters(self.parameters, NOTEBOOK)
         claim(self.run, None, "source", building=True)
-        self.manifest.ensure_started(self.parameters, NOTEBOOK, replacing)
+        if not setup or replacing or self.manifest.read().get("status") != "complete":
+            self.manifest.ensure_started(self.parameters, NOTEBOOK, replacing)
 
     def starts(self, stage: str, *given: Any) -> None:
         """Before `stage` writes: what it is `given` must be results of the stages above as they last ran with this ctx
@@ -134,7 +136,7 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     run = RunDir(params.run_root)
     ctx = Context(params, run, Manifest(run), parameters=parameters,
                   prompt_revision=revision_of("scorer_prompt_tokenizer", parameters))
-    ctx.start()
+    ctx.start(setup=True)
     return ctx
 
 
