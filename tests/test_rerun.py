@@ -985,3 +985,23 @@ def test_a_stage_run_again_on_a_finished_run_reopens_it_and_03_card_refuses_it_u
         gather_facts(card)
     cells_from_slice(source_rows)  # the cells below it, run again: the run is complete again, as its record says
     assert Manifest(ctx.run).read()["status"] == "complete" and gather_facts(card).counts["kept"] == 4
+
+
+def test_parameters_changed_part_way_through_a_kernels_run_say_this_kernel_was_running_it(tmp_path, capsys):
+    # JupyterLab (the verifier's s9, s18, s19): cells run up to §6, then other parameters and the setup cell in the
+    # same kernel: "The run ... is replaced: it stopped without finishing (killed?)", though the user only paused
+    own = {"run_dir": str(tmp_path / "part"), "source": str(ROOT / "tests/fixtures/ultrafeedback/train_prefs.jsonl"),
+           "candidate_columns": [], "include_original_pair": True, "limit": 4, "scorer_model": "builtin:tiny-pairrm"}
+    ctx = stages.begin(build(ConstructParams, own))
+    stages.slice_rows(ctx, stages.load(ctx))
+    capsys.readouterr()
+    stages.begin(build(ConstructParams, {**own, "min_margin": 0.3}))
+    reused = "its work/ stays: changed generation or scoring values make their work again; the rest is reused where it"
+    assert capsys.readouterr().err == (
+        f"repro: The run in {ctx.run.root} is replaced: it did not finish (this kernel was running it), and its "
+        f"parameters changed (min_margin (0.0 there, 0.3 now)); {reused} can be.\n")
+    ctx.run.release(kernel=True)  # the kernel that ran it is gone: nobody says why it stopped
+    stages.begin(build(ConstructParams, own))
+    assert capsys.readouterr().err == (
+        f"repro: The run in {ctx.run.root} is replaced: it stopped without finishing (killed?), and its parameters "
+        f"changed (min_margin (0.3 there, 0.0 now)); {reused} can be.\n")

@@ -60,10 +60,10 @@ class Context:
         """Mark the run running for the notebook (its record joined, or replaced: `ensure_started`), its folder held
         until the notebook ends; or refuse a folder of other parameters that made results, or of another writer. From
         the setup cell (`setup`), a complete run of these values stays complete until a stage runs again."""
-        replacing = self.manifest.refuse_other_parameters(self.parameters, NOTEBOOK)
+        replacing, ours = self.manifest.refuse_other_parameters(self.parameters, NOTEBOOK), self.run.held()
         claim(self.run, None, "source", building=True)
         if not setup or replacing or self.manifest.read().get("status") != "complete":
-            self.manifest.ensure_started(self.parameters, NOTEBOOK, replacing)
+            self.manifest.ensure_started(self.parameters, NOTEBOOK, replacing, ours)
 
     def starts(self, stage: str, *given: Any) -> None:
         """Before `stage` writes: what it is `given` must be results of the stages above as they last ran with this ctx
