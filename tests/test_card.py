@@ -1857,6 +1857,15 @@ def test_no_dataset_is_a_clear_error(tmp_path):
         card_for(tmp_path / "empty")
 
 
+def test_no_dataset_writes_nothing_and_leaves_the_run_directory_free(tmp_path):
+    # 03_card before 01_construct (the verifier's s16) failed, but made runs/new1/ with a lock and a manifest, and its
+    # kernel held that folder: 01_construct in another kernel was refused as busy ("being written by a notebook's
+    # kernel"); 02_analyze and 04_compare write nothing there, not even the folder
+    with pytest.raises(DataError, match=r"No dataset at \S*new1/dataset: expected data/<split>-00000-of-00001"):
+        card_for(tmp_path / "new1")
+    assert not (tmp_path / "new1").exists()
+
+
 def test_card_parameters_are_checked():
     with pytest.raises(ParameterError, match="hub_repo_id"):
         build(CardParams, {"push_to_hub": True})

@@ -270,6 +270,27 @@ def test_in_a_kernel_a_cell_failing_with_repros_error_makes_the_notebooks_object
     assert isinstance(ns["pairs"], Stale)
 
 
+def test_after_an_interrupt_the_notebooks_objects_say_a_cell_was_interrupted_not_that_one_failed():
+    # Interrupt Kernel during §5 PairRM scores, then that cell run again: "`ctx` is from before a cell above failed:
+    # fix it and run the notebook again", though nothing had failed
+    from types import SimpleNamespace
+
+    from repro.errors import Interrupted
+
+    hooks = []
+    shell = SimpleNamespace(events=SimpleNamespace(register=lambda event, fn: hooks.append(fn)))
+    ns = {"get_ipython": lambda: shell, "limit": 3}
+    validate_namespace("construct", ns)
+    ns["ctx"] = object()
+    hooks[0](SimpleNamespace(error_before_exec=None, info=SimpleNamespace(raw_cell="stages.score(ctx, candidate_set)"),
+                             error_in_exec=Interrupted("stage 'score': run the notebook again to continue.")))
+    with pytest.raises(ParameterError, match=r"^`ctx` is from before a cell was interrupted: run the notebook again "
+                                             r"\(Run All\), which goes on from what was kept \(this cell did "
+                                             r"nothing\)\.$"):
+        ns["ctx"].run
+    assert repr(ns["ctx"]) == "<ctx: from before a cell was interrupted; run the notebook again>"
+
+
 def test_a_cell_failing_with_repros_error_stops_run_all_in_the_kernel():
     """ReproError's short display (_render_traceback_) keeps the reply 'error': the kernel aborts the cells Run All
     queued behind it (a verifier saw later cells run in JupyterLab; the kernel, given them at once, runs none)."""

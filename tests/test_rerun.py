@@ -772,14 +772,16 @@ def test_the_setup_cell_again_keeps_a_complete_runs_counts_and_a_write_cell_alon
     assert complete["status"] == "complete" and complete["counts"]["kept"] == 12
     before = files_of(ctx.run.dataset)
     ctx = stages.begin(build(ConstructParams, own), build(GenerationParams, {}))  # the setup cell, again
-    assert Manifest(ctx.run).read()["counts"] == complete["counts"]  # nothing erased before a stage runs
-    with pytest.raises(ParameterError, match=r"The pairs were not built since the setup cell \(`ctx = stages.begin"
-                                             r"\(\.\.\.\)`\) last ran: run the cells above first, §1 Source rows to "
-                                             r"§6 Pairs \(or Run All\); nothing was written\."):
+    # nothing erased, nor marked `running` before a stage runs (the verifier's s13: the cells up to the setup cell on a
+    # complete run left it `running` for good once the kernel was shut down: "stopped without finishing (killed?)")
+    assert Manifest(ctx.run).read() == complete
+    with pytest.raises(ParameterError, match=r"This cell was given results made before the setup cell \(`ctx = "
+                                             r"stages.begin\(\.\.\.\)`\) last ran, or before a cell above ran again: "
+                                             r"run the cells above first, §1 Source rows to §7 The test split \(or "
+                                             r"Run All\); nothing was written\."):
         stages.write(ctx, pairs)
     assert files_of(ctx.run.dataset) == before
-    data = Manifest(ctx.run).read()
-    assert data["status"] != "complete" and data["counts"] == complete["counts"]
+    assert Manifest(ctx.run).read() == complete
     assert views.counts_table({}).data.empty  # (the counts of a run no stage has counted yet: an empty table)
     stages.load(ctx)  # the stages run again count afresh
     assert Manifest(ctx.run).read()["counts"] == {"source": complete["counts"]["source"]}
@@ -916,3 +918,90 @@ def test_a_new_self_check_in_a_complete_run_makes_only_the_card_again(demo_run_c
     data["notebooks"].pop("03_card")
     manifest.write(data)
     assert manifest.unheld(data["fingerprint"]) == ""
+
+
+def test_a_cell_given_rows_made_before_the_setup_cell_or_a_cell_above_ran_again_refuses(tmp_path):
+    # JupyterLab (the verifier's s9, s19): cells 1-16 with limit=12, then the parameters cell with limit=6 (or only
+    # min_margin changed), the setup cell and cells 16, 18, 20: build paired the 12 rows of the earlier ctx, the run
+    # ended `complete` with counts {'kept': 12}, no scorer record and limit 6, and 03_card carded the 12 rows as 6
+    own = {"run_dir": str(tmp_path / "part"), "source": str(ROOT / "tests/fixtures/ultrafeedback/train_prefs.jsonl"),
+           "candidate_columns": [], "include_original_pair": True, "limit": 12, "scorer_model": "builtin:tiny-pairrm"}
+    ctx = stages.begin(build(ConstructParams, own), generation := build(GenerationParams, {}))
+    rows = stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
+    cs = stages.candidates(ctx, rows)
+    pairs = stages.build(ctx, rows, cs, scores := stages.score(ctx, cs))
+    refused = (r"This cell was given results made before the setup cell \(`ctx = stages\.begin\(\.\.\.\)`\) last ran, "
+               r"or before a cell above ran again: run the cells above first, §1 Source rows to §{} \(or Run All\); "
+               r"nothing was written\.")
+    for changed in ({"limit": 6}, {"min_margin": 0.3}):
+        ctx = stages.begin(build(ConstructParams, {**own, **changed}), generation)  # the setup cell, again
+        for cell, section in ((lambda: stages.build(ctx, rows, cs, scores), "5 PairRM scores"),
+                              (lambda: stages.build_test(ctx, generation, pairs), "6 Pairs"),
+                              (lambda: stages.write(ctx, pairs), "7 The test split")):
+            with pytest.raises(ParameterError, match=refused.format(section)):
+                cell()
+        data = Manifest(ctx.run).read()
+        assert data["status"] == "running" and not data["counts"] and not (tmp_path / "part" / "dataset").exists()
+    # the same ctx: a cell above run again makes the results below it stale (scores of the candidates before)
+    ctx = stages.begin(build(ConstructParams, own), generation)
+    rows = stages.generate(ctx, stages.slice_rows(ctx, stages.load(ctx)), generation)
+    scores = stages.score(ctx, cs := stages.candidates(ctx, rows))
+    cs = stages.candidates(ctx, rows)
+    with pytest.raises(ParameterError, match=refused.format("5 PairRM scores")):
+        stages.build(ctx, rows, cs, scores)
+    stages.write(ctx, stages.build(ctx, rows, cs, stages.score(ctx, cs)))  # the cells in order: written
+    data = Manifest(ctx.run).read()
+    assert data["status"] == "complete" and data["counts"]["kept"] == 12 and data["scorer"]
+
+
+def test_a_stage_run_again_on_a_finished_run_reopens_it_and_03_card_refuses_it_until_the_write_cell(tmp_path):
+    # JupyterLab (the verifier's s20, s21): Run All, then §1 Source rows alone: the run stayed `complete` with counts
+    # {'source': 40}, and 03_card carded it with one count, its check of the kept rows silently skipped
+    from repro.card.facts import gather_facts
+    from repro.errors import DataError
+    from repro.parameters import CardParams
+
+    own = {"run_dir": str(tmp_path / "new1"), "source": str(ROOT / "tests/fixtures/ultrafeedback/train_prefs.jsonl"),
+           "candidate_columns": [], "include_original_pair": True, "limit": 4, "scorer_model": "builtin:tiny-pairrm"}
+    ctx = stages.begin(build(ConstructParams, own), generation := build(GenerationParams, {}))
+
+    def cells_from_slice(source_rows):
+        rows = stages.generate(ctx, stages.slice_rows(ctx, source_rows), generation)
+        cs = stages.candidates(ctx, rows)
+        pairs = stages.build(ctx, rows, cs, stages.score(ctx, cs))
+        stages.write(ctx, pairs, test=stages.build_test(ctx, generation, pairs))
+
+    cells_from_slice(stages.load(ctx))
+    card = build(CardParams, {"run_dir": own["run_dir"]})
+    assert gather_facts(card).counts["kept"] == 4
+    source_rows = stages.load(ctx)  # one cell run again
+    data = Manifest(ctx.run).read()
+    assert (data["status"], data["notebooks"]["01_construct"]["status"], data["counts"]) == (
+        "running", "running", {"source": 200})
+    with pytest.raises(DataError, match=rf"{ctx.run.root} holds a run whose 01_construct did not finish \(its "
+                                        r"manifest.json says running\): its record may not describe .*dataset\. Run "
+                                        r"notebooks/01_construct.ipynb to its end first \(Run All; a kernel still "
+                                        r"running it: wait for it\); nothing was written\."):
+        gather_facts(card)
+    cells_from_slice(source_rows)  # the cells below it, run again: the run is complete again, as its record says
+    assert Manifest(ctx.run).read()["status"] == "complete" and gather_facts(card).counts["kept"] == 4
+
+
+def test_parameters_changed_part_way_through_a_kernels_run_say_this_kernel_was_running_it(tmp_path, capsys):
+    # JupyterLab (the verifier's s9, s18, s19): cells run up to §6, then other parameters and the setup cell in the
+    # same kernel: "The run ... is replaced: it stopped without finishing (killed?)", though the user only paused
+    own = {"run_dir": str(tmp_path / "part"), "source": str(ROOT / "tests/fixtures/ultrafeedback/train_prefs.jsonl"),
+           "candidate_columns": [], "include_original_pair": True, "limit": 4, "scorer_model": "builtin:tiny-pairrm"}
+    ctx = stages.begin(build(ConstructParams, own))
+    stages.slice_rows(ctx, stages.load(ctx))
+    capsys.readouterr()
+    stages.begin(build(ConstructParams, {**own, "min_margin": 0.3}))
+    reused = "its work/ stays: changed generation or scoring values make their work again; the rest is reused where it"
+    assert capsys.readouterr().err == (
+        f"repro: The run in {ctx.run.root} is replaced: it did not finish (this kernel was running it), and its "
+        f"parameters changed (min_margin (0.0 there, 0.3 now)); {reused} can be.\n")
+    ctx.run.release(kernel=True)  # the kernel that ran it is gone: nobody says why it stopped
+    stages.begin(build(ConstructParams, own))
+    assert capsys.readouterr().err == (
+        f"repro: The run in {ctx.run.root} is replaced: it stopped without finishing (killed?), and its parameters "
+        f"changed (min_margin (0.3 there, 0.0 now)); {reused} can be.\n")

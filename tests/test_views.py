@@ -59,7 +59,7 @@ def _built(tmp_path, rows: list[dict], scores: list[list[float]], **params):
     ctx = stages.begin(ConstructParams(run_dir=str(tmp_path / "run"), source=str(source), device="cpu", **params))
     prompt_rows = stages.slice_rows(ctx, stages.load(ctx))
     cs = stages.candidates(ctx, prompt_rows)
-    return stages.build(ctx, prompt_rows, cs, scores), cs, scores, ctx
+    return stages.build(ctx, prompt_rows, cs, ctx.keep("score", scores)), cs, scores, ctx  # (as its score cell's)
 
 
 def test_pair_examples_with_the_candidates_show_every_candidates_score_and_the_pair(tmp_path):

@@ -418,12 +418,14 @@ class Manifest:
             f"was written.")
 
     def ensure_started(self, parameters: dict[str, Any], notebook: str,
-                       replacing: dict[str, tuple[Any, Any]] | None = None) -> bool:
+                       replacing: dict[str, tuple[Any, Any]] | None = None, ours: bool = False) -> bool:
         """Mark `notebook` running; on its own (plain papermill, JupyterLab), first join its parameters and environment
-        to the run's record, or begin it anew where `replacing` another's (`refuse_other_parameters`). Whether alone."""
+        to the run's record, or begin it anew where `replacing` another's (`refuse_other_parameters`; `ours`: one this
+        process was running, its cells paused). Whether alone."""
         alone, status = not self._under_repro_run(notebook), self.read().get("status")
         if alone and replacing:
-            last = LAST_RUN.get(status, "made nothing but its notebooks")
+            last = "did not finish (this kernel was running it)" if ours and status == "running" else \
+                LAST_RUN.get(status, "made nothing but its notebooks")
             notice(f"The run in {self.run.root} is replaced: it {last}, and its parameters changed "
                    f"({listed(replacing)}); {REUSED}.")
         elif alone and notebook == "01_construct" and status in ("complete", "failed", "interrupted"):

@@ -698,12 +698,13 @@ class Stale:
     """What a notebook name held when one of its cells failed (the parameters cell, or a stage): JupyterLab's Run All
     may still run later cells, which would write with objects of the earlier run; any use of one says so instead."""
 
-    def __init__(self, name: str):
-        self._name = name
+    def __init__(self, name: str, interrupted: bool = False):
+        self._name, self._why = name, "was interrupted" if interrupted else "above failed"
 
     def _refuse(self, *args: Any) -> Any:
-        raise ParameterError(f"`{self._name}` is from before a cell above failed: fix it and run the notebook again "
-                             f"(this cell did nothing).")
+        fix = ("run the notebook again (Run All), which goes on from what was kept" if self._why == "was interrupted"
+               else "fix it and run the notebook again")
+        raise ParameterError(f"`{self._name}` is from before a cell {self._why}: {fix} (this cell did nothing).")
 
     __len__ = __iter__ = __getitem__ = _refuse
 
@@ -713,16 +714,17 @@ class Stale:
         self._refuse()
 
     def __repr__(self) -> str:
-        return f"<{self._name}: from before a cell above failed; run the notebook again>"
+        return f"<{self._name}: from before a cell {self._why}; run the notebook again>"
 
 
-def make_stale(namespace: dict[str, Any]) -> None:
-    """Replace a notebook's objects (not its parameters, modules or functions) by `Stale` ones."""
+def make_stale(namespace: dict[str, Any], interrupted: bool = False) -> None:
+    """Replace a notebook's objects (not its parameters, modules or functions) by `Stale` ones (`interrupted`: a cell
+    was, rather than failed)."""
     keep = all_fields()
     for key, value in list(namespace.items()):
         if not (key.startswith("_") or key in _IPYTHON_NAMES or key in keep or isinstance(value, Stale)
                 or inspect.ismodule(value) or callable(value)):
-            namespace[key] = Stale(key)
+            namespace[key] = Stale(key, interrupted)
 
 
 def _stale_after_failures(namespace: dict[str, Any]) -> None:
@@ -737,7 +739,7 @@ def _stale_after_failures(namespace: dict[str, Any]) -> None:
         if str(getattr(result.info, "raw_cell", "")).startswith(PARAMETERS_HEADER):
             namespace[_FAILED] = failed is not None
         if isinstance(result.error_in_exec, (ReproError, KeyboardInterrupt)) or namespace.get(_FAILED):
-            make_stale(namespace)
+            make_stale(namespace, isinstance(result.error_in_exec, KeyboardInterrupt))
 
     def unset(shell: Any, etype: type, value: NameError, tb: Any, tb_offset: int | None = None) -> None:
         """A name a failed cell never set (Run All, or the cells below it run by hand): one line, not a traceback."""

@@ -440,6 +440,11 @@ class RunDir:
         _HELD[key] = (held, kernel)
         return None
 
+    def held(self) -> bool:
+        """Whether this process holds the run's lock (`hold`)."""
+        self._forget_removed()
+        return self.root.resolve() in _HELD
+
     def release(self, kernel: bool = False) -> None:
         """Give back the lock `hold` took (`kernel`: only a kernel's, never that of the `repro run` this process is).
         The file is emptied, not removed: a process that opened it meanwhile must lock this file, not a new one."""

@@ -23,7 +23,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores
-from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
+from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
@@ -582,6 +582,13 @@ def gather_facts(params: "CardParams") -> CardFacts:
         table = foreign.select_columns(scored).with_format("arrow")[:] if scored else None
         for column in scored:
             score_array(table, column, f"card_dataset {card_dataset!r}", "card_dataset")
+    built = ((Manifest(run).read().get("notebooks") or {}).get("01_construct") or {}).get("status")
+    if card_dataset is None and built in LAST_RUN:  # (a stage run again, or a kernel stopped, since it wrote)
+        raise DataError(f"{run.root} holds a run whose 01_construct did not finish (its manifest.json says {built}): "
+                        f"its record may not describe {run.dataset}. Run notebooks/01_construct.ipynb to its end "
+                        f"first (Run All; a kernel still running it: wait for it); nothing was written.")
+    if foreign is None:  # (a missing dataset writes nothing, nor holds the folder)
+        _split_files(run.dataset)
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))
@@ -681,14 +688,19 @@ def _roles(column: pa.ChunkedArray) -> tuple[list[str] | None, int]:
     return list(roles), len(arr) - arr.null_count - most if shapes else 0
 
 
-def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
-    """Each split's facts, the main split (the first of `mains` there is, else the first by name) first, and the main
-    split's rows."""
-    files = split_files(dataset_dir)
-    if not files:
+def _split_files(dataset_dir: Path) -> dict[str, list[Path]]:
+    """The dataset's parquet files by split; none is an error saying what to do."""
+    if not (files := split_files(dataset_dir)):
         raise DataError(
             f"No dataset at {dataset_dir}: expected {DATA_DIR}/<split>-00000-of-00001.parquet there. Run "
             f"notebooks/01_construct.ipynb for this run first, or set card_dataset to the dataset to describe.")
+    return files
+
+
+def _read_splits(dataset_dir: Path, *mains: str | None) -> tuple[Features, list[SplitFacts], datasets.Dataset]:
+    """Each split's facts, the main split (the first of `mains` there is, else the first by name) first, and the main
+    split's rows."""
+    files = _split_files(dataset_dir)
     main = next((split for split in mains if split in files), next(iter(files)))
     features, splits, first = None, [], None
     for split, paths in files.items():

@@ -29,6 +29,12 @@ from .scorer_prompt import load_prompt_tokenizer, scorer_prompts
 from .scoring import score_candidates, split_limits
 from .selection import DROP_EMPTIED, DROP_MARGIN, DROP_SINGLE, DROP_TIE, DROP_TOO_FEW, rlhflow_name, select
 
+NOTEBOOK = "01_construct"
+# the stages in the notebook's order, each by its section (what a cell given results made before is told to run)
+SECTIONS = {"load": "§1 Source rows", "slice": "§2 Slice", "generate": "§3 Generate candidates",
+            "candidates": "§4 Candidates", "score": "§5 PairRM scores", "pairs": "§6 Pairs",
+            "test": "§7 The test split", "write": "§8 Write the dataset"}
+
 
 @dataclass
 class Context:
@@ -47,6 +53,36 @@ class Context:
     row_numbers: list[int] = field(default_factory=list)  # each row's number in its source split, for errors
     picks: list[tuple[int, int, int]] = field(default_factory=list)  # build(): each pair's candidate row, (chosen,
     # rejected) indices in it, in the dataset's row order (what 01_construct shows of a pair's candidates)
+    made: dict[str, Any] = field(default_factory=dict)  # each stage's result as it last ran with this ctx (`starts`)
+    parameters: dict[str, Any] = field(default_factory=dict)  # the notebook's values, generation's too (`start`)
+
+    def start(self, setup: bool = False) -> None:
+        """Mark the run running for the notebook (its record joined, or replaced: `ensure_started`), its folder held
+        until the notebook ends; or refuse a folder of other parameters that made results, or of another writer. From
+        the setup cell (`setup`), a complete run of these values stays complete until a stage runs again."""
+        replacing, ours = self.manifest.refuse_other_parameters(self.parameters, NOTEBOOK), self.run.held()
+        claim(self.run, None, "source", building=True)
+        if not setup or replacing or self.manifest.read().get("status") != "complete":
+            self.manifest.ensure_started(self.parameters, NOTEBOOK, replacing, ours)
+
+    def starts(self, stage: str, *given: Any) -> None:
+        """Before `stage` writes: what it is `given` must be results of the stages above as they last ran with this ctx
+        (JupyterLab runs cells in any order: a new ctx with an earlier one's rows); its own and later ones go stale."""
+        names = list(SECTIONS)
+        if any(all(x is not made for made in self.made.values()) for x in given):
+            raise ParameterError(
+                f"This cell was given results made before the setup cell (`ctx = stages.begin(...)`) last ran, or "
+                f"before a cell above ran again: run the cells above first, §1 Source rows to "
+                f"{SECTIONS[names[names.index(stage) - 1]]} (or Run All); nothing was written.")
+        for later in names[names.index(stage):]:
+            self.made.pop(later, None)
+        if (self.manifest.read().get("notebooks") or {}).get(NOTEBOOK, {}).get("status") != "running":
+            self.start()  # the notebook ended (its write cell, a failure): a stage run again opens the run anew
+
+    def keep(self, stage: str, result: Any) -> Any:
+        """`result`, kept as what `stage` last made with this ctx."""
+        self.made[stage] = result
+        return result
 
 
 class PrefixedManifest:
@@ -95,18 +131,19 @@ def begin(params: ConstructParams, generation: GenerationParams | None = None) -
     # scorer_kind auto: the checkpoint's kind, which the schema could not read (read only for chat_template)
     if why := params.templated_twice(known_kind(model, kind) for model, kind, *_ in scorers):
         raise ParameterError(why)
-    run, notebook = RunDir(params.run_root), "01_construct"
-    manifest, parameters = Manifest(run), {**params.model_dump(), **(generation.model_dump() if generation else {})}
-    replacing = manifest.refuse_other_parameters(parameters, notebook)
     check_exists(params.source, "source")  # a mistyped path writes nothing, not even the run directory
-    claim(run, None, "source", building=True)
-    manifest.ensure_started(parameters, notebook, replacing)
-    return Context(params, run, manifest, prompt_revision=revision_of("scorer_prompt_tokenizer", parameters))
+    parameters = {**params.model_dump(), **(generation.model_dump() if generation else {})}
+    run = RunDir(params.run_root)
+    ctx = Context(params, run, Manifest(run), parameters=parameters,
+                  prompt_revision=revision_of("scorer_prompt_tokenizer", parameters))
+    ctx.start(setup=True)
+    return ctx
 
 
 def load(ctx: Context) -> datasets.Dataset:
     """Load the source split and check it has what the later stages read."""
     p = ctx.params
+    ctx.starts("load")
     with ctx.manifest.stage("load") as info:
         if p.scorer_prompt == "chat_template":  # a tokenizer without a template fails here, before any work
             ctx.prompt_tokenizer = load_prompt_tokenizer(p.scorer_prompt_tokenizer, ctx.prompt_revision)
@@ -142,12 +179,13 @@ def load(ctx: Context) -> datasets.Dataset:
                     columns=ds.column_names, **({"content": content} if (content := local_content(p.source)) else {}),
                     **({"commit": commit} if (commit := hub_commit(p.source, p.source_revision)) else {}))
     ctx.manifest.update(counts={"source": len(ds)})  # the counts of the stages this attempt reaches (none earlier)
-    return ds
+    return ctx.keep("load", ds)
 
 
 def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
     """Keep the part, drop, mini (and limit) rows the parameters name."""
     p = ctx.params
+    ctx.starts("slice", ds)
     with ctx.manifest.stage("slice") as info:
         plan = plan_slice(len(ds), p)
         info.update(plan.counts, start=plan.start, stop=plan.stop, dropped_source_rows=list(plan.dropped))
@@ -156,14 +194,15 @@ def slice_rows(ctx: Context, ds: datasets.Dataset) -> datasets.Dataset:
     ctx.slice_start, ctx.slice_stop, ctx.row_numbers = plan.start, plan.stop, list(plan.indices)
     if p.test_split == p.source_split:  # a sample of the built rows: at most the sliced ones
         rows_for_test_split(p, len(sliced), f"the slice of split {p.source_split!r} (the test rows are drawn from it)")
-    return sliced
+    return ctx.keep("slice", sliced)
 
 
 def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | None) -> datasets.Dataset:
     """Generate the reference and candidates with a policy model when `generate` is on; else pass through."""
     p = ctx.params
+    ctx.starts("generate", ds)
     if not p.generate:
-        return ds
+        return ctx.keep("generate", ds)
     if p.include_reference and not generation.generate_reference:  # the source's own, kept beside the generated ones
         require_columns(ds, ["reference_response"], f"source {p.source!r}",
                         hint="include_reference ranks the source's reference_response when generate_reference is "
@@ -179,12 +218,13 @@ def generate(ctx: Context, ds: datasets.Dataset, generation: GenerationParams | 
         ctx.row_numbers = [next(n for n, prompt in given if prompt == row["prompt"]) for row in rows]
     ctx.manifest.set_counts(**({"dropped_long_prompts": len(ds) - len(out)} if generation.long_prompts == "skip"
                                else {}), generated=len(out))
-    return out
+    return ctx.keep("generate", out)
 
 
 def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
     """Each kept row's candidate texts; rows with fewer than two distinct ones are dropped and counted."""
     p = ctx.params
+    ctx.starts("candidates", ds)
     with ctx.manifest.stage("candidates") as info:
         rows = ds.to_list()
         ids = [row_prompt_id(r, r.get("prompt")) for r in rows]
@@ -218,7 +258,7 @@ def candidates(ctx: Context, ds: datasets.Dataset) -> CandidateSet:
                                 f"dropped_{DROP_EMPTIED}": cs.dropped.get(DROP_EMPTIED, 0)}
                                if p.empty_candidates == "drop" else {}),
                             **({"kept_one_text": cs.one_text} if p.too_few_candidates == "keep" else {}))
-    return cs
+    return ctx.keep("candidates", cs)
 
 
 def scored_only(names: list[str], p: ConstructParams) -> int:
@@ -230,6 +270,7 @@ def scored_only(names: list[str], p: ConstructParams) -> int:
 def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
     """The primary scorer's scores (work/scoring); each of `scorers` scores too (work/scoring/<name>/, in ctx)."""
     p = ctx.params
+    ctx.starts("score", cs)
     prompts = scorer_prompts(cs.prompts, p.scorer_prompt, ctx.prompt_tokenizer)
     work = ctx.run.stage_work("scoring", ctx.test)
     common = dict(device=p.device, chunk_size=p.chunk_size, num_processes=p.num_processes, cache_dir=p.row_cache)
@@ -262,12 +303,13 @@ def score(ctx: Context, cs: CandidateSet) -> list[list[float]]:
                          **more.info})
     if p.scorers:
         ctx.manifest.record("scorers", recorded)
-    return result.scores
+    return ctx.keep("score", result.scores)
 
 
 def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[list[float]]) -> datasets.Dataset:
     """Rows in the output format's columns (default the seed's): the pair the `selection` rule picks."""
     p = ctx.params
+    ctx.starts("pairs", ds, cs, scores)
     with ctx.manifest.stage("pairs") as info:
         rows, picks, kept, dropped = [], [], [], {}
         for k, (i, prompt, cands, s) in enumerate(zip(cs.rows, cs.prompts, cs.candidates, scores)):
@@ -299,33 +341,32 @@ def build(ctx: Context, ds: datasets.Dataset, cs: CandidateSet, scores: list[lis
                     ties=p.ties, min_margin=p.min_margin, dropped=dropped, output_format=p.output_format,
                     tie_rule=TIE_RULES[p.lowest_tie])
     ctx.manifest.set_counts(kept=len(out), **{f"dropped_{reason}": n for reason, n in sorted(dropped.items())})
-    return out
+    return ctx.keep("pairs", out)
 
 
 def build_test(ctx: Context, generation: GenerationParams | None, train: datasets.Dataset) -> datasets.Dataset | None:
     """The test split: the built train rows sampled if it is the source split (SPPO's), else its rows built alike."""
     p = ctx.params
+    ctx.starts("test", train)
     if p.test_split is None:
         return None
     if p.test_split == p.source_split:
-        return train.select(rows_for_test_split(p, len(train)))
+        return ctx.keep("test", train.select(rows_for_test_split(p, len(train))))
     numbers = rows_for_test_split(p, len(ctx.test_source), f"split {p.test_split!r}")
-    t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), test=True, more_scores={},
-                manifest=PrefixedManifest(ctx.manifest), slice_start=0, row_numbers=numbers)
     rows = ctx.test_source.select(numbers)
+    t = replace(ctx, params=p.model_copy(update={"source_split": p.test_split}), test=True, more_scores={},
+                manifest=PrefixedManifest(ctx.manifest), slice_start=0, row_numbers=numbers, made={"slice": rows})
     t.manifest.set_counts(source=len(ctx.test_source), sliced=len(rows))
     rows = generate(t, rows, generation)
     cs = candidates(t, rows)
-    return build(t, rows, cs, score(t, cs))
+    return ctx.keep("test", build(t, rows, cs, score(t, cs)))
 
 
-def write(ctx: Context, out: datasets.Dataset, notebook: str = "01_construct",
+def write(ctx: Context, out: datasets.Dataset, notebook: str = NOTEBOOK,
           test: datasets.Dataset | None = None) -> dict[str, Any]:
     """Write the dataset (and the `test` split) in push_to_hub's layout and record its files' hashes."""
     p, fmt = ctx.params, FORMATS[ctx.params.output_format]
-    if not ctx.picks:  # the setup cell ran again since `out` was built (JupyterLab): no stage has run with this ctx
-        raise ParameterError("The pairs were not built since the setup cell (`ctx = stages.begin(...)`) last ran: run "
-                             "the cells above first, §1 Source rows to §6 Pairs (or Run All); nothing was written.")
+    ctx.starts("write", out, *(() if test is None else (test,)))
     split = fmt.split_name(p.iteration, p.output_split)
     with ctx.manifest.stage("write") as info:
         split_info = write_split(out, ctx.run.dataset, split)
