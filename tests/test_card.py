@@ -32,7 +32,7 @@ from repro import manifest as manifest_module
 from repro.analysis.report import analyze
 from repro.analysis.stats import detect_scale
 from repro.card import facts as card_facts
-from repro.card.facts import SEED_REPO, shaping_parameters
+from repro.card.facts import LENGTH_BIAS_ROWS, MANY_TIES, SEED_REPO, shaping_parameters
 from repro.cli.run import configure
 from repro.card.publish import facts_card_data, placeholders
 from repro.construct import stages
@@ -793,6 +793,8 @@ def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
     facts.metrics["length"].update(n=3, margin_vs_length_difference={"chars": {"spearman": -1.0, "pvalue": 0.0}})
     lines = [x for x in repro_card.render_body(facts).splitlines() if x.startswith(("- Length bias", "- 长度偏差"))]
     assert lines == ["- Length bias: not judged on 3 rows (it takes at least 10).", "- 长度偏差：仅 3 行，不作判断（至少需要 10 行）。"]
+    facts.metrics["length"]["n"] = LENGTH_BIAS_ROWS  # at least 10: judged (ρ = −1, chosen the longer in 24 of 24)
+    assert LENGTH_BIAS_ROWS == 10 and facts.length_bias == {"verdict": "longer_share_shorter_margins"}
 
 
 def analysed_run(root: Path, rows: list[dict], **analysis) -> tuple[repro_card.CardFacts, str, str]:
@@ -873,6 +875,10 @@ def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
     # nor counted where there are none: "negative in 0", "Inversions (...): 0 rows"
     assert "The margin is positive in 33 rows and zero (a tie) in 3." in en and "差值为正的有 33 行，为零（平局）的有 3 行。" in zh
     assert "Inversions" not in en and "倒置（" not in zh and "negative in" not in en and "为负" not in zh
+    # ties in exactly MANY_TIES of the pairs (3 of 30): a limitation from that share on
+    facts, en, zh = analysed_run(tmp_path / "tenth", seed_rows(30))
+    assert facts.pair_signs == {"positive": 27, "zero": 3, "negative": 0} and MANY_TIES == 0.1
+    assert "Pairs without a preference for `chosen`: of the 30 pairs, 3 are ties" in en and "30 对中有 3 对为平局" in zh
 
 
 def test_pairs_counted_after_the_empty_chosen_rows_say_so(tmp_path, train_rows):

@@ -147,6 +147,7 @@ def test_score_agreement_of_a_perturbed_copy(compared, published):
     # 30 same pairs x 2 scores, 4 swapped pairs x 2 crossed scores, 2 rows with only rejected equal
     assert s["values"] == 70 and s["rows"] == 36
     assert s["from"] == {"chosen": 30, "rejected": 32, "crossed": 8, "other": 0}  # no candidates listed: no other
+    assert s["margin"]["n"] == 30  # margins of the same pair only: a swapped pair's margins have opposite meanings
     # an independent account: every same-text score pair from the rows themselves
     by_id = {r["prompt_id"]: r for r in published["rows"]}
     ref_x, cand_y = [], []
@@ -269,6 +270,14 @@ def test_the_verdict_opens_with_its_conclusion(compared, published, tmp_path):
     texts = compare.compare(params(tmp_path / "texts", reference=str(renamed), candidate=published["candidate"]))
     assert texts.result["verdict"].startswith("**Not compared: no pair nor score of the 40 aligned rows (split "
                                               "`train_prefs`) could be compared** (see below).\n\n40 of 40")
+
+
+def test_a_byte_identical_rebuild_agrees_at_a_tolerance_of_zero(published, tmp_path):
+    # a same-text score equal on both sides is not further apart than 0: no row is listed, every score within 0
+    same = compare.compare(params(tmp_path, reference=published["candidate"], candidate=published["candidate"],
+                                  disagreement_tolerance=0, score_tolerances=[0])).result
+    assert same["disagreements"]["rows"] == 0 and same["scores"]["scores"]["within"] == {"0": 1.0}
+    assert same["verdict"].startswith("**Reproduced within 0: all 40 reference rows (split `train_prefs`) agree**.")
 
 
 def test_the_split_compared_is_named_and_the_others_are_said(published, tmp_path):
@@ -1312,7 +1321,7 @@ def test_bootstrap_intervals_equal_recomputing_on_the_drawn_rows():
     rows = np.repeat(np.arange(20), 2)  # two values per row, resampled together
     got = stats.agreement_statistics(x, y, [0.1], resamples=5, seed=9, clusters=rows)
     draw = np.random.default_rng(9)
-    values = {"pearson": [], "spearman": [], "lin_ccc": [], "mean_difference": []}
+    values = {"pearson": [], "spearman": [], "lin_ccc": [], "mean_difference": [], "loa_low": [], "loa_high": []}
     for _ in range(5):
         picked = draw.integers(0, 20, 20)
         take = np.concatenate([np.flatnonzero(rows == r) for r in picked])
@@ -1320,7 +1329,10 @@ def test_bootstrap_intervals_equal_recomputing_on_the_drawn_rows():
         values["pearson"].append(sps.pearsonr(xs, ys).statistic)
         values["spearman"].append(sps.spearmanr(xs, ys).statistic)
         values["lin_ccc"].append(2 * np.cov(xs, ys, ddof=0)[0, 1] / (xs.var() + ys.var() + (xs.mean() - ys.mean()) ** 2))
-        values["mean_difference"].append((ys - xs).mean())
+        d = ys - xs  # Bland–Altman's limits: the sample sd (n − 1) of the drawn differences
+        values["mean_difference"].append(d.mean())
+        values["loa_low"].append(d.mean() - stats.Z_95 * d.std(ddof=1))
+        values["loa_high"].append(d.mean() + stats.Z_95 * d.std(ddof=1))
     for name, v in values.items():
         assert got["ci95"][name] == pytest.approx(list(np.quantile(v, [0.025, 0.975]))), name
 

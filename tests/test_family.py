@@ -292,16 +292,29 @@ def test_ctrl_c_in_the_family_view_says_what_the_family_keeps(tmp_path, monkeypa
 
 MEMBER_PROCESS = """
 import pathlib, signal, sys, time
-pathlib.Path(sys.argv[1]).touch()  # started
-if sys.argv[2] == "handled":  # as repro run ends on a stop signal; else as one stopped before it set its handlers
+folder, name = pathlib.Path(sys.argv[1]), sys.argv[2]
+if sys.argv[3] == "handled":  # as repro run ends on a stop signal; else as one stopped before it set its handlers
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *a: sys.exit(130))
 try:
+    (folder / f"started-{name}").touch()  # (its handlers set)
     time.sleep(60)
-except (KeyboardInterrupt, SystemExit):
-    time.sleep(1)  # (its kernel stopping)
+except (KeyboardInterrupt, SystemExit):  # (its kernel stopping) until the test has pressed again
+    (folder / f"stopping-{name}").touch()
+    for _ in range(6000):
+        if (folder / "stopped").exists():
+            break
+        time.sleep(0.01)
     sys.exit(130)
 """
+
+
+def until(files: Path, pattern: str, count: int) -> None:
+    """Wait for `count` files matching `pattern` in `files` (the member processes' marks)."""
+    deadline = time.monotonic() + 60
+    while len(list(files.glob(pattern))) < count:
+        assert time.monotonic() < deadline, f"{count} of {pattern} never came"
+        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("stop, handled", [("ctrl-c", True), ("sigterm", True), ("sigterm", False), ("sighup", True)])
@@ -318,22 +331,19 @@ def test_a_stop_with_jobs_starts_no_more_members_and_names_them(tmp_path, monkey
     family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
                              grid_args=fam.parse_grid_args(args.grid), out=args.out)
     monkeypatch.setattr(family_cli, "_member_command", lambda args, member: [
-        sys.executable, "-c", MEMBER_PROCESS, str(tmp_path / f"started-{member.name}"), "handled" * handled])
+        sys.executable, "-c", MEMBER_PROCESS, str(tmp_path), member.name, "handled" * handled])
     members, sessions = [], []
 
     def press():
-        deadline = time.monotonic() + 60
-        while len(list(tmp_path.glob("started-*"))) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(0.2)  # (their handlers set)
+        until(tmp_path, "started-*", 2)
         members.extend(p for p in psutil.Process().children() if str(tmp_path) in " ".join(p.cmdline()))
         sessions.extend(os.getsid(member.pid) == member.pid for member in members)  # (their own)
         # to the command alone: `kill`, a scheduler, or a terminal's Ctrl-C (the members are in sessions of their own)
         os.kill(os.getpid(), {"ctrl-c": signal.SIGINT, "sigterm": signal.SIGTERM, "sighup": signal.SIGHUP}[stop])
-        if handled:  # (the members take a second to stop)
-            time.sleep(0.5)
+        if handled:  # the members stop only once pressed again: the command is still waiting on them
+            until(tmp_path, "stopping-*", 2)
             os.kill(os.getpid(), signal.SIGINT)  # pressed again while the members stop: changes nothing
+            (tmp_path / "stopped").touch()
 
     pressing = threading.Thread(target=press, daemon=True)
     pressing.start()
@@ -617,13 +627,19 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     (root / "b" / "compare.json").write_text(json.dumps({"verdict": "3 of 3 reference rows aligned"}))
     (root / "a" / "metrics.json").write_text(json.dumps({"agreement": {"primary": "primary", "pairs": [
         {"scorers": ["primary", "llama_rm"], "same_chosen": {"count": 3, "fraction": 0.75}}]}}))
-    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=200))
+    params = FamilyViewParams(run_dir=str(root), bootstrap_resamples=200, bootstrap_seed=3)
+    view = family_view(params)
     assert list(view.table["member"]) == ["a", "b"]  # the family's order, not the folders'
     assert list(view.table["margin mean"]) == [0.225, 0.2]  # to its interval's 4 significant digits (it had 6)
     a, b = view.summary["members"]
     assert (a["rows"], a["ties"], b["ties"]) == (4, 1, 1)
     assert a["margin_mean"] == pytest.approx(0.225) and b["margin_mean"] == pytest.approx(0.2)
     assert a["margin_mean_ci95"][0] <= 0.225 <= a["margin_mean_ci95"][1]
+    # the percentile bootstrap of the mean (not the median) of a's margins, with the view's seed and resamples
+    chosen = np.linspace(0.5, 1.0, 4)
+    values, counts = np.unique(chosen - (chosen - np.array([0.1, 0.3, 0.0, 0.5])), return_counts=True)
+    drawn = np.random.default_rng(3).multinomial(4, counts / 4, size=200)  # 4 distinct margins: drawn as counts
+    assert a["margin_mean_ci95"] == pytest.approx(list(np.quantile(drawn @ values / 4, [0.025, 0.975])))
     assert view.summary["rows_scored"] == {"computed": 4, "from_cache": 3, "from_work": 0}
     assert view.summary["parameters_that_differ"] == ["seed"]
     assert a["agreement_same_chosen"] == {"llama_rm": 0.75} and b["agreement_same_chosen"] == {}

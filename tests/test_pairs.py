@@ -77,6 +77,13 @@ def test_build_row_has_the_seed_columns_in_order_and_types():
     extra = build_row(src, "Q?", ["a", "b"], [1.0, -1.0], messages="chosen", keep_all_candidates=True)
     ds2 = datasets.Dataset.from_list([extra], features=output_features(True))
     assert ds2.column_names == SEED_COLUMNS + ["candidates", "candidate_scores"]
+    # every candidate's score (each scorer's) at its candidate's place: the chosen's and rejected's at theirs
+    kept = build_row(src, "Q?", ["a", "b", "c"], [0.2, 0.7, -0.9], messages="chosen", keep_all_candidates=True,
+                     more_scores={"rm": [1.5, -0.5, 3.0]})
+    assert (kept["candidates"], kept["candidate_scores"], kept["candidate_scores_rm"]) == (
+        ["a", "b", "c"], [0.2, 0.7, -0.9], [1.5, -0.5, 3.0])
+    for side in ("chosen", "rejected"):
+        assert kept["candidate_scores"][kept["candidates"].index(kept[side][1]["content"])] == kept[f"score_{side}"]
 
 
 def test_messages_from_source():

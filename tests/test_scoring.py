@@ -256,6 +256,12 @@ def test_the_fingerprint_covers_what_decides_the_scores_and_nothing_else(tiny_pa
     # written and whether progress is shown do not
     for field, value in [("work_dir", "elsewhere"), ("progress", False)]:
         assert fingerprint_of(job_fingerprint(replace(base, **{field: value}))) == digest, field
+    # a reward model's options decide its scores: each one changed gives other work
+    reward = replace(base, kind="sequence_classifier", options={"max_length": 64, "output_index": 0,
+                                                                "chat_template": "{{ messages[0].content }}"})
+    digests = {fingerprint_of(job_fingerprint(replace(reward, options={**reward.options, **change})))
+               for change in ({}, {"max_length": 16}, {"output_index": 1}, {"chat_template": "{{ messages }}"})}
+    assert len(digests) == 4
 
 
 def test_progress_prints_a_line_per_few_percent_with_rate_and_eta(job, tiny_pairrm_dir, tmp_path, capsys):

@@ -307,6 +307,19 @@ def test_kill_9_and_resume_gives_the_same_bytes(reward_dirs, rows, tmp_path, kil
     assert json.dumps(resumed.scores) == json.dumps(reference.scores)
 
 
+def test_other_options_in_the_same_work_folder_score_again(reward_dirs, rows, tmp_path):
+    # max_length 64, then 16 in the same work folder: the chunks scored at 64 are not the answer at 16
+    prompts, candidates = rows
+    kwargs = dict(model=str(reward_dirs["llama"]), kind="sequence_classifier", device="cpu", dtype="fp32",
+                  chunk_size=4, progress=False)
+    with pytest.warns(RuntimeWarning, match="max_length"):
+        first = run_scoring(prompts, candidates, work_dir=tmp_path / "w", options={"max_length": 64}, **kwargs)
+        again = run_scoring(prompts, candidates, work_dir=tmp_path / "w", options={"max_length": 16}, **kwargs)
+        alone = run_scoring(prompts, candidates, work_dir=tmp_path / "new", options={"max_length": 16}, **kwargs)
+    assert again.info["chunks_resumed"] == 0 and again.info["max_length"] == 16
+    assert again.scores == alone.scores != first.scores
+
+
 def _no_weights(*args, **kwargs):
     raise AssertionError("the weights were loaded")
 

@@ -297,15 +297,35 @@ def test_length_statistics():
     same = {k: np.full(4, 24.0) for k in lengths}
     assert stats.length_statistics(same, margin)["chosen_longer_test"]["chars"]["note"] == \
         "every length difference is zero: there is nothing to test"
+    # equal lengths count as not longer (docs/analysis.md): 1 of 4 pairs longer, 2 equal, 1 shorter
+    tied = {**lengths, "chosen_chars": np.array([5.0, 3, 3, 1]), "rejected_chars": np.array([4.0, 3, 3, 2])}
+    assert stats.length_statistics(tied, margin)["chosen_longer_fraction_chars"] == 0.25
 
 
 def test_pairrm_invariants_by_hand():
-    chosen = np.array([1.0, 0.5, -0.2, 0.3, 2.0])
-    rejected = np.array([-1.0, 0.1, -0.5, -0.3000001, 3.0])
+    # row 5: two identical candidates, which PairRM scores 0 and 0: the sign order holds (chosen ≥ 0 ≥ rejected)
+    chosen = np.array([1.0, 0.5, -0.2, 0.3, 2.0, 0.0])
+    rejected = np.array([-1.0, 0.1, -0.5, -0.3000001, 3.0, 0.0])
     out = stats.pairrm_invariants(chosen, rejected)
     assert out["sign_order_fails"] == 3  # rows 1 (rejected > 0), 2 (chosen < 0), 4 (rejected > 0)
-    assert out["antisymmetry_holds"] == 2  # rows 0 and 3 (within 1e-6)
-    assert out["inversions"] == 1 and out["sign_order_fails_fraction"] == 0.6
+    assert out["antisymmetry_holds"] == 3  # rows 0, 3 (within 1e-6) and 5
+    assert out["inversions"] == 1 and out["sign_order_fails_fraction"] == 0.5
+
+
+def test_agreement_statistics_by_hand():
+    x, y = np.array([1.0, 2, 3, 4]), np.array([1.0, 4, 3, 6])  # y − x = [0, 2, 0, 2]
+    out = stats.agreement_statistics(x, y, [0, 1, 2], resamples=20, seed=0)
+    # means 2.5 and 3.5, population variances 1.25 and 3.25, covariance 1.75: 2·1.75 / (1.25 + 3.25 + 1²)
+    assert out["lin_ccc"] == pytest.approx(7 / 11)
+    assert out["pearson"] == pytest.approx(1.75 / math.sqrt(1.25 * 3.25))
+    # Bland–Altman of y − x (y the candidate): mean 1, sample sd √(4/3)
+    sd = math.sqrt(4 / 3)
+    assert out["bland_altman"] == pytest.approx({"mean_difference": 1.0, "sd_difference": sd,
+                                                 "loa_low": 1 - stats.Z_95 * sd, "loa_high": 1 + stats.Z_95 * sd})
+    # a difference equal to the tolerance is within it
+    assert out["max_abs_difference"] == 2.0 and out["within"] == {"0": 0.5, "1": 0.5, "2": 1.0}
+    # a byte-identical rebuild: everything within a tolerance of 0
+    assert stats.agreement_statistics(x, x.copy(), [0], resamples=20, seed=0)["within"] == {"0": 1.0}
 
 
 def test_candidate_score_invariants_by_hand():
