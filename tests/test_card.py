@@ -877,7 +877,7 @@ def test_pairs_without_any_preference_are_not_recommended_for_dpo(tmp_path):
     assert "Inversions" not in en and "倒置（" not in zh and "negative in" not in en and "为负" not in zh
     # ties in exactly MANY_TIES of the pairs (3 of 30): a limitation from that share on
     facts, en, zh = analysed_run(tmp_path / "tenth", seed_rows(30))
-    assert facts.pair_signs == {"positive": 27, "zero": 3, "negative": 0} and MANY_TIES == 0.1
+    assert facts.pair_signs == {"positive": 27, "zero": 3, "negative": 0, "same": 0} and MANY_TIES == 0.1
     assert "Pairs without a preference for `chosen`: of the 30 pairs, 3 are ties" in en and "30 对中有 3 对为平局" in zh
 
 
