@@ -448,8 +448,6 @@ class AnalyzeParams(_Params):
     known_recipe: KnownRecipe = None
 
 
-
-
 class CardParams(_Params):
     """Parameters of notebooks/03_card.ipynb."""
 
