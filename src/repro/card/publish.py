@@ -28,7 +28,7 @@ from ..dataset_io import split_files
 from ..errors import DataError, ReproError
 from ..exporters import FORMATS
 from ..formats import REQUIRED_COLUMNS, TESTED_TRL_VERSION, TRL_FEATURES
-from ..manifest import Manifest
+from ..manifest import NOT_FROM_CHECKOUT, Manifest
 from ..parameters import RECIPE_FACTS, TIE_RULES, CardParams, build, table_cell
 from ..paths import DATA_DIR, FIGURES_DIR, RunDir, reads_as_hub_id, without_folders
 from ..revisions import publish_blocker
@@ -117,22 +117,22 @@ def _environment(lang: str) -> jinja2.Environment:
 def _environment_of(lang: str, templates: Path, stamp: tuple) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    words = env.get_template(f"{lang}.jinja").module
-    env.filters.update(
-        json=json.dumps, code=code_span, public=public_value, cell=table_cell,
-        v=lambda value: fmt(value, words.unknown),
-        metric=lambda value: words.undefined if value is None else fmt(value, words.unknown),  # null: NaN/inf
-        p=lambda value: p_value(value, ".6g"))
-    env.globals.update(t=words, config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,
+    env.globals.update(config_name=CONFIG_NAME, data_dir=DATA_DIR, figures_dir=FIGURES_DIR,
                        seed_repo=SEED_REPO, score_blocks=SCORE_BLOCKS, required_columns=REQUIRED_COLUMNS,
                        trl_version=TESTED_TRL_VERSION, length_bias_rho=LENGTH_BIAS_RHO, length_bias_p=LENGTH_BIAS_P,
                        length_bias_share=LENGTH_BIAS_SHARE, length_bias_rows=LENGTH_BIAS_ROWS, small_rows=SMALL_ROWS,
                        recipe_facts=RECIPE_FACTS, our_tie_rules={rule: key for key, rule in TIE_RULES.items()},
                        trl_features=TRL_FEATURES, shaping_parameters=shaping_parameters, rebuild_file=REBUILD_FILE,
-                       rebuild_out=REBUILD_OUT,
+                       rebuild_out=REBUILD_OUT, not_from_checkout=NOT_FROM_CHECKOUT,
                        format_sources={name: f.source for name, f in FORMATS.items()},
                        citations={m["key"]: m[0] for m in BIBTEX_ENTRY_RE.finditer(
                            (templates / "citations.bib").read_text(encoding="utf-8"))})
+    words = env.globals["t"] = env.get_template(f"{lang}.jinja").module  # (after the globals: its macros read them)
+    env.filters.update(
+        json=json.dumps, code=code_span, public=public_value, cell=table_cell,
+        v=lambda value: fmt(value, words.unknown),
+        metric=lambda value: words.undefined if value is None else fmt(value, words.unknown),  # null: NaN/inf
+        p=lambda value: p_value(value, ".6g"))
     return env
 
 
