@@ -388,6 +388,11 @@ def test_a_written_split_name_that_datasets_refuses_is_refused_by_the_schema(tmp
                 f"{key} (from --set): must be a split name datasets accepts (^\\w+(?:\\.\\w+)*$: letters, digits and "
                 f"_, parts joined by '.'), e.g. {example!r} (got {bad!r})")):
             validate_all(load_params_file(demo, [f"{key}={bad}"]))
+    for bad in ("all", "ALL"):  # passed --check; 03_card then failed in datasets after every row was scored
+        with pytest.raises(ParameterError, match=re.escape(
+                f"{key} (from --set): must not be {bad!r}, datasets' word for all splits together: name the split "
+                f"e.g. 'train_prefs' (got {bad!r})")):
+            validate_all(load_params_file(demo, [f"{key}={bad}"]))
     for good in ("train_prefs", "train_prefs_iter2", "test", "v1.train"):
         sections = validate_all(load_params_file(demo, [f"{key}={good}"]))
         assert getattr(sections["construct" if key == "output_split" else "card"], key) == good

@@ -92,6 +92,8 @@ def _split_name(name: str) -> str:
         example = "_".join(re.findall(r"[^\W_]+", name)) or SPLIT  # (its words: train-prefs, train_prefs)
         raise ValueError(f"must be a split name datasets accepts (^{SPLIT_NAME}$: letters, digits and _, parts joined "
                          f"by '.'), e.g. {example!r}")
+    if name.lower() == "all":  # (datasets' builder refuses a split so named, after the run)
+        raise ValueError(f"must not be {name!r}, datasets' word for all splits together: name the split e.g. {SPLIT!r}")
     return name
 
 
