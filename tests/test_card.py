@@ -2417,7 +2417,7 @@ def test_a_member_or_a_renamed_run_is_rebuilt_from_the_shipped_file_and_its_diff
     assert shaping_parameters(rebuilt_parameters(command)) == shaping_parameters(parameters)
 
 
-@pytest.mark.parametrize("own", ["untracked", "changed", "local source"])
+@pytest.mark.parametrize("own", ["untracked", "staged", "changed", "staged change", "local source"])
 def test_the_rebuild_command_names_no_params_file_a_clone_lacks(demo_run_copy, tmp_path, monkeypatch, own):
     """A member of a params file of the user's own (not committed), or of one changed since its commit, was rebuilt
     with `repro run params/myexp.yaml …`, which a clone of repro lacks; a run whose source is a local file or folder
@@ -2430,13 +2430,15 @@ def test_the_rebuild_command_names_no_params_file_a_clone_lacks(demo_run_copy, t
     subprocess.run([*git[:3], "init", "-q"], check=True)
     subprocess.run([*git, "add", "params"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "params"], check=True)
-    if own == "untracked":
+    if own in ("untracked", "staged"):  # (staged: `git add`ed, not committed: a clone lacks it all the same)
         (root / "params" / "myexp.yaml").write_text(yaml.safe_dump(values))
-    elif own == "changed":
+    elif own in ("changed", "staged change"):
         (root / "params" / "demo.yaml").write_text(yaml.safe_dump(values))
     else:
         values["source"] = str(tmp_path / "demo")
         shutil.copytree(ROOT / "src" / "repro" / "data", tmp_path / "demo")
+    if own.startswith("staged"):
+        subprocess.run([*git, "add", "params"], check=True)
     monkeypatch.setattr(card_facts, "shipped", lambda name: root / name)
     monkeypatch.setattr(manifest_module, "checkout_root", lambda: root)
     parameters = resolve_parameters({**values, "mini_index": 2, "run_name": "myexp-mini_index-2"})
@@ -2444,7 +2446,7 @@ def test_the_rebuild_command_names_no_params_file_a_clone_lacks(demo_run_copy, t
         data["parameters"] = parameters
     en, _ = halves(card_for(demo_run_copy)[1])
     rounding = "--set batch_tokens=2048 --set chunk_size=16"
-    if own == "untracked":  # the committed file it differs least from
+    if own in ("untracked", "staged"):  # the committed file it differs least from
         assert code_blocks(en, "bash") == [f"repro run params/demo.yaml --out runs/rebuild --set cache=false "
                                            f"--set mini_index=2 --set mini_count=4 {rounding}"]
     else:

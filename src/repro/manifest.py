@@ -163,12 +163,13 @@ def committed(paths: list[Path]) -> list[Path]:
     where repro is no checkout (an installed package's copies), none where git cannot tell."""
     if (root := checkout_root()) is None:
         return paths
-    try:
-        tracked, changed = (set(_git(root, "ls-files", *more, "--", *map(str, paths)).splitlines())
-                            for more in ([], ["--modified"]))
+    names = [p.relative_to(root).as_posix() for p in paths]
+    try:  # the commit's files, and those that differ from it (staged or not: a clone has neither change)
+        tracked, changed = (set(_git(root, *command, "--", *names).splitlines())
+                            for command in (["ls-tree", "-r", "--name-only", "HEAD"], ["diff", "--name-only", "HEAD"]))
     except (OSError, subprocess.CalledProcessError):
         return []
-    return [p for p in paths if (name := p.relative_to(root).as_posix()) in tracked and name not in changed]
+    return [p for p, name in zip(paths, names) if name in tracked and name not in changed]
 
 
 def public_remote(url: str) -> str | None:
