@@ -89,6 +89,10 @@ def test_a_home_folder_itself_is_published_as_a_tilde_not_by_the_users_name(tmp_
     monkeypatch.delenv("HOME")
     monkeypatch.setattr("pwd.getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))
     assert public_text("rows of /data/alice/uf.jsonl") == "rows of uf.jsonl"
+    assert public_name("~/uf.jsonl") == "uf.jsonl" and public_name("~") == "~"  # (raised RuntimeError)
+    assert public_name("~nobody_known_here/uf.jsonl") == "uf.jsonl"  # a user this machine does not know (raised)
+    assert public_name("~nobody_known_here/dataset") == "dataset"
+    assert public_name("//home/alice") == "~"  # (a doubled slash published "alice")
 
 
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):

@@ -46,7 +46,7 @@ _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (Ru
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
-_HOME = re.compile(r"(?:[A-Za-z]:)?/(?:home|users)/[^/]+", re.IGNORECASE)  # a home folder, on any machine
+_HOME = re.compile(r"(?:[A-Za-z]:)?/+(?:home|users)/+[^/]+", re.IGNORECASE)  # a home folder, on any machine
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 # a local path inside text: /…, ~/…, ./…, C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
 # (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator that starts
@@ -101,11 +101,11 @@ def public_name(value: str) -> str:
     home folder, this machine's or /home/<user>, /Users/<user>, C:\\Users\\<user>: ~, never its user's name)."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
         path = Path(value.replace("\\", "/"))
-        home = Path(str(path).rstrip(".:")).expanduser()  # (a full stop after it is prose)
+        home = Path(os.path.expanduser(str(path).rstrip(".:")))  # (a full stop after it is prose; Path's raises)
         here = Path(os.path.expanduser("~"))  # (not Path.home(): it raises on a machine that names no home)
         if home in (here, here.resolve()) or _HOME.fullmatch(str(home)):
             return "~" + value[len(value.rstrip(".:")):]
-        if path.name == DATASET_DIR and (path.expanduser().parent / MANIFEST_JSON).is_file():
+        if path.name == DATASET_DIR and (home.parent / MANIFEST_JSON).is_file():
             return f"{path.parent.name}/{DATASET_DIR}"
         return path.name or value
     return value
