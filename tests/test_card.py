@@ -2143,6 +2143,28 @@ def test_rows_to_trl_refuses_get_why_not_code_that_fails(tmp_path, monkeypatch, 
         assert "train.filter" not in text and "the filter by margin" not in text
 
 
+def test_the_trl_paragraph_says_what_prompt_holds(tmp_path, train_rows):
+    """A system turn before the user's in every row: to_trl puts it in the prompt (as TRL's extract_prompt does), but
+    the card said "`prompt` = the user turn". Now it names the turns the prompt holds; plain rows' is the user turn."""
+    rows = [r for r in train_rows[:20] if r["chosen"][-1]["content"].strip()]
+    system = write_rows(tmp_path / "system.jsonl", [
+        {**r, "chosen": [SYSTEM, *r["chosen"]], "rejected": [SYSTEM, *r["rejected"]]} for r in rows])
+    assert to_trl(datasets.Dataset.from_json(system))["prompt"][0] == [SYSTEM, rows[0]["chosen"][0]]
+    scored = {"known_recipe": {"scorer": "my-org/rm"}}
+    en, zh = halves(card_for(tmp_path / "system", card_dataset=system, **scored)[1])
+    assert ("Convert the rows to TRL's conversational preference format first: `prompt` = the turns before the "
+            "assistant's response, `[system prompt, user prompt]`, `chosen` / `rejected` = the assistant turn "
+            "only") in en
+    assert ("请先把各行转换为 TRL 的对话式偏好格式：`prompt` 为助手回复之前的轮次 `[系统提示词, 用户提示词]`，"
+            "`chosen` / `rejected` 仅为助手轮次") in zh
+    assert "TRL then takes their common first turns (`[system prompt, user prompt]`) as the prompt." in en
+    assert "TRL 会把两者共同的开头轮次（`[系统提示词, 用户提示词]`）当作提示词。" in zh
+    en, zh = halves(card_for(tmp_path / "plain", card_dataset=write_rows(tmp_path / "plain.jsonl", rows), **scored)[1])
+    assert "`prompt` = the user turn, `chosen` / `rejected` = the assistant turn only" in en
+    assert "TRL then takes their common first turn as the prompt." in en
+    assert "`prompt` 为用户轮次，`chosen` / `rejected` 仅为助手轮次" in zh and "共同的第一个轮次当作提示词" in zh
+
+
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):
     """H4-style rows (GPT-4 ratings, no reference_response, an extra source_index): the card says what they are."""
     from repro.analysis import report as analysis
