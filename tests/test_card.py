@@ -2092,6 +2092,79 @@ def test_rows_in_trls_format_are_named_so_where_training_is_advised(tmp_path, mo
     assert to_trl(scope["ds"])["prompt_id"] == [r["prompt_id"] for r in rows]
 
 
+SYSTEM = {"content": "You answer briefly.", "role": "system"}
+# how rows 3 and 8 of real rows are reshaped so that to_trl refuses them, and the card's words for that shape
+REFUSED_SHAPES = {
+    "a reply missing": (lambda r: r["rejected"].pop(), "`rejected` is not a conversation of at least two turns",
+                        "`rejected` 不是至少两个轮次的对话"),
+    "a user turn last": (lambda r: r["chosen"].append({"content": "And then?", "role": "user"}),
+                         "the last turn of `chosen` is not the assistant's response",
+                         "`chosen` 的最后一个轮次不是助手回复"),
+    "a reply not a text": (lambda r: r["rejected"][-1].update(content=None),
+                           "the assistant's response in `rejected` is not a text", "`rejected` 中的助手回复不是文本"),
+    "another prompt": (lambda r: [r[c][0].update(content="Another question?") for c in ("chosen", "rejected")],
+                       "`chosen` does not start (after any system turn) with the user turn holding `prompt`",
+                       "`chosen` 不以含 `prompt` 文本的用户轮次开头（系统轮次之后）"),
+    "a system turn in chosen alone": (lambda r: r["chosen"].insert(0, SYSTEM),
+                                      "`chosen` and `rejected` differ before the assistant's response",
+                                      "`chosen` 与 `rejected` 在助手回复之前的轮次不同"),
+    "a longer conversation in rejected": (
+        lambda r: r.update(rejected=[r["rejected"][0], {"content": "Which one?", "role": "assistant"},
+                                     {"content": "The first.", "role": "user"}, r["rejected"][-1]]),
+        "`chosen` and `rejected` differ before the assistant's response",
+        "`chosen` 与 `rejected` 在助手回复之前的轮次不同"),
+}
+
+
+@pytest.mark.parametrize("shape", REFUSED_SHAPES)
+def test_rows_to_trl_refuses_get_why_not_code_that_fails(tmp_path, monkeypatch, train_rows, shape):
+    """Rows whose turns `to_trl` refuses (a reply missing, not last or not a text, another prompt than `prompt`,
+    `chosen` and `rejected` conversations that differ): their card, training advised, gave `train = to_trl(ds)`, which
+    stops with a DataError. Now it gives no code to train with, and says how many rows, the first and its shape."""
+    reshape, en_says, zh_says = REFUSED_SHAPES[shape]
+    rows = json.loads(json.dumps([r for r in train_rows[:21] if r["chosen"][-1]["content"].strip()]))
+    for i in (3, 8):
+        reshape(rows[i])
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    facts, card_path = card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "my-org/rm"})
+    en, zh = (part(h, heading) for h, heading in zip(halves(card_path), ("## How to use", "## 使用方法")))
+    monkeypatch.chdir(tmp_path / "run")  # the card's code loads the rows, which to_trl refuses as the card says
+    scope: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", en, flags=re.S)[0], scope)
+    with pytest.raises(DataError, match=r"^Row 3 \(from 0;"):
+        to_trl(scope["ds"])
+    assert "to_trl(ds)" not in en and "to_trl(ds)" not in zh and not facts.trl_ready
+    assert (f"**With TRL's `DPOTrainer`** (tested with TRL 1.16.0): `repro.formats.to_trl` refuses 2 of these rows "
+            f"(the first is row 3, counted from 0: {en_says}), so this card gives no code to train on them; fix or "
+            f"leave out those rows first.") in en
+    assert (f"**配合 TRL 的 `DPOTrainer` 使用**（已在 TRL 1.16.0 上测试）：`repro.formats.to_trl` 不接受其中 2 行"
+            f"（第一个是从 0 计第 3 行：{zh_says}），因此本卡片不给出训练代码；请先修正或排除这些行。") in zh
+    for text in (en, zh):  # nor the margin filter that follows to_trl's code
+        assert "train.filter" not in text and "the filter by margin" not in text
+
+
+def test_the_trl_paragraph_says_what_prompt_holds(tmp_path, train_rows):
+    """A system turn before the user's in every row: to_trl puts it in the prompt (as TRL's extract_prompt does), but
+    the card said "`prompt` = the user turn". Now it names the turns the prompt holds; plain rows' is the user turn."""
+    rows = [r for r in train_rows[:20] if r["chosen"][-1]["content"].strip()]
+    system = write_rows(tmp_path / "system.jsonl", [
+        {**r, "chosen": [SYSTEM, *r["chosen"]], "rejected": [SYSTEM, *r["rejected"]]} for r in rows])
+    assert to_trl(datasets.Dataset.from_json(system))["prompt"][0] == [SYSTEM, rows[0]["chosen"][0]]
+    scored = {"known_recipe": {"scorer": "my-org/rm"}}
+    en, zh = halves(card_for(tmp_path / "system", card_dataset=system, **scored)[1])
+    assert ("Convert the rows to TRL's conversational preference format first: `prompt` = the turns before the "
+            "assistant's response, `[system prompt, user prompt]`, `chosen` / `rejected` = the assistant turn "
+            "only") in en
+    assert ("请先把各行转换为 TRL 的对话式偏好格式：`prompt` 为助手回复之前的轮次 `[系统提示词, 用户提示词]`，"
+            "`chosen` / `rejected` 仅为助手轮次") in zh
+    assert "TRL then takes their common first turns (`[system prompt, user prompt]`) as the prompt." in en
+    assert "TRL 会把两者共同的开头轮次（`[系统提示词, 用户提示词]`）当作提示词。" in zh
+    en, zh = halves(card_for(tmp_path / "plain", card_dataset=write_rows(tmp_path / "plain.jsonl", rows), **scored)[1])
+    assert "`prompt` = the user turn, `chosen` / `rejected` = the assistant turn only" in en
+    assert "TRL then takes their common first turn as the prompt." in en
+    assert "`prompt` 为用户轮次，`chosen` / `rejected` 仅为助手轮次" in zh and "共同的第一个轮次当作提示词" in zh
+
+
 def test_real_ultrafeedback_rows_not_built_here(tmp_path, sample_dir, train_rows):
     """H4-style rows (GPT-4 ratings, no reference_response, an extra source_index): the card says what they are."""
     from repro.analysis import report as analysis

@@ -46,40 +46,45 @@ def _where(row: dict[str, Any], index: int) -> str:
     return f"Row {index} (from 0; prompt_id {row.get('prompt_id') or '?'})"
 
 
-def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict]:
-    """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked: the same turns, from the
-    user turn holding `prompt` (system turns before it belong to the prompt, as TRL's extract_prompt takes them),
-    before an assistant turn in both (non-empty in `chosen`; `rejected` may be empty)."""
-    where = _where(row, index)
-    fix = ("Each row needs `chosen` and `rejected` = [(system turn,) user turn with the `prompt` text, ..., assistant "
-           "turn], as this project writes them; fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) "
-           "before converting.")
-    turns = {}
+def refused_turns(row: dict[str, Any]) -> tuple[str, str, str] | None:
+    """Why to_trl refuses a seed row's turns: (the shape the card names, the column, what its error says); None where
+    they are the same in `chosen` and `rejected`, from the user turn holding `prompt` (system turns before it belong
+    to the prompt, as TRL's extract_prompt takes them), before an assistant turn (non-empty in `chosen`; `rejected`
+    may be empty)."""
     for column in ("chosen", "rejected"):
         value = row.get(column)
         if not isinstance(value, list) or len(value) < 2 or not all(isinstance(m, dict) for m in value):
-            raise DataError(f"{where}: `{column}` must be a list of at least two {{content, role}} messages "
-                            f"(a user turn, then the assistant's), got {_short(value)}. {fix}")
+            return "turns", column, (f"`{column}` must be a list of at least two {{content, role}} messages (a user "
+                                     f"turn, then the assistant's), got {_short(value)}")
         last = value[-1]
         if last.get("role") != "assistant":
-            raise DataError(f"{where}: the last turn of `{column}` must be the assistant's response, but its role "
-                            f"is {last.get('role')!r} ({_short(last.get('content'))}). {fix}")
+            return "last", column, (f"the last turn of `{column}` must be the assistant's response, but its role is "
+                                    f"{last.get('role')!r} ({_short(last.get('content'))})")
         content = last.get("content")
-        if not isinstance(content, str) or (column == "chosen" and not content.strip()):
-            why = ("is empty ({}): DPO learns toward the chosen response, so it needs one (an empty `rejected` is "
-                   "fine)" if isinstance(content, str) else "is not a text ({})").format(_short(content))
-            raise DataError(f"{where}: the assistant turn of `{column}` {why}. {fix}")
+        if not isinstance(content, str):
+            return "text", column, f"the assistant turn of `{column}` is not a text ({_short(content)})"
+        if column == "chosen" and not content.strip():
+            return "empty", column, (f"the assistant turn of `{column}` is empty ({_short(content)}): DPO learns "
+                                     f"toward the chosen response, so it needs one (an empty `rejected` is fine)")
         first = next(m for m in value if m.get("role") != "system")  # (the last turn is the assistant's)
         if first.get("role") != "user" or first.get("content") != row.get("prompt"):
-            raise DataError(
-                f"{where}: `{column}` does not start with the prompt's user turn: its first turn (after any system "
-                f"turn) is {first.get('role')!r} {_short(first.get('content'))}, the `prompt` column is "
-                f"{_short(row.get('prompt'))}. {fix}")
-        turns[column] = value
-    if turns["chosen"][:-1] != turns["rejected"][:-1]:
-        raise DataError(f"{where}: `chosen` and `rejected` answer different conversations: their turns before the "
-                        f"assistant's response differ. {fix}")
-    return turns["chosen"][:-1], turns["chosen"][-1], turns["rejected"][-1]
+            return "prompt", column, (
+                f"`{column}` does not start with the prompt's user turn: its first turn (after any system turn) is "
+                f"{first.get('role')!r} {_short(first.get('content'))}, the `prompt` column is "
+                f"{_short(row.get('prompt'))}")
+    if row["chosen"][:-1] != row["rejected"][:-1]:
+        return "differ", "chosen", ("`chosen` and `rejected` answer different conversations: their turns before the "
+                                    "assistant's response differ")
+    return None
+
+
+def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict]:
+    """(prompt turns, chosen assistant turn, rejected assistant turn) of one seed row, checked (`refused_turns`)."""
+    if refused := refused_turns(row):
+        raise DataError(f"{_where(row, index)}: {refused[2]}. Each row needs `chosen` and `rejected` = [(system "
+                        f"turn,) user turn with the `prompt` text, ..., assistant turn], as this project writes them; "
+                        f"fix the row or leave it out (e.g. `ds.select(...)` / `ds.filter(...)`) before converting.")
+    return row["chosen"][:-1], row["chosen"][-1], row["rejected"][-1]
 
 
 def _margin(row: dict[str, Any], index: int) -> float | None:

@@ -22,7 +22,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
                           write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
-from ..formats import holds_scores
+from ..formats import holds_scores, refused_turns
 from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, set_option, unused_generation)
@@ -102,6 +102,9 @@ class CardFacts:
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     nonfinite_scores: int = 0  # rows whose score_chosen or score_rejected is not a finite number: to_trl refuses them
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
+    # {rows, first (its index), shape, column (refused_turns' of the first)}: the rows the card's code keeps whose
+    # turns to_trl refuses (then the card gives no code to train with); None where there are none
+    trl_refused: dict[str, Any] | None = None
     # {positive, zero, negative} margins of the rows the card's code keeps, and `same`: those of one response twice
     # (chosen's and rejected's one text), not counted by their margin
     pair_signs: dict[str, int] | None = None
@@ -215,11 +218,12 @@ class CardFacts:
     def trl_ready(self) -> bool:
         """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores),
         `chosen` / `rejected` conversations (it refuses texts), a `prompt_id` unless TRL's conversational rows' (it adds
-        theirs)."""
+        theirs), and none of the rows the card's code keeps refused (`trl_refused`)."""
         scores = sum(c in self.features for c in SCORE_COLUMNS)
         keyed = self.has_columns("prompt_id") or self.prompt_in_turns
-        return self.layout != "seed" or (self.has_columns("prompt", "chosen", "rejected") and keyed and scores != 1
-                                         and None not in (self.turns.get("chosen", []), self.turns.get("rejected", [])))
+        return not self.trl_refused and (self.layout != "seed" or (
+            self.has_columns("prompt", "chosen", "rejected") and keyed and scores != 1
+            and None not in (self.turns.get("chosen", []), self.turns.get("rejected", []))))
 
     @property
     def trl_format(self) -> str | None:
@@ -641,7 +645,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
                             **({"model": told, "kind": kind} if told in BUILTIN_SCORERS else {})}
     facts.empty_columns = [c for c in ds.column_names if len(ds) and ds.data.column(c).null_count == len(ds)]
     view = seed_view(ds, candidates=False).with_format("arrow")[:]  # (a recipe's scores as the seed's columns)
-    _usable_rows(facts, ds, view)
+    kept = _usable_rows(facts, ds, view)
     facts.metrics = _read_metrics(run, facts, view)
     analysis = (manifest.get("notebooks") or {}).get("02_analyze") or {}
     if facts.metrics is None and analysis.get("status") == "failed" and analysis.get("error"):
@@ -670,6 +674,11 @@ def gather_facts(params: "CardParams") -> CardFacts:
     for c in ds.column_names:
         if c in ("chosen", "rejected") or c.startswith("generate_"):
             facts.turns[c], facts.other_turns[c] = _roles(ds.data.column(c))
+    if facts.trl_ready:  # the rows the card's code gives to_trl, checked as to_trl checks them
+        pairs = view.select(["prompt", "chosen", "rejected"])
+        rows = (r for batch in pairs.to_batches(1000) for r in batch.to_pylist())
+        if refused := [(i, *why[:2]) for i, r in enumerate(rows) if kept[i] and (why := refused_turns(r))]:
+            facts.trl_refused = dict(zip(("first", "shape", "column"), refused[0]), rows=len(refused))
     return facts
 
 
@@ -807,23 +816,26 @@ def effective_parameters(recorded: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **recorded}
 
 
-def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> None:
+def _usable_rows(facts: CardFacts, ds: datasets.Dataset, view: pa.Table) -> np.ndarray:
     """What the card's code leaves out before `to_trl` (rows without finite scores, then those with an empty chosen
-    response: it refuses both) and the signs of the margins it keeps (`view`: the main split in the seed's columns)."""
+    response: it refuses both) and the signs of the margins it keeps (`view`: the main split in the seed's columns);
+    the rows it keeps."""
     # a conversation's last assistant turn, or a text (RLHFlow's pairs), read in Arrow as 02_analyze reads them
     texts = response_texts(ds.data.column("chosen")) if "chosen" in ds.column_names else None
     empty = np.zeros(len(ds), bool) if texts is None else pc.fill_null(
         pc.equal(pc.utf8_trim_whitespace(texts), ""), False).to_numpy(zero_copy_only=False)
+    kept = np.ones(len(ds), bool)
     if facts.scored:
         chosen, rejected = (score_array(view, c, str(facts.run.dataset), "card_dataset") for c in SCORE_COLUMNS)
         finite = np.isfinite(chosen) & np.isfinite(rejected)
         if facts.has_columns(*SCORE_COLUMNS):  # (the card's code reads them by the seed's column names)
-            facts.nonfinite_scores, empty = int((~finite).sum()), empty & finite
+            facts.nonfinite_scores, empty, kept = int((~finite).sum()), empty & finite, finite
         same = same_responses(ds.data)[finite & ~empty]
         margin = (chosen - rejected)[finite & ~empty][~same]
         facts.pair_signs = {"positive": int((margin > 0).sum()), "zero": int((margin == 0).sum()),
                             "negative": int((margin < 0).sum()), "same": int(same.sum())}
     facts.empty_chosen = int(empty.sum())
+    return kept & ~empty
 
 
 def _metrics_json(run: RunDir) -> Any:
