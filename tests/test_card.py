@@ -1799,6 +1799,11 @@ def test_a_copy_of_a_stand_in_dataset_keeps_its_warning_and_tags(tmp_path):
             "policy built offline, not a language model worth imitating, as the `manifest.json` of the run that built "
             "the data records.") in top
     assert "`builtin:tiny-pairrm`" in top_zh and "Trying `repro` itself" in uses
+    en, zh = halves(card_path)  # its table names the stand-in too (it said "scorer model: unknown")
+    assert table_rows(en, "scorer model")[0][1] == ("`builtin:tiny-pairrm` (a stand-in, not PairRM), recorded in the "
+                                                    "`manifest.json` of the run that built it")
+    assert table_rows(zh, "评分模型")[0][1] == ("`builtin:tiny-pairrm`（替身评分器，并非 PairRM），"
+                                              "据构建它的运行的 `manifest.json` 记录")
     # rows alone in a folder holding a stand-in marker
     (tmp_path / "marked" / "data").mkdir(parents=True)
     shutil.copy2(next(copy.glob("data/*.parquet")), tmp_path / "marked" / "data")

@@ -24,6 +24,7 @@ from repro.parameters import AnalyzeParams, CardParams, build
 from repro.paths import STAND_IN_MARKER
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
+from repro.scorers.tiny import build_tiny_reward_model
 from repro.subject import declared_stand_ins
 
 
@@ -646,6 +647,9 @@ def test_a_stand_ins_scores_are_marked_beside_them_and_02_analyze_and_03_card_sa
             f"stand-in ranker that this project builds offline (PairRM's architecture, not its weights), as a marker "
             f"in its folder declares (`repro_stand_in.json`).") in en
     assert f"> **替身分数。** `score_chosen` 与 `score_rejected` 来自 `{tiny_pairrm_dir.name}`" in zh
+    assert (f"| scorer model | `{tiny_pairrm_dir.name}` (a stand-in, not PairRM), recorded by `repro score` beside the "
+            f"file |") in en
+    assert f"| 评分模型 | `{tiny_pairrm_dir.name}`（替身评分器，并非 PairRM），由 `repro score` 记录在文件旁 |" in zh
     assert "stand-in-scores" in DatasetCard.load(tmp_path / "run" / "dataset" / "README.md").data.tags
     assert declared_stand_ins(str(out.parent / "input-h4.jsonl")) == {}  # the folder's other file is no stand-in's
 
@@ -672,6 +676,34 @@ def test_a_real_scorer_is_recorded_beside_repro_scores_output_and_02_analyze_and
     assert "no record names the scorer" not in en + metrics["scale"]["sentence"] and "没有记录说明评分模型" not in zh
     assert "Stand-in scores" not in en and "stand-in-scores" not in DatasetCard.load(
         tmp_path / "run" / "dataset" / "README.md").data.tags
+    assert "| scorer model | `no-stand-in` (PairRM), recorded by `repro score` beside the file |" in en
+    assert "Studying PairRM as a judge" in en and "研究 PairRM 作为评判者" in zh
+
+
+def test_the_card_of_rows_a_real_reward_model_scored_names_it_and_offers_them_for_training(tmp_path, train_rows):
+    """03_card of rows that a real (no stand-in) reward model scored through `repro score`: its scale sentence read
+    them as that reward model's logits, yet "What is known of its making" said "scorer model: unknown" and Typical uses
+    "Not recommended for training as it stands: what scored these pairs is not known to this card". Now the table
+    shows the scorer `repro score` recorded beside the file, and the uses are those of preference pairs."""
+    model = build_tiny_reward_model(tmp_path / "rm", "llama")
+    (model / STAND_IN_MARKER).unlink()  # a checkpoint of no stand-in
+    out = tmp_path / "scored" / "h4.jsonl"
+    out.parent.mkdir()
+    src = write_jsonl(tmp_path / "input.jsonl", train_rows[:6])
+    assert main(["score", "--model", str(model), "--input", str(src), "--output", str(out), "--device", "cpu"]) == 0
+    metrics, en, zh = analysed_and_carded(out, tmp_path / "run")
+    assert metrics["scorer"] == {"model": str(model), "kind": "sequence_classifier", "stand_in": False,
+                                 "declared": "marker"}
+    assert "as a reward model's logits are (" in en and "与奖励模型的 logit 相同（" in zh
+    assert "| scorer model | `rm` (sequence classifier), recorded by `repro score` beside the file |" in en
+    assert "| 评分模型 | `rm`（序列分类器），由 `repro score` 记录在文件旁 |" in zh
+    assert ("what is known of its making comes only from the `known_recipe` parameter and from the scorer that `repro "
+            "score` recorded beside the file, and everything else") in en
+    assert "只采用 `known_recipe` 参数给出的信息，以及 `repro score` 在文件旁记录的评分模型，其余一律标为未知" in zh
+    uses, uses_zh = en.split("## Typical uses")[1], zh.split("## 常用场景")[1]
+    assert "- Offline preference optimisation (DPO and its variants)" in uses and "not known to this card" not in uses
+    assert "离线偏好优化（DPO 及其变体）" in uses_zh and "本卡片不知道这些偏好对由什么评分" not in uses_zh
+    assert "stand-in" not in en.lower() and "替身" not in zh and "PairRM as a judge" not in uses
 
 
 def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):

@@ -6,10 +6,13 @@ import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from huggingface_hub import constants
+from datasets.info import DatasetInfo, DatasetInfosDict
+from huggingface_hub import DatasetCard, DatasetCardData, constants
 
 from repro.dataset_io import SEED_FEATURES, write_split
+from repro.cli import main
 from repro.errors import DataError, DatasetLoadError
+from repro.paths import STAND_IN_MARKER
 from repro.sources import held_splits, iter_jsonl, load_source, require_columns, text_lines
 from repro.subject import mark_scorer
 
@@ -477,3 +480,24 @@ def test_the_stand_in_marker_beside_repro_scores_output_is_no_data_file(tmp_path
     assert held_splits(str(rows.parent)) == ["train"]
     with pytest.raises(DataError, match=r"has no split 'train_prefs'; it has \['h4', 'train'\]\."):
         load_source(str(rows.parent))
+
+
+def test_a_readmes_configs_are_honoured_beside_the_marker_repro_score_writes(tmp_path, tiny_pairrm_dir, train_rows):
+    """A hub-style folder whose README.md declares its configs (the split's data_files, the features) and that holds
+    `repro score`'s output lost the README's features once repro_stand_in.json was beside the rows (`score_chosen`,
+    declared float32, read as float64): the marker, no data, made the folder read from its files alone. Now it is
+    read as it is without the marker."""
+    folder, src = tmp_path / "hub", tmp_path / "input.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in train_rows[:4]))
+    assert main(["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(folder / "h4.jsonl"),
+                 "--device", "cpu", "--source-maxlength", "64", "--candidate-maxlength", "32"]) == 0
+    features = datasets.Dataset.from_json(str(folder / "h4.jsonl")).features
+    features["score_chosen"] = datasets.Value("float32")
+    card = DatasetCardData(configs=[{"config_name": "default",
+                                     "data_files": [{"split": "train_prefs", "path": "h4.jsonl"}]}])
+    DatasetInfosDict({"default": DatasetInfo(features=features)}).to_dataset_card_data(card)
+    DatasetCard(f"---\n{card.to_yaml()}\n---\n").save(folder / "README.md")
+    marked = load_source(str(folder), "train_prefs")
+    (folder / STAND_IN_MARKER).unlink()
+    bare = load_source(str(folder), "train_prefs")
+    assert marked.features == bare.features == features and marked.to_list() == bare.to_list()

@@ -267,9 +267,10 @@ def _load_local(path: Path, split: str, parameter: str, split_parameter: str, na
         if split not in (found := loose_splits(path)):
             raise _no_split(where, split, sorted({*folder_splits(path), *found}), split_parameter)
         # (datasets would read repro score's marker as rows: where there is one, the split's files without it; not
-        # always, as data_files given leave a README's features out)
+        # always, as data_files given leave a README's dataset_info out: its features, given again)
         files = {split: sorted(map(str, found[split]))} if any(path.rglob(STAND_IN_MARKER)) else None
-        return datasets.load_dataset(str(path), split=split, data_files=files)
+        features = datasets.load_dataset_builder(str(path)).info.features if files else None
+        return datasets.load_dataset(str(path), split=split, data_files=files, features=features)
     except DataError:
         raise
     except Exception as exc:  # datasets raises many types here; the user needs one message

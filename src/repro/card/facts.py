@@ -30,7 +30,7 @@ from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name
                      reads_as_hub_id, shipped)
 from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
-from ..subject import claim, declared_stand_ins, is_own_dataset, read_as_pairrm
+from ..subject import claim, declared_scorer, declared_stand_ins, is_own_dataset, read_as_pairrm
 
 CONFIG_NAME = "default"
 SEED_REPO = FORMATS["seed"].source
@@ -385,11 +385,13 @@ class CardFacts:
     @property
     def pairrm_scores(self) -> bool:
         """The scores are known to be PairRM's (or a stand-in's of its architecture): built here by its kind of scorer,
-        or so the recipe says and neither a rating scale nor a row breaking its sign order (they never do) says not."""
+        or so its record (`repro score`'s, `read_as_pairrm`) or the recipe says, and neither a rating scale nor, of the
+        recipe's, a row breaking its sign order (they never do) says not."""
         if self.built_here:
             return self.scorer.get("kind", "pairrm") == "pairrm"
-        told = "pairrm" in str(self.known_recipe.get("scorer", "")).lower()
-        return told and not self.sign_order_fails and (self.scale or {}).get("kind") not in ("rating", "probability")
+        told = read_as_pairrm(self.scorer if "kind" in self.scorer else None, self.known_recipe.get("scorer"),
+                              bool(self.sign_order_fails))
+        return bool(told) and (self.scale or {}).get("kind") not in ("rating", "probability")
 
     @property
     def two_per_row(self) -> bool:
@@ -635,9 +637,10 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.recipe_note = public_text(params.known_recipe)
     if card_dataset is not None:
         facts.other_splits = held_splits(card_dataset, [split.name for split in splits])
-    if not built_here:  # the stand-ins its own card, folder or the run that built it declare: said as built here
-        declared = declared_stand_ins(facts.card_dataset)
-        facts.scorer, facts.generation = declared.get("scorer", {}), declared.get("generation", {})
+    if not built_here:  # the stand-ins its own card, folder or the run that built it declare, the scorer `repro score`
+        # recorded beside it: said as built here
+        facts.scorer = declared_scorer(facts.card_dataset) or {}
+        facts.generation = declared_stand_ins(facts.card_dataset).get("generation", {})
         told = facts.known_recipe.get("scorer", "").strip()
         if told.startswith("builtin:") and not facts.scorer:  # a stand-in by its name: said as one, as declared there
             kind = "pairrm" if BUILTIN_SCORERS.get(told) == "pairrm" else "sequence_classifier"
