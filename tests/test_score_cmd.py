@@ -414,7 +414,7 @@ def test_a_score_list_that_does_not_fit_its_candidates_is_refused_naming_the_lin
         rows = export_rows("snorkel", scored, [(0, 1)] * 3).to_list()
         rows[1]["all_rm_scores"] = scores
         with pytest.raises(DataError, match=rf"^line 2 of \S+, prompt_id 'p1': 'all_rm_scores' {problem}\b.*give each "
-                                            r"candidate in 'all_generated_responses' one finite score"):
+                                            r"candidate in 'all_generated_responses' one score"):
             read_rows(write_jsonl(tmp_path / "snorkel.jsonl", rows))
 
 

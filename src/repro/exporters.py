@@ -4,7 +4,6 @@ the pair picked; `seed_view` maps any format back to the seed's columns (for 02_
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -172,18 +171,19 @@ def generate_columns(row: dict[str, Any]) -> list[str]:
 
 def check_fit(scores: Any, n: int, where: str, of: str) -> None:
     """A DataError naming `where` (a row's score column) unless `scores` gives each of its `n` candidates (column `of`)
-    one finite number, in their order: a list that does not fit them would pair texts by another's score."""
+    one number, in their order: a list that does not fit them would pair texts by another's score (a NaN is a number:
+    where it is the pair's, it is told as the seed's are, and `exclude_nonfinite` leaves it out)."""
     if not isinstance(scores, (list, tuple)):
         problem = f"is {'null' if scores is None else type(scores).__name__}, not a list"
     elif len(scores) != n:
         problem = f"holds {counted(len(scores), 'score')} for {counted(n, 'candidate')}"
-    elif (k := next((k for k, s in enumerate(scores) if isinstance(s, bool) or not isinstance(s, numbers.Real)
-                     or not math.isfinite(s)), None)) is not None:
-        problem = f"score {k} (from 0) is {scores[k]!r:.40}, not a finite number"
+    elif (k := next((k for k, s in enumerate(scores) if isinstance(s, bool) or not isinstance(s, numbers.Real)),
+                    None)) is not None:
+        problem = f"score {k} (from 0) is {scores[k]!r:.40}, not a number"
     else:
         return
-    raise DataError(f"{where} {problem}: give each candidate in '{of}' one finite score, in their order, or leave the "
-                    f"row out.")
+    raise DataError(f"{where} {problem}: give each candidate in '{of}' one score, in their order, or leave the row "
+                    f"out.")
 
 
 def seed_row(row: dict[str, Any], fmt: str, where: str = "A row") -> dict[str, Any]:
