@@ -1,11 +1,14 @@
 """Output formats against independent computations: SPPO's compute_prob.py transcribed in NumPy, the published
 column names and split names, and the way back to the seed's columns (seed_view, to_trl)."""
 
+import math
+
 import datasets
 import numpy as np
 import pandas as pd
 import pytest
 
+from repro.dataset_io import conversation, prompt_id_of
 from repro.errors import DataError
 from repro.exporters import FORMATS, SCORED_ONLY, detect_format, export_rows, seed_view, sppo_probabilities
 from repro.formats import to_trl
@@ -206,3 +209,62 @@ def test_trls_conversational_rows_read_as_the_seeds_and_its_reward_pairs_are_not
     reward = datasets.Dataset.from_list([{**r, "prompt": r["prompt"][0]["content"]} for r in pairs])
     assert detect_format(pairs.features) == detect_format(pairs[0]) == "rlhflow"
     assert detect_format(reward.features) == detect_format(reward[0]) == "seed" and seed_view(reward) is reward
+
+
+def recipe_rows(train_rows, fmt, scores_of_row_2):
+    """Four real UltraFeedback rows reshaped to `fmt`'s layout: their two responses (the rejected first, so that a
+    score out of place picks another pair) and scores; row 2's score list is `scores_of_row_2` instead."""
+    rows = []
+    for k, r in enumerate(train_rows[:4]):
+        texts = [r["rejected"][-1]["content"], r["chosen"][-1]["content"]]
+        scores = [r["score_rejected"], r["score_chosen"]] if k != 2 else scores_of_row_2
+        rows.append({"snorkel": {"prompt_id": r["prompt_id"], "prompt": r["prompt"], "all_generated_responses": texts,
+                                 "all_rm_scores": scores, "chosen": r["chosen"], "rejected": r["rejected"]},
+                     "rlhflow": {"prompt": [{"content": r["prompt"], "role": "user"}],
+                                 "responses": texts, "rewards": scores},
+                     "sppo": {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "chosen": r["chosen"],
+                              "rejected": r["rejected"], "rm_scores": scores,
+                              **{f"generate_{i}": conversation(r["prompt"], t) for i, t in enumerate(texts)}}}[fmt])
+    return datasets.Dataset.from_list(rows)
+
+
+@pytest.mark.parametrize("fmt, column", [("snorkel", "all_rm_scores"), ("rlhflow", "rewards"), ("sppo", "rm_scores")])
+@pytest.mark.parametrize("scores, problem", [([8.0], "holds 1 score for 2 candidates"),
+                                             ([8.0, 7.5, 6.0], "holds 3 scores for 2 candidates"),
+                                             ([8.0, None], "score 1 .from 0. is None, not a number"),
+                                             ([8.0, math.nan], None)])
+def test_a_score_list_that_does_not_fit_its_candidates_is_refused_naming_the_row(train_rows, fmt, column, scores,
+                                                                                 problem):
+    """A row whose score list did not give each candidate one finite score was read on: one score short stopped on an
+    IndexError (or was read without a word, its pair inside the list), one too many was read without a word, a null
+    score stopped on a TypeError, a NaN was kept (in a row not yet paired, np.argmax chose it as the best). Now it is
+    refused where it is read (02_analyze, 03_card, 04_compare, to_trl all read through seed_view), naming the row."""
+    good = recipe_rows(train_rows, fmt, [1.0, 2.0])
+    assert seed_view(good)["score_chosen"] == [r["score_chosen"] for r in train_rows[:2]] + [2.0, train_rows[3][
+        "score_chosen"]]
+    if fmt == "sppo" and len(scores) == 3:  # SPPO's published rows: the original pair's scores first (7 for 5)
+        assert seed_view(recipe_rows(train_rows, fmt, scores))[2]["score_chosen"] == 6.0
+        return
+    if problem is None:  # a NaN is a score: the pair's, it is told as the seed's NaN are (exclude_nonfinite)
+        row = seed_view(recipe_rows(train_rows, fmt, scores))[2]
+        assert math.isnan(row["score_chosen"]) or math.isnan(row["score_rejected"])
+        with pytest.raises(DataError, match=r"must be finite numbers \(not null, NaN nor infinite\)"):
+            to_trl(recipe_rows(train_rows, fmt, scores))
+        return
+    prompt_id = prompt_id_of(train_rows[2]["prompt"]) if fmt == "rlhflow" else train_rows[2]["prompt_id"]
+    with pytest.raises(DataError, match=rf"^Row 2 \(from 0\), prompt_id '{prompt_id}': '{column}' {problem}: give "
+                                        r"each candidate in '\S+' one score, in their order, or leave the row"):
+        seed_view(recipe_rows(train_rows, fmt, scores))
+    with pytest.raises(DataError, match=rf"'{column}' {problem}"):
+        to_trl(recipe_rows(train_rows, fmt, scores))
+
+
+def test_scores_written_as_text_are_refused_naming_the_first_row(train_rows):
+    """A score list of texts ("8.5") was read as numbers one by one; a score column of texts is refused elsewhere
+    (dataset_io.score_array), and so is this list now."""
+    rows = recipe_rows(train_rows, "snorkel", [8.0, 7.5]).to_list()
+    text = datasets.Dataset.from_list([r | {"all_rm_scores": [str(s) for s in r["all_rm_scores"]]} for r in rows])
+    with pytest.raises(DataError, match=rf"^Row 0 \(from 0\), prompt_id '{train_rows[0]['prompt_id']}': "
+                                        rf"'all_rm_scores' score 0 \(from 0\) is '{train_rows[0]['score_rejected']}', "
+                                        r"not a number"):
+        seed_view(text)

@@ -405,6 +405,20 @@ def test_a_null_candidate_of_a_layout_is_refused_naming_its_column_and_row(tmp_p
             read_rows(write_jsonl(tmp_path / f"{name}.jsonl", rows))
 
 
+def test_a_score_list_that_does_not_fit_its_candidates_is_refused_naming_the_line(tmp_path):
+    """A Snorkel row whose score list was one short or one too long was read without a word (one short whose pair
+    sat past its end stopped on "not of their types (IndexError: list index out of range)"); it is refused now,
+    naming the line, its prompt_id, the column and what to do, as seed_view does (tests/test_exporters.py)."""
+    scored = [build_row({"prompt_id": f"p{k}"}, f"Prompt {k}?", ["One.", "Two.", "Three."], [2.0, -1.0, 0.5],
+                        messages="chosen", keep_all_candidates=True, pick=(0, 1)) for k in range(3)]
+    for scores, problem in (([2.0, -1.0], "holds 2 scores for 3 candidates"), ([2.0, -1.0, 0.5, 1.0], "holds 4")):
+        rows = export_rows("snorkel", scored, [(0, 1)] * 3).to_list()
+        rows[1]["all_rm_scores"] = scores
+        with pytest.raises(DataError, match=rf"^line 2 of \S+, prompt_id 'p1': 'all_rm_scores' {problem}\b.*give each "
+                                            r"candidate in 'all_generated_responses' one score"):
+            read_rows(write_jsonl(tmp_path / "snorkel.jsonl", rows))
+
+
 def test_batch_tokens_typed_as_a_whole_float_is_that_count(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
     """`--batch-tokens 2048.0` was "invalid int value", while a params file and the Python API take 2048.0."""
     src = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:2])

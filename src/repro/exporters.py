@@ -4,6 +4,7 @@ the pair picked; `seed_view` maps any format back to the seed's columns (for 02_
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -13,7 +14,7 @@ from datasets import Features, List, Value
 
 from .dataset_io import (MESSAGE_LIST, SEED_FEATURES, conversation, output_features, prompt_text, response_text,
                          row_prompt_id)
-from .errors import DataError
+from .errors import DataError, counted
 from .parameters import OutputFormat
 
 FLOATS = List(Value("float64"))
@@ -110,6 +111,9 @@ assert tuple(FORMATS) == OutputFormat.__args__  # type: ignore[attr-defined]
 CALLED = {"seed": "the seed dataset's", "sppo": "SPPO's", "snorkel": "Snorkel's", "rlhflow": "RLHFlow's",
           "selm": "SELM's"}
 assert tuple(CALLED) == tuple(FORMATS)
+SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
+# a layout's list of every candidate's score (the seed's keep_all_candidates rows, SPPO's, Snorkel's, RLHFlow's)
+LISTED = {"seed": "candidate_scores", "sppo": "rm_scores", "snorkel": "all_rm_scores", "rlhflow": "rewards"}
 
 
 def check_same_candidates(sizes: Sequence[int], detail: str = "") -> None:
@@ -165,19 +169,41 @@ def generate_columns(row: dict[str, Any]) -> list[str]:
     return sorted((c for c in row if c.startswith("generate_")), key=lambda c: int(c.split("_")[1]))
 
 
-def seed_row(row: dict[str, Any], fmt: str) -> dict[str, Any]:
-    """One row of format `fmt` in the seed's column names (as `seed_view`, untyped)."""
+def check_fit(scores: Any, n: int, where: str, of: str) -> None:
+    """A DataError naming `where` (a row's score column) unless `scores` gives each of its `n` candidates (column `of`)
+    one number, in their order: a list that does not fit them would pair texts by another's score (a NaN is a number:
+    where it is the pair's, it is told as the seed's are, and `exclude_nonfinite` leaves it out)."""
+    if not isinstance(scores, (list, tuple)):
+        problem = f"is {'null' if scores is None else type(scores).__name__}, not a list"
+    elif len(scores) != n:
+        problem = f"holds {counted(len(scores), 'score')} for {counted(n, 'candidate')}"
+    elif (k := next((k for k, s in enumerate(scores) if isinstance(s, bool) or not isinstance(s, numbers.Real)),
+                    None)) is not None:
+        problem = f"score {k} (from 0) is {scores[k]!r:.40}, not a number"
+    else:
+        return
+    raise DataError(f"{where} {problem}: give each candidate in '{of}' one score, in their order, or leave the row "
+                    f"out.")
+
+
+def seed_row(row: dict[str, Any], fmt: str, where: str = "A row") -> dict[str, Any]:
+    """One row of format `fmt` in the seed's column names (as `seed_view`, untyped); a DataError naming `where` (and
+    its prompt_id) where its scores do not fit its candidates (`check_fit`)."""
     prompt = prompt_text(row)
     chosen, rejected = response_text(row.get("chosen")), response_text(row.get("rejected"))
     if fmt == "sppo":
         candidates = [response_text(row[c]) for c in generate_columns(row)]
         # SPPO's published rows hold 7 scores for 5 generate_i columns (its issue #27); compute_prob.py ranks the
         # last 5 (`rm_scores[-5:]`), so the generated responses' scores are the last ones
-        scores = (row.get("rm_scores") or [])[-len(candidates):] if candidates else []
+        scores = row.get("rm_scores")
+        scores = scores[-len(candidates):] if candidates and isinstance(scores, list) else scores
     elif fmt == "snorkel":
         candidates, scores = row.get("all_generated_responses"), row.get("all_rm_scores")
     else:
         candidates, scores = row.get("responses"), row.get("rewards")
+    if candidates and fmt in SCORED and LISTED[fmt] in row:  # (a table without scores, as RLHFlow's pairs: no list)
+        check_fit(scores, len(candidates), f"{where}, prompt_id {row_prompt_id(row, prompt)!r}: '{LISTED[fmt]}'",
+                  SCORED[fmt])
     if chosen is None and rejected is None and candidates and scores and len(candidates) == len(scores):
         # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin
         chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
@@ -204,7 +230,8 @@ def seed_view(ds: datasets.Dataset, candidates: bool = True) -> datasets.Dataset
     fmt = detect_format(ds.features)
     if fmt != "seed":
         features = SEED_VIEW_FEATURES if candidates else PAIR_VIEW_FEATURES
-        rows = [{k: v for k, v in seed_row(r, fmt).items() if k in features} for r in ds]
+        rows = [{k: v for k, v in seed_row(r, fmt, f"Row {n} (from 0)").items() if k in features}
+                for n, r in enumerate(ds)]
     elif conversational(ds.features):  # (their other columns kept: their scores, score_margin)
         view = [c for c in ("prompt", "prompt_id", "chosen", "rejected") if c in ds.column_names or c == "prompt_id"]
         features = Features({**ds.features, **{c: PAIR_VIEW_FEATURES[c] for c in view}})

@@ -21,7 +21,7 @@ from ..construct.scoring import score_candidates
 from ..construct.selection import best_worst
 from ..dataset_io import prompt_text, response_text
 from ..errors import DataError, ParameterError, counted
-from ..exporters import CALLED, detect_format, generate_columns, seed_row, sppo_columns
+from ..exporters import CALLED, LISTED, SCORED, detect_format, generate_columns, seed_row, sppo_columns
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STAND_IN_MARKER, WORK_DIR, check_folder,
@@ -34,10 +34,6 @@ from ..subject import mark_scorer
 RUN = {name: field.default for name, field in ConstructParams.model_fields.items()}  # the run's defaults
 # the json files of a dataset or run folder that hold no rows: a saved dataset's records, a run's own
 SIDECARS = {*RECORDS, MANIFEST_JSON, METRICS_JSON, FAMILY_JSON, COMPARE_JSON, FINGERPRINT_FILE}
-SCORED = {"sppo": "generate_<i>", "snorkel": "all_generated_responses", "rlhflow": "responses"}  # a layout's candidates
-# a layout's list of every candidate's score (the seed's keep_all_candidates rows, SPPO's, Snorkel's, RLHFlow's): the
-# new scores, and the pair picked again from them
-LISTED = {"seed": "candidate_scores", "sppo": "rm_scores", "snorkel": "all_rm_scores", "rlhflow": "rewards"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -174,7 +170,9 @@ def read_named_rows(path: Path, min_candidates: int = 2, limit: int | None = Non
                             f"of one layout (split it where the layout changes).")
         column = SCORED.get(layout, "candidates")
         try:
-            view = seed_row(row, layout) if layout != "seed" else {"prompt": prompt_text(row)}  # (TRL's turns)
+            view = seed_row(row, layout, where) if layout != "seed" else {"prompt": prompt_text(row)}  # (TRL's turns)
+        except DataError:  # (its scores do not fit its candidates)
+            raise
         except (TypeError, ValueError, IndexError) as exc:  # a column of another type than its layout's
             raise DataError(f"{where} holds {CALLED[layout]} columns, but not of their types ({type(exc).__name__}: "
                             f"{str(exc)[:200]}); give its every row the columns repro writes for {CALLED[layout]} "
