@@ -434,6 +434,38 @@ def test_no_dataset_and_no_run_dataset(tmp_path):
         analysis.analyze(AnalyzeParams(run_dir=str(tmp_path / "nothing")))
 
 
+def test_a_run_whose_01_construct_did_not_finish_is_refused_by_02_analyze_as_by_03_card(sample_dir, tmp_path):
+    # JupyterLab: a built run, then 01_construct's §1 Source rows run again (or a run stopped mid-way): 03_card refused
+    # it, but 02_analyze analysed the rows the record no longer described and wrote metrics, tables and figures
+    from repro.construct import stages
+    from repro.parameters import ConstructParams, build
+
+    run = RunDir(tmp_path / "run")
+    own = {"run_dir": str(run.root), "source": str(sample_dir / "train_prefs.jsonl"), "candidate_columns": [],
+           "include_original_pair": True, "limit": 4, "scorer_model": "builtin:tiny-pairrm"}
+    ctx = stages.begin(build(ConstructParams, own))
+
+    def cells_from_slice(source_rows):
+        cs = stages.candidates(ctx, rows := stages.slice_rows(ctx, source_rows))
+        stages.write(ctx, stages.build(ctx, rows, cs, stages.score(ctx, cs)))
+
+    cells_from_slice(stages.load(ctx))
+    source_rows = stages.load(ctx)  # one cell run again: the run is `running` until its write cell
+    before = {p: p.read_bytes() for p in run.root.rglob("*") if p.is_file()}
+    refused = (rf"{run.root} holds a run whose 01_construct did not finish \(its manifest.json says running\): its "
+               rf"record may not describe {run.dataset}\. Run notebooks/01_construct.ipynb to its end first \(Run "
+               rf"All; a kernel still running it: wait for it\); nothing was written\.")
+    for notebook in (lambda: analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)),
+                     lambda: analysis.analyze(AnalyzeParams(run_dir=str(run.root), dataset=str(run.dataset),
+                                                            bootstrap_resamples=100)),
+                     lambda: gather_facts(CardParams(run_dir=str(run.root)))):
+        with pytest.raises(DataError, match=refused):
+            notebook()
+        assert {p: p.read_bytes() for p in run.root.rglob("*") if p.is_file()} == before
+    cells_from_slice(source_rows)  # the cells below it, run again: complete, and analysed
+    assert analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)).metrics["n"] == 4
+
+
 def test_too_few_resamples_is_a_parameter_error():
     from repro.parameters import build
 

@@ -485,6 +485,52 @@ def test_a_notebook_on_its_own_holds_its_run_directory_until_it_ends(previous_ru
         kernel.wait()
 
 
+def test_01_constructs_setup_cell_alone_leaves_a_complete_run_free_and_its_stages_hold_it(previous_run, capsys):
+    """JupyterLab, a complete run looked at: the cells up to 01_construct's setup cell held the run folder until the
+    kernel was shut down, so `repro run --check` and another kernel were refused as BUSY though nothing ran. Now a
+    stage takes the folder, and a stage in another kernel meanwhile is refused."""
+    from jupyter_client.manager import start_new_kernel
+
+    from repro.subject import claim
+
+    values = {**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(previous_run.root)}
+    resolved = resolve_parameters(values)
+    own = {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}
+    given = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in resolved.items()
+                                       if k in ConstructParams.model_fields or k in GenerationParams.model_fields)
+    notebook = json.loads((ROOT / "notebooks" / "01_construct.ipynb").read_text())
+    imports, parameters, setup, load = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"][:4]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    km, kc = start_new_kernel(kernel_name="python3", env=env, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+
+    def cell(code: str) -> str:
+        reply = kc.execute_interactive(code, timeout=300, output_hook=lambda msg: None)
+        return reply["content"]["status"] if reply["content"]["status"] == "ok" else reply["content"]["evalue"]
+
+    def check() -> tuple[int, str]:
+        code = main(["run", "--check", "demo", "--out", str(previous_run.root)])
+        return code, next(line for line in capsys.readouterr().out.splitlines() if "run directory:" in line)
+
+    try:
+        assert [cell(code) for code in (imports, parameters, given, setup)] == ["ok"] * 4
+        code, line = check()
+        assert code == 0 and line.startswith(f"  ok       run directory: {previous_run.root} (continues the run there"), line
+        claim(previous_run, None, "dataset")  # another kernel's notebook goes on
+        previous_run.release(kernel=True)
+        ctx = stages.begin(build(ConstructParams, own))  # 01_construct in another kernel, its §1 Source rows run
+        stages.load(ctx)
+        assert cell(load).startswith(f"run_dir {str(previous_run.root)!r} is being written by a notebook's kernel "
+                                     f"(pid {os.getpid()}, since ")
+        previous_run.release(kernel=True)  # that kernel shut down
+        assert [cell(setup), cell(load)] == ["ok", "ok"]  # a stage: this kernel holds the folder until its end
+        code, line = check()
+        assert code == 1 and "BUSY     run directory: a notebook's kernel (pid " in line
+        assert f"(pid {os.getpid()}" not in line
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
 def test_a_kernel_takes_its_run_folder_again_when_the_folder_was_removed_under_it(previous_run):
     """A person removes the run folder a kernel holds and runs the notebook again in that kernel: its lock went with
     the folder, so it takes a new one (before, it believed it still held the folder, and a second kernel could

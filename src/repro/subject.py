@@ -11,9 +11,9 @@ from typing import Any
 import yaml
 from huggingface_hub.repocard import metadata_load
 
-from .errors import ParameterError
+from .errors import DataError, ParameterError
 from .jobs import atomic_write_json
-from .manifest import Manifest
+from .manifest import LAST_RUN, Manifest
 from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of, run_manifest_of,
                     wait_advice)
 
@@ -138,6 +138,16 @@ def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: boo
         given_as, fix = "the member's folder", f"Move that run, or {advice}"
     return (f"{given_as} {str(run.root)!r} describes {described} (its manifest.json says so), but {what}: writing it "
             f"there would mix two datasets in one run directory. {fix}")
+
+
+def refuse_unbuilt(run: RunDir, spec: str | None) -> None:
+    """Refuse, before anything is written, to describe `run`'s own dataset (`spec` None or naming it: 02_analyze,
+    03_card) while its 01_construct has not finished (a stage run again, or a kernel stopped, since it wrote)."""
+    built = ((Manifest(run).read().get("notebooks") or {}).get("01_construct") or {}).get("status")
+    if built in LAST_RUN and (spec is None or is_own_dataset(run, spec)):
+        raise DataError(f"{run.root} holds a run whose 01_construct did not finish (its manifest.json says {built}): "
+                        f"its record may not describe {run.dataset}. Run notebooks/01_construct.ipynb to its end "
+                        f"first (Run All; a kernel still running it: wait for it); nothing was written.")
 
 
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:

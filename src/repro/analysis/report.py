@@ -25,7 +25,7 @@ from ..manifest import Manifest
 from ..parameters import AnalyzeParams, ConstructParams
 from ..paths import EXTREMES_TABLE, SPLIT, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
-from ..subject import claim, declared_scorer, read_as_pairrm
+from ..subject import claim, declared_scorer, read_as_pairrm, refuse_unbuilt
 from . import agreement, plots, prose, stats
 
 EXTREME_ROWS = 10
@@ -416,8 +416,8 @@ def headline(metrics: dict[str, Any]) -> str:
 def analyze(p: AnalyzeParams) -> AnalysisResult:
     """The whole stage: load, validate, compute, draw, write metrics.json / figures / tables, record outputs."""
     run = RunDir(p.run_root)
-    # the input first: a dataset that is missing or not one (no scores) is an error before anything is written
-    given = read(p)
+    refuse_unbuilt(run, p.dataset)  # the input first: a half-built run's dataset, a missing one or one without
+    given = read(p)  # scores are errors before anything is written
     claim(run, p.dataset, "dataset")  # ... and so is a run directory that describes another dataset
     run.root.mkdir(parents=True, exist_ok=True)
     manifest = Manifest(run)  # an earlier analysis's outputs must not outlive it

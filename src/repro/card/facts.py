@@ -23,15 +23,14 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
 from ..formats import holds_scores, refused_turns
-from ..manifest import LAST_RUN, NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
+from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, set_option, unused_generation)
 from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name, public_name, public_text,
                      reads_as_hub_id, shipped)
 from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
-from ..subject import claim, declared_scorer, declared_stand_ins, is_own_dataset, read_as_pairrm
-
+from ..subject import claim, declared_scorer, declared_stand_ins, is_own_dataset, read_as_pairrm, refuse_unbuilt
 CONFIG_NAME = "default"
 SEED_REPO = FORMATS["seed"].source
 PUBLISHED_PART2_DROP = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400}  # 21,135 -> 20,735 rows
@@ -588,11 +587,7 @@ def gather_facts(params: "CardParams") -> CardFacts:
         table = foreign.select_columns(scored).with_format("arrow")[:] if scored else None
         for column in scored:
             score_array(table, column, f"card_dataset {card_dataset!r}", "card_dataset")
-    built = ((Manifest(run).read().get("notebooks") or {}).get("01_construct") or {}).get("status")
-    if card_dataset is None and built in LAST_RUN:  # (a stage run again, or a kernel stopped, since it wrote)
-        raise DataError(f"{run.root} holds a run whose 01_construct did not finish (its manifest.json says {built}): "
-                        f"its record may not describe {run.dataset}. Run notebooks/01_construct.ipynb to its end "
-                        f"first (Run All; a kernel still running it: wait for it); nothing was written.")
+    refuse_unbuilt(run, params.card_dataset)
     if foreign is None:  # (a missing dataset writes nothing, nor holds the folder)
         _split_files(run.dataset)
     claim(run, params.card_dataset, "card_dataset")

@@ -59,11 +59,14 @@ class Context:
     def start(self, setup: bool = False) -> None:
         """Mark the run running for the notebook (its record joined, or replaced: `ensure_started`), its folder held
         until the notebook ends; or refuse a folder of other parameters that made results, or of another writer. From
-        the setup cell (`setup`), a complete run of these values stays complete until a stage runs again."""
+        the setup cell (`setup`), a complete run of these values stays complete, and its folder free, until a stage
+        runs again."""
         replacing, ours = self.manifest.refuse_other_parameters(self.parameters, NOTEBOOK), self.run.held()
         claim(self.run, None, "source", building=True)
         if not setup or replacing or self.manifest.read().get("status") != "complete":
             self.manifest.ensure_started(self.parameters, NOTEBOOK, replacing, ours)
+        elif not ours:
+            self.run.release(kernel=True)
 
     def starts(self, stage: str, *given: Any) -> None:
         """Before `stage` writes: what it is `given` must be results of the stages above as they last ran with this ctx
@@ -76,8 +79,9 @@ class Context:
                 f"{SECTIONS[names[names.index(stage) - 1]]} (or Run All); nothing was written.")
         for later in names[names.index(stage):]:
             self.made.pop(later, None)
-        if (self.manifest.read().get("notebooks") or {}).get(NOTEBOOK, {}).get("status") != "running":
-            self.start()  # the notebook ended (its write cell, a failure): a stage run again opens the run anew
+        if (self.manifest.read().get("notebooks") or {}).get(NOTEBOOK, {}).get("status") != "running" or \
+                not self.run.held():  # the notebook ended (its write cell, a failure): a stage run again opens the
+            self.start()  # run anew; or the folder is not held yet (the setup cell): a stage takes it, or is refused
 
     def keep(self, stage: str, result: Any) -> Any:
         """`result`, kept as what `stage` last made with this ctx."""
