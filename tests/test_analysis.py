@@ -437,8 +437,10 @@ def test_no_dataset_and_no_run_dataset(tmp_path):
 def test_a_run_whose_01_construct_did_not_finish_is_refused_by_02_analyze_as_by_03_card(sample_dir, tmp_path):
     # JupyterLab: a built run, then 01_construct's §1 Source rows run again (or a run stopped mid-way): 03_card refused
     # it, but 02_analyze analysed the rows the record no longer described and wrote metrics, tables and figures
+    # (and 04_compare compared them, writing compare.json)
+    from repro.compare import compare
     from repro.construct import stages
-    from repro.parameters import ConstructParams, build
+    from repro.parameters import CompareParams, ConstructParams, build
 
     run = RunDir(tmp_path / "run")
     own = {"run_dir": str(run.root), "source": str(sample_dir / "train_prefs.jsonl"), "candidate_columns": [],
@@ -458,7 +460,8 @@ def test_a_run_whose_01_construct_did_not_finish_is_refused_by_02_analyze_as_by_
     for notebook in (lambda: analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)),
                      lambda: analysis.analyze(AnalyzeParams(run_dir=str(run.root), dataset=str(run.dataset),
                                                             bootstrap_resamples=100)),
-                     lambda: gather_facts(CardParams(run_dir=str(run.root)))):
+                     lambda: gather_facts(CardParams(run_dir=str(run.root))),
+                     lambda: compare(CompareParams(run_dir=str(run.root), reference=own["source"]))):
         with pytest.raises(DataError, match=refused):
             notebook()
         assert {p: p.read_bytes() for p in run.root.rglob("*") if p.is_file()} == before

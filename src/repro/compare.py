@@ -30,7 +30,7 @@ from .paths import DATASET_DIR, RunDir, is_hub_id, run_manifest_of
 from .revisions import hub_commit
 from .slicing import plan_slice
 from .sources import held_splits, load_source
-from .subject import claim, declared_scorer
+from .subject import claim, declared_scorer, refuse_unbuilt
 
 COMPARE_VERSION = 1
 SIDES = ("reference", "candidate")  # Side.name of each, in this order
@@ -961,7 +961,8 @@ def compare(p: CompareParams) -> ComparisonResult:
     if p.reference is None:
         raise ParameterError(prose("compare", "no_reference"))
     run = RunDir(p.run_root)
-    # read before anything is written: a missing or unreadable input writes nothing (not even the run's folder)
+    # read before anything is written: a half-built run, a missing or unreadable input write nothing (no folder)
+    refuse_unbuilt(run, p.candidate)
     candidate_spec, candidate_split = dataset_or_own(p.candidate, p.candidate_split, run, "candidate", "comparison")
     reference = load_side("reference", p.reference, p.reference_split)
     candidate = load_side("candidate", candidate_spec, candidate_split)
