@@ -25,7 +25,7 @@ from repro.paths import STAND_IN_MARKER
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
 from repro.scorers.tiny import build_tiny_reward_model
-from repro.subject import declared_stand_ins
+from repro.subject import declared_stand_ins, mark_scorer
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -704,6 +704,35 @@ def test_the_card_of_rows_a_real_reward_model_scored_names_it_and_offers_them_fo
     assert "- Offline preference optimisation (DPO and its variants)" in uses and "not known to this card" not in uses
     assert "离线偏好优化（DPO 及其变体）" in uses_zh and "本卡片不知道这些偏好对由什么评分" not in uses_zh
     assert "stand-in" not in en.lower() and "替身" not in zh and "PairRM as a judge" not in uses
+
+
+@pytest.fixture(scope="module")
+def scored_by_rm(tmp_path_factory, train_rows):
+    """Eight H4 rows that a tiny real (no stand-in) reward model scored through `repro score` into a folder of their
+    own (its input elsewhere), which each test copies; and the model."""
+    base = tmp_path_factory.mktemp("rm")
+    model = build_tiny_reward_model(base / "rm", "llama")
+    (model / STAND_IN_MARKER).unlink()  # a checkpoint of no stand-in
+    src = write_jsonl(base / "pairs.jsonl", train_rows[:8])
+    out = base / "real_out" / "scored.jsonl"
+    assert main(["score", "--model", str(model), "--input", str(src), "--output", str(out), "--device", "cpu"]) == 0
+    return out.parent, model
+
+
+def test_a_marker_entry_for_a_file_since_deleted_is_ignored_and_dropped(tmp_path, scored_by_rm):
+    """A stand-in's trial output, deleted from a folder whose one file a real reward model scored, kept its entry in
+    repro_stand_in.json: the folder was declared a stand-in's (its scores noise) and the entry was never removed. Now
+    entries for files no longer there are ignored when the marker is read, and dropped when it is written."""
+    folder = shutil.copytree(scored_by_rm[0], tmp_path / "real_out")
+    (trial := folder / "trial.jsonl").write_text((folder / "scored.jsonl").read_text())
+    mark_scorer(trial, {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    assert declared_stand_ins(str(trial))["scorer"]["stand_in"] is True  # while the trial is there
+    trial.unlink()
+    assert declared_stand_ins(str(folder)) == {}
+    recorded = json.loads((folder / STAND_IN_MARKER).read_text())["files"]
+    assert set(recorded) == {"scored.jsonl", "trial.jsonl"}
+    mark_scorer(folder / "scored.jsonl", recorded["scored.jsonl"])  # written again (repro score --force)
+    assert json.loads((folder / STAND_IN_MARKER).read_text())["files"] == {"scored.jsonl": recorded["scored.jsonl"]}
 
 
 def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):

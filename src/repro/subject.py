@@ -50,9 +50,9 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
         for key, tag in STAND_IN_TAGS.items():
             if tag in tags:
                 out.setdefault(key, {"stand_in": True, "declared": "card"})
-    files = _marker(folder).get("files") or {}  # (one naming no file, as before repro score named them: a stand-in)
-    if (folder / STAND_IN_MARKER).is_file() and not (files and all(
-            isinstance(scorer, dict) and scorer.get("stand_in") is False for scorer in files.values())):
+    marker = _marker(folder)  # (one of no "files", as before repro score named them: a stand-in's)
+    if (folder / STAND_IN_MARKER).is_file() and ("files" not in marker or not all(
+            isinstance(scorer, dict) and scorer.get("stand_in") is False for scorer in marker["files"].values())):
         out.setdefault("scorer", {"stand_in": True, "declared": "marker"})
     return out
 
@@ -75,12 +75,15 @@ def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_
 
 
 def _marker(folder: Path) -> dict[str, Any]:
-    """The STAND_IN_MARKER in `folder` ({"files": {name: its scorer}}, beside what repro score wrote), else {}."""
+    """The STAND_IN_MARKER in `folder` ({"files": {name: its scorer}}, beside what repro score wrote: of the files still
+    there), else {}."""
     try:
         marker = json.loads((folder / STAND_IN_MARKER).read_text())
     except (OSError, ValueError):
         return {}
-    return marker if isinstance(marker, dict) and isinstance(marker.get("files", {}), dict) else {}
+    if not isinstance(marker, dict) or not isinstance(files := marker.get("files", {}), dict):
+        return {}
+    return {**marker, "files": {name: s for name, s in files.items() if (folder / name).is_file()}} if files else marker
 
 
 def marked_scorer(path: Path) -> dict[str, Any] | None:
