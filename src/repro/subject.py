@@ -11,11 +11,12 @@ from typing import Any
 import yaml
 from huggingface_hub.repocard import metadata_load
 
-from .errors import ParameterError
+from .errors import DataError, ParameterError
 from .jobs import atomic_write_json
 from .manifest import Manifest
 from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of, run_manifest_of,
                     wait_advice)
+from .sources import data_files
 
 OWN = None  # the subject of a run that built its own dataset
 STAND_IN_TAGS = {"scorer": "stand-in-scores", "generation": "stand-in-candidates"}  # a card's tags for its stand-ins
@@ -88,7 +89,19 @@ def _marker(folder: Path) -> dict[str, Any]:
 
 def marked_scorer(path: Path) -> dict[str, Any] | None:
     """The scorer the STAND_IN_MARKER beside file `path` records for it (`mark_scorer`), `stand_in` true where a
-    stand-in made its scores; else None."""
+    stand-in made its scores; of a folder, the one scorer recorded for each of its data files; else None. Raises
+    DataError for a folder whose files different scorers scored (their scores are not one scorer's)."""
+    if path.is_dir():
+        files = data_files(path)
+        if None in (scorers := [marked_scorer(f) for f in files]) or not scorers:
+            return None
+        if any(scorer != scorers[0] for scorer in scorers):
+            named = {f"{s['model']}{', a stand-in' * s['stand_in']}": f.relative_to(path).as_posix()
+                     for f, s in zip(files, scorers)}
+            raise DataError(f"{path} holds files `repro score` scored with different scorers ("
+                            f"{'; '.join(f'{f}: {model}' for model, f in named.items())}); read together, their scores "
+                            f"are no one scorer's. Give one of them, or a folder of one scorer's files.")
+        return scorers[0]
     scorer = _marker(path.parent).get("files", {}).get(path.name)
     return {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": bool(
         scorer.get("stand_in")), "declared": "marker"} if isinstance(scorer, dict) and path.is_file() else None
