@@ -429,6 +429,22 @@ def test_the_scale_of_rows_made_elsewhere_is_read_as_known_recipe_names_their_sc
                             ).scale_read_as_pairrm is pairrm, recipe
 
 
+def test_rows_told_as_pairrms_that_break_its_sign_order_are_read_as_a_reward_models(tmp_path):
+    """known_recipe names PairRM, but some rows break its sign order (score_chosen >= 0 >= score_rejected), which its
+    scores never do: 02_analyze and the card read the scale as a reward model's, not PairRM's (a rule no test held)."""
+    rng = np.random.default_rng(1)
+    rows = _jsonl(tmp_path / "theirs.jsonl", [
+        {"prompt": f"p{i}", "chosen": "a", "rejected": "b", "score_chosen": c, "score_rejected": c - abs(d)}
+        for i, (c, d) in enumerate(rng.normal(1.0, 1.0, (30, 2)).tolist())])
+    recipe, run = {"scorer": "llm-blender/PairRM"}, tmp_path / "run"
+    m = analysis.analyze(AnalyzeParams(dataset=rows, run_dir=str(run), known_recipe=recipe,
+                                       bootstrap_resamples=100)).metrics
+    assert m["scorer"] is None and 0 < m["invariants"]["sign_order_fails"] < 30
+    assert "These scores are real-valued, as a reward model's logits are: " in m["scale"]["sentence"]
+    assert gather_facts(CardParams(run_dir=str(run), card_dataset=rows, known_recipe=recipe)
+                        ).scale_read_as_pairrm is False
+
+
 def test_no_dataset_and_no_run_dataset(tmp_path):
     with pytest.raises(DataError, match="Run notebooks/01_construct.ipynb"):
         analysis.analyze(AnalyzeParams(run_dir=str(tmp_path / "nothing")))

@@ -8,9 +8,11 @@ import shutil
 
 import datasets
 import numpy as np
+import pyarrow as pa
 import pytest
 from huggingface_hub import DatasetCard
 
+from repro import compare
 from repro.analysis.report import analyze, load
 from repro.card import gather_facts, write_card
 from repro.cli import main
@@ -21,11 +23,11 @@ from repro.dataset_io import write_split
 from repro.errors import DataError
 from repro.formats import to_trl
 from repro.parameters import AnalyzeParams, CardParams, build
-from repro.paths import STAND_IN_MARKER
+from repro.paths import SPLIT, STAND_IN_MARKER
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
 from repro.scorers.tiny import build_tiny_reward_model
-from repro.subject import declared_stand_ins
+from repro.subject import declared_scorer, declared_stand_ins, mark_scorer
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -608,11 +610,13 @@ def score_h4(out, model, rows, *more):
     return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
 
 
-def analysed_and_carded(dataset, run, known_recipe=None):
-    """02_analyze's metrics and 03_card's two halves (English, Chinese) of `dataset` in run directory `run`."""
-    metrics = analyze(build(AnalyzeParams, {"dataset": str(dataset), "run_dir": str(run),
+def analysed_and_carded(dataset, run, known_recipe=None, split=SPLIT):
+    """02_analyze's metrics and 03_card's two halves (English, Chinese) of `dataset` (its `split`) in run directory
+    `run`."""
+    metrics = analyze(build(AnalyzeParams, {"dataset": str(dataset), "run_dir": str(run), "dataset_split": split,
                                             "bootstrap_resamples": 100})).metrics
-    params = build(CardParams, {"card_dataset": str(dataset), "run_dir": str(run), "known_recipe": known_recipe})
+    params = build(CardParams, {"card_dataset": str(dataset), "run_dir": str(run), "known_recipe": known_recipe,
+                                "card_split": split})
     text = DatasetCard.load(write_card(gather_facts(params))).text
     return metrics, text[:text.index("# 「")], text[text.index("# 「"):]
 
@@ -718,6 +722,69 @@ def test_the_card_of_rows_a_real_reward_model_scored_names_it_and_offers_them_fo
     assert "- Offline preference optimisation (DPO and its variants)" in uses and "not known to this card" not in uses
     assert "离线偏好优化（DPO 及其变体）" in uses_zh and "本卡片不知道这些偏好对由什么评分" not in uses_zh
     assert "stand-in" not in en.lower() and "替身" not in zh and "PairRM as a judge" not in uses
+
+
+@pytest.fixture(scope="module")
+def scored_by_rm(tmp_path_factory, train_rows):
+    """Eight H4 rows that a tiny real (no stand-in) reward model scored through `repro score` into a folder of their
+    own (its input elsewhere), which each test copies; and the model."""
+    base = tmp_path_factory.mktemp("rm")
+    model = build_tiny_reward_model(base / "rm", "llama")
+    (model / STAND_IN_MARKER).unlink()  # a checkpoint of no stand-in
+    src = write_jsonl(base / "pairs.jsonl", train_rows[:8])
+    out = base / "real_out" / "scored.jsonl"
+    assert main(["score", "--model", str(model), "--input", str(src), "--output", str(out), "--device", "cpu"]) == 0
+    return out.parent, model
+
+
+def test_a_marker_entry_for_a_file_since_deleted_is_ignored_and_dropped(tmp_path, scored_by_rm):
+    """A stand-in's trial output, deleted from a folder whose one file a real reward model scored, kept its entry in
+    repro_stand_in.json: the folder was declared a stand-in's (its scores noise) and the entry was never removed. Now
+    entries for files no longer there are ignored when the marker is read, and dropped when it is written."""
+    folder = shutil.copytree(scored_by_rm[0], tmp_path / "real_out")
+    (trial := folder / "trial.jsonl").write_text((folder / "scored.jsonl").read_text())
+    mark_scorer(trial, {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    assert declared_stand_ins(str(trial))["scorer"]["stand_in"] is True  # while the trial is there
+    trial.unlink()
+    assert declared_stand_ins(str(folder)) == {}
+    recorded = json.loads((folder / STAND_IN_MARKER).read_text())["files"]
+    assert set(recorded) == {"scored.jsonl", "trial.jsonl"}
+    mark_scorer(folder / "scored.jsonl", recorded["scored.jsonl"])  # written again (repro score --force)
+    assert json.loads((folder / STAND_IN_MARKER).read_text())["files"] == {"scored.jsonl": recorded["scored.jsonl"]}
+
+
+def test_the_folder_of_rows_one_real_scorer_scored_is_read_as_that_scorers(tmp_path, scored_by_rm):
+    """Given the folder that holds `repro score`'s output (not the file), 02_analyze wrote scorer null and its scale
+    "as PairRM's are (no record names the scorer: read as PairRM's)", the card "These scores break PairRM's sign order
+    in 8 of 8 rows", and compare took PairRM to have maybe scored them. Now a folder whose data files one recorded
+    scorer scored reads as that scorer, as the file does."""
+    folder = shutil.copytree(scored_by_rm[0], tmp_path / "real_out")
+    real = {"model": str(scored_by_rm[1]), "kind": "sequence_classifier", "stand_in": False, "declared": "marker"}
+    assert declared_scorer(str(folder)) == declared_scorer(str(folder / "scored.jsonl")) == real
+    metrics, en, zh = analysed_and_carded(folder, tmp_path / "run", split="train")
+    assert metrics["scorer"] == real and metrics["scores_from_stand_in"] is False
+    assert "as a reward model's logits are (" in en and "与奖励模型的 logit 相同（" in zh
+    assert "sign order in" not in en and "违反 PairRM 的符号顺序" not in zh and "no record names" not in en
+    assert "| scorer model | `rm` (sequence classifier), recorded by `repro score` beside the file |" in en
+    side = compare.Side("candidate", [str(folder)], "train", pa.table({}), np.zeros(0, int))
+    assert not compare.pairrm_may_have_scored(side, None)  # a reward model's, as recorded
+
+
+def test_a_folder_of_rows_different_scorers_scored_is_refused_naming_them(tmp_path, scored_by_rm):
+    """A folder of two files `repro score` wrote with different scorers (a real reward model's, a stand-in's) was read
+    as a stand-in's (where both were real: as no one's, read as PairRM's), its scores as one scorer's. Now 02_analyze
+    and 03_card refuse it, naming each scorer and a file of it, and say to give one file."""
+    folder = shutil.copytree(scored_by_rm[0], tmp_path / "real_out")
+    (folder / "other.jsonl").write_text((folder / "scored.jsonl").read_text())
+    mark_scorer(folder / "other.jsonl", {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    said = (rf"{re.escape(str(folder))} holds files `repro score` scored with different scorers \(other.jsonl: "
+            rf"builtin:tiny-pairrm, a stand-in; scored.jsonl: {re.escape(str(scored_by_rm[1]))}\).*Give one of them")
+    with pytest.raises(DataError, match=said):
+        analyze(build(AnalyzeParams, {"dataset": str(folder), "dataset_split": "train",
+                                      "run_dir": str(tmp_path / "run")}))
+    with pytest.raises(DataError, match=said):
+        gather_facts(build(CardParams, {"card_dataset": str(folder), "card_split": "train",
+                                        "run_dir": str(tmp_path / "card")}))
 
 
 def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):

@@ -124,12 +124,17 @@ def build_first(how: str | None = None) -> str:
     return f"build it first ({how or '`repro run` with 01_construct'}), or give the path of a dataset"
 
 
-def data_suffixes(path: Path) -> list[str]:
-    """The kinds of data files in folder `path` (".jsonl", ...), a run's and a saved dataset's own records aside."""
+def data_files(path: Path) -> list[Path]:
+    """The data files in folder `path`, below it too, a run's and a saved dataset's own records aside."""
     run = RunDir(path)
     own = {run.manifest, run.metrics, run.compare, path / SELFCHECK_JSON}
-    return sorted({_suffix(f) for f in path.rglob("*")
-                   if f.suffix in DATA_SUFFIXES and f not in own and f.name not in RECORDS and f.is_file()})
+    return sorted(f for f in path.rglob("*")
+                  if f.suffix in DATA_SUFFIXES and f not in own and f.name not in RECORDS and f.is_file())
+
+
+def data_suffixes(path: Path) -> list[str]:
+    """The kinds of data files in folder `path` (".jsonl", ...), a run's and a saved dataset's own records aside."""
+    return sorted({_suffix(f) for f in data_files(path)})
 
 
 def folder_problem(path: Path) -> str | None:

@@ -16,6 +16,7 @@ from .jobs import atomic_write_json
 from .manifest import LAST_RUN, Manifest
 from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of, run_manifest_of,
                     wait_advice)
+from .sources import data_files
 
 OWN = None  # the subject of a run that built its own dataset
 STAND_IN_TAGS = {"scorer": "stand-in-scores", "generation": "stand-in-candidates"}  # a card's tags for its stand-ins
@@ -50,9 +51,9 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
         for key, tag in STAND_IN_TAGS.items():
             if tag in tags:
                 out.setdefault(key, {"stand_in": True, "declared": "card"})
-    files = _marker(folder).get("files") or {}  # (one naming no file, as before repro score named them: a stand-in)
-    if (folder / STAND_IN_MARKER).is_file() and not (files and all(
-            isinstance(scorer, dict) and scorer.get("stand_in") is False for scorer in files.values())):
+    marker = _marker(folder)  # (one of no "files", as before repro score named them: a stand-in's)
+    if (folder / STAND_IN_MARKER).is_file() and ("files" not in marker or not all(
+            isinstance(scorer, dict) and scorer.get("stand_in") is False for scorer in marker["files"].values())):
         out.setdefault("scorer", {"stand_in": True, "declared": "marker"})
     return out
 
@@ -75,17 +76,32 @@ def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_
 
 
 def _marker(folder: Path) -> dict[str, Any]:
-    """The STAND_IN_MARKER in `folder` ({"files": {name: its scorer}}, beside what repro score wrote), else {}."""
+    """The STAND_IN_MARKER in `folder` ({"files": {name: its scorer}}, beside what repro score wrote: of the files still
+    there), else {}."""
     try:
         marker = json.loads((folder / STAND_IN_MARKER).read_text())
     except (OSError, ValueError):
         return {}
-    return marker if isinstance(marker, dict) and isinstance(marker.get("files", {}), dict) else {}
+    if not isinstance(marker, dict) or not isinstance(files := marker.get("files", {}), dict):
+        return {}
+    return {**marker, "files": {name: s for name, s in files.items() if (folder / name).is_file()}} if files else marker
 
 
 def marked_scorer(path: Path) -> dict[str, Any] | None:
     """The scorer the STAND_IN_MARKER beside file `path` records for it (`mark_scorer`), `stand_in` true where a
-    stand-in made its scores; else None."""
+    stand-in made its scores; of a folder, the one scorer recorded for each of its data files; else None. Raises
+    DataError for a folder whose files different scorers scored (their scores are not one scorer's)."""
+    if path.is_dir():
+        files = data_files(path)
+        if None in (scorers := [marked_scorer(f) for f in files]) or not scorers:
+            return None
+        if any(scorer != scorers[0] for scorer in scorers):
+            named = {f"{s['model']}{', a stand-in' * s['stand_in']}": f.relative_to(path).as_posix()
+                     for f, s in zip(files, scorers)}
+            raise DataError(f"{path} holds files `repro score` scored with different scorers ("
+                            f"{'; '.join(f'{f}: {model}' for model, f in named.items())}); read together, their scores "
+                            f"are no one scorer's. Give one of them, or a folder of one scorer's files.")
+        return scorers[0]
     scorer = _marker(path.parent).get("files", {}).get(path.name)
     return {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": bool(
         scorer.get("stand_in")), "declared": "marker"} if isinstance(scorer, dict) and path.is_file() else None
