@@ -645,6 +645,62 @@ def test_a_folder_that_cannot_be_written_is_missing_before_the_run(bare_machine,
     assert f"--out {out} cannot be written ({out.parent} is read-only, or not yours)" in capsys.readouterr().err
 
 
+def test_a_read_only_home_is_refused_before_the_run_naming_each_cache_it_would_write_and_its_variable(
+        bare_machine, monkeypatch, capsys):
+    # a compute node's read-only HOME: --check said "everything the run needs is here", then the demo failed in
+    # 01_construct's load (datasets' cache, ~/.cache/huggingface/datasets: "OSError: [Errno 30] Read-only file
+    # system"), and with HF_HOME moved, in its scoring (the stand-in scorer is built into ~/.cache/repro)
+    import datasets.config
+    import huggingface_hub.constants
+
+    home = bare_machine / "home"
+    home.mkdir(mode=0o555)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == home and mode == os.W_OK
+                        else real_access(p, mode, **kw))  # (root writes into a 0o555 folder: as a read-only mount)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("REPRO_CACHE", raising=False)
+    hf = home / ".cache" / "huggingface"  # where datasets and the hub put their caches under this HOME
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(hf / "datasets"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf / "hub"))
+    monkeypatch.setattr(cli_run, "ensure_kernel", lambda name: name)
+    monkeypatch.setattr(cli_run, "run_notebooks", lambda *args, **kwargs: 0)  # (a run that started: rc 0)
+    out = bare_machine / "run"
+    unwritable = f"cannot be written ({home} is read-only, or not yours)"
+    assert main(["run", "demo", "--out", str(out), "--set", "limit=8"]) == 2
+    err = capsys.readouterr().err
+    assert "2 things to fix (datasets cache; stand-in models' cache)" in err
+    assert f"REFUSED  datasets cache: {hf / 'datasets'} {unwritable}: set HF_HOME or HF_DATASETS_CACHE" in err
+    assert f"REFUSED  stand-in models' cache: {home / '.cache' / 'repro'} {unwritable}: set REPRO_CACHE" in err
+    assert not out.exists()  # nothing written
+    # HF_HOME moved to a folder that can be written: the stand-in's cache is left, and --check says so too
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(bare_machine / "hf" / "datasets"))
+    assert main(["run", "--check", "demo", "--out", str(out), "--set", "limit=8"]) == 1
+    said = capsys.readouterr().out
+    assert "1 thing to fix (stand-in models' cache)" in said and f"ok       datasets cache: {bare_machine}" in said
+    # a hub scorer in the hub cache builds no stand-in (the policy is not read without generate): nothing to fix
+    snapshot = bare_machine / "hub" / "models--owner--scorer" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(bare_machine / "hub"))
+    assert main(["run", "--check", "demo", "--out", str(out), "--set", "scorer_model=owner/scorer"]) == 0
+    assert "stand-in" not in capsys.readouterr().out
+    # a hub input to download goes into the hub cache, under HOME unless HF_HOME or HF_HUB_CACHE moves it
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf / "hub"))
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(preflight, "hub_offline", lambda *also: None)
+
+    class Hub:  # the hub, reachable, with a 3 GB model
+        def repo_info(self, *a, **k):
+            return type("Info", (), {"siblings": [type("File", (), {"size": 3 * 10**9})()]})()
+
+    monkeypatch.setattr("huggingface_hub.HfApi", Hub)
+    assert main(["run", "--check", "demo", "--out", str(out), "--set", "scorer_model=owner/scorer"]) == 1
+    assert f"REFUSED  hub cache: {hf / 'hub'} {unwritable}: set HF_HOME or HF_HUB_CACHE" in capsys.readouterr().out
+
+
 def test_a_revision_pinned_for_a_local_folder_or_a_stand_in_is_refused_before_the_run(bare_machine, capsys):
     # the advice half followed (`hf download ... --revision v1 --local-dir DIR`, source set to DIR, source_revision
     # left at v1): --check said "everything the run needs is here", then the run failed and left a failed run folder

@@ -1,5 +1,6 @@
-"""Everything a run's parameters need (a GPU, vLLM or llm-blender, each input local, cached or reachable, disk space),
-checked at once before any download or notebook: `repro run` refuses to start, naming each; `--check` lists them."""
+"""Everything a run's parameters need (a GPU, vLLM or llm-blender, each input local, cached or reachable, caches it
+can write, disk space), checked at once before any download or notebook: `repro run` refuses to start, naming each;
+`--check` lists them."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import datasets.config
+from huggingface_hub import constants
+
 from ..analysis import prose
 from ..errors import DataError, ParameterError, ReproError, counted, did_you_mean
 from ..jobs import idle_processes
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
-from ..paths import RunDir, beside_hint, checkout_root, is_hub_id, nearest_existing, run_folder
+from ..paths import (RunDir, beside_hint, cache_root, checkout_root, is_hub_id, nearest_existing, run_folder,
+                     write_problem)
 from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker, revision_of
 from ..slicing import mini_bounds
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
@@ -61,9 +66,10 @@ class Need:
     revision: str | None = None
 
 
-def needs(values: dict[str, Any]) -> list[Need]:
-    """The datasets and models the listed notebooks read (not stand-ins nor the demo); one input that several
-    parameters name at one revision is one need ("policy_model and scorer_prompt_tokenizer"), at two revisions two."""
+def needs(values: dict[str, Any], stand_ins: bool = False) -> list[Need]:
+    """The datasets and models the listed notebooks read (not the demo; with `stand_ins` only the `builtin:` models
+    they build, else none); one input that several parameters name at one revision is one need ("policy_model and
+    scorer_prompt_tokenizer"), at two revisions two."""
     notebooks = set(values.get("notebooks") or ())
     # (value, repo_type, splits, revision): the parameters naming it, in order
     named: dict[tuple[str, str, tuple[tuple[str, str], ...], str | None], list[str]] = {}
@@ -72,7 +78,7 @@ def needs(values: dict[str, Any]) -> list[Need]:
         asked = tuple((split, values[split]) for split in splits if values.get(split))
         revision = revision_of(parameter, values)
         for one in value if isinstance(value, list) else [value]:
-            if one and one != "demo" and not str(one).startswith("builtin:"):
+            if one and one != "demo" and str(one).startswith("builtin:") == stand_ins:
                 named.setdefault((str(one), repo_type, asked, revision), []).append(parameter)
 
     if "01_construct" in notebooks:  # (a test split is read from the source too)
@@ -328,12 +334,25 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
     return Check("disk space", free >= need, detail + fix)
 
 
+def cache_checks(values: dict[str, Any], download: int) -> list[Check]:
+    """The folders the run writes outside its run directory (the row cache is checked before: cache.check_format),
+    each refused where it cannot be written (a read-only HOME), naming the variables that move it."""
+    folders = [("datasets cache", datasets.config.HF_DATASETS_CACHE, "HF_HOME or HF_DATASETS_CACHE")]  # every load
+    if needs(values, stand_ins=True):  # (built once, into the cache)
+        folders.append(("stand-in models' cache", cache_root(), "REPRO_CACHE"))
+    if download:
+        folders.append(("hub cache", constants.HF_HUB_CACHE, "HF_HOME or HF_HUB_CACHE"))
+    return [Check(what, not (why := write_problem(Path(folder))), f"{folder} {why}: set {variables} to a folder that "
+                  f"can be written" if why else f"{folder} ({variables} moves it)", problem="REFUSED")
+            for what, folder, variables in folders]
+
+
 def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:
-    """Every check, in the order a user fixes them: machine, packages, inputs, disk (`params_file`: the one run)."""
+    """Every check, in the order one fixes them: machine, packages, inputs, caches, disk (params_file: the one run)."""
     inputs, download = input_checks(values, params_file)
     return [*device_checks(values), *process_checks(values), *package_checks(values), *combination_checks(values),
             *revision_checks(values), *inputs, *run_dataset_checks(values, run_root), *publish_checks(values),
-            disk_check(values, run_root, download)]
+            *cache_checks(values, download), disk_check(values, run_root, download)]
 
 
 def report(checks: list[Check], params_file: str | Path) -> str:
