@@ -25,7 +25,7 @@ from repro.paths import STAND_IN_MARKER
 from repro.scorers.common import ranks_from_scores
 from repro.scorers.pairrm import PairRM
 from repro.scorers.tiny import build_tiny_reward_model
-from repro.subject import declared_stand_ins
+from repro.subject import declared_scorer, declared_stand_ins
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -718,6 +718,24 @@ def test_the_card_of_rows_a_real_reward_model_scored_names_it_and_offers_them_fo
     assert "- Offline preference optimisation (DPO and its variants)" in uses and "not known to this card" not in uses
     assert "离线偏好优化（DPO 及其变体）" in uses_zh and "本卡片不知道这些偏好对由什么评分" not in uses_zh
     assert "stand-in" not in en.lower() and "替身" not in zh and "PairRM as a judge" not in uses
+
+
+def test_a_relative_model_path_is_recorded_as_a_local_checkpoint(tmp_path, monkeypatch, train_rows):
+    """`repro score --model models/my-rm` recorded "models/my-rm" beside the file, and the card showed `models/my-rm`
+    as if a hub id. Now it records the checkpoint's full path, as a run records a local scorer, and the card names it
+    by its last name."""
+    model = build_tiny_reward_model(tmp_path / "models" / "my-rm", "llama")
+    (model / STAND_IN_MARKER).unlink()
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "scored" / "h4.jsonl"
+    out.parent.mkdir()
+    src = write_jsonl(tmp_path / "input.jsonl", train_rows[:6])
+    assert main(["score", "--model", "models/my-rm", "--input", str(src), "--output", str(out), "--device", "cpu"]) == 0
+    assert declared_scorer(str(out))["model"] == str(model)
+    _, en, zh = analysed_and_carded(out, tmp_path / "run")
+    assert "| scorer model | `my-rm` (sequence classifier), recorded by `repro score` beside the file |" in en
+    assert "| 评分模型 | `my-rm`（序列分类器），由 `repro score` 记录在文件旁 |" in zh
+    assert "models/my-rm" not in en + zh
 
 
 def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):
