@@ -3300,6 +3300,19 @@ def test_a_row_without_a_response_to_measure_is_named_beside_the_length_bias(tmp
         in zh
 
 
+def test_both_captions_of_the_length_figure_count_the_pairs_it_plots(tmp_path, train_rows):
+    """One row's rejected content null: the length figure plots 29 pairs, its English caption (the analysis' title)
+    said n = 29, the Chinese n = 30 (metrics.json's n, every pair analysed). Now both say the pairs it plots."""
+    rows = json.loads(json.dumps(train_rows[:30]))
+    rows[7]["rejected"][-1]["content"] = None
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": path, "bootstrap_resamples": 100}))
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "gpt-4"})[1])
+    assert "![Margin vs response length difference (n = 29 pairs)](figures/margin_vs_length.png)" in en
+    assert "![差值与回复长度差的关系（n = 29 对）](figures/margin_vs_length.png)" in zh
+    assert "![Distribution of the margin (n = 30 pairs)]" in en and "![差值的分布（n = 30 对）]" in zh
+
+
 def test_a_conversation_column_is_described_by_the_turns_most_rows_have(tmp_path, train_rows):
     """Only row 0's `chosen` starts with a system turn: the card described every row's as `[system prompt, user
     prompt, assistant response]` (the first row's); now the shape most rows have, and how many rows differ."""
