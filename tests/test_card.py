@@ -2148,6 +2148,29 @@ def test_rows_to_trl_refuses_get_why_not_code_that_fails(tmp_path, monkeypatch, 
         assert "train.filter" not in text and "the filter by margin" not in text
 
 
+@pytest.mark.parametrize("left_out", [lambda r: r.update(score_chosen=None),
+                                      lambda r: r["chosen"][-1].update(content="  ")], ids=["no score", "empty chosen"])
+def test_the_refused_row_is_numbered_in_the_rows_the_cards_code_gives_to_trl(tmp_path, monkeypatch, train_rows,
+                                                                           left_out):
+    """Row 1 without a finite score (or with an empty chosen response), row 4 with a system turn in `chosen` alone: the
+    card's code filters row 1 out, so to_trl refuses its row 3, yet the card said "row 4, counted from 0". Now it
+    numbers the row in the rows its code gives to_trl, as to_trl's own message does."""
+    rows = json.loads(json.dumps([r for r in train_rows[:12] if r["chosen"][-1]["content"].strip()]))
+    left_out(rows[1])
+    rows[4]["chosen"].insert(0, SYSTEM)
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    facts, card_path = card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "my-org/rm"})
+    en, zh = (part(h, heading) for h, heading in zip(halves(card_path), ("## How to use", "## 使用方法")))
+    monkeypatch.chdir(tmp_path / "run")
+    scope: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", en, flags=re.S)[0], scope)
+    assert len(scope["ds"]) == len(rows) - 1
+    with pytest.raises(DataError, match=r"^Row 3 \(from 0;"):
+        to_trl(scope["ds"])
+    assert "`repro.formats.to_trl` refuses 1 of these rows (row 3, counted from 0: `chosen` and `rejected`" in en
+    assert "`repro.formats.to_trl` 不接受其中 1 行（从 0 计第 3 行：`chosen` 与 `rejected`" in zh
+
+
 def test_the_trl_paragraph_says_what_prompt_holds(tmp_path, train_rows):
     """A system turn before the user's in every row: to_trl puts it in the prompt (as TRL's extract_prompt does), but
     the card said "`prompt` = the user turn". Now it names the turns the prompt holds; plain rows' is the user turn."""
@@ -3275,6 +3298,19 @@ def test_a_row_without_a_response_to_measure_is_named_beside_the_length_bias(tmp
             "row 5, counted from 0, in `rejected`).") in part(en, "## Challenges and limitations")
     assert "其中未计入 1 行：其 `chosen` 或 `rejected` 中没有可测量的回复（第一个：从 0 计第 5 行的 `rejected`）。" \
         in zh
+
+
+def test_both_captions_of_the_length_figure_count_the_pairs_it_plots(tmp_path, train_rows):
+    """One row's rejected content null: the length figure plots 29 pairs, its English caption (the analysis' title)
+    said n = 29, the Chinese n = 30 (metrics.json's n, every pair analysed). Now both say the pairs it plots."""
+    rows = json.loads(json.dumps(train_rows[:30]))
+    rows[7]["rejected"][-1]["content"] = None
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": path, "bootstrap_resamples": 100}))
+    en, zh = halves(card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "gpt-4"})[1])
+    assert "![Margin vs response length difference (n = 29 pairs)](figures/margin_vs_length.png)" in en
+    assert "![差值与回复长度差的关系（n = 29 对）](figures/margin_vs_length.png)" in zh
+    assert "![Distribution of the margin (n = 30 pairs)]" in en and "![差值的分布（n = 30 对）]" in zh
 
 
 def test_a_conversation_column_is_described_by_the_turns_most_rows_have(tmp_path, train_rows):

@@ -787,6 +787,49 @@ def test_a_folder_of_rows_different_scorers_scored_is_refused_naming_them(tmp_pa
                                         "run_dir": str(tmp_path / "card")}))
 
 
+def test_the_scorer_repro_score_recorded_is_named_over_the_one_known_recipe_names(tmp_path, train_rows):
+    """known_recipe naming GPT-4 hid the reward model that `repro score` recorded beside the file and that made
+    score_chosen: the table said GPT-4, the recorded model appeared nowhere, while the banner said facts come from the
+    scorer recorded beside the file, and the limitations "only those given in `known_recipe`". Now the table names the
+    recorded scorer, a sentence says known_recipe names another, and the limitation names the record too."""
+    model = build_tiny_reward_model(tmp_path / "rm", "llama")
+    (model / STAND_IN_MARKER).unlink()
+    out = tmp_path / "scored" / "h4.jsonl"
+    out.parent.mkdir()
+    src = write_jsonl(tmp_path / "input.jsonl", train_rows[:6])
+    assert main(["score", "--model", str(model), "--input", str(src), "--output", str(out), "--device", "cpu"]) == 0
+    _, en, zh = analysed_and_carded(out, tmp_path / "run", {"scorer": "GPT-4 (openbmb/UltraFeedback ratings)"})
+    assert "| scorer model | `rm` (sequence classifier), recorded by `repro score` beside the file |" in en
+    assert "| 评分模型 | `rm`（序列分类器），由 `repro score` 记录在文件旁 |" in zh
+    assert ("`known_recipe` names GPT-4 (openbmb/UltraFeedback ratings) as the scorer, but these scores are those of "
+            "`rm` (sequence classifier), recorded by `repro score` beside the file; the input's own values are kept as "
+            "`input_score_chosen`, `input_score_rejected`.") in en
+    assert ("`known_recipe` 给出的评分模型是 GPT-4 (openbmb/UltraFeedback ratings)，但这些分数出自 `rm`（序列分类器），"
+            "由 `repro score` 记录在文件旁；输入数据原有的值保留为 `input_score_chosen`、`input_score_rejected`。") in zh
+    assert ("- This project did not build the dataset: facts about its making are only those given in `known_recipe` "
+            "and the scorer that `repro score` recorded beside the file; the rest is unknown.") in en
+    assert ("- 本项目并未构建该数据集：关于其构建过程，只有 `known_recipe` 给出的信息，以及 `repro score` "
+            "在文件旁记录的评分模型，其余均为未知。") in zh
+
+
+def test_a_relative_model_path_is_recorded_as_a_local_checkpoint(tmp_path, monkeypatch, train_rows):
+    """`repro score --model models/my-rm` recorded "models/my-rm" beside the file, and the card showed `models/my-rm`
+    as if a hub id. Now it records the checkpoint's full path, as a run records a local scorer, and the card names it
+    by its last name."""
+    model = build_tiny_reward_model(tmp_path / "models" / "my-rm", "llama")
+    (model / STAND_IN_MARKER).unlink()
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "scored" / "h4.jsonl"
+    out.parent.mkdir()
+    src = write_jsonl(tmp_path / "input.jsonl", train_rows[:6])
+    assert main(["score", "--model", "models/my-rm", "--input", str(src), "--output", str(out), "--device", "cpu"]) == 0
+    assert declared_scorer(str(out))["model"] == str(model)
+    _, en, zh = analysed_and_carded(out, tmp_path / "run")
+    assert "| scorer model | `my-rm` (sequence classifier), recorded by `repro score` beside the file |" in en
+    assert "| 评分模型 | `my-rm`（序列分类器），由 `repro score` 记录在文件旁 |" in zh
+    assert "models/my-rm" not in en + zh
+
+
 def test_the_card_states_the_scale_as_02_analyze_read_it(tmp_path, scored_h4):
     """metrics.json's scale said "as PairRM's are (no record names the scorer: read as PairRM's) ... PairRM's invariants
     ... are expected to hold if PairRM made them", the card of the same rows "as a reward model's logits are ... ties

@@ -101,8 +101,8 @@ class CardFacts:
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     nonfinite_scores: int = 0  # rows whose score_chosen or score_rejected is not a finite number: to_trl refuses them
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
-    # {rows, first (its index), shape, column (refused_turns' of the first)}: the rows the card's code keeps whose
-    # turns to_trl refuses (then the card gives no code to train with); None where there are none
+    # {rows, first (its index among the rows kept, as to_trl numbers it), shape, column (refused_turns' of the first)}:
+    # the rows the card's code keeps whose turns to_trl refuses (then it gives no code to train with); None: none
     trl_refused: dict[str, Any] | None = None
     # {positive, zero, negative} margins of the rows the card's code keeps, and `same`: those of one response twice
     # (chosen's and rejected's one text), not counted by their margin
@@ -672,10 +672,10 @@ def gather_facts(params: "CardParams") -> CardFacts:
     for c in ds.column_names:
         if c in ("chosen", "rejected") or c.startswith("generate_"):
             facts.turns[c], facts.other_turns[c] = _roles(ds.data.column(c))
-    if facts.trl_ready:  # the rows the card's code gives to_trl, checked as to_trl checks them
-        pairs = view.select(["prompt", "chosen", "rejected"])
+    if facts.trl_ready:  # the rows the card's code gives to_trl, checked and numbered as to_trl does
+        pairs = view.select(["prompt", "chosen", "rejected"]).filter(pa.array(kept))
         rows = (r for batch in pairs.to_batches(1000) for r in batch.to_pylist())
-        if refused := [(i, *why[:2]) for i, r in enumerate(rows) if kept[i] and (why := refused_turns(r))]:
+        if refused := [(i, *why[:2]) for i, r in enumerate(rows) if (why := refused_turns(r))]:
             facts.trl_refused = dict(zip(("first", "shape", "column"), refused[0]), rows=len(refused))
     return facts
 

@@ -25,7 +25,7 @@ from ..exporters import CALLED, LISTED, SCORED, detect_format, generate_columns,
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
 from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STAND_IN_MARKER, WORK_DIR, check_folder,
-                     typed_path, utf8_text)
+                     here_path, typed_path, utf8_text)
 from ..scorers import either, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
@@ -289,6 +289,8 @@ def main(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise ParameterError(f"{option} {value} must be >= 1.")
     args.output = check_output(args.output, args.input, args.force)
+    if typed_path(args.model).is_dir():  # a local checkpoint, recorded by its full path as a run records its scorer
+        args.model = str(here_path(args.model))
     kind = resolve_kind(args.model, args.kind)
     if kind != "pairrm" and (args.source_maxlength is not None or args.candidate_maxlength is not None):
         raise ParameterError("--source-maxlength / --candidate-maxlength are PairRM's limits; a sequence classifier "
