@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -485,36 +487,54 @@ def test_a_notebook_on_its_own_holds_its_run_directory_until_it_ends(previous_ru
         kernel.wait()
 
 
+@contextmanager
+def construct_kernel(run_dir: Path, **values: Any) -> Iterator[tuple[list[str], Callable[..., str], Any]]:
+    """A kernel, as JupyterLab's, with 01_construct's imports, its parameters cell and papermill's cell of the demo's
+    values (with run_dir and `values`) run: the notebook's code cells, a function running one in it ('ok', or its
+    error's text; `hook` sees its messages) and the kernel's manager."""
+    from jupyter_client.manager import start_new_kernel
+
+    resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run_dir),
+                                   **values})
+    given = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in resolved.items()
+                                       if k in ConstructParams.model_fields or k in GenerationParams.model_fields)
+    notebook = json.loads((ROOT / "notebooks" / "01_construct.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    km, kc = start_new_kernel(kernel_name="python3", env=env, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+
+    def cell(code: str, hook: Callable[[dict], Any] = lambda msg: None) -> str:
+        reply = kc.execute_interactive(code, timeout=300, output_hook=hook)
+        return reply["content"]["status"] if reply["content"]["status"] == "ok" else reply["content"]["evalue"]
+
+    try:
+        assert [cell(code) for code in (*cells[:2], given)] == ["ok"] * 3
+        yield cells, cell, km
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
 def test_01_constructs_setup_cell_alone_leaves_a_complete_run_free_and_its_stages_hold_it(previous_run, capsys):
     """JupyterLab, a complete run looked at: the cells up to 01_construct's setup cell held the run folder until the
     kernel was shut down, so `repro run --check` and another kernel were refused as BUSY though nothing ran. Now a
     stage takes the folder, and a stage in another kernel meanwhile is refused."""
-    from jupyter_client.manager import start_new_kernel
-
     from repro.subject import claim
 
-    values = {**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(previous_run.root)}
-    resolved = resolve_parameters(values)
-    own = {k: v for k, v in resolved.items() if k in ConstructParams.model_fields}
-    given = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in resolved.items()
-                                       if k in ConstructParams.model_fields or k in GenerationParams.model_fields)
-    notebook = json.loads((ROOT / "notebooks" / "01_construct.ipynb").read_text())
-    imports, parameters, setup, load = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"][:4]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    km, kc = start_new_kernel(kernel_name="python3", env=env, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
-
-    def cell(code: str) -> str:
-        reply = kc.execute_interactive(code, timeout=300, output_hook=lambda msg: None)
-        return reply["content"]["status"] if reply["content"]["status"] == "ok" else reply["content"]["evalue"]
+    own = {k: v for k, v in resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"),
+                                                "run_dir": str(previous_run.root)}).items()
+           if k in ConstructParams.model_fields}
 
     def check() -> tuple[int, str]:
         code = main(["run", "--check", "demo", "--out", str(previous_run.root)])
         return code, next(line for line in capsys.readouterr().out.splitlines() if "run directory:" in line)
 
-    try:
-        assert [cell(code) for code in (imports, parameters, given, setup)] == ["ok"] * 4
+    with construct_kernel(previous_run.root) as (cells, cell, _):
+        setup, load = cells[2:4]
+        assert cell(setup) == "ok"
         code, line = check()
-        assert code == 0 and line.startswith(f"  ok       run directory: {previous_run.root} (continues the run there"), line
+        assert code == 0, line
+        assert line.startswith(f"  ok       run directory: {previous_run.root} (continues the run there"), line
         claim(previous_run, None, "dataset")  # another kernel's notebook goes on
         previous_run.release(kernel=True)
         ctx = stages.begin(build(ConstructParams, own))  # 01_construct in another kernel, its §1 Source rows run
@@ -522,13 +542,46 @@ def test_01_constructs_setup_cell_alone_leaves_a_complete_run_free_and_its_stage
         assert cell(load).startswith(f"run_dir {str(previous_run.root)!r} is being written by a notebook's kernel "
                                      f"(pid {os.getpid()}, since ")
         previous_run.release(kernel=True)  # that kernel shut down
-        assert [cell(setup), cell(load)] == ["ok", "ok"]  # a stage: this kernel holds the folder until its end
+        # the refusal changed nothing: the cell run again as it says takes the folder, which this kernel holds until
+        # its end (before, `ctx` had gone stale: "from before a cell above failed"; only the setup cell again helped)
+        assert cell(load) == "ok"
         code, line = check()
         assert code == 1 and "BUSY     run directory: a notebook's kernel (pid " in line
         assert f"(pid {os.getpid()}" not in line
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+
+
+def test_a_cell_refused_for_rows_made_before_the_setup_cell_leaves_ctx_usable_so_its_advice_works(tmp_path):
+    """A real kernel (the reviewer's): Run All, the setup cell again, §6 Pairs refused ("run the cells above first, §1
+    Source rows to §5 PairRM scores"); then §1 said "`ctx` is from before a cell above failed: fix it and run the
+    notebook again", and only Run All got out. Now the refusal, which did nothing, leaves `ctx` as it was, and doing
+    as it says completes the run; after Kernel > Interrupt too. A cell that really fails still makes `ctx` stale."""
+    run = RunDir(tmp_path / "run")
+    with construct_kernel(run.root, limit=6) as (cells, cell, km):
+        setup, stages_cells = cells[2], cells[3:]  # §1 Source rows .. §8 Write the dataset
+        pairs = stages_cells[5]
+        refused = ("This cell was given results made before the setup cell (`ctx = stages.begin(...)`) last ran, or "
+                   "before a cell above ran again: run the cells above first, §1 Source rows to §5 PairRM scores (or "
+                   "Run All); nothing was written.")
+        assert [cell(code) for code in (setup, *stages_cells)] == ["ok"] * 9  # Run All
+        assert Manifest(run).read()["status"] == "complete"
+        written = files_of(run.dataset)
+
+        def interrupt(msg: dict) -> None:
+            if msg["msg_type"] == "stream" and "sleeping" in msg["content"]["text"]:
+                km.interrupt_kernel()
+
+        for before in ("", "print('sleeping', flush=True); import time; time.sleep(120)"):  # Kernel > Interrupt
+            if before:
+                assert cell(before, interrupt) == ""  # (KeyboardInterrupt's text)
+                assert cell("ctx.run").startswith("`ctx` is from before a cell was interrupted")
+            assert cell(setup) == "ok"
+            assert cell(pairs) == refused
+            assert [cell(code) for code in stages_cells] == ["ok"] * 8, before
+            assert Manifest(run).read()["status"] == "complete"
+            assert files_of(run.dataset) == written
+        assert cell("from repro.errors import DataError\nraise DataError('a stage failed')") == "a stage failed"
+        assert cell(stages_cells[0]) == ("`ctx` is from before a cell above failed: fix it and run the notebook "
+                                         "again (this cell did nothing).")
 
 
 def test_a_kernel_takes_its_run_folder_again_when_the_folder_was_removed_under_it(previous_run):

@@ -57,6 +57,10 @@ class ParameterError(ReproError, ValueError):
     """A parameter is unknown, missing or of the wrong type or value."""
 
 
+class Refused(ParameterError):
+    """A notebook cell refused before it did anything: the notebook's objects stay usable, so its advice works."""
+
+
 class DataError(ReproError, ValueError):
     """Input data (a row, a column, a file) is not what the stage needs."""
 

@@ -19,7 +19,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       field_validator, model_validator)
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
-from .errors import ParameterError, ReproError, counted, did_you_mean
+from .errors import ParameterError, Refused, ReproError, counted, did_you_mean
 from .paths import (DEMO, SPLIT, SPLIT_NAME, RunDir, dataset_run_name, find_params, project_root, resolve_user_path,
                     row_cache_dir, run_dir_of, run_manifest_of, utf8_text)
 
@@ -728,8 +728,9 @@ def make_stale(namespace: dict[str, Any], interrupted: bool = False) -> None:
 
 
 def _stale_after_failures(namespace: dict[str, Any]) -> None:
-    """In an IPython kernel, once: a cell failing with repro's error or an interrupt, or a parameters cell failing in
-    any way, makes the notebook's objects `Stale` (the parameters refused until that cell runs to its end)."""
+    """In an IPython kernel, once: a cell failing with repro's error (not a refusal of a cell that did nothing:
+    `Refused`) or an interrupt, or a parameters cell failing in any way, makes the notebook's objects `Stale` (the
+    parameters refused until that cell runs to its end)."""
     shell = namespace.get("get_ipython", lambda: None)()
     if shell is None or namespace.get(_HOOKED):
         return
@@ -738,7 +739,8 @@ def _stale_after_failures(namespace: dict[str, Any]) -> None:
         failed = result.error_before_exec or result.error_in_exec
         if str(getattr(result.info, "raw_cell", "")).startswith(PARAMETERS_HEADER):
             namespace[_FAILED] = failed is not None
-        if isinstance(result.error_in_exec, (ReproError, KeyboardInterrupt)) or namespace.get(_FAILED):
+        if isinstance(result.error_in_exec, (ReproError, KeyboardInterrupt)) and not isinstance(
+                result.error_in_exec, Refused) or namespace.get(_FAILED):
             make_stale(namespace, isinstance(result.error_in_exec, KeyboardInterrupt))
 
     def unset(shell: Any, etype: type, value: NameError, tb: Any, tb_offset: int | None = None) -> None:

@@ -11,7 +11,7 @@ import datasets
 import numpy as np
 
 from ..dataset_io import row_prompt_id, write_split
-from ..errors import DataError, ParameterError, counted
+from ..errors import DataError, ParameterError, Refused, counted
 from ..exporters import FORMATS, SCORED_ONLY, check_same_candidates, export_rows
 from ..manifest import Manifest
 from ..parameters import TIE_RULES, ConstructParams, GenerationParams, check_generated_columns
@@ -70,18 +70,22 @@ class Context:
 
     def starts(self, stage: str, *given: Any) -> None:
         """Before `stage` writes: what it is `given` must be results of the stages above as they last ran with this ctx
-        (JupyterLab runs cells in any order: a new ctx with an earlier one's rows); its own and later ones go stale."""
+        (JupyterLab runs cells in any order: a new ctx with an earlier one's rows); its own and later ones go stale. A
+        refusal (`Refused`) changes nothing, so the notebook goes on as it says."""
         names = list(SECTIONS)
         if any(all(x is not made for made in self.made.values()) for x in given):
-            raise ParameterError(
+            raise Refused(
                 f"This cell was given results made before the setup cell (`ctx = stages.begin(...)`) last ran, or "
                 f"before a cell above ran again: run the cells above first, §1 Source rows to "
                 f"{SECTIONS[names[names.index(stage) - 1]]} (or Run All); nothing was written.")
-        for later in names[names.index(stage):]:
-            self.made.pop(later, None)
         if (self.manifest.read().get("notebooks") or {}).get(NOTEBOOK, {}).get("status") != "running" or \
                 not self.run.held():  # the notebook ended (its write cell, a failure): a stage run again opens the
-            self.start()  # run anew; or the folder is not held yet (the setup cell): a stage takes it, or is refused
+            try:  # run anew; or the folder is not held yet (the setup cell): a stage takes it, or is refused
+                self.start()
+            except ParameterError as refused:  # (another writer's folder, ...: nothing written, ctx as it was)
+                raise Refused(str(refused)) from None
+        for later in names[names.index(stage):]:
+            self.made.pop(later, None)
 
     def keep(self, stage: str, result: Any) -> Any:
         """`result`, kept as what `stage` last made with this ctx."""
