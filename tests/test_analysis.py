@@ -477,10 +477,17 @@ def test_a_run_whose_01_construct_did_not_finish_is_refused_by_02_analyze_as_by_
                      lambda: analysis.analyze(AnalyzeParams(run_dir=str(run.root), dataset=str(run.dataset),
                                                             bootstrap_resamples=100)),
                      lambda: gather_facts(CardParams(run_dir=str(run.root))),
-                     lambda: compare(CompareParams(run_dir=str(run.root), reference=own["source"]))):
+                     lambda: compare(CompareParams(run_dir=str(run.root), reference=own["source"])),
+                     # its dataset, described from another run directory (it analysed, compared and carded it)
+                     lambda: analysis.analyze(AnalyzeParams(run_dir=str(tmp_path / "other"), dataset=str(run.dataset),
+                                                            bootstrap_resamples=100)),
+                     lambda: compare(CompareParams(run_dir=str(tmp_path / "other"), reference=own["source"],
+                                                   candidate=str(run.dataset))),
+                     lambda: gather_facts(CardParams(run_dir=str(tmp_path / "other"), card_dataset=str(run.dataset)))):
         with pytest.raises(DataError, match=refused):
             notebook()
         assert {p: p.read_bytes() for p in run.root.rglob("*") if p.is_file()} == before
+        assert not (tmp_path / "other").exists()
     cells_from_slice(source_rows)  # the cells below it, run again: complete, and analysed
     assert analysis.analyze(AnalyzeParams(run_dir=str(run.root), bootstrap_resamples=100)).metrics["n"] == 4
 

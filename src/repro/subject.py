@@ -157,10 +157,15 @@ def subject_refusal(run: RunDir, spec: str | None, parameter: str, building: boo
 
 
 def refuse_unbuilt(run: RunDir, spec: str | None) -> None:
-    """Refuse, before anything is written, to describe `run`'s own dataset (`spec` None or naming it: 02_analyze,
-    03_card) while its 01_construct has not finished (a stage run again, or a kernel stopped, since it wrote)."""
+    """Refuse, before anything is written, to describe a run's dataset (`spec`: a run's, None: `run`'s own; 02_analyze,
+    03_card, 04_compare) while its 01_construct has not finished (a stage run again, or a kernel stopped, since it
+    wrote)."""
+    if spec is not None and not is_own_dataset(run, spec):
+        if (manifest := run_manifest_of(spec)) is None:
+            return  # (a dataset no run of repro built)
+        run = RunDir(manifest.parent)
     built = ((Manifest(run).read().get("notebooks") or {}).get("01_construct") or {}).get("status")
-    if built in LAST_RUN and (spec is None or is_own_dataset(run, spec)):
+    if built in LAST_RUN:
         raise DataError(f"{run.root} holds a run whose 01_construct did not finish (its manifest.json says {built}): "
                         f"its record may not describe {run.dataset}. Run notebooks/01_construct.ipynb to its end "
                         f"first (Run All; a kernel still running it: wait for it); nothing was written.")
