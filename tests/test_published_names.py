@@ -92,6 +92,10 @@ def test_a_home_folder_itself_is_published_as_a_tilde_not_by_the_users_name(tmp_
     assert public_name("~/uf.jsonl") == "uf.jsonl" and public_name("~") == "~"  # (raised RuntimeError)
     assert public_name("~nobody_known_here/uf.jsonl") == "uf.jsonl"  # a user this machine does not know (raised)
     assert public_name("~nobody_known_here/dataset") == "dataset"
+    for bare in ("~nosuchuser", "~alice/", "~root"):  # a user's home by its name (~nosuchuser was published as is)
+        assert public_name(bare) == "~" and public_name(bare + ".") == "~."
+    assert public_text("card_dataset ~alice/data/mine.jsonl and /home/alice/x.jsonl") == \
+        "card_dataset mine.jsonl and x.jsonl"  # (~alice/… was left whole)
     assert public_name("//home/alice") == "~"  # (a doubled slash published "alice")
 
 

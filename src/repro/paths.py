@@ -56,7 +56,7 @@ _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
 _PATH_IN_TEXT = re.compile(
     rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-    rf"(?P<path>(?:(?:~|\.{{1,2}})?/[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]|\\\\[^{_ENDS}\\]){_PATH_GOES_ON})")
+    rf"(?P<path>(?:(?:~[\w.-]*|\.{{1,2}})?/[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]|\\\\[^{_ENDS}\\]){_PATH_GOES_ON})")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
 DEMO = "demo"  # the source that names the demo rows shipped with the package (repro.sources)
@@ -103,7 +103,7 @@ def public_name(value: str) -> str:
         path = Path(value.replace("\\", "/"))
         home = Path(os.path.expanduser(str(path).rstrip(".:")))  # (a full stop after it is prose; Path's raises)
         here = Path(os.path.expanduser("~"))  # (not Path.home(): it raises on a machine that names no home)
-        if home in (here, here.resolve()) or _HOME.fullmatch(str(home)):
+        if home in (here, here.resolve()) or _HOME.fullmatch(str(home)) or re.fullmatch(r"~[^/]*", str(path)):
             return "~" + value[len(value.rstrip(".:")):]
         if path.name == DATASET_DIR and (home.parent / MANIFEST_JSON).is_file():
             return f"{path.parent.name}/{DATASET_DIR}"
