@@ -787,6 +787,20 @@ def test_a_folder_of_rows_different_scorers_scored_is_refused_naming_them(tmp_pa
                                         "run_dir": str(tmp_path / "card")}))
 
 
+def test_a_folders_split_is_read_as_the_scorer_of_its_own_files(tmp_path, scored_by_rm, train_rows):
+    """A folder holding the scored split beside an unscored test split read as no one's (as PairRM's), and beside a
+    split another scorer scored was refused, though only one split is read. Now only the read split's files count."""
+    folder = shutil.copytree(scored_by_rm[0], tmp_path / "real_out")
+    real = {"model": str(scored_by_rm[1]), "kind": "sequence_classifier", "stand_in": False, "declared": "marker"}
+    (folder / "scored.jsonl").rename(folder / "train.jsonl")  # (train.jsonl and test.jsonl: datasets' two splits)
+    mark_scorer(folder / "train.jsonl", {k: v for k, v in real.items() if k != "declared"})
+    write_jsonl(folder / "test.jsonl", train_rows[8:11])
+    assert declared_scorer(str(folder), "train") == real and declared_scorer(str(folder), "test") is None
+    mark_scorer(folder / "test.jsonl", {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    assert declared_scorer(str(folder), "train") == real
+    assert declared_scorer(str(folder), "test")["model"] == "builtin:tiny-pairrm"
+
+
 def test_the_scorer_repro_score_recorded_is_named_over_the_one_known_recipe_names(tmp_path, train_rows):
     """known_recipe naming GPT-4 hid the reward model that `repro score` recorded beside the file and that made
     score_chosen: the table said GPT-4, the recorded model appeared nowhere, while the banner said facts come from the

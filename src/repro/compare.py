@@ -780,9 +780,9 @@ def _recorded(spec: str) -> dict[str, Any]:
     return {} if manifest is None else json.loads(manifest.read_text())
 
 
-def _scorer(spec: str) -> dict[str, Any] | None:
+def _scorer(spec: str, split: str) -> dict[str, Any] | None:
     """The scorer of `spec`'s making: its run's manifest's, else the one it declares (a stand-in, `repro score`'s)."""
-    return _recorded(spec).get("scorer") or declared_scorer(spec)
+    return _recorded(spec).get("scorer") or declared_scorer(spec, split)
 
 
 def _hints(candidate_spec: str) -> dict[str, Any]:
@@ -914,7 +914,7 @@ def locate_in_source(reference: Side, candidate: Side, ref_keys: dict, cand_keys
 def pairrm_may_have_scored(side: Side, scores: dict[str, np.ndarray] | None) -> bool:
     """Whether PairRM (or a scorer of its kind) may have scored `side`: its run records one, or none is recorded and its
     scores, if any, are not on a scale PairRM's never are (ratings, probabilities: stats.detect_scale)."""
-    recorded = [s for spec in side.specs if isinstance(s := _scorer(spec), dict)]
+    recorded = [s for spec in side.specs if isinstance(s := _scorer(spec, side.split), dict)]
     if recorded:
         return any(s.get("kind", "pairrm") == "pairrm" for s in recorded)
     return scale_kind(scores) not in ("rating", "probability", "constant")
@@ -934,7 +934,7 @@ def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
     on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
     notes = [["stand_in_note", side.name, other.name]
              for side, other in ((reference, candidate), (candidate, reference))
-             if any((_scorer(spec) or {}).get("stand_in") for spec in side.specs)]
+             if any((_scorer(spec, side.split) or {}).get("stand_in") for spec in side.specs)]
     if al.scored:
         kinds, opposite = [scale_kind(al.ref_scores), scale_kind(al.cand_scores)], []
         for scores in (al.ref_scores, al.cand_scores):

@@ -16,23 +16,23 @@ from .jobs import atomic_write_json
 from .manifest import LAST_RUN, Manifest
 from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of, run_manifest_of,
                     wait_advice)
-from .sources import data_files
+from .sources import data_files, loose_splits
 
 OWN = None  # the subject of a run that built its own dataset
 STAND_IN_TAGS = {"scorer": "stand-in-scores", "generation": "stand-in-candidates"}  # a card's tags for its stand-ins
 
 
-def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
+def declared_stand_ins(spec: str | None, split: str | None = None) -> dict[str, dict[str, Any]]:
     """The stand-ins a dataset made elsewhere (`spec`: a local folder, or a file in one) declares it was made with:
     {"scorer": ..., "generation": ...}, each with `stand_in` and `declared`, what declares it: the `manifest` of the
     run that built it (which names the model), its own `card`'s tags (STAND_IN_TAGS), or a `marker` in its folder
-    (STAND_IN_MARKER, for the scorer; beside a file `repro score` wrote, naming it and the model: `marked_scorer`);
-    {} where nothing does (a hub id, a folder that says nothing)."""
+    (STAND_IN_MARKER, for the scorer; beside a file `repro score` wrote, naming it and the model: `marked_scorer`, of
+    a folder's `split`); {} where nothing does (a hub id, a folder that says nothing)."""
     path = Path(spec).expanduser() if spec else None
     if path is None or not path.exists():
         return {}
     out: dict[str, dict[str, Any]] = {}
-    if (scorer := marked_scorer(path)) and scorer["stand_in"]:
+    if (scorer := marked_scorer(path, split)) and scorer["stand_in"]:
         out["scorer"] = scorer
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no manifest beside it, or not one
         recorded = Manifest(RunDir(run_manifest_of(path).parent)).read()
@@ -52,16 +52,19 @@ def declared_stand_ins(spec: str | None) -> dict[str, dict[str, Any]]:
             if tag in tags:
                 out.setdefault(key, {"stand_in": True, "declared": "card"})
     marker = _marker(folder)  # (one of no "files", as before repro score named them: a stand-in's)
-    if (folder / STAND_IN_MARKER).is_file() and ("files" not in marker or not all(
-            isinstance(scorer, dict) and scorer.get("stand_in") is False for scorer in marker["files"].values())):
+    read = {f.name for f in (loose_splits(folder).get(split) or ()) if f.parent == folder} if split else set()
+    if (folder / STAND_IN_MARKER).is_file() and ("files" not in marker or not all(  # (of the files read, if known)
+            isinstance(scorer, dict) and scorer.get("stand_in") is False for name, scorer in marker["files"].items()
+            if not read or name in read)):
         out.setdefault("scorer", {"stand_in": True, "declared": "marker"})
     return out
 
 
-def declared_scorer(spec: str | None) -> dict[str, Any] | None:
-    """The scorer a dataset made elsewhere (`spec`) declares: a stand-in (`declared_stand_ins`), else the one `repro
-    score` recorded beside the file (`marked_scorer`); None."""
-    return declared_stand_ins(spec).get("scorer") or (marked_scorer(Path(spec).expanduser()) if spec else None)
+def declared_scorer(spec: str | None, split: str | None = None) -> dict[str, Any] | None:
+    """The scorer a dataset made elsewhere (`spec`, its `split`) declares: a stand-in (`declared_stand_ins`), else the
+    one `repro score` recorded beside the file (`marked_scorer`); None."""
+    return declared_stand_ins(spec, split).get("scorer") or (
+        marked_scorer(Path(spec).expanduser(), split) if spec else None)
 
 
 def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_order: bool = False) -> bool | None:
@@ -87,12 +90,13 @@ def _marker(folder: Path) -> dict[str, Any]:
     return {**marker, "files": {name: s for name, s in files.items() if (folder / name).is_file()}} if files else marker
 
 
-def marked_scorer(path: Path) -> dict[str, Any] | None:
+def marked_scorer(path: Path, split: str | None = None) -> dict[str, Any] | None:
     """The scorer the STAND_IN_MARKER beside file `path` records for it (`mark_scorer`), `stand_in` true where a
-    stand-in made its scores; of a folder, the one scorer recorded for each of its data files; else None. Raises
-    DataError for a folder whose files different scorers scored (their scores are not one scorer's)."""
+    stand-in made its scores; of a folder, the one scorer recorded for each data file (of `split`, as datasets reads
+    it, where it has one); else None. Raises DataError where different scorers scored them (no one scorer's)."""
     if path.is_dir():
-        files = data_files(path)
+        files = sorted(loose_splits(path).get(split) or ()) if split else []
+        files = files or data_files(path)
         if None in (scorers := [marked_scorer(f) for f in files]) or not scorers:
             return None
         if any(scorer != scorers[0] for scorer in scorers):

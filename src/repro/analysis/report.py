@@ -196,7 +196,7 @@ def load(p: AnalyzeParams, given: tuple[str, str, pa.Table] | None = None) -> Sc
     except (AttributeError, OSError, ValueError):  # no manifest, or not one
         scorer = selection = lowest_tie = None
     if scorer is None and p.dataset is not None:  # made elsewhere: a stand-in its card or folder declares, else the
-        scorer = declared_scorer(p.dataset)  # scorer `repro score` recorded beside the file
+        scorer = declared_scorer(p.dataset, split)  # scorer `repro score` recorded beside the file
     return ScoreData(source=spec, split=split, n_rows=table.num_rows, digest=scores_digest(table),
                      score_chosen=chosen, score_rejected=rejected, row_index=keep, excluded_reasons=reasons,
                      table=table, scorer=scorer if isinstance(scorer, dict) else None,

@@ -634,8 +634,8 @@ def gather_facts(params: "CardParams") -> CardFacts:
         facts.other_splits = held_splits(card_dataset, [split.name for split in splits])
     if not built_here:  # the stand-ins its own card, folder or the run that built it declare, the scorer `repro score`
         # recorded beside it: said as built here
-        facts.scorer = declared_scorer(facts.card_dataset) or {}
-        facts.generation = declared_stand_ins(facts.card_dataset).get("generation", {})
+        facts.scorer = declared_scorer(facts.card_dataset, params.card_split) or {}
+        facts.generation = declared_stand_ins(facts.card_dataset, params.card_split).get("generation", {})
         told = facts.known_recipe.get("scorer", "").strip()
         if told.startswith("builtin:") and not facts.scorer:  # a stand-in by its name: said as one, as declared there
             kind = "pairrm" if BUILTIN_SCORERS.get(told) == "pairrm" else "sequence_classifier"
