@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..errors import ReproError, ReproWarning
+from ..errors import EXIT_BUSY, Busy, ReproError, ReproWarning
 from ..manifest import version_line
 from .interrupt import DroppedWhenClosed, say, stop_signal_as_ctrl_c
 
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                 return int(importlib.import_module(args._module).main(args) or 0)
         except ReproError as exc:
             print(f"repro {command}: error: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_BUSY if isinstance(exc, Busy) else 2
         except KeyboardInterrupt:  # Ctrl-C outside a notebook (a notebook's own is handled by repro run)
             say(f"repro {command}: interrupted; run the same command again to continue.")
             return 130
