@@ -304,8 +304,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("params", help="a params YAML file, e.g. params/demo.yaml, or an example's name, e.g. demo")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one parameter (repeatable); VALUE is read as YAML (3, true, null, [a, b], "
-                             "{k: v}), but plain text YAML would cut at ' #' or read as a mapping (a: b) is kept as "
-                             "typed")
+                             "{k: v}), but plain text YAML would cut at ' #' or read as a mapping (a: b), and a date, "
+                             "are kept as typed")
     parser.add_argument("--out", type=here_path,
                         help="the run directory, from the current folder (default: run_dir, else runs/<run_name> of "
                              "the project root)")
