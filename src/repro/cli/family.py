@@ -376,7 +376,7 @@ def main(args: argparse.Namespace) -> int:
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
                          out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file),
                          given_as=folder_given_as(args, values))
-    check_run_root(family.root, family.given_as)
+    check_run_root(family.root, family.given_as, default=not (args.out or values.get("run_dir")))
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:
         return code
