@@ -359,5 +359,6 @@ def require(checks: list[Check], params_file: str | Path, list_only: bool = Fals
         print(report(checks, params_file))
         return 0 if all(c.ok for c in checks) else 1
     if failed := {c.problem for c in checks if not c.ok}:
-        raise (Busy if failed == {"BUSY"} else ReproError)(report(checks, params_file) + "\nFix these (or change the parameters), then run the same "
-                         "command again; `repro run --check PARAMS` lists them without running.")
+        raise (Busy if failed == {"BUSY"} else ReproError)(
+            report(checks, params_file) + "\nFix these (or change the parameters), then run the same command again; "
+            "`repro run --check PARAMS` lists them without running.")
