@@ -217,10 +217,11 @@ def demo_run_copy(demo_run, tmp_path) -> Path:
 def stubbed_notebooks(monkeypatch) -> list[str]:
     """`repro run` with papermill stubbed (each notebook's output `{}`, the kernel taken as registered): the names of
     the notebooks run, in order."""
-    from repro.cli import run as runner
+    from repro.cli import family, run as runner
 
     executed: list[str] = []
-    monkeypatch.setattr(runner, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
+    for module in (runner, family):  # (family's is run's, imported by name: one imported now kept the stub after)
+        monkeypatch.setattr(module, "ensure_kernel", lambda name=runner.KERNEL_NAME: name)
     monkeypatch.setattr("papermill.execute_notebook",
                         lambda src, out, **kw: executed.append(Path(out).stem) or Path(out).write_text("{}"))
     return executed

@@ -642,6 +642,10 @@ CASES = [
          lambda t: run(t, "--check", params=str(write(t / "p.yaml", "source: demo\nsource_split: 2024\n"))),
          r"source_split: Input should be a valid string \(got 2024\): YAML reads it as a number; quote it in the file "
          r"\(source_split: \"\.\.\.\", as you wrote it\)", after=nothing_written),
+    Case("a run_name that YAML reads as a date in a params file",  # (it said only "got datetime.date(2024, 1, 1)")
+         lambda t: run(t, "--check", params=str(write(t / "p.yaml", "source: demo\nrun_name: 2024-01-01\n"))),
+         r"run_name: Input should be a valid string \(got datetime.date\(2024, 1, 1\)\): YAML reads it as a date; "
+         r"quote it in the file \(run_name: \"\.\.\.\", as you wrote it\)", after=nothing_written),
     Case("include given with --set", lambda t: run(t, "--set", "include=missing.yaml", "--check"),
          r"--set include=missing.yaml: include: goes in a params file .*: add 'include: missing.yaml' to \S*demo.yaml",
          after=nothing_written),  # (it was read after the file's includes: ignored, the run went ahead)

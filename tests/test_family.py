@@ -1146,7 +1146,7 @@ def test_a_family_another_repro_run_is_running_in_its_folder_is_refused(tmp_path
     grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert main(grid) == 2 and ran == []
+        assert main(grid) == family_cli.EXIT_BUSY and ran == []  # (it was 2, a usage error's)
         assert f"BUSY     family folder: `repro run` (pid {holder.pid}, since " in capsys.readouterr().err
         assert main([*grid, "--check"]) == 1 and "BUSY     family folder" in capsys.readouterr().out
         assert main([*grid, "--member", "0"]) == 0 and ran == [root / "mini_index-0"]  # a member alone runs beside
@@ -1186,7 +1186,8 @@ def test_a_member_another_command_runs_meanwhile_is_busy_not_failed(tmp_path, mo
         assert not (root / "mini_index-1" / "manifest.json").exists()  # not touched
         monkeypatch.setattr(family_cli, "prepare", prepare)  # the member alone, its folder held: the same status
         assert main([*grid, "--member", "1"]) == family_cli.EXIT_BUSY
-        assert "mini_index-1 is being run elsewhere" in capsys.readouterr().out
+        out, err = capsys.readouterr()  # (its one line was on stdout, stderr empty)
+        assert "mini_index-1 is being run elsewhere" in err and "elsewhere" not in out
     finally:
         for holder in holders:
             holder.kill()

@@ -9,6 +9,7 @@ import pytest
 from repro import parameters
 from repro.dataset_io import split_files, write_split
 from repro.errors import ParameterError
+from repro.family import parse_grid_args
 from repro.parameters import (AnalyzeParams, CardParams, CompareParams, ConstructParams, build, load_params_file,
                               parse_set, Stale, cell_names, validate_all, validate_namespace)
 
@@ -153,6 +154,12 @@ def test_set_takes_text_as_typed_where_yaml_would_drop_a_comment_or_make_a_mappi
                       "known_recipe={source: 'a: b'}", "run_name=\"exp #3\"", "pretty_name=a#b", "mini_index= 1 "]) == {
         "limit": 3, "candidate_columns": [], "scorers": [{"name": "a", "model": "x #1"}], "push_to_hub": True,
         "known_recipe": {"source": "a: b"}, "run_name": "exp #3", "pretty_name": "a#b", "mini_index": 1}
+    # a date or time (cron's `--set run_name=$(date +%F)`): "Input should be a valid string (got datetime.date(2024, 1,
+    # 1))", with no hint; no parameter is a date, so it is the text typed, and --grid reads a value as --set does
+    assert parse_set(["run_name=2024-01-01", "pretty_name=2024-01-01 10:00:00", "mini_index=2024"]) == {
+        "run_name": "2024-01-01", "pretty_name": "2024-01-01 10:00:00", "mini_index": 2024}
+    assert load_params_file("demo", ["run_name=2024-01-01"])["run_name"] == "2024-01-01"
+    assert parse_grid_args(["run_name=2024-01-01,2024-01-02"]) == {"run_name": ["2024-01-01", "2024-01-02"]}
     # a comment after a number, a list or quoted text is one (it worked before the rule above): only plain text is kept
     assert parse_set(["limit=3 # three", "candidate_columns=[resp0, resp1] # two", "known_recipe='PairRM' # note"]) == {
         "limit": 3, "candidate_columns": ["resp0", "resp1"], "known_recipe": "PairRM"}

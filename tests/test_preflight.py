@@ -643,6 +643,14 @@ def test_a_folder_that_cannot_be_written_is_missing_before_the_run(bare_machine,
                         else real_access(p, mode, **kw))  # a read-only mount, as root sees one too
     assert main(["run", "--check", "demo", "--out", str(out)]) == 2
     assert f"--out {out} cannot be written ({out.parent} is read-only, or not yours)" in capsys.readouterr().err
+    # no --out, nor run_dir, given (a read-only checkout): it said "--out .../runs/demo cannot be written"
+    monkeypatch.setenv("REPRO_HOME", str(out.parent))
+    for params, folder in (("demo.yaml", "demo"), ("demo_family.yaml", "demo_family")):  # a family's folder too
+        assert main(["run", "--check", str(ROOT / "params" / params)]) == 2
+        assert (f"No --out or run_dir was given, and the default run directory (runs/<name> of the project root) "
+                f"{out.parent / 'runs' / folder} cannot be written ({out.parent} is read-only, or not yours). A run "
+                f"directory holds a run's notebooks, data and manifest: give one that can be written with --out (or "
+                f"run_dir).") in capsys.readouterr().err
 
 
 def test_a_read_only_home_is_refused_before_the_run_naming_each_cache_it_would_write_and_its_variable(

@@ -14,12 +14,12 @@ import pytest
 
 from conftest import hub_source
 from repro.cli import main
-from repro.errors import ParameterError
+from repro.errors import EXIT_BUSY, Busy, ParameterError
 from repro.manifest import Manifest
 from repro.construct import stages
 from repro.parameters import ConstructParams, GenerationParams, build, load_params_file
 from repro.paths import KERNEL, RunDir
-from repro.cli.rerun import changed_parameters, clear_previous_run
+from repro.cli.rerun import changed_parameters, clear_previous_run, writing
 from repro.cli.run import resolve_parameters
 from repro.revisions import run_fingerprint
 
@@ -130,13 +130,18 @@ def test_a_run_directory_another_repro_run_is_writing_is_refused_until_it_is_don
     try:
         assert holder.stdout.readline().strip() == "held"
         before = files_of(previous_run.root)
-        assert main(["run", "demo", "--out", str(previous_run.root), "--force", "--set", "limit=8"]) == 2
-        err = capsys.readouterr().err
+        # busy exits 75 (EX_TEMPFAIL: the same command again, later), as a busy member does; it was 2, a usage error's
+        assert main(["run", "demo", "--out", str(previous_run.root), "--force", "--set", "limit=8"]) == EXIT_BUSY == 75
+        out, err = capsys.readouterr()
+        assert out == ""
         assert f"BUSY     run directory: `repro run` (pid {holder.pid}, since " in err
         assert "is writing to it now: wait for it to finish, or give another --out" in err
         assert files_of(previous_run.root) == before  # --force removed nothing
         assert main(["run", "--check", "demo", "--out", str(previous_run.root)]) == 1
         assert "BUSY     run directory" in capsys.readouterr().out
+        with pytest.raises(Busy, match="is writing to it now"):  # (one that took the folder since the checks)
+            with writing(previous_run):
+                pass
     finally:
         holder.kill()
         holder.wait()

@@ -182,6 +182,27 @@ def test_a_disk_full_during_a_cell_is_said_where_and_the_notebook_stays_whole(ru
     assert [c["metadata"]["papermill"]["status"] for c in cells] == ["completed"] * 3 + ["running", "pending"]
 
 
+def closed_stdout(monkeypatch) -> None:
+    """sys.stdout a pipe whose reader has gone (`repro run ... | head -1`, a log collector that died)."""
+    read, write = os.pipe()
+    os.close(read)
+    monkeypatch.setattr(sys, "stdout", open(write, "w", buffering=1))  # (line by line: as PYTHONUNBUFFERED, a tty)
+
+
+def test_a_closed_stdout_drops_the_lines_and_the_run_goes_on(tmp_path, monkeypatch, stubbed_notebooks):
+    """`repro run demo ... | head -1`: the next line raised BrokenPipeError, the run died after 01_construct (exit 1,
+    its manifest `running`, neither failed nor interrupted); `--check | head -2` printed a traceback."""
+    out = tmp_path / "run"
+    closed_stdout(monkeypatch)
+    assert cli_main(["run", "--check", str(DEMO), "--out", str(out)]) == 0
+    closed_stdout(monkeypatch)
+    assert cli_main(["run", str(DEMO), "--out", str(out), "--set", "limit=8"]) == 0
+    sys.stdout.flush()  # (nothing left that fails as Python exits)
+    assert stubbed_notebooks == ["01_construct", "02_analyze", "03_card"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and {n["status"] for n in manifest["notebooks"].values()} == {"done"}
+
+
 def test_bad_parameters_fail_before_running(tmp_path, capsys):
     assert cli_main(["run", str(DEMO), "--out", str(tmp_path / "x"), "--set", "mini_idx=1"]) == 2
     err = capsys.readouterr().err

@@ -20,7 +20,7 @@ from repro.cli.score import read_rows
 from repro.construct.pairs import build_row
 from repro.exporters import export_rows
 from repro.dataset_io import write_split
-from repro.errors import DataError
+from repro.errors import EXIT_BUSY, DataError
 from repro.formats import to_trl
 from repro.parameters import AnalyzeParams, CardParams, build
 from repro.paths import SPLIT, STAND_IN_MARKER
@@ -137,6 +137,30 @@ def test_an_interrupted_score_continues_where_it_stopped(tmp_path, tiny_pairrm_d
     assert main(argv) == 0
     assert resumed[0].info["chunks_resumed"] == 3 and len(out.read_text().splitlines()) == len(sppo_rows)
     assert not (tmp_path / "scored.jsonl.work").exists()  # the output holds it all: nothing left beside it
+
+
+def test_a_second_score_of_the_same_output_is_busy_while_the_first_runs(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
+    """Two `repro score` of one --output at once (a job submitted twice) both scored every row into one work folder,
+    and both exited 0; now the second is refused as busy (exit 75) while the first holds it, as `repro run` is."""
+    import subprocess
+    import sys
+
+    src, out = write_jsonl(tmp_path / "in.jsonl", sppo_rows), tmp_path / "scored.jsonl"
+    argv = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out), "--device", "cpu",
+            "--source-maxlength", "64", "--candidate-maxlength", "32"]
+    first = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.paths import RunDir; "
+                              "RunDir(sys.argv[1]).hold('`repro score`'); print('held', flush=True); time.sleep(60)",
+                              str(tmp_path / "scored.jsonl.work")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "held"
+        assert main(argv) == EXIT_BUSY
+        assert (f"--output {out}: `repro score` (pid {first.pid}, since " in (err := capsys.readouterr().err)
+                and "is writing it now" in err and "wait for it to finish" in err)
+        assert not out.exists()
+    finally:
+        first.kill()
+        first.wait()
+    assert main(argv) == 0 and len(out.read_text().splitlines()) == len(sppo_rows)  # once it has ended
 
 
 def test_chunks_of_other_settings_are_set_aside_with_a_line_saying_so(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):

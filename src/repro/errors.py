@@ -53,6 +53,14 @@ class Interrupted(KeyboardInterrupt):
     _render_traceback_ = ReproError._render_traceback_
 
 
+EXIT_BUSY = 75  # the exit status of a command another process's work kept from its folder (EX_TEMPFAIL: try later)
+
+
+class Busy(ReproError):
+    """Another process is writing where the command would (a run's folder): the same command, once that one has
+    ended, goes on; `repro` exits EXIT_BUSY, not a usage error's 2."""
+
+
 class ParameterError(ReproError, ValueError):
     """A parameter is unknown, missing or of the wrong type or value."""
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import datetime
 import inspect
 import json
 import re
@@ -616,8 +617,9 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             if kind == "extra_forbidden":  # a scorer option, else a scorers: item's key
                 msg += "." + did_you_mean(str(err["loc"][-1]), ScorerOptions.__annotations__ if str(
                     err["loc"][-2]).endswith("options") else ScorerSpec.model_fields)
-            if kind == "string_type" and isinstance(err["input"], (bool, int, float)):  # `run_name: 001` is 1
-                what = "true or false" if isinstance(err["input"], bool) else "a number"
+            if kind == "string_type" and isinstance(err["input"], (bool, int, float, datetime.date)):  # `001` is 1
+                what = ("true or false" if isinstance(err["input"], bool) else
+                        "a date" if isinstance(err["input"], datetime.date) else "a number")
                 typed = set_keys.get(key, "").strip()
                 got += ": " + (quote.format(key=key, what=what) if key not in set_keys else
                                f"YAML reads {typed} as {what}; quote it: '--set {key}=\"{typed}\"'"
@@ -799,10 +801,12 @@ def validate_namespace(section: str, namespace: dict[str, Any]) -> _Params:
 def read_value(raw: str) -> Any:
     """A command-line VALUE read as YAML (3, true, null, [a, b], {k: v}, "quoted"), but as typed where YAML would
     change it without a word: text cut at a ' #' (`runs/exp #3`; `3 # three` is 3), a mapping or list not in brackets
-    (`notes: v2.jsonl`, `- x`), and unreadable YAML."""
+    (`notes: v2.jsonl`, `- x`), a date or time (no parameter is one: `run_name=$(date +%F)`), and unreadable YAML."""
     raw = raw.strip()
     try:
         node = yaml.compose(raw, Loader=yaml.SafeLoader)
+        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:timestamp":
+            return node.value  # (its text, without a comment after it)
         if node is None or (isinstance(node, yaml.CollectionNode) and not node.flow_style) or (
                 node.end_mark.index < len(raw) and isinstance(node, yaml.ScalarNode) and node.style is None
                 and node.tag == "tag:yaml.org,2002:str"):

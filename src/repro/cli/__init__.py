@@ -6,14 +6,15 @@ templates/ (selfcheck.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 import warnings
 from pathlib import Path
 
-from ..errors import ReproError, ReproWarning
+from ..errors import EXIT_BUSY, Busy, ReproError, ReproWarning
 from ..manifest import version_line
-from .interrupt import say, stop_signal_as_ctrl_c
+from .interrupt import DroppedWhenClosed, say, stop_signal_as_ctrl_c
 
 PACKAGE = str(Path(__file__).resolve().parents[1])  # repro's own code, whose warnings are shown as one line
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
@@ -52,7 +53,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if a in COMMANDS), None)
-    with stop_signal_as_ctrl_c():  # SIGTERM, from the first moment, ends the command as Ctrl-C does
+    # SIGTERM, from the first moment, ends the command as Ctrl-C does; a stdout closed early, its lines dropped
+    with stop_signal_as_ctrl_c(), contextlib.redirect_stdout(DroppedWhenClosed(sys.stdout)) as stdout:
         try:  # (the command's module loads torch and datasets for its options: Ctrl-C may come then too)
             args = build_parser(command).parse_args(argv)
             with warnings.catch_warnings():  # repro's own warnings as one line each, as its errors (no source line)
@@ -64,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
                 return int(importlib.import_module(args._module).main(args) or 0)
         except ReproError as exc:
             print(f"repro {command}: error: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_BUSY if isinstance(exc, Busy) else 2
         except KeyboardInterrupt:  # Ctrl-C outside a notebook (a notebook's own is handled by repro run)
             say(f"repro {command}: interrupted; run the same command again to continue.")
             return 130
+        finally:
+            stdout.flush()  # (what is left, before Python's own flush as it exits)
 

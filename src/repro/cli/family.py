@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import check_format
-from ..errors import ParameterError, counted
+from ..errors import EXIT_BUSY, ParameterError, counted
 from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_family, why_run_again
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
@@ -35,7 +35,6 @@ from .run import configure as configure_run
 NOT_STARTED = "not started"  # a member of a family stopped before its turn
 BUSY = "busy"  # a member another command was running at its turn (a `repro run --member`, say): not run
 REFUSED = "refused"  # a member busy at the family's checks, free at its turn, that its own checks refused then
-EXIT_BUSY = 75  # the exit status of a family (or a member alone) that left a member to another command (EX_TEMPFAIL)
 
 
 def member_given_as(family: Family) -> str:
@@ -152,12 +151,13 @@ def ended(code: int) -> str:
             EXIT_BUSY: BUSY}.get(code, "failed")
 
 
-def run_elsewhere(family: Family, member: Member, now: bool = True) -> bool:
-    """Whether another process writes in `member`'s folder, looked at `now` or at the checks (family.busy); says so."""
+def run_elsewhere(family: Family, member: Member, now: bool = True, file: Any = None) -> bool:
+    """Whether another process writes in `member`'s folder, looked at `now` or at the checks (family.busy); says so
+    (on `file`: None, stdout)."""
     if not (writer := RunDir(member.run_dir).writer() if now else family.busy.get(member.name)):
         return False
     print(f"repro run: family {family.name}: {member.name} is being run elsewhere: {writer} is writing to "
-          f"{member.run_dir}; not run here (busy, not failed)", flush=True)
+          f"{member.run_dir}; not run here (busy, not failed)", file=file, flush=True)
     return True
 
 
@@ -376,11 +376,11 @@ def main(args: argparse.Namespace) -> int:
     family = plan_family(values, default_name=values.get("run_name") or params_file.stem, grid_args=grid_args,
                          out=args.out or (values["run_dir"] if "run_dir" in sets else None), where=str(params_file),
                          given_as=folder_given_as(args, values))
-    check_run_root(family.root, family.given_as)
+    check_run_root(family.root, family.given_as, default=not (args.out or values.get("run_dir")))
     members = [family.member(args.member)] if args.member else family.members
     if (code := prepare(args, params_file, family, members)) is not None:
         return code
-    if args.member and run_elsewhere(family, members[0], now=False):  # (as its checks found: nothing written)
+    if args.member and run_elsewhere(family, members[0], now=False, file=sys.stderr):  # (as its checks found)
         return EXIT_BUSY
     # the whole family holds its folder (two would write one view); a member alone runs beside the others (--jobs)
     with contextlib.nullcontext() if args.member else writing(RunDir(family.root), family.given_as):

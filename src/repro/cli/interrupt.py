@@ -54,10 +54,41 @@ def say(line: str) -> None:
     try:
         print(line, file=sys.stderr, flush=True)
     except OSError:
-        nowhere = os.open(os.devnull, os.O_WRONLY)
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                os.dup2(nowhere, stream.fileno())
+        write_nowhere(sys.stdout, sys.stderr)
+
+
+def write_nowhere(*streams: Any) -> None:
+    """What `streams` are given from now on goes to /dev/null (their files, which the kernels started later share)."""
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    for stream in streams:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(nowhere, stream.fileno())
+    os.close(nowhere)
+
+
+class DroppedWhenClosed:
+    """A command's stdout whose lines are dropped once what reads it has closed (`repro run ... | head -1`, a log
+    collector gone), not a BrokenPipeError that stops the command half-way: stderr, the records and the exit status
+    still say how it went."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            write_nowhere(self.stream)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            write_nowhere(self.stream)
 
 
 def _is_kernel(child: psutil.Process) -> bool:

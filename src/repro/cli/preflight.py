@@ -18,7 +18,7 @@ import datasets.config
 from huggingface_hub import constants
 
 from ..analysis import prose
-from ..errors import DataError, ParameterError, ReproError, counted, did_you_mean
+from ..errors import Busy, DataError, ParameterError, ReproError, counted, did_you_mean
 from ..jobs import idle_processes
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
 from ..paths import (RunDir, beside_hint, cache_root, checkout_root, is_hub_id, nearest_existing, run_folder,
@@ -373,10 +373,11 @@ def say_notes(checks: list[Check]) -> None:
 
 def require(checks: list[Check], params_file: str | Path, list_only: bool = False) -> int | None:
     """`--check` (`list_only`): print the checks and return the exit code, 1 when something is missing; else raise
-    one ReproError naming every missing piece (None when all are there)."""
+    one ReproError naming every missing piece, Busy where another process's work is all (None when all are there)."""
     if list_only:
         print(report(checks, params_file))
         return 0 if all(c.ok for c in checks) else 1
-    if any(not c.ok for c in checks):
-        raise ReproError(report(checks, params_file) + "\nFix these (or change the parameters), then run the same "
-                         "command again; `repro run --check PARAMS` lists them without running.")
+    if failed := {c.problem for c in checks if not c.ok}:
+        raise (Busy if failed == {"BUSY"} else ReproError)(
+            report(checks, params_file) + "\nFix these (or change the parameters), then run the same command again; "
+            "`repro run --check PARAMS` lists them without running.")

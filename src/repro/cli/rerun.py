@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..cache import RowCache
-from ..errors import DataError, ReproError, counted, listed
+from ..errors import Busy, DataError, counted, listed
 from ..family import Member
 from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
 from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
@@ -150,7 +150,7 @@ def writing(run: RunDir, given_as: str = "--out") -> Iterator[None]:
     """Hold `run` while this process writes there (others are refused); the lock goes with the process, however it
     ends."""
     if (holder := run.hold("`repro run`")) is not None:
-        raise ReproError(f"Run directory {run.root}: {busy(given_as, holder)}.")
+        raise Busy(f"Run directory {run.root}: {busy(given_as, holder)}.")
     before = os.environ.get(WRITING_ENV)
     os.environ[WRITING_ENV] = str(run.root)  # the notebooks' kernels this run starts are its own
     try:

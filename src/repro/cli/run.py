@@ -304,8 +304,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("params", help="a params YAML file, e.g. params/demo.yaml, or an example's name, e.g. demo")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override one parameter (repeatable); VALUE is read as YAML (3, true, null, [a, b], "
-                             "{k: v}), but plain text YAML would cut at ' #' or read as a mapping (a: b) is kept as "
-                             "typed")
+                             "{k: v}), but plain text YAML would cut at ' #' or read as a mapping (a: b), and a date, "
+                             "are kept as typed")
     parser.add_argument("--out", type=here_path,
                         help="the run directory, from the current folder (default: run_dir, else runs/<run_name> of "
                              "the project root)")
@@ -329,7 +329,7 @@ def run_params(args: argparse.Namespace, params_file: Path, values: dict[str, An
     if args.out:
         values["run_dir"] = args.out
     run_root = run_folder(values.get("run_dir"), values["run_name"])
-    check_run_root(run_root, given_as)
+    check_run_root(run_root, given_as, default=not values.get("run_dir"))
     values["run_dir"] = str(run_root)
     find_selfcheck(run_root, values.get("selfcheck"))  # a wrong `selfcheck` is an error before anything runs
     resolved = resolve_parameters(values)
@@ -377,8 +377,12 @@ def folder_given_as(args: argparse.Namespace, values: dict[str, Any]) -> str:
     return "run_dir" if values.get("run_dir") and not args.out else "--out"
 
 
-def check_run_root(run_root: Path, given_as: str) -> None:
-    """Refuse, before any work, a run directory that is (or lies inside) an existing file, or cannot be written."""
-    check_folder(run_root, given_as, "A run directory holds a run's notebooks, data and manifest: give a new or "
-                                     "existing folder that can be written instead (for example runs/<name>).")
+def check_run_root(run_root: Path, given_as: str, default: bool = False) -> None:
+    """Refuse, before any work, a run directory that is (or lies inside) an existing file, or cannot be written
+    (`default`: neither --out nor run_dir gave it, as the refusal says)."""
+    check_folder(run_root, "No --out or run_dir was given, and the default run directory (runs/<name> of the project "
+                           "root)" if default else given_as,
+                 "A run directory holds a run's notebooks, data and manifest: give " + (
+                     "one that can be written with --out (or run_dir)." if default else
+                     "a new or existing folder that can be written instead (for example runs/<name>)."))
 

@@ -20,12 +20,12 @@ import pyarrow.parquet as pq
 from ..construct.scoring import score_candidates
 from ..construct.selection import best_worst
 from ..dataset_io import prompt_text, response_text
-from ..errors import DataError, ParameterError, counted
+from ..errors import Busy, DataError, ParameterError, counted
 from ..exporters import CALLED, LISTED, SCORED, detect_format, generate_columns, seed_row, sppo_columns
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
 from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
-from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STAND_IN_MARKER, WORK_DIR, check_folder,
-                     here_path, typed_path, utf8_text)
+from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STAND_IN_MARKER, WORK_DIR, RunDir,
+                     check_folder, here_path, typed_path, utf8_text, wait_advice)
 from ..scorers import either, resolve_kind
 from ..scorers.common import MIN_CANDIDATES, ranks_from_scores
 from ..sources import DATA_SUFFIXES, RECORDS, iter_jsonl, load_source, local_splits
@@ -314,6 +314,9 @@ def main(args: argparse.Namespace) -> int:
     work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")  # a re-run continues from it
     check_folder(work_dir, "--work-dir" if args.work_dir else "The work folder",
                  "It keeps the finished chunks a re-run continues from: give a new or existing folder (--work-dir).")
+    if is_main_process() and (holder := RunDir(work_dir).hold("`repro score`")):  # (it goes with the process)
+        raise Busy(f"--output {args.output}: {holder} is writing it now (its work folder {work_dir}): "
+                   f"{wait_advice(holder)}, or give another --output.")
     result = score_candidates(
         [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
         device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
