@@ -109,6 +109,7 @@ HEAVY_FIXTURES = {
     "wheel": "builds and installs the wheel",
     "kill_during_scoring": "runs a scoring job in a subprocess and kills it with SIGKILL",
     "mid_size_shape": "builds and runs PairRM at the benchmark's mid size (hidden 384, 6 layers)",
+    "kernel": "starts a Jupyter kernel (jupyter_client), as JupyterLab does, and runs cells in it",
 }
 # The order the modules are handed to xdist's workers (make test: --dist loadscope --no-loadscope-reorder): the
 # longest first, so the many short ones fill in at the end and both workers finish together. The seconds are each
@@ -150,6 +151,26 @@ def shared_tmp(tmp_path_factory) -> Path:
     """A folder of this pytest run that its xdist workers share (under xdist each worker has its own basetemp)."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture
+def kernel():
+    """A function starting a kernel as JupyterLab does (python3, this checkout's src first): its (manager, client);
+    each shut down at the test's end."""
+    from jupyter_client.manager import start_new_kernel
+
+    started = []
+
+    def start():
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+        started.append(start_new_kernel(kernel_name="python3", env=env,
+                                        extra_arguments=["--IPKernelApp.log_level=CRITICAL"]))
+        return started[-1]
+
+    yield start
+    for km, kc in started:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,4 @@
 import ast
-import os
 import re
 from pathlib import Path
 
@@ -298,27 +297,20 @@ def test_after_an_interrupt_the_notebooks_objects_say_a_cell_was_interrupted_not
     assert repr(ns["ctx"]) == "<ctx: from before a cell was interrupted; run the notebook again>"
 
 
-def test_a_cell_failing_with_repros_error_stops_run_all_in_the_kernel():
+def test_a_cell_failing_with_repros_error_stops_run_all_in_the_kernel(kernel):
     """ReproError's short display (_render_traceback_) keeps the reply 'error': the kernel aborts the cells Run All
     queued behind it (a verifier saw later cells run in JupyterLab; the kernel, given them at once, runs none)."""
-    from jupyter_client.manager import start_new_kernel
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    km, kc = start_new_kernel(kernel_name="python3", env=env, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
-    try:
-        # the failing cell works a moment first, as a load cell does: the cells behind it are queued by then (failing
-        # at once, on a busy machine it could fail before they reached the kernel, which then had nothing to abort)
-        cells = ["from repro.errors import DataError", "import time; time.sleep(1); raise DataError('the load cell "
-                 "failed')", "1", "2"]
-        ids = [kc.execute(code, stop_on_error=True) for code in cells]  # as JupyterLab's Run All sends them
-        replies = {}  # by request: a late reply to the start's kernel_info requests is not one of ours
-        while not replies.keys() >= set(ids):
-            msg = kc.get_shell_msg(timeout=60)
-            replies[msg["parent_header"].get("msg_id")] = msg["content"].get("status")
-        assert [replies[i] for i in ids] == ["ok", "error", "aborted", "aborted"]
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    _, kc = kernel()
+    # the failing cell works a moment first, as a load cell does: the cells behind it are queued by then (failing
+    # at once, on a busy machine it could fail before they reached the kernel, which then had nothing to abort)
+    cells = ["from repro.errors import DataError", "import time; time.sleep(1); raise DataError('the load cell "
+             "failed')", "1", "2"]
+    ids = [kc.execute(code, stop_on_error=True) for code in cells]  # as JupyterLab's Run All sends them
+    replies = {}  # by request: a late reply to the start's kernel_info requests is not one of ours
+    while not replies.keys() >= set(ids):
+        msg = kc.get_shell_msg(timeout=60)
+        replies[msg["parent_header"].get("msg_id")] = msg["content"].get("status")
+    assert [replies[i] for i in ids] == ["ok", "error", "aborted", "aborted"]
 
 
 def test_a_parameters_cell_that_did_not_run_to_its_end_is_refused():

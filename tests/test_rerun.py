@@ -493,34 +493,29 @@ def test_a_notebook_on_its_own_holds_its_run_directory_until_it_ends(previous_ru
 
 
 @contextmanager
-def construct_kernel(run_dir: Path, **values: Any) -> Iterator[tuple[list[str], Callable[..., str], Any]]:
-    """A kernel, as JupyterLab's, with 01_construct's imports, its parameters cell and papermill's cell of the demo's
-    values (with run_dir and `values`) run: the notebook's code cells, a function running one in it ('ok', or its
-    error's text; `hook` sees its messages) and the kernel's manager."""
-    from jupyter_client.manager import start_new_kernel
-
+def construct_kernel(kernel: Callable, run_dir: Path, **values: Any
+                     ) -> Iterator[tuple[list[str], Callable[..., str], Any]]:
+    """A kernel (the `kernel` fixture's) with 01_construct's imports, its parameters cell and papermill's cell of the
+    demo's values (with run_dir and `values`) run: the notebook's code cells, a function running one in it ('ok', or
+    its error's text; `hook` sees its messages) and the kernel's manager."""
     resolved = resolve_parameters({**load_params_file(ROOT / "params" / "demo.yaml"), "run_dir": str(run_dir),
                                    **values})
     given = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in resolved.items()
                                        if k in ConstructParams.model_fields or k in GenerationParams.model_fields)
     notebook = json.loads((ROOT / "notebooks" / "01_construct.ipynb").read_text())
     cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    km, kc = start_new_kernel(kernel_name="python3", env=env, extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+    km, kc = kernel()
 
     def cell(code: str, hook: Callable[[dict], Any] = lambda msg: None) -> str:
         reply = kc.execute_interactive(code, timeout=300, output_hook=hook)
         return reply["content"]["status"] if reply["content"]["status"] == "ok" else reply["content"]["evalue"]
 
-    try:
-        assert [cell(code) for code in (*cells[:2], given)] == ["ok"] * 3
-        yield cells, cell, km
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    assert [cell(code) for code in (*cells[:2], given)] == ["ok"] * 3
+    yield cells, cell, km
 
 
-def test_01_constructs_setup_cell_alone_leaves_a_complete_run_free_and_its_stages_hold_it(previous_run, capsys):
+def test_01_constructs_setup_cell_alone_leaves_a_complete_run_free_and_its_stages_hold_it(previous_run, capsys,
+                                                                                          kernel):
     """JupyterLab, a complete run looked at: the cells up to 01_construct's setup cell held the run folder until the
     kernel was shut down, so `repro run --check` and another kernel were refused as BUSY though nothing ran. Now a
     stage takes the folder, and a stage in another kernel meanwhile is refused."""
@@ -534,7 +529,7 @@ def test_01_constructs_setup_cell_alone_leaves_a_complete_run_free_and_its_stage
         code = main(["run", "--check", "demo", "--out", str(previous_run.root)])
         return code, next(line for line in capsys.readouterr().out.splitlines() if "run directory:" in line)
 
-    with construct_kernel(previous_run.root) as (cells, cell, _):
+    with construct_kernel(kernel, previous_run.root) as (cells, cell, _):
         setup, load = cells[2:4]
         assert cell(setup) == "ok"
         code, line = check()
@@ -555,13 +550,13 @@ def test_01_constructs_setup_cell_alone_leaves_a_complete_run_free_and_its_stage
         assert f"(pid {os.getpid()}" not in line
 
 
-def test_a_cell_refused_for_rows_made_before_the_setup_cell_leaves_ctx_usable_so_its_advice_works(tmp_path):
+def test_a_cell_refused_for_rows_made_before_the_setup_cell_leaves_ctx_usable_so_its_advice_works(tmp_path, kernel):
     """A real kernel (the reviewer's): Run All, the setup cell again, §6 Pairs refused ("run the cells above first, §1
     Source rows to §5 PairRM scores"); then §1 said "`ctx` is from before a cell above failed: fix it and run the
     notebook again", and only Run All got out. Now the refusal, which did nothing, leaves `ctx` as it was, and doing
     as it says completes the run; after Kernel > Interrupt too. A cell that really fails still makes `ctx` stale."""
     run = RunDir(tmp_path / "run")
-    with construct_kernel(run.root, limit=6) as (cells, cell, km):
+    with construct_kernel(kernel, run.root, limit=6) as (cells, cell, km):
         setup, stages_cells = cells[2], cells[3:]  # §1 Source rows .. §8 Write the dataset
         pairs = stages_cells[5]
         refused = ("This cell was given results made before the setup cell (`ctx = stages.begin(...)`) last ran, or "

@@ -22,6 +22,7 @@ HEAVY_WORK = {
     "sync_playwright(": "jupyterlab",
     '"pip", "wheel"': "wheel",
     "kill_while_scoring_the_third_chunk": "kill_during_scoring",
+    "start_new_kernel(": "kernel",
 }
 
 
