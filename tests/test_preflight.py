@@ -476,6 +476,18 @@ def test_the_policys_tokenizer_for_the_scorer_is_looked_for_and_fingerprinted_at
     assert hub_commits(values) == {"policy_model": PINNED, "scorer_prompt_tokenizer": PINNED}
 
 
+def reachable_hub_of_a_3gb_model(monkeypatch) -> None:
+    """The hub, reachable (not offline), where every repository is one 3 GB file."""
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(preflight, "hub_offline", lambda *also: None)
+
+    class Hub:
+        def repo_info(self, *a, **k):
+            return type("Info", (), {"siblings": [type("File", (), {"size": 3 * 10**9})()]})()
+
+    monkeypatch.setattr("huggingface_hub.HfApi", Hub)
+
+
 def test_one_model_two_parameters_name_is_one_check_and_one_download(bare_machine, monkeypatch):
     # SPPO's recipe: the policy's tokenizer also formats the scorer's prompts; one `hf download`, and counted once
     values = resolve_parameters({"notebooks": ["01_construct"], "scorer_model": "builtin:tiny-pairrm", "generate": True,
@@ -485,14 +497,7 @@ def test_one_model_two_parameters_name_is_one_check_and_one_download(bare_machin
     assert check.what == "policy_model and scorer_prompt_tokenizer: owner/policy"
     assert "hf download owner/policy --local-dir DIR`, then set policy_model and scorer_prompt_tokenizer to DIR" \
         in check.detail
-    monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setattr(preflight, "hub_offline", lambda *also: None)
-
-    class Hub:  # the hub, reachable, with a 3 GB model
-        def repo_info(self, *a, **k):
-            return type("Info", (), {"siblings": [type("File", (), {"size": 3 * 10**9})()]})()
-
-    monkeypatch.setattr("huggingface_hub.HfApi", Hub)
+    reachable_hub_of_a_3gb_model(monkeypatch)
     checks, download = preflight.input_checks(values)
     assert [c.ok for c in checks] == [True] and download == 3 * 10**9
 
@@ -697,14 +702,7 @@ def test_a_read_only_home_is_refused_before_the_run_naming_each_cache_it_would_w
     assert "stand-in" not in capsys.readouterr().out
     # a hub input to download goes into the hub cache, under HOME unless HF_HOME or HF_HUB_CACHE moves it
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf / "hub"))
-    monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setattr(preflight, "hub_offline", lambda *also: None)
-
-    class Hub:  # the hub, reachable, with a 3 GB model
-        def repo_info(self, *a, **k):
-            return type("Info", (), {"siblings": [type("File", (), {"size": 3 * 10**9})()]})()
-
-    monkeypatch.setattr("huggingface_hub.HfApi", Hub)
+    reachable_hub_of_a_3gb_model(monkeypatch)
     assert main(["run", "--check", "demo", "--out", str(out), "--set", "scorer_model=owner/scorer"]) == 1
     assert f"REFUSED  hub cache: {hf / 'hub'} {unwritable}: set HF_HOME or HF_HUB_CACHE" in capsys.readouterr().out
 
