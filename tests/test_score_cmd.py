@@ -163,6 +163,33 @@ def test_a_second_score_of_the_same_output_is_busy_while_the_first_runs(tmp_path
     assert main(argv) == 0 and len(out.read_text().splitlines()) == len(sppo_rows)  # once it has ended
 
 
+def test_a_second_score_of_the_same_output_with_another_work_dir_is_busy(tmp_path, sppo_rows, capsys):
+    """Two `repro score` of one --output with different --work-dir both scored and both wrote it (the second over the
+    first, their markers' entries able to disagree); now the second is refused as busy (exit 75) while the first runs,
+    as two of one work folder are."""
+    import subprocess
+    import sys
+
+    src, out = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:3]), tmp_path / "scored.jsonl"
+    argv = ["score", "--model", "builtin:tiny-pairrm", "--input", str(src), "--output", str(out), "--device", "cpu"]
+    # the first: a real `repro score`, stopped where it scores (its locks taken) until the test ends it
+    first = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.cli import main, score; "
+                              "score.score_candidates = lambda *a, **k: print('scoring', flush=True) or "
+                              "time.sleep(60); main(sys.argv[1:])", *argv, "--work-dir", str(tmp_path / "w1")],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "scoring"
+        assert main([*argv, "--work-dir", str(tmp_path / "w2")]) == EXIT_BUSY
+        err = capsys.readouterr().err
+        assert f"--output {out}: `repro score` (pid {first.pid}, since " in err and "wait for it to finish" in err
+        assert not out.exists()
+    finally:
+        first.kill()
+        first.wait()
+    assert main([*argv, "--work-dir", str(tmp_path / "w2")]) == 0 and len(out.read_text().splitlines()) == 3
+    assert {p.name for p in tmp_path.iterdir()} == {"in.jsonl", "scored.jsonl", STAND_IN_MARKER, "w1", "w2"}
+
+
 def test_chunks_of_other_settings_are_set_aside_with_a_line_saying_so(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
     """A re-run with another --batch-tokens moved the finished chunks to stale-<hash>/ and scored all again without a
     word: one line now says how many, which settings differ, and where they were kept."""

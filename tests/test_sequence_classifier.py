@@ -189,6 +189,19 @@ def test_kind_is_read_from_the_checkpoint(tmp_path, reward_dirs, tiny_pairrm_dir
         load_scorer(reward_dirs["llama"], device="cpu", source_maxlength=64)
 
 
+def test_resolve_kind_checks_the_model_once_where_it_reads_the_kind(monkeypatch, reward_dirs, tiny_pairrm_dir):
+    """resolve_kind(model) (kind 'auto') checked the model spec, dropped it, and had detect_kind check the model again:
+    now one check, the same kinds, and the same refusal first of a missing model with a wrong kind."""
+    checked, check = [], scorers.model_spec
+    monkeypatch.setattr(scorers, "model_spec", lambda model: checked.append(model) or check(model))
+    for model, kind in (("builtin:tiny-pairrm", "pairrm"), (reward_dirs["llama"], "sequence_classifier"),
+                        (tiny_pairrm_dir, "pairrm")):
+        checked.clear()
+        assert scorers.resolve_kind(model) == kind and checked == [model]
+    with pytest.raises(ParameterError, match=r"^model must be a hub id"):
+        scorers.resolve_kind(None, "ranker")
+
+
 def test_a_kind_that_does_not_match_the_model_is_refused_naming_both(reward_dirs):
     """A PairRM stand-in as a sequence classifier was 'not a directory ... or a built-in stand-in' (it is one), and a
     Llama reward model as PairRM was 'neither llm-blender's RankerConfig ...' without the model or the fix."""

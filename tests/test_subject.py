@@ -16,7 +16,8 @@ from repro.dataset_io import SEED_COLUMNS, write_split
 from repro.errors import ParameterError
 from repro.manifest import Manifest
 from repro.parameters import AnalyzeParams, CardParams, CompareParams, build, validate_namespace
-from repro.paths import RunDir, run_dir_of
+from repro.paths import STAND_IN_MARKER, RunDir, run_dir_of
+from repro.subject import declared_scorer, declared_stand_ins, mark_scorer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -314,3 +315,22 @@ def test_a_project_moved_or_copied_describes_the_same_datasets(project, monkeypa
     assert Manifest(moved).read()["subject"]["dataset"] == str(copy / "mine.jsonl")
     (copy / "other.jsonl").write_bytes(mine.read_bytes())
     assert "is another dataset" in subject_refusal(moved, str(copy / "other.jsonl"), "dataset")
+
+
+def test_declared_scorer_reads_the_marker_of_a_real_scorers_file_once(tmp_path, monkeypatch, train_rows):
+    """declared_scorer read the repro score marker of a file (and of each file of a folder) twice where the scorer
+    was no stand-in: once inside declared_stand_ins, once itself. Now once: no read beyond declared_stand_ins', and the
+    same scorer."""
+    rm = {"model": "owner/reward-model", "kind": "sequence_classifier", "stand_in": False}
+    for k, name in enumerate(("a.jsonl", "b.jsonl")):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in train_rows[3 * k:3 * k + 3]))
+        mark_scorer(tmp_path / name, rm)
+    reads, read_text = [], Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(self.name) or read_text(self, *a, **k))
+    assert declared_scorer(str(tmp_path / "a.jsonl")) == rm | {"declared": "marker"}
+    assert reads == [STAND_IN_MARKER]
+    reads.clear()
+    assert declared_stand_ins(str(tmp_path)) == {}  # the folder: its marker's check, and each file's entry
+    alone = list(reads)
+    reads.clear()
+    assert declared_scorer(str(tmp_path)) == rm | {"declared": "marker"} and reads == alone

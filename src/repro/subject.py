@@ -22,17 +22,17 @@ OWN = None  # the subject of a run that built its own dataset
 STAND_IN_TAGS = {"scorer": "stand-in-scores", "generation": "stand-in-candidates"}  # a card's tags for its stand-ins
 
 
-def declared_stand_ins(spec: str | None, split: str | None = None) -> dict[str, dict[str, Any]]:
+def declared_stand_ins(spec: str | None, split: str | None = None, marked: Any = ...) -> dict[str, dict[str, Any]]:
     """The stand-ins a dataset made elsewhere (`spec`: a local folder, or a file in one) declares it was made with:
     {"scorer": ..., "generation": ...}, each with `stand_in` and `declared`, what declares it: the `manifest` of the
     run that built it (which names the model), its own `card`'s tags (STAND_IN_TAGS), or a `marker` in its folder
     (STAND_IN_MARKER, for the scorer; beside a file `repro score` wrote, naming it and the model: `marked_scorer`, of
-    a folder's `split`); {} where nothing does (a hub id, a folder that says nothing)."""
+    a folder's `split`, unless read as `marked`); {} where nothing does (a hub id, a folder that says nothing)."""
     path = Path(spec).expanduser() if spec else None
     if path is None or not path.exists():
         return {}
     out: dict[str, dict[str, Any]] = {}
-    if (scorer := marked_scorer(path, split)) and scorer["stand_in"]:
+    if (scorer := marked_scorer(path, split) if marked is ... else marked) and scorer["stand_in"]:
         out["scorer"] = scorer
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no manifest beside it, or not one
         recorded = Manifest(RunDir(run_manifest_of(path).parent)).read()
@@ -63,8 +63,8 @@ def declared_stand_ins(spec: str | None, split: str | None = None) -> dict[str, 
 def declared_scorer(spec: str | None, split: str | None = None) -> dict[str, Any] | None:
     """The scorer a dataset made elsewhere (`spec`, its `split`) declares: a stand-in (`declared_stand_ins`), else the
     one `repro score` recorded beside the file (`marked_scorer`); None."""
-    return declared_stand_ins(spec, split).get("scorer") or (
-        marked_scorer(Path(spec).expanduser(), split) if spec else None)
+    marked = marked_scorer(Path(spec).expanduser(), split) if spec else None
+    return declared_stand_ins(spec, split, marked).get("scorer") or marked
 
 
 def read_as_pairrm(scorer: dict[str, Any] | None, told: Any = None, breaks_sign_order: bool = False) -> bool | None:

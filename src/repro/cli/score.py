@@ -311,12 +311,14 @@ def main(args: argparse.Namespace) -> int:
             raise DataError(f"--chat-template {args.chat_template} is empty: give a file holding the Jinja template "
                             f"the model was trained with (a tokenizer_config.json's chat_template).")
     options |= {name: value for name in ("output_index", "max_length") if (value := getattr(args, name)) is not None}
-    work_dir = args.work_dir or args.output.with_name(args.output.name + ".work")  # a re-run continues from it
+    own = args.output.with_name(args.output.name + ".work")  # the output's lock; its chunks, but with --work-dir
+    work_dir = args.work_dir or own  # a re-run continues from it
     check_folder(work_dir, "--work-dir" if args.work_dir else "The work folder",
                  "It keeps the finished chunks a re-run continues from: give a new or existing folder (--work-dir).")
-    if is_main_process() and (holder := RunDir(work_dir).hold("`repro score`")):  # (it goes with the process)
-        raise Busy(f"--output {args.output}: {holder} is writing it now (its work folder {work_dir}): "
-                   f"{wait_advice(holder)}, or give another --output.")
+    locks = {work_dir.resolve(): f"--work-dir {work_dir}", own.resolve(): f"--output {args.output}"}  # one or two
+    for folder, what in locks.items():
+        if is_main_process() and (holder := RunDir(folder).hold("`repro score`")):  # (it goes with the process)
+            raise Busy(f"{what}: {holder} is writing it now: {wait_advice(holder)}, or give another {what.split()[0]}.")
     result = score_candidates(
         [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
         device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
@@ -339,8 +341,8 @@ def main(args: argparse.Namespace) -> int:
     # the scorer beside the scores, as a run's manifest records it, a stand-in's said so (02_analyze, 03_card)
     mark_scorer(args.output, {k: result.info[k] for k in ("model", "kind", "stand_in", "backend", "device", "dtype")
                               if k in result.info})
-    if args.work_dir is None and args.num_processes == 1 and world_size() == 1:  # (several: kept, as they share it)
-        shutil.rmtree(work_dir, ignore_errors=True)  # the output holds it all now
+    if len(locks) == 2 or args.work_dir is None and args.num_processes == 1 and world_size() == 1:
+        shutil.rmtree(own, ignore_errors=True)  # the output holds it all now (several processes share it: kept)
     info, few, most = result.info, min(map(len, cands := [r["candidates"] for r in rows])), max(map(len, cands))
     note = f" — a random STAND-IN: these scores are noise ({STAND_IN_MARKER} beside it says so)" \
         if info.get("stand_in") else ""

@@ -87,11 +87,11 @@ def detect_kind(model: str | Path) -> str:
 
 def resolve_kind(model: str | Path, kind: str = "auto") -> str:
     """`kind` checked; 'auto' read from the checkpoint (`detect_kind`)."""
+    if kind == "auto":  # (the model checked there)
+        return detect_kind(model)
     spec = model_spec(model)
     if kind not in KINDS:
         raise ParameterError(f"kind={kind!r} is not a scorer kind: expected one of {', '.join(KINDS)}.")
-    if kind == "auto":
-        return detect_kind(model)
     try:  # a stand-in's or a local folder's own kind (a hub id's config is not fetched for this)
         own = detect_kind(spec) if spec.startswith("builtin:") or Path(spec).expanduser().is_dir() else kind
     except ReproError:  # unreadable, or of neither kind: the loader says what it lacks
