@@ -163,9 +163,10 @@ def test_missing_models_say_where_they_were_looked_for_and_how_to_provide_them(t
     # the command fetches what a checkpoint needs: `hf download` drops --include when file names are given too, so
     # `--include '*.json' spm.model model.safetensors` fetched no config.json
     command = shlex.split(re.search(r"`(hf download [^`]+)`", text)[1])
-    assert command[:3] == ["hf", "download", "llm-blender/PairRM"] and command[3::2] == ["--include"] * 3
+    # llm-blender's layout: its weights may be either file (the loader reads either), so both are fetched
+    assert command[:3] == ["hf", "download", "llm-blender/PairRM"] and command[3::2] == ["--include"] * 4
     assert all(any(fnmatch.fnmatch(name, p) for p in command[4::2]) for name in ("config.json", "spm.model",
-                                                                              "model.safetensors"))
+                                                                              "model.safetensors", "pytorch_model.bin"))
     with pytest.raises(ModelLoadError, match="not a directory"):
         resolve_model(str(tmp_path / "nowhere"))
     (tmp_path / "empty").mkdir()

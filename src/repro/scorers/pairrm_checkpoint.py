@@ -23,8 +23,10 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 def _how_to_provide(spec: str) -> str:
     repo = spec if reads_as_hub_id(spec) else "llm-blender/PairRM-hf"
+    # PairRM-hf's weights are model.safetensors; another repo's (llm-blender's layout) may be either of WEIGHT_FILES
+    weights = " --include ".join(WEIGHT_FILES[:1] if repo == "llm-blender/PairRM-hf" else WEIGHT_FILES)
     return (f"To provide it: on a machine with internet run `hf download {repo} --include '*.json' --include "
-            f"spm.model --include model.safetensors` (it lands in the hub cache; copy that cache or set HF_HOME to "
+            f"spm.model --include {weights}` (it lands in the hub cache; copy that cache or set HF_HOME to "
             f"it), or download the folder anywhere and pass its path as the model; for a run without any download use "
             f"'{BUILTIN_TINY}' (a random stand-in whose scores are noise).")
 
