@@ -707,6 +707,40 @@ def test_a_read_only_home_is_refused_before_the_run_naming_each_cache_it_would_w
     assert f"REFUSED  hub cache: {hf / 'hub'} {unwritable}: set HF_HOME or HF_HUB_CACHE" in capsys.readouterr().out
 
 
+def test_a_read_only_stand_ins_cache_holding_the_run_s_stand_ins_is_accepted_and_one_lacking_them_refused(
+        bare_machine, monkeypatch, capsys):
+    # a cluster's admin builds the stand-ins once into a shared REPRO_CACHE and makes it read-only: --check refused it
+    # as unwritable, though a run only reads a stand-in built (and the folder built was mkdtemp's 0700: no one else's)
+    import datasets.config
+
+    from repro.construct.generation import resolve_policy
+    from repro.scorers.tiny import build_builtin
+
+    shared = bare_machine / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    monkeypatch.setenv("REPRO_CACHE", str(shared))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(bare_machine / "datasets"))
+    built = [build_builtin("builtin:tiny-pairrm"), Path(resolve_policy("builtin:tiny-policy", None).path)]
+    assert [folder.stat().st_mode & 0o777 for folder in built] == [0o755, 0o755]  # other users read them
+    for path in [shared, *shared.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)  # chmod -R a-w
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(shared) and mode == os.W_OK
+                        else real_access(p, mode, **kw))  # (root writes into a 0o555 folder: as a read-only mount)
+    out = str(bare_machine / "run")
+    for params in ("demo", "demo_generate"):  # (the scorer; the policy and the scorer)
+        assert main(["run", "--check", params, "--out", out]) == 0
+        assert (f"ok       stand-in models' cache: {shared} (holds the stand-ins this run reads; REPRO_CACHE moves "
+                f"it)") in capsys.readouterr().out
+    # a stand-in it lacks would be built there: refused as before
+    for params, lacking in (("demo", "scorer_model=builtin:tiny-reward-llama"),
+                            ("demo_generate", "policy_model=builtin:tiny-policy-1b")):
+        assert main(["run", "--check", params, "--out", out, "--set", lacking]) == 1
+        assert (f"REFUSED  stand-in models' cache: {shared} cannot be written ({shared} is read-only, or not yours): "
+                f"set REPRO_CACHE to a folder that can be written") in capsys.readouterr().out
+
+
 def test_a_revision_pinned_for_a_local_folder_or_a_stand_in_is_refused_before_the_run(bare_machine, capsys):
     # the advice half followed (`hf download ... --revision v1 --local-dir DIR`, source set to DIR, source_revision
     # left at v1): --check said "everything the run needs is here", then the run failed and left a failed run folder
