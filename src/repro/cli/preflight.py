@@ -346,6 +346,7 @@ def cache_checks(values: dict[str, Any], download: int) -> list[Check]:
         folders.append(("hub cache", constants.HF_HUB_CACHE, "HF_HOME or HF_HUB_CACHE", False))
     checks = []
     for what, folder, variables, built in folders:
+        folder = os.path.abspath(folder)  # (as absolute_caches made its variable for the run)
         why = not built and write_problem(Path(folder))
         checks.append(Check(what, not why, f"{folder} {why}: set {variables} to a folder that can be written" if why
                             else f"{folder} ({'holds the stand-ins this run reads; ' * built}{variables} moves it)",
