@@ -30,13 +30,13 @@ import torch
 from repro.construct.scoring import score_candidates
 from repro.errors import ParameterError, counted
 from repro.jobs import build_once
-from repro.parameters import ScorerKind, default_batch_tokens
+from repro.parameters import STAND_IN_VERSION, ScorerKind, default_batch_tokens
 from repro.paths import cache_root, check_folder
 from repro.scorers import load_scorer, resolve_kind
 from repro.scorers.blender_compat import BLENDER_DTYPES, BlenderScorer, blender_runs
 from repro.scorers.common import resolve_device, resolve_dtype
 from repro.scorers.sequence_classifier import reward_model_dtype
-from repro.scorers.tiny import BUILDER_VERSION, build_tiny_pairrm, build_tiny_reward_model
+from repro.scorers.tiny import build_tiny_pairrm, build_tiny_reward_model
 from repro.sources import demo_path, iter_jsonl
 from repro.cli.score import RUN, read_rows
 from repro.cli.measure import (PART2_MINI_1_PROMPTS, Contender, alternate, engine_passes, gpu_use,
@@ -144,7 +144,7 @@ def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = No
     """A random PairRM-architecture checkpoint of `size` (llm-blender layout), built once per corpus and cached.
     `init` 1.0 spreads the scores but magnifies rounding; 0.1 does not (benchmarks/RESULTS.md)."""
     shape = MODEL_SIZES[size]
-    described = [BUILDER_VERSION, size, shape, seed, corpus] + ([init] if init != 1.0 else [])
+    described = [STAND_IN_VERSION, size, shape, seed, corpus] + ([init] if init != 1.0 else [])
     key = hashlib.sha256(json.dumps(described).encode()).hexdigest()[:12]
     target = (cache or cache_root() / "bench") / f"pairrm-{size}-{key}"
     return build_once(target, lambda folder: build_tiny_pairrm(folder, seed=seed, extra_corpus=corpus,
@@ -153,7 +153,7 @@ def bench_model(size: str, corpus: list[str], seed: int, cache: Path | None = No
 
 def bench_reward_model(size: str, seed: int) -> Path:
     """A random Llama reward model of `size`, built once into the cache."""
-    target = cache_root() / "bench" / f"reward-llama-{size}-seed{seed}-v{BUILDER_VERSION}"
+    target = cache_root() / "bench" / f"reward-llama-{size}-seed{seed}-v{STAND_IN_VERSION}"
     return build_once(target, lambda folder: build_tiny_reward_model(folder, "llama", seed=seed,
                                                                      **REWARD_SIZES[size]))
 

@@ -707,6 +707,84 @@ def test_a_read_only_home_is_refused_before_the_run_naming_each_cache_it_would_w
     assert f"REFUSED  hub cache: {hf / 'hub'} {unwritable}: set HF_HOME or HF_HUB_CACHE" in capsys.readouterr().out
 
 
+def test_a_read_only_stand_ins_cache_holding_the_run_s_stand_ins_is_accepted_and_one_lacking_them_refused(
+        bare_machine, monkeypatch, capsys):
+    # a cluster's admin builds the stand-ins once into a shared REPRO_CACHE and makes it read-only: --check refused it
+    # as unwritable, though a run only reads a stand-in built (and the folder built was mkdtemp's 0700: no one else's)
+    import datasets.config
+
+    from repro.construct.generation import resolve_policy
+    from repro.scorers.tiny import build_builtin
+
+    shared = bare_machine / "shared"
+    shared.mkdir()
+    shared.chmod(0o755)
+    monkeypatch.setenv("REPRO_CACHE", str(shared))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(bare_machine / "datasets"))
+    built = [build_builtin("builtin:tiny-pairrm"), Path(resolve_policy("builtin:tiny-policy", None).path)]
+    assert [folder.stat().st_mode & 0o777 for folder in built] == [0o755, 0o755]  # other users read them
+    for path in [shared, *shared.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)  # chmod -R a-w
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p).is_relative_to(shared) and mode == os.W_OK
+                        else real_access(p, mode, **kw))  # (root writes into a 0o555 folder: as a read-only mount)
+    out = str(bare_machine / "run")
+    for params in ("demo", "demo_generate"):  # (the scorer; the policy and the scorer)
+        assert main(["run", "--check", params, "--out", out]) == 0
+        assert (f"ok       stand-in models' cache: {shared} (holds the stand-ins this run reads; REPRO_CACHE moves "
+                f"it)") in capsys.readouterr().out
+    # a stand-in it lacks would be built there: refused as before
+    for params, lacking in (("demo", "scorer_model=builtin:tiny-reward-llama"),
+                            ("demo_generate", "policy_model=builtin:tiny-policy-1b")):
+        assert main(["run", "--check", params, "--out", out, "--set", lacking]) == 1
+        assert (f"REFUSED  stand-in models' cache: {shared} cannot be written ({shared} is read-only, or not yours): "
+                f"set REPRO_CACHE to a folder that can be written") in capsys.readouterr().out
+
+
+def test_a_relative_cache_variable_names_one_folder_to_the_check_and_to_the_run(bare_machine, monkeypatch, capsys):
+    # REPRO_CACHE=stand-ins typed in another folder than the project root: the check looked at the shell's folder,
+    # the notebooks' kernels (run in the project root) used the project root's: the check passed a folder not used
+    import datasets.config
+
+    shell = bare_machine / "shell"
+    shell.mkdir()
+    monkeypatch.chdir(shell)
+    for variable, folder in (("REPRO_CACHE", "stand-ins"), ("HF_DATASETS_CACHE", "datasets-cache")):
+        monkeypatch.setenv(variable, folder)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", "datasets-cache")  # (as datasets read it at its import)
+    kernels = {}
+    monkeypatch.setattr(cli_run, "ensure_kernel", lambda name: name)
+    monkeypatch.setattr(cli_run, "run_notebooks", lambda *args, **kwargs: kernels.update(os.environ) or 0)
+    assert main(["run", "--check", "demo", "--out", str(bare_machine / "run")]) == 0
+    said = capsys.readouterr().out
+    assert f"ok       datasets cache: {shell / 'datasets-cache'} (HF_HOME" in said
+    assert f"ok       stand-in models' cache: {shell / 'stand-ins'} (REPRO_CACHE" in said
+    assert main(["run", "demo", "--out", str(bare_machine / "run")]) == 0
+    assert (kernels["REPRO_CACHE"], kernels["HF_DATASETS_CACHE"]) == (str(shell / "stand-ins"),
+                                                                       str(shell / "datasets-cache"))
+
+
+def test_a_run_from_another_folder_reads_its_stand_ins_from_a_read_only_cache_a_relative_path_names(
+        repro_run, tmp_path, monkeypatch):
+    # the two above, in a real run: the stand-in only read (the cache's files and folders as they were, as root too),
+    # and the relative caches the shell's, none made in the project root
+    from repro.scorers.tiny import build_builtin
+
+    shell, names = tmp_path / "shell", {"REPRO_CACHE": "shared-stand-ins", "HF_DATASETS_CACHE": "datasets-cache"}
+    monkeypatch.setenv("REPRO_CACHE", str(shell / names["REPRO_CACHE"]))
+    build_builtin("builtin:tiny-pairrm")
+    shared = shell / names["REPRO_CACHE"]
+    for path in [shared, *shared.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)  # chmod -R a-w
+    before = [(path, path.stat().st_mtime_ns) for path in [shared, *shared.rglob("*")]]
+    done = repro_run("demo", "--out", tmp_path / "run", "--set", "limit=8", "--set", "notebooks=[01_construct]",
+                     cwd=shell, env={**os.environ, **names})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [(path, path.stat().st_mtime_ns) for path in [shared, *shared.rglob("*")]] == before
+    assert (shell / names["HF_DATASETS_CACHE"]).is_dir()
+    assert not [name for name in names.values() if (ROOT / name).exists()]
+
+
 def test_a_revision_pinned_for_a_local_folder_or_a_stand_in_is_refused_before_the_run(bare_machine, capsys):
     # the advice half followed (`hf download ... --revision v1 --local-dir DIR`, source set to DIR, source_revision
     # left at v1): --check said "everything the run needs is here", then the run failed and left a failed run folder

@@ -21,8 +21,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from typing_extensions import TypedDict  # (pydantic takes typing's only from Python 3.12)
 
 from .errors import ParameterError, Refused, ReproError, counted, did_you_mean
-from .paths import (DEMO, SPLIT, SPLIT_NAME, RunDir, dataset_run_name, find_params, project_root, resolve_user_path,
-                    row_cache_dir, run_dir_of, run_manifest_of, utf8_text)
+from .paths import (DEMO, SPLIT, SPLIT_NAME, RunDir, cache_root, dataset_run_name, find_params, project_root,
+                    resolve_user_path, row_cache_dir, run_dir_of, run_manifest_of, utf8_text)
 
 
 # PairRM's token limits as llm-blender/PairRM ships them (RankerConfig), prompt and candidate: the one place naming them
@@ -52,6 +52,13 @@ LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_
 BUILTIN_SCORERS = {"builtin:tiny-pairrm": "pairrm", "builtin:tiny-reward-llama": "llama",
                    "builtin:tiny-reward-deberta": "deberta"}
 BUILTIN_POLICIES = {"builtin:tiny-policy": "tiny", "builtin:tiny-policy-1b": "1b"}
+# Bump when what a stand-in builder (repro.scorers.tiny, tiny_policy) writes changes, so cached copies are rebuilt.
+STAND_IN_VERSION = 1
+
+
+def builtin_folder(spec: str) -> Path:
+    """Where the built-in stand-in `spec` is built once ($REPRO_CACHE, else ~/.cache/repro), and, built, only read."""
+    return cache_root() / f"{spec.removeprefix('builtin:')}-v{STAND_IN_VERSION}"
 
 
 def _builtin_among(names: Collection[str]) -> AfterValidator:

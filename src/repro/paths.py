@@ -28,6 +28,14 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "repro"
 
 
+def absolute_caches() -> None:
+    """Each cache variable holding a relative path made absolute from the current folder, where `repro run`'s checks
+    take it, for its notebooks' kernels too (which run in the project root)."""
+    for name in ("HF_HOME", "HF_DATASETS_CACHE", "HF_HUB_CACHE", "REPRO_CACHE", "REPRO_ROW_CACHE"):
+        if os.environ.get(name):
+            os.environ[name] = os.path.abspath(os.path.expanduser(os.environ[name]))
+
+
 def row_cache_dir(given: str | Path | None = None) -> Path:
     """The row cache (repro.cache): `given` (cache_dir), $REPRO_ROW_CACHE, $REPRO_CACHE, else the project's cache/."""
     if given:

@@ -22,7 +22,7 @@ from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_
                           validate_all)
 from ..jobs import fingerprint_of
 from ..manifest import Manifest
-from ..paths import FAMILY_LOGS, RunDir, find_params, wait_advice, write_problem
+from ..paths import FAMILY_LOGS, RunDir, absolute_caches, find_params, wait_advice, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require, say_notes
 from .rerun import (busy, changed_parameters, executed, kept_to_continue, kind_check, rebuilds, replace_run,
@@ -350,6 +350,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    absolute_caches()  # (before the checks, which read them as the kernels will)
     params_file = find_params(args.params)
     if args.kernel != KERNEL_NAME:  # a --kernel of no kernel or of another environment: refused before any work
         check_kernel(args.kernel)

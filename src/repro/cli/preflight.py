@@ -20,9 +20,9 @@ from huggingface_hub import constants
 from ..analysis import prose
 from ..errors import Busy, DataError, ParameterError, ReproError, counted, did_you_mean
 from ..jobs import idle_processes
-from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, read_params_yaml
-from ..paths import (RunDir, beside_hint, cache_root, checkout_root, is_hub_id, nearest_existing, run_folder,
-                     write_problem)
+from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, builtin_folder, read_params_yaml
+from ..paths import (STAND_IN_MARKER, RunDir, beside_hint, cache_root, checkout_root, is_hub_id, nearest_existing,
+                     run_folder, write_problem)
 from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker, revision_of
 from ..slicing import mini_bounds
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
@@ -337,14 +337,21 @@ def disk_check(values: dict[str, Any], run_root: Path, download: int) -> Check:
 def cache_checks(values: dict[str, Any], download: int) -> list[Check]:
     """The folders the run writes outside its run directory (the row cache is checked before: cache.check_format),
     each refused where it cannot be written (a read-only HOME), naming the variables that move it."""
-    folders = [("datasets cache", datasets.config.HF_DATASETS_CACHE, "HF_HOME or HF_DATASETS_CACHE")]  # every load
-    if needs(values, stand_ins=True):  # (built once, into the cache)
-        folders.append(("stand-in models' cache", cache_root(), "REPRO_CACHE"))
+    # every load writes (datasets locks its cache, rows cached or not); a stand-in is built once, then only read
+    folders = [("datasets cache", datasets.config.HF_DATASETS_CACHE, "HF_HOME or HF_DATASETS_CACHE", False)]
+    if stand_ins := needs(values, stand_ins=True):
+        folders.append(("stand-in models' cache", cache_root(), "REPRO_CACHE",
+                        all((builtin_folder(need.value) / STAND_IN_MARKER).is_file() for need in stand_ins)))
     if download:
-        folders.append(("hub cache", constants.HF_HUB_CACHE, "HF_HOME or HF_HUB_CACHE"))
-    return [Check(what, not (why := write_problem(Path(folder))), f"{folder} {why}: set {variables} to a folder that "
-                  f"can be written" if why else f"{folder} ({variables} moves it)", problem="REFUSED")
-            for what, folder, variables in folders]
+        folders.append(("hub cache", constants.HF_HUB_CACHE, "HF_HOME or HF_HUB_CACHE", False))
+    checks = []
+    for what, folder, variables, built in folders:
+        folder = os.path.abspath(folder)  # (as absolute_caches made its variable for the run)
+        why = not built and write_problem(Path(folder))
+        checks.append(Check(what, not why, f"{folder} {why}: set {variables} to a folder that can be written" if why
+                            else f"{folder} ({'holds the stand-ins this run reads; ' * built}{variables} moves it)",
+                            problem="REFUSED"))
+    return checks
 
 
 def preflight(values: dict[str, Any], run_root: Path, params_file: Path | None = None) -> list[Check]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import ModelLoadError, ParameterError
-from ..parameters import BUILTIN_POLICIES
+from ..parameters import BUILTIN_POLICIES, builtin_folder
 from ..revisions import check_revision_target
 from ..scorers.tiny_policy import build_tiny_policy
 
@@ -24,7 +24,8 @@ def load_prompt_tokenizer(spec: str, revision: str | None = None):
     from transformers import AutoTokenizer  # kept off the light import path (torch)
 
     check_revision_target(spec, revision, "policy_revision", "policy_model")
-    path = str(build_tiny_policy(size=BUILTIN_POLICIES[spec])) if spec in BUILTIN_POLICIES else spec
+    path = str(build_tiny_policy(builtin_folder(spec), size=BUILTIN_POLICIES[spec])) if spec in BUILTIN_POLICIES \
+        else spec
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, revision=revision)
     except (OSError, ValueError) as exc:

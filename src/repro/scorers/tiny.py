@@ -13,14 +13,12 @@ from typing import Iterable
 
 from ..errors import ParameterError
 from ..jobs import build_once
-from ..parameters import BUILTIN_SCORERS, PAIRRM_LIMITS
-from ..paths import STAND_IN_MARKER, cache_root
+from ..parameters import BUILTIN_SCORERS, PAIRRM_LIMITS, STAND_IN_VERSION, builtin_folder
+from ..paths import STAND_IN_MARKER
 from .pairrm_attention import PairRMModel
 from .pairrm_tokens import PREFIX_TOKENS, sentencepiece_normalizer
 from .tiny_policy import byte_tokenizer
 
-# Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
-BUILDER_VERSION = 1
 # microsoft/deberta-v3-large's config.json: llm-blender/PairRM's backbone (llm-blender downloads its 1.7 GB of weights
 # only to overwrite them; loading needs just this), and at other sizes the stand-ins'.
 DEBERTA_V3_LARGE = dict(
@@ -185,7 +183,7 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
             source_prefix_id=ids["<|source|>"], cand1_prefix_id=ids["<|candidate1|>"],
             cand2_prefix_id=ids["<|candidate2|>"], cand_prefix_id=ids["<|candidate|>"]))
     _write_json(out_dir / STAND_IN_MARKER, {
-        "builder": f"repro.tiny v{BUILDER_VERSION}", "what": "random PairRM-architecture weights: scores are noise",
+        "builder": f"repro.tiny v{STAND_IN_VERSION}", "what": "random PairRM-architecture weights: scores are noise",
         "layout": layout, "seed": seed, "vocab_size": vocab_size, **shape})
     return out_dir
 
@@ -232,15 +230,12 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
                                   initializer_range=initializer_range, num_labels=num_labels)
     AutoModelForSequenceClassification.from_config(config).save_pretrained(out_dir)
     _write_json(out_dir / STAND_IN_MARKER, {
-        "builder": f"repro.scorers.tiny v{BUILDER_VERSION}", "arch": arch, "seed": seed, "num_labels": num_labels,
+        "builder": f"repro.scorers.tiny v{STAND_IN_VERSION}", "arch": arch, "seed": seed, "num_labels": num_labels,
         "what": "random sequence-classifier reward model: scores are noise"})
     return out_dir
 
 
 def build_builtin(spec: str) -> Path:
     """The built-in stand-in `spec` at its defaults, built once in the cache (atomically: safe across processes)."""
-    if spec == BUILTIN_TINY:
-        return build_once(cache_root() / f"tiny-pairrm-v{BUILDER_VERSION}", build_tiny_pairrm)
-    arch = BUILTIN_REWARD_MODELS[spec]
-    return build_once(cache_root() / f"tiny-reward-{arch}-v{BUILDER_VERSION}",
-                      lambda folder: build_tiny_reward_model(folder, arch))
+    return build_once(builtin_folder(spec), build_tiny_pairrm if spec == BUILTIN_TINY else
+                      lambda folder: build_tiny_reward_model(folder, BUILTIN_REWARD_MODELS[spec]))

@@ -9,10 +9,8 @@ from pathlib import Path
 
 from ..errors import ParameterError
 from ..jobs import build_once
+from ..parameters import STAND_IN_VERSION
 from ..paths import STAND_IN_MARKER, cache_root
-
-# Bump when what the builder writes changes, so cached copies are rebuilt rather than reused.
-BUILDER_VERSION = 1
 
 SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|pad|>")
 CHAT_TEMPLATE = (
@@ -92,7 +90,7 @@ def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: st
     if out_dir is None:
         ctx = f"-ctx{max_position_embeddings}" if max_position_embeddings else ""
         kind = "-config" if config_only and size != "1b" else ""
-        out_dir = cache_root() / f"tiny-policy-{size}{kind}-seed{seed}{ctx}-v{BUILDER_VERSION}"
+        out_dir = cache_root() / f"tiny-policy-{size}{kind}-seed{seed}{ctx}-v{STAND_IN_VERSION}"
     return build_once(Path(out_dir), lambda tmp: _write_policy(tmp, seed, size, max_position_embeddings, config_only))
 
 
@@ -109,7 +107,7 @@ def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int
                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     tokenizer.save_pretrained(path)
     GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id).save_pretrained(path)
-    marker = {"builder": f"repro.scorers.tiny_policy v{BUILDER_VERSION}", "size": size, "seed": seed,
+    marker = {"builder": f"repro.scorers.tiny_policy v{STAND_IN_VERSION}", "size": size, "seed": seed,
               "random_init": config_only}
     (path / STAND_IN_MARKER).write_text(json.dumps(marker) + "\n")
     if config_only:
