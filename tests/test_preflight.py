@@ -718,7 +718,7 @@ def test_a_read_only_stand_ins_cache_holding_the_run_s_stand_ins_is_accepted_and
 
     shared = bare_machine / "shared"
     shared.mkdir()
-    shared.chmod(0o755)
+    shared.chmod(0o1777)  # as /tmp is: anyone writes the folder, no one else the stand-ins built in it
     monkeypatch.setenv("REPRO_CACHE", str(shared))
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(bare_machine / "datasets"))
     built = [build_builtin("builtin:tiny-pairrm"), Path(resolve_policy("builtin:tiny-policy", None).path)]

@@ -75,7 +75,8 @@ def build_once(target: Path, build: Callable[[Path], Any]) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    tmp.chmod(target.parent.stat().st_mode & 0o777)  # (not mkdtemp's 0700: a shared cache's users read it too)
+    # not mkdtemp's 0700 (a shared cache's users read it), nor writable by others where the folder is (/tmp)
+    tmp.chmod(target.parent.stat().st_mode & 0o755)
     try:
         build(tmp)
         try:
