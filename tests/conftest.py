@@ -173,6 +173,18 @@ def kernel():
         km.shutdown_kernel(now=True)
 
 
+@pytest.fixture(autouse=True)
+def no_kernel_in_a_light_test(request, monkeypatch):
+    """The rule at run time: a test not marked heavy that starts a Jupyter kernel in this process (jupyter_client's
+    start_new_kernel or a KernelManager, nbclient, papermill: each through LocalProvisioner.pre_launch) fails, before
+    the kernel starts; one started in a subprocess is caught in the tests' text (tests/test_tiers.py)."""
+    if request.node.get_closest_marker("heavy") is None:
+        async def refuse(*args, **kwargs):
+            pytest.fail(f"{request.node.nodeid} starts a Jupyter kernel without a heavy fixture, so make test-fast "
+                        f"would run it: start it with the `kernel` fixture (papermill: `run_notebook`).", pytrace=False)
+        monkeypatch.setattr("jupyter_client.provisioning.LocalProvisioner.pre_launch", refuse)
+
+
 @pytest.fixture(scope="session")
 def repro_run():
     """`repro run ARGS...` in a subprocess from the repository root (or `cwd`): the CompletedProcess."""

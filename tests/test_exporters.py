@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from repro.analysis.report import validate_scores
 from repro.dataset_io import conversation, prompt_id_of
 from repro.errors import DataError
 from repro.exporters import FORMATS, SCORED_ONLY, detect_format, export_rows, seed_view, sppo_probabilities
@@ -257,6 +258,34 @@ def test_a_score_list_that_does_not_fit_its_candidates_is_refused_naming_the_row
         seed_view(recipe_rows(train_rows, fmt, scores))
     with pytest.raises(DataError, match=rf"'{column}' {problem}"):
         to_trl(recipe_rows(train_rows, fmt, scores))
+
+
+@pytest.mark.parametrize("fmt", ["rlhflow", "sppo"])
+def test_a_row_not_yet_paired_is_paired_on_its_scores_that_are_not_nan(train_rows, fmt):
+    """A row scored but not yet paired (RLHFlow's get_rewards, SPPO's from_ranks) with a NaN in its scores was paired
+    by np.argmax / np.argmin, which both return the NaN's index: one candidate was chosen and rejected, its scores NaN,
+    so 02_analyze refused (or dropped) a row whose best (9) and worst (1) are finite. Now the pair is the best and the
+    worst of the scores that are not NaN; with fewer than two, no pair and NaN scores, told as the seed's NaN are."""
+    scores = [[9.0, math.nan, 1.0], [math.nan, 5.0, 1.0], [math.nan, math.nan, 1.0], [math.nan] * 3]
+    rows = []
+    for r, s, other in zip(train_rows, scores, train_rows[4:]):
+        texts = [r["chosen"][-1]["content"], other["chosen"][-1]["content"], r["rejected"][-1]["content"]]
+        rows.append({"prompt": [{"content": r["prompt"], "role": "user"}], "responses": texts, "rewards": s}
+                    if fmt == "rlhflow" else {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "rm_scores": s,
+                                              **{f"generate_{i}": conversation(r["prompt"], t)
+                                                 for i, t in enumerate(texts)}})
+    view = seed_view(ds := datasets.Dataset.from_list(rows))
+    assert view["score_chosen"][:2] == [9.0, 5.0] and view["score_rejected"][:2] == [1.0, 1.0]
+    text = (lambda turns: turns[-1]["content"])
+    assert [text(view[k]["chosen"]) for k in (0, 1)] == [text(train_rows[0]["chosen"]), text(train_rows[5]["chosen"])]
+    assert [text(view[k]["rejected"]) for k in (0, 1)] == [text(r["rejected"]) for r in train_rows[:2]]
+    assert all(math.isnan(view[k][c]) for k in (2, 3) for c in ("score_chosen", "score_rejected"))
+    assert view["chosen"][2:] == view["rejected"][2:] == [None, None]  # (never one candidate as both)
+    chosen, _, keep, reasons = validate_scores(view, "dataset 'x'", exclude_nonfinite=True)
+    assert list(chosen) == [9.0, 5.0] and list(keep) == [0, 1]
+    assert reasons == {"score_chosen is NaN, infinite or missing": 2, "score_rejected is NaN, infinite or missing": 2}
+    with pytest.raises(DataError, match=r"^Row 2 \(from 0; .* must be finite numbers .*, got \[nan, nan\]"):
+        to_trl(ds)  # (its scores named, as a seed row's NaN are, not its chosen missing)
 
 
 def test_scores_written_as_text_are_refused_naming_the_first_row(train_rows):

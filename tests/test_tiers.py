@@ -3,14 +3,21 @@ training loop or a wheel build. One rule decides (tests/conftest.py: the fixture
 that the heavy work is reached only through those fixtures, and that the rule selects as it says."""
 
 import ast
+import asyncio
 import os
 from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client.manager import AsyncKernelManager, KernelManager, start_new_kernel as start
+from nbclient import NotebookClient
 
 import conftest
 from conftest import HEAVY_FIXTURES, pytest_collection_modifyitems
 
 TESTS = Path(__file__).resolve().parent
-# what only a heavy fixture may do: the text that does it, and the fixture to use instead
+# what only a heavy fixture may do: the text that does it, and the fixture to use instead (a kernel started in the
+# test's own process is refused when it starts: conftest.no_kernel_in_a_light_test; these find those in subprocesses)
 HEAVY_WORK = {
     '"repro.cli", "run"': "repro_run",
     "papermill.execute_notebook(": "run_notebook",
@@ -23,6 +30,8 @@ HEAVY_WORK = {
     '"pip", "wheel"': "wheel",
     "kill_while_scoring_the_third_chunk": "kill_during_scoring",
     "start_new_kernel(": "kernel",
+    'nbconvert"': "papermill_cli",  # jupyter nbconvert --execute, python -m nbconvert
+    '"execute"': "papermill_cli",  # jupyter execute (nbclient's command)
 }
 
 
@@ -116,3 +125,16 @@ def test_a_run_a_fixture_starts_gets_its_own_row_cache_and_a_tests_runs_share_th
     assert len({first, second, conftest.PROCESS_ROW_CACHE}) == 3
     monkeypatch.setenv("REPRO_ROW_CACHE", str(tmp_path))  # as in a test (own_row_cache)
     assert conftest.run_env(None)["REPRO_ROW_CACHE"] == conftest.run_env({**os.environ})["REPRO_ROW_CACHE"] == str(tmp_path)
+
+
+def test_a_light_test_that_starts_a_kernel_in_this_process_fails_before_the_kernel_starts(tmp_path):
+    """The text scan above looks for `start_new_kernel(`: an alias of it, a KernelManager, nbclient or papermill
+    started a kernel in a test of the light tier unseen. Now each fails the test, naming the fixture to use."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    for route in (lambda: start(kernel_name="python3"), lambda: KernelManager(kernel_name="python3").start_kernel(),
+                  lambda: asyncio.run(AsyncKernelManager(kernel_name="python3").start_kernel()),
+                  lambda: NotebookClient(notebook, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+                                         ).execute()):
+        with pytest.raises(pytest.fail.Exception, match=r"starts a Jupyter kernel without a heavy fixture, so make "
+                                                        r"test-fast would run it: start it with the `kernel` fixture"):
+            route()

@@ -4,6 +4,7 @@ the pair picked; `seed_view` maps any format back to the seed's columns (for 02_
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -158,9 +159,10 @@ def conversational(columns: Sequence[str] | Mapping[str, Any]) -> bool:
     return isinstance(columns.get("prompt") if isinstance(columns, Mapping) else None, (list, List))
 
 
-def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequence[float] | None) -> float | None:
+def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequence[float] | None,
+              missing: float | None = None) -> float | None:
     if text is None or not candidates or not scores or text not in candidates:
-        return None
+        return missing
     return float(scores[list(candidates).index(text)])
 
 
@@ -204,14 +206,19 @@ def seed_row(row: dict[str, Any], fmt: str, where: str = "A row") -> dict[str, A
     if candidates and fmt in SCORED and LISTED[fmt] in row:  # (a table without scores, as RLHFlow's pairs: no list)
         check_fit(scores, len(candidates), f"{where}, prompt_id {row_prompt_id(row, prompt)!r}: '{LISTED[fmt]}'",
                   SCORED[fmt])
+    unpaired = None  # a row that cannot be paired: its scores NaN (told as the seed's NaN are), not missing
     if chosen is None and rejected is None and candidates and scores and len(candidates) == len(scores):
-        # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin
-        chosen, rejected = candidates[int(np.argmax(scores))], candidates[int(np.argmin(scores))]
+        # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin, of
+        # the scores not NaN (upstream's have none; a NaN would be both: one candidate chosen and rejected)
+        if np.count_nonzero(~np.isnan(s := np.asarray(scores, dtype=np.float64))) > 1:
+            chosen, rejected = candidates[int(np.nanargmax(s))], candidates[int(np.nanargmin(s))]
+        else:
+            unpaired = math.nan
     conv = (lambda t: None if t is None or prompt is None else conversation(prompt, t))
     ranked = row.get("rm_scores") if fmt == "sppo" else scores  # every score of the texts ranked together
     return {"prompt": prompt, "prompt_id": row_prompt_id(row, prompt),
-            "score_chosen": _score_of(chosen, candidates, scores),
-            "score_rejected": _score_of(rejected, candidates, scores),
+            "score_chosen": _score_of(chosen, candidates, scores, unpaired),
+            "score_rejected": _score_of(rejected, candidates, scores, unpaired),
             "chosen": conv(chosen), "rejected": conv(rejected), "candidates": candidates or None,
             # a score per candidate only where the format holds one each (not SPPO's 7 scores for 5 generate_i)
             "candidate_scores": ranked if candidates and ranked and len(ranked) == len(candidates) else None}

@@ -106,13 +106,15 @@ def _finite(value: Any) -> bool:
 
 
 def _explicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
+    margin = _margin(row, index)  # first: a recipe's row without a pair (no finite scores) has no chosen either
     prompt, chosen, rejected = split_turns(row, index)
-    return {"prompt": prompt, "chosen": [chosen], "rejected": [rejected], "score_margin": _margin(row, index)}
+    return {"prompt": prompt, "chosen": [chosen], "rejected": [rejected], "score_margin": margin}
 
 
 def _implicit_row(row: dict[str, Any], index: int) -> dict[str, Any]:
+    margin = _margin(row, index)
     split_turns(row, index)
-    return {"score_margin": _margin(row, index)}
+    return {"score_margin": margin}
 
 
 def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) -> datasets.Dataset:
