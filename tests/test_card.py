@@ -39,7 +39,7 @@ from repro.construct import stages
 from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
-from repro.exporters import FORMATS, export_rows
+from repro.exporters import FORMATS, conversational, export_rows
 from repro.family import plan_family
 from repro.formats import to_trl, to_trl_implicit
 from repro.manifest import Manifest
@@ -2051,7 +2051,8 @@ def test_rows_already_in_trls_format_are_said_to_be_so(tmp_path, monkeypatch, tr
         {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "chosen": r["chosen"][-1]["content"],
          "rejected": r["rejected"][-1]["content"], "score_chosen": r["score_chosen"],
          "score_rejected": r["score_rejected"]} for r in rows])
-    with pytest.raises(DataError, match="must be a list of at least two"):
+    with pytest.raises(DataError, match=r"lacks \['chosen', 'rejected'\] as the seed has them \(`chosen`, `rejected`: "
+                                        r"conversations; texts are TRL's standard rows"):
         to_trl(datasets.Dataset.from_json(standard))
     en, zh = use(tmp_path / "standard", standard)
     assert "gives no recipe for it; the rows are already in TRL's standard preference format.\n" in en
@@ -2095,6 +2096,46 @@ def test_rows_in_trls_format_are_named_so_where_training_is_advised(tmp_path, mo
     exec(re.findall(r"```python\n(.*?)```", en, flags=re.S)[0], scope)
     assert "\ntrain = to_trl(ds)\n" in en
     assert to_trl(scope["ds"])["prompt_id"] == [r["prompt_id"] for r in rows]
+
+
+def test_the_card_offers_to_trl_for_the_columns_to_trl_reads(tmp_path, monkeypatch, train_rows):
+    """The card's `trl_ready` repeated to_trl's column rules by hand, and they parted: Snorkel's rows without their
+    `all_generated_responses` (their `all_rm_scores` kept) got `train = to_trl(ds)`, which stops with "lacks columns
+    ['score_chosen', 'score_rejected']"; to_trl's own rows with text responses got "check its format", though to_trl
+    reads them. Now the card asks to_trl's own rule, for these and the seed's columns dropped, renamed or texts."""
+    rows = [r for r in train_rows[:20] if r["chosen"][-1]["content"].strip()]
+    seed = datasets.Dataset.from_list(rows)
+    converted = to_trl(seed)
+    texts = {c: [r[c][-1]["content"] for r in rows] for c in ("chosen", "rejected")}
+    tables = {"snorkel_unlisted": recipe_rows("snorkel").remove_columns("all_generated_responses"),
+              "trl_texts": converted.remove_columns(["chosen", "rejected"]).add_column("chosen", texts["chosen"])
+              .add_column("rejected", texts["rejected"]),
+              "no_prompt_id": seed.remove_columns("prompt_id"), "one_score": seed.remove_columns("score_rejected"),
+              "renamed_scores": seed.rename_columns({"score_chosen": "chosen-rating", "score_rejected": "rating"}),
+              "seed_texts": seed.remove_columns(["chosen", "rejected"]).add_column("chosen", texts["chosen"])
+              .add_column("rejected", texts["rejected"]), "snorkel": recipe_rows("snorkel")}
+    read = set()
+    for name, table in tables.items():
+        table.to_parquet(str(tmp_path / f"{name}.parquet"))
+        try:
+            reads = bool(to_trl(table)) and not read.add(name)
+        except DataError:
+            reads = False
+        facts, card_path = card_for(tmp_path / name, card_dataset=str(tmp_path / f"{name}.parquet"),
+                                    known_recipe={"scorer": "my-org/rm"})
+        assert facts.trl_ready == reads, name
+        en = part(halves(card_path)[0], "## How to use")
+        assert ("\ntrain = to_trl(ds)\n" in en) == reads, name
+        if reads:  # the card's code runs: its rows, converted by to_trl and by the card's `ds.map` where it gives one
+            monkeypatch.chdir(tmp_path / name)
+            scope: dict = {}
+            for code in re.findall(r"```python\n(.*?)```", en, flags=re.S):
+                if "DPOTrainer" not in code:
+                    exec(code, scope)
+            train = to_trl(scope["ds"])
+            assert len(train) == len(table) and scope.get("train", train)["chosen"] == train["chosen"], name
+            assert ("the string `prompt` makes" in en) == (not conversational(table.features)), name
+    assert read == {"snorkel", "trl_texts", "renamed_scores"}
 
 
 SYSTEM = {"content": "You answer briefly.", "role": "system"}

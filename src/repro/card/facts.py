@@ -22,7 +22,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
                           write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
-from ..formats import holds_scores, refused_turns
+from ..formats import holds_scores, refused_turns, trl_lacks
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, set_option, unused_generation)
@@ -215,14 +215,8 @@ class CardFacts:
 
     @property
     def trl_ready(self) -> bool:
-        """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores),
-        `chosen` / `rejected` conversations (it refuses texts), a `prompt_id` unless TRL's conversational rows' (it adds
-        theirs), and none of the rows the card's code keeps refused (`trl_refused`)."""
-        scores = sum(c in self.features for c in SCORE_COLUMNS)
-        keyed = self.has_columns("prompt_id") or self.prompt_in_turns
-        return not self.trl_refused and (self.layout != "seed" or (
-            self.has_columns("prompt", "chosen", "rejected") and keyed and scores != 1
-            and None not in (self.turns.get("chosen", []), self.turns.get("rejected", []))))
+        """Whether repro.formats.to_trl reads the rows: their columns (`trl_lacks`), those the card's code keeps."""
+        return not self.trl_refused and not trl_lacks(self.features)
 
     @property
     def trl_format(self) -> str | None:
