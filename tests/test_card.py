@@ -39,7 +39,7 @@ from repro.construct import stages
 from repro.construct.pairs import build_row
 from repro.dataset_io import SEED_COLUMNS, SEED_FEATURES, write_split
 from repro.errors import DataError, ParameterError
-from repro.exporters import FORMATS, export_rows
+from repro.exporters import FORMATS, conversational, export_rows
 from repro.family import plan_family
 from repro.formats import to_trl, to_trl_implicit
 from repro.manifest import Manifest
@@ -2051,7 +2051,8 @@ def test_rows_already_in_trls_format_are_said_to_be_so(tmp_path, monkeypatch, tr
         {"prompt": r["prompt"], "prompt_id": r["prompt_id"], "chosen": r["chosen"][-1]["content"],
          "rejected": r["rejected"][-1]["content"], "score_chosen": r["score_chosen"],
          "score_rejected": r["score_rejected"]} for r in rows])
-    with pytest.raises(DataError, match="must be a list of at least two"):
+    with pytest.raises(DataError, match=r"lacks \['chosen', 'rejected'\] as the seed has them \(`chosen`, `rejected`: "
+                                        r"conversations; texts are TRL's standard rows"):
         to_trl(datasets.Dataset.from_json(standard))
     en, zh = use(tmp_path / "standard", standard)
     assert "gives no recipe for it; the rows are already in TRL's standard preference format.\n" in en
@@ -2097,6 +2098,46 @@ def test_rows_in_trls_format_are_named_so_where_training_is_advised(tmp_path, mo
     assert to_trl(scope["ds"])["prompt_id"] == [r["prompt_id"] for r in rows]
 
 
+def test_the_card_offers_to_trl_for_the_columns_to_trl_reads(tmp_path, monkeypatch, train_rows):
+    """The card's `trl_ready` repeated to_trl's column rules by hand, and they parted: Snorkel's rows without their
+    `all_generated_responses` (their `all_rm_scores` kept) got `train = to_trl(ds)`, which stops with "lacks columns
+    ['score_chosen', 'score_rejected']"; to_trl's own rows with text responses got "check its format", though to_trl
+    reads them. Now the card asks to_trl's own rule, for these and the seed's columns dropped, renamed or texts."""
+    rows = [r for r in train_rows[:20] if r["chosen"][-1]["content"].strip()]
+    seed = datasets.Dataset.from_list(rows)
+    converted = to_trl(seed)
+    texts = {c: [r[c][-1]["content"] for r in rows] for c in ("chosen", "rejected")}
+    tables = {"snorkel_unlisted": recipe_rows("snorkel").remove_columns("all_generated_responses"),
+              "trl_texts": converted.remove_columns(["chosen", "rejected"]).add_column("chosen", texts["chosen"])
+              .add_column("rejected", texts["rejected"]),
+              "no_prompt_id": seed.remove_columns("prompt_id"), "one_score": seed.remove_columns("score_rejected"),
+              "renamed_scores": seed.rename_columns({"score_chosen": "chosen-rating", "score_rejected": "rating"}),
+              "seed_texts": seed.remove_columns(["chosen", "rejected"]).add_column("chosen", texts["chosen"])
+              .add_column("rejected", texts["rejected"]), "snorkel": recipe_rows("snorkel")}
+    read = set()
+    for name, table in tables.items():
+        table.to_parquet(str(tmp_path / f"{name}.parquet"))
+        try:
+            reads = bool(to_trl(table)) and not read.add(name)
+        except DataError:
+            reads = False
+        facts, card_path = card_for(tmp_path / name, card_dataset=str(tmp_path / f"{name}.parquet"),
+                                    known_recipe={"scorer": "my-org/rm"})
+        assert facts.trl_ready == reads, name
+        en = part(halves(card_path)[0], "## How to use")
+        assert ("\ntrain = to_trl(ds)\n" in en) == reads, name
+        if reads:  # the card's code runs: its rows, converted by to_trl and by the card's `ds.map` where it gives one
+            monkeypatch.chdir(tmp_path / name)
+            scope: dict = {}
+            for code in re.findall(r"```python\n(.*?)```", en, flags=re.S):
+                if "DPOTrainer" not in code:
+                    exec(code, scope)
+            train = to_trl(scope["ds"])
+            assert len(train) == len(table) and scope.get("train", train)["chosen"] == train["chosen"], name
+            assert ("the string `prompt` makes" in en) == (not conversational(table.features)), name
+    assert read == {"snorkel", "trl_texts", "renamed_scores"}
+
+
 SYSTEM = {"content": "You answer briefly.", "role": "system"}
 # how rows 3 and 8 of real rows are reshaped so that to_trl refuses them, and the card's words for that shape
 REFUSED_SHAPES = {
@@ -2121,31 +2162,65 @@ REFUSED_SHAPES = {
 }
 
 
+def refused_card(tmp_path: Path, train_rows: list[dict], shape: str, refused: tuple[int, ...]) -> tuple:
+    """The card of real rows (told their scorer: training advised) whose rows `refused` are reshaped as `shape`, and
+    its English and Chinese "How to use", "Typical uses" and limitations by heading."""
+    rows = json.loads(json.dumps([r for r in train_rows[:21] if r["chosen"][-1]["content"].strip()]))
+    for i in refused:
+        REFUSED_SHAPES[shape][0](rows[i])
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    facts, card_path = card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "my-org/rm"})
+    headings = ("## How to use", "## Typical uses", "## Challenges and limitations", "## 使用方法", "## 常用场景",
+                "## 当前挑战与局限")
+    en, zh = halves(card_path)
+    return facts, {h: part(en if h.isascii() else zh, h) for h in headings} | {"tags": DatasetCard.load(
+        card_path).data.tags}
+
+
 @pytest.mark.parametrize("shape", REFUSED_SHAPES)
 def test_rows_to_trl_refuses_get_why_not_code_that_fails(tmp_path, monkeypatch, train_rows, shape):
     """Rows whose turns `to_trl` refuses (a reply missing, not last or not a text, another prompt than `prompt`,
     `chosen` and `rejected` conversations that differ): their card, training advised, gave `train = to_trl(ds)`, which
-    stops with a DataError. Now it gives no code to train with, and says how many rows, the first and its shape."""
-    reshape, en_says, zh_says = REFUSED_SHAPES[shape]
-    rows = json.loads(json.dumps([r for r in train_rows[:21] if r["chosen"][-1]["content"].strip()]))
-    for i in (3, 8):
-        reshape(rows[i])
-    path = write_rows(tmp_path / "rows.jsonl", rows)
-    facts, card_path = card_for(tmp_path / "run", card_dataset=path, known_recipe={"scorer": "my-org/rm"})
-    en, zh = (part(h, heading) for h, heading in zip(halves(card_path), ("## How to use", "## 使用方法")))
+    stops with a DataError; then it gave no code, but "Typical uses" and the `dpo` tag still offered the rows for DPO
+    as they stand, and no limitation named them. Now training is advised against as for a stand-in's scores (no `dpo`
+    tag, "How to use" for inspection only), and the limitations say how many rows, the first and its shape."""
+    _, en_says, zh_says = REFUSED_SHAPES[shape]
+    facts, card = refused_card(tmp_path, train_rows, shape, (3, 8))
+    en, zh = card["## How to use"], card["## 使用方法"]
     monkeypatch.chdir(tmp_path / "run")  # the card's code loads the rows, which to_trl refuses as the card says
     scope: dict = {}
     exec(re.findall(r"```python\n(.*?)```", en, flags=re.S)[0], scope)
     with pytest.raises(DataError, match=r"^Row 3 \(from 0;"):
         to_trl(scope["ds"])
-    assert "to_trl(ds)" not in en and "to_trl(ds)" not in zh and not facts.trl_ready
-    assert (f"**With TRL's `DPOTrainer`** (tested with TRL 1.16.0): `repro.formats.to_trl` refuses 2 of these rows "
-            f"(the first is row 3, counted from 0: {en_says}), so this card gives no code to train on them; fix or "
-            f"leave out those rows first.") in en
-    assert (f"**配合 TRL 的 `DPOTrainer` 使用**（已在 TRL 1.16.0 上测试）：`repro.formats.to_trl` 不接受其中 2 行"
-            f"（第一个是从 0 计第 3 行：{zh_says}），因此本卡片不给出训练代码；请先修正或排除这些行。") in zh
+    assert "to_trl(ds)" not in en and "to_trl(ds)" not in zh and not facts.trl_ready and not facts.for_training
+    assert en.strip().endswith('**For inspection only**: "Typical uses" below advises against training on these '
+                               'pairs, so this card gives no recipe for it.')
+    assert (f"- Rows that `repro.formats.to_trl` refuses: 2 of the rows the code in \"How to use\" keeps (the first is "
+            f"row 3, counted from 0: {en_says}); fix or leave out those rows before training on the data.\n"
+            ) in card["## Challenges and limitations"]
+    assert (f"- `repro.formats.to_trl` 不接受的行：“使用方法”中的代码保留的行中有 2 行（第一个是从 0 计第 3 行："
+            f"{zh_says}）；在此数据上训练之前，请先修正或排除这些行。\n") in card["## 当前挑战与局限"]
+    assert card["## Typical uses"].strip() == (
+        '- Not for training as it stands: `repro.formats.to_trl` refuses 2 of its rows (see "Challenges and '
+        'limitations"). Fix or leave them out before offline preference optimisation (DPO) or reward-model training '
+        'on the pairs.')
+    assert card["## 常用场景"].strip() == (
+        "- 按现状不可用于训练：`repro.formats.to_trl` 不接受其中 2 行（见“当前挑战与局限”）。"
+        "在这些偏好对上做离线偏好优化（DPO）或训练奖励模型之前，请先修正或排除这些行。")
+    assert "dpo" not in card["tags"] and "preference" in card["tags"]
     for text in (en, zh):  # nor the margin filter that follows to_trl's code
         assert "train.filter" not in text and "the filter by margin" not in text
+
+
+def test_one_row_to_trl_refuses_is_named_as_one(tmp_path, train_rows):
+    facts, card = refused_card(tmp_path, train_rows, "a reply missing", (5,))
+    assert facts.trl_refused == {"first": 5, "shape": "turns", "column": "rejected", "rows": 1}
+    assert ("- Rows that `repro.formats.to_trl` refuses: 1 of the rows the code in \"How to use\" keeps (row 5, "
+            "counted from 0: `rejected` is not a conversation of at least two turns); fix or leave out that row before "
+            "training on the data.\n") in card["## Challenges and limitations"]
+    assert "请先修正或排除该行。\n" in card["## 当前挑战与局限"] and "（从 0 计第 5 行：" in card["## 当前挑战与局限"]
+    assert "refuses 1 of its rows" in card["## Typical uses"] and "Fix or leave it out" in card["## Typical uses"]
+    assert "不接受其中 1 行" in card["## 常用场景"] and "请先修正或排除该行。" in card["## 常用场景"]
 
 
 @pytest.mark.parametrize("left_out", [lambda r: r.update(score_chosen=None),
@@ -2167,8 +2242,11 @@ def test_the_refused_row_is_numbered_in_the_rows_the_cards_code_gives_to_trl(tmp
     assert len(scope["ds"]) == len(rows) - 1
     with pytest.raises(DataError, match=r"^Row 3 \(from 0;"):
         to_trl(scope["ds"])
-    assert "`repro.formats.to_trl` refuses 1 of these rows (row 3, counted from 0: `chosen` and `rejected`" in en
-    assert "`repro.formats.to_trl` 不接受其中 1 行（从 0 计第 3 行：`chosen` 与 `rejected`" in zh
+    en, zh = (part(h, heading) for h, heading in zip(halves(card_path), ("## Challenges and limitations",
+                                                                       "## 当前挑战与局限")))
+    assert "`repro.formats.to_trl` refuses: 1 of the rows the code in \"How to use\" keeps (row 3, counted from 0: " \
+           "`chosen` and `rejected`" in en
+    assert "中有 1 行（从 0 计第 3 行：`chosen` 与 `rejected`" in zh
 
 
 def test_the_trl_paragraph_says_what_prompt_holds(tmp_path, train_rows):

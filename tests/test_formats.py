@@ -218,7 +218,7 @@ def test_a_dataset_without_the_seeds_columns_is_refused(seed_ds):
         to_trl(seed_ds.remove_columns(["chosen", "score_rejected"]))
     message = str(err.value)
     assert "'chosen'" in message and "'score_rejected'" in message and "repro.formats.to_trl" in message
-    with pytest.raises(DataError, match="to_trl_implicit lacks column"):
+    with pytest.raises(DataError, match=r"to_trl_implicit lacks \['prompt_id'\]"):
         to_trl_implicit(seed_ds.rename_column("prompt_id", "id"))
 
 

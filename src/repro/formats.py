@@ -13,7 +13,6 @@ from datasets import Features, Value
 from .dataset_io import MESSAGE_LIST
 from .errors import DataError
 from .exporters import seed_view
-from .sources import require_columns
 
 TESTED_TRL_VERSION = "1.16.0"
 GIVEN_MARGIN = "_repro_given_margin"  # a layout's own margin, where it publishes no pair scores (null: none)
@@ -34,6 +33,14 @@ TRL_IMPLICIT_FEATURES = Features({k: v for k, v in TRL_FEATURES.items() if k != 
 def holds_scores(columns: Any) -> bool:
     """Whether a table of these columns holds its pairs' scores (to_trl keeps them and adds their difference)."""
     return bool(set(columns) & (SCORE_COLUMNS - {"margin"}))
+
+
+def trl_lacks(features: Features) -> list[str]:
+    """The columns to_trl needs that a table of these features lacks as `seed_view` gives them (the scores where it
+    holds any; `chosen`, `rejected` conversations, not texts: TRL's standard rows); [] where it reads the columns."""
+    view = seed_view(datasets.Dataset.from_dict({k: [] for k in features}, features=features), False).features
+    return [c for c in REQUIRED_COLUMNS[:4 + 2 * holds_scores(features)]
+            if c not in view or c in ("chosen", "rejected") and view[c] in (Value("string"), Value("large_string"))]
 
 
 def _short(text: Any, limit: int = 80) -> str:
@@ -126,20 +133,18 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
             f"streaming=True (an IterableDataset has no length, and every row is converted).")
     if isinstance(ds, datasets.DatasetDict):  # several splits (a recipe's train and test): each converted
         return datasets.DatasetDict({k: _convert(v, row_fn, features, function) for k, v in ds.items()})
+    if lacks := trl_lacks(ds.features):
+        raise DataError(f"The dataset given to repro.formats.{function} lacks {lacks} as the seed has them (`chosen`, "
+                        f"`rejected`: conversations; texts are TRL's standard rows, which DPOTrainer reads as they "
+                        f"are); it has {ds.column_names}. Rename your columns to repro.dataset_io.SEED_FEATURES', or "
+                        f"load this project's data: `datasets.load_dataset(folder_or_hub_id, split='train_prefs')`.")
     # no scores: SELM's layout, SPPO's `_score` table (pairs, probabilities); only a margin: RLHFlow's pairs
     scored, given = holds_scores(ds.column_names), "margin" in ds.column_names
     absent = [] if scored else ["score_chosen", "score_rejected"] + ["score_margin"] * (not given)  # (left out)
     given = list(ds["margin"]) if given and not scored else [None] * len(ds)
     features = Features({k: v for k, v in features.items() if k not in absent})
     ds = seed_view(ds, candidates=False)  # SPPO's, Snorkel's, RLHFlow's pairs in the seed's columns
-    if "chosen" in ds.column_names and not scored:  # null scores, the given margins for _margin to take
-        nulls = [None] * len(ds)
-        ds = ds.remove_columns([c for c in ("score_chosen", "score_rejected") if c in ds.column_names])
-        ds = ds.add_column("score_chosen", nulls).add_column("score_rejected", nulls).add_column(GIVEN_MARGIN, given)
-    require_columns(ds, REQUIRED_COLUMNS, f"The dataset given to repro.formats.{function}",
-                    "It needs the seed's columns (see repro.dataset_io.SEED_FEATURES): load the dataset this "
-                    "project writes (`datasets.load_dataset(folder_or_hub_id, split='train_prefs')`) or rename "
-                    "your columns to these names first.")
+    ds = ds if scored else ds.add_column(GIVEN_MARGIN, given)  # the given margins for _margin (no scores)
     if len(ds) == 0:  # map would not run the function, so it would not change the columns either
         return datasets.Dataset.from_dict({name: [] for name in features}, features=features)
     dropped = [c for c in ds.column_names if c not in features]

@@ -22,7 +22,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
                           write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
-from ..formats import holds_scores, refused_turns
+from ..formats import holds_scores, refused_turns, trl_lacks
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, set_option, unused_generation)
@@ -102,7 +102,7 @@ class CardFacts:
     nonfinite_scores: int = 0  # rows whose score_chosen or score_rejected is not a finite number: to_trl refuses them
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
     # {rows, first (its index among the rows kept, as to_trl numbers it), shape, column (refused_turns' of the first)}:
-    # the rows the card's code keeps whose turns to_trl refuses (then it gives no code to train with); None: none
+    # the rows the card's code keeps whose turns to_trl refuses (then it advises against training); None: none
     trl_refused: dict[str, Any] | None = None
     # {positive, zero, negative} margins of the rows the card's code keeps, and `same`: those of one response twice
     # (chosen's and rejected's one text), not counted by their margin
@@ -152,12 +152,19 @@ class CardFacts:
         return not self.built_here and not self.scorer and not self.known_recipe.get("scorer")
 
     @property
+    def against_training(self) -> str | None:
+        """Why "Typical uses" advises against training on the pairs (its sentence's key), None where it offers them: a
+        stand-in's scores or candidates, no pair the card's code keeps or none preferring its chosen, a scorer the card
+        does not know, rows to_trl refuses; then the card neither tags the data `dpo` nor shows how to train on it."""
+        signs = self.pair_signs or {"positive": 1}
+        return next((why for why, holds in (
+            ("stand_in", self.stand_in), ("stand_in_policy", self.generation.get("stand_in")),
+            ("no_usable_rows", not sum(signs.values())), ("no_preference", not signs["positive"]),
+            ("scorer_unknown", self.scorer_unknown), ("trl_refused", self.trl_refused)) if holds), None)
+
+    @property
     def for_training(self) -> bool:
-        """Whether "Typical uses" offers the pairs for training: not a stand-in's scores or candidates, nor the scores
-        of a scorer the card does not know, nor pairs none of which prefers its chosen (or none left); where it
-        advises against training, the card neither tags the data `dpo` nor shows how to train on it."""
-        return not (self.stand_in or self.generation.get("stand_in") or self.scorer_unknown
-                    or self.pair_signs and not self.pair_signs["positive"])
+        return not self.against_training
 
     @property
     def scorer_model(self) -> Any:
@@ -215,14 +222,8 @@ class CardFacts:
 
     @property
     def trl_ready(self) -> bool:
-        """Whether repro.formats.to_trl reads the rows: a recipe's columns, or the seed's (SELM's lack both scores),
-        `chosen` / `rejected` conversations (it refuses texts), a `prompt_id` unless TRL's conversational rows' (it adds
-        theirs), and none of the rows the card's code keeps refused (`trl_refused`)."""
-        scores = sum(c in self.features for c in SCORE_COLUMNS)
-        keyed = self.has_columns("prompt_id") or self.prompt_in_turns
-        return not self.trl_refused and (self.layout != "seed" or (
-            self.has_columns("prompt", "chosen", "rejected") and keyed and scores != 1
-            and None not in (self.turns.get("chosen", []), self.turns.get("rejected", []))))
+        """Whether repro.formats.to_trl reads the rows: their columns (`trl_lacks`), those the card's code keeps."""
+        return not self.trl_refused and not trl_lacks(self.features)
 
     @property
     def trl_format(self) -> str | None:
