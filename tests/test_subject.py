@@ -13,7 +13,7 @@ from repro import compare
 from repro.analysis import report as analysis
 from repro.card import gather_facts
 from repro.dataset_io import SEED_COLUMNS, write_split
-from repro.errors import ParameterError
+from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest
 from repro.parameters import AnalyzeParams, CardParams, CompareParams, build, validate_namespace
 from repro.paths import RunDir, run_dir_of
@@ -314,3 +314,23 @@ def test_a_project_moved_or_copied_describes_the_same_datasets(project, monkeypa
     assert Manifest(moved).read()["subject"]["dataset"] == str(copy / "mine.jsonl")
     (copy / "other.jsonl").write_bytes(mine.read_bytes())
     assert "is another dataset" in subject_refusal(moved, str(copy / "other.jsonl"), "dataset")
+
+
+def half_built(run: RunDir, at: Path) -> RunDir:
+    """A copy of `run` at `at` whose 01_construct is running again (a cell run again in JupyterLab): half-built."""
+    half = RunDir(shutil.copytree(run.root, at))
+    Manifest(half).update(status="running", notebooks={"01_construct": {"status": "running"}})
+    return half
+
+
+def test_04_compare_refuses_a_half_built_run_on_any_side(project):
+    """04_compare refused a half-built run given as `candidate`, but compared one given as `reference` (or in its
+    list) or `compare_source`, and wrote compare.json from rows its record may not describe. Now each is refused."""
+    root, run, mine = project
+    half = half_built(run, root / "runs" / "half")
+    other = root / "runs" / "other"
+    for given in ({"reference": str(half.root)}, {"reference": [str(mine), str(half.dataset)]},
+                  {"reference": str(mine), "compare_source": str(half.root)}):
+        with pytest.raises(DataError, match=rf"{half.root} holds a run whose 01_construct did not finish"):
+            compare.compare(build(CompareParams, {"run_dir": str(other), "candidate": str(run.root), **given}))
+        assert not other.exists()
