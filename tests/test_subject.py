@@ -334,3 +334,19 @@ def test_04_compare_refuses_a_half_built_run_on_any_side(project):
         with pytest.raises(DataError, match=rf"{half.root} holds a run whose 01_construct did not finish"):
             compare.compare(build(CompareParams, {"run_dir": str(other), "candidate": str(run.root), **given}))
         assert not other.exists()
+
+
+def test_a_run_whose_manifest_holds_damaged_notebooks_is_refused_naming_the_file(project):
+    """A manifest.json whose `notebooks` (or its 01_construct's entry) is a string made 02_analyze, 03_card and
+    04_compare of that run raise a bare AttributeError ('str' object has no attribute 'get'), where a manifest that is
+    not JSON was refused naming the file. Now it is refused alike."""
+    root, run, mine = project
+    for name, notebooks, said in (("a", "x", "holds a JSON str as its notebooks"), ("b", {"01_construct": "done"},
+                                                                                     "holds a JSON str as its notebook "
+                                                                                     "01_construct's record")):
+        damaged = RunDir(shutil.copytree(run.root, root / "runs" / name))
+        Manifest(damaged).update(notebooks=notebooks)
+        with pytest.raises(DataError, match=rf"{damaged.manifest} {said}, not a run's record: restore it"):
+            analysis.analyze(build(AnalyzeParams, {"run_dir": str(root / "runs" / "other"),
+                                                   "dataset": str(damaged.root)}))
+        assert not (root / "runs" / "other").exists()
