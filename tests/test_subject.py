@@ -350,3 +350,15 @@ def test_a_run_whose_manifest_holds_damaged_notebooks_is_refused_naming_the_file
             analysis.analyze(build(AnalyzeParams, {"run_dir": str(root / "runs" / "other"),
                                                    "dataset": str(damaged.root)}))
         assert not (root / "runs" / "other").exists()
+
+
+def test_any_folder_or_file_of_a_half_built_runs_dataset_is_refused(project):
+    """A half-built run given as its dataset/data/ folder, or as a shard of a split it did not name as built (its
+    test_prefs), was analysed: only the run, its dataset/ and its built split's shards were refused."""
+    root, run, mine = project
+    half = half_built(run, root / "runs" / "half")
+    test = shutil.copyfile(half.shards()[0], half.data / "test_prefs-00000-of-00001.parquet")
+    for given in (half.data, test):
+        with pytest.raises(DataError, match=rf"{half.root} holds a run whose 01_construct did not finish"):
+            analysis.analyze(build(AnalyzeParams, {"run_dir": str(root / "runs" / "other"), "dataset": str(given)}))
+        assert not (root / "runs" / "other").exists()
