@@ -99,6 +99,17 @@ def test_a_home_folder_itself_is_published_as_a_tilde_not_by_the_users_name(tmp_
     assert public_name("//home/alice") == "~"  # (a doubled slash published "alice")
 
 
+def test_prose_with_a_tilde_before_a_number_is_published_as_typed_and_a_doubled_slash_home_is_hidden():
+    # known_recipe and pretty_name are published through public_text: "~8/10 agreement" was read as user 8's home
+    # and published as "10 agreement"; a user's name starts with a letter or "_", as POSIX names do
+    for prose in ("GPT-4 ratings, ~8/10 agreement", "UltraFeedback ~60k/64k pairs", "weights ~1/3 each",
+                  "temperature ~0.7/0.9", "see https://huggingface.co/llm-blender/PairRM"):
+        assert public_text(prose) == prose
+    assert public_text("from ~alice/data/x.jsonl, ~_svc/y.jsonl and ~/z.jsonl") == "from x.jsonl, y.jsonl and z.jsonl"
+    assert public_text("path //home/alice/x.jsonl. and //home/alice") == "path x.jsonl. and ~"  # (left whole)
+    assert public_name("/home/al/../alice") == "~" and public_name("/data/../home/alice") == "~"  # ("alice")
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \

@@ -852,6 +852,27 @@ def test_a_folders_split_is_read_as_the_scorer_of_its_own_files(tmp_path, scored
     assert declared_scorer(str(folder), "test")["model"] == "builtin:tiny-pairrm"
 
 
+def test_a_split_read_by_its_files_own_name_is_read_as_the_scorer_of_that_file(tmp_path, scored_by_rm, train_rows):
+    """train_prefs.jsonl (a real reward model's, through `repro score`) beside test_prefs.jsonl: split train_prefs,
+    read from train_prefs.jsonl alone, was looked up by datasets' split names (which call it "train"), so its scorer
+    came out unknown beside an unscored test_prefs.jsonl (the card: "These scores break PairRM's sign order in 8 of 8
+    rows") and refused as "different scorers" beside a stand-in's. Now the split's scorer is that of the files the
+    loader reads for it."""
+    folder = shutil.copytree(scored_by_rm[0], tmp_path / "real_out")
+    real = {"model": str(scored_by_rm[1]), "kind": "sequence_classifier", "stand_in": False, "declared": "marker"}
+    (folder / "scored.jsonl").rename(folder / "train_prefs.jsonl")
+    mark_scorer(folder / "train_prefs.jsonl", {k: v for k, v in real.items() if k != "declared"})
+    write_jsonl(folder / "test_prefs.jsonl", train_rows[8:11])
+    assert declared_scorer(str(folder), "train_prefs") == real and declared_scorer(str(folder), "test_prefs") is None
+    metrics, en, zh = analysed_and_carded(folder, tmp_path / "run", split="train_prefs")
+    assert metrics["scorer"] == real
+    assert "| scorer model | `rm` (sequence classifier), recorded by `repro score` beside the file |" in en
+    assert "sign order in" not in en and "违反 PairRM 的符号顺序" not in zh
+    mark_scorer(folder / "test_prefs.jsonl", {"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    assert declared_scorer(str(folder), "train_prefs") == real and declared_stand_ins(str(folder), "train_prefs") == {}
+    assert declared_scorer(str(folder), "test_prefs")["model"] == "builtin:tiny-pairrm"
+
+
 def test_the_scorer_repro_score_recorded_is_named_over_the_one_known_recipe_names(tmp_path, train_rows):
     """known_recipe naming GPT-4 hid the reward model that `repro score` recorded beside the file and that made
     score_chosen: the table said GPT-4, the recorded model appeared nowhere, while the banner said facts come from the

@@ -13,7 +13,7 @@ from repro import compare
 from repro.analysis import report as analysis
 from repro.card import gather_facts
 from repro.dataset_io import SEED_COLUMNS, write_split
-from repro.errors import ParameterError
+from repro.errors import DataError, ParameterError
 from repro.manifest import Manifest
 from repro.parameters import AnalyzeParams, CardParams, CompareParams, build, validate_namespace
 from repro.paths import STAND_IN_MARKER, RunDir, run_dir_of
@@ -334,3 +334,51 @@ def test_declared_scorer_reads_the_marker_of_a_real_scorers_file_once(tmp_path, 
     alone = list(reads)
     reads.clear()
     assert declared_scorer(str(tmp_path)) == rm | {"declared": "marker"} and reads == alone
+
+
+def half_built(run: RunDir, at: Path) -> RunDir:
+    """A copy of `run` at `at` whose 01_construct is running again (a cell run again in JupyterLab): half-built."""
+    half = RunDir(shutil.copytree(run.root, at))
+    Manifest(half).update(status="running", notebooks={"01_construct": {"status": "running"}})
+    return half
+
+
+def test_04_compare_refuses_a_half_built_run_on_any_side(project):
+    """04_compare refused a half-built run given as `candidate`, but compared one given as `reference` (or in its
+    list) or `compare_source`, and wrote compare.json from rows its record may not describe. Now each is refused."""
+    root, run, mine = project
+    half = half_built(run, root / "runs" / "half")
+    other = root / "runs" / "other"
+    for given in ({"reference": str(half.root)}, {"reference": [str(mine), str(half.dataset)]},
+                  {"reference": str(mine), "compare_source": str(half.root)}):
+        with pytest.raises(DataError, match=rf"{half.root} holds a run whose 01_construct did not finish"):
+            compare.compare(build(CompareParams, {"run_dir": str(other), "candidate": str(run.root), **given}))
+        assert not other.exists()
+
+
+def test_a_run_whose_manifest_holds_damaged_notebooks_is_refused_naming_the_file(project):
+    """A manifest.json whose `notebooks` (or its 01_construct's entry) is a string made 02_analyze, 03_card and
+    04_compare of that run raise a bare AttributeError ('str' object has no attribute 'get'), where a manifest that is
+    not JSON was refused naming the file. Now it is refused alike."""
+    root, run, mine = project
+    for name, notebooks, said in (("a", "x", "holds a JSON str as its notebooks"), ("b", {"01_construct": "done"},
+                                                                                     "holds a JSON str as its notebook "
+                                                                                     "01_construct's record")):
+        damaged = RunDir(shutil.copytree(run.root, root / "runs" / name))
+        Manifest(damaged).update(notebooks=notebooks)
+        with pytest.raises(DataError, match=rf"{damaged.manifest} {said}, not a run's record: restore it"):
+            analysis.analyze(build(AnalyzeParams, {"run_dir": str(root / "runs" / "other"),
+                                                   "dataset": str(damaged.root)}))
+        assert not (root / "runs" / "other").exists()
+
+
+def test_any_folder_or_file_of_a_half_built_runs_dataset_is_refused(project):
+    """A half-built run given as its dataset/data/ folder, or as a shard of a split it did not name as built (its
+    test_prefs), was analysed: only the run, its dataset/ and its built split's shards were refused."""
+    root, run, mine = project
+    half = half_built(run, root / "runs" / "half")
+    test = shutil.copyfile(half.shards()[0], half.data / "test_prefs-00000-of-00001.parquet")
+    for given in (half.data, test):
+        with pytest.raises(DataError, match=rf"{half.root} holds a run whose 01_construct did not finish"):
+            analysis.analyze(build(AnalyzeParams, {"run_dir": str(root / "runs" / "other"), "dataset": str(given)}))
+        assert not (root / "runs" / "other").exists()

@@ -961,8 +961,10 @@ def compare(p: CompareParams) -> ComparisonResult:
     if p.reference is None:
         raise ParameterError(prose("compare", "no_reference"))
     run = RunDir(p.run_root)
-    # read before anything is written: a half-built run, a missing or unreadable input write nothing (no folder)
-    refuse_unbuilt(run, p.candidate)
+    # read before anything is written: a half-built run (on any side), a missing or unreadable input write nothing
+    for spec in (p.candidate, *([p.reference] if isinstance(p.reference, str) else p.reference),
+                 *[p.compare_source] * (p.compare_source is not None)):
+        refuse_unbuilt(run, spec)
     candidate_spec, candidate_split = dataset_or_own(p.candidate, p.candidate_split, run, "candidate", "comparison")
     reference = load_side("reference", p.reference, p.reference_split)
     candidate = load_side("candidate", candidate_spec, candidate_split)

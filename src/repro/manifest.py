@@ -271,11 +271,15 @@ class Manifest:
             data = exc
         family = data.get("family") or {} if isinstance(data, dict) else {}  # (a family member's record: a mapping)
         lacks = isinstance(family, dict) and [k for k in ("member", "name") if not isinstance(family.get(k), str)]
+        notebooks = data.get("notebooks") or {} if isinstance(data, dict) else {}  # each notebook's record: a mapping
+        odd = next(((f"notebook {name}'s record", entry) for name, entry in notebooks.items() if not isinstance(
+            entry or {}, dict)), None) if isinstance(notebooks, dict) else ("notebooks", notebooks)
         # damaged: nothing can be told of what the folder holds
-        if not isinstance(data, dict) or not isinstance(family, dict) or family and lacks:
+        if not isinstance(data, dict) or not isinstance(family, dict) or family and lacks or odd:
             why = (f"is not JSON ({data})" if isinstance(data, Exception) else f"holds a JSON {type(data).__name__}"
                    if not isinstance(data, dict) else f"holds a JSON {type(family).__name__} as its family"
-                   if not isinstance(family, dict) else f"holds a family without its {lacks[0]}")
+                   if not isinstance(family, dict) else f"holds a family without its {lacks[0]}"
+                   if family and lacks else f"holds a JSON {type(odd[1]).__name__} as its {odd[0]}")
             raise DataError(f"{self.path} {why}, not a run's record: restore it (a copy, version control), or "
                             f"give the run another folder; nothing was written.")
         return data

@@ -56,7 +56,8 @@ _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
 _HOME = re.compile(r"(?:[A-Za-z]:)?/+(?:home|users)/+[^/]+", re.IGNORECASE)  # a home folder, on any machine
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
-# a local path inside text: /…, ~/…, ./…, C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
+# a local path inside text: /…, //…, ~/…, ~user/… (a user's name starts with a letter or _: ~8/10 is prose), ./…,
+# C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
 # (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator that starts
 # no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), unless what it has
 # reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it)
@@ -64,7 +65,8 @@ _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
 _PATH_IN_TEXT = re.compile(
     rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-    rf"(?P<path>(?:(?:~[\w.-]*|\.{{1,2}})?/[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]|\\\\[^{_ENDS}\\]){_PATH_GOES_ON})")
+    rf"(?P<path>(?:(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
+    rf"|\\\\[^{_ENDS}\\]){_PATH_GOES_ON})")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
 DEMO = "demo"  # the source that names the demo rows shipped with the package (repro.sources)
@@ -108,7 +110,7 @@ def public_name(value: str) -> str:
     """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset; a
     home folder, this machine's or /home/<user>, /Users/<user>, C:\\Users\\<user>: ~, never its user's name)."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
-        path = Path(value.replace("\\", "/"))
+        path = Path(os.path.normpath(value.replace("\\", "/")))  # (/home/al/../alice: alice's home)
         home = Path(os.path.expanduser(str(path).rstrip(".:")))  # (a full stop after it is prose; Path's raises)
         here = Path(os.path.expanduser("~"))  # (not Path.home(): it raises on a machine that names no home)
         if home in (here, here.resolve()) or _HOME.fullmatch(str(home)) or re.fullmatch(r"~[^/]*", str(path)):

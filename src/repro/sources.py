@@ -192,7 +192,7 @@ def held_splits(spec: str, but: Iterable[str] = ()) -> list[str]:
     except Exception:  # (datasets raises many types: the load says why)
         return []
     own = {split: {f.resolve() for f in own_files(folder, split)} for split in [*but, *folder_splits(folder)]}
-    read = {f for split in but for f in own[split] or found.get(split, ())}
+    read = {f.resolve() for split in but for f in files_read(folder, split)}
     # beside a split read by its file's own name (train_prefs.jsonl as train_prefs), the others by theirs too
     named = {frozenset(files): split for split, files in own.items() if files} if any(own[s] for s in but) else {}
     return sorted(named.get(frozenset(files), split) for split, files in found.items()
@@ -212,6 +212,12 @@ def own_files(path: Path, split: str) -> list[Path]:
     shards (`split_shards`), else its one <split>.jsonl or <split>.json."""
     named = [f for f in (path / f"{split}.jsonl", path / f"{split}.json") if f.is_file()]
     return split_shards(path, split) or named * (len(named) == 1)
+
+
+def files_read(path: Path, split: str) -> list[Path]:
+    """The files `_load_local` reads as `split` of folder `path` of data files: its own by their names (`own_files`:
+    train_prefs.jsonl is train_prefs), else those datasets names `split` (`loose_splits`: there, it is train)."""
+    return own_files(path, split) or sorted(loose_splits(path).get(split) or ())
 
 
 def folder_splits(path: Path) -> list[str]:

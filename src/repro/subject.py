@@ -14,9 +14,9 @@ from huggingface_hub.repocard import metadata_load
 from .errors import DataError, ParameterError
 from .jobs import atomic_write_json
 from .manifest import LAST_RUN, Manifest
-from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of, run_manifest_of,
-                    wait_advice)
-from .sources import data_files, loose_splits
+from .paths import (DATA_DIR, DATASET_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of,
+                    run_manifest_of, wait_advice)
+from .sources import data_files, files_read
 
 OWN = None  # the subject of a run that built its own dataset
 STAND_IN_TAGS = {"scorer": "stand-in-scores", "generation": "stand-in-candidates"}  # a card's tags for its stand-ins
@@ -52,7 +52,7 @@ def declared_stand_ins(spec: str | None, split: str | None = None, marked: Any =
             if tag in tags:
                 out.setdefault(key, {"stand_in": True, "declared": "card"})
     marker = _marker(folder)  # (one of no "files", as before repro score named them: a stand-in's)
-    read = {f.name for f in (loose_splits(folder).get(split) or ()) if f.parent == folder} if split else set()
+    read = {f.name for f in files_read(folder, split) if f.parent == folder} if split else set()
     if (folder / STAND_IN_MARKER).is_file() and ("files" not in marker or not all(  # (of the files read, if known)
             isinstance(scorer, dict) and scorer.get("stand_in") is False for name, scorer in marker["files"].items()
             if not read or name in read)):
@@ -92,11 +92,10 @@ def _marker(folder: Path) -> dict[str, Any]:
 
 def marked_scorer(path: Path, split: str | None = None) -> dict[str, Any] | None:
     """The scorer the STAND_IN_MARKER beside file `path` records for it (`mark_scorer`), `stand_in` true where a
-    stand-in made its scores; of a folder, the one scorer recorded for each data file (of `split`, as datasets reads
-    it, where it has one); else None. Raises DataError where different scorers scored them (no one scorer's)."""
+    stand-in made its scores; of a folder, the one scorer recorded for each data file (of `split`: those the loader
+    reads, `files_read`, where it has one); else None. Raises DataError where different scorers scored them."""
     if path.is_dir():
-        files = sorted(loose_splits(path).get(split) or ()) if split else []
-        files = files or data_files(path)
+        files = (files_read(path, split) if split else []) or data_files(path)
         if None in (scorers := [marked_scorer(f) for f in files]) or not scorers:
             return None
         if any(scorer != scorers[0] for scorer in scorers):
@@ -165,8 +164,9 @@ def refuse_unbuilt(run: RunDir, spec: str | None) -> None:
     03_card, 04_compare) while its 01_construct has not finished (a stage run again, or a kernel stopped, since it
     wrote)."""
     if spec is not None and not is_own_dataset(run, spec):
-        if (manifest := run_manifest_of(spec)) is None:
-            return  # (a dataset no run of repro built)
+        inside = next((p for p in Path(spec).expanduser().absolute().parents if p.name == DATASET_DIR), None)
+        if (manifest := run_manifest_of(spec) or inside and run_manifest_of(inside)) is None:
+            return  # (a dataset no run of repro built; inside a run's dataset/: its data/, a shard of any split)
         run = RunDir(manifest.parent)
     built = ((Manifest(run).read().get("notebooks") or {}).get("01_construct") or {}).get("status")
     if built in LAST_RUN:
