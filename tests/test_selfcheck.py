@@ -260,6 +260,30 @@ def test_a_run_records_the_self_check_and_its_card_states_it(tmp_path, offline_r
     assert repro_card.render_section(facts, "selfcheck", "en") == ""
 
 
+def test_a_self_check_of_another_model_is_cited_as_of_another_model(tmp_path, two_rows, stubbed_notebooks):
+    """`repro selfcheck --model "~/my models/pairrm x" --report runs/t1`, then `repro run demo --out runs/t1` (scorer
+    builtin:tiny-pairrm): the card cited the folder's verdict as the run's, without a word that it checked another
+    model. Scored by that folder (a copy of it: the same files), the run cites it as before."""
+    folder = build_tiny_pairrm(tmp_path / "my models" / "pairrm x")
+    run_selfcheck(str(folder), None, device="cpu", input=two_rows, report_dir=tmp_path / "t1", timing=False)
+    copy = build_tiny_pairrm(tmp_path / "copy")
+    runs = {"t1": [], "t2": ["--set", f"scorer_model={copy}", "--set", f"selfcheck={tmp_path / 't1'}"]}
+    for name, sets in runs.items():
+        (tmp_path / name / "dataset").mkdir(parents=True, exist_ok=True)
+        assert cli.main(["run", str(ROOT / "params" / "demo.yaml"), "--out", str(tmp_path / name), "--set",
+                         "notebooks=[03_card]", *sets]) == 0
+    other, same = (Manifest(tmp_path / name).read()["selfcheck"] for name in runs)
+    assert other["same_model_as_run"] is False and same["same_model_as_run"] is True
+    for check, says in ((other, True), (same, False)):
+        facts = repro_card.CardFacts(run=RunDir(tmp_path), title="t", features=None, splits=[], built_here=True,
+                                     license="mit", language=["en"], selfcheck=check)
+        en, zh = (repro_card.render_section(facts, "selfcheck", lang).split("\n\n")[1] for lang in ("en", "zh"))
+        assert ("of another model than this run's scorer, so it says nothing of these scores: INCOMPLETE on `cpu`"
+                in en) is says and ("**INCOMPLETE**" in en) is not says, en
+        assert ("检查的是另一个模型，而非本次运行的评分模型，与这些分数无关；其结论为 不完整：设备" in zh) is says
+        assert ("结论为 **不完整**" in zh) is not says and "model `local folder pairrm x`" in en, zh
+
+
 def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):
     assert find_selfcheck(tmp_path) is None
     old = json.loads((offline_report.folder / "selfcheck.json").read_text())

@@ -219,9 +219,11 @@ def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
         return {}
 
 
-def selfcheck_summary(path: str | Path) -> dict[str, Any]:
-    """What a manifest records of a self-check: verdict, device, versions, each check's status, the file's hash."""
+def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a manifest records of a self-check: verdict, device, versions and model (whether they are this run's: its
+    scorer's `model_identity`, `scorer`; None: not known), each check's status, the file's hash."""
     record = _read_selfcheck(Path(path))
+    checked = [m["identity"] for m in (record.get("models") or {}).values() if "identity" in m]
     settings, env = record.get("settings") or {}, record.get("environment") or {}
     versions = {k: (env.get("packages") or {}).get(k) for k in SELFCHECK_VERSIONS}
     installed = package_versions()
@@ -230,6 +232,7 @@ def selfcheck_summary(path: str | Path) -> dict[str, Any]:
         "gpu": env.get("gpu"), "dtype": settings.get("run_dtype"), "model": settings.get("model_label"),
         "reference_model": settings.get("reference_model_label"), "rows": settings.get("rows"),
         "versions": versions, "same_versions_as_run": all(installed.get(k) == v for k, v in versions.items()),
+        "same_model_as_run": scorer in checked if scorer and checked else None,
         "checks": {c["name"]: c["status"] for c in record.get("checks", [])},
         "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
         "file": str(path), "sha256": sha256_file(path),
@@ -455,13 +458,15 @@ class Manifest:
         if alone:
             self.notebook_ended(notebook)
 
-    def record_selfcheck(self, given: str | Path | None = None) -> dict[str, Any] | None:
-        """Record the self-check this run cites (`find_selfcheck`) under `selfcheck`; none found: none recorded."""
+    def record_selfcheck(self, given: str | Path | None = None, scorer: dict[str, Any] | None = None
+                         ) -> dict[str, Any] | None:
+        """Record the self-check this run cites (`find_selfcheck`), beside `scorer`, under `selfcheck`; none found:
+        none recorded."""
         found = find_selfcheck(self.run.root, given)
         with self.edit() as data:
             data.pop("selfcheck", None)
             if found is not None:
-                data["selfcheck"] = selfcheck_summary(found)
+                data["selfcheck"] = selfcheck_summary(found, scorer)
         return data.get("selfcheck")
 
     def notebook_status(self, notebook: str, status: str, **extra: Any) -> None:

@@ -27,7 +27,7 @@ from ..manifest import lock_status, lock_summary, now, package_versions
 from ..parameters import ConstructParams, default_batch_tokens, table_cell
 from ..paths import (RUNS_DIR, SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id,
                      project_root, public_name, public_text, typed_path, unicode_twin)
-from ..revisions import hub_offline
+from ..revisions import hub_offline, model_identity
 from ..scorers import detect_kind, load_scorer
 from ..scorers.blender_compat import import_llm_blender
 from ..scorers.common import ranks_from_scores, resolve_device, resolve_dtype
@@ -345,6 +345,7 @@ class _Run:
             self.report.models[key] = {"spec": spec, "label": _model_label(spec), "error": error}
             return None, error
         self.report.models[key] = {**scorer.info, "spec": spec, "label": _model_label(spec),
+                                   "identity": model_identity(spec),  # (a run's scorer is this model where equal)
                                    "load_seconds": round(time.perf_counter() - start, 2)}
         return scorer, ""
 
