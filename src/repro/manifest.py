@@ -14,7 +14,7 @@ import time
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Collection, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -458,15 +458,15 @@ class Manifest:
         if alone:
             self.notebook_ended(notebook)
 
-    def record_selfcheck(self, given: str | Path | None = None, scorer: dict[str, Any] | None = None
+    def record_selfcheck(self, given: str | Path | None = None, scorer: Callable[[], dict[str, Any]] | None = None
                          ) -> dict[str, Any] | None:
-        """Record the self-check this run cites (`find_selfcheck`), beside `scorer`, under `selfcheck`; none found:
-        none recorded."""
+        """Record the self-check this run cites (`find_selfcheck`), beside its `scorer`'s identity (asked only where
+        one is cited), under `selfcheck`; none found: none recorded."""
         found = find_selfcheck(self.run.root, given)
         with self.edit() as data:
             data.pop("selfcheck", None)
             if found is not None:
-                data["selfcheck"] = selfcheck_summary(found, scorer)
+                data["selfcheck"] = selfcheck_summary(found, scorer and scorer())
         return data.get("selfcheck")
 
     def notebook_status(self, notebook: str, status: str, **extra: Any) -> None:

@@ -247,7 +247,7 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     fingerprint = fingerprint or run_fingerprint(values)
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     # `selfcheck`, else the newest selfcheck.json in the run directory; whether it checked this run's scorer
-    manifest.record_selfcheck(selfcheck, model_identity(values["scorer_model"]))
+    manifest.record_selfcheck(selfcheck, lambda: model_identity(values["scorer_model"]))  # (only if one is)
     manifest.update(**(record or {}))
     # Ctrl-C (or SIGTERM, raised as it) before a notebook or between two: before this one started
     upcoming = notebooks[0]
