@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import struct
+import warnings
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 
-from repro.analysis import plots
+from repro.analysis import agreement as sa, plots
 from repro.errors import DataError
 
 
@@ -202,3 +203,20 @@ def test_axes_of_row_counts_have_whole_ticks():
         getattr(ax, f"get_{axis}lim")()  # the view as drawn
         ticks = getattr(ax, f"get_{axis}ticks")()
         assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
+def _agreement_of(*names: str) -> dict:
+    rng = np.random.default_rng(3)
+    return sa.agreement({name: (rng.normal(size=240), np.full(60, 4)) for name in names}, names[0], "last")
+
+
+def test_a_labels_letters_its_font_lacks_come_from_an_installed_font_that_has_them(tmp_path, monkeypatch):
+    # (no CJK font here: DejaVu Serif, shipped with matplotlib, stands in for one; ᴕ: DejaVu Serif has it, Sans not)
+    monkeypatch.setattr(plots, "FONTS", ("DejaVu Sans", "Noto Sans CJK SC", "DejaVu Serif"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        figure = plots.scorer_agreement(_agreement_of("mini-ᴕ", "llama_rm"))
+        plots.save(figure, tmp_path / "agree")
+    assert not caught  # matplotlib found every glyph (its boxes' font warns when used), repro said nothing
+    (tick,) = figure.axes[1].get_yticklabels()
+    assert tick.get_text() == "mini-ᴕ vs llama_rm" and tick.get_fontfamily() == ["DejaVu Sans", "DejaVu Serif"]

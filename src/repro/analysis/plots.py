@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -24,6 +25,14 @@ FIGSIZE = (6.4, 4.4)
 DPI = 150  # 960 x 660 px: sharp at the ~600-800 px width a dataset card embeds
 COLORS = {"score_chosen": "#1b7837", "score_rejected": "#b2182b", "margin": "#2166ac"}
 NO_GLYPHS = "Last Resort"  # matplotlib's font of placeholder boxes: it maps every character and draws none
+# a label's characters come from the first of these installed families that has them (names a researcher gives: CJK,
+# emoji); color-bitmap emoji fonts (Noto Color Emoji) matplotlib cannot draw
+FONTS = ("DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Zen Hei", "Microsoft YaHei", "PingFang SC",
+         "Segoe UI Emoji", "Symbola")
+# one of them of no regular face (WenQuanYi Zen Hei's is 500) is drawn as it is, unsaid: matplotlib logged a line for
+# each size of text of every figure, CJK or not
+logging.getLogger("matplotlib.font_manager").addFilter(
+    lambda record: not ("Failed to find font weight" in str(record.msg) and record.args[1] in FONTS[1:]))
 FIGURE_NAMES = ("score_distributions", "score_ecdf", "chosen_vs_rejected", "margin_distribution",
                 "margin_vs_length", "score_violin")
 
@@ -31,7 +40,9 @@ FIGURE_NAMES = ("score_distributions", "score_ecdf", "chosen_vs_rejected", "marg
 @contextlib.contextmanager
 def theme() -> Iterator[None]:
     """The one look of every figure (seaborn whitegrid, 'notebook' context), without touching global state."""
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95):
+    installed = {font.name for font in font_manager.fontManager.ttflist}  # (a family not installed: a log line each)
+    with sns.axes_style("whitegrid", {"font.family": [f for f in FONTS if f in installed]}), \
+            sns.plotting_context("notebook", font_scale=0.95):
         yield
 
 
