@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -15,8 +16,10 @@ import pandas as pd
 import seaborn as sns
 from matplotlib import font_manager, ft2font
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
+from ..errors import warn
 from .stats import has_spread, paired_scores
 
 HEXBIN_ABOVE = 2000  # above this many points, scatter plots become hexbins (readable, and small SVGs)
@@ -77,6 +80,18 @@ def fonts_for(text: str, font: font_manager.FontProperties) -> list[str] | None:
             families.append(entry.name)
             missing -= has
     return None if missing else families
+
+
+def lacking(text: str, font: font_manager.FontProperties) -> str:
+    """The characters of `text` that none of `font`'s families has a glyph for (matplotlib draws them as boxes)."""
+    missing = dict.fromkeys(c for c in text if c.isprintable())
+    for family in font.get_family():
+        other = font.copy()
+        other.set_family(family)
+        with contextlib.suppress(ValueError):  # (not installed)
+            glyphs = _glyphs(font_manager.findfont(other, fallback_to_default=False))
+            missing = {c: None for c in missing if ord(c) not in glyphs}
+    return "".join(missing)
 
 
 def _untitled_legend(ax) -> None:
@@ -263,13 +278,23 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
     """Write `fig` to `stem`.png and `stem`.svg; returns both paths."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = {"png": stem.with_suffix(".png"), "svg": stem.with_suffix(".svg")}
-    if (engine := fig.get_layout_engine()) is not None:  # lay out once, not once per file
-        engine.execute(fig)
-        fig.set_layout_engine("none")
-    # fixed metadata and SVG id salt: byte-stable files (matplotlib otherwise stamps dates and salts ids randomly)
-    with matplotlib.rc_context({"svg.hashsalt": "repro"}):
-        fig.savefig(paths["png"], format="png", metadata={"Software": None})
-        fig.savefig(paths["svg"], format="svg", metadata={"Date": None, "Creator": None})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Glyph .* missing from font")  # said below, once a label, not once a glyph
+        if (engine := fig.get_layout_engine()) is not None:  # lay out once, not once per file
+            engine.execute(fig)
+            fig.set_layout_engine("none")
+        # fixed metadata and SVG id salt: byte-stable files (matplotlib otherwise stamps dates and salts ids randomly)
+        with matplotlib.rc_context({"svg.hashsalt": "repro"}):
+            fig.savefig(paths["png"], format="png", metadata={"Software": None})
+            fig.savefig(paths["svg"], format="svg", metadata={"Date": None, "Creator": None})
+    boxes = {line: lacking(line, text.get_fontproperties()) for text in fig.findobj(Text)
+             if text.get_visible() and (line := " ".join(text.get_text().split()))}  # (its labels as drawn)
+    for line, chars in boxes.items():
+        if chars:
+            warn(f"{paths['png'].name}: no installed font has {chars} of the label {line!r}: they are drawn as "
+                 f"boxes. Install a font that has them (Debian: fonts-noto-cjk, fonts-symbola for emoji; then "
+                 f"delete {matplotlib.get_cachedir()}/fontlist-*.json, matplotlib's list of fonts) and draw it again, "
+                 f"or rename what the label names.")
     return paths
 
 
