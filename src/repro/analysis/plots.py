@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -28,24 +27,16 @@ FIGSIZE = (6.4, 4.4)
 DPI = 150  # 960 x 660 px: sharp at the ~600-800 px width a dataset card embeds
 COLORS = {"score_chosen": "#1b7837", "score_rejected": "#b2182b", "margin": "#2166ac"}
 NO_GLYPHS = "Last Resort"  # matplotlib's font of placeholder boxes: it maps every character and draws none
-# a label's characters come from the first of these installed families that has them (names a researcher gives: CJK,
-# emoji); color-bitmap emoji fonts (Noto Color Emoji) matplotlib cannot draw
-FONTS = ("DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Zen Hei", "Microsoft YaHei", "PingFang SC",
-         "Segoe UI Emoji", "Symbola")
-# one of them of no regular face (WenQuanYi Zen Hei's is 500) is drawn as it is, unsaid: matplotlib logged a line for
-# each size of text of every figure, CJK or not
-logging.getLogger("matplotlib.font_manager").addFilter(
-    lambda record: not ("Failed to find font weight" in str(record.msg) and record.args[1] in FONTS[1:]))
 FIGURE_NAMES = ("score_distributions", "score_ecdf", "chosen_vs_rejected", "margin_distribution",
                 "margin_vs_length", "score_violin")
 
 
 @contextlib.contextmanager
 def theme() -> Iterator[None]:
-    """The one look of every figure (seaborn whitegrid, 'notebook' context), without touching global state."""
-    installed = {font.name for font in font_manager.fontManager.ttflist}  # (a family not installed: a log line each)
-    with sns.axes_style("whitegrid", {"font.family": [f for f in FONTS if f in installed]}), \
-            sns.plotting_context("notebook", font_scale=0.95):
+    """The one look of every figure (seaborn whitegrid, 'notebook' context), without touching global state; a glyph
+    a label's font lacks is said once a label, where it is saved (`save`), not by matplotlib once a glyph."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Glyph .* missing from font")
         yield
 
 
@@ -80,18 +71,6 @@ def fonts_for(text: str, font: font_manager.FontProperties) -> list[str] | None:
             families.append(entry.name)
             missing -= has
     return None if missing else families
-
-
-def lacking(text: str, font: font_manager.FontProperties) -> str:
-    """The characters of `text` that none of `font`'s families has a glyph for (matplotlib draws them as boxes)."""
-    missing = dict.fromkeys(c for c in text if c.isprintable())
-    for family in font.get_family():
-        other = font.copy()
-        other.set_family(family)
-        with contextlib.suppress(ValueError):  # (not installed)
-            glyphs = _glyphs(font_manager.findfont(other, fallback_to_default=False))
-            missing = {c: None for c in missing if ord(c) not in glyphs}
-    return "".join(missing)
 
 
 def _untitled_legend(ax) -> None:
@@ -279,7 +258,8 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = {"png": stem.with_suffix(".png"), "svg": stem.with_suffix(".svg")}
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Glyph .* missing from font")  # said below, once a label, not once a glyph
+        warnings.filterwarnings("ignore", "Glyph .* missing from font")  # said once a label, not once a glyph
+        _drawable(fig, paths["png"].name)  # (before the layout: a label's fonts change its size)
         if (engine := fig.get_layout_engine()) is not None:  # lay out once, not once per file
             engine.execute(fig)
             fig.set_layout_engine("none")
@@ -287,15 +267,24 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
         with matplotlib.rc_context({"svg.hashsalt": "repro"}):
             fig.savefig(paths["png"], format="png", metadata={"Software": None})
             fig.savefig(paths["svg"], format="svg", metadata={"Date": None, "Creator": None})
-    boxes = {line: lacking(line, text.get_fontproperties()) for text in fig.findobj(Text)
-             if text.get_visible() and (line := " ".join(text.get_text().split()))}  # (its labels as drawn)
-    for line, chars in boxes.items():
-        if chars:
-            warn(f"{paths['png'].name}: no installed font has {chars} of the label {line!r}: they are drawn as "
-                 f"boxes. Install a font that has them (Debian: fonts-noto-cjk, fonts-symbola for emoji; then "
-                 f"delete {matplotlib.get_cachedir()}/fontlist-*.json, matplotlib's list of fonts) and draw it again, "
-                 f"or rename what the label names.")
     return paths
+
+
+def _drawable(fig: Figure, name: str) -> None:
+    """Each label of `fig` drawn whole: letters its font lacks (a CJK or emoji name a researcher gives) from installed
+    fonts that have them (`fonts_for`); one that no installed font can draw said once, with the fix."""
+    boxes = set()
+    for line in (text for text in fig.findobj(Text) if text.get_visible() and text.get_text().strip()):
+        if (families := fonts_for(line.get_text(), line.get_fontproperties())) is None:
+            if line.get_text() in boxes:
+                continue
+            boxes.add(line.get_text())
+            warn(f"{name}: no installed font has every character of the label {' '.join(line.get_text().split())!r}"
+                 f": they are drawn as boxes. Install a font that has them (Debian: fonts-noto-cjk, fonts-symbola for "
+                 f"emoji; then delete {matplotlib.get_cachedir()}/fontlist-*.json, matplotlib's list of fonts) and "
+                 f"draw it again, or rename what the label names.")
+        elif len(families) > 1:
+            line.set_fontfamily(families)
 
 
 def save_titled(fig: Figure, stem: Path) -> dict[str, Any]:
