@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -14,8 +15,10 @@ import pandas as pd
 import seaborn as sns
 from matplotlib import font_manager, ft2font
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
+from ..errors import warn
 from .stats import has_spread, paired_scores
 
 HEXBIN_ABOVE = 2000  # above this many points, scatter plots become hexbins (readable, and small SVGs)
@@ -30,8 +33,10 @@ FIGURE_NAMES = ("score_distributions", "score_ecdf", "chosen_vs_rejected", "marg
 
 @contextlib.contextmanager
 def theme() -> Iterator[None]:
-    """The one look of every figure (seaborn whitegrid, 'notebook' context), without touching global state."""
-    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95):
+    """The one look of every figure (seaborn whitegrid, 'notebook' context), without touching global state; a glyph
+    a label's font lacks is said once a label, where it is saved (`save`), not by matplotlib once a glyph."""
+    with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Glyph .* missing from font")
         yield
 
 
@@ -252,14 +257,34 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
     """Write `fig` to `stem`.png and `stem`.svg; returns both paths."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = {"png": stem.with_suffix(".png"), "svg": stem.with_suffix(".svg")}
-    if (engine := fig.get_layout_engine()) is not None:  # lay out once, not once per file
-        engine.execute(fig)
-        fig.set_layout_engine("none")
-    # fixed metadata and SVG id salt: byte-stable files (matplotlib otherwise stamps dates and salts ids randomly)
-    with matplotlib.rc_context({"svg.hashsalt": "repro"}):
-        fig.savefig(paths["png"], format="png", metadata={"Software": None})
-        fig.savefig(paths["svg"], format="svg", metadata={"Date": None, "Creator": None})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Glyph .* missing from font")  # said once a label, not once a glyph
+        _drawable(fig, paths["png"].name)  # (before the layout: a label's fonts change its size)
+        if (engine := fig.get_layout_engine()) is not None:  # lay out once, not once per file
+            engine.execute(fig)
+            fig.set_layout_engine("none")
+        # fixed metadata and SVG id salt: byte-stable files (matplotlib otherwise stamps dates and salts ids randomly)
+        with matplotlib.rc_context({"svg.hashsalt": "repro"}):
+            fig.savefig(paths["png"], format="png", metadata={"Software": None})
+            fig.savefig(paths["svg"], format="svg", metadata={"Date": None, "Creator": None})
     return paths
+
+
+def _drawable(fig: Figure, name: str) -> None:
+    """Each label of `fig` drawn whole: letters its font lacks (a CJK or emoji name a researcher gives) from installed
+    fonts that have them (`fonts_for`); one that no installed font can draw said once, with the fix."""
+    boxes = set()
+    for line in (text for text in fig.findobj(Text) if text.get_visible() and text.get_text().strip()):
+        if (families := fonts_for(line.get_text(), line.get_fontproperties())) is None:
+            if line.get_text() in boxes:
+                continue
+            boxes.add(line.get_text())
+            warn(f"{name}: no installed font has every character of the label {' '.join(line.get_text().split())!r}"
+                 f": they are drawn as boxes. Install a font that has them (Debian: fonts-noto-cjk, fonts-symbola for "
+                 f"emoji; then delete {matplotlib.get_cachedir()}/fontlist-*.json, matplotlib's list of fonts) and "
+                 f"draw it again, or rename what the label names.")
+        elif len(families) > 1:
+            line.set_fontfamily(families)
 
 
 def save_titled(fig: Figure, stem: Path) -> dict[str, Any]:
