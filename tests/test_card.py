@@ -1665,6 +1665,19 @@ def test_a_known_recipe_told_as_uris_scp_paths_or_paths_with_spaces_names_no_use
     assert "alice-Secret" not in card_path.read_text() and "rows-fromuf.jsonl" in halves(card_path)[0]
 
 
+def test_a_known_recipe_naming_users_with_several_spaces_in_their_names_names_none_of_them(tmp_path, monkeypatch):
+    """A verifier: the card said "~ Pierre Dupont/models/PairRM" and "~ Secret 用户/notes" (this machine's home)."""
+    make_run(tmp_path / "published", seed_rows(12), manifest=False, metrics=False)
+    home = tmp_path / "v85" / "home" / "~ Secret 用户"
+    monkeypatch.setenv("HOME", str(home))
+    recipe = {"scorer": "/Users/Jean Pierre Dupont/models/PairRM",
+              "candidates": f"4 completions from /home/Jean Pierre Dupont/gen out/run 1/cands.jsonl, and {home}/notes"}
+    _, card_path = card_for(tmp_path / "run", card_dataset=str(tmp_path / "published" / "dataset"), known_recipe=recipe)
+    assert not {"Jean", "Pierre", "Dupont", "Secret", "用户", "~"} & set(re.findall(r"[^\s/|]+", card_path.read_text()))
+    for half in halves(card_path):
+        assert "| PairRM |" in half and "| 4 completions from cands.jsonl, and notes |" in half
+
+
 def test_a_foreign_card_from_scores_alone_claims_nothing_it_was_not_told(tmp_path):
     """Only `score_chosen` / `score_rejected`: no licence, language, source, scorer or family is claimed."""
     rows = tmp_path / "scores.jsonl"

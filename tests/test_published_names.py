@@ -110,6 +110,24 @@ def test_prose_with_a_tilde_before_a_number_is_published_as_typed_and_a_doubled_
     assert public_name("/home/al/../alice") == "~" and public_name("/data/../home/alice") == "~"  # ("alice")
 
 
+def test_a_users_name_with_several_spaces_is_hidden_whole(tmp_path, monkeypatch):
+    # a verifier: the rule followed a path past one space only; the card said "~ Pierre Dupont/models/PairRM"
+    assert public_text("/Users/Jean Pierre Dupont/models/PairRM") == "PairRM"
+    assert public_text("4 completions from /home/Jean Pierre Dupont/gen out/run 1/cands.jsonl, and more") == \
+        "4 completions from cands.jsonl, and more"
+    assert public_text("C:\\Users\\Jean Pierre Dupont\\data\\x.jsonl") == "x.jsonl"
+    assert public_text("rows from /data/my big project/x.jsonl here") == "rows from x.jsonl here"
+    # ... prose after a home folder or a folder is none (a word of a user's name starts with a letter; several words
+    # after a folder are its name only where they reach a file)
+    assert public_text("/home/bob and 1/2 kept; /data/run then ~8/10 agree, /data/run then train/test") == \
+        "~ and 1/2 kept; run then ~8/10 agree, run then train/test"
+    # this machine's home folder, whatever its name holds, is hidden first (then the last guard has nothing to find)
+    home = tmp_path / "v85" / "home" / "~ Secret 用户"
+    monkeypatch.setenv("HOME", str(home))
+    told = f"notes in {home}/notes, {home} and {home}."
+    assert public_text(told) == "notes in notes, ~ and ~."
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \

@@ -56,17 +56,22 @@ _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
 _HOME = re.compile(r"(?:[A-Za-z]:)?/+(?:home|users)/+[^/]+", re.IGNORECASE)  # a home folder, on any machine
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
-# a local path inside text: /…, //…, ~/…, ~user/… (a user's name starts with a letter or _: ~8/10 is prose), ./…,
-# C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
+# a local path inside text: this machine's home folder, whatever its name holds; /…, //…, ~/…, ~user/… (a user's name
+# starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
 # (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator that starts
-# no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), unless what it has
-# reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it)
+# no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), past several words only to a
+# file (/my big project/x.jsonl), unless what it has reached is a file (a suffix: "uf.jsonl chosen/rejected",
+# "uf.jsonl and/or" are prose after it); the user's name after /home/, /Users/, C:\Users\ runs to the next separator,
+# each of its words starting with a letter (/home/Jean Pierre Dupont/x)
+_WORD = rf" (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])"  # a space, then a word starting no path of its own
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
-_PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
-_PATH_IN_TEXT = re.compile(
-    rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-    rf"(?P<path>(?:(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
-    rf"|\\\\[^{_ENDS}\\]){_PATH_GOES_ON})")
+_PATH_GOES_ON = (rf"[^{_ENDS}]*(?:{_NO_SUFFIX}(?:{_WORD}[^{_ENDS}/\\]*[/\\][^{_ENDS}]*|(?:{_WORD}[^{_ENDS}/\\]*)+"
+                 rf"[/\\][^{_ENDS}]*?\.[A-Za-z][A-Za-z0-9]{{0,7}}(?=[.:]*(?:[{_ENDS}]|$))))*")
+_BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
+_PATH_STARTS = (rf"(?:[A-Za-z]:[\\/]|/(?!/)|(?<!:)//+)(?i:home|users)[\\/]+[^{_ENDS}/\\]+"
+                rf"(?:{_WORD}(?=[^\W\d])[^{_ENDS}/\\]+)*(?=[\\/])"
+                rf"|(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
+                rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
 DEMO = "demo"  # the source that names the demo rows shipped with the package (repro.sources)
@@ -124,8 +129,12 @@ def public_name(value: str) -> str:
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
     user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is."""
-    return _PATH_IN_TEXT.sub(lambda found: found["path"] if found["path"].startswith(keep) else public_name(
-        found["path"]), text)
+    home = os.path.expanduser("~")  # (first, literally: a space or ~ in its name is no end of it)
+    homes = "".join(rf"{re.escape(h)}(?![^{_ENDS}/\\.:])|" for h in dict.fromkeys(
+        p.rstrip("/") for p in (home, os.path.realpath(home))) if len(h) > 1 and os.path.isabs(home))
+    paths = re.compile(rf"{_BEFORE_PATH}(?P<path>(?:{homes}{_PATH_STARTS}){_PATH_GOES_ON})")
+    return paths.sub(lambda found: found["path"] if found["path"].startswith(keep) else public_name(found["path"]),
+                     text)
 
 
 def without_folders(text: str, *folders: str | Path) -> str:
