@@ -286,6 +286,13 @@ def test_a_row_not_yet_paired_is_paired_on_its_scores_that_are_not_nan(train_row
     assert reasons == {"score_chosen is NaN, infinite or missing": 2, "score_rejected is NaN, infinite or missing": 2}
     with pytest.raises(DataError, match=r"^Row 2 \(from 0; .* must be finite numbers .*, got \[nan, nan\]"):
         to_trl(ds)  # (its scores named, as a seed row's NaN are, not its chosen missing)
+    # a text twice, NaN at its first place: the score is the one at the place paired (5), not the text's first (NaN)
+    twice = dict(rows[1])
+    if fmt == "rlhflow":
+        twice["responses"] = [twice["responses"][1]] + twice["responses"][1:]
+    else:
+        twice["generate_0"] = twice["generate_1"]
+    assert seed_view(datasets.Dataset.from_list([twice]))["score_chosen"] == [5.0]
 
 
 def test_scores_written_as_text_are_refused_naming_the_first_row(train_rows):

@@ -160,10 +160,11 @@ def conversational(columns: Sequence[str] | Mapping[str, Any]) -> bool:
 
 
 def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequence[float] | None,
-              missing: float | None = None) -> float | None:
+              missing: float | None = None, at: int | None = None) -> float | None:
+    """The score of `text` among `candidates` (its first place, or `at`, where the row was paired by index)."""
     if text is None or not candidates or not scores or text not in candidates:
         return missing
-    return float(scores[list(candidates).index(text)])
+    return float(scores[list(candidates).index(text) if at is None else at])
 
 
 def generate_columns(row: dict[str, Any]) -> list[str]:
@@ -206,19 +207,20 @@ def seed_row(row: dict[str, Any], fmt: str, where: str = "A row") -> dict[str, A
     if candidates and fmt in SCORED and LISTED[fmt] in row:  # (a table without scores, as RLHFlow's pairs: no list)
         check_fit(scores, len(candidates), f"{where}, prompt_id {row_prompt_id(row, prompt)!r}: '{LISTED[fmt]}'",
                   SCORED[fmt])
-    unpaired = None  # a row that cannot be paired: its scores NaN (told as the seed's NaN are), not missing
+    unpaired, at = None, (None, None)  # a row that cannot be paired: its scores NaN (told as the seed's NaN are)
     if chosen is None and rejected is None and candidates and scores and len(candidates) == len(scores):
         # rows scored but not yet paired (SPPO's from_ranks, RLHFlow's get_rewards): their code's argmax / argmin, of
         # the scores not NaN (upstream's have none; a NaN would be both: one candidate chosen and rejected)
         if np.count_nonzero(~np.isnan(s := np.asarray(scores, dtype=np.float64))) > 1:
-            chosen, rejected = candidates[int(np.nanargmax(s))], candidates[int(np.nanargmin(s))]
+            at = int(np.nanargmax(s)), int(np.nanargmin(s))  # (by place: a text may stand twice, one score NaN)
+            chosen, rejected = candidates[at[0]], candidates[at[1]]
         else:
             unpaired = math.nan
     conv = (lambda t: None if t is None or prompt is None else conversation(prompt, t))
     ranked = row.get("rm_scores") if fmt == "sppo" else scores  # every score of the texts ranked together
     return {"prompt": prompt, "prompt_id": row_prompt_id(row, prompt),
-            "score_chosen": _score_of(chosen, candidates, scores, unpaired),
-            "score_rejected": _score_of(rejected, candidates, scores, unpaired),
+            "score_chosen": _score_of(chosen, candidates, scores, unpaired, at[0]),
+            "score_rejected": _score_of(rejected, candidates, scores, unpaired, at[1]),
             "chosen": conv(chosen), "rejected": conv(rejected), "candidates": candidates or None,
             # a score per candidate only where the format holds one each (not SPPO's 7 scores for 5 generate_i)
             "candidate_scores": ranked if candidates and ranked and len(ranked) == len(candidates) else None}
