@@ -108,6 +108,7 @@ def test_prose_with_a_tilde_before_a_number_is_published_as_typed_and_a_doubled_
     assert public_text("from ~alice/data/x.jsonl, ~_svc/y.jsonl and ~/z.jsonl") == "from x.jsonl, y.jsonl and z.jsonl"
     assert public_text("path //home/alice/x.jsonl. and //home/alice") == "path x.jsonl. and ~"  # (left whole)
     assert public_name("/home/al/../alice") == "~" and public_name("/data/../home/alice") == "~"  # ("alice")
+    assert public_name("~nosuchuser/../alice") == "~"  # (~ read before the ..: alice's home, not "alice")
 
 
 def test_a_users_name_with_several_spaces_is_hidden_whole(tmp_path, monkeypatch):

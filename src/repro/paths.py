@@ -115,10 +115,13 @@ def public_name(value: str) -> str:
     """A user-given path as a published file may show it: its last name (a run's dataset/ folder: <run>/dataset; a
     home folder, this machine's or /home/<user>, /Users/<user>, C:\\Users\\<user>: ~, never its user's name)."""
     if value.startswith(("/", "~", "\\", "./", "../")) or re.match(r"^[A-Za-z]:[\\/]", value):
-        path = Path(os.path.normpath(value.replace("\\", "/")))  # (/home/al/../alice: alice's home)
-        home = Path(os.path.expanduser(str(path).rstrip(".:")))  # (a full stop after it is prose; Path's raises)
+        # ~ read before any .. (~/../bob, ~al/../bob: bob's home, as /home/al/../bob is); a ~user the machine does not
+        # know: a home all the same; a full stop or colon after a home is prose (and Path's expanduser raises)
+        path, home = (Path(os.path.normpath(re.sub(r"^~([^/\\]+)", r"/home/\1", os.path.expanduser(v)).replace(
+            "\\", "/"))) for v in (value, value.rstrip(".:")))
         here = Path(os.path.expanduser("~"))  # (not Path.home(): it raises on a machine that names no home)
-        if home in (here, here.resolve()) or _HOME.fullmatch(str(home)) or re.fullmatch(r"~[^/]*", str(path)):
+        if home in (here, here.resolve()) or _HOME.fullmatch(str(home)) or re.fullmatch(r"~[^/\\]*[/\\]?",
+                                                                                          value.rstrip(".:")):
             return "~" + value[len(value.rstrip(".:")):]
         if path.name == DATASET_DIR and (home.parent / MANIFEST_JSON).is_file():
             return f"{path.parent.name}/{DATASET_DIR}"
