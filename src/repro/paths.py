@@ -56,21 +56,17 @@ _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
 _HOME = re.compile(r"(?:[A-Za-z]:)?/+(?:home|users)/+[^/]+", re.IGNORECASE)  # a home folder, on any machine
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
-# a local path inside text: this machine's home folder, whatever its name holds; /…, //…, ~/…, ~user/… (a user's name
-# starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or scp's prefix
-# (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator that starts
-# no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), past several words only to a
-# file (/my big project/x.jsonl), unless what it has reached is a file (a suffix: "uf.jsonl chosen/rejected",
-# "uf.jsonl and/or" are prose after it); the user's name after /home/, /Users/, C:\Users\ runs to the next separator,
-# each of its words starting with a letter (/home/Jean Pierre Dupont/x)
-_WORD = rf" (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])"  # a space, then a word starting no path of its own
+# a local path inside text: this machine's home folder, whatever its name holds (spaces, ~); /…, //…, ~/…, ~user/… (a
+# user's name starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or
+# scp's prefix (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator
+# that starts no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), unless what it
+# has reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it); a name of more
+# words is cut after its first (another machine's /home/Jean Pierre Dupont/x shows "~ Pierre Dupont/x": reading on
+# would eat the prose after a folder; this machine's home is matched whole)
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
-_PATH_GOES_ON = (rf"[^{_ENDS}]*(?:{_NO_SUFFIX}(?:{_WORD}[^{_ENDS}/\\]*[/\\][^{_ENDS}]*|(?:{_WORD}[^{_ENDS}/\\]*)+"
-                 rf"[/\\][^{_ENDS}]*?\.[A-Za-z][A-Za-z0-9]{{0,7}}(?=[.:]*(?:[{_ENDS}]|$))))*")
+_PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-_PATH_STARTS = (rf"(?:[A-Za-z]:[\\/]|/(?!/)|(?<!:)//+)(?i:home|users)[\\/]+[^{_ENDS}/\\]+"
-                rf"(?:{_WORD}(?=[^\W\d])[^{_ENDS}/\\]+)*(?=[\\/])"
-                rf"|(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
+_PATH_STARTS = (rf"(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
@@ -120,12 +116,12 @@ def public_name(value: str) -> str:
         path, home = (Path(os.path.normpath(re.sub(r"^~([^/\\]+)", r"/home/\1", os.path.expanduser(v)).replace(
             "\\", "/"))) for v in (value, value.rstrip(".:")))
         here = Path(os.path.expanduser("~"))  # (not Path.home(): it raises on a machine that names no home)
-        if home in (here, here.resolve()) or _HOME.fullmatch(str(home)) or re.fullmatch(r"~[^/\\]*[/\\]?",
-                                                                                          value.rstrip(".:")):
+        if any(p in (here, here.resolve()) or _HOME.fullmatch(str(p)) for p in (path, home)) or re.fullmatch(
+                r"~[^/\\]*[/\\]?", value.rstrip(".:")):  # (/home/alice/x/..: a home, its .. no full stop)
             return "~" + value[len(value.rstrip(".:")):]
         if path.name == DATASET_DIR and (home.parent / MANIFEST_JSON).is_file():
             return f"{path.parent.name}/{DATASET_DIR}"
-        return path.name or value
+        return path.name or ("~" if value.startswith("~") else value)  # (~alice/../..: /, named by no one)
     return value
 
 
