@@ -238,3 +238,14 @@ def test_a_labels_letters_its_font_lacks_come_from_an_installed_font_that_has_th
     assert not caught  # matplotlib found every glyph (its boxes' font warns when used), repro said nothing
     (tick,) = figure.axes[1].get_yticklabels()
     assert tick.get_text() == "mini-ᴕ vs llama_rm" and tick.get_fontfamily() == ["DejaVu Sans", "DejaVu Serif"]
+
+
+def test_a_label_wrapped_onto_two_lines_is_no_label_drawn_as_boxes(tmp_path):
+    # a reviewer: long hub ids wrap the scorer pair's label; its line break counted as a character no font has, so
+    # every such run warned "drawn as boxes" (a plain ASCII label), and a wrapped CJK name got no fallback font
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pair = _agreement_of("llm-blender/PairRM", "OpenAssistant/reward-model-deberta-v3-large-v2")
+        figure = plots.scorer_agreement(pair)
+        plots.save(figure, tmp_path / "agree")
+    assert any("\n" in t.get_text() for t in figure.findobj(plots.Text)) and not caught

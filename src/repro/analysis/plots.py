@@ -57,7 +57,8 @@ def fonts_for(text: str, font: font_manager.FontProperties) -> list[str] | None:
     """The font families that draw every character of `text` in `font`'s style: its own, then installed fonts with the
     glyphs it lacks (matplotlib falls back along font.family); None when no installed font has some (boxes)."""
     own, weights = font_manager.findfont(font), font_manager.weight_dict
-    missing, families = set(map(ord, text)) - _glyphs(own), [font_manager.get_font(own).family_name]
+    missing = {ord(c) for c in text if c.isprintable()} - _glyphs(own)  # (a line break is no glyph)
+    families = [font_manager.get_font(own).family_name]
     style = (font.get_style(), weights.get(font.get_weight(), font.get_weight()))
     for entry in font_manager.fontManager.ttflist:  # (of `font`'s style: findfont then finds that face, unsaid)
         if not missing:
