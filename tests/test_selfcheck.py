@@ -17,7 +17,7 @@ import pytest
 from repro import card as repro_card
 from repro import cli
 from repro.errors import ParameterError
-from repro.manifest import Manifest, find_selfcheck
+from repro.manifest import Manifest, find_selfcheck, selfcheck_summary
 from repro.paths import RunDir, default_run_dir
 from repro.cli.selfcheck import compare_choices, compare_scores, hub_status, run_selfcheck, weights_location
 from repro.sources import demo_path
@@ -282,6 +282,15 @@ def test_a_self_check_of_another_model_is_cited_as_of_another_model(tmp_path, tw
                 in en) is says and ("**INCOMPLETE**" in en) is not says, en
         assert ("检查的是另一个模型，而非本次运行的评分模型，与这些分数无关；其结论为 不完整：设备" in zh) is says
         assert ("结论为 **不完整**" in zh) is not says and "model `local folder pairrm x`" in en, zh
+    # a reviewer: the same files named otherwise (the hub id of a snapshot folder), or a copy of a large file (its
+    # date, all that names it), were "another model": not known, so not said
+    report = tmp_path / "t1" / "selfcheck.json"
+    assert selfcheck_summary(report, {"hub_id": "me/tiny-pairrm", "commit": "0123"})["same_model_as_run"] is None
+    record = json.loads(report.read_text())
+    (checked := next(iter(record["models"].values()))["identity"]["files"])["model.safetensors"] = "size=9 mtime=1"
+    report.write_text(json.dumps(record))
+    for big, same in (("size=9 mtime=2", None), ("size=8 mtime=1", False), ("size=9 mtime=1", True)):
+        assert selfcheck_summary(report, {"files": checked | {"model.safetensors": big}})["same_model_as_run"] is same
 
 
 def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):

@@ -219,6 +219,19 @@ def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
         return {}
 
 
+def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) -> bool | None:
+    """Whether the self-check loaded the run's scorer (`model_identity`s): another model where it is a built-in
+    stand-in and the run's is not, or the reverse, or one named as it is (hub id and commit, or a folder's files) that
+    differs in more than a large file's date (a copy's); else None (a hub id and its snapshot folder: not known)."""
+    alike = (lambda identity: re.sub(r" mtime=\d+", "", json.dumps(identity, sort_keys=True)))
+    if not scorer or not checked or scorer in checked:
+        return bool(scorer and checked) or None
+    if any(str(i.get("name")).startswith("builtin:") for i in (scorer, *checked)):
+        return False
+    named_so = [c for c in checked if c.keys() == scorer.keys()]
+    return False if named_so and all(alike(c) != alike(scorer) for c in named_so) else None
+
+
 def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a manifest records of a self-check: verdict, device, versions and model (whether they are this run's: its
     scorer's `model_identity`, `scorer`; None: not known), each check's status, the file's hash."""
@@ -232,7 +245,7 @@ def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None) ->
         "gpu": env.get("gpu"), "dtype": settings.get("run_dtype"), "model": settings.get("model_label"),
         "reference_model": settings.get("reference_model_label"), "rows": settings.get("rows"),
         "versions": versions, "same_versions_as_run": all(installed.get(k) == v for k, v in versions.items()),
-        "same_model_as_run": scorer in checked if scorer and checked else None,
+        "same_model_as_run": _same_model(scorer, checked),
         "checks": {c["name"]: c["status"] for c in record.get("checks", [])},
         "not_run": [c["name"] for c in record.get("checks", []) if c.get("status") == "not run"],
         "file": str(path), "sha256": sha256_file(path),
