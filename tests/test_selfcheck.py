@@ -286,6 +286,9 @@ def test_a_self_check_of_another_model_is_cited_as_of_another_model(tmp_path, tw
     # date, all that names it), were "another model": not known, so not said
     report = tmp_path / "t1" / "selfcheck.json"
     assert selfcheck_summary(report, {"hub_id": "me/tiny-pairrm", "commit": "0123"})["same_model_as_run"] is None
+    old = tmp_path / "old.json"  # a report from before identities were kept: a built-in is named by its name
+    old.write_text(json.dumps(json.loads(report.read_text()) | {"models": {"model": {"spec": "builtin:tiny-llama"}}}))
+    assert selfcheck_summary(old, {"name": "builtin:tiny-pairrm"})["same_model_as_run"] is False
     record = json.loads(report.read_text())
     (checked := next(iter(record["models"].values()))["identity"]["files"])["model.safetensors"] = "size=9 mtime=1"
     report.write_text(json.dumps(record))

@@ -236,7 +236,9 @@ def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None) ->
     """What a manifest records of a self-check: verdict, device, versions and model (whether they are this run's: its
     scorer's `model_identity`, `scorer`; None: not known), each check's status, the file's hash."""
     record = _read_selfcheck(Path(path))
-    checked = [m["identity"] for m in (record.get("models") or {}).values() if "identity" in m]
+    # (a report from before identities were kept: a built-in's name is its identity)
+    checked = [m["identity"] if "identity" in m else {"name": m["spec"]} for m in (record.get("models") or {}).values()
+               if "identity" in m or str(m.get("spec")).startswith("builtin:") and not m.get("error")]
     settings, env = record.get("settings") or {}, record.get("environment") or {}
     versions = {k: (env.get("packages") or {}).get(k) for k in SELFCHECK_VERSIONS}
     installed = package_versions()
