@@ -127,6 +127,12 @@ def test_this_machines_home_is_hidden_whole_whatever_its_name_holds(tmp_path, mo
     assert public_text("candidates from /data/gen then rescored with PairRM into scores/uf.jsonl") == \
         "candidates from gen then rescored with PairRM into scores/uf.jsonl"
     assert public_name("/home/alice/x/..") == "~.." and public_name("~alice/../..") == "~"  # ("alice" twice)
+    # another machine's user of a name in several words (a person's: capitals), WSL's /mnt/c/Users too: none of it
+    for typed, shown in (("/mnt/c/Users/Jean Pierre Dupont/Downloads/uf.jsonl", "uf.jsonl"),
+                         ("C:\\Users\\Jean Pierre Dupont\\data\\x.jsonl", "x.jsonl"),
+                         ("/Users/José García López/models/rm then chosen/rejected", "rm then chosen/rejected"),
+                         ("/mnt/c/Users/alice", "~"), ("/mnt/c/Users/alice/x/..", "~..")):
+        assert public_text(typed) == shown
 
 
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):

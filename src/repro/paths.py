@@ -54,19 +54,22 @@ _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (Ru
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
-_HOME = re.compile(r"(?:[A-Za-z]:)?/+(?:home|users)/+[^/]+", re.IGNORECASE)  # a home folder, on any machine
+# a home folder, on any machine (WSL's /mnt/c/Users/<user> too)
+_HOME = re.compile(r"(?:[A-Za-z]:|/mnt/[A-Za-z])?/+(?:home|users)/+[^/]+", re.IGNORECASE)
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 # a local path inside text: this machine's home folder, whatever its name holds (spaces, ~); /…, //…, ~/…, ~user/… (a
 # user's name starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or
 # scp's prefix (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator
 # that starts no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), unless what it
-# has reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it); a name of more
-# words is cut after its first (another machine's /home/Jean Pierre Dupont/x shows "~ Pierre Dupont/x": reading on
-# would eat the prose after a folder; this machine's home is matched whole)
+# has reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it); a user's name
+# after /home/, /Users/ goes on over words starting with a capital to a separator (/Users/Mary Ann Lee/x: a person's
+# name; "/home/alice and chosen/rejected" is prose); this machine's home is matched whole, whatever its name holds
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-_PATH_STARTS = (rf"(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
+_PATH_STARTS = (rf"(?:[A-Za-z]:[\\/]|(?:/mnt/[A-Za-z])?/)(?i:home|users)[\\/][^{_ENDS}/\\]+"
+                rf"(?: [A-ZÀ-ÖØ-Þ][^{_ENDS}/\\]*)+(?=[\\/])"
+                rf"|(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
