@@ -249,3 +249,6 @@ def test_a_label_wrapped_onto_two_lines_is_no_label_drawn_as_boxes(tmp_path):
         figure = plots.scorer_agreement(pair)
         plots.save(figure, tmp_path / "agree")
     assert any("\n" in t.get_text() for t in figure.findobj(plots.Text)) and not caught
+    # a tab (as a CRLF file's \r) has no glyph: boxes, said
+    with pytest.warns(ReproWarning, match=r"label 'my-rm\\t vs llama_rm'"):
+        plots.save(plots.scorer_agreement(_agreement_of("my-rm\t", "llama_rm")), tmp_path / "tab")

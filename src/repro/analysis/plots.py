@@ -57,7 +57,7 @@ def fonts_for(text: str, font: font_manager.FontProperties) -> list[str] | None:
     """The font families that draw every character of `text` in `font`'s style: its own, then installed fonts with the
     glyphs it lacks (matplotlib falls back along font.family); None when no installed font has some (boxes)."""
     own, weights = font_manager.findfont(font), font_manager.weight_dict
-    missing = {ord(c) for c in text if c.isprintable()} - _glyphs(own)  # (a line break is no glyph)
+    missing = set(map(ord, text.replace("\n", ""))) - _glyphs(own)  # (a line break is no glyph)
     families = [font_manager.get_font(own).family_name]
     style = (font.get_style(), weights.get(font.get_weight(), font.get_weight()))
     for entry in font_manager.fontManager.ttflist:  # (of `font`'s style: findfont then finds that face, unsaid)
@@ -280,7 +280,7 @@ def _drawable(fig: Figure, name: str) -> None:
             if line.get_text() in boxes:
                 continue
             boxes.add(line.get_text())
-            warn(f"{name}: no installed font has every character of the label {' '.join(line.get_text().split())!r}"
+            warn(f"{name}: no installed font has every character of the label {line.get_text()!r}"
                  f": they are drawn as boxes. Install a font that has them (Debian: fonts-noto-cjk, fonts-symbola for "
                  f"emoji; then delete {matplotlib.get_cachedir()}/fontlist-*.json, matplotlib's list of fonts) and "
                  f"draw it again, or rename what the label names.")
