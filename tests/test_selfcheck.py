@@ -294,6 +294,10 @@ def test_a_self_check_of_another_model_is_cited_as_of_another_model(tmp_path, tw
     report.write_text(json.dumps(record))
     for big, same in (("size=9 mtime=2", None), ("size=8 mtime=1", False), ("size=9 mtime=1", True)):
         assert selfcheck_summary(report, {"files": checked | {"model.safetensors": big}})["same_model_as_run"] is same
+    # its folder (maybe the run's hub id's snapshot) beside another hub id checked: not known, not "another model"
+    record["models"]["reference"] = {"spec": "other/rm", "identity": {"hub_id": "other/rm", "commit": "1"}}
+    report.write_text(json.dumps(record))
+    assert selfcheck_summary(report, {"hub_id": "me/rm", "commit": "1"})["same_model_as_run"] is None
 
 
 def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):

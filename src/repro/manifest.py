@@ -220,16 +220,15 @@ def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
 
 
 def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) -> bool | None:
-    """Whether the self-check loaded the run's scorer (`model_identity`s): another model where it is a built-in
-    stand-in and the run's is not, or the reverse, or one named as it is (hub id and commit, or a folder's files) that
-    differs in more than a large file's date (a copy's); else None (a hub id and its snapshot folder: not known)."""
+    """Whether the self-check loaded the run's scorer (`model_identity`s): True where one is it; False where each is
+    known to be another (a built-in stand-in and not, or named as the scorer is, hub id and commit or a folder's files,
+    differing in more than a large file's date: a copy's); else None, not known (a hub id and its snapshot folder)."""
     alike = (lambda identity: re.sub(r" mtime=\d+", "", json.dumps(identity, sort_keys=True)))
-    if not scorer or not checked or scorer in checked:
-        return bool(scorer and checked) or None
-    if any(str(i.get("name")).startswith("builtin:") for i in (scorer, *checked)):
-        return False
-    named_so = [c for c in checked if c.keys() == scorer.keys()]
-    return False if named_so and all(alike(c) != alike(scorer) for c in named_so) else None
+    other = (lambda c: any(str(i.get("name")).startswith("builtin:") for i in (scorer, c))
+             or c.keys() == scorer.keys() and alike(c) != alike(scorer))
+    if not scorer or not checked:
+        return None
+    return True if scorer in checked else False if all(map(other, checked)) else None
 
 
 def selfcheck_summary(path: str | Path, scorer: dict[str, Any] | None = None) -> dict[str, Any]:
