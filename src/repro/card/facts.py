@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -673,10 +674,14 @@ def gather_facts(params: "CardParams") -> CardFacts:
     for c in ds.column_names:
         if c in ("chosen", "rejected") or c.startswith("generate_"):
             facts.turns[c], facts.other_turns[c] = _roles(ds.data.column(c))
-    if facts.trl_ready:  # the rows the card's code gives to_trl, checked and numbered as to_trl does
-        pairs = view.select(["prompt", "chosen", "rejected"]).filter(pa.array(kept))
+    if facts.trl_ready:  # the rows the card's code gives to_trl, checked and numbered as to_trl does (scores first:
+        # a recipe's row without a pair, which the card's filter of the seed's columns does not see)
+        scores = [c for c in SCORE_COLUMNS if facts.scored and c in view.column_names]
+        pairs = view.select(["prompt", "chosen", "rejected", *scores]).filter(pa.array(kept))
         rows = (r for batch in pairs.to_batches(1000) for r in batch.to_pylist())
-        if refused := [(i, *why[:2]) for i, r in enumerate(rows) if (why := refused_turns(r))]:
+        unpaired = (lambda r: ("scores", "score_chosen") if not all(
+            isinstance(r[c], (int, float)) and math.isfinite(r[c]) for c in scores) else None)
+        if refused := [(i, *why[:2]) for i, r in enumerate(rows) if (why := unpaired(r) or refused_turns(r))]:
             facts.trl_refused = dict(zip(("first", "shape", "column"), refused[0]), rows=len(refused))
     return facts
 
