@@ -26,6 +26,7 @@ GRID_MAX_POINTS = 60  # a grid of more points is drawn with continuous bins (a b
 FIGSIZE = (6.4, 4.4)
 DPI = 150  # 960 x 660 px: sharp at the ~600-800 px width a dataset card embeds
 COLORS = {"score_chosen": "#1b7837", "score_rejected": "#b2182b", "margin": "#2166ac"}
+NO_GLYPH_WARNING = "Glyph .* missing from font"  # matplotlib's, once a glyph: `save` says it once a label
 NO_GLYPHS = "Last Resort"  # matplotlib's font of placeholder boxes: it maps every character and draws none
 FIGURE_NAMES = ("score_distributions", "score_ecdf", "chosen_vs_rejected", "margin_distribution",
                 "margin_vs_length", "score_violin")
@@ -36,7 +37,7 @@ def theme() -> Iterator[None]:
     """The one look of every figure (seaborn whitegrid, 'notebook' context), without touching global state; a glyph
     a label's font lacks is said once a label, where it is saved (`save`), not by matplotlib once a glyph."""
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook", font_scale=0.95), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Glyph .* missing from font")
+        warnings.filterwarnings("ignore", NO_GLYPH_WARNING)
         yield
 
 
@@ -259,7 +260,7 @@ def save(fig: Figure, stem: Path) -> dict[str, Path]:
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = {"png": stem.with_suffix(".png"), "svg": stem.with_suffix(".svg")}
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Glyph .* missing from font")  # said once a label, not once a glyph
+        warnings.filterwarnings("ignore", NO_GLYPH_WARNING)
         _drawable(fig, paths["png"].name)  # (before the layout: a label's fonts change its size)
         if (engine := fig.get_layout_engine()) is not None:  # lay out once, not once per file
             engine.execute(fig)
