@@ -59,6 +59,26 @@ def test_model_identity_of_a_folder_is_its_content_not_its_place(tmp_path):
     assert model_identity(str(one)) != model_identity(str(two))
 
 
+def test_model_identity_of_a_folder_leaves_out_the_hubs_local_dir_metadata(tmp_path):
+    # `hf download owner/rm --local-dir X` rewrites X/.cache/huggingface/ (timestamps, locks) at each download or
+    # check: the same weights counted as another model (old work redone, the selfcheck "of another model")
+    folder = tmp_path / "rm"
+    (folder / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (folder / "config.json").write_text('{"hidden_size": 8}')
+    (folder / "model.safetensors").write_bytes(b"weights")
+    metadata = folder / ".cache" / "huggingface" / "download" / "config.json.metadata"
+    metadata.write_text("0123\netag\n1700000000.0\n")
+    first = model_identity(str(folder))
+    metadata.write_text("0123\netag\n1800000000.0\n")
+    (folder / ".cache" / "huggingface" / ".gitignore").write_text("*")
+    assert model_identity(str(folder)) == first
+    (folder / ".mine").write_text("a user's own hidden file")  # counts
+    assert model_identity(str(folder)) != first
+    (folder / ".mine").unlink()
+    (folder / "model.safetensors").write_bytes(b"other weights")
+    assert model_identity(str(folder)) != first
+
+
 def _fake_hub(tmp_path, monkeypatch, commit):
     """A hub cache in `tmp_path` and a stand-in for the download of one file from the hub at `commit`."""
     import repro.revisions as revisions
