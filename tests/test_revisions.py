@@ -27,6 +27,27 @@ def test_model_identity_is_the_hub_commit_in_the_cache(tmp_path, monkeypatch):
     assert model_identity("owner/not-cached") == {"name": "owner/not-cached"}
 
 
+def test_model_identity_of_a_hub_id_follows_its_pinned_revision(tmp_path, monkeypatch):
+    # a run pinned to a commit was identified by the cache's main: two pinned runs alike, a pinned one changed as main
+    # moved (the selfcheck's "same model as the run" compared main's commit)
+    asked = _fake_hub(tmp_path, monkeypatch, "c" * 40)
+    repo = tmp_path / "models--owner--policy"
+    for commit in ("a" * 40, "b" * 40):
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "snapshots" / commit / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("b" * 40)
+    assert model_identity("owner/policy", "a" * 40) == {"hub_id": "owner/policy", "commit": "a" * 40}
+    assert model_identity("owner/policy", "main") == model_identity("owner/policy") == {
+        "hub_id": "owner/policy", "commit": "b" * 40}
+    (repo / "refs" / "main").write_text("a" * 40)
+    assert model_identity("owner/policy", "b" * 40) == {"hub_id": "owner/policy", "commit": "b" * 40}
+    assert asked == []  # all cached: nothing asked
+    # a pinned commit not cached: its config is fetched at that commit, not main's
+    assert model_identity("owner/fresh", "d" * 40) == {"hub_id": "owner/fresh", "commit": "d" * 40}
+    assert asked == [("owner/fresh", "config.json", "d" * 40)]
+
+
 def test_model_identity_of_a_folder_is_its_content_not_its_place(tmp_path):
     one = tmp_path / "one"
     one.mkdir()
@@ -38,6 +59,26 @@ def test_model_identity_of_a_folder_is_its_content_not_its_place(tmp_path):
     assert model_identity(str(one)) != model_identity(str(two))
 
 
+def test_model_identity_of_a_folder_leaves_out_the_hubs_local_dir_metadata(tmp_path):
+    # `hf download owner/rm --local-dir X` rewrites X/.cache/huggingface/ (timestamps, locks) at each download or
+    # check: the same weights counted as another model (old work redone, the selfcheck "of another model")
+    folder = tmp_path / "rm"
+    (folder / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (folder / "config.json").write_text('{"hidden_size": 8}')
+    (folder / "model.safetensors").write_bytes(b"weights")
+    metadata = folder / ".cache" / "huggingface" / "download" / "config.json.metadata"
+    metadata.write_text("0123\netag\n1700000000.0\n")
+    first = model_identity(str(folder))
+    metadata.write_text("0123\netag\n1800000000.0\n")
+    (folder / ".cache" / "huggingface" / ".gitignore").write_text("*")
+    assert model_identity(str(folder)) == first
+    (folder / ".mine").write_text("a user's own hidden file")  # counts
+    assert model_identity(str(folder)) != first
+    (folder / ".mine").unlink()
+    (folder / "model.safetensors").write_bytes(b"other weights")
+    assert model_identity(str(folder)) != first
+
+
 def _fake_hub(tmp_path, monkeypatch, commit):
     """A hub cache in `tmp_path` and a stand-in for the download of one file from the hub at `commit`."""
     import repro.revisions as revisions
@@ -47,14 +88,16 @@ def _fake_hub(tmp_path, monkeypatch, commit):
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     asked = []
 
-    def download(repo_id, filename):
-        asked.append((repo_id, filename))
+    def download(repo_id, filename, revision=None):  # (a commit as `revision`: that commit, main left as it is)
+        asked.append((repo_id, filename, revision))
         repo = tmp_path / f"models--{repo_id.replace('/', '--')}"
-        (repo / "snapshots" / commit).mkdir(parents=True, exist_ok=True)
-        (repo / "snapshots" / commit / filename).write_text("{}")
+        at = revision or commit
+        (repo / "snapshots" / at).mkdir(parents=True, exist_ok=True)
+        (repo / "snapshots" / at / filename).write_text("{}")
         (repo / "refs").mkdir(exist_ok=True)
-        (repo / "refs" / "main").write_text(commit)
-        return str(repo / "snapshots" / commit / filename)
+        if revision is None:
+            (repo / "refs" / "main").write_text(commit)
+        return str(repo / "snapshots" / at / filename)
 
     monkeypatch.setattr(revisions, "hf_hub_download", download)
     return asked
@@ -66,7 +109,7 @@ def test_a_hub_model_not_yet_downloaded_is_identified_as_after_its_download(tmp_
     before = model_identity("owner/fresh")
     after = model_identity("owner/fresh")  # now in the cache, as the scorer's load leaves it
     assert before == after == {"hub_id": "owner/fresh", "commit": "c" * 40}
-    assert asked == [("owner/fresh", "config.json")]  # its config only, once: the load fetches the rest
+    assert asked == [("owner/fresh", "config.json", None)]  # its config only, once: the load fetches the rest
 
 
 def test_offline_a_hub_model_not_downloaded_is_known_by_its_name_and_the_hub_is_not_asked(tmp_path, monkeypatch):

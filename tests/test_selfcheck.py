@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import MAIN, PINNED
 
 from repro import card as repro_card
 from repro import cli
@@ -298,6 +299,26 @@ def test_a_self_check_of_another_model_is_cited_as_of_another_model(tmp_path, tw
     record["models"]["reference"] = {"spec": "other/rm", "identity": {"hub_id": "other/rm", "commit": "1"}}
     report.write_text(json.dumps(record))
     assert selfcheck_summary(report, {"hub_id": "me/rm", "commit": "1"})["same_model_as_run"] is None
+
+
+def test_a_self_check_of_a_hub_ids_main_is_not_a_run_pinned_to_another_commit(tmp_path, offline_report,
+                                                                              two_template_hub, stubbed_notebooks):
+    """`repro selfcheck --model fakeorg/policy` (main), then `repro run` with scorer_revision pinned to another commit:
+    the run's scorer was identified by main's commit, so the card cited the self-check as of the run's scorer."""
+    record = json.loads((offline_report.folder / "selfcheck.json").read_text())
+    for model in record["models"].values():
+        model.update(spec="fakeorg/policy", identity={"hub_id": "fakeorg/policy", "commit": MAIN})
+    (tmp_path / "check").mkdir()
+    (tmp_path / "check" / "selfcheck.json").write_text(json.dumps(record))
+    said = {}
+    for revision in (PINNED, MAIN):
+        out = tmp_path / revision[:4]
+        (out / "dataset").mkdir(parents=True)
+        assert cli.main(["run", str(ROOT / "params" / "demo.yaml"), "--out", str(out), "--set", "notebooks=[03_card]",
+                         "--set", "scorer_model=fakeorg/policy", "--set", f"scorer_revision={revision}",
+                         "--set", f"selfcheck={tmp_path / 'check'}"]) == 0
+        said[revision] = Manifest(out).read()["selfcheck"]["same_model_as_run"]
+    assert said == {PINNED: False, MAIN: True}
 
 
 def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):

@@ -1,5 +1,5 @@
 """Pinned hub revisions (a model at one loads from its snapshot folder: every later load reads that commit), what
-identifies a model's weights where none is pinned (`model_identity`); what a complete run holds (`run_fingerprint`)."""
+identifies a model's weights, at its revision (`model_identity`); what a complete run holds (`run_fingerprint`)."""
 
 from __future__ import annotations
 
@@ -196,18 +196,20 @@ def run_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
             "packages": fingerprint_of(package_versions())}
 
 
-def model_identity(model: str) -> dict[str, Any]:
-    """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB), else the
-    hub commit (its config fetched if not cached, as a load would: a first run's work is a re-run's), else its name."""
+def model_identity(model: str, revision: str | None = None) -> dict[str, Any]:
+    """What identifies a checkpoint for reuse of old work: its files' hashes (size and mtime beyond 64 MiB; not the
+    metadata `hf download --local-dir` rewrites in .cache/huggingface/), else the hub commit at `revision` (else main;
+    its config fetched if not cached, as a load would: a first run's work is a re-run's), else its name."""
     path = Path(model).expanduser()
     if path.is_file():  # a local input (a source's jsonl): the same rule as a checkpoint's files
         return {"file": _file_identity(path)}
     if path.is_dir():
-        return {"files": {str(f.relative_to(path)): _file_identity(f) for f in sorted(path.rglob("*")) if f.is_file()}}
+        return {"files": {str(f.relative_to(path)): _file_identity(f) for f in sorted(path.rglob("*"))
+                          if f.is_file() and f.relative_to(path).parts[:2] != (".cache", "huggingface")}}
     try:
-        cached = try_to_load_from_cache(model, "config.json")
+        cached = try_to_load_from_cache(model, "config.json", revision=revision)
         if not isinstance(cached, str) and not hub_offline():
-            cached = hf_hub_download(model, "config.json")
+            cached = hf_hub_download(model, "config.json", revision=revision)
     except Exception:  # not a hub id ("builtin:..."), unknown or unreachable: the name; the loader says what to do
         cached = None
     return {"hub_id": model, "commit": Path(cached).parent.name} if isinstance(cached, str) else {"name": model}

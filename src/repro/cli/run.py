@@ -22,7 +22,7 @@ from ..jobs import PROGRESS_LINES_ENV, atomic_write_text, fingerprint_of
 from ..manifest import REUSED, Manifest, find_selfcheck
 from ..parameters import DEFAULT_NOTEBOOKS, notebook_fields, resolve_parameters
 from ..paths import RunDir, check_folder, here_path, nearest_existing, project_root, run_folder, shipped
-from ..revisions import hub_commits, model_identity, run_fingerprint
+from ..revisions import hub_commits, model_identity, revision_of, run_fingerprint
 from .preflight import preflight, require, say_notes
 from .rerun import changed_parameters, executed, kind_check, rebuilds, replace_run, rerun_check, writing
 
@@ -247,7 +247,8 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     fingerprint = fingerprint or run_fingerprint(values)
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
     # `selfcheck`, else the newest selfcheck.json in the run directory; whether it checked this run's scorer
-    manifest.record_selfcheck(selfcheck, lambda: model_identity(values["scorer_model"]))  # (only if one is)
+    manifest.record_selfcheck(selfcheck, lambda: model_identity(  # (only if one is), at the run's revision
+        values["scorer_model"], revision_of("scorer_model", values)))
     manifest.update(**(record or {}))
     # Ctrl-C (or SIGTERM, raised as it) before a notebook or between two: before this one started
     upcoming = notebooks[0]
