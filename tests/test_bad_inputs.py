@@ -666,6 +666,10 @@ CASES = [
     Case("a truncated manifest.json",
          lambda t: run(t, "--check") if write(t / "run" / "manifest.json", '{"status": "comp') else 0,
          r"\S*run/manifest.json is not JSON \(Unterminated string.*\), not a run's record"),
+    Case("a manifest.json whose notebook's record is an empty list",  # (an AttributeError: 'list' object has no...)
+         lambda t: run(t, "--check") if write(t / "run" / "manifest.json", '{"notebooks": {"01_construct": []}}')
+         else 0,
+         r"\S*run/manifest.json holds a JSON list as its notebook 01_construct's record, not a run's record: restore"),
     # folders written into: refused before any work (selfcheck crashed after all its checks had run)
     # selfcheck has no --kind: it said "Set the kind to 'auto' or 'sequence_classifier'" in its report
     Case("selfcheck of a reward model", lambda t: ["selfcheck", "--model", "builtin:tiny-reward-llama", "--report",

@@ -3,8 +3,10 @@ import subprocess
 
 import pytest
 
-from repro.errors import Interrupted
+from repro.errors import DataError, Interrupted
 from repro.manifest import Manifest, git_commit, sha256_file
+from repro.paths import RunDir
+from repro.subject import refuse_unbuilt
 
 
 def test_stage_records_timing_counts_and_failure(tmp_path):
@@ -45,6 +47,32 @@ def test_an_interrupted_stage_says_in_one_line_what_is_kept_and_how_to_go_on(tmp
     data = m.read()
     assert (data["error"], data["stages"]["score"]["error"]) == ("stage 'score' interrupted: KeyboardInterrupt",
                                                                  "KeyboardInterrupt")
+
+
+@pytest.mark.parametrize("record, said", [
+    ([], "a JSON list as its notebook 01_construct's record"),
+    (None, "a JSON null as its notebook 01_construct's record"),
+    ({"status": ["done"]}, "a JSON list as its notebook 01_construct's status"),
+    ({"status": 3}, "a JSON int as its notebook 01_construct's status"),
+    ({"status": "done", "parameters": "x"}, "a JSON str as its notebook 01_construct's parameters"),
+    ({"status": "failed", "error": {"a": 1}}, "a JSON dict as its notebook 01_construct's error"),
+    ({"status": "running", "executed": 3}, "a JSON int as its notebook 01_construct's executed")])
+def test_a_notebook_record_of_the_wrong_shape_is_refused_naming_the_notebook_and_field(tmp_path, record, said):
+    """A notebook's record that is an empty list (or null), or whose status, parameters, error or executed is of
+    another type, passed `read`: `repro run` on the folder then raised a bare AttributeError or TypeError ('list' object
+    has no attribute 'get', 'str' object is not a mapping), 02_analyze one of its dataset ('unhashable type: list').
+    Now each is refused as a damaged manifest.json, naming the notebook and the field."""
+    m = Manifest(tmp_path)
+    m.start_run({"source": "demo"}, ["01_construct"])
+    m.notebook_status("01_construct", "running")
+    m.finish_run("failed")  # (a kernel that died: its record's error is null, as finish_run writes it)
+    assert m.read()["notebooks"]["01_construct"]["error"] is None
+    with m.edit() as data:
+        data["notebooks"]["01_construct"] = record
+    for reads in (m.read, lambda: m.changed_parameters({"source": "demo"}, ["01_construct"]),
+                  lambda: refuse_unbuilt(RunDir(tmp_path), None)):
+        with pytest.raises(DataError, match=rf"{m.path} holds {said}, not a run's record: restore it"):
+            reads()
 
 
 def test_outputs_are_hashed(tmp_path):

@@ -356,6 +356,25 @@ def test_04_compare_refuses_a_half_built_run_on_any_side(project):
         assert not other.exists()
 
 
+def test_a_link_to_a_half_built_runs_dataset_is_refused_as_the_folder_it_links_to(project):
+    """A symlink placed elsewhere to a half-built run's dataset/ or dataset/data/ was read (rows its record may not
+    describe) where the folder itself was refused: the check looked at the link's own path. Now it looks where it
+    leads, for 02_analyze's dataset and 04_compare's reference alike."""
+    root, run, mine = project
+    half = half_built(run, root / "runs" / "half")
+    other = root / "runs" / "other"
+    for target in (half.dataset, half.data):
+        link = root / "links" / target.name
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+        with pytest.raises(DataError, match=rf"{half.root} holds a run whose 01_construct did not finish"):
+            analysis.analyze(build(AnalyzeParams, {"run_dir": str(other), "dataset": str(link)}))
+        with pytest.raises(DataError, match=rf"{half.root} holds a run whose 01_construct did not finish"):
+            compare.compare(build(CompareParams, {"run_dir": str(other), "candidate": str(run.root),
+                                                  "reference": str(link)}))
+        assert not other.exists()
+
+
 def test_a_run_whose_manifest_holds_damaged_notebooks_is_refused_naming_the_file(project):
     """A manifest.json whose `notebooks` (or its 01_construct's entry) is a string made 02_analyze, 03_card and
     04_compare of that run raise a bare AttributeError ('str' object has no attribute 'get'), where a manifest that is

@@ -42,6 +42,8 @@ ROUNDING = ("batch_tokens", "chunk_size", "generation_batch_size", "generation_c
 OTHER_SELFCHECK = "the self-check it would cite is another"  # (why a complete run is not as it was: `unheld`)
 CITES_SELFCHECK = ("03_card",)  # the notebooks that cite the self-check: the rest of a run holds without it
 LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
+# what is read of a notebook's record (a mapping): these fields, where not null, of these types
+NOTEBOOK_RECORD = {"status": str, "error": str, "executed": str, "parameters": dict}
 # what a replaced run keeps (a chunk or cached row is reused only where the values it was made with still hold)
 REUSED = ("its work/ stays: changed generation or scoring values make their work again; the rest is reused where "
           "it can be")
@@ -289,14 +291,17 @@ class Manifest:
         family = data.get("family") or {} if isinstance(data, dict) else {}  # (a family member's record: a mapping)
         lacks = isinstance(family, dict) and [k for k in ("member", "name") if not isinstance(family.get(k), str)]
         notebooks = data.get("notebooks") or {} if isinstance(data, dict) else {}  # each notebook's record: a mapping
-        odd = next(((f"notebook {name}'s record", entry) for name, entry in notebooks.items() if not isinstance(
-            entry or {}, dict)), None) if isinstance(notebooks, dict) else ("notebooks", notebooks)
+        odd = next(((f"notebook {name}'s {field}", value) for name, entry in notebooks.items() for field, value in (
+            entry.items() if isinstance(entry, dict) else [("record", entry)]) if not isinstance(entry, dict) or (
+            value is not None and not isinstance(value, NOTEBOOK_RECORD.get(field, object)))), None) if isinstance(
+            notebooks, dict) else ("notebooks", notebooks)
         # damaged: nothing can be told of what the folder holds
         if not isinstance(data, dict) or not isinstance(family, dict) or family and lacks or odd:
             why = (f"is not JSON ({data})" if isinstance(data, Exception) else f"holds a JSON {type(data).__name__}"
                    if not isinstance(data, dict) else f"holds a JSON {type(family).__name__} as its family"
                    if not isinstance(family, dict) else f"holds a family without its {lacks[0]}"
-                   if family and lacks else f"holds a JSON {type(odd[1]).__name__} as its {odd[0]}")
+                   if family and lacks else f"holds a JSON {type(odd[1]).__name__ if odd[1] is not None else 'null'} "
+                   f"as its {odd[0]}")
             raise DataError(f"{self.path} {why}, not a run's record: restore it (a copy, version control), or "
                             f"give the run another folder; nothing was written.")
         return data

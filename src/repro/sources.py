@@ -192,7 +192,7 @@ def held_splits(spec: str, but: Iterable[str] = ()) -> list[str]:
     except Exception:  # (datasets raises many types: the load says why)
         return []
     own = {split: {f.resolve() for f in own_files(folder, split)} for split in [*but, *folder_splits(folder)]}
-    read = {f.resolve() for split in but for f in files_read(folder, split)}
+    read = set().union(*(own[split] or found.get(split, set()) for split in but))  # (`files_read`'s, found once)
     # beside a split read by its file's own name (train_prefs.jsonl as train_prefs), the others by theirs too
     named = {frozenset(files): split for split, files in own.items() if files} if any(own[s] for s in but) else {}
     return sorted(named.get(frozenset(files), split) for split, files in found.items()

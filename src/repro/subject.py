@@ -164,8 +164,9 @@ def refuse_unbuilt(run: RunDir, spec: str | None) -> None:
     03_card, 04_compare) while its 01_construct has not finished (a stage run again, or a kernel stopped, since it
     wrote)."""
     if spec is not None and not is_own_dataset(run, spec):
-        inside = next((p for p in Path(spec).expanduser().absolute().parents if p.name == DATASET_DIR), None)
-        if (manifest := run_manifest_of(spec) or inside and run_manifest_of(inside)) is None:
+        path = Path(spec).expanduser().resolve()  # (a link to a run's dataset/ or its data/: where it leads)
+        inside = next((p for p in path.parents if p.name == DATASET_DIR), None)
+        if (manifest := run_manifest_of(path) or inside and run_manifest_of(inside)) is None:
             return  # (a dataset no run of repro built; inside a run's dataset/: its data/, a shard of any split)
         run = RunDir(manifest.parent)
     built = ((Manifest(run).read().get("notebooks") or {}).get("01_construct") or {}).get("status")
