@@ -1,11 +1,14 @@
 import json
+import shutil
 import subprocess
 
 import pytest
 
 from repro.errors import DataError, Interrupted
-from repro.manifest import Manifest, git_commit, sha256_file
-from repro.paths import RunDir
+from repro.manifest import Manifest, git_commit, selfcheck_summary, sha256_file
+from repro.paths import STAND_IN_MARKER, RunDir
+from repro.revisions import model_identity
+from repro.scorers.tiny import build_tiny_pairrm
 from repro.subject import refuse_unbuilt
 
 
@@ -273,3 +276,31 @@ def test_the_git_record_names_the_checkouts_origin_only_where_it_is_public(tmp_p
         git("remote", "add", "origin", origin)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     assert git_commit(tmp_path) == {"commit": head, "dirty": False, "origin": published}
+
+
+def test_a_self_check_of_the_same_weights_in_another_folder_or_hub_ids_case_is_of_the_run_scorer(tmp_path):
+    """A reviewer: a copy of the scorer's folder plus a README.md or a .DS_Store, or less repro's stand-in marker, and
+    the hub id in another case at the same commit, were cited as "of another model" (False): the card's wrong claim."""
+    def same(scorer, *checked):  # as a run records it: `repro selfcheck`'s report of `checked`, beside the scorer
+        report = tmp_path / "selfcheck.json"
+        report.write_text(json.dumps({"tool": "repro selfcheck", "models": {
+            str(k): {"spec": str(k), "identity": identity} for k, identity in enumerate(checked)}}))
+        return selfcheck_summary(report, scorer)["same_model_as_run"]
+
+    scorer = build_tiny_pairrm(tmp_path / "scorer")
+    copies = {name: shutil.copytree(scorer, tmp_path / name) for name in ("readme", "ds_store", "unmarked", "weights",
+                                                                         "no_weights")}
+    (copies["readme"] / "README.md").write_text("# my PairRM\n")
+    (copies["ds_store"] / ".DS_Store").write_bytes(b"\0Bud1")
+    (copies["unmarked"] / STAND_IN_MARKER).unlink()
+    (copies["weights"] / "model.safetensors").write_bytes(b"other weights")
+    (copies["no_weights"] / "model.safetensors").unlink()
+    other = build_tiny_pairrm(tmp_path / "other", seed=1)
+    run = model_identity(str(scorer))
+    said = {name: same(run, model_identity(str(folder))) for name, folder in {**copies, "other": other}.items()}
+    assert said == {"readme": True, "ds_store": True, "unmarked": True, "weights": False, "no_weights": False,
+                    "other": False}
+    assert same(model_identity(str(copies["readme"])), run) is True  # (either way round)
+    hub = {"hub_id": "llm-blender/pairrm-hf", "commit": "abc"}
+    assert same(hub, {"hub_id": "llm-blender/PairRM-hf", "commit": "abc"}) is True
+    assert same(hub, {"hub_id": "llm-blender/PairRM-hf", "commit": "abd"}) is False

@@ -321,6 +321,23 @@ def test_a_self_check_of_a_hub_ids_main_is_not_a_run_pinned_to_another_commit(tm
     assert said == {PINNED: False, MAIN: True}
 
 
+def test_a_card_alone_compares_the_self_check_with_the_scorer_that_scored_the_rows(tmp_path, offline_report,
+                                                                                   stubbed_notebooks):
+    """`repro run demo` (scorer builtin:tiny-pairrm, checked by the self-check), then only 03_card again with another
+    scorer_model set: the self-check was compared with that one, so the card called it "of another model" though the
+    rows were scored by the model it checked."""
+    run = ["run", str(ROOT / "params" / "demo.yaml"), "--out", str(tmp_path), "--set",
+           f"selfcheck={offline_report.folder}"]
+    assert cli.main([*run, "--set", "notebooks=[01_construct]"]) == 0
+    assert Manifest(tmp_path).read()["selfcheck"]["same_model_as_run"] is True
+    (tmp_path / "dataset").mkdir()  # as 01_construct left it
+    assert cli.main([*run, "--set", "notebooks=[03_card]", "--set", "scorer_model=builtin:tiny-reward-llama"]) == 0
+    assert stubbed_notebooks == ["01_construct", "03_card"]
+    manifest = Manifest(tmp_path).read()
+    assert manifest["parameters"]["scorer_model"] == "builtin:tiny-pairrm"
+    assert manifest["selfcheck"]["same_model_as_run"] is True
+
+
 def test_the_newest_self_check_in_the_run_directory_is_found(tmp_path, offline_report):
     assert find_selfcheck(tmp_path) is None
     old = json.loads((offline_report.folder / "selfcheck.json").read_text())

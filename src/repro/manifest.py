@@ -24,8 +24,8 @@ from . import __version__
 from .errors import DataError, Interrupted, ParameterError, listed, notice
 from .jobs import atomic_write_json, json_default, safe_chunks
 from .parameters import RUN_KEYS, notebook_fields, unused_generation
-from .paths import (LOCK_NAME, SELFCHECK_JSON, RunDir, checkout_root, project_root, rebased, record_project,
-                    resolve_user_path, shipped)
+from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout_root, project_root, rebased,
+                    record_project, resolve_user_path, shipped)
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
                     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
@@ -39,6 +39,8 @@ NOT_SHAPING = frozenset(NAMING | {"batch_tokens", "chunk_size", "num_processes",
                                   "generation_chunk_size", "generation_num_processes", "cache", "cache_dir"})
 # of those, the ones whose batches decide the float rounding (a chunk's rows are batched together)
 ROUNDING = ("batch_tokens", "chunk_size", "generation_batch_size", "generation_chunk_size")
+# a folder's files a model's load does not read (READMEs, licences, dotfiles such as .DS_Store, repro's stand-in marker)
+LOAD_SKIPS = re.compile(rf"(^|[/\\])(\.|README|LICENSE)|\.md$|^{re.escape(STAND_IN_MARKER)}$")
 OTHER_SELFCHECK = "the self-check it would cite is another"  # (why a complete run is not as it was: `unheld`)
 CITES_SELFCHECK = ("03_card",)  # the notebooks that cite the self-check: the rest of a run holds without it
 LAST_RUN = {"running": "stopped without finishing (killed?)", "failed": "failed", "interrupted": "was interrupted"}
@@ -224,12 +226,17 @@ def _read_selfcheck(path: Path, parameter: str | None = None) -> dict[str, Any]:
 def _same_model(scorer: dict[str, Any] | None, checked: list[dict[str, Any]]) -> bool | None:
     """Whether the self-check loaded the run's scorer (`model_identity`s): True where one is it; False where each is
     known to be another (a built-in stand-in and not, or named as the scorer is, hub id and commit or a folder's files,
-    differing in more than a large file's date: a copy's); else None, not known (a hub id and its snapshot folder)."""
+    differing in more than a large file's date: a copy's); else None, not known (a hub id and its snapshot folder).
+    A hub id is compared in any case, as the Hub does; a folder by the files a load reads, not LOAD_SKIPS: a copy with
+    a README more or the stand-in marker less is the same model, one whose weights or config differ another."""
+    if not scorer or not checked:
+        return None
+    read = (lambda i: {k: v.lower() if k == "hub_id" else {f: h for f, h in v.items() if not LOAD_SKIPS.search(f)}
+                       if k == "files" else v for k, v in i.items()})
+    scorer, checked = read(scorer), [read(c) for c in checked]
     alike = (lambda identity: re.sub(r" mtime=\d+", "", json.dumps(identity, sort_keys=True)))
     other = (lambda c: any(str(i.get("name")).startswith("builtin:") for i in (scorer, c))
              or c.keys() == scorer.keys() and alike(c) != alike(scorer))
-    if not scorer or not checked:
-        return None
     return True if scorer in checked else False if all(map(other, checked)) else None
 
 

@@ -246,9 +246,11 @@ def run_notebooks(values: dict[str, Any], run_root: Path, *, kernel: str = KERNE
     manifest = Manifest(run)
     fingerprint = fingerprint or run_fingerprint(values)
     manifest.start_run(values, notebooks, driver="repro run", merge=True)  # (a replaced run left no record)
-    # `selfcheck`, else the newest selfcheck.json in the run directory; whether it checked this run's scorer
-    manifest.record_selfcheck(selfcheck, lambda: model_identity(  # (only if one is), at the run's revision
-        values["scorer_model"], revision_of("scorer_model", values)))
+    # `selfcheck`, else the newest selfcheck.json in the run directory; whether it checked the scorer (only if one is
+    # cited) that scored the rows, at its revision: as recorded (01_construct's, where it does not run now)
+    scored = {**values, **manifest.recorded(manifest.read())}
+    manifest.record_selfcheck(selfcheck, lambda: model_identity(
+        scored["scorer_model"], revision_of("scorer_model", scored)))
     manifest.update(**(record or {}))
     # Ctrl-C (or SIGTERM, raised as it) before a notebook or between two: before this one started
     upcoming = notebooks[0]
