@@ -3428,21 +3428,41 @@ def test_a_file_name_with_backticks_stays_one_code_span(tmp_path, train_rows):
         assert [t.content for t in tokens if t.type == "code_inline"][0] == name
 
 
-def test_recipe_rows_without_a_pair_are_rows_to_trl_refuses(tmp_path, monkeypatch, train_rows):
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_recipe_rows_without_a_pair_are_rows_to_trl_refuses(tmp_path, monkeypatch, train_rows, bad):
     """RLHFlow's rows whose scores hold fewer than two numbers get no pair (NaN scores), which to_trl refuses; the
     card's filter reads the seed's score columns only, so it kept them and offered `train = to_trl(ds)`, which
-    failed. Now they are rows to_trl refuses, numbered as it numbers them, with why."""
+    failed. Now they are rows to_trl refuses, numbered as it numbers them, with why (an infinite score too, which the
+    card called "not both numbers (NaN, ...)")."""
     rows = [{"prompt": [{"content": r["prompt"], "role": "user"}],
              "responses": [r["chosen"][-1]["content"], r["rejected"][-1]["content"]],
-             "rewards": [math.nan, 1.0] if i in (3, 8) else [2.0, 1.0]} for i, r in enumerate(train_rows[:12])]
+             "rewards": [bad, 1.0] if i in (3, 8) else [2.0, 1.0]} for i, r in enumerate(train_rows[:12])]
     path = tmp_path / "rlhflow.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # (NaN as JSON's NaN, which datasets reads)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # (NaN, Infinity as JSON's, which datasets reads)
     facts, card_path = card_for(tmp_path / "run", card_dataset=str(path), known_recipe={"scorer": "my-org/rm"})
     assert facts.trl_refused == {"first": 3, "shape": "scores", "column": "score_chosen", "rows": 2}
     with pytest.raises(DataError, match=r"^Row 3 \(from 0;.* must be finite numbers"):
         to_trl(datasets.load_dataset("json", data_files=str(path), split="train"))
     en, zh = halves(card_path)
     assert "to_trl(ds)" not in part(en, "## How to use") and not facts.for_training
-    assert ("(the first is row 3, counted from 0: the scores of its pair are not both numbers (NaN, or no pair could "
-            "be made))") in en
-    assert "（第一个是从 0 计第 3 行：其偏好对的分数并非都是数值（NaN，或无法组成偏好对））" in zh
+    assert ("(the first is row 3, counted from 0: the scores of its pair are not both finite numbers (NaN or "
+            "infinite, or no pair could be made))") in en
+    assert "（第一个是从 0 计第 3 行：其偏好对的分数并非都是有限数值（NaN 或无穷大，或无法组成偏好对））" in zh
+
+
+def test_rlhflow_pairs_whose_margin_is_not_finite_are_rows_to_trl_refuses(tmp_path, train_rows):
+    """RLHFlow's pair table (prompt, chosen, rejected conversations and a `margin`, no pair scores) with a NaN margin:
+    to_trl refuses the row, but the card (which checked scores only where the table holds pair scores) listed no
+    limitation and offered `train = to_trl(ds)`. Now the card asks to_trl's rule: the row is one it refuses."""
+    rows = [{"prompt": [{"content": r["prompt"], "role": "user"}], "chosen": r["chosen"], "rejected": r["rejected"],
+             "margin": {3: math.nan, 8: math.inf, 9: None}.get(i, 1.5)} for i, r in enumerate(train_rows[:12])]
+    path = tmp_path / "rlhflow_pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"^Row 3 \(from 0;.*`margin` must be a finite number or null, got nan"):
+        to_trl(datasets.load_dataset("json", data_files=str(path), split="train"))
+    facts, card_path = card_for(tmp_path / "run", card_dataset=str(path), known_recipe={"scorer": "my-org/rm"})
+    assert facts.trl_refused == {"first": 3, "shape": "margin", "column": "margin", "rows": 2}  # (null: no margin)
+    en, zh = halves(card_path)
+    assert "to_trl(ds)" not in part(en, "## How to use") and not facts.for_training
+    assert "(the first is row 3, counted from 0: `margin` is neither a finite number nor null)" in en
+    assert "（第一个是从 0 计第 3 行：`margin` 既不是有限数值，也不是空值）" in zh

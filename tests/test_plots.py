@@ -218,14 +218,18 @@ def test_a_label_no_installed_font_can_draw_is_said_once_and_the_figure_still_wr
     # 'pairrm □□ é vs llama_rm' unsaid in the notebook and by repro run
     if families := plots.fonts_for("替身", FontProperties()):
         pytest.skip(f"an installed font ({families[-1]}) has 替身: no boxes to tell of here")
-    label = "pairrm 替身 é vs llama_rm"
+    # three scorers: each pair's label is a tick and a legend entry (two scorers draw no legend), said once
+    labels = ["pairrm 替身 é vs llama_rm", "pairrm 替身 é vs my-rm"]  # ("llama_rm vs my-rm": drawn, not said)
+    figure = plots.scorer_agreement(_agreement_of("pairrm 替身 é", "llama_rm", "my-rm"))
+    assert [t.get_text() for t in figure.findobj(plots.Text) if t.get_visible()].count(labels[0]) == 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        files = plots.save(plots.scorer_agreement(_agreement_of("pairrm 替身 é", "llama_rm")), tmp_path / "agree")
+        files = plots.save(figure, tmp_path / "agree")
     assert [(w.category, str(w.message)) for w in caught] == [(ReproWarning, (
-        f"agree.png: no installed font has every character of the label {label!r}: they are drawn as boxes. Install a font that "
-        f"has them (Debian: fonts-noto-cjk, fonts-symbola for emoji; then delete {matplotlib.get_cachedir()}/"
-        f"fontlist-*.json, matplotlib's list of fonts) and draw it again, or rename what the label names."))]
+        f"agree.png: no installed font has every character of the label {label!r}: they are drawn as boxes. Install a "
+        f"font that has them (Debian: fonts-noto-cjk, fonts-symbola for emoji; then delete {matplotlib.get_cachedir()}/"
+        f"fontlist-*.json, matplotlib's list of fonts) and draw it again, or rename what the label names."))
+        for label in labels]
     assert files["png"].stat().st_size and files["svg"].stat().st_size  # the figure, its boxes said
 
 

@@ -35,6 +35,14 @@ def holds_scores(columns: Any) -> bool:
     return bool(set(columns) & (SCORE_COLUMNS - {"margin"}))
 
 
+def given_margins(ds: datasets.Dataset) -> list | None:
+    """The margins to_trl takes as given (GIVEN_MARGIN) where a table holds no pair scores: RLHFlow's pairs' `margin`,
+    else nulls (SELM's layout, SPPO's `_score` table: pairs, probabilities); None where it holds scores."""
+    if holds_scores(ds.column_names):
+        return None
+    return list(ds["margin"]) if "margin" in ds.column_names else [None] * len(ds)
+
+
 def trl_lacks(features: Features) -> list[str]:
     """The columns to_trl needs that a table of these features lacks as `seed_view` gives them (the scores where it
     holds any; `chosen`, `rejected` conversations, not texts: TRL's standard rows); [] where it reads the columns."""
@@ -94,18 +102,23 @@ def split_turns(row: dict[str, Any], index: int) -> tuple[list[dict], dict, dict
     return row["chosen"][:-1], row["chosen"][-1], row["rejected"][-1]
 
 
-def _margin(row: dict[str, Any], index: int) -> float | None:
+def refused_scores(row: dict[str, Any]) -> tuple[str, str, str] | None:
+    """Why to_trl refuses a row's scores, as `refused_turns` says it: a given margin (GIVEN_MARGIN: a format without
+    pair scores, RLHFlow's pairs; null, SELM's: none) neither a finite number nor null, else scores not both finite
+    (a recipe's row without a pair); None where it takes them."""
+    if GIVEN_MARGIN in row:
+        given = row[GIVEN_MARGIN]
+        ok = given is None or _finite(given)
+        return None if ok else ("margin", "margin", f"`margin` must be a finite number or null, got {given!r}")
     scores = [row.get("score_chosen"), row.get("score_rejected")]
-    fix = "fix the row or leave it out before converting."
-    if GIVEN_MARGIN in row:  # a format without pair scores: its own margin (RLHFlow's pairs), else none (SELM's)
-        if row[GIVEN_MARGIN] is not None and not _finite(row[GIVEN_MARGIN]):
-            raise DataError(f"{_where(row, index)}: `margin` must be a finite number or null, got "
-                            f"{row[GIVEN_MARGIN]!r}; {fix}")
-        return row[GIVEN_MARGIN]
-    if not all(map(_finite, scores)):
-        raise DataError(f"{_where(row, index)}: `score_chosen` and `score_rejected` must be finite numbers (not null, "
-                        f"NaN nor infinite), got {scores}; {fix}")
-    return float(scores[0]) - float(scores[1])
+    return None if all(map(_finite, scores)) else ("scores", "score_chosen", "`score_chosen` and `score_rejected` "
+                                                   f"must be finite numbers (not null, NaN nor infinite), got {scores}")
+
+
+def _margin(row: dict[str, Any], index: int) -> float | None:
+    if refused := refused_scores(row):
+        raise DataError(f"{_where(row, index)}: {refused[2]}; fix the row or leave it out before converting.")
+    return row[GIVEN_MARGIN] if GIVEN_MARGIN in row else float(row["score_chosen"]) - float(row["score_rejected"])
 
 
 def _finite(value: Any) -> bool:
@@ -138,13 +151,12 @@ def _convert(ds: datasets.Dataset, row_fn, features: Features, function: str) ->
                         f"`rejected`: conversations; texts are TRL's standard rows, which DPOTrainer reads as they "
                         f"are); it has {ds.column_names}. Rename your columns to repro.dataset_io.SEED_FEATURES', or "
                         f"load this project's data: `datasets.load_dataset(folder_or_hub_id, split='train_prefs')`.")
-    # no scores: SELM's layout, SPPO's `_score` table (pairs, probabilities); only a margin: RLHFlow's pairs
-    scored, given = holds_scores(ds.column_names), "margin" in ds.column_names
-    absent = [] if scored else ["score_chosen", "score_rejected"] + ["score_margin"] * (not given)  # (left out)
-    given = list(ds["margin"]) if given and not scored else [None] * len(ds)
+    given = given_margins(ds)
+    absent = [] if given is None else ["score_chosen", "score_rejected"] + ["score_margin"] * (
+        "margin" not in ds.column_names)  # (left out)
     features = Features({k: v for k, v in features.items() if k not in absent})
     ds = seed_view(ds, candidates=False)  # SPPO's, Snorkel's, RLHFlow's pairs in the seed's columns
-    ds = ds if scored else ds.add_column(GIVEN_MARGIN, given)  # the given margins for _margin (no scores)
+    ds = ds if given is None else ds.add_column(GIVEN_MARGIN, given)  # for _margin
     if len(ds) == 0:  # map would not run the function, so it would not change the columns either
         return datasets.Dataset.from_dict({name: [] for name in features}, features=features)
     dropped = [c for c in ds.column_names if c not in features]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from ..dataset_io import (NONFINITE, RESCORED_COLUMNS, SCORE_COLUMNS, SEED_FEATU
                           write_split)
 from ..errors import DataError, ParameterError
 from ..exporters import FORMATS, conversational, detect_format, seed_view
-from ..formats import holds_scores, refused_turns, trl_lacks
+from ..formats import GIVEN_MARGIN, given_margins, holds_scores, refused_scores, refused_turns, trl_lacks
 from ..manifest import NAMING, NOT_SHAPING, ROUNDING, Manifest, committed
 from ..parameters import (BUILTIN_SCORERS, TO_FILL, CardParams, ConstructParams, GenerationParams, read_params_yaml,
                           resolve_parameters, set_option, unused_generation)
@@ -102,8 +101,9 @@ class CardFacts:
     empty_columns: list[str] = field(default_factory=list)  # null in every row of the main split
     nonfinite_scores: int = 0  # rows whose score_chosen or score_rejected is not a finite number: to_trl refuses them
     empty_chosen: int = 0  # rows (of finite scores) whose chosen response is empty: repro.formats.to_trl refuses them
-    # {rows, first (its index among the rows kept, as to_trl numbers it), shape, column (refused_turns' of the first)}:
-    # the rows the card's code keeps whose turns to_trl refuses (then it advises against training); None: none
+    # {rows, first (its index among the rows kept, as to_trl numbers it), shape, column (refused_scores' or
+    # refused_turns' of the first)}: the rows the card's code keeps that to_trl refuses (then it advises against
+    # training); None: none
     trl_refused: dict[str, Any] | None = None
     # {positive, zero, negative} margins of the rows the card's code keeps, and `same`: those of one response twice
     # (chosen's and rejected's one text), not counted by their margin
@@ -675,13 +675,12 @@ def gather_facts(params: "CardParams") -> CardFacts:
         if c in ("chosen", "rejected") or c.startswith("generate_"):
             facts.turns[c], facts.other_turns[c] = _roles(ds.data.column(c))
     if facts.trl_ready:  # the rows the card's code gives to_trl, checked and numbered as to_trl does (scores first:
-        # a recipe's row without a pair, which the card's filter of the seed's columns does not see)
-        scores = [c for c in SCORE_COLUMNS if facts.scored and c in view.column_names]
-        pairs = view.select(["prompt", "chosen", "rejected", *scores]).filter(pa.array(kept))
-        rows = (r for batch in pairs.to_batches(1000) for r in batch.to_pylist())
-        unpaired = (lambda r: ("scores", "score_chosen") if not all(
-            isinstance(r[c], (int, float)) and math.isfinite(r[c]) for c in scores) else None)
-        if refused := [(i, *why[:2]) for i, r in enumerate(rows) if (why := unpaired(r) or refused_turns(r))]:
+        # a recipe's row without a pair, a given margin, which the card's filter of the seed's columns does not see)
+        pairs = view.select(["prompt", "chosen", "rejected", *(c for c in SCORE_COLUMNS if c in view.column_names)])
+        if (given := given_margins(ds)) is not None:
+            pairs = pairs.append_column(GIVEN_MARGIN, pa.array(given))
+        rows = (r for batch in pairs.filter(pa.array(kept)).to_batches(1000) for r in batch.to_pylist())
+        if refused := [(i, *why[:2]) for i, r in enumerate(rows) if (why := refused_scores(r) or refused_turns(r))]:
             facts.trl_refused = dict(zip(("first", "shape", "column"), refused[0]), rows=len(refused))
     return facts
 
