@@ -16,13 +16,17 @@ TORCH_FIND_LINKS ?= $(firstword $(wildcard /opt/wheels) https://download.pytorch
 # say `make install EXTRAS=vllm` to someone who has run make already); TORCH_SPEC= goes back to the lock's torch.
 TORCH_SPEC_FILE := $(VENV)/.torch-spec
 EXTRAS_FILE := $(VENV)/.extras
-# A GPU machine replaces the locked CPU torch after the sync, e.g.
-#   make install TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+# A GPU machine replaces the locked CPU torch after the sync (reinstalled: `torch==2.13.0` alone is satisfied by
+# 2.13.0+cpu, so give the build), and the install fails if torch is still the lock's, e.g.
+#   make install TORCH_SPEC="torch==2.13.0+cu128 --index-url https://download.pytorch.org/whl/cu128"
 # (the manifest, the card and `repro selfcheck` then say that torch differs from the lock).
 TORCH_SPEC ?= $(strip $(file < $(TORCH_SPEC_FILE)))
 # Optional extras installed on top of the lock, unlocked: EXTRAS=vllm (vLLM generation, a GPU machine).
 EXTRAS ?= $(strip $(file < $(EXTRAS_FILE)))
 LOCK_TORCH := torch==2.13.0+cpu
+# after a TORCH_SPEC: the torch it left, and a failure where that is still the lock's
+TORCH_CHECK := import importlib.metadata as m, sys; v = m.version('torch'); print('torch', v); sys.exit(v == \
+	'$(patsubst torch==%,%,$(LOCK_TORCH))' and f'torch {v} is the lock CPU build: name the build in TORCH_SPEC (torch==2.13.0+cu128)')
 STAMP := $(VENV)/.installed
 ifneq ($(strip $(TORCH_SPEC)) $(strip $(EXTRAS)),$(strip $(file < $(TORCH_SPEC_FILE))) $(strip $(file < $(EXTRAS_FILE))))
 .PHONY: $(STAMP)
@@ -41,7 +45,8 @@ $(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(UV) pip sync --quiet --python $(PY) --find-links $(TORCH_FIND_LINKS) $(LOCK)
-	$(if $(TORCH_SPEC),$(UV) pip install --quiet --python $(PY) $(TORCH_SPEC))
+	$(if $(TORCH_SPEC),$(UV) pip install --quiet --python $(PY) --reinstall-package torch $(TORCH_SPEC))
+	@$(if $(TORCH_SPEC),$(PY) -c "$(TORCH_CHECK)")
 	$(UV) pip install --quiet --python $(PY) --no-deps -e .
 	$(if $(EXTRAS),$(UV) pip install --quiet --python $(PY) -e '.[$(EXTRAS)]')
 	$(PY) -m ipykernel install --sys-prefix --name repro --display-name "Python (repro)" >/dev/null

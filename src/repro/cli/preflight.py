@@ -32,7 +32,8 @@ HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
 BYTES_PER_TEXT = 4096
 MARGIN_BYTES = 64 << 20  # executed notebooks, figures, tables (the demo writes about 2 MB of them)
-CUDA_TORCH = "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+# the build named: `torch==2.13.0` alone is satisfied by the lock's 2.13.0+cpu, which uv and pip then keep
+CUDA_TORCH = "torch==2.13.0+cu128 --index-url https://download.pytorch.org/whl/cu128"
 
 
 def install_line(make: str, pip: str) -> str:
