@@ -27,6 +27,10 @@ LOCK_TORCH := torch==2.13.0+cpu
 # after a TORCH_SPEC: the torch it left, and a failure where that is still the lock's
 TORCH_CHECK := import importlib.metadata as m, sys; v = m.version('torch'); print('torch', v); sys.exit(v == \
 	'$(patsubst torch==%,%,$(LOCK_TORCH))' and f'torch {v} is the lock CPU build: name the build in TORCH_SPEC (torch==2.13.0+cu128)')
+# the lock's wheels are Python 3.11's: PYTHON (or the Python .venv was made with) is checked before uv fails in it
+LOCK_PYTHON := 3.11
+NEEDS_LOCK_PYTHON = v=$$($(1) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); test "$$v" = $(LOCK_PYTHON) || { \
+	echo "$(1) is Python $$v: needs Python $(LOCK_PYTHON): rm -rf $(VENV) && make install PYTHON=python$(LOCK_PYTHON)" >&2; exit 1; }
 STAMP := $(VENV)/.installed
 ifneq ($(strip $(TORCH_SPEC)) $(strip $(EXTRAS)),$(strip $(file < $(TORCH_SPEC_FILE))) $(strip $(file < $(EXTRAS_FILE))))
 .PHONY: $(STAMP)
@@ -42,6 +46,7 @@ PYTEST := $(PY) -m pytest
 install: $(STAMP)
 
 $(STAMP): pyproject.toml $(LOCK)
+	@$(call NEEDS_LOCK_PYTHON,$(if $(wildcard $(PY)),$(PY),$(PYTHON)))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(UV) pip sync --quiet --python $(PY) --find-links $(TORCH_FIND_LINKS) $(LOCK)
@@ -102,7 +107,7 @@ lab: install $(BYTECODE)
 # dependencies; tests/test_lock.py checks that the two agree.
 lock: install
 	echo "$(LOCK_TORCH)" > $(VENV)/lock-constraints.txt
-	$(UV) pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+	$(UV) pip compile pyproject.toml --extra dev --generate-hashes --python-version $(LOCK_PYTHON) \
 		--python-platform x86_64-manylinux_2_28 --find-links $(TORCH_FIND_LINKS) \
 		--constraint $(VENV)/lock-constraints.txt --custom-compile-command "make lock" --quiet -o $(LOCK)
 

@@ -127,6 +127,23 @@ def test_make_install_with_a_torch_spec_fails_where_torch_is_still_the_locks(tmp
         assert (venv / ".torch-spec").read_text() == preflight.CUDA_TORCH + "\n"
 
 
+def test_make_install_refuses_a_python_other_than_the_locks_before_uv_and_a_venv_made_with_one(tmp_path):
+    # python3.12: uv failed deep ("no wheels with a matching Python ABI tag (cp312)"), and the next
+    # `make install PYTHON=python3.11` reused the broken .venv and failed the same way
+    other = tmp_path / "python3.12"
+    other.write_text("#!/bin/sh\necho 3.12\n")  # what Python 3.12 answers to the Makefile's question
+    other.chmod(0o755)
+    said = "is Python 3.12: needs Python 3.11: rm -rf {} && make install PYTHON=python3.11"
+    done = make_install(tmp_path / "venv", f"PYTHON={other}")
+    assert done.returncode == 2 and f"{other} {said.format(tmp_path / 'venv')}" in done.stderr
+    assert not (tmp_path / "venv").exists()
+    venv = fake_venv(tmp_path / "made", "2.13.0+cpu")
+    (venv / "bin" / "python").write_bytes(other.read_bytes())  # a .venv made with Python 3.12
+    done = make_install(venv, f"PYTHON={sys.executable}")
+    assert done.returncode == 2 and f"{venv}/bin/python {said.format(venv)}" in done.stderr
+    assert not (venv / ".installed").exists()
+
+
 def test_without_a_checkout_the_fixes_are_pip_lines(bare_machine, capsys, monkeypatch):
     # an installed wheel has no Makefile and no README beside it: "make install EXTRAS=vllm" cannot be run
     monkeypatch.setattr(preflight, "checkout_root", lambda: None)
