@@ -77,6 +77,7 @@ def test_the_make_install_hints_work_on_an_installed_venv(tmp_path):
     extras = plan("EXTRAS=vllm")
     assert "uv pip sync" in extras and "-e '.[vllm]'" in extras
     assert f"--reinstall-package torch {preflight.CUDA_TORCH}" in plan(f"TORCH_SPEC={preflight.CUDA_TORCH}")
+    assert "uv pip sync" in plan("-B")  # the dependency hint (`make install -B`): the lock synced again
     (venv / ".extras").write_text("vllm\n")  # as the install above records it
     assert "uv pip" not in plan("EXTRAS=vllm") and "uv pip" not in plan()
     # the other hint after it keeps it (the sync would remove vLLM, which the lock does not hold)
@@ -142,6 +143,19 @@ def test_make_install_refuses_a_python_other_than_the_locks_before_uv_and_a_venv
     done = make_install(venv, f"PYTHON={sys.executable}")
     assert done.returncode == 2 and f"{venv}/bin/python {said.format(venv)}" in done.stderr
     assert not (venv / ".installed").exists()
+
+
+def test_a_missing_llm_blender_is_a_dependency_to_reinstall_not_another_environment(bare_machine, capsys,
+                                                                                    monkeypatch):
+    # it said "(it needs an environment of its own, with transformers 4.57)": it is pyproject's dependency, and
+    # runs on transformers 5 through repro.scorers.blender_compat
+    argv = ["run", "--check", "demo", "--set", "scorer_backend=llm-blender", "--out", str(bare_machine / "run")]
+    assert main(argv) == 1
+    assert ("MISSING  scorer_backend: llm-blender: llm-blender is not installed (a dependency of this package: "
+            "reinstall with `make install -B`), or set the backend to repro") in capsys.readouterr().out
+    monkeypatch.setattr(preflight, "checkout_root", lambda: None)
+    main(argv)
+    assert "reinstall with `pip install llm-blender==0.0.2`), or set" in capsys.readouterr().out
 
 
 def test_without_a_checkout_the_fixes_are_pip_lines(bare_machine, capsys, monkeypatch):

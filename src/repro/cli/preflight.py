@@ -34,11 +34,17 @@ BYTES_PER_TEXT = 4096
 MARGIN_BYTES = 64 << 20  # executed notebooks, figures, tables (the demo writes about 2 MB of them)
 # the build named: `torch==2.13.0` alone is satisfied by the lock's 2.13.0+cpu, which uv and pip then keep
 CUDA_TORCH = "torch==2.13.0+cu128 --index-url https://download.pytorch.org/whl/cu128"
+LLM_BLENDER = "llm-blender==0.0.2"  # pyproject.toml's pin
 
 
 def install_line(make: str, pip: str) -> str:
     """How to install something here: `make install ...` in a checkout, `pip install ...` for an installed package."""
     return f"`make install {make}`" if checkout_root() else f"`pip install {pip}`"
+
+
+def reinstall(pip: str) -> str:
+    """What to do where a dependency of this package is missing (`make install -B` syncs the lock again)."""
+    return f"a dependency of this package: reinstall with {install_line('-B', pip)}"
 
 
 @dataclass(frozen=True)
@@ -140,8 +146,8 @@ def package_checks(values: dict[str, Any]) -> list[Check]:
         wanted.append(("generation_backend: vllm", "vllm", "vLLM", f": {install_line('EXTRAS=vllm', 'vllm')} (a CUDA "
                        "machine), or set generation_backend: transformers"))
     if "llm-blender" in [values.get("scorer_backend")] + [s.get("backend") for s in values.get("scorers") or ()]:
-        wanted.append(("scorer_backend: llm-blender", "llm_blender", "llm-blender", " (it needs an environment of "
-                       "its own, with transformers 4.57), or set the backend to repro"))
+        wanted.append(("scorer_backend: llm-blender", "llm_blender", "llm-blender",
+                       f" ({reinstall(LLM_BLENDER)}), or set the backend to repro"))
     found = [importlib.util.find_spec(module) is not None for _, module, _, _ in wanted]
     return [Check(what, ok, f"{name} is installed" if ok else f"{name} is not installed{fix}")
             for (what, _, name, fix), ok in zip(wanted, found)]
