@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pyarrow as pa
@@ -143,6 +144,25 @@ def test_make_install_refuses_a_python_other_than_the_locks_before_uv_and_a_venv
     done = make_install(venv, f"PYTHON={sys.executable}")
     assert done.returncode == 2 and f"{venv}/bin/python {said.format(venv)}" in done.stderr
     assert not (venv / ".installed").exists()
+
+
+def test_a_missing_dependency_is_named_by_the_check_with_how_to_reinstall_it(bare_machine, capsys, monkeypatch):
+    # seaborn uninstalled: "everything the run needs is here", then 01_construct failed at its first cell
+    real_version = metadata.version
+
+    def version(name: str) -> str:
+        if name == "seaborn":
+            raise metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    assert main(["run", "--check", "demo", "--out", str(bare_machine / "run")]) == 1
+    out = capsys.readouterr().out
+    assert "1 thing to fix (seaborn)" in out
+    assert "seaborn is not installed (a dependency of this package: reinstall with `make install -B`)" in out
+    monkeypatch.setattr(preflight, "checkout_root", lambda: None)
+    main(["run", "--check", "demo", "--out", str(bare_machine / "run")])
+    assert "reinstall with `pip install seaborn`" in capsys.readouterr().out
 
 
 def test_a_missing_llm_blender_is_a_dependency_to_reinstall_not_another_environment(bare_machine, capsys,
