@@ -16,13 +16,21 @@ TORCH_FIND_LINKS ?= $(firstword $(wildcard /opt/wheels) https://download.pytorch
 # say `make install EXTRAS=vllm` to someone who has run make already); TORCH_SPEC= goes back to the lock's torch.
 TORCH_SPEC_FILE := $(VENV)/.torch-spec
 EXTRAS_FILE := $(VENV)/.extras
-# A GPU machine replaces the locked CPU torch after the sync, e.g.
-#   make install TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+# A GPU machine replaces the locked CPU torch after the sync (reinstalled: `torch==2.13.0` alone is satisfied by
+# 2.13.0+cpu, so give the build), and the install fails if torch is still the lock's, e.g.
+#   make install TORCH_SPEC="torch==2.13.0+cu128 --index-url https://download.pytorch.org/whl/cu128"
 # (the manifest, the card and `repro selfcheck` then say that torch differs from the lock).
 TORCH_SPEC ?= $(strip $(file < $(TORCH_SPEC_FILE)))
 # Optional extras installed on top of the lock, unlocked: EXTRAS=vllm (vLLM generation, a GPU machine).
 EXTRAS ?= $(strip $(file < $(EXTRAS_FILE)))
 LOCK_TORCH := torch==2.13.0+cpu
+# after a TORCH_SPEC: the torch it left, and a failure where that is still the lock's
+TORCH_CHECK := import importlib.metadata as m, sys; v = m.version('torch'); print('torch', v); sys.exit(v == \
+	'$(patsubst torch==%,%,$(LOCK_TORCH))' and f'torch {v} is the lock CPU build: name the build in TORCH_SPEC (torch==2.13.0+cu128)')
+# the lock's wheels are Python 3.11's: PYTHON (or the Python .venv was made with) is checked before uv fails in it
+LOCK_PYTHON := 3.11
+NEEDS_LOCK_PYTHON = v=$$($(1) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); test "$$v" = $(LOCK_PYTHON) || { \
+	echo "$(1) is Python $$v: needs Python $(LOCK_PYTHON): rm -rf $(VENV) && make install PYTHON=python$(LOCK_PYTHON)" >&2; exit 1; }
 STAMP := $(VENV)/.installed
 ifneq ($(strip $(TORCH_SPEC)) $(strip $(EXTRAS)),$(strip $(file < $(TORCH_SPEC_FILE))) $(strip $(file < $(EXTRAS_FILE))))
 .PHONY: $(STAMP)
@@ -38,10 +46,12 @@ PYTEST := $(PY) -m pytest
 install: $(STAMP)
 
 $(STAMP): pyproject.toml $(LOCK)
+	@$(call NEEDS_LOCK_PYTHON,$(if $(wildcard $(PY)),$(PY),$(PYTHON)))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(UV) pip sync --quiet --python $(PY) --find-links $(TORCH_FIND_LINKS) $(LOCK)
-	$(if $(TORCH_SPEC),$(UV) pip install --quiet --python $(PY) $(TORCH_SPEC))
+	$(if $(TORCH_SPEC),$(UV) pip install --quiet --python $(PY) --reinstall-package torch $(TORCH_SPEC))
+	@$(if $(TORCH_SPEC),$(PY) -c "$(TORCH_CHECK)")
 	$(UV) pip install --quiet --python $(PY) --no-deps -e .
 	$(if $(EXTRAS),$(UV) pip install --quiet --python $(PY) -e '.[$(EXTRAS)]')
 	$(PY) -m ipykernel install --sys-prefix --name repro --display-name "Python (repro)" >/dev/null
@@ -97,7 +107,7 @@ lab: install $(BYTECODE)
 # dependencies; tests/test_lock.py checks that the two agree.
 lock: install
 	echo "$(LOCK_TORCH)" > $(VENV)/lock-constraints.txt
-	$(UV) pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+	$(UV) pip compile pyproject.toml --extra dev --generate-hashes --python-version $(LOCK_PYTHON) \
 		--python-platform x86_64-manylinux_2_28 --find-links $(TORCH_FIND_LINKS) \
 		--constraint $(VENV)/lock-constraints.txt --custom-compile-command "make lock" --quiet -o $(LOCK)
 

@@ -8,11 +8,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from packaging.requirements import Requirement
 
 from conftest import MAIN, PINNED, hub_source
 from repro import subject
@@ -22,6 +25,7 @@ from repro.cli import run as cli_run
 from repro.parameters import load_params_file
 from repro.cli.run import resolve_parameters
 from repro.errors import ParameterError
+from repro.manifest import read_lock
 from repro.paths import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +77,8 @@ def test_the_make_install_hints_work_on_an_installed_venv(tmp_path):
     assert "Nothing to be done" in plan() or plan() == ""
     extras = plan("EXTRAS=vllm")
     assert "uv pip sync" in extras and "-e '.[vllm]'" in extras
-    assert "--index-url https://download.pytorch.org/whl/cu128" in plan(f"TORCH_SPEC={preflight.CUDA_TORCH}")
+    assert f"--reinstall-package torch {preflight.CUDA_TORCH}" in plan(f"TORCH_SPEC={preflight.CUDA_TORCH}")
+    assert "uv pip sync" in plan("-B")  # the dependency hint (`make install -B`): the lock synced again
     (venv / ".extras").write_text("vllm\n")  # as the install above records it
     assert "uv pip" not in plan("EXTRAS=vllm") and "uv pip" not in plan()
     # the other hint after it keeps it (the sync would remove vLLM, which the lock does not hold)
@@ -83,13 +88,103 @@ def test_the_make_install_hints_work_on_an_installed_venv(tmp_path):
     assert "uv pip" not in plan() and "uv pip" in plan("TORCH_SPEC=")  # empty: the lock's CPU torch again
 
 
+def test_the_cuda_torch_spec_is_not_satisfied_by_the_locks_cpu_torch_and_the_docs_give_that_spec():
+    # `torch==2.13.0` admits 2.13.0+cpu (PEP 440): uv said "Checked 1 package" and kept the CPU torch, exit 0
+    spec = Requirement(preflight.CUDA_TORCH.split()[0])
+    assert spec.name == "torch" and not spec.specifier.contains(read_lock(ROOT / "requirements.lock")["torch"])
+    for doc in ("README.md", "docs/environment.md", "docs/scoring.md", "Makefile"):
+        assert f'TORCH_SPEC="{preflight.CUDA_TORCH}"' in (ROOT / doc).read_text(), doc
+
+
+def fake_venv(folder: Path, torch_version: str) -> Path:
+    """A .venv whose uv installs nothing (as uv did for a spec the lock's torch satisfies) and whose Python is this
+    one, seeing torch `torch_version` (what uv left)."""
+    site = folder / "site" / f"torch-{torch_version}.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {torch_version}\n")
+    (folder / "venv" / "bin").mkdir(parents=True)
+    scripts = {"uv": "exit 0", "python": f'[ "$1" = -m ] && exit 0  # (ipykernel: not this test\'s)\n'
+                                         f'PYTHONPATH={site.parent} exec {sys.executable} "$@"'}
+    for name, body in scripts.items():
+        (folder / "venv" / "bin" / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / "venv" / "bin" / name).chmod(0o755)
+    return folder / "venv"
+
+
+def make_install(venv: Path, *given: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "install", f"VENV={venv}", *given], cwd=ROOT, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("torch_version", ["2.13.0+cpu", "2.13.0+cu128"])
+def test_make_install_with_a_torch_spec_fails_where_torch_is_still_the_locks(tmp_path, torch_version):
+    venv = fake_venv(tmp_path, torch_version)
+    done = make_install(venv, f"TORCH_SPEC={preflight.CUDA_TORCH}")
+    assert f"torch {torch_version}" in done.stdout
+    if torch_version.endswith("+cpu"):  # the GPU workflow went on with no CUDA torch
+        assert done.returncode == 2 and "torch 2.13.0+cpu is the lock CPU build: name the build in TORCH_SPEC" \
+            in done.stderr
+        assert not (venv / ".installed").exists() and not (venv / ".torch-spec").exists()
+    else:
+        assert done.returncode == 0, done.stderr
+        assert (venv / ".torch-spec").read_text() == preflight.CUDA_TORCH + "\n"
+
+
+def test_make_install_refuses_a_python_other_than_the_locks_before_uv_and_a_venv_made_with_one(tmp_path):
+    # python3.12: uv failed deep ("no wheels with a matching Python ABI tag (cp312)"), and the next
+    # `make install PYTHON=python3.11` reused the broken .venv and failed the same way
+    other = tmp_path / "python3.12"
+    other.write_text("#!/bin/sh\necho 3.12\n")  # what Python 3.12 answers to the Makefile's question
+    other.chmod(0o755)
+    said = "is Python 3.12: needs Python 3.11: rm -rf {} && make install PYTHON=python3.11"
+    done = make_install(tmp_path / "venv", f"PYTHON={other}")
+    assert done.returncode == 2 and f"{other} {said.format(tmp_path / 'venv')}" in done.stderr
+    assert not (tmp_path / "venv").exists()
+    venv = fake_venv(tmp_path / "made", "2.13.0+cpu")
+    (venv / "bin" / "python").write_bytes(other.read_bytes())  # a .venv made with Python 3.12
+    done = make_install(venv, f"PYTHON={sys.executable}")
+    assert done.returncode == 2 and f"{venv}/bin/python {said.format(venv)}" in done.stderr
+    assert not (venv / ".installed").exists()
+
+
+def test_a_missing_dependency_is_named_by_the_check_with_how_to_reinstall_it(bare_machine, capsys, monkeypatch):
+    # seaborn uninstalled: "everything the run needs is here", then 01_construct failed at its first cell
+    real_version = metadata.version
+
+    def version(name: str) -> str:
+        if name == "seaborn":
+            raise metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    assert main(["run", "--check", "demo", "--out", str(bare_machine / "run")]) == 1
+    out = capsys.readouterr().out
+    assert "1 thing to fix (seaborn)" in out
+    assert "seaborn is not installed (a dependency of this package: reinstall with `make install -B`)" in out
+    monkeypatch.setattr(preflight, "checkout_root", lambda: None)
+    main(["run", "--check", "demo", "--out", str(bare_machine / "run")])
+    assert "reinstall with `pip install seaborn`" in capsys.readouterr().out
+
+
+def test_a_missing_llm_blender_is_a_dependency_to_reinstall_not_another_environment(bare_machine, capsys,
+                                                                                    monkeypatch):
+    # it said "(it needs an environment of its own, with transformers 4.57)": it is pyproject's dependency, and
+    # runs on transformers 5 through repro.scorers.blender_compat
+    argv = ["run", "--check", "demo", "--set", "scorer_backend=llm-blender", "--out", str(bare_machine / "run")]
+    assert main(argv) == 1
+    assert ("MISSING  scorer_backend: llm-blender: llm-blender is not installed (a dependency of this package: "
+            "reinstall with `make install -B`), or set the backend to repro") in capsys.readouterr().out
+    monkeypatch.setattr(preflight, "checkout_root", lambda: None)
+    main(argv)
+    assert "reinstall with `pip install llm-blender==0.0.2`), or set" in capsys.readouterr().out
+
+
 def test_without_a_checkout_the_fixes_are_pip_lines(bare_machine, capsys, monkeypatch):
     # an installed wheel has no Makefile and no README beside it: "make install EXTRAS=vllm" cannot be run
     monkeypatch.setattr(preflight, "checkout_root", lambda: None)
     assert main(["run", "--check", "params/part2_mini_1.yaml", "--out", str(bare_machine / "run")]) == 1
     out = capsys.readouterr().out
     assert "make install" not in out and "README" not in out
-    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" in out
+    assert f"pip install {preflight.CUDA_TORCH}" in out
     assert "pip install vllm" in out
 
 

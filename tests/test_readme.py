@@ -67,3 +67,10 @@ def test_papermill_commands_name_real_notebooks_and_parameters(words):
             assert value in fields, f"{value} is not a parameter of {notebook.name}"
         if flag == "-f":
             assert (ROOT / value).is_file(), value
+
+
+def test_repro_help_says_what_repro_does_not_how_its_code_is_laid_out():
+    # it printed the cli package's docstring: "the command line, one module per command (`repro run`: run.py, ..."
+    text = build_parser().format_help()
+    assert "reward-model-ranked preference dataset" in text and ".py" not in text and "module" not in text
+    assert all(f"\n    {name} " in text for name in ("run", "notebooks", "score", "bench", "selfcheck"))

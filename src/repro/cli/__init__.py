@@ -16,6 +16,8 @@ from ..errors import EXIT_BUSY, Busy, ReproError, ReproWarning
 from ..manifest import version_line
 from .interrupt import DroppedWhenClosed, say, stop_signal_as_ctrl_c
 
+DESCRIPTION = ("Build, inspect and publish a reward-model-ranked preference dataset, or reproduce a published one, "
+               "from parameterized Jupyter notebooks. `repro COMMAND --help` says more of each command.")
 PACKAGE = str(Path(__file__).resolve().parents[1])  # repro's own code, whose warnings are shown as one line
 # subcommand -> module providing `configure(parser)` and `main(args) -> int`
 COMMANDS = {
@@ -38,7 +40,7 @@ class _Version(argparse.Action):
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported for its options (torch stays off `run` and `--help`)."""
-    parser = argparse.ArgumentParser(prog="repro", description=__doc__)
+    parser = argparse.ArgumentParser(prog="repro", description=DESCRIPTION)
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="print the version and where it runs from, then exit")
     sub = parser.add_subparsers(dest="command", required=True)

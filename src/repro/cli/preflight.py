@@ -20,6 +20,7 @@ from huggingface_hub import constants
 from ..analysis import prose
 from ..errors import Busy, DataError, ParameterError, ReproError, counted, did_you_mean
 from ..jobs import idle_processes
+from ..manifest import package_versions
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, builtin_folder, read_params_yaml
 from ..paths import (STAND_IN_MARKER, RunDir, beside_hint, cache_root, checkout_root, is_hub_id, nearest_existing,
                      run_folder, write_problem)
@@ -32,12 +33,21 @@ HUB_TIMEOUT_S = 5.0  # per hub request; all ids are asked at the same time
 # rough bytes a run writes per row and candidate text (work chunks, arrow cache, parquet): the disk check's scale
 BYTES_PER_TEXT = 4096
 MARGIN_BYTES = 64 << 20  # executed notebooks, figures, tables (the demo writes about 2 MB of them)
-CUDA_TORCH = "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+# the build named: `torch==2.13.0` alone is satisfied by the lock's 2.13.0+cpu, which uv and pip then keep
+CUDA_TORCH = "torch==2.13.0+cu128 --index-url https://download.pytorch.org/whl/cu128"
+LLM_BLENDER = "llm-blender==0.0.2"  # pyproject.toml's pin
+# the tracked packages not checked as dependencies: repro itself, and those only a backend needs (checked for it)
+UNCHECKED = ("repro", "vllm", "llm-blender")
 
 
 def install_line(make: str, pip: str) -> str:
     """How to install something here: `make install ...` in a checkout, `pip install ...` for an installed package."""
     return f"`make install {make}`" if checkout_root() else f"`pip install {pip}`"
+
+
+def reinstall(pip: str) -> str:
+    """What to do where a dependency of this package is missing (`make install -B` syncs the lock again)."""
+    return f"a dependency of this package: reinstall with {install_line('-B', pip)}"
 
 
 @dataclass(frozen=True)
@@ -131,19 +141,22 @@ def device_checks(values: dict[str, Any]) -> list[Check]:
 
 
 def package_checks(values: dict[str, Any]) -> list[Check]:
-    """vLLM for `generation_backend: vllm`, llm-blender for a `llm-blender` scorer backend."""
+    """The dependencies the notebooks import; vLLM for `generation_backend: vllm`, llm-blender for a `llm-blender`
+    scorer backend."""
+    missing = [name for name, version in package_versions().items() if version is None and name not in UNCHECKED]
+    checks = [Check(name, False, f"{name} is not installed ({reinstall(name)})") for name in missing]
     if "01_construct" not in (values.get("notebooks") or ()):
-        return []
+        return checks
     wanted = []  # (what, module, name, how to get it)
     if values.get("generate") and values.get("generation_backend") == "vllm":
         wanted.append(("generation_backend: vllm", "vllm", "vLLM", f": {install_line('EXTRAS=vllm', 'vllm')} (a CUDA "
                        "machine), or set generation_backend: transformers"))
     if "llm-blender" in [values.get("scorer_backend")] + [s.get("backend") for s in values.get("scorers") or ()]:
-        wanted.append(("scorer_backend: llm-blender", "llm_blender", "llm-blender", " (it needs an environment of "
-                       "its own, with transformers 4.57), or set the backend to repro"))
+        wanted.append(("scorer_backend: llm-blender", "llm_blender", "llm-blender",
+                       f" ({reinstall(LLM_BLENDER)}), or set the backend to repro"))
     found = [importlib.util.find_spec(module) is not None for _, module, _, _ in wanted]
-    return [Check(what, ok, f"{name} is installed" if ok else f"{name} is not installed{fix}")
-            for (what, _, name, fix), ok in zip(wanted, found)]
+    return checks + [Check(what, ok, f"{name} is installed" if ok else f"{name} is not installed{fix}")
+                     for (what, _, name, fix), ok in zip(wanted, found)]
 
 
 def builder(folder: Path, params_file: Path | None) -> str | None:

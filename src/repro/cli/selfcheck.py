@@ -35,6 +35,7 @@ from ..scorers.pairrm_checkpoint import KNOWN_HUB_IDS, WEIGHT_FILES
 from ..sources import demo_path, iter_jsonl
 from .measure import (PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
                       pairrm_contenders)
+from .preflight import LLM_BLENDER, reinstall
 from .score import read_named_rows
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
@@ -448,8 +449,8 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
 
     blender_spec, blender32, blender_errors = None, None, []
     if not env.get("llm_blender_importable"):
-        blender_errors.append(f"llm-blender is not importable ({env.get('llm_blender_error')}); install "
-                              f"llm-blender==0.0.2 (a dependency of this package)")
+        blender_errors.append(f"llm-blender is not importable ({env.get('llm_blender_error')}), "
+                              f"{reinstall(LLM_BLENDER)}")
     else:
         for spec in ([reference] if comparable_reference else []) + [model]:
             blender32, error = run.load(spec, "llm-blender", "fp32")
