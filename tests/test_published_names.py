@@ -135,6 +135,17 @@ def test_this_machines_home_is_hidden_whole_whatever_its_name_holds(tmp_path, mo
         assert public_text(typed) == shown
 
 
+def test_a_home_named_in_several_words_at_a_paths_end_is_hidden_whole():
+    # "saved in /Users/Alice Smith" was published "saved in ~ Smith": the name's last words leaked
+    assert public_text("analysis failed: could not write /Users/Alice Smith") == "analysis failed: could not write ~"
+    assert public_text("model C:\\Users\\Jean Pierre Dupont: not found; rows in /home/Mary Ann Lee.") == \
+        "model ~: not found; rows in ~."
+    assert public_text("saved in /Users/Alice Smith/runs/a.json now") == "saved in a.json now"
+    # a sentence's end is no more of the name; a lowercase word is prose
+    assert public_text("saved in /home/bob. Then 2 rows, /home/alice and chosen/rejected") == \
+        "saved in ~. Then 2 rows, ~ and chosen/rejected"
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \

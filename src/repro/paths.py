@@ -62,13 +62,13 @@ _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 # scp's prefix (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator
 # that starts no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), unless what it
 # has reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it); a user's name
-# after /home/, /Users/ goes on over words starting with a capital to a separator (/Users/Mary Ann Lee/x: a person's
-# name; "/home/alice and chosen/rejected" is prose); this machine's home is matched whole, whatever its name holds
+# after /home/, /Users/ goes on over words starting with a capital (/Users/Mary Ann Lee/x, or at the path's end: a
+# person's name; "/home/alice and chosen/rejected", "/home/bob. Then" are prose); this machine's home is matched whole
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-_PATH_STARTS = (rf"(?:[A-Za-z]:[\\/]|(?:/mnt/[A-Za-z])?/)(?i:home|users)[\\/][^{_ENDS}/\\]+"
-                rf"(?: [A-ZÀ-ÖØ-Þ][^{_ENDS}/\\]*)+(?=[\\/])"
+_PERSON = rf"[^{_ENDS}/\\]+(?:(?<![.:]) [A-ZÀ-ÖØ-Þ][^{_ENDS}/\\]*)+"  # a user's name in several words
+_PATH_STARTS = (rf"(?:[A-Za-z]:[\\/]|(?:/mnt/[A-Za-z])?/)(?i:home|users)[\\/]{_PERSON}"
                 rf"|(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
