@@ -146,6 +146,14 @@ def test_a_home_named_in_several_words_at_a_paths_end_is_hidden_whole():
         "saved in ~. Then 2 rows, ~ and chosen/rejected"
 
 
+def test_a_users_name_with_an_apostrophe_dot_or_hyphen_is_one_name():
+    # "see /home/o'brien/x.json" was published "see ~'brien/x.json": the apostrophe ended the path
+    told = ("input /home/o'brien/uf.jsonl does not exist; check C:\\Users\\o'brien\\rm, ~o'brien/b.jsonl, "
+            "/home/j.doe/c.jsonl, ~jo-anne/d.jsonl and /Users/o'brien.")
+    assert public_text(told) == "input uf.jsonl does not exist; check rm, b.jsonl, c.jsonl, d.jsonl and ~."
+    assert public_text("source '/home/o'brien/uf.jsonl', scorer '/home/al'") == "source 'uf.jsonl', scorer '~'"
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \

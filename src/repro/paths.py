@@ -57,6 +57,8 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more par
 # a home folder, on any machine (WSL's /mnt/c/Users/<user> too)
 _HOME = re.compile(r"(?:[A-Za-z]:|/mnt/[A-Za-z])?/+(?:home|users)/+[^/]+", re.IGNORECASE)
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
+_APOSTROPHE = r"(?<=\w)'(?=\w)"  # ... but one between letters, in a name (/home/o'brien)
+_IN_PATH, _IN_NAME = rf"(?:[^{_ENDS}]|{_APOSTROPHE})", rf"(?:[^{_ENDS}/\\]|{_APOSTROPHE})"  # a path's, a name's letter
 # a local path inside text: this machine's home folder, whatever its name holds (spaces, ~); /…, //…, ~/…, ~user/… (a
 # user's name starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or
 # scp's prefix (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator
@@ -65,11 +67,12 @@ _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 # after /home/, /Users/ goes on over words starting with a capital (/Users/Mary Ann Lee/x, or at the path's end: a
 # person's name; "/home/alice and chosen/rejected", "/home/bob. Then" are prose); this machine's home is matched whole
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
-_PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
+_PATH_GOES_ON = rf"{_IN_PATH}*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\]){_IN_NAME}*[/\\]{_IN_PATH}*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-_PERSON = rf"[^{_ENDS}/\\]+(?:(?<![.:]) [A-ZÀ-ÖØ-Þ][^{_ENDS}/\\]*)+"  # a user's name in several words
+_PERSON = rf"{_IN_NAME}+(?:(?<![.:]) [A-ZÀ-ÖØ-Þ]{_IN_NAME}*)+"  # a user's name in several words
+_TILDE_USER = rf"~(?:[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*)?"
 _PATH_STARTS = (rf"(?:[A-Za-z]:[\\/]|(?:/mnt/[A-Za-z])?/)(?i:home|users)[\\/]{_PERSON}"
-                rf"|(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
+                rf"|(?:(?:{_TILDE_USER}|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
