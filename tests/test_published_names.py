@@ -154,6 +154,13 @@ def test_a_users_name_with_an_apostrophe_dot_or_hyphen_is_one_name():
     assert public_text("source '/home/o'brien/uf.jsonl', scorer '/home/al'") == "source 'uf.jsonl', scorer '~'"
 
 
+def test_a_tilde_before_one_letter_then_a_slash_and_a_number_is_prose():
+    # known_recipe "about ~n/2 rows" was published "about 2 rows": read as user n's home
+    for prose in ("kept about ~n/2 rows of each prompt", "ties in ~k/10 pairs", "a margin of ~x/2.5"):
+        assert public_text(prose) == prose
+    assert public_text("from ~bob/x.json, ~n/x.json and ~bob/2024/y.json") == "from x.json, x.json and y.json"
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \

@@ -70,7 +70,8 @@ _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"{_IN_PATH}*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\]){_IN_NAME}*[/\\]{_IN_PATH}*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
 _PERSON = rf"{_IN_NAME}+(?:(?<![.:]) [A-ZÀ-ÖØ-Þ]{_IN_NAME}*)+"  # a user's name in several words
-_TILDE_USER = rf"~(?:[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*)?"
+# ~ or ~user/, but not one letter before a slash and a digit (~n/2 is prose too)
+_TILDE_USER = rf"~(?![A-Za-z_]/\d)(?:[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*)?"
 _PATH_STARTS = (rf"(?:[A-Za-z]:[\\/]|(?:/mnt/[A-Za-z])?/)(?i:home|users)[\\/]{_PERSON}"
                 rf"|(?:(?:{_TILDE_USER}|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
@@ -133,7 +134,8 @@ def public_name(value: str) -> str:
 
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
-    user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is."""
+    user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is.
+    A tilde before a number, or before one letter, a slash and a digit, is prose: ~8/10, ~n/2 kept; ~bob/x.json not."""
     home = os.path.expanduser("~")  # (first, literally: a space or ~ in its name is no end of it)
     homes = "".join(rf"{re.escape(h)}(?![^{_ENDS}/\\.:])|" for h in dict.fromkeys(
         p.rstrip("/") for p in (home, os.path.realpath(home))) if len(h) > 1 and os.path.isabs(home))
