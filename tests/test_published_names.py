@@ -161,6 +161,51 @@ def test_a_tilde_before_one_letter_then_a_slash_and_a_number_is_prose():
     assert public_text("from ~bob/x.json, ~n/x.json and ~bob/2024/y.json") == "from x.json, x.json and y.json"
 
 
+@pytest.mark.parametrize("told, shown", [
+    # a reviewer: the name ran on over capitalised words only, and only to a separator; other homes' forms were missed
+    ("/Users/Mary Ann Lee", "~"), ("C:\\Users\\Mary Ann Lee", "~"), ("/Users/Alice Smith: not found", "~: not found"),
+    ("Permission denied: '/Users/Mary Ann Lee'", "Permission denied: '~'"), ("/mnt/c/Users/Mary Ann Lee", "~"),
+    ("/Users/Ana de la Cruz/rm", "rm"), ("/Users/Anne-Marie van der Berg/rm", "rm"), ("/Users/Jean d'Arc/rm", "rm"),
+    ("/Users/mary ann lee/x.jsonl", "x.jsonl"), ("//home/Mary Ann Lee/x", "x"),
+    ("\\\\server\\Users\\Mary Ann Lee\\x.jsonl", "x.jsonl"), ("/var/home/Mary Ann Lee/x.jsonl", "x.jsonl"),
+    ("/Volumes/Macintosh HD/Users/Mary Ann Lee/x.jsonl", "x.jsonl"),
+    # ... and at the end of a path, of these forms too; a quote, a comma or a sentence's end ends a name
+    ("rows in /Users/Ana de la Cruz, /users/mary ann lee and '/home/bob smith'.", "rows in ~, ~ and '~'."),
+    ("\\\\server\\Users\\Mary Ann Lee; /var/home/Mary Ann Lee; /Volumes/Macintosh HD/Users/Mary Ann Lee",
+     "~; ~; ~"),
+    ("rows in /Users/Nguyen Van An; /Users/Li An/x.jsonl", "rows in ~; x.jsonl"),  # (a capital word of a name)
+    ("C:\\Users\\John Q. Public\\x.jsonl and /Users/Mary A. Lee", "x.jsonl and ~"),  # (an initial's stop: no end)
+    # ... the lowercase words after it too, to a word of prose: another name's last word is no safer to tell apart
+    ("/Users/Ana de la Cruz kept 2 rows with PairRM; /home/alice kept In Jan", "~ with PairRM; ~ In Jan"),
+    ("/mnt/c/home/x and /mnt/c/Users/x", "x and ~"),  # (/mnt/c/home is no WSL home)
+])
+def test_no_part_of_a_users_name_in_several_words_is_published_whatever_the_homes_form(told, shown):
+    assert public_text(told) == shown
+
+
+def test_a_home_folder_in_any_of_its_forms_is_published_as_a_tilde():
+    for home in ("\\\\server\\Users\\Mary Ann Lee", "//home/Mary Ann Lee", "/var/home/bob", "/mnt/c/Users/bob",
+                 "/Volumes/Macintosh HD/Users/Mary Ann Lee", "/Volumes/Data/users/bob/"):
+        assert public_name(home) == "~"
+    assert public_name("/mnt/c/home/x") == "x" and public_name("/data/home/x") == "x"  # (a /mnt/c/home one was ~)
+    for url in ("https://example.org/Users/Mary Ann Lee/x", "https://home/Mary Ann Lee/x"):  # (no local path)
+        assert public_text(url) == url
+
+
+@pytest.mark.parametrize("told", [
+    # the prose after another user's home is kept as typed: it ate "~. See HuggingFaceH4/", "~ In Jan/"
+    "scored on ~. See HuggingFaceH4/ultrafeedback_binarized for the prompts",
+    "copied from ~. Then HuggingFaceH4/zephyr-7b-beta generated", "Source rows: ~. Chosen/Rejected by PairRM.",
+    "Scored at ~ In Jan/Feb we filtered", "stored in ~ The Best/Worst rule", "rescored at ~: HuggingFaceH4/x then",
+    "rows in ~ were scored by PairRM on 2 GPUs", "rescored at ~ with HuggingFaceH4/zephyr-7b-beta",
+    "saved by ~ and Bob Smith into chosen/rejected",
+])
+def test_prose_after_another_users_home_is_kept_as_typed(told):
+    for home in ("/home/alice", "/Users/alice", "C:\\Users\\alice"):
+        assert public_text(told.replace("~", home, 1)) == told
+    assert public_text(told.replace("~", "/data/alice", 1)) == told.replace("~", "alice", 1)  # (not a home)
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \
