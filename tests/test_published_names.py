@@ -206,6 +206,18 @@ def test_prose_after_another_users_home_is_kept_as_typed(told):
     assert public_text(told.replace("~", "/data/alice", 1)) == told.replace("~", "alice", 1)  # (not a home)
 
 
+def test_another_users_tilde_home_is_published_as_public_name_gives_it_in_selfcheck_md_too(tmp_path, monkeypatch):
+    # selfcheck.md kept "~bob/models/rm" whole (it keeps this user's ~/…); public_text kept "rows in ~alice"
+    assert public_text("rows in ~alice, ~_svc. and ~bob/models/rm") == "rows in ~, ~. and rm"
+    assert public_name("~alice") == "~" and public_name("~bob/models/rm") == "rm"
+    for prose in ("ties in ~8/10 pairs", "about ~n/2 rows", "about ~n rows"):
+        assert public_text(prose) == prose
+    monkeypatch.chdir(tmp_path)
+    md = render_markdown({"verdict": "PASS", "checks": [], "rows": {"source": "~bob/data/rows.jsonl", "prompts": 3},
+                          "settings": {"command": "repro selfcheck --model ~bob/models/rm --report ~/rep"}})
+    assert "bob" not in md and "`repro selfcheck --model rm --report ~/rep`" in md and "3 rows from rows.jsonl;" in md
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \

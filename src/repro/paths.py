@@ -76,9 +76,9 @@ _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w
 _PROSE = "a|an|and|as|at|by|for|from|in|into|is|of|on|or|see|the|then|to|via|was|were|with"
 _NEXT, _CAP = rf"{_SPACE}(?!(?:{_PROSE})\b)", "A-ZÀ-ÖØ-Þ"  # the space before a name's next word; a capital letter
 _PERSON = rf"(?:(?![{_CAP}]){_IN_NAME}+(?:{_NEXT}(?![{_CAP}]){_IN_NAME}+)+|[{_CAP}]{_IN_NAME}*(?:{_NEXT}{_IN_NAME}+)+)"
-# ~ or ~user/, but not one letter before a slash and a digit (~n/2 is prose too)
+# ~ or ~user/ (~user alone too, of two letters at least: ~n is prose), not a letter, a slash and a digit (~n/2)
 _TILDE_USER = rf"~(?![A-Za-z_]/\d)(?:[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*)?"
-_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}"
+_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}|{_TILDE_USER}(?<!~)(?<!~.)"
                 rf"|(?:(?:{_TILDE_USER}|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
@@ -141,7 +141,7 @@ def public_name(value: str) -> str:
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
     user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is.
-    A tilde before a number, or before one letter, a slash and a digit, is prose: ~8/10, ~n/2 kept; ~bob/x.json not.
+    A tilde before a number or a lone letter is prose (~8/10, ~n, ~n/2 kept; ~bob, ~n/x.json are homes).
     Another user's name in several words runs to a separator, `. `, `: `, a quote or comma, a prose word (and, the…)
     or, after a lowercase word, a capitalised one: /Users/Ana de la Cruz/x -> x; /home/al In Jan/Feb -> ~ In Jan/Feb."""
     home = os.path.expanduser("~")  # (first, literally: a space or ~ in its name is no end of it)
