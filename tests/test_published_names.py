@@ -218,6 +218,18 @@ def test_another_users_tilde_home_is_published_as_public_name_gives_it_in_selfch
     assert "bob" not in md and "`repro selfcheck --model rm --report ~/rep`" in md and "3 rows from rows.jsonl;" in md
 
 
+def test_this_machines_home_is_found_by_its_real_path_and_no_other_users_name_starts_with_it(tmp_path, monkeypatch):
+    # the home through a link, as a tool resolving it writes it: "Jean Pierre Secret/notes" was published
+    real = tmp_path / "real" / "Jean Pierre Secret"
+    real.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setenv("HOME", str(tmp_path / "link"))
+    assert public_text(f"notes in {real}/notes and {real}.") == "notes in notes and ~."
+    # /home/Al is this machine's home: /home/Alice Smith is another user's whole name, not Al's home and "ice Smith"
+    monkeypatch.setenv("HOME", "/home/Al")
+    assert public_text("rows of /home/Alice Smith and /home/Al.") == "rows of ~ and ~."
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \
