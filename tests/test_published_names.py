@@ -135,6 +135,101 @@ def test_this_machines_home_is_hidden_whole_whatever_its_name_holds(tmp_path, mo
         assert public_text(typed) == shown
 
 
+def test_a_home_named_in_several_words_at_a_paths_end_is_hidden_whole():
+    # "saved in /Users/Alice Smith" was published "saved in ~ Smith": the name's last words leaked
+    assert public_text("analysis failed: could not write /Users/Alice Smith") == "analysis failed: could not write ~"
+    assert public_text("model C:\\Users\\Jean Pierre Dupont: not found; rows in /home/Mary Ann Lee.") == \
+        "model ~: not found; rows in ~."
+    assert public_text("saved in /Users/Alice Smith/runs/a.json now") == "saved in a.json now"
+    # a sentence's end is no more of the name; a lowercase word is prose
+    assert public_text("saved in /home/bob. Then 2 rows, /home/alice and chosen/rejected") == \
+        "saved in ~. Then 2 rows, ~ and chosen/rejected"
+
+
+def test_a_users_name_with_an_apostrophe_dot_or_hyphen_is_one_name():
+    # "see /home/o'brien/x.json" was published "see ~'brien/x.json": the apostrophe ended the path
+    told = ("input /home/o'brien/uf.jsonl does not exist; check C:\\Users\\o'brien\\rm, ~o'brien/b.jsonl, "
+            "/home/j.doe/c.jsonl, ~jo-anne/d.jsonl and /Users/o'brien.")
+    assert public_text(told) == "input uf.jsonl does not exist; check rm, b.jsonl, c.jsonl, d.jsonl and ~."
+    assert public_text("source '/home/o'brien/uf.jsonl', scorer '/home/al'") == "source 'uf.jsonl', scorer '~'"
+
+
+def test_a_tilde_before_one_letter_then_a_slash_and_a_number_is_prose():
+    # known_recipe "about ~n/2 rows" was published "about 2 rows": read as user n's home
+    for prose in ("kept about ~n/2 rows of each prompt", "ties in ~k/10 pairs", "a margin of ~x/2.5"):
+        assert public_text(prose) == prose
+    assert public_text("from ~bob/x.json, ~n/x.json and ~bob/2024/y.json") == "from x.json, x.json and y.json"
+
+
+@pytest.mark.parametrize("told, shown", [
+    # a reviewer: the name ran on over capitalised words only, and only to a separator; other homes' forms were missed
+    ("/Users/Mary Ann Lee", "~"), ("C:\\Users\\Mary Ann Lee", "~"), ("/Users/Alice Smith: not found", "~: not found"),
+    ("Permission denied: '/Users/Mary Ann Lee'", "Permission denied: '~'"), ("/mnt/c/Users/Mary Ann Lee", "~"),
+    ("/Users/Ana de la Cruz/rm", "rm"), ("/Users/Anne-Marie van der Berg/rm", "rm"), ("/Users/Jean d'Arc/rm", "rm"),
+    ("/Users/mary ann lee/x.jsonl", "x.jsonl"), ("//home/Mary Ann Lee/x", "x"),
+    ("\\\\server\\Users\\Mary Ann Lee\\x.jsonl", "x.jsonl"), ("/var/home/Mary Ann Lee/x.jsonl", "x.jsonl"),
+    ("/Volumes/Macintosh HD/Users/Mary Ann Lee/x.jsonl", "x.jsonl"),
+    # ... and at the end of a path, of these forms too; a quote, a comma or a sentence's end ends a name
+    ("rows in /Users/Ana de la Cruz, /users/mary ann lee and '/home/bob smith'.", "rows in ~, ~ and '~'."),
+    ("\\\\server\\Users\\Mary Ann Lee; /var/home/Mary Ann Lee; /Volumes/Macintosh HD/Users/Mary Ann Lee",
+     "~; ~; ~"),
+    ("rows in /Users/Nguyen Van An; /Users/Li An/x.jsonl", "rows in ~; x.jsonl"),  # (a capital word of a name)
+    ("C:\\Users\\John Q. Public\\x.jsonl and /Users/Mary A. Lee", "x.jsonl and ~"),  # (an initial's stop: no end)
+    # ... the lowercase words after it too, to a word of prose: another name's last word is no safer to tell apart
+    ("/Users/Ana de la Cruz kept 2 rows with PairRM; /home/alice kept In Jan", "~ with PairRM; ~ In Jan"),
+    ("/mnt/c/home/x and /mnt/c/Users/x", "x and ~"),  # (/mnt/c/home is no WSL home)
+])
+def test_no_part_of_a_users_name_in_several_words_is_published_whatever_the_homes_form(told, shown):
+    assert public_text(told) == shown
+
+
+def test_a_home_folder_in_any_of_its_forms_is_published_as_a_tilde():
+    for home in ("\\\\server\\Users\\Mary Ann Lee", "//home/Mary Ann Lee", "/var/home/bob", "/mnt/c/Users/bob",
+                 "/Volumes/Macintosh HD/Users/Mary Ann Lee", "/Volumes/Data/users/bob/"):
+        assert public_name(home) == "~"
+    assert public_name("/mnt/c/home/x") == "x" and public_name("/data/home/x") == "x"  # (a /mnt/c/home one was ~)
+    for url in ("https://example.org/Users/Mary Ann Lee/x", "https://home/Mary Ann Lee/x"):  # (no local path)
+        assert public_text(url) == url
+
+
+@pytest.mark.parametrize("told", [
+    # the prose after another user's home is kept as typed: it ate "~. See HuggingFaceH4/", "~ In Jan/"
+    "scored on ~. See HuggingFaceH4/ultrafeedback_binarized for the prompts",
+    "copied from ~. Then HuggingFaceH4/zephyr-7b-beta generated", "Source rows: ~. Chosen/Rejected by PairRM.",
+    "Scored at ~ In Jan/Feb we filtered", "stored in ~ The Best/Worst rule", "rescored at ~: HuggingFaceH4/x then",
+    "rows in ~ were scored by PairRM on 2 GPUs", "rescored at ~ with HuggingFaceH4/zephyr-7b-beta",
+    "saved by ~ and Bob Smith into chosen/rejected",
+])
+def test_prose_after_another_users_home_is_kept_as_typed(told):
+    for home in ("/home/alice", "/Users/alice", "C:\\Users\\alice"):
+        assert public_text(told.replace("~", home, 1)) == told
+    assert public_text(told.replace("~", "/data/alice", 1)) == told.replace("~", "alice", 1)  # (not a home)
+
+
+def test_another_users_tilde_home_is_published_as_public_name_gives_it_in_selfcheck_md_too(tmp_path, monkeypatch):
+    # selfcheck.md kept "~bob/models/rm" whole (it keeps this user's ~/…); public_text kept "rows in ~alice"
+    assert public_text("rows in ~alice, ~_svc. and ~bob/models/rm") == "rows in ~, ~. and rm"
+    assert public_name("~alice") == "~" and public_name("~bob/models/rm") == "rm"
+    for prose in ("ties in ~8/10 pairs", "about ~n/2 rows", "about ~n rows"):
+        assert public_text(prose) == prose
+    monkeypatch.chdir(tmp_path)
+    md = render_markdown({"verdict": "PASS", "checks": [], "rows": {"source": "~bob/data/rows.jsonl", "prompts": 3},
+                          "settings": {"command": "repro selfcheck --model ~bob/models/rm --report ~/rep"}})
+    assert "bob" not in md and "`repro selfcheck --model rm --report ~/rep`" in md and "3 rows from rows.jsonl;" in md
+
+
+def test_this_machines_home_is_found_by_its_real_path_and_no_other_users_name_starts_with_it(tmp_path, monkeypatch):
+    # the home through a link, as a tool resolving it writes it: "Jean Pierre Secret/notes" was published
+    real = tmp_path / "real" / "Jean Pierre Secret"
+    real.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setenv("HOME", str(tmp_path / "link"))
+    assert public_text(f"notes in {real}/notes and {real}.") == "notes in notes and ~."
+    # /home/Al is this machine's home: /home/Alice Smith is another user's whole name, not Al's home and "ice Smith"
+    monkeypatch.setenv("HOME", "/home/Al")
+    assert public_text("rows of /home/Alice Smith and /home/Al.") == "rows of ~ and ~."
+
+
 def test_the_last_guard_names_a_path_of_this_home_or_folder_by_its_last_name(tmp_path):
     home = tmp_path / "alice Secret"
     assert without_folders(f"rows-from{home}/raw data/uf.jsonl; {home}ly/x", home) == \

@@ -54,22 +54,32 @@ _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (Ru
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
-# a home folder, on any machine (WSL's /mnt/c/Users/<user> too)
-_HOME = re.compile(r"(?:[A-Za-z]:|/mnt/[A-Za-z])?/+(?:home|users)/+[^/]+", re.IGNORECASE)
 _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
+# where a home folder's user's name starts, on any machine: /home/, /Users/, C:\Users\, //home/, \\host\Users\,
+# /var/home/, /Volumes/<disk>/Users/, WSL's /mnt/c/Users/
+_HOME_AT = (rf"(?i:(?:[a-z]:|/mnt/[a-z]|/volumes/[^{_ENDS}/\\]+(?: [^{_ENDS}/\\]+)*|(?<!:)[\\/]{{2}}[^{_ENDS}/\\]+)?"
+            rf"[\\/]users|(?:/var|(?<!:)/)?/home)[\\/]")
+_HOME = re.compile(rf"{_HOME_AT}[^/]+")  # a home folder, on any machine
+_APOSTROPHE = r"(?<=\w)'(?=\w)"  # ... but one between letters, in a name (/home/o'brien)
+_IN_PATH, _IN_NAME = rf"(?:[^{_ENDS}]|{_APOSTROPHE})", rf"(?:[^{_ENDS}/\\]|{_APOSTROPHE})"  # a path's, a name's letter
 # a local path inside text: this machine's home folder, whatever its name holds (spaces, ~); /…, //…, ~/…, ~user/… (a
 # user's name starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or
 # scp's prefix (file://host, user@host:) dropped with it; a path goes on past a space into a word holding a separator
 # that starts no path of its own (C:\Users\Alice Secret\x, /my data/x: a folder's name with a space), unless what it
-# has reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it); a user's name
-# after /home/, /Users/ goes on over words starting with a capital to a separator (/Users/Mary Ann Lee/x: a person's
-# name; "/home/alice and chosen/rejected" is prose); this machine's home is matched whole, whatever its name holds
+# has reached is a file (a suffix: "uf.jsonl chosen/rejected", "uf.jsonl and/or" are prose after it), nor after a
+# sentence's end ("/home/bob. Chosen/Rejected"); this machine's home is matched whole; a user's name: _PERSON
+_SPACE = r"(?<!\w\w\.)(?<!:) "  # a space after no sentence's end (an initial's full stop is none: Mary A. Lee)
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
-_PATH_GOES_ON = rf"[^{_ENDS}]*(?:{_NO_SUFFIX} (?![~.]*[/\\]|[^{_ENDS}]*:[/\\])[^{_ENDS}/\\]*[/\\][^{_ENDS}]*)*"
+_PATH_GOES_ON = rf"{_IN_PATH}*(?:{_NO_SUFFIX}{_SPACE}(?![~.]*[/\\]|[^{_ENDS}]*:[/\\]){_IN_NAME}*[/\\]{_IN_PATH}*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-_PATH_STARTS = (rf"(?:[A-Za-z]:[\\/]|(?:/mnt/[A-Za-z])?/)(?i:home|users)[\\/][^{_ENDS}/\\]+"
-                rf"(?: [A-ZÀ-ÖØ-Þ][^{_ENDS}/\\]*)+(?=[\\/])"
-                rf"|(?:(?:~(?:[A-Za-z_][\w.-]*)?|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
+# a user's name in several words after a home's start (the rule: public_text's docstring)
+_PROSE = "a|an|and|as|at|by|for|from|in|into|is|of|on|or|see|the|then|to|via|was|were|with"
+_NEXT, _CAP = rf"{_SPACE}(?!(?:{_PROSE})\b)", "A-ZÀ-ÖØ-Þ"  # the space before a name's next word; a capital letter
+_PERSON = rf"(?:(?![{_CAP}]){_IN_NAME}+(?:{_NEXT}(?![{_CAP}]){_IN_NAME}+)+|[{_CAP}]{_IN_NAME}*(?:{_NEXT}{_IN_NAME}+)+)"
+# ~ or ~user/ (~user alone too, of two letters at least: ~n is prose), not a letter, a slash and a digit (~n/2)
+_TILDE_USER = rf"~(?![A-Za-z_]/\d)(?:[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*)?"
+_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}|{_TILDE_USER}(?<!~)(?<!~.)"
+                rf"|(?:(?:{_TILDE_USER}|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
@@ -130,7 +140,10 @@ def public_name(value: str) -> str:
 
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
-    user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is."""
+    user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is.
+    A tilde before a number or a lone letter is prose (~8/10, ~n, ~n/2 kept; ~bob, ~n/x.json are homes).
+    Another user's name in several words runs to a separator, `. `, `: `, a quote or comma, a prose word (and, the…)
+    or, after a lowercase word, a capitalised one: /Users/Ana de la Cruz/x -> x; /home/al In Jan/Feb -> ~ In Jan/Feb."""
     home = os.path.expanduser("~")  # (first, literally: a space or ~ in its name is no end of it)
     homes = "".join(rf"{re.escape(h)}(?![^{_ENDS}/\\.:])|" for h in dict.fromkeys(
         p.rstrip("/") for p in (home, os.path.realpath(home))) if len(h) > 1 and os.path.isabs(home))

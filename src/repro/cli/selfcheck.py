@@ -600,7 +600,7 @@ def _pasteable(text: str) -> str:
     if cwd and not Path.home().is_relative_to(cwd):  # (else the home folder's paths: from ~)
         text = re.sub(rf"(?<![^{PATH_EDGES}]){re.escape(cwd)}([/\\]|(?=[{PATH_EDGES}]|$))",
                       lambda path: "" if path[1] else ".", text)
-    return public_text(_home_as_tilde(text), keep=("~", "."))
+    return public_text(_home_as_tilde(text), keep=("~/", "."))  # (another user's ~bob/… by its last name)
 
 
 def _shell_command(argv: Sequence[str]) -> str:
