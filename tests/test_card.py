@@ -1069,6 +1069,27 @@ def test_an_rlhflow_cards_trl_paragraph_describes_its_own_columns(tmp_path):
     assert len(to_trl(empty.filter(lambda row: row["chosen"].strip() != ""))) == len(rows) - 1
 
 
+def test_a_card_of_rows_all_conversations_says_trl_trains_on_the_prompt_twice(tmp_path, train_rows):
+    """RLHFlow's pair table: `prompt`, `chosen` and `rejected` all conversations, `chosen` / `rejected` the whole
+    conversation. The card said "Beside the string `chosen` / `rejected`, the conversational `prompt` makes TRL stop
+    with a `TypeError`": none is a string, and TRL raises nothing (tests/test_formats.py shows what it does)."""
+    rows = [{"prompt": [{"content": r["prompt"], "role": "user"}], "chosen": r["chosen"], "rejected": r["rejected"],
+             "margin": 1.5} for r in train_rows[:12]]
+    path = tmp_path / "rlhflow_pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    facts, card_path = card_for(tmp_path / "run", card_dataset=str(path), known_recipe={"scorer": "my-org/rm"})
+    assert facts.conversations == ["prompt", "chosen", "rejected"] and facts.for_training
+    en, zh = (part(half, heading) for half, heading in zip(halves(card_path), ("## How to use", "## 使用方法")))
+    assert ("the columns as stored are not a format `DPOTrainer` reads correctly. Beside the conversational "
+            "`prompt`, `chosen` / `rejected` hold the whole conversation, the prompt's turns included: TRL 1.16.0 "
+            "raises no error but appends them to `prompt`, so every sequence it trains on holds the prompt's turns "
+            "twice (the second time as part of the response). Convert the rows") in en
+    assert ("按存储原样的列不是 `DPOTrainer` 能正确读取的格式。`prompt` 为对话式，而 `chosen` / `rejected` "
+            "为含提示词轮次的完整对话：TRL 1.16.0 不会报错，但会把它们接在 `prompt` 之后，"
+            "因此它训练的每个序列都含有两遍提示词的轮次（第二遍计入回复）。请先把各行转换") in zh
+    assert "TypeError" not in en + zh and "string `chosen`" not in en and "为字符串" not in zh
+
+
 def test_an_sppo_card_says_what_its_scorer_saw_and_what_probability_is_over(tmp_path):
     # SPPO's distinctive step, PairRM over the chat-templated prompt, was only in the parameters table; and with the
     # original pair scored first (7 rm_scores for 5 generate_i) the Features table said `probability` was over "the

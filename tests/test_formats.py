@@ -210,6 +210,21 @@ def test_rlhflows_columns_as_they_are_fail_in_the_pinned_trl_with_a_type_error(s
         trl.DPOTrainer(model=model, args=dpo_config(tmp_path), train_dataset=raw, processing_class=tokenizer)
 
 
+def test_rows_all_conversations_train_in_the_pinned_trl_on_the_prompt_twice(train_rows, trl_policy, tmp_path):
+    """The card of RLHFlow's pair table (`prompt`, `chosen`, `rejected` all conversations, the latter two whole) says
+    so: TRL raises nothing, it tokenises `prompt + chosen`, so the user turn comes twice, the second in the response
+    (`chosen_ids`). When this fails, the card's sentence (templates' `trl`, `whole`) must change."""
+    model, tokenizer = trl_policy
+    rows = [{"prompt": [{"content": r["prompt"], "role": "user"}], "chosen": r["chosen"], "rejected": r["rejected"],
+             "margin": 1.0} for r in train_rows[:2]]
+    trainer = trl.DPOTrainer(model=model, args=dpo_config(tmp_path, max_length=None),
+                             train_dataset=datasets.Dataset.from_list(rows), processing_class=tokenizer)
+    for row, tokenised in zip(rows, trainer.train_dataset):
+        prompt, chosen = (tokenizer.decode(tokenised[k]) for k in ("prompt_ids", "chosen_ids"))
+        user, response = row["prompt"][0]["content"], row["chosen"][-1]["content"]
+        assert prompt.count(user) == 1 and chosen.count(user) == 1 and chosen.count(response) == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------------------------

@@ -154,9 +154,9 @@ def detect_format(columns: Sequence[str] | Mapping[str, Any]) -> str:
     return "seed"
 
 
-def conversational(columns: Sequence[str] | Mapping[str, Any]) -> bool:
-    """Whether a row's `prompt`, or a Dataset's `prompt` feature, is a conversation (a list of messages)."""
-    return isinstance(columns.get("prompt") if isinstance(columns, Mapping) else None, (list, List))
+def conversational(columns: Sequence[str] | Mapping[str, Any], column: str = "prompt") -> bool:
+    """Whether a row's `column` (`prompt`), or a Dataset's feature of it, is a conversation (a list of messages)."""
+    return isinstance(columns.get(column) if isinstance(columns, Mapping) else None, (list, List))
 
 
 def _score_of(text: str | None, candidates: Sequence[str] | None, scores: Sequence[float] | None,

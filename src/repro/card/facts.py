@@ -206,6 +206,11 @@ class CardFacts:
         return conversational(self.features)
 
     @property
+    def conversations(self) -> list[str]:
+        """Which of `prompt`, `chosen`, `rejected` hold conversations as stored (the card says how TRL reads that)."""
+        return [c for c in ("prompt", "chosen", "rejected") if conversational(self.features, c)]
+
+    @property
     def scored(self) -> bool:
         """The rows carry scores, to_trl's margins: the seed's two columns or a recipe's candidates' (the `rlhflow`
         format's `rewards` too; SELM's layout, SPPO's `_score` table and RLHFlow's margin-only pair table have none)."""
