@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from repro import cache as cache_module
 from repro.cache import FORMAT_FILE, KEY_FORMAT, CacheError, RowCache, cached_chunk_fn, check_format
 from repro.construct import generation, scoring
 from repro.construct.generation import generate_candidates
@@ -117,6 +123,30 @@ def test_concurrent_writers_agree_on_the_first_value_and_leave_no_temporary_file
     cache = RowCache(tmp_path, "scores", "ns")
     assert [cache.get(cache.key(i)) for i in range(40)] == results[0]
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_rows_another_process_computes_are_waited_for_until_it_stops_crashed_too(tmp_path):
+    """A process killed while it computes rows (their lock held) holds up no one: the waiting one computes them."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.cache import RowCache; "
+                               "c = RowCache.open(sys.argv[1], 'scores', 'ns'); "
+                               "held = c.computing([c.key(i) for i in range(3)]); held.__enter__(); "
+                               "print('held', flush=True); time.sleep(60)", str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    cache = RowCache(tmp_path, "scores", "ns")
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with ThreadPoolExecutor(1) as pool:
+            done = pool.submit(cached_chunk_fn(lambda items: [2 * i for i in items], cache), [0, 1, 2])
+            for _ in range(600):
+                if cache.waited or time.sleep(0.1):
+                    break
+            assert cache.waited and not done.done()
+            holder.kill()
+            assert done.result(timeout=60) == [0, 2, 4]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (cache.counts.rows_computed, cache.counts.rows_from_cache) == (3, 0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -270,3 +300,35 @@ def test_a_resumed_stage_counts_the_rows_the_row_cache_gave_its_interrupted_call
     entry = manifest.read()["generation"]
     assert entry["prompts_resumed"] == 4 and entry["cache"]["resumed_from_cache"] == 3
     assert (entry["cache"]["rows_from_cache"], entry["cache"]["rows_computed"]) == (0, 2)
+
+
+def test_two_runs_generating_the_same_rows_at_once_compute_them_once(tmp_path, train_rows, monkeypatch):
+    """Family members that differ only in their scorer, run at once (--jobs 2, Slurm array tasks): the first to need
+    a chunk's rows computes them, the other waits for it (saying so once) and reads them from the cache."""
+    policy = build_tiny_policy(tmp_path / "policy")
+    rows = [{"prompt": r["prompt"], "prompt_id": r["prompt_id"]}
+            for r in sorted(train_rows[:40], key=lambda r: len(r["prompt"]))[:4]]
+    p = GenerationParams(policy_model=str(policy), max_new_tokens=8, reference_max_new_tokens=8, n_candidates=2,
+                         temperature=0.8, generation_batch_size=4, generation_chunk_size=4, generation_device="cpu")
+    chunk, computing, said, waited = generation._generate_chunk, [], [], threading.Event()
+
+    def in_step(*args, **kwargs):  # a member computing goes on once the other computes too, or waits for its rows
+        computing.append(1)
+        for _ in range(600):
+            if len(computing) == 2 or waited.wait(0.1):
+                break
+        return chunk(*args, **kwargs)
+
+    def member(name):
+        manifest = Manifest(RunDir(tmp_path / name))
+        manifest.start_run({}, ["01_construct"])
+        out = generate_candidates(rows, p, tmp_path / name / "work", manifest=manifest, cache_dir=tmp_path / "cache")
+        return out, manifest.read()["generation"]["cache"]
+
+    monkeypatch.setattr(generation, "_generate_chunk", in_step)
+    monkeypatch.setattr(cache_module, "notice", lambda text: (said.append(text), waited.set()))
+    with ThreadPoolExecutor(2) as pool:
+        (a, counts_a), (b, counts_b) = pool.map(member, ["a", "b"])
+    assert a == b and len(computing) == 1
+    assert sorted((c["rows_computed"], c["rows_from_cache"]) for c in (counts_a, counts_b)) == [(0, 4), (4, 0)]
+    assert len(said) == 1 and "waits for" in said[0], said

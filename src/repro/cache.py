@@ -1,6 +1,7 @@
 """The project's content-addressed cache of generated and scored rows: an entry is one row's result, keyed by its
 content and the stage's `namespace`, checksummed (a damaged one is moved to `<root>/damaged/` and recomputed);
-writes are atomic, first writer wins (a hard link): any number of processes fill one cache, all get the same bytes."""
+writes are atomic, first writer wins (a hard link): any number of processes fill one cache, all get the same bytes;
+rows one process computes, another about to compute them waits for (a lock per chunk of rows)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from .errors import ReproError, notice
-from .paths import check_folder
+from .errors import ReproError, counted, notice
+from .paths import check_folder, take_lock
 
 KEY_FORMAT = 1  # raise when the meaning of a key or the layout of an entry changes
 FORMAT_FILE = "cache-format.json"
 DAMAGED_FOLDER = "damaged"
+LOCKS_FOLDER = "locks"  # in a namespace's folder: one file per chunk of rows computed (`RowCache.computing`)
 _MISSING = object()
 
 
@@ -110,7 +113,7 @@ class RowCache:
     def __init__(self, root: str | Path, stage: str, namespace: Any, describe: bool = False,
                  key_of: Callable = lambda item: item):
         self.root, self.stage, self.key_of = Path(root), stage, key_of
-        self.counts = CacheCounts()
+        self.counts, self.waited = CacheCounts(), False
         self.rekey(namespace, describe)
 
     @classmethod
@@ -179,6 +182,26 @@ class RowCache:
             _write_once(self.path(key), entry)  # the entry there was damaged and set aside: this one takes its place
         return json.loads(text)  # what a reader gets back (JSON's values, not the caller's objects)
 
+    @contextlib.contextmanager
+    def computing(self, keys: list[str]) -> Iterator[None]:
+        """Hold the lock of the rows `keys` while this process computes them: another about to compute the same (a
+        family's members at once, Slurm array tasks on a shared file system) waits, saying so once, then reads them
+        here. A flock: a holder that stops, crashed too, lets go; where the file system has none, both compute."""
+        held, path = None, self.folder / LOCKS_FOLDER / f"{_sha256(canonical_json(keys))}.lock"
+        with contextlib.suppress(OSError):  # (no flock: Lustre mounted without -o flock; a cache not writable)
+            if keys:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                held = take_lock(path, f"repro's {self.stage} of {counted(len(keys), 'row')} on "
+                                       f"{socket.gethostname()}", self._waits)
+        with held or contextlib.nullcontext():
+            yield
+
+    def _waits(self, holder: str) -> None:
+        if not self.waited:
+            self.waited = True
+            notice(f"row cache: this run waits for {holder}, rows it needs too, then reads them from the cache "
+                   f"rather than computing them again (later waits of its {self.stage} are not said).")
+
 
 def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, reports_progress: bool = False,
                     cached: Callable[[int], None] | None = None) -> Callable[..., list[Any]]:
@@ -189,20 +212,22 @@ def cached_chunk_fn(fn: Callable[..., list[Any]], cache: RowCache, *, reports_pr
     def run(chunk: Sequence[Any], advance: Callable[[int], None] | None = None) -> list[Any]:
         keys = [cache.key(item) for item in chunk]
         results = [cache.get(k) for k in keys]
-        missing = [i for i, r in enumerate(results) if r is _MISSING]
-        cache.counts.rows_from_cache += len(chunk) - len(missing)
-        if (counts := cached or advance) is not None and len(chunk) > len(missing):
-            counts(len(chunk) - len(missing))
-        if missing:
-            todo, namespace = [chunk[i] for i in missing], cache.namespace_digest
-            out = fn(todo, advance) if reports_progress else fn(todo)
-            if len(out) != len(todo):
-                raise RuntimeError(f"{cache.stage}: {len(out)} results for {len(todo)} rows")
-            if cache.namespace_digest != namespace:  # `fn` moved the cache to another namespace (RowCache.rekey)
-                keys = [cache.key(item) for item in chunk]
-            for i, value in zip(missing, out):
-                results[i] = cache.put(keys[i], value)
-            cache.counts.rows_computed += len(missing)
+        with cache.computing([k for k, r in zip(keys, results) if r is _MISSING]):  # (another may have made them)
+            results = [cache.get(k) if r is _MISSING else r for k, r in zip(keys, results)]
+            missing = [i for i, r in enumerate(results) if r is _MISSING]
+            cache.counts.rows_from_cache += len(chunk) - len(missing)
+            if (counts := cached or advance) is not None and len(chunk) > len(missing):
+                counts(len(chunk) - len(missing))
+            if missing:
+                todo, namespace = [chunk[i] for i in missing], cache.namespace_digest
+                out = fn(todo, advance) if reports_progress else fn(todo)
+                if len(out) != len(todo):
+                    raise RuntimeError(f"{cache.stage}: {len(out)} results for {len(todo)} rows")
+                if cache.namespace_digest != namespace:  # `fn` moved the cache to another namespace (RowCache.rekey)
+                    keys = [cache.key(item) for item in chunk]
+                for i, value in zip(missing, out):
+                    results[i] = cache.put(keys[i], value)
+                cache.counts.rows_computed += len(missing)
         return results
 
     return run

@@ -401,6 +401,27 @@ def shard_name(split: str, index: int, num_shards: int) -> str:
     return f"{split}-{index:05d}-of-{num_shards:05d}.parquet"
 
 
+def take_lock(path: Path, who: str, waiting: Callable[[str], Any] | None = None) -> IO[str] | str:
+    """The flock of `path` (it goes with the process: one that stops, crashed too, lets go), `who`, its pid and the
+    time written in it: the open file (closing it lets go); where another process holds it, the holder's text, or
+    with `waiting`, the file once the holder lets go (`waiting(holder's text)` is called first)."""
+    held = open(path, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        held.seek(0)
+        holder = held.read().strip() or "another process"
+        if waiting is None:
+            held.close()
+            return holder
+        waiting(holder)
+        fcntl.flock(held, fcntl.LOCK_EX)
+    held.truncate(0)
+    held.write(f"{who} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})")
+    held.flush()
+    return held
+
+
 class RunDir:
     """The files of one run, all under `root` (default `runs/<name>/`)."""
 
@@ -460,17 +481,8 @@ class RunDir:
         if key in _HELD or (kernel and mine and Path(mine).resolve() == key):
             return None
         self.root.mkdir(parents=True, exist_ok=True)
-        held = open(self.lock, "a+", encoding="utf-8")
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            held.seek(0)
-            holder = held.read().strip() or "another process"
-            held.close()
-            return holder
-        held.truncate(0)
-        held.write(f"{who} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})")
-        held.flush()
+        if isinstance(held := take_lock(self.lock, who), str):
+            return held
         _HELD[key] = (held, kernel)
         return None
 
