@@ -290,6 +290,77 @@ def test_ctrl_c_in_the_family_view_says_what_the_family_keeps(tmp_path, monkeypa
     assert Manifest(family.root).read()["status"] == "interrupted" and not (family.root / "work").exists()
 
 
+def test_a_family_stopped_after_its_grid_changed_records_so_and_which_members_its_view_shows(tmp_path, monkeypatch,
+                                                                                            capsys):
+    # a complete family, its grid changed, stopped in the first new member: the folder's record said `complete` with
+    # the new members while family.json, the figures and 05_family still showed the old ones
+    import shutil
+
+    from repro.cli import run as runner
+    from repro.cli.interrupt import Interrupted
+
+    root, stop_in = tmp_path / "f", []
+
+    def execute(_, notebook, output, parameters, **kw):  # papermill, each notebook as cheap as can be
+        if Path(output).parents[1].name in stop_in:
+            raise Interrupted("Ctrl-C")
+        if Path(notebook).stem == "05_family":
+            family_view(FamilyViewParams(run_dir=parameters["run_dir"], bootstrap_resamples=100))
+        Path(output).write_text("{}")
+
+    monkeypatch.setattr(runner, "run_interruptible", execute)
+    monkeypatch.setattr(family_cli, "ensure_kernel", lambda name=None: name)
+    grid = ["run", str(DEMO), "--set", "mini_count=4", "--out", str(root), "--grid"]
+    assert main([*grid, "mini_index=0,1"]) == 0
+    old = ["mini_index-0", "mini_index-1"]
+    record = Manifest(RunDir(root)).read()
+    assert record["status"] == "complete" and record["view"] == old
+    shown = (root / "family.json").read_bytes()
+    stop_in.append("mini_index-2")
+    assert main([*grid, "mini_index=2,3"]) == 130
+    record = Manifest(RunDir(root)).read()
+    assert record["status"] == "interrupted" and "interrupted in member mini_index-2" in record["error"]
+    assert list(record["members"]) == ["mini_index-2", "mini_index-3"] and record["view"] == old
+    assert (root / "family.json").read_bytes() == shown  # the earlier view stays, said to be of the earlier plan
+    # 05_family on its own shows the plan now: the member stopped, and the one not started
+    alone = tmp_path / "alone"
+    shutil.copytree(root, alone)
+    view = family_view(FamilyViewParams(run_dir=str(alone), bootstrap_resamples=100))
+    assert [(m["member"], m["status"]) for m in view.summary["members"]] == [
+        ("mini_index-2", "interrupted"), ("mini_index-3", "not started")]
+    assert Manifest(RunDir(alone)).read()["view"] == ["mini_index-2", "mini_index-3"]
+    # the same command again writes the view of its members, and the record says complete
+    stop_in.clear()
+    assert main([*grid, "mini_index=2,3"]) == 0
+    record = Manifest(RunDir(root)).read()
+    assert (record["status"], record["view"]) == ("complete", ["mini_index-2", "mini_index-3"])
+    assert [m["member"] for m in json.loads((root / "family.json").read_text())["members"]] == record["view"]
+    capsys.readouterr()
+    assert main([*grid, "mini_index=2,3"]) == 0 and "nothing to do" in capsys.readouterr().out
+    assert Manifest(RunDir(root)).read()["status"] == "complete"
+
+
+@pytest.mark.parametrize("stop, status", [(KeyboardInterrupt, "interrupted"), (OSError, "failed")])
+def test_a_family_stopped_between_members_records_how_it_ended(tmp_path, monkeypatch, stop, status):
+    # Ctrl-C or an error outside a member's notebooks left the family's record as its last view had it
+    args = cli.build_parser("run").parse_args(["run", str(DEMO), "--grid", "mini_index=0,1", "--set", "mini_count=2",
+                                               "--out", str(tmp_path / "f")])
+    family = fam.plan_family(load_params_file(DEMO, args.overrides), default_name="demo",
+                             grid_args=fam.parse_grid_args(args.grid), out=args.out)
+    Manifest(RunDir(family.root)).update(status="complete", members=family.plan, family_name="demo")
+
+    def member(family, member, **kw):
+        if member.index:
+            raise stop("stopped")
+        assert Manifest(RunDir(family.root)).read()["status"] == "running"  # while its members run
+        return "done"
+
+    monkeypatch.setattr(family_cli, "run_member", member)
+    with pytest.raises(stop):
+        family_cli.run_family(args, family)
+    assert Manifest(RunDir(family.root)).read()["status"] == status
+
+
 MEMBER_PROCESS = """
 import pathlib, signal, sys, time
 folder, name = pathlib.Path(sys.argv[1]), sys.argv[2]

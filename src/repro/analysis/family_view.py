@@ -258,6 +258,7 @@ def family_view(params: FamilyViewParams) -> FamilyView:
                         for name, paths in figures.items()},
         }
         atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
+        family.update(view=[m["member"] for m in members])  # (the plan may change since: `members` is the plan's)
         family.add_outputs(root / FAMILY_JSON, *(f[k] for f in figures.values() for k in ("png", "svg")))
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
 

@@ -21,7 +21,7 @@ from ..family import Family, Member, grid_keys, is_done, parse_grid_args, plan_f
 from ..parameters import (FAMILY_NOTEBOOK, FamilyViewParams, build, load_params_file, parse_set, resolve_parameters,
                           validate_all)
 from ..jobs import fingerprint_of
-from ..manifest import Manifest
+from ..manifest import Manifest, ended as run_ended, now, stopped_by
 from ..paths import FAMILY_LOGS, RunDir, absolute_caches, find_params, wait_advice, write_problem
 from ..revisions import run_fingerprint
 from .preflight import Check, preflight, require, say_notes
@@ -262,36 +262,43 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     """Every member (one after another, or `jobs` at once in their own processes), then the family view."""
     start = time.monotonic()
     family.root.mkdir(parents=True, exist_ok=True)
+    view, varied = view_parameters(family)
+    planned, fingerprint, record = family.plan, run_fingerprint(view), Manifest(family.root)
+    # the family's record says it runs until its view is written (the view on disk: `view` names its members)
+    seen, held = record.read(), not record.unheld(fingerprint, parameters=view)
+    record.update(status="running", started=now(), finished=None, error=None)
     stopped = False  # (the command itself: with --jobs, its members may all have ended before they saw it)
-    if (jobs := args.jobs or family.jobs) == 1:  # Ctrl-C in a member stops the family there
-        statuses = []
-        for member in family.members:
-            statuses.append(run_member(family, member, kernel=args.kernel, log_output=args.log_output,
-                                       force=args.force))
-            if statuses[-1] == INTERRUPTED:
-                break
-    else:
-        statuses, stopped = _run_at_once(args, family, jobs)
+    try:
+        if (jobs := args.jobs or family.jobs) == 1:  # Ctrl-C in a member stops the family there
+            statuses = []
+            for member in family.members:
+                statuses.append(run_member(family, member, kernel=args.kernel, log_output=args.log_output,
+                                           force=args.force))
+                if statuses[-1] == INTERRUPTED:
+                    break
+        else:
+            statuses, stopped = _run_at_once(args, family, jobs)
+    except BaseException as exc:  # (Ctrl-C between members, an error outside their runs)
+        record.finish_run(run_ended(exc), stopped_by(exc))
+        raise
     if stopped or INTERRUPTED in statuses:
         names = [m.name for m, s in zip(family.members, statuses) if s == INTERRUPTED]
         left = [m.name for m, s in itertools.zip_longest(family.members, statuses) if s in (None, NOT_STARTED)]
-        say(f"repro run: family {family.name}: interrupted"
-            + (f" in member{'s' * (len(names) > 1)} {', '.join(names)}" if names else "")
-            + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written. Run the same "
-            f"command again to continue ({kept_to_continue(family.members)}).")
+        line = ("interrupted" + (f" in member{'s' * (len(names) > 1)} {', '.join(names)}" if names else "")
+                + (f"; {', '.join(left)} not run" if left else "") + "; the family view was not written")
+        record.finish_run(INTERRUPTED, line)
+        say(f"repro run: family {family.name}: {line}. Run the same command again to continue "
+            f"({kept_to_continue(family.members)}).")
         return EXIT_INTERRUPTED
     failed = [m.name for m, s in zip(family.members, statuses) if s == "failed"]
-    view, varied = view_parameters(family)
     if varied:
         print(f"repro run: family {family.name}: its members differ in {' and '.join(varied)}: the family view takes "
               f"its default ({', '.join(f'{k}={view[k]!r}' for k in varied)}) for its own intervals")
-    planned, fingerprint, record = family.plan, run_fingerprint(view), Manifest(family.root)
     # what the members hold now (a member run again alone, with --member, since the view was made: not the same)
     state = fingerprint_of([(d.get("fingerprint"), d.get("outputs")) for d in (Manifest(m.run_dir).read()
                                                                                  for m in family.members)])
-    seen = record.read()
-    if set(statuses) == {"reused"} and (seen.get("members"), seen.get("members_state")) == (planned, state) and \
-            not record.unheld(fingerprint, parameters=view):
+    if set(statuses) == {"reused"} and (seen.get("members"), seen.get("members_state")) == (planned, state) and held:
+        record.update(**{k: seen.get(k) for k in ("status", "started", "finished")})  # as it was: nothing ran
         print(f"repro run: family {family.name}: nothing to do: every member and the family view are complete, of "
               f"these parameters, {read_parts(*(m.fingerprint for m in family.members))}code and packages -> "
               f"{family.root}")
