@@ -398,6 +398,15 @@ def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_
     assert list(Manifest(RunDir(root)).read()["members"]) == ["mini_index-0", "mini_index-2"]
     assert "family demo: mini_index-1 of its last plan is no longer in the grid: left out of the family view (its " \
            "folder stays)" in capsys.readouterr().out
+    # --check said nothing of the members the run then leaves out; it says so now, as the run does, writing nothing
+    assert main([*grid, "mini_index=0", "--check"]) == 0
+    assert "family demo: mini_index-2 of its last plan is no longer in the grid: left out of the family view (its " \
+           "folder stays)" in capsys.readouterr().out
+    assert list(Manifest(RunDir(root)).read()["members"]) == ["mini_index-0", "mini_index-2"]
+    # --grid gives a key of the file's grid these values in place of its own (its help said it "adds to" the grid)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "replaces the values of that key, the other keys kept" in " ".join(capsys.readouterr().out.split())
     # a family of another name into that folder took it over unsaid (family.json, figures, the members shown)
     other = tmp_path / "other.yaml"
     other.write_text(f"include: {DEMO}\nmini_count: 3\nfamily: {{name: other, grid: {{mini_index: [0, 1]}}}}\n")
