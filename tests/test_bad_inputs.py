@@ -579,8 +579,9 @@ CASES = [
     Case("a grid over a key no member's notebook reads",
          lambda t: run(t, "--set", "notebooks=[01_construct, 02_analyze]", "--grid", "reference=a.jsonl,b.jsonl",
                        "--check"),
-         r"family\.grid\.reference in --grid: reference is read by 04_compare, which the members do not run "
-         r"\(notebooks: 01_construct, 02_analyze\): they would be the same run", after=nothing_written),
+         r"family\.grid\.reference in --grid does not tell members \S+ and \S+ apart, they would be the same run: "
+         r"reference is read by 04_compare, which the members do not run \(notebooks: 01_construct, 02_analyze\)",
+         after=nothing_written),
     Case("include in a grid", lambda t: run(t, "--grid", "include=a.yaml,b.yaml"),
          r"family\.grid\.include in --grid: include cannot vary within a family \(a params file's includes are read "
          r"once, before the grid: vary the parameters they set\)", after=nothing_written),

@@ -113,6 +113,32 @@ def test_a_bundle_that_varies_a_parameter_the_members_read_is_planned(tmp_path):
         _plan(values, tmp_path)
 
 
+def test_members_alike_in_every_value_that_shapes_their_data_are_refused_as_one_run(tmp_path, capsys):
+    # a grid over what shapes no data was planned as a sweep: byte-identical members, "differ in: generation_seed"
+    values = {**load_params_file(DEMO), "limit": 4, "notebooks": ["01_construct", "02_analyze"]}
+    for grid, why in [({"generation_seed": [0, 1]}, r"generate is false, so no candidates are generated and "
+                                                    r"generation_seed shapes nothing; set generate: true, or take"),
+                      ({"temperature": [0.5, 0.9]}, r"generate is false"),
+                      ({"mini_index": [0], "chunk_size": [4, 8]}, r"chunk_size only decides how the work is cut and "
+                                                                  r"run, not what the data holds"),
+                      ({"opts": [{"name": "base"}, {"name": "four", "limit": 4}]},
+                       r"limit is 4 in both once resolved \(the params file's value where the grid sets none")]:
+        with pytest.raises(ParameterError, match=rf"family\.grid\.{list(grid)[-1]} in the params file does not tell "
+                                                 rf"members \S+ and \S+ apart, they would be the same run: {why}"):
+            _plan({**values, "family": {"grid": grid}}, tmp_path)
+    # what tells them apart: a seed where the members generate, a limit the file does not set
+    policy = {"generate": True, "policy_model": "builtin:tiny-policy", "candidate_columns": ["resp0", "resp1"]}
+    assert len(_plan({**values, **policy, "family": {"grid": {"generation_seed": [0, 1]}}}, tmp_path).members) == 2
+    assert len(_plan({**values, "family": {"grid": {"opts": [{"name": "a"}, {"name": "b", "limit": 3}]}}},
+                     tmp_path).members) == 2
+    # the verifier's command: refused before anything is written
+    out = tmp_path / "bad5"
+    assert main(["run", str(DEMO), "--set", "limit=4", "--set", "notebooks=[01_construct, 02_analyze]",
+                 "--grid", "generation_seed=0,1", "--out", str(out), "--check"]) == 2
+    assert "family.grid.generation_seed in --grid does not tell members generation_seed-0 and generation_seed-1 " \
+           "apart, they would be the same run: generate is false" in capsys.readouterr().err and not out.exists()
+
+
 def test_grid_on_a_file_of_no_family_goes_where_out_or_set_run_dir_says(tmp_path, capsys):
     # --set run_dir=NEW is the family's folder as --out is (it was refused as "its run's folder")
     for where in (["--out", str(tmp_path / "a")], ["--set", f"run_dir={tmp_path / 'b'}"]):
@@ -443,6 +469,15 @@ def test_the_members_planned_are_recorded_before_any_runs_and_another_family_is_
     assert list(Manifest(RunDir(root)).read()["members"]) == ["mini_index-0", "mini_index-2"]
     assert "family demo: mini_index-1 of its last plan is no longer in the grid: left out of the family view (its " \
            "folder stays)" in capsys.readouterr().out
+    # --check said nothing of the members the run then leaves out; it says so now, as the run does, writing nothing
+    assert main([*grid, "mini_index=0", "--check"]) == 0
+    assert "family demo: mini_index-2 of its last plan is no longer in the grid: left out of the family view (its " \
+           "folder stays)" in capsys.readouterr().out
+    assert list(Manifest(RunDir(root)).read()["members"]) == ["mini_index-0", "mini_index-2"]
+    # --grid gives a key of the file's grid these values in place of its own (its help said it "adds to" the grid)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "replaces the values of that key, the other keys kept" in " ".join(capsys.readouterr().out.split())
     # a family of another name into that folder took it over unsaid (family.json, figures, the members shown)
     other = tmp_path / "other.yaml"
     other.write_text(f"include: {DEMO}\nmini_count: 3\nfamily: {{name: other, grid: {{mini_index: [0, 1]}}}}\n")

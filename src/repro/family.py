@@ -15,11 +15,11 @@ import yaml
 
 from .errors import ParameterError, ReproError, did_you_mean
 from .jobs import fingerprint_of
-from .manifest import Manifest
-from .parameters import (DEFAULT_NOTEBOOKS, MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once,
-                         read_value, resolve_parameters, validate_all)
+from .manifest import NOT_SHAPING, Manifest
+from .parameters import (MAPPING_FIELDS, NOTEBOOK_SECTIONS, all_fields, notebook_fields, once, read_value,
+                         resolve_parameters, unused_generation, validate_all)
 from .paths import FAMILY_JSON, FAMILY_LOGS, RunDir, ascii_folder_safe, folder_safe, run_folder
-from .revisions import run_fingerprint
+from .revisions import run_fingerprint, shaping
 
 SPEC_KEYS = {"name", "grid", "member_name", "jobs"}
 # parameters a grid cannot vary: where a member goes is the family's to decide, and the notebooks are the same
@@ -226,28 +226,35 @@ def grid_keys(grid: dict[str, Any]) -> set[str]:
             for param in settings_of(key, value)}
 
 
-def check_members_differ(grid: dict[str, list[Any]], notebooks: list[str], where: dict[str, str]) -> None:
-    """Each parameter the grid sets is set by one key (a bundle's would win over a plain key's unsaid) and read by
-    a notebook the members run (else members differing in it are the same run); `where`: each key's origin."""
+def check_members_differ(grid: dict[str, list[Any]], members: list[Member], where: dict[str, str]) -> None:
+    """Each parameter the grid sets is set by one key (a bundle's would win over a plain key's unsaid), and no two
+    members are one run: alike in every value that shapes their data (`shaping`); `where`: each key's origin."""
     setters: dict[str, str] = {}
-    read = notebook_fields(*notebooks)
     for key, values in grid.items():
-        params = sorted(grid_keys({key: values}))
-        for param in params:
+        for param in sorted(grid_keys({key: values})):
             if (first := setters.setdefault(param, key)) != key:
                 raise ParameterError(f"family.grid in {' and '.join(dict.fromkeys((where[first], where[key])))}: "
                                      f"{param} is set by both grid keys {first} and {key}: each member would take "
                                      f"{key}'s value; set it in one.")
-        seen = [{k: v for k, v in settings_of(key, value).items() if k in read}  # what the members read of each
-                for value in values]
-        if (i := next((i for i, one in enumerate(seen) if one in seen[:i]), None)) is not None:  # one run twice
-            a, b = (settings_of(key, v) for v in (values[seen.index(seen[i])], values[i]))
-            param = next(p for p in params if p not in read and a.get(p) != b.get(p))  # (what tells them apart)
-            readers = " and ".join(nb for nb in NOTEBOOK_SECTIONS if param in notebook_fields(nb)) or "none"
-            raise ParameterError(f"family.grid.{key} in {where[key]}: {param} is read by {readers}, which the "
-                                 f"members do not run (notebooks: {', '.join(notebooks)}): they would be the same "
-                                 f"run, once per value. Add that notebook to notebooks, or take {param} out of "
-                                 f"the grid.")
+    shaped = [shaping(m.resolved) for m in members]
+    if (i := next((i for i, one in enumerate(shaped) if one in shaped[:i]), None)) is None:
+        return
+    a, b = members[shaped.index(shaped[i])], members[i]
+    keys = [key for key in grid if a.grid_values[key] != b.grid_values[key]]
+    sets = [(settings_of(key, a.grid_values[key]), settings_of(key, b.grid_values[key])) for key in keys]
+    params = [p for sa, sb in sets for p in dict.fromkeys([*sa, *sb]) if (p in sa, sa.get(p)) != (p in sb, sb.get(p))]
+    readers = {p: " and ".join(nb for nb in NOTEBOOK_SECTIONS if p in notebook_fields(nb)) or "none" for p in params}
+    notebooks, origin = ", ".join(a.resolved["notebooks"]), " and ".join(dict.fromkeys(where[k] for k in keys))
+    why = [f"generate is false, so no candidates are generated and {p} shapes nothing; set generate: true, or take "
+           f"{p} out of the grid" if p in unused_generation(a.resolved, b.resolved) else
+           f"{p} only decides how the work is cut and run, not what the data holds; take it out of the grid"
+           if p in NOT_SHAPING else
+           f"{p} is read by {readers[p]}, which the members do not run (notebooks: {notebooks}); add that notebook "
+           f"to notebooks, or take {p} out of the grid" if p not in shaped[i] else
+           f"{p} is {shaped[i][p]!r} in both once resolved (the params file's value where the grid sets none); give "
+           f"them values that differ" for p in params]
+    raise ParameterError(f"{' and '.join('family.grid.' + k for k in keys)} in {origin} does not tell members "
+                         f"{a.name} and {b.name} apart, they would be the same run: {'; '.join(why)}.")
 
 
 def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[str, list[Any]] | None = None,
@@ -263,8 +270,6 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
     if grid or not grid_args:
         check_grid(grid, where)
     grid = {**grid, **(check_grid(grid_args, "--grid") if grid_args else {})}
-    check_members_differ(grid, [Path(n).stem for n in values.get("notebooks", DEFAULT_NOTEBOOKS)],
-                         {key: "--grid" if key in (grid_args or {}) else where for key in grid})
     jobs = spec.get("jobs", 1)
     if not isinstance(jobs, int) or jobs < 1:
         raise ParameterError(f"family.jobs in {where} must be a whole number >= 1, got {jobs!r}.")
@@ -292,6 +297,7 @@ def plan_family(values: dict[str, Any], *, default_name: str, grid_args: dict[st
         members.append(Member(index=i, name=member, grid_values=grid_values, values=member_values,
                               run_dir=root / member, fingerprint=run_fingerprint(resolved), resolved=resolved,
                               name_now=now if now != member else None))
+    check_members_differ(grid, members, {key: "--grid" if key in (grid_args or {}) else where for key in grid})
     return Family(name=name, root=root, members=members, jobs=jobs, given_as=given_as)
 
 

@@ -163,7 +163,7 @@ def _read(resolved: dict[str, Any]) -> set[str]:
     return (notebook_fields(*resolved["notebooks"]) | RUN_KEYS) - unused_generation(resolved)
 
 
-def _shaping(resolved: dict[str, Any]) -> dict[str, Any]:
+def shaping(resolved: dict[str, Any]) -> dict[str, Any]:
     """The parameters a run's outputs depend on: those its notebooks read, but where it lives and how it runs."""
     read = _read(resolved)
     return {k: v for k, v in resolved.items() if k in read and k not in NOT_SHAPING}
@@ -173,7 +173,7 @@ def hub_commits(resolved: dict[str, Any]) -> dict[str, str] | str:
     """{parameter: commit} of each hub id the run reads, at its revision (else the newest), in the local hub cache, as
     a dataset or else a model (the id does not say which); "" where it reads none, or one is not cached (a first run
     downloads it): nothing to compare."""
-    parameters = _shaping(resolved)
+    parameters = shaping(resolved)
     commits = {where: hub_commit(spec, revision := revision_of(key, resolved), "dataset")
                or hub_commit(spec, revision, "model")
                for key, value in parameters.items() if key not in HUB_OUTPUTS
@@ -186,7 +186,7 @@ def run_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
     where it generates) but where it lives and how the work runs; the batch sizes (they decide the rounding; "" where
     it reads none); the content of each local file or folder named (a source rewritten in place is other data); the
     commit of each hub id (`hub_commits`), the code (`code_digest`) and the packages that decide the numbers."""
-    parameters = _shaping(resolved)
+    parameters = shaping(resolved)
     local = {where: content for key, value in parameters.items() for where, spec in strings_in(value, key).items()
              if (content := local_content(spec))}
     batches = {k: resolved[k] for k in ROUNDING if k in _read(resolved)}

@@ -97,14 +97,19 @@ def view_check(family: Family, force: bool) -> list[Check]:
     return [replace(rerun_check(root, changed, force, family.given_as, view, member=True), what="family folder")]
 
 
-def record_plan(family: Family) -> None:
-    """Record the members planned before any runs (05_family shows those); say which of the last plan are dropped."""
-    record, planned = Manifest(family.root), family.plan
-    seen = record.read()
-    if dropped := [name for name in seen.get("members") or () if name not in planned]:
+def say_dropped(family: Family) -> dict[str, Any]:
+    """Say which members of the last plan (the family folder's record, returned) are no longer in the grid."""
+    seen = Manifest(family.root).read()
+    if dropped := [name for name in seen.get("members") or () if name not in family.plan]:
         is_, its = ("is", "its folder stays") if len(dropped) == 1 else ("are", "their folders stay")
         print(f"repro run: family {family.name}: {', '.join(dropped)} of its last plan {is_} no longer in the grid: "
               f"left out of the family view ({its})")
+    return seen
+
+
+def record_plan(family: Family) -> None:
+    """Record the members planned before any runs (05_family shows those); say which of the last plan are dropped."""
+    record, planned, seen = Manifest(family.root), family.plan, say_dropped(family)
     if (seen.get("members"), seen.get("family_name")) != (planned, family.name):
         record.update(members=planned, family_name=family.name)
 
@@ -132,6 +137,8 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
                   for name, writer in family.busy.items()]
     if done := [m.name for m in members if m not in pending and m.name not in family.busy]:
         checks.insert(0, Check("members", True, f"{', '.join(done)}: complete with the same parameters, not run again"))
+    if args.check:  # (the run says so as it records its plan)
+        say_dropped(family)
     if (code := require(checks, params_file, args.check)) is not None:
         return code
     ensure_kernel(args.kernel)  # (another environment's: refused before anything is written, as --kernel's)
@@ -349,7 +356,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     configure_run(parser)
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                         help="run a family: one member per value (repeatable: the product; each value read as --set "
-                             "reads one); adds to family.grid")
+                             "reads one); a key of family.grid: replaces the values of that key, the other keys kept")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
                         help="run N members of a family at once, each in its own process (default: family.jobs or 1)")
     parser.add_argument("--member", metavar="NAME",
