@@ -47,6 +47,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml $(LOCK)
 	@$(call NEEDS_LOCK_PYTHON,$(if $(wildcard $(PY)),$(PY),$(PYTHON)))
+	rm -f $(STAMP)  # (an install that stops half-way, the sync having taken repro out, leaves none: the next installs)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(UV) pip sync --quiet --python $(PY) --find-links $(TORCH_FIND_LINKS) $(LOCK)

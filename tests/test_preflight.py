@@ -118,12 +118,15 @@ def make_install(venv: Path, *given: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("torch_version", ["2.13.0+cpu", "2.13.0+cu128"])
 def test_make_install_with_a_torch_spec_fails_where_torch_is_still_the_locks(tmp_path, torch_version):
     venv = fake_venv(tmp_path, torch_version)
+    (venv / ".installed").touch()  # installed before (the lock's torch): the sync takes repro out first
     done = make_install(venv, f"TORCH_SPEC={preflight.CUDA_TORCH}")
     assert f"torch {torch_version}" in done.stdout
     if torch_version.endswith("+cpu"):  # the GPU workflow went on with no CUDA torch
         assert done.returncode == 2 and "torch 2.13.0+cpu is the lock CPU build: name the build in TORCH_SPEC" \
             in done.stderr
+        # no stamp left: a plain `make install` next installs again (it said "Nothing to be done", repro gone)
         assert not (venv / ".installed").exists() and not (venv / ".torch-spec").exists()
+        assert "uv pip sync" in make_install(venv, "-n").stdout
     else:
         assert done.returncode == 0, done.stderr
         assert (venv / ".torch-spec").read_text() == preflight.CUDA_TORCH + "\n"
