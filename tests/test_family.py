@@ -867,6 +867,42 @@ def test_the_verdicts_say_in_a_sentence_that_no_member_compared(tmp_path):
     assert "No member ran 04_compare" in shown.data and "`reference`" in shown.data
 
 
+
+# a two-scorer family, its members named by default
+SCORERS = ["builtin:tiny-pairrm", "builtin:tiny-reward-deberta"]
+NAMES = [f"generation_seed-0__scorer_model-{s.replace(':', '-')}" for s in SCORERS]
+
+
+def test_the_family_margins_figure_keeps_long_member_names_and_its_labels_inside_it(tmp_path):
+    # at 30 degrees, names as generation_seed-0__scorer_model-builtin-tiny-pairrm took half the figure's width and
+    # pushed the axis label out at the right ("... its scores are noise" lost its closing parenthesis)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from repro.analysis import plots
+
+    for names in (NAMES, NAMES + [f"{NAMES[0]}-2"], [f"{k}_{NAMES[1]}" for k in range(8)], ["a", "b"]):
+        margins = {name: np.linspace(-1, k, 12) for k, name in enumerate(names)}
+        members = [{"member": name, "margin_mean": k / 2, "margin_mean_ci95": [k / 2 - 0.3, k / 2 + 0.3],
+                    "few_rows": True, "scorer": {"stand_in": True}} for k, name in enumerate(names)]
+        fig = family_view_module.margins_figure(margins, members)
+        plots.save(fig, tmp_path / "m")
+        (canvas := FigureCanvasAgg(fig)).draw()  # as saved (the labels are placed when drawn)
+        renderer, (ax,) = canvas.get_renderer(), fig.axes
+        labels = ax.get_yticklabels()
+        assert [t.get_text() for t in labels] == [f"{name}*" for name in names]  # whole, across
+        assert ax.get_xlabel() == "margin = score_chosen − score_rejected\n* a stand-in scorer: its scores are noise"
+        # all that is drawn (the ticks in view among them), and each label by name
+        drawn = fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans)
+        assert fig.bbox.x0 <= drawn.x0 and drawn.x1 <= fig.bbox.x1 and fig.bbox.y0 <= drawn.y0 and \
+            drawn.y1 <= fig.bbox.y1, (drawn, fig.bbox)
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label, ax.get_legend(), *labels):
+            box = text.get_window_extent(renderer)
+            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and \
+                box.y1 <= fig.bbox.y1, (text, box, fig.bbox)
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        assert not [(a, b) for a, b in zip(boxes, boxes[1:]) if a.overlaps(b)]  # one name a line
+
+
 def test_differing_parameters_ignore_where_members_live():
     assert differing_parameters([{"parameters": {"a": 1, "b": [1], "run_dir": "x"}},
                                  {"parameters": {"a": 1, "b": [2], "run_dir": "y"}}]) == ["b"]
@@ -1077,7 +1113,7 @@ def test_the_family_margins_figure_makes_room_for_long_member_names(tmp_path, le
     plots.save(fig, tmp_path / "m")
     (canvas := FigureCanvasAgg(fig)).draw()  # as saved (the labels are placed when drawn)
     renderer, (ax,) = canvas.get_renderer(), fig.axes
-    for text in (ax.yaxis.label, ax.title, ax.xaxis.label, *ax.get_xticklabels()):
+    for text in (ax.yaxis.label, ax.title, ax.xaxis.label, *ax.get_yticklabels()):
         box = text.get_window_extent(renderer)
         assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, \
             (text.get_text(), box, fig.bbox)
@@ -1118,10 +1154,10 @@ def test_the_family_margins_figure_shows_each_members_mean_with_its_interval_and
                {"member": "c", "margin_mean": 1.0, "margin_mean_ci95": [-1.0, 4.0], "scorer": {"stand_in": True}}]
     (ax,) = family_view_module.margins_figure(margins, members).axes
     bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
-    assert [tuple(np.ravel(bar.lines[0].get_data())) for bar in bars] == [(0.0, 1.0), (1.0, 1.0)]  # a and c
+    assert [tuple(np.ravel(bar.lines[0].get_data())) for bar in bars] == [(1.0, 0.0), (1.0, 1.0)]  # a and c
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "c*"]
-    assert ax.get_xlabel() == "member (* a stand-in scorer: its scores are noise)"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "c*"]
+    assert ax.get_xlabel() == "margin = score_chosen − score_rejected\n* a stand-in scorer: its scores are noise"
     table = family_view_module.table_of([{**m, "grid": {}, "status": "complete", "rows": 3, "ties": 0,
                                           "scorer": {"model": "x", **m["scorer"]}, "verdict": None,
                                           "scored_rows": {"computed": 3, "from_cache": 0, "from_work": 0},
@@ -1441,11 +1477,11 @@ def test_the_family_margins_figure_draws_no_members_name_as_boxes(tmp_path):
         files = plots.save(fig, tmp_path / "m")
     assert not [str(w.message) for w in caught if "missing from font" in str(w.message)]
     (ax,) = fig.axes
-    labels = ax.get_xticklabels()
+    labels = ax.get_yticklabels()
     assert [t.get_text() for t in labels] == ["mini-ᴕ", "数据" if installed("数据") else "#1", "#2*", "plain"]
     assert labels[0].get_fontfamily() == ["DejaVu Sans", "DejaVu Serif"]  # its ᴕ from the font that has it
     assert labels[3].get_fontfamily() == ax.title.get_fontfamily()  # as before: the figures' (plots.theme's)
-    assert ax.get_xlabel() == ("member (* a stand-in scorer: its scores are noise)\n"
+    assert ax.get_xlabel() == ("margin = score_chosen − score_rejected\n* a stand-in scorer: its scores are noise\n"
                                "#k: row k of the table (names no installed font can draw)")
     (canvas := FigureCanvasAgg(fig)).draw()  # as saved: all of the label in the figure
     box = ax.xaxis.label.get_window_extent(canvas.get_renderer())

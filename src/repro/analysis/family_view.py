@@ -165,16 +165,17 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
     sizes = sorted({m.size for m in margins.values() if m.size}) or [0]
     rows = (f"{sizes[0]:,}" + f" to {sizes[-1]:,}" * (len(sizes) > 1) + f" row{'s' * (sizes[-1] != 1)}"
             + " each" * (drawn > 1))
-    longest = max(map(len, margins), default=0)  # a name at 30 degrees: ~0.075 in wide and 0.045 in high a character
-    size = (max(plots.FIGSIZE[0], 1.1 * len(margins) + 2, 0.075 * longest + 2.5),
-            plots.FIGSIZE[1] + 0.045 * max(0, longest - 12))
+    # one member a line, its name across on the left (at 30 degrees long names took half the figure and pushed
+    # the axis's label out of it): ~0.085 in wide a character, ~0.5 in high a member
+    longest = max(map(len, margins), default=0)
+    size = (plots.FIGSIZE[0] + 0.085 * longest, max(plots.FIGSIZE[1], 0.5 * len(margins) + 2))
     with plots.axes(figsize=size) as (fig, ax):
         if len(long):
-            sns.violinplot(data=long, x="member", y="margin", ax=ax, color="#c6dbef", inner="quart", cut=0)
+            sns.violinplot(data=long, x="margin", y="member", ax=ax, color="#c6dbef", inner="quart", cut=0)
             state = np.random.get_state()  # seaborn jitters the dots with numpy's global random state: a fixed one
             np.random.seed(0)              # for a byte-stable figure, and the caller's given back
             try:
-                sns.stripplot(data=long, x="member", y="margin", ax=ax, color="#08519c", size=3, alpha=0.6)
+                sns.stripplot(data=long, x="margin", y="member", ax=ax, color="#08519c", size=3, alpha=0.6)
             finally:
                 np.random.set_state(state)
             drawn_names = list(dict.fromkeys(long["member"]))  # the violins' order
@@ -183,27 +184,26 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
             labels = {False: "mean, 95% CI", True: f"mean, 95% CI: too narrow (< {BOOTSTRAP_FEW_ROWS} rows)"}
             for m in shown:
                 mean, (low, high), few = m["margin_mean"], m["margin_mean_ci95"], bool(m.get("few_rows"))
-                ax.errorbar(drawn_names.index(m["member"]), mean, yerr=[[mean - low], [high - mean]], fmt="D",
+                ax.errorbar(mean, drawn_names.index(m["member"]), xerr=[[mean - low], [high - mean]], fmt="D",
                             color="#d62728", mfc="white" if few else "#d62728", ms=5, capsize=4, zorder=5,
                             label=labels.pop(few, None))
             if shown:
                 ax.legend(loc="best", fontsize="small")
         stand_ins = {m["member"] for m in members if m["scorer"]["stand_in"]}
-        names = [t.get_text() for t in ax.get_xticklabels()]
-        font = ax.get_xticklabels()[0].get_fontproperties() if names else None
+        names = [t.get_text() for t in ax.get_yticklabels()]
+        font = ax.get_yticklabels()[0].get_fontproperties() if names else None
         fonts = [plots.fonts_for(name, font) for name in names]  # None: no installed font has all its letters
-        # such a name is drawn as its row of the table (#2), said in the axis's label: never as boxes
+        # such a name is drawn as its row of the table (#2), said under the axes: never as boxes
         labels = [(name if fonts[k] else f"#{list(margins).index(name)}") + "*" * (name in stand_ins)
                   for k, name in enumerate(names)]
-        ax.axhline(0.0, color="grey", lw=0.8, ls="--")
-        ax.set(xlabel="member" + (" (* a stand-in scorer: its scores are noise)" if stand_ins else "")
+        ax.axvline(0.0, color="grey", lw=0.8, ls="--")
+        ax.set(xlabel="margin = score_chosen − score_rejected"
+               + ("\n* a stand-in scorer: its scores are noise" if stand_ins else "")
                + ("\n#k: row k of the table (names no installed font can draw)" if None in fonts else ""),
-               ylabel="margin = score_chosen − score_rejected",
-               title=f"Margins of {drawn_members} (n = {rows})")
+               ylabel="member", title=f"Margins of {drawn_members} (n = {rows})")
         if labels != names:
-            ax.set_xticks(ax.get_xticks(), labels)
-        for label, families in zip(ax.get_xticklabels(), fonts):  # each name ends at its tick
-            label.set(rotation=30, ha="right", rotation_mode="anchor")
+            ax.set_yticks(ax.get_yticks(), labels)
+        for label, families in zip(ax.get_yticklabels(), fonts):
             if families and len(families) > 1:  # letters its font lacks: from installed fonts that have them
                 label.set_fontfamily(families)
     return fig
