@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,7 +24,7 @@ from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..sources import load_source
 from . import plots, prose
-from .report import show_figures, table_or_sentence, validate_scores  # noqa: F401 (show_figures: 05_family's)
+from .report import readable, show_figures, validate_scores  # noqa: F401 (show_figures: 05_family's)
 from .stats import BOOTSTRAP_FEW_ROWS, bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
@@ -224,7 +225,7 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
                "scored from cache": m["scored_rows"]["from_cache"],
                "scored before (work/)": m["scored_rows"]["from_work"],
                **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
-               "verdict": m["verdict"] or ""}
+               "verdict": headline(m["verdict"])}
         # a grid key named as one of the table's own columns (a key of one's own, `rows`) is said to be the grid's
         rows.append({"member": m["member"], **{f"{k} (grid)" if k in own or k == "member" else k:
                                                v["name"] if isinstance(v, dict) and "name" in v  # a bundle's
@@ -267,7 +268,8 @@ def show_members(view: FamilyView) -> None:
     intervals are too narrow (02_analyze and the card say so of each)."""
     from IPython.display import Markdown, display
 
-    display(view.table)
+    # its cells whole (a DataFrame's are cut at 50 characters), its rows #k as the figure names a member it cannot draw
+    display(readable(view.table.rename(index="#{}".format)))
     if few := [(m["member"], m["rows"]) for m in view.summary["members"] if m["few_rows"]]:
         display(Markdown(prose("report", "family_few_rows", few, BOOTSTRAP_FEW_ROWS)))
 
@@ -284,7 +286,17 @@ def origins(view: FamilyView) -> Any:
     return table.style.set_caption(f"Parameters that differ between the members{started}: {differ}")
 
 
-def verdicts(view: FamilyView) -> Any:
-    """Each member's verdict against its published counterpart (04_compare's `compare.json`); a sentence if none."""
-    rows = [{"member": m["member"], "verdict": m["verdict"]} for m in view.summary["members"] if m["verdict"]]
-    return table_or_sentence(pd.DataFrame(rows, columns=["member", "verdict"]), prose("report", "no_family_verdict"))
+def headline(verdict: str | None) -> str:
+    """A verdict's first paragraph (reproduced or not, within what, how many rows) as plain text: a table's cell."""
+    return re.sub(r"\*\*|`", "", (verdict or "").split("\n\n")[0])
+
+
+def show_verdicts(view: FamilyView) -> None:
+    """Each member's verdict against its published counterpart (04_compare's `compare.json`): their headlines as a
+    table, then each whole, under its member's name; a sentence if none."""
+    from IPython.display import Markdown, display
+
+    if not (compared := [m for m in view.summary["members"] if m["verdict"]]):
+        return display(Markdown(prose("report", "no_family_verdict")))  # (not a table of bare headers)
+    rows = pd.DataFrame([{"member": m["member"], "verdict": headline(m["verdict"])} for m in compared])
+    display(readable(rows), Markdown("\n\n".join(f"#### `{m['member']}`\n\n{m['verdict']}" for m in compared)))
