@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -953,6 +954,26 @@ def test_the_family_margins_figure_keeps_long_member_names_and_its_labels_inside
                 box.y1 <= fig.bbox.y1, (text, box, fig.bbox)
         boxes = [t.get_window_extent(renderer) for t in labels]
         assert not [(a, b) for a, b in zip(boxes, boxes[1:]) if a.overlaps(b)]  # one name a line
+
+
+def test_a_complete_member_whose_folder_is_gone_is_said_missing_not_not_started(tmp_path):
+    # a member's folder deleted by hand after the family completed: 05_family alone showed it "not started", as if
+    # the family had never run it
+    root = tmp_path / "fam"
+    for index, name in enumerate("ab"):
+        _member(root, name, index, [0.1, 0.3], {"seed": index}, {"rows_computed": 2})
+    Manifest(RunDir(root)).update(members=["a", "b", "c"], family_name="fam")  # c: planned, never started
+    family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shutil.rmtree(root / "b")
+    for _ in range(2):  # and so again: the family.json it writes says so
+        view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+        assert list(view.table["status"]) == ["complete", "missing (its folder is gone)", "not started"]
+        b = view.summary["members"][1]
+        assert (b["rows"], b["margin_mean"]) == (None, None) and view.summary["complete"] == 1
+    # its folder made again but empty, as an interrupted start leaves it: not started
+    (root / "b").mkdir()
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert list(view.table["status"]) == ["complete", "not started", "not started"]
 
 
 def test_differing_parameters_ignore_where_members_live():

@@ -29,6 +29,7 @@ from .stats import BOOTSTRAP_FEW_ROWS, bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
 NOT_STARTED = "not started"  # a member's status while the family's plan holds it and its run has not begun
+MISSING = "missing (its folder is gone)"  # a member's status once its folder, complete in the last view, is deleted
 
 
 @dataclass
@@ -63,14 +64,25 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     if len(names) > 1:
         raise DataError(f"{root} holds members of several families {sorted(names)}: give each family its own folder.")
     started = {data["family"]["member"] for _, data in found}  # a member of the plan not started yet: shown so
-    found += [(RunDir(root / name), {"status": NOT_STARTED, "family": {"name": record.get("family_name") or root.name,
-                                                                       "member": name, "index": index, "grid": grid}})
+    # ... and one the last view found complete, whose folder was deleted since, said gone
+    gone = {name for name in complete_before(root) if not (root / name).exists()}
+    found += [(RunDir(root / name), {"status": MISSING if name in gone else NOT_STARTED,
+                                     "family": {"name": record.get("family_name") or root.name,
+                                                "member": name, "index": index, "grid": grid}})
               for index, (name, grid) in enumerate((planned or {}).items()) if name not in started]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
                         f"first (e.g. repro run demo_family), or give run_dir = the family's folder."
                         f"{families_beside(root)}")
     return sorted(found, key=lambda item: item[1]["family"].get("index", 0))
+
+
+def complete_before(root: Path) -> set[str]:
+    """The members the family's last view (its family.json) found complete, or missing; none if it has none."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):  # none yet, or not the view's
+        return {m["member"] for m in json.loads((root / FAMILY_JSON).read_text())["members"]
+                if m["status"] in ("complete", MISSING)}
+    return set()
 
 
 def families_beside(root: Path) -> str:
