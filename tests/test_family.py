@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import pytest
 from repro import family as fam
 from repro import paths
 from repro.analysis import family_view as family_view_module
-from repro.analysis.family_view import differing_parameters, family_view, origins, verdicts
+from repro.analysis.family_view import differing_parameters, family_view, origins, show_verdicts
 from repro import cli
 from repro.cli import family as family_cli
 from repro.cli import main
@@ -754,7 +755,6 @@ def test_the_family_view_tables_members_and_writes_family_json(tmp_path):
     # a stand-in's scores are said to be noise, in the table and in family.json (before, 05_family never said so)
     assert list(view.table["scorer"]) == ["builtin:tiny-pairrm (STAND-IN: noise)", ""]
     assert view.summary["stand_in_members"] == ["a"] and a["scorer"] == {"model": "builtin:tiny-pairrm", "stand_in": True}
-    assert verdicts(view).to_dict("records") == [{"member": "b", "verdict": "3 of 3 reference rows aligned"}]
     # what the notebook shows of where rows came from: a table, not family.json's dict (the raw dict before)
     shown = origins(view)
     # (no member generated: no row for generation, rather than "0 generated")
@@ -813,7 +813,8 @@ def test_the_family_view_says_which_members_intervals_are_too_narrow(tmp_path, m
     monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
     family_view_module.show_members(view)
     table, caveat = shown
-    assert table is view.table
+    # all of it, its rows #k as the figure names them (a bare DataFrame's cells were cut at 50 characters)
+    assert list(table.data.index) == ["#0", "#1", "#2"] and table.data.reset_index(drop=True).equals(view.table)
     assert caveat.data == ("With fewer than 20 rows (`a`: 4 rows, `c`: 8 rows), these members' percentile-bootstrap "
                            "95% intervals are too narrow: on normal data they cover the mean about 75% of the time at "
                            "3 rows, 84% at 5 and 90% at 10; read them as rough.")
@@ -826,7 +827,8 @@ def test_the_family_view_says_which_members_intervals_are_too_narrow(tmp_path, m
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
     shown.clear()
     family_view_module.show_members(view)
-    assert shown == [view.table]
+    (table,) = shown
+    assert table.data.reset_index(drop=True).equals(view.table)
     (ax,) = family_view_module.margins_figure(view.margins, view.summary["members"]).axes
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI"]
 
@@ -965,12 +967,119 @@ def test_a_recipe_members_margins_are_read_from_its_own_split_and_columns(tmp_pa
         "computed in the members' runs": 2, "from the row cache": 0, "from their own earlier runs (work/)": 4}
 
 
-def test_the_verdicts_say_in_a_sentence_that_no_member_compared(tmp_path):
+def test_the_verdicts_say_in_a_sentence_that_no_member_compared(tmp_path, monkeypatch):
+    import IPython.display
+
     root = tmp_path / "fam"
     _member(root, "a", 0, [0.1, 0.3], {"seed": 0, "run_dir": "y"}, {"rows_computed": 2, "rows_from_cache": 0})
-    shown = verdicts(family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100)))
-    assert not isinstance(shown, pd.DataFrame)  # an empty table with two headers says nothing
-    assert "No member ran 04_compare" in shown.data and "`reference`" in shown.data
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    show_verdicts(family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100)))
+    (sentence,) = shown  # an empty table with two headers says nothing
+    assert "No member ran 04_compare" in sentence.data and "`reference`" in sentence.data
+
+
+# a two-scorer family compared with another run's dataset, its members named by default; its verdicts as 04_compare
+# writes them (compare.json)
+SCORERS = ["builtin:tiny-pairrm", "builtin:tiny-reward-deberta"]
+NAMES = [f"generation_seed-0__scorer_model-{s.replace(':', '-')}" for s in SCORERS]
+VERDICTS = [
+    "**Reproduced within 0.001: all 10 reference rows (split `train_prefs`) agree**.\n\n10 of 10 reference rows "
+    "aligned (10 by prompt_id); 100.0 % same pairs, 0.0 % swapped; `reference_response` equal in 10 of 10; 0 rows only "
+    "in the reference, 0 only in the candidate.\n\n**Stand-in scores.** The candidate's scores come from a stand-in "
+    "scorer (random weights): their agreement with the reference's says nothing of a real scorer's.",
+    "**Not reproduced within 0.001: 0 of 10 reference rows (split `train_prefs`) agree**; 10 differ "
+    "(tables/compare_disagreements.csv).\n\n10 of 10 reference rows aligned (10 by prompt_id); 0.0 % same pairs, "
+    "10.0 % swapped; 0 rows only in the reference, 0 only in the candidate. 10 aligned rows disagree (same "
+    "candidates, ranked differently: 9, unexplained: 10).\n\n**Stand-in scores.** The reference's scores come from a "
+    "stand-in scorer (random weights): their agreement with the candidate's says nothing of a real scorer's."]
+HEADLINES = ["Reproduced within 0.001: all 10 reference rows (split train_prefs) agree.",
+             "Not reproduced within 0.001: 0 of 10 reference rows (split train_prefs) agree; 10 differ "
+             "(tables/compare_disagreements.csv)."]
+
+
+def _compared_family(root: Path, rows: int = 25) -> None:
+    for index, (name, scorer, verdict) in enumerate(zip(NAMES, SCORERS, VERDICTS)):
+        _member(root, name, index, list(np.linspace(-0.5, 1.0, rows)), {"scorer_model": scorer},
+                {"rows_computed": rows}, {"model": scorer, "stand_in": True},
+                grid={"generation_seed": 0, "scorer_model": scorer})
+        (root / name / "compare.json").write_text(json.dumps({"verdict": verdict}))
+
+
+def test_each_members_name_and_verdict_are_shown_whole_its_headline_in_the_tables_and_all_of_it_below(tmp_path,
+                                                                                                      monkeypatch):
+    # the tables cut every cell at 50 characters ("**Reproduced within 0.001: all 10 reference ro…",
+    # "generation_seed-0__scorer_model-builtin-tiny-p…") and showed 04_compare's markdown marks as typed; the members
+    # table squeezed the whole verdict, paragraphs and all, into a column of its own
+    import IPython.display
+
+    root = tmp_path / "fam"
+    _compared_family(root)
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert list(view.table["verdict"]) == HEADLINES
+    assert [m["verdict"] for m in json.loads((root / "family.json").read_text())["members"]] == VERDICTS  # all of it
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs: shown.extend(objs))
+    family_view_module.show_members(view)
+    show_verdicts(view)
+    members, verdict_table, full = shown
+    assert verdict_table.data.to_dict("records") == [{"member": n, "verdict": h} for n, h in zip(NAMES, HEADLINES)]
+    for table in (members, verdict_table):
+        html = table.to_html()
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", html)
+        assert set(NAMES + HEADLINES) <= set(cells), cells
+        assert not [c for c in cells if "**" in c or "…" in c or "..." in c], cells
+    assert full.data == "\n\n".join(f"#### `{n}`\n\n{v}" for n, v in zip(NAMES, VERDICTS))
+
+
+def test_the_family_margins_figure_keeps_long_member_names_and_its_labels_inside_it(tmp_path):
+    # at 30 degrees, names as generation_seed-0__scorer_model-builtin-tiny-pairrm took half the figure's width and
+    # pushed the axis label out at the right ("... its scores are noise" lost its closing parenthesis)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from repro.analysis import plots
+
+    for names in (NAMES, NAMES + [f"{NAMES[0]}-2"], [f"{k}_{NAMES[1]}" for k in range(8)], ["a", "b"]):
+        margins = {name: np.linspace(-1, k, 12) for k, name in enumerate(names)}
+        members = [{"member": name, "margin_mean": k / 2, "margin_mean_ci95": [k / 2 - 0.3, k / 2 + 0.3],
+                    "few_rows": True, "scorer": {"stand_in": True}} for k, name in enumerate(names)]
+        fig = family_view_module.margins_figure(margins, members)
+        plots.save(fig, tmp_path / "m")
+        (canvas := FigureCanvasAgg(fig)).draw()  # as saved (the labels are placed when drawn)
+        renderer, (ax,) = canvas.get_renderer(), fig.axes
+        labels = ax.get_yticklabels()
+        assert [t.get_text() for t in labels] == [f"{name}*" for name in names]  # whole, across
+        assert ax.get_xlabel() == "margin = score_chosen − score_rejected\n* a stand-in scorer: its scores are noise"
+        # all that is drawn (the ticks in view among them), and each label by name
+        drawn = fig.get_tightbbox(renderer).transformed(fig.dpi_scale_trans)
+        assert fig.bbox.x0 <= drawn.x0 and drawn.x1 <= fig.bbox.x1 and fig.bbox.y0 <= drawn.y0 and \
+            drawn.y1 <= fig.bbox.y1, (drawn, fig.bbox)
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label, ax.get_legend(), *labels):
+            box = text.get_window_extent(renderer)
+            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and \
+                box.y1 <= fig.bbox.y1, (text, box, fig.bbox)
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        assert not [(a, b) for a, b in zip(boxes, boxes[1:]) if a.overlaps(b)]  # one name a line
+
+
+def test_a_complete_member_whose_folder_is_gone_is_said_missing_not_not_started(tmp_path):
+    # a member's folder deleted by hand after the family completed: 05_family alone showed it "not started", as if
+    # the family had never run it
+    root = tmp_path / "fam"
+    for index, name in enumerate("ab"):
+        _member(root, name, index, [0.1, 0.3], {"seed": index}, {"rows_computed": 2})
+    Manifest(RunDir(root)).update(members=["a", "b", "c"], family_name="fam")  # c: planned, never started
+    family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shutil.rmtree(root / "b")
+    for _ in range(2):  # and so again: the family.json it writes says so
+        view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+        assert list(view.table["status"]) == ["complete", "missing (its folder is gone)", "not started"]
+        b = view.summary["members"][1]
+        assert (b["rows"], b["margin_mean"]) == (None, None) and view.summary["complete"] == 1
+    # its folder made again but empty, as an interrupted start leaves it: not started
+    (root / "b").mkdir()
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert list(view.table["status"]) == ["complete", "not started", "not started"]
 
 
 def test_differing_parameters_ignore_where_members_live():
@@ -1183,7 +1292,7 @@ def test_the_family_margins_figure_makes_room_for_long_member_names(tmp_path, le
     plots.save(fig, tmp_path / "m")
     (canvas := FigureCanvasAgg(fig)).draw()  # as saved (the labels are placed when drawn)
     renderer, (ax,) = canvas.get_renderer(), fig.axes
-    for text in (ax.yaxis.label, ax.title, ax.xaxis.label, *ax.get_xticklabels()):
+    for text in (ax.yaxis.label, ax.title, ax.xaxis.label, *ax.get_yticklabels()):
         box = text.get_window_extent(renderer)
         assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, \
             (text.get_text(), box, fig.bbox)
@@ -1224,10 +1333,10 @@ def test_the_family_margins_figure_shows_each_members_mean_with_its_interval_and
                {"member": "c", "margin_mean": 1.0, "margin_mean_ci95": [-1.0, 4.0], "scorer": {"stand_in": True}}]
     (ax,) = family_view_module.margins_figure(margins, members).axes
     bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
-    assert [tuple(np.ravel(bar.lines[0].get_data())) for bar in bars] == [(0.0, 1.0), (1.0, 1.0)]  # a and c
+    assert [tuple(np.ravel(bar.lines[0].get_data())) for bar in bars] == [(1.0, 0.0), (1.0, 1.0)]  # a and c
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean, 95% CI"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "c*"]
-    assert ax.get_xlabel() == "member (* a stand-in scorer: its scores are noise)"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "c*"]
+    assert ax.get_xlabel() == "margin = score_chosen − score_rejected\n* a stand-in scorer: its scores are noise"
     table = family_view_module.table_of([{**m, "grid": {}, "status": "complete", "rows": 3, "ties": 0,
                                           "scorer": {"model": "x", **m["scorer"]}, "verdict": None,
                                           "scored_rows": {"computed": 3, "from_cache": 0, "from_work": 0},
@@ -1547,11 +1656,11 @@ def test_the_family_margins_figure_draws_no_members_name_as_boxes(tmp_path):
         files = plots.save(fig, tmp_path / "m")
     assert not [str(w.message) for w in caught if "missing from font" in str(w.message)]
     (ax,) = fig.axes
-    labels = ax.get_xticklabels()
+    labels = ax.get_yticklabels()
     assert [t.get_text() for t in labels] == ["mini-ᴕ", "数据" if installed("数据") else "#1", "#2*", "plain"]
     assert labels[0].get_fontfamily() == ["DejaVu Sans", "DejaVu Serif"]  # its ᴕ from the font that has it
     assert labels[3].get_fontfamily() == ax.title.get_fontfamily()  # as before: the figures' (plots.theme's)
-    assert ax.get_xlabel() == ("member (* a stand-in scorer: its scores are noise)\n"
+    assert ax.get_xlabel() == ("margin = score_chosen − score_rejected\n* a stand-in scorer: its scores are noise\n"
                                "#k: row k of the table (names no installed font can draw)")
     (canvas := FigureCanvasAgg(fig)).draw()  # as saved: all of the label in the figure
     box = ax.xaxis.label.get_window_extent(canvas.get_renderer())

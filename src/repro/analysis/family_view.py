@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,11 +24,12 @@ from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..sources import load_source
 from . import plots, prose
-from .report import show_figures, table_or_sentence, validate_scores  # noqa: F401 (show_figures: 05_family's)
+from .report import readable, show_figures, validate_scores  # noqa: F401 (show_figures: 05_family's)
 from .stats import BOOTSTRAP_FEW_ROWS, bootstrap_intervals, clean
 
 MARGIN_FIGURE = "family_margins"
 NOT_STARTED = "not started"  # a member's status while the family's plan holds it and its run has not begun
+MISSING = "missing (its folder is gone)"  # a member's status once its folder, complete in the last view, is deleted
 
 
 @dataclass
@@ -62,14 +64,25 @@ def find_members(root: Path) -> list[tuple[RunDir, dict[str, Any]]]:
     if len(names) > 1:
         raise DataError(f"{root} holds members of several families {sorted(names)}: give each family its own folder.")
     started = {data["family"]["member"] for _, data in found}  # a member of the plan not started yet: shown so
-    found += [(RunDir(root / name), {"status": NOT_STARTED, "family": {"name": record.get("family_name") or root.name,
-                                                                       "member": name, "index": index, "grid": grid}})
+    # ... and one the last view found complete, whose folder was deleted since, said gone
+    gone = {name for name in complete_before(root) if not (root / name).exists()}
+    found += [(RunDir(root / name), {"status": MISSING if name in gone else NOT_STARTED,
+                                     "family": {"name": record.get("family_name") or root.name,
+                                                "member": name, "index": index, "grid": grid}})
               for index, (name, grid) in enumerate((planned or {}).items()) if name not in started]
     if not found:
         raise DataError(f"{root} holds no member of a family (no */manifest.json recording `family`). Run the family "
                         f"first (e.g. repro run demo_family), or give run_dir = the family's folder."
                         f"{families_beside(root)}")
     return sorted(found, key=lambda item: item[1]["family"].get("index", 0))
+
+
+def complete_before(root: Path) -> set[str]:
+    """The members the family's last view (its family.json) found complete, or missing; none if it has none."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):  # none yet, or not the view's
+        return {m["member"] for m in json.loads((root / FAMILY_JSON).read_text())["members"]
+                if m["status"] in ("complete", MISSING)}
+    return set()
 
 
 def families_beside(root: Path) -> str:
@@ -165,16 +178,17 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
     sizes = sorted({m.size for m in margins.values() if m.size}) or [0]
     rows = (f"{sizes[0]:,}" + f" to {sizes[-1]:,}" * (len(sizes) > 1) + f" row{'s' * (sizes[-1] != 1)}"
             + " each" * (drawn > 1))
-    longest = max(map(len, margins), default=0)  # a name at 30 degrees: ~0.075 in wide and 0.045 in high a character
-    size = (max(plots.FIGSIZE[0], 1.1 * len(margins) + 2, 0.075 * longest + 2.5),
-            plots.FIGSIZE[1] + 0.045 * max(0, longest - 12))
+    # one member a line, its name across on the left (at 30 degrees long names took half the figure and pushed
+    # the axis's label out of it): ~0.085 in wide a character, ~0.5 in high a member
+    longest = max(map(len, margins), default=0)
+    size = (plots.FIGSIZE[0] + 0.085 * longest, max(plots.FIGSIZE[1], 0.5 * len(margins) + 2))
     with plots.axes(figsize=size) as (fig, ax):
         if len(long):
-            sns.violinplot(data=long, x="member", y="margin", ax=ax, color="#c6dbef", inner="quart", cut=0)
+            sns.violinplot(data=long, x="margin", y="member", ax=ax, color="#c6dbef", inner="quart", cut=0)
             state = np.random.get_state()  # seaborn jitters the dots with numpy's global random state: a fixed one
             np.random.seed(0)              # for a byte-stable figure, and the caller's given back
             try:
-                sns.stripplot(data=long, x="member", y="margin", ax=ax, color="#08519c", size=3, alpha=0.6)
+                sns.stripplot(data=long, x="margin", y="member", ax=ax, color="#08519c", size=3, alpha=0.6)
             finally:
                 np.random.set_state(state)
             drawn_names = list(dict.fromkeys(long["member"]))  # the violins' order
@@ -183,27 +197,26 @@ def margins_figure(margins: dict[str, np.ndarray], members: Sequence[dict[str, A
             labels = {False: "mean, 95% CI", True: f"mean, 95% CI: too narrow (< {BOOTSTRAP_FEW_ROWS} rows)"}
             for m in shown:
                 mean, (low, high), few = m["margin_mean"], m["margin_mean_ci95"], bool(m.get("few_rows"))
-                ax.errorbar(drawn_names.index(m["member"]), mean, yerr=[[mean - low], [high - mean]], fmt="D",
+                ax.errorbar(mean, drawn_names.index(m["member"]), xerr=[[mean - low], [high - mean]], fmt="D",
                             color="#d62728", mfc="white" if few else "#d62728", ms=5, capsize=4, zorder=5,
                             label=labels.pop(few, None))
             if shown:
                 ax.legend(loc="best", fontsize="small")
         stand_ins = {m["member"] for m in members if m["scorer"]["stand_in"]}
-        names = [t.get_text() for t in ax.get_xticklabels()]
-        font = ax.get_xticklabels()[0].get_fontproperties() if names else None
+        names = [t.get_text() for t in ax.get_yticklabels()]
+        font = ax.get_yticklabels()[0].get_fontproperties() if names else None
         fonts = [plots.fonts_for(name, font) for name in names]  # None: no installed font has all its letters
-        # such a name is drawn as its row of the table (#2), said in the axis's label: never as boxes
+        # such a name is drawn as its row of the table (#2), said under the axes: never as boxes
         labels = [(name if fonts[k] else f"#{list(margins).index(name)}") + "*" * (name in stand_ins)
                   for k, name in enumerate(names)]
-        ax.axhline(0.0, color="grey", lw=0.8, ls="--")
-        ax.set(xlabel="member" + (" (* a stand-in scorer: its scores are noise)" if stand_ins else "")
+        ax.axvline(0.0, color="grey", lw=0.8, ls="--")
+        ax.set(xlabel="margin = score_chosen − score_rejected"
+               + ("\n* a stand-in scorer: its scores are noise" if stand_ins else "")
                + ("\n#k: row k of the table (names no installed font can draw)" if None in fonts else ""),
-               ylabel="margin = score_chosen − score_rejected",
-               title=f"Margins of {drawn_members} (n = {rows})")
+               ylabel="member", title=f"Margins of {drawn_members} (n = {rows})")
         if labels != names:
-            ax.set_xticks(ax.get_xticks(), labels)
-        for label, families in zip(ax.get_xticklabels(), fonts):  # each name ends at its tick
-            label.set(rotation=30, ha="right", rotation_mode="anchor")
+            ax.set_yticks(ax.get_yticks(), labels)
+        for label, families in zip(ax.get_yticklabels(), fonts):
             if families and len(families) > 1:  # letters its font lacks: from installed fonts that have them
                 label.set_fontfamily(families)
     return fig
@@ -224,7 +237,7 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
                "scored from cache": m["scored_rows"]["from_cache"],
                "scored before (work/)": m["scored_rows"]["from_work"],
                **{f"same chosen as {k}": v for k, v in m["agreement_same_chosen"].items()},
-               "verdict": m["verdict"] or ""}
+               "verdict": headline(m["verdict"])}
         # a grid key named as one of the table's own columns (a key of one's own, `rows`) is said to be the grid's
         rows.append({"member": m["member"], **{f"{k} (grid)" if k in own or k == "member" else k:
                                                v["name"] if isinstance(v, dict) and "name" in v  # a bundle's
@@ -268,7 +281,8 @@ def show_members(view: FamilyView) -> None:
     intervals are too narrow (02_analyze and the card say so of each)."""
     from IPython.display import Markdown, display
 
-    display(view.table)
+    # its cells whole (a DataFrame's are cut at 50 characters), its rows #k as the figure names a member it cannot draw
+    display(readable(view.table.rename(index="#{}".format)))
     if few := [(m["member"], m["rows"]) for m in view.summary["members"] if m["few_rows"]]:
         display(Markdown(prose("report", "family_few_rows", few, BOOTSTRAP_FEW_ROWS)))
 
@@ -285,7 +299,17 @@ def origins(view: FamilyView) -> Any:
     return table.style.set_caption(f"Parameters that differ between the members{started}: {differ}")
 
 
-def verdicts(view: FamilyView) -> Any:
-    """Each member's verdict against its published counterpart (04_compare's `compare.json`); a sentence if none."""
-    rows = [{"member": m["member"], "verdict": m["verdict"]} for m in view.summary["members"] if m["verdict"]]
-    return table_or_sentence(pd.DataFrame(rows, columns=["member", "verdict"]), prose("report", "no_family_verdict"))
+def headline(verdict: str | None) -> str:
+    """A verdict's first paragraph (reproduced or not, within what, how many rows) as plain text: a table's cell."""
+    return re.sub(r"\*\*|`", "", (verdict or "").split("\n\n")[0])
+
+
+def show_verdicts(view: FamilyView) -> None:
+    """Each member's verdict against its published counterpart (04_compare's `compare.json`): their headlines as a
+    table, then each whole, under its member's name; a sentence if none."""
+    from IPython.display import Markdown, display
+
+    if not (compared := [m for m in view.summary["members"] if m["verdict"]]):
+        return display(Markdown(prose("report", "no_family_verdict")))  # (not a table of bare headers)
+    rows = pd.DataFrame([{"member": m["member"], "verdict": headline(m["verdict"])} for m in compared])
+    display(readable(rows), Markdown("\n\n".join(f"#### `{m['member']}`\n\n{m['verdict']}" for m in compared)))
