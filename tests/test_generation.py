@@ -14,6 +14,7 @@ from repro.construct import generation
 from repro.construct.pairs import collect_candidates
 from repro.errors import DataError, ModelLoadError, ParameterError
 from repro.construct.generation import generate_candidates, prompt_token_ids
+from repro import manifest
 from repro.manifest import Manifest
 from repro.parameters import ConstructParams, GenerationParams
 from repro.paths import STAND_IN_MARKER
@@ -401,6 +402,22 @@ def test_the_same_policy_in_another_folder_has_the_same_fingerprint_and_another_
     assert generation._Plan(texts, params(copy)).fingerprint == original
     (copy / "config.json").write_text((copy / "config.json").read_text().replace("}", ', "note": 1}', 1))
     assert generation._Plan(texts, params(copy)).fingerprint != original
+
+
+def test_a_tokenizers_upgrade_gives_other_generation_work_and_an_unrelated_package_not(policy_dir, prompts,
+                                                                                     monkeypatch):
+    # the prompt's token ids decide the texts: a tokenizers upgrade reused every generated chunk
+    texts, installed = [r["prompt"] for r in prompts], manifest.package_versions()
+
+    def fingerprint(backend="transformers", **versions):
+        monkeypatch.setattr(manifest, "package_versions", lambda: {**installed, **versions})
+        return generation._Plan(texts, params(policy_dir, generation_backend=backend)).fingerprint
+
+    original = fingerprint()
+    assert fingerprint(seaborn="0.0.1") == original
+    assert fingerprint(tokenizers="0.0.1") != original
+    assert fingerprint(vllm="0.0.1") == original  # vLLM's version counts where it generates, and only there
+    assert fingerprint("vllm", vllm="0.0.1") != fingerprint("vllm")
 
 
 def stand_in_vllm() -> generation.VllmEngine:

@@ -24,6 +24,7 @@ from repro.scorers import load_scorer
 from repro.scorers.common import BudgetedBatches, ranks_from_scores
 from repro.construct.scoring import ScoringJob, job_fingerprint
 from scoring_defaults import run_scoring, with_run_defaults
+from repro import manifest
 from repro.jobs import fingerprint_of
 from repro.parameters import ConstructParams, default_batch_tokens
 
@@ -262,6 +263,25 @@ def test_the_fingerprint_covers_what_decides_the_scores_and_nothing_else(tiny_pa
     digests = {fingerprint_of(job_fingerprint(replace(reward, options={**reward.options, **change})))
                for change in ({}, {"max_length": 16}, {"output_index": 1}, {"chat_template": "{{ messages }}"})}
     assert len(digests) == 4
+
+
+def test_a_tokenizers_upgrade_gives_other_scoring_work_and_an_unrelated_package_not(tiny_pairrm_dir, monkeypatch):
+    # token ids decide the scores: after a tokenizers upgrade every old chunk was reused (rows_computed 0) while the
+    # manifest recorded the new version; llm-blender's version counts where it scores, and only there
+    settings = {k: v for k, v in with_run_defaults(kind="pairrm", batch_tokens=2048).items() if k != "num_processes"}
+    repro_job = ScoringJob(model=str(tiny_pairrm_dir), work_dir="work/scoring", source_maxlength=None,
+                           candidate_maxlength=None, progress=True, **settings)
+    blender_job = replace(repro_job, backend="llm-blender")
+    installed = manifest.package_versions()
+
+    def digests(**versions):
+        monkeypatch.setattr(manifest, "package_versions", lambda: {**installed, **versions})
+        return [fingerprint_of(job_fingerprint(j)) for j in (repro_job, blender_job)]
+
+    before = digests()
+    assert digests(seaborn="0.0.1") == before
+    assert [a != b for a, b in zip(digests(tokenizers="0.0.1"), before)] == [True, True]
+    assert [a != b for a, b in zip(digests(**{"llm-blender": "0.0.1"}), before)] == [False, True]
 
 
 def test_progress_prints_a_line_per_few_percent_with_rate_and_eta(job, tiny_pairrm_dir, tmp_path, capsys):

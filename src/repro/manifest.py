@@ -29,6 +29,8 @@ from .paths import (LOCK_NAME, SELFCHECK_JSON, STAND_IN_MARKER, RunDir, checkout
 
 TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", "huggingface_hub", "pyarrow",
                     "papermill", "scipy", "seaborn", "numpy", "pandas", "llm-blender", "vllm")
+# whose versions decide a scoring or generation job's numbers, token ids included (its fingerprint: `job_versions`)
+JOB_PACKAGES = ("torch", "transformers", "tokenizers")
 # what `repro selfcheck` writes (repro.cli.selfcheck); a run cites the latest one (`find_selfcheck`)
 SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "llm-blender")
 NOT_FROM_CHECKOUT = "not from a checkout"
@@ -67,6 +69,11 @@ def package_versions() -> dict[str, str | None]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
     return out
+
+
+def job_versions(*backend: str) -> dict[str, str | None]:
+    """The versions of JOB_PACKAGES and of `backend`'s packages (vllm, llm-blender: only where they do the work)."""
+    return {k: v for k, v in package_versions().items() if k in JOB_PACKAGES + backend}
 
 
 def read_lock(path: str | Path) -> dict[str, str]:

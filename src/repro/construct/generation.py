@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
-from ..manifest import package_versions
+from ..manifest import job_versions
 from ..parameters import BUILTIN_POLICIES, GenerationParams, builtin_folder
 from ..paths import STAND_IN_MARKER
 from ..revisions import GENERATION_CODE, check_revision_target, model_identity, pinned_model, python_digest
@@ -441,7 +441,7 @@ class _Plan:
             **({"vllm_requests": "per_prompt"} if vllm and params.vllm_requests == "per_prompt" else {}),
             **({} if params.strip_responses else {"strip_responses": False}),  # (the texts of before: stripped)
             "eos_ids": self.eos_ids,
-            "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "vllm")},
+            "versions": job_versions(*["vllm"] * vllm),
             "code": python_digest(*GENERATION_CODE),
         }
 

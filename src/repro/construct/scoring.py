@@ -12,7 +12,7 @@ from typing import Any
 from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError, warn
 from ..jobs import chunk_share, read_note, run_chunked_with_stats, run_job
-from ..manifest import package_versions
+from ..manifest import job_versions
 from ..parameters import default_batch_tokens
 from ..revisions import SCORING_CODE, model_identity, python_digest
 from ..scorers import load_scorer, resolve_kind
@@ -58,7 +58,7 @@ def job_fingerprint(job: ScoringJob) -> dict[str, Any]:
     dtype = (reward_model_dtype if job.kind == "sequence_classifier" else resolve_dtype)(job.dtype, device)
     common = {"model": model_identity(job.model), "device_type": device.type, "dtype": dtype,
               "batch_tokens": job.batch_tokens, "options": job.options,  # llm-blender's batch_size changes scores
-              "versions": {k: v for k, v in package_versions().items() if k in ("torch", "transformers", "repro")},
+              "versions": job_versions("repro", *["llm-blender"] * (job.backend == "llm-blender")),
               "code": python_digest(*SCORING_CODE)}
     if job.kind == "sequence_classifier":
         return {"what": "sequence-classifier-scores", **common}
