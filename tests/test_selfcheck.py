@@ -575,3 +575,14 @@ def test_each_check_has_one_title_however_it_ends(tmp_path, two_rows, tiny_pairr
     # the report's table, the terminal (which prints it) and selfcheck.json: one title each
     for c in offline_report.record["checks"]:
         assert f"| {c['title']} | " in offline_report.md and f"| {c['title']} | " in offline_report.stdout
+
+
+def test_a_self_check_made_with_another_tokenizers_is_not_of_the_runs_versions(offline_report, tmp_path):
+    # token ids decide the scores: a self-check from before a tokenizers upgrade said nothing of the run's numbers,
+    # yet the card cited it as of the same versions (only repro, torch, transformers, llm-blender were compared)
+    assert selfcheck_summary(offline_report.folder / "selfcheck.json")["same_versions_as_run"] is True
+    record = json.loads(json.dumps(offline_report.record))
+    record["environment"]["packages"]["tokenizers"] = "0.0.1"
+    (tmp_path / "selfcheck.json").write_text(json.dumps(record))
+    summary = selfcheck_summary(tmp_path / "selfcheck.json")
+    assert summary["versions"]["tokenizers"] == "0.0.1" and summary["same_versions_as_run"] is False

@@ -32,7 +32,7 @@ TRACKED_PACKAGES = ("repro", "torch", "transformers", "tokenizers", "datasets", 
 # whose versions decide a scoring or generation job's numbers, token ids included (its fingerprint: `job_versions`)
 JOB_PACKAGES = ("torch", "transformers", "tokenizers")
 # what `repro selfcheck` writes (repro.cli.selfcheck); a run cites the latest one (`find_selfcheck`)
-SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "llm-blender")
+SELFCHECK_VERSIONS = ("repro", "torch", "transformers", "tokenizers", "llm-blender")
 NOT_FROM_CHECKOUT = "not from a checkout"
 NAMING = {"run_name", "run_dir"}  # they name the run's folder and shape nothing: the folder's record keeps its own
 # 01_construct's parameters that decide how the work runs and where it keeps rows, not what the data holds (scores
