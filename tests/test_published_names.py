@@ -198,6 +198,15 @@ def test_the_words_after_a_users_name_are_published_as_typed(told, shown):
     assert public_text(told) == shown
 
 
+def test_a_tilde_before_a_word_with_no_slash_after_it_is_prose():
+    # known_recipe "about ~half of the rows were dropped" and the title "UltraFeedback pairs, ~half kept" were
+    # published "about ~ of the rows…", "…, ~ kept": read as user half's home
+    for prose in ("about ~half of the rows were dropped", "~twenty prompts were empty", "rows scored ~equal",
+                  "UltraFeedback pairs, ~half kept", "Copied from ~bob's machine"):
+        assert public_text(prose) == prose
+    assert public_text("saved in ~bob/. and ~bob/x.json") == "saved in ~. and x.json"
+
+
 def test_a_home_folder_in_any_of_its_forms_is_published_as_a_tilde():
     for home in ("\\\\server\\Users\\Mary Ann Lee", "//home/Mary Ann Lee", "/var/home/bob", "/mnt/c/Users/bob",
                  "/Volumes/Macintosh HD/Users/Mary Ann Lee", "/Volumes/Data/users/bob/"):
@@ -222,8 +231,8 @@ def test_prose_after_another_users_home_is_kept_as_typed(told):
 
 
 def test_another_users_tilde_home_is_published_as_public_name_gives_it_in_selfcheck_md_too(tmp_path, monkeypatch):
-    # selfcheck.md kept "~bob/models/rm" whole (it keeps this user's ~/…); public_text kept "rows in ~alice"
-    assert public_text("rows in ~alice, ~_svc. and ~bob/models/rm") == "rows in ~, ~. and rm"
+    # selfcheck.md kept "~bob/models/rm" whole (it keeps this user's ~/…); ~alice with no slash is prose (~half)
+    assert public_text("rows in ~alice, ~_svc. and ~bob/models/rm") == "rows in ~alice, ~_svc. and rm"
     assert public_name("~alice") == "~" and public_name("~bob/models/rm") == "rm"
     for prose in ("ties in ~8/10 pairs", "about ~n/2 rows", "about ~n rows"):
         assert public_text(prose) == prose

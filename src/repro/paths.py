@@ -75,10 +75,10 @@ _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w
 # a user's name in several words after a home's start: capitalised words, a particle (de, van…) or d' before one
 _CAP, _PARTICLE = "A-ZÀ-ÖØ-Þ", r"(?:(?:al|bin|da|das|de|del|della|der|des|di|do|dos|du|ibn|la|le|van|von|y|zu) |[dl]')"
 _PERSON = rf"[{_CAP}]{_IN_NAME}*(?:{_SPACE}{_PARTICLE}*[{_CAP}]{_IN_NAME}*)+"
-# ~ or ~user/ (~user alone too, of two letters at least: ~n is prose), not a letter, a slash and a digit (~n/2)
-_TILDE_USER = rf"~(?![A-Za-z_]/\d)(?:[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*)?"
-_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}|{_TILDE_USER}(?<!~)(?<!~.)"
-                rf"|(?:(?:{_TILDE_USER}|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
+# ~user/ (a user's name starts with a letter or _), not a letter, a slash and a digit (~n/2); ~half, ~alice: prose
+_TILDE_USER = rf"~(?![A-Za-z_]/\d)[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*/"
+_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}|{_TILDE_USER}"
+                rf"|(?:(?:~|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
@@ -140,11 +140,11 @@ def public_name(value: str) -> str:
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
     user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is.
-    A tilde before a number or a lone letter is prose (~8/10, ~n, ~n/2 kept; ~bob, ~n/x.json are homes).
-    Another user's name goes on past a capitalised first word over capitalised words (a particle, de, van…, or d'
-    before one) to a separator, `. `, `: `, a quote or comma: /Users/Ana de la Cruz/x -> x; /home/al In Jan/Feb ->
-    ~ In Jan/Feb. A lowercase name in several words (/users/mary ann lee: a home no system makes) shows its later
-    words."""
+    A tilde with no slash after its word, or before a number or a lone letter and a slash, is prose (~half, ~alice,
+    ~8/10, ~n/2 kept; ~bob/, ~n/x.json are homes). Another user's name goes on past a capitalised first word over
+    capitalised words (a particle, de, van…, or d' before one) to a separator, `. `, `: `, a quote or comma:
+    /Users/Ana de la Cruz/x -> x; /home/al In Jan/Feb -> ~ In Jan/Feb. A lowercase name in several words
+    (/users/mary ann lee: a home no system makes) shows its later words."""
     home = os.path.expanduser("~")  # (first, literally: a space or ~ in its name is no end of it)
     homes = "".join(rf"{re.escape(h)}(?![^{_ENDS}/\\.:])|" for h in dict.fromkeys(
         p.rstrip("/") for p in (home, os.path.realpath(home))) if len(h) > 1 and os.path.isabs(home))
