@@ -207,6 +207,14 @@ def test_a_tilde_before_a_word_with_no_slash_after_it_is_prose():
     assert public_text("saved in ~bob/. and ~bob/x.json") == "saved in ~. and x.json"
 
 
+def test_a_possessive_ends_a_users_name():
+    # "It's /home/alice's data" was published "It's ~", "/home/alice's A/B test" "B test"
+    assert public_text("It's /home/alice's data") == "It's ~'s data"
+    assert public_text("/home/alice's A/B test") == "~'s A/B test"
+    assert public_text("/Users/Mary Ann Lee's runs in /home/o'sullivan/x.json") == "~'s runs in x.json"
+    assert public_text("~bob's/x.json and /home/alice's/x.json") == "x.json and x.json"  # (a folder's name)
+
+
 def test_a_home_folder_in_any_of_its_forms_is_published_as_a_tilde():
     for home in ("\\\\server\\Users\\Mary Ann Lee", "//home/Mary Ann Lee", "/var/home/bob", "/mnt/c/Users/bob",
                  "/Volumes/Macintosh HD/Users/Mary Ann Lee", "/Volumes/Data/users/bob/"):

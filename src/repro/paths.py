@@ -60,7 +60,8 @@ _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 _HOME_AT = (rf"(?i:(?:[a-z]:|/mnt/[a-z]|/volumes/[^{_ENDS}/\\]+(?: [^{_ENDS}/\\]+)*|(?<!:)[\\/]{{2}}[^{_ENDS}/\\]+)?"
             rf"[\\/]users|(?:/var|(?<!:)/)?/home)[\\/]")
 _HOME = re.compile(rf"{_HOME_AT}[^/]+")  # a home folder, on any machine
-_APOSTROPHE = r"(?<=\w)'(?=\w)"  # ... but one between letters, in a name (/home/o'brien)
+# ... but one between letters, in a name (/home/o'brien, /home/al's/x), not a possessive's (/home/al's data: ~'s data)
+_APOSTROPHE = r"(?<=\w)'(?=\w)(?!s(?![^\W\d_]|[/\\]))"
 _IN_PATH, _IN_NAME = rf"(?:[^{_ENDS}]|{_APOSTROPHE})", rf"(?:[^{_ENDS}/\\]|{_APOSTROPHE})"  # a path's, a name's letter
 # a local path inside text: this machine's home folder, whatever its name holds (spaces, ~); /…, //…, ~/…, ~user/… (a
 # user's name starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or
@@ -142,9 +143,9 @@ def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is.
     A tilde with no slash after its word, or before a number or a lone letter and a slash, is prose (~half, ~alice,
     ~8/10, ~n/2 kept; ~bob/, ~n/x.json are homes). Another user's name goes on past a capitalised first word over
-    capitalised words (a particle, de, van…, or d' before one) to a separator, `. `, `: `, a quote or comma:
-    /Users/Ana de la Cruz/x -> x; /home/al In Jan/Feb -> ~ In Jan/Feb. A lowercase name in several words
-    (/users/mary ann lee: a home no system makes) shows its later words."""
+    capitalised words (a particle, de, van…, or d' before one) to a separator, `. `, `: `, a possessive 's, a quote or
+    comma: /Users/Ana de la Cruz/x -> x; /home/Al Lee's data -> ~'s data; /home/al In Jan/Feb -> ~ In Jan/Feb. A
+    lowercase name in several words (/users/mary ann lee: a home no system makes) shows its later words."""
     home = os.path.expanduser("~")  # (first, literally: a space or ~ in its name is no end of it)
     homes = "".join(rf"{re.escape(h)}(?![^{_ENDS}/\\.:])|" for h in dict.fromkeys(
         p.rstrip("/") for p in (home, os.path.realpath(home))) if len(h) > 1 and os.path.isabs(home))
