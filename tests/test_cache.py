@@ -149,6 +149,34 @@ def test_rows_another_process_computes_are_waited_for_until_it_stops_crashed_too
     assert (cache.counts.rows_computed, cache.counts.rows_from_cache) == (3, 0)
 
 
+def test_a_process_forked_while_rows_are_computed_holds_up_no_one_once_they_are_stored(tmp_path):
+    """vLLM's engine, forked inside a chunk's lock, shared its open file: a run waiting for those rows waited for the
+    engine's whole life (and a notebook that ran its cell again after a Ctrl-C waited for itself)."""
+    cache, other, forked = RowCache(tmp_path, "scores", "ns"), RowCache(tmp_path, "scores", "ns"), []
+
+    def compute(items):  # an engine started with the first chunk, which lives on after it
+        forked.append(multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True))
+        forked[0].start()
+        for _ in range(300):  # the other run waits for these rows before they are stored
+            if other.waited or time.sleep(0.1):
+                break
+        return [2 * i for i in items]
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(cached_chunk_fn(compute, cache), [0, 1, 2])
+            for _ in range(300):  # (the lock taken first by this one)
+                if forked or time.sleep(0.1):
+                    break
+            waiting = pool.submit(cached_chunk_fn(lambda items: [-1] * len(items), other), [0, 1, 2])
+            assert first.result(timeout=60) == [0, 2, 4] and forked[0].is_alive()
+            assert waiting.result(timeout=30) == [0, 2, 4] and other.waited  # (read, not computed again)
+    finally:
+        for p in forked:
+            p.kill()
+    assert (other.counts.rows_computed, other.counts.rows_from_cache) == (0, 3)
+
+
 # ------------------------------------------------------------------------------------------------
 # the stages
 # ------------------------------------------------------------------------------------------------

@@ -1722,3 +1722,24 @@ def test_rows_the_row_cache_gave_an_interrupted_call_count_as_from_the_cache_in_
     generation = {"prompts": 16, "prompts_generated": 16, "prompts_resumed": 16,
                   "cache": {"rows_computed": 0, "rows_from_cache": 0, "resumed_from_cache": 6}}
     assert family_view_module._row_counts(generation) == {"computed": 0, "from_cache": 6, "from_work": 10}
+
+
+def test_05_family_alone_refuses_a_family_folder_a_repro_run_is_writing(tmp_path):
+    # papermill 05_family on a family while its `repro run` ran: it wrote family.json into the held folder and
+    # marked the family's record `complete` with its members still running
+    root = tmp_path / "fam"
+    _member(root, "a", 0, [0.1, 0.3], {"seed": 0}, {"rows_computed": 2})
+    Manifest(RunDir(root)).update(members=["a"], family_name="fam", status="running")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.paths import RunDir; "
+                               "assert RunDir(sys.argv[1]).hold('`repro run`') is None; print('held', flush=True); "
+                               "time.sleep(60)", str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ParameterError, match=r"is being written by `repro run` \(pid \d+.*nothing was written"):
+            family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+        assert not (root / "family.json").exists() and Manifest(RunDir(root)).read()["status"] == "running"
+    finally:
+        holder.kill()
+        holder.wait()
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))  # once it has stopped: written
+    assert (root / "family.json").exists() and list(view.table["status"]) == ["complete"]

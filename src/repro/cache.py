@@ -6,6 +6,7 @@ rows one process computes, another about to compute them waits for (a lock per c
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -193,8 +194,12 @@ class RowCache:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 held = take_lock(path, f"repro's {self.stage} of {counted(len(keys), 'row')} on "
                                        f"{socket.gethostname()}", self._waits)
-        with held or contextlib.nullcontext():
+        try:
             yield
+        finally:  # unlocked, not only closed: a process forked meanwhile (vLLM's engine) shares the open file
+            if held:
+                fcntl.flock(held, fcntl.LOCK_UN)
+                held.close()
 
     def _waits(self, holder: str) -> None:
         if not self.waited:

@@ -176,6 +176,13 @@ def refuse_unbuilt(run: RunDir, spec: str | None) -> None:
                         f"first (Run All; a kernel still running it: wait for it); nothing was written.")
 
 
+def hold(run: RunDir) -> None:
+    """Hold `run` until the notebook ends (under `repro run`, that run holds it), or refuse a folder another writes."""
+    if (busy := run.hold(KERNEL, kernel=True)) is not None:
+        raise ParameterError(f"run_dir {str(run.root)!r} is being written by {busy} now: {wait_advice(busy)}, or "
+                             f"give this notebook another run_dir; nothing was written.")
+
+
 def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False) -> None:
     """Record that `run` describes `spec` (`parameter`; `building`: 01_construct's own) and hold it until the notebook
     ends (under `repro run`, that run holds it); or refuse, before any writing, another dataset or writer there."""
@@ -184,9 +191,7 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
     mine, known, theirs = subjects = _subjects(run, spec, building)  # (the manifest read once)
     if why := subject_refusal(run, spec, parameter, building, subjects=subjects):
         raise ParameterError(f"{why}; nothing was written.")
-    if (busy := run.hold(KERNEL, kernel=True)) is not None:  # held until the notebook ends
-        raise ParameterError(f"run_dir {str(run.root)!r} is being written by {busy} now: {wait_advice(busy)}, or "
-                             f"give this notebook another run_dir; nothing was written.")
+    hold(run)
     # a first subject, or another one where nothing was written yet (a dataset not given keeps the recorded one)
     if not known and (building or mine is not OWN or theirs is OWN):
         Manifest(run).update(subject={"dataset": mine, "parameter": parameter})

@@ -23,6 +23,7 @@ from ..parameters import FamilyViewParams
 from ..exporters import seed_view
 from ..paths import FAMILY_JSON, MANIFEST_JSON, SPLIT, RunDir, project_root
 from ..sources import load_source
+from ..subject import hold
 from . import plots, prose
 from .report import readable, show_figures, validate_scores  # noqa: F401 (show_figures: 05_family's)
 from .stats import BOOTSTRAP_FEW_ROWS, bootstrap_intervals, clean
@@ -253,10 +254,11 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
 def family_view(params: FamilyViewParams) -> FamilyView:
     """Read every member of the family in `params.run_root`; write `family.json` and the margins figure there."""
     root = params.run_root
+    family = Manifest(root)  # the family folder's own record
+    hold(family.run)  # (a family's `repro run` writing it: refused; its own view comes when its members are done)
     found = find_members(root)
     summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed) for run, data in found]
     members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
-    family = Manifest(root)  # the family folder's own record
     with family.notebook(params.model_dump(), "05_family"):
         figures = {MARGIN_FIGURE: plots.save_titled(margins_figure(margins, members),
                                                     family.run.figures / MARGIN_FIGURE)}
