@@ -254,9 +254,9 @@ def table_of(members: list[dict[str, Any]]) -> pd.DataFrame:
 def family_view(params: FamilyViewParams) -> FamilyView:
     """Read every member of the family in `params.run_root`; write `family.json` and the margins figure there."""
     root = params.run_root
+    found = find_members(root)  # (a folder that is no family's: refused first, nothing made)
     family = Manifest(root)  # the family folder's own record
     hold(family.run)  # (a family's `repro run` writing it: refused; its own view comes when its members are done)
-    found = find_members(root)
     summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed) for run, data in found]
     members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
     with family.notebook(params.model_dump(), "05_family"):
