@@ -608,6 +608,22 @@ def test_a_kernel_takes_its_run_folder_again_when_the_folder_was_removed_under_i
                           check=True).stdout.strip() == "None"  # given back: free
 
 
+def test_a_process_forked_from_a_kernel_keeps_no_run_folder_held_once_the_kernel_gives_it_back(previous_run):
+    """A kernel's run forks a process that outlives it (vLLM's engine, a DataLoader worker): closing the lock's file
+    left the child holding the flock, so the folder stayed "held by a notebook's kernel" for the child's whole life."""
+    import multiprocessing
+    import time
+
+    assert previous_run.hold(KERNEL, kernel=True) is None
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,), daemon=True)
+    child.start()
+    try:
+        previous_run.release(kernel=True)
+        assert child.is_alive() and previous_run.writer() is None
+    finally:
+        child.kill()
+
+
 def test_a_notebook_added_by_repro_run_keeps_the_record_of_the_others(previous_run, tmp_path, monkeypatch, capsys):
     """`repro run` of a params file listing only 04_compare, into a built run (as the README's verification does):
     the construction's recorded parameters and environment stay, so the card it refreshes still says how the data

@@ -6,7 +6,6 @@ rows one process computes, another about to compute them waits for (a lock per c
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from .errors import ReproError, counted, notice
-from .paths import check_folder, take_lock
+from .paths import check_folder, let_go, take_lock
 
 KEY_FORMAT = 1  # raise when the meaning of a key or the layout of an entry changes
 FORMAT_FILE = "cache-format.json"
@@ -196,10 +195,9 @@ class RowCache:
                                        f"{socket.gethostname()}", self._waits)
         try:
             yield
-        finally:  # unlocked, not only closed: a process forked meanwhile (vLLM's engine) shares the open file
+        finally:
             if held:
-                fcntl.flock(held, fcntl.LOCK_UN)
-                held.close()
+                let_go(held)
 
     def _waits(self, holder: str) -> None:
         if not self.waited:

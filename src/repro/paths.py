@@ -424,6 +424,14 @@ def take_lock(path: Path, who: str, waiting: Callable[[str], Any] | None = None)
     return held
 
 
+def let_go(held: IO[str]) -> None:
+    """Give back a lock `take_lock` took: unlocked, not only closed (a process forked meanwhile, vLLM's engine, a
+    DataLoader's worker, shares the open file and would hold it for its whole life), and emptied."""
+    held.truncate(0)
+    fcntl.flock(held, fcntl.LOCK_UN)
+    held.close()
+
+
 class RunDir:
     """The files of one run, all under `root` (default `runs/<name>/`)."""
 
@@ -495,12 +503,10 @@ class RunDir:
 
     def release(self, kernel: bool = False) -> None:
         """Give back the lock `hold` took (`kernel`: only a kernel's, never that of the `repro run` this process is).
-        The file is emptied, not removed: a process that opened it meanwhile must lock this file, not a new one."""
+        The file stays: a process that opened it meanwhile must lock this file, not a new one."""
         key = self.root.resolve()
         if key in _HELD and (_HELD[key][1] or not kernel):
-            held, _ = _HELD.pop(key)
-            held.truncate(0)
-            held.close()
+            let_go(_HELD.pop(key)[0])
 
     def _forget_removed(self) -> None:
         """Drop this process's hold on the run where its folder (and lock) was removed meanwhile: `hold` takes anew."""
