@@ -179,6 +179,9 @@ def test_a_tilde_before_one_letter_then_a_slash_and_a_number_is_prose():
     ("/Users/Ana de la Cruz kept 2 rows with PairRM; /home/alice kept In Jan",
      "~ kept 2 rows with PairRM; ~ kept In Jan"),
     ("/mnt/c/home/x and /mnt/c/Users/x", "x and ~"),  # (/mnt/c/home is no WSL home)
+    # a reviewer: particles the list lacked published the surname ("~ van den Berg\\runs…", "~ ter Horst/uf.jsonl")
+    ("C:\\Users\\Pieter van den Berg\\runs\\x.jsonl", "x.jsonl"), ("/Users/Maria de los Santos/x", "x"),
+    ("/home/Jan ter Horst/uf.jsonl", "uf.jsonl"), ("/Users/Hans op de Beeck/zephyr-7b-sft-full", "zephyr-7b-sft-full"),
 ])
 def test_no_part_of_a_users_name_in_several_words_is_published_whatever_the_homes_form(told, shown):
     assert public_text(told) == shown
@@ -213,6 +216,9 @@ def test_a_possessive_ends_a_users_name():
     assert public_text("/home/alice's A/B test") == "~'s A/B test"
     assert public_text("/Users/Mary Ann Lee's runs in /home/o'sullivan/x.json") == "~'s runs in x.json"
     assert public_text("~bob's/x.json and /home/alice's/x.json") == "x.json and x.json"  # (a folder's name)
+    # ... typed with a typographic apostrophe too (its "’s" was eaten with the name), which quotes a path as ' does
+    assert public_text("/home/alice’s data in ‘/home/bob/x.json’ and /home/o’brien/y.json") == \
+        "~’s data in ‘x.json’ and y.json"
 
 
 def test_a_home_folder_in_any_of_its_forms_is_published_as_a_tilde():

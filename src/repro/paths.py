@@ -54,14 +54,14 @@ _HELD: dict[Path, tuple[IO[str], bool]] = {}  # run roots this process holds (Ru
 KERNEL = "a notebook's kernel"  # who holds a run folder for a notebook run on its own (RunDir.hold)
 _BUNDLED = _PACKAGE / "_bundled"  # where a wheel carries notebooks/ and params/ (hatch_build.py)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more parts, nothing only a path would hold
-_ENDS = r"\s`'\"|,;()<>"  # what ends a path inside text (public_text)
+_ENDS = r"\s`'\"‘’“”|,;()<>"  # what ends a path inside text (public_text)
 # where a home folder's user's name starts, on any machine: /home/, /Users/, C:\Users\, //home/, \\host\Users\,
 # /var/home/, /Volumes/<disk>/Users/, WSL's /mnt/c/Users/
 _HOME_AT = (rf"(?i:(?:[a-z]:|/mnt/[a-z]|/volumes/[^{_ENDS}/\\]+(?: [^{_ENDS}/\\]+)*|(?<!:)[\\/]{{2}}[^{_ENDS}/\\]+)?"
             rf"[\\/]users|(?:/var|(?<!:)/)?/home)[\\/]")
 _HOME = re.compile(rf"{_HOME_AT}[^/]+")  # a home folder, on any machine
 # ... but one between letters, in a name (/home/o'brien, /home/al's/x), not a possessive's (/home/al's data: ~'s data)
-_APOSTROPHE = r"(?<=\w)'(?=\w)(?!s(?![^\W\d_]|[/\\]))"
+_APOSTROPHE = r"(?<=\w)['’](?=\w)(?!s(?![^\W\d_]|[/\\]))"
 _IN_PATH, _IN_NAME = rf"(?:[^{_ENDS}]|{_APOSTROPHE})", rf"(?:[^{_ENDS}/\\]|{_APOSTROPHE})"  # a path's, a name's letter
 # a local path inside text: this machine's home folder, whatever its name holds (spaces, ~); /…, //…, ~/…, ~user/… (a
 # user's name starts with a letter or _: ~8/10 is prose), ./…, C:\…, \\host\share\… (after key: too), a file URI's or
@@ -74,7 +74,7 @@ _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"{_IN_PATH}*(?:{_NO_SUFFIX}{_SPACE}(?![~.]*[/\\]|[^{_ENDS}]*:[/\\]){_IN_NAME}*[/\\]{_IN_PATH}*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
 # a user's name in several words after a home's start: capitalised words, a particle (de, van…) or d' before one
-_CAP, _PARTICLE = "A-ZÀ-ÖØ-Þ", r"(?:(?:al|bin|da|das|de|del|della|der|des|di|do|dos|du|ibn|la|le|van|von|y|zu) |[dl]')"
+_CAP, _PARTICLE = "A-ZÀ-ÖØ-Þ", r"(?:(?:al|bin|da|das|de|del|della|den|der|des|di|do|dos|du|ibn|la|las|le|los|op|te|ten|ter|van|von|y|zu) |[dl]')"
 _PERSON = rf"[{_CAP}]{_IN_NAME}*(?:{_SPACE}{_PARTICLE}*[{_CAP}]{_IN_NAME}*)+"
 # ~user/ (a user's name starts with a letter or _), not a letter, a slash and a digit (~n/2); ~half, ~alice: prose
 _TILDE_USER = rf"~(?![A-Za-z_]/\d)[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*/"
