@@ -74,7 +74,8 @@ _NO_SUFFIX = "".join(rf"(?<!\.[A-Za-z0-9]{{{n}}})" for n in range(1, 9))
 _PATH_GOES_ON = rf"{_IN_PATH}*(?:{_NO_SUFFIX}{_SPACE}(?![~.]*[/\\]|[^{_ENDS}]*:[/\\]){_IN_NAME}*[/\\]{_IN_PATH}*)*"
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
 # a user's name in several words after a home's start: capitalised words, a particle (de, van…) or d' before one
-_CAP, _PARTICLE = "A-ZÀ-ÖØ-Þ", r"(?:(?:al|bin|da|das|de|del|della|den|der|des|di|do|dos|du|ibn|la|las|le|los|op|te|ten|ter|van|von|y|zu) |[dl]')"
+_CAP, _PARTICLE = "A-ZÀ-ÖØ-Þ", (r"(?:(?:al|bin|da|das|de|del|della|den|der|des|di|do|dos|du|ibn|la|las|le|los|op|"
+                                r"te|ten|ter|van|von|y|zu) |[dl]')")
 _PERSON = rf"[{_CAP}]{_IN_NAME}*(?:{_SPACE}{_PARTICLE}*[{_CAP}]{_IN_NAME}*)+"
 # ~user/ (a user's name starts with a letter or _), not a letter, a slash and a digit (~n/2); ~half, ~alice: prose
 _TILDE_USER = rf"~(?![A-Za-z_]/\d)[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*/"
