@@ -1743,3 +1743,62 @@ def test_05_family_alone_refuses_a_family_folder_a_repro_run_is_writing(tmp_path
         holder.wait()
     view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))  # once it has stopped: written
     assert (root / "family.json").exists() and list(view.table["status"]) == ["complete"]
+
+
+def test_a_member_recorded_running_is_running_while_a_process_holds_its_folder_and_stopped_once_none_does(tmp_path):
+    # a member's `repro run` killed by SIGKILL (the OOM killer, a lost Slurm node) left its record `running`, and
+    # 05_family showed it `running` for ever; a run alone in that case is "stopped without finishing (killed?)"
+    root, killed = tmp_path / "fam", "stopped without finishing (killed?)"
+    _member(root, "a", 0, [0.1, 0.3], {"seed": 0}, {"rows_computed": 2})
+    Manifest(RunDir(root / "b")).write({"status": "running", "parameters": {"seed": 1},
+                                        "family": {"name": "fam", "member": "b", "index": 1, "grid": {"seed": 1}}})
+    Manifest(RunDir(root)).update(members={"a": {"seed": 0}, "b": {"seed": 1}}, family_name="fam")
+    holder = _hold(root / "b")  # its `repro run --member b`, alive
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+        assert list(view.table["status"]) == ["complete", "running"]
+    finally:
+        holder.kill()  # (SIGKILL: its lock goes with it, its record stays `running`)
+        holder.wait()
+    assert Manifest(RunDir(root / "b")).read()["status"] == "running"
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert list(view.table["status"]) == ["complete", killed] and view.summary["complete"] == 1
+    assert [m["status"] for m in json.loads((root / "family.json").read_text())["members"]] == ["complete", killed]
+
+
+def test_a_family_killed_while_a_member_builds_is_said_stopped_and_the_same_command_continues_it(tmp_path, repro_run,
+                                                                                                 monkeypatch, capsys):
+    # `repro run` of a family killed by SIGKILL while a member built: the family's record said `running` for ever,
+    # --check said nothing of the family, and 05_family showed the member `running`
+    monkeypatch.setenv("REPRO_ROW_CACHE", str(tmp_path / "rows"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root, killed = tmp_path / "f", "stopped without finishing (killed?)"
+    grid = [str(DEMO), "--set", "mini_count=2", "--set", "chunk_size=4", "--set", "notebooks=[01_construct]",
+            "--grid", "mini_index=0,1", "--out", str(root)]
+    proc = subprocess.Popen([sys.executable, "-m", "repro.cli", "run", *grid], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not list((root / "mini_index-0" / "work" / "scoring").glob("chunk-*.json")):  # (5 chunks: 4 to go)
+        assert proc.poll() is None and time.monotonic() < deadline, "the first member scored no chunk"
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    assert Manifest(RunDir(root)).read()["status"] == Manifest(RunDir(root / "mini_index-0")).read()["status"] == \
+        "running"
+    assert main(["run", *grid, "--check"]) == 0
+    out = capsys.readouterr().out
+    assert (f"ok       family folder: {root} (continues the family there; its last run {killed}: the same command "
+            f"without --check continues it)") in out
+    assert f"(member mini_index-0): {root / 'mini_index-0'} (continues the run there, same parameters; " \
+           f"the last run {killed}" in out
+    shutil.copytree(root, tmp_path / "copy")  # (05_family alone marks the family it shows complete)
+    view = family_view(FamilyViewParams(run_dir=str(tmp_path / "copy"), bootstrap_resamples=100))
+    assert list(view.table["status"]) == [killed, "not started"]
+    again = repro_run(*grid)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    members = [Manifest(RunDir(root / f"mini_index-{i}")).read() for i in (0, 1)]
+    assert [m["status"] for m in members] == ["complete", "complete"] and members[0]["scorer"]["chunks_resumed"] >= 1
+    assert Manifest(RunDir(root)).read()["status"] == "complete"
+    assert [m["status"] for m in json.loads((root / "family.json").read_text())["members"]] == ["complete"] * 2
+    assert main(["run", *grid, "--check"]) == 0 and "family folder" not in capsys.readouterr().out

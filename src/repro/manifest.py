@@ -439,6 +439,12 @@ class Manifest:
         return (data.get("status") == "running" and data.get("driver") == "repro run"
                 and notebook in data.get("notebooks", {}))
 
+    def last_run(self) -> str | None:
+        """How the run recorded here ended, where it did not complete, in LAST_RUN's words: `running` where no process
+        holds its folder (`RunDir.writer`) stopped without finishing (killed?); None where one does, or it completed."""
+        status = self.read().get("status")
+        return None if status == "running" and self.run.writer() is not None else LAST_RUN.get(status)
+
     def made_results(self) -> bool:
         """Whether the recorded run made anything but executed notebooks (else nothing to keep; work/ stays anyway)."""
         outputs = self.read().get("outputs") or {}

@@ -154,7 +154,9 @@ def member_summary(run: RunDir, data: dict[str, Any], resamples: int, seed: int)
     ci = bootstrap_intervals({"margin": margin}, resamples, seed)["margin"]["mean_ci95"] if margin.size else None
     counts, scorer = data.get("counts", {}), data.get("scorer") or {}
     return clean({
-        "member": family["member"], "status": data.get("status"), "grid": family.get("grid", {}),
+        "member": family["member"],  # a `running` one whose process was killed: said so, as for a run alone
+        "status": (data.get("status") == "running" and Manifest(run).last_run()) or data.get("status"),
+        "grid": family.get("grid", {}),
         "scorer": {"model": scorer.get("model"), "stand_in": bool(scorer.get("stand_in"))},
         "rows": int(margin.size) if data.get("status") == "complete" else None,
         "sliced": counts.get("sliced"), "scored": counts.get("scored"), "generated": counts.get("generated"),

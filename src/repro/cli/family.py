@@ -128,6 +128,10 @@ def prepare(args: argparse.Namespace, params_file: Path, family: Family, members
         checks.insert(0, Check("family folder", False, busy(family.given_as, writer), problem="BUSY"))
     elif not args.member:
         checks[:0] = view = view_check(family, args.force)
+        if last := Manifest(family.root).last_run():  # (a `running` one nobody holds was killed)
+            checks.insert(0, Check("family folder", True, f"{family.root} (continues the family there; its last run "
+                                                          f"{last}: the same command{' without --check' * args.check} "
+                                                          f"continues it)"))
     # (a member alone exits 75 then; one of a family is looked at again at its turn)
     then = "" if args.member else ("if that has ended by its turn, it is checked and run then; else it is not run "
                                    "here (not failed): ")

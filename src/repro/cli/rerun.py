@@ -15,8 +15,7 @@ from ..cache import RowCache
 from ..errors import Busy, DataError, counted, listed
 from ..family import Member
 from ..jobs import FINGERPRINT_FILE, digest_on_disk, finished_chunks, made_by, read_chunk
-from ..manifest import (CITES_SELFCHECK, LAST_RUN, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest,
-                        as_recorded)
+from ..manifest import CITES_SELFCHECK, NAMING, NOT_SHAPING, OTHER_SELFCHECK, REUSED, ROUNDING, Manifest, as_recorded
 from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, set_option, unused_generation
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
@@ -235,7 +234,7 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
         return Check("run directory", True, f"{run.root} (new)" if not n else
                      f"{run.root} (no run recorded there; {counted(n, 'finished chunk')} in work/: each is used if "
                      f"it was made with these values, else set aside)")
-    last = LAST_RUN.get(Manifest(run).read().get("status"))  # nobody writes there: a `running` one was killed
+    last = Manifest(run).last_run()
     if not changed:
         made = made_by_other_code(run, parameters) + aside if rebuilds(runs) else []  # (set aside, not kept)
         n = len(finished_chunks(run.work)) - sum(k for k, _ in made)
