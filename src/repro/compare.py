@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .analysis import number, percent, plots, prose, stats
 from .analysis.report import (dataset_or_own, readable, response_texts, row_preview, show_figures,  # noqa: F401
-                              table_or_sentence, values_at, write_outputs)  # show_figures: a cell's
+                              values_at, write_outputs)  # show_figures: a cell's
 from .dataset_io import SCORE_COLUMNS, SEED_COLUMNS, prompt_id_of, score_array
 from .errors import DataError, ParameterError, ReproError, counted
 from .exporters import seed_view
@@ -769,9 +769,12 @@ def disagreements(result: ComparisonResult) -> Any:
     table = table[first + [c for c in table.columns if c not in first]]
     if table["candidate_prompt_id"].equals(table["prompt_id"]):
         table = table.drop(columns="candidate_prompt_id")
+    if len(table):
+        return readable(table)
+    from IPython.display import Markdown  # (a sentence, not a table of bare headers)
+
     d = result.result["disagreements"]
-    return readable(table) if len(table) else table_or_sentence(table, prose(
-        "compare", "no_disagreement", d["tolerance"], d.get("not_compared") or {}))
+    return Markdown(prose("compare", "no_disagreement", d["tolerance"], d.get("not_compared") or {}))
 
 
 def _recorded(spec: str) -> dict[str, Any]:
