@@ -356,6 +356,14 @@ def test_validate_scores_takes_a_dataset_or_a_dataframe_as_a_table():
         analysis.validate_scores(rows, "dataset 'x'", exclude_nonfinite=True)
 
 
+def test_validate_scores_names_rows_by_position_and_prompt_id():
+    rows = {"score_chosen": [2.0, float("nan")], "score_rejected": [1.0, 0.0]}
+    with pytest.raises(DataError, match=r"\(rows 1 \(from 0\); score_chosen: 1\)"):  # no prompt_id: as stats names them
+        analysis.validate_scores(pa.table(rows), "dataset 'x'", exclude_nonfinite=False)
+    with pytest.raises(DataError, match=r"\(rows 1 \(from 0; prompt_id b\); score_chosen: 1\)"):
+        analysis.validate_scores(pa.table({"prompt_id": ["a", "b"], **rows}), "dataset 'x'", exclude_nonfinite=False)
+
+
 @pytest.mark.parametrize("rows, said", [
     ([{"score_chosen": 2.0, "score_rejected": 1.0}], r"needs at least 2 .*Point `dataset` at more rows"),
     ([{"score_chosen": 2.0, "score_rejected": float("nan")}] + [{"score_chosen": 2.0, "score_rejected": 1.0}] * 2,

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .analysis import number, percent, plots, prose, stats
 from .analysis.report import (dataset_or_own, readable, response_texts, row_preview, show_figures,  # noqa: F401
-                              table_or_sentence, values_at, write_outputs)  # show_figures: a cell's
+                              values_at, write_outputs)  # show_figures: a cell's
 from .dataset_io import SCORE_COLUMNS, SEED_COLUMNS, prompt_id_of, score_array
 from .errors import DataError, ParameterError, ReproError, counted
 from .exporters import seed_view
@@ -93,8 +93,7 @@ def _load_one(spec: str, split: str, parameter: str, columns: Sequence[str] | No
 
 
 def load_side(name: str, specs: str | Sequence[str], split: str) -> Side:
-    """One side, parameter `name`: its specs concatenated, a group each (a family's minis), in the columns all hold
-    (SPPO's probabilities: any, null in the rows of a spec without them)."""
+    """One side, parameter `name`: its specs concatenated, a group each, in the columns all hold (SPPO_KEPT: any)."""
     specs = [specs] if isinstance(specs, (str, os.PathLike)) else specs
     if not isinstance(specs, (list, tuple)) or not all(isinstance(s, (str, os.PathLike)) for s in specs):
         raise ParameterError(f"{name} is a {type(specs).__name__}: give a dataset's hub id, folder or file (a Dataset "
@@ -573,8 +572,7 @@ def _largest_difference(reference: Any, candidate: Any) -> float:
 
 
 def probability_agreement(al: Aligned, p: CompareParams) -> dict[str, Any]:
-    """SPPO's probability columns both sides hold: rows further apart than disagreement_tolerance, max |difference| (of
-    the same shapes), the share within each score tolerance (missing or not comparable: left out, and counted)."""
+    """SPPO's probability columns both sides hold, compared row by row (missing or not comparable: counted apart)."""
     out = {}
     for column, every in al.probability_differences.items():
         d, shaped = every[~np.isnan(every)], every[np.isfinite(every)]
@@ -597,11 +595,8 @@ def over_length_limit(prompt: str | None, response: str | None) -> bool:
     return len(response.split()) > PAIRRM_LIMITS["candidate_maxlength"] + (source_max - prompt_tokens) // 2
 
 
-def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.ndarray | None = None,
-                 pairrm: bool = True) -> pd.DataFrame:
-    """Every aligned row that disagrees (pair, margin sign, a same-text score, `messages`, `reference_response`, an SPPO
-    probability, another prompt under its prompt_id: `other_prompt`, a prompt matched only normalised), with why;
-    PairRM's length limits among the reasons only where it may have scored a side (`pairrm`)."""
+def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.ndarray, pairrm: bool) -> pd.DataFrame:
+    """Every aligned row that disagrees, with why (PairRM's length limits only where it may have scored a side)."""
     n, t, same_candidates = a.n, al.texts, al.same_candidates
     ref_ids, cand_ids = [ids or [None] * n for ids in al.prompt_ids]
     categories = al.categories if al.categories is not None else np.full(n, -1)
@@ -623,7 +618,6 @@ def explain_rows(a: Alignment, al: Aligned, p: CompareParams, other_prompt: np.n
                                                                         t[f"candidate_{c}"] or [None] * n)], dtype=bool)
              for c in COLUMNS_COMPARED}
     other["messages"] &= np.isin(categories, (-1, 0, 2))
-    other_prompt = np.zeros(n, dtype=bool) if other_prompt is None else other_prompt
     disagree = (categories > 0) | sign_differs | (worst > p.disagreement_tolerance) | nonfinite | other_prompt
     disagree |= a.matched_by == 2
     probabilities = {c: d > p.disagreement_tolerance for c, d in al.probability_differences.items()}  # NaN: missing
@@ -769,9 +763,12 @@ def disagreements(result: ComparisonResult) -> Any:
     table = table[first + [c for c in table.columns if c not in first]]
     if table["candidate_prompt_id"].equals(table["prompt_id"]):
         table = table.drop(columns="candidate_prompt_id")
+    if len(table):
+        return readable(table)
+    from IPython.display import Markdown  # (a sentence, not a table of bare headers)
+
     d = result.result["disagreements"]
-    return readable(table) if len(table) else table_or_sentence(table, prose(
-        "compare", "no_disagreement", d["tolerance"], d.get("not_compared") or {}))
+    return Markdown(prose("compare", "no_disagreement", d["tolerance"], d.get("not_compared") or {}))
 
 
 def _recorded(spec: str) -> dict[str, Any]:
@@ -818,9 +815,9 @@ def compare_datasets(reference: Side | str | Sequence[str], candidate: Side | st
         (side, len(rows), keys, rows[0]["key_kind"], [d["row"] for d in rows if d["key"] == rows[0]["key"]][:4],
          rows[0]["key"][:16]) for side, rows, keys in sides], twins]] if sides else []
     # rows aligned by prompt_id: do their prompts agree?
-    other_prompt = np.zeros(a.n, dtype=bool) if None in (ref_keys["prompt_normalised"], cand_keys[
-        "prompt_normalised"]) else np.array([k == 0 and ref_keys["prompt_normalised"][i] != cand_keys[
-            "prompt_normalised"][j] for i, j, k in zip(a.first_rows, a.second_rows, a.matched_by)], dtype=bool)
+    ref_loose, cand_loose = ref_keys["prompt_normalised"], cand_keys["prompt_normalised"]
+    other_prompt = np.array([k == 0 and None not in (ref_loose, cand_loose) and ref_loose[i] != cand_loose[j]
+                             for i, j, k in zip(a.first_rows, a.second_rows, a.matched_by)], dtype=bool)
     differs = a.first_rows[other_prompt].tolist()
     notes += [["prompt_note", len(differs), differs[:4]]] if differs else []
     notes += caveats(reference, candidate, al)
@@ -930,8 +927,7 @@ def scale_kind(scores: dict[str, np.ndarray] | None) -> str | None:
 
 
 def caveats(reference: Side, candidate: Side, al: Aligned) -> list[list]:
-    """Notes on scores whose agreement says little: a stand-in scorer's (its run's manifest says so), the two sides
-    on different scales (ratings on a grid against real-valued logits), a mean difference zero by construction."""
+    """Notes on scores whose agreement says little: a stand-in's, ratings against logits, differences that cancel."""
     notes = [["stand_in_note", side.name, other.name]
              for side, other in ((reference, candidate), (candidate, reference))
              if any((_scorer(spec, side.split) or {}).get("stand_in") for spec in side.specs)]

@@ -302,8 +302,7 @@ def figure_files(figures_dir: Path, names: Iterable[str]) -> list[Path]:
 def draw_all(score_chosen: np.ndarray, score_rejected: np.ndarray, figures_dir: Path,
              length_difference: np.ndarray | None = None, length_margin: np.ndarray | None = None
              ) -> dict[str, dict[str, object]]:
-    """Draw and save every figure as {name: {"png", "svg", "title"}}; margin_vs_length only with lengths (of the
-    rows `length_margin` describes, default all)."""
+    """Draw and save every figure as {name: {"png", "svg", "title"}}; margin_vs_length only with lengths."""
     score_chosen, score_rejected = paired_scores("plots.draw_all", score_chosen=score_chosen,
                                                  score_rejected=score_rejected)
     margin = score_chosen - score_rejected

@@ -105,8 +105,7 @@ def require_scores(table: pa.Table, where: str) -> None:
 
 def validate_scores(table: pa.Table | datasets.Dataset | pd.DataFrame, where: str, exclude_nonfinite: bool,
                     min_rows: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
-    """(score_chosen, score_rejected, kept row positions, exclusion reasons) after the checks of the issue; `where`
-    names the rows in messages ("dataset 'x'"); fewer than `min_rows` finite rows are refused (1: a mean alone)."""
+    """(score_chosen, score_rejected, kept row positions, excluded_reasons) of the finite rows, at least `min_rows`."""
     if isinstance(table, datasets.Dataset):
         table = table.with_format("arrow")[:]  # (its rows: `.data` is the whole table a select() maps into)
     elif isinstance(table, pd.DataFrame):
@@ -138,16 +137,14 @@ def rows_named(table: pa.Table, rows: np.ndarray | Sequence[int]) -> str:
     shown = [int(i) for i in rows]
     ids = values_at(table, "prompt_id", shown)
     if not ids:
-        return f"{', '.join(map(str, shown))} (from 0)"
+        return stats.rows_shown(shown)
     return ", ".join(f"{i} ({'from 0; ' if n == 0 else ''}prompt_id {shorten(pid, 13)})"
                      for n, (i, pid) in enumerate(zip(shown, ids)))
 
 
 def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
                    ) -> tuple[str, str]:
-    """(`value`, `split`), or when `value` is not set the run's own dataset, which must exist (else an error naming
-    `parameter`), and the split its 01_construct wrote (its output format's; `split` where none is recorded), or
-    another of its splits that `split` names (a recipe's test split)."""
+    """(`value`, `split`), or, `value` unset, this run's dataset and the split 01_construct wrote (or `split`)."""
     if value is not None:
         return value, split
     if not run.dataset.is_dir():
@@ -367,8 +364,7 @@ def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
 
 
 def extreme_margins(data: ScoreData, k: int = EXTREME_ROWS) -> pd.DataFrame:
-    """The k largest and k smallest margins (ties in row order) with prompt_id and the start of the prompt; with
-    fewer than 2k rows, each row once (the larger half as largest)."""
+    """The k largest and k smallest margins, ties in row order, with their prompts (under 2k rows: each row once)."""
     margin = data.margin
     smallest = min(k, margin.size // 2)
     largest = np.argsort(-margin, kind="stable")[:min(k, margin.size - smallest)]
@@ -476,16 +472,8 @@ def readable(frame: pd.DataFrame) -> Any:
     return styled.hide(axis="index") if isinstance(frame.index, pd.RangeIndex) else styled  # positions say nothing
 
 
-def table_or_sentence(frame: pd.DataFrame, sentence: str) -> Any:
-    """What a notebook cell shows: `frame`, or `sentence` (markdown) when it has no rows rather than bare headers."""
-    from IPython.display import Markdown
-
-    return frame if len(frame) else Markdown(sentence)
-
-
 def show_figures(result: Any) -> None:
-    """Display the saved PNG figures of a result (the analysis's, the comparison's, the family's) in the notebook, in
-    order, each under its title."""
+    """Display the saved PNG figures of a result (an analysis's, a comparison's, a family's), each under its title."""
     from IPython.display import Image, Markdown, display
 
     for name, fig in result.figures.items():

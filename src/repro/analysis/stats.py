@@ -51,8 +51,7 @@ EXCLUDE_FIRST = ("Fix those scores, or leave those rows out first, as 02_analyze
 
 def nonfinite_rows(where: str, series: dict[str, np.ndarray], fix: str | None = EXCLUDE_NONFINITE,
                    named: Callable[[np.ndarray], str] | None = None) -> tuple[np.ndarray, dict[str, int]]:
-    """(the rows with a NaN, infinite or missing value in any paired `series`, metrics.json's excluded_reasons); with
-    `fix`, a DataError instead naming how many rows, which (`named`: how to name them), in which series, then `fix`."""
+    """(rows with a NaN, infinite or missing value in any of `series`, excluded_reasons), or with `fix` a DataError."""
     bad = {name: ~np.isfinite(x) for name, x in series.items()}
     rows = np.logical_or.reduce(list(bad.values()))
     counts = {name: int(b.sum()) for name, b in bad.items() if b.any()}
@@ -72,8 +71,7 @@ def rows_shown(rows: np.ndarray, named: Callable[[np.ndarray], str] | None = Non
 
 def refuse_too_large(where: str, series: dict[str, np.ndarray], named: Callable[[np.ndarray], str] | None = None
                      ) -> None:
-    """A DataError when a score of the paired `series` (rows holding a NaN, infinite or missing one left out) is beyond
-    ±LARGEST_SCORE, naming it and its row (`named`: how the message names rows) and the factor to rescale by."""
+    """A DataError naming the largest finite score of `series` beyond ±LARGEST_SCORE, its row, a factor to rescale."""
     finite = np.logical_and.reduce([np.isfinite(x) for x in series.values()])
     magnitude = np.where(finite, np.max(np.abs(list(series.values())), axis=0), 0.0)
     if magnitude.max() <= LARGEST_SCORE:
@@ -94,9 +92,7 @@ def _not_a_score(value: Any) -> bool:
 
 
 def paired_scores(function: str, **series: Any) -> list[np.ndarray]:
-    """The paired `series` a public helper (`function`: "stats.summarize_scores") was given, as float64 arrays (lists
-    and integers too: unsigned ones wrap in a difference); a DataError unless they hold numbers, one per row, as many
-    in each, at least one, all finite and within ±LARGEST_SCORE (as 02_analyze refuses them)."""
+    """`series` as float64 arrays (unsigned ints would wrap in a difference); a DataError where 02_analyze refuses."""
     where, names = f"repro.analysis.{function}", " and ".join(series)
     arrays = {}
     for name, x in series.items():
@@ -174,14 +170,12 @@ def describe(x: np.ndarray) -> dict[str, float | None]:
 def bootstrap_intervals(series: dict[str, np.ndarray], resamples: int, seed: int,
                         block_elements: int = BOOTSTRAP_BLOCK_ELEMENTS,
                         max_categories: int = BOOTSTRAP_MAX_CATEGORIES) -> dict[str, dict[str, list[float]]]:
-    """Percentile bootstrap intervals of the mean and median of each paired series (the same rows for all): with
-    few distinct rows (ratings) as multinomial category counts, else over index matrices in bounded blocks; None for
-    one row (nothing to resample: no interval, not a zero-width one)."""
+    """Percentile bootstrap intervals of the mean and median of each paired series (the same rows for all)."""
     arrays = {name: np.asarray(x, dtype=np.float64) for name, x in series.items()}  # paired, n >= 1 (callers')
-    if len(next(iter(arrays.values()))) < 2:
+    if len(next(iter(arrays.values()))) < 2:  # nothing to resample: no interval, not a zero-width one
         return {name: {"mean_ci95": None, "median_ci95": None} for name in arrays}
     rng = np.random.default_rng(seed)
-    values = None
+    values = None  # few distinct rows (ratings): multinomial category counts; else index matrices in bounded blocks
     if all(np.unique(x).size <= max_categories for x in arrays.values()):
         values, counts = np.unique(np.column_stack(list(arrays.values())), axis=0, return_counts=True)
     if values is not None and len(values) <= max_categories:
@@ -237,8 +231,7 @@ def _bootstrap_rows(arrays: dict[str, np.ndarray], resamples: int, rng: np.rando
 
 def summarize_scores(score_chosen: np.ndarray, score_rejected: np.ndarray, resamples: int, seed: int
                      ) -> dict[str, dict[str, Any]]:
-    """`describe` plus bootstrap intervals for score_chosen, score_rejected and margin (= chosen − rejected); of one
-    row the std, shape and intervals are None (undefined)."""
+    """`describe` and bootstrap intervals of the chosen, rejected and margin series (one row: std, intervals None)."""
     chosen, rejected = paired_scores("stats.summarize_scores", score_chosen=score_chosen, score_rejected=score_rejected)
     series = {"score_chosen": chosen, "score_rejected": rejected, "margin": chosen - rejected}
     intervals = bootstrap_intervals(series, resamples, seed)
@@ -334,8 +327,7 @@ def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, dict[str, float | No
 
 
 def length_statistics(lengths: dict[str, np.ndarray], margin: np.ndarray) -> dict[str, Any]:
-    """Mean/median of chosen and rejected lengths (`{side}_{chars|tokens}`), Spearman of margin vs their difference,
-    and the sign test of that difference (positive: the chosen response is the longer)."""
+    """Mean/median of `{side}_{chars|tokens}`, Spearman of margin vs their difference, its sign test."""
     out: dict[str, Any] = {side: {unit: {"mean": np.mean(lengths[f"{side}_{unit}"]),
                                          "median": np.median(lengths[f"{side}_{unit}"])}
                                   for unit in ("chars", "tokens")} for side in ("chosen", "rejected")}
@@ -374,8 +366,7 @@ def row_sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def candidate_score_invariants(flat_scores: np.ndarray, candidates_per_row: np.ndarray, score_chosen: np.ndarray,
                                score_rejected: np.ndarray) -> dict[str, Any]:
-    """PairRM checks needing every candidate's score (flat, with counts per row), over the rows that hold some (a row
-    without, 0: no score per candidate given, is not checked): sums, two-candidate rows, extremes."""
+    """PairRM checks needing every candidate's score (flat, counts per row; rows of 0 unchecked): sums, extremes."""
     counts = np.asarray(candidates_per_row, dtype=np.int64)
     c, r, counts = score_chosen[counts > 0], score_rejected[counts > 0], counts[counts > 0]
     sums, starts = row_sums(flat_scores, counts), row_starts(counts)
@@ -477,8 +468,7 @@ def rough_interval(n: int) -> bool:
 
 def agreement_statistics(x: np.ndarray, y: np.ndarray, tolerances: list[float], resamples: int, seed: int,
                          clusters: np.ndarray | None = None) -> dict[str, Any]:
-    """How well y reproduces x (Pearson, Spearman, Lin's CCC, Bland–Altman, max |y − x|, fraction within each
-    tolerance), with percentile-bootstrap intervals over whole clusters, each resample a vector of weights."""
+    """How well y reproduces x, with percentile-bootstrap intervals over whole clusters (a resample: a weight each)."""
     n = x.size
     d = y - x
     out: dict[str, Any] = {"n": n}
