@@ -308,7 +308,8 @@ def test_nonfinite_scores_are_an_error_unless_excluded(tmp_path):
     # fewer rows than the 10 largest and 10 smallest: each row once (every row was listed twice), largest first
     assert list(result.extremes["which"]) == ["largest", "largest", "smallest"]
     assert sorted(result.extremes["row"]) == [0, 2, 5]
-    assert m["length"] == {"available": False, "reason": "the dataset has no chosen or rejected column"}
+    assert m["length"] == {"available": False, "reason": "the dataset has no chosen or rejected column",
+                           "cause": "no_column", "columns": ["chosen", "rejected"]}  # (the card words the cause)
     assert "margin_vs_length" not in m["figures"]
 
 

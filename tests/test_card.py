@@ -787,6 +787,37 @@ def test_a_length_units_missing_figures_are_said_why(tmp_path, chosen_longer):
         assert f"; in characters, there is no correlation: {why}; " in line and f"；按字符计没有相关系数：{zh_why}；" in zh_line
 
 
+@pytest.mark.parametrize("change, en_why, zh_why", [
+    ({"chosen": None, "rejected": None}, "the dataset has no chosen or rejected column",
+     "数据集没有 chosen 或 rejected 列"),
+    ({"rejected": None}, "the dataset has no rejected column", "数据集没有 rejected 列"),
+    ({"chosen": 3}, "column 'chosen' is int64, neither text nor a list of {content, role} messages",
+     "列 'chosen' 的类型是 int64，既不是文本也不是 {content, role} 消息列表"),
+    ({"rejected": "user turn only"}, "fewer than 2 rows have both an assistant response in chosen and in rejected",
+     "同时在 chosen 与 rejected 中有助手回复的行不到 2 行")])
+def test_the_card_says_in_both_languages_why_no_length_was_measured(tmp_path, train_rows, change, en_why, zh_why):
+    # 30 rows of prompt_id, prompt and the scores: the English said "(the dataset has no chosen or rejected column)",
+    # the Chinese gave no reason (the analysis wrote it in English, which the Chinese half left out)
+    rows = [{k: r[k] for k in ("prompt_id", "prompt", "score_chosen", "score_rejected", "chosen", "rejected")}
+            for r in train_rows[:30]]
+    for i, r in enumerate(rows):
+        for column, value in change.items():
+            if value is None:
+                del r[column]
+            elif value == "user turn only":  # every row but the first: no assistant response to measure
+                r[column] = r[column][:1] if i else r[column]
+            else:
+                r[column] = value
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    analyze(build(AnalyzeParams, {"run_dir": str(tmp_path / "run"), "dataset": str(path), "bootstrap_resamples": 100}))
+    facts, card_path = card_for(tmp_path / "run", card_dataset=str(path))
+    assert facts.metrics["length"]["reason"] == en_why  # metrics.json's reader still reads it
+    en, zh = halves(card_path)
+    assert f"- Length bias: `metrics.json` reports no correlation of the margin with length ({en_why})." in en
+    assert f"- 长度偏差：`metrics.json` 未报告差值与长度的相关性（{zh_why}）。" in zh
+
+
 def test_length_bias_is_not_judged_on_a_few_rows(tmp_path):
     # two or three rows: rho = -1 with p = 0 (scipy's t approximation) or no p made the card say "p < 0.05"
     make_run(tmp_path / "run", metrics=True)

@@ -56,7 +56,7 @@ class ScoreData:
     # per-row response lengths of the kept rows that have both responses (`length_rows` marks them), or why not
     lengths: dict[str, np.ndarray] | None = field(default=None, repr=False)
     length_rows: np.ndarray | None = field(default=None, repr=False)
-    length_reason: str = ""
+    length_reason: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -211,22 +211,22 @@ def text_lengths(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return chars, tokens
 
 
-def response_lengths(table: pa.Table, rows: np.ndarray) -> tuple[dict[str, np.ndarray] | None, np.ndarray | None, str]:
-    """Response lengths at `rows` where both chosen and rejected have a response (and a mask of those), or why not."""
-    missing = [c for c in ("chosen", "rejected") if c not in table.column_names]
-    if missing:
-        return None, None, f"the dataset has no {' or '.join(missing)} column"
+def response_lengths(table: pa.Table, rows: np.ndarray) -> tuple[dict[str, np.ndarray] | None, np.ndarray | None,
+                                                                 dict[str, Any]]:
+    """Response lengths at `rows` where both chosen and rejected have a response (and a mask of those), or why not:
+    its `cause` and the facts the prose words it by (templates/report.jinja's length_reason, the card's)."""
+    if missing := [c for c in ("chosen", "rejected") if c not in table.column_names]:
+        return None, None, {"cause": "no_column", "columns": missing}
     out: dict[str, np.ndarray] = {}
     for side in ("chosen", "rejected"):
         texts = response_texts(table.column(side))
         if texts is None:
-            return None, None, (f"column {side!r} is {table.column(side).type}, neither text nor a list of "
-                                f"{{content, role}} messages")
+            return None, None, {"cause": "not_text", "column": side, "type": str(table.column(side).type)}
         out[f"{side}_chars"], out[f"{side}_tokens"] = text_lengths(texts.take(pa.array(rows)))
     present = np.isfinite(out["chosen_chars"]) & np.isfinite(out["rejected_chars"])
     if present.sum() < 2:
-        return None, None, "fewer than 2 rows have both an assistant response in chosen and in rejected"
-    return {k: v[present] for k, v in out.items()}, present, ""
+        return None, None, {"cause": "few_rows"}
+    return {k: v[present] for k, v in out.items()}, present, {}
 
 
 def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
@@ -254,7 +254,8 @@ def compute(data: ScoreData, resamples: int, seed: int) -> dict[str, Any]:
     metrics.update(tests=stats.paired_tests(margin), effect_size=stats.effect_sizes(margin),
                    correlation=stats.correlations(data.score_chosen, data.score_rejected))
     if data.lengths is None:
-        metrics["length"] = {"available": False, "reason": data.length_reason}
+        metrics["length"] = {"available": False, "reason": prose("report", "length_reason", data.length_reason),
+                             **data.length_reason}
     else:
         metrics["length"] = {
             "available": True, "n": int(data.length_rows.sum()),

@@ -450,16 +450,17 @@ class CardFacts:
 
     @property
     def length_bias(self) -> dict[str, Any]:
-        """The verdict: `unmeasured` (no metrics), `absent` (with the analysis' reason), `few` (rows), `same_lengths`,
-        `none`, `longer`/`shorter` (by the margin's correlation with length), `longer_share`/`shorter_share` (by how
-        often chosen is the longer, the correlation not marked), or both marked, in opposite directions."""
+        """The verdict: `unmeasured` (no metrics), `absent` (with metrics.json's `length`, whose `cause` says why),
+        `few` (rows), `same_lengths`, `none`, `longer`/`shorter` (by the margin's correlation with length),
+        `longer_share`/`shorter_share` (by how often chosen is the longer, the correlation not marked), or both marked,
+        in opposite directions."""
         if self.metrics is None:
             return {"verdict": "unmeasured"}
         tests = _get(self.metrics, "length", "chosen_longer_test") or {}
         if tests and not any(t["positive"] + t["negative"] for t in tests.values()):
             return {"verdict": "same_lengths"}
         if not self.length_rhos and not self.length_shares:
-            return {"verdict": "absent", "reason": _get(self.metrics, "length", "reason")}
+            return {"verdict": "absent", "length": _get(self.metrics, "length") or {}}
         if (n := _get(self.metrics, "length", "n") or 0) < LENGTH_BIAS_ROWS:
             return {"verdict": "few", "n": n}
         rho = max((rho for _, rho, p in self.length_rhos if abs(rho) >= LENGTH_BIAS_RHO and p is not None
