@@ -453,9 +453,7 @@ CASES = [
     # it said the folder "does not exist"
     Case("selfcheck --input a folder", lambda t: ["selfcheck", "--model", "builtin:tiny-pairrm", "--input", str(t)],
          r"--input \S+ is a folder \(it holds no data file\); give the path of one jsonl or parquet file"),
-    Case("score --batch-tokens 0", lambda t: score(t, "--batch-tokens", "0"), r"--batch-tokens 0 must be >= 1\.",
-         after=nothing_written),
-    Case("score --chunk-size 0", lambda t: score(t, "--chunk-size", "0"), r"--chunk-size 0 must be >= 1\."),
+    # (--batch-tokens 0, --chunk-size 0: argparse refuses them, test_score_cmd.py's options test)
     Case("score --chat-template missing", lambda t: score(t, "--chat-template", str(t / "nope.jinja")),
          r"--chat-template \S*nope.jinja does not exist \(a Jinja template file\)\.", after=nothing_written),
     Case("score --chat-template empty", lambda t: score(t, "--chat-template", str(write(t / "e.jinja", " \n"))),

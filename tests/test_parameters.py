@@ -80,6 +80,20 @@ def test_mistyped_values_name_the_key(tmp_path):
         load_params_file(f, ["mini_index=0", "dtype=float8"])
 
 
+def test_torch_precision_names_are_the_schemas_own_as_repro_score_and_load_scorer_read_them(tmp_path):
+    """`repro score --dtype half` scored in fp16, while `repro run --set dtype=half` was refused ("Input should be
+    'auto', 'fp32', 'fp16' or 'bf16'"): two vocabularies for one input. The schema reads torch's names as its own."""
+    f = tmp_path / "p.yaml"
+    f.write_text("dtype: fp32\n")
+    values = load_params_file(f, ["dtype=half", "generation_dtype=torch.bfloat16"])
+    assert build(ConstructParams, values).dtype == "fp16"
+    assert build(parameters.GenerationParams, values).generation_dtype == "bf16"
+    assert parameters.ScorerSpec(name="rm", model="owner/rm", dtype=" Float32").dtype == "fp32"
+    with pytest.raises(ParameterError, match=r"  - dtype \(from --set\): Input should be 'auto', 'fp32', 'fp16' or "
+                                             r"'bf16' \(got 'float8'\)"):
+        load_params_file(f, ["dtype=float8"])
+
+
 
 def test_an_empty_list_says_how_many_items_it_needs():
     # "must hold at least 1 item(s)": the count's noun, as every other message writes it

@@ -15,7 +15,7 @@ from huggingface_hub import DatasetCard
 from repro import compare
 from repro.analysis.report import analyze, load
 from repro.card import gather_facts, write_card
-from repro.cli import main
+from repro.cli import build_parser, main
 from repro.cli.score import read_rows
 from repro.construct.pairs import build_row
 from repro.exporters import export_rows
@@ -80,11 +80,7 @@ def test_reference_backend_gives_the_same_scores(tmp_path, tiny_pairrm_dir, sppo
 
 def test_bad_options_exit_2_with_the_option_named(tmp_path, tiny_pairrm_dir, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "p", "candidates": ["a", "b"]}])
-    args = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(tmp_path / "o.jsonl")]
-    assert main(args + ["--dtype", "fp8"]) == 2
-    assert "dtype='fp8'" in capsys.readouterr().err
-    assert main(args + ["--device", "gpu0"]) == 2
-    assert "device='gpu0'" in capsys.readouterr().err
+    # (--dtype fp8, --device gpu0: argparse refuses them, test_an_option_is_read_by_the_schemas_rule_...)
     assert main(["score", "--model", str(tmp_path / "missing"), "--input", str(src),
                  "--output", str(tmp_path / "o.jsonl")]) == 2
     assert "is not a directory" in capsys.readouterr().err
@@ -481,7 +477,31 @@ def test_batch_tokens_typed_as_a_whole_float_is_that_count(tmp_path, tiny_pairrm
     assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
     with pytest.raises(SystemExit):
         main([*argv, "--output", str(tmp_path / "c.jsonl"), "--batch-tokens", "1.5"])
-    assert "--batch-tokens: invalid whole_number value: '1.5'" in capsys.readouterr().err
+    assert ("argument --batch-tokens: Input should be a valid integer, unable to parse string as an integer (got "
+            "'1.5').") in capsys.readouterr().err
+
+
+def test_an_option_is_read_by_the_schemas_rule_where_it_enters_and_named(tmp_path, capsys):
+    """`repro score --source-maxlength 2` was refused inside PairRM's load, naming a Python argument
+    ("source_maxlength=2 (given) must be >= 3"), and `--dtype half` scored in fp16 while `--set dtype=half` was
+    refused: each option is now read by the schema's rule (repro.parameters) as argparse reads it, and named."""
+    src = write_jsonl(tmp_path / "in.jsonl", [{"prompt": "p", "candidates": ["a", "b"]}])
+    argv = ["score", "--model", "builtin:tiny-pairrm", "--input", str(src), "--output", str(tmp_path / "out.jsonl")]
+    for option, value, words in (("--source-maxlength", "2", "must be >= 3"),
+                                 ("--candidate-maxlength", "long", "Input should be a valid integer"),
+                                 ("--batch-tokens", "0", "must be >= 1"), ("--chunk-size", "0", "must be >= 1"),
+                                 ("--num-processes", "0", "must be >= 1"), ("--max-length", "-5", "must be >= 1"),
+                                 ("--output-index", "-1", "must be >= 0"),
+                                 ("--device", "tpu", "must be one of auto, cpu, cuda, cuda:N or mps"),
+                                 ("--dtype", "fp8", "Input should be 'auto', 'fp32', 'fp16' or 'bf16'")):
+        with pytest.raises(SystemExit) as stopped:
+            main([*argv, option, value])
+        assert stopped.value.code == 2
+        assert re.search(rf"repro score: error: argument {option}: {re.escape(words)}.* \(got {value!r}\)\.\n",
+                         capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == [src]  # refused before anything was written
+    args = build_parser("score").parse_args([*argv, "--dtype", "half", "--device", " CUDA:1", "--chunk-size", "8.0"])
+    assert (args.dtype, args.device, args.chunk_size) == ("fp16", "cuda:1", 8)
 
 
 def test_trls_rows_are_scored_on_their_pair_and_02_analyze_reads_the_new_scores(tmp_path, tiny_pairrm_dir,

@@ -192,9 +192,16 @@ def test_a_model_that_cannot_load_is_reported_not_fatal(tmp_path, two_rows):
     assert (tmp_path / "selfcheck.md").is_file()
 
 
-def test_bad_rows_are_an_error_before_any_model_loads(tmp_path):
-    with pytest.raises(ParameterError, match="--rows 0"):
+def test_bad_rows_are_an_error_before_any_model_loads(tmp_path, capsys):
+    # --rows and --device are read by the schema's rule as argparse reads them; run_selfcheck's `rows` by the same
+    with pytest.raises(ParameterError, match=r"^rows: must be >= 1 \(got 0\)\.$"):
         run_selfcheck("builtin:tiny-pairrm", device="cpu", rows=0, report_dir=None)
+    for option, value, words in (("--rows", "0", "must be >= 1"), ("--rows", "two", "Input should be a valid integer"),
+                                 ("--device", "gpu", "must be one of auto, cpu, cuda, cuda:N or mps")):
+        with pytest.raises(SystemExit):
+            cli.main(["selfcheck", option, value, "--report", str(tmp_path / "r")])
+        assert re.search(rf"repro selfcheck: error: argument {option}: {re.escape(words)}.* \(got {value!r}\)\.\n",
+                         capsys.readouterr().err)
     assert cli.main(["selfcheck", "--input", str(tmp_path / "nope.jsonl"), "--report", str(tmp_path / "r")]) == 2
     assert not (tmp_path / "r").exists()
 

@@ -187,6 +187,11 @@ def test_kind_is_read_from_the_checkpoint(tmp_path, reward_dirs, tiny_pairrm_dir
         load_scorer(reward_dirs["llama"], kind="ranker")
     with pytest.raises(ParameterError, match="source_maxlength does not apply to a sequence_classifier"):
         load_scorer(reward_dirs["llama"], device="cpu", source_maxlength=64)
+    # each option by the schema's rule, as scorer_options takes it ("max_length=0 must be >= 1 (tokens per sequence)"
+    # was the class's own check, and "FILL_IN", the card's rebuild file's placeholder, was a template)
+    for option, value, words in (("max_length", 0, "must be >= 1"), ("chat_template", "FILL_IN", "is still FILL_IN")):
+        with pytest.raises(ParameterError, match=rf"^{option}: {words}"):
+            load_scorer(reward_dirs["llama"], device="cpu", **{option: value})
 
 
 def test_resolve_kind_checks_the_model_once_where_it_reads_the_kind(monkeypatch, reward_dirs, tiny_pairrm_dir):

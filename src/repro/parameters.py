@@ -82,7 +82,11 @@ def _device(value: str) -> str:
     return name
 
 
-Device = Annotated[str, AfterValidator(_device)]
+Device = Annotated[str, AfterValidator(_device)]  # (repro.scorers.common.resolve_device reads it so, then the GPU)
+# a precision: repro's names, or torch's (float16, torch.float16, half, ...) read as them
+DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+Dtype = Annotated[Literal["auto", "fp32", "fp16", "bf16"], BeforeValidator(
+    lambda v: DTYPE_ALIASES.get(n := v.strip().lower().removeprefix("torch."), n) if isinstance(v, str) else v)]
 
 
 def _folder_name(name: str) -> str:
@@ -175,7 +179,6 @@ TIE_RULES = {"last": "chosen = first highest score, rejected = last lowest score
 OutputFormat = Literal["seed", "sppo", "snorkel", "rlhflow", "selm"]
 ScorerKind = Literal["auto", "pairrm", "sequence_classifier"]  # auto: read from the checkpoint (repro.scorers)
 ScorerBackend = Literal["repro", "llm-blender"]  # PairRM's: the engine, or llm-blender's own code
-ScorerDtype = Literal["auto", "fp32", "fp16", "bf16"]
 ALL_CANDIDATE_FORMATS = ("sppo", "snorkel", "rlhflow")  # those that publish every candidate and its score
 
 
@@ -214,7 +217,7 @@ class ScorerSpec(BaseModel):
     kind: ScorerKind = "auto"
     options: ScorerOptions = {}
     backend: ScorerBackend = "repro"
-    dtype: ScorerDtype = "auto"
+    dtype: Dtype = "auto"
     batch_tokens: Count | None = None  # default: the run's batch_tokens (kept last: the card's table of
     # parameters reads "}}" as a template leftover, which a nested dict closing the list would write)
 
@@ -257,7 +260,7 @@ class ConstructParams(_Params):
     scorer_model: Annotated[ScorerPath, Field(min_length=1)] = "llm-blender/PairRM"
     scorer_backend: ScorerBackend = "repro"  # PairRM's: repro's engine, or 'llm-blender' (its own code)
     device: Device = "auto"  # auto, cpu, cuda, cuda:N or mps
-    dtype: ScorerDtype = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
+    dtype: Dtype = "auto"  # auto: fp16 on CUDA (as llm-blender), fp32 on CPU
     batch_tokens: Count | None = None  # token budget per forward batch; None: 16384 on a GPU, 2048 on a CPU
     chunk_size: Count = 256  # prompts per resumable chunk
     num_processes: Count = 1  # >1: torchrun workers on this node
@@ -409,7 +412,7 @@ class GenerationParams(_Params):
     generation_batch_size: Count = 16  # sequences per transformers `generate` call
     generation_chunk_size: Count = 64  # prompts per resumable chunk (vLLM: make it large, e.g. 2048)
     generation_device: Device = "auto"  # auto: cuda:LOCAL_RANK if a GPU is there, else cpu
-    generation_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    generation_dtype: Dtype = "auto"  # auto: bf16 on CUDA, fp32 on CPU
     generation_num_processes: Count = 1  # > 1: torchrun workers on this node (one per GPU), same output as 1
 
     @model_validator(mode="after")
@@ -617,10 +620,7 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
             loc += " (from --set)" if key in set_keys else f" (from {origins[key]})" if key in origins else ""
             # the value once, here: field checks do not quote it (model-level checks get the whole dict, and say it)
             got = "" if isinstance(err.get("input"), dict) else f" (got {err.get('input')!r})"
-            kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
-            ctx = err.get("ctx", {})  # (a list's least length: `items`, a count of them)
-            msg = RANGE_WORDS[kind].format(**ctx, items=counted(ctx.get("min_length", 0), "item")) \
-                if kind in RANGE_WORDS else err["msg"].removeprefix("Value error, ")  # (pydantic's, on our checks)
+            msg, kind = rule_words(err), err["type"]
             if kind == "extra_forbidden":  # a scorer option, else a scorers: item's key
                 msg += "." + did_you_mean(str(err["loc"][-1]), ScorerOptions.__annotations__ if str(
                     err["loc"][-2]).endswith("options") else ScorerSpec.model_fields)
@@ -634,6 +634,25 @@ def build(schema: type[_Params], values: dict[str, Any], where: str = "the param
                                f"YAML reads it as {what}; quote it in '--set {key}={typed}'")
             lines.append(f"  - {loc}: {msg}{got}")
         raise ParameterError(f"Invalid {schema.section} parameters in {where}:\n" + "\n".join(lines) + advice) from None
+
+
+def rule_words(err: Mapping[str, Any]) -> str:
+    """What one of pydantic's errors says the value must be: "must be >= 1", ..., else pydantic's own message."""
+    kind = "string_too_short" if err["type"] == "too_short" and err.get("input") == "" else err["type"]
+    ctx = err.get("ctx", {})  # (a list's least length: `items`, a count of them)
+    return RANGE_WORDS[kind].format(**ctx, items=counted(ctx.get("min_length", 0), "item")) \
+        if kind in RANGE_WORDS else err["msg"].removeprefix("Value error, ")  # (pydantic's, on our checks)
+
+
+def check_value(annotation: Any, value: Any, name: str = "", error: type[Exception] = ParameterError) -> Any:
+    """`value` read by the schema's rule for `annotation` where it enters (a `repro` option's argparse type, a Python
+    API argument: the rule and the words a notebook's parameter gets), else an `error` naming `name` (and its key)."""
+    try:
+        return TypeAdapter(annotation).validate_python(value)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(map(str, [name, *err["loc"]] if name else err["loc"]))
+        raise error(f"{where}: " * bool(where) + f"{rule_words(err)} (got {err['input']!r}).") from None
 
 
 def validate_all(values: dict[str, Any], where: str = "the parameters", set_keys: Mapping[str, str] = {},

@@ -6,6 +6,7 @@ that lists every candidate's score (`LISTED`) its chosen / rejected and their sc
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shlex
@@ -13,7 +14,7 @@ import shutil
 import sys
 from itertools import islice
 from pathlib import Path
-from typing import Any, Sequence, get_args
+from typing import Any, Callable, Sequence, get_args
 
 import pyarrow.parquet as pq
 
@@ -23,7 +24,8 @@ from ..dataset_io import prompt_text, response_text
 from ..errors import Busy, DataError, ParameterError, counted
 from ..exporters import CALLED, LISTED, SCORED, detect_format, generate_columns, seed_row, sppo_columns
 from ..jobs import FINGERPRINT_FILE, atomic_write_text, is_main_process, json_default, world_size
-from ..parameters import BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, ScorerBackend, ScorerKind
+from ..parameters import (BATCH_TOKENS, PAIRRM_LIMITS, ConstructParams, Count, Device, Dtype, Index, ScorerBackend,
+                          ScorerKind, TokenLimit, check_value)
 from ..paths import (COMPARE_JSON, FAMILY_JSON, MANIFEST_JSON, METRICS_JSON, STAND_IN_MARKER, WORK_DIR, RunDir,
                      check_folder, here_path, typed_path, utf8_text, wait_advice)
 from ..scorers import either, resolve_kind
@@ -50,9 +52,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "assistant turns as the model was trained")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="sequence classifiers that ship their own code (e.g. ArmoRM): run it")
-    parser.add_argument("--output-index", type=int, default=None,
+    parser.add_argument("--output-index", type=schema_type(Index), default=None,
                         help="sequence classifiers with several outputs: the one that is the reward")
-    parser.add_argument("--max-length", type=int, default=None,
+    parser.add_argument("--max-length", type=schema_type(Count), default=None,
                         help="sequence classifiers: tokens per conversation, longer ones cut (default: its config's "
                              "max_position_embeddings)")
     parser.add_argument("--input", required=True, type=typed_path,
@@ -67,33 +69,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "list and its chosen / rejected (SPPO's probabilities) picked again from them, the "
                              "input's kept as 'input_<name>'")
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
-    parser.add_argument("--device", default=RUN["device"], help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
-    parser.add_argument("--dtype", default=RUN["dtype"], help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16")
+    parser.add_argument("--device", type=schema_type(Device), default=RUN["device"],
+                        help=f"auto | cpu | cuda | cuda:N (default {RUN['device']})")
+    parser.add_argument("--dtype", type=schema_type(Dtype), default=RUN["dtype"],
+                        help="auto (fp16 on CUDA, fp32 on CPU) | fp32 | fp16 | bf16 (or torch's names: float16, ...)")
     parser.add_argument("--backend", default=RUN["scorer_backend"], choices=get_args(ScorerBackend),
                         help="repro (this package's engine) or llm-blender (the original code, as reference)")
-    parser.add_argument("--batch-tokens", type=whole_number, default=RUN["batch_tokens"],
+    parser.add_argument("--batch-tokens", type=schema_type(Count), default=RUN["batch_tokens"],
                         help=f"token budget per forward batch, padding counted (default {BATCH_TOKENS['cuda']} on a "
                              f"GPU, {BATCH_TOKENS['cpu']} on a CPU)")
     for side, what in (("source", "prompt"), ("candidate", "candidate")):
-        parser.add_argument(f"--{side}-maxlength", type=int, default=None,
+        parser.add_argument(f"--{side}-maxlength", type=schema_type(TokenLimit), default=None,
                             help=f"PairRM's {what} limit in tokens (default: the checkpoint's own, as llm-blender; "
                                  f"{PAIRRM_LIMITS[f'{side}_maxlength']} where its config has none)")
     # resumable and multi-process scoring (repro.construct.scoring): chunks on disk, torchrun workers
-    parser.add_argument("--num-processes", type=int, default=RUN["num_processes"],
+    parser.add_argument("--num-processes", type=schema_type(Count), default=RUN["num_processes"],
                         help=f"torchrun workers on this node, e.g. one per GPU (default {RUN['num_processes']}); under "
                              "your own torchrun (several nodes) leave it at 1: every rank runs this command")
     parser.add_argument("--work-dir", type=typed_path, default=None,
                         help="keep finished chunks here, so that re-running the command continues after a crash or "
                              "Ctrl-C (default: OUTPUT.work/, removed once OUTPUT is written by one process)")
-    parser.add_argument("--chunk-size", type=int, default=RUN["chunk_size"],
+    parser.add_argument("--chunk-size", type=schema_type(Count), default=RUN["chunk_size"],
                         help=f"prompts per resumable chunk and engine call (default {RUN['chunk_size']})")
 
 
-def whole_number(text: str) -> int:
-    """A count as typed: 2048, or 2048.0 as a params file or the Python API takes it (1.5: not a count)."""
-    if not (value := float(text)).is_integer():
-        raise ValueError(text)
-    return int(value)
+def schema_type(annotation: Any) -> Callable[[str], Any]:
+    """An option's argparse type: its value read by the schema's rule (a notebook's parameter's), refused as argparse
+    refuses one, naming the option (2048.0 is 2048, as in a params file and the Python API)."""
+    return functools.partial(check_value, annotation, error=argparse.ArgumentTypeError)
 
 
 def _assistant_text(turns: Any, where: str, column: str) -> str:
@@ -284,10 +287,6 @@ def check_output(given: str, input: Path, force: bool) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    for option, value in (("--batch-tokens", args.batch_tokens), ("--chunk-size", args.chunk_size),
-                          ("--num-processes", args.num_processes), ("--max-length", args.max_length)):
-        if value is not None and value < 1:
-            raise ParameterError(f"{option} {value} must be >= 1.")
     args.output = check_output(args.output, args.input, args.force)
     if typed_path(args.model).is_dir():  # a local checkpoint, recorded by its full path as a run records its scorer
         args.model = str(here_path(args.model))

@@ -24,7 +24,7 @@ from ..construct.pairs import collect_candidates, select_pair
 from ..errors import DataError, ParameterError, ReproError, counted
 from ..jobs import atomic_write_json, atomic_write_text, json_default
 from ..manifest import lock_status, lock_summary, now, package_versions
-from ..parameters import ConstructParams, default_batch_tokens, table_cell
+from ..parameters import ConstructParams, Count, Device, check_value, default_batch_tokens, table_cell
 from ..paths import (RUNS_DIR, SELFCHECK_JSON, SELFCHECK_MD, cache_root, check_folder, here_path, is_hub_id,
                      project_root, public_name, public_text, typed_path, unicode_twin)
 from ..revisions import hub_offline, model_identity
@@ -36,7 +36,7 @@ from ..sources import demo_path, iter_jsonl
 from .measure import (PART2_MINI_1_PROMPTS, alternate, engine_passes, gpu_use, machine_info,
                       pairrm_contenders)
 from .preflight import LLM_BLENDER, reinstall
-from .score import read_named_rows
+from .score import read_named_rows, schema_type
 
 DEFAULT_MODEL = "llm-blender/PairRM-hf"
 DEFAULT_REPORT_DIR = Path(RUNS_DIR) / "selfcheck"
@@ -221,9 +221,7 @@ def selfcheck_rows(input: str | Path | None = None, n: int | None = None
                    ) -> tuple[list[str], list[list[str]], str, list[str]]:
     """(prompts, candidates, where from, each row's name): the first `n` rows of the embedded demo ("row 1", ...), or
     of a jsonl (or parquet) file, named as repro score names them ("line 4": the file's line)."""
-    n = DEFAULT_ROWS if n is None else int(n)
-    if n < 1:
-        raise ParameterError(f"--rows {n}: score at least one row.")
+    n = DEFAULT_ROWS if n is None else check_value(Count, n, "rows")  # (the Python API's; --rows: its argparse type)
     if input is not None:
         if not Path(input).exists():
             raise DataError(f"--input {input} does not exist: give a jsonl file of {{prompt, candidates}} rows or H4 "
@@ -637,8 +635,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a second checkpoint that must give the same scores (the other layout): default the "
                              "other of llm-blender/PairRM-hf and llm-blender/PairRM for those ids, else none; "
                              "'none' for none. llm-blender's own code runs on it (else on --model)")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N (default auto)")
-    parser.add_argument("--rows", type=int, default=None, help=f"rows to score (default {DEFAULT_ROWS})")
+    parser.add_argument("--device", type=schema_type(Device), default="auto",
+                        help="auto | cpu | cuda | cuda:N (default auto)")
+    parser.add_argument("--rows", type=schema_type(Count), default=None, help=f"rows to score (default {DEFAULT_ROWS})")
     parser.add_argument("--input", type=typed_path, default=None,
                         help="jsonl of {prompt, candidates} rows or H4 rows (prompt, chosen, rejected); default: "
                              "the embedded demo's prompts")

@@ -13,11 +13,10 @@ from ..cache import RowCache, check_format
 from ..errors import ParameterError, ReproError, warn
 from ..jobs import chunk_share, read_note, run_chunked_with_stats, run_job
 from ..manifest import job_versions
-from ..parameters import default_batch_tokens
+from ..parameters import Count, TokenLimit, check_value, default_batch_tokens
 from ..revisions import SCORING_CODE, model_identity, python_digest
 from ..scorers import load_scorer, resolve_kind
-from ..scorers.common import (MIN_CANDIDATES, check_batch_tokens, check_inputs, resolve_device, resolve_dtype,
-                              whole_count)
+from ..scorers.common import MIN_CANDIDATES, check_inputs, resolve_device, resolve_dtype
 from ..scorers.sequence_classifier import cut_rows, reward_model_dtype
 
 
@@ -89,15 +88,15 @@ def score_candidates(prompts: list[str], candidates: list[list[str]], *, model: 
     limits, options = split_limits(options, source_maxlength, candidate_maxlength)
     if batch_tokens is None:  # (an unknown device fails here)
         batch_tokens = default_batch_tokens(resolve_device(device).type)
-    limits = {name: whole_count(value, name, "tokens", "for the checkpoint's own") for name, value in limits.items()}
+    # the Python API's entry: each count by the schema's rule (ConstructParams'), before any work
+    limits = {name: check_value(TokenLimit | None, value, name) for name, value in limits.items()}
     job = ScoringJob(model=str(model), backend=backend, device=device, dtype=dtype,
-                     batch_tokens=check_batch_tokens(batch_tokens), work_dir=str(work_dir),
-                     chunk_size=whole_count(chunk_size, "chunk_size", "prompts per resumable chunk"),
-                     **limits, progress=bool(progress),
+                     batch_tokens=check_value(Count, batch_tokens, "batch_tokens"), work_dir=str(work_dir),
+                     chunk_size=check_value(Count, chunk_size, "chunk_size"), **limits, progress=bool(progress),
                      kind=resolve_kind(model, kind), options=options,
                      cache_dir=None if cache_dir is None else str(cache_dir))
     # (an unknown backend: load_scorer's error, as the schema's and `repro score`'s choices keep it out)
-    num_processes = whole_count(num_processes, "num_processes", "processes")
+    num_processes = check_value(Count, num_processes, "num_processes")
     if job.cache_dir is not None:  # a cache of another key format is refused here, before any work
         check_format(Path(job.cache_dir))
     prompts, candidates = check_inputs(prompts, candidates, min_candidates=MIN_CANDIDATES[job.kind])

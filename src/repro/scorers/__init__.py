@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, get_args
 
 from ..errors import ModelLoadError, ParameterError, ReproError
-from ..parameters import ScorerKind
+from ..parameters import ScorerKind, ScorerOptions, check_value
 from .blender_compat import BlenderScorer
 from .common import local_checkpoint, no_folder
 from .pairrm import PairRM
@@ -121,6 +121,8 @@ def load_scorer(model: str | Path, *, kind: str = "auto", backend: str = "repro"
     """A scorer of `model`: PairRM (backend "repro" or "llm-blender") or a sequence-classifier reward model (options:
     its `load`'s keywords); `weights=False`: its record and tokenizer only, where the class can (nothing to score)."""
     cls = scorer_class(model, kind, backend, options)  # (no model: refused there, by `model_spec`)
+    # each given option by the schema's rule (scorer_options'), named; None: the class's default (the checkpoint's own)
+    options |= check_value(ScorerOptions, {name: value for name, value in options.items() if value is not None})
     light = {} if weights or "weights" not in inspect.signature(cls.load).parameters else {"weights": False}
     scorer = cls.load(model, device=device, dtype=dtype, **light, **options)
     kind = next(k for (k, _), c in SCORERS.items() if c is cls)

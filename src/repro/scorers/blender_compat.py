@@ -13,8 +13,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ParameterError
-from .common import (check_batch_tokens, check_inputs, check_pairs, no_progress_bars, resolve_device, resolve_dtype,
-                     with_progress)
+from ..parameters import Count, check_value
+from .common import check_inputs, check_pairs, no_progress_bars, resolve_device, resolve_dtype, with_progress
 from .pairrm_checkpoint import PairRMScorerBase, checkpoint_limits, detect_layout, read_config, resolve_model
 from .pairrm_tokens import restore_sentencepiece_normalizer
 
@@ -89,8 +89,6 @@ class BlenderScorer(PairRMScorerBase):
         if not blender_runs(dtype_name, torch_device):
             raise ParameterError(f"dtype={dtype!r} on {torch_device}: llm-blender runs {BLENDER_DTYPES}; choose one "
                                  f"of those (or backend='repro').")
-        if batch_size < 1:
-            raise ParameterError(f"batch_size={batch_size} must be >= 1.")
         path = resolve_model(model)
         config = read_config(path)
         layout = detect_layout(config)
@@ -149,7 +147,7 @@ class BlenderScorer(PairRMScorerBase):
               return_matrix: bool = False, progress: Callable[[int], Any] | None = None):
         """llm-blender's scores (float32, as float64 arrays) in input order; `batch_tokens` is only checked here."""
         prompts, candidates = check_inputs(prompts, candidates)
-        check_batch_tokens(batch_tokens)
+        check_value(Count | None, batch_tokens, "batch_tokens")
         scores: list[np.ndarray | None] = [None] * len(prompts)
         matrices: list[np.ndarray | None] = [None] * len(prompts)
         # llm-blender needs equal candidate counts in one call; calls of whole batches keep its batching
@@ -179,7 +177,7 @@ class BlenderScorer(PairRMScorerBase):
                 batch_tokens: int | None = None, progress: Callable[[int], Any] | None = None) -> np.ndarray:
         """`Blender.compare(..., mode="[A,B]+[B,A]", return_logits=True)`: M[A, B] − M[B, A]."""
         pairs = check_pairs(prompts, candidates_a, candidates_b)
-        check_batch_tokens(batch_tokens)
+        check_value(Count | None, batch_tokens, "batch_tokens")
         with with_progress(progress, len(pairs[0]), "PairRM scoring (llm-blender)") as progress:
             out = self.blender.compare(*pairs, batch_size=self.batch_size, return_logits=True, mode="[A,B]+[B,A]",
                                        disable_tqdm=True)

@@ -5,21 +5,18 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-import re
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, get_args
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted, warn
 from ..jobs import Progress
-from ..parameters import ScorerDtype, default_batch_tokens
+from ..parameters import Count, Device, Dtype, check_value, default_batch_tokens
 from ..paths import STAND_IN_MARKER, reads_as_hub_id
 
-DTYPE_NAMES = tuple(d for d in get_args(ScorerDtype) if d != "auto")
 MIN_CANDIDATES = {"pairrm": 2, "sequence_classifier": 1}  # per prompt: PairRM compares pairs
-DTYPE_ALIASES = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
 
 def torch_dtype(name: str):
@@ -30,10 +27,11 @@ def torch_dtype(name: str):
 
 
 def resolve_device(device: str | None, key: str = "device"):
-    """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps, any case; errors name `key`."""
+    """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps, any case (the schema's rule, `Device`);
+    errors name `key`."""
     import torch
 
-    name = str(device or "auto").strip().lower()
+    name = check_value(Device, str(device or "auto"), key)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cpu":
@@ -42,15 +40,12 @@ def resolve_device(device: str | None, key: str = "device"):
         if not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
             raise ParameterError(f"{key}='mps' was asked for but this torch sees no Apple GPU; use 'cpu' or 'auto'.")
         return torch.device("mps")
-    match = re.fullmatch(r"cuda(?::(\d+))?", name)
-    if not match:
-        raise ParameterError(f"{key}={device!r} is not a device: expected 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.")
     if not torch.cuda.is_available():
         raise ParameterError(
             f"{key}={device!r} was asked for but no CUDA GPU is visible (torch {torch.__version__}, "
             f"torch.cuda.is_available() is False). Use {key}='cpu' or 'auto', or install a CUDA build of torch "
             f"on a GPU machine.")
-    index = int(match.group(1) or 0)
+    index = int(name.partition(":")[2] or 0)
     if index >= (n := torch.cuda.device_count()):
         raise ParameterError(f"{key}={device!r}: only {counted(n, 'CUDA device')} {'is' if n == 1 else 'are'} "
                              f"visible.")
@@ -58,15 +53,13 @@ def resolve_device(device: str | None, key: str = "device"):
 
 
 def resolve_dtype(dtype: str | None, device, gpu_auto: str = "fp16") -> str:
-    """'fp32' | 'fp16' | 'bf16'; 'auto' is `gpu_auto` on a GPU (fp16: llm-blender's choice for PairRM), else fp32."""
+    """'fp32' | 'fp16' | 'bf16' (the schema's rule, `Dtype`: torch's names too); 'auto' is `gpu_auto` on a GPU (fp16:
+    llm-blender's choice for PairRM), else fp32."""
     import torch
 
-    name = str(dtype or "auto").strip().lower()
-    name = DTYPE_ALIASES.get(name, name)
+    name = check_value(Dtype, str(dtype or "auto"), "dtype")
     if name == "auto":
         return gpu_auto if device.type in ("cuda", "mps") else "fp32"
-    if name not in DTYPE_NAMES:
-        raise ParameterError(f"dtype={dtype!r} is not a precision: expected 'auto', 'fp32', 'fp16' or 'bf16'.")
     if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise ParameterError(f"dtype='bf16' is not supported by {torch.cuda.get_device_name(device)}; use 'fp16'.")
     return name
@@ -123,23 +116,6 @@ def check_pairs(prompts: Sequence[Any], candidates_a: Sequence[Any],
                         f"prompts, {len(a)} A and {len(b)} B.")
     check_inputs(prompts, [[x, y] for x, y in zip(a, b)], candidate=lambda row, i: f"candidates_{'ab'[i]}[{row}]")
     return prompts, a, b
-
-
-def whole_count(value: Any, name: str, meaning: str, none: str = "") -> int | None:
-    """`value` as an int >= 1 (2048.0 and numpy's numbers too; None as it is where `none` says what it means), or a
-    ParameterError naming the parameter `name`."""
-    if value is None and none:
-        return None
-    whole = isinstance(value, numbers.Integral) or (isinstance(value, numbers.Real) and float(value).is_integer())
-    if isinstance(value, bool) or not whole or value < 1:
-        raise ParameterError(f"{name}={value!r} must be a whole number >= 1 ({meaning})"
-                             f"{f', or None {none}' if none else ''}.")
-    return int(value)
-
-
-def check_batch_tokens(batch_tokens: Any) -> int | None:
-    """`batch_tokens` as an int, or a ParameterError naming it."""
-    return whole_count(batch_tokens, "batch_tokens", "tokens per forward batch", "for the device's default")
 
 
 def check_scores(scores: Sequence[float], where: str = "A row") -> None:
@@ -262,8 +238,8 @@ class BudgetedBatches:
             raise ParameterError(f"This {self.label} scorer was loaded with weights=False (its record and tokenizer "
                                  f"only): call scorer.load_weights() first, then score.")
         with with_progress(progress, sum(len(items) > 0 for items in needed), f"{self.label} scoring") as progress:
-            batch_tokens = check_batch_tokens(default_batch_tokens(self.device.type) if batch_tokens is None else
-                                              batch_tokens)
+            batch_tokens = check_value(Count, default_batch_tokens(self.device.type) if batch_tokens is None else
+                                       batch_tokens, "batch_tokens")
             position = np.argsort(order)  # where each item runs (`order` is a permutation of the items)
             # a prompt is done after its last item (one that needs none is never reported: it has no pass to wait for)
             done_at = np.sort([position[items].max() if len(items) else -1 for items in needed])

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ..errors import ModelLoadError, ParameterError
-from ..parameters import PAIRRM_LIMITS
+from ..parameters import PAIRRM_LIMITS, TokenLimit, check_value
 from ..paths import reads_as_hub_id
 from ..revisions import hub_offline
 from .common import is_stand_in, local_checkpoint, no_folder
@@ -85,24 +85,20 @@ def detect_layout(config: dict[str, Any]) -> str:
 def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = None,
                       candidate_maxlength: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
     """The limits and where each came from: "explicit", "checkpoint config" (llm-blender's RankerConfig, as
-    `Blender.rank` reads it), or "default" (1224 / 412, what PairRM-hf's card uses: its config carries none)."""
+    `Blender.rank` reads it), or "default" (1224 / 412, what PairRM-hf's card uses: its config carries none); those
+    given are checked where they enter (load_scorer, score_candidates, the schema, `repro score`'s options)."""
     limits, origins = {}, {}
     for name, value in (("source_maxlength", source_maxlength), ("candidate_maxlength", candidate_maxlength)):
         if value is not None:
             limits[name], origins[name] = int(value), "explicit"
         elif config.get(name) is not None:
-            try:
-                limits[name] = int(config[name])
-            except (TypeError, ValueError):
-                raise ModelLoadError(f"config.json has {name}={config[name]!r}, not a whole number of tokens; fix "
-                                     f"the checkpoint's config or pass {name} explicitly.") from None
+            try:  # the schema's rule for the limit
+                limits[name] = check_value(TokenLimit, config[name], f"config.json's {name}")
+            except ParameterError as exc:
+                raise ModelLoadError(f"{exc} Fix the checkpoint's config, or pass {name} explicitly.") from None
             origins[name] = "checkpoint config"
         else:
             limits[name], origins[name] = PAIRRM_LIMITS[name], "default"
-    for name, value in limits.items():
-        if value < 3:
-            where = "given" if origins[name] == "explicit" else f"from the {origins[name]}"
-            raise ParameterError(f"{name}={value} ({where}) must be >= 3 ([CLS], the prefix token and [SEP]).")
     return limits, origins
 
 

@@ -101,8 +101,6 @@ class SequenceClassifierScorer(BudgetedBatches):
 
         torch_device = resolve_device(device)
         dtype_name = reward_model_dtype(dtype, torch_device)
-        if max_length is not None and int(max_length) < 1:
-            raise ParameterError(f"max_length={max_length} must be >= 1 (tokens per sequence) or None.")
         path = resolve_checkpoint(model)
         spec = str(model)
         config = _from_pretrained(AutoConfig, spec, path, trust_remote_code)
