@@ -819,6 +819,7 @@ def test_what_was_not_compared_is_said_not_counted_as_agreement(published, tmp_p
     assert result["pairs"]["margin_sign"] is None and "margin signs" not in result["verdict"]
     assert "its `chosen_conv` may be `chosen` renamed, its `rejected_conv` may be `rejected` renamed: rename them " \
            "back" in result["pairs"]["reason"]
+    assert (result["pairs"]["cause"], result["scores"]["cause"]) == ("no_texts", "no_texts")
     assert result["disagreements"]["not_compared"] == {"pairs": result["pairs"]["reason"],
                                                        "scores": result["scores"]["reason"]}
     said = compare.disagreements(texts).data
@@ -839,6 +840,7 @@ def test_what_was_not_compared_is_said_not_counted_as_agreement(published, tmp_p
            "其 `rejected_conv` 可能是改了名的 `rejected`）。" in zh
 
     pairs_only = compare.compare(params(tmp_path / "u", reference=str(unscored), candidate=published["candidate"]))
+    assert pairs_only.result["scores"]["cause"] == "no_scores"
     said = compare.disagreements(pairs_only).data
     assert said.startswith("No aligned row disagrees in what was compared: the same chosen and rejected. Scores were "
                            "not compared: The reference lacks score_chosen and score_rejected")
@@ -936,6 +938,7 @@ def test_pairs_that_agree_with_every_score_null_are_reproduced_on_pairs_only(pub
     out = compare.compare(params(tmp_path, reference=write_rows(ref, tmp_path / "ref"),
                                  candidate=write_rows(published["rows"][:10], tmp_path / "cand"))).result
     assert out["pairs"]["fractions"]["same"] == 1 and out["scores"]["values"] == 0
+    assert out["scores"]["cause"] == "nonfinite"  # which the card words (en.jinja, zh.jinja)
     assert out["verdict"].startswith("**Reproduced on pairs only (scores not compared): all 10 reference rows ")
     why = "every score of the same texts is NaN, infinite or missing on one side or both (20 scores)"
     assert f"**Scores not compared.** {why[0].upper()}{why[1:]}.\n" in out["verdict"] + "\n"
@@ -944,6 +947,38 @@ def test_pairs_that_agree_with_every_score_null_are_reproduced_on_pairs_only(pub
     assert "| 0 (scores not compared) |" in en and "| 0（未比较得分） |" in zh
     assert f"Scores were not compared: {why}." in en
     assert "未比较得分：两侧相同文本的得分全部为 NaN、无穷或缺失（一侧或两侧；共 20 个）。" in zh
+
+
+def _edited(row: dict) -> dict:  # each row's chosen and rejected response another text: no score of the same text
+    return {**row, **{side: row[side][:-1] + [{**row[side][-1], "content": row[side][-1]["content"] + " (edited)"}]
+                      for side in ("chosen", "rejected")}}
+
+
+@pytest.mark.parametrize("cause, change, reason, en_why, zh_why", [
+    ("no_texts", lambda rows: [{k: v for k, v in r.items() if k != "rejected"} for r in rows[:10]],
+     "No chosen/rejected texts: scores cannot be matched to the same text.",
+     "Scores were not compared: no chosen/rejected texts: scores cannot be matched to the same text.",
+     "未比较得分：没有 chosen/rejected 文本，无法按相同文本匹配得分。"),
+    ("few_values", lambda rows: [{**rows[0], "score_rejected": float("nan")}],
+     "only 1 score of the same text on both sides (1 more NaN, infinite or missing on one side)",
+     "Scores were compared row by row only: only 1 score of the same text on both sides (1 more NaN, infinite or "
+     "missing on one side), too few for statistics.",
+     "得分只逐行比较：两侧相同文本的得分只有 1 个（另有 1 个在一侧为 NaN、无穷或缺失），不足以计算统计量。"),
+    ("unmatched", lambda rows: [_edited(r) for r in rows[:10]], "No score of the same text is on both sides.",
+     "Scores were not compared: no score of the same text is on both sides.",
+     "未比较得分：没有哪个文本在两侧都有得分。")],
+    ids=["no_texts", "few_values", "unmatched"])  # nonfinite: test_pairs_that_agree_with_every_score_null_…
+def test_the_card_says_in_both_languages_why_scores_were_not_compared(published, tmp_path, cause, change, reason,
+                                                                      en_why, zh_why):
+    # compare.json's scores.reason was English built in Python: the English card repeated it, the Chinese left out
+    # what it could not word (the NaN scores on one side; no texts and no score of the same text were one sentence)
+    path = tmp_path / "reference.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in change(copy.deepcopy(published["rows"]))))
+    result = compare.compare(params(tmp_path, reference=str(path), candidate=published["candidate"])).result
+    scores = result["scores"]
+    assert (scores["available"], scores.get("cause"), scores["reason"]) == (False, cause, reason)  # still read there
+    en, zh = card_sections(result)
+    assert en_why in en and zh_why in zh
 
 
 def test_noise_scores_are_not_hidden_by_the_gap_between_chosen_and_rejected(published, tmp_path):

@@ -477,7 +477,7 @@ def pair_agreement(reference: Side, candidate: Side, a: Alignment, al: Aligned) 
             absent = [c for c in unread if c not in side.table.column_names]
             lacking += [(side.name, absent, [c for c in unread if c not in absent],
                          {c: near for c in absent if (near := _renamed(c, side.table.column_names))})] * bool(unread)
-        out.update(available=False, reason=prose("compare", "no_texts", lacking), lacking=lacking)
+        out.update(available=False, reason=prose("compare", "no_texts", lacking), cause="no_texts", lacking=lacking)
     else:
         counts = np.bincount(al.categories, minlength=len(PAIR_CATEGORIES))
         out.update(available=True, categories={c: int(n) for c, n in zip(PAIR_CATEGORIES, counts)},
@@ -519,15 +519,21 @@ def matched_scores(al: Aligned) -> dict[str, np.ndarray]:
             "same_nonfinite": (np.isnan(ref) & np.isnan(cand)) | (np.isinf(ref) & (ref == cand))}
 
 
+def _not_compared(**facts: Any) -> dict[str, Any]:
+    """Scores not compared (or without statistics): their `cause` and its facts, and the reason worded by
+    templates/compare.jinja's scores_reason (the card words the cause in each language)."""
+    return {**facts, "available": False, "reason": prose("compare", "scores_reason", facts)}
+
+
 def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: Side) -> dict[str, Any]:
     """Agreement of the scores of the same texts (and of the margins of the same pairs), with bootstrap intervals."""
     lacking = [(side.name, missing, side.table.column_names, {c: _renamed(c, side.table.column_names) for c in missing})
                for side in (reference, candidate)
                if (missing := [c for c in SCORE_COLUMNS if c not in side.table.column_names])]
     if lacking:
-        return {"available": False, "reason": prose("compare", "no_scores", lacking), "lacking": lacking}
+        return _not_compared(cause="no_scores", lacking=lacking)
     if al.categories is None:
-        return {"available": False, "reason": "No chosen/rejected texts: scores cannot be matched to the same text."}
+        return _not_compared(cause="no_texts")
     m = matched_scores(al)
     ok = np.isfinite(m["reference"]) & np.isfinite(m["candidate"])
     out: dict[str, Any] = {"available": True, "values": int(ok.sum()),
@@ -538,13 +544,8 @@ def score_agreement(al: Aligned, p: CompareParams, reference: Side, candidate: S
                                             np.bincount(m["which"][ok], minlength=4).tolist())),
                            "difference": "candidate − reference"}
     if ok.sum() < 3:  # 1 or 2: a reason "too few for statistics" ends; none: a sentence of why none
-        left_out = f" ({out['excluded_nonfinite']} more NaN, infinite or missing on one side)" \
-            if out["excluded_nonfinite"] else ""
-        unusable = out["excluded_nonfinite"] + out["nonfinite_on_both_sides"]
-        reason = f"only {counted(int(ok.sum()), 'score')} of the same text on both sides{left_out}" if ok.any() else (
-            f"Every score of the same texts is NaN, infinite or missing on one side or both "
-            f"({counted(unusable, 'score')})." if unusable else "No score of the same text is on both sides.")
-        return {**out, "available": False, "reason": reason}
+        return _not_compared(**out, cause="few_values" if ok.any() else "nonfinite" if out["excluded_nonfinite"]
+                             + out["nonfinite_on_both_sides"] else "unmatched")
     out["scores"] = stats.agreement_statistics(m["reference"][ok], m["candidate"][ok], p.score_tolerances,
                                                p.bootstrap_resamples, p.bootstrap_seed, clusters=m["row"][ok])
     # pooled, the gap between chosen and rejected scores raises r whatever the scores: each role's and the margins'
