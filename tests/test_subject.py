@@ -275,6 +275,10 @@ def test_a_runs_dataset_data_folder_is_that_run_in_every_notebook(project):
         out = compare.compare(build(CompareParams, {"run_dir": into + "-compare", "candidate": str(theirs),
                                                     "reference": str(given)}))
         assert any("The reference's scores come from a stand-in scorer" in note for note in out.result["notes"])
+    # a shard of its test split: not its own dataset (a run of its own), but the stand-in's scores all the same
+    test = shutil.copyfile(run.shards()[0], run.data / "test_prefs-00000-of-00001.parquet")
+    metrics = analysis.analyze(build(AnalyzeParams, {"dataset": str(test), "bootstrap_resamples": 100})).metrics
+    assert (metrics["scorer"]["model"], metrics["scores_from_stand_in"]) == ("builtin:tiny-pairrm", True)
 
 
 def test_the_advice_to_leave_run_dir_unset_names_where_the_notebook_then_writes(project):

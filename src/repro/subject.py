@@ -35,7 +35,7 @@ def declared_stand_ins(spec: str | None, split: str | None = None, marked: Any =
     if (scorer := marked_scorer(path, split) if marked is ... else marked) and scorer["stand_in"]:
         out["scorer"] = scorer
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no manifest beside it, or not one
-        recorded = Manifest(RunDir(run_manifest_of(path).parent)).read()
+        recorded = Manifest(RunDir(run_manifest_of(path, any_split=True).parent)).read()
         scorer, generation = recorded.get("scorer") or {}, recorded.get("generation") or {}
         if scorer.get("stand_in") or str(scorer.get("model") or "").startswith("builtin:"):
             out["scorer"] = {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": True,
