@@ -254,6 +254,33 @@ def test_a_runs_own_dataset_named_by_a_notebook_is_recorded_as_its_own(project, 
     assert run_dir_of(str(run.shards()[0]), "x") != run.root  # now another split's file: not the run's own data
 
 
+def test_a_runs_dataset_data_folder_is_that_run_in_every_notebook(project):
+    """A run's dataset/data/ (the folder holding its parquet) given as a notebook's dataset was no run's: 02_analyze
+    wrote a new run, runs/data, and into another run_dir read the stand-in's noise as PairRM's scores ("no record
+    names the scorer"), 03_card and 04_compare alike; its dataset/ was the run. Now dataset/data/ is that run too."""
+    root, run, mine = project
+    Manifest(run).update(scorer={"model": "builtin:tiny-pairrm", "kind": "pairrm", "stand_in": True})
+    theirs = root / "theirs.jsonl"  # the same rows, of no run
+    datasets.Dataset.from_parquet(str(run.shards()[0])).to_json(theirs)
+    assert run_dir_of(str(run.data), "x") == run.root
+    p = build(AnalyzeParams, {"dataset": str(run.data)})
+    assert (p.dataset, p.run_root, p.run_name) == (None, run.root, run.root.name)
+    for given in (run.dataset, run.data):
+        into = str(root / "runs" / f"of-{given.name}")
+        analysis.analyze(build(AnalyzeParams, {"dataset": str(given), "run_dir": into, "bootstrap_resamples": 100}))
+        metrics = json.loads(RunDir(into).metrics.read_text())
+        assert (metrics["scorer"]["model"], metrics["scores_from_stand_in"]) == ("builtin:tiny-pairrm", True)
+        facts = gather_facts(build(CardParams, {"card_dataset": str(given), "run_dir": into + "-card"}))
+        assert facts.scorer["stand_in"] and facts.scorer["declared"] == "manifest"
+        out = compare.compare(build(CompareParams, {"run_dir": into + "-compare", "candidate": str(theirs),
+                                                    "reference": str(given)}))
+        assert any("The reference's scores come from a stand-in scorer" in note for note in out.result["notes"])
+    # a shard of its test split: not its own dataset (a run of its own), but the stand-in's scores all the same
+    test = shutil.copyfile(run.shards()[0], run.data / "test_prefs-00000-of-00001.parquet")
+    metrics = analysis.analyze(build(AnalyzeParams, {"dataset": str(test), "bootstrap_resamples": 100})).metrics
+    assert (metrics["scorer"]["model"], metrics["scores_from_stand_in"]) == ("builtin:tiny-pairrm", True)
+
+
 def test_the_advice_to_leave_run_dir_unset_names_where_the_notebook_then_writes(project):
     # the dataset of a run outside runs/: "the notebook then writes runs/x", where it writes that run's folder
     root, run, mine = project

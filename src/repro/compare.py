@@ -773,7 +773,7 @@ def disagreements(result: ComparisonResult) -> Any:
 
 
 def _recorded(spec: str) -> dict[str, Any]:
-    """The manifest of the run `spec` names (its folder or its `dataset/`), or {} for a dataset of no run."""
+    """The manifest of the run `spec` names (`run_manifest_of`), or {} for a dataset of no run."""
     manifest = run_manifest_of(spec)
     return {} if manifest is None else json.loads(manifest.read_text())
 

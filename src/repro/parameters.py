@@ -141,7 +141,8 @@ class _Params(BaseModel):
     @model_validator(mode="after")
     def _named_as_its_folder(self):
         """Without run_dir, a notebook on a dataset writes that dataset's run, named as it; a run's own dataset (the
-        run, its dataset/ folder, a file of it) is recorded as its own, None (not assigned: that validates again)."""
+        run, its dataset/ or dataset/data/ folder, a file of it) is recorded as its own, None (not assigned: that
+        validates again)."""
         given = getattr(self, self.subject) if self.subject else None
         manifest = run_manifest_of(given) if given is not None and Path(given).is_absolute() else None
         if manifest is not None and (not self.run_dir or Path(self.run_dir).resolve() == manifest.parent.resolve()):

@@ -529,13 +529,16 @@ class RunDir:
         return None
 
 
-def run_manifest_of(spec: str | Path) -> Path | None:
-    """The manifest.json of the run `spec` names (the run, its dataset/ folder, a file of its built split), or None."""
+def run_manifest_of(spec: str | Path, any_split: bool = False) -> Path | None:
+    """The manifest.json of the run `spec` names (the run, its dataset/ or dataset/data/ folder, a file of the split it
+    built; `any_split`: of any split, the run that wrote it, not then its own dataset), or None."""
     path = Path(spec).expanduser()
+    data = path.parent if path.suffix == ".parquet" else path  # (a shard: the data/ folder it is in)
     candidates = [path / MANIFEST_JSON, *([path.parent / MANIFEST_JSON] if path.name == DATASET_DIR else [])]
-    if path.suffix == ".parquet" and path.parent.name == DATA_DIR and path.parent.parent.name == DATASET_DIR:
+    if data.name == DATA_DIR and data.parent.name == DATASET_DIR:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # (a damaged manifest: not this run's file)
-            built = json.loads((path.parents[2] / MANIFEST_JSON).read_text()).get("dataset") or {}
-            if path.name.startswith(f"{built.get('split') or SPLIT}-"):
-                candidates.append(path.parents[2] / MANIFEST_JSON)
+            split = None if data == path or any_split else (json.loads(
+                (data.parents[1] / MANIFEST_JSON).read_text()).get("dataset") or {}).get("split") or SPLIT
+            if split is None or path.name.startswith(f"{split}-"):
+                candidates.append(data.parents[1] / MANIFEST_JSON)
     return next((candidate for candidate in candidates if candidate.is_file()), None)

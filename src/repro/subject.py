@@ -14,7 +14,7 @@ from huggingface_hub.repocard import metadata_load
 from .errors import DataError, ParameterError
 from .jobs import atomic_write_json
 from .manifest import LAST_RUN, Manifest
-from .paths import (DATA_DIR, DATASET_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of,
+from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of,
                     run_manifest_of, wait_advice)
 from .sources import data_files, files_read
 
@@ -35,7 +35,7 @@ def declared_stand_ins(spec: str | None, split: str | None = None, marked: Any =
     if (scorer := marked_scorer(path, split) if marked is ... else marked) and scorer["stand_in"]:
         out["scorer"] = scorer
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no manifest beside it, or not one
-        recorded = Manifest(RunDir(run_manifest_of(path).parent)).read()
+        recorded = Manifest(RunDir(run_manifest_of(path, any_split=True).parent)).read()
         scorer, generation = recorded.get("scorer") or {}, recorded.get("generation") or {}
         if scorer.get("stand_in") or str(scorer.get("model") or "").startswith("builtin:"):
             out["scorer"] = {"model": scorer.get("model"), "kind": scorer.get("kind", "pairrm"), "stand_in": True,
@@ -164,10 +164,9 @@ def refuse_unbuilt(run: RunDir, spec: str | None) -> None:
     03_card, 04_compare) while its 01_construct has not finished (a stage run again, or a kernel stopped, since it
     wrote)."""
     if spec is not None and not is_own_dataset(run, spec):
-        path = Path(spec).expanduser().resolve()  # (a link to a run's dataset/ or its data/: where it leads)
-        inside = next((p for p in path.parents if p.name == DATASET_DIR), None)
-        if (manifest := run_manifest_of(path) or inside and run_manifest_of(inside)) is None:
-            return  # (a dataset no run of repro built; inside a run's dataset/: its data/, a shard of any split)
+        # (a link to a run's dataset/ or its data/: where it leads; a shard of any of its splits: that run)
+        if (manifest := run_manifest_of(Path(spec).expanduser().resolve(), any_split=True)) is None:
+            return  # (a dataset no run of repro built)
         run = RunDir(manifest.parent)
     built = ((Manifest(run).read().get("notebooks") or {}).get("01_construct") or {}).get("status")
     if built in LAST_RUN:
