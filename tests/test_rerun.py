@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import datasets
 import pytest
 
 from conftest import hub_source
@@ -22,6 +24,7 @@ from repro.paths import KERNEL, RunDir
 from repro.cli.rerun import changed_parameters, clear_previous_run, writing
 from repro.cli.run import resolve_parameters
 from repro.revisions import run_fingerprint
+from repro.sources import demo_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -297,6 +300,40 @@ def test_a_forced_rerun_makes_a_card_that_cites_only_its_own_files(previous_run,
     assert cited and all(c in card for c in cited if c.endswith(".png"))  # its figures are the ones it made
     assert json.loads((previous_run.root / "metrics.json").read_text())["n"] <= 8
     assert (previous_run.work / "kept.txt").is_file()
+
+
+@pytest.mark.parametrize("inside", ["", "dataset", "dataset/data/train_prefs-00000-of-00001.parquet"])
+def test_a_run_that_reads_what_force_removes_is_refused_with_force_too(previous_run, inside, capsys,
+                                                                         stubbed_notebooks):
+    # a finished run's rows re-ranked into that run (source=the run): the check said ok, --force removed its dataset/,
+    # then 01_construct failed, "source ... is a run directory without a dataset": the rows were gone
+    shard = previous_run.data / "train_prefs-00000-of-00001.parquet"
+    shard.parent.mkdir(parents=True)
+    datasets.Dataset.from_json(str(demo_path())).to_parquet(shard)
+    Manifest(previous_run).add_outputs(shard)
+    source, before = previous_run.root / inside, files_of(previous_run.root)
+    args = ["demo", "--out", str(previous_run.root), "--set", f"source={source}"]
+    assert main(["run", "--check", *args, "--force"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"REFUSED run directory: source ({source}) is read from what replacing the run in {previous_run.root} "
+            f"removes first (--force too): give this run another --out, or copy what it reads out of that run "
+            f"directory first and give the copy") in out, out
+    assert main(["run", *args]) == 2
+    assert "source (" in capsys.readouterr().err
+    assert main(["run", *args, "--force"]) == 2
+    assert "removes first (--force too)" in capsys.readouterr().err
+    assert files_of(previous_run.root) == before and stubbed_notebooks == []  # nothing removed, nothing run
+    # 8 rows of it compared with the old ones: 04_compare's reference would be gone too
+    assert main(["run", "--check", "demo", "--out", str(previous_run.root), "--set", f"reference={source}", "--set",
+                 "notebooks=[01_construct, 04_compare]", "--set", "limit=8", "--force"]) == 1
+    assert f"REFUSED  run directory: reference ({source}) is read from" in capsys.readouterr().out
+    # what --force keeps (work/) may be read; so may 02_analyze's dataset named as the run's own (the one it builds)
+    kept = previous_run.work / "rows.jsonl"
+    shutil.copy(demo_path(), kept)
+    for value in (f"source={kept}", f"dataset={previous_run.root / inside}"):
+        assert main(["run", "--check", "demo", "--out", str(previous_run.root), "--set", value, "--set", "limit=8",
+                     "--force"]) == 0
+        assert "--force: its outputs are removed first" in capsys.readouterr().out
 
 
 def test_01_construct_alone_refuses_a_run_directory_with_other_parameters(previous_run):

@@ -20,7 +20,7 @@ from ..parameters import FAMILY_NOTEBOOK, RUN_KEYS, notebook_fields, set_option,
 from ..paths import WRITING_ENV, RunDir, row_cache_dir, wait_advice
 from ..revisions import GENERATION_CODE, SCORING_CODE, hub_commit, local_content, python_digest
 from ..subject import subject_refusal
-from .preflight import READS_RUN_DATASET, Check
+from .preflight import READS_RUN_DATASET, Check, needs
 
 
 def changed_parameters(run: RunDir, parameters: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -249,6 +249,11 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
                 f", same {'data ' if how else ''}parameters")
         return Check("run directory", True, f"{run.root} (continues the run there{same}{how}{ended})")
     notebooks, changes = parameters["notebooks"], listed(changed)
+    if rebuilds(notebooks) and (read := read_from_outputs(run, parameters)):
+        return Check("run directory", False, f"{', '.join(read)} {'is' if len(read) == 1 else 'are'} read from what "
+                                             f"replacing the run in {run.root} removes first (--force too): give this "
+                                             f"run another {given_as}, or copy what it reads out of that run directory "
+                                             f"first and give the copy", problem="REFUSED")
     view = notebooks == [FAMILY_NOTEBOOK]  # a family's folder: its view of members that stay as they are
     held = "a family view of" if view else "a run with"
     if not Manifest(run).made_results():
@@ -272,24 +277,29 @@ def rerun_check(run: RunDir, changed: dict[str, tuple[Any, Any]], force: bool, g
                  f"{again}or pass --force: {replaced}", problem="REFUSED")
 
 
+def previous_outputs(run: RunDir) -> list[Path]:
+    """What replacing the run there removes, those there: its recorded files, then its outputs' folders and records
+    (not work/ nor self-checks)."""
+    recorded = [run.root / relative for relative in Manifest(run).read().get("outputs") or {}]
+    return list(dict.fromkeys([*(p for p in recorded if p.is_file()), *(p for p in (
+        run.notebooks, run.dataset, run.figures, run.tables, run.metrics, run.compare, run.manifest) if p.exists())]))
+
+
+def read_from_outputs(run: RunDir, parameters: dict[str, Any]) -> list[str]:
+    """'parameter (path)' of each local input the run reads (`needs`) inside what replacing the run there removes, or
+    holding some of it (the run itself: its dataset/)."""
+    gone = [path.resolve() for path in previous_outputs(run)]
+    read = {f"{need.parameter} ({need.value})": Path(need.value).resolve() for need in needs(parameters)
+            if os.path.isabs(need.value)}
+    return [name for name, path in read.items() if any(path.is_relative_to(g) or g.is_relative_to(path) for g in gone)]
+
+
 def clear_previous_run(run: RunDir) -> list[str]:
     """Remove what a previous run made but work/ and self-checks; returns what went, relative to the run."""
-    recorded = Manifest(run).read().get("outputs") or {}
-    removed = []
-    for relative in recorded:
-        path = run.root / relative
-        if path.is_file():
-            path.unlink()
-            removed.append(relative)
-    for path in (run.notebooks, run.dataset, run.figures, run.tables, run.metrics, run.compare, run.manifest):
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-        else:
-            continue
-        removed.append(str(path.relative_to(run.root)))
-    return removed
+    removed = previous_outputs(run)
+    for path in removed:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return [str(path.relative_to(run.root)) for path in removed]
 
 
 def replace_run(run: RunDir, force: bool) -> None:
