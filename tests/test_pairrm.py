@@ -123,6 +123,9 @@ def test_a_device_a_dtype_and_a_limit_are_read_by_the_schemas_rule_where_load_sc
     assert load_scorer(tiny_pairrm_dir, device=" CPU", dtype="torch.float32").dtype == "fp32"
     with pytest.raises(ParameterError, match=r"^candidate_maxlength: must be >= 3 \(got 2\)\.$"):
         load_scorer(tiny_pairrm_dir, device="cpu", candidate_maxlength=2)
+    for limits in ({"source_maxlength": 0}, {"candidate_maxlength": -5}):  # (PairRM.load, an entry: it scored)
+        with pytest.raises(ParameterError, match=rf"^{next(iter(limits))}: must be >= 3"):
+            PairRM.load(tiny_pairrm_dir, device="cpu", **limits)
 
 
 def test_builtin_stand_in_is_built_once_into_the_cache_and_loads_like_a_directory(tmp_path, monkeypatch,

@@ -182,6 +182,9 @@ def test_a_tilde_before_one_letter_then_a_slash_and_a_number_is_prose():
     # a reviewer: particles the list lacked published the surname ("~ van den Berg\\runs…", "~ ter Horst/uf.jsonl")
     ("C:\\Users\\Pieter van den Berg\\runs\\x.jsonl", "x.jsonl"), ("/Users/Maria de los Santos/x", "x"),
     ("/home/Jan ter Horst/uf.jsonl", "uf.jsonl"), ("/Users/Hans op de Beeck/zephyr-7b-sft-full", "zephyr-7b-sft-full"),
+    # ... and a typographic d’ / l’, as d' and l'; a disk's name may hold a quote ("Alice’s Disk/Users/bob/x.csv")
+    ("cache at /Users/Jean d’Alembert.", "cache at ~."), ("at /Users/Anna de l’Isle", "at ~"),
+    ("/Volumes/Alice’s Disk/Users/bob/x.csv", "x.csv"), ("/Volumes/Alice's Disk/Users/bob/x.csv", "x.csv"),
 ])
 def test_no_part_of_a_users_name_in_several_words_is_published_whatever_the_homes_form(told, shown):
     assert public_text(told) == shown

@@ -192,6 +192,10 @@ def test_kind_is_read_from_the_checkpoint(tmp_path, reward_dirs, tiny_pairrm_dir
     for option, value, words in (("max_length", 0, "must be >= 1"), ("chat_template", "FILL_IN", "is still FILL_IN")):
         with pytest.raises(ParameterError, match=rf"^{option}: {words}"):
             load_scorer(reward_dirs["llama"], device="cpu", **{option: value})
+    # ... and by the class's own load, which its docstring names as a way to load (it scored with max_length=-1)
+    for value in (0, -1):
+        with pytest.raises(ParameterError, match=r"^max_length: must be >= 1"):
+            SequenceClassifierScorer.load(reward_dirs["llama"], device="cpu", max_length=value)
 
 
 def test_resolve_kind_checks_the_model_once_where_it_reads_the_kind(monkeypatch, reward_dirs, tiny_pairrm_dir):

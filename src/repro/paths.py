@@ -57,7 +57,7 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # owner/name: no more par
 _ENDS = r"\s`'\"‘’“”|,;()<>"  # what ends a path inside text (public_text)
 # where a home folder's user's name starts, on any machine: /home/, /Users/, C:\Users\, //home/, \\host\Users\,
 # /var/home/, /Volumes/<disk>/Users/, WSL's /mnt/c/Users/
-_HOME_AT = (rf"(?i:(?:[a-z]:|/mnt/[a-z]|/volumes/[^{_ENDS}/\\]+(?: [^{_ENDS}/\\]+)*|(?<!:)[\\/]{{2}}[^{_ENDS}/\\]+)?"
+_HOME_AT = (rf"(?i:(?:[a-z]:|/mnt/[a-z]|/volumes/[^\s/\\]+(?: [^\s/\\]+)*|(?<!:)[\\/]{{2}}[^{_ENDS}/\\]+)?"
             rf"[\\/]users|(?:/var|(?<!:)/)?/home)[\\/]")
 _HOME = re.compile(rf"{_HOME_AT}[^/]+")  # a home folder, on any machine
 # ... but one between letters, in a name (/home/o'brien, /home/al's/x), not a possessive's (/home/al's data: ~'s data)
@@ -75,11 +75,11 @@ _PATH_GOES_ON = rf"{_IN_PATH}*(?:{_NO_SUFFIX}{_SPACE}(?![~.]*[/\\]|[^{_ENDS}]*:[
 _BEFORE_PATH = rf"(?:(?<![\w.-])file://[^{_ENDS}/]*(?=/)|(?<![\w.@-])[\w.-]+@[\w.-]+:(?=~?/)|(?<![\w./\\~-]))"
 # a user's name in several words after a home's start: capitalised words, a particle (de, van…) or d' before one
 _CAP, _PARTICLE = "A-ZÀ-ÖØ-Þ", (r"(?:(?:al|bin|da|das|de|del|della|den|der|des|di|do|dos|du|ibn|la|las|le|los|op|"
-                                r"te|ten|ter|van|von|y|zu) |[dl]')")
+                                r"te|ten|ter|van|von|y|zu) |[dl]['’])")
 _PERSON = rf"[{_CAP}]{_IN_NAME}*(?:{_SPACE}{_PARTICLE}*[{_CAP}]{_IN_NAME}*)+"
 # ~user/ (a user's name starts with a letter or _), not a letter, a slash and a digit (~n/2); ~half, ~alice: prose
 _TILDE_USER = rf"~(?![A-Za-z_]/\d)[A-Za-z_](?:[\w.-]|{_APOSTROPHE})*/"
-_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}|{_TILDE_USER}"
+_PATH_STARTS = (rf"{_HOME_AT}{_PERSON}|{_HOME_AT}|{_TILDE_USER}"
                 rf"|(?:(?:~|\.{{1,2}})?/|(?<!:)//+)[^{_ENDS}/]|[A-Za-z]:[\\/][^{_ENDS}]"
                 rf"|\\\\[^{_ENDS}\\]")
 _FILE_SUFFIXES = (".jsonl", ".json", ".parquet", ".gz", ".yaml", ".yml", ".csv", ".arrow")  # files, never repos

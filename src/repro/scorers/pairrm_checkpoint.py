@@ -86,11 +86,11 @@ def checkpoint_limits(config: dict[str, Any], source_maxlength: int | None = Non
                       candidate_maxlength: int | None = None) -> tuple[dict[str, int], dict[str, str]]:
     """The limits and where each came from: "explicit", "checkpoint config" (llm-blender's RankerConfig, as
     `Blender.rank` reads it), or "default" (1224 / 412, what PairRM-hf's card uses: its config carries none); those
-    given are checked where they enter (load_scorer, score_candidates, the schema, `repro score`'s options)."""
+    given by the schema's rule (`PairRM.load` is an entry of its own)."""
     limits, origins = {}, {}
     for name, value in (("source_maxlength", source_maxlength), ("candidate_maxlength", candidate_maxlength)):
         if value is not None:
-            limits[name], origins[name] = int(value), "explicit"
+            limits[name], origins[name] = check_value(TokenLimit, value, name), "explicit"
         elif config.get(name) is not None:
             try:  # the schema's rule for the limit
                 limits[name] = check_value(TokenLimit, config[name], f"config.json's {name}")

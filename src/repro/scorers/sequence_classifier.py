@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelLoadError, ParameterError, counted, warn
+from ..parameters import Count, check_value
 from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, no_folder,
                      no_progress_bars, resolve_device, resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
@@ -99,6 +100,7 @@ class SequenceClassifierScorer(BudgetedBatches):
         `weights=False`: its config and tokenizer only (`load_weights` adds the model)."""
         from transformers import AutoConfig, AutoTokenizer
 
+        max_length = check_value(Count | None, max_length, "max_length")  # (an entry of its own, as load_scorer)
         torch_device = resolve_device(device)
         dtype_name = reward_model_dtype(dtype, torch_device)
         path = resolve_checkpoint(model)
