@@ -508,3 +508,16 @@ def test_defaults_several_schemas_share_are_written_once():
             if name.endswith("_split") and field.default} == dict.fromkeys(
         ["source_split", "dataset_split", "card_split", "reference_split", "candidate_split", "compare_source_split"],
         "train_prefs")
+
+
+def test_a_blank_dataset_parameter_is_unset_as_null_is(tmp_path, capsys):
+    """`--set "dataset=''"` (papermill's -p dataset "") passed the check as "this run's dataset", then 02_analyze read
+    '' as the project root ("dataset '.' holds data files of 10 formats"). A blank dataset is null, recorded so."""
+    keys = ("dataset", "card_dataset", "candidate", "reference", "compare_source")
+    values = parameters.resolve_parameters(load_params_file(ROOT / "params" / "demo.yaml", [f"{k}=''" for k in keys]))
+    assert {k: values[k] for k in keys} == dict.fromkeys(keys)
+    for section, key in (("analyze", "dataset"), ("card", "card_dataset"), ("compare", "candidate")):
+        p = validate_namespace(section, {key: "", "run_name": "mine"})  # (papermill's -p KEY "")
+        assert getattr(p, key) is None and p.run_root == build(type(p), {"run_name": "mine"}).run_root
+    with pytest.raises(ParameterError, match=r"source: must not be empty"):  # (no null to mean: still refused)
+        build(ConstructParams, {"source": ""})

@@ -48,6 +48,9 @@ TokenLimit = Annotated[Integer, Field(ge=3)]  # [CLS], the prefix token and [SEP
 # the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
 LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
+# a dataset left blank (papermill's -p dataset "", a field cleared) is not given, as null (02-04: this run's own)
+Blank = BeforeValidator(lambda v: None if v == "" else v)
+DatasetPath = Annotated[UserPath | None, Blank]
 # the built-in random stand-ins (repro.scorers builds them offline; what they output is noise): name -> what is built
 BUILTIN_SCORERS = {"builtin:tiny-pairrm": "pairrm", "builtin:tiny-reward-llama": "llama",
                    "builtin:tiny-reward-deberta": "deberta"}
@@ -449,7 +452,7 @@ class AnalyzeParams(_Params):
     subject: ClassVar[str | None] = "dataset"
 
     # None: this run's dataset; or a run dir, a .jsonl/.parquet file, a saved dataset, a hub id
-    dataset: UserPath | None = None
+    dataset: DatasetPath = None
     # the split read from `dataset`; with dataset None: the split 01_construct wrote, or another split of the run
     # named here
     dataset_split: str = SPLIT
@@ -468,7 +471,7 @@ class CardParams(_Params):
     subject: ClassVar[str | None] = "card_dataset"
 
     # None: this run's dataset; else a dataset NOT built here (hub id, local folder or file)
-    card_dataset: UserPath | None = None
+    card_dataset: DatasetPath = None
     card_split: SplitName = SPLIT  # the split read from card_dataset (and written as this run's)
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # owner/name where the dataset is (or will be) published
@@ -514,12 +517,12 @@ class CompareParams(_Params):
     subject: ClassVar[str | None] = "candidate"
 
     # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
-    reference: str | list[str] | None = None
+    reference: Annotated[str | list[str] | None, Blank] = None
     reference_split: str = SPLIT
-    candidate: UserPath | None = None  # None: this run's dataset
+    candidate: DatasetPath = None  # None: this run's dataset
     candidate_split: str = SPLIT
     # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
-    compare_source: UserPath | None = None
+    compare_source: DatasetPath = None
     compare_source_split: str = SPLIT
     # fraction of same-text scores within each |difference|
     score_tolerances: Annotated[list[NonNegative], Field(min_length=1)] = [1e-6, 1e-3, 1e-2, 0.1]
