@@ -143,8 +143,9 @@ def test_generated_candidates_are_the_ones_ranked():
                                                  rf"\({', '.join(f'resp{k}' for k in range(n))}\): set "
                                                  rf"candidate_columns: \[{', '.join(f'resp{k}' for k in range(n))}\]"):
             validate_all({"generate": True, "n_candidates": n, "candidate_columns": columns})
-    assert validate_all({"generate": True, "n_candidates": 2, "candidate_columns": ["resp1", "resp0"]})
-    assert validate_all({"generate": True, "n_candidates": 0, "generate_reference": True, "candidate_columns": [],
+    policy = {"generate": True, "policy_model": "builtin:tiny-policy"}
+    assert validate_all({**policy, "n_candidates": 2, "candidate_columns": ["resp1", "resp0"]})
+    assert validate_all({**policy, "n_candidates": 0, "generate_reference": True, "candidate_columns": [],
                          "include_reference": True, "include_original_pair": True})  # SELM's: the greedy text + the pair
     assert validate_all({"candidate_columns": ["resp0", "resp1", "resp2"]})  # not generated: the source's
 

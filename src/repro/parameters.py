@@ -666,9 +666,15 @@ def validate_all(values: dict[str, Any], where: str = "the parameters", set_keys
     return sections
 
 
+NO_POLICY = ("policy_model is not set, but the generation stage needs a policy: give a hub id (e.g. "
+             "HuggingFaceH4/mistral-7b-sft-beta), a local model directory, or 'builtin:tiny-policy' for the offline "
+             "noise stand-in; or turn `generate` off and take candidates from the source's columns.")
+
+
 def check_generated_columns(construct: ConstructParams, generation: GenerationParams) -> None:
     """With `generate`, the candidates ranked are exactly the generated resp0 .. resp{n-1} (a source's own columns
-    beside them would be ranked as if generated; a generated one left out, generated for nothing)."""
+    beside them would be ranked as if generated; a generated one left out, generated for nothing), and a policy makes
+    them (said before the source is read)."""
     if not construct.generate:
         return
     made = [f"resp{k}" for k in range(generation.n_candidates)]
@@ -688,6 +694,8 @@ def check_generated_columns(construct: ConstructParams, generation: GenerationPa
             f"n_candidates={generation.n_candidates} generated ones ({', '.join(made) or 'none'}): set "
             f"candidate_columns: [{', '.join(made)}] (or n_candidates to the number of columns). To rank a source's "
             f"own responses, set generate: false.")
+    if not generation.policy_model:
+        raise ParameterError(NO_POLICY)
 
 
 def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
