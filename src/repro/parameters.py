@@ -579,6 +579,21 @@ def unused_generation(*parameters: Mapping[str, Any]) -> set[str]:
     return set() if any(p.get("generate") for p in parameters) else set(GenerationParams.model_fields)
 
 
+# the parameters that act only where another has one of some values (beside generation's: where generate is true)
+ACTS_ONLY_WITH = {"length_penalty": ("selection", ("best_worst_length_penalised",)),
+                  "selection_seed": ("selection", RANDOM_RULES),
+                  "scorer_prompt_tokenizer": ("scorer_prompt", ("chat_template",)), "cache_dir": ("cache", (True,)),
+                  "reference_max_new_tokens": ("generate_reference", (True,)),
+                  "vllm_requests": ("generation_backend", ("vllm",))}
+
+
+def idle_parameters(resolved: Mapping[str, Any]) -> dict[str, str]:
+    """{parameter: the value it acts only with} of each that the values `resolved` (every section's) leave idle."""
+    idle = {key: f"{other}: {' or '.join(json.dumps(v) if isinstance(v, bool) else v for v in values)}"
+            for key, (other, values) in ACTS_ONLY_WITH.items() if resolved[other] not in values}
+    return {**idle, **dict.fromkeys(unused_generation(resolved) - set(_Params.model_fields), "generate: true")}
+
+
 def all_fields() -> set[str]:
     """Every parameter name any notebook accepts."""
     return set(RUN_KEYS).union(*(schema.model_fields for schema in SCHEMAS.values()))
@@ -969,14 +984,25 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
     stems = [Path(n).stem for n in nbs]
     if twice := next((n for k, n in enumerate(stems) if n in stems[:k]), None):
         raise ParameterError(f"{given} lists {twice} twice: list each notebook once (they run in that order).")
-    validate_all(values, where=str(path), set_keys=typed)
-    # said, not refused: a mistake (a notebook left out) or a key kept for another run (a shared base's are not named)
+    sections = validate_all(values, where=str(path), set_keys=typed)
+    # said, not refused: a mistake (a notebook left out, a rule not chosen) or a key kept for another run (a shared
+    # base's are not named); a family's members may set what its keys act with
     used = notebook_fields(*nbs, *[FAMILY_NOTEBOOK] * ("family" in values)) | RUN_KEYS
-    if unused := [key for key in {**own, **set_values} if key not in used]:
-        them = "it" if len(unused) == 1 else "them"
-        print(f"repro run: {path}: " + ", ".join(
-            f"{key} (read by {' and '.join(nb for nb in NOTEBOOK_SECTIONS if key in notebook_fields(nb))}"
-            f"{'; from --set' * (key in set_values)})" for key in unused) + f" {'is' if them == 'it' else 'are'} set "
-            f"but not used: the run's notebooks are {', '.join(nbs)} (add the one that reads {them} to notebooks, or "
-            f"remove {them}).", file=sys.stderr)
+    given = {**own, **set_values}
+    _say_unused(path, {key: f"read by {' and '.join(nb for nb in NOTEBOOK_SECTIONS if key in notebook_fields(nb))}"
+                       for key in given if key not in used}, set_values,
+                f"the run's notebooks are {', '.join(nbs)} (add the one that reads {{them}} to notebooks, or remove "
+                "{them})")
+    idle = {} if "family" in values else idle_parameters({k: v for p in sections.values() for k, v in p})
+    _say_unused(path, {key: f"acts only with {idle[key]}" for key in given if key in used and key in idle},
+                set_values, "set the value named beside {them}, or remove {them}")
     return values
+
+
+def _say_unused(path: Path, why: dict[str, str], set_values: Collection[str], fix: str) -> None:
+    """One line on stderr naming the keys of `why` (key -> why it is not used), `fix` saying what to do ({them})."""
+    if why:
+        them = "it" if len(why) == 1 else "them"
+        print(f"repro run: {path}: " + ", ".join(f"{key} ({reason}{'; from --set' * (key in set_values)})"
+                                                 for key, reason in why.items())
+              + f" {'is' if them == 'it' else 'are'} set but not used: {fix.replace('{them}', them)}.", file=sys.stderr)
