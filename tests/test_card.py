@@ -3522,3 +3522,20 @@ def test_rlhflow_pairs_whose_margin_is_not_finite_are_rows_to_trl_refuses(tmp_pa
     assert "to_trl(ds)" not in part(en, "## How to use") and not facts.for_training
     assert "(the first is row 3, counted from 0: `margin` is neither a finite number nor null)" in en
     assert "（第一个是从 0 计第 3 行：`margin` 既不是有限数值，也不是空值）" in zh
+
+
+def test_a_card_split_this_runs_dataset_lacks_is_refused_as_02_analyze_refuses_it(tmp_path):
+    """`papermill 03_card.ipynb -p run_dir RUN -p card_split trian_prefs` wrote a card of train_prefs and recorded
+    card_split trian_prefs, which the run's next `repro run` then refused as "other parameters"."""
+    run = make_run(tmp_path / "run")["run"]
+    for recorded in (None, "train_prefs"):  # (a run 01_construct built records its split; one a card copied in: none)
+        if recorded:
+            Manifest(run).record("dataset", {"split": recorded})
+        with pytest.raises(DataError, match=re.escape(
+                f"Parameter card_split='trian_prefs': this run's dataset at {run.dataset} has no such split (it has "
+                f"['train_prefs']). Did you mean 'train_prefs'? Name one of those")):
+            repro_card.gather_facts(build(CardParams, {"run_dir": str(run.root), "card_split": "trian_prefs"}))
+        assert "trian_prefs" not in json.dumps(Manifest(run).read())  # (nothing recorded)
+    write_split(datasets.Dataset.from_list(seed_rows(3), features=SEED_FEATURES), run.dataset, "test_prefs")
+    for split in ("train_prefs", "test_prefs"):  # the split built, and another the run's dataset holds
+        assert card_for(run.root, card_split=split)[0].splits[0].name == "train_prefs"

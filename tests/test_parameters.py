@@ -143,8 +143,9 @@ def test_generated_candidates_are_the_ones_ranked():
                                                  rf"\({', '.join(f'resp{k}' for k in range(n))}\): set "
                                                  rf"candidate_columns: \[{', '.join(f'resp{k}' for k in range(n))}\]"):
             validate_all({"generate": True, "n_candidates": n, "candidate_columns": columns})
-    assert validate_all({"generate": True, "n_candidates": 2, "candidate_columns": ["resp1", "resp0"]})
-    assert validate_all({"generate": True, "n_candidates": 0, "generate_reference": True, "candidate_columns": [],
+    policy = {"generate": True, "policy_model": "builtin:tiny-policy"}
+    assert validate_all({**policy, "n_candidates": 2, "candidate_columns": ["resp1", "resp0"]})
+    assert validate_all({**policy, "n_candidates": 0, "generate_reference": True, "candidate_columns": [],
                          "include_reference": True, "include_original_pair": True})  # SELM's: the greedy text + the pair
     assert validate_all({"candidate_columns": ["resp0", "resp1", "resp2"]})  # not generated: the source's
 
@@ -508,3 +509,37 @@ def test_defaults_several_schemas_share_are_written_once():
             if name.endswith("_split") and field.default} == dict.fromkeys(
         ["source_split", "dataset_split", "card_split", "reference_split", "candidate_split", "compare_source_split"],
         "train_prefs")
+
+
+def test_a_blank_dataset_parameter_is_unset_as_null_is(tmp_path, capsys):
+    """`--set "dataset=''"` (papermill's -p dataset "") passed the check as "this run's dataset", then 02_analyze read
+    '' as the project root ("dataset '.' holds data files of 10 formats"). A blank dataset is null, recorded so."""
+    keys = ("dataset", "card_dataset", "candidate", "reference", "compare_source")
+    values = parameters.resolve_parameters(load_params_file(ROOT / "params" / "demo.yaml", [f"{k}=''" for k in keys]))
+    assert {k: values[k] for k in keys} == dict.fromkeys(keys)
+    for section, key in (("analyze", "dataset"), ("card", "card_dataset"), ("compare", "candidate")):
+        p = validate_namespace(section, {key: "", "run_name": "mine"})  # (papermill's -p KEY "")
+        assert getattr(p, key) is None and p.run_root == build(type(p), {"run_name": "mine"}).run_root
+    with pytest.raises(ParameterError, match=r"source: must not be empty"):  # (no null to mean: still refused)
+        build(ConstructParams, {"source": ""})
+
+
+def test_keys_that_act_only_under_another_value_are_named_as_unused(tmp_path, capsys):
+    """`repro run --check uf.yaml --set length_penalty=0.5` said nothing and recorded the value, though length_penalty
+    acts only with selection: best_worst_length_penalised; a generation key acts only with generate: true."""
+    f = tmp_path / "uf.yaml"
+    f.write_text("source: demo\nselection_seed: 3\n")
+    load_params_file(f, ["length_penalty=0.5", "temperature=0.9"])
+    assert capsys.readouterr().err == (
+        f"repro run: {f}: selection_seed (acts only with selection: best_random or random_pair), length_penalty (acts "
+        f"only with selection: best_worst_length_penalised; from --set), temperature (acts only with generate: true; "
+        f"from --set) are set but not used: set the value named beside them, or remove them.\n")
+    load_params_file(f, ["length_penalty=0.5", "selection=best_worst_length_penalised", "notebooks=[02_analyze]"])
+    assert capsys.readouterr().err == (  # (with a key no listed notebook reads: a line each)
+        f"repro run: {f}: source (read by 01_construct), selection_seed (read by 01_construct), length_penalty (read "
+        f"by 01_construct; from --set), selection (read by 01_construct; from --set) are set but not used: the run's "
+        f"notebooks are 02_analyze (add the one that reads them to notebooks, or remove them).\n")
+    load_params_file(f, ["length_penalty=0.5", "selection=best_worst_length_penalised", "cache=false"])
+    assert capsys.readouterr().err == (
+        f"repro run: {f}: selection_seed (acts only with selection: best_random or random_pair) is set but not used: "
+        f"set the value named beside it, or remove it.\n")

@@ -935,3 +935,18 @@ def test_a_mistyped_split_of_a_folder_of_shards_is_told_the_split_names_not_file
                                              "mean 'train_prefs'?")
     values = resolve_parameters({"notebooks": ["01_construct"], "source": str(folder)})
     assert {c.what: c for c in preflight.preflight(values, bare_machine / "run")}[f"source: {folder}"].ok
+
+
+def test_generating_without_a_policy_is_refused_by_the_check(tmp_path, sample_dir, capsys):
+    """`repro run --check uf.yaml --set generate=true --set policy_model=null` said "everything the run needs is
+    here"; the notebook then loaded and sliced the source before saying "policy_model is not set"."""
+    params = tmp_path / "uf.yaml"
+    params.write_text(f"source: {sample_dir / 'train_prefs.jsonl'}\nscorer_model: builtin:tiny-pairrm\ndevice: cpu\n")
+    args = ["run", "--check", str(params), "--out", str(tmp_path / "run"), "--set", "generate=true",
+            "--set", "policy_model=null", "--set", "candidate_columns=[resp0,resp1]"]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert "everything the run needs is here" not in out
+    assert "policy_model is not set, but the generation stage needs a policy: give a hub id" in err, err
+    assert main([*args[:-4], "--set", "policy_model=builtin:tiny-policy", *args[-2:]]) == 0  # (given: the check's)
+    assert not (tmp_path / "run").exists()

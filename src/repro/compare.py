@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow as pa
 
 from .analysis import number, percent, plots, prose, stats
-from .analysis.report import (dataset_or_own, readable, response_texts, row_preview, show_figures,  # noqa: F401
-                              values_at, write_outputs)  # show_figures: a cell's
+from .analysis.report import (readable, response_texts, row_preview, show_figures, values_at,  # noqa: F401
+                              write_outputs)  # show_figures: a cell's
 from .dataset_io import SCORE_COLUMNS, SEED_COLUMNS, prompt_id_of, score_array
 from .errors import DataError, ParameterError, ReproError, counted
 from .exporters import seed_view
@@ -30,7 +30,7 @@ from .paths import DATASET_DIR, RunDir, is_hub_id, run_manifest_of
 from .revisions import hub_commit
 from .slicing import plan_slice
 from .sources import held_splits, load_source
-from .subject import claim, declared_scorer, refuse_unbuilt
+from .subject import claim, dataset_or_own, declared_scorer, refuse_unbuilt
 
 COMPARE_VERSION = 1
 SIDES = ("reference", "candidate")  # Side.name of each, in this order

@@ -48,6 +48,9 @@ TokenLimit = Annotated[Integer, Field(ge=3)]  # [CLS], the prefix token and [SEP
 # the path rule (repro.paths): a relative path means the project root, wherever the notebook's kernel runs
 UserPath = Annotated[str, AfterValidator(resolve_user_path)]  # a path, or "demo", "builtin:*", a hub id
 LocalPath = Annotated[str, AfterValidator(lambda v: resolve_user_path(v, may_be_id=False))]
+# a dataset left blank (papermill's -p dataset "", a field cleared) is not given, as null (02-04: this run's own)
+Blank = BeforeValidator(lambda v: None if v == "" else v)
+DatasetPath = Annotated[UserPath | None, Blank]
 # the built-in random stand-ins (repro.scorers builds them offline; what they output is noise): name -> what is built
 BUILTIN_SCORERS = {"builtin:tiny-pairrm": "pairrm", "builtin:tiny-reward-llama": "llama",
                    "builtin:tiny-reward-deberta": "deberta"}
@@ -450,7 +453,7 @@ class AnalyzeParams(_Params):
     subject: ClassVar[str | None] = "dataset"
 
     # None: this run's dataset; or a run dir, a .jsonl/.parquet file, a saved dataset, a hub id
-    dataset: UserPath | None = None
+    dataset: DatasetPath = None
     # the split read from `dataset`; with dataset None: the split 01_construct wrote, or another split of the run
     # named here
     dataset_split: str = SPLIT
@@ -469,7 +472,7 @@ class CardParams(_Params):
     subject: ClassVar[str | None] = "card_dataset"
 
     # None: this run's dataset; else a dataset NOT built here (hub id, local folder or file)
-    card_dataset: UserPath | None = None
+    card_dataset: DatasetPath = None
     card_split: SplitName = SPLIT  # the split read from card_dataset (and written as this run's)
     pretty_name: str | None = None
     hub_repo_id: str | None = None  # owner/name where the dataset is (or will be) published
@@ -515,12 +518,12 @@ class CompareParams(_Params):
     subject: ClassVar[str | None] = "candidate"
 
     # the published dataset: a hub id, a local file or folder, a run directory; or a list (several minis of a family)
-    reference: str | list[str] | None = None
+    reference: Annotated[str | list[str] | None, Blank] = None
     reference_split: str = SPLIT
-    candidate: UserPath | None = None  # None: this run's dataset
+    candidate: DatasetPath = None  # None: this run's dataset
     candidate_split: str = SPLIT
     # the dataset both were sliced from (enables slice inference); not `source`, which names 01_construct's input
-    compare_source: UserPath | None = None
+    compare_source: DatasetPath = None
     compare_source_split: str = SPLIT
     # fraction of same-text scores within each |difference|
     score_tolerances: Annotated[list[NonNegative], Field(min_length=1)] = [1e-6, 1e-3, 1e-2, 0.1]
@@ -575,6 +578,21 @@ def notebook_fields(*notebooks: str) -> set[str]:
 def unused_generation(*parameters: Mapping[str, Any]) -> set[str]:
     """Generation's parameters where none of `parameters` generates (they shape nothing then), else none."""
     return set() if any(p.get("generate") for p in parameters) else set(GenerationParams.model_fields)
+
+
+# the parameters that act only where another has one of some values (beside generation's: where generate is true)
+ACTS_ONLY_WITH = {"length_penalty": ("selection", ("best_worst_length_penalised",)),
+                  "selection_seed": ("selection", RANDOM_RULES),
+                  "scorer_prompt_tokenizer": ("scorer_prompt", ("chat_template",)), "cache_dir": ("cache", (True,)),
+                  "reference_max_new_tokens": ("generate_reference", (True,)),
+                  "vllm_requests": ("generation_backend", ("vllm",))}
+
+
+def idle_parameters(resolved: Mapping[str, Any]) -> dict[str, str]:
+    """{parameter: the value it acts only with} of each that the values `resolved` (every section's) leave idle."""
+    idle = {key: f"{other}: {' or '.join(json.dumps(v) if isinstance(v, bool) else v for v in values)}"
+            for key, (other, values) in ACTS_ONLY_WITH.items() if resolved[other] not in values}
+    return {**idle, **dict.fromkeys(unused_generation(resolved) - set(_Params.model_fields), "generate: true")}
 
 
 def all_fields() -> set[str]:
@@ -664,9 +682,15 @@ def validate_all(values: dict[str, Any], where: str = "the parameters", set_keys
     return sections
 
 
+NO_POLICY = ("policy_model is not set, but the generation stage needs a policy: give a hub id (e.g. "
+             "HuggingFaceH4/mistral-7b-sft-beta), a local model directory, or 'builtin:tiny-policy' for the offline "
+             "noise stand-in; or turn `generate` off and take candidates from the source's columns.")
+
+
 def check_generated_columns(construct: ConstructParams, generation: GenerationParams) -> None:
     """With `generate`, the candidates ranked are exactly the generated resp0 .. resp{n-1} (a source's own columns
-    beside them would be ranked as if generated; a generated one left out, generated for nothing)."""
+    beside them would be ranked as if generated; a generated one left out, generated for nothing), and a policy makes
+    them (said before the source is read)."""
     if not construct.generate:
         return
     made = [f"resp{k}" for k in range(generation.n_candidates)]
@@ -686,6 +710,8 @@ def check_generated_columns(construct: ConstructParams, generation: GenerationPa
             f"n_candidates={generation.n_candidates} generated ones ({', '.join(made) or 'none'}): set "
             f"candidate_columns: [{', '.join(made)}] (or n_candidates to the number of columns). To rank a source's "
             f"own responses, set generate: false.")
+    if not generation.policy_model:
+        raise ParameterError(NO_POLICY)
 
 
 def resolve_parameters(values: dict[str, Any]) -> dict[str, Any]:
@@ -959,14 +985,25 @@ def load_params_file(path: str | Path, overrides: list[str] | None = None) -> di
     stems = [Path(n).stem for n in nbs]
     if twice := next((n for k, n in enumerate(stems) if n in stems[:k]), None):
         raise ParameterError(f"{given} lists {twice} twice: list each notebook once (they run in that order).")
-    validate_all(values, where=str(path), set_keys=typed)
-    # said, not refused: a mistake (a notebook left out) or a key kept for another run (a shared base's are not named)
+    sections = validate_all(values, where=str(path), set_keys=typed)
+    # said, not refused: a mistake (a notebook left out, a rule not chosen) or a key kept for another run (a shared
+    # base's are not named); a family's members may set what its keys act with
     used = notebook_fields(*nbs, *[FAMILY_NOTEBOOK] * ("family" in values)) | RUN_KEYS
-    if unused := [key for key in {**own, **set_values} if key not in used]:
-        them = "it" if len(unused) == 1 else "them"
-        print(f"repro run: {path}: " + ", ".join(
-            f"{key} (read by {' and '.join(nb for nb in NOTEBOOK_SECTIONS if key in notebook_fields(nb))}"
-            f"{'; from --set' * (key in set_values)})" for key in unused) + f" {'is' if them == 'it' else 'are'} set "
-            f"but not used: the run's notebooks are {', '.join(nbs)} (add the one that reads {them} to notebooks, or "
-            f"remove {them}).", file=sys.stderr)
+    given = {**own, **set_values}
+    _say_unused(path, {key: f"read by {' and '.join(nb for nb in NOTEBOOK_SECTIONS if key in notebook_fields(nb))}"
+                       for key in given if key not in used}, set_values,
+                f"the run's notebooks are {', '.join(nbs)} (add the one that reads {{them}} to notebooks, or remove "
+                "{them})")
+    idle = {} if "family" in values else idle_parameters({k: v for p in sections.values() for k, v in p})
+    _say_unused(path, {key: f"acts only with {idle[key]}" for key in given if key in used and key in idle},
+                set_values, "set the value named beside {them}, or remove {them}")
     return values
+
+
+def _say_unused(path: Path, why: dict[str, str], set_values: Collection[str], fix: str) -> None:
+    """One line on stderr naming the keys of `why` (key -> why it is not used), `fix` saying what to do ({them})."""
+    if why:
+        them = "it" if len(why) == 1 else "them"
+        print(f"repro run: {path}: " + ", ".join(f"{key} ({reason}{'; from --set' * (key in set_values)})"
+                                                 for key, reason in why.items())
+              + f" {'is' if them == 'it' else 'are'} set but not used: {fix.replace('{them}', them)}.", file=sys.stderr)

@@ -11,10 +11,11 @@ from typing import Any
 import yaml
 from huggingface_hub.repocard import metadata_load
 
-from .errors import DataError, ParameterError
+from .dataset_io import split_files
+from .errors import DataError, ParameterError, did_you_mean
 from .jobs import atomic_write_json
 from .manifest import LAST_RUN, Manifest
-from .paths import (DATA_DIR, KERNEL, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of,
+from .paths import (DATA_DIR, KERNEL, SPLIT, STAND_IN_MARKER, RunDir, project_root, rebased, run_dir_of,
                     run_manifest_of, wait_advice)
 from .sources import data_files, files_read
 
@@ -194,3 +195,26 @@ def claim(run: RunDir, spec: str | None, parameter: str, building: bool = False)
     # a first subject, or another one where nothing was written yet (a dataset not given keeps the recorded one)
     if not known and (building or mine is not OWN or theirs is OWN):
         Manifest(run).update(subject={"dataset": mine, "parameter": parameter})
+
+
+def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis",
+                   split_parameter: str | None = None) -> tuple[str, str]:
+    """(`value`, `split`), or, `value` unset, this run's dataset and the split 01_construct wrote (or `split`, which
+    it must hold: `split_parameter`, default `<parameter>_split`, is refused else)."""
+    if value is not None:
+        return value, split
+    if not run.dataset.is_dir():
+        raise DataError(
+            f"Parameter {parameter} is not set, so the {stage} reads this run's dataset at {run.dataset}, which "
+            f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
+            f"{parameter} to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
+    recorded = (Manifest(run).read().get("dataset") or {}).get("split")
+    if split != SPLIT and run.shards(split):  # named: that split of the run's dataset
+        return str(run.dataset), split
+    if split in (SPLIT, recorded):  # the default: the split 01_construct wrote
+        return str(run.dataset), recorded or split
+    split_parameter = split_parameter or f"{parameter}_split"
+    raise DataError(f"Parameter {split_parameter}={split!r}: this run's dataset at {run.dataset} has no such split "
+                    f"(it has {(splits := sorted(split_files(run.dataset)))}).{did_you_mean(split, splits)} Name one "
+                    f"of those" + f", or leave {split_parameter} at its default for the split 01_construct wrote "
+                    f"({recorded!r})" * bool(recorded) + ".")

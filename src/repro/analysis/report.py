@@ -15,17 +15,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import DataError, counted, did_you_mean
-from ..dataset_io import (RESCORED_COLUMNS, SCORE_COLUMNS, response_texts, same_responses, score_array, scores_digest,
-                          split_files)
+from ..errors import DataError, counted
+from ..dataset_io import RESCORED_COLUMNS, SCORE_COLUMNS, response_texts, same_responses, score_array, scores_digest
 from ..exporters import CALLED, detect_format, seed_view
 from ..formats import holds_scores
 from ..jobs import atomic_write_json
 from ..manifest import Manifest
 from ..parameters import AnalyzeParams, ConstructParams
-from ..paths import EXTREMES_TABLE, SPLIT, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
+from ..paths import EXTREMES_TABLE, SUMMARY_TABLE, RunDir, public_name, run_manifest_of
 from ..sources import load_source, require_columns
-from ..subject import claim, declared_scorer, read_as_pairrm, refuse_unbuilt
+from ..subject import claim, dataset_or_own, declared_scorer, read_as_pairrm, refuse_unbuilt
 from . import agreement, plots, prose, stats
 
 EXTREME_ROWS = 10
@@ -140,27 +139,6 @@ def rows_named(table: pa.Table, rows: np.ndarray | Sequence[int]) -> str:
         return stats.rows_shown(shown)
     return ", ".join(f"{i} ({'from 0; ' if n == 0 else ''}prompt_id {shorten(pid, 13)})"
                      for n, (i, pid) in enumerate(zip(shown, ids)))
-
-
-def dataset_or_own(value: str | None, split: str, run: RunDir, parameter: str = "dataset", stage: str = "analysis"
-                   ) -> tuple[str, str]:
-    """(`value`, `split`), or, `value` unset, this run's dataset and the split 01_construct wrote (or `split`)."""
-    if value is not None:
-        return value, split
-    if not run.dataset.is_dir():
-        raise DataError(
-            f"Parameter {parameter} is not set, so the {stage} reads this run's dataset at {run.dataset}, which "
-            f"does not exist. Run notebooks/01_construct.ipynb for run_dir={str(run.root)!r} first, or set "
-            f"{parameter} to a run directory, a .jsonl/.parquet file, a saved dataset or a hub id.")
-    recorded = (Manifest(run).read().get("dataset") or {}).get("split")
-    if split != SPLIT and run.shards(split):  # named: that split of the run's dataset
-        return str(run.dataset), split
-    if split in (SPLIT, recorded) or not recorded:  # the default: the split 01_construct wrote
-        return str(run.dataset), recorded or split
-    raise DataError(f"Parameter {parameter}_split={split!r}: this run's dataset at {run.dataset} has no such split "
-                    f"(it has {(splits := sorted(split_files(run.dataset)))}).{did_you_mean(split, splits)} Name one "
-                    f"of those, or leave {parameter}_split at its default for the split 01_construct wrote "
-                    f"({recorded!r}).")
 
 
 def read(p: AnalyzeParams) -> tuple[str, str, pa.Table]:

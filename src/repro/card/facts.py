@@ -30,7 +30,8 @@ from ..paths import (DATA_DIR, DEMO, RunDir, ascii_folder_safe, dataset_run_name
                      reads_as_hub_id, shipped)
 from ..revisions import strings_in
 from ..sources import held_splits, load_source, read_parquet
-from ..subject import claim, declared_scorer, declared_stand_ins, is_own_dataset, read_as_pairrm, refuse_unbuilt
+from ..subject import (claim, dataset_or_own, declared_scorer, declared_stand_ins, is_own_dataset, read_as_pairrm,
+                       refuse_unbuilt)
 CONFIG_NAME = "default"
 SEED_REPO = FORMATS["seed"].source
 PUBLISHED_PART2_DROP = {"part_start": 40000, "part_stop": 61135, "drop_rows": 400}  # 21,135 -> 20,735 rows
@@ -596,8 +597,9 @@ def gather_facts(params: "CardParams") -> CardFacts:
         for column in scored:
             score_array(table, column, f"card_dataset {card_dataset!r}", "card_dataset")
     refuse_unbuilt(run, params.card_dataset)
-    if foreign is None:  # (a missing dataset writes nothing, nor holds the folder)
+    if foreign is None:  # (a missing dataset writes nothing, nor holds the folder; nor a split it lacks)
         _split_files(run.dataset)
+        dataset_or_own(None, params.card_split, run, "card_dataset", "card", "card_split")
     claim(run, params.card_dataset, "card_dataset")
     manifest = Manifest(run).read()
     built_here = card_dataset is None and bool(manifest.get("counts") or manifest.get("scorer"))

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import job_versions
-from ..parameters import BUILTIN_POLICIES, GenerationParams, builtin_folder
+from ..parameters import BUILTIN_POLICIES, NO_POLICY, GenerationParams, builtin_folder
 from ..paths import STAND_IN_MARKER
 from ..revisions import GENERATION_CODE, check_revision_target, model_identity, pinned_model, python_digest
 from ..scorers.common import no_progress_bars, resolve_device, resolve_dtype, torch_dtype
@@ -45,10 +45,7 @@ def resolve_policy(policy_model: str | None, revision: str | None) -> Policy:
     if revision is not None:
         return Policy(policy_model, pinned_model(policy_model, revision, "policy_revision", "policy_model"), False)
     if not policy_model:
-        raise ParameterError(
-            "policy_model is not set, but the generation stage needs a policy: give a hub id (e.g. "
-            "HuggingFaceH4/mistral-7b-sft-beta), a local model directory, or 'builtin:tiny-policy' for the "
-            "offline noise stand-in; or turn `generate` off and take candidates from the source's columns.")
+        raise ParameterError(NO_POLICY)
     if policy_model in BUILTIN_POLICIES:  # (the schema refuses any other builtin: name)
         return _local_policy(policy_model, tiny_policy.build_tiny_policy(builtin_folder(policy_model),
                                                                         size=BUILTIN_POLICIES[policy_model]))
