@@ -1802,3 +1802,25 @@ def test_a_family_killed_while_a_member_builds_is_said_stopped_and_the_same_comm
     assert Manifest(RunDir(root)).read()["status"] == "complete"
     assert [m["status"] for m in json.loads((root / "family.json").read_text())["members"]] == ["complete"] * 2
     assert main(["run", *grid, "--check"]) == 0 and "family folder" not in capsys.readouterr().out
+
+
+def test_05_family_alone_that_fails_reading_a_member_records_it_and_gives_the_folder_back(tmp_path):
+    # a member's parquet damaged: 05_family alone raised, its record said nothing of the failure (`running`, or the
+    # last view's `done`) and its kernel kept the family folder ("being written by a notebook's kernel (pid ...)")
+    root = tmp_path / "fam"
+    for index, name in enumerate("ab"):
+        _member(root, name, index, [0.1, 0.3], {"seed": index}, {"rows_computed": 2})
+    Manifest(RunDir(root)).update(members={"a": {"seed": 0}, "b": {"seed": 1}}, family_name="fam")
+    family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shard = RunDir(root / "b").data / "train_prefs-00000-of-00001.parquet"
+    whole = shard.read_bytes()
+    shard.write_bytes(whole[:40])  # truncated
+    with pytest.raises(DataError, match="could not be read") as failed:
+        family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    record = Manifest(RunDir(root)).read()
+    assert record["notebooks"]["05_family"]["status"] == record["status"] == "failed"
+    assert record["notebooks"]["05_family"]["error"] == record["error"] == f"DataError: {failed.value}"
+    assert not RunDir(root).held()  # the folder given back: 05_family again (or `repro run`) is not refused
+    shard.write_bytes(whole)  # restored: the view is made again there
+    family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert Manifest(RunDir(root)).read()["status"] == "complete"

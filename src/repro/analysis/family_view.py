@@ -259,9 +259,10 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     found = find_members(root)  # (a folder that is no family's: refused first, nothing made)
     family = Manifest(root)  # the family folder's own record
     hold(family.run)  # (a family's `repro run` writing it: refused; its own view comes when its members are done)
-    summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed) for run, data in found]
-    members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
-    with family.notebook(params.model_dump(), "05_family"):
+    with family.notebook(params.model_dump(), "05_family"):  # (a member unreadable: the view failed, recorded)
+        summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed)
+                     for run, data in found]
+        members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
         figures = {MARGIN_FIGURE: plots.save_titled(margins_figure(margins, members),
                                                     family.run.figures / MARGIN_FIGURE)}
         summary = {
