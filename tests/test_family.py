@@ -1792,9 +1792,10 @@ def test_a_family_killed_while_a_member_builds_is_said_stopped_and_the_same_comm
             f"without --check continues it)") in out
     assert f"(member mini_index-0): {root / 'mini_index-0'} (continues the run there, same parameters; " \
            f"the last run {killed}" in out
-    shutil.copytree(root, tmp_path / "copy")  # (05_family alone marks the family it shows complete)
-    view = family_view(FamilyViewParams(run_dir=str(tmp_path / "copy"), bootstrap_resamples=100))
-    assert list(view.table["status"]) == [killed, "not started"]
+    # 05_family alone there (of other values than the family's): it marked the family complete, and its values
+    # made the same command refuse the folder unless --force
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert list(view.table["status"]) == [killed, "not started"] and Manifest(RunDir(root)).last_run() == killed
     again = repro_run(*grid)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     members = [Manifest(RunDir(root / f"mini_index-{i}")).read() for i in (0, 1)]
@@ -1802,3 +1803,62 @@ def test_a_family_killed_while_a_member_builds_is_said_stopped_and_the_same_comm
     assert Manifest(RunDir(root)).read()["status"] == "complete"
     assert [m["status"] for m in json.loads((root / "family.json").read_text())["members"]] == ["complete"] * 2
     assert main(["run", *grid, "--check"]) == 0 and "family folder" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("stop, last", [("running", "stopped without finishing (killed?)"),
+                                        ("interrupted", "was interrupted")])
+def test_05_family_alone_on_a_stopped_family_is_done_and_the_family_command_continues_it(
+        tmp_path, monkeypatch, capsys, stubbed_notebooks, stop, last):
+    # a family's `repro run` killed (SIGKILL) while a member built left its record `running`, driver `repro run`:
+    # 05_family alone (papermill -p run_dir) took itself for that run's and left its record `running` for good; after
+    # a SIGTERM it marked the family `complete`, members unfinished, and its own values made the family's command
+    # refuse the folder ("a family view of other parameters") unless --force. Its `started` was the view's.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(family_cli, "now", lambda: "2000-01-01T00:00:00+00:00")  # (the family's start)
+    root = tmp_path / "f"
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    assert main(grid) == 0
+    record = Manifest(RunDir(root))
+    assert record.read()["started"] == "2000-01-01T00:00:00+00:00"  # (it was the view's, from run_notebooks)
+    # stopped while mini_index-1 builds: as a killed (or SIGTERM-interrupted) `repro run` leaves the records
+    Manifest(RunDir(root / "mini_index-1")).update(status="running")
+    if stop == "running":
+        record.update(status="running", finished=None)
+    else:
+        record.finish_run("interrupted", "interrupted in member mini_index-1; the family view was not written")
+    before = record.read()
+    view = family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))  # (the family's: 1000)
+    assert list(view.table["status"]) == ["complete", Manifest(RunDir(root / "mini_index-1")).last_run()]
+    after = record.read()
+    assert after["notebooks"]["05_family"]["status"] == "done" and not RunDir(root).held()  # (the folder given back)
+    # the family is as its run left it, its members unfinished: not complete
+    assert {k: after.get(k) for k in ("status", "started", "finished", "error")} == {
+        k: before.get(k) for k in ("status", "started", "finished", "error")} and record.last_run() == last
+    assert main([*grid, "--check"]) == 0  # continued without --force, its view made again with the family's values
+    assert f"(continues the family there; its last run {last}: the same command without --check continues it)" in \
+           capsys.readouterr().out
+    assert main(grid) == 0 and record.read()["status"] == "complete"
+    assert record.read()["parameters"]["bootstrap_resamples"] == 1000
+    assert Manifest(RunDir(root / "mini_index-1")).read()["status"] == "complete"
+
+
+def test_05_family_alone_that_fails_reading_a_member_records_it_and_gives_the_folder_back(tmp_path):
+    # a member's parquet damaged: 05_family alone raised, its record said nothing of the failure (`running`, or the
+    # last view's `done`) and its kernel kept the family folder ("being written by a notebook's kernel (pid ...)")
+    root = tmp_path / "fam"
+    for index, name in enumerate("ab"):
+        _member(root, name, index, [0.1, 0.3], {"seed": index}, {"rows_computed": 2})
+    Manifest(RunDir(root)).update(members={"a": {"seed": 0}, "b": {"seed": 1}}, family_name="fam")
+    family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    shard = RunDir(root / "b").data / "train_prefs-00000-of-00001.parquet"
+    whole = shard.read_bytes()
+    shard.write_bytes(whole[:40])  # truncated
+    with pytest.raises(DataError, match="could not be read") as failed:
+        family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    record = Manifest(RunDir(root)).read()
+    assert record["notebooks"]["05_family"]["status"] == record["status"] == "failed"
+    assert record["notebooks"]["05_family"]["error"] == record["error"] == f"DataError: {failed.value}"
+    assert not RunDir(root).held()  # the folder given back: 05_family again (or `repro run`) is not refused
+    shard.write_bytes(whole)  # restored: the view is made again there
+    family_view(FamilyViewParams(run_dir=str(root), bootstrap_resamples=100))
+    assert Manifest(RunDir(root)).read()["status"] == "complete"

@@ -1,6 +1,7 @@
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -227,12 +228,27 @@ def test_under_repro_run_a_notebook_stays_running_until_repro_run_says_done(tmp_
     m = Manifest(tmp_path)
     m.start_run({"pretty_name": None}, ["03_card"], driver="repro run")
     m.notebook_status("03_card", "running", executed="notebooks/03_card.ipynb")
-    with m.notebook({"pretty_name": "other"}, "03_card"):
-        pass
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from repro.paths import RunDir; "
+                               "assert RunDir(sys.argv[1]).hold('`repro run`') is None; print('held', flush=True); "
+                               "time.sleep(60)", str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"  # (its `repro run`, writing the folder)
+        with m.notebook({"pretty_name": "other"}, "03_card"):
+            pass
+    finally:
+        holder.kill()  # (SIGKILL: the record stays `running`, no process holds the folder)
+        holder.wait()
     data = m.read()
     assert data["notebooks"]["03_card"] == {**data["notebooks"]["03_card"], "status": "running",
                                             "executed": "notebooks/03_card.ipynb"}
     assert data["parameters"] == {"pretty_name": None} and data["status"] == "running"  # repro run's record
+    # its `repro run` killed: the notebook alone (papermill) is no longer taken for that run's, and ends its record
+    assert m.last_run() == "stopped without finishing (killed?)"
+    with m.notebook({"pretty_name": None}, "03_card"):
+        pass
+    data = m.read()
+    assert data["notebooks"]["03_card"]["status"] == "done" and data["status"] == "complete"
+    assert data["driver"] == "papermill"
 
 
 def test_01_construct_alone_on_a_run_with_the_same_parameters_says_it_continues_it(tmp_path, capsys):

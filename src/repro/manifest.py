@@ -435,9 +435,9 @@ class Manifest:
         return rebased((data if entry is None else entry).get("parameters") or {}, self.project(data), project_root())
 
     def _under_repro_run(self, notebook: str) -> bool:
-        data = self.read()
+        data = self.read()  # (a `running` one no other process holds, of no `repro run` here, was killed: `last_run`)
         return (data.get("status") == "running" and data.get("driver") == "repro run"
-                and notebook in data.get("notebooks", {}))
+                and notebook in data.get("notebooks", {}) and (self.run.writer() is not None or self.run.driven()))
 
     def last_run(self) -> str | None:
         """How the run recorded here ended, where it did not complete, in LAST_RUN's words: `running` where no process

@@ -488,14 +488,17 @@ class RunDir:
         """Take the run's lock (a flock: it goes with the process), `who` and its pid written in it; where another
         process holds it, its holder's text. `kernel`: a notebook's kernel, which takes none under its `repro run`."""
         self._forget_removed()
-        key, mine = self.root.resolve(), os.environ.get(WRITING_ENV)
-        if key in _HELD or (kernel and mine and Path(mine).resolve() == key):
+        if (key := self.root.resolve()) in _HELD or (kernel and self.driven()):
             return None
         self.root.mkdir(parents=True, exist_ok=True)
         if isinstance(held := take_lock(self.lock, who), str):
             return held
         _HELD[key] = (held, kernel)
         return None
+
+    def driven(self) -> bool:
+        """Whether this process is the `repro run` writing the run, or a kernel of its notebooks (WRITING_ENV)."""
+        return bool(mine := os.environ.get(WRITING_ENV)) and Path(mine).resolve() == self.root.resolve()
 
     def held(self) -> bool:
         """Whether this process holds the run's lock (`hold`)."""

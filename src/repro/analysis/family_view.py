@@ -259,9 +259,11 @@ def family_view(params: FamilyViewParams) -> FamilyView:
     found = find_members(root)  # (a folder that is no family's: refused first, nothing made)
     family = Manifest(root)  # the family folder's own record
     hold(family.run)  # (a family's `repro run` writing it: refused; its own view comes when its members are done)
-    summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed) for run, data in found]
-    members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
-    with family.notebook(params.model_dump(), "05_family"):
+    ran = family.read()  # (its status is its `repro run`'s: complete only once every member is)
+    with family.notebook(params.model_dump(), "05_family"):  # (a member unreadable: the view failed, recorded)
+        summaries = [member_summary(run, data, params.bootstrap_resamples, params.bootstrap_seed)
+                     for run, data in found]
+        members, margins = [row for row, _ in summaries], {row["member"]: margin for row, margin in summaries}
         figures = {MARGIN_FIGURE: plots.save_titled(margins_figure(margins, members),
                                                     family.run.figures / MARGIN_FIGURE)}
         summary = {
@@ -277,6 +279,8 @@ def family_view(params: FamilyViewParams) -> FamilyView:
         atomic_write_json(root / FAMILY_JSON, summary, indent=2, allow_nan=False)
         family.update(view=[m["member"] for m in members])  # (the plan may change since: `members` is the plan's)
         family.add_outputs(root / FAMILY_JSON, *(f[k] for f in figures.values() for k in ("png", "svg")))
+        if summary["complete"] < len(members):  # alone, its notebook is done; the family stays as its run left it
+            family.update(**{k: ran.get(k) for k in ("status", "driver", "started", "finished", "error")})
     return FamilyView(summary=summary, table=table_of(members), margins=margins, figures=figures)
 
 

@@ -89,9 +89,10 @@ def view_parameters(family: Family) -> tuple[dict[str, Any], list[str]]:
 
 
 def view_check(family: Family, force: bool) -> list[Check]:
-    """A family view made with other values (05_family run again on its own since): refused unless --force."""
+    """A complete family's view made with other values (05_family run again on its own since): refused unless --force
+    (a family that stopped is continued: its view is made again once its members are done)."""
     view, root = view_parameters(family)[0], RunDir(family.root)
-    if not (changed := changed_parameters(root, view)):
+    if Manifest(root).read().get("status") != "complete" or not (changed := changed_parameters(root, view)):
         return []
     # (member: no `--set` of the old values continues it, as for a member: they would be its members' too)
     return [replace(rerun_check(root, changed, force, family.given_as, view, member=True), what="family folder")]
@@ -277,7 +278,7 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     planned, fingerprint, record = family.plan, run_fingerprint(view), Manifest(family.root)
     # the family's record says it runs until its view is written (the view on disk: `view` names its members)
     seen, held = record.read(), not record.unheld(fingerprint, parameters=view)
-    record.update(status="running", started=now(), finished=None, error=None)
+    record.update(status="running", started=(started := now()), finished=None, error=None)
     stopped = False  # (the command itself: with --jobs, its members may all have ended before they saw it)
     try:
         if (jobs := args.jobs or family.jobs) == 1:  # Ctrl-C in a member stops the family there
@@ -315,7 +316,8 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
               f"{family.root}")
         return 0
     code = run_notebooks(view, family.root, kernel=args.kernel, log_output=args.log_output, last_line=False,
-                         record={"members": planned, "members_state": state}, fingerprint=fingerprint)
+                         record={"members": planned, "members_state": state, "started": started},  # (not the view's)
+                         fingerprint=fingerprint)
     if code == EXIT_INTERRUPTED:  # (its line said so: not a summary that reads as done)
         return code
     busy = [m.name for m, s in zip(family.members, statuses) if s == BUSY]
