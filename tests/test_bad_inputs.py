@@ -678,8 +678,9 @@ CASES = [
          r"and time it with `repro bench --model builtin:tiny-reward-llama`\.",
          after=lambda t: not (t / "rep").exists() or pytest.fail("a report was written")),
     Case("selfcheck of a reward model in a folder with a space",
-         lambda t: ["selfcheck", "--model", str(write(t / "my rm" / "config.json", json.dumps(
-             {"architectures": ["LlamaForSequenceClassification"]})).parent), "--report", str(t / "rep")],
+         lambda t: write(t / "my rm" / "model.safetensors", "") and ["selfcheck", "--model", str(write(
+             t / "my rm" / "config.json", json.dumps({"architectures": ["LlamaForSequenceClassification"]})).parent),
+             "--report", str(t / "rep")],
          r"Score it with `repro score --model '\S*/my rm' --input \.\.\.` and time it with `repro bench --model "
          r"'\S*/my rm'`\."),
     Case("selfcheck with a reward model as the reference",

@@ -490,3 +490,22 @@ def test_vllm_per_prompt_sends_one_request_of_n_samples_seeded_as_rlhflow_does()
     with pytest.raises(ValueError, match="vllm_requests: per_prompt.*candidate_seeds"):
         GenerationParams(policy_model="builtin:tiny-policy", n_candidates=2, candidate_seeds=[0, 50],
                          vllm_requests="per_prompt")
+
+
+def test_a_local_policy_folder_that_lacks_a_part_is_told_so_without_hub_advice(tmp_path, policy_dir, prompts):
+    """policy_model=<an empty folder> said "Couldn't instantiate the backend tokenizer ... sentencepiece or tiktoken
+    ..." and one without weights "Error no file named model.safetensors", both then "If it is a hub id ..., download
+    it (`hf download <the local path>`)". Now: what the folder lacks, as the scorers' loader says it."""
+    import shutil
+
+    (empty := tmp_path / "empty").mkdir()
+    no_weights = shutil.copytree(policy_dir, tmp_path / "no-weights", ignore=shutil.ignore_patterns("*.safetensors",
+                                                                                                    STAND_IN_MARKER))
+    no_tokenizer = shutil.copytree(policy_dir, tmp_path / "no-tokenizer", ignore=shutil.ignore_patterns("tokenizer*",
+                                                                                                        STAND_IN_MARKER))
+    (yaml := tmp_path / "policy.yaml").write_text("a: 1\n")
+    for folder, words in ((empty, f"folder {empty} has no config.json"), (yaml, "is not a directory"),
+                          (no_weights, f"folder {no_weights} has no weights"), (no_tokenizer, "its tokenizer could")):
+        with pytest.raises(ModelLoadError, match=words) as failed:
+            generate_candidates(prompts, params(folder), tmp_path / "w")
+        assert "hf download" not in str(failed.value) and "hub id" not in str(failed.value)

@@ -915,8 +915,9 @@ def test_a_revision_pinned_for_a_local_folder_or_a_stand_in_is_refused_before_th
                                                  "scorer_model='builtin:tiny-pairrm' is not a hub id")
     refused = {c.what: c.detail for c in preflight.preflight(resolve_parameters({**values, "generate": True}), out)
                if not c.ok}
-    assert list(refused) == ["policy_revision", "scorer_revision"]
+    assert list(refused) == ["policy_revision", "scorer_revision", f"policy_model: {folder}"]  # (rows, not a model)
     assert f"policy_model={str(folder)!r} is not a hub id" in refused["policy_revision"]
+    assert refused[f"policy_model: {folder}"].startswith(f"policy_model folder {folder} has no config.json")
 
 
 def test_a_mistyped_split_of_a_folder_of_shards_is_told_the_split_names_not_file_stems(bare_machine):
@@ -950,3 +951,37 @@ def test_generating_without_a_policy_is_refused_by_the_check(tmp_path, sample_di
     assert "policy_model is not set, but the generation stage needs a policy: give a hub id" in err, err
     assert main([*args[:-4], "--set", "policy_model=builtin:tiny-policy", *args[-2:]]) == 0  # (given: the check's)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_local_model_folder_the_loaders_cannot_read_is_missing_before_the_run(bare_machine, capsys,
+                                                                                 tiny_pairrm_dir):
+    """`repro run --check demo_generate --set scorer_model=<a hub cache's models--llm-blender--PairRM>` said "ok
+    scorer_model: local model"; the run generated every candidate, then failed: "has no config.json". An empty
+    folder, one without weights, a YAML file and a policy folder the same: each is named as its loader names it."""
+    from repro.errors import ModelLoadError
+    from repro.scorers import detect_kind
+
+    repo = bare_machine / "hub-copy" / "models--llm-blender--PairRM"
+    for part in ("blobs", "refs", "snapshots/abc123"):
+        (repo / part).mkdir(parents=True)
+    (empty := bare_machine / "empty").mkdir()
+    no_weights = shutil.copytree(tiny_pairrm_dir, bare_machine / "no-weights")
+    (no_weights / "model.safetensors").unlink()
+    (no_weights / "repro_stand_in.json").unlink()
+    (params := bare_machine / "params.yaml").write_text("a: 1\n")
+    for model, words in ((repo, "has no config.json"), (empty, "has no config.json"), (no_weights, "has no weights"),
+                         (params, "is not a directory")):
+        with pytest.raises(ModelLoadError, match=words):  # what the run would have said, after generating
+            detect_kind(str(model))
+        assert main(["run", "--check", "demo_generate", "--out", str(bare_machine / "run"),
+                     "--set", f"scorer_model={model}"]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        assert "1 thing to fix (scorer_model: " in lines[0]
+        (line,) = [line for line in lines if line.startswith(f"  MISSING  scorer_model: {model}: ")]
+        assert words in line and "scorer_model" in line.split(f"{model}: ", 1)[1]
+        if model == repo:  # a hub cache's folder of a repository: its snapshot is the checkpoint
+            assert f"{repo / 'snapshots'}/<commit>" in line
+    assert main(["run", "--check", "demo_generate", "--out", str(bare_machine / "run"),
+                 "--set", f"policy_model={empty}"]) == 1
+    out = capsys.readouterr().out
+    assert f"  MISSING  policy_model: {empty}: policy_model folder {empty} has no config.json" in out

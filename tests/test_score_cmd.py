@@ -135,6 +135,23 @@ def test_an_interrupted_score_continues_where_it_stopped(tmp_path, tiny_pairrm_d
     assert not (tmp_path / "scored.jsonl.work").exists()  # the output holds it all: nothing left beside it
 
 
+def test_a_score_that_fails_before_any_chunk_leaves_no_work_folder_of_its_own(tmp_path, tiny_pairrm_dir, sppo_rows,
+                                                                              capsys):
+    """`repro score ... --output o4.jsonl --output-index 2` on PairRM erred cleanly but left o4.jsonl.work/ holding only
+    its lock. Now it goes; a --work-dir is the user's and stays, and a work folder holding chunks is kept."""
+    src, out = write_jsonl(tmp_path / "in.jsonl", sppo_rows[:4]), tmp_path / "o4.jsonl"
+    argv = ["score", "--model", str(tiny_pairrm_dir), "--input", str(src), "--output", str(out), "--device", "cpu",
+            "--output-index", "2"]
+    own = tmp_path / "o4.jsonl.work"
+    assert main(argv) == 2 and "output_index does not apply" in capsys.readouterr().err
+    assert not own.exists()
+    assert main([*argv, "--work-dir", str(tmp_path / "mine")]) == 2
+    assert (tmp_path / "mine").is_dir() and not own.exists()
+    own.mkdir()
+    (own / "chunk-000000.json").write_text("[]")  # a run before this one's finished chunk: kept for the next
+    assert main(argv) == 2 and (own / "chunk-000000.json").is_file()
+
+
 def test_a_second_score_of_the_same_output_is_busy_while_the_first_runs(tmp_path, tiny_pairrm_dir, sppo_rows, capsys):
     """Two `repro score` of one --output at once (a job submitted twice) both scored every row into one work folder,
     and both exited 0; now the second is refused as busy (exit 75) while the first holds it, as `repro run` is."""

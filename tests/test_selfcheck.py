@@ -17,7 +17,7 @@ from conftest import MAIN, PINNED
 
 from repro import card as repro_card
 from repro import cli
-from repro.errors import ParameterError
+from repro.errors import ModelLoadError, ParameterError
 from repro.manifest import Manifest, find_selfcheck, selfcheck_summary
 from repro.paths import RunDir, default_run_dir
 from repro.cli.selfcheck import compare_choices, compare_scores, hub_status, run_selfcheck, weights_location
@@ -182,14 +182,23 @@ def test_failed_rows_are_named_as_repro_score_names_them(tmp_path, two_rows, tin
     assert selfcheck_rows(blank, 2)[3] == ["line 2", "line 4"]
 
 
-def test_a_model_that_cannot_load_is_reported_not_fatal(tmp_path, two_rows):
-    report = run_selfcheck(str(tmp_path / "absent"), None, device="cpu", input=two_rows, report_dir=tmp_path,
-                           log=lambda line: None)
-    checks = {c.name: c for c in report.checks}
-    assert checks["load_model"].status == "not run" and "is not a directory" in checks["load_model"].detail
-    assert checks["engine_vs_llm_blender_fp32"].status == "not run" and report.verdict == "INCOMPLETE"
-    assert checks["run_dtype_vs_fp32_choices"].gap is False  # on CPU the run dtype is fp32: nothing missing there
-    assert (tmp_path / "selfcheck.md").is_file()
+def test_a_model_path_or_stand_in_that_is_not_there_is_refused_before_anything_runs(tmp_path, two_rows, capsys):
+    """`--reference-model /x/nothere` ran 210 s, then reported "load_reference: not run: ... nothing is at /x/nothere",
+    INCOMPLETE, exit 0; `--model builtin:tiny-pairm` (a typo) exited 2 after writing a report. Both are refused at
+    once, as `repro score` refuses its --model, naming the option; no report is written."""
+    report = tmp_path / "report"
+    for option, value, words in (("--reference-model", str(tmp_path / "nothere"), "nothing is at"),
+                                 ("--model", "builtin:tiny-pairm", "Unknown built-in model")):
+        args = ["--model", "builtin:tiny-pairrm", option, value] if option != "--model" else [option, value]
+        assert cli.main(["selfcheck", *args, "--device", "cpu", "--input", str(two_rows), "--no-timing",
+                         "--report", str(report)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"repro selfcheck: error: {option} {value}: ") and words in err
+        assert not report.exists()
+    with pytest.raises(ModelLoadError, match="^--model .*absent: .*is not a directory"):
+        run_selfcheck(str(tmp_path / "absent"), None, device="cpu", input=two_rows, report_dir=tmp_path / "r",
+                      log=lambda line: None)
+    assert not (tmp_path / "r").exists()
 
 
 def test_bad_rows_are_an_error_before_any_model_loads(tmp_path, capsys):
@@ -561,9 +570,9 @@ def test_each_check_has_one_title_however_it_ends(tmp_path, two_rows, tiny_pairr
 
     quiet = dict(device="cpu", input=two_rows, rows=1, report_dir=None, log=lambda line: None)
     other = build_tiny_pairrm(tmp_path / "other", seed=1, layout="transformers")
-    reports = [run_selfcheck(str(tmp_path / "absent"), None, **quiet),  # --model not loaded: the rest not run
+    reports = [run_selfcheck("repro-tests/not-cached", None, **quiet),  # --model not loaded: the rest not run
                run_selfcheck(str(tiny_pairrm_dir), str(other), timing=False, **quiet),  # other weights: failures
-               run_selfcheck(str(tiny_pairrm_dir), str(tmp_path / "absent"), **quiet)]  # no reference: no layouts
+               run_selfcheck(str(tiny_pairrm_dir), "repro-tests/not-cached", **quiet)]  # no reference: no layouts
     resolve = selfcheck.resolve_dtype
     monkeypatch.setattr(selfcheck, "resolve_dtype", lambda d, device, **k: "bf16" if d == "auto" else
                         resolve(d, device, **k))

@@ -181,6 +181,7 @@ def test_kind_is_read_from_the_checkpoint(tmp_path, reward_dirs, tiny_pairrm_dir
     policy = tmp_path / "policy"
     policy.mkdir()
     (policy / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    (policy / "model.safetensors").write_bytes(b"")  # (a folder without weights is refused before its kind is read)
     with pytest.raises(ModelLoadError, match="LlamaForCausalLM.*scorer_kind"):
         detect_kind(policy)
     with pytest.raises(ParameterError, match="kind='ranker'"):

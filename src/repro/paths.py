@@ -13,7 +13,7 @@ import unicodedata
 from pathlib import Path
 from typing import IO, Any, Callable, Literal
 
-from .errors import ParameterError, ReproError, did_you_mean, unicode_form
+from .errors import ModelLoadError, ParameterError, ReproError, did_you_mean, unicode_form
 
 SPLIT = "train_prefs"
 # every stand-in model (policy or scorer) carries this file, saying how it was built; for a policy
@@ -301,6 +301,34 @@ def reads_as_hub_id(spec: str | None) -> bool:
 def is_hub_id(value: str) -> bool:
     """Whether a parameter value, taken by the path rule, names a hub repository (owner/name) and not a local path."""
     return reads_as_hub_id(value) and not value.endswith(_FILE_SUFFIXES) and not (project_root() / value).exists()
+
+
+CHECKPOINT = "a Transformers checkpoint's folder (config.json, the weights, the tokenizer's files)."
+
+
+def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Path | None:
+    """The folder `spec` names, with a config.json and weights (else `layout` says what is expected; a stand-in repro
+    built may draw its weights at load time); None for a hub id. Every loader's and the preflight's test of a folder."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            repo = f" It is a hub cache's folder of a repository: give one of its snapshots, {path / 'snapshots'}/" \
+                   f"<commit>." if (path / "snapshots").is_dir() else ""
+            raise ModelLoadError(f"{what} folder {path} has no config.json: expected {layout}{repo}")
+        if not any(path.glob("*.safetensors")) and not any(path.glob("pytorch_model*.bin")) and \
+                not (path / STAND_IN_MARKER).is_file():
+            raise ModelLoadError(f"{what} folder {path} has no weights (model.safetensors or pytorch_model.bin, or "
+                                 f"their shards): expected {layout}")
+        return path
+    if path.exists():
+        raise ModelLoadError(f"{what} '{spec}' is not a directory (looked for {path.resolve()}): pass the "
+                             f"checkpoint's folder (config.json, weights, tokenizer), not a file in it.")
+    if reads_as_hub_id(spec):
+        return None
+    raise ModelLoadError(f"{what} '{spec}' is not a directory: it names a local path, and nothing is at "
+                         f"{path.resolve()}. Check the path (a relative path is read from the current folder), or "
+                         f"pass a hub id such as {hub_example}, or a built-in stand-in (builtin:tiny-pairrm, "
+                         f"builtin:tiny-reward-llama) for a run without any download (its scores are noise).")
 
 
 def default_run_dir(run_name: str) -> Path:

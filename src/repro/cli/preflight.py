@@ -18,12 +18,12 @@ import datasets.config
 from huggingface_hub import constants
 
 from ..analysis import prose
-from ..errors import Busy, DataError, ParameterError, ReproError, counted, did_you_mean
+from ..errors import Busy, DataError, ModelLoadError, ParameterError, ReproError, counted, did_you_mean
 from ..jobs import idle_processes
 from ..manifest import package_versions
 from ..parameters import NOTEBOOK_SECTIONS, SCHEMAS, builtin_folder, read_params_yaml
-from ..paths import (STAND_IN_MARKER, RunDir, beside_hint, cache_root, checkout_root, is_hub_id, nearest_existing,
-                     run_folder, write_problem)
+from ..paths import (CHECKPOINT, STAND_IN_MARKER, RunDir, beside_hint, cache_root, checkout_root, is_hub_id,
+                     local_checkpoint, nearest_existing, run_folder, write_problem)
 from ..revisions import REVISION_OF, check_revision_target, hub_offline, hub_snapshot, publish_blocker, revision_of
 from ..slicing import mini_bounds
 from ..sources import (build_first, data_suffixes, file_problem, folder_problem, folder_splits, local_splits,
@@ -195,6 +195,11 @@ def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, in
         if there and need.repo_type == "dataset" and (why := _shards_problem(path, need) if splits else
                                                      folder_problem(path) if path.is_dir() else file_problem(path)):
             return Check(what, False, why.removeprefix(": ").strip()), 0
+        try:  # a model's folder as its loader reads it (scorer_prompt_tokenizer alone reads a tokenizer only)
+            if there and need.repo_type == "model" and need.parameter != "scorer_prompt_tokenizer":
+                local_checkpoint(need.value, need.parameter, "", CHECKPOINT)
+        except ModelLoadError as exc:
+            return Check(what, False, str(exc)), 0
         return Check(what, there, f"local {need.repo_type}" if there else
                      "no such file or folder; give an existing path or a hub id (owner/name)."
                      + beside_hint(need.value)), 0

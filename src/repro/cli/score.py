@@ -318,11 +318,16 @@ def main(args: argparse.Namespace) -> int:
     for folder, what in locks.items():
         if is_main_process() and (holder := RunDir(folder).hold("`repro score`")):  # (it goes with the process)
             raise Busy(f"{what}: {holder} is writing it now: {wait_advice(holder)}, or give another {what.split()[0]}.")
-    result = score_candidates(
-        [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
-        device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
-        num_processes=args.num_processes, work_dir=work_dir, source_maxlength=args.source_maxlength,
-        candidate_maxlength=args.candidate_maxlength, kind=kind, options=options)
+    try:
+        result = score_candidates(
+            [r["prompt"] for r in rows], [r["candidates"] for r in rows], model=args.model, backend=args.backend,
+            device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, chunk_size=args.chunk_size,
+            num_processes=args.num_processes, work_dir=work_dir, source_maxlength=args.source_maxlength,
+            candidate_maxlength=args.candidate_maxlength, kind=kind, options=options)
+    except BaseException:  # failed before any chunk: the output's own work folder holds only its lock, gone with it
+        if is_main_process() and {p.name for p in own.iterdir()} <= {RunDir(own).lock.name, FINGERPRINT_FILE}:
+            shutil.rmtree(own, ignore_errors=True)
+        raise
     if not is_main_process():  # every rank of a torchrun job has the merged scores; rank 0 writes them
         return 0
     # what was scored: each row's pair (H4, SELM, TRL: no other candidates in them), else its layout's candidates

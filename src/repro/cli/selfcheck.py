@@ -389,9 +389,11 @@ def run_selfcheck(model: str = DEFAULT_MODEL, reference_model: str | None = "def
         str(reference_model) if reference_model not in (None, "", "none") else None)
     reference = None if reference == model else reference
     for option, spec in (("--model", model), ("--reference-model", reference)):
-        try:  # (a checkpoint that cannot be read: its load says why, in the report)
+        try:  # (a hub checkpoint that cannot be read: its load says why, in the report)
             kind = detect_kind(spec) if spec else "pairrm"
-        except ReproError:
+        except ReproError as exc:
+            if not is_hub_id(spec) or Path(spec).expanduser().exists():  # a path or stand-in typed: refused at once
+                raise type(exc)(f"{option} {spec}: {exc}") from None
             kind = "pairrm"
         if kind != "pairrm":
             raise ParameterError(f"{option} {spec} is a sequence-classifier reward model; repro selfcheck checks "

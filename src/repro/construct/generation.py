@@ -15,7 +15,7 @@ from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import job_versions
 from ..parameters import BUILTIN_POLICIES, NO_POLICY, GenerationParams, builtin_folder
-from ..paths import STAND_IN_MARKER
+from ..paths import CHECKPOINT, STAND_IN_MARKER, local_checkpoint
 from ..revisions import GENERATION_CODE, check_revision_target, model_identity, pinned_model, python_digest
 from ..scorers.common import no_progress_bars, resolve_device, resolve_dtype, torch_dtype
 from ..scorers import tiny_policy
@@ -49,9 +49,8 @@ def resolve_policy(policy_model: str | None, revision: str | None) -> Policy:
     if policy_model in BUILTIN_POLICIES:  # (the schema refuses any other builtin: name)
         return _local_policy(policy_model, tiny_policy.build_tiny_policy(builtin_folder(policy_model),
                                                                         size=BUILTIN_POLICIES[policy_model]))
-    path = Path(policy_model).expanduser()
-    if path.is_dir():
-        return _local_policy(policy_model, path)
+    if Path(policy_model).expanduser().exists():  # a folder as every loader reads one (a file refused)
+        return _local_policy(policy_model, local_checkpoint(policy_model, "Policy model", "", CHECKPOINT))
     # a hub id is "name" or "owner/name" (dots allowed: "meta-llama/Llama-3.1-8B"); anything else is a path
     if policy_model.startswith((".", "/", "~")) or policy_model.count("/") > 1 or "\\" in policy_model:
         raise ModelLoadError(
@@ -74,10 +73,15 @@ def _from_pretrained(policy: Policy, cls, **kwargs):
     try:
         return cls.from_pretrained(policy.path, **kwargs)
     except (OSError, ValueError) as exc:
+        said = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        if Path(policy.name).expanduser().is_dir():  # (a folder the user gave: no hub advice)
+            part = "tokenizer" if cls.__name__ == "AutoTokenizer" else "config.json or weights"
+            raise ModelLoadError(f"Policy model folder {policy.path}: its {part} could not be read ({said}); "
+                                 f"expected {CHECKPOINT}") from None
         raise ModelLoadError(
-            f"Could not load the policy model {policy.name!r} ({type(exc).__name__}: {exc}). If it is a hub id and "
-            f"this machine is offline (HF_HUB_OFFLINE=1 or no network), download it where there is network (`hf "
-            f"download {policy.name}`) into the hub cache or a folder, and set policy_model to that folder.") from None
+            f"Could not load the policy model {policy.name!r} ({said}). If it is a hub id and this machine is offline "
+            f"(HF_HUB_OFFLINE=1 or no network), download it where there is network (`hf download {policy.name}`) into "
+            f"the hub cache or a folder, and set policy_model to that folder.") from None
 
 
 def load_tokenizer(policy: Policy):

@@ -10,8 +10,9 @@ from typing import Any, Iterable, get_args
 
 from ..errors import ModelLoadError, ParameterError, ReproError
 from ..parameters import ScorerKind, ScorerOptions, check_value
+from ..paths import local_checkpoint
 from .blender_compat import BlenderScorer
-from .common import local_checkpoint, no_folder
+from .common import no_folder
 from .pairrm import PairRM
 from .pairrm_checkpoint import KNOWN_HUB_IDS, read_config
 from .sequence_classifier import SequenceClassifierScorer

@@ -11,10 +11,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import DataError, ModelLoadError, ParameterError, ReproError, counted, warn
+from ..errors import DataError, ParameterError, ReproError, counted, warn
 from ..jobs import Progress
 from ..parameters import Count, Device, Dtype, check_value, default_batch_tokens
-from ..paths import STAND_IN_MARKER, reads_as_hub_id
+from ..paths import STAND_IN_MARKER
 
 MIN_CANDIDATES = {"pairrm": 2, "sequence_classifier": 1}  # per prompt: PairRM compares pairs
 
@@ -155,24 +155,6 @@ def with_progress(progress: Any, total: int, desc: str) -> Iterator[Callable[[in
 def no_folder(spec: str) -> str:
     """What a loader says of a model `spec` that is no local folder (a hub id's shape, models/rm, is a path too)."""
     return f"no folder {Path(spec).expanduser().resolve()}: a relative path is read from the current folder"
-
-
-def local_checkpoint(spec: str, what: str, hub_example: str, layout: str) -> Path | None:
-    """The folder `spec` names (with a config.json, else `layout` says what is expected); None for a hub id."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(f"{what} folder {path} has no config.json: expected {layout}")
-        return path
-    if path.exists():
-        raise ModelLoadError(f"{what} '{spec}' is not a directory (looked for {path.resolve()}): pass the "
-                             f"checkpoint's folder (config.json, weights, tokenizer), not a file in it.")
-    if reads_as_hub_id(spec):
-        return None
-    raise ModelLoadError(f"{what} '{spec}' is not a directory: it names a local path, and nothing is at "
-                         f"{path.resolve()}. Check the path (a relative path is read from the current folder), or "
-                         f"pass a hub id such as {hub_example}, or a built-in stand-in (builtin:tiny-pairrm, "
-                         f"builtin:tiny-reward-llama) for a run without any download (its scores are noise).")
 
 
 @contextlib.contextmanager

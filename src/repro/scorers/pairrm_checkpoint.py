@@ -11,9 +11,9 @@ import torch
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS, TokenLimit, check_value
-from ..paths import reads_as_hub_id
+from ..paths import local_checkpoint, reads_as_hub_id
 from ..revisions import hub_offline
-from .common import is_stand_in, local_checkpoint, no_folder
+from .common import is_stand_in, no_folder
 from .pairrm_attention import PairRMModel, install_fast_attention
 from .tiny import BUILTIN_TINY, DEBERTA_V3_LARGE, build_builtin
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..errors import ModelLoadError, ParameterError, counted, warn
 from ..parameters import Count, check_value
-from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, local_checkpoint, no_folder,
+from ..paths import CHECKPOINT, local_checkpoint
+from .common import (MIN_CANDIDATES, BudgetedBatches, check_inputs, is_stand_in, no_folder,
                      no_progress_bars, resolve_device, resolve_dtype, torch_dtype)
 from .tiny import BUILTIN_REWARD_MODELS, build_builtin
 
@@ -34,8 +35,7 @@ def resolve_checkpoint(spec: str | Path) -> str:
     spec = str(spec).strip()
     if spec in BUILTIN_REWARD_MODELS:
         return str(build_builtin(spec))
-    path = local_checkpoint(spec, "Reward model", "Skywork/Skywork-Reward-V2-Llama-3.1-8B",
-                            "a Transformers checkpoint (config.json, weights, tokenizer files).")
+    path = local_checkpoint(spec, "Reward model", "Skywork/Skywork-Reward-V2-Llama-3.1-8B", CHECKPOINT)
     return spec if path is None else str(path)
 
 
