@@ -1,5 +1,6 @@
 """The package's import graph: no circle (imports inside functions counted: lazy imports hide circles), arrows
-only between the layers the house allows, no private name of another module, no repro import inside a function."""
+only between the layers the house allows, no private name of another module, no repro import inside a function; the
+light paths load none of the heavy modules."""
 
 import ast
 import json
@@ -160,3 +161,25 @@ def test_the_card_notebook_imports_neither_scipy_stats_nor_the_plotting_librarie
         proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.splitlines()[-1] == "[]", (code, proc.stdout[-300:])
+
+
+HEAVY = ("torch", "transformers", "IPython", "papermill", "jupyter_client")
+# each light path, what it runs (in one process, lightest first: a module once loaded stays), and what it must not load
+LIGHT_PATHS = [
+    ("repro --help", "from repro.cli import build_parser; build_parser().format_help()", HEAVY + ("datasets", "tqdm")),
+    ("the sub-packages' imports, repro run --check",
+     "import repro.formats, repro.parameters, repro.jobs, repro.analysis, repro.card, repro.construct\n"
+     f"from repro.cli import main; assert main(['run', '--check', {str(SRC.parent / 'params' / 'demo.yaml')!r}]) == 0",
+     HEAVY),
+    ("repro score --help, repro selfcheck --help, repro bench --help (import repro.scorers: torch)",
+     "[build_parser(c).format_help() for c in ('score', 'selfcheck', 'bench')]", HEAVY[1:]),
+]
+
+
+def test_the_light_paths_load_none_of_the_heavy_modules():
+    steps = [f"{code}\nprint(json.dumps([m for m in {banned!r} if m in sys.modules]))" for _, code, banned in LIGHT_PATHS]
+    proc = subprocess.run([sys.executable, "-c", "\n".join(["import json, sys", *steps])], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert dict(zip([name for name, _, _ in LIGHT_PATHS], loaded)) == {name: [] for name, _, _ in LIGHT_PATHS}
