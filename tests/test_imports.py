@@ -1,6 +1,7 @@
 """The package's import graph: no circle (imports inside functions counted: lazy imports hide circles), arrows
-only between the layers the house allows, no private name of another module, no repro import inside a function; the
-light paths load none of the heavy modules."""
+only between the layers the house allows, no private name of another module, no repro import inside a function; an
+import inside a function is of an optional heavy dependency or says (a comment) which light path it keeps light, and
+the light paths load none of the heavy modules."""
 
 import ast
 import json
@@ -163,7 +164,51 @@ def test_the_card_notebook_imports_neither_scipy_stats_nor_the_plotting_librarie
         assert proc.stdout.splitlines()[-1] == "[]", (code, proc.stdout[-300:])
 
 
-HEAVY = ("torch", "transformers", "IPython", "papermill", "jupyter_client")
+# An import inside a function: of an optional heavy dependency, or with a comment (on its line or the line above)
+# saying which light path it keeps light (LIGHT_PATHS). Anything else goes at the module's top.
+OPTIONAL = {"vllm", "llm_blender", "playwright", "trl"}
+# other branches' files, whose imports are left as they are here (issue 20, point 4): to be moved or explained there
+PENDING = {("repro.analysis.family_view", "IPython.display"), ("repro.card.publish", "IPython.display"),
+           ("repro.card.publish", "huggingface_hub")}
+
+
+def unexplained_lazy_imports(source: str) -> list[tuple[str, str]]:
+    """(function, module) of each import inside a function of `source` neither OPTIONAL nor commented."""
+    lines = source.splitlines()
+    found = []
+
+    def said(node: ast.stmt) -> bool:
+        above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+        return any("#" in line for line in lines[node.lineno - 1:node.end_lineno]) or above.startswith("#") \
+            or (above.startswith(("import ", "from ")) and "#" in above)  # (one comment for an import's neighbour)
+
+    def visit(node: ast.AST, function: str | None) -> None:
+        if function and isinstance(node, (ast.Import, ast.ImportFrom)) and not said(node):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found.extend((function, n) for n in names if n.split(".")[0] not in OPTIONAL)
+        inner = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(ast.parse(source), None)
+    return found
+
+
+def test_unexplained_lazy_imports_finds_a_bare_one_and_passes_optional_and_commented_ones():
+    source = ("import torch\n\ndef f():\n    import torch\n    from IPython.display import display\n\n"
+              "def g():\n    import vllm\n    # keeps transformers off `repro score --help`\n"
+              "    from transformers import AutoConfig\n    import tokenizers  # keeps it off X\n")
+    assert unexplained_lazy_imports(source) == [("f", "torch"), ("f", "IPython.display")]
+
+
+def test_an_import_inside_a_function_is_optional_or_says_which_light_path_it_keeps_light():
+    found = [f"{_module_name(p)}.{function}: {module}" for p in sorted((SRC / "repro").rglob("*.py"))
+             for function, module in unexplained_lazy_imports(p.read_text())
+             if (_module_name(p), module) not in PENDING]
+    assert found == []
+
+
+HEAVY = ("torch", "transformers", "IPython", "papermill", "jupyter_client", "ipykernel", "zmq", "traitlets")
 # each light path, what it runs (in one process, lightest first: a module once loaded stays), and what it must not load
 LIGHT_PATHS = [
     ("repro --help", "from repro.cli import build_parser; build_parser().format_help()", HEAVY + ("datasets", "tqdm")),
