@@ -214,17 +214,19 @@ LIGHT_PATHS = [
     ("repro --help", "from repro.cli import build_parser; build_parser().format_help()", HEAVY + ("datasets", "tqdm")),
     ("the sub-packages' imports, repro run --check",
      "import repro.formats, repro.parameters, repro.jobs, repro.analysis, repro.card, repro.construct\n"
-     f"from repro.cli import main; assert main(['run', '--check', {str(SRC.parent / 'params' / 'demo.yaml')!r}]) == 0",
+     f"from repro.cli import main; assert main(['run', '--check', {str(SRC.parent / 'params' / 'demo.yaml')!r}, "
+     "'--out', sys.argv[1]]) == 0",
      HEAVY),
     ("repro score --help, repro selfcheck --help, repro bench --help (import repro.scorers: torch)",
      "[build_parser(c).format_help() for c in ('score', 'selfcheck', 'bench')]", HEAVY[1:]),
 ]
 
 
-def test_the_light_paths_load_none_of_the_heavy_modules():
-    steps = [f"{code}\nprint(json.dumps([m for m in {banned!r} if m in sys.modules]))" for _, code, banned in LIGHT_PATHS]
-    proc = subprocess.run([sys.executable, "-c", "\n".join(["import json, sys", *steps])], capture_output=True,
-                          text=True, timeout=600)
+def test_the_light_paths_load_none_of_the_heavy_modules(tmp_path):
+    steps = [f"{code}\nprint(json.dumps([m for m in {banned!r} if m in sys.modules]))"
+             for _, code, banned in LIGHT_PATHS]
+    proc = subprocess.run([sys.executable, "-c", "\n".join(["import json, sys", *steps]), str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("[")]
     assert dict(zip([name for name, _, _ in LIGHT_PATHS], loaded)) == {name: [] for name, _, _ in LIGHT_PATHS}
