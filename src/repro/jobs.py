@@ -221,7 +221,7 @@ PROGRESS_LINES_ENV = "REPRO_PROGRESS_LINES"  # set by `repro run --log-output`: 
 
 def _kernel() -> Any:
     try:
-        import IPython
+        import IPython  # keeps IPython off `repro run`
     except ImportError:
         return None
     return getattr(IPython.get_ipython(), "kernel", None)
@@ -250,13 +250,13 @@ class Progress(contextlib.AbstractContextManager):
             options = dict(total=self.total, desc=desc, unit=unit, smoothing=0.05)
             if widget:
                 try:
-                    from tqdm.notebook import tqdm as notebook_tqdm
+                    from tqdm.notebook import tqdm as notebook_tqdm  # keeps IPython off `repro run`
 
                     self._tqdm = notebook_tqdm(**options)
                 except ImportError:  # without ipywidgets: plain lines
                     self.bar = False
             else:
-                from tqdm.auto import tqdm
+                from tqdm.auto import tqdm  # keeps tqdm off `repro --help`
 
                 self._tqdm = tqdm(file=self.stream, dynamic_ncols=True, **options)
 
@@ -314,7 +314,7 @@ class Progress(contextlib.AbstractContextManager):
         if self._tqdm is not None:
             self._tqdm.close()
             if self.widget and self._tqdm.n == self.total:  # a saved notebook keeps the widget's first text, "0%"
-                from IPython.display import display
+                from IPython.display import display  # keeps IPython off `repro run`
 
                 display({"text/plain": self._line(final=True)}, raw=True)
         elif self.enabled:
@@ -342,7 +342,7 @@ class Progress(contextlib.AbstractContextManager):
         if not self._in_place:
             print(line, file=self.stream, flush=True)
         elif self._display is None:
-            from IPython.display import display  # only inside a kernel
+            from IPython.display import display  # keeps IPython off `repro run` (here: inside a kernel)
 
             self._display = display({"text/plain": line}, raw=True, display_id=True)
         else:
@@ -520,7 +520,7 @@ def run_as_rank(items: Sequence[Any], *, work_dir: str | Path, fingerprint: dict
                 cache: RowCache | None = None) -> list[dict[str, Any]]:
     """One rank of a torchrun job: `compute(device, (rank, world))` on its share ("cuda": cuda:LOCAL_RANK) after rank 0
     of each node prepared the work dir (`cache`: `run_job`'s); each rank's results and stats, by rank."""
-    import torch
+    import torch  # keeps torch off `repro --help` and `repro run`
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -658,7 +658,7 @@ def run_job(entry: str, spec: dict[str, Any], items: Sequence[Any], *, work_dir:
         return [r for g in gathered for r in g["results"]], merge_stats([g["stats"] for g in gathered], summed,
                                                                          slowest)
     if num_processes > 1:
-        import torch
+        import torch  # keeps torch off `repro --help` and `repro run`
 
         # CPU: each worker gets this process's threads, so that N processes match 1 bit for bit
         threads = torch.get_num_threads() if device.split(":")[0] == "cpu" else None

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from IPython import display as ipython
 
 from ..errors import DataError, counted
 from ..dataset_io import RESCORED_COLUMNS, SCORE_COLUMNS, response_texts, same_responses, score_array, scores_digest
@@ -317,17 +318,16 @@ def agreement_table(agreement: dict[str, Any]) -> pd.DataFrame:
 
 def show_agreement(result: AnalysisResult) -> None:
     """Display how far the scorers agree (the table), or say that the dataset holds one scorer's scores."""
-    from IPython.display import Markdown, display
-
     if result.agreement is None:
-        display(Markdown("One scorer's scores only (no `candidate_scores_<name>` column): no agreement to report."))
+        ipython.display(ipython.Markdown(
+            "One scorer's scores only (no `candidate_scores_<name>` column): no agreement to report."))
         return
     block, table = result.metrics["agreement"], result.agreement
     # a column per pair of scorers, a row per measure: 15 columns were twice as wide as JupyterLab's panel
     shown = table.drop(columns=["scorer_a", "scorer_b"]).astype(object).set_axis(  # (counts stay integers)
         table["scorer_a"] + " vs " + table["scorer_b"]).T
-    display(Markdown(f"Scorers: {', '.join(f'`{s}`' for s in block['scorers'])}. {block['decided_by']}."),
-            readable(shown.rename_axis("measure")))
+    ipython.display(ipython.Markdown(f"Scorers: {', '.join(f'`{s}`' for s in block['scorers'])}. "
+                                     f"{block['decided_by']}."), readable(shown.rename_axis("measure")))
 
 
 def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
@@ -453,7 +453,5 @@ def readable(frame: pd.DataFrame) -> Any:
 
 def show_figures(result: Any) -> None:
     """Display the saved PNG figures of a result (an analysis's, a comparison's, a family's), each under its title."""
-    from IPython.display import Image, Markdown, display
-
     for name, fig in result.figures.items():
-        display(Markdown(f"**{fig['title']}** — `{name}`"), Image(filename=str(fig["png"])))
+        ipython.display(ipython.Markdown(f"**{fig['title']}** — `{name}`"), ipython.Image(filename=str(fig["png"])))

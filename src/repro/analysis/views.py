@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import datasets
 import numpy as np
 import pandas as pd
+from IPython.display import Image
 
 from . import plots
 from ..exporters import seed_view
@@ -72,8 +73,6 @@ def scorer_table(info: dict[str, Any]) -> pd.DataFrame:
 
 def figure(fig) -> "Image":
     """A matplotlib Figure as an inline PNG (the same picture under papermill and in JupyterLab)."""
-    from IPython.display import Image
-
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=INLINE_DPI)
     return Image(data=buffer.getvalue(), format="png")

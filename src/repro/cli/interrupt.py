@@ -170,7 +170,7 @@ def _forward(pipe: int) -> None:
 def kernel_manager() -> type:
     """jupyter_client's AsyncKernelManager, its kernels' stderr forwarded (_forward): a kernel that dies by itself
     says why, one that run_interruptible stops as it starts does not print a KeyboardInterrupt's traceback."""
-    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_client.manager import AsyncKernelManager  # keeps jupyter_client off `repro --help`
 
     class Manager(AsyncKernelManager):
         forwarder: threading.Thread | None = None

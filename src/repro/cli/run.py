@@ -58,6 +58,7 @@ def this_environment(python: str) -> bool:
 def check_kernel(name: str, registered: bool = False) -> bool:
     """Whether the Jupyter kernel `name` runs this environment's python; a ReproError for a --kernel of no kernel or
     of another environment, and for the project's own (KERNEL_NAME) once `registered` here."""
+    # keeps jupyter_client off `repro run --check`
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     manager = KernelSpecManager()
@@ -85,7 +86,7 @@ def check_kernel(name: str, registered: bool = False) -> bool:
 def ensure_kernel(name: str = KERNEL_NAME) -> str:
     """`name`, a kernel of this environment (check_kernel); the project's own registered in sys.prefix if need be."""
     if not check_kernel(name):
-        from ipykernel.kernelspec import install
+        from ipykernel.kernelspec import install  # keeps ipykernel off `repro run --check`
 
         kernels = Path(sys.prefix, "share", "jupyter", "kernels")
         kernels.mkdir(parents=True, exist_ok=True)
@@ -99,7 +100,7 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
 
 def kernel_config():
     """Kernels with CurveZMQ-encrypted transport where pyzmq supports it (else ipykernel >= 7 warns on every start)."""
-    import zmq
+    import zmq  # keeps zmq and traitlets off `repro run --check`
     from traitlets.config import Config
 
     config = Config()
@@ -193,7 +194,7 @@ SAVES = AtomicSaves()
 def import_papermill():
     """papermill, without the RFC 3987 grammar (skip_rfc3987_grammar), saving notebooks as AtomicSaves does."""
     skip_rfc3987_grammar()
-    import papermill
+    import papermill  # keeps papermill off `repro run --check`
     from papermill.iorw import papermill_io
 
     if not isinstance(papermill_io.get_handler("/"), AtomicSaves):

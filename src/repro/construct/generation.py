@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import torch
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor,
+                          LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper)
+
 from ..cache import RowCache, check_format
 from ..errors import DataError, ModelLoadError, ParameterError
 from ..manifest import job_versions
@@ -86,8 +90,6 @@ def _from_pretrained(policy: Policy, cls, **kwargs):
 
 def load_tokenizer(policy: Policy):
     """The policy's tokenizer, padding on the left (generation continues every row at its end)."""
-    from transformers import AutoTokenizer
-
     tokenizer = _from_pretrained(policy, AutoTokenizer)
     tokenizer.padding_side = "left"
     return tokenizer
@@ -95,8 +97,6 @@ def load_tokenizer(policy: Policy):
 
 def context_length(policy: Policy, tokenizer) -> int | None:
     """The longest sequence (prompt + new tokens), from the config or the tokenizer; None if neither says (Mamba)."""
-    from transformers import AutoConfig
-
     config = _from_pretrained(policy, AutoConfig)
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
     for name in ("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"):
@@ -109,8 +109,6 @@ def context_length(policy: Policy, tokenizer) -> int | None:
 
 def eos_token_ids(policy: Policy, tokenizer) -> list[int]:
     """Token ids that end a response: the tokenizer's EOS and those of the model's generation config."""
-    from transformers import GenerationConfig
-
     ids = set() if tokenizer.eos_token_id is None else {int(tokenizer.eos_token_id)}
     try:
         eos = GenerationConfig.from_pretrained(policy.path).eos_token_id
@@ -204,16 +202,11 @@ def counter_uniform(seeds, step: int, token_table):
 
 def token_table(vocab_size: int, device="cpu"):
     """The per-token hashes `counter_uniform` combines with each row's seed."""
-    import torch
-
     return _mix32(torch.arange(vocab_size, device=device, dtype=torch.int64))
 
 
 def _gumbel_processor(keys, prompt_length: int):
     """A logits processor adding Gumbel noise from `counter_uniform`: greedy decoding then samples exactly."""
-    import torch
-    from transformers import LogitsProcessor
-
     seeds = row_seeds(keys)
     tables: dict[int, Any] = {}
 
@@ -254,8 +247,6 @@ class TransformersEngine:
     """`model.generate` over left-padded batches, in the order given (callers sort by prompt length)."""
 
     def __init__(self, policy: Policy, tokenizer, eos_ids: list[int], device: str, dtype: str, batch_size: int):
-        from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
-
         if policy.random_init_seed is not None:
             model = tiny_policy.init_random_weights(_from_pretrained(policy, AutoConfig), policy.random_init_seed,
                                                     dtype=torch_dtype(dtype), device=device)
@@ -272,9 +263,6 @@ class TransformersEngine:
     def generate(self, seqs: list[SequenceRequest], max_new_tokens: int, temperature: float, top_p: float,
                  on_batch: Callable[[int, int], None]) -> list[tuple[str, int]]:
         """Texts and token counts of `seqs`; `on_batch(sequences, tokens)` after each batch."""
-        import torch
-        from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
-
         config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                   eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
         out: list[tuple[str, int]] = []

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from transformers import AutoTokenizer
+
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import BUILTIN_POLICIES, builtin_folder
 from ..revisions import check_revision_target
@@ -21,8 +23,6 @@ def chat_templated_prompt(prompt: str, tokenizer) -> str:
 def load_prompt_tokenizer(spec: str, revision: str | None = None):
     """The tokenizer whose chat template the scorer's prompts go through, at `revision` (the policy's, where `spec` is
     policy_model: revisions.revision_of); an error unless it has a template."""
-    from transformers import AutoTokenizer  # kept off the light import path (torch)
-
     check_revision_target(spec, revision, "policy_revision", "policy_model")
     path = str(build_tiny_policy(builtin_folder(spec), size=BUILTIN_POLICIES[spec])) if spec in BUILTIN_POLICIES \
         else spec

@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, get_args
 
+from huggingface_hub import hf_hub_download
+
 from ..errors import ModelLoadError, ParameterError, ReproError
 from ..parameters import ScorerKind, ScorerOptions, check_value
 from ..paths import local_checkpoint
@@ -42,8 +44,6 @@ def kind_of_config(config: dict[str, Any]) -> str | None:
 def _hub_config(spec: str) -> dict[str, Any] | None:
     """A hub checkpoint's config.json, from the hub cache (or the hub, when online); None where neither gives it."""
     try:
-        from huggingface_hub import hf_hub_download
-
         return read_config(Path(hf_hub_download(spec, "config.json")).parent)
     except Exception:  # offline and not cached, no such repo, unreadable: the caller says what to do
         return None

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import torch
+from huggingface_hub import constants
 
 from ..errors import ParameterError
 from ..parameters import Count, check_value
@@ -26,13 +28,12 @@ def _batch_encode_plus(self, batch_text_or_text_pairs, **kwargs):
 
 def install_transformers5_shim() -> list[str]:
     """Put back the names llm-blender 0.0.2 imports from transformers < 5; returns those restored now."""
-    import huggingface_hub.constants
-    import transformers.utils.hub as hub
+    import transformers.utils.hub as hub  # keeps transformers off `repro score --help`
     from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
     restored = []
     if not hasattr(hub, "TRANSFORMERS_CACHE"):
-        hub.TRANSFORMERS_CACHE = huggingface_hub.constants.HF_HUB_CACHE
+        hub.TRANSFORMERS_CACHE = constants.HF_HUB_CACHE
         restored.append("transformers.utils.hub.TRANSFORMERS_CACHE")
     if not hasattr(PreTrainedTokenizerBase, "batch_encode_plus"):
         PreTrainedTokenizerBase.batch_encode_plus = _batch_encode_plus
@@ -121,7 +122,6 @@ class BlenderScorer(PairRMScorerBase):
 
     def comparison_matrices(self, prompts: list[str], candidates: list[list[str]]) -> list[np.ndarray]:
         """M per prompt from llm-blender's `_full_predict`, batched as `Blender.rank` batches (equal counts)."""
-        import torch
         from llm_blender.blender.blender_utils import RankerDataset
 
         collate_fn = copy.copy(self.blender.ranker_collator)

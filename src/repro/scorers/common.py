@@ -1,4 +1,4 @@
-"""What every scorer shares: devices and precisions, input checks, ranks, the stand-in mark (torch imported lazily)."""
+"""What every scorer shares: devices and precisions, input checks, ranks, the stand-in mark."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+import torch
+from huggingface_hub import utils as hub_utils
 
 from ..errors import DataError, ParameterError, ReproError, counted, warn
 from ..jobs import Progress
@@ -21,16 +23,12 @@ MIN_CANDIDATES = {"pairrm": 2, "sequence_classifier": 1}  # per prompt: PairRM c
 
 def torch_dtype(name: str):
     """The torch dtype of 'fp32' | 'fp16' | 'bf16'."""
-    import torch
-
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
 
 
 def resolve_device(device: str | None, key: str = "device"):
     """auto (a CUDA GPU if there is one, else CPU) | cpu | cuda | cuda:N | mps, any case (the schema's rule, `Device`);
     errors name `key`."""
-    import torch
-
     name = check_value(Device, str(device or "auto"), key)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -55,8 +53,6 @@ def resolve_device(device: str | None, key: str = "device"):
 def resolve_dtype(dtype: str | None, device, gpu_auto: str = "fp16") -> str:
     """'fp32' | 'fp16' | 'bf16' (the schema's rule, `Dtype`: torch's names too); 'auto' is `gpu_auto` on a GPU (fp16:
     llm-blender's choice for PairRM), else fp32."""
-    import torch
-
     name = check_value(Dtype, str(dtype or "auto"), "dtype")
     if name == "auto":
         return gpu_auto if device.type in ("cuda", "mps") else "fp32"
@@ -161,8 +157,7 @@ def no_folder(spec: str) -> str:
 def no_progress_bars() -> Iterator[None]:
     """transformers' progress bars off (a load of weights draws a "Loading weights" bar: in a notebook or `repro run`,
     noise on every load), the hub's download bars as they were; after, transformers' as they were."""
-    from huggingface_hub import utils as hub_utils
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # keeps transformers off `repro score --help`
 
     bar, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
     with warnings.catch_warnings():  # (HF_HUB_DISABLE_PROGRESS_BARS set: the hub warns that it keeps its own way)
@@ -214,8 +209,6 @@ class BudgetedBatches:
         """Each item's output; `progress(n)`: prompts whose `needed` items are newly all done; `batch_tokens` None: the
         device's. An out-of-memory halves the budget and starts over (the rounding depends on the budget); `progress`
         True or False as score_candidates takes it: a bar of the prompts (`Progress`), or none."""
-        import torch
-
         if getattr(self, "model", True) is None:
             raise ParameterError(f"This {self.label} scorer was loaded with weights=False (its record and tokenizer "
                                  f"only): call scorer.load_weights() first, then score.")

@@ -18,7 +18,7 @@ class PairRMModel(nn.Module):
 
     def __init__(self, config, n_tasks: int = 1, drop_out: float = 0.05):
         super().__init__()
-        from transformers import DebertaV2Model
+        from transformers import DebertaV2Model  # keeps transformers off `repro score --help`
 
         hidden = config.hidden_size
         self.pretrained_model = DebertaV2Model(config)
@@ -45,6 +45,7 @@ class PairRMModel(nn.Module):
 
     def batch_context(self, attention_mask: torch.Tensor) -> dict[str, Any]:
         """What every layer's attention in one forward shares: the gather indices and the key-padding mask."""
+        # keeps transformers off `repro score --help`
         from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
 
         length, encoder = attention_mask.shape[1], self.pretrained_model.encoder
@@ -104,6 +105,7 @@ def _fast_attention_forward(self, hidden_states, attention_mask, output_attentio
 
 def install_fast_attention(model: PairRMModel) -> None:
     """Route the backbone's attention through `_fast_attention_forward` (DeBERTa-v3's settings only)."""
+    # keeps transformers off `repro score --help`
     from transformers.models.deberta_v2.modeling_deberta_v2 import DisentangledSelfAttention
 
     config = model.pretrained_model.config

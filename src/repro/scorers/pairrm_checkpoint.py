@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import constants, snapshot_download
+from safetensors.torch import load_file
 
 from ..errors import ModelLoadError, ParameterError
 from ..parameters import PAIRRM_LIMITS, TokenLimit, check_value
@@ -33,8 +35,6 @@ def _how_to_provide(spec: str) -> str:
 
 def _from_hub(repo_id: str) -> Path:
     """A hub checkpoint's local snapshot (config, tokenizer and one weights file only; never the backbone's)."""
-    from huggingface_hub import constants, snapshot_download
-
     # llm-blender's own download location (`snapshot_download(local_dir=TRANSFORMERS_CACHE/<repo>)`)
     legacy = Path(constants.HF_HUB_CACHE) / repo_id
     if (legacy / "config.json").is_file() and any((legacy / name).is_file() for name in WEIGHT_FILES):
@@ -127,8 +127,6 @@ class PairRMScorerBase:
 
 def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
     if (folder / "model.safetensors").is_file():
-        from safetensors.torch import load_file
-
         return load_file(str(folder / "model.safetensors"))
     if (folder / "pytorch_model.bin").is_file():
         return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
@@ -138,7 +136,7 @@ def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
 
 def _backbone_config(folder: Path, layout: str, config: dict[str, Any], vocab_size: int):
     """The DebertaV2Config: PairRM-hf's own; for llm-blender's layout, `model_name`'s config (never its weights)."""
-    from transformers import DebertaV2Config
+    from transformers import DebertaV2Config  # keeps transformers off `repro score --help`
 
     if layout == "transformers":
         backbone = DebertaV2Config.from_pretrained(str(folder))

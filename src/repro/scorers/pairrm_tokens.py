@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sentencepiece import sentencepiece_model_pb2
+from tokenizers import Regex, normalizers
+
 from ..errors import ModelLoadError
 
 PREFIX_TOKENS = SOURCE_PREFIX, CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_PREFIX = (
@@ -13,16 +16,12 @@ PREFIX_TOKENS = SOURCE_PREFIX, CANDIDATE1_PREFIX, CANDIDATE2_PREFIX, CANDIDATE_P
 
 def sentencepiece_normalizer(precompiled_charsmap: bytes):
     """The normaliser transformers 4 built for DeBERTa-v3 (DebertaV2Converter): sentencepiece's own table."""
-    from tokenizers import Regex, normalizers
-
     return normalizers.Sequence([normalizers.Strip(), normalizers.Precompiled(precompiled_charsmap),
                                  normalizers.Replace(Regex(" {2,}"), " ")])
 
 
 def restore_sentencepiece_normalizer(tokenizer, folder: Path | None = None) -> bool:
     """Give a DeBERTa-v3 tokenizer back its spm.model normaliser; False where no spm.model is found."""
-    from sentencepiece import sentencepiece_model_pb2
-
     candidates = [getattr(tokenizer, "vocab_file", None), folder and Path(folder) / "spm.model",
                   Path(str(getattr(tokenizer, "name_or_path", ""))) / "spm.model"]
     for spm in candidates:
@@ -37,7 +36,7 @@ def restore_sentencepiece_normalizer(tokenizer, folder: Path | None = None) -> b
 
 def load_tokenizer(folder: Path, fallback: str | Path | None = None):
     """The checkpoint's tokenizer with the four prefix tokens and sentencepiece normalisation; (tokenizer, how)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # keeps transformers off `repro score --help`
 
     source = folder if any((folder / f).is_file() for f in ("spm.model", "tokenizer.json")) else fallback
     if source is None:

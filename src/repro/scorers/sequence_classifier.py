@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from ..errors import ModelLoadError, ParameterError, counted, warn
 from ..parameters import Count, check_value
@@ -59,8 +61,6 @@ def _from_pretrained(cls, spec: str, path: str, trust_remote_code: bool, **kwarg
 
 def reward_model_dtype(dtype: str | None, device) -> str:
     """'fp32' | 'fp16' | 'bf16'; 'auto' is bf16 on a CUDA GPU that has it (else fp16) and fp32 elsewhere."""
-    import torch
-
     return resolve_dtype(dtype, device, "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp16")
 
 
@@ -98,7 +98,7 @@ class SequenceClassifierScorer(BudgetedBatches):
              max_length: int | None = None, weights: bool = True) -> "SequenceClassifierScorer":
         """Load a checkpoint (hub id, folder, or `builtin:tiny-reward-llama` / `builtin:tiny-reward-deberta`);
         `weights=False`: its config and tokenizer only (`load_weights` adds the model)."""
-        from transformers import AutoConfig, AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer  # keeps transformers off `repro score --help`
 
         max_length = check_value(Count | None, max_length, "max_length")  # (an entry of its own, as load_scorer)
         torch_device = resolve_device(device)
@@ -159,7 +159,7 @@ class SequenceClassifierScorer(BudgetedBatches):
 
     def load_weights(self) -> "SequenceClassifierScorer":
         """The model of the checkpoint, on the scorer's device and dtype (`load(weights=False)` had none)."""
-        from transformers import AutoModelForSequenceClassification
+        from transformers import AutoModelForSequenceClassification  # keeps transformers off `repro score --help`
 
         with no_progress_bars():
             module = _from_pretrained(AutoModelForSequenceClassification, self.spec, self.path,
@@ -217,9 +217,6 @@ class SequenceClassifierScorer(BudgetedBatches):
         return next(i for i in range(len(self.tokenizer)) if i not in last)
 
     def _forward(self, batch: list[_Sequence]) -> np.ndarray:
-        import torch
-        from torch.nn.utils.rnn import pad_sequence
-
         pad = self._pad_id(batch)
         ids = pad_sequence([torch.from_numpy(s.ids) for s in batch], batch_first=True, padding_value=pad)
         mask = torch.arange(ids.shape[1]) < torch.tensor([s.length for s in batch])[:, None]

@@ -11,6 +11,13 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+import sentencepiece as spm
+import torch
+from safetensors.torch import save_file
+from sentencepiece import sentencepiece_model_pb2
+from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers, processors
+from tokenizers.models import Unigram
+
 from ..errors import ParameterError
 from ..jobs import build_once
 from ..parameters import BUILTIN_SCORERS, PAIRRM_LIMITS, STAND_IN_VERSION, builtin_folder
@@ -55,8 +62,6 @@ def training_corpus(vocab_size: int, extra: Iterable[str] = ()) -> list[str]:
 
 def train_sentencepiece(vocab_size: int, extra_corpus: Iterable[str] = ()) -> bytes:
     """A unigram sentencepiece model with DeBERTa-v3's special pieces ([PAD] 0, [CLS] 1, [SEP] 2, [UNK] 3)."""
-    import sentencepiece as spm
-
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
@@ -73,10 +78,6 @@ def train_sentencepiece(vocab_size: int, extra_corpus: Iterable[str] = ()) -> by
 
 def _backend_tokenizer(spm_model: bytes, with_prefixes: bool):
     """The `tokenizers` object transformers 4 built from spm.model (DebertaV2Converter), as PairRM shipped it."""
-    from sentencepiece import sentencepiece_model_pb2
-    from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers, processors
-    from tokenizers.models import Unigram
-
     proto = sentencepiece_model_pb2.ModelProto()
     proto.ParseFromString(spm_model)
     tok = Tokenizer(Unigram([(p.piece, p.score) for p in proto.pieces], unk_id=proto.trainer_spec.unk_id))
@@ -117,7 +118,7 @@ def _write_tokenizer(folder: Path, spm_model: bytes, with_prefixes: bool) -> int
 
 def _backbone_config(vocab_size: int, hidden_size: int, num_layers: int, num_heads: int, **shape):
     """DeBERTa-v3-large's architecture settings at a chosen size."""
-    from transformers import DebertaV2Config
+    from transformers import DebertaV2Config  # keeps transformers off `repro score --help`
 
     size = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
                 num_attention_heads=num_heads)
@@ -138,9 +139,6 @@ def build_tiny_pairrm(out_dir: str | Path, *, seed: int = 0, hidden_size: int = 
     """A random PairRM checkpoint in `out_dir`: llm-blender's layout (with its `backbone/` folder) or PairRM-hf's;
     `initializer_range=1.0` spreads scores to about 0.1 (0.02 gives near-ties); `extra_corpus`: more tokenizer
     training text (realistic token counts in a benchmark); the limits go to the RankerConfig (PairRM-hf has none)."""
-    import torch
-    from safetensors.torch import save_file
-
     if layout not in ("llm-blender", "transformers"):
         raise ParameterError(f"layout={layout!r}: expected 'llm-blender' or 'transformers'.")
     if weights_format not in ("safetensors", "bin", "both"):
@@ -201,7 +199,7 @@ def build_tiny_reward_model(out_dir: str | Path, arch: str = "llama", *, seed: i
                             vocab_size: int = 600) -> Path:
     """A random `*ForSequenceClassification` reward model in `out_dir`: Llama with the stand-in policy's byte-level
     ChatML tokenizer, or DeBERTa-v2 with a sentencepiece tokenizer trained here and `DEBERTA_CHAT_TEMPLATE`."""
-    import torch
+    # keeps transformers off `repro score --help`
     from transformers import AutoModelForSequenceClassification, LlamaConfig
 
     if arch not in ("llama", "deberta"):

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
 from ..errors import ParameterError
 from ..jobs import build_once
 from ..parameters import STAND_IN_VERSION
@@ -40,8 +43,7 @@ SPEAKING_WEIGHT_STD = 0.3
 
 def byte_tokenizer(vocab_size: int | None):
     """Byte-level tokenizer (id = byte), three special tokens, optional unused fillers up to `vocab_size`."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # keeps transformers off `repro score --help`
     from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     byte_chars = bytes_to_unicode()  # byte value -> the printable character byte-level BPE uses for it
@@ -61,8 +63,6 @@ def byte_tokenizer(vocab_size: int | None):
 
 def shape_stand_in(model, seed: int) -> None:
     """Make a random Llama speak printable ASCII only: every other token (EOS included) is pushed far down."""
-    import torch
-
     generator = torch.Generator().manual_seed(seed + 1)
     head = model.get_output_embeddings().weight
     vocab, hidden = head.shape
@@ -95,7 +95,7 @@ def build_tiny_policy(out_dir: str | Path | None = None, seed: int = 0, size: st
 
 
 def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int | None, config_only: bool) -> None:
-    from transformers import GenerationConfig, LlamaConfig
+    from transformers import GenerationConfig, LlamaConfig  # keeps transformers off `repro score --help`
 
     shape = dict(SIZES[size])
     tokenizer = byte_tokenizer(shape["vocab_size"])
@@ -119,8 +119,7 @@ def _write_policy(path: Path, seed: int, size: str, max_position_embeddings: int
 def init_random_weights(config, seed: int, dtype=None, device: str = "cpu"):
     """The model of a config-only stand-in: random weights from `seed`, drawn on `device` (fast for 1B, reproducible
     per kind of device, not across CPU and GPU: fine for a timing stand-in), shaped head."""
-    import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # keeps transformers off `repro score --help`
 
     torch.manual_seed(seed)
     with torch.device(device):
