@@ -168,8 +168,7 @@ def test_the_card_notebook_imports_neither_scipy_stats_nor_the_plotting_librarie
 # saying which light path it keeps light (LIGHT_PATHS). Anything else goes at the module's top.
 OPTIONAL = {"vllm", "llm_blender", "playwright", "trl"}
 # other branches' files, whose imports are left as they are here (issue 20, point 4): to be moved or explained there
-PENDING = {("repro.analysis.family_view", "IPython.display"), ("repro.card.publish", "IPython.display"),
-           ("repro.card.publish", "huggingface_hub")}
+PENDING: set[tuple[str, str]] = set()
 
 
 def unexplained_lazy_imports(source: str) -> list[tuple[str, str]]:

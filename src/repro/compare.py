@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from IPython.display import Markdown
 
 from .analysis import number, percent, plots, prose, stats
 from .analysis.report import (readable, response_texts, row_preview, show_figures, values_at,  # noqa: F401
@@ -766,9 +767,7 @@ def disagreements(result: ComparisonResult) -> Any:
         table = table.drop(columns="candidate_prompt_id")
     if len(table):
         return readable(table)
-    from IPython.display import Markdown  # (a sentence, not a table of bare headers)
-
-    d = result.result["disagreements"]
+    d = result.result["disagreements"]  # (a sentence, not a table of bare headers)
     return Markdown(prose("compare", "no_disagreement", d["tolerance"], d.get("not_compared") or {}))
 
 

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from IPython import display as ipython  # (its display: what a test or a notebook replaces)
 from matplotlib.figure import Figure
 
 from ..dataset_io import SCORE_COLUMNS
@@ -287,12 +288,10 @@ def family_view(params: FamilyViewParams) -> FamilyView:
 def show_members(view: FamilyView) -> None:
     """The members' table, and under it, where members have fewer rows than stats.BOOTSTRAP_FEW_ROWS, that their
     intervals are too narrow (02_analyze and the card say so of each)."""
-    from IPython.display import Markdown, display
-
     # its cells whole (a DataFrame's are cut at 50 characters), its rows #k as the figure names a member it cannot draw
-    display(readable(view.table.rename(index="#{}".format)))
+    ipython.display(readable(view.table.rename(index="#{}".format)))
     if few := [(m["member"], m["rows"]) for m in view.summary["members"] if m["few_rows"]]:
-        display(Markdown(prose("report", "family_few_rows", few, BOOTSTRAP_FEW_ROWS)))
+        ipython.display(ipython.Markdown(prose("report", "family_few_rows", few, BOOTSTRAP_FEW_ROWS)))
 
 
 def origins(view: FamilyView) -> Any:
@@ -315,9 +314,8 @@ def headline(verdict: str | None) -> str:
 def show_verdicts(view: FamilyView) -> None:
     """Each member's verdict against its published counterpart (04_compare's `compare.json`): their headlines as a
     table, then each whole, under its member's name; a sentence if none."""
-    from IPython.display import Markdown, display
-
     if not (compared := [m for m in view.summary["members"] if m["verdict"]]):
-        return display(Markdown(prose("report", "no_family_verdict")))  # (not a table of bare headers)
+        return ipython.display(ipython.Markdown(prose("report", "no_family_verdict")))  # (not a table of bare headers)
     rows = pd.DataFrame([{"member": m["member"], "verdict": headline(m["verdict"])} for m in compared])
-    display(readable(rows), Markdown("\n\n".join(f"#### `{m['member']}`\n\n{m['verdict']}" for m in compared)))
+    ipython.display(readable(rows), ipython.Markdown("\n\n".join(f"#### `{m['member']}`\n\n{m['verdict']}"
+                                                               for m in compared)))

@@ -21,7 +21,7 @@ from datasets import Features
 from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.splits import SplitDict, SplitInfo
 from datasets.utils.metadata import MetadataConfigs
-from huggingface_hub import DatasetCard, DatasetCardData
+from huggingface_hub import DatasetCard, DatasetCardData, HfApi, get_token
 
 from ..analysis import p_value
 from ..dataset_io import split_files
@@ -263,7 +263,7 @@ def preview_markdown(card_path: str | Path) -> str:
 
 def preview(card_path: str | Path):
     """The card's body as rendered Markdown with its figures shown (the card file keeps its hub-relative links)."""
-    from IPython.display import Markdown
+    from IPython.display import Markdown  # (IPython off 03_card's path and `repro run`'s: a notebook's preview only)
 
     return Markdown(preview_markdown(card_path))
 
@@ -283,8 +283,6 @@ def publish(params: "CardParams") -> str | None:
         return None
     if not run.card.exists():
         raise PublishError(f"{run.card} does not exist: write the card (repro.card.write_card) before publishing.")
-    from huggingface_hub import HfApi, get_token
-
     manifest = Manifest(run)  # the upload is 03_card's work: a failed one fails the run's record too
     with manifest.notebook(params.model_dump(), "03_card"), manifest.stage("publish", resumable=False) as info:
         if why := publish_blocker():

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets.config
-from huggingface_hub import constants
+from huggingface_hub import HfApi, constants
+from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
 from ..analysis import prose
 from ..errors import Busy, DataError, ModelLoadError, ParameterError, ReproError, counted, did_you_mean
@@ -174,9 +175,6 @@ def builder(folder: Path, params_file: Path | None) -> str | None:
 def _input_check(need: Need, params_file: Path | None = None) -> tuple[Check, int]:
     """(the check of one input, bytes to download): a local path, or a hub id cached here or reachable; a dataset
     not built yet says which params file beside `params_file` builds it."""
-    from huggingface_hub import HfApi  # the hub client only for a run's checks
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
-
     what = f"{need.parameter}: {need.value}"
     if not is_hub_id(need.value):
         path = Path(need.value)
