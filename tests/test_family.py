@@ -1580,6 +1580,9 @@ def test_a_member_refused_at_its_turn_is_named_apart_from_the_failed_with_what_t
     assert (f"repro run: REFUSED member: mini_index-1: another command held its folder at the family's checks, and "
             f"at its turn its own checks refused it ({where}). The same command again refuses it again: pass --force "
             f"to replace a run of other parameters there, or give the family another --out.") in err
+    record = Manifest(RunDir(root)).read()  # (the view's run had made it `complete`)
+    assert (record["status"], record["error"]) == (
+        "failed", "not every member is complete: mini_index-0 failed; mini_index-1 refused at its turn")
 
 
 def test_a_member_whose_only_change_is_a_new_self_check_makes_only_its_card_again(tmp_path, monkeypatch, capsys):
@@ -1840,6 +1843,45 @@ def test_05_family_alone_on_a_stopped_family_is_done_and_the_family_command_cont
     assert main(grid) == 0 and record.read()["status"] == "complete"
     assert record.read()["parameters"]["bootstrap_resamples"] == 1000
     assert Manifest(RunDir(root / "mini_index-1")).read()["status"] == "complete"
+
+
+@pytest.mark.parametrize("left, code", [("failed", 1), ("busy", family_cli.EXIT_BUSY)])
+def test_a_family_whose_members_do_not_all_complete_is_not_recorded_complete_and_the_same_command_continues_it(
+        tmp_path, monkeypatch, capsys, stubbed_notebooks, left, code):
+    # a member failed (or another command ran it): the command exited 1 (75), its FAILED (BUSY) line on stderr, but
+    # the view's run completed the family's record: its manifest said `complete`, --check said nothing of the family
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root, ran = tmp_path / "f", []
+
+    def execute(src, out, **kw):  # (mini_index-0's notebooks fail while `left` is "failed")
+        ran.append(Path(out).parents[1].name)
+        if left == "failed" and Path(out).parents[1].name == "mini_index-0":
+            raise RuntimeError("a member's cell failed")
+        Path(out).write_text("{}")
+
+    monkeypatch.setattr("papermill.execute_notebook", execute)
+    grid = ["run", str(DEMO), "--set", "mini_count=2", "--grid", "mini_index=0,1", "--out", str(root)]
+    holder = _hold(root / "mini_index-0") if left == "busy" else None
+    try:
+        assert holder is None or holder.stdout.readline().strip() == "held"
+        assert main(grid) == code
+    finally:
+        if holder:
+            holder.kill()
+            holder.wait()
+    assert ran[-1] == "f" and "mini_index-1" in ran  # the other member and the view ran
+    said = {"failed": "mini_index-0 failed", "busy": "mini_index-0 being run by another command"}[left]
+    record = Manifest(RunDir(root)).read()
+    assert (record["status"], record["error"]) == ("failed", f"not every member is complete: {said}")
+    assert record["notebooks"]["05_family"]["status"] == "done"  # (its view is made, of the members as they are)
+    capsys.readouterr()
+    assert main([*grid, "--check"]) == 0
+    assert (f"ok       family folder: {root} (continues the family there; its last run failed: the same command "
+            f"without --check continues it)") in capsys.readouterr().out
+    left, ran[:] = "", []  # (mini_index-0 free, or its notebooks mended): the same command continues the family
+    assert main(grid) == 0 and set(ran) == {"mini_index-0", "f"}  # (mini_index-1, complete, not run again)
+    record = Manifest(RunDir(root)).read()
+    assert (record["status"], record["error"]) == ("complete", None)
 
 
 def test_05_family_alone_that_fails_reading_a_member_records_it_and_gives_the_folder_back(tmp_path):

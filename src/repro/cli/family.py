@@ -323,6 +323,11 @@ def run_family(args: argparse.Namespace, family: Family) -> int:
     busy = [m.name for m, s in zip(family.members, statuses) if s == BUSY]
     refused = [m.name for m, s in zip(family.members, statuses) if s == REFUSED]
     its, by = "its" if len(refused) == 1 else "their", "another command" if len(busy) == 1 else "other commands"
+    if code == 0 and (unfinished := "; ".join(f"{', '.join(names)} {what}" for names, what in (
+            (failed, "failed"), (refused, f"refused at {its} turn"), (busy, f"being run by {by}")) if names)):
+        # the view made of the members as they are, its notebook done: the family complete only once every member is
+        # (busy: `failed` too, its error saying so: it ended short, at no signal; the same command continues it)
+        record.finish_run("failed", f"not every member is complete: {unfinished}")
     print(f"repro run: family {family.name}: {statuses.count('done')} run, {statuses.count('reused')} already "
           f"complete, {len(failed)} failed" + (f", {len(refused)} refused at {its} turn" if refused else "") +
           (f", {len(busy)} being run by {by}" if busy else "") +
